@@ -1,0 +1,102 @@
+"""The `xover` command line: thin commands that parse, call a library function, and render."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .console import console, errors, print_json, print_table
+from .errors import XoverError
+
+app = typer.Typer(help="Run several data-parallel training jobs on the same devices, taking turns "
+                       "(crossover synchronisation): profile -> plan -> run -> report.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+class State:
+    db: Optional[str] = None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"xover {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    db: Annotated[Optional[str], typer.Option("--db", envvar="XOVER_DB",
+                                              help="Database file (or SQLAlchemy URL). Default: results/xover.db")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    State.db = db
+
+
+def fail(error: XoverError) -> None:
+    errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    raise typer.Exit(error.exit_code)
+
+
+def _command_line() -> str:
+    return shlex.join(["xover", *sys.argv[1:]])
+
+
+JOB_COLUMNS = [("job", "name"), ("mode", "mode"), ("status", "status"), ("exit", "exit_code"),
+               ("iters", "iterations"), ("samples/s", "samples_per_s"), ("iter ms", "iteration_ms"),
+               ("compute ms", "compute_ms"), ("comm ms", "communication_ms"), ("wait ms", "wait_ms"),
+               ("slowdown", "slowdown"), ("final loss", "final_loss"), ("accuracy", "accuracy")]
+
+
+@app.command()
+def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
+    """Check what this machine can run: Python, torch, Horovod, GPUs, bandwidth emulation, database."""
+    from .doctor import diagnose
+
+    diagnosis = diagnose(State.db)
+    if json_out:
+        print_json(diagnosis.to_dict())
+    else:
+        rows = [{"check": c.name, "ok": "ok" if c.ok else ("FAIL" if c.required else "no"),
+                 "detail": c.detail + (f"  -> {c.fix}" if c.fix and not c.ok else "")} for c in diagnosis.checks]
+        print_table("xover doctor", [("check", "check"), ("", "ok"), ("detail", "detail")], rows)
+        console.print("jobs can run here" if diagnosis.can_run_jobs else "[red]jobs cannot run here: fix the FAIL lines[/]")
+    raise typer.Exit(0 if diagnosis.can_run_jobs else 1)
+
+
+@app.command()
+def train(
+    recipe: Annotated[str, typer.Argument(help="Recipe TOML file, or the name of one in recipes/.")],
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="horovodrun hosts, e.g. h1:2,h2:2.")] = None,
+    iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Train one recipe alone through horovodrun, record it, and print a summary."""
+    from .orchestrator import Interrupted
+    from .orchestrator import train_recipe
+
+    try:
+        result = train_recipe(State.db, recipe, np=np, hosts=hosts, iterations=iterations, bandwidth=bandwidth,
+                              command=_command_line(), show_progress=not json_out)
+    except XoverError as error:
+        fail(error)
+    except Interrupted:
+        errors.print("interrupted: every process was stopped; the run is marked interrupted")
+        raise typer.Exit(130)
+    if json_out:
+        print_json(result)
+    else:
+        print_table(f"xover train  experiment {result['experiment']}", JOB_COLUMNS, result["jobs"])
+        console.print(f"logs: {result['results_dir']}")
+    raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+
+
+def run_cli() -> None:
+    app()

@@ -1,0 +1,72 @@
+"""Terminal output shared by every command: rich tables or JSON (same data, two views), progress."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any, Iterable, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+# Wide tables stay readable when piped into a file or a CI log instead of being cut to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 200)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(title: str, columns: Sequence[tuple[str, str]], rows: Iterable[dict[str, Any]],
+                digits: dict[str, int] | None = None) -> None:
+    """columns: (header, key). Numbers right-aligned with `digits[key]` decimals (default 2)."""
+    table = Table(title=title, title_justify="left")
+    rows = list(rows)
+    for header, key in columns:
+        numeric = any(isinstance(r.get(key), (int, float)) for r in rows)
+        table.add_column(header, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*(fmt(row.get(key), (digits or {}).get(key, 2)) for _, key in columns))
+    console.print(table)
+
+
+class ProgressObserver:
+    """A live bar per job: iterations done, speed, last loss."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[status]}"),
+                                 TimeElapsedColumn(), console=errors, transient=False)
+        self.tasks: dict[int, int] = {}
+
+    def __enter__(self) -> "ProgressObserver":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def _task(self, run_id: int, label: str = "", total: int | None = None) -> int:
+        if run_id not in self.tasks:
+            self.tasks[run_id] = self.progress.add_task(label or str(run_id), total=total, loss="-", status="")
+        return self.tasks[run_id]
+
+    def job_started(self, run_id: int, label: str, total: int | None) -> None:
+        self.progress.update(self._task(run_id, label, total), total=total, description=label, status="running")
+
+    def job_progress(self, run_id: int, step: int, loss: float) -> None:
+        self.progress.update(self._task(run_id), completed=step, loss=f"{loss:.4f}")
+
+    def job_finished(self, run_id: int, status: str) -> None:
+        self.progress.update(self._task(run_id), status=status)

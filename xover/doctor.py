@@ -1,0 +1,130 @@
+"""`xover doctor`: can jobs run here, and with what?"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+@dataclass
+class Diagnosis:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def can_run_jobs(self) -> bool:
+        return all(c.ok for c in self.checks if c.required)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.can_run_jobs,
+                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix, "required": c.required}
+                           for c in self.checks]}
+
+
+def _torch() -> Check:
+    try:
+        import torch
+    except ImportError as error:
+        return Check("torch", False, f"not importable: {error}", "run `make setup`")
+    cuda = f", CUDA {torch.version.cuda}" if torch.version.cuda else ", CPU build"
+    return Check("torch", True, f"{torch.__version__}{cuda}")
+
+
+def _horovod() -> Check:
+    # A subprocess: a broken Horovod build can abort the interpreter that imports it.
+    code = ("import horovod, horovod.torch as h;"
+            "print(horovod.__version__, h.gloo_built(), h.nccl_built(), h.mpi_built())")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return Check("horovod", False, "importing horovod.torch timed out", "rebuild: scripts/install_horovod.sh")
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["import failed"])[-1]
+        return Check("horovod", False, f"horovod.torch does not import: {last}",
+                     "run `make setup` (builds Horovod 0.28.1 against this torch)")
+    version, gloo, nccl, mpi = out.stdout.split()
+    detail = f"{version}, built with torch: yes, Gloo: {gloo == 'True' and 'yes' or 'no'}, " \
+             f"NCCL: {nccl != '0' and nccl != 'False' and 'yes' or 'no'}, MPI: {mpi == 'True' and 'yes' or 'no'}"
+    ok = gloo == "True"
+    return Check("horovod", ok, detail, "" if ok else "rebuild with HOROVOD_WITH_GLOO=1 (make setup)")
+
+
+def _launcher() -> Check:
+    from .launch.horovod import horovodrun_path
+
+    try:
+        return Check("horovodrun", True, horovodrun_path())
+    except Exception as error:
+        return Check("horovodrun", False, str(error), "run `make setup`")
+
+
+def _gpus() -> Check:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return Check("gpus", True, "none (no NVIDIA driver): jobs run on CPU cores, one core per rank", required=False)
+    try:
+        names = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            name = name.decode() if isinstance(name, bytes) else name
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30
+            names.append(f"{index}: {name} ({memory:.0f} GiB)")
+        return Check("gpus", True, f"{len(names)}: " + "; ".join(names) if names else "none", required=False)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _cpus() -> Check:
+    return Check("cpus", True, f"{len(os.sched_getaffinity(0))} usable cores", required=False)
+
+
+def _bandwidth_emulation() -> Check:
+    from .launch.network import ShapedNetwork
+
+    try:
+        with ShapedNetwork("1gbit"):
+            pass
+        return Check("bandwidth emulation", True, "network namespace + tc tbf works (--bandwidth available)",
+                     required=False)
+    except Exception as error:
+        return Check("bandwidth emulation", False, str(error).split(": ", 1)[-1],
+                     "needs `unshare -rn` (user namespaces) and `tc` (iproute2); without it, drop --bandwidth",
+                     required=False)
+
+
+def _database(db: str | None) -> Check:
+    from .store.session import open_store
+
+    try:
+        store = open_store(db)
+        with store.engine.begin() as connection:
+            connection.exec_driver_sql("CREATE TABLE IF NOT EXISTS _doctor_probe (x INTEGER)")
+            connection.exec_driver_sql("DROP TABLE _doctor_probe")
+        url = store.url
+        store.close()
+        return Check("database", True, f"{url} is writable")
+    except Exception as error:
+        return Check("database", False, str(error), "choose a writable path with --db or XOVER_DB")
+
+
+def diagnose(db: str | None = None) -> Diagnosis:
+    checks = [Check("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})",
+                    "use Python >= 3.10")]
+    checks += [_torch(), _horovod(), _launcher(), _gpus(), _cpus(), _bandwidth_emulation(), _database(db)]
+    return Diagnosis(checks)

@@ -1,0 +1,1 @@
+"""Command lines for the distributed launchers, and network emulation."""

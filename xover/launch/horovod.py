@@ -1,0 +1,43 @@
+"""`horovodrun` command lines: the real launcher, Gloo on CPU, NCCL on GPU (Horovod picks it)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from ..errors import XoverError
+
+
+def horovodrun_path() -> str:
+    beside_python = Path(sys.executable).parent / "horovodrun"
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("horovodrun")
+    if not found:
+        raise XoverError("horovodrun was not found: run `make setup` (it builds Horovod), then `xover doctor`")
+    return found
+
+
+def worker_command(spec_path: Path) -> list[str]:
+    return [sys.executable, "-u", "-m", "xover.runtime.worker", str(spec_path)]
+
+
+def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120) -> list[str]:
+    return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
+            "--output-filename", str(log_dir), *worker_command(spec_path)]
+
+
+def parse_hosts(hosts: str) -> list[tuple[str, int]]:
+    """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
+    parsed = []
+    for item in hosts.split(","):
+        name, _, slots = item.strip().partition(":")
+        if not name or not slots.isdigit() or int(slots) <= 0:
+            raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a positive integer")
+        parsed.append((name, int(slots)))
+    return parsed
+
+
+def is_local(host: str) -> bool:
+    return host in ("localhost", "127.0.0.1")

@@ -1,0 +1,387 @@
+"""Run jobs: start each through its launcher, watch it, store its metrics, clean up after it.
+
+A *group* of jobs shares the same devices. `run_together` starts every job of a group at once,
+in one emulated network when asked, with a turn server when the mode is crossover, and returns
+when all have ended. The modes of `xover run` are compositions of it:
+  sequential  - each job alone, one after another (the devices to itself);
+  concurrent  - the jobs together, without coordination;
+  crossover   - the jobs together, taking turns on each device.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import psutil
+
+from .errors import XoverError
+from .launch.horovod import horovodrun_command, is_local, parse_hosts
+from .launch.network import network_for
+from .recipes import Recipe
+from .runtime.metrics import parse_metric_line
+from .runtime.turns import runtime_dir
+from .store.models import Evaluation, Experiment, IterationMetric, Run, utcnow
+from .store.queries import new_experiment_id, snapshot_recipe
+from .store.session import Store
+
+MODES = ("sequential", "concurrent", "crossover")
+RESULTS_DIR = Path(os.environ.get("XOVER_RESULTS", "results"))
+
+
+@dataclass
+class JobSpec:
+    """One job as it will be launched."""
+
+    name: str
+    recipe: Recipe
+    hosts: str  # horovodrun -H
+    devices: list[int]  # device index of each local rank on its host
+
+    @property
+    def np(self) -> int:
+        return self.recipe.np
+
+
+class Observer(Protocol):
+    def job_started(self, run_id: int, label: str, total: int | None) -> None: ...
+    def job_progress(self, run_id: int, step: int, loss: float) -> None: ...
+    def job_finished(self, run_id: int, status: str) -> None: ...
+
+
+class QuietObserver:
+    def job_started(self, run_id, label, total): pass
+    def job_progress(self, run_id, step, loss): pass
+    def job_finished(self, run_id, status): pass
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM reached the run: every process was stopped and the runs marked."""
+
+
+def kill_tree(pid: int, grace_s: float = 3.0) -> None:
+    """Stop a launcher and every process under it: Horovod puts its workers in their own sessions,
+    so signalling the launcher's process group alone would leave them running."""
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True) + [root]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+class LaunchedJob:
+    """One launcher process; a thread relays its output to the log and its metrics to a queue."""
+
+    def __init__(self, run_id: int, command: list[str], env: dict[str, str], log_dir: Path,
+                 events: "queue.Queue[tuple[int, dict[str, Any]]]") -> None:
+        self.run_id, self.events = run_id, events
+        self.tail: collections.deque[str] = collections.deque(maxlen=25)
+        self.log = open(log_dir / "launcher.log", "w")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                        text=True, bufsize=1, start_new_session=True, cwd=os.getcwd())
+        self.reader = threading.Thread(target=self._relay, daemon=True)
+        self.reader.start()
+
+    def _relay(self) -> None:
+        for line in self.process.stdout:
+            self.log.write(line)
+            record = parse_metric_line(line)
+            if record is not None:
+                self.events.put((self.run_id, record))
+            elif line.strip():
+                self.tail.append(line.rstrip())
+        self.log.close()
+        self.events.put((self.run_id, {"kind": "_exit", "code": self.process.wait()}))
+
+    def stop(self) -> None:
+        kill_tree(self.process.pid)
+
+
+class TurnServerProcess:
+    """The per-host turn server of a crossover group (see runtime/turns.py)."""
+
+    def __init__(self, experiment_id: str, group_index: int, jobs: list[JobSpec]) -> None:
+        self.socket = os.path.join(runtime_dir(), f"{experiment_id}-g{group_index}.sock")
+        order: dict[int, list[int]] = {}
+        for slot, job in enumerate(jobs):
+            for device in job.devices:
+                order.setdefault(device, []).append(slot)
+        args = [f"--device={d}={','.join(map(str, s))}" for d, s in sorted(order.items())]
+        self.process = subprocess.Popen([sys.executable, "-m", "xover.runtime.turns", "--socket", self.socket, *args],
+                                        stdout=subprocess.PIPE, text=True, start_new_session=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise XoverError("the crossover turn server did not start; run `xover doctor`")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+
+
+@dataclass
+class Experimenter:
+    """Everything one invocation shares: the store, its experiment row, network, display."""
+
+    store: Store
+    kind: str
+    command: str
+    bandwidth: str | None = None
+    observer: Observer = field(default_factory=QuietObserver)
+    plan_id: int | None = None
+    experiment_id: str = field(default_factory=new_experiment_id)
+
+    def __post_init__(self) -> None:
+        hosts = "localhost"
+        with self.store.session() as session, session.begin():
+            session.add(Experiment(id=self.experiment_id, kind=self.kind, command=self.command,
+                                   bandwidth=self.bandwidth, hosts=hosts, plan_id=self.plan_id))
+        self.results_dir = RESULTS_DIR / "runs" / self.experiment_id
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+
+    def finish(self, status: str) -> None:
+        with self.store.session() as session, session.begin():
+            experiment = session.get(Experiment, self.experiment_id)
+            experiment.status, experiment.ended_at = status, utcnow()
+
+    # ------------------------------------------------------------------------------- launching
+
+    def run_together(self, jobs: list[JobSpec], mode: str, group_index: int | None = None) -> list[int]:
+        """Start the jobs at once on their devices (crossover: taking turns); wait for all. Run ids."""
+        events: queue.Queue = queue.Queue()
+        runs = self._create_runs(jobs, mode, group_index)
+        launched: dict[int, LaunchedJob] = {}
+        turn_server = None
+        try:
+            with network_for(self.bandwidth) as network:
+                if mode == "crossover" and len(jobs) > 1:
+                    if not all(is_local(h) for job in jobs for h, _ in parse_hosts(job.hosts)):
+                        raise XoverError("crossover across several hosts is not supported yet: "
+                                         "run one group per host, or use --mode concurrent")
+                    turn_server = TurnServerProcess(self.experiment_id, group_index or 0, jobs)
+                for slot, (job, (run_id, log_dir)) in enumerate(zip(jobs, runs)):
+                    env = self._worker_env(job, slot if turn_server else None, turn_server)
+                    spec_path = log_dir / "spec.json"
+                    spec_path.write_text(json.dumps({"job": job.name, "engine": "horovod",
+                                                     "recipe": job.recipe.to_dict()}, indent=1))
+                    command = network.wrap(horovodrun_command(job.np, job.hosts, log_dir / "ranks", spec_path))
+                    launched[run_id] = LaunchedJob(run_id, command, env, log_dir, events)
+                    self._mark_started(run_id)
+                self._watch(launched, events)
+        except KeyboardInterrupt:
+            for job in launched.values():
+                job.stop()
+            self._mark_interrupted(list(launched) + [r for r, _ in runs])
+            raise Interrupted() from None
+        finally:
+            for job in launched.values():
+                if job.process.poll() is None:
+                    job.stop()
+            if turn_server:
+                turn_server.stop()
+        return [run_id for run_id, _ in runs]
+
+    def _worker_env(self, job: JobSpec, slot: int | None, turn_server: TurnServerProcess | None) -> dict[str, str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=",".join(map(str, job.devices)))
+        env.pop("XOVER_TURN_SOCKET", None)
+        if turn_server is not None:
+            env.update(XOVER_TURN_SOCKET=turn_server.socket, XOVER_TURN_SLOT=str(slot))
+        # horovodrun and its workers must find xover even when it is not installed (tests, a checkout)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def _create_runs(self, jobs: list[JobSpec], mode: str, group_index: int | None) -> list[tuple[int, Path]]:
+        created = []
+        with self.store.session() as session, session.begin():
+            for slot, job in enumerate(jobs):
+                snapshot = snapshot_recipe(session, job.recipe)
+                run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,
+                          group_index=group_index, slot=slot if mode == "crossover" else None, hosts=job.hosts,
+                          np=job.np, devices=",".join(map(str, job.devices)), status="pending",
+                          iterations_planned=job.recipe.iterations)
+                session.add(run)
+                session.flush()
+                log_dir = self.results_dir / f"{run.id}-{job.name}-{mode}"
+                log_dir.mkdir(parents=True, exist_ok=True)
+                run.log_dir = str(log_dir)
+                created.append((run.id, log_dir))
+        return created
+
+    def _mark_started(self, run_id: int) -> None:
+        with self.store.session() as session, session.begin():
+            run = session.get(Run, run_id)
+            run.status, run.started_at = "running", utcnow()
+
+    def _mark_interrupted(self, run_ids: list[int]) -> None:
+        with self.store.session() as session, session.begin():
+            for run_id in set(run_ids):
+                run = session.get(Run, run_id)
+                if run.status in ("pending", "running"):
+                    run.status, run.ended_at = "interrupted", utcnow()
+
+    def _watch(self, launched: dict[int, LaunchedJob], events: queue.Queue) -> None:
+        """Store metrics as they come, in batches; return when every launcher has exited."""
+        running = set(launched)
+        labels = {}
+        with self.store.session() as session:
+            for run_id in launched:
+                run = session.get(Run, run_id)
+                labels[run_id] = f"{run.name} [{run.mode}]"
+        while running:
+            batch = [events.get()]
+            deadline = time.monotonic() + 0.25
+            while time.monotonic() < deadline:
+                try:
+                    batch.append(events.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            with self.store.session() as session, session.begin():
+                for run_id, record in batch:
+                    self._apply(session, launched[run_id], run_id, record, labels[run_id])
+                    if record["kind"] == "_exit":
+                        running.discard(run_id)
+
+    def _apply(self, session, job: LaunchedJob, run_id: int, record: dict[str, Any], label: str) -> None:
+        kind = record["kind"]
+        if kind == "start":
+            run = session.get(Run, run_id)
+            run.iterations_planned = record["iterations"]
+            run.engine = record.get("engine", run.engine)
+            self.observer.job_started(run_id, label, record["iterations"])
+        elif kind == "iter":
+            session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in (
+                "step", "time_s", "wall_time", "iteration_s", "data_s", "compute_s", "communication_s",
+                "wait_s", "samples", "loss")}))
+            self.observer.job_progress(run_id, record["step"] + 1, record["loss"])
+        elif kind == "eval":
+            session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"], value=record["value"]))
+        elif kind == "_exit":
+            run = session.get(Run, run_id)
+            code = record["code"]
+            run.exit_code, run.ended_at = code, utcnow()
+            run.status = "finished" if code == 0 else "failed"
+            if code != 0:
+                run.error = "\n".join(job.tail)
+            self.observer.job_finished(run_id, run.status)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM is handled as Ctrl-C, so a stopped `xover` still cleans up its processes."""
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def local_device_count() -> tuple[str, int]:
+    """('gpu', n) when NVIDIA GPUs are visible, else ('cpu', cores usable by this process)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+        if count > 0 and os.environ.get("XOVER_CPU_ONLY") != "1":
+            return "gpu", count
+    except Exception:  # no driver, no library: a CPU machine
+        pass
+    return "cpu", len(os.sched_getaffinity(0))
+
+
+def check_devices(jobs: list[JobSpec]) -> None:
+    """Fail before anything starts when a local job asks for devices this machine does not have."""
+    kind, available = local_device_count()
+    for job in jobs:
+        if not all(is_local(host) for host, _ in parse_hosts(job.hosts)):
+            continue  # remote hosts are counted by horovodrun's -H slots
+        if job.np > available:
+            raise XoverError(f"job '{job.name}' asks for {job.np} devices but this machine has "
+                             f"{available} {kind.upper()} device(s); lower np (--np) or add hosts with -H")
+        if max(job.devices, default=0) >= available:
+            raise XoverError(f"job '{job.name}' is placed on device {max(job.devices)} but this machine has "
+                             f"{available} {kind.upper()} device(s)")
+
+
+def job_for(recipe: Recipe, hosts: str | None = None, devices: list[int] | None = None, name: str | None = None) -> JobSpec:
+    hosts = hosts or f"localhost:{recipe.np}"
+    per_host = min(recipe.np, max(slots for _, slots in parse_hosts(hosts)))
+    return JobSpec(name=name or recipe.name, recipe=recipe, hosts=hosts, devices=devices or list(range(per_host)))
+
+
+# ----------------------------------------------------------------------------------- commands
+
+
+def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hosts: str | None = None,
+                 iterations: int | None = None, bandwidth: str | None = None, command: str = "xover train",
+                 show_progress: bool = True) -> dict[str, Any]:
+    """`xover train`: one recipe alone through horovodrun. Returns the experiment's job summaries."""
+    from .console import ProgressObserver
+    from .launch.network import check_rate
+    from .recipes import load_recipe, with_overrides
+    from .store.queries import experiment_jobs
+    from .store.session import open_store
+
+    recipe = with_overrides(load_recipe(recipe_path), iterations=iterations, np=np)
+    if hosts:
+        parse_hosts(hosts)
+    if bandwidth:
+        check_rate(bandwidth)
+    job = job_for(recipe, hosts)
+    check_devices([job])
+    store = open_store(db)
+    install_signal_handlers()
+    observer = ProgressObserver() if show_progress else QuietObserver()
+    experimenter = Experimenter(store, "train", command, bandwidth=bandwidth, observer=observer)
+    status = "finished"
+    try:
+        with observer if show_progress else _nothing():
+            experimenter.run_together([job], "solo")
+    except (Interrupted, XoverError):
+        status = "interrupted"
+        raise
+    finally:
+        experimenter.finish(status)
+    with store.session() as session:
+        jobs = experiment_jobs(session, experimenter.experiment_id)
+    for job_summary in jobs:
+        job_summary["slowdown"] = 1.0
+    return {"experiment": experimenter.experiment_id, "results_dir": str(experimenter.results_dir), "jobs": jobs}
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

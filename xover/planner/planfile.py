@@ -1,0 +1,265 @@
+"""The JSON plan file that ``xover plan`` writes and ``xover run`` reads.
+
+Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
+
+    {"format": "xover-plan/1",
+     "algo": "matching",                      # grouping algorithm that made the plan
+     "hosts": [["localhost", 2]],             # [host name, device slots]
+     "groups": [{"jobs": ["resnet", "vgg"],   # names, keys of "jobs"
+                 "devices": ["localhost:0", "localhost:1"],  # "host:index", one per device a job needs
+                 "wave": 0,                   # waves run one after another, groups of a wave at once
+                 "predicted_period_ms": 250.0,
+                 "predicted_gain": 1.41,
+                 "predicted_duration_ms": 25000.0,
+                 "predicted_slowdown": {"resnet": 1.2, "vgg": 1.5}}],
+     "jobs": {"resnet": {"devices": 2, "compute_ms": 130.0, "comm_ms": 40.0,
+                         "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
+                         "recipe": "recipes/resnet.toml"}},    # "recipe" only when made from recipes
+     "unplaced": [{"name": "huge", "reason": "needs 8 devices, 2 exist"}],
+     "predicted_aggregate_gain": 1.3,
+     "predicted_makespan_ms": 50000.0,
+     "sequential_makespan_ms": 70000.0}
+
+``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
+job, ``data_ms`` (default 0) and ``iterations`` (default 100) may be left out.
+Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
+checks everything ``xover run`` relies on (a group's device count matches its
+jobs, devices exist on the listed hosts, no device is used twice in one wave) and
+raises ``PlanFormatError`` naming the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+from ..errors import XoverError
+from .model import InvalidJobProfile, JobProfile
+from .plan import GroupPlan, Plan
+
+PLAN_FORMAT = "xover-plan/1"
+
+
+class PlanFormatError(XoverError):
+    """A plan file that is not a valid xover-plan/1 document."""
+
+
+def plan_to_dict(plan: Plan, recipes: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON-ready form of ``plan``; ``recipes`` (job name -> path) defaults to ``plan.recipes``."""
+    recipes = plan.recipes if recipes is None else recipes
+    return {
+        "format": PLAN_FORMAT,
+        "algo": plan.algo,
+        "hosts": [[name, slots] for name, slots in plan.hosts],
+        "groups": [_group_to_dict(group) for group in plan.groups],
+        "jobs": {job.name: _job_to_dict(job, recipes.get(job.name)) for job in plan.jobs},
+        "unplaced": [{"name": name, "reason": reason} for name, reason in plan.unplaced],
+        "predicted_aggregate_gain": plan.predicted_aggregate_gain,
+        "predicted_makespan_ms": plan.predicted_makespan_ms,
+        "sequential_makespan_ms": plan.sequential_makespan_ms,
+    }
+
+
+def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
+    return {
+        "jobs": [job.name for job in group.jobs],
+        "devices": list(group.devices),
+        "wave": group.wave,
+        "predicted_period_ms": group.predicted_period_ms,
+        "predicted_gain": group.predicted_gain,
+        "predicted_duration_ms": group.predicted_duration_ms,
+        "predicted_slowdown": dict(group.predicted_slowdown),
+    }
+
+
+def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "devices": job.devices,
+        "compute_ms": job.compute_ms,
+        "comm_ms": job.comm_ms,
+        "memory_gb": job.memory_gb,
+        "data_ms": job.data_ms,
+        "iterations": job.iterations,
+    }
+    if recipe is not None:
+        entry["recipe"] = recipe
+    return entry
+
+
+def plan_from_dict(document: Any) -> Plan:
+    """Read and check a plan document (as loaded from JSON)."""
+    top = _mapping(document, "plan")
+    if _field(top, "format", "") != PLAN_FORMAT:
+        raise PlanFormatError(f"plan field 'format': expected {PLAN_FORMAT!r}, got {top['format']!r}")
+    hosts = _hosts(_field(top, "hosts", ""))
+    jobs, recipes = _jobs(_field(top, "jobs", ""))
+    groups = _groups(_field(top, "groups", ""), jobs, dict(hosts))
+    return Plan(
+        algo=_text(_field(top, "algo", ""), "algo"),
+        hosts=hosts,
+        groups=groups,
+        unplaced=_unplaced(_field(top, "unplaced", "")),
+        predicted_aggregate_gain=_number(_field(top, "predicted_aggregate_gain", ""), "predicted_aggregate_gain"),
+        predicted_makespan_ms=_number(_field(top, "predicted_makespan_ms", ""), "predicted_makespan_ms"),
+        sequential_makespan_ms=_number(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
+        recipes=recipes,
+    )
+
+
+def _hosts(value: Any) -> list[tuple[str, int]]:
+    hosts: list[tuple[str, int]] = []
+    for index, entry in enumerate(_list(value, "hosts")):
+        where = f"hosts[{index}]"
+        if not isinstance(entry, list) or len(entry) != 2:
+            _fail(where, f"must be [host name, device slots], got {entry!r}")
+        name = _text(entry[0], where)
+        if not name or ":" in name or name in dict(hosts):
+            _fail(where, f"host name must be non-empty, unique and without ':', got {name!r}")
+        hosts.append((name, _whole(entry[1], where, minimum=1)))
+    if not hosts:
+        _fail("hosts", "must list at least one host")
+    return hosts
+
+
+def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str]]:
+    jobs: dict[str, JobProfile] = {}
+    recipes: dict[str, str] = {}
+    for name, entry in _mapping(value, "jobs").items():
+        where = f"jobs.{name}"
+        fields = _mapping(entry, where)
+        job = _job(name, fields, where)
+        jobs[name] = job
+        if "recipe" in fields:
+            recipes[name] = _text(fields["recipe"], f"{where}.recipe")
+    return jobs, recipes
+
+
+def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
+    values = {
+        "devices": _whole(_field(fields, "devices", where), f"{where}.devices", minimum=1),
+        "compute_ms": _number(_field(fields, "compute_ms", where), f"{where}.compute_ms"),
+        "comm_ms": _number(_field(fields, "comm_ms", where), f"{where}.comm_ms"),
+        "memory_gb": _number(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
+        "data_ms": _number(fields.get("data_ms", 0.0), f"{where}.data_ms"),
+        "iterations": _whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1),
+    }
+    try:
+        return JobProfile(name=name, **values)
+    except InvalidJobProfile as error:
+        _fail(where, error.problem)
+
+
+def _groups(value: Any, jobs: dict[str, JobProfile], host_slots: dict[str, int]) -> list[GroupPlan]:
+    groups: list[GroupPlan] = []
+    grouped: set[str] = set()
+    used: dict[tuple[int, str], int] = {}  # (wave, device) -> group index using it
+    for index, entry in enumerate(_list(value, "groups")):
+        where = f"groups[{index}]"
+        group = _group(_mapping(entry, where), where, jobs, host_slots)
+        for job in group.jobs:
+            if job.name in grouped:
+                _fail(f"{where}.jobs", f"job {job.name!r} is already in an earlier group")
+            grouped.add(job.name)
+        for device in group.devices:
+            other = used.setdefault((group.wave, device), index)
+            if other != index:
+                _fail(f"{where}.devices", f"{device} is already used by groups[{other}] in wave {group.wave}")
+        groups.append(group)
+    for name in jobs:
+        if name not in grouped:
+            _fail(f"jobs.{name}", "is in no group")
+    return groups
+
+
+def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host_slots: dict[str, int]) -> GroupPlan:
+    names = [_text(name, f"{where}.jobs") for name in _list(_field(fields, "jobs", where), f"{where}.jobs")]
+    if not names:
+        _fail(f"{where}.jobs", "must name at least one job")
+    if len(set(names)) != len(names):
+        _fail(f"{where}.jobs", f"names a job twice: {names!r}")
+    for name in names:
+        if name not in jobs:
+            _fail(f"{where}.jobs", f"job {name!r} is not in 'jobs'")
+    members = [jobs[name] for name in names]
+    needed = {job.devices for job in members}
+    if len(needed) != 1:
+        _fail(f"{where}.jobs", f"jobs of one group must need the same number of devices, got {sorted(needed)}")
+    devices = _devices(_field(fields, "devices", where), f"{where}.devices", host_slots)
+    if len(devices) != members[0].devices:
+        _fail(f"{where}.devices", f"lists {len(devices)} devices but its jobs need {members[0].devices}")
+    slowdown = _mapping(_field(fields, "predicted_slowdown", where), f"{where}.predicted_slowdown")
+    if set(slowdown) != set(names):
+        _fail(f"{where}.predicted_slowdown", f"must have one entry per job of the group, got {sorted(slowdown)}")
+    return GroupPlan(
+        jobs=members,
+        devices=devices,
+        wave=_whole(_field(fields, "wave", where), f"{where}.wave", minimum=0),
+        predicted_period_ms=_number(_field(fields, "predicted_period_ms", where), f"{where}.predicted_period_ms"),
+        predicted_gain=_number(_field(fields, "predicted_gain", where), f"{where}.predicted_gain"),
+        predicted_slowdown={
+            name: _number(slowdown[name], f"{where}.predicted_slowdown.{name}") for name in names
+        },
+        predicted_duration_ms=_number(_field(fields, "predicted_duration_ms", where), f"{where}.predicted_duration_ms"),
+    )
+
+
+def _devices(value: Any, where: str, host_slots: dict[str, int]) -> list[str]:
+    devices = [_text(device, where) for device in _list(value, where)]
+    if len(set(devices)) != len(devices):
+        _fail(where, f"lists a device twice: {devices!r}")
+    for device in devices:
+        host, _, index = device.rpartition(":")
+        if host not in host_slots or not index.isdigit() or int(index) >= host_slots[host]:
+            _fail(where, f"{device!r} is not a device of the listed hosts (expected 'host:index')")
+    return devices
+
+
+def _unplaced(value: Any) -> list[tuple[str, str]]:
+    unplaced: list[tuple[str, str]] = []
+    for index, entry in enumerate(_list(value, "unplaced")):
+        where = f"unplaced[{index}]"
+        fields = _mapping(entry, where)
+        unplaced.append(
+            (_text(_field(fields, "name", where), f"{where}.name"), _text(_field(fields, "reason", where), f"{where}.reason"))
+        )
+    return unplaced
+
+
+def _fail(where: str, problem: str) -> NoReturn:
+    raise PlanFormatError(f"plan field '{where}': {problem}")
+
+
+def _field(fields: dict[str, Any], key: str, where: str) -> Any:
+    if key not in fields:
+        _fail(f"{where}.{key}" if where else key, "is missing")
+    return fields[key]
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _fail(where, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        _fail(where, f"must be a list, got {type(value).__name__}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        _fail(where, f"must be a string, got {value!r}")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(where, f"must be a finite number, got {value!r}")
+    return value
+
+
+def _whole(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(where, f"must be a whole number >= {minimum}, got {value!r}")
+    return value

@@ -1,0 +1,175 @@
+"""Recipe files (TOML): one training job - model, dataset, batch size, optimizer, length, devices, seed.
+
+Validation reports the file, the field and the problem, so a typo costs one read of one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import XoverError
+from .workloads import DATASETS, MODELS
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+class RecipeError(XoverError):
+    pass
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    model: str
+    dataset: str
+    batch_size: int  # per rank, as Horovod counts it
+    optimizer: str
+    lr: float
+    np: int
+    seed: int
+    iterations: int | None = None
+    epochs: int | None = None
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    eval_interval: int = 0  # iterations between evaluations; 0 = only at the end
+    description: str = ""
+    model_options: dict[str, Any] = field(default_factory=dict)
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("path")
+        return data
+
+    @property
+    def hash(self) -> str:
+        """Content hash of what determines the job's behaviour (not where the file lives)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# field name -> (accepted python types, required)
+_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "name": ((str,), True),
+    "model": ((str,), True),
+    "dataset": ((str,), True),
+    "batch_size": ((int,), True),
+    "optimizer": ((str,), True),
+    "lr": ((int, float), True),
+    "np": ((int,), True),
+    "seed": ((int,), True),
+    "iterations": ((int,), False),
+    "epochs": ((int,), False),
+    "momentum": ((int, float), False),
+    "weight_decay": ((int, float), False),
+    "eval_interval": ((int,), False),
+    "description": ((str,), False),
+    "model_options": ((dict,), False),
+    "dataset_options": ((dict,), False),
+}
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table"}
+
+
+def _suggest(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
+    """Validate a recipe's fields; `source` names the file in every message."""
+
+    def fail(field_name: str, problem: str) -> RecipeError:
+        return RecipeError(f"{source}: field '{field_name}': {problem}")
+
+    for key in data:
+        if key not in _FIELDS:
+            raise fail(key, f"unknown field{_suggest(key, _FIELDS)}; known fields: {', '.join(_FIELDS)}")
+    for key, (types, required) in _FIELDS.items():
+        if key not in data:
+            if required:
+                raise fail(key, "missing (required)")
+            continue
+        value = data[key]
+        # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise fail(key, f"must be {_TYPE_NAMES[types[-1]]}, got {value!r}")
+
+    if data["model"] not in MODELS:
+        raise fail("model", f"unknown model '{data['model']}'{_suggest(data['model'], MODELS)}; "
+                            f"built-in models: {', '.join(MODELS)}")
+    if data["dataset"] not in DATASETS:
+        raise fail("dataset", f"unknown dataset '{data['dataset']}'{_suggest(data['dataset'], DATASETS)}; "
+                              f"built-in datasets: {', '.join(DATASETS)}")
+    model, dataset = MODELS[data["model"]], DATASETS[data["dataset"]]
+    if model.kind != dataset.kind:
+        raise fail("dataset", f"model '{data['model']}' takes {model.kind} inputs but dataset "
+                              f"'{data['dataset']}' gives {dataset.kind}")
+    if data["optimizer"] not in OPTIMIZERS:
+        raise fail("optimizer", f"unknown optimizer '{data['optimizer']}'; choose one of {', '.join(OPTIMIZERS)}")
+    for key in ("batch_size", "np"):
+        if data[key] <= 0:
+            raise fail(key, f"must be positive, got {data[key]}")
+    if data["lr"] <= 0:
+        raise fail("lr", f"must be positive, got {data['lr']}")
+    for key in ("momentum", "weight_decay", "eval_interval", "seed"):
+        if key in data and data[key] < 0:
+            raise fail(key, f"must not be negative, got {data[key]}")
+    if ("iterations" in data) == ("epochs" in data):
+        raise fail("iterations", "give exactly one of 'iterations' or 'epochs'")
+    for key in ("iterations", "epochs"):
+        if key in data and data[key] <= 0:
+            raise fail(key, f"must be positive, got {data[key]}")
+    for table, allowed in (("model_options", model.options), ("dataset_options", dataset.options)):
+        for key in data.get(table, {}):
+            if key not in allowed:
+                raise fail(f"{table}.{key}", f"unknown option{_suggest(key, allowed)}; "
+                                             f"accepted: {', '.join(allowed) or 'none'}")
+    return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),
+                     "weight_decay": float(data.get("weight_decay", 0.0)), "path": source})
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Load a recipe from a TOML file, or from a name of a file in `recipes/` (without `.toml`)."""
+    file = resolve_recipe_path(path)
+    try:
+        data = tomllib.loads(file.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise RecipeError(f"{file}: TOML syntax error: {error}") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"{file}: not a text file") from None
+    return parse_recipe(data, str(file))
+
+
+def resolve_recipe_path(path: str | Path) -> Path:
+    file = Path(path)
+    if file.is_file():
+        return file
+    for candidate in (Path("recipes") / f"{path}.toml", Path("recipes") / str(path)):
+        if candidate.is_file():
+            return candidate
+    known = sorted(p.stem for p in Path("recipes").glob("*.toml")) if Path("recipes").is_dir() else []
+    hint = f"; recipes in ./recipes: {', '.join(known)}" if known else ""
+    raise RecipeError(f"{path}: recipe file not found{hint}")
+
+
+def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | None = None) -> Recipe:
+    """The recipe as it will actually run (`--iterations` / `--np` from the command line)."""
+    changes: dict[str, Any] = {}
+    if iterations is not None:
+        if iterations <= 0:
+            raise RecipeError(f"--iterations must be positive, got {iterations}")
+        changes.update(iterations=iterations, epochs=None)
+    if np is not None:
+        if np <= 0:
+            raise RecipeError(f"--np must be positive, got {np}")
+        changes["np"] = np
+    if not changes:
+        return recipe
+    return Recipe(**{**asdict(recipe), **changes})

@@ -1,0 +1,158 @@
+"""The training loop of one rank, with crossover turns around the compute phase.
+
+Each iteration:  wait for the previous step's all-reduce (outside the turn, no spinning)
+                 -> take the turn -> apply the update, load data, forward, backward
+                 -> (GPU: wait for the compute stream) -> release the turn.
+Backward hooks start the all-reduce of every gradient, so communication overlaps with the
+partner jobs' compute. The math is exactly that of the job alone: only the timing changes.
+
+Run as:  python -m xover.runtime.worker SPEC.json   (under horovodrun)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .. import workloads
+from .engines import ENGINES
+from .metrics import emit
+from .turns import device_of, token_from_env
+
+
+def place_on_device(local_rank: int) -> torch.device:
+    """Rank i uses device i of its host: a GPU, or one CPU core with torch limited to it."""
+    device_index = device_of(local_rank)
+    if torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1":
+        torch.cuda.set_device(device_index)
+        return torch.device("cuda", device_index)
+    torch.set_num_threads(int(os.environ.get("XOVER_THREADS_PER_RANK", "1")))
+    cores = sorted(os.sched_getaffinity(0))
+    if os.environ.get("XOVER_PIN_CORES", "1") == "1" and cores:
+        os.sched_setaffinity(0, {cores[device_index % len(cores)]})
+    return torch.device("cpu")
+
+
+def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer:
+    name, lr = recipe["optimizer"], recipe["lr"]
+    if name == "sgd":
+        return torch.optim.SGD(parameters, lr=lr, momentum=recipe["momentum"], weight_decay=recipe["weight_decay"])
+    if name == "adam":
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=recipe["weight_decay"])
+    return torch.optim.AdamW(parameters, lr=lr, weight_decay=recipe["weight_decay"])
+
+
+def loss_of(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, dataset, device: torch.device) -> dict[str, float]:
+    model.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    for inputs, targets in dataset.test_batches():
+        inputs, targets = inputs.to(device), targets.to(device)
+        outputs = model(inputs)
+        total_loss += float(loss_of(outputs, targets)) * targets.numel()
+        correct += int((outputs.argmax(-1) == targets).sum())
+        count += targets.numel()
+    model.train()
+    if count == 0:
+        return {}
+    key = "test_accuracy" if dataset.task == "classification" else "test_token_accuracy"
+    return {key: correct / count, "test_loss": total_loss / count}
+
+
+def synchronize_device(device: torch.device) -> None:
+    # Release the turn only once the device has really finished: kernels are merely queued otherwise.
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
+def peak_memory_gb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+
+
+def train(spec: dict[str, Any]) -> None:
+    recipe = spec["recipe"]
+    engine = ENGINES[spec.get("engine", "horovod")]()
+    device = place_on_device(engine.local_rank)
+    is_reporter = engine.rank == 0
+    torch.manual_seed(recipe["seed"])
+    dataset = workloads.build_dataset(recipe["dataset"], batch_size=recipe["batch_size"], rank=engine.rank,
+                                      world_size=engine.size, seed=recipe["seed"], options=recipe["dataset_options"])
+    model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
+    optimizer = engine.prepare(model, build_optimizer(recipe, model.parameters()))
+    iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
+    eval_interval = recipe["eval_interval"]
+    gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    turn = token_from_env(engine.local_rank)
+    if is_reporter:
+        emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
+             device=str(device), parameters=sum(p.numel() for p in model.parameters()),
+             gradient_bytes=gradient_bytes, wall_time=time.time())
+
+    def report_evaluation(step: int) -> None:
+        if is_reporter and dataset.test is not None:
+            for metric, value in evaluate(model, dataset, device).items():
+                emit("eval", step=step, metric=metric, value=value)
+
+    started = previous_end = time.perf_counter()
+    for step in range(iterations):
+        t0 = time.perf_counter()
+        if step > 0:
+            engine.wait_gradients()
+        t1 = time.perf_counter()
+        waited = turn.acquire()
+        t2 = time.perf_counter()
+        if step > 0:
+            engine.apply_update()
+            if eval_interval and step % eval_interval == 0:
+                report_evaluation(step)
+        t_updated = time.perf_counter()
+        engine.zero_grad()
+        inputs, targets = dataset.batch(step)
+        inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        t3 = time.perf_counter()
+        loss = loss_of(model(inputs), targets)
+        loss.backward()
+        synchronize_device(device)
+        t4 = time.perf_counter()
+        turn.release()
+        if is_reporter:
+            emit("iter", step=step, time_s=t4 - started, wall_time=time.time(), iteration_s=t4 - previous_end,
+                 data_s=t3 - t_updated, compute_s=(t_updated - t2) + (t4 - t3),
+                 communication_s=t1 - t0, wait_s=waited, samples=recipe["batch_size"] * engine.size,
+                 loss=float(loss))
+        previous_end = t4
+
+    # The last step's gradients: wait, then apply the final update in a last turn.
+    engine.wait_gradients()
+    turn.acquire()
+    engine.apply_update()
+    report_evaluation(iterations)
+    synchronize_device(device)
+    turn.release()
+    turn.close()
+    if is_reporter:
+        emit("end", iterations=iterations, wall_s=time.perf_counter() - started, peak_memory_gb=peak_memory_gb(device))
+    engine.shutdown()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as handle:
+        train(json.load(handle))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Datasets that need no download: real digits from scikit-learn, real text from Python's own
+standard library, and synthetic tensors for throughput work (like Horovod's synthetic benchmark).
+
+Every dataset is sharded by rank and deterministic for a seed: the batch a rank sees at a step
+depends only on (seed, step, rank), never on timing, so runs in any mode see the same data.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Split:
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+
+class Dataset:
+    """A train split served in per-rank batches, and an optional test split for evaluation."""
+
+    task = "classification"  # or "language-model"
+
+    def __init__(self, train: Split, test: Split | None, *, batch_size: int, rank: int, world_size: int, seed: int) -> None:
+        self.train, self.test = train, test
+        self.batch_size, self.rank, self.world_size, self.seed = batch_size, rank, world_size, seed
+        self._epoch_order: tuple[int, torch.Tensor] | None = None
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, len(self.train.inputs) // (self.batch_size * self.world_size))
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch of this rank at a global step: a shuffled epoch order shared by all ranks."""
+        epoch, index = divmod(step, self.steps_per_epoch)
+        if self._epoch_order is None or self._epoch_order[0] != epoch:
+            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            self._epoch_order = (epoch, torch.randperm(len(self.train.inputs), generator=generator))
+        global_batch = self.batch_size * self.world_size
+        start = index * global_batch + self.rank * self.batch_size
+        rows = self._epoch_order[1][start:start + self.batch_size]
+        return self.train.inputs[rows], self.train.targets[rows]
+
+    def test_batches(self, size: int = 512):
+        if self.test is None:
+            return
+        for start in range(0, len(self.test.inputs), size):
+            yield self.test.inputs[start:start + size], self.test.targets[start:start + size]
+
+
+class SyntheticDataset(Dataset):
+    """One fixed random batch per rank, reused every step: measures throughput, not learning."""
+
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, **kw) -> None:
+        super().__init__(Split(inputs, targets), None, **kw)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return 1_000_000
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.train.inputs, self.train.targets
+
+
+def digits(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 8) -> Dataset:
+    """scikit-learn's 1797 handwritten 8x8 digits; the last 297 are the test split."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    if image_size != 8:
+        images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
+    images = (images - 0.5) / 0.5
+    labels = torch.tensor(bunch.target, dtype=torch.long)
+    cut = 1500
+    return Dataset(Split(images[:cut], labels[:cut]), Split(images[cut:], labels[cut:]),
+                   batch_size=batch_size, rank=rank, world_size=world_size, seed=seed)
+
+
+def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 32,
+                     channels: int = 3, num_classes: int = 10) -> Dataset:
+    generator = torch.Generator().manual_seed(seed * 1009 + rank)
+    inputs = torch.randn(batch_size, channels, image_size, image_size, generator=generator)
+    targets = torch.randint(0, num_classes, (batch_size,), generator=generator)
+    return SyntheticDataset(inputs, targets, batch_size=batch_size, rank=rank, world_size=world_size, seed=seed)
+
+
+def synthetic_tokens(*, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64,
+                     vocab_size: int = 256) -> Dataset:
+    generator = torch.Generator().manual_seed(seed * 1009 + rank)
+    tokens = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=generator)
+    dataset = SyntheticDataset(tokens[:, :-1], tokens[:, 1:], batch_size=batch_size, rank=rank,
+                               world_size=world_size, seed=seed)
+    dataset.task = "language-model"
+    return dataset
+
+
+# Sources of the standard library that every CPython install carries; a fixed list keeps the corpus
+# the same for a given Python version on every machine.
+STDLIB_TEXT_FILES = ("argparse.py", "difflib.py", "textwrap.py", "inspect.py", "dataclasses.py", "pathlib.py")
+
+
+def stdlib_corpus(max_bytes: int) -> bytes:
+    root = sysconfig.get_paths()["stdlib"]
+    chunks = []
+    for name in STDLIB_TEXT_FILES:
+        path = os.path.join(root, name)
+        if os.path.exists(path):
+            with open(path, "rb") as handle:
+                chunks.append(handle.read())
+    corpus = b"\n".join(chunks)[:max_bytes]
+    if len(corpus) < 10_000:
+        raise RuntimeError(f"the standard library's sources were not found under {root}")
+    return corpus
+
+
+def python_chars(*, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64,
+                 max_bytes: int = 400_000) -> Dataset:
+    """Character-level language modelling on Python's own source code (bytes as tokens)."""
+    data = torch.frombuffer(bytearray(stdlib_corpus(max_bytes)), dtype=torch.uint8).long()
+    windows = data[: (len(data) - 1) // seq_len * seq_len + 1]
+    count = (len(windows) - 1) // seq_len
+    inputs = windows[:-1].view(count, seq_len)
+    targets = windows[1:].view(count, seq_len)
+    cut = int(count * 0.9)
+    dataset = Dataset(Split(inputs[:cut], targets[:cut]), Split(inputs[cut:], targets[cut:]),
+                      batch_size=batch_size, rank=rank, world_size=world_size, seed=seed)
+    dataset.task = "language-model"
+    return dataset
