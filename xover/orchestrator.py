@@ -36,7 +36,11 @@ from .store.queries import new_experiment_id, snapshot_recipe
 from .store.session import Store
 
 MODES = ("sequential", "concurrent", "crossover")
-RESULTS_DIR = Path(os.environ.get("XOVER_RESULTS", "results"))
+
+
+def results_root() -> Path:
+    """Where run logs go: results/ by default, XOVER_RESULTS to move them (tests use a temp dir)."""
+    return Path(os.environ.get("XOVER_RESULTS", "results"))
 
 
 @dataclass
@@ -163,7 +167,7 @@ class Experimenter:
         with self.store.session() as session, session.begin():
             session.add(Experiment(id=self.experiment_id, kind=self.kind, command=self.command,
                                    bandwidth=self.bandwidth, hosts=hosts, plan_id=self.plan_id))
-        self.results_dir = RESULTS_DIR / "runs" / self.experiment_id
+        self.results_dir = results_root() / "runs" / self.experiment_id
         self.results_dir.mkdir(parents=True, exist_ok=True)
 
     def finish(self, status: str) -> None:

@@ -38,7 +38,10 @@ def database_url(db: str | None = None) -> str:
     target = db or os.environ.get("XOVER_DB") or DEFAULT_DB
     if "://" in target:
         return target
-    Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    try:
+        Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
     return f"sqlite:///{Path(target).expanduser()}"
 
 

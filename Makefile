@@ -1,0 +1,25 @@
+# The two commands of the README: `make demo` and `make test`. Both set up .venv/ first.
+PYTHON ?= python3
+BIN := .venv/bin
+STAMP := .venv/.xover-setup
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh
+	bash scripts/setup.sh $(PYTHON)
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/xover doctor
+	$(BIN)/xover train mlp-digits
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/crossover_pair.py
+
+clean:
+	rm -rf .venv results/xover.db* results/runs .pytest_cache

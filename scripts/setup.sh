@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up .venv/ for xover (idempotent): torch (kept if present), xover and its test tools, Horovod.
+set -euo pipefail
+PY=${1:-python3}
+VENV=.venv
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+VPY="$VENV/bin/python"
+"$VPY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+
+# torch first, so that no other package pulls a multi-GB CUDA build as a side effect.
+if "$VPY" -c "import torch" 2>/dev/null; then
+  echo "torch: keeping $("$VPY" -c 'import torch; print(torch.__version__)')"
+elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  "$VPY" -m pip install -q "torch>=2.4"
+elif "$VPY" -m pip install -q --no-index "torch==2.13.0" 2>/dev/null; then
+  echo "torch: 2.13.0 from the local CPU wheel"
+else
+  "$VPY" -m pip install -q "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
+fi
+
+"$VPY" -m pip install -q -e ".[test]"
+bash scripts/install_horovod.sh "$VPY"

@@ -1,0 +1,25 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_results(tmp_path, monkeypatch):
+    """Every test gets its own database and results folder; the repo's results/ is never touched."""
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "xover.db"))
+    monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "results"))
+    monkeypatch.chdir(ROOT)
+    yield tmp_path
+
+
+def horovod_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("horovod") is not None and shutil.which("unshare") is not None
+
+
+needs_horovod = pytest.mark.skipif(os.environ.get("XOVER_SKIP_E2E") == "1", reason="XOVER_SKIP_E2E=1")

@@ -1,0 +1,517 @@
+"""Tests for the planner: throughput model, grouping, placement, make_plan, plan file."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xover.errors import XoverError
+from xover.planner import (
+    PLAN_FORMAT,
+    GroupingRules,
+    InvalidJobProfile,
+    JobProfile,
+    Plan,
+    PlanFormatError,
+    PlanInputError,
+    group_duration_ms,
+    group_gain,
+    local_hosts,
+    lockstep_period,
+    make_plan,
+    plan_from_dict,
+    plan_objective,
+    plan_to_dict,
+    predicted_period,
+    predicted_slowdown,
+    sequential_duration_ms,
+    time_saved_ms,
+)
+from xover.planner import grouping
+from xover.planner.placement import place_groups, unplaceable_reason
+
+FAST = settings(max_examples=60, deadline=None)
+
+
+def job(name: str, compute: float, comm: float, devices: int = 1, memory: float = 1.0, **extra) -> JobProfile:
+    return JobProfile(name=name, devices=devices, compute_ms=compute, comm_ms=comm, memory_gb=memory, **extra)
+
+
+@st.composite
+def job_lists(draw, max_jobs: int = 10, devices=(1, 2), min_jobs: int = 0) -> list[JobProfile]:
+    count = draw(st.integers(min_value=min_jobs, max_value=max_jobs))
+    return [
+        JobProfile(
+            name=f"j{index}",
+            devices=draw(st.sampled_from(devices)),
+            compute_ms=draw(st.integers(min_value=1, max_value=200)),
+            comm_ms=draw(st.integers(min_value=0, max_value=200)),
+            memory_gb=draw(st.integers(min_value=0, max_value=40)),
+            data_ms=draw(st.sampled_from([0, 0, 5])),
+            iterations=draw(st.integers(min_value=1, max_value=50)),
+        )
+        for index in range(count)
+    ]
+
+
+rules_strategy = st.builds(
+    GroupingRules,
+    max_group=st.just(2),
+    device_memory_gb=st.sampled_from([None, 40, 60]),
+    min_gain_margin=st.sampled_from([0.0, 0.05, 0.2]),
+)
+
+
+# ---------------------------------------------------------------- model
+
+
+def test_one_job_runs_at_its_solo_speed():
+    alone = job("a", 100, 30, data_ms=5)
+    assert alone.solo_ms == 135
+    assert predicted_period([alone]) == 135
+    assert group_gain([alone]) == 1.0
+    assert predicted_slowdown(alone, [alone]) == 1.0
+    assert alone.compute_fraction == pytest.approx(105 / 135)
+
+
+def test_perfectly_complementary_pair_doubles_throughput():
+    compute_heavy, comm_heavy = job("c", 100, 10), job("m", 10, 100)
+    assert predicted_period([compute_heavy, comm_heavy]) == 110
+    assert group_gain([compute_heavy, comm_heavy]) == 2.0
+    assert time_saved_ms([compute_heavy, comm_heavy]) == 110
+    assert predicted_slowdown(compute_heavy, [compute_heavy, comm_heavy]) == 1.0
+
+
+def test_two_compute_bound_jobs_are_limited_by_the_devices():
+    pair = [job("a", 100, 10), job("b", 100, 10)]
+    assert predicted_period(pair) == 200
+    assert group_gain(pair) == pytest.approx(1.1)
+    assert predicted_slowdown(pair[0], pair) == pytest.approx(200 / 110)
+
+
+def test_two_communication_bound_jobs_are_limited_by_the_link():
+    pair = [job("a", 20, 100), job("b", 30, 90)]
+    assert predicted_period(pair) == 190
+
+
+def test_the_slowest_job_bounds_the_period():
+    pair = [job("long", 100, 100), job("short", 10, 10)]
+    assert predicted_period(pair) == 200
+    assert predicted_slowdown(pair[1], pair) == 10.0
+
+
+def test_data_loading_counts_as_device_time():
+    pair = [job("a", 60, 10, data_ms=40), job("b", 10, 100)]
+    assert predicted_period(pair) == 110
+
+
+def test_duration_with_different_iteration_counts():
+    short = job("short", 100, 10, iterations=10)
+    long = job("long", 10, 100, iterations=30)
+    # 10 periods together (110 ms), then 20 iterations of "long" alone (110 ms).
+    assert group_duration_ms([short, long]) == 10 * 110 + 20 * 110
+    assert sequential_duration_ms([short, long]) == 40 * 110
+
+
+def test_duration_of_three_jobs_finishing_one_by_one():
+    jobs = [job("a", 50, 10, iterations=2), job("b", 50, 10, iterations=4), job("c", 50, 10, iterations=5)]
+    assert group_duration_ms(jobs) == 2 * 150 + 2 * 100 + 1 * 60
+
+
+def test_lockstep_example_from_the_model_docstring():
+    jobs = [job("1", 50, 100), job("2", 50, 10), job("3", 50, 10)]
+    assert predicted_period(jobs) == 150
+    assert lockstep_period(jobs) == 200
+
+
+def test_invalid_profiles_are_rejected():
+    with pytest.raises(InvalidJobProfile, match="devices"):
+        job("a", 10, 10, devices=0)
+    with pytest.raises(InvalidJobProfile, match="comm_ms"):
+        job("a", 10, -1)
+    with pytest.raises(InvalidJobProfile, match="compute_ms"):
+        job("a", 0, 10)
+    with pytest.raises(InvalidJobProfile, match="iterations"):
+        job("a", 10, 10, iterations=0)
+
+
+def _round_robin_period(jobs: Sequence[JobProfile], iterations: int = 600, window: int = 200) -> float:
+    """Long-run period of a token passed round-robin on the devices, with a FIFO link.
+
+    A job computes when it holds the token and its previous all-reduce is done,
+    then starts its all-reduce once the link is free.
+    """
+    devices_free = link_free = 0.0
+    gradients_ready = [0.0] * len(jobs)
+    first_job_starts = []
+    for _ in range(iterations):
+        for index, profile in enumerate(jobs):
+            start = max(devices_free, gradients_ready[index])
+            devices_free = start + profile.device_ms
+            link_free = max(devices_free, link_free) + profile.comm_ms
+            gradients_ready[index] = link_free
+            if index == 0:
+                first_job_starts.append(start)
+    return (first_job_starts[-1] - first_job_starts[-1 - window]) / window
+
+
+@FAST
+@given(job_lists(max_jobs=5, min_jobs=1))
+def test_model_matches_a_round_robin_simulation(jobs):
+    assert _round_robin_period(jobs) == pytest.approx(predicted_period(jobs), rel=1e-3)
+
+
+@FAST
+@given(job_lists(max_jobs=6, min_jobs=2))
+def test_lockstep_is_never_faster_and_equal_for_pairs(jobs):
+    assert lockstep_period(jobs) >= predicted_period(jobs) - 1e-9
+    pair = jobs[:2]
+    assert lockstep_period(pair) == pytest.approx(predicted_period(pair))
+
+
+@FAST
+@given(job_lists(max_jobs=6, min_jobs=1))
+def test_sharing_never_beats_the_busiest_resource_and_never_loses(jobs):
+    assert 1.0 - 1e-12 <= group_gain(jobs) <= len(jobs) + 1e-12
+    assert group_duration_ms(jobs) <= sequential_duration_ms(jobs) + 1e-6
+
+
+# ---------------------------------------------------------------- grouping
+
+
+def _pair_allowed(a: JobProfile, b: JobProfile, rules: GroupingRules) -> bool:
+    memory_fits = rules.device_memory_gb is None or a.memory_gb + b.memory_gb <= rules.device_memory_gb
+    return a.devices == b.devices and memory_fits and group_gain([a, b]) > 1 + rules.min_gain_margin
+
+
+def _best_objective(jobs: list[JobProfile], rules: GroupingRules) -> float:
+    """Brute force over every matching: the first job stays alone or pairs with one other."""
+    if not jobs:
+        return 0.0
+    first, rest = jobs[0], jobs[1:]
+    best = _best_objective(rest, rules)
+    for index, partner in enumerate(rest):
+        if _pair_allowed(first, partner, rules):
+            others = rest[:index] + rest[index + 1 :]
+            best = max(best, time_saved_ms([first, partner]) + _best_objective(others, rules))
+    return best
+
+
+def _check_groups(groups, jobs, rules: GroupingRules) -> None:
+    assert sorted(j.name for group in groups for j in group) == sorted(j.name for j in jobs)
+    for group in groups:
+        assert 1 <= len(group) <= rules.max_group
+        assert len({j.devices for j in group}) == 1
+        if rules.device_memory_gb is not None and len(group) > 1:
+            assert sum(j.memory_gb for j in group) <= rules.device_memory_gb
+        if len(group) > 1:
+            assert group_gain(group) > 1 + rules.min_gain_margin
+
+
+@settings(max_examples=200, deadline=None)
+@given(job_lists(max_jobs=10, devices=(1, 1, 1, 2)), rules_strategy)
+def test_matching_is_optimal_for_pairs(jobs, rules):
+    groups = grouping.matching(jobs, rules)
+    _check_groups(groups, jobs, rules)
+    assert plan_objective(groups) == pytest.approx(_best_objective(jobs, rules), abs=1e-6)
+
+
+@FAST
+@given(job_lists(max_jobs=12), rules_strategy)
+def test_sparse_matching_respects_the_rules(jobs, rules):
+    groups = grouping.matching(jobs, rules, dense_graph_limit=0, candidates_per_group=2)
+    _check_groups(groups, jobs, rules)
+    assert plan_objective(groups) >= 0
+
+
+@FAST
+@given(job_lists(max_jobs=12), rules_strategy, st.integers(min_value=3, max_value=4))
+def test_larger_groups_only_add_savings(jobs, rules, max_group):
+    bigger = GroupingRules(max_group, rules.device_memory_gb, rules.min_gain_margin)
+    groups = grouping.matching(jobs, bigger)
+    _check_groups(groups, jobs, bigger)
+    assert plan_objective(groups) >= plan_objective(grouping.matching(jobs, rules)) - 1e-6
+
+
+@FAST
+@given(job_lists(max_jobs=14), rules_strategy, st.integers(min_value=1, max_value=4))
+def test_ffd_never_does_worse_than_none(jobs, rules, max_group):
+    rules = GroupingRules(max_group, rules.device_memory_gb, rules.min_gain_margin)
+    groups = grouping.ffd(jobs, rules)
+    _check_groups(groups, jobs, rules)
+    assert plan_objective(groups) >= 0
+    assert plan_objective(grouping.none(jobs)) == 0
+
+
+def test_matching_pairs_compute_heavy_with_communication_heavy():
+    jobs = [job("c1", 100, 10), job("c2", 90, 20), job("m1", 10, 100), job("m2", 20, 90)]
+    groups = grouping.matching(jobs, GroupingRules())
+    assert sorted(sorted(j.name for j in group) for group in groups) == [["c1", "m1"], ["c2", "m2"]]
+
+
+def test_memory_keeps_jobs_apart():
+    jobs = [job("c", 100, 10, memory=50), job("m", 10, 100, memory=40)]
+    assert len(grouping.matching(jobs, GroupingRules(device_memory_gb=80))) == 2
+    assert len(grouping.matching(jobs, GroupingRules(device_memory_gb=90))) == 1
+
+
+def test_jobs_needing_different_device_counts_never_share():
+    jobs = [job("c", 100, 10, devices=2), job("m", 10, 100, devices=4)]
+    for algorithm in grouping.ALGORITHMS.values():
+        assert len(algorithm(jobs, GroupingRules())) == 2
+
+
+def test_small_gains_are_not_worth_sharing():
+    jobs = [job("a", 100, 8), job("b", 100, 8)]  # gain 216 / 200 = 1.08
+    assert len(grouping.matching(jobs, GroupingRules(min_gain_margin=0.1))) == 2
+    assert len(grouping.matching(jobs, GroupingRules(min_gain_margin=0.05))) == 1
+
+
+def test_ffd_fills_compute_heavy_groups_with_communication_heavy_jobs():
+    jobs = [job("m1", 2, 100), job("c1", 100, 2), job("m2", 2, 100), job("c2", 100, 2)]
+    groups = grouping.ffd(jobs, GroupingRules())
+    assert sorted(sorted(j.name for j in group) for group in groups) == [["c1", "m1"], ["c2", "m2"]]
+
+
+def test_ffd_takes_the_first_group_that_pays_off_not_the_best():
+    # c1 + c2 gain 1.1 > 1.05, so c2 joins c1 first; matching finds the 2.0 pairs.
+    jobs = [job("m1", 10, 100), job("c1", 100, 10), job("m2", 10, 100), job("c2", 100, 10)]
+    first_fit = grouping.ffd(jobs, GroupingRules())
+    assert sorted(sorted(j.name for j in group) for group in first_fit) == [["c1", "c2"], ["m1", "m2"]]
+    assert plan_objective(grouping.matching(jobs, GroupingRules())) > plan_objective(first_fit) > 0
+
+
+# ---------------------------------------------------------------- placement
+
+
+def _names(placed):
+    return [(group.devices, group.wave) for group in placed]
+
+
+def test_groups_that_do_not_fit_wait_for_the_next_wave():
+    groups = [[job(name, 10, 10, devices=4)] for name in "abc"]
+    placed = place_groups(groups, [("a", 4), ("b", 4)])
+    assert _names(placed) == [
+        (["a:0", "a:1", "a:2", "a:3"], 0),
+        (["b:0", "b:1", "b:2", "b:3"], 0),
+        (["a:0", "a:1", "a:2", "a:3"], 1),
+    ]
+
+
+def test_a_group_spans_hosts_only_when_no_host_is_big_enough():
+    placed = place_groups([[job("x", 10, 10, devices=3)]], [("a", 2), ("b", 2)])
+    assert _names(placed) == [(["a:0", "a:1", "b:0"], 0)]
+    fragmented = [[job(name, 10, 10, devices=2)] for name in "xyz"]
+    placed = place_groups(fragmented, [("a", 3), ("b", 3)])
+    assert [group.wave for group in placed] == [0, 0, 1]  # a:2 + b:2 are free, but not split
+
+
+def test_best_fit_keeps_big_holes_for_big_groups():
+    groups = [[job("small", 10, 10, devices=2)], [job("big", 10, 10, devices=4)]]
+    placed = place_groups(groups, [("a", 4), ("b", 2)])
+    assert _names(placed) == [(["b:0", "b:1"], 0), (["a:0", "a:1", "a:2", "a:3"], 0)]
+
+
+def test_unplaceable_jobs_say_why():
+    hosts = [("localhost", 2)]
+    assert unplaceable_reason(job("huge", 1, 1, devices=8), hosts, None) == "needs 8 devices, 2 exist"
+    assert unplaceable_reason(job("fat", 1, 1, memory=90), hosts, 80) == "needs 90 GB per device, devices have 80 GB"
+    assert unplaceable_reason(job("ok", 1, 1, devices=2, memory=80), hosts, 80) is None
+
+
+# ---------------------------------------------------------------- make_plan
+
+
+hosts_strategy = st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=3).map(
+    lambda slots: [(f"h{index}", count) for index, count in enumerate(slots)]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    job_lists(max_jobs=12, devices=(1, 2, 4, 8)),
+    hosts_strategy,
+    st.sampled_from([None, 30, 60]),
+    st.integers(min_value=1, max_value=4),
+    st.sampled_from(sorted(grouping.ALGORITHMS)),
+)
+def test_every_plan_respects_devices_and_memory(jobs, hosts, device_memory, max_group, algo):
+    plan = make_plan(jobs, hosts, device_memory_gb=device_memory, max_group=max_group, algo=algo)
+    slots = dict(hosts)
+    placed_names = [j.name for j in plan.jobs]
+    assert sorted(placed_names + [name for name, _ in plan.unplaced]) == sorted(j.name for j in jobs)
+    used: set[tuple[int, str]] = set()
+    for group in plan.groups:
+        assert 1 <= len(group.jobs) <= max_group
+        assert {j.devices for j in group.jobs} == {len(group.devices)}
+        if device_memory is not None:
+            assert sum(j.memory_gb for j in group.jobs) <= device_memory
+        group_hosts = {device.rsplit(":", 1)[0] for device in group.devices}
+        assert len(group_hosts) == 1 or len(group.devices) > max(slots.values())
+        for device in group.devices:
+            host, index = device.rsplit(":", 1)
+            assert int(index) < slots[host]
+            assert (group.wave, device) not in used, "device used twice in one wave"
+            used.add((group.wave, device))
+        assert group.predicted_period_ms == predicted_period(group.jobs)
+    assert plan_objective([group.jobs for group in plan.groups]) >= -1e-9
+    assert plan.predicted_aggregate_gain >= 1 - 1e-12
+    assert plan.predicted_makespan_ms <= plan.sequential_makespan_ms + 1e-6
+    if algo == "none":
+        assert plan.predicted_aggregate_gain == pytest.approx(1.0)
+    waves = sorted({group.wave for group in plan.groups})
+    assert waves == list(range(len(waves)))
+
+
+@FAST
+@given(job_lists(max_jobs=10, devices=(1, 2, 4)), hosts_strategy, st.sampled_from(sorted(grouping.ALGORITHMS)))
+def test_plan_file_round_trip(jobs, hosts, algo):
+    plan = make_plan(jobs, hosts, device_memory_gb=60, algo=algo)
+    recipes = {j.name: f"recipes/{j.name}.toml" for j in plan.jobs[::2]}
+    document = json.loads(json.dumps(plan_to_dict(plan, recipes)))
+    again = plan_from_dict(document)
+    assert again == Plan(**{**plan.__dict__, "recipes": recipes})
+    assert plan_to_dict(again) == document
+
+
+def test_plan_for_the_documented_example():
+    jobs = [
+        JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.0),
+        JobProfile("vgg", 2, 60.0, 150.0, 10.0),
+        JobProfile("huge", 8, 100.0, 10.0, 1.0),
+    ]
+    plan = make_plan(jobs, local_hosts(2), device_memory_gb=16)
+    document = plan_to_dict(plan, {"resnet": "recipes/resnet.toml"})
+    assert document["format"] == PLAN_FORMAT
+    assert document["hosts"] == [["localhost", 2]]
+    assert document["unplaced"] == [{"name": "huge", "reason": "needs 8 devices, 2 exist"}]
+    [group] = document["groups"]
+    assert group["jobs"] == ["resnet", "vgg"] and group["devices"] == ["localhost:0", "localhost:1"]
+    assert group["wave"] == 0
+    assert group["predicted_period_ms"] == 210.0  # max(131 + 60, 40 + 150, 171, 210)
+    assert document["jobs"]["resnet"]["recipe"] == "recipes/resnet.toml"
+    assert "recipe" not in document["jobs"]["vgg"]
+    assert document["predicted_aggregate_gain"] == pytest.approx((171 + 210) / 210)
+    assert document["sequential_makespan_ms"] == 100 * (171 + 210)
+
+
+def test_no_jobs_make_an_empty_plan():
+    plan = make_plan([], local_hosts(1))
+    assert plan.groups == [] and plan.predicted_aggregate_gain == 1.0 and plan.predicted_makespan_ms == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"algo": "magic"}, "unknown grouping algorithm"),
+        ({"max_group": 0}, "max group size"),
+        ({"min_gain_margin": -0.1}, "margin"),
+        ({"device_memory_gb": 0}, "device memory"),
+        ({"hosts": []}, "no hosts"),
+        ({"hosts": [("a", 2), ("a", 2)]}, "listed twice"),
+        ({"hosts": [("a", 0)]}, "whole number >= 1"),
+        ({"hosts": [("a:b", 1)]}, "':'"),
+        ({"jobs": [job("x", 1, 1), job("x", 2, 2)]}, "unique"),
+    ],
+)
+def test_bad_plan_inputs_are_user_errors(arguments, message):
+    call = {"jobs": [job("a", 10, 10)], "hosts": local_hosts(1), **arguments}
+    with pytest.raises(PlanInputError, match=message) as raised:
+        make_plan(**call)
+    assert isinstance(raised.value, XoverError)
+
+
+# ---------------------------------------------------------------- plan file errors
+
+
+def _valid_document() -> dict:
+    jobs = [job("a", 100, 10, devices=2), job("b", 10, 100, devices=2), job("c", 50, 50, devices=1)]
+    return plan_to_dict(make_plan(jobs, [("h", 2)], algo="matching"))
+
+
+def _set(path: str, value):
+    def edit(document: dict) -> None:
+        *parents, last = path.split("/")
+        target = document
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if value is _DELETE:
+            del target[int(last) if isinstance(target, list) else last]
+        elif isinstance(target, list):
+            target[int(last)] = value
+        else:
+            target[last] = value
+
+    return edit
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (_set("format", "xover-plan/0"), "format"),
+        (_set("groups", _DELETE), "groups"),
+        (_set("groups", {}), "groups"),
+        (_set("algo", 3), "algo"),
+        (_set("hosts", []), "hosts"),
+        (_set("hosts/0", ["h"]), "hosts[0]"),
+        (_set("hosts/0/1", 0), "hosts[0]"),
+        (_set("jobs/a/devices", 0), "jobs.a.devices"),
+        (_set("jobs/a/comm_ms", "fast"), "jobs.a.comm_ms"),
+        (_set("jobs/a/comm_ms", -5), "jobs.a"),
+        (_set("jobs/a/iterations", 1.5), "jobs.a.iterations"),
+        (_set("jobs/a/memory_gb", _DELETE), "jobs.a.memory_gb"),
+        (_set("jobs/z", {"devices": 1, "compute_ms": 1, "comm_ms": 1, "memory_gb": 1}), "jobs.z"),
+        (_set("groups/0/jobs", ["a", "nope"]), "groups[0].jobs"),
+        (_set("groups/0/jobs", []), "groups[0].jobs"),
+        (_set("groups/0/jobs", ["a", "a"]), "groups[0].jobs"),
+        (_set("groups/0/jobs", ["a", "c"]), "groups[0].jobs"),
+        (_set("groups/1/jobs", ["c", "a"]), "groups[1].jobs"),
+        (_set("groups/0/devices", ["h:0"]), "groups[0].devices"),
+        (_set("groups/0/devices", ["h:0", "h:5"]), "groups[0].devices"),
+        (_set("groups/0/devices", ["h:0", "h:0"]), "groups[0].devices"),
+        (_set("groups/0/devices", ["h:0", "other:1"]), "groups[0].devices"),
+        (_set("groups/1/wave", 0), "groups[1].devices"),
+        (_set("groups/0/wave", -1), "groups[0].wave"),
+        (_set("groups/0/wave", "0"), "groups[0].wave"),
+        (_set("groups/0/predicted_gain", None), "groups[0].predicted_gain"),
+        (_set("groups/0/predicted_slowdown", {"a": 1.0}), "groups[0].predicted_slowdown"),
+        (_set("groups/0/predicted_slowdown/a", "x"), "groups[0].predicted_slowdown.a"),
+        (_set("unplaced", [{"name": "x"}]), "unplaced[0].reason"),
+        (_set("predicted_makespan_ms", float("nan")), "predicted_makespan_ms"),
+    ],
+)
+def test_plan_file_errors_name_the_field(edit, field):
+    document = _valid_document()
+    assert [group["jobs"] for group in document["groups"]] == [["a", "b"], ["c"]]
+    assert [group["wave"] for group in document["groups"]] == [0, 1]
+    broken = copy.deepcopy(document)
+    edit(broken)
+    with pytest.raises(PlanFormatError, match=f"plan field '{_escape(field)}'"):
+        plan_from_dict(broken)
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")
+
+
+def test_plan_file_must_be_an_object():
+    with pytest.raises(PlanFormatError, match="plan"):
+        plan_from_dict([1, 2])
+
+
+def test_plan_file_defaults_for_optional_job_fields():
+    document = _valid_document()
+    del document["jobs"]["c"]["data_ms"], document["jobs"]["c"]["iterations"]
+    plan = plan_from_dict(document)
+    [c] = [j for j in plan.jobs if j.name == "c"]
+    assert (c.data_ms, c.iterations) == (0.0, 100)
+    assert math.isclose(plan.groups[1].predicted_period_ms, 100)

@@ -1,0 +1,84 @@
+from pathlib import Path
+
+import pytest
+
+from xover.recipes import RecipeError, load_recipe, parse_recipe, with_overrides
+
+ROOT = Path(__file__).resolve().parent.parent
+
+VALID = {"name": "t", "model": "mlp", "dataset": "digits", "batch_size": 8, "optimizer": "sgd", "lr": 0.1,
+         "np": 2, "seed": 1, "iterations": 10}
+
+
+def test_every_shipped_recipe_is_valid():
+    recipes = sorted((ROOT / "recipes").glob("*.toml"))
+    assert len(recipes) >= 6
+    for path in recipes:
+        recipe = load_recipe(path)
+        assert recipe.name == path.stem
+
+
+def test_hash_ignores_location_but_not_content():
+    a = parse_recipe(VALID, "a.toml")
+    b = parse_recipe(VALID, "elsewhere/b.toml")
+    c = parse_recipe({**VALID, "lr": 0.2}, "a.toml")
+    assert a.hash == b.hash != c.hash
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"batchsize": 8}, "batchsize", "did you mean 'batch_size'"),
+    ({"model": "resnett"}, "model", "unknown model 'resnett'"),
+    ({"dataset": "imagenet"}, "dataset", "unknown dataset"),
+    ({"batch_size": -4}, "batch_size", "must be positive"),
+    ({"batch_size": 0}, "batch_size", "must be positive"),
+    ({"batch_size": "8"}, "batch_size", "must be an integer"),
+    ({"batch_size": True}, "batch_size", "must be an integer"),
+    ({"lr": 0}, "lr", "must be positive"),
+    ({"np": 0}, "np", "must be positive"),
+    ({"optimizer": "lamb"}, "optimizer", "unknown optimizer"),
+    ({"momentum": -1.0}, "momentum", "must not be negative"),
+    ({"epochs": 2}, "iterations", "exactly one of"),
+    ({"iterations": 0}, "iterations", "must be positive"),
+    ({"dataset": "python-chars"}, "dataset", "takes image inputs"),
+    ({"model_options": {"depth": 3}}, "model_options.depth", "unknown option"),
+    ({"dataset_options": {"size": 3}}, "dataset_options.size", "unknown option"),
+])
+def test_invalid_field_is_named(change, field, words):
+    with pytest.raises(RecipeError) as error:
+        parse_recipe({**VALID, **change}, "recipes/x.toml")
+    message = str(error.value)
+    assert message.startswith("recipes/x.toml: field ")
+    assert f"'{field}'" in message and words in message
+
+
+@pytest.mark.parametrize("missing", ["name", "model", "dataset", "batch_size", "optimizer", "lr", "np", "seed"])
+def test_missing_required_field(missing):
+    data = {k: v for k, v in VALID.items() if k != missing}
+    with pytest.raises(RecipeError, match=f"field '{missing}': missing"):
+        parse_recipe(data, "x.toml")
+
+
+def test_neither_iterations_nor_epochs():
+    data = {k: v for k, v in VALID.items() if k != "iterations"}
+    with pytest.raises(RecipeError, match="exactly one"):
+        parse_recipe(data, "x.toml")
+
+
+def test_toml_syntax_error_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "x"\nmodel = \n')
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path)
+    assert str(path) in str(error.value) and "line 2" in str(error.value)
+
+
+def test_missing_file_lists_known_recipes():
+    with pytest.raises(RecipeError, match="recipe file not found.*mlp-digits"):
+        load_recipe("no-such-recipe")
+
+
+def test_recipe_by_name_and_overrides():
+    recipe = with_overrides(load_recipe("mlp-digits"), iterations=3, np=1)
+    assert (recipe.iterations, recipe.np, recipe.epochs) == (3, 1, None)
+    with pytest.raises(RecipeError, match="--iterations"):
+        with_overrides(recipe, iterations=0)

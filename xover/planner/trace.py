@@ -1,0 +1,118 @@
+"""Load job profiles measured elsewhere (another cluster, a paper's trace) from CSV.
+
+Columns: ``name,devices,compute_ms,comm_ms,memory_gb`` and optionally
+``data_ms`` (default 0) and ``iterations`` (default 100), in any order. Other
+columns are rejected, so a misspelt optional column does not silently become its
+default. Errors name the file and the line, counting the header as line 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import XoverError
+from .model import InvalidJobProfile, JobProfile
+
+REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
+OPTIONAL_COLUMNS = ("data_ms", "iterations")
+_DEFAULTS = {"data_ms": 0.0, "iterations": 100}
+
+
+class TraceError(XoverError):
+    """A trace CSV that cannot be read as job profiles."""
+
+
+def load_trace_csv(path: str | Path) -> list[JobProfile]:
+    """Read job profiles from ``path``; raise TraceError on the first bad line."""
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            return _read_jobs(csv.reader(handle), path)
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read trace: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise TraceError(f"{path}: not a UTF-8 text file") from error
+    except csv.Error as error:
+        raise TraceError(f"{path}: not valid CSV: {error}") from error
+
+
+def _read_jobs(reader: Any, path: Path) -> list[JobProfile]:  # a csv.reader; its type is private
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(f"{path}: line 1: empty file, expected a header line: {','.join(REQUIRED_COLUMNS)}")
+    columns = _check_header([cell.strip() for cell in header], path)
+    jobs: list[JobProfile] = []
+    seen: dict[str, int] = {}
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue  # blank lines are harmless
+        job = _parse_row(row, columns, path, line)
+        if job.name in seen:
+            raise TraceError(f"{path}: line {line}: duplicate name {job.name!r} (first on line {seen[job.name]})")
+        seen[job.name] = line
+        jobs.append(job)
+    if not jobs:
+        raise TraceError(f"{path}: line {reader.line_num + 1}: no jobs after the header line")
+    return jobs
+
+
+def _check_header(header: list[str], path: Path) -> list[str]:
+    known = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+    for column in header:
+        if column not in known:
+            raise TraceError(f"{path}: line 1: unknown column {column!r}; columns are {', '.join(known)}")
+        if header.count(column) > 1:
+            raise TraceError(f"{path}: line 1: column {column!r} appears twice")
+    missing = [column for column in REQUIRED_COLUMNS if column not in header]
+    if missing:
+        raise TraceError(f"{path}: line 1: missing column {', '.join(missing)}")
+    return header
+
+
+def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> JobProfile:
+    def fail(problem: str) -> TraceError:
+        return TraceError(f"{path}: line {line}: {problem}")
+
+    if len(row) != len(columns):
+        raise fail(f"{len(row)} fields, the header has {len(columns)}")
+    cells = {column: cell.strip() for column, cell in zip(columns, row)}
+    name = cells["name"]
+    if not name:
+        raise fail("empty name")
+    values: dict[str, float | int] = {}
+    for column in REQUIRED_COLUMNS[1:] + OPTIONAL_COLUMNS:
+        text = cells.get(column, "")
+        if column in OPTIONAL_COLUMNS and not text:
+            values[column] = _DEFAULTS[column]
+            continue
+        whole = column in ("devices", "iterations")
+        value = _parse_whole(text) if whole else _parse_number(text)
+        if value is None:
+            kind = "a whole number" if whole else "a number"
+            raise fail(f"{column} must be {kind}, got {text!r}")
+        values[column] = value
+    if values["devices"] <= 0:
+        raise fail(f"devices must be >= 1, got {values['devices']}")
+    try:
+        return JobProfile(name=name, **values)  # type: ignore[arg-type]
+    except InvalidJobProfile as error:
+        raise fail(error.problem) from None
+
+
+def _parse_number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _parse_whole(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
