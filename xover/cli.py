@@ -98,5 +98,57 @@ def train(
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
 
+GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("crossover/sequential", "crossover_vs_sequential"),
+                 ("concurrent/sequential", "concurrent_vs_sequential"),
+                 ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain")]
+
+
+@app.command()
+def run(
+    targets: Annotated[list[str], typer.Argument(help="A plan file (from `xover plan`), or with --group the "
+                                                      "recipes of one ad-hoc group.", show_default=False)],
+    group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group.")] = False,
+    mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all")] = "all",
+    iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
+                                                     "(e.g. 1gbit, 200mbit) with tc in a private network namespace.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+) -> None:
+    """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
+    sequential (each alone), or all three as one comparison."""
+    from .orchestrator import MODES, Interrupted, groups_from_plan, groups_from_recipes, run_groups
+
+    try:
+        if mode not in (*MODES, "all"):
+            raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential or all")
+        modes = list(MODES) if mode == "all" else [mode]
+        plan_body = None
+        if group:
+            if len(targets) < 1:
+                raise XoverError("--group needs at least one recipe")
+            groups = groups_from_recipes(targets, iterations)
+        else:
+            if len(targets) != 1:
+                raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
+            groups, plan_body = groups_from_plan(targets[0], iterations)
+        result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
+                            show_progress=not json_out, plan_body=plan_body)
+    except XoverError as error:
+        fail(error)
+    except Interrupted:
+        errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
+        raise typer.Exit(130)
+    if json_out:
+        print_json(result)
+    else:
+        print_table(f"xover run  experiment {result['experiment']}  bandwidth {result['bandwidth'] or 'host network'}",
+                    JOB_COLUMNS, result["jobs"])
+        if result["groups"]:
+            rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in result["groups"]]
+            print_table("aggregate throughput (each job normalised by its speed alone)", GROUP_COLUMNS, rows)
+        console.print(f"logs: {result['results_dir']}")
+    raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+
+
 def run_cli() -> None:
     app()

@@ -389,3 +389,115 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+@dataclass
+class GroupToRun:
+    index: int
+    jobs: list[JobSpec]
+    predicted_gain: float | None = None
+
+
+def groups_from_recipes(recipe_paths: list[str], iterations: int | None) -> list[GroupToRun]:
+    """`xover run --group A B`: one ad-hoc group on devices 0..np-1 of this machine."""
+    from .recipes import load_recipe, with_overrides
+
+    recipes = [with_overrides(load_recipe(path), iterations=iterations) for path in recipe_paths]
+    return [GroupToRun(0, _unique_names([job_for(r) for r in recipes]))]
+
+
+def groups_from_plan(plan_path: str, iterations: int | None) -> tuple[list[GroupToRun], dict[str, Any]]:
+    """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts."""
+    from .planner import plan_from_dict
+    from .recipes import RecipeError, load_recipe, with_overrides
+
+    try:
+        body = json.loads(Path(plan_path).read_text())
+    except FileNotFoundError:
+        raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
+    except json.JSONDecodeError as error:
+        raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
+    plan_from_dict(body)  # validates the format, naming the field that is wrong
+    groups = []
+    for index, group in enumerate(body["groups"]):
+        jobs = []
+        for name in group["jobs"]:
+            recipe_path = body["jobs"].get(name, {}).get("recipe") or name
+            try:
+                recipe = with_overrides(load_recipe(recipe_path), iterations=iterations)
+            except RecipeError as error:
+                raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
+            hosts = sorted({d.rsplit(":", 1)[0] for d in group["devices"]})
+            devices = [int(d.rsplit(":", 1)[1]) for d in group["devices"]][: recipe.np]
+            host_spec = ",".join(f"{h}:{sum(1 for d in group['devices'] if d.startswith(h + ':'))}" for h in hosts)
+            jobs.append(JobSpec(name=name, recipe=recipe, hosts=host_spec if len(hosts) > 1 else f"{hosts[0]}:{recipe.np}",
+                                devices=devices))
+        groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
+    return groups, body
+
+
+def _unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
+    """Two copies of one recipe in a group get distinct job names (name, name#2)."""
+    seen: dict[str, int] = {}
+    for job in jobs:
+        seen[job.name] = seen.get(job.name, 0) + 1
+        if seen[job.name] > 1:
+            job.name = f"{job.name}#{seen[job.name]}"
+    return jobs
+
+
+def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, bandwidth: str | None = None,
+               command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
+               kind: str = "run") -> dict[str, Any]:
+    """`xover run`: every group in every asked mode, one after another; returns jobs and group comparisons."""
+    from .console import ProgressObserver
+    from .launch.network import check_rate
+    from .store.queries import compare_modes, experiment_jobs
+    from .store.session import open_store
+
+    if bandwidth:
+        check_rate(bandwidth)
+    for group in groups:
+        check_devices(group.jobs)
+    store = open_store(db)
+    plan_id = _store_plan(store, plan_body) if plan_body else None
+    install_signal_handlers()
+    observer = ProgressObserver() if show_progress else QuietObserver()
+    experimenter = Experimenter(store, kind, command, bandwidth=bandwidth, observer=observer, plan_id=plan_id)
+    status = "finished"
+    try:
+        with observer if show_progress else _nothing():
+            for group in groups:
+                for mode in modes:
+                    if mode == "sequential":
+                        for job in group.jobs:
+                            experimenter.run_together([job], "sequential", group.index)
+                    else:
+                        experimenter.run_together(group.jobs, mode, group.index)
+    except (Interrupted, XoverError):
+        status = "interrupted"
+        raise
+    finally:
+        experimenter.finish(status)
+    with store.session() as session:
+        jobs = experiment_jobs(session, experimenter.experiment_id)
+    comparisons = compare_modes(jobs)
+    predicted = {g.index: g.predicted_gain for g in groups}
+    for comparison in comparisons:
+        comparison["predicted_gain"] = predicted.get(comparison["group"])
+    return {"experiment": experimenter.experiment_id, "results_dir": str(experimenter.results_dir),
+            "bandwidth": bandwidth, "modes": modes, "jobs": jobs, "groups": comparisons}
+
+
+def _store_plan(store: Store, body: dict[str, Any]) -> int:
+    from .store.models import Plan, PlanGroup
+
+    with store.session() as session, session.begin():
+        plan = Plan(algo=body.get("algo", "?"), body=body, predicted_aggregate_gain=body.get("predicted_aggregate_gain", 1.0))
+        session.add(plan)
+        session.flush()
+        for index, group in enumerate(body["groups"]):
+            session.add(PlanGroup(plan_id=plan.id, index=index, jobs=group["jobs"], devices=group["devices"],
+                                  wave=group.get("wave", 0), predicted_period_ms=group.get("predicted_period_ms", 0.0),
+                                  predicted_gain=group.get("predicted_gain", 1.0)))
+        return plan.id
