@@ -22,6 +22,7 @@ from xover.planner import (
     PlanInputError,
     group_duration_ms,
     group_gain,
+    grouping,
     local_hosts,
     lockstep_period,
     make_plan,
@@ -33,7 +34,6 @@ from xover.planner import (
     sequential_duration_ms,
     time_saved_ms,
 )
-from xover.planner import grouping
 from xover.planner.placement import place_groups, unplaceable_reason
 
 FAST = settings(max_examples=60, deadline=None)

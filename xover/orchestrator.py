@@ -30,7 +30,7 @@ from .launch.horovod import horovodrun_command, is_local, parse_hosts
 from .launch.network import network_for
 from .recipes import Recipe
 from .runtime.metrics import parse_metric_line
-from .runtime.turns import runtime_dir
+from .runtime.turns import runtime_dir, withdraw_slot
 from .store.models import Evaluation, Experiment, IterationMetric, Run, utcnow
 from .store.queries import new_experiment_id, snapshot_recipe
 from .store.session import Store
@@ -198,7 +198,7 @@ class Experimenter:
                     command = network.wrap(horovodrun_command(job.np, job.hosts, log_dir / "ranks", spec_path))
                     launched[run_id] = LaunchedJob(run_id, command, env, log_dir, events)
                     self._mark_started(run_id)
-                self._watch(launched, events)
+                self._watch(launched, events, turn_server, {run_id: slot for slot, (run_id, _) in enumerate(runs)})
         except KeyboardInterrupt:
             for job in launched.values():
                 job.stop()
@@ -251,7 +251,8 @@ class Experimenter:
                 if run.status in ("pending", "running"):
                     run.status, run.ended_at = "interrupted", utcnow()
 
-    def _watch(self, launched: dict[int, LaunchedJob], events: queue.Queue) -> None:
+    def _watch(self, launched: dict[int, LaunchedJob], events: queue.Queue,
+               turn_server: "TurnServerProcess | None" = None, slots: dict[int, int] | None = None) -> None:
         """Store metrics as they come, in batches; return when every launcher has exited."""
         running = set(launched)
         labels = {}
@@ -272,6 +273,8 @@ class Experimenter:
                     self._apply(session, launched[run_id], run_id, record, labels[run_id])
                     if record["kind"] == "_exit":
                         running.discard(run_id)
+                        if turn_server is not None:
+                            withdraw_slot(turn_server.socket, slots[run_id])
 
     def _apply(self, session, job: LaunchedJob, run_id: int, record: dict[str, Any], label: str) -> None:
         kind = record["kind"]
@@ -293,8 +296,17 @@ class Experimenter:
             run.exit_code, run.ended_at = code, utcnow()
             run.status = "finished" if code == 0 else "failed"
             if code != 0:
-                run.error = "\n".join(job.tail)
+                run.error = failure_summary(Path(run.log_dir), list(job.tail))
             self.observer.job_finished(run_id, run.status)
+
+
+def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
+    """The last lines of the rank that failed first: its own error, not the launcher's echo of it."""
+    for stderr in sorted((log_dir / "ranks").glob("rank.*/stderr")):
+        text = stderr.read_text(errors="replace").strip().splitlines()
+        if any("Traceback" in line or "Error" in line for line in text):
+            return f"{stderr.parent.name}:\n" + "\n".join(text[-lines:])
+    return "\n".join(launcher_tail[-lines:])
 
 
 def install_signal_handlers() -> None:

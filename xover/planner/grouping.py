@@ -153,7 +153,8 @@ def _match_round(
 ) -> tuple[list[_Group], bool]:
     """One round of matching within a device-count bucket; returns the groups after merging."""
     mergeable = [index for index, group in enumerate(bucket) if len(group.members) < rules.max_group]
-    edges = _candidate_edges(bucket, mergeable, rules, dense=len(mergeable) <= dense_graph_limit, keep=candidates_per_group)
+    dense = len(mergeable) <= dense_graph_limit
+    edges = _candidate_edges(bucket, mergeable, rules, dense=dense, keep=candidates_per_group)
     if not edges:
         return bucket, False
     graph = nx.Graph()

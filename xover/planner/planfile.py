@@ -135,16 +135,16 @@ def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str]]:
 
 
 def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
-    values = {
-        "devices": _whole(_field(fields, "devices", where), f"{where}.devices", minimum=1),
-        "compute_ms": _number(_field(fields, "compute_ms", where), f"{where}.compute_ms"),
-        "comm_ms": _number(_field(fields, "comm_ms", where), f"{where}.comm_ms"),
-        "memory_gb": _number(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
-        "data_ms": _number(fields.get("data_ms", 0.0), f"{where}.data_ms"),
-        "iterations": _whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1),
-    }
     try:
-        return JobProfile(name=name, **values)
+        return JobProfile(
+            name=name,
+            devices=_whole(_field(fields, "devices", where), f"{where}.devices", minimum=1),
+            compute_ms=_number(_field(fields, "compute_ms", where), f"{where}.compute_ms"),
+            comm_ms=_number(_field(fields, "comm_ms", where), f"{where}.comm_ms"),
+            memory_gb=_number(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
+            data_ms=_number(fields.get("data_ms", 0.0), f"{where}.data_ms"),
+            iterations=_whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1),
+        )
     except InvalidJobProfile as error:
         _fail(where, error.problem)
 
@@ -196,9 +196,7 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         wave=_whole(_field(fields, "wave", where), f"{where}.wave", minimum=0),
         predicted_period_ms=_number(_field(fields, "predicted_period_ms", where), f"{where}.predicted_period_ms"),
         predicted_gain=_number(_field(fields, "predicted_gain", where), f"{where}.predicted_gain"),
-        predicted_slowdown={
-            name: _number(slowdown[name], f"{where}.predicted_slowdown.{name}") for name in names
-        },
+        predicted_slowdown={name: _number(slowdown[name], f"{where}.predicted_slowdown.{name}") for name in names},
         predicted_duration_ms=_number(_field(fields, "predicted_duration_ms", where), f"{where}.predicted_duration_ms"),
     )
 
@@ -219,9 +217,9 @@ def _unplaced(value: Any) -> list[tuple[str, str]]:
     for index, entry in enumerate(_list(value, "unplaced")):
         where = f"unplaced[{index}]"
         fields = _mapping(entry, where)
-        unplaced.append(
-            (_text(_field(fields, "name", where), f"{where}.name"), _text(_field(fields, "reason", where), f"{where}.reason"))
-        )
+        name = _text(_field(fields, "name", where), f"{where}.name")
+        reason = _text(_field(fields, "reason", where), f"{where}.reason")
+        unplaced.append((name, reason))
     return unplaced
 
 

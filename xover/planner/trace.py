@@ -79,7 +79,7 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
 
     if len(row) != len(columns):
         raise fail(f"{len(row)} fields, the header has {len(columns)}")
-    cells = {column: cell.strip() for column, cell in zip(columns, row)}
+    cells = {column: cell.strip() for column, cell in zip(columns, row, strict=True)}
     name = cells["name"]
     if not name:
         raise fail("empty name")

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 HELLO, ACQUIRE, RELEASE, BYE, GRANT = b"H", b"A", b"R", b"B", b"G"
+WITHDRAW = b"W"  # from the launcher: a job has exited (or never started); drop its slot everywhere
 
 
 def runtime_dir() -> str:
@@ -203,6 +204,13 @@ class TurnServer:
                 buffer = buffer[end + 1:]
                 self._join(conn, device, slot)
                 continue
+            if command == WITHDRAW:
+                end = buffer.find(b"\n")
+                if end < 0:
+                    break
+                self._withdraw(int(buffer[1:end]))
+                buffer = buffer[end + 1:]
+                continue
             buffer = buffer[1:]
             member = self.members.get(conn)
             if member is None:
@@ -237,14 +245,23 @@ class TurnServer:
         if turns.holder == slot:
             turns.pass_turn()
 
+    def _withdraw(self, slot: int) -> None:
+        for device, turns in self.devices.items():
+            if slot in turns.order and slot not in turns.gone:
+                self._leave((device, slot))
+                if turns.present | turns.gone >= set(turns.order):
+                    turns.open = True
+                self._grant(device)
+
     def _drop(self, conn: socket.socket) -> None:
         member = self.members.pop(conn, None)
         self.buffers.pop(conn, None)
         self.selector.unregister(conn)
         conn.close()
         if member is not None:
-            self._leave(member)
-            self._grant(member[0])
+            # Died without saying bye: the job cannot finish any all-reduce now (synchronous SGD), so
+            # its turns are dropped on every device at once rather than when its other ranks are reaped.
+            self._withdraw(member[1])
 
     def _close_barrier_on_latecomers(self) -> None:
         # A slot that never joined (its job failed to start) must not hold the others back.
@@ -275,6 +292,16 @@ class TurnServer:
         self.listener.close()
         if os.path.exists(self.path):
             os.unlink(self.path)
+
+
+def withdraw_slot(socket_path: str, slot: int) -> None:
+    """Tell a turn server that a job has ended, so that no partner waits for it (even at the barrier)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(socket_path)
+            conn.sendall(WITHDRAW + f"{slot}\n".encode())
+    except OSError:
+        pass  # the server is gone: nobody is waiting
 
 
 def _die_with_parent() -> None:

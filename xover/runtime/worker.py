@@ -86,6 +86,7 @@ def train(spec: dict[str, Any]) -> None:
     recipe = spec["recipe"]
     engine = ENGINES[spec.get("engine", "horovod")]()
     device = place_on_device(engine.local_rank)
+    turn = token_from_env(engine.local_rank)  # join the group early: the server sees us die from here on
     is_reporter = engine.rank == 0
     torch.manual_seed(recipe["seed"])
     dataset = workloads.build_dataset(recipe["dataset"], batch_size=recipe["batch_size"], rank=engine.rank,
@@ -95,7 +96,6 @@ def train(spec: dict[str, Any]) -> None:
     iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    turn = token_from_env(engine.local_rank)
     if is_reporter:
         emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
              device=str(device), parameters=sum(p.numel() for p in model.parameters()),
