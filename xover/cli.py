@@ -132,7 +132,8 @@ def run(
                 raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
             groups, plan_body = groups_from_plan(targets[0], iterations)
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
-                            show_progress=not json_out, plan_body=plan_body)
+                            show_progress=not json_out, plan_body=plan_body,
+                            plan_path=None if group else targets[0])
     except XoverError as error:
         fail(error)
     except Interrupted:
@@ -148,6 +149,87 @@ def run(
             print_table("aggregate throughput (each job normalised by its speed alone)", GROUP_COLUMNS, rows)
         console.print(f"logs: {result['results_dir']}")
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+
+
+PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data ms", "data_ms"),
+                   ("compute ms", "compute_ms"), ("comm ms", "comm_ms"), ("iter ms", "iteration_ms"),
+                   ("compute fraction", "compute_fraction"), ("samples/s", "samples_per_s"),
+                   ("memory GB", "memory_gb"), ("grad MB", "gradient_mb"), ("reused", "reused")]
+
+
+@app.command()
+def profile(
+    recipes: Annotated[list[str], typer.Argument(help="Recipe files or names in recipes/.", show_default=False)],
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np.")] = None,
+    iterations: Annotated[int, typer.Option("--iterations", help="Iterations to measure, warm-up included.")] = 30,
+    warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
+) -> None:
+    """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
+    throughput. Profiles are stored and reused (same recipe, np, bandwidth, hardware) unless --force."""
+    from .orchestrator import Interrupted
+    from .profiler import profile_recipes
+
+    try:
+        results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
+                                  bandwidth=bandwidth, force=force, command=_command_line(),
+                                  show_progress=not json_out)
+    except XoverError as error:
+        fail(error)
+    except Interrupted:
+        errors.print("interrupted: every process was stopped")
+        raise typer.Exit(130)
+    results.sort(key=lambda r: r["compute_fraction"], reverse=True)
+    if json_out:
+        print_json(results)
+        return
+    print_table("xover profile  (sorted: compute-heavy first, communication-heavy last)", PROFILE_COLUMNS,
+                results, digits={"compute_fraction": 2, "memory_gb": 3})
+
+
+PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("devices", "devices"),
+                ("period ms", "predicted_period_ms"), ("gain", "predicted_gain"), ("slowdowns", "slowdowns")]
+
+
+@app.command()
+def plan(
+    recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes, planned from their stored profiles.",
+                                                           show_default=False)] = None,
+    profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
+                            "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations].")] = None,
+    devices: Annotated[Optional[int], typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
+    device_memory: Annotated[Optional[float], typer.Option("--device-memory", help="GB per device; groups must fit.")] = None,
+    max_group: Annotated[int, typer.Option("--max-group", help="Most jobs that share devices.")] = 2,
+    algo: Annotated[str, typer.Option("--algo", help="matching | ffd | none")] = "matching",
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Use profiles taken at this link rate.")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default results/plan.json).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Group complementary jobs (compute-heavy with communication-heavy) with a throughput model,
+    place the groups on devices, and write the plan file that `xover run` reads."""
+    from .plans import plan_jobs
+
+    try:
+        result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices, hosts=hosts,
+                           device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth)
+    except XoverError as error:
+        fail(error)
+    if json_out:
+        print_json(result)
+        return
+    rows = [{**g, "index": i, "jobs": " + ".join(g["jobs"]), "devices": ",".join(g["devices"]),
+             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g["predicted_slowdown"].items())}
+            for i, g in enumerate(result["groups"])]
+    print_table(f"xover plan  ({result['algo']})", PLAN_COLUMNS, rows)
+    for item in result["unplaced"]:
+        console.print(f"[yellow]unplaced[/] {item['name']}: {item['reason']}")
+    console.print(f"predicted aggregate gain {result['predicted_aggregate_gain']:.2f}x; makespan "
+                  f"{result['predicted_makespan_ms'] / 1000:.1f} s vs {result['sequential_makespan_ms'] / 1000:.1f} s "
+                  f"one after another")
+    console.print(f"plan written to {result['path']}  (run it: xover run {result['path']})")
 
 
 def run_cli() -> None:

@@ -215,6 +215,9 @@ class Experimenter:
     def _worker_env(self, job: JobSpec, slot: int | None, turn_server: TurnServerProcess | None) -> dict[str, str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=",".join(map(str, job.devices)))
         env.pop("XOVER_TURN_SOCKET", None)
+        # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
+        # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here.
+        env.setdefault("HOROVOD_CYCLE_TIME", "5")
         if turn_server is not None:
             env.update(XOVER_TURN_SOCKET=turn_server.socket, XOVER_TURN_SLOT=str(slot))
         # horovodrun and its workers must find xover even when it is not installed (tests, a checkout)
@@ -282,6 +285,7 @@ class Experimenter:
             run = session.get(Run, run_id)
             run.iterations_planned = record["iterations"]
             run.engine = record.get("engine", run.engine)
+            run.gradient_bytes = record.get("gradient_bytes")
             self.observer.job_started(run_id, label, record["iterations"])
         elif kind == "iter":
             session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in (
@@ -290,6 +294,8 @@ class Experimenter:
             self.observer.job_progress(run_id, record["step"] + 1, record["loss"])
         elif kind == "eval":
             session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"], value=record["value"]))
+        elif kind == "end":
+            session.get(Run, run_id).peak_memory_gb = record.get("peak_memory_gb")
         elif kind == "_exit":
             run = session.get(Run, run_id)
             code = record["code"]
@@ -429,7 +435,10 @@ def groups_from_plan(plan_path: str, iterations: int | None) -> tuple[list[Group
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except json.JSONDecodeError as error:
         raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
-    plan_from_dict(body)  # validates the format, naming the field that is wrong
+    try:
+        plan_from_dict(body)  # validates the format, naming the field that is wrong
+    except XoverError as error:
+        raise XoverError(f"{plan_path}: {error}") from None
     groups = []
     for index, group in enumerate(body["groups"]):
         jobs = []
@@ -460,7 +469,7 @@ def _unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
 
 def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, bandwidth: str | None = None,
                command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
-               kind: str = "run") -> dict[str, Any]:
+               plan_path: str | None = None, kind: str = "run") -> dict[str, Any]:
     """`xover run`: every group in every asked mode, one after another; returns jobs and group comparisons."""
     from .console import ProgressObserver
     from .launch.network import check_rate
@@ -472,7 +481,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     for group in groups:
         check_devices(group.jobs)
     store = open_store(db)
-    plan_id = _store_plan(store, plan_body) if plan_body else None
+    plan_id = _store_plan(store, plan_body, plan_path) if plan_body else None
     install_signal_handlers()
     observer = ProgressObserver() if show_progress else QuietObserver()
     experimenter = Experimenter(store, kind, command, bandwidth=bandwidth, observer=observer, plan_id=plan_id)
@@ -501,11 +510,12 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
             "bandwidth": bandwidth, "modes": modes, "jobs": jobs, "groups": comparisons}
 
 
-def _store_plan(store: Store, body: dict[str, Any]) -> int:
+def _store_plan(store: Store, body: dict[str, Any], path: str | None = None) -> int:
     from .store.models import Plan, PlanGroup
 
     with store.session() as session, session.begin():
-        plan = Plan(algo=body.get("algo", "?"), body=body, predicted_aggregate_gain=body.get("predicted_aggregate_gain", 1.0))
+        plan = Plan(algo=body.get("algo", "?"), body=body, path=path,
+                    predicted_aggregate_gain=body.get("predicted_aggregate_gain", 1.0))
         session.add(plan)
         session.flush()
         for index, group in enumerate(body["groups"]):

@@ -81,6 +81,8 @@ class Run(Base):
     started_at: Mapped[Optional[datetime]]
     ended_at: Mapped[Optional[datetime]]
     log_dir: Mapped[Optional[str]] = mapped_column(Text)
+    gradient_bytes: Mapped[Optional[int]]  # per iteration, per rank (the all-reduce's size)
+    peak_memory_gb: Mapped[Optional[float]]  # rank 0: GPU allocator peak, or CPU resident set
     experiment: Mapped[Experiment] = relationship(back_populates="runs")
     recipe: Mapped[RecipeSnapshot] = relationship()
 

@@ -1,0 +1,168 @@
+"""`xover profile`: run each recipe alone and summarise what it does per iteration.
+
+A profile holds medians (and p10/p90) of data, compute and exposed-communication time, the
+iteration time, samples/s, peak memory and gradient bytes. It is keyed by recipe hash, np,
+bandwidth and a hardware fingerprint, and reused until `--force`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from typing import Any
+
+from sqlalchemy import select
+
+from .errors import XoverError
+from .orchestrator import Experimenter, Interrupted, QuietObserver, check_devices, install_signal_handlers, job_for
+from .recipes import load_recipe, with_overrides
+from .store.models import IterationMetric, Profile, Run
+from .store.queries import snapshot_recipe
+from .store.session import Store, open_store
+
+
+def hardware_fingerprint() -> str:
+    """What the figures depend on: the devices' model and count (and the host's CPU model)."""
+    from .orchestrator import local_device_count
+
+    kind, count = local_device_count()
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    if kind == "gpu":
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            name = name.decode() if isinstance(name, bytes) else name
+        finally:
+            pynvml.nvmlShutdown()
+        return f"gpu:{name} x{count}"
+    return f"cpu:{cpu} x{count}"
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
+    steady = metrics[warmup:]
+    if len(steady) < 3:
+        raise XoverError(f"only {len(steady)} iterations after a warm-up of {warmup}: raise --iterations")
+    phases = {"data": [m.data_s for m in steady], "compute": [m.compute_s for m in steady],
+              "comm": [m.communication_s for m in steady], "iteration": [m.iteration_s for m in steady]}
+    medians = {name: statistics.median(values) * 1000 for name, values in phases.items()}
+    spread = {name: {"p10_ms": _quantile(v, 0.1) * 1000, "p90_ms": _quantile(v, 0.9) * 1000}
+              for name, v in phases.items()}
+    samples_per_s = sum(m.samples for m in steady) / sum(m.iteration_s for m in steady)
+    return {"data_ms": medians["data"], "compute_ms": medians["compute"], "comm_ms": medians["comm"],
+            "iteration_ms": medians["iteration"], "samples_per_s": samples_per_s, "spread": spread,
+            "iterations": len(steady)}
+
+
+def profile_dict(profile: Profile) -> dict[str, Any]:
+    c = profile.data_ms + profile.compute_ms
+    return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
+            "np": profile.np, "bandwidth": profile.bandwidth, "hardware": profile.hardware,
+            "data_ms": profile.data_ms, "compute_ms": profile.compute_ms, "comm_ms": profile.comm_ms,
+            "iteration_ms": profile.iteration_ms, "samples_per_s": profile.samples_per_s,
+            "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
+            "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
+            "iterations_measured": profile.iterations, "spread": profile.spread,
+            "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
+            "created_at": profile.created_at.isoformat(timespec="seconds")}
+
+
+def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None, hardware: str | None) -> Profile | None:
+    """The newest profile of a recipe at this np (and bandwidth / hardware when given)."""
+    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np)
+    if bandwidth is not None:
+        query = query.where(Profile.bandwidth == bandwidth)
+    if hardware is not None:
+        query = query.where(Profile.hardware == hardware)
+    with store.session() as session:
+        profile = session.scalars(query.order_by(Profile.id.desc())).first()
+        if profile is not None:
+            profile.recipe  # load it before the session closes
+        return profile
+
+
+def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None = None, iterations: int = 30,
+                    warmup: int = 5, bandwidth: str | None = None, force: bool = False,
+                    command: str = "xover profile", show_progress: bool = True) -> list[dict[str, Any]]:
+    from .console import ProgressObserver
+    from .launch.network import check_rate
+
+    if warmup < 0 or iterations <= warmup + 2:
+        raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
+    if bandwidth:
+        bandwidth = check_rate(bandwidth)
+    recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
+    jobs = [job_for(recipe) for recipe in recipes]
+    check_devices(jobs)
+    store = open_store(db)
+    hardware = hardware_fingerprint()
+    link = bandwidth or "host"
+    results: list[dict[str, Any]] = []
+    todo = []
+    for recipe, job in zip(recipes, jobs):
+        found = None if force else find_profile(store, recipe.hash, recipe.np, link, hardware)
+        if found is not None:
+            results.append({**profile_dict(found), "reused": True})
+        else:
+            todo.append((recipe, job))
+    if todo:
+        install_signal_handlers()
+        observer = ProgressObserver() if show_progress else QuietObserver()
+        experimenter = Experimenter(store, "profile", command, bandwidth=bandwidth, observer=observer)
+        status = "finished"
+        try:
+            with observer if show_progress else _Nothing():
+                for recipe, job in todo:
+                    measured = with_overrides(recipe, iterations=iterations)
+                    [run_id] = experimenter.run_together([job_for(measured, job.hosts)], "profile")
+                    results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup), "reused": False})
+        except (Interrupted, XoverError):
+            status = "interrupted"
+            raise
+        finally:
+            experimenter.finish(status)
+    order = {path: i for i, path in enumerate(r.path for r in recipes)}
+    return sorted(results, key=lambda r: order.get(r["recipe"], 0))
+
+
+def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int) -> dict[str, Any]:
+    with store.session() as session, session.begin():
+        run = session.get(Run, run_id)
+        if run.status != "finished":
+            raise XoverError(f"profiling {recipe.name} failed (exit {run.exit_code}):\n{run.error or ''}\n"
+                             f"logs: {run.log_dir}")
+        metrics = session.scalars(select(IterationMetric).where(IterationMetric.run_id == run_id)
+                                  .order_by(IterationMetric.step)).all()
+        summary = summarise(list(metrics), warmup)
+        snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
+        profile = Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, run_id=run_id, name=recipe.name,
+                          np=recipe.np, bandwidth=link, hardware=hardware, iterations=summary["iterations"],
+                          data_ms=summary["data_ms"], compute_ms=summary["compute_ms"], comm_ms=summary["comm_ms"],
+                          iteration_ms=summary["iteration_ms"], samples_per_s=summary["samples_per_s"],
+                          memory_gb=run.peak_memory_gb or 0.0, gradient_bytes=run.gradient_bytes or 0,
+                          spread=summary["spread"])
+        session.add(profile)
+        session.flush()
+        profile.recipe = snapshot
+        return profile_dict(profile)
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
