@@ -232,5 +232,23 @@ def plan(
     console.print(f"plan written to {result['path']}  (run it: xover run {result['path']})")
 
 
+@app.command()
+def report(
+    target: Annotated[str, typer.Argument(help="An experiment id (as printed by train/run/profile), 'latest', "
+                                               "or 'all' for a summary of every experiment.")] = "latest",
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html")] = "table",
+    out: Annotated[Optional[str], typer.Option("--out", help="Write to this file (html: default "
+                                               "results/runs/<id>/report.html; csv: a folder or file).")] = None,
+) -> None:
+    """Show what a run did: throughput, slowdowns, predicted vs measured gain, accuracy parity,
+    and pictures (timeline, throughput by mode, loss curves, predicted vs measured)."""
+    from .report import make_report
+
+    try:
+        make_report(State.db, target, fmt, out)
+    except XoverError as error:
+        fail(error)
+
+
 def run_cli() -> None:
     app()
