@@ -443,9 +443,10 @@ def groups_from_plan(plan_path: str, iterations: int | None) -> tuple[list[Group
     for index, group in enumerate(body["groups"]):
         jobs = []
         for name in group["jobs"]:
-            recipe_path = body["jobs"].get(name, {}).get("recipe") or name
-            try:
-                recipe = with_overrides(load_recipe(recipe_path), iterations=iterations)
+            planned = body["jobs"].get(name, {})
+            recipe_path = planned.get("recipe") or name
+            try:  # the plan decides how many devices the job gets
+                recipe = with_overrides(load_recipe(recipe_path), iterations=iterations, np=planned.get("devices"))
             except RecipeError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             hosts = sorted({d.rsplit(":", 1)[0] for d in group["devices"]})
