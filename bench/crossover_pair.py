@@ -1,10 +1,12 @@
-"""Benchmark: a complementary pair in the three modes, the model's ideal, and the token's costs.
+"""Benchmark: pairs of jobs in the three modes, the model's ideal, and the token's costs.
 
 Prints figures measured side by side in one run (the machine is shared and noisy: compare ratios,
-not absolute numbers across runs). Usage:
+not absolute numbers across runs). Two pairs by default:
+  resnet-synthetic:mlp-synthetic  complementary (compute-heavy + communication-heavy)
+  mlp-balanced:mlp-balanced       two copies of a job whose compute ~ communication
+Usage:
 
-    .venv/bin/python bench/crossover_pair.py [--pair resnet-synthetic mlp-synthetic]
-                                             [--bandwidth 1gbit] [--iterations 60]
+    .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--bandwidth 1gbit] [--iterations 60]
 """
 
 from __future__ import annotations
@@ -98,30 +100,51 @@ def waiting_cpu(seconds: float = 5.0) -> float:
     return 100.0 * used / seconds
 
 
-def run_pair(pair: list[str], bandwidth: str | None, iterations: int) -> dict:
-    command = [str(ROOT / ".venv/bin/xover"), "run", "--group", *pair, "--mode", "all", "--iterations",
-               str(iterations), "--json"]
-    if bandwidth:
-        command += ["--bandwidth", bandwidth]
-    print("$", " ".join(command[1:]).replace(str(ROOT) + "/", ""), flush=True)
+def xover(*args: str) -> dict:
+    command = [str(ROOT / ".venv/bin/xover"), *args, "--json"]
+    print("$ xover", " ".join(args), flush=True)
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         sys.exit(result.stderr[-4000:])
     return json.loads(result.stdout)
 
 
+def run_pair(pair: list[str], bandwidth: str, iterations: int) -> tuple[dict, dict | None]:
+    """Distinct recipes: profile, plan, then run the plan (so the plan's prediction meets the
+    measurement). The same recipe twice cannot be planned (job names must differ): run as a group."""
+    link = ["--bandwidth", bandwidth] if bandwidth else []
+    if len(set(pair)) == len(pair):
+        xover("profile", *pair, *link, "--force")
+        plan_path = str(ROOT / "results" / "bench-plan.json")
+        plan = xover("plan", *pair, "--devices", "2", "--max-group", str(len(pair)), *link, "--out", plan_path)
+        if len(plan["groups"]) == 1 and len(plan["groups"][0]["jobs"]) == len(pair):
+            return xover("run", plan_path, "--mode", "all", "--iterations", str(iterations), *link), plan
+        print("  (the planner would not group this pair; running it as an ad-hoc group)")
+    return xover("run", "--group", *pair, "--mode", "all", "--iterations", str(iterations), *link), None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pair", nargs=2, default=["resnet-synthetic", "mlp-synthetic"])
+    parser.add_argument("--pairs", nargs="+", default=["resnet-synthetic:mlp-synthetic", "mlp-balanced:mlp-balanced"])
     parser.add_argument("--bandwidth", default="1gbit")
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--skip-token", action="store_true")
     args = parser.parse_args()
+    for pair in args.pairs:
+        bench_pair(pair.split(":"), args.bandwidth, args.iterations)
+    if not args.skip_token:
+        latency = handoff_latency()
+        print(f"\ncrossover token: handoff median {latency['median_us']:.0f} us, p90 {latency['p90_us']:.0f} us "
+              f"over {latency['handoffs']} handoffs between two processes")
+        print(f"crossover token: a job waiting for its turn uses {waiting_cpu():.2f}% of a core")
 
-    report = run_pair(args.pair, args.bandwidth, args.iterations)
+
+def bench_pair(pair: list[str], bandwidth: str, iterations: int) -> None:
+    report, plan = run_pair(pair, bandwidth, iterations)
     jobs = report["jobs"]
+    names = [j["name"] for j in jobs if j["mode"] == "crossover"]  # a recipe twice runs as name, name#2
     by = {(j["name"], j["mode"]): j for j in jobs}
-    print(f"\nexperiment {report['experiment']}  bandwidth {args.bandwidth}  iterations {args.iterations}")
+    print(f"\nexperiment {report['experiment']}  bandwidth {bandwidth}  iterations {iterations}")
     print(f"{'job':22} {'mode':11} {'samples/s':>10} {'iter ms':>8} {'compute':>8} {'comm':>8} {'wait':>7} {'slowdown':>8}")
     for j in jobs:
         print(f"{j['name']:22} {j['mode']:11} {j['samples_per_s']:10.1f} {j['iteration_ms']:8.1f} "
@@ -130,30 +153,31 @@ def main() -> None:
 
     profiles = [JobProfile(name=n, devices=by[(n, "sequential")]["np"], compute_ms=by[(n, "sequential")]["compute_ms"],
                            data_ms=by[(n, "sequential")]["data_ms"], comm_ms=by[(n, "sequential")]["communication_ms"],
-                           memory_gb=0.0) for n in args.pair]
+                           memory_gb=0.0) for n in names]
     period = predicted_period(profiles)
     ideal = group_gain(profiles)
     [group] = report["groups"]
     crossover, concurrent = group["crossover_vs_sequential"], group["concurrent_vs_sequential"]
-    measured_period = statistics.mean(by[(n, "crossover")]["iteration_ms"] for n in args.pair)
+    measured_period = statistics.mean(by[(n, "crossover")]["iteration_ms"] for n in names)
     print(f"\naggregate throughput, each job normalised by its speed alone (sequential = 1.00):")
     print(f"  concurrent / sequential   {concurrent:.2f}x")
     print(f"  crossover  / sequential   {crossover:.2f}x")
     print(f"  crossover  / concurrent   {group['crossover_vs_concurrent']:.2f}x")
     print(f"  model ideal (period = max(sum c, sum m, max c+m) = {period:.1f} ms)   {ideal:.2f}x")
     print(f"  crossover as a fraction of the ideal   {100 * crossover / ideal:.0f}%")
-    print(f"  predicted period {period:.1f} ms vs measured {measured_period:.1f} ms under crossover "
+    print(f"  model on this run's sequential medians: period {period:.1f} ms vs measured {measured_period:.1f} ms under crossover "
           f"(error {100 * (measured_period - period) / period:+.1f}%); predicted gain {ideal:.2f} vs measured "
           f"{crossover:.2f} (error {100 * (crossover - ideal) / ideal:+.1f}%)")
-    for n in args.pair:
+    if plan is not None:
+        [planned] = plan["groups"]
+        p_period, p_gain = planned["predicted_period_ms"], planned["predicted_gain"]
+        print(f"  plan (xover profile + xover plan): predicted period {p_period:.1f} ms vs measured {measured_period:.1f} ms "
+              f"(error {100 * (measured_period - p_period) / p_period:+.1f}%); predicted gain {p_gain:.2f} vs measured "
+              f"{crossover:.2f} (error {100 * (crossover - p_gain) / p_gain:+.1f}%)")
+    for n in names:
         alone, cross = by[(n, "sequential")]["final_loss"], by[(n, "crossover")]["final_loss"]
         print(f"  parity {n}: final loss alone {alone!r} vs crossover {cross!r} -> {'equal' if alone == cross else 'DIFFERENT'}")
 
-    if not args.skip_token:
-        latency = handoff_latency()
-        print(f"\ncrossover token: handoff median {latency['median_us']:.0f} us, p90 {latency['p90_us']:.0f} us "
-              f"over {latency['handoffs']} handoffs between two processes")
-        print(f"crossover token: a job waiting for its turn uses {waiting_cpu():.2f}% of a core")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,154 @@
-"""`xover report`: tables, JSON/CSV, pictures and HTML from the store."""
+"""`xover report`: tables, JSON/CSV, pictures and HTML from the store.
+
+* ``data``     - gather one experiment (jobs, group gains, loss parity, iterations) or all of them;
+* ``timeline`` - rebuild each job's compute / communication / turn-wait intervals from its iterations;
+* ``tables``   - rich tables, the JSON object, CSV files;
+* ``plots``    - the PNG pictures (timeline, throughput, losses, predicted vs measured);
+* ``html``     - one self-contained HTML page.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..console import console, errors, print_json
+from .data import (
+    ExperimentBrief,
+    ExperimentReport,
+    ReportError,
+    all_experiments,
+    find_experiment,
+    gain_points,
+    gather_report,
+    open_existing_store,
+)
+
+FORMATS = ("table", "json", "csv", "html")
+
+__all__ = ["FORMATS", "ExperimentBrief", "ExperimentReport", "ReportError", "make_report", "run_folder"]
 
 
-def make_report(db, target, fmt, out):  # replaced by the report package's implementation
-    from ..errors import XoverError
+def run_folder(experiment_id: str) -> Path:
+    from ..orchestrator import results_root
 
-    raise XoverError("xover report is being written")
+    return results_root() / "runs" / experiment_id
+
+
+def make_report(db: str | None, target: str, fmt: str, out: str | None) -> None:
+    """Render `target` ('latest', 'all' or an experiment id) as `fmt`; print what was written where."""
+    if fmt not in FORMATS:
+        raise ReportError(f"--format {fmt}: choose {', '.join(FORMATS)}")
+    if fmt == "table" and out:
+        raise ReportError("--out is for --format json, csv or html; the table goes to the terminal")
+    store = open_existing_store(db)
+    try:
+        with store.session() as session:
+            if target == "all":
+                briefs = all_experiments(session)
+                if not briefs:
+                    raise ReportError(f"the database {store.url} holds no experiments yet: "
+                                      "run `xover train` or `xover run` first")
+                report = None
+            else:
+                report = gather_report(session, find_experiment(session, target, store.url))
+                # the predicted-vs-measured picture places this run among every other comparison run
+                briefs = all_experiments(session) if report.is_comparison and fmt != "csv" else []
+    finally:
+        store.close()
+    if report is None:
+        _render_summary(briefs, fmt, out)
+    else:
+        _render_experiment(report, briefs, fmt, out)
+
+
+def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
+    from . import tables
+
+    folder = run_folder(report.id)
+    if fmt == "csv":
+        _write_experiment_csv(report, folder, out)
+        return
+    from .plots import make_pictures
+
+    pictures = make_pictures(report, gain_points(briefs), folder)
+    if fmt == "table":
+        tables.print_report_tables(report, pictures)
+    elif fmt == "json":
+        _emit_json(tables.report_dict(report, pictures), out)
+    else:
+        from .html import report_html
+
+        _write_text(Path(out) if out else folder / "report.html", "report.html", report_html(report, pictures))
+
+
+def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | None) -> None:
+    """--out FOLDER (or FILE.csv): jobs and iterations CSV files; no --out: jobs CSV on stdout, and
+    both files in the run's folder (their paths on stderr, so stdout stays one clean CSV)."""
+    from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
+
+    if out and Path(out).suffix.lower() == ".csv":
+        paths = Path(out), Path(out).with_name(Path(out).stem + "-iterations.csv")
+    else:
+        paths = Path(out or folder) / "jobs.csv", Path(out or folder) / "iterations.csv"
+    try:
+        written = write_report_csv(report, *paths)
+    except OSError as error:
+        raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
+    if out:
+        for path in written:
+            console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    else:
+        print(csv_text(JOB_CSV_FIELDS, report.jobs), end="")
+        for path in written:
+            errors.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
+    from . import tables
+    from ..orchestrator import results_root
+
+    if fmt == "csv":
+        text = tables.csv_text([key for _, key in tables.SUMMARY_COLUMNS], [b.summary() for b in briefs])
+        if out:
+            path = Path(out) / "experiments.csv" if Path(out).suffix.lower() != ".csv" else Path(out)
+            _write_text(path, "experiments.csv", text)
+        else:
+            print(text, end="")
+        return
+    if fmt == "json":
+        _emit_json(tables.summary_dict(briefs), out)
+        return
+    from .plots import predicted_vs_measured_picture
+
+    picture = results_root() / "predicted_vs_measured.png"
+    picture.parent.mkdir(parents=True, exist_ok=True)
+    pictures = {"predicted_vs_measured": str(picture)} if predicted_vs_measured_picture(
+        gain_points(briefs), None, picture) else {}
+    if fmt == "table":
+        tables.print_summary_table(briefs)
+        for name, path in pictures.items():
+            console.print(f"{name}: {path}", highlight=False, soft_wrap=True)
+    else:
+        from .html import summary_html
+
+        _write_text(Path(out) if out else results_root() / "report.html", "report.html", summary_html(briefs, pictures))
+
+
+def _emit_json(data: dict, out: str | None) -> None:
+    if out:
+        _write_text(Path(out), "report.json", json.dumps(data, indent=2, default=str) + "\n")
+    else:
+        print_json(data)
+
+
+def _write_text(path: Path, default_name: str, text: str) -> None:
+    """Write `text` to `path` (into it as `default_name` when it is a folder) and print where."""
+    if path.is_dir():
+        path = path / default_name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ReportError(f"cannot write {path}: {error.strerror}") from None
+    console.print(f"wrote {path}", highlight=False, soft_wrap=True)

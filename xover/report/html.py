@@ -1,0 +1,112 @@
+"""One self-contained HTML page: tables and pictures inline (base64 data URIs), no external resources,
+so the file can be mailed or archived and still opens in any browser."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import __version__
+from ..console import fmt
+from .data import ExperimentBrief, ExperimentReport
+from .tables import (
+    DIGITS,
+    GROUP_COLUMNS,
+    PARITY_COLUMNS,
+    SUMMARY_COLUMNS,
+    Columns,
+    display_rows,
+    job_columns,
+)
+
+PICTURE_CAPTIONS = {
+    "timeline": "What device 0 does over about 8 iterations in the middle of the run: per job, data + compute, "
+                "waiting for the previous all-reduce (communication) and waiting for its turn. Under crossover "
+                "the compute bars of the jobs alternate.",
+    "throughput": "Aggregate throughput by mode, each job normalised by its speed alone (sequential = 1.0), "
+                  "and the model's ideal gain from the sequential runs' medians.",
+    "losses": "Training loss per iteration of each job alone and under crossover: taking turns must not change "
+              "the training, so the curves coincide.",
+    "predicted_vs_measured": "Predicted (plan, or model ideal from the sequential runs) against measured crossover "
+                             "gain for every comparison run in the database; this run in red.",
+}
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
+th { background: #f0f0f0; text-align: left; } td.number { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.85em; color: #555; max-width: 60em; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; font-size: 0.9em; }
+dt { color: #666; } dd { margin: 0; font-family: ui-monospace, monospace; }
+footer { color: #888; font-size: 0.8em; margin-top: 3em; }
+"""
+
+
+def html_table(columns: Columns, rows: Iterable[dict[str, Any]], digits: dict[str, int] | None = None) -> str:
+    rows = list(rows)
+    header = "".join(f"<th>{escape(title)}</th>" for title, _ in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for _, key in columns:
+            value = row.get(key)
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            cells.append(f"<td{' class=number' if numeric else ''}>{escape(fmt(value, (digits or {}).get(key, 2)))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def embedded_picture(name: str, path: str, caption: str | None = None) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    caption = caption or PICTURE_CAPTIONS.get(name, name)
+    return (f'<figure id="{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{escape(caption)}</figcaption></figure>")
+
+
+def _page(title: str, sections: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+            f"<meta name=viewport content='width=device-width, initial-scale=1'><title>{escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{''.join(sections)}"
+            f"<footer>written by xover {escape(__version__)} (xover report)</footer></body></html>\n")
+
+
+def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
+    experiment = report.experiment
+    details = [("kind", experiment["kind"]), ("status", experiment["status"]), ("created", experiment["created_at"]),
+               ("ended", experiment["ended_at"]), ("command", experiment["command"]),
+               ("link", experiment["bandwidth"] or "host network"), ("hosts", experiment["hosts"]),
+               ("plan", experiment["plan_id"])]
+    sections = ["<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
+                "<h2>Jobs</h2>", html_table(job_columns(report), display_rows(report.jobs), DIGITS)]
+    if report.groups:
+        sections += ["<h2>Groups: aggregate throughput and gain</h2>",
+                     "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
+                     "sequential; error is measured vs the plan's prediction.</p>",
+                     html_table(GROUP_COLUMNS, display_rows(report.groups), DIGITS)]
+    if report.parity:
+        sections += ["<h2>Accuracy parity</h2>",
+                     "<p>Largest per-iteration |loss difference| between each job alone and shared "
+                     "(expected 0.0 on CPU).</p>", html_table(PARITY_COLUMNS, display_rows(report.parity), DIGITS)]
+    failed = [j for j in report.jobs if j.get("error")]
+    for job in failed:
+        sections.append(f"<h2>{escape(job['name'])} ({escape(job['mode'])}) failed</h2>"
+                        f"<pre>{escape(job['error'])}</pre>")
+    if pictures:
+        sections.append("<h2>Pictures</h2>")
+        sections += [embedded_picture(name, path) for name, path in pictures.items()]
+    return _page(f"xover report: experiment {report.id}", sections)
+
+
+def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
+    sections = [f"<p>{len(briefs)} experiments, newest first.</p>",
+                html_table(SUMMARY_COLUMNS, [b.summary() for b in briefs], DIGITS)]
+    sections += [embedded_picture(name, path, "Predicted (plan, or model ideal from the sequential runs) against "
+                                  "measured crossover gain for every comparison run in the database.")
+                 for name, path in pictures.items()]
+    return _page("xover report: every experiment", sections)

@@ -1,0 +1,192 @@
+"""The report's pictures, as PNG files: timeline, throughput by mode, loss curves, predicted vs measured.
+
+Figures are built with matplotlib's object API (no pyplot), so nothing needs a display and no
+global state leaks between reports; saving a Figure to PNG uses the Agg renderer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from .data import ALONE_MODES, ExperimentReport
+from .timeline import PHASES, intervals_in_window, middle_window
+
+PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
+MODE_COLOURS = {"sequential": "#8c8c8c", "concurrent": "#e8893a", "crossover": "#3b6fb6", "model ideal": "#ffffff"}
+JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e", "#b5838d", "#457b9d"]
+TIMELINE_ITERATIONS = 8
+DPI = 110
+
+PICTURE_NAMES = ("timeline", "throughput", "losses", "predicted_vs_measured")
+
+
+def make_pictures(report: ExperimentReport, points: list[dict[str, Any]], folder: Path) -> dict[str, str]:
+    """Every picture that the experiment has data for; name -> path of the PNG written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    makers = {"timeline": lambda path: timeline_picture(report, path),
+              "throughput": lambda path: throughput_picture(report.groups, report.id, path),
+              "losses": lambda path: losses_picture(report, path),
+              "predicted_vs_measured": lambda path: predicted_vs_measured_picture(points, report.id, path)}
+    if not report.is_comparison:  # a lone job has no modes or gains to compare
+        makers = {"losses": makers["losses"]}
+    written = {}
+    for name, make in makers.items():
+        path = folder / f"{name}.png"
+        if make(path):
+            written[name] = str(path)
+    return written
+
+
+def _save(figure: Figure, path: Path) -> bool:
+    figure.savefig(path, dpi=DPI)
+    return True
+
+
+# ---------------------------------------------------------------------------------------- timeline
+
+
+def timeline_picture(report: ExperimentReport, path: Path) -> bool:
+    """Device 0 over ~8 iterations of the first group's crossover run (and concurrent run, if any)."""
+    shared = [j for j in report.jobs if j["mode"] in ("crossover", "concurrent") and j["group"] is not None]
+    if not shared:
+        return False
+    group = min(j["group"] for j in shared)
+    panels = []
+    for mode in ("crossover", "concurrent"):
+        jobs = sorted((j for j in shared if j["group"] == group and j["mode"] == mode),
+                      key=lambda j: (j["slot"] if j["slot"] is not None else 0, j["name"]))
+        rows = [report.iterations.get(j["run_id"], []) for j in jobs]
+        found = middle_window(rows, TIMELINE_ITERATIONS)
+        if found is not None:
+            window, settled = found
+            note = f"~{TIMELINE_ITERATIONS} iterations mid-run" if settled else "the jobs barely overlapped (short run)"
+            panels.append((mode, jobs, rows, window, note))
+    if not panels:
+        return False
+    heights = [max(1, len(jobs)) for _, jobs, _, _, _ in panels]
+    figure = Figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
+    axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+    for ax, (mode, jobs, rows, window, note) in zip(axes, panels):
+        for lane, (job, job_rows) in enumerate(zip(jobs, rows)):
+            for phase in PHASES:
+                spans = [((i.start - window[0]) * 1000, (i.end - i.start) * 1000)
+                         for i in intervals_in_window(job_rows, window) if i.phase == phase]
+                ax.broken_barh(spans, (lane - 0.35, 0.7), facecolors=PHASE_COLOURS[phase],
+                               edgecolor="white", linewidth=0.4)
+        ax.set_yticks(range(len(jobs)), [_job_label(j) for j in jobs])
+        ax.set_ylim(len(jobs) - 0.5, -0.5)
+        ax.set_xlim(0, (window[1] - window[0]) * 1000)
+        ax.set_title(f"{mode}: device 0 (rank 0 of each job), {note}", loc="left", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time in the window (ms)")
+    handles = [_patch(PHASE_COLOURS[p], p if p != "compute" else "data + compute") for p in PHASES]
+    figure.legend(handles=handles, loc="outside upper right", ncols=3, frameon=False, fontsize=9)
+    figure.suptitle(f"Who uses the device when - experiment {report.id}, group {group}", x=0.01,
+                    ha="left", fontsize=11)
+    return _save(figure, path)
+
+
+def _job_label(job: dict[str, Any]) -> str:
+    return job["name"] + (f"  (turn {job['slot']})" if job["slot"] is not None else "")
+
+
+def _patch(colour: str, label: str):
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor=colour, edgecolor="#555555", linewidth=0.5, label=label)
+
+
+# ---------------------------------------------------------------------------------------- throughput
+
+
+def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: Path) -> bool:
+    """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
+    if not groups:
+        return False
+    series = [("sequential", "sequential"), ("concurrent", "concurrent_vs_sequential"),
+              ("crossover", "crossover_vs_sequential"), ("model ideal", "model_gain")]
+    figure = Figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
+    ax = figure.subplots()
+    width = 0.8 / len(series)
+    for index, (label, key) in enumerate(series):
+        xs = [g_index + (index - (len(series) - 1) / 2) * width for g_index in range(len(groups))]
+        values = [group.get(key) for group in groups]
+        bars = ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None],
+                      width * 0.92, color=MODE_COLOURS[label], edgecolor="#333333", linewidth=0.7,
+                      hatch="//" if label == "model ideal" else None, label=label)
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+    ax.axhline(1.0, color="#333333", linewidth=0.8, linestyle=":")
+    ax.set_xticks(range(len(groups)), [f"group {g['group']}\n" + " + ".join(g["jobs"]) for g in groups], fontsize=8)
+    ax.set_ylabel("aggregate throughput (jobs' worth, alone = 1)")
+    ax.set_ylim(0, max(1.2, *(g.get(k) or 0 for g in groups for _, k in series)) * 1.18)
+    ax.legend(ncols=4, fontsize=8, loc="upper left", frameon=False)
+    ax.set_title(f"Throughput by mode - experiment {experiment_id}", loc="left", fontsize=11)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+# ---------------------------------------------------------------------------------------- losses
+
+
+def losses_picture(report: ExperimentReport, path: Path) -> bool:
+    """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
+    jobs = [j for j in report.jobs if (j["mode"] in ALONE_MODES or j["mode"] == "crossover")
+            and report.iterations.get(j["run_id"])]
+    if not jobs:
+        return False
+    figure = Figure(figsize=(8, 4.2), layout="constrained")
+    ax = figure.subplots()
+    names = list(dict.fromkeys(j["name"] for j in jobs))
+    for job in jobs:
+        rows = report.iterations[job["run_id"]]
+        colour = JOB_COLOURS[names.index(job["name"]) % len(JOB_COLOURS)]
+        alone = job["mode"] in ALONE_MODES
+        ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=colour,
+                linestyle="-" if alone else "--", linewidth=2.2 if alone else 1.2, alpha=0.55 if alone else 1.0,
+                marker=None if alone else "x", markersize=4, label=f"{job['name']} ({job['mode']})")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("training loss (rank 0)")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(f"Loss alone and under crossover - experiment {report.id}", loc="left", fontsize=11)
+    ax.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+# ---------------------------------------------------------------------------------------- predicted vs measured
+
+
+def predicted_vs_measured_picture(points: list[dict[str, Any]], highlight: str | None, path: Path) -> bool:
+    """Every comparison run's crossover gain: model/plan prediction against the measurement."""
+    if not points:
+        return False
+    figure = Figure(figsize=(5.8, 5.4), layout="constrained")
+    ax = figure.subplots()
+    values = [p["predicted_gain"] for p in points] + [p["measured_gain"] for p in points]
+    low, high = min(0.5, *values) * 0.9, max(1.5, *values) * 1.1
+    ax.plot([low, high], [low, high], color="#555555", linewidth=0.8, linestyle="--", label="measured = predicted")
+    for source, marker in (("plan", "o"), ("model", "s")):
+        for current in (False, True):
+            chosen = [p for p in points if p["predicted_from"] == source and (p["experiment"] == highlight) == current]
+            if not chosen:
+                continue
+            ax.scatter([p["predicted_gain"] for p in chosen], [p["measured_gain"] for p in chosen], marker=marker,
+                       s=60 if current else 30, color="#d1495b" if current else "#3b6fb6", edgecolor="#222222",
+                       linewidth=0.5, zorder=3,
+                       label=f"{'this run' if current else 'other runs'} (predicted by the {source})")
+    for point in points:
+        if point["experiment"] == highlight:
+            ax.annotate(" + ".join(point["jobs"]), (point["predicted_gain"], point["measured_gain"]), fontsize=7,
+                        textcoords="offset points", xytext=(5, 4))
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_aspect("equal")
+    ax.set_xlabel("predicted crossover gain (x sequential)")
+    ax.set_ylabel("measured crossover gain (x sequential)")
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    ax.set_title(f"Predicted vs measured gain ({len(points)} group{'s' if len(points) != 1 else ''})",
+                 loc="left", fontsize=11)
+    ax.grid(alpha=0.3)
+    return _save(figure, path)

@@ -1,0 +1,113 @@
+"""The report as data: rich tables for the terminal, one JSON object, CSV files for pandas.
+
+The column lists here are shared with the HTML page, so every view shows the same figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Iterable, Sequence, TextIO
+
+from ..console import console, print_table
+from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
+
+Columns = Sequence[tuple[str, str]]  # (header, key)
+
+JOB_COLUMNS: Columns = [("job", "name"), ("mode", "mode"), ("group", "group"), ("status", "status"),
+                        ("exit", "exit_code"), ("iters", "iterations"), ("samples/s", "samples_per_s"),
+                        ("iter ms", "iteration_ms"), ("compute ms", "compute_ms"), ("comm ms", "communication_ms"),
+                        ("turn wait ms", "wait_ms"), ("slowdown vs alone", "slowdown"),
+                        ("final loss", "final_loss"), ("accuracy", "accuracy")]
+GROUP_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("sequential", "sequential"),
+                          ("concurrent", "concurrent_vs_sequential"), ("crossover", "crossover_vs_sequential"),
+                          ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain"),
+                          ("model ideal", "model_gain"), ("measured gain", "measured_gain"),
+                          ("error %", "gain_error_pct")]
+PARITY_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("mode vs alone", "mode"),
+                           ("iterations compared", "steps"), ("max |loss difference|", "max_abs_loss_diff"),
+                           ("identical", "identical")]
+SUMMARY_COLUMNS: Columns = [("experiment", "id"), ("kind", "kind"), ("status", "status"), ("created", "created_at"),
+                            ("jobs", "jobs"), ("runs", "runs"), ("modes", "modes"),
+                            ("best crossover gain", "best_crossover_gain")]
+DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "gain_error_pct": 1}
+JOB_CSV_FIELDS = ("experiment", "run_id", "name", "recipe", "mode", "group", "slot", "np", "status", "exit_code",
+                  "iterations", "iterations_planned", "samples_per_s", "iteration_ms", "data_ms", "compute_ms",
+                  "communication_ms", "wait_ms", "slowdown", "final_loss", "accuracy", "wall_s", "log_dir", "error")
+
+
+def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with lists joined and tiny loss differences readable (0.00 would hide a 1e-7 drift)."""
+    shown = []
+    for row in rows:
+        row = dict(row)
+        if isinstance(row.get("jobs"), list):
+            row["jobs"] = " + ".join(row["jobs"])
+        if isinstance(row.get("max_abs_loss_diff"), float):
+            difference = row["max_abs_loss_diff"]
+            row["max_abs_loss_diff"] = "0.0" if difference == 0 else f"{difference:.3g}"
+        if isinstance(row.get("identical"), bool):
+            row["identical"] = "yes" if row["identical"] else "no"
+        shown.append(row)
+    return shown
+
+
+def job_columns(report: ExperimentReport) -> Columns:
+    """Train and profile runs have no groups or turns: leave those columns out."""
+    if report.is_comparison:
+        return JOB_COLUMNS
+    return [c for c in JOB_COLUMNS if c[1] not in ("group", "wait_ms", "slowdown")]
+
+
+def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> None:
+    experiment = report.experiment
+    print_table(f"xover report  experiment {report.id}  ({experiment['kind']}, {experiment['status']}, "
+                f"{experiment['created_at']}, link {experiment['bandwidth'] or 'host network'})",
+                job_columns(report), display_rows(report.jobs), DIGITS)
+    if report.groups:
+        print_table("aggregate throughput, each job normalised by its speed alone (sequential = 1.0); "
+                    "gains are crossover vs sequential", GROUP_COLUMNS, display_rows(report.groups), DIGITS)
+    if report.parity:
+        print_table("accuracy parity: largest per-iteration |loss difference| from the job alone (expected 0.0 on CPU)",
+                    PARITY_COLUMNS, display_rows(report.parity), DIGITS)
+    elif report.is_comparison:
+        console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
+    for name, path in pictures.items():
+        console.print(f"{name}: {path}", highlight=False, soft_wrap=True)
+
+
+def print_summary_table(briefs: list[ExperimentBrief]) -> None:
+    print_table(f"xover report all  ({len(briefs)} experiment{'s' if len(briefs) != 1 else ''}, newest first)",
+                SUMMARY_COLUMNS, [b.summary() for b in briefs], DIGITS)
+
+
+def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str, Any]:
+    return {"experiment": report.experiment, "jobs": report.jobs, "groups": report.groups,
+            "parity": report.parity, "pictures": pictures}
+
+
+def summary_dict(briefs: list[ExperimentBrief]) -> dict[str, Any]:
+    return {"experiments": [b.summary() for b in briefs]}
+
+
+def write_csv(stream: TextIO, fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    writer = csv.DictWriter(stream, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+def csv_text(fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    write_csv(buffer, fields, rows)
+    return buffer.getvalue()
+
+
+def write_report_csv(report: ExperimentReport, jobs_path: Path, iterations_path: Path) -> list[Path]:
+    """One row per job and mode, and every iteration of rank 0 of every run."""
+    for path in (jobs_path, iterations_path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    jobs_path.write_text(csv_text(JOB_CSV_FIELDS, report.jobs))
+    iteration_rows = [row for run_id in sorted(report.iterations) for row in report.iterations[run_id]]
+    iterations_path.write_text(csv_text(ITERATION_FIELDS, iteration_rows))
+    return [jobs_path, iterations_path]
