@@ -12,8 +12,7 @@ $(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/xover doctor
-	$(BIN)/xover train mlp-digits
+	bash scripts/demo.sh
 
 test: setup
 	$(BIN)/python -m pytest -q
