@@ -76,6 +76,7 @@ def train(
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="horovodrun hosts, e.g. h1:2,h2:2.")] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train one recipe alone through horovodrun, record it, and print a summary."""
@@ -84,7 +85,7 @@ def train(
 
     try:
         result = train_recipe(State.db, recipe, np=np, hosts=hosts, iterations=iterations, bandwidth=bandwidth,
-                              command=_command_line(), show_progress=not json_out)
+                              command=_command_line(), show_progress=not json_out, engine=engine)
     except XoverError as error:
         fail(error)
     except Interrupted:
@@ -112,6 +113,7 @@ def run(
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
@@ -126,11 +128,11 @@ def run(
         if group:
             if len(targets) < 1:
                 raise XoverError("--group needs at least one recipe")
-            groups = groups_from_recipes(targets, iterations)
+            groups = groups_from_recipes(targets, iterations, engine)
         else:
             if len(targets) != 1:
                 raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
-            groups, plan_body = groups_from_plan(targets[0], iterations)
+            groups, plan_body = groups_from_plan(targets[0], iterations, engine)
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group else targets[0])
@@ -165,6 +167,7 @@ def profile(
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
+    engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
@@ -175,7 +178,7 @@ def profile(
     try:
         results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
                                   bandwidth=bandwidth, force=force, command=_command_line(),
-                                  show_progress=not json_out)
+                                  show_progress=not json_out, engine=engine)
     except XoverError as error:
         fail(error)
     except Interrupted:

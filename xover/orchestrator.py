@@ -28,6 +28,7 @@ import psutil
 from .errors import XoverError
 from .launch.horovod import horovodrun_command, is_local, parse_hosts
 from .launch.network import network_for
+from .launch.torchrun import torchrun_command
 from .recipes import Recipe
 from .runtime.metrics import parse_metric_line
 from .runtime.turns import runtime_dir, withdraw_slot
@@ -51,6 +52,7 @@ class JobSpec:
     recipe: Recipe
     hosts: str  # horovodrun -H
     devices: list[int]  # device index of each local rank on its host
+    engine: str = "horovod"  # horovod | torch
 
     @property
     def np(self) -> int:
@@ -193,9 +195,9 @@ class Experimenter:
                 for slot, (job, (run_id, log_dir)) in enumerate(zip(jobs, runs)):
                     env = self._worker_env(job, slot if turn_server else None, turn_server)
                     spec_path = log_dir / "spec.json"
-                    spec_path.write_text(json.dumps({"job": job.name, "engine": "horovod",
+                    spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                      "recipe": job.recipe.to_dict()}, indent=1))
-                    command = network.wrap(horovodrun_command(job.np, job.hosts, log_dir / "ranks", spec_path))
+                    command = network.wrap(launcher_command(job, log_dir / "ranks", spec_path))
                     launched[run_id] = LaunchedJob(run_id, command, env, log_dir, events)
                     self._mark_started(run_id)
                 self._watch(launched, events, turn_server, {run_id: slot for slot, (run_id, _) in enumerate(runs)})
@@ -231,6 +233,7 @@ class Experimenter:
             for slot, job in enumerate(jobs):
                 snapshot = snapshot_recipe(session, job.recipe)
                 run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,
+                          engine=job.engine,
                           group_index=group_index, slot=slot if mode == "crossover" else None, hosts=job.hosts,
                           np=job.np, devices=",".join(map(str, job.devices)), status="pending",
                           iterations_planned=job.recipe.iterations)
@@ -308,10 +311,10 @@ class Experimenter:
 
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
     """The last lines of the rank that failed first: its own error, not the launcher's echo of it."""
-    for stderr in sorted((log_dir / "ranks").glob("rank.*/stderr")):
+    for stderr in sorted((log_dir / "ranks").glob("**/stderr*")):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
         text = stderr.read_text(errors="replace").strip().splitlines()
         if any("Traceback" in line or "Error" in line for line in text):
-            return f"{stderr.parent.name}:\n" + "\n".join(text[-lines:])
+            return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
     return "\n".join(launcher_tail[-lines:])
 
 
@@ -355,10 +358,24 @@ def check_devices(jobs: list[JobSpec]) -> None:
                              f"{available} {kind.upper()} device(s)")
 
 
-def job_for(recipe: Recipe, hosts: str | None = None, devices: list[int] | None = None, name: str | None = None) -> JobSpec:
+def job_for(recipe: Recipe, hosts: str | None = None, devices: list[int] | None = None, name: str | None = None,
+            engine: str = "horovod") -> JobSpec:
+    if engine not in ENGINES:
+        raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
     hosts = hosts or f"localhost:{recipe.np}"
     per_host = min(recipe.np, max(slots for _, slots in parse_hosts(hosts)))
-    return JobSpec(name=name or recipe.name, recipe=recipe, hosts=hosts, devices=devices or list(range(per_host)))
+    return JobSpec(name=name or recipe.name, recipe=recipe, hosts=hosts, devices=devices or list(range(per_host)),
+                   engine=engine)
+
+
+ENGINES = ("horovod", "torch")
+
+
+def launcher_command(job: JobSpec, log_dir: Path, spec_path: Path) -> list[str]:
+    """The real distributed launcher of the job's engine: horovodrun or torchrun."""
+    if job.engine == "torch":
+        return torchrun_command(job.np, job.hosts, log_dir, spec_path)
+    return horovodrun_command(job.np, job.hosts, log_dir, spec_path)
 
 
 # ----------------------------------------------------------------------------------- commands
@@ -366,7 +383,7 @@ def job_for(recipe: Recipe, hosts: str | None = None, devices: list[int] | None 
 
 def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hosts: str | None = None,
                  iterations: int | None = None, bandwidth: str | None = None, command: str = "xover train",
-                 show_progress: bool = True) -> dict[str, Any]:
+                 show_progress: bool = True, engine: str = "horovod") -> dict[str, Any]:
     """`xover train`: one recipe alone through horovodrun. Returns the experiment's job summaries."""
     from .console import ProgressObserver
     from .launch.network import check_rate
@@ -379,7 +396,7 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
         parse_hosts(hosts)
     if bandwidth:
         check_rate(bandwidth)
-    job = job_for(recipe, hosts)
+    job = job_for(recipe, hosts, engine=engine)
     check_devices([job])
     store = open_store(db)
     install_signal_handlers()
@@ -416,15 +433,15 @@ class GroupToRun:
     predicted_gain: float | None = None
 
 
-def groups_from_recipes(recipe_paths: list[str], iterations: int | None) -> list[GroupToRun]:
+def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod") -> list[GroupToRun]:
     """`xover run --group A B`: one ad-hoc group on devices 0..np-1 of this machine."""
     from .recipes import load_recipe, with_overrides
 
     recipes = [with_overrides(load_recipe(path), iterations=iterations) for path in recipe_paths]
-    return [GroupToRun(0, _unique_names([job_for(r) for r in recipes]))]
+    return [GroupToRun(0, _unique_names([job_for(r, engine=engine) for r in recipes]))]
 
 
-def groups_from_plan(plan_path: str, iterations: int | None) -> tuple[list[GroupToRun], dict[str, Any]]:
+def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horovod") -> tuple[list[GroupToRun], dict[str, Any]]:
     """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts."""
     from .planner import plan_from_dict
     from .recipes import RecipeError, load_recipe, with_overrides
@@ -453,7 +470,7 @@ def groups_from_plan(plan_path: str, iterations: int | None) -> tuple[list[Group
             devices = [int(d.rsplit(":", 1)[1]) for d in group["devices"]][: recipe.np]
             host_spec = ",".join(f"{h}:{sum(1 for d in group['devices'] if d.startswith(h + ':'))}" for h in hosts)
             jobs.append(JobSpec(name=name, recipe=recipe, hosts=host_spec if len(hosts) > 1 else f"{hosts[0]}:{recipe.np}",
-                                devices=devices))
+                                devices=devices, engine=engine))
         groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
     return groups, body
 

@@ -70,7 +70,7 @@ def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
 def profile_dict(profile: Profile) -> dict[str, Any]:
     c = profile.data_ms + profile.compute_ms
     return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
-            "np": profile.np, "bandwidth": profile.bandwidth, "hardware": profile.hardware,
+            "np": profile.np, "engine": profile.engine, "bandwidth": profile.bandwidth, "hardware": profile.hardware,
             "data_ms": profile.data_ms, "compute_ms": profile.compute_ms, "comm_ms": profile.comm_ms,
             "iteration_ms": profile.iteration_ms, "samples_per_s": profile.samples_per_s,
             "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
@@ -80,9 +80,12 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "created_at": profile.created_at.isoformat(timespec="seconds")}
 
 
-def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None, hardware: str | None) -> Profile | None:
-    """The newest profile of a recipe at this np (and bandwidth / hardware when given)."""
+def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None, hardware: str | None,
+                 engine: str | None = None) -> Profile | None:
+    """The newest profile of a recipe at this np (and bandwidth / hardware / engine when given)."""
     query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np)
+    if engine is not None:
+        query = query.where(Profile.engine == engine)
     if bandwidth is not None:
         query = query.where(Profile.bandwidth == bandwidth)
     if hardware is not None:
@@ -96,7 +99,8 @@ def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None,
 
 def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None = None, iterations: int = 30,
                     warmup: int = 5, bandwidth: str | None = None, force: bool = False,
-                    command: str = "xover profile", show_progress: bool = True) -> list[dict[str, Any]]:
+                    command: str = "xover profile", show_progress: bool = True,
+                    engine: str = "horovod") -> list[dict[str, Any]]:
     from .console import ProgressObserver
     from .launch.network import check_rate
 
@@ -105,7 +109,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     if bandwidth:
         bandwidth = check_rate(bandwidth)
     recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
-    jobs = [job_for(recipe) for recipe in recipes]
+    jobs = [job_for(recipe, engine=engine) for recipe in recipes]
     check_devices(jobs)
     store = open_store(db)
     hardware = hardware_fingerprint()
@@ -113,7 +117,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     results: list[dict[str, Any]] = []
     todo = []
     for recipe, job in zip(recipes, jobs):
-        found = None if force else find_profile(store, recipe.hash, recipe.np, link, hardware)
+        found = None if force else find_profile(store, recipe.hash, recipe.np, link, hardware, engine)
         if found is not None:
             results.append({**profile_dict(found), "reused": True})
         else:
@@ -127,8 +131,9 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
             with observer if show_progress else _Nothing():
                 for recipe, job in todo:
                     measured = with_overrides(recipe, iterations=iterations)
-                    [run_id] = experimenter.run_together([job_for(measured, job.hosts)], "profile")
-                    results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup), "reused": False})
+                    [run_id] = experimenter.run_together([job_for(measured, job.hosts, engine=engine)], "profile")
+                    results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup, engine),
+                                    "reused": False})
         except (Interrupted, XoverError):
             status = "interrupted"
             raise
@@ -138,7 +143,8 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     return sorted(results, key=lambda r: order.get(r["recipe"], 0))
 
 
-def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int) -> dict[str, Any]:
+def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int,
+                   engine: str) -> dict[str, Any]:
     with store.session() as session, session.begin():
         run = session.get(Run, run_id)
         if run.status != "finished":
@@ -149,7 +155,8 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
         summary = summarise(list(metrics), warmup)
         snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
         profile = Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, run_id=run_id, name=recipe.name,
-                          np=recipe.np, bandwidth=link, hardware=hardware, iterations=summary["iterations"],
+                          np=recipe.np, engine=engine, bandwidth=link, hardware=hardware,
+                          iterations=summary["iterations"],
                           data_ms=summary["data_ms"], compute_ms=summary["compute_ms"], comm_ms=summary["comm_ms"],
                           iteration_ms=summary["iteration_ms"], samples_per_s=summary["samples_per_s"],
                           memory_gb=run.peak_memory_gb or 0.0, gradient_bytes=run.gradient_bytes or 0,

@@ -56,3 +56,62 @@ class HorovodEngine:
 
 
 ENGINES = {"horovod": HorovodEngine}
+
+
+class TorchEngine:
+    """torch.distributed (Gloo on CPU, NCCL on GPU), launched by torchrun.
+
+    DistributedDataParallel is not used: its reducer waits for the all-reduces inside backward, so
+    the turn would be held through communication. Instead each gradient's all-reduce is started
+    asynchronously from a post-accumulate hook, exactly as Horovod's optimizer does, and waited for
+    outside the turn.
+    """
+
+    name = "torch"
+
+    def __init__(self) -> None:
+        import os
+
+        import torch.distributed as dist
+
+        self.dist = dist
+        backend = "nccl" if torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1" else "gloo"
+        dist.init_process_group(backend)
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.optimizer: torch.optim.Optimizer | None = None
+        self._pending: list[tuple[torch.Tensor, object]] = []
+
+    def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        with torch.no_grad():
+            for tensor in list(model.parameters()) + list(model.buffers()):
+                self.dist.broadcast(tensor.data, src=0)
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.register_post_accumulate_grad_hook(self._start_allreduce)
+        self.optimizer = optimizer
+        return optimizer
+
+    def _start_allreduce(self, parameter: torch.Tensor) -> None:
+        work = self.dist.all_reduce(parameter.grad, op=self.dist.ReduceOp.SUM, async_op=True)
+        self._pending.append((parameter, work))
+
+    def wait_gradients(self) -> None:
+        for _, work in self._pending:
+            wait_without_spinning(work.is_completed)
+            work.wait()
+        for parameter, _ in self._pending:
+            parameter.grad.div_(self.size)  # the average, as Horovod computes it (sum, then / size)
+        self._pending.clear()
+
+    def apply_update(self) -> None:
+        self.optimizer.step()
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad()
+
+    def shutdown(self) -> None:
+        self.dist.destroy_process_group()
+
+
+ENGINES["torch"] = TorchEngine

@@ -119,13 +119,14 @@ class Profile(Base):
     """A job measured alone: medians over iterations after warm-up, keyed so it can be reused."""
 
     __tablename__ = "profiles"
-    __table_args__ = (Index("ix_profiles_key", "recipe_hash", "np", "bandwidth", "hardware"),)
+    __table_args__ = (Index("ix_profiles_key", "recipe_hash", "np", "bandwidth", "hardware", "engine"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id"))
     recipe_hash: Mapped[str] = mapped_column(String(64))
     run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("runs.id"))
     name: Mapped[str] = mapped_column(String(200))
     np: Mapped[int]
+    engine: Mapped[str] = mapped_column(String(20), default="horovod")
     bandwidth: Mapped[str] = mapped_column(String(40))  # "host" when the network was not shaped
     hardware: Mapped[str] = mapped_column(Text)
     iterations: Mapped[int]

@@ -1,0 +1,38 @@
+"""The torch.distributed engine (torchrun): same losses as Horovod, and crossover with parity."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+XOVER = [sys.executable, "-m", "xover"]
+
+
+def _losses(db_path, experiment):
+    rows = sqlite3.connect(db_path).execute(
+        "SELECT r.name, r.mode, r.engine, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+        "WHERE r.experiment_id = ? ORDER BY r.id, m.step", (experiment,)).fetchall()
+    out = {}
+    for name, mode, engine, loss in rows:
+        out.setdefault((name, mode, engine), []).append(loss)
+    return out
+
+
+def _json(*args):
+    result = subprocess.run([*XOVER, *args, "--json"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_torch_engine_matches_horovod_and_keeps_parity_under_crossover(isolated_results):
+    db = isolated_results / "xover.db"
+    horovod = _json("train", "mlp-digits", "--iterations", "15")
+    torch_run = _json("run", "--group", "mlp-digits", "resnet-digits", "--engine", "torch", "--mode", "all",
+                      "--iterations", "15")
+    assert all(j["status"] == "finished" and j["iterations"] == 15 for j in torch_run["jobs"])
+    reference = _losses(db, horovod["experiment"])[("mlp-digits", "solo", "horovod")]
+    losses = _losses(db, torch_run["experiment"])
+    for mode in ("sequential", "concurrent", "crossover"):
+        # np=2: both engines sum the two gradients (a+b is exact either way) and halve: equal bits
+        assert losses[("mlp-digits", mode, "torch")] == reference
+        assert losses[("resnet-digits", mode, "torch")] == losses[("resnet-digits", "sequential", "torch")]
