@@ -106,9 +106,13 @@ GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("crossover/sequential", 
 
 @app.command()
 def run(
-    targets: Annotated[list[str], typer.Argument(help="A plan file (from `xover plan`), or with --group the "
-                                                      "recipes of one ad-hoc group.", show_default=False)],
+    targets: Annotated[Optional[list[str]], typer.Argument(
+        help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
+             "the arguments given to every script (after --).", show_default=False)] = None,
     group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group.")] = False,
+    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified Horovod training script; "
+                       "repeat for each job of the group. Its arguments follow --.")] = None,
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks per script (default: every local device).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all")] = "all",
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
@@ -118,14 +122,17 @@ def run(
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
     sequential (each alone), or all three as one comparison."""
-    from .orchestrator import MODES, Interrupted, groups_from_plan, groups_from_recipes, run_groups
+    from .orchestrator import MODES, Interrupted, groups_from_plan, groups_from_recipes, groups_from_scripts, run_groups
 
     try:
         if mode not in (*MODES, "all"):
             raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential or all")
         modes = list(MODES) if mode == "all" else [mode]
         plan_body = None
-        if group:
+        targets = targets or []
+        if scripts:
+            groups = groups_from_scripts(scripts, targets, np, iterations)
+        elif group:
             if len(targets) < 1:
                 raise XoverError("--group needs at least one recipe")
             groups = groups_from_recipes(targets, iterations, engine)
@@ -135,7 +142,7 @@ def run(
             groups, plan_body = groups_from_plan(targets[0], iterations, engine)
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
-                            plan_path=None if group else targets[0])
+                            plan_path=None if group or scripts else targets[0])
     except XoverError as error:
         fail(error)
     except Interrupted:

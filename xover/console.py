@@ -66,7 +66,7 @@ class ProgressObserver:
         self.progress.update(self._task(run_id, label, total), total=total, description=label, status="running")
 
     def job_progress(self, run_id: int, step: int, loss: float) -> None:
-        self.progress.update(self._task(run_id), completed=step, loss=f"{loss:.4f}")
+        self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
 
     def job_finished(self, run_id: int, status: str) -> None:
         self.progress.update(self._task(run_id), status=status)

@@ -53,6 +53,7 @@ class JobSpec:
     hosts: str  # horovodrun -H
     devices: list[int]  # device index of each local rank on its host
     engine: str = "horovod"  # horovod | torch
+    script: list[str] | None = None  # an unmodified Horovod script and its arguments, instead of a recipe
 
     @property
     def np(self) -> int:
@@ -215,7 +216,7 @@ class Experimenter:
         return [run_id for run_id, _ in runs]
 
     def _worker_env(self, job: JobSpec, slot: int | None, turn_server: TurnServerProcess | None) -> dict[str, str]:
-        env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=",".join(map(str, job.devices)))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=",".join(map(str, job.devices)), XOVER_JOB=job.name)
         env.pop("XOVER_TURN_SOCKET", None)
         # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
         # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here.
@@ -373,9 +374,37 @@ ENGINES = ("horovod", "torch")
 
 def launcher_command(job: JobSpec, log_dir: Path, spec_path: Path) -> list[str]:
     """The real distributed launcher of the job's engine: horovodrun or torchrun."""
+    if job.script:
+        return horovodrun_command(job.np, job.hosts, log_dir, spec_path, program=script_command(job.script))
     if job.engine == "torch":
         return torchrun_command(job.np, job.hosts, log_dir, spec_path)
     return horovodrun_command(job.np, job.hosts, log_dir, spec_path)
+
+
+def script_command(script: list[str]) -> list[str]:
+    return [sys.executable, "-u", "-m", "xover.runtime.script_shim", *script]
+
+
+def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None) -> list[GroupToRun]:
+    """`xover run --script a.py --script b.py -- ARGS`: unmodified Horovod scripts as one group."""
+    import hashlib
+
+    if iterations is not None:
+        raise XoverError("--iterations applies to recipes; pass the script's own option after --")
+    np = np or local_device_count()[1]
+    jobs = []
+    for script in scripts:
+        path = Path(script)
+        if not path.is_file():
+            raise XoverError(f"--script {script}: file not found")
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        # The store keeps what ran as a recipe snapshot: the script, its arguments and content hash.
+        recipe = Recipe(name=path.stem, model="script", dataset="script", batch_size=1, optimizer="script", lr=1.0,
+                        np=np, seed=0, description=f"unmodified Horovod script {script}",
+                        model_options={"script": str(path), "args": args, "sha256": digest}, path=str(path))
+        jobs.append(JobSpec(name=path.stem, recipe=recipe, hosts=f"localhost:{np}", devices=list(range(np)),
+                            script=[str(path), *args]))
+    return [GroupToRun(0, _unique_names(jobs))]
 
 
 # ----------------------------------------------------------------------------------- commands

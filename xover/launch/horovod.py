@@ -23,9 +23,10 @@ def worker_command(spec_path: Path) -> list[str]:
     return [sys.executable, "-u", "-m", "xover.runtime.worker", str(spec_path)]
 
 
-def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120) -> list[str]:
+def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120,
+                       program: list[str] | None = None) -> list[str]:
     return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
-            "--output-filename", str(log_dir), *worker_command(spec_path)]
+            "--output-filename", str(log_dir), *(program or worker_command(spec_path))]
 
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:

@@ -103,7 +103,7 @@ class IterationMetric(Base):
     communication_s: Mapped[float]  # exposed: waiting for the previous step's all-reduce
     wait_s: Mapped[float]  # waiting for the crossover turn
     samples: Mapped[int]  # samples processed by all ranks in this iteration
-    loss: Mapped[float]
+    loss: Mapped[Optional[float]]  # unknown for unmodified scripts (they print their own)
 
 
 class Evaluation(Base):

@@ -1,0 +1,29 @@
+"""Unmodified Horovod scripts in a crossover group: turns are taken, and the script's losses match."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _printed_losses(log_dir):
+    text = (Path(log_dir) / "ranks" / "rank.0" / "stdout").read_text()
+    return re.findall(r"loss ([0-9.]+)", text)
+
+
+def test_two_copies_of_a_plain_horovod_script_in_crossover(isolated_results):
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/horovod_digits.py",
+                             "--script", "examples/horovod_digits.py", "--mode", "all", "--json", "--",
+                             "--steps", "30"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = {(j["name"], j["mode"]): j for j in json.loads(result.stdout)["jobs"]}
+    assert set(jobs) == {(n, m) for n in ("horovod_digits", "horovod_digits#2")
+                         for m in ("sequential", "concurrent", "crossover")}
+    for job in jobs.values():
+        assert job["status"] == "finished" and job["iterations"] == 30  # the runtime counted the steps
+        assert job["samples_per_s"] > 0
+    for name in ("horovod_digits", "horovod_digits#2"):
+        alone = _printed_losses(jobs[(name, "sequential")]["log_dir"])
+        assert len(alone) == 4  # steps 0, 10, 20 and the final loss
+        assert _printed_losses(jobs[(name, "crossover")]["log_dir"]) == alone
