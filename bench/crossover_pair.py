@@ -6,7 +6,8 @@ not absolute numbers across runs). Two pairs by default:
   mlp-balanced:mlp-balanced       two copies of a job whose compute ~ communication
 Usage:
 
-    .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--bandwidth 1gbit] [--iterations 60]
+    .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
+                                             [--bandwidth 1gbit] [--iterations 60]
 """
 
 from __future__ import annotations
@@ -109,18 +110,20 @@ def xover(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def run_pair(pair: list[str], bandwidth: str, iterations: int) -> tuple[dict, dict | None]:
+def run_pair(pair: list[str], bandwidth: str, iterations: int, engine: str) -> tuple[dict, dict | None]:
     """Distinct recipes: profile, plan, then run the plan (so the plan's prediction meets the
     measurement). The same recipe twice cannot be planned (job names must differ): run as a group."""
     link = ["--bandwidth", bandwidth] if bandwidth else []
     if len(set(pair)) == len(pair):
-        xover("profile", *pair, *link, "--force")
+        xover("profile", *pair, *link, "--engine", engine, "--force")
         plan_path = str(ROOT / "results" / "bench-plan.json")
         plan = xover("plan", *pair, "--devices", "2", "--max-group", str(len(pair)), *link, "--out", plan_path)
         if len(plan["groups"]) == 1 and len(plan["groups"][0]["jobs"]) == len(pair):
-            return xover("run", plan_path, "--mode", "all", "--iterations", str(iterations), *link), plan
+            return xover("run", plan_path, "--mode", "all", "--iterations", str(iterations), *link,
+                         "--engine", engine), plan
         print("  (the planner would not group this pair; running it as an ad-hoc group)")
-    return xover("run", "--group", *pair, "--mode", "all", "--iterations", str(iterations), *link), None
+    return xover("run", "--group", *pair, "--mode", "all", "--iterations", str(iterations), *link,
+                 "--engine", engine), None
 
 
 def main() -> None:
@@ -128,10 +131,16 @@ def main() -> None:
     parser.add_argument("--pairs", nargs="+", default=["resnet-synthetic:mlp-synthetic", "mlp-balanced:mlp-balanced"])
     parser.add_argument("--bandwidth", default="1gbit")
     parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--skip-token", action="store_true")
     args = parser.parse_args()
+    summary = []
     for pair in args.pairs:
-        bench_pair(pair.split(":"), args.bandwidth, args.iterations)
+        for engine in args.engines:
+            summary.append((pair, engine, *bench_pair(pair.split(":"), args.bandwidth, args.iterations, engine)))
+    print(f"\n{'pair':34} {'engine':8} {'xover/seq':>9} {'xover/conc':>10} {'ideal':>6} {'of ideal':>8}")
+    for pair, engine, crossover, vs_concurrent, ideal in summary:
+        print(f"{pair:34} {engine:8} {crossover:9.2f} {vs_concurrent:10.2f} {ideal:6.2f} {100 * crossover / ideal:7.0f}%")
     if not args.skip_token:
         latency = handoff_latency()
         print(f"\ncrossover token: handoff median {latency['median_us']:.0f} us, p90 {latency['p90_us']:.0f} us "
@@ -139,12 +148,12 @@ def main() -> None:
         print(f"crossover token: a job waiting for its turn uses {waiting_cpu():.2f}% of a core")
 
 
-def bench_pair(pair: list[str], bandwidth: str, iterations: int) -> None:
-    report, plan = run_pair(pair, bandwidth, iterations)
+def bench_pair(pair: list[str], bandwidth: str, iterations: int, engine: str) -> tuple[float, float, float]:
+    report, plan = run_pair(pair, bandwidth, iterations, engine)
     jobs = report["jobs"]
     names = [j["name"] for j in jobs if j["mode"] == "crossover"]  # a recipe twice runs as name, name#2
     by = {(j["name"], j["mode"]): j for j in jobs}
-    print(f"\nexperiment {report['experiment']}  bandwidth {bandwidth}  iterations {iterations}")
+    print(f"\nexperiment {report['experiment']}  engine {engine}  bandwidth {bandwidth}  iterations {iterations}")
     print(f"{'job':22} {'mode':11} {'samples/s':>10} {'iter ms':>8} {'compute':>8} {'comm':>8} {'wait':>7} {'slowdown':>8}")
     for j in jobs:
         print(f"{j['name']:22} {j['mode']:11} {j['samples_per_s']:10.1f} {j['iteration_ms']:8.1f} "
@@ -177,6 +186,7 @@ def bench_pair(pair: list[str], bandwidth: str, iterations: int) -> None:
     for n in names:
         alone, cross = by[(n, "sequential")]["final_loss"], by[(n, "crossover")]["final_loss"]
         print(f"  parity {n}: final loss alone {alone!r} vs crossover {cross!r} -> {'equal' if alone == cross else 'DIFFERENT'}")
+    return crossover, group["crossover_vs_concurrent"], ideal
 
 
 
