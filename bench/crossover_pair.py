@@ -19,7 +19,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -168,7 +167,7 @@ def bench_pair(pair: list[str], bandwidth: str, iterations: int, engine: str) ->
     [group] = report["groups"]
     crossover, concurrent = group["crossover_vs_sequential"], group["concurrent_vs_sequential"]
     measured_period = statistics.mean(by[(n, "crossover")]["iteration_ms"] for n in names)
-    print(f"\naggregate throughput, each job normalised by its speed alone (sequential = 1.00):")
+    print("\naggregate throughput, each job normalised by its speed alone (sequential = 1.00):")
     print(f"  concurrent / sequential   {concurrent:.2f}x")
     print(f"  crossover  / sequential   {crossover:.2f}x")
     print(f"  crossover  / concurrent   {group['crossover_vs_concurrent']:.2f}x")

@@ -12,8 +12,10 @@ if "$VPY" -c "import torch" 2>/dev/null; then
   echo "torch: keeping $("$VPY" -c 'import torch; print(torch.__version__)')"
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   "$VPY" -m pip install -q "torch>=2.4"
-elif "$VPY" -m pip install -q --no-index "torch==2.13.0" 2>/dev/null; then
-  echo "torch: 2.13.0 from the local CPU wheel"
+elif "$VPY" -m pip download -q --no-deps --no-index "torch==2.13.0+cpu" -d "$(mktemp -d)" >/dev/null 2>&1; then
+  # a local CPU wheel is on pip's find-links (its dependencies still come from the index)
+  "$VPY" -m pip install -q "torch==2.13.0+cpu"
+  echo "torch: 2.13.0+cpu from the local wheel"
 else
   "$VPY" -m pip install -q "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
 fi

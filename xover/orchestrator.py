@@ -11,6 +11,7 @@ when all have ended. The modes of `xover run` are compositions of it:
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import queue
@@ -21,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -67,6 +68,8 @@ class Observer(Protocol):
 
 
 class QuietObserver:
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
     def job_started(self, run_id, label, total): pass
     def job_progress(self, run_id, step, loss): pass
     def job_finished(self, run_id, status): pass
@@ -410,11 +413,33 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
 # ----------------------------------------------------------------------------------- commands
 
 
+@contextlib.contextmanager
+def experiment(store: Store, kind: str, command: str, bandwidth: str | None, show_progress: bool,
+               plan_id: int | None = None):
+    """One invocation's experiment: live progress while it runs, its final status whatever happens."""
+    from .console import ProgressObserver
+
+    install_signal_handlers()
+    observer = ProgressObserver() if show_progress else QuietObserver()
+    experimenter = Experimenter(store, kind, command, bandwidth=bandwidth, observer=observer, plan_id=plan_id)
+    status = "finished"
+    try:
+        with observer:
+            yield experimenter
+    except (Interrupted, KeyboardInterrupt):
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        experimenter.finish(status)
+
+
 def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hosts: str | None = None,
                  iterations: int | None = None, bandwidth: str | None = None, command: str = "xover train",
                  show_progress: bool = True, engine: str = "horovod") -> dict[str, Any]:
     """`xover train`: one recipe alone through horovodrun. Returns the experiment's job summaries."""
-    from .console import ProgressObserver
     from .launch.network import check_rate
     from .recipes import load_recipe, with_overrides
     from .store.queries import experiment_jobs
@@ -428,31 +453,13 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     job = job_for(recipe, hosts, engine=engine)
     check_devices([job])
     store = open_store(db)
-    install_signal_handlers()
-    observer = ProgressObserver() if show_progress else QuietObserver()
-    experimenter = Experimenter(store, "train", command, bandwidth=bandwidth, observer=observer)
-    status = "finished"
-    try:
-        with observer if show_progress else _nothing():
-            experimenter.run_together([job], "solo")
-    except (Interrupted, XoverError):
-        status = "interrupted"
-        raise
-    finally:
-        experimenter.finish(status)
+    with experiment(store, "train", command, bandwidth, show_progress) as experimenter:
+        experimenter.run_together([job], "solo")
     with store.session() as session:
         jobs = experiment_jobs(session, experimenter.experiment_id)
     for job_summary in jobs:
         job_summary["slowdown"] = 1.0
     return {"experiment": experimenter.experiment_id, "results_dir": str(experimenter.results_dir), "jobs": jobs}
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 @dataclass
@@ -518,7 +525,6 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
                command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
                plan_path: str | None = None, kind: str = "run") -> dict[str, Any]:
     """`xover run`: every group in every asked mode, one after another; returns jobs and group comparisons."""
-    from .console import ProgressObserver
     from .launch.network import check_rate
     from .store.queries import compare_modes, experiment_jobs
     from .store.session import open_store
@@ -529,24 +535,14 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         check_devices(group.jobs)
     store = open_store(db)
     plan_id = _store_plan(store, plan_body, plan_path) if plan_body else None
-    install_signal_handlers()
-    observer = ProgressObserver() if show_progress else QuietObserver()
-    experimenter = Experimenter(store, kind, command, bandwidth=bandwidth, observer=observer, plan_id=plan_id)
-    status = "finished"
-    try:
-        with observer if show_progress else _nothing():
-            for group in groups:
-                for mode in modes:
-                    if mode == "sequential":
-                        for job in group.jobs:
-                            experimenter.run_together([job], "sequential", group.index)
-                    else:
-                        experimenter.run_together(group.jobs, mode, group.index)
-    except (Interrupted, XoverError):
-        status = "interrupted"
-        raise
-    finally:
-        experimenter.finish(status)
+    with experiment(store, kind, command, bandwidth, show_progress, plan_id) as experimenter:
+        for group in groups:
+            for mode in modes:
+                if mode == "sequential":
+                    for job in group.jobs:
+                        experimenter.run_together([job], "sequential", group.index)
+                else:
+                    experimenter.run_together(group.jobs, mode, group.index)
     with store.session() as session:
         jobs = experiment_jobs(session, experimenter.experiment_id)
     comparisons = compare_modes(jobs)

@@ -7,7 +7,6 @@ bandwidth and a hardware fingerprint, and reused until `--force`.
 
 from __future__ import annotations
 
-import os
 import platform
 import statistics
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from .errors import XoverError
-from .orchestrator import Experimenter, Interrupted, QuietObserver, check_devices, install_signal_handlers, job_for
+from .orchestrator import check_devices, experiment, job_for
 from .recipes import load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
 from .store.queries import snapshot_recipe
@@ -101,7 +100,6 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                     warmup: int = 5, bandwidth: str | None = None, force: bool = False,
                     command: str = "xover profile", show_progress: bool = True,
                     engine: str = "horovod") -> list[dict[str, Any]]:
-    from .console import ProgressObserver
     from .launch.network import check_rate
 
     if warmup < 0 or iterations <= warmup + 2:
@@ -123,22 +121,12 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
         else:
             todo.append((recipe, job))
     if todo:
-        install_signal_handlers()
-        observer = ProgressObserver() if show_progress else QuietObserver()
-        experimenter = Experimenter(store, "profile", command, bandwidth=bandwidth, observer=observer)
-        status = "finished"
-        try:
-            with observer if show_progress else _Nothing():
-                for recipe, job in todo:
-                    measured = with_overrides(recipe, iterations=iterations)
-                    [run_id] = experimenter.run_together([job_for(measured, job.hosts, engine=engine)], "profile")
-                    results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup, engine),
-                                    "reused": False})
-        except (Interrupted, XoverError):
-            status = "interrupted"
-            raise
-        finally:
-            experimenter.finish(status)
+        with experiment(store, "profile", command, bandwidth, show_progress) as experimenter:
+            for recipe, job in todo:
+                measured = with_overrides(recipe, iterations=iterations)
+                [run_id] = experimenter.run_together([job_for(measured, job.hosts, engine=engine)], "profile")
+                results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup, engine),
+                                "reused": False})
     order = {path: i for i, path in enumerate(r.path for r in recipes)}
     return sorted(results, key=lambda r: order.get(r["recipe"], 0))
 
@@ -165,11 +153,3 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
         session.flush()
         profile.recipe = snapshot
         return profile_dict(profile)
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -92,7 +92,7 @@ def train(spec: dict[str, Any]) -> None:
     dataset = workloads.build_dataset(recipe["dataset"], batch_size=recipe["batch_size"], rank=engine.rank,
                                       world_size=engine.size, seed=recipe["seed"], options=recipe["dataset_options"])
     model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
-    optimizer = engine.prepare(model, build_optimizer(recipe, model.parameters()))
+    engine.prepare(model, build_optimizer(recipe, model.parameters()))
     iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
