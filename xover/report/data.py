@@ -169,7 +169,9 @@ def loss_parity(jobs: list[dict[str, Any]], iterations: dict[int, list[dict[str,
             continue
         alone_losses = {row["step"]: row["loss"] for row in iterations.get(reference["run_id"], [])}
         shared_losses = {row["step"]: row["loss"] for row in iterations.get(job["run_id"], [])}
-        steps = sorted(alone_losses.keys() & shared_losses.keys())
+        # unmodified scripts report no loss (they print their own): nothing to compare for them
+        steps = sorted(s for s in alone_losses.keys() & shared_losses.keys()
+                       if alone_losses[s] is not None and shared_losses[s] is not None)
         largest = max((abs(shared_losses[s] - alone_losses[s]) for s in steps), default=None)
         parity.append({"group": job["group"], "name": job["name"], "mode": job["mode"], "steps": len(steps),
                        "max_abs_loss_diff": largest, "identical": largest == 0.0 if steps else None})
