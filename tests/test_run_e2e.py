@@ -7,10 +7,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 
 XOVER = [sys.executable, "-m", "xover"]
+ROOT_RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss"}
 
 
@@ -128,3 +130,15 @@ def test_ctrl_c_stops_everything_and_leaves_nothing(isolated_results):
         [(experiment,)] = db.execute("SELECT id FROM experiments").fetchall()
     assert statuses == {"interrupted"}
     assert not [f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]
+
+
+def test_jobs_of_different_sizes_share_a_group(isolated_results, tmp_path):
+    small = tmp_path / "small.toml"
+    small.write_text((ROOT_RECIPES / "mlp-digits.toml").read_text().replace('name = "mlp-digits"', 'name = "small"')
+                     .replace("np = 2", "np = 1"))
+    result = subprocess.run([*XOVER, "run", "--group", "resnet-digits", str(small), "--mode", "crossover",
+                             "--iterations", "15", "--json"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = {j["name"]: j for j in json.loads(result.stdout)["jobs"]}
+    assert jobs["small"]["np"] == 1 and jobs["resnet-digits"]["np"] == 2
+    assert all(j["status"] == "finished" and j["iterations"] == 15 for j in jobs.values())
