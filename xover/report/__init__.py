@@ -42,16 +42,17 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None) -> None:
     if fmt == "table" and out:
         raise ReportError("--out is for --format json, csv or html; the table goes to the terminal")
     store = open_existing_store(db)
+    where = store.url.removeprefix("sqlite:///")
     try:
         with store.session() as session:
             if target == "all":
                 briefs = all_experiments(session)
                 if not briefs:
-                    raise ReportError(f"the database {store.url} holds no experiments yet: "
+                    raise ReportError(f"the database {where} holds no experiments yet: "
                                       "run `xover train` or `xover run` first")
                 report = None
             else:
-                report = gather_report(session, find_experiment(session, target, store.url))
+                report = gather_report(session, find_experiment(session, target, where))
                 # the predicted-vs-measured picture places this run among every other comparison run
                 briefs = all_experiments(session) if report.is_comparison and fmt != "csv" else []
     finally:

@@ -104,10 +104,12 @@ def _patch(colour: str, label: str):
 
 def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: Path) -> bool:
     """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
-    if not groups:
-        return False
     series = [("sequential", "sequential"), ("concurrent", "concurrent_vs_sequential"),
               ("crossover", "crossover_vs_sequential"), ("model ideal", "model_gain")]
+    # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
+    groups = [g for g in groups if g.get("sequential") is not None and any(g.get(k) for _, k in series[1:])]
+    if not groups:
+        return False
     figure = Figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
     ax = figure.subplots()
     width = 0.8 / len(series)

@@ -10,6 +10,8 @@ import io
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
+from rich.markup import escape
+
 from ..console import console, print_table
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
@@ -73,6 +75,11 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
                     PARITY_COLUMNS, display_rows(report.parity), DIGITS)
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
+    for job in report.jobs:
+        if job.get("error"):  # the last line usually names the cause; the whole text is in the logs and HTML
+            last_line = job["error"].strip().splitlines()[-1] if job["error"].strip() else ""
+            console.print(f"[red]{escape(job['name'])} ({job['mode']}) failed:[/] {escape(last_line)}  "
+                          f"(logs: {escape(str(job['log_dir']))})", highlight=False, soft_wrap=True)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True)
 
