@@ -13,7 +13,7 @@ from xover.runtime.turns import CrossoverToken, DeviceTurns, parse_devices
 
 
 def test_device_turns_strict_order_and_skips():
-    turns = DeviceTurns(order=[0, 1, 2], present={0, 1, 2}, open=True)
+    turns = DeviceTurns(order=[0, 1, 2], ready={0, 1, 2}, open=True)
     turns.requested = {1, 2}
     assert turns.next_grant() is None  # slot 0's turn: a later slot never jumps the queue
     turns.requested.add(0)
@@ -96,21 +96,51 @@ def _hold_forever(path, device, slot, ready):
 
 
 def test_killed_holder_releases_within_a_second(server):
+    import threading
+
     path = server("0=0,1")
     ready = mp.Event()
     holder = mp.Process(target=_hold_forever, args=(path, 0, 0, ready))
     holder.start()
     other = CrossoverToken(path, 0, 1)
+    granted = threading.Event()
+    waiting = threading.Thread(target=lambda: (other.acquire(), granted.set()))
+    waiting.start()  # slot 1 asks for its turn: the barrier opens, slot 0 goes first
     assert ready.wait(10)
+    time.sleep(0.2)
+    assert not granted.is_set()  # slot 0 holds the turn
     os.kill(holder.pid, signal.SIGKILL)
     start = time.perf_counter()
-    other.acquire()
+    assert granted.wait(5)
     assert time.perf_counter() - start < 1.0
+    waiting.join()
     for _ in range(3):  # alone now: every turn is its own
         other.release()
         other.acquire()
     other.close()
     holder.join()
+
+
+def test_barrier_opens_when_every_slot_is_ready_not_when_it_connects(server):
+    import threading
+
+    path = server("0=0,1")
+    first, second = CrossoverToken(path, 0, 0), CrossoverToken(path, 0, 1)  # both connected
+
+    def ready_later():
+        time.sleep(0.5)  # slot 1 was still loading its data
+        second.acquire()
+        second.release()
+
+    thread = threading.Thread(target=ready_later)
+    thread.start()
+    start = time.perf_counter()
+    first.acquire()  # not granted before slot 1 asked for its first turn
+    assert time.perf_counter() - start >= 0.45
+    first.release()
+    thread.join()
+    first.close()
+    second.close()
 
 
 def test_barrier_waits_for_every_slot_then_gives_up_on_latecomers(server):

@@ -25,8 +25,11 @@ def worker_command(spec_path: Path) -> list[str]:
 
 def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120,
                        program: list[str] | None = None) -> list[str]:
+    # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
+    # a single rank's output is in the launcher's log anyway.
+    per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
     return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
-            "--output-filename", str(log_dir), *(program or worker_command(spec_path))]
+            *per_rank_logs, *(program or worker_command(spec_path))]
 
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:

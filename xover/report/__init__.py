@@ -123,9 +123,12 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
     from .plots import predicted_vs_measured_picture
 
     picture = results_root() / "predicted_vs_measured.png"
-    picture.parent.mkdir(parents=True, exist_ok=True)
-    pictures = {"predicted_vs_measured": str(picture)} if predicted_vs_measured_picture(
-        gain_points(briefs), None, picture) else {}
+    try:
+        picture.parent.mkdir(parents=True, exist_ok=True)
+        made = predicted_vs_measured_picture(gain_points(briefs), None, picture)
+    except OSError as error:
+        raise ReportError(f"cannot write {picture}: {error.strerror}") from None
+    pictures = {"predicted_vs_measured": str(picture)} if made else {}
     if fmt == "table":
         tables.print_summary_table(briefs)
         for name, path in pictures.items():

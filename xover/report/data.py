@@ -19,6 +19,7 @@ from ..planner import InvalidJobProfile, JobProfile, group_gain
 from ..store.models import Experiment, IterationMetric, PlanGroup, Run
 from ..store.queries import compare_modes, experiment_jobs
 from ..store.session import Store, database_url, open_store
+from .timeline import overlap_fraction
 
 # Modes in the order a reader compares them: alone first, then sharing without and with turns.
 MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
@@ -178,9 +179,31 @@ def loss_parity(jobs: list[dict[str, Any]], iterations: dict[int, list[dict[str,
     return parity
 
 
+def add_overlaps(groups: list[dict[str, Any]], jobs: list[dict[str, Any]],
+                 iterations: dict[int, list[dict[str, Any]]]) -> None:
+    """`concurrent_overlap` / `crossover_overlap`: share of the mode's run time that all jobs ran together."""
+    for group in groups:
+        for mode in SHARED_MODES:
+            runs = [iterations.get(j["run_id"], []) for j in jobs if j["group"] == group["group"] and j["mode"] == mode]
+            group[f"{mode}_overlap"] = overlap_fraction(runs)
+
+
+def overlap_warnings(report: ExperimentReport, least: float = 0.5) -> list[str]:
+    warnings = []
+    for group in report.groups:
+        for mode in SHARED_MODES:
+            overlap = group.get(f"{mode}_overlap")
+            if overlap is not None and overlap < least:
+                warnings.append(f"group {group['group']}: the {mode} jobs ran at the same time for only "
+                                f"{overlap:.0%} of that run, so its figures mostly describe jobs running alone "
+                                "(a short run: give more --iterations)")
+    return warnings
+
+
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
     jobs, groups = jobs_and_groups(session, experiment)
     iterations = iteration_rows(session, experiment.id)
+    add_overlaps(groups, jobs, iterations)
     return ExperimentReport(experiment_row(experiment), jobs, groups, loss_parity(jobs, iterations), iterations)
 
 

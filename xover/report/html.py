@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..console import fmt
-from .data import ExperimentBrief, ExperimentReport
+from .data import ExperimentBrief, ExperimentReport, overlap_warnings
 from .tables import (
     DIGITS,
     GROUP_COLUMNS,
@@ -57,7 +57,8 @@ def html_table(columns: Columns, rows: Iterable[dict[str, Any]], digits: dict[st
         for _, key in columns:
             value = row.get(key)
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-            cells.append(f"<td{' class=number' if numeric else ''}>{escape(fmt(value, (digits or {}).get(key, 2)))}</td>")
+            text = escape(fmt(value, (digits or {}).get(key, 2)))
+            cells.append(f"<td class=number>{text}</td>" if numeric else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -89,6 +90,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                      "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
                      "sequential; error is measured vs the plan's prediction.</p>",
                      html_table(GROUP_COLUMNS, display_rows(report.groups), DIGITS)]
+        sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in overlap_warnings(report)]
     if report.parity:
         sections += ["<h2>Accuracy parity</h2>",
                      "<p>Largest per-iteration |loss difference| between each job alone and shared "

@@ -11,7 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from .data import ALONE_MODES, ExperimentReport
+from .data import ALONE_MODES, ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
 
 PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
@@ -25,7 +25,6 @@ PICTURE_NAMES = ("timeline", "throughput", "losses", "predicted_vs_measured")
 
 def make_pictures(report: ExperimentReport, points: list[dict[str, Any]], folder: Path) -> dict[str, str]:
     """Every picture that the experiment has data for; name -> path of the PNG written."""
-    folder.mkdir(parents=True, exist_ok=True)
     makers = {"timeline": lambda path: timeline_picture(report, path),
               "throughput": lambda path: throughput_picture(report.groups, report.id, path),
               "losses": lambda path: losses_picture(report, path),
@@ -33,10 +32,14 @@ def make_pictures(report: ExperimentReport, points: list[dict[str, Any]], folder
     if not report.is_comparison:  # a lone job has no modes or gains to compare
         makers = {"losses": makers["losses"]}
     written = {}
-    for name, make in makers.items():
-        path = folder / f"{name}.png"
-        if make(path):
-            written[name] = str(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, make in makers.items():
+            path = folder / f"{name}.png"
+            if make(path):
+                written[name] = str(path)
+    except OSError as error:
+        raise ReportError(f"cannot write the pictures into {folder}: {error.strerror}") from None
     return written
 
 
@@ -61,8 +64,10 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
         rows = [report.iterations.get(j["run_id"], []) for j in jobs]
         found = middle_window(rows, TIMELINE_ITERATIONS)
         if found is not None:
-            window, settled = found
-            note = f"~{TIMELINE_ITERATIONS} iterations mid-run" if settled else "the jobs barely overlapped (short run)"
+            window, when = found
+            note = {"steady": f"~{TIMELINE_ITERATIONS} iterations mid-run",
+                    "start-up": "the jobs overlapped only during warm-up (short run)",
+                    "apart": "the jobs never ran at the same time (short run): the longest one shown"}[when]
             panels.append((mode, jobs, rows, window, note))
     if not panels:
         return False

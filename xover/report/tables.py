@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence, TextIO
 from rich.markup import escape
 
 from ..console import console, print_table
-from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
+from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport, overlap_warnings
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
 
@@ -75,6 +75,8 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
                     PARITY_COLUMNS, display_rows(report.parity), DIGITS)
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
+    for warning in overlap_warnings(report):
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for job in report.jobs:
         if job.get("error"):  # the last line usually names the cause; the whole text is in the logs and HTML
             last_line = job["error"].strip().splitlines()[-1] if job["error"].strip() else ""
@@ -114,7 +116,7 @@ def write_report_csv(report: ExperimentReport, jobs_path: Path, iterations_path:
     """One row per job and mode, and every iteration of rank 0 of every run."""
     for path in (jobs_path, iterations_path):
         path.parent.mkdir(parents=True, exist_ok=True)
-    jobs_path.write_text(csv_text(JOB_CSV_FIELDS, report.jobs))
+    jobs_path.write_text(csv_text(JOB_CSV_FIELDS, report.jobs), encoding="utf-8")
     iteration_rows = [row for run_id in sorted(report.iterations) for row in report.iterations[run_id]]
-    iterations_path.write_text(csv_text(ITERATION_FIELDS, iteration_rows))
+    iterations_path.write_text(csv_text(ITERATION_FIELDS, iteration_rows), encoding="utf-8")
     return [jobs_path, iterations_path]

@@ -126,12 +126,16 @@ class DeviceTurns:
     """Round-robin state of one device."""
 
     order: list[int]  # slots placed on this device, in turn order
-    present: set[int] = field(default_factory=set)
+    ready: set[int] = field(default_factory=set)  # slots that asked for a turn at least once
     gone: set[int] = field(default_factory=set)
     requested: set[int] = field(default_factory=set)
     holder: int | None = None
     position: int = 0  # index in `order` of the slot whose turn it is
-    open: bool = False  # the start barrier: no turn is granted before every slot has joined
+    open: bool = False  # the start barrier: no turn before every slot is ready to train (or gone)
+
+    def open_if_all_ready(self) -> None:
+        if self.ready | self.gone >= set(self.order):
+            self.open = True
 
     def next_grant(self) -> int | None:
         """The slot to grant now, if any: strictly the current one in the order, never a later one."""
@@ -218,6 +222,9 @@ class TurnServer:
             turns = self.devices[member[0]]
             if command == ACQUIRE:
                 turns.requested.add(member[1])
+                turns.ready.add(member[1])
+                turns.gone.discard(member[1])  # a slow starter given up on at the barrier is back
+                turns.open_if_all_ready()
             elif command == RELEASE and turns.holder == member[1]:
                 turns.pass_turn()
             elif command == BYE:
@@ -231,16 +238,13 @@ class TurnServer:
         if slot not in turns.order:  # not announced at start: joins at the end of the order
             turns.order.append(slot)
         self.members[conn] = (device, slot)
-        turns.present.add(slot)
         turns.gone.discard(slot)
-        if turns.present | turns.gone >= set(turns.order):
-            turns.open = True
-        self._grant(device)
 
     def _leave(self, member: tuple[int, int]) -> None:
         device, slot = member
         turns = self.devices[device]
         turns.gone.add(slot)
+        turns.open_if_all_ready()
         turns.requested.discard(slot)
         if turns.holder == slot:
             turns.pass_turn()
@@ -249,8 +253,7 @@ class TurnServer:
         for device, turns in self.devices.items():
             if slot in turns.order and slot not in turns.gone:
                 self._leave((device, slot))
-                if turns.present | turns.gone >= set(turns.order):
-                    turns.open = True
+                turns.open_if_all_ready()
                 self._grant(device)
 
     def _drop(self, conn: socket.socket) -> None:
@@ -264,10 +267,10 @@ class TurnServer:
             self._withdraw(member[1])
 
     def _close_barrier_on_latecomers(self) -> None:
-        # A slot that never joined (its job failed to start) must not hold the others back.
+        # A slot that never became ready (its job is stuck starting) must not hold the others back.
         for device, turns in self.devices.items():
             if not turns.open:
-                turns.gone |= set(turns.order) - turns.present
+                turns.gone |= set(turns.order) - turns.ready
                 turns.open = True
                 self._grant(device)
 
