@@ -8,6 +8,7 @@ import sys
 from typing import Any, Iterable, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -37,7 +38,8 @@ def print_table(title: str, columns: Sequence[tuple[str, str]], rows: Iterable[d
         numeric = any(isinstance(r.get(key), (int, float)) for r in rows)
         table.add_column(header, justify="right" if numeric else "left")
     for row in rows:
-        table.add_row(*(fmt(row.get(key), (digits or {}).get(key, 2)) for _, key in columns))
+        # escape: a job named "[x]" is text, not rich markup
+        table.add_row(*(escape(fmt(row.get(key), (digits or {}).get(key, 2))) for _, key in columns))
     console.print(table)
 
 

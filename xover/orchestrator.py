@@ -169,10 +169,11 @@ class Experimenter:
     experiment_id: str = field(default_factory=new_experiment_id)
 
     def __post_init__(self) -> None:
-        hosts = "localhost"
+        from .profiler import hardware_fingerprint
+
         with self.store.session() as session, session.begin():
             session.add(Experiment(id=self.experiment_id, kind=self.kind, command=self.command,
-                                   bandwidth=self.bandwidth, hosts=hosts, plan_id=self.plan_id))
+                                   bandwidth=self.bandwidth, plan_id=self.plan_id, hardware=hardware_fingerprint()))
         self.results_dir = results_root() / "runs" / self.experiment_id
         self.results_dir.mkdir(parents=True, exist_ok=True)
 
@@ -234,6 +235,9 @@ class Experimenter:
     def _create_runs(self, jobs: list[JobSpec], mode: str, group_index: int | None) -> list[tuple[int, Path]]:
         created = []
         with self.store.session() as session, session.begin():
+            experiment = session.get(Experiment, self.experiment_id)
+            hosts = set(experiment.hosts.split(",")) | {h for job in jobs for h, _ in parse_hosts(job.hosts)}
+            experiment.hosts = ",".join(sorted(hosts))
             for slot, job in enumerate(jobs):
                 snapshot = snapshot_recipe(session, job.recipe)
                 run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,

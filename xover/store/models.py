@@ -53,7 +53,7 @@ class Experiment(Base):
     command: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="running")
     bandwidth: Mapped[Optional[str]] = mapped_column(String(40))
-    hosts: Mapped[str] = mapped_column(Text, default="localhost")
+    hosts: Mapped[str] = mapped_column(Text, default="localhost")  # every host a job of it ran on
     plan_id: Mapped[Optional[int]] = mapped_column(ForeignKey("plans.id"))
     hardware: Mapped[Optional[str]] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

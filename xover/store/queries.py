@@ -78,7 +78,9 @@ def compare_modes(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A job alone runs at its sequential (solo) samples/s, so sequential aggregates to 1.0 job-worth
     of work per second; crossover aggregates to sum_j (samples/s under crossover / alone).
     """
-    alone = {j["name"]: j["samples_per_s"] for j in jobs if j["mode"] in ("sequential", "solo") and j["samples_per_s"]}
+    # the same recipe may sit in two groups of a plan: compare a job with its own group's run alone
+    alone = {(j["group"], j["name"]): j["samples_per_s"] for j in jobs
+             if j["mode"] in ("sequential", "solo") and j["samples_per_s"]}
     groups: dict[int, dict[str, Any]] = {}
     for job in jobs:
         if job["mode"] not in ("concurrent", "crossover") or job["group"] is None:
@@ -86,10 +88,11 @@ def compare_modes(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group = groups.setdefault(job["group"], {"group": job["group"], "jobs": [], "normalized": {}})
         if job["name"] not in group["jobs"]:
             group["jobs"].append(job["name"])
-        if job["samples_per_s"] and alone.get(job["name"]):
-            job["slowdown"] = alone[job["name"]] / job["samples_per_s"]
+        solo = alone.get((job["group"], job["name"]))
+        if job["samples_per_s"] and solo:
+            job["slowdown"] = solo / job["samples_per_s"]
             group["normalized"].setdefault(job["mode"], 0.0)
-            group["normalized"][job["mode"]] += job["samples_per_s"] / alone[job["name"]]
+            group["normalized"][job["mode"]] += job["samples_per_s"] / solo
     for group in groups.values():
         normalized = group.pop("normalized")
         group["crossover_vs_sequential"] = normalized.get("crossover")
