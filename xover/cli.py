@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 from typing import Annotated, Optional
@@ -42,6 +43,20 @@ def fail(error: XoverError) -> None:
     raise typer.Exit(error.exit_code)
 
 
+@contextlib.contextmanager
+def user_errors():
+    """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130."""
+    from .orchestrator import Interrupted
+
+    try:
+        yield
+    except XoverError as error:
+        fail(error)
+    except Interrupted:
+        errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
+        raise typer.Exit(130)
+
+
 def _command_line() -> str:
     return shlex.join(["xover", *sys.argv[1:]])
 
@@ -79,17 +94,11 @@ def train(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train one recipe alone through horovodrun, record it, and print a summary."""
-    from .orchestrator import Interrupted
     from .orchestrator import train_recipe
 
-    try:
+    with user_errors():
         result = train_recipe(State.db, recipe, np=np, hosts=hosts, iterations=iterations, bandwidth=bandwidth,
                               command=_command_line(), show_progress=not json_out, engine=engine)
-    except XoverError as error:
-        fail(error)
-    except Interrupted:
-        errors.print("interrupted: every process was stopped; the run is marked interrupted")
-        raise typer.Exit(130)
     if json_out:
         print_json(result)
     else:
@@ -121,9 +130,9 @@ def run(
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
     sequential (each alone), or all three as one comparison."""
-    from .orchestrator import MODES, Interrupted, groups_from_plan, groups_from_recipes, groups_from_scripts, run_groups
+    from .orchestrator import MODES, groups_from_plan, groups_from_recipes, groups_from_scripts, run_groups
 
-    try:
+    with user_errors():
         if mode not in (*MODES, "all"):
             raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential or all")
         modes = list(MODES) if mode == "all" else [mode]
@@ -142,11 +151,6 @@ def run(
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group or scripts else targets[0])
-    except XoverError as error:
-        fail(error)
-    except Interrupted:
-        errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
-        raise typer.Exit(130)
     if json_out:
         print_json(result)
     else:
@@ -178,18 +182,12 @@ def profile(
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
     throughput. Profiles are stored and reused (same recipe, np, bandwidth, hardware) unless --force."""
-    from .orchestrator import Interrupted
     from .profiler import profile_recipes
 
-    try:
+    with user_errors():
         results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
                                   bandwidth=bandwidth, force=force, command=_command_line(),
                                   show_progress=not json_out, engine=engine)
-    except XoverError as error:
-        fail(error)
-    except Interrupted:
-        errors.print("interrupted: every process was stopped")
-        raise typer.Exit(130)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)
@@ -221,11 +219,9 @@ def plan(
     place the groups on devices, and write the plan file that `xover run` reads."""
     from .plans import plan_jobs
 
-    try:
+    with user_errors():
         result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices, hosts=hosts,
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth)
-    except XoverError as error:
-        fail(error)
     if json_out:
         print_json(result)
         return
@@ -253,10 +249,8 @@ def report(
     and pictures (timeline, throughput by mode, loss curves, predicted vs measured)."""
     from .report import make_report
 
-    try:
+    with user_errors():
         make_report(State.db, target, fmt, out)
-    except XoverError as error:
-        fail(error)
 
 
 def run_cli() -> None:
