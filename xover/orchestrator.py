@@ -202,7 +202,7 @@ class Experimenter:
                     spec_path = log_dir / "spec.json"
                     spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                      "recipe": job.recipe.to_dict()}, indent=1))
-                    command = network.wrap(launcher_command(job, log_dir / "ranks", spec_path))
+                    command = network.wrap(launcher_command(job, log_dir / "ranks", spec_path, env))
                     launched[run_id] = LaunchedJob(run_id, command, env, log_dir, events)
                     self._mark_started(run_id)
                 self._watch(launched, events, turn_server, {run_id: slot for slot, (run_id, _) in enumerate(runs)})
@@ -379,12 +379,12 @@ def job_for(recipe: Recipe, hosts: str | None = None, devices: list[int] | None 
 ENGINES = ("horovod", "torch")
 
 
-def launcher_command(job: JobSpec, log_dir: Path, spec_path: Path) -> list[str]:
+def launcher_command(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None) -> list[str]:
     """The real distributed launcher of the job's engine: horovodrun or torchrun."""
     if job.script:
         return horovodrun_command(job.np, job.hosts, log_dir, spec_path, program=script_command(job.script))
     if job.engine == "torch":
-        return torchrun_command(job.np, job.hosts, log_dir, spec_path)
+        return torchrun_command(job.np, job.hosts, log_dir, spec_path, env)
     return horovodrun_command(job.np, job.hosts, log_dir, spec_path)
 
 
