@@ -87,7 +87,7 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the chec
 def train(
     recipe: Annotated[str, typer.Argument(help="Recipe TOML file, or the name of one in recipes/.")],
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="horovodrun hosts, e.g. h1:2,h2:2.")] = None,
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node).")] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
