@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 from ..errors import XoverError
+from . import find_launcher
 
 
 def horovodrun_path() -> str:
-    beside_python = Path(sys.executable).parent / "horovodrun"
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which("horovodrun")
-    if not found:
-        raise XoverError("horovodrun was not found: run `make setup` (it builds Horovod), then `xover doctor`")
-    return found
+    return find_launcher("horovodrun", "run `make setup` (it builds Horovod), then `xover doctor`")
 
 
 def worker_command(spec_path: Path) -> list[str]:

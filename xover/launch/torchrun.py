@@ -9,25 +9,18 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import socket
-import sys
 from pathlib import Path
 
 from ..errors import XoverError
+from . import find_launcher
 from .horovod import is_local, parse_hosts
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED")  # what ssh must carry over
 
 
 def torchrun_path() -> str:
-    beside_python = Path(sys.executable).parent / "torchrun"
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which("torchrun")
-    if not found:
-        raise XoverError("torchrun was not found: torch is not installed in this environment (make setup)")
-    return found
+    return find_launcher("torchrun", "torch is not installed in this environment (make setup)")
 
 
 def _worker_module(spec_path: Path) -> list[str]:
