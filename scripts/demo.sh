@@ -13,7 +13,7 @@ if $XOVER doctor --json | .venv/bin/python -c 'import json,sys; sys.exit(0 if {c
 else
   echo "== network: bandwidth emulation is NOT available here; jobs use the host network as it is"
 fi
-DEVICES=$(.venv/bin/python -c 'from xover.orchestrator import local_device_count; print(local_device_count()[1])')
+DEVICES=$(.venv/bin/python -c 'from xover.devices import local_device_count; print(local_device_count()[1])')
 
 echo "== profile: each recipe alone"
 $XOVER profile "${RECIPES[@]}" "${LINK[@]}"

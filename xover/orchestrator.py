@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from .devices import hardware_fingerprint, local_device_count
 from .errors import XoverError
 from .launch.horovod import horovodrun_command, is_local, parse_hosts
 from .launch.network import network_for
@@ -169,8 +170,6 @@ class Experimenter:
     experiment_id: str = field(default_factory=new_experiment_id)
 
     def __post_init__(self) -> None:
-        from .profiler import hardware_fingerprint
-
         with self.store.session() as session, session.begin():
             session.add(Experiment(id=self.experiment_id, kind=self.kind, command=self.command,
                                    bandwidth=self.bandwidth, plan_id=self.plan_id, hardware=hardware_fingerprint()))
@@ -333,23 +332,6 @@ def install_signal_handlers() -> None:
         raise KeyboardInterrupt()
 
     signal.signal(signal.SIGTERM, on_term)
-
-
-def local_device_count() -> tuple[str, int]:
-    """('gpu', n) when NVIDIA GPUs are visible, else ('cpu', cores usable by this process)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-        if count > 0 and os.environ.get("XOVER_CPU_ONLY") != "1":
-            return "gpu", count
-    except Exception:  # no driver, no library: a CPU machine
-        pass
-    return "cpu", len(os.sched_getaffinity(0))
 
 
 def check_devices(jobs: list[JobSpec]) -> None:
@@ -530,7 +512,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
                plan_path: str | None = None, kind: str = "run") -> dict[str, Any]:
     """`xover run`: every group in every asked mode, one after another; returns jobs and group comparisons."""
     from .launch.network import check_rate
-    from .store.queries import compare_modes, experiment_jobs
+    from .store.queries import compare_modes, experiment_jobs, store_plan
     from .store.session import open_store
 
     if bandwidth:
@@ -538,7 +520,10 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     for group in groups:
         check_devices(group.jobs)
     store = open_store(db)
-    plan_id = _store_plan(store, plan_body, plan_path) if plan_body else None
+    plan_id = None
+    if plan_body:
+        with store.session() as session, session.begin():
+            plan_id = store_plan(session, plan_body, plan_path)
     with experiment(store, kind, command, bandwidth, show_progress, plan_id) as experimenter:
         for group in groups:
             for mode in modes:
@@ -555,18 +540,3 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         comparison["predicted_gain"] = predicted.get(comparison["group"])
     return {"experiment": experimenter.experiment_id, "results_dir": str(experimenter.results_dir),
             "bandwidth": bandwidth, "modes": modes, "jobs": jobs, "groups": comparisons}
-
-
-def _store_plan(store: Store, body: dict[str, Any], path: str | None = None) -> int:
-    from .store.models import Plan, PlanGroup
-
-    with store.session() as session, session.begin():
-        plan = Plan(algo=body.get("algo", "?"), body=body, path=path,
-                    predicted_aggregate_gain=body.get("predicted_aggregate_gain", 1.0))
-        session.add(plan)
-        session.flush()
-        for index, group in enumerate(body["groups"]):
-            session.add(PlanGroup(plan_id=plan.id, index=index, jobs=group["jobs"], devices=group["devices"],
-                                  wave=group.get("wave", 0), predicted_period_ms=group.get("predicted_period_ms", 0.0),
-                                  predicted_gain=group.get("predicted_gain", 1.0)))
-        return plan.id

@@ -8,7 +8,8 @@ from typing import Any
 
 from .errors import XoverError
 from .planner import JobProfile, load_trace_csv, local_hosts, make_plan, plan_to_dict
-from .profiler import find_profile, hardware_fingerprint
+from .devices import hardware_fingerprint
+from .profiler import find_profile
 from .recipes import load_recipe
 from .store.session import open_store
 
@@ -41,7 +42,7 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
               out: str | None, bandwidth: str | None = None) -> dict[str, Any]:
     from .launch.horovod import parse_hosts
-    from .orchestrator import _store_plan
+    from .store.queries import store_plan
 
     if bool(recipe_paths) == bool(trace_csv):
         raise XoverError("give recipes (planned from their stored profiles) or --profiles FILE.csv, not both")
@@ -61,5 +62,6 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body, indent=2) + "\n")
     store = open_store(db)
-    plan_id = _store_plan(store, body, str(path))
+    with store.session() as session, session.begin():
+        plan_id = store_plan(session, body, str(path))
     return {**body, "plan_id": plan_id, "path": str(path)}

@@ -7,43 +7,18 @@ bandwidth and a hardware fingerprint, and reused until `--force`.
 
 from __future__ import annotations
 
-import platform
 import statistics
 from typing import Any
 
 from sqlalchemy import select
 
+from .devices import hardware_fingerprint
 from .errors import XoverError
 from .orchestrator import check_devices, experiment, job_for
 from .recipes import load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
 from .store.queries import snapshot_recipe
 from .store.session import Store, open_store
-
-
-def hardware_fingerprint() -> str:
-    """What the figures depend on: the devices' model and count (and the host's CPU model)."""
-    from .orchestrator import local_device_count
-
-    kind, count = local_device_count()
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    if kind == "gpu":
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-            name = name.decode() if isinstance(name, bytes) else name
-        finally:
-            pynvml.nvmlShutdown()
-        return f"gpu:{name} x{count}"
-    return f"cpu:{cpu} x{count}"
 
 
 def _quantile(values: list[float], q: float) -> float:

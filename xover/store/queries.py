@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..recipes import Recipe
-from .models import Evaluation, Experiment, IterationMetric, RecipeSnapshot, Run
+from .models import Evaluation, Experiment, IterationMetric, Plan, PlanGroup, RecipeSnapshot, Run
 
 
 def new_experiment_id() -> str:
@@ -106,3 +106,16 @@ def compare_modes(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             job["slowdown"] = 1.0
         job.setdefault("slowdown", None)
     return sorted(groups.values(), key=lambda g: g["group"])
+
+
+def store_plan(session: Session, body: dict[str, Any], path: str | None = None) -> int:
+    """A plan file's content as rows (plans, plan_groups); returns the plan's id."""
+    plan = Plan(algo=body.get("algo", "?"), body=body, path=path,
+                predicted_aggregate_gain=body.get("predicted_aggregate_gain", 1.0))
+    session.add(plan)
+    session.flush()
+    for index, group in enumerate(body["groups"]):
+        session.add(PlanGroup(plan_id=plan.id, index=index, jobs=group["jobs"], devices=group["devices"],
+                              wave=group.get("wave", 0), predicted_period_ms=group.get("predicted_period_ms", 0.0),
+                              predicted_gain=group.get("predicted_gain", 1.0)))
+    return plan.id
