@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xover.planner import JobProfile, group_gain, predicted_period  # noqa: E402
-from xover.runtime.turns import CrossoverToken  # noqa: E402
+from xover.runtime.turn_client import CrossoverToken  # noqa: E402
 
 
 def start_turn_server(path: str, devices: list[str]) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, "-m", "xover.runtime.turns", "--socket", path,
+    server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path,
                                *[f"--device={d}" for d in devices]], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert server.stdout.readline().strip() == "ready"
     return server

@@ -20,8 +20,10 @@ from xover.planner import (
     Plan,
     PlanFormatError,
     PlanInputError,
+    SimJob,
+    fluid_gain,
+    fluid_speeds,
     group_duration_ms,
-    group_gain,
     grouping,
     local_hosts,
     lockstep_period,
@@ -29,9 +31,11 @@ from xover.planner import (
     plan_from_dict,
     plan_objective,
     plan_to_dict,
-    predicted_period,
-    predicted_slowdown,
+    predict_group,
+    round_robin_gain,
+    round_robin_period,
     sequential_duration_ms,
+    simulate,
     time_saved_ms,
 )
 from xover.planner.placement import place_groups, unplaceable_reason
@@ -74,59 +78,76 @@ rules_strategy = st.builds(
 def test_one_job_runs_at_its_solo_speed():
     alone = job("a", 100, 30, data_ms=5)
     assert alone.solo_ms == 135
-    assert predicted_period([alone]) == 135
-    assert group_gain([alone]) == 1.0
-    assert predicted_slowdown(alone, [alone]) == 1.0
+    assert round_robin_period([alone]) == 135
+    assert round_robin_gain([alone]) == 1.0 == fluid_gain([alone])
+    assert predict_group([alone]).speeds == {"a": 1.0}
     assert alone.compute_fraction == pytest.approx(105 / 135)
 
 
 def test_perfectly_complementary_pair_doubles_throughput():
     compute_heavy, comm_heavy = job("c", 100, 10), job("m", 10, 100)
-    assert predicted_period([compute_heavy, comm_heavy]) == 110
-    assert group_gain([compute_heavy, comm_heavy]) == 2.0
-    assert time_saved_ms([compute_heavy, comm_heavy]) == 110
-    assert predicted_slowdown(compute_heavy, [compute_heavy, comm_heavy]) == 1.0
+    assert round_robin_period([compute_heavy, comm_heavy]) == 110
+    assert round_robin_gain([compute_heavy, comm_heavy]) == 2.0 == fluid_gain([compute_heavy, comm_heavy])
+    assert time_saved_ms([compute_heavy, comm_heavy]) == pytest.approx(110)
 
 
 def test_two_compute_bound_jobs_are_limited_by_the_devices():
     pair = [job("a", 100, 10), job("b", 100, 10)]
-    assert predicted_period(pair) == 200
-    assert group_gain(pair) == pytest.approx(1.1)
-    assert predicted_slowdown(pair[0], pair) == pytest.approx(200 / 110)
+    assert round_robin_period(pair) == 200
+    assert round_robin_gain(pair) == pytest.approx(1.1) == fluid_gain(pair)
 
 
 def test_two_communication_bound_jobs_are_limited_by_the_link():
     pair = [job("a", 20, 100), job("b", 30, 90)]
-    assert predicted_period(pair) == 190
+    assert round_robin_period(pair) == 190
+    # the link's time goes to whoever uses it best per unit of speed: b at full speed, a at 0.3
+    assert fluid_speeds(pair) == pytest.approx([0.3, 1.0])
 
 
-def test_the_slowest_job_bounds_the_period():
+def test_the_slowest_job_bounds_round_robin_but_not_the_fluid_bound():
     pair = [job("long", 100, 100), job("short", 10, 10)]
-    assert predicted_period(pair) == 200
-    assert predicted_slowdown(pair[1], pair) == 10.0
+    assert round_robin_period(pair) == 200  # the short job runs at the long one's pace
+    assert fluid_gain(pair) == pytest.approx(2.0)  # at their own pace, both run as if alone
 
 
 def test_data_loading_counts_as_device_time():
     pair = [job("a", 60, 10, data_ms=40), job("b", 10, 100)]
-    assert predicted_period(pair) == 110
+    assert round_robin_period(pair) == 110
 
 
-def test_duration_with_different_iteration_counts():
+def test_fluid_bound_counts_the_link_and_the_cpu_communication_takes():
+    compute_heavy = job("c", 86, 5, link_ms=18)
+    bulk = job("v", 38, 551, link_ms=551, comm_cpu=0.2)
+    speeds = fluid_speeds([compute_heavy, bulk])
+    # devices: 86/91 x + (38 + 0.2 * 551)/589 y <= 1; link: 18/91 x + 551/589 y <= 1
+    assert 86 / 91 * speeds[0] + 148.2 / 589 * speeds[1] <= 1 + 1e-9
+    assert 18 / 91 * speeds[0] + speeds[1] * 551 / 589 <= 1 + 1e-9
+    assert sum(speeds) == pytest.approx(fluid_gain([compute_heavy, bulk]))
+    assert sum(speeds) < fluid_gain([compute_heavy, job("v", 38, 551, link_ms=551)])
+
+
+def test_max_slowdown_bounds_the_fluid_speeds():
+    compute_heavy = job("c", 86, 5, link_ms=18)
+    protected = job("v", 38, 551, link_ms=551, comm_cpu=0.2, max_slowdown=1.05)
+    speeds = fluid_speeds([compute_heavy, protected])
+    assert speeds[1] >= 1 / 1.05 - 1e-9
+    assert fluid_speeds([job("a", 100, 1, max_slowdown=1.1), job("b", 100, 1, max_slowdown=1.1)]) is None
+
+
+def test_duration_when_one_job_finishes_first():
     short = job("short", 100, 10, iterations=10)
     long = job("long", 10, 100, iterations=30)
-    # 10 periods together (110 ms), then 20 iterations of "long" alone (110 ms).
-    assert group_duration_ms([short, long]) == 10 * 110 + 20 * 110
+    together = predict_group([short, long])
+    # both run at their shared speeds until "short" is done, then "long" goes on alone
+    first = 10 * together.iteration_ms["short"]
+    left = 30 - first / together.iteration_ms["long"]
+    assert group_duration_ms([short, long]) == pytest.approx(first + left * 110)
     assert sequential_duration_ms([short, long]) == 40 * 110
-
-
-def test_duration_of_three_jobs_finishing_one_by_one():
-    jobs = [job("a", 50, 10, iterations=2), job("b", 50, 10, iterations=4), job("c", 50, 10, iterations=5)]
-    assert group_duration_ms(jobs) == 2 * 150 + 2 * 100 + 1 * 60
 
 
 def test_lockstep_example_from_the_model_docstring():
     jobs = [job("1", 50, 100), job("2", 50, 10), job("3", 50, 10)]
-    assert predicted_period(jobs) == 150
+    assert round_robin_period(jobs) == 150
     assert lockstep_period(jobs) == 200
 
 
@@ -163,23 +184,42 @@ def _round_robin_period(jobs: Sequence[JobProfile], iterations: int = 600, windo
 
 @FAST
 @given(job_lists(max_jobs=5, min_jobs=1))
-def test_model_matches_a_round_robin_simulation(jobs):
-    assert _round_robin_period(jobs) == pytest.approx(predicted_period(jobs), rel=1e-3)
+def test_round_robin_closed_form_matches_a_round_robin_simulation(jobs):
+    assert _round_robin_period(jobs) == pytest.approx(round_robin_period(jobs), rel=1e-3)
 
 
 @FAST
 @given(job_lists(max_jobs=6, min_jobs=2))
 def test_lockstep_is_never_faster_and_equal_for_pairs(jobs):
-    assert lockstep_period(jobs) >= predicted_period(jobs) - 1e-9
+    assert lockstep_period(jobs) >= round_robin_period(jobs) - 1e-9
     pair = jobs[:2]
-    assert lockstep_period(pair) == pytest.approx(predicted_period(pair))
+    assert lockstep_period(pair) == pytest.approx(round_robin_period(pair))
 
 
 @FAST
-@given(job_lists(max_jobs=6, min_jobs=1))
-def test_sharing_never_beats_the_busiest_resource_and_never_loses(jobs):
-    assert 1.0 - 1e-12 <= group_gain(jobs) <= len(jobs) + 1e-12
-    assert group_duration_ms(jobs) <= sequential_duration_ms(jobs) + 1e-6
+@given(job_lists(max_jobs=4, min_jobs=1))
+def test_fluid_bound_is_between_one_job_and_every_job_at_full_speed(jobs):
+    assert 1.0 - 1e-9 <= fluid_gain(jobs) <= len(jobs) + 1e-9
+    assert fluid_gain(jobs) >= round_robin_gain(jobs) - 1e-9  # no schedule beats it, strict alternation included
+
+
+@settings(max_examples=30, deadline=None)
+@given(job_lists(max_jobs=3, min_jobs=2, devices=(1,)))
+def test_simulated_policies_never_beat_the_fluid_bound(jobs):
+    sims = [SimJob(j.name, j.device_ms, j.comm_ms) for j in jobs]
+    bound = fluid_gain(jobs)
+    for mode, policy in (("crossover", "work-conserving"), ("crossover", "round-robin"), ("concurrent", None)):
+        assert simulate(sims, mode, policy, iterations=30).aggregate <= bound * 1.03  # a finite window's edges
+
+
+@settings(max_examples=30, deadline=None)
+@given(job_lists(max_jobs=3, min_jobs=2, devices=(1,)))
+def test_simulated_round_robin_runs_every_job_at_one_pace(jobs):
+    sims = [SimJob(j.name, j.device_ms, j.comm_ms) for j in jobs]
+    outcome = simulate(sims, "crossover", "round-robin", iterations=60)
+    paces = [o.iteration_ms for o in outcome.jobs]
+    assert max(paces) == pytest.approx(min(paces), rel=0.02)  # one iteration each per period
+    assert min(paces) >= round_robin_period(jobs) * 0.98  # and never faster than the closed form
 
 
 # ---------------------------------------------------------------- grouping
@@ -187,7 +227,7 @@ def test_sharing_never_beats_the_busiest_resource_and_never_loses(jobs):
 
 def _pair_allowed(a: JobProfile, b: JobProfile, rules: GroupingRules) -> bool:
     memory_fits = rules.device_memory_gb is None or a.memory_gb + b.memory_gb <= rules.device_memory_gb
-    return a.devices == b.devices and memory_fits and group_gain([a, b]) > 1 + rules.min_gain_margin
+    return a.devices == b.devices and memory_fits and fluid_gain([a, b]) > 1 + rules.min_gain_margin
 
 
 def _best_objective(jobs: list[JobProfile], rules: GroupingRules) -> float:
@@ -211,7 +251,7 @@ def _check_groups(groups, jobs, rules: GroupingRules) -> None:
         if rules.device_memory_gb is not None and len(group) > 1:
             assert sum(j.memory_gb for j in group) <= rules.device_memory_gb
         if len(group) > 1:
-            assert group_gain(group) > 1 + rules.min_gain_margin
+            assert fluid_gain(group) > 1 + rules.min_gain_margin
 
 
 @settings(max_examples=200, deadline=None)
@@ -359,7 +399,9 @@ def test_every_plan_respects_devices_and_memory(jobs, hosts, device_memory, max_
             assert int(index) < slots[host]
             assert (group.wave, device) not in used, "device used twice in one wave"
             used.add((group.wave, device))
-        assert group.predicted_period_ms == predicted_period(group.jobs)
+        prediction = predict_group(group.jobs, plan.policy)
+        assert group.predicted_period_ms == max(prediction.iteration_ms.values())
+        assert len(group.jobs) == 1 or (group.predicted_gain > 1 and group.fluid_bound >= group.predicted_gain * 0.97)
     assert plan_objective([group.jobs for group in plan.groups]) >= -1e-9
     assert plan.predicted_aggregate_gain >= 1 - 1e-12
     assert plan.predicted_makespan_ms <= plan.sequential_makespan_ms + 1e-6
@@ -394,10 +436,15 @@ def test_plan_for_the_documented_example():
     [group] = document["groups"]
     assert group["jobs"] == ["resnet", "vgg"] and group["devices"] == ["localhost:0", "localhost:1"]
     assert group["wave"] == 0
-    assert group["predicted_period_ms"] == 210.0  # max(131 + 60, 40 + 150, 171, 210)
+    prediction = predict_group(jobs[:2], "work-conserving")
+    assert group["predicted_speed"] == prediction.speeds and group["predicted_gain"] == prediction.gain
+    assert group["predicted_period_ms"] == max(prediction.iteration_ms.values())
+    # resnet's turn waits for vgg's compute, vgg's all-reduce shares the link with resnet's
+    assert 0.6 < prediction.speeds["resnet"] < 0.9 and 0.85 < prediction.speeds["vgg"] <= 1.0
+    assert 1.5 < prediction.gain < group["fluid_bound"] == pytest.approx(fluid_gain(jobs[:2]))
     assert document["jobs"]["resnet"]["recipe"] == "recipes/resnet.toml"
     assert "recipe" not in document["jobs"]["vgg"]
-    assert document["predicted_aggregate_gain"] == pytest.approx((171 + 210) / 210)
+    assert document["predicted_aggregate_gain"] == pytest.approx(100 * (171 + 210) / prediction.duration_ms)
     assert document["sequential_makespan_ms"] == 100 * (171 + 210)
 
 

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss",
             "slowdown", "accuracy"}
-ITERATION_COLUMNS = ["experiment", "run_id", "name", "mode", "step", "wall_time", "iteration_s", "data_s",
-                     "compute_s", "communication_s", "wait_s", "samples", "loss"]
+ITERATION_COLUMNS = ["experiment", "run_id", "name", "mode", "policy", "step", "wall_time", "iteration_s", "data_s",
+                     "compute_s", "communication_s", "wait_s", "samples", "loss", "yields", "link_s", "comm_cpu_s"]
 runner = CliRunner()
 
 

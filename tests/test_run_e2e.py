@@ -81,7 +81,7 @@ def _workers_of(results_dir):
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if str(results_dir) in cmdline or ("xover.runtime.turns" in cmdline and str(results_dir.parent) in cmdline):
+        if str(results_dir) in cmdline or ("xover.turns.server" in cmdline and str(results_dir.parent) in cmdline):
             found.append(proc)
     return found
 
@@ -115,7 +115,7 @@ def test_sigkill_of_one_job_lets_partner_continue_at_solo_speed(isolated_results
 
 
 def test_ctrl_c_stops_everything_and_leaves_nothing(isolated_results):
-    from xover.runtime.turns import runtime_dir
+    from xover.turns.service import runtime_dir
 
     xover = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--mode", "crossover",
                               "--iterations", "2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -4,9 +4,13 @@ import pytest
 from sqlalchemy import select
 
 from xover.recipes import load_recipe
-from xover.store.models import Evaluation, Experiment, IterationMetric, Run, SchemaInfo
+from pathlib import Path
+
+from xover.store.models import Evaluation, Experiment, IterationMetric, Profile, Run
 from xover.store.queries import experiment_jobs, snapshot_recipe
-from xover.store.session import StoreError, open_store
+from xover.store.session import StoreError, head_revision, open_store
+
+ASSETS = Path(__file__).resolve().parent / "assets"
 
 
 def _fill(store):
@@ -52,12 +56,71 @@ def test_plain_sql_answers_throughput(tmp_path):
 
 def test_newer_schema_is_refused_clearly(tmp_path):
     path = str(tmp_path / "c.db")
-    store = open_store(path)
-    with store.session() as session, session.begin():
-        session.scalars(select(SchemaInfo)).one().version = 999
-    store.close()
+    open_store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE alembic_version SET version_num = '9999'")  # a migration this xover does not know
     with pytest.raises(StoreError, match="newer xover"):
         open_store(path)
+
+
+def test_a_database_from_the_first_release_is_upgraded_with_its_data(tmp_path):
+    """A database written at commit cc272ad (before migrations, before the profiles' engine column,
+    with NOT NULL losses) opens, keeps its rows, and gains every column of today's schema."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript((ASSETS / "db-release-cc272ad.sql").read_text())
+    store = open_store(str(path))
+    with store.session() as session:
+        [job] = [j for j in experiment_jobs(session, session.scalars(select(Experiment.id)).first())]
+        assert job["iterations"] == 4 and job["status"] == "finished"
+        profile = session.scalars(select(Profile)).one()
+        assert profile.engine == "horovod" and profile.link_ms is None
+        session.add(IterationMetric(run_id=job["run_id"], step=99, time_s=0, wall_time=0, iteration_s=0.1, data_s=0,
+                                    compute_s=0, communication_s=0, wait_s=0, samples=1, loss=None, yields=2))
+        session.commit()
+    assert _schema_differences(store) == []
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision()
+        assert db.execute("SELECT COUNT(*) FROM run_throughput").fetchone()[0] == 2
+
+
+def test_migrations_build_exactly_the_models(tmp_path):
+    assert _schema_differences(open_store(str(tmp_path / "new.db"))) == []
+
+
+def _schema_differences(store):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from xover.store.models import Base
+
+    with store.engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection, opts={"compare_type": False}),
+                                       Base.metadata)
+    return differences
+
+
+def _open_and_snapshot(path, queue):
+    try:
+        store = open_store(path)
+        with store.session() as session, session.begin():
+            queue.put(snapshot_recipe(session, load_recipe("mlp-digits")).id)
+    except Exception as error:  # reported to the test, not swallowed
+        queue.put(repr(error))
+
+
+def test_two_processes_open_a_new_database_and_snapshot_one_recipe_at_once(tmp_path):
+    import multiprocessing as mp
+
+    path = str(tmp_path / "race.db")
+    queue = mp.Queue()
+    procs = [mp.Process(target=_open_and_snapshot, args=(path, queue)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    ids = [queue.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join()
+    assert len(set(ids)) == 1 and isinstance(ids[0], int), ids
 
 
 def test_unwritable_location(tmp_path):

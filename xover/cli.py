@@ -61,7 +61,7 @@ def _command_line() -> str:
     return shlex.join(["xover", *sys.argv[1:]])
 
 
-JOB_COLUMNS = [("job", "name"), ("mode", "mode"), ("status", "status"), ("exit", "exit_code"),
+JOB_COLUMNS = [("job", "name"), ("mode", "mode"), ("policy", "policy"), ("status", "status"), ("exit", "exit_code"),
                ("iters", "iterations"), ("samples/s", "samples_per_s"), ("iter ms", "iteration_ms"),
                ("compute ms", "compute_ms"), ("comm ms", "communication_ms"), ("wait ms", "wait_ms"),
                ("slowdown", "slowdown"), ("final loss", "final_loss"), ("accuracy", "accuracy")]
@@ -107,7 +107,8 @@ def train(
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
 
-GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("crossover/sequential", "crossover_vs_sequential"),
+GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("policy", "crossover_policy"),
+                 ("crossover/sequential", "crossover_vs_sequential"),
                  ("concurrent/sequential", "concurrent_vs_sequential"),
                  ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain")]
 
@@ -118,14 +119,21 @@ def run(
         help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
              "the arguments given to every script (after --).", show_default=False)] = None,
     group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group.")] = False,
-    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified Horovod training script; "
-                       "repeat for each job of the group. Its arguments follow --.")] = None,
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks per script (default: every local device).")] = None,
+    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified training script (Horovod "
+                       "with --engine horovod, DistributedDataParallel with --engine torch); repeat for each job of the "
+                       "group. Its arguments follow --.")] = None,
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every local "
+                  "device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
     mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all")] = "all",
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
+    seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
+                       "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
+    policy: Annotated[str, typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
+                                        "never idles while a job waits; critical-path jobs first), round-robin "
+                                        "(strict alternation, the paper's), or all (crossover once per policy).")] = "work-conserving",
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
@@ -139,18 +147,30 @@ def run(
         plan_body = None
         targets = targets or []
         if scripts:
-            groups = groups_from_scripts(scripts, targets, np, iterations)
+            groups = groups_from_scripts(scripts, targets, np, iterations, engine)
         elif group:
             if len(targets) < 1:
                 raise XoverError("--group needs at least one recipe")
-            groups = groups_from_recipes(targets, iterations, engine)
+            groups = groups_from_recipes(targets, iterations, engine, np)
         else:
             if len(targets) != 1:
                 raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
+            if np is not None:
+                raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
+                                 "devices, or run the recipes with --group")
             groups, plan_body = groups_from_plan(targets[0], iterations, engine)
+        from .turns import POLICIES
+
+        if policy != "all" and policy not in POLICIES:
+            raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
+        if seconds is not None and (seconds <= 0 or iterations is not None):
+            raise XoverError("--seconds must be positive, and not given with --iterations")
+        from .turns import DEFAULT_POLICY
+
+        policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
-                            plan_path=None if group or scripts else targets[0])
+                            plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds)
     if json_out:
         print_json(result)
     else:
@@ -158,7 +178,12 @@ def run(
                     JOB_COLUMNS, result["jobs"])
         if result["groups"]:
             rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in result["groups"]]
-            print_table("aggregate throughput (each job normalised by its speed alone)", GROUP_COLUMNS, rows)
+            print_table("aggregate throughput while the jobs shared the devices (each job normalised by its speed "
+                        "alone)", GROUP_COLUMNS, rows)
+            from .report.tables import POLICY_COLUMNS, display_rows, policy_rows
+
+            if len(policies) > 1:
+                print_table("crossover by turn policy", POLICY_COLUMNS, display_rows(policy_rows(result["groups"])))
         console.print(f"logs: {result['results_dir']}")
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
@@ -205,13 +230,17 @@ def plan(
     recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes, planned from their stored profiles.",
                                                            show_default=False)] = None,
     profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
-                            "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations].")] = None,
+                            "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
+                            "[,checkpoint_ms][,max_slowdown].")] = None,
     devices: Annotated[Optional[int], typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
     device_memory: Annotated[Optional[float], typer.Option("--device-memory", help="GB per device; groups must fit.")] = None,
     max_group: Annotated[int, typer.Option("--max-group", help="Most jobs that share devices.")] = 2,
     algo: Annotated[str, typer.Option("--algo", help="matching | ffd | none")] = "matching",
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Use profiles taken at this link rate.")] = None,
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Use profiles taken at this link rate "
+                         "(default: the one rate every recipe was profiled at; 'host' for the unshaped network).")] = None,
+    policy: Annotated[str, typer.Option("--policy", help="Turn policy the plan predicts for: work-conserving "
+                                        "or round-robin.")] = "work-conserving",
     out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default results/plan.json).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
@@ -221,7 +250,8 @@ def plan(
 
     with user_errors():
         result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices, hosts=hosts,
-                           device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth)
+                           device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
+                           policy=policy)
     if json_out:
         print_json(result)
         return

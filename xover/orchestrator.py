@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import math
 import os
 import queue
 import signal
@@ -33,8 +34,9 @@ from .launch.network import network_for
 from .launch.torchrun import torchrun_command
 from .recipes import Recipe
 from .runtime.metrics import parse_metric_line
-from .runtime.turns import runtime_dir, withdraw_slot
-from .store.models import Evaluation, Experiment, IterationMetric, Run, utcnow
+from .store.models import Evaluation, Experiment, IterationMetric, Run, TurnEvent, utcnow
+from .turns.policies import DEFAULT_POLICY, SlotTraits, critical_rank
+from .turns.service import TurnServerProcess, runtime_dir, start_local_server
 from .store.queries import new_experiment_id, snapshot_recipe
 from .store.session import Store
 
@@ -56,6 +58,7 @@ class JobSpec:
     devices: list[int]  # device index of each local rank on its host
     engine: str = "horovod"  # horovod | torch
     script: list[str] | None = None  # an unmodified Horovod script and its arguments, instead of a recipe
+    traits: SlotTraits | None = None  # what the turn policy knows of it (from its profile)
 
     @property
     def np(self) -> int:
@@ -130,33 +133,6 @@ class LaunchedJob:
         kill_tree(self.process.pid)
 
 
-class TurnServerProcess:
-    """The per-host turn server of a crossover group (see runtime/turns.py)."""
-
-    def __init__(self, experiment_id: str, group_index: int, jobs: list[JobSpec]) -> None:
-        self.socket = os.path.join(runtime_dir(), f"{experiment_id}-g{group_index}.sock")
-        order: dict[int, list[int]] = {}
-        for slot, job in enumerate(jobs):
-            for device in job.devices:
-                order.setdefault(device, []).append(slot)
-        args = [f"--device={d}={','.join(map(str, s))}" for d, s in sorted(order.items())]
-        self.process = subprocess.Popen([sys.executable, "-m", "xover.runtime.turns", "--socket", self.socket, *args],
-                                        stdout=subprocess.PIPE, text=True, start_new_session=True)
-        if self.process.stdout.readline().strip() != "ready":
-            raise XoverError("the crossover turn server did not start; run `xover doctor`")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if os.path.exists(self.socket):
-            os.unlink(self.socket)
-
-
 @dataclass
 class Experimenter:
     """Everything one invocation shares: the store, its experiment row, network, display."""
@@ -167,6 +143,7 @@ class Experimenter:
     bandwidth: str | None = None
     observer: Observer = field(default_factory=QuietObserver)
     plan_id: int | None = None
+    policy: str = DEFAULT_POLICY  # the turn policy of crossover runs
     experiment_id: str = field(default_factory=new_experiment_id)
 
     def __post_init__(self) -> None:
@@ -195,7 +172,7 @@ class Experimenter:
                     if not all(is_local(h) for job in jobs for h, _ in parse_hosts(job.hosts)):
                         raise XoverError("crossover across several hosts is not supported yet: "
                                          "run one group per host, or use --mode concurrent")
-                    turn_server = TurnServerProcess(self.experiment_id, group_index or 0, jobs)
+                    turn_server = self._start_turn_server(jobs, group_index or 0)
                 for slot, (job, (run_id, log_dir)) in enumerate(zip(jobs, runs)):
                     env = self._worker_env(job, slot if turn_server else None, turn_server)
                     spec_path = log_dir / "spec.json"
@@ -216,7 +193,32 @@ class Experimenter:
                     job.stop()
             if turn_server:
                 turn_server.stop()
+                self._record_turns(turn_server, runs, group_index)
         return [run_id for run_id, _ in runs]
+
+    def _start_turn_server(self, jobs: list[JobSpec], group_index: int) -> TurnServerProcess:
+        order: dict[int, list[int]] = {}
+        for slot, job in enumerate(jobs):
+            for device in job.devices:
+                order.setdefault(device, []).append(slot)
+        traits = {slot: job.traits for slot, job in enumerate(jobs) if job.traits is not None}
+        socket_path = os.path.join(runtime_dir(), f"{self.experiment_id}-g{group_index}.sock")
+        return start_local_server(socket_path, order, self.policy, traits)
+
+    def _record_turns(self, server: TurnServerProcess, runs: list[tuple[int, Path]], group_index: int | None) -> None:
+        """What the turn server saw: grants, yields, revocations and each job's rank skew; its events."""
+        slots = (server.stats or {}).get("slots", {})
+        with self.store.session() as session, session.begin():
+            for slot, (run_id, _) in enumerate(runs):
+                entry = slots.get(str(slot))
+                if entry is not None:
+                    session.get(Run, run_id).turn_stats = summarise_turn_stats(entry)
+            for event in server.events:
+                slot = event.get("slot")
+                session.add(TurnEvent(experiment_id=self.experiment_id, group_index=group_index, host="localhost",
+                                      run_id=runs[slot][0] if isinstance(slot, int) and slot < len(runs) else None,
+                                      kind=event.get("kind", "?"), slot=slot, device=event.get("device"),
+                                      detail=event))
 
     def _worker_env(self, job: JobSpec, slot: int | None, turn_server: TurnServerProcess | None) -> dict[str, str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=",".join(map(str, job.devices)), XOVER_JOB=job.name)
@@ -240,7 +242,7 @@ class Experimenter:
             for slot, job in enumerate(jobs):
                 snapshot = snapshot_recipe(session, job.recipe)
                 run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,
-                          engine=job.engine,
+                          engine=job.engine, policy=self.policy if mode == "crossover" and len(jobs) > 1 else None,
                           group_index=group_index, slot=slot if mode == "crossover" else None, hosts=job.hosts,
                           np=job.np, devices=",".join(map(str, job.devices)), status="pending",
                           iterations_planned=job.recipe.iterations)
@@ -287,7 +289,7 @@ class Experimenter:
                     if record["kind"] == "_exit":
                         running.discard(run_id)
                         if turn_server is not None:
-                            withdraw_slot(turn_server.socket, slots[run_id])
+                            turn_server.withdraw(slots[run_id])
 
     def _apply(self, session, job: LaunchedJob, run_id: int, record: dict[str, Any], label: str) -> None:
         kind = record["kind"]
@@ -296,11 +298,12 @@ class Experimenter:
             run.iterations_planned = record["iterations"]
             run.engine = record.get("engine", run.engine)
             run.gradient_bytes = record.get("gradient_bytes")
+            run.checkpoints, run.device = record.get("checkpoints"), record.get("device")
             self.observer.job_started(run_id, label, record["iterations"])
         elif kind == "iter":
             session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in (
                 "step", "time_s", "wall_time", "iteration_s", "data_s", "compute_s", "communication_s",
-                "wait_s", "samples", "loss")}))
+                "wait_s", "samples", "loss")}, **{k: record.get(k) for k in ("yields", "link_s", "comm_cpu_s", "held")}))
             self.observer.job_progress(run_id, record["step"] + 1, record["loss"])
         elif kind == "eval":
             session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"], value=record["value"]))
@@ -314,6 +317,19 @@ class Experimenter:
             if code != 0:
                 run.error = failure_summary(Path(run.log_dir), list(job.tail))
             self.observer.job_finished(run_id, run.status)
+
+
+def summarise_turn_stats(entry: dict[str, Any]) -> dict[str, Any]:
+    """Grants, yields, revocations, and the skew between the first grants of one iteration on the
+    job's devices (how far apart its ranks got their turns), p50/p90/max in ms."""
+    skews = sorted((last - first) * 1000 for first, last, devices in entry.get("grant_spans", []) if devices > 1)
+
+    def quantile(q: float) -> float | None:
+        return skews[min(len(skews) - 1, int(q * len(skews)))] if skews else None
+
+    return {"grants": entry.get("grants"), "yields": entry.get("yields"), "revoked": entry.get("revoked"),
+            "skew_p50_ms": quantile(0.5), "skew_p90_ms": quantile(0.9), "skew_max_ms": skews[-1] if skews else None,
+            "iterations": len(entry.get("grant_spans", []))}
 
 
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
@@ -363,23 +379,24 @@ ENGINES = ("horovod", "torch")
 
 def launcher_command(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None) -> list[str]:
     """The real distributed launcher of the job's engine: horovodrun or torchrun."""
-    if job.script:
-        return horovodrun_command(job.np, job.hosts, log_dir, spec_path, program=script_command(job.script))
+    shim = ["-m", "xover.runtime.script_shim", job.engine, *job.script] if job.script else None
     if job.engine == "torch":
-        return torchrun_command(job.np, job.hosts, log_dir, spec_path, env)
-    return horovodrun_command(job.np, job.hosts, log_dir, spec_path)
+        return torchrun_command(job.np, job.hosts, log_dir, spec_path, env, program=shim)
+    return horovodrun_command(job.np, job.hosts, log_dir, spec_path,
+                              program=[sys.executable, "-u", *shim] if shim else None)
 
 
-def script_command(script: list[str]) -> list[str]:
-    return [sys.executable, "-u", "-m", "xover.runtime.script_shim", *script]
-
-
-def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None) -> list[GroupToRun]:
-    """`xover run --script a.py --script b.py -- ARGS`: unmodified Horovod scripts as one group."""
+def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None,
+                        engine: str = "horovod") -> list[GroupToRun]:
+    """`xover run --script a.py --script b.py -- ARGS`: unmodified training scripts as one group, under
+    horovodrun (Horovod scripts, --engine horovod) or torchrun (DistributedDataParallel scripts, --engine torch)."""
     import hashlib
 
     if iterations is not None:
         raise XoverError("--iterations applies to recipes; pass the script's own option after --")
+    if engine not in ENGINES:
+        raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
+    kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
     np = np or local_device_count()[1]
     jobs = []
     for script in scripts:
@@ -389,10 +406,11 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         # The store keeps what ran as a recipe snapshot: the script, its arguments and content hash.
         recipe = Recipe(name=path.stem, model="script", dataset="script", batch_size=1, optimizer="script", lr=1.0,
-                        np=np, seed=0, description=f"unmodified Horovod script {script}",
-                        model_options={"script": str(path), "args": args, "sha256": digest}, path=str(path))
+                        np=np, seed=0, description=f"unmodified {kind} script {script}",
+                        model_options={"script": str(path), "args": args, "sha256": digest, "engine": engine},
+                        path=str(path))
         jobs.append(JobSpec(name=path.stem, recipe=recipe, hosts=f"localhost:{np}", devices=list(range(np)),
-                            script=[str(path), *args]))
+                            script=[str(path), *args], engine=engine))
     return [GroupToRun(0, _unique_names(jobs))]
 
 
@@ -401,13 +419,14 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
 
 @contextlib.contextmanager
 def experiment(store: Store, kind: str, command: str, bandwidth: str | None, show_progress: bool,
-               plan_id: int | None = None):
+               plan_id: int | None = None, policy: str = DEFAULT_POLICY):
     """One invocation's experiment: live progress while it runs, its final status whatever happens."""
     from .console import ProgressObserver
 
     install_signal_handlers()
     observer = ProgressObserver() if show_progress else QuietObserver()
-    experimenter = Experimenter(store, kind, command, bandwidth=bandwidth, observer=observer, plan_id=plan_id)
+    experimenter = Experimenter(store, kind, command, bandwidth=bandwidth, observer=observer, plan_id=plan_id,
+                                policy=policy)
     status = "finished"
     try:
         with observer:
@@ -435,7 +454,7 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     if hosts:
         parse_hosts(hosts)
     if bandwidth:
-        check_rate(bandwidth)
+        bandwidth = check_rate(bandwidth)
     job = job_for(recipe, hosts, engine=engine)
     check_devices([job])
     store = open_store(db)
@@ -455,11 +474,12 @@ class GroupToRun:
     predicted_gain: float | None = None
 
 
-def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod") -> list[GroupToRun]:
+def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",
+                        np: int | None = None) -> list[GroupToRun]:
     """`xover run --group A B`: one ad-hoc group on devices 0..np-1 of this machine."""
     from .recipes import load_recipe, with_overrides
 
-    recipes = [with_overrides(load_recipe(path), iterations=iterations) for path in recipe_paths]
+    recipes = [with_overrides(load_recipe(path), iterations=iterations, np=np) for path in recipe_paths]
     return [GroupToRun(0, _unique_names([job_for(r, engine=engine) for r in recipes]))]
 
 
@@ -491,10 +511,62 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
             hosts = sorted({d.rsplit(":", 1)[0] for d in group["devices"]})
             devices = [int(d.rsplit(":", 1)[1]) for d in group["devices"]][: recipe.np]
             host_spec = ",".join(f"{h}:{sum(1 for d in group['devices'] if d.startswith(h + ':'))}" for h in hosts)
+            traits = traits_of(planned["data_ms"] + planned["compute_ms"] if "data_ms" in planned else planned["compute_ms"],
+                               planned["comm_ms"], planned.get("max_slowdown", recipe.max_slowdown))
             jobs.append(JobSpec(name=name, recipe=recipe, hosts=host_spec if len(hosts) > 1 else f"{hosts[0]}:{recipe.np}",
-                                devices=devices, engine=engine))
+                                devices=devices, engine=engine, traits=traits))
         groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
     return groups, body
+
+
+def attach_traits(store: Store, jobs: list[JobSpec], bandwidth: str | None) -> None:
+    """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
+    engine): its compute fraction ranks it (critical path first), its solo time and max_slowdown
+    protect it. Without a profile the server learns the fraction from what it sees."""
+    from .profiler import find_profile
+
+    hardware = hardware_fingerprint()
+    for job in jobs:
+        if job.traits is not None:
+            continue
+        found = None if job.script else find_profile(store, job.recipe.hash, job.recipe.np, bandwidth or "host",
+                                                     hardware, job.engine)
+        job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
+        if found is not None:
+            job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown)
+
+
+def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
+    """Each job gets the iterations it does in about `seconds` alone (from its profile's time per
+    iteration), so that jobs of a group overlap from start to end."""
+    from .recipes import with_overrides
+
+    for job in jobs:
+        solo_s = job.traits.solo_iteration_s if job.traits else None
+        if not solo_s:
+            link = f" --bandwidth {bandwidth}" if bandwidth else ""
+            raise XoverError(f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
+                             f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
+                             f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations")
+        job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))
+
+
+def traits_from_run(store: Store, run_id: int, max_slowdown: float | None) -> SlotTraits | None:
+    """Traits from a job's run alone (the sequential mode), when no profile was stored."""
+    from .analysis import job_summary
+    from .store.queries import iteration_rows, run_fields
+
+    with store.session() as session:
+        summary = job_summary(run_fields(session.get(Run, run_id)), iteration_rows(session, [run_id])[run_id], [])
+    if summary["status"] != "finished" or summary["compute_ms"] is None:
+        return None
+    return traits_of((summary["data_ms"] or 0.0) + summary["compute_ms"], summary["communication_ms"] or 0.0,
+                     max_slowdown)
+
+
+def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None) -> SlotTraits:
+    solo_s = (device_ms + comm_ms) / 1000
+    return SlotTraits(rank=critical_rank(device_ms / 1000, solo_s), max_slowdown=max_slowdown, solo_iteration_s=solo_s)
 
 
 def _unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
@@ -509,14 +581,16 @@ def _unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
 
 def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, bandwidth: str | None = None,
                command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
-               plan_path: str | None = None, kind: str = "run") -> dict[str, Any]:
+               plan_path: str | None = None, kind: str = "run", policies: list[str] | None = None,
+               seconds: float | None = None) -> dict[str, Any]:
     """`xover run`: every group in every asked mode, one after another; returns jobs and group comparisons."""
     from .launch.network import check_rate
-    from .store.queries import compare_modes, experiment_jobs, store_plan
+    from .analysis import compare_groups
+    from .store.queries import experiment_jobs, iteration_rows, store_plan
     from .store.session import open_store
 
     if bandwidth:
-        check_rate(bandwidth)
+        bandwidth = check_rate(bandwidth)
     for group in groups:
         check_devices(group.jobs)
     store = open_store(db)
@@ -524,17 +598,29 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     if plan_body:
         with store.session() as session, session.begin():
             plan_id = store_plan(session, plan_body, plan_path)
-    with experiment(store, kind, command, bandwidth, show_progress, plan_id) as experimenter:
+    policies = policies or [DEFAULT_POLICY]
+    for group in groups:
+        attach_traits(store, group.jobs, bandwidth)
+        if seconds is not None:
+            give_seconds(group.jobs, seconds, bandwidth)
+    with experiment(store, kind, command, bandwidth, show_progress, plan_id, policies[0]) as experimenter:
         for group in groups:
             for mode in modes:
                 if mode == "sequential":
                     for job in group.jobs:
-                        experimenter.run_together([job], "sequential", group.index)
+                        [run_id] = experimenter.run_together([job], "sequential", group.index)
+                        if job.traits is None or job.traits.rank is None:
+                            job.traits = traits_from_run(store, run_id, job.recipe.max_slowdown) or job.traits
+                elif mode == "crossover":
+                    for policy in policies:
+                        experimenter.policy = policy
+                        experimenter.run_together(group.jobs, mode, group.index)
                 else:
                     experimenter.run_together(group.jobs, mode, group.index)
     with store.session() as session:
-        jobs = experiment_jobs(session, experimenter.experiment_id)
-    comparisons = compare_modes(jobs)
+        iterations = iteration_rows(session, [run.id for run in session.get(Experiment, experimenter.experiment_id).runs])
+        jobs = experiment_jobs(session, experimenter.experiment_id, iterations)
+    comparisons = compare_groups(jobs, iterations, policies[0])
     predicted = {g.index: g.predicted_gain for g in groups}
     for comparison in comparisons:
         comparison["predicted_gain"] = predicted.get(comparison["group"])

@@ -12,35 +12,78 @@ from .devices import hardware_fingerprint
 from .profiler import find_profile
 from .recipes import load_recipe
 from .store.session import open_store
+from .turns.policies import DEFAULT_POLICY
 
 DEFAULT_PLAN = "results/plan.json"
 
 
-def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None) -> tuple[list[JobProfile], dict[str, str]]:
-    """JobProfiles from the newest stored profile of each recipe (this hardware first, then any)."""
+def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None) -> tuple[list[JobProfile], dict[str, str], str]:
+    """JobProfiles from the newest stored profile of each recipe (this hardware first, then any),
+    all taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled.
+    Returns the profiles, job name -> recipe path, and the link rate used."""
     store = open_store(db)
     hardware = hardware_fingerprint()
-    jobs, recipes = [], {}
-    for path in recipe_paths:
-        recipe = load_recipe(path)
-        found = (find_profile(store, recipe.hash, recipe.np, bandwidth or None, hardware)
-                 or find_profile(store, recipe.hash, recipe.np, bandwidth or None, None))
+    recipes = [load_recipe(path) for path in recipe_paths]
+    names = [recipe.name for recipe in recipes]
+    for name in names:
+        if names.count(name) > 1:
+            raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
+    link = bandwidth or _common_link(store, recipes, recipe_paths)
+    jobs, paths = [], {}
+    for path, recipe in zip(recipe_paths, recipes):
+        found = (find_profile(store, recipe.hash, recipe.np, link, hardware)
+                 or find_profile(store, recipe.hash, recipe.np, link, None))
         if found is None:
-            where = f" at --bandwidth {bandwidth}" if bandwidth else ""
-            raise XoverError(f"no profile of '{recipe.name}' (np {recipe.np}){where}: run "
-                             f"`xover profile {path}{' --bandwidth ' + bandwidth if bandwidth else ''}` first")
-        if recipe.name in recipes:
-            raise XoverError(f"recipe '{recipe.name}' is named twice; a plan needs distinct job names")
-        jobs.append(JobProfile(name=recipe.name, devices=recipe.np, compute_ms=found.compute_ms,
-                               comm_ms=found.comm_ms, memory_gb=found.memory_gb, data_ms=found.data_ms,
-                               iterations=recipe.iterations or 100))
-        recipes[recipe.name] = recipe.path
-    return jobs, recipes
+            shown = "" if link == "host" else f" --bandwidth {link}"
+            raise XoverError(f"no profile of '{recipe.name}' (np {recipe.np}) at link {link}: run "
+                             f"`xover profile {path}{shown}` first")
+        jobs.append(job_profile(recipe, found))
+        paths[recipe.name] = recipe.path
+    return jobs, paths, link
+
+
+def job_profile(recipe, found) -> JobProfile:
+    """The planner's view of a stored profile."""
+    link_ms = found.link_ms if found.link_ms is not None else found.comm_ms
+    comm_cpu = min(1.0, found.comm_cpu_ms / link_ms) if found.comm_cpu_ms and link_ms > 0 else 0.0
+    device_ms = found.data_ms + found.compute_ms
+    return JobProfile(name=recipe.name, devices=recipe.np, compute_ms=found.compute_ms, comm_ms=found.comm_ms,
+                      memory_gb=found.memory_gb, data_ms=found.data_ms, iterations=recipe.iterations or 100,
+                      link_ms=link_ms, comm_cpu=comm_cpu,
+                      checkpoint_ms=device_ms / found.checkpoints if found.checkpoints else 1.0,
+                      max_slowdown=recipe.max_slowdown)
+
+
+def _common_link(store, recipes, recipe_paths) -> str:
+    """The link rate at which every recipe has a profile, when --bandwidth is not given."""
+    from sqlalchemy import select
+
+    from .rates import describe_rate
+    from .store.models import Profile
+
+    with store.session() as session:
+        rates = [set(session.scalars(select(Profile.bandwidth).where(Profile.recipe_hash == recipe.hash,
+                                                                     Profile.np == recipe.np)))
+                 for recipe in recipes]
+    missing = [(path, recipe) for path, recipe, found in zip(recipe_paths, recipes, rates) if not found]
+    if missing:
+        names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for _, recipe in missing)
+        raise XoverError(f"no profile of {names}: run `xover profile {' '.join(path for path, _ in missing)}` first")
+    common = set.intersection(*rates)
+    if len(common) == 1:
+        return common.pop()
+    seen = sorted(set.union(*rates))
+    if not common:
+        raise XoverError("the recipes were profiled at different link rates (" +
+                         ", ".join(describe_rate(r) for r in seen) + "): profile them all at one rate "
+                         "(`xover profile ... --bandwidth RATE`) and give it with --bandwidth")
+    raise XoverError("the recipes were profiled at several link rates (" + ", ".join(describe_rate(r) for r in sorted(common)) +
+                     "): say which to plan for with --bandwidth (or 'host' for the unshaped network)")
 
 
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
-              out: str | None, bandwidth: str | None = None) -> dict[str, Any]:
+              out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY) -> dict[str, Any]:
     from .launch.horovod import parse_hosts
     from .store.queries import store_plan
 
@@ -52,11 +95,16 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         host_list = local_hosts(devices)
     else:
         raise XoverError("say where jobs may run: --devices N (this machine) or -H host1:N,host2:N")
+    if bandwidth and bandwidth != "host":
+        from .rates import canonical_rate
+
+        bandwidth = canonical_rate(bandwidth)
     if trace_csv:
         jobs, recipes = load_trace_csv(trace_csv), {}
     else:
-        jobs, recipes = profiles_of_recipes(db, recipe_paths, bandwidth)
-    plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo)
+        jobs, recipes, bandwidth = profiles_of_recipes(db, recipe_paths, bandwidth)
+    plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
+                     policy=policy)
     body = plan_to_dict(plan, recipes)
     path = Path(out or DEFAULT_PLAN)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,4 +112,4 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     store = open_store(db)
     with store.session() as session, session.begin():
         plan_id = store_plan(session, body, str(path))
-    return {**body, "plan_id": plan_id, "path": str(path)}
+    return {**body, "plan_id": plan_id, "path": str(path), "bandwidth": bandwidth}

@@ -1,24 +1,78 @@
 """`xover profile`: run each recipe alone and summarise what it does per iteration.
 
 A profile holds medians (and p10/p90) of data, compute and exposed-communication time, the
-iteration time, samples/s, peak memory and gradient bytes. It is keyed by recipe hash, np,
-bandwidth and a hardware fingerprint, and reused until `--force`.
+iteration time, samples/s, peak memory and gradient bytes; and what the model of sharing needs:
+how long the all-reduce keeps the link busy (from the gradient bytes and the link rate, never
+below the exposed communication nor above the measured span of the all-reduces), the CPU that
+communication takes per iteration on top of the job's own compute (the machine's busy CPU time
+while it runs alone, minus its compute and xover's own share), and the layer boundaries per
+iteration. It is keyed by recipe hash, np, bandwidth, engine and a hardware fingerprint, and
+reused until `--force`.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
+import threading
+import time
 from typing import Any
 
 from sqlalchemy import select
 
 from .devices import hardware_fingerprint
 from .errors import XoverError
+from .launch.horovod import parse_hosts
 from .orchestrator import check_devices, experiment, job_for
 from .recipes import load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
 from .store.queries import snapshot_recipe
 from .store.session import Store, open_store
+
+
+class MachineLoad:
+    """Samples the machine's busy CPU time (/proc/stat) and xover's own while a profile runs."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s = every_s
+        self.samples: list[tuple[float, float, float]] = []  # wall time, busy cpu-s, xover's own cpu-s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _busy_seconds() -> float | None:
+        try:
+            with open("/proc/stat") as handle:
+                fields = [int(x) for x in handle.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            busy = self._busy_seconds()
+            if busy is not None:
+                own = resource.getrusage(resource.RUSAGE_SELF)
+                self.samples.append((time.time(), busy, own.ru_utime + own.ru_stime))
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> "MachineLoad":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def busy_cores(self, start: float, end: float) -> float | None:
+        """Cores kept busy between two wall times by everything but xover itself."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2 or inside[-1][0] - inside[0][0] <= 0:
+            return None
+        (t0, busy0, own0), (t1, busy1, own1) = inside[0], inside[-1]
+        return max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -36,9 +90,37 @@ def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
     spread = {name: {"p10_ms": _quantile(v, 0.1) * 1000, "p90_ms": _quantile(v, 0.9) * 1000}
               for name, v in phases.items()}
     samples_per_s = sum(m.samples for m in steady) / sum(m.iteration_s for m in steady)
+    spans = [m.link_s for m in steady if m.link_s is not None]
     return {"data_ms": medians["data"], "compute_ms": medians["compute"], "comm_ms": medians["comm"],
             "iteration_ms": medians["iteration"], "samples_per_s": samples_per_s, "spread": spread,
-            "iterations": len(steady)}
+            "iterations": len(steady), "link_span_ms": statistics.median(spans) * 1000 if spans else None,
+            "window": (steady[0].wall_time - steady[0].iteration_s, steady[-1].wall_time)}
+
+
+def link_ms_of(summary: dict[str, Any], gradient_bytes: int, np: int, hosts: int, link: str) -> float:
+    """The link's busy time per iteration: what the gradient bytes take at the link's rate, within
+    [exposed communication, the measured span of the all-reduces]; unshaped: the exposed time."""
+    from .planner.model import link_busy_ms
+    from .rates import parse_rate
+
+    comm = summary["comm_ms"]
+    if link == "host":
+        return comm
+    estimate = link_busy_ms(gradient_bytes, np, hosts, parse_rate(link))
+    span = summary["link_span_ms"]
+    return max(comm, min(estimate, span) if span is not None else estimate)
+
+
+def comm_cpu_ms_of(summary: dict[str, Any], load: MachineLoad | None, np: int, device: str | None) -> float | None:
+    """CPU per iteration and rank beyond the job's own compute: its communication's cost to a partner
+    computing on the same cores. None when it cannot be told (no /proc/stat, a GPU job)."""
+    if load is None or (device or "").startswith("cuda"):
+        return None
+    busy = load.busy_cores(*summary["window"])
+    if busy is None:
+        return None
+    device_ms = summary["data_ms"] + summary["compute_ms"]
+    return max(0.0, (busy * summary["iteration_ms"] - np * device_ms) / np)
 
 
 def profile_dict(profile: Profile) -> dict[str, Any]:
@@ -48,6 +130,7 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "data_ms": profile.data_ms, "compute_ms": profile.compute_ms, "comm_ms": profile.comm_ms,
             "iteration_ms": profile.iteration_ms, "samples_per_s": profile.samples_per_s,
             "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
+            "link_ms": profile.link_ms, "comm_cpu_ms": profile.comm_cpu_ms, "checkpoints": profile.checkpoints,
             "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
             "iterations_measured": profile.iterations, "spread": profile.spread,
             "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
@@ -99,15 +182,16 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
         with experiment(store, "profile", command, bandwidth, show_progress) as experimenter:
             for recipe, job in todo:
                 measured = with_overrides(recipe, iterations=iterations)
-                [run_id] = experimenter.run_together([job_for(measured, job.hosts, engine=engine)], "profile")
-                results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup, engine),
+                with MachineLoad() as load:
+                    [run_id] = experimenter.run_together([job_for(measured, job.hosts, engine=engine)], "profile")
+                results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup, engine, load),
                                 "reused": False})
     order = {path: i for i, path in enumerate(r.path for r in recipes)}
     return sorted(results, key=lambda r: order.get(r["recipe"], 0))
 
 
 def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int,
-                   engine: str) -> dict[str, Any]:
+                   engine: str, load: MachineLoad | None = None) -> dict[str, Any]:
     with store.session() as session, session.begin():
         run = session.get(Run, run_id)
         if run.status != "finished":
@@ -116,6 +200,8 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
         metrics = session.scalars(select(IterationMetric).where(IterationMetric.run_id == run_id)
                                   .order_by(IterationMetric.step)).all()
         summary = summarise(list(metrics), warmup)
+        hosts = len({h for h, _ in parse_hosts(run.hosts)})
+        link_ms = link_ms_of(summary, run.gradient_bytes or 0, recipe.np, hosts, link)
         snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
         profile = Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, run_id=run_id, name=recipe.name,
                           np=recipe.np, engine=engine, bandwidth=link, hardware=hardware,
@@ -123,7 +209,8 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
                           data_ms=summary["data_ms"], compute_ms=summary["compute_ms"], comm_ms=summary["comm_ms"],
                           iteration_ms=summary["iteration_ms"], samples_per_s=summary["samples_per_s"],
                           memory_gb=run.peak_memory_gb or 0.0, gradient_bytes=run.gradient_bytes or 0,
-                          spread=summary["spread"])
+                          spread=summary["spread"], link_ms=link_ms, checkpoints=run.checkpoints,
+                          comm_cpu_ms=comm_cpu_ms_of(summary, load, recipe.np, run.device))
         session.add(profile)
         session.flush()
         profile.recipe = snapshot

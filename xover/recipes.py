@@ -38,6 +38,7 @@ class Recipe:
     momentum: float = 0.0
     weight_decay: float = 0.0
     eval_interval: int = 0  # iterations between evaluations; 0 = only at the end
+    max_slowdown: float | None = None  # protection: never planned, nor run, slower than this x alone
     description: str = ""
     model_options: dict[str, Any] = field(default_factory=dict)
     dataset_options: dict[str, Any] = field(default_factory=dict)
@@ -46,6 +47,8 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("path")
+        if data["max_slowdown"] is None:
+            del data["max_slowdown"]  # absent as before the field existed: hashes of older recipes hold
         return data
 
     @property
@@ -69,6 +72,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "momentum": ((int, float), False),
     "weight_decay": ((int, float), False),
     "eval_interval": ((int,), False),
+    "max_slowdown": ((int, float), False),
     "description": ((str,), False),
     "model_options": ((dict,), False),
     "dataset_options": ((dict,), False),
@@ -121,6 +125,8 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
     for key in ("momentum", "weight_decay", "eval_interval", "seed"):
         if key in data and data[key] < 0:
             raise fail(key, f"must not be negative, got {data[key]}")
+    if "max_slowdown" in data and not (1.0 <= data["max_slowdown"] < float("inf")):
+        raise fail("max_slowdown", f"must be at least 1.0 (1.0: never slower than alone), got {data['max_slowdown']}")
     if ("iterations" in data) == ("epochs" in data):
         raise fail("iterations", "give exactly one of 'iterations' or 'epochs'")
     for key in ("iterations", "epochs"):
@@ -131,6 +137,8 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
             if key not in allowed:
                 raise fail(f"{table}.{key}", f"unknown option{_suggest(key, allowed)}; "
                                              f"accepted: {', '.join(allowed) or 'none'}")
+    if "max_slowdown" in data:
+        data = {**data, "max_slowdown": float(data["max_slowdown"])}
     return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),
                      "weight_decay": float(data.get("weight_decay", 0.0)), "path": source})
 

@@ -38,13 +38,15 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def torchrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None) -> list[str]:
+def torchrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
+                     program: list[str] | None = None) -> list[str]:
+    """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m)."""
+    program = program or _worker_module(spec_path)
     nodes = parse_hosts(hosts)
     if len(nodes) == 1:
         if not is_local(nodes[0][0]):
             raise XoverError(f"-H {hosts}: --engine torch on one other host: run xover there instead")
-        return [torchrun_path(), "--standalone", f"--nproc-per-node={np}", *_output_options(log_dir),
-                *_worker_module(spec_path)]
+        return [torchrun_path(), "--standalone", f"--nproc-per-node={np}", *_output_options(log_dir), *program]
     slots = {count for _, count in nodes}
     if len(slots) != 1 or np != sum(count for _, count in nodes):
         raise XoverError(f"-H {hosts} with --engine torch: torchrun starts the same number of ranks on every "
@@ -55,7 +57,7 @@ def torchrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, env: d
     for node_rank, (host, count) in enumerate(nodes):
         command = [torchrun_path(), f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",
                    "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={spec_path.parent.name}",
-                   *_output_options(log_dir / f"node{node_rank}"), *_worker_module(spec_path)]
+                   *_output_options(log_dir / f"node{node_rank}"), *program]
         if is_local(host):
             launches.append(shlex.join(command))
         else:

@@ -3,7 +3,9 @@
 Pure: plain dataclasses and functions, no torch, no database, no output, so it
 can be tested exhaustively and run on traces measured on other clusters.
 
-* ``model``     - the throughput model (period of a group of jobs taking turns);
+* ``model``     - job profiles, the fluid bound, strict round robin's closed form;
+* ``simulate``  - the runtime's turn policies simulated on a device and a link;
+* ``predict``   - each job's speed in a group under a policy, group durations;
 * ``grouping``  - matching / first-fit-decreasing / none;
 * ``placement`` - groups onto host devices, in waves;
 * ``plan``      - ``make_plan`` and the ``Plan`` it returns;
@@ -11,18 +13,18 @@ can be tested exhaustively and run on traces measured on other clusters.
 * ``trace``     - job profiles from a CSV trace.
 """
 
-from .grouping import ALGORITHMS, GroupingRules, plan_objective
+from .grouping import ALGORITHMS, GroupingRules, group_period_ms, plan_objective, time_saved_ms
 from .model import (
     InvalidJobProfile,
     JobProfile,
-    group_duration_ms,
-    group_gain,
+    fluid_gain,
+    fluid_speeds,
     lockstep_period,
-    predicted_period,
-    predicted_slowdown,
-    sequential_duration_ms,
-    time_saved_ms,
+    round_robin_gain,
+    round_robin_period,
 )
+from .predict import GroupPrediction, group_duration_ms, predict_group, sequential_duration_ms
+from .simulate import SimJob, simulate
 from .plan import GroupPlan, Plan, PlanInputError, local_hosts, make_plan
 from .planfile import PLAN_FORMAT, PlanFormatError, plan_from_dict, plan_to_dict
 from .trace import TraceError, load_trace_csv
@@ -30,6 +32,7 @@ from .trace import TraceError, load_trace_csv
 __all__ = [
     "ALGORITHMS",
     "GroupPlan",
+    "GroupPrediction",
     "GroupingRules",
     "InvalidJobProfile",
     "JobProfile",
@@ -38,8 +41,11 @@ __all__ = [
     "PlanFormatError",
     "PlanInputError",
     "TraceError",
+    "SimJob",
+    "fluid_gain",
+    "fluid_speeds",
     "group_duration_ms",
-    "group_gain",
+    "group_period_ms",
     "load_trace_csv",
     "local_hosts",
     "lockstep_period",
@@ -47,8 +53,10 @@ __all__ = [
     "plan_from_dict",
     "plan_objective",
     "plan_to_dict",
-    "predicted_period",
-    "predicted_slowdown",
+    "predict_group",
+    "round_robin_gain",
+    "round_robin_period",
     "sequential_duration_ms",
+    "simulate",
     "time_saved_ms",
 ]

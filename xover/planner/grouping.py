@@ -9,28 +9,33 @@ Rules every algorithm follows:
 * The memory of all jobs in a group fits on a device (``device_memory_gb``,
   None = unlimited), since every device holds one replica of each job.
 * At most ``max_group`` jobs per group.
+* A group's period ``P(G)`` is the time it needs for one iteration of each of its
+  jobs at the fluid bound (``model.fluid_speeds``: the devices, the link, and each
+  job's max_slowdown): ``sum of solo times / fluid gain``; a job alone has
+  ``P = c + m``. A group whose protections cannot be met has no period: never formed.
 * Merging two groups A and B (a single job is a group of one) must pay off by a
   margin: ``(P(A) + P(B)) / P(A u B) > 1 + min_gain_margin``, i.e. running them
   together beats running A's period and then B's period one after another. For
-  two single jobs this is exactly ``group_gain > 1 + margin``; it also implies
-  that the merged group's own gain is above ``1 + margin``. Co-locating has costs
+  two single jobs this is exactly ``fluid gain > 1 + margin``. Co-locating has costs
   the model does not see (interference, memory pressure), so small wins are skipped.
 
 Objective (``plan_objective``): total time saved per period,
 ``sum over groups of (sum of solo iteration times - P(G))``. Every merge the
 algorithms make saves ``P(A) + P(B) - P(A u B) > 0``, so no algorithm does worse
-than ``none``.
+than ``none``. The plan then predicts each group under the run's turn policy with
+the simulation (`predict.py`); the fluid bound only decides who is grouped.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .model import JobProfile, time_saved_ms
+from .model import JobProfile, fluid_gain
 
 Groups = list[list[JobProfile]]
 
@@ -53,51 +58,56 @@ class GroupingRules:
     min_gain_margin: float = 0.05
 
 
+def group_period_ms(jobs: Sequence[JobProfile]) -> float:
+    """Time for one iteration of each job at the fluid bound (inf if its protections cannot be met)."""
+    gain = fluid_gain(jobs)
+    return sum(job.solo_ms for job in jobs) / gain if gain > 0 else math.inf
+
+
 @dataclass(slots=True)
 class _Group:
-    """A group with running sums, so merge checks are O(1)."""
+    """A group and its period (computed once per group)."""
 
     members: list[JobProfile]
     devices: int
-    sum_device_ms: float
-    sum_comm_ms: float
-    max_solo_ms: float
     memory_gb: float
+    period_ms: float
     first_index: int = field(default=0)
 
     @classmethod
     def of(cls, job: JobProfile, index: int) -> _Group:
-        return cls([job], job.devices, job.device_ms, job.comm_ms, job.solo_ms, job.memory_gb, index)
+        return cls([job], job.devices, job.memory_gb, job.solo_ms, index)
 
-    @property
-    def period_ms(self) -> float:
-        return max(self.sum_device_ms, self.sum_comm_ms, self.max_solo_ms)
-
-    def absorb(self, other: _Group) -> None:
+    def absorb(self, other: _Group, period_ms: float) -> None:
         self.members.extend(other.members)
-        self.sum_device_ms += other.sum_device_ms
-        self.sum_comm_ms += other.sum_comm_ms
-        self.max_solo_ms = max(self.max_solo_ms, other.max_solo_ms)
         self.memory_gb += other.memory_gb
+        self.period_ms = period_ms
         self.first_index = min(self.first_index, other.first_index)
 
 
-def _merge_benefit(a: _Group, b: _Group, rules: GroupingRules) -> float | None:
-    """Time per period saved by merging a and b, or None if the merge is not allowed."""
+def _merge(a: _Group, b: _Group, rules: GroupingRules) -> tuple[float, float] | None:
+    """(time per period saved, merged period) of merging a and b, or None if not allowed."""
     if a.devices != b.devices or len(a.members) + len(b.members) > rules.max_group:
         return None
     limit = rules.device_memory_gb
     if limit is not None and a.memory_gb + b.memory_gb > limit + _MEMORY_TOLERANCE_GB:
         return None
     apart = a.period_ms + b.period_ms
-    together = max(
-        a.sum_device_ms + b.sum_device_ms,
-        a.sum_comm_ms + b.sum_comm_ms,
-        max(a.max_solo_ms, b.max_solo_ms),
-    )
+    together = group_period_ms(a.members + b.members)
     if apart <= (1.0 + rules.min_gain_margin) * together:
         return None
-    return apart - together
+    return apart - together, together
+
+
+def _merge_benefit(a: _Group, b: _Group, rules: GroupingRules) -> float | None:
+    """Time per period saved by merging a and b, or None if the merge is not allowed."""
+    merged = _merge(a, b, rules)
+    return None if merged is None else merged[0]
+
+
+def time_saved_ms(jobs: Sequence[JobProfile]) -> float:
+    """Time per period saved by grouping the jobs instead of running them one after another."""
+    return sum(job.solo_ms for job in jobs) - group_period_ms(jobs)
 
 
 def plan_objective(groups: Sequence[Sequence[JobProfile]]) -> float:
@@ -162,7 +172,7 @@ def _match_round(
     absorbed: set[int] = set()
     for left, right in nx.max_weight_matching(graph):
         keep, drop = sorted((left, right))
-        bucket[keep].absorb(bucket[drop])
+        bucket[keep].absorb(bucket[drop], group_period_ms(bucket[keep].members + bucket[drop].members))
         absorbed.add(drop)
     return [group for index, group in enumerate(bucket) if index not in absorbed], bool(absorbed)
 
@@ -220,7 +230,7 @@ def ffd(jobs: Sequence[JobProfile], rules: GroupingRules | None = None) -> Group
             if rules.max_group > 1:
                 candidates.append(single)
             continue
-        candidates[target].absorb(single)
+        candidates[target].absorb(single, group_period_ms(candidates[target].members + single.members))
         if len(candidates[target].members) >= rules.max_group:
             del candidates[target]
     return [group.members for group in groups]

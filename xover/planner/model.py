@@ -1,47 +1,38 @@
-"""Throughput model for jobs that take turns on the same devices.
+"""Throughput model for jobs that share devices.
 
-Each job i is summarised by two per-iteration times:
+Each job i is summarised by per-iteration times measured alone:
 
 * ``c_i`` - time it occupies the devices: data loading + forward + backward (+ update);
 * ``m_i`` - exposed communication: from the end of its backward pass until its
-  gradients are all-reduced and it could start the next iteration.
+  gradients are all-reduced and it could start the next iteration;
+* ``l_i`` - how long its all-reduce keeps the link busy (``link_ms``; part of it
+  overlaps backward, so l_i >= m_i);
+* ``comm_cpu_i`` - the fraction of a core its communication threads (and the
+  kernel's network work) take from whatever computes while it is in flight.
 
-Pipelined model (what xover's runtime does)
--------------------------------------------
-xover passes a token round-robin over the jobs of a group: only the token holder
-computes. After computing, a job starts its all-reduce and hands the token on; it
-waits for that all-reduce only right before its *next* turn. Communication is
-therefore not aligned to any stage: a long all-reduce of one job can overlap the
-compute of several other jobs. In steady state the period of a group G is set by
-the busiest shared resource or by one job's own critical path::
+Three views of a group, from cheapest to most faithful:
 
-    P(G) = max( sum_i c_i,          # the devices are time-shared for compute
-                sum_i m_i,          # the network link is shared for all-reduces
-                max_i (c_i + m_i) ) # no job beats its own solo iteration
+Fluid bound (``fluid_speeds``): the best any schedule could do. Each job gets a
+speed x_i <= 1 relative to alone; the devices give at most their time
+(sum x_i (c_i + comm_cpu_i m_i) / T_i <= 1), and so does the link
+(sum x_i l_i / T_i <= 1), with T_i = c_i + m_i. The planner groups jobs by it.
 
-For a single job P = c + m. This closed form equals the long-run period of an
-event simulation of "round-robin token on the devices, FIFO on the link" (the
-tests check that on random instances).
+Simulation (``simulate.py``, ``predict.py``): the runtime's own turn policy on one
+device and a fairly shared link; each job's predicted speed under the policy.
 
-Lock-step model (Muri, SIGCOMM'22)
-----------------------------------
-Muri interleaves jobs in stages that act as barriers: in each stage one job's
-compute is paired with another job's communication, and no job moves on until
-the stage is over. For two jobs the period is ``T = max(c1, m2) + max(m1, c2)``;
-for k jobs in a ring (stage s: job s computes while job s-1 communicates)
-``T = sum_s max(c_s, m_{s-1})`` (see ``lockstep_period``).
+Strict round robin, closed form (``round_robin_period``): CrossoverScheduler's
+alternation, every job one iteration per period::
 
-When each applies: the lock-step formula describes runtimes that synchronise all
-jobs at every stage boundary; the pipelined one describes xover, where only a
-job's own all-reduce gates its next turn. Lock-step is never below pipelined
-(every stage term dominates the c or m it contains, and the two terms around a
-job cover c_i + m_i). For two jobs they coincide exactly:
-``max(c1, m2) + max(m1, c2) = max(c1 + c2, m1 + m2, c1 + m1, c2 + m2)``.
-They differ from three jobs on. Example: c = (50, 50, 50), m = (100, 10, 10).
-Pipelined: max(150, 120, 150) = 150 ms, because job 1's 100 ms all-reduce
-overlaps the compute of jobs 2 and 3. Lock-step: max(50, 10) + max(50, 100)
-+ max(50, 10) = 200 ms, because the stage holding job 1's all-reduce can only
-hide one 50 ms compute.
+    P(G) = max( sum_i c_i,  sum_i m_i,  max_i (c_i + m_i) )
+
+The closed form equals the long-run period of an event simulation of "round-robin
+token on the devices, FIFO on the link" (the tests check that on random
+instances). Muri's lock-step interleaving (SIGCOMM'22) has, for two jobs,
+``T = max(c1, m2) + max(m1, c2)``, and for k jobs in a ring
+``T = sum_s max(c_s, m_{s-1})`` (``lockstep_period``). Lock-step is never below
+the pipelined period; for two jobs they coincide exactly, and they differ from
+three jobs on: c = (50, 50, 50), m = (100, 10, 10) gives 150 ms pipelined (job
+1's all-reduce overlaps two computes) and 200 ms lock-step.
 """
 
 from __future__ import annotations
@@ -66,6 +57,10 @@ class JobProfile:
     memory_gb: float
     data_ms: float = 0.0
     iterations: int = 100
+    link_ms: float | None = None  # the link's busy time for one all-reduce (None: comm_ms, fully exposed)
+    comm_cpu: float = 0.0  # fraction of a core its communication takes from whatever computes (CPU devices)
+    checkpoint_ms: float = 1.0  # compute between two layer boundaries: how soon it can yield a turn
+    max_slowdown: float | None = None  # protection: never planned (nor run) slower than this x alone
 
     def __post_init__(self) -> None:
         problem = _profile_problem(self)
@@ -87,6 +82,21 @@ class JobProfile:
         """c / (c + m): close to 1 for compute-bound jobs, close to 0 for communication-bound."""
         return self.device_ms / self.solo_ms
 
+    @property
+    def link_busy_ms(self) -> float:
+        """l: how long its all-reduce keeps the link busy per iteration (part of it overlaps backward)."""
+        return max(self.comm_ms, self.link_ms if self.link_ms is not None else self.comm_ms)
+
+    @property
+    def device_share(self) -> float:
+        """Device time per unit of speed: (c + the CPU its exposed communication takes) / (c + m)."""
+        return (self.device_ms + self.comm_cpu * self.comm_ms) / self.solo_ms
+
+    @property
+    def link_share(self) -> float:
+        """Link time per unit of speed: l / (c + m)."""
+        return self.link_busy_ms / self.solo_ms
+
 
 class InvalidJobProfile(ValueError):
     """Numbers that no job can have; ``problem`` says which field and why."""
@@ -104,7 +114,7 @@ def _profile_problem(job: JobProfile) -> str | None:
         return f"devices must be a whole number >= 1, got {job.devices!r}"
     if isinstance(job.iterations, bool) or not isinstance(job.iterations, int) or job.iterations < 1:
         return f"iterations must be a whole number >= 1, got {job.iterations!r}"
-    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms"):
+    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms", "comm_cpu", "checkpoint_ms"):
         value = getattr(job, field_name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{field_name} must be a finite number, got {value!r}"
@@ -113,11 +123,19 @@ def _profile_problem(job: JobProfile) -> str | None:
     # A job with no compute never needs the devices; it would also make gains divide by zero.
     if job.compute_ms <= 0:
         return f"compute_ms must be > 0, got {job.compute_ms!r}"
+    if job.comm_cpu > 1:
+        return f"comm_cpu is a fraction of a core, at most 1, got {job.comm_cpu!r}"
+    if job.link_ms is not None and (isinstance(job.link_ms, bool) or not isinstance(job.link_ms, (int, float))
+                                    or not math.isfinite(job.link_ms) or job.link_ms < 0):
+        return f"link_ms must be a finite number >= 0, got {job.link_ms!r}"
+    if job.max_slowdown is not None and (isinstance(job.max_slowdown, bool) or not isinstance(job.max_slowdown, (int, float))
+                                         or not math.isfinite(job.max_slowdown) or job.max_slowdown < 1):
+        return f"max_slowdown must be a number >= 1, got {job.max_slowdown!r}"
     return None
 
 
-def predicted_period(jobs: Sequence[JobProfile]) -> float:
-    """Steady-state time (ms) for every job of the group to finish one iteration."""
+def round_robin_period(jobs: Sequence[JobProfile]) -> float:
+    """Strict round robin: steady-state time (ms) for every job of the group to finish one iteration."""
     if not jobs:
         return 0.0
     return max(
@@ -130,7 +148,7 @@ def predicted_period(jobs: Sequence[JobProfile]) -> float:
 def lockstep_period(jobs: Sequence[JobProfile]) -> float:
     """Muri-style lock-step period: stage s pairs job s's compute with job s-1's all-reduce.
 
-    Only for comparison with ``predicted_period``; the planner does not use it.
+    Only for comparison with ``round_robin_period``; the planner does not use it.
     """
     if not jobs:
         return 0.0
@@ -139,38 +157,70 @@ def lockstep_period(jobs: Sequence[JobProfile]) -> float:
     return sum(max(jobs[s].device_ms, jobs[s - 1].comm_ms) for s in range(len(jobs)))
 
 
-def group_gain(jobs: Sequence[JobProfile]) -> float:
-    """Throughput of the group relative to running its jobs one after another (1.0 = no better)."""
-    return sum(job.solo_ms for job in jobs) / predicted_period(jobs)
+def round_robin_gain(jobs: Sequence[JobProfile]) -> float:
+    """Strict round robin: throughput relative to one job after another (1.0 = no better)."""
+    return sum(job.solo_ms for job in jobs) / round_robin_period(jobs)
 
 
-def time_saved_ms(jobs: Sequence[JobProfile]) -> float:
-    """Time per period saved by sharing instead of taking turns job by job (>= 0)."""
-    return sum(job.solo_ms for job in jobs) - predicted_period(jobs)
+def fluid_speeds(jobs: Sequence[JobProfile]) -> list[float] | None:
+    """The fluid bound: speeds x_i (relative to alone) maximising sum x_i subject to the devices
+    (sum x_i device_share_i <= 1), the link (sum x_i link_share_i <= 1), x_i <= 1, and each job's
+    protection (x_i >= 1 / max_slowdown_i). No schedule does better. None when the protections
+    cannot all be met. Two jobs: the best vertex of a polygon; more: an LP (scipy's HiGHS)."""
+    if not jobs:
+        return []
+    lows = [1.0 / job.max_slowdown if job.max_slowdown else 0.0 for job in jobs]
+    if len(jobs) == 1:
+        return [1.0]
+    if len(jobs) == 2:
+        return _pair_fluid_speeds(jobs[0], jobs[1], lows)
+    from scipy.optimize import linprog
+
+    result = linprog(c=[-1.0] * len(jobs), A_ub=[[job.device_share for job in jobs], [job.link_share for job in jobs]],
+                     b_ub=[1.0, 1.0], bounds=list(zip(lows, [1.0] * len(jobs))), method="highs")
+    return [float(x) for x in result.x] if result.success else None
 
 
-def predicted_slowdown(job: JobProfile, group: Sequence[JobProfile]) -> float:
-    """How much longer each iteration of ``job`` takes inside ``group`` than alone."""
-    return predicted_period(group) / job.solo_ms
+def _pair_fluid_speeds(a: JobProfile, b: JobProfile, lows: list[float]) -> list[float] | None:
+    # every line a vertex lies on: x = bound, y = bound, or a resource used up
+    lines = [(1.0, 0.0, lows[0]), (1.0, 0.0, 1.0), (0.0, 1.0, lows[1]), (0.0, 1.0, 1.0),
+             (a.device_share, b.device_share, 1.0), (a.link_share, b.link_share, 1.0)]
+    best: list[float] | None = None
+    for i, (a1, b1, c1) in enumerate(lines):
+        for a2, b2, c2 in lines[i + 1:]:
+            det = a1 * b2 - a2 * b1
+            if abs(det) < 1e-12:
+                continue
+            x, y = (c1 * b2 - c2 * b1) / det, (a1 * c2 - a2 * c1) / det
+            feasible = (lows[0] - 1e-9 <= x <= 1 + 1e-9 and lows[1] - 1e-9 <= y <= 1 + 1e-9
+                        and a.device_share * x + b.device_share * y <= 1 + 1e-9
+                        and a.link_share * x + b.link_share * y <= 1 + 1e-9)
+            if feasible and (best is None or x + y > sum(best) + 1e-12):
+                best = [min(1.0, max(0.0, x)), min(1.0, max(0.0, y))]
+    return best
 
 
-def group_duration_ms(jobs: Sequence[JobProfile]) -> float:
-    """Time until the last job of the group finishes all its iterations.
+def fluid_gain(jobs: Sequence[JobProfile]) -> float:
+    """The fluid bound's aggregate speed (1.0 for one job; 0.0 when protections cannot be met)."""
+    speeds = fluid_speeds(jobs)
+    return sum(speeds) if speeds is not None else 0.0
 
-    The group runs at P(G) until the job with the fewest iterations is done; the
-    rest continue as a smaller group at its own period, and so on.
+
+def fluid_time_saved_ms(jobs: Sequence[JobProfile]) -> float:
+    """Time saved per 'one iteration of each job' at the fluid bound: sum of solo times x (1 - 1/gain)."""
+    gain = fluid_gain(jobs)
+    return sum(job.solo_ms for job in jobs) * (1.0 - 1.0 / gain) if gain > 0 else -math.inf
+
+
+def link_busy_ms(gradient_bytes: int, ranks: int, hosts: int, rate_bits_per_s: float) -> float:
+    """How long a ring all-reduce of `gradient_bytes` keeps the busiest link busy.
+
+    A ring all-reduce over n ranks sends 2 (n - 1) / n of the gradients from every rank. On one host
+    every rank's traffic crosses the one emulated link (n ranks: 2 (n - 1) x the gradients); across
+    hosts ordered along the ring, each host's NIC carries one rank's share: 2 (n - 1) / n.
     """
-    remaining = sorted(jobs, key=lambda job: job.iterations)
-    duration = 0.0
-    done_iterations = 0
-    while remaining:
-        next_finish = remaining[0].iterations
-        duration += (next_finish - done_iterations) * predicted_period(remaining)
-        done_iterations = next_finish
-        remaining = [job for job in remaining if job.iterations > next_finish]
-    return duration
-
-
-def sequential_duration_ms(jobs: Sequence[JobProfile]) -> float:
-    """Time to run the jobs one after another, each alone on its devices."""
-    return sum(job.iterations * job.solo_ms for job in jobs)
+    if ranks <= 1 or rate_bits_per_s <= 0:
+        return 0.0
+    share = 2 * (ranks - 1) / ranks
+    on_busiest_link = gradient_bytes * share * (ranks if hosts <= 1 else 1)
+    return on_busiest_link * 8 / rate_bits_per_s * 1000

@@ -7,16 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import XoverError
+from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .grouping import ALGORITHMS, GroupingRules
-from .model import (
-    JobProfile,
-    group_duration_ms,
-    group_gain,
-    predicted_period,
-    predicted_slowdown,
-    sequential_duration_ms,
-)
+from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
+from .predict import group_duration_ms, predict_group, sequential_duration_ms
 
 
 class PlanInputError(XoverError):
@@ -25,24 +20,31 @@ class PlanInputError(XoverError):
 
 @dataclass(frozen=True)
 class GroupPlan:
-    """Jobs that take turns on the same devices, and what the model predicts for them."""
+    """Jobs that take turns on the same devices, and what the model predicts for them under the
+    plan's turn policy: each job's speed relative to alone (its slowdown is the inverse), the
+    group's gain (the sum of the speeds), the fluid bound, and when it starts and how long it lasts."""
 
     jobs: list[JobProfile]
     devices: list[str]
     wave: int
-    predicted_period_ms: float
+    predicted_period_ms: float  # the slowest job's iteration time in the group
     predicted_gain: float
     predicted_slowdown: dict[str, float]
     predicted_duration_ms: float
+    predicted_speed: dict[str, float] = field(default_factory=dict)
+    predicted_iteration_ms: dict[str, float] = field(default_factory=dict)
+    fluid_bound: float | None = None
+    predicted_start_ms: float = 0.0
 
 
 @dataclass(frozen=True)
 class Plan:
     """Groups placed on devices in waves, plus jobs that cannot run at all.
 
-    ``predicted_aggregate_gain``: sum of the placed jobs' solo iteration times over
-    the sum of the groups' periods (1.0 = no better than one job at a time).
-    ``predicted_makespan_ms``: sum over waves of the longest group in the wave.
+    ``predicted_aggregate_gain``: the placed jobs' time alone over the groups' durations (work
+    done per unit of group time; 1.0 = no better than one job at a time).
+    ``predicted_makespan_ms``: the schedule `xover run` follows: in the plan's order, each group
+    starts as soon as every one of its devices is free.
     ``sequential_makespan_ms``: every placed job alone, one after another.
     ``recipes``: job name -> recipe path, when the plan was made from recipes.
     """
@@ -55,6 +57,7 @@ class Plan:
     predicted_makespan_ms: float
     sequential_makespan_ms: float
     recipes: dict[str, str] = field(default_factory=dict)
+    policy: str = DEFAULT_POLICY
 
     @property
     def jobs(self) -> list[JobProfile]:
@@ -78,9 +81,12 @@ def make_plan(
     max_group: int = 2,
     algo: str = "matching",
     min_gain_margin: float = 0.05,
+    policy: str = DEFAULT_POLICY,
 ) -> Plan:
     """Group ``jobs`` with ``algo``, place the groups on ``hosts`` in waves, predict the outcome."""
     _check_inputs(jobs, hosts, device_memory_gb, max_group, algo, min_gain_margin)
+    if policy not in POLICIES:
+        raise PlanInputError(f"unknown turn policy {policy!r}; choose {', '.join(POLICIES)}")
     placeable: list[JobProfile] = []
     unplaced: list[tuple[str, str]] = []
     for job in jobs:
@@ -90,11 +96,11 @@ def make_plan(
         else:
             unplaced.append((job.name, reason))
     rules = GroupingRules(max_group=max_group, device_memory_gb=device_memory_gb, min_gain_margin=min_gain_margin)
-    groups = ALGORITHMS[algo](placeable, rules)
+    groups = split_losing(ALGORITHMS[algo](placeable, rules), policy, min_gain_margin)
     # Longest groups first, so they share the early waves instead of each extending the makespan.
-    groups = sorted(groups, key=group_duration_ms, reverse=True)
+    groups = sorted(groups, key=lambda group: group_duration_ms(group, policy), reverse=True)
     placed = sorted(place_groups(groups, hosts), key=lambda group: group.wave)
-    group_plans = [_predict(group) for group in placed]
+    group_plans = schedule([_predict(group, policy) for group in placed])
     return Plan(
         algo=algo,
         hosts=[(name, slots) for name, slots in hosts],
@@ -103,35 +109,73 @@ def make_plan(
         predicted_aggregate_gain=aggregate_gain(group_plans),
         predicted_makespan_ms=makespan_ms(group_plans),
         sequential_makespan_ms=sequential_duration_ms(placeable),
+        policy=policy,
     )
 
 
-def _predict(group: PlacedGroup) -> GroupPlan:
+def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> list[list[JobProfile]]:
+    """Groups are chosen with the fluid bound; one that the simulation of the run's policy says
+    would not pay off (gain within the margin of 1, or longer than its jobs one after another), or
+    would leave a job slower than its max_slowdown (protection included), is not formed."""
+    kept: list[list[JobProfile]] = []
+    for group in groups:
+        if len(group) == 1:
+            kept.append(group)
+            continue
+        prediction = predict_group(group, policy)
+        unprotected = any(job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9)
+                          for job in group)
+        losing = (prediction.gain <= 1.0 + margin
+                  or prediction.duration_ms > sequential_duration_ms(group) * (1 + 1e-9))
+        if unprotected or losing:
+            kept.extend([job] for job in group)
+        else:
+            kept.append(group)
+    return kept
+
+
+def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
+    prediction = predict_group(group.jobs, policy)
     return GroupPlan(
         jobs=group.jobs,
         devices=group.devices,
         wave=group.wave,
-        predicted_period_ms=predicted_period(group.jobs),
-        predicted_gain=group_gain(group.jobs),
-        predicted_slowdown={job.name: predicted_slowdown(job, group.jobs) for job in group.jobs},
-        predicted_duration_ms=group_duration_ms(group.jobs),
+        predicted_period_ms=max(prediction.iteration_ms.values()),
+        predicted_gain=prediction.gain,
+        predicted_slowdown=prediction.slowdowns,
+        predicted_duration_ms=prediction.duration_ms,
+        predicted_speed=prediction.speeds,
+        predicted_iteration_ms=prediction.iteration_ms,
+        fluid_bound=prediction.fluid_bound,
     )
 
 
+def schedule(groups: Sequence[GroupPlan]) -> list[GroupPlan]:
+    """Start times as `xover run` schedules them: in the plan's order, each group as soon as every
+    one of its devices is free (a later group on free devices does not wait for an earlier one)."""
+    from dataclasses import replace
+
+    free_at: dict[str, float] = {}
+    timed = []
+    for group in groups:
+        start = max((free_at.get(device, 0.0) for device in group.devices), default=0.0)
+        for device in group.devices:
+            free_at[device] = start + group.predicted_duration_ms
+        timed.append(replace(group, predicted_start_ms=start))
+    return timed
+
+
 def aggregate_gain(groups: Sequence[GroupPlan]) -> float:
-    """Sum of solo iteration times over sum of group periods; 1.0 for no groups."""
-    total_period = sum(group.predicted_period_ms for group in groups)
-    if total_period == 0:
+    """Time the placed jobs need alone over the groups' durations; 1.0 for no groups."""
+    total = sum(group.predicted_duration_ms for group in groups)
+    if total == 0:
         return 1.0
-    return sum(job.solo_ms for group in groups for job in group.jobs) / total_period
+    return sum(job.iterations * job.solo_ms for group in groups for job in group.jobs) / total
 
 
 def makespan_ms(groups: Sequence[GroupPlan]) -> float:
-    """Waves run one after another; a wave lasts as long as its longest group."""
-    longest: dict[int, float] = {}
-    for group in groups:
-        longest[group.wave] = max(longest.get(group.wave, 0.0), group.predicted_duration_ms)
-    return sum(longest.values())
+    """When the last group ends, in the schedule of `schedule`."""
+    return max((group.predicted_start_ms + group.predicted_duration_ms for group in groups), default=0.0)
 
 
 def _check_inputs(

@@ -34,6 +34,7 @@ import math
 from typing import Any, NoReturn
 
 from ..errors import XoverError
+from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .model import InvalidJobProfile, JobProfile
 from .plan import GroupPlan, Plan
 
@@ -50,6 +51,7 @@ def plan_to_dict(plan: Plan, recipes: dict[str, str] | None = None) -> dict[str,
     return {
         "format": PLAN_FORMAT,
         "algo": plan.algo,
+        "policy": plan.policy,
         "hosts": [[name, slots] for name, slots in plan.hosts],
         "groups": [_group_to_dict(group) for group in plan.groups],
         "jobs": {job.name: _job_to_dict(job, recipes.get(job.name)) for job in plan.jobs},
@@ -69,6 +71,10 @@ def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
         "predicted_gain": group.predicted_gain,
         "predicted_duration_ms": group.predicted_duration_ms,
         "predicted_slowdown": dict(group.predicted_slowdown),
+        "predicted_speed": dict(group.predicted_speed),
+        "predicted_iteration_ms": dict(group.predicted_iteration_ms),
+        "predicted_start_ms": group.predicted_start_ms,
+        "fluid_bound": group.fluid_bound,
     }
 
 
@@ -80,7 +86,12 @@ def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
         "memory_gb": job.memory_gb,
         "data_ms": job.data_ms,
         "iterations": job.iterations,
+        "comm_cpu": job.comm_cpu,
+        "checkpoint_ms": job.checkpoint_ms,
     }
+    for optional in ("link_ms", "max_slowdown"):
+        if getattr(job, optional) is not None:
+            entry[optional] = getattr(job, optional)
     if recipe is not None:
         entry["recipe"] = recipe
     return entry
@@ -103,7 +114,15 @@ def plan_from_dict(document: Any) -> Plan:
         predicted_makespan_ms=_number(_field(top, "predicted_makespan_ms", ""), "predicted_makespan_ms"),
         sequential_makespan_ms=_number(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
         recipes=recipes,
+        policy=_policy(top.get("policy", DEFAULT_POLICY)),
     )
+
+
+def _policy(value: Any) -> str:
+    name = _text(value, "policy")
+    if name not in POLICIES:
+        _fail("policy", f"unknown turn policy {name!r}; choose {', '.join(POLICIES)}")
+    return name
 
 
 def _hosts(value: Any) -> list[tuple[str, int]]:
@@ -144,6 +163,10 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             memory_gb=_number(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
             data_ms=_number(fields.get("data_ms", 0.0), f"{where}.data_ms"),
             iterations=_whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1),
+            link_ms=_number(fields["link_ms"], f"{where}.link_ms") if "link_ms" in fields else None,
+            comm_cpu=_number(fields.get("comm_cpu", 0.0), f"{where}.comm_cpu"),
+            checkpoint_ms=_number(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
+            max_slowdown=_number(fields["max_slowdown"], f"{where}.max_slowdown") if "max_slowdown" in fields else None,
         )
     except InvalidJobProfile as error:
         _fail(where, error.problem)
@@ -198,7 +221,15 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         predicted_gain=_number(_field(fields, "predicted_gain", where), f"{where}.predicted_gain"),
         predicted_slowdown={name: _number(slowdown[name], f"{where}.predicted_slowdown.{name}") for name in names},
         predicted_duration_ms=_number(_field(fields, "predicted_duration_ms", where), f"{where}.predicted_duration_ms"),
+        predicted_speed=_numbers(fields.get("predicted_speed", {}), f"{where}.predicted_speed"),
+        predicted_iteration_ms=_numbers(fields.get("predicted_iteration_ms", {}), f"{where}.predicted_iteration_ms"),
+        fluid_bound=_number(fields["fluid_bound"], f"{where}.fluid_bound") if fields.get("fluid_bound") is not None else None,
+        predicted_start_ms=_number(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
     )
+
+
+def _numbers(value: Any, where: str) -> dict[str, float]:
+    return {name: _number(number, f"{where}.{name}") for name, number in _mapping(value, where).items()}
 
 
 def _devices(value: Any, where: str, host_slots: dict[str, int]) -> list[str]:

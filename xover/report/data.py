@@ -14,20 +14,14 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from ..analysis import ALONE_MODES, MODE_ORDER, SHARED_MODES, compare_groups, group_model, loss_parity
 from ..errors import XoverError
-from ..planner import InvalidJobProfile, JobProfile, group_gain
-from ..store.models import Experiment, IterationMetric, PlanGroup, Run
-from ..store.queries import compare_modes, experiment_jobs
+from ..store.models import Experiment, PlanGroup
+from ..store.queries import experiment_jobs, iteration_rows
 from ..store.session import Store, database_url, open_store
-from .timeline import overlap_fraction
 
-# Modes in the order a reader compares them: alone first, then sharing without and with turns.
-MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
-ALONE_MODES = ("solo", "sequential", "profile")
-SHARED_MODES = ("concurrent", "crossover")
-
-ITERATION_FIELDS = ("experiment", "run_id", "name", "mode", "step", "wall_time", "iteration_s", "data_s",
-                    "compute_s", "communication_s", "wait_s", "samples", "loss")
+ITERATION_FIELDS = ("experiment", "run_id", "name", "mode", "policy", "step", "wall_time", "iteration_s", "data_s",
+                    "compute_s", "communication_s", "wait_s", "samples", "loss", "yields", "link_s", "comm_cpu_s")
 
 
 class ReportError(XoverError):
@@ -97,7 +91,7 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
 def job_order(job: dict[str, Any]) -> tuple:
     group = job["group"] if job["group"] is not None else -1
     mode = MODE_ORDER.index(job["mode"]) if job["mode"] in MODE_ORDER else len(MODE_ORDER)
-    return group, job["name"], mode, job["run_id"]
+    return group, job["name"], mode, job.get("policy") or "", job["run_id"]
 
 
 def experiment_row(experiment: Experiment) -> dict[str, Any]:
@@ -112,21 +106,15 @@ def _utc_text(moment: datetime | None) -> str | None:
     return moment.isoformat(sep=" ", timespec="seconds") + " UTC" if moment else None
 
 
-def model_gain(sequential_jobs: list[dict[str, Any]]) -> float | None:
-    """The model's ideal crossover gain from each job's medians measured alone (None if unknown)."""
-    try:
-        profiles = [JobProfile(name=job["name"], devices=job["np"], compute_ms=job["compute_ms"],
-                               comm_ms=job["communication_ms"], memory_gb=0.0, data_ms=job["data_ms"] or 0.0)
-                    for job in sequential_jobs]
-    except InvalidJobProfile:  # a job that failed before its first iteration has no medians
-        return None
-    return group_gain(profiles) if profiles else None
-
-
-def jobs_and_groups(session: Session, experiment: Experiment) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Jobs with slowdowns, and per group: throughput by mode, predicted, model and measured gain."""
-    jobs = sorted(experiment_jobs(session, experiment.id), key=job_order)
-    groups = compare_modes(jobs)
+def jobs_and_groups(session: Session, experiment: Experiment,
+                    iterations: dict[int, list[dict[str, Any]]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Jobs with speeds and slowdowns, and per group: throughput by mode (crossover per policy) over the
+    jobs' overlap window, the plan's predicted gain, the model's fluid bound and simulated gains, the
+    measured gain and its error."""
+    if iterations is None:
+        iterations = iteration_rows(session, [run.id for run in experiment.runs])
+    jobs = sorted(experiment_jobs(session, experiment.id, iterations), key=job_order)
+    groups = compare_groups(jobs, iterations)
     planned: dict[int, float] = {}
     if experiment.plan_id is not None:
         planned = {g.index: g.predicted_gain for g in
@@ -136,74 +124,24 @@ def jobs_and_groups(session: Session, experiment: Experiment) -> tuple[list[dict
                  and j["name"] in group["jobs"]]
         measured = group["crossover_vs_sequential"]
         predicted = planned.get(group["group"])
-        group["sequential"] = 1.0 if alone else None
+        model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
+            if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
         group["predicted_gain"] = predicted
-        group["model_gain"] = model_gain(alone) if len(alone) == len(group["jobs"]) else None
+        group["fluid_bound"] = model["fluid_bound"]
+        group["model_gain"] = model["fluid_bound"]  # the model's ideal: the fluid bound
+        group["simulated"] = model["predicted"]
         group["measured_gain"] = measured
+        group["of_fluid_bound"] = measured / model["fluid_bound"] if measured and model["fluid_bound"] else None
         group["gain_error_pct"] = (measured / predicted - 1) * 100 if measured and predicted else None
     return jobs, groups
 
 
-def iteration_rows(session: Session, experiment_id: str) -> dict[int, list[dict[str, Any]]]:
-    rows: dict[int, list[dict[str, Any]]] = {}
-    query = (select(Run.name, Run.mode, IterationMetric).join(IterationMetric, IterationMetric.run_id == Run.id)
-             .where(Run.experiment_id == experiment_id).order_by(Run.id, IterationMetric.step))
-    for name, mode, metric in session.execute(query):
-        rows.setdefault(metric.run_id, []).append(
-            {"experiment": experiment_id, "run_id": metric.run_id, "name": name, "mode": mode, "step": metric.step,
-             "wall_time": metric.wall_time, "iteration_s": metric.iteration_s, "data_s": metric.data_s,
-             "compute_s": metric.compute_s, "communication_s": metric.communication_s, "wait_s": metric.wait_s,
-             "samples": metric.samples, "loss": metric.loss})
-    return rows
-
-
-def loss_parity(jobs: list[dict[str, Any]], iterations: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per job shared with others: the largest per-iteration |loss difference| from the same job alone.
-
-    Taking turns must not change what is computed, so on deterministic devices this is exactly 0.
-    """
-    alone = {(j["group"], j["name"]): j for j in jobs if j["mode"] == "sequential"}
-    parity = []
-    for job in jobs:
-        reference = alone.get((job["group"], job["name"]))
-        if job["mode"] not in SHARED_MODES or reference is None:
-            continue
-        alone_losses = {row["step"]: row["loss"] for row in iterations.get(reference["run_id"], [])}
-        shared_losses = {row["step"]: row["loss"] for row in iterations.get(job["run_id"], [])}
-        # unmodified scripts report no loss (they print their own): nothing to compare for them
-        steps = sorted(s for s in alone_losses.keys() & shared_losses.keys()
-                       if alone_losses[s] is not None and shared_losses[s] is not None)
-        largest = max((abs(shared_losses[s] - alone_losses[s]) for s in steps), default=None)
-        parity.append({"group": job["group"], "name": job["name"], "mode": job["mode"], "steps": len(steps),
-                       "max_abs_loss_diff": largest, "identical": largest == 0.0 if steps else None})
-    return parity
-
-
-def add_overlaps(groups: list[dict[str, Any]], jobs: list[dict[str, Any]],
-                 iterations: dict[int, list[dict[str, Any]]]) -> None:
-    """`concurrent_overlap` / `crossover_overlap`: share of the mode's run time that all jobs ran together."""
-    for group in groups:
-        for mode in SHARED_MODES:
-            runs = [iterations.get(j["run_id"], []) for j in jobs if j["group"] == group["group"] and j["mode"] == mode]
-            group[f"{mode}_overlap"] = overlap_fraction(runs)
-
-
-def overlap_warnings(report: ExperimentReport, least: float = 0.5) -> list[str]:
-    warnings = []
-    for group in report.groups:
-        for mode in SHARED_MODES:
-            overlap = group.get(f"{mode}_overlap")
-            if overlap is not None and overlap < least:
-                warnings.append(f"group {group['group']}: the {mode} jobs ran at the same time for only "
-                                f"{overlap:.0%} of that run, so its figures mostly describe jobs running alone "
-                                "(a short run: give more --iterations)")
-    return warnings
-
-
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
-    jobs, groups = jobs_and_groups(session, experiment)
-    iterations = iteration_rows(session, experiment.id)
-    add_overlaps(groups, jobs, iterations)
+    iterations = iteration_rows(session, [run.id for run in experiment.runs])
+    jobs, groups = jobs_and_groups(session, experiment, iterations)
+    for job in jobs:  # rows that stand on their own in a CSV file
+        for row in iterations.get(job["run_id"], []):
+            row.update(experiment=experiment.id, name=job["name"], mode=job["mode"], policy=job.get("policy"))
     return ExperimentReport(experiment_row(experiment), jobs, groups, loss_parity(jobs, iterations), iterations)
 
 

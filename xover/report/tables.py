@@ -13,11 +13,12 @@ from typing import Any, Iterable, Sequence, TextIO
 from rich.markup import escape
 
 from ..console import console, print_table
-from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport, overlap_warnings
+from ..analysis import overlap_warnings
+from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
 
-JOB_COLUMNS: Columns = [("job", "name"), ("mode", "mode"), ("group", "group"), ("status", "status"),
+JOB_COLUMNS: Columns = [("job", "name"), ("mode", "mode"), ("policy", "policy"), ("group", "group"), ("status", "status"),
                         ("exit", "exit_code"), ("iters", "iterations"), ("samples/s", "samples_per_s"),
                         ("iter ms", "iteration_ms"), ("compute ms", "compute_ms"), ("comm ms", "communication_ms"),
                         ("turn wait ms", "wait_ms"), ("slowdown vs alone", "slowdown"),
@@ -25,18 +26,33 @@ JOB_COLUMNS: Columns = [("job", "name"), ("mode", "mode"), ("group", "group"), (
 GROUP_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("sequential", "sequential"),
                           ("concurrent", "concurrent_vs_sequential"), ("crossover", "crossover_vs_sequential"),
                           ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain"),
-                          ("model ideal", "model_gain"), ("measured gain", "measured_gain"),
-                          ("error %", "gain_error_pct")]
-PARITY_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("mode vs alone", "mode"),
+                          ("fluid bound", "fluid_bound"), ("of bound", "of_fluid_bound"),
+                          ("measured gain", "measured_gain"), ("error %", "gain_error_pct")]
+POLICY_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("policy", "policy"), ("crossover", "aggregate"),
+                           ("vs concurrent", "vs_concurrent"), ("simulated", "simulated"),
+                           ("window s", "window_s")]
+TURN_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("policy", "policy"), ("turn wait p50 ms", "wait_ms"),
+                         ("p90 ms", "wait_p90_ms"), ("yields", "yields"), ("rank skew p50 ms", "skew_p50_ms"),
+                         ("p90 ms ", "skew_p90_ms")]
+PARITY_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("mode vs alone", "mode"), ("policy", "policy"),
                            ("iterations compared", "steps"), ("max |loss difference|", "max_abs_loss_diff"),
                            ("identical", "identical")]
 SUMMARY_COLUMNS: Columns = [("experiment", "id"), ("kind", "kind"), ("status", "status"), ("created", "created_at"),
                             ("jobs", "jobs"), ("runs", "runs"), ("modes", "modes"),
                             ("best crossover gain", "best_crossover_gain")]
-DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "gain_error_pct": 1}
-JOB_CSV_FIELDS = ("experiment", "run_id", "name", "recipe", "mode", "group", "slot", "np", "status", "exit_code",
-                  "iterations", "iterations_planned", "samples_per_s", "iteration_ms", "data_ms", "compute_ms",
-                  "communication_ms", "wait_ms", "slowdown", "final_loss", "accuracy", "wall_s", "log_dir", "error")
+DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "gain_error_pct": 1, "window_s": 1}
+JOB_CSV_FIELDS = ("experiment", "run_id", "name", "recipe", "mode", "policy", "group", "slot", "engine", "np", "status",
+                  "exit_code", "iterations", "iterations_planned", "samples_per_s", "samples_per_s_shared", "speed",
+                  "iteration_ms", "data_ms", "compute_ms", "communication_ms", "wait_ms", "wait_p90_ms", "skew_p50_ms",
+                  "skew_p90_ms", "yields", "slowdown", "final_loss", "accuracy", "started_at", "ended_at", "wall_s",
+                  "log_dir", "error")
+
+
+def policy_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per group and turn policy that crossover ran under."""
+    return [{"group": g["group"], "jobs": g["jobs"], "policy": policy, **entry,
+             "simulated": (g.get("simulated") or {}).get(policy, {}).get("gain")}
+            for g in groups for policy, entry in sorted(g.get("policies", {}).items())]
 
 
 def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,14 +84,23 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
                 f"{experiment['created_at']}, link {experiment['bandwidth'] or 'host network'})",
                 job_columns(report), display_rows(report.jobs), DIGITS)
     if report.groups:
-        print_table("aggregate throughput, each job normalised by its speed alone (sequential = 1.0); "
-                    "gains are crossover vs sequential", GROUP_COLUMNS, display_rows(report.groups), DIGITS)
+        print_table("aggregate throughput over the time the jobs shared the devices, each job normalised by its "
+                    "speed alone (sequential = 1.0); gains are crossover vs sequential", GROUP_COLUMNS,
+                    display_rows(report.groups), DIGITS)
+        policies = policy_rows(report.groups)
+        if len({row["policy"] for row in policies}) > 1:
+            print_table("crossover by turn policy (simulated: the model on the jobs' runs alone)", POLICY_COLUMNS,
+                        display_rows(policies), DIGITS)
+    turns = [job for job in report.jobs if job["mode"] == "crossover"]
+    if turns:
+        print_table("turns under crossover: waiting for the turn per iteration, yields to a job ranked first, and the "
+                    "skew between one iteration's first grants on the job's devices", TURN_COLUMNS, turns, DIGITS)
     if report.parity:
         print_table("accuracy parity: largest per-iteration |loss difference| from the job alone (expected 0.0 on CPU)",
                     PARITY_COLUMNS, display_rows(report.parity), DIGITS)
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
-    for warning in overlap_warnings(report):
+    for warning in overlap_warnings(report.groups):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for job in report.jobs:
         if job.get("error"):  # the last line usually names the cause; the whole text is in the logs and HTML

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.queries import warmup_steps
+from ..analysis import warmup_steps
 
 PHASES = ("compute", "communication", "turn wait")
 

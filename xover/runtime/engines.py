@@ -2,6 +2,8 @@
 
 Every adapter starts the all-reduce of each gradient from backward hooks (asynchronously), so
 the turn can be released when backward ends while communication continues outside the turn.
+`link_s` is how long the last step's all-reduces were in flight: from the first gradient of the
+step to the moment the wait saw the last one done (the time the job keeps the link busy).
 """
 
 from __future__ import annotations
@@ -9,6 +11,28 @@ from __future__ import annotations
 import time
 
 import torch
+
+
+class LinkClock:
+    """Start of a step's communication (its first gradient) and its measured span."""
+
+    def __init__(self) -> None:
+        self.first_gradient_at: float | None = None
+        self.link_s: float | None = None
+
+    def on_gradient(self, _parameter=None) -> None:
+        if self.first_gradient_at is None:
+            self.first_gradient_at = time.perf_counter()
+
+    def watch(self, model: torch.nn.Module) -> None:
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.register_post_accumulate_grad_hook(self.on_gradient)
+
+    def done(self) -> None:
+        if self.first_gradient_at is not None:
+            self.link_s = time.perf_counter() - self.first_gradient_at
+        self.first_gradient_at = None
 
 
 def wait_without_spinning(done, first_sleep_s: float = 0.0002, max_sleep_s: float = 0.002) -> None:
@@ -29,12 +53,14 @@ class HorovodEngine:
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self.optimizer = None
+        self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         hvd = self.hvd
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         self.optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        self.clock.watch(model)
         return self.optimizer
 
     def wait_gradients(self) -> None:
@@ -42,6 +68,7 @@ class HorovodEngine:
         handles = [h for h, _ in self.optimizer._handles.values() if h is not None and not callable(h)]
         for handle in handles:
             wait_without_spinning(lambda h=handle: self.hvd.poll(h))
+        self.clock.done()
         self.optimizer.synchronize()  # returns at once now: every handle has completed
 
     def apply_update(self) -> None:
@@ -50,6 +77,10 @@ class HorovodEngine:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad()
+
+    @property
+    def link_s(self) -> float | None:
+        return self.clock.link_s
 
     def shutdown(self) -> None:
         self.hvd.shutdown()
@@ -88,6 +119,7 @@ class TorchEngine:
         self._buckets: list[list[torch.Tensor]] = []
         self._ready: list[int] = []
         self._pending: list[tuple[int, torch.Tensor, object]] = []
+        self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         with torch.no_grad():
@@ -107,6 +139,7 @@ class TorchEngine:
         return optimizer
 
     def _on_gradient(self, parameter: torch.Tensor) -> None:
+        self.clock.on_gradient()
         index = self._bucket_of[parameter]
         self._ready[index] += 1
         if self._ready[index] == len(self._buckets[index]):
@@ -119,6 +152,7 @@ class TorchEngine:
         for _, _, work in self._pending:
             wait_without_spinning(work.is_completed)
             work.wait()
+        self.clock.done()
         for index, flat, _ in self._pending:
             flat.div_(self.size)  # the average, as Horovod computes it (sum, then / size)
             offset = 0
@@ -133,6 +167,10 @@ class TorchEngine:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad()
+
+    @property
+    def link_s(self) -> float | None:
+        return self.clock.link_s
 
     def shutdown(self) -> None:
         self.dist.destroy_process_group()

@@ -1,16 +1,21 @@
-"""Crossover for unmodified Horovod training scripts.
+"""Crossover for unmodified training scripts: Horovod scripts under horovodrun, DDP scripts under torchrun.
 
-    python -m xover.runtime.script_shim train.py ARGS...     (under horovodrun)
+    python -m xover.runtime.script_shim horovod train.py ARGS...
+    python -m xover.runtime.script_shim torch train.py ARGS...
 
-Before the script runs, `hvd.DistributedOptimizer` is wrapped so that, without any edit to the
-script, the job holds its device's turn from the update (and the next forward) until backward has
-produced every gradient, and waits for its all-reduces outside the turn:
+Before the script runs, the engine's optimizer wrapper (`hvd.DistributedOptimizer`, or
+`DistributedDataParallel`, see ddp_shim.py) is adapted so that, without any edit to the script, the
+job holds its device's turn from the update (and the next forward) to the end of backward, and waits
+for its all-reduces outside the turn:
 
-    optimizer.step():  wait for the all-reduces (no spinning) -> take the turn -> update
-    any forward:       take the turn if not held (the first iteration, evaluation)
-    last gradient:     (GPU: wait for the compute stream) -> release the turn
+    optimizer.step():   wait for the all-reduces (no spinning) -> take the turn -> update
+    any forward:        take the turn if not held (the first iteration, an evaluation)
+    every module/grad:  a checkpoint: yield to a job the policy ranks first, take the turn back
+    end of backward():  (GPU: wait for the compute stream) -> release the turn
 
-Metrics come from this timing (the script prints what it likes): one `iter` record per step.
+The end of backward is where `torch.autograd.backward` returns, so frozen or unused parameters
+change nothing. Metrics come from this timing (the script prints what it likes): one `iter` record
+per backward.
 """
 
 from __future__ import annotations
@@ -19,113 +24,152 @@ import os
 import runpy
 import sys
 import time
+from typing import Callable
 
 import torch
 
-from .engines import wait_without_spinning
 from .metrics import emit
-from .turns import token_from_env
+from .turn_client import token_from_env
 from .worker import peak_memory_gb, place_on_device, synchronize_device
 
 
 class ScriptCoordinator:
-    def __init__(self, hvd, local_rank: int) -> None:
-        self.hvd = hvd
+    """Takes and releases the turn around an unmodified script's training steps."""
+
+    def __init__(self, local_rank: int, rank: int, world_size: int, engine: str) -> None:
+        self.rank, self.world_size, self.engine = rank, world_size, engine
         self.device = place_on_device(local_rank)
-        self.turn = token_from_env(local_rank)
-        self.holding = False
-        self.optimizer = None
-        self.expected = 0
-        self.produced = 0
+        self.turn = token_from_env(local_rank, synchronize=lambda: synchronize_device(self.device))
+        self.wait_for_gradients: Callable[[], None] | None = None  # set when the engine's wrapper is built
         self.step = 0
         self.batch = 0
         self.started = self.previous_end = time.perf_counter()
         self.phases = {"communication_s": 0.0, "wait_s": 0.0}
         self.turn_taken_at = 0.0
+        self.watched: set[int] = set()
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
+        original_backward = torch.autograd.backward
+
+        def backward(*args, **kwargs):
+            result = original_backward(*args, **kwargs)
+            self._after_backward()
+            return result
+
+        torch.autograd.backward = backward  # Tensor.backward() calls it too
+
+    @property
+    def attached(self) -> bool:
+        return self.wait_for_gradients is not None
 
     # -- the turn ------------------------------------------------------------------------------
     def _take_turn(self) -> None:
-        if not self.holding:
+        if not self.turn.holding:
             self.phases["wait_s"] += self.turn.acquire()
-            self.holding = True
             self.turn_taken_at = time.perf_counter()
 
     def _before_forward(self, module, inputs) -> None:
-        if not self.holding and self.optimizer is not None:
+        if not self.attached:
+            return
+        if self.turn.holding:
+            self.turn.checkpoint()
+        else:
             self._take_turn()
         if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
             self.batch = inputs[0].shape[0]  # the outermost module sees the batch first
 
-    def _on_gradient(self, parameter) -> None:
-        self.produced += 1
-        if self.produced == self.expected:  # backward has produced every gradient
-            synchronize_device(self.device)
-            end = time.perf_counter()
-            self.turn.release()
-            self.holding = False
-            self.produced = 0
-            self._report(end)
-
-    # -- the optimizer -------------------------------------------------------------------------
-    def attach(self, optimizer) -> None:
-        self.optimizer = optimizer
-        parameters = list(optimizer._requires_update)
-        self.expected = len(parameters)
-        for parameter in parameters:
-            parameter.register_post_accumulate_grad_hook(self._on_gradient)
-        original_step = optimizer.step
-
-        def step(closure=None):
-            start = time.perf_counter()
-            for handle, _ in list(optimizer._handles.values()):
-                if handle is not None and not callable(handle):
-                    wait_without_spinning(lambda h=handle: self.hvd.poll(h))
-            self.phases["communication_s"] += time.perf_counter() - start
-            self._take_turn()
-            return original_step(closure)
-
-        optimizer.step = step
-        if self.hvd.rank() == 0:
-            emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=None, world_size=self.hvd.size(),
-                 engine="horovod", device=str(self.device), parameters=sum(p.numel() for p in parameters),
-                 gradient_bytes=sum(p.numel() * p.element_size() for p in parameters), wall_time=time.time())
-
-    def _report(self, end: float) -> None:
-        if self.hvd.rank() == 0:
+    def _after_backward(self) -> None:
+        if not self.attached or not self.turn.holding:
+            return
+        synchronize_device(self.device)
+        end = time.perf_counter()
+        phase = self.turn.phase
+        self.turn.release()
+        if self.rank == 0:
             emit("iter", step=self.step, time_s=end - self.started, wall_time=time.time(),
-                 iteration_s=end - self.previous_end, data_s=0.0, compute_s=end - self.turn_taken_at,
-                 communication_s=self.phases["communication_s"], wait_s=self.phases["wait_s"],
-                 samples=self.batch * self.hvd.size(), loss=None)
+                 iteration_s=end - self.previous_end, data_s=0.0,
+                 compute_s=end - self.turn_taken_at - phase.yielded_s,
+                 communication_s=self.phases["communication_s"], wait_s=self.phases["wait_s"] + phase.yielded_s,
+                 samples=self.batch * self.world_size, loss=None, yields=phase.yields,
+                 held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
         self.step += 1
         self.previous_end = end
         self.phases = {"communication_s": 0.0, "wait_s": 0.0}
 
+    # -- the engine ----------------------------------------------------------------------------
+    def attach(self, parameters: list[torch.Tensor], wait_for_gradients: Callable[[], None]) -> None:
+        """The script built its distributed optimizer (or model): watch its parameters' gradients."""
+        for parameter in parameters:
+            if parameter.requires_grad and id(parameter) not in self.watched:
+                self.watched.add(id(parameter))
+                parameter.register_post_accumulate_grad_hook(lambda _: self.turn.checkpoint())
+        first = not self.attached
+        self.wait_for_gradients = wait_for_gradients
+        if first and self.rank == 0:
+            emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=None, world_size=self.world_size,
+                 engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
+                 gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
+                 wall_time=time.time())
+
+    def before_step(self) -> None:
+        """optimizer.step(): the all-reduces end outside the turn, then the update takes it."""
+        start = time.perf_counter()
+        if self.wait_for_gradients is not None:
+            self.wait_for_gradients()
+        self.phases["communication_s"] += time.perf_counter() - start
+        self._take_turn()
+
     def finish(self) -> None:
-        if self.holding:
-            self.turn.release()
-            self.holding = False
+        self.turn.release()
         self.turn.close()
-        if self.optimizer is not None and self.hvd.rank() == 0:
+        if self.attached and self.rank == 0:
             emit("end", iterations=self.step, wall_s=time.perf_counter() - self.started,
                  peak_memory_gb=peak_memory_gb(self.device))
 
 
-def main() -> None:
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m xover.runtime.script_shim SCRIPT [ARGS...]")
-    script, args = sys.argv[1], sys.argv[2:]
+def install_horovod() -> ScriptCoordinator:
+    """Wrap hvd.DistributedOptimizer: its step waits for the all-reduces outside the turn."""
     import horovod.torch as hvd
 
-    coordinator = ScriptCoordinator(hvd, int(os.environ.get("HOROVOD_LOCAL_RANK", "0")))
+    from .engines import wait_without_spinning
+
+    # horovodrun tells each rank who it is; the script calls hvd.init() itself
+    coordinator = ScriptCoordinator(int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),
+                                    int(os.environ.get("HOROVOD_RANK", "0")),
+                                    int(os.environ.get("HOROVOD_SIZE", "1")), "horovod")
     wrapped = hvd.DistributedOptimizer
 
-    def DistributedOptimizer(optimizer, *a, **kw):  # noqa: N802 - stands in for Horovod's factory
-        distributed = wrapped(optimizer, *a, **kw)
-        coordinator.attach(distributed)
+    def DistributedOptimizer(optimizer, *args, **kwargs):  # noqa: N802 - stands in for Horovod's factory
+        distributed = wrapped(optimizer, *args, **kwargs)
+
+        def wait_for_gradients() -> None:
+            for handle, _ in list(distributed._handles.values()):
+                if handle is not None and not callable(handle):
+                    wait_without_spinning(lambda h=handle: hvd.poll(h))
+
+        coordinator.attach(list(distributed._requires_update), wait_for_gradients)
+        original_step = distributed.step
+
+        def step(closure=None):
+            coordinator.before_step()
+            return original_step(closure)
+
+        distributed.step = step
         return distributed
 
     hvd.DistributedOptimizer = DistributedOptimizer
+    return coordinator
+
+
+def main() -> None:
+    if len(sys.argv) < 3 or sys.argv[1] not in ("horovod", "torch"):
+        sys.exit("usage: python -m xover.runtime.script_shim horovod|torch SCRIPT [ARGS...]")
+    engine, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if engine == "horovod":
+        coordinator = install_horovod()
+    else:
+        from .ddp_shim import install_ddp
+
+        coordinator = install_ddp()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:

@@ -4,7 +4,9 @@ Each iteration:  wait for the previous step's all-reduce (outside the turn, no s
                  -> take the turn -> apply the update, load data, forward, backward
                  -> (GPU: wait for the compute stream) -> release the turn.
 Backward hooks start the all-reduce of every gradient, so communication overlaps with the
-partner jobs' compute. The math is exactly that of the job alone: only the timing changes.
+partner jobs' compute. Every module and gradient is a checkpoint where the turn can be yielded to a
+job the policy ranks first (and taken back). The math is exactly that of the job alone: only the
+timing changes.
 
 Run as:  python -m xover.runtime.worker SPEC.json   (under horovodrun)
 """
@@ -24,7 +26,7 @@ import torch.nn.functional as F
 from .. import workloads
 from .engines import ENGINES
 from .metrics import emit
-from .turns import device_of, token_from_env
+from .turn_client import device_of, install_checkpoints, token_from_env
 
 
 def place_on_device(local_rank: int) -> torch.device:
@@ -86,20 +88,23 @@ def train(spec: dict[str, Any]) -> None:
     recipe = spec["recipe"]
     engine = ENGINES[spec.get("engine", "horovod")]()
     device = place_on_device(engine.local_rank)
-    turn = token_from_env(engine.local_rank)  # join the group early: the server sees us die from here on
+    # join the group early: the server sees us die from here on
+    turn = token_from_env(engine.local_rank, synchronize=lambda: synchronize_device(device))
     is_reporter = engine.rank == 0
     torch.manual_seed(recipe["seed"])
     dataset = workloads.build_dataset(recipe["dataset"], batch_size=recipe["batch_size"], rank=engine.rank,
                                       world_size=engine.size, seed=recipe["seed"], options=recipe["dataset_options"])
     model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
     engine.prepare(model, build_optimizer(recipe, model.parameters()))
+    install_checkpoints(model, turn)
     iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     if is_reporter:
         emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
              device=str(device), parameters=sum(p.numel() for p in model.parameters()),
-             gradient_bytes=gradient_bytes, wall_time=time.time())
+             gradient_bytes=gradient_bytes, wall_time=time.time(),
+             checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad))
 
     def report_evaluation(step: int) -> None:
         if is_reporter and dataset.test is not None:
@@ -109,6 +114,9 @@ def train(spec: dict[str, Any]) -> None:
     started = previous_end = time.perf_counter()
     for step in range(iterations):
         t0 = time.perf_counter()
+        # CPU of every thread but this one: the engine's communication (Gloo, Horovod), which on a
+        # CPU takes cycles from whatever computes on the cores.
+        cpu0, own0 = time.process_time(), time.thread_time()
         if step > 0:
             engine.wait_gradients()
         t1 = time.perf_counter()
@@ -129,10 +137,13 @@ def train(spec: dict[str, Any]) -> None:
         t4 = time.perf_counter()
         turn.release()
         if is_reporter:
+            phase = turn.phase
             emit("iter", step=step, time_s=t4 - started, wall_time=time.time(), iteration_s=t4 - previous_end,
-                 data_s=t3 - t_updated, compute_s=(t_updated - t2) + (t4 - t3),
-                 communication_s=t1 - t0, wait_s=waited, samples=recipe["batch_size"] * engine.size,
-                 loss=float(loss))
+                 data_s=t3 - t_updated, compute_s=(t_updated - t2) + (t4 - t3) - phase.yielded_s,
+                 communication_s=t1 - t0, wait_s=waited + phase.yielded_s, samples=recipe["batch_size"] * engine.size,
+                 loss=float(loss), yields=phase.yields, link_s=engine.link_s if step > 0 else None,
+                 comm_cpu_s=(time.process_time() - cpu0) - (time.thread_time() - own0),
+                 held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
         previous_end = t4
 
     # The last step's gradients: wait, then apply the final update in a last turn.

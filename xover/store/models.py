@@ -12,10 +12,14 @@ from typing import Optional
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-# Bump when a table or column changes; a database written by a newer xover is refused, not misread.
-SCHEMA_VERSION = 1
+# Tables change through Alembic migrations (store/migrations/); schema_info keeps the xover that
+# last upgraded the database. A database written by a newer xover is refused, not misread.
+SCHEMA_VERSION = 3
 
-RUN_STATUSES = ("pending", "running", "finished", "failed", "interrupted")
+# pending/running are the only non-terminal states; `lost`: the xover that ran it is gone (killed,
+# machine rebooted) and a later command found its processes gone; `timeout`: ended by --timeout.
+RUN_STATUSES = ("pending", "running", "finished", "failed", "interrupted", "lost", "timeout", "cancelled")
+ACTIVE_STATUSES = ("pending", "running")
 RUN_MODES = ("solo", "sequential", "concurrent", "crossover", "profile")
 
 
@@ -58,6 +62,10 @@ class Experiment(Base):
     hardware: Mapped[Optional[str]] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ended_at: Mapped[Optional[datetime]]
+    # the xover process that runs it, so a later command can tell a dead run from a live one
+    owner_host: Mapped[Optional[str]] = mapped_column(String(255))
+    owner_pid: Mapped[Optional[int]]
+    owner_started: Mapped[Optional[float]]  # the owner's process start time (pids are reused)
     runs: Mapped[list["Run"]] = relationship(back_populates="experiment", order_by="Run.id")
 
 
@@ -70,6 +78,7 @@ class Run(Base):
     mode: Mapped[str] = mapped_column(String(20))
     group_index: Mapped[Optional[int]]
     slot: Mapped[Optional[int]]  # the job's turn position inside its group
+    policy: Mapped[Optional[str]] = mapped_column(String(40))  # crossover: the turn policy it ran under
     engine: Mapped[str] = mapped_column(String(20), default="horovod")
     hosts: Mapped[str] = mapped_column(Text)
     np: Mapped[int]
@@ -83,6 +92,10 @@ class Run(Base):
     log_dir: Mapped[Optional[str]] = mapped_column(Text)
     gradient_bytes: Mapped[Optional[int]]  # per iteration, per rank (the all-reduce's size)
     peak_memory_gb: Mapped[Optional[float]]  # rank 0: GPU allocator peak, or CPU resident set
+    turn_stats: Mapped[Optional[dict]] = mapped_column(JSON)  # grants, yields, revocations, rank skew
+    checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration (where a turn can be yielded)
+    device: Mapped[Optional[str]] = mapped_column(String(40))  # rank 0's torch device, e.g. cpu, cuda:0
+    slurm_job_id: Mapped[Optional[str]] = mapped_column(String(40))
     experiment: Mapped[Experiment] = relationship(back_populates="runs")
     recipe: Mapped[RecipeSnapshot] = relationship()
 
@@ -104,6 +117,10 @@ class IterationMetric(Base):
     wait_s: Mapped[float]  # waiting for the crossover turn
     samples: Mapped[int]  # samples processed by all ranks in this iteration
     loss: Mapped[Optional[float]]  # unknown for unmodified scripts (they print their own)
+    yields: Mapped[Optional[int]]  # times the turn was given up mid-phase to a job ranked first
+    link_s: Mapped[Optional[float]]  # the step's all-reduces in flight: first gradient to last done
+    comm_cpu_s: Mapped[Optional[float]]  # CPU of the engine's communication threads in this iteration
+    held: Mapped[Optional[list]] = mapped_column(JSON)  # [start, end] wall times holding the turn
 
 
 class Evaluation(Base):
@@ -137,6 +154,9 @@ class Profile(Base):
     samples_per_s: Mapped[float]
     memory_gb: Mapped[float]
     gradient_bytes: Mapped[int]
+    link_ms: Mapped[Optional[float]]  # all-reduces in flight per iteration (the link's busy time)
+    comm_cpu_ms: Mapped[Optional[float]]  # CPU per iteration and rank taken by communication threads
+    checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration where a turn can be yielded
     spread: Mapped[dict] = mapped_column(JSON)  # per-phase p10/p90
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
@@ -164,3 +184,19 @@ class PlanGroup(Base):
     predicted_period_ms: Mapped[float]
     predicted_gain: Mapped[float]
     plan: Mapped[Plan] = relationship(back_populates="groups")
+
+
+class TurnEvent(Base):
+    """Something the turn service did that a reader should know: a lease revoked, a registration refused."""
+
+    __tablename__ = "turn_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"), index=True)
+    run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("runs.id"))
+    group_index: Mapped[Optional[int]]
+    host: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(40))
+    slot: Mapped[Optional[int]]
+    device: Mapped[Optional[int]]
+    detail: Mapped[dict] = mapped_column(JSON)
+    at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,37 +1,34 @@
-"""Opening the store: SQLite (WAL) by default, any SQLAlchemy URL otherwise."""
+"""Opening the store: SQLite (WAL) by default, any SQLAlchemy URL otherwise (PostgreSQL is tested).
+
+Opening upgrades the schema to this xover's with Alembic (store/migrations/), under a lock so that
+several xover processes opening one database at once upgrade it once. A database written before
+migrations existed is recognised and upgraded too; one written by a newer xover is refused.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, inspect, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError
-from .models import SCHEMA_VERSION, Base, SchemaInfo
+from .models import SCHEMA_VERSION, SchemaInfo
 
 DEFAULT_DB = "results/xover.db"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+PRE_MIGRATION_REVISION = "0001"  # what a database from before migrations is stamped with
+_MIGRATION_LOCK_KEY = 0x78_6F_76_65_72  # "xover": PostgreSQL advisory lock held while upgrading
 
 
 class StoreError(XoverError):
     pass
-
-
-# Plain SQL answers "throughput of job X in run Y" with this view:
-#   SELECT samples_per_s FROM run_throughput WHERE experiment_id = 'Y' AND name = 'X';
-RUN_THROUGHPUT_VIEW = """
-CREATE VIEW IF NOT EXISTS run_throughput AS
-SELECT r.id AS run_id, r.experiment_id, r.name, r.mode, r.status, r.np,
-       COUNT(m.id) AS iterations,
-       SUM(m.samples) / NULLIF(SUM(m.iteration_s), 0) AS samples_per_s,
-       AVG(m.iteration_s) AS mean_iteration_s
-FROM runs r LEFT JOIN iteration_metrics m ON m.run_id = r.id AND m.step > 0
-GROUP BY r.id
-"""
 
 
 def database_url(db: str | None = None) -> str:
@@ -49,8 +46,24 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _alembic_config(connection: Connection):
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    config = _alembic_config(None)  # type: ignore[arg-type]
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 class Store:
@@ -59,29 +72,69 @@ class Store:
     def __init__(self, db: str | None = None) -> None:
         self.url = database_url(db)
         self.engine: Engine = create_engine(self.url)
-        if self.engine.dialect.name == "sqlite":
+        self.kind = self.engine.dialect.name
+        if self.kind == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         try:
-            self._migrate()
+            self._upgrade()
         except OperationalError as error:
             raise StoreError(f"cannot open the database {self.url}: {error.orig}") from None
 
-    def _migrate(self) -> None:
-        if inspect(self.engine).has_table("schema_info"):
-            with self.session() as session:
-                info = session.scalars(select(SchemaInfo)).first()
-            if info and info.version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the database {self.url} was written by a newer xover ({info.written_by}, schema "
-                    f"{info.version}); this xover {__version__} reads schema {SCHEMA_VERSION}. "
-                    "Upgrade xover or use another database with --db.")
-        Base.metadata.create_all(self.engine)
-        with self.session() as session, session.begin():
-            if session.scalars(select(SchemaInfo)).first() is None:
-                session.add(SchemaInfo(version=SCHEMA_VERSION, written_by=__version__))
-            if self.engine.dialect.name == "sqlite":
-                session.execute(text(RUN_THROUGHPUT_VIEW))
+    def _current_revision(self, connection: Connection) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
+        return MigrationContext.configure(connection).get_current_revision()
+
+    def _upgrade(self) -> None:
+        head = head_revision()
+        with self.engine.connect() as connection:
+            if self._current_revision(connection) == head:
+                return
+        with self._migration_lock(), self.engine.begin() as connection:
+            from alembic import command
+            from alembic.script import ScriptDirectory
+
+            config = _alembic_config(connection)
+            current = self._current_revision(connection)
+            if current is not None and current not in {r.revision for r in ScriptDirectory.from_config(config).walk_revisions()}:
+                raise StoreError(f"the database {self.url} was written by a newer xover (schema revision {current}); "
+                                 f"this xover {__version__} knows up to {head}. Upgrade xover or use another --db.")
+            tables = set(inspect(connection).get_table_names())
+            if current is None and "runs" in tables:
+                self._refuse_newer_unversioned(connection)
+                command.stamp(config, PRE_MIGRATION_REVISION)  # written before migrations existed
+            command.upgrade(config, "head")
+            info = connection.execute(select(SchemaInfo.id)).first()
+            if info is None:
+                connection.execute(SchemaInfo.__table__.insert().values(version=SCHEMA_VERSION, written_by=__version__))
+            else:
+                connection.execute(SchemaInfo.__table__.update().values(version=SCHEMA_VERSION, written_by=__version__))
+
+    def _refuse_newer_unversioned(self, connection: Connection) -> None:
+        row = connection.execute(text("SELECT version, written_by FROM schema_info")).first()
+        if row is not None and row[0] > SCHEMA_VERSION:
+            raise StoreError(f"the database {self.url} was written by a newer xover ({row[1]}, schema {row[0]}); "
+                             f"this xover {__version__} reads schema {SCHEMA_VERSION}. "
+                             "Upgrade xover or use another database with --db.")
+
+    @contextlib.contextmanager
+    def _migration_lock(self):
+        """One upgrade at a time: a lock file beside a SQLite database, an advisory lock on PostgreSQL."""
+        if self.kind == "sqlite" and self.engine.url.database not in (None, "", ":memory:"):
+            with open(f"{self.engine.url.database}.migrate.lock", "w") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                yield
+        elif self.kind == "postgresql":
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+                try:
+                    yield
+                finally:
+                    connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+                    connection.commit()
+        else:
+            yield
 
     def session(self) -> Session:
         return self._sessions()

@@ -1,0 +1,153 @@
+"""Turn policies as pure logic, driven by scripted event sequences: work conservation, no starvation
+(the stated bound), the same decisions on every device, preemption only for jobs ranked first,
+protection of a job behind its max_slowdown."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xover.turns.policies import (DeviceTurns, RoundRobin, SlotTraits, WorkConserving, critical_rank,
+                                  make_policy)
+
+
+class Device:
+    """One device's turns driven the way the server drives them: request -> choose/grant -> release."""
+
+    def __init__(self, policy, slots):
+        self.policy, self.turns, self.now = policy, DeviceTurns(order=list(slots)), 0.0
+        self.grants: list[int] = []
+
+    def tick(self, dt: float = 0.001) -> None:
+        self.now += dt
+
+    def request(self, slot: int, new_iteration: bool = True) -> None:
+        self.turns.request(slot, self.now, new_iteration)
+        self.decide()
+
+    def release(self, slot: int) -> None:
+        if self.turns.release(slot, self.now, end_of_phase=True) is not None:
+            self.policy.on_pass(self.turns)
+        self.decide()
+
+    def yield_(self, slot: int) -> None:
+        self.turns.release(slot, self.now)
+        self.turns.request(slot, self.now, new_iteration=False)
+        self.decide()
+
+    def decide(self) -> None:
+        choice = self.policy.choose(self.turns, self.now)
+        if choice is not None:
+            self.turns.grant(choice[0], self.now, choice[1])
+            self.grants.append(choice[0])
+
+
+def test_critical_rank_puts_short_compute_next_to_communication_first():
+    resnet, mlp_comm_heavy, vgg = critical_rank(0.080, 0.088), critical_rank(0.007, 0.131), critical_rank(0.036, 0.586)
+    assert mlp_comm_heavy < resnet and vgg < resnet
+
+
+def test_round_robin_waits_for_the_slot_whose_turn_it_is():
+    device = Device(RoundRobin(), [0, 1, 2])
+    for slot in (1, 2, 0):  # the barrier opens when all asked; slot 0 goes first
+        device.request(slot)
+    assert device.grants == [0]
+    device.release(0)
+    assert device.grants == [0, 1]
+    device.release(1)
+    device.request(1)
+    assert device.grants == [0, 1, 2]
+    device.release(2)
+    assert device.grants == [0, 1, 2]  # slot 0 has not asked again: the device waits for it (not work-conserving)
+    device.request(0)
+    assert device.grants == [0, 1, 2, 0]
+
+
+def test_work_conserving_grants_whoever_waits_and_ranks_first():
+    policy = WorkConserving({0: SlotTraits(rank=5.0), 1: SlotTraits(rank=1.0)})
+    device = Device(policy, [0, 1])
+    device.request(0)
+    device.request(1)
+    assert device.grants == [1]  # both asked at the barrier: the lower rank first
+    device.release(1)
+    assert device.grants == [1, 0]
+    device.release(0)
+    device.request(0)  # slot 1 is communicating: slot 0 does not wait for it
+    assert device.grants == [1, 0, 0]
+    device.request(1)
+    assert policy.wants_yield(device.turns, device.now)  # the holder ranks after a waiter: yield at a layer
+    device.yield_(0)
+    assert device.grants[-1] == 1 and 0 in device.turns.waiting
+
+
+def test_equal_ranks_alternate_without_preempting():
+    policy = WorkConserving({0: SlotTraits(rank=1.0), 1: SlotTraits(rank=1.05)})
+    device = Device(policy, [0, 1])
+    device.request(0)
+    device.request(1)
+    assert not policy.wants_yield(device.turns, device.now)  # within PREEMPT_RATIO: no interruption
+
+
+@st.composite
+def scripts(draw):
+    """A group of 2-4 slots with random ranks and a random schedule of who wants the turn when."""
+    slots = draw(st.integers(2, 4))
+    ranks = [draw(st.floats(0.001, 10.0)) for _ in range(slots)]
+    steps = draw(st.lists(st.tuples(st.integers(0, slots - 1), st.sampled_from(["request", "release", "yield"])),
+                          min_size=10, max_size=200))
+    return slots, ranks, steps
+
+
+@settings(max_examples=200, deadline=None)
+@given(scripts())
+def test_work_conservation_and_starvation_bound(script):
+    slots, ranks, steps = script
+    policy = WorkConserving({s: SlotTraits(rank=r) for s, r in enumerate(ranks)}, max_bypass=3)
+    device = Device(policy, range(slots))
+    for slot in range(slots):
+        device.request(slot)
+    passed_over: dict[int, int] = {}
+    for slot, action in steps:
+        device.tick()
+        turns = device.turns
+        before = len(device.grants)
+        if action == "request" and slot not in turns.waiting and turns.holder != slot:
+            device.request(slot)
+        elif action == "release" and turns.holder == slot:
+            device.release(slot)
+        elif action == "yield" and turns.holder == slot and policy.wants_yield(turns, device.now):
+            device.yield_(slot)
+        # work conservation: never a free device while someone waits
+        assert not (turns.holder is None and turns.live_waiters())
+        for granted in device.grants[before:]:
+            passed_over.pop(granted, None)
+            for waiting in turns.waiting:
+                passed_over[waiting] = passed_over.get(waiting, 0) + 1
+                # the bound stated in policies.py: max_bypass + slots - 1 grants to others
+                assert passed_over[waiting] <= policy.max_bypass + slots - 1
+
+
+def test_protection_puts_a_job_behind_its_bound_first():
+    traits = {0: SlotTraits(rank=1.0), 1: SlotTraits(rank=9.0, max_slowdown=1.5, solo_iteration_s=0.010)}
+    policy = WorkConserving(traits)
+    device = Device(policy, [0, 1])
+    # slot 1's recent iterations take 50 ms against 10 ms alone: far behind its 1.5x bound
+    for step in range(6):
+        device.now = step * 0.05
+        device.turns.request(1, device.now, new_iteration=True)
+        device.turns.waiting.pop(1)
+    assert policy.behind(device.turns, 1)
+    device.request(0)
+    device.request(1)
+    assert device.grants == [0]
+    assert policy.wants_yield(device.turns, device.now)  # protected beats rank
+    device.yield_(0)
+    assert device.grants[-1] == 1
+
+
+def test_make_policy_names():
+    assert make_policy("round-robin").name == "round-robin"
+    assert make_policy("work-conserving").name == "work-conserving"
+    with pytest.raises(ValueError):
+        make_policy("lottery")

@@ -1,0 +1,278 @@
+"""What runs measured, computed one way for `xover run`, `xover report` and the benchmarks.
+
+* a job's summary: steady-state medians and throughput (warm-up left out), turn waiting and rank
+  skew, final loss and accuracy;
+* group comparisons: jobs sharing devices are compared only over the time all of them were running
+  (the *overlap window*): a job that finishes early leaves its partners alone, and their iterations
+  after that say nothing about sharing. Each job's speed in that window is normalised by its speed
+  alone (its sequential run), and a mode's aggregate throughput is the sum: 1.0 is no better than one
+  job after the other. Crossover is compared per turn policy;
+* accuracy parity: the largest per-iteration loss difference from the job alone;
+* the model's figures for a group from its jobs measured alone: the fluid bound and each policy's
+  simulated speeds.
+
+Plain data in, plain data out: the store (store/queries.py) supplies the rows.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+Row = dict[str, Any]  # an iteration: wall_time (end), iteration_s, samples, the phase times, loss
+
+ALONE_MODES = ("solo", "sequential", "profile")
+SHARED_MODES = ("concurrent", "crossover")
+MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
+
+
+# ------------------------------------------------------------------------------------ iterations
+
+
+def warmup_steps(iterations: int) -> int:
+    """Iterations left out of steady-state figures (start-up, first all-reduces, caches)."""
+    return min(5, max(1, iterations // 10))
+
+
+def steady(rows: Sequence[Row]) -> list[Row]:
+    return list(rows[warmup_steps(len(rows)):] or rows)
+
+
+def span(rows: Sequence[Row]) -> tuple[float, float] | None:
+    """Start of the first and end of the last steady iteration (wall time)."""
+    rows = steady(rows)
+    if not rows:
+        return None
+    return rows[0]["wall_time"] - rows[0]["iteration_s"], rows[-1]["wall_time"]
+
+
+def overlap_window(runs: Sequence[Sequence[Row]]) -> tuple[float, float] | None:
+    """The time every run was past its warm-up and not yet done, or None if they never overlapped."""
+    spans = [span(rows) for rows in runs]
+    if not spans or any(s is None for s in spans):
+        return None
+    start, end = max(s[0] for s in spans), min(s[1] for s in spans)
+    return (start, end) if end > start else None
+
+
+def samples_per_s(rows: Sequence[Row], window: tuple[float, float] | None = None) -> float | None:
+    """Throughput over the steady iterations; inside `window`: the iterations that started and
+    ended in it."""
+    rows = steady(rows)
+    if window is not None:
+        rows = [r for r in rows
+                if r["wall_time"] - r["iteration_s"] >= window[0] - 1e-6 and r["wall_time"] <= window[1] + 1e-6]
+    seconds = sum(r["iteration_s"] for r in rows)
+    return sum(r["samples"] for r in rows) / seconds if rows and seconds > 0 else None
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
+
+
+def _median_ms(rows: Sequence[Row], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) * 1000 if values else None
+
+
+# ------------------------------------------------------------------------------------ one job
+
+
+def job_summary(run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[tuple[int, str, float]]) -> dict[str, Any]:
+    """One job in one mode, in the names scripts rely on (`xover run --json`, `xover report`).
+
+    `run` holds the run's own fields (run_id, name, mode, status, ...), `rows` its iterations in step
+    order, `evaluations` its (step, metric, value)."""
+    stable = steady(rows)
+    last_step = max((step for step, _, _ in evaluations), default=None)
+    final_eval = {metric: value for step, metric, value in evaluations if step == last_step}
+    waits = [r["wait_s"] * 1000 for r in stable if r.get("wait_s") is not None]
+    stats = run.get("turn_stats") or {}
+    return {
+        **run,
+        "iterations": len(rows),
+        "samples_per_s": samples_per_s(rows),
+        "iteration_ms": _median_ms(stable, "iteration_s"), "compute_ms": _median_ms(stable, "compute_s"),
+        "data_ms": _median_ms(stable, "data_s"), "communication_ms": _median_ms(stable, "communication_s"),
+        "wait_ms": _median_ms(stable, "wait_s"), "wait_p90_ms": quantile(waits, 0.9),
+        "link_ms": _median_ms(stable, "link_s"), "comm_cpu_ms": _median_ms(stable, "comm_cpu_s"),
+        "yields": sum(r.get("yields") or 0 for r in rows),
+        "skew_p50_ms": stats.get("skew_p50_ms"), "skew_p90_ms": stats.get("skew_p90_ms"),
+        "final_loss": rows[-1]["loss"] if rows else None,
+        "accuracy": final_eval.get("test_accuracy", final_eval.get("test_token_accuracy")),
+        "evaluations": final_eval,
+        "speed": 1.0 if run.get("mode") in ALONE_MODES and rows else None,
+    }
+
+
+def variant(job: dict[str, Any]) -> str:
+    """How a job ran: sequential / concurrent / crossover:<policy> (or solo, profile). Crossover runs
+    recorded before policies existed took strict round-robin turns."""
+    if job["mode"] == "crossover":
+        return f"crossover:{job.get('policy') or 'round-robin'}"
+    return job["mode"]
+
+
+# ------------------------------------------------------------------------------------ groups
+
+
+def compare_groups(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]],
+                   default_policy: str = "work-conserving") -> list[dict[str, Any]]:
+    """Per group: each shared mode's aggregate speed over its overlap window (and per policy for
+    crossover), against the jobs alone. Sets each shared job's `speed` and `slowdown`."""
+    alone = {(j["group"], j["name"]): j["samples_per_s"] for j in jobs if j["mode"] in ALONE_MODES and j["samples_per_s"]}
+    groups: dict[int, dict[str, Any]] = {}
+    by_variant: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for job in jobs:
+        if job["mode"] in SHARED_MODES and job["group"] is not None:
+            group = groups.setdefault(job["group"], {"group": job["group"], "jobs": []})
+            if job["name"] not in group["jobs"]:
+                group["jobs"].append(job["name"])
+            by_variant.setdefault((job["group"], variant(job)), []).append(job)
+    for (index, kind), members in by_variant.items():
+        group = groups[index]
+        runs = [iterations.get(j["run_id"], []) for j in members]
+        window = overlap_window(runs) if len(members) > 1 else None
+        if window is not None and any(_inside(rows, window) < MIN_WINDOW_ITERATIONS for rows in runs):
+            window = None  # too short to say anything: whole runs, and the overlap warning says so
+        total = 0.0
+        complete = True
+        for job, rows in zip(members, runs):
+            solo, shared = alone.get((index, job["name"])), samples_per_s(rows, window)
+            job["samples_per_s_shared"] = shared
+            if solo and shared:
+                job["speed"] = shared / solo
+                job["slowdown"] = solo / shared
+                total += job["speed"]
+            else:
+                complete = False
+        entry = {"aggregate": total if complete else None, "window_s": window[1] - window[0] if window else None,
+                 "overlap": _overlap(runs, overlap_window(runs) if len(runs) > 1 else None)}
+        if kind.startswith("crossover"):
+            group.setdefault("policies", {})[kind.partition(":")[2]] = entry
+        else:
+            group[kind] = entry
+    results = []
+    for index in sorted(groups):
+        group = groups[index]
+        policies = group.get("policies", {})
+        chosen = default_policy if default_policy in policies else next(iter(sorted(policies)), None)
+        concurrent = (group.get("concurrent") or {}).get("aggregate")
+        crossover = policies[chosen]["aggregate"] if chosen else None
+        for entry in policies.values():
+            entry["vs_concurrent"] = entry["aggregate"] / concurrent if entry["aggregate"] and concurrent else None
+        group.update(
+            sequential=1.0 if all((index, name) in alone for name in group["jobs"]) else None,
+            concurrent_vs_sequential=concurrent, crossover_vs_sequential=crossover, crossover_policy=chosen,
+            crossover_vs_concurrent=crossover / concurrent if crossover and concurrent else None,
+            concurrent_overlap=(group.get("concurrent") or {}).get("overlap"),
+            crossover_overlap=policies[chosen]["overlap"] if chosen else None,
+            policies=policies)
+        group.pop("concurrent", None)
+        results.append(group)
+    for job in jobs:
+        if job["mode"] in ALONE_MODES and job["samples_per_s"]:
+            job["slowdown"] = 1.0
+        job.setdefault("slowdown", None)
+        job.setdefault("speed", None)
+    return results
+
+
+MIN_WINDOW_ITERATIONS = 3
+
+
+def _inside(rows: Sequence[Row], window: tuple[float, float]) -> int:
+    return sum(1 for r in steady(rows) if r["wall_time"] - r["iteration_s"] >= window[0] - 1e-6
+               and r["wall_time"] <= window[1] + 1e-6)
+
+
+def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) -> float | None:
+    """The share of the mode's time (first start to last end) that every job ran together."""
+    spans = [span(rows) for rows in runs if rows]
+    if not spans:
+        return None
+    if window is None:
+        return 0.0 if len(runs) > 1 else 1.0  # they never ran together past their warm-up
+    whole = max(s[1] for s in spans) - min(s[0] for s in spans)
+    return (window[1] - window[0]) / whole if whole > 0 else None
+
+
+def overlap_warnings(groups: list[dict[str, Any]], least: float = 0.5) -> list[str]:
+    warnings = []
+    for group in groups:
+        for mode in SHARED_MODES:
+            overlap = group.get(f"{mode}_overlap")
+            if overlap is not None and overlap < least:
+                warnings.append(f"group {group['group']}: the {mode} jobs ran at the same time for only "
+                                f"{overlap:.0%} of that run, so its figures rest on a short window "
+                                "(give the faster job more iterations, or use --seconds)")
+    return warnings
+
+
+# ------------------------------------------------------------------------------------ parity
+
+
+def loss_parity(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]]) -> list[dict[str, Any]]:
+    """Per job shared with others: the largest per-iteration |loss difference| from the same job alone.
+
+    Taking turns must not change what is computed, so on deterministic devices this is exactly 0.
+    """
+    alone = {(j["group"], j["name"]): j for j in jobs if j["mode"] == "sequential"}
+    parity = []
+    for job in jobs:
+        reference = alone.get((job["group"], job["name"]))
+        if job["mode"] not in SHARED_MODES or reference is None:
+            continue
+        alone_losses = {row["step"]: row["loss"] for row in iterations.get(reference["run_id"], [])}
+        shared_losses = {row["step"]: row["loss"] for row in iterations.get(job["run_id"], [])}
+        # unmodified scripts report no loss (they print their own): nothing to compare for them
+        steps = sorted(s for s in alone_losses.keys() & shared_losses.keys()
+                       if alone_losses[s] is not None and shared_losses[s] is not None)
+        largest = max((abs(shared_losses[s] - alone_losses[s]) for s in steps), default=None)
+        parity.append({"group": job["group"], "name": job["name"], "mode": job["mode"], "policy": job.get("policy"),
+                       "steps": len(steps), "max_abs_loss_diff": largest,
+                       "identical": largest == 0.0 if steps else None})
+    return parity
+
+
+# ------------------------------------------------------------------------------------ the model
+
+
+def profile_of_run(job: dict[str, Any], link: str | None):
+    """A planner JobProfile from a job's run alone: its medians, and its link time from its gradient
+    bytes at the run's link rate (its exposed communication on the host network)."""
+    from .planner import InvalidJobProfile, JobProfile
+    from .planner.model import link_busy_ms
+    from .rates import parse_rate
+
+    if job["compute_ms"] is None or job["communication_ms"] is None:
+        return None
+    link_ms = job["communication_ms"]
+    if link and link != "host" and job.get("gradient_bytes"):
+        hosts = len({h.split(":")[0] for h in (job.get("hosts") or "localhost:1").split(",")})
+        estimate = link_busy_ms(job["gradient_bytes"], job["np"], hosts, parse_rate(link))
+        span_ms = job.get("link_ms")
+        link_ms = max(link_ms, min(estimate, span_ms) if span_ms else estimate)
+    comm_cpu = min(1.0, job["comm_cpu_ms"] / link_ms) if job.get("comm_cpu_ms") and link_ms > 0 else 0.0
+    try:
+        return JobProfile(name=job["name"], devices=job["np"], compute_ms=job["compute_ms"],
+                          comm_ms=job["communication_ms"], memory_gb=0.0, data_ms=job["data_ms"] or 0.0,
+                          link_ms=link_ms, comm_cpu=comm_cpu)
+    except InvalidJobProfile:  # a job that failed before its first iteration has no medians
+        return None
+
+
+def group_model(alone_jobs: list[dict[str, Any]], link: str | None, policies: Sequence[str]) -> dict[str, Any]:
+    """The fluid bound and each policy's simulated gain for a group, from its jobs measured alone."""
+    from .planner import fluid_gain, predict_group
+
+    profiles = [profile_of_run(job, link) for job in alone_jobs]
+    if not profiles or any(p is None for p in profiles):
+        return {"fluid_bound": None, "predicted": {}}
+    predicted = {}
+    for policy in policies:
+        prediction = predict_group(profiles, policy)
+        predicted[policy] = {"gain": prediction.gain, "speeds": prediction.speeds}
+    return {"fluid_bound": fluid_gain(profiles), "predicted": predicted}

@@ -1,0 +1,302 @@
+"""A simulation of a group on its devices, driven by the very policy objects the turn server uses
+(`xover.turns.policies`), so that what the planner predicts is what the runtime does.
+
+Every job alternates compute on the devices and an all-reduce on the link:
+
+* compute: `compute_ms` of device time per iteration (data, update, forward, backward). Under
+  `crossover` only the turn's holder computes; under `concurrent` every job that wants the device
+  gets an equal share of it (Linux's scheduler on a core). A holder asked to yield does so at its
+  next layer boundary, `checkpoint_ms` later at most (half of it on average).
+* communication: the all-reduce starts during backward (when `link_ms - comm_ms` of compute is
+  left: the part that overlapped backward alone) and needs `link_ms` of the link to itself. The
+  link is shared fairly between the transfers in flight (the emulated link and a NIC both give
+  each flow its share). The next iteration asks for the device when the all-reduce is done.
+* communication costs CPU: while a job's transfer is in flight it takes `comm_cpu` of a core from
+  whatever computes on each device (Gloo and Horovod threads, the kernel's TCP work).
+
+All ranks of a job run in step (the same policy decisions on every device), so one device stands
+for all the devices of the group. `simulate` returns each job's iteration time and its speed
+relative to alone; the fluid bound (`fluid_bound`) is the best any policy could do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..turns.policies import DeviceTurns, SlotTraits, critical_rank, make_policy
+
+EPSILON = 1e-9
+MIN_COMPUTE_RATE = 0.1  # however busy the communication threads, a computing job keeps a share
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """One job as the simulation sees it (times per iteration, in ms, measured alone)."""
+
+    name: str
+    compute_ms: float  # device time: data + update + forward + backward
+    comm_ms: float  # exposed communication alone: end of backward to gradients ready
+    link_ms: float | None = None  # the link's busy time for its all-reduce (>= comm_ms); None: comm_ms
+    comm_cpu: float = 0.0  # fraction of a core its communication takes while in flight
+    checkpoint_ms: float = 1.0  # compute between two layer boundaries (yield latency)
+    max_slowdown: float | None = None
+
+    @property
+    def solo_ms(self) -> float:
+        return self.compute_ms + self.comm_ms
+
+    @property
+    def transfer_ms(self) -> float:
+        return max(self.link_ms if self.link_ms is not None else self.comm_ms, self.comm_ms)
+
+    @property
+    def overlap_ms(self) -> float:
+        """Compute left when the all-reduce starts (it overlaps the end of backward)."""
+        return min(self.compute_ms, self.transfer_ms - self.comm_ms)
+
+    def traits(self) -> SlotTraits:
+        return SlotTraits(rank=critical_rank(self.compute_ms, self.solo_ms), max_slowdown=self.max_slowdown,
+                          solo_iteration_s=self.solo_ms / 1000)
+
+
+@dataclass
+class JobOutcome:
+    name: str
+    iterations: int
+    iteration_ms: float  # mean over the measured window
+    speed: float  # solo_ms / iteration_ms: throughput relative to alone (1.0 = as fast as alone)
+    wait_ms: float  # mean time per iteration waiting for (or yielding) the turn
+
+
+@dataclass
+class SimResult:
+    mode: str
+    policy: str | None
+    jobs: list[JobOutcome]
+
+    @property
+    def aggregate(self) -> float:
+        """Sum of the jobs' speeds relative to alone (1.0 = no better than one after another)."""
+        return sum(job.speed for job in self.jobs)
+
+
+@dataclass
+class _State:
+    job: SimJob
+    compute_left: float = 0.0  # of this iteration's compute phase
+    transfer_left: float = 0.0
+    transfer_started: bool = False
+    computing: bool = False  # holds the turn (crossover) or is runnable (concurrent)
+    in_compute_phase: bool = True
+    waiting_since: float | None = None
+    wait_this_iteration: float = 0.0
+    ends: list[float] = field(default_factory=list)
+    waited: list[float] = field(default_factory=list)
+
+    @property
+    def transferring(self) -> bool:
+        return self.transfer_started and self.transfer_left > EPSILON
+
+
+class _Simulation:
+    def __init__(self, jobs: Sequence[SimJob], mode: str, policy: str | None) -> None:
+        self.mode = mode
+        self.states = [_State(job) for job in jobs]
+        self.now = 0.0
+        self.policy = make_policy(policy, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
+        self.turns = DeviceTurns(order=list(range(len(jobs))))
+        self.pending_yield: tuple[float, int] | None = None  # (time, slot) of a yield asked for
+
+    # -- rates --------------------------------------------------------------------------------
+    def _compute_rate(self, index: int) -> float:
+        interference = sum(s.job.comm_cpu for i, s in enumerate(self.states) if i != index and s.transferring)
+        share = 1.0
+        if self.mode == "concurrent":
+            share = 1.0 / max(1, sum(1 for s in self.states if s.computing))
+        return max(MIN_COMPUTE_RATE, share * (1.0 - interference))
+
+    def _link_rate(self) -> float:
+        active = sum(1 for s in self.states if s.transferring)
+        return 1.0 / active if active else 0.0
+
+    # -- a job's iteration --------------------------------------------------------------------
+    def _start_iteration(self, index: int) -> None:
+        state = self.states[index]
+        state.compute_left = state.job.compute_ms
+        state.in_compute_phase = True
+        state.transfer_started = False
+        if self.mode == "concurrent":
+            state.computing = True
+            return
+        state.waiting_since = self.now
+        self.turns.request(index, self.now / 1000, new_iteration=True)
+        self._decide()
+
+    def _start_transfer(self, index: int) -> None:
+        state = self.states[index]
+        state.transfer_started = True
+        state.transfer_left = state.job.transfer_ms
+
+    def _finish_compute(self, index: int) -> None:
+        state = self.states[index]
+        state.computing = state.in_compute_phase = False
+        if not state.transfer_started:
+            self._start_transfer(index)
+        if self.mode == "crossover":
+            self.turns.release(index, self.now / 1000, end_of_phase=True)
+            self.policy.on_pass(self.turns)
+            if self.pending_yield and self.pending_yield[1] == index:
+                self.pending_yield = None
+            self._decide()
+        self._maybe_end(index)
+
+    def _transfer_done(self, index: int) -> None:
+        self.states[index].transfer_left = 0.0
+        self._maybe_end(index)
+
+    def _maybe_end(self, index: int) -> None:
+        """The iteration ends when its compute is over and its all-reduce is done."""
+        state = self.states[index]
+        if state.in_compute_phase or state.transferring or not state.transfer_started:
+            return
+        state.ends.append(self.now)
+        state.waited.append(state.wait_this_iteration)
+        state.wait_this_iteration = 0.0
+        self._start_iteration(index)
+
+    # -- the turn -----------------------------------------------------------------------------
+    def _decide(self) -> None:
+        seconds = self.now / 1000
+        choice = self.policy.choose(self.turns, seconds)
+        if choice is not None:
+            slot, unpreemptible = choice
+            self.turns.grant(slot, seconds, unpreemptible)
+            state = self.states[slot]
+            state.computing = True
+            if state.waiting_since is not None:
+                state.wait_this_iteration += self.now - state.waiting_since
+                state.waiting_since = None
+        holder = self.turns.holder
+        if (holder is not None and self.pending_yield is None and self.policy.preemptive
+                and self.policy.wants_yield(self.turns, seconds)):
+            # the holder sees the request at its next layer boundary: half a layer later on average
+            self.pending_yield = (self.now + self.states[holder].job.checkpoint_ms / 2, holder)
+
+    def _yield(self, index: int) -> None:
+        self.pending_yield = None
+        if self.turns.holder != index:
+            return
+        state = self.states[index]
+        state.computing = False
+        state.waiting_since = self.now
+        self.turns.release(index, self.now / 1000)
+        self.turns.request(index, self.now / 1000, new_iteration=False)
+        self._decide()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, horizon_ms: float) -> None:
+        for index in range(len(self.states)):
+            self._start_iteration(index)
+        while self.now < horizon_ms:
+            step, action = self._next_event()
+            if action is None:
+                break
+            self._advance(step)
+            action()
+            self._settle()
+
+    def _settle(self) -> None:
+        """Handle whatever else became due at this instant (events that tie)."""
+        changed = True
+        while changed:
+            changed = False
+            for index, state in enumerate(self.states):
+                if state.transfer_started and state.transfer_left <= EPSILON and not state.in_compute_phase:
+                    before = len(state.ends)
+                    self._maybe_end(index)
+                    changed = changed or len(state.ends) != before
+                elif state.computing and not state.transfer_started and state.compute_left - state.job.overlap_ms <= EPSILON:
+                    self._start_transfer(index)
+                    changed = True
+                elif state.computing and state.compute_left <= EPSILON:
+                    self._finish_compute(index)
+                    changed = True
+
+    def _next_event(self):
+        best, action = math.inf, None
+        link_rate = self._link_rate()
+        for index, state in enumerate(self.states):
+            if state.computing:
+                rate = self._compute_rate(index)
+                if not state.transfer_started and state.compute_left - state.job.overlap_ms > EPSILON:
+                    candidate = (state.compute_left - state.job.overlap_ms) / rate
+                    if candidate < best:
+                        best, action = candidate, (lambda i=index: self._start_transfer(i))
+                candidate = state.compute_left / rate
+                if candidate < best:
+                    best, action = candidate, (lambda i=index: self._finish_compute(i))
+            if state.transferring and link_rate > 0:
+                candidate = state.transfer_left / link_rate
+                if candidate < best:
+                    best, action = candidate, (lambda i=index: self._transfer_done(i))
+        if self.pending_yield is not None:
+            candidate = max(0.0, self.pending_yield[0] - self.now)
+            if candidate < best:
+                best, action = candidate, (lambda i=self.pending_yield[1]: self._yield(i))
+        return best, action
+
+    def _advance(self, step: float) -> None:
+        link_rate = self._link_rate()
+        rates = {i: self._compute_rate(i) for i, s in enumerate(self.states) if s.computing}
+        for index, state in enumerate(self.states):
+            if index in rates:
+                state.compute_left = max(0.0, state.compute_left - step * rates[index])
+            if state.transferring:
+                state.transfer_left = max(0.0, state.transfer_left - step * link_rate)
+        self.now += step
+
+    def outcomes(self, warmup_fraction: float = 0.2) -> list[JobOutcome]:
+        results = []
+        for state in self.states:
+            ends = state.ends
+            skip = max(1, int(len(ends) * warmup_fraction))
+            window = ends[skip - 1:]
+            if len(window) < 2:
+                results.append(JobOutcome(state.job.name, len(ends), math.inf, 0.0, math.inf))
+                continue
+            iteration = (window[-1] - window[0]) / (len(window) - 1)
+            waits = state.waited[skip:] or [0.0]
+            results.append(JobOutcome(state.job.name, len(ends), iteration, state.job.solo_ms / iteration,
+                                      sum(waits) / len(waits)))
+        return results
+
+
+def simulate(jobs: Sequence[SimJob], mode: str = "crossover", policy: str | None = "work-conserving",
+             iterations: int = 60) -> SimResult:
+    """Run the group until its slowest job (alone) would have done `iterations` iterations."""
+    if mode not in ("crossover", "concurrent"):
+        raise ValueError(f"unknown mode {mode!r}")
+    if len(jobs) == 1:
+        job = jobs[0]
+        return SimResult(mode, policy, [JobOutcome(job.name, iterations, job.solo_ms, 1.0, 0.0)])
+    simulation = _Simulation(jobs, mode, policy if mode == "crossover" else None)
+    horizon = iterations * max(job.solo_ms for job in jobs) * 2.5
+    simulation.run(horizon)
+    return SimResult(mode, policy if mode == "crossover" else None, simulation.outcomes())
+
+
+def fluid_bound(jobs: Sequence[SimJob], devices_share: float = 1.0) -> tuple[float, list[float]]:
+    """The most any schedule could get: maximise sum x_i (speed relative to alone) subject to the
+    device (sum x_i (c_i + comm CPU_i) / T_i <= 1), the link (sum x_i l_i / T_i <= 1) and x_i <= 1.
+    Returns the bound and the speeds reaching it."""
+    from scipy.optimize import linprog
+
+    device = [(job.compute_ms + job.comm_cpu * job.transfer_ms) / job.solo_ms for job in jobs]
+    link = [job.transfer_ms / job.solo_ms for job in jobs]
+    result = linprog(c=[-1.0] * len(jobs), A_ub=[device, link], b_ub=[devices_share, 1.0],
+                     bounds=[(0.0, 1.0)] * len(jobs), method="highs")
+    if not result.success:  # cannot happen for these bounded problems; be safe
+        return 1.0, [1.0 / len(jobs)] * len(jobs)
+    return -result.fun, list(result.x)

@@ -1,0 +1,160 @@
+"""A worker's handle on its device's crossover turn (the server is `xover.turns.server`).
+
+    acquire()     a compute phase starts: block until granted (no CPU while waiting)
+    checkpoint()  a layer boundary: if the server asked this job to yield, give the turn up and take
+                  it back when granted again. A memory read when nobody asks: no socket round trip,
+                  no device synchronisation.
+    release()     the compute phase is over; the all-reduce goes on outside the turn
+
+Each phase's turn intervals (wall time), yields and time spent yielded are kept for the metrics.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import socket
+import sys
+import time
+from typing import Callable
+
+from ..turns.protocol import ACQUIRE, BYE, GRANT, HELLO, RELEASE, YIELD, YIELD_PAGE_BYTES, yield_page_path
+
+_NEVER = bytearray(YIELD_PAGE_BYTES)  # the page of a job without a server: no one ever asks to yield
+
+
+class TurnPhase:
+    """What happened to the turn during one compute phase."""
+
+    def __init__(self) -> None:
+        self.held: list[list[float]] = []  # [start, end] wall times while holding the turn
+        self.yields = 0
+        self.yielded_s = 0.0  # waiting to get the turn back after yielding
+
+
+class NoTurn:
+    """Used when a job runs without a group: every turn is free (the same states, no waiting)."""
+
+    def __init__(self) -> None:
+        self.phase = TurnPhase()
+        self.holding = False
+
+    def acquire(self) -> float:
+        self.phase = TurnPhase()
+        self.holding = True
+        return 0.0
+
+    def checkpoint(self) -> None:
+        pass
+
+    def release(self) -> None:
+        self.holding = False
+
+    def close(self) -> None:
+        pass
+
+
+class CrossoverToken:
+    def __init__(self, socket_path: str, device: int, slot: int,
+                 synchronize: Callable[[], None] | None = None) -> None:
+        self.device, self.slot = device, slot
+        self.synchronize = synchronize or (lambda: None)
+        self.holding = False
+        self.phase = TurnPhase()
+        self._mark = slot + 1
+        self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(socket_path)
+        self._sock.sendall(HELLO + f"{device} {slot}\n".encode())
+        try:
+            with open(yield_page_path(socket_path), "rb") as page_file:
+                self._page = mmap.mmap(page_file.fileno(), YIELD_PAGE_BYTES, prot=mmap.PROT_READ)
+        except OSError:
+            self._page = _NEVER
+        self._held_since = 0.0
+
+    def acquire(self) -> float:
+        """Wait for this job's turn on the device; returns the seconds spent waiting."""
+        self.phase = TurnPhase()
+        start = time.perf_counter()
+        self._ask(ACQUIRE)
+        return time.perf_counter() - start
+
+    def checkpoint(self) -> None:
+        if self._page[self.device] == self._mark and self.holding:
+            self.synchronize()  # the partner must find the device idle, not our queued kernels
+            self._end_hold()
+            start = time.perf_counter()
+            self._ask(YIELD)
+            self.phase.yields += 1
+            self.phase.yielded_s += time.perf_counter() - start
+
+    def release(self) -> None:
+        if not self.holding:
+            return
+        self._end_hold()
+        if self._sock is not None:
+            try:
+                self._sock.sendall(RELEASE)
+            except OSError:
+                self._lost()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.sendall(BYE)
+            except OSError:
+                pass
+            self._sock.close()
+            self._sock = None
+
+    def _ask(self, message: bytes) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.sendall(message)
+                reply = self._sock.recv(1)
+            except OSError:
+                reply = b""
+            if reply != GRANT:
+                self._lost()
+        self.holding = True
+        self._held_since = time.time()
+
+    def _end_hold(self) -> None:
+        self.holding = False
+        self.phase.held.append([self._held_since, time.time()])
+
+    def _lost(self) -> None:
+        # Without a server the job still trains correctly, only without coordination.
+        print("xover: the turn server is gone; continuing without crossover turns", file=sys.stderr, flush=True)
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = None
+        self._page = _NEVER
+
+
+def token_from_env(local_rank: int, synchronize: Callable[[], None] | None = None):
+    """The turn for this worker's device, from XOVER_TURN_SOCKET / XOVER_TURN_SLOT / XOVER_DEVICES."""
+    path = os.environ.get("XOVER_TURN_SOCKET")
+    if not path:
+        return NoTurn()
+    return CrossoverToken(path, device_of(local_rank), int(os.environ["XOVER_TURN_SLOT"]), synchronize)
+
+
+def device_of(local_rank: int) -> int:
+    """Device index a local rank uses: XOVER_DEVICES lists this job's devices on the host."""
+    devices = os.environ.get("XOVER_DEVICES")
+    if not devices:
+        return local_rank
+    return int(devices.split(",")[local_rank])
+
+
+def install_checkpoints(model, turn) -> list:
+    """A turn checkpoint before every module's forward and after every gradient: the layer
+    boundaries where a long compute phase can give the turn to a job waiting ahead of it."""
+    if isinstance(turn, NoTurn):
+        return []
+    handles = [module.register_forward_pre_hook(lambda *_: turn.checkpoint()) for module in model.modules()]
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            handles.append(parameter.register_post_accumulate_grad_hook(lambda _: turn.checkpoint()))
+    return handles

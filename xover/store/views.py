@@ -1,0 +1,15 @@
+"""Views that answer common questions in plain SQL, created by the migrations.
+
+    SELECT samples_per_s FROM run_throughput WHERE experiment_id = 'Y' AND name = 'X';
+"""
+
+RUN_THROUGHPUT_VIEW = """
+CREATE VIEW run_throughput AS
+SELECT r.id AS run_id, r.experiment_id, r.name, r.mode, r.status, r.np,
+       COUNT(m.id) AS iterations,
+       SUM(m.samples) / NULLIF(SUM(m.iteration_s), 0) AS samples_per_s,
+       AVG(m.iteration_s) AS mean_iteration_s
+FROM runs r LEFT JOIN iteration_metrics m ON m.run_id = r.id AND m.step > 0
+GROUP BY r.id
+"""
+DROP_RUN_THROUGHPUT_VIEW = "DROP VIEW IF EXISTS run_throughput"

@@ -1,0 +1,37 @@
+"""The wire between a worker and its host's turn server: one-byte messages on a Unix socket, and a
+shared page of yield requests that a worker reads at every layer boundary without a round trip.
+
+worker -> server   H<device> <slot>\\n   hello: this connection is `slot` on `device`
+                   A                    acquire: a new compute phase (one iteration) wants the turn
+                   Y                    yield: give the turn up mid-phase and queue for it again
+                   R                    release: the compute phase is over
+                   B                    bye: the job is done with this device
+server -> worker   G                    granted
+
+The yield page (`<socket>.yield`, 4 KiB, mapped read-only by workers): byte d holds slot+1 when the
+server wants the holder of device d to yield, 0 otherwise. Reading it costs a memory load, so the
+check at every module and gradient is next to free while nobody waits.
+
+The launcher drives the server through its stdin (works the same over ssh for another host):
+  W<slot>\\n  withdraw a job that has ended (or never started)      Q\\n  print statistics and exit
+and reads its stdout: `ready`, then `event {json}` lines (lease revocations), and `stats {json}`.
+"""
+
+from __future__ import annotations
+
+HELLO, ACQUIRE, YIELD, RELEASE, BYE, GRANT = b"H", b"A", b"Y", b"R", b"B", b"G"
+
+YIELD_PAGE_BYTES = 4096  # devices per host a server can ask to yield
+MAX_SLOTS = 254  # a page byte holds slot + 1
+
+
+def yield_page_path(socket_path: str) -> str:
+    return socket_path + ".yield"
+
+
+def stats_line(payload: str) -> str:
+    return f"stats {payload}"
+
+
+def event_line(payload: str) -> str:
+    return f"event {payload}"

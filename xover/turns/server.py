@@ -1,0 +1,377 @@
+"""The turn server: one process per host and crossover group, started by the launcher.
+
+It keeps a `DeviceTurns` per device of its host and lets a `TurnPolicy` (policies.py) decide who
+holds each device. Workers talk to it over a Unix socket (protocol.py); a waiting worker is blocked
+in recv(), so waiting costs no CPU. A worker that dies closes its socket: its job's slot is dropped
+on every device at once (synchronous SGD: the job cannot finish an all-reduce any more), so partners
+never stall. A turn held far longer than its job usually holds it is taken back (a lease), and the
+event is reported. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import mmap
+import os
+import selectors
+import signal
+import socket
+import statistics
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
+from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, YIELD, YIELD_PAGE_BYTES, event_line,
+                       stats_line, yield_page_path)
+
+
+@dataclass
+class Lease:
+    """How long a holder may keep a turn: `factor` x its usual hold, at least `floor_s`; before a slot
+    has a history (start-up, first iterations) only `initial_s` applies."""
+
+    floor_s: float = 30.0
+    factor: float = 20.0
+    initial_s: float = 600.0
+
+    def limit(self, holds: list[float]) -> float:
+        if len(holds) < 3:
+            return self.initial_s
+        return max(self.floor_s, self.factor * statistics.median(holds))
+
+
+@dataclass
+class SlotRecord:
+    """Per slot on this host: iteration -> first grant time on each device (for rank skew), counts."""
+
+    grants: int = 0
+    yields: int = 0
+    revoked: int = 0
+    first_grants: dict[int, dict[int, float]] = field(default_factory=dict)  # iteration -> device -> wall time
+    holds: deque = field(default_factory=lambda: deque(maxlen=50))
+
+
+class TurnServer:
+    def __init__(self, path: str, devices: dict[int, list[int]], policy: TurnPolicy, join_timeout_s: float = 300.0,
+                 lease: Lease | None = None) -> None:
+        self.path = path
+        self.policy = policy
+        self.lease = lease or Lease()
+        self.devices = {d: DeviceTurns(order=list(slots)) for d, slots in devices.items()}
+        self.join_deadline = time.monotonic() + join_timeout_s
+        self.selector = selectors.DefaultSelector()
+        for stale in (path, yield_page_path(path)):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        self.page_file = open(yield_page_path(path), "w+b")
+        os.chmod(self.page_file.name, 0o600)
+        self.page_file.truncate(YIELD_PAGE_BYTES)
+        self.page = mmap.mmap(self.page_file.fileno(), YIELD_PAGE_BYTES)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        os.chmod(path, 0o600)
+        self.listener.listen(256)
+        self.selector.register(self.listener, selectors.EVENT_READ, "listen")
+        self.members: dict[socket.socket, tuple[int, int] | None] = {}
+        self.by_member: dict[tuple[int, int], socket.socket] = {}
+        self.iteration: dict[tuple[int, int], int] = {}  # (device, slot) -> compute phases asked for
+        self.buffers: dict[socket.socket, bytes] = {}
+        self.records: dict[int, SlotRecord] = {}
+        self.running = True
+        self.control_buffer = b""
+
+    # -- main loop ----------------------------------------------------------------------------
+    def watch_stdin(self) -> None:
+        """Launcher commands arrive on stdin; its end (the launcher or its ssh is gone) stops us."""
+        self.selector.register(sys.stdin.buffer.raw, selectors.EVENT_READ, "control")
+
+    def serve(self) -> None:
+        while self.running:
+            for key, _ in self.selector.select(self._timeout()):
+                if key.data == "listen":
+                    conn, _ = self.listener.accept()
+                    self.members[conn] = None
+                    self.buffers[conn] = b""
+                    self.selector.register(conn, selectors.EVENT_READ, "member")
+                elif key.data == "control":
+                    self._on_control(key.fileobj)
+                else:
+                    self._on_readable(key.fileobj)
+            now = time.monotonic()
+            if now >= self.join_deadline:
+                self._close_barrier_on_latecomers()
+            self._enforce_leases(now)
+
+    def _timeout(self) -> float | None:
+        now = time.monotonic()
+        deadlines = []
+        if not all(d.open for d in self.devices.values()):
+            deadlines.append(self.join_deadline)
+        for device, turns in self.devices.items():
+            if turns.holder is not None:
+                deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
+        return max(0.0, min(deadlines) - now) if deadlines else None
+
+    # -- workers ------------------------------------------------------------------------------
+    def _on_readable(self, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        buffer = self.buffers[conn] + data
+        while buffer:
+            command = buffer[:1]
+            if command == HELLO:
+                end = buffer.find(b"\n")
+                if end < 0:
+                    break  # the rest of the line is still in flight
+                device, slot = (int(x) for x in buffer[1:end].split())
+                buffer = buffer[end + 1:]
+                if not self._join(conn, device, slot):
+                    return
+                continue
+            buffer = buffer[1:]
+            member = self.members.get(conn)
+            if member is None:
+                continue
+            device, slot = member
+            turns, now = self.devices[device], time.monotonic()
+            if command == ACQUIRE:
+                self.iteration[member] = self.iteration.get(member, 0) + 1
+                turns.request(slot, now, new_iteration=True)
+            elif command == YIELD:
+                held = turns.release(slot, now)
+                if held is not None:
+                    self._record(slot).yields += 1
+                    self._record(slot).holds.append(held)
+                self._clear_yield(device)
+                turns.request(slot, now, new_iteration=False)
+            elif command == RELEASE:
+                held = turns.release(slot, now, end_of_phase=True)
+                if held is not None:
+                    self._record(slot).holds.append(held)
+                    self.policy.on_pass(turns)
+                self._clear_yield(device)
+            elif command == BYE:
+                self._leave(member)
+                self.members[conn] = None
+                self.by_member.pop(member, None)
+            self._decide(device)
+        self.buffers[conn] = buffer
+
+    def _join(self, conn: socket.socket, device: int, slot: int) -> bool:
+        if not (0 <= device < YIELD_PAGE_BYTES and 0 <= slot < MAX_SLOTS) or (device, slot) in self.by_member:
+            # a second registration of one (device, slot) would deadlock both: refuse it
+            print(event_line(json.dumps({"kind": "refused", "device": device, "slot": slot,
+                                         "reason": "duplicate" if (device, slot) in self.by_member else "range"})),
+                  flush=True)
+            self._drop(conn, withdraw=False)
+            return False
+        turns = self.devices.setdefault(device, DeviceTurns(order=[slot]))
+        if slot not in turns.order:  # not announced at start: joins at the end of the order
+            turns.order.append(slot)
+        self.members[conn] = (device, slot)
+        self.by_member[(device, slot)] = conn
+        turns.gone.discard(slot)
+        return True
+
+    def _leave(self, member: tuple[int, int]) -> None:
+        device, slot = member
+        turns = self.devices[device]
+        was_holder = turns.holder == slot
+        turns.leave(slot, time.monotonic())
+        if was_holder:
+            self.policy.on_pass(turns)
+            self._clear_yield(device)
+
+    def withdraw(self, slot: int) -> None:
+        for device, turns in self.devices.items():
+            if slot in turns.order and slot not in turns.gone:
+                self._leave((device, slot))
+                self._decide(device)
+
+    def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
+        member = self.members.pop(conn, None)
+        self.buffers.pop(conn, None)
+        self.selector.unregister(conn)
+        conn.close()
+        if member is not None:
+            self.by_member.pop(member, None)
+            if withdraw:
+                # Died without saying bye: its job cannot finish an all-reduce now, so its turns are
+                # dropped on every device at once rather than when its other ranks are reaped.
+                self.withdraw(member[1])
+
+    # -- decisions ----------------------------------------------------------------------------
+    def _decide(self, device: int) -> None:
+        turns = self.devices[device]
+        now = time.monotonic()
+        while True:
+            choice = self.policy.choose(turns, now)
+            if choice is None:
+                break
+            slot, unpreemptible = choice
+            conn = self.by_member.get((device, slot))
+            if conn is None:  # asked, then left
+                turns.waiting.pop(slot, None)
+                continue
+            turns.grant(slot, now, unpreemptible)
+            self._note_grant(device, slot)
+            try:
+                conn.sendall(GRANT)
+            except OSError:
+                self._leave((device, slot))
+                continue
+            break
+        if self.policy.preemptive and turns.holder is not None and self.policy.wants_yield(turns, now):
+            self.page[device] = turns.holder + 1
+        elif self.page[device]:
+            self._clear_yield(device)
+
+    def _clear_yield(self, device: int) -> None:
+        self.page[device] = 0
+
+    def _close_barrier_on_latecomers(self) -> None:
+        # A slot that never became ready (its job is stuck starting) must not hold the others back.
+        for device, turns in self.devices.items():
+            if not turns.open:
+                turns.gone |= set(turns.order) - turns.ready
+                turns.open = True
+                self._decide(device)
+
+    # -- leases and statistics ----------------------------------------------------------------
+    def _record(self, slot: int) -> SlotRecord:
+        return self.records.setdefault(slot, SlotRecord())
+
+    def _note_grant(self, device: int, slot: int) -> None:
+        record = self._record(slot)
+        record.grants += 1
+        iteration = self.iteration.get((device, slot), 0)
+        record.first_grants.setdefault(iteration, {}).setdefault(device, time.time())
+
+    def _lease_limit(self, slot: int) -> float:
+        return self.lease.limit(list(self._record(slot).holds))
+
+    def _enforce_leases(self, now: float) -> None:
+        for device, turns in self.devices.items():
+            slot = turns.holder
+            if slot is None or now - turns.holder_since <= self._lease_limit(slot):
+                continue
+            held = now - turns.holder_since
+            turns.release(slot, now)
+            self.policy.on_pass(turns)
+            self._clear_yield(device)
+            self._record(slot).revoked += 1
+            print(event_line(json.dumps({"kind": "lease-revoked", "device": device, "slot": slot,
+                                         "held_s": round(held, 3), "wall_time": time.time()})), flush=True)
+            self._decide(device)
+
+    def statistics(self) -> dict:
+        slots = {}
+        for slot, record in sorted(self.records.items()):
+            slots[str(slot)] = {
+                "grants": record.grants, "yields": record.yields, "revoked": record.revoked,
+                # per iteration: earliest and latest first grant over this host's devices of the slot
+                "grant_spans": [[min(t.values()), max(t.values()), len(t)]
+                                for _, t in sorted(record.first_grants.items()) if t],
+            }
+        return {"policy": self.policy.name, "slots": slots}
+
+    # -- launcher commands --------------------------------------------------------------------
+    def _on_control(self, stream) -> None:
+        data = os.read(stream.fileno(), 4096)
+        if not data:
+            self.running = False
+            return
+        self.control_buffer += data
+        while b"\n" in self.control_buffer:
+            line, self.control_buffer = self.control_buffer.split(b"\n", 1)
+            if line.startswith(b"W"):
+                self.withdraw(int(line[1:]))
+            elif line.startswith(b"Q"):
+                self.running = False
+
+    def close(self) -> None:
+        for conn in list(self.members):
+            conn.close()
+        self.listener.close()
+        self.page.close()
+        self.page_file.close()
+        for path in (self.path, yield_page_path(self.path)):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def _die_with_parent() -> None:
+    # If the launcher is killed (even SIGKILL), the server goes too and removes its socket.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def parse_devices(specs: list[str]) -> dict[int, list[int]]:
+    """'0=0,1' -> {0: [0, 1]}: device 0 hosts slots 0 then 1."""
+    devices: dict[int, list[int]] = {}
+    for spec in specs:
+        device, slots = spec.split("=")
+        devices[int(device)] = [int(s) for s in slots.split(",") if s]
+    return devices
+
+
+def parse_traits(specs: list[str]) -> dict[int, SlotTraits]:
+    """'1:rank=0.2,max_slowdown=1.5,solo_s=0.13' -> {1: SlotTraits(0.2, 1.5, 0.13)}."""
+    traits = {}
+    for spec in specs:
+        slot, _, fields = spec.partition(":")
+        values = dict(item.split("=") for item in fields.split(",") if item)
+        traits[int(slot)] = SlotTraits(rank=float(values["rank"]) if "rank" in values else None,
+                                       max_slowdown=float(values["max_slowdown"]) if "max_slowdown" in values else None,
+                                       solo_iteration_s=float(values["solo_s"]) if "solo_s" in values else None)
+    return traits
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="xover turn server (one per host and group)")
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--device", action="append", default=[], help="DEVICE=SLOT,SLOT,... in turn order")
+    parser.add_argument("--policy", default=DEFAULT_POLICY)
+    parser.add_argument("--slot", action="append", default=[], help="SLOT:rank=R,max_slowdown=S,solo_s=T")
+    parser.add_argument("--join-timeout", type=float, default=300.0)
+    parser.add_argument("--lease-floor", type=float, default=Lease.floor_s)
+    parser.add_argument("--lease-factor", type=float, default=Lease.factor)
+    parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
+    parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
+    server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
+                        args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial))
+
+    def stop(*_):
+        raise SystemExit(0)  # select() would resume after a handler that only sets a flag
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if args.control_stdin:
+        server.watch_stdin()
+    print("ready", flush=True)
+    try:
+        server.serve()
+    finally:
+        try:
+            print(stats_line(json.dumps(server.statistics(), separators=(",", ":"))), flush=True)
+        except (BrokenPipeError, OSError):
+            pass
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
