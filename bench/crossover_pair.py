@@ -1,13 +1,16 @@
-"""Benchmark: pairs of jobs in the three modes, the model's ideal, and the token's costs.
+"""Benchmark: pairs of jobs in every mode and turn policy, against the model, side by side per pair.
 
-Prints figures measured side by side in one run (the machine is shared and noisy: compare ratios,
-not absolute numbers across runs). Two pairs by default:
-  resnet-synthetic:mlp-synthetic  complementary (compute-heavy + communication-heavy)
-  mlp-balanced:mlp-balanced       two copies of a job whose compute ~ communication
-Usage:
+For each engine, every recipe is profiled alone at the emulated link rate (`xover profile --force`).
+Then for each pair, in one `xover run --mode all --policy all --seconds S` (each job gets the
+iterations it does in about S seconds alone, so the two overlap from start to end):
+  sequential (each alone), concurrent (no coordination), crossover under each policy.
+Printed per pair: each job's speed relative to alone (measured over the time both ran, and predicted by
+the simulation of the policy from the profiles), the aggregate (sum of speeds), crossover vs concurrent,
+the fluid bound and crossover's fraction of it, turn waiting (p50/p90) and rank skew.
+Figures are ratios measured in one run: the machine is shared and noisy, compare within a row.
 
     .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
-                                             [--bandwidth 1gbit] [--iterations 60]
+                                             [--bandwidth 1gbit] [--seconds 15] [--skip-token]
 """
 
 from __future__ import annotations
@@ -27,54 +30,155 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xover.planner import JobProfile, group_gain, predicted_period  # noqa: E402
+from xover.devices import hardware_fingerprint  # noqa: E402
+from xover.planner import fluid_gain, predict_group  # noqa: E402
+from xover.plans import job_profile  # noqa: E402
+from xover.profiler import find_profile  # noqa: E402
+from xover.recipes import load_recipe  # noqa: E402
 from xover.runtime.turn_client import CrossoverToken  # noqa: E402
+from xover.store.session import open_store  # noqa: E402
+from xover.turns import DEFAULT_POLICY, POLICIES  # noqa: E402
+
+# (pair, kind): compute-heavy with communication-heavy, balanced, compute-heavy with compute-heavy;
+# the first and third are the groups `make demo`'s plan forms.
+PAIRS = [
+    ("resnet-synthetic:mlp-synthetic", "compute-heavy + communication-heavy (demo group)"),
+    ("resnet-synthetic:vgg-synthetic", "compute-heavy + communication-heavy"),
+    ("transformer-chars:mlp-balanced", "compute-heavy + balanced (demo group)"),
+    ("mlp-balanced:mlp-balanced", "two balanced"),
+    ("mlp-synthetic:mlp-balanced", "communication-heavy + balanced"),
+    ("resnet-synthetic:transformer-chars", "two compute-heavy"),
+    ("resnet-synthetic:resnet-digits", "two compute-heavy"),
+]
+POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]
+
+
+def xover(*args: str, timeout: int = 3600) -> dict:
+    command = [str(ROOT / ".venv/bin/xover"), *args, "--json"]
+    print("$ xover", " ".join(args), flush=True)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    if result.returncode != 0:
+        sys.exit(result.stderr[-4000:])
+    return json.loads(result.stdout)
+
+
+def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
+    """The model from the stored profiles: fluid bound, each policy's predicted speeds."""
+    store = open_store(None)
+    profiles = []
+    for index, name in enumerate(pair):
+        recipe = load_recipe(name)
+        found = find_profile(store, recipe.hash, recipe.np, bandwidth, hardware_fingerprint(), engine)
+        profile = job_profile(recipe, found)
+        if index and name in pair[:index]:  # two copies: the run names the second name#2
+            profile = type(profile)(**{**profile.__dict__, "name": f"{name}#2"})
+        profiles.append(profile)
+    return {"fluid": fluid_gain(profiles),
+            "policies": {policy: predict_group(profiles, policy).speeds for policy in POLICIES},
+            "profiles": profiles}
+
+
+def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
+    model = predictions(pair, bandwidth, engine)
+    report = xover("run", "--group", *pair, "--mode", "all", "--policy", "all", "--seconds", str(seconds),
+                   "--bandwidth", bandwidth, "--engine", engine)
+    [group] = report["groups"]
+    jobs = report["jobs"]
+    print(f"\nexperiment {report['experiment']}  engine {engine}  link {bandwidth}  ~{seconds:g} s per job alone")
+    print(f"{'job':20} {'mode':11} {'policy':16} {'samples/s':>9} {'speed':>6} {'predicted':>9} {'iter ms':>8} "
+          f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6}")
+    for j in jobs:
+        predicted = model["policies"].get(j.get("policy") or "", {}).get(j["name"]) if j["mode"] == "crossover" else None
+        print(f"{j['name']:20} {j['mode']:11} {j.get('policy') or '-':16} {j['samples_per_s'] or 0:9.1f} "
+              f"{_f(j.get('speed'), 6, 2)} {_f(predicted, 9, 2)} {_f(j['iteration_ms'], 8, 1)} {_f(j.get('wait_ms'), 8, 1)} "
+              f"{_f(j.get('wait_p90_ms'), 6, 1)} {j.get('yields') or 0:6d} {_f(j.get('skew_p50_ms'), 8, 2)} "
+              f"{_f(j.get('skew_p90_ms'), 6, 2)}")
+    concurrent = group["concurrent_vs_sequential"]
+    row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {}}
+    for policy in POLICY_ORDER:
+        entry = group["policies"].get(policy, {})
+        predicted = sum(model["policies"][policy].values())
+        row["policies"][policy] = {"aggregate": entry.get("aggregate"), "vs_concurrent": entry.get("vs_concurrent"),
+                                   "predicted": predicted}
+    default = row["policies"][DEFAULT_POLICY]
+    print(f"\n  sequential 1.00 | concurrent {_f(concurrent, 0, 2)} | " + " | ".join(
+        f"crossover {p} {_f(v['aggregate'], 0, 2)} ({_f(v['vs_concurrent'], 0, 2)}x concurrent, predicted {v['predicted']:.2f})"
+        for p, v in row["policies"].items()))
+    if default["aggregate"]:
+        print(f"  fluid bound {model['fluid']:.2f}: crossover ({DEFAULT_POLICY}) reaches {default['aggregate'] / model['fluid']:.0%}; "
+              f"prediction error {100 * (default['predicted'] / default['aggregate'] - 1):+.1f}%")
+    parity = [(j["name"], j["final_loss"]) for j in jobs]
+    losses = {}
+    for name, loss in parity:
+        losses.setdefault(name, set()).add(loss)
+    print("  final losses equal in every mode and policy: " + ", ".join(
+        f"{name} {'yes' if len(values) == 1 else 'NO ' + str(values)}" for name, values in losses.items()))
+    return row
+
+
+def _f(value, width: int, digits: int) -> str:
+    return f"{value:{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
+
+
+# ------------------------------------------------------------------------------------ the token
 
 
 def start_turn_server(path: str, devices: list[str]) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path,
+    server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy", "round-robin",
                                *[f"--device={d}" for d in devices]], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert server.stdout.readline().strip() == "ready"
     return server
 
 
-def _ping_pong(path: str, slot: int, rounds: int, out: "list[tuple[int, int, int]]") -> None:
+def _ping_pong(path: str, slot: int, rounds: int, queue) -> None:
     token = CrossoverToken(path, 0, slot)
+    records = []
     for i in range(rounds):
         token.acquire()
-        granted = time.perf_counter_ns()
-        released = time.perf_counter_ns()
-        out.append((slot, i, granted, released))
+        records.append((slot, i, time.perf_counter_ns()))
+        token.checkpoint()  # nobody asks to yield: the cost of a layer boundary
+        records.append((slot, i, time.perf_counter_ns()))
         token.release()
     token.close()
+    queue.put(records)
 
 
 def handoff_latency(rounds: int = 3000) -> dict[str, float]:
-    """Time from one job's release to the next job's grant (both in this process's threads would
-    share the GIL, so each job is its own process)."""
+    """Time from one job's release to the next job's grant, two processes through the turn server."""
     import multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.sock")
         server = start_turn_server(path, ["0=0,1"])
         queue: mp.Queue = mp.Queue()
-
-        def job(slot):
-            records: list = []
-            _ping_pong(path, slot, rounds, records)
-            queue.put(records)
-
-        procs = [mp.Process(target=job, args=(slot,)) for slot in (0, 1)]
+        procs = [mp.Process(target=_ping_pong, args=(path, slot, rounds, queue)) for slot in (0, 1)]
         for p in procs:
             p.start()
         records = queue.get() + queue.get()
         for p in procs:
             p.join()
         server.terminate()
-    records.sort(key=lambda r: r[2])
-    gaps = [(b[2] - a[3]) / 1000 for a, b in zip(records, records[1:]) if a[0] != b[0]][50:]
-    gaps.sort()
+    grants = sorted(records[::2], key=lambda r: r[2])
+    releases = sorted(records[1::2], key=lambda r: r[2])
+    gaps = sorted((b[2] - a[2]) / 1000 for a, b in zip(releases, grants[1:]) if a[0] != b[0])[50:]
     return {"median_us": statistics.median(gaps), "p90_us": gaps[int(len(gaps) * 0.9)], "handoffs": len(gaps)}
+
+
+def checkpoint_cost(calls: int = 1_000_000) -> float:
+    """ns per layer-boundary check when nobody waits (a read of the shared yield page)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.sock")
+        server = start_turn_server(path, ["0=0"])
+        token = CrossoverToken(path, 0, 0)
+        token.acquire()
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            token.checkpoint()
+        cost = (time.perf_counter_ns() - start) / calls
+        token.release()
+        token.close()
+        server.terminate()
+    return cost
 
 
 def waiting_cpu(seconds: float = 5.0) -> float:
@@ -84,7 +188,7 @@ def waiting_cpu(seconds: float = 5.0) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.sock")
         server = start_turn_server(path, ["0=0,1"])
-        waiter = mp.Process(target=_ping_pong, args=(path, 1, 1, []))
+        waiter = mp.Process(target=_ping_pong, args=(path, 1, 1, mp.Queue()))
         waiter.start()
         holder = CrossoverToken(path, 0, 0)
         holder.acquire()  # slot 0 goes first: the waiter (slot 1) is now blocked until the release
@@ -100,93 +204,39 @@ def waiting_cpu(seconds: float = 5.0) -> float:
     return 100.0 * used / seconds
 
 
-def xover(*args: str) -> dict:
-    command = [str(ROOT / ".venv/bin/xover"), *args, "--json"]
-    print("$ xover", " ".join(args), flush=True)
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if result.returncode != 0:
-        sys.exit(result.stderr[-4000:])
-    return json.loads(result.stdout)
-
-
-def run_pair(pair: list[str], bandwidth: str, iterations: int, engine: str) -> tuple[dict, dict | None]:
-    """Distinct recipes: profile, plan, then run the plan (so the plan's prediction meets the
-    measurement). The same recipe twice cannot be planned (job names must differ): run as a group."""
-    link = ["--bandwidth", bandwidth] if bandwidth else []
-    if len(set(pair)) == len(pair):
-        xover("profile", *pair, *link, "--engine", engine, "--force")
-        plan_path = str(ROOT / "results" / "bench-plan.json")
-        plan = xover("plan", *pair, "--devices", "2", "--max-group", str(len(pair)), *link, "--out", plan_path)
-        if len(plan["groups"]) == 1 and len(plan["groups"][0]["jobs"]) == len(pair):
-            return xover("run", plan_path, "--mode", "all", "--iterations", str(iterations), *link,
-                         "--engine", engine), plan
-        print("  (the planner would not group this pair; running it as an ad-hoc group)")
-    return xover("run", "--group", *pair, "--mode", "all", "--iterations", str(iterations), *link,
-                 "--engine", engine), None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", nargs="+", default=["resnet-synthetic:mlp-synthetic", "mlp-balanced:mlp-balanced"])
+    parser.add_argument("--pairs", nargs="+", default=[pair for pair, _ in PAIRS])
     parser.add_argument("--bandwidth", default="1gbit")
-    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--skip-token", action="store_true")
     args = parser.parse_args()
-    summary = []
-    for pair in args.pairs:
-        for engine in args.engines:
-            summary.append((pair, engine, *bench_pair(pair.split(":"), args.bandwidth, args.iterations, engine)))
-    print(f"\n{'pair':34} {'engine':8} {'xover/seq':>9} {'xover/conc':>10} {'ideal':>6} {'of ideal':>8}")
-    for pair, engine, crossover, vs_concurrent, ideal in summary:
-        print(f"{pair:34} {engine:8} {crossover:9.2f} {vs_concurrent:10.2f} {ideal:6.2f} {100 * crossover / ideal:7.0f}%")
+    recipes = sorted({name for pair in args.pairs for name in pair.split(":")})
+    rows = []
+    for engine in args.engines:
+        xover("profile", *recipes, "--bandwidth", args.bandwidth, "--engine", engine, "--force")
+        for pair in args.pairs:
+            rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))
+    kinds = dict(PAIRS)
+    print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
+    print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
+          + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6}")
+    for row in rows:
+        default = row["policies"][DEFAULT_POLICY]
+        measured = default["aggregate"]
+        print(f"{row['pair']:36} {kinds.get(row['pair'], ''):44} {row['engine']:8} {_f(row['concurrent'], 5, 2)} "
+              + " ".join(_f(row["policies"][p]["aggregate"], 12, 2) for p in POLICY_ORDER)
+              + f" {_f(default['vs_concurrent'], 7, 2)} {row['fluid']:5.2f} "
+              + (f"{measured / row['fluid']:8.0%}" if measured else f"{'-':>8}")
+              + f" {default['predicted']:9.2f} "
+              + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}"))
     if not args.skip_token:
         latency = handoff_latency()
-        print(f"\ncrossover token: handoff median {latency['median_us']:.0f} us, p90 {latency['p90_us']:.0f} us "
-              f"over {latency['handoffs']} handoffs between two processes")
-        print(f"crossover token: a job waiting for its turn uses {waiting_cpu():.2f}% of a core")
-
-
-def bench_pair(pair: list[str], bandwidth: str, iterations: int, engine: str) -> tuple[float, float, float]:
-    report, plan = run_pair(pair, bandwidth, iterations, engine)
-    jobs = report["jobs"]
-    names = [j["name"] for j in jobs if j["mode"] == "crossover"]  # a recipe twice runs as name, name#2
-    by = {(j["name"], j["mode"]): j for j in jobs}
-    print(f"\nexperiment {report['experiment']}  engine {engine}  bandwidth {bandwidth}  iterations {iterations}")
-    print(f"{'job':22} {'mode':11} {'samples/s':>10} {'iter ms':>8} {'compute':>8} {'comm':>8} {'wait':>7} {'slowdown':>8}")
-    for j in jobs:
-        print(f"{j['name']:22} {j['mode']:11} {j['samples_per_s']:10.1f} {j['iteration_ms']:8.1f} "
-              f"{j['compute_ms'] + j['data_ms']:8.1f} {j['communication_ms']:8.1f} {j['wait_ms']:7.1f} "
-              f"{j['slowdown'] or 0:8.2f}")
-
-    profiles = [JobProfile(name=n, devices=by[(n, "sequential")]["np"], compute_ms=by[(n, "sequential")]["compute_ms"],
-                           data_ms=by[(n, "sequential")]["data_ms"], comm_ms=by[(n, "sequential")]["communication_ms"],
-                           memory_gb=0.0) for n in names]
-    period = predicted_period(profiles)
-    ideal = group_gain(profiles)
-    [group] = report["groups"]
-    crossover, concurrent = group["crossover_vs_sequential"], group["concurrent_vs_sequential"]
-    measured_period = statistics.mean(by[(n, "crossover")]["iteration_ms"] for n in names)
-    print("\naggregate throughput, each job normalised by its speed alone (sequential = 1.00):")
-    print(f"  concurrent / sequential   {concurrent:.2f}x")
-    print(f"  crossover  / sequential   {crossover:.2f}x")
-    print(f"  crossover  / concurrent   {group['crossover_vs_concurrent']:.2f}x")
-    print(f"  model ideal (period = max(sum c, sum m, max c+m) = {period:.1f} ms)   {ideal:.2f}x")
-    print(f"  crossover as a fraction of the ideal   {100 * crossover / ideal:.0f}%")
-    print(f"  model on this run's sequential medians: period {period:.1f} ms vs measured {measured_period:.1f} ms under crossover "
-          f"(error {100 * (measured_period - period) / period:+.1f}%); predicted gain {ideal:.2f} vs measured "
-          f"{crossover:.2f} (error {100 * (crossover - ideal) / ideal:+.1f}%)")
-    if plan is not None:
-        [planned] = plan["groups"]
-        p_period, p_gain = planned["predicted_period_ms"], planned["predicted_gain"]
-        print(f"  plan (xover profile + xover plan): predicted period {p_period:.1f} ms vs measured {measured_period:.1f} ms "
-              f"(error {100 * (measured_period - p_period) / p_period:+.1f}%); predicted gain {p_gain:.2f} vs measured "
-              f"{crossover:.2f} (error {100 * (crossover - p_gain) / p_gain:+.1f}%)")
-    for n in names:
-        alone, cross = by[(n, "sequential")]["final_loss"], by[(n, "crossover")]["final_loss"]
-        print(f"  parity {n}: final loss alone {alone!r} vs crossover {cross!r} -> {'equal' if alone == cross else 'DIFFERENT'}")
-    return crossover, group["crossover_vs_concurrent"], ideal
-
+        print(f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "
+              f"p90 {latency['p90_us']:.0f} us over {latency['handoffs']} handoffs")
+        print(f"layer-boundary check while nobody waits: {checkpoint_cost():.0f} ns")
+        print(f"a job blocked waiting for its turn uses {waiting_cpu():.2f}% of a core")
 
 
 if __name__ == "__main__":

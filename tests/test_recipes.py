@@ -11,7 +11,7 @@ VALID = {"name": "t", "model": "mlp", "dataset": "digits", "batch_size": 8, "opt
 
 
 def test_every_shipped_recipe_is_valid():
-    recipes = sorted((ROOT / "recipes").glob("*.toml"))
+    recipes = sorted((ROOT / "xover" / "builtin_recipes").glob("*.toml"))
     assert len(recipes) >= 6
     for path in recipes:
         recipe = load_recipe(path)
@@ -73,8 +73,20 @@ def test_toml_syntax_error_names_file_and_line(tmp_path):
 
 
 def test_missing_file_lists_known_recipes():
-    with pytest.raises(RecipeError, match="recipe file not found.*mlp-digits"):
+    with pytest.raises(RecipeError, match="no recipe file or built-in recipe of that name.*mlp-digits"):
         load_recipe("no-such-recipe")
+    with pytest.raises(RecipeError, match="did you mean 'mlp-digit"):
+        load_recipe("mlp-digitz")
+
+
+def test_built_in_recipes_are_found_by_name_from_anywhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no recipes/ folder here
+    assert load_recipe("resnet-synthetic").model == "resnet"
+    (tmp_path / "recipes").mkdir()  # a user's own recipe of the same name comes first
+    (tmp_path / "recipes" / "resnet-synthetic.toml").write_text(
+        'name = "mine"\nmodel = "mlp"\ndataset = "digits"\nbatch_size = 8\noptimizer = "sgd"\nlr = 0.1\n'
+        'np = 1\nseed = 0\niterations = 3\n')
+    assert load_recipe("resnet-synthetic").name == "mine"
 
 
 def test_recipe_by_name_and_overrides():

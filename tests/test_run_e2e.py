@@ -10,41 +10,60 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
+
+from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]
-ROOT_RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+ROOT_RECIPES = Path(__file__).resolve().parent.parent / "xover" / "builtin_recipes"
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss"}
 
 
 def _losses(db_path, experiment):
     db = sqlite3.connect(db_path)
-    rows = db.execute("SELECT r.name, r.mode, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+    rows = db.execute("SELECT r.name, r.mode, r.policy, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
                       "WHERE r.experiment_id = ? ORDER BY r.id, m.step", (experiment,)).fetchall()
     out = {}
-    for name, mode, loss in rows:
-        out.setdefault((name, mode), []).append(loss)
+    for name, mode, policy, loss in rows:
+        out.setdefault((name, f"{mode}:{policy}" if policy else mode), []).append(loss)
     return out
 
 
-def test_all_modes_same_losses_exactly(isolated_results):
+def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(isolated_results):
     result = subprocess.run([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--mode", "all",
-                             "--iterations", "12", "--json"], capture_output=True, text=True, timeout=600)
+                             "--policy", "all", "--iterations", "40", "--json"], capture_output=True, text=True,
+                            timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
-    assert len(report["jobs"]) == 6
+    assert len(report["jobs"]) == 8  # sequential x2, concurrent x2, crossover x2 per policy
     for job in report["jobs"]:
         assert JOB_KEYS <= set(job)
-        assert job["status"] == "finished" and job["iterations"] == 12
+        assert job["status"] == "finished" and job["iterations"] == 40
     crossover = [j for j in report["jobs"] if j["mode"] == "crossover"]
+    assert {j["policy"] for j in crossover} == {"work-conserving", "round-robin"}
     assert all(j["wait_ms"] is not None for j in crossover)
     [group] = report["groups"]
     assert group["crossover_vs_sequential"] > 0 and group["crossover_vs_concurrent"] > 0
-    losses = _losses(isolated_results / "xover.db", report["experiment"])
+    assert set(group["policies"]) == {"work-conserving", "round-robin"}
+    db = isolated_results / "xover.db"
+    losses = _losses(db, report["experiment"])
     for recipe in ("mlp-digits", "resnet-digits"):
         alone = losses[(recipe, "sequential")]
-        assert len(alone) == 12
-        assert losses[(recipe, "crossover")] == alone  # exactly, per iteration
-        assert losses[(recipe, "concurrent")] == alone
+        assert len(alone) == 40
+        for mode in ("concurrent", "crossover:work-conserving", "crossover:round-robin"):
+            assert losses[(recipe, mode)] == alone, mode  # exactly, per iteration
+    # both jobs' rank 0 run on device 0: under either policy their turns never overlap there
+    for policy in ("work-conserving", "round-robin"):
+        held = []
+        with sqlite3.connect(db) as connection:
+            for name, intervals in connection.execute(
+                    "SELECT r.name, m.held FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+                    "WHERE r.experiment_id = ? AND r.mode = 'crossover' AND r.policy = ?", (report["experiment"], policy)):
+                held += [(start, end, name) for start, end in json.loads(intervals)]
+        held.sort()
+        assert len({name for *_, name in held}) == 2 and len(held) >= 80
+        for (_, end, first), (start, _, second) in zip(held, held[1:]):
+            assert end <= start + 1e-4, f"{policy}: {second} computed from {start} while {first} held until {end}"
 
 
 def test_failing_job_is_recorded_and_partner_finishes(isolated_results, tmp_path):
@@ -81,7 +100,7 @@ def _workers_of(results_dir):
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if str(results_dir) in cmdline or ("xover.turns.server" in cmdline and str(results_dir.parent) in cmdline):
+        if str(results_dir) in cmdline:
             found.append(proc)
     return found
 
@@ -130,6 +149,7 @@ def test_ctrl_c_stops_everything_and_leaves_nothing(isolated_results):
         [(experiment,)] = db.execute("SELECT id FROM experiments").fetchall()
     assert statuses == {"interrupted"}
     assert not [f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]
+    assert not tagged_processes(experiment)  # launchers, workers and turn servers: all gone
 
 
 def test_jobs_of_different_sizes_share_a_group(isolated_results, tmp_path):
@@ -142,3 +162,30 @@ def test_jobs_of_different_sizes_share_a_group(isolated_results, tmp_path):
     jobs = {j["name"]: j for j in json.loads(result.stdout)["jobs"]}
     assert jobs["small"]["np"] == 1 and jobs["resnet-digits"]["np"] == 2
     assert all(j["status"] == "finished" and j["iterations"] == 15 for j in jobs.values())
+
+
+def test_a_plan_runs_as_scheduled_groups_side_by_side(isolated_results, tmp_path):
+    """Two one-device groups of a plan on devices 0 and 1 run at the same time (start and end times in
+    the store), and the run reports its makespan next to the plan's and to one after another."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
+                     "mlp-digits,1,2,8,0.1,150\nresnet-digits,1,30,5,0.1,40\n")
+    plan_path = tmp_path / "plan.json"
+    made = subprocess.run([*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--algo", "none",
+                           "--out", str(plan_path), "--json"], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    plan = json.loads(made.stdout)
+    assert [g["wave"] for g in plan["groups"]] == [0, 0] and plan["predicted_makespan_ms"] < plan["sequential_makespan_ms"]
+    for group in plan["groups"]:  # the trace names recipes; the plan keeps their iterations
+        assert group["devices"] in (["localhost:0"], ["localhost:1"])
+    result = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "crossover", "--json"], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["schedule"]["groups_overlapping"] == 2
+    assert report["schedule"]["predicted_makespan_s"] == pytest.approx(plan["predicted_makespan_ms"] / 1000)
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        spans = db.execute("SELECT group_index, started_at, ended_at, devices FROM runs ORDER BY group_index").fetchall()
+    (_, start0, end0, devices0), (_, start1, end1, devices1) = spans
+    assert {devices0, devices1} == {"0", "1"}
+    assert start1 < end0 and start0 < end1  # they overlapped in time

@@ -45,16 +45,25 @@ def fail(error: XoverError) -> None:
 
 @contextlib.contextmanager
 def user_errors():
-    """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130."""
-    from .orchestrator import Interrupted
+    """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130; --timeout 124."""
+    from .run import Interrupted, TimedOut
 
     try:
         yield
     except XoverError as error:
         fail(error)
-    except Interrupted:
+    except (Interrupted, KeyboardInterrupt):
         errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
         raise typer.Exit(130)
+    except TimedOut:
+        errors.print("timeout: the run went past --timeout; every process was stopped and unfinished runs are "
+                     "marked timeout")
+        raise typer.Exit(124)
+
+
+HOSTS_HELP = "Hosts and device slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node)."
+TIMEOUT_HELP = "Stop everything after this many seconds (runs end as 'timeout', exit code 124)."
+WAIT_HELP = "If another xover holds a device this needs, wait for it instead of failing."
 
 
 def _command_line() -> str:
@@ -85,26 +94,35 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the chec
 
 @app.command()
 def train(
-    recipe: Annotated[str, typer.Argument(help="Recipe TOML file, or the name of one in recipes/.")],
+    recipe: Annotated[str, typer.Argument(help="Recipe TOML file, or a recipe name (./recipes/NAME.toml, else a built-in recipe).")],
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node).")] = None,
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
+    wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Train one recipe alone through horovodrun, record it, and print a summary."""
-    from .orchestrator import train_recipe
+    """Train one recipe alone through horovodrun (or torchrun), record it, and print a summary."""
+    from .run import train_recipe
 
     with user_errors():
+        check_timeout(timeout)
         result = train_recipe(State.db, recipe, np=np, hosts=hosts, iterations=iterations, bandwidth=bandwidth,
-                              command=_command_line(), show_progress=not json_out, engine=engine)
+                              command=_command_line(), show_progress=not json_out, engine=engine, timeout_s=timeout,
+                              wait=wait)
     if json_out:
         print_json(result)
     else:
         print_table(f"xover train  experiment {result['experiment']}", JOB_COLUMNS, result["jobs"])
         console.print(f"logs: {result['results_dir']}")
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+
+
+def check_timeout(timeout: float | None) -> None:
+    if timeout is not None and timeout <= 0:
+        raise XoverError(f"--timeout must be a positive number of seconds, got {timeout:g}")
 
 
 GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("policy", "crossover_policy"),
@@ -124,6 +142,7 @@ def run(
                        "group. Its arguments follow --.")] = None,
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every local "
                   "device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group: " + HOSTS_HELP)] = None,
     mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all")] = "all",
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
     seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
@@ -134,24 +153,28 @@ def run(
     policy: Annotated[str, typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first), round-robin "
                                         "(strict alternation, the paper's), or all (crossover once per policy).")] = "work-conserving",
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
+    wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
-    sequential (each alone), or all three as one comparison."""
-    from .orchestrator import MODES, groups_from_plan, groups_from_recipes, groups_from_scripts, run_groups
+    sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
+    each group as soon as its devices are free, groups on other devices side by side."""
+    from .run import groups_from_plan, groups_from_recipes, groups_from_scripts, modes_of, run_groups
 
     with user_errors():
-        if mode not in (*MODES, "all"):
-            raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential or all")
-        modes = list(MODES) if mode == "all" else [mode]
+        modes = modes_of(mode)
+        check_timeout(timeout)
         plan_body = None
         targets = targets or []
+        if hosts and not group:
+            raise XoverError("-H applies to --group (a plan places its groups on its own hosts; scripts run here)")
         if scripts:
             groups = groups_from_scripts(scripts, targets, np, iterations, engine)
         elif group:
             if len(targets) < 1:
                 raise XoverError("--group needs at least one recipe")
-            groups = groups_from_recipes(targets, iterations, engine, np)
+            groups = groups_from_recipes(targets, iterations, engine, np, hosts)
         else:
             if len(targets) != 1:
                 raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
@@ -170,7 +193,8 @@ def run(
         policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
-                            plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds)
+                            plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
+                            timeout_s=timeout, wait=wait)
     if json_out:
         print_json(result)
     else:
@@ -184,6 +208,11 @@ def run(
 
             if len(policies) > 1:
                 print_table("crossover by turn policy", POLICY_COLUMNS, display_rows(policy_rows(result["groups"])))
+        if "schedule" in result:
+            schedule = result["schedule"]
+            console.print(f"makespan {schedule['measured_makespan_s']:.1f} s measured vs {schedule['predicted_makespan_s']:.1f} s "
+                          f"predicted by the plan vs {schedule['sequential_makespan_s']:.1f} s one after another; "
+                          f"up to {schedule['groups_overlapping']} groups ran at once")
         console.print(f"logs: {result['results_dir']}")
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
@@ -196,13 +225,15 @@ PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data 
 
 @app.command()
 def profile(
-    recipes: Annotated[list[str], typer.Argument(help="Recipe files or names in recipes/.", show_default=False)],
+    recipes: Annotated[list[str], typer.Argument(help="Recipe files or names (./recipes/NAME.toml, else built-in recipes).", show_default=False)],
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np.")] = None,
     iterations: Annotated[int, typer.Option("--iterations", help="Iterations to measure, warm-up included.")] = 30,
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
+    wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
@@ -212,7 +243,7 @@ def profile(
     with user_errors():
         results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
                                   bandwidth=bandwidth, force=force, command=_command_line(),
-                                  show_progress=not json_out, engine=engine)
+                                  show_progress=not json_out, engine=engine, hosts=hosts, wait=wait)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)

@@ -84,9 +84,16 @@ def _common_link(store, recipes, recipe_paths) -> str:
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
               out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY) -> dict[str, Any]:
-    from .launch.horovod import parse_hosts
+    from .launch.hosts import parse_hosts
     from .store.queries import store_plan
 
+    from .planner import ALGORITHMS
+    from .turns.policies import POLICIES
+
+    if algo not in ALGORITHMS:
+        raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
+    if policy not in POLICIES:
+        raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
     if bool(recipe_paths) == bool(trace_csv):
         raise XoverError("give recipes (planned from their stored profiles) or --profiles FILE.csv, not both")
     if hosts:

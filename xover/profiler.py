@@ -23,8 +23,9 @@ from sqlalchemy import select
 
 from .devices import hardware_fingerprint
 from .errors import XoverError
-from .launch.horovod import parse_hosts
-from .orchestrator import check_devices, experiment, job_for
+from .launch.hosts import parse_hosts
+from .run import check_devices, experiment, job_for
+from .run.schedule import Scheduler, Unit
 from .recipes import load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
 from .store.queries import snapshot_recipe
@@ -157,15 +158,16 @@ def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None,
 def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None = None, iterations: int = 30,
                     warmup: int = 5, bandwidth: str | None = None, force: bool = False,
                     command: str = "xover profile", show_progress: bool = True,
-                    engine: str = "horovod") -> list[dict[str, Any]]:
+                    engine: str = "horovod", hosts: str | None = None, wait: bool = False) -> list[dict[str, Any]]:
     from .launch.network import check_rate
+    from .run.commands import lease_devices
 
     if warmup < 0 or iterations <= warmup + 2:
         raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
     if bandwidth:
         bandwidth = check_rate(bandwidth)
     recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
-    jobs = [job_for(recipe, engine=engine) for recipe in recipes]
+    jobs = [job_for(recipe, hosts, engine=engine) for recipe in recipes]
     check_devices(jobs)
     store = open_store(db)
     hardware = hardware_fingerprint()
@@ -179,12 +181,13 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
         else:
             todo.append((recipe, job))
     if todo:
-        with experiment(store, "profile", command, bandwidth, show_progress) as experimenter:
+        with experiment(store, "profile", command, bandwidth, show_progress) as run:
+            lease_devices(run, [job for _, job in todo], wait)
             for recipe, job in todo:
-                measured = with_overrides(recipe, iterations=iterations)
+                unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
                 with MachineLoad() as load:
-                    [run_id] = experimenter.run_together([job_for(measured, job.hosts, engine=engine)], "profile")
-                results.append({**_store_profile(store, recipe, run_id, link, hardware, warmup, engine, load),
+                    Scheduler(run.context).run([unit], exclusive=True)
+                results.append({**_store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, engine, load),
                                 "reused": False})
     order = {path: i for i, path in enumerate(r.path for r in recipes)}
     return sorted(results, key=lambda r: order.get(r["recipe"], 0))

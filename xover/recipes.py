@@ -143,8 +143,12 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
                      "weight_decay": float(data.get("weight_decay", 0.0)), "path": source})
 
 
+BUILTIN_RECIPES = Path(__file__).resolve().parent / "builtin_recipes"
+
+
 def load_recipe(path: str | Path) -> Recipe:
-    """Load a recipe from a TOML file, or from a name of a file in `recipes/` (without `.toml`)."""
+    """Load a recipe from a TOML file, or by name: ./recipes/NAME.toml first (your own), then the
+    recipes that ship with xover (`xover/builtin_recipes/`), from any working directory."""
     file = resolve_recipe_path(path)
     try:
         data = tomllib.loads(file.read_text())
@@ -152,19 +156,29 @@ def load_recipe(path: str | Path) -> Recipe:
         raise RecipeError(f"{file}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
         raise RecipeError(f"{file}: not a text file") from None
+    except OSError as error:
+        raise RecipeError(f"{file}: cannot read the recipe: {error.strerror}") from None
     return parse_recipe(data, str(file))
+
+
+def builtin_recipe_names() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_RECIPES.glob("*.toml"))
 
 
 def resolve_recipe_path(path: str | Path) -> Path:
     file = Path(path)
     if file.is_file():
         return file
-    for candidate in (Path("recipes") / f"{path}.toml", Path("recipes") / str(path)):
-        if candidate.is_file():
+    name = str(path).removesuffix(".toml")
+    for folder in (Path("recipes"), BUILTIN_RECIPES):
+        candidate = folder / f"{name}.toml"
+        if "/" not in name and candidate.is_file():
             return candidate
-    known = sorted(p.stem for p in Path("recipes").glob("*.toml")) if Path("recipes").is_dir() else []
-    hint = f"; recipes in ./recipes: {', '.join(known)}" if known else ""
-    raise RecipeError(f"{path}: recipe file not found{hint}")
+    if file.suffix == ".toml" or "/" in str(path):
+        raise RecipeError(f"{path}: recipe file not found")
+    known = builtin_recipe_names()
+    raise RecipeError(f"{path}: no recipe file or built-in recipe of that name{_suggest(name, known)}; "
+                      f"built-in recipes: {', '.join(known)}")
 
 
 def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | None = None) -> Recipe:

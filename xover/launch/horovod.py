@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import XoverError
 from . import find_launcher
 
 
@@ -24,18 +23,3 @@ def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, star
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
     return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
             *per_rank_logs, *(program or worker_command(spec_path))]
-
-
-def parse_hosts(hosts: str) -> list[tuple[str, int]]:
-    """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
-    parsed = []
-    for item in hosts.split(","):
-        name, _, slots = item.strip().partition(":")
-        if not name or not slots.isdigit() or int(slots) <= 0:
-            raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a positive integer")
-        parsed.append((name, int(slots)))
-    return parsed
-
-
-def is_local(host: str) -> bool:
-    return host in ("localhost", "127.0.0.1")

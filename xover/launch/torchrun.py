@@ -1,8 +1,10 @@
 """`torchrun` command lines: torch.distributed's own launcher (c10d rendezvous).
 
-One machine: `torchrun --standalone`. Several (`-H h1:2,h2:2`): torchrun is started on every node
-(over ssh for other hosts, as horovodrun does) with --nnodes / --node-rank and one c10d rendezvous
-endpoint on the first host; the launcher waits for all of them and fails if any fails.
+One machine: `torchrun --standalone`. Several hosts (`-H h1:2,h2:2`): one torchrun per node, each a
+process xover supervises itself (a node that fails fails the job; Ctrl-C stops every node), with
+--nnodes / --node-rank and one c10d rendezvous endpoint on the first host, on a port found free
+there. Other hosts are reached with `ssh -tt`: when xover stops the ssh client, the remote torchrun
+gets SIGHUP and stops its workers.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from ..errors import XoverError
 from . import find_launcher
-from .horovod import is_local, parse_hosts
+from .hosts import is_local, parse_hosts
 
-FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED")  # what ssh must carry over
+FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
 
 
 def torchrun_path() -> str:
@@ -32,38 +36,48 @@ def _output_options(log_dir: Path) -> list[str]:
     return ["--log-dir", str(log_dir), "--redirects", "3", "--tee", "3"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return probe.getsockname()[1]
+def free_port(host: str, remote_prefix: list[str]) -> int:
+    """A port free on `host` now (the rendezvous runs there, not necessarily here)."""
+    if is_local(host):
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            return probe.getsockname()[1]
+    code = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+    try:
+        out = subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, sys.executable, "-c", shlex.quote(code)],
+                             capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise XoverError(f"-H: {host} did not answer over ssh within a minute") from None
+    if out.returncode != 0 or not out.stdout.strip().isdigit():
+        raise XoverError(f"-H: cannot reach {host} over ssh to find a rendezvous port: "
+                         f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return int(out.stdout.strip())
 
 
-def torchrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
-                     program: list[str] | None = None) -> list[str]:
-    """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m)."""
+def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
+                      program: list[str] | None = None, remote_prefix: list[str] | None = None) -> list[list[str]]:
+    """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m):
+    one command on one host, one per node otherwise."""
     program = program or _worker_module(spec_path)
     nodes = parse_hosts(hosts)
-    if len(nodes) == 1:
-        if not is_local(nodes[0][0]):
-            raise XoverError(f"-H {hosts}: --engine torch on one other host: run xover there instead")
-        return [torchrun_path(), "--standalone", f"--nproc-per-node={np}", *_output_options(log_dir), *program]
+    if len(nodes) == 1 and is_local(nodes[0][0]):
+        return [[torchrun_path(), "--standalone", f"--nproc-per-node={np}", *_output_options(log_dir), *program]]
     slots = {count for _, count in nodes}
     if len(slots) != 1 or np != sum(count for _, count in nodes):
         raise XoverError(f"-H {hosts} with --engine torch: torchrun starts the same number of ranks on every "
                          f"node, so every host needs the same slots and np ({np}) must be their sum")
-    endpoint = f"{nodes[0][0]}:{_free_port()}"
+    endpoint = f"{nodes[0][0]}:{free_port(nodes[0][0], remote_prefix or [])}"
     forwarded = {k: v for k, v in (env or os.environ).items() if k.startswith(FORWARDED_PREFIXES)}
-    launches = []
+    commands = []
     for node_rank, (host, count) in enumerate(nodes):
         command = [torchrun_path(), f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",
                    "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={spec_path.parent.name}",
                    *_output_options(log_dir / f"node{node_rank}"), *program]
+        variables = {**forwarded, "XOVER_HOST": host}  # a worker knows which host it is on (emulated hosts share one)
         if is_local(host):
-            launches.append(shlex.join(command))
+            commands.append(["env", *[f"{k}={v}" for k, v in variables.items()], *command])
         else:
-            remote = f"cd {shlex.quote(os.getcwd())} && env {' '.join(shlex.quote(f'{k}={v}') for k, v in forwarded.items())} {shlex.join(command)}"
-            launches.append(shlex.join(["ssh", "-o", "BatchMode=yes", host, remote]))
-    # start every node, then wait for each; the first failure's exit code is the launcher's
-    script = " ".join(f"{launch} & pids[{i}]=$!;" for i, launch in enumerate(launches))
-    script += ' rc=0; for pid in "${pids[@]}"; do wait "$pid" || { [ "$rc" = 0 ] && rc=$?; }; done; exit "$rc"'
-    return ["bash", "-c", script]
+            remote = (f"cd {shlex.quote(os.getcwd())} && env "
+                      f"{' '.join(shlex.quote(f'{k}={v}') for k, v in variables.items())} {shlex.join(command)}")
+            commands.append(["ssh", "-tt", "-o", "BatchMode=yes", host, remote])
+    return commands

@@ -30,7 +30,7 @@ __all__ = ["FORMATS", "ExperimentBrief", "ExperimentReport", "ReportError", "mak
 
 
 def run_folder(experiment_id: str) -> Path:
-    from ..orchestrator import results_root
+    from ..run import results_root
 
     return results_root() / "runs" / experiment_id
 
@@ -107,7 +107,7 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
 
 def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
     from . import tables
-    from ..orchestrator import results_root
+    from ..run import results_root
 
     if fmt == "csv":
         text = tables.csv_text([key for _, key in tables.SUMMARY_COLUMNS], [b.summary() for b in briefs])

@@ -58,7 +58,11 @@ def open_existing_store(db: str | None) -> Store:
     if url.startswith(prefix) and url != prefix + ":memory:" and not Path(url[len(prefix):]).exists():
         raise ReportError(f"no database at {url[len(prefix):]}: nothing has been run yet "
                           "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)")
-    return open_store(db)
+    store = open_store(db)
+    from ..run.record import reconcile_lost
+
+    reconcile_lost(store)  # experiments whose xover is gone show as lost, not running
+    return store
 
 
 def find_experiment(session: Session, target: str, where: str) -> Experiment:

@@ -133,18 +133,36 @@ class CrossoverToken:
 
 
 def token_from_env(local_rank: int, synchronize: Callable[[], None] | None = None):
-    """The turn for this worker's device, from XOVER_TURN_SOCKET / XOVER_TURN_SLOT / XOVER_DEVICES."""
-    path = os.environ.get("XOVER_TURN_SOCKET")
-    if not path:
+    """The turn for this worker's device, from XOVER_TURN_SOCKET (a template: `{host}` is this
+    worker's host) / XOVER_TURN_SLOT / XOVER_DEVICES."""
+    template = os.environ.get("XOVER_TURN_SOCKET")
+    if not template:
         return NoTurn()
+    from ..turns.service import host_tag
+
+    path = template.replace("{host}", host_tag(this_host()))
     return CrossoverToken(path, device_of(local_rank), int(os.environ["XOVER_TURN_SLOT"]), synchronize)
 
 
+def this_host() -> str:
+    """The host name this worker's launcher was given (-H), so emulated hosts on one machine differ."""
+    return os.environ.get("XOVER_HOST") or os.environ.get("HOROVOD_HOSTNAME") or "localhost"
+
+
 def device_of(local_rank: int) -> int:
-    """Device index a local rank uses: XOVER_DEVICES lists this job's devices on the host."""
+    """Device index a local rank uses: XOVER_DEVICES lists this job's devices, as '0,1' (every host)
+    or 'h1=0,1;h2=0,1' (per host)."""
     devices = os.environ.get("XOVER_DEVICES")
     if not devices:
         return local_rank
+    if "=" in devices:
+        from ..launch.hosts import canonical_host
+
+        per_host = dict(item.split("=", 1) for item in devices.split(";"))
+        here = canonical_host(this_host())
+        devices = next((indices for host, indices in per_host.items() if canonical_host(host) == here), "")
+        if not devices:
+            return local_rank
     return int(devices.split(",")[local_rank])
 
 

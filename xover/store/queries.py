@@ -65,8 +65,8 @@ def run_fields(run: Run) -> dict[str, Any]:
         "mode": run.mode, "policy": run.policy, "group": run.group_index, "slot": run.slot, "engine": run.engine,
         "np": run.np, "hosts": run.hosts, "devices": run.devices, "status": run.status, "exit_code": run.exit_code,
         "iterations_planned": run.iterations_planned, "gradient_bytes": run.gradient_bytes,
-        "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run.started_at else None,
-        "ended_at": run.ended_at.isoformat(sep=" ", timespec="seconds") if run.ended_at else None,
+        "started_at": run.started_at.isoformat(sep=" ") if run.started_at else None,  # UTC
+        "ended_at": run.ended_at.isoformat(sep=" ") if run.ended_at else None,
         "wall_s": (run.ended_at - run.started_at).total_seconds() if run.ended_at and run.started_at else None,
         "log_dir": run.log_dir, "error": run.error, "turn_stats": run.turn_stats, "slurm_job_id": run.slurm_job_id,
     }

@@ -279,8 +279,8 @@ class TurnServer:
             slots[str(slot)] = {
                 "grants": record.grants, "yields": record.yields, "revoked": record.revoked,
                 # per iteration: earliest and latest first grant over this host's devices of the slot
-                "grant_spans": [[min(t.values()), max(t.values()), len(t)]
-                                for _, t in sorted(record.first_grants.items()) if t],
+                "grant_spans": [[iteration, min(t.values()), max(t.values()), len(t)]
+                                for iteration, t in sorted(record.first_grants.items()) if t],
             }
         return {"policy": self.policy.name, "slots": slots}
 

@@ -1,17 +1,29 @@
-"""The launcher's side of the turn service: start a group's turn server, tell it about jobs that
-ended, collect what it reports, and stop it. Workers find the server through XOVER_TURN_SOCKET."""
+"""The launcher's side of the turn service: a group's turn servers, one per host of the group.
+
+Each host's server is started through the path the engine uses to reach that host (directly here,
+over ssh elsewhere), is driven through its stdin (job ended: withdraw its slot; quit) and ends when
+that stdin closes, so nothing outlives the run on any host. Independent servers stay consistent
+because every device decides by the same policy from the same events, and a job's all-reduces keep
+its ranks in step. Workers find their host's server through XOVER_TURN_SOCKET, a template whose
+`{host}` they fill in (emulated hosts share one filesystem, so each host's socket has its own name).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import XoverError
+from ..launch.hosts import LOCAL, canonical_host, is_local
 from .policies import SlotTraits
+
+XOVER_ROOT = str(Path(__file__).resolve().parent.parent.parent)  # so that remote hosts import this xover
 
 
 def runtime_dir() -> str:
@@ -23,6 +35,11 @@ def runtime_dir() -> str:
         raise PermissionError(f"{path} belongs to another user; set XDG_RUNTIME_DIR")
     os.chmod(path, 0o700)
     return path
+
+
+def host_tag(host: str) -> str:
+    """A host's name as it appears in socket names (this machine's names are one host)."""
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in canonical_host(host))
 
 
 def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: str,
@@ -42,21 +59,27 @@ def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: st
 
 @dataclass
 class TurnServerProcess:
-    """One turn server (this host's), driven through its stdin; its stdout is read by a thread."""
+    """One host's turn server, driven through its stdin; its stdout is read by a thread."""
 
+    host: str
     socket: str
     command: list[str]
     events: list[dict] = field(default_factory=list)
     stats: dict | None = None
 
+    env: dict[str, str] | None = None
+
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        start_new_session=True)
+                                        stderr=subprocess.PIPE, start_new_session=True,
+                                        env={**os.environ, **(self.env or {})})
         first = self.process.stdout.readline().decode(errors="replace").strip()
         if first != "ready":
             self.process.kill()
-            self.process.wait()
-            raise XoverError("the crossover turn server did not start; run `xover doctor`")
+            _, error = self.process.communicate()
+            detail = error.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise XoverError(f"the crossover turn server on {self.host} did not start ({detail[0]}); "
+                             "run `xover doctor`")
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -66,7 +89,7 @@ class TurnServerProcess:
             kind, _, payload = line.partition(" ")
             try:
                 if kind == "event":
-                    self.events.append(json.loads(payload))
+                    self.events.append({**json.loads(payload), "host": self.host})
                 elif kind == "stats":
                     self.stats = json.loads(payload)
             except json.JSONDecodeError:
@@ -79,11 +102,7 @@ class TurnServerProcess:
         except (BrokenPipeError, OSError, ValueError):
             pass  # the server is gone: nobody is waiting on it
 
-    def withdraw(self, slot: int) -> None:
-        """A job has ended (or never started): no partner may wait for it, even at the barrier."""
-        self.send(f"W{slot}")
-
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
         if self.process.poll() is None:
             self.send("Q")
             try:
@@ -96,11 +115,78 @@ class TurnServerProcess:
             self.process.stdin.close()
         except OSError:
             pass
-        for path in (self.socket, self.socket + ".yield"):
-            if os.path.exists(path):
-                os.unlink(path)
+        if is_local(self.host):  # a remote server removes its own files when its stdin closes
+            for path in (self.socket, self.socket + ".yield"):
+                if os.path.exists(path):
+                    os.unlink(path)
 
 
-def start_local_server(socket_path: str, devices: dict[int, list[int]], policy: str,
-                       traits: dict[int, SlotTraits], lease: dict[str, float] | None = None) -> TurnServerProcess:
-    return TurnServerProcess(socket_path, [sys.executable, *server_arguments(socket_path, devices, policy, traits, lease)])
+class TurnService:
+    """The turn servers of one crossover group."""
+
+    def __init__(self, name: str, placements: list[dict[str, list[int]]], policy: str,
+                 traits: dict[int, SlotTraits], remote_prefix: list[str] | None = None,
+                 env: dict[str, str] | None = None, lease: dict[str, float] | None = None) -> None:
+        """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group."""
+        self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
+        devices: dict[str, dict[int, list[int]]] = {}
+        for slot, placement in enumerate(placements):
+            for host, indices in placement.items():
+                for index in indices:
+                    devices.setdefault(host_tag(host), {}).setdefault(index, []).append(slot)
+        self.servers: list[TurnServerProcess] = []
+        tag = {k: v for k, v in (env or {}).items() if k == "XOVER_EXPERIMENT"}
+        try:
+            for host, order in devices.items():
+                path = self.socket_template.replace("{host}", host)
+                arguments = server_arguments(path, order, policy, traits, lease)
+                if host == LOCAL:
+                    command = [sys.executable, *arguments]
+                    self.servers.append(TurnServerProcess(host, path, command, env={"PYTHONPATH": XOVER_ROOT, **tag}))
+                else:
+                    remote = (f"mkdir -p -m 700 {shlex.quote(os.path.dirname(path))} && env "
+                              + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
+                              + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}")
+                    command = [*(remote_prefix or []), "ssh", "-o", "BatchMode=yes", host, remote]
+                    self.servers.append(TurnServerProcess(host, path, command))
+        except BaseException:
+            self.stop()
+            raise
+
+    def withdraw(self, slot: int) -> None:
+        """A job has ended (or never started): no partner may wait for it, even at the barrier."""
+        for server in self.servers:
+            server.send(f"W{slot}")
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    @property
+    def events(self) -> list[dict]:
+        return [event for server in self.servers for event in server.events]
+
+    def slot_statistics(self) -> dict[str, dict]:
+        """Per slot over every host: grants, yields, revocations, and the skew between the first grants
+        of one iteration on all of the job's devices (how far apart its ranks got their turns)."""
+        merged: dict[str, dict] = {}
+        for server in self.servers:
+            for slot, entry in ((server.stats or {}).get("slots") or {}).items():
+                into = merged.setdefault(slot, {"grants": 0, "yields": 0, "revoked": 0, "spans": {}})
+                for key in ("grants", "yields", "revoked"):
+                    into[key] += entry.get(key, 0)
+                for iteration, first, last, count in entry.get("grant_spans", []):
+                    low, high, seen = into["spans"].get(iteration, (first, last, 0))
+                    into["spans"][iteration] = (min(low, first), max(high, last), seen + count)
+        return {slot: summarise(entry) for slot, entry in merged.items()}
+
+
+def summarise(entry: dict) -> dict:
+    skews = sorted((last - first) * 1000 for first, last, devices in entry["spans"].values() if devices > 1)
+
+    def quantile(q: float) -> float | None:
+        return skews[min(len(skews) - 1, int(q * len(skews)))] if skews else None
+
+    return {"grants": entry["grants"], "yields": entry["yields"], "revoked": entry["revoked"],
+            "skew_p50_ms": quantile(0.5), "skew_p90_ms": quantile(0.9), "skew_max_ms": skews[-1] if skews else None,
+            "iterations": len(entry["spans"])}

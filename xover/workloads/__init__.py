@@ -60,12 +60,10 @@ def build_model(name: str, dataset, options: dict[str, Any]):
     sample_inputs, _ = dataset.batch(0)
     if MODELS[name].kind == IMAGE:
         channels, size = sample_inputs.shape[1], sample_inputs.shape[-1]
-        classes = int(dataset.train.targets.max()) + 1
-        classes = max(classes, 10)
+        classes = dataset.classes  # declared by the dataset: every rank builds the same head
         if name == "resnet":
             return models.SmallResNet(channels, classes, **options)
         if name == "vgg":
             return models.VGGStyle(channels, classes, size, **options)
         return models.MLP(channels * size * size, classes, **options)
-    vocab = 256
-    return models.TinyTransformerLM(vocab, sample_inputs.shape[1], **options)
+    return models.TinyTransformerLM(dataset.vocab, sample_inputs.shape[1], **options)

@@ -26,8 +26,11 @@ class Dataset:
 
     task = "classification"  # or "language-model"
 
-    def __init__(self, train: Split, test: Split | None, *, batch_size: int, rank: int, world_size: int, seed: int) -> None:
+    def __init__(self, train: Split, test: Split | None, *, batch_size: int, rank: int, world_size: int, seed: int,
+                 classes: int | None = None, vocab: int | None = None) -> None:
         self.train, self.test = train, test
+        # what the model's head is sized by: declared, never read off the (per-rank) samples
+        self.classes, self.vocab = classes, vocab
         self.batch_size, self.rank, self.world_size, self.seed = batch_size, rank, world_size, seed
         self._epoch_order: tuple[int, torch.Tensor] | None = None
 
@@ -79,7 +82,7 @@ def digits(*, batch_size: int, rank: int, world_size: int, seed: int, image_size
     labels = torch.tensor(bunch.target, dtype=torch.long)
     cut = 1500
     return Dataset(Split(images[:cut], labels[:cut]), Split(images[cut:], labels[cut:]),
-                   batch_size=batch_size, rank=rank, world_size=world_size, seed=seed)
+                   batch_size=batch_size, rank=rank, world_size=world_size, seed=seed, classes=10)
 
 
 def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 32,
@@ -87,7 +90,8 @@ def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, 
     generator = torch.Generator().manual_seed(seed * 1009 + rank)
     inputs = torch.randn(batch_size, channels, image_size, image_size, generator=generator)
     targets = torch.randint(0, num_classes, (batch_size,), generator=generator)
-    return SyntheticDataset(inputs, targets, batch_size=batch_size, rank=rank, world_size=world_size, seed=seed)
+    return SyntheticDataset(inputs, targets, batch_size=batch_size, rank=rank, world_size=world_size, seed=seed,
+                            classes=num_classes)
 
 
 def synthetic_tokens(*, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64,
@@ -95,7 +99,7 @@ def synthetic_tokens(*, batch_size: int, rank: int, world_size: int, seed: int, 
     generator = torch.Generator().manual_seed(seed * 1009 + rank)
     tokens = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=generator)
     dataset = SyntheticDataset(tokens[:, :-1], tokens[:, 1:], batch_size=batch_size, rank=rank,
-                               world_size=world_size, seed=seed)
+                               world_size=world_size, seed=seed, vocab=vocab_size)
     dataset.task = "language-model"
     return dataset
 
@@ -129,6 +133,6 @@ def python_chars(*, batch_size: int, rank: int, world_size: int, seed: int, seq_
     targets = windows[1:].view(count, seq_len)
     cut = int(count * 0.9)
     dataset = Dataset(Split(inputs[:cut], targets[:cut]), Split(inputs[cut:], targets[cut:]),
-                      batch_size=batch_size, rank=rank, world_size=world_size, seed=seed)
+                      batch_size=batch_size, rank=rank, world_size=world_size, seed=seed, vocab=256)
     dataset.task = "language-model"
     return dataset

@@ -1,0 +1,212 @@
+"""Every malformed input exits 2 with one line naming the file and the field, no traceback, and
+nothing written (no database, no results folder): recipes, plan files, CSV traces, flags.
+Property-based: hypothesis breaks valid inputs in many ways; the CLI runs in-process."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from xover.cli import app
+from xover.recipes import BUILTIN_RECIPES
+
+runner = CliRunner()
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+VALID_RECIPE = tomllib.loads((BUILTIN_RECIPES / "mlp-digits.toml").read_text())
+RECIPE_FIELDS = ["name", "model", "dataset", "batch_size", "optimizer", "lr", "np", "seed", "iterations",
+                 "momentum", "eval_interval", "max_slowdown", "model_options", "dataset_options"]
+BAD_VALUES = st.sampled_from([-1, 0, -0.5, "", "nope", True, [], {}, 1e309, "mlp ", 3.5])
+
+
+def _toml(data: dict) -> str:
+    lines, tables = [], []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            tables.append((key, value))
+        else:
+            lines.append(f"{key} = {json.dumps(value) if not isinstance(value, bool) else str(value).lower()}")
+    for key, table in tables:
+        lines.append(f"[{key}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _one_clear_line(result, *must_contain: str) -> None:
+    assert result.exit_code == 2, result.output
+    text = result.output.strip()
+    assert "Traceback" not in text
+    assert len(text.splitlines()) == 1, text  # one line: the file, the field, the problem
+    assert text.startswith("error:"), text
+    for needle in must_contain:
+        assert needle in text, (needle, text)
+
+
+def _nothing_written(root: Path, lookups: bool = False) -> None:
+    """No results; no database either, unless answering needed a look into it (stored profiles)."""
+    assert not (root / "results").exists()
+    if not lookups:
+        assert not (root / "xover.db").exists()
+
+
+@pytest.fixture
+def clean(isolated_results):
+    return isolated_results
+
+
+@st.composite
+def broken_recipes(draw):
+    """A valid recipe with one field broken: a wrong value, removed, or an unknown field added."""
+    data = copy.deepcopy(VALID_RECIPE)
+    how = draw(st.sampled_from(["value", "remove", "unknown", "option"]))
+    if how == "value":
+        field = draw(st.sampled_from(RECIPE_FIELDS))
+        value = draw(BAD_VALUES)
+        if field in ("model_options", "dataset_options"):
+            value = draw(st.sampled_from([3, "x", [1]]))
+        if field == "momentum" and value in (0, 3.5) or field == "seed" and value == 0 or field == "max_slowdown" and value == 3.5:
+            value = -1  # those are valid values of those fields
+        if field == "eval_interval" and value == 0:
+            value = -2
+        data[field] = value
+    elif how == "remove":
+        field = draw(st.sampled_from(["name", "model", "dataset", "batch_size", "optimizer", "lr", "np", "seed",
+                                      "iterations"]))
+        del data[field]
+    elif how == "unknown":
+        field = draw(st.sampled_from(["batchsize", "learning_rate", "iteration", "gpus"]))
+        data[field] = 1
+    else:
+        field = "model_options." + draw(st.sampled_from(["widht", "depth", "heads"]))
+        data.setdefault("model_options", {})[field.split(".")[1]] = 2
+    return field, data
+
+
+@SETTINGS
+@given(broken_recipes())
+def test_a_broken_recipe_names_its_file_and_field(clean, tmp_path, broken):
+    field, data = broken
+    path = tmp_path / "broken.toml"
+    path.write_text(_toml(data))
+    result = runner.invoke(app, ["profile", str(path)])
+    _one_clear_line(result, str(path), f"field '{field.split('.')[0]}" if "." not in field else field)
+    _nothing_written(clean)
+
+
+@SETTINGS
+@given(st.binary(min_size=1, max_size=64))
+def test_a_recipe_that_is_not_toml_names_its_file(clean, tmp_path, junk):
+    path = tmp_path / "junk.toml"
+    path.write_bytes(b"[[[" + junk)
+    result = runner.invoke(app, ["train", str(path)])
+    _one_clear_line(result, str(path))
+    _nothing_written(clean)
+
+
+def _plan(tmp_path: Path) -> dict:
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,2,100,10,1\nresnet-digits,2,10,100,1\n")
+    out = tmp_path / "p.json"
+    result = runner.invoke(app, ["--db", str(tmp_path / "plan.db"), "plan", "--profiles", str(trace), "--devices", "2",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())
+
+
+PLAN_BREAKS = [
+    ("format", lambda p: p.update(format="xover-plan/0"), "format"),
+    ("groups", lambda p: p.update(groups={}), "groups"),
+    ("jobs", lambda p: p["jobs"].pop(next(iter(p["jobs"]))), "jobs"),
+    ("devices", lambda p: p["groups"][0].update(devices=["localhost:9"]), "devices"),
+    ("compute", lambda p: next(iter(p["jobs"].values())).update(compute_ms="fast"), "compute_ms"),
+    ("policy", lambda p: p.update(policy="lottery"), "policy"),
+    ("gain", lambda p: p["groups"][0].update(predicted_gain=None), "predicted_gain"),
+    ("hosts", lambda p: p.update(hosts=[["localhost"]]), "hosts"),
+]
+
+
+@pytest.mark.parametrize("name, breaks, field", PLAN_BREAKS, ids=[b[0] for b in PLAN_BREAKS])
+def test_a_broken_plan_names_its_file_and_field(clean, tmp_path, name, breaks, field):
+    plan = _plan(tmp_path)
+    breaks(plan)
+    path = tmp_path / "broken-plan.json"
+    path.write_text(json.dumps(plan))
+    result = runner.invoke(app, ["run", str(path)])
+    _one_clear_line(result, str(path), field)
+    _nothing_written(clean)
+
+
+@SETTINGS
+@given(st.text(alphabet="{}[]\":,0123456789abc \n", min_size=1, max_size=40))
+def test_a_plan_that_is_not_json_names_its_file(clean, tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    try:
+        json.loads(text)
+        return  # valid JSON of some shape: the plan tests above cover wrong shapes
+    except json.JSONDecodeError:
+        pass
+    result = runner.invoke(app, ["run", str(path)])
+    _one_clear_line(result, str(path))
+    _nothing_written(clean)
+
+
+CSV_HEADER = "name,devices,compute_ms,comm_ms,memory_gb,link_ms,comm_cpu,max_slowdown"
+
+
+@SETTINGS
+@given(st.sampled_from(["devices", "compute_ms", "comm_ms", "memory_gb", "link_ms", "comm_cpu", "max_slowdown"]),
+       st.sampled_from(["-1", "x", "", "nan", "inf", "1e999", "0.5" + "0" * 400 + "x"]))
+def test_a_broken_trace_line_names_its_file_line_and_column(clean, tmp_path, column, value):
+    row = {"name": "a", "devices": "2", "compute_ms": "100", "comm_ms": "10", "memory_gb": "1", "link_ms": "20",
+           "comm_cpu": "0.1", "max_slowdown": "1.5"}
+    if value == "" and column in ("link_ms", "max_slowdown"):
+        value = "-1"  # empty means "none" for those
+    if value == "-1" and column == "comm_ms":
+        value = "x"
+    row[column] = value
+    path = tmp_path / "trace.csv"
+    path.write_text(CSV_HEADER + "\n" + ",".join(row[c] for c in CSV_HEADER.split(",")) + "\n")
+    result = runner.invoke(app, ["plan", "--profiles", str(path), "--devices", "2", "--out", str(tmp_path / "p.json")])
+    _one_clear_line(result, str(path), "line 2")
+    _nothing_written(clean)
+    assert not (tmp_path / "p.json").exists()
+
+
+FLAG_CASES = [
+    (["train", "mlp-digits", "--bandwidth", "fast"], "--bandwidth"),
+    (["train", "mlp-digits", "--bandwidth", "100"], "--bandwidth"),
+    (["train", "mlp-digits", "--bandwidth", "100mb/s"], "--bandwidth"),
+    (["train", "mlp-digits", "--np", "0"], "--np"),
+    (["train", "mlp-digits", "--iterations", "-3"], "--iterations"),
+    (["train", "mlp-digits", "-H", "host"], "-H"),
+    (["train", "mlp-digits", "-H", "localhost:2,127.0.0.1:2"], "listed twice"),
+    (["train", "mlp-digits", "--engine", "mpi"], "--engine"),
+    (["train", "mlp-digits", "--timeout", "-1"], "--timeout"),
+    (["run", "--group", "mlp-digits", "--mode", "fast"], "--mode"),
+    (["run", "--group", "mlp-digits", "--policy", "lottery"], "--policy"),
+    (["run", "--group", "mlp-digits", "--seconds", "5", "--iterations", "3"], "--seconds"),
+    (["run", "--group", "mlp-digits", "--seconds", "5"], "--seconds needs"),
+    (["run", "--script", "missing.py"], "missing.py"),
+    (["run", "--script", "examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
+    (["run", "mlp-digits", "-H", "localhost:2"], "-H applies to --group"),
+    (["plan", "mlp-digits", "--devices", "2", "--policy", "lottery"], "policy"),
+    (["plan", "mlp-digits"], "--devices"),
+    (["profile", "mlp-digits", "--iterations", "3", "--warmup", "5"], "--iterations"),
+    (["report", "latest", "--format", "pdf"], "--format"),
+]
+
+
+@pytest.mark.parametrize("args, needle", FLAG_CASES, ids=[" ".join(a) for a, _ in FLAG_CASES])
+def test_a_bad_flag_is_one_clear_line(clean, args, needle):
+    result = runner.invoke(app, args)
+    _one_clear_line(result, needle)
+    if args[0] != "report":
+        _nothing_written(clean, lookups=needle == "--seconds needs")

@@ -1,0 +1,62 @@
+"""Host names in `-H` specs, and which of them are this machine.
+
+A device is a (host, index) pair everywhere. The names this machine answers to - localhost,
+127.0.0.1, ::1, its hostname, its fully qualified name, the addresses of its interfaces - are one host,
+spelt `localhost`, so `-H localhost:2` and `-H myhost:2` lease, schedule and take turns on the same
+devices.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+
+from ..errors import XoverError
+
+LOCAL = "localhost"
+Device = tuple[str, int]  # (host, device index)
+
+
+def parse_hosts(hosts: str) -> list[tuple[str, int]]:
+    """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
+    parsed: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        name, _, slots = item.strip().partition(":")
+        if not name or not slots.isdigit() or int(slots) <= 0:
+            raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a positive integer")
+        if canonical_host(name) in {canonical_host(seen) for seen, _ in parsed}:
+            raise XoverError(f"-H {hosts}: host '{name}' is listed twice (this machine's names are one host)")
+        parsed.append((name, int(slots)))
+    return parsed
+
+
+@functools.lru_cache(maxsize=1)
+def local_names() -> frozenset[str]:
+    names = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
+    try:
+        hostname = socket.gethostname()
+        names |= {hostname, socket.getfqdn(), hostname.split(".")[0]}
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        for addresses in psutil.net_if_addrs().values():
+            names |= {address.address.split("%")[0] for address in addresses
+                      if address.family in (socket.AF_INET, socket.AF_INET6)}
+    except Exception:  # psutil missing or interfaces unreadable: the names above still hold
+        pass
+    return frozenset(names)
+
+
+def is_local(host: str) -> bool:
+    return host in local_names()
+
+
+def canonical_host(host: str) -> str:
+    return LOCAL if is_local(host) else host
+
+
+def hosts_spec(devices: dict[str, list[int]]) -> str:
+    """The -H spec of a job placed on these devices (host -> device index of each local rank)."""
+    return ",".join(f"{host}:{len(indices)}" for host, indices in devices.items())

@@ -1,0 +1,279 @@
+"""The library behind `xover train`, `xover run` (and the measuring part of `xover profile`).
+
+    experiment(...)   one invocation's experiment: its row, a reaper, signals, progress, its end
+    train_recipe(...) one recipe alone
+    run_groups(...)   groups in modes: a comparison (each unit alone on the machine, one after another)
+                      or a plan's real schedule (crossover or concurrent only: groups side by side)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import XoverError
+from ..store.session import Store, open_store
+from ..turns.policies import DEFAULT_POLICY
+from .jobs import MODES, GroupToRun, JobSpec, attach_traits, check_devices, give_seconds, job_for, traits_from_summary
+from .leases import DeviceLeases
+from .record import Recorder, reconcile_lost
+from .schedule import QuietObserver, RunContext, Scheduler, Unit
+from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
+
+
+def results_root() -> Path:
+    """Where run logs go: results/ by default, XOVER_RESULTS to move them (tests use a temp dir)."""
+    return Path(os.environ.get("XOVER_RESULTS", "results"))
+
+
+class Reaper:
+    """The reaper process of an experiment (reaper.py): told `done` when the experiment ends properly."""
+
+    def __init__(self, experiment_id: str, db_url: str) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id,
+                                         "--db", db_url], stdin=subprocess.PIPE, start_new_session=True,
+                                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        self.hosts: set[str] = set()
+
+    def add_host(self, host: str, prefix: list[str]) -> None:
+        if host not in self.hosts:
+            self.hosts.add(host)
+            self._send(f"host {host}")
+
+    def _send(self, line: str) -> None:
+        try:
+            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def done(self) -> None:
+        self._send("done")
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        self.process.wait(timeout=30)
+
+
+@dataclass
+class Experiment:
+    """One invocation: its id, store, recorder, results folder and the context its units share."""
+
+    id: str
+    store: Store
+    recorder: Recorder
+    context: RunContext
+    leases: DeviceLeases
+
+    @property
+    def results_dir(self) -> Path:
+        return self.context.results_dir
+
+
+@contextlib.contextmanager
+def experiment(store: Store, kind: str, command: str, bandwidth: str | None, show_progress: bool,
+               plan_id: int | None = None, timeout_s: float | None = None):
+    """One invocation's experiment: live progress while it runs, its final status whatever happens,
+    and a reaper that stops its processes if xover itself is killed."""
+    from ..console import ProgressObserver
+    from ..store.queries import new_experiment_id
+
+    reconcile_lost(store)
+    experiment_id = new_experiment_id()
+    recorder = Recorder(store, experiment_id)
+    recorder.open(kind, command, bandwidth, plan_id)
+    results_dir = results_root() / "runs" / experiment_id
+    results_dir.mkdir(parents=True, exist_ok=True)
+    observer = ProgressObserver() if show_progress else QuietObserver()
+    reaper = Reaper(experiment_id, store.url)
+    context = RunContext(recorder=recorder, experiment_id=experiment_id, results_dir=results_dir, bandwidth=bandwidth,
+                         observer=observer, timeout_s=timeout_s, reaper=reaper, lease=turn_lease_from_env())
+    leases = DeviceLeases(f"experiment {experiment_id} ({command})")
+    status = "finished"
+    try:
+        with interruptible(), observer:
+            yield Experiment(experiment_id, store, recorder, context, leases)
+    except (Interrupted, KeyboardInterrupt):
+        status = "interrupted"
+        raise Interrupted() from None
+    except TimedOut:
+        status = "timeout"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        with uninterrupted():
+            leases.release()
+            recorder.finish(status)
+            reaper.done()
+
+
+def turn_lease_from_env() -> dict[str, float] | None:
+    """XOVER_TURN_LEASE='floor=30,factor=20,initial=600': how long a job may hold a turn (seconds; at
+    least `floor`, `factor` x its usual hold, `initial` before it has a history). Defaults in turns/server.py."""
+    text = os.environ.get("XOVER_TURN_LEASE")
+    if not text:
+        return None
+    try:
+        lease = {key.strip(): float(value) for key, value in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: expected floor=S,factor=N,initial=S") from None
+    unknown = set(lease) - {"floor", "factor", "initial"}
+    if unknown or any(value <= 0 for value in lease.values()):
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial with positive values")
+    return lease
+
+
+def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
+    """Every device the run will use, leased before anything starts (--wait: until they are free)."""
+    from ..console import errors
+    from .leases import describe_busy
+
+    def waiting(busy):
+        errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True)
+
+    run.leases.acquire(set().union(*(job.device_set for job in jobs)), wait, waiting)
+
+
+def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hosts: str | None = None,
+                 iterations: int | None = None, bandwidth: str | None = None, command: str = "xover train",
+                 show_progress: bool = True, engine: str = "horovod", timeout_s: float | None = None,
+                 wait: bool = False) -> dict[str, Any]:
+    """`xover train`: one recipe alone. Returns the experiment's job summaries."""
+    from ..launch.network import check_rate
+    from ..recipes import load_recipe, with_overrides
+    from ..store.queries import experiment_jobs
+
+    recipe = with_overrides(load_recipe(recipe_path), iterations=iterations, np=np)
+    if bandwidth:
+        bandwidth = check_rate(bandwidth)
+    job = job_for(recipe, hosts, engine=engine)
+    check_devices([job])
+    store = open_store(db)
+    with experiment(store, "train", command, bandwidth, show_progress, timeout_s=timeout_s) as run:
+        lease_devices(run, [job], wait)
+        Scheduler(run.context).run([Unit([job], "solo")], exclusive=True)
+    with store.session() as session:
+        jobs = experiment_jobs(session, run.id)
+    for job_summary in jobs:
+        job_summary["slowdown"] = 1.0
+    return {"experiment": run.id, "results_dir": str(run.results_dir), "jobs": jobs}
+
+
+def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store) -> list[Unit]:
+    """Every group in every mode, in order: sequential (each job alone) first, so that crossover can
+    rank jobs that had no profile by what they did alone."""
+
+    def learn_traits(unit: Unit) -> None:
+        from ..analysis import job_summary
+        from ..store.models import Run
+        from ..store.queries import iteration_rows, run_fields
+
+        [job], [run_id] = unit.jobs, unit.run_ids
+        if job.traits is None or job.traits.rank is None:
+            with store.session() as session:
+                summary = job_summary(run_fields(session.get(Run, run_id)), iteration_rows(session, [run_id])[run_id], [])
+            job.traits = traits_from_summary(summary, job.recipe.max_slowdown) or job.traits
+
+    units = []
+    for group in groups:
+        for mode in modes:
+            if mode == "sequential":
+                units += [Unit([job], "sequential", group.index, on_done=learn_traits) for job in group.jobs]
+            elif mode == "crossover":
+                units += [Unit(group.jobs, "crossover", group.index, policy) for policy in policies]
+            else:
+                units.append(Unit(group.jobs, mode, group.index))
+    return units
+
+
+def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, bandwidth: str | None = None,
+               command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
+               plan_path: str | None = None, kind: str = "run", policies: list[str] | None = None,
+               seconds: float | None = None, timeout_s: float | None = None, wait: bool = False) -> dict[str, Any]:
+    """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
+    their devices are free, side by side); several modes are a comparison, one unit at a time."""
+    from ..analysis import compare_groups
+    from ..launch.network import check_rate
+    from ..store.models import Experiment as ExperimentRow
+    from ..store.queries import experiment_jobs, iteration_rows, store_plan
+
+    if bandwidth:
+        bandwidth = check_rate(bandwidth)
+    policies = policies or [DEFAULT_POLICY]
+    for group in groups:
+        check_devices(group.jobs)
+    store = open_store(db)
+    plan_id = None
+    if plan_body:
+        with store.session() as session, session.begin():
+            plan_id = store_plan(session, plan_body, plan_path)
+    for group in groups:
+        attach_traits(store, group.jobs, bandwidth)
+        if seconds is not None:
+            give_seconds(group.jobs, seconds, bandwidth)
+    comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
+    units = comparison_units(groups, modes, policies, store)
+    started = time.time()
+    with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s) as run:
+        lease_devices(run, [job for group in groups for job in group.jobs], wait)
+        Scheduler(run.context).run(units, exclusive=comparison)
+    makespan_s = time.time() - started
+    with store.session() as session:
+        iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
+        jobs = experiment_jobs(session, run.id, iterations)
+    comparisons = compare_groups(jobs, iterations, policies[0])
+    predicted = {g.index: g.predicted_gain for g in groups}
+    for comparison_row in comparisons:
+        comparison_row["predicted_gain"] = predicted.get(comparison_row["group"])
+    result = {"experiment": run.id, "results_dir": str(run.results_dir), "bandwidth": bandwidth, "modes": modes,
+              "policies": policies, "jobs": jobs, "groups": comparisons}
+    if plan_body and not comparison:
+        result["schedule"] = schedule_summary(jobs, plan_body, makespan_s)
+    return result
+
+
+def schedule_summary(jobs: list[dict[str, Any]], plan_body: dict, wall_s: float) -> dict[str, Any]:
+    """A plan run as scheduled: measured makespan (first job start to last job end) next to the plan's
+    prediction and to running its jobs one after another."""
+    from datetime import datetime
+
+    starts = [datetime.fromisoformat(j["started_at"]) for j in jobs if j.get("started_at")]
+    ends = [datetime.fromisoformat(j["ended_at"]) for j in jobs if j.get("ended_at")]
+    measured = (max(ends) - min(starts)).total_seconds() if starts and ends else wall_s
+    return {"measured_makespan_s": measured, "predicted_makespan_s": plan_body.get("predicted_makespan_ms", 0) / 1000,
+            "sequential_makespan_s": plan_body.get("sequential_makespan_ms", 0) / 1000,
+            "groups_overlapping": _overlapping_groups(jobs)}
+
+
+def _overlapping_groups(jobs: list[dict[str, Any]]) -> int:
+    """How many groups ran at the same time at the busiest moment."""
+    from datetime import datetime
+
+    spans: dict[int, list[float]] = {}
+    for job in jobs:
+        if job.get("started_at") and job.get("ended_at") and job["group"] is not None:
+            start = datetime.fromisoformat(job["started_at"]).timestamp()
+            end = datetime.fromisoformat(job["ended_at"]).timestamp()
+            span = spans.setdefault(job["group"], [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
+    moments = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()])
+    busiest = current = 0
+    for _, change in moments:
+        current += change
+        busiest = max(busiest, current)
+    return busiest
+
+
+def modes_of(mode: str) -> list[str]:
+    if mode not in (*MODES, "all"):
+        raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential or all")
+    return list(MODES) if mode == "all" else [mode]

@@ -1,0 +1,221 @@
+"""What to run: jobs placed on devices, and groups of them, built from recipes, plans or scripts.
+
+A job's placement is host -> the device index of each of its local ranks (horovodrun and torchrun
+give a host's ranks local ranks 0, 1, ... in that order). What the turn policy should know of a job
+(its rank, protection) comes from its profile, the plan, or its run alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..devices import hardware_fingerprint, local_device_count
+from ..errors import XoverError
+from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
+from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
+from ..turns.policies import SlotTraits, critical_rank
+
+ENGINES = ("horovod", "torch")
+MODES = ("sequential", "concurrent", "crossover")
+
+
+@dataclass
+class JobSpec:
+    """One job as it will be launched."""
+
+    name: str
+    recipe: Recipe
+    devices: dict[str, list[int]]  # host -> device index of each local rank
+    engine: str = "horovod"  # horovod | torch
+    script: list[str] | None = None  # an unmodified training script and its arguments, instead of a recipe
+    traits: SlotTraits | None = None  # what the turn policy knows of it
+
+    @property
+    def np(self) -> int:
+        return sum(len(indices) for indices in self.devices.values())
+
+    @property
+    def hosts(self) -> str:
+        """The -H spec for its launcher."""
+        return hosts_spec(self.devices)
+
+    @property
+    def device_set(self) -> set[Device]:
+        return {(canonical_host(host), index) for host, indices in self.devices.items() for index in indices}
+
+    def devices_env(self) -> str:
+        """XOVER_DEVICES: '0,1' on one host; 'h1=0,1;h2=0,1' across hosts (a worker finds its host's list)."""
+        if len(self.devices) == 1:
+            return ",".join(map(str, next(iter(self.devices.values()))))
+        return ";".join(f"{host}={','.join(map(str, indices))}" for host, indices in self.devices.items())
+
+
+@dataclass
+class GroupToRun:
+    index: int
+    jobs: list[JobSpec]
+    predicted_gain: float | None = None
+
+    @property
+    def device_set(self) -> set[Device]:
+        return set().union(*(job.device_set for job in self.jobs))
+
+
+def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = "horovod") -> JobSpec:
+    """A recipe's job on the first slots of each host of `hosts` (default: this machine)."""
+    if engine not in ENGINES:
+        raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
+    placement: dict[str, list[int]] = {}
+    left = recipe.np
+    for host, slots in parse_hosts(hosts or f"{LOCAL}:{recipe.np}"):
+        if left <= 0:
+            break
+        placement[host] = list(range(min(slots, left)))
+        left -= len(placement[host])
+    if left > 0:
+        raise XoverError(f"job '{recipe.name}' needs {recipe.np} ranks but -H {hosts} has {recipe.np - left} slots")
+    return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement, engine=engine)
+
+
+def check_devices(jobs: list[JobSpec]) -> None:
+    """Fail before anything starts when a job asks for devices this machine does not have."""
+    kind, available = local_device_count()
+    for job in jobs:
+        for host, indices in job.devices.items():
+            if not is_local(host):
+                continue  # remote hosts are counted by their -H slots
+            if len(indices) > available or max(indices, default=0) >= available:
+                raise XoverError(f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
+                                 f"{available} {kind.upper()} device(s); lower np (--np) or add hosts with -H")
+
+
+def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",
+                        np: int | None = None, hosts: str | None = None) -> list[GroupToRun]:
+    """`xover run --group A B`: one ad-hoc group on the first devices of the hosts (this machine)."""
+    recipes = [with_overrides(load_recipe(path), iterations=iterations, np=np) for path in recipe_paths]
+    return [GroupToRun(0, unique_names([job_for(r, hosts, engine=engine) for r in recipes]))]
+
+
+def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horovod") -> tuple[list[GroupToRun], dict[str, Any]]:
+    """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts."""
+    from ..planner import plan_from_dict
+
+    try:
+        body = json.loads(Path(plan_path).read_text())
+    except FileNotFoundError:
+        raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
+    except OSError as error:
+        raise XoverError(f"{plan_path}: cannot read the plan: {error.strerror}") from None
+    try:
+        plan_from_dict(body)  # validates the format, naming the field that is wrong
+    except XoverError as error:
+        raise XoverError(f"{plan_path}: {error}") from None
+    groups = []
+    for index, group in enumerate(body["groups"]):
+        placement: dict[str, list[int]] = {}
+        for device in group["devices"]:
+            host, _, slot = device.rpartition(":")
+            placement.setdefault(host, []).append(int(slot))
+        jobs = []
+        for name in group["jobs"]:
+            planned = body["jobs"][name]
+            try:  # the plan decides how many devices the job gets
+                recipe = with_overrides(load_recipe(planned.get("recipe") or name), iterations=iterations,
+                                        np=planned.get("devices"))
+            except RecipeError as error:
+                raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
+            traits = traits_of(planned.get("data_ms", 0.0) + planned["compute_ms"], planned["comm_ms"],
+                               planned.get("max_slowdown", recipe.max_slowdown))
+            jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
+                                engine=engine, traits=traits))
+        groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
+    return groups, body
+
+
+def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None,
+                        engine: str = "horovod") -> list[GroupToRun]:
+    """`xover run --script a.py --script b.py -- ARGS`: unmodified training scripts as one group, under
+    horovodrun (Horovod scripts, --engine horovod) or torchrun (DistributedDataParallel scripts, --engine torch)."""
+    if iterations is not None:
+        raise XoverError("--iterations applies to recipes; pass the script's own option after --")
+    if engine not in ENGINES:
+        raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
+    kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
+    np = np or local_device_count()[1]
+    jobs = []
+    for script in scripts:
+        path = Path(script)
+        if not path.is_file():
+            raise XoverError(f"--script {script}: file not found")
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        # The store keeps what ran as a recipe snapshot: the script, its arguments and content hash.
+        recipe = Recipe(name=path.stem, model="script", dataset="script", batch_size=1, optimizer="script", lr=1.0,
+                        np=np, seed=0, description=f"unmodified {kind} script {script}",
+                        model_options={"script": str(path), "args": args, "sha256": digest, "engine": engine},
+                        path=str(path))
+        jobs.append(JobSpec(name=path.stem, recipe=recipe, devices={LOCAL: list(range(np))},
+                            script=[str(path), *args], engine=engine))
+    return [GroupToRun(0, unique_names(jobs))]
+
+
+def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
+    """Two copies of one recipe in a group get distinct job names (name, name#2)."""
+    seen: dict[str, int] = {}
+    for job in jobs:
+        seen[job.name] = seen.get(job.name, 0) + 1
+        if seen[job.name] > 1:
+            job.name = f"{job.name}#{seen[job.name]}"
+    return jobs
+
+
+# ------------------------------------------------------------------------------------ traits
+
+
+def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None) -> SlotTraits:
+    solo_s = (device_ms + comm_ms) / 1000
+    return SlotTraits(rank=critical_rank(device_ms / 1000, solo_s), max_slowdown=max_slowdown, solo_iteration_s=solo_s)
+
+
+def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
+    """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
+    engine): its compute fraction ranks it (critical path first), its solo time and max_slowdown
+    protect it. Without a profile the server learns the fraction from what it sees."""
+    from ..profiler import find_profile
+
+    hardware = hardware_fingerprint()
+    for job in jobs:
+        if job.traits is not None:
+            continue
+        found = None if job.script else find_profile(store, job.recipe.hash, job.recipe.np, bandwidth or "host",
+                                                     hardware, job.engine)
+        job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
+        if found is not None:
+            job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown)
+
+
+def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None) -> SlotTraits | None:
+    """Traits from a job's run alone (the sequential mode), when no profile was stored."""
+    if summary["status"] != "finished" or summary["compute_ms"] is None:
+        return None
+    return traits_of((summary["data_ms"] or 0.0) + summary["compute_ms"], summary["communication_ms"] or 0.0,
+                     max_slowdown)
+
+
+def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
+    """Each job gets the iterations it does in about `seconds` alone (from its profile's time per
+    iteration), so that jobs of a group overlap from start to end."""
+    for job in jobs:
+        solo_s = job.traits.solo_iteration_s if job.traits else None
+        if not solo_s:
+            link = f" --bandwidth {bandwidth}" if bandwidth else ""
+            raise XoverError(f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
+                             f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
+                             f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations")
+        job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))

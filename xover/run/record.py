@@ -1,0 +1,182 @@
+"""Recording: every store write a run makes (experiments, runs, iteration metrics, evaluations, turn
+statistics and events).
+
+Rows never stay pending/running: an experiment's row carries its owner (host, pid, process start
+time); whatever ends a run ends its rows (finished, failed, interrupted, timeout), a reaper marks them
+`lost` if xover itself is killed, and `reconcile_lost` catches the rest (a machine that rebooted)
+whenever a later command opens the store.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import psutil
+from sqlalchemy import select
+
+from ..devices import hardware_fingerprint
+from ..store.models import ACTIVE_STATUSES, Evaluation, Experiment, IterationMetric, Run, TurnEvent, utcnow
+from ..store.queries import snapshot_recipe
+from ..store.session import Store
+from .jobs import JobSpec
+
+ITERATION_FIELDS = ("step", "time_s", "wall_time", "iteration_s", "data_s", "compute_s", "communication_s",
+                    "wait_s", "samples", "loss")
+OPTIONAL_ITERATION_FIELDS = ("yields", "link_s", "comm_cpu_s", "held")
+
+
+def owner_identity() -> tuple[str, int, float]:
+    """This process as a later command can recognise it: host, pid, and start time (pids are reused)."""
+    return socket.gethostname(), os.getpid(), psutil.Process().create_time()
+
+
+def owner_alive(host: str | None, pid: int | None, started: float | None) -> bool | None:
+    """Whether an experiment's owner still runs; None when it ran on another host (cannot tell)."""
+    if host is None or pid is None:
+        return False
+    if host != socket.gethostname():
+        return None
+    try:
+        return abs(psutil.Process(pid).create_time() - (started or 0.0)) < 1.0
+    except psutil.NoSuchProcess:
+        return False
+
+
+def reconcile_lost(store: Store) -> int:
+    """Experiments of this host whose xover is gone but whose rows still say pending/running: `lost`."""
+    changed = 0
+    with store.session() as session, session.begin():
+        experiments = session.scalars(select(Experiment).where(Experiment.status.in_(("running",)))).all()
+        for experiment in experiments:
+            if owner_alive(experiment.owner_host, experiment.owner_pid, experiment.owner_started) is False:
+                mark_lost(session, experiment)
+                changed += 1
+    return changed
+
+
+def mark_lost(session, experiment: Experiment) -> None:
+    experiment.status, experiment.ended_at = "lost", experiment.ended_at or utcnow()
+    for run in experiment.runs:
+        if run.status in ACTIVE_STATUSES:
+            run.status, run.ended_at = "lost", utcnow()
+            run.error = (run.error or "") + "the xover process that ran it ended without closing it (killed?)"
+
+
+class Recorder:
+    """The store side of one experiment."""
+
+    def __init__(self, store: Store, experiment_id: str) -> None:
+        self.store, self.experiment_id = store, experiment_id
+
+    def open(self, kind: str, command: str, bandwidth: str | None, plan_id: int | None) -> None:
+        host, pid, started = owner_identity()
+        with self.store.session() as session, session.begin():
+            session.add(Experiment(id=self.experiment_id, kind=kind, command=command, bandwidth=bandwidth,
+                                   plan_id=plan_id, hardware=hardware_fingerprint(), owner_host=host,
+                                   owner_pid=pid, owner_started=started))
+
+    def finish(self, status: str) -> None:
+        with self.store.session() as session, session.begin():
+            experiment = session.get(Experiment, self.experiment_id)
+            experiment.status, experiment.ended_at = status, utcnow()
+            for run in experiment.runs:  # nothing may stay pending/running after its experiment
+                if run.status in ACTIVE_STATUSES:
+                    run.status, run.ended_at = ("interrupted" if status == "interrupted" else "failed"), utcnow()
+
+    def create_runs(self, jobs: list[JobSpec], mode: str, group: int | None, policy: str | None,
+                    results_dir: Path) -> list[tuple[int, Path]]:
+        created = []
+        with self.store.session() as session, session.begin():
+            experiment = session.get(Experiment, self.experiment_id)
+            hosts = set(experiment.hosts.split(",")) | {host for job in jobs for host in job.devices}
+            experiment.hosts = ",".join(sorted(hosts))
+            for slot, job in enumerate(jobs):
+                snapshot = snapshot_recipe(session, job.recipe)
+                run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,
+                          engine=job.engine, policy=policy, group_index=group,
+                          slot=slot if mode == "crossover" else None, hosts=job.hosts, np=job.np,
+                          devices=job.devices_env(), status="pending", iterations_planned=job.recipe.iterations)
+                session.add(run)
+                session.flush()
+                log_dir = results_dir / f"{run.id}-{job.name}-{mode}"
+                log_dir.mkdir(parents=True, exist_ok=True)
+                run.log_dir = str(log_dir)
+                created.append((run.id, log_dir))
+        return created
+
+    def mark_started(self, run_ids: list[int]) -> None:
+        with self.store.session() as session, session.begin():
+            for run_id in run_ids:
+                run = session.get(Run, run_id)
+                run.status, run.started_at = "running", utcnow()
+
+    def close_runs(self, run_ids: list[int], status: str, error: str | None = None) -> None:
+        """Every run of these still pending/running ends as `status` (interrupted, timeout, failed...)."""
+        with self.store.session() as session, session.begin():
+            for run_id in set(run_ids):
+                run = session.get(Run, run_id)
+                if run.status in ACTIVE_STATUSES:
+                    run.status, run.ended_at = status, utcnow()
+                    if error:
+                        run.error = error
+
+    def apply(self, batch: list[tuple[int, dict[str, Any]]], on_record) -> None:
+        """Store a batch of metric records (one transaction); `on_record(session, run_id, record)` gets
+        each after it is stored (progress display, exits)."""
+        with self.store.session() as session, session.begin():
+            for run_id, record in batch:
+                self._apply_one(session, run_id, record)
+                on_record(session, run_id, record)
+
+    @staticmethod
+    def _apply_one(session, run_id: int, record: dict[str, Any]) -> None:
+        kind = record["kind"]
+        if kind == "start":
+            run = session.get(Run, run_id)
+            run.iterations_planned = record.get("iterations")
+            run.engine = record.get("engine", run.engine)
+            run.gradient_bytes = record.get("gradient_bytes")
+            run.checkpoints, run.device = record.get("checkpoints"), record.get("device")
+        elif kind == "iter":
+            if all(field in record for field in ITERATION_FIELDS):
+                session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in ITERATION_FIELDS},
+                                            **{k: record.get(k) for k in OPTIONAL_ITERATION_FIELDS}))
+        elif kind == "eval":
+            session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"], value=record["value"]))
+        elif kind == "end":
+            session.get(Run, run_id).peak_memory_gb = record.get("peak_memory_gb")
+
+    def mark_exit(self, session, run_id: int, code: int, error: str | None) -> str:
+        run = session.get(Run, run_id)
+        if run.status not in ACTIVE_STATUSES:  # already ended (timeout, interrupted): keep that
+            return run.status
+        run.exit_code, run.ended_at = code, utcnow()
+        run.status = "finished" if code == 0 else "failed"
+        if code != 0:
+            run.error = error
+        return run.status
+
+    def record_turns(self, runs: list[int], group: int | None, stats: dict[str, dict], events: list[dict]) -> None:
+        """What the turn servers saw (slot -> summary) and their events (lease revocations, refusals)."""
+        with self.store.session() as session, session.begin():
+            for slot, run_id in enumerate(runs):
+                if str(slot) in stats:
+                    session.get(Run, run_id).turn_stats = stats[str(slot)]
+            for event in events:
+                slot = event.get("slot")
+                session.add(TurnEvent(experiment_id=self.experiment_id, group_index=group,
+                                      host=event.get("host", "localhost"),
+                                      run_id=runs[slot] if isinstance(slot, int) and 0 <= slot < len(runs) else None,
+                                      kind=event.get("kind", "?"), slot=slot, device=event.get("device"), detail=event))
+
+
+def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
+    """The last lines of the rank that failed first: its own error, not the launcher's echo of it."""
+    for stderr in sorted((log_dir / "ranks").glob("**/stderr*")):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
+        text = stderr.read_text(errors="replace").strip().splitlines()
+        if any("Traceback" in line or "Error" in line for line in text):
+            return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
+    return "\n".join(launcher_tail[-lines:])

@@ -1,0 +1,275 @@
+"""Scheduling: what starts when, and where.
+
+A *unit* is jobs started together on the same devices in one mode: a group under crossover or
+concurrent, or one job alone (sequential, solo, profile). Units start in order, each as soon as its
+devices are free of every unit running or waiting before it, so a later unit on other devices does
+not wait: the groups of a plan on disjoint devices and hosts run side by side, as the plan predicts.
+Comparison runs (several modes) keep each unit alone on the machine, so that no measurement shares
+the cores with another.
+
+One loop supervises every running unit: it stores metrics as they come, notices ended jobs (their
+partners' turns are withdrawn at once), tears a unit down when its last job ends, and stops
+everything on Ctrl-C, SIGTERM or --timeout, leaving every row in a terminal state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ..errors import XoverError
+from ..launch.horovod import horovodrun_command
+from ..launch.hosts import is_local
+from ..launch.network import network_for
+from ..launch.torchrun import torchrun_commands
+from ..turns.service import XOVER_ROOT, TurnService
+from .jobs import JobSpec
+from .record import Recorder, failure_summary
+from .supervise import Interrupted, LaunchedJob, TimedOut, uninterrupted
+
+
+class Observer(Protocol):
+    def job_started(self, run_id: int, label: str, total: int | None) -> None: ...
+    def job_progress(self, run_id: int, step: int, loss: float) -> None: ...
+    def job_finished(self, run_id: int, status: str) -> None: ...
+
+
+class QuietObserver:
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
+    def job_started(self, run_id, label, total): pass
+    def job_progress(self, run_id, step, loss): pass
+    def job_finished(self, run_id, status): pass
+
+
+@dataclass
+class Unit:
+    """Jobs started together on the same devices in one mode."""
+
+    jobs: list[JobSpec]
+    mode: str
+    group: int | None = None
+    policy: str | None = None  # crossover: the turn policy
+    on_done: Callable[["Unit"], None] | None = None  # e.g. learn a job's traits from its run alone
+    runs: list[tuple[int, Path]] = field(default_factory=list)
+    launched: dict[int, LaunchedJob] = field(default_factory=dict)
+    exited: set[int] = field(default_factory=set)
+    network: Any = None
+    turns: TurnService | None = None
+
+    @property
+    def devices(self) -> set:
+        return set().union(*(job.device_set for job in self.jobs))
+
+    @property
+    def run_ids(self) -> list[int]:
+        return [run_id for run_id, _ in self.runs]
+
+    @property
+    def crossover(self) -> bool:
+        return self.mode == "crossover" and len(self.jobs) > 1
+
+
+@dataclass
+class RunContext:
+    """What every unit of one experiment shares."""
+
+    recorder: Recorder
+    experiment_id: str
+    results_dir: Path
+    bandwidth: str | None = None
+    observer: Observer = field(default_factory=QuietObserver)
+    timeout_s: float | None = None
+    reaper: Any = None  # told about every other host the run reaches
+    lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
+
+
+def launch_prefix(hosts: list[str]) -> list[str]:
+    """How launchers reach these hosts from here: an emulated cluster's head namespace, or nothing."""
+    try:
+        from ..launch import cluster
+    except ImportError:  # TODO(merge): the emulated cluster module lands from its branch
+        return []
+    return cluster.launch_prefix(hosts)
+
+
+def worker_env(context: RunContext, job: JobSpec, slot: int | None, turns: TurnService | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
+               XOVER_EXPERIMENT=context.experiment_id)
+    env.pop("XOVER_TURN_SOCKET", None)
+    # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
+    # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here.
+    env.setdefault("HOROVOD_CYCLE_TIME", "5")
+    if turns is not None:
+        env.update(XOVER_TURN_SOCKET=turns.socket_template, XOVER_TURN_SLOT=str(slot))
+    # launchers and workers must find this xover even when it is not installed (tests, a checkout)
+    env["PYTHONPATH"] = XOVER_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str],
+                      prefix: list[str]) -> list[list[str]]:
+    """The real distributed launcher(s) of the job's engine: horovodrun, or torchrun (one per node)."""
+    shim = ["-m", "xover.runtime.script_shim", job.engine, *job.script] if job.script else None
+    if job.engine == "torch":
+        return [[*prefix, *command] for command in
+                torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=shim, remote_prefix=prefix)]
+    return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
+                                          program=[sys.executable, "-u", *shim] if shim else None)]]
+
+
+class Scheduler:
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self.events: queue.Queue = queue.Queue()
+        self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
+        self.labels: dict[int, str] = {}
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, units: list[Unit], exclusive: bool) -> None:
+        pending, running = list(units), []
+        deadline = time.monotonic() + self.context.timeout_s if self.context.timeout_s else None
+        try:
+            while pending or running:
+                self._start_ready(pending, running, exclusive)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimedOut()
+                wait = 0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))
+                for unit in self._handle(self._batch(wait)):
+                    running.remove(unit)
+                    self._finish(unit)
+        except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
+            status = "timeout" if isinstance(stop, TimedOut) else "interrupted"
+            with uninterrupted():
+                self._stop_all(running, status)
+            raise
+        except BaseException:
+            with uninterrupted():
+                self._stop_all(running, "failed")
+            raise
+
+    def _start_ready(self, pending: list[Unit], running: list[Unit], exclusive: bool) -> None:
+        busy = set().union(*(unit.devices for unit in running))
+        for unit in list(pending):
+            if exclusive and (running or unit is not pending[0]):
+                break
+            if unit.devices & busy:
+                busy |= unit.devices  # earlier units keep their place in the order
+                continue
+            pending.remove(unit)
+            self._start(unit)
+            running.append(unit)
+            busy |= unit.devices
+
+    def _batch(self, wait: float) -> list[tuple[int, dict[str, Any]]]:
+        try:
+            batch = [self.events.get(timeout=wait)]
+        except queue.Empty:
+            return []
+        until = time.monotonic() + 0.2  # store metrics in batches: one transaction per 0.2 s
+        while time.monotonic() < until:
+            try:
+                batch.append(self.events.get(timeout=max(0.0, until - time.monotonic())))
+            except queue.Empty:
+                break
+        return batch
+
+    def _handle(self, batch: list[tuple[int, dict[str, Any]]]) -> list[Unit]:
+        finished: list[Unit] = []
+        if not batch:
+            return finished
+
+        def on_record(session, run_id: int, record: dict[str, Any]) -> None:
+            unit, slot = self.owner[run_id]
+            kind = record["kind"]
+            if kind == "start":
+                self.context.observer.job_started(run_id, self.labels[run_id], record.get("iterations"))
+            elif kind == "iter":
+                self.context.observer.job_progress(run_id, record["step"] + 1, record.get("loss"))
+            elif kind == "_exit":
+                job = unit.launched[run_id]
+                log_dir = dict(unit.runs)[run_id]
+                error = failure_summary(log_dir, job.tail) if record["code"] != 0 else None
+                status = self.context.recorder.mark_exit(session, run_id, record["code"], error)
+                self.context.observer.job_finished(run_id, status)
+                unit.exited.add(run_id)
+                if unit.turns is not None:
+                    unit.turns.withdraw(slot)  # its partners never wait for it again
+                if unit.exited >= set(unit.run_ids):
+                    finished.append(unit)
+
+        self.context.recorder.apply(batch, on_record)
+        return finished
+
+    # -- a unit's life ------------------------------------------------------------------------
+    def _start(self, unit: Unit) -> None:
+        context = self.context
+        hosts = sorted({host for job in unit.jobs for host in job.devices})
+        remote = [host for host in hosts if not is_local(host)]
+        prefix = launch_prefix(hosts)
+        if context.bandwidth and remote:
+            raise XoverError(f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
+                             "network as it is (an emulated cluster shapes its NICs at `xover cluster up`)")
+        if context.reaper is not None:
+            for host in remote:
+                context.reaper.add_host(host, prefix)
+        unit.runs = context.recorder.create_runs(unit.jobs, unit.mode, unit.group,
+                                                 unit.policy if unit.crossover else None, context.results_dir)
+        for slot, (run_id, _) in enumerate(unit.runs):
+            self.owner[run_id] = (unit, slot)
+            self.labels[run_id] = f"{unit.jobs[slot].name} [{unit.mode}{'/' + unit.policy if unit.crossover else ''}]"
+        try:
+            unit.network = network_for(context.bandwidth if not remote else None).__enter__()
+            if unit.crossover:
+                traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
+                name = f"{context.experiment_id}-r{unit.run_ids[0]}"
+                unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
+                                         {"XOVER_EXPERIMENT": context.experiment_id}, context.lease)
+            for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
+                env = worker_env(context, job, slot, unit.turns)
+                spec_path = log_dir / "spec.json"
+                spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
+                                                 "recipe": job.recipe.to_dict()}, indent=1))
+                commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix)]
+                unit.launched[run_id] = LaunchedJob(run_id, commands, env, log_dir, self.events)
+            context.recorder.mark_started(unit.run_ids)
+        except BaseException as error:
+            with uninterrupted():
+                message = str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
+                self._stop_unit(unit, "failed", message)
+            raise
+
+    def _finish(self, unit: Unit) -> None:
+        with uninterrupted():
+            self._teardown(unit)
+        if unit.on_done is not None:
+            unit.on_done(unit)
+
+    def _teardown(self, unit: Unit) -> None:
+        for job in unit.launched.values():
+            if job.running():
+                job.stop()
+        if unit.turns is not None:
+            unit.turns.stop()
+            self.context.recorder.record_turns(unit.run_ids, unit.group, unit.turns.slot_statistics(),
+                                               unit.turns.events)
+            unit.turns = None
+        if unit.network is not None:
+            unit.network.__exit__(None, None, None)
+            unit.network = None
+
+    def _stop_unit(self, unit: Unit, status: str, error: str | None = None) -> None:
+        for job in unit.launched.values():
+            job.stop()
+        self.context.recorder.close_runs(unit.run_ids, status, error)
+        self._teardown(unit)
+
+    def _stop_all(self, running: list[Unit], status: str) -> None:
+        for unit in running:
+            self._stop_unit(unit, status)

@@ -1,0 +1,195 @@
+"""Supervising processes: start a job's launchers, relay their output, notice their ends, stop them.
+
+* A job is one launcher process (horovodrun; torchrun on one node) or one per node (torchrun on
+  several hosts, each supervised here; the job's exit code is the first failing node's).
+* Output is read as bytes: a worker printing bytes that are not UTF-8 costs a replacement character,
+  not the relay thread. A launcher that exited while an orphan keeps its pipe open is noticed within
+  `EXIT_GRACE_S`.
+* Launchers run in their own sessions (horovodrun puts workers in theirs too), get SIGTERM if xover
+  dies (PR_SET_PDEATHSIG), and are stopped with their whole process tree. What a SIGKILLed xover
+  cannot stop, its reaper (reaper.py) does.
+* SIGINT and SIGTERM end a run once: the first raises Interrupted in the main thread; clean-up runs
+  with both blocked, so a second Ctrl-C cannot cut it short.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import os
+import queue
+import select
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ..runtime.metrics import parse_metric_line
+
+EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM reached the run: every process was stopped and the runs marked."""
+
+
+class TimedOut(Exception):
+    """--timeout passed: every process was stopped and the runs marked `timeout`."""
+
+
+def _die_with_parent() -> None:
+    try:  # PR_SET_PDEATHSIG: SIGTERM when xover exits, even by SIGKILL
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def kill_tree(pid: int, grace_s: float = 3.0) -> None:
+    """Stop a launcher and every process under it: Horovod puts its workers in their own sessions,
+    so signalling the launcher's process group alone would leave them running."""
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True) + [root]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+class LaunchedProcess:
+    """One launcher process; a thread relays its output to its log and metric records to a queue."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path, on_line, on_exit) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=25)
+        self.on_line, self.on_exit = on_line, on_exit
+        self.log = open(log_path, "ab")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True, preexec_fn=_die_with_parent, cwd=os.getcwd())
+        self.reader = threading.Thread(target=self._relay, daemon=True)
+        self.reader.start()
+
+    def _relay(self) -> None:
+        stream = self.process.stdout
+        pending = b""
+        exited_at: float | None = None
+        while True:
+            ready, _, _ = select.select([stream], [], [], 0.5)
+            if ready:
+                chunk = os.read(stream.fileno(), 65536)
+                if not chunk:
+                    break
+                self.log.write(chunk)
+                self.log.flush()
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    self._line(raw.decode("utf-8", errors="replace").rstrip("\r"))
+            elif self.process.poll() is not None:
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > EXIT_GRACE_S:
+                    break  # the launcher is gone; whoever still holds the pipe is not its output
+        if pending:
+            self._line(pending.decode("utf-8", errors="replace"))
+        self.log.close()
+        self.on_exit(self, self.process.wait())
+
+    def _line(self, line: str) -> None:
+        record = parse_metric_line(line)
+        if record is not None:
+            self.on_line(record)
+        elif line.strip():
+            self.tail.append(line)
+
+    def stop(self) -> None:
+        kill_tree(self.process.pid)
+
+
+class LaunchedJob:
+    """The launcher processes of one run; `_exit` is posted once all have ended (the first failure's code)."""
+
+    def __init__(self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path,
+                 events: queue.Queue) -> None:
+        self.run_id, self.events = run_id, events
+        self.lock = threading.Lock()
+        self.codes: list[int] = []
+        self.processes: list[LaunchedProcess] = []
+        self.expected = len(commands)
+        for index, command in enumerate(commands):
+            name = "launcher.log" if len(commands) == 1 else f"launcher-node{index}.log"
+            self.processes.append(LaunchedProcess(command, env, log_dir / name, self._record, self._ended))
+
+    @property
+    def tail(self) -> list[str]:
+        return [line for process in self.processes for line in process.tail]
+
+    def _record(self, record: dict[str, Any]) -> None:
+        self.events.put((self.run_id, record))
+
+    def _ended(self, process: LaunchedProcess, code: int) -> None:
+        with self.lock:
+            self.codes.append(code)
+            done = len(self.codes) == self.expected
+        if code != 0:
+            for other in self.processes:  # one node failed: the job cannot go on (synchronous SGD)
+                if other is not process and other.process.poll() is None:
+                    threading.Thread(target=other.stop, daemon=True).start()
+        if done:
+            failed = [c for c in self.codes if c != 0]
+            self.events.put((self.run_id, {"kind": "_exit", "code": failed[0] if failed else 0}))
+
+    def running(self) -> bool:
+        return any(p.process.poll() is None for p in self.processes)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
+
+
+# ------------------------------------------------------------------------------------ signals
+
+
+@contextlib.contextmanager
+def interruptible():
+    """SIGINT/SIGTERM raise Interrupted once in the main thread; later ones wait for the clean-up."""
+    raised = threading.Event()
+
+    def handler(signum, frame):
+        if not raised.is_set():
+            raised.set()
+            raise Interrupted()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def uninterrupted():
+    """Clean-up that a second Ctrl-C or SIGTERM must not cut short: both wait until it is done."""
+    signals = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
