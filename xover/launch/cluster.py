@@ -180,9 +180,9 @@ def diagnose_cluster() -> tuple[bool, str]:
         return False, "; ".join(problems)
     try:
         _run(["ip", "netns", "add", PROBE_NS], "network namespaces")
-        _run(["ip", "-n", PROBE_NS, "link", "add", "a", "type", "veth", "peer", "name", "b"], "veth links")
-        _run(["ip", "-n", PROBE_NS, "link", "set", "a", "up"], "veth links")
-        _run(["ip", "netns", "exec", PROBE_NS, "tc", "qdisc", "add", "dev", "a", "root", "tbf", "rate", "1gbit",
+        _run(["ip", "-n", PROBE_NS, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"], "veth links")
+        _run(["ip", "-n", PROBE_NS, "link", "set", "probe0", "up"], "veth links")
+        _run(["ip", "netns", "exec", PROBE_NS, "tc", "qdisc", "add", "dev", "probe0", "root", "tbf", "rate", "1gbit",
               "burst", TBF_BURST, "latency", TBF_LATENCY], "tc tbf")
     except ClusterError as error:
         return False, str(error)
