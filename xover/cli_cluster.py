@@ -58,6 +58,9 @@ def up(
         return
     print_table(f"emulated cluster: {len(status['nodes'])} hosts, NICs shaped to {status['rate']} each way",
                 NODE_COLUMNS, _node_rows(status))
+    if status["shared_devices"]:
+        console.print("[yellow]note:[/] more devices than this machine has: hosts share some (see the table), "
+                      "so their figures are not those of separate machines")
     console.print(f"head node {status['head']} ({status['head_address']}): launchers run there through "
                   f"`{shlex.join(status['launch_prefix'])} ...`; `xover cluster down` removes everything")
     typer.echo(status["hosts"])

@@ -15,7 +15,11 @@ A cluster node's NIC is the bottleneck crossover fills, so each host's NIC is sh
 directions: tbf on eth0 inside the host (what it sends) and on its port inside the switch (what it
 receives), with the small queues of network.py (LINK_MTU packets, SOCKET_QUEUE_BYTES per TCP socket
 in each namespace, TBF_BURST/TBF_LATENCY), so a small all-reduce does not wait behind a partner's full
-queue. The head's port is not shaped: only ssh and rendezvous traffic crosses it. IPv6 is off in the
+queue. Like a real NIC it is full duplex: each direction has its own bucket. (network.py's --bandwidth
+shapes one loopback, whose single bucket carries both directions: an all-reduce between two ranks there
+takes about twice as long as between two emulated hosts at the same rate; measured with mlp-synthetic,
+7 MB of gradients at 1gbit: 130 ms of communication per iteration on the loopback, 72 ms between hosts.)
+The head's port is not shaped: only ssh and rendezvous traffic crosses it. IPv6 is off in the
 namespaces (no router solicitations on the shaped links).
 
 Each host is reached over ssh exactly like a real host: a real sshd (Debian's openssh-server, installed
@@ -28,8 +32,13 @@ of its devices on a CPU machine, and with CUDA_VISIBLE_DEVICES set (sshd's SetEn
 Name resolution and ssh keys without touching the machine's /etc or ~/.ssh: `ip netns exec NS`
 bind-mounts every entry of /etc/netns/NS/ over /etc/, so each namespace gets /etc/netns/NS/hosts (every
 host and the head) and /etc/netns/NS/ssh/ssh_config naming the cluster's key, its known host keys
-(StrictHostKeyChecking yes against them, nothing written to a known_hosts file). A user's ~/.ssh/config
-is read first by ssh and wins where it sets the same options for these names.
+(StrictHostKeyChecking yes against them, nothing written to a known_hosts file); that ssh/ directory
+stands for the whole of /etc/ssh inside the cluster's namespaces (each sshd reads only its own config).
+A user's ~/.ssh/config is read first by ssh and wins where it sets the same options for these names.
+There is no DNS: torch's c10d store warns that it cannot name a client socket (no reverse lookup of
+the IPv4-mapped address it sees), as on clusters without reverse DNS; harmless.
+
+Everything needs root: `up` and `down`, and the launchers, which enter the head namespace.
 
 Remote commands find the same Python and files because the hosts share this machine's filesystem.
 horovodrun and torchrun pass environment variables inline (`env K=V ... cmd` on the ssh command line), so
@@ -114,6 +123,8 @@ def _run(args: list[str], what: str, stdin: str | None = None) -> str:
         done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise ClusterError(f"{what}: {args[0]} not found; {SETUP_HINT}") from None
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"{what}: `{' '.join(args)}` did not finish in 60 s") from None
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
         raise ClusterError(f"{what}: `{' '.join(args)}` failed: {detail[-1] if detail else f'exit {done.returncode}'}")
@@ -217,6 +228,12 @@ def cluster_hosts() -> list[tuple[str, int]] | None:
     return [(host["name"], host["slots"]) for host in state["hosts"]]
 
 
+def cluster_rate() -> str | None:
+    """The NIC rate of the live emulated cluster (canonical, e.g. '1gbit'): the link a run on it is keyed by."""
+    state = read_state()
+    return state["rate"] if state is not None and state.get("ready") else None
+
+
 def is_emulated_host(name: str) -> bool:
     """Is `name` (a host name or address) a host of the live emulated cluster?"""
     state = read_state()
@@ -243,6 +260,9 @@ def launch_prefix(hosts: list[str]) -> list[str]:
         raise ClusterError(f"-H mixes emulated hosts ({', '.join(emulated)}) with other hosts ({', '.join(others)}): "
                            "the emulated hosts are reachable only from the cluster's head namespace; "
                            "use only the hosts `xover cluster status` lists")
+    if os.geteuid() != 0:
+        raise ClusterError(f"-H {','.join(hosts)}: launching on the emulated cluster enters its head namespace "
+                           "(`ip netns exec`), which needs root; run xover as root")
     return ["ip", "netns", "exec", HEAD_NS]
 
 
@@ -326,9 +346,9 @@ def _keygen(path: Path, comment: str) -> str:
 
 def _build_network(hosts: list[EmulatedHost], rate: str) -> None:
     def setup_namespace(namespace: str) -> None:
-        _run(["ip", "netns", "add", namespace], f"creating namespace {namespace}")
+        _run(["ip", "netns", "add", namespace], f"creating namespace {namespace} (network namespaces: see `xover doctor`)")
         # before any link arrives, so that no link of ours ever gets an IPv6 address
-        _run(_in_ns(namespace, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+        _run(_in_ns(namespace, "sysctl", "-eqw", "net.ipv6.conf.all.disable_ipv6=1",
                     "net.ipv6.conf.default.disable_ipv6=1"), f"namespace {namespace}")
         _run(["ip", "-n", namespace, "link", "set", "lo", "up"], f"namespace {namespace}")
 
@@ -376,14 +396,16 @@ def _wait_reachable(host: EmulatedHost, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
-        done = subprocess.run(_in_ns(HEAD_NS, "ssh", host.name, "hostname"), capture_output=True, text=True,
-                              timeout=30)
+        try:
+            done = subprocess.run(_in_ns(HEAD_NS, "ssh", host.name, "hostname"), capture_output=True, text=True,
+                                  timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            break
         if done.returncode == 0 and done.stdout.strip() == host.name:
             return
-        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [f"exit {done.returncode}"]
-        last = last[0]
+        last = ((done.stderr.strip() or done.stdout.strip()).splitlines() or [f"exit {done.returncode}"])[-1]
         time.sleep(0.2)
-    raise ClusterError(f"ssh from {HEAD_NS} to {host.name} failed: {last}; see "
+    raise ClusterError(f"ssh from {HEAD_NS} to {host.name} failed: {last or 'timed out'}; see "
                        f"{STATE_DIR / 'hosts' / host.name / 'sshd.log'}")
 
 
@@ -397,11 +419,16 @@ def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit")
     problems = missing_requirements()
     if problems:
         raise ClusterError("xover cluster up: " + "; ".join(problems))
-    if read_state() is not None or live_namespaces():
-        raise ClusterError("an emulated cluster is already up (or was left by a crash): see `xover cluster "
-                           "status`, and `xover cluster down` to remove it first")
+    already_up = ClusterError("an emulated cluster is already up (or was left by a crash): see `xover cluster "
+                              "status`, and `xover cluster down` to remove it first")
+    if live_namespaces():
+        raise already_up
     hosts = [EmulatedHost(host_name(k), f"{SUBNET_PREFIX}.{k}", devices_per_host, cores, gpus)
              for k, (cores, gpus) in enumerate(_assign_devices(host_count, devices_per_host), start=1)]
+    try:
+        STATE_DIR.mkdir(mode=0o755)  # atomic: of two `up` at once, one wins
+    except FileExistsError:
+        raise already_up from None
     state: dict[str, Any] = {
         "format": STATE_FORMAT, "ready": False, "hosts_spec": hosts_spec(hosts), "rate": rate,
         "devices_per_host": devices_per_host, "head": {"name": HEAD_NS, "address": HEAD_ADDRESS},
@@ -418,7 +445,10 @@ def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit")
         with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
             list(pool.map(_wait_reachable, hosts))
     except BaseException:
-        cluster_down()
+        try:
+            cluster_down()
+        except ClusterError:
+            pass  # the first error is the one to tell; `cluster down` can be run again
         raise
     state["ready"] = True
     _write_state(state)
@@ -461,15 +491,24 @@ def cluster_status() -> dict[str, Any]:
     nodes = []
     for host in state["hosts"]:
         pid = host.get("sshd_pid")
-        sshd_alive = bool(pid) and host["name"] in live and pid in _namespace_pids(host["name"])
+        sshd_alive = bool(pid) and _alive(pid) and _is_our_sshd(pid)
         nodes.append({**host, "namespace": host["name"] in live, "sshd": sshd_alive, "rate": state["rate"]})
     healthy = state.get("ready", False) and HEAD_NS in live and SWITCH_NS in live and \
         all(node["namespace"] and node["sshd"] for node in nodes)
     return {"up": healthy, "hosts": state["hosts_spec"], "rate": state["rate"], "head": state["head"]["name"],
             "head_address": state["head"]["address"], "subnet": state["subnet"],
             "devices_per_host": state["devices_per_host"], "launch_prefix": ["ip", "netns", "exec", HEAD_NS],
-            "state_dir": state["state_dir"], "nodes": nodes,
+            "state_dir": state["state_dir"], "nodes": nodes, "shared_devices": _shared_devices(state["hosts"]),
             "problem": None if healthy else "incomplete or broken: run `xover cluster down`, then up again"}
+
+
+def _shared_devices(hosts: list[dict[str, Any]]) -> bool:
+    """Do two hosts share a device (more devices asked for than this machine has)?"""
+    for kind in ("gpus", "cores"):
+        used = [device for host in hosts for device in host[kind]]
+        if used:
+            return len(used) != len(set(used))
+    return False
 
 
 def _kill_processes(pids: set[int], grace_s: float = 3.0) -> list[int]:
@@ -504,6 +543,8 @@ def cluster_down() -> dict[str, Any]:
     """Remove everything `up` made, from the state file and from the names alone; safe to repeat."""
     state = read_state() or {}
     namespaces = live_namespaces()
+    if os.geteuid() != 0 and (namespaces or STATE_DIR.exists()):
+        raise ClusterError("xover cluster down needs root (it removes network namespaces and stops sshd)")
     # every process inside our namespaces, and each recorded sshd even if its namespace lost its name
     recorded_sshd = {host["sshd_pid"] for host in state.get("hosts", []) if host.get("sshd_pid")}
     killed = _kill_processes({pid for namespace in namespaces for pid in _namespace_pids(namespace)} |
