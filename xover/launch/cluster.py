@@ -118,9 +118,9 @@ def _is_our_namespace(name: str) -> bool:
 # --------------------------------------------------------------------------------- commands
 
 
-def _run(args: list[str], what: str, stdin: str | None = None) -> str:
+def _run(args: list[str], what: str) -> str:
     try:
-        done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise ClusterError(f"{what}: {args[0]} not found; {SETUP_HINT}") from None
     except subprocess.TimeoutExpired:
@@ -181,14 +181,14 @@ def diagnose_cluster() -> tuple[bool, str]:
     shaped veth pair; says whether a cluster is up now."""
     state = read_state()
     if state is not None:
-        live = set(live_namespaces())
-        down = [host["name"] for host in state["hosts"] if host["name"] not in live]
-        if down:
-            return False, f"a cluster is recorded but {', '.join(down)} is gone: run `xover cluster down`"
+        status = cluster_status()
+        if not status["up"]:
+            return False, "a cluster is recorded but broken or half-built: run `xover cluster down`"
         return True, f"up: -H {state['hosts_spec']}, NICs at {state['rate']} (xover cluster status)"
     problems = missing_requirements()
     if problems:
         return False, "; ".join(problems)
+    subprocess.run(["ip", "netns", "del", PROBE_NS], capture_output=True)  # one left by a killed probe
     try:
         _run(["ip", "netns", "add", PROBE_NS], "network namespaces")
         _run(["ip", "-n", PROBE_NS, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"], "veth links")
@@ -247,13 +247,13 @@ def launch_prefix(hosts: list[str]) -> list[str]:
     emulated host; [] when none is; an error when the spec mixes them, or names an emulated host that
     is not up."""
     emulated = [host for host in hosts if is_emulated_host(host)]
+    stale = [host for host in hosts if HOST_NAME.match(host) and host not in emulated]
+    if stale:
+        live = cluster_hosts()
+        detail = f"the emulated cluster has {hosts_spec_of(live)}" if live else "no emulated cluster is up"
+        raise ClusterError(f"-H names {', '.join(stale)} but {detail}: run `xover cluster up --hosts N`, "
+                           "or check `xover cluster status`")
     if not emulated:
-        stale = [host for host in hosts if HOST_NAME.match(host)]
-        if stale:
-            live = cluster_hosts()
-            detail = f"the emulated cluster has {hosts_spec_of(live)}" if live else "no emulated cluster is up"
-            raise ClusterError(f"-H names {', '.join(stale)} but {detail}: run `xover cluster up --hosts N`, "
-                               "or check `xover cluster status`")
         return []
     others = [host for host in hosts if host not in emulated]
     if others:
