@@ -155,6 +155,33 @@ def test_horovodrun_all_reduces_across_two_emulated_hosts(cluster_factory, tmp_p
     assert results == [("xo-h1", "0", "3.0"), ("xo-h2", "1", "3.0")], output
 
 
+def test_workers_left_on_hosts_by_a_stopped_launcher_are_stopped_by_their_marker(cluster_factory, tmp_path):
+    from xover.orchestrator import kill_tree
+
+    cluster_factory("1gbit")
+    script = tmp_path / "sleeper.py"
+    script.write_text("import time, horovod.torch as hvd\nhvd.init()\nprint('started', flush=True)\ntime.sleep(300)\n")
+    launcher = subprocess.Popen([*cluster.launch_prefix(["xo-h1", "xo-h2"]), horovodrun_path(), "-np", "2", "-H",
+                                 TWO_HOSTS, "--gloo", sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "XOVER_TEST_LAUNCH": "sleepers"}, start_new_session=True)
+    try:
+        started = 0
+        for line in launcher.stdout:
+            started += "started" in line
+            if started == 2:
+                break
+        kill_tree(launcher.pid)
+        time.sleep(1)
+        left = [pid for host in ("xo-h1", "xo-h2") for pid in cluster._namespace_pids(host)
+                if str(script) in Path(f"/proc/{pid}/cmdline").read_text()]
+        assert len(left) >= 2  # no terminal over ssh: the remote workers outlive their launcher
+        assert set(left) <= set(cluster.stop_emulated_processes("XOVER_TEST_LAUNCH", "sleepers"))
+        assert not any(cluster._alive(pid) for pid in left)
+        assert all(node["sshd"] for node in cluster.cluster_status()["nodes"])  # only that launch's processes
+    finally:
+        kill_tree(launcher.pid)
+
+
 def test_torchrun_runs_one_node_per_emulated_host_over_ssh(cluster_factory, tmp_path):
     cluster_factory("1gbit")
     script = tmp_path / "torch_all_reduce.py"

@@ -502,6 +502,27 @@ def cluster_status() -> dict[str, Any]:
             "problem": None if healthy else "incomplete or broken: run `xover cluster down`, then up again"}
 
 
+def stop_emulated_processes(variable: str, value: str, grace_s: float = 3.0) -> list[int]:
+    """Stop what one launch left on the emulated hosts: every process there whose environment has
+    variable=value (horovodrun and torchrun pass the launcher's variables to every remote command).
+    ssh gives remote commands no terminal, so stopping a launcher and its ssh clients does not stop the
+    workers they started on other hosts, on these hosts as on real ones. Returns the pids stopped."""
+    marker = f"{variable}={value}".encode()
+    state = read_state() or {}
+    matched = set()
+    for host in state.get("hosts", []):
+        if not (NETNS_RUN / host["name"]).exists():
+            continue
+        for pid in _namespace_pids(host["name"]):
+            try:
+                environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in environment:
+                matched.add(pid)
+    return _kill_processes(matched, grace_s) if matched else []
+
+
 def _shared_devices(hosts: list[dict[str, Any]]) -> bool:
     """Do two hosts share a device (more devices asked for than this machine has)?"""
     for kind in ("gpus", "cores"):
