@@ -86,6 +86,7 @@ def assert_nothing_left():
     assert not re.search(r"^xo-", namespaces, re.M), namespaces
     assert not cluster.STATE_DIR.exists()
     assert not any(cluster.NETNS_ETC.glob("xo-*"))
+    assert not cluster.NETNS_ETC.exists() or any(cluster.NETNS_ETC.iterdir())  # none left empty by us
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert " xo-" not in links, links
     addresses = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
@@ -162,7 +163,8 @@ def test_workers_left_on_hosts_by_a_stopped_launcher_are_stopped_by_their_marker
     script = tmp_path / "sleeper.py"
     script.write_text("import time, horovod.torch as hvd\nhvd.init()\nprint('started', flush=True)\ntime.sleep(300)\n")
     launcher = subprocess.Popen([*cluster.launch_prefix(["xo-h1", "xo-h2"]), horovodrun_path(), "-np", "2", "-H",
-                                 TWO_HOSTS, "--gloo", sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                                 TWO_HOSTS, "--gloo", sys.executable, str(script)], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True,
                                 env={**os.environ, "XOVER_TEST_LAUNCH": "sleepers"}, start_new_session=True)
     try:
         started = 0

@@ -48,7 +48,7 @@ def up(
     json_out: Annotated[bool, typer.Option("--json", help="Print the cluster as one JSON object (its -H spec in "
                                            "'hosts').")] = False,
 ) -> None:
-    """Turn this machine into HOSTS hosts (network namespaces with a shaped NIC and a sshd each); the last line printed is their -H spec."""
+    """Build HOSTS emulated hosts (namespaces with a shaped NIC and a sshd each); prints their -H spec last."""
     from .launch.cluster import cluster_up
 
     with _user_errors():
@@ -68,7 +68,7 @@ def up(
 
 @cluster_app.command()
 def status(json_out: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False) -> None:
-    """Show the emulated cluster's hosts, addresses, slots, NIC rate and health (exit 1 when none is up or it is broken)."""
+    """Show the emulated hosts, their addresses, slots, NIC rate and health; exit 1 when none is up or it is broken."""
     from .launch.cluster import cluster_status
 
     with _user_errors():
@@ -90,7 +90,7 @@ def status(json_out: Annotated[bool, typer.Option("--json", help="Print the stat
 
 @cluster_app.command()
 def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was removed as JSON.")] = False) -> None:
-    """Remove the emulated cluster: namespaces, links, bridge, sshd and every process inside, /etc/netns entries, state (safe to repeat, works after a crash)."""
+    """Remove the emulated cluster and everything it started; safe to repeat, and after a crash."""
     from .launch.cluster import cluster_down
 
     with _user_errors():

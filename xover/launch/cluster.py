@@ -346,7 +346,7 @@ def _keygen(path: Path, comment: str) -> str:
 
 def _build_network(hosts: list[EmulatedHost], rate: str) -> None:
     def setup_namespace(namespace: str) -> None:
-        _run(["ip", "netns", "add", namespace], f"creating namespace {namespace} (network namespaces: see `xover doctor`)")
+        _run(["ip", "netns", "add", namespace], f"creating namespace {namespace} (see `xover doctor`)")
         # before any link arrives, so that no link of ours ever gets an IPv6 address
         _run(_in_ns(namespace, "sysctl", "-eqw", "net.ipv6.conf.all.disable_ipv6=1",
                     "net.ipv6.conf.default.disable_ipv6=1"), f"namespace {namespace}")
@@ -366,8 +366,10 @@ def _build_network(hosts: list[EmulatedHost], rate: str) -> None:
         # the host's NIC and its switch port, made in place: never an interface in this machine's namespace
         _run(["ip", "link", "add", NIC, "netns", namespace, "mtu", str(LINK_MTU), "type", "veth",
               "peer", "name", namespace, "netns", SWITCH_NS, "mtu", str(LINK_MTU)], f"the NIC of {namespace}")
-        _run(["ip", "-n", SWITCH_NS, "link", "set", namespace, "master", BRIDGE, "up"], f"the switch port of {namespace}")
-        _run(["ip", "-n", namespace, "addr", "add", f"{address}/{PREFIX_LENGTH}", "dev", NIC], f"the address of {namespace}")
+        _run(["ip", "-n", SWITCH_NS, "link", "set", namespace, "master", BRIDGE, "up"],
+             f"the switch port of {namespace}")
+        _run(["ip", "-n", namespace, "addr", "add", f"{address}/{PREFIX_LENGTH}", "dev", NIC],
+             f"the address of {namespace}")
         _run(["ip", "-n", namespace, "link", "set", NIC, "up"], f"the NIC of {namespace}")
         if namespace != HEAD_NS:
             shape(namespace, NIC)  # what the host sends
@@ -434,7 +436,7 @@ def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit")
         "devices_per_host": devices_per_host, "head": {"name": HEAD_NS, "address": HEAD_ADDRESS},
         "switch": SWITCH_NS, "subnet": f"{SUBNET_PREFIX}.0/{PREFIX_LENGTH}", "state_dir": str(STATE_DIR),
         "hosts": [asdict(host) for host in hosts], "created_privsep_dir": not SSHD_PRIVSEP_DIR.exists(),
-        "created_netns_etc": not NETNS_ETC.exists(), "started_at": time.time()}
+        "started_at": time.time()}
     _write_state(state)  # first: whatever happens next, `down` knows what to remove
     try:
         _build_network(hosts, rate)
@@ -578,8 +580,8 @@ def cluster_down() -> dict[str, Any]:
             if _is_our_namespace(entry.name):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed_etc.append(str(entry))
-        if state.get("created_netns_etc") and not any(NETNS_ETC.iterdir()):
-            NETNS_ETC.rmdir()
+        if not any(NETNS_ETC.iterdir()):
+            NETNS_ETC.rmdir()  # ip netns needs no empty one
     if state.get("created_privsep_dir") and SSHD_PRIVSEP_DIR.is_dir() and not any(SSHD_PRIVSEP_DIR.iterdir()):
         SSHD_PRIVSEP_DIR.rmdir()
     had_state = STATE_DIR.exists()
