@@ -92,6 +92,7 @@ def assert_nothing_left():
     addresses = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
     assert "10.231.0." not in addresses, addresses
     assert _processes_mentioning(str(cluster.STATE_DIR)) == []
+    assert cluster._sshd_running() or not cluster.SSHD_PRIVSEP_DIR.exists()
 
 
 def _processes_mentioning(text):

@@ -435,7 +435,7 @@ def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit")
         "format": STATE_FORMAT, "ready": False, "hosts_spec": hosts_spec(hosts), "rate": rate,
         "devices_per_host": devices_per_host, "head": {"name": HEAD_NS, "address": HEAD_ADDRESS},
         "switch": SWITCH_NS, "subnet": f"{SUBNET_PREFIX}.0/{PREFIX_LENGTH}", "state_dir": str(STATE_DIR),
-        "hosts": [asdict(host) for host in hosts], "created_privsep_dir": not SSHD_PRIVSEP_DIR.exists(),
+        "hosts": [asdict(host) for host in hosts],
         "started_at": time.time()}
     _write_state(state)  # first: whatever happens next, `down` knows what to remove
     try:
@@ -582,8 +582,8 @@ def cluster_down() -> dict[str, Any]:
                 removed_etc.append(str(entry))
         if not any(NETNS_ETC.iterdir()):
             NETNS_ETC.rmdir()  # ip netns needs no empty one
-    if state.get("created_privsep_dir") and SSHD_PRIVSEP_DIR.is_dir() and not any(SSHD_PRIVSEP_DIR.iterdir()):
-        SSHD_PRIVSEP_DIR.rmdir()
+    if SSHD_PRIVSEP_DIR.is_dir() and not any(SSHD_PRIVSEP_DIR.iterdir()) and not _sshd_running():
+        SSHD_PRIVSEP_DIR.rmdir()  # made for ours; any other sshd recreates it when it starts
     had_state = STATE_DIR.exists()
     shutil.rmtree(STATE_DIR, ignore_errors=True)
     left = live_namespaces()
@@ -591,6 +591,18 @@ def cluster_down() -> dict[str, Any]:
         raise ClusterError(f"could not remove namespaces {', '.join(left)}: `ip netns del` them as root")
     return {"removed_namespaces": namespaces, "stopped_processes": len(killed), "removed_etc": sorted(removed_etc),
             "removed_state_dir": had_state}
+
+
+def _sshd_running() -> bool:
+    """Is any sshd running on this machine (ours are stopped by then)?"""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and _alive(int(proc.name)):
+            try:
+                if (proc / "comm").read_text().strip() == "sshd":
+                    return True
+            except OSError:
+                pass
+    return False
 
 
 def _is_our_sshd(pid: int) -> bool:
