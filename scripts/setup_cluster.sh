@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# What `xover cluster up` needs from the system (idempotent): sshd (openssh-server), the ssh client and
+# ssh-keygen (openssh-client), ip and tc (iproute2), unshare (util-linux), sysctl (procps).
+# Installed with apt-get when missing; needs root. Exit 0 when everything is present, 1 otherwise.
+set -euo pipefail
+
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+{ command -v ssh && command -v ssh-keygen; } >/dev/null 2>&1 || missing+=(openssh-client)
+{ command -v ip && command -v tc; } >/dev/null 2>&1 || missing+=(iproute2)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+command -v sysctl >/dev/null 2>&1 || missing+=(procps)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "emulated cluster: sshd, ssh, ip, tc present"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "emulated cluster: missing ${missing[*]}; install them as root (apt-get install ${missing[*]})" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "emulated cluster: missing ${missing[*]} and no apt-get here; install them with this system's packager" >&2
+  exit 1
+fi
+
+# The emulated hosts start their own sshd inside their namespaces. The package's own service would listen
+# on every address of this machine, so it must not start: a policy-rc.d that refuses (only for this
+# install, and only when the system has none of its own) keeps invoke-rc.d from starting it.
+sshd_was_installed=0
+[ -x /usr/sbin/sshd ] && sshd_was_installed=1
+temporary_policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  temporary_policy=/usr/sbin/policy-rc.d
+  printf '#!/bin/sh\nexit 101\n' > "$temporary_policy"
+  chmod 755 "$temporary_policy"
+  trap 'rm -f "$temporary_policy"' EXIT
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+# the package lists are fetched once: only when apt does not know the packages yet
+if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then
+  apt_get update -q >/dev/null
+fi
+apt_get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+echo "emulated cluster: installed ${missing[*]}"
+
+# Under systemd, the package enables ssh.service for the next boot too; the daemon was installed for the
+# emulated hosts only, so it stays off (a machine that had sshd before is left as it was).
+if [ "$sshd_was_installed" = 0 ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+  echo "emulated cluster: the system's ssh service was left disabled (xover starts its own sshd per emulated host)"
+fi

@@ -1,0 +1,104 @@
+"""`xover cluster up|status|down`: an emulated cluster on this machine (xover/launch/cluster.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from typing import Annotated, Any
+
+import typer
+
+from .console import console, errors, print_json, print_table
+from .errors import XoverError
+
+cluster_app = typer.Typer(help="An emulated cluster on this machine: each host a network namespace with its own "
+                               "NIC shaped to a rate, reached over ssh like a real host (needs root).",
+                          no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+NODE_COLUMNS = [("host", "name"), ("address", "address"), ("slots", "slots"), ("cores", "cores"), ("gpus", "gpus"),
+                ("NIC", "rate"), ("namespace", "namespace"), ("sshd", "sshd")]
+
+
+@contextlib.contextmanager
+def _user_errors():
+    """Expected failures: one line, exit 2, no traceback."""
+    try:
+        yield
+    except XoverError as error:
+        errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        raise typer.Exit(error.exit_code)
+
+
+def _node_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
+    def listed(values: list[int]) -> str:
+        return ",".join(map(str, values)) or "-"
+
+    return [{**node, "cores": listed(node["cores"]), "gpus": listed(node["gpus"]),
+             "namespace": "ok" if node["namespace"] else "MISSING", "sshd": "running" if node["sshd"] else "DOWN"}
+            for node in status["nodes"]]
+
+
+@cluster_app.command()
+def up(
+    hosts: Annotated[int, typer.Option("--hosts", help="How many emulated hosts (xo-h1, xo-h2, ...).")] = 2,
+    devices_per_host: Annotated[int, typer.Option("--devices-per-host", help="Devices (slots) per host: CPU cores, "
+                                                  "or GPUs on a GPU machine, given to each host in turn.")] = 1,
+    bandwidth: Annotated[str, typer.Option("--bandwidth", help="Rate of every host's NIC, each direction "
+                                           "(e.g. 1gbit, 200mbit, 10gbit).")] = "1gbit",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the cluster as one JSON object (its -H spec in "
+                                           "'hosts').")] = False,
+) -> None:
+    """Build HOSTS emulated hosts (namespaces with a shaped NIC and a sshd each); prints their -H spec last."""
+    from .launch.cluster import cluster_up
+
+    with _user_errors():
+        status = cluster_up(hosts, devices_per_host, bandwidth)
+    if json_out:
+        print_json(status)
+        return
+    print_table(f"emulated cluster: {len(status['nodes'])} hosts, NICs shaped to {status['rate']} each way",
+                NODE_COLUMNS, _node_rows(status))
+    if status["shared_devices"]:
+        console.print("[yellow]note:[/] more devices than this machine has: hosts share some (see the table), "
+                      "so their figures are not those of separate machines")
+    console.print(f"head node {status['head']} ({status['head_address']}): launchers run there through "
+                  f"`{shlex.join(status['launch_prefix'])} ...`; `xover cluster down` removes everything")
+    typer.echo(status["hosts"])
+
+
+@cluster_app.command()
+def status(json_out: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False) -> None:
+    """Show the emulated hosts, their addresses, slots, NIC rate and health; exit 1 when none is up or it is broken."""
+    from .launch.cluster import cluster_status
+
+    with _user_errors():
+        state = cluster_status()
+    if json_out:
+        print_json(state)
+    elif state["hosts"] is None:
+        leftovers = state["leftover_namespaces"]
+        console.print("no emulated cluster is up" + (f"; namespaces left by a crash: {', '.join(leftovers)} "
+                                                     "(`xover cluster down` removes them)" if leftovers else ""))
+    else:
+        print_table(f"emulated cluster: NICs at {state['rate']} each way, head {state['head']} "
+                    f"({state['head_address']}), subnet {state['subnet']}", NODE_COLUMNS, _node_rows(state))
+        if state["problem"]:
+            console.print(f"[red]{state['problem']}[/]")
+        typer.echo(state["hosts"])
+    raise typer.Exit(0 if state["up"] else 1)
+
+
+@cluster_app.command()
+def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was removed as JSON.")] = False) -> None:
+    """Remove the emulated cluster and everything it started; safe to repeat, and after a crash."""
+    from .launch.cluster import cluster_down
+
+    with _user_errors():
+        removed = cluster_down()
+    if json_out:
+        print_json(removed)
+    elif removed["removed_namespaces"] or removed["removed_state_dir"]:
+        console.print(f"removed namespaces {', '.join(removed['removed_namespaces']) or '-'}; stopped "
+                      f"{removed['stopped_processes']} processes; removed the state directory")
+    else:
+        console.print("no emulated cluster was up: nothing to remove")
