@@ -7,7 +7,7 @@ STAMP := .venv/.xover-setup
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh
+$(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh scripts/setup_cluster.sh
 	bash scripts/setup.sh $(PYTHON)
 	touch $(STAMP)
 

@@ -22,3 +22,5 @@ fi
 
 "$VPY" -m pip install -q -e ".[test]"
 bash scripts/install_horovod.sh "$VPY"
+# The emulated cluster's parts (openssh-server, iproute2): optional, `xover doctor` says when missing.
+bash scripts/setup_cluster.sh || echo "emulated cluster unavailable (xover doctor says why)"

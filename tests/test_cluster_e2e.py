@@ -17,9 +17,9 @@ import pytest
 
 from xover.launch import cluster
 from xover.launch.horovod import horovodrun_path
-from xover.launch.torchrun import torchrun_command
+from xover.launch.torchrun import torchrun_commands
 
-CLUSTER_CLI = [sys.executable, "-c", "from xover.cli_cluster import cluster_app; cluster_app(prog_name='xover cluster')"]
+CLUSTER_CLI = [sys.executable, "-m", "xover", "cluster"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"
 
 ALL_REDUCE = """
@@ -189,12 +189,15 @@ def test_torchrun_runs_one_node_per_emulated_host_over_ssh(cluster_factory, tmp_
     cluster_factory("1gbit")
     script = tmp_path / "torch_all_reduce.py"
     script.write_text(TORCH_ALL_REDUCE)
-    command = torchrun_command(2, TWO_HOSTS, tmp_path / "logs", tmp_path / "run" / "spec.json", env=dict(os.environ),
-                               program=[str(script)])
-    done = subprocess.run([*cluster.launch_prefix(["xo-h1", "xo-h2"]), *command], capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert sorted(re.findall(r"RESULT host=(\S+) rank=(\d) sum=(\S+)", done.stdout)) == \
+    prefix = cluster.launch_prefix(["xo-h1", "xo-h2"])
+    commands = torchrun_commands(2, TWO_HOSTS, tmp_path / "logs", tmp_path / "run" / "spec.json",
+                                 env=dict(os.environ), program=[str(script)], remote_prefix=prefix)
+    assert len(commands) == 2  # one torchrun per node, each its own process
+    nodes = [subprocess.Popen([*prefix, *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for command in commands]
+    outputs = [node.communicate(timeout=180)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "".join(outputs)[-3000:]
+    assert sorted(re.findall(r"RESULT host=(\S+) rank=(\d) sum=(\S+)", "".join(outputs))) == \
         [("xo-h1", "0", "3.0"), ("xo-h2", "1", "3.0")]
 
 

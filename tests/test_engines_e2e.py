@@ -36,17 +36,3 @@ def test_torch_engine_matches_horovod_and_keeps_parity_under_crossover(isolated_
         # np=2: both engines sum the two gradients (a+b is exact either way) and halve: equal bits
         assert losses[("mlp-digits", mode, "torch")] == reference
         assert losses[("resnet-digits", mode, "torch")] == losses[("resnet-digits", "sequential", "torch")]
-
-
-def test_torch_engine_on_two_nodes_matches_one_node(isolated_results):
-    """Two torchrun nodes (both on this machine: no ssh needed) with a c10d rendezvous."""
-    db = isolated_results / "xover.db"
-    one_node = _json("train", "mlp-digits", "--engine", "torch", "--iterations", "10")
-    two_nodes = _json("train", "mlp-digits", "--engine", "torch", "-H", "localhost:1,127.0.0.1:1",
-                      "--iterations", "10")
-    [job] = two_nodes["jobs"]
-    assert job["status"] == "finished" and job["np"] == 2
-    assert (_losses(db, two_nodes["experiment"])[("mlp-digits", "solo", "torch")]
-            == _losses(db, one_node["experiment"])[("mlp-digits", "solo", "torch")])
-    logs = isolated_results / "results" / "runs" / two_nodes["experiment"]
-    assert len(list(logs.glob("*/ranks/node*"))) == 2  # one torchrun per node, each with its rank logs

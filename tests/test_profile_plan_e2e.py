@@ -68,7 +68,7 @@ def test_run_refuses_bad_plans_before_starting(isolated_results, tmp_path):
     assert _xover("plan", "--profiles", str(trace), "--devices", "2", "--out", str(plan_path)).returncode == 0
     result = _xover("run", str(plan_path))
     assert result.returncode == 2
-    assert "no-such-recipe" in result.stderr and "not found" in result.stderr
+    assert "no-such-recipe" in result.stderr and "no recipe file or built-in recipe" in result.stderr
 
     big = tmp_path / "big.json"
     body = json.loads(plan_path.read_text())

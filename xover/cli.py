@@ -314,5 +314,10 @@ def report(
         make_report(State.db, target, fmt, out)
 
 
+from .cli_cluster import cluster_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(cluster_app, name="cluster")
+
+
 def run_cli() -> None:
     app()

@@ -108,6 +108,15 @@ def _bandwidth_emulation() -> Check:
                      required=False)
 
 
+def _emulated_cluster() -> Check:
+    from .launch.cluster import diagnose_cluster
+
+    ok, detail = diagnose_cluster()
+    return Check("emulated cluster", ok, detail,
+                 "" if ok else "run scripts/setup_cluster.sh as root; `xover cluster down` clears a broken one",
+                 required=False)
+
+
 def _database(db: str | None) -> Check:
     from .store.session import open_store
 
@@ -126,5 +135,6 @@ def _database(db: str | None) -> Check:
 def diagnose(db: str | None = None) -> Diagnosis:
     checks = [Check("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})",
                     "use Python >= 3.10")]
-    checks += [_torch(), _horovod(), _launcher(), _gpus(), _cpus(), _bandwidth_emulation(), _database(db)]
+    checks += [_torch(), _horovod(), _launcher(), _gpus(), _cpus(), _bandwidth_emulation(), _emulated_cluster(),
+               _database(db)]
     return Diagnosis(checks)

@@ -17,7 +17,21 @@ from .turns.policies import DEFAULT_POLICY
 DEFAULT_PLAN = "results/plan.json"
 
 
-def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None) -> tuple[list[JobProfile], dict[str, str], str]:
+def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
+    """How many hosts a job of np ranks will span as the placement places it: one if any host is big
+    enough, else hosts taken in order until their slots suffice."""
+    if any(slots >= np for _, slots in hosts):
+        return 1
+    total = 0
+    for count, (_, slots) in enumerate(hosts, start=1):
+        total += slots
+        if total >= np:
+            return count
+    return len(hosts)
+
+
+def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None,
+                        hosts: list[tuple[str, int]] | None = None) -> tuple[list[JobProfile], dict[str, str], str]:
     """JobProfiles from the newest stored profile of each recipe (this hardware first, then any),
     all taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled.
     Returns the profiles, job name -> recipe path, and the link rate used."""
@@ -31,12 +45,14 @@ def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str 
     link = bandwidth or _common_link(store, recipes, recipe_paths)
     jobs, paths = [], {}
     for path, recipe in zip(recipe_paths, recipes):
-        found = (find_profile(store, recipe.hash, recipe.np, link, hardware)
-                 or find_profile(store, recipe.hash, recipe.np, link, None))
+        spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
+        found = (find_profile(store, recipe.hash, recipe.np, link, hardware, hosts=spanned)
+                 or find_profile(store, recipe.hash, recipe.np, link, None, hosts=spanned))
         if found is None:
             shown = "" if link == "host" else f" --bandwidth {link}"
-            raise XoverError(f"no profile of '{recipe.name}' (np {recipe.np}) at link {link}: run "
-                             f"`xover profile {path}{shown}` first")
+            across = f" over {spanned} hosts" if spanned > 1 else ""
+            raise XoverError(f"no profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
+                             f"`xover profile {path}{shown}{' -H ...' if spanned > 1 else ''}` first")
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
     return jobs, paths, link
@@ -109,7 +125,7 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if trace_csv:
         jobs, recipes = load_trace_csv(trace_csv), {}
     else:
-        jobs, recipes, bandwidth = profiles_of_recipes(db, recipe_paths, bandwidth)
+        jobs, recipes, bandwidth = profiles_of_recipes(db, recipe_paths, bandwidth, host_list)
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
                      policy=policy)
     body = plan_to_dict(plan, recipes)

@@ -25,6 +25,7 @@ from .devices import hardware_fingerprint
 from .errors import XoverError
 from .launch.hosts import parse_hosts
 from .run import check_devices, experiment, job_for
+from .run.commands import link_of
 from .run.schedule import Scheduler, Unit
 from .recipes import load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
@@ -127,7 +128,8 @@ def comm_cpu_ms_of(summary: dict[str, Any], load: MachineLoad | None, np: int, d
 def profile_dict(profile: Profile) -> dict[str, Any]:
     c = profile.data_ms + profile.compute_ms
     return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
-            "np": profile.np, "engine": profile.engine, "bandwidth": profile.bandwidth, "hardware": profile.hardware,
+            "np": profile.np, "hosts": profile.hosts, "engine": profile.engine, "bandwidth": profile.bandwidth,
+            "hardware": profile.hardware,
             "data_ms": profile.data_ms, "compute_ms": profile.compute_ms, "comm_ms": profile.comm_ms,
             "iteration_ms": profile.iteration_ms, "samples_per_s": profile.samples_per_s,
             "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
@@ -139,9 +141,10 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
 
 
 def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None, hardware: str | None,
-                 engine: str | None = None) -> Profile | None:
-    """The newest profile of a recipe at this np (and bandwidth / hardware / engine when given)."""
-    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np)
+                 engine: str | None = None, hosts: int = 1) -> Profile | None:
+    """The newest profile of a recipe at this np over this many hosts (and bandwidth / hardware /
+    engine when given)."""
+    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
     if engine is not None:
         query = query.where(Profile.engine == engine)
     if bandwidth is not None:
@@ -169,19 +172,19 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
     jobs = [job_for(recipe, hosts, engine=engine) for recipe in recipes]
     check_devices(jobs)
+    link = link_of(jobs, bandwidth)
     store = open_store(db)
     hardware = hardware_fingerprint()
-    link = bandwidth or "host"
     results: list[dict[str, Any]] = []
     todo = []
     for recipe, job in zip(recipes, jobs):
-        found = None if force else find_profile(store, recipe.hash, recipe.np, link, hardware, engine)
+        found = None if force else find_profile(store, recipe.hash, recipe.np, link, hardware, engine, len(job.devices))
         if found is not None:
             results.append({**profile_dict(found), "reused": True})
         else:
             todo.append((recipe, job))
     if todo:
-        with experiment(store, "profile", command, bandwidth, show_progress) as run:
+        with experiment(store, "profile", command, bandwidth, show_progress, link=link) as run:
             lease_devices(run, [job for _, job in todo], wait)
             for recipe, job in todo:
                 unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
@@ -207,7 +210,7 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
         link_ms = link_ms_of(summary, run.gradient_bytes or 0, recipe.np, hosts, link)
         snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
         profile = Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, run_id=run_id, name=recipe.name,
-                          np=recipe.np, engine=engine, bandwidth=link, hardware=hardware,
+                          np=recipe.np, engine=engine, bandwidth=link, hardware=hardware, hosts=hosts,
                           iterations=summary["iterations"],
                           data_ms=summary["data_ms"], compute_ms=summary["compute_ms"], comm_ms=summary["comm_ms"],
                           iteration_ms=summary["iteration_ms"], samples_per_s=summary["samples_per_s"],

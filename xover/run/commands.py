@@ -77,9 +77,26 @@ class Experiment:
         return self.context.results_dir
 
 
+def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
+    """The link a run's figures are keyed by: --bandwidth (this machine's shaped loopback), 'host'
+    (unshaped), or the emulated cluster's NIC rate when jobs span its hosts. Checked before anything
+    is recorded: a spec that mixes emulated and other hosts, or --bandwidth across hosts, is refused."""
+    from ..launch import cluster
+    from ..launch.hosts import is_local
+
+    remote = sorted({host for job in jobs for host in job.devices if not is_local(host)})
+    if not remote:
+        return bandwidth or "host"
+    cluster.launch_prefix(remote)  # refuses a spec that mixes emulated hosts with others
+    if bandwidth:
+        raise XoverError(f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
+                         "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)")
+    return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
+
+
 @contextlib.contextmanager
 def experiment(store: Store, kind: str, command: str, bandwidth: str | None, show_progress: bool,
-               plan_id: int | None = None, timeout_s: float | None = None):
+               plan_id: int | None = None, timeout_s: float | None = None, link: str | None = None):
     """One invocation's experiment: live progress while it runs, its final status whatever happens,
     and a reaper that stops its processes if xover itself is killed."""
     from ..console import ProgressObserver
@@ -88,7 +105,7 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     reconcile_lost(store)
     experiment_id = new_experiment_id()
     recorder = Recorder(store, experiment_id)
-    recorder.open(kind, command, bandwidth, plan_id)
+    recorder.open(kind, command, link if link not in (None, "host") else bandwidth, plan_id)
     results_dir = results_root() / "runs" / experiment_id
     results_dir.mkdir(parents=True, exist_ok=True)
     observer = ProgressObserver() if show_progress else QuietObserver()
@@ -157,8 +174,9 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
         bandwidth = check_rate(bandwidth)
     job = job_for(recipe, hosts, engine=engine)
     check_devices([job])
+    link = link_of([job], bandwidth)
     store = open_store(db)
-    with experiment(store, "train", command, bandwidth, show_progress, timeout_s=timeout_s) as run:
+    with experiment(store, "train", command, bandwidth, show_progress, timeout_s=timeout_s, link=link) as run:
         lease_devices(run, [job], wait)
         Scheduler(run.context).run([Unit([job], "solo")], exclusive=True)
     with store.session() as session:
@@ -211,19 +229,20 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     policies = policies or [DEFAULT_POLICY]
     for group in groups:
         check_devices(group.jobs)
+    link = link_of([job for group in groups for job in group.jobs], bandwidth)
     store = open_store(db)
     plan_id = None
     if plan_body:
         with store.session() as session, session.begin():
             plan_id = store_plan(session, plan_body, plan_path)
     for group in groups:
-        attach_traits(store, group.jobs, bandwidth)
+        attach_traits(store, group.jobs, link)
         if seconds is not None:
-            give_seconds(group.jobs, seconds, bandwidth)
+            give_seconds(group.jobs, seconds, link)
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
     units = comparison_units(groups, modes, policies, store)
     started = time.time()
-    with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s) as run:
+    with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s, link=link) as run:
         lease_devices(run, [job for group in groups for job in group.jobs], wait)
         Scheduler(run.context).run(units, exclusive=comparison)
     makespan_s = time.time() - started

@@ -75,7 +75,7 @@ def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, e
     for host, slots in parse_hosts(hosts or f"{LOCAL}:{recipe.np}"):
         if left <= 0:
             break
-        placement[host] = list(range(min(slots, left)))
+        placement[canonical_host(host)] = list(range(min(slots, left)))  # one spelling per host
         left -= len(placement[host])
     if left > 0:
         raise XoverError(f"job '{recipe.name}' needs {recipe.np} ranks but -H {hosts} has {recipe.np - left} slots")
@@ -122,7 +122,7 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
         placement: dict[str, list[int]] = {}
         for device in group["devices"]:
             host, _, slot = device.rpartition(":")
-            placement.setdefault(host, []).append(int(slot))
+            placement.setdefault(canonical_host(host), []).append(int(slot))
         jobs = []
         for name in group["jobs"]:
             planned = body["jobs"][name]
@@ -194,7 +194,7 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
         if job.traits is not None:
             continue
         found = None if job.script else find_profile(store, job.recipe.hash, job.recipe.np, bandwidth or "host",
-                                                     hardware, job.engine)
+                                                     hardware, job.engine, len(job.devices))
         job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
         if found is not None:
             job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown)
@@ -214,7 +214,7 @@ def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> 
     for job in jobs:
         solo_s = job.traits.solo_iteration_s if job.traits else None
         if not solo_s:
-            link = f" --bandwidth {bandwidth}" if bandwidth else ""
+            link = f" --bandwidth {bandwidth}" if bandwidth and bandwidth != "host" else ""
             raise XoverError(f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
                              f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
                              f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations")

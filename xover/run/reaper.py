@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import time
 
 
-def tagged_processes(experiment: str) -> list[int]:
-    """Pids whose environment carries XOVER_EXPERIMENT=<experiment> (this user's processes)."""
-    needle = f"XOVER_EXPERIMENT={experiment}".encode()
+_XOVER_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def tagged_processes(experiment: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
+    """Pids whose environment carries <variable>=<experiment> (this user's processes, in any namespace)."""
+    needle = f"{variable}={experiment}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -37,8 +41,8 @@ def tagged_processes(experiment: str) -> list[int]:
     return found
 
 
-def kill_tagged(experiment: str, grace_s: float = 3.0) -> int:
-    pids = tagged_processes(experiment)
+def kill_tagged(experiment: str, grace_s: float = 3.0, variable: str = "XOVER_EXPERIMENT") -> int:
+    pids = tagged_processes(experiment, variable)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
@@ -86,14 +90,20 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
         store.close()
 
 
-def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str]) -> None:
-    kill_tagged(experiment)
-    for host in hosts:  # other hosts: the same sweep there, through the path the launchers used
+def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
+    """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
+    kill_tagged(value, variable=variable)
+    for host in hosts:
         try:
-            subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, sys.executable, "-m",
-                            "xover.run.reaper", "--kill", experiment], timeout=60, capture_output=True)
+            subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, "env", f"PYTHONPATH={_XOVER_ROOT}",
+                            sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable],
+                           timeout=60, capture_output=True)
         except (OSError, subprocess.TimeoutExpired):
             pass
+
+
+def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str]) -> None:
+    sweep("XOVER_EXPERIMENT", experiment, hosts, remote_prefix)
     remove_sockets(experiment)
     mark_lost(db, experiment)
 
@@ -104,12 +114,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db")
     parser.add_argument("--host", action="append", default=[])
     parser.add_argument("--remote-prefix", default="", help="command prefix to reach other hosts (space-separated)")
-    parser.add_argument("--kill", help="stop this experiment's processes on this host now, and exit")
+    parser.add_argument("--kill", help="stop the processes tagged with this value on this host now, and exit")
+    parser.add_argument("--variable", default="XOVER_EXPERIMENT", help="the tag's environment variable (with --kill)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for xover, not for us
     if args.kill:
-        kill_tagged(args.kill)
-        remove_sockets(args.kill)
+        kill_tagged(args.kill, variable=args.variable)
+        if args.variable == "XOVER_EXPERIMENT":
+            remove_sockets(args.kill)
         return
     last = b""
     hosts = list(args.host)

@@ -31,6 +31,7 @@ from ..launch.torchrun import torchrun_commands
 from ..turns.service import XOVER_ROOT, TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
+from .reaper import sweep
 from .supervise import Interrupted, LaunchedJob, TimedOut, uninterrupted
 
 
@@ -92,16 +93,15 @@ class RunContext:
 
 def launch_prefix(hosts: list[str]) -> list[str]:
     """How launchers reach these hosts from here: an emulated cluster's head namespace, or nothing."""
-    try:
-        from ..launch import cluster
-    except ImportError:  # TODO(merge): the emulated cluster module lands from its branch
-        return []
-    return cluster.launch_prefix(hosts)
+    from ..launch import cluster
+
+    return cluster.launch_prefix([host for host in hosts if not is_local(host)])
 
 
-def worker_env(context: RunContext, job: JobSpec, slot: int | None, turns: TurnService | None) -> dict[str, str]:
+def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
+               turns: TurnService | None) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
-               XOVER_EXPERIMENT=context.experiment_id)
+               XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN_ID=str(run_id))
     env.pop("XOVER_TURN_SOCKET", None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
     # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here.
@@ -232,7 +232,7 @@ class Scheduler:
                 unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
                                          {"XOVER_EXPERIMENT": context.experiment_id}, context.lease)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
-                env = worker_env(context, job, slot, unit.turns)
+                env = worker_env(context, job, run_id, slot, unit.turns)
                 spec_path = log_dir / "spec.json"
                 spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                  "recipe": job.recipe.to_dict()}, indent=1))
@@ -255,6 +255,12 @@ class Scheduler:
         for job in unit.launched.values():
             if job.running():
                 job.stop()
+        # Workers that a launcher left on other hosts (ssh gave them no terminal) go too.
+        remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
+        if remote:
+            prefix = launch_prefix(remote)
+            for run_id in unit.run_ids:
+                sweep("XOVER_RUN_ID", str(run_id), remote, prefix)
         if unit.turns is not None:
             unit.turns.stop()
             self.context.recorder.record_turns(unit.run_ids, unit.group, unit.turns.slot_statistics(),

@@ -156,11 +156,7 @@ def device_of(local_rank: int) -> int:
     if not devices:
         return local_rank
     if "=" in devices:
-        from ..launch.hosts import canonical_host
-
-        per_host = dict(item.split("=", 1) for item in devices.split(";"))
-        here = canonical_host(this_host())
-        devices = next((indices for host, indices in per_host.items() if canonical_host(host) == here), "")
+        devices = dict(item.split("=", 1) for item in devices.split(";")).get(this_host(), "")
         if not devices:
             return local_rank
     return int(devices.split(",")[local_rank])

@@ -145,6 +145,7 @@ class Profile(Base):
     np: Mapped[int]
     engine: Mapped[str] = mapped_column(String(20), default="horovod")
     bandwidth: Mapped[str] = mapped_column(String(40))  # "host" when the network was not shaped
+    hosts: Mapped[int] = mapped_column(default=1)  # hosts its ranks spanned (their NICs carried the all-reduce)
     hardware: Mapped[str] = mapped_column(Text)
     iterations: Mapped[int]
     data_ms: Mapped[float]

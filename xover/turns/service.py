@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import XoverError
-from ..launch.hosts import LOCAL, canonical_host, is_local
+from ..launch.hosts import LOCAL, is_local
 from .policies import SlotTraits
 
 XOVER_ROOT = str(Path(__file__).resolve().parent.parent.parent)  # so that remote hosts import this xover
@@ -38,8 +38,10 @@ def runtime_dir() -> str:
 
 
 def host_tag(host: str) -> str:
-    """A host's name as it appears in socket names (this machine's names are one host)."""
-    return "".join(c if c.isalnum() or c in "-." else "_" for c in canonical_host(host))
+    """A host's name as it appears in socket names. Launchers are given canonical names (this
+    machine's names are `localhost`), and workers use the name they were given as it is: inside an
+    emulated host the hostname is the host's own, so a worker must not canonicalise by it."""
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in host)
 
 
 def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: str,

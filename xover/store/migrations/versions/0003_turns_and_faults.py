@@ -21,7 +21,7 @@ ADDED = {
     "iteration_metrics": [sa.Column("yields", sa.Integer), sa.Column("link_s", sa.Float),
                           sa.Column("comm_cpu_s", sa.Float), sa.Column("held", sa.JSON)],
     "profiles": [sa.Column("link_ms", sa.Float), sa.Column("comm_cpu_ms", sa.Float),
-                 sa.Column("checkpoints", sa.Integer)],
+                 sa.Column("checkpoints", sa.Integer), sa.Column("hosts", sa.Integer, nullable=False, server_default="1")],
 }
 
 
