@@ -52,13 +52,29 @@ def _experiment(db):
 
 
 def test_output_that_is_not_utf8_neither_kills_the_relay_nor_hangs_the_run(isolated_results):
+    # horovodrun's own relay thread dies on these bytes (its traceback reaches us); xover's must not
     result = _xover("run", "--script", str(ASSETS / "bad_bytes.py"), "--mode", "sequential", "--np", "2", "--json",
                     timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     [job] = json.loads(result.stdout)["jobs"]
     assert job["status"] == "finished"
-    log = (Path(job["log_dir"]) / "launcher.log").read_bytes()
-    assert b"\xff\xfe\x80 garbage" in log  # kept byte for byte
+
+
+def test_the_relay_keeps_bytes_and_metrics_after_invalid_utf8(tmp_path):
+    import queue
+
+    from xover.run.supervise import LaunchedJob
+
+    program = ("import sys\n"
+               "sys.stdout.buffer.write(b'\\xff\\xfe bad\\n')\n"
+               "print('XOVER-METRIC {\"kind\": \"iter\", \"step\": 0}', flush=True)\n"
+               "sys.stdout.buffer.write(b'tail without newline \\xc3')\n")
+    events: queue.Queue = queue.Queue()
+    LaunchedJob(7, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events)
+    records = [events.get(timeout=20), events.get(timeout=20)]
+    assert records == [(7, {"kind": "iter", "step": 0}), (7, {"kind": "_exit", "code": 0})]
+    assert (tmp_path / "launcher.log").read_bytes() == b"\xff\xfe bad\n" + \
+        b'XOVER-METRIC {"kind": "iter", "step": 0}\n' + b"tail without newline \xc3"
 
 
 def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated_results):
@@ -140,7 +156,7 @@ def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_pa
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 3)
-        second = _xover("train", "mlp-digits", "--iterations", "3", "--db", str(tmp_path / "other.db"))
+        second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--iterations", "3")
         assert second.returncode == 2
         assert re.search(r"device localhost:0 is in use by pid \d+: experiment", second.stderr), second.stderr
         assert "--wait" in second.stderr

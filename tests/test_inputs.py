@@ -23,7 +23,15 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 VALID_RECIPE = tomllib.loads((BUILTIN_RECIPES / "mlp-digits.toml").read_text())
 RECIPE_FIELDS = ["name", "model", "dataset", "batch_size", "optimizer", "lr", "np", "seed", "iterations",
                  "momentum", "eval_interval", "max_slowdown", "model_options", "dataset_options"]
-BAD_VALUES = st.sampled_from([-1, 0, -0.5, "", "nope", True, [], {}, 1e309, "mlp ", 3.5])
+BAD_VALUES = st.sampled_from([-1, 0, -0.5, "", "nope", True, [], {}, 1e309, "mlp ", 3.5, "a/b", " x"])
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return json.dumps(value)
 
 
 def _toml(data: dict) -> str:
@@ -32,7 +40,7 @@ def _toml(data: dict) -> str:
         if isinstance(value, dict):
             tables.append((key, value))
         else:
-            lines.append(f"{key} = {json.dumps(value) if not isinstance(value, bool) else str(value).lower()}")
+            lines.append(f"{key} = {_value(value)}")
     for key, table in tables:
         lines.append(f"[{key}]")
         lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
@@ -75,6 +83,8 @@ def broken_recipes(draw):
             value = -1  # those are valid values of those fields
         if field == "eval_interval" and value == 0:
             value = -2
+        if field == "name" and value == "nope":
+            value = "no pe"
         data[field] = value
     elif how == "remove":
         field = draw(st.sampled_from(["name", "model", "dataset", "batch_size", "optimizer", "lr", "np", "seed",
@@ -167,8 +177,8 @@ CSV_HEADER = "name,devices,compute_ms,comm_ms,memory_gb,link_ms,comm_cpu,max_slo
 def test_a_broken_trace_line_names_its_file_line_and_column(clean, tmp_path, column, value):
     row = {"name": "a", "devices": "2", "compute_ms": "100", "comm_ms": "10", "memory_gb": "1", "link_ms": "20",
            "comm_cpu": "0.1", "max_slowdown": "1.5"}
-    if value == "" and column in ("link_ms", "max_slowdown"):
-        value = "-1"  # empty means "none" for those
+    if value == "" and column in ("link_ms", "max_slowdown", "comm_cpu"):
+        value = "-1"  # empty is the default for optional columns
     if value == "-1" and column == "comm_ms":
         value = "x"
     row[column] = value

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +80,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 }
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
 def _suggest(word: str, choices) -> str:
@@ -105,6 +107,9 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         if isinstance(value, bool) or not isinstance(value, types):
             raise fail(key, f"must be {_TYPE_NAMES[types[-1]]}, got {value!r}")
 
+    if not _NAME.match(data["name"]):
+        raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
+                           f"(it names log folders and plan entries), got {data['name']!r}")
     if data["model"] not in MODELS:
         raise fail("model", f"unknown model '{data['model']}'{_suggest(data['model'], MODELS)}; "
                             f"built-in models: {', '.join(MODELS)}")

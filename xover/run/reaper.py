@@ -15,52 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 import signal
-import subprocess
 import sys
-import time
 
-
-_XOVER_ROOT = str(Path(__file__).resolve().parents[2])
-
-
-def tagged_processes(experiment: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
-    """Pids whose environment carries <variable>=<experiment> (this user's processes, in any namespace)."""
-    needle = f"{variable}={experiment}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if needle in handle.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue  # gone, or another user's
-    return found
-
-
-def kill_tagged(experiment: str, grace_s: float = 3.0, variable: str = "XOVER_EXPERIMENT") -> int:
-    pids = tagged_processes(experiment, variable)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-            time.sleep(0.1)
-    return len(pids)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
+from .supervise import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 
 
 def remove_sockets(experiment: str) -> None:
@@ -88,18 +46,6 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
                 mark(session, experiment)
     finally:
         store.close()
-
-
-def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
-    """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
-    kill_tagged(value, variable=variable)
-    for host in hosts:
-        try:
-            subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, "env", f"PYTHONPATH={_XOVER_ROOT}",
-                            sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable],
-                           timeout=60, capture_output=True)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
 
 
 def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str]) -> None:

@@ -31,8 +31,7 @@ from ..launch.torchrun import torchrun_commands
 from ..turns.service import XOVER_ROOT, TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
-from .reaper import sweep
-from .supervise import Interrupted, LaunchedJob, TimedOut, uninterrupted
+from .supervise import Interrupted, LaunchedJob, TimedOut, sweep, uninterrupted
 
 
 class Observer(Protocol):

@@ -22,6 +22,7 @@ import queue
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -193,3 +194,60 @@ def uninterrupted():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
+
+# ------------------------------------------------------------------------------------ sweeping
+
+
+_XOVER_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def tagged_processes(value: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
+    """Pids whose environment carries <variable>=<value> (this user's processes, in any namespace)."""
+    needle = f"{variable}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue  # gone, or another user's
+    return found
+
+
+def kill_tagged(value: str, grace_s: float = 3.0, variable: str = "XOVER_EXPERIMENT") -> int:
+    """Stop every process tagged <variable>=<value>: TERM, then KILL after `grace_s`."""
+    pids = tagged_processes(value, variable)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.1)
+    return len(pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
+    """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
+    kill_tagged(value, variable=variable)
+    for host in hosts:
+        try:
+            subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, "env", f"PYTHONPATH={_XOVER_ROOT}",
+                            sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable],
+                           timeout=60, capture_output=True)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
