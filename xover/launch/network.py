@@ -14,6 +14,7 @@ Measured with two bulk flows at 1 Gbit/s: the same 1 Gbit/s in total, a 100 KB r
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -36,8 +37,9 @@ def missing_tools() -> list[str]:
 
 
 class ShapedNetwork:
-    def __init__(self, rate: str) -> None:
+    def __init__(self, rate: str, env: dict[str, str] | None = None) -> None:
         self.rate = check_rate(rate)
+        self.env = env  # the run's tag, so that a holder left behind is found with the run's processes
         self.holder: subprocess.Popen | None = None
 
     def __enter__(self) -> "ShapedNetwork":
@@ -49,6 +51,7 @@ class ShapedNetwork:
                   f"&& tc qdisc add dev lo root tbf rate {self.rate} burst {TBF_BURST} latency {TBF_LATENCY} "
                   f"&& echo ready && exec cat")
         self.holder = subprocess.Popen(["unshare", "-rn", "sh", "-c", script], stdin=subprocess.PIPE,
+                                       env={**os.environ, **(self.env or {})},
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.holder.stdout.readline().strip()
         if line != "ready":
@@ -88,5 +91,5 @@ class HostNetwork:
         pass
 
 
-def network_for(rate: str | None):
-    return ShapedNetwork(rate) if rate else HostNetwork()
+def network_for(rate: str | None, env: dict[str, str] | None = None):
+    return ShapedNetwork(rate, env) if rate else HostNetwork()

@@ -224,7 +224,8 @@ class Scheduler:
             self.owner[run_id] = (unit, slot)
             self.labels[run_id] = f"{unit.jobs[slot].name} [{unit.mode}{'/' + unit.policy if unit.crossover else ''}]"
         try:
-            unit.network = network_for(context.bandwidth if not remote else None).__enter__()
+            unit.network = network_for(context.bandwidth if not remote else None,
+                                       {"XOVER_EXPERIMENT": context.experiment_id}).__enter__()
             if unit.crossover:
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"

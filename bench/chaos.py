@@ -1,0 +1,181 @@
+"""Fault injection: many runs, each hit once at a random time, and what they leave behind.
+
+Each trial starts a two-job group (crossover or concurrent, horovod or torch, on this machine or on
+two hosts of the emulated cluster when one can be built) and then, after the jobs have started
+iterating, does one of:
+  kill-rank   SIGKILL a random rank of a random job
+  stop-rank   SIGSTOP a random rank of a random job (it hangs; its turn's lease and --timeout end it)
+  kill-xover  SIGKILL xover itself (its reaper must stop everything and mark the rows lost)
+It then counts, and the target for each is 0:
+  survivor stalls   iterations over 1 s of the job that was not hit, after the fault
+  orphans           processes of the run still alive 10 s after xover ended
+  stale sockets     the run's turn sockets and yield pages left in the runtime folder
+  stale leases      devices still leased once xover ended
+  stale namespaces  network namespaces of the run left (shaped links; emulated clusters are kept)
+  rows not terminal runs or experiments still pending/running
+  metrics lost      a survivor that finished without a row for each of its iterations
+
+    .venv/bin/python bench/chaos.py [--trials 50] [--seed 1] [--engines horovod torch] [--no-cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from xover.launch import cluster  # noqa: E402
+from xover.run.leases import DeviceLeases  # noqa: E402
+from xover.run.supervise import tagged_processes  # noqa: E402
+from xover.turns.service import runtime_dir  # noqa: E402
+
+XOVER = [sys.executable, "-m", "xover"]
+JOBS = ("mlp-digits", "resnet-digits")
+ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each other alone
+SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
+
+
+def _query(db: Path, sql: str, *params):
+    for _ in range(50):
+        try:
+            with sqlite3.connect(db) as connection:
+                return connection.execute(sql, params).fetchall()
+        except sqlite3.OperationalError:
+            time.sleep(0.1)
+    return []
+
+
+def _workers(experiment: str) -> list[tuple[int, str]]:
+    """(pid, job) of every rank of the run: processes tagged with it that run xover's worker."""
+    found = []
+    for pid in tagged_processes(experiment):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            variables = dict(item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                             if b"=" in item)
+        except OSError:
+            continue
+        if b"xover.runtime.worker" in command and b"torchrun" not in command.split(b"\0")[0]:
+            found.append((pid, variables.get(b"XOVER_JOB", b"?").decode()))
+    return found
+
+
+def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder: Path) -> dict:
+    fault = rng.choice(["kill-rank", "stop-rank", "kill-xover"])
+    mode = rng.choice(["crossover", "concurrent"])
+    db = folder / f"trial{number}.db"
+    recipes = folder / "recipes"
+    recipes.mkdir(exist_ok=True)
+    for name, count in ITERATIONS.items():  # own copies: --iterations would give both jobs one length
+        text = (ROOT / "xover" / "builtin_recipes" / f"{name}.toml").read_text()
+        lines = [f"iterations = {count}" if line.startswith("iterations") else
+                 "eval_interval = 0" if line.startswith("eval_interval") else line for line in text.splitlines()]
+        (recipes / f"{name}.toml").write_text("\n".join(lines) + "\n")
+    hosts = ["-H", "xo-h1:1,xo-h2:1"] if on_cluster else []
+    command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
+               "--mode", mode, "--engine", engine, "--timeout", "120", "--json"]
+    env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
+    xover = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and (_query(db, "SELECT COUNT(*) FROM iteration_metrics") or [(0,)])[0][0] < 5:
+        time.sleep(0.2)
+    time.sleep(rng.uniform(0.5, 4.0))
+    experiment = (_query(db, "SELECT id FROM experiments") or [("?",)])[0][0]
+    workers = _workers(experiment)
+    hit_job, hit_at = None, time.time()
+    if fault == "kill-xover":
+        xover.kill()
+    elif workers:
+        pid, hit_job = rng.choice(workers)
+        os.kill(pid, signal.SIGKILL if fault == "kill-rank" else signal.SIGSTOP)
+    try:
+        xover.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        xover.kill()
+        xover.communicate()
+        return {"trial": number, "fault": fault, "hung": 1}
+    ended = time.time()
+    while time.time() < ended + 10 and tagged_processes(experiment):
+        time.sleep(0.5)
+    if fault == "kill-xover":  # the reaper marks the rows; give it its seconds
+        while time.time() < ended + 30 and _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0]:
+            time.sleep(0.5)
+    stopped = [pid for pid in tagged_processes(experiment)]
+    for pid in stopped:  # count them, then do not leave them for the next trial
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    survivors = [job for job in JOBS if job != hit_job] if fault != "kill-xover" else []
+    stalls = lost = 0
+    for job in survivors:
+        rows = _query(db, "SELECT m.wall_time, m.iteration_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+                          "WHERE r.name = ? ORDER BY m.step", job)
+        stalls += sum(1 for wall, seconds in rows if wall > hit_at and seconds > 1.0)
+        status = _query(db, "SELECT status, iterations_planned FROM runs WHERE name = ?", job)
+        if status and status[0][0] == "finished" and len(rows) != ITERATIONS[job]:
+            lost += ITERATIONS[job] - len(rows)
+    leases = DeviceLeases("chaos check")
+    devices = {("xo-h1", 0), ("xo-h2", 0)} if on_cluster else {("localhost", 0), ("localhost", 1)}
+    busy = leases.try_acquire(devices)
+    leases.release()
+    not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
+        _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
+    return {"trial": number, "fault": fault, "mode": mode, "engine": engine, "hosts": "cluster" if on_cluster else "local",
+            "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
+            "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
+            "leases": len(busy), "namespaces": 0, "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
+            "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
+
+
+COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
+    parser.add_argument("--no-cluster", action="store_true", help="only this machine, no emulated hosts")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    use_cluster = not args.no_cluster and not cluster.missing_requirements() and cluster.read_state() is None
+    built = False
+    results = []
+    try:
+        if use_cluster:
+            cluster.cluster_up(2, 1, "1gbit")
+            built = True
+        with tempfile.TemporaryDirectory() as tmp:
+            for number in range(args.trials):
+                on_cluster = built and rng.random() < 0.4
+                result = trial(number, rng, rng.choice(args.engines), on_cluster, Path(tmp))
+                results.append(result)
+                print(json.dumps(result), flush=True)
+    finally:
+        if built:
+            cluster.cluster_down()
+    leftover_namespaces = [ns for ns in cluster.live_namespaces()] if built else []
+    print(f"\n{len(results)} trials ({sum(r.get('hosts') == 'cluster' for r in results)} on two emulated hosts); "
+          f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in ("kill-rank", "stop-rank", "kill-xover")))
+    for key in COUNTS:
+        print(f"  {key:14} {sum(r.get(key, 0) for r in results)}")
+    print(f"  namespaces left after the cluster went down: {len(leftover_namespaces)}")
+    if any(sum(r.get(key, 0) for r in results) for key in COUNTS) or leftover_namespaces:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
