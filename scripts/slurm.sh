@@ -166,16 +166,21 @@ up() {
   say "up: node $NODE $state (partition debug); export SLURM_CONF=$CONF"
 }
 
-stop_pid_file() {
-  local file=$1 pid i
-  [ -s "$file" ] || return 0
-  pid=$(cat "$file")
-  kill -TERM "$pid" 2>/dev/null || return 0
+# TERM to the daemons named by these pid files, together; KILL to any still there after 10 s
+stop_pid_files() {
+  local file pids="" pid i
+  for file in "$@"; do
+    [ -s "$file" ] && pids="$pids $(cat "$file")"
+  done
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
   for i in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    local alive=""
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+    pids=$alive
+    [ -z "$pids" ] && return 0
     sleep 0.1
   done
-  kill -KILL "$pid" 2>/dev/null || true
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 
 down_quietly() {
@@ -190,9 +195,8 @@ down_quietly() {
       sleep 0.2
     done
   fi
-  stop_pid_file "$DIR/run/slurmd.pid"
-  stop_pid_file "$DIR/run/slurmctld.pid"
-  stop_pid_file "$DIR/run/munged.pid"
+  stop_pid_files "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid"
+  stop_pid_files "$DIR/run/munged.pid"  # last: the others authenticate through it until they end
   rm -rf "$DIR"
 }
 
