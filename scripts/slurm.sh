@@ -59,13 +59,14 @@ install_packages() {
   apt_install slurmctld slurmd slurm-client munge || die "apt-get install slurmctld slurmd slurm-client munge failed"
 }
 
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive and not a zombie (a killed daemon stays one until init reaps it)
+pid_alive() { [ -s "$1" ] && ps -o stat= -p "$(cat "$1")" 2>/dev/null | grep -qv '^Z'; }
 
 daemons_alive() {
   pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" && pid_alive "$DIR/run/slurmd.pid"
 }
 
-node_state() { SLURM_CONF=$CONF sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -1; }
+node_state() { { SLURM_CONF=$CONF sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
 
 write_config() {
   # the node as slurmd itself measures it (CPUs, sockets, cores, threads, memory)
@@ -153,6 +154,13 @@ up() {
   fi
   local deadline=$((SECONDS + START_TIMEOUT_S)) state=""
   while [ $SECONDS -lt $deadline ]; do
+    local daemon
+    for daemon in munged slurmctld slurmd; do
+      # a daemon that wrote its pid file and then exited (a port taken, a bad configuration)
+      if [ -s "$DIR/run/$daemon.pid" ] && ! pid_alive "$DIR/run/$daemon.pid"; then
+        die "$daemon exited; its log ends with: $(tail -n 3 "$DIR/log/$daemon.log" 2>/dev/null | tr '\n' ' ')"
+      fi
+    done
     state=$(node_state)
     case "$state" in
       idle|mixed|allocated) break ;;
@@ -175,7 +183,7 @@ stop_pid_files() {
   for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
   for i in $(seq 100); do
     local alive=""
-    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+    for pid in $pids; do ps -o stat= -p "$pid" 2>/dev/null | grep -qv '^Z' && alive="$alive $pid"; done
     pids=$alive
     [ -z "$pids" ] && return 0
     sleep 0.1

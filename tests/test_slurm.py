@@ -54,6 +54,13 @@ def test_bracket_expansion_errors_are_precise(expression, problem):
         expand_hostlist(expression)
 
 
+def test_hostnames_without_a_usable_slurm_configuration_expand_in_python(monkeypatch, tmp_path):
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "missing.conf"))  # scontrol would retry for a minute
+    started = time.monotonic()
+    assert hostnames("gpu[1-2]") == ["gpu1", "gpu2"]
+    assert time.monotonic() - started < 5
+
+
 def test_per_node_counts():
     assert expand_counts("4(x2),2") == [4, 4, 2]
     assert expand_counts("8") == [8]
@@ -76,6 +83,9 @@ def test_allocation_from_variables_gpus_per_node():
     assert found.hosts_option() == "gpu01:4,gpu02:4"
     assert found.hosts_option(this_node_as="localhost") == "localhost:4,gpu02:4"
     assert [(h.cpus, h.gpus, h.tasks, h.device_kind) for h in found.hosts] == [(16, 4, 4, "gpu")] * 2
+    assert found.hosts_option(devices_per_host=2) == "gpu01:2,gpu02:2"
+    with pytest.raises(SlurmError, match="5 devices per host asked for, but gpu01 has 4"):
+        found.hosts_option(devices_per_host=5)
     assert found.visible_gpus == ("0", "1", "2", "3") and found.partition == "a100"
     assert "SLURM_GPUS_ON_NODE" in found.describe() and "8 GPUs on 2 nodes" in found.describe()
 

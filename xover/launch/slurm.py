@@ -108,7 +108,8 @@ def hostnames(expression: str) -> list[str]:
     """A host list expanded by `scontrol show hostnames` when Slurm's client is configured here
     (the authority on the syntax), else by expand_hostlist."""
     scontrol = shutil.which("scontrol")
-    if scontrol:
+    configured = os.environ.get("SLURM_CONF")
+    if scontrol and (not configured or Path(configured).is_file()):  # a missing SLURM_CONF: scontrol retries for 60 s
         try:
             out = subprocess.run([scontrol, "show", "hostnames", expression], capture_output=True, text=True,
                                  timeout=10)
@@ -168,11 +169,18 @@ class Allocation:
     def total_devices(self) -> int:
         return sum(host.devices for host in self.hosts)
 
-    def hosts_option(self, this_node_as: str | None = None) -> str:
-        """The allocation as xover's -H value ('n1:4,n2:4'); this_node_as renames the node this
-        process runs on (e.g. 'localhost', so that launchers start its ranks without ssh)."""
+    def hosts_option(self, this_node_as: str | None = None, devices_per_host: int | None = None) -> str:
+        """The allocation as xover's -H value ('n1:4,n2:4'). this_node_as renames the node this
+        process runs on (e.g. 'localhost', so that launchers start its ranks without ssh);
+        devices_per_host uses that many devices of every node (Slurm may grant more CPUs than asked
+        for, e.g. both hyperthreads of a core), and fails when a node has fewer."""
+        if devices_per_host is not None:
+            short = [host for host in self.hosts if host.devices < devices_per_host]
+            if devices_per_host < 1 or short:
+                raise SlurmError(f"Slurm allocation {self.job_id}: {devices_per_host} devices per host asked for, "
+                                 + (f"but {short[0].name} has {short[0].devices}" if short else "which is not positive"))
         return ",".join(f"{this_node_as if this_node_as and host.name == self.this_node else host.name}"
-                        f":{host.devices}" for host in self.hosts)
+                        f":{devices_per_host or host.devices}" for host in self.hosts)
 
     def describe(self) -> str:
         kinds = {host.device_kind for host in self.hosts}
@@ -411,7 +419,7 @@ def job_state(job_id: str) -> JobState:
             code, sig = None, 0
         reason = _field(record, "Reason")
         return JobState(str(job_id), state, code, sig, None if reason in (None, "None") else reason,
-                        _field(record, "NodeList"))
+                        _field(record, "NodeList") or None)
     words = _slurm_words(process)
     if "invalid job id" not in words.lower():
         raise SlurmError(f"scontrol show job {job_id}: {words}")
