@@ -12,7 +12,9 @@
 # find this cluster through SLURM_CONF, and munge runs on a private socket with a private key. Ports
 # are not Slurm's defaults, so a real slurmctld on this machine is not disturbed.
 # Needs root (the daemons run jobs as the submitting user) and no systemd: the daemons are started
-# directly. No cgroup plugins: process tracking by /proc (proctrack/linuxproc), no task binding.
+# directly. Where cgroup v1's freezer and cpuset hierarchies are mounted and writable (as in this
+# project's machines) jobs are tracked and confined to their cores with cgroups, as on a real
+# cluster; elsewhere (cgroup v2 without systemd, XOVER_SLURM_CGROUP=0) by /proc, without confinement.
 set -euo pipefail
 
 DIR=${XOVER_SLURM_DIR:-/tmp/xover-slurm}
@@ -66,11 +68,36 @@ daemons_alive() {
   pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" && pid_alive "$DIR/run/slurmd.pid"
 }
 
+# cgroup v1 as Slurm 22.05 uses it without systemd: freezer (tracking) and cpuset (cores) mounted
+# and writable here
+cgroup_v1_usable() {
+  [ "${XOVER_SLURM_CGROUP:-1}" != 0 ] || return 1
+  local controller probe
+  for controller in freezer cpuset; do
+    grep -q " /sys/fs/cgroup/$controller cgroup " /proc/mounts || return 1
+    probe=/sys/fs/cgroup/$controller/xover-probe-$$
+    mkdir "$probe" 2>/dev/null && rmdir "$probe" || return 1
+  done
+}
+
 node_state() { { SLURM_CONF=$CONF sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
 
 write_config() {
   # the node as slurmd itself measures it (CPUs, sockets, cores, threads, memory)
-  local hardware gres_line="" gres_types=""
+  local hardware gres_line="" gres_types="" tracking
+  if cgroup_v1_usable; then
+    tracking="ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup"
+    printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=yes\n' >"$DIR/cgroup.conf"
+    # slurmd creates slurm_<node> in each hierarchy; `down` removes the ones that were not there before
+    local controller
+    for controller in freezer cpuset; do
+      [ -e "/sys/fs/cgroup/$controller/slurm_$NODE" ] || echo "/sys/fs/cgroup/$controller/slurm_$NODE" >>"$DIR/cgroups"
+    done
+  else
+    tracking="ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none"
+  fi
   hardware=$(slurmd -C | head -1 | sed 's/^NodeName=[^ ]* //')
   local gpus
   gpus=$(ls /dev/nvidia[0-9]* 2>/dev/null | sort -V || true)
@@ -102,8 +129,7 @@ SlurmdPidFile=$DIR/run/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
 PlugStackConfig=$DIR/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+$tracking
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -205,6 +231,14 @@ down_quietly() {
   fi
   stop_pid_files "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid"
   stop_pid_files "$DIR/run/munged.pid"  # last: the others authenticate through it until they end
+  if [ -f "$DIR/cgroups" ]; then
+    local group
+    while read -r group; do
+      # leaves first; a cgroup that still holds a process stays (rmdir refuses), and says so
+      [ -d "$group" ] && { find "$group" -depth -type d -exec rmdir {} \; 2>/dev/null ||
+        say "could not remove $group (a process of a job is still in it)"; }
+    done <"$DIR/cgroups"
+  fi
   rm -rf "$DIR"
 }
 

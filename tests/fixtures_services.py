@@ -50,6 +50,11 @@ class SlurmCluster:
     cpus: int  # its CPUs as Slurm counts them
     directory: Path
 
+    @property
+    def confines_cores(self) -> bool:
+        """Jobs see only their cores (cgroups work here, so slurm.sh configured them)."""
+        return "ProctrackType=proctrack/cgroup" in self.conf.read_text()
+
 
 @pytest.fixture(scope="module")
 def slurm_cluster():

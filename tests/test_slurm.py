@@ -17,9 +17,10 @@ from xover.launch.slurm import (Allocation, SlurmError, allocation, batch_script
                                 job_state, submit, wait_for)
 
 ROOT = Path(__file__).resolve().parent.parent
-PRINT_ALLOCATION = ("import json; from xover.launch.slurm import allocation; a = allocation(); "
+PRINT_ALLOCATION = ("import json, os; from xover.launch.slurm import allocation; a = allocation(); "
                     "print(json.dumps({'hosts': a.hosts_option(), 'this_node': a.this_node, "
-                    "'devices': [[h.name, h.device_kind, h.devices, h.cpus, h.gpus] for h in a.hosts]}))")
+                    "'devices': [[h.name, h.device_kind, h.devices, h.cpus, h.gpus] for h in a.hosts], "
+                    "'usable_cores': len(os.sched_getaffinity(0))}))")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,7 +217,8 @@ def test_inside_salloc_allocation_sees_this_node_and_its_cpus(slurm_cluster):
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     node, cpus = slurm_cluster.node, slurm_cluster.cpus
-    assert seen == {"hosts": f"{node}:{cpus}", "this_node": node, "devices": [[node, "cpu", cpus, cpus, 0]]}
+    assert seen == {"hosts": f"{node}:{cpus}", "this_node": node, "devices": [[node, "cpu", cpus, cpus, 0]],
+                    "usable_cores": cpus}
 
 
 def test_inside_a_batch_job_allocation_sees_the_cores_it_asked_for(slurm_cluster, tmp_path):
@@ -226,8 +228,10 @@ def test_inside_a_batch_job_allocation_sees_the_cores_it_asked_for(slurm_cluster
     final = wait_for(job, poll_s=0.2, timeout_s=120)
     log = (tmp_path / f"{job}.out").read_text()
     assert final.state == "COMPLETED", log
-    node = slurm_cluster.node
-    assert json.loads(log.strip().splitlines()[-1])["devices"] == [[node, "cpu", 1, 1, 0]]
+    seen = json.loads(log.strip().splitlines()[-1])
+    assert seen["devices"] == [[slurm_cluster.node, "cpu", 1, 1, 0]]
+    if slurm_cluster.confines_cores:  # the job's processes run on its one core only
+        assert seen["usable_cores"] == 1
 
 
 def test_doctor_view_inside_and_outside_an_allocation(slurm_cluster, monkeypatch):
