@@ -145,6 +145,7 @@ def test_a_job_completes_with_exit_code_0(slurm_cluster, tmp_path):
                  output=tmp_path / "%j.out", time_limit="5")
     final = wait_for(job, poll_s=0.2, timeout_s=120)
     assert (final.state, final.exit_code, final.returncode, final.nodes) == ("COMPLETED", 0, 0, slurm_cluster.node)
+    assert final.succeeded
     assert marker.exists()
 
 
@@ -174,6 +175,15 @@ def test_a_cancelled_job_is_cancelled_and_its_processes_are_gone(slurm_cluster, 
         assert time.monotonic() < deadline, f"the job's sleep (pid {sleeper}) outlived the cancelled job"
         time.sleep(0.2)
     cancel(job)  # cancelling an ended job is not an error
+
+
+def test_a_job_cancelled_before_it_started_has_no_exit_code(slurm_cluster):
+    job = submit("#!/bin/bash\ntrue\n", output="/dev/null", extra_args=["--hold"])
+    held = job_state(job)
+    assert (held.state, held.reason, held.finished, held.returncode) == ("PENDING", "JobHeldUser", False, None)
+    cancel(job)
+    final = wait_for(job, poll_s=0.2, timeout_s=60)
+    assert final.state == "CANCELLED" and final.returncode is None and not final.succeeded
 
 
 def _alive(pid: int) -> bool:

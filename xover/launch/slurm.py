@@ -388,11 +388,20 @@ class JobState:
         return self.state in FINAL_STATES
 
     @property
+    def succeeded(self) -> bool:
+        return self.state == "COMPLETED" and self.exit_code == 0
+
+    @property
     def returncode(self) -> int | None:
-        """As subprocess reports it: the exit status, or minus the signal that ended the job."""
+        """As subprocess reports it: the exit status, or minus the signal that ended the job; None
+        while it runs, or when it ended without either (e.g. cancelled before it started)."""
         if self.exit_code is None:
             return None
-        return -self.signal if self.signal and self.exit_code == 0 else self.exit_code
+        if self.exit_code:
+            return self.exit_code
+        if self.signal:
+            return -self.signal
+        return 0 if self.state == "COMPLETED" else None
 
 
 def _field(record: str, name: str) -> str | None:
