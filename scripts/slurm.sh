@@ -170,7 +170,6 @@ up() {
     say "already running ($CONF)"
   else
     [ -d "$DIR" ] && down_quietly
-    local began=$SECONDS
     mkdir -p "$DIR"/{state,spool,run,log}
     chmod 755 "$DIR"
     write_config
@@ -235,8 +234,8 @@ down_quietly() {
     local group
     while read -r group; do
       # leaves first; a cgroup that still holds a process stays (rmdir refuses), and says so
-      [ -d "$group" ] && { find "$group" -depth -type d -exec rmdir {} \; 2>/dev/null ||
-        say "could not remove $group (a process of a job is still in it)"; }
+      [ -d "$group" ] && find "$group" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$group" ] && say "could not remove $group (a process of a job is still in it)"
     done <"$DIR/cgroups"
   fi
   rm -rf "$DIR"
