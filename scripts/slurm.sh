@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# A single-node Slurm cluster on this machine, for xover's tests and for trying `--launcher slurm`.
+#
+#   scripts/slurm.sh install  install slurm-wlm + munge if missing (idempotent; `up` does it too)
+#   scripts/slurm.sh up       install slurm-wlm + munge if missing, configure, start, wait for an idle node
+#   scripts/slurm.sh down     cancel jobs, stop every daemon `up` started, remove its directory
+#   scripts/slurm.sh status   say whether it runs (exit 0) or not (exit 3)
+#   scripts/slurm.sh env      the line to eval so that sbatch/squeue/... talk to it
+#
+# Everything lives under $XOVER_SLURM_DIR (default /tmp/xover-slurm): configuration, munge key and
+# socket, state, spool, logs, pid files. The system's /etc/slurm and /etc/munge are left alone: clients
+# find this cluster through SLURM_CONF, and munge runs on a private socket with a private key. Ports
+# are not Slurm's defaults, so a real slurmctld on this machine is not disturbed.
+# Needs root (the daemons run jobs as the submitting user) and no systemd: the daemons are started
+# directly. Where cgroup v1's freezer and cpuset hierarchies are mounted and writable (as in this
+# project's machines) jobs are tracked and confined to their cores with cgroups, as on a real
+# cluster; elsewhere (cgroup v2 without systemd, XOVER_SLURM_CGROUP=0) by /proc, without confinement.
+set -euo pipefail
+
+DIR=${XOVER_SLURM_DIR:-/tmp/xover-slurm}
+CTLD_PORT=${XOVER_SLURM_PORT:-6917}  # slurmd listens on the next port
+NODE=$(hostname -s)
+CONF=$DIR/slurm.conf
+MUNGE_SOCKET=$DIR/run/munge.socket  # its folder must be reachable by every user
+START_TIMEOUT_S=${XOVER_SLURM_START_TIMEOUT_S:-60}
+
+say() { echo "slurm.sh: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+need_root() {
+  [ "$(id -u)" = 0 ] || die "must run as root (slurmd starts jobs as their user; munge and slurm run as root here)"
+}
+
+# apt-get install without letting the packages start their own daemons (no systemd here; a stray
+# system munged or slurmctld would compete with ours): a policy-rc.d that denies starts, for the
+# duration of the install only, unless the machine already has one.
+apt_install() {
+  local policy=/usr/sbin/policy-rc.d placed=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && placed=1
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1 || {
+    # a fresh machine has no package lists yet
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1
+  } || rc=$?
+  [ "$placed" = 1 ] && rm -f "$policy"
+  return "$rc"
+}
+
+install_packages() {
+  local missing=0 tool
+  for tool in slurmctld slurmd sbatch scontrol munged mungekey; do
+    command -v "$tool" >/dev/null 2>&1 || missing=1
+  done
+  [ "$missing" = 0 ] && return 0
+  need_root
+  command -v apt-get >/dev/null 2>&1 || die "slurm-wlm and munge are missing and there is no apt-get to install them"
+  say "installing slurmctld slurmd slurm-client munge (Debian's slurm-wlm)"
+  apt_install slurmctld slurmd slurm-client munge || die "apt-get install slurmctld slurmd slurm-client munge failed"
+}
+
+# alive and not a zombie (a killed daemon stays one until init reaps it)
+pid_alive() { [ -s "$1" ] && ps -o stat= -p "$(cat "$1")" 2>/dev/null | grep -qv '^Z'; }
+
+daemons_alive() {
+  pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" && pid_alive "$DIR/run/slurmd.pid"
+}
+
+# cgroup v1 as Slurm 22.05 uses it without systemd: freezer (tracking) and cpuset (cores) mounted
+# and writable here
+cgroup_v1_usable() {
+  [ "${XOVER_SLURM_CGROUP:-1}" != 0 ] || return 1
+  local controller probe
+  for controller in freezer cpuset; do
+    grep -q " /sys/fs/cgroup/$controller cgroup " /proc/mounts || return 1
+    probe=/sys/fs/cgroup/$controller/xover-probe-$$
+    mkdir "$probe" 2>/dev/null && rmdir "$probe" || return 1
+  done
+}
+
+node_state() { { SLURM_CONF=$CONF sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
+
+write_config() {
+  # the node as slurmd itself measures it (CPUs, sockets, cores, threads, memory)
+  local hardware gres_line="" gres_types="" tracking
+  if cgroup_v1_usable; then
+    tracking="ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup"
+    printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=yes\n' >"$DIR/cgroup.conf"
+    # slurmd creates slurm_<node> in each hierarchy; `down` removes the ones that were not there before
+    local controller
+    for controller in freezer cpuset; do
+      [ -e "/sys/fs/cgroup/$controller/slurm_$NODE" ] || echo "/sys/fs/cgroup/$controller/slurm_$NODE" >>"$DIR/cgroups"
+    done
+  else
+    tracking="ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none"
+  fi
+  hardware=$(slurmd -C | head -1 | sed 's/^NodeName=[^ ]* //')
+  local gpus
+  gpus=$(ls /dev/nvidia[0-9]* 2>/dev/null | sort -V || true)
+  if [ -n "$gpus" ]; then
+    # GPUs as a generic resource, so jobs get SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES
+    local count first last
+    count=$(echo "$gpus" | wc -l)
+    first=$(echo "$gpus" | head -1 | sed 's#/dev/nvidia##')
+    last=$(echo "$gpus" | tail -1 | sed 's#/dev/nvidia##')
+    gres_types="GresTypes=gpu"
+    gres_line="Gres=gpu:$count"
+    echo "NodeName=$NODE Name=gpu File=/dev/nvidia[$first-$last]" >"$DIR/gres.conf"
+  fi
+  cat >"$CONF" <<EOF
+# written by xover's scripts/slurm.sh; removed by \`scripts/slurm.sh down\`
+ClusterName=xover
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MUNGE_SOCKET
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+PlugStackConfig=$DIR/plugstack.conf
+$tracking
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+# start a submitted job at once (the default holds batch jobs for up to 3 s)
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+MailProg=/bin/true
+# a request the partition can never satisfy is refused by sbatch, not left pending
+EnforcePartLimits=ALL
+MpiDefault=none
+ReturnToService=2
+# finished jobs stay visible to \`scontrol show job\` (there is no accounting database)
+MinJobAge=3600
+$gres_types
+NodeName=$NODE NodeAddr=127.0.0.1 $hardware $gres_line State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+  : >"$DIR/plugstack.conf"
+}
+
+start_munge() {
+  mkdir -p "$DIR/munge"
+  chmod 700 "$DIR/munge"
+  mungekey --create --keyfile="$DIR/munge/munge.key" --force >/dev/null 2>&1 ||
+    die "mungekey could not create $DIR/munge/munge.key"
+  chmod 600 "$DIR/munge/munge.key"
+  munged --socket="$MUNGE_SOCKET" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/run/munged.pid" \
+    --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed" 9<&- ||
+    die "munged did not start; see $DIR/log/munged.log"
+}
+
+up() {
+  install_packages
+  need_root
+  if daemons_alive; then
+    say "already running ($CONF)"
+  else
+    [ -d "$DIR" ] && down_quietly
+    mkdir -p "$DIR"/{state,spool,run,log}
+    chmod 755 "$DIR"
+    write_config
+    start_munge
+    slurmctld -f "$CONF" 9<&- || die "slurmctld did not start; see $DIR/log/slurmctld.log"
+    slurmd -f "$CONF" 9<&- || die "slurmd did not start; see $DIR/log/slurmd.log"
+  fi
+  local deadline=$((SECONDS + START_TIMEOUT_S)) state=""
+  while [ $SECONDS -lt $deadline ]; do
+    local daemon
+    for daemon in munged slurmctld slurmd; do
+      # a daemon that wrote its pid file and then exited (a port taken, a bad configuration)
+      if [ -s "$DIR/run/$daemon.pid" ] && ! pid_alive "$DIR/run/$daemon.pid"; then
+        die "$daemon exited; its log ends with: $(tail -n 3 "$DIR/log/$daemon.log" 2>/dev/null | tr '\n' ' ')"
+      fi
+    done
+    state=$(node_state)
+    case "$state" in
+      idle|mixed|allocated) break ;;
+    esac
+    sleep 0.5
+  done
+  case "$state" in
+    idle|mixed|allocated) ;;
+    *) die "node $NODE is '${state:-unreachable}' after ${START_TIMEOUT_S}s; see $DIR/log/slurmctld.log and slurmd.log" ;;
+  esac
+  say "up: node $NODE $state (partition debug); export SLURM_CONF=$CONF"
+}
+
+# TERM to the daemons named by these pid files, together; KILL to any still there after 10 s
+stop_pid_files() {
+  local file pids="" pid i
+  for file in "$@"; do
+    [ -s "$file" ] && pids="$pids $(cat "$file")"
+  done
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
+  for i in $(seq 100); do
+    local alive=""
+    for pid in $pids; do ps -o stat= -p "$pid" 2>/dev/null | grep -qv '^Z' && alive="$alive $pid"; done
+    pids=$alive
+    [ -z "$pids" ] && return 0
+    sleep 0.1
+  done
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+down_quietly() {
+  if pid_alive "$DIR/run/slurmctld.pid"; then
+    # jobs first, so that no job step outlives its slurmd
+    local jobs i
+    jobs=$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null || true)
+    # shellcheck disable=SC2086  # one argument per job id
+    [ -n "$jobs" ] && SLURM_CONF=$CONF scancel --quiet $jobs >/dev/null 2>&1 || true
+    for i in $(seq 50); do
+      [ -z "$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+  fi
+  stop_pid_files "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid"
+  stop_pid_files "$DIR/run/munged.pid"  # last: the others authenticate through it until they end
+  if [ -f "$DIR/cgroups" ]; then
+    local group
+    while read -r group; do
+      # leaves first; a cgroup that still holds a process stays (rmdir refuses), and says so
+      [ -d "$group" ] && find "$group" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$group" ] && say "could not remove $group (a process of a job is still in it)"
+    done <"$DIR/cgroups"
+  fi
+  rm -rf "$DIR"
+}
+
+down() {
+  [ -d "$DIR" ] || { say "down: nothing to stop"; return 0; }
+  need_root
+  down_quietly
+  say "down: stopped and removed $DIR"
+}
+
+status() {
+  if daemons_alive; then
+    say "running: node $NODE $(node_state || echo unknown); export SLURM_CONF=$CONF"
+    return 0
+  fi
+  say "not running"
+  return 3
+}
+
+# one `up` or `down` at a time (a second test session would otherwise race the first); the lock is
+# on this script itself so that nothing is left behind, and the daemons must not inherit it (9<&-)
+exec 9<"$0"
+case "${1:-}" in
+  install) install_packages ;;
+  up) flock 9; up ;;
+  down) flock 9; down ;;
+  status) status ;;
+  env) echo "export SLURM_CONF=$CONF" ;;
+  *) echo "usage: $0 install|up|down|status|env" >&2; exit 2 ;;
+esac
