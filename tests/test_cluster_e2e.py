@@ -158,7 +158,7 @@ def test_horovodrun_all_reduces_across_two_emulated_hosts(cluster_factory, tmp_p
 
 
 def test_workers_left_on_hosts_by_a_stopped_launcher_are_stopped_by_their_marker(cluster_factory, tmp_path):
-    from xover.orchestrator import kill_tree
+    from xover.run.supervise import kill_tree
 
     cluster_factory("1gbit")
     script = tmp_path / "sleeper.py"

@@ -79,7 +79,8 @@ def broken_recipes(draw):
         value = draw(BAD_VALUES)
         if field in ("model_options", "dataset_options"):
             value = draw(st.sampled_from([3, "x", [1]]))
-        if field == "momentum" and value in (0, 3.5) or field == "seed" and value == 0 or field == "max_slowdown" and value == 3.5:
+        if (field == "momentum" and value in (0, 3.5) or field == "seed" and value == 0
+                or field in ("max_slowdown", "lr") and value == 3.5):
             value = -1  # those are valid values of those fields
         if field == "eval_interval" and value == 0:
             value = -2

@@ -75,7 +75,7 @@ def test_run_refuses_bad_plans_before_starting(isolated_results, tmp_path):
     body["hosts"] = [["localhost", 64]]
     body["groups"] = [{**body["groups"][0], "jobs": ["mlp-digits"], "devices": [f"localhost:{i}" for i in range(64)]}]
     body["jobs"] = {"mlp-digits": {"devices": 64, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1,
-                                   "recipe": "recipes/mlp-digits.toml"}}
+                                   "recipe": "mlp-digits"}}
     body["groups"][0]["predicted_slowdown"] = {"mlp-digits": 1.0}
     big.write_text(json.dumps(body))
     result = _xover("run", str(big))

@@ -114,15 +114,14 @@ def test_same_order_on_every_device(server, policy):
                       for a, b in rest[-1])
         for (a0, b0, s0), (a1, b1, s1) in zip(held, held[1:]):
             assert b0 <= a1 + 1e-4, f"device {device}: slot {s1} held from {a1} while {s0} held until {b0}"
-    turns = {d: [slot for kind, dev, slot, *rest in events if kind == "release" and dev == d for _ in rest[-1]]
-             for d in (0, 1)}
-    order = {d: [slot for _, _, slot in sorted((a, b, slot) for kind, dev, slot, *rest in events
-                                                if kind == "release" and dev == d for a, b in rest[-1])]
-             for d in (0, 1)}
-    assert len(turns[0]) >= 36
-    # the same order on both devices, but for moments when a request reached one device a little
-    # before the other while it was free (work conservation) and was preempted a checkpoint later
-    assert difflib.SequenceMatcher(a=order[0], b=order[1]).ratio() >= 0.8, (order[0], order[1])
+    # the order in which iterations got the turn, device by device (yields and re-grants aside)
+    order = {d: [(slot, i) for kind, dev, slot, i, *_ in events if kind == "grant" and dev == d] for d in (0, 1)}
+    assert len(order[0]) == 36
+    # the same on both devices, but for moments when one job's request reached a free device a little
+    # before the other job's (work conservation grants it at once): a swap of neighbours at most
+    same = difflib.SequenceMatcher(a=order[0], b=order[1]).ratio()
+    print(f"{policy}: grant order shared by the two devices: {same:.0%}")
+    assert same >= 0.75, (order[0], order[1])
     # and each iteration's first grants on the two devices close together (rank skew)
     first = {}
     for kind, dev, slot, i, t, *_ in events:

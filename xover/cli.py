@@ -109,7 +109,7 @@ def train(
 
     with user_errors():
         check_timeout(timeout)
-        result = train_recipe(State.db, recipe, np=np, hosts=hosts, iterations=iterations, bandwidth=bandwidth,
+        result = train_recipe(State.db, recipe, np=np, hosts=hosts_or_allocation(hosts), iterations=iterations, bandwidth=bandwidth,
                               command=_command_line(), show_progress=not json_out, engine=engine, timeout_s=timeout,
                               wait=wait)
     if json_out:
@@ -118,6 +118,19 @@ def train(
         print_table(f"xover train  experiment {result['experiment']}", JOB_COLUMNS, result["jobs"])
         console.print(f"logs: {result['results_dir']}")
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+
+
+def hosts_or_allocation(hosts: str | None) -> str | None:
+    """-H as given; without it, inside a Slurm allocation, the allocation's nodes and devices (said)."""
+    if hosts:
+        return hosts
+    from .launch import slurm
+
+    if not slurm.in_allocation():
+        return None
+    allocation = slurm.allocation()
+    errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True)
+    return allocation.hosts_option()
 
 
 def check_timeout(timeout: float | None) -> None:
@@ -155,6 +168,13 @@ def run(
                                         "(strict alternation, the paper's), or all (crossover once per policy).")] = "work-conserving",
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
+    launcher: Annotated[str, typer.Option("--launcher", help="local (this machine, or -H hosts over ssh) or slurm "
+                        "(each group of the plan submitted as one Slurm job; the store must be one every node reaches)."
+                        )] = "local",
+    partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition (--launcher slurm).")] = None,
+    account: Annotated[Optional[str], typer.Option("--account", help="Slurm account (--launcher slurm).")] = None,
+    time_limit: Annotated[Optional[str], typer.Option("--time-limit", help="Slurm time limit per group, e.g. 1:00:00 "
+                          "(--launcher slurm).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
@@ -174,7 +194,7 @@ def run(
         elif group:
             if len(targets) < 1:
                 raise XoverError("--group needs at least one recipe")
-            groups = groups_from_recipes(targets, iterations, engine, np, hosts)
+            groups = groups_from_recipes(targets, iterations, engine, np, hosts_or_allocation(hosts))
         else:
             if len(targets) != 1:
                 raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
@@ -191,10 +211,17 @@ def run(
         from .turns import DEFAULT_POLICY
 
         policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
+        if launcher not in ("local", "slurm"):
+            raise XoverError(f"--launcher {launcher}: choose local or slurm")
+        if launcher == "local" and (partition or account or time_limit):
+            raise XoverError("--partition, --account and --time-limit are for --launcher slurm")
+        if launcher == "slurm" and (group or scripts):
+            raise XoverError("--launcher slurm submits the groups of a plan file: give one")
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
-                            timeout_s=timeout, wait=wait)
+                            timeout_s=timeout, wait=wait, launcher=launcher, engine=engine, iterations=iterations,
+                            slurm_options={"partition": partition, "account": account, "time_limit": time_limit})
     if json_out:
         print_json(result)
     else:
@@ -243,7 +270,8 @@ def profile(
     with user_errors():
         results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
                                   bandwidth=bandwidth, force=force, command=_command_line(),
-                                  show_progress=not json_out, engine=engine, hosts=hosts, wait=wait)
+                                  show_progress=not json_out, engine=engine, hosts=hosts_or_allocation(hosts),
+                                  wait=wait)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)
@@ -280,7 +308,8 @@ def plan(
     from .plans import plan_jobs
 
     with user_errors():
-        result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices, hosts=hosts,
+        result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices,
+                           hosts=hosts if hosts or devices else hosts_or_allocation(None),
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
                            policy=policy)
     if json_out:

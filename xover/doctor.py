@@ -117,6 +117,14 @@ def _emulated_cluster() -> Check:
                  required=False)
 
 
+def _slurm() -> Check:
+    from .launch.slurm import diagnose_slurm
+
+    found = diagnose_slurm()
+    fix = "" if found.usable or not any(found.commands.values()) else "slurmctld does not answer: check `scontrol ping` / SLURM_CONF"
+    return Check("slurm", True, found.summary(), fix, required=False)
+
+
 def _database(db: str | None) -> Check:
     from .store.session import open_store
 
@@ -126,8 +134,9 @@ def _database(db: str | None) -> Check:
             connection.exec_driver_sql("CREATE TABLE IF NOT EXISTS _doctor_probe (x INTEGER)")
             connection.exec_driver_sql("DROP TABLE _doctor_probe")
         url = store.url
+        kind = store.kind
         store.close()
-        return Check("database", True, f"{url} is writable")
+        return Check("database", True, f"{url} ({kind}) is writable")
     except Exception as error:
         return Check("database", False, str(error), "choose a writable path with --db or XOVER_DB")
 
@@ -136,5 +145,5 @@ def diagnose(db: str | None = None) -> Diagnosis:
     checks = [Check("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})",
                     "use Python >= 3.10")]
     checks += [_torch(), _horovod(), _launcher(), _gpus(), _cpus(), _bandwidth_emulation(), _emulated_cluster(),
-               _database(db)]
+               _slurm(), _database(db)]
     return Diagnosis(checks)

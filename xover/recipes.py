@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -106,6 +107,8 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
         if isinstance(value, bool) or not isinstance(value, types):
             raise fail(key, f"must be {_TYPE_NAMES[types[-1]]}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise fail(key, f"must be a finite number, got {value!r}")
 
     if not _NAME.match(data["name"]):
         raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "

@@ -547,7 +547,11 @@ def diagnose_slurm(environ: Mapping[str, str] | None = None) -> SlurmDiagnosis:
     if commands["scontrol"]:
         try:
             process = subprocess.run([commands["scontrol"], "ping"], capture_output=True, text=True, timeout=15)
-            controller = " ".join((process.stdout.strip() or _slurm_words(process)).split())
+            answer = process.stdout.strip()
+            if not answer:  # no configuration or no slurmctld: Slurm says so at length, the last line suffices
+                lines = _slurm_words(process).splitlines() or ["no answer"]
+                answer = f"not reachable ({lines[-1].strip()})"
+            controller = " ".join(answer.split())
         except (OSError, subprocess.TimeoutExpired):
             controller = "no answer from `scontrol ping` in 15 s"
     alloc, error = None, None

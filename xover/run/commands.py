@@ -46,6 +46,9 @@ class Reaper:
             self.hosts.add(host)
             self._send(f"host {host}")
 
+    def add_slurm_job(self, job_id: str) -> None:
+        self._send(f"slurm {job_id}")
+
     def _send(self, line: str) -> None:
         try:
             self.process.stdin.write(line.encode() + b"\n")
@@ -216,9 +219,12 @@ def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[
 def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, bandwidth: str | None = None,
                command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
                plan_path: str | None = None, kind: str = "run", policies: list[str] | None = None,
-               seconds: float | None = None, timeout_s: float | None = None, wait: bool = False) -> dict[str, Any]:
+               seconds: float | None = None, timeout_s: float | None = None, wait: bool = False,
+               launcher: str = "local", slurm_options: dict[str, Any] | None = None, engine: str = "horovod",
+               iterations: int | None = None) -> dict[str, Any]:
     """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
-    their devices are free, side by side); several modes are a comparison, one unit at a time."""
+    their devices are free, side by side); several modes are a comparison, one unit at a time. With
+    launcher 'slurm' each group of the plan is a Slurm job (run/slurm.py)."""
     from ..analysis import compare_groups
     from ..launch.network import check_rate
     from ..store.models import Experiment as ExperimentRow
@@ -242,9 +248,21 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
     units = comparison_units(groups, modes, policies, store)
     started = time.time()
-    with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s, link=link) as run:
-        lease_devices(run, [job for group in groups for job in group.jobs], wait)
-        Scheduler(run.context).run(units, exclusive=comparison)
+    slurm_jobs: dict[int, str] = {}
+    if launcher == "slurm":
+        from ..console import errors
+        from . import slurm as on_slurm
+
+        if not plan_path or bandwidth:
+            raise XoverError("--launcher slurm runs a plan file (each group one Slurm job), without --bandwidth")
+        with experiment(store, kind, command, bandwidth, False, plan_id, timeout_s, link=link) as run:
+            slurm_jobs = on_slurm.submit_groups(run, groups, plan_path, modes, policies, engine, iterations, seconds,
+                                                store.url, console=errors, **(slurm_options or {}))
+            on_slurm.follow(run, groups, slurm_jobs, console=errors)
+    else:
+        with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s, link=link) as run:
+            lease_devices(run, [job for group in groups for job in group.jobs], wait)
+            Scheduler(run.context).run(units, exclusive=comparison)
     makespan_s = time.time() - started
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
@@ -255,6 +273,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         comparison_row["predicted_gain"] = predicted.get(comparison_row["group"])
     result = {"experiment": run.id, "results_dir": str(run.results_dir), "bandwidth": bandwidth, "modes": modes,
               "policies": policies, "jobs": jobs, "groups": comparisons}
+    if slurm_jobs:
+        result["slurm_jobs"] = {str(index): job_id for index, job_id in slurm_jobs.items()}
     if plan_body and not comparison:
         result["schedule"] = schedule_summary(jobs, plan_body, makespan_s)
     return result

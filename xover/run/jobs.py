@@ -75,8 +75,8 @@ def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, e
     for host, slots in parse_hosts(hosts or f"{LOCAL}:{recipe.np}"):
         if left <= 0:
             break
-        placement[canonical_host(host)] = list(range(min(slots, left)))  # one spelling per host
-        left -= len(placement[host])
+        indices = placement[canonical_host(host)] = list(range(min(slots, left)))  # one spelling per host
+        left -= len(indices)
     if left > 0:
         raise XoverError(f"job '{recipe.name}' needs {recipe.np} ranks but -H {hosts} has {recipe.np - left} slots")
     return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement, engine=engine)
@@ -91,7 +91,7 @@ def check_devices(jobs: list[JobSpec]) -> None:
                 continue  # remote hosts are counted by their -H slots
             if len(indices) > available or max(indices, default=0) >= available:
                 raise XoverError(f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
-                                 f"{available} {kind.upper()} device(s); lower np (--np) or add hosts with -H")
+                                 f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H")
 
 
 def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",
@@ -126,9 +126,9 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
         jobs = []
         for name in group["jobs"]:
             planned = body["jobs"][name]
-            try:  # the plan decides how many devices the job gets
-                recipe = with_overrides(load_recipe(planned.get("recipe") or name), iterations=iterations,
-                                        np=planned.get("devices"))
+            try:  # the plan decides how many devices the job gets, and how long it runs (as predicted)
+                recipe = with_overrides(load_recipe(planned.get("recipe") or name),
+                                        iterations=iterations or planned.get("iterations"), np=planned.get("devices"))
             except RecipeError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             traits = traits_of(planned.get("data_ms", 0.0) + planned["compute_ms"], planned["comm_ms"],

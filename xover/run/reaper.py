@@ -48,7 +48,15 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
         store.close()
 
 
-def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str]) -> None:
+def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str],
+         slurm_jobs: list[str] | None = None) -> None:
+    for job_id in slurm_jobs or []:  # the groups it submitted: cancelled, not left running unwatched
+        try:
+            from ..launch.slurm import cancel
+
+            cancel(job_id)
+        except Exception:  # Slurm unreachable: nothing more a reaper can do
+            pass
     sweep("XOVER_EXPERIMENT", experiment, hosts, remote_prefix)
     remove_sockets(experiment)
     mark_lost(db, experiment)
@@ -71,14 +79,17 @@ def main(argv: list[str] | None = None) -> None:
         return
     last = b""
     hosts = list(args.host)
-    for line in sys.stdin.buffer:  # "host NAME": a host the run reached; "done": the run ended properly
+    slurm_jobs: list[str] = []
+    for line in sys.stdin.buffer:  # "host NAME" / "slurm JOBID": what the run reached; "done": it ended properly
         line = line.strip()
         if line.startswith(b"host "):
             hosts.append(line[5:].decode())
+        elif line.startswith(b"slurm "):
+            slurm_jobs.append(line[6:].decode())
         elif line:
             last = line
     if last != b"done":
-        reap(args.experiment, args.db, sorted(set(hosts)), args.remote_prefix.split())
+        reap(args.experiment, args.db, sorted(set(hosts)), args.remote_prefix.split(), slurm_jobs)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ whenever a later command opens the store.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from pathlib import Path
@@ -68,8 +69,9 @@ def mark_lost(session, experiment: Experiment) -> None:
 class Recorder:
     """The store side of one experiment."""
 
-    def __init__(self, store: Store, experiment_id: str) -> None:
+    def __init__(self, store: Store, experiment_id: str, slurm_job_id: str | None = None) -> None:
         self.store, self.experiment_id = store, experiment_id
+        self.slurm_job_id = slurm_job_id  # set when the runs execute inside a Slurm job
 
     def open(self, kind: str, command: str, bandwidth: str | None, plan_id: int | None) -> None:
         host, pid, started = owner_identity()
@@ -98,7 +100,8 @@ class Recorder:
                 run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,
                           engine=job.engine, policy=policy, group_index=group,
                           slot=slot if mode == "crossover" else None, hosts=job.hosts, np=job.np,
-                          devices=job.devices_env(), status="pending", iterations_planned=job.recipe.iterations)
+                          devices=job.devices_env(), status="pending", iterations_planned=job.recipe.iterations,
+                          slurm_job_id=self.slurm_job_id)
                 session.add(run)
                 session.flush()
                 log_dir = results_dir / f"{run.id}-{job.name}-{mode}"
@@ -145,7 +148,10 @@ class Recorder:
                 session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in ITERATION_FIELDS},
                                             **{k: record.get(k) for k in OPTIONAL_ITERATION_FIELDS}))
         elif kind == "eval":
-            session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"], value=record["value"]))
+            if isinstance(record.get("value"), (int, float)) and math.isfinite(record["value"]):
+                # a diverged job's NaN accuracy is not a measurement; its losses (NaN) say what happened
+                session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"],
+                                       value=record["value"]))
         elif kind == "end":
             session.get(Run, run_id).peak_memory_gb = record.get("peak_memory_gb")
 

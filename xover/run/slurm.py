@@ -1,0 +1,197 @@
+"""Running a plan through Slurm: each group of the plan is one Slurm job.
+
+    xover run PLAN --launcher slurm [--partition P] [--account A] [--time-limit T]
+
+This process (the *submitter*) records the experiment, submits one batch job per group (nodes and
+devices per node from the plan), prints their ids, follows them (state, exit codes) and, on Ctrl-C,
+cancels them with scancel. Inside each Slurm job, `python -m xover.run.slurm` runs the group exactly
+as `-H` would (a turn server per node, horovodrun or torchrun) on the nodes Slurm gave it, recording
+its runs into the same experiment (so the store must be one every node reaches: SQLite on a
+filesystem they share, or PostgreSQL). A Slurm job that ends before or without its runs being ended
+(cancelled while pending, a time limit, a node failure) has them recorded as such here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import XoverError
+from ..launch import slurm
+from ..launch.hosts import canonical_host
+from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
+from ..store.queries import snapshot_recipe
+from .jobs import GroupToRun
+
+SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
+                   "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "cancelled", "BOOT_FAIL": "failed",
+                   "COMPLETED": "failed"}  # completed while a run was still open: it ended without saying so
+
+
+def group_shape(group: GroupToRun) -> tuple[int, int]:
+    """(nodes, devices per node) the plan gives the group."""
+    per_host: dict[str, set[int]] = {}
+    for job in group.jobs:
+        for host, indices in job.devices.items():
+            per_host.setdefault(host, set()).update(indices)
+    return len(per_host), max(len(indices) for indices in per_host.values())
+
+
+def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
+                  engine: str, iterations: int | None, seconds: float | None, db_url: str,
+                  partition: str | None, account: str | None, time_limit: str | None, console) -> dict[int, str]:
+    """Submit every group as one batch job; returns group index -> Slurm job id."""
+    from ..devices import local_device_count
+
+    kind = local_device_count()[0]
+    submitted: dict[int, str] = {}
+    for group in groups:
+        nodes, per_node = group_shape(group)
+        command = [sys.executable, "-m", "xover.run.slurm", "--db", db_url, "--experiment", run.id,
+                   "--plan", str(Path(plan_path).resolve()), "--group", str(group.index), "--engine", engine,
+                   *[arg for mode in modes for arg in ("--mode", mode)],
+                   *[arg for policy in policies for arg in ("--policy", policy)]]
+        if iterations is not None:
+            command += ["--iterations", str(iterations)]
+        if seconds is not None:
+            command += ["--seconds", str(seconds)]
+        root = str(Path(__file__).resolve().parents[2])
+        script = slurm.batch_script(command, workdir=os.getcwd(), environment={
+            "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+            "XOVER_RESULTS": str(run.results_dir.parent.parent.resolve())})
+        job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
+                              gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
+                              account=account, time_limit=time_limit, job_name=f"xover-{run.id}-g{group.index}",
+                              output=run.results_dir / f"slurm-group{group.index}-%j.out")
+        submitted[group.index] = job_id
+        run.context.reaper.add_slurm_job(job_id)
+        console.print(f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} "
+                      f"devices)", highlight=False)
+    return submitted
+
+
+def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, poll_s: float = 1.0) -> dict[int, Any]:
+    """Wait until every Slurm job has ended (reporting state changes); Ctrl-C cancels the unfinished."""
+    from .supervise import Interrupted, uninterrupted
+
+    states: dict[int, Any] = {}
+    seen: dict[int, str] = {}
+    try:
+        while len(states) < len(submitted):
+            for index, job_id in submitted.items():
+                if index in states:
+                    continue
+                state = slurm.job_state(job_id)
+                if seen.get(index) != state.state:
+                    seen[index] = state.state
+                    console.print(f"group {index}: Slurm job {job_id} {state.state}"
+                                  + (f" ({state.reason})" if state.reason and state.reason != "None" else ""),
+                                  highlight=False)
+                if state.finished:
+                    states[index] = state
+                    record_outcome(run, next(g for g in groups if g.index == index), state)
+            time.sleep(poll_s)
+    except (Interrupted, KeyboardInterrupt):
+        with uninterrupted():
+            for index, job_id in submitted.items():
+                if index not in states:
+                    slurm.cancel(job_id)
+            for index, job_id in submitted.items():
+                if index not in states:
+                    state = slurm.wait_for(job_id, poll_s=0.5, timeout_s=120)
+                    record_outcome(run, next(g for g in groups if g.index == index), state)
+        raise
+    return states
+
+
+def record_outcome(run, group: GroupToRun, state) -> None:
+    """What Slurm says of a group's job, where its own runs could not say it."""
+    status = SLURM_TO_STATUS.get(state.state, "failed")
+    with run.store.session() as session, session.begin():
+        experiment = session.get(Experiment, run.id)
+        runs = [r for r in experiment.runs if r.group_index == group.index and r.slurm_job_id == state.job_id]
+        if not runs and not state.succeeded:  # it never started: each job of the group ends as the Slurm job did
+            for job in group.jobs:
+                snapshot = snapshot_recipe(session, job.recipe)
+                session.add(Run(experiment_id=run.id, recipe_id=snapshot.id, name=job.name, mode="crossover",
+                                engine=job.engine, group_index=group.index, hosts=job.hosts, np=job.np,
+                                devices=job.devices_env(), status=status, slurm_job_id=state.job_id,
+                                ended_at=utcnow(), error=f"Slurm job {state.job_id} {state.state}"
+                                + (f": {state.reason}" if state.reason and state.reason != "None" else "")))
+        for row in runs:
+            if row.status in ACTIVE_STATUSES or (state.state == "CANCELLED" and row.status == "interrupted"):
+                row.status, row.ended_at = status, row.ended_at or utcnow()
+                row.error = (row.error + "\n" if row.error else "") + f"Slurm job {state.job_id} {state.state}"
+
+
+# ------------------------------------------------------------------------------------ inside the Slurm job
+
+
+def remap_to_allocation(group: GroupToRun, allocation) -> None:
+    """The plan's hosts, in order, become the allocation's nodes, in order."""
+    planned: list[str] = []
+    for job in group.jobs:
+        for host in job.devices:
+            if host not in planned:
+                planned.append(host)
+    nodes = [canonical_host(host.name) for host in allocation.hosts]
+    if len(nodes) < len(planned):
+        raise XoverError(f"Slurm gave {len(nodes)} node(s) but group {group.index} is planned on {len(planned)}")
+    mapping = dict(zip(planned, nodes))
+    for job in group.jobs:
+        job.devices = {mapping[host]: indices for host, indices in job.devices.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
+    from ..console import errors
+    from ..store.session import open_store
+    from .commands import comparison_units, results_root
+    from .jobs import attach_traits, give_seconds, groups_from_plan
+    from .record import Recorder
+    from .schedule import RunContext, Scheduler
+    from .supervise import Interrupted, interruptible
+
+    parser = argparse.ArgumentParser(description="one group of a plan, inside its Slurm job")
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--experiment", required=True)
+    parser.add_argument("--plan", required=True)
+    parser.add_argument("--group", type=int, required=True)
+    parser.add_argument("--engine", default="horovod")
+    parser.add_argument("--mode", action="append", default=[])
+    parser.add_argument("--policy", action="append", default=[])
+    parser.add_argument("--iterations", type=int)
+    parser.add_argument("--seconds", type=float)
+    args = parser.parse_args(argv)
+    try:
+        groups, _ = groups_from_plan(args.plan, args.iterations, args.engine)
+        [group] = [g for g in groups if g.index == args.group]
+        allocation = slurm.allocation()
+        remap_to_allocation(group, allocation)
+        errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True)
+        store = open_store(args.db)
+        attach_traits(store, group.jobs, None)
+        if args.seconds is not None:
+            give_seconds(group.jobs, args.seconds, None)
+        recorder = Recorder(store, args.experiment, slurm_job_id=allocation.job_id)
+        results_dir = results_root() / "runs" / args.experiment
+        results_dir.mkdir(parents=True, exist_ok=True)
+        context = RunContext(recorder=recorder, experiment_id=args.experiment, results_dir=results_dir)
+        modes = args.mode or ["crossover"]
+        policies = args.policy or ["work-conserving"]
+        with interruptible():
+            Scheduler(context).run(comparison_units([group], modes, policies, store),
+                                   exclusive=len(modes) > 1 or len(policies) > 1)
+    except Interrupted:
+        sys.exit(130)
+    except XoverError as error:
+        errors.print(f"error: {error}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
