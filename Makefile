@@ -3,7 +3,7 @@ PYTHON ?= python3
 BIN := .venv/bin
 STAMP := .venv/.xover-setup
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench chaos clean
 
 setup: $(STAMP)
 
@@ -20,5 +20,9 @@ test: setup
 bench: setup
 	$(BIN)/python bench/crossover_pair.py
 
+chaos: setup
+	$(BIN)/python bench/chaos.py
+
 clean:
+	-bash scripts/slurm.sh down
 	rm -rf .venv results/xover.db* results/runs .pytest_cache

@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# The main job, end to end on the embedded defaults: doctor -> profile -> plan -> run (all modes) -> report.
+# The main job, end to end: doctor -> profile -> plan -> run (every mode, both turn policies) -> report.
+# On an emulated two-host cluster where one can be built (root), else on one machine with a shaped link.
 set -euo pipefail
 XOVER=.venv/bin/xover
+PY=.venv/bin/python
 RECIPES=(resnet-synthetic mlp-synthetic transformer-chars mlp-balanced)
-ITERATIONS=${XOVER_DEMO_ITERATIONS:-60}
+SECONDS_EACH=${XOVER_DEMO_SECONDS:-15}
 
-$XOVER doctor
+$XOVER doctor || true
+HOSTS=()
 LINK=()
-if $XOVER doctor --json | .venv/bin/python -c 'import json,sys; sys.exit(0 if {c["name"]: c for c in json.load(sys.stdin)["checks"]}["bandwidth emulation"]["ok"] else 1)'; then
+cluster_unavailable=$($PY -c 'from xover.launch import cluster
+problems = cluster.missing_requirements()
+print("; ".join(problems) if problems else "a cluster is already up (xover cluster down)" if cluster.read_state() else "")')
+if [ -z "$cluster_unavailable" ]; then
+  $XOVER cluster up --hosts 2 --devices-per-host 1 --bandwidth 1gbit
+  trap '$XOVER cluster down >/dev/null || true' EXIT
+  HOSTS=(-H xo-h1:1,xo-h2:1)
+  echo "== network: an emulated cluster of two hosts, each NIC shaped to 1 Gbit/s; every job spans both hosts"
+elif $XOVER doctor --json | $PY -c 'import json,sys; sys.exit(0 if {c["name"]: c for c in json.load(sys.stdin)["checks"]}["bandwidth emulation"]["ok"] else 1)'; then
   LINK=(--bandwidth 1gbit)
-  echo "== network: an emulated 1 Gbit/s link (tc tbf in a private network namespace)"
+  echo "== network: NO emulated cluster here ($cluster_unavailable); falling back to this machine alone,"
+  echo "   its jobs sharing one emulated 1 Gbit/s link (tc tbf in a private network namespace)"
 else
-  echo "== network: bandwidth emulation is NOT available here; jobs use the host network as it is"
+  echo "== network: NO emulated cluster ($cluster_unavailable) and NO link emulation here:"
+  echo "   jobs use the host network as it is, so communication is only memory copies"
 fi
-DEVICES=$(.venv/bin/python -c 'from xover.devices import local_device_count; print(local_device_count()[1])')
+if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$($PY -c 'from xover.devices import local_device_count; print(local_device_count()[1])')"); fi
 
 echo "== profile: each recipe alone"
-$XOVER profile "${RECIPES[@]}" "${LINK[@]}"
-echo "== plan: group complementary jobs for $DEVICES devices"
-$XOVER plan "${RECIPES[@]}" --devices "$DEVICES" "${LINK[@]}" --out results/demo-plan.json
-echo "== run: the plan in the three modes ($ITERATIONS iterations per job)"
-$XOVER run results/demo-plan.json --mode all --iterations "$ITERATIONS" "${LINK[@]}" || true
+$XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
+echo "== plan: group complementary jobs"
+$XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out results/demo-plan.json
+echo "== run: the plan in every mode and turn policy (each job about $SECONDS_EACH s alone)"
+$XOVER run results/demo-plan.json --mode all --policy all --seconds "$SECONDS_EACH" "${LINK[@]}" || true
 echo "== report"
 $XOVER report latest
 $XOVER report latest --format html

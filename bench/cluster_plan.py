@@ -1,0 +1,83 @@
+"""Benchmark: a plan on an emulated two-host cluster, run as scheduled, against the plan and the baselines.
+
+Builds `xover cluster up --hosts 2 --devices-per-host D --bandwidth RATE` (root), profiles the recipes
+on it (-H), plans them for it, and runs the plan three ways, each as one experiment:
+  crossover   the plan as scheduled (groups start as soon as their devices are free, turns taken)
+  concurrent  the same schedule, jobs of a group sharing the devices without turns
+  sequential  every job alone, one after another
+Printed side by side: each one's measured makespan, the plan's predicted makespan and one-after-another
+time, and per group the measured crossover gain next to the predicted one. Takes the cluster down at
+the end (also on failure).
+
+    .venv/bin/python bench/cluster_plan.py [--recipes A B C D] [--devices-per-host 1] [--bandwidth 1gbit]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from xover.launch import cluster  # noqa: E402
+
+RECIPES = ["resnet-synthetic", "mlp-synthetic", "transformer-chars", "mlp-balanced"]
+
+
+def xover(*args: str) -> dict:
+    print("$ xover", " ".join(args), flush=True)
+    result = subprocess.run([str(ROOT / ".venv/bin/xover"), *args, "--json"], capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(result.stderr[-4000:])
+    return json.loads(result.stdout)
+
+
+def makespan(report: dict) -> float:
+    from datetime import datetime
+
+    starts = [datetime.fromisoformat(j["started_at"]) for j in report["jobs"] if j.get("started_at")]
+    ends = [datetime.fromisoformat(j["ended_at"]) for j in report["jobs"] if j.get("ended_at")]
+    return (max(ends) - min(starts)).total_seconds()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipes", nargs="+", default=RECIPES)
+    parser.add_argument("--devices-per-host", type=int, default=1)
+    parser.add_argument("--bandwidth", default="1gbit")
+    args = parser.parse_args()
+    if cluster.missing_requirements():
+        sys.exit("the emulated cluster cannot be built here: " + "; ".join(cluster.missing_requirements()))
+    spec = f"xo-h1:{args.devices_per_host},xo-h2:{args.devices_per_host}"
+    try:
+        cluster.cluster_up(2, args.devices_per_host, args.bandwidth)
+        xover("profile", *args.recipes, "-H", spec, "--force")
+        with tempfile.TemporaryDirectory() as tmp:
+            plan_path = str(Path(tmp) / "plan.json")
+            plan = xover("plan", *args.recipes, "-H", spec, "--out", plan_path)
+            runs = {mode: xover("run", plan_path, "--mode", mode) for mode in ("crossover", "concurrent", "sequential")}
+    finally:
+        cluster.cluster_down()
+    print(f"\nplan on two emulated hosts ({spec}, NICs at {args.bandwidth}): "
+          + "; ".join(f"group {i}: {' + '.join(g['jobs'])} on {','.join(g['devices'])}, predicted gain "
+                      f"{g['predicted_gain']:.2f}" for i, g in enumerate(plan["groups"])))
+    measured = {mode: makespan(report) for mode, report in runs.items()}
+    predicted, sequential = plan["predicted_makespan_ms"] / 1000, plan["sequential_makespan_ms"] / 1000
+    print(f"{'':28} {'makespan s':>10} {'vs one after another':>20}")
+    print(f"{'predicted by the plan':28} {predicted:10.1f} {sequential / predicted:19.2f}x")
+    print(f"{'one after another (plan)':28} {sequential:10.1f} {1.0:19.2f}x")
+    for mode in ("crossover", "concurrent", "sequential"):
+        print(f"{'measured ' + mode:28} {measured[mode]:10.1f} {measured['sequential'] / measured[mode]:19.2f}x")
+    print(f"crossover makespan vs predicted: {100 * (measured['crossover'] / predicted - 1):+.1f}%; "
+          f"vs concurrent: {measured['concurrent'] / measured['crossover']:.2f}x faster")
+    schedule = runs["crossover"].get("schedule", {})
+    print(f"groups running at once at the busiest moment: {schedule.get('groups_overlapping')}")
+
+
+if __name__ == "__main__":
+    main()
