@@ -281,7 +281,8 @@ def profile(
 
 
 PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("devices", "devices"),
-                ("period ms", "predicted_period_ms"), ("gain", "predicted_gain"), ("slowdowns", "slowdowns")]
+                ("start s", "start_s"), ("gain", "predicted_gain"), ("fluid bound", "fluid_bound"),
+                ("slowdowns", "slowdowns")]
 
 
 @app.command()
@@ -316,9 +317,11 @@ def plan(
         print_json(result)
         return
     rows = [{**g, "index": i, "jobs": " + ".join(g["jobs"]), "devices": ",".join(g["devices"]),
+             "start_s": g.get("predicted_start_ms", 0.0) / 1000,
              "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g["predicted_slowdown"].items())}
             for i, g in enumerate(result["groups"])]
-    print_table(f"xover plan  ({result['algo']})", PLAN_COLUMNS, rows)
+    print_table(f"xover plan  ({result['algo']}; predicted under the {result['policy']} turn policy, "
+                f"link {result.get('bandwidth') or 'host'})", PLAN_COLUMNS, rows)
     for item in result["unplaced"]:
         console.print(f"[yellow]unplaced[/] {item['name']}: {item['reason']}")
     console.print(f"predicted aggregate gain {result['predicted_aggregate_gain']:.2f}x; makespan "

@@ -181,13 +181,15 @@ def all_experiments(session: Session) -> list[ExperimentBrief]:
 def gain_points(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
     """Predicted vs measured crossover gain for every group of every comparison run.
 
-    Predicted is the plan's figure when the run came from a plan, else the model's ideal from the
-    group's sequential runs; groups with neither, or not measured, are left out.
+    Predicted is the plan's figure when the run came from a plan, else the simulation of the policy
+    crossover ran under, from the group's sequential runs (the fluid bound is a limit, not a
+    prediction); groups with neither, or not measured, are left out.
     """
     points = []
     for brief in briefs:
         for group in brief.groups:
-            predicted = group["predicted_gain"] if group["predicted_gain"] is not None else group["model_gain"]
+            simulated = (group.get("simulated") or {}).get(group.get("crossover_policy") or "", {}).get("gain")
+            predicted = group["predicted_gain"] if group["predicted_gain"] is not None else simulated
             if predicted is None or group["measured_gain"] is None:
                 continue
             points.append({"experiment": brief.experiment["id"], "group": group["group"], "jobs": group["jobs"],

@@ -30,7 +30,7 @@ PICTURE_CAPTIONS = {
                   "and the model's ideal gain from the sequential runs' medians.",
     "losses": "Training loss per iteration of each job alone and under crossover: taking turns must not change "
               "the training, so the curves coincide.",
-    "predicted_vs_measured": "Predicted (plan, or model ideal from the sequential runs) against measured crossover "
+    "predicted_vs_measured": "Predicted (plan, or the simulation of the policy from the sequential runs) against measured crossover "
                              "gain for every comparison run in the database; this run in red.",
 }
 
@@ -109,7 +109,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
 def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
     sections = [f"<p>{len(briefs)} experiments, newest first.</p>",
                 html_table(SUMMARY_COLUMNS, [b.summary() for b in briefs], DIGITS)]
-    sections += [embedded_picture(name, path, "Predicted (plan, or model ideal from the sequential runs) against "
+    sections += [embedded_picture(name, path, "Predicted (plan, or the simulation of the policy from the sequential runs) against "
                                   "measured crossover gain for every comparison run in the database.")
                  for name, path in pictures.items()]
     return _page("xover report: every experiment", sections)

@@ -15,7 +15,7 @@ from .data import ALONE_MODES, ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
 
 PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
-MODE_COLOURS = {"sequential": "#8c8c8c", "concurrent": "#e8893a", "crossover": "#3b6fb6", "model ideal": "#ffffff"}
+MODE_COLOURS = {"sequential": "#8c8c8c", "concurrent": "#e8893a", "crossover": "#3b6fb6", "fluid bound": "#ffffff"}
 JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e", "#b5838d", "#457b9d"]
 TIMELINE_ITERATIONS = 8
 DPI = 110
@@ -110,7 +110,7 @@ def _patch(colour: str, label: str):
 def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: Path) -> bool:
     """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
     series = [("sequential", "sequential"), ("concurrent", "concurrent_vs_sequential"),
-              ("crossover", "crossover_vs_sequential"), ("model ideal", "model_gain")]
+              ("crossover", "crossover_vs_sequential"), ("fluid bound", "model_gain")]
     # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
     groups = [g for g in groups if g.get("sequential") is not None and any(g.get(k) for _, k in series[1:])]
     if not groups:
@@ -123,7 +123,7 @@ def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: P
         values = [group.get(key) for group in groups]
         bars = ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None],
                       width * 0.92, color=MODE_COLOURS[label], edgecolor="#333333", linewidth=0.7,
-                      hatch="//" if label == "model ideal" else None, label=label)
+                      hatch="//" if label == "fluid bound" else None, label=label)
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
     ax.axhline(1.0, color="#333333", linewidth=0.8, linestyle=":")
     ax.set_xticks(range(len(groups)), [f"group {g['group']}\n" + " + ".join(g["jobs"]) for g in groups], fontsize=8)
