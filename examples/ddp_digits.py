@@ -9,6 +9,7 @@ Options that exercise the corners of DDP:
                 needs find_unused_parameters=True
   --batchnorm   BatchNorm layers: buffers that DDP broadcasts from rank 0 before every forward
   --accumulate  N micro-batches per optimizer step, the first N-1 inside ddp.no_sync()
+  --average-loss  log the loss averaged over the ranks (a dist.all_reduce in the training loop)
 """
 
 import argparse
@@ -34,6 +35,7 @@ parser.add_argument("--log-every", type=int, default=10)
 parser.add_argument("--frozen", action="store_true")
 parser.add_argument("--batchnorm", action="store_true")
 parser.add_argument("--accumulate", type=int, default=1)
+parser.add_argument("--average-loss", action="store_true")
 args = parser.parse_args()
 
 
@@ -93,8 +95,13 @@ def main() -> None:
                 continue
             optimizer.step()
             optimizer.zero_grad()
-            if rank == 0 and step % args.log_every == 0:
-                print(f"step {step} loss {loss.item()!r}", flush=True)  # repr: every bit of the float
+            if step % args.log_every == 0:
+                logged = loss.detach().clone()
+                if args.average_loss:
+                    dist.all_reduce(logged)
+                    logged /= world_size
+                if rank == 0:
+                    print(f"step {step} loss {logged.item()!r}", flush=True)  # repr: every bit of the float
             step += 1
             if step == args.steps:
                 break

@@ -261,7 +261,7 @@ class DDPCrossover:
                 if self._rebuild_due(model) and model.reducer._rebuild_buckets():
                     model._has_rebuilt_buckets = True
                 if self._buffers_due(model):
-                    self._sync_buffers(model)
+                    self._broadcast_buffers(model)
                     model._xover_reduction.buffers_in_sync = self._buffer_state(model)
 
     # -- DDP ----------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ class DDPCrossover:
 
     def _adapt_forward(self, ddp_class) -> None:
         original_pre_forward, original_sync_buffers = ddp_class._pre_forward, ddp_class._sync_buffers
-        self._sync_buffers = original_sync_buffers
+        self._broadcast_buffers = original_sync_buffers  # DDP's own, for settle()
 
         @functools.wraps(original_pre_forward)
         def _pre_forward(model, *inputs, **kwargs):
@@ -426,10 +426,15 @@ class DDPCrossover:
         signature = inspect.signature(collective)
         takes_async = "async_op" in signature.parameters
 
+        def asynchronous(args, kwargs) -> bool:
+            try:
+                return takes_async and bool(signature.bind_partial(*args, **kwargs).arguments.get("async_op"))
+            except TypeError:
+                return True  # wrong arguments: the collective itself says what is wrong
+
         @functools.wraps(collective)
         def call(*args, **kwargs):
-            if not self.coordinator.turn.holding or (
-                    takes_async and signature.bind_partial(*args, **kwargs).arguments.get("async_op")):
+            if not self.coordinator.turn.holding or asynchronous(args, kwargs):
                 return collective(*args, **kwargs)
             with self.outside_turn():
                 return collective(*args, **kwargs)
