@@ -2,7 +2,8 @@
 
 Two groups, each run sequential / concurrent / crossover under every turn policy, over an emulated
 shared link, with the figures of bench/crossover_pair.py (per job and mode; aggregate throughput vs
-sequential and concurrent; the model's ideal from this run's sequential medians; parity):
+sequential and concurrent; the model on this run's sequential medians - the fluid bound, each
+policy's prediction, strict round robin's period; parity):
   ddp_digits + ddp_digits   two copies of the script (`xover run --script S --script S`)
   ddp_digits + RECIPE       the script next to a recipe, in one group (built with the library's
                             functions: `xover run` takes scripts or recipes, not both)
@@ -29,14 +30,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xover.planner import JobProfile, group_gain, predicted_period  # noqa: E402
+from xover.analysis import group_model, profile_of_run  # noqa: E402
+from xover.planner import round_robin_gain, round_robin_period  # noqa: E402
 
 SCRIPT = "examples/ddp_digits.py"
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 
 
 def xover(*args: str) -> dict:
-    command = [sys.executable, "-m", "xover", *args, "--json"]
+    command = [sys.executable, "-m", "xover", args[0], "--json", *args[1:]]  # the script's arguments come last
     print("$ xover", " ".join(args), flush=True)
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
@@ -92,25 +94,32 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     print(f"{'job':16} {'mode':11} {'policy':16} {'iters':>5} {'samples/s':>10} {'iter ms':>8} {'compute':>8} "
           f"{'comm':>8} {'wait':>7} {'slowdown':>8}")
     for j in jobs:
-        print(f"{j['name']:16} {j['mode']:11} {j['policy'] or '':16} {j['iterations']:5d} {j['samples_per_s']:10.1f} "
-              f"{j['iteration_ms']:8.1f} {j['compute_ms'] + j['data_ms']:8.1f} {j['communication_ms']:8.1f} "
-              f"{j['wait_ms']:7.1f} {j['slowdown'] or 0:8.2f}")
+        device_ms = j["compute_ms"] + (j["data_ms"] or 0.0) if j["compute_ms"] is not None else None
+        print(f"{j['name']:16} {j['mode']:11} {j['policy'] or '':16} {j['iterations']:5d} {_num(j['samples_per_s'], 10)} "
+              f"{_num(j['iteration_ms'], 8)} {_num(device_ms, 8)} {_num(j['communication_ms'], 8)} "
+              f"{_num(j['wait_ms'], 7)} {_num(j['slowdown'], 8, 2)}")
 
     alone = {n: by[(n, "sequential", None)] for n in names}
-    profiles = [JobProfile(name=n, devices=alone[n]["np"], compute_ms=alone[n]["compute_ms"], data_ms=alone[n]["data_ms"],
-                           comm_ms=alone[n]["communication_ms"], memory_gb=0.0) for n in names]
-    period, ideal = predicted_period(profiles), group_gain(profiles)
+    # the model on this run's sequential medians: the fluid bound (no schedule does better), each
+    # policy simulated, and strict round robin's closed form period max(sum c, sum m, max c+m)
+    model = group_model([alone[n] for n in names], bandwidth, sorted(group["policies"]))
+    profiles = [profile_of_run(alone[n], bandwidth) for n in names]
+    period = round_robin_period(profiles)
+    bound = model["fluid_bound"]
     concurrent = group["concurrent_vs_sequential"]
     print("\naggregate throughput over the overlap, each job normalised by its speed alone (sequential = 1.00):")
-    print(f"  concurrent / sequential   {concurrent:.2f}x   (jobs overlapped {100 * (group['concurrent_overlap'] or 0):.0f}% "
-          f"of the run)")
+    print(f"  concurrent / sequential   {_x(concurrent)}   (the jobs overlapped "
+          f"{_pct(group['concurrent_overlap'])} of the run)")
     for policy, entry in group["policies"].items():
-        measured_period = statistics.mean(by[(n, "crossover", policy)]["iteration_ms"] for n in names)
-        print(f"  crossover ({policy:15}) / sequential {entry['aggregate']:.2f}x, / concurrent {entry['vs_concurrent']:.2f}x, "
-              f"{100 * entry['aggregate'] / ideal:.0f}% of the ideal; mean period {measured_period:.1f} ms vs model "
-              f"{period:.1f} ms ({100 * (measured_period - period) / period:+.1f}%); overlap {100 * entry['overlap']:.0f}%")
-    print(f"  model ideal (period = max(sum c, sum m, max c+m) = {period:.1f} ms on this run's sequential medians)   "
-          f"{ideal:.2f}x")
+        measured = entry["aggregate"]
+        predicted = model["predicted"].get(policy, {}).get("gain")
+        period_ms = statistics.mean(by[(n, "crossover", policy)]["iteration_ms"] for n in names)
+        print(f"  crossover {policy:15} / sequential {_x(measured)}, / concurrent {_x(entry['vs_concurrent'])}, "
+              f"{_pct(measured / bound if measured and bound else None)} of the bound; predicted {_x(predicted)} "
+              f"(error {_signed_pct(measured / predicted - 1 if measured and predicted else None)}); "
+              f"mean period {period_ms:.1f} ms; overlap {_pct(entry['overlap'])}")
+    print(f"  model: fluid bound {_x(bound)}; strict round robin {_x(round_robin_gain(profiles))} "
+          f"(period max(sum c, sum m, max c+m) = {period:.1f} ms)")
     for n in names:
         alone_losses = printed_losses(alone[n]["log_dir"]) if n.startswith("ddp_digits") else None
         for policy in group["policies"]:
@@ -123,7 +132,23 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
                 what = f"final loss {alone[n]['final_loss']!r}"
             print(f"  parity {n} ({policy}): {what} alone vs crossover -> {'equal' if same else 'DIFFERENT'}")
     chosen = group["policies"][group["crossover_policy"]]
-    return chosen["aggregate"], chosen["vs_concurrent"], ideal
+    return chosen["aggregate"], chosen["vs_concurrent"], bound
+
+
+def _num(value: float | None, width: int, digits: int = 1) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "n/a"
+
+
+def _pct(value: float | None) -> str:
+    return f"{100 * value:.0f}%" if value is not None else "n/a"
+
+
+def _signed_pct(value: float | None) -> str:
+    return f"{100 * value:+.1f}%" if value is not None else "n/a"
 
 
 def main() -> None:
@@ -147,9 +172,10 @@ def main() -> None:
                              [*script_args, "--steps", str(steps)])
     summary.append((f"ddp_digits + {args.recipe}", *report_group(report, args.bandwidth)))
 
-    print(f"\n{'group':34} {'xover/seq':>9} {'xover/conc':>10} {'ideal':>6} {'of ideal':>8}   (work-conserving)")
-    for name, crossover, vs_concurrent, ideal in summary:
-        print(f"{name:34} {crossover:9.2f} {vs_concurrent:10.2f} {ideal:6.2f} {100 * crossover / ideal:7.0f}%")
+    print(f"\n{'group':34} {'xover/seq':>9} {'xover/conc':>10} {'bound':>6} {'of bound':>8}   (work-conserving)")
+    for name, crossover, vs_concurrent, bound in summary:
+        print(f"{name:34} {_x(crossover):>9} {_x(vs_concurrent):>10} {_x(bound):>6} "
+              f"{_pct(crossover / bound if crossover and bound else None):>8}")
 
 
 if __name__ == "__main__":
