@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60, help="the recipe's iterations")
     parser.add_argument("--steps", type=int, default=150, help="the script's steps in the pair of copies")
     parser.add_argument("--script-args", default="--hidden 1024 --batch-size 256 --log-every 1")
-    parser.add_argument("--margin", type=float, default=1.3, help="the script's time alone / its partner's")
+    parser.add_argument("--margin", type=float, default=1.6, help="the script's time alone / its partner's")
     args = parser.parse_args()
     script_args = shlex.split(args.script_args)
     summary = []
