@@ -8,7 +8,8 @@ policy's prediction, strict round robin's period; parity):
   ddp_digits + RECIPE       the script next to a recipe, in one group (built with the library's
                             functions: `xover run` takes scripts or recipes, not both)
 The script's length is calibrated first (a short sequential run of each job alone) so that it
-lasts longer than its partner alone, by `--margin`: it overlaps its partner for the whole run.
+lasts longer than its partner alone, by `--margin`: it overlaps its partner for the whole run, and
+the aggregate is measured over the time both ran past their warm-up.
 Usage:
 
     .venv/bin/python bench/ddp_pair.py [--recipe resnet-synthetic] [--bandwidth 1gbit] [--iterations 60]
@@ -117,7 +118,8 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
         print(f"  crossover {policy:15} / sequential {_x(measured)}, / concurrent {_x(entry['vs_concurrent'])}, "
               f"{_pct(measured / bound if measured and bound else None)} of the bound; predicted {_x(predicted)} "
               f"(error {_signed_pct(measured / predicted - 1 if measured and predicted else None)}); "
-              f"mean period {period_ms:.1f} ms; overlap {_pct(entry['overlap'])}")
+              f"mean period {period_ms:.1f} ms; together {_num(entry['window_s'], 0)} s = {_pct(entry['overlap'])} "
+              f"of the mode's time")
     print(f"  model: fluid bound {_x(bound)}; strict round robin {_x(round_robin_gain(profiles))} "
           f"(period max(sum c, sum m, max c+m) = {period:.1f} ms)")
     for n in names:
@@ -155,7 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipe", default="resnet-synthetic", help="the script's partner in the second group")
     parser.add_argument("--bandwidth", default="1gbit")
-    parser.add_argument("--iterations", type=int, default=60, help="the recipe's iterations")
+    parser.add_argument("--iterations", type=int, default=150, help="the recipe's iterations")
     parser.add_argument("--steps", type=int, default=150, help="the script's steps in the pair of copies")
     parser.add_argument("--script-args", default="--hidden 1024 --batch-size 256 --log-every 1")
     parser.add_argument("--margin", type=float, default=1.6, help="the script's time alone / its partner's")
