@@ -1,0 +1,116 @@
+"""A plain DistributedDataParallel training script, written the way PyTorch's examples are - it knows
+nothing of xover.
+
+    torchrun --standalone --nproc-per-node=2 examples/ddp_digits.py --steps 100
+    xover run --engine torch --script examples/ddp_digits.py --script examples/ddp_digits.py -- --steps 100
+
+Options that exercise the corners of DDP:
+  --frozen      a frozen input layer (requires_grad=False) and a head that forward never uses, so DDP
+                needs find_unused_parameters=True
+  --batchnorm   BatchNorm layers: buffers that DDP broadcasts from rank 0 before every forward
+  --accumulate  N micro-batches per optimizer step, the first N-1 inside ddp.no_sync()
+  --average-loss  log the loss averaged over the ranks (a dist.all_reduce in the training loop)
+"""
+
+import argparse
+import contextlib
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=100, help="optimizer steps (the data is repeated in epochs)")
+parser.add_argument("--batch-size", type=int, default=32)
+parser.add_argument("--hidden", type=int, default=256)
+parser.add_argument("--lr", type=float, default=0.05)
+parser.add_argument("--seed", type=int, default=42)
+parser.add_argument("--log-every", type=int, default=10)
+parser.add_argument("--frozen", action="store_true")
+parser.add_argument("--batchnorm", action="store_true")
+parser.add_argument("--accumulate", type=int, default=1)
+parser.add_argument("--average-loss", action="store_true")
+args = parser.parse_args()
+
+
+class Net(nn.Module):
+    def __init__(self, hidden: int, frozen: bool, batchnorm: bool) -> None:
+        super().__init__()
+        self.frozen = frozen
+        if frozen:
+            self.projection = nn.Linear(64, 64)  # a fixed random projection: never trained
+            self.projection.requires_grad_(False)
+            self.auxiliary_head = nn.Linear(hidden, 10)  # defined, never used in forward
+        norm = (lambda: nn.BatchNorm1d(hidden)) if batchnorm else nn.Identity
+        self.body = nn.Sequential(nn.Linear(64, hidden), norm(), nn.ReLU(),
+                                  nn.Linear(hidden, hidden), norm(), nn.ReLU())
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.frozen:
+            x = torch.tanh(self.projection(x))
+        return self.head(self.body(x))
+
+
+def main() -> None:
+    use_cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if use_cuda else "gloo")
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    torch.manual_seed(args.seed)
+
+    digits = load_digits()
+    images = torch.tensor(digits.images, dtype=torch.float32).reshape(-1, 64) / 16.0
+    dataset = TensorDataset(images, torch.tensor(digits.target))
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed,
+                                 drop_last=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+
+    model = Net(args.hidden, args.frozen, args.batchnorm).to(device)
+    model = DDP(model, device_ids=[local_rank] if use_cuda else None, find_unused_parameters=args.frozen)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size,
+                                momentum=0.9)
+
+    step, micro_batch, epoch = 0, 0, 0
+    while step < args.steps:
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            last = (micro_batch + 1) % args.accumulate == 0
+            # gradients are averaged across ranks only on the last micro-batch of a step
+            with contextlib.nullcontext() if last else model.no_sync():
+                loss = F.cross_entropy(model(x), y) / args.accumulate
+                loss.backward()
+            micro_batch += 1
+            if not last:
+                continue
+            optimizer.step()
+            optimizer.zero_grad()
+            if step % args.log_every == 0:
+                logged = loss.detach().clone()
+                if args.average_loss:
+                    dist.all_reduce(logged)
+                    logged /= world_size
+                if rank == 0:
+                    print(f"step {step} loss {logged.item()!r}", flush=True)  # repr: every bit of the float
+            step += 1
+            if step == args.steps:
+                break
+        epoch += 1
+
+    if rank == 0:
+        print(f"final loss {loss.item()!r}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,446 @@
+"""DistributedDataParallel scripts in a crossover group, without a line of them changed.
+
+    torchrun ... -m xover.runtime.script_shim torch train.py ARGS...
+
+DDP starts each bucket's all-reduce as soon as backward has filled it, but waits for all of them at
+the end of backward, so the job would hold its turn through its communication. Before the script
+runs, DDP is adapted (`install_ddp`):
+
+  DDP(model, ...)     gradient_as_bucket_view=True: every .grad is a view of its bucket, so a bucket
+                      reduced in place is the averaged gradient. A communication hook scales the
+                      bucket by 1 / world size - the very float multiplication DDP's own reduction
+                      makes - starts its all-reduce without waiting, and returns a future already
+                      complete on the same buffer: DDP's end of backward finds nothing to wait for.
+  end of backward     the turn is released (script_shim). Where DDP still waits at the end of
+                      backward (find_unused_parameters: the all-reduce of the used-parameter map; a
+                      static graph's first iteration), the release is queued ahead of that wait.
+  optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
+                      GradScaler.unscale_, which read gradients before the step - wait for the
+                      reductions without spinning, outside the turn, then take the turn.
+
+A job must never hold a turn while blocked in a collective: its peer ranks may be waiting for turns
+that other jobs hold in the same state, on other devices (a deadlock the work-conserving policy can
+reach). So the collectives DDP makes in forward are moved out of the turn: the one-time bucket
+rebuild and the buffer broadcast (BatchNorm statistics, from rank 0) are done in the wait before the
+update, where DDP would do them at the next forward, and the broadcast at a forward is skipped when
+the buffers have not changed since (same tensors, same version counters). Any other synchronous
+collective met while holding the turn - DDP's first broadcast, a script's dist.all_reduce of its loss
+or dist.barrier() - steps out of the turn and back in (the turn server hears a release, then an
+acquire: a phase of its own, so strict round robin lets the partner compute once in between).
+Measured: two copies all-reducing their logged loss every step, work-conserving turns, 200 steps:
+297 s and 9 lease revocations per job without stepping out (deadlocks broken by the server's lease),
+11.6 s with it.
+
+Parity: DDP's default reduction multiplies each gradient by 1 / world size (a double scalar, applied
+in the gradient's dtype) into its bucket and all-reduces the bucket by sum; the hook makes the same
+operations on the same buckets, so the losses are bit for bit those of DDP alone (tested with np=2).
+A script that itself asks for gradient_as_bucket_view=True and keeps its gradients between steps
+(zero_grad(set_to_none=False)) is divided, not multiplied, by DDP: the same bits for world sizes that
+are powers of two, possibly one rounding apart otherwise.
+
+no_sync() is supported: a backward inside no_sync() reduces nothing and ends a compute phase like any
+other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces.
+
+Refused before the script starts (exit 2, one line, `check_ddp_script`): no DistributedDataParallel in
+the script or the modules next to it that it imports; its own communication hook (the hook is how the
+all-reduce leaves the turn); SyncBatchNorm (collectives inside forward and backward). Refused when
+met: DDP's mixed_precision, delay_all_reduce_named_params and the compiled python reducer (each
+brings its own reduction), and uneven inputs with Join (the divisor changes every iteration).
+Not covered: a script that reads .grad itself between backward() and the step sees gradients still
+being reduced; a Work that the script waits for itself while holding the turn.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import inspect
+import os
+import sys
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from ..errors import XoverError
+
+if TYPE_CHECKING:  # torch is imported by install_ddp: the launcher imports check_ddp_script alone
+    from .script_shim import ScriptCoordinator
+
+UNSUPPORTED_NAMES = {
+    "register_comm_hook": "registers another DDP communication hook (its own, or DDP's optimizer in backward); "
+                          "crossover needs that hook to start each bucket's all-reduce without waiting: remove it to "
+                          "run the script in a crossover group",
+    "_register_builtin_comm_hook": "registers a built-in DDP communication hook; crossover needs that hook to start "
+                                   "each bucket's all-reduce without waiting: remove it to run the script in a "
+                                   "crossover group",
+    "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
+                     "through communication: use BatchNorm (DDP broadcasts its statistics) to run it in a crossover "
+                     "group",
+}
+
+# DDP options that bring their own reduction
+UNSUPPORTED_OPTIONS = {
+    "mixed_precision": "installs its own communication hook: not supported in a crossover group",
+    "delay_all_reduce_named_params": "reduces those parameters outside DDP's communication hook: not supported in "
+                                     "a crossover group",
+}
+
+# torch.distributed calls that block until every rank has joined them
+BLOCKING_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "broadcast", "barrier", "monitored_barrier",
+                        "all_gather", "all_gather_into_tensor", "all_gather_coalesced", "reduce", "gather", "scatter",
+                        "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
+                        "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list",
+                        "send", "recv")
+
+GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
+                    "clip_grads_with_norm_")
+
+
+class ScriptRefused(XoverError):
+    """A script that cannot run in a crossover group as a DDP script."""
+
+
+# ------------------------------------------------------------------------------ before it starts
+
+def check_ddp_script(script: str | os.PathLike) -> None:
+    """Refuse a script that cannot be crossed over as a DDP script; the message names the script."""
+    path = Path(script)
+    names = _names_used(path, set())
+    if "DistributedDataParallel" not in names:
+        raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
+                            f"it that it imports); --engine torch crosses over DDP scripts: wrap the model in "
+                            f"torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine horovod)")
+    for name, problem in UNSUPPORTED_NAMES.items():
+        if name in names:
+            raise ScriptRefused(f"--script {script}: {problem}")
+
+
+def _names_used(path: Path, seen: set[Path]) -> set[str]:
+    """Every name and attribute the file uses, and those of the local modules it imports."""
+    path = path.resolve()
+    if path in seen:
+        return set()
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except OSError as error:
+        raise ScriptRefused(f"--script {path}: cannot read it: {error.strerror}") from None
+    except (SyntaxError, ValueError) as error:
+        where = f" line {error.lineno}" if getattr(error, "lineno", None) else ""
+        raise ScriptRefused(f"--script {path}:{where}: not valid Python: {getattr(error, 'msg', error)}") from None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.name.rsplit(".", 1)[-1] for alias in node.names)
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                modules = [node.module] if node.module and not node.level else []
+            for module in modules:
+                local = _local_module(path.parent, module)
+                if local is not None:
+                    names |= _names_used(local, seen)
+    return names
+
+
+def _local_module(folder: Path, module: str) -> Path | None:
+    base = folder.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _script_from_argv() -> str | None:
+    # `python -m xover.runtime.script_shim torch SCRIPT ARGS`: install_ddp runs before argv is rewritten
+    return sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "torch" else None
+
+
+def _refuse(script: str | None, problem: str) -> NoReturn:
+    print(f"xover: {script or 'the script'}: {problem}", file=sys.stderr, flush=True)
+    raise SystemExit(ScriptRefused.exit_code)
+
+
+# ------------------------------------------------------------------------------ inside the job
+
+def install_ddp(script: str | None = None) -> "ScriptCoordinator":
+    """Check the script, then adapt DistributedDataParallel and torch.optim so that the script's DDP
+    model takes crossover turns; rank, local rank and world size come from torchrun's environment."""
+    from .script_shim import ScriptCoordinator
+
+    script = script or _script_from_argv()
+    if script is not None:
+        try:
+            check_ddp_script(script)
+        except ScriptRefused as error:
+            print(f"xover: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(error.exit_code) from None
+    coordinator = ScriptCoordinator(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("RANK", "0")),
+                                    int(os.environ.get("WORLD_SIZE", "1")), "torch")
+    DDPCrossover(coordinator, script).install()
+    return coordinator
+
+
+class _Reduction:
+    """The communication hook's state for one DDP model."""
+
+    def __init__(self, process_group, world_size: int) -> None:
+        self.process_group = process_group
+        self.scale = 1.0 / world_size  # DDP's own factor: a double, applied in the gradient's dtype
+        self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
+        self.buffers_in_sync: tuple | None = None  # buffer identities and versions when last made equal
+
+
+class DDPCrossover:
+    """The adaptations of DDP, torch.optim and torch.distributed for one job's process."""
+
+    def __init__(self, coordinator: "ScriptCoordinator", script: str | None) -> None:
+        self.coordinator = coordinator
+        self.script = script
+        self.models: weakref.WeakSet = weakref.WeakSet()  # DDP models the script built
+        self.pending: list = []  # all-reduces started and not waited for yet
+
+    def install(self) -> None:
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import distributed as ddp_module
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self.torch, self.dist = torch, dist
+        self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below
+        ddp_class = ddp_module.DistributedDataParallel
+        self._adapt_constructor(ddp_class)
+        self._adapt_forward(ddp_class)
+        self._adapt_sink(ddp_module._DDPSink)
+        self._register_comm_hook = ddp_class.register_comm_hook
+        for name in ("register_comm_hook", "_register_builtin_comm_hook"):
+            setattr(ddp_class, name, self._refusal(UNSUPPORTED_NAMES[name]))
+        register_optimizer_step_pre_hook(self._before_optimizer_step)
+        self._adapt_gradient_readers()
+        self._adapt_collectives()
+
+    # -- the turn ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def outside_turn(self):
+        """Run a collective without holding the turn, and take it back after (counted as yielded).
+        The turn server hears release then acquire: a release that re-queued at once could be granted
+        while the collective still waits for a peer rank, holding the device again."""
+        from .worker import synchronize_device
+
+        turn = self.coordinator.turn
+        if not turn.holding:
+            yield
+            return
+        synchronize_device(self.coordinator.device)
+        phase, start = turn.phase, time.perf_counter()
+        turn.release()
+        try:
+            yield
+        finally:
+            turn.acquire()
+            turn.phase = phase  # still the same compute phase
+            phase.yields += 1
+            phase.yielded_s += time.perf_counter() - start
+
+    def settle(self) -> None:
+        """Before anything reads the gradients: wait for the all-reduces, then make now the collectives
+        DDP would make at the next forward (bucket rebuild, buffer broadcast) - outside the turn."""
+        from .engines import wait_without_spinning
+
+        due = [model for model in list(self.models) if self._rebuild_due(model) or self._buffers_due(model)]
+        if not self.pending and not due:
+            return
+        with self.outside_turn():
+            for work in self.pending:
+                wait_without_spinning(work.is_completed)
+                work.wait()  # raises if the all-reduce failed (a peer rank died)
+            self.pending.clear()
+            for model in due:
+                if self._rebuild_due(model) and model.reducer._rebuild_buckets():
+                    model._has_rebuilt_buckets = True
+                if self._buffers_due(model):
+                    self._broadcast_buffers(model)
+                    model._xover_reduction.buffers_in_sync = self._buffer_state(model)
+
+    # -- DDP ----------------------------------------------------------------------------------
+    def _adapt_constructor(self, ddp_class) -> None:
+        original = ddp_class.__init__
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def __init__(model, *args, **kwargs):  # noqa: N807 - stands in for DDP's constructor
+            bound = signature.bind(model, *args, **kwargs)
+            for option, problem in UNSUPPORTED_OPTIONS.items():
+                if bound.arguments.get(option) is not None:
+                    _refuse(self.script, f"DDP({option}=...) {problem}")
+            bound.arguments["gradient_as_bucket_view"] = True
+            with self.outside_turn():  # construction broadcasts the parameters from rank 0
+                original(*bound.args, **bound.kwargs)
+            self._adopt(model)
+
+        ddp_class.__init__ = __init__
+
+    def _adopt(self, model) -> None:
+        torch = self.torch
+        if model._use_python_reducer:
+            _refuse(self.script, "DDP runs the compiled python reducer (torch._dynamo optimize_ddp='python_reducer'), "
+                                 "which reduces without DDP's communication hook: not supported in a crossover group")
+        if any(isinstance(module, torch.nn.SyncBatchNorm) for module in model.module.modules()):
+            _refuse(self.script, UNSUPPORTED_NAMES["SyncBatchNorm"])
+        reduction = _Reduction(model.process_group, model.process_group.size())
+        model._xover_reduction = reduction
+        self._register_comm_hook(model, reduction, self._start_all_reduce)  # DDP's own, not the stand-in
+        self.models.add(model)
+        self.coordinator.attach(list(model.module.parameters()), self.settle)
+
+    def _start_all_reduce(self, state, bucket):  # no annotations: DDP checks them against its own types
+        """DDP's communication hook: scale as DDP does, all-reduce by sum without waiting, done already."""
+        buffer = bucket.buffer()
+        buffer.mul_(state.scale)
+        self.pending.append(self.all_reduce(buffer, group=state.process_group, async_op=True))
+        state.reduced = True
+        future = self.torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else self.torch.futures.Future()
+        future.set_result(buffer)
+        return future
+
+    def _adapt_forward(self, ddp_class) -> None:
+        original_pre_forward, original_sync_buffers = ddp_class._pre_forward, ddp_class._sync_buffers
+        self._broadcast_buffers = original_sync_buffers  # DDP's own, for settle()
+
+        @functools.wraps(original_pre_forward)
+        def _pre_forward(model, *inputs, **kwargs):
+            if model in self.models:
+                if model._join_config.enable:
+                    _refuse(self.script, "uneven inputs with Join change the divisor of every reduction: not "
+                                         "supported in a crossover group")
+                if self.torch.is_grad_enabled() and self._rebuild_due(model):
+                    with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
+                        return original_pre_forward(model, *inputs, **kwargs)
+            return original_pre_forward(model, *inputs, **kwargs)
+
+        @functools.wraps(original_sync_buffers)
+        def _sync_buffers(model):
+            reduction = getattr(model, "_xover_reduction", None)
+            if reduction is not None and not hasattr(model, "buffer_hook") \
+                    and reduction.buffers_in_sync == self._buffer_state(model):
+                return  # the same buffers, unchanged since they were made equal on every rank
+            with self.outside_turn():
+                original_sync_buffers(model)
+            if reduction is not None:
+                reduction.buffers_in_sync = self._buffer_state(model)
+
+        ddp_class._pre_forward, ddp_class._sync_buffers = _pre_forward, _sync_buffers
+
+    def _adapt_sink(self, sink_class) -> None:
+        """_DDPSink is in the graph exactly when DDP waits at the end of backward (unused-parameter map,
+        a static graph's first iteration): its backward runs first and queues the turn's release
+        ahead of DDP's finalisation, so that wait happens outside the turn."""
+        original_backward = sink_class.backward
+        queue_callback = self.torch.autograd.Variable._execution_engine.queue_callback
+
+        def backward(ctx, *grad_outputs):
+            model = ctx.ddp_weakref()
+            if model is not None and model in self.models:
+                queue_callback(self.coordinator._after_backward)
+            return original_backward(ctx, *grad_outputs)
+
+        sink_class.backward = staticmethod(backward)
+
+    def _rebuild_due(self, model) -> bool:
+        """DDP rebuilds its buckets once, in the order the first backward produced the gradients."""
+        return (not model._has_rebuilt_buckets and model._xover_reduction.reduced
+                and (model.static_graph or not model.find_unused_parameters))
+
+    def _buffers_due(self, model) -> bool:
+        """DDP would broadcast the buffers at the next forward, and they changed since last made equal."""
+        return (not hasattr(model, "buffer_hook") and not model._join_config.enable
+                and model._check_sync_bufs_pre_fwd()
+                and model._xover_reduction.buffers_in_sync != self._buffer_state(model))
+
+    @staticmethod
+    def _buffer_state(model) -> tuple:
+        model._assign_modules_buffers()  # what DDP broadcasts, as it finds them itself
+        return tuple((id(buffer), buffer._version) for buffer in model.modules_buffers)
+
+    def _refusal(self, problem: str):
+        def refuse(*_args, **_kwargs):
+            _refuse(self.script, problem)
+
+        return refuse
+
+    # -- torch.optim and what reads gradients -------------------------------------------------
+    def _before_optimizer_step(self, optimizer, args, kwargs):
+        if not self.models:
+            _refuse(self.script, "optimizer.step() before any DistributedDataParallel model was built: the script "
+                                 "does not train through DDP, which --engine torch crosses over")
+        self.coordinator.before_step()
+        closure = kwargs.get("closure", args[0] if args else None)
+        if not callable(closure):
+            return None
+
+        def closure_then_settle():  # LBFGS and friends read the gradients inside step()
+            loss = closure()
+            self.coordinator.before_step()
+            return loss
+
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": closure_then_settle}
+        return (closure_then_settle, *args[1:]), kwargs
+
+    def _adapt_gradient_readers(self) -> None:
+        import torch.nn.utils
+        from torch.amp.grad_scaler import GradScaler
+        from torch.nn.utils import clip_grad
+
+        for module in (clip_grad, torch.nn.utils):
+            for name in GRADIENT_READERS:
+                original = getattr(module, name, None)
+                if original is not None and not hasattr(original, "_xover_settles"):
+                    setattr(module, name, self._settling(original))
+        GradScaler.unscale_ = self._settling(GradScaler.unscale_)
+
+    def _settling(self, reader):
+        @functools.wraps(reader)
+        def read_reduced_gradients(*args, **kwargs):
+            self.coordinator.before_step()  # the gradients are final, and this is compute: in the turn
+            return reader(*args, **kwargs)
+
+        read_reduced_gradients._xover_settles = True
+        return read_reduced_gradients
+
+    # -- torch.distributed --------------------------------------------------------------------
+    def _adapt_collectives(self) -> None:
+        dist, c10d = self.dist, self.dist.distributed_c10d
+        for name in BLOCKING_COLLECTIVES:
+            original = getattr(c10d, name, None)
+            if original is None:
+                continue
+            wrapped = self._outside_turn_when_blocking(original)
+            setattr(c10d, name, wrapped)  # calls inside torch.distributed (the *_object ones) too
+            if getattr(dist, name, None) is original:
+                setattr(dist, name, wrapped)
+
+    def _outside_turn_when_blocking(self, collective):
+        signature = inspect.signature(collective)
+        takes_async = "async_op" in signature.parameters
+
+        def asynchronous(args, kwargs) -> bool:
+            try:
+                return takes_async and bool(signature.bind_partial(*args, **kwargs).arguments.get("async_op"))
+            except TypeError:
+                return True  # wrong arguments: the collective itself says what is wrong
+
+        @functools.wraps(collective)
+        def call(*args, **kwargs):
+            if not self.coordinator.turn.holding or asynchronous(args, kwargs):
+                return collective(*args, **kwargs)
+            with self.outside_turn():
+                return collective(*args, **kwargs)
+
+        return call
