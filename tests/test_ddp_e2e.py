@@ -82,24 +82,14 @@ def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated
         assert job["iterations"] == 2 * STEPS  # a no_sync backward ends a compute phase too
 
 
-MIXED_GROUP = """
-import json, sys
-from xover.orchestrator import GroupToRun, groups_from_scripts, job_for, run_groups
-from xover.recipes import load_recipe, with_overrides
-[group] = groups_from_scripts([sys.argv[1]], sys.argv[3:], None, None, engine="torch")
-recipe = job_for(with_overrides(load_recipe(sys.argv[2]), iterations=20), engine="torch")
-result = run_groups(None, [GroupToRun(0, [*group.jobs, recipe])], ["sequential", "crossover"],
-                    show_progress=False, policies=["work-conserving", "round-robin"])
-print(json.dumps(result["jobs"]))
-"""
-
-
 def test_a_ddp_script_next_to_a_recipe(isolated_results):
-    # `xover run` takes either scripts or recipes: the group is built with the library's own functions
-    result = subprocess.run([sys.executable, "-c", MIXED_GROUP, SCRIPT, "mlp-digits", "--steps", str(STEPS),
-                             "--log-every", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    # recipes and scripts in one group: the recipes after --group, the scripts' own arguments after --
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "--script", SCRIPT,
+                             "--engine", "torch", "--mode", "all", "--policy", "all", "--iterations", "20", "--json",
+                             "--", "--steps", str(STEPS), "--log-every", "1"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    jobs = {(j["name"], j["mode"], j["policy"]): j for j in json.loads(result.stdout)}
+    jobs = {(j["name"], j["mode"], j["policy"]): j for j in json.loads(result.stdout)["jobs"]}
     assert all(job["status"] == "finished" for job in jobs.values())
     alone = _rank0_losses(jobs[("ddp_digits", "sequential", None)]["log_dir"])
     assert len(alone) == STEPS + 1
@@ -125,8 +115,6 @@ def test_a_script_without_ddp_is_refused_before_it_starts(tmp_path):
     assert line.startswith("xover: --script examples/horovod_digits.py: no DistributedDataParallel")
 
 
-@pytest.mark.xfail(strict=True, reason="needs groups_from_scripts to call ddp_shim.check_ddp_script for --engine "
-                                       "torch (the change is in the ddp-scripts report); then drop this mark")
 def test_xover_refuses_a_script_without_ddp_with_exit_2(isolated_results):
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script",
                              "examples/horovod_digits.py", "--mode", "crossover"],

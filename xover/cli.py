@@ -133,6 +133,14 @@ def hosts_or_allocation(hosts: str | None) -> str | None:
     return allocation.hosts_option()
 
 
+def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[str]]:
+    """`--group A B --script s.py -- --steps 5`: the recipes come before --, the scripts' arguments after."""
+    if "--" in sys.argv:
+        after = sys.argv[sys.argv.index("--") + 1:]
+        return targets[:len(targets) - len(after)] if after else targets, after
+    return targets, []
+
+
 def check_timeout(timeout: float | None) -> None:
     if timeout is not None and timeout <= 0:
         raise XoverError(f"--timeout must be a positive number of seconds, got {timeout:g}")
@@ -149,7 +157,8 @@ def run(
     targets: Annotated[Optional[list[str]], typer.Argument(
         help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
              "the arguments given to every script (after --).", show_default=False)] = None,
-    group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group.")] = False,
+    group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group (with "
+                     "--script too: recipes and scripts in one group).")] = False,
     scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified training script (Horovod "
                        "with --engine horovod, DistributedDataParallel with --engine torch); repeat for each job of the "
                        "group. Its arguments follow --.")] = None,
@@ -181,6 +190,7 @@ def run(
     sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
     from .run import groups_from_plan, groups_from_recipes, groups_from_scripts, modes_of, run_groups
+    from .run.jobs import unique_names
 
     with user_errors():
         modes = modes_of(mode)
@@ -189,7 +199,12 @@ def run(
         targets = targets or []
         if hosts and not group:
             raise XoverError("-H applies to --group (a plan places its groups on its own hosts; scripts run here)")
-        if scripts:
+        if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
+            recipe_targets, script_args = split_recipes_from_script_args(targets)
+            [recipes_group] = groups_from_recipes(recipe_targets, iterations, engine, np, hosts_or_allocation(hosts))
+            [scripts_group] = groups_from_scripts(scripts, script_args, np, None, engine)
+            groups = [type(recipes_group)(0, unique_names(recipes_group.jobs + scripts_group.jobs))]
+        elif scripts:
             groups = groups_from_scripts(scripts, targets, np, iterations, engine)
         elif group:
             if len(targets) < 1:

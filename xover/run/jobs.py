@@ -154,6 +154,10 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
         path = Path(script)
         if not path.is_file():
             raise XoverError(f"--script {script}: file not found")
+        if engine == "torch":
+            from ..runtime.ddp_shim import check_ddp_script
+
+            check_ddp_script(script)  # what cannot be crossed over is refused before anything starts
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         # The store keeps what ran as a recipe snapshot: the script, its arguments and content hash.
         recipe = Recipe(name=path.stem, model="script", dataset="script", batch_size=1, optimizer="script", lr=1.0,

@@ -229,8 +229,8 @@ class DDPCrossover:
     @contextlib.contextmanager
     def outside_turn(self):
         """Run a collective without holding the turn, and take it back after (counted as yielded).
-        The turn server hears release then acquire: a release that re-queued at once could be granted
-        while the collective still waits for a peer rank, holding the device again."""
+        The server hears step-out then step-in, the same phase: a yield that re-queued at once could be
+        granted while the collective still waits for a peer rank, holding the device again."""
         from .worker import synchronize_device
 
         turn = self.coordinator.turn
@@ -238,15 +238,11 @@ class DDPCrossover:
             yield
             return
         synchronize_device(self.coordinator.device)
-        phase, start = turn.phase, time.perf_counter()
-        turn.release()
+        turn.step_out()
         try:
             yield
         finally:
-            turn.acquire()
-            turn.phase = phase  # still the same compute phase
-            phase.yields += 1
-            phase.yielded_s += time.perf_counter() - start
+            turn.step_in()
 
     def settle(self) -> None:
         """Before anything reads the gradients: wait for the all-reduces, then make now the collectives
@@ -347,7 +343,7 @@ class DDPCrossover:
         def backward(ctx, *grad_outputs):
             model = ctx.ddp_weakref()
             if model is not None and model in self.models:
-                queue_callback(self.coordinator._after_backward)
+                queue_callback(self.coordinator.end_of_backward)
             return original_backward(ctx, *grad_outputs)
 
         sink_class.backward = staticmethod(backward)

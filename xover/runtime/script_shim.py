@@ -52,7 +52,7 @@ class ScriptCoordinator:
 
         def backward(*args, **kwargs):
             result = original_backward(*args, **kwargs)
-            self._after_backward()
+            self.end_of_backward()
             return result
 
         torch.autograd.backward = backward  # Tensor.backward() calls it too
@@ -77,7 +77,8 @@ class ScriptCoordinator:
         if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
             self.batch = inputs[0].shape[0]  # the outermost module sees the batch first
 
-    def _after_backward(self) -> None:
+    def end_of_backward(self) -> None:
+        """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
         if not self.attached or not self.turn.holding:
             return
         synchronize_device(self.device)
@@ -169,7 +170,7 @@ def main() -> None:
     else:
         from .ddp_shim import install_ddp
 
-        coordinator = install_ddp()
+        coordinator = install_ddp(script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:

@@ -18,7 +18,8 @@ import sys
 import time
 from typing import Callable
 
-from ..turns.protocol import ACQUIRE, BYE, GRANT, HELLO, RELEASE, YIELD, YIELD_PAGE_BYTES, yield_page_path
+from ..turns.protocol import (ACQUIRE, BYE, GRANT, HELLO, RELEASE, STEP_IN, STEP_OUT, YIELD, YIELD_PAGE_BYTES,
+                              yield_page_path)
 
 _NEVER = bytearray(YIELD_PAGE_BYTES)  # the page of a job without a server: no one ever asks to yield
 
@@ -49,6 +50,13 @@ class NoTurn:
 
     def release(self) -> None:
         self.holding = False
+
+    def step_out(self) -> None:
+        self.holding = False
+
+    def step_in(self) -> float:
+        self.holding = True
+        return 0.0
 
     def close(self) -> None:
         pass
@@ -92,9 +100,27 @@ class CrossoverToken:
         if not self.holding:
             return
         self._end_hold()
+        self._send(RELEASE)
+
+    def step_out(self) -> None:
+        """Give the device up mid-phase (for a blocking collective that needs a peer rank)."""
+        if self.holding:
+            self._end_hold()
+            self._send(STEP_OUT)
+
+    def step_in(self) -> float:
+        """Take the device back after stepping out: the same phase; returns the seconds waited."""
+        start = time.perf_counter()
+        self._ask(STEP_IN)
+        waited = time.perf_counter() - start
+        self.phase.yields += 1
+        self.phase.yielded_s += waited
+        return waited
+
+    def _send(self, message: bytes) -> None:
         if self._sock is not None:
             try:
-                self._sock.sendall(RELEASE)
+                self._sock.sendall(message)
             except OSError:
                 self._lost()
 

@@ -4,6 +4,8 @@ shared page of yield requests that a worker reads at every layer boundary withou
 worker -> server   H<device> <slot>\\n   hello: this connection is `slot` on `device`
                    A                    acquire: a new compute phase (one iteration) wants the turn
                    Y                    yield: give the turn up mid-phase and queue for it again
+                   O                    step out: give the turn up mid-phase (a blocking collective), and
+                   I                    step back in: queue for it again, the same phase
                    R                    release: the compute phase is over
                    B                    bye: the job is done with this device
 server -> worker   G                    granted
@@ -20,6 +22,7 @@ and reads its stdout: `ready`, then `event {json}` lines (lease revocations), an
 from __future__ import annotations
 
 HELLO, ACQUIRE, YIELD, RELEASE, BYE, GRANT = b"H", b"A", b"Y", b"R", b"B", b"G"
+STEP_OUT, STEP_IN = b"O", b"I"
 
 YIELD_PAGE_BYTES = 4096  # devices per host a server can ask to yield
 MAX_SLOTS = 254  # a page byte holds slot + 1

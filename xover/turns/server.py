@@ -25,8 +25,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
-from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, YIELD, YIELD_PAGE_BYTES, event_line,
-                       stats_line, yield_page_path)
+from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, STEP_IN, STEP_OUT, YIELD, YIELD_PAGE_BYTES,
+                       event_line, stats_line, yield_page_path)
 
 
 @dataclass
@@ -152,6 +152,13 @@ class TurnServer:
                     self._record(slot).yields += 1
                     self._record(slot).holds.append(held)
                 self._clear_yield(device)
+                turns.request(slot, now, new_iteration=False)
+            elif command == STEP_OUT:  # mid-phase, no new iteration; strict round robin keeps its place
+                held = turns.release(slot, now)
+                if held is not None:
+                    self._record(slot).holds.append(held)
+                self._clear_yield(device)
+            elif command == STEP_IN:
                 turns.request(slot, now, new_iteration=False)
             elif command == RELEASE:
                 held = turns.release(slot, now, end_of_phase=True)
