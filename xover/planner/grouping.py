@@ -24,12 +24,20 @@ Objective (``plan_objective``): total time saved per period,
 algorithms make saves ``P(A) + P(B) - P(A u B) > 0``, so no algorithm does worse
 than ``none``. The plan then predicts each group under the run's turn policy with
 the simulation (`predict.py`); the fluid bound only decides who is grouped.
+
+``matching`` is exact per round: clusters run dozens of copies of the same model, so
+groups are collapsed into kinds with counts and each round is a maximum-weight
+b-matching on kinds, solved with linear programming (certified upper bound) and an
+integer program over the only pairs that could beat the answer
+(``_solve_b_matching``). 2,000 jobs take seconds; ``matching_with_bounds`` returns the
+bound of each round with the groups.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -40,9 +48,9 @@ from .model import JobProfile, fluid_gain
 
 Groups = list[list[JobProfile]]
 
-# Buckets up to this many groups get the complete compatibility graph, so the
-# matching is exactly optimal; larger ones keep each group's best candidates only
-# (networkx's blossom algorithm is pure Python and cubic in the node count).
+# The earlier heuristic (``candidate_graph_matching``): buckets up to this many groups
+# get the complete compatibility graph; larger ones keep each group's best candidates
+# only (networkx's blossom algorithm is pure Python and cubic in the node count).
 DENSE_GRAPH_LIMIT = 128
 CANDIDATES_PER_GROUP = 12
 
@@ -195,7 +203,7 @@ def matching_with_bounds(jobs: Sequence[JobProfile], rules: GroupingRules | None
         groups = next_groups
         if saved <= 0:
             break
-        rounds.append(RoundBound(saved_ms=saved, upper_bound_ms=max(bound, saved), proven_optimal=proven))
+        rounds.append(RoundBound(saved_ms=saved, upper_bound_ms=bound, proven_optimal=proven))
     groups.sort(key=lambda group: group.first_index)
     return MatchingResult([group.members for group in groups], rounds)
 
@@ -239,7 +247,7 @@ PRICING_TOLERANCE = 1e-3  # in units of the largest saving of one pair
 ENTERING_PER_KIND = 2
 # Starting duals from an assignment on the groups themselves, up to this many groups per bucket
 # (a dense matrix of that side); longest-path steps for its duals.
-ASSIGNMENT_LIMIT = 5000
+ASSIGNMENT_LIMIT = 4000
 BELLMAN_FORD_STEPS = 500
 # The integer program's size limit and time limit; past either the answer is the best
 # found so far and the round is reported as not proven optimal (the bound still holds).
@@ -285,11 +293,11 @@ def _best_merges(bucket: list[_Group], rules: GroupingRules) -> _BucketMerges:
     periods = np.array([group.period_ms for group in representatives])
     solution = _solve_b_matching(counts, saving, periods)
     # Copies differ only in their iterations: pair long runs with long runs, so partners finish together.
-    queues = [sorted(indices, key=lambda index: (-_work_ms(bucket[index]), index)) for indices in members]
+    queues = [deque(sorted(indices, key=lambda index: (-_work_ms(bucket[index]), index))) for indices in members]
     pairs: list[tuple[int, int]] = []
     for (s, t), times in sorted(solution.pair_counts.items(), key=lambda item: (-saving[item[0]], item[0])):
         for _ in range(times):
-            pairs.append((queues[s].pop(0), queues[t].pop(0)))
+            pairs.append((queues[s].popleft(), queues[t].popleft()))
     return _BucketMerges(pairs, solution.upper_bound, solution.proven_optimal)
 
 
@@ -357,7 +365,7 @@ def _pair_fluid_gain(a: tuple, b: tuple) -> np.ndarray:
     shape = np.broadcast_shapes(np.shape(device_a), np.shape(device_b))
     best = np.full(shape, -np.inf)
     found = np.zeros(shape, dtype=bool)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for i, (a1, b1, c1) in enumerate(lines):
             for a2, b2, c2 in lines[i + 1:]:
                 det = a1 * b2 - a2 * b1
@@ -386,8 +394,9 @@ def _solve_b_matching(counts: np.ndarray, saving: np.ndarray, periods: np.ndarra
     """Maximise sum saving[s, t] y[s, t] over whole y >= 0 with, for every kind s,
     sum over t != s of y[s, t] + 2 y[s, s] <= counts[s].
 
-    1. The linear relaxation with column generation: the LP runs on a working set of pairs and
-       prices every other pair by its reduced cost, until none would enter.
+    1. The linear relaxation with column generation: the LP runs on a working set of pairs
+       (chosen with ``_starting_columns``) and prices every other pair by its reduced cost,
+       taking in the most negative, until its duals certify a bound next to its value.
     2. Odd-set cuts (Edmonds' blossom inequalities: a set S of kinds holding an odd number of
        groups has at most (|S| - 1) / 2 pairs inside) where the LP solution violates them; the
        whole bucket when it holds an odd number is the usual one (someone stays alone).
@@ -416,6 +425,8 @@ def _solve_b_matching(counts: np.ndarray, saving: np.ndarray, periods: np.ndarra
             if bound <= float(weight @ lp_x) + PRICING_TOLERANCE * scale:
                 break
             entering = np.nonzero(~working & (reduced < 0))[0]
+            if len(entering) == 0:
+                break
             # the most negative few: pricing everything that is negative at once swamps the LP
             most = max(ENTERING_PER_KIND * len(counts), 100)
             if len(entering) > most:
@@ -437,7 +448,7 @@ def _solve_b_matching(counts: np.ndarray, saving: np.ndarray, periods: np.ndarra
         else:
             proven = False
     pair_counts = {(int(s_all[c]), int(t_all[c])): int(incumbent[c]) for c in np.nonzero(incumbent)[0]}
-    return _BMatching(pair_counts, value, max(bound, value), proven)
+    return _BMatching(pair_counts, value, bound, proven)
 
 
 @dataclass
@@ -555,9 +566,9 @@ class _PairingProblem:
         solution[chosen] = np.round(result.x).astype(np.int64)
         if not self.feasible(solution):
             return fallback, False
-        if self.weight @ fallback > self.weight @ solution:
-            return fallback, False
-        return solution, result.status == 0
+        if result.status == 0:
+            return solution, True
+        return (fallback if self.weight @ fallback > self.weight @ solution else solution), False
 
     def feasible(self, solution: np.ndarray) -> bool:
         used = np.bincount(self.s, weights=solution, minlength=len(self.counts))
