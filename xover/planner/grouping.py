@@ -336,7 +336,7 @@ def _single_job_savings(jobs: list[JobProfile], rules: GroupingRules) -> np.ndar
     memory = np.array([job.memory_gb for job in jobs])
     saving = np.zeros((len(jobs), len(jobs)))
     for start in range(0, len(jobs), _ROW_BLOCK):
-        # the upper triangle of a block of rows (pair savings are symmetric), mirrored below
+        # from the diagonal on: the upper triangle is computed, the lower one its mirror
         rows, columns = slice(start, start + _ROW_BLOCK), slice(start, None)
         gain = _pair_fluid_gain(
             (device[rows, None], link[rows, None], lowest[rows, None]),
@@ -348,10 +348,9 @@ def _single_job_savings(jobs: list[JobProfile], rules: GroupingRules) -> np.ndar
         allowed = apart > (1.0 + rules.min_gain_margin) * together
         if rules.device_memory_gb is not None:
             allowed &= memory[rows, None] + memory[None, columns] <= rules.device_memory_gb + _MEMORY_TOLERANCE_GB
-        block = np.where(allowed, apart - together, 0.0)
-        saving[rows, columns] = block
-        saving[columns, rows] = block.T
-    return saving
+        saving[rows, columns] = np.where(allowed, apart - together, 0.0)
+    upper = np.triu(saving)
+    return upper + np.triu(upper, 1).T
 
 
 def _pair_fluid_gain(a: tuple, b: tuple) -> np.ndarray:
