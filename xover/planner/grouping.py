@@ -322,8 +322,8 @@ def _kind_savings(representatives: list[_Group], counts: np.ndarray, rules: Grou
     return saving
 
 
-# Rows of the pair matrix computed at once (bounds the temporaries of the vectorised fluid bound).
-_ROW_BLOCK = 256
+# Entries of the pair matrix computed at once (bounds the temporaries of the vectorised fluid bound).
+_BLOCK_ENTRIES = 1 << 19
 
 
 def _single_job_savings(jobs: list[JobProfile], rules: GroupingRules) -> np.ndarray:
@@ -334,10 +334,12 @@ def _single_job_savings(jobs: list[JobProfile], rules: GroupingRules) -> np.ndar
     link = np.array([job.link_share for job in jobs])
     lowest = np.array([1.0 / job.max_slowdown if job.max_slowdown else 0.0 for job in jobs])
     memory = np.array([job.memory_gb for job in jobs])
-    saving = np.zeros((len(jobs), len(jobs)))
-    for start in range(0, len(jobs), _ROW_BLOCK):
-        # from the diagonal on: the upper triangle is computed, the lower one its mirror
-        rows, columns = slice(start, start + _ROW_BLOCK), slice(start, None)
+    size = len(jobs)
+    saving = np.zeros((size, size))
+    block_rows = max(1, _BLOCK_ENTRIES // max(1, size))
+    for start in range(0, size, block_rows):
+        # from the diagonal on: the upper triangle is computed, the lower one is its mirror
+        rows, columns = slice(start, start + block_rows), slice(start, None)
         gain = _pair_fluid_gain(
             (device[rows, None], link[rows, None], lowest[rows, None]),
             (device[None, columns], link[None, columns], lowest[None, columns]),
@@ -349,8 +351,10 @@ def _single_job_savings(jobs: list[JobProfile], rules: GroupingRules) -> np.ndar
         if rules.device_memory_gb is not None:
             allowed &= memory[rows, None] + memory[None, columns] <= rules.device_memory_gb + _MEMORY_TOLERANCE_GB
         saving[rows, columns] = np.where(allowed, apart - together, 0.0)
-    upper = np.triu(saving)
-    return upper + np.triu(upper, 1).T
+        diagonal = saving[rows, rows]
+        saving[rows, rows] = np.triu(diagonal) + np.triu(diagonal, 1).T
+        saving[rows, :start] = saving[:start, rows].T
+    return saving
 
 
 def _pair_fluid_gain(a: tuple, b: tuple) -> np.ndarray:
