@@ -471,8 +471,8 @@ class _PairingProblem:
         kinds = len(self.counts)
         # a pair of one kind puts 2 in that kind's row: coo sums duplicate entries
         entry_columns = np.concatenate([np.arange(len(chosen))] * 2)
-        degree = coo_matrix((np.ones(2 * len(chosen)), (np.concatenate([self.s[chosen], self.t[chosen]]), entry_columns)),
-                            shape=(kinds, len(chosen)))
+        entry_rows = np.concatenate([self.s[chosen], self.t[chosen]])
+        degree = coo_matrix((np.ones(2 * len(chosen)), (entry_rows, entry_columns)), shape=(kinds, len(chosen)))
         blocks = [degree]
         for inside in cuts:
             within = np.nonzero(inside[self.s[chosen]] & inside[self.t[chosen]])[0]
