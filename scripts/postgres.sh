@@ -14,6 +14,8 @@ set -euo pipefail
 
 say() { echo "postgres.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
+# shellcheck source=scripts/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 bindir() {
   local dir
@@ -24,18 +26,6 @@ bindir() {
 
 # apt-get install without letting the package start the system's own cluster on port 5432
 # (a policy-rc.d that denies starts, for the duration of the install only, unless one exists)
-apt_install() {
-  local policy=/usr/sbin/policy-rc.d placed=0 rc=0
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && placed=1
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1 || {
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1
-  } || rc=$?
-  [ "$placed" = 1 ] && rm -f "$policy"
-  return "$rc"
-}
 
 install() {
   [ -n "$(bindir)" ] && return 0

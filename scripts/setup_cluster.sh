@@ -24,26 +24,13 @@ if ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 
-# The emulated hosts start their own sshd inside their namespaces. The package's own service would listen
-# on every address of this machine, so it must not start: a policy-rc.d that refuses (only for this
-# install, and only when the system has none of its own) keeps invoke-rc.d from starting it.
+# The emulated hosts start their own sshd inside their namespaces; the package's own service would listen
+# on every address of this machine, so it must not start (apt_install sees to that).
 sshd_was_installed=0
 [ -x /usr/sbin/sshd ] && sshd_was_installed=1
-temporary_policy=""
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  temporary_policy=/usr/sbin/policy-rc.d
-  printf '#!/bin/sh\nexit 101\n' > "$temporary_policy"
-  chmod 755 "$temporary_policy"
-  trap 'rm -f "$temporary_policy"' EXIT
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
-# the package lists are fetched once: only when apt does not know the packages yet
-if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then
-  apt_get update -q >/dev/null
-fi
-apt_get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+# shellcheck source=scripts/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+apt_install "${missing[@]}" || { echo "emulated cluster: apt-get install ${missing[*]} failed" >&2; exit 1; }
 echo "emulated cluster: installed ${missing[*]}"
 
 # Under systemd, the package enables ssh.service for the next boot too; the daemon was installed for the

@@ -26,28 +26,15 @@ START_TIMEOUT_S=${XOVER_SLURM_START_TIMEOUT_S:-60}
 
 say() { echo "slurm.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
+# shellcheck source=scripts/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 need_root() {
   [ "$(id -u)" = 0 ] || die "must run as root (slurmd starts jobs as their user; munge and slurm run as root here)"
 }
 
-# apt-get install without letting the packages start their own daemons (no systemd here; a stray
-# system munged or slurmctld would compete with ours): a policy-rc.d that denies starts, for the
-# duration of the install only, unless the machine already has one.
-apt_install() {
-  local policy=/usr/sbin/policy-rc.d placed=0
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && placed=1
-  fi
-  local rc=0
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1 || {
-    # a fresh machine has no package lists yet
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1
-  } || rc=$?
-  [ "$placed" = 1 ] && rm -f "$policy"
-  return "$rc"
-}
+# (apt_install keeps the packages from starting their own daemons: a stray system munged or slurmctld
+# would compete with ours)
 
 install_packages() {
   local missing=0 tool

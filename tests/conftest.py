@@ -23,3 +23,20 @@ def horovod_available() -> bool:
 
 
 needs_horovod = pytest.mark.skipif(os.environ.get("XOVER_SKIP_E2E") == "1", reason="XOVER_SKIP_E2E=1")
+
+
+@pytest.fixture
+def no_emulated_cluster_yet():
+    """Tests that build their own emulated cluster: skipped without its requirements on a developer's
+    machine, failed under CI=true; refused when one is already up (they would take it down)."""
+    from xover.launch import cluster
+
+    problems = cluster.missing_requirements()
+    if problems:
+        message = "emulated cluster unavailable: " + "; ".join(problems)
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    if cluster.read_state() is not None or cluster.live_namespaces():
+        pytest.fail("an emulated cluster is already up on this machine; these tests build their own: "
+                    "`xover cluster down` first")

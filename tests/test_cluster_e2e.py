@@ -56,16 +56,8 @@ dist.destroy_process_group()
 
 
 @pytest.fixture(autouse=True)
-def cluster_possible():
-    problems = cluster.missing_requirements()
-    if problems:
-        message = "emulated cluster unavailable: " + "; ".join(problems)
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    if cluster.read_state() is not None or cluster.live_namespaces():
-        pytest.fail("an emulated cluster is already up on this machine; these tests build their own: "
-                    "`xover cluster down` first")
+def cluster_possible(no_emulated_cluster_yet):
+    """Every test here builds its own cluster (tests/conftest.py says when it cannot)."""
 
 
 @pytest.fixture

@@ -26,16 +26,7 @@ TWO_HOSTS = "xo-h1:1,xo-h2:1"
 
 
 @pytest.fixture
-def emulated(isolated_results):
-    problems = cluster.missing_requirements()
-    if problems:
-        message = "emulated cluster unavailable: " + "; ".join(problems)
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    if cluster.read_state() is not None or cluster.live_namespaces():
-        pytest.fail("an emulated cluster is already up on this machine: `xover cluster down` first")
-
+def emulated(isolated_results, no_emulated_cluster_yet):
     def up(rate: str = "1gbit") -> None:
         if cluster.read_state() is not None:
             cluster.cluster_down()
