@@ -43,6 +43,7 @@ from xover.turns.service import runtime_dir  # noqa: E402
 XOVER = [sys.executable, "-m", "xover"]
 JOBS = ("mlp-digits", "resnet-digits")
 ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each other alone
+FAULTS = ("kill-rank", "stop-rank", "kill-xover")
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
 
 
@@ -71,8 +72,31 @@ def _workers(experiment: str) -> list[tuple[int, str]]:
     return found
 
 
+def _private_namespaces(pids: list[int]) -> set[str]:
+    """The network namespaces that processes left by a run keep alive, other than this machine's own and the
+    emulated cluster's (which outlive runs by design): a run's shaped link lives exactly as long as these."""
+    kept = {os.readlink("/proc/self/ns/net")}
+    for name in cluster.live_namespaces():
+        try:
+            kept.add(_namespace_id(name))
+        except OSError:
+            pass
+    found = set()
+    for pid in pids:
+        try:
+            found.add(os.readlink(f"/proc/{pid}/ns/net"))
+        except OSError:
+            continue
+    return found - kept
+
+
+def _namespace_id(name: str) -> str:
+    """'net:[inode]' of a named namespace, as /proc/PID/ns/net reads."""
+    return f"net:[{os.stat(cluster.NETNS_RUN / name).st_ino}]"
+
+
 def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder: Path) -> dict:
-    fault = rng.choice(["kill-rank", "stop-rank", "kill-xover"])
+    fault = FAULTS[number % len(FAULTS)]  # in turn, so that a few trials already meet each
     mode = rng.choice(["crossover", "concurrent"])
     db = folder / f"trial{number}.db"
     recipes = folder / "recipes"
@@ -82,7 +106,8 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         lines = [f"iterations = {count}" if line.startswith("iterations") else
                  "eval_interval = 0" if line.startswith("eval_interval") else line for line in text.splitlines()]
         (recipes / f"{name}.toml").write_text("\n".join(lines) + "\n")
-    hosts = ["-H", "xo-h1:1,xo-h2:1"] if on_cluster else []
+    shaped = not on_cluster and rng.random() < 0.5  # a private shaped network, which must go with the run
+    hosts = ["-H", "xo-h1:1,xo-h2:1"] if on_cluster else ["--bandwidth", "1gbit"] if shaped else []
     command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
                "--mode", mode, "--engine", engine, "--timeout", "120", "--json"]
     env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
@@ -112,6 +137,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         while time.time() < ended + 30 and _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0]:
             time.sleep(0.5)
     stopped = [pid for pid in tagged_processes(experiment)]
+    namespaces = _private_namespaces(stopped)
     for pid in stopped:  # count them, then do not leave them for the next trial
         for sig in (signal.SIGCONT, signal.SIGKILL):
             try:
@@ -133,10 +159,11 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     leases.release()
     not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
         _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
-    return {"trial": number, "fault": fault, "mode": mode, "engine": engine, "hosts": "cluster" if on_cluster else "local",
+    return {"trial": number, "fault": fault, "mode": mode, "engine": engine,
+            "hosts": "cluster" if on_cluster else "local shaped" if shaped else "local",
             "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
             "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
-            "leases": len(busy), "namespaces": 0, "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
+            "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
             "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
 
 
@@ -169,7 +196,7 @@ def main() -> None:
             cluster.cluster_down()
     leftover_namespaces = [ns for ns in cluster.live_namespaces()] if built else []
     print(f"\n{len(results)} trials ({sum(r.get('hosts') == 'cluster' for r in results)} on two emulated hosts); "
-          f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in ("kill-rank", "stop-rank", "kill-xover")))
+          f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in FAULTS))
     for key in COUNTS:
         print(f"  {key:14} {sum(r.get(key, 0) for r in results)}")
     print(f"  namespaces left after the cluster went down: {len(leftover_namespaces)}")

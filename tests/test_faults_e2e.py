@@ -215,3 +215,14 @@ def _trace(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
     return path
+
+
+def test_the_fault_injection_suite_in_short_finds_nothing_left(tmp_path):
+    """bench/chaos.py, one trial of each fault on this machine (the full 50 are `make chaos`): it exits 1
+    when any stall, orphan, stale socket, lease or namespace, non-terminal row or lost metric is found."""
+    done = subprocess.run([sys.executable, "bench/chaos.py", "--trials", "3", "--no-cluster", "--seed", "3"],
+                          capture_output=True, text=True, timeout=900, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    trials = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(t["fault"] for t in trials) == ["kill-rank", "kill-xover", "stop-rank"]
+    assert "3 trials" in done.stdout

@@ -9,6 +9,7 @@ import functools
 import importlib.util
 import random
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from unittest.mock import patch
 
@@ -167,23 +168,19 @@ SOLVER_PATHS = {
 }
 
 
-def _patched(settings_: dict):
-    patches = [patch.object(grouping, name, value) for name, value in settings_.items()]
-    for one in patches:
-        one.start()
-    return patches
+def _solved(switches: dict, jobs, rules):
+    """matching_with_bounds with the module's switches (a solver path, SOLVER_PATHS) set for the call."""
+    with ExitStack() as stack:
+        for name, value in switches.items():
+            stack.enter_context(patch.object(grouping, name, value))
+        return grouping.matching_with_bounds(jobs, rules)
 
 
 @pytest.mark.parametrize("path", SOLVER_PATHS)
 @settings(max_examples=60, deadline=None)
 @given(jobs=copies_of_few_kinds(), rules=rules_strategy)
 def test_matching_is_optimal_on_copies_of_few_kinds(path, jobs, rules):
-    patches = _patched(SOLVER_PATHS[path])
-    try:
-        result = grouping.matching_with_bounds(jobs, rules)
-    finally:
-        for one in patches:
-            one.stop()
+    result = _solved(SOLVER_PATHS[path], jobs, rules)
     _check_groups(result.groups, jobs, rules)
     optimum = _best_pairing(jobs, rules)
     assert plan_objective(result.groups) == pytest.approx(optimum, abs=1e-6)
@@ -195,12 +192,7 @@ def test_matching_is_optimal_on_copies_of_few_kinds(path, jobs, rules):
 @settings(max_examples=60, deadline=None)
 @given(jobs=copies_of_few_kinds(max_kinds=11, max_copies=1), rules=rules_strategy)
 def test_matching_is_optimal_on_distinct_jobs(path, jobs, rules):
-    patches = _patched(SOLVER_PATHS[path])
-    try:
-        result = grouping.matching_with_bounds(jobs, rules)
-    finally:
-        for one in patches:
-            one.stop()
+    result = _solved(SOLVER_PATHS[path], jobs, rules)
     _check_groups(result.groups, jobs, rules)
     optimum = _best_pairing(jobs, rules)
     assert plan_objective(result.groups) == pytest.approx(optimum, abs=1e-6)
@@ -222,13 +214,8 @@ def test_matching_is_optimal_with_protections_link_and_cpu_costs(jobs, rules):
 def test_the_bound_holds_when_the_integer_program_may_not_grow(jobs, rules):
     # Without room for the pairs that could beat the first answer, the round is not proven
     # optimal, but the rules still hold and the bound still bounds the optimum.
-    patches = _patched({"ALL_COLUMNS_LIMIT": 0, "ASSIGNMENT_LIMIT": 0, "STARTING_PARTNERS": 1,
-                        "MILP_COLUMN_LIMIT": 0})
-    try:
-        result = grouping.matching_with_bounds(jobs, rules)
-    finally:
-        for one in patches:
-            one.stop()
+    result = _solved({"ALL_COLUMNS_LIMIT": 0, "ASSIGNMENT_LIMIT": 0, "STARTING_PARTNERS": 1, "MILP_COLUMN_LIMIT": 0},
+                     jobs, rules)
     _check_groups(result.groups, jobs, rules)
     optimum = _best_pairing(jobs, rules)
     assert plan_objective(result.groups) <= optimum + 1e-6

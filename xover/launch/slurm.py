@@ -335,27 +335,12 @@ def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = N
                         ("CPUs per task", cpus_per_task)):
         if value is not None and value < 1:
             raise SlurmError(f"{name} must be a positive integer, not {value}")
-    args = [_command("sbatch"), "--parsable", f"--nodes={nodes}"]
-    if tasks_per_node:
-        args.append(f"--ntasks-per-node={tasks_per_node}")
-    if gpus_per_node:
-        args.append(f"--gpus-per-node={gpus_per_node}")
-    if cpus_per_task:
-        args.append(f"--cpus-per-task={cpus_per_task}")
-    if exclusive:
-        args.append("--exclusive")
-    if partition:
-        args.append(f"--partition={partition}")
-    if account:
-        args.append(f"--account={account}")
-    if time_limit:
-        args.append(f"--time={check_time_limit(time_limit)}")
-    if job_name:
-        args.append(f"--job-name={job_name}")
-    if output:
-        args.append(f"--output={output}")
-    if workdir:
-        args.append(f"--chdir={workdir}")
+    options = {"--ntasks-per-node": tasks_per_node, "--gpus-per-node": gpus_per_node,
+               "--cpus-per-task": cpus_per_task, "--partition": partition, "--account": account,
+               "--time": time_limit and check_time_limit(time_limit), "--job-name": job_name,
+               "--output": output, "--chdir": workdir}
+    args = [_command("sbatch"), "--parsable", f"--nodes={nodes}", *(["--exclusive"] if exclusive else []),
+            *(f"{flag}={value}" for flag, value in options.items() if value)]
     args += list(extra_args)
     text: str | None = None
     if isinstance(script, Path) or (isinstance(script, str) and not script.startswith("#!")):
