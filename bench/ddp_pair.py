@@ -5,8 +5,8 @@ shared link, with the figures of bench/crossover_pair.py (per job and mode; aggr
 sequential and concurrent; the model on this run's sequential medians - the fluid bound, each
 policy's prediction, strict round robin's period; parity):
   ddp_digits + ddp_digits   two copies of the script (`xover run --script S --script S`)
-  ddp_digits + RECIPE       the script next to a recipe, in one group (built with the library's
-                            functions: `xover run` takes scripts or recipes, not both)
+  ddp_digits + RECIPE       the script next to a recipe, in one group
+                            (`xover run --group RECIPE --script SCRIPT`)
 The script's length is calibrated first (a short sequential run of each job alone) so that it
 lasts longer than its partner alone, by `--margin`: it overlaps its partner for the whole run, and
 the aggregate is measured over the time both ran past their warm-up.
@@ -47,27 +47,10 @@ def xover(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-MIXED_GROUP = """
-import json, sys
-from xover.orchestrator import GroupToRun, groups_from_scripts, job_for, run_groups
-from xover.recipes import load_recipe, with_overrides
-script, recipe, iterations, bandwidth, modes, *script_args = sys.argv[1:]
-[group] = groups_from_scripts([script], script_args, None, None, engine="torch")
-partner = job_for(with_overrides(load_recipe(recipe), iterations=int(iterations)), engine="torch")
-result = run_groups(None, [GroupToRun(0, [*group.jobs, partner])], modes.split(","), bandwidth=bandwidth,
-                    show_progress=False, command="bench/ddp_pair.py", policies=["work-conserving", "round-robin"])
-print(json.dumps(result))
-"""
-
-
-def run_with_recipe(recipe: str, iterations: int, bandwidth: str, modes: str, script_args: list[str]) -> dict:
-    print(f"$ (library) group {SCRIPT} + {recipe}  --engine torch --bandwidth {bandwidth} --mode {modes} "
-          f"--policy all -- {shlex.join(script_args)}", flush=True)
-    result = subprocess.run([sys.executable, "-c", MIXED_GROUP, SCRIPT, recipe, str(iterations), bandwidth, modes,
-                             *script_args], capture_output=True, text=True, cwd=ROOT)
-    if result.returncode != 0:
-        sys.exit(result.stderr[-4000:])
-    return json.loads(result.stdout)
+def run_with_recipe(recipe: str, iterations: int, bandwidth: str, mode: str, script_args: list[str]) -> dict:
+    """The script and a recipe in one group: `xover run --group RECIPE --script SCRIPT -- ARGS`."""
+    return xover("run", "--engine", "torch", "--group", recipe, "--script", SCRIPT, "--iterations", str(iterations),
+                 "--bandwidth", bandwidth, "--mode", mode, "--policy", "all", "--", *script_args)
 
 
 def calibrate(recipe: str, iterations: int, bandwidth: str, script_args: list[str], margin: float) -> int:
@@ -170,8 +153,7 @@ def main() -> None:
     summary.append(("ddp_digits + ddp_digits", *report_group(report, args.bandwidth)))
 
     steps = calibrate(args.recipe, args.iterations, args.bandwidth, script_args, args.margin)
-    report = run_with_recipe(args.recipe, args.iterations, args.bandwidth, "sequential,concurrent,crossover",
-                             [*script_args, "--steps", str(steps)])
+    report = run_with_recipe(args.recipe, args.iterations, args.bandwidth, "all", [*script_args, "--steps", str(steps)])
     summary.append((f"ddp_digits + {args.recipe}", *report_group(report, args.bandwidth)))
 
     print(f"\n{'group':34} {'xover/seq':>9} {'xover/conc':>10} {'bound':>6} {'of bound':>8}   (work-conserving)")

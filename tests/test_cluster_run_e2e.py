@@ -1,6 +1,7 @@
 """xover across hosts of an emulated cluster (real namespaces, NICs, sshd; horovodrun -H and torchrun
 nodes over ssh; a turn server per host): crossover with exact parity for both engines, a rank killed on
-the second host, per-host shaping seen by a job, and nothing left behind.
+the second host, per-host shaping seen by a job, an unmodified DDP script across both hosts, and
+nothing left behind.
 
 Needs root and scripts/setup_cluster.sh's packages: skipped without them on a developer's machine,
 failed under CI=true.
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -39,8 +42,9 @@ def emulated(isolated_results, no_emulated_cluster_yet):
         assert not cluster.live_namespaces() and cluster.read_state() is None  # nothing left behind
 
 
-def _json(*args, timeout=900):
-    result = subprocess.run([*XOVER, *args, "--json"], capture_output=True, text=True, timeout=timeout)
+def _json(*args, timeout=900, json_flag=True):
+    result = subprocess.run([*XOVER, *args, *(["--json"] if json_flag else [])], capture_output=True, text=True,
+                            timeout=timeout)
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout)
 
@@ -135,3 +139,25 @@ def test_each_hosts_nic_shapes_a_jobs_all_reduce(emulated):
         communication[rate] = job["communication_ms"]
     print(f"mlp-synthetic (7 MB of gradients) across two hosts, exposed communication per iteration: {communication}")
     assert communication["200mbit"] > 2.5 * communication["1gbit"], communication
+
+
+def test_an_unmodified_ddp_script_takes_turns_across_two_hosts(emulated, isolated_results):
+    """torchrun's multi-node launch (one node per emulated host, over ssh) with the DDP shim: what each
+    node's rank prints under crossover is what it prints with the job alone."""
+    emulated("1gbit")
+    report = _json("run", "--script", "examples/ddp_digits.py", "--script", "examples/ddp_digits.py",
+                   "--engine", "torch", "-H", TWO_HOSTS, "--mode", "all", "--json", "--", "--steps", "15",
+                   "--log-every", "1", json_flag=False)
+    printed = {}
+    for job in report["jobs"]:
+        assert job["status"] == "finished" and job["iterations"] == 15 and job["hosts"] == TWO_HOSTS, job
+        logs = sorted(Path(job["log_dir"]).glob("ranks/**/stdout.log"))
+        assert logs, job["log_dir"]
+        printed[(job["name"], job["mode"])] = [re.findall(r"loss \S+", log.read_text()) for log in logs]
+    for name in ("ddp_digits", "ddp_digits#2"):
+        assert any(printed[(name, "sequential")]), printed
+        assert printed[(name, "crossover")] == printed[(name, "sequential")]
+        assert printed[(name, "concurrent")] == printed[(name, "sequential")]
+    crossover = [j for j in report["jobs"] if j["mode"] == "crossover"]
+    assert all(j["turn_stats"]["grants"] >= 30 for j in crossover)
+    assert not tagged_processes(report["experiment"])

@@ -162,9 +162,9 @@ def run(
     scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified training script (Horovod "
                        "with --engine horovod, DistributedDataParallel with --engine torch); repeat for each job of the "
                        "group. Its arguments follow --.")] = None,
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every local "
-                  "device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group: " + HOSTS_HELP)] = None,
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every slot of -H, "
+                  "or every local device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
+    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
     mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all")] = "all",
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
     seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
@@ -197,15 +197,15 @@ def run(
         check_timeout(timeout)
         plan_body = None
         targets = targets or []
-        if hosts and not group:
-            raise XoverError("-H applies to --group (a plan places its groups on its own hosts; scripts run here)")
+        if hosts and not (group or scripts):
+            raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
         if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
             recipe_targets, script_args = split_recipes_from_script_args(targets)
             [recipes_group] = groups_from_recipes(recipe_targets, iterations, engine, np, hosts_or_allocation(hosts))
-            [scripts_group] = groups_from_scripts(scripts, script_args, np, None, engine)
+            [scripts_group] = groups_from_scripts(scripts, script_args, np, None, engine, hosts_or_allocation(hosts))
             groups = [type(recipes_group)(0, unique_names(recipes_group.jobs + scripts_group.jobs))]
         elif scripts:
-            groups = groups_from_scripts(scripts, targets, np, iterations, engine)
+            groups = groups_from_scripts(scripts, targets, np, iterations, engine, hosts_or_allocation(hosts))
         elif group:
             if len(targets) < 1:
                 raise XoverError("--group needs at least one recipe")

@@ -70,16 +70,22 @@ def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, e
     """A recipe's job on the first slots of each host of `hosts` (default: this machine)."""
     if engine not in ENGINES:
         raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
+    return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement_on(hosts, recipe.np, recipe.name),
+                   engine=engine)
+
+
+def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
+    """The first `np` slots of the hosts of a -H spec, host by host (default: this machine): host -> indices."""
     placement: dict[str, list[int]] = {}
-    left = recipe.np
-    for host, slots in parse_hosts(hosts or f"{LOCAL}:{recipe.np}"):
+    left = np
+    for host, slots in parse_hosts(hosts or f"{LOCAL}:{np}"):
         if left <= 0:
             break
         indices = placement[canonical_host(host)] = list(range(min(slots, left)))  # one spelling per host
         left -= len(indices)
     if left > 0:
-        raise XoverError(f"job '{recipe.name}' needs {recipe.np} ranks but -H {hosts} has {recipe.np - left} slots")
-    return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement, engine=engine)
+        raise XoverError(f"job '{job}' needs {np} ranks but -H {hosts} has {np - left} slots")
+    return placement
 
 
 def check_devices(jobs: list[JobSpec]) -> None:
@@ -140,15 +146,17 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
 
 
 def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None,
-                        engine: str = "horovod") -> list[GroupToRun]:
+                        engine: str = "horovod", hosts: str | None = None) -> list[GroupToRun]:
     """`xover run --script a.py --script b.py -- ARGS`: unmodified training scripts as one group, under
-    horovodrun (Horovod scripts, --engine horovod) or torchrun (DistributedDataParallel scripts, --engine torch)."""
+    horovodrun (Horovod scripts, --engine horovod) or torchrun (DistributedDataParallel scripts, --engine torch),
+    on this machine or on the hosts of `hosts` (every slot, unless --np says fewer; the script must be at the
+    same path on every host, as with horovodrun and torchrun themselves)."""
     if iterations is not None:
         raise XoverError("--iterations applies to recipes; pass the script's own option after --")
     if engine not in ENGINES:
         raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
     kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
-    np = np or local_device_count()[1]
+    np = np or (sum(slots for _, slots in parse_hosts(hosts)) if hosts else local_device_count()[1])
     jobs = []
     for script in scripts:
         path = Path(script)
@@ -164,7 +172,7 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
                         np=np, seed=0, description=f"unmodified {kind} script {script}",
                         model_options={"script": str(path), "args": args, "sha256": digest, "engine": engine},
                         path=str(path))
-        jobs.append(JobSpec(name=path.stem, recipe=recipe, devices={LOCAL: list(range(np))},
+        jobs.append(JobSpec(name=path.stem, recipe=recipe, devices=placement_on(hosts, np, path.stem),
                             script=[str(path), *args], engine=engine))
     return [GroupToRun(0, unique_names(jobs))]
 
