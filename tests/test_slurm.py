@@ -198,12 +198,14 @@ def _alive(pid: int) -> bool:
 def test_ctrl_c_while_waiting_cancels_the_job(slurm_cluster, tmp_path):
     code = ("import sys; from xover.launch.slurm import submit, wait_for; "
             "job = submit('#!/bin/bash\\nsleep 300\\n', output='/dev/null'); print(job, flush=True); "
-            "wait_for(job, poll_s=0.2)")
+            "wait_for(job, poll_s=0.2, on_change=lambda state: print(state.state, flush=True))")
     waiter = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     job = waiter.stdout.readline().strip()
     assert job.isdigit(), waiter.stderr.read()
-    _wait_until(job, "RUNNING")
+    # the interrupt must reach the waiter while it follows a running job, not before it started following
+    while (line := waiter.stdout.readline().strip()) != "RUNNING":
+        assert line, waiter.stderr.read()
     waiter.send_signal(signal.SIGINT)
     _, errors = waiter.communicate(timeout=60)
     assert waiter.returncode != 0 and "KeyboardInterrupt" in errors
