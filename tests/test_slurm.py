@@ -196,7 +196,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_ctrl_c_while_waiting_cancels_the_job(slurm_cluster, tmp_path):
-    code = ("import sys; from xover.launch.slurm import submit, wait_for; "
+    # A process started in the background by a shell inherits SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the waiter the handler a terminal's Ctrl-C meets.
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from xover.launch.slurm import submit, wait_for; "
             "job = submit('#!/bin/bash\\nsleep 300\\n', output='/dev/null'); print(job, flush=True); "
             "wait_for(job, poll_s=0.2, on_change=lambda state: print(state.state, flush=True))")
     waiter = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
