@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from xover.planner import (
     time_saved_ms,
 )
 from xover.planner.placement import place_groups, unplaceable_reason
+from xover.planner.predict import sim_job, unexplained_interference
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -143,6 +145,24 @@ def test_duration_when_one_job_finishes_first():
     left = 30 - first / together.iteration_ms["long"]
     assert group_duration_ms([short, long]) == pytest.approx(first + left * 110)
     assert sequential_duration_ms([short, long]) == 40 * 110
+
+
+def test_interference_slows_a_job_only_while_it_shares_its_devices():
+    heavy, light = job("heavy", 100, 20, link_ms=30, comm_cpu=0.2), job("light", 30, 100)
+    clean = predict_group([heavy, light])
+    sensitive = predict_group([dataclasses.replace(heavy, interference=0.3), light])
+    assert sensitive.speeds["heavy"] < clean.speeds["heavy"]
+    assert sensitive.fluid_bound == clean.fluid_bound  # the bound is the ideal, without interference
+    assert predict_group([dataclasses.replace(heavy, interference=0.3)]).speeds["heavy"] == 1.0
+
+
+@pytest.mark.parametrize("interference", [0.0, 0.15, 0.4])
+def test_interference_measured_next_to_a_partner_is_recovered(interference):
+    job_, partner = job("a", 90, 10, link_ms=25, comm_cpu=0.1), job("ref", 60, 60, link_ms=70, comm_cpu=0.3)
+    slowed = simulate([sim_job(dataclasses.replace(job_, interference=interference)), sim_job(partner)])
+    measured = slowed.jobs[0].device_ms  # what the co-run would measure: the partner's CPU and interference
+    assert measured > job_.device_ms  # the partner's communication CPU alone slows it a little
+    assert unexplained_interference(job_, partner, measured) == pytest.approx(interference, abs=0.02)
 
 
 def test_lockstep_example_from_the_model_docstring():

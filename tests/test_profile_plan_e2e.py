@@ -20,6 +20,9 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert profile["compute_ms"] > 0 and profile["iteration_ms"] > 0 and profile["samples_per_s"] > 0
         assert profile["memory_gb"] > 0 and profile["gradient_mb"] > 0
         assert 0 < profile["compute_fraction"] < 1
+        # then measured once more next to the reference partner, under crossover
+        assert profile["corun_partner"] == "mlp-balanced"
+        assert profile["corun_device_ms"] > 0 and profile["interference"] >= 0
     assert profiles["resnet-digits"]["compute_fraction"] > profiles["mlp-digits"]["compute_fraction"]
 
     again = _xover("profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--json")

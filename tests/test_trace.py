@@ -21,12 +21,12 @@ def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
 def test_reads_required_and_optional_columns(tmp_path):
     path = write(
         tmp_path,
-        "name,devices,compute_ms,comm_ms,memory_gb,data_ms,iterations\n"
-        "resnet,2,130,40,0.2,1.5,300\n"
-        "vgg, 4 , 60.5 ,150,10,,\n",
+        "name,devices,compute_ms,comm_ms,memory_gb,data_ms,iterations,interference\n"
+        "resnet,2,130,40,0.2,1.5,300,0.35\n"
+        "vgg, 4 , 60.5 ,150,10,,,\n",
     )
     assert load_trace_csv(path) == [
-        JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.5, iterations=300),
+        JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.5, iterations=300, interference=0.35),
         JobProfile("vgg", 4, 60.5, 150.0, 10.0, data_ms=0.0, iterations=100),
     ]
 
@@ -55,6 +55,7 @@ def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
         (HEADER + "\na,1,10,-1,1\n", 2, "comm_ms must be >= 0"),
         (HEADER + "\na,1,10,10,-1\n", 2, "memory_gb must be >= 0"),
         (HEADER + ",data_ms\na,1,10,10,1,-3\n", 2, "data_ms must be >= 0"),
+        (HEADER + ",interference\na,1,10,10,1,-0.1\n", 2, "interference must be >= 0"),
         (HEADER + ",iterations\na,1,10,10,1,0\n", 2, "iterations must be a whole number >= 1"),
         (HEADER + ",iterations\na,1,10,10,1,ten\n", 2, "iterations must be a whole number"),
         (HEADER + "\na,1,10,10,1\n\nb,1,10,10,1\na,2,20,20,2\n", 5, "duplicate name 'a' (first on line 2)"),

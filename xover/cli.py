@@ -262,7 +262,8 @@ def run(
 PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data ms", "data_ms"),
                    ("compute ms", "compute_ms"), ("comm ms", "comm_ms"), ("iter ms", "iteration_ms"),
                    ("compute fraction", "compute_fraction"), ("samples/s", "samples_per_s"),
-                   ("memory GB", "memory_gb"), ("grad MB", "gradient_mb"), ("reused", "reused")]
+                   ("memory GB", "memory_gb"), ("grad MB", "gradient_mb"), ("interference", "interference"),
+                   ("reused", "reused")]
 
 
 @app.command()
@@ -276,23 +277,28 @@ def profile(
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
+    corun_with: Annotated[str, typer.Option("--corun-with", help="The reference partner each job runs next to "
+                          "once, under crossover, to measure its interference (recipe file or name).")] = "mlp-balanced",
+    corun: Annotated[bool, typer.Option("--corun/--no-corun", help="Measure interference next to the reference "
+                     "partner (about doubles the time); without it predictions assume none.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
-    throughput. Profiles are stored and reused (same recipe, np, bandwidth, hardware) unless --force."""
+    throughput; then its interference: how much slower its compute is next to a partner than the
+    model explains. Profiles are stored and reused (same recipe, np, bandwidth, hardware) unless --force."""
     from .profiler import profile_recipes
 
     with user_errors():
         results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
                                   bandwidth=bandwidth, force=force, command=_command_line(),
                                   show_progress=not json_out, engine=engine, hosts=hosts_or_allocation(hosts),
-                                  wait=wait)
+                                  wait=wait, corun_with=corun_with if corun else None)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)
         return
     print_table("xover profile  (sorted: compute-heavy first, communication-heavy last)", PROFILE_COLUMNS,
-                results, digits={"compute_fraction": 2, "memory_gb": 3})
+                results, digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2})
 
 
 PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("devices", "devices"),

@@ -8,6 +8,12 @@ communication takes per iteration on top of the job's own compute (the machine's
 while it runs alone, minus its compute and xover's own share), and the layer boundaries per
 iteration. It is keyed by recipe hash, np, bandwidth, engine and a hardware fingerprint, and
 reused until `--force`.
+
+Then (unless `--no-corun`) each job runs once more, under crossover next to a reference partner
+(`mlp-balanced` unless `--corun-with`): jobs that share devices slow each other beyond taking turns
+(caches, memory bandwidth, the kernel's network work on the same cores), and how much is a property
+of the job. Its device time there, less what the model already explains, is its `interference`,
+which the predictions charge whenever it shares its devices.
 """
 
 from __future__ import annotations
@@ -125,6 +131,19 @@ def comm_cpu_ms_of(summary: dict[str, Any], load: MachineLoad | None, np: int, d
     return max(0.0, (busy * summary["iteration_ms"] - np * device_ms) / np)
 
 
+def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[IterationMetric],
+                    warmup: int) -> float | None:
+    """The job's median device time (data + compute) over its iterations after warm-up that ended
+    while its partner still ran; None when fewer than 3 did."""
+    if not partner_metrics:
+        return None
+    partner_end = max(m.wall_time for m in partner_metrics)
+    shared = [m for m in job_metrics[warmup:] if m.wall_time <= partner_end]
+    if len(shared) < 3:
+        return None
+    return statistics.median((m.data_s or 0.0) + m.compute_s for m in shared) * 1000
+
+
 def profile_dict(profile: Profile) -> dict[str, Any]:
     c = profile.data_ms + profile.compute_ms
     return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
@@ -134,6 +153,8 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "iteration_ms": profile.iteration_ms, "samples_per_s": profile.samples_per_s,
             "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
             "link_ms": profile.link_ms, "comm_cpu_ms": profile.comm_cpu_ms, "checkpoints": profile.checkpoints,
+            "corun_partner": profile.corun_partner, "corun_device_ms": profile.corun_device_ms,
+            "interference": profile.interference,
             "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
             "iterations_measured": profile.iterations, "spread": profile.spread,
             "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
@@ -158,10 +179,16 @@ def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None,
         return profile
 
 
+DEFAULT_CORUN_PARTNER = "mlp-balanced"  # balanced compute and all-reduce: a partner that does both
+
+
 def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None = None, iterations: int = 30,
                     warmup: int = 5, bandwidth: str | None = None, force: bool = False,
                     command: str = "xover profile", show_progress: bool = True,
-                    engine: str = "horovod", hosts: str | None = None, wait: bool = False) -> list[dict[str, Any]]:
+                    engine: str = "horovod", hosts: str | None = None, wait: bool = False,
+                    corun_with: str | None = DEFAULT_CORUN_PARTNER) -> list[dict[str, Any]]:
+    """Profile each recipe alone (a stored profile is reused unless `force`), then, unless
+    `corun_with` is None, measure its interference next to that partner (once per profile)."""
     from .launch.network import check_rate
     from .run.commands import lease_devices
 
@@ -170,34 +197,86 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     if bandwidth:
         bandwidth = check_rate(bandwidth)
     recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
+    partner_recipe = load_recipe(corun_with) if corun_with else None
     jobs = [job_for(recipe, hosts, engine=engine) for recipe in recipes]
     check_devices(jobs)
     link = link_of(jobs, bandwidth)
     store = open_store(db)
     hardware = hardware_fingerprint()
-    results: list[dict[str, Any]] = []
-    todo = []
-    for recipe, job in zip(recipes, jobs):
-        found = None if force else find_profile(store, recipe.hash, recipe.np, link, hardware, engine, len(job.devices))
-        if found is not None:
-            results.append({**profile_dict(found), "reused": True})
-        else:
-            todo.append((recipe, job))
-    if todo:
+
+    def stored(recipe, job) -> Profile | None:
+        return find_profile(store, recipe.hash, recipe.np, link, hardware, engine, len(job.devices))
+
+    profiles: dict[int, Profile | None] = {i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
+    alone = [i for i, found in profiles.items() if found is None]
+    corun = [i for i, found in profiles.items() if partner_recipe and (found is None or found.interference is None)]
+    measured: set[int] = set()
+    if alone or corun:
         with experiment(store, "profile", command, bandwidth, show_progress, link=link) as run:
-            lease_devices(run, [job for _, job in todo], wait)
-            for recipe, job in todo:
+            lease_devices(run, jobs, wait)
+
+            def measure_alone(recipe, job) -> Profile:
                 unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
                 with MachineLoad() as load:
                     Scheduler(run.context).run([unit], exclusive=True)
-                results.append({**_store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, engine, load),
-                                "reused": False})
-    order = {path: i for i, path in enumerate(r.path for r in recipes)}
-    return sorted(results, key=lambda r: order.get(r["recipe"], 0))
+                return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, engine, load)
+
+            for i in alone:
+                profiles[i] = measure_alone(recipes[i], jobs[i])
+                measured.add(i)
+            partners: dict[int, tuple[Any, Profile]] = {}  # np -> the partner recipe at that np, its profile
+            for i in corun:
+                recipe, job = recipes[i], jobs[i]
+                if recipe.np not in partners:
+                    partner = with_overrides(partner_recipe, np=recipe.np)
+                    partner_job = job_for(partner, job.hosts, engine=engine)
+                    partners[recipe.np] = (partner, (None if force else stored(partner, partner_job))
+                                           or measure_alone(partner, partner_job))
+                partner, partner_profile = partners[recipe.np]
+                profiles[i] = _measure_corun(run, store, recipe, job, profiles[i], partner, partner_profile,
+                                             iterations, warmup, engine)
+                measured.add(i)
+    results = [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
+    return results
+
+
+def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
+                   iterations: int, warmup: int, engine: str) -> Profile:
+    """Run `recipe` under crossover next to `partner` and store its interference on `profile`."""
+    from .planner.predict import unexplained_interference
+    from .plans import job_profile
+    from .turns.policies import DEFAULT_POLICY
+
+    # the partner runs about as long as the job would alone; only iterations while both ran count
+    partner_iterations = max(iterations, round(iterations * profile.iteration_ms / partner_profile.iteration_ms))
+    unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
+                 job_for(with_overrides(partner, iterations=partner_iterations), job.hosts,
+                         name=f"{partner.name}#partner", engine=engine)], "crossover", policy=DEFAULT_POLICY)
+    Scheduler(run.context).run([unit], exclusive=True)
+    with store.session() as session, session.begin():
+        runs = [session.get(Run, run_id) for run_id in unit.run_ids]
+        failed = [r for r in runs if r.status != "finished"]
+        if failed:
+            raise XoverError(f"measuring {recipe.name} next to {partner.name} failed ({failed[0].name}: exit "
+                             f"{failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}\n"
+                             f"(--no-corun skips this measurement)")
+        job_metrics, partner_metrics = (
+            list(session.scalars(select(IterationMetric).where(IterationMetric.run_id == r.id)
+                                 .order_by(IterationMetric.step))) for r in runs)
+        device_ms = corun_device_ms(job_metrics, partner_metrics, warmup)
+        row = session.get(Profile, profile.id)
+        row.corun_partner = partner.name
+        row.corun_device_ms = device_ms
+        row.interference = (None if device_ms is None else
+                            unexplained_interference(job_profile(recipe, row), job_profile(partner, partner_profile),
+                                                     device_ms))
+        session.flush()
+        row.recipe  # load it before the session closes
+        return row
 
 
 def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int,
-                   engine: str, load: MachineLoad | None = None) -> dict[str, Any]:
+                   engine: str, load: MachineLoad | None = None) -> Profile:
     with store.session() as session, session.begin():
         run = session.get(Run, run_id)
         if run.status != "finished":
@@ -220,4 +299,4 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
         session.add(profile)
         session.flush()
         profile.recipe = snapshot
-        return profile_dict(profile)
+        return profile

@@ -8,7 +8,11 @@ Each job i is summarised by per-iteration times measured alone:
 * ``l_i`` - how long its all-reduce keeps the link busy (``link_ms``; part of it
   overlaps backward, so l_i >= m_i);
 * ``comm_cpu_i`` - the fraction of a core its communication threads (and the
-  kernel's network work) take from whatever computes while it is in flight.
+  kernel's network work) take from whatever computes while it is in flight;
+* ``interference_i`` - how much longer its device time is next to any partner beyond
+  what the partner's communication CPU explains (caches, memory bandwidth, the
+  kernel's work on the same cores), measured by `xover profile` next to a reference
+  partner. The simulation charges it; the fluid bound, an ideal, does not.
 
 Three views of a group, from cheapest to most faithful:
 
@@ -61,6 +65,7 @@ class JobProfile:
     comm_cpu: float = 0.0  # fraction of a core its communication takes from whatever computes (CPU devices)
     checkpoint_ms: float = 1.0  # compute between two layer boundaries: how soon it can yield a turn
     max_slowdown: float | None = None  # protection: never planned (nor run) slower than this x alone
+    interference: float = 0.0  # its device time grows by this fraction next to any partner (measured)
 
     def __post_init__(self) -> None:
         problem = _profile_problem(self)
@@ -114,7 +119,7 @@ def _profile_problem(job: JobProfile) -> str | None:
         return f"devices must be a whole number >= 1, got {job.devices!r}"
     if isinstance(job.iterations, bool) or not isinstance(job.iterations, int) or job.iterations < 1:
         return f"iterations must be a whole number >= 1, got {job.iterations!r}"
-    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms", "comm_cpu", "checkpoint_ms"):
+    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms", "comm_cpu", "checkpoint_ms", "interference"):
         value = getattr(job, field_name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{field_name} must be a finite number, got {value!r}"

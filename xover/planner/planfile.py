@@ -88,6 +88,7 @@ def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
         "iterations": job.iterations,
         "comm_cpu": job.comm_cpu,
         "checkpoint_ms": job.checkpoint_ms,
+        "interference": job.interference,
     }
     for optional in ("link_ms", "max_slowdown"):
         if getattr(job, optional) is not None:
@@ -167,6 +168,7 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             comm_cpu=_number(fields.get("comm_cpu", 0.0), f"{where}.comm_cpu"),
             checkpoint_ms=_number(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
             max_slowdown=_number(fields["max_slowdown"], f"{where}.max_slowdown") if "max_slowdown" in fields else None,
+            interference=_number(fields.get("interference", 0.0), f"{where}.interference"),
         )
     except InvalidJobProfile as error:
         _fail(where, error.problem)

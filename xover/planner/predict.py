@@ -8,6 +8,7 @@ another). Simulations are memoised: a plan of many copies of a few jobs simulate
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ class GroupPrediction:
 
 def sim_job(job: JobProfile) -> SimJob:
     return SimJob(name=job.name, compute_ms=job.device_ms, comm_ms=job.comm_ms, link_ms=job.link_busy_ms,
-                  comm_cpu=job.comm_cpu, checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown)
+                  comm_cpu=job.comm_cpu, checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown,
+                  interference=job.interference)
 
 
 def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> list[float]:
@@ -47,12 +49,12 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> li
 def _key(job: JobProfile) -> tuple:
     # rounded, so that copies of a job measured apart share one simulation
     return (round(job.device_ms, 1), round(job.comm_ms, 1), round(job.link_busy_ms, 1), round(job.comm_cpu, 3),
-            round(job.checkpoint_ms, 2), job.max_slowdown)
+            round(job.checkpoint_ms, 2), job.max_slowdown, round(job.interference, 3))
 
 
 @functools.lru_cache(maxsize=4096)
 def _simulated_speeds(key: tuple, policy: str) -> tuple[float, ...]:
-    jobs = [SimJob(f"j{i}", c, m, l, cpu, checkpoint, slowdown) for i, (c, m, l, cpu, checkpoint, slowdown) in enumerate(key)]
+    jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
     result = simulate(jobs, "crossover", policy)
     return tuple(outcome.speed for outcome in result.jobs)
 
@@ -89,3 +91,12 @@ def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) 
 def sequential_duration_ms(jobs: Sequence[JobProfile]) -> float:
     """Time to run the jobs one after another, each alone on its devices."""
     return sum(job.iterations * job.solo_ms for job in jobs)
+
+
+def unexplained_interference(job: JobProfile, partner: JobProfile, measured_device_ms: float,
+                             policy: str = DEFAULT_POLICY) -> float:
+    """The fraction by which `job`'s device time, measured next to `partner` under `policy`, exceeds
+    what the simulation explains (the partner's communication CPU): the job's `interference`."""
+    plain = [dataclasses.replace(job, interference=0.0), dataclasses.replace(partner, name=f"{partner.name}#partner")]
+    expected = simulate([sim_job(p) for p in plain], "crossover", policy).jobs[0].device_ms
+    return max(0.0, measured_device_ms / expected - 1.0) if expected > 0 else 0.0

@@ -13,6 +13,8 @@ Every job alternates compute on the devices and an all-reduce on the link:
   each flow its share). The next iteration asks for the device when the all-reduce is done.
 * communication costs CPU: while a job's transfer is in flight it takes `comm_cpu` of a core from
   whatever computes on each device (Gloo and Horovod threads, the kernel's TCP work).
+* co-location costs more than that: a job's device time grows by its measured `interference`
+  whenever it shares the devices (caches, memory bandwidth), whatever the policy.
 
 All ranks of a job run in step (the same policy decisions on every device), so one device stands
 for all the devices of the group. `simulate` returns each job's iteration time and its speed
@@ -42,6 +44,7 @@ class SimJob:
     comm_cpu: float = 0.0  # fraction of a core its communication takes while in flight
     checkpoint_ms: float = 1.0  # compute between two layer boundaries (yield latency)
     max_slowdown: float | None = None
+    interference: float = 0.0  # its compute grows by this fraction next to a partner
 
     @property
     def solo_ms(self) -> float:
@@ -68,6 +71,7 @@ class JobOutcome:
     iteration_ms: float  # mean over the measured window
     speed: float  # solo_ms / iteration_ms: throughput relative to alone (1.0 = as fast as alone)
     wait_ms: float  # mean time per iteration waiting for (or yielding) the turn
+    device_ms: float = 0.0  # mean time per iteration computing (holding the turn), slowed as it was
 
 
 @dataclass
@@ -92,8 +96,10 @@ class _State:
     in_compute_phase: bool = True
     waiting_since: float | None = None
     wait_this_iteration: float = 0.0
+    computed_this_iteration: float = 0.0
     ends: list[float] = field(default_factory=list)
     waited: list[float] = field(default_factory=list)
+    computed: list[float] = field(default_factory=list)
 
     @property
     def transferring(self) -> bool:
@@ -124,7 +130,7 @@ class _Simulation:
     # -- a job's iteration --------------------------------------------------------------------
     def _start_iteration(self, index: int) -> None:
         state = self.states[index]
-        state.compute_left = state.job.compute_ms
+        state.compute_left = state.job.compute_ms * (1.0 + state.job.interference)
         state.in_compute_phase = True
         state.transfer_started = False
         if self.mode == "concurrent":
@@ -163,7 +169,8 @@ class _Simulation:
             return
         state.ends.append(self.now)
         state.waited.append(state.wait_this_iteration)
-        state.wait_this_iteration = 0.0
+        state.computed.append(state.computed_this_iteration)
+        state.wait_this_iteration = state.computed_this_iteration = 0.0
         self._start_iteration(index)
 
     # -- the turn -----------------------------------------------------------------------------
@@ -253,6 +260,7 @@ class _Simulation:
         for index, state in enumerate(self.states):
             if index in rates:
                 state.compute_left = max(0.0, state.compute_left - step * rates[index])
+                state.computed_this_iteration += step
             if state.transferring:
                 state.transfer_left = max(0.0, state.transfer_left - step * link_rate)
         self.now += step
@@ -268,8 +276,9 @@ class _Simulation:
                 continue
             iteration = (window[-1] - window[0]) / (len(window) - 1)
             waits = state.waited[skip:] or [0.0]
+            computed = state.computed[skip:] or [0.0]
             results.append(JobOutcome(state.job.name, len(ends), iteration, state.job.solo_ms / iteration,
-                                      sum(waits) / len(waits)))
+                                      sum(waits) / len(waits), sum(computed) / len(computed)))
         return results
 
 

@@ -159,6 +159,11 @@ class Profile(Base):
     comm_cpu_ms: Mapped[Optional[float]]  # CPU per iteration and rank taken by communication threads
     checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration where a turn can be yielded
     spread: Mapped[dict] = mapped_column(JSON)  # per-phase p10/p90
+    # co-location: its device time per iteration next to a reference partner under crossover, and the
+    # fraction of its device time that the model's own terms do not explain (None: not measured)
+    corun_partner: Mapped[Optional[str]] = mapped_column(String(200))
+    corun_device_ms: Mapped[Optional[float]]
+    interference: Mapped[Optional[float]]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
 
