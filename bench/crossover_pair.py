@@ -1,6 +1,7 @@
 """Benchmark: pairs of jobs in every mode and turn policy, against the model, side by side per pair.
 
-For each engine, every recipe is profiled alone at the emulated link rate (`xover profile --force`).
+For each engine, every recipe is profiled at the emulated link rate (`xover profile --force`: alone,
+then next to the reference partner for its interference).
 Then for each pair, in one `xover run --mode all --policy all --seconds S` (each job gets the
 iterations it does in about S seconds alone, so the two overlap from start to end):
   sequential (each alone), concurrent (no coordination), crossover under each policy.
@@ -16,6 +17,7 @@ Figures are ratios measured in one run: the machine is shared and noisy, compare
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -73,8 +75,11 @@ def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
         if index and name in pair[:index]:  # two copies: the run names the second name#2
             profile = type(profile)(**{**profile.__dict__, "name": f"{name}#2"})
         profiles.append(profile)
+    blind = [dataclasses.replace(profile, interference=0.0) for profile in profiles]
     return {"fluid": fluid_gain(profiles),
             "policies": {policy: predict_group(profiles, policy).speeds for policy in POLICIES},
+            "without_interference": predict_group(blind, DEFAULT_POLICY).gain,
+            "interference": {p.name: p.interference for p in profiles},
             "profiles": profiles}
 
 
@@ -94,7 +99,8 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
               f"{_f(j.get('wait_p90_ms'), 6, 1)} {j.get('yields') or 0:6d} {_f(j.get('skew_p50_ms'), 8, 2)} "
               f"{_f(j.get('skew_p90_ms'), 6, 2)}")
     concurrent = group["concurrent_vs_sequential"]
-    row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {}}
+    row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
+           "without_interference": model["without_interference"]}
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
         predicted = sum(model["policies"][policy].values())
@@ -106,7 +112,11 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         for p, v in row["policies"].items()))
     if default["aggregate"]:
         print(f"  fluid bound {model['fluid']:.2f}: crossover ({DEFAULT_POLICY}) reaches {default['aggregate'] / model['fluid']:.0%}; "
-              f"prediction error {100 * (default['predicted'] / default['aggregate'] - 1):+.1f}%")
+              f"prediction error {100 * (default['predicted'] / default['aggregate'] - 1):+.1f}% "
+              f"(interference measured next to the reference partner: "
+              + ", ".join(f"{name} {value:+.0%}" for name, value in model["interference"].items())
+              + f"; without it: predicted {model['without_interference']:.2f}, "
+              f"{100 * (model['without_interference'] / default['aggregate'] - 1):+.1f}%)")
     parity = [(j["name"], j["final_loss"]) for j in jobs]
     losses = {}
     for name, loss in parity:
@@ -221,7 +231,7 @@ def main() -> None:
     kinds = dict(PAIRS)
     print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
     print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
-          + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6}")
+          + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}")
     for row in rows:
         default = row["policies"][DEFAULT_POLICY]
         measured = default["aggregate"]
@@ -230,7 +240,9 @@ def main() -> None:
               + f" {_f(default['vs_concurrent'], 7, 2)} {row['fluid']:5.2f} "
               + (f"{measured / row['fluid']:8.0%}" if measured else f"{'-':>8}")
               + f" {default['predicted']:9.2f} "
-              + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}"))
+              + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
+              + f" {row['without_interference']:10.2f} "
+              + (f"{100 * (row['without_interference'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}"))
     if not args.skip_token:
         latency = handoff_latency()
         print(f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "

@@ -54,5 +54,5 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$CACHE_DIR"/horovod-*.whl | head -n 1)
 fi
 "$PY" -m pip install -q --no-deps "$wheel"
-"$PY" -m pip install -q psutil pyyaml cloudpickle packaging
+"$PY" -m pip install -q psutil pyyaml cloudpickle packaging cffi  # horovod's own dependencies (installed --no-deps)
 echo "horovod: installed from $wheel"

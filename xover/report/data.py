@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..analysis import ALONE_MODES, MODE_ORDER, SHARED_MODES, compare_groups, group_model, loss_parity
 from ..errors import XoverError
-from ..store.models import Experiment, PlanGroup
+from ..store.models import Experiment, PlanGroup, Profile
 from ..store.queries import experiment_jobs, iteration_rows
 from ..store.session import Store, database_url, open_store
 
@@ -128,6 +128,8 @@ def jobs_and_groups(session: Session, experiment: Experiment,
                  and j["name"] in group["jobs"]]
         measured = group["crossover_vs_sequential"]
         predicted = planned.get(group["group"])
+        for job in alone:
+            job["interference"] = stored_interference(session, job, experiment.bandwidth)
         model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
             if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
         group["predicted_gain"] = predicted
@@ -138,6 +140,16 @@ def jobs_and_groups(session: Session, experiment: Experiment,
         group["of_fluid_bound"] = measured / model["fluid_bound"] if measured and model["fluid_bound"] else None
         group["gain_error_pct"] = (measured / predicted - 1) * 100 if measured and predicted else None
     return jobs, groups
+
+
+def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> float:
+    """A job's interference from its newest profile that measured one (same recipe name, np, engine and
+    link): the runs of a comparison are measured alone, never next to the reference partner."""
+    name = job["name"].split("#", 1)[0]  # a second copy of a recipe runs as name#2
+    found = session.scalars(select(Profile.interference).where(
+        Profile.name == name, Profile.np == job["np"], Profile.engine == job["engine"],
+        Profile.bandwidth == (bandwidth or "host"), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
+    return found or 0.0
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
