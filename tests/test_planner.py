@@ -147,6 +147,13 @@ def test_duration_when_one_job_finishes_first():
     assert sequential_duration_ms([short, long]) == 40 * 110
 
 
+def test_launch_cost_is_paid_once_per_group_and_once_per_job_alone():
+    a, b = job("a", 100, 10, iterations=10, startup_ms=4000), job("b", 10, 100, iterations=10, startup_ms=6000)
+    free = [dataclasses.replace(j, startup_ms=0.0) for j in (a, b)]
+    assert group_duration_ms([a, b]) == pytest.approx(group_duration_ms(free) + 6000)  # launched together
+    assert sequential_duration_ms([a, b]) == sequential_duration_ms(free) + 10000
+
+
 def test_interference_slows_a_job_only_while_it_shares_its_devices():
     heavy, light = job("heavy", 100, 20, link_ms=30, comm_cpu=0.2), job("light", 30, 100)
     clean = predict_group([heavy, light])

@@ -19,6 +19,7 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert not profile["reused"]
         assert profile["compute_ms"] > 0 and profile["iteration_ms"] > 0 and profile["samples_per_s"] > 0
         assert profile["memory_gb"] > 0 and profile["gradient_mb"] > 0
+        assert 0 < profile["startup_ms"] < 120_000  # processes, rendezvous, imports: seconds
         assert 0 < profile["compute_fraction"] < 1
         # then measured once more next to the reference partner, under crossover
         assert profile["corun_partner"] == "mlp-balanced"

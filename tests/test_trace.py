@@ -21,12 +21,12 @@ def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
 def test_reads_required_and_optional_columns(tmp_path):
     path = write(
         tmp_path,
-        "name,devices,compute_ms,comm_ms,memory_gb,data_ms,iterations,interference\n"
-        "resnet,2,130,40,0.2,1.5,300,0.35\n"
-        "vgg, 4 , 60.5 ,150,10,,,\n",
+        "name,devices,compute_ms,comm_ms,memory_gb,data_ms,iterations,interference,startup_ms\n"
+        "resnet,2,130,40,0.2,1.5,300,0.35,5000\n"
+        "vgg, 4 , 60.5 ,150,10,,,,\n",
     )
     assert load_trace_csv(path) == [
-        JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.5, iterations=300, interference=0.35),
+        JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.5, iterations=300, interference=0.35, startup_ms=5000),
         JobProfile("vgg", 4, 60.5, 150.0, 10.0, data_ms=0.0, iterations=100),
     ]
 

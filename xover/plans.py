@@ -67,7 +67,8 @@ def job_profile(recipe, found) -> JobProfile:
                       memory_gb=found.memory_gb, data_ms=found.data_ms, iterations=recipe.iterations or 100,
                       link_ms=link_ms, comm_cpu=comm_cpu,
                       checkpoint_ms=device_ms / found.checkpoints if found.checkpoints else 1.0,
-                      max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0)
+                      max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
+                      startup_ms=found.startup_ms or 0.0)
 
 
 def _common_link(store, recipes, recipe_paths) -> str:

@@ -23,6 +23,7 @@ import resource
 import statistics
 import threading
 import time
+from datetime import timezone
 from typing import Any
 
 from sqlalchemy import select
@@ -144,6 +145,15 @@ def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[It
     return statistics.median((m.data_s or 0.0) + m.compute_s for m in shared) * 1000
 
 
+def startup_ms_of(run: Run, metrics: list[IterationMetric]) -> float | None:
+    """From the launcher's start to the start of the first iteration."""
+    if not metrics or run.started_at is None:
+        return None
+    first = metrics[0]
+    launched = run.started_at.replace(tzinfo=timezone.utc).timestamp()  # the store keeps naive UTC
+    return max(0.0, (first.wall_time - first.iteration_s - launched) * 1000)
+
+
 def profile_dict(profile: Profile) -> dict[str, Any]:
     c = profile.data_ms + profile.compute_ms
     return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
@@ -154,7 +164,7 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
             "link_ms": profile.link_ms, "comm_cpu_ms": profile.comm_cpu_ms, "checkpoints": profile.checkpoints,
             "corun_partner": profile.corun_partner, "corun_device_ms": profile.corun_device_ms,
-            "interference": profile.interference,
+            "interference": profile.interference, "startup_ms": profile.startup_ms,
             "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
             "iterations_measured": profile.iterations, "spread": profile.spread,
             "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
@@ -230,7 +240,9 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                 if recipe.np not in partners:
                     partner = with_overrides(partner_recipe, np=recipe.np)
                     partner_job = job_for(partner, job.hosts, engine=engine)
-                    partners[recipe.np] = (partner, (None if force else stored(partner, partner_job))
+                    just_measured = [profiles[k] for k in measured if recipes[k].hash == partner.hash]
+                    partners[recipe.np] = (partner, just_measured[0] if just_measured else
+                                           (None if force else stored(partner, partner_job))
                                            or measure_alone(partner, partner_job))
                 partner, partner_profile = partners[recipe.np]
                 profiles[i] = _measure_corun(run, store, recipe, job, profiles[i], partner, partner_profile,
@@ -295,7 +307,8 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
                           iteration_ms=summary["iteration_ms"], samples_per_s=summary["samples_per_s"],
                           memory_gb=run.peak_memory_gb or 0.0, gradient_bytes=run.gradient_bytes or 0,
                           spread=summary["spread"], link_ms=link_ms, checkpoints=run.checkpoints,
-                          comm_cpu_ms=comm_cpu_ms_of(summary, load, recipe.np, run.device))
+                          comm_cpu_ms=comm_cpu_ms_of(summary, load, recipe.np, run.device),
+                          startup_ms=startup_ms_of(run, list(metrics)))
         session.add(profile)
         session.flush()
         profile.recipe = snapshot

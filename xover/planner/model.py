@@ -66,6 +66,7 @@ class JobProfile:
     checkpoint_ms: float = 1.0  # compute between two layer boundaries: how soon it can yield a turn
     max_slowdown: float | None = None  # protection: never planned (nor run) slower than this x alone
     interference: float = 0.0  # its device time grows by this fraction next to any partner (measured)
+    startup_ms: float = 0.0  # launch to first iteration: processes, rendezvous, imports, set-up
 
     def __post_init__(self) -> None:
         problem = _profile_problem(self)
@@ -119,7 +120,8 @@ def _profile_problem(job: JobProfile) -> str | None:
         return f"devices must be a whole number >= 1, got {job.devices!r}"
     if isinstance(job.iterations, bool) or not isinstance(job.iterations, int) or job.iterations < 1:
         return f"iterations must be a whole number >= 1, got {job.iterations!r}"
-    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms", "comm_cpu", "checkpoint_ms", "interference"):
+    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms", "comm_cpu", "checkpoint_ms", "interference",
+                       "startup_ms"):
         value = getattr(job, field_name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{field_name} must be a finite number, got {value!r}"

@@ -170,7 +170,7 @@ def aggregate_gain(groups: Sequence[GroupPlan]) -> float:
     total = sum(group.predicted_duration_ms for group in groups)
     if total == 0:
         return 1.0
-    return sum(job.iterations * job.solo_ms for group in groups for job in group.jobs) / total
+    return sum(sequential_duration_ms(group.jobs) for group in groups) / total
 
 
 def makespan_ms(groups: Sequence[GroupPlan]) -> float:

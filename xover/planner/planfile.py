@@ -89,6 +89,7 @@ def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
         "comm_cpu": job.comm_cpu,
         "checkpoint_ms": job.checkpoint_ms,
         "interference": job.interference,
+        "startup_ms": job.startup_ms,
     }
     for optional in ("link_ms", "max_slowdown"):
         if getattr(job, optional) is not None:
@@ -169,6 +170,7 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             checkpoint_ms=_number(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
             max_slowdown=_number(fields["max_slowdown"], f"{where}.max_slowdown") if "max_slowdown" in fields else None,
             interference=_number(fields.get("interference", 0.0), f"{where}.interference"),
+            startup_ms=_number(fields.get("startup_ms", 0.0), f"{where}.startup_ms"),
         )
     except InvalidJobProfile as error:
         _fail(where, error.problem)

@@ -76,7 +76,7 @@ def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) 
     until a job finishes, then the others go on as a smaller group, and so on."""
     remaining = {job.name: float(job.iterations) for job in jobs}
     live = list(jobs)
-    elapsed = 0.0
+    elapsed = max((job.startup_ms for job in jobs), default=0.0)  # launched together
     while live:
         speeds = group_speeds(live, policy)
         iteration = {job.name: job.solo_ms / max(speed, 1e-9) for job, speed in zip(live, speeds)}
@@ -89,8 +89,8 @@ def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) 
 
 
 def sequential_duration_ms(jobs: Sequence[JobProfile]) -> float:
-    """Time to run the jobs one after another, each alone on its devices."""
-    return sum(job.iterations * job.solo_ms for job in jobs)
+    """Time to run the jobs one after another, each alone on its devices, each launched on its own."""
+    return sum(job.startup_ms + job.iterations * job.solo_ms for job in jobs)
 
 
 def unexplained_interference(job: JobProfile, partner: JobProfile, measured_device_ms: float,

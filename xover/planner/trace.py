@@ -4,8 +4,9 @@ Columns: ``name,devices,compute_ms,comm_ms,memory_gb`` and optionally
 ``data_ms`` (default 0), ``iterations`` (default 100), ``link_ms`` (how long the
 all-reduce keeps the link busy; default: comm_ms), ``comm_cpu`` (fraction of a core
 its communication takes from a partner; default 0), ``checkpoint_ms`` (default 1),
-``max_slowdown`` (empty: none) and ``interference`` (how much its device time grows
-next to a partner, as a fraction; default 0), in any order. Other columns are rejected, so a
+``max_slowdown`` (empty: none), ``interference`` (how much its device time grows
+next to a partner, as a fraction; default 0) and ``startup_ms`` (launch to first
+iteration; default 0), in any order. Other columns are rejected, so a
 misspelt optional column does not silently become its default. Errors name the
 file and the line, counting the header as line 1.
 """
@@ -21,9 +22,10 @@ from ..errors import XoverError
 from .model import InvalidJobProfile, JobProfile
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
-OPTIONAL_COLUMNS = ("data_ms", "iterations", "link_ms", "comm_cpu", "checkpoint_ms", "max_slowdown", "interference")
+OPTIONAL_COLUMNS = ("data_ms", "iterations", "link_ms", "comm_cpu", "checkpoint_ms", "max_slowdown", "interference",
+                    "startup_ms")
 _DEFAULTS = {"data_ms": 0.0, "iterations": 100, "link_ms": None, "comm_cpu": 0.0, "checkpoint_ms": 1.0,
-             "max_slowdown": None, "interference": 0.0}
+             "max_slowdown": None, "interference": 0.0, "startup_ms": 0.0}
 
 
 class TraceError(XoverError):

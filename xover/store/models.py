@@ -164,6 +164,7 @@ class Profile(Base):
     corun_partner: Mapped[Optional[str]] = mapped_column(String(200))
     corun_device_ms: Mapped[Optional[float]]
     interference: Mapped[Optional[float]]
+    startup_ms: Mapped[Optional[float]]  # launcher start to first iteration (None: profiled before 0005)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
 
