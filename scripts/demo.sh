@@ -28,7 +28,7 @@ else
 fi
 if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$($PY -c 'from xover.devices import local_device_count; print(local_device_count()[1])')"); fi
 
-echo "== profile: each recipe alone"
+echo "== profile: each recipe alone, then once next to a reference partner (its interference)"
 $XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
 echo "== plan: group complementary jobs"
 $XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out results/demo-plan.json
