@@ -189,3 +189,27 @@ def test_a_plan_runs_as_scheduled_groups_side_by_side(isolated_results, tmp_path
     (_, start0, end0, devices0), (_, start1, end1, devices1) = spans
     assert {devices0, devices1} == {"0", "1"}
     assert start1 < end0 and start0 < end1  # they overlapped in time
+
+
+def test_a_job_planned_alone_runs_once_in_a_comparison(isolated_results, tmp_path):
+    """A group of one job shares nothing: `--mode all --policy all` runs it alone once, not once per
+    mode and policy (it used to, and the report then summed its runs as if they were partners)."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
+                     "resnet-digits,2,100,5,0.1,6\nmlp-digits,2,5,100,0.1,6\nmlp-balanced,2,50,50,0.1,6\n")
+    plan_path = tmp_path / "plan.json"
+    made = subprocess.run([*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--out", str(plan_path),
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert sorted(len(g["jobs"]) for g in json.loads(made.stdout)["groups"]) == [1, 2]
+    result = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "all", "--policy", "all", "--json"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    runs = {}
+    for job in report["jobs"]:
+        runs.setdefault(job["name"], []).append(f"{job['mode']}:{job.get('policy') or '-'}")
+    assert runs["mlp-balanced"] == ["sequential:-"]
+    assert sorted(runs["resnet-digits"]) == ["concurrent:-", "crossover:round-robin", "crossover:work-conserving",
+                                             "sequential:-"]
+    assert [sorted(g["jobs"]) for g in report["groups"]] == [["mlp-digits", "resnet-digits"]]

@@ -206,6 +206,11 @@ def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[
 
     units = []
     for group in groups:
+        if len(group.jobs) == 1:
+            # one job shares nothing: concurrent and crossover would only run it alone again
+            mode = "sequential" if "sequential" in modes else modes[0]
+            units.append(Unit(group.jobs, mode, group.index, on_done=learn_traits if mode == "sequential" else None))
+            continue
         for mode in modes:
             if mode == "sequential":
                 units += [Unit([job], "sequential", group.index, on_done=learn_traits) for job in group.jobs]
