@@ -32,6 +32,7 @@ from .devices import hardware_fingerprint
 from .errors import XoverError
 from .launch.hosts import parse_hosts
 from .run import check_devices, experiment, job_for
+from .run.jobs import traits_of
 from .run.commands import link_of
 from .run.schedule import Scheduler, Unit
 from .recipes import load_recipe, with_overrides
@@ -261,9 +262,12 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
 
     # the partner runs about as long as the job would alone; only iterations while both ran count
     partner_iterations = max(iterations, round(iterations * profile.iteration_ms / partner_profile.iteration_ms))
-    unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
-                 job_for(with_overrides(partner, iterations=partner_iterations), job.hosts,
-                         name=f"{partner.name}#partner", engine=engine)], "crossover", policy=DEFAULT_POLICY)
+    pair = [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
+            job_for(with_overrides(partner, iterations=partner_iterations), job.hosts,
+                    name=f"{partner.name}#partner", engine=engine)]
+    for spec, measured in zip(pair, (profile, partner_profile)):  # ranked as `xover run` ranks them
+        spec.traits = traits_of(measured.data_ms + measured.compute_ms, measured.comm_ms, spec.recipe.max_slowdown)
+    unit = Unit(pair, "crossover", policy=DEFAULT_POLICY)
     Scheduler(run.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get(Run, run_id) for run_id in unit.run_ids]
