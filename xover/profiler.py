@@ -35,7 +35,7 @@ from .run import check_devices, experiment, job_for
 from .run.jobs import traits_of
 from .run.commands import link_of
 from .run.schedule import Scheduler, Unit
-from .recipes import load_recipe, with_overrides
+from .recipes import RecipeError, load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
 from .store.queries import snapshot_recipe
 from .store.session import Store, open_store
@@ -208,7 +208,10 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     if bandwidth:
         bandwidth = check_rate(bandwidth)
     recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
-    partner_recipe = load_recipe(corun_with) if corun_with else None
+    try:
+        partner_recipe = load_recipe(corun_with) if corun_with else None
+    except RecipeError as error:
+        raise XoverError(f"--corun-with: {error}") from None
     jobs = [job_for(recipe, hosts, engine=engine) for recipe in recipes]
     check_devices(jobs)
     link = link_of(jobs, bandwidth)
@@ -249,8 +252,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                 profiles[i] = _measure_corun(run, store, recipe, job, profiles[i], partner, partner_profile,
                                              iterations, warmup, engine)
                 measured.add(i)
-    results = [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
-    return results
+    return [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
 
 
 def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
