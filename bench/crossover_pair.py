@@ -12,6 +12,7 @@ Figures are ratios measured in one run: the machine is shared and noisy, compare
 
     .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
                                              [--bandwidth 1gbit] [--seconds 15] [--skip-token]
+                                             [--repeats N]
 """
 
 from __future__ import annotations
@@ -126,6 +127,30 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     return row
 
 
+def print_spread(rows: list[dict]) -> None:
+    """Per pair and engine over the repeats: the crossover / concurrent ratio's median and range, and in
+    how many runs crossover (default policy) was at least as fast as concurrent."""
+    print(f"\nover the repeats: crossover ({DEFAULT_POLICY}) / concurrent, and the prediction's error")
+    print(f"{'pair':36} {'engine':8} {'runs':>4} {'conc':>11} {'crossover':>11} {'ratio p50':>9} {'range':>11} "
+          f"{'>= conc':>7} {'error p50':>9}")
+    by_pair: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        by_pair.setdefault((row["pair"], row["engine"]), []).append(row)
+    for (pair, engine), runs in by_pair.items():
+        measured = [(r["concurrent"], r["policies"][DEFAULT_POLICY]) for r in runs
+                    if r["concurrent"] and r["policies"][DEFAULT_POLICY]["aggregate"]]
+        if not measured:
+            continue
+        concurrent = [c for c, _ in measured]
+        crossover = [d["aggregate"] for _, d in measured]
+        ratios = [d["aggregate"] / c for c, d in measured]
+        errors = [100 * (d["predicted"] / d["aggregate"] - 1) for _, d in measured]
+        print(f"{pair:36} {engine:8} {len(measured):4d} {min(concurrent):5.2f}-{max(concurrent):<5.2f} "
+              f"{min(crossover):5.2f}-{max(crossover):<5.2f} {statistics.median(ratios):8.2f}x "
+              f"{min(ratios):5.2f}-{max(ratios):<5.2f} {sum(r >= 1.0 for r in ratios):3d}/{len(ratios):<3d} "
+              f"{statistics.median(errors):+8.1f}%")
+
+
 def _f(value, width: int, digits: int) -> str:
     return f"{value:{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
 
@@ -221,13 +246,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--skip-token", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run every pair this many times (in turn, pair after pair), and summarise the spread")
     args = parser.parse_args()
     recipes = sorted({name for pair in args.pairs for name in pair.split(":")})
     rows = []
     for engine in args.engines:
         xover("profile", *recipes, "--bandwidth", args.bandwidth, "--engine", engine, "--force")
-        for pair in args.pairs:
-            rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))
+        for _ in range(args.repeats):
+            for pair in args.pairs:
+                rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))
     kinds = dict(PAIRS)
     print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
     print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
@@ -243,6 +271,8 @@ def main() -> None:
               + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
               + f" {row['without_interference']:10.2f} "
               + (f"{100 * (row['without_interference'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}"))
+    if args.repeats > 1:
+        print_spread(rows)
     if not args.skip_token:
         latency = handoff_latency()
         print(f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "

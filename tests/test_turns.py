@@ -289,3 +289,13 @@ def test_without_server_training_goes_on(server):
     token.checkpoint()
     token.release()
     token.close()
+
+
+def test_the_server_runs_ahead_of_the_workers_when_allowed(server, monkeypatch):
+    from xover.turns.server import SERVER_NICE
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    allowed = os.geteuid() == 0  # root (CI, this machine); anyone else keeps the launcher's priority
+    assert os.getpriority(os.PRIO_PROCESS, server("0=0,1").proc.pid) == (SERVER_NICE if allowed else own)
+    monkeypatch.setenv("XOVER_TURN_SERVER_NICE", "0")
+    assert os.getpriority(os.PRIO_PROCESS, server("0=0,1").proc.pid) == own

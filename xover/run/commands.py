@@ -276,7 +276,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     predicted = {g.index: g.predicted_gain for g in groups}
     for comparison_row in comparisons:
         comparison_row["predicted_gain"] = predicted.get(comparison_row["group"])
-    result = {"experiment": run.id, "results_dir": str(run.results_dir), "bandwidth": bandwidth, "modes": modes,
+    result = {"experiment": run.id, "results_dir": str(run.results_dir), "bandwidth": bandwidth,
+              "link": None if link == "host" else link, "modes": modes,
               "policies": policies, "jobs": jobs, "groups": comparisons}
     if slurm_jobs:
         result["slurm_jobs"] = {str(index): job_id for index, job_id in slurm_jobs.items()}

@@ -29,6 +29,25 @@ from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, STEP_IN, 
                        event_line, stats_line, yield_page_path)
 
 
+# Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
+# is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
+# Measured (resnet-synthetic + mlp-synthetic, 1 Gbit/s, one pair run after the other): horovod 1.62,
+# 1.61, 1.62, 1.60, 1.60 against 1.60, 1.60, 1.57, 1.57, 1.56, 1.60, 1.56 at normal priority; torch and
+# two other pairs unchanged within noise. XOVER_TURN_SERVER_NICE overrides it (0: no change).
+SERVER_NICE = -15
+
+
+def raise_priority(nice: int) -> bool:
+    """Run the server at `nice` if allowed (root or CAP_SYS_NICE); otherwise it keeps its priority."""
+    if nice >= os.getpriority(os.PRIO_PROCESS, 0):
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except OSError:
+        return False
+    return True
+
+
 @dataclass
 class Lease:
     """How long a holder may keep a turn: `factor` x its usual hold, at least `floor_s`; before a slot
@@ -358,6 +377,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
     args = parser.parse_args(argv)
     _die_with_parent()
+    raise_priority(int(os.environ.get("XOVER_TURN_SERVER_NICE", SERVER_NICE)))
     os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
     server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
                         args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial))
