@@ -25,12 +25,13 @@ def test_parse_devices_and_traits():
 
 
 class Server:
-    def __init__(self, path, devices, policy="work-conserving", slots=(), join_timeout=30, lease=None):
+    def __init__(self, path, devices, policy="work-conserving", slots=(), join_timeout=30, lease=None, extra=()):
         args = [sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy", policy,
                 "--control-stdin", "--join-timeout", str(join_timeout), *[f"--device={d}" for d in devices],
                 *[f"--slot={s}" for s in slots]]
         for key, value in (lease or {}).items():
             args += [f"--lease-{key}", str(value)]
+        args += list(extra)
         self.path = path
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
@@ -291,11 +292,17 @@ def test_without_server_training_goes_on(server):
     token.close()
 
 
-def test_the_server_runs_ahead_of_the_workers_when_allowed(server, monkeypatch):
+def test_the_server_runs_ahead_of_the_workers_when_allowed(server):
     from xover.turns.server import SERVER_NICE
 
     own = os.getpriority(os.PRIO_PROCESS, 0)
     allowed = os.geteuid() == 0  # root (CI, this machine); anyone else keeps the launcher's priority
     assert os.getpriority(os.PRIO_PROCESS, server("0=0,1").proc.pid) == (SERVER_NICE if allowed else own)
-    monkeypatch.setenv("XOVER_TURN_SERVER_NICE", "0")
-    assert os.getpriority(os.PRIO_PROCESS, server("0=0,1").proc.pid) == own
+    assert os.getpriority(os.PRIO_PROCESS, server("0=0,1", extra=["--nice", "0"]).proc.pid) == own
+
+
+def test_the_launcher_passes_the_servers_nice_value_to_every_host():
+    from xover.turns.service import server_arguments
+
+    assert server_arguments("/s", {0: [0, 1]}, "work-conserving", {}, nice=0)[-2:] == ["--nice", "0"]
+    assert "--nice" not in server_arguments("/s", {0: [0, 1]}, "work-conserving", {})

@@ -105,6 +105,7 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     from ..console import ProgressObserver
     from ..store.queries import new_experiment_id
 
+    lease, server_nice = turn_lease_from_env(), turn_server_nice_from_env()  # refused before anything is recorded
     reconcile_lost(store)
     experiment_id = new_experiment_id()
     recorder = Recorder(store, experiment_id)
@@ -114,7 +115,8 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     observer = ProgressObserver() if show_progress else QuietObserver()
     reaper = Reaper(experiment_id, store.url)
     context = RunContext(recorder=recorder, experiment_id=experiment_id, results_dir=results_dir, bandwidth=bandwidth,
-                         observer=observer, timeout_s=timeout_s, reaper=reaper, lease=turn_lease_from_env())
+                         observer=observer, timeout_s=timeout_s, reaper=reaper, lease=lease,
+                         server_nice=server_nice)
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = "finished"
     try:
@@ -150,6 +152,21 @@ def turn_lease_from_env() -> dict[str, float] | None:
     if unknown or any(value <= 0 for value in lease.values()):
         raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial with positive values")
     return lease
+
+
+def turn_server_nice_from_env() -> int | None:
+    """XOVER_TURN_SERVER_NICE=N: the turn servers' nice value (default -15 in turns/server.py, where
+    allowed); a server only ever raises its priority, so 0 leaves it alone."""
+    text = os.environ.get("XOVER_TURN_SERVER_NICE")
+    if not text:
+        return None
+    try:
+        nice = int(text)
+    except ValueError:
+        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19") from None
+    if not -20 <= nice <= 19:
+        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
+    return nice
 
 
 def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:

@@ -88,6 +88,7 @@ class RunContext:
     timeout_s: float | None = None
     reaper: Any = None  # told about every other host the run reaches
     lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
+    server_nice: int | None = None  # the turn servers' nice value (None: their default)
 
 
 def launch_prefix(hosts: list[str]) -> list[str]:
@@ -230,7 +231,8 @@ class Scheduler:
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
                 unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
-                                         {"XOVER_EXPERIMENT": context.experiment_id}, context.lease)
+                                         {"XOVER_EXPERIMENT": context.experiment_id}, context.lease,
+                                         context.server_nice)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
                 env = worker_env(context, job, run_id, slot, unit.turns)
                 spec_path = log_dir / "spec.json"

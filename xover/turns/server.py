@@ -33,19 +33,17 @@ from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, STEP_IN, 
 # is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
 # Measured (resnet-synthetic + mlp-synthetic, 1 Gbit/s, one pair run after the other): horovod 1.62,
 # 1.61, 1.62, 1.60, 1.60 against 1.60, 1.60, 1.57, 1.57, 1.56, 1.60, 1.56 at normal priority; torch and
-# two other pairs unchanged within noise. XOVER_TURN_SERVER_NICE overrides it (0: no change).
+# two other pairs unchanged within noise. `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
 
 
-def raise_priority(nice: int) -> bool:
+def raise_priority(nice: int) -> None:
     """Run the server at `nice` if allowed (root or CAP_SYS_NICE); otherwise it keeps its priority."""
-    if nice >= os.getpriority(os.PRIO_PROCESS, 0):
-        return False
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-    except OSError:
-        return False
-    return True
+    if nice < os.getpriority(os.PRIO_PROCESS, 0):
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        except OSError:
+            pass
 
 
 @dataclass
@@ -374,10 +372,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-floor", type=float, default=Lease.floor_s)
     parser.add_argument("--lease-factor", type=float, default=Lease.factor)
     parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
+    parser.add_argument("--nice", type=int, default=SERVER_NICE,
+                        help="run at this nice value if allowed and higher in priority than now")
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
     args = parser.parse_args(argv)
     _die_with_parent()
-    raise_priority(int(os.environ.get("XOVER_TURN_SERVER_NICE", SERVER_NICE)))
+    raise_priority(args.nice)
     os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
     server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
                         args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial))

@@ -45,7 +45,8 @@ def host_tag(host: str) -> str:
 
 
 def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: str,
-                     traits: dict[int, SlotTraits], lease: dict[str, float] | None = None) -> list[str]:
+                     traits: dict[int, SlotTraits], lease: dict[str, float] | None = None,
+                     nice: int | None = None) -> list[str]:
     """The turn server's command line (after the Python interpreter)."""
     args = ["-m", "xover.turns.server", "--socket", socket_path, "--policy", policy, "--control-stdin"]
     args += [f"--device={d}={','.join(map(str, slots))}" for d, slots in sorted(devices.items())]
@@ -56,6 +57,8 @@ def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: st
             args.append(f"--slot={slot}:{text}")
     for key, value in (lease or {}).items():
         args += [f"--lease-{key}", str(value)]
+    if nice is not None:
+        args += ["--nice", str(nice)]
     return args
 
 
@@ -128,7 +131,8 @@ class TurnService:
 
     def __init__(self, name: str, placements: list[dict[str, list[int]]], policy: str,
                  traits: dict[int, SlotTraits], remote_prefix: list[str] | None = None,
-                 env: dict[str, str] | None = None, lease: dict[str, float] | None = None) -> None:
+                 env: dict[str, str] | None = None, lease: dict[str, float] | None = None,
+                 nice: int | None = None) -> None:
         """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group."""
         self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
         devices: dict[str, dict[int, list[int]]] = {}
@@ -141,7 +145,7 @@ class TurnService:
         try:
             for host, order in devices.items():
                 path = self.socket_template.replace("{host}", host)
-                arguments = server_arguments(path, order, policy, traits, lease)
+                arguments = server_arguments(path, order, policy, traits, lease, nice)
                 if host == LOCAL:
                     command = [sys.executable, *arguments]
                     self.servers.append(TurnServerProcess(host, path, command, env={"PYTHONPATH": XOVER_ROOT, **tag}))
