@@ -30,7 +30,7 @@ import torch
 
 from .metrics import emit
 from .turn_client import token_from_env
-from .worker import peak_memory_gb, place_on_device, synchronize_device
+from .worker import exit_without_teardown, peak_memory_gb, place_on_device, synchronize_device
 
 
 class ScriptCoordinator:
@@ -175,8 +175,12 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            raise
     finally:
         coordinator.finish()
+    exit_without_teardown()
 
 
 if __name__ == "__main__":
