@@ -4,6 +4,9 @@ import json
 import subprocess
 import sys
 
+from xover.run.jobs import traits_of
+from xover.turns.policies import LINK_BAND_PRIORITIES, link_bands
+
 XOVER = [sys.executable, "-m", "xover"]
 
 
@@ -43,6 +46,14 @@ def test_profile_plan_run(isolated_results, tmp_path):
     jobs = json.loads(ran.stdout)["jobs"]
     assert sorted(j["name"] for j in jobs) == ["mlp-digits", "resnet-digits"]
     assert all(j["status"] == "finished" for j in jobs)
+    # the link's order follows the profiles (the job that needs it least first), and every rank of a
+    # job given a band marked its sockets with it
+    traits = {j["slot"]: traits_of(profiles[j["name"]]["data_ms"] + profiles[j["name"]]["compute_ms"],
+                                   profiles[j["name"]]["comm_ms"], None, profiles[j["name"]]["link_ms"])
+              for j in jobs}
+    bands = link_bands(traits)
+    for job in jobs:
+        assert job["link_priority"] == (LINK_BAND_PRIORITIES[bands[job["slot"]]] if job["slot"] in bands else None)
 
 
 def test_plan_needs_profiles(isolated_results):

@@ -100,7 +100,7 @@ def _bandwidth_emulation() -> Check:
     try:
         with ShapedNetwork("1gbit"):
             pass
-        return Check("bandwidth emulation", True, "network namespace + tc tbf works (--bandwidth available)",
+        return Check("bandwidth emulation", True, "network namespace + tc tbf with a priority queue works (--bandwidth available)",
                      required=False)
     except Exception as error:
         return Check("bandwidth emulation", False, str(error).split(": ", 1)[-1],

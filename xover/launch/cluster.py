@@ -14,8 +14,9 @@ out: traffic between emulated hosts stays on this machine.
 A cluster node's NIC is the bottleneck crossover fills, so each host's NIC is shaped to RATE in both
 directions: tbf on eth0 inside the host (what it sends) and on its port inside the switch (what it
 receives), with the small queues of network.py (LINK_MTU packets, SOCKET_QUEUE_BYTES per TCP socket
-in each namespace, TBF_BURST/TBF_LATENCY), so a small all-reduce does not wait behind a partner's full
-queue. Like a real NIC it is full duplex: each direction has its own bucket. (network.py's --bandwidth
+in each namespace, TBF_BURST/TBF_LATENCY) and its priority queue under the rate (bands by SO_PRIORITY,
+which a packet keeps across the veth and the bridge), so a small all-reduce does not wait behind a
+partner's full queue, and the job the policy puts first on the link goes first. Like a real NIC it is full duplex: each direction has its own bucket. (network.py's --bandwidth
 shapes one loopback, whose single bucket carries both directions: an all-reduce between two ranks there
 takes about twice as long as between two emulated hosts at the same rate; measured with mlp-synthetic,
 7 MB of gradients at 1gbit: 130 ms of communication per iteration on the loopback, 72 ms between hosts.)
@@ -69,7 +70,7 @@ from typing import Any
 
 from ..errors import XoverError
 from ..rates import canonical_rate
-from .network import LINK_MTU, SOCKET_QUEUE_BYTES, TBF_BURST, TBF_LATENCY
+from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
 
 STATE_DIR = Path("/run/xover-cluster")
 STATE_FILE = STATE_DIR / "cluster.json"
@@ -193,13 +194,12 @@ def diagnose_cluster() -> tuple[bool, str]:
         _run(["ip", "netns", "add", PROBE_NS], "network namespaces")
         _run(["ip", "-n", PROBE_NS, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"], "veth links")
         _run(["ip", "-n", PROBE_NS, "link", "set", "probe0", "up"], "veth links")
-        _run(["ip", "netns", "exec", PROBE_NS, "tc", "qdisc", "add", "dev", "probe0", "root", "tbf", "rate", "1gbit",
-              "burst", TBF_BURST, "latency", TBF_LATENCY], "tc tbf")
+        _run(_in_ns(PROBE_NS, "sh", "-c", shaping_commands("probe0", "1gbit")), "tc tbf and pfifo_fast")
     except ClusterError as error:
         return False, str(error)
     finally:
         subprocess.run(["ip", "netns", "del", PROBE_NS], capture_output=True)
-    return True, "network namespaces, veth, tbf and sshd available (xover cluster up)"
+    return True, "network namespaces, veth, tbf with pfifo_fast and sshd available (xover cluster up)"
 
 
 # --------------------------------------------------------------------------------- state
@@ -353,8 +353,7 @@ def _build_network(hosts: list[EmulatedHost], rate: str) -> None:
         _run(["ip", "-n", namespace, "link", "set", "lo", "up"], f"namespace {namespace}")
 
     def shape(namespace: str, device: str) -> None:
-        _run(_in_ns(namespace, "tc", "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", TBF_BURST,
-                    "latency", TBF_LATENCY), f"shaping {device} in {namespace} to {rate}")
+        _run(_in_ns(namespace, "sh", "-c", shaping_commands(device, rate)), f"shaping {device} in {namespace} to {rate}")
 
     setup_namespace(SWITCH_NS)
     _run(["ip", "-n", SWITCH_NS, "link", "add", BRIDGE, "mtu", str(LINK_MTU), "type", "bridge"], "the switch's bridge")

@@ -10,6 +10,11 @@ queued per TCP socket (`tcp_limit_output_bytes`, per namespace). With loopback's
 and the kernel's 4 MiB per socket, two bulk transfers kept tbf's whole 50 ms queue full, so every
 small all-reduce waited 50 ms behind a partner's (a 100 KB round trip took 14 ms instead of 1.6).
 Measured with two bulk flows at 1 Gbit/s: the same 1 Gbit/s in total, a 100 KB round trip 6 ms.
+
+Under the rate, packets wait in a priority queue (pfifo_fast: three bands by the sending socket's
+SO_PRIORITY, band 0 first), so that a job given the link first (turns/policies.py: link_bands) has its
+all-reduce served ahead of a partner's bulk transfer. Sockets left at their default priority share
+band 1 first come, first served, which is how the link behaved before the bands.
 """
 
 from __future__ import annotations
@@ -25,6 +30,12 @@ from ..rates import canonical_rate
 TBF_BURST, TBF_LATENCY = "256kb", "50ms"
 LINK_MTU = 32768
 SOCKET_QUEUE_BYTES = 32768
+
+
+def shaping_commands(device: str, rate: str) -> str:
+    """Shell commands that shape `device` to `rate`: tbf, with the priority queue under it."""
+    return (f"tc qdisc add dev {device} root handle 1: tbf rate {rate} burst {TBF_BURST} latency {TBF_LATENCY} "
+            f"&& tc qdisc add dev {device} parent 1:1 handle 10: pfifo_fast")
 
 
 def check_rate(rate: str) -> str:
@@ -48,7 +59,7 @@ class ShapedNetwork:
             raise XoverError(f"--bandwidth {self.rate}: {', '.join(missing)} not found (util-linux, iproute2, "
                              "procps); install them, or drop --bandwidth to use the host network")
         script = (f"ip link set lo mtu {LINK_MTU} up && sysctl -qw net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES} "
-                  f"&& tc qdisc add dev lo root tbf rate {self.rate} burst {TBF_BURST} latency {TBF_LATENCY} "
+                  f"&& {shaping_commands('lo', self.rate)} "
                   f"&& echo ready && exec cat")
         self.holder = subprocess.Popen(["unshare", "-rn", "sh", "-c", script], stdin=subprocess.PIPE,
                                        env={**os.environ, **(self.env or {})},

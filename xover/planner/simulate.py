@@ -10,7 +10,9 @@ Every job alternates compute on the devices and an all-reduce on the link:
 * communication: the all-reduce starts during backward (when `link_ms - comm_ms` of compute is
   left: the part that overlapped backward alone) and needs `link_ms` of the link to itself. The
   link is shared fairly between the transfers in flight (the emulated link and a NIC both give
-  each flow its share). The next iteration asks for the device when the all-reduce is done.
+  each flow its share), except that under a policy with link bands (work-conserving) the transfers
+  of the first band in flight have it to themselves. The next iteration asks for the device when the
+  all-reduce is done.
 * communication costs CPU: while a job's transfer is in flight it takes `comm_cpu` of a core from
   whatever computes on each device (Gloo and Horovod threads, the kernel's TCP work).
 * co-location costs more than that: a job's device time grows by its measured `interference`
@@ -61,7 +63,7 @@ class SimJob:
 
     def traits(self) -> SlotTraits:
         return SlotTraits(rank=critical_rank(self.compute_ms, self.solo_ms), max_slowdown=self.max_slowdown,
-                          solo_iteration_s=self.solo_ms / 1000)
+                          solo_iteration_s=self.solo_ms / 1000, link_fraction=self.transfer_ms / self.solo_ms)
 
 
 @dataclass
@@ -114,6 +116,8 @@ class _Simulation:
         self.policy = make_policy(policy, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
         self.turns = DeviceTurns(order=list(range(len(jobs))))
         self.pending_yield: tuple[float, int] | None = None  # (time, slot) of a yield asked for
+        bands = self.policy.link_bands() if self.policy is not None else {}
+        self.link_bands = [bands.get(index, 1) for index in range(len(jobs))]
 
     # -- rates --------------------------------------------------------------------------------
     def _compute_rate(self, index: int) -> float:
@@ -123,9 +127,14 @@ class _Simulation:
             share = 1.0 / max(1, sum(1 for s in self.states if s.computing))
         return max(MIN_COMPUTE_RATE, share * (1.0 - interference))
 
-    def _link_rate(self) -> float:
-        active = sum(1 for s in self.states if s.transferring)
-        return 1.0 / active if active else 0.0
+    def _link_rates(self) -> dict[int, float]:
+        """The transfers in flight in the first band served get the link, shared evenly."""
+        active = [i for i, s in enumerate(self.states) if s.transferring]
+        if not active:
+            return {}
+        served = min(self.link_bands[i] for i in active)
+        sharing = [i for i in active if self.link_bands[i] == served]
+        return {i: 1.0 / len(sharing) for i in sharing}
 
     # -- a job's iteration --------------------------------------------------------------------
     def _start_iteration(self, index: int) -> None:
@@ -233,8 +242,9 @@ class _Simulation:
 
     def _next_event(self):
         best, action = math.inf, None
-        link_rate = self._link_rate()
+        link_rates = self._link_rates()
         for index, state in enumerate(self.states):
+            link_rate = link_rates.get(index, 0.0)
             if state.computing:
                 rate = self._compute_rate(index)
                 if not state.transfer_started and state.compute_left - state.job.overlap_ms > EPSILON:
@@ -255,14 +265,14 @@ class _Simulation:
         return best, action
 
     def _advance(self, step: float) -> None:
-        link_rate = self._link_rate()
+        link_rates = self._link_rates()
         rates = {i: self._compute_rate(i) for i, s in enumerate(self.states) if s.computing}
         for index, state in enumerate(self.states):
             if index in rates:
                 state.compute_left = max(0.0, state.compute_left - step * rates[index])
                 state.computed_this_iteration += step
             if state.transferring:
-                state.transfer_left = max(0.0, state.transfer_left - step * link_rate)
+                state.transfer_left = max(0.0, state.transfer_left - step * link_rates.get(index, 0.0))
         self.now += step
 
     def outcomes(self, warmup_fraction: float = 0.2) -> list[JobOutcome]:

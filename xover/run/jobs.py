@@ -138,7 +138,7 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
             except RecipeError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             traits = traits_of(planned.get("data_ms", 0.0) + planned["compute_ms"], planned["comm_ms"],
-                               planned.get("max_slowdown", recipe.max_slowdown))
+                               planned.get("max_slowdown", recipe.max_slowdown), planned.get("link_ms"))
             jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
                                 engine=engine, traits=traits))
         groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
@@ -190,15 +190,18 @@ def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
 # ------------------------------------------------------------------------------------ traits
 
 
-def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None) -> SlotTraits:
+def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
     solo_s = (device_ms + comm_ms) / 1000
-    return SlotTraits(rank=critical_rank(device_ms / 1000, solo_s), max_slowdown=max_slowdown, solo_iteration_s=solo_s)
+    link_fraction = max(link_ms, comm_ms) / 1000 / solo_s if link_ms is not None and solo_s > 0 else None
+    return SlotTraits(rank=critical_rank(device_ms / 1000, solo_s), max_slowdown=max_slowdown, solo_iteration_s=solo_s,
+                      link_fraction=link_fraction)
 
 
 def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
-    engine): its compute fraction ranks it (critical path first), its solo time and max_slowdown
-    protect it. Without a profile the server learns the fraction from what it sees."""
+    engine): its compute fraction ranks it (critical path first), its link fraction orders the link,
+    its solo time and max_slowdown protect it. Without a profile the server learns the compute
+    fraction from what it sees, and the job keeps the link's default band."""
     from ..profiler import find_profile
 
     hardware = hardware_fingerprint()
@@ -209,7 +212,8 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
                                                      hardware, job.engine, len(job.devices))
         job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
         if found is not None:
-            job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown)
+            job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown,
+                                   found.link_ms)
 
 
 def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None) -> SlotTraits | None:

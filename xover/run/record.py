@@ -143,6 +143,7 @@ class Recorder:
             run.engine = record.get("engine", run.engine)
             run.gradient_bytes = record.get("gradient_bytes")
             run.checkpoints, run.device = record.get("checkpoints"), record.get("device")
+            run.link_priority = record.get("link_priority")
         elif kind == "iter":
             if all(field in record for field in ITERATION_FIELDS):
                 session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in ITERATION_FIELDS},

@@ -28,6 +28,8 @@ from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
 from ..launch.network import network_for
 from ..launch.torchrun import torchrun_commands
+from ..runtime.link_priority import PRIORITY_ENV
+from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import XOVER_ROOT, TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
@@ -99,15 +101,18 @@ def launch_prefix(hosts: list[str]) -> list[str]:
 
 
 def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
-               turns: TurnService | None) -> dict[str, str]:
+               turns: TurnService | None, link_band: int | None = None) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
                XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN_ID=str(run_id))
     env.pop("XOVER_TURN_SOCKET", None)
+    env.pop(PRIORITY_ENV, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
     # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here.
     env.setdefault("HOROVOD_CYCLE_TIME", "5")
     if turns is not None:
         env.update(XOVER_TURN_SOCKET=turns.socket_template, XOVER_TURN_SLOT=str(slot))
+    if link_band is not None:
+        env[PRIORITY_ENV] = str(LINK_BAND_PRIORITIES[link_band])
     # launchers and workers must find this xover even when it is not installed (tests, a checkout)
     env["PYTHONPATH"] = XOVER_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -227,14 +232,16 @@ class Scheduler:
         try:
             unit.network = network_for(context.bandwidth if not remote else None,
                                        {"XOVER_EXPERIMENT": context.experiment_id}).__enter__()
+            link_bands: dict[int, int] = {}
             if unit.crossover:
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
+                link_bands = make_policy(unit.policy, traits).link_bands()
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
                 unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
                                          {"XOVER_EXPERIMENT": context.experiment_id}, context.lease,
                                          context.server_nice)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
-                env = worker_env(context, job, run_id, slot, unit.turns)
+                env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot))
                 spec_path = log_dir / "spec.json"
                 spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                  "recipe": job.recipe.to_dict()}, indent=1))

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from .. import workloads
 from .engines import ENGINES
+from .link_priority import LinkPriority
 from .metrics import emit
 from .turn_client import device_of, install_checkpoints, token_from_env
 
@@ -99,13 +100,15 @@ def train(spec: dict[str, Any]) -> None:
     model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
     engine.prepare(model, build_optimizer(recipe, model.parameters()))
     install_checkpoints(model, turn)
+    link = LinkPriority()  # the job's band on the shared link, when the launcher gave it one
+    link.apply()
     iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     if is_reporter:
         emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
              device=str(device), parameters=sum(p.numel() for p in model.parameters()),
-             gradient_bytes=gradient_bytes, wall_time=time.time(),
+             gradient_bytes=gradient_bytes, wall_time=time.time(), **link.start_fields(),
              checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad))
 
     def report_evaluation(step: int) -> None:
@@ -147,6 +150,7 @@ def train(spec: dict[str, Any]) -> None:
                  comm_cpu_s=(time.process_time() - cpu0) - (time.thread_time() - own0),
                  held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
         previous_end = t4
+        link.apply(step)
 
     # The last step's gradients: wait, then apply the final update in a last turn.
     engine.wait_gradients()

@@ -21,6 +21,13 @@ work-conserving   The default. A device never idles while a slot of its group wa
                   Protection: a job with `max_slowdown` whose recent iterations are slower than
                   max_slowdown x its solo iteration ranks before every unprotected job until it is
                   back within its bound.
+                  The link (`link_bands`): the jobs' all-reduces share it too, and a small one
+                  queued behind a partner's bulk transfer is a job's iteration waiting. The job that
+                  needs the link least per iteration (link fraction l / T) is served first: a unit
+                  of its speed costs the least link time, which is also how the fluid bound spends
+                  the link. Its sockets carry a higher SO_PRIORITY, which the shaped link's queue
+                  serves first (launch/network.py); the others keep the link whenever it has
+                  nothing to send, at least 1 - MAX_FIRST_LINK_FRACTION of it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ from dataclasses import dataclass, field
 # about the same shape (two copies of one job) alternate instead of interrupting each other.
 PREEMPT_RATIO = 0.8
 RECENT_ITERATIONS = 8  # window for the protection check
+# The link's bands, first served to last, as socket priorities (SO_PRIORITY) that the queue of a
+# shaped link (pfifo_fast's default priority map) puts in bands 0, 1 and 2. 0 is every socket's default.
+LINK_BAND_PRIORITIES = (6, 0, 2)
+# A job goes first on the link only if its partners keep at least this much of it (no starvation).
+MAX_FIRST_LINK_FRACTION = 0.8
+# ... and only if it needs clearly less of the link than the next: two copies of one job share it evenly.
+LINK_PRIORITY_RATIO = 0.9
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class SlotTraits:
     rank: float | None = None  # smaller goes first (critical_rank); None: learnt from what the server sees
     max_slowdown: float | None = None
     solo_iteration_s: float | None = None
+    link_fraction: float | None = None  # the link's busy time for its all-reduce / its solo iteration
 
 
 @dataclass
@@ -161,6 +176,20 @@ def critical_rank(compute_s: float, solo_iteration_s: float) -> float:
     return compute_s / solo_iteration_s if solo_iteration_s > 0 else 1.0
 
 
+def link_bands(traits: dict[int, SlotTraits]) -> dict[int, int]:
+    """The link's order: by link fraction, smallest first (band 0), the next in band 1, the rest in
+    band 2. Nothing is ordered (every job in the default band) unless at least two jobs' fractions are
+    known, the first leaves its partners at least 1 - MAX_FIRST_LINK_FRACTION of the link, and it is
+    clearly lighter than the next (LINK_PRIORITY_RATIO)."""
+    known = sorted((trait.link_fraction, slot) for slot, trait in traits.items() if trait.link_fraction is not None)
+    if len(known) < 2:
+        return {}
+    (first, _), (second, _) = known[0], known[1]
+    if first > MAX_FIRST_LINK_FRACTION or first >= second * LINK_PRIORITY_RATIO:
+        return {}
+    return {slot: min(position, len(LINK_BAND_PRIORITIES) - 1) for position, (_, slot) in enumerate(known)}
+
+
 class TurnPolicy:
     """Decides grants and yields for one device; the same decisions for the same events everywhere."""
 
@@ -173,6 +202,10 @@ class TurnPolicy:
     def choose(self, turns: DeviceTurns, now: float) -> tuple[int, bool] | None:
         """The slot to grant now (and whether that grant may not be preempted), or None."""
         raise NotImplementedError
+
+    def link_bands(self) -> dict[int, int]:
+        """Slot -> its band on the link (0 served first); a slot left out keeps the default band 1."""
+        return {}
 
     def wants_yield(self, turns: DeviceTurns, now: float) -> bool:
         """Should the holder give the turn up at its next layer boundary?"""
@@ -236,6 +269,9 @@ class WorkConserving(TurnPolicy):
             return None
         slot = min(waiters, key=lambda s: self._key(turns, s, turns.waiting[s]))
         return slot, turns.waiting[slot].bypassed >= self.max_bypass
+
+    def link_bands(self) -> dict[int, int]:
+        return link_bands(self.traits)
 
     def wants_yield(self, turns: DeviceTurns, now: float) -> bool:
         holder = turns.holder
