@@ -7,7 +7,8 @@ iterations it does in about S seconds alone, so the two overlap from start to en
   sequential (each alone), concurrent (no coordination), crossover under each policy.
 Printed per pair: each job's speed relative to alone (measured over the time both ran, and predicted by
 the simulation of the policy from the profiles), the aggregate (sum of speeds), crossover vs concurrent,
-the fluid bound and crossover's fraction of it, turn waiting (p50/p90) and rank skew.
+the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, and the socket
+priority a job's all-reduces carried on the link (6: served first; 0: the default band).
 Figures are ratios measured in one run: the machine is shared and noisy, compare within a row.
 
     .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
@@ -92,13 +93,13 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     jobs = report["jobs"]
     print(f"\nexperiment {report['experiment']}  engine {engine}  link {bandwidth}  ~{seconds:g} s per job alone")
     print(f"{'job':20} {'mode':11} {'policy':16} {'samples/s':>9} {'speed':>6} {'predicted':>9} {'iter ms':>8} "
-          f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6}")
+          f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6} {'link prio':>9}")
     for j in jobs:
         predicted = model["policies"].get(j.get("policy") or "", {}).get(j["name"]) if j["mode"] == "crossover" else None
         print(f"{j['name']:20} {j['mode']:11} {j.get('policy') or '-':16} {j['samples_per_s'] or 0:9.1f} "
               f"{_f(j.get('speed'), 6, 2)} {_f(predicted, 9, 2)} {_f(j['iteration_ms'], 8, 1)} {_f(j.get('wait_ms'), 8, 1)} "
               f"{_f(j.get('wait_p90_ms'), 6, 1)} {j.get('yields') or 0:6d} {_f(j.get('skew_p50_ms'), 8, 2)} "
-              f"{_f(j.get('skew_p90_ms'), 6, 2)}")
+              f"{_f(j.get('skew_p90_ms'), 6, 2)} {j.get('link_priority') if j.get('link_priority') is not None else '-':>9}")
     concurrent = group["concurrent_vs_sequential"]
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
            "without_interference": model["without_interference"]}
