@@ -14,9 +14,11 @@ out: traffic between emulated hosts stays on this machine.
 A cluster node's NIC is the bottleneck crossover fills, so each host's NIC is shaped to RATE in both
 directions: tbf on eth0 inside the host (what it sends) and on its port inside the switch (what it
 receives), with the small queues of network.py (LINK_MTU packets, SOCKET_QUEUE_BYTES per TCP socket
-in each namespace, TBF_BURST/TBF_LATENCY) and its priority queue under the rate (bands by SO_PRIORITY,
-which a packet keeps across the veth and the bridge), so a small all-reduce does not wait behind a
-partner's full queue, and the job the policy puts first on the link goes first. Like a real NIC it is full duplex: each direction has its own bucket. (network.py's --bandwidth
+in each namespace, TBF_BURST/TBF_LATENCY) and its priority queue under the rate (bands by SO_PRIORITY),
+so a small all-reduce does not wait behind a partner's full queue, and the job the policy puts first
+on the link goes first where a host sends. (The switch's ports see packets that crossed a veth into
+another namespace, which clears their priority: there every job shares first come, first served.)
+Like a real NIC it is full duplex: each direction has its own bucket. (network.py's --bandwidth
 shapes one loopback, whose single bucket carries both directions: an all-reduce between two ranks there
 takes about twice as long as between two emulated hosts at the same rate; measured with mlp-synthetic,
 7 MB of gradients at 1gbit: 130 ms of communication per iteration on the loopback, 72 ms between hosts.)
