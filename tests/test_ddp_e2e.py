@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "examples/ddp_digits.py"
 STEPS = 30
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
+TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def _printed_losses(text: str) -> list[str]:
@@ -33,8 +34,13 @@ def _rank0_losses(log_dir: str) -> list[str]:
 
 def _plain_torchrun(*script_args: str) -> list[str]:
     """The script alone under torchrun, nothing of xover involved."""
-    result = subprocess.run([torchrun_path(), "--standalone", "--nproc-per-node=2", SCRIPT, *script_args],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    for _ in range(2):
+        result = subprocess.run([torchrun_path(), "--standalone", "--nproc-per-node=2", SCRIPT, *script_args],
+                                capture_output=True, text=True, timeout=300, cwd=ROOT)
+        # torch's Gloo now and then aborts a finished rank at exit (about 1 run in 60 here, see
+        # runtime/worker.py: exit_without_teardown); this reference run has no xover to spare it that
+        if result.returncode == 0 or TEARDOWN_ABORT not in result.stderr:
+            break
     assert result.returncode == 0, result.stderr[-3000:]
     losses = _printed_losses(result.stdout)
     assert len(losses) == STEPS + 1  # one per step, and the final loss
@@ -148,3 +154,23 @@ def test_ddp_built_in_a_module_next_to_the_script_is_found(tmp_path):
     (tmp_path / "broken.py").write_text("def f(:\n")
     with pytest.raises(ScriptRefused, match=r"broken.py: line 1: not valid Python"):
         check_ddp_script(tmp_path / "broken.py")
+
+
+# ---------------------------------------------------------------------------- leaving
+
+
+def test_a_finished_rank_leaves_without_the_interpreters_teardown_and_loses_nothing():
+    """What Python does at exit still happens (threads joined, atexit handlers, streams flushed), then
+    the process ends before the teardown where Gloo sometimes aborts."""
+    program = textwrap.dedent("""
+        import atexit, sys, threading, time
+        from xover.runtime.worker import exit_without_teardown
+        atexit.register(lambda: print("atexit ran", flush=False))
+        threading.Thread(target=lambda: (time.sleep(0.2), print("thread finished"))).start()
+        sys.stdout.write("unflushed")
+        exit_without_teardown()
+        print("never")
+    """)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["unflushedthread finished", "atexit ran"]
