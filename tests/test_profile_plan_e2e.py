@@ -1,6 +1,7 @@
 """profile -> plan -> run through the real CLI and horovodrun, and the errors on the way."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -54,6 +55,11 @@ def test_profile_plan_run(isolated_results, tmp_path):
     bands = link_bands(traits)
     for job in jobs:
         assert job["link_priority"] == (LINK_BAND_PRIORITIES[bands[job["slot"]]] if job["slot"] in bands else None)
+    # XOVER_LINK_BANDS=off: the link stays shared, no socket marked
+    shared = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "crossover", "--iterations", "4", "--json"],
+                            capture_output=True, text=True, timeout=600, env={**os.environ, "XOVER_LINK_BANDS": "off"})
+    assert shared.returncode == 0, shared.stderr[-3000:]
+    assert [j["link_priority"] for j in json.loads(shared.stdout)["jobs"]] == [None, None]
 
 
 def test_plan_needs_profiles(isolated_results):

@@ -105,7 +105,8 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     from ..console import ProgressObserver
     from ..store.queries import new_experiment_id
 
-    lease, server_nice = turn_lease_from_env(), turn_server_nice_from_env()  # refused before anything is recorded
+    # refused before anything is recorded
+    lease, server_nice, link_bands = turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
     reconcile_lost(store)
     experiment_id = new_experiment_id()
     recorder = Recorder(store, experiment_id)
@@ -116,7 +117,7 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     reaper = Reaper(experiment_id, store.url)
     context = RunContext(recorder=recorder, experiment_id=experiment_id, results_dir=results_dir, bandwidth=bandwidth,
                          observer=observer, timeout_s=timeout_s, reaper=reaper, lease=lease,
-                         server_nice=server_nice)
+                         server_nice=server_nice, link_bands=link_bands)
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = "finished"
     try:
@@ -167,6 +168,15 @@ def turn_server_nice_from_env() -> int | None:
     if not -20 <= nice <= 19:
         raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
     return nice
+
+
+def link_bands_from_env() -> bool:
+    """XOVER_LINK_BANDS=off: crossover leaves the link shared first come, first served (a network that
+    ignores socket priorities, or a comparison); on, the default: the policy's link order."""
+    text = os.environ.get("XOVER_LINK_BANDS", "on").strip().lower()
+    if text not in ("on", "off"):
+        raise XoverError(f"XOVER_LINK_BANDS={text!r}: expected on or off")
+    return text == "on"
 
 
 def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:

@@ -91,6 +91,7 @@ class RunContext:
     reaper: Any = None  # told about every other host the run reaches
     lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
     server_nice: int | None = None  # the turn servers' nice value (None: their default)
+    link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
 
 
 def launch_prefix(hosts: list[str]) -> list[str]:
@@ -235,7 +236,8 @@ class Scheduler:
             link_bands: dict[int, int] = {}
             if unit.crossover:
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
-                link_bands = make_policy(unit.policy, traits).link_bands()
+                if context.link_bands:
+                    link_bands = make_policy(unit.policy, traits).link_bands()
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
                 unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
                                          {"XOVER_EXPERIMENT": context.experiment_id}, context.lease,
