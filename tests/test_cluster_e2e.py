@@ -127,10 +127,11 @@ def test_up_prints_the_spec_each_host_answers_over_ssh_and_down_leaves_nothing()
         for index, node in enumerate(state["nodes"], start=1):
             answer = _on_head(["ssh", node["name"], "hostname; nproc; ip -o -4 addr show eth0; tc qdisc show dev eth0"])
             assert answer.returncode == 0, answer.stderr
-            name, cores, address, qdisc = answer.stdout.strip().splitlines()
+            name, cores, address, rate, queue = answer.stdout.strip().splitlines()
             assert name == f"xo-h{index}" and cores == "1"  # its own hostname, pinned to its one core
             assert f"inet 10.231.0.{index}/24" in address
-            assert "tbf" in qdisc and "rate 1Gbit" in qdisc
+            assert "tbf" in rate and "rate 1Gbit" in rate
+            assert queue.startswith("qdisc pfifo_fast 10: parent 1:1 bands 3")  # the link's priority bands
         # nothing of the cluster in this machine's own namespace: no link, no address
         assert "10.231.0." not in subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
         assert " xo-" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
