@@ -99,7 +99,7 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         print(f"{j['name']:20} {j['mode']:11} {j.get('policy') or '-':16} {j['samples_per_s'] or 0:9.1f} "
               f"{_f(j.get('speed'), 6, 2)} {_f(predicted, 9, 2)} {_f(j['iteration_ms'], 8, 1)} {_f(j.get('wait_ms'), 8, 1)} "
               f"{_f(j.get('wait_p90_ms'), 6, 1)} {j.get('yields') or 0:6d} {_f(j.get('skew_p50_ms'), 8, 2)} "
-              f"{_f(j.get('skew_p90_ms'), 6, 2)} {j.get('link_priority') if j.get('link_priority') is not None else '-':>9}")
+              f"{_f(j.get('skew_p90_ms'), 6, 2)} {_f(j.get('link_priority'), 9, 0)}")
     concurrent = group["concurrent_vs_sequential"]
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
            "without_interference": model["without_interference"]}

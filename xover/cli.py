@@ -173,9 +173,9 @@ def run(
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     policy: Annotated[str, typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
-                                        "never idles while a job waits; critical-path jobs first; the job that needs the link least goes first on it), "
-                                        "round-robin "
-                                        "(strict alternation, the paper's), or all (crossover once per policy).")] = "work-conserving",
+                                        "never idles while a job waits; critical-path jobs first; the job that needs "
+                                        "the link least goes first on it), round-robin (strict alternation, the "
+                                        "paper's), or all (crossover once per policy).")] = "work-conserving",
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     launcher: Annotated[str, typer.Option("--launcher", help="local (this machine, or -H hosts over ssh) or slurm "

@@ -100,8 +100,8 @@ def _bandwidth_emulation() -> Check:
     try:
         with ShapedNetwork("1gbit"):
             pass
-        return Check("bandwidth emulation", True, "network namespace + tc tbf with a priority queue works (--bandwidth available)",
-                     required=False)
+        return Check("bandwidth emulation", True,
+                     "network namespace + tc tbf with a priority queue works (--bandwidth available)", required=False)
     except Exception as error:
         return Check("bandwidth emulation", False, str(error).split(": ", 1)[-1],
                      "needs `unshare -rn` (user namespaces) and `tc` (iproute2); without it, drop --bandwidth",

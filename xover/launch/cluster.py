@@ -355,7 +355,8 @@ def _build_network(hosts: list[EmulatedHost], rate: str) -> None:
         _run(["ip", "-n", namespace, "link", "set", "lo", "up"], f"namespace {namespace}")
 
     def shape(namespace: str, device: str) -> None:
-        _run(_in_ns(namespace, "sh", "-c", shaping_commands(device, rate)), f"shaping {device} in {namespace} to {rate}")
+        _run(_in_ns(namespace, "sh", "-c", shaping_commands(device, rate)),
+             f"shaping {device} in {namespace} to {rate}")
 
     setup_namespace(SWITCH_NS)
     _run(["ip", "-n", SWITCH_NS, "link", "add", BRIDGE, "mtu", str(LINK_MTU), "type", "bridge"], "the switch's bridge")

@@ -173,10 +173,10 @@ def turn_server_nice_from_env() -> int | None:
 def link_bands_from_env() -> bool:
     """XOVER_LINK_BANDS=off: crossover leaves the link shared first come, first served (a network that
     ignores socket priorities, or a comparison); on, the default: the policy's link order."""
-    text = os.environ.get("XOVER_LINK_BANDS", "on").strip().lower()
-    if text not in ("on", "off"):
+    text = os.environ.get("XOVER_LINK_BANDS", "on")
+    if text.strip().lower() not in ("on", "off"):
         raise XoverError(f"XOVER_LINK_BANDS={text!r}: expected on or off")
-    return text == "on"
+    return text.strip().lower() == "on"
 
 
 def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
