@@ -69,6 +69,7 @@ def _rank(path, device, slot, iterations, compute_s, comm_s, barrier, log):
     that needs every rank of the job (a barrier) and takes comm_s."""
     token = CrossoverToken(path, device, slot)
     for i in range(iterations):
+        log.put(("request", device, slot, i, time.monotonic()))
         token.acquire()
         log.put(("grant", device, slot, i, time.monotonic()))
         end = time.monotonic() + compute_s
@@ -123,15 +124,30 @@ def test_same_order_on_every_device(server, policy):
     same = difflib.SequenceMatcher(a=order[0], b=order[1]).ratio()
     print(f"{policy}: grant order shared by the two devices: {same:.0%}")
     assert same >= 0.75, (order[0], order[1])
-    # and each iteration's first grants on the two devices close together (rank skew)
-    first = {}
+    # each iteration's first grants on the two devices close together (rank skew). Part of the skew is
+    # inherited from the grant's causes (the request, the previous holder letting go), both timed by the
+    # scripted clients' sleeps, and under round robin, where every grant follows the previous holder,
+    # that part wanders with their jitter. The server's own part is the delay from the later cause to
+    # the grant: a fraction of a ms here, a few ms on a loaded CI machine.
+    requested, granted, delays = {}, {}, []
+    freed = {d: [t for kind, dev, _, _, t, *_ in events if kind == "release" and dev == d] for d in (0, 1)}
     for kind, dev, slot, i, t, *_ in events:
-        if kind == "grant":
-            first.setdefault((slot, i), {})[dev] = t
-    skews = sorted(abs(t[0] - t[1]) for t in first.values() if len(t) == 2)
-    print(f"{policy}: rank skew p50 {skews[len(skews) // 2] * 1000:.2f} ms, p90 {skews[int(0.9 * len(skews))] * 1000:.2f} ms")
+        if kind == "request":
+            requested[(slot, i, dev)] = t
+        elif kind == "grant":
+            granted.setdefault((slot, i), {})[dev] = t
+            let_go = max((r for r in freed[dev] if r <= t), default=0.0)
+            delays.append(max(t - max(requested[(slot, i, dev)], let_go), 0.0))
+    skews = sorted(abs(t[0] - t[1]) for t in granted.values() if len(t) == 2)
+    delays.sort()
+
+    def p(xs, q):
+        return xs[int(q * len(xs))] * 1000
+    print(f"{policy}: rank skew p50 {p(skews, 0.5):.2f} ms, p90 {p(skews, 0.9):.2f} ms; "
+          f"server's delay p50 {p(delays, 0.5):.2f} ms, p90 {p(delays, 0.9):.2f} ms")
     # process wake-ups on a loaded 2-core machine: a few ms typical, tens of ms in the tail
-    assert skews[len(skews) // 2] < 0.005 and skews[int(0.9 * len(skews))] < 0.05
+    assert p(delays, 0.5) < 5 and p(delays, 0.9) < 50
+    assert p(skews, 0.9) < 50
     stats = json.loads(s.stop()[-1].removeprefix("stats "))
     assert stats["policy"] == policy and set(stats["slots"]) == {"0", "1", "2"}
 
