@@ -78,6 +78,32 @@ def main() -> None:
           f"(above 1: crossover finished first)")
     schedule = runs["crossover"].get("schedule", {})
     print(f"groups running at once at the busiest moment: {schedule.get('groups_overlapping')}")
+    gains = {mode: group_gains(runs[mode], runs["sequential"]) for mode in ("crossover", "concurrent")}
+    for i, group in enumerate(plan["groups"]):
+        jobs = frozenset(group["jobs"])
+        crossover, concurrent = gains["crossover"].get(jobs), gains["concurrent"].get(jobs)
+        ratio = f"{crossover / concurrent:.2f}x" if crossover and concurrent else "-"
+        print(f"group {i} ({' + '.join(group['jobs'])}): predicted gain {group['predicted_gain']:.2f}; measured "
+              f"crossover {_f(crossover)}, concurrent {_f(concurrent)} (crossover / concurrent {ratio})")
+
+
+def group_gains(report: dict, sequential: dict) -> dict[frozenset, float | None]:
+    """Each group's aggregate speed while its jobs ran together: every job's samples/s then over its
+    samples/s alone in the sequential run, summed (1.00 = no better than one after another)."""
+    alone = {job["name"]: job.get("samples_per_s") for job in sequential["jobs"]}
+    members: dict[int, list[dict]] = {}
+    for job in report["jobs"]:
+        members.setdefault(job["group"], []).append(job)
+    gains: dict[frozenset, float | None] = {}
+    for jobs in members.values():
+        speeds = [(job.get("samples_per_s_shared"), alone.get(job["name"])) for job in jobs]
+        known = all(shared and solo for shared, solo in speeds)
+        gains[frozenset(job["name"] for job in jobs)] = sum(a / b for a, b in speeds) if known else None
+    return gains
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":
