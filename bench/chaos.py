@@ -4,7 +4,8 @@ Each trial starts a two-job group (crossover or concurrent, horovod or torch, on
 two hosts of the emulated cluster when one can be built) and then, after the jobs have started
 iterating, does one of:
   kill-rank   SIGKILL a random rank of a random job
-  stop-rank   SIGSTOP a random rank of a random job (it hangs; its turn's lease and --timeout end it)
+  stop-rank   SIGSTOP a random rank of a random job (it hangs; its turn's lease and --timeout end it,
+              or its engine first: Horovod's Gloo fails the other ranks after 30 s)
   kill-xover  SIGKILL xover itself (its reaper must stop everything and mark the rows lost)
 It then counts, and the target for each is 0:
   survivor stalls   iterations over 1 s of the job that was not hit, after the fault
