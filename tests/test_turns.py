@@ -76,8 +76,9 @@ def _rank(path, device, slot, iterations, compute_s, comm_s, barrier, log):
         while time.monotonic() < end:
             time.sleep(0.001)
             token.checkpoint()
+        released_at = time.monotonic()  # before the release is sent: never after the grant it causes
         token.release()
-        log.put(("release", device, slot, i, time.monotonic(), token.phase.yields, token.phase.held))
+        log.put(("release", device, slot, i, released_at, token.phase.yields, token.phase.held))
         barrier.wait()
         time.sleep(comm_s)
     token.close()
