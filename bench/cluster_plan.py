@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from xover.console import fmt  # noqa: E402
 from xover.launch import cluster  # noqa: E402
 
 RECIPES = ["resnet-synthetic", "mlp-synthetic", "transformer-chars", "mlp-balanced"]
@@ -84,7 +85,7 @@ def main() -> None:
         crossover, concurrent = gains["crossover"].get(jobs), gains["concurrent"].get(jobs)
         ratio = f"{crossover / concurrent:.2f}x" if crossover and concurrent else "-"
         print(f"group {i} ({' + '.join(group['jobs'])}): predicted gain {group['predicted_gain']:.2f}; measured "
-              f"crossover {_f(crossover)}, concurrent {_f(concurrent)} (crossover / concurrent {ratio})")
+              f"crossover {fmt(crossover)}, concurrent {fmt(concurrent)} (crossover / concurrent {ratio})")
 
 
 def group_gains(report: dict, sequential: dict) -> dict[frozenset, float | None]:
@@ -100,10 +101,6 @@ def group_gains(report: dict, sequential: dict) -> dict[frozenset, float | None]
         known = all(shared and solo for shared, solo in speeds)
         gains[frozenset(job["name"] for job in jobs)] = sum(a / b for a, b in speeds) if known else None
     return gains
-
-
-def _f(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":

@@ -173,10 +173,11 @@ def turn_server_nice_from_env() -> int | None:
 def link_bands_from_env() -> bool:
     """XOVER_LINK_BANDS=off: crossover leaves the link shared first come, first served (a network that
     ignores socket priorities, or a comparison); on, the default: the policy's link order."""
-    text = os.environ.get("XOVER_LINK_BANDS", "on")
-    if text.strip().lower() not in ("on", "off"):
-        raise XoverError(f"XOVER_LINK_BANDS={text!r}: expected on or off")
-    return text.strip().lower() == "on"
+    given = os.environ.get("XOVER_LINK_BANDS", "on")
+    text = given.strip().lower()
+    if text not in ("on", "off"):
+        raise XoverError(f"XOVER_LINK_BANDS={given!r}: expected on or off")
+    return text == "on"
 
 
 def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
