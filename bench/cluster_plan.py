@@ -15,8 +15,6 @@ the end (also on failure).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,18 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import xover  # noqa: E402
 from xover.console import fmt  # noqa: E402
 from xover.launch import cluster  # noqa: E402
 
 RECIPES = ["resnet-synthetic", "mlp-synthetic", "transformer-chars", "mlp-balanced"]
 
-
-def xover(*args: str) -> dict:
-    print("$ xover", " ".join(args), flush=True)
-    result = subprocess.run([str(ROOT / ".venv/bin/xover"), *args, "--json"], capture_output=True, text=True, cwd=ROOT)
-    if result.returncode != 0:
-        sys.exit(result.stderr[-4000:])
-    return json.loads(result.stdout)
 
 
 def makespan(report: dict) -> float:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import xover  # noqa: E402
 from xover.devices import hardware_fingerprint  # noqa: E402
 from xover.planner import fluid_gain, predict_group  # noqa: E402
 from xover.plans import job_profile  # noqa: E402
@@ -56,14 +56,6 @@ PAIRS = [
 ]
 POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]
 
-
-def xover(*args: str, timeout: int = 3600) -> dict:
-    command = [str(ROOT / ".venv/bin/xover"), *args, "--json"]
-    print("$ xover", " ".join(args), flush=True)
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    if result.returncode != 0:
-        sys.exit(result.stderr[-4000:])
-    return json.loads(result.stdout)
 
 
 def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:

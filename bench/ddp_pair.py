@@ -19,32 +19,23 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import xover  # noqa: E402
 from xover.analysis import group_model, profile_of_run  # noqa: E402
 from xover.planner import round_robin_gain, round_robin_period  # noqa: E402
 
 SCRIPT = "examples/ddp_digits.py"
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 
-
-def xover(*args: str) -> dict:
-    command = [sys.executable, "-m", "xover", args[0], "--json", *args[1:]]  # the script's arguments come last
-    print("$ xover", " ".join(args), flush=True)
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if result.returncode != 0:
-        sys.exit(result.stderr[-4000:])
-    return json.loads(result.stdout)
 
 
 def run_with_recipe(recipe: str, iterations: int, bandwidth: str, mode: str, script_args: list[str]) -> dict:
