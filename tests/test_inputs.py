@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sqlite3
 import tomllib
 from pathlib import Path
 
@@ -174,7 +175,7 @@ CSV_HEADER = "name,devices,compute_ms,comm_ms,memory_gb,link_ms,comm_cpu,max_slo
 
 @SETTINGS
 @given(st.sampled_from(["devices", "compute_ms", "comm_ms", "memory_gb", "link_ms", "comm_cpu", "max_slowdown"]),
-       st.sampled_from(["-1", "x", "", "nan", "inf", "1e999", "0.5" + "0" * 400 + "x"]))
+       st.sampled_from(["-1", "x", "", "nan", "inf", "1e999", "1e200", "0.5" + "0" * 400 + "x", "[/]"]))
 def test_a_broken_trace_line_names_its_file_line_and_column(clean, tmp_path, column, value):
     row = {"name": "a", "devices": "2", "compute_ms": "100", "comm_ms": "10", "memory_gb": "1", "link_ms": "20",
            "comm_cpu": "0.1", "max_slowdown": "1.5"}
@@ -205,11 +206,23 @@ FLAG_CASES = [
     (["run", "--group", "mlp-digits", "--policy", "lottery"], "--policy"),
     (["run", "--group", "mlp-digits", "--seconds", "5", "--iterations", "3"], "--seconds"),
     (["run", "--group", "mlp-digits", "--seconds", "5"], "--seconds needs"),
+    (["run", "--group", "mlp-digits", "--seconds", "inf"], "--seconds"),
+    (["run", "--group", "mlp-digits", "--timeout", "nan"], "--timeout"),
+    (["run", "--script", "examples/horovod_digits.py", "--np", "-1"], "--np"),
+    (["run", "--script", "examples/horovod_digits.py", "--np", "0"], "--np"),
+    (["train", "mlp-digits", "-H", "h1:x"], "h1:x"),  # text, not the emoji code :x:
+    (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
     (["run", "--script", "examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
     (["run", "mlp-digits", "-H", "localhost:2"], "-H applies to --group"),
     (["plan", "mlp-digits", "--devices", "2", "--policy", "lottery"], "policy"),
     (["plan", "mlp-digits"], "--devices"),
+    (["plan", "mlp-digits", "--devices", "100000000"], "--devices"),
+    (["plan", "mlp-digits", "--devices", "2", "--max-group", "0"], "--max-group"),
+    (["plan", "mlp-digits", "--devices", "2", "--device-memory", "-1"], "--device-memory"),
+    (["plan", "mlp-digits", "--devices", "2", "--out", ""], "--out"),
+    (["plan", "mlp-digits", "--devices", "2", "--engine", "mpi"], "--engine"),
+    (["plan", "--profiles", "t.csv", "--devices", "2", "--bandwidth", "1gbit"], "--bandwidth"),
     (["profile", "mlp-digits", "--iterations", "3", "--warmup", "5"], "--iterations"),
     (["report", "latest", "--format", "pdf"], "--format"),
 ]
@@ -224,8 +237,86 @@ def test_a_bad_flag_is_one_clear_line(clean, args, needle):
 
 
 @pytest.mark.parametrize("variable, value", [("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_SERVER_NICE", "-40"),
-                                             ("XOVER_TURN_LEASE", "floor=-1"), ("XOVER_LINK_BANDS", "maybe")])
+                                             ("XOVER_TURN_LEASE", "floor=-1"), ("XOVER_TURN_LEASE", "floor=nan"),
+                                             ("XOVER_TURN_LEASE", "floor=30,floor=1"), ("XOVER_LINK_BANDS", "maybe")])
 def test_a_bad_turn_server_setting_is_one_clear_line(clean, monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
     _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "mlp-digits", "--mode", "crossover"]), variable)
     _nothing_written(clean, lookups=True)
+
+
+@pytest.mark.parametrize("args, needle", [(["--engine", "mpi"], "--engine"), (["--iterations", "0"], "--iterations")])
+def test_a_bad_flag_with_a_plan_is_one_clear_line(clean, tmp_path, args, needle):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_plan(tmp_path)))
+    _one_clear_line(runner.invoke(app, ["run", str(path), *args]), needle)
+    _nothing_written(clean)
+
+
+def test_a_bad_setting_records_no_plan(clean, tmp_path, monkeypatch):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_plan(tmp_path)))
+    monkeypatch.setenv("XOVER_LINK_BANDS", "maybe")
+    _one_clear_line(runner.invoke(app, ["run", str(path)]), "XOVER_LINK_BANDS")
+    assert not (clean / "results").exists()
+    if (clean / "xover.db").exists():
+        with sqlite3.connect(clean / "xover.db") as db:
+            assert db.execute("SELECT count(*) FROM plans").fetchone() == (0,)
+
+
+def test_a_plan_that_cannot_be_written_is_one_clear_line(clean, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    for out in (tmp_path, tmp_path / "t.csv" / "p.json"):  # a folder; a path through a file
+        _one_clear_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]),
+                        "--out")
+
+
+def test_plan_with_neither_recipes_nor_a_trace_says_so(clean):
+    result = runner.invoke(app, ["plan", "--devices", "2"])
+    _one_clear_line(result, "--profiles")
+    assert "not both" not in result.output
+
+
+def test_a_plan_is_not_written_when_the_store_cannot_be_opened(clean, tmp_path, monkeypatch):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    (tmp_path / "not-a-db").write_text("plain text")
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "not-a-db"))
+    out = tmp_path / "p.json"
+    result = runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert not out.exists()
+
+
+def test_reading_commands_create_no_database_or_folder(clean, tmp_path, monkeypatch):
+    from xover.doctor import _database
+
+    missing = tmp_path / "fresh" / "dir" / "x.db"
+    monkeypatch.setenv("XOVER_DB", str(missing))
+    _one_clear_line(runner.invoke(app, ["report", "latest"]), "no database")
+    check = _database(None)
+    assert check.ok and "does not exist yet" in check.detail, check
+    assert not (tmp_path / "fresh").exists()
+
+
+@pytest.mark.parametrize("table, key, value", [("model_options", "hidden", -3), ("model_options", "hidden", '"big"'),
+                                               ("dataset_options", "image_size", 0), ("model_options", "layers", 2.5)])
+def test_a_bad_option_value_names_its_field(clean, tmp_path, table, key, value):
+    data = copy.deepcopy(VALID_RECIPE)
+    data.pop("model_options", None)
+    data.pop("dataset_options", None)
+    path = tmp_path / "options.toml"
+    path.write_text(_toml(data) + f"[{table}]\n{key} = {value}\n")
+    _one_clear_line(runner.invoke(app, ["profile", str(path)]), str(path), f"field '{table}.{key}'")
+    _nothing_written(clean)
+
+
+def test_a_plan_with_nothing_placed_is_not_run(clean, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,40\n")
+    out = tmp_path / "p.json"
+    planned = runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--device-memory", "16",
+                                  "--out", str(out)])
+    assert planned.exit_code == 0 and "nothing to run" in planned.output, planned.output
+    _one_clear_line(runner.invoke(app, ["run", str(out)]), str(out), "no groups")

@@ -41,6 +41,9 @@ def test_profile_plan_run(isolated_results, tmp_path):
     for group in plan["groups"]:
         assert {"jobs", "devices", "predicted_gain"} <= set(group)
     assert json.loads(plan_path.read_text())["format"] == "xover-plan/1"
+    # the profiles were taken under horovod: a plan for torch needs torch's own
+    other = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--engine", "torch")
+    assert other.returncode == 2 and "no torch profile" in other.stderr and "--engine torch" in other.stderr, other.stderr
 
     ran = _xover("run", str(plan_path), "--mode", "crossover", "--iterations", "8", "--json")
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -65,7 +68,7 @@ def test_profile_plan_run(isolated_results, tmp_path):
 def test_plan_needs_profiles(isolated_results):
     result = _xover("plan", "mlp-digits", "--devices", "2")
     assert result.returncode == 2
-    assert "no profile of 'mlp-digits'" in result.stderr and "xover profile" in result.stderr
+    assert "no horovod profile of 'mlp-digits'" in result.stderr and "xover profile" in result.stderr
 
 
 def test_plan_from_csv_trace_and_bad_rows(isolated_results, tmp_path):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import shlex
 import sys
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from . import __version__
-from .console import console, errors, print_json, print_table
+from .console import console, errors, print_error, print_json, print_table
 from .errors import XoverError
 
 app = typer.Typer(help="Run several data-parallel training jobs on the same devices, taking turns "
@@ -39,7 +41,7 @@ def main(
 
 
 def fail(error: XoverError) -> None:
-    errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    print_error(str(error))
     raise typer.Exit(error.exit_code)
 
 
@@ -108,7 +110,7 @@ def train(
     from .run import train_recipe
 
     with user_errors():
-        check_timeout(timeout)
+        check_seconds("--timeout", timeout)
         result = train_recipe(State.db, recipe, np=np, hosts=hosts_or_allocation(hosts), iterations=iterations, bandwidth=bandwidth,
                               command=_command_line(), show_progress=not json_out, engine=engine, timeout_s=timeout,
                               wait=wait)
@@ -116,7 +118,7 @@ def train(
         print_json(result)
     else:
         print_table(f"xover train  experiment {result['experiment']}", JOB_COLUMNS, result["jobs"])
-        console.print(f"logs: {result['results_dir']}")
+        console.print(f"logs: {result['results_dir']}", markup=False)
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
 
@@ -129,7 +131,7 @@ def hosts_or_allocation(hosts: str | None) -> str | None:
     if not slurm.in_allocation():
         return None
     allocation = slurm.allocation()
-    errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True)
+    errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True, markup=False)
     return allocation.hosts_option()
 
 
@@ -141,9 +143,10 @@ def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[
     return targets, []
 
 
-def check_timeout(timeout: float | None) -> None:
-    if timeout is not None and timeout <= 0:
-        raise XoverError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+def check_seconds(flag: str, value: float | None) -> None:
+    """A duration flag: a finite number of seconds > 0 (nan would never expire, inf never end)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise XoverError(f"{flag} must be a positive number of seconds, got {value:g}")
 
 
 GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("policy", "crossover_policy"),
@@ -195,7 +198,7 @@ def run(
 
     with user_errors():
         modes = modes_of(mode)
-        check_timeout(timeout)
+        check_seconds("--timeout", timeout)
         plan_body = None
         targets = targets or []
         if hosts and not (group or scripts):
@@ -222,8 +225,9 @@ def run(
 
         if policy != "all" and policy not in POLICIES:
             raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
-        if seconds is not None and (seconds <= 0 or iterations is not None):
-            raise XoverError("--seconds must be positive, and not given with --iterations")
+        check_seconds("--seconds", seconds)
+        if seconds is not None and iterations is not None:
+            raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
         from .turns import DEFAULT_POLICY
 
         policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
@@ -315,7 +319,7 @@ def plan(
                                                            show_default=False)] = None,
     profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
                             "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
-                            "[,checkpoint_ms][,max_slowdown].")] = None,
+                            "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms].")] = None,
     devices: Annotated[Optional[int], typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
     device_memory: Annotated[Optional[float], typer.Option("--device-memory", help="GB per device; groups must fit.")] = None,
@@ -325,6 +329,8 @@ def plan(
                          "(default: the one rate every recipe was profiled at; 'host' for the unshaped network).")] = None,
     policy: Annotated[str, typer.Option("--policy", help="Turn policy the plan predicts for: work-conserving "
                                         "or round-robin.")] = "work-conserving",
+    engine: Annotated[str, typer.Option("--engine", help="Plan from the profiles taken under this engine: "
+                                        "horovod or torch (run the plan with the same --engine).")] = "horovod",
     out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default results/plan.json).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
@@ -336,7 +342,7 @@ def plan(
         result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices,
                            hosts=hosts if hosts or devices else hosts_or_allocation(None),
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
-                           policy=policy)
+                           policy=policy, engine=engine)
     if json_out:
         print_json(result)
         return
@@ -344,14 +350,20 @@ def plan(
              "start_s": g.get("predicted_start_ms", 0.0) / 1000,
              "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g["predicted_slowdown"].items())}
             for i, g in enumerate(result["groups"])]
+    from_engine = f", {result['engine']} profiles" if result.get("engine") else ""
     print_table(f"xover plan  ({result['algo']}; predicted under the {result['policy']} turn policy, "
-                f"link {result.get('bandwidth') or 'host'})", PLAN_COLUMNS, rows)
+                f"link {result.get('bandwidth') or 'host'}{from_engine})", PLAN_COLUMNS, rows)
     for item in result["unplaced"]:
-        console.print(f"[yellow]unplaced[/] {item['name']}: {item['reason']}")
+        console.print(f"[yellow]unplaced[/] {escape(item['name'])}: {escape(item['reason'])}")
     console.print(f"predicted aggregate gain {result['predicted_aggregate_gain']:.2f}x; makespan "
                   f"{result['predicted_makespan_ms'] / 1000:.1f} s vs {result['sequential_makespan_ms'] / 1000:.1f} s "
                   f"one after another")
-    console.print(f"plan written to {result['path']}  (run it: xover run {result['path']})")
+    if result["groups"]:
+        console.print(f"plan written to {result['path']}  (run it: xover run {result['path']})", markup=False,
+                      highlight=False)
+    else:
+        console.print(f"plan written to {result['path']}, with nothing to run: no job could be placed (see above)",
+                      markup=False, highlight=False)
 
 
 @app.command()

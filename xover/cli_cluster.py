@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .console import console, errors, print_json, print_table
+from .console import console, print_error, print_json, print_table
 from .errors import XoverError
 
 cluster_app = typer.Typer(help="An emulated cluster on this machine: each host a network namespace with its own "
@@ -25,7 +25,7 @@ def _user_errors():
     try:
         yield
     except XoverError as error:
-        errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        print_error(str(error))
         raise typer.Exit(error.exit_code)
 
 

@@ -13,12 +13,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 # Wide tables stay readable when piped into a file or a CI log instead of being cut to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 200)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+# No emoji codes: "-H h1:x:2" is a host spec, not ":x:".
+console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
 
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def print_error(message: str) -> None:
+    """`error: MESSAGE` on stderr; the message is text (a file named "[x].toml" is not markup)."""
+    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def fmt(value: Any, digits: int = 2) -> str:

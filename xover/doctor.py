@@ -126,8 +126,20 @@ def _slurm() -> Check:
 
 
 def _database(db: str | None) -> Check:
-    from .store.session import open_store
+    from pathlib import Path
 
+    from .store.session import database_url, open_store
+
+    prefix = "sqlite:///"
+    url = database_url(db, create_folder=False)
+    if url.startswith(prefix) and url != prefix + ":memory:" and not Path(url[len(prefix):]).exists():
+        # a check must not create what it checks: the first run creates the file (and its folders)
+        path = Path(url[len(prefix):]).absolute()
+        folder = next(p for p in path.parents if p.exists())
+        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+            return Check("database", True, f"{path} (sqlite) does not exist yet; the first run creates it")
+        return Check("database", False, f"{path} cannot be created: {folder} is not a writable folder",
+                     "choose a writable path with --db or XOVER_DB")
     try:
         store = open_store(db)
         with store.engine.begin() as connection:

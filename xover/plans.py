@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from .store.session import open_store
 from .turns.policies import DEFAULT_POLICY
 
 DEFAULT_PLAN = "results/plan.json"
+MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
 
 
 def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
@@ -31,10 +33,11 @@ def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
 
 
 def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None,
-                        hosts: list[tuple[str, int]] | None = None) -> tuple[list[JobProfile], dict[str, str], str]:
-    """JobProfiles from the newest stored profile of each recipe (this hardware first, then any),
-    all taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled.
-    Returns the profiles, job name -> recipe path, and the link rate used."""
+                        hosts: list[tuple[str, int]] | None = None,
+                        engine: str = "horovod") -> tuple[list[JobProfile], dict[str, str], str]:
+    """JobProfiles from the newest stored profile of each recipe under `engine` (this hardware first,
+    then any), all taken at one link rate: `bandwidth`, or the one rate at which every recipe was
+    profiled. Returns the profiles, job name -> recipe path, and the link rate used."""
     store = open_store(db)
     hardware = hardware_fingerprint()
     recipes = [load_recipe(path) for path in recipe_paths]
@@ -42,17 +45,19 @@ def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str 
     for name in names:
         if names.count(name) > 1:
             raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
-    link = bandwidth or _common_link(store, recipes, recipe_paths)
+    link = bandwidth or _common_link(store, recipes, recipe_paths, engine)
+    with_engine = "" if engine == "horovod" else f" --engine {engine}"
     jobs, paths = [], {}
     for path, recipe in zip(recipe_paths, recipes):
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
-        found = (find_profile(store, recipe.hash, recipe.np, link, hardware, hosts=spanned)
-                 or find_profile(store, recipe.hash, recipe.np, link, None, hosts=spanned))
+        found = (find_profile(store, recipe.hash, recipe.np, link, hardware, engine, hosts=spanned)
+                 or find_profile(store, recipe.hash, recipe.np, link, None, engine, hosts=spanned))
         if found is None:
             shown = "" if link == "host" else f" --bandwidth {link}"
             across = f" over {spanned} hosts" if spanned > 1 else ""
-            raise XoverError(f"no profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
-                             f"`xover profile {path}{shown}{' -H ...' if spanned > 1 else ''}` first")
+            raise XoverError(f"no {engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
+                             f"`xover profile {path}{shown}{with_engine}{' -H ...' if spanned > 1 else ''}` first"
+                             + _other_engine_hint(store, recipe, engine))
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
     return jobs, paths, link
@@ -71,8 +76,20 @@ def job_profile(recipe, found) -> JobProfile:
                       startup_ms=found.startup_ms or 0.0)
 
 
-def _common_link(store, recipes, recipe_paths) -> str:
-    """The link rate at which every recipe has a profile, when --bandwidth is not given."""
+def _other_engine_hint(store, recipe, engine: str) -> str:
+    """', or plan with --engine torch (it has torch profiles)' when the recipe was profiled under another engine."""
+    from sqlalchemy import select
+
+    from .store.models import Profile
+
+    with store.session() as session:
+        others = sorted(set(session.scalars(select(Profile.engine).where(
+            Profile.recipe_hash == recipe.hash, Profile.np == recipe.np, Profile.engine != engine))))
+    return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
+
+
+def _common_link(store, recipes, recipe_paths, engine: str) -> str:
+    """The link rate at which every recipe has a profile under `engine`, when --bandwidth is not given."""
     from sqlalchemy import select
 
     from .rates import describe_rate
@@ -80,12 +97,16 @@ def _common_link(store, recipes, recipe_paths) -> str:
 
     with store.session() as session:
         rates = [set(session.scalars(select(Profile.bandwidth).where(Profile.recipe_hash == recipe.hash,
-                                                                     Profile.np == recipe.np)))
+                                                                     Profile.np == recipe.np,
+                                                                     Profile.engine == engine)))
                  for recipe in recipes]
     missing = [(path, recipe) for path, recipe, found in zip(recipe_paths, recipes, rates) if not found]
     if missing:
         names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for _, recipe in missing)
-        raise XoverError(f"no profile of {names}: run `xover profile {' '.join(path for path, _ in missing)}` first")
+        with_engine = "" if engine == "horovod" else f" --engine {engine}"
+        raise XoverError(f"no {engine} profile of {names}: run `xover profile "
+                         f"{' '.join(path for path, _ in missing)}{with_engine}` first"
+                         + _other_engine_hint(store, missing[0][1], engine))
     common = set.intersection(*rates)
     if len(common) == 1:
         return common.pop()
@@ -100,19 +121,33 @@ def _common_link(store, recipes, recipe_paths) -> str:
 
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
-              out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY) -> dict[str, Any]:
+              out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY,
+              engine: str = "horovod") -> dict[str, Any]:
     from .launch.hosts import parse_hosts
+    from .run.jobs import check_engine
     from .store.queries import store_plan
 
     from .planner import ALGORITHMS
     from .turns.policies import POLICIES
 
+    check_engine(engine)
     if algo not in ALGORITHMS:
         raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
     if policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
     if bool(recipe_paths) == bool(trace_csv):
-        raise XoverError("give recipes (planned from their stored profiles) or --profiles FILE.csv, not both")
+        raise XoverError("give recipes (planned from their stored profiles) or --profiles FILE.csv"
+                         + (", not both" if recipe_paths else ""))
+    if trace_csv and bandwidth:
+        raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles trace carries its own times")
+    if out is not None and not out.strip():
+        raise XoverError("--out: give a file name for the plan (default results/plan.json)")
+    if devices is not None and not 1 <= devices <= MAX_DEVICES:
+        raise XoverError(f"--devices {devices}: give a whole number from 1 to {MAX_DEVICES}")
+    if max_group < 1:
+        raise XoverError(f"--max-group {max_group}: give a whole number >= 1 (1 plans every job alone)")
+    if device_memory_gb is not None and not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
+        raise XoverError(f"--device-memory {device_memory_gb}: give the GB per device, a number > 0")
     if hosts:
         host_list = parse_hosts(hosts)
     elif devices:
@@ -126,14 +161,18 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if trace_csv:
         jobs, recipes = load_trace_csv(trace_csv), {}
     else:
-        jobs, recipes, bandwidth = profiles_of_recipes(db, recipe_paths, bandwidth, host_list)
+        jobs, recipes, bandwidth = profiles_of_recipes(db, recipe_paths, bandwidth, host_list, engine)
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
                      policy=policy)
     body = plan_to_dict(plan, recipes)
+    store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
     path = Path(out or DEFAULT_PLAN)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(body, indent=2) + "\n")
-    store = open_store(db)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")
+    except OSError as error:
+        raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     with store.session() as session, session.begin():
         plan_id = store_plan(session, body, str(path))
-    return {**body, "plan_id": plan_id, "path": str(path), "bandwidth": bandwidth}
+    return {**body, "plan_id": plan_id, "path": str(path), "bandwidth": bandwidth,
+            "engine": None if trace_csv else engine}

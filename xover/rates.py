@@ -2,7 +2,8 @@
 
 `--bandwidth` takes a number and a unit. Bits: `bit`, `kbit`, `mbit`, `gbit`, `tbit`, and the
 networking spelling `bps`, `kbps`, `mbps`, `gbps` (bits per second, as in "a 100 Mbps link").
-Bytes: `B/s`, `KB/s`, `MB/s`, `GB/s` (or `byte/s`, `kbyte/s`, ...). Prefixes are decimal (k = 1000).
+Bytes: `B/s`, `KB/s`, `MB/s`, `GB/s`, with a capital B also `MBps` (or `byte/s`, `kbyte/s`, ...).
+Prefixes are decimal (k = 1000).
 tc itself reads `mbps` as megabytes per second; xover never hands it a user's spelling, only the
 canonical form below, so `100mbps` is 100 Mbit/s everywhere.
 
@@ -28,7 +29,7 @@ class RateError(XoverError):
 def parse_rate(text: str, where: str = "--bandwidth") -> int:
     """Bits per second of a rate such as '1gbit', '100mbps', '125MB/s'."""
     raw = str(text).strip()
-    bytes_unit = re.search(r"B/s$|bytes?/s$", raw) is not None  # capital B, or spelt out: bytes
+    bytes_unit = re.search(r"B/s$|Bps$|bytes?/s$", raw) is not None  # capital B, or spelt out: bytes
     match = _PATTERN.match(raw.lower())
     if not match:
         raise RateError(f"{where} {text!r}: expected a rate with a unit, such as 1gbit, 200mbit, 100mbps or 125MB/s")

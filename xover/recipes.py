@@ -145,6 +145,9 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
             if key not in allowed:
                 raise fail(f"{table}.{key}", f"unknown option{_suggest(key, allowed)}; "
                                              f"accepted: {', '.join(allowed) or 'none'}")
+            value = data[table][key]  # every built-in option is a size or a count
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
+                raise fail(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
     if "max_slowdown" in data:
         data = {**data, "max_slowdown": float(data["max_slowdown"])}
     return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),

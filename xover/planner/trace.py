@@ -28,6 +28,9 @@ _DEFAULTS = {"data_ms": 0.0, "iterations": 100, "link_ms": None, "comm_cpu": 0.0
              "max_slowdown": None, "interference": 0.0, "startup_ms": 0.0}
 
 
+LARGEST = 1e9  # any field: beyond it (11 days per iteration, a billion devices) a value is a typo
+
+
 class TraceError(XoverError):
     """A trace CSV that cannot be read as job profiles."""
 
@@ -101,6 +104,8 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         if value is None:
             kind = "a whole number" if whole else "a number"
             raise fail(f"{column} must be {kind}, got {text!r}")
+        if abs(value) > LARGEST:
+            raise fail(f"{column} {text} is out of range: at most {LARGEST:g}")
         values[column] = value
     if values["devices"] <= 0:
         raise fail(f"devices must be >= 1, got {values['devices']}")

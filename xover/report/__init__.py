@@ -98,11 +98,11 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
         raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
     if out:
         for path in written:
-            console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+            console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
     else:
         print(csv_text(JOB_CSV_FIELDS, report.jobs), end="")
         for path in written:
-            errors.print(f"wrote {path}", highlight=False, soft_wrap=True)
+            errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
@@ -132,7 +132,7 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
     if fmt == "table":
         tables.print_summary_table(briefs)
         for name, path in pictures.items():
-            console.print(f"{name}: {path}", highlight=False, soft_wrap=True)
+            console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
     else:
         from .html import summary_html
 
@@ -155,4 +155,4 @@ def _write_text(path: Path, default_name: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as error:
         raise ReportError(f"cannot write {path}: {error.strerror}") from None
-    console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)

@@ -53,7 +53,7 @@ class ExperimentReport:
 
 def open_existing_store(db: str | None) -> Store:
     """The store, refusing to create an empty database just to report that it is empty."""
-    url = database_url(db)
+    url = database_url(db, create_folder=False)
     prefix = "sqlite:///"
     if url.startswith(prefix) and url != prefix + ":memory:" and not Path(url[len(prefix):]).exists():
         raise ReportError(f"no database at {url[len(prefix):]}: nothing has been run yet "

@@ -108,7 +108,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             console.print(f"[red]{escape(job['name'])} ({job['mode']}) failed:[/] {escape(last_line)}  "
                           f"(logs: {escape(str(job['log_dir']))})", highlight=False, soft_wrap=True)
     for name, path in pictures.items():
-        console.print(f"{name}: {path}", highlight=False, soft_wrap=True)
+        console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
 
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -105,8 +106,7 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     from ..console import ProgressObserver
     from ..store.queries import new_experiment_id
 
-    # refused before anything is recorded
-    lease, server_nice, link_bands = turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
+    lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
     reconcile_lost(store)
     experiment_id = new_experiment_id()
     recorder = Recorder(store, experiment_id)
@@ -139,6 +139,11 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
             reaper.done()
 
 
+def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
+    """The run's settings from XOVER_TURN_LEASE, XOVER_TURN_SERVER_NICE and XOVER_LINK_BANDS (checked)."""
+    return turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
+
+
 def turn_lease_from_env() -> dict[str, float] | None:
     """XOVER_TURN_LEASE='floor=30,factor=20,initial=600': how long a job may hold a turn (seconds; at
     least `floor`, `factor` x its usual hold, `initial` before it has a history). Defaults in turns/server.py."""
@@ -146,12 +151,14 @@ def turn_lease_from_env() -> dict[str, float] | None:
     if not text:
         return None
     try:
-        lease = {key.strip(): float(value) for key, value in (item.split("=") for item in text.split(","))}
+        items = [(key.strip(), float(value)) for key, value in (item.split("=") for item in text.split(","))]
     except ValueError:
         raise XoverError(f"XOVER_TURN_LEASE={text!r}: expected floor=S,factor=N,initial=S") from None
+    lease = dict(items)
     unknown = set(lease) - {"floor", "factor", "initial"}
-    if unknown or any(value <= 0 for value in lease.values()):
-        raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial with positive values")
+    if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial, each at most once, with "
+                         "positive finite values")
     return lease
 
 
@@ -173,7 +180,7 @@ def turn_server_nice_from_env() -> int | None:
 def link_bands_from_env() -> bool:
     """XOVER_LINK_BANDS=off: crossover leaves the link shared first come, first served (a network that
     ignores socket priorities, or a comparison); on, the default: the policy's link order."""
-    given = os.environ.get("XOVER_LINK_BANDS", "on")
+    given = os.environ.get("XOVER_LINK_BANDS") or "on"  # set but empty: unset, as the other variables
     text = given.strip().lower()
     if text not in ("on", "off"):
         raise XoverError(f"XOVER_LINK_BANDS={given!r}: expected on or off")
@@ -186,7 +193,7 @@ def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
     from .leases import describe_busy
 
     def waiting(busy):
-        errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True)
+        errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True, markup=False)
 
     run.leases.acquire(set().union(*(job.device_set for job in jobs)), wait, waiting)
 
@@ -265,19 +272,20 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
 
     if bandwidth:
         bandwidth = check_rate(bandwidth)
+    settings_from_env()  # a bad variable is refused before the plan is recorded
     policies = policies or [DEFAULT_POLICY]
     for group in groups:
         check_devices(group.jobs)
     link = link_of([job for group in groups for job in group.jobs], bandwidth)
     store = open_store(db)
-    plan_id = None
-    if plan_body:
-        with store.session() as session, session.begin():
-            plan_id = store_plan(session, plan_body, plan_path)
     for group in groups:
         attach_traits(store, group.jobs, link)
         if seconds is not None:
             give_seconds(group.jobs, seconds, link)
+    plan_id = None
+    if plan_body:
+        with store.session() as session, session.begin():
+            plan_id = store_plan(session, plan_body, plan_path)
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
     units = comparison_units(groups, modes, policies, store)
     started = time.time()

@@ -66,10 +66,14 @@ class GroupToRun:
         return set().union(*(job.device_set for job in self.jobs))
 
 
-def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = "horovod") -> JobSpec:
-    """A recipe's job on the first slots of each host of `hosts` (default: this machine)."""
+def check_engine(engine: str) -> None:
     if engine not in ENGINES:
         raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
+
+
+def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = "horovod") -> JobSpec:
+    """A recipe's job on the first slots of each host of `hosts` (default: this machine)."""
+    check_engine(engine)
     return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement_on(hosts, recipe.np, recipe.name),
                    engine=engine)
 
@@ -111,6 +115,9 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
     """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts."""
     from ..planner import plan_from_dict
 
+    check_engine(engine)
+    if iterations is not None and iterations < 1:
+        raise XoverError(f"--iterations {iterations}: give a whole number >= 1")
     try:
         body = json.loads(Path(plan_path).read_text())
     except FileNotFoundError:
@@ -123,6 +130,9 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
         plan_from_dict(body)  # validates the format, naming the field that is wrong
     except XoverError as error:
         raise XoverError(f"{plan_path}: {error}") from None
+    if not body["groups"]:
+        unplaced = ", ".join(f"{u['name']} ({u['reason']})" for u in body["unplaced"]) or "no jobs"
+        raise XoverError(f"{plan_path}: the plan has no groups to run; unplaced: {unplaced}")
     groups = []
     for index, group in enumerate(body["groups"]):
         placement: dict[str, list[int]] = {}
@@ -134,7 +144,8 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
             planned = body["jobs"][name]
             try:  # the plan decides how many devices the job gets, and how long it runs (as predicted)
                 recipe = with_overrides(load_recipe(planned.get("recipe") or name),
-                                        iterations=iterations or planned.get("iterations"), np=planned.get("devices"))
+                                        iterations=iterations if iterations is not None else planned.get("iterations"),
+                                        np=planned.get("devices"))
             except RecipeError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             traits = traits_of(planned.get("data_ms", 0.0) + planned["compute_ms"], planned["comm_ms"],
@@ -153,10 +164,12 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
     same path on every host, as with horovodrun and torchrun themselves)."""
     if iterations is not None:
         raise XoverError("--iterations applies to recipes; pass the script's own option after --")
-    if engine not in ENGINES:
-        raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
+    check_engine(engine)
+    if np is not None and np < 1:
+        raise XoverError(f"--np {np}: give the ranks per script, a whole number >= 1")
     kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
-    np = np or (sum(slots for _, slots in parse_hosts(hosts)) if hosts else local_device_count()[1])
+    if np is None:
+        np = sum(slots for _, slots in parse_hosts(hosts)) if hosts else local_device_count()[1]
     jobs = []
     for script in scripts:
         path = Path(script)

@@ -148,7 +148,7 @@ def remap_to_allocation(group: GroupToRun, allocation) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
-    from ..console import errors
+    from ..console import errors, print_error
     from ..store.session import open_store
     from .commands import comparison_units, results_root
     from .jobs import attach_traits, give_seconds, groups_from_plan
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
         [group] = [g for g in groups if g.index == args.group]
         allocation = slurm.allocation()
         remap_to_allocation(group, allocation)
-        errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True)
+        errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True, markup=False)
         store = open_store(args.db)
         attach_traits(store, group.jobs, None)
         if args.seconds is not None:
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     except Interrupted:
         sys.exit(130)
     except XoverError as error:
-        errors.print(f"error: {error}", highlight=False, soft_wrap=True)
+        print_error(str(error))
         sys.exit(2)
 
 

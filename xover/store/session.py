@@ -31,14 +31,17 @@ class StoreError(XoverError):
     pass
 
 
-def database_url(db: str | None = None) -> str:
+def database_url(db: str | None = None, create_folder: bool = True) -> str:
+    """The store's SQLAlchemy URL; a file path is SQLite (its folder created unless `create_folder` is
+    False: a command that only reads must not leave folders behind)."""
     target = db or os.environ.get("XOVER_DB") or DEFAULT_DB
     if "://" in target:
         return target
-    try:
-        Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
+    if create_folder:
+        try:
+            Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
     return f"sqlite:///{Path(target).expanduser()}"
 
 
