@@ -141,6 +141,9 @@ PLAN_BREAKS = [
     ("policy", lambda p: p.update(policy="lottery"), "policy"),
     ("gain", lambda p: p["groups"][0].update(predicted_gain=None), "predicted_gain"),
     ("hosts", lambda p: p.update(hosts=[["localhost"]]), "hosts"),
+    ("host name", lambda p: p.update(hosts=[["local host", 2]]), "hosts[0]"),
+    ("one machine twice", lambda p: p.update(hosts=[["localhost", 2], ["127.0.0.1", 2]]), "hosts"),
+    ("device digit", lambda p: p["groups"][0].update(devices=["localhost:\u0660", "localhost:1"]), "devices"),
 ]
 
 
@@ -211,6 +214,9 @@ FLAG_CASES = [
     (["run", "--script", "examples/horovod_digits.py", "--np", "-1"], "--np"),
     (["run", "--script", "examples/horovod_digits.py", "--np", "0"], "--np"),
     (["train", "mlp-digits", "-H", "h1:x"], "h1:x"),  # text, not the emoji code :x:
+    (["train", "mlp-digits", "-H", "a b:2"], "not a host name"),
+    (["train", "mlp-digits", "-H", "h1:\u0661"], "SLOTS"),  # an Arabic-Indic one is not a slot count
+    (["train", "xover"], "a folder"),
     (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
     (["run", "--script", "examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
@@ -238,7 +244,8 @@ def test_a_bad_flag_is_one_clear_line(clean, args, needle):
 
 @pytest.mark.parametrize("variable, value", [("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_SERVER_NICE", "-40"),
                                              ("XOVER_TURN_LEASE", "floor=-1"), ("XOVER_TURN_LEASE", "floor=nan"),
-                                             ("XOVER_TURN_LEASE", "floor=30,floor=1"), ("XOVER_LINK_BANDS", "maybe")])
+                                             ("XOVER_TURN_LEASE", "floor=30,floor=1"), ("XOVER_TURN_SERVER_NICE", "-1_0"),
+                                             ("XOVER_LINK_BANDS", "maybe")])
 def test_a_bad_turn_server_setting_is_one_clear_line(clean, monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
     _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "mlp-digits", "--mode", "crossover"]), variable)
@@ -320,3 +327,19 @@ def test_a_plan_with_nothing_placed_is_not_run(clean, tmp_path):
                                   "--out", str(out)])
     assert planned.exit_code == 0 and "nothing to run" in planned.output, planned.output
     _one_clear_line(runner.invoke(app, ["run", str(out)]), str(out), "no groups")
+
+
+def test_a_store_that_is_not_a_database_is_named(clean, tmp_path, monkeypatch):
+    junk = tmp_path / "junk.db"
+    junk.write_text("plain text, not SQLite")
+    monkeypatch.setenv("XOVER_DB", str(junk))
+    result = runner.invoke(app, ["report", "all"])
+    _one_clear_line(result, str(junk), "not a database")
+    assert "sqlalche.me" not in result.output
+
+
+def test_a_password_in_the_store_url_is_not_shown():
+    from xover.store.session import shown_url
+
+    shown = shown_url("postgresql+psycopg://user:secret@db.example/xover")
+    assert "secret" not in shown and "user" in shown and "db.example" in shown

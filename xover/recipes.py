@@ -185,6 +185,8 @@ def resolve_recipe_path(path: str | Path) -> Path:
         candidate = folder / f"{name}.toml"
         if "/" not in name and candidate.is_file():
             return candidate
+    if file.is_dir():
+        raise RecipeError(f"{path}: a folder, not a recipe file (give NAME.toml inside it)")
     if file.suffix == ".toml" or "/" in str(path):
         raise RecipeError(f"{path}: recipe file not found")
     known = builtin_recipe_names()

@@ -9,11 +9,13 @@ devices.
 from __future__ import annotations
 
 import functools
+import re
 import socket
 
 from ..errors import XoverError
 
 LOCAL = "localhost"
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a DNS name or an IPv4 address
 Device = tuple[str, int]  # (host, device index)
 
 
@@ -22,8 +24,10 @@ def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     parsed: list[tuple[str, int]] = []
     for item in hosts.split(","):
         name, _, slots = item.strip().partition(":")
-        if not name or not slots.isdigit() or int(slots) <= 0:
+        if not re.fullmatch(r"[0-9]+", slots, re.ASCII) or int(slots) <= 0:
             raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a positive integer")
+        if not HOST_NAME.fullmatch(name):
+            raise XoverError(f"-H {hosts}: '{name}' is not a host name (letters, digits, '.', '-', '_')")
         if canonical_host(name) in {canonical_host(seen) for seen, _ in parsed}:
             raise XoverError(f"-H {hosts}: host '{name}' is listed twice (this machine's names are one host)")
         parsed.append((name, int(slots)))

@@ -31,12 +31,15 @@ raises ``PlanFormatError`` naming the offending field.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NoReturn
 
 from ..errors import XoverError
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .model import InvalidJobProfile, JobProfile
 from .plan import GroupPlan, Plan
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (launch/hosts.py)
 
 PLAN_FORMAT = "xover-plan/1"
 
@@ -134,8 +137,8 @@ def _hosts(value: Any) -> list[tuple[str, int]]:
         if not isinstance(entry, list) or len(entry) != 2:
             _fail(where, f"must be [host name, device slots], got {entry!r}")
         name = _text(entry[0], where)
-        if not name or ":" in name or name in dict(hosts):
-            _fail(where, f"host name must be non-empty, unique and without ':', got {name!r}")
+        if not _HOST_NAME.fullmatch(name) or name in dict(hosts):
+            _fail(where, f"host name must be unique, of letters, digits, '.', '-', '_', got {name!r}")
         hosts.append((name, _whole(entry[1], where, minimum=1)))
     if not hosts:
         _fail("hosts", "must list at least one host")
@@ -242,7 +245,7 @@ def _devices(value: Any, where: str, host_slots: dict[str, int]) -> list[str]:
         _fail(where, f"lists a device twice: {devices!r}")
     for device in devices:
         host, _, index = device.rpartition(":")
-        if host not in host_slots or not index.isdigit() or int(index) >= host_slots[host]:
+        if host not in host_slots or not re.fullmatch("[0-9]+", index) or int(index) >= host_slots[host]:
             _fail(where, f"{device!r} is not a device of the listed hosts (expected 'host:index')")
     return devices
 

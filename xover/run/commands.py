@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -168,10 +169,9 @@ def turn_server_nice_from_env() -> int | None:
     text = os.environ.get("XOVER_TURN_SERVER_NICE")
     if not text:
         return None
-    try:
-        nice = int(text)
-    except ValueError:
-        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19") from None
+    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text):
+        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
+    nice = int(text)
     if not -20 <= nice <= 19:
         raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
     return nice

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,10 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
         plan_from_dict(body)  # validates the format, naming the field that is wrong
     except XoverError as error:
         raise XoverError(f"{plan_path}: {error}") from None
+    spellings = [name for name, _ in body["hosts"]]
+    if len({canonical_host(name) for name in spellings}) < len(spellings):
+        raise XoverError(f"{plan_path}: plan field 'hosts': {', '.join(spellings)} name this machine more than "
+                         "once (localhost, its hostname and addresses are one host)")
     if not body["groups"]:
         unplaced = ", ".join(f"{u['name']} ({u['reason']})" for u in body["unplaced"]) or "no jobs"
         raise XoverError(f"{plan_path}: the plan has no groups to run; unplaced: {unplaced}")

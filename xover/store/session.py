@@ -12,9 +12,9 @@ import fcntl
 import os
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, inspect, select, text
+from sqlalchemy import create_engine, event, inspect, make_url, select, text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
@@ -43,6 +43,14 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
         except OSError as error:
             raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
     return f"sqlite:///{Path(target).expanduser()}"
+
+
+def shown_url(url: str) -> str:
+    """The URL for messages: a password in it is shown as ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -82,7 +90,7 @@ class Store:
         try:
             self._upgrade()
         except OperationalError as error:
-            raise StoreError(f"cannot open the database {self.url}: {error.orig}") from None
+            raise StoreError(f"cannot open the database {shown_url(self.url)}: {error.orig}") from None
 
     def _current_revision(self, connection: Connection) -> str | None:
         from alembic.runtime.migration import MigrationContext
@@ -101,7 +109,7 @@ class Store:
             config = _alembic_config(connection)
             current = self._current_revision(connection)
             if current is not None and current not in {r.revision for r in ScriptDirectory.from_config(config).walk_revisions()}:
-                raise StoreError(f"the database {self.url} was written by a newer xover (schema revision {current}); "
+                raise StoreError(f"the database {shown_url(self.url)} was written by a newer xover (schema revision {current}); "
                                  f"this xover {__version__} knows up to {head}. Upgrade xover or use another --db.")
             tables = set(inspect(connection).get_table_names())
             if current is None and "runs" in tables:
@@ -117,7 +125,7 @@ class Store:
     def _refuse_newer_unversioned(self, connection: Connection) -> None:
         row = connection.execute(text("SELECT version, written_by FROM schema_info")).first()
         if row is not None and row[0] > SCHEMA_VERSION:
-            raise StoreError(f"the database {self.url} was written by a newer xover ({row[1]}, schema {row[0]}); "
+            raise StoreError(f"the database {shown_url(self.url)} was written by a newer xover ({row[1]}, schema {row[0]}); "
                              f"this xover {__version__} reads schema {SCHEMA_VERSION}. "
                              "Upgrade xover or use another database with --db.")
 
@@ -149,5 +157,6 @@ class Store:
 def open_store(db: str | None = None) -> Store:
     try:
         return Store(db)
-    except SQLAlchemyError as error:
-        raise StoreError(f"cannot open the database: {error}") from None
+    except SQLAlchemyError as error:  # the driver's own words, without SQLAlchemy's link to its FAQ
+        raise StoreError(f"cannot open the database {shown_url(database_url(db, create_folder=False))}: "
+                         f"{getattr(error, 'orig', None) or error}") from None
