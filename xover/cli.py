@@ -155,7 +155,7 @@ GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("policy", "crossover_pol
                  ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain")]
 
 
-@app.command()
+@app.command(short_help="Run groups of co-located jobs: crossover, concurrent, sequential, or all three as one comparison.")
 def run(
     targets: Annotated[Optional[list[str]], typer.Argument(
         help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
@@ -273,7 +273,7 @@ PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data 
                    ("reused", "reused")]
 
 
-@app.command()
+@app.command(short_help="Measure each recipe alone (compute, communication, memory) and its interference next to a partner.")
 def profile(
     recipes: Annotated[list[str], typer.Argument(help="Recipe files or names (./recipes/NAME.toml, else built-in recipes).", show_default=False)],
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np.")] = None,
@@ -313,7 +313,7 @@ PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("device
                 ("slowdowns", "slowdowns")]
 
 
-@app.command()
+@app.command(short_help="Group complementary jobs with a throughput model, place them, and write the plan `xover run` reads.")
 def plan(
     recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes, planned from their stored profiles.",
                                                            show_default=False)] = None,
@@ -366,7 +366,7 @@ def plan(
                       markup=False, highlight=False)
 
 
-@app.command()
+@app.command(short_help="Show what a run did: throughput, slowdowns, predicted vs measured gain, parity, pictures.")
 def report(
     target: Annotated[str, typer.Argument(help="An experiment id (as printed by train/run/profile), 'latest', "
                                                "or 'all' for a summary of every experiment.")] = "latest",
