@@ -9,7 +9,8 @@ policy's prediction, strict round robin's period; parity):
                             (`xover run --group RECIPE --script SCRIPT`)
 The script's length is calibrated first (a short sequential run of each job alone) so that it
 lasts longer than its partner alone, by `--margin`: it overlaps its partner for the whole run, and
-the aggregate is measured over the time both ran past their warm-up.
+the aggregate is measured over the time both ran past their warm-up. The model takes each recipe's
+interference from its stored profile, as `xover report` does (a script has none).
 Usage:
 
     .venv/bin/python bench/ddp_pair.py [--recipe resnet-synthetic] [--bandwidth 1gbit] [--iterations 60]
@@ -32,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 from bench.common import xover  # noqa: E402
 from xover.analysis import group_model, profile_of_run  # noqa: E402
 from xover.planner import round_robin_gain, round_robin_period  # noqa: E402
+from xover.report.data import stored_interference  # noqa: E402
+from xover.store.session import open_store  # noqa: E402
 
 SCRIPT = "examples/ddp_digits.py"
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
@@ -75,6 +78,11 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
               f"{_num(j['wait_ms'], 7)} {_num(j['slowdown'], 8, 2)}")
 
     alone = {n: by[(n, "sequential", None)] for n in names}
+    with open_store(None).session() as session:  # as `xover report` does: a recipe's interference from its profile
+        for job in alone.values():
+            job["interference"] = stored_interference(session, job, bandwidth)
+    print("interference from stored profiles (a script has none): "
+          + ", ".join(f"{n} {alone[n]['interference']:+.0%}" for n in names))
     # the model on this run's sequential medians: the fluid bound (no schedule does better), each
     # policy simulated, and strict round robin's closed form period max(sum c, sum m, max c+m)
     model = group_model([alone[n] for n in names], bandwidth, sorted(group["policies"]))
