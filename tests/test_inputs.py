@@ -343,3 +343,11 @@ def test_a_password_in_the_store_url_is_not_shown():
 
     shown = shown_url("postgresql+psycopg://user:secret@db.example/xover")
     assert "secret" not in shown and "user" in shown and "db.example" in shown
+
+
+@pytest.mark.parametrize("field, value", [("seed", 2**63), ("iterations", 10**10), ("np", 10**6)])
+def test_a_number_too_large_for_the_workers_names_its_field(clean, tmp_path, field, value):
+    path = tmp_path / "big.toml"
+    path.write_text(_toml({**VALID_RECIPE, field: value}))
+    _one_clear_line(runner.invoke(app, ["profile", str(path)]), str(path), f"field '{field}'", "at most")
+    _nothing_written(clean)

@@ -140,6 +140,11 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
     for key in ("iterations", "epochs"):
         if key in data and data[key] <= 0:
             raise fail(key, f"must be positive, got {data[key]}")
+    # whole numbers the workers hand to torch (a 64-bit seed) or count up to
+    for key, largest in (("seed", 2**63 - 1), ("iterations", 10**9), ("epochs", 10**6), ("batch_size", 10**7),
+                         ("np", 10**5), ("eval_interval", 10**9)):
+        if key in data and data[key] > largest:
+            raise fail(key, f"must be at most {largest}, got {data[key]}")
     for table, allowed in (("model_options", model.options), ("dataset_options", dataset.options)):
         for key in data.get(table, {}):
             if key not in allowed:
