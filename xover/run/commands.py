@@ -224,9 +224,10 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     return {"experiment": run.id, "results_dir": str(run.results_dir), "jobs": jobs}
 
 
-def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store) -> list[Unit]:
+def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store,
+                     link: str | None = None) -> list[Unit]:
     """Every group in every mode, in order: sequential (each job alone) first, so that crossover can
-    rank jobs that had no profile by what they did alone."""
+    rank jobs that had no profile by what they did alone (and, on the shaped `link`, order the link)."""
 
     def learn_traits(unit: Unit) -> None:
         from ..analysis import job_summary
@@ -237,7 +238,7 @@ def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[
         if job.traits is None or job.traits.rank is None:
             with store.session() as session:
                 summary = job_summary(run_fields(session.get(Run, run_id)), iteration_rows(session, [run_id])[run_id], [])
-            job.traits = traits_from_summary(summary, job.recipe.max_slowdown) or job.traits
+            job.traits = traits_from_summary(summary, job.recipe.max_slowdown, link) or job.traits
 
     units = []
     for group in groups:
@@ -287,7 +288,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         with store.session() as session, session.begin():
             plan_id = store_plan(session, plan_body, plan_path)
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
-    units = comparison_units(groups, modes, policies, store)
+    units = comparison_units(groups, modes, policies, store, link)
     started = time.time()
     slurm_jobs: dict[int, str] = {}
     if launcher == "slurm":

@@ -233,12 +233,18 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
                                    found.link_ms)
 
 
-def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None) -> SlotTraits | None:
-    """Traits from a job's run alone (the sequential mode), when no profile was stored."""
+def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None,
+                        link: str | None = None) -> SlotTraits | None:
+    """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
+    fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
+    the rate, within [exposed, measured span]), so that the link order covers it too."""
+    from ..analysis import profile_of_run
+
     if summary["status"] != "finished" or summary["compute_ms"] is None:
         return None
+    alone = profile_of_run(summary, link) if link and link != "host" else None
     return traits_of((summary["data_ms"] or 0.0) + summary["compute_ms"], summary["communication_ms"] or 0.0,
-                     max_slowdown)
+                     max_slowdown, alone.link_ms if alone is not None else None)
 
 
 def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
