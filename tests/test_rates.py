@@ -23,3 +23,12 @@ def test_a_bad_rate_says_what_to_write(given):
 def test_rates_are_described_for_people():
     assert describe_rate("1gbit") == "1 Gbit/s"
     assert describe_rate(None) == "host network"
+
+
+def test_host_means_the_unshaped_network_for_every_command():
+    from xover.launch.network import requested_rate
+
+    assert requested_rate("host") is None and requested_rate(None) is None and requested_rate("") is None
+    assert requested_rate("1000mbit") == "1gbit"
+    with pytest.raises(RateError):
+        requested_rate("fast")

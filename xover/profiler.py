@@ -200,13 +200,12 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                     corun_with: str | None = DEFAULT_CORUN_PARTNER) -> list[dict[str, Any]]:
     """Profile each recipe alone (a stored profile is reused unless `force`), then, unless
     `corun_with` is None, measure its interference next to that partner (once per profile)."""
-    from .launch.network import check_rate
+    from .launch.network import requested_rate
     from .run.commands import lease_devices
 
     if warmup < 0 or iterations <= warmup + 2:
         raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
-    if bandwidth:
-        bandwidth = check_rate(bandwidth)
+    bandwidth = requested_rate(bandwidth)
     recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
     try:
         partner_recipe = load_recipe(corun_with) if corun_with else None

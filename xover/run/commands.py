@@ -203,13 +203,12 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
                  show_progress: bool = True, engine: str = "horovod", timeout_s: float | None = None,
                  wait: bool = False) -> dict[str, Any]:
     """`xover train`: one recipe alone. Returns the experiment's job summaries."""
-    from ..launch.network import check_rate
+    from ..launch.network import requested_rate
     from ..recipes import load_recipe, with_overrides
     from ..store.queries import experiment_jobs
 
     recipe = with_overrides(load_recipe(recipe_path), iterations=iterations, np=np)
-    if bandwidth:
-        bandwidth = check_rate(bandwidth)
+    bandwidth = requested_rate(bandwidth)
     job = job_for(recipe, hosts, engine=engine)
     check_devices([job])
     link = link_of([job], bandwidth)
@@ -267,12 +266,11 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     their devices are free, side by side); several modes are a comparison, one unit at a time. With
     launcher 'slurm' each group of the plan is a Slurm job (run/slurm.py)."""
     from ..analysis import compare_groups
-    from ..launch.network import check_rate
+    from ..launch.network import requested_rate
     from ..store.models import Experiment as ExperimentRow
     from ..store.queries import experiment_jobs, iteration_rows, store_plan
 
-    if bandwidth:
-        bandwidth = check_rate(bandwidth)
+    bandwidth = requested_rate(bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
     policies = policies or [DEFAULT_POLICY]
     for group in groups:
