@@ -126,15 +126,11 @@ def _slurm() -> Check:
 
 
 def _database(db: str | None) -> Check:
-    from pathlib import Path
+    from .store.session import missing_sqlite_file, open_store
 
-    from .store.session import database_url, open_store
-
-    prefix = "sqlite:///"
-    url = database_url(db, create_folder=False)
-    if url.startswith(prefix) and url != prefix + ":memory:" and not Path(url[len(prefix):]).exists():
-        # a check must not create what it checks: the first run creates the file (and its folders)
-        path = Path(url[len(prefix):]).absolute()
+    missing = missing_sqlite_file(db)
+    if missing is not None:  # a check must not create what it checks: the first run creates the file
+        path = missing.absolute()
         folder = next(p for p in path.parents if p.exists())
         if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
             return Check("database", True, f"{path} (sqlite) does not exist yet; the first run creates it")

@@ -46,7 +46,6 @@ def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str 
         if names.count(name) > 1:
             raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
     link = bandwidth or _common_link(store, recipes, recipe_paths, engine)
-    with_engine = "" if engine == "horovod" else f" --engine {engine}"
     jobs, paths = [], {}
     for path, recipe in zip(recipe_paths, recipes):
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
@@ -56,7 +55,7 @@ def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str 
             shown = "" if link == "host" else f" --bandwidth {link}"
             across = f" over {spanned} hosts" if spanned > 1 else ""
             raise XoverError(f"no {engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
-                             f"`xover profile {path}{shown}{with_engine}{' -H ...' if spanned > 1 else ''}` first"
+                             f"`xover profile {path}{shown}{_engine_flag(engine)}{' -H ...' if spanned > 1 else ''}` first"
                              + _other_engine_hint(store, recipe, engine))
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
@@ -74,6 +73,11 @@ def job_profile(recipe, found) -> JobProfile:
                       checkpoint_ms=device_ms / found.checkpoints if found.checkpoints else 1.0,
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
                       startup_ms=found.startup_ms or 0.0)
+
+
+def _engine_flag(engine: str) -> str:
+    """What to add to a suggested `xover profile` command: nothing for the default engine."""
+    return "" if engine == "horovod" else f" --engine {engine}"
 
 
 def _other_engine_hint(store, recipe, engine: str) -> str:
@@ -103,9 +107,8 @@ def _common_link(store, recipes, recipe_paths, engine: str) -> str:
     missing = [(path, recipe) for path, recipe, found in zip(recipe_paths, recipes, rates) if not found]
     if missing:
         names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for _, recipe in missing)
-        with_engine = "" if engine == "horovod" else f" --engine {engine}"
         raise XoverError(f"no {engine} profile of {names}: run `xover profile "
-                         f"{' '.join(path for path, _ in missing)}{with_engine}` first"
+                         f"{' '.join(path for path, _ in missing)}{_engine_flag(engine)}` first"
                          + _other_engine_hint(store, missing[0][1], engine))
     common = set.intersection(*rates)
     if len(common) == 1:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -18,7 +17,7 @@ from ..analysis import ALONE_MODES, MODE_ORDER, SHARED_MODES, compare_groups, gr
 from ..errors import XoverError
 from ..store.models import Experiment, PlanGroup, Profile
 from ..store.queries import experiment_jobs, iteration_rows
-from ..store.session import Store, database_url, open_store
+from ..store.session import Store, missing_sqlite_file, open_store
 
 ITERATION_FIELDS = ("experiment", "run_id", "name", "mode", "policy", "step", "wall_time", "iteration_s", "data_s",
                     "compute_s", "communication_s", "wait_s", "samples", "loss", "yields", "link_s", "comm_cpu_s")
@@ -53,10 +52,9 @@ class ExperimentReport:
 
 def open_existing_store(db: str | None) -> Store:
     """The store, refusing to create an empty database just to report that it is empty."""
-    url = database_url(db, create_folder=False)
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and url != prefix + ":memory:" and not Path(url[len(prefix):]).exists():
-        raise ReportError(f"no database at {url[len(prefix):]}: nothing has been run yet "
+    missing = missing_sqlite_file(db)
+    if missing is not None:
+        raise ReportError(f"no database at {missing}: nothing has been run yet "
                           "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)")
     store = open_store(db)
     from ..run.record import reconcile_lost

@@ -45,6 +45,17 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
     return f"sqlite:///{Path(target).expanduser()}"
 
 
+def missing_sqlite_file(db: str | None = None) -> Path | None:
+    """The SQLite file the store would be, when it does not exist yet (None: it exists, or the store
+    is another database or in memory). Creates nothing: for commands that only read or check."""
+    url = database_url(db, create_folder=False)
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url == prefix + ":memory:":
+        return None
+    path = Path(url[len(prefix):])
+    return None if path.exists() else path
+
+
 def shown_url(url: str) -> str:
     """The URL for messages: a password in it is shown as ***."""
     try:
