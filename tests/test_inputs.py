@@ -319,6 +319,28 @@ def test_a_bad_option_value_names_its_field(clean, tmp_path, table, key, value):
     _nothing_written(clean)
 
 
+@pytest.mark.parametrize("row, words", [
+    ("a/b,2,100,10,1,", "name must be letters"),
+    ("my job,2,100,10,1,", "name must be letters"),
+    ("a,2,100,30,1,20", "link_ms 20 is below comm_ms 30"),
+])
+def test_a_trace_name_or_link_time_that_cannot_be_is_refused(clean, tmp_path, row, words):
+    path = tmp_path / "trace.csv"
+    path.write_text("name,devices,compute_ms,comm_ms,memory_gb,link_ms\n" + row + "\n")
+    result = runner.invoke(app, ["plan", "--profiles", str(path), "--devices", "2", "--out", str(tmp_path / "p.json")])
+    _one_clear_line(result, str(path), "line 2", words)
+    _nothing_written(clean)
+
+
+def test_a_plan_file_job_name_that_cannot_name_a_folder_is_refused(clean, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    out = tmp_path / "p.json"
+    assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]).exit_code == 0
+    out.write_text(out.read_text().replace('"a"', '"../a"'))
+    _one_clear_line(runner.invoke(app, ["run", str(out)]), str(out), "jobs.../a", "name must be letters")
+
+
 def test_a_plan_with_nothing_placed_is_not_run(clean, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,40\n")

@@ -42,6 +42,10 @@ def test_hash_ignores_location_but_not_content():
     ({"dataset": "python-chars"}, "dataset", "takes image inputs"),
     ({"model_options": {"depth": 3}}, "model_options.depth", "unknown option"),
     ({"dataset_options": {"size": 3}}, "dataset_options.size", "unknown option"),
+    ({"model": "transformer", "dataset": "python-chars", "model_options": {"heads": 3}},
+     "model_options.heads", "must divide d_model (128)"),
+    ({"model": "transformer", "dataset": "python-chars", "model_options": {"d_model": 100, "heads": 8}},
+     "model_options.heads", "must divide d_model (100)"),
 ])
 def test_invalid_field_is_named(change, field, words):
     with pytest.raises(RecipeError) as error:

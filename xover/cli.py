@@ -80,7 +80,8 @@ JOB_COLUMNS = [("job", "name"), ("mode", "mode"), ("policy", "policy"), ("status
 
 @app.command()
 def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
-    """Check what this machine can run: Python, torch, Horovod, GPUs, bandwidth emulation, database."""
+    """Check what this machine can run: Python, torch, Horovod, horovodrun, cores, GPUs, bandwidth emulation,
+    the emulated cluster, Slurm, database."""
     from .doctor import diagnose
 
     diagnosis = diagnose(State.db)
@@ -100,7 +101,7 @@ def train(
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
@@ -173,7 +174,7 @@ def run(
     seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
                        "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
-                                                     "(e.g. 1gbit, 200mbit) with tc in a private network namespace.")] = None,
+                                                     "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     policy: Annotated[str, typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first; the job that needs "
@@ -279,7 +280,7 @@ def profile(
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np.")] = None,
     iterations: Annotated[int, typer.Option("--iterations", help="Iterations to measure, warm-up included.")] = 30,
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit).")] = None,
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
@@ -292,7 +293,8 @@ def profile(
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
     throughput; then its interference: how much slower its compute is next to a partner than the
-    model explains. Profiles are stored and reused (same recipe, np, bandwidth, hardware) unless --force."""
+    model explains. Profiles are stored and reused (same recipe, np, hosts spanned, bandwidth, engine,
+    hardware) unless --force."""
     from .profiler import profile_recipes
 
     with user_errors():
@@ -372,7 +374,8 @@ def report(
                                                "or 'all' for a summary of every experiment.")] = "latest",
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html")] = "table",
     out: Annotated[Optional[str], typer.Option("--out", help="Write to this file (html: default "
-                                               "results/runs/<id>/report.html; csv: a folder or file).")] = None,
+                                               "results/runs/<id>/report.html, for 'all' results/report.html, "
+                                               "under $XOVER_RESULTS if set; csv: a folder or file).")] = None,
 ) -> None:
     """Show what a run did: throughput, slowdowns, predicted vs measured gain, accuracy parity,
     and pictures (timeline, throughput by mode, loss curves, predicted vs measured)."""

@@ -6,7 +6,7 @@ how long the all-reduce keeps the link busy (from the gradient bytes and the lin
 below the exposed communication nor above the measured span of the all-reduces), the CPU that
 communication takes per iteration on top of the job's own compute (the machine's busy CPU time
 while it runs alone, minus its compute and xover's own share), and the layer boundaries per
-iteration. It is keyed by recipe hash, np, bandwidth, engine and a hardware fingerprint, and
+iteration. It is keyed by recipe hash, np, hosts spanned, bandwidth, engine and a hardware fingerprint, and
 reused until `--force`.
 
 Then (unless `--no-corun`) each job runs once more, under crossover next to a reference partner

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import XoverError
-from .workloads import DATASETS, MODELS
+from .workloads import DATASETS, MODELS, TRANSFORMER_DEFAULTS
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -153,6 +153,10 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
             value = data[table][key]  # every built-in option is a size or a count
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
                 raise fail(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
+    if data["model"] == "transformer":
+        shape = {**TRANSFORMER_DEFAULTS, **data.get("model_options", {})}
+        if shape["d_model"] % shape["heads"]:  # attention splits d_model evenly between the heads
+            raise fail("model_options.heads", f"must divide d_model ({shape['d_model']}), got {shape['heads']}")
     if "max_slowdown" in data:
         data = {**data, "max_slowdown": float(data["max_slowdown"])}
     return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),

@@ -42,8 +42,12 @@ three jobs on: c = (50, 50, 50), m = (100, 10, 10) gives 150 ms pipelined (job
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+# A job's name ends up in log folders and plan keys: no '/', no spaces ('#' for a second copy, name#2).
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._#-]{0,199}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,14 @@ class InvalidJobProfile(ValueError):
     def __init__(self, name: str, problem: str) -> None:
         super().__init__(f"job {name!r}: {problem}")
         self.problem = problem
+
+
+def job_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a job in a trace or a plan file, or None if it can."""
+    if JOB_NAME.fullmatch(name):
+        return None
+    return (f"name must be letters, digits, '.', '_', '-' or '#', starting with a letter or digit "
+            f"(at most 200; it names log folders), got {name!r}")
 
 
 def _profile_problem(job: JobProfile) -> str | None:

@@ -4,6 +4,7 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
 
     {"format": "xover-plan/1",
      "algo": "matching",                      # grouping algorithm that made the plan
+     "policy": "work-conserving",             # turn policy the predictions assume (and the run uses)
      "hosts": [["localhost", 2]],             # [host name, device slots]
      "groups": [{"jobs": ["resnet", "vgg"],   # names, keys of "jobs"
                  "devices": ["localhost:0", "localhost:1"],  # "host:index", one per device a job needs
@@ -11,9 +12,15 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                  "predicted_period_ms": 250.0,
                  "predicted_gain": 1.41,
                  "predicted_duration_ms": 25000.0,
-                 "predicted_slowdown": {"resnet": 1.2, "vgg": 1.5}}],
+                 "predicted_slowdown": {"resnet": 1.2, "vgg": 1.5},
+                 "predicted_speed": {"resnet": 0.83, "vgg": 0.67},      # relative to alone
+                 "predicted_iteration_ms": {"resnet": 205.0, "vgg": 300.0},
+                 "predicted_start_ms": 0.0,           # after the groups it waits for
+                 "fluid_bound": 1.6}],                # the most any policy could get
      "jobs": {"resnet": {"devices": 2, "compute_ms": 130.0, "comm_ms": 40.0,
                          "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
+                         "comm_cpu": 0.0, "checkpoint_ms": 1.0, "interference": 0.0,
+                         "startup_ms": 0.0, "link_ms": 60.0, "max_slowdown": 2.0,
                          "recipe": "recipes/resnet.toml"}},    # "recipe" only when made from recipes
      "unplaced": [{"name": "huge", "reason": "needs 8 devices, 2 exist"}],
      "predicted_aggregate_gain": 1.3,
@@ -21,7 +28,11 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
      "sequential_makespan_ms": 70000.0}
 
 ``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
-job, ``data_ms`` (default 0) and ``iterations`` (default 100) may be left out.
+job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
+``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms) and ``max_slowdown`` (none) may be
+left out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
+``predicted_iteration_ms``, ``predicted_start_ms`` and ``fluid_bound`` may be left out (plans from
+before they existed); ``policy`` defaults to work-conserving.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
 jobs, devices exist on the listed hosts, no device is used twice in one wave) and
@@ -36,7 +47,7 @@ from typing import Any, NoReturn
 
 from ..errors import XoverError
 from ..turns.policies import DEFAULT_POLICY, POLICIES
-from .model import InvalidJobProfile, JobProfile
+from .model import InvalidJobProfile, JobProfile, job_name_problem
 from .plan import GroupPlan, Plan
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (launch/hosts.py)
@@ -159,6 +170,8 @@ def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str]]:
 
 
 def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
+    if (problem := job_name_problem(name)) is not None:
+        _fail(where, problem)
     try:
         return JobProfile(
             name=name,

@@ -2,13 +2,14 @@
 
 Columns: ``name,devices,compute_ms,comm_ms,memory_gb`` and optionally
 ``data_ms`` (default 0), ``iterations`` (default 100), ``link_ms`` (how long the
-all-reduce keeps the link busy; default: comm_ms), ``comm_cpu`` (fraction of a core
-its communication takes from a partner; default 0), ``checkpoint_ms`` (default 1),
-``max_slowdown`` (empty: none), ``interference`` (how much its device time grows
-next to a partner, as a fraction; default 0) and ``startup_ms`` (launch to first
-iteration; default 0), in any order. Other columns are rejected, so a
-misspelt optional column does not silently become its default. Errors name the
-file and the line, counting the header as line 1.
+all-reduce keeps the link busy, at least comm_ms; default: comm_ms), ``comm_cpu``
+(fraction of a core its communication takes from a partner; default 0),
+``checkpoint_ms`` (default 1), ``max_slowdown`` (empty: none), ``interference`` (how
+much its device time grows next to a partner, as a fraction; default 0) and
+``startup_ms`` (launch to first iteration; default 0), in any order. Names are
+letters, digits, '.', '_', '-' or '#'. Other columns are rejected, so a misspelt
+optional column does not silently become its default. Errors name the file and the
+line, counting the header as line 1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import XoverError
-from .model import InvalidJobProfile, JobProfile
+from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
 OPTIONAL_COLUMNS = ("data_ms", "iterations", "link_ms", "comm_cpu", "checkpoint_ms", "max_slowdown", "interference",
@@ -93,6 +94,8 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
     name = cells["name"]
     if not name:
         raise fail("empty name")
+    if (problem := job_name_problem(name)) is not None:
+        raise fail(problem)
     values: dict[str, float | int] = {}
     for column in REQUIRED_COLUMNS[1:] + OPTIONAL_COLUMNS:
         text = cells.get(column, "")
@@ -109,6 +112,11 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         values[column] = value
     if values["devices"] <= 0:
         raise fail(f"devices must be >= 1, got {values['devices']}")
+    link, comm = values["link_ms"], values["comm_ms"]
+    if link is not None and link < comm:
+        # the link is busy at least while the job waits on it; a smaller value is a swapped column
+        raise fail(f"link_ms {cells['link_ms']} is below comm_ms {cells['comm_ms']}: the all-reduce keeps "
+                   f"the link busy at least as long as the job waits for it (leave link_ms empty for comm_ms)")
     try:
         return JobProfile(name=name, **values)  # type: ignore[arg-type]
     except InvalidJobProfile as error:

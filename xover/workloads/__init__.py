@@ -41,6 +41,10 @@ MODELS: dict[str, ModelInfo] = {
 }
 
 
+# The transformer's attention splits d_model evenly between its heads; recipes are checked against these.
+TRANSFORMER_DEFAULTS = {"d_model": 128, "heads": 4}
+
+
 def build_dataset(name: str, *, batch_size: int, rank: int, world_size: int, seed: int, options: dict[str, Any]):
     from . import datasets
 

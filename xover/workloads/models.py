@@ -11,6 +11,8 @@ import math
 import torch
 from torch import nn
 
+from . import TRANSFORMER_DEFAULTS
+
 
 class BasicBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
@@ -89,7 +91,8 @@ class MLP(nn.Module):
 class TinyTransformerLM(nn.Module):
     """A small decoder-only transformer over a byte/char vocabulary."""
 
-    def __init__(self, vocab_size: int, seq_len: int, d_model: int = 128, heads: int = 4, layers: int = 2) -> None:
+    def __init__(self, vocab_size: int, seq_len: int, d_model: int = TRANSFORMER_DEFAULTS["d_model"],
+                 heads: int = TRANSFORMER_DEFAULTS["heads"], layers: int = 2) -> None:
         super().__init__()
         self.token = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(seq_len, d_model)
