@@ -68,17 +68,18 @@ def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(isol
 
 def test_failing_job_is_recorded_and_partner_finishes(isolated_results, tmp_path):
     broken = tmp_path / "broken.toml"
-    # passes validation, fails inside training: 130 is not divisible by 4 heads
-    broken.write_text('name = "broken"\nmodel = "transformer"\ndataset = "synthetic-tokens"\nbatch_size = 4\n'
+    # passes validation, fails inside training: a batch of 4 x 3 x 10^7 x 10^7 floats is more than any
+    # address space holds, so the allocation fails at once whatever the machine's overcommit setting
+    broken.write_text('name = "broken"\nmodel = "mlp"\ndataset = "synthetic-images"\nbatch_size = 4\n'
                       'optimizer = "adam"\nlr = 0.001\nnp = 2\nseed = 1\niterations = 5\n'
-                      '[model_options]\nd_model = 130\nheads = 4\n')
+                      '[dataset_options]\nimage_size = 10000000\n')
     result = subprocess.run([*XOVER, "run", "--group", "mlp-digits", str(broken), "--mode", "crossover",
                              "--iterations", "20", "--json"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
     jobs = {j["name"]: j for j in json.loads(result.stdout)["jobs"]}
     assert jobs["mlp-digits"]["status"] == "finished" and jobs["mlp-digits"]["iterations"] == 20
     assert jobs["broken"]["status"] == "failed" and jobs["broken"]["exit_code"] != 0
-    assert "divisible" in jobs["broken"]["error"]
+    assert "allocate" in jobs["broken"]["error"]
 
 
 def _wait_for_iterations(db_path, name, count, timeout=120):
