@@ -80,7 +80,7 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     alone = {n: by[(n, "sequential", None)] for n in names}
     with open_store(None).session() as session:  # as `xover report` does: a recipe's interference from its profile
         for job in alone.values():
-            job["interference"] = stored_interference(session, job, bandwidth)
+            job["interference"], job["interference_link_share"] = stored_interference(session, job, bandwidth)
     print("interference from stored profiles (a script has none): "
           + ", ".join(f"{n} {alone[n]['interference']:+.0%}" for n in names))
     # the model on this run's sequential medians: the fluid bound (no schedule does better), each

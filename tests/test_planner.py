@@ -40,6 +40,7 @@ from xover.planner import (
     time_saved_ms,
 )
 from xover.planner.placement import place_groups, unplaceable_reason
+from xover.planner.model import INTERFERENCE_TRAFFIC_PART, interference_next_to
 from xover.planner.predict import sim_job, unexplained_interference
 
 FAST = settings(max_examples=60, deadline=None)
@@ -61,6 +62,8 @@ def job_lists(draw, max_jobs: int = 10, devices=(1, 2), min_jobs: int = 0) -> li
             memory_gb=draw(st.integers(min_value=0, max_value=40)),
             data_ms=draw(st.sampled_from([0, 0, 5])),
             iterations=draw(st.integers(min_value=1, max_value=50)),
+            interference=draw(st.sampled_from([0.0, 0.2])),
+            interference_link_share=draw(st.sampled_from([None, 0.6])),
         )
         for index in range(count)
     ]
@@ -161,6 +164,31 @@ def test_interference_slows_a_job_only_while_it_shares_its_devices():
     assert sensitive.speeds["heavy"] < clean.speeds["heavy"]
     assert sensitive.fluid_bound == clean.fluid_bound  # the bound is the ideal, without interference
     assert predict_group([dataclasses.replace(heavy, interference=0.3)]).speeds["heavy"] == 1.0
+
+
+def test_interference_scales_half_with_the_partners_link_share():
+    measured = job("a", 90, 10, interference=0.2, interference_link_share=0.5)
+    reference = job("ref", 50, 50, link_ms=50)  # link share 0.5: the partner it was measured next to
+    twice = job("busy", 0.1, 99.9, link_ms=100)  # link share 1.0
+    quiet = job("quiet", 100, 1e-9)  # link share ~0
+    assert INTERFERENCE_TRAFFIC_PART == 0.5
+    assert interference_next_to(measured, [reference]) == pytest.approx(0.2)
+    assert interference_next_to(measured, [twice]) == pytest.approx(0.2 * 1.5)
+    assert interference_next_to(measured, [quiet]) == pytest.approx(0.2 * 0.5)
+    assert interference_next_to(measured, [reference, reference]) == pytest.approx(0.2 * 1.5)  # partners add up
+    assert interference_next_to(measured, []) == 0.0  # alone: nothing to interfere
+    flat = dataclasses.replace(measured, interference_link_share=None)  # a trace without the column
+    assert interference_next_to(flat, [twice]) == interference_next_to(flat, [quiet]) == 0.2
+
+
+def test_a_job_is_predicted_slower_next_to_a_partner_that_communicates_more():
+    sensitive = job("resnet", 90, 10, interference=0.3, interference_link_share=0.6)
+    chatty, quiet = job("chatty", 10, 120, link_ms=125), job("quiet", 60, 5, link_ms=6)  # l/T 0.96, 0.09
+    next_to_chatty = predict_group([sensitive, chatty]).speeds["resnet"]
+    next_to_quiet = predict_group([sensitive, quiet]).speeds["resnet"]
+    flat = dataclasses.replace(sensitive, interference_link_share=None)
+    assert next_to_chatty < predict_group([flat, chatty]).speeds["resnet"]
+    assert next_to_quiet > predict_group([flat, quiet]).speeds["resnet"]
 
 
 @pytest.mark.parametrize("interference", [0.0, 0.15, 0.4])

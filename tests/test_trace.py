@@ -31,6 +31,13 @@ def test_reads_required_and_optional_columns(tmp_path):
     ]
 
 
+def test_reads_the_link_share_its_interference_was_measured_next_to(tmp_path):
+    path = write(tmp_path, "name,devices,compute_ms,comm_ms,memory_gb,interference,interference_link_share\n"
+                           "a,1,100,10,1,0.3,0.62\nb,1,100,10,1,0.3,\n")
+    a, b = load_trace_csv(path)
+    assert (a.interference_link_share, b.interference_link_share) == (0.62, None)
+
+
 def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_bytes("\ufeffmemory_gb,name,comm_ms,devices,compute_ms\r\n\r\n3,a,10,1,100\r\n".encode())
@@ -56,6 +63,7 @@ def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
         (HEADER + "\na,1,10,10,-1\n", 2, "memory_gb must be >= 0"),
         (HEADER + ",data_ms\na,1,10,10,1,-3\n", 2, "data_ms must be >= 0"),
         (HEADER + ",interference\na,1,10,10,1,-0.1\n", 2, "interference must be >= 0"),
+        (HEADER + ",interference_link_share\na,1,10,10,1,0\n", 2, "interference_link_share must be a finite number > 0"),
         (HEADER + ",iterations\na,1,10,10,1,0\n", 2, "iterations must be a whole number >= 1"),
         (HEADER + ",iterations\na,1,10,10,1,ten\n", 2, "iterations must be a whole number"),
         (HEADER + "\na,1,10,10,1\n\nb,1,10,10,1\na,2,20,20,2\n", 5, "duplicate name 'a' (first on line 2)"),

@@ -259,7 +259,8 @@ def profile_of_run(job: dict[str, Any], link: str | None):
     try:
         return JobProfile(name=job["name"], devices=job["np"], compute_ms=job["compute_ms"],
                           comm_ms=job["communication_ms"], memory_gb=0.0, data_ms=job["data_ms"] or 0.0,
-                          link_ms=link_ms, comm_cpu=comm_cpu, interference=job.get("interference") or 0.0)
+                          link_ms=link_ms, comm_cpu=comm_cpu, interference=job.get("interference") or 0.0,
+                          interference_link_share=job.get("interference_link_share"))
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians
         return None
 

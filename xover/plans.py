@@ -72,6 +72,7 @@ def job_profile(recipe, found) -> JobProfile:
                       link_ms=link_ms, comm_cpu=comm_cpu,
                       checkpoint_ms=device_ms / found.checkpoints if found.checkpoints else 1.0,
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
+                      interference_link_share=found.corun_partner_link_share or None,
                       startup_ms=found.startup_ms or 0.0)
 
 

@@ -13,7 +13,8 @@ Then (unless `--no-corun`) each job runs once more, under crossover next to a re
 (`mlp-balanced` unless `--corun-with`): jobs that share devices slow each other beyond taking turns
 (caches, memory bandwidth, the kernel's network work on the same cores), and how much is a property
 of the job. Its device time there, less what the model already explains, is its `interference`,
-which the predictions charge whenever it shares its devices.
+which the predictions charge whenever it shares its devices (half of it scaled by how much the
+partners communicate next to how much the reference partner did: `planner.model.interference_next_to`).
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
             "link_ms": profile.link_ms, "comm_cpu_ms": profile.comm_cpu_ms, "checkpoints": profile.checkpoints,
             "corun_partner": profile.corun_partner, "corun_device_ms": profile.corun_device_ms,
-            "interference": profile.interference, "startup_ms": profile.startup_ms,
+            "interference": profile.interference, "corun_partner_link_share": profile.corun_partner_link_share,
+            "startup_ms": profile.startup_ms,
             "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
             "iterations_measured": profile.iterations, "spread": profile.spread,
             "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
@@ -282,11 +284,12 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
                                  .order_by(IterationMetric.step))) for r in runs)
         device_ms = corun_device_ms(job_metrics, partner_metrics, warmup)
         row = session.get(Profile, profile.id)
+        reference = job_profile(partner, partner_profile)
         row.corun_partner = partner.name
         row.corun_device_ms = device_ms
+        row.corun_partner_link_share = reference.link_share
         row.interference = (None if device_ms is None else
-                            unexplained_interference(job_profile(recipe, row), job_profile(partner, partner_profile),
-                                                     device_ms))
+                            unexplained_interference(job_profile(recipe, row), reference, device_ms))
         session.flush()
         row.recipe  # load it before the session closes
         return row

@@ -21,6 +21,7 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                          "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
                          "comm_cpu": 0.0, "checkpoint_ms": 1.0, "interference": 0.0,
                          "startup_ms": 0.0, "link_ms": 60.0, "max_slowdown": 2.0,
+                         "interference_link_share": 0.62,  # the partner's l/T it was measured next to
                          "recipe": "recipes/resnet.toml"}},    # "recipe" only when made from recipes
      "unplaced": [{"name": "huge", "reason": "needs 8 devices, 2 exist"}],
      "predicted_aggregate_gain": 1.3,
@@ -29,8 +30,8 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
 
 ``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
 job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
-``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms) and ``max_slowdown`` (none) may be
-left out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
+``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms), ``max_slowdown`` (none) and
+``interference_link_share`` (none: the interference is the same next to any partner) may be left out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
 ``predicted_iteration_ms``, ``predicted_start_ms`` and ``fluid_bound`` may be left out (plans from
 before they existed); ``policy`` defaults to work-conserving.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
@@ -105,7 +106,7 @@ def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
         "interference": job.interference,
         "startup_ms": job.startup_ms,
     }
-    for optional in ("link_ms", "max_slowdown"):
+    for optional in ("link_ms", "max_slowdown", "interference_link_share"):
         if getattr(job, optional) is not None:
             entry[optional] = getattr(job, optional)
     if recipe is not None:
@@ -186,6 +187,8 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             checkpoint_ms=_number(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
             max_slowdown=_number(fields["max_slowdown"], f"{where}.max_slowdown") if "max_slowdown" in fields else None,
             interference=_number(fields.get("interference", 0.0), f"{where}.interference"),
+            interference_link_share=(_number(fields["interference_link_share"], f"{where}.interference_link_share")
+                                     if "interference_link_share" in fields else None),
             startup_ms=_number(fields.get("startup_ms", 0.0), f"{where}.startup_ms"),
         )
     except InvalidJobProfile as error:

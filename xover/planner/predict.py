@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..turns.policies import DEFAULT_POLICY
-from .model import JobProfile, fluid_gain
+from .model import JobProfile, fluid_gain, interference_next_to
 from .simulate import SimJob, simulate
 
 
@@ -42,14 +42,14 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> li
     """Each job's simulated speed in the group, in the order given."""
     if len(jobs) == 1:
         return [1.0]
-    key = tuple(_key(job) for job in jobs)
+    key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]])) for i, job in enumerate(jobs))
     return list(_simulated_speeds(key, policy))
 
 
-def _key(job: JobProfile) -> tuple:
+def _key(job: JobProfile, interference: float) -> tuple:
     # rounded, so that copies of a job measured apart share one simulation
     return (round(job.device_ms, 1), round(job.comm_ms, 1), round(job.link_busy_ms, 1), round(job.comm_cpu, 3),
-            round(job.checkpoint_ms, 2), job.max_slowdown, round(job.interference, 3))
+            round(job.checkpoint_ms, 2), job.max_slowdown, round(interference, 3))
 
 
 @functools.lru_cache(maxsize=4096)

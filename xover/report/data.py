@@ -127,7 +127,7 @@ def jobs_and_groups(session: Session, experiment: Experiment,
         measured = group["crossover_vs_sequential"]
         predicted = planned.get(group["group"])
         for job in alone:
-            job["interference"] = stored_interference(session, job, experiment.bandwidth)
+            job["interference"], job["interference_link_share"] = stored_interference(session, job, experiment.bandwidth)
         model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
             if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
         group["predicted_gain"] = predicted
@@ -140,14 +140,15 @@ def jobs_and_groups(session: Session, experiment: Experiment,
     return jobs, groups
 
 
-def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> float:
+def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> tuple[float, float | None]:
     """A job's interference from its newest profile that measured one (same recipe name, np, engine and
-    link): the runs of a comparison are measured alone, never next to the reference partner."""
+    link), with the link share of the partner it was measured next to: the runs of a comparison are
+    measured alone, never next to the reference partner."""
     name = job["name"].split("#", 1)[0]  # a second copy of a recipe runs as name#2
-    found = session.scalars(select(Profile.interference).where(
+    found = session.execute(select(Profile.interference, Profile.corun_partner_link_share).where(
         Profile.name == name, Profile.np == job["np"], Profile.engine == job["engine"],
         Profile.bandwidth == (bandwidth or "host"), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
-    return found or 0.0
+    return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:

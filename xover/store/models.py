@@ -165,6 +165,7 @@ class Profile(Base):
     corun_partner: Mapped[Optional[str]] = mapped_column(String(200))
     corun_device_ms: Mapped[Optional[float]]
     interference: Mapped[Optional[float]]
+    corun_partner_link_share: Mapped[Optional[float]]  # the partner's l / T (None: measured before 0007)
     startup_ms: Mapped[Optional[float]]  # launcher start to first iteration (None: profiled before 0005)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
