@@ -28,6 +28,7 @@ def test_profile_plan_run(isolated_results, tmp_path):
         # then measured once more next to the reference partner, under crossover
         assert profile["corun_partner"] == "mlp-balanced"
         assert profile["corun_device_ms"] > 0 and profile["interference"] >= 0
+        assert 0 < profile["corun_partner_link_share"] < 1  # the partner's l / T, which scales part of it
     assert profiles["resnet-digits"]["compute_fraction"] > profiles["mlp-digits"]["compute_fraction"]
 
     again = _xover("profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--json")
