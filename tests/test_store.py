@@ -84,6 +84,25 @@ def test_a_database_from_the_first_release_is_upgraded_with_its_data(tmp_path):
         assert db.execute("SELECT COUNT(*) FROM run_throughput").fetchone()[0] == 2
 
 
+def test_an_upgrade_that_fails_half_way_leaves_the_store_as_it_was(tmp_path):
+    """pysqlite runs DDL outside any transaction: an upgrade that failed after a migration added its
+    column kept the column but not the revision, and every later open failed ("duplicate column")."""
+    path = tmp_path / "half.db"
+    open_store(str(path)).close()
+    with sqlite3.connect(path) as db:  # back to revision 0006, with a cause of failure after its migration
+        db.execute("ALTER TABLE profiles DROP COLUMN corun_partner_link_share")  # what 0007 adds
+        db.execute("UPDATE alembic_version SET version_num = '0006'")
+        db.execute("ALTER TABLE schema_info RENAME TO schema_info_away")
+    with pytest.raises(StoreError, match="no such table: schema_info"):
+        open_store(str(path))
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0006"
+        assert "corun_partner_link_share" not in {row[1] for row in db.execute("PRAGMA table_info(profiles)")}
+        db.execute("ALTER TABLE schema_info_away RENAME TO schema_info")  # the cause gone, it upgrades
+    store = open_store(str(path))
+    assert _schema_differences(store) == []
+
+
 def test_migrations_build_exactly_the_models(tmp_path):
     assert _schema_differences(open_store(str(tmp_path / "new.db"))) == []
 

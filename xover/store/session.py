@@ -72,6 +72,25 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
+def upgrade_engine(url: str) -> Engine:
+    """The engine an upgrade runs on. On SQLite, pysqlite opens a transaction only before DML and runs
+    DDL at once, so a migration failing half-way would keep its new column but not its revision, and
+    every later open would fail on the column ("duplicate column name"). Here SQLAlchemy emits BEGIN
+    itself, so the whole upgrade is one transaction that a failure rolls back."""
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+
+        @event.listens_for(engine, "connect")
+        def _driver_begins_nothing(dbapi_connection, _record) -> None:
+            dbapi_connection.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection: Connection) -> None:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock up front: busy_timeout waits for it
+    return engine
+
+
 def _alembic_config(connection: Connection):
     from alembic.config import Config
 
@@ -113,7 +132,16 @@ class Store:
         with self.engine.connect() as connection:
             if self._current_revision(connection) == head:
                 return
-        with self._migration_lock(), self.engine.begin() as connection:
+        in_memory = self.engine.url.database in (None, "", ":memory:")  # another engine would be another database
+        upgrading = upgrade_engine(self.url) if self.kind == "sqlite" and not in_memory else self.engine
+        try:
+            self._upgrade_on(upgrading, head)
+        finally:
+            if upgrading is not self.engine:
+                upgrading.dispose()
+
+    def _upgrade_on(self, engine: Engine, head: str) -> None:
+        with self._migration_lock(), engine.begin() as connection:
             from alembic import command
             from alembic.script import ScriptDirectory
 
