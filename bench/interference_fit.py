@@ -1,0 +1,113 @@
+"""How well the model's interference predicts the runs already in the store.
+
+Every stored comparison of a group (`xover run --group A B --mode all`, work-conserving measured) is
+predicted again from the profiles its recipes had when it started (the newest of that name with a co-run, same np,
+hosts, link rate, engine and hardware, created before the experiment), as `make bench` predicted it
+then, with the traffic part of each job's interference (`planner.model.INTERFERENCE_TRAFFIC_PART`)
+set from 0 (charged alike next to any partner) to 1 (all of it scaled by the partners' link share).
+It reads the store and runs nothing.
+
+    .venv/bin/python bench/interference_fit.py [--since 2026-11-22] [--rows]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import select  # noqa: E402
+
+from xover.errors import XoverError  # noqa: E402
+from xover.planner import model as planner_model  # noqa: E402
+from xover.planner import predict  # noqa: E402
+from xover.plans import job_profile  # noqa: E402
+from xover.report.data import gather_report, open_existing_store  # noqa: E402
+from xover.store.models import Experiment, Profile, Run  # noqa: E402
+from xover.turns.policies import DEFAULT_POLICY  # noqa: E402
+
+PARTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def profile_then(session, run: Run, experiment: Experiment) -> Profile | None:
+    # by name, as `xover report` finds a job's interference: a run's recipe carries the iterations
+    # that --seconds chose, so its hash is not the profiled recipe's
+    hosts = len({h.split(":")[0] for h in run.hosts.split(",")})
+    return session.scalars(select(Profile).where(
+        Profile.name == run.name.split("#", 1)[0], Profile.np == run.np, Profile.hosts == hosts,
+        Profile.engine == run.engine, Profile.bandwidth == (experiment.bandwidth or "host"),
+        Profile.hardware == experiment.hardware, Profile.interference.is_not(None),
+        Profile.created_at < experiment.created_at).order_by(Profile.id.desc())).first()
+
+
+def comparisons(session, since: datetime) -> list[dict]:
+    """Each group comparison with a measured work-conserving aggregate and a profile for every job."""
+    found = []
+    for experiment in session.scalars(select(Experiment).where(
+            Experiment.kind == "run", Experiment.created_at >= since).order_by(Experiment.created_at)):
+        report = gather_report(session, experiment)
+        for group in report.groups:
+            measured = (group.get("policies") or {}).get(DEFAULT_POLICY, {}).get("aggregate")
+            if not measured or len(group["jobs"]) < 2:
+                continue
+            profiles = []
+            for name in group["jobs"]:
+                run = next((r for r in experiment.runs if r.name == name and r.mode == "sequential"), None)
+                stored = profile_then(session, run, experiment) if run is not None else None
+                if stored is None:
+                    break
+                body = run.recipe.body
+                recipe = SimpleNamespace(name=name, np=run.np, iterations=body.get("iterations") or 100,
+                                         max_slowdown=body.get("max_slowdown"))
+                profiles.append(job_profile(recipe, stored))
+            else:
+                found.append({"experiment": experiment.id, "engine": experiment.runs[0].engine,
+                              "jobs": group["jobs"], "measured": measured, "profiles": profiles})
+    return found
+
+
+def error_pct(profiles, measured: float, part: float) -> float:
+    planner_model.INTERFERENCE_TRAFFIC_PART = part  # read by interference_next_to at each call
+    predict._simulated_speeds.cache_clear()
+    return 100 * (predict.predict_group(profiles, DEFAULT_POLICY).gain / measured - 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--since", type=datetime.fromisoformat, default=datetime(2000, 1, 1),
+                        help="only experiments started on or after this date (YYYY-MM-DD)")
+    parser.add_argument("--rows", action="store_true", help="print every comparison's errors")
+    parser.add_argument("--db", default=None, help="the store (default: $XOVER_DB or results/xover.db)")
+    args = parser.parse_args()
+    try:
+        store = open_existing_store(args.db)
+    except XoverError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    with store.session() as session:
+        rows = comparisons(session, args.since)
+    if not rows:
+        sys.exit("no group comparison with profiles that measured interference in the store")
+    chosen = planner_model.INTERFERENCE_TRAFFIC_PART
+    errors = {part: [error_pct(row["profiles"], row["measured"], part) for row in rows] for part in PARTS}
+    planner_model.INTERFERENCE_TRAFFIC_PART = chosen
+    if args.rows:
+        print(f"{'experiment':22} {'engine':7} {'jobs':40} {'measured':>8} " + " ".join(f"{p:>7}" for p in PARTS))
+        for index, row in enumerate(rows):
+            print(f"{row['experiment']:22} {row['engine']:7} {' + '.join(row['jobs']):40} {row['measured']:8.2f} "
+                  + " ".join(f"{errors[p][index]:+6.1f}%" for p in PARTS))
+    print(f"{len(rows)} group comparisons; prediction error by traffic part of the interference "
+          f"(the model uses {chosen}):")
+    for part in PARTS:
+        absolute = [abs(e) for e in errors[part]]
+        print(f"  {part:4}: within 5% on {sum(e <= 5 for e in absolute)} of {len(rows)}, "
+              f"mean |error| {statistics.mean(absolute):.1f}%, median {statistics.median(absolute):.1f}%")
+
+
+if __name__ == "__main__":
+    main()
