@@ -65,6 +65,17 @@ def test_profile_plan_run(isolated_results, tmp_path):
     assert shared.returncode == 0, shared.stderr[-3000:]
     assert [j["link_priority"] for j in json.loads(shared.stdout)["jobs"]] == [None, None]
 
+    # a comparison in every mode; bench/interference_fit.py then predicts it again from the profiles
+    # taken before it, with each traffic part of the interference
+    compared = _xover("run", "--group", "mlp-digits", "resnet-digits", "--mode", "all", "--policy", "work-conserving",
+                      "--iterations", "8", "--json")
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    fit = subprocess.run([sys.executable, "bench/interference_fit.py", "--rows"], capture_output=True, text=True,
+                         timeout=120)
+    assert fit.returncode == 0, fit.stderr
+    assert "mlp-digits + resnet-digits" in fit.stdout and "1 group comparisons" in fit.stdout
+    assert fit.stdout.count("within 5% on") == 5
+
 
 def test_plan_needs_profiles(isolated_results):
     result = _xover("plan", "mlp-digits", "--devices", "2")
