@@ -31,7 +31,8 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
 ``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
 job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
 ``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms), ``max_slowdown`` (none) and
-``interference_link_share`` (none: the interference is the same next to any partner) may be left out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
+``interference_link_share`` (none: the interference is the same next to any partner) may be left
+out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
 ``predicted_iteration_ms``, ``predicted_start_ms`` and ``fluid_bound`` may be left out (plans from
 before they existed); ``policy`` defaults to work-conserving.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
