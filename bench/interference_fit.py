@@ -13,6 +13,7 @@ It reads the store and runs nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from datetime import datetime
@@ -24,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import select  # noqa: E402
 
 from xover.errors import XoverError  # noqa: E402
-from xover.planner import model as planner_model  # noqa: E402
-from xover.planner import predict  # noqa: E402
+from xover.planner.model import INTERFERENCE_TRAFFIC_PART, interference_next_to  # noqa: E402
+from xover.planner.predict import predict_group  # noqa: E402
 from xover.plans import job_profile  # noqa: E402
 from xover.report.data import gather_report, open_existing_store  # noqa: E402
 from xover.store.models import Experiment, Profile, Run  # noqa: E402
@@ -72,9 +73,12 @@ def comparisons(session, since: datetime) -> list[dict]:
 
 
 def error_pct(profiles, measured: float, part: float) -> float:
-    planner_model.INTERFERENCE_TRAFFIC_PART = part  # read by interference_next_to at each call
-    predict._simulated_speeds.cache_clear()
-    return 100 * (predict.predict_group(profiles, DEFAULT_POLICY).gain / measured - 1)
+    """The prediction's error with `part` of each job's interference scaled by its partners' traffic:
+    each job's interference next to this group, fixed in advance (no reference share left to scale)."""
+    fixed = [dataclasses.replace(job, interference_link_share=None,
+                                 interference=interference_next_to(job, [*profiles[:i], *profiles[i + 1:]], part))
+             for i, job in enumerate(profiles)]
+    return 100 * (predict_group(fixed, DEFAULT_POLICY).gain / measured - 1)
 
 
 def main() -> None:
@@ -93,16 +97,14 @@ def main() -> None:
         rows = comparisons(session, args.since)
     if not rows:
         sys.exit("no group comparison with profiles that measured interference in the store")
-    chosen = planner_model.INTERFERENCE_TRAFFIC_PART
     errors = {part: [error_pct(row["profiles"], row["measured"], part) for row in rows] for part in PARTS}
-    planner_model.INTERFERENCE_TRAFFIC_PART = chosen
     if args.rows:
         print(f"{'experiment':22} {'engine':7} {'jobs':40} {'measured':>8} " + " ".join(f"{p:>7}" for p in PARTS))
         for index, row in enumerate(rows):
             print(f"{row['experiment']:22} {row['engine']:7} {' + '.join(row['jobs']):40} {row['measured']:8.2f} "
                   + " ".join(f"{errors[p][index]:+6.1f}%" for p in PARTS))
     print(f"{len(rows)} group comparisons; prediction error by traffic part of the interference "
-          f"(the model uses {chosen}):")
+          f"(the model uses {INTERFERENCE_TRAFFIC_PART}):")
     for part in PARTS:
         absolute = [abs(e) for e in errors[part]]
         print(f"  {part:4}: within 5% on {sum(e <= 5 for e in absolute)} of {len(rows)}, "

@@ -170,15 +170,17 @@ def _profile_problem(job: JobProfile) -> str | None:
 INTERFERENCE_TRAFFIC_PART = 0.5
 
 
-def interference_next_to(job: JobProfile, partners: Sequence[JobProfile]) -> float:
+def interference_next_to(job: JobProfile, partners: Sequence[JobProfile],
+                         traffic_part: float = INTERFERENCE_TRAFFIC_PART) -> float:
     """`job`'s interference next to `partners`: its measured interference, its traffic part scaled by
     the partners' link shares summed, over the reference partner's. Without a reference share it is
     the measured value whatever the partners."""
-    reference = job.interference_link_share
-    if not job.interference or reference is None or not partners:
-        return job.interference if partners else 0.0
-    traffic = sum(partner.link_share for partner in partners) / reference
-    return job.interference * (1.0 - INTERFERENCE_TRAFFIC_PART + INTERFERENCE_TRAFFIC_PART * traffic)
+    if not partners:
+        return 0.0
+    if job.interference_link_share is None:
+        return job.interference
+    traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
+    return job.interference * (1.0 - traffic_part + traffic_part * traffic)
 
 
 def round_robin_period(jobs: Sequence[JobProfile]) -> float:

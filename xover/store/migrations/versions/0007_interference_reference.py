@@ -19,17 +19,21 @@ def upgrade() -> None:
     connection = op.get_bind()
     rows = connection.execute(sa.text(
         "SELECT id, name, np, hosts, engine, bandwidth, hardware, corun_partner, interference, "
-        "data_ms + compute_ms + comm_ms, CASE WHEN link_ms > comm_ms THEN link_ms ELSE comm_ms END "
+        "data_ms + compute_ms + comm_ms AS solo_ms, "
+        "CASE WHEN link_ms > comm_ms THEN link_ms ELSE comm_ms END AS link_busy_ms "
         "FROM profiles")).all()
+    by_key: dict[tuple, list] = {}
+    for row in rows:
+        if row.solo_ms > 0:
+            by_key.setdefault((row.name, row.np, row.hosts, row.engine, row.bandwidth, row.hardware), []).append(row)
     for row in rows:
         if row.interference is None or row.corun_partner is None:
             continue
-        key = (row.corun_partner, row.np, row.hosts, row.engine, row.bandwidth, row.hardware)
-        partners = [p for p in rows if (p.name, p.np, p.hosts, p.engine, p.bandwidth, p.hardware) == key and p[9] > 0]
+        partners = by_key.get((row.corun_partner, row.np, row.hosts, row.engine, row.bandwidth, row.hardware))
         if partners:
             partner = min(partners, key=lambda p: abs(p.id - row.id))
             connection.execute(sa.text("UPDATE profiles SET corun_partner_link_share = :share WHERE id = :id"),
-                               {"share": partner[10] / partner[9], "id": row.id})
+                               {"share": partner.link_busy_ms / partner.solo_ms, "id": row.id})
 
 
 def downgrade() -> None:
