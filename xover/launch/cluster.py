@@ -388,11 +388,16 @@ def _start_sshd(host: EmulatedHost) -> int:
                 "sh", "-c", start), f"starting sshd on {host.name} (log {host_dir / 'sshd.log'})")
     pid_file = host_dir / "sshd.pid"
     deadline = time.monotonic() + 10
-    while not pid_file.exists():
+    while True:
+        try:
+            words = pid_file.read_text().split()
+        except FileNotFoundError:
+            words = []
+        if words:  # sshd creates the file, then writes its pid: an empty file is not ready yet
+            return int(words[0])
         if time.monotonic() > deadline:
             raise ClusterError(f"sshd on {host.name} wrote no pid file; see {host_dir / 'sshd.log'}")
         time.sleep(0.05)
-    return int(pid_file.read_text().split()[0])
 
 
 def _wait_reachable(host: EmulatedHost, timeout_s: float = 20.0) -> None:
