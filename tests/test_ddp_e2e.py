@@ -76,6 +76,7 @@ def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results)
     for job in runs.values():
         assert job["iterations"] == STEPS  # one per backward, counted by the shim
         assert job["communication_ms"] > 0  # the wait for the all-reduces, before the step
+        assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
 
 
 def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated_results):

@@ -59,11 +59,14 @@ def test_profile_plan_run(isolated_results, tmp_path):
     bands = link_bands(traits)
     for job in jobs:
         assert job["link_priority"] == (LINK_BAND_PRIORITIES[bands[job["slot"]]] if job["slot"] in bands else None)
-    # XOVER_LINK_BANDS=off: the link stays shared, no socket marked
+        assert job["comm_threads"] == "batch"  # crossover on a CPU: no preempting the partner's compute
+    # XOVER_LINK_BANDS=off: the link stays shared, no socket marked; XOVER_COMM_THREADS=normal: the
+    # default scheduling policy for every thread
     shared = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "crossover", "--iterations", "4", "--json"],
-                            capture_output=True, text=True, timeout=600, env={**os.environ, "XOVER_LINK_BANDS": "off"})
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "XOVER_LINK_BANDS": "off", "XOVER_COMM_THREADS": "normal"})
     assert shared.returncode == 0, shared.stderr[-3000:]
-    assert [j["link_priority"] for j in json.loads(shared.stdout)["jobs"]] == [None, None]
+    assert [(j["link_priority"], j["comm_threads"]) for j in json.loads(shared.stdout)["jobs"]] == [(None, "normal")] * 2
 
     # a comparison in every mode; bench/interference_fit.py then predicts it again from the profiles
     # taken before it, with each traffic part of the interference

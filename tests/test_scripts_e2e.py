@@ -23,6 +23,8 @@ def test_two_copies_of_a_plain_horovod_script_in_crossover(isolated_results):
     for job in jobs.values():
         assert job["status"] == "finished" and job["iterations"] == 30  # the runtime counted the steps
         assert job["samples_per_s"] > 0
+        # only crossover (on a CPU) keeps the engine's threads from preempting the partner's compute
+        assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
     for name in ("horovod_digits", "horovod_digits#2"):
         alone = _printed_losses(jobs[(name, "sequential")]["log_dir"])
         assert len(alone) == 4  # steps 0, 10, 20 and the final loss

@@ -91,6 +91,7 @@ def test_an_upgrade_that_fails_half_way_leaves_the_store_as_it_was(tmp_path):
     open_store(str(path)).close()
     with sqlite3.connect(path) as db:  # back to revision 0006, with a cause of failure after its migration
         db.execute("ALTER TABLE profiles DROP COLUMN corun_partner_link_share")  # what 0007 adds
+        db.execute("ALTER TABLE runs DROP COLUMN comm_threads")  # what 0008 adds
         db.execute("UPDATE alembic_version SET version_num = '0006'")
         db.execute("ALTER TABLE schema_info RENAME TO schema_info_away")
     with pytest.raises(StoreError, match="no such table: schema_info"):

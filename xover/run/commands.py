@@ -141,7 +141,11 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
 
 
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
-    """The run's settings from XOVER_TURN_LEASE, XOVER_TURN_SERVER_NICE and XOVER_LINK_BANDS (checked)."""
+    """The run's settings from XOVER_TURN_LEASE, XOVER_TURN_SERVER_NICE and XOVER_LINK_BANDS (checked).
+    XOVER_COMM_THREADS is read by the workers themselves (runtime/thread_policy.py), checked here too."""
+    from ..runtime.thread_policy import policy_from_env
+
+    policy_from_env()
     return turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
 
 

@@ -144,6 +144,7 @@ class Recorder:
             run.gradient_bytes = record.get("gradient_bytes")
             run.checkpoints, run.device = record.get("checkpoints"), record.get("device")
             run.link_priority = record.get("link_priority")
+            run.comm_threads = record.get("comm_threads")
         elif kind == "iter":
             if all(field in record for field in ITERATION_FIELDS):
                 session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in ITERATION_FIELDS},

@@ -58,7 +58,6 @@ import functools
 import inspect
 import os
 import sys
-import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn

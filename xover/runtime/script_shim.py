@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 
 from .link_priority import LinkPriority
+from .thread_policy import CommThreads
 from .metrics import emit
 from .turn_client import token_from_env
 from .worker import exit_without_teardown, peak_memory_gb, place_on_device, synchronize_device
@@ -49,6 +50,7 @@ class ScriptCoordinator:
         self.turn_taken_at = 0.0
         self.watched: set[int] = set()
         self.link = LinkPriority()
+        self.comm_threads = CommThreads(enabled=self.turn.crossover and self.device.type == "cpu")
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
         original_backward = torch.autograd.backward
 
@@ -95,6 +97,7 @@ class ScriptCoordinator:
                  samples=self.batch * self.world_size, loss=None, yields=phase.yields,
                  held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
         self.link.apply(self.step)
+        self.comm_threads.apply(self.step)
         self.step += 1
         self.previous_end = end
         self.phases = {"communication_s": 0.0, "wait_s": 0.0}
@@ -110,11 +113,12 @@ class ScriptCoordinator:
         self.wait_for_gradients = wait_for_gradients
         if first:
             self.link.apply()  # the process group is up: its sockets are open
+            self.comm_threads.apply()  # and the engine's threads have started
         if first and self.rank == 0:
             emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=None, world_size=self.world_size,
                  engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
                  gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
-                 wall_time=time.time(), **self.link.start_fields())
+                 wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields())
 
     def before_step(self) -> None:
         """optimizer.step(): the all-reduces end outside the turn, then the update takes it."""

@@ -36,6 +36,8 @@ class TurnPhase:
 class NoTurn:
     """Used when a job runs without a group: every turn is free (the same states, no waiting)."""
 
+    crossover = False
+
     def __init__(self) -> None:
         self.phase = TurnPhase()
         self.holding = False
@@ -63,6 +65,8 @@ class NoTurn:
 
 
 class CrossoverToken:
+    crossover = True
+
     def __init__(self, socket_path: str, device: int, slot: int,
                  synchronize: Callable[[], None] | None = None) -> None:
         self.device, self.slot = device, slot

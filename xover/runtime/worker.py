@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from .. import workloads
 from .engines import ENGINES
 from .link_priority import LinkPriority
+from .thread_policy import CommThreads
 from .metrics import emit
 from .turn_client import device_of, install_checkpoints, token_from_env
 
@@ -102,13 +103,15 @@ def train(spec: dict[str, Any]) -> None:
     install_checkpoints(model, turn)
     link = LinkPriority()  # the job's band on the shared link, when the launcher gave it one
     link.apply()
+    comm_threads = CommThreads(enabled=turn.crossover and device.type == "cpu")
+    comm_threads.apply()
     iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     if is_reporter:
         emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
              device=str(device), parameters=sum(p.numel() for p in model.parameters()),
-             gradient_bytes=gradient_bytes, wall_time=time.time(), **link.start_fields(),
+             gradient_bytes=gradient_bytes, wall_time=time.time(), **link.start_fields(), **comm_threads.start_fields(),
              checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad))
 
     def report_evaluation(step: int) -> None:
@@ -151,6 +154,7 @@ def train(spec: dict[str, Any]) -> None:
                  held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
         previous_end = t4
         link.apply(step)
+        comm_threads.apply(step)
 
     # The last step's gradients: wait, then apply the final update in a last turn.
     engine.wait_gradients()

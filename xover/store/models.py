@@ -94,6 +94,7 @@ class Run(Base):
     peak_memory_gb: Mapped[Optional[float]]  # rank 0: GPU allocator peak, or CPU resident set
     turn_stats: Mapped[Optional[dict]] = mapped_column(JSON)  # grants, yields, revocations, rank skew
     link_priority: Mapped[Optional[int]]  # SO_PRIORITY its ranks' sockets carried (None: the default)
+    comm_threads: Mapped[Optional[str]] = mapped_column(String(10))  # batch | normal (runtime/thread_policy.py)
     checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration (where a turn can be yielded)
     device: Mapped[Optional[str]] = mapped_column(String(40))  # rank 0's torch device, e.g. cpu, cuda:0
     slurm_job_id: Mapped[Optional[str]] = mapped_column(String(40))

@@ -1,0 +1,59 @@
+"""runtime/thread_policy.py on real threads of this process: under crossover the engine's threads
+stop preempting a partner's compute (SCHED_BATCH); the main thread keeps the default."""
+
+import os
+import threading
+
+import pytest
+
+from xover.errors import XoverError
+from xover.runtime.thread_policy import POLICY_ENV, CommThreads, policy_from_env
+
+
+@pytest.fixture
+def engine_thread():
+    """A thread standing for the engine's communication loop, and its native id once it runs."""
+    started, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=lambda: (started.set(), stop.wait()), daemon=True)
+    thread.start()
+    started.wait()
+    yield thread.native_id
+    stop.set()
+    thread.join()
+
+
+def test_under_crossover_other_threads_run_as_batch_and_main_keeps_the_default(engine_thread, monkeypatch):
+    monkeypatch.delenv(POLICY_ENV, raising=False)
+    threads = CommThreads(enabled=True)
+    threads.apply()
+    assert threads.threads >= 1 and threads.start_fields() == {"comm_threads": "batch"}
+    assert os.sched_getscheduler(engine_thread) == os.SCHED_BATCH
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # it computes, and a grant must run at once
+
+
+def test_threads_started_later_are_caught_after_the_first_iterations_only(engine_thread, monkeypatch):
+    monkeypatch.delenv(POLICY_ENV, raising=False)
+    threads = CommThreads(enabled=True)
+    threads.apply(iteration=1)
+    assert os.sched_getscheduler(engine_thread) == os.SCHED_BATCH
+    os.sched_setscheduler(engine_thread, os.SCHED_OTHER, os.sched_param(0))
+    threads.apply(iteration=5)  # no more scanning of /proc once the engine is up
+    assert os.sched_getscheduler(engine_thread) == os.SCHED_OTHER
+
+
+@pytest.mark.parametrize("enabled, env", [(False, None), (True, "normal")])
+def test_off_without_crossover_or_when_asked(engine_thread, monkeypatch, enabled, env):
+    if env is None:
+        monkeypatch.delenv(POLICY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(POLICY_ENV, env)
+    threads = CommThreads(enabled=enabled)
+    threads.apply()
+    assert os.sched_getscheduler(engine_thread) == os.SCHED_OTHER
+    assert threads.start_fields() == {"comm_threads": "normal"}
+
+
+def test_a_misspelt_policy_is_refused(monkeypatch):
+    monkeypatch.setenv(POLICY_ENV, "idle")
+    with pytest.raises(XoverError, match=f"{POLICY_ENV}='idle'.*batch, normal"):
+        policy_from_env()
