@@ -4,9 +4,9 @@ On a CPU the engines communicate from threads of every rank (Horovod's backgroun
 loops), on the cores that compute. While an all-reduce is in flight they wake thousands of times a
 second, and Linux's scheduler lets a waking thread preempt the one running: the partner computing on
 that core is interrupted at every wake-up, and its compute slows far beyond the CPU the
-communication itself uses. Measured (horovod, 1 Gbit/s): resnet-synthetic computed an iteration in
-about 127 ms next to mlp-synthetic's all-reduces, about 108 ms once they ran as SCHED_BATCH, 85-99 ms
-alone; mlp-synthetic's own speed did not change.
+communication itself uses. Measured (horovod, 1 Gbit/s, four rounds): resnet-synthetic computed an
+iteration in 121 ms (median) next to mlp-synthetic's all-reduces, 106 ms once they ran as
+SCHED_BATCH, 85-99 ms alone; mlp-synthetic's own speed did not change.
 
 SCHED_BATCH threads never preempt on wake-up; they run when the running thread's slice ends (a tick
 at most). Their all-reduces lose little: the kernel keeps the link busy from the socket buffers
