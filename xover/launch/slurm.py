@@ -339,17 +339,17 @@ def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = N
                "--cpus-per-task": cpus_per_task, "--partition": partition, "--account": account,
                "--time": time_limit and check_time_limit(time_limit), "--job-name": job_name,
                "--output": output, "--chdir": workdir}
-    args = [_command("sbatch"), "--parsable", f"--nodes={nodes}", *(["--exclusive"] if exclusive else []),
-            *(f"{flag}={value}" for flag, value in options.items() if value)]
-    args += list(extra_args)
     text: str | None = None
+    script_args: list[str] = []
     if isinstance(script, Path) or (isinstance(script, str) and not script.startswith("#!")):
         path = Path(script)
-        if not path.is_file():
+        if not path.is_file():  # checked before sbatch is looked for: bad input is the first thing to say
             raise SlurmError(f"batch script {path} does not exist (a script given as text must start with #!)")
-        args.append(str(path))
+        script_args.append(str(path))
     else:
         text = script  # sbatch reads the script from stdin
+    args = [_command("sbatch"), "--parsable", f"--nodes={nodes}", *(["--exclusive"] if exclusive else []),
+            *(f"{flag}={value}" for flag, value in options.items() if value), *extra_args, *script_args]
     process = _run(args, input=text)
     if process.returncode != 0:
         raise SlurmError(f"sbatch refused the job: {_slurm_words(process)}")
