@@ -29,8 +29,8 @@ from typing import Callable
 import torch
 
 from .link_priority import LinkPriority
-from .thread_policy import CommThreads
 from .metrics import emit
+from .thread_policy import CommThreads
 from .turn_client import token_from_env
 from .worker import exit_without_teardown, peak_memory_gb, place_on_device, synchronize_device
 

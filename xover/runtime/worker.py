@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from .. import workloads
 from .engines import ENGINES
 from .link_priority import LinkPriority
-from .thread_policy import CommThreads
 from .metrics import emit
+from .thread_policy import CommThreads
 from .turn_client import device_of, install_checkpoints, token_from_env
 
 
