@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from xover.planner.model import MIN_INTERFERENCE
 from xover.run.jobs import traits_of
 from xover.turns.policies import LINK_BAND_PRIORITIES, link_bands
 
@@ -27,7 +28,7 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert 0 < profile["compute_fraction"] < 1
         # then measured once more next to the reference partner, under crossover
         assert profile["corun_partner"] == "mlp-balanced"
-        assert profile["corun_device_ms"] > 0 and profile["interference"] >= 0
+        assert profile["corun_device_ms"] > 0 and profile["interference"] >= MIN_INTERFERENCE
         assert 0 < profile["corun_partner_link_share"] < 1  # the partner's l / T, which scales part of it
     assert profiles["resnet-digits"]["compute_fraction"] > profiles["mlp-digits"]["compute_fraction"]
 

@@ -16,7 +16,8 @@ Every job alternates compute on the devices and an all-reduce on the link:
 * communication costs CPU: while a job's transfer is in flight it takes `comm_cpu` of a core from
   whatever computes on each device (Gloo and Horovod threads, the kernel's TCP work).
 * co-location costs more than that: a job's device time grows by its measured `interference`
-  whenever it shares the devices (caches, memory bandwidth), whatever the policy.
+  whenever it shares the devices (caches, memory bandwidth), whatever the policy; it shrinks where
+  the interference is negative (what the thread policy saves, see `model.py`).
 
 All ranks of a job run in step (the same policy decisions on every device), so one device stands
 for all the devices of the group. `simulate` returns each job's iteration time and its speed

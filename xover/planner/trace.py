@@ -5,7 +5,7 @@ Columns: ``name,devices,compute_ms,comm_ms,memory_gb`` and optionally
 all-reduce keeps the link busy, at least comm_ms; default: comm_ms), ``comm_cpu``
 (fraction of a core its communication takes from a partner; default 0),
 ``checkpoint_ms`` (default 1), ``max_slowdown`` (empty: none), ``interference`` (how
-much its device time grows next to a partner, as a fraction; default 0),
+much its device time grows next to a partner, as a fraction, at least -0.5; default 0),
 ``startup_ms`` (launch to first iteration; default 0) and ``interference_link_share``
 (the link share l/T of the partner the interference was measured next to; empty: the
 same interference next to any partner), in any order. Names are
