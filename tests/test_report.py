@@ -7,16 +7,18 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import matplotlib.image
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from xover.cli import app
 from xover.report.timeline import intervals_in_window, iteration_intervals, middle_window, overlap_fraction
-from xover.store.models import Experiment, IterationMetric, Plan, PlanGroup, RecipeSnapshot, Run
+from xover.store.models import Experiment, IterationMetric, Plan, PlanGroup, Profile, RecipeSnapshot, Run
 from xover.store.session import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,6 +220,26 @@ def test_gains_error_and_parity_from_a_plan(isolated_results):
     assert parity["a"]["max_abs_loss_diff"] == 0.0 and parity["a"]["identical"]
     assert parity["b"]["max_abs_loss_diff"] == pytest.approx(0.5) and not parity["b"]["identical"]
     assert "losses" in data["pictures"] and "predicted_vs_measured" in data["pictures"]
+
+
+def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        for name, compute_ms, created in (("a", 20.0, datetime(2025, 1, 1)), ("b", 10.0, datetime(2025, 1, 1)),
+                                          ("b", 5.0, datetime(2030, 1, 1))):  # taken after the run: not its profile
+            session.add(Profile(recipe_id=recipe.id, recipe_hash="h", name=name, np=2, bandwidth="host",
+                                hardware="x", iterations=10, data_ms=0.0, compute_ms=compute_ms, comm_ms=10.0,
+                                iteration_ms=compute_ms + 10.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1,
+                                link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={}, created_at=created))
+    store.close()
+    [group] = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    assert group["alone_vs_profile"] == {"a": pytest.approx(1.5), "b": pytest.approx(1.0)}
+    output = " ".join(report("plan").output.split())  # the table wraps long lines
+    assert "a's run alone needed 50% more device time per iteration than its profile" in output
+    assert "b's run alone" not in output
 
 
 def test_train_experiment_shows_job_rows_only(isolated_results):

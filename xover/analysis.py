@@ -199,6 +199,29 @@ def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) 
     return (window[1] - window[0]) / whole if whole > 0 else None
 
 
+# A run alone whose device time differs from its profile's by more than this: the machine's speed
+# changed between them (this machine, shared, has run the same job alone 50% slower for minutes).
+ALONE_DRIFT = 0.2
+
+
+def group_warnings(groups: list[dict[str, Any]]) -> list[str]:
+    """What makes a comparison's figures less sure: a short overlap window, a run alone off its profile."""
+    return overlap_warnings(groups) + drift_warnings(groups)
+
+
+def drift_warnings(groups: list[dict[str, Any]], tolerance: float = ALONE_DRIFT) -> list[str]:
+    warnings = []
+    for group in groups:
+        for name, ratio in sorted((group.get("alone_vs_profile") or {}).items()):
+            if abs(ratio - 1.0) > tolerance:
+                warnings.append(f"group {group['group']}: {name}'s run alone needed {abs(ratio - 1.0):.0%} "
+                                f"{'more' if ratio > 1 else 'less'} device time per iteration than its profile: the "
+                                "machine's speed changed between them, so speeds relative to alone (and predictions "
+                                "from the profile) are off by about as much (run the comparison again, or re-profile "
+                                "with --force)")
+    return warnings
+
+
 def overlap_warnings(groups: list[dict[str, Any]], least: float = 0.5) -> list[str]:
     warnings = []
     for group in groups:

@@ -128,6 +128,8 @@ def jobs_and_groups(session: Session, experiment: Experiment,
         predicted = planned.get(group["group"])
         for job in alone:
             job["interference"], job["interference_link_share"] = stored_interference(session, job, experiment.bandwidth)
+            job["profile_device_ms"] = profile_device_ms(session, job, experiment)
+        group["alone_vs_profile"] = {j["name"]: alone_vs_profile(j) for j in alone if alone_vs_profile(j) is not None}
         model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
             if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
         group["predicted_gain"] = predicted
@@ -140,15 +142,37 @@ def jobs_and_groups(session: Session, experiment: Experiment,
     return jobs, groups
 
 
+def _profiles_of(job: dict[str, Any], bandwidth: str | None):
+    """Profiles of the job's recipe (by name: a run's recipe carries the iterations --seconds chose, so
+    its hash is not the profiled one's; a second copy runs as name#2) at its np, engine and link."""
+    return (Profile.name == job["name"].split("#", 1)[0], Profile.np == job["np"], Profile.engine == job["engine"],
+            Profile.bandwidth == (bandwidth or "host"))
+
+
 def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> tuple[float, float | None]:
     """A job's interference from its newest profile that measured one (same recipe name, np, engine and
     link), with the link share of the partner it was measured next to: the runs of a comparison are
     measured alone, never next to the reference partner."""
-    name = job["name"].split("#", 1)[0]  # a second copy of a recipe runs as name#2
     found = session.execute(select(Profile.interference, Profile.corun_partner_link_share).where(
-        Profile.name == name, Profile.np == job["np"], Profile.engine == job["engine"],
-        Profile.bandwidth == (bandwidth or "host"), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
+        *_profiles_of(job, bandwidth), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
+
+
+def profile_device_ms(session: Session, job: dict[str, Any], experiment: Experiment) -> float | None:
+    """Device time per iteration (data + compute) in the job's newest profile taken before the
+    experiment, on as many hosts as the job spanned; None without one."""
+    hosts = len({entry.split(":")[0] for entry in (job.get("hosts") or "").split(",") if entry})
+    found = session.execute(select(Profile.data_ms, Profile.compute_ms).where(
+        *_profiles_of(job, experiment.bandwidth), Profile.hosts == hosts,
+        Profile.created_at <= experiment.created_at).order_by(Profile.id.desc())).first()
+    return found.data_ms + found.compute_ms if found else None
+
+
+def alone_vs_profile(job: dict[str, Any]) -> float | None:
+    """The job's device time in its run alone over its profile's (1.0: the machine as fast as then)."""
+    if not job.get("profile_device_ms") or job.get("compute_ms") is None:
+        return None
+    return ((job.get("data_ms") or 0.0) + job["compute_ms"]) / job["profile_device_ms"]
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..console import fmt
-from ..analysis import overlap_warnings
+from ..analysis import group_warnings
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
     DIGITS,
@@ -91,7 +91,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                      "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
                      "sequential; error is measured vs the plan's prediction.</p>",
                      html_table(GROUP_COLUMNS, display_rows(report.groups), DIGITS)]
-        sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in overlap_warnings(report.groups)]
+        sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in group_warnings(report.groups)]
     if report.parity:
         sections += ["<h2>Accuracy parity</h2>",
                      "<p>Largest per-iteration |loss difference| between each job alone and shared "

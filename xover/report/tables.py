@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence, TextIO
 from rich.markup import escape
 
 from ..console import console, print_table
-from ..analysis import overlap_warnings
+from ..analysis import group_warnings
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
@@ -100,7 +100,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
                     PARITY_COLUMNS, display_rows(report.parity), DIGITS)
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
-    for warning in overlap_warnings(report.groups):
+    for warning in group_warnings(report.groups):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for job in report.jobs:
         if job.get("error"):  # the last line usually names the cause; the whole text is in the logs and HTML
