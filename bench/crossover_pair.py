@@ -7,8 +7,10 @@ iterations it does in about S seconds alone, so the two overlap from start to en
   sequential (each alone), concurrent (no coordination), crossover under each policy.
 Printed per pair: each job's speed relative to alone (measured over the time both ran, and predicted by
 the simulation of the policy from the profiles), the aggregate (sum of speeds), crossover vs concurrent,
-the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, and the socket
-priority a job's all-reduces carried on the link (6: served first; 0: the default band).
+the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, the socket
+priority a job's all-reduces carried on the link (6: served first; 0: the default band), and each
+job's device time alone in the run over its profile's (the machine's drift since profiling, which
+moves every speed relative to alone; the prediction's hit rate is also given over the rows within 10%).
 Figures are ratios measured in one run: the machine is shared and noisy, compare within a row.
 
     .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
@@ -93,8 +95,13 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
               f"{_f(j.get('wait_p90_ms'), 6, 1)} {j.get('yields') or 0:6d} {_f(j.get('skew_p50_ms'), 8, 2)} "
               f"{_f(j.get('skew_p90_ms'), 6, 2)} {_f(j.get('link_priority'), 9, 0)}")
     concurrent = group["concurrent_vs_sequential"]
+    # each job's device time alone in this run over its profile's: the machine's drift since profiling,
+    # which moves every speed relative to alone (and so the prediction's error) by about as much
+    profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
+    drift = {j["name"]: ((j.get("data_ms") or 0.0) + j["compute_ms"]) / profiled[j["name"]]
+             for j in jobs if j["mode"] == "sequential" and j.get("compute_ms") and profiled.get(j["name"])}
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
-           "without_interference": model["without_interference"]}
+           "without_interference": model["without_interference"], "alone_vs_profile": drift}
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
         predicted = sum(model["policies"][policy].values())
@@ -111,6 +118,8 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
               + ", ".join(f"{name} {value:+.0%}" for name, value in model["interference"].items())
               + f"; without it: predicted {model['without_interference']:.2f}, "
               f"{100 * (model['without_interference'] / default['aggregate'] - 1):+.1f}%)")
+    print("  device time alone in this run / in its profile: "
+          + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items()))
     parity = [(j["name"], j["final_loss"]) for j in jobs]
     losses = {}
     for name, loss in parity:
@@ -118,6 +127,23 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     print("  final losses equal in every mode and policy: " + ", ".join(
         f"{name} {'yes' if len(values) == 1 else 'NO ' + str(values)}" for name, values in losses.items()))
     return row
+
+
+def worst_drift(row: dict) -> float | None:
+    """The job's alone / profile device time farthest from 1 in the row."""
+    ratios = list(row["alone_vs_profile"].values())
+    return max(ratios, key=lambda ratio: abs(ratio - 1.0)) if ratios else None
+
+
+def print_prediction_errors(rows: list[dict], steady: float = 0.1) -> None:
+    """How many predictions are within 5%: of all rows, and of the rows whose jobs ran alone within
+    `steady` of their profiles (where the machine kept its speed, so the error is the model's)."""
+    errors = [(100 * abs(r["policies"][DEFAULT_POLICY]["predicted"] / r["policies"][DEFAULT_POLICY]["aggregate"] - 1),
+               worst_drift(r)) for r in rows if r["policies"][DEFAULT_POLICY]["aggregate"]]
+    kept = [error for error, drift in errors if drift is not None and abs(drift - 1.0) <= steady]
+    print(f"\nprediction ({DEFAULT_POLICY}) within 5% of measured: {sum(e <= 5 for e, _ in errors)} of {len(errors)} rows; "
+          f"on the {len(kept)} rows whose jobs ran alone within {steady:.0%} of their profiles: "
+          f"{sum(e <= 5 for e in kept)} of {len(kept)}")
 
 
 def print_spread(rows: list[dict]) -> None:
@@ -252,7 +278,8 @@ def main() -> None:
     kinds = dict(PAIRS)
     print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
     print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
-          + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}")
+          + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}"
+          + f" {'alone/prof.':>11}")
     for row in rows:
         default = row["policies"][DEFAULT_POLICY]
         measured = default["aggregate"]
@@ -263,7 +290,9 @@ def main() -> None:
               + f" {default['predicted']:9.2f} "
               + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
               + f" {row['without_interference']:10.2f} "
-              + (f"{100 * (row['without_interference'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}"))
+              + (f"{100 * (row['without_interference'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
+              + f" {_f(worst_drift(row), 11, 2)}")
+    print_prediction_errors(rows)
     if args.repeats > 1:
         print_spread(rows)
     if not args.skip_token:
