@@ -293,8 +293,8 @@ def profile(
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
     throughput; then its interference: how much slower its compute is next to a partner than the
-    model explains (negative: faster, as the thread policy under crossover can make it). Profiles are stored and reused (same recipe, np, hosts spanned, bandwidth, engine,
-    hardware) unless --force."""
+    model explains (negative: faster, as the thread policy under crossover can make it). Profiles are
+    stored and reused (same recipe, np, hosts spanned, bandwidth, engine, hardware) unless --force."""
     from .profiler import profile_recipes
 
     with user_errors():

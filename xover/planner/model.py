@@ -15,10 +15,10 @@ Each job i is summarised by per-iteration times measured alone:
   partner. It may be negative: under crossover on a CPU the engines' threads run as
   SCHED_BATCH (`runtime/thread_policy.py`), so the partner's communication costs less
   than its CPU time alone says, and the job's own threads stop preempting its compute;
-  it is never below ``MIN_INTERFERENCE``. Half of it is charged whatever the partners; the other half grows with how
-  much they communicate: with the sum of the partners' link shares l_j / T_j over the
-  reference partner's (``interference_next_to``). The simulation charges it; the fluid
-  bound, an ideal, does not.
+  it is never below ``MIN_INTERFERENCE``. Half of it is charged whatever the partners;
+  the other half grows with how much they communicate: with the sum of the partners'
+  link shares l_j / T_j over the reference partner's (``interference_next_to``). The
+  simulation charges it; the fluid bound, an ideal, does not.
 
 Three views of a group, from cheapest to most faithful:
 

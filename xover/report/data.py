@@ -129,7 +129,8 @@ def jobs_and_groups(session: Session, experiment: Experiment,
         for job in alone:
             job["interference"], job["interference_link_share"] = stored_interference(session, job, experiment.bandwidth)
             job["profile_device_ms"] = profile_device_ms(session, job, experiment)
-        group["alone_vs_profile"] = {j["name"]: alone_vs_profile(j) for j in alone if alone_vs_profile(j) is not None}
+        drift = {j["name"]: alone_vs_profile(j) for j in alone}
+        group["alone_vs_profile"] = {name: ratio for name, ratio in drift.items() if ratio is not None}
         model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
             if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
         group["predicted_gain"] = predicted
