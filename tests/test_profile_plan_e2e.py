@@ -31,11 +31,6 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert profile["corun_device_ms"] > 0 and profile["interference"] >= MIN_INTERFERENCE
         assert 0 < profile["corun_partner_link_share"] < 1  # the partner's l / T, which scales part of it
     assert profiles["resnet-digits"]["compute_fraction"] > profiles["mlp-digits"]["compute_fraction"]
-    # each job's co-run right after its run alone (the machine's speed drifts; the two are compared)
-    runs = sorted(json.loads(_xover("report", "latest", "--format", "json").stdout)["jobs"], key=lambda j: j["run_id"])
-    order = [(j["name"], j["mode"]) for j in runs if not j["name"].startswith("mlp-balanced")]
-    assert order == [("mlp-digits", "profile"), ("mlp-digits", "crossover"),
-                     ("resnet-digits", "profile"), ("resnet-digits", "crossover")], order
 
     again = _xover("profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--json")
     assert json.loads(again.stdout)[0]["reused"] is True

@@ -9,7 +9,7 @@ while it runs alone, minus its compute and xover's own share), and the layer bou
 iteration. It is keyed by recipe hash, np, hosts spanned, bandwidth, engine and a hardware fingerprint, and
 reused until `--force`.
 
-Right after it (unless `--no-corun`) each job runs once more, under crossover next to a reference partner
+Then (unless `--no-corun`) each job runs once more, under crossover next to a reference partner
 (`mlp-balanced` unless `--corun-with`): jobs that share devices slow each other beyond taking turns
 (caches, memory bandwidth, the kernel's network work on the same cores), and how much is a property
 of the job. Its device time there, less what the model already explains, is its `interference`,
@@ -236,17 +236,11 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                     Scheduler(run.context).run([unit], exclusive=True)
                 return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, engine, load)
 
+            for i in alone:
+                profiles[i] = measure_alone(recipes[i], jobs[i])
+                measured.add(i)
             partners: dict[int, tuple[Any, Profile]] = {}  # np -> the partner recipe at that np, its profile
-            # Each job's co-run right after its run alone: the interference compares the two, and this
-            # machine's speed drifts by tens of percent over minutes. The partner goes first, so that
-            # its own profile is there for every co-run.
-            is_partner = [partner_recipe is not None and r.name == partner_recipe.name for r in recipes]
-            for i in sorted(set(alone) | set(corun), key=lambda k: (not is_partner[k], k)):
-                if i in alone:
-                    profiles[i] = measure_alone(recipes[i], jobs[i])
-                    measured.add(i)
-                if i not in corun:
-                    continue
+            for i in corun:
                 recipe, job = recipes[i], jobs[i]
                 if recipe.np not in partners:
                     partner = with_overrides(partner_recipe, np=recipe.np)
