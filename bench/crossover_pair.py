@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
+from xover.analysis import alone_vs_profile  # noqa: E402
 from xover.devices import hardware_fingerprint  # noqa: E402
 from xover.planner import fluid_gain, predict_group  # noqa: E402
 from xover.plans import job_profile  # noqa: E402
@@ -98,8 +99,8 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     # each job's device time alone in this run over its profile's: the machine's drift since profiling,
     # which moves every speed relative to alone (and so the prediction's error) by about as much
     profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
-    drift = {j["name"]: ((j.get("data_ms") or 0.0) + j["compute_ms"]) / profiled[j["name"]]
-             for j in jobs if j["mode"] == "sequential" and j.get("compute_ms") and profiled.get(j["name"])}
+    drift = {j["name"]: alone_vs_profile(j, profiled.get(j["name"])) for j in jobs if j["mode"] == "sequential"}
+    drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
            "without_interference": model["without_interference"], "alone_vs_profile": drift}
     for policy in POLICY_ORDER:

@@ -204,6 +204,14 @@ def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) 
 ALONE_DRIFT = 0.2
 
 
+def alone_vs_profile(job: dict[str, Any], profile_device_ms: float | None) -> float | None:
+    """A job's device time per iteration in its run alone over its profile's (1.0: the machine as fast
+    as when profiled); None without a profile or a measured run."""
+    if not profile_device_ms or job.get("compute_ms") is None:
+        return None
+    return ((job.get("data_ms") or 0.0) + job["compute_ms"]) / profile_device_ms
+
+
 def group_warnings(groups: list[dict[str, Any]]) -> list[str]:
     """What makes a comparison's figures less sure: a short overlap window, a run alone off its profile."""
     return overlap_warnings(groups) + drift_warnings(groups)

@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from ..analysis import ALONE_MODES, MODE_ORDER, SHARED_MODES, compare_groups, group_model, loss_parity
+from ..analysis import (ALONE_MODES, MODE_ORDER, SHARED_MODES, alone_vs_profile, compare_groups, group_model,
+                        loss_parity)
 from ..errors import XoverError
 from ..store.models import Experiment, PlanGroup, Profile
 from ..store.queries import experiment_jobs, iteration_rows
@@ -126,10 +127,10 @@ def jobs_and_groups(session: Session, experiment: Experiment,
                  and j["name"] in group["jobs"]]
         measured = group["crossover_vs_sequential"]
         predicted = planned.get(group["group"])
+        drift = {}
         for job in alone:
             job["interference"], job["interference_link_share"] = stored_interference(session, job, experiment.bandwidth)
-            job["profile_device_ms"] = profile_device_ms(session, job, experiment)
-        drift = {j["name"]: alone_vs_profile(j) for j in alone}
+            drift[job["name"]] = alone_vs_profile(job, profile_device_ms(session, job, experiment))
         group["alone_vs_profile"] = {name: ratio for name, ratio in drift.items() if ratio is not None}
         model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
             if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
@@ -143,8 +144,8 @@ def jobs_and_groups(session: Session, experiment: Experiment,
     return jobs, groups
 
 
-def _profiles_of(job: dict[str, Any], bandwidth: str | None):
-    """Profiles of the job's recipe (by name: a run's recipe carries the iterations --seconds chose, so
+def _profile_filter(job: dict[str, Any], bandwidth: str | None):
+    """Conditions for the profiles of the job's recipe (by name: a run's recipe carries the iterations --seconds chose, so
     its hash is not the profiled one's; a second copy runs as name#2) at its np, engine and link."""
     return (Profile.name == job["name"].split("#", 1)[0], Profile.np == job["np"], Profile.engine == job["engine"],
             Profile.bandwidth == (bandwidth or "host"))
@@ -155,7 +156,7 @@ def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | 
     link), with the link share of the partner it was measured next to: the runs of a comparison are
     measured alone, never next to the reference partner."""
     found = session.execute(select(Profile.interference, Profile.corun_partner_link_share).where(
-        *_profiles_of(job, bandwidth), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
+        *_profile_filter(job, bandwidth), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
@@ -164,16 +165,9 @@ def profile_device_ms(session: Session, job: dict[str, Any], experiment: Experim
     experiment, on as many hosts as the job spanned; None without one."""
     hosts = len({entry.split(":")[0] for entry in (job.get("hosts") or "").split(",") if entry})
     found = session.execute(select(Profile.data_ms, Profile.compute_ms).where(
-        *_profiles_of(job, experiment.bandwidth), Profile.hosts == hosts,
+        *_profile_filter(job, experiment.bandwidth), Profile.hosts == hosts,
         Profile.created_at <= experiment.created_at).order_by(Profile.id.desc())).first()
     return found.data_ms + found.compute_ms if found else None
-
-
-def alone_vs_profile(job: dict[str, Any]) -> float | None:
-    """The job's device time in its run alone over its profile's (1.0: the machine as fast as then)."""
-    if not job.get("profile_device_ms") or job.get("compute_ms") is None:
-        return None
-    return ((job.get("data_ms") or 0.0) + job["compute_ms"]) / job["profile_device_ms"]
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
