@@ -378,7 +378,9 @@ def report(
                                                "under $XOVER_RESULTS if set; csv: a folder or file).")] = None,
 ) -> None:
     """Show what a run did: throughput, slowdowns, predicted vs measured gain, accuracy parity,
-    and pictures (timeline, throughput by mode, loss curves, predicted vs measured)."""
+    and pictures (timeline, throughput by mode, loss curves, predicted vs measured). Warns where a
+    group's figures are less sure: its jobs overlapped briefly, or a job's run alone was over 20% off
+    its profile (the machine's speed changed)."""
     from .report import make_report
 
     with user_errors():
