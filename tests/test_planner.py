@@ -40,7 +40,7 @@ from xover.planner import (
     time_saved_ms,
 )
 from xover.planner.placement import place_groups, unplaceable_reason
-from xover.planner.model import INTERFERENCE_TRAFFIC_PART, interference_next_to
+from xover.planner.model import INTERFERENCE_TRAFFIC_PART, MIN_INTERFERENCE, interference_next_to
 from xover.planner.predict import sim_job, unexplained_interference
 
 FAST = settings(max_examples=60, deadline=None)
@@ -62,8 +62,9 @@ def job_lists(draw, max_jobs: int = 10, devices=(1, 2), min_jobs: int = 0) -> li
             memory_gb=draw(st.integers(min_value=0, max_value=40)),
             data_ms=draw(st.sampled_from([0, 0, 5])),
             iterations=draw(st.integers(min_value=1, max_value=50)),
-            interference=draw(st.sampled_from([-0.2, 0.0, 0.2])),
-            interference_link_share=draw(st.sampled_from([None, 0.6])),
+            interference=draw(st.sampled_from([-0.5, -0.2, 0.0, 0.2])),
+            # a small reference share scales the interference a lot next to chatty partners
+            interference_link_share=draw(st.sampled_from([None, 0.6, 0.02])),
         )
         for index in range(count)
     ]
@@ -179,6 +180,17 @@ def test_interference_scales_half_with_the_partners_link_share():
     assert interference_next_to(measured, []) == 0.0  # alone: nothing to interfere
     flat = dataclasses.replace(measured, interference_link_share=None)  # a trace without the column
     assert interference_next_to(flat, [twice]) == interference_next_to(flat, [quiet]) == 0.2
+
+
+def test_a_negative_interference_scaled_by_chatty_partners_stops_at_the_floor():
+    # measured next to a quiet reference, then paired with a partner 30 times chattier: -0.3 * 15.5
+    # would make its compute take less than no time, and the simulation never finish an iteration
+    measured = job("a", 115, 104, link_ms=156, interference=-0.3, interference_link_share=0.03)
+    chatty = job("b", 130, 136, link_ms=233)
+    assert interference_next_to(measured, [chatty]) == MIN_INTERFERENCE
+    prediction = predict_group([measured, chatty])
+    assert all(0 < speed <= 2 for speed in prediction.speeds.values())
+    assert all(math.isfinite(ms) for ms in prediction.iteration_ms.values())
 
 
 def test_a_job_is_predicted_slower_next_to_a_partner_that_communicates_more():
@@ -466,6 +478,7 @@ def test_every_plan_respects_devices_and_memory(jobs, hosts, device_memory, max_
             used.add((group.wave, device))
         prediction = predict_group(group.jobs, plan.policy)
         assert group.predicted_period_ms == max(prediction.iteration_ms.values())
+        assert math.isfinite(group.predicted_period_ms) and all(s > 0 for s in prediction.speeds.values())
         # the bound is the ideal from the jobs alone; a negative interference (shorter device time next to
         # a partner) can take a prediction past it, by at most what it shortens
         shortest = min(0.0, *(interference_next_to(j, [p for p in group.jobs if p is not j]) for j in group.jobs))
@@ -485,7 +498,7 @@ def test_every_plan_respects_devices_and_memory(jobs, hosts, device_memory, max_
 def test_plan_file_round_trip(jobs, hosts, algo):
     plan = make_plan(jobs, hosts, device_memory_gb=60, algo=algo)
     recipes = {j.name: f"recipes/{j.name}.toml" for j in plan.jobs[::2]}
-    document = json.loads(json.dumps(plan_to_dict(plan, recipes)))
+    document = json.loads(json.dumps(plan_to_dict(plan, recipes), allow_nan=False))  # as `xover plan` writes it
     again = plan_from_dict(document)
     assert again == Plan(**{**plan.__dict__, "recipes": recipes})
     assert plan_to_dict(again) == document

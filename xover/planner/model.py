@@ -17,8 +17,9 @@ Each job i is summarised by per-iteration times measured alone:
   than its CPU time alone says, and the job's own threads stop preempting its compute;
   it is never below ``MIN_INTERFERENCE``. Half of it is charged whatever the partners;
   the other half grows with how much they communicate: with the sum of the partners'
-  link shares l_j / T_j over the reference partner's (``interference_next_to``). The
-  simulation charges it; the fluid bound, an ideal, does not.
+  link shares l_j / T_j over the reference partner's (``interference_next_to``), and the
+  result is again never below ``MIN_INTERFERENCE``. The simulation charges it; the fluid
+  bound, an ideal, does not.
 
 Three views of a group, from cheapest to most faithful:
 
@@ -182,13 +183,14 @@ def interference_next_to(job: JobProfile, partners: Sequence[JobProfile],
                          traffic_part: float = INTERFERENCE_TRAFFIC_PART) -> float:
     """`job`'s interference next to `partners`: its measured interference, its traffic part scaled by
     the partners' link shares summed, over the reference partner's. Without a reference share it is
-    the measured value whatever the partners."""
+    the measured value whatever the partners. Never below `MIN_INTERFERENCE`: a negative value scaled
+    by chatty partners would otherwise make compute take no time, or less than none."""
     if not partners:
         return 0.0
     if job.interference_link_share is None:
         return job.interference
     traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
-    return job.interference * (1.0 - traffic_part + traffic_part * traffic)
+    return max(MIN_INTERFERENCE, job.interference * (1.0 - traffic_part + traffic_part * traffic))
 
 
 def round_robin_period(jobs: Sequence[JobProfile]) -> float:

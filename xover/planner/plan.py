@@ -116,7 +116,8 @@ def make_plan(
 def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> list[list[JobProfile]]:
     """Groups are chosen with the fluid bound; one that the simulation of the run's policy says
     would not pay off (gain within the margin of 1, or longer than its jobs one after another), or
-    would leave a job slower than its max_slowdown (protection included), is not formed."""
+    would leave a job slower than its max_slowdown (protection included) or starve one (no iteration
+    done in the simulation: its partners keep the link), is not formed."""
     kept: list[list[JobProfile]] = []
     for group in groups:
         if len(group) == 1:
@@ -124,7 +125,7 @@ def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> 
             continue
         prediction = predict_group(group, policy)
         unprotected = any(job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9)
-                          for job in group)
+                          for job in group) or min(prediction.speeds.values()) <= 0
         losing = (prediction.gain <= 1.0 + margin
                   or prediction.duration_ms > sequential_duration_ms(group) * (1 + 1e-9))
         if unprotected or losing:

@@ -59,8 +59,19 @@ class SimJob:
 
     @property
     def overlap_ms(self) -> float:
-        """Compute left when the all-reduce starts (it overlaps the end of backward)."""
+        """Compute left when the all-reduce starts (it overlaps the end of backward), measured alone."""
         return min(self.compute_ms, self.transfer_ms - self.comm_ms)
+
+    @property
+    def shared_compute_ms(self) -> float:
+        """Device time per iteration next to a partner."""
+        return self.compute_ms * (1.0 + self.interference)
+
+    @property
+    def shared_overlap_ms(self) -> float:
+        """The overlap next to a partner: the end of backward it overlaps shrinks or grows with the
+        compute, so a negative interference never starts the all-reduce before backward does."""
+        return self.overlap_ms * (1.0 + self.interference)
 
     def traits(self) -> SlotTraits:
         return SlotTraits(rank=critical_rank(self.compute_ms, self.solo_ms), max_slowdown=self.max_slowdown,
@@ -140,7 +151,7 @@ class _Simulation:
     # -- a job's iteration --------------------------------------------------------------------
     def _start_iteration(self, index: int) -> None:
         state = self.states[index]
-        state.compute_left = state.job.compute_ms * (1.0 + state.job.interference)
+        state.compute_left = state.job.shared_compute_ms
         state.in_compute_phase = True
         state.transfer_started = False
         if self.mode == "concurrent":
@@ -234,7 +245,7 @@ class _Simulation:
                     before = len(state.ends)
                     self._maybe_end(index)
                     changed = changed or len(state.ends) != before
-                elif state.computing and not state.transfer_started and state.compute_left - state.job.overlap_ms <= EPSILON:
+                elif state.computing and not state.transfer_started and state.compute_left - state.job.shared_overlap_ms <= EPSILON:
                     self._start_transfer(index)
                     changed = True
                 elif state.computing and state.compute_left <= EPSILON:
@@ -248,8 +259,8 @@ class _Simulation:
             link_rate = link_rates.get(index, 0.0)
             if state.computing:
                 rate = self._compute_rate(index)
-                if not state.transfer_started and state.compute_left - state.job.overlap_ms > EPSILON:
-                    candidate = (state.compute_left - state.job.overlap_ms) / rate
+                if not state.transfer_started and state.compute_left - state.job.shared_overlap_ms > EPSILON:
+                    candidate = (state.compute_left - state.job.shared_overlap_ms) / rate
                     if candidate < best:
                         best, action = candidate, (lambda i=index: self._start_transfer(i))
                 candidate = state.compute_left / rate
