@@ -49,3 +49,10 @@ def test_doctor_json():
     assert result.returncode == (0 if report["ok"] else 1)
     assert names["horovod"]["ok"] and "Gloo: yes" in names["horovod"]["detail"]
     assert names["database"]["ok"]
+
+
+def test_tables_print_a_tiny_negative_number_as_zero_not_minus_zero():
+    from xover.console import fmt
+
+    assert fmt(-0.001) == "0.00" and fmt(-0.0) == "0.00" and fmt(-0.4, 0) == "0"
+    assert fmt(-0.01) == "-0.01" and fmt(-100.0, 0) == "-100" and fmt(None) == "-"

@@ -31,7 +31,8 @@ def fmt(value: Any, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        text = f"{value:.{digits}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.00"
     return str(value)
 
 
