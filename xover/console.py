@@ -32,7 +32,7 @@ def fmt(value: Any, digits: int = 2) -> str:
         return "-"
     if isinstance(value, float):
         text = f"{value:.{digits}f}"
-        return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.00"
+        return text.lstrip("-") if float(text) == 0 else text  # "0.00", not "-0.00"
     return str(value)
 
 

@@ -134,7 +134,7 @@ def job_name_problem(name: str) -> str | None:
 
 
 # Next to a partner a job is never modelled faster than twice its speed alone; a measurement below
-# this is a disturbed one. (The lowest measured on this machine: -0.34.)
+# this is a disturbed one. (The lowest measured on this machine: -0.36.)
 MIN_INTERFERENCE = -0.5
 
 def _profile_problem(job: JobProfile) -> str | None:

@@ -125,10 +125,11 @@ def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> 
             continue
         prediction = predict_group(group, policy)
         unprotected = any(job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9)
-                          for job in group) or min(prediction.speeds.values()) <= 0
+                          for job in group)
+        starved = min(prediction.speeds.values()) <= 0
         losing = (prediction.gain <= 1.0 + margin
                   or prediction.duration_ms > sequential_duration_ms(group) * (1 + 1e-9))
-        if unprotected or losing:
+        if unprotected or starved or losing:
             kept.extend([job] for job in group)
         else:
             kept.append(group)
