@@ -47,14 +47,15 @@ from xover.store.session import open_store  # noqa: E402
 from xover.turns import DEFAULT_POLICY, POLICIES  # noqa: E402
 
 # (pair, kind): compute-heavy with communication-heavy, balanced, compute-heavy with compute-heavy;
-# the first and third are the groups `make demo`'s plan forms.
+# `make demo`'s plan forms communication-heavy + balanced and the first two compute-heavy
+# (on the emulated cluster, from profiles taken there).
 PAIRS = [
-    ("resnet-synthetic:mlp-synthetic", "compute-heavy + communication-heavy (demo group)"),
+    ("resnet-synthetic:mlp-synthetic", "compute-heavy + communication-heavy"),
     ("resnet-synthetic:vgg-synthetic", "compute-heavy + communication-heavy"),
-    ("transformer-chars:mlp-balanced", "compute-heavy + balanced (demo group)"),
+    ("transformer-chars:mlp-balanced", "compute-heavy + balanced"),
     ("mlp-balanced:mlp-balanced", "two balanced"),
-    ("mlp-synthetic:mlp-balanced", "communication-heavy + balanced"),
-    ("resnet-synthetic:transformer-chars", "two compute-heavy"),
+    ("mlp-synthetic:mlp-balanced", "communication-heavy + balanced (demo group)"),
+    ("resnet-synthetic:transformer-chars", "two compute-heavy (demo group)"),
     ("resnet-synthetic:resnet-digits", "two compute-heavy"),
 ]
 POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]

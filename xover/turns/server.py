@@ -11,6 +11,7 @@ event is reported. Run as `python -m xover.turns.server --socket PATH --device D
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import mmap
@@ -329,7 +330,8 @@ class TurnServer:
         self.page.close()
         self.page_file.close()
         for path in (self.path, yield_page_path(self.path)):
-            if os.path.exists(path):
+            # whoever made the folder may remove it first (a launcher cleaning up as the server stops)
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
 
