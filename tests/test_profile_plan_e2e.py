@@ -52,15 +52,19 @@ def test_profile_plan_run(isolated_results, tmp_path):
     jobs = json.loads(ran.stdout)["jobs"]
     assert sorted(j["name"] for j in jobs) == ["mlp-digits", "resnet-digits"]
     assert all(j["status"] == "finished" for j in jobs)
+    # 12 profiled iterations are noisy: now and then the plan predicts no gain and runs each job alone
+    # (1 plan in 9 measured), so what a run does follows the plan it was given
+    grouped = {name for group in plan["groups"] if len(group["jobs"]) > 1 for name in group["jobs"]}
     # the link's order follows the profiles (the job that needs it least first), and every rank of a
     # job given a band marked its sockets with it
     traits = {j["slot"]: traits_of(profiles[j["name"]]["data_ms"] + profiles[j["name"]]["compute_ms"],
                                    profiles[j["name"]]["comm_ms"], None, profiles[j["name"]]["link_ms"])
-              for j in jobs}
+              for j in jobs if j["name"] in grouped}
     bands = link_bands(traits)
     for job in jobs:
         assert job["link_priority"] == (LINK_BAND_PRIORITIES[bands[job["slot"]]] if job["slot"] in bands else None)
-        assert job["comm_threads"] == "batch"  # crossover on a CPU: no preempting the partner's compute
+        # crossover on a CPU: no preempting the partner's compute; a job alone has no partner
+        assert job["comm_threads"] == ("batch" if job["name"] in grouped else "normal"), plan["groups"]
     # XOVER_LINK_BANDS=off: the link stays shared, no socket marked; XOVER_COMM_THREADS=normal: the
     # default scheduling policy for every thread
     shared = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "crossover", "--iterations", "4", "--json"],
@@ -74,6 +78,9 @@ def test_profile_plan_run(isolated_results, tmp_path):
     compared = _xover("run", "--group", "mlp-digits", "resnet-digits", "--mode", "all", "--policy", "work-conserving",
                       "--iterations", "8", "--json")
     assert compared.returncode == 0, compared.stderr[-3000:]
+    # a group given on the command line is formed whatever the profiles predict
+    threads = {(j["mode"], j["comm_threads"]) for j in json.loads(compared.stdout)["jobs"]}
+    assert threads == {("sequential", "normal"), ("concurrent", "normal"), ("crossover", "batch")}, threads
     fit = subprocess.run([sys.executable, "bench/interference_fit.py", "--rows"], capture_output=True, text=True,
                          timeout=120)
     assert fit.returncode == 0, fit.stderr
