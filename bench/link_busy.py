@@ -50,7 +50,7 @@ print(json.dumps(samples))
 """
 
 
-def link_figures(samples: list[list[float]], rate_bps: float) -> dict:
+def link_figures(samples: list[tuple[float, int]], rate_bps: float) -> dict:
     rates = [(b2 - b1) * 8 / (t2 - t1) for (t1, b1), (t2, b2) in zip(samples, samples[1:]) if t2 > t1]
     return {"gbit_s": statistics.mean(rates) / 1e9,
             "idle": sum(r < IDLE_FRACTION * rate_bps for r in rates) / len(rates)}
@@ -66,7 +66,13 @@ def measured_run(pair: list[str], hosts: list[tuple[str, int]], mode: str, args,
     samplers = {name: subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", SAMPLER, str(args.window),
                                         str(SAMPLE_S)], stdout=subprocess.PIPE, text=True)
                 for name, _ in hosts}
-    links = {name: link_figures(json.loads(sampler.communicate()[0]), rate_bps) for name, sampler in samplers.items()}
+    links = {}
+    for name, sampler in samplers.items():
+        out, _ = sampler.communicate()
+        if sampler.returncode != 0:
+            run.terminate()
+            sys.exit(f"sampling {name}'s egress failed (ip netns exec {name}): is the cluster still up?")
+        links[name] = link_figures(json.loads(out), rate_bps)
     out, err = run.communicate()
     if run.returncode != 0:
         sys.exit(err[-4000:])

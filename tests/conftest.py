@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -5,6 +6,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_bench(script: str):
+    """A bench script (bench/SCRIPT.py) as a module, for tests of its pure parts."""
+    spec = importlib.util.spec_from_file_location(script, ROOT / "bench" / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,9 @@ Times are measured in bench/plan_scale.py, not asserted here (the machine is sha
 from __future__ import annotations
 
 import functools
-import importlib.util
 import random
 from collections.abc import Sequence
 from contextlib import ExitStack
-from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
@@ -18,20 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import load_bench
 from xover.planner import GroupingRules, JobProfile, fluid_gain, fluid_speeds, grouping, plan_objective, time_saved_ms
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _bench():
-    """bench/plan_scale.py, whose traces the bench reports on."""
-    spec = importlib.util.spec_from_file_location("plan_scale", ROOT / "bench" / "plan_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = load_bench("plan_scale")  # the traces the bench reports on
 RULES = bench.RULES  # 80 GB devices, pairs
 
 profiles = st.builds(

@@ -1,22 +1,12 @@
 """bench/link_busy.py's arithmetic on a sampled egress counter (the bench itself needs a live cluster)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("link_busy", ROOT / "bench" / "link_busy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_bench
 
 
 def test_mean_rate_and_idle_windows():
-    bench = _bench()
+    bench = load_bench("link_busy")
     gigabit = 1e9
     # four 5 ms windows: full rate, idle, half rate, a trickle under a tenth of the rate
     per_window = [gigabit / 8 * 0.005, 0, gigabit / 8 * 0.005 / 2, gigabit / 8 * 0.005 / 20]
