@@ -323,3 +323,13 @@ def test_overlap_says_how_much_of_the_time_jobs_ran_together():
     (low, high), when = middle_window([first, apart])
     assert when == "apart" and high - low == pytest.approx(0.8)
     assert overlap_fraction([first]) is None
+
+
+def test_the_model_from_a_run_alone_yields_at_its_layer_boundaries():
+    from xover.analysis import profile_of_run
+
+    job = {"name": "a", "np": 2, "compute_ms": 90.0, "data_ms": 10.0, "communication_ms": 20.0,
+           "hosts": "localhost:2", "gradient_bytes": None, "comm_cpu_ms": None}
+    # 50 layer boundaries in 100 ms of device time: it can give a turn up every 2 ms, as its profile says
+    assert profile_of_run({**job, "checkpoints": 50}, "1gbit").checkpoint_ms == pytest.approx(2.0)
+    assert profile_of_run({**job, "checkpoints": None}, "1gbit").checkpoint_ms == 1.0  # not recorded: the default

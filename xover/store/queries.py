@@ -69,7 +69,7 @@ def run_fields(run: Run) -> dict[str, Any]:
         "ended_at": run.ended_at.isoformat(sep=" ") if run.ended_at else None,
         "wall_s": (run.ended_at - run.started_at).total_seconds() if run.ended_at and run.started_at else None,
         "log_dir": run.log_dir, "error": run.error, "turn_stats": run.turn_stats, "slurm_job_id": run.slurm_job_id,
-        "link_priority": run.link_priority, "comm_threads": run.comm_threads,
+        "link_priority": run.link_priority, "comm_threads": run.comm_threads, "checkpoints": run.checkpoints,
     }
 
 
