@@ -42,6 +42,7 @@ from xover.planner import (
 from xover.planner.placement import place_groups, unplaceable_reason
 from xover.planner.model import INTERFERENCE_TRAFFIC_PART, MIN_INTERFERENCE, interference_next_to
 from xover.planner.predict import sim_job, unexplained_interference
+from xover.planner.simulate import LINK_BAND_LEAK
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -287,6 +288,17 @@ def test_the_simulated_link_serves_the_first_band_first():
     assert crossover.jobs[1].speed > concurrent.jobs[1].speed + 0.1
     assert crossover.aggregate > concurrent.aggregate
     assert crossover.jobs[0].speed > 0.3  # the heavy job keeps the link the light one leaves
+
+
+def test_the_band_behind_keeps_a_leak_of_the_link():
+    # the light job's all-reduce (10 ms of link) is always in flight next to the heavy one's: it gets all
+    # of the link but LINK_BAND_LEAK, and the heavy one that much while both send
+    light, heavy = SimJob("light", 10, 10, 10), SimJob("heavy", 1, 200, 200)
+    outcome = simulate([light, heavy], "crossover")
+    assert outcome.jobs[0].iteration_ms == pytest.approx(10 + 10 / (1 - LINK_BAND_LEAK), rel=0.05)
+    sending = 10 / (1 - LINK_BAND_LEAK) / outcome.jobs[0].iteration_ms  # time share the light job sends
+    heavy_rate = (1 - sending) + sending * LINK_BAND_LEAK
+    assert outcome.jobs[1].iteration_ms == pytest.approx(200 / heavy_rate, rel=0.05)
 
 
 @settings(max_examples=30, deadline=None)
