@@ -4,16 +4,18 @@ Every stored comparison of a group (`xover run --group A B --mode all`, work-con
 predicted again from the profiles its recipes had when it started (the newest of that name with a co-run, same np,
 hosts, link rate, engine and hardware, created before the experiment), as `make bench` predicted it
 then, with the traffic part of each job's interference (`planner.model.INTERFERENCE_TRAFFIC_PART`)
-set from 0 (charged alike next to any partner) to 1 (all of it scaled by the partners' link share).
+set from 0 (charged alike next to any partner) to 1 (all of it scaled by the partners' link share),
+and the link's leak to the band behind (`planner.simulate.LINK_BAND_LEAK`) as given.
 It reads the store and runs nothing.
 
-    .venv/bin/python bench/interference_fit.py [--since 2026-11-22] [--rows]
+    .venv/bin/python bench/interference_fit.py [--since 2026-11-22] [--rows] [--link-leak 0.3] [--db FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import statistics
 import sys
 from datetime import datetime
@@ -31,6 +33,10 @@ from xover.plans import job_profile  # noqa: E402
 from xover.report.data import gather_report, open_existing_store  # noqa: E402
 from xover.store.models import Experiment, Profile, Run  # noqa: E402
 from xover.turns.policies import DEFAULT_POLICY  # noqa: E402
+
+# the modules, not the functions of the same name that `xover.planner` exports
+simulate_module = importlib.import_module("xover.planner.simulate")
+predict_module = importlib.import_module("xover.planner.predict")
 
 PARTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -87,7 +93,12 @@ def main() -> None:
                         help="only experiments started on or after this date (YYYY-MM-DD)")
     parser.add_argument("--rows", action="store_true", help="print every comparison's errors")
     parser.add_argument("--db", default=None, help="the store (default: $XOVER_DB or results/xover.db)")
+    parser.add_argument("--link-leak", type=float, default=None,
+                        help=f"the share of the link the band behind gets (the model: {simulate_module.LINK_BAND_LEAK})")
     args = parser.parse_args()
+    if args.link_leak is not None:  # the calibration's knob: the simulation reads it at every step
+        simulate_module.LINK_BAND_LEAK = args.link_leak
+        predict_module._simulated_speeds.cache_clear()
     try:
         store = open_existing_store(args.db)
     except XoverError as error:
@@ -103,8 +114,8 @@ def main() -> None:
         for index, row in enumerate(rows):
             print(f"{row['experiment']:22} {row['engine']:7} {' + '.join(row['jobs']):40} {row['measured']:8.2f} "
                   + " ".join(f"{errors[p][index]:+6.1f}%" for p in PARTS))
-    print(f"{len(rows)} group comparisons; prediction error by traffic part of the interference "
-          f"(the model uses {INTERFERENCE_TRAFFIC_PART}):")
+    print(f"{len(rows)} group comparisons, link leak {simulate_module.LINK_BAND_LEAK}; prediction error by traffic "
+          f"part of the interference (the model uses {INTERFERENCE_TRAFFIC_PART}):")
     for part in PARTS:
         absolute = [abs(e) for e in errors[part]]
         print(f"  {part:4}: within 5% on {sum(e <= 5 for e in absolute)} of {len(rows)}, "

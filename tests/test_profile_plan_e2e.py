@@ -74,17 +74,17 @@ def test_profile_plan_run(isolated_results, tmp_path):
     assert [(j["link_priority"], j["comm_threads"]) for j in json.loads(shared.stdout)["jobs"]] == [(None, "normal")] * 2
 
     # a comparison in every mode; bench/interference_fit.py then predicts it again from the profiles
-    # taken before it, with each traffic part of the interference
+    # taken before it, with each traffic part of the interference (and the link's leak given)
     compared = _xover("run", "--group", "mlp-digits", "resnet-digits", "--mode", "all", "--policy", "work-conserving",
                       "--iterations", "8", "--json")
     assert compared.returncode == 0, compared.stderr[-3000:]
     # a group given on the command line is formed whatever the profiles predict
     threads = {(j["mode"], j["comm_threads"]) for j in json.loads(compared.stdout)["jobs"]}
     assert threads == {("sequential", "normal"), ("concurrent", "normal"), ("crossover", "batch")}, threads
-    fit = subprocess.run([sys.executable, "bench/interference_fit.py", "--rows"], capture_output=True, text=True,
-                         timeout=120)
+    fit = subprocess.run([sys.executable, "bench/interference_fit.py", "--rows", "--link-leak", "0.2"],
+                         capture_output=True, text=True, timeout=120)
     assert fit.returncode == 0, fit.stderr
-    assert "mlp-digits + resnet-digits" in fit.stdout and "1 group comparisons" in fit.stdout
+    assert "mlp-digits + resnet-digits" in fit.stdout and "1 group comparisons, link leak 0.2" in fit.stdout
     assert fit.stdout.count("within 5% on") == 5
 
 
