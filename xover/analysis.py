@@ -275,7 +275,7 @@ def profile_of_run(job: dict[str, Any], link: str | None):
     """A planner JobProfile from a job's run alone: its medians, and its link time from its gradient
     bytes at the run's link rate (its exposed communication on the host network)."""
     from .planner import InvalidJobProfile, JobProfile
-    from .planner.model import link_busy_ms
+    from .planner.model import checkpoint_interval_ms, link_busy_ms
     from .rates import parse_rate
 
     if job["compute_ms"] is None or job["communication_ms"] is None:
@@ -287,13 +287,13 @@ def profile_of_run(job: dict[str, Any], link: str | None):
         span_ms = job.get("link_ms")
         link_ms = max(link_ms, min(estimate, span_ms) if span_ms else estimate)
     comm_cpu = min(1.0, job["comm_cpu_ms"] / link_ms) if job.get("comm_cpu_ms") and link_ms > 0 else 0.0
-    device_ms = (job["data_ms"] or 0.0) + job["compute_ms"]
     try:
         return JobProfile(name=job["name"], devices=job["np"], compute_ms=job["compute_ms"],
                           comm_ms=job["communication_ms"], memory_gb=0.0, data_ms=job["data_ms"] or 0.0,
                           link_ms=link_ms, comm_cpu=comm_cpu,
                           # how soon it yields a turn, as the planner has it from a profile
-                          checkpoint_ms=device_ms / job["checkpoints"] if job.get("checkpoints") else 1.0,
+                          checkpoint_ms=checkpoint_interval_ms((job["data_ms"] or 0.0) + job["compute_ms"],
+                                                               job.get("checkpoints")),
                           interference=job.get("interference") or 0.0,
                           interference_link_share=job.get("interference_link_share"))
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians

@@ -9,6 +9,7 @@ from typing import Any
 
 from .errors import XoverError
 from .planner import JobProfile, load_trace_csv, local_hosts, make_plan, plan_to_dict
+from .planner.model import checkpoint_interval_ms
 from .devices import hardware_fingerprint
 from .profiler import find_profile
 from .recipes import load_recipe
@@ -70,7 +71,7 @@ def job_profile(recipe, found) -> JobProfile:
     return JobProfile(name=recipe.name, devices=recipe.np, compute_ms=found.compute_ms, comm_ms=found.comm_ms,
                       memory_gb=found.memory_gb, data_ms=found.data_ms, iterations=recipe.iterations or 100,
                       link_ms=link_ms, comm_cpu=comm_cpu,
-                      checkpoint_ms=device_ms / found.checkpoints if found.checkpoints else 1.0,
+                      checkpoint_ms=checkpoint_interval_ms(device_ms, found.checkpoints),
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
                       interference_link_share=found.corun_partner_link_share or None,
                       startup_ms=found.startup_ms or 0.0)

@@ -57,6 +57,15 @@ from dataclasses import dataclass
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._#-]{0,199}", re.ASCII)
 
 
+DEFAULT_CHECKPOINT_MS = 1.0  # how soon a job yields a turn when its layer boundaries were not counted
+
+
+def checkpoint_interval_ms(device_ms: float, checkpoints: int | None) -> float:
+    """Compute between two layer boundaries (how soon a job can yield a turn), from its device time
+    per iteration and the boundaries its worker counted (a profile's, or a run's)."""
+    return device_ms / checkpoints if checkpoints else DEFAULT_CHECKPOINT_MS
+
+
 @dataclass(frozen=True)
 class JobProfile:
     """Measured per-iteration behaviour of one data-parallel training job.
@@ -74,7 +83,7 @@ class JobProfile:
     iterations: int = 100
     link_ms: float | None = None  # the link's busy time for one all-reduce (None: comm_ms, fully exposed)
     comm_cpu: float = 0.0  # fraction of a core its communication takes from whatever computes (CPU devices)
-    checkpoint_ms: float = 1.0  # compute between two layer boundaries: how soon it can yield a turn
+    checkpoint_ms: float = DEFAULT_CHECKPOINT_MS  # compute between two layer boundaries: how soon it can yield a turn
     max_slowdown: float | None = None  # protection: never planned (nor run) slower than this x alone
     interference: float = 0.0  # its device time grows by this fraction next to the reference partner (measured)
     # the reference partner's link share (l / T) when `interference` was measured; None: the same next to any partner
