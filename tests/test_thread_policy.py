@@ -24,7 +24,7 @@ def engine_thread():
 
 def test_under_crossover_other_threads_run_as_batch_and_main_keeps_the_default(engine_thread, monkeypatch):
     monkeypatch.delenv(POLICY_ENV, raising=False)
-    threads = CommThreads(enabled=True)
+    threads = CommThreads(crossover=True, cpu=True)
     threads.apply()
     assert threads.threads >= 1 and threads.start_fields() == {"comm_threads": "batch"}
     assert os.sched_getscheduler(engine_thread) == os.SCHED_BATCH
@@ -33,7 +33,7 @@ def test_under_crossover_other_threads_run_as_batch_and_main_keeps_the_default(e
 
 def test_threads_started_later_are_caught_after_the_first_iterations_only(engine_thread, monkeypatch):
     monkeypatch.delenv(POLICY_ENV, raising=False)
-    threads = CommThreads(enabled=True)
+    threads = CommThreads(crossover=True, cpu=True)
     threads.apply(iteration=1)
     assert os.sched_getscheduler(engine_thread) == os.SCHED_BATCH
     os.sched_setscheduler(engine_thread, os.SCHED_OTHER, os.sched_param(0))
@@ -41,19 +41,28 @@ def test_threads_started_later_are_caught_after_the_first_iterations_only(engine
     assert os.sched_getscheduler(engine_thread) == os.SCHED_OTHER
 
 
-@pytest.mark.parametrize("enabled, env", [(False, None), (True, "normal")])
-def test_off_without_crossover_or_when_asked(engine_thread, monkeypatch, enabled, env):
+@pytest.mark.parametrize("crossover, cpu, env", [(False, True, None), (True, True, "normal"), (True, False, None),
+                                                  (False, False, "always")])
+def test_off_without_crossover_or_when_asked(engine_thread, monkeypatch, crossover, cpu, env):
     if env is None:
         monkeypatch.delenv(POLICY_ENV, raising=False)
     else:
         monkeypatch.setenv(POLICY_ENV, env)
-    threads = CommThreads(enabled=enabled)
+    threads = CommThreads(crossover=crossover, cpu=cpu)
     threads.apply()
     assert os.sched_getscheduler(engine_thread) == os.SCHED_OTHER
     assert threads.start_fields() == {"comm_threads": "normal"}
 
 
+def test_always_applies_it_alone_too(engine_thread, monkeypatch):
+    monkeypatch.setenv(POLICY_ENV, "always")
+    threads = CommThreads(crossover=False, cpu=True)
+    threads.apply()
+    assert os.sched_getscheduler(engine_thread) == os.SCHED_BATCH
+    assert threads.start_fields() == {"comm_threads": "batch"}
+
+
 def test_a_misspelt_policy_is_refused(monkeypatch):
     monkeypatch.setenv(POLICY_ENV, "idle")
-    with pytest.raises(XoverError, match=f"{POLICY_ENV}='idle'.*batch, normal"):
+    with pytest.raises(XoverError, match=f"{POLICY_ENV}='idle'.*batch, normal, always"):
         policy_from_env()

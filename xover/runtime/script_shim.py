@@ -50,7 +50,7 @@ class ScriptCoordinator:
         self.turn_taken_at = 0.0
         self.watched: set[int] = set()
         self.link = LinkPriority()
-        self.comm_threads = CommThreads(enabled=self.turn.crossover and self.device.type == "cpu")
+        self.comm_threads = CommThreads(crossover=self.turn.crossover, cpu=self.device.type == "cpu")
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
         original_backward = torch.autograd.backward
 

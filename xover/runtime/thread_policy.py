@@ -17,8 +17,15 @@ so must its poll for the end of its all-reduces (making it SCHED_BATCH while it 
 resnet-synthetic + mlp-synthetic 1.94 vs 1.91, within noise, and it delays the job whose
 communication is its critical path).
 
-`XOVER_COMM_THREADS=normal` leaves every thread at the default policy (to measure what this buys).
-No privilege is needed: SCHED_BATCH and SCHED_OTHER are ordinary time-sharing policies.
+It also changes a job alone: its own threads stop preempting its compute. Measured alone (horovod,
+1 Gbit/s, two rounds each, `XOVER_COMM_THREADS=always` vs the default): resnet-synthetic's iteration
+76 -> 70 and 74 -> 69 ms, transformer-chars' 54 -> 57 and 53 -> 56 ms (its compute faster, its exposed
+all-reduce slower), vgg-synthetic's unchanged. So part of what crossover gains over the baselines on
+some pairs is this policy rather than the turns; `bench/thread_policy.py` measures how much.
+
+`XOVER_COMM_THREADS=normal` leaves every thread at the default policy; `always` applies SCHED_BATCH in
+every mode (alone and co-located without turns too), for such comparisons. No privilege is needed:
+SCHED_BATCH and SCHED_OTHER are ordinary time-sharing policies.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import threading
 from ..errors import XoverError
 
 POLICY_ENV = "XOVER_COMM_THREADS"
-POLICIES = ("batch", "normal")
+POLICIES = ("batch", "normal", "always")
 APPLY_AFTER_ITERATIONS = 2
 
 
@@ -59,10 +66,13 @@ def batch_other_threads() -> int:
 
 
 class CommThreads:
-    """The policy of a rank's threads: active under crossover (`enabled`) on a CPU device."""
+    """The policy of a rank's threads: SCHED_BATCH on a CPU device under crossover (in every mode
+    with `always`)."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.active = enabled and policy_from_env() == "batch" and hasattr(os, "SCHED_BATCH")
+    def __init__(self, crossover: bool, cpu: bool) -> None:
+        policy = policy_from_env()
+        wanted = policy == "always" or (policy == "batch" and crossover)
+        self.active = wanted and cpu and hasattr(os, "SCHED_BATCH")
         self.threads = 0
 
     def apply(self, iteration: int | None = None) -> None:

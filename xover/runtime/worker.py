@@ -103,7 +103,7 @@ def train(spec: dict[str, Any]) -> None:
     install_checkpoints(model, turn)
     link = LinkPriority()  # the job's band on the shared link, when the launcher gave it one
     link.apply()
-    comm_threads = CommThreads(enabled=turn.crossover and device.type == "cpu")
+    comm_threads = CommThreads(crossover=turn.crossover, cpu=device.type == "cpu")
     comm_threads.apply()
     iterations = recipe["iterations"] or recipe["epochs"] * dataset.steps_per_epoch
     eval_interval = recipe["eval_interval"]
