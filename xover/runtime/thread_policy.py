@@ -18,10 +18,10 @@ resnet-synthetic + mlp-synthetic 1.94 vs 1.91, within noise, and it delays the j
 communication is its critical path).
 
 It also changes a job alone: its own threads stop preempting its compute. Measured alone (horovod,
-1 Gbit/s, two rounds each, `XOVER_COMM_THREADS=always` vs the default): resnet-synthetic's iteration
-76 -> 70 and 74 -> 69 ms, transformer-chars' 54 -> 57 and 53 -> 56 ms (its compute faster, its exposed
-all-reduce slower), vgg-synthetic's unchanged. So part of what crossover gains over the baselines on
-some pairs is this policy rather than the turns; `bench/thread_policy.py` measures how much.
+1 Gbit/s, `XOVER_COMM_THREADS=always` vs the default): resnet-synthetic 1.10-1.14x as fast,
+resnet-digits 1.11x, transformer-chars 0.95-0.98x (its compute faster, its exposed all-reduce slower),
+vgg-synthetic and mlp-synthetic unchanged. So part of what crossover gains over the baselines on some
+pairs is this policy rather than the turns; `bench/thread_policy.py` measures how much (README).
 
 `XOVER_COMM_THREADS=normal` leaves every thread at the default policy; `always` applies SCHED_BATCH in
 every mode (alone and co-located without turns too), for such comparisons. No privilege is needed:
