@@ -1,14 +1,15 @@
 """`xover train` end to end: real horovodrun, np=2, Gloo; the same seed gives the same losses."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 
 
-def _train(*args):
+def _train(*args, env=None):
     result = subprocess.run([sys.executable, "-m", "xover", "train", *args, "--json"], capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=300, env={**os.environ, **(env or {})})
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -35,3 +36,11 @@ def test_train_twice_same_losses_and_queryable(isolated_results):
     # each rank's full output is kept
     ranks = list((isolated_results / "results" / "runs" / first["experiment"]).glob("*/ranks/rank.*"))
     assert len(ranks) == 2
+
+
+def test_the_thread_policy_alone_is_recorded_and_changes_no_loss(isolated_results):
+    """XOVER_COMM_THREADS=always gives a job alone crossover's thread policy (bench/thread_policy.py)."""
+    plain = _train("mlp-digits", "--iterations", "8")
+    batch = _train("mlp-digits", "--iterations", "8", env={"XOVER_COMM_THREADS": "always"})
+    assert [j["comm_threads"] for j in plain["jobs"] + batch["jobs"]] == ["normal", "batch"]
+    assert plain["jobs"][0]["final_loss"] == batch["jobs"][0]["final_loss"]
