@@ -22,3 +22,23 @@ def xover(*args: str, env: dict[str, str] | None = None, timeout: int = 3600) ->
     if result.returncode != 0:
         sys.exit(result.stderr[-4000:])
     return json.loads(result.stdout)
+
+
+def add_pair_arguments(parser, pairs: list[str], rounds: int) -> None:
+    """The options of a bench that runs pairs of recipes in rounds (ablation.py, thread_policy.py)."""
+    parser.add_argument("--pairs", nargs="+", default=pairs, help="pairs of recipes, A:B")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--engine", default="horovod", choices=["horovod", "torch"])
+    parser.add_argument("--seconds", type=float, default=15.0, help="each job's length (xover run --seconds)")
+    parser.add_argument("--bandwidth", default="1gbit")
+
+
+def profiled_pairs(parser, args) -> list[list[str]]:
+    """--pairs as [A, B] lists (a usage error otherwise), once their recipes have profiles: the turn
+    policy's orders come from them (stored ones are reused)."""
+    pairs = [p.split(":") for p in args.pairs]
+    if any(len(p) != 2 or not all(p) for p in pairs):
+        parser.error(f"--pairs: expected A:B, got {' '.join(args.pairs)}")
+    xover("profile", *sorted({name for pair in pairs for name in pair}), "--engine", args.engine,
+          "--bandwidth", args.bandwidth)
+    return pairs

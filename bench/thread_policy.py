@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import xover  # noqa: E402
+from bench.common import add_pair_arguments, profiled_pairs, xover  # noqa: E402
 from xover.console import fmt  # noqa: E402
 
 PAIRS = ["resnet-synthetic:mlp-synthetic", "resnet-synthetic:vgg-synthetic", "transformer-chars:mlp-balanced",
@@ -62,18 +62,9 @@ def run_round(pair: list[str], engine: str, seconds: float, bandwidth: str, alwa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", nargs="+", default=PAIRS, help="pairs of recipes, A:B")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--engine", default="horovod", choices=["horovod", "torch"])
-    parser.add_argument("--seconds", type=float, default=15.0, help="each job's length (xover run --seconds)")
-    parser.add_argument("--bandwidth", default="1gbit")
+    add_pair_arguments(parser, PAIRS, rounds=2)
     args = parser.parse_args()
-    pairs = [p.split(":") for p in args.pairs]
-    if any(len(p) != 2 or not all(p) for p in pairs):
-        parser.error(f"--pairs: expected A:B, got {' '.join(args.pairs)}")
-    # the policy's orders come from the jobs' profiles: measure the ones not stored yet
-    xover("profile", *sorted({name for pair in pairs for name in pair}), "--engine", args.engine,
-          "--bandwidth", args.bandwidth)
+    pairs = profiled_pairs(parser, args)
     rows: dict[str, list[dict]] = {}
     for index in range(args.rounds):
         for pair in pairs:
