@@ -19,7 +19,7 @@ communication is its critical path).
 
 It also changes a job alone: its own threads stop preempting its compute. Measured alone (horovod,
 1 Gbit/s, `XOVER_COMM_THREADS=always` vs the default): resnet-synthetic 1.10-1.14x as fast,
-resnet-digits 1.11x, transformer-chars 0.95-0.98x (its compute faster, its exposed all-reduce slower),
+resnet-digits 1.11-1.12x, transformer-chars 0.95-0.98x (its compute faster, its exposed all-reduce slower),
 vgg-synthetic and mlp-synthetic unchanged. So part of what crossover gains over the baselines on some
 pairs is this policy rather than the turns; `bench/thread_policy.py` measures how much (README).
 
