@@ -4,6 +4,8 @@
   XOVER_COMM_THREADS=normal   the engines' threads keep the default scheduling policy
                               (runtime/thread_policy.py); the default
   XOVER_LINK_BANDS=off        the link stays shared first come, first served (turns/policies.py: link_bands)
+  XOVER_WAIT=poll             a rank polls for its all-reduces from the start instead of sleeping through
+                              most of the transfer it expects (runtime/gradient_wait.py)
 
 Profiles the recipes first (stored ones are reused: the policy's order comes from them). Per pair and
 round, two `xover run`s back to back (their order alternates between rounds):
@@ -31,7 +33,7 @@ from bench.common import add_pair_arguments, profiled_pairs, xover  # noqa: E402
 from xover.console import fmt  # noqa: E402
 
 PAIRS = ["resnet-synthetic:mlp-synthetic", "mlp-synthetic:mlp-balanced", "transformer-chars:mlp-balanced"]
-SETTINGS = {"XOVER_COMM_THREADS": "normal", "XOVER_LINK_BANDS": "off"}  # what turns each off
+SETTINGS = {"XOVER_COMM_THREADS": "normal", "XOVER_LINK_BANDS": "off", "XOVER_WAIT": "poll"}  # what turns each off
 
 
 def run_round(pair: list[str], engine: str, seconds: float, bandwidth: str, off: dict[str, str],

@@ -245,7 +245,8 @@ def test_a_bad_flag_is_one_clear_line(clean, args, needle):
 @pytest.mark.parametrize("variable, value", [("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_SERVER_NICE", "-40"),
                                              ("XOVER_TURN_LEASE", "floor=-1"), ("XOVER_TURN_LEASE", "floor=nan"),
                                              ("XOVER_TURN_LEASE", "floor=30,floor=1"), ("XOVER_TURN_SERVER_NICE", "-1_0"),
-                                             ("XOVER_LINK_BANDS", "maybe"), ("XOVER_COMM_THREADS", "fifo")])
+                                             ("XOVER_LINK_BANDS", "maybe"), ("XOVER_COMM_THREADS", "fifo"),
+                                             ("XOVER_WAIT", "spin")])
 def test_a_bad_turn_server_setting_is_one_clear_line(clean, monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
     _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "mlp-digits", "--mode", "crossover"]), variable)

@@ -44,3 +44,11 @@ def test_the_thread_policy_alone_is_recorded_and_changes_no_loss(isolated_result
     batch = _train("mlp-digits", "--iterations", "8", env={"XOVER_COMM_THREADS": "always"})
     assert [j["comm_threads"] for j in plain["jobs"] + batch["jobs"]] == ["normal", "batch"]
     assert plain["jobs"][0]["final_loss"] == batch["jobs"][0]["final_loss"]
+
+
+def test_polling_from_the_start_changes_no_loss(isolated_results):
+    """XOVER_WAIT=poll: the rank polls for its all-reduces without first sleeping through the transfer
+    it expects (runtime/gradient_wait.py); only when the rank looks changes, not what it computes."""
+    expecting = _train("mlp-digits", "--iterations", "8")
+    polling = _train("mlp-digits", "--iterations", "8", env={"XOVER_WAIT": "poll"})
+    assert expecting["jobs"][0]["final_loss"] == polling["jobs"][0]["final_loss"]

@@ -142,10 +142,13 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
 
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
     """The run's settings from XOVER_TURN_LEASE, XOVER_TURN_SERVER_NICE and XOVER_LINK_BANDS (checked).
-    XOVER_COMM_THREADS is read by the workers themselves (runtime/thread_policy.py), checked here too."""
+    XOVER_COMM_THREADS and XOVER_WAIT are read by the workers themselves (runtime/thread_policy.py,
+    runtime/gradient_wait.py), checked here too."""
+    from ..runtime.gradient_wait import wait_from_env
     from ..runtime.thread_policy import policy_from_env
 
     policy_from_env()
+    wait_from_env()
     return turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
 
 

@@ -246,7 +246,7 @@ class DDPCrossover:
     def settle(self) -> None:
         """Before anything reads the gradients: wait for the all-reduces, then make now the collectives
         DDP would make at the next forward (bucket rebuild, buffer broadcast) - outside the turn."""
-        from .engines import wait_without_spinning
+        from .gradient_wait import wait_without_spinning
 
         due = [model for model in list(self.models) if self._rebuild_due(model) or self._buffers_due(model)]
         if not self.pending and not due:

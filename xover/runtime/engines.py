@@ -8,39 +8,9 @@ step to the moment the wait saw the last one done (the time the job keeps the li
 
 from __future__ import annotations
 
-import time
-
 import torch
 
-
-class LinkClock:
-    """Start of a step's communication (its first gradient) and its measured span."""
-
-    def __init__(self) -> None:
-        self.first_gradient_at: float | None = None
-        self.link_s: float | None = None
-
-    def on_gradient(self, _parameter=None) -> None:
-        if self.first_gradient_at is None:
-            self.first_gradient_at = time.perf_counter()
-
-    def watch(self, model: torch.nn.Module) -> None:
-        for parameter in model.parameters():
-            if parameter.requires_grad:
-                parameter.register_post_accumulate_grad_hook(self.on_gradient)
-
-    def done(self) -> None:
-        if self.first_gradient_at is not None:
-            self.link_s = time.perf_counter() - self.first_gradient_at
-        self.first_gradient_at = None
-
-
-def wait_without_spinning(done, first_sleep_s: float = 0.0002, max_sleep_s: float = 0.002) -> None:
-    """Poll `done()` with a growing sleep: a blocking wait in Horovod burns a core (FACTS 2)."""
-    sleep = first_sleep_s
-    while not done():
-        time.sleep(sleep)
-        sleep = min(sleep * 1.5, max_sleep_s)
+from .gradient_wait import LinkClock, wait_without_spinning
 
 
 class HorovodEngine:
@@ -66,6 +36,7 @@ class HorovodEngine:
     def wait_gradients(self) -> None:
         """Block (without spinning) until this step's all-reduces are done, then install the averages."""
         handles = [h for h, _ in self.optimizer._handles.values() if h is not None and not callable(h)]
+        self.clock.sleep_through_expected()
         for handle in handles:
             wait_without_spinning(lambda h=handle: self.hvd.poll(h))
         self.clock.done()
@@ -149,6 +120,7 @@ class TorchEngine:
             self._pending.append((index, flat, work))
 
     def wait_gradients(self) -> None:
+        self.clock.sleep_through_expected()
         for _, _, work in self._pending:
             wait_without_spinning(work.is_completed)
             work.wait()

@@ -140,7 +140,7 @@ def install_horovod() -> ScriptCoordinator:
     """Wrap hvd.DistributedOptimizer: its step waits for the all-reduces outside the turn."""
     import horovod.torch as hvd
 
-    from .engines import wait_without_spinning
+    from .gradient_wait import wait_without_spinning
 
     # horovodrun tells each rank who it is; the script calls hvd.init() itself
     coordinator = ScriptCoordinator(int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),

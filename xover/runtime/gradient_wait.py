@@ -1,0 +1,88 @@
+"""How a rank waits for its step's all-reduces: without spinning, and mostly asleep.
+
+A blocking wait in Horovod spins a core (FACTS 2), so the rank polls with a growing sleep (0.2 ms up
+to 2 ms). Each poll wakes the rank's main thread, which does not run as SCHED_BATCH (a turn granted
+must run at once; `thread_policy.py`) and so preempts whatever computes on its core: under crossover,
+the partner holding the turn. A job whose all-reduce is long (mlp-synthetic: 125 ms exposed per
+iteration) woke about 63 times per iteration (475 voluntary context switches a second).
+
+So the rank first sleeps through most of the all-reduce it expects - three quarters of what is left
+of the shortest of its last five transfers (from the first gradient to all-reduced) - and polls only
+after that: 152 switches a second on the same job, its speed alone unchanged (121.0 and 120.9
+samples/s). The shortest recent transfer bounds the sleep, so a transfer that speeds up (a partner's
+traffic gone) is noticed at most a quarter of that late, and the poll takes over the next step.
+Measured side by side (`bench/ablation.py --off XOVER_WAIT=poll`, README): within 0.98-1.04x of polling
+per pair and round, 1.01x on average over twelve; the gain is small and within a single run's noise.
+
+`XOVER_WAIT=poll` turns the expectation off (poll from the start, as before). Only the built-in
+worker's engines know when their transfer started; the script shims (`script_shim.py`,
+`ddp_shim.py`) poll from the start.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from collections.abc import Callable
+
+from ..errors import XoverError
+
+WAIT_ENV = "XOVER_WAIT"
+WAITS = ("expect", "poll")
+EXPECTED_FRACTION = 0.75  # of the expected rest of the transfer slept through before polling
+RECENT_TRANSFERS = 5
+MIN_REST_S = 0.001  # with less of the transfer expected to be left, polling costs no more than a sleep
+
+
+def wait_from_env() -> str:
+    value = os.environ.get(WAIT_ENV) or "expect"
+    if value not in WAITS:
+        raise XoverError(f"{WAIT_ENV}={value!r}: expected one of {', '.join(WAITS)}")
+    return value
+
+
+def wait_without_spinning(done: Callable[[], bool], first_sleep_s: float = 0.0002, max_sleep_s: float = 0.002) -> None:
+    """Poll `done()` with a growing sleep."""
+    sleep = first_sleep_s
+    while not done():
+        time.sleep(sleep)
+        sleep = min(sleep * 1.5, max_sleep_s)
+
+
+class LinkClock:
+    """Start of a step's communication (its first gradient), its measured span (`link_s`: the time the
+    job keeps the link busy), and the sleep before polling that the recent spans allow."""
+
+    def __init__(self) -> None:
+        self.first_gradient_at: float | None = None
+        self.link_s: float | None = None
+        self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_TRANSFERS)
+        self.expect = wait_from_env() == "expect"
+
+    def on_gradient(self, _parameter=None) -> None:
+        if self.first_gradient_at is None:
+            self.first_gradient_at = time.perf_counter()
+
+    def watch(self, model) -> None:
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.register_post_accumulate_grad_hook(self.on_gradient)
+
+    def expected_rest_s(self) -> float:
+        """What is left of this step's transfer if it takes as long as the shortest recent one."""
+        if not self.recent or self.first_gradient_at is None:
+            return 0.0
+        return max(0.0, min(self.recent) - (time.perf_counter() - self.first_gradient_at))
+
+    def sleep_through_expected(self) -> None:
+        """Called when the wait begins: sleep through most of the transfer expected to be left."""
+        rest = self.expected_rest_s() if self.expect else 0.0
+        if rest > MIN_REST_S:
+            time.sleep(rest * EXPECTED_FRACTION)
+
+    def done(self) -> None:
+        if self.first_gradient_at is not None:
+            self.link_s = time.perf_counter() - self.first_gradient_at
+            self.recent.append(self.link_s)
+        self.first_gradient_at = None
