@@ -9,8 +9,10 @@ iteration) woke about 63 times per iteration (475 voluntary context switches a s
 So the rank first sleeps through most of the all-reduce it expects - three quarters of what is left
 of the shortest of its last five transfers (from the first gradient to all-reduced) - and polls only
 after that: 152 switches a second on the same job, its speed alone unchanged (121.0 and 120.9
-samples/s). The shortest recent transfer bounds the sleep, so a transfer that speeds up (a partner's
-traffic gone) is noticed at most a quarter of that late, and the poll takes over the next step.
+samples/s). A transfer shorter than the shortest recent one (a partner's traffic gone) is noticed late,
+by up to three quarters of the difference; each late step records a shorter span than the last, so the
+expectation comes down geometrically (a transfer 81 ms shorter than before costs about a quarter of a
+second in all, once).
 Measured side by side (`bench/ablation.py --off XOVER_WAIT=poll`, README): within 0.98-1.04x of polling
 per pair and round, 1.01x on average over twelve; the gain is small and within a single run's noise.
 
