@@ -89,3 +89,23 @@ def test_polling_sleeps_grow_to_the_cap(scripted_time):
     sleeps = scripted_time["sleeps"]
     assert sleeps[0] == pytest.approx(0.0002) and max(sleeps) == pytest.approx(0.002)
     assert all(b >= a for a, b in zip(sleeps, sleeps[1:])) and len(sleeps) == 8
+
+
+def test_a_transfer_that_shortens_is_overslept_less_each_step(scripted_time, monkeypatch):
+    """The partner's traffic gone, the transfer takes 10 ms instead of 130: each step sleeps past its
+    end, records that longer span, and the next sleep is shorter, until the poll takes over."""
+    monkeypatch.delenv("XOVER_WAIT", raising=False)
+    clock = gradient_wait.LinkClock()
+    for _ in range(5):
+        _step(clock, scripted_time, 0.130)
+    late = []
+    for _ in range(20):
+        clock.on_gradient()
+        start = scripted_time["now"]
+        clock.sleep_through_expected()  # the transfer itself is over 10 ms after `start`
+        scripted_time["now"] = max(scripted_time["now"], start + 0.010)
+        late.append(round(scripted_time["now"] - start - 0.010, 9))
+        clock.done()
+    assert late[0] == pytest.approx(0.75 * 0.130 - 0.010)
+    assert all(b < a for a, b in zip(late, late[1:]) if a > 0) and late[-1] == 0
+    assert sum(late) < 4 * late[0]
