@@ -9,7 +9,7 @@ from xover.runtime import gradient_wait
 
 @pytest.fixture
 def scripted_time(monkeypatch):
-    """perf_counter reads `now`; sleep records how long and moves `now` on."""
+    """perf_counter reads `now`; sleep records how long and moves `now` on; XOVER_WAIT unset."""
     state = {"now": 100.0, "sleeps": []}
 
     def sleep(seconds):
@@ -27,16 +27,14 @@ def _step(clock, state, transfer_s):
     clock.done()
 
 
-def test_no_history_no_sleep(scripted_time, monkeypatch):
-    monkeypatch.delenv("XOVER_WAIT", raising=False)
+def test_no_history_no_sleep(scripted_time):
     clock = gradient_wait.LinkClock()
     clock.on_gradient()
     clock.sleep_through_expected()
     assert scripted_time["sleeps"] == []
 
 
-def test_sleeps_three_quarters_of_the_rest_of_the_shortest_recent_transfer(scripted_time, monkeypatch):
-    monkeypatch.delenv("XOVER_WAIT", raising=False)
+def test_sleeps_three_quarters_of_the_rest_of_the_shortest_recent_transfer(scripted_time):
     clock = gradient_wait.LinkClock()
     for transfer in (0.130, 0.120, 0.125):
         _step(clock, scripted_time, transfer)
@@ -46,8 +44,7 @@ def test_sleeps_three_quarters_of_the_rest_of_the_shortest_recent_transfer(scrip
     assert scripted_time["sleeps"] == [pytest.approx(0.75 * (0.120 - 0.020))]
 
 
-def test_only_the_last_five_transfers_count(scripted_time, monkeypatch):
-    monkeypatch.delenv("XOVER_WAIT", raising=False)
+def test_only_the_last_five_transfers_count(scripted_time):
     clock = gradient_wait.LinkClock()
     for transfer in (0.010, 0.200, 0.200, 0.200, 0.200, 0.200):  # the short one has left the window
         _step(clock, scripted_time, transfer)
@@ -56,8 +53,7 @@ def test_only_the_last_five_transfers_count(scripted_time, monkeypatch):
     assert scripted_time["sleeps"] == [pytest.approx(0.75 * 0.200)]
 
 
-def test_a_transfer_nearly_over_is_polled_for(scripted_time, monkeypatch):
-    monkeypatch.delenv("XOVER_WAIT", raising=False)
+def test_a_transfer_nearly_over_is_polled_for(scripted_time):
     clock = gradient_wait.LinkClock()
     _step(clock, scripted_time, 0.050)
     clock.on_gradient()
@@ -91,10 +87,9 @@ def test_polling_sleeps_grow_to_the_cap(scripted_time):
     assert all(b >= a for a, b in zip(sleeps, sleeps[1:])) and len(sleeps) == 8
 
 
-def test_a_transfer_that_shortens_is_overslept_less_each_step(scripted_time, monkeypatch):
+def test_a_transfer_that_shortens_is_overslept_less_each_step(scripted_time):
     """The partner's traffic gone, the transfer takes 10 ms instead of 130: each step sleeps past its
     end, records that longer span, and the next sleep is shorter, until the poll takes over."""
-    monkeypatch.delenv("XOVER_WAIT", raising=False)
     clock = gradient_wait.LinkClock()
     for _ in range(5):
         _step(clock, scripted_time, 0.130)

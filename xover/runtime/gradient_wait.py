@@ -13,6 +13,7 @@ samples/s). A transfer shorter than the shortest recent one (a partner's traffic
 by up to three quarters of the difference; each late step records a shorter span than the last, so the
 expectation comes down geometrically (a transfer 81 ms shorter than before costs about a quarter of a
 second in all, once).
+
 Measured side by side (`bench/ablation.py --off XOVER_WAIT=poll`, README): within 0.98-1.04x of polling
 per pair and round, 1.01x on average over twelve; the gain is small and within a single run's noise.
 
@@ -24,11 +25,10 @@ worker's engines know when their transfer started; the script shims (`script_shi
 from __future__ import annotations
 
 import collections
-import os
 import time
 from collections.abc import Callable
 
-from ..errors import XoverError
+from . import choice_from_env
 
 WAIT_ENV = "XOVER_WAIT"
 WAITS = ("expect", "poll")
@@ -38,10 +38,7 @@ MIN_REST_S = 0.001  # with less of the transfer expected to be left, polling cos
 
 
 def wait_from_env() -> str:
-    value = os.environ.get(WAIT_ENV) or "expect"
-    if value not in WAITS:
-        raise XoverError(f"{WAIT_ENV}={value!r}: expected one of {', '.join(WAITS)}")
-    return value
+    return choice_from_env(WAIT_ENV, WAITS)
 
 
 def wait_without_spinning(done: Callable[[], bool], first_sleep_s: float = 0.0002, max_sleep_s: float = 0.002) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ..errors import XoverError
+from . import choice_from_env
 
 POLICY_ENV = "XOVER_COMM_THREADS"
 POLICIES = ("batch", "normal", "always")
@@ -41,10 +41,7 @@ APPLY_AFTER_ITERATIONS = 2
 
 
 def policy_from_env() -> str:
-    value = os.environ.get(POLICY_ENV) or "batch"
-    if value not in POLICIES:
-        raise XoverError(f"{POLICY_ENV}={value!r}: expected one of {', '.join(POLICIES)}")
-    return value
+    return choice_from_env(POLICY_ENV, POLICIES)
 
 
 def _set_policy(tid: int, policy: int) -> bool:
