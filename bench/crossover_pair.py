@@ -10,7 +10,10 @@ the simulation of the policy from the profiles), the aggregate (sum of speeds), 
 the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, the socket
 priority a job's all-reduces carried on the link (6: served first; 0: the default band), and each
 job's device time alone in the run over its profile's (the machine's drift since profiling, which
-moves every speed relative to alone; the prediction's hit rate is also given over the rows within 10%).
+moves every speed relative to alone; the prediction's hit rate is also given over the rows within 10%),
+and the same model's prediction from the row's own runs alone (`xover report`'s, which no drift since
+profiling moves: what is left of its error is the model's; the planner's own prediction is the one from
+the profiles).
 Figures are ratios measured in one run: the machine is shared and noisy, compare within a row.
 
     .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
@@ -102,8 +105,11 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
     drift = {j["name"]: alone_vs_profile(j, profiled.get(j["name"])) for j in jobs if j["mode"] == "sequential"}
     drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
+    # the same model from this row's own runs alone (as `xover report` computes it): no drift since profiling
+    from_alone = (group.get("simulated") or {}).get(DEFAULT_POLICY, {}).get("gain")
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
-           "without_interference": model["without_interference"], "alone_vs_profile": drift}
+           "without_interference": model["without_interference"], "alone_vs_profile": drift,
+           "predicted_from_alone": from_alone}
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
         predicted = sum(model["policies"][policy].values())
@@ -120,6 +126,9 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
               + ", ".join(f"{name} {value:+.0%}" for name, value in model["interference"].items())
               + f"; without it: predicted {model['without_interference']:.2f}, "
               f"{100 * (model['without_interference'] / default['aggregate'] - 1):+.1f}%)")
+    if default["aggregate"] and from_alone:
+        print(f"  predicted from this run's jobs alone (the model without the drift since profiling): {from_alone:.2f}, "
+              f"{_error_pct(from_alone, default['aggregate']):+.1f}%")
     print("  device time alone in this run / in its profile: "
           + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items()))
     parity = [(j["name"], j["final_loss"]) for j in jobs]
@@ -137,15 +146,26 @@ def worst_drift(row: dict) -> float | None:
     return max(ratios, key=lambda ratio: abs(ratio - 1.0)) if ratios else None
 
 
+def _error_pct(predicted: float, measured: float) -> float:
+    return 100 * (predicted / measured - 1)
+
+
 def print_prediction_errors(rows: list[dict], steady: float = 0.1) -> None:
-    """How many predictions are within 5%: of all rows, and of the rows whose jobs ran alone within
-    `steady` of their profiles (where the machine kept its speed, so the error is the model's)."""
-    errors = [(100 * abs(r["policies"][DEFAULT_POLICY]["predicted"] / r["policies"][DEFAULT_POLICY]["aggregate"] - 1),
-               worst_drift(r)) for r in rows if r["policies"][DEFAULT_POLICY]["aggregate"]]
+    """How many predictions are within 5%: of all rows, of the rows whose jobs ran alone within
+    `steady` of their profiles (where the machine kept its speed, so the error is the model's), and
+    of the predictions from each row's own runs alone (the model with no drift at all)."""
+    measured = [r for r in rows if r["policies"][DEFAULT_POLICY]["aggregate"]]
+    errors = [(abs(_error_pct(r["policies"][DEFAULT_POLICY]["predicted"], r["policies"][DEFAULT_POLICY]["aggregate"])),
+               worst_drift(r)) for r in measured]
     kept = [error for error, drift in errors if drift is not None and abs(drift - 1.0) <= steady]
+    from_alone = [abs(_error_pct(r["predicted_from_alone"], r["policies"][DEFAULT_POLICY]["aggregate"]))
+                  for r in measured if r.get("predicted_from_alone")]
     print(f"\nprediction ({DEFAULT_POLICY}) within 5% of measured: {sum(e <= 5 for e, _ in errors)} of {len(errors)} rows; "
           f"on the {len(kept)} rows whose jobs ran alone within {steady:.0%} of their profiles: "
-          f"{sum(e <= 5 for e in kept)} of {len(kept)}")
+          f"{sum(e <= 5 for e in kept)} of {len(kept)}; "
+          f"predicted from each row's own runs alone: {sum(e <= 5 for e in from_alone)} of {len(from_alone)}"
+          + (f" (mean error {statistics.mean(from_alone):.1f}%, from the profiles "
+             f"{statistics.mean(e for e, _ in errors):.1f}%)" if from_alone else ""))
 
 
 def print_spread(rows: list[dict]) -> None:
@@ -281,7 +301,7 @@ def main() -> None:
     print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
     print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
           + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}"
-          + f" {'alone/prof.':>11}")
+          + f" {'alone/prof.':>11} {'from alone':>10} {'error':>6}")
     for row in rows:
         default = row["policies"][DEFAULT_POLICY]
         measured = default["aggregate"]
@@ -293,7 +313,9 @@ def main() -> None:
               + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
               + f" {row['without_interference']:10.2f} "
               + (f"{100 * (row['without_interference'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
-              + f" {_f(worst_drift(row), 11, 2)}")
+              + f" {_f(worst_drift(row), 11, 2)} {_f(row.get('predicted_from_alone'), 10, 2)} "
+              + (f"{_error_pct(row['predicted_from_alone'], measured):+5.1f}%"
+                 if measured and row.get("predicted_from_alone") else f"{'-':>6}"))
     print_prediction_errors(rows)
     if args.repeats > 1:
         print_spread(rows)
