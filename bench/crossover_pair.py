@@ -45,6 +45,7 @@ from xover.planner import fluid_gain, predict_group  # noqa: E402
 from xover.plans import job_profile  # noqa: E402
 from xover.profiler import find_profile  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
+from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.runtime.turn_client import CrossoverToken  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 from xover.turns import DEFAULT_POLICY, POLICIES  # noqa: E402
@@ -84,6 +85,16 @@ def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
             "profiles": profiles}
 
 
+def model_from_runs_alone(experiment_id: str) -> float | None:
+    """The default policy's simulated gain from the comparison's own runs alone, as `xover report`
+    computes it: the model given the machine as it was during the row, not when it was profiled."""
+    store = open_store(None)
+    with store.session() as session:
+        experiment = find_experiment(session, experiment_id, "the bench's store")
+        _, [group] = jobs_and_groups(session, experiment)
+    return (group.get("simulated") or {}).get(DEFAULT_POLICY, {}).get("gain")
+
+
 def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
     model = predictions(pair, bandwidth, engine)
     report = xover("run", "--group", *pair, "--mode", "all", "--policy", "all", "--seconds", str(seconds),
@@ -105,8 +116,7 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
     drift = {j["name"]: alone_vs_profile(j, profiled.get(j["name"])) for j in jobs if j["mode"] == "sequential"}
     drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
-    # the same model from this row's own runs alone (as `xover report` computes it): no drift since profiling
-    from_alone = (group.get("simulated") or {}).get(DEFAULT_POLICY, {}).get("gain")
+    from_alone = model_from_runs_alone(report["experiment"])
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
            "without_interference": model["without_interference"], "alone_vs_profile": drift,
            "predicted_from_alone": from_alone}
