@@ -131,11 +131,11 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         for p, v in row["policies"].items()))
     if default["aggregate"]:
         print(f"  fluid bound {model['fluid']:.2f}: crossover ({DEFAULT_POLICY}) reaches {default['aggregate'] / model['fluid']:.0%}; "
-              f"prediction error {100 * (default['predicted'] / default['aggregate'] - 1):+.1f}% "
+              f"prediction error {_error_pct(default['predicted'], default['aggregate']):+.1f}% "
               f"(interference measured next to the reference partner: "
               + ", ".join(f"{name} {value:+.0%}" for name, value in model["interference"].items())
               + f"; without it: predicted {model['without_interference']:.2f}, "
-              f"{100 * (model['without_interference'] / default['aggregate'] - 1):+.1f}%)")
+              f"{_error_pct(model['without_interference'], default['aggregate']):+.1f}%)")
     if default["aggregate"] and from_alone:
         print(f"  predicted from this run's jobs alone (the model without the drift since profiling): {from_alone:.2f}, "
               f"{_error_pct(from_alone, default['aggregate']):+.1f}%")
@@ -195,7 +195,7 @@ def print_spread(rows: list[dict]) -> None:
         concurrent = [c for c, _ in measured]
         crossover = [d["aggregate"] for _, d in measured]
         ratios = [d["aggregate"] / c for c, d in measured]
-        errors = [100 * (d["predicted"] / d["aggregate"] - 1) for _, d in measured]
+        errors = [_error_pct(d["predicted"], d["aggregate"]) for _, d in measured]
         print(f"{pair:36} {engine:8} {len(measured):4d} {min(concurrent):5.2f}-{max(concurrent):<5.2f} "
               f"{min(crossover):5.2f}-{max(crossover):<5.2f} {statistics.median(ratios):8.2f}x "
               f"{min(ratios):5.2f}-{max(ratios):<5.2f} {sum(r >= 1.0 for r in ratios):3d}/{len(ratios):<3d} "
@@ -320,9 +320,9 @@ def main() -> None:
               + f" {_f(default['vs_concurrent'], 7, 2)} {row['fluid']:5.2f} "
               + (f"{measured / row['fluid']:8.0%}" if measured else f"{'-':>8}")
               + f" {default['predicted']:9.2f} "
-              + (f"{100 * (default['predicted'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
+              + (f"{_error_pct(default['predicted'], measured):+5.1f}%" if measured else f"{'-':>6}")
               + f" {row['without_interference']:10.2f} "
-              + (f"{100 * (row['without_interference'] / measured - 1):+5.1f}%" if measured else f"{'-':>6}")
+              + (f"{_error_pct(row['without_interference'], measured):+5.1f}%" if measured else f"{'-':>6}")
               + f" {_f(worst_drift(row), 11, 2)} {_f(row.get('predicted_from_alone'), 10, 2)} "
               + (f"{_error_pct(row['predicted_from_alone'], measured):+5.1f}%"
                  if measured and row.get("predicted_from_alone") else f"{'-':>6}"))
