@@ -89,9 +89,12 @@ def model_from_runs_alone(experiment_id: str) -> float | None:
     """The default policy's simulated gain from the comparison's own runs alone, as `xover report`
     computes it: the model given the machine as it was during the row, not when it was profiled."""
     store = open_store(None)
-    with store.session() as session:
-        experiment = find_experiment(session, experiment_id, "the bench's store")
-        _, [group] = jobs_and_groups(session, experiment)
+    try:
+        with store.session() as session:
+            experiment = find_experiment(session, experiment_id, "the bench's store")
+            _, [group] = jobs_and_groups(session, experiment)
+    finally:
+        store.close()
     return (group.get("simulated") or {}).get(DEFAULT_POLICY, {}).get("gain")
 
 
