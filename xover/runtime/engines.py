@@ -70,6 +70,13 @@ class TorchEngine:
     ready, like Horovod's tensor fusion; the worker waits for them outside the turn.
     Buckets matter on a shared link: one all-reduce per parameter would queue dozens of small
     messages behind a partner's bulk transfer.
+
+    Each bucket is one flat tensor that the gradients are views of (as DDP's gradient_as_bucket_view):
+    backward accumulates into it in place and it is all-reduced as it is, so nothing is copied in or
+    out. Copies cost more than they seem: gathering vgg-synthetic's 32 MB into a new tensor took 18 ms
+    a step (fresh pages, 36 ms of compute), and copying the averages back 3 ms on the main thread
+    outside the turn, on the core the partner computes on. The average (sum / size, as Horovod's) is
+    taken in the turn, with the update.
     """
 
     name = "torch"
@@ -88,8 +95,9 @@ class TorchEngine:
         self.optimizer: torch.optim.Optimizer | None = None
         self._bucket_of: dict[torch.Tensor, int] = {}
         self._buckets: list[list[torch.Tensor]] = []
+        self._flat: list[torch.Tensor] = []
         self._ready: list[int] = []
-        self._pending: list[tuple[int, torch.Tensor, object]] = []
+        self._pending: list[tuple[int, object]] = []
         self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
@@ -98,13 +106,23 @@ class TorchEngine:
                 self.dist.broadcast(tensor.data, src=0)
         size = 0
         for parameter in reversed([p for p in model.parameters() if p.requires_grad]):
-            if not self._buckets or size + parameter.numel() * parameter.element_size() > self.bucket_bytes:
+            first = self._buckets[-1][0] if self._buckets else None
+            nbytes = parameter.numel() * parameter.element_size()
+            if (first is None or size + nbytes > self.bucket_bytes or first.dtype != parameter.dtype
+                    or first.device != parameter.device):
                 self._buckets.append([])
                 size = 0
             self._buckets[-1].append(parameter)
             self._bucket_of[parameter] = len(self._buckets) - 1
-            size += parameter.numel() * parameter.element_size()
+            size += nbytes
             parameter.register_post_accumulate_grad_hook(self._on_gradient)
+        for bucket in self._buckets:
+            flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
+            offset = 0
+            for parameter in bucket:
+                parameter.grad = flat[offset:offset + parameter.numel()].view_as(parameter)
+                offset += parameter.numel()
+            self._flat.append(flat)
         self._ready = [0] * len(self._buckets)
         self.optimizer = optimizer
         return optimizer
@@ -115,30 +133,26 @@ class TorchEngine:
         self._ready[index] += 1
         if self._ready[index] == len(self._buckets[index]):
             self._ready[index] = 0
-            flat = torch.cat([p.grad.reshape(-1) for p in self._buckets[index]])
-            work = self.dist.all_reduce(flat, op=self.dist.ReduceOp.SUM, async_op=True)
-            self._pending.append((index, flat, work))
+            work = self.dist.all_reduce(self._flat[index], op=self.dist.ReduceOp.SUM, async_op=True)
+            self._pending.append((index, work))
 
     def wait_gradients(self) -> None:
         self.clock.sleep_through_expected()
-        for _, _, work in self._pending:
+        for _, work in self._pending:
             wait_without_spinning(work.is_completed)
             work.wait()
         self.clock.done()
-        for index, flat, _ in self._pending:
-            flat.div_(self.size)  # the average, as Horovod computes it (sum, then / size)
-            offset = 0
-            for parameter in self._buckets[index]:
-                count = parameter.numel()
-                parameter.grad.copy_(flat[offset:offset + count].view_as(parameter.grad))
-                offset += count
-        self._pending.clear()
 
     def apply_update(self) -> None:
+        for index, _ in self._pending:
+            self._flat[index].div_(self.size)  # the average, as Horovod computes it (sum, then / size)
+        self._pending.clear()
         self.optimizer.step()
 
     def zero_grad(self) -> None:
-        self.optimizer.zero_grad()
+        # zero in place: the optimizer's zero_grad would set the gradients to None and lose the views
+        for flat in self._flat:
+            flat.zero_()
 
     @property
     def link_s(self) -> float | None:
