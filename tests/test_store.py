@@ -104,6 +104,30 @@ def test_an_upgrade_that_fails_half_way_leaves_the_store_as_it_was(tmp_path):
     assert _schema_differences(store) == []
 
 
+def test_interference_measured_before_0009_is_derived_again_from_the_stored_corun(tmp_path):
+    """0009: a profile's interference becomes its co-run device time over its device time alone, less
+    one (what the simulation explained with the partner's communication CPU is no longer taken off)."""
+    path = tmp_path / "before.db"
+    store = open_store(str(path))
+    with store.session() as session, session.begin():
+        snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
+        for name, corun_ms, stored in (("a", 60.0, 0.05), ("b", 10.0, -0.1), ("c", None, None)):
+            session.add(Profile(recipe_id=snapshot.id, recipe_hash="h", name=name, np=2, bandwidth="host",
+                                hardware="x", iterations=10, data_ms=5.0, compute_ms=35.0, comm_ms=10.0,
+                                iteration_ms=50.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1, spread={},
+                                corun_partner="mlp-balanced" if corun_ms else None, corun_device_ms=corun_ms,
+                                interference=stored))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE alembic_version SET version_num = '0008'")
+    store = open_store(str(path))
+    with store.session() as session:
+        found = {p.name: p.interference for p in session.scalars(select(Profile))}
+    assert found["a"] == pytest.approx(60.0 / 40.0 - 1.0)
+    assert found["b"] == pytest.approx(-0.5)  # 10 / 40 - 1, kept at the model's floor
+    assert found["c"] is None  # no co-run measured: nothing to derive
+
+
 def test_migrations_build_exactly_the_models(tmp_path):
     assert _schema_differences(open_store(str(tmp_path / "new.db"))) == []
 

@@ -292,8 +292,8 @@ def profile(
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
-    throughput; then its interference: how much slower its compute is next to a partner than the
-    model explains (negative: faster, as the thread policy under crossover can make it). Profiles are
+    throughput; then its interference: how much slower its compute is next to a partner, under
+    crossover, than alone (negative: faster, as the thread policy under crossover can make it). Profiles are
     stored and reused (same recipe, np, hosts spanned, bandwidth, engine, hardware) unless --force."""
     from .profiler import profile_recipes
 

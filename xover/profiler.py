@@ -11,10 +11,11 @@ reused until `--force`.
 
 Then (unless `--no-corun`) each job runs once more, under crossover next to a reference partner
 (`mlp-balanced` unless `--corun-with`): jobs that share devices slow each other beyond taking turns
-(caches, memory bandwidth, the kernel's network work on the same cores), and how much is a property
-of the job. Its device time there, less what the model already explains, is its `interference`,
-which the predictions charge whenever it shares its devices (half of it scaled by how much the
-partners communicate next to how much the reference partner did: `planner.model.interference_next_to`).
+(the partner's communication on the same cores: the engines' threads, the kernel's network work, the
+caches they evict), and how much is a property of the job. The fraction by which its device time
+there exceeds its device time alone is its `interference`, which the predictions charge whenever it
+shares its devices (half of it scaled by how much the partners communicate next to how much the
+reference partner did: `planner.model.interference_next_to`).
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
 def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
                    iterations: int, warmup: int, engine: str) -> Profile:
     """Run `recipe` under crossover next to `partner` and store its interference on `profile`."""
-    from .planner.predict import unexplained_interference
+    from .planner.model import measured_interference
     from .plans import job_profile
     from .turns.policies import DEFAULT_POLICY
 
@@ -289,7 +290,7 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         row.corun_device_ms = device_ms
         row.corun_partner_link_share = reference.link_share
         row.interference = (None if device_ms is None else
-                            unexplained_interference(job_profile(recipe, row), reference, device_ms))
+                            measured_interference(row.data_ms + row.compute_ms, device_ms))
         session.flush()
         row.recipe  # load it before the session closes
         return row

@@ -8,14 +8,15 @@ Each job i is summarised by per-iteration times measured alone:
 * ``l_i`` - how long its all-reduce keeps the link busy (``link_ms``; part of it
   overlaps backward, so l_i >= m_i);
 * ``comm_cpu_i`` - the fraction of a core its communication threads (and the
-  kernel's network work) take from whatever computes while it is in flight;
-* ``interference_i`` - how much longer its device time is next to a partner beyond
-  what the partner's communication CPU explains (caches, memory bandwidth, the
-  kernel's work on the same cores), measured by `xover profile` next to a reference
-  partner. It may be negative: under crossover on a CPU the engines' threads run as
-  SCHED_BATCH (`runtime/thread_policy.py`), so the partner's communication costs less
-  than its CPU time alone says, and the job's own threads stop preempting its compute;
-  it is never below ``MIN_INTERFERENCE``. Half of it is charged whatever the partners;
+  kernel's network work) take while it is in flight: device time in the fluid bound;
+* ``interference_i`` - how much longer its device time is next to a partner than
+  alone (``measured_interference``), measured by `xover profile` under crossover next
+  to a reference partner: mostly the partner's communication on the same cores (the
+  engines' threads, the kernel's network work, the caches they evict), which costs a
+  computing job two to four times its CPU time. It may be negative: under crossover on
+  a CPU the engines' threads run as SCHED_BATCH (`runtime/thread_policy.py`), so the
+  job's own threads stop preempting its compute; it is never below
+  ``MIN_INTERFERENCE``. Half of it is charged whatever the partners;
   the other half grows with how much they communicate: with the sum of the partners'
   link shares l_j / T_j over the reference partner's (``interference_next_to``), and the
   result is again never below ``MIN_INTERFERENCE``. The simulation charges it; the fluid
@@ -178,6 +179,14 @@ def _profile_problem(job: JobProfile) -> str | None:
                                          or not math.isfinite(job.max_slowdown) or job.max_slowdown < 1):
         return f"max_slowdown must be a number >= 1, got {job.max_slowdown!r}"
     return None
+
+
+def measured_interference(alone_device_ms: float, shared_device_ms: float) -> float:
+    """A job's interference from its device time per iteration next to a partner (the co-run of
+    `xover profile`) over its device time alone; never below `MIN_INTERFERENCE`."""
+    if alone_device_ms <= 0:
+        return 0.0
+    return max(MIN_INTERFERENCE, shared_device_ms / alone_device_ms - 1.0)
 
 
 # The part of a job's interference that scales with its partners' communication (the kernel's TCP

@@ -8,13 +8,12 @@ another). Simulations are memoised: a plan of many copies of a few jobs simulate
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..turns.policies import DEFAULT_POLICY
-from .model import MIN_INTERFERENCE, JobProfile, fluid_gain, interference_next_to
+from .model import JobProfile, fluid_gain, interference_next_to
 from .simulate import SimJob, simulate
 
 
@@ -91,14 +90,3 @@ def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) 
 def sequential_duration_ms(jobs: Sequence[JobProfile]) -> float:
     """Time to run the jobs one after another, each alone on its devices, each launched on its own."""
     return sum(job.startup_ms + job.iterations * job.solo_ms for job in jobs)
-
-
-def unexplained_interference(job: JobProfile, partner: JobProfile, measured_device_ms: float,
-                             policy: str = DEFAULT_POLICY) -> float:
-    """The fraction by which `job`'s device time, measured next to `partner` under `policy`, exceeds
-    what the simulation explains (the partner's communication CPU): the job's `interference`.
-    Negative where it ran faster than explained (the thread policy under crossover), down to
-    `MIN_INTERFERENCE`."""
-    plain = [dataclasses.replace(job, interference=0.0), dataclasses.replace(partner, name=f"{partner.name}#partner")]
-    expected = simulate([sim_job(p) for p in plain], "crossover", policy).jobs[0].device_ms
-    return max(MIN_INTERFERENCE, measured_device_ms / expected - 1.0) if expected > 0 else 0.0

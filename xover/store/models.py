@@ -162,7 +162,8 @@ class Profile(Base):
     checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration where a turn can be yielded
     spread: Mapped[dict] = mapped_column(JSON)  # per-phase p10/p90
     # co-location: its device time per iteration next to a reference partner under crossover, and the
-    # fraction of its device time that the model's own terms do not explain (None: not measured)
+    # fraction by which that exceeds its device time alone (None: not measured; before 0009, the part
+    # the partner's communication CPU did not explain)
     corun_partner: Mapped[Optional[str]] = mapped_column(String(200))
     corun_device_ms: Mapped[Optional[float]]
     interference: Mapped[Optional[float]]
