@@ -292,7 +292,7 @@ def test_simulated_policies_never_beat_the_fluid_bound(jobs):
 
 def test_the_simulated_link_serves_the_first_band_first():
     # mlp-balanced's small share of the link first: its all-reduce no longer waits behind mlp-synthetic's
-    light, heavy = SimJob("mlp-balanced", 82, 110, 115, 0.19, 10), SimJob("mlp-synthetic", 7, 124, 124, 0.19, 1)
+    light, heavy = SimJob("mlp-balanced", 82, 110, 115, 10), SimJob("mlp-synthetic", 7, 124, 124, 1)
     crossover, concurrent = simulate([heavy, light], "crossover"), simulate([heavy, light], "concurrent", None)
     assert crossover.jobs[1].speed > concurrent.jobs[1].speed + 0.1
     assert crossover.aggregate > concurrent.aggregate

@@ -33,7 +33,7 @@ class GroupPrediction:
 
 def sim_job(job: JobProfile) -> SimJob:
     return SimJob(name=job.name, compute_ms=job.device_ms, comm_ms=job.comm_ms, link_ms=job.link_busy_ms,
-                  comm_cpu=job.comm_cpu, checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown,
+                  checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown,
                   interference=job.interference)
 
 
@@ -47,7 +47,7 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> li
 
 def _key(job: JobProfile, interference: float) -> tuple:
     # rounded, so that copies of a job measured apart share one simulation
-    return (round(job.device_ms, 1), round(job.comm_ms, 1), round(job.link_busy_ms, 1), round(job.comm_cpu, 3),
+    return (round(job.device_ms, 1), round(job.comm_ms, 1), round(job.link_busy_ms, 1),
             round(job.checkpoint_ms, 2), job.max_slowdown, round(interference, 3))
 
 

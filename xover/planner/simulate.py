@@ -24,7 +24,7 @@ Every job alternates compute on the devices and an all-reduce on the link:
 
 All ranks of a job run in step (the same policy decisions on every device), so one device stands
 for all the devices of the group. `simulate` returns each job's iteration time and its speed
-relative to alone; the fluid bound (`fluid_bound`) is the best any policy could do.
+relative to alone; the fluid bound (`model.fluid_speeds`) is the best any policy could do.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ class SimJob:
     compute_ms: float  # device time: data + update + forward + backward
     comm_ms: float  # exposed communication alone: end of backward to gradients ready
     link_ms: float | None = None  # the link's busy time for its all-reduce (>= comm_ms); None: comm_ms
-    comm_cpu: float = 0.0  # fraction of a core its communication takes while in flight (the fluid bound's)
     checkpoint_ms: float = 1.0  # compute between two layer boundaries (yield latency)
     max_slowdown: float | None = None
     interference: float = 0.0  # its compute grows by this fraction next to a partner
@@ -333,18 +332,3 @@ def simulate(jobs: Sequence[SimJob], mode: str = "crossover", policy: str | None
     horizon = iterations * max(job.solo_ms for job in jobs) * 2.5
     simulation.run(horizon)
     return SimResult(mode, policy if mode == "crossover" else None, simulation.outcomes())
-
-
-def fluid_bound(jobs: Sequence[SimJob], devices_share: float = 1.0) -> tuple[float, list[float]]:
-    """The most any schedule could get: maximise sum x_i (speed relative to alone) subject to the
-    device (sum x_i (c_i + comm CPU_i) / T_i <= 1), the link (sum x_i l_i / T_i <= 1) and x_i <= 1.
-    Returns the bound and the speeds reaching it."""
-    from scipy.optimize import linprog
-
-    device = [(job.compute_ms + job.comm_cpu * job.transfer_ms) / job.solo_ms for job in jobs]
-    link = [job.transfer_ms / job.solo_ms for job in jobs]
-    result = linprog(c=[-1.0] * len(jobs), A_ub=[device, link], b_ub=[devices_share, 1.0],
-                     bounds=[(0.0, 1.0)] * len(jobs), method="highs")
-    if not result.success:  # cannot happen for these bounded problems; be safe
-        return 1.0, [1.0 / len(jobs)] * len(jobs)
-    return -result.fun, list(result.x)
