@@ -170,7 +170,7 @@ def critical_rank(compute_s: float, solo_iteration_s: float) -> float:
     A job whose compute is short next to its communication has its compute on its critical path:
     every ms it waits is a ms of its iteration, while it takes the device from others only briefly.
     A unit of a job's speed relative to alone costs c / T of the device, so serving the cheapest
-    first is also what the fluid bound (planner/simulate.py) does with the device. Measured against
+    first is also what the fluid bound (planner/model.py) does with the device. Measured against
     ranking by c x T (windowed, 1 Gbit/s): better or equal on every pair tried (resnet+vgg 1.60 vs 1.43).
     """
     return compute_s / solo_iteration_s if solo_iteration_s > 0 else 1.0
