@@ -77,6 +77,60 @@ def test_the_relay_keeps_bytes_and_metrics_after_invalid_utf8(tmp_path):
         b'XOVER-METRIC {"kind": "iter", "step": 0}\n' + b"tail without newline \xc3"
 
 
+def test_a_launcher_exit_is_noticed_while_an_orphan_keeps_writing_to_its_pipe(tmp_path):
+    import queue
+
+    from xover.run.supervise import EXIT_GRACE_S, LaunchedJob, kill_tagged
+
+    tag = f"relay-orphan-{os.getpid()}"
+    events: queue.Queue = queue.Queue()
+    started = time.monotonic()
+    LaunchedJob(8, [["sh", "-c", "(while :; do echo x; sleep 0.2; done) & exit 3"]],
+                {**os.environ, "XOVER_TEST_TAG": tag}, tmp_path, events)
+    try:
+        assert events.get(timeout=EXIT_GRACE_S + 10) == (8, {"kind": "_exit", "code": 3})
+        assert time.monotonic() - started < EXIT_GRACE_S + 5
+    finally:
+        kill_tagged(tag, variable="XOVER_TEST_TAG")
+
+
+def test_a_signal_during_clean_up_takes_effect_after_it():
+    # a thread is running, as the output relays are: a signal mask on the main thread alone would
+    # let that thread take the signal, and Python would run the handler in the clean-up anyway
+    program = """
+import os, signal, threading, time
+from xover.run.supervise import Interrupted, interruptible, uninterrupted
+threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+try:
+    with interruptible():
+        with uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+            print("clean-up done", flush=True)
+        print("not reached", flush=True)
+except Interrupted:
+    print("interrupted after it", flush=True)
+with uninterrupted():  # outside a run: the signal goes to its previous handler after the block
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)
+    print("second clean-up done", flush=True)
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.stdout.splitlines() == ["clean-up done", "interrupted after it", "second clean-up done"]
+    assert "KeyboardInterrupt" in result.stderr and result.returncode != 0
+
+
+def test_a_process_a_job_leaves_behind_is_stopped_when_its_run_ends(isolated_results):
+    db = isolated_results / "xover.db"
+    result = _xover("run", "--script", str(ASSETS / "leave_orphan.py"), "--mode", "sequential", "--np", "1",
+                    "--json", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    assert job["status"] == "finished"
+    assert not tagged_processes(_experiment(db))
+
+
 def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated_results):
     db = isolated_results / "xover.db"
     start = time.time()

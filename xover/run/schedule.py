@@ -101,10 +101,15 @@ def launch_prefix(hosts: list[str]) -> list[str]:
     return cluster.launch_prefix([host for host in hosts if not is_local(host)])
 
 
+def run_tag(experiment_id: str, run_id: int) -> str:
+    """What marks a run's processes (XOVER_RUN): run ids are per store, experiment ids are not."""
+    return f"{experiment_id}:{run_id}"
+
+
 def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
                turns: TurnService | None, link_band: int | None = None) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
-               XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN_ID=str(run_id))
+               XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN=run_tag(context.experiment_id, run_id))
     env.pop("XOVER_TURN_SOCKET", None)
     env.pop(PRIORITY_ENV, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
@@ -266,12 +271,12 @@ class Scheduler:
         for job in unit.launched.values():
             if job.running():
                 job.stop()
-        # Workers that a launcher left on other hosts (ssh gave them no terminal) go too.
+        # Workers that a launcher left behind go too: here (a launcher that exited before its
+        # workers) and on other hosts (ssh gave them no terminal).
         remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
-        if remote:
-            prefix = launch_prefix(remote)
-            for run_id in unit.run_ids:
-                sweep("XOVER_RUN_ID", str(run_id), remote, prefix)
+        prefix = launch_prefix(remote) if remote else []
+        for run_id in unit.run_ids:
+            sweep("XOVER_RUN", run_tag(self.context.experiment_id, run_id), remote, prefix)
         if unit.turns is not None:
             unit.turns.stop()
             self.context.recorder.record_turns(unit.run_ids, unit.group, unit.turns.slot_statistics(),

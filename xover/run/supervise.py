@@ -8,8 +8,8 @@
 * Launchers run in their own sessions (horovodrun puts workers in theirs too), get SIGTERM if xover
   dies (PR_SET_PDEATHSIG), and are stopped with their whole process tree. What a SIGKILLed xover
   cannot stop, its reaper (reaper.py) does.
-* SIGINT and SIGTERM end a run once: the first raises Interrupted in the main thread; clean-up runs
-  with both blocked, so a second Ctrl-C cannot cut it short.
+* SIGINT and SIGTERM end a run once: the first raises Interrupted in the main thread; one that comes
+  during clean-up takes effect after it, so Ctrl-C cannot cut a clean-up short.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ class LaunchedProcess:
                 *lines, pending = pending.split(b"\n")
                 for raw in lines:
                     self._line(raw.decode("utf-8", errors="replace").rstrip("\r"))
-            elif self.process.poll() is not None:
+            # checked whether or not output came: an orphan that keeps writing must not hide the exit
+            if self.process.poll() is not None:
                 exited_at = exited_at or time.monotonic()
                 if time.monotonic() - exited_at > EXIT_GRACE_S:
                     break  # the launcher is gone; whoever still holds the pipe is not its output
@@ -164,36 +165,66 @@ class LaunchedJob:
 # ------------------------------------------------------------------------------------ signals
 
 
+class _Signals:
+    """What SIGINT and SIGTERM do now (main thread only; Python runs signal handlers there). A flag,
+    not a signal mask: the relay threads would take a blocked signal, and Python would still run the
+    handler in the main thread, in the middle of the clean-up."""
+
+    active = False  # inside interruptible()
+    raised = False  # its one Interrupted has been raised
+    deferring = 0  # depth of uninterrupted() blocks
+    pending: list[int] = []  # signals that arrived while deferring
+
+    @classmethod
+    def handle(cls, signum, frame) -> None:
+        if cls.deferring:
+            cls.pending.append(signum)
+        elif cls.active and not cls.raised:
+            cls.raised = True
+            raise Interrupted()
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def interruptible():
     """SIGINT/SIGTERM raise Interrupted once in the main thread; later ones wait for the clean-up."""
-    raised = threading.Event()
-
-    def handler(signum, frame):
-        if not raised.is_set():
-            raised.set()
-            raise Interrupted()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, _Signals.handle) for sig in _SIGNALS}
+    _Signals.active, _Signals.raised, _Signals.pending = True, False, []
     try:
         yield
     finally:
+        _Signals.active = False
         for sig, old in previous.items():
             signal.signal(sig, old)
 
 
 @contextlib.contextmanager
 def uninterrupted():
-    """Clean-up that a second Ctrl-C or SIGTERM must not cut short: both wait until it is done."""
-    signals = {signal.SIGINT, signal.SIGTERM}
+    """Clean-up that Ctrl-C or SIGTERM must not cut short: a signal that comes during it takes
+    effect after it (Interrupted inside interruptible() unless one was raised already; outside,
+    the signal's previous handler)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    previous = None if _Signals.active else {sig: signal.signal(sig, _Signals.handle) for sig in _SIGNALS}
+    _Signals.deferring += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+        _Signals.deferring -= 1
+        if previous is not None:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+    if _Signals.deferring or not _Signals.pending:
+        return
+    signum, _Signals.pending = _Signals.pending[0], []
+    if previous is not None:
+        signal.raise_signal(signum)  # as if it came now, to whoever handled it before
+    elif not _Signals.raised:
+        _Signals.raised = True
+        raise Interrupted()
 
 
 # ------------------------------------------------------------------------------------ sweeping
