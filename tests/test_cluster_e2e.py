@@ -7,6 +7,7 @@ and fail under CI=true. Every test brings its own cluster up and takes it down, 
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -191,6 +192,36 @@ def test_torchrun_runs_one_node_per_emulated_host_over_ssh(cluster_factory, tmp_
     outputs = [node.communicate(timeout=180)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], "".join(outputs)[-3000:]
     assert sorted(re.findall(r"RESULT host=(\S+) rank=(\d) sum=(\S+)", "".join(outputs))) == \
+        [("xo-h1", "0", "3.0"), ("xo-h2", "1", "3.0")]
+
+
+FROM_THE_FIRST_NODE = """
+import os, subprocess, sys
+from pathlib import Path
+from xover.launch.torchrun import torchrun_commands
+logs, spec, script = (Path(p) for p in sys.argv[1:4])
+commands = torchrun_commands(2, "localhost:1,xo-h2:1", logs, spec, env=dict(os.environ), program=[str(script)])
+nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for command in commands]
+print("".join(node.communicate(timeout=150)[0] for node in nodes), flush=True)
+sys.exit(max(node.returncode for node in nodes))
+"""
+
+
+def test_torchrun_launched_on_the_first_node_names_it_for_the_others(cluster_factory, tmp_path):
+    """As in a Slurm batch script: xover runs on the first node, whose host is spelt `localhost`; the
+    rendezvous must be named so that the other node reaches it (with `localhost`, each node waited
+    for a rendezvous of its own)."""
+    cluster_factory("1gbit")
+    script = tmp_path / "torch_all_reduce.py"
+    script.write_text(TORCH_ALL_REDUCE)
+    root = Path(__file__).resolve().parents[1]
+    remote = " ".join(shlex.quote(part) for part in [
+        "env", f"PYTHONPATH={root}", sys.executable, "-c", FROM_THE_FIRST_NODE,
+        str(tmp_path / "logs"), str(tmp_path / "run" / "spec.json"), str(script)])
+    result = subprocess.run([*cluster.launch_prefix(["xo-h1"]), "ssh", "-o", "BatchMode=yes", "xo-h1",
+                             f"cd {shlex.quote(str(root))} && {remote}"], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert sorted(re.findall(r"RESULT host=(\S+) rank=(\d) sum=(\S+)", result.stdout)) == \
         [("xo-h1", "0", "3.0"), ("xo-h2", "1", "3.0")]
 
 

@@ -211,19 +211,26 @@ def test_killed_holder_releases_within_a_second(server):
     holder.join()
 
 
-def test_a_turn_held_past_its_lease_is_taken_back(server):
-    s = server("0=0,1", slots=["0:rank=0.1", "1:rank=0.9"], lease={"floor": 0.3, "factor": 3, "initial": 0.5})
+@pytest.mark.parametrize("policy", ["work-conserving", "round-robin"])
+def test_a_turn_held_past_its_lease_is_taken_back(server, policy):
+    s = server("0=0,1", slots=["0:rank=0.1", "1:rank=0.9"], lease={"floor": 0.3, "factor": 3, "initial": 0.5},
+               policy=policy)
     ready = mp.Event()
     hung = mp.Process(target=_hold_forever, args=(s.path, 0, 0, ready))
     hung.start()
     other = CrossoverToken(s.path, 0, 1)
     granted = threading.Event()
     threading.Thread(target=lambda: (other.acquire(), granted.set()), daemon=True).start()
-    assert ready.wait(10)  # slot 0 (ranked first) got the turn and hangs holding it
+    assert ready.wait(10)  # slot 0 (ranked first, first in round robin) got the turn and hangs holding it
     start = time.perf_counter()
     assert granted.wait(5)  # the lease (0.5 s before any history) ends its turn
     assert 0.3 < time.perf_counter() - start < 3.0
     other.release()
+    for _ in range(3):  # and the hung job does not block its partner's next turns either
+        again = threading.Event()
+        threading.Thread(target=lambda: (other.acquire(), again.set()), daemon=True).start()
+        assert again.wait(5)
+        other.release()
     other.close()
     lines = s.stop()
     events = [json.loads(line.removeprefix("event ")) for line in lines if line.startswith("event ")]

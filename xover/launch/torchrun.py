@@ -66,7 +66,10 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
     if len(slots) != 1 or np != sum(count for _, count in nodes):
         raise XoverError(f"-H {hosts} with --engine torch: torchrun starts the same number of ranks on every "
                          f"node, so every host needs the same slots and np ({np}) must be their sum")
-    endpoint = f"{nodes[0][0]}:{free_port(nodes[0][0], remote_prefix or [])}"
+    first = nodes[0][0]
+    # Every node must reach the endpoint by this name: this machine's hosts are spelt `localhost`
+    # (hosts.py), which on another node is that node, so it is named by its hostname instead.
+    endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [])}"
     forwarded = {k: v for k, v in (env or os.environ).items() if k.startswith(FORWARDED_PREFIXES)}
     commands = []
     for node_rank, (host, count) in enumerate(nodes):

@@ -291,6 +291,9 @@ class TurnServer:
                 continue
             held = now - turns.holder_since
             turns.release(slot, now)
+            # out of the rotation until it asks again (`request` brings it back): strict round robin
+            # would otherwise come back to it after one turn of each partner and wait for it forever
+            turns.gone.add(slot)
             self.policy.on_pass(turns)
             self._clear_yield(device)
             self._record(slot).revoked += 1
