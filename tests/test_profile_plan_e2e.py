@@ -67,11 +67,20 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert job["comm_threads"] == ("batch" if job["name"] in grouped else "normal"), plan["groups"]
     # XOVER_LINK_BANDS=off: the link stays shared, no socket marked; XOVER_COMM_THREADS=normal: the
     # default scheduling policy for every thread
-    shared = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "crossover", "--iterations", "4", "--json"],
+    # (a plan made for round robin, run without --policy: it runs under the policy it predicted for)
+    strict_path = tmp_path / "plan-round-robin.json"
+    strict = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--policy", "round-robin",
+                    "--out", str(strict_path), "--json")
+    assert strict.returncode == 0, strict.stderr
+    strict_grouped = {name for group in json.loads(strict.stdout)["groups"] if len(group["jobs"]) > 1
+                      for name in group["jobs"]}
+    shared = subprocess.run([*XOVER, "run", str(strict_path), "--mode", "crossover", "--iterations", "4", "--json"],
                             capture_output=True, text=True, timeout=600,
                             env={**os.environ, "XOVER_LINK_BANDS": "off", "XOVER_COMM_THREADS": "normal"})
     assert shared.returncode == 0, shared.stderr[-3000:]
     assert [(j["link_priority"], j["comm_threads"]) for j in json.loads(shared.stdout)["jobs"]] == [(None, "normal")] * 2
+    assert all(j["policy"] == "round-robin" for j in json.loads(shared.stdout)["jobs"] if j["name"] in strict_grouped)
+    assert all(j["policy"] == "work-conserving" for j in jobs if j["name"] in grouped)
 
     # a comparison in every mode; bench/interference_fit.py then predicts it again from the profiles
     # taken before it, with each traffic part of the interference (and the link's leak given)

@@ -98,3 +98,20 @@ def test_recipe_by_name_and_overrides():
     assert (recipe.iterations, recipe.np, recipe.epochs) == (3, 1, None)
     with pytest.raises(RecipeError, match="--iterations"):
         with_overrides(recipe, iterations=0)
+
+
+def test_a_plan_counts_a_recipe_in_epochs_as_it_trains():
+    # the plan's iteration count is what `xover run PLAN` runs: 100 (the default for a trace row
+    # without one) would have changed an epoch recipe's length
+    from types import SimpleNamespace
+
+    from xover.plans import job_profile
+    from xover.workloads import build_dataset
+
+    epochs = {key: value for key, value in VALID.items() if key != "iterations"}
+    recipe = parse_recipe({**epochs, "epochs": 3}, "e.toml")
+    dataset = build_dataset("digits", batch_size=8, rank=0, world_size=2, seed=1, options={})
+    found = SimpleNamespace(link_ms=5.0, comm_ms=5.0, comm_cpu_ms=0.0, data_ms=0.1, compute_ms=10.0, memory_gb=0.1,
+                            checkpoints=4, interference=0.0, corun_partner_link_share=None, startup_ms=0.0)
+    assert job_profile(recipe, found).iterations == 3 * dataset.steps_per_epoch > 100
+    assert job_profile(parse_recipe(VALID, "i.toml"), found).iterations == 10

@@ -176,10 +176,11 @@ def run(
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
-    policy: Annotated[str, typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
+    policy: Annotated[Optional[str], typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first; the job that needs "
                                         "the link least goes first on it), round-robin (strict alternation, the "
-                                        "paper's), or all (crossover once per policy).")] = "work-conserving",
+                                        "paper's), or all (crossover once per policy). Default: a plan's own (the "
+                                        "policy its predictions assume), else work-conserving.")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     launcher: Annotated[str, typer.Option("--launcher", help="local (this machine, or -H hosts over ssh) or slurm "
@@ -222,15 +223,19 @@ def run(
                 raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
                                  "devices, or run the recipes with --group")
             groups, plan_body = groups_from_plan(targets[0], iterations, engine)
-        from .turns import POLICIES
+        from .turns import DEFAULT_POLICY, POLICIES
 
+        if policy is None and plan_body is not None and plan_body.get("policy") is not None:
+            policy = plan_body["policy"]  # what its predictions assume, so that the report compares like with like
+            if policy not in POLICIES:
+                raise XoverError(f"{targets[0]}: its policy '{policy}' is not one of {', '.join(POLICIES)}; "
+                                 "give --policy, or plan again")
+        policy = policy or DEFAULT_POLICY
         if policy != "all" and policy not in POLICIES:
             raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
         check_seconds("--seconds", seconds)
         if seconds is not None and iterations is not None:
             raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
-        from .turns import DEFAULT_POLICY
-
         policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
         if launcher not in ("local", "slurm"):
             raise XoverError(f"--launcher {launcher}: choose local or slurm")
