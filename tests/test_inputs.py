@@ -144,6 +144,7 @@ PLAN_BREAKS = [
     ("host name", lambda p: p.update(hosts=[["local host", 2]]), "hosts[0]"),
     ("one machine twice", lambda p: p.update(hosts=[["localhost", 2], ["127.0.0.1", 2]]), "hosts"),
     ("device digit", lambda p: p["groups"][0].update(devices=["localhost:\u0660", "localhost:1"]), "devices"),
+    ("number too large for a float", lambda p: next(iter(p["jobs"].values())).update(compute_ms=10**400), "compute_ms"),
 ]
 
 
@@ -374,3 +375,35 @@ def test_a_number_too_large_for_the_workers_names_its_field(clean, tmp_path, fie
     path.write_text(_toml({**VALID_RECIPE, field: value}))
     _one_clear_line(runner.invoke(app, ["profile", str(path)]), str(path), f"field '{field}'", "at most")
     _nothing_written(clean)
+
+
+@pytest.mark.parametrize("field", ["lr", "momentum", "max_slowdown"])
+def test_a_number_too_large_for_a_float_names_its_field(clean, tmp_path, field):
+    path = tmp_path / "huge.toml"
+    path.write_text(_toml({**VALID_RECIPE, field: 10**400}))
+    _one_clear_line(runner.invoke(app, ["profile", str(path)]), str(path), f"field '{field}'", "finite")
+    _nothing_written(clean)
+
+
+def test_a_trace_of_sub_millisecond_times_is_planned(clean, tmp_path):
+    # as from a trace written in seconds: the simulation's memo rounded such times to nothing
+    trace = tmp_path / "tiny.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,0.0001,0,1\nb,2,0.00004,0.0002,1\n")
+    result = runner.invoke(app, ["--db", str(tmp_path / "p.db"), "plan", "--profiles", str(trace), "--devices", "2",
+                                 "--out", str(tmp_path / "p.json")])
+    assert result.exit_code == 0, result.output
+
+
+def test_doctor_does_not_show_the_store_password(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from sqlalchemy import create_engine
+
+    import xover.store.session as session
+    from xover.doctor import _database
+
+    store = SimpleNamespace(engine=create_engine(f"sqlite:///{tmp_path / 'x.db'}"), kind="postgresql",
+                            url="postgresql+psycopg://user:secret@db.example/xover", close=lambda: None)
+    monkeypatch.setattr(session, "open_store", lambda db: store)
+    check = _database("postgresql+psycopg://user:secret@db.example/xover")
+    assert check.ok and "secret" not in check.detail and "db.example" in check.detail, check

@@ -121,12 +121,14 @@ def _slurm() -> Check:
     from .launch.slurm import diagnose_slurm
 
     found = diagnose_slurm()
-    fix = "" if found.usable or not any(found.commands.values()) else "slurmctld does not answer: check `scontrol ping` / SLURM_CONF"
-    return Check("slurm", True, found.summary(), fix, required=False)
+    # optional: not installed is fine; installed but not answering is shown with its fix
+    ok = found.usable or not any(found.commands.values())
+    fix = "" if ok else "slurmctld does not answer: check `scontrol ping` / SLURM_CONF"
+    return Check("slurm", ok, found.summary(), fix, required=False)
 
 
 def _database(db: str | None) -> Check:
-    from .store.session import missing_sqlite_file, open_store
+    from .store.session import missing_sqlite_file, open_store, shown_url
 
     missing = missing_sqlite_file(db)
     if missing is not None:  # a check must not create what it checks: the first run creates the file
@@ -141,7 +143,7 @@ def _database(db: str | None) -> Check:
         with store.engine.begin() as connection:
             connection.exec_driver_sql("CREATE TABLE IF NOT EXISTS _doctor_probe (x INTEGER)")
             connection.exec_driver_sql("DROP TABLE _doctor_probe")
-        url = store.url
+        url = shown_url(store.url)  # no password
         kind = store.kind
         store.close()
         return Check("database", True, f"{url} ({kind}) is writable")

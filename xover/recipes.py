@@ -107,7 +107,7 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
         if isinstance(value, bool) or not isinstance(value, types):
             raise fail(key, f"must be {_TYPE_NAMES[types[-1]]}, got {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
+        if float in types and not _finite(value):
             raise fail(key, f"must be a finite number, got {value!r}")
 
     if not _NAME.match(data["name"]):
@@ -161,6 +161,14 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         data = {**data, "max_slowdown": float(data["max_slowdown"])}
     return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),
                      "weight_decay": float(data.get("weight_decay", 0.0)), "path": source})
+
+
+def _finite(value: int | float) -> bool:
+    """A number a float can hold: not inf or nan, nor an integer too large to convert (TOML allows 1e400 as 10**400)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 BUILTIN_RECIPES = Path(__file__).resolve().parent / "builtin_recipes"

@@ -307,8 +307,14 @@ def _text(value: Any, where: str) -> str:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail(where, f"must be a finite number, got {value!r}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
+        _fail(where, f"must be a finite number, got {str(value)[:40]}")
     return value
 
 

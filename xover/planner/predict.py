@@ -46,9 +46,14 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> li
 
 
 def _key(job: JobProfile, interference: float) -> tuple:
-    # rounded, so that copies of a job measured apart share one simulation
-    return (round(job.device_ms, 1), round(job.comm_ms, 1), round(job.link_busy_ms, 1),
-            round(job.checkpoint_ms, 2), job.max_slowdown, round(interference, 3))
+    # rounded, so that copies of a job measured apart share one simulation; to significant digits,
+    # not to 0.1 ms, which turned a job of sub-millisecond times into one of none
+    return (_rounded(job.device_ms), _rounded(job.comm_ms), _rounded(job.link_busy_ms),
+            _rounded(job.checkpoint_ms), job.max_slowdown, round(interference, 3))
+
+
+def _rounded(ms: float) -> float:
+    return float(f"{ms:.4g}")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -34,6 +34,25 @@ def lease_dir() -> str:
     return path
 
 
+def _open_lease(path: str) -> tuple[int, bool]:
+    """The lease file, and whether it can say who holds it. Created writable by everyone (the umask
+    would leave it to its creator alone); another user's older file is locked read-only (flock works
+    on any descriptor), so it leases all the same, only without naming its holder."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        try:
+            return os.open(path, os.O_RDONLY), False
+        except OSError as error:
+            raise XoverError(f"cannot open the device lease {path}: {error.strerror}; set XOVER_LEASE_DIR "
+                             "to a folder every user of the machine may write") from None
+    try:
+        os.fchmod(fd, 0o666)
+    except PermissionError:  # another user's file, opened writable all the same
+        pass
+    return fd, True
+
+
 class DeviceLeases:
     """The leases one xover process holds, by device."""
 
@@ -53,15 +72,16 @@ class DeviceLeases:
         for device in sorted(devices):
             if device in self.held:
                 continue
-            fd = os.open(self._path(device), os.O_RDWR | os.O_CREAT, 0o666)
+            fd, writable = _open_lease(self._path(device))
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 busy[device] = _holder_of(fd)
                 os.close(fd)
                 continue
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode())
+            if writable:
+                os.ftruncate(fd, 0)
+                os.write(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode())
             self.held[device] = fd
             taken.append(device)
         if busy:

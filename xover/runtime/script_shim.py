@@ -129,6 +129,8 @@ class ScriptCoordinator:
         self._take_turn()
 
     def finish(self) -> None:
+        if self.turn.holding:
+            synchronize_device(self.device)  # the last update's kernels run in this turn, not the partner's
         self.turn.release()
         self.turn.close()
         if self.attached and self.rank == 0:
