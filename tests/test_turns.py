@@ -330,3 +330,34 @@ def test_the_launcher_passes_the_servers_nice_value_to_every_host():
 
     assert server_arguments("/s", {0: [0, 1]}, "work-conserving", {}, nice=0)[-2:] == ["--nice", "0"]
     assert "--nice" not in server_arguments("/s", {0: [0, 1]}, "work-conserving", {})
+
+
+def test_a_gradient_checkpoint_runs_after_the_engine_has_seen_the_gradient():
+    # Horovod and DDP start a gradient's all-reduce from a hook of its accumulator node; a yield at
+    # the checkpoint before that hook held the all-reduce back for the partner's whole turn
+    import gc
+
+    import torch
+
+    from xover.runtime.turn_client import install_checkpoints
+
+    order = []
+
+    class Turn:
+        def checkpoint(self):
+            order.append("checkpoint")
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    engine_nodes = []
+    for parameter in model.parameters():  # as horovod.torch's DistributedOptimizer hooks them
+        node = parameter.expand_as(parameter).grad_fn.next_functions[0][0]
+        node.register_hook(lambda *_: order.append("engine"))
+        engine_nodes.append(node)
+    kept = install_checkpoints(model, Turn())
+    gc.collect()
+    for _ in range(2):  # and still in the next iteration
+        order.clear()
+        model(torch.randn(5, 3)).sum().backward()
+        gradients = [event for event in order[3:]]  # after the three modules' forward checkpoints
+        assert gradients == ["engine", "checkpoint"] * 4, order
+    assert kept

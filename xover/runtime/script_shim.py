@@ -31,7 +31,7 @@ import torch
 from .link_priority import LinkPriority
 from .metrics import emit
 from .thread_policy import CommThreads
-from .turn_client import token_from_env
+from .turn_client import after_gradient, token_from_env
 from .worker import exit_without_teardown, peak_memory_gb, place_on_device, synchronize_device
 
 
@@ -49,6 +49,7 @@ class ScriptCoordinator:
         self.phases = {"communication_s": 0.0, "wait_s": 0.0}
         self.turn_taken_at = 0.0
         self.watched: set[int] = set()
+        self.gradient_hooks: list = []  # the gradients' accumulator nodes: their checkpoint hooks live as long
         self.link = LinkPriority()
         self.comm_threads = CommThreads(crossover=self.turn.crossover, cpu=self.device.type == "cpu")
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
@@ -108,7 +109,7 @@ class ScriptCoordinator:
         for parameter in parameters:
             if parameter.requires_grad and id(parameter) not in self.watched:
                 self.watched.add(id(parameter))
-                parameter.register_post_accumulate_grad_hook(lambda _: self.turn.checkpoint())
+                self.gradient_hooks.append(after_gradient(parameter, self.turn.checkpoint))
         first = not self.attached
         self.wait_for_gradients = wait_for_gradients
         if first:

@@ -194,11 +194,23 @@ def device_of(local_rank: int) -> int:
 
 def install_checkpoints(model, turn) -> list:
     """A turn checkpoint before every module's forward and after every gradient: the layer
-    boundaries where a long compute phase can give the turn to a job waiting ahead of it."""
+    boundaries where a long compute phase can give the turn to a job waiting ahead of it.
+    Install after the engine has hooked the gradients (see `after_gradient`)."""
     if isinstance(turn, NoTurn):
         return []
     handles = [module.register_forward_pre_hook(lambda *_: turn.checkpoint()) for module in model.modules()]
     for parameter in model.parameters():
         if parameter.requires_grad:
-            handles.append(parameter.register_post_accumulate_grad_hook(lambda _: turn.checkpoint()))
+            handles.append(after_gradient(parameter, turn.checkpoint))
     return handles
+
+
+def after_gradient(parameter, callback: Callable[[], None]):
+    """Call `callback` once the parameter's gradient is accumulated and the hooks the engine put on it
+    have run: a hook of the gradient's accumulator node, registered after theirs. Horovod's and DDP's
+    hooks, which start the gradient's all-reduce, are such node hooks, and a tensor's own
+    post-accumulate hook runs before every one of them: a yield there held the all-reduce back for
+    the partner's whole turn. Returns what keeps the node (and so the hook) alive."""
+    accumulator = parameter.expand_as(parameter).grad_fn.next_functions[0][0]
+    accumulator.register_hook(lambda *_: callback())
+    return accumulator

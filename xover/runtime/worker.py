@@ -100,7 +100,7 @@ def train(spec: dict[str, Any]) -> None:
                                       world_size=engine.size, seed=recipe["seed"], options=recipe["dataset_options"])
     model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
     engine.prepare(model, build_optimizer(recipe, model.parameters()))
-    install_checkpoints(model, turn)
+    checkpoints = install_checkpoints(model, turn)  # noqa: F841 - kept: the gradient hooks live on these nodes
     link = LinkPriority()  # the job's band on the shared link, when the launcher gave it one
     link.apply()
     comm_threads = CommThreads(crossover=turn.crossover, cpu=device.type == "cpu")
