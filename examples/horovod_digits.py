@@ -17,6 +17,7 @@ parser.add_argument("--steps", type=int, default=100)
 parser.add_argument("--batch-size", type=int, default=32)
 parser.add_argument("--lr", type=float, default=0.05)
 parser.add_argument("--seed", type=int, default=42)
+parser.add_argument("--average-loss", action="store_true", help="print the loss averaged over the ranks")
 args = parser.parse_args()
 
 hvd.init()
@@ -41,8 +42,9 @@ for step in range(args.steps):
     loss = F.cross_entropy(model(images[rows]), labels[rows])
     loss.backward()
     optimizer.step()
+    shown = hvd.allreduce(loss.detach(), name="loss") if args.average_loss else loss  # every rank calls it
     if hvd.rank() == 0 and step % 10 == 0:
-        print(f"step {step} loss {loss.item():.8f}", flush=True)
+        print(f"step {step} loss {shown.item():.8f}", flush=True)
 
 if hvd.rank() == 0:
-    print(f"final loss {loss.item():.8f}", flush=True)
+    print(f"final loss {shown.item():.8f}", flush=True)

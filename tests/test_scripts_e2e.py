@@ -29,3 +29,23 @@ def test_two_copies_of_a_plain_horovod_script_in_crossover(isolated_results):
         alone = _printed_losses(jobs[(name, "sequential")]["log_dir"])
         assert len(alone) == 4  # steps 0, 10, 20 and the final loss
         assert _printed_losses(jobs[(name, "crossover")]["log_dir"]) == alone
+
+
+def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(isolated_results):
+    # hvd.allreduce after optimizer.step() is called while the job holds its turn: blocking in it there
+    # could deadlock two jobs each waiting for the other's turn on one device (broken only by the lease)
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/horovod_digits.py",
+                             "--script", "examples/horovod_digits.py", "--mode", "all", "--policy", "all", "--json",
+                             "--", "--steps", "40", "--average-loss"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    jobs = {(j["name"], j["mode"], j["policy"]): j for j in report["jobs"]}
+    for key, job in jobs.items():
+        assert job["status"] == "finished" and job["iterations"] == 40, key
+        if job["mode"] == "crossover":
+            assert job["turn_stats"]["revoked"] == 0, key  # no turn had to be taken back
+    for name in ("horovod_digits", "horovod_digits#2"):
+        alone = _printed_losses(jobs[(name, "sequential", None)]["log_dir"])
+        assert len(alone) == 5
+        for policy in ("work-conserving", "round-robin"):
+            assert _printed_losses(jobs[(name, "crossover", policy)]["log_dir"]) == alone

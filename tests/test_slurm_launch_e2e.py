@@ -73,6 +73,23 @@ def test_a_cancelled_slurm_job_is_recorded_as_cancelled(slurm_cluster, isolated_
     assert statuses == {"cancelled"}
 
 
+def test_timeout_cancels_the_slurm_jobs_and_records_them(slurm_cluster, isolated_results, tmp_path):  # noqa: F811
+    from xover.launch.slurm import job_state
+
+    plan = _plan(tmp_path, 5000)
+    started = time.time()
+    result = subprocess.run([*XOVER, "run", plan, "--launcher", "slurm", "--mode", "crossover", "--timeout", "25",
+                             "--json"], capture_output=True, text=True, timeout=400, env=os.environ)
+    assert result.returncode == 124, result.stderr[-3000:]  # --timeout ended it, as without Slurm
+    assert time.time() - started < 200
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        rows = db.execute("SELECT slurm_job_id, status FROM runs").fetchall()
+        assert db.execute("SELECT status FROM experiments").fetchall() == [("timeout",)]
+    assert rows and {status for _, status in rows} == {"timeout"}, rows
+    for job_id in {job_id for job_id, _ in rows}:
+        assert job_state(job_id).finished  # cancelled, not left running unwatched
+
+
 def test_inside_an_allocation_hosts_come_from_slurm(slurm_cluster, isolated_results):  # noqa: F811
     result = subprocess.run(["salloc", "-N1", "--ntasks-per-node=2", *XOVER, "train", "mlp-digits",
                              "--iterations", "3", "--json"], capture_output=True, text=True, timeout=300,

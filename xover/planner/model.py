@@ -242,7 +242,9 @@ def round_robin_gain(jobs: Sequence[JobProfile]) -> float:
 def fluid_speeds(jobs: Sequence[JobProfile]) -> list[float] | None:
     """The fluid bound: speeds x_i (relative to alone) maximising sum x_i subject to the devices
     (sum x_i device_share_i <= 1), the link (sum x_i link_share_i <= 1), x_i <= 1, and each job's
-    protection (x_i >= 1 / max_slowdown_i). No schedule does better. None when the protections
+    protection (x_i >= 1 / max_slowdown_i). No schedule does better with the job's speeds alone;
+    interference is left out, so a negative one (a job faster next to a partner than alone, as the
+    thread policy can make it) lets a prediction or a measurement pass it. None when the protections
     cannot all be met. Two jobs: the best vertex of a polygon; more: an LP (scipy's HiGHS)."""
     if not jobs:
         return []

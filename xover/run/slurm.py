@@ -43,12 +43,14 @@ def group_shape(group: GroupToRun) -> tuple[int, int]:
 
 def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
                   engine: str, iterations: int | None, seconds: float | None, db_url: str,
-                  partition: str | None, account: str | None, time_limit: str | None, console) -> dict[int, str]:
-    """Submit every group as one batch job; returns group index -> Slurm job id."""
+                  partition: str | None, account: str | None, time_limit: str | None, console,
+                  submitted: dict[int, str] | None = None) -> dict[int, str]:
+    """Submit every group as one batch job; returns group index -> Slurm job id (`submitted`, filled
+    as they go, so that a failure part way knows which to cancel)."""
     from ..devices import local_device_count
 
     kind = local_device_count()[0]
-    submitted: dict[int, str] = {}
+    submitted = {} if submitted is None else submitted
     for group in groups:
         nodes, per_node = group_shape(group)
         command = [sys.executable, "-m", "xover.run.slurm", "--db", db_url, "--experiment", run.id,
@@ -60,7 +62,10 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
         if seconds is not None:
             command += ["--seconds", str(seconds)]
         root = str(Path(__file__).resolve().parents[2])
+        # the run's XOVER_* settings, written out: a site may submit with --export=NONE
+        settings = {key: value for key, value in os.environ.items() if key.startswith("XOVER_") and key != "XOVER_DB"}
         script = slurm.batch_script(command, workdir=os.getcwd(), environment={
+            **settings,
             "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             "XOVER_RESULTS": str(run.results_dir.parent.parent.resolve())})
         job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
@@ -74,12 +79,15 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
     return submitted
 
 
-def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, poll_s: float = 1.0) -> dict[int, Any]:
-    """Wait until every Slurm job has ended (reporting state changes); Ctrl-C cancels the unfinished."""
-    from .supervise import Interrupted, uninterrupted
+def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, poll_s: float = 1.0,
+           timeout_s: float | None = None) -> dict[int, Any]:
+    """Wait until every Slurm job has ended (reporting state changes). Whatever ends the wait early
+    (Ctrl-C, SIGTERM, --timeout, an error from Slurm) cancels the unfinished jobs and records them."""
+    from .supervise import TimedOut
 
     states: dict[int, Any] = {}
     seen: dict[int, str] = {}
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while len(states) < len(submitted):
             for index, job_id in submitted.items():
@@ -94,23 +102,43 @@ def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, po
                 if state.finished:
                     states[index] = state
                     record_outcome(run, next(g for g in groups if g.index == index), state)
+            if deadline is not None and len(states) < len(submitted) and time.monotonic() > deadline:
+                raise TimedOut()
             time.sleep(poll_s)
-    except (Interrupted, KeyboardInterrupt):
-        with uninterrupted():
-            for index, job_id in submitted.items():
-                if index not in states:
-                    slurm.cancel(job_id)
-            for index, job_id in submitted.items():
-                if index not in states:
-                    state = slurm.wait_for(job_id, poll_s=0.5, timeout_s=120)
-                    record_outcome(run, next(g for g in groups if g.index == index), state)
+    except BaseException as stop:
+        cancel_unfinished(run, groups, submitted, states, console,
+                          status="timeout" if isinstance(stop, TimedOut) else None)
         raise
     return states
 
 
-def record_outcome(run, group: GroupToRun, state) -> None:
-    """What Slurm says of a group's job, where its own runs could not say it."""
-    status = SLURM_TO_STATUS.get(state.state, "failed")
+def cancel_unfinished(run, groups: list[GroupToRun], submitted: dict[int, str], ended: dict[int, Any], console,
+                      status: str | None = None) -> None:
+    """scancel every submitted job not known to have ended, wait until Slurm says each ended (two
+    minutes at most), and record them (as `status` where given). A failure to cancel one does not
+    stop the others from being cancelled."""
+    from .supervise import uninterrupted
+
+    with uninterrupted():
+        unfinished = {index: job_id for index, job_id in submitted.items() if index not in ended}
+        for index, job_id in unfinished.items():
+            try:
+                slurm.cancel(job_id)
+            except XoverError as error:
+                console.print(f"group {index}: could not cancel Slurm job {job_id}: {error}", highlight=False)
+        for index, job_id in unfinished.items():
+            try:
+                state = slurm.wait_for(job_id, poll_s=0.5, timeout_s=120, cancel_on_interrupt=False)
+            except XoverError as error:
+                console.print(f"group {index}: Slurm job {job_id}: {error}", highlight=False)
+                continue
+            record_outcome(run, next(g for g in groups if g.index == index), state, status)
+
+
+def record_outcome(run, group: GroupToRun, state, status: str | None = None) -> None:
+    """What Slurm says of a group's job, where its own runs could not say it (or `status`: why xover
+    cancelled it)."""
+    status = status or SLURM_TO_STATUS.get(state.state, "failed")
     with run.store.session() as session, session.begin():
         experiment = session.get(Experiment, run.id)
         runs = [r for r in experiment.runs if r.group_index == group.index and r.slurm_job_id == state.job_id]
@@ -150,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
     from ..console import errors, print_error
     from ..store.session import open_store
-    from .commands import comparison_units, results_root
+    from .commands import comparison_units, results_root, settings_from_env
     from .jobs import attach_traits, give_seconds, groups_from_plan
     from .record import Recorder
     from .schedule import RunContext, Scheduler
@@ -180,7 +208,9 @@ def main(argv: list[str] | None = None) -> None:
         recorder = Recorder(store, args.experiment, slurm_job_id=allocation.job_id)
         results_dir = results_root() / "runs" / args.experiment
         results_dir.mkdir(parents=True, exist_ok=True)
-        context = RunContext(recorder=recorder, experiment_id=args.experiment, results_dir=results_dir)
+        lease, server_nice, link_bands = settings_from_env()  # the submitter's XOVER_* (sbatch exports them)
+        context = RunContext(recorder=recorder, experiment_id=args.experiment, results_dir=results_dir, lease=lease,
+                             server_nice=server_nice, link_bands=link_bands)
         modes = args.mode or ["crossover"]
         policies = args.policy or ["work-conserving"]
         with interruptible():

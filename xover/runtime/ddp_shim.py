@@ -54,7 +54,6 @@ being reduced; a Work that the script waits for itself while holding the turn.
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
 import inspect
 import os
@@ -226,23 +225,9 @@ class DDPCrossover:
         self._adapt_collectives()
 
     # -- the turn ------------------------------------------------------------------------------
-    @contextlib.contextmanager
     def outside_turn(self):
-        """Run a collective without holding the turn, and take it back after (counted as yielded).
-        The server hears step-out then step-in, the same phase: a yield that re-queued at once could be
-        granted while the collective still waits for a peer rank, holding the device again."""
-        from .worker import synchronize_device
-
-        turn = self.coordinator.turn
-        if not turn.holding:
-            yield
-            return
-        synchronize_device(self.coordinator.device)
-        turn.step_out()
-        try:
-            yield
-        finally:
-            turn.step_in()
+        """Run a collective without holding the turn (`ScriptCoordinator.outside_turn`)."""
+        return self.coordinator.outside_turn()
 
     def settle(self) -> None:
         """Before anything reads the gradients: wait for the all-reduces, then make now the collectives

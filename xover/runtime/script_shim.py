@@ -12,6 +12,8 @@ for its all-reduces outside the turn:
     any forward:        take the turn if not held (the first iteration, an evaluation)
     every module/grad:  a checkpoint: yield to a job the policy ranks first, take the turn back
     end of backward():  (GPU: wait for the compute stream) -> release the turn
+    a blocking collective of the script's own (hvd.allreduce of a logged loss, dist.barrier(), ...):
+                        outside the turn, taken back after
 
 The end of backward is where `torch.autograd.backward` returns, so frozen or unused parameters
 change nothing. Metrics come from this timing (the script prints what it likes): one `iter` record
@@ -20,6 +22,8 @@ per backward.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import runpy
 import sys
@@ -67,6 +71,23 @@ class ScriptCoordinator:
         return self.wait_for_gradients is not None
 
     # -- the turn ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def outside_turn(self):
+        """Run a collective without holding the turn, and take it back after (counted as yielded). A
+        job must never hold a turn while blocked in a collective: its peer ranks may be waiting for
+        turns that other jobs hold in the same state, on other devices (a deadlock the work-conserving
+        policy can reach). The server hears step-out then step-in, the same phase: a yield that
+        re-queued at once could be granted while the collective still waits for a peer rank."""
+        if not self.turn.holding:
+            yield
+            return
+        synchronize_device(self.device)
+        self.turn.step_out()
+        try:
+            yield
+        finally:
+            self.turn.step_in()
+
     def _take_turn(self) -> None:
         if not self.turn.holding:
             self.phases["wait_s"] += self.turn.acquire()
@@ -170,7 +191,30 @@ def install_horovod() -> ScriptCoordinator:
         return distributed
 
     hvd.DistributedOptimizer = DistributedOptimizer
+    for name in HOROVOD_BLOCKING_COLLECTIVES:  # a script's own, e.g. an all-reduce of its logged loss
+        original = getattr(hvd, name, None)
+        if original is not None:
+            setattr(hvd, name, _outside_turn(coordinator, original))
     return coordinator
+
+
+# horovod.torch's calls that block until every rank has joined; the *_async ones return at once (and
+# `synchronize` on their handle blocks). DistributedOptimizer's own waits are not these: it imports them.
+HOROVOD_BLOCKING_COLLECTIVES = (
+    "allreduce", "allreduce_", "grouped_allreduce", "grouped_allreduce_", "allgather", "grouped_allgather",
+    "broadcast", "broadcast_", "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join",
+    "synchronize", "broadcast_object", "allgather_object", "broadcast_parameters", "broadcast_optimizer_state")
+
+
+def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Callable:
+    @functools.wraps(collective)
+    def call(*args, **kwargs):
+        if not coordinator.turn.holding:
+            return collective(*args, **kwargs)
+        with coordinator.outside_turn():
+            return collective(*args, **kwargs)
+
+    return call
 
 
 def main() -> None:
