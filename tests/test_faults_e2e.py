@@ -131,6 +131,19 @@ def test_a_process_a_job_leaves_behind_is_stopped_when_its_run_ends(isolated_res
     assert not tagged_processes(_experiment(db))
 
 
+def test_a_failure_is_summarised_from_the_rank_that_failed_first(tmp_path):
+    from xover.run.record import failure_summary
+
+    first, second = tmp_path / "ranks" / "rank.2", tmp_path / "ranks" / "rank.10"
+    for folder in (first, second):
+        folder.mkdir(parents=True)
+    (first / "stderr").write_text("Traceback (most recent call last):\nValueError: the cause\n")
+    (second / "stderr").write_text("Traceback (most recent call last):\nRuntimeError: Gloo connection closed\n")
+    os.utime(first / "stderr", (1_000_000, 1_000_000))  # written first; rank.10 sorts first by name
+    summary = failure_summary(tmp_path, ["launcher line"])
+    assert summary.startswith("rank 2:") and "the cause" in summary
+
+
 def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated_results):
     db = isolated_results / "xover.db"
     start = time.time()

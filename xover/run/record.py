@@ -182,9 +182,14 @@ class Recorder:
 
 
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
-    """The last lines of the rank that failed first: its own error, not the launcher's echo of it."""
-    for stderr in sorted((log_dir / "ranks").glob("**/stderr*")):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
+    """The last lines of the rank that failed first (the one whose error log was written first; the
+    others' errors usually follow from it): its own error, not the launcher's echo of it."""
+    failed = []
+    for stderr in (log_dir / "ranks").glob("**/stderr*"):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
         text = stderr.read_text(errors="replace").strip().splitlines()
         if any("Traceback" in line or "Error" in line for line in text):
-            return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
+            failed.append((stderr.stat().st_mtime, str(stderr), stderr, text))
+    if failed:
+        _, _, stderr, text = min(failed)
+        return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
     return "\n".join(launcher_tail[-lines:])
