@@ -361,3 +361,16 @@ def test_a_gradient_checkpoint_runs_after_the_engine_has_seen_the_gradient():
         gradients = [event for event in order[3:]]  # after the three modules' forward checkpoints
         assert gradients == ["engine", "checkpoint"] * 4, order
     assert kept
+
+
+def test_a_turn_server_that_dies_leaves_its_error_in_the_events():
+    # the jobs go on without turns; what the server said before dying is kept for the store
+    from xover.turns.service import TurnServerProcess
+
+    program = ("import sys, time\nprint('ready', flush=True)\n"
+               "sys.stderr.write('x' * 200000 + '\\nTraceback: the cause\\n'); sys.stderr.flush(); sys.exit(3)")
+    server = TurnServerProcess("localhost", "/nonexistent/turns.sock", [sys.executable, "-c", program])
+    server.process.wait(timeout=30)  # a full stderr pipe would have kept it from exiting
+    server.stop()
+    [event] = [e for e in server.events if e["kind"] == "server-died"]
+    assert event["exit_code"] == 3 and "the cause" in event["stderr"]

@@ -10,6 +10,7 @@ its ranks in step. Workers find their host's server through XOVER_TURN_SOCKET, a
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shlex
@@ -87,6 +88,14 @@ class TurnServerProcess:
                              "run `xover doctor`")
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        # read, so that a chatty server never blocks on a full pipe, and kept, for a server that dies
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
+        self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self.stderr_reader.start()
+
+    def _read_stderr(self) -> None:
+        for raw in self.process.stderr:
+            self.stderr_tail.append(raw.decode(errors="replace").rstrip())
 
     def _read(self) -> None:
         for raw in self.process.stdout:
@@ -108,7 +117,8 @@ class TurnServerProcess:
             pass  # the server is gone: nobody is waiting on it
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if self.process.poll() is None:
+        died = self.process.poll() is not None  # before it was asked to stop: the jobs went on without turns
+        if not died:
             self.send("Q")
             try:
                 self.process.wait(timeout=timeout_s)
@@ -116,6 +126,10 @@ class TurnServerProcess:
                 self.process.kill()
                 self.process.wait()
         self.reader.join(timeout=timeout_s)
+        self.stderr_reader.join(timeout=timeout_s)
+        if died:
+            self.events.append({"kind": "server-died", "host": self.host, "exit_code": self.process.returncode,
+                                "stderr": "\n".join(self.stderr_tail)})
         try:
             self.process.stdin.close()
         except OSError:
