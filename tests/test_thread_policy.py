@@ -12,7 +12,12 @@ from xover.runtime.thread_policy import POLICY_ENV, CommThreads, policy_from_env
 
 @pytest.fixture
 def engine_thread():
-    """A thread standing for the engine's communication loop, and its native id once it runs."""
+    """A thread standing for the engine's communication loop, and its native id once it runs; torch
+    computes on one thread per rank, as xover's ranks do by default."""
+    import torch
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
     started, stop = threading.Event(), threading.Event()
     thread = threading.Thread(target=lambda: (started.set(), stop.wait()), daemon=True)
     thread.start()
@@ -20,6 +25,7 @@ def engine_thread():
     yield thread.native_id
     stop.set()
     thread.join()
+    torch.set_num_threads(threads_before)
 
 
 def test_under_crossover_other_threads_run_as_batch_and_main_keeps_the_default(engine_thread, monkeypatch):
@@ -66,3 +72,14 @@ def test_a_misspelt_policy_is_refused(monkeypatch):
     monkeypatch.setenv(POLICY_ENV, "idle")
     with pytest.raises(XoverError, match=f"{POLICY_ENV}='idle'.*batch, normal, always"):
         policy_from_env()
+
+
+def test_not_applied_when_torch_computes_on_several_threads(engine_thread, monkeypatch):
+    import torch
+
+    monkeypatch.delenv(POLICY_ENV, raising=False)
+    torch.set_num_threads(2)  # its compute threads would be demoted with the engine's
+    threads = CommThreads(crossover=True, cpu=True)
+    threads.apply()
+    assert threads.start_fields() == {"comm_threads": "normal"}
+    assert os.sched_getscheduler(engine_thread) == os.SCHED_OTHER

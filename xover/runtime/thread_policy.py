@@ -23,6 +23,8 @@ resnet-digits 1.11-1.12x, transformer-chars 0.95-0.98x (its compute faster, its 
 vgg-synthetic and mlp-synthetic unchanged. So part of what crossover gains over the baselines on some
 pairs is this policy rather than the turns; `bench/thread_policy.py` measures how much (README).
 
+Not applied where torch computes on several threads per rank (`XOVER_THREADS_PER_RANK` > 1, or a
+script's own set_num_threads): its compute threads could not be told from the engine's.
 `XOVER_COMM_THREADS=normal` leaves every thread at the default policy; `always` applies SCHED_BATCH in
 every mode (alone and co-located without turns too), for such comparisons. No privilege is needed:
 SCHED_BATCH and SCHED_OTHER are ordinary time-sharing policies.
@@ -62,6 +64,12 @@ def batch_other_threads() -> int:
     return sum(_set_policy(tid, os.SCHED_BATCH) for tid in tids if tid != main)
 
 
+def _intra_op_threads() -> int:
+    import torch  # loaded already in every rank
+
+    return torch.get_num_threads()
+
+
 class CommThreads:
     """The policy of a rank's threads: SCHED_BATCH on a CPU device under crossover (in every mode
     with `always`)."""
@@ -74,6 +82,11 @@ class CommThreads:
 
     def apply(self, iteration: int | None = None) -> None:
         if not self.active or (iteration is not None and iteration >= APPLY_AFTER_ITERATIONS):
+            return
+        if _intra_op_threads() > 1:
+            # torch's own compute threads (XOVER_THREADS_PER_RANK, or a script's set_num_threads) are
+            # not told apart from the engine's here: demoting them would slow the job's own compute
+            self.active = False
             return
         self.threads = max(self.threads, batch_other_threads())
 
