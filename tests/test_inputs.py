@@ -145,6 +145,8 @@ PLAN_BREAKS = [
     ("one machine twice", lambda p: p.update(hosts=[["localhost", 2], ["127.0.0.1", 2]]), "hosts"),
     ("device digit", lambda p: p["groups"][0].update(devices=["localhost:\u0660", "localhost:1"]), "devices"),
     ("number too large for a float", lambda p: next(iter(p["jobs"].values())).update(compute_ms=10**400), "compute_ms"),
+    ("engine", lambda p: p.update(engine="mpi"), "engine"),
+    ("link", lambda p: p.update(link=5), "link"),
 ]
 
 
@@ -407,3 +409,20 @@ def test_doctor_does_not_show_the_store_password(monkeypatch, tmp_path):
     monkeypatch.setattr(session, "open_store", lambda db: store)
     check = _database("postgresql+psycopg://user:secret@db.example/xover")
     assert check.ok and "secret" not in check.detail and "db.example" in check.detail, check
+
+
+def test_plan_refuses_devices_and_hosts_together(clean, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,1,10,10,1\n")
+    result = runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "4", "-H", "h1:2"])
+    _one_clear_line(result, "--devices", "-H")
+    _nothing_written(clean)
+
+
+def test_a_plan_without_out_goes_to_the_results_folder(clean, tmp_path, monkeypatch):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,1,10,10,1\n")
+    monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "elsewhere"))
+    result = runner.invoke(app, ["--db", str(tmp_path / "p.db"), "plan", "--profiles", str(trace), "--devices", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "elsewhere" / "plan.json").exists()

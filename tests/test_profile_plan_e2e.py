@@ -43,9 +43,19 @@ def test_profile_plan_run(isolated_results, tmp_path):
     for group in plan["groups"]:
         assert {"jobs", "devices", "predicted_gain"} <= set(group)
     assert json.loads(plan_path.read_text())["format"] == "xover-plan/1"
+    # what its profiles were taken under, which a run of it follows unless told otherwise
+    assert {k: json.loads(plan_path.read_text())[k] for k in ("link", "engine")} == {"link": "host", "engine": "horovod"}
     # the profiles were taken under horovod: a plan for torch needs torch's own
     other = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--engine", "torch")
     assert other.returncode == 2 and "no torch profile" in other.stderr and "--engine torch" in other.stderr, other.stderr
+
+    elsewhere = json.loads(plan_path.read_text()) | {"link": "200mbit", "engine": "torch"}
+    elsewhere_path = tmp_path / "plan-elsewhere.json"
+    elsewhere_path.write_text(json.dumps(elsewhere))
+    followed = _xover("run", str(elsewhere_path), "--mode", "sequential", "--iterations", "2", "--json")
+    assert followed.returncode == 0, followed.stderr[-3000:]
+    assert json.loads(followed.stdout)["link"] == "200mbit" and "link 200mbit, as the plan's" in followed.stderr
+    assert {j["engine"] for j in json.loads(followed.stdout)["jobs"]} == {"torch"}
 
     ran = _xover("run", str(plan_path), "--mode", "crossover", "--iterations", "8", "--json")
     assert ran.returncode == 0, ran.stderr[-3000:]

@@ -175,7 +175,8 @@ def run(
                        "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
+    engine: Annotated[Optional[str], typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, "
+                      "torch.distributed). Default: a plan's own (its profiles'), else horovod.")] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first; the job that needs "
                                         "the link least goes first on it), round-robin (strict alternation, the "
@@ -196,7 +197,7 @@ def run(
     sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
     from .run import groups_from_plan, groups_from_recipes, groups_from_scripts, modes_of, run_groups
-    from .run.jobs import unique_names
+    from .run.jobs import plan_link, unique_names
 
     with user_errors():
         modes = modes_of(mode)
@@ -205,6 +206,8 @@ def run(
         targets = targets or []
         if hosts and not (group or scripts):
             raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
+        if group or scripts:
+            engine = engine or "horovod"
         if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
             recipe_targets, script_args = split_recipes_from_script_args(targets)
             [recipes_group] = groups_from_recipes(recipe_targets, iterations, engine, np, hosts_or_allocation(hosts))
@@ -223,6 +226,10 @@ def run(
                 raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
                                  "devices, or run the recipes with --group")
             groups, plan_body = groups_from_plan(targets[0], iterations, engine)
+            engine = groups[0].jobs[0].engine if groups and groups[0].jobs else engine or "horovod"
+            if bandwidth is None and (bandwidth := plan_link(plan_body, groups, bandwidth, launcher)) is not None:
+                errors.print(f"link {bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped "
+                             "network)", highlight=False)
         from .turns import DEFAULT_POLICY, POLICIES
 
         if policy is None and plan_body is not None and plan_body.get("policy") is not None:
@@ -337,8 +344,8 @@ def plan(
     policy: Annotated[str, typer.Option("--policy", help="Turn policy the plan predicts for: work-conserving "
                                         "or round-robin.")] = "work-conserving",
     engine: Annotated[str, typer.Option("--engine", help="Plan from the profiles taken under this engine: "
-                                        "horovod or torch (run the plan with the same --engine).")] = "horovod",
-    out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default results/plan.json).")] = None,
+                                        "horovod or torch (the plan records it, and `xover run` of it uses it).")] = "horovod",
+    out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default plan.json in the results folder: results/, or $XOVER_RESULTS).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Group complementary jobs (compute-heavy with communication-heavy) with a throughput model,

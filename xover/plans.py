@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from .recipes import load_recipe
 from .store.session import open_store
 from .turns.policies import DEFAULT_POLICY
 
-DEFAULT_PLAN = "results/plan.json"
+DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
 
 
@@ -158,13 +159,15 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if trace_csv and bandwidth:
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles trace carries its own times")
     if out is not None and not out.strip():
-        raise XoverError("--out: give a file name for the plan (default results/plan.json)")
+        raise XoverError("--out: give a file name for the plan (default plan.json in the results folder)")
     if devices is not None and not 1 <= devices <= MAX_DEVICES:
         raise XoverError(f"--devices {devices}: give a whole number from 1 to {MAX_DEVICES}")
     if max_group < 1:
         raise XoverError(f"--max-group {max_group}: give a whole number >= 1 (1 plans every job alone)")
     if device_memory_gb is not None and not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
         raise XoverError(f"--device-memory {device_memory_gb}: give the GB per device, a number > 0")
+    if hosts and devices:
+        raise XoverError("--devices and -H: give one (--devices N plans on this machine, -H on the hosts named)")
     if hosts:
         host_list = parse_hosts(hosts)
     elif devices:
@@ -182,8 +185,10 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
                      policy=policy)
     body = plan_to_dict(plan, recipes)
+    if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
+        body.update(link=bandwidth, engine=engine)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
-    path = Path(out or DEFAULT_PLAN)
+    path = Path(out) if out else Path(os.environ.get("XOVER_RESULTS", "results")) / DEFAULT_PLAN_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")

@@ -26,7 +26,9 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
      "unplaced": [{"name": "huge", "reason": "needs 8 devices, 2 exist"}],
      "predicted_aggregate_gain": 1.3,
      "predicted_makespan_ms": 50000.0,
-     "sequential_makespan_ms": 70000.0}
+     "sequential_makespan_ms": 70000.0,
+     "link": "1gbit",                         # made from recipes: the link and engine of their
+     "engine": "horovod"}                     # profiles, which `xover run PLAN` runs under by default
 
 ``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
 job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
@@ -34,7 +36,8 @@ job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``
 ``interference_link_share`` (none: the interference is the same next to any partner) may be left
 out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
 ``predicted_iteration_ms``, ``predicted_start_ms`` and ``fluid_bound`` may be left out (plans from
-before they existed); ``policy`` defaults to work-conserving.
+before they existed); ``policy`` defaults to work-conserving; ``link`` and ``engine`` are
+absent from plans made from a trace.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
 jobs, devices exist on the listed hosts, no device is used twice in one wave) and
@@ -51,6 +54,8 @@ from ..errors import XoverError
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 from .plan import GroupPlan, Plan
+
+ENGINES = ("horovod", "torch")  # as xover.runtime.engines names them (the planner imports no torch)
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (launch/hosts.py)
 
@@ -123,6 +128,10 @@ def plan_from_dict(document: Any) -> Plan:
     hosts = _hosts(_field(top, "hosts", ""))
     jobs, recipes = _jobs(_field(top, "jobs", ""))
     groups = _groups(_field(top, "groups", ""), jobs, dict(hosts))
+    if "link" in top:
+        _text(top["link"], "link")
+    if "engine" in top and top["engine"] not in ENGINES:
+        _fail("engine", f"unknown engine {top['engine']!r}; choose {', '.join(ENGINES)}")
     return Plan(
         algo=_text(_field(top, "algo", ""), "algo"),
         hosts=hosts,

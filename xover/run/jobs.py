@@ -66,6 +66,18 @@ class GroupToRun:
         return set().union(*(job.device_set for job in self.jobs))
 
 
+def plan_link(body: dict[str, Any], groups: list[GroupToRun], bandwidth: str | None, launcher: str) -> str | None:
+    """--bandwidth of a plan's run: as given; else the link the plan's profiles were taken at, when
+    every job runs on this machine (its shaped loopback), so that the run measures what the plan
+    predicted. Jobs on other hosts use their network as it is; Slurm jobs too."""
+    link = body.get("link")
+    if bandwidth is not None or launcher != "local" or not link or link == "host":
+        return bandwidth
+    if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
+        return bandwidth
+    return link
+
+
 def check_engine(engine: str) -> None:
     if engine not in ENGINES:
         raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
@@ -111,11 +123,14 @@ def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine:
     return [GroupToRun(0, unique_names([job_for(r, hosts, engine=engine) for r in recipes]))]
 
 
-def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horovod") -> tuple[list[GroupToRun], dict[str, Any]]:
-    """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts."""
+def groups_from_plan(plan_path: str, iterations: int | None,
+                     engine: str | None = None) -> tuple[list[GroupToRun], dict[str, Any]]:
+    """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts.
+    `engine` None: the plan's own (the engine of its profiles), else horovod."""
     from ..planner import plan_from_dict
 
-    check_engine(engine)
+    if engine is not None:
+        check_engine(engine)
     if iterations is not None and iterations < 1:
         raise XoverError(f"--iterations {iterations}: give a whole number >= 1")
     try:
@@ -130,6 +145,7 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str = "horo
         plan_from_dict(body)  # validates the format, naming the field that is wrong
     except XoverError as error:
         raise XoverError(f"{plan_path}: {error}") from None
+    engine = engine or body.get("engine") or "horovod"
     spellings = [name for name, _ in body["hosts"]]
     if len({canonical_host(name) for name in spellings}) < len(spellings):
         raise XoverError(f"{plan_path}: plan field 'hosts': {', '.join(spellings)} name this machine more than "
