@@ -426,3 +426,13 @@ def test_a_plan_without_out_goes_to_the_results_folder(clean, tmp_path, monkeypa
     result = runner.invoke(app, ["--db", str(tmp_path / "p.db"), "plan", "--profiles", str(trace), "--devices", "1"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "elsewhere" / "plan.json").exists()
+
+
+def test_an_integer_too_long_to_read_is_one_clear_line(clean, tmp_path):
+    recipe = tmp_path / "long.toml"
+    recipe.write_text(_toml(VALID_RECIPE).replace("seed = ", "seed = " + "1" * 5000 + " #", 1))
+    _one_clear_line(runner.invoke(app, ["profile", str(recipe)]), str(recipe), "cannot be read")
+    plan = tmp_path / "long.json"
+    plan.write_text('{"format": "xover-plan/1", "n": ' + "1" * 5000 + "}")
+    _one_clear_line(runner.invoke(app, ["run", str(plan)]), str(plan), "cannot be read")
+    _nothing_written(clean)

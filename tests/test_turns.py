@@ -354,12 +354,19 @@ def test_a_gradient_checkpoint_runs_after_the_engine_has_seen_the_gradient():
         node.register_hook(lambda *_: order.append("engine"))
         engine_nodes.append(node)
     kept = install_checkpoints(model, Turn())
-    gc.collect()
-    for _ in range(2):  # and still in the next iteration
+    model(torch.randn(5, 3)).sum().backward()
+    assert order[3:] == ["engine", "checkpoint"] * 4, order  # after the three modules' forward checkpoints
+    del kept, engine_nodes
+
+    # an engine that holds no node (xover's own, with tensor hooks): the checkpoints live on what
+    # install_checkpoints returned, iteration after iteration
+    bare = torch.nn.Linear(3, 2)
+    kept = install_checkpoints(bare, Turn())
+    for _ in range(2):
+        gc.collect()
         order.clear()
-        model(torch.randn(5, 3)).sum().backward()
-        gradients = [event for event in order[3:]]  # after the three modules' forward checkpoints
-        assert gradients == ["engine", "checkpoint"] * 4, order
+        bare(torch.randn(5, 3)).sum().backward()
+        assert order == ["checkpoint"] * 3, order  # its forward, then its two gradients
     assert kept
 
 
@@ -373,4 +380,4 @@ def test_a_turn_server_that_dies_leaves_its_error_in_the_events():
     server.process.wait(timeout=30)  # a full stderr pipe would have kept it from exiting
     server.stop()
     [event] = [e for e in server.events if e["kind"] == "server-died"]
-    assert event["exit_code"] == 3 and "the cause" in event["stderr"]
+    assert event["exit_code"] == 3 and "the cause" in event["stderr"] and len(event["stderr"]) < 3000

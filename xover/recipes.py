@@ -184,6 +184,8 @@ def load_recipe(path: str | Path) -> Recipe:
         raise RecipeError(f"{file}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
         raise RecipeError(f"{file}: not a text file") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
+        raise RecipeError(f"{file}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:
         raise RecipeError(f"{file}: cannot read the recipe: {error.strerror}") from None
     return parse_recipe(data, str(file))

@@ -303,13 +303,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         if not plan_path or bandwidth:
             raise XoverError("--launcher slurm runs a plan file (each group one Slurm job), without --bandwidth")
         with experiment(store, kind, command, bandwidth, False, plan_id, timeout_s, link=link) as run:
-            try:
-                on_slurm.submit_groups(run, groups, plan_path, modes, policies, engine, iterations, seconds,
-                                       store.url, console=errors, submitted=slurm_jobs, **(slurm_options or {}))
-            except BaseException:  # a later group refused, or Ctrl-C: the groups submitted do not run unwatched
-                on_slurm.cancel_unfinished(run, groups, slurm_jobs, {}, console=errors)
-                raise
-            on_slurm.follow(run, groups, slurm_jobs, console=errors, timeout_s=timeout_s)
+            on_slurm.submit_and_follow(run, groups, plan_path, modes, policies, engine, iterations, seconds,
+                                       store.url, slurm_jobs, errors, timeout_s, **(slurm_options or {}))
     else:
         with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s, link=link) as run:
             lease_devices(run, [job for group in groups for job in group.jobs], wait)

@@ -139,6 +139,8 @@ def groups_from_plan(plan_path: str, iterations: int | None,
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
+        raise XoverError(f"{plan_path}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:
         raise XoverError(f"{plan_path}: cannot read the plan: {error.strerror}") from None
     try:

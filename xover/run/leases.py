@@ -35,22 +35,31 @@ def lease_dir() -> str:
 
 
 def _open_lease(path: str) -> tuple[int, bool]:
-    """The lease file, and whether it can say who holds it. Created writable by everyone (the umask
-    would leave it to its creator alone); another user's older file is locked read-only (flock works
-    on any descriptor), so it leases all the same, only without naming its holder."""
+    """The lease file, and whether it can say who holds it. Opened as it is when it exists (an
+    O_CREAT open of another user's file in a sticky folder is refused where fs.protected_regular is
+    on), created writable by everyone otherwise (the umask would leave it to its creator alone). An
+    older file only its creator may write is locked read-only (flock works on any descriptor): it
+    leases all the same, but still names the last holder that could write it."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:
-        try:
-            return os.open(path, os.O_RDONLY), False
-        except OSError as error:
-            raise XoverError(f"cannot open the device lease {path}: {error.strerror}; set XOVER_LEASE_DIR "
-                             "to a folder every user of the machine may write") from None
-    try:
-        os.fchmod(fd, 0o666)
-    except PermissionError:  # another user's file, opened writable all the same
+        return os.open(path, os.O_RDWR), True
+    except FileNotFoundError:
         pass
+    except PermissionError:
+        return _open_read_only(path), False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:  # another xover created it just now
+        return _open_lease(path)
+    os.fchmod(fd, 0o666)
     return fd, True
+
+
+def _open_read_only(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError as error:
+        raise XoverError(f"cannot open the device lease {path}: {error.strerror}; set XOVER_LEASE_DIR "
+                         "to a folder every user of the machine may write") from None
 
 
 class DeviceLeases:

@@ -182,14 +182,17 @@ class Recorder:
 
 
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
-    """The last lines of the rank that failed first (the one whose error log was written first; the
-    others' errors usually follow from it): its own error, not the launcher's echo of it."""
+    """The last lines of the rank that failed first (of the logs with a traceback, the one last
+    written earliest; the others' errors usually follow from it): its own error, not the launcher's
+    echo of it."""
     failed = []
     for stderr in (log_dir / "ranks").glob("**/stderr*"):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
         text = stderr.read_text(errors="replace").strip().splitlines()
         if any("Traceback" in line or "Error" in line for line in text):
-            failed.append((stderr.stat().st_mtime, str(stderr), stderr, text))
+            # a traceback before a mere error line; then the log last written earliest
+            traceback = any("Traceback" in line for line in text)
+            failed.append((not traceback, stderr.stat().st_mtime, str(stderr), stderr, text))
     if failed:
-        _, _, stderr, text = min(failed)
+        *_, stderr, text = min(failed)
         return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
     return "\n".join(launcher_tail[-lines:])

@@ -48,6 +48,7 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
     """Submit every group as one batch job; returns group index -> Slurm job id (`submitted`, filled
     as they go, so that a failure part way knows which to cancel)."""
     from ..devices import local_device_count
+    from .supervise import uninterrupted
 
     kind = local_device_count()[0]
     submitted = {} if submitted is None else submitted
@@ -68,47 +69,62 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
             **settings,
             "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             "XOVER_RESULTS": str(run.results_dir.parent.parent.resolve())})
-        job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
-                              gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
-                              account=account, time_limit=time_limit, job_name=f"xover-{run.id}-g{group.index}",
-                              output=run.results_dir / f"slurm-group{group.index}-%j.out")
-        submitted[group.index] = job_id
-        run.context.reaper.add_slurm_job(job_id)
+        with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
+            job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
+                                  gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
+                                  account=account, time_limit=time_limit, job_name=f"xover-{run.id}-g{group.index}",
+                                  output=run.results_dir / f"slurm-group{group.index}-%j.out")
+            submitted[group.index] = job_id
+            run.context.reaper.add_slurm_job(job_id)
         console.print(f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} "
                       f"devices)", highlight=False)
     return submitted
 
 
-def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, poll_s: float = 1.0,
-           timeout_s: float | None = None) -> dict[int, Any]:
-    """Wait until every Slurm job has ended (reporting state changes). Whatever ends the wait early
-    (Ctrl-C, SIGTERM, --timeout, an error from Slurm) cancels the unfinished jobs and records them."""
+def submit_and_follow(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
+                      engine: str, iterations: int | None, seconds: float | None, db_url: str,
+                      submitted: dict[int, str], console, timeout_s: float | None = None,
+                      **slurm_options) -> dict[int, Any]:
+    """`xover run PLAN --launcher slurm`: submit every group, then follow them to their ends. Whatever
+    ends it early (Ctrl-C, SIGTERM, --timeout, a group `sbatch` refused, an error from Slurm) cancels
+    the jobs submitted and not ended, and records them; `submitted` says which were."""
     from .supervise import TimedOut
 
-    states: dict[int, Any] = {}
-    seen: dict[int, str] = {}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    ended: dict[int, Any] = {}
     try:
-        while len(states) < len(submitted):
-            for index, job_id in submitted.items():
-                if index in states:
-                    continue
-                state = slurm.job_state(job_id)
-                if seen.get(index) != state.state:
-                    seen[index] = state.state
-                    console.print(f"group {index}: Slurm job {job_id} {state.state}"
-                                  + (f" ({state.reason})" if state.reason and state.reason != "None" else ""),
-                                  highlight=False)
-                if state.finished:
-                    states[index] = state
-                    record_outcome(run, next(g for g in groups if g.index == index), state)
-            if deadline is not None and len(states) < len(submitted) and time.monotonic() > deadline:
-                raise TimedOut()
-            time.sleep(poll_s)
+        submit_groups(run, groups, plan_path, modes, policies, engine, iterations, seconds, db_url, console=console,
+                      submitted=submitted, **slurm_options)
+        return follow(run, groups, submitted, console, ended, deadline=deadline)
     except BaseException as stop:
-        cancel_unfinished(run, groups, submitted, states, console,
+        cancel_unfinished(run, groups, submitted, ended, console,
                           status="timeout" if isinstance(stop, TimedOut) else None)
         raise
+
+
+def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, states: dict[int, Any],
+           poll_s: float = 1.0, deadline: float | None = None) -> dict[int, Any]:
+    """Wait until every Slurm job has ended (reporting state changes, recording each end into
+    `states`); TimedOut past `deadline` (time.monotonic())."""
+    from .supervise import TimedOut
+
+    seen: dict[int, str] = {}
+    while len(states) < len(submitted):
+        for index, job_id in submitted.items():
+            if index in states:
+                continue
+            state = slurm.job_state(job_id)
+            if seen.get(index) != state.state:
+                seen[index] = state.state
+                console.print(f"group {index}: Slurm job {job_id} {state.state}"
+                              + (f" ({state.reason})" if state.reason and state.reason != "None" else ""),
+                              highlight=False)
+            if state.finished:
+                states[index] = state
+                record_outcome(run, next(g for g in groups if g.index == index), state)
+        if deadline is not None and len(states) < len(submitted) and time.monotonic() > deadline:
+            raise TimedOut()
+        time.sleep(poll_s)
     return states
 
 

@@ -174,55 +174,78 @@ class _Signals:
     raised = False  # its one Interrupted has been raised
     deferring = 0  # depth of uninterrupted() blocks
     pending: list[int] = []  # signals that arrived while deferring
+    outer: dict = {}  # the handlers ours replaced, for the instants it is installed but not yet in force
 
     @classmethod
     def handle(cls, signum, frame) -> None:
         if cls.deferring:
             cls.pending.append(signum)
-        elif cls.active and not cls.raised:
-            cls.raised = True
-            raise Interrupted()
+        elif cls.active:
+            if not cls.raised:  # later ones wait for the clean-up
+                cls.raised = True
+                raise Interrupted()
+        else:  # being installed or removed: as the handler before ours would
+            previous = cls.outer.get(signum, signal.SIG_DFL)
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_DFL:
+                signal.signal(signum, signal.SIG_DFL)
+                signal.raise_signal(signum)
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _install() -> dict:
+    previous = {sig: signal.signal(sig, _Signals.handle) for sig in _SIGNALS}
+    if any(handler is not _Signals.handle for handler in previous.values()):
+        _Signals.outer = previous
+    return previous
+
+
 @contextlib.contextmanager
 def interruptible():
     """SIGINT/SIGTERM raise Interrupted once in the main thread; later ones wait for the clean-up."""
-    previous = {sig: signal.signal(sig, _Signals.handle) for sig in _SIGNALS}
+    saved = (_Signals.active, _Signals.raised, _Signals.pending, _Signals.outer)
+    previous = _install()
     _Signals.active, _Signals.raised, _Signals.pending = True, False, []
     try:
         yield
     finally:
-        _Signals.active = False
+        _Signals.active, _Signals.raised, _Signals.pending = saved[:3]
         for sig, old in previous.items():
             signal.signal(sig, old)
+        _Signals.outer = saved[3]
 
 
 @contextlib.contextmanager
 def uninterrupted():
     """Clean-up that Ctrl-C or SIGTERM must not cut short: a signal that comes during it takes
     effect after it (Interrupted inside interruptible() unless one was raised already; outside,
-    the signal's previous handler)."""
+    the signal's previous handler), or not at all if the clean-up itself fails."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = None if _Signals.active else {sig: signal.signal(sig, _Signals.handle) for sig in _SIGNALS}
+    saved_outer = _Signals.outer
+    installed = _install() if not _Signals.active and not _Signals.deferring else None
     _Signals.deferring += 1
+    signum = None
     try:
         yield
     finally:
         _Signals.deferring -= 1
-        if previous is not None:
-            for sig, old in previous.items():
+        if not _Signals.deferring:
+            signum = _Signals.pending[0] if _Signals.pending else None
+            _Signals.pending = []
+        if installed is not None:
+            for sig, old in installed.items():
                 signal.signal(sig, old)
-    if _Signals.deferring or not _Signals.pending:
+            _Signals.outer = saved_outer
+    if signum is None:
         return
-    signum, _Signals.pending = _Signals.pending[0], []
-    if previous is not None:
+    if installed is not None:
         signal.raise_signal(signum)  # as if it came now, to whoever handled it before
-    elif not _Signals.raised:
+    elif _Signals.active and not _Signals.raised:
         _Signals.raised = True
         raise Interrupted()
 

@@ -95,7 +95,7 @@ class TurnServerProcess:
 
     def _read_stderr(self) -> None:
         for raw in self.process.stderr:
-            self.stderr_tail.append(raw.decode(errors="replace").rstrip())
+            self.stderr_tail.append(raw[-2000:].decode(errors="replace").rstrip())  # a line, not megabytes
 
     def _read(self) -> None:
         for raw in self.process.stdout:
