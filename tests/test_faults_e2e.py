@@ -110,6 +110,23 @@ try:
         print("not reached", flush=True)
 except Interrupted:
     print("interrupted after it", flush=True)
+try:  # a nested run leaves the outer one as it was: still interruptible
+    with interruptible():
+        with interruptible():
+            pass
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+        print("not reached", flush=True)
+except Interrupted:
+    print("outer run interrupted", flush=True)
+try:  # a signal during a clean-up that fails is not delivered later, to an unrelated block
+    with uninterrupted():
+        os.kill(os.getpid(), signal.SIGINT)
+        raise RuntimeError("clean-up failed")
+except RuntimeError:
+    print("failed clean-up", flush=True)
+with uninterrupted():
+    print("quiet block", flush=True)
 with uninterrupted():  # outside a run: the signal goes to its previous handler after the block
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(0.5)
@@ -117,7 +134,8 @@ with uninterrupted():  # outside a run: the signal goes to its previous handler 
 """
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
                             cwd=Path(__file__).resolve().parents[1])
-    assert result.stdout.splitlines() == ["clean-up done", "interrupted after it", "second clean-up done"]
+    assert result.stdout.splitlines() == ["clean-up done", "interrupted after it", "outer run interrupted",
+                                          "failed clean-up", "quiet block", "second clean-up done"], result.stderr
     assert "KeyboardInterrupt" in result.stderr and result.returncode != 0
 
 
