@@ -110,25 +110,27 @@ try:
         print("not reached", flush=True)
 except Interrupted:
     print("interrupted after it", flush=True)
+main = threading.main_thread().ident  # below, signals go to the main thread: handled in its sleep
 try:  # a nested run leaves the outer one as it was: still interruptible
     with interruptible():
         with interruptible():
             pass
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_kill(main, signal.SIGINT)
         time.sleep(0.5)
         print("not reached", flush=True)
 except Interrupted:
     print("outer run interrupted", flush=True)
 try:  # a signal during a clean-up that fails is not delivered later, to an unrelated block
     with uninterrupted():
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.5)
         raise RuntimeError("clean-up failed")
 except RuntimeError:
     print("failed clean-up", flush=True)
 with uninterrupted():
     print("quiet block", flush=True)
 with uninterrupted():  # outside a run: the signal goes to its previous handler after the block
-    os.kill(os.getpid(), signal.SIGINT)
+    signal.pthread_kill(main, signal.SIGINT)
     time.sleep(0.5)
     print("second clean-up done", flush=True)
 """
