@@ -100,6 +100,7 @@ def test_a_signal_during_clean_up_takes_effect_after_it():
     program = """
 import os, signal, threading, time
 from xover.run.supervise import Interrupted, interruptible, uninterrupted
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts, unless its parent ignored SIGINT
 threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
 try:
     with interruptible():
