@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +187,9 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
         body.update(link=bandwidth, engine=engine)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
-    path = Path(out) if out else Path(os.environ.get("XOVER_RESULTS", "results")) / DEFAULT_PLAN_NAME
+    from .run.commands import results_root
+
+    path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")
