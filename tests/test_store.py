@@ -54,6 +54,30 @@ def test_plain_sql_answers_throughput(tmp_path):
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_plain_sql_tells_a_comparisons_crossover_runs_apart_by_policy(tmp_path):
+    """A comparison's crossover runs differ only by their turn policy: the view says which is which."""
+    path = tmp_path / "p.db"
+    store = open_store(str(path))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id="e2", kind="run", command="xover run"))
+        snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
+        for policy, iteration_s in (("work-conserving", 0.1), ("round-robin", 0.2)):
+            run = Run(experiment_id="e2", recipe_id=snapshot.id, name="mlp-digits", mode="crossover", policy=policy,
+                      engine="torch", group_index=0, hosts="localhost:2", np=2, status="finished")
+            session.add(run)
+            session.flush()
+            for step in range(4):
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=step * iteration_s, wall_time=step,
+                                            iteration_s=iteration_s, data_s=0, compute_s=0, communication_s=0,
+                                            wait_s=0, samples=64, loss=1.0))
+    store.close()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT policy, engine, group_index, samples_per_s FROM run_throughput "
+                          "WHERE experiment_id = 'e2' ORDER BY policy").fetchall()
+    assert [row[:3] for row in rows] == [("round-robin", "torch", 0), ("work-conserving", "torch", 0)]
+    assert [row[3] for row in rows] == pytest.approx([320.0, 640.0])
+
+
 def test_newer_schema_is_refused_clearly(tmp_path):
     path = str(tmp_path / "c.db")
     open_store(path).close()

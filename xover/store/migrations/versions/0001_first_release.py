@@ -9,7 +9,7 @@ Revision ID: 0001
 import sqlalchemy as sa
 from alembic import op
 
-from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW
+from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
 
 revision = "0001"
 down_revision = None
@@ -82,7 +82,7 @@ def upgrade() -> None:
                     sa.Column("gradient_bytes", sa.Integer, nullable=False), sa.Column("spread", sa.JSON, nullable=False),
                     sa.Column("created_at", sa.DateTime, nullable=False))
     op.create_index("ix_profiles_key", "profiles", ["recipe_hash", "np", "bandwidth", "hardware"])
-    op.execute(RUN_THROUGHPUT_VIEW)
+    op.execute(RUN_THROUGHPUT_VIEW_0001)
 
 
 def downgrade() -> None:

@@ -8,7 +8,7 @@ Revision ID: 0002
 import sqlalchemy as sa
 from alembic import op
 
-from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW
+from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
 
 revision = "0002"
 down_revision = "0001"
@@ -28,7 +28,7 @@ def upgrade() -> None:
     if not _columns("iteration_metrics")["loss"]["nullable"]:
         with op.batch_alter_table("iteration_metrics") as batch:
             batch.alter_column("loss", existing_type=sa.Float, nullable=True)
-    op.execute(RUN_THROUGHPUT_VIEW)
+    op.execute(RUN_THROUGHPUT_VIEW_0001)
 
 
 def downgrade() -> None:
@@ -37,4 +37,4 @@ def downgrade() -> None:
         batch.drop_index("ix_profiles_key")
         batch.drop_column("engine")
         batch.create_index("ix_profiles_key", ["recipe_hash", "np", "bandwidth", "hardware"])
-    op.execute(RUN_THROUGHPUT_VIEW)
+    op.execute(RUN_THROUGHPUT_VIEW_0001)

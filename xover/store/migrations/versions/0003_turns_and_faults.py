@@ -7,7 +7,7 @@ Revision ID: 0003
 import sqlalchemy as sa
 from alembic import op
 
-from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW
+from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
 
 revision = "0003"
 down_revision = "0002"
@@ -49,7 +49,7 @@ def upgrade() -> None:
             if canonical and canonical != rate:
                 bind.execute(sa.text(f"UPDATE {table} SET bandwidth = :rate WHERE id = :id"),
                              {"rate": canonical, "id": row_id})
-    op.execute(RUN_THROUGHPUT_VIEW)
+    op.execute(RUN_THROUGHPUT_VIEW_0001)
 
 
 def downgrade() -> None:
@@ -59,4 +59,4 @@ def downgrade() -> None:
         with op.batch_alter_table(table) as batch:
             for column in columns:
                 batch.drop_column(column.name)
-    op.execute(RUN_THROUGHPUT_VIEW)
+    op.execute(RUN_THROUGHPUT_VIEW_0001)
