@@ -67,7 +67,7 @@ def test_table_shows_every_job_and_mode_gains_parity_and_pictures(run_env):
     assert result.exit_code == 0, result.output
     out = result.output
     assert run_env["experiment"] in out
-    for text in ("mlp-digits", "resnet-digits", "sequential", "concurrent", "crossover", "samples/s",
+    for text in ("mlp-digits", "resnet-digits", "sequential", "concurrent", "crossover", "samples/s together",
                  "slowdown vs alone", "predicted gain", "measured gain", "error %", "accuracy parity"):
         assert text in out, text
     parity_lines = [line for line in out.splitlines() if "crossover" in line and " 0.0 " in line and "yes" in line]
@@ -84,9 +84,12 @@ def test_json_has_jobs_groups_parity_and_decodable_pictures(run_env):
     assert {"experiment", "jobs", "groups", "parity", "pictures"} <= set(data)
     assert data["experiment"]["id"] == run_env["experiment"] and data["experiment"]["kind"] == "run"
     assert len(data["jobs"]) == 6
+    alone = {job["name"]: job["samples_per_s"] for job in data["jobs"] if job["mode"] == "sequential"}
     for job in data["jobs"]:
         assert JOB_KEYS <= set(job)
         assert job["status"] == "finished" and job["iterations"] == 10 and job["slowdown"] > 0
+        # the slowdown and the samples/s shown beside it are over one window (the jobs' overlap)
+        assert job["samples_per_s_shared"] * job["slowdown"] == pytest.approx(alone[job["name"]])
     [group] = data["groups"]
     assert group["jobs"] == ["mlp-digits", "resnet-digits"]
     assert group["predicted_gain"] is None and group["gain_error_pct"] is None  # an ad-hoc group has no plan

@@ -175,6 +175,7 @@ def compare_groups(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]],
     for job in jobs:
         if job["mode"] in ALONE_MODES and job["samples_per_s"]:
             job["slowdown"] = 1.0
+            job["samples_per_s_shared"] = job["samples_per_s"]  # alone, its whole run is its window
         job.setdefault("slowdown", None)
         job.setdefault("speed", None)
     return results

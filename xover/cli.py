@@ -72,10 +72,6 @@ def _command_line() -> str:
     return shlex.join(["xover", *sys.argv[1:]])
 
 
-JOB_COLUMNS = [("job", "name"), ("mode", "mode"), ("policy", "policy"), ("status", "status"), ("exit", "exit_code"),
-               ("iters", "iterations"), ("samples/s", "samples_per_s"), ("iter ms", "iteration_ms"),
-               ("compute ms", "compute_ms"), ("comm ms", "communication_ms"), ("wait ms", "wait_ms"),
-               ("slowdown", "slowdown"), ("final loss", "final_loss"), ("accuracy", "accuracy")]
 
 
 @app.command()
@@ -118,7 +114,9 @@ def train(
     if json_out:
         print_json(result)
     else:
-        print_table(f"xover train  experiment {result['experiment']}", JOB_COLUMNS, result["jobs"])
+        from .report.tables import DIGITS, job_columns
+
+        print_table(f"xover train  experiment {result['experiment']}", job_columns(False), result["jobs"], DIGITS)
         console.print(f"logs: {result['results_dir']}", markup=False)
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
@@ -258,14 +256,14 @@ def run(
     if json_out:
         print_json(result)
     else:
+        from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows
+
         print_table(f"xover run  experiment {result['experiment']}  link {result['link'] or 'host network'}",
-                    JOB_COLUMNS, result["jobs"])
+                    job_columns(True), result["jobs"], DIGITS)
         if result["groups"]:
             rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in result["groups"]]
             print_table("aggregate throughput while the jobs shared the devices (each job normalised by its speed "
                         "alone)", GROUP_COLUMNS, rows)
-            from .report.tables import POLICY_COLUMNS, display_rows, policy_rows
-
             if len(policies) > 1:
                 # the model's simulated gains come with `xover report`, which reads the jobs' runs alone
                 print_table("crossover by turn policy", [c for c in POLICY_COLUMNS if c[1] != "simulated"],

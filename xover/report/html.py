@@ -85,7 +85,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                ("link", experiment["bandwidth"] or "host network"), ("hosts", experiment["hosts"]),
                ("plan", experiment["plan_id"])]
     sections = ["<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
-                "<h2>Jobs</h2>", html_table(job_columns(report), display_rows(report.jobs), DIGITS)]
+                "<h2>Jobs</h2>", html_table(job_columns(report.is_comparison), display_rows(report.jobs), DIGITS)]
     if report.groups:
         sections += ["<h2>Groups: aggregate throughput and gain</h2>",
                      "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "

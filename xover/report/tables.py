@@ -40,7 +40,7 @@ PARITY_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("mode vs alone"
 SUMMARY_COLUMNS: Columns = [("experiment", "id"), ("kind", "kind"), ("status", "status"), ("created", "created_at"),
                             ("jobs", "jobs"), ("runs", "runs"), ("modes", "modes"),
                             ("best crossover gain", "best_crossover_gain")]
-DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "gain_error_pct": 1, "window_s": 1}
+DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "samples_per_s_shared": 1, "gain_error_pct": 1, "window_s": 1}
 JOB_CSV_FIELDS = ("experiment", "run_id", "name", "recipe", "mode", "policy", "group", "slot", "engine", "np", "status",
                   "exit_code", "iterations", "iterations_planned", "samples_per_s", "samples_per_s_shared", "speed",
                   "iteration_ms", "data_ms", "compute_ms", "communication_ms", "wait_ms", "wait_p90_ms", "skew_p50_ms",
@@ -71,10 +71,13 @@ def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return shown
 
 
-def job_columns(report: ExperimentReport) -> Columns:
-    """Train and profile runs have no groups or turns: leave those columns out."""
-    if report.is_comparison:
-        return JOB_COLUMNS
+def job_columns(comparison: bool) -> Columns:
+    """Train and profile runs have no groups, turns or partners: leave those columns out. A comparison's
+    samples/s are those the slowdown compares: over the time the group's jobs ran together (the overlap
+    window; alone, the whole run). The whole run's stay in JSON and CSV (`samples_per_s`)."""
+    if comparison:
+        return [("samples/s together", "samples_per_s_shared") if key == "samples_per_s" else (header, key)
+                for header, key in JOB_COLUMNS]
     return [c for c in JOB_COLUMNS if c[1] not in ("group", "wait_ms", "slowdown")]
 
 
@@ -82,7 +85,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
     experiment = report.experiment
     print_table(f"xover report  experiment {report.id}  ({experiment['kind']}, {experiment['status']}, "
                 f"{experiment['created_at']}, link {experiment['bandwidth'] or 'host network'})",
-                job_columns(report), display_rows(report.jobs), DIGITS)
+                job_columns(report.is_comparison), display_rows(report.jobs), DIGITS)
     if report.groups:
         print_table("aggregate throughput over the time the jobs shared the devices, each job normalised by its "
                     "speed alone (sequential = 1.0); gains are crossover vs sequential", GROUP_COLUMNS,
