@@ -90,6 +90,35 @@ def test_timeout_cancels_the_slurm_jobs_and_records_them(slurm_cluster, isolated
         assert job_state(job_id).finished  # cancelled, not left running unwatched
 
 
+def test_a_comparison_cancelled_while_pending_records_every_run_it_was_to_make(slurm_cluster, isolated_results,  # noqa: F811
+                                                                                tmp_path):
+    """A group that never started is recorded run by run as it would have run: each job alone, the group
+    concurrent, and crossover once per policy (it was recorded as crossover rows alone)."""
+    plan = _plan(tmp_path, 12)
+    groups = json.loads((tmp_path / "plan.json").read_text())["groups"]
+    # sbatch reads SBATCH_BEGIN from its environment: the jobs stay pending until --timeout cancels them
+    result = subprocess.run([*XOVER, "run", plan, "--launcher", "slurm", "--mode", "all", "--policy", "all",
+                             "--timeout", "10", "--json"], capture_output=True, text=True, timeout=400,
+                            env={**os.environ, "SBATCH_BEGIN": "now+1hour"})
+    assert result.returncode == 124, result.stderr[-3000:]
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        rows = db.execute("SELECT group_index, name, mode, policy, status FROM runs").fetchall()
+    expected = []
+    for index, group in enumerate(groups):
+        names = group["jobs"]
+        if len(names) == 1:
+            expected += [(index, names[0], "sequential", None)]
+            continue
+        expected += [(index, name, mode, None) for mode in ("sequential", "concurrent") for name in names]
+        expected += [(index, name, "crossover", policy) for policy in ("round-robin", "work-conserving")
+                     for name in names]
+    def order(row):
+        return row[0], row[1], row[2], row[3] or ""
+
+    assert sorted((row[:4] for row in rows), key=order) == sorted(expected, key=order)
+    assert {row[4] for row in rows} == {"timeout"}
+
+
 def test_inside_an_allocation_hosts_come_from_slurm(slurm_cluster, isolated_results):  # noqa: F811
     result = subprocess.run(["salloc", "-N1", "--ntasks-per-node=2", *XOVER, "train", "mlp-digits",
                              "--iterations", "3", "--json"], capture_output=True, text=True, timeout=300,

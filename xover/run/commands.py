@@ -246,20 +246,27 @@ def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[
                 summary = job_summary(run_fields(session.get(Run, run_id)), iteration_rows(session, [run_id])[run_id], [])
             job.traits = traits_from_summary(summary, job.recipe.max_slowdown, link) or job.traits
 
+    units = [unit for group in groups for unit in group_units(group, modes, policies)]
+    for unit in units:
+        if unit.mode == "sequential":
+            unit.on_done = learn_traits
+    return units
+
+
+def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> list[Unit]:
+    """The units one group runs as in `modes`, in order: each job alone for sequential, the whole group
+    for concurrent, and once per policy for crossover. Also what a group that never ran stands for."""
+    if len(group.jobs) == 1:
+        # one job shares nothing: concurrent and crossover would only run it alone again
+        return [Unit(group.jobs, "sequential" if "sequential" in modes else modes[0], group.index)]
     units = []
-    for group in groups:
-        if len(group.jobs) == 1:
-            # one job shares nothing: concurrent and crossover would only run it alone again
-            mode = "sequential" if "sequential" in modes else modes[0]
-            units.append(Unit(group.jobs, mode, group.index, on_done=learn_traits if mode == "sequential" else None))
-            continue
-        for mode in modes:
-            if mode == "sequential":
-                units += [Unit([job], "sequential", group.index, on_done=learn_traits) for job in group.jobs]
-            elif mode == "crossover":
-                units += [Unit(group.jobs, "crossover", group.index, policy) for policy in policies]
-            else:
-                units.append(Unit(group.jobs, mode, group.index))
+    for mode in modes:
+        if mode == "sequential":
+            units += [Unit([job], "sequential", group.index) for job in group.jobs]
+        elif mode == "crossover":
+            units += [Unit(group.jobs, "crossover", group.index, policy) for policy in policies]
+        else:
+            units.append(Unit(group.jobs, mode, group.index))
     return units
 
 

@@ -26,6 +26,7 @@ from ..launch.hosts import canonical_host
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
 from .jobs import GroupToRun
+from .schedule import Unit
 
 SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
                    "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "cancelled", "BOOT_FAIL": "failed",
@@ -88,24 +89,26 @@ def submit_and_follow(run, groups: list[GroupToRun], plan_path: str, modes: list
     """`xover run PLAN --launcher slurm`: submit every group, then follow them to their ends. Whatever
     ends it early (Ctrl-C, SIGTERM, --timeout, a group `sbatch` refused, an error from Slurm) cancels
     the jobs submitted and not ended, and records them; `submitted` says which were."""
+    from .commands import group_units
     from .supervise import TimedOut
 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     ended: dict[int, Any] = {}
+    planned = {group.index: group_units(group, modes, policies) for group in groups}
     try:
         submit_groups(run, groups, plan_path, modes, policies, engine, iterations, seconds, db_url, console=console,
                       submitted=submitted, **slurm_options)
-        return follow(run, groups, submitted, console, ended, deadline=deadline)
+        return follow(run, planned, submitted, console, ended, deadline=deadline)
     except BaseException as stop:
-        cancel_unfinished(run, groups, submitted, ended, console,
+        cancel_unfinished(run, planned, submitted, ended, console,
                           status="timeout" if isinstance(stop, TimedOut) else None)
         raise
 
 
-def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, states: dict[int, Any],
+def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], console, states: dict[int, Any],
            poll_s: float = 1.0, deadline: float | None = None) -> dict[int, Any]:
     """Wait until every Slurm job has ended (reporting state changes, recording each end into
-    `states`); TimedOut past `deadline` (time.monotonic())."""
+    `states`); TimedOut past `deadline` (time.monotonic()). `planned`: each group's units."""
     from .supervise import TimedOut
 
     seen: dict[int, str] = {}
@@ -121,14 +124,14 @@ def follow(run, groups: list[GroupToRun], submitted: dict[int, str], console, st
                               highlight=False)
             if state.finished:
                 states[index] = state
-                record_outcome(run, next(g for g in groups if g.index == index), state)
+                record_outcome(run, planned[index], state)
         if deadline is not None and len(states) < len(submitted) and time.monotonic() > deadline:
             raise TimedOut()
         time.sleep(poll_s)
     return states
 
 
-def cancel_unfinished(run, groups: list[GroupToRun], submitted: dict[int, str], ended: dict[int, Any], console,
+def cancel_unfinished(run, planned: dict[int, list[Unit]], submitted: dict[int, str], ended: dict[int, Any], console,
                       status: str | None = None) -> None:
     """scancel every submitted job not known to have ended, wait until Slurm says each ended (two
     minutes at most), and record them (as `status` where given). A failure to cancel one does not
@@ -148,24 +151,28 @@ def cancel_unfinished(run, groups: list[GroupToRun], submitted: dict[int, str], 
             except XoverError as error:
                 console.print(f"group {index}: Slurm job {job_id}: {error}", highlight=False)
                 continue
-            record_outcome(run, next(g for g in groups if g.index == index), state, status)
+            record_outcome(run, planned[index], state, status)
 
 
-def record_outcome(run, group: GroupToRun, state, status: str | None = None) -> None:
+def record_outcome(run, units: list[Unit], state, status: str | None = None) -> None:
     """What Slurm says of a group's job, where its own runs could not say it (or `status`: why xover
-    cancelled it)."""
+    cancelled it). `units`: what the group was to run (commands.group_units)."""
     status = status or SLURM_TO_STATUS.get(state.state, "failed")
+    index = units[0].group
     with run.store.session() as session, session.begin():
         experiment = session.get(Experiment, run.id)
-        runs = [r for r in experiment.runs if r.group_index == group.index and r.slurm_job_id == state.job_id]
-        if not runs and not state.succeeded:  # it never started: each job of the group ends as the Slurm job did
-            for job in group.jobs:
-                snapshot = snapshot_recipe(session, job.recipe)
-                session.add(Run(experiment_id=run.id, recipe_id=snapshot.id, name=job.name, mode="crossover",
-                                engine=job.engine, group_index=group.index, hosts=job.hosts, np=job.np,
-                                devices=job.devices_env(), status=status, slurm_job_id=state.job_id,
-                                ended_at=utcnow(), error=f"Slurm job {state.job_id} {state.state}"
-                                + (f": {state.reason}" if state.reason and state.reason != "None" else "")))
+        runs = [r for r in experiment.runs if r.group_index == index and r.slurm_job_id == state.job_id]
+        made = {(r.name, r.mode, r.policy) for r in runs}
+        # the runs it never got to (all of them, when it was cancelled while pending) end as the Slurm job did
+        for unit in units if not state.succeeded else []:
+            for job in unit.jobs:
+                if (job.name, unit.mode, unit.policy) not in made:
+                    snapshot = snapshot_recipe(session, job.recipe)
+                    session.add(Run(experiment_id=run.id, recipe_id=snapshot.id, name=job.name, mode=unit.mode,
+                                    policy=unit.policy, engine=job.engine, group_index=index, hosts=job.hosts,
+                                    np=job.np, devices=job.devices_env(), status=status, slurm_job_id=state.job_id,
+                                    ended_at=utcnow(), error=f"Slurm job {state.job_id} {state.state}"
+                                    + (f": {state.reason}" if state.reason and state.reason != "None" else "")))
         for row in runs:
             if row.status in ACTIVE_STATUSES or (state.state == "CANCELLED" and row.status == "interrupted"):
                 row.status, row.ended_at = status, row.ended_at or utcnow()
