@@ -42,7 +42,7 @@ from xover.planner import (
 from xover.planner.placement import place_groups, unplaceable_reason
 from xover.planner.model import INTERFERENCE_TRAFFIC_PART, MIN_INTERFERENCE, interference_next_to, measured_interference
 from xover.planner.predict import sim_job
-from xover.planner.simulate import LINK_BAND_LEAK
+from xover.planner.simulate import LINK_BAND_LEAK, MIN_ITERATIONS
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -308,6 +308,17 @@ def test_the_band_behind_keeps_a_leak_of_the_link():
     sending = 10 / (1 - LINK_BAND_LEAK) / outcome.jobs[0].iteration_ms  # time share the light job sends
     heavy_rate = (1 - sending) + sending * LINK_BAND_LEAK
     assert outcome.jobs[1].iteration_ms == pytest.approx(200 / heavy_rate, rel=0.05)
+
+
+@pytest.mark.parametrize("fast_ms", [2.0, 0.2])
+def test_a_job_far_faster_than_its_partner_stops_the_simulation_early_with_the_same_speeds(fast_ms):
+    # the horizon follows the 1 s job; the fast one would fill it with 55,000-220,000 iterations
+    jobs = [SimJob("slow", 900, 100, 150), SimJob("fast", fast_ms * 0.4, fast_ms * 0.6, fast_ms * 0.7)]
+    capped, whole = simulate(jobs), simulate(jobs, max_events=10**9)
+    assert capped.jobs[1].iterations < whole.jobs[1].iterations / 4
+    assert min(job.iterations for job in capped.jobs) >= MIN_ITERATIONS
+    for short, full in zip(capped.jobs, whole.jobs):
+        assert short.speed == pytest.approx(full.speed, rel=0.01)
 
 
 @settings(max_examples=30, deadline=None)
