@@ -96,11 +96,17 @@ def test_a_comparison_cancelled_while_pending_records_every_run_it_was_to_make(s
     concurrent, and crossover once per policy (it was recorded as crossover rows alone)."""
     plan = _plan(tmp_path, 12)
     groups = json.loads((tmp_path / "plan.json").read_text())["groups"]
-    # sbatch reads SBATCH_BEGIN from its environment: the jobs stay pending until --timeout cancels them
-    result = subprocess.run([*XOVER, "run", plan, "--launcher", "slurm", "--mode", "all", "--policy", "all",
-                             "--timeout", "10", "--json"], capture_output=True, text=True, timeout=400,
-                            env={**os.environ, "SBATCH_BEGIN": "now+1hour"})
+    # a job holding the whole node keeps the plan's jobs pending until --timeout cancels them
+    blocker = subprocess.run(["sbatch", "--parsable", "-N1", "--exclusive", "--wrap", "sleep 600"], capture_output=True,
+                             text=True, timeout=60, check=True, env=os.environ).stdout.strip().split(";")[0]
+    try:
+        result = subprocess.run([*XOVER, "run", plan, "--launcher", "slurm", "--mode", "all", "--policy", "all",
+                                 "--timeout", "10", "--json"], capture_output=True, text=True, timeout=400,
+                                env=os.environ)
+    finally:
+        subprocess.run(["scancel", blocker], timeout=60, env=os.environ)
     assert result.returncode == 124, result.stderr[-3000:]
+    assert "RUNNING" not in result.stderr, result.stderr[-3000:]
     with sqlite3.connect(isolated_results / "xover.db") as db:
         rows = db.execute("SELECT group_index, name, mode, policy, status FROM runs").fetchall()
     expected = []
