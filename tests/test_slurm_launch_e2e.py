@@ -97,8 +97,9 @@ def test_a_comparison_cancelled_while_pending_records_every_run_it_was_to_make(s
     plan = _plan(tmp_path, 12)
     groups = json.loads((tmp_path / "plan.json").read_text())["groups"]
     # a job holding the whole node keeps the plan's jobs pending until --timeout cancels them
-    blocker = subprocess.run(["sbatch", "--parsable", "-N1", "--exclusive", "--wrap", "sleep 600"], capture_output=True,
-                             text=True, timeout=60, check=True, env=os.environ).stdout.strip().split(";")[0]
+    blocker = subprocess.run(["sbatch", "--parsable", "-N1", "--exclusive", "--output", str(tmp_path / "blocker.out"),
+                              "--wrap", "sleep 600"], capture_output=True, text=True, timeout=60, check=True,
+                             env=os.environ).stdout.strip().split(";")[0]
     try:
         result = subprocess.run([*XOVER, "run", plan, "--launcher", "slurm", "--mode", "all", "--policy", "all",
                                  "--timeout", "10", "--json"], capture_output=True, text=True, timeout=400,
