@@ -31,9 +31,11 @@ if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$(
 echo "== profile: each recipe alone, then once next to a reference partner (its interference)"
 $XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
 echo "== plan: group complementary jobs"
-$XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out results/demo-plan.json
+PLAN="${XOVER_RESULTS:-results}/demo-plan.json"  # the results folder, as every command's
+mkdir -p "$(dirname "$PLAN")"
+$XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out "$PLAN"
 echo "== run: the plan in every mode and turn policy (each job about $SECONDS_EACH s alone)"
-$XOVER run results/demo-plan.json --mode all --policy all --seconds "$SECONDS_EACH" "${LINK[@]}" || true
+$XOVER run "$PLAN" --mode all --policy all --seconds "$SECONDS_EACH" "${LINK[@]}" || true
 echo "== report"
 $XOVER report latest
 $XOVER report latest --format html
