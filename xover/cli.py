@@ -72,8 +72,6 @@ def _command_line() -> str:
     return shlex.join(["xover", *sys.argv[1:]])
 
 
-
-
 @app.command()
 def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
     """Check what this machine can run: Python, torch, Horovod, horovodrun, cores, GPUs, bandwidth emulation,
