@@ -31,7 +31,7 @@ if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$(
 echo "== profile: each recipe alone, then once next to a reference partner (its interference)"
 $XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
 echo "== plan: group complementary jobs"
-PLAN="${XOVER_RESULTS:-results}/demo-plan.json"  # the results folder, as every command's
+PLAN="${XOVER_RESULTS:-results}/demo-plan.json"  # in the results folder, where every command writes
 mkdir -p "$(dirname "$PLAN")"
 $XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out "$PLAN"
 echo "== run: the plan in every mode and turn policy (each job about $SECONDS_EACH s alone)"
