@@ -1,5 +1,8 @@
 """Models are shaped by what the dataset declares, identically on every rank."""
 
+import re
+
+import pytest
 import torch
 
 from xover import workloads
@@ -33,3 +36,118 @@ def test_real_datasets_declare_their_sizes():
     chars = workloads.build_dataset("python-chars", batch_size=4, rank=0, world_size=1, seed=0, options={"seq_len": 8})
     assert digits.classes == 10 and chars.vocab == 256
     assert isinstance(chars.batch(0)[0], torch.Tensor)
+
+
+# The paper-class models: the originals' parameter counts, and one small step of each on a CPU.
+
+def _parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())  # a tied weight counts once
+
+
+def _full_size(model, dataset, options, model_options=None):
+    data = workloads.build_dataset(dataset, batch_size=1, rank=0, world_size=1, seed=0, options=options)
+    with torch.device("meta"):  # shapes only: no memory, no initialisation time
+        return workloads.build_model(model, data, model_options or {})
+
+
+def test_paper_models_have_the_originals_parameter_counts():
+    images = {"image_size": 224, "num_classes": 1000}
+    assert _parameters(_full_size("resnet50", "synthetic-images", images)) == 25_557_032  # torchvision's
+    assert _parameters(_full_size("vgg16", "synthetic-images", images)) == 138_357_544  # torchvision's
+    # BERT-base with its masked-LM head, decoder tied to the word embeddings, no pooler: the count of
+    # transformers' BertForMaskedLM(BertConfig())
+    bert = _parameters(_full_size("bert", "synthetic-tokens", {"seq_len": 128, "vocab_size": 30522}))
+    assert bert == 109_514_298 and 108e6 < bert < 112e6
+
+
+def _step(model, dataset, options, model_options=None):
+    """One forward and backward pass on a batch of 2; every parameter must get a gradient."""
+    torch.manual_seed(0)
+    data = workloads.build_dataset(dataset, batch_size=2, rank=0, world_size=1, seed=3, options=options)
+    net = workloads.build_model(model, data, model_options or {})
+    inputs, targets = data.batch(0)
+    outputs = net(inputs)
+    loss = torch.nn.functional.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+    loss.backward()
+    missing = [name for name, p in net.named_parameters() if p.grad is None]
+    assert not missing, missing
+    return outputs, loss
+
+
+def test_resnet50_trains_a_step_on_small_images():
+    outputs, _ = _step("resnet50", "synthetic-images", {"image_size": 64, "num_classes": 10})
+    assert outputs.shape == (2, 10)
+
+
+def test_vgg16_trains_a_step_and_sizes_its_classifier_by_the_image():
+    outputs, _ = _step("vgg16", "synthetic-images", {"image_size": 32, "num_classes": 10})
+    assert outputs.shape == (2, 10)
+    assert _full_size("vgg16", "synthetic-images", {"image_size": 64}).classifier[0].in_features == 512 * 2 * 2
+    with pytest.raises(ValueError, match="at least 32x32"):
+        _full_size("vgg16", "synthetic-images", {"image_size": 16})
+
+
+SMALL_BERT = {"layers": 2, "d_model": 64, "heads": 4, "ffn": 128}
+
+
+def test_bert_trains_a_step_with_its_decoder_tied_to_the_word_embeddings():
+    outputs, _ = _step("bert", "synthetic-tokens", {"seq_len": 16, "vocab_size": 100}, SMALL_BERT)
+    assert outputs.shape == (2, 16, 100)
+    net = _full_size("bert", "synthetic-tokens", {"seq_len": 16, "vocab_size": 100}, SMALL_BERT)
+    # the decoder reuses the word embeddings: only its bias is a parameter of its own
+    assert [name for name, p in net.named_parameters() if p.shape == (100, 64)] == ["word.weight"]
+    assert net.decoder_bias.shape == (100,)
+
+
+def _bert_losses(steps: int) -> list[float]:
+    torch.manual_seed(11)
+    data = workloads.build_dataset("synthetic-tokens", batch_size=2, rank=0, world_size=1, seed=11,
+                                   options={"seq_len": 16, "vocab_size": 100})
+    net = workloads.build_model("bert", data, SMALL_BERT)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    inputs, targets = data.batch(0)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(inputs).reshape(-1, 100), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_bert_is_deterministic_for_a_seed():
+    # the same seed builds the same weights, and the explicit attention computes the same losses, bit for bit
+    first = _bert_losses(3)
+    assert first == _bert_losses(3) and first[-1] < first[0]
+
+
+def test_bert_refuses_sequences_longer_than_its_positions():
+    with pytest.raises(ValueError, match="max_positions"):
+        _full_size("bert", "synthetic-tokens", {"seq_len": 16, "vocab_size": 100}, {**SMALL_BERT, "max_positions": 8})
+
+
+def test_the_paper_recipes_load():
+    from xover.recipes import load_recipe
+
+    shapes = {(r.model, r.dataset, r.batch_size, r.optimizer, r.iterations, r.np, r.seed)
+              for r in map(load_recipe, ("resnet50-synthetic", "vgg16-synthetic", "bert-base-tokens"))}
+    assert shapes == {("resnet50", "synthetic-images", 64, "sgd", 60, 2, 5),
+                      ("vgg16", "synthetic-images", 32, "sgd", 30, 2, 7),
+                      ("bert", "synthetic-tokens", 32, "adamw", 40, 2, 11)}
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"model_options": {"heads": 5}}, "model_options.heads", "must divide d_model (768)"),
+    ({"model_options": {"d_model": 64, "heads": 3}}, "model_options.heads", "must divide d_model (64)"),
+    ({"model_options": {"max_positions": 64}}, "dataset_options.seq_len", "at most model_options.max_positions (64)"),
+    ({"model": "vgg16", "dataset": "synthetic-images", "dataset_options": {"image_size": 16}},
+     "dataset_options.image_size", "at least 32"),
+])
+def test_paper_recipes_are_checked_before_a_worker_builds_them(change, field, words):
+    from xover.recipes import RecipeError, parse_recipe
+
+    recipe = {"name": "b", "model": "bert", "dataset": "synthetic-tokens", "batch_size": 2, "optimizer": "adamw",
+              "lr": 1e-4, "np": 2, "seed": 1, "iterations": 3, "dataset_options": {"seq_len": 128}}
+    with pytest.raises(RecipeError, match=f"field '{re.escape(field)}': .*{re.escape(words)}"):
+        parse_recipe({**recipe, **change}, "b.toml")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import XoverError
-from .workloads import DATASETS, MODELS, TRANSFORMER_DEFAULTS
+from .workloads import BERT_DEFAULTS, DATASETS, MODELS, TRANSFORMER_DEFAULTS
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -153,10 +153,18 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
             value = data[table][key]  # every built-in option is a size or a count
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
                 raise fail(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
-    if data["model"] == "transformer":
-        shape = {**TRANSFORMER_DEFAULTS, **data.get("model_options", {})}
+    if data["model"] in ("transformer", "bert"):
+        defaults = TRANSFORMER_DEFAULTS if data["model"] == "transformer" else BERT_DEFAULTS
+        shape = {**defaults, **data.get("model_options", {})}
         if shape["d_model"] % shape["heads"]:  # attention splits d_model evenly between the heads
             raise fail("model_options.heads", f"must divide d_model ({shape['d_model']}), got {shape['heads']}")
+        seq_len = data.get("dataset_options", {}).get("seq_len")
+        if data["model"] == "bert" and seq_len is not None and seq_len > shape["max_positions"]:
+            raise fail("dataset_options.seq_len", f"must be at most model_options.max_positions "
+                                                  f"({shape['max_positions']}), got {seq_len}")
+    image_size = data.get("dataset_options", {}).get("image_size")
+    if data["model"] == "vgg16" and image_size is not None and image_size < 32:  # five halvings
+        raise fail("dataset_options.image_size", f"must be at least 32 for vgg16, got {image_size}")
     if "max_slowdown" in data:
         data = {**data, "max_slowdown": float(data["max_slowdown"])}
     return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),

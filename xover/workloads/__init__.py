@@ -38,11 +38,17 @@ MODELS: dict[str, ModelInfo] = {
     "vgg": ModelInfo(IMAGE, "VGG-style net with large fully-connected layers (communication-heavy)", ("width", "hidden")),
     "mlp": ModelInfo(IMAGE, "multi-layer perceptron", ("hidden", "layers")),
     "transformer": ModelInfo(TOKENS, "small decoder-only transformer language model", ("d_model", "heads", "layers")),
+    # paper-class models: the originals' parameters, sized for a GPU
+    "resnet50": ModelInfo(IMAGE, "ImageNet ResNet-50, 25.6 M parameters (compute-heavy)", ()),
+    "vgg16": ModelInfo(IMAGE, "VGG-16, 138 M parameters at 224x224 (communication-heavy)", ()),
+    "bert": ModelInfo(TOKENS, "BERT-base encoder with a masked-LM head, 109.5 M parameters at vocabulary 30522",
+                      ("d_model", "heads", "layers", "ffn", "max_positions")),
 }
 
 
-# The transformer's attention splits d_model evenly between its heads; recipes are checked against these.
+# The transformers' attention splits d_model evenly between the heads; recipes are checked against these.
 TRANSFORMER_DEFAULTS = {"d_model": 128, "heads": 4}
+BERT_DEFAULTS = {"d_model": 768, "heads": 12, "max_positions": 512}
 
 
 def build_dataset(name: str, *, batch_size: int, rank: int, world_size: int, seed: int, options: dict[str, Any]):
@@ -69,5 +75,11 @@ def build_model(name: str, dataset, options: dict[str, Any]):
             return models.SmallResNet(channels, classes, **options)
         if name == "vgg":
             return models.VGGStyle(channels, classes, size, **options)
+        if name == "resnet50":
+            return models.ResNet50(channels, classes, **options)
+        if name == "vgg16":
+            return models.VGG16(channels, classes, size, **options)
         return models.MLP(channels * size * size, classes, **options)
+    if name == "bert":
+        return models.Bert(dataset.vocab, sample_inputs.shape[1], **options)
     return models.TinyTransformerLM(dataset.vocab, sample_inputs.shape[1], **options)
