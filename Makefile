@@ -3,7 +3,7 @@ PYTHON ?= python3
 BIN := .venv/bin
 STAMP := .venv/.xover-setup
 
-.PHONY: setup demo test bench chaos clean
+.PHONY: setup demo test bench chaos clean gpu-bundle gpu-check
 
 setup: $(STAMP)
 
@@ -22,6 +22,14 @@ bench: setup
 
 chaos: setup
 	$(BIN)/python bench/chaos.py
+
+# The GPU check's offline set-up (wheels for Python 3.12, Debian's iproute2) into .gpu-bundle/; then on the GPU
+# machine, with no network: `bash scripts/gpu_check.sh` (`make gpu-check`: its dry run on this CPU).
+gpu-bundle:
+	bash scripts/gpu_bundle.sh
+
+gpu-check: setup
+	bash scripts/gpu_check.sh --cpu
 
 clean:
 	-bash scripts/slurm.sh down

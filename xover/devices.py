@@ -1,31 +1,102 @@
-"""What this machine offers: how many devices of which kind, and a fingerprint of them."""
+"""What this machine offers: how many devices of which kind, and a fingerprint of them.
+
+A device is what one rank computes on and what turns are taken on: a GPU, or one CPU core. With
+XOVER_DEVICES_PER_GPU=K each GPU counts as K devices (device d runs on GPU d mod the GPUs), so
+that the ranks of one job may share a GPU: a workstation with one GPU, or a check of the GPU path.
+Only the GPUs this process may use count: those of CUDA_VISIBLE_DEVICES where it is set (Slurm and
+the emulated hosts set it), as CUDA numbers them.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping
+
+from .errors import XoverError
+
+DEVICES_PER_GPU_VARIABLE = "XOVER_DEVICES_PER_GPU"
 
 
-def local_device_count() -> tuple[str, int]:
-    """('gpu', n) when NVIDIA GPUs are visible, else ('cpu', cores usable by this process)."""
+def devices_per_gpu(environ: Mapping[str, str] | None = None) -> int:
+    """K of XOVER_DEVICES_PER_GPU (default 1): how many devices, each with its own turns, one GPU counts as."""
+    value = (os.environ if environ is None else environ).get(DEVICES_PER_GPU_VARIABLE, "").strip()
+    if not value:
+        return 1
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise XoverError(f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one "
+                         "GPU counts as)")
+    return int(value)
+
+
+def visible_gpus(total: int, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The GPUs this process may use, as CUDA reads CUDA_VISIBLE_DEVICES: indices or UUIDs separated by
+    commas; the list ends at the first entry that names no device (CUDA ignores the rest). Unset: all
+    `total` of the machine (as indices)."""
+    value = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return [str(index) for index in range(total)]
+    visible: list[str] = []
+    for item in (part.strip() for part in value.split(",")):
+        if item.isdigit() and int(item) < total:
+            entry = str(int(item))
+        elif item.startswith(("GPU-", "MIG-")):
+            entry = item
+        else:
+            break
+        if entry in visible:
+            break  # CUDA refuses a device named twice: nothing after it is visible
+        visible.append(entry)
+    return visible
+
+
+def _nvml_gpus() -> tuple[list[str], str | None]:
+    """The visible GPUs and the first one's name, from NVML; ([], None) without a driver."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-        if count > 0 and os.environ.get("XOVER_CPU_ONLY") != "1":
-            return "gpu", count
     except Exception:  # no driver, no library: a CPU machine
-        pass
+        return [], None
+    try:
+        gpus = visible_gpus(pynvml.nvmlDeviceGetCount())
+        if not gpus:
+            return [], None
+        first = gpus[0]
+        handle = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
+                  else pynvml.nvmlDeviceGetHandleByUUID(first))
+        name = pynvml.nvmlDeviceGetName(handle)
+        return gpus, name.decode() if isinstance(name, bytes) else name
+    except Exception:
+        return [], None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def gpu_count() -> int:
+    """Physical GPUs this process may use (0 on a CPU machine or with XOVER_CPU_ONLY=1)."""
+    if os.environ.get("XOVER_CPU_ONLY") == "1":
+        return 0
+    return len(_nvml_gpus()[0])
+
+
+def local_device_count() -> tuple[str, int]:
+    """('gpu', devices) when NVIDIA GPUs are visible (GPUs x XOVER_DEVICES_PER_GPU), else ('cpu', cores
+    usable by this process)."""
+    gpus = gpu_count()
+    if gpus > 0:
+        return "gpu", gpus * devices_per_gpu()
     return "cpu", len(os.sched_getaffinity(0))
 
 
+def gpu_of_device(device: int, gpus: int, environ: Mapping[str, str] | None = None) -> int:
+    """The GPU (CUDA's index among the visible ones) that device `device` runs on."""
+    return device % gpus if devices_per_gpu(environ) > 1 else device
+
+
 def hardware_fingerprint() -> str:
-    """What the figures depend on: the devices' model and count (and the host's CPU model)."""
-    kind, count = local_device_count()
+    """What the figures depend on: the devices' model and count (and the host's CPU model); a GPU
+    counted as several devices is a different machine for a profile."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as handle:
@@ -33,14 +104,8 @@ def hardware_fingerprint() -> str:
         cpu = names[0] if names else cpu
     except OSError:
         pass
-    if kind == "gpu":
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-            name = name.decode() if isinstance(name, bytes) else name
-        finally:
-            pynvml.nvmlShutdown()
-        return f"gpu:{name} x{count}"
-    return f"cpu:{cpu} x{count}"
+    gpus, name = ([], None) if os.environ.get("XOVER_CPU_ONLY") == "1" else _nvml_gpus()
+    if gpus:
+        per_gpu = devices_per_gpu()
+        return f"gpu:{name} x{len(gpus)}" + (f" ({per_gpu} devices each)" if per_gpu > 1 else "")
+    return f"cpu:{cpu} x{len(os.sched_getaffinity(0))}"

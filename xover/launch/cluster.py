@@ -279,9 +279,10 @@ def _assign_devices(count: int, per_host: int) -> list[tuple[list[int], list[int
     """(cores, gpus) per host. CPU machine: a device is a core, host k gets the next `per_host` cores
     (wrapping when there are fewer cores than devices: hosts then share cores). GPU machine: host k
     gets the next `per_host` GPUs and an equal share of the cores."""
-    from ..devices import local_device_count
+    from ..devices import gpu_count as visible_gpu_count
 
-    kind, gpu_count = local_device_count()
+    gpu_count = visible_gpu_count()
+    kind = "gpu" if gpu_count else "cpu"
     cores = sorted(os.sched_getaffinity(0))
     assigned = []
     for index in range(count):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
 def check_devices(jobs: list[JobSpec]) -> None:
     """Fail before anything starts when a job asks for devices this machine does not have."""
     kind, available = local_device_count()
+    check_torch_backend(jobs, kind)
     for job in jobs:
         for host, indices in job.devices.items():
             if not is_local(host):
@@ -114,6 +116,18 @@ def check_devices(jobs: list[JobSpec]) -> None:
             if len(indices) > available or max(indices, default=0) >= available:
                 raise XoverError(f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
                                  f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H")
+
+
+def check_torch_backend(jobs: list[JobSpec], kind: str) -> None:
+    """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
+    chosen = os.environ.get("XOVER_TORCH_BACKEND", "").strip().lower()
+    if not chosen or not any(job.engine == "torch" for job in jobs):
+        return
+    if chosen not in ("nccl", "gloo"):
+        raise XoverError(f"XOVER_TORCH_BACKEND={chosen}: choose nccl (GPUs) or gloo")
+    if chosen == "nccl" and kind != "gpu":
+        raise XoverError("XOVER_TORCH_BACKEND=nccl needs NVIDIA GPUs, and this machine has none visible: unset it "
+                         "(Gloo is used on CPUs)")
 
 
 def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",

@@ -145,6 +145,8 @@ class Recorder:
             run.checkpoints, run.device = record.get("checkpoints"), record.get("device")
             run.link_priority = record.get("link_priority")
             run.comm_threads = record.get("comm_threads")
+            run.backend, run.deterministic = record.get("backend"), record.get("deterministic")
+            run.devices_per_gpu, run.gpu_sharing = record.get("devices_per_gpu"), record.get("gpu_sharing")
         elif kind == "iter":
             if all(field in record for field in ITERATION_FIELDS):
                 session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in ITERATION_FIELDS},

@@ -8,8 +8,12 @@ step to the moment the wait saw the last one done (the time the job keeps the li
 
 from __future__ import annotations
 
+import os
+import socket
+
 import torch
 
+from ..devices import devices_per_gpu
 from .gradient_wait import LinkClock, wait_without_spinning
 
 
@@ -22,6 +26,7 @@ class HorovodEngine:
         self.hvd = hvd
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.backend = "nccl" if hvd.nccl_built() and torch.cuda.is_available() else "gloo"
         self.optimizer = None
         self.clock = LinkClock()
 
@@ -61,7 +66,7 @@ ENGINES = {"horovod": HorovodEngine}
 
 
 class TorchEngine:
-    """torch.distributed (Gloo on CPU, NCCL on GPU), launched by torchrun.
+    """torch.distributed (Gloo on CPU, NCCL on GPU unless XOVER_TORCH_BACKEND says gloo), launched by torchrun.
 
     DistributedDataParallel is not used: its reducer waits for the all-reduces inside backward, so
     the turn would be held through communication. Instead gradients are grouped in buckets (in the
@@ -83,15 +88,17 @@ class TorchEngine:
     bucket_bytes = 25 * 2**20  # DistributedDataParallel's default bucket size
 
     def __init__(self) -> None:
-        import os
-
         import torch.distributed as dist
 
         self.dist = dist
-        backend = "nccl" if torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1" else "gloo"
-        dist.init_process_group(backend)
-        self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.backend = torch_backend()
+        if self.backend == "nccl" and devices_per_gpu() > 1:
+            # NCCL refuses two ranks of a job on one GPU ("Duplicate GPU detected"); a host id of its own
+            # per rank makes each rank a host of its own to NCCL, joined by its network transport.
+            os.environ["NCCL_HOSTID"] = f"{os.environ.get('XOVER_HOST') or socket.gethostname()}-{self.local_rank}"
+        dist.init_process_group(self.backend)
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.optimizer: torch.optim.Optimizer | None = None
         self._bucket_of: dict[torch.Tensor, int] = {}
         self._buckets: list[list[torch.Tensor]] = []
@@ -163,3 +170,18 @@ class TorchEngine:
 
 
 ENGINES["torch"] = TorchEngine
+
+BACKENDS = ("nccl", "gloo")
+
+
+def torch_backend() -> str:
+    """The torch engine's backend: XOVER_TORCH_BACKEND (nccl or gloo), else NCCL on a GPU, Gloo on a
+    CPU. Gloo on a GPU all-reduces through host memory, so a waiting all-reduce holds no GPU kernel
+    (NCCL's kernels spin on the GPU until the peer's data arrives)."""
+    on_gpu = torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1"
+    chosen = os.environ.get("XOVER_TORCH_BACKEND", "").strip().lower()
+    if not chosen:
+        return "nccl" if on_gpu else "gloo"
+    if chosen not in BACKENDS or (chosen == "nccl" and not on_gpu):
+        raise ValueError(f"XOVER_TORCH_BACKEND={chosen}: choose gloo, or nccl on a GPU")
+    return chosen

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import workloads
+from ..devices import devices_per_gpu, gpu_of_device
 from .engines import ENGINES
 from .link_priority import LinkPriority
 from .metrics import emit
@@ -34,16 +35,38 @@ from .turn_client import device_of, install_checkpoints, token_from_env
 
 
 def place_on_device(local_rank: int) -> torch.device:
-    """Rank i uses device i of its host: a GPU, or one CPU core with torch limited to it."""
+    """Rank i uses device i of its host (XOVER_DEVICES may say otherwise): a GPU, or one CPU core with
+    torch limited to it. With several devices per GPU (devices.py), ranks share a GPU."""
     device_index = device_of(local_rank)
     if torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1":
-        torch.cuda.set_device(device_index)
-        return torch.device("cuda", device_index)
+        gpu = gpu_of_device(device_index, torch.cuda.device_count())
+        torch.cuda.set_device(gpu)
+        return torch.device("cuda", gpu)
     torch.set_num_threads(int(os.environ.get("XOVER_THREADS_PER_RANK", "1")))
     cores = sorted(os.sched_getaffinity(0))
     if os.environ.get("XOVER_PIN_CORES", "1") == "1" and cores:
         os.sched_setaffinity(0, {cores[device_index % len(cores)]})
     return torch.device("cpu")
+
+
+def use_deterministic_kernels() -> bool:
+    """XOVER_DETERMINISTIC=1: deterministic kernels only (an operation without one fails loudly), so
+    that a job's losses on a GPU are bit-identical alone and shared. Call before the first CUDA work."""
+    if os.environ.get("XOVER_DETERMINISTIC") != "1":
+        return False
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's deterministic workspace
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    return True
+
+
+def gpu_sharing(device: torch.device) -> str | None:
+    """How this GPU is shared with other processes: 'mps' when a CUDA MPS control daemon serves this
+    process's pipe folder (kernels of processes run side by side), else 'time-slicing'."""
+    if device.type != "cuda":
+        return None
+    pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
+    return "mps" if os.path.exists(os.path.join(pipes, "control")) else "time-slicing"
 
 
 def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer:
@@ -83,13 +106,45 @@ def synchronize_device(device: torch.device) -> None:
 
 
 def peak_memory_gb(device: torch.device) -> float:
+    """The most memory this process held: on a GPU what the driver charges it (the CUDA context,
+    the caching allocator's reserve, NCCL's buffers), not only what tensors took."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
+        reserved = torch.cuda.max_memory_reserved(device)
+        return (reserved + max(0, process_gpu_memory(device) - torch.cuda.memory_reserved(device))) / 2**30
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+
+
+# What a process holds on a GPU beyond the allocator when NVML cannot tell (CUDA context, libraries).
+CUDA_CONTEXT_BYTES = 600 * 2**20
+
+
+def process_gpu_memory(device: torch.device) -> int:
+    """Bytes NVML charges this process on its GPU now; the allocator's reserve plus a context's worth
+    where NVML does not tell (no permission, a container's other pid namespace)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(_device_uuid(device))
+            for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if process.pid == os.getpid() and process.usedGpuMemory:
+                    return int(process.usedGpuMemory)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        pass
+    return torch.cuda.memory_reserved(device) + CUDA_CONTEXT_BYTES
+
+
+def _device_uuid(device: torch.device) -> str:
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
 def train(spec: dict[str, Any]) -> None:
     recipe = spec["recipe"]
+    deterministic = use_deterministic_kernels()
     engine = ENGINES[spec.get("engine", "horovod")]()
     device = place_on_device(engine.local_rank)
     # join the group early: the server sees us die from here on
@@ -110,7 +165,9 @@ def train(spec: dict[str, Any]) -> None:
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     if is_reporter:
         emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
-             device=str(device), parameters=sum(p.numel() for p in model.parameters()),
+             device=str(device), backend=engine.backend, deterministic=deterministic,
+             devices_per_gpu=devices_per_gpu() if device.type == "cuda" else None, gpu_sharing=gpu_sharing(device),
+             parameters=sum(p.numel() for p in model.parameters()),
              gradient_bytes=gradient_bytes, wall_time=time.time(), **link.start_fields(), **comm_threads.start_fields(),
              checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad))
 

@@ -97,6 +97,10 @@ class Run(Base):
     comm_threads: Mapped[Optional[str]] = mapped_column(String(10))  # batch | normal (runtime/thread_policy.py)
     checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration (where a turn can be yielded)
     device: Mapped[Optional[str]] = mapped_column(String(40))  # rank 0's torch device, e.g. cpu, cuda:0
+    backend: Mapped[Optional[str]] = mapped_column(String(20))  # the engine's data path: nccl | gloo
+    deterministic: Mapped[Optional[bool]]  # deterministic kernels only (XOVER_DETERMINISTIC)
+    devices_per_gpu: Mapped[Optional[int]]  # devices one GPU counted as (XOVER_DEVICES_PER_GPU)
+    gpu_sharing: Mapped[Optional[str]] = mapped_column(String(20))  # time-slicing | mps (CUDA MPS daemon)
     slurm_job_id: Mapped[Optional[str]] = mapped_column(String(40))
     experiment: Mapped[Experiment] = relationship(back_populates="runs")
     recipe: Mapped[RecipeSnapshot] = relationship()

@@ -70,6 +70,8 @@ def run_fields(run: Run) -> dict[str, Any]:
         "wall_s": (run.ended_at - run.started_at).total_seconds() if run.ended_at and run.started_at else None,
         "log_dir": run.log_dir, "error": run.error, "turn_stats": run.turn_stats, "slurm_job_id": run.slurm_job_id,
         "link_priority": run.link_priority, "comm_threads": run.comm_threads, "checkpoints": run.checkpoints,
+        "peak_memory_gb": run.peak_memory_gb, "device": run.device, "backend": run.backend, "deterministic": run.deterministic,
+        "devices_per_gpu": run.devices_per_gpu, "gpu_sharing": run.gpu_sharing,
     }
 
 

@@ -1,0 +1,135 @@
+"""The GPU check's summary (scripts/gpu_check.sh): one table of every phase's group by mode and turn
+policy, then each job's figures, loss parity and the GPU's NVML utilisation over each run.
+
+    python3 bench/gpu/summarize.py WORKDIR PHASE...   (reads WORKDIR/PHASE.report.json, nvml.csv, probe.json)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from datetime import datetime, timezone
+
+
+def _epoch(text) -> float | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text).replace(" UTC", "").replace("Z", ""))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _nvml(path: str) -> list[tuple[float, float, float]]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        return [(float(r["t"]), float(r["gpu_util"]), float(r["proc_mem_mib"])) for r in csv.DictReader(handle)]
+
+
+def _utilisation(samples, jobs) -> str:
+    """Mean GPU utilisation over the runs' span (NVML; '-' without samples)."""
+    spans = [(_epoch(j.get("started_at")), _epoch(j.get("ended_at"))) for j in jobs]
+    spans = [(a, b) for a, b in spans if a and b]
+    if not spans:
+        return "-"
+    start, end = min(a for a, _ in spans), max(b for _, b in spans)
+    inside = [u for t, u, _ in samples if start <= t <= end]
+    return f"{sum(inside) / len(inside):.0f}%" if inside else "-"
+
+
+def _f(value, digits=2) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
+
+
+def _setting(jobs, key) -> str:
+    values = sorted({str(j.get(key)) for j in jobs if j.get(key) is not None})
+    return "/".join(values) or "-"
+
+
+def group_rows(name: str, report: dict, samples) -> list[list[str]]:
+    """One row per way the group ran: sequential, concurrent, crossover under each policy."""
+    jobs = report.get("jobs", [])
+    link = report.get("experiment", {}).get("bandwidth") or "host"
+    rows = []
+    for group in report.get("groups", []):
+        members = [j for j in jobs if j.get("group") == group.get("group")]
+        label = " + ".join(group.get("jobs", []))
+        parity = [p for p in report.get("parity") or [] if p.get("group") == group.get("group")]
+        worst = max((p.get("max_abs_loss_diff") or 0.0 for p in parity), default=None)
+        common = [name, label, _setting(members, "backend"), link, _setting(members, "gpu_sharing")]
+
+        def by(mode, policy=None):
+            return [j for j in members if j.get("mode") == mode and (policy is None or j.get("policy") == policy)]
+
+        rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-",
+                              _utilisation(samples, by("sequential")), "-"])
+        if group.get("concurrent_vs_sequential") is not None:
+            rows.append(common + ["concurrent", _f(group["concurrent_vs_sequential"]), "1.00", "", "-",
+                                  _utilisation(samples, by("concurrent")), "-"])
+        simulated = group.get("simulated") or {}
+        for policy, figures in sorted((group.get("policies") or {}).items()):
+            predicted = (simulated.get(policy) or {}).get("gain")
+            rows.append(common + [f"crossover {policy}", _f(figures.get("aggregate")), _f(figures.get("vs_concurrent")),
+                                  "", _f(predicted), _utilisation(samples, by("crossover", policy)),
+                                  "exact" if worst == 0 else ("-" if worst is None else f"{worst:.2g}")])
+    return rows
+
+
+def job_lines(report: dict) -> list[str]:
+    lines = []
+    for job in report.get("jobs", []):
+        line = (f"    {job.get('name', '?'):20} {job.get('mode', '?'):10} {job.get('policy') or '-':15} "
+                f"{job.get('status', '?'):8} iter {_f(job.get('iteration_ms'), 1):>7} ms  compute "
+                f"{_f(job.get('compute_ms'), 1):>7}  comm {_f(job.get('communication_ms'), 1):>7}  wait "
+                f"{_f(job.get('wait_ms'), 1):>7}  slowdown {_f(job.get('slowdown')):>5}  loss "
+                f"{_f(job.get('final_loss'), 6):>10}  peak {_f(job.get('peak_memory_gb'))} GiB  {job.get('device') or ''}")
+        lines.append(line)
+        if job.get("error"):
+            lines.append(f"      error: {job['error'].strip().splitlines()[-1] if job['error'].strip() else ''}")
+    return lines
+
+
+HEADER = ["phase", "group", "backend", "link", "GPU sharing", "mode", "vs sequential", "vs concurrent",
+          "fluid bound", "predicted", "GPU util", "loss parity"]
+
+
+def table(rows: list[list[str]]) -> str:
+    """A Markdown table (the summary goes into docs/measurements.md as it is)."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    workdir, phases = sys.argv[1], sys.argv[2:]
+    samples = _nvml(os.path.join(workdir, "nvml.csv"))
+    probe = os.path.join(workdir, "probe.json")
+    if os.path.exists(probe):
+        for name, values in json.load(open(probe)).items():
+            print(f"probe {name}: {json.dumps(values)}")
+    rows, details = [], []
+    for name in phases:
+        path = os.path.join(workdir, f"{name}.report.json")
+        try:
+            report = json.load(open(path))
+        except (OSError, ValueError):
+            details.append(f"  {name}: no report ({path} missing or unreadable)")
+            continue
+        rows += group_rows(name, report, samples)
+        experiment = report.get("experiment", {})
+        details.append(f"  {name}: experiment {experiment.get('id')} ({experiment.get('status')}), hardware "
+                       f"{experiment.get('hardware')}")
+        details += job_lines(report)
+    print("\nGPU check summary (aggregate: sum over the jobs of their speed relative to alone, over the window "
+          "they shared the devices)\n")
+    print(table(rows))
+    print("\njobs:")
+    print("\n".join(details))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# xover's GPU check: one prepared command for a machine with one NVIDIA GPU, root, and no network.
+#
+#   bash scripts/gpu_check.sh [--cpu] [--phases LIST] [--budget SECONDS] [--rate RATE] [--out DIR] [--work DIR]
+#
+# Beforehand, on a machine with the package registries: `make gpu-bundle` (wheels of SQLAlchemy, Alembic
+# and Mako for Python 3.12, Debian's iproute2; into .gpu-bundle/, which travels with the checkout). The
+# check installs them under its work folder only where they are missing. Phases, in order; each is skipped
+# when the budget left is too short for it, and the summary is always written:
+#   probe        environment, doctor, turn handoff with the CUDA synchronisation, time-slicing, determinism
+#   parity       two np=1 jobs on the GPU (its first device, NCCL world of one), every mode, exact losses
+#   pair-gloo    compute-heavy gpu-resnet + communication-heavy gpu-mlp, np=2 each, two devices per GPU,
+#                Gloo on CUDA tensors over the shaped link: sequential, concurrent (the GPU's time-slicing),
+#                crossover under both policies; fluid bound and prediction
+#   pair-nccl    the same with NCCL (each rank its own NCCL host, joined over the shaped link)
+#   paper        ResNet-50 + VGG-16 (the paper's pair), np=2 each, as pair-gloo
+#   paper-mps    the paper's pair again under CUDA MPS (kernels of processes side by side), where it exists
+#   paper-bert   ResNet-50 + BERT-base;   paper-twins  two copies of ResNet-50
+# --cpu: a dry run of every phase on the CPU with the small built-in recipes (what the test suite runs).
+# Writes OUT/summary.md (one table), OUT/probe.json and OUT/data.tgz (the store, the reports and every log).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+CPU=0
+PHASES="probe parity pair-gloo pair-nccl paper paper-mps paper-bert paper-twins"
+BUDGET=""
+RATE=10gbit
+OUTDIR=""
+WORK=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cpu) CPU=1 ;;
+    --phases) PHASES=${2//,/ }; shift ;;
+    --budget) BUDGET=$2; shift ;;
+    --rate) RATE=$2; shift ;;
+    --out) OUTDIR=$2; shift ;;
+    --work) WORK=$2; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+OUTDIR=${OUTDIR:-$ROOT/results/gpu-check}
+WORK=${WORK:-$OUTDIR/work}
+mkdir -p "$OUTDIR" "$WORK"
+T0=$SECONDS
+left() { echo $((BUDGET - (SECONDS - T0))); }
+say() { echo "[gpu-check $((SECONDS - T0))s] $*"; }
+if [ -x "$ROOT/.venv/bin/python" ] && [ $CPU = 1 ]; then PY=${PYTHON:-$ROOT/.venv/bin/python}; else PY=${PYTHON:-python3}; fi
+export PYTHONUNBUFFERED=1 XOVER_RESULTS=$WORK/results XOVER_DB=$WORK/xover.db XOVER_LEASE_DIR=$WORK/leases
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+export XOVER_DETERMINISTIC=1  # exact loss parity on the GPU (bench/gpu/probe.py determinism checks each model)
+
+if [ $CPU = 1 ]; then
+  BUDGET=${BUDGET:-280}
+  export XOVER_CPU_ONLY=1
+  R=resnet-synthetic; M=mlp-synthetic; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
+  PAIR_SECONDS=2; PAPER_SECONDS=2; PROFILE=(--iterations 5 --warmup 2); PARITY_ITERATIONS=6
+  PHASES=${PHASES/paper-mps/}  # no MPS on a CPU
+  [ "$RATE" = 10gbit ] && RATE=1gbit
+else
+  BUDGET=${BUDGET:-420}
+  R=bench/gpu/recipes/gpu-resnet.toml; M=bench/gpu/recipes/gpu-mlp.toml
+  R50=resnet50-synthetic; VGG=vgg16-synthetic; BERT=bert-base-tokens
+  PAIR_SECONDS=6; PAPER_SECONDS=8; PROFILE=(--iterations 8 --warmup 3); PARITY_ITERATIONS=40
+fi
+# every rank of a job may share one GPU: each GPU counts as two devices (devices.py)
+SHARED=(XOVER_DEVICES_PER_GPU=2 GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=WARN)
+DONE=""
+
+# ---- set-up: what the image lacks, from .gpu-bundle/ (no network there)
+if ! "$PY" -c "import sqlalchemy, alembic, mako" 2>/dev/null; then
+  if ls .gpu-bundle/wheels/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" .gpu-bundle/wheels/*.whl \
+      && export PYTHONPATH=$PYTHONPATH:$WORK/site && say "installed $(ls .gpu-bundle/wheels | tr '\n' ' ')"
+  else
+    say "SQLAlchemy/Alembic/Mako missing and no .gpu-bundle/wheels: run 'make gpu-bundle' where the registries are"
+  fi
+fi
+need=""
+for tool in ip tc sysctl unshare nsenter; do command -v "$tool" >/dev/null || need="$need $tool"; done
+if [ -n "$need" ] && ls .gpu-bundle/debs/*.deb >/dev/null 2>&1; then
+  mkdir -p "$WORK/deb" "$WORK/bin"
+  for deb in .gpu-bundle/debs/*.deb; do dpkg-deb -x "$deb" "$WORK/deb" 2>/dev/null || dpkg -x "$deb" "$WORK/deb"; done
+  for tool in $need; do
+    for candidate in "$WORK"/deb/{bin,sbin,usr/bin,usr/sbin}/$tool; do [ -x "$candidate" ] && break; done
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' \
+      "$WORK/deb/usr/lib/x86_64-linux-gnu:$WORK/deb/lib/x86_64-linux-gnu" "$candidate" >"$WORK/bin/$tool"
+    chmod +x "$WORK/bin/$tool"
+  done
+  export PATH=$PATH:$WORK/bin
+  say "carried Debian tools for:$need"
+fi
+"$PY" -c 'import sys, torch, sqlalchemy; print("python", sys.version.split()[0], "torch", torch.__version__,
+  "cuda", torch.cuda.is_available(), "sqlalchemy", sqlalchemy.__version__)' || { say "xover cannot import here"; exit 1; }
+SAMPLER=""
+if [ $CPU = 0 ]; then
+  "$PY" bench/gpu/nvml_sampler.py "$WORK/nvml.csv" 0.2 & SAMPLER=$!
+fi
+BW=()
+if "$PY" -c "
+from xover.launch.network import ShapedNetwork
+with ShapedNetwork('$RATE'):
+    pass" 2>"$WORK/link.err"; then
+  BW=(--bandwidth "$RATE"); say "link emulation works: $RATE"
+else
+  say "link emulation unavailable ($(tail -n 1 "$WORK/link.err")): the jobs use the unshaped loopback"
+fi
+LINK=${BW[1]:-host}
+
+# xo LIMIT NAME [VAR=VALUE ...] -- XOVER ARGS: one xover command under a limit, its output kept as NAME.*
+xo() {
+  local limit=$1 name=$2; shift 2
+  local vars=(); while [ "$1" != "--" ]; do vars+=("$1"); shift; done; shift
+  env "${vars[@]}" timeout -k 10 -s INT "$limit" "$PY" -m xover "$@" >"$WORK/$name.json" 2>"$WORK/$name.err"
+  local code=$?
+  say "  xover $1 ($name): exit $code"; [ $code = 0 ] || tail -n 4 "$WORK/$name.err"
+  return $code
+}
+
+# report NAME: the experiment of NAME.run.json (latest when the run printed none) as NAME.report.json
+report() {
+  local id
+  id=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['experiment'])" "$WORK/$1.run.json" 2>/dev/null \
+       || echo latest)
+  "$PY" -m xover report "$id" --format json >"$WORK/$1.report.json" 2>>"$WORK/$1.run.err"
+  DONE="$DONE $1"
+}
+
+# pair NAME NEED SECONDS BACKEND RECIPE RECIPE [VAR=VALUE ...]: profile both, then the comparison of a group
+pair() {
+  local name=$1 need=$2 seconds=$3 backend=$4 a=$5 b=$6; shift 6
+  if [ "$(left)" -lt "$need" ]; then say "phase $name skipped: $(left)s left, needs ${need}s"; return; fi
+  say "phase $name: $a + $b, $backend, link $LINK"
+  local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@")
+  local length=(--seconds "$seconds")
+  if ! xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
+       "${PROFILE[@]}" --no-corun --force --json; then
+    length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
+  fi
+  xo $(($(left) - 10)) "$name.run" "${vars[@]}" -- run --group "$a" "$b" --engine torch "${BW[@]}" "${length[@]}" \
+    --mode all --policy all --timeout $(($(left) - 20)) --json
+  report "$name"
+}
+
+[ $CPU = 1 ] && XOVER_TORCH_BACKEND_NCCL=gloo || XOVER_TORCH_BACKEND_NCCL=nccl
+for phase in $PHASES; do
+  case $phase in
+    probe)
+      say "phase probe"
+      timeout 60 "$PY" -m xover doctor >"$WORK/doctor.txt" 2>&1; say "  xover doctor: exit $? (1 is expected without Horovod)"
+      if [ $CPU = 1 ]; then probes=(env handoff determinism --cpu); else probes=(env handoff slicing determinism); fi
+      timeout $((CPU ? 90 : 120)) "$PY" bench/gpu/probe.py "${probes[@]}" --json "$WORK/probe.json" ;;
+    parity)
+      if [ "$(left)" -lt 40 ]; then say "phase parity skipped: $(left)s left"; continue; fi
+      say "phase parity: $R + $M, np=1 each on the first device"
+      xo $(($(left) - 10)) parity.run -- run --group "$R" "$M" --np 1 --engine torch --iterations "$PARITY_ITERATIONS" \
+        --mode all --policy work-conserving --timeout $(($(left) - 20)) --json
+      report parity ;;
+    pair-gloo) pair pair-gloo 80 "$PAIR_SECONDS" gloo "$R" "$M" ;;
+    pair-nccl) pair pair-nccl 80 "$PAIR_SECONDS" "$XOVER_TORCH_BACKEND_NCCL" "$R" "$M" ;;
+    paper) pair paper 100 "$PAPER_SECONDS" gloo "$R50" "$VGG" ;;
+    paper-mps)
+      MPS=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
+      if [ -z "$MPS" ]; then say "phase paper-mps skipped: no nvidia-cuda-mps-control"; continue; fi
+      export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if "$MPS" -d; then
+        say "MPS control daemon started"
+        pair paper-mps 100 "$PAPER_SECONDS" gloo "$R50" "$VGG"
+        echo quit | "$MPS"; sleep 1
+      else say "phase paper-mps: the MPS daemon did not start"; fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    paper-bert) pair paper-bert 100 "$PAPER_SECONDS" gloo "$R50" "$BERT" ;;
+    paper-twins) pair paper-twins 100 "$PAPER_SECONDS" gloo "$R50" "$R50" ;;
+    *) say "unknown phase $phase (see --help)" ;;
+  esac
+done
+
+[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
+cp "$WORK/probe.json" "$OUTDIR/" 2>/dev/null
+"$PY" bench/gpu/summarize.py "$WORK" $DONE | tee "$OUTDIR/summary.md"
+tar -czf "$OUTDIR/data.tgz" -C "$WORK" --exclude='*.sock' --exclude=site --exclude=deb --exclude=bin . 2>/dev/null
+say "done: $OUTDIR/summary.md, $OUTDIR/data.tgz"
