@@ -148,7 +148,7 @@ for phase in $PHASES; do
   case $phase in
     probe)
       say "phase probe"
-      timeout 60 "$PY" -m xover doctor >"$WORK/doctor.txt" 2>&1; say "  xover doctor: exit $? (1 is expected without Horovod)"
+      COLUMNS=150 timeout 60 "$PY" -m xover doctor >"$WORK/doctor.txt" 2>&1; say "  xover doctor: exit $? (1 is expected without Horovod)"; cat "$WORK/doctor.txt"
       if [ $CPU = 1 ]; then probes=(env handoff determinism --cpu); else probes=(env handoff slicing determinism); fi
       timeout $((CPU ? 90 : 120)) "$PY" bench/gpu/probe.py "${probes[@]}" --json "$WORK/probe.json" ;;
     parity)
