@@ -16,13 +16,16 @@
 #   paper        ResNet-50 + VGG-16 (the paper's pair), np=2 each, as pair-gloo
 #   paper-mps    the paper's pair again under CUDA MPS (kernels of processes side by side), where it exists
 #   paper-bert   ResNet-50 + BERT-base;   paper-twins  two copies of ResNet-50
+# The default phases are the check (probe to pair-nccl, about 6 minutes); the paper's pairs are the GPU
+# benchmark: --phases paper,paper-mps,paper-bert,paper-twins --budget 420.
 # --cpu: a dry run of every phase on the CPU with the small built-in recipes (what the test suite runs).
 # Writes OUT/summary.md (one table), OUT/probe.json and OUT/data.tgz (the store, the reports and every log).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 CPU=0
-PHASES="probe parity pair-gloo pair-nccl paper paper-mps paper-bert paper-twins"
+PHASES_GIVEN=0
+PHASES="probe parity pair-gloo pair-nccl"  # the check; --phases paper,paper-mps,paper-bert,paper-twins: the benchmark
 BUDGET=""
 RATE=10gbit
 OUTDIR=""
@@ -30,7 +33,7 @@ WORK=""
 while [ $# -gt 0 ]; do
   case $1 in
     --cpu) CPU=1 ;;
-    --phases) PHASES=${2//,/ }; shift ;;
+    --phases) PHASES=${2//,/ }; PHASES_GIVEN=1; shift ;;
     --budget) BUDGET=$2; shift ;;
     --rate) RATE=$2; shift ;;
     --out) OUTDIR=$2; shift ;;
@@ -55,14 +58,17 @@ if [ $CPU = 1 ]; then
   BUDGET=${BUDGET:-280}
   export XOVER_CPU_ONLY=1
   R=resnet-synthetic; M=mlp-synthetic; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
-  PAIR_SECONDS=2; PAPER_SECONDS=2; PROFILE=(--iterations 5 --warmup 2); PARITY_ITERATIONS=6
+  PAIR_SECONDS=1.5; PAPER_SECONDS=1.5; PROFILE=(--iterations 4 --warmup 1); PARITY_ITERATIONS=4
+  [ "$PHASES_GIVEN" = 1 ] || PHASES="probe parity pair-gloo pair-nccl paper paper-bert paper-twins"
   PHASES=${PHASES/paper-mps/}  # no MPS on a CPU
   [ "$RATE" = 10gbit ] && RATE=1gbit
 else
-  BUDGET=${BUDGET:-420}
+  BUDGET=${BUDGET:-360}
   R=bench/gpu/recipes/gpu-resnet.toml; M=bench/gpu/recipes/gpu-mlp.toml
   R50=resnet50-synthetic; VGG=vgg16-synthetic; BERT=bert-base-tokens
-  PAIR_SECONDS=6; PAPER_SECONDS=8; PROFILE=(--iterations 8 --warmup 3); PARITY_ITERATIONS=40
+  # A run with NCCL took 11-15 s to start on an H200: a job that runs 3 s may end before its partner
+  # starts (docs/measurements.md, 2026-11-26), so every job gets at least 10 s.
+  PAIR_SECONDS=10; PAPER_SECONDS=12; PROFILE=(--iterations 8 --warmup 3); PARITY_ITERATIONS=200
 fi
 # every rank of a job may share one GPU: each GPU counts as two devices (devices.py)
 SHARED=(XOVER_DEVICES_PER_GPU=2 GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=WARN)

@@ -45,6 +45,11 @@ def _f(value, digits=2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
 
 
+def _share(value) -> str:
+    """How much of the run the jobs ran side by side: a figure over a short overlap is less sure."""
+    return f"{value:.0%}" if isinstance(value, (int, float)) else "-"
+
+
 def _setting(jobs, key) -> str:
     values = sorted({str(j.get(key)) for j in jobs if j.get(key) is not None})
     return "/".join(values) or "-"
@@ -65,16 +70,17 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
         def by(mode, policy=None):
             return [j for j in members if j.get("mode") == mode and (policy is None or j.get("policy") == policy)]
 
-        rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-",
+        rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-", "-",
                               _utilisation(samples, by("sequential")), "-"])
         if group.get("concurrent_vs_sequential") is not None:
             rows.append(common + ["concurrent", _f(group["concurrent_vs_sequential"]), "1.00", "", "-",
-                                  _utilisation(samples, by("concurrent")), "-"])
+                                  _share(group.get("concurrent_overlap")), _utilisation(samples, by("concurrent")), "-"])
         simulated = group.get("simulated") or {}
         for policy, figures in sorted((group.get("policies") or {}).items()):
             predicted = (simulated.get(policy) or {}).get("gain")
             rows.append(common + [f"crossover {policy}", _f(figures.get("aggregate")), _f(figures.get("vs_concurrent")),
-                                  "", _f(predicted), _utilisation(samples, by("crossover", policy)),
+                                  "", _f(predicted), _share(figures.get("overlap")),
+                                  _utilisation(samples, by("crossover", policy)),
                                   "exact" if worst == 0 else ("-" if worst is None else f"{worst:.2g}")])
     return rows
 
@@ -94,7 +100,7 @@ def job_lines(report: dict) -> list[str]:
 
 
 HEADER = ["phase", "group", "backend", "link", "GPU sharing", "mode", "vs sequential", "vs concurrent",
-          "fluid bound", "predicted", "GPU util", "loss parity"]
+          "fluid bound", "predicted", "overlap", "GPU util", "loss parity"]
 
 
 def table(rows: list[list[str]]) -> str:

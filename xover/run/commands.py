@@ -22,7 +22,8 @@ from typing import Any
 from ..errors import XoverError
 from ..store.session import Store, open_store
 from ..turns.policies import DEFAULT_POLICY
-from .jobs import MODES, GroupToRun, JobSpec, attach_traits, check_devices, give_seconds, job_for, traits_from_summary
+from .jobs import (MODES, GroupToRun, JobSpec, attach_traits, check_devices, give_seconds, job_for,
+                   nccl_crossover_warning, traits_from_summary)
 from .leases import DeviceLeases
 from .record import Recorder, reconcile_lost
 from .schedule import QuietObserver, RunContext, Scheduler, Unit
@@ -34,13 +35,19 @@ def results_root() -> Path:
     return Path(os.environ.get("XOVER_RESULTS", "results"))
 
 
+REAPER_DB_VARIABLE = "XOVER_REAPER_DB"
+
+
 class Reaper:
     """The reaper process of an experiment (reaper.py): told `done` when the experiment ends properly."""
 
     def __init__(self, experiment_id: str, db_url: str) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id,
-                                         "--db", db_url], stdin=subprocess.PIPE, start_new_session=True,
-                                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        # The store's URL goes in the environment, not the command line every local user can read; the
+        # user's own PYTHONPATH stays after xover's (it may hold what xover imports: SQLAlchemy, ...).
+        path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
+        self.process = subprocess.Popen([sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id],
+                                        stdin=subprocess.PIPE, start_new_session=True,
+                                        env={**os.environ, "PYTHONPATH": path, REAPER_DB_VARIABLE: db_url})
         self.hosts: set[str] = set()
 
     def add_host(self, host: str, prefix: list[str]) -> None:
@@ -289,6 +296,11 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     policies = policies or [DEFAULT_POLICY]
     for group in groups:
         check_devices(group.jobs)
+    warning = nccl_crossover_warning([job for group in groups for job in group.jobs], modes)
+    if warning and launcher == "local":
+        from ..console import errors
+
+        errors.print(f"warning: {warning}", highlight=False, markup=False)
     link = link_of([job for group in groups for job in group.jobs], bandwidth)
     store = open_store(db)
     for group in groups:

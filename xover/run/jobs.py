@@ -130,6 +130,20 @@ def check_torch_backend(jobs: list[JobSpec], kind: str) -> None:
                          "(Gloo is used on CPUs)")
 
 
+def nccl_crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
+    """A warning where torch jobs would take crossover turns on GPUs over NCCL: an NCCL all-reduce
+    waiting for its peer is a kernel that spins on the GPU, and the partner's turn is time-sliced with
+    it (docs/measurements.md: a compute-heavy job's compute 1.96x, crossover 0.60x of concurrent)."""
+    if "crossover" not in modes or not any(job.engine == "torch" for job in jobs):
+        return None
+    chosen = os.environ.get("XOVER_TORCH_BACKEND", "").strip().lower()
+    if chosen == "gloo" or local_device_count()[0] != "gpu":
+        return None
+    return ("crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's turn "
+            "(time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU to the "
+            "partner (docs/design.md, 'GPUs')")
+
+
 def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",
                         np: int | None = None, hosts: str | None = None) -> list[GroupToRun]:
     """`xover run --group A B`: one ad-hoc group on the first devices of the hosts (this machine)."""

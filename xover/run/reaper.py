@@ -65,7 +65,8 @@ def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="xover's reaper (started by xover itself)")
     parser.add_argument("--experiment")
-    parser.add_argument("--db")
+    parser.add_argument("--db", default=os.environ.get("XOVER_REAPER_DB"),
+                        help="the store (default: $XOVER_REAPER_DB, which keeps a password out of the process list)")
     parser.add_argument("--host", action="append", default=[])
     parser.add_argument("--remote-prefix", default="", help="command prefix to reach other hosts (space-separated)")
     parser.add_argument("--kill", help="stop the processes tagged with this value on this host now, and exit")

@@ -1,0 +1,176 @@
+"""The GPU path's logic that runs on any machine: devices per GPU, the GPUs CUDA_VISIBLE_DEVICES leaves
+visible, the torch engine's backend, deterministic kernels, GPU sharing, what a run records of them,
+and the GPU check's dry run on the CPU (scripts/gpu_check.sh --cpu)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from xover.devices import devices_per_gpu, gpu_of_device, hardware_fingerprint, local_device_count, visible_gpus
+from xover.errors import XoverError
+from xover.recipes import load_recipe
+from xover.run.jobs import check_devices, job_for, nccl_crossover_warning
+from xover.runtime import engines, worker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_visible_gpus_follow_cuda_visible_devices_as_cuda_reads_it():
+    assert visible_gpus(4, {}) == ["0", "1", "2", "3"]
+    assert visible_gpus(4, {"CUDA_VISIBLE_DEVICES": "2,0"}) == ["2", "0"]
+    assert visible_gpus(4, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert visible_gpus(4, {"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    # the list ends at the first entry that names no device, or at a device named twice
+    assert visible_gpus(4, {"CUDA_VISIBLE_DEVICES": "1,7,2"}) == ["1"]
+    assert visible_gpus(4, {"CUDA_VISIBLE_DEVICES": "1,1,2"}) == ["1"]
+    assert visible_gpus(2, {"CUDA_VISIBLE_DEVICES": "GPU-8c6a,MIG-11ab"}) == ["GPU-8c6a", "MIG-11ab"]
+
+
+def test_devices_per_gpu_is_checked_and_maps_devices_onto_gpus():
+    assert devices_per_gpu({}) == 1
+    assert devices_per_gpu({"XOVER_DEVICES_PER_GPU": "2"}) == 2
+    for bad in ("0", "two", "-1", "1.5", "65"):
+        with pytest.raises(XoverError, match="XOVER_DEVICES_PER_GPU"):
+            devices_per_gpu({"XOVER_DEVICES_PER_GPU": bad})
+    # K devices per GPU: device d runs on GPU d mod the GPUs, so a job's first devices spread over the GPUs
+    assert [gpu_of_device(d, 1, {"XOVER_DEVICES_PER_GPU": "2"}) for d in range(2)] == [0, 0]
+    assert [gpu_of_device(d, 2, {"XOVER_DEVICES_PER_GPU": "2"}) for d in range(4)] == [0, 1, 0, 1]
+    assert [gpu_of_device(d, 4, {}) for d in range(4)] == [0, 1, 2, 3]
+
+
+def test_a_cpu_machine_counts_cores_whatever_the_gpu_settings(monkeypatch):
+    monkeypatch.setenv("XOVER_DEVICES_PER_GPU", "4")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")
+    assert local_device_count() == ("cpu", len(os.sched_getaffinity(0)))
+    assert hardware_fingerprint().startswith("cpu:")
+
+
+def test_torch_backend_default_override_and_refusals(monkeypatch):
+    monkeypatch.delenv("XOVER_TORCH_BACKEND", raising=False)
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")
+    assert engines.torch_backend() == "gloo"
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "GLOO")
+    assert engines.torch_backend() == "gloo"
+    for bad in ("nccl", "mpi"):  # NCCL needs a GPU; MPI is not one of xover's
+        monkeypatch.setenv("XOVER_TORCH_BACKEND", bad)
+        with pytest.raises(ValueError, match="XOVER_TORCH_BACKEND"):
+            engines.torch_backend()
+
+
+def test_launcher_refuses_a_bad_backend_before_anything_starts(monkeypatch):
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")
+    job = job_for(load_recipe("mlp-synthetic"), engine="torch")
+    job.devices = {"localhost": [0]}
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "nccl")
+    with pytest.raises(XoverError, match="XOVER_TORCH_BACKEND=nccl needs NVIDIA GPUs"):
+        check_devices([job])
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "mpi")
+    with pytest.raises(XoverError, match="choose nccl"):
+        check_devices([job])
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "gloo")
+    check_devices([job])
+    # horovod jobs do not read it
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "mpi")
+    check_devices([job_for(load_recipe("mlp-synthetic"), engine="horovod")])
+
+
+def test_no_nccl_warning_on_a_cpu_or_without_crossover(monkeypatch):
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")
+    jobs = [job_for(load_recipe("mlp-synthetic"), engine="torch")]
+    assert nccl_crossover_warning(jobs, ["crossover"]) is None
+    assert nccl_crossover_warning(jobs, ["sequential", "concurrent"]) is None
+
+
+def test_deterministic_kernels_are_switched_on_only_when_asked(monkeypatch):
+    monkeypatch.delenv("XOVER_DETERMINISTIC", raising=False)
+    assert worker.use_deterministic_kernels() is False
+    monkeypatch.setenv("XOVER_DETERMINISTIC", "1")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        assert worker.use_deterministic_kernels() is True
+        assert torch.are_deterministic_algorithms_enabled()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_gpu_sharing_says_mps_where_the_daemon_serves_the_pipe_folder(tmp_path, monkeypatch):
+    assert worker.gpu_sharing(torch.device("cpu")) is None
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    assert worker.gpu_sharing(torch.device("cuda", 0)) == "time-slicing"
+    (tmp_path / "control").touch()  # the control daemon's pipe
+    assert worker.gpu_sharing(torch.device("cuda", 0)) == "mps"
+
+
+def test_a_run_records_how_it_used_its_gpu(tmp_path):
+    """The worker's start record (backend, determinism, devices per GPU, sharing) reaches the runs table."""
+    from xover.run.record import Recorder
+    from xover.store.models import RecipeSnapshot, Run
+    from xover.store.queries import run_fields
+    from xover.store.session import open_store
+
+    store = open_store(str(tmp_path / "x.db"))
+    recorder = Recorder(store, "e1")
+    recorder.open("run", "xover run", None, None)
+    with store.session() as session, session.begin():
+        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
+        session.add(snapshot)
+        session.flush()
+        session.add(Run(experiment_id="e1", recipe_id=snapshot.id, name="a", mode="crossover", hosts="localhost:2",
+                        np=2, status="running"))
+    with store.session() as session, session.begin():
+        run_id = session.query(Run).one().id
+    recorder.apply([(run_id, {"kind": "start", "engine": "torch", "device": "cuda:0", "backend": "gloo",
+                              "deterministic": True, "devices_per_gpu": 2, "gpu_sharing": "mps"})],
+                   on_record=lambda *a: None)
+    with store.session() as session:
+        fields = run_fields(session.get(Run, run_id))
+    assert {k: fields[k] for k in ("device", "backend", "deterministic", "devices_per_gpu", "gpu_sharing")} == {
+        "device": "cuda:0", "backend": "gloo", "deterministic": True, "devices_per_gpu": 2, "gpu_sharing": "mps"}
+
+
+def test_the_reaper_gets_the_store_outside_its_command_line_and_keeps_pythonpath(tmp_path, monkeypatch):
+    """A password in the store's URL must not reach the process list; the user's PYTHONPATH (where
+    SQLAlchemy may live, as on the GPU machine) must reach the reaper (found by the GPU check)."""
+    from xover.run.commands import Reaper
+
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    url = "postgresql+psycopg://xover:s3cret@db.example/xover"
+    seen = {}
+
+    class FakePopen:
+        def __init__(self, command, **kwargs):
+            seen.update(command=command, env=kwargs["env"])
+
+    monkeypatch.setattr(subprocess, "Popen", FakePopen)
+    Reaper("e1", url)
+    assert "s3cret" not in " ".join(seen["command"]) and "--db" not in seen["command"]
+    assert seen["env"]["XOVER_REAPER_DB"] == url
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep) == [str(ROOT), str(tmp_path / "site")]
+
+
+@pytest.mark.e2e
+def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
+    """scripts/gpu_check.sh --cpu: every phase but MPS (none on a CPU) with the small recipes, one
+    summary row per mode and policy, losses identical to the jobs alone."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XOVER_DB", "XOVER_RESULTS")}
+    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu", "--out", str(tmp_path / "out")], cwd=ROOT,
+                            env={**env, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=420)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    phases = {row[0].strip("| ") for row in rows}
+    assert phases == {"parity", "pair-gloo", "pair-nccl", "paper", "paper-bert", "paper-twins"}, summary
+    for phase in phases - {"parity"}:
+        modes = [row[5] for row in rows if row[0].strip("| ") == phase]
+        assert modes == ["sequential", "concurrent", "crossover round-robin", "crossover work-conserving"], summary
+    parity = [row[12].strip(" |") for row in rows if row[5].startswith("crossover")]
+    assert parity and set(parity) == {"exact"}, summary
+    probe = (tmp_path / "out" / "probe.json").read_text()
+    assert '"handoff"' in probe and '"identical"' in probe
+    assert (tmp_path / "out" / "data.tgz").stat().st_size > 0
