@@ -55,7 +55,7 @@ export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 export XOVER_DETERMINISTIC=1  # exact loss parity on the GPU (bench/gpu/probe.py determinism checks each model)
 
 if [ $CPU = 1 ]; then
-  BUDGET=${BUDGET:-280}
+  BUDGET=${BUDGET:-420}
   export XOVER_CPU_ONLY=1
   R=resnet-synthetic; M=mlp-synthetic; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
   PAIR_SECONDS=1.5; PAPER_SECONDS=1.5; PROFILE=(--iterations 4 --warmup 1); PARITY_ITERATIONS=4
@@ -140,7 +140,9 @@ pair() {
   say "phase $name: $a + $b, $backend, link $LINK"
   local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@")
   local length=(--seconds "$seconds")
-  if ! xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
+  if [ $CPU = 1 ] && [ "$name" != pair-gloo ]; then
+    length=(--iterations "${PROFILE[1]}")  # the dry run profiles once (pair-gloo), to stay within minutes
+  elif ! xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
        "${PROFILE[@]}" --no-corun --force --json; then
     length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
   fi
@@ -155,7 +157,7 @@ for phase in $PHASES; do
     probe)
       say "phase probe"
       COLUMNS=150 timeout 60 "$PY" -m xover doctor >"$WORK/doctor.txt" 2>&1; say "  xover doctor: exit $? (1 is expected without Horovod)"; cat "$WORK/doctor.txt"
-      if [ $CPU = 1 ]; then probes=(env handoff determinism --cpu); else probes=(env handoff slicing determinism); fi
+      if [ $CPU = 1 ]; then probes=(env handoff determinism --cpu --rounds 80); else probes=(env handoff slicing determinism); fi
       timeout $((CPU ? 90 : 120)) "$PY" bench/gpu/probe.py "${probes[@]}" --json "$WORK/probe.json" ;;
     parity)
       if [ "$(left)" -lt 40 ]; then say "phase parity skipped: $(left)s left"; continue; fi

@@ -160,7 +160,7 @@ def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
     summary row per mode and policy, losses identical to the jobs alone."""
     env = {k: v for k, v in os.environ.items() if k not in ("XOVER_DB", "XOVER_RESULTS")}
     result = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu", "--out", str(tmp_path / "out")], cwd=ROOT,
-                            env={**env, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=420)
+                            env={**env, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = (tmp_path / "out" / "summary.md").read_text()
     rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| ") and "---" not in line][1:]
@@ -174,3 +174,21 @@ def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
     probe = (tmp_path / "out" / "probe.json").read_text()
     assert '"handoff"' in probe and '"identical"' in probe
     assert (tmp_path / "out" / "data.tgz").stat().st_size > 0
+
+
+def test_slurm_asks_for_the_devices_the_plan_was_profiled_on_not_the_submitting_hosts(tmp_path):
+    """A login node without GPUs submits a plan profiled on GPU nodes: its groups ask for GPUs."""
+    from xover.planner import plan_from_dict
+    from xover.run.slurm import plan_device_kind
+
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"device_kind": "gpu"}')
+    assert plan_device_kind(str(plan)) == "gpu"
+    plan.write_text('{"engine": "torch"}')  # a plan from before, or from a trace: this host decides
+    assert plan_device_kind(str(plan)) is None
+    assert plan_device_kind(str(tmp_path / "missing.json")) is None
+    body = {"format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]], "groups": [], "jobs": {},
+            "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 0.0,
+            "sequential_makespan_ms": 0.0, "device_kind": "tpu"}
+    with pytest.raises(XoverError, match="device_kind"):
+        plan_from_dict(body)

@@ -44,7 +44,8 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert {"jobs", "devices", "predicted_gain"} <= set(group)
     assert json.loads(plan_path.read_text())["format"] == "xover-plan/1"
     # what its profiles were taken under, which a run of it follows unless told otherwise
-    assert {k: json.loads(plan_path.read_text())[k] for k in ("link", "engine")} == {"link": "host", "engine": "horovod"}
+    assert {k: json.loads(plan_path.read_text())[k] for k in ("link", "engine", "device_kind")} == {
+        "link": "host", "engine": "horovod", "device_kind": "cpu"}  # the devices Slurm is asked for
     # the profiles were taken under horovod: a plan for torch needs torch's own
     other = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--engine", "torch")
     assert other.returncode == 2 and "no torch profile" in other.stderr and "--engine torch" in other.stderr, other.stderr

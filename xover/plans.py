@@ -35,10 +35,11 @@ def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
 
 def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None,
                         hosts: list[tuple[str, int]] | None = None,
-                        engine: str = "horovod") -> tuple[list[JobProfile], dict[str, str], str]:
+                        engine: str = "horovod") -> tuple[list[JobProfile], dict[str, str], str, str]:
     """JobProfiles from the newest stored profile of each recipe under `engine` (this hardware first,
     then any), all taken at one link rate: `bandwidth`, or the one rate at which every recipe was
-    profiled. Returns the profiles, job name -> recipe path, and the link rate used."""
+    profiled. Returns the profiles, job name -> recipe path, the link rate used, and the kind of device
+    the profiles were taken on ('gpu' if any was; a plan made on a login node runs on GPU nodes)."""
     store = open_store(db)
     hardware = hardware_fingerprint()
     recipes = [load_recipe(path) for path in recipe_paths]
@@ -47,7 +48,7 @@ def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str 
         if names.count(name) > 1:
             raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
     link = bandwidth or _common_link(store, recipes, recipe_paths, engine)
-    jobs, paths = [], {}
+    jobs, paths, kind = [], {}, "cpu"
     for path, recipe in zip(recipe_paths, recipes):
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
         found = (find_profile(store, recipe.hash, recipe.np, link, hardware, engine, hosts=spanned)
@@ -60,7 +61,9 @@ def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str 
                              + _other_engine_hint(store, recipe, engine))
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
-    return jobs, paths, link
+        if (found.hardware or "").startswith("gpu:"):
+            kind = "gpu"
+    return jobs, paths, link, kind
 
 
 def recipe_iterations(recipe) -> int:
@@ -180,12 +183,12 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if trace_csv:
         jobs, recipes = load_trace_csv(trace_csv), {}
     else:
-        jobs, recipes, bandwidth = profiles_of_recipes(db, recipe_paths, bandwidth, host_list, engine)
+        jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, recipe_paths, bandwidth, host_list, engine)
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
                      policy=policy)
     body = plan_to_dict(plan, recipes)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
-        body.update(link=bandwidth, engine=engine)
+        body.update(link=bandwidth, engine=engine, device_kind=device_kind)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
     from .run.commands import results_root
 

@@ -1,6 +1,6 @@
 """Probes of a GPU machine for xover's GPU check (scripts/gpu_check.sh), from the repository root:
 
-    python3 bench/gpu/probe.py [env] [handoff] [slicing] [determinism] [--json FILE] [--cpu]
+    python3 bench/gpu/probe.py [env] [handoff] [slicing] [determinism] [--json FILE] [--cpu] [--rounds N]
 
   env          versions, the GPU, its compute mode, and the tools the check uses
   handoff      two processes take turns on one device through xover's turn server, synchronising the
@@ -230,12 +230,16 @@ def determinism() -> dict:
 
 def main() -> None:
     args = [a for a in sys.argv[1:] if a != "--cpu"]
-    out = None
+    out, rounds = None, 300
+    if "--rounds" in args:
+        index = args.index("--rounds")
+        rounds = int(args[index + 1])
+        del args[index:index + 2]
     if "--json" in args:
         index = args.index("--json")
         out = args[index + 1]
         del args[index:index + 2]
-    probes = {"env": env_info, "handoff": handoff, "slicing": slicing, "slicing_mps": slicing,
+    probes = {"env": env_info, "handoff": lambda: handoff(rounds), "slicing": slicing, "slicing_mps": slicing,
               "determinism": determinism}
     results = {}
     for name in args or ["env", "handoff", "slicing", "determinism"]:

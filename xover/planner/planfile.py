@@ -28,7 +28,8 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
      "predicted_makespan_ms": 50000.0,
      "sequential_makespan_ms": 70000.0,
      "link": "1gbit",                         # made from recipes: the link and engine of their
-     "engine": "horovod"}                     # profiles, which `xover run PLAN` runs under by default
+     "engine": "horovod",                     # profiles, which `xover run PLAN` runs under by default,
+     "device_kind": "gpu"}                    # and the devices they were taken on (Slurm asks for these)
 
 ``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
 job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
@@ -36,8 +37,8 @@ job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``
 ``interference_link_share`` (none: the interference is the same next to any partner) may be left
 out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
 ``predicted_iteration_ms``, ``predicted_start_ms`` and ``fluid_bound`` may be left out (plans from
-before they existed); ``policy`` defaults to work-conserving; ``link`` and ``engine`` are
-absent from plans made from a trace.
+before they existed); ``policy`` defaults to work-conserving; ``link``, ``engine`` and ``device_kind``
+(gpu or cpu) are absent from plans made from a trace.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
 jobs, devices exist on the listed hosts, no device is used twice in one wave) and
@@ -132,6 +133,8 @@ def plan_from_dict(document: Any) -> Plan:
         _text(top["link"], "link")
     if "engine" in top and top["engine"] not in ENGINES:
         _fail("engine", f"unknown engine {top['engine']!r}; choose {', '.join(ENGINES)}")
+    if "device_kind" in top and top["device_kind"] not in ("gpu", "cpu"):
+        _fail("device_kind", f"{top['device_kind']!r}: choose gpu or cpu")
     return Plan(
         algo=_text(_field(top, "algo", ""), "algo"),
         hosts=hosts,

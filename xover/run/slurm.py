@@ -14,6 +14,7 @@ filesystem they share, or PostgreSQL). A Slurm job that ends before or without i
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -42,6 +43,15 @@ def group_shape(group: GroupToRun) -> tuple[int, int]:
     return len(per_host), max(len(indices) for indices in per_host.values())
 
 
+def plan_device_kind(plan_path: str) -> str | None:
+    """'gpu' or 'cpu' as the plan file records it (`xover plan` from profiles), None if it does not."""
+    try:
+        kind = json.loads(Path(plan_path).read_text()).get("device_kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if kind in ("gpu", "cpu") else None
+
+
 def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
                   engine: str, iterations: int | None, seconds: float | None, db_url: str,
                   partition: str | None, account: str | None, time_limit: str | None, console,
@@ -51,7 +61,9 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
     from ..devices import local_device_count
     from .supervise import uninterrupted
 
-    kind = local_device_count()[0]
+    # What the groups run on: the kind of device the plan's profiles were taken on, not this host's
+    # (a login node without GPUs submits GPU jobs); this host's only for a plan that does not say.
+    kind = plan_device_kind(plan_path) or local_device_count()[0]
     submitted = {} if submitted is None else submitted
     for group in groups:
         nodes, per_node = group_shape(group)
