@@ -1,23 +1,42 @@
 """Device leases: two `xover` invocations never share a device without knowing it.
 
-A run holds an exclusive lock on a file per device it uses (`<dir>/<host>-<index>.lock`) while its
-jobs run there. The lock is the kernel's (flock): it dies with the process that holds it, so a killed
-xover leaves no stale lease. The file says who holds it, for the message the next one prints. Hosts
-of an emulated cluster share this machine's filesystem, so their devices are leased here too.
+A run holds an exclusive lock on a file per device it uses (`<dir>/xover-lease-<host>-<index>.lock`)
+while its jobs run there. The lock is the kernel's (flock): it dies with the process that holds it, so
+a killed xover leaves no stale lease. The file says who holds it, for the message the next one prints.
+Hosts of an emulated cluster share this machine's filesystem, so their devices are leased here too.
+
+Leases are shared by every user of the machine (a device is a device), so the folder is one every
+user may write and nobody may take over: /tmp itself (root's, sticky) unless XOVER_LEASE_DIR names
+another. A folder is used only when it is this user's own, or root's and sticky (or writable by
+root alone): the owner of a folder may delete or replace anyone's files in it. In it, whoever
+leases a device first creates its file (O_EXCL, writable by everyone); later runs open it without
+following a link and use only a regular file with one name, and write who holds it only into a file
+that is writable by everyone and holds a lease record or nothing: another user cannot point a lease
+name at a victim's file and have xover rewrite it. Whatever is wrong with the folder or a file is
+one XoverError saying what to do (docs/security.md).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import pwd
+import stat
 import time
 from collections.abc import Callable, Iterable
 
 from ..errors import XoverError
 from ..launch.hosts import Device
 
-LEASE_DIR = "/tmp/xover-leases"  # shared by every user of the machine: a device is a device
+LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
+LEASE_PREFIX = "xover-lease-"
+RECORD_BYTES = 4096  # a lease record is far shorter; a longer file is not one of ours
+HOLDER_CHARS = 200  # of the holder's description shown to others
+_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_WHAT_TO_DO = ("set XOVER_LEASE_DIR to a folder of your own (then only runs that use the same folder see "
+               "your leases) or to one root made with mode 1777, as /tmp")
 
 
 class DeviceBusy(XoverError):
@@ -25,41 +44,105 @@ class DeviceBusy(XoverError):
 
 
 def lease_dir() -> str:
-    path = os.environ.get("XOVER_LEASE_DIR", LEASE_DIR)
-    os.makedirs(path, exist_ok=True)
-    try:
-        os.chmod(path, 0o1777)  # anyone may lease, nobody may delete another's file
-    except PermissionError:
-        pass
+    """The lease folder (XOVER_LEASE_DIR, else /tmp); a missing XOVER_LEASE_DIR is created (the
+    user's own; by root: root's and sticky, for every user)."""
+    path = os.environ.get("XOVER_LEASE_DIR") or LEASE_DIR
+    if not os.path.isdir(path):
+        try:
+            os.makedirs(path)
+            if os.geteuid() == 0:
+                os.chmod(path, 0o1777)  # root's and sticky: anyone may lease, nobody may take another's file
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise XoverError(f"cannot create the device lease folder {path}: {error.strerror}; {_WHAT_TO_DO}") from None
     return path
 
 
-def _open_lease(path: str) -> tuple[int, bool]:
-    """The lease file, and whether it can say who holds it. Opened as it is when it exists (an
-    O_CREAT open of another user's file in a sticky folder is refused where fs.protected_regular is
-    on), created writable by everyone otherwise (the umask would leave it to its creator alone). An
-    older file only its creator may write is locked read-only (flock works on any descriptor): it
-    leases all the same, but still names the last holder that could write it."""
+def _owner(uid: int) -> str:
     try:
-        return os.open(path, os.O_RDWR), True
-    except FileNotFoundError:
-        pass
-    except PermissionError:
-        return _open_read_only(path), False
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileExistsError:  # another xover created it just now
-        return _open_lease(path)
-    os.fchmod(fd, 0o666)
-    return fd, True
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
-def _open_read_only(path: str) -> int:
+def _open_folder(path: str) -> int:
+    """The folder, opened once (files are opened relative to it), if it is one this user may trust."""
     try:
-        return os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:
-        raise XoverError(f"cannot open the device lease {path}: {error.strerror}; set XOVER_LEASE_DIR "
-                         "to a folder every user of the machine may write") from None
+        raise XoverError(f"cannot open the device lease folder {path}: {error.strerror}; {_WHAT_TO_DO}") from None
+    info = os.fstat(fd)
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid == os.geteuid() or (info.st_uid == 0 and (mode & stat.S_ISVTX or not mode & 0o022)):
+        return fd
+    os.close(fd)
+    shared = "writable by others without the sticky bit" if info.st_uid == 0 else f"owned by {_owner(info.st_uid)}"
+    raise XoverError(f"the device lease folder {path} is {shared}, who could replace anyone's leases in it; "
+                     f"{_WHAT_TO_DO}")
+
+
+def _is_lease_record(fd: int) -> bool:
+    """Empty, or a lease record as xover writes it: a file xover may rewrite."""
+    data = os.pread(fd, RECORD_BYTES + 1, 0)
+    if not data:
+        return True
+    try:
+        record = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return len(data) <= RECORD_BYTES and isinstance(record, dict) and set(record) <= {"pid", "holder"}
+
+
+def _open_lease(folder: int, name: str, shown: str) -> tuple[int, bool]:
+    """The lease file `name` in the folder, and whether xover may write who holds it. Created when
+    missing (O_EXCL, writable by everyone: the umask would leave it to its creator alone); opened as it
+    is otherwise (an O_CREAT open of another user's file in a sticky folder is refused where
+    fs.protected_regular is on), read-only where only its creator may write it (flock works on any
+    descriptor). Never through a link, never anything but a regular file with this one name."""
+    for _ in range(10):  # another xover may create or remove it between two of these steps
+        created = False
+        try:
+            fd, writable = os.open(name, os.O_RDWR | _FLAGS, dir_fd=folder), True
+        except FileNotFoundError:
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _FLAGS, 0o666, dir_fd=folder)
+            except FileExistsError:
+                continue
+            except OSError as error:
+                raise XoverError(f"cannot create the device lease {shown}: {error.strerror}; {_WHAT_TO_DO}") from None
+            created = writable = True
+        except PermissionError:
+            try:
+                fd, writable = os.open(name, os.O_RDONLY | _FLAGS, dir_fd=folder), False
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise _refused(shown, error) from None
+        except OSError as error:
+            raise _refused(shown, error) from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            raise _not_a_lease(shown)
+        if created:
+            os.fchmod(fd, 0o666)
+        elif writable:  # only what is writable by everyone anyway and holds a lease of ours (or nothing)
+            writable = stat.S_IMODE(info.st_mode) & 0o666 == 0o666 and _is_lease_record(fd)
+        return fd, writable
+    raise XoverError(f"the device lease {shown} keeps appearing and disappearing; is another program "
+                     f"removing it? {_WHAT_TO_DO}")
+
+
+def _not_a_lease(shown: str) -> XoverError:
+    return XoverError(f"the device lease {shown} is not a plain file (a link, or a special file): xover will not "
+                      f"use it; remove it (whoever made it may mean harm), or {_WHAT_TO_DO}")
+
+
+def _refused(shown: str, error: OSError) -> XoverError:
+    if error.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO, errno.ENODEV, errno.ETXTBSY, errno.EISDIR):
+        return _not_a_lease(shown)  # O_NOFOLLOW on a link; a socket, a folder, a device
+    return XoverError(f"cannot open the device lease {shown}: {error.strerror}; {_WHAT_TO_DO}")
 
 
 class DeviceLeases:
@@ -69,30 +152,43 @@ class DeviceLeases:
         self.holder = holder  # e.g. "experiment X (xover run ...)"
         self.held: dict[Device, int] = {}
 
-    def _path(self, device: Device) -> str:
+    @staticmethod
+    def _name(device: Device) -> str:
         host, index = device
         safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in host)
-        return os.path.join(lease_dir(), f"{safe}-{index}.lock")
+        return f"{LEASE_PREFIX}{safe}-{index}.lock"
+
+    def _path(self, device: Device) -> str:
+        return os.path.join(lease_dir(), self._name(device))
 
     def try_acquire(self, devices: Iterable[Device]) -> dict[Device, str]:
         """Lease every device or none; returns who holds the busy ones (empty when all were leased)."""
         taken: list[Device] = []
         busy: dict[Device, str] = {}
-        for device in sorted(devices):
-            if device in self.held:
-                continue
-            fd, writable = _open_lease(self._path(device))
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                busy[device] = _holder_of(fd)
-                os.close(fd)
-                continue
-            if writable:
-                os.ftruncate(fd, 0)
-                os.write(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode())
-            self.held[device] = fd
-            taken.append(device)
+        path = lease_dir()
+        folder = _open_folder(path)
+        try:
+            for device in sorted(devices):
+                if device in self.held:
+                    continue
+                try:
+                    fd, writable = _open_lease(folder, self._name(device), os.path.join(path, self._name(device)))
+                except XoverError:
+                    self.release(taken)
+                    raise
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    busy[device] = _holder_of(fd)
+                    os.close(fd)
+                    continue
+                if writable:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode()[:RECORD_BYTES], 0)
+                self.held[device] = fd
+                taken.append(device)
+        finally:
+            os.close(folder)
         if busy:
             self.release(taken)
         return busy
@@ -119,11 +215,19 @@ class DeviceLeases:
                 os.close(fd)  # closing drops the lock
 
 
+def _printable(text: object) -> str:
+    """Another user's words, as text on one line: no escape sequences for the terminal."""
+    shown = "".join(c if c.isprintable() else " " for c in str(text))
+    return shown[:HOLDER_CHARS] + ("..." if len(shown) > HOLDER_CHARS else "")
+
+
 def _holder_of(fd: int) -> str:
     try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        info = json.loads(os.read(fd, 4096).decode() or "{}")
-        return f"pid {info.get('pid')}: {info.get('holder', '?')}"
+        info = json.loads(os.pread(fd, RECORD_BYTES, 0).decode() or "{}")
+        if not isinstance(info, dict):
+            return "another process"
+        pid = info.get("pid")
+        return f"pid {pid if isinstance(pid, int) else '?'}: {_printable(info.get('holder', '?'))}"
     except (OSError, ValueError):
         return "another process"
 

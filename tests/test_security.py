@@ -1,0 +1,170 @@
+"""Safe on a shared machine: what other local users, a training script's output and a same-user
+client of the turn server can and cannot do to a run (docs/security.md)."""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from xover.errors import XoverError
+from xover.run.leases import DeviceLeases
+
+DEVICE = ("localhost", 0)
+NOBODY = 65534
+
+
+def _lease_path(folder, monkeypatch):
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(folder))
+    return DeviceLeases("test")._path(DEVICE)
+
+
+def _in_child_as(uid, action):
+    """`action()` in a forked child running as `uid`; its result: 'ok', or the error's type and text."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read)
+            os.setgid(uid)
+            os.setuid(uid)
+            try:
+                action()
+                message = "ok"
+            except BaseException as error:  # noqa: BLE001 - whatever it was, the parent reports it
+                message = f"{type(error).__name__}: {error}"
+            os.write(write, message.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return message
+
+
+@pytest.fixture
+def shared_folder():
+    """A folder as /tmp is: root's, sticky, writable by everyone (not under pytest's 0700 tmp_path,
+    which another user could not reach)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: another user acts in a forked child")
+    folder = tempfile.mkdtemp(prefix="xover-test-leases-", dir="/tmp")
+    os.chmod(folder, 0o1777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+# ---------------------------------------------------------------------------------------------
+# Device leases (finding 1)
+# ---------------------------------------------------------------------------------------------
+
+def test_a_lease_name_linked_to_a_victims_file_is_refused_not_written(tmp_path, monkeypatch):
+    folder = tmp_path / "leases"
+    folder.mkdir()
+    path = _lease_path(folder, monkeypatch)
+    for link in (os.symlink, os.link):
+        victim = tmp_path / f"victim-{link.__name__}"
+        victim.write_text("precious")
+        link(victim, path)
+        leases = DeviceLeases("test")
+        with pytest.raises(XoverError, match="not a plain file") as refused:
+            leases.try_acquire([DEVICE])
+        assert str(path) in str(refused.value) and "\n" not in str(refused.value)
+        assert victim.read_text() == "precious" and not leases.held
+        os.unlink(path)
+
+
+def test_a_special_file_under_a_lease_name_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "leases"
+    folder.mkdir()
+    os.mkfifo(_lease_path(folder, monkeypatch))  # opening it without O_NONBLOCK would hang
+    with pytest.raises(XoverError, match="not a plain file"):
+        DeviceLeases("test").try_acquire([DEVICE])
+
+
+def test_a_lease_file_that_is_not_a_lease_is_locked_but_never_truncated(tmp_path, monkeypatch):
+    folder = tmp_path / "leases"
+    folder.mkdir()
+    path = _lease_path(folder, monkeypatch)
+    with open(path, "w") as handle:
+        handle.write("someone's notes, not a lease")
+    os.chmod(path, 0o666)
+    leases = DeviceLeases("test")
+    assert leases.try_acquire([DEVICE]) == {}
+    assert open(path).read() == "someone's notes, not a lease"
+    leases.release()
+
+
+def test_a_lease_folder_of_another_user_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "leases"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)  # made first by someone else, for everyone: its owner may still swap files
+    if os.geteuid() == 0:
+        os.chown(folder, 4242, 4242)
+    else:
+        monkeypatch.setattr(os, "geteuid", lambda: 4242)
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(folder))
+    with pytest.raises(XoverError, match="XOVER_LEASE_DIR") as refused:
+        DeviceLeases("test").try_acquire([DEVICE])
+    assert str(folder) in str(refused.value) and "\n" not in str(refused.value)
+    assert os.listdir(folder) == []
+
+
+def test_an_unwritable_lease_folder_is_one_clear_error(tmp_path, monkeypatch):
+    if os.geteuid() == 0:
+        folder = tempfile.mkdtemp(prefix="xover-test-leases-", dir="/tmp")  # root's, 0700 -> 0755
+        os.chmod(folder, 0o755)
+        monkeypatch.setenv("XOVER_LEASE_DIR", folder)
+        try:
+            outcome = _in_child_as(NOBODY, lambda: DeviceLeases("test").try_acquire([DEVICE]))
+        finally:
+            shutil.rmtree(folder)
+        assert outcome.startswith("XoverError: ") and folder in outcome and "XOVER_LEASE_DIR" in outcome, outcome
+    else:
+        folder = tmp_path / "leases"
+        folder.mkdir()
+        os.chmod(folder, 0o555)
+        monkeypatch.setenv("XOVER_LEASE_DIR", str(folder))
+        with pytest.raises(XoverError, match="XOVER_LEASE_DIR"):
+            DeviceLeases("test").try_acquire([DEVICE])
+
+
+def test_leases_are_shared_by_users_in_a_sticky_folder(shared_folder, monkeypatch):
+    """What leases are for: another user's run sees this one's device as busy, and the other way round."""
+    monkeypatch.setenv("XOVER_LEASE_DIR", shared_folder)
+    mine = DeviceLeases("root's experiment")
+    assert mine.try_acquire([DEVICE]) == {}
+    assert _in_child_as(NOBODY, lambda: _assert_busy("root's experiment")) == "ok"
+    mine.release()
+    os.unlink(mine._path(DEVICE))  # the next lease file is made by the other user
+
+    def take():
+        theirs = DeviceLeases("nobody's experiment")
+        assert theirs.try_acquire([DEVICE]) == {}
+        theirs.release()
+
+    assert _in_child_as(NOBODY, take) == "ok"
+    assert os.stat(mine._path(DEVICE)).st_uid == NOBODY
+    again = DeviceLeases("root's second experiment")
+    assert again.try_acquire([DEVICE]) == {}  # a lease file another user made leases all the same
+    assert _in_child_as(NOBODY, lambda: _assert_busy("root's second experiment")) == "ok"
+    again.release()
+
+
+def _assert_busy(holder):
+    found = DeviceLeases("nobody's experiment").try_acquire([DEVICE])
+    assert found == {DEVICE: f"pid {os.getppid()}: {holder}"}, found
+
+
+def test_a_holder_name_cannot_put_control_characters_on_the_terminal(tmp_path, monkeypatch):
+    folder = tmp_path / "leases"
+    folder.mkdir()
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(folder))
+    first = DeviceLeases("evil \x1b[2J\x1b]0;title\x07 experiment\nsecond line")
+    assert first.try_acquire([DEVICE]) == {}
+    try:  # flock is per open file: a second open, even in this process, finds the device busy
+        holder = DeviceLeases("other").try_acquire([DEVICE])[DEVICE]
+        assert not any(c in holder for c in "\x1b\x07\n") and "evil" in holder and "second line" in holder
+    finally:
+        first.release()
