@@ -251,6 +251,59 @@ def test_a_duplicate_registration_is_refused(server):
     assert any('"refused"' in line for line in lines)
 
 
+def _closed_by_server(path, message, timeout=5.0):
+    """Send `message` on a fresh connection; whether the server closed it (rather than waiting for more)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(path)
+        try:
+            conn.sendall(message)
+        except BrokenPipeError:
+            return True
+        try:
+            return conn.recv(1) == b""
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+
+@pytest.mark.parametrize("message", [b"Hx y\n", b"H1\n", b"H0 1 2\n", b"H\xff\xfe\n", b"H" + b"9" * 5000 + b" 0\n",
+                                     b"H0" + b" " * 8000])
+def test_a_malformed_hello_closes_that_client_not_the_server(server, message):
+    s = server("0=0,1")
+    assert _closed_by_server(s.path, message)  # a hello without its newline: dropped past 4 KiB
+    assert s.proc.poll() is None
+    grants = [e for e in _run_jobs(s.path, {0: ([0], 0.002, 0.0), 1: ([0], 0.002, 0.0)}, iterations=3)
+              if e[0] == "grant"]  # and goes on serving the others
+    assert len(grants) == 6 and s.proc.poll() is None
+    lines = s.stop()
+    assert any('"malformed"' in line for line in lines), lines
+
+
+def test_a_turn_lease_too_long_for_the_server_is_refused(monkeypatch):
+    from xover.errors import XoverError
+    from xover.run.commands import turn_lease_from_env
+
+    for value in ("initial=3000000", "floor=86401", "factor=1e300", "initial=1e308"):
+        monkeypatch.setenv("XOVER_TURN_LEASE", value)
+        with pytest.raises(XoverError, match="at most") as refused:
+            turn_lease_from_env()
+        assert "XOVER_TURN_LEASE" in str(refused.value)
+    monkeypatch.setenv("XOVER_TURN_LEASE", "floor=86400,initial=86400,factor=1000")
+    assert turn_lease_from_env() == {"floor": 86400, "initial": 86400, "factor": 1000}
+
+
+def test_the_server_waits_in_select_whatever_its_lease(server):
+    s = server("0=0,1", lease={"floor": 1e12, "factor": 1e12, "initial": 1e12})  # straight to the server
+    grants = [e for e in _run_jobs(s.path, {0: ([0], 0.002, 0.0), 1: ([0], 0.002, 0.0)}, iterations=3)
+              if e[0] == "grant"]  # a turn held: select() waits until its lease ends, ~never
+    assert len(grants) == 6 and s.proc.poll() is None
+    s.stop()
+
+
 def test_barrier_opens_when_every_slot_is_ready_not_when_it_connects(server):
     s = server("0=0,1")
     first, second = CrossoverToken(s.path, 0, 0), CrossoverToken(s.path, 0, 1)

@@ -161,7 +161,8 @@ def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
 
 def turn_lease_from_env() -> dict[str, float] | None:
     """XOVER_TURN_LEASE='floor=30,factor=20,initial=600': how long a job may hold a turn (seconds; at
-    least `floor`, `factor` x its usual hold, `initial` before it has a history). Defaults in turns/server.py."""
+    least `floor`, `factor` x its usual hold, `initial` before it has a history; a day at most, factor 1000).
+    Defaults in turns/server.py."""
     text = os.environ.get("XOVER_TURN_LEASE")
     if not text:
         return None
@@ -174,6 +175,12 @@ def turn_lease_from_env() -> dict[str, float] | None:
     if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
         raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial, each at most once, with "
                          "positive finite values")
+    limits = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}
+    too_long = [key for key, value in lease.items() if value > limits[key]]
+    if too_long:  # a turn's wait must fit select() (and a day is no lease at all)
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: " + ", ".join(
+            f"{key} at most {limits[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
+            for key in too_long))
     return lease
 
 

@@ -36,6 +36,8 @@ from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, STEP_IN, 
 # 1.61, 1.62, 1.60, 1.60 against 1.60, 1.60, 1.57, 1.57, 1.56, 1.60, 1.56 at normal priority; torch and
 # two other pairs unchanged within noise. `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
+MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
+MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)
 
 
 def raise_priority(nice: int) -> None:
@@ -132,7 +134,7 @@ class TurnServer:
         for device, turns in self.devices.items():
             if turns.holder is not None:
                 deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
-        return max(0.0, min(deadlines) - now) if deadlines else None
+        return min(MAX_WAIT_S, max(0.0, min(deadlines) - now)) if deadlines else None
 
     # -- workers ------------------------------------------------------------------------------
     def _on_readable(self, conn: socket.socket) -> None:
@@ -150,9 +152,12 @@ class TurnServer:
                 end = buffer.find(b"\n")
                 if end < 0:
                     break  # the rest of the line is still in flight
-                device, slot = (int(x) for x in buffer[1:end].split())
+                hello = _parse_hello(buffer[1:end])
+                if hello is None:
+                    self._refuse(conn, buffer[:min(end, 64)])
+                    return
                 buffer = buffer[end + 1:]
-                if not self._join(conn, device, slot):
+                if not self._join(conn, *hello):
                     return
                 continue
             buffer = buffer[1:]
@@ -189,7 +194,16 @@ class TurnServer:
                 self.members[conn] = None
                 self.by_member.pop(member, None)
             self._decide(device)
+        if len(buffer) > MAX_PENDING_BYTES:  # a hello that never ends
+            self._refuse(conn, buffer[:64])
+            return
         self.buffers[conn] = buffer
+
+    def _refuse(self, conn: socket.socket, start: bytes) -> None:
+        """A message that is not the protocol's (a same-user client's bug): that client goes, not the server."""
+        print(event_line(json.dumps({"kind": "refused", "reason": "malformed",
+                                     "message": start.decode("ascii", errors="replace")})), flush=True)
+        self._drop(conn)
 
     def _join(self, conn: socket.socket, device: int, slot: int) -> bool:
         if not (0 <= device < YIELD_PAGE_BYTES and 0 <= slot < MAX_SLOTS) or (device, slot) in self.by_member:
@@ -321,7 +335,7 @@ class TurnServer:
         self.control_buffer += data
         while b"\n" in self.control_buffer:
             line, self.control_buffer = self.control_buffer.split(b"\n", 1)
-            if line.startswith(b"W"):
+            if line.startswith(b"W") and line[1:].strip().isdigit():
                 self.withdraw(int(line[1:]))
             elif line.startswith(b"Q"):
                 self.running = False
@@ -336,6 +350,14 @@ class TurnServer:
             # whoever made the folder may remove it first (a launcher cleaning up as the server stops)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+def _parse_hello(text: bytes) -> tuple[int, int] | None:
+    """b'<device> <slot>' as two integers, or None."""
+    fields = text.split()
+    if len(fields) != 2 or not all(field.isdigit() and len(field) <= 6 for field in fields):
+        return None
+    return int(fields[0]), int(fields[1])
 
 
 def _die_with_parent() -> None:
