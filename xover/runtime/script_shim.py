@@ -36,7 +36,7 @@ from .link_priority import LinkPriority
 from .metrics import emit
 from .thread_policy import CommThreads
 from .turn_client import after_gradient, token_from_env
-from .worker import exit_without_teardown, peak_memory_gb, place_on_device, synchronize_device
+from .worker import exit_without_teardown, peak_memory_gb, place_on_device
 
 
 class ScriptCoordinator:
@@ -45,7 +45,7 @@ class ScriptCoordinator:
     def __init__(self, local_rank: int, rank: int, world_size: int, engine: str) -> None:
         self.rank, self.world_size, self.engine = rank, world_size, engine
         self.device = place_on_device(local_rank)
-        self.turn = token_from_env(local_rank, synchronize=lambda: synchronize_device(self.device))
+        self.turn = token_from_env(local_rank, synchronize=self.synchronize)
         self.wait_for_gradients: Callable[[], None] | None = None  # set when the engine's wrapper is built
         self.step = 0
         self.batch = 0
@@ -71,6 +71,13 @@ class ScriptCoordinator:
         return self.wait_for_gradients is not None
 
     # -- the turn ------------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Wait for the GPU work queued so far on the device the script computes on: the current CUDA
+        device when the turn is released (a DDP script picks cuda:LOCAL_RANK itself, whatever xover
+        set), so that the partner finds the GPU idle."""
+        if self.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()
+
     @contextlib.contextmanager
     def outside_turn(self):
         """Run a collective without holding the turn, and take it back after (counted as yielded). A
@@ -81,10 +88,13 @@ class ScriptCoordinator:
         if not self.turn.holding:
             yield
             return
-        synchronize_device(self.device)
+        self.synchronize()
         self.turn.step_out()
         try:
             yield
+            # an NCCL collective returns once queued: wait for it here, outside the turn, not at the
+            # next synchronisation inside it (its kernel waits for the peer ranks)
+            self.synchronize()
         finally:
             self.turn.step_in()
 
@@ -107,7 +117,7 @@ class ScriptCoordinator:
         """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
         if not self.attached or not self.turn.holding:
             return
-        synchronize_device(self.device)
+        self.synchronize()
         end = time.perf_counter()
         phase = self.turn.phase
         self.turn.release()
@@ -152,7 +162,7 @@ class ScriptCoordinator:
 
     def finish(self) -> None:
         if self.turn.holding:
-            synchronize_device(self.device)  # the last update's kernels run in this turn, not the partner's
+            self.synchronize()  # the last update's kernels run in this turn, not the partner's
         self.turn.release()
         self.turn.close()
         if self.attached and self.rank == 0:
