@@ -14,6 +14,13 @@ from torch import nn
 from . import BERT_DEFAULTS, TRANSFORMER_DEFAULTS
 
 
+def shortcut(in_channels: int, out_channels: int, stride: int) -> nn.Module:
+    """A residual block's identity path, projected where the block changes the shape."""
+    if stride == 1 and in_channels == out_channels:
+        return nn.Identity()
+    return nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels))
+
+
 class BasicBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
@@ -21,11 +28,7 @@ class BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(out_channels)
         self.conv2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(out_channels)
-        self.shortcut = nn.Identity()
-        if stride != 1 or in_channels != out_channels:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels)
-            )
+        self.shortcut = shortcut(in_channels, out_channels, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn1(self.conv1(x)))
@@ -128,11 +131,7 @@ class Bottleneck(nn.Module):
         self.bn2 = nn.BatchNorm2d(width)
         self.conv3 = nn.Conv2d(width, out_channels, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(out_channels)
-        self.shortcut = nn.Identity()
-        if stride != 1 or in_channels != out_channels:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels)
-            )
+        self.shortcut = shortcut(in_channels, out_channels, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn1(self.conv1(x)))
