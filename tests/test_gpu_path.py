@@ -192,3 +192,35 @@ def test_slurm_asks_for_the_devices_the_plan_was_profiled_on_not_the_submitting_
             "sequential_makespan_ms": 0.0, "device_kind": "tpu"}
     with pytest.raises(XoverError, match="device_kind"):
         plan_from_dict(body)
+
+
+def test_mps_refused_clearly_where_it_cannot_run(tmp_path, monkeypatch):
+    from xover.run import mps
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no control program anywhere
+    monkeypatch.setattr(mps, "CONTROL_FOLDERS", ())
+    with pytest.raises(XoverError, match="nvidia-cuda-mps-control was not found"):
+        with mps.MpsDaemon(tmp_path / "run"):
+            pass
+
+
+def test_mps_daemon_of_a_run_is_started_seen_by_its_workers_and_stopped(tmp_path, monkeypatch):
+    """The daemon's life around a run, with a stand-in for NVIDIA's control program (the daemon itself
+    needs a GPU): started with -d and the run's own pipe folder, visible to the workers' check, told
+    to quit at the end, and the environment as it was."""
+    from xover.run import mps
+
+    log = tmp_path / "calls"
+    control = tmp_path / "nvidia-cuda-mps-control"
+    control.write_text(f'#!/bin/sh\nif [ "$1" = -d ]; then touch "$CUDA_MPS_PIPE_DIRECTORY/control"; '
+                       f'echo start >>{log}; else echo "stop $(cat)" >>{log}; fi\n')
+    control.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    monkeypatch.setattr(mps, "gpu_count", lambda: 1)
+    with mps.MpsDaemon(tmp_path / "run") as daemon:
+        assert os.environ["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "run" / "mps-pipe")
+        assert worker.gpu_sharing(torch.device("cuda", 0)) == "mps"
+        assert daemon.pipes.stat().st_mode & 0o777 == 0o700
+    assert log.read_text().split("\n")[:2] == ["start", "stop quit"]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ

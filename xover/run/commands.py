@@ -25,6 +25,7 @@ from ..turns.policies import DEFAULT_POLICY
 from .jobs import (MODES, GroupToRun, JobSpec, attach_traits, check_devices, give_seconds, job_for,
                    nccl_crossover_warning, traits_from_summary)
 from .leases import DeviceLeases
+from .mps import MpsDaemon
 from .record import Recorder, reconcile_lost
 from .schedule import QuietObserver, RunContext, Scheduler, Unit
 from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
@@ -289,10 +290,11 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
                plan_path: str | None = None, kind: str = "run", policies: list[str] | None = None,
                seconds: float | None = None, timeout_s: float | None = None, wait: bool = False,
                launcher: str = "local", slurm_options: dict[str, Any] | None = None, engine: str = "horovod",
-               iterations: int | None = None) -> dict[str, Any]:
+               iterations: int | None = None, mps: bool = False) -> dict[str, Any]:
     """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
     their devices are free, side by side); several modes are a comparison, one unit at a time. With
-    launcher 'slurm' each group of the plan is a Slurm job (run/slurm.py)."""
+    launcher 'slurm' each group of the plan is a Slurm job (run/slurm.py). With `mps` every unit runs
+    under a CUDA MPS daemon of the run's own (run/mps.py)."""
     from ..analysis import compare_groups
     from ..launch.network import requested_rate
     from ..store.models import Experiment as ExperimentRow
@@ -326,15 +328,17 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         from ..console import errors
         from . import slurm as on_slurm
 
-        if not plan_path or bandwidth:
-            raise XoverError("--launcher slurm runs a plan file (each group one Slurm job), without --bandwidth")
+        if not plan_path or bandwidth or mps:
+            raise XoverError("--launcher slurm runs a plan file (each group one Slurm job), without --bandwidth "
+                             "or --mps")
         with experiment(store, kind, command, bandwidth, False, plan_id, timeout_s, link=link) as run:
             on_slurm.submit_and_follow(run, groups, plan_path, modes, policies, engine, iterations, seconds,
                                        store.url, slurm_jobs, errors, timeout_s, **(slurm_options or {}))
     else:
         with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s, link=link) as run:
             lease_devices(run, [job for group in groups for job in group.jobs], wait)
-            Scheduler(run.context).run(units, exclusive=comparison)
+            with MpsDaemon(run.results_dir) if mps else contextlib.nullcontext():
+                Scheduler(run.context).run(units, exclusive=comparison)
     makespan_s = time.time() - started
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
