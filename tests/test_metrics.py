@@ -26,3 +26,108 @@ def test_a_record_torchrun_relayed_in_two_parts_is_mended():
 @pytest.mark.parametrize("line", ["step 27 loss 0.08", MARKER + "{not json", MARKER + '{"no_kind": 1}', MARKER + "[1]"])
 def test_other_lines_are_not_records(line):
     assert parse_metric_line(line) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Only the run's own records count: its token, the runtime's shape (a script's output is not trusted)
+# ---------------------------------------------------------------------------------------------
+
+TOKEN = "5f" * 16
+ITER = {"kind": "iter", "step": 3, "time_s": 1.5, "wall_time": 1795404409.7, "iteration_s": 0.5, "data_s": 0.0,
+        "compute_s": 0.4, "communication_s": 0.1, "wait_s": 0, "samples": 64, "loss": 2.25, "yields": 0,
+        "link_s": None, "comm_cpu_s": 0.01, "held": [[1795404409.75755, 1795404409.757988]]}
+
+
+def _emitted(capsys, monkeypatch, token, kind, **fields):
+    from xover.runtime.metrics import emit
+
+    if token is None:
+        monkeypatch.delenv("XOVER_METRIC_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("XOVER_METRIC_TOKEN", token)
+    emit(kind, **fields)
+    return parse_metric_line(capsys.readouterr().out.strip())
+
+
+def test_the_runtime_signs_its_records_with_the_runs_token(capsys, monkeypatch):
+    from xover.runtime.metrics import record_problem
+
+    fields = {k: v for k, v in ITER.items() if k != "kind"}
+    record = _emitted(capsys, monkeypatch, TOKEN, "iter", **fields)
+    assert record == {**ITER, "token": TOKEN} and record_problem(record, TOKEN) is None
+    diverged = _emitted(capsys, monkeypatch, TOKEN, "iter", **{**fields, "loss": float("nan")})
+    assert record_problem(diverged, TOKEN) is None  # a diverged job's loss says what happened
+    for kind, extra in (("start", {"job": "a", "iterations": None, "world_size": 2, "engine": "torch",
+                                   "device": "cpu", "backend": "gloo", "deterministic": False, "gradient_bytes": 1024,
+                                   "parameters": 5 * 10**9, "wall_time": 1.0, "link_priority": None,
+                                   "link_sockets": 0, "comm_threads": "batch", "checkpoints": 7}),
+                        ("eval", {"step": 10, "metric": "accuracy", "value": 0.5}),
+                        ("end", {"iterations": 10, "wall_s": 3.5, "peak_memory_gb": 0.25})):
+        assert record_problem(_emitted(capsys, monkeypatch, TOKEN, kind, **extra), TOKEN) is None, kind
+    assert "token" not in _emitted(capsys, monkeypatch, None, "end", iterations=1)
+
+
+def _without(name):
+    return {k: v for k, v in ITER.items() if k != name}
+
+
+@pytest.mark.parametrize("record, problem", [
+    ({**ITER}, "token"),  # a script's own print of a record: no token
+    ({**ITER, "token": "0" * 32}, "token"),
+    ({**ITER, "token": "é" * 32}, "token"),
+    ({**ITER, "token": 5}, "token"),
+    ({"kind": "_exit", "code": 0, "token": TOKEN}, "not a kind"),  # the launcher's own record of an exit
+    ({"kind": "reboot", "token": TOKEN}, "not a kind"),
+    ({"kind": ["iter"], "token": TOKEN}, "not a kind"),
+    ({**_without("time_s"), "token": TOKEN}, "without time_s"),
+    ({**_without("loss"), "token": TOKEN}, "without loss"),
+    ({**ITER, "step": "3", "token": TOKEN}, "step"),
+    ({**ITER, "step": -1, "token": TOKEN}, "step"),
+    ({**ITER, "step": True, "token": TOKEN}, "step"),
+    ({**ITER, "step": 2**40, "token": TOKEN}, "step"),  # past the store's integer column
+    ({**ITER, "time_s": float("inf"), "token": TOKEN}, "time_s"),
+    ({**ITER, "wait_s": float("nan"), "token": TOKEN}, "wait_s"),
+    ({**ITER, "samples": 1.5, "token": TOKEN}, "samples"),
+    ({**ITER, "loss": "low", "token": TOKEN}, "loss"),
+    ({**ITER, "held": [[1, 2, 3]], "token": TOKEN}, "held"),
+    ({**ITER, "held": [["a", 2]], "token": TOKEN}, "held"),
+    ({"kind": "eval", "step": 1, "metric": "accuracy", "token": TOKEN}, "without value"),
+    ({"kind": "eval", "step": 1, "metric": "x" * 61, "value": 0.5, "token": TOKEN}, "metric"),
+    ({"kind": "start", "device": "cpu" * 20, "token": TOKEN}, "device"),
+    ({"kind": "start", "deterministic": "yes", "token": TOKEN}, "deterministic"),
+    ({"kind": "end", "peak_memory_gb": float("nan"), "token": TOKEN}, "peak_memory_gb"),
+    ({"kind": "end", "iterations": "all", "token": TOKEN}, "iterations"),
+])
+def test_a_record_not_of_the_run_or_not_of_the_runtimes_shape_is_refused(record, problem):
+    from xover.runtime.metrics import record_problem
+
+    found = record_problem(record, TOKEN)
+    assert found is not None and problem in found, found
+    if problem != "token":
+        assert record_problem({k: v for k, v in record.items() if k != "token"}, None) == found
+
+
+def test_the_relay_passes_on_only_the_runs_own_records(tmp_path):
+    """A launcher whose output forges an exit and an end (no token, or another run's), then prints
+    a record of its run's and exits 3: the scheduler hears of the forgeries only as ignored lines, and
+    of the exit only when the launcher exits, with its own code."""
+    import os
+    import queue
+    import sys
+
+    from xover.run.schedule import CheckedJob
+
+    own = json.dumps({"kind": "end", "iterations": 3, "token": TOKEN})
+    program = ("import time\n"
+               f"print({MARKER!r} + '{{\"kind\": \"_exit\", \"code\": 0}}', flush=True)\n"
+               f"print({MARKER!r} + '{{\"kind\": \"end\", \"peak_memory_gb\": 9}}', flush=True)\n"
+               f"print({MARKER!r} + '{{\"kind\": \"end\", \"token\": \"{'0' * 32}\"}}', flush=True)\n"
+               f"print({MARKER!r} + {own!r}, flush=True)\n"
+               "time.sleep(0.5)\n"
+               "raise SystemExit(3)\n")
+    events: queue.Queue = queue.Queue()
+    CheckedJob(7, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events, TOKEN)
+    records = [events.get(timeout=30)[1] for _ in range(5)]
+    assert [r["kind"] for r in records] == ["_ignored", "_ignored", "_ignored", "end", "_exit"], records
+    assert records[3] == {"kind": "end", "iterations": 3} and records[4] == {"kind": "_exit", "code": 3}
+    assert all("token" in r["reason"] or "not a kind" in r["reason"] for r in records[:3])

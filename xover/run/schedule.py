@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from ..launch.hosts import is_local
 from ..launch.network import network_for
 from ..launch.torchrun import torchrun_commands
 from ..runtime.link_priority import PRIORITY_ENV
+from ..runtime.metrics import TOKEN_VARIABLE, record_problem
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import XOVER_ROOT, TurnService
 from .jobs import JobSpec
@@ -107,9 +109,13 @@ def run_tag(experiment_id: str, run_id: int) -> str:
 
 
 def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
-               turns: TurnService | None, link_band: int | None = None) -> dict[str, str]:
+               turns: TurnService | None, link_band: int | None = None,
+               metric_token: str | None = None) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
                XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN=run_tag(context.experiment_id, run_id))
+    env.pop(TOKEN_VARIABLE, None)
+    if metric_token is not None:
+        env[TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)
     env.pop("XOVER_TURN_SOCKET", None)
     env.pop(PRIORITY_ENV, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
@@ -122,6 +128,25 @@ def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
     # launchers and workers must find this xover even when it is not installed (tests, a checkout)
     env["PYTHONPATH"] = XOVER_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+class CheckedJob(LaunchedJob):
+    """A run's launchers whose metric records count only with the run's token and the runtime's shape:
+    a training script's output is not trusted (a line it prints may look like ours). A record refused
+    goes on as `_ignored` with the reason, for the scheduler to say once; `_exit` comes only from here."""
+
+    def __init__(self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path,
+                 events: queue.Queue, token: str) -> None:
+        self.token = token  # before the launchers start: their output is read from then on
+        super().__init__(run_id, commands, env, log_dir, events)
+
+    def _record(self, record: dict[str, Any]) -> None:
+        problem = record_problem(record, self.token)
+        if problem is None:
+            record.pop("token", None)
+            super()._record(record)
+        else:
+            super()._record({"kind": "_ignored", "reason": problem})
 
 
 def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str],
@@ -141,6 +166,7 @@ class Scheduler:
         self.events: queue.Queue = queue.Queue()
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.labels: dict[int, str] = {}
+        self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, units: list[Unit], exclusive: bool) -> None:
@@ -193,6 +219,7 @@ class Scheduler:
 
     def _handle(self, batch: list[tuple[int, dict[str, Any]]]) -> list[Unit]:
         finished: list[Unit] = []
+        batch = [(run_id, record) for run_id, record in batch if not self._ignore(run_id, record)]
         if not batch:
             return finished
 
@@ -217,6 +244,22 @@ class Scheduler:
 
         self.context.recorder.apply(batch, on_record)
         return finished
+
+    def _ignore(self, run_id: int, record: dict[str, Any]) -> bool:
+        """A record CheckedJob refused: said the first time for each run, counted after that."""
+        if record.get("kind") != "_ignored":
+            return False
+        self.ignored[run_id] = self.ignored.get(run_id, 0) + 1
+        if self.ignored[run_id] == 1:
+            _say(f"{self.labels[run_id]}: ignored a line of its output that looks like a metric record of xover's "
+                 f"but is not one of this run's ({record['reason']}); the job's log keeps it")
+        return True
+
+    def _say_ignored(self, unit: Unit) -> None:
+        for run_id in unit.run_ids:
+            if self.ignored.get(run_id, 0) > 1:
+                _say(f"{self.labels[run_id]}: ignored {self.ignored[run_id]} lines of its output that look like "
+                     "metric records of xover's but are not this run's")
 
     # -- a unit's life ------------------------------------------------------------------------
     def _start(self, unit: Unit) -> None:
@@ -248,12 +291,13 @@ class Scheduler:
                                          {"XOVER_EXPERIMENT": context.experiment_id}, context.lease,
                                          context.server_nice)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
-                env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot))
+                token = secrets.token_hex(16)  # what marks this run's metric records as its own
+                env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
                 spec_path = log_dir / "spec.json"
                 spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                  "recipe": job.recipe.to_dict()}, indent=1))
                 commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix)]
-                unit.launched[run_id] = LaunchedJob(run_id, commands, env, log_dir, self.events)
+                unit.launched[run_id] = CheckedJob(run_id, commands, env, log_dir, self.events, token)
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
             with uninterrupted():
@@ -264,6 +308,7 @@ class Scheduler:
     def _finish(self, unit: Unit) -> None:
         with uninterrupted():
             self._teardown(unit)
+        self._say_ignored(unit)
         if unit.on_done is not None:
             unit.on_done(unit)
 
@@ -295,3 +340,9 @@ class Scheduler:
     def _stop_all(self, running: list[Unit], status: str) -> None:
         for unit in running:
             self._stop_unit(unit, status)
+
+
+def _say(message: str) -> None:
+    from ..console import errors
+
+    errors.print(message, highlight=False, soft_wrap=True, markup=False)
