@@ -60,7 +60,6 @@ if [ $CPU = 1 ]; then
   R=resnet-synthetic; M=mlp-synthetic; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
   PAIR_SECONDS=1.5; PAPER_SECONDS=1.5; PROFILE=(--iterations 4 --warmup 1); PARITY_ITERATIONS=4
   [ "$PHASES_GIVEN" = 1 ] || PHASES="probe parity pair-gloo pair-nccl paper paper-bert paper-twins"
-  PHASES=${PHASES/paper-mps/}  # no MPS on a CPU
   [ "$RATE" = 10gbit ] && RATE=1gbit
 else
   BUDGET=${BUDGET:-360}
@@ -73,6 +72,7 @@ fi
 # every rank of a job may share one GPU: each GPU counts as two devices (devices.py)
 SHARED=(XOVER_DEVICES_PER_GPU=2 GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=WARN)
 DONE=""
+RUN_EXTRA=()
 
 # ---- set-up: what the image lacks, from .gpu-bundle/ (no network there)
 if ! "$PY" -c "import sqlalchemy, alembic, mako" 2>/dev/null; then
@@ -147,7 +147,7 @@ pair() {
     length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
   fi
   xo $(($(left) - 10)) "$name.run" "${vars[@]}" -- run --group "$a" "$b" --engine torch "${BW[@]}" "${length[@]}" \
-    --mode all --policy all --timeout $(($(left) - 20)) --json
+    --mode all --policy all "${RUN_EXTRA[@]}" --timeout $(($(left) - 20)) --json
   report "$name"
 }
 
@@ -156,7 +156,7 @@ for phase in $PHASES; do
   case $phase in
     probe)
       say "phase probe"
-      COLUMNS=150 timeout 60 "$PY" -m xover doctor >"$WORK/doctor.txt" 2>&1; say "  xover doctor: exit $? (1 is expected without Horovod)"; cat "$WORK/doctor.txt"
+      COLUMNS=150 timeout 60 "$PY" -m xover doctor >"$WORK/doctor.txt" 2>&1; say "  xover doctor: exit $? (1 where Horovod is missing, as on the lent GPU machines)"; cat "$WORK/doctor.txt"
       if [ $CPU = 1 ]; then probes=(env handoff determinism --cpu --rounds 80); else probes=(env handoff slicing determinism); fi
       timeout $((CPU ? 90 : 120)) "$PY" bench/gpu/probe.py "${probes[@]}" --json "$WORK/probe.json" ;;
     parity)
@@ -168,17 +168,9 @@ for phase in $PHASES; do
     pair-gloo) pair pair-gloo 80 "$PAIR_SECONDS" gloo "$R" "$M" ;;
     pair-nccl) pair pair-nccl 80 "$PAIR_SECONDS" "$XOVER_TORCH_BACKEND_NCCL" "$R" "$M" ;;
     paper) pair paper 100 "$PAPER_SECONDS" gloo "$R50" "$VGG" ;;
-    paper-mps)
-      MPS=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
-      if [ -z "$MPS" ]; then say "phase paper-mps skipped: no nvidia-cuda-mps-control"; continue; fi
-      export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
-      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-      if "$MPS" -d; then
-        say "MPS control daemon started"
-        pair paper-mps 100 "$PAPER_SECONDS" gloo "$R50" "$VGG"
-        echo quit | "$MPS"; sleep 1
-      else say "phase paper-mps: the MPS daemon did not start"; fi
-      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    paper-mps)  # xover starts and stops an MPS daemon of the run's own (xover run --mps)
+      if [ $CPU = 1 ]; then say "phase paper-mps skipped: no MPS on a CPU"; continue; fi
+      RUN_EXTRA=(--mps); pair paper-mps 100 "$PAPER_SECONDS" gloo "$R50" "$VGG"; RUN_EXTRA=() ;;
     paper-bert) pair paper-bert 100 "$PAPER_SECONDS" gloo "$R50" "$BERT" ;;
     paper-twins) pair paper-twins 100 "$PAPER_SECONDS" gloo "$R50" "$R50" ;;
     *) say "unknown phase $phase (see --help)" ;;
