@@ -266,3 +266,59 @@ def test_missing_commands_are_named(monkeypatch):
     with pytest.raises(SlurmError, match="sbatch was not found"):
         submit("#!/bin/bash\ntrue\n")
     assert diagnose_slurm({}).summary().startswith("not installed")
+
+
+# ---------------------------------------------------------------------------------------------
+# The store's URL stays off command lines (docs/security.md)
+# ---------------------------------------------------------------------------------------------
+
+SECRET_URL = "postgresql://xover:s3cret-pw@db.example:5432/xover"
+
+
+def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_command(monkeypatch, tmp_path):
+    import shlex
+    import types
+
+    from xover.launch import slurm as launch_slurm
+    from xover.run import slurm as run_slurm
+
+    scripts = []
+    monkeypatch.setattr(launch_slurm, "submit", lambda script, *a, **k: scripts.append(script) or "41")
+    monkeypatch.setattr(run_slurm, "group_shape", lambda group: (1, 2))
+    monkeypatch.setenv("XOVER_DB", "sqlite:///elsewhere.db")  # the flag's URL wins over the environment's
+    run = types.SimpleNamespace(id="20260101-000000-abcd", results_dir=tmp_path / "results" / "runs" / "x",
+                                context=types.SimpleNamespace(reaper=types.SimpleNamespace(add_slurm_job=lambda j: None)))
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"device_kind": "cpu"}')
+    console = types.SimpleNamespace(print=lambda *a, **k: None)
+    run_slurm.submit_groups(run, [types.SimpleNamespace(index=0)], str(plan), ["crossover"], ["work-conserving"],
+                            "torch", 5, None, SECRET_URL, None, None, None, console)
+    [script] = scripts
+    [command] = [line for line in script.splitlines() if line.startswith("exec ")]
+    assert "s3cret-pw" not in command and "--db" not in command
+    assert f"export XOVER_DB={shlex.quote(SECRET_URL)}" in script.splitlines()
+
+
+def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch):
+    from xover.errors import XoverError
+    from xover.run import jobs, slurm as run_slurm
+    from xover.store import session
+
+    opened = []
+    monkeypatch.setattr(jobs, "groups_from_plan", lambda *a: ([jobs.GroupToRun(index=0, jobs=[])], None))
+    monkeypatch.setattr(run_slurm.slurm, "allocation", lambda: type("A", (), {"describe": lambda self: "job"})())
+    monkeypatch.setattr(run_slurm, "remap_to_allocation", lambda group, allocation: None)
+
+    def open_store(db):
+        opened.append(db)
+        raise XoverError("stop here")
+
+    monkeypatch.setattr(session, "open_store", open_store)
+    monkeypatch.setenv("XOVER_DB", SECRET_URL)
+    with pytest.raises(SystemExit) as exited:
+        run_slurm.main(["--experiment", "e", "--plan", "p.json", "--group", "0"])
+    assert exited.value.code == 2 and opened == [SECRET_URL]
+    monkeypatch.delenv("XOVER_DB")
+    with pytest.raises(SystemExit) as refused:
+        run_slurm.main(["--experiment", "e", "--plan", "p.json", "--group", "0"])
+    assert refused.value.code == 2 and opened == [SECRET_URL]

@@ -34,6 +34,9 @@ SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "
                    "COMPLETED": "failed"}  # completed while a run was still open: it ended without saying so
 
 
+DB_VARIABLE = "XOVER_DB"  # how the batch script gives a group's job the store
+
+
 def group_shape(group: GroupToRun) -> tuple[int, int]:
     """(nodes, devices per node) the plan gives the group."""
     per_host: dict[str, set[int]] = {}
@@ -67,7 +70,7 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
     submitted = {} if submitted is None else submitted
     for group in groups:
         nodes, per_node = group_shape(group)
-        command = [sys.executable, "-m", "xover.run.slurm", "--db", db_url, "--experiment", run.id,
+        command = [sys.executable, "-m", "xover.run.slurm", "--experiment", run.id,
                    "--plan", str(Path(plan_path).resolve()), "--group", str(group.index), "--engine", engine,
                    *[arg for mode in modes for arg in ("--mode", mode)],
                    *[arg for policy in policies for arg in ("--policy", policy)]]
@@ -76,10 +79,12 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
         if seconds is not None:
             command += ["--seconds", str(seconds)]
         root = str(Path(__file__).resolve().parents[2])
-        # the run's XOVER_* settings, written out: a site may submit with --export=NONE
-        settings = {key: value for key, value in os.environ.items() if key.startswith("XOVER_") and key != "XOVER_DB"}
+        # the run's XOVER_* settings, written out: a site may submit with --export=NONE. The store's URL
+        # (a password, perhaps) is one of them, not an argument: every user of a node can read a command
+        # line, while the script (sbatch reads it from stdin) is for its owner and Slurm's administrators.
+        settings = {key: value for key, value in os.environ.items() if key.startswith("XOVER_")}
         script = slurm.batch_script(command, workdir=os.getcwd(), environment={
-            **settings,
+            **settings, DB_VARIABLE: db_url,
             "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             "XOVER_RESULTS": str(run.results_dir.parent.parent.resolve())})
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
@@ -220,7 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     from .supervise import Interrupted, interruptible
 
     parser = argparse.ArgumentParser(description="one group of a plan, inside its Slurm job")
-    parser.add_argument("--db", required=True)
+    parser.add_argument("--db", default=os.environ.get(DB_VARIABLE),
+                        help=f"the store (default: ${DB_VARIABLE}, which keeps a password out of the process list)")
     parser.add_argument("--experiment", required=True)
     parser.add_argument("--plan", required=True)
     parser.add_argument("--group", type=int, required=True)
@@ -230,6 +236,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int)
     parser.add_argument("--seconds", type=float)
     args = parser.parse_args(argv)
+    if not args.db:
+        parser.error(f"the store: ${DB_VARIABLE} (or --db)")
     try:
         groups, _ = groups_from_plan(args.plan, args.iterations, args.engine)
         [group] = [g for g in groups if g.index == args.group]
