@@ -336,3 +336,16 @@ def test_the_model_from_a_run_alone_yields_at_its_layer_boundaries():
     # 50 layer boundaries in 100 ms of device time: it can give a turn up every 2 ms, as its profile says
     assert profile_of_run({**job, "checkpoints": 50}, "1gbit").checkpoint_ms == pytest.approx(2.0)
     assert profile_of_run({**job, "checkpoints": None}, "1gbit").checkpoint_ms == 1.0  # not recorded: the default
+
+
+@pytest.mark.parametrize("target", ["all", "latest", "nosuchexperiment"])
+def test_an_empty_store_is_named_without_its_password(isolated_results, monkeypatch, target):
+    import xover.report as reporting
+
+    store = open_store(str(isolated_results / "empty.db"))
+    store.url = "postgresql://xover:s3cret-pw@db.example:5432/xover"  # as a PostgreSQL store would be named
+    monkeypatch.setattr(reporting, "open_existing_store", lambda db: store)
+    with pytest.raises(reporting.ReportError) as refused:
+        reporting.make_report(None, target, "table", None)
+    assert "s3cret-pw" not in str(refused.value)
+    assert "postgresql://xover:***@db.example:5432/xover" in str(refused.value)

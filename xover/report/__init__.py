@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from ..console import console, errors, print_json
+from ..store.session import shown_url
 from .data import (
     ExperimentBrief,
     ExperimentReport,
@@ -42,7 +43,8 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None) -> None:
     if fmt == "table" and out:
         raise ReportError("--out is for --format json, csv or html; the table goes to the terminal")
     store = open_existing_store(db)
-    where = store.url.removeprefix("sqlite:///")
+    # a file as its path; another store's URL without its password (not for the terminal)
+    where = store.url.removeprefix("sqlite:///") if store.url.startswith("sqlite:") else shown_url(store.url)
     try:
         with store.session() as session:
             if target == "all":
