@@ -139,15 +139,16 @@ pair() {
   if [ "$(left)" -lt "$need" ]; then say "phase $name skipped: $(left)s left, needs ${need}s"; return; fi
   say "phase $name: $a + $b, $backend, link $LINK"
   local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@")
-  local length=(--seconds "$seconds")
+  local length=(--seconds "$seconds") policy=all
   if [ $CPU = 1 ] && [ "$name" != pair-gloo ]; then
-    length=(--iterations "${PROFILE[1]}")  # the dry run profiles once (pair-gloo), to stay within minutes
+    # the dry run profiles and compares both policies once (pair-gloo), to stay within minutes
+    length=(--iterations "${PROFILE[1]}"); policy=work-conserving
   elif ! xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
        "${PROFILE[@]}" --no-corun --force --json; then
     length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
   fi
   xo $(($(left) - 10)) "$name.run" "${vars[@]}" -- run --group "$a" "$b" --engine torch "${BW[@]}" "${length[@]}" \
-    --mode all --policy all "${RUN_EXTRA[@]}" --timeout $(($(left) - 20)) --json
+    --mode all --policy "$policy" "${RUN_EXTRA[@]}" --timeout $(($(left) - 20)) --json
   report "$name"
 }
 

@@ -166,9 +166,10 @@ def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
     rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| ") and "---" not in line][1:]
     phases = {row[0].strip("| ") for row in rows}
     assert phases == {"parity", "pair-gloo", "pair-nccl", "paper", "paper-bert", "paper-twins"}, summary
-    for phase in phases - {"parity"}:
+    for phase in phases - {"parity"}:  # on a CPU one phase compares both policies, to stay within minutes
         modes = [row[5] for row in rows if row[0].strip("| ") == phase]
-        assert modes == ["sequential", "concurrent", "crossover round-robin", "crossover work-conserving"], summary
+        assert modes == ["sequential", "concurrent"] + (["crossover round-robin"] if phase == "pair-gloo" else []) + [
+            "crossover work-conserving"], summary
     parity = [row[12].strip(" |") for row in rows if row[5].startswith("crossover")]
     assert parity and set(parity) == {"exact"}, summary
     probe = (tmp_path / "out" / "probe.json").read_text()
