@@ -202,3 +202,52 @@ def test_a_script_that_forges_metric_records_changes_nothing(isolated_results):
     assert "trained 12 steps" in (Path(job["log_dir"]) / "launcher.log").read_text()
     said = [line for line in result.stderr.splitlines() if "ignored" in line]
     assert len(said) == 2, result.stderr[-3000:]  # the first one, then how many in all
+
+
+# ---------------------------------------------------------------------------------------------
+# The store's URL and the run's settings off command lines (finding 2)
+# ---------------------------------------------------------------------------------------------
+
+FAKE_SSH = """#!/bin/sh
+# ssh to a host that is this machine: options and the host name go, the command runs here
+while [ $# -gt 0 ]; do case "$1" in -tt|-t) shift;; -o) shift 2;; *) break;; esac; done
+shift
+exec sh -c "$*"
+"""
+FAKE_TORCHRUN = """#!/bin/sh
+echo "node XOVER_HOST=$XOVER_HOST TOKEN=$XOVER_METRIC_TOKEN DB=${XOVER_DB:-none} ARGS=$*"
+"""
+
+
+def test_a_torchrun_node_on_another_host_gets_its_settings_but_not_on_its_command_line(tmp_path, monkeypatch):
+    import stat
+    import subprocess
+
+    from xover.launch import torchrun
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("ssh", FAKE_SSH), ("torchrun", FAKE_TORCHRUN)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(torchrun, "torchrun_path", lambda: str(bin_dir / "torchrun"))
+    monkeypatch.setattr(torchrun, "free_port", lambda host, prefix: 29400)
+    secret_db = "postgresql://xover:s3cret-pw@db.example/xover"
+    env = {**os.environ, "XOVER_DB": secret_db, "XOVER_REAPER_DB": secret_db, "XOVER_METRIC_TOKEN": "ab" * 16,
+           "XOVER_RUN": "e:1"}
+    commands = torchrun.torchrun_commands(2, "localhost:1,other-host.invalid:1", tmp_path / "logs",
+                                          tmp_path / "run" / "spec.json", env=env, program=["train.py"])
+    local, remote = commands
+    assert remote[:5] == ["ssh", "-tt", "-o", "BatchMode=yes", "other-host.invalid"]
+    for command in commands:  # what every user of either host could read
+        line = " ".join(command)
+        assert "s3cret-pw" not in line and "ab" * 16 not in line and "XOVER_RUN" not in line, line
+    assert local[:2] == ["env", "XOVER_HOST=localhost"]
+    [kept] = [part for part in remote[-1].split() if "xover-env-" in part]
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
+    there = {k: v for k, v in os.environ.items() if not k.startswith("XOVER_")}  # the other host's own
+    ran = subprocess.run(remote, capture_output=True, text=True, timeout=60, env=there)  # as ssh would run it
+    assert ran.returncode == 0, ran.stderr
+    assert f"node XOVER_HOST=other-host.invalid TOKEN={'ab' * 16} DB=none ARGS=--nnodes=2 --node-rank=1" in ran.stdout
+    assert not os.path.exists(kept)  # read once, then gone

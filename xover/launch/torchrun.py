@@ -5,10 +5,16 @@ process xover supervises itself (a node that fails fails the job; Ctrl-C stops e
 --nnodes / --node-rank and one c10d rendezvous endpoint on the first host, on a port found free
 there. Other hosts are reached with `ssh -tt`: when xover stops the ssh client, the remote torchrun
 gets SIGHUP and stops its workers.
+
+The variables a remote node needs (XOVER_*, PYTHONPATH, ...) are not written on its command line,
+which every user of either host can read: they go over ssh's stdin into a file of the node's own
+(mode 0600, made by mkstemp there), which the node's command reads, removes, and then runs torchrun.
+The store's URL is never sent: workers do not open the store.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import socket
@@ -21,6 +27,20 @@ from . import find_launcher
 from .hosts import is_local, parse_hosts
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
+SECRET_VARIABLES = ("XOVER_DB", "XOVER_REAPER_DB")  # the store's URL (a password, perhaps): never to workers
+
+# On the other host: keep the variables read from stdin in a new file only its user may read; print its path.
+_RECEIVE = ("import os, sys, tempfile\n"
+            "fd, path = tempfile.mkstemp(prefix='xover-env-')\n"
+            "with os.fdopen(fd, 'wb') as kept:\n"
+            "    kept.write(sys.stdin.buffer.read())\n"
+            "print(path)\n")
+# ... then, as the node's command: read them, remove the file, and become the command that follows.
+_APPLY = ("import json, os, sys\n"
+          "with open(sys.argv[1]) as kept:\n"
+          "    os.environ.update(json.load(kept))\n"
+          "os.unlink(sys.argv[1])\n"
+          "os.execvp(sys.argv[2], sys.argv[2:])\n")
 
 
 def torchrun_path() -> str:
@@ -54,6 +74,21 @@ def free_port(host: str, remote_prefix: list[str]) -> int:
     return int(out.stdout.strip())
 
 
+def send_environment(host: str, variables: dict[str, str], remote_prefix: list[str]) -> str:
+    """Put `variables` into a file of mode 0600 on `host` (over ssh's stdin, not a command line); its path."""
+    try:
+        out = subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, shlex.quote(sys.executable), "-c",
+                              shlex.quote(_RECEIVE)], input=json.dumps(variables), capture_output=True, text=True,
+                             timeout=60)
+    except subprocess.TimeoutExpired:
+        raise XoverError(f"-H: {host} did not answer over ssh within a minute") from None
+    path = out.stdout.strip()
+    if out.returncode != 0 or not path.startswith("/") or "\n" in path:
+        raise XoverError(f"-H: cannot reach {host} over ssh to hand its node the run's settings: "
+                         f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return path
+
+
 def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
                       program: list[str] | None = None, remote_prefix: list[str] | None = None) -> list[list[str]]:
     """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m):
@@ -70,17 +105,19 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
     # Every node must reach the endpoint by this name: this machine's hosts are spelt `localhost`
     # (hosts.py), which on another node is that node, so it is named by its hostname instead.
     endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [])}"
-    forwarded = {k: v for k, v in (env or os.environ).items() if k.startswith(FORWARDED_PREFIXES)}
+    forwarded = {k: v for k, v in (env or os.environ).items()
+                 if k.startswith(FORWARDED_PREFIXES) and k not in SECRET_VARIABLES}
     commands = []
     for node_rank, (host, count) in enumerate(nodes):
         command = [torchrun_path(), f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",
                    "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={spec_path.parent.name}",
                    *_output_options(log_dir / f"node{node_rank}"), *program]
-        variables = {**forwarded, "XOVER_HOST": host}  # a worker knows which host it is on (emulated hosts share one)
-        if is_local(host):
-            commands.append(["env", *[f"{k}={v}" for k, v in variables.items()], *command])
+        # a worker knows which host it is on (emulated hosts share one)
+        if is_local(host):  # the launcher's own environment (`env`) and where it is
+            commands.append(["env", f"XOVER_HOST={host}", *command])
         else:
-            remote = (f"cd {shlex.quote(os.getcwd())} && env "
-                      f"{' '.join(shlex.quote(f'{k}={v}') for k, v in variables.items())} {shlex.join(command)}")
+            kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [])
+            remote = (f"cd {shlex.quote(os.getcwd())} && "
+                      f"{shlex.join([sys.executable, '-c', _APPLY, kept, *command])}")
             commands.append(["ssh", "-tt", "-o", "BatchMode=yes", host, remote])
     return commands

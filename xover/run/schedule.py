@@ -28,7 +28,7 @@ from ..errors import XoverError
 from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
 from ..launch.network import network_for
-from ..launch.torchrun import torchrun_commands
+from ..launch.torchrun import SECRET_VARIABLES, torchrun_commands
 from ..runtime.link_priority import PRIORITY_ENV
 from ..runtime.metrics import TOKEN_VARIABLE, record_problem
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
@@ -113,6 +113,10 @@ def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
                metric_token: str | None = None) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
                XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN=run_tag(context.experiment_id, run_id))
+    # Workers never open the store: its URL (a password, perhaps) stays out of their environment, which
+    # launchers put on other hosts' command lines (horovodrun over ssh).
+    for secret in SECRET_VARIABLES:
+        env.pop(secret, None)
     env.pop(TOKEN_VARIABLE, None)
     if metric_token is not None:
         env[TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)
