@@ -1,10 +1,13 @@
-"""Unmodified Horovod scripts in a crossover group: turns are taken, and the script's losses match."""
+"""Unmodified scripts in a crossover group: turns are taken, and the script's losses match; a script's engine is
+found from its imports, and a failed job's reason is printed under the table."""
 
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 
 def _printed_losses(log_dir):
@@ -49,3 +52,31 @@ def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it
         assert len(alone) == 5
         for policy in ("work-conserving", "round-robin"):
             assert _printed_losses(jobs[(name, "crossover", policy)]["log_dir"]) == alone
+
+
+@pytest.mark.e2e
+def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results):
+    # its engine is found from what it imports (torch.distributed), and said on one line
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/ddp_digits.py",
+                             "--script", "examples/ddp_digits.py", "--mode", "crossover", "--json", "--",
+                             "--steps", "30"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert {(j["name"], j["mode"]) for j in jobs} == {("ddp_digits", "crossover"), ("ddp_digits#2", "crossover")}
+    for job in jobs:
+        assert job["status"] == "finished" and job["engine"] == "torch" and job["iterations"] == 30, job["error"]
+    assert "engine torch (torchrun): examples/ddp_digits.py imports torch.distributed" in result.stderr
+
+
+@pytest.mark.e2e
+def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_results):
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_boom.py",
+                             "--mode", "sequential", "--np", "2"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    runs = isolated_results / "results" / "runs"
+    [line] = [line for line in result.stdout.splitlines() if "RuntimeError: boom" in line]
+    match = re.fullmatch(r"ddp_boom \(sequential\) failed: rank \d: RuntimeError: boom  \(log: (\S+)\)", line)
+    assert match, line
+    log_dir = Path(match.group(1))
+    assert log_dir.is_dir() and runs in log_dir.parents
+    assert result.stdout.index("ddp_boom (sequential) failed") > result.stdout.index("xover run  experiment")

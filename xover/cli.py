@@ -112,9 +112,10 @@ def train(
     if json_out:
         print_json(result)
     else:
-        from .report.tables import DIGITS, job_columns
+        from .report.tables import DIGITS, job_columns, print_failures
 
         print_table(f"xover train  experiment {result['experiment']}", job_columns(False), result["jobs"], DIGITS)
+        print_failures(result["jobs"])
         console.print(f"logs: {result['results_dir']}", markup=False)
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
 
@@ -159,9 +160,9 @@ def run(
              "the arguments given to every script (after --).", show_default=False)] = None,
     group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group (with "
                      "--script too: recipes and scripts in one group).")] = False,
-    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified training script (Horovod "
-                       "with --engine horovod, DistributedDataParallel with --engine torch); repeat for each job of the "
-                       "group. Its arguments follow --.")] = None,
+    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified training script, Horovod "
+                       "or DistributedDataParallel (its engine found from what it imports, unless --engine); "
+                       "repeat for each job of the group. Its arguments follow --.")] = None,
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every slot of -H, "
                   "or every local device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
@@ -172,7 +173,8 @@ def run(
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.")] = None,
     engine: Annotated[Optional[str], typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, "
-                      "torch.distributed). Default: a plan's own (its profiles'), else horovod.")] = None,
+                      "torch.distributed). Default: a plan's own (its profiles'); with --script, the one the "
+                      "scripts' imports show; else horovod.")] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first; the job that needs "
                                         "the link least goes first on it), round-robin (strict alternation, the "
@@ -202,7 +204,13 @@ def run(
         targets = targets or []
         if hosts and not (group or scripts):
             raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
-        if group or scripts:
+        detected = None  # the line saying which engine the scripts' imports showed
+        if scripts and engine is None:
+            from .run.script_engine import detect_scripts_engine, detection_note
+
+            engine, found = detect_scripts_engine(scripts)
+            detected = detection_note(found)
+        if group:
             engine = engine or "horovod"
         if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
             recipe_targets, script_args = split_recipes_from_script_args(targets)
@@ -246,6 +254,8 @@ def run(
             raise XoverError("--partition, --account and --time-limit are for --launcher slurm")
         if launcher == "slurm" and (group or scripts):
             raise XoverError("--launcher slurm submits the groups of a plan file: give one")
+        if detected:
+            errors.print(detected, highlight=False, markup=False, soft_wrap=True)
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
@@ -254,10 +264,11 @@ def run(
     if json_out:
         print_json(result)
     else:
-        from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows
+        from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
 
         print_table(f"xover run  experiment {result['experiment']}  link {result['link'] or 'host network'}",
                     job_columns(True), result["jobs"], DIGITS)
+        print_failures(result["jobs"])
         if result["groups"]:
             rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in result["groups"]]
             print_table("aggregate throughput while the jobs shared the devices (each job normalised by its speed "

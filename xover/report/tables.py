@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
@@ -105,13 +106,60 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
     for warning in group_warnings(report.groups):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
-    for job in report.jobs:
-        if job.get("error"):  # the last line usually names the cause; the whole text is in the logs and HTML
-            last_line = job["error"].strip().splitlines()[-1] if job["error"].strip() else ""
-            console.print(f"[red]{escape(job['name'])} ({job['mode']}) failed:[/] {escape(last_line)}  "
-                          f"(logs: {escape(str(job['log_dir']))})", highlight=False, soft_wrap=True)
+    print_failures(report.jobs)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+# `SomethingError: ...`, `Error`, `KeyboardInterrupt`: an exception's last line, as Python prints it;
+# torch's elastic agent may prefix a rank's lines with "[rank0]:"
+EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\]:?\s*)?"  # [rank0]:
+                            r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$")
+RANK_HEADER = re.compile(r"^rank (\S+):$")  # record.failure_summary's first line
+REASON_CHARS = 300
+
+
+def failure_reason(error: str | None) -> str | None:
+    """The most telling line of a failed job's `error` (the last lines of the rank that failed first):
+    the last line that looks like an exception (`RuntimeError: boom`), else the last non-empty line;
+    'rank N: ' before it when the text names the rank. None when there is no text."""
+    lines = [line.strip() for line in (error or "").splitlines()]
+    rank = None
+    if lines and (header := RANK_HEADER.match(lines[0])):
+        rank, lines = header.group(1), lines[1:]
+    lines = [line for line in lines if line]
+    if not lines:
+        return None
+    exceptions = [match.group(1) for line in lines if (match := EXCEPTION_LINE.match(line))]
+    reason = exceptions[-1] if exceptions else lines[-1]
+    if len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS - 3] + "..."
+    return f"rank {rank}: {reason}" if rank is not None else reason
+
+
+def failed_jobs(jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs that ended badly and say why: failed ones, and the other unfinished ones with an error."""
+    return [job for job in jobs if job.get("status") != "finished"
+            and (job.get("status") == "failed" or job.get("error"))]
+
+
+def failure_line(job: dict[str, Any]) -> str:
+    """One line (plain text) of why a job did not finish: job, mode, reason, and its log folder."""
+    mode = job.get("mode") or "?"
+    if job.get("policy"):
+        mode += f", {job['policy']}"
+    reason = failure_reason(job.get("error"))
+    if reason is None:
+        reason = f"exit code {job['exit_code']}, nothing on its stderr" if job.get("exit_code") is not None \
+            else "no error recorded"
+    return f"{job.get('name')} ({mode}) {job.get('status')}: {reason}  (log: {job.get('log_dir') or '-'})"
+
+
+def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
+    """Under a table of jobs: why each one that did not finish failed (the whole text is in the JSON,
+    the HTML report and the rank logs)."""
+    for job in failed_jobs(jobs):
+        console.print(failure_line(job), style="red", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:

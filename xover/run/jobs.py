@@ -207,13 +207,18 @@ def groups_from_plan(plan_path: str, iterations: int | None,
 
 
 def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None,
-                        engine: str = "horovod", hosts: str | None = None) -> list[GroupToRun]:
+                        engine: str | None = None, hosts: str | None = None) -> list[GroupToRun]:
     """`xover run --script a.py --script b.py -- ARGS`: unmodified training scripts as one group, under
-    horovodrun (Horovod scripts, --engine horovod) or torchrun (DistributedDataParallel scripts, --engine torch),
+    horovodrun (Horovod scripts, engine horovod) or torchrun (DistributedDataParallel scripts, engine torch),
     on this machine or on the hosts of `hosts` (every slot, unless --np says fewer; the script must be at the
-    same path on every host, as with horovodrun and torchrun themselves)."""
+    same path on every host, as with horovodrun and torchrun themselves). `engine` None: found from what
+    the scripts import (`script_engine.detect_scripts_engine`), one for the group."""
     if iterations is not None:
         raise XoverError("--iterations applies to recipes; pass the script's own option after --")
+    if engine is None:
+        from .script_engine import detect_scripts_engine
+
+        engine, _ = detect_scripts_engine(scripts)
     check_engine(engine)
     if np is not None and np < 1:
         raise XoverError(f"--np {np}: give the ranks per script, a whole number >= 1")

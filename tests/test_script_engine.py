@@ -1,0 +1,179 @@
+"""A script's engine found from what it imports (never by running it), and a failed job's reason
+picked from its error text."""
+
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from xover.cli import app
+from xover.errors import XoverError
+from xover.report.tables import failed_jobs, failure_line, failure_reason
+from xover.run.jobs import groups_from_scripts
+from xover.run.script_engine import detect_engine, detect_scripts_engine, detection_note, engine_from_source
+
+
+def _engine(source: str) -> str:
+    return engine_from_source(textwrap.dedent(source), "train.py").engine
+
+
+@pytest.mark.parametrize("source", [
+    "import horovod.torch as hvd\nhvd.init()",
+    "from horovod import torch as hvd",
+    "import horovod",
+    "from horovod.torch import DistributedOptimizer",
+    # DistributedSampler's module is not torch.distributed
+    "import horovod.torch as hvd\nfrom torch.utils.data.distributed import DistributedSampler",
+])
+def test_a_script_importing_horovod_is_a_horovod_script(source):
+    assert _engine(source) == "horovod"
+
+
+@pytest.mark.parametrize("source", [
+    "import torch.distributed as dist",
+    "import torch.distributed",
+    "from torch import distributed as dist",
+    "from torch.distributed import init_process_group",
+    "from torch.nn.parallel import DistributedDataParallel as DDP",  # the DDP class alone
+    "import torch\nmodel = torch.nn.parallel.DistributedDataParallel(net)",  # attribute use only
+    "from torch import nn\nmodel = nn.parallel.DistributedDataParallel(net)",
+    "import torch\ntorch.distributed.init_process_group('gloo')",
+    "import torch.nn.parallel\nDDP = torch.nn.parallel.DistributedDataParallel",
+    """
+    def main():
+        import torch.distributed as dist  # imports inside functions count too
+        dist.init_process_group("gloo")
+    """,
+])
+def test_a_script_using_torch_distributed_is_a_torch_script(source):
+    assert _engine(source) == "torch"
+
+
+def test_the_name_that_showed_the_engine_is_kept():
+    found = engine_from_source("import torch\nimport torch.distributed as dist\n", "train.py")
+    assert (found.script, found.engine, found.evidence) == ("train.py", "torch", "torch.distributed")
+
+
+@pytest.mark.parametrize("source", [
+    "import horovod.torch as hvd\nimport torch.distributed as dist",
+    "from horovod import torch as hvd\nfrom torch.nn.parallel import DistributedDataParallel",
+])
+def test_a_script_importing_both_is_refused_naming_it(source):
+    with pytest.raises(XoverError, match=r"--script train.py: imports both horovod .* pass --engine"):
+        engine_from_source(source, "train.py")
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)",
+    "import os\nprint('hello')",
+    "from torch.utils.data.distributed import DistributedSampler",  # not torch.distributed
+    "distributed = 1\nDistributedDataParallel = None",  # names, not imports
+    "from .local import dist",  # relative: nothing known
+])
+def test_a_script_importing_neither_is_refused_naming_it(source):
+    with pytest.raises(XoverError, match=r"--script train.py: imports neither .* pass --engine"):
+        engine_from_source(source, "train.py")
+
+
+def test_the_examples(tmp_path):
+    assert detect_engine("examples/horovod_digits.py").engine == "horovod"
+    assert detect_engine("examples/ddp_digits.py").engine == "torch"
+
+
+def test_what_the_scripts_own_modules_import_counts(tmp_path):
+    (tmp_path / "helpers.py").write_text("from torch.nn.parallel import DistributedDataParallel as DDP\n")
+    (tmp_path / "train.py").write_text("from helpers import DDP\n")
+    assert detect_engine(tmp_path / "train.py").engine == "torch"
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    with pytest.raises(XoverError, match=r"broken.py: line 1: not valid Python"):
+        detect_engine(tmp_path / "broken.py")
+
+
+def test_the_scripts_of_a_group_share_one_engine(tmp_path):
+    engine, found = detect_scripts_engine(["examples/ddp_digits.py", "examples/ddp_digits.py"])
+    assert engine == "torch"
+    # one line, each script once
+    assert detection_note(found) == ("engine torch (torchrun): examples/ddp_digits.py imports torch.distributed "
+                                     "(--engine to choose another)")
+    with pytest.raises(XoverError, match=r"different engines .*horovod_digits.py: horovod.*ddp_digits.py: torch"):
+        detect_scripts_engine(["examples/horovod_digits.py", "examples/ddp_digits.py"])
+    with pytest.raises(XoverError, match=r"--script missing.py: file not found"):
+        detect_scripts_engine(["missing.py"])
+
+
+def test_groups_from_scripts_detects_unless_given():
+    [group] = groups_from_scripts(["examples/ddp_digits.py"], [], 1, None)
+    assert [job.engine for job in group.jobs] == ["torch"]
+    assert group.jobs[0].recipe.model_options["engine"] == "torch"
+    [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None)
+    assert group.jobs[0].engine == "horovod"
+    [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None, engine="horovod")
+    assert group.jobs[0].engine == "horovod"
+
+
+@pytest.mark.parametrize("source, needle", [
+    ("import os\n", "imports neither"),
+    ("import horovod.torch\nimport torch.distributed\n", "imports both"),
+])
+def test_xover_run_refuses_a_script_it_cannot_place_with_one_line(tmp_path, source, needle):
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    result = CliRunner().invoke(app, ["run", "--script", str(script), "--mode", "sequential"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: --script") and str(script) in line and needle in line and "--engine" in line
+
+
+# ---------------------------------------------------------------------------- failure lines
+
+TORCHRUN_ERROR = """rank 1:
+Traceback (most recent call last):
+  File "/tmp/x/ddp_boom.py", line 7, in <module>
+    raise RuntimeError("boom")
+RuntimeError: boom
+[W1126 10:00:00.000 ProcessGroupGloo.cpp:123] Warning: something after it
+"""
+
+
+@pytest.mark.parametrize("error, reason", [
+    (TORCHRUN_ERROR, "rank 1: RuntimeError: boom"),
+    ("Traceback (most recent call last):\n  File \"x\", line 1\nValueError: bad value\n", "ValueError: bad value"),
+    ("rank 0:\n[rank0]: Traceback (most recent call last):\n[rank0]: torch.distributed.DistBackendError: "
+     "Connection closed by peer\n", "rank 0: torch.distributed.DistBackendError: Connection closed by peer"),
+    ("rank 0:\nKeyError: 'x'\nsomething\nAssertionError\nlast words\n", "rank 0: AssertionError"),
+    ("Error: the launcher could not start\n", "Error: the launcher could not start"),
+    ("could not start: FileNotFoundError(2, 'No such file')", "could not start: FileNotFoundError(2, 'No such file')"),
+    ("first line\nthe last line\n\n  \n", "the last line"),  # no exception: the last non-empty line
+    ("    raise RuntimeError('boom')\n", "raise RuntimeError('boom')"),  # source is not an exception line
+    ("rank 3:\n", None),
+    ("", None),
+    (None, None),
+])
+def test_the_most_telling_line_of_an_error_is_picked(error, reason):
+    assert failure_reason(error) == reason
+
+
+def test_a_long_reason_is_shortened():
+    reason = failure_reason("ValueError: " + "x" * 1000)
+    assert reason.startswith("ValueError: x") and reason.endswith("...") and len(reason) == 300
+
+
+def test_one_line_for_each_job_that_did_not_finish():
+    jobs = [
+        {"name": "ok", "mode": "crossover", "policy": "work-conserving", "status": "finished", "error": None,
+         "log_dir": "/r/1-ok-crossover"},
+        {"name": "ddp_boom", "mode": "crossover", "policy": "work-conserving", "status": "failed",
+         "error": TORCHRUN_ERROR, "exit_code": 1, "log_dir": "/r/2-ddp_boom-crossover"},
+        {"name": "quiet", "mode": "sequential", "policy": None, "status": "failed", "error": None, "exit_code": 3,
+         "log_dir": "/r/3-quiet-sequential"},
+        {"name": "gone", "mode": "sequential", "policy": None, "status": "lost",
+         "error": "the xover process that ran it ended without closing it (killed?)", "log_dir": "/r/4"},
+        {"name": "stopped", "mode": "sequential", "policy": None, "status": "interrupted", "error": None,
+         "log_dir": "/r/5"},
+    ]
+    assert [failure_line(job) for job in failed_jobs(jobs)] == [
+        "ddp_boom (crossover, work-conserving) failed: rank 1: RuntimeError: boom  (log: /r/2-ddp_boom-crossover)",
+        "quiet (sequential) failed: exit code 3, nothing on its stderr  (log: /r/3-quiet-sequential)",
+        "gone (sequential) lost: the xover process that ran it ended without closing it (killed?)  (log: /r/4)",
+    ]
