@@ -225,3 +225,12 @@ def test_mps_daemon_of_a_run_is_started_seen_by_its_workers_and_stopped(tmp_path
         assert daemon.pipes.stat().st_mode & 0o777 == 0o700
     assert log.read_text().split("\n")[:2] == ["start", "stop quit"]
     assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+
+
+def test_run_with_mps_where_there_is_none_is_one_line_exit_2_and_records_nothing(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "mlp-digits", "--mode",
+                             "concurrent", "--iterations", "3", "--mps"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "PATH": os.path.dirname(sys.executable) + ":/bin:/usr/bin"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "--mps" in result.stderr and "Traceback" not in result.stderr
+    assert not Path(os.environ["XOVER_DB"]).exists()  # nothing recorded

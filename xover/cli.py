@@ -182,6 +182,9 @@ def run(
                                         "policy its predictions assume), else work-conserving.")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
+    mps: Annotated[bool, typer.Option("--mps", help="Run every job under a CUDA MPS daemon that xover starts for "
+                   "this run and stops after it (kernels of the jobs' processes side by side instead of time slices: "
+                   "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs.")] = False,
     launcher: Annotated[str, typer.Option("--launcher", help="local (this machine, or -H hosts over ssh) or slurm "
                         "(each group of the plan submitted as one Slurm job; the store must be one every node reaches)."
                         )] = "local",
@@ -259,7 +262,7 @@ def run(
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
-                            timeout_s=timeout, wait=wait, launcher=launcher, engine=engine, iterations=iterations,
+                            timeout_s=timeout, wait=wait, launcher=launcher, engine=engine, iterations=iterations, mps=mps,
                             slurm_options={"partition": partition, "account": account, "time_limit": time_limit})
     if json_out:
         print_json(result)

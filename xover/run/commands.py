@@ -25,7 +25,7 @@ from ..turns.policies import DEFAULT_POLICY
 from .jobs import (MODES, GroupToRun, JobSpec, attach_traits, check_devices, give_seconds, job_for,
                    nccl_crossover_warning, traits_from_summary)
 from .leases import DeviceLeases
-from .mps import MpsDaemon
+from .mps import MpsDaemon, check_mps
 from .record import Recorder, reconcile_lost
 from .schedule import QuietObserver, RunContext, Scheduler, Unit
 from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
@@ -302,6 +302,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
 
     bandwidth = requested_rate(bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
+    if mps:
+        check_mps()
     policies = policies or [DEFAULT_POLICY]
     for group in groups:
         check_devices(group.jobs)

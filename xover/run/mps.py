@@ -35,6 +35,16 @@ def control_program() -> str | None:
     return None
 
 
+def check_mps() -> str:
+    """The control program, or a clear error where MPS cannot run (checked before a run is recorded)."""
+    program = control_program()
+    if program is None:
+        raise XoverError(f"--mps: {CONTROL} was not found (it comes with NVIDIA's driver); run without --mps")
+    if gpu_count() == 0:
+        raise XoverError("--mps needs NVIDIA GPUs, and none is visible here; run without --mps")
+    return program
+
+
 class MpsDaemon:
     """The run's own MPS control daemon, as a context: started on entry, stopped on exit."""
 
@@ -44,11 +54,7 @@ class MpsDaemon:
         self.saved: dict[str, str | None] = {}
 
     def __enter__(self) -> "MpsDaemon":
-        self.program = control_program()
-        if self.program is None:
-            raise XoverError(f"--mps: {CONTROL} was not found (it comes with NVIDIA's driver); run without --mps")
-        if gpu_count() == 0:
-            raise XoverError("--mps needs NVIDIA GPUs, and none is visible here; run without --mps")
+        self.program = check_mps()
         for folder in (self.pipes, self.logs):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.saved = {name: os.environ.get(name) for name in VARIABLES}
