@@ -139,16 +139,17 @@ pair() {
   if [ "$(left)" -lt "$need" ]; then say "phase $name skipped: $(left)s left, needs ${need}s"; return; fi
   say "phase $name: $a + $b, $backend, link $LINK"
   local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@")
-  local length=(--seconds "$seconds") policy=all
+  local length=(--seconds "$seconds") modes=(--mode all --policy all)
   if [ $CPU = 1 ] && [ "$name" != pair-gloo ]; then
-    # the dry run profiles and compares both policies once (pair-gloo), to stay within minutes
-    length=(--iterations "${PROFILE[1]}"); policy=work-conserving
+    # the dry run profiles and compares once (pair-gloo); the other pairs run crossover alone, to stay
+    # within minutes (a run costs 10-15 s here, most of it starting processes)
+    length=(--iterations "${PROFILE[1]}"); modes=(--mode crossover --policy work-conserving)
   elif ! xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
        "${PROFILE[@]}" --no-corun --force --json; then
     length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
   fi
   xo $(($(left) - 10)) "$name.run" "${vars[@]}" -- run --group "$a" "$b" --engine torch "${BW[@]}" "${length[@]}" \
-    --mode all --policy "$policy" "${RUN_EXTRA[@]}" --timeout $(($(left) - 20)) --json
+    "${modes[@]}" "${RUN_EXTRA[@]}" --timeout $(($(left) - 20)) --json
   report "$name"
 }
 
