@@ -141,7 +141,7 @@ def nccl_crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
         return None
     return ("crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's turn "
             "(time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU to the "
-            "partner (docs/design.md, 'GPUs')")
+            "partner (docs/gpu.md)")
 
 
 def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",
