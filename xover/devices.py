@@ -94,6 +94,29 @@ def gpu_of_device(device: int, gpus: int, environ: Mapping[str, str] | None = No
     return device % gpus if devices_per_gpu(environ) > 1 else device
 
 
+TORCH_BACKENDS = ("nccl", "gloo")
+
+
+class TorchBackendError(XoverError, ValueError):
+    """XOVER_TORCH_BACKEND names no backend this machine can use (one line for the launcher, a
+    ValueError inside a worker)."""
+
+
+def torch_backend(on_gpu: bool, environ: Mapping[str, str] | None = None) -> str:
+    """The torch engine's backend: XOVER_TORCH_BACKEND (nccl or gloo), else NCCL on a GPU, Gloo on a
+    CPU. Gloo on a GPU all-reduces through host memory, so a waiting all-reduce holds no GPU kernel
+    (NCCL's kernels spin on the GPU until the peer's data arrives: docs/gpu.md)."""
+    chosen = (os.environ if environ is None else environ).get("XOVER_TORCH_BACKEND", "").strip().lower()
+    if not chosen:
+        return "nccl" if on_gpu else "gloo"
+    if chosen not in TORCH_BACKENDS:
+        raise TorchBackendError(f"XOVER_TORCH_BACKEND={chosen}: choose nccl (GPUs) or gloo")
+    if chosen == "nccl" and not on_gpu:
+        raise TorchBackendError("XOVER_TORCH_BACKEND=nccl needs NVIDIA GPUs, and this machine has none visible: "
+                                "unset it (Gloo is used on CPUs)")
+    return chosen
+
+
 def hardware_fingerprint() -> str:
     """What the figures depend on: the devices' model and count (and the host's CPU model); a GPU
     counted as several devices is a different machine for a profile."""

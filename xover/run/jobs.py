@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..devices import hardware_fingerprint, local_device_count
+from ..devices import hardware_fingerprint, local_device_count, torch_backend
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
 from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
@@ -120,14 +119,8 @@ def check_devices(jobs: list[JobSpec]) -> None:
 
 def check_torch_backend(jobs: list[JobSpec], kind: str) -> None:
     """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
-    chosen = os.environ.get("XOVER_TORCH_BACKEND", "").strip().lower()
-    if not chosen or not any(job.engine == "torch" for job in jobs):
-        return
-    if chosen not in ("nccl", "gloo"):
-        raise XoverError(f"XOVER_TORCH_BACKEND={chosen}: choose nccl (GPUs) or gloo")
-    if chosen == "nccl" and kind != "gpu":
-        raise XoverError("XOVER_TORCH_BACKEND=nccl needs NVIDIA GPUs, and this machine has none visible: unset it "
-                         "(Gloo is used on CPUs)")
+    if any(job.engine == "torch" for job in jobs):
+        torch_backend(kind == "gpu")
 
 
 def nccl_crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
@@ -136,8 +129,7 @@ def nccl_crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
     it (docs/measurements.md: a compute-heavy job's compute 1.96x, crossover 0.60x of concurrent)."""
     if "crossover" not in modes or not any(job.engine == "torch" for job in jobs):
         return None
-    chosen = os.environ.get("XOVER_TORCH_BACKEND", "").strip().lower()
-    if chosen == "gloo" or local_device_count()[0] != "gpu":
+    if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
         return None
     return ("crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's turn "
             "(time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU to the "

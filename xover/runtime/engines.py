@@ -13,7 +13,7 @@ import socket
 
 import torch
 
-from ..devices import devices_per_gpu
+from .. import devices
 from .gradient_wait import LinkClock, wait_without_spinning
 
 
@@ -93,7 +93,7 @@ class TorchEngine:
         self.dist = dist
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.backend = torch_backend()
-        if self.backend == "nccl" and devices_per_gpu() > 1:
+        if self.backend == "nccl" and devices.devices_per_gpu() > 1:
             # NCCL refuses two ranks of a job on one GPU ("Duplicate GPU detected"); a host id of its own
             # per rank makes each rank a host of its own to NCCL, joined by its network transport.
             os.environ["NCCL_HOSTID"] = f"{os.environ.get('XOVER_HOST') or socket.gethostname()}-{self.local_rank}"
@@ -171,17 +171,7 @@ class TorchEngine:
 
 ENGINES["torch"] = TorchEngine
 
-BACKENDS = ("nccl", "gloo")
-
 
 def torch_backend() -> str:
-    """The torch engine's backend: XOVER_TORCH_BACKEND (nccl or gloo), else NCCL on a GPU, Gloo on a
-    CPU. Gloo on a GPU all-reduces through host memory, so a waiting all-reduce holds no GPU kernel
-    (NCCL's kernels spin on the GPU until the peer's data arrives)."""
-    on_gpu = torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1"
-    chosen = os.environ.get("XOVER_TORCH_BACKEND", "").strip().lower()
-    if not chosen:
-        return "nccl" if on_gpu else "gloo"
-    if chosen not in BACKENDS or (chosen == "nccl" and not on_gpu):
-        raise ValueError(f"XOVER_TORCH_BACKEND={chosen}: choose gloo, or nccl on a GPU")
-    return chosen
+    """This worker's backend: `devices.torch_backend` for whether it computes on a GPU."""
+    return devices.torch_backend(torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1")
