@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from xover.launch.torchrun import torchrun_path
-from xover.runtime.ddp_shim import ScriptRefused, check_ddp_script
+from xover.scripts import ScriptRefused, check_ddp_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "examples/ddp_digits.py"

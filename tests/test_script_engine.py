@@ -10,7 +10,7 @@ from xover.cli import app
 from xover.errors import XoverError
 from xover.report.tables import failed_jobs, failure_line, failure_reason
 from xover.run.jobs import groups_from_scripts
-from xover.run.script_engine import detect_engine, detect_scripts_engine, detection_note, engine_from_source
+from xover.scripts import detect_engine, detect_scripts_engine, detection_note, engine_from_source
 
 
 def _engine(source: str) -> str:

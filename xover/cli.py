@@ -209,7 +209,7 @@ def run(
             raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
         detected = None  # the line saying which engine the scripts' imports showed
         if scripts and engine is None:
-            from .run.script_engine import detect_scripts_engine, detection_note
+            from .scripts import detect_scripts_engine, detection_note
 
             engine, found = detect_scripts_engine(scripts)
             detected = detection_note(found)

@@ -18,9 +18,9 @@ from ..devices import hardware_fingerprint, local_device_count, torch_backend
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
 from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
+from ..scripts import ENGINES, check_script, detect_scripts_engine
 from ..turns.policies import SlotTraits, critical_rank
 
-ENGINES = ("horovod", "torch")
 MODES = ("sequential", "concurrent", "crossover")
 
 
@@ -204,12 +204,10 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
     horovodrun (Horovod scripts, engine horovod) or torchrun (DistributedDataParallel scripts, engine torch),
     on this machine or on the hosts of `hosts` (every slot, unless --np says fewer; the script must be at the
     same path on every host, as with horovodrun and torchrun themselves). `engine` None: found from what
-    the scripts import (`script_engine.detect_scripts_engine`), one for the group."""
+    the scripts import (`scripts.detect_scripts_engine`), one for the group."""
     if iterations is not None:
         raise XoverError("--iterations applies to recipes; pass the script's own option after --")
     if engine is None:
-        from .script_engine import detect_scripts_engine
-
         engine, _ = detect_scripts_engine(scripts)
     check_engine(engine)
     if np is not None and np < 1:
@@ -222,10 +220,7 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
         path = Path(script)
         if not path.is_file():
             raise XoverError(f"--script {script}: file not found")
-        if engine == "torch":
-            from ..runtime.ddp_shim import check_ddp_script
-
-            check_ddp_script(script)  # what cannot be crossed over is refused before anything starts
+        check_script(script, engine)  # what cannot be crossed over is refused before anything starts
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         # The store keeps what ran as a recipe snapshot: the script, its arguments and content hash.
         recipe = Recipe(name=path.stem, model="script", dataset="script", batch_size=1, optimizer="script", lr=1.0,

@@ -53,31 +53,17 @@ being reduced; a Work that the script waits for itself while holding the turn.
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
 import os
 import sys
 import weakref
-from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ..errors import XoverError
+from ..scripts import DDP_UNSUPPORTED_NAMES, ScriptRefused, check_ddp_script
 
 if TYPE_CHECKING:  # torch is imported by install_ddp: the launcher imports check_ddp_script alone
     from .script_shim import ScriptCoordinator
-
-UNSUPPORTED_NAMES = {
-    "register_comm_hook": "registers another DDP communication hook (its own, or DDP's optimizer in backward); "
-                          "crossover needs that hook to start each bucket's all-reduce without waiting: remove it to "
-                          "run the script in a crossover group",
-    "_register_builtin_comm_hook": "registers a built-in DDP communication hook; crossover needs that hook to start "
-                                   "each bucket's all-reduce without waiting: remove it to run the script in a "
-                                   "crossover group",
-    "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
-                     "through communication: use BatchNorm (DDP broadcasts its statistics) to run it in a crossover "
-                     "group",
-}
 
 # DDP options that bring their own reduction
 UNSUPPORTED_OPTIONS = {
@@ -95,65 +81,6 @@ BLOCKING_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "broadcast", "barr
 
 GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
                     "clip_grads_with_norm_")
-
-
-class ScriptRefused(XoverError):
-    """A script that cannot run in a crossover group as a DDP script."""
-
-
-# ------------------------------------------------------------------------------ before it starts
-
-def check_ddp_script(script: str | os.PathLike) -> None:
-    """Refuse a script that cannot be crossed over as a DDP script; the message names the script."""
-    path = Path(script)
-    names = _names_used(path, set())
-    if "DistributedDataParallel" not in names:
-        raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
-                            f"it that it imports); --engine torch crosses over DDP scripts: wrap the model in "
-                            f"torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine horovod)")
-    for name, problem in UNSUPPORTED_NAMES.items():
-        if name in names:
-            raise ScriptRefused(f"--script {script}: {problem}")
-
-
-def _names_used(path: Path, seen: set[Path]) -> set[str]:
-    """Every name and attribute the file uses, and those of the local modules it imports."""
-    path = path.resolve()
-    if path in seen:
-        return set()
-    seen.add(path)
-    try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except OSError as error:
-        raise ScriptRefused(f"--script {path}: cannot read it: {error.strerror}") from None
-    except (SyntaxError, ValueError) as error:
-        where = f" line {error.lineno}" if getattr(error, "lineno", None) else ""
-        raise ScriptRefused(f"--script {path}:{where}: not valid Python: {getattr(error, 'msg', error)}") from None
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update(alias.name.rsplit(".", 1)[-1] for alias in node.names)
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            else:
-                modules = [node.module] if node.module and not node.level else []
-            for module in modules:
-                local = _local_module(path.parent, module)
-                if local is not None:
-                    names |= _names_used(local, seen)
-    return names
-
-
-def _local_module(folder: Path, module: str) -> Path | None:
-    base = folder.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _script_from_argv() -> str | None:
@@ -219,7 +146,7 @@ class DDPCrossover:
         self._adapt_sink(ddp_module._DDPSink)
         self._register_comm_hook = ddp_class.register_comm_hook
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
-            setattr(ddp_class, name, self._refusal(UNSUPPORTED_NAMES[name]))
+            setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
         register_optimizer_step_pre_hook(self._before_optimizer_step)
         self._adapt_gradient_readers()
         self._adapt_collectives()
@@ -273,7 +200,7 @@ class DDPCrossover:
             _refuse(self.script, "DDP runs the compiled python reducer (torch._dynamo optimize_ddp='python_reducer'), "
                                  "which reduces without DDP's communication hook: not supported in a crossover group")
         if any(isinstance(module, torch.nn.SyncBatchNorm) for module in model.module.modules()):
-            _refuse(self.script, UNSUPPORTED_NAMES["SyncBatchNorm"])
+            _refuse(self.script, DDP_UNSUPPORTED_NAMES["SyncBatchNorm"])
         reduction = _Reduction(model.process_group, model.process_group.size())
         model._xover_reduction = reduction
         self._register_comm_hook(model, reduction, self._start_all_reduce)  # DDP's own, not the stand-in

@@ -1,0 +1,273 @@
+"""A user's training script, read (never run): its engine, what crossover cannot follow, its content hash.
+
+The engine comes from what the script imports, and what the modules next to it that it imports do:
+horovod (``import horovod.torch as hvd``) makes a Horovod script, run under horovodrun (engine
+"horovod"); torch.distributed (``import torch.distributed as dist``, ``DistributedDataParallel``)
+without horovod makes a torch script, run under torchrun (engine "torch"). Both, or neither: the user
+says which (``--engine``, or ``engine`` in a job file).
+
+Pure: no torch, no launcher. The launcher-side commands use it before anything starts, and the DDP
+shim inside each worker checks the script with it again before the script runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import XoverError
+
+ENGINES = ("horovod", "torch")  # the one list: horovod -> horovodrun, torch -> torchrun
+ENGINE_LAUNCHERS = {"horovod": "horovodrun", "torch": "torchrun"}
+TORCH_DISTRIBUTED = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
+                     "torch.nn.parallel.distributed")
+
+# names whose use makes a DDP script impossible to cross over, and why
+DDP_UNSUPPORTED_NAMES = {
+    "register_comm_hook": "registers another DDP communication hook (its own, or DDP's optimizer in backward); "
+                          "crossover needs that hook to start each bucket's all-reduce without waiting: remove it to "
+                          "run the script in a crossover group",
+    "_register_builtin_comm_hook": "registers a built-in DDP communication hook; crossover needs that hook to start "
+                                   "each bucket's all-reduce without waiting: remove it to run the script in a "
+                                   "crossover group",
+    "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
+                     "through communication: use BatchNorm (DDP broadcasts its statistics) to run it in a crossover "
+                     "group",
+}
+
+
+class ScriptRefused(XoverError):
+    """A script that cannot run in a crossover group under its engine."""
+
+
+@dataclass(frozen=True)
+class ScriptEngine:
+    """A script's engine, and the name that gave it away (e.g. torch.distributed)."""
+
+    script: str
+    engine: str
+    evidence: str
+
+
+@dataclass
+class ScriptNames:
+    """What a script and its local modules use: dotted names (aliases resolved) and plain names."""
+
+    dotted: list[str] = field(default_factory=list)
+    plain: set[str] = field(default_factory=set)
+
+
+def content_hash(script: str | os.PathLike) -> str:
+    """The script's content hash: a changed script is a different job (profiled again)."""
+    try:
+        return hashlib.sha256(Path(script).read_bytes()).hexdigest()[:16]
+    except OSError as error:
+        raise XoverError(f"{script}: cannot read the script: {error.strerror}") from None
+
+
+def check_engine(engine: str, flag: str = "--engine") -> str:
+    if engine not in ENGINES:
+        raise XoverError(f"{flag} {engine}: choose {' or '.join(ENGINES)}")
+    return engine
+
+
+# ------------------------------------------------------------------------------ reading a script
+
+
+def engine_of(name: str) -> str | None:
+    """The engine a dotted name belongs to: horovod, torch (torch.distributed or DDP), or None."""
+    if name == "horovod" or name.startswith("horovod."):
+        return "horovod"
+    if any(name == prefix or name.startswith(prefix + ".") for prefix in TORCH_DISTRIBUTED):
+        return "torch"
+    return None
+
+
+def names_in(tree: ast.AST) -> tuple[list[str], list[str]]:
+    """The dotted names a module imports and uses, aliases resolved (``dist.all_reduce`` after
+    ``import torch.distributed as dist`` is torch.distributed.all_reduce); and the modules it
+    imports by absolute name (where local ones are looked for)."""
+    aliases: dict[str, str] = {}
+    names: list[str] = []
+    modules: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names.append(alias.name)
+                modules.append(alias.name)
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:  # `import torch.distributed` binds torch
+                    root = alias.name.split(".", 1)[0]
+                    aliases.setdefault(root, root)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules.append(node.module)
+            names.append(node.module)
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                full = f"{node.module}.{alias.name}"
+                names.append(full)
+                modules.append(full)  # `from pkg import module`
+                aliases[alias.asname or alias.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            if chain is not None:
+                root, _, rest = chain.partition(".")
+                if root in aliases:
+                    names.append(f"{aliases[root]}.{rest}")
+    return names, modules
+
+
+def _plain_names(tree: ast.AST) -> set[str]:
+    """Every bare name, attribute and imported name (the last part of a dotted import)."""
+    plain: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            plain.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            plain.add(node.attr)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            plain.update(alias.name.rsplit(".", 1)[-1] for alias in node.names)
+    return plain
+
+
+def _chain(node: ast.Attribute) -> str | None:
+    """a.b.c for an attribute chain on a plain name; None for anything else (calls, subscripts)."""
+    parts = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        parts.append(current.attr)
+        current = current.value
+    if not isinstance(current, ast.Name):
+        return None
+    return ".".join([current.id, *reversed(parts)])
+
+
+def local_module(folder: Path, module: str) -> Path | None:
+    """The file of `module` next to a script (how `python script.py` would find it first)."""
+    base = folder.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def script_names(script: str | os.PathLike, error: type[XoverError] = XoverError) -> ScriptNames:
+    """The names a script and the local modules it imports use (followed once each)."""
+    found = ScriptNames()
+    _scan(Path(script), set(), found, error, str(script))
+    return found
+
+
+def _scan(path: Path, seen: set[Path], found: ScriptNames, error: type[XoverError], shown: str) -> None:
+    resolved = path.resolve()
+    if resolved in seen:
+        return
+    seen.add(resolved)
+    try:
+        tree = ast.parse(resolved.read_bytes(), filename=str(path))
+    except OSError as problem:
+        raise error(f"--script {shown}: cannot read it: {problem.strerror}") from None
+    except (SyntaxError, ValueError) as problem:
+        where = f" line {problem.lineno}:" if getattr(problem, "lineno", None) else ""
+        raise error(f"--script {shown}:{where} not valid Python: {getattr(problem, 'msg', problem)}") from None
+    dotted, modules = names_in(tree)
+    found.dotted += dotted
+    found.plain |= _plain_names(tree)
+    for module in modules:
+        local = local_module(resolved.parent, module)
+        if local is not None:
+            _scan(local, seen, found, error, str(local))
+
+
+# ------------------------------------------------------------------------------ the engine
+
+
+def engines_in_source(source: str, filename: str = "<script>") -> dict[str, str]:
+    """engine -> the first name that shows it, for one module's text (nothing followed, nothing run)."""
+    names, _ = names_in(ast.parse(source, filename=filename))
+    return _engines(names)
+
+
+def _engines(names: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in names:
+        engine = engine_of(name)
+        if engine is not None:
+            found.setdefault(engine, name)
+    return found
+
+
+def engine_from_source(source: str, script: str = "<script>") -> ScriptEngine:
+    """The engine of one script's text; both or neither is an error naming the script."""
+    return _decide(script, engines_in_source(source, script))
+
+
+def detect_engine(script: str | os.PathLike) -> ScriptEngine:
+    """The engine of a script file, from its imports and those of the modules next to it that it imports."""
+    return _decide(str(script), _engines(script_names(script).dotted))
+
+
+def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
+    """One engine for scripts given together on the command line (one `--engine` covers them): each
+    script's, which must agree."""
+    found = []
+    for script in scripts:
+        if not Path(script).is_file():
+            raise XoverError(f"--script {script}: file not found")
+        found.append(detect_engine(script))
+    engines = {item.engine for item in found}
+    if len(engines) > 1:
+        described = "; ".join(f"{item.script}: {item.engine} ({item.evidence})" for item in _distinct(found))
+        raise XoverError(f"the scripts need different engines ({described}); give them one job file each "
+                         "(each with its own engine), or pass --engine")
+    return found[0].engine, found
+
+
+def detection_note(found: list[ScriptEngine]) -> str:
+    """The line saying which engine was found for which script."""
+    engine = found[0].engine
+    scripts = ", ".join(f"{item.script} imports {item.evidence}" for item in _distinct(found))
+    return f"engine {engine} ({ENGINE_LAUNCHERS[engine]}): {scripts} (--engine to choose another)"
+
+
+def _distinct(found: list[ScriptEngine]) -> list[ScriptEngine]:
+    return list({item.script: item for item in found}.values())
+
+
+def _decide(script: str, engines: dict[str, str]) -> ScriptEngine:
+    if len(engines) == 2:
+        raise XoverError(f"--script {script}: imports both horovod ({engines['horovod']}) and torch.distributed "
+                         f"({engines['torch']}), so its engine cannot be told: pass --engine horovod or --engine torch")
+    if not engines:
+        raise XoverError(f"--script {script}: imports neither horovod nor torch.distributed (DistributedDataParallel), "
+                         "so its engine cannot be told: pass --engine horovod (a Horovod script) or --engine torch "
+                         "(a DistributedDataParallel script)")
+    [(engine, evidence)] = engines.items()
+    return ScriptEngine(script, engine, evidence)
+
+
+# ------------------------------------------------------------------------------ what crossover cannot follow
+
+
+def check_ddp_script(script: str | os.PathLike) -> None:
+    """Refuse a script that cannot be crossed over as a DDP script; the message names the script."""
+    names = script_names(script, ScriptRefused).plain
+    if "DistributedDataParallel" not in names:
+        raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
+                            f"it that it imports); --engine torch crosses over DDP scripts: wrap the model in "
+                            f"torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine horovod)")
+    for name, problem in DDP_UNSUPPORTED_NAMES.items():
+        if name in names:
+            raise ScriptRefused(f"--script {script}: {problem}")
+
+
+def check_script(script: str | os.PathLike, engine: str) -> None:
+    """What can be told before the script runs, for its engine (the rest is refused when met, in the shims)."""
+    if engine == "torch":
+        check_ddp_script(script)
