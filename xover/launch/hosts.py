@@ -18,6 +18,20 @@ LOCAL = "localhost"
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a DNS name or an IPv4 address
 Device = tuple[str, int]  # (host, device index)
 
+# Every ssh xover starts itself: no prompt (BatchMode), a host that does not answer fails within
+# ConnectTimeout instead of the system's TCP timeout (minutes), and a connection whose host stopped
+# answering (a node that died, a network cut) ends after ServerAliveInterval x ServerAliveCountMax
+# seconds, so that a turn server's or a node's ssh can never wait for ever. A user's ~/.ssh/config
+# cannot lengthen them: options given on the command line win.
+SSH_CONNECT_TIMEOUT_S = 20
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}",
+               "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4")
+
+
+def ssh_command(host: str, *remote: str, tty: bool = False) -> list[str]:
+    """`ssh` to `host` running `remote` (words that ssh joins with spaces: quote them), with SSH_OPTIONS."""
+    return ["ssh", *(["-tt"] if tty else []), *SSH_OPTIONS, host, *remote]
+
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..errors import XoverError
 from . import find_launcher
-from .hosts import is_local, parse_hosts
+from .hosts import is_local, parse_hosts, ssh_command
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
 SECRET_VARIABLES = ("XOVER_DB", "XOVER_REAPER_DB")  # the store's URL (a password, perhaps): never to workers
@@ -64,8 +64,8 @@ def free_port(host: str, remote_prefix: list[str]) -> int:
             return probe.getsockname()[1]
     code = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
     try:
-        out = subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, sys.executable, "-c", shlex.quote(code)],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run([*remote_prefix, *ssh_command(host, sys.executable, "-c", shlex.quote(code))],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise XoverError(f"-H: {host} did not answer over ssh within a minute") from None
     if out.returncode != 0 or not out.stdout.strip().isdigit():
@@ -77,9 +77,8 @@ def free_port(host: str, remote_prefix: list[str]) -> int:
 def send_environment(host: str, variables: dict[str, str], remote_prefix: list[str]) -> str:
     """Put `variables` into a file of mode 0600 on `host` (over ssh's stdin, not a command line); its path."""
     try:
-        out = subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, shlex.quote(sys.executable), "-c",
-                              shlex.quote(_RECEIVE)], input=json.dumps(variables), capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run([*remote_prefix, *ssh_command(host, shlex.quote(sys.executable), "-c", shlex.quote(_RECEIVE))],
+                             input=json.dumps(variables), capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         raise XoverError(f"-H: {host} did not answer over ssh within a minute") from None
     path = out.stdout.strip()
@@ -119,5 +118,5 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
             kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [])
             remote = (f"cd {shlex.quote(os.getcwd())} && "
                       f"{shlex.join([sys.executable, '-c', _APPLY, kept, *command])}")
-            commands.append(["ssh", "-tt", "-o", "BatchMode=yes", host, remote])
+            commands.append(ssh_command(host, remote, tty=True))
     return commands

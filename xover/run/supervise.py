@@ -4,7 +4,11 @@
   several hosts, each supervised here; the job's exit code is the first failing node's).
 * Output is read as bytes: a worker printing bytes that are not UTF-8 costs a replacement character,
   not the relay thread. A launcher that exited while an orphan keeps its pipe open is noticed within
-  `EXIT_GRACE_S`.
+  `EXIT_GRACE_S`. A carriage return ends a line as a newline does (progress bars redraw one line with
+  `\r` and may never print a newline), and a line longer than `MAX_LINE_BYTES` is cut: what the relay
+  keeps is bounded, whatever a script prints. The log keeps every byte.
+* Launchers read nothing from xover's terminal (their stdin is /dev/null): `ssh -tt` to another
+  host must not put the user's terminal in raw mode or carry its Ctrl-C to a remote node.
 * Launchers run in their own sessions (horovodrun puts workers in theirs too), get SIGTERM if xover
   dies (PR_SET_PDEATHSIG), and are stopped with their whole process tree. What a SIGKILLed xover
   cannot stop, its reaper (reaper.py) does.
@@ -19,6 +23,7 @@ import contextlib
 import ctypes
 import os
 import queue
+import re
 import select
 import signal
 import subprocess
@@ -33,6 +38,9 @@ import psutil
 from ..runtime.metrics import parse_metric_line
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
+MAX_LINE_BYTES = 65536  # of one line of a launcher's output held by the relay; a metric record is far shorter
+TAIL_LINE_CHARS = 2000  # of a line kept for a failure's summary
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class Interrupted(Exception):
@@ -79,8 +87,10 @@ class LaunchedProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=25)
         self.on_line, self.on_exit = on_line, on_exit
         self.log = open(log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True, preexec_fn=_die_with_parent, cwd=os.getcwd())
+        # stdin: never xover's terminal (`ssh -tt` would take it over: raw mode, Ctrl-C sent to a remote node)
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                        preexec_fn=_die_with_parent, cwd=os.getcwd())
         self.reader = threading.Thread(target=self._relay, daemon=True)
         self.reader.start()
 
@@ -97,9 +107,12 @@ class LaunchedProcess:
                 self.log.write(chunk)
                 self.log.flush()
                 pending += chunk
-                *lines, pending = pending.split(b"\n")
+                *lines, pending = _LINE_END.split(pending)
                 for raw in lines:
-                    self._line(raw.decode("utf-8", errors="replace").rstrip("\r"))
+                    self._line(raw.decode("utf-8", errors="replace"))
+                while len(pending) > MAX_LINE_BYTES:  # a line that never ends: cut, not kept whole
+                    self._line(pending[:MAX_LINE_BYTES].decode("utf-8", errors="replace"))
+                    pending = pending[MAX_LINE_BYTES:]
             # checked whether or not output came: an orphan that keeps writing must not hide the exit
             if self.process.poll() is not None:
                 exited_at = exited_at or time.monotonic()
@@ -115,7 +128,7 @@ class LaunchedProcess:
         if record is not None:
             self.on_line(record)
         elif line.strip():
-            self.tail.append(line)
+            self.tail.append(line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " ...")
 
     def stop(self) -> None:
         kill_tree(self.process.pid)
@@ -258,33 +271,99 @@ _XOVER_ROOT = str(Path(__file__).resolve().parents[2])
 
 def tagged_processes(value: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
     """Pids whose environment carries <variable>=<value> (this user's processes, in any namespace)."""
+    return list(_tagged(value, variable))
+
+
+def _tagged(value: str, variable: str) -> dict[int, str]:
+    """pid -> start time (clock ticks after boot) of each process tagged <variable>=<value>: a pid
+    with its start time names one process, even after the pid is used again."""
     needle = f"{variable}={value}".encode()
-    found = []
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
+        pid = int(entry)
+        started = _start_time(pid)
         try:
             with open(f"/proc/{entry}/environ", "rb") as handle:
-                if needle in handle.read().split(b"\0"):
-                    found.append(int(entry))
+                tagged = needle in handle.read().split(b"\0")
         except OSError:
             continue  # gone, or another user's
+        if tagged and started is not None and _start_time(pid) == started:  # the same process throughout
+            found[pid] = started
     return found
 
 
+def _start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class _Target:
+    """One process to stop, named so that a signal never reaches another process that was given its
+    pid after it ended: by a pidfd where the kernel has them (Linux >= 5.3), else by its start time,
+    checked before every signal."""
+
+    def __init__(self, pid: int, started: str) -> None:
+        self.pid, self.started, self.fd = pid, started, None
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return
+        if _start_time(pid) == started:  # the pidfd is of the process that was scanned
+            self.fd = fd
+        else:
+            os.close(fd)
+            self.started = None  # already gone and its pid reused: never to be signalled
+
+    def same(self) -> bool:
+        return self.started is not None and _start_time(self.pid) == self.started
+
+    def signal(self, sig: int) -> None:
+        try:
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, sig)
+            elif self.same():
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, OSError):
+            pass  # ended (a zombie's pidfd answers ESRCH)
+
+    def alive(self) -> bool:
+        return self.same() and _alive(self.pid)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def stop_processes(found: dict[int, str], grace_s: float = 3.0) -> list[int]:
+    """TERM, then KILL after `grace_s` what is still running, of the processes `found` names (pid ->
+    start time, as `_tagged` gives): a process that ended after TERM is not KILLed, and neither is
+    another that has been given its pid since. Returns the pids signalled."""
+    targets = [_Target(pid, started) for pid, started in found.items()]
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for target in targets:
+                if target.alive():
+                    target.signal(sig)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and any(target.alive() for target in targets):
+                time.sleep(0.1)
+    finally:
+        for target in targets:
+            target.close()
+    return sorted(found)
+
+
 def kill_tagged(value: str, grace_s: float = 3.0, variable: str = "XOVER_EXPERIMENT") -> int:
-    """Stop every process tagged <variable>=<value>: TERM, then KILL after `grace_s`."""
-    pids = tagged_processes(value, variable)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-            time.sleep(0.1)
-    return len(pids)
+    """Stop every process tagged <variable>=<value>: TERM, then KILL after `grace_s` those still
+    running (the same processes: a pid given to another process meanwhile is left alone)."""
+    return len(stop_processes(_tagged(value, variable), grace_s))
 
 
 def _alive(pid: int) -> bool:
@@ -297,11 +376,13 @@ def _alive(pid: int) -> bool:
 
 def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
     """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
+    from ..launch.hosts import ssh_command
+
     kill_tagged(value, variable=variable)
     for host in hosts:
         try:
-            subprocess.run([*remote_prefix, "ssh", "-o", "BatchMode=yes", host, "env", f"PYTHONPATH={_XOVER_ROOT}",
-                            sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable],
-                           timeout=60, capture_output=True)
+            subprocess.run([*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={_XOVER_ROOT}", sys.executable, "-m",
+                                                         "xover.run.reaper", "--kill", value, "--variable", variable)],
+                           timeout=60, capture_output=True, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):
             pass

@@ -7,6 +7,12 @@
     release()     the compute phase is over; the all-reduce goes on outside the turn
 
 Each phase's turn intervals (wall time), yields and time spent yielded are kept for the metrics.
+
+A wait for the turn may last as long as a partner computes, and the server sends a keep-alive byte
+every HEARTBEAT_S meanwhile; a server that says nothing for SILENCE_S (hung, stopped, or its host's
+kernel lost it) is taken for dead: the worker says so on stderr and trains on without turns, as it
+does when the socket closes. The yield page is opened without following a link and used only if it
+is a regular file of this user's, at least a page long; otherwise the job runs without yields.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ from __future__ import annotations
 import mmap
 import os
 import socket
+import stat
 import sys
 import time
 from typing import Callable
 
-from ..turns.protocol import (ACQUIRE, BYE, GRANT, HELLO, RELEASE, STEP_IN, STEP_OUT, YIELD, YIELD_PAGE_BYTES,
-                              yield_page_path)
+from ..turns.protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HELLO, RELEASE, SILENCE_S, STEP_IN, STEP_OUT, YIELD,
+                              YIELD_PAGE_BYTES, yield_page_path)
 
 _NEVER = bytearray(YIELD_PAGE_BYTES)  # the page of a job without a server: no one ever asks to yield
 
@@ -68,20 +75,18 @@ class CrossoverToken:
     crossover = True
 
     def __init__(self, socket_path: str, device: int, slot: int,
-                 synchronize: Callable[[], None] | None = None) -> None:
+                 synchronize: Callable[[], None] | None = None, silence_s: float = SILENCE_S) -> None:
         self.device, self.slot = device, slot
         self.synchronize = synchronize or (lambda: None)
         self.holding = False
         self.phase = TurnPhase()
+        self.silence_s = silence_s
         self._mark = slot + 1
         self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(silence_s)  # every send and wait: a server silent this long is dead
         self._sock.connect(socket_path)
         self._sock.sendall(HELLO + f"{device} {slot}\n".encode())
-        try:
-            with open(yield_page_path(socket_path), "rb") as page_file:
-                self._page = mmap.mmap(page_file.fileno(), YIELD_PAGE_BYTES, prot=mmap.PROT_READ)
-        except OSError:
-            self._page = _NEVER
+        self._page = _map_page(yield_page_path(socket_path))
         self._held_since = 0.0
 
     def acquire(self) -> float:
@@ -125,6 +130,8 @@ class CrossoverToken:
         if self._sock is not None:
             try:
                 self._sock.sendall(message)
+            except socket.timeout:
+                self._lost(f"took no message for {self.silence_s:.0f} s (hung or stopped)")
             except OSError:
                 self._lost()
 
@@ -139,13 +146,18 @@ class CrossoverToken:
 
     def _ask(self, message: bytes) -> None:
         if self._sock is not None:
+            why = "is gone"
             try:
                 self._sock.sendall(message)
                 reply = self._sock.recv(1)
+                while reply == HEARTBEAT:  # still waiting, and the server is alive
+                    reply = self._sock.recv(1)
+            except socket.timeout:
+                reply, why = b"", f"said nothing for {self.silence_s:.0f} s (hung or stopped)"
             except OSError:
                 reply = b""
             if reply != GRANT:
-                self._lost()
+                self._lost(why)
         self.holding = True
         self._held_since = time.time()
 
@@ -153,13 +165,34 @@ class CrossoverToken:
         self.holding = False
         self.phase.held.append([self._held_since, time.time()])
 
-    def _lost(self) -> None:
+    def _lost(self, why: str = "is gone") -> None:
         # Without a server the job still trains correctly, only without coordination.
-        print("xover: the turn server is gone; continuing without crossover turns", file=sys.stderr, flush=True)
+        print(f"xover: the turn server of device {self.device} {why}; continuing without crossover turns",
+              file=sys.stderr, flush=True)
         if self._sock is not None:
             self._sock.close()
         self._sock = None
         self._page = _NEVER
+
+
+def _map_page(path: str):
+    """The server's yield page, read-only; _NEVER (no yields) unless it is a regular file of this user's,
+    at least a page long, reached without a link. A FIFO or device there cannot block or feed the worker."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return _NEVER
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size < YIELD_PAGE_BYTES:
+            print(f"xover: {path} is not a turn server's yield page; continuing without yields", file=sys.stderr,
+                  flush=True)
+            return _NEVER
+        return mmap.mmap(fd, YIELD_PAGE_BYTES, prot=mmap.PROT_READ)
+    except OSError:
+        return _NEVER
+    finally:
+        os.close(fd)
 
 
 def token_from_env(local_rank: int, synchronize: Callable[[], None] | None = None):

@@ -9,6 +9,8 @@ worker -> server   H<device> <slot>\\n   hello: this connection is `slot` on `de
                    R                    release: the compute phase is over
                    B                    bye: the job is done with this device
 server -> worker   G                    granted
+                   K                    keep-alive: still waiting, the server is alive (every
+                                        HEARTBEAT_S to a worker that asked and was not granted yet)
 
 The yield page (`<socket>.yield`, 4 KiB, mapped read-only by workers): byte d holds slot+1 when the
 server wants the holder of device d to yield, 0 otherwise. Reading it costs a memory load, so the
@@ -16,13 +18,21 @@ check at every module and gradient is next to free while nobody waits.
 
 The launcher drives the server through its stdin (works the same over ssh for another host):
   W<slot>\\n  withdraw a job that has ended (or never started)      Q\\n  print statistics and exit
-and reads its stdout: `ready`, then `event {json}` lines (lease revocations), and `stats {json}`.
+and reads its stdout: `ready`, then `event {json}` lines (lease revocations), `spans {json}` lines (the
+first grants of iterations that are over, streamed as the run goes so that neither side keeps them
+all), and `stats {json}` at the end.
 """
 
 from __future__ import annotations
 
 HELLO, ACQUIRE, YIELD, RELEASE, BYE, GRANT = b"H", b"A", b"Y", b"R", b"B", b"G"
 STEP_OUT, STEP_IN = b"O", b"I"
+HEARTBEAT = b"K"
+
+# A worker waits for its turn as long as a partner computes (minutes are fine), but not for a server
+# that is gone or hung: one that says nothing for SILENCE_S while the worker waits is taken for dead.
+HEARTBEAT_S = 2.0
+SILENCE_S = 30.0
 
 YIELD_PAGE_BYTES = 4096  # devices per host a server can ask to yield
 MAX_SLOTS = 254  # a page byte holds slot + 1
@@ -38,3 +48,7 @@ def stats_line(payload: str) -> str:
 
 def event_line(payload: str) -> str:
     return f"event {payload}"
+
+
+def spans_line(payload: str) -> str:
+    return f"spans {payload}"

@@ -5,7 +5,12 @@ holds each device. Workers talk to it over a Unix socket (protocol.py); a waitin
 in recv(), so waiting costs no CPU. A worker that dies closes its socket: its job's slot is dropped
 on every device at once (synchronous SGD: the job cannot finish an all-reduce any more), so partners
 never stall. A turn held far longer than its job usually holds it is taken back (a lease), and the
-event is reported. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+event is reported. A worker waiting for its turn gets a keep-alive byte every HEARTBEAT_S, so that it
+can tell a long wait from a dead server. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+
+Its folder (the socket's) must be this user's own, a real folder (not a link), and is made 0700 before
+anything is created in it; on another host too, where the launcher's ssh starts it. The yield page is
+created anew (O_EXCL, O_NOFOLLOW, mode 0600): a name that someone put there is never followed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import selectors
 import signal
 import socket
+import stat
 import statistics
 import sys
 import time
@@ -26,8 +32,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
-from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, STEP_IN, STEP_OUT, YIELD, YIELD_PAGE_BYTES,
-                       event_line, stats_line, yield_page_path)
+from .protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HEARTBEAT_S, HELLO, MAX_SLOTS, RELEASE, STEP_IN, STEP_OUT,
+                       YIELD, YIELD_PAGE_BYTES, event_line, spans_line, stats_line, yield_page_path)
 
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
@@ -38,6 +44,45 @@ from .protocol import (ACQUIRE, BYE, GRANT, HELLO, MAX_SLOTS, RELEASE, STEP_IN, 
 SERVER_NICE = -15
 MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
 MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)
+SPAN_LAG = 8  # a slot's iteration this far behind its newest on this host has had its first grant on every device
+SPANS_PER_LINE = 256  # finished iterations' first grants, streamed to the launcher in lines of this many
+
+
+class FolderError(Exception):
+    """The server's folder is not one this user can trust."""
+
+
+def private_folder(path: str) -> str:
+    """`path` as a folder only this user can use: created 0700 if missing (with its parents); else it
+    must be a real folder (not a link) of this user's, and is made 0700. Another user's folder, or a
+    link in its place, is a FolderError that says what to do."""
+    path = os.path.abspath(path)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise FolderError(f"cannot create the folder {path} for xover's sockets: {error.strerror}; "
+                          "set XDG_RUNTIME_DIR to a folder of your own") from None
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise FolderError(f"{path}, the folder for xover's sockets, is {'a link' if stat.S_ISLNK(info.st_mode) else 'not a folder'}: "
+                          "someone else may have made it; remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+    if info.st_uid != os.geteuid():
+        raise FolderError(f"{path}, the folder for xover's sockets, belongs to uid {info.st_uid}, not to you: "
+                          "remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)  # before anything is made in it: nobody else may add or swap a name there
+    return path
+
+
+def create_page(path: str):
+    """The yield page, a new file of mode 0600 (a name already there is removed first, never followed)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return os.fdopen(fd, "w+b")
 
 
 def raise_priority(nice: int) -> None:
@@ -72,23 +117,23 @@ class SlotRecord:
     yields: int = 0
     revoked: int = 0
     first_grants: dict[int, dict[int, float]] = field(default_factory=dict)  # iteration -> device -> wall time
+    streamed_below: int = 0  # iterations below this were sent to the launcher (and forgotten here)
     holds: deque = field(default_factory=lambda: deque(maxlen=50))
 
 
 class TurnServer:
     def __init__(self, path: str, devices: dict[int, list[int]], policy: TurnPolicy, join_timeout_s: float = 300.0,
-                 lease: Lease | None = None) -> None:
+                 lease: Lease | None = None, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.path = path
+        self.heartbeat_s = heartbeat_s
         self.policy = policy
         self.lease = lease or Lease()
         self.devices = {d: DeviceTurns(order=list(slots)) for d, slots in devices.items()}
         self.join_deadline = time.monotonic() + join_timeout_s
         self.selector = selectors.DefaultSelector()
-        for stale in (path, yield_page_path(path)):
-            if os.path.exists(stale):
-                os.unlink(stale)
-        self.page_file = open(yield_page_path(path), "w+b")
-        os.chmod(self.page_file.name, 0o600)
+        if os.path.lexists(path):
+            os.unlink(path)
+        self.page_file = create_page(yield_page_path(path))
         self.page_file.truncate(YIELD_PAGE_BYTES)
         self.page = mmap.mmap(self.page_file.fileno(), YIELD_PAGE_BYTES)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -100,7 +145,10 @@ class TurnServer:
         self.by_member: dict[tuple[int, int], socket.socket] = {}
         self.iteration: dict[tuple[int, int], int] = {}  # (device, slot) -> compute phases asked for
         self.buffers: dict[socket.socket, bytes] = {}
+        self.asking: set[socket.socket] = set()  # asked for a turn, not granted yet: keep-alives go to them
+        self.next_heartbeat = time.monotonic() + heartbeat_s
         self.records: dict[int, SlotRecord] = {}
+        self.spans_out: list[list] = []  # [slot, iteration, first, last, devices] not yet sent
         self.running = True
         self.control_buffer = b""
 
@@ -125,6 +173,9 @@ class TurnServer:
             if now >= self.join_deadline:
                 self._close_barrier_on_latecomers()
             self._enforce_leases(now)
+            if now >= self.next_heartbeat:
+                self._heartbeat()
+                self.next_heartbeat = now + self.heartbeat_s
 
     def _timeout(self) -> float | None:
         now = time.monotonic()
@@ -134,6 +185,8 @@ class TurnServer:
         for device, turns in self.devices.items():
             if turns.holder is not None:
                 deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
+        if self.asking:
+            deadlines.append(self.next_heartbeat)
         return min(MAX_WAIT_S, max(0.0, min(deadlines) - now)) if deadlines else None
 
     # -- workers ------------------------------------------------------------------------------
@@ -166,6 +219,8 @@ class TurnServer:
                 continue
             device, slot = member
             turns, now = self.devices[device], time.monotonic()
+            if command in (ACQUIRE, YIELD, STEP_IN):
+                self.asking.add(conn)
             if command == ACQUIRE:
                 self.iteration[member] = self.iteration.get(member, 0) + 1
                 turns.request(slot, now, new_iteration=True)
@@ -239,6 +294,7 @@ class TurnServer:
     def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
         member = self.members.pop(conn, None)
         self.buffers.pop(conn, None)
+        self.asking.discard(conn)
         self.selector.unregister(conn)
         conn.close()
         if member is not None:
@@ -263,6 +319,7 @@ class TurnServer:
                 continue
             turns.grant(slot, now, unpreemptible)
             self._note_grant(device, slot)
+            self.asking.discard(conn)
             try:
                 conn.sendall(GRANT)
             except OSError:
@@ -276,6 +333,16 @@ class TurnServer:
 
     def _clear_yield(self, device: int) -> None:
         self.page[device] = 0
+
+    def _heartbeat(self) -> None:
+        """A byte to every worker still waiting for its turn: the server is alive, the wait goes on."""
+        for conn in list(self.asking):
+            try:
+                conn.send(HEARTBEAT, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass  # its buffer is full of keep-alives it has not read: it knows we are alive
+            except OSError:
+                self.asking.discard(conn)  # gone: its hang-up is read next
 
     def _close_barrier_on_latecomers(self) -> None:
         # A slot that never became ready (its job is stuck starting) must not hold the others back.
@@ -293,7 +360,29 @@ class TurnServer:
         record = self._record(slot)
         record.grants += 1
         iteration = self.iteration.get((device, slot), 0)
+        if iteration < record.streamed_below:
+            return  # a rank far behind its others: its iteration's span was sent already
         record.first_grants.setdefault(iteration, {}).setdefault(device, time.time())
+        # Iterations well behind the newest are over on every device of this host (synchronous SGD keeps
+        # a job's ranks within an iteration or so): they go to the launcher and are forgotten here, so
+        # that memory and the final statistics line stay the same size however long the run.
+        below = iteration - SPAN_LAG
+        if below > record.streamed_below:
+            for done in sorted(i for i in record.first_grants if i < below):
+                times = record.first_grants.pop(done)
+                self.spans_out.append([slot, done, min(times.values()), max(times.values()), len(times)])
+            record.streamed_below = below
+            if len(self.spans_out) >= SPANS_PER_LINE:
+                self.flush_spans()
+
+    def flush_spans(self) -> None:
+        if not self.spans_out:
+            return
+        try:
+            print(spans_line(json.dumps(self.spans_out, separators=(",", ":"))), flush=True)
+        except (BrokenPipeError, OSError):
+            pass  # the launcher is gone: we are about to be stopped
+        self.spans_out = []
 
     def _lease_limit(self, slot: int) -> float:
         return self.lease.limit(list(self._record(slot).holds))
@@ -389,6 +478,11 @@ def parse_traits(specs: list[str]) -> dict[int, SlotTraits]:
     return traits
 
 
+def _exit_with(message: str) -> None:
+    print(f"xover turn server: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="xover turn server (one per host and group)")
     parser.add_argument("--socket", required=True)
@@ -399,15 +493,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-floor", type=float, default=Lease.floor_s)
     parser.add_argument("--lease-factor", type=float, default=Lease.factor)
     parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S,
+                        help="seconds between keep-alives to a worker waiting for its turn")
     parser.add_argument("--nice", type=int, default=SERVER_NICE,
                         help="run at this nice value if allowed and higher in priority than now")
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
     args = parser.parse_args(argv)
     _die_with_parent()
     raise_priority(args.nice)
-    os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
+    if not 0 < args.heartbeat <= 60:
+        _exit_with(f"--heartbeat {args.heartbeat}: expected seconds between 0 and 60")
+    try:
+        private_folder(os.path.dirname(os.path.abspath(args.socket)))
+    except FolderError as error:
+        _exit_with(str(error))
     server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
-                        args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial))
+                        args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial),
+                        heartbeat_s=args.heartbeat)
 
     def stop(*_):
         raise SystemExit(0)  # select() would resume after a handler that only sets a flag
@@ -420,6 +522,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         server.serve()
     finally:
+        server.flush_spans()
         try:
             print(stats_line(json.dumps(server.statistics(), separators=(",", ":"))), flush=True)
         except (BrokenPipeError, OSError):

@@ -6,6 +6,11 @@ that stdin closes, so nothing outlives the run on any host. Independent servers 
 because every device decides by the same policy from the same events, and a job's all-reduces keep
 its ranks in step. Workers find their host's server through XOVER_TURN_SOCKET, a template whose
 `{host}` they fill in (emulated hosts share one filesystem, so each host's socket has its own name).
+
+Starting a server waits for its `ready` at most START_TIMEOUT_S (or until the run's --timeout, if
+sooner): an ssh that hangs, or a host that never answers, fails the start with a clear error instead
+of holding the run for ever. Each server streams the first grants of iterations that are over
+(`spans` lines); they are folded into a bounded sample of rank skews here as they come.
 """
 
 from __future__ import annotations
@@ -17,12 +22,20 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..errors import XoverError
-from ..launch.hosts import LOCAL, is_local
+from ..launch.hosts import LOCAL, is_local, ssh_command
 from .policies import SlotTraits
+from .server import FolderError, private_folder
+
+START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
+MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
+MAX_OPEN_ITERATIONS = 4096  # per slot, iterations waiting for another host's first grants
 
 XOVER_ROOT = str(Path(__file__).resolve().parent.parent.parent)  # so that remote hosts import this xover
 
@@ -31,11 +44,10 @@ def runtime_dir() -> str:
     """Per-user directory, owner-only, for the sockets of every run of this user on this host."""
     base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/xover-{os.getuid()}"
     path = os.path.join(base, "xover") if os.environ.get("XDG_RUNTIME_DIR") else base
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    if os.stat(path).st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to another user; set XDG_RUNTIME_DIR")
-    os.chmod(path, 0o700)
-    return path
+    try:
+        return private_folder(path)
+    except FolderError as error:
+        raise XoverError(str(error)) from None
 
 
 def host_tag(host: str) -> str:
@@ -63,6 +75,80 @@ def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: st
     return args
 
 
+def _readline_within(process: subprocess.Popen, timeout_s: float) -> str | None:
+    """The first line of the process's stdout, stripped; None if none came within `timeout_s`. Read by a
+    thread (the same buffered stream goes on to the reader), which ends once the process is killed."""
+    line: list[bytes] = []
+    reading = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
+    reading.start()
+    reading.join(timeout_s)
+    if reading.is_alive():
+        return None
+    return line[0].decode(errors="replace").strip()
+
+
+class GrantSkews:
+    """Rank skew per slot (how far apart the first grants of one iteration were over all the job's
+    devices), from the spans every host's server streams. An iteration is complete once every host of
+    the slot has sent its span; its skew is then kept, in a bounded sample, and the span forgotten."""
+
+    def __init__(self, hosts_of_slot: dict[int, int]) -> None:
+        self.hosts_of_slot = hosts_of_slot
+        self.lock = threading.Lock()
+        self.open: dict[int, dict[int, list]] = {}  # slot -> iteration -> [first, last, devices, hosts]
+        self.skews: dict[int, array] = {}
+        self.stride: dict[int, int] = {}  # keep every stride-th skew (doubles each time the sample is full)
+        self.seen: dict[int, int] = {}  # skews offered, for the stride
+        self.iterations: dict[int, int] = {}
+        self.largest: dict[int, float] = {}
+
+    def add(self, spans: list) -> None:
+        """[[slot, iteration, first, last, devices], ...] from one host."""
+        with self.lock:
+            for slot, iteration, first, last, devices in spans:
+                slot, iteration = int(slot), int(iteration)
+                entry = self.open.setdefault(slot, {}).get(iteration)
+                if entry is None:
+                    entry = self.open[slot][iteration] = [first, last, 0, 0]
+                entry[0], entry[1] = min(entry[0], first), max(entry[1], last)
+                entry[2] += int(devices)
+                entry[3] += 1
+                if entry[3] >= self.hosts_of_slot.get(slot, 1):
+                    self._close(slot, iteration)
+            for slot, iterations in self.open.items():
+                while len(iterations) > MAX_OPEN_ITERATIONS:  # a host that stopped sending: go on without it
+                    self._close(slot, min(iterations))
+
+    def _close(self, slot: int, iteration: int) -> None:
+        first, last, devices, _ = self.open[slot].pop(iteration)
+        self.iterations[slot] = self.iterations.get(slot, 0) + 1
+        if devices <= 1:
+            return
+        skew = (last - first) * 1000
+        self.largest[slot] = max(self.largest.get(slot, skew), skew)
+        seen = self.seen[slot] = self.seen.get(slot, 0) + 1
+        stride = self.stride.setdefault(slot, 1)
+        if (seen - 1) % stride:
+            return
+        kept = self.skews.setdefault(slot, array("d"))
+        kept.append(skew)
+        if len(kept) >= MAX_SKEWS:
+            self.skews[slot] = kept[::2]
+            self.stride[slot] = stride * 2
+
+    def summary(self, slot: int) -> dict:
+        with self.lock:
+            for iteration in sorted(self.open.get(slot, {})):  # what is still open: with the hosts that said
+                self._close(slot, iteration)
+            skews = sorted(self.skews.get(slot, ()))
+
+        def quantile(q: float) -> float | None:
+            return skews[min(len(skews) - 1, int(q * len(skews)))] if skews else None
+
+        return {"skew_p50_ms": quantile(0.5), "skew_p90_ms": quantile(0.9), "skew_max_ms": self.largest.get(slot),
+                "iterations": self.iterations.get(slot, 0)}
+
+
 @dataclass
 class TurnServerProcess:
     """One host's turn server, driven through its stdin; its stdout is read by a thread."""
@@ -74,16 +160,32 @@ class TurnServerProcess:
     stats: dict | None = None
 
     env: dict[str, str] | None = None
+    on_spans: Callable[[str, list], None] | None = None  # (host, [[slot, iteration, first, last, devices], ...])
+    deadline: float | None = None  # time.monotonic() by which the run must end (--timeout)
 
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, start_new_session=True,
                                         env={**os.environ, **(self.env or {})})
-        first = self.process.stdout.readline().decode(errors="replace").strip()
+        wait_s = START_TIMEOUT_S
+        if self.deadline is not None:
+            wait_s = max(0.0, min(wait_s, self.deadline - time.monotonic()))
+        first = _readline_within(self.process, wait_s)
         if first != "ready":
             self.process.kill()
-            _, error = self.process.communicate()
+            try:
+                _, error = self.process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # something it started holds its pipes open
+                error = b""
             detail = error.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            if first is None:
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    from ..run.supervise import TimedOut
+
+                    raise TimedOut()
+                where = "" if is_local(self.host) else f"; check that `ssh {self.host} true` answers without a prompt"
+                raise XoverError(f"the crossover turn server on {self.host} did not say it was ready within "
+                                 f"{wait_s:.0f} s ({detail[0]}){where}; then run `xover doctor`")
             raise XoverError(f"the crossover turn server on {self.host} did not start ({detail[0]}); "
                              "run `xover doctor`")
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -104,9 +206,11 @@ class TurnServerProcess:
             try:
                 if kind == "event":
                     self.events.append({**json.loads(payload), "host": self.host})
+                elif kind == "spans" and self.on_spans is not None:
+                    self.on_spans(self.host, json.loads(payload))
                 elif kind == "stats":
                     self.stats = json.loads(payload)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, TypeError, ValueError):
                 pass
 
     def send(self, command: str) -> None:
@@ -146,8 +250,9 @@ class TurnService:
     def __init__(self, name: str, placements: list[dict[str, list[int]]], policy: str,
                  traits: dict[int, SlotTraits], remote_prefix: list[str] | None = None,
                  env: dict[str, str] | None = None, lease: dict[str, float] | None = None,
-                 nice: int | None = None) -> None:
-        """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group."""
+                 nice: int | None = None, deadline: float | None = None) -> None:
+        """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group;
+        `deadline` (time.monotonic()), the run's --timeout: starting waits no longer (TimedOut)."""
         self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
         devices: dict[str, dict[int, list[int]]] = {}
         for slot, placement in enumerate(placements):
@@ -155,6 +260,9 @@ class TurnService:
                 for index in indices:
                     devices.setdefault(host_tag(host), {}).setdefault(index, []).append(slot)
         self.servers: list[TurnServerProcess] = []
+        self.skews = GrantSkews({slot: len({host_tag(host) for host, indices in placement.items() if indices})
+                                 for slot, placement in enumerate(placements)})
+        on_spans = lambda _host, spans: self.skews.add(spans)  # noqa: E731
         tag = {k: v for k, v in (env or {}).items() if k == "XOVER_EXPERIMENT"}
         try:
             for host, order in devices.items():
@@ -162,13 +270,14 @@ class TurnService:
                 arguments = server_arguments(path, order, policy, traits, lease, nice)
                 if host == LOCAL:
                     command = [sys.executable, *arguments]
-                    self.servers.append(TurnServerProcess(host, path, command, env={"PYTHONPATH": XOVER_ROOT, **tag}))
+                    self.servers.append(TurnServerProcess(host, path, command, env={"PYTHONPATH": XOVER_ROOT, **tag},
+                                                          on_spans=on_spans, deadline=deadline))
                 else:
-                    remote = (f"mkdir -p -m 700 {shlex.quote(os.path.dirname(path))} && env "
-                              + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
+                    # the server makes its folder and checks it there (this user's, not a link, 0700)
+                    remote = ("env " + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
                               + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}")
-                    command = [*(remote_prefix or []), "ssh", "-o", "BatchMode=yes", host, remote]
-                    self.servers.append(TurnServerProcess(host, path, command))
+                    command = [*(remote_prefix or []), *ssh_command(host, remote)]
+                    self.servers.append(TurnServerProcess(host, path, command, on_spans=on_spans, deadline=deadline))
         except BaseException:
             self.stop()
             raise
@@ -192,21 +301,9 @@ class TurnService:
         merged: dict[str, dict] = {}
         for server in self.servers:
             for slot, entry in ((server.stats or {}).get("slots") or {}).items():
-                into = merged.setdefault(slot, {"grants": 0, "yields": 0, "revoked": 0, "spans": {}})
+                into = merged.setdefault(slot, {"grants": 0, "yields": 0, "revoked": 0})
                 for key in ("grants", "yields", "revoked"):
                     into[key] += entry.get(key, 0)
-                for iteration, first, last, count in entry.get("grant_spans", []):
-                    low, high, seen = into["spans"].get(iteration, (first, last, 0))
-                    into["spans"][iteration] = (min(low, first), max(high, last), seen + count)
-        return {slot: summarise(entry) for slot, entry in merged.items()}
-
-
-def summarise(entry: dict) -> dict:
-    skews = sorted((last - first) * 1000 for first, last, devices in entry["spans"].values() if devices > 1)
-
-    def quantile(q: float) -> float | None:
-        return skews[min(len(skews) - 1, int(q * len(skews)))] if skews else None
-
-    return {"grants": entry["grants"], "yields": entry["yields"], "revoked": entry["revoked"],
-            "skew_p50_ms": quantile(0.5), "skew_p90_ms": quantile(0.9), "skew_max_ms": skews[-1] if skews else None,
-            "iterations": len(entry["spans"])}
+                # the iterations not streamed yet (the last few)
+                self.skews.add([[slot, *span] for span in entry.get("grant_spans", [])])
+        return {slot: {**entry, **self.skews.summary(int(slot))} for slot, entry in merged.items()}
