@@ -75,15 +75,15 @@ class CrossoverToken:
     crossover = True
 
     def __init__(self, socket_path: str, device: int, slot: int,
-                 synchronize: Callable[[], None] | None = None, silence_s: float = SILENCE_S) -> None:
+                 synchronize: Callable[[], None] | None = None, silence_s: float | None = None) -> None:
         self.device, self.slot = device, slot
         self.synchronize = synchronize or (lambda: None)
         self.holding = False
         self.phase = TurnPhase()
-        self.silence_s = silence_s
+        self.silence_s = silence_s or SILENCE_S
         self._mark = slot + 1
         self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(silence_s)  # every send and wait: a server silent this long is dead
+        self._sock.settimeout(self.silence_s)  # every send and wait: a server silent this long is dead
         self._sock.connect(socket_path)
         self._sock.sendall(HELLO + f"{device} {slot}\n".encode())
         self._page = _map_page(yield_page_path(socket_path))
