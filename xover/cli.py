@@ -141,6 +141,21 @@ def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[
     return targets, []
 
 
+def recipes_and_scripts(targets: list[str], scripts: list[str] | None, np: int | None, engine: str | None,
+                        hosts: str | None):
+    """Recipes (before --) and the jobs of --script (their arguments after --), for profile and plan."""
+    if not scripts:
+        return targets, []
+    from .run.jobs import scripts_as_recipes
+    from .scripts import detect_scripts_engine, detection_note
+
+    recipe_targets, script_args = split_recipes_from_script_args(targets)
+    if engine is None:
+        engine, found = detect_scripts_engine(scripts)
+        errors.print(detection_note(found), highlight=False, markup=False, soft_wrap=True)
+    return recipe_targets, scripts_as_recipes(scripts, script_args, np, engine, hosts_or_allocation(hosts))
+
+
 def check_seconds(flag: str, value: float | None) -> None:
     """A duration flag: a finite number of seconds > 0 (nan would never expire, inf never end)."""
     if value is not None and not (math.isfinite(value) and value > 0):
@@ -185,6 +200,8 @@ def run(
     mps: Annotated[bool, typer.Option("--mps", help="Run every job under a CUDA MPS daemon that xover starts for "
                    "this run and stops after it (kernels of the jobs' processes side by side instead of time slices: "
                    "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs.")] = False,
+    allow_changed: Annotated[bool, typer.Option("--allow-changed", help="Run a plan's scripts even if changed since "
+                             "they were profiled (recorded with each run); without it such a plan is refused.")] = False,
     launcher: Annotated[str, typer.Option("--launcher", help="local (this machine, or -H hosts over ssh) or slurm "
                         "(each group of the plan submitted as one Slurm job; the store must be one every node reaches)."
                         )] = "local",
@@ -232,8 +249,8 @@ def run(
             if np is not None:
                 raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
                                  "devices, or run the recipes with --group")
-            groups, plan_body = groups_from_plan(targets[0], iterations, engine)
-            engine = groups[0].jobs[0].engine if groups and groups[0].jobs else engine or "horovod"
+            groups, plan_body = groups_from_plan(targets[0], iterations, engine, allow_changed)
+            engine = engine or plan_body.get("engine") or "horovod"  # the built-in models' (a script runs under its own)
             if bandwidth is None and (bandwidth := plan_link(plan_body, groups, bandwidth, launcher)) is not None:
                 errors.print(f"link {bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped "
                              "network)", highlight=False)
@@ -296,15 +313,21 @@ PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data 
                    ("reused", "reused")]
 
 
-@app.command(short_help="Measure each recipe alone (compute, communication, memory) and its interference next to a partner.")
+@app.command(short_help="Measure each job alone (compute, communication, memory) and its interference next to a partner.")
 def profile(
-    recipes: Annotated[list[str], typer.Argument(help="Recipe files or names (./recipes/NAME.toml, else built-in recipes).", show_default=False)],
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np.")] = None,
+    recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipe or job files, or recipe names (./recipes/NAME.toml, "
+                       "else built-in recipes); with --script, the scripts' arguments follow --.", show_default=False)] = None,
+    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="A training script of your own, Horovod or "
+                       "DistributedDataParallel, unmodified (the shortcut for a job file; its engine found from what it "
+                       "imports, unless --engine); repeat for each. Its arguments follow --.")] = None,
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np (a --script: every local device).")] = None,
     iterations: Annotated[int, typer.Option("--iterations", help="Iterations to measure, warm-up included.")] = 30,
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
-    engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
+    engine: Annotated[Optional[str], typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, "
+                      "torch.distributed): the built-in models' (default horovod) and --script's (default: found from "
+                      "its imports). A job file's script runs under its own.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     corun_with: Annotated[str, typer.Option("--corun-with", help="The reference partner each job runs next to "
@@ -320,10 +343,12 @@ def profile(
     from .profiler import profile_recipes
 
     with user_errors():
-        results = profile_recipes(State.db, recipes, np=np, iterations=iterations, warmup=warmup,
+        recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
+        results = profile_recipes(State.db, recipe_paths, np=np, iterations=iterations, warmup=warmup,
                                   bandwidth=bandwidth, force=force, command=_command_line(),
-                                  show_progress=not json_out, engine=engine, hosts=hosts_or_allocation(hosts),
-                                  wait=wait, corun_with=corun_with if corun else None)
+                                  show_progress=not json_out, engine=engine or "horovod",
+                                  hosts=hosts_or_allocation(hosts), wait=wait,
+                                  corun_with=corun_with if corun else None, scripts=script_jobs)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)
@@ -339,8 +364,12 @@ PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("device
 
 @app.command(short_help="Group complementary jobs with a throughput model, place them, and write the plan `xover run` reads.")
 def plan(
-    recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes, planned from their stored profiles.",
-                                                           show_default=False)] = None,
+    recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes or job files, planned from their stored "
+                       "profiles; with --script, the scripts' arguments follow --.", show_default=False)] = None,
+    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="A training script of your own (the shortcut "
+                       "for a job file), planned from its profile: same script content, arguments, --np and engine as "
+                       "profiled. Repeat for each; arguments follow --.")] = None,
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks of each --script (default: every local device).")] = None,
     profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
                             "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
                             "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share].")] = None,
@@ -353,8 +382,10 @@ def plan(
                          "(default: the one rate every recipe was profiled at; 'host' for the unshaped network).")] = None,
     policy: Annotated[str, typer.Option("--policy", help="Turn policy the plan predicts for: work-conserving "
                                         "or round-robin.")] = "work-conserving",
-    engine: Annotated[str, typer.Option("--engine", help="Plan from the profiles taken under this engine: "
-                                        "horovod or torch (the plan records it, and `xover run` of it uses it).")] = "horovod",
+    engine: Annotated[Optional[str], typer.Option("--engine", help="Plan the built-in models from the profiles taken "
+                      "under this engine: horovod (default) or torch (the plan records it, and `xover run` of it uses "
+                      "it); with --script, the scripts' engine (default: found from their imports). A job file's "
+                      "script runs under its own.")] = None,
     out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default plan.json in the results folder: results/, or $XOVER_RESULTS).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
@@ -363,10 +394,13 @@ def plan(
     from .plans import plan_jobs
 
     with user_errors():
-        result = plan_jobs(State.db, recipe_paths=recipes or [], trace_csv=profiles_csv, devices=devices,
+        recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
+        if np is not None and not scripts:
+            raise XoverError("--np applies to --script (a recipe or job file plans at its own np)")
+        result = plan_jobs(State.db, recipe_paths=recipe_paths, trace_csv=profiles_csv, devices=devices,
                            hosts=hosts if hosts or devices else hosts_or_allocation(None),
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
-                           policy=policy, engine=engine)
+                           policy=policy, engine=engine or "horovod", scripts=script_jobs)
     if json_out:
         print_json(result)
         return

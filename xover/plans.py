@@ -12,7 +12,7 @@ from .planner import JobProfile, load_trace_csv, local_hosts, make_plan, plan_to
 from .planner.model import checkpoint_interval_ms
 from .devices import hardware_fingerprint
 from .profiler import find_profile
-from .recipes import load_recipe
+from .recipes import Recipe, load_recipe
 from .store.session import open_store
 from .turns.policies import DEFAULT_POLICY
 
@@ -33,37 +33,78 @@ def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
     return len(hosts)
 
 
-def profiles_of_recipes(db: str | None, recipe_paths: list[str], bandwidth: str | None,
+def profiles_of_recipes(db: str | None, recipes: list[Recipe], bandwidth: str | None,
                         hosts: list[tuple[str, int]] | None = None,
                         engine: str = "horovod") -> tuple[list[JobProfile], dict[str, str], str, str]:
-    """JobProfiles from the newest stored profile of each recipe under `engine` (this hardware first,
-    then any), all taken at one link rate: `bandwidth`, or the one rate at which every recipe was
-    profiled. Returns the profiles, job name -> recipe path, the link rate used, and the kind of device
-    the profiles were taken on ('gpu' if any was; a plan made on a login node runs on GPU nodes)."""
+    """JobProfiles from the newest stored profile of each recipe (this hardware first, then any), all
+    taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled; a built-in
+    model's under `engine`, a script's under its own. Returns the profiles, job name -> recipe (or
+    job file) path, the link rate used, and the kind of device the profiles were taken on ('gpu' if
+    any was; a plan made on a login node runs on GPU nodes)."""
     store = open_store(db)
     hardware = hardware_fingerprint()
-    recipes = [load_recipe(path) for path in recipe_paths]
     names = [recipe.name for recipe in recipes]
     for name in names:
         if names.count(name) > 1:
             raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
-    link = bandwidth or _common_link(store, recipes, recipe_paths, engine)
+    link = bandwidth or _common_link(store, recipes, engine)
     jobs, paths, kind = [], {}, "cpu"
-    for path, recipe in zip(recipe_paths, recipes):
+    for recipe in recipes:
+        job_engine = engine_of(recipe, engine)
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
-        found = (find_profile(store, recipe.hash, recipe.np, link, hardware, engine, hosts=spanned)
-                 or find_profile(store, recipe.hash, recipe.np, link, None, engine, hosts=spanned))
+        found = (find_profile(store, recipe.hash, recipe.np, link, hardware, job_engine, hosts=spanned)
+                 or find_profile(store, recipe.hash, recipe.np, link, None, job_engine, hosts=spanned))
         if found is None:
             shown = "" if link == "host" else f" --bandwidth {link}"
             across = f" over {spanned} hosts" if spanned > 1 else ""
-            raise XoverError(f"no {engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
-                             f"`xover profile {path}{shown}{_engine_flag(engine)}{' -H ...' if spanned > 1 else ''}` first"
-                             + _other_engine_hint(store, recipe, engine))
+            raise XoverError(f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
+                             f"`xover profile {_profile_target(recipe)}{shown}{_engine_flag(recipe, engine)}"
+                             f"{' -H ...' if spanned > 1 else ''}` first" + _changed_hint(store, recipe)
+                             + _other_engine_hint(store, recipe, job_engine))
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
         if (found.hardware or "").startswith("gpu:"):
             kind = "gpu"
     return jobs, paths, link, kind
+
+
+def engine_of(recipe: Recipe, engine: str) -> str:
+    """The engine a recipe runs under: a script's own, a built-in model's the one asked for."""
+    return recipe.engine if recipe.script else engine
+
+
+def script_entries(recipes: list[Recipe]) -> dict[str, dict[str, Any]]:
+    """What a plan carries to run each script job as it was profiled: path, arguments, engine, content."""
+    entries = {}
+    for recipe in recipes:
+        if recipe.script:
+            entries[recipe.name] = {"path": recipe.script, "args": list(recipe.args), "engine": recipe.engine,
+                                    "sha256": recipe.script_sha256, "iterations": recipe.iterations,
+                                    "env": dict(recipe.env)}
+    return entries
+
+
+def _profile_target(recipe: Recipe) -> str:
+    """How a suggested `xover profile` names the job: its file, or its --script."""
+    if recipe.script and not recipe.path.endswith(".toml"):
+        args = f" -- {' '.join(recipe.args)}" if recipe.args else ""
+        return f"--script {recipe.path or recipe.script} --np {recipe.np}{args}"
+    return recipe.path or recipe.name
+
+
+def _changed_hint(store, recipe: Recipe) -> str:
+    """For a script: ' (the script changed since it was profiled)' when an older content has profiles."""
+    if not recipe.script:
+        return ""
+    from sqlalchemy import select
+
+    from .store.models import Profile, RecipeSnapshot
+
+    with store.session() as session:
+        bodies = session.scalars(select(RecipeSnapshot.body).join(Profile, Profile.recipe_id == RecipeSnapshot.id)
+                                 .where(RecipeSnapshot.name == recipe.name)).all()
+    older = any(body.get("script_sha256") not in (None, recipe.script_sha256) for body in bodies)
+    return f" (the script {recipe.script} changed since it was profiled: its content is a new job)" if older else ""
 
 
 def recipe_iterations(recipe) -> int:
@@ -84,7 +125,7 @@ def job_profile(recipe, found) -> JobProfile:
     comm_cpu = min(1.0, found.comm_cpu_ms / link_ms) if found.comm_cpu_ms and link_ms > 0 else 0.0
     device_ms = found.data_ms + found.compute_ms
     return JobProfile(name=recipe.name, devices=recipe.np, compute_ms=found.compute_ms, comm_ms=found.comm_ms,
-                      memory_gb=found.memory_gb, data_ms=found.data_ms, iterations=recipe_iterations(recipe),
+                      memory_gb=recipe.memory_gb if recipe.memory_gb is not None else found.memory_gb, data_ms=found.data_ms, iterations=recipe_iterations(recipe),
                       link_ms=link_ms, comm_cpu=comm_cpu,
                       checkpoint_ms=checkpoint_interval_ms(device_ms, found.checkpoints),
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
@@ -92,8 +133,11 @@ def job_profile(recipe, found) -> JobProfile:
                       startup_ms=found.startup_ms or 0.0)
 
 
-def _engine_flag(engine: str) -> str:
-    """What to add to a suggested `xover profile` command: nothing for the default engine."""
+def _engine_flag(recipe: Recipe, engine: str) -> str:
+    """What to add to a suggested `xover profile` command: nothing for the default engine, nor for a
+    job file (its engine is its own)."""
+    if recipe.script:
+        return f" --engine {recipe.engine}" if not recipe.path.endswith(".toml") else ""
     return "" if engine == "horovod" else f" --engine {engine}"
 
 
@@ -109,8 +153,8 @@ def _other_engine_hint(store, recipe, engine: str) -> str:
     return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 
-def _common_link(store, recipes, recipe_paths, engine: str) -> str:
-    """The link rate at which every recipe has a profile under `engine`, when --bandwidth is not given."""
+def _common_link(store, recipes: list[Recipe], engine: str) -> str:
+    """The link rate at which every recipe has a profile under its engine, when --bandwidth is not given."""
     from sqlalchemy import select
 
     from .rates import describe_rate
@@ -119,14 +163,18 @@ def _common_link(store, recipes, recipe_paths, engine: str) -> str:
     with store.session() as session:
         rates = [set(session.scalars(select(Profile.bandwidth).where(Profile.recipe_hash == recipe.hash,
                                                                      Profile.np == recipe.np,
-                                                                     Profile.engine == engine)))
+                                                                     Profile.engine == engine_of(recipe, engine))))
                  for recipe in recipes]
-    missing = [(path, recipe) for path, recipe, found in zip(recipe_paths, recipes, rates) if not found]
+    missing = [recipe for recipe, found in zip(recipes, rates) if not found]
     if missing:
-        names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for _, recipe in missing)
-        raise XoverError(f"no {engine} profile of {names}: run `xover profile "
-                         f"{' '.join(path for path, _ in missing)}{_engine_flag(engine)}` first"
-                         + _other_engine_hint(store, missing[0][1], engine))
+        names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for recipe in missing)
+        first = missing[0]
+        built_in = [recipe for recipe in missing if not recipe.script]
+        flag = _engine_flag(built_in[0], engine) if built_in else ""
+        targets = " ".join(_profile_target(recipe) for recipe in missing)
+        raise XoverError(f"no profile of {names} ({', '.join(sorted({engine_of(r, engine) for r in missing}))}): "
+                         f"run `xover profile {targets}{flag}` first" + _changed_hint(store, first)
+                         + _other_engine_hint(store, first, engine_of(first, engine)))
     common = set.intersection(*rates)
     if len(common) == 1:
         return common.pop()
@@ -142,7 +190,10 @@ def _common_link(store, recipes, recipe_paths, engine: str) -> str:
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
               out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY,
-              engine: str = "horovod") -> dict[str, Any]:
+              engine: str = "horovod", scripts: list[Recipe] | None = None) -> dict[str, Any]:
+    """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
+    trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
+    needs to run it as it was profiled."""
     from .launch.hosts import parse_hosts
     from .run.jobs import check_engine
     from .store.queries import store_plan
@@ -155,9 +206,10 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
     if policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
-    if bool(recipe_paths) == bool(trace_csv):
-        raise XoverError("give recipes (planned from their stored profiles) or --profiles FILE.csv"
-                         + (", not both" if recipe_paths else ""))
+    scripts = list(scripts or [])
+    if bool(recipe_paths or scripts) == bool(trace_csv):
+        raise XoverError("give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"
+                         + (", not both" if recipe_paths or scripts else ""))
     if trace_csv and bandwidth:
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles trace carries its own times")
     if out is not None and not out.strip():
@@ -181,12 +233,17 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
 
         bandwidth = canonical_rate(bandwidth)
     if trace_csv:
-        jobs, recipes = load_trace_csv(trace_csv), {}
+        jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
     else:
-        jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, recipe_paths, bandwidth, host_list, engine)
+        loaded = [load_recipe(path) for path in recipe_paths] + scripts
+        jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
+        scripted = script_entries(loaded)
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
                      policy=policy)
     body = plan_to_dict(plan, recipes)
+    for name, entry in body["jobs"].items():
+        if name in scripted:
+            entry["script"] = scripted[name]
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
         body.update(link=bandwidth, engine=engine, device_kind=device_kind)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
@@ -200,5 +257,6 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     with store.session() as session, session.begin():
         plan_id = store_plan(session, body, str(path))
+    built_in = not trace_csv and (recipe_paths and any(not load_recipe(p).script for p in recipe_paths))
     return {**body, "plan_id": plan_id, "path": str(path), "bandwidth": bandwidth,
-            "engine": None if trace_csv else engine}
+            "engine": engine if built_in else None}

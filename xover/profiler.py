@@ -37,7 +37,7 @@ from .run import check_devices, experiment, job_for
 from .run.jobs import traits_of
 from .run.commands import link_of
 from .run.schedule import Scheduler, Unit
-from .recipes import RecipeError, load_recipe, with_overrides
+from .recipes import Recipe, RecipeError, load_recipe, with_overrides
 from .store.models import IterationMetric, Profile, Run
 from .store.queries import snapshot_recipe
 from .store.session import Store, open_store
@@ -200,16 +200,21 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                     warmup: int = 5, bandwidth: str | None = None, force: bool = False,
                     command: str = "xover profile", show_progress: bool = True,
                     engine: str = "horovod", hosts: str | None = None, wait: bool = False,
-                    corun_with: str | None = DEFAULT_CORUN_PARTNER) -> list[dict[str, Any]]:
+                    corun_with: str | None = DEFAULT_CORUN_PARTNER,
+                    scripts: list[Recipe] | None = None) -> list[dict[str, Any]]:
     """Profile each recipe alone (a stored profile is reused unless `force`), then, unless
-    `corun_with` is None, measure its interference next to that partner (once per profile)."""
+    `corun_with` is None, measure its interference next to that partner (once per profile).
+    `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
+    its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
     from .launch.network import requested_rate
     from .run.commands import lease_devices
 
     if warmup < 0 or iterations <= warmup + 2:
         raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
     bandwidth = requested_rate(bandwidth)
-    recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths]
+    recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + list(scripts or [])
+    if not recipes:
+        raise XoverError("give recipes or job files to profile (or --script FILE)")
     try:
         partner_recipe = load_recipe(corun_with) if corun_with else None
     except RecipeError as error:
@@ -221,7 +226,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     hardware = hardware_fingerprint()
 
     def stored(recipe, job) -> Profile | None:
-        return find_profile(store, recipe.hash, recipe.np, link, hardware, engine, len(job.devices))
+        return find_profile(store, recipe.hash, recipe.np, link, hardware, job.engine, len(job.devices))
 
     profiles: dict[int, Profile | None] = {i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
     alone = [i for i, found in profiles.items() if found is None]
@@ -235,7 +240,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
                 unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
                 with MachineLoad() as load:
                     Scheduler(run.context).run([unit], exclusive=True)
-                return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, engine, load)
+                return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, job.engine, load)
 
             for i in alone:
                 profiles[i] = measure_alone(recipes[i], jobs[i])
@@ -277,6 +282,9 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         runs = [session.get(Run, run_id) for run_id in unit.run_ids]
         failed = [r for r in runs if r.status != "finished"]
         if failed:
+            refused = shim_refusal(failed[0].error)
+            if refused:
+                raise XoverError(f"{recipe.label}: {refused}  (logs: {failed[0].log_dir})")
             raise XoverError(f"measuring {recipe.name} next to {partner.name} failed ({failed[0].name}: exit "
                              f"{failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}\n"
                              f"(--no-corun skips this measurement)")
@@ -296,12 +304,28 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         return row
 
 
+def shim_refusal(error: str | None) -> str | None:
+    """The line a script's shim wrote when it could not follow the script ('xover: SCRIPT: problem'),
+    without the prefix; None for any other failure."""
+    for line in (error or "").splitlines():
+        line = line.strip()
+        marker = line.find("xover: ")
+        if marker >= 0:
+            _, _, problem = line[marker + len("xover: "):].partition(": ")
+            return problem or None
+    return None
+
+
 def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int,
                    engine: str, load: MachineLoad | None = None) -> Profile:
     with store.session() as session, session.begin():
         run = session.get(Run, run_id)
         if run.status != "finished":
-            raise XoverError(f"profiling {recipe.name} failed (exit {run.exit_code}):\n{run.error or ''}\n"
+            refused = shim_refusal(run.error)
+            if refused:  # what the shim cannot follow: its one line
+                raise XoverError(f"{recipe.label}: {refused}  (logs: {run.log_dir})")
+            alone = " alone" if recipe.script else ""
+            raise XoverError(f"profiling {recipe.name} failed{alone} (exit {run.exit_code}):\n{run.error or ''}\n"
                              f"logs: {run.log_dir}")
         metrics = session.scalars(select(IterationMetric).where(IterationMetric.run_id == run_id)
                                   .order_by(IterationMetric.step)).all()

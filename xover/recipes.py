@@ -1,4 +1,5 @@
-"""Recipe files (TOML): one training job - model, dataset, batch size, optimizer, length, devices, seed.
+"""Recipe files (TOML): one training job - a built-in model (model, dataset, batch size, optimizer,
+length, devices, seed), or a user's own training script ("a job file": script, args, np, ...).
 
 Validation reports the file, the field and the problem, so a typo costs one read of one line.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import XoverError
+from .scripts import ENGINES, ScriptRefused, check_script, content_hash, script_engines
 from .workloads import BERT_DEFAULTS, DATASETS, MODELS, TRANSFORMER_DEFAULTS
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -45,18 +47,42 @@ class Recipe:
     model_options: dict[str, Any] = field(default_factory=dict)
     dataset_options: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    # a job file: the user's own script (absolute path) runs instead of a built-in model
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    engine: str | None = None  # the script's engine: horovod (horovodrun) or torch (torchrun)
+    script_sha256: str | None = None  # the script's content when the job was made
+    memory_gb: float | None = None  # device memory the planner assumes instead of the measured peak
+    env: dict[str, str] = field(default_factory=dict)  # extra environment variables of its processes
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("path")
-        if data["max_slowdown"] is None:
-            del data["max_slowdown"]  # absent as before the field existed: hashes of older recipes hold
+        # absent when unset, as before the fields existed: hashes of older recipes hold
+        for key in ("max_slowdown", *_SCRIPT_ONLY):
+            if data[key] in (None, (), {}):
+                del data[key]
+        if "args" in data:
+            data["args"] = list(data["args"])
         return data
 
     @property
     def hash(self) -> str:
-        """Content hash of what determines the job's behaviour (not where the file lives)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        """Content hash of what determines the job's behaviour (not where the file lives: a script
+        counts by its content)."""
+        data = self.to_dict()
+        if self.script is not None:
+            data.pop("script")
+            data.pop("description")  # names the script's path
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """How messages name it: its file (a recipe or job file), or its script."""
+        return self.path or self.script or self.name
+
+
+_SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env")
 
 
 # field name -> (accepted python types, required)
@@ -95,7 +121,12 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
     def fail(field_name: str, problem: str) -> RecipeError:
         return RecipeError(f"{source}: field '{field_name}': {problem}")
 
+    if "script" in data:
+        return parse_job_file(data, source)
     for key in data:
+        if key in _JOB_FILE_FIELDS and key not in _FIELDS:
+            raise fail(key, f"belongs to a job file for a script of your own; give 'script' (a path) to run one, "
+                            f"or leave '{key}' out for a built-in model")
         if key not in _FIELDS:
             raise fail(key, f"unknown field{_suggest(key, _FIELDS)}; known fields: {', '.join(_FIELDS)}")
     for key, (types, required) in _FIELDS.items():
@@ -169,6 +200,122 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         data = {**data, "max_slowdown": float(data["max_slowdown"])}
     return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),
                      "weight_decay": float(data.get("weight_decay", 0.0)), "path": source})
+
+
+# a job file's fields: field name -> (accepted python types, required)
+_JOB_FILE_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "name": ((str,), False),  # default: the job file's name
+    "script": ((str,), True),
+    "args": ((list,), False),
+    "np": ((int,), True),
+    "engine": ((str,), False),
+    "iterations": ((int,), False),
+    "max_slowdown": ((int, float), False),
+    "memory_gb": ((int, float), False),
+    "env": ((dict,), False),
+    "description": ((str,), False),
+}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
+    """A job file: the user's script with its arguments, instead of a built-in model. `source` is the
+    TOML file (a relative `script` is found next to it) and names it in every message."""
+
+    def fail(field_name: str, problem: str) -> RecipeError:
+        return RecipeError(f"{source}: field '{field_name}': {problem}")
+
+    if "model" in data:
+        raise fail("model", "a recipe names a built-in model or a script, never both: remove 'model' (or "
+                            "'script')")
+    for key in data:
+        if key not in _JOB_FILE_FIELDS:
+            if key in _FIELDS:
+                raise fail(key, f"belongs to built-in models; a script takes its own options in 'args'. A job "
+                                f"file's fields: {', '.join(_JOB_FILE_FIELDS)}")
+            raise fail(key, f"unknown field{_suggest(key, _JOB_FILE_FIELDS)}; a job file's fields: "
+                            f"{', '.join(_JOB_FILE_FIELDS)}")
+    for key, (types, required) in _JOB_FILE_FIELDS.items():
+        if key not in data:
+            if required:
+                raise fail(key, "missing (required)")
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            kind = {list: "a list of strings", dict: "a table of strings"}.get(types[-1], _TYPE_NAMES.get(types[-1]))
+            raise fail(key, f"must be {kind}, got {value!r}")
+        if float in types and not _finite(value):
+            raise fail(key, f"must be a finite number, got {value!r}")
+    name = data.get("name", Path(source).stem)
+    if not _NAME.match(name):
+        raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
+                           f"(it names log folders and plan entries), got {name!r}")
+    for index, arg in enumerate(data.get("args", [])):
+        if not isinstance(arg, str):
+            raise fail(f"args[{index}]", f"must be a string (write numbers in quotes: \"{arg}\"), got {arg!r}")
+    if not 1 <= data["np"] <= 10**5:
+        raise fail("np", f"must be a whole number from 1 to 100000, got {data['np']}")
+    if "iterations" in data and not 1 <= data["iterations"] <= 10**9:
+        raise fail("iterations", f"optimizer steps before the script is stopped: a whole number >= 1, got "
+                                 f"{data['iterations']}")
+    if "max_slowdown" in data and not 1.0 <= data["max_slowdown"]:
+        raise fail("max_slowdown", f"must be at least 1.0 (1.0: never slower than alone), got {data['max_slowdown']}")
+    if "memory_gb" in data and not data["memory_gb"] > 0:
+        raise fail("memory_gb", f"must be a number of GB > 0, got {data['memory_gb']}")
+    for key, value in data.get("env", {}).items():
+        if not _ENV_NAME.match(key):
+            raise fail(f"env.{key}", "not a name an environment variable can have")
+        if key.startswith("XOVER_"):
+            raise fail(f"env.{key}", "xover sets its XOVER_ variables itself; use XOVER_ variables in xover's "
+                                     "own environment")
+        if not isinstance(value, str):
+            raise fail(f"env.{key}", f"must be a string (write numbers in quotes), got {value!r}")
+    script = Path(data["script"]).expanduser()
+    if not script.is_absolute():
+        script = Path(source).resolve().parent / script
+    script = script.resolve()
+    if not script.is_file():
+        raise fail("script", f"file not found: {script}" + (" (a path relative to the job file's folder)"
+                                                              if not Path(data["script"]).is_absolute() else ""))
+    engine = data.get("engine")
+    if engine is not None and engine not in ENGINES:
+        raise fail("engine", f"unknown engine '{engine}'; choose {' or '.join(ENGINES)}")
+    if engine is None:
+        try:
+            found = script_engines(script, RecipeError)
+        except RecipeError as error:
+            raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
+        if len(found) != 1:
+            seen = " and ".join(f"{e} ({n})" for e, n in found.items()) or "neither horovod nor torch.distributed"
+            raise fail("engine", f"missing, and the script imports {seen}, so its engine cannot be told: set "
+                                 f"engine = \"horovod\" (a Horovod script) or \"torch\" (a DistributedDataParallel "
+                                 f"script)")
+        [engine] = found
+    try:
+        return script_recipe(script, args=data.get("args", []), np=data["np"], engine=engine, name=name,
+                             iterations=data.get("iterations"), max_slowdown=data.get("max_slowdown"),
+                             memory_gb=data.get("memory_gb"), env=data.get("env", {}),
+                             description=data.get("description", ""), path=source)
+    except ScriptRefused as error:
+        raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
+
+
+def script_recipe(script: str | Path, *, args: list[str] | tuple[str, ...] = (), np: int, engine: str,
+                  name: str | None = None, iterations: int | None = None, max_slowdown: float | None = None,
+                  memory_gb: float | None = None, env: dict[str, str] | None = None, description: str = "",
+                  path: str = "", sha256: str | None = None) -> Recipe:
+    """The job of a user's script (a job file, or `--script`), checked for what its engine cannot cross
+    over. `sha256`: the content it was planned with (a plan's), else the file's now."""
+    script = Path(script).resolve()
+    check_script(script, engine)
+    kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
+    return Recipe(name=name or script.stem, model="script", dataset="script", batch_size=0, optimizer="script",
+                  lr=0.0, np=np, seed=0, iterations=iterations,
+                  max_slowdown=float(max_slowdown) if max_slowdown is not None else None,
+                  description=description or f"unmodified {kind} script {script}", path=path,
+                  script=str(script), args=tuple(args), engine=engine,
+                  script_sha256=sha256 or content_hash(script),
+                  memory_gb=float(memory_gb) if memory_gb is not None else None, env=dict(env or {}))
 
 
 def _finite(value: int | float) -> bool:

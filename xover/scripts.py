@@ -208,9 +208,14 @@ def engine_from_source(source: str, script: str = "<script>") -> ScriptEngine:
     return _decide(script, engines_in_source(source, script))
 
 
+def script_engines(script: str | os.PathLike, error: type[XoverError] = XoverError) -> dict[str, str]:
+    """engine -> the first name that shows it, in a script file and the modules next to it that it imports."""
+    return _engines(script_names(script, error).dotted)
+
+
 def detect_engine(script: str | os.PathLike) -> ScriptEngine:
     """The engine of a script file, from its imports and those of the modules next to it that it imports."""
-    return _decide(str(script), _engines(script_names(script).dotted))
+    return _decide(str(script), script_engines(script))
 
 
 def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:

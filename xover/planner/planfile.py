@@ -22,7 +22,13 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                          "comm_cpu": 0.0, "checkpoint_ms": 1.0, "interference": 0.0,
                          "startup_ms": 0.0, "link_ms": 60.0, "max_slowdown": 2.0,
                          "interference_link_share": 0.62,  # the partner's l/T it was measured next to
-                         "recipe": "recipes/resnet.toml"}},    # "recipe" only when made from recipes
+                         "recipe": "recipes/resnet.toml"},     # "recipe" only when made from recipes
+              "train": {...,                   # a job of the user's own script (a job file, or --script):
+                        "recipe": "jobs/train.toml",
+                        "script": {"path": "/home/me/train.py", "args": ["--lr", "0.1"],
+                                   "engine": "torch", "sha256": "3f2a...",   # its content when profiled
+                                   "iterations": 500,  # stop after 500 optimizer steps (null: its own end)
+                                   "env": {"OMP_NUM_THREADS": "4"}}}},
      "unplaced": [{"name": "huge", "reason": "needs 8 devices, 2 exist"}],
      "predicted_aggregate_gain": 1.3,
      "predicted_makespan_ms": 50000.0,
@@ -180,7 +186,24 @@ def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str]]:
         jobs[name] = job
         if "recipe" in fields:
             recipes[name] = _text(fields["recipe"], f"{where}.recipe")
+        if "script" in fields:
+            _script(fields["script"], f"{where}.script")
     return jobs, recipes
+
+
+def _script(value: Any, where: str) -> None:
+    """A script job's entry: what `xover run` needs to run the user's script as it was profiled."""
+    fields = _mapping(value, where)
+    _text(_field(fields, "path", where), f"{where}.path")
+    for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args")):
+        _text(arg, f"{where}.args[{index}]")
+    if _field(fields, "engine", where) not in ENGINES:
+        _fail(f"{where}.engine", f"unknown engine {fields['engine']!r}; choose {', '.join(ENGINES)}")
+    _text(_field(fields, "sha256", where), f"{where}.sha256")
+    if fields.get("iterations") is not None:
+        _whole(fields["iterations"], f"{where}.iterations", minimum=1)
+    for key, item in _mapping(fields.get("env", {}), f"{where}.env").items():
+        _text(item, f"{where}.env.{key}")
 
 
 def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:

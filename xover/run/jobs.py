@@ -7,18 +7,17 @@ give a host's ranks local ranks 0, 1, ... in that order). What the turn policy s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..devices import hardware_fingerprint, local_device_count, torch_backend
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
-from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
-from ..scripts import ENGINES, check_script, detect_scripts_engine
+from ..recipes import Recipe, load_recipe, script_recipe, with_overrides
+from ..scripts import ENGINES, ScriptRefused, content_hash, detect_scripts_engine
 from ..turns.policies import SlotTraits, critical_rank
 
 MODES = ("sequential", "concurrent", "crossover")
@@ -32,8 +31,12 @@ class JobSpec:
     recipe: Recipe
     devices: dict[str, list[int]]  # host -> device index of each local rank
     engine: str = "horovod"  # horovod | torch
-    script: list[str] | None = None  # an unmodified training script and its arguments, instead of a recipe
     traits: SlotTraits | None = None  # what the turn policy knows of it
+
+    @property
+    def script(self) -> list[str] | None:
+        """The user's unmodified training script and its arguments (a job file, or --script), if any."""
+        return [self.recipe.script, *self.recipe.args] if self.recipe.script else None
 
     @property
     def np(self) -> int:
@@ -84,10 +87,11 @@ def check_engine(engine: str) -> None:
 
 
 def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = "horovod") -> JobSpec:
-    """A recipe's job on the first slots of each host of `hosts` (default: this machine)."""
+    """A recipe's job on the first slots of each host of `hosts` (default: this machine). `engine` is a
+    built-in model's; a script runs under its own."""
     check_engine(engine)
     return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement_on(hosts, recipe.np, recipe.name),
-                   engine=engine)
+                   engine=recipe.engine if recipe.script else engine)
 
 
 def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
@@ -143,10 +147,11 @@ def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine:
     return [GroupToRun(0, unique_names([job_for(r, hosts, engine=engine) for r in recipes]))]
 
 
-def groups_from_plan(plan_path: str, iterations: int | None,
-                     engine: str | None = None) -> tuple[list[GroupToRun], dict[str, Any]]:
+def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None = None,
+                     allow_changed: bool = False) -> tuple[list[GroupToRun], dict[str, Any]]:
     """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts.
-    `engine` None: the plan's own (the engine of its profiles), else horovod."""
+    `engine` (a built-in model's) None: the plan's own (the engine of its profiles), else horovod; a
+    script runs under its own. A script changed since it was profiled is refused, unless `allow_changed`."""
     from ..planner import plan_from_dict
 
     if engine is not None:
@@ -185,17 +190,40 @@ def groups_from_plan(plan_path: str, iterations: int | None,
         for name in group["jobs"]:
             planned = body["jobs"][name]
             try:  # the plan decides how many devices the job gets, and how long it runs (as predicted)
-                recipe = with_overrides(load_recipe(planned.get("recipe") or name),
-                                        iterations=iterations if iterations is not None else planned.get("iterations"),
-                                        np=planned.get("devices"))
-            except RecipeError as error:
+                if "script" in planned:
+                    recipe = _planned_script(planned, name, iterations, allow_changed)
+                else:
+                    recipe = with_overrides(load_recipe(planned.get("recipe") or name),
+                                            iterations=iterations if iterations is not None else planned.get("iterations"),
+                                            np=planned.get("devices"))
+            except XoverError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             traits = traits_of(planned.get("data_ms", 0.0) + planned["compute_ms"], planned["comm_ms"],
                                planned.get("max_slowdown", recipe.max_slowdown), planned.get("link_ms"))
             jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
-                                engine=engine, traits=traits))
+                                engine=recipe.engine if recipe.script else engine, traits=traits))
         groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
     return groups, body
+
+
+def _planned_script(planned: dict[str, Any], name: str, iterations: int | None, allow_changed: bool) -> Recipe:
+    """A script job of a plan, as it was profiled: its path, arguments, engine and content; a script
+    changed since is refused unless `allow_changed` (then its run records the content it was profiled with)."""
+    script = planned["script"]
+    path, profiled = Path(script["path"]), script["sha256"]
+    if not path.is_file():
+        raise XoverError(f"the script {path} is gone (the plan runs scripts from where they were profiled)")
+    now = content_hash(path)
+    if now != profiled and not allow_changed:
+        raise XoverError(f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
+                         "profile and plan it again, or run it as it is now with --allow-changed")
+    cap = iterations if iterations is not None else script.get("iterations")
+    recipe = script_recipe(path, args=script["args"], np=planned["devices"], engine=script["engine"], name=name,
+                           iterations=cap, max_slowdown=planned.get("max_slowdown"), env=script.get("env"),
+                           path=planned.get("recipe", ""), sha256=now)
+    if now != profiled:
+        recipe = replace(recipe, model_options={"profiled_sha256": profiled})  # recorded: it ran changed
+    return recipe
 
 
 def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None,
@@ -204,32 +232,34 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
     horovodrun (Horovod scripts, engine horovod) or torchrun (DistributedDataParallel scripts, engine torch),
     on this machine or on the hosts of `hosts` (every slot, unless --np says fewer; the script must be at the
     same path on every host, as with horovodrun and torchrun themselves). `engine` None: found from what
-    the scripts import (`scripts.detect_scripts_engine`), one for the group."""
+    the scripts import (`scripts.detect_scripts_engine`). `iterations`: stop each after that many
+    optimizer steps."""
+    recipes = scripts_as_recipes(scripts, args, np, engine, hosts)
     if iterations is not None:
-        raise XoverError("--iterations applies to recipes; pass the script's own option after --")
+        recipes = [with_overrides(recipe, iterations=iterations) for recipe in recipes]
+    return [GroupToRun(0, unique_names([job_for(recipe, hosts) for recipe in recipes]))]
+
+
+def scripts_as_recipes(scripts: list[str], args: list[str], np: int | None, engine: str | None = None,
+                       hosts: str | None = None) -> list[Recipe]:
+    """The jobs of `--script FILE ... -- ARGS` (the command-line shortcut for job files): every slot of
+    -H, or every local device, unless --np says fewer."""
     if engine is None:
         engine, _ = detect_scripts_engine(scripts)
     check_engine(engine)
     if np is not None and np < 1:
         raise XoverError(f"--np {np}: give the ranks per script, a whole number >= 1")
-    kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
     if np is None:
         np = sum(slots for _, slots in parse_hosts(hosts)) if hosts else local_device_count()[1]
-    jobs = []
+    recipes = []
     for script in scripts:
-        path = Path(script)
-        if not path.is_file():
+        if not Path(script).is_file():
             raise XoverError(f"--script {script}: file not found")
-        check_script(script, engine)  # what cannot be crossed over is refused before anything starts
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        # The store keeps what ran as a recipe snapshot: the script, its arguments and content hash.
-        recipe = Recipe(name=path.stem, model="script", dataset="script", batch_size=1, optimizer="script", lr=1.0,
-                        np=np, seed=0, description=f"unmodified {kind} script {script}",
-                        model_options={"script": str(path), "args": args, "sha256": digest, "engine": engine},
-                        path=str(path))
-        jobs.append(JobSpec(name=path.stem, recipe=recipe, devices=placement_on(hosts, np, path.stem),
-                            script=[str(path), *args], engine=engine))
-    return [GroupToRun(0, unique_names(jobs))]
+        try:
+            recipes.append(script_recipe(script, args=args, np=np, engine=engine, path=script))
+        except ScriptRefused as error:  # named as given, not resolved
+            raise ScriptRefused(str(error).replace(str(Path(script).resolve()), script)) from None
+    return recipes
 
 
 def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
@@ -263,8 +293,8 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     for job in jobs:
         if job.traits is not None:
             continue
-        found = None if job.script else find_profile(store, job.recipe.hash, job.recipe.np, bandwidth or "host",
-                                                     hardware, job.engine, len(job.devices))
+        found = find_profile(store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine,
+                             len(job.devices))
         job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
         if found is not None:
             job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown,

@@ -157,7 +157,10 @@ class Recorder:
                 session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"],
                                        value=record["value"]))
         elif kind == "end":
-            session.get(Run, run_id).peak_memory_gb = record.get("peak_memory_gb")
+            run = session.get(Run, run_id)
+            run.peak_memory_gb = record.get("peak_memory_gb")
+            if record.get("gradient_bytes") is not None:  # a script's: what its engine all-reduced per step
+                run.gradient_bytes = record["gradient_bytes"]
 
     def mark_exit(self, session, run_id: int, code: int, error: str | None) -> str:
         run = session.get(Run, run_id)

@@ -30,7 +30,7 @@ from ..launch.hosts import is_local
 from ..launch.network import network_for
 from ..launch.torchrun import SECRET_VARIABLES, torchrun_commands
 from ..runtime.link_priority import PRIORITY_ENV
-from ..runtime.metrics import TOKEN_VARIABLE, record_problem
+from ..runtime.metrics import STEP_CAP_VARIABLE, TOKEN_VARIABLE, record_problem
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import XOVER_ROOT, TurnService
 from .jobs import JobSpec
@@ -117,6 +117,11 @@ def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
     # launchers put on other hosts' command lines (horovodrun over ssh).
     for secret in SECRET_VARIABLES:
         env.pop(secret, None)
+    env.pop(STEP_CAP_VARIABLE, None)
+    if job.script:
+        env.update(job.recipe.env)  # the job file's own variables
+        if job.recipe.iterations:
+            env[STEP_CAP_VARIABLE] = str(job.recipe.iterations)
     env.pop(TOKEN_VARIABLE, None)
     if metric_token is not None:
         env[TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)

@@ -108,7 +108,7 @@ def install_ddp(script: str | None = None) -> "ScriptCoordinator":
             print(f"xover: {error}", file=sys.stderr, flush=True)
             raise SystemExit(error.exit_code) from None
     coordinator = ScriptCoordinator(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("RANK", "0")),
-                                    int(os.environ.get("WORLD_SIZE", "1")), "torch")
+                                    int(os.environ.get("WORLD_SIZE", "1")), "torch", script)
     DDPCrossover(coordinator, script).install()
     return coordinator
 
@@ -136,7 +136,7 @@ class DDPCrossover:
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import distributed as ddp_module
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         self.torch, self.dist = torch, dist
         self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below
@@ -148,8 +148,10 @@ class DDPCrossover:
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
         register_optimizer_step_pre_hook(self._before_optimizer_step)
+        register_optimizer_step_post_hook(lambda *_: self.coordinator.after_step())
         self._adapt_gradient_readers()
         self._adapt_collectives()
+        self._refuse_other_groups()
 
     # -- the turn ------------------------------------------------------------------------------
     def outside_turn(self):
@@ -210,6 +212,7 @@ class DDPCrossover:
     def _start_all_reduce(self, state, bucket):  # no annotations: DDP checks them against its own types
         """DDP's communication hook: scale as DDP does, all-reduce by sum without waiting, done already."""
         buffer = bucket.buffer()
+        self.coordinator.all_reduced(buffer.numel() * buffer.element_size())
         buffer.mul_(state.scale)
         self.pending.append(self.all_reduce(buffer, group=state.process_group, async_op=True))
         state.reduced = True
@@ -333,6 +336,14 @@ class DDPCrossover:
             setattr(c10d, name, wrapped)  # calls inside torch.distributed (the *_object ones) too
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapped)
+
+    def _refuse_other_groups(self) -> None:
+        """A second process group's collectives are not followed: refused when made, with why."""
+        problem = ("creates a second process group (torch.distributed.{}): crossover follows the default group's "
+                   "collectives and DDP's only")
+        for name in ("new_group", "new_subgroups", "new_subgroups_by_enumeration"):
+            if getattr(self.dist, name, None) is not None:
+                setattr(self.dist, name, self._refusal(problem.format(name)))
 
     def _outside_turn_when_blocking(self, collective):
         signature = inspect.signature(collective)

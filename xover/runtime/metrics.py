@@ -27,6 +27,7 @@ from typing import Any
 
 MARKER = "XOVER-METRIC "
 TOKEN_VARIABLE = "XOVER_METRIC_TOKEN"  # the run's token, set by the launcher (run/schedule.py)
+STEP_CAP_VARIABLE = "XOVER_SCRIPT_STEPS"  # a script's optimizer steps before the shim stops it (a job file's iterations)
 # what horovodrun and torchrun put in front of each relayed line (never inside a JSON record of ours)
 RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:")
 
@@ -113,7 +114,7 @@ SHAPES: dict[str, dict[str, tuple[bool, Any]]] = {
              "held": (False, _optional(_held))},
     "eval": {"step": (True, _int), "metric": (True, _text(60)), "value": (True, _number)},
     "end": {"iterations": (False, _optional(_whole)), "wall_s": (False, _optional(_finite)),
-            "peak_memory_gb": (False, _optional(_finite))},
+            "peak_memory_gb": (False, _optional(_finite)), "gradient_bytes": (False, _optional(_int))},
 }
 
 

@@ -16,8 +16,17 @@ for its all-reduces outside the turn:
                         outside the turn, taken back after
 
 The end of backward is where `torch.autograd.backward` returns, so frozen or unused parameters
-change nothing. Metrics come from this timing (the script prints what it likes): one `iter` record
-per backward.
+change nothing. Metrics come from this timing (the script prints what it likes): an iteration is an
+optimizer step, one `iter` record each, with the time the turns were held (every backward of the
+step: gradient accumulation counts whole), the wait for the all-reduces, the turn waits, and the
+loss the step's backward calls saw (summed over them; rank 0's). The bytes the engine all-reduced
+per step are counted where it starts each all-reduce (a Horovod optimizer's, DDP's hook), so
+accumulation, `backward_passes_per_step`, frozen and unused parameters count as they are sent.
+
+XOVER_SCRIPT_STEPS=N (a job file's `iterations`) ends the script after N optimizer steps, on every
+rank at the same step, as a clean exit. What the shim cannot follow ends the job with exit 2 and one
+line naming it, never a silent run without turns: no optimizer step, training without the engine's
+wrapper (gradients all-reduced by hand), a second process group, the other engine's calls.
 """
 
 from __future__ import annotations
@@ -33,24 +42,54 @@ from typing import Callable
 import torch
 
 from .link_priority import LinkPriority
-from .metrics import emit
+from .metrics import STEP_CAP_VARIABLE, emit
 from .thread_policy import CommThreads
 from .turn_client import after_gradient, token_from_env
 from .worker import exit_without_teardown, peak_memory_gb, place_on_device
 
 
+class StepCapReached(SystemExit):
+    """The script made the optimizer steps its job asked for: a clean exit on every rank."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+class Unfollowable(SystemExit):
+    """What the shim cannot follow (exit 2, the reason on stderr)."""
+
+    def __init__(self, script: str | None, problem: str) -> None:
+        print(f"xover: {script or 'the script'}: {problem}", file=sys.stderr, flush=True)
+        super().__init__(2)
+
+
+class StepTally:
+    """What one optimizer step took, summed over its backward passes."""
+
+    def __init__(self) -> None:
+        self.compute_s = self.communication_s = self.wait_s = 0.0
+        self.backwards = self.yields = 0
+        self.loss: float | None = None
+        self.reduced_bytes = 0
+        self.held: list[list[float]] = []
+
+
 class ScriptCoordinator:
     """Takes and releases the turn around an unmodified script's training steps."""
 
-    def __init__(self, local_rank: int, rank: int, world_size: int, engine: str) -> None:
-        self.rank, self.world_size, self.engine = rank, world_size, engine
+    def __init__(self, local_rank: int, rank: int, world_size: int, engine: str, script: str | None = None) -> None:
+        self.rank, self.world_size, self.engine, self.script = rank, world_size, engine, script
         self.device = place_on_device(local_rank)
         self.turn = token_from_env(local_rank, synchronize=self.synchronize)
         self.wait_for_gradients: Callable[[], None] | None = None  # set when the engine's wrapper is built
-        self.step = 0
+        self.step = 0  # optimizer steps made
+        self.backwards = 0  # backward passes through the engine's model
+        self.untracked_backwards = 0  # backward passes before any engine wrapper was built
+        self.step_cap = int(os.environ.get(STEP_CAP_VARIABLE) or 0) or None
         self.batch = 0
         self.started = self.previous_end = time.perf_counter()
-        self.phases = {"communication_s": 0.0, "wait_s": 0.0}
+        self.tally = StepTally()
+        self.bytes_per_step: list[int] = []
         self.turn_taken_at = 0.0
         self.watched: set[int] = set()
         self.gradient_hooks: list = []  # the gradients' accumulator nodes: their checkpoint hooks live as long
@@ -62,6 +101,7 @@ class ScriptCoordinator:
         def backward(*args, **kwargs):
             result = original_backward(*args, **kwargs)
             self.end_of_backward()
+            self._count_backward(args[0] if args else kwargs.get("tensors"))
             return result
 
         torch.autograd.backward = backward  # Tensor.backward() calls it too
@@ -100,7 +140,7 @@ class ScriptCoordinator:
 
     def _take_turn(self) -> None:
         if not self.turn.holding:
-            self.phases["wait_s"] += self.turn.acquire()
+            self.tally.wait_s += self.turn.acquire()
             self.turn_taken_at = time.perf_counter()
 
     def _before_forward(self, module, inputs) -> None:
@@ -121,18 +161,47 @@ class ScriptCoordinator:
         end = time.perf_counter()
         phase = self.turn.phase
         self.turn.release()
+        tally = self.tally
+        tally.compute_s += end - self.turn_taken_at - phase.yielded_s
+        tally.wait_s += phase.yielded_s
+        tally.yields += phase.yields
+        tally.held += [[round(a, 6), round(b, 6)] for a, b in phase.held]
+        self.link.apply(self.backwards)
+        self.comm_threads.apply(self.backwards)
+
+    def _count_backward(self, loss) -> None:
+        """A backward the script called: counted, and its loss (a scalar's value, rank 0) added to the step's."""
+        if not self.attached:
+            self.untracked_backwards += 1
+            return
+        self.backwards += 1
+        self.tally.backwards += 1
+        if self.rank == 0 and isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            value = float(loss.detach())
+            self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
+
+    def all_reduced(self, nbytes: int) -> None:
+        """The engine started an all-reduce of `nbytes` of gradients."""
+        self.tally.reduced_bytes += nbytes
+
+    def after_step(self) -> None:
+        """optimizer.step() is done: the iteration ends; the script ends here when its steps are made."""
+        end = time.perf_counter()
+        tally, self.tally = self.tally, StepTally()
+        if tally.reduced_bytes:
+            self.bytes_per_step.append(tally.reduced_bytes)
         if self.rank == 0:
+            iteration_s = end - self.previous_end
+            other_s = iteration_s - tally.compute_s - tally.communication_s - tally.wait_s
             emit("iter", step=self.step, time_s=end - self.started, wall_time=time.time(),
-                 iteration_s=end - self.previous_end, data_s=0.0,
-                 compute_s=end - self.turn_taken_at - phase.yielded_s,
-                 communication_s=self.phases["communication_s"], wait_s=self.phases["wait_s"] + phase.yielded_s,
-                 samples=self.batch * self.world_size, loss=None, yields=phase.yields,
-                 held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
-        self.link.apply(self.step)
-        self.comm_threads.apply(self.step)
+                 iteration_s=iteration_s, data_s=max(0.0, other_s), compute_s=tally.compute_s,
+                 communication_s=tally.communication_s, wait_s=tally.wait_s,
+                 samples=self.batch * self.world_size * max(1, tally.backwards), loss=tally.loss,
+                 yields=tally.yields, held=tally.held or None)
         self.step += 1
         self.previous_end = end
-        self.phases = {"communication_s": 0.0, "wait_s": 0.0}
+        if self.step_cap is not None and self.step >= self.step_cap:
+            raise StepCapReached()
 
     # -- the engine ----------------------------------------------------------------------------
     def attach(self, parameters: list[torch.Tensor], wait_for_gradients: Callable[[], None]) -> None:
@@ -147,39 +216,65 @@ class ScriptCoordinator:
             self.link.apply()  # the process group is up: its sockets are open
             self.comm_threads.apply()  # and the engine's threads have started
         if first and self.rank == 0:
-            emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=None, world_size=self.world_size,
+            emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=self.step_cap, world_size=self.world_size,
                  engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
                  gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
                  wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields())
 
     def before_step(self) -> None:
-        """optimizer.step(): the all-reduces end outside the turn, then the update takes it."""
+        """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
+        the turn, then the update takes it."""
+        if not self.attached:
+            raise self.refuse(self.unwrapped_step())
         start = time.perf_counter()
-        if self.wait_for_gradients is not None:
-            self.wait_for_gradients()
-        self.phases["communication_s"] += time.perf_counter() - start
+        self.wait_for_gradients()
+        self.tally.communication_s += time.perf_counter() - start
         self._take_turn()
 
-    def finish(self) -> None:
+    def unwrapped_step(self) -> str:
+        wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
+        return (f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
+                f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run in a "
+                f"crossover group" + (" (or is it a torch.distributed script? engine torch)" if self.engine == "horovod"
+                                      else " (or is it a Horovod script? engine horovod)"))
+
+    def refuse(self, problem: str) -> Unfollowable:
+        return Unfollowable(self.script, problem)
+
+    def finish(self, clean: bool) -> None:
+        """The script ended (`clean`: by itself or at its step cap, not by an error of its own)."""
         if self.turn.holding:
             self.synchronize()  # the last update's kernels run in this turn, not the partner's
         self.turn.release()
         self.turn.close()
         if self.attached and self.rank == 0:
+            measured = sorted(self.bytes_per_step)
             emit("end", iterations=self.step, wall_s=time.perf_counter() - self.started,
-                 peak_memory_gb=peak_memory_gb(self.device))
+                 peak_memory_gb=peak_memory_gb(self.device),
+                 gradient_bytes=measured[len(measured) // 2] if measured else None)
+        if clean and not self.step:
+            wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
+            if self.backwards:
+                raise self.refuse(f"{self.backwards} backward passes and no optimizer.step(): xover counts an "
+                                  f"iteration at each optimizer step, and has none to count")
+            if self.untracked_backwards:
+                raise self.refuse(f"{self.untracked_backwards} backward passes without {wrapper} (and no "
+                                  f"optimizer step through it): nothing of it can take turns")
+            raise self.refuse(f"ended without a training step through {wrapper}: nothing of it can take turns "
+                              f"(does it train? is its engine {self.engine}?)")
 
 
-def install_horovod() -> ScriptCoordinator:
+def install_horovod(script: str | None = None) -> ScriptCoordinator:
     """Wrap hvd.DistributedOptimizer: its step waits for the all-reduces outside the turn."""
     import horovod.torch as hvd
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     from .gradient_wait import wait_without_spinning
 
     # horovodrun tells each rank who it is; the script calls hvd.init() itself
     coordinator = ScriptCoordinator(int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),
                                     int(os.environ.get("HOROVOD_RANK", "0")),
-                                    int(os.environ.get("HOROVOD_SIZE", "1")), "horovod")
+                                    int(os.environ.get("HOROVOD_SIZE", "1")), "horovod", script)
     wrapped = hvd.DistributedOptimizer
 
     def DistributedOptimizer(optimizer, *args, **kwargs):  # noqa: N802 - stands in for Horovod's factory
@@ -190,12 +285,15 @@ def install_horovod() -> ScriptCoordinator:
                 if handle is not None and not callable(handle):
                     wait_without_spinning(lambda h=handle: hvd.poll(h))
 
+        _count_all_reduces(coordinator, distributed)
         coordinator.attach(list(distributed._requires_update), wait_for_gradients)
         original_step = distributed.step
 
         def step(closure=None):
             coordinator.before_step()
-            return original_step(closure)
+            result = original_step(closure)
+            coordinator.after_step()
+            return result
 
         distributed.step = step
         return distributed
@@ -205,7 +303,65 @@ def install_horovod() -> ScriptCoordinator:
         original = getattr(hvd, name, None)
         if original is not None:
             setattr(hvd, name, _outside_turn(coordinator, original))
+
+    initialising = []  # inside hvd.broadcast_optimizer_state, which steps a plain optimizer once to make its state
+    broadcast_state = hvd.broadcast_optimizer_state
+
+    @functools.wraps(broadcast_state)
+    def broadcast_optimizer_state(*args, **kwargs):
+        initialising.append(True)
+        try:
+            return broadcast_state(*args, **kwargs)
+        finally:
+            initialising.pop()
+
+    hvd.broadcast_optimizer_state = broadcast_optimizer_state
+
+    def before_any_step(optimizer, args, kwargs):  # the inner step of a DistributedOptimizer passes
+        if not coordinator.attached and not initialising:
+            raise coordinator.refuse(coordinator.unwrapped_step())
+
+    register_optimizer_step_pre_hook(before_any_step)
+    _refuse_other_process_groups(coordinator, hvd)
     return coordinator
+
+
+def _count_all_reduces(coordinator: ScriptCoordinator, distributed) -> None:
+    """Count the gradient bytes a Horovod optimizer all-reduces, where it starts each all-reduce."""
+    single, grouped = distributed._allreduce_grad_async, distributed._grouped_allreduce_grad_async
+
+    def allreduce_grad_async(p):
+        handle = single(p)  # gives an absent gradient zeros first: they are sent too
+        coordinator.all_reduced(p.grad.numel() * p.grad.element_size())
+        return handle
+
+    def grouped_allreduce_grad_async(ps):
+        coordinator.all_reduced(sum(p.grad.numel() * p.grad.element_size() for p in ps))
+        return grouped(ps)
+
+    distributed._allreduce_grad_async = allreduce_grad_async
+    distributed._grouped_allreduce_grad_async = grouped_allreduce_grad_async
+
+
+def _refuse_other_process_groups(coordinator: ScriptCoordinator, hvd) -> None:
+    """Under horovodrun: a process set of its own, or torch.distributed (a DDP script named horovod),
+    is refused when called, with what to do."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    def refusal(what: str):
+        def refuse(*_args, **_kwargs):
+            raise coordinator.refuse(what)
+
+        return refuse
+
+    if hasattr(hvd, "add_process_set"):
+        hvd.add_process_set = refusal("adds a Horovod process set: crossover follows the global set's all-reduces "
+                                      "only")
+    torch_script = ("uses torch.distributed ({}) but runs under engine horovod (horovodrun): a DistributedDataParallel "
+                    "script runs with engine torch (torchrun)")
+    dist.init_process_group = refusal(torch_script.format("init_process_group"))
+    DistributedDataParallel.__init__ = refusal(torch_script.format("DistributedDataParallel"))
 
 
 # horovod.torch's calls that block until every rank has joined; the *_async ones return at once (and
@@ -232,20 +388,25 @@ def main() -> None:
         sys.exit("usage: python -m xover.runtime.script_shim horovod|torch SCRIPT [ARGS...]")
     engine, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     if engine == "horovod":
-        coordinator = install_horovod()
+        coordinator = install_horovod(script)
     else:
         from .ddp_shim import install_ddp
 
         coordinator = install_ddp(script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    clean = False
     try:
         runpy.run_path(script, run_name="__main__")
+        clean = True
+    except Unfollowable:
+        raise
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise
+        clean = True
     finally:
-        coordinator.finish()
+        coordinator.finish(clean)
     exit_without_teardown()
 
 
