@@ -522,3 +522,95 @@ def test_launchers_do_not_inherit_xovers_standard_input():
         os.close(read)
         os.close(write)
     assert "stdin=/dev/null" in tail
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. A transient Slurm error
+# ---------------------------------------------------------------------------------------------
+
+FAKE_SCONTROL = """#!/bin/sh
+# fails the first {failures} time(s) as a busy slurmctld does, then says the job completed
+count=$(cat {counter} 2>/dev/null || echo 0)
+echo $((count + 1)) > {counter}
+if [ "$count" -lt {failures} ]; then
+  echo "slurm_load_jobs error: {words}" >&2
+  exit 1
+fi
+echo "JobId=$4 JobName=g JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=n1"
+"""
+
+
+def _fake_slurm(tmp_path, monkeypatch, failures, words="Socket timed out on send/recv operation"):
+    bin_dir = tmp_path / "slurm-bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(FAKE_SCONTROL.format(failures=failures, counter=tmp_path / "count",
+                                                           words=words))
+    (bin_dir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'cancelled'}\n")
+    for name in ("scontrol", "scancel"):
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return tmp_path / "cancelled"
+
+
+class _Console:
+    def __init__(self):
+        self.lines = []
+
+    def print(self, text, **_):
+        self.lines.append(text)
+
+
+def _follow(monkeypatch, deadline=None):
+    from xover.run import slurm as run_slurm
+
+    recorded = []
+    monkeypatch.setattr(run_slurm, "record_outcome", lambda run, units, state, status=None: recorded.append(state))
+    console, states = _Console(), {}
+    run_slurm.follow(None, {0: [], 1: []}, {0: "41", 1: "42"}, console, states, poll_s=0.01, deadline=deadline)
+    return states, recorded, console
+
+
+def test_one_slurm_query_that_times_out_does_not_end_the_run(tmp_path, monkeypatch):
+    """Before: the first `scontrol` error raised out of follow(), and submit_and_follow cancelled every job."""
+    cancelled = _fake_slurm(tmp_path, monkeypatch, failures=1)
+    states, recorded, console = _follow(monkeypatch)
+    assert {index: state.state for index, state in states.items()} == {0: "COMPLETED", 1: "COMPLETED"}
+    assert len(recorded) == 2 and not cancelled.exists()
+    assert sum("Slurm did not answer" in line for line in console.lines) == 1
+
+
+def test_a_slurm_controller_that_stays_away_ends_the_run_after_the_bound(tmp_path, monkeypatch):
+    from xover.launch import slurm
+
+    _fake_slurm(tmp_path, monkeypatch, failures=1000, words="Unable to contact slurm controller (connect failure)")
+    monkeypatch.setattr(slurm, "TRANSIENT_RETRY_S", 2.5)
+    started = time.monotonic()
+    with pytest.raises(slurm.SlurmError, match="Unable to contact slurm controller.*did not answer for [0-9]+ s"):
+        _follow(monkeypatch)
+    assert 1 <= time.monotonic() - started < 10
+
+
+def test_a_slurm_refusal_is_not_retried(tmp_path, monkeypatch):
+    from xover.launch import slurm
+
+    _fake_slurm(tmp_path, monkeypatch, failures=1000, words="Access/permission denied")
+    started = time.monotonic()
+    with pytest.raises(slurm.SlurmError, match="permission denied"):
+        _follow(monkeypatch)
+    assert time.monotonic() - started < 1
+    assert (tmp_path / "count").read_text().strip() == "1"
+
+
+def test_cancelling_retries_a_controller_that_timed_out(tmp_path, monkeypatch):
+    from xover.launch import slurm
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scancel").write_text(f"""#!/bin/sh
+count=$(cat {tmp_path}/n 2>/dev/null || echo 0); echo $((count + 1)) > {tmp_path}/n
+[ "$count" -ge 1 ] || {{ echo "scancel: error: Socket timed out on send/recv operation" >&2; exit 1; }}
+""")
+    (bin_dir / "scancel").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    slurm.cancel("42")
+    assert (tmp_path / "n").read_text().strip() == "2"

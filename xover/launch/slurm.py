@@ -6,6 +6,12 @@ CPU cores: one rank per device, as with `-H`). Outside, `submit()` hands a batch
 `job_state()` / `wait_for()` follow it through `scontrol` (or `sacct` once slurmctld has forgotten
 it and accounting exists), `cancel()` ends it with `scancel`. `diagnose_slurm()` is what `xover
 doctor` says about Slurm. Every failure is a SlurmError naming the command and Slurm's own words.
+
+A busy or restarting slurmctld makes a query time out now and then ("Socket timed out on send/recv
+operation", "Unable to contact slurm controller"). Such a failure is `transient`: following a job
+and cancelling one retry it (`retrying`, growing pauses, at most TRANSIENT_RETRY_S) before it counts,
+so that one slow answer does not cancel every job of a run. `sbatch` is not retried: a submission
+whose answer was lost may have been made, and a second one would run the group twice.
 """
 
 from __future__ import annotations
@@ -20,20 +26,53 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 from ..errors import XoverError
 
+T = TypeVar("T")
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "sinfo", "salloc", "srun", "sacct")
 # a job in one of these states has ended for good; anything else (PENDING, RUNNING, COMPLETING,
 # SUSPENDED, REQUEUED, ...) may still change
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                           "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"})
 COMMAND_TIMEOUT_S = 30  # a client waits up to MessageTimeout per retry when slurmctld is down
+TRANSIENT_RETRY_S = 300.0  # how long a query that failed transiently is retried before the failure counts
+# Slurm's words for a controller that is slow, restarting or failing over, not for a refusal
+TRANSIENT_WORDS = re.compile(r"timed out|unable to contact slurm controller|connect(ion)? failure|connection refused|"
+                             r"zero bytes were transmitted|communication (send|receive|shutdown) failure|"
+                             r"backup controller in standby|resource temporarily unavailable|try again|"
+                             r"transport endpoint is not connected|slurmctld is busy|not responding", re.IGNORECASE)
 
 
 class SlurmError(XoverError):
-    """Slurm refused or failed something xover asked of it (or is not there)."""
+    """Slurm refused or failed something xover asked of it (or is not there). `transient`: the
+    controller did not answer (a time-out, a lost connection); asking again later may work."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def retrying(action: Callable[[], "T"], limit_s: float | None = None,
+             on_retry: Callable[[SlurmError], None] | None = None) -> "T":
+    """`action()`, asked again after a transient SlurmError (pauses of 1, 2, 4 ... 30 s) for at most
+    `limit_s` (TRANSIENT_RETRY_S); any other error, or one that lasts longer, is raised."""
+    limit_s = TRANSIENT_RETRY_S if limit_s is None else limit_s
+    started, pause = time.monotonic(), 1.0
+    while True:
+        try:
+            return action()
+        except SlurmError as error:
+            waited = time.monotonic() - started
+            if not error.transient or waited + pause > limit_s:
+                if error.transient and waited >= 1:
+                    raise SlurmError(f"{error} (Slurm did not answer for {waited:.0f} s)", transient=True) from None
+                raise
+            if on_retry is not None:
+                on_retry(error)
+            time.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +329,7 @@ def _run(args: list[str], input: str | None = None, timeout_s: float = COMMAND_T
         return subprocess.run(args, input=input, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"`{shlex.join(args)}` did not answer in {timeout_s:.0f} s: is slurmctld running? "
-                         "(`scontrol ping`)") from None
+                         "(`scontrol ping`)", transient=True) from None
 
 
 def _slurm_words(process: subprocess.CompletedProcess) -> str:
@@ -416,7 +455,7 @@ def job_state(job_id: str) -> JobState:
                         _field(record, "NodeList") or None)
     words = _slurm_words(process)
     if "invalid job id" not in words.lower():
-        raise SlurmError(f"scontrol show job {job_id}: {words}")
+        raise SlurmError(f"scontrol show job {job_id}: {words}", transient=bool(TRANSIENT_WORDS.search(words)))
     from_accounting = _accounted_state(str(job_id))
     if from_accounting is None:
         raise SlurmError(f"Slurm job {job_id} is not known to slurmctld (ended long ago, or never existed) "
@@ -438,15 +477,19 @@ def _accounted_state(job_id: str) -> JobState | None:
     return JobState(job_id, state, code if state in FINAL_STATES else None, sig, None, nodes or None)
 
 
-def cancel(job_id: str, signal_name: str | None = None) -> None:
-    """End the job (scancel), or only send it a signal (e.g. 'INT'). A job that already ended is fine."""
+def cancel(job_id: str, signal_name: str | None = None, retry_s: float | None = None) -> None:
+    """End the job (scancel), or only send it a signal (e.g. 'INT'). A job that already ended is fine.
+    A controller that does not answer is asked again for up to `retry_s` (TRANSIENT_RETRY_S)."""
     args = [_command("scancel")]
     if signal_name:
         args += ["--signal", signal_name, "--full"]
-    process = _run(args + [str(job_id)])
-    words = _slurm_words(process) if process.returncode != 0 or process.stderr.strip() else ""
-    if process.returncode != 0 and "already completing or completed" not in words.lower():
-        raise SlurmError(f"scancel {job_id}: {words}")
+    def once() -> None:
+        process = _run(args + [str(job_id)])
+        words = _slurm_words(process) if process.returncode != 0 or process.stderr.strip() else ""
+        if process.returncode != 0 and "already completing or completed" not in words.lower():
+            raise SlurmError(f"scancel {job_id}: {words}", transient=bool(TRANSIENT_WORDS.search(words)))
+
+    retrying(once, limit_s=retry_s)  # cancelling twice is harmless
 
 
 def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
@@ -458,7 +501,8 @@ def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
     last: JobState | None = None
     try:
         while True:
-            current = job_state(job_id)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            current = retrying(lambda: job_state(job_id), limit_s=None if left is None else min(left, TRANSIENT_RETRY_S))
             if on_change is not None and (last is None or current.state != last.state):
                 on_change(current)
             last = current
@@ -472,9 +516,9 @@ def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
             # a second Ctrl-C must not leave the job running either
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
             try:
-                cancel(job_id)
+                cancel(job_id, retry_s=30)
                 end = time.monotonic() + 30
-                while time.monotonic() < end and not job_state(job_id).finished:
+                while time.monotonic() < end and not retrying(lambda: job_state(job_id), limit_s=10).finished:
                     time.sleep(0.2)
             finally:
                 signal.signal(signal.SIGINT, previous)

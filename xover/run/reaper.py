@@ -54,7 +54,7 @@ def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[
         try:
             from ..launch.slurm import cancel
 
-            cancel(job_id)
+            cancel(job_id, retry_s=60)  # a controller slow to answer is asked again, for a minute
         except Exception:  # Slurm unreachable: nothing more a reaper can do
             pass
     sweep("XOVER_EXPERIMENT", experiment, hosts, remote_prefix)

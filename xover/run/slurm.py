@@ -8,7 +8,9 @@ cancels them with scancel. Inside each Slurm job, `python -m xover.run.slurm` ru
 as `-H` would (a turn server per node, horovodrun or torchrun) on the nodes Slurm gave it, recording
 its runs into the same experiment (so the store must be one every node reaches: SQLite on a
 filesystem they share, or PostgreSQL). A Slurm job that ends before or without its runs being ended
-(cancelled while pending, a time limit, a node failure) has them recorded as such here.
+(cancelled while pending, a time limit, a node failure) has them recorded as such here. A controller
+that does not answer for a while (a query timing out) is asked again, for up to
+`slurm.TRANSIENT_RETRY_S`, before the run gives up and cancels its jobs.
 """
 
 from __future__ import annotations
@@ -129,11 +131,22 @@ def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], conso
     from .supervise import TimedOut
 
     seen: dict[int, str] = {}
+    told: list[str] = []
+
+    def say_retrying(error: slurm.SlurmError) -> None:
+        if not told:  # once per outage is enough
+            told.append(str(error))
+            console.print(f"Slurm did not answer ({error}); asking again for up to {slurm.TRANSIENT_RETRY_S:.0f} s",
+                          highlight=False, markup=False)
+
     while len(states) < len(submitted):
         for index, job_id in submitted.items():
             if index in states:
                 continue
-            state = slurm.job_state(job_id)
+            left = None if deadline is None else max(1.0, deadline - time.monotonic())
+            state = slurm.retrying(lambda: slurm.job_state(job_id), on_retry=say_retrying,
+                                   limit_s=None if left is None else min(left, slurm.TRANSIENT_RETRY_S))
+            told.clear()
             if seen.get(index) != state.state:
                 seen[index] = state.state
                 console.print(f"group {index}: Slurm job {job_id} {state.state}"
