@@ -614,3 +614,60 @@ count=$(cat {tmp_path}/n 2>/dev/null || echo 0); echo $((count + 1)) > {tmp_path
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     slurm.cancel("42")
     assert (tmp_path / "n").read_text().strip() == "2"
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. SQLite on a network filesystem
+# ---------------------------------------------------------------------------------------------
+
+def _mounts_with(tmp_path, monkeypatch, kind):
+    """/proc/mounts as this machine's, plus `kind` mounted at tmp_path/shared (a path with a space)."""
+    from xover.store import session
+
+    shared = tmp_path / "shared store"
+    shared.mkdir()
+    fake = tmp_path / "mounts"
+    escaped = str(shared).replace(" ", "\\040")
+    fake.write_text(Path("/proc/mounts").read_text() + f"server:/export {escaped} {kind} rw,relatime 0 0\n")
+    monkeypatch.setattr(session, "PROC_MOUNTS", str(fake), raising=False)
+    return shared
+
+
+def _journal_mode(store):
+    from sqlalchemy import text
+
+    with store.engine.connect() as connection:
+        return connection.execute(text("PRAGMA journal_mode")).scalar()
+
+
+@pytest.mark.parametrize("kind", ["nfs4", "lustre", "cifs", "fuse.sshfs"])
+def test_a_store_on_a_network_filesystem_is_warned_of_and_not_in_wal_mode(tmp_path, monkeypatch, capfd, kind):
+    """Before: WAL was forced wherever the file was, silently."""
+    from xover.store.session import open_store
+
+    shared = _mounts_with(tmp_path, monkeypatch, kind)
+    store = open_store(str(shared / "runs" / "xover.db"))
+    try:
+        assert _journal_mode(store) == "delete"
+    finally:
+        store.close()
+    warning = capfd.readouterr().err
+    assert f"network filesystem ({kind} at {shared})" in warning and "PostgreSQL" in warning
+    assert len(warning.strip().splitlines()) == 1
+    store = open_store(str(shared / "runs" / "xover.db"))  # said once per process and file
+    store.close()
+    assert "network filesystem" not in capfd.readouterr().err
+
+
+def test_a_store_on_a_local_filesystem_stays_in_wal_mode(tmp_path, monkeypatch, capfd):
+    from xover.store.session import filesystem_of, open_store
+
+    _mounts_with(tmp_path, monkeypatch, "nfs4")
+    store = open_store(str(tmp_path / "local.db"))  # beside the network mount, not under it
+    try:
+        assert _journal_mode(store) == "wal"
+    finally:
+        store.close()
+    assert "network filesystem" not in capfd.readouterr().err
+    assert filesystem_of(tmp_path / "shared store" / "not" / "made" / "yet.db")[0] == "nfs4"
+    assert filesystem_of(tmp_path / "shared storeX")[0] != "nfs4"  # a prefix of a name is not its folder

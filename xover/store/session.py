@@ -1,5 +1,11 @@
 """Opening the store: SQLite (WAL) by default, any SQLAlchemy URL otherwise (PostgreSQL is tested).
 
+SQLite's WAL mode needs every process that opens the file to be on one machine, sharing its memory
+(the -shm file): SQLite documents it as unsupported on a network filesystem. Where the file lies on
+one (NFS, CIFS/SMB, Lustre, GPFS, BeeGFS, CephFS, GlusterFS, ... read from /proc/mounts), xover warns
+once and uses SQLite's rollback journal instead, which works there as far as the filesystem's locks
+do; a store that several nodes write (Slurm, several hosts) belongs in PostgreSQL (docs/security.md).
+
 Opening upgrades the schema to this xover's with Alembic (store/migrations/), under a lock so that
 several xover processes opening one database at once upgrade it once. A database written before
 migrations existed is recognised and upgraded too; one written by a newer xover is refused.
@@ -10,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import sys
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, inspect, make_url, select, text
@@ -64,12 +72,78 @@ def shown_url(url: str) -> str:
         return url
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
+PROC_MOUNTS = "/proc/mounts"
+# filesystem types whose files other machines share: SQLite's WAL (shared memory, local locks) is unsafe there
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "coda", "9p", "lustre", "gpfs", "beegfs", "ceph",
+    "glusterfs", "ocfs2", "gfs2", "panfs", "pvfs2", "orangefs", "wekafs", "davfs",
+    "fuse.sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.ceph", "fuse.beegfs", "fuse.gcsfuse", "fuse.s3fs",
+    "fuse.rclone", "fuse.juicefs", "fuse.davfs2", "fuse.lustre",
+})
+_WARNED: set[str] = set()
+
+
+def _unescape_mount(field: str) -> str:
+    """/proc/mounts writes a space in a path as \\040 (any of space, tab, newline, backslash as octal)."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
+
+
+def filesystem_of(path: str | Path, mounts: str | None = None) -> tuple[str, str] | None:
+    """(filesystem type, mount point) of the mount `path` (or, if it does not exist yet, its nearest
+    existing folder) lies on, from /proc/mounts; None where that cannot be read."""
+    target = Path(path).expanduser().absolute()
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    target = target.resolve()
+    try:
+        text = Path(mounts or PROC_MOUNTS).read_text()
+    except OSError:
+        return None
+    best: tuple[str, str] | None = None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point, kind = _unescape_mount(fields[1]), fields[2]
+        inside = str(target) == point or str(target).startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[1])):  # the last of equal mounts is on top
+            best = (kind, point)
+    return best
+
+
+def network_filesystem(path: str | Path) -> tuple[str, str] | None:
+    """(type, mount point) if `path` lies on a network or cluster filesystem, else None."""
+    found = filesystem_of(path)
+    return found if found is not None and found[0].lower() in NETWORK_FILESYSTEMS else None
+
+
+def _warn_network_store(path: str, kind: str, point: str) -> None:
+    if path in _WARNED:
+        return
+    _WARNED.add(path)
+    print(f"xover: warning: the store {path} is on a network filesystem ({kind} at {point}), where SQLite's WAL "
+          "mode is unsafe; using its rollback journal instead. For a store on shared storage or written from "
+          "several nodes, use PostgreSQL (--db postgresql://...; docs/security.md)", file=sys.stderr, flush=True)
+
+
+def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")  # first: switching a new file to WAL waits for its lock too
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA journal_mode={journal}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _pragmas_for(url: str):
+    """The connect hook for a SQLite URL: WAL, or the rollback journal (DELETE) on a network filesystem."""
+    database = make_url(url).database
+    if database in (None, "", ":memory:"):
+        return _sqlite_pragmas
+    network = network_filesystem(database)
+    if network is None:
+        return _sqlite_pragmas
+    _warn_network_store(database, *network)
+    return lambda connection, record: _sqlite_pragmas(connection, record, journal="DELETE")
 
 
 def upgrade_engine(url: str) -> Engine:
@@ -79,7 +153,7 @@ def upgrade_engine(url: str) -> Engine:
     itself, so the whole upgrade is one transaction that a failure rolls back."""
     engine = create_engine(url)
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _pragmas_for(url))
 
         @event.listens_for(engine, "connect")
         def _driver_begins_nothing(dbapi_connection, _record) -> None:
@@ -115,7 +189,7 @@ class Store:
         self.engine: Engine = create_engine(self.url)
         self.kind = self.engine.dialect.name
         if self.kind == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", _pragmas_for(self.url))
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         try:
             self._upgrade()
