@@ -62,7 +62,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -408,7 +407,7 @@ def _wait_reachable(host: EmulatedHost, timeout_s: float = 20.0) -> None:
     while time.monotonic() < deadline:
         try:
             done = subprocess.run(_in_ns(HEAD_NS, "ssh", host.name, "hostname"), capture_output=True, text=True,
-                                  timeout=max(1.0, deadline - time.monotonic()))
+                                  timeout=max(1.0, deadline - time.monotonic()), stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             break
         if done.returncode == 0 and done.stdout.strip() == host.name:
@@ -543,22 +542,12 @@ def _shared_devices(hosts: list[dict[str, Any]]) -> bool:
 
 
 def _kill_processes(pids: set[int], grace_s: float = 3.0) -> list[int]:
-    """TERM, then KILL what is left after grace_s."""
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace_s
-    remaining = list(pids)
-    while remaining and time.monotonic() < deadline:
-        time.sleep(0.05)
-        remaining = [pid for pid in remaining if _alive(pid)]
-    for pid in remaining:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    """TERM, then KILL what is left after grace_s: the same processes, never one given a pid of theirs
+    after they ended (supervise.stop_processes)."""
+    from ..run.supervise import _start_time, stop_processes
+
+    found = {pid: started for pid in pids if (started := _start_time(pid)) is not None}
+    stop_processes(found, grace_s)
     return sorted(pids)
 
 
