@@ -671,3 +671,27 @@ def test_a_store_on_a_local_filesystem_stays_in_wal_mode(tmp_path, monkeypatch, 
     assert "network filesystem" not in capfd.readouterr().err
     assert filesystem_of(tmp_path / "shared store" / "not" / "made" / "yet.db")[0] == "nfs4"
     assert filesystem_of(tmp_path / "shared storeX")[0] != "nfs4"  # a prefix of a name is not its folder
+
+
+def test_the_run_deadline_bounds_torchruns_ssh_calls_and_the_lease_wait(tmp_path, monkeypatch):
+    """--timeout while a unit starts (and while --wait waits for a device): the steps take the run's
+    deadline and end at it with TimedOut (the call sites in run/schedule.py and run/commands.py pass
+    it; see the report of issue 38)."""
+    from xover.launch.torchrun import torchrun_commands
+    from xover.run.leases import DeviceLeases
+    from xover.run.supervise import TimedOut
+
+    _fake_ssh(tmp_path, monkeypatch, "exec sleep 30")
+    started = time.monotonic()
+    with pytest.raises(TimedOut):
+        torchrun_commands(2, "node8:1,node9:1", tmp_path / "logs", tmp_path / "run" / "spec.json",
+                          env={"XOVER_JOB": "x"}, deadline=time.monotonic() + 1.0)
+    assert time.monotonic() - started < 10
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "leases"))
+    holder, waiter = DeviceLeases("holder"), DeviceLeases("waiter")
+    holder.acquire([("localhost", 0)], wait=False)
+    started = time.monotonic()
+    with pytest.raises(TimedOut):
+        waiter.acquire([("localhost", 0)], wait=True, poll_s=0.1, deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - started < 3
+    holder.release()

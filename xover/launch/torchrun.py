@@ -20,6 +20,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ..errors import XoverError
@@ -56,7 +57,22 @@ def _output_options(log_dir: Path) -> list[str]:
     return ["--log-dir", str(log_dir), "--redirects", "3", "--tee", "3"]
 
 
-def free_port(host: str, remote_prefix: list[str]) -> int:
+SSH_CALL_TIMEOUT_S = 60.0  # for one short ssh call (a port, the settings)
+
+
+def _within(deadline: float | None) -> float:
+    """Seconds a short ssh call may take: SSH_CALL_TIMEOUT_S, less if the run's --timeout comes first."""
+    if deadline is None:
+        return SSH_CALL_TIMEOUT_S
+    left = deadline - time.monotonic()
+    if left <= 0:
+        from ..run.supervise import TimedOut
+
+        raise TimedOut()
+    return min(SSH_CALL_TIMEOUT_S, left)
+
+
+def free_port(host: str, remote_prefix: list[str], deadline: float | None = None) -> int:
     """A port free on `host` now (the rendezvous runs there, not necessarily here)."""
     if is_local(host):
         with socket.socket() as probe:
@@ -64,23 +80,30 @@ def free_port(host: str, remote_prefix: list[str]) -> int:
             return probe.getsockname()[1]
     code = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
     try:
+        timeout_s = _within(deadline)
         out = subprocess.run([*remote_prefix, *ssh_command(host, sys.executable, "-c", shlex.quote(code))],
-                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                             capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise XoverError(f"-H: {host} did not answer over ssh within a minute") from None
+        _within(deadline)  # TimedOut if it was the run's --timeout
+        raise XoverError(f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
+                         f"check that `ssh {host} true` answers without a prompt") from None
     if out.returncode != 0 or not out.stdout.strip().isdigit():
         raise XoverError(f"-H: cannot reach {host} over ssh to find a rendezvous port: "
                          f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}")
     return int(out.stdout.strip())
 
 
-def send_environment(host: str, variables: dict[str, str], remote_prefix: list[str]) -> str:
+def send_environment(host: str, variables: dict[str, str], remote_prefix: list[str],
+                     deadline: float | None = None) -> str:
     """Put `variables` into a file of mode 0600 on `host` (over ssh's stdin, not a command line); its path."""
     try:
+        timeout_s = _within(deadline)
         out = subprocess.run([*remote_prefix, *ssh_command(host, shlex.quote(sys.executable), "-c", shlex.quote(_RECEIVE))],
-                             input=json.dumps(variables), capture_output=True, text=True, timeout=60)
+                             input=json.dumps(variables), capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise XoverError(f"-H: {host} did not answer over ssh within a minute") from None
+        _within(deadline)
+        raise XoverError(f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
+                         f"check that `ssh {host} true` answers without a prompt") from None
     path = out.stdout.strip()
     if out.returncode != 0 or not path.startswith("/") or "\n" in path:
         raise XoverError(f"-H: cannot reach {host} over ssh to hand its node the run's settings: "
@@ -89,9 +112,11 @@ def send_environment(host: str, variables: dict[str, str], remote_prefix: list[s
 
 
 def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
-                      program: list[str] | None = None, remote_prefix: list[str] | None = None) -> list[list[str]]:
+                      program: list[str] | None = None, remote_prefix: list[str] | None = None,
+                      deadline: float | None = None) -> list[list[str]]:
     """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m):
-    one command on one host, one per node otherwise."""
+    one command on one host, one per node otherwise. The ssh calls it makes for other hosts end by
+    `deadline` (time.monotonic(), the run's --timeout) with TimedOut."""
     program = program or _worker_module(spec_path)
     nodes = parse_hosts(hosts)
     if len(nodes) == 1 and is_local(nodes[0][0]):
@@ -103,7 +128,7 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
     first = nodes[0][0]
     # Every node must reach the endpoint by this name: this machine's hosts are spelt `localhost`
     # (hosts.py), which on another node is that node, so it is named by its hostname instead.
-    endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [])}"
+    endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [], deadline)}"
     forwarded = {k: v for k, v in (env or os.environ).items()
                  if k.startswith(FORWARDED_PREFIXES) and k not in SECRET_VARIABLES}
     commands = []
@@ -115,7 +140,7 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
         if is_local(host):  # the launcher's own environment (`env`) and where it is
             commands.append(["env", f"XOVER_HOST={host}", *command])
         else:
-            kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [])
+            kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [], deadline)
             remote = (f"cd {shlex.quote(os.getcwd())} && "
                       f"{shlex.join([sys.executable, '-c', _APPLY, kept, *command])}")
             commands.append(ssh_command(host, remote, tty=True))

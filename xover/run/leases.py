@@ -194,7 +194,9 @@ class DeviceLeases:
         return busy
 
     def acquire(self, devices: Iterable[Device], wait: bool, on_wait: Callable[[dict[Device, str]], None] | None = None,
-                poll_s: float = 1.0) -> None:
+                poll_s: float = 1.0, deadline: float | None = None) -> None:
+        """Lease every device; with `wait`, until they are free, or until `deadline` (time.monotonic(),
+        the run's --timeout), which raises TimedOut."""
         devices = list(devices)
         told = False
         while True:
@@ -203,10 +205,14 @@ class DeviceLeases:
                 return
             if not wait:
                 raise DeviceBusy(describe_busy(busy) + "; wait for it with --wait, or use other devices")
+            if deadline is not None and time.monotonic() >= deadline:
+                from .supervise import TimedOut
+
+                raise TimedOut()
             if on_wait is not None and not told:
                 on_wait(busy)
                 told = True
-            time.sleep(poll_s)
+            time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
 
     def release(self, devices: Iterable[Device] | None = None) -> None:
         for device in list(self.held if devices is None else devices):
