@@ -6,8 +6,9 @@ This process (the *submitter*) records the experiment, submits one batch job per
 devices per node from the plan), prints their ids, follows them (state, exit codes) and, on Ctrl-C,
 cancels them with scancel. Inside each Slurm job, `python -m xover.run.slurm` runs the group exactly
 as `-H` would (a turn server per node, horovodrun or torchrun) on the nodes Slurm gave it, recording
-its runs into the same experiment (so the store must be one every node reaches: SQLite on a
-filesystem they share, or PostgreSQL). A Slurm job that ends before or without its runs being ended
+its runs into the same experiment (so the store must be one every node reaches: PostgreSQL. SQLite
+on a filesystem the nodes share is written from several machines at once, which SQLite supports only
+as far as that filesystem's locks work; xover warns and leaves WAL off there, docs/security.md). A Slurm job that ends before or without its runs being ended
 (cancelled while pending, a time limit, a node failure) has them recorded as such here. A controller
 that does not answer for a while (a query timing out) is asked again, for up to
 `slurm.TRANSIENT_RETRY_S`, before the run gives up and cancels its jobs.
