@@ -7,6 +7,12 @@ iterating, does one of:
   stop-rank   SIGSTOP a random rank of a random job (it hangs; its turn's lease and --timeout end it,
               or its engine first: Horovod's Gloo fails the other ranks after 30 s)
   kill-xover  SIGKILL xover itself (its reaper must stop everything and mark the rows lost)
+  stop-server SIGSTOP the group's turn server (one host's, on the cluster) in crossover: its workers
+              must stop waiting for it within 30 s (it says nothing: no keep-alives) and train on
+              without turns; both jobs finish
+  stalled-ssh on the emulated cluster, SIGSTOP the second host's sshd before the run starts (a host
+              that accepts connections and never answers): the run must fail within ssh's
+              ConnectTimeout and leave nothing behind (without a cluster: stop-server)
 It then counts, and the target for each is 0:
   survivor stalls   iterations over 1 s of the job that was not hit, after the fault
   orphans           processes of the run still alive 10 s after xover ended
@@ -17,6 +23,7 @@ It then counts, and the target for each is 0:
   metrics lost      a survivor that finished without a row for each of its iterations
 
     .venv/bin/python bench/chaos.py [--trials 50] [--seed 1] [--engines horovod torch] [--no-cluster]
+                                    [--faults kill-rank stop-rank kill-xover stop-server stalled-ssh]
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from xover.turns.service import runtime_dir  # noqa: E402
 XOVER = [sys.executable, "-m", "xover"]
 JOBS = ("mlp-digits", "resnet-digits")
 ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each other alone
-FAULTS = ("kill-rank", "stop-rank", "kill-xover")
+FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh")
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
 
 
@@ -96,9 +103,33 @@ def _namespace_id(name: str) -> str:
     return f"net:[{os.stat(cluster.NETNS_RUN / name).st_ino}]"
 
 
-def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder: Path) -> dict:
-    fault = FAULTS[number % len(FAULTS)]  # in turn, so that a few trials already meet each
-    mode = rng.choice(["crossover", "concurrent"])
+def _turn_servers(experiment: str) -> list[int]:
+    found = []
+    for pid in tagged_processes(experiment):
+        try:
+            if b"xover.turns.server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _sshd_of(host: str) -> int | None:
+    for entry in (cluster.read_state() or {}).get("hosts", []):
+        if entry.get("name") == host:
+            return entry.get("sshd_pid")
+    return None
+
+
+def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder: Path,
+          faults: tuple[str, ...] = FAULTS, cluster_built: bool = False) -> dict:
+    fault = faults[number % len(faults)]  # in turn, so that a few trials already meet each
+    if fault == "stalled-ssh":
+        if cluster_built:
+            on_cluster = True
+        else:
+            fault = "stop-server"
+    mode = "crossover" if fault == "stop-server" else rng.choice(["crossover", "concurrent"])
     db = folder / f"trial{number}.db"
     recipes = folder / "recipes"
     recipes.mkdir(exist_ok=True)
@@ -112,25 +143,41 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
                "--mode", mode, "--engine", engine, "--timeout", "120", "--json"]
     env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
-    xover = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 120
-    while time.time() < deadline and (_query(db, "SELECT COUNT(*) FROM iteration_metrics") or [(0,)])[0][0] < 5:
-        time.sleep(0.2)
-    time.sleep(rng.uniform(0.5, 4.0))
-    experiment = (_query(db, "SELECT id FROM experiments") or [("?",)])[0][0]
-    workers = _workers(experiment)
-    hit_job, hit_at = None, time.time()
-    if fault == "kill-xover":
-        xover.kill()
-    elif workers:
-        pid, hit_job = rng.choice(workers)
-        os.kill(pid, signal.SIGKILL if fault == "kill-rank" else signal.SIGSTOP)
+    stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
+    if stalled_sshd:
+        os.kill(stalled_sshd, signal.SIGSTOP)  # accepts connections (the kernel does), answers none
     try:
-        xover.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        xover.kill()
-        xover.communicate()
-        return {"trial": number, "fault": fault, "hung": 1}
+        xover = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 120
+        while (fault != "stalled-ssh" and time.time() < deadline and xover.poll() is None
+               and (_query(db, "SELECT COUNT(*) FROM iteration_metrics") or [(0,)])[0][0] < 5):
+            time.sleep(0.2)
+        if fault != "stalled-ssh":
+            time.sleep(rng.uniform(0.5, 4.0))
+        experiment = (_query(db, "SELECT id FROM experiments") or [("?",)])[0][0]
+        workers = _workers(experiment)
+        hit_job, hit_at = None, time.time()
+        if fault == "kill-xover":
+            xover.kill()
+        elif fault == "stop-server":
+            servers = _turn_servers(experiment)
+            if servers:
+                os.kill(rng.choice(servers), signal.SIGSTOP)
+                hit_job = "turn server"
+        elif fault in ("kill-rank", "stop-rank") and workers:
+            pid, hit_job = rng.choice(workers)
+            os.kill(pid, signal.SIGKILL if fault == "kill-rank" else signal.SIGSTOP)
+        try:
+            xover.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            xover.kill()
+            xover.communicate()
+            return {"trial": number, "fault": fault, "hung": 1}
+    finally:
+        if stalled_sshd:
+            os.kill(stalled_sshd, signal.SIGCONT)
+    if experiment == "?":  # xover had not recorded it yet when the fault came (stalled-ssh: at once)
+        experiment = (_query(db, "SELECT id FROM experiments") or [("?",)])[0][0]
     ended = time.time()
     while time.time() < ended + 10 and tagged_processes(experiment):
         time.sleep(0.5)
@@ -145,12 +192,16 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-    survivors = [job for job in JOBS if job != hit_job] if fault != "kill-xover" else []
-    stalls = lost = 0
+    survivors = [job for job in JOBS if job != hit_job] if fault in ("kill-rank", "stop-rank") else \
+        list(JOBS) if fault == "stop-server" else []
+    stalls = lost = unfinished = 0
     for job in survivors:
         rows = _query(db, "SELECT m.wall_time, m.iteration_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
                           "WHERE r.name = ? ORDER BY m.step", job)
-        stalls += sum(1 for wall, seconds in rows if wall > hit_at and seconds > 1.0)
+        if fault != "stop-server":  # there both jobs wait up to the silence limit once, by design
+            stalls += sum(1 for wall, seconds in rows if wall > hit_at and seconds > 1.0)
+        elif (_query(db, "SELECT status FROM runs WHERE name = ?", job) or [("?",)])[0][0] != "finished":
+            unfinished += 1
         status = _query(db, "SELECT status, iterations_planned FROM runs WHERE name = ?", job)
         if status and status[0][0] == "finished" and len(rows) != ITERATIONS[job]:
             lost += ITERATIONS[job] - len(rows)
@@ -165,10 +216,11 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
             "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
             "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
+            "unfinished": unfinished, "seconds": round(time.time() - hit_at, 1),
             "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
 
 
-COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung")
+COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung", "unfinished")
 
 
 def main() -> None:
@@ -177,6 +229,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--no-cluster", action="store_true", help="only this machine, no emulated hosts")
+    parser.add_argument("--faults", nargs="+", default=list(FAULTS), choices=FAULTS, help="the faults to take in turn")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     use_cluster = not args.no_cluster and not cluster.missing_requirements() and cluster.read_state() is None
@@ -189,7 +242,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for number in range(args.trials):
                 on_cluster = built and rng.random() < 0.4
-                result = trial(number, rng, rng.choice(args.engines), on_cluster, Path(tmp))
+                result = trial(number, rng, rng.choice(args.engines), on_cluster, Path(tmp), tuple(args.faults), built)
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:
@@ -197,7 +250,7 @@ def main() -> None:
             cluster.cluster_down()
     leftover_namespaces = [ns for ns in cluster.live_namespaces()] if built else []
     print(f"\n{len(results)} trials ({sum(r.get('hosts') == 'cluster' for r in results)} on two emulated hosts); "
-          f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in FAULTS))
+          f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in FAULTS if f in args.faults))
     for key in COUNTS:
         print(f"  {key:14} {sum(r.get(key, 0) for r in results)}")
     print(f"  namespaces left after the cluster went down: {len(leftover_namespaces)}")

@@ -1,11 +1,24 @@
-"""`horovodrun` command lines: the real launcher, Gloo on CPU, NCCL on GPU (Horovod picks it)."""
+"""`horovodrun` command lines: the real launcher, Gloo on CPU, NCCL on GPU (Horovod picks it).
+
+The interface of a job on one host that is not this machine is named (`--network-interfaces`).
+horovodrun 0.28.1 finds the interfaces its workers share by having each host probe the next one's
+addresses; with a single remote host that host probes itself, so its loopback passes as "routed".
+The rendezvous address workers are given is then the launching machine's address on whichever of the
+found interfaces a Python set yields first, which depends on the process's string hashing: about
+half of such runs gave the worker 127.0.0.1 of the launching machine, and the worker's Gloo
+rendezvous failed with "HTTP GET request failed too many times" (one-rank jobs and one-host
+profiles on the emulated cluster). With two hosts or more the probes cross hosts and loopback
+fails them, so nothing is named there.
+"""
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
 from . import find_launcher
+from .hosts import is_local, parse_hosts
 
 
 def horovodrun_path() -> str:
@@ -16,10 +29,38 @@ def worker_command(spec_path: Path) -> list[str]:
     return [sys.executable, "-u", "-m", "xover.runtime.worker", str(spec_path)]
 
 
+def route_interface(host: str) -> str | None:
+    """The interface (not loopback) this machine reaches `host` through, from the kernel's route."""
+    try:
+        import psutil
+
+        address = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((address, 9))  # UDP: picks the route and source address, sends nothing
+            source = probe.getsockname()[0]
+        for name, addresses in psutil.net_if_addrs().items():
+            if any(a.family == socket.AF_INET and a.address == source for a in addresses):
+                return None if source.startswith("127.") else name
+    except (OSError, IndexError, ImportError):
+        pass
+    return None
+
+
+def network_interface_options(hosts: str) -> list[str]:
+    """`--network-interfaces NIC` for a job on one host that is not this machine, else nothing."""
+    names = [name for name, _ in parse_hosts(hosts)]
+    if len(names) != 1 or is_local(names[0]):
+        return []
+    from . import cluster
+
+    nic = cluster.NIC if cluster.is_emulated_host(names[0]) else route_interface(names[0])
+    return ["--network-interfaces", nic] if nic else []
+
+
 def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120,
                        program: list[str] | None = None) -> list[str]:
     # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
     # a single rank's output is in the launcher's log anyway.
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
     return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
-            *per_rank_logs, *(program or worker_command(spec_path))]
+            *network_interface_options(hosts), *per_rank_logs, *(program or worker_command(spec_path))]
