@@ -1,11 +1,65 @@
+"""Shared by every test folder: tests/unit/ (pure logic, no process started), tests/integration/ (the store,
+the CLI through CliRunner or a process that launches nothing, services such as PostgreSQL and the turn
+server) and tests/e2e/ (real horovodrun, torchrun, ssh and Slurm processes).
+
+Every test under tests/e2e/ gets the `e2e` marker (likewise `unit` and `integration`), so `-m "not e2e"`
+selects the rest. XOVER_SKIP_E2E=1 skips tests/e2e/ on a developer's machine, and says so; under
+CI=true it is an error, not a skip: a CI runs everything.
+"""
+
 import importlib.util
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+KINDS = ("unit", "integration", "e2e")
+
+
+def ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def skipping_e2e() -> bool:
+    return os.environ.get("XOVER_SKIP_E2E") == "1"
+
+
+def pytest_configure(config):
+    if skipping_e2e() and ci():
+        raise pytest.UsageError("XOVER_SKIP_E2E=1 under CI=true: a CI runs every test, the end-to-end ones "
+                                "included; unset XOVER_SKIP_E2E")
+
+
+def pytest_report_header(config):
+    if skipping_e2e():
+        return "XOVER_SKIP_E2E=1: the end-to-end tests (tests/e2e/) are skipped"
+    return None
+
+
+def kind_of(path: Path) -> str | None:
+    """unit, integration or e2e: the folder of tests/ a test file is in."""
+    try:
+        folder = Path(path).resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return folder if folder in KINDS else None
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="XOVER_SKIP_E2E=1: end-to-end test skipped (CI runs it)")
+    skipped = 0
+    for item in items:
+        kind = kind_of(item.path)
+        if kind:
+            item.add_marker(getattr(pytest.mark, kind))
+        if skipping_e2e() and item.get_closest_marker("e2e"):
+            item.add_marker(skip)
+            skipped += 1
+    if skipped:
+        config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"XOVER_SKIP_E2E=1: skipping {skipped} end-to-end tests (tests/e2e/)", yellow=True)
 
 
 def load_bench(script: str):
@@ -25,27 +79,21 @@ def isolated_results(tmp_path, monkeypatch):
     yield tmp_path
 
 
-def horovod_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("horovod") is not None and shutil.which("unshare") is not None
-
-
-# A developer may skip the end-to-end tests (XOVER_SKIP_E2E=1); CI never does.
-needs_horovod = pytest.mark.skipif(os.environ.get("XOVER_SKIP_E2E") == "1" and os.environ.get("CI") != "true",
-                                   reason="XOVER_SKIP_E2E=1")
-
-
 @pytest.fixture
 def no_emulated_cluster_yet():
     """Tests that build their own emulated cluster: skipped without its requirements on a developer's
     machine, failed under CI=true; refused when one is already up (they would take it down)."""
+    require_no_emulated_cluster_yet()
+
+
+def require_no_emulated_cluster_yet() -> None:
+    """no_emulated_cluster_yet, for a fixture of a wider scope (a cluster a whole module shares)."""
     from xover.launch import cluster
 
     problems = cluster.missing_requirements()
     if problems:
         message = "emulated cluster unavailable: " + "; ".join(problems)
-        if os.environ.get("CI") == "true":
+        if ci():
             pytest.fail(message)
         pytest.skip(message)
     if cluster.read_state() is not None or cluster.live_namespaces():

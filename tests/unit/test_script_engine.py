@@ -1,12 +1,10 @@
 """A script's engine found from what it imports (never by running it), and a failed job's reason
-picked from its error text."""
+picked from its error text (the CLI's refusal: tests/integration/test_script_engine_cli.py)."""
 
 import textwrap
 
 import pytest
-from typer.testing import CliRunner
 
-from xover.cli import app
 from xover.errors import XoverError
 from xover.report.tables import failed_jobs, failure_line, failure_reason
 from xover.run.jobs import groups_from_scripts
@@ -109,20 +107,6 @@ def test_groups_from_scripts_detects_unless_given():
     assert group.jobs[0].engine == "horovod"
     [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None, engine="horovod")
     assert group.jobs[0].engine == "horovod"
-
-
-@pytest.mark.parametrize("source, needle", [
-    ("import os\n", "imports neither"),
-    ("import horovod.torch\nimport torch.distributed\n", "imports both"),
-])
-def test_xover_run_refuses_a_script_it_cannot_place_with_one_line(tmp_path, source, needle):
-    script = tmp_path / "train.py"
-    script.write_text(source)
-    result = CliRunner().invoke(app, ["run", "--script", str(script), "--mode", "sequential"])
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    [line] = result.output.strip().splitlines()
-    assert line.startswith("error: --script") and str(script) in line and needle in line and "--engine" in line
 
 
 # ---------------------------------------------------------------------------- failure lines

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 
 def _printed_losses(log_dir):
     text = (Path(log_dir) / "ranks" / "rank.0" / "stdout").read_text()
@@ -54,7 +52,6 @@ def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it
             assert _printed_losses(jobs[(name, "crossover", policy)]["log_dir"]) == alone
 
 
-@pytest.mark.e2e
 def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results):
     # its engine is found from what it imports (torch.distributed), and said on one line
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/ddp_digits.py",
@@ -68,7 +65,6 @@ def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results)
     assert "engine torch (torchrun): examples/ddp_digits.py imports torch.distributed" in result.stderr
 
 
-@pytest.mark.e2e
 def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_results):
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_boom.py",
                              "--mode", "sequential", "--np", "2"], capture_output=True, text=True, timeout=300)

@@ -4,7 +4,7 @@ import pytest
 
 from xover.recipes import RecipeError, load_recipe, parse_recipe, with_overrides
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 VALID = {"name": "t", "model": "mlp", "dataset": "digits", "batch_size": 8, "optimizer": "sgd", "lr": 0.1,
          "np": 2, "seed": 1, "iterations": 10}

@@ -1,5 +1,6 @@
 """The store on a real PostgreSQL server (Debian's postgresql, started in a temporary folder by
-scripts/postgres.sh): migrations, a round trip, and several xover processes writing at once."""
+scripts/postgres.sh): migrations, a round trip, and several processes writing at once (two real `xover train`
+processes: tests/e2e/test_postgres_store.py)."""
 
 import multiprocessing as mp
 
@@ -142,33 +143,3 @@ def test_snapshot_recipe_from_processes_at_once_stores_one_row(postgres_url):
         assert len(hashes) == len(set(hashes)) == 3
     finally:
         store.close()
-
-
-def test_two_xover_processes_record_into_one_postgresql_store(postgres_url, isolated_results):  # noqa: F811
-    """Two real `xover train` processes started together on one PostgreSQL database: both open and
-    migrate it and record their experiments at once, the second waits for the device lease and then
-    writes its runs and metrics; `xover report` reads both back. (Many processes writing runs at
-    the same instant: test_processes_open_a_new_database_and_write_runs_at_once.)"""
-    import json
-    import subprocess
-    import sys
-
-    def train():
-        return subprocess.Popen([sys.executable, "-m", "xover", "--db", postgres_url, "train", "mlp-digits", "--np", "1",
-                                 "--iterations", "30", "--wait", "--json"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    first, second = train(), train()
-    outputs = [process.communicate(timeout=300) for process in (first, second)]
-    assert [first.returncode, second.returncode] == [0, 0], [err[-2000:] for _, err in outputs]
-    experiments = {json.loads(out)["experiment"] for out, _ in outputs}
-    store = open_store(postgres_url)
-    with store.session() as session:
-        for experiment in experiments:
-            [job] = experiment_jobs(session, experiment)
-            assert job["status"] == "finished" and job["iterations"] == 30
-    store.close()
-    report = subprocess.run([sys.executable, "-m", "xover", "--db", postgres_url, "report", "all", "--format", "json"],
-                            capture_output=True, text=True, timeout=120)
-    assert report.returncode == 0, report.stderr
-    assert experiments <= {e["id"] for e in json.loads(report.stdout)["experiments"]}

@@ -10,7 +10,7 @@ from xover.store.models import Evaluation, Experiment, IterationMetric, Profile,
 from xover.store.queries import experiment_jobs, snapshot_recipe
 from xover.store.session import StoreError, head_revision, open_store
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
 def _fill(store):

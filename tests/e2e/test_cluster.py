@@ -214,7 +214,7 @@ def test_torchrun_launched_on_the_first_node_names_it_for_the_others(cluster_fac
     cluster_factory("1gbit")
     script = tmp_path / "torch_all_reduce.py"
     script.write_text(TORCH_ALL_REDUCE)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     remote = " ".join(shlex.quote(part) for part in [
         "env", f"PYTHONPATH={root}", sys.executable, "-c", FROM_THE_FIRST_NODE,
         str(tmp_path / "logs"), str(tmp_path / "run" / "spec.json"), str(script)])
@@ -291,16 +291,3 @@ def test_down_cleans_up_after_a_crash(cluster_factory):
     assert not cluster.cluster_status()["up"]
     cluster.cluster_down()
     assert_nothing_left()
-
-
-def test_up_without_root_fails_with_exit_2(monkeypatch):
-    # the interpreter here lives in root's home, so no other user can run it: the check sees another user instead
-    from typer.testing import CliRunner
-
-    from xover.cli_cluster import cluster_app
-
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    result = CliRunner().invoke(cluster_app, ["up", "--hosts", "2"])
-    assert result.exit_code == 2, result.output
-    assert "needs root" in result.output and isinstance(result.exception, SystemExit)
-    assert not cluster.live_namespaces()

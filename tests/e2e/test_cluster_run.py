@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_no_emulated_cluster_yet
 
 from xover.launch import cluster
 from xover.run.reaper import tagged_processes
@@ -28,18 +29,33 @@ XOVER = [sys.executable, "-m", "xover"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"
 
 
-@pytest.fixture
-def emulated(isolated_results, no_emulated_cluster_yet):
+@pytest.fixture(scope="module")
+def module_cluster():
+    """One emulated cluster for the module's tests (each used to bring up its own, the same, for seconds):
+    brought up again only when a test asks for another rate, taken down at the end of the module, also
+    when a test failed, and nothing left behind."""
+    require_no_emulated_cluster_yet()
+    rate_up = []
+
     def up(rate: str = "1gbit") -> None:
+        if rate_up == [rate] and cluster.read_state() is not None:
+            return
         if cluster.read_state() is not None:
             cluster.cluster_down()
+        rate_up[:] = []
         cluster.cluster_up(2, 1, rate)
+        rate_up[:] = [rate]
 
     try:
         yield up
     finally:
         cluster.cluster_down()
         assert not cluster.live_namespaces() and cluster.read_state() is None  # nothing left behind
+
+
+@pytest.fixture
+def emulated(isolated_results, module_cluster):
+    return module_cluster
 
 
 def _json(*args, timeout=900, json_flag=True):
@@ -134,16 +150,6 @@ def test_sigkill_of_a_rank_on_the_second_host(emulated, isolated_results):
     assert not tagged_processes(json.loads(out)["experiment"])  # nothing left on any host
 
 
-def test_each_hosts_nic_shapes_a_jobs_all_reduce(emulated):
-    communication = {}
-    for rate in ("1gbit", "200mbit"):
-        emulated(rate)
-        [job] = _json("train", "mlp-synthetic", "-H", TWO_HOSTS, "--iterations", "12")["jobs"]
-        communication[rate] = job["communication_ms"]
-    print(f"mlp-synthetic (7 MB of gradients) across two hosts, exposed communication per iteration: {communication}")
-    assert communication["200mbit"] > 2.5 * communication["1gbit"], communication
-
-
 def test_an_unmodified_ddp_script_takes_turns_across_two_hosts(emulated, isolated_results):
     """torchrun's multi-node launch (one node per emulated host, over ssh) with the DDP shim: what each
     node's rank prints under crossover is what it prints with the job alone."""
@@ -164,3 +170,13 @@ def test_an_unmodified_ddp_script_takes_turns_across_two_hosts(emulated, isolate
     crossover = [j for j in report["jobs"] if j["mode"] == "crossover"]
     assert all(j["turn_stats"]["grants"] >= 30 for j in crossover)
     assert not tagged_processes(report["experiment"])
+
+
+def test_each_hosts_nic_shapes_a_jobs_all_reduce(emulated):
+    communication = {}
+    for rate in ("1gbit", "200mbit"):
+        emulated(rate)
+        [job] = _json("train", "mlp-synthetic", "-H", TWO_HOSTS, "--iterations", "12")["jobs"]
+        communication[rate] = job["communication_ms"]
+    print(f"mlp-synthetic (7 MB of gradients) across two hosts, exposed communication per iteration: {communication}")
+    assert communication["200mbit"] > 2.5 * communication["1gbit"], communication

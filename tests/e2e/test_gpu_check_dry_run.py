@@ -1,0 +1,92 @@
+"""The GPU check's dry run on the CPU (scripts/gpu_check.sh --cpu) with the small built-in recipes.
+
+Every phase is covered, in three parts: the phases whose results the check's summary is read for (probe,
+parity, pair-gloo) run for real; the phases that on a CPU only run another pair under crossover (pair-nccl,
+paper, paper-bert, paper-twins) run the script's own logic with a stand-in for `python -m xover`, which
+records what each phase asks of xover; and the recipes those phases bring in (vgg-synthetic,
+transformer-tokens) run under crossover for real, once, as the check runs them.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CROSSOVER_ONLY = {  # phase: its pair on a CPU (scripts/gpu_check.sh: R, M, R50, VGG, BERT under --cpu)
+    "pair-nccl": ("resnet-synthetic", "mlp-synthetic"),
+    "paper": ("resnet-synthetic", "vgg-synthetic"),
+    "paper-bert": ("resnet-synthetic", "transformer-tokens"),
+    "paper-twins": ("resnet-synthetic", "resnet-synthetic"),
+}
+
+
+def _gpu_check(tmp_path, *args, python=sys.executable):
+    env = {k: v for k, v in os.environ.items() if k not in ("XOVER_DB", "XOVER_RESULTS")}
+    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu", "--out", str(tmp_path / "out"), *args],
+                            cwd=ROOT, env={**env, "PYTHON": str(python)}, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    steps = "\n".join(line for line in result.stdout.splitlines() if line.startswith("[gpu-check"))
+    return result, steps
+
+
+def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
+    """scripts/gpu_check.sh --cpu, the phases the summary is read for, for real: the probe, and the
+    comparisons' losses identical to the jobs alone."""
+    result, steps = _gpu_check(tmp_path, "--phases", "probe,parity,pair-gloo")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    for phase in ("parity", "pair-gloo"):
+        assert f"xover run ({phase}.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]
+    rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    # the comparison in full once (the other pairs run crossover alone on a CPU, to stay within minutes)
+    modes = [row[5] for row in rows if row[0].strip("| ") == "pair-gloo"]
+    assert modes == ["sequential", "concurrent", "crossover round-robin", "crossover work-conserving"], summary
+    parity = [row[12].strip(" |") for row in rows
+              if row[0].strip("| ") in ("parity", "pair-gloo") and row[5].startswith("crossover")]
+    assert parity and set(parity) == {"exact"}, summary
+    probe = (tmp_path / "out" / "probe.json").read_text()
+    assert '"handoff"' in probe and '"identical"' in probe
+    assert (tmp_path / "out" / "data.tgz").stat().st_size > 0
+
+
+def test_gpu_check_dry_run_runs_the_other_pairs_crossover_alone(tmp_path):
+    """The rest of the dry run's phases, through the script, with a stand-in for `python -m xover` (it
+    records each call and answers for it; everything else the script runs with Python is real)."""
+    calls = tmp_path / "xover-calls"
+    stand_in = tmp_path / "python"
+    stand_in.write_text(f"""#!/bin/sh
+if [ "$1" = -m ] && [ "$2" = xover ]; then
+  shift 2
+  echo "XOVER_TORCH_BACKEND=$XOVER_TORCH_BACKEND $*" >>{calls}
+  case $1 in run) echo '{{"experiment": "stand-in", "jobs": []}}' ;; report) echo '{{"jobs": []}}' ;; esac
+  exit 0
+fi
+exec {sys.executable} "$@"
+""")
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
+    result, steps = _gpu_check(tmp_path, "--phases", ",".join(CROSSOVER_ONLY), python=stand_in)
+    for phase in CROSSOVER_ONLY:
+        assert f"xover run ({phase}.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]
+    runs = [line.split() for line in calls.read_text().splitlines() if line.split()[1] == "run"]
+    assert len(runs) == len(CROSSOVER_ONLY), runs  # no profile: on a CPU these pairs run crossover alone
+    for (phase, pair), run in zip(CROSSOVER_ONLY.items(), runs):
+        assert run[0] == "XOVER_TORCH_BACKEND=gloo", (phase, run)  # pair-nccl too: no NCCL on a CPU
+        assert run[run.index("--group") + 1:run.index("--group") + 3] == list(pair), (phase, run)
+        for option, value in (("--engine", "torch"), ("--mode", "crossover"), ("--policy", "work-conserving"),
+                              ("--iterations", "4")):
+            assert run[run.index(option) + 1] == value, (phase, option, run)
+
+
+def test_the_recipes_of_the_paper_pairs_take_turns_on_the_cpu(isolated_results):
+    """What those phases run, for real: the recipes the paper pairs bring in under crossover, with the
+    torch engine and Gloo over a shaped link, as the dry run runs them."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "vgg-synthetic", "transformer-tokens",
+                             "--engine", "torch", "--bandwidth", "1gbit", "--iterations", "4", "--mode", "crossover",
+                             "--policy", "work-conserving", "--json"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=600, env={**os.environ, "XOVER_CPU_ONLY": "1", "XOVER_TORCH_BACKEND": "gloo"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert sorted(j["name"] for j in jobs) == ["transformer-tokens", "vgg-synthetic"]
+    assert all(j["status"] == "finished" and j["iterations"] == 4 and j["engine"] == "torch" for j in jobs), jobs

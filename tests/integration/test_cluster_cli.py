@@ -1,0 +1,55 @@
+"""`xover cluster up` without root: one line, exit 2, nothing built (the cluster itself: tests/e2e/test_cluster.py)."""
+
+import os
+import sys
+
+
+from xover.launch import cluster
+
+CLUSTER_CLI = [sys.executable, "-m", "xover", "cluster"]
+TWO_HOSTS = "xo-h1:1,xo-h2:1"
+
+ALL_REDUCE = """
+import socket, sys, time
+import torch
+import horovod.torch as hvd
+
+hvd.init()
+total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum).item()
+print(f"RESULT host={socket.gethostname()} rank={hvd.rank()} sum={total}", flush=True)
+size_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+if size_bytes:
+    tensor = torch.ones(size_bytes // 4)
+    hvd.allreduce(tensor, op=hvd.Sum)  # warm-up: connections, buffers
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        hvd.allreduce(tensor, op=hvd.Sum)
+        times.append(time.perf_counter() - start)
+    print(f"TIMING rank={hvd.rank()} median_ms={sorted(times)[2] * 1000:.1f}", flush=True)
+"""
+
+TORCH_ALL_REDUCE = """
+import socket
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+value = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(value)
+print(f"RESULT host={socket.gethostname()} rank={dist.get_rank()} sum={value.item()}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_up_without_root_fails_with_exit_2(monkeypatch):
+    # the interpreter here lives in root's home, so no other user can run it: the check sees another user instead
+    from typer.testing import CliRunner
+
+    from xover.cli_cluster import cluster_app
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    result = CliRunner().invoke(cluster_app, ["up", "--hosts", "2"])
+    assert result.exit_code == 2, result.output
+    assert "needs root" in result.output and isinstance(result.exception, SystemExit)
+    assert not cluster.live_namespaces()

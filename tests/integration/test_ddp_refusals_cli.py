@@ -1,0 +1,57 @@
+"""DDP scripts refused through real processes (the shim, `xover run`, exit 2, nothing started), and a finished
+rank that leaves without the interpreter's teardown (where Gloo sometimes aborts) losing nothing."""
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xover.scripts import ScriptRefused, check_ddp_script
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = "examples/ddp_digits.py"
+STEPS = 30
+LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def test_a_script_without_ddp_is_refused_before_it_starts(tmp_path):
+    with pytest.raises(ScriptRefused, match=r"--script examples/horovod_digits.py: no DistributedDataParallel"):
+        check_ddp_script("examples/horovod_digits.py")
+    # inside torchrun the shim refuses it too, before the script runs (horovod is never imported)
+    result = subprocess.run([sys.executable, "-m", "xover.runtime.script_shim", "torch", "examples/horovod_digits.py"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("xover: --script examples/horovod_digits.py: no DistributedDataParallel")
+
+
+def test_xover_refuses_a_script_without_ddp_with_exit_2(isolated_results):
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script",
+                             "examples/horovod_digits.py", "--mode", "crossover"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 2
+    assert "examples/horovod_digits.py" in result.stderr and "DistributedDataParallel" in result.stderr
+    assert not (isolated_results / "results" / "runs").exists() or not any(
+        (isolated_results / "results" / "runs").iterdir())  # nothing started
+
+
+def test_a_finished_rank_leaves_without_the_interpreters_teardown_and_loses_nothing():
+    """What Python does at exit still happens (threads joined, atexit handlers, streams flushed), then
+    the process ends before the teardown where Gloo sometimes aborts."""
+    program = textwrap.dedent("""
+        import atexit, sys, threading, time
+        from xover.runtime.worker import exit_without_teardown
+        atexit.register(lambda: print("atexit ran", flush=False))
+        threading.Thread(target=lambda: (time.sleep(0.2), print("thread finished"))).start()
+        sys.stdout.write("unflushed")
+        exit_without_teardown()
+        print("never")
+    """)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["unflushedthread finished", "atexit ran"]

@@ -1,0 +1,71 @@
+"""The GPU path through the store, processes and the CLI on any machine: what a run records of its GPU use, an MPS
+daemon's life around a run (with a stand-in for NVIDIA's control program), and --mps refused where there is none."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from xover.runtime import worker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_run_records_how_it_used_its_gpu(tmp_path):
+    """The worker's start record (backend, determinism, devices per GPU, sharing) reaches the runs table."""
+    from xover.run.record import Recorder
+    from xover.store.models import RecipeSnapshot, Run
+    from xover.store.queries import run_fields
+    from xover.store.session import open_store
+
+    store = open_store(str(tmp_path / "x.db"))
+    recorder = Recorder(store, "e1")
+    recorder.open("run", "xover run", None, None)
+    with store.session() as session, session.begin():
+        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
+        session.add(snapshot)
+        session.flush()
+        session.add(Run(experiment_id="e1", recipe_id=snapshot.id, name="a", mode="crossover", hosts="localhost:2",
+                        np=2, status="running"))
+    with store.session() as session, session.begin():
+        run_id = session.query(Run).one().id
+    recorder.apply([(run_id, {"kind": "start", "engine": "torch", "device": "cuda:0", "backend": "gloo",
+                              "deterministic": True, "devices_per_gpu": 2, "gpu_sharing": "mps"})],
+                   on_record=lambda *a: None)
+    with store.session() as session:
+        fields = run_fields(session.get(Run, run_id))
+    assert {k: fields[k] for k in ("device", "backend", "deterministic", "devices_per_gpu", "gpu_sharing")} == {
+        "device": "cuda:0", "backend": "gloo", "deterministic": True, "devices_per_gpu": 2, "gpu_sharing": "mps"}
+
+
+def test_mps_daemon_of_a_run_is_started_seen_by_its_workers_and_stopped(tmp_path, monkeypatch):
+    """The daemon's life around a run, with a stand-in for NVIDIA's control program (the daemon itself
+    needs a GPU): started with -d and the run's own pipe folder, visible to the workers' check, told
+    to quit at the end, and the environment as it was."""
+    from xover.run import mps
+
+    log = tmp_path / "calls"
+    control = tmp_path / "nvidia-cuda-mps-control"
+    control.write_text(f'#!/bin/sh\nif [ "$1" = -d ]; then touch "$CUDA_MPS_PIPE_DIRECTORY/control"; '
+                       f'echo start >>{log}; else echo "stop $(cat)" >>{log}; fi\n')
+    control.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    monkeypatch.setattr(mps, "gpu_count", lambda: 1)
+    with mps.MpsDaemon(tmp_path / "run") as daemon:
+        assert os.environ["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "run" / "mps-pipe")
+        assert worker.gpu_sharing(torch.device("cuda", 0)) == "mps"
+        assert daemon.pipes.stat().st_mode & 0o777 == 0o700
+    assert log.read_text().split("\n")[:2] == ["start", "stop quit"]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+
+
+def test_run_with_mps_where_there_is_none_is_one_line_exit_2_and_records_nothing(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "mlp-digits", "--mode",
+                             "concurrent", "--iterations", "3", "--mps"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "PATH": os.path.dirname(sys.executable) + ":/bin:/usr/bin"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "--mps" in result.stderr and "Traceback" not in result.stderr
+    assert not Path(os.environ["XOVER_DB"]).exists()  # nothing recorded

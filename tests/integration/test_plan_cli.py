@@ -1,0 +1,58 @@
+"""plan and run through the real CLI where nothing is launched: a plan needs profiles, a trace's bad rows, and
+plans refused before anything starts."""
+
+import json
+import subprocess
+import sys
+
+XOVER = [sys.executable, "-m", "xover"]
+
+
+def _xover(*args, timeout=600):
+    return subprocess.run([*XOVER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_plan_needs_profiles(isolated_results):
+    result = _xover("plan", "mlp-digits", "--devices", "2")
+    assert result.returncode == 2
+    assert "no horovod profile of 'mlp-digits'" in result.stderr and "xover profile" in result.stderr
+
+
+def test_plan_from_csv_trace_and_bad_rows(isolated_results, tmp_path):
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nA,2,100,10,1\nB,2,10,100,1\nC,2,50,50,1\n")
+    result = _xover("plan", "--profiles", str(trace), "--devices", "4", "--json", "--out", str(tmp_path / "p.json"))
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert ["A", "B"] in [sorted(g["jobs"]) for g in plan["groups"]]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,devices,compute_ms,comm_ms,memory_gb\nA,2,100,10,1\nB,two,10,100,1\n")
+    result = _xover("plan", "--profiles", str(bad), "--devices", "4")
+    assert result.returncode == 2
+    assert str(bad) in result.stderr and "line 3" in result.stderr
+
+
+def test_run_refuses_bad_plans_before_starting(isolated_results, tmp_path):
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nno-such-recipe,2,100,10,1\nB,2,10,100,1\n")
+    plan_path = tmp_path / "p.json"
+    assert _xover("plan", "--profiles", str(trace), "--devices", "2", "--out", str(plan_path)).returncode == 0
+    result = _xover("run", str(plan_path))
+    assert result.returncode == 2
+    assert "no-such-recipe" in result.stderr and "no recipe file or built-in recipe" in result.stderr
+
+    big = tmp_path / "big.json"
+    body = json.loads(plan_path.read_text())
+    body["hosts"] = [["localhost", 64]]
+    body["groups"] = [{**body["groups"][0], "jobs": ["mlp-digits"], "devices": [f"localhost:{i}" for i in range(64)]}]
+    body["jobs"] = {"mlp-digits": {"devices": 64, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1,
+                                   "recipe": "mlp-digits"}}
+    body["groups"][0]["predicted_slowdown"] = {"mlp-digits": 1.0}
+    big.write_text(json.dumps(body))
+    result = _xover("run", str(big))
+    assert result.returncode == 2, result.stderr
+    assert "devices" in result.stderr
+
+    missing = _xover("run", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "plan file not found" in missing.stderr
+    assert not (isolated_results / "results" / "runs").exists() or not any((isolated_results / "results" / "runs").iterdir())

@@ -1,0 +1,164 @@
+"""`xover report` on a hand-made store (the figures, gains, parity, a run off its profile) and its errors (one real
+comparison run: tests/e2e/test_report_of_a_run.py)."""
+
+import csv
+import io
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from xover.cli import app
+from xover.store.models import Experiment, IterationMetric, Plan, PlanGroup, Profile, RecipeSnapshot, Run
+from xover.store.session import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss",
+            "slowdown", "accuracy"}
+ITERATION_COLUMNS = ["experiment", "run_id", "name", "mode", "policy", "step", "wall_time", "iteration_s", "data_s",
+                     "compute_s", "communication_s", "wait_s", "samples", "loss", "yields", "link_s", "comm_cpu_s"]
+runner = CliRunner()
+
+
+def report(*args: str):
+    return runner.invoke(app, ["report", *args])
+
+
+# ------------------------------------------------------------------------------ one real comparison run
+
+
+# ------------------------------------------------------------------------------ a hand-made store
+
+
+def _hand_made_store(db: Path) -> None:
+    """Job a: 30 ms compute + 10 ms all-reduce; job b: 10 + 30. Alone each takes 40 ms an iteration;
+    taking turns both finish an iteration every 40 ms, so the gain is 2.0 (the model says 2.0 too).
+    The plan predicted 1.6; b's loss under crossover drifts by 0.5 at step 3."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
+        plan = Plan(algo="matching", body={}, predicted_aggregate_gain=1.6)
+        session.add_all([recipe, plan])
+        session.flush()
+        session.add(PlanGroup(plan_id=plan.id, index=0, jobs=["a", "b"], devices=[], wave=0,
+                              predicted_period_ms=50.0, predicted_gain=1.6))
+        session.add(Experiment(id="20260101-000000-plan", kind="run", command="xover run plan.json",
+                               status="finished", plan_id=plan.id))
+        session.add(Experiment(id="20260101-000100-solo", kind="train", command="xover train a", status="finished"))
+        runs = [("20260101-000000-plan", name, mode) for mode in ("sequential", "crossover") for name in ("a", "b")]
+        runs.append(("20260101-000100-solo", "a", "solo"))
+        for experiment, name, mode in runs:
+            run = Run(experiment_id=experiment, recipe_id=recipe.id, name=name, mode=mode,
+                      group_index=None if mode == "solo" else 0,
+                      slot=("a", "b").index(name) if mode == "crossover" else None,
+                      hosts="localhost:2", np=2, status="finished", exit_code=0)
+            session.add(run)
+            session.flush()
+            compute, communication = (0.030, 0.010) if name == "a" else (0.010, 0.030)
+            wait = 0.0 if mode != "crossover" else (0.010 if name == "a" else 0.0)
+            for step in range(10):
+                loss = 2.0 - 0.1 * step + (0.5 if (name, mode, step) == ("b", "crossover", 3) else 0.0)
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.04 * (step + 1),
+                                            wall_time=1000.0 + 0.04 * (step + 1), iteration_s=0.04, data_s=0.0,
+                                            compute_s=compute, communication_s=communication - wait, wait_s=wait,
+                                            samples=64, loss=loss))
+    store.close()
+
+
+def test_gains_error_and_parity_from_a_plan(isolated_results):
+    _hand_made_store(isolated_results / "xover.db")
+    result = report("plan", "--format", "json")  # the end of an id is enough
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    [group] = data["groups"]
+    assert group["predicted_gain"] == pytest.approx(1.6)
+    assert group["measured_gain"] == pytest.approx(2.0)
+    assert group["model_gain"] == pytest.approx(2.0)
+    assert group["gain_error_pct"] == pytest.approx(25.0)
+    parity = {p["name"]: p for p in data["parity"]}
+    assert parity["a"]["max_abs_loss_diff"] == 0.0 and parity["a"]["identical"]
+    assert parity["b"]["max_abs_loss_diff"] == pytest.approx(0.5) and not parity["b"]["identical"]
+    assert "losses" in data["pictures"] and "predicted_vs_measured" in data["pictures"]
+
+
+def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        for name, compute_ms, created in (("a", 20.0, datetime(2025, 1, 1)), ("b", 10.0, datetime(2025, 1, 1)),
+                                          ("b", 5.0, datetime(2030, 1, 1))):  # taken after the run: not its profile
+            session.add(Profile(recipe_id=recipe.id, recipe_hash="h", name=name, np=2, bandwidth="host",
+                                hardware="x", iterations=10, data_ms=0.0, compute_ms=compute_ms, comm_ms=10.0,
+                                iteration_ms=compute_ms + 10.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1,
+                                link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={}, created_at=created))
+    store.close()
+    [group] = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    assert group["alone_vs_profile"] == {"a": pytest.approx(1.5), "b": pytest.approx(1.0)}
+    output = " ".join(report("plan").output.split())  # the table wraps long lines
+    assert "a's run alone needed 50% more device time per iteration than its profile" in output
+    assert "b's run alone" not in output
+
+
+def test_train_experiment_shows_job_rows_only(isolated_results):
+    _hand_made_store(isolated_results / "xover.db")
+    result = report()  # latest: the train experiment, created last
+    assert result.exit_code == 0, result.output
+    assert "20260101-000100-solo" in result.output and "solo" in result.output
+    assert "accuracy parity" not in result.output and "measured gain" not in result.output
+    assert "losses:" in result.output and "timeline:" not in result.output
+    summary = report("all", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(summary.stdout)))
+    assert [r["id"] for r in rows] == ["20260101-000100-solo", "20260101-000000-plan"]  # newest first
+    assert float(rows[1]["best_crossover_gain"]) == pytest.approx(2.0)
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def _one_error_line(result, *expected: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error:")
+    for text in expected:
+        assert text in line, line
+
+
+def test_missing_or_empty_database_and_unknown_id_exit_2(isolated_results):
+    _one_error_line(report(), "no database at", "xover train")
+    assert not (isolated_results / "xover.db").exists()  # reporting creates no database
+    open_store(str(isolated_results / "xover.db")).close()
+    _one_error_line(report(), "holds no experiments yet")
+    _one_error_line(report("all"), "holds no experiments yet")
+    _hand_made_store(isolated_results / "other.db")
+    _one_error_line(runner.invoke(app, ["--db", str(isolated_results / "other.db"), "report", "nothing-like-this"]),
+                    "no experiment 'nothing-like-this'", "xover report all")
+    _one_error_line(runner.invoke(app, ["--db", str(isolated_results / "other.db"), "report", "2026"]),
+                    "matches 2 experiments")
+
+
+def test_bad_format_and_out_exit_2():
+    _one_error_line(report("--format", "xml"), "--format xml", "table, json, csv, html")
+    _one_error_line(report("--out", "x.txt"), "--out")
+
+
+# ------------------------------------------------------------------------------ the timeline's arithmetic
+
+
+@pytest.mark.parametrize("target", ["all", "latest", "nosuchexperiment"])
+def test_an_empty_store_is_named_without_its_password(isolated_results, monkeypatch, target):
+    import xover.report as reporting
+
+    store = open_store(str(isolated_results / "empty.db"))
+    store.url = "postgresql://xover:s3cret-pw@db.example:5432/xover"  # as a PostgreSQL store would be named
+    monkeypatch.setattr(reporting, "open_existing_store", lambda db: store)
+    with pytest.raises(reporting.ReportError) as refused:
+        reporting.make_report(None, target, "table", None)
+    assert "s3cret-pw" not in str(refused.value)
+    assert "postgresql://xover:***@db.example:5432/xover" in str(refused.value)

@@ -1,0 +1,41 @@
+"""What cannot be crossed over in a DDP script is found by reading it (never by running it), also in a module
+next to the script."""
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xover.scripts import ScriptRefused, check_ddp_script
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = "examples/ddp_digits.py"
+STEPS = 30
+LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("model.register_comm_hook(None, hook)", "communication hook"),
+    ("model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)", "SyncBatchNorm"),
+])
+def test_what_cannot_be_crossed_over_is_refused(tmp_path, line, problem):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+        model = DistributedDataParallel(torch.nn.Linear(2, 2))
+        {line}
+    """))
+    with pytest.raises(ScriptRefused, match=f"--script {re.escape(str(script))}: .*{problem}"):
+        check_ddp_script(script)
+
+
+def test_ddp_built_in_a_module_next_to_the_script_is_found(tmp_path):
+    (tmp_path / "helpers.py").write_text("from torch.nn.parallel import DistributedDataParallel as DDP\n")
+    (tmp_path / "train.py").write_text("from helpers import DDP\n")
+    check_ddp_script(tmp_path / "train.py")
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    with pytest.raises(ScriptRefused, match=r"broken.py: line 1: not valid Python"):
+        check_ddp_script(tmp_path / "broken.py")
