@@ -730,3 +730,31 @@ def test_one_rank_horovod_jobs_on_the_emulated_cluster_start_every_time(isolated
         assert statuses == ["finished"] * 6, statuses
     finally:
         cluster.cluster_down()
+
+
+def test_a_hung_turn_server_on_another_host_is_stopped_with_its_files(tmp_path, monkeypatch):
+    """Found by bench/chaos.py's stop-server fault: a remote server that hangs (SIGSTOP) ignores its
+    stdin's end, and killing its ssh client left it running there, with its socket and page. Before:
+    an orphan on the host after the run."""
+    from xover.run.supervise import tagged_processes
+    from xover.turns.service import TAG_VARIABLE, TurnService
+
+    behaviour = textwrap.dedent("""\
+        case "$*" in
+          *xover.turns.server*) for last; do :; done; exec sh -c "$last" ;;
+          *xover.run.reaper*) while [ "$1" != node9 ]; do shift; done; shift; exec "$@" ;;
+        esac""")
+    _fake_ssh(tmp_path, monkeypatch, behaviour)
+    name = f"hardening-hung-{os.getpid()}"
+    service = TurnService(name, [{"node9": [0]}], "work-conserving", {})
+    [server] = service.servers
+    [pid] = tagged_processes(name, TAG_VARIABLE)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        server.stop(timeout_s=1.0)
+        time.sleep(0.5)
+        assert not tagged_processes(name, TAG_VARIABLE)
+        assert not os.path.exists(server.socket) and not os.path.exists(server.socket + ".yield")
+    finally:
+        for left in tagged_processes(name, TAG_VARIABLE):
+            os.kill(left, signal.SIGKILL)

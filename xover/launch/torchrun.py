@@ -128,7 +128,7 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
     first = nodes[0][0]
     # Every node must reach the endpoint by this name: this machine's hosts are spelt `localhost`
     # (hosts.py), which on another node is that node, so it is named by its hostname instead.
-    endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [], deadline)}"
+    endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [], *([deadline] if deadline is not None else []))}"
     forwarded = {k: v for k, v in (env or os.environ).items()
                  if k.startswith(FORWARDED_PREFIXES) and k not in SECRET_VARIABLES}
     commands = []
@@ -140,7 +140,8 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
         if is_local(host):  # the launcher's own environment (`env`) and where it is
             commands.append(["env", f"XOVER_HOST={host}", *command])
         else:
-            kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [], deadline)
+            kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [],
+                                    *([deadline] if deadline is not None else []))
             remote = (f"cd {shlex.quote(os.getcwd())} && "
                       f"{shlex.join([sys.executable, '-c', _APPLY, kept, *command])}")
             commands.append(ssh_command(host, remote, tty=True))

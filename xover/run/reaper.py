@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         kill_tagged(args.kill, variable=args.variable)
         if args.variable == "XOVER_EXPERIMENT":
             remove_sockets(args.kill)
+        elif args.variable == "XOVER_TURN_SERVER":  # one group's turn server that hung: its socket and page
+            remove_sockets(args.kill + "-")
         return
     last = b""
     hosts = list(args.host)

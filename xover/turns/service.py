@@ -33,6 +33,7 @@ from ..launch.hosts import LOCAL, is_local, ssh_command
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 
+TAG_VARIABLE = "XOVER_TURN_SERVER"  # names one group's servers (the socket names' prefix) on every host
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
 MAX_OPEN_ITERATIONS = 4096  # per slot, iterations waiting for another host's first grants
@@ -162,6 +163,8 @@ class TurnServerProcess:
     env: dict[str, str] | None = None
     on_spans: Callable[[str, list], None] | None = None  # (host, [[slot, iteration, first, last, devices], ...])
     deadline: float | None = None  # time.monotonic() by which the run must end (--timeout)
+    remote_prefix: list[str] | None = None  # how ssh reaches the host (an emulated cluster's head)
+    tag: str | None = None  # XOVER_TURN_SERVER in its environment: what finds it on its host if it hangs
 
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -226,9 +229,13 @@ class TurnServerProcess:
             self.send("Q")
             try:
                 self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # hung or stopped: killing its ssh does not stop it there
                 self.process.kill()
                 self.process.wait()
+                if not is_local(self.host) and self.tag:
+                    from ..run.supervise import sweep
+
+                    sweep(TAG_VARIABLE, self.tag, [self.host], self.remote_prefix or [])  # it, and its files
         self.reader.join(timeout=timeout_s)
         self.stderr_reader.join(timeout=timeout_s)
         if died:
@@ -264,6 +271,7 @@ class TurnService:
                                  for slot, placement in enumerate(placements)})
         on_spans = lambda _host, spans: self.skews.add(spans)  # noqa: E731
         tag = {k: v for k, v in (env or {}).items() if k == "XOVER_EXPERIMENT"}
+        tag[TAG_VARIABLE] = name
         try:
             for host, order in devices.items():
                 path = self.socket_template.replace("{host}", host)
@@ -277,7 +285,8 @@ class TurnService:
                     remote = ("env " + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
                               + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}")
                     command = [*(remote_prefix or []), *ssh_command(host, remote)]
-                    self.servers.append(TurnServerProcess(host, path, command, on_spans=on_spans, deadline=deadline))
+                    self.servers.append(TurnServerProcess(host, path, command, on_spans=on_spans, deadline=deadline,
+                                                          remote_prefix=remote_prefix, tag=name))
         except BaseException:
             self.stop()
             raise
