@@ -9,7 +9,7 @@ iterating, does one of:
   kill-xover  SIGKILL xover itself (its reaper must stop everything and mark the rows lost)
   stop-server SIGSTOP the group's turn server (one host's, on the cluster) in crossover: its workers
               must stop waiting for it within 30 s (it says nothing: no keep-alives) and train on
-              without turns; both jobs finish
+              without turns; both jobs finish (--timeout 180 s here: the run's usual 120 plus that wait)
   stalled-ssh on the emulated cluster, SIGSTOP the second host's sshd before the run starts (a host
               that accepts connections and never answers): the run must fail within ssh's
               ConnectTimeout and leave nothing behind (without a cluster: stop-server)
@@ -141,7 +141,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     shaped = not on_cluster and rng.random() < 0.5  # a private shaped network, which must go with the run
     hosts = ["-H", "xo-h1:1,xo-h2:1"] if on_cluster else ["--bandwidth", "1gbit"] if shaped else []
     command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
-               "--mode", mode, "--engine", engine, "--timeout", "120", "--json"]
+               "--mode", mode, "--engine", engine, "--timeout", "180" if fault == "stop-server" else "120", "--json"]
     env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
     stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
     if stalled_sshd:
