@@ -15,7 +15,7 @@ demo: setup
 	bash scripts/demo.sh
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: setup
 	$(BIN)/python bench/crossover_pair.py

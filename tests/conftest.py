@@ -8,7 +8,10 @@ CI=true it is an error, not a skip: a CI runs everything.
 """
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "integration", "e2e")
+COMPARISON_ITERATIONS = 10  # of the session's comparison run (comparison_run)
 
 
 def ci() -> bool:
@@ -99,3 +103,17 @@ def require_no_emulated_cluster_yet() -> None:
     if cluster.read_state() is not None or cluster.live_namespaces():
         pytest.fail("an emulated cluster is already up on this machine; these tests build their own: "
                     "`xover cluster down` first")
+
+
+@pytest.fixture(scope="session")
+def comparison_run(tmp_path_factory):
+    """mlp-digits + resnet-digits in all three modes (default policy) through the real CLI and horovodrun,
+    once for the session, in a store of its own: what tests/e2e/test_report_of_a_run.py reports on, and
+    the jobs alone under Horovod that tests/e2e/test_engines.py compares the torch engine with."""
+    folder = tmp_path_factory.mktemp("comparison")
+    paths = {"XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
+                             "--mode", "all", "--iterations", str(COMPARISON_ITERATIONS), "--json"],
+                            env={**os.environ, **paths}, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {**paths, "experiment": json.loads(result.stdout)["experiment"], "folder": folder}

@@ -5,6 +5,8 @@ import sqlite3
 import subprocess
 import sys
 
+from conftest import COMPARISON_ITERATIONS
+
 XOVER = [sys.executable, "-m", "xover"]
 
 
@@ -24,13 +26,15 @@ def _json(*args):
     return json.loads(result.stdout)
 
 
-def test_torch_engine_matches_horovod_and_keeps_parity_under_crossover(isolated_results):
+def test_torch_engine_matches_horovod_and_keeps_parity_under_crossover(isolated_results, comparison_run):
     db = isolated_results / "xover.db"
-    horovod = _json("train", "mlp-digits", "--iterations", "15")
+    # Horovod's losses of mlp-digits alone: its sequential run in the session's comparison (tests/conftest.py)
+    iterations = COMPARISON_ITERATIONS
     torch_run = _json("run", "--group", "mlp-digits", "resnet-digits", "--engine", "torch", "--mode", "all",
-                      "--iterations", "15")
-    assert all(j["status"] == "finished" and j["iterations"] == 15 for j in torch_run["jobs"])
-    reference = _losses(db, horovod["experiment"])[("mlp-digits", "solo", "horovod")]
+                      "--iterations", str(iterations))
+    assert all(j["status"] == "finished" and j["iterations"] == iterations for j in torch_run["jobs"])
+    reference = _losses(comparison_run["XOVER_DB"], comparison_run["experiment"])[("mlp-digits", "sequential", "horovod")]
+    assert len(reference) == iterations
     losses = _losses(db, torch_run["experiment"])
     for mode in ("sequential", "concurrent", "crossover"):
         # np=2: both engines sum the two gradients (a+b is exact either way) and halve: equal bits

@@ -35,7 +35,8 @@ def _gpu_check(tmp_path, *args, python=sys.executable):
 def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
     """scripts/gpu_check.sh --cpu, the phases the summary is read for, for real: the probe, and the
     comparisons' losses identical to the jobs alone."""
-    result, steps = _gpu_check(tmp_path, "--phases", "probe,parity,pair-gloo")
+    # the budget the script gives the dry run of every phase (420 s), for three: room for a loaded machine
+    result, steps = _gpu_check(tmp_path, "--phases", "probe,parity,pair-gloo", "--budget", "540")
     summary = (tmp_path / "out" / "summary.md").read_text()
     for phase in ("parity", "pair-gloo"):
         assert f"xover run ({phase}.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]

@@ -4,9 +4,6 @@ import base64
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -29,21 +26,10 @@ def report(*args: str):
     return runner.invoke(app, ["report", *args])
 
 
-@pytest.fixture(scope="module")
-def comparison_run(tmp_path_factory):
-    """mlp-digits + resnet-digits in all three modes through the real CLI, once for the module."""
-    folder = tmp_path_factory.mktemp("report")
-    paths = {"XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
-                             "--mode", "all", "--iterations", "10", "--json"], env={**os.environ, **paths},
-                            cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return {**paths, "experiment": json.loads(result.stdout)["experiment"], "folder": folder}
-
-
 @pytest.fixture
 def run_env(comparison_run, monkeypatch):
-    # the autouse fixture points every test at its own empty store; these tests read the module's run
+    # the autouse fixture points every test at its own empty store; these tests read the session's
+    # comparison run (tests/conftest.py)
     monkeypatch.setenv("XOVER_DB", comparison_run["XOVER_DB"])
     monkeypatch.setenv("XOVER_RESULTS", comparison_run["XOVER_RESULTS"])
     return comparison_run
