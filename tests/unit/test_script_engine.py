@@ -102,7 +102,7 @@ def test_the_scripts_of_a_group_share_one_engine(tmp_path):
 def test_groups_from_scripts_detects_unless_given():
     [group] = groups_from_scripts(["examples/ddp_digits.py"], [], 1, None)
     assert [job.engine for job in group.jobs] == ["torch"]
-    assert group.jobs[0].recipe.model_options["engine"] == "torch"
+    assert group.jobs[0].recipe.engine == "torch"  # the job records its engine (was in model_options)
     [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None)
     assert group.jobs[0].engine == "horovod"
     [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None, engine="horovod")

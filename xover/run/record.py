@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,11 @@ class Recorder:
                                       kind=event.get("kind", "?"), slot=slot, device=event.get("device"), detail=event))
 
 
+def _unrelayed(line: str) -> str:
+    """A rank's line as it wrote it, without what its launcher put in front ('[0]<stderr>:', '[rank1]:')."""
+    return re.sub(r"^\[[0-9,]+\]<std(?:out|err)>:|^\[(?:rank|default)[0-9]+\]:", "", line)
+
+
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
     """The last lines of the rank that failed first (of the logs with a traceback, the one last
     written earliest; the others' errors usually follow from it): its own error, not the launcher's
@@ -193,11 +199,25 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
     failed = []
     for stderr in (log_dir / "ranks").glob("**/stderr*"):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
         text = stderr.read_text(errors="replace").strip().splitlines()
-        if any("Traceback" in line or "Error" in line for line in text):
+        # the shim's one line on what it cannot follow ('xover: SCRIPT: ...') says it all
+        refused = [line for line in text if line.startswith("xover: ")]
+        if refused:
+            failed.append((False, stderr.stat().st_mtime, str(stderr), stderr, refused[-1:]))
+        elif any("Traceback" in line or "Error" in line for line in text):
             # a traceback before a mere error line; then the log last written earliest
             traceback = any("Traceback" in line for line in text)
             failed.append((not traceback, stderr.stat().st_mtime, str(stderr), stderr, text))
     if failed:
         *_, stderr, text = min(failed)
         return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
+    # one rank under horovodrun keeps no per-rank logs: the shim's line comes relayed ('[0]<stderr>:xover: ...')
+    launcher_log = log_dir / "launcher.log"
+    relayed = launcher_tail
+    if launcher_log.is_file():
+        with open(launcher_log, "rb") as handle:
+            handle.seek(max(0, launcher_log.stat().st_size - 65536))
+            relayed = handle.read().decode(errors="replace").splitlines()
+    refused = [line for line in map(_unrelayed, relayed) if line.startswith("xover: ")]
+    if refused:
+        return refused[-1]
     return "\n".join(launcher_tail[-lines:])

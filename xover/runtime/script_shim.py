@@ -24,7 +24,9 @@ per step are counted where it starts each all-reduce (a Horovod optimizer's, DDP
 accumulation, `backward_passes_per_step`, frozen and unused parameters count as they are sent.
 
 XOVER_SCRIPT_STEPS=N (a job file's `iterations`) ends the script after N optimizer steps, on every
-rank at the same step, as a clean exit. What the shim cannot follow ends the job with exit 2 and one
+rank at the same point, as a clean exit: where the next iteration begins (its first forward, or an
+optimizer step), so the last step's own work after `optimizer.step()` (an LR schedule, a log line, a
+checkpoint) is done. What the shim cannot follow ends the job with exit 2 and one
 line naming it, never a silent run without turns: no optimizer step, training without the engine's
 wrapper (gradients all-reduced by hand), a second process group, the other engine's calls.
 """
@@ -86,6 +88,7 @@ class ScriptCoordinator:
         self.backwards = 0  # backward passes through the engine's model
         self.untracked_backwards = 0  # backward passes before any engine wrapper was built
         self.step_cap = int(os.environ.get(STEP_CAP_VARIABLE) or 0) or None
+        self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
         self.batch = 0
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
@@ -146,6 +149,8 @@ class ScriptCoordinator:
     def _before_forward(self, module, inputs) -> None:
         if not self.attached:
             return
+        if self.stop_due:
+            raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
         if self.turn.holding:
             self.turn.checkpoint()
         else:
@@ -200,8 +205,7 @@ class ScriptCoordinator:
                  yields=tally.yields, held=tally.held or None)
         self.step += 1
         self.previous_end = end
-        if self.step_cap is not None and self.step >= self.step_cap:
-            raise StepCapReached()
+        self.stop_due = self.step_cap is not None and self.step >= self.step_cap
 
     # -- the engine ----------------------------------------------------------------------------
     def attach(self, parameters: list[torch.Tensor], wait_for_gradients: Callable[[], None]) -> None:
@@ -226,6 +230,8 @@ class ScriptCoordinator:
         the turn, then the update takes it."""
         if not self.attached:
             raise self.refuse(self.unwrapped_step())
+        if self.stop_due:
+            raise StepCapReached()
         start = time.perf_counter()
         self.wait_for_gradients()
         self.tally.communication_s += time.perf_counter() - start
