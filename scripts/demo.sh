@@ -4,7 +4,8 @@
 set -euo pipefail
 XOVER=.venv/bin/xover
 PY=.venv/bin/python
-RECIPES=(resnet-synthetic mlp-synthetic transformer-chars mlp-balanced)
+# built-in recipes, and a job file for an unmodified DistributedDataParallel script (examples/ddp_digits.py)
+RECIPES=(resnet-synthetic mlp-synthetic transformer-chars mlp-balanced examples/ddp-digits.toml)
 SECONDS_EACH=${XOVER_DEMO_SECONDS:-15}
 
 $XOVER doctor || true
@@ -28,7 +29,8 @@ else
 fi
 if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$($PY -c 'from xover.devices import local_device_count; print(local_device_count()[1])')"); fi
 
-echo "== profile: each recipe alone, then once next to a reference partner (its interference)"
+echo "== profile: each job alone (the script through the shims that run it unmodified), then once next to a"
+echo "   reference partner (its interference)"
 $XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
 echo "== plan: group complementary jobs"
 PLAN="${XOVER_RESULTS:-results}/demo-plan.json"  # in the results folder, where every command writes

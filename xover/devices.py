@@ -73,11 +73,17 @@ def _nvml_gpus() -> tuple[list[str], str | None]:
         pynvml.nvmlShutdown()
 
 
+def gpu_ids() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES would name them (none on a CPU machine or
+    with XOVER_CPU_ONLY=1)."""
+    if os.environ.get("XOVER_CPU_ONLY") == "1":
+        return []
+    return _nvml_gpus()[0]
+
+
 def gpu_count() -> int:
     """Physical GPUs this process may use (0 on a CPU machine or with XOVER_CPU_ONLY=1)."""
-    if os.environ.get("XOVER_CPU_ONLY") == "1":
-        return 0
-    return len(_nvml_gpus()[0])
+    return len(gpu_ids())
 
 
 def local_device_count() -> tuple[str, int]:
@@ -92,6 +98,21 @@ def local_device_count() -> tuple[str, int]:
 def gpu_of_device(device: int, gpus: int, environ: Mapping[str, str] | None = None) -> int:
     """The GPU (CUDA's index among the visible ones) that device `device` runs on."""
     return device % gpus if devices_per_gpu(environ) > 1 else device
+
+
+CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script job's CUDA_VISIBLE_DEVICES
+
+
+def script_gpu_env(device_indices: list[int], gpus: list[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a script job's ranks on this host see: a script picks cuda:LOCAL_RANK itself, so CUDA shows
+    local rank i the GPU of its device i (CUDA_VISIBLE_DEVICES in local-rank order), and the shim takes
+    cuda:LOCAL_RANK too. Nothing when devices share GPUs (CUDA cannot show one GPU twice) or none is visible."""
+    if not gpus or devices_per_gpu(environ) > 1:
+        return {}
+    if any(index >= len(gpus) for index in device_indices):
+        return {}  # placed on devices this host does not show: left to the job's own error
+    return {"CUDA_VISIBLE_DEVICES": ",".join(gpus[index] for index in device_indices),
+            CUDA_BY_LOCAL_RANK_VARIABLE: "1"}
 
 
 TORCH_BACKENDS = ("nccl", "gloo")

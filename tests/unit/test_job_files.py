@@ -162,3 +162,14 @@ def test_the_shims_line_is_the_reason_of_a_failed_job(tmp_path):
     (tmp_path / "launcher.log").write_text("[0]<stderr>:xover: /w/train.py: no optimizer.step()\nTraceback (...)\n")
     assert failure_summary(tmp_path, []) == "xover: /w/train.py: no optimizer.step()"
     assert shim_refusal("Traceback\nRuntimeError: boom") is None
+
+
+def test_a_script_job_on_gpus_sees_its_own_devices_in_local_rank_order():
+    from xover.devices import script_gpu_env
+
+    # a script picks cuda:LOCAL_RANK itself: placed on devices 2 and 3, its ranks must see GPUs 2 and 3 there
+    assert script_gpu_env([2, 3], ["0", "1", "2", "3"], {}) == {"CUDA_VISIBLE_DEVICES": "2,3",
+                                                               "XOVER_CUDA_BY_LOCAL_RANK": "1"}
+    assert script_gpu_env([1], ["GPU-a", "GPU-b"], {})["CUDA_VISIBLE_DEVICES"] == "GPU-b"  # as the outer list names them
+    assert script_gpu_env([0, 1], [], {}) == {}  # a CPU machine
+    assert script_gpu_env([0, 1], ["0"], {"XOVER_DEVICES_PER_GPU": "2"}) == {}  # one GPU cannot be shown twice

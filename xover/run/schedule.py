@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..devices import CUDA_BY_LOCAL_RANK_VARIABLE, gpu_ids, script_gpu_env
 from ..errors import XoverError
 from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
@@ -118,10 +119,14 @@ def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
     for secret in SECRET_VARIABLES:
         env.pop(secret, None)
     env.pop(STEP_CAP_VARIABLE, None)
+    env.pop(CUDA_BY_LOCAL_RANK_VARIABLE, None)
     if job.script:
         env.update(job.recipe.env)  # the job file's own variables
         if job.recipe.iterations:
             env[STEP_CAP_VARIABLE] = str(job.recipe.iterations)
+        if len(job.devices) == 1 and all(is_local(host) for host in job.devices):
+            # on GPUs, each rank sees the GPU of its own device as cuda:LOCAL_RANK (across hosts: GPUs 0..n-1)
+            env.update(script_gpu_env(next(iter(job.devices.values())), gpu_ids()))
     env.pop(TOKEN_VARIABLE, None)
     if metric_token is not None:
         env[TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)

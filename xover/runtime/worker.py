@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import workloads
-from ..devices import devices_per_gpu, gpu_of_device
+from ..devices import CUDA_BY_LOCAL_RANK_VARIABLE, devices_per_gpu, gpu_of_device
 from .engines import ENGINES
 from .link_priority import LinkPriority
 from .metrics import emit
@@ -39,7 +39,10 @@ def place_on_device(local_rank: int) -> torch.device:
     torch limited to it. With several devices per GPU (devices.py), ranks share a GPU."""
     device_index = device_of(local_rank)
     if torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1":
-        gpu = gpu_of_device(device_index, torch.cuda.device_count())
+        if os.environ.get(CUDA_BY_LOCAL_RANK_VARIABLE) == "1":  # a script job: CUDA shows its devices in rank order
+            gpu = local_rank
+        else:
+            gpu = gpu_of_device(device_index, torch.cuda.device_count())
         torch.cuda.set_device(gpu)
         return torch.device("cuda", gpu)
     torch.set_num_threads(int(os.environ.get("XOVER_THREADS_PER_RANK", "1")))
