@@ -280,7 +280,8 @@ def run(
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
                             timeout_s=timeout, wait=wait, launcher=launcher, engine=engine, iterations=iterations, mps=mps,
-                            slurm_options={"partition": partition, "account": account, "time_limit": time_limit})
+                            slurm_options={"partition": partition, "account": account, "time_limit": time_limit,
+                                           "allow_changed": allow_changed})
     if json_out:
         print_json(result)
     else:

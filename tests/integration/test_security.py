@@ -7,6 +7,8 @@ import tempfile
 
 import pytest
 
+from xover.launch import hosts
+
 from xover.errors import XoverError
 from xover.run.leases import DeviceLeases
 
@@ -210,7 +212,8 @@ def test_a_torchrun_node_on_another_host_gets_its_settings_but_not_on_its_comman
     commands = torchrun.torchrun_commands(2, "localhost:1,other-host.invalid:1", tmp_path / "logs",
                                           tmp_path / "run" / "spec.json", env=env, program=["train.py"])
     local, remote = commands
-    assert remote[:5] == ["ssh", "-tt", "-o", "BatchMode=yes", "other-host.invalid"]
+    options = list(hosts.SSH_OPTIONS)  # every ssh has them before the host (batch mode, bounded waits)
+    assert remote[:3 + len(options)] == ["ssh", "-tt", *options, "other-host.invalid"]
     for command in commands:  # what every user of either host could read
         line = " ".join(command)
         assert "s3cret-pw" not in line and "ab" * 16 not in line and "XOVER_RUN" not in line, line

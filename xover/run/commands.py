@@ -217,7 +217,9 @@ def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
     def waiting(busy):
         errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True, markup=False)
 
-    run.leases.acquire(set().union(*(job.device_set for job in jobs)), wait, waiting)
+    timeout_s = run.context.timeout_s
+    run.leases.acquire(set().union(*(job.device_set for job in jobs)), wait, waiting,
+                       deadline=time.monotonic() + timeout_s if timeout_s else None)  # --wait ends at --timeout
 
 
 def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hosts: str | None = None,

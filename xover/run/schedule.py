@@ -164,12 +164,13 @@ class CheckedJob(LaunchedJob):
 
 
 def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str],
-                      prefix: list[str]) -> list[list[str]]:
+                      prefix: list[str], deadline: float | None = None) -> list[list[str]]:
     """The real distributed launcher(s) of the job's engine: horovodrun, or torchrun (one per node)."""
     shim = ["-m", "xover.runtime.script_shim", job.engine, *job.script] if job.script else None
     if job.engine == "torch":
         return [[*prefix, *command] for command in
-                torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=shim, remote_prefix=prefix)]
+                torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=shim, remote_prefix=prefix,
+                                  deadline=deadline)]
     return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
                                           program=[sys.executable, "-u", *shim] if shim else None)]]
 
@@ -181,11 +182,13 @@ class Scheduler:
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.labels: dict[int, str] = {}
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
+        self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, units: list[Unit], exclusive: bool) -> None:
         pending, running = list(units), []
         deadline = time.monotonic() + self.context.timeout_s if self.context.timeout_s else None
+        self.deadline = deadline  # a unit's start (turn servers, torchrun's ssh) stops at it too
         try:
             while pending or running:
                 self._start_ready(pending, running, exclusive)
@@ -303,20 +306,21 @@ class Scheduler:
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
                 unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
                                          {"XOVER_EXPERIMENT": context.experiment_id}, context.lease,
-                                         context.server_nice)
+                                         context.server_nice, deadline=self.deadline)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
                 token = secrets.token_hex(16)  # what marks this run's metric records as its own
                 env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
                 spec_path = log_dir / "spec.json"
                 spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                  "recipe": job.recipe.to_dict()}, indent=1))
-                commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix)]
+                commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix,
+                                                                            self.deadline)]
                 unit.launched[run_id] = CheckedJob(run_id, commands, env, log_dir, self.events, token)
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
             with uninterrupted():
                 message = str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
-                self._stop_unit(unit, "failed", message)
+                self._stop_unit(unit, "timeout" if isinstance(error, TimedOut) else "failed", message)
             raise
 
     def _finish(self, unit: Unit) -> None:

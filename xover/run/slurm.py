@@ -61,7 +61,7 @@ def plan_device_kind(plan_path: str) -> str | None:
 def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
                   engine: str, iterations: int | None, seconds: float | None, db_url: str,
                   partition: str | None, account: str | None, time_limit: str | None, console,
-                  submitted: dict[int, str] | None = None) -> dict[int, str]:
+                  submitted: dict[int, str] | None = None, allow_changed: bool = False) -> dict[int, str]:
     """Submit every group as one batch job; returns group index -> Slurm job id (`submitted`, filled
     as they go, so that a failure part way knows which to cancel)."""
     from ..devices import local_device_count
@@ -77,6 +77,8 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
                    "--plan", str(Path(plan_path).resolve()), "--group", str(group.index), "--engine", engine,
                    *[arg for mode in modes for arg in ("--mode", mode)],
                    *[arg for policy in policies for arg in ("--policy", policy)]]
+        if allow_changed:  # checked again inside the job, where the group starts
+            command.append("--allow-changed")
         if iterations is not None:
             command += ["--iterations", str(iterations)]
         if seconds is not None:
@@ -249,11 +251,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", action="append", default=[])
     parser.add_argument("--iterations", type=int)
     parser.add_argument("--seconds", type=float)
+    parser.add_argument("--allow-changed", action="store_true", help="run scripts changed since profiled")
     args = parser.parse_args(argv)
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
     try:
-        groups, _ = groups_from_plan(args.plan, args.iterations, args.engine)
+        groups, _ = groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
         [group] = [g for g in groups if g.index == args.group]
         allocation = slurm.allocation()
         remap_to_allocation(group, allocation)
