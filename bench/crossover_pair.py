@@ -42,8 +42,8 @@ from bench.common import xover  # noqa: E402
 from xover.analysis import alone_vs_profile  # noqa: E402
 from xover.devices import hardware_fingerprint  # noqa: E402
 from xover.planner import fluid_gain, predict_group  # noqa: E402
-from xover.plans import job_profile  # noqa: E402
-from xover.profiler import find_profile  # noqa: E402
+from xover.job_profiles import job_profile  # noqa: E402
+from xover.store.profiles import find_profile  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.runtime.turn_client import CrossoverToken  # noqa: E402

@@ -29,9 +29,10 @@ from sqlalchemy import select  # noqa: E402
 from xover.errors import XoverError  # noqa: E402
 from xover.planner.model import INTERFERENCE_TRAFFIC_PART, interference_next_to  # noqa: E402
 from xover.planner.predict import predict_group  # noqa: E402
-from xover.plans import job_profile  # noqa: E402
+from xover.job_profiles import job_profile  # noqa: E402
 from xover.report.data import gather_report, open_existing_store  # noqa: E402
 from xover.store.models import Experiment, Profile, Run  # noqa: E402
+from xover.store.profiles import interference_profile_before  # noqa: E402
 from xover.turns.policies import DEFAULT_POLICY  # noqa: E402
 
 # the modules, not the functions of the same name that `xover.planner` exports
@@ -45,11 +46,8 @@ def profile_then(session, run: Run, experiment: Experiment) -> Profile | None:
     # by name, as `xover report` finds a job's interference: a run's recipe carries the iterations
     # that --seconds chose, so its hash is not the profiled recipe's
     hosts = len({h.split(":")[0] for h in run.hosts.split(",")})
-    return session.scalars(select(Profile).where(
-        Profile.name == run.name.split("#", 1)[0], Profile.np == run.np, Profile.hosts == hosts,
-        Profile.engine == run.engine, Profile.bandwidth == (experiment.bandwidth or "host"),
-        Profile.hardware == experiment.hardware, Profile.interference.is_not(None),
-        Profile.created_at < experiment.created_at).order_by(Profile.id.desc())).first()
+    return interference_profile_before(session, run.name, run.np, hosts, run.engine, experiment.bandwidth,
+                                       experiment.hardware, experiment.created_at)
 
 
 def comparisons(session, since: datetime) -> list[dict]:

@@ -20,6 +20,10 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from .planner import InvalidJobProfile, JobProfile, fluid_gain, predict_group
+from .planner.model import checkpoint_interval_ms, link_busy_ms
+from .rates import parse_rate
+
 Row = dict[str, Any]  # an iteration: wall_time (end), iteration_s, samples, the phase times, loss
 
 ALONE_MODES = ("solo", "sequential", "profile")
@@ -275,10 +279,6 @@ def loss_parity(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]]) ->
 def profile_of_run(job: dict[str, Any], link: str | None):
     """A planner JobProfile from a job's run alone: its medians, and its link time from its gradient
     bytes at the run's link rate (its exposed communication on the host network)."""
-    from .planner import InvalidJobProfile, JobProfile
-    from .planner.model import checkpoint_interval_ms, link_busy_ms
-    from .rates import parse_rate
-
     if job["compute_ms"] is None or job["communication_ms"] is None:
         return None
     link_ms = job["communication_ms"]
@@ -303,8 +303,6 @@ def profile_of_run(job: dict[str, Any], link: str | None):
 
 def group_model(alone_jobs: list[dict[str, Any]], link: str | None, policies: Sequence[str]) -> dict[str, Any]:
     """The fluid bound and each policy's simulated gain for a group, from its jobs measured alone."""
-    from .planner import fluid_gain, predict_group
-
     profiles = [profile_of_run(job, link) for job in alone_jobs]
     if not profiles or any(p is None for p in profiles):
         return {"fluid_bound": None, "predicted": {}}

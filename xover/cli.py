@@ -48,7 +48,7 @@ def fail(error: XoverError) -> None:
 @contextlib.contextmanager
 def user_errors():
     """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130; --timeout 124."""
-    from .run import Interrupted, TimedOut
+    from .run.supervise import Interrupted, TimedOut
 
     try:
         yield
@@ -102,7 +102,7 @@ def train(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Train one recipe alone through horovodrun (or torchrun), record it, and print a summary."""
-    from .run import train_recipe
+    from .run.commands import train_recipe
 
     with user_errors():
         check_seconds("--timeout", timeout)
@@ -214,8 +214,8 @@ def run(
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
     sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
-    from .run import groups_from_plan, groups_from_recipes, groups_from_scripts, modes_of, run_groups
-    from .run.jobs import plan_link, unique_names
+    from .run.commands import modes_of, run_groups
+    from .run.jobs import groups_from_plan, groups_from_recipes, groups_from_scripts, plan_link, unique_names
 
     with user_errors():
         modes = modes_of(mode)
@@ -448,6 +448,3 @@ from .cli_cluster import cluster_app  # noqa: E402 - registered after the comman
 
 app.add_typer(cluster_app, name="cluster")
 
-
-def run_cli() -> None:
-    app()

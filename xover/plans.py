@@ -7,14 +7,19 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .errors import XoverError
-from .planner import JobProfile, load_trace_csv, local_hosts, make_plan, plan_to_dict
-from .planner.model import checkpoint_interval_ms
+from .config import results_root
 from .devices import hardware_fingerprint
-from .profiler import find_profile
+from .errors import XoverError
+from .job_profiles import job_profile
+from .launch.hosts import parse_hosts
+from .planner import ALGORITHMS, JobProfile, load_trace_csv, local_hosts, make_plan, plan_to_dict
+from .rates import canonical_rate, describe_rate
 from .recipes import Recipe, load_recipe
+from .scripts import check_engine
+from .store.profiles import find_profile, other_engines, profiled_links, profiled_script_hashes
+from .store.queries import store_plan
 from .store.session import open_store
-from .turns.policies import DEFAULT_POLICY
+from .turns.policies import DEFAULT_POLICY, POLICIES
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
@@ -96,41 +101,8 @@ def _changed_hint(store, recipe: Recipe) -> str:
     """For a script: ' (the script changed since it was profiled)' when an older content has profiles."""
     if not recipe.script:
         return ""
-    from sqlalchemy import select
-
-    from .store.models import Profile, RecipeSnapshot
-
-    with store.session() as session:
-        bodies = session.scalars(select(RecipeSnapshot.body).join(Profile, Profile.recipe_id == RecipeSnapshot.id)
-                                 .where(RecipeSnapshot.name == recipe.name)).all()
-    older = any(body.get("script_sha256") not in (None, recipe.script_sha256) for body in bodies)
+    older = any(sha256 not in (None, recipe.script_sha256) for sha256 in profiled_script_hashes(store, recipe.name))
     return f" (the script {recipe.script} changed since it was profiled: its content is a new job)" if older else ""
-
-
-def recipe_iterations(recipe) -> int:
-    """How many iterations the recipe trains: its own count, or its epochs over its dataset as its
-    ranks split it (the plan carries this count, and `xover run PLAN` runs exactly it)."""
-    if recipe.iterations or not getattr(recipe, "epochs", None):
-        return recipe.iterations or 100
-    from .workloads import build_dataset  # torch: only for a recipe counted in epochs
-
-    dataset = build_dataset(recipe.dataset, batch_size=recipe.batch_size, rank=0, world_size=recipe.np,
-                            seed=recipe.seed, options=recipe.dataset_options)
-    return recipe.epochs * dataset.steps_per_epoch
-
-
-def job_profile(recipe, found) -> JobProfile:
-    """The planner's view of a stored profile."""
-    link_ms = found.link_ms if found.link_ms is not None else found.comm_ms
-    comm_cpu = min(1.0, found.comm_cpu_ms / link_ms) if found.comm_cpu_ms and link_ms > 0 else 0.0
-    device_ms = found.data_ms + found.compute_ms
-    return JobProfile(name=recipe.name, devices=recipe.np, compute_ms=found.compute_ms, comm_ms=found.comm_ms,
-                      memory_gb=recipe.memory_gb if recipe.memory_gb is not None else found.memory_gb, data_ms=found.data_ms, iterations=recipe_iterations(recipe),
-                      link_ms=link_ms, comm_cpu=comm_cpu,
-                      checkpoint_ms=checkpoint_interval_ms(device_ms, found.checkpoints),
-                      max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
-                      interference_link_share=found.corun_partner_link_share or None,
-                      startup_ms=found.startup_ms or 0.0)
 
 
 def _engine_flag(recipe: Recipe, engine: str) -> str:
@@ -143,28 +115,13 @@ def _engine_flag(recipe: Recipe, engine: str) -> str:
 
 def _other_engine_hint(store, recipe, engine: str) -> str:
     """', or plan with --engine torch (it has torch profiles)' when the recipe was profiled under another engine."""
-    from sqlalchemy import select
-
-    from .store.models import Profile
-
-    with store.session() as session:
-        others = sorted(set(session.scalars(select(Profile.engine).where(
-            Profile.recipe_hash == recipe.hash, Profile.np == recipe.np, Profile.engine != engine))))
+    others = other_engines(store, recipe.hash, recipe.np, engine)
     return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 
 def _common_link(store, recipes: list[Recipe], engine: str) -> str:
     """The link rate at which every recipe has a profile under its engine, when --bandwidth is not given."""
-    from sqlalchemy import select
-
-    from .rates import describe_rate
-    from .store.models import Profile
-
-    with store.session() as session:
-        rates = [set(session.scalars(select(Profile.bandwidth).where(Profile.recipe_hash == recipe.hash,
-                                                                     Profile.np == recipe.np,
-                                                                     Profile.engine == engine_of(recipe, engine))))
-                 for recipe in recipes]
+    rates = profiled_links(store, [(recipe.hash, recipe.np, engine_of(recipe, engine)) for recipe in recipes])
     missing = [recipe for recipe, found in zip(recipes, rates) if not found]
     if missing:
         names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for recipe in missing)
@@ -194,13 +151,6 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
     needs to run it as it was profiled."""
-    from .launch.hosts import parse_hosts
-    from .run.jobs import check_engine
-    from .store.queries import store_plan
-
-    from .planner import ALGORITHMS
-    from .turns.policies import POLICIES
-
     check_engine(engine)
     if algo not in ALGORITHMS:
         raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
@@ -229,8 +179,6 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     else:
         raise XoverError("say where jobs may run: --devices N (this machine) or -H host1:N,host2:N")
     if bandwidth and bandwidth != "host":
-        from .rates import canonical_rate
-
         bandwidth = canonical_rate(bandwidth)
     if trace_csv:
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
@@ -247,8 +195,6 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
         body.update(link=bandwidth, engine=engine, device_kind=device_kind)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
-    from .run.commands import results_root
-
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,15 +32,20 @@ from sqlalchemy import select
 
 from .devices import hardware_fingerprint
 from .errors import XoverError
+from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
-from .run import check_devices, experiment, job_for
-from .run.jobs import traits_of
-from .run.commands import link_of
-from .run.schedule import Scheduler, Unit
+from .launch.network import requested_rate
+from .planner.model import link_busy_ms, measured_interference
+from .rates import parse_rate
 from .recipes import Recipe, RecipeError, load_recipe, with_overrides
+from .run.experiment import experiment, lease_devices, link_of
+from .run.jobs import check_devices, job_for, traits_of
+from .run.schedule import Scheduler, Unit
 from .store.models import IterationMetric, Profile, Run
+from .store.profiles import find_profile
 from .store.queries import snapshot_recipe
 from .store.session import Store, open_store
+from .turns.policies import DEFAULT_POLICY
 
 
 class MachineLoad:
@@ -112,9 +117,6 @@ def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
 def link_ms_of(summary: dict[str, Any], gradient_bytes: int, np: int, hosts: int, link: str) -> float:
     """The link's busy time per iteration: what the gradient bytes take at the link's rate, within
     [exposed communication, the measured span of the all-reduces]; unshaped: the exposed time."""
-    from .planner.model import link_busy_ms
-    from .rates import parse_rate
-
     comm = summary["comm_ms"]
     if link == "host":
         return comm
@@ -175,24 +177,6 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "created_at": profile.created_at.isoformat(timespec="seconds")}
 
 
-def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None, hardware: str | None,
-                 engine: str | None = None, hosts: int = 1) -> Profile | None:
-    """The newest profile of a recipe at this np over this many hosts (and bandwidth / hardware /
-    engine when given)."""
-    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
-    if engine is not None:
-        query = query.where(Profile.engine == engine)
-    if bandwidth is not None:
-        query = query.where(Profile.bandwidth == bandwidth)
-    if hardware is not None:
-        query = query.where(Profile.hardware == hardware)
-    with store.session() as session:
-        profile = session.scalars(query.order_by(Profile.id.desc())).first()
-        if profile is not None:
-            profile.recipe  # load it before the session closes
-        return profile
-
-
 DEFAULT_CORUN_PARTNER = "mlp-balanced"  # balanced compute and all-reduce: a partner that does both
 
 
@@ -206,9 +190,6 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     `corun_with` is None, measure its interference next to that partner (once per profile).
     `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
     its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
-    from .launch.network import requested_rate
-    from .run.commands import lease_devices
-
     if warmup < 0 or iterations <= warmup + 2:
         raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
     bandwidth = requested_rate(bandwidth)
@@ -265,10 +246,6 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
 def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
                    iterations: int, warmup: int, engine: str) -> Profile:
     """Run `recipe` under crossover next to `partner` and store its interference on `profile`."""
-    from .planner.model import measured_interference
-    from .plans import job_profile
-    from .turns.policies import DEFAULT_POLICY
-
     # the partner runs about as long as the job would alone; only iterations while both ran count
     partner_iterations = max(iterations, round(iterations * profile.iteration_ms / partner_profile.iteration_ms))
     pair = [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),

@@ -285,7 +285,7 @@ def test_a_malformed_hello_closes_that_client_not_the_server(server, message):
 
 def test_a_turn_lease_too_long_for_the_server_is_refused(monkeypatch):
     from xover.errors import XoverError
-    from xover.run.commands import turn_lease_from_env
+    from xover.run.experiment import turn_lease_from_env
 
     for value in ("initial=3000000", "floor=86401", "factor=1e300", "initial=1e308"):
         monkeypatch.setenv("XOVER_TURN_LEASE", value)

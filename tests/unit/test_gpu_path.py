@@ -109,7 +109,7 @@ def test_gpu_sharing_says_mps_where_the_daemon_serves_the_pipe_folder(tmp_path, 
 def test_the_reaper_gets_the_store_outside_its_command_line_and_keeps_pythonpath(tmp_path, monkeypatch):
     """A password in the store's URL must not reach the process list; the user's PYTHONPATH (where
     SQLAlchemy may live, as on the GPU machine) must reach the reaper (found by the GPU check)."""
-    from xover.run.commands import Reaper
+    from xover.run.experiment import Reaper
 
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     url = "postgresql+psycopg://xover:s3cret@db.example/xover"

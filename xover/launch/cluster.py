@@ -70,7 +70,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import XoverError
+from ..devices import gpu_count as visible_gpu_count
 from ..rates import canonical_rate
+from ..run.supervise import _start_time, stop_processes
 from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
 
 STATE_DIR = Path("/run/xover-cluster")
@@ -278,8 +280,6 @@ def _assign_devices(count: int, per_host: int) -> list[tuple[list[int], list[int
     """(cores, gpus) per host. CPU machine: a device is a core, host k gets the next `per_host` cores
     (wrapping when there are fewer cores than devices: hosts then share cores). GPU machine: host k
     gets the next `per_host` GPUs and an equal share of the cores."""
-    from ..devices import gpu_count as visible_gpu_count
-
     gpu_count = visible_gpu_count()
     kind = "gpu" if gpu_count else "cpu"
     cores = sorted(os.sched_getaffinity(0))
@@ -544,8 +544,6 @@ def _shared_devices(hosts: list[dict[str, Any]]) -> bool:
 def _kill_processes(pids: set[int], grace_s: float = 3.0) -> list[int]:
     """TERM, then KILL what is left after grace_s: the same processes, never one given a pid of theirs
     after they ended (supervise.stop_processes)."""
-    from ..run.supervise import _start_time, stop_processes
-
     found = {pid: started for pid in pids if (started := _start_time(pid)) is not None}
     stop_processes(found, grace_s)
     return sorted(pids)

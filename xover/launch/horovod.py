@@ -17,7 +17,7 @@ import socket
 import sys
 from pathlib import Path
 
-from . import find_launcher
+from . import cluster, find_launcher
 from .hosts import is_local, parse_hosts
 
 
@@ -51,8 +51,6 @@ def network_interface_options(hosts: str) -> list[str]:
     names = [name for name, _ in parse_hosts(hosts)]
     if len(names) != 1 or is_local(names[0]):
         return []
-    from . import cluster
-
     nic = cluster.NIC if cluster.is_emulated_host(names[0]) else route_interface(names[0])
     return ["--network-interfaces", nic] if nic else []
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from ..errors import XoverError
+from ..run.supervise import TimedOut
 from . import find_launcher
 from .hosts import is_local, parse_hosts, ssh_command
 
@@ -66,8 +67,6 @@ def _within(deadline: float | None) -> float:
         return SSH_CALL_TIMEOUT_S
     left = deadline - time.monotonic()
     if left <= 0:
-        from ..run.supervise import TimedOut
-
         raise TimedOut()
     return min(SSH_CALL_TIMEOUT_S, left)
 

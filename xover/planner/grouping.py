@@ -41,7 +41,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 from .model import JobProfile, fluid_gain
@@ -681,6 +680,8 @@ def _match_round(
     edges = _candidate_edges(bucket, mergeable, rules, dense=dense, keep=candidates_per_group)
     if not edges:
         return bucket, False
+    import networkx as nx  # a quarter second to import, and only matching needs it
+
     graph = nx.Graph()
     graph.add_weighted_edges_from(edges)
     absorbed: set[int] = set()

@@ -58,11 +58,10 @@ import re
 from typing import Any, NoReturn
 
 from ..errors import XoverError
+from ..scripts import ENGINES  # the one list of engines (pure: the planner imports no torch)
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 from .plan import GroupPlan, Plan
-
-ENGINES = ("horovod", "torch")  # as xover.runtime.engines names them (the planner imports no torch)
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (launch/hosts.py)
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..config import results_root
 from ..console import console, errors, print_json
 from ..store.session import shown_url
+from . import tables
 from .data import (
     ExperimentBrief,
     ExperimentReport,
@@ -24,6 +26,8 @@ from .data import (
     gather_report,
     open_existing_store,
 )
+from .html import report_html, summary_html
+from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
 
 FORMATS = ("table", "json", "csv", "html")
 
@@ -31,8 +35,6 @@ __all__ = ["FORMATS", "ExperimentBrief", "ExperimentReport", "ReportError", "mak
 
 
 def run_folder(experiment_id: str) -> Path:
-    from ..run import results_root
-
     return results_root() / "runs" / experiment_id
 
 
@@ -66,8 +68,6 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None) -> None:
 
 
 def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
-    from . import tables
-
     folder = run_folder(report.id)
     if fmt == "csv":
         _write_experiment_csv(report, folder, out)
@@ -80,16 +80,12 @@ def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], 
     elif fmt == "json":
         _emit_json(tables.report_dict(report, pictures), out)
     else:
-        from .html import report_html
-
         _write_text(Path(out) if out else folder / "report.html", "report.html", report_html(report, pictures))
 
 
 def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | None) -> None:
     """--out FOLDER (or FILE.csv): jobs and iterations CSV files; no --out: jobs CSV on stdout, and
     both files in the run's folder (their paths on stderr, so stdout stays one clean CSV)."""
-    from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
-
     if out and Path(out).suffix.lower() == ".csv":
         paths = Path(out), Path(out).with_name(Path(out).stem + "-iterations.csv")
     else:
@@ -108,9 +104,6 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
 
 
 def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
-    from . import tables
-    from ..run import results_root
-
     if fmt == "csv":
         text = tables.csv_text([key for _, key in tables.SUMMARY_COLUMNS], [b.summary() for b in briefs])
         if out:
@@ -136,8 +129,6 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
         for name, path in pictures.items():
             console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
     else:
-        from .html import summary_html
-
         _write_text(Path(out) if out else results_root() / "report.html", "report.html", summary_html(briefs, pictures))
 
 

@@ -16,7 +16,9 @@ from sqlalchemy.orm import Session
 from ..analysis import (ALONE_MODES, MODE_ORDER, SHARED_MODES, alone_vs_profile, compare_groups, group_model,
                         loss_parity)
 from ..errors import XoverError
-from ..store.models import Experiment, PlanGroup, Profile
+from ..run.record import reconcile_lost
+from ..store.models import Experiment, PlanGroup
+from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import experiment_jobs, iteration_rows
 from ..store.session import Store, missing_sqlite_file, open_store
 
@@ -58,8 +60,6 @@ def open_existing_store(db: str | None) -> Store:
         raise ReportError(f"no database at {missing}: nothing has been run yet "
                           "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)")
     store = open_store(db)
-    from ..run.record import reconcile_lost
-
     reconcile_lost(store)  # experiments whose xover is gone show as lost, not running
     return store
 
@@ -130,7 +130,8 @@ def jobs_and_groups(session: Session, experiment: Experiment,
         drift = {}
         for job in alone:
             job["interference"], job["interference_link_share"] = stored_interference(session, job, experiment.bandwidth)
-            drift[job["name"]] = alone_vs_profile(job, profile_device_ms(session, job, experiment))
+            drift[job["name"]] = alone_vs_profile(job, profile_device_ms(session, job, experiment.bandwidth,
+                                                                        _hosts_of(job), experiment.created_at))
         group["alone_vs_profile"] = {name: ratio for name, ratio in drift.items() if ratio is not None}
         model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
             if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
@@ -144,30 +145,9 @@ def jobs_and_groups(session: Session, experiment: Experiment,
     return jobs, groups
 
 
-def _profile_filter(job: dict[str, Any], bandwidth: str | None):
-    """Conditions for the profiles of the job's recipe (by name: a run's recipe carries the iterations --seconds chose, so
-    its hash is not the profiled one's; a second copy runs as name#2) at its np, engine and link."""
-    return (Profile.name == job["name"].split("#", 1)[0], Profile.np == job["np"], Profile.engine == job["engine"],
-            Profile.bandwidth == (bandwidth or "host"))
-
-
-def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> tuple[float, float | None]:
-    """A job's interference from its newest profile that measured one (same recipe name, np, engine and
-    link), with the link share of the partner it was measured next to: the runs of a comparison are
-    measured alone, never next to the reference partner."""
-    found = session.execute(select(Profile.interference, Profile.corun_partner_link_share).where(
-        *_profile_filter(job, bandwidth), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
-    return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
-
-
-def profile_device_ms(session: Session, job: dict[str, Any], experiment: Experiment) -> float | None:
-    """Device time per iteration (data + compute) in the job's newest profile taken before the
-    experiment, on as many hosts as the job spanned; None without one."""
-    hosts = len({entry.split(":")[0] for entry in (job.get("hosts") or "").split(",") if entry})
-    found = session.execute(select(Profile.data_ms, Profile.compute_ms).where(
-        *_profile_filter(job, experiment.bandwidth), Profile.hosts == hosts,
-        Profile.created_at <= experiment.created_at).order_by(Profile.id.desc())).first()
-    return found.data_ms + found.compute_ms if found else None
+def _hosts_of(job: dict[str, Any]) -> int:
+    """How many hosts a job spanned, from its -H spec."""
+    return len({entry.split(":")[0] for entry in (job.get("hosts") or "").split(",") if entry})
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:

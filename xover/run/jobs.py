@@ -13,11 +13,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..analysis import profile_of_run
 from ..devices import hardware_fingerprint, local_device_count, torch_backend
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
+from ..planner import plan_from_dict
 from ..recipes import Recipe, load_recipe, script_recipe, with_overrides
-from ..scripts import ENGINES, ScriptRefused, content_hash, detect_scripts_engine
+from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
+from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 
 MODES = ("sequential", "concurrent", "crossover")
@@ -79,11 +82,6 @@ def plan_link(body: dict[str, Any], groups: list[GroupToRun], bandwidth: str | N
     if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
         return bandwidth
     return link
-
-
-def check_engine(engine: str) -> None:
-    if engine not in ENGINES:
-        raise XoverError(f"--engine {engine}: choose {' or '.join(ENGINES)}")
 
 
 def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = "horovod") -> JobSpec:
@@ -152,8 +150,6 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
     """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts.
     `engine` (a built-in model's) None: the plan's own (the engine of its profiles), else horovod; a
     script runs under its own. A script changed since it was profiled is refused, unless `allow_changed`."""
-    from ..planner import plan_from_dict
-
     if engine is not None:
         check_engine(engine)
     if iterations is not None and iterations < 1:
@@ -287,8 +283,6 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     engine): its compute fraction ranks it (critical path first), its link fraction orders the link,
     its solo time and max_slowdown protect it. Without a profile the server learns the compute
     fraction from what it sees, and the job keeps the link's default band."""
-    from ..profiler import find_profile
-
     hardware = hardware_fingerprint()
     for job in jobs:
         if job.traits is not None:
@@ -306,8 +300,6 @@ def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None,
     """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
     fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
     the rate, within [exposed, measured span]), so that the link order covers it too."""
-    from ..analysis import profile_of_run
-
     if summary["status"] != "finished" or summary["compute_ms"] is None:
         return None
     alone = profile_of_run(summary, link) if link and link != "host" else None

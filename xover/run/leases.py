@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 
 from ..errors import XoverError
 from ..launch.hosts import Device
+from .supervise import TimedOut
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
 LEASE_PREFIX = "xover-lease-"
@@ -206,8 +207,6 @@ class DeviceLeases:
             if not wait:
                 raise DeviceBusy(describe_busy(busy) + "; wait for it with --wait, or use other devices")
             if deadline is not None and time.monotonic() >= deadline:
-                from .supervise import TimedOut
-
                 raise TimedOut()
             if on_wait is not None and not told:
                 on_wait(busy)

@@ -18,12 +18,12 @@ import os
 import signal
 import sys
 
+from ..launch.slurm import cancel
+from ..turns.service import runtime_dir
 from .supervise import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 
 
 def remove_sockets(experiment: str) -> None:
-    from ..turns.service import runtime_dir
-
     folder = runtime_dir()
     for name in os.listdir(folder):
         if name.startswith(experiment):
@@ -34,6 +34,7 @@ def remove_sockets(experiment: str) -> None:
 
 
 def mark_lost(db: str | None, experiment_id: str) -> None:
+    # the store (SQLAlchemy) only once xover died: `--kill`, run through ssh on every host, stays light
     from ..store.models import Experiment
     from ..store.session import open_store
     from .record import mark_lost as mark
@@ -52,8 +53,6 @@ def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[
          slurm_jobs: list[str] | None = None) -> None:
     for job_id in slurm_jobs or []:  # the groups it submitted: cancelled, not left running unwatched
         try:
-            from ..launch.slurm import cancel
-
             cancel(job_id, retry_s=60)  # a controller slow to answer is asked again, for a minute
         except Exception:  # Slurm unreachable: nothing more a reaper can do
             pass

@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..config import XOVER_ROOT
+from ..console import errors
 from ..devices import CUDA_BY_LOCAL_RANK_VARIABLE, gpu_ids, script_gpu_env
 from ..errors import XoverError
+from ..launch import cluster
 from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
 from ..launch.network import network_for
@@ -33,7 +36,7 @@ from ..launch.torchrun import SECRET_VARIABLES, torchrun_commands
 from ..runtime.link_priority import PRIORITY_ENV
 from ..runtime.metrics import STEP_CAP_VARIABLE, TOKEN_VARIABLE, record_problem
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
-from ..turns.service import XOVER_ROOT, TurnService
+from ..turns.service import TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
 from .supervise import Interrupted, LaunchedJob, TimedOut, sweep, uninterrupted
@@ -99,8 +102,6 @@ class RunContext:
 
 def launch_prefix(hosts: list[str]) -> list[str]:
     """How launchers reach these hosts from here: an emulated cluster's head namespace, or nothing."""
-    from ..launch import cluster
-
     return cluster.launch_prefix([host for host in hosts if not is_local(host)])
 
 
@@ -361,6 +362,4 @@ class Scheduler:
 
 
 def _say(message: str) -> None:
-    from ..console import errors
-
     errors.print(message, highlight=False, soft_wrap=True, markup=False)

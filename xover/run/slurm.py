@@ -24,13 +24,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config import XOVER_ROOT, results_root
+from ..console import errors, print_error
+from ..devices import local_device_count
 from ..errors import XoverError
 from ..launch import slurm
 from ..launch.hosts import canonical_host
+from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
-from .jobs import GroupToRun
-from .schedule import Unit
+from . import jobs
+from .experiment import settings_from_env
+from .jobs import GroupToRun, attach_traits, give_seconds
+from .record import Recorder
+from .schedule import RunContext, Scheduler, Unit
+from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
+from .units import comparison_units, group_units
 
 SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
                    "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "cancelled", "BOOT_FAIL": "failed",
@@ -64,9 +73,6 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
                   submitted: dict[int, str] | None = None, allow_changed: bool = False) -> dict[int, str]:
     """Submit every group as one batch job; returns group index -> Slurm job id (`submitted`, filled
     as they go, so that a failure part way knows which to cancel)."""
-    from ..devices import local_device_count
-    from .supervise import uninterrupted
-
     # What the groups run on: the kind of device the plan's profiles were taken on, not this host's
     # (a login node without GPUs submits GPU jobs); this host's only for a plan that does not say.
     kind = plan_device_kind(plan_path) or local_device_count()[0]
@@ -83,14 +89,13 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
             command += ["--iterations", str(iterations)]
         if seconds is not None:
             command += ["--seconds", str(seconds)]
-        root = str(Path(__file__).resolve().parents[2])
         # the run's XOVER_* settings, written out: a site may submit with --export=NONE. The store's URL
         # (a password, perhaps) is one of them, not an argument: every user of a node can read a command
         # line, while the script (sbatch reads it from stdin) is for its owner and Slurm's administrators.
         settings = {key: value for key, value in os.environ.items() if key.startswith("XOVER_")}
         script = slurm.batch_script(command, workdir=os.getcwd(), environment={
             **settings, DB_VARIABLE: db_url,
-            "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+            "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             "XOVER_RESULTS": str(run.results_dir.parent.parent.resolve())})
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
             job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
@@ -111,9 +116,6 @@ def submit_and_follow(run, groups: list[GroupToRun], plan_path: str, modes: list
     """`xover run PLAN --launcher slurm`: submit every group, then follow them to their ends. Whatever
     ends it early (Ctrl-C, SIGTERM, --timeout, a group `sbatch` refused, an error from Slurm) cancels
     the jobs submitted and not ended, and records them; `submitted` says which were."""
-    from .commands import group_units
-    from .supervise import TimedOut
-
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     ended: dict[int, Any] = {}
     planned = {group.index: group_units(group, modes, policies) for group in groups}
@@ -131,8 +133,6 @@ def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], conso
            poll_s: float = 1.0, deadline: float | None = None) -> dict[int, Any]:
     """Wait until every Slurm job has ended (reporting state changes, recording each end into
     `states`); TimedOut past `deadline` (time.monotonic()). `planned`: each group's units."""
-    from .supervise import TimedOut
-
     seen: dict[int, str] = {}
     told: list[str] = []
 
@@ -169,8 +169,6 @@ def cancel_unfinished(run, planned: dict[int, list[Unit]], submitted: dict[int, 
     """scancel every submitted job not known to have ended, wait until Slurm says each ended (two
     minutes at most), and record them (as `status` where given). A failure to cancel one does not
     stop the others from being cancelled."""
-    from .supervise import uninterrupted
-
     with uninterrupted():
         unfinished = {index: job_id for index, job_id in submitted.items() if index not in ended}
         for index, job_id in unfinished.items():
@@ -232,14 +230,6 @@ def remap_to_allocation(group: GroupToRun, allocation) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
-    from ..console import errors, print_error
-    from ..store.session import open_store
-    from .commands import comparison_units, results_root, settings_from_env
-    from .jobs import attach_traits, give_seconds, groups_from_plan
-    from .record import Recorder
-    from .schedule import RunContext, Scheduler
-    from .supervise import Interrupted, interruptible
-
     parser = argparse.ArgumentParser(description="one group of a plan, inside its Slurm job")
     parser.add_argument("--db", default=os.environ.get(DB_VARIABLE),
                         help=f"the store (default: ${DB_VARIABLE}, which keeps a password out of the process list)")
@@ -256,12 +246,12 @@ def main(argv: list[str] | None = None) -> None:
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
     try:
-        groups, _ = groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
+        groups, _ = jobs.groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
         [group] = [g for g in groups if g.index == args.group]
         allocation = slurm.allocation()
         remap_to_allocation(group, allocation)
         errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True, markup=False)
-        store = open_store(args.db)
+        store = store_session.open_store(args.db)
         attach_traits(store, group.jobs, None)
         if args.seconds is not None:
             give_seconds(group.jobs, args.seconds, None)

@@ -35,6 +35,8 @@ from typing import Any
 
 import psutil
 
+from ..config import XOVER_ROOT
+from ..launch.hosts import ssh_command
 from ..runtime.metrics import parse_metric_line
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
@@ -266,9 +268,6 @@ def uninterrupted():
 # ------------------------------------------------------------------------------------ sweeping
 
 
-_XOVER_ROOT = str(Path(__file__).resolve().parents[2])
-
-
 def tagged_processes(value: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
     """Pids whose environment carries <variable>=<value> (this user's processes, in any namespace)."""
     return list(_tagged(value, variable))
@@ -376,12 +375,10 @@ def _alive(pid: int) -> bool:
 
 def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
     """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
-    from ..launch.hosts import ssh_command
-
     kill_tagged(value, variable=variable)
     for host in hosts:
         try:
-            subprocess.run([*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={_XOVER_ROOT}", sys.executable, "-m",
+            subprocess.run([*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={XOVER_ROOT}", sys.executable, "-m",
                                                          "xover.run.reaper", "--kill", value, "--variable", variable)],
                            timeout=60, capture_output=True, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):

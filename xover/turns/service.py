@@ -25,11 +25,12 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
+from ..config import XOVER_ROOT
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, is_local, ssh_command
+from ..run.supervise import TimedOut, sweep
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 
@@ -37,9 +38,6 @@ TAG_VARIABLE = "XOVER_TURN_SERVER"  # names one group's servers (the socket name
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
 MAX_OPEN_ITERATIONS = 4096  # per slot, iterations waiting for another host's first grants
-
-XOVER_ROOT = str(Path(__file__).resolve().parent.parent.parent)  # so that remote hosts import this xover
-
 
 def runtime_dir() -> str:
     """Per-user directory, owner-only, for the sockets of every run of this user on this host."""
@@ -183,8 +181,6 @@ class TurnServerProcess:
             detail = error.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             if first is None:
                 if self.deadline is not None and time.monotonic() >= self.deadline:
-                    from ..run.supervise import TimedOut
-
                     raise TimedOut()
                 where = "" if is_local(self.host) else f"; check that `ssh {self.host} true` answers without a prompt"
                 raise XoverError(f"the crossover turn server on {self.host} did not say it was ready within "
@@ -233,8 +229,6 @@ class TurnServerProcess:
                 self.process.kill()
                 self.process.wait()
                 if not is_local(self.host) and self.tag:
-                    from ..run.supervise import sweep
-
                     sweep(TAG_VARIABLE, self.tag, [self.host], self.remote_prefix or [])  # it, and its files
         self.reader.join(timeout=timeout_s)
         self.stderr_reader.join(timeout=timeout_s)

@@ -1,0 +1,209 @@
+"""One invocation's experiment, as profile, train and run share it.
+
+    experiment(...)     its row, a reaper that stops its processes if xover is killed, signals,
+                        progress, the context its units share, its final status whatever happens
+    lease_devices(...)  every device it will use, leased before anything starts
+    link_of(...)        the link its figures are keyed by
+    settings_from_env() the run's XOVER_* settings, checked before anything is recorded
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import XOVER_ROOT, results_root
+from ..console import ProgressObserver, errors
+from ..errors import XoverError
+from ..launch import cluster
+from ..launch.hosts import is_local
+from ..runtime.gradient_wait import wait_from_env
+from ..runtime.thread_policy import policy_from_env
+from ..store.queries import new_experiment_id
+from ..store.session import Store
+from .jobs import JobSpec
+from .leases import DeviceLeases, describe_busy
+from .record import Recorder, reconcile_lost
+from .schedule import QuietObserver, RunContext
+from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
+
+
+REAPER_DB_VARIABLE = "XOVER_REAPER_DB"
+
+
+class Reaper:
+    """The reaper process of an experiment (reaper.py): told `done` when the experiment ends properly."""
+
+    def __init__(self, experiment_id: str, db_url: str) -> None:
+        # The store's URL goes in the environment, not the command line every local user can read; the
+        # user's own PYTHONPATH stays after xover's (it may hold what xover imports: SQLAlchemy, ...).
+        path = os.pathsep.join(filter(None, [XOVER_ROOT, os.environ.get("PYTHONPATH")]))
+        self.process = subprocess.Popen([sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id],
+                                        stdin=subprocess.PIPE, start_new_session=True,
+                                        env={**os.environ, "PYTHONPATH": path, REAPER_DB_VARIABLE: db_url})
+        self.hosts: set[str] = set()
+
+    def add_host(self, host: str, prefix: list[str]) -> None:
+        if host not in self.hosts:
+            self.hosts.add(host)
+            self._send(f"host {host}")
+
+    def add_slurm_job(self, job_id: str) -> None:
+        self._send(f"slurm {job_id}")
+
+    def _send(self, line: str) -> None:
+        try:
+            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def done(self) -> None:
+        self._send("done")
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        self.process.wait(timeout=30)
+
+
+@dataclass
+class Experiment:
+    """One invocation: its id, store, recorder, results folder and the context its units share."""
+
+    id: str
+    store: Store
+    recorder: Recorder
+    context: RunContext
+    leases: DeviceLeases
+
+    @property
+    def results_dir(self) -> Path:
+        return self.context.results_dir
+
+
+def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
+    """The link a run's figures are keyed by: --bandwidth (this machine's shaped loopback), 'host'
+    (unshaped), or the emulated cluster's NIC rate when jobs span its hosts. Checked before anything
+    is recorded: a spec that mixes emulated and other hosts, or --bandwidth across hosts, is refused."""
+    remote = sorted({host for job in jobs for host in job.devices if not is_local(host)})
+    if not remote:
+        return bandwidth or "host"
+    cluster.launch_prefix(remote)  # refuses a spec that mixes emulated hosts with others
+    if bandwidth:
+        raise XoverError(f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
+                         "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)")
+    return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
+
+
+@contextlib.contextmanager
+def experiment(store: Store, kind: str, command: str, bandwidth: str | None, show_progress: bool,
+               plan_id: int | None = None, timeout_s: float | None = None, link: str | None = None):
+    """One invocation's experiment: live progress while it runs, its final status whatever happens,
+    and a reaper that stops its processes if xover itself is killed."""
+    lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
+    reconcile_lost(store)
+    experiment_id = new_experiment_id()
+    recorder = Recorder(store, experiment_id)
+    recorder.open(kind, command, link if link not in (None, "host") else bandwidth, plan_id)
+    results_dir = results_root() / "runs" / experiment_id
+    results_dir.mkdir(parents=True, exist_ok=True)
+    observer = ProgressObserver() if show_progress else QuietObserver()
+    reaper = Reaper(experiment_id, store.url)
+    context = RunContext(recorder=recorder, experiment_id=experiment_id, results_dir=results_dir, bandwidth=bandwidth,
+                         observer=observer, timeout_s=timeout_s, reaper=reaper, lease=lease,
+                         server_nice=server_nice, link_bands=link_bands)
+    leases = DeviceLeases(f"experiment {experiment_id} ({command})")
+    status = "finished"
+    try:
+        with interruptible(), observer:
+            yield Experiment(experiment_id, store, recorder, context, leases)
+    except (Interrupted, KeyboardInterrupt):
+        status = "interrupted"
+        raise Interrupted() from None
+    except TimedOut:
+        status = "timeout"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        with uninterrupted():
+            leases.release()
+            recorder.finish(status)
+            reaper.done()
+
+
+def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
+    """The run's settings from XOVER_TURN_LEASE, XOVER_TURN_SERVER_NICE and XOVER_LINK_BANDS (checked).
+    XOVER_COMM_THREADS and XOVER_WAIT are read by the workers themselves (runtime/thread_policy.py,
+    runtime/gradient_wait.py), checked here too."""
+    policy_from_env()
+    wait_from_env()
+    return turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
+
+
+def turn_lease_from_env() -> dict[str, float] | None:
+    """XOVER_TURN_LEASE='floor=30,factor=20,initial=600': how long a job may hold a turn (seconds; at
+    least `floor`, `factor` x its usual hold, `initial` before it has a history; a day at most, factor 1000).
+    Defaults in turns/server.py."""
+    text = os.environ.get("XOVER_TURN_LEASE")
+    if not text:
+        return None
+    try:
+        items = [(key.strip(), float(value)) for key, value in (item.split("=") for item in text.split(","))]
+    except ValueError:
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: expected floor=S,factor=N,initial=S") from None
+    lease = dict(items)
+    unknown = set(lease) - {"floor", "factor", "initial"}
+    if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial, each at most once, with "
+                         "positive finite values")
+    limits = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}
+    too_long = [key for key, value in lease.items() if value > limits[key]]
+    if too_long:  # a turn's wait must fit select() (and a day is no lease at all)
+        raise XoverError(f"XOVER_TURN_LEASE={text!r}: " + ", ".join(
+            f"{key} at most {limits[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
+            for key in too_long))
+    return lease
+
+
+def turn_server_nice_from_env() -> int | None:
+    """XOVER_TURN_SERVER_NICE=N: the turn servers' nice value (default -15 in turns/server.py, where
+    allowed); a server only ever raises its priority, so 0 leaves it alone."""
+    text = os.environ.get("XOVER_TURN_SERVER_NICE")
+    if not text:
+        return None
+    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text):
+        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
+    nice = int(text)
+    if not -20 <= nice <= 19:
+        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
+    return nice
+
+
+def link_bands_from_env() -> bool:
+    """XOVER_LINK_BANDS=off: crossover leaves the link shared first come, first served (a network that
+    ignores socket priorities, or a comparison); on, the default: the policy's link order."""
+    given = os.environ.get("XOVER_LINK_BANDS") or "on"  # set but empty: unset, as the other variables
+    text = given.strip().lower()
+    if text not in ("on", "off"):
+        raise XoverError(f"XOVER_LINK_BANDS={given!r}: expected on or off")
+    return text == "on"
+
+
+def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
+    """Every device the run will use, leased before anything starts (--wait: until they are free)."""
+    def waiting(busy):
+        errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True, markup=False)
+
+    timeout_s = run.context.timeout_s
+    run.leases.acquire(set().union(*(job.device_set for job in jobs)), wait, waiting,
+                       deadline=time.monotonic() + timeout_s if timeout_s else None)  # --wait ends at --timeout

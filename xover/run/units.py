@@ -1,0 +1,47 @@
+"""The units a group runs as: each job alone (sequential), the whole group (concurrent), once per
+turn policy (crossover); a comparison runs every group's units one after another."""
+
+from __future__ import annotations
+
+from ..analysis import job_summary
+from ..store.models import Run
+from ..store.queries import iteration_rows, run_fields
+from ..store.session import Store
+from .jobs import GroupToRun, traits_from_summary
+from .schedule import Unit
+
+
+def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store,
+                     link: str | None = None) -> list[Unit]:
+    """Every group in every mode, in order: sequential (each job alone) first, so that crossover can
+    rank jobs that had no profile by what they did alone (and, on the shaped `link`, order the link)."""
+
+    def learn_traits(unit: Unit) -> None:
+        [job], [run_id] = unit.jobs, unit.run_ids
+        if job.traits is None or job.traits.rank is None:
+            with store.session() as session:
+                summary = job_summary(run_fields(session.get(Run, run_id)), iteration_rows(session, [run_id])[run_id], [])
+            job.traits = traits_from_summary(summary, job.recipe.max_slowdown, link) or job.traits
+
+    units = [unit for group in groups for unit in group_units(group, modes, policies)]
+    for unit in units:
+        if unit.mode == "sequential":
+            unit.on_done = learn_traits
+    return units
+
+
+def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> list[Unit]:
+    """The units one group runs as in `modes`, in order: each job alone for sequential, the whole group
+    for concurrent, and once per policy for crossover. Also what a group that never ran stands for."""
+    if len(group.jobs) == 1:
+        # one job shares nothing: concurrent and crossover would only run it alone again
+        return [Unit(group.jobs, "sequential" if "sequential" in modes else modes[0], group.index)]
+    units = []
+    for mode in modes:
+        if mode == "sequential":
+            units += [Unit([job], "sequential", group.index) for job in group.jobs]
+        elif mode == "crossover":
+            units += [Unit(group.jobs, "crossover", group.index, policy) for policy in policies]
+        else:
+            units.append(Unit(group.jobs, mode, group.index))
+    return units
