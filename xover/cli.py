@@ -1,4 +1,7 @@
-"""The `xover` command line: thin commands that parse, call a library function, and render."""
+"""The `xover` command line: thin commands that parse, call a library function, and render.
+
+Each command imports its library (SQLAlchemy, numpy, psutil behind it) inside its function, so that
+`xover --help` and every `--help` start in a fraction of a second; everything else is imported here."""
 
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ from rich.markup import escape
 
 from . import __version__
 from .console import console, errors, print_error, print_json, print_table
-from .errors import XoverError
+from .errors import Interrupted, TimedOut, XoverError
+from .launch import slurm
+from .scripts import detect_scripts_engine, detection_note
+from .turns import DEFAULT_POLICY, POLICIES
 
 app = typer.Typer(help="Run several data-parallel training jobs on the same devices, taking turns "
                        "(crossover synchronisation): profile -> plan -> run -> report.",
@@ -48,8 +54,6 @@ def fail(error: XoverError) -> None:
 @contextlib.contextmanager
 def user_errors():
     """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130; --timeout 124."""
-    from .run.supervise import Interrupted, TimedOut
-
     try:
         yield
     except XoverError as error:
@@ -124,8 +128,6 @@ def hosts_or_allocation(hosts: str | None) -> str | None:
     """-H as given; without it, inside a Slurm allocation, the allocation's nodes and devices (said)."""
     if hosts:
         return hosts
-    from .launch import slurm
-
     if not slurm.in_allocation():
         return None
     allocation = slurm.allocation()
@@ -147,7 +149,6 @@ def recipes_and_scripts(targets: list[str], scripts: list[str] | None, np: int |
     if not scripts:
         return targets, []
     from .run.jobs import scripts_as_recipes
-    from .scripts import detect_scripts_engine, detection_note
 
     recipe_targets, script_args = split_recipes_from_script_args(targets)
     if engine is None:
@@ -226,8 +227,6 @@ def run(
             raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
         detected = None  # the line saying which engine the scripts' imports showed
         if scripts and engine is None:
-            from .scripts import detect_scripts_engine, detection_note
-
             engine, found = detect_scripts_engine(scripts)
             detected = detection_note(found)
         if group:
@@ -254,8 +253,6 @@ def run(
             if bandwidth is None and (bandwidth := plan_link(plan_body, groups, bandwidth, launcher)) is not None:
                 errors.print(f"link {bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped "
                              "network)", highlight=False)
-        from .turns import DEFAULT_POLICY, POLICIES
-
         if policy is None and plan_body is not None and plan_body.get("policy") is not None:
             policy = plan_body["policy"]  # what its predictions assume, so that the report compares like with like
             if policy not in POLICIES:

@@ -1,4 +1,7 @@
-"""`xover cluster up|status|down`: an emulated cluster on this machine (xover/launch/cluster.py)."""
+"""`xover cluster up|status|down`: an emulated cluster on this machine (xover/launch/cluster.py).
+
+Each command imports launch.cluster (and the process supervisor it uses) itself: this module loads
+with every `xover` command line, `--help` included."""
 
 from __future__ import annotations
 

@@ -9,6 +9,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from .launch.cluster import diagnose_cluster
+from .launch.horovod import horovodrun_path
+from .launch.network import ShapedNetwork
+from .launch.slurm import diagnose_slurm
+from .store import session as store_session  # as an attribute: tests replace store_session.open_store
+
 
 @dataclass
 class Check:
@@ -62,8 +68,6 @@ def _horovod() -> Check:
 
 
 def _launcher() -> Check:
-    from .launch.horovod import horovodrun_path
-
     try:
         return Check("horovodrun", True, horovodrun_path())
     except Exception as error:
@@ -95,8 +99,6 @@ def _cpus() -> Check:
 
 
 def _bandwidth_emulation() -> Check:
-    from .launch.network import ShapedNetwork
-
     try:
         with ShapedNetwork("1gbit"):
             pass
@@ -109,8 +111,6 @@ def _bandwidth_emulation() -> Check:
 
 
 def _emulated_cluster() -> Check:
-    from .launch.cluster import diagnose_cluster
-
     ok, detail = diagnose_cluster()
     return Check("emulated cluster", ok, detail,
                  "" if ok else "run scripts/setup_cluster.sh as root; `xover cluster down` clears a broken one",
@@ -118,8 +118,6 @@ def _emulated_cluster() -> Check:
 
 
 def _slurm() -> Check:
-    from .launch.slurm import diagnose_slurm
-
     found = diagnose_slurm()
     # optional: not installed is fine; installed but not answering is shown with its fix
     ok = found.usable or not any(found.commands.values())
@@ -128,9 +126,7 @@ def _slurm() -> Check:
 
 
 def _database(db: str | None) -> Check:
-    from .store.session import missing_sqlite_file, open_store, shown_url
-
-    missing = missing_sqlite_file(db)
+    missing = store_session.missing_sqlite_file(db)
     if missing is not None:  # a check must not create what it checks: the first run creates the file
         path = missing.absolute()
         folder = next(p for p in path.parents if p.exists())
@@ -139,11 +135,11 @@ def _database(db: str | None) -> Check:
         return Check("database", False, f"{path} cannot be created: {folder} is not a writable folder",
                      "choose a writable path with --db or XOVER_DB")
     try:
-        store = open_store(db)
+        store = store_session.open_store(db)
         with store.engine.begin() as connection:
             connection.exec_driver_sql("CREATE TABLE IF NOT EXISTS _doctor_probe (x INTEGER)")
             connection.exec_driver_sql("DROP TABLE _doctor_probe")
-        url = shown_url(store.url)  # no password
+        url = store_session.shown_url(store.url)  # no password
         kind = store.kind
         store.close()
         return Check("database", True, f"{url} ({kind}) is writable")

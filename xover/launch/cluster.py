@@ -72,8 +72,8 @@ from typing import Any
 from ..errors import XoverError
 from ..devices import gpu_count as visible_gpu_count
 from ..rates import canonical_rate
-from ..run.supervise import _start_time, stop_processes
 from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
+from .processes import start_time, stop_processes
 
 STATE_DIR = Path("/run/xover-cluster")
 STATE_FILE = STATE_DIR / "cluster.json"
@@ -544,7 +544,7 @@ def _shared_devices(hosts: list[dict[str, Any]]) -> bool:
 def _kill_processes(pids: set[int], grace_s: float = 3.0) -> list[int]:
     """TERM, then KILL what is left after grace_s: the same processes, never one given a pid of theirs
     after they ended (supervise.stop_processes)."""
-    found = {pid: started for pid in pids if (started := _start_time(pid)) is not None}
+    found = {pid: started for pid in pids if (started := start_time(pid)) is not None}
     stop_processes(found, grace_s)
     return sorted(pids)
 

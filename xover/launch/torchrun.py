@@ -23,8 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import XoverError
-from ..run.supervise import TimedOut
+from ..errors import TimedOut, XoverError
 from . import find_launcher
 from .hosts import is_local, parse_hosts, ssh_command
 

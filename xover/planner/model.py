@@ -285,12 +285,6 @@ def fluid_gain(jobs: Sequence[JobProfile]) -> float:
     return sum(speeds) if speeds is not None else 0.0
 
 
-def fluid_time_saved_ms(jobs: Sequence[JobProfile]) -> float:
-    """Time saved per 'one iteration of each job' at the fluid bound: sum of solo times x (1 - 1/gain)."""
-    gain = fluid_gain(jobs)
-    return sum(job.solo_ms for job in jobs) * (1.0 - 1.0 / gain) if gain > 0 else -math.inf
-
-
 def link_busy_ms(gradient_bytes: int, ranks: int, hosts: int, rate_bits_per_s: float) -> float:
     """How long a ring all-reduce of `gradient_bytes` keeps the busiest link busy.
 

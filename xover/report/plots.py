@@ -20,8 +20,6 @@ JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e",
 TIMELINE_ITERATIONS = 8
 DPI = 110
 
-PICTURE_NAMES = ("timeline", "throughput", "losses", "predicted_vs_measured")
-
 
 def make_pictures(report: ExperimentReport, points: list[dict[str, Any]], folder: Path) -> dict[str, str]:
     """Every picture that the experiment has data for; name -> path of the PNG written."""

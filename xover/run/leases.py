@@ -27,9 +27,8 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 
-from ..errors import XoverError
+from ..errors import TimedOut, XoverError
 from ..launch.hosts import Device
-from .supervise import TimedOut
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
 LEASE_PREFIX = "xover-lease-"

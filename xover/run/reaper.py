@@ -18,9 +18,9 @@ import os
 import signal
 import sys
 
+from ..launch.processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..launch.slurm import cancel
 from ..turns.service import runtime_dir
-from .supervise import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 
 
 def remove_sockets(experiment: str) -> None:

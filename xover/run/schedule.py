@@ -32,6 +32,7 @@ from ..launch import cluster
 from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
 from ..launch.network import network_for
+from ..launch.processes import sweep
 from ..launch.torchrun import SECRET_VARIABLES, torchrun_commands
 from ..runtime.link_priority import PRIORITY_ENV
 from ..runtime.metrics import STEP_CAP_VARIABLE, TOKEN_VARIABLE, record_problem
@@ -39,7 +40,7 @@ from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
-from .supervise import Interrupted, LaunchedJob, TimedOut, sweep, uninterrupted
+from .supervise import Interrupted, LaunchedJob, TimedOut, uninterrupted
 
 
 class Observer(Protocol):

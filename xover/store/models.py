@@ -16,11 +16,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 # last upgraded the database. A database written by a newer xover is refused, not misread.
 SCHEMA_VERSION = 3
 
-# pending/running are the only non-terminal states; `lost`: the xover that ran it is gone (killed,
-# machine rebooted) and a later command found its processes gone; `timeout`: ended by --timeout.
-RUN_STATUSES = ("pending", "running", "finished", "failed", "interrupted", "lost", "timeout", "cancelled")
+# A run is pending, running, finished, failed, interrupted, lost, timeout or cancelled; pending/running
+# are the only non-terminal states; `lost`: the xover that ran it is gone (killed, machine rebooted)
+# and a later command found its processes gone; `timeout`: ended by --timeout.
 ACTIVE_STATUSES = ("pending", "running")
-RUN_MODES = ("solo", "sequential", "concurrent", "crossover", "profile")
 
 
 def utcnow() -> datetime:

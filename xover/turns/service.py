@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..config import XOVER_ROOT
-from ..errors import XoverError
+from ..errors import TimedOut, XoverError
 from ..launch.hosts import LOCAL, is_local, ssh_command
-from ..run.supervise import TimedOut, sweep
+from ..launch.processes import sweep
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 

@@ -1,0 +1,159 @@
+"""xover's own modules import one way: no circle among the imports made when a module loads.
+
+The graph is read with `ast` (nothing is imported): an edge for every `import` / `from ... import` of
+an xover module at module level (a function's own imports and `if TYPE_CHECKING:` blocks left out),
+and for the packages above it that loading it runs (``xover.run.supervise`` runs ``xover/run/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "xover"
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Module name -> (file, is a package's __init__)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def _absolute(module: str | None, level: int, importer: str, is_package: bool) -> str:
+    if not level:
+        return module or ""
+    base = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _load_time_imports(tree: ast.Module):
+    """Import statements that run when the module loads: not inside a function, class body included."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or _is_type_checking(node):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        pending.extend(ast.iter_child_nodes(node))
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each xover module -> the xover modules (and their packages) that loading it loads first."""
+    modules = _modules()
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, (path, is_package) in modules.items():
+        for node in _load_time_imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = _absolute(node.module, node.level, name, is_package)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
+            for target in filter(None, map(known, targets)):
+                # the target and every package above it, except those this module is inside (loaded already)
+                parts = target.split(".")
+                for depth in range(1, len(parts) + 1):
+                    above = ".".join(parts[:depth])
+                    if above in modules and above != name and not name.startswith(above + "."):
+                        graph[name].add(above)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_graph_is_read():
+    graph = import_graph()
+    assert "xover.store.profiles" in graph["xover.plans"]
+    assert {"xover.launch", "xover.launch.processes"} <= graph["xover.turns.service"]
+    assert {"xover.run", "xover.run.experiment"} <= graph["xover.profiler"]
+
+
+def test_xovers_modules_import_one_another_without_a_circle():
+    assert circles(import_graph()) == []
+
+
+def test_a_circle_is_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_one_list_of_engines():
+    """The engines a job file, a plan file and the workers know are the one list in xover.scripts."""
+    from xover import scripts
+    from xover.planner import planfile
+    from xover.runtime import engines
+
+    assert planfile.ENGINES is scripts.ENGINES
+    assert tuple(engines.ENGINES) == scripts.ENGINES
+
+
+def test_xovers_rooms_import_one_another_without_a_circle():
+    """Rooms (xover/run/, xover/launch/, xover/plans.py, ...) too: a launcher never loads run/ to get a helper."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        room = module.split(".")[1] if "." in module else module
+        rooms.setdefault(room, set())
+        for target in targets:
+            other = target.split(".")[1] if "." in target else target
+            if other not in (room, "xover"):
+                rooms[room].add(other)
+                rooms.setdefault(other, set())
+    assert circles(rooms) == []

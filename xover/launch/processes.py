@@ -1,0 +1,134 @@
+"""Processes xover started, found by their tag and stopped: here, and on other hosts through ssh.
+
+A tag is a variable in a process's environment (XOVER_EXPERIMENT=<id>, XOVER_RUN, XOVER_TURN_SERVER):
+every launcher, worker and turn server of a run carries its experiment's, so that a reaper, a
+timeout or a hung turn server's stop finds them all, in any namespace, without their pids.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ..config import XOVER_ROOT
+from .hosts import ssh_command
+
+
+def tagged_processes(value: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
+    """Pids whose environment carries <variable>=<value> (this user's processes, in any namespace)."""
+    return list(_tagged(value, variable))
+
+
+def _tagged(value: str, variable: str) -> dict[int, str]:
+    """pid -> start time (clock ticks after boot) of each process tagged <variable>=<value>: a pid
+    with its start time names one process, even after the pid is used again."""
+    needle = f"{variable}={value}".encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        started = start_time(pid)
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                tagged = needle in handle.read().split(b"\0")
+        except OSError:
+            continue  # gone, or another user's
+        if tagged and started is not None and start_time(pid) == started:  # the same process throughout
+            found[pid] = started
+    return found
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class _Target:
+    """One process to stop, named so that a signal never reaches another process that was given its
+    pid after it ended: by a pidfd where the kernel has them (Linux >= 5.3), else by its start time,
+    checked before every signal."""
+
+    def __init__(self, pid: int, started: str) -> None:
+        self.pid, self.started, self.fd = pid, started, None
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return
+        if start_time(pid) == started:  # the pidfd is of the process that was scanned
+            self.fd = fd
+        else:
+            os.close(fd)
+            self.started = None  # already gone and its pid reused: never to be signalled
+
+    def same(self) -> bool:
+        return self.started is not None and start_time(self.pid) == self.started
+
+    def signal(self, sig: int) -> None:
+        try:
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, sig)
+            elif self.same():
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, OSError):
+            pass  # ended (a zombie's pidfd answers ESRCH)
+
+    def alive(self) -> bool:
+        return self.same() and _alive(self.pid)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def stop_processes(found: dict[int, str], grace_s: float = 3.0) -> list[int]:
+    """TERM, then KILL after `grace_s` what is still running, of the processes `found` names (pid ->
+    start time, as `_tagged` gives): a process that ended after TERM is not KILLed, and neither is
+    another that has been given its pid since. Returns the pids signalled."""
+    targets = [_Target(pid, started) for pid, started in found.items()]
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for target in targets:
+                if target.alive():
+                    target.signal(sig)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and any(target.alive() for target in targets):
+                time.sleep(0.1)
+    finally:
+        for target in targets:
+            target.close()
+    return sorted(found)
+
+
+def kill_tagged(value: str, grace_s: float = 3.0, variable: str = "XOVER_EXPERIMENT") -> int:
+    """Stop every process tagged <variable>=<value>: TERM, then KILL after `grace_s` those still
+    running (the same processes: a pid given to another process meanwhile is left alone)."""
+    return len(stop_processes(_tagged(value, variable), grace_s))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
+    """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
+    kill_tagged(value, variable=variable)
+    for host in hosts:
+        try:
+            subprocess.run([*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={XOVER_ROOT}", sys.executable, "-m",
+                                                         "xover.run.reaper", "--kill", value, "--variable", variable)],
+                           timeout=60, capture_output=True, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
