@@ -15,8 +15,10 @@
 #   pair-nccl    the same with NCCL (each rank its own NCCL host, joined over the shaped link)
 #   paper        ResNet-50 + VGG-16 (the paper's pair), np=2 each, as pair-gloo
 #   paper-mps    the paper's pair again under CUDA MPS (kernels of processes side by side), where it exists
+#   scripts      a user's unmodified DDP script (a job file, bench/gpu/recipes/gpu-ddp-script.toml) next to
+#                gpu-mlp: profiled through the shims, planned, run from the plan (every mode), exact losses
 #   paper-bert   ResNet-50 + BERT-base;   paper-twins  two copies of ResNet-50
-# The default phases are the check (probe to pair-nccl, about 6 minutes); the paper's pairs are the GPU
+# The default phases are the check (probe to scripts, about 8 minutes); the paper's pairs are the GPU
 # benchmark: --phases paper,paper-mps,paper-bert,paper-twins --budget 420.
 # --cpu: a dry run of every phase on the CPU with the small built-in recipes (what the test suite runs).
 # Writes OUT/summary.md (one table), OUT/probe.json and OUT/data.tgz (the store, the reports and every log).
@@ -25,7 +27,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 CPU=0
 PHASES_GIVEN=0
-PHASES="probe parity pair-gloo pair-nccl"  # the check; --phases paper,paper-mps,paper-bert,paper-twins: the benchmark
+PHASES="probe parity pair-gloo pair-nccl scripts"  # the check; --phases paper,paper-mps,paper-bert,paper-twins: the benchmark
 BUDGET=""
 RATE=10gbit
 OUTDIR=""
@@ -57,13 +59,13 @@ export XOVER_DETERMINISTIC=1  # exact loss parity on the GPU (bench/gpu/probe.py
 if [ $CPU = 1 ]; then
   BUDGET=${BUDGET:-420}
   export XOVER_CPU_ONLY=1
-  R=resnet-synthetic; M=mlp-synthetic; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
+  R=resnet-synthetic; M=mlp-synthetic; S=tests/e2e/scripts/ddp-accumulate.toml; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
   PAIR_SECONDS=1.5; PAPER_SECONDS=1.5; PROFILE=(--iterations 4 --warmup 1); PARITY_ITERATIONS=4
-  [ "$PHASES_GIVEN" = 1 ] || PHASES="probe parity pair-gloo pair-nccl paper paper-bert paper-twins"
+  [ "$PHASES_GIVEN" = 1 ] || PHASES="probe parity pair-gloo pair-nccl scripts paper paper-bert paper-twins"
   [ "$RATE" = 10gbit ] && RATE=1gbit
 else
-  BUDGET=${BUDGET:-360}
-  R=bench/gpu/recipes/gpu-resnet.toml; M=bench/gpu/recipes/gpu-mlp.toml
+  BUDGET=${BUDGET:-480}
+  R=bench/gpu/recipes/gpu-resnet.toml; M=bench/gpu/recipes/gpu-mlp.toml; S=bench/gpu/recipes/gpu-ddp-script.toml
   R50=resnet50-synthetic; VGG=vgg16-synthetic; BERT=bert-base-tokens
   # A run with NCCL took 11-15 s to start on an H200: a job that runs 3 s may end before its partner
   # starts (docs/measurements.md, 2026-11-26), so every job gets at least 10 s.
@@ -169,6 +171,16 @@ for phase in $PHASES; do
       report parity ;;
     pair-gloo) pair pair-gloo 80 "$PAIR_SECONDS" gloo "$R" "$M" ;;
     pair-nccl) pair pair-nccl 80 "$PAIR_SECONDS" "$XOVER_TORCH_BACKEND_NCCL" "$R" "$M" ;;
+    scripts)  # the user's own script: job file -> profile (through the shims) -> plan -> run from the plan
+      if [ "$(left)" -lt 100 ]; then say "phase scripts skipped: $(left)s left, needs 100s"; continue; fi
+      say "phase scripts: $S + $M, gloo, link $LINK"
+      xo $(($(left) - 10)) scripts.profile "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo -- profile "$S" "$M" --engine torch \
+        "${BW[@]}" "${PROFILE[@]}" --no-corun --force --json \
+      && xo 60 scripts.plan "${SHARED[@]}" -- plan "$S" "$M" --engine torch --devices 2 "${BW[@]}" \
+        --out "$WORK/scripts-plan.json" --json \
+      && xo $(($(left) - 10)) scripts.run "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo -- run "$WORK/scripts-plan.json" \
+        "${BW[@]}" --seconds "$PAIR_SECONDS" --mode all --policy work-conserving --timeout $(($(left) - 20)) --json
+      report scripts ;;
     paper) pair paper 100 "$PAPER_SECONDS" gloo "$R50" "$VGG" ;;
     paper-mps)  # xover starts and stops an MPS daemon of the run's own (xover run --mps)
       if [ $CPU = 1 ]; then say "phase paper-mps skipped: no MPS on a CPU"; continue; fi

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from xover.recipes import load_recipe
 from xover.run.jobs import groups_from_plan
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -184,3 +185,35 @@ def test_what_a_shim_cannot_follow_is_one_clear_error_at_profile_time(isolated_r
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert line.startswith(f"error: {job}: ") and expected in line, line
     assert result.stderr.strip().endswith(line)  # the last word, and one line
+
+
+def test_the_gpu_checks_scripts_phase_profiles_plans_and_runs_a_job_file(tmp_path):
+    """scripts/gpu_check.sh's `scripts` phase (a user's DDP script next to a recipe, on the GPU machine),
+    through the script with a stand-in for `python -m xover` that records each call (the calls themselves
+    are what the test above runs for real)."""
+    import os
+    import stat
+
+    root = Path(__file__).resolve().parents[2]
+    calls = tmp_path / "xover-calls"
+    stand_in = tmp_path / "python"
+    stand_in.write_text(f"""#!/bin/sh
+if [ "$1" = -m ] && [ "$2" = xover ]; then
+  shift 2
+  echo "$*" >>{calls}
+  case $1 in run) echo '{{"experiment": "stand-in", "jobs": []}}' ;; report) echo '{{"jobs": []}}' ;; esac
+  exit 0
+fi
+exec {sys.executable} "$@"
+""")
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
+    env = {k: v for k, v in os.environ.items() if k not in ("XOVER_DB", "XOVER_RESULTS")}
+    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu", "--phases", "scripts", "--out", str(tmp_path / "out")],
+                            cwd=root, env={**env, "PYTHON": str(stand_in)}, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    made = [line.split() for line in calls.read_text().splitlines()]
+    assert [call[0] for call in made] == ["profile", "plan", "run", "report"], made
+    job = "tests/e2e/scripts/ddp-accumulate.toml"  # on the GPU machine: bench/gpu/recipes/gpu-ddp-script.toml
+    assert made[0][1:3] == [job, "mlp-synthetic"] and made[1][1:3] == [job, "mlp-synthetic"]
+    assert made[2][1].endswith("scripts-plan.json") and "--mode" in made[2]
+    assert load_recipe(root / "bench" / "gpu" / "recipes" / "gpu-ddp-script.toml").engine == "torch"
