@@ -129,8 +129,8 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> str:
         built_in = [recipe for recipe in missing if not recipe.script]
         flag = _engine_flag(built_in[0], engine) if built_in else ""
         targets = " ".join(_profile_target(recipe) for recipe in missing)
-        raise XoverError(f"no profile of {names} ({', '.join(sorted({engine_of(r, engine) for r in missing}))}): "
-                         f"run `xover profile {targets}{flag}` first" + _changed_hint(store, first)
+        engines = " or ".join(sorted({engine_of(recipe, engine) for recipe in missing}))
+        raise XoverError(f"no {engines} profile of {names}: run `xover profile {targets}{flag}` first" + _changed_hint(store, first)
                          + _other_engine_hint(store, first, engine_of(first, engine)))
     common = set.intersection(*rates)
     if len(common) == 1:
