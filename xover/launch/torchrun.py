@@ -111,10 +111,11 @@ def send_environment(host: str, variables: dict[str, str], remote_prefix: list[s
 
 def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
                       program: list[str] | None = None, remote_prefix: list[str] | None = None,
-                      deadline: float | None = None) -> list[list[str]]:
+                      deadline: float | None = None, forward: tuple[str, ...] = ()) -> list[list[str]]:
     """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m):
     one command on one host, one per node otherwise. The ssh calls it makes for other hosts end by
-    `deadline` (time.monotonic(), the run's --timeout) with TimedOut."""
+    `deadline` (time.monotonic(), the run's --timeout) with TimedOut. `forward`: variables of `env`
+    other nodes get too (a job file's own)."""
     program = program or _worker_module(spec_path)
     nodes = parse_hosts(hosts)
     if len(nodes) == 1 and is_local(nodes[0][0]):
@@ -128,7 +129,7 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
     # (hosts.py), which on another node is that node, so it is named by its hostname instead.
     endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [], *([deadline] if deadline is not None else []))}"
     forwarded = {k: v for k, v in (env or os.environ).items()
-                 if k.startswith(FORWARDED_PREFIXES) and k not in SECRET_VARIABLES}
+                 if (k.startswith(FORWARDED_PREFIXES) or k in forward) and k not in SECRET_VARIABLES}
     commands = []
     for node_rank, (host, count) in enumerate(nodes):
         command = [torchrun_path(), f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",

@@ -172,7 +172,7 @@ def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[st
     if job.engine == "torch":
         return [[*prefix, *command] for command in
                 torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=shim, remote_prefix=prefix,
-                                  deadline=deadline)]
+                                  deadline=deadline, forward=tuple(job.recipe.env))]
     return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
                                           program=[sys.executable, "-u", *shim] if shim else None)]]
 

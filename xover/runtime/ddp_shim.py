@@ -58,12 +58,10 @@ import inspect
 import os
 import sys
 import weakref
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from ..scripts import DDP_UNSUPPORTED_NAMES, ScriptRefused, check_ddp_script
-
-if TYPE_CHECKING:  # torch is imported by install_ddp: the launcher imports check_ddp_script alone
-    from .script_shim import ScriptCoordinator
+from .script_turns import ScriptCoordinator
 
 # DDP options that bring their own reduction
 UNSUPPORTED_OPTIONS = {
@@ -95,11 +93,9 @@ def _refuse(script: str | None, problem: str) -> NoReturn:
 
 # ------------------------------------------------------------------------------ inside the job
 
-def install_ddp(script: str | None = None) -> "ScriptCoordinator":
+def install_ddp(script: str | None = None) -> ScriptCoordinator:
     """Check the script, then adapt DistributedDataParallel and torch.optim so that the script's DDP
     model takes crossover turns; rank, local rank and world size come from torchrun's environment."""
-    from .script_shim import ScriptCoordinator
-
     script = script or _script_from_argv()
     if script is not None:
         try:
@@ -126,7 +122,7 @@ class _Reduction:
 class DDPCrossover:
     """The adaptations of DDP, torch.optim and torch.distributed for one job's process."""
 
-    def __init__(self, coordinator: "ScriptCoordinator", script: str | None) -> None:
+    def __init__(self, coordinator: ScriptCoordinator, script: str | None) -> None:
         self.coordinator = coordinator
         self.script = script
         self.models: weakref.WeakSet = weakref.WeakSet()  # DDP models the script built

@@ -33,241 +33,16 @@ wrapper (gradients all-reduced by hand), a second process group, the other engin
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import runpy
 import sys
-import time
 from typing import Callable
 
-import torch
-
-from .link_priority import LinkPriority
-from .metrics import STEP_CAP_VARIABLE, emit
-from .thread_policy import CommThreads
-from .turn_client import after_gradient, token_from_env
-from .worker import exit_without_teardown, peak_memory_gb, place_on_device
-
-
-class StepCapReached(SystemExit):
-    """The script made the optimizer steps its job asked for: a clean exit on every rank."""
-
-    def __init__(self) -> None:
-        super().__init__(0)
-
-
-class Unfollowable(SystemExit):
-    """What the shim cannot follow (exit 2, the reason on stderr)."""
-
-    def __init__(self, script: str | None, problem: str) -> None:
-        print(f"xover: {script or 'the script'}: {problem}", file=sys.stderr, flush=True)
-        super().__init__(2)
-
-
-class StepTally:
-    """What one optimizer step took, summed over its backward passes."""
-
-    def __init__(self) -> None:
-        self.compute_s = self.communication_s = self.wait_s = 0.0
-        self.backwards = self.yields = 0
-        self.loss: float | None = None
-        self.reduced_bytes = 0
-        self.held: list[list[float]] = []
-
-
-class ScriptCoordinator:
-    """Takes and releases the turn around an unmodified script's training steps."""
-
-    def __init__(self, local_rank: int, rank: int, world_size: int, engine: str, script: str | None = None) -> None:
-        self.rank, self.world_size, self.engine, self.script = rank, world_size, engine, script
-        self.device = place_on_device(local_rank)
-        self.turn = token_from_env(local_rank, synchronize=self.synchronize)
-        self.wait_for_gradients: Callable[[], None] | None = None  # set when the engine's wrapper is built
-        self.step = 0  # optimizer steps made
-        self.backwards = 0  # backward passes through the engine's model
-        self.untracked_backwards = 0  # backward passes before any engine wrapper was built
-        self.step_cap = int(os.environ.get(STEP_CAP_VARIABLE) or 0) or None
-        self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
-        self.batch = 0
-        self.started = self.previous_end = time.perf_counter()
-        self.tally = StepTally()
-        self.bytes_per_step: list[int] = []
-        self.turn_taken_at = 0.0
-        self.watched: set[int] = set()
-        self.gradient_hooks: list = []  # the gradients' accumulator nodes: their checkpoint hooks live as long
-        self.link = LinkPriority()
-        self.comm_threads = CommThreads(crossover=self.turn.crossover, cpu=self.device.type == "cpu")
-        torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
-        original_backward = torch.autograd.backward
-
-        def backward(*args, **kwargs):
-            result = original_backward(*args, **kwargs)
-            self.end_of_backward()
-            self._count_backward(args[0] if args else kwargs.get("tensors"))
-            return result
-
-        torch.autograd.backward = backward  # Tensor.backward() calls it too
-
-    @property
-    def attached(self) -> bool:
-        return self.wait_for_gradients is not None
-
-    # -- the turn ------------------------------------------------------------------------------
-    def synchronize(self) -> None:
-        """Wait for the GPU work queued so far on the device the script computes on: the current CUDA
-        device when the turn is released (a DDP script picks cuda:LOCAL_RANK itself, whatever xover
-        set), so that the partner finds the GPU idle."""
-        if self.device.type == "cuda":
-            torch.cuda.current_stream().synchronize()
-
-    @contextlib.contextmanager
-    def outside_turn(self):
-        """Run a collective without holding the turn, and take it back after (counted as yielded). A
-        job must never hold a turn while blocked in a collective: its peer ranks may be waiting for
-        turns that other jobs hold in the same state, on other devices (a deadlock the work-conserving
-        policy can reach). The server hears step-out then step-in, the same phase: a yield that
-        re-queued at once could be granted while the collective still waits for a peer rank."""
-        if not self.turn.holding:
-            yield
-            return
-        self.synchronize()
-        self.turn.step_out()
-        try:
-            yield
-            # an NCCL collective returns once queued: wait for it here, outside the turn, not at the
-            # next synchronisation inside it (its kernel waits for the peer ranks)
-            self.synchronize()
-        finally:
-            self.turn.step_in()
-
-    def _take_turn(self) -> None:
-        if not self.turn.holding:
-            self.tally.wait_s += self.turn.acquire()
-            self.turn_taken_at = time.perf_counter()
-
-    def _before_forward(self, module, inputs) -> None:
-        if not self.attached:
-            return
-        if self.stop_due:
-            raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
-        if self.turn.holding:
-            self.turn.checkpoint()
-        else:
-            self._take_turn()
-        if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
-            self.batch = inputs[0].shape[0]  # the outermost module sees the batch first
-
-    def end_of_backward(self) -> None:
-        """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
-        if not self.attached or not self.turn.holding:
-            return
-        self.synchronize()
-        end = time.perf_counter()
-        phase = self.turn.phase
-        self.turn.release()
-        tally = self.tally
-        tally.compute_s += end - self.turn_taken_at - phase.yielded_s
-        tally.wait_s += phase.yielded_s
-        tally.yields += phase.yields
-        tally.held += [[round(a, 6), round(b, 6)] for a, b in phase.held]
-        self.link.apply(self.backwards)
-        self.comm_threads.apply(self.backwards)
-
-    def _count_backward(self, loss) -> None:
-        """A backward the script called: counted, and its loss (a scalar's value, rank 0) added to the step's."""
-        if not self.attached:
-            self.untracked_backwards += 1
-            return
-        self.backwards += 1
-        self.tally.backwards += 1
-        if self.rank == 0 and isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            value = float(loss.detach())
-            self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
-
-    def all_reduced(self, nbytes: int) -> None:
-        """The engine started an all-reduce of `nbytes` of gradients."""
-        self.tally.reduced_bytes += nbytes
-
-    def after_step(self) -> None:
-        """optimizer.step() is done: the iteration ends; the script ends here when its steps are made."""
-        end = time.perf_counter()
-        tally, self.tally = self.tally, StepTally()
-        if tally.reduced_bytes:
-            self.bytes_per_step.append(tally.reduced_bytes)
-        if self.rank == 0:
-            iteration_s = end - self.previous_end
-            other_s = iteration_s - tally.compute_s - tally.communication_s - tally.wait_s
-            emit("iter", step=self.step, time_s=end - self.started, wall_time=time.time(),
-                 iteration_s=iteration_s, data_s=max(0.0, other_s), compute_s=tally.compute_s,
-                 communication_s=tally.communication_s, wait_s=tally.wait_s,
-                 samples=self.batch * self.world_size * max(1, tally.backwards), loss=tally.loss,
-                 yields=tally.yields, held=tally.held or None)
-        self.step += 1
-        self.previous_end = end
-        self.stop_due = self.step_cap is not None and self.step >= self.step_cap
-
-    # -- the engine ----------------------------------------------------------------------------
-    def attach(self, parameters: list[torch.Tensor], wait_for_gradients: Callable[[], None]) -> None:
-        """The script built its distributed optimizer (or model): watch its parameters' gradients."""
-        for parameter in parameters:
-            if parameter.requires_grad and id(parameter) not in self.watched:
-                self.watched.add(id(parameter))
-                self.gradient_hooks.append(after_gradient(parameter, self.turn.checkpoint))
-        first = not self.attached
-        self.wait_for_gradients = wait_for_gradients
-        if first:
-            self.link.apply()  # the process group is up: its sockets are open
-            self.comm_threads.apply()  # and the engine's threads have started
-        if first and self.rank == 0:
-            emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=self.step_cap, world_size=self.world_size,
-                 engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
-                 gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
-                 wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields())
-
-    def before_step(self) -> None:
-        """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
-        the turn, then the update takes it."""
-        if not self.attached:
-            raise self.refuse(self.unwrapped_step())
-        if self.stop_due:
-            raise StepCapReached()
-        start = time.perf_counter()
-        self.wait_for_gradients()
-        self.tally.communication_s += time.perf_counter() - start
-        self._take_turn()
-
-    def unwrapped_step(self) -> str:
-        wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
-        return (f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
-                f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run in a "
-                f"crossover group" + (" (or is it a torch.distributed script? engine torch)" if self.engine == "horovod"
-                                      else " (or is it a Horovod script? engine horovod)"))
-
-    def refuse(self, problem: str) -> Unfollowable:
-        return Unfollowable(self.script, problem)
-
-    def finish(self, clean: bool) -> None:
-        """The script ended (`clean`: by itself or at its step cap, not by an error of its own)."""
-        if self.turn.holding:
-            self.synchronize()  # the last update's kernels run in this turn, not the partner's
-        self.turn.release()
-        self.turn.close()
-        if self.attached and self.rank == 0:
-            measured = sorted(self.bytes_per_step)
-            emit("end", iterations=self.step, wall_s=time.perf_counter() - self.started,
-                 peak_memory_gb=peak_memory_gb(self.device),
-                 gradient_bytes=measured[len(measured) // 2] if measured else None)
-        if clean and not self.step:
-            wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
-            if self.backwards:
-                raise self.refuse(f"{self.backwards} backward passes and no optimizer.step(): xover counts an "
-                                  f"iteration at each optimizer step, and has none to count")
-            if self.untracked_backwards:
-                raise self.refuse(f"{self.untracked_backwards} backward passes without {wrapper} (and no "
-                                  f"optimizer step through it): nothing of it can take turns")
-            raise self.refuse(f"ended without a training step through {wrapper}: nothing of it can take turns "
-                              f"(does it train? is its engine {self.engine}?)")
+from ..scripts import ENGINES
+from .ddp_shim import install_ddp
+from .script_turns import ScriptCoordinator, Unfollowable
+from .worker import exit_without_teardown
 
 
 def install_horovod(script: str | None = None) -> ScriptCoordinator:
@@ -390,14 +165,12 @@ def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Calla
 
 
 def main() -> None:
-    if len(sys.argv) < 3 or sys.argv[1] not in ("horovod", "torch"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ENGINES:
         sys.exit("usage: python -m xover.runtime.script_shim horovod|torch SCRIPT [ARGS...]")
     engine, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     if engine == "horovod":
         coordinator = install_horovod(script)
     else:
-        from .ddp_shim import install_ddp
-
         coordinator = install_ddp(script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
