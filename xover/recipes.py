@@ -107,6 +107,23 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 }
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table"}
+
+
+def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], bool]], fail) -> None:
+    """Every required field present, every field of its type (a list of strings, a table of strings
+    for a job file's args and env) and finite where it is a number."""
+    for key, (types, required) in fields.items():
+        if key not in data:
+            if required:
+                raise fail(key, "missing (required)")
+            continue
+        value = data[key]
+        # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
+        if isinstance(value, bool) or not isinstance(value, types):
+            kind = {list: "a list of strings", dict: "a table"}.get(types[-1], _TYPE_NAMES.get(types[-1]))
+            raise fail(key, f"must be {kind}, got {value!r}")
+        if float in types and not _finite(value):
+            raise fail(key, f"must be a finite number, got {value!r}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -129,17 +146,7 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
                             f"or leave '{key}' out for a built-in model")
         if key not in _FIELDS:
             raise fail(key, f"unknown field{_suggest(key, _FIELDS)}; known fields: {', '.join(_FIELDS)}")
-    for key, (types, required) in _FIELDS.items():
-        if key not in data:
-            if required:
-                raise fail(key, "missing (required)")
-            continue
-        value = data[key]
-        # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise fail(key, f"must be {_TYPE_NAMES[types[-1]]}, got {value!r}")
-        if float in types and not _finite(value):
-            raise fail(key, f"must be a finite number, got {value!r}")
+    _check_types(data, _FIELDS, fail)
 
     if not _NAME.match(data["name"]):
         raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
@@ -235,17 +242,7 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
                                 f"file's fields: {', '.join(_JOB_FILE_FIELDS)}")
             raise fail(key, f"unknown field{_suggest(key, _JOB_FILE_FIELDS)}; a job file's fields: "
                             f"{', '.join(_JOB_FILE_FIELDS)}")
-    for key, (types, required) in _JOB_FILE_FIELDS.items():
-        if key not in data:
-            if required:
-                raise fail(key, "missing (required)")
-            continue
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, types):
-            kind = {list: "a list of strings", dict: "a table of strings"}.get(types[-1], _TYPE_NAMES.get(types[-1]))
-            raise fail(key, f"must be {kind}, got {value!r}")
-        if float in types and not _finite(value):
-            raise fail(key, f"must be a finite number, got {value!r}")
+    _check_types(data, _JOB_FILE_FIELDS, fail)
     name = data.get("name", Path(source).stem)
     if not _NAME.match(name):
         raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
