@@ -68,7 +68,7 @@ def comparisons(session, since: datetime) -> list[dict]:
                     break
                 body = run.recipe.body
                 recipe = SimpleNamespace(name=name, np=run.np, iterations=body.get("iterations") or 100,
-                                         max_slowdown=body.get("max_slowdown"))
+                                         max_slowdown=body.get("max_slowdown"), memory_gb=body.get("memory_gb"))
                 profiles.append(job_profile(recipe, stored))
             else:
                 found.append({"experiment": experiment.id, "engine": experiment.runs[0].engine,
