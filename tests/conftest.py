@@ -117,3 +117,23 @@ def comparison_run(tmp_path_factory):
                             env={**os.environ, **paths}, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return {**paths, "experiment": json.loads(result.stdout)["experiment"], "folder": folder}
+
+
+def gpu_check_stand_in(tmp_path: Path, record: str = "$*") -> tuple[Path, Path]:
+    """A stand-in for the GPU check's `python`: `-m xover ...` is recorded (one line per call, `record`
+    expanded by the shell) and answered, everything else runs on this Python. Returns it and the calls file."""
+    import stat
+
+    calls = tmp_path / "xover-calls"
+    stand_in = tmp_path / "python"
+    stand_in.write_text(f"""#!/bin/sh
+if [ "$1" = -m ] && [ "$2" = xover ]; then
+  shift 2
+  echo "{record}" >>{calls}
+  case $1 in run) echo '{{"experiment": "stand-in", "jobs": []}}' ;; report) echo '{{"jobs": []}}' ;; esac
+  exit 0
+fi
+exec {sys.executable} "$@"
+""")
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
+    return stand_in, calls

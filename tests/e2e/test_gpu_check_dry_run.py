@@ -9,10 +9,11 @@ transformer-tokens) run under crossover for real, once, as the check runs them.
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import gpu_check_stand_in
 
 ROOT = Path(__file__).resolve().parents[2]
 CROSSOVER_ONLY = {  # phase: its pair on a CPU (scripts/gpu_check.sh: R, M, R50, VGG, BERT under --cpu)
@@ -55,18 +56,7 @@ def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
 def test_gpu_check_dry_run_runs_the_other_pairs_crossover_alone(tmp_path):
     """The rest of the dry run's phases, through the script, with a stand-in for `python -m xover` (it
     records each call and answers for it; everything else the script runs with Python is real)."""
-    calls = tmp_path / "xover-calls"
-    stand_in = tmp_path / "python"
-    stand_in.write_text(f"""#!/bin/sh
-if [ "$1" = -m ] && [ "$2" = xover ]; then
-  shift 2
-  echo "XOVER_TORCH_BACKEND=$XOVER_TORCH_BACKEND $*" >>{calls}
-  case $1 in run) echo '{{"experiment": "stand-in", "jobs": []}}' ;; report) echo '{{"jobs": []}}' ;; esac
-  exit 0
-fi
-exec {sys.executable} "$@"
-""")
-    stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
+    stand_in, calls = gpu_check_stand_in(tmp_path, "XOVER_TORCH_BACKEND=$XOVER_TORCH_BACKEND $*")
     result, steps = _gpu_check(tmp_path, "--phases", ",".join(CROSSOVER_ONLY), python=stand_in)
     for phase in CROSSOVER_ONLY:
         assert f"xover run ({phase}.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]

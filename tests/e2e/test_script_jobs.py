@@ -192,21 +192,11 @@ def test_the_gpu_checks_scripts_phase_profiles_plans_and_runs_a_job_file(tmp_pat
     through the script with a stand-in for `python -m xover` that records each call (the calls themselves
     are what the test above runs for real)."""
     import os
-    import stat
+
+    from conftest import gpu_check_stand_in
 
     root = Path(__file__).resolve().parents[2]
-    calls = tmp_path / "xover-calls"
-    stand_in = tmp_path / "python"
-    stand_in.write_text(f"""#!/bin/sh
-if [ "$1" = -m ] && [ "$2" = xover ]; then
-  shift 2
-  echo "$*" >>{calls}
-  case $1 in run) echo '{{"experiment": "stand-in", "jobs": []}}' ;; report) echo '{{"jobs": []}}' ;; esac
-  exit 0
-fi
-exec {sys.executable} "$@"
-""")
-    stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
+    stand_in, calls = gpu_check_stand_in(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("XOVER_DB", "XOVER_RESULTS")}
     result = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu", "--phases", "scripts", "--out", str(tmp_path / "out")],
                             cwd=root, env={**env, "PYTHON": str(stand_in)}, capture_output=True, text=True, timeout=300)
