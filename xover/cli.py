@@ -334,10 +334,12 @@ def profile(
                      "partner (about doubles the time); without it predictions assume none.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
-    """Measure each recipe alone: data, compute and exposed communication per iteration, memory,
-    throughput; then its interference: how much slower its compute is next to a partner, under
-    crossover, than alone (negative: faster, as the thread policy under crossover can make it). Profiles are
-    stored and reused (same recipe, np, hosts spanned, bandwidth, engine, hardware) unless --force."""
+    """Measure each job alone: data, compute and exposed communication per iteration, memory,
+    throughput, gradient bytes; then its interference: how much slower its compute is next to a partner,
+    under crossover, than alone (negative: faster, as the thread policy under crossover can make it). A
+    script (a job file, or --script) is measured through the shims that run it unmodified; its iteration
+    is an optimizer step. Profiles are stored and reused (same recipe or script content and arguments, np,
+    hosts spanned, bandwidth, engine, hardware) unless --force."""
     from .profiler import profile_recipes
 
     with user_errors():
