@@ -1,4 +1,4 @@
-"""Benchmark: an unmodified DDP script (examples/ddp_digits.py under torchrun) in crossover groups.
+"""Benchmark: an unmodified DDP script (recipes/examples/ddp_digits.py under torchrun) in crossover groups.
 
 Two groups, each run sequential / concurrent / crossover under every turn policy, over an emulated
 shared link, with the figures of bench/crossover_pair.py (per job and mode; aggregate throughput vs
@@ -36,7 +36,7 @@ from xover.planner import round_robin_gain, round_robin_period  # noqa: E402
 from xover.store.profiles import stored_interference  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 
-SCRIPT = "examples/ddp_digits.py"
+SCRIPT = "recipes/examples/ddp_digits.py"
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 
 

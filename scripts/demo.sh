@@ -4,8 +4,8 @@
 set -euo pipefail
 XOVER=.venv/bin/xover
 PY=.venv/bin/python
-# built-in recipes, and a job file for an unmodified DistributedDataParallel script (examples/ddp_digits.py)
-RECIPES=(resnet-synthetic mlp-synthetic transformer-chars mlp-balanced examples/ddp-digits.toml)
+# built-in recipes, and a job file for an unmodified DistributedDataParallel script (recipes/examples/ddp_digits.py)
+RECIPES=(resnet-synthetic mlp-synthetic transformer-chars mlp-balanced recipes/examples/ddp-digits.toml)
 SECONDS_EACH=${XOVER_DEMO_SECONDS:-15}
 
 $XOVER doctor || true

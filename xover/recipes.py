@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -323,12 +324,16 @@ def _finite(value: int | float) -> bool:
         return False
 
 
-BUILTIN_RECIPES = Path(__file__).resolve().parent / "builtin_recipes"
+# The recipes that ship with xover: the checkout's top-level recipes/ (what a user reads and copies), or,
+# where xover is installed from a wheel, the copy pyproject.toml installs under the environment's share/.
+_CHECKOUT_RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+BUILTIN_RECIPES = _CHECKOUT_RECIPES if _CHECKOUT_RECIPES.is_dir() else Path(sys.prefix) / "share" / "xover" / "recipes"
 
 
 def load_recipe(path: str | Path) -> Recipe:
     """Load a recipe from a TOML file, or by name: ./recipes/NAME.toml first (your own), then the
-    recipes that ship with xover (`xover/builtin_recipes/`), from any working directory."""
+    recipes that ship with xover (`recipes/` of the checkout, installed with the package), from any
+    working directory."""
     file = resolve_recipe_path(path)
     try:
         data = tomllib.loads(file.read_text())

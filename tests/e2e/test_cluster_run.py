@@ -154,7 +154,7 @@ def test_an_unmodified_ddp_script_takes_turns_across_two_hosts(emulated, isolate
     """torchrun's multi-node launch (one node per emulated host, over ssh) with the DDP shim: what each
     node's rank prints under crossover is what it prints with the job alone."""
     emulated("1gbit")
-    report = _json("run", "--script", "examples/ddp_digits.py", "--script", "examples/ddp_digits.py",
+    report = _json("run", "--script", "recipes/examples/ddp_digits.py", "--script", "recipes/examples/ddp_digits.py",
                    "--engine", "torch", "-H", TWO_HOSTS, "--mode", "all", "--json", "--", "--steps", "15",
                    "--log-every", "1", json_flag=False)
     printed = {}

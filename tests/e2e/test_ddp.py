@@ -13,7 +13,7 @@ from pathlib import Path
 from xover.launch.torchrun import torchrun_path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = "examples/ddp_digits.py"
+SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 TEARDOWN_ABORT = "terminate called without an active exception"

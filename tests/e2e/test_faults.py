@@ -72,7 +72,7 @@ def test_a_process_a_job_leaves_behind_is_stopped_when_its_run_ends(isolated_res
 def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated_results):
     db = isolated_results / "xover.db"
     start = time.time()
-    result = _xover("run", "--script", str(ASSETS / "hang_in_turn.py"), "--script", "examples/horovod_digits.py",
+    result = _xover("run", "--script", str(ASSETS / "hang_in_turn.py"), "--script", "recipes/examples/horovod_digits.py",
                     "--mode", "crossover", "--np", "2", "--timeout", "75", "--json", "--", "--steps", "40",
                     env={"XOVER_TURN_LEASE": "floor=2,factor=5,initial=4"}, timeout=200)
     assert result.returncode == 124, result.stderr[-2000:]  # --timeout ended it
@@ -184,7 +184,7 @@ def test_a_script_with_frozen_and_unused_parameters_takes_turns_to_the_end(isola
     script = str(ASSETS / "horovod_frozen_unused.py")
     # under crossover next to a partner, and alone for its losses (the two modes compared; concurrent and
     # the partner alone, which a --mode all run adds, are not)
-    result = _xover("run", "--script", script, "--script", "examples/horovod_digits.py", "--mode", "crossover",
+    result = _xover("run", "--script", script, "--script", "recipes/examples/horovod_digits.py", "--mode", "crossover",
                     "--np", "2", "--json", "--", "--steps", "20", timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     alone = _xover("run", "--script", script, "--mode", "sequential", "--np", "2", "--json", "--", "--steps", "20",

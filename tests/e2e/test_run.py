@@ -15,7 +15,7 @@ import pytest
 from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]
-ROOT_RECIPES = Path(__file__).resolve().parents[2] / "xover" / "builtin_recipes"
+ROOT_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss"}
 
 

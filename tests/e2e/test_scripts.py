@@ -14,8 +14,8 @@ def _printed_losses(log_dir):
 
 
 def test_two_copies_of_a_plain_horovod_script_in_crossover(isolated_results):
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/horovod_digits.py",
-                             "--script", "examples/horovod_digits.py", "--mode", "all", "--json", "--",
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "recipes/examples/horovod_digits.py",
+                             "--script", "recipes/examples/horovod_digits.py", "--mode", "all", "--json", "--",
                              "--steps", "30"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = {(j["name"], j["mode"]): j for j in json.loads(result.stdout)["jobs"]}
@@ -35,8 +35,8 @@ def test_two_copies_of_a_plain_horovod_script_in_crossover(isolated_results):
 def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(isolated_results):
     # hvd.allreduce after optimizer.step() is called while the job holds its turn: blocking in it there
     # could deadlock two jobs each waiting for the other's turn on one device (broken only by the lease)
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/horovod_digits.py",
-                             "--script", "examples/horovod_digits.py", "--mode", "all", "--policy", "all", "--json",
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "recipes/examples/horovod_digits.py",
+                             "--script", "recipes/examples/horovod_digits.py", "--mode", "all", "--policy", "all", "--json",
                              "--", "--steps", "40", "--average-loss"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -54,15 +54,15 @@ def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it
 
 def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results):
     # its engine is found from what it imports (torch.distributed), and said on one line
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "examples/ddp_digits.py",
-                             "--script", "examples/ddp_digits.py", "--mode", "crossover", "--json", "--",
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "recipes/examples/ddp_digits.py",
+                             "--script", "recipes/examples/ddp_digits.py", "--mode", "crossover", "--json", "--",
                              "--steps", "30"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = json.loads(result.stdout)["jobs"]
     assert {(j["name"], j["mode"]) for j in jobs} == {("ddp_digits", "crossover"), ("ddp_digits#2", "crossover")}
     for job in jobs:
         assert job["status"] == "finished" and job["engine"] == "torch" and job["iterations"] == 30, job["error"]
-    assert "engine torch (torchrun): examples/ddp_digits.py imports torch.distributed" in result.stderr
+    assert "engine torch (torchrun): recipes/examples/ddp_digits.py imports torch.distributed" in result.stderr
 
 
 def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_results):

@@ -12,30 +12,30 @@ import pytest
 from xover.scripts import ScriptRefused, check_ddp_script
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = "examples/ddp_digits.py"
+SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def test_a_script_without_ddp_is_refused_before_it_starts(tmp_path):
-    with pytest.raises(ScriptRefused, match=r"--script examples/horovod_digits.py: no DistributedDataParallel"):
-        check_ddp_script("examples/horovod_digits.py")
+    with pytest.raises(ScriptRefused, match=r"--script recipes/examples/horovod_digits.py: no DistributedDataParallel"):
+        check_ddp_script("recipes/examples/horovod_digits.py")
     # inside torchrun the shim refuses it too, before the script runs (horovod is never imported)
-    result = subprocess.run([sys.executable, "-m", "xover.runtime.script_shim", "torch", "examples/horovod_digits.py"],
+    result = subprocess.run([sys.executable, "-m", "xover.runtime.script_shim", "torch", "recipes/examples/horovod_digits.py"],
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith("xover: --script examples/horovod_digits.py: no DistributedDataParallel")
+    assert line.startswith("xover: --script recipes/examples/horovod_digits.py: no DistributedDataParallel")
 
 
 def test_xover_refuses_a_script_without_ddp_with_exit_2(isolated_results):
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script",
-                             "examples/horovod_digits.py", "--mode", "crossover"],
+                             "recipes/examples/horovod_digits.py", "--mode", "crossover"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 2
-    assert "examples/horovod_digits.py" in result.stderr and "DistributedDataParallel" in result.stderr
+    assert "recipes/examples/horovod_digits.py" in result.stderr and "DistributedDataParallel" in result.stderr
     assert not (isolated_results / "results" / "runs").exists() or not any(
         (isolated_results / "results" / "runs").iterdir())  # nothing started
 

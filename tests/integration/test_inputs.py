@@ -214,15 +214,15 @@ FLAG_CASES = [
     (["run", "--group", "mlp-digits", "--seconds", "5"], "--seconds needs"),
     (["run", "--group", "mlp-digits", "--seconds", "inf"], "--seconds"),
     (["run", "--group", "mlp-digits", "--timeout", "nan"], "--timeout"),
-    (["run", "--script", "examples/horovod_digits.py", "--np", "-1"], "--np"),
-    (["run", "--script", "examples/horovod_digits.py", "--np", "0"], "--np"),
+    (["run", "--script", "recipes/examples/horovod_digits.py", "--np", "-1"], "--np"),
+    (["run", "--script", "recipes/examples/horovod_digits.py", "--np", "0"], "--np"),
     (["train", "mlp-digits", "-H", "h1:x"], "h1:x"),  # text, not the emoji code :x:
     (["train", "mlp-digits", "-H", "a b:2"], "not a host name"),
     (["train", "mlp-digits", "-H", "h1:\u0661"], "SLOTS"),  # an Arabic-Indic one is not a slot count
     (["train", "xover"], "a folder"),
     (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
-    (["run", "--script", "examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
+    (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
     (["run", "mlp-digits", "-H", "localhost:2"], "-H applies to --group"),
     (["plan", "mlp-digits", "--devices", "2", "--policy", "lottery"], "policy"),
     (["plan", "mlp-digits"], "--devices"),

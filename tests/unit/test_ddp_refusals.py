@@ -10,7 +10,7 @@ import pytest
 from xover.scripts import ScriptRefused, check_ddp_script
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = "examples/ddp_digits.py"
+SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 TEARDOWN_ABORT = "terminate called without an active exception"

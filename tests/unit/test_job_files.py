@@ -41,8 +41,8 @@ def test_a_job_file_names_a_script_next_to_it_and_finds_its_engine(tmp_path):
 
 
 def test_the_examples_job_files_load():
-    assert load_recipe("examples/ddp-digits.toml").engine == "torch"
-    assert load_recipe("examples/horovod-digits.toml").engine == "horovod"
+    assert load_recipe("recipes/examples/ddp-digits.toml").engine == "torch"
+    assert load_recipe("recipes/examples/horovod-digits.toml").engine == "horovod"
 
 
 def test_a_script_job_is_its_content_not_its_place(tmp_path):

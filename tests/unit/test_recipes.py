@@ -11,7 +11,7 @@ VALID = {"name": "t", "model": "mlp", "dataset": "digits", "batch_size": 8, "opt
 
 
 def test_every_shipped_recipe_is_valid():
-    recipes = sorted((ROOT / "xover" / "builtin_recipes").glob("*.toml"))
+    recipes = sorted((ROOT / "recipes").glob("*.toml"))
     assert len(recipes) >= 6
     for path in recipes:
         recipe = load_recipe(path)

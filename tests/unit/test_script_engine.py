@@ -74,8 +74,8 @@ def test_a_script_importing_neither_is_refused_naming_it(source):
 
 
 def test_the_examples(tmp_path):
-    assert detect_engine("examples/horovod_digits.py").engine == "horovod"
-    assert detect_engine("examples/ddp_digits.py").engine == "torch"
+    assert detect_engine("recipes/examples/horovod_digits.py").engine == "horovod"
+    assert detect_engine("recipes/examples/ddp_digits.py").engine == "torch"
 
 
 def test_what_the_scripts_own_modules_import_counts(tmp_path):
@@ -88,24 +88,24 @@ def test_what_the_scripts_own_modules_import_counts(tmp_path):
 
 
 def test_the_scripts_of_a_group_share_one_engine(tmp_path):
-    engine, found = detect_scripts_engine(["examples/ddp_digits.py", "examples/ddp_digits.py"])
+    engine, found = detect_scripts_engine(["recipes/examples/ddp_digits.py", "recipes/examples/ddp_digits.py"])
     assert engine == "torch"
     # one line, each script once
-    assert detection_note(found) == ("engine torch (torchrun): examples/ddp_digits.py imports torch.distributed "
+    assert detection_note(found) == ("engine torch (torchrun): recipes/examples/ddp_digits.py imports torch.distributed "
                                      "(--engine to choose another)")
     with pytest.raises(XoverError, match=r"different engines .*horovod_digits.py: horovod.*ddp_digits.py: torch"):
-        detect_scripts_engine(["examples/horovod_digits.py", "examples/ddp_digits.py"])
+        detect_scripts_engine(["recipes/examples/horovod_digits.py", "recipes/examples/ddp_digits.py"])
     with pytest.raises(XoverError, match=r"--script missing.py: file not found"):
         detect_scripts_engine(["missing.py"])
 
 
 def test_groups_from_scripts_detects_unless_given():
-    [group] = groups_from_scripts(["examples/ddp_digits.py"], [], 1, None)
+    [group] = groups_from_scripts(["recipes/examples/ddp_digits.py"], [], 1, None)
     assert [job.engine for job in group.jobs] == ["torch"]
     assert group.jobs[0].recipe.engine == "torch"  # the job records its engine (was in model_options)
-    [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None)
+    [group] = groups_from_scripts(["recipes/examples/horovod_digits.py"], [], 1, None)
     assert group.jobs[0].engine == "horovod"
-    [group] = groups_from_scripts(["examples/horovod_digits.py"], [], 1, None, engine="horovod")
+    [group] = groups_from_scripts(["recipes/examples/horovod_digits.py"], [], 1, None, engine="horovod")
     assert group.jobs[0].engine == "horovod"
 
 

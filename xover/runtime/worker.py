@@ -234,7 +234,7 @@ def exit_without_teardown() -> NoReturn:
 
     torch's Gloo backend now and then aborts a process at exit, after Python has finalised
     ("terminate called without an active exception", SIGABRT, no Python frame left): two torchrun
-    copies of examples/ddp_digits.py at once on 2 cores lost a rank so in 1 of 60 runs without xover
+    copies of recipes/examples/ddp_digits.py at once on 2 cores lost a rank so in 1 of 60 runs without xover
     and 2 of 80 under the script shim, none of 80 with this exit. torchrun then reports a job that
     finished as failed and kills its other ranks. What Python would still do at exit (wait for
     non-daemon threads, atexit handlers, flush the streams) is done here, then the process ends."""

@@ -1,8 +1,8 @@
 """A plain DistributedDataParallel training script, written the way PyTorch's examples are - it knows
 nothing of xover.
 
-    torchrun --standalone --nproc-per-node=2 examples/ddp_digits.py --steps 100
-    xover run --engine torch --script examples/ddp_digits.py --script examples/ddp_digits.py -- --steps 100
+    torchrun --standalone --nproc-per-node=2 recipes/examples/ddp_digits.py --steps 100
+    xover run --engine torch --script recipes/examples/ddp_digits.py --script recipes/examples/ddp_digits.py -- --steps 100
 
 Options that exercise the corners of DDP:
   --frozen      a frozen input layer (requires_grad=False) and a head that forward never uses, so DDP

@@ -1,7 +1,7 @@
 """A plain Horovod training script, written the usual way - it knows nothing of xover.
 
-    horovodrun -np 2 -H localhost:2 python examples/horovod_digits.py --steps 100
-    xover run --script examples/horovod_digits.py --script examples/horovod_digits.py -- --steps 100
+    horovodrun -np 2 -H localhost:2 python recipes/examples/horovod_digits.py --steps 100
+    xover run --script recipes/examples/horovod_digits.py --script recipes/examples/horovod_digits.py -- --steps 100
 """
 
 import argparse
