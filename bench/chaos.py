@@ -13,6 +13,14 @@ iterating, does one of:
   stalled-ssh on the emulated cluster, SIGSTOP the second host's sshd before the run starts (a host
               that accepts connections and never answers): the run must fail within ssh's
               ConnectTimeout and leave nothing behind (without a cluster: stop-server)
+  forged-output  write lines that look like xover's metric records (an end, an exit, records without
+              the run's token or with another, malformed JSON, a 100 KiB line) into a random rank's
+              standard output, as a training script's own output could: both jobs must run to their
+              end with exactly their own rows (docs/security.md)
+  slurm-pause the group runs through Slurm (`--launcher slurm`, the single-node cluster of
+              scripts/slurm.sh, brought up when missing); SIGSTOP slurmctld for 25 s, more than
+              Slurm's MessageTimeout, so that xover's queries of the job time out (a transient
+              Slurm error): both jobs must finish and be recorded as such
 It then counts, and the target for each is 0:
   survivor stalls   iterations over 1 s of the job that was not hit, after the fault
   orphans           processes of the run still alive 10 s after xover ended
@@ -23,7 +31,7 @@ It then counts, and the target for each is 0:
   metrics lost      a survivor that finished without a row for each of its iterations
 
     .venv/bin/python bench/chaos.py [--trials 50] [--seed 1] [--engines horovod torch] [--no-cluster]
-                                    [--faults kill-rank stop-rank kill-xover stop-server stalled-ssh]
+        [--faults kill-rank stop-rank kill-xover stop-server stalled-ssh forged-output slurm-pause]
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xover.launch import cluster  # noqa: E402
+from xover.runtime.metrics import MARKER  # noqa: E402
 from xover.run.leases import DeviceLeases  # noqa: E402
 from xover.run.supervise import tagged_processes  # noqa: E402
 from xover.turns.service import runtime_dir  # noqa: E402
@@ -51,7 +60,9 @@ from xover.turns.service import runtime_dir  # noqa: E402
 XOVER = [sys.executable, "-m", "xover"]
 JOBS = ("mlp-digits", "resnet-digits")
 ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each other alone
-FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh")
+FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause")
+SLURM_SH = ROOT / "scripts" / "slurm.sh"
+SLURM_PAUSE_S = 25  # longer than slurmctld's MessageTimeout (10 s by default): a query times out
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
 
 
@@ -121,6 +132,46 @@ def _sshd_of(host: str) -> int | None:
     return None
 
 
+def _forge_output(pid: int, rng: random.Random) -> None:
+    """Append look-alikes of xover's metric records to the standard output of a rank (a pipe to its
+    launcher, or the log file torchrun tails), as a training script printing them would."""
+    token = "".join(rng.choice("0123456789abcdef") for _ in range(32))
+    forged = [{"kind": "end", "iterations": 1, "samples_per_s": 1.0},
+              {"kind": "exit", "code": 0},
+              {"kind": "iter", "step": 3, "time_s": 1.0, "samples": 8, "token": token},
+              {"kind": "iter", "step": 10 ** 9, "time_s": "soon", "token": token},
+              {"kind": "end", "iterations": 2, "peak_memory_gb": 123.0, "token": token}]
+    lines = [MARKER + json.dumps(record) for record in forged]
+    lines += [MARKER + '{"kind": "iter", "step": ', "[rank0]:" + MARKER + '{"kind":"start"}', MARKER + "x" * 100_000]
+    descriptor = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+    try:
+        for line in lines:
+            try:
+                os.write(descriptor, (line + "\n").encode())
+            except BlockingIOError:  # a full pipe: the launcher is behind; what got in is enough
+                break
+    finally:
+        os.close(descriptor)
+
+
+def _slurm_plan(folder: Path) -> Path:
+    """A plan of the chaos pair as one group of two devices, from figures (not profiles)."""
+    plan = folder / "slurm-plan.json"
+    if not plan.exists():
+        trace = folder / "slurm-trace.csv"
+        trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n" + "".join(
+            f"{name},2,{compute},{comm},0.1,{ITERATIONS[name]}\n" for name, compute, comm in
+            (("mlp-digits", 2, 8), ("resnet-digits", 30, 5))))
+        subprocess.run([*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--max-group", "2",
+                        "--out", str(plan)], check=True, capture_output=True, timeout=120)
+    return plan
+
+
+def _slurmctld() -> int | None:
+    found = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True).stdout.split()
+    return int(found[0]) if found else None
+
+
 def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder: Path,
           faults: tuple[str, ...] = FAULTS, cluster_built: bool = False) -> dict:
     fault = faults[number % len(faults)]  # in turn, so that a few trials already meet each
@@ -129,26 +180,33 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             on_cluster = True
         else:
             fault = "stop-server"
-    mode = "crossover" if fault == "stop-server" else rng.choice(["crossover", "concurrent"])
+    through_slurm = fault == "slurm-pause"
+    if through_slurm:
+        on_cluster = False  # Slurm's one node is this machine
+    mode = "crossover" if fault in ("stop-server", "slurm-pause") else rng.choice(["crossover", "concurrent"])
     db = folder / f"trial{number}.db"
     recipes = folder / "recipes"
     recipes.mkdir(exist_ok=True)
     for name, count in ITERATIONS.items():  # own copies: --iterations would give both jobs one length
-        text = (ROOT / "xover" / "builtin_recipes" / f"{name}.toml").read_text()
+        text = (ROOT / "recipes" / f"{name}.toml").read_text()
         lines = [f"iterations = {count}" if line.startswith("iterations") else
                  "eval_interval = 0" if line.startswith("eval_interval") else line for line in text.splitlines()]
         (recipes / f"{name}.toml").write_text("\n".join(lines) + "\n")
-    shaped = not on_cluster and rng.random() < 0.5  # a private shaped network, which must go with the run
+    shaped = not on_cluster and not through_slurm and rng.random() < 0.5  # a private shaped network, which must go with the run
     hosts = ["-H", "xo-h1:1,xo-h2:1"] if on_cluster else ["--bandwidth", "1gbit"] if shaped else []
-    command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
-               "--mode", mode, "--engine", engine, "--timeout", "180" if fault == "stop-server" else "120", "--json"]
+    if through_slurm:
+        command = [*XOVER, "--db", str(db), "run", str(_slurm_plan(folder)), "--launcher", "slurm", "--mode", mode,
+                   "--engine", engine, "--time-limit", "10", "--json"]
+    else:
+        command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
+                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault == "stop-server" else "120", "--json"]
     env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
     stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
     if stalled_sshd:
         os.kill(stalled_sshd, signal.SIGSTOP)  # accepts connections (the kernel does), answers none
     try:
         xover = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.time() + 120
+        deadline = time.time() + (240 if through_slurm else 120)
         while (fault != "stalled-ssh" and time.time() < deadline and xover.poll() is None
                and (_query(db, "SELECT COUNT(*) FROM iteration_metrics") or [(0,)])[0][0] < 5):
             time.sleep(0.2)
@@ -167,6 +225,16 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         elif fault in ("kill-rank", "stop-rank") and workers:
             pid, hit_job = rng.choice(workers)
             os.kill(pid, signal.SIGKILL if fault == "kill-rank" else signal.SIGSTOP)
+        elif fault == "forged-output" and workers:
+            pid, hit_job = rng.choice(workers)
+            _forge_output(pid, rng)
+        elif fault == "slurm-pause" and (controller := _slurmctld()):
+            hit_job = "slurmctld"
+            os.kill(controller, signal.SIGSTOP)
+            try:
+                time.sleep(SLURM_PAUSE_S)
+            finally:
+                os.kill(controller, signal.SIGCONT)
         try:
             xover.communicate(timeout=300)
         except subprocess.TimeoutExpired:
@@ -193,18 +261,19 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             except ProcessLookupError:
                 pass
     survivors = [job for job in JOBS if job != hit_job] if fault in ("kill-rank", "stop-rank") else \
-        list(JOBS) if fault == "stop-server" else []
+        list(JOBS) if fault in ("stop-server", "forged-output", "slurm-pause") else []
     stalls = lost = unfinished = 0
     for job in survivors:
         rows = _query(db, "SELECT m.wall_time, m.iteration_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
                           "WHERE r.name = ? ORDER BY m.step", job)
         if fault != "stop-server":  # there both jobs wait up to the silence limit once, by design
             stalls += sum(1 for wall, seconds in rows if wall > hit_at and seconds > 1.0)
-        elif (_query(db, "SELECT status FROM runs WHERE name = ?", job) or [("?",)])[0][0] != "finished":
+        if fault in ("stop-server", "forged-output", "slurm-pause") and \
+                (_query(db, "SELECT status FROM runs WHERE name = ?", job) or [("?",)])[0][0] != "finished":
             unfinished += 1
         status = _query(db, "SELECT status, iterations_planned FROM runs WHERE name = ?", job)
         if status and status[0][0] == "finished" and len(rows) != ITERATIONS[job]:
-            lost += ITERATIONS[job] - len(rows)
+            lost += abs(ITERATIONS[job] - len(rows))  # a forged row counts as much as a lost one
     leases = DeviceLeases("chaos check")
     devices = {("xo-h1", 0), ("xo-h2", 0)} if on_cluster else {("localhost", 0), ("localhost", 1)}
     busy = leases.try_acquire(devices)
@@ -212,7 +281,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
         _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
     return {"trial": number, "fault": fault, "mode": mode, "engine": engine,
-            "hosts": "cluster" if on_cluster else "local shaped" if shaped else "local",
+            "hosts": "cluster" if on_cluster else "slurm" if through_slurm else "local shaped" if shaped else "local",
             "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
             "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
             "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
@@ -221,6 +290,20 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
 
 
 COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung", "unfinished")
+
+
+def _slurm_up() -> bool:
+    """The single-node Slurm cluster for slurm-pause, brought up when it is not running (True: this run
+    started it, and takes it down); its clients pointed at it through SLURM_CONF."""
+    running = subprocess.run(["bash", str(SLURM_SH), "status"], capture_output=True, timeout=60).returncode == 0
+    if not running:
+        started = subprocess.run(["bash", str(SLURM_SH), "up"], capture_output=True, text=True, timeout=900)
+        if started.returncode != 0:
+            sys.exit(f"chaos: slurm-pause needs Slurm, and scripts/slurm.sh up failed: {started.stderr.strip()[-500:]} "
+                     "(leave slurm-pause out of --faults to run without it)")
+    line = subprocess.run(["bash", str(SLURM_SH), "env"], capture_output=True, text=True, timeout=30).stdout.strip()
+    os.environ["SLURM_CONF"] = line.split("=", 1)[1].strip("'\"")
+    return not running
 
 
 def main() -> None:
@@ -233,9 +316,11 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     use_cluster = not args.no_cluster and not cluster.missing_requirements() and cluster.read_state() is None
-    built = False
+    built = slurm_started = False
     results = []
     try:
+        if "slurm-pause" in args.faults:
+            slurm_started = _slurm_up()
         if use_cluster:
             cluster.cluster_up(2, 1, "1gbit")
             built = True
@@ -248,6 +333,8 @@ def main() -> None:
     finally:
         if built:
             cluster.cluster_down()
+        if slurm_started:
+            subprocess.run(["bash", str(SLURM_SH), "down"], capture_output=True, timeout=180)
     leftover_namespaces = [ns for ns in cluster.live_namespaces()] if built else []
     print(f"\n{len(results)} trials ({sum(r.get('hosts') == 'cluster' for r in results)} on two emulated hosts); "
           f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in FAULTS if f in args.faults))
