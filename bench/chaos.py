@@ -319,7 +319,7 @@ def main() -> None:
     built = slurm_started = False
     results = []
     try:
-        if "slurm-pause" in args.faults:
+        if "slurm-pause" in (args.faults[number % len(args.faults)] for number in range(args.trials)):
             slurm_started = _slurm_up()
         if use_cluster:
             cluster.cluster_up(2, 1, "1gbit")
