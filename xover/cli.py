@@ -19,6 +19,7 @@ from .console import console, errors, print_error, print_json, print_table
 from .errors import Interrupted, TimedOut, XoverError
 from .launch import slurm
 from .scripts import detect_scripts_engine, detection_note
+from .settings import DB_VARIABLE
 from .turns import DEFAULT_POLICY, POLICIES
 
 app = typer.Typer(help="Run several data-parallel training jobs on the same devices, taking turns "
@@ -38,7 +39,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    db: Annotated[Optional[str], typer.Option("--db", envvar="XOVER_DB",
+    db: Annotated[Optional[str], typer.Option("--db", envvar=DB_VARIABLE,
                                               help="Database file (or SQLAlchemy URL). Default: results/xover.db")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,

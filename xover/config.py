@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from .settings import settings
 
 # The folder above xover/, put first on PYTHONPATH of every process xover starts (workers, turn
 # servers, the reaper, Slurm jobs, sweeps through ssh) so that they import this xover, installed or not.
@@ -12,4 +13,4 @@ XOVER_ROOT = str(Path(__file__).resolve().parent.parent)
 
 def results_root() -> Path:
     """Where run logs go: results/ by default, XOVER_RESULTS to move them (tests use a temp dir)."""
-    return Path(os.environ.get("XOVER_RESULTS", "results"))
+    return settings().results

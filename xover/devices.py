@@ -14,19 +14,12 @@ import platform
 from collections.abc import Mapping
 
 from .errors import XoverError
-
-DEVICES_PER_GPU_VARIABLE = "XOVER_DEVICES_PER_GPU"
+from .settings import CUDA_BY_LOCAL_RANK_VARIABLE, TORCH_BACKEND_VARIABLE, TORCH_BACKENDS, settings
 
 
 def devices_per_gpu(environ: Mapping[str, str] | None = None) -> int:
     """K of XOVER_DEVICES_PER_GPU (default 1): how many devices, each with its own turns, one GPU counts as."""
-    value = (os.environ if environ is None else environ).get(DEVICES_PER_GPU_VARIABLE, "").strip()
-    if not value:
-        return 1
-    if not value.isdigit() or not 1 <= int(value) <= 64:
-        raise XoverError(f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one "
-                         "GPU counts as)")
-    return int(value)
+    return settings(environ).devices_per_gpu
 
 
 def visible_gpus(total: int, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -76,7 +69,7 @@ def _nvml_gpus() -> tuple[list[str], str | None]:
 def gpu_ids() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES would name them (none on a CPU machine or
     with XOVER_CPU_ONLY=1)."""
-    if os.environ.get("XOVER_CPU_ONLY") == "1":
+    if settings().cpu_only:
         return []
     return _nvml_gpus()[0]
 
@@ -100,9 +93,6 @@ def gpu_of_device(device: int, gpus: int, environ: Mapping[str, str] | None = No
     return device % gpus if devices_per_gpu(environ) > 1 else device
 
 
-CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script job's CUDA_VISIBLE_DEVICES
-
-
 def script_gpu_env(device_indices: list[int], gpus: list[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What a script job's ranks on this host see: a script picks cuda:LOCAL_RANK itself, so CUDA shows
     local rank i the GPU of its device i (CUDA_VISIBLE_DEVICES in local-rank order), and the shim takes
@@ -115,9 +105,6 @@ def script_gpu_env(device_indices: list[int], gpus: list[str], environ: Mapping[
             CUDA_BY_LOCAL_RANK_VARIABLE: "1"}
 
 
-TORCH_BACKENDS = ("nccl", "gloo")
-
-
 class TorchBackendError(XoverError, ValueError):
     """XOVER_TORCH_BACKEND names no backend this machine can use (one line for the launcher, a
     ValueError inside a worker)."""
@@ -127,13 +114,13 @@ def torch_backend(on_gpu: bool, environ: Mapping[str, str] | None = None) -> str
     """The torch engine's backend: XOVER_TORCH_BACKEND (nccl or gloo), else NCCL on a GPU, Gloo on a
     CPU. Gloo on a GPU all-reduces through host memory, so a waiting all-reduce holds no GPU kernel
     (NCCL's kernels spin on the GPU until the peer's data arrives: docs/gpu.md)."""
-    chosen = (os.environ if environ is None else environ).get("XOVER_TORCH_BACKEND", "").strip().lower()
+    chosen = settings(environ).torch_backend
     if not chosen:
         return "nccl" if on_gpu else "gloo"
     if chosen not in TORCH_BACKENDS:
-        raise TorchBackendError(f"XOVER_TORCH_BACKEND={chosen}: choose nccl (GPUs) or gloo")
+        raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}={chosen}: choose nccl (GPUs) or gloo")
     if chosen == "nccl" and not on_gpu:
-        raise TorchBackendError("XOVER_TORCH_BACKEND=nccl needs NVIDIA GPUs, and this machine has none visible: "
+        raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}=nccl needs NVIDIA GPUs, and this machine has none visible: "
                                 "unset it (Gloo is used on CPUs)")
     return chosen
 
@@ -148,7 +135,7 @@ def hardware_fingerprint() -> str:
         cpu = names[0] if names else cpu
     except OSError:
         pass
-    gpus, name = ([], None) if os.environ.get("XOVER_CPU_ONLY") == "1" else _nvml_gpus()
+    gpus, name = ([], None) if settings().cpu_only else _nvml_gpus()
     if gpus:
         per_gpu = devices_per_gpu()
         return f"gpu:{name} x{len(gpus)}" + (f" ({per_gpu} devices each)" if per_gpu > 1 else "")

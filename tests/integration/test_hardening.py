@@ -737,7 +737,8 @@ def test_a_hung_turn_server_on_another_host_is_stopped_with_its_files(tmp_path, 
     stdin's end, and killing its ssh client left it running there, with its socket and page. Before:
     an orphan on the host after the run."""
     from xover.run.supervise import tagged_processes
-    from xover.turns.service import TAG_VARIABLE, TurnService
+    from xover.settings import TURN_SERVER_VARIABLE as TAG_VARIABLE
+    from xover.turns.service import TurnService
 
     behaviour = textwrap.dedent("""\
         case "$*" in

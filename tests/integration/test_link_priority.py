@@ -13,7 +13,8 @@ import pytest
 
 from xover.errors import XoverError
 from xover.launch.network import ShapedNetwork, missing_tools
-from xover.runtime.link_priority import PRIORITY_ENV, link_priority_from_env, prioritise_sockets
+from xover.runtime.link_priority import link_priority_from_env, prioritise_sockets
+from xover.settings import LINK_PRIORITY_VARIABLE as PRIORITY_ENV
 
 # A bulk sender (a process of its own): connects, says who it is, marks its sockets, then sends from
 # the common start time for 2 s.

@@ -285,15 +285,15 @@ def test_a_malformed_hello_closes_that_client_not_the_server(server, message):
 
 def test_a_turn_lease_too_long_for_the_server_is_refused(monkeypatch):
     from xover.errors import XoverError
-    from xover.run.experiment import turn_lease_from_env
+    from xover.settings import settings
 
     for value in ("initial=3000000", "floor=86401", "factor=1e300", "initial=1e308"):
         monkeypatch.setenv("XOVER_TURN_LEASE", value)
         with pytest.raises(XoverError, match="at most") as refused:
-            turn_lease_from_env()
+            settings()
         assert "XOVER_TURN_LEASE" in str(refused.value)
     monkeypatch.setenv("XOVER_TURN_LEASE", "floor=86400,initial=86400,factor=1000")
-    assert turn_lease_from_env() == {"floor": 86400, "initial": 86400, "factor": 1000}
+    assert settings().turn_lease == {"floor": 86400, "initial": 86400, "factor": 1000}
 
 
 def test_the_server_waits_in_select_whatever_its_lease(server):

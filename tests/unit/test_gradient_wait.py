@@ -5,6 +5,7 @@ import pytest
 
 from xover.errors import XoverError
 from xover.runtime import gradient_wait
+from xover.settings import settings
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_poll_turns_the_expectation_off(scripted_time, monkeypatch):
 def test_a_misspelt_wait_is_refused(monkeypatch):
     monkeypatch.setenv("XOVER_WAIT", "spin")
     with pytest.raises(XoverError, match="XOVER_WAIT='spin': expected one of expect, poll"):
-        gradient_wait.wait_from_env()
+        settings()
 
 
 def test_polling_sleeps_grow_to_the_cap(scripted_time):

@@ -157,3 +157,29 @@ def test_xovers_rooms_import_one_another_without_a_circle():
                 rooms[room].add(other)
                 rooms.setdefault(other, set())
     assert circles(rooms) == []
+
+
+def _loaded_with(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, pending = set(), [start]
+    while pending:
+        for target in graph[pending.pop()] - seen:
+            seen.add(target)
+            pending.append(target)
+    return seen
+
+
+def test_settings_load_nothing_of_xover_but_its_errors():
+    """The runtime reads its settings and the launcher's variables from xover.settings, so that module
+    must stay a leaf that any room, the workers' included, can load."""
+    assert _loaded_with(import_graph(), "xover.settings") <= {"xover.errors"}
+
+
+def test_the_runtime_loads_nothing_of_the_orchestrator():
+    """Inside a worker, xover is the runtime: it knows the orchestrator only through its environment
+    (xover.settings names the variables) and the metrics lines it prints."""
+    graph = import_graph()
+    orchestrator = ("xover.run", "xover.launch", "xover.store", "xover.planner", "xover.report", "xover.cli",
+                    "xover.config", "xover.plans", "xover.profiler", "xover.turns.service", "xover.turns.server")
+    for module in (name for name in graph if name.startswith("xover.runtime")):
+        loaded = _loaded_with(graph, module)
+        assert not [name for name in loaded if name.startswith(orchestrator) and name.split(".")[1] != "runtime"], module

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from xover.errors import XoverError
-from xover.runtime.thread_policy import POLICY_ENV, CommThreads, policy_from_env
+from xover.runtime.thread_policy import CommThreads
+from xover.settings import COMM_THREADS_VARIABLE as POLICY_ENV, settings
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def test_always_applies_it_alone_too(engine_thread, monkeypatch):
 def test_a_misspelt_policy_is_refused(monkeypatch):
     monkeypatch.setenv(POLICY_ENV, "idle")
     with pytest.raises(XoverError, match=f"{POLICY_ENV}='idle'.*batch, normal, always"):
-        policy_from_env()
+        settings()
 
 
 def test_not_applied_when_torch_computes_on_several_threads(engine_thread, monkeypatch):

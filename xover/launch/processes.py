@@ -14,10 +14,11 @@ import sys
 import time
 
 from ..config import XOVER_ROOT
+from ..settings import EXPERIMENT_VARIABLE
 from .hosts import ssh_command
 
 
-def tagged_processes(value: str, variable: str = "XOVER_EXPERIMENT") -> list[int]:
+def tagged_processes(value: str, variable: str = EXPERIMENT_VARIABLE) -> list[int]:
     """Pids whose environment carries <variable>=<value> (this user's processes, in any namespace)."""
     return list(_tagged(value, variable))
 
@@ -108,7 +109,7 @@ def stop_processes(found: dict[int, str], grace_s: float = 3.0) -> list[int]:
     return sorted(found)
 
 
-def kill_tagged(value: str, grace_s: float = 3.0, variable: str = "XOVER_EXPERIMENT") -> int:
+def kill_tagged(value: str, grace_s: float = 3.0, variable: str = EXPERIMENT_VARIABLE) -> int:
     """Stop every process tagged <variable>=<value>: TERM, then KILL after `grace_s` those still
     running (the same processes: a pid given to another process meanwhile is left alone)."""
     return len(stop_processes(_tagged(value, variable), grace_s))

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 from ..errors import TimedOut, XoverError
+from ..settings import HOST_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 from .hosts import is_local, parse_hosts, ssh_command
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
-SECRET_VARIABLES = ("XOVER_DB", "XOVER_REAPER_DB")  # the store's URL (a password, perhaps): never to workers
 
 # On the other host: keep the variables read from stdin in a new file only its user may read; print its path.
 _RECEIVE = ("import os, sys, tempfile\n"
@@ -137,9 +137,9 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
                    *_output_options(log_dir / f"node{node_rank}"), *program]
         # a worker knows which host it is on (emulated hosts share one)
         if is_local(host):  # the launcher's own environment (`env`) and where it is
-            commands.append(["env", f"XOVER_HOST={host}", *command])
+            commands.append(["env", f"{HOST_VARIABLE}={host}", *command])
         else:
-            kept = send_environment(host, {**forwarded, "XOVER_HOST": host}, remote_prefix or [],
+            kept = send_environment(host, {**forwarded, HOST_VARIABLE: host}, remote_prefix or [],
                                     *([deadline] if deadline is not None else []))
             remote = (f"cd {shlex.quote(os.getcwd())} && "
                       f"{shlex.join([sys.executable, '-c', _APPLY, kept, *command])}")

@@ -10,9 +10,7 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -24,8 +22,7 @@ from ..console import ProgressObserver, errors
 from ..errors import XoverError
 from ..launch import cluster
 from ..launch.hosts import is_local
-from ..runtime.gradient_wait import wait_from_env
-from ..runtime.thread_policy import policy_from_env
+from ..settings import REAPER_DB_VARIABLE, settings
 from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .jobs import JobSpec
@@ -33,9 +30,6 @@ from .leases import DeviceLeases, describe_busy
 from .record import Recorder, reconcile_lost
 from .schedule import QuietObserver, RunContext
 from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
-
-
-REAPER_DB_VARIABLE = "XOVER_REAPER_DB"
 
 
 class Reaper:
@@ -142,61 +136,10 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
 
 
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
-    """The run's settings from XOVER_TURN_LEASE, XOVER_TURN_SERVER_NICE and XOVER_LINK_BANDS (checked).
-    XOVER_COMM_THREADS and XOVER_WAIT are read by the workers themselves (runtime/thread_policy.py,
-    runtime/gradient_wait.py), checked here too."""
-    policy_from_env()
-    wait_from_env()
-    return turn_lease_from_env(), turn_server_nice_from_env(), link_bands_from_env()
-
-
-def turn_lease_from_env() -> dict[str, float] | None:
-    """XOVER_TURN_LEASE='floor=30,factor=20,initial=600': how long a job may hold a turn (seconds; at
-    least `floor`, `factor` x its usual hold, `initial` before it has a history; a day at most, factor 1000).
-    Defaults in turns/server.py."""
-    text = os.environ.get("XOVER_TURN_LEASE")
-    if not text:
-        return None
-    try:
-        items = [(key.strip(), float(value)) for key, value in (item.split("=") for item in text.split(","))]
-    except ValueError:
-        raise XoverError(f"XOVER_TURN_LEASE={text!r}: expected floor=S,factor=N,initial=S") from None
-    lease = dict(items)
-    unknown = set(lease) - {"floor", "factor", "initial"}
-    if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
-        raise XoverError(f"XOVER_TURN_LEASE={text!r}: keys floor, factor, initial, each at most once, with "
-                         "positive finite values")
-    limits = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}
-    too_long = [key for key, value in lease.items() if value > limits[key]]
-    if too_long:  # a turn's wait must fit select() (and a day is no lease at all)
-        raise XoverError(f"XOVER_TURN_LEASE={text!r}: " + ", ".join(
-            f"{key} at most {limits[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
-            for key in too_long))
-    return lease
-
-
-def turn_server_nice_from_env() -> int | None:
-    """XOVER_TURN_SERVER_NICE=N: the turn servers' nice value (default -15 in turns/server.py, where
-    allowed); a server only ever raises its priority, so 0 leaves it alone."""
-    text = os.environ.get("XOVER_TURN_SERVER_NICE")
-    if not text:
-        return None
-    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text):
-        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
-    nice = int(text)
-    if not -20 <= nice <= 19:
-        raise XoverError(f"XOVER_TURN_SERVER_NICE={text!r}: expected an integer from -20 to 19")
-    return nice
-
-
-def link_bands_from_env() -> bool:
-    """XOVER_LINK_BANDS=off: crossover leaves the link shared first come, first served (a network that
-    ignores socket priorities, or a comparison); on, the default: the policy's link order."""
-    given = os.environ.get("XOVER_LINK_BANDS") or "on"  # set but empty: unset, as the other variables
-    text = given.strip().lower()
-    if text not in ("on", "off"):
-        raise XoverError(f"XOVER_LINK_BANDS={given!r}: expected on or off")
-    return text == "on"
+    """The run's turn lease, turn servers' nice and link bands, from the settings (settings.py: every
+    XOVER_* setting checked at once, those the workers read too, so a bad one is refused here)."""
+    current = settings()
+    return current.turn_lease, current.turn_server_nice, current.link_bands
 
 
 def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 
 from ..errors import TimedOut, XoverError
 from ..launch.hosts import Device
+from ..settings import settings
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
 LEASE_PREFIX = "xover-lease-"
@@ -46,7 +47,7 @@ class DeviceBusy(XoverError):
 def lease_dir() -> str:
     """The lease folder (XOVER_LEASE_DIR, else /tmp); a missing XOVER_LEASE_DIR is created (the
     user's own; by root: root's and sticky, for every user)."""
-    path = os.environ.get("XOVER_LEASE_DIR") or LEASE_DIR
+    path = settings().lease_dir or LEASE_DIR
     if not os.path.isdir(path):
         try:
             os.makedirs(path)

@@ -20,6 +20,7 @@ import sys
 
 from ..launch.processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..launch.slurm import cancel
+from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
 from ..turns.service import runtime_dir
 
 
@@ -56,7 +57,7 @@ def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[
             cancel(job_id, retry_s=60)  # a controller slow to answer is asked again, for a minute
         except Exception:  # Slurm unreachable: nothing more a reaper can do
             pass
-    sweep("XOVER_EXPERIMENT", experiment, hosts, remote_prefix)
+    sweep(EXPERIMENT_VARIABLE, experiment, hosts, remote_prefix)
     remove_sockets(experiment)
     mark_lost(db, experiment)
 
@@ -64,19 +65,19 @@ def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="xover's reaper (started by xover itself)")
     parser.add_argument("--experiment")
-    parser.add_argument("--db", default=os.environ.get("XOVER_REAPER_DB"),
-                        help="the store (default: $XOVER_REAPER_DB, which keeps a password out of the process list)")
+    parser.add_argument("--db", default=os.environ.get(REAPER_DB_VARIABLE),
+                        help=f"the store (default: ${REAPER_DB_VARIABLE}, which keeps a password out of the process list)")
     parser.add_argument("--host", action="append", default=[])
     parser.add_argument("--remote-prefix", default="", help="command prefix to reach other hosts (space-separated)")
     parser.add_argument("--kill", help="stop the processes tagged with this value on this host now, and exit")
-    parser.add_argument("--variable", default="XOVER_EXPERIMENT", help="the tag's environment variable (with --kill)")
+    parser.add_argument("--variable", default=EXPERIMENT_VARIABLE, help="the tag's environment variable (with --kill)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for xover, not for us
     if args.kill:
         kill_tagged(args.kill, variable=args.variable)
-        if args.variable == "XOVER_EXPERIMENT":
+        if args.variable == EXPERIMENT_VARIABLE:
             remove_sockets(args.kill)
-        elif args.variable == "XOVER_TURN_SERVER":  # one group's turn server that hung: its socket and page
+        elif args.variable == TURN_SERVER_VARIABLE:  # one group's turn server that hung: its socket and page
             remove_sockets(args.kill + "-")
         return
     last = b""

@@ -26,16 +26,18 @@ from typing import Any, Callable, Protocol
 
 from ..config import XOVER_ROOT
 from ..console import errors
-from ..devices import CUDA_BY_LOCAL_RANK_VARIABLE, gpu_ids, script_gpu_env
+from ..devices import gpu_ids, script_gpu_env
 from ..errors import XoverError
 from ..launch import cluster
 from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
 from ..launch.network import network_for
 from ..launch.processes import sweep
-from ..launch.torchrun import SECRET_VARIABLES, torchrun_commands
-from ..runtime.link_priority import PRIORITY_ENV
-from ..runtime.metrics import STEP_CAP_VARIABLE, TOKEN_VARIABLE, record_problem
+from ..launch.torchrun import torchrun_commands
+from ..runtime.metrics import record_problem
+from ..settings import (CUDA_BY_LOCAL_RANK_VARIABLE, DEVICES_VARIABLE, EXPERIMENT_VARIABLE, JOB_VARIABLE,
+                        LINK_PRIORITY_VARIABLE, METRIC_TOKEN_VARIABLE, RUN_VARIABLE, SCRIPT_STEPS_VARIABLE,
+                        SECRET_VARIABLES, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE)
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import TurnService
 from .jobs import JobSpec
@@ -114,33 +116,34 @@ def run_tag(experiment_id: str, run_id: int) -> str:
 def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
                turns: TurnService | None, link_band: int | None = None,
                metric_token: str | None = None) -> dict[str, str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1", XOVER_DEVICES=job.devices_env(), XOVER_JOB=job.name,
-               XOVER_EXPERIMENT=context.experiment_id, XOVER_RUN=run_tag(context.experiment_id, run_id))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", DEVICES_VARIABLE: job.devices_env(), JOB_VARIABLE: job.name,
+           EXPERIMENT_VARIABLE: context.experiment_id, RUN_VARIABLE: run_tag(context.experiment_id, run_id)}
     # Workers never open the store: its URL (a password, perhaps) stays out of their environment, which
     # launchers put on other hosts' command lines (horovodrun over ssh).
     for secret in SECRET_VARIABLES:
         env.pop(secret, None)
-    env.pop(STEP_CAP_VARIABLE, None)
+    env.pop(SCRIPT_STEPS_VARIABLE, None)
     env.pop(CUDA_BY_LOCAL_RANK_VARIABLE, None)
     if job.script:
         env.update(job.recipe.env)  # the job file's own variables
         if job.recipe.iterations:
-            env[STEP_CAP_VARIABLE] = str(job.recipe.iterations)
+            env[SCRIPT_STEPS_VARIABLE] = str(job.recipe.iterations)
         if len(job.devices) == 1 and all(is_local(host) for host in job.devices):
             # on GPUs, each rank sees the GPU of its own device as cuda:LOCAL_RANK (across hosts: GPUs 0..n-1)
             env.update(script_gpu_env(next(iter(job.devices.values())), gpu_ids()))
-    env.pop(TOKEN_VARIABLE, None)
+    env.pop(METRIC_TOKEN_VARIABLE, None)
     if metric_token is not None:
-        env[TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)
-    env.pop("XOVER_TURN_SOCKET", None)
-    env.pop(PRIORITY_ENV, None)
+        env[METRIC_TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)
+    env.pop(TURN_SOCKET_VARIABLE, None)
+    env.pop(LINK_PRIORITY_VARIABLE, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
-    # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here.
+    # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here; 2 ms
+    # within 1.4% of it on the emulated cluster (docs/measurements.md, `make demo` runs). A user's own wins.
     env.setdefault("HOROVOD_CYCLE_TIME", "5")
     if turns is not None:
-        env.update(XOVER_TURN_SOCKET=turns.socket_template, XOVER_TURN_SLOT=str(slot))
+        env.update({TURN_SOCKET_VARIABLE: turns.socket_template, TURN_SLOT_VARIABLE: str(slot)})
     if link_band is not None:
-        env[PRIORITY_ENV] = str(LINK_BAND_PRIORITIES[link_band])
+        env[LINK_PRIORITY_VARIABLE] = str(LINK_BAND_PRIORITIES[link_band])
     # launchers and workers must find this xover even when it is not installed (tests, a checkout)
     env["PYTHONPATH"] = XOVER_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -299,7 +302,7 @@ class Scheduler:
             self.labels[run_id] = f"{unit.jobs[slot].name} [{unit.mode}{'/' + unit.policy if unit.crossover else ''}]"
         try:
             unit.network = network_for(context.bandwidth if not remote else None,
-                                       {"XOVER_EXPERIMENT": context.experiment_id}).__enter__()
+                                       {EXPERIMENT_VARIABLE: context.experiment_id}).__enter__()
             link_bands: dict[int, int] = {}
             if unit.crossover:
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
@@ -307,7 +310,7 @@ class Scheduler:
                     link_bands = make_policy(unit.policy, traits).link_bands()
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
                 unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
-                                         {"XOVER_EXPERIMENT": context.experiment_id}, context.lease,
+                                         {EXPERIMENT_VARIABLE: context.experiment_id}, context.lease,
                                          context.server_nice, deadline=self.deadline)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
                 token = secrets.token_hex(16)  # what marks this run's metric records as its own
@@ -341,7 +344,7 @@ class Scheduler:
         remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
         prefix = launch_prefix(remote) if remote else []
         for run_id in unit.run_ids:
-            sweep("XOVER_RUN", run_tag(self.context.experiment_id, run_id), remote, prefix)
+            sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
         if unit.turns is not None:
             unit.turns.stop()
             self.context.recorder.record_turns(unit.run_ids, unit.group, unit.turns.slot_statistics(),

@@ -14,6 +14,7 @@ import socket
 import torch
 
 from .. import devices
+from ..settings import HOST_VARIABLE, settings
 from .gradient_wait import LinkClock, wait_without_spinning
 
 
@@ -96,7 +97,7 @@ class TorchEngine:
         if self.backend == "nccl" and devices.devices_per_gpu() > 1:
             # NCCL refuses two ranks of a job on one GPU ("Duplicate GPU detected"); a host id of its own
             # per rank makes each rank a host of its own to NCCL, joined by its network transport.
-            os.environ["NCCL_HOSTID"] = f"{os.environ.get('XOVER_HOST') or socket.gethostname()}-{self.local_rank}"
+            os.environ["NCCL_HOSTID"] = f"{os.environ.get(HOST_VARIABLE) or socket.gethostname()}-{self.local_rank}"
         dist.init_process_group(self.backend)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.optimizer: torch.optim.Optimizer | None = None
@@ -174,4 +175,4 @@ ENGINES["torch"] = TorchEngine
 
 def torch_backend() -> str:
     """This worker's backend: `devices.torch_backend` for whether it computes on a GPU."""
-    return devices.torch_backend(torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1")
+    return devices.torch_backend(torch.cuda.is_available() and not settings().cpu_only)

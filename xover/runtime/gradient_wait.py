@@ -28,17 +28,11 @@ import collections
 import time
 from collections.abc import Callable
 
-from . import choice_from_env
+from ..settings import settings
 
-WAIT_ENV = "XOVER_WAIT"
-WAITS = ("expect", "poll")
 EXPECTED_FRACTION = 0.75  # of the expected rest of the transfer slept through before polling
 RECENT_TRANSFERS = 5
 MIN_REST_S = 0.001  # with less of the transfer expected to be left, polling costs no more than a sleep
-
-
-def wait_from_env() -> str:
-    return choice_from_env(WAIT_ENV, WAITS)
 
 
 def wait_without_spinning(done: Callable[[], bool], first_sleep_s: float = 0.0002, max_sleep_s: float = 0.002) -> None:
@@ -57,7 +51,7 @@ class LinkClock:
         self.first_gradient_at: float | None = None
         self.link_s: float | None = None
         self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_TRANSFERS)
-        self.expect = wait_from_env() == "expect"
+        self.expect = settings().wait == "expect"
 
     def on_gradient(self, _parameter=None) -> None:
         if self.first_gradient_at is None:

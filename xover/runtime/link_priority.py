@@ -14,21 +14,21 @@ import os
 import socket
 
 from ..errors import XoverError
+from ..settings import LINK_PRIORITY_VARIABLE
 
-PRIORITY_ENV = "XOVER_LINK_PRIORITY"
 APPLY_AFTER_ITERATIONS = 2  # look again after the first iterations: some backends connect on first use
 
 
 def link_priority_from_env() -> int | None:
-    value = os.environ.get(PRIORITY_ENV)
+    value = os.environ.get(LINK_PRIORITY_VARIABLE)
     if value is None or value == "":
         return None
     try:
         priority = int(value)
     except ValueError:
-        raise XoverError(f"{PRIORITY_ENV}={value!r}: not an integer socket priority") from None
+        raise XoverError(f"{LINK_PRIORITY_VARIABLE}={value!r}: not an integer socket priority") from None
     if not 0 <= priority <= 6:  # above 6 needs CAP_NET_ADMIN
-        raise XoverError(f"{PRIORITY_ENV}={priority}: a socket priority is 0 to 6")
+        raise XoverError(f"{LINK_PRIORITY_VARIABLE}={priority}: a socket priority is 0 to 6")
     return priority
 
 

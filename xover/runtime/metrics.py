@@ -25,9 +25,9 @@ import re
 import sys
 from typing import Any
 
+from ..settings import METRIC_TOKEN_VARIABLE
+
 MARKER = "XOVER-METRIC "
-TOKEN_VARIABLE = "XOVER_METRIC_TOKEN"  # the run's token, set by the launcher (run/schedule.py)
-STEP_CAP_VARIABLE = "XOVER_SCRIPT_STEPS"  # a script's optimizer steps before the shim stops it (a job file's iterations)
 # what horovodrun and torchrun put in front of each relayed line (never inside a JSON record of ours)
 RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:")
 
@@ -36,7 +36,7 @@ RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]
 
 def emit(kind: str, **fields: Any) -> None:
     record = {"kind": kind, **fields}
-    token = os.environ.get(TOKEN_VARIABLE)
+    token = os.environ.get(METRIC_TOKEN_VARIABLE)  # the run's token, set by the launcher (run/schedule.py)
     if token:
         record["token"] = token
     sys.stdout.write(MARKER + json.dumps(record, separators=(",", ":")) + "\n")

@@ -13,7 +13,8 @@ from typing import Callable
 import torch
 
 from .link_priority import LinkPriority
-from .metrics import STEP_CAP_VARIABLE, emit
+from ..settings import JOB_VARIABLE, SCRIPT_STEPS_VARIABLE
+from .metrics import emit
 from .thread_policy import CommThreads
 from .turn_client import after_gradient, token_from_env
 from .worker import peak_memory_gb, place_on_device
@@ -56,7 +57,7 @@ class ScriptCoordinator:
         self.step = 0  # optimizer steps made
         self.backwards = 0  # backward passes through the engine's model
         self.untracked_backwards = 0  # backward passes before any engine wrapper was built
-        self.step_cap = int(os.environ.get(STEP_CAP_VARIABLE) or 0) or None
+        self.step_cap = int(os.environ.get(SCRIPT_STEPS_VARIABLE) or 0) or None
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
         self.batch = 0
         self.started = self.previous_end = time.perf_counter()
@@ -189,7 +190,7 @@ class ScriptCoordinator:
             self.link.apply()  # the process group is up: its sockets are open
             self.comm_threads.apply()  # and the engine's threads have started
         if first and self.rank == 0:
-            emit("start", job=os.environ.get("XOVER_JOB", "script"), iterations=self.step_cap, world_size=self.world_size,
+            emit("start", job=os.environ.get(JOB_VARIABLE, "script"), iterations=self.step_cap, world_size=self.world_size,
                  engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
                  gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
                  wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields())

@@ -35,15 +35,9 @@ from __future__ import annotations
 import os
 import threading
 
-from . import choice_from_env
+from ..settings import settings
 
-POLICY_ENV = "XOVER_COMM_THREADS"
-POLICIES = ("batch", "normal", "always")
 APPLY_AFTER_ITERATIONS = 2
-
-
-def policy_from_env() -> str:
-    return choice_from_env(POLICY_ENV, POLICIES)
 
 
 def _set_policy(tid: int, policy: int) -> bool:
@@ -75,7 +69,7 @@ class CommThreads:
     with `always`)."""
 
     def __init__(self, crossover: bool, cpu: bool) -> None:
-        policy = policy_from_env()
+        policy = settings().comm_threads
         wanted = policy == "always" or (policy == "batch" and crossover)
         self.active = wanted and cpu and hasattr(os, "SCHED_BATCH")
         self.threads = 0

@@ -25,6 +25,7 @@ import sys
 import time
 from typing import Callable
 
+from ..settings import DEVICES_VARIABLE, HOST_VARIABLE, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE
 from ..turns.protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HELLO, RELEASE, SILENCE_S, STEP_IN, STEP_OUT, YIELD,
                               YIELD_PAGE_BYTES, yield_page_path)
 
@@ -198,24 +199,24 @@ def _map_page(path: str):
 def token_from_env(local_rank: int, synchronize: Callable[[], None] | None = None):
     """The turn for this worker's device, from XOVER_TURN_SOCKET (a template: `{host}` is this
     worker's host) / XOVER_TURN_SLOT / XOVER_DEVICES."""
-    template = os.environ.get("XOVER_TURN_SOCKET")
+    template = os.environ.get(TURN_SOCKET_VARIABLE)
     if not template:
         return NoTurn()
     from ..turns.service import host_tag
 
     path = template.replace("{host}", host_tag(this_host()))
-    return CrossoverToken(path, device_of(local_rank), int(os.environ["XOVER_TURN_SLOT"]), synchronize)
+    return CrossoverToken(path, device_of(local_rank), int(os.environ[TURN_SLOT_VARIABLE]), synchronize)
 
 
 def this_host() -> str:
     """The host name this worker's launcher was given (-H), so emulated hosts on one machine differ."""
-    return os.environ.get("XOVER_HOST") or os.environ.get("HOROVOD_HOSTNAME") or "localhost"
+    return os.environ.get(HOST_VARIABLE) or os.environ.get("HOROVOD_HOSTNAME") or "localhost"
 
 
 def device_of(local_rank: int) -> int:
     """Device index a local rank uses: XOVER_DEVICES lists this job's devices, as '0,1' (every host)
     or 'h1=0,1;h2=0,1' (per host)."""
-    devices = os.environ.get("XOVER_DEVICES")
+    devices = os.environ.get(DEVICES_VARIABLE)
     if not devices:
         return local_rank
     if "=" in devices:

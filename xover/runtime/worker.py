@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import workloads
-from ..devices import CUDA_BY_LOCAL_RANK_VARIABLE, devices_per_gpu, gpu_of_device
+from ..devices import devices_per_gpu, gpu_of_device
+from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
 from .engines import ENGINES
 from .link_priority import LinkPriority
 from .metrics import emit
@@ -38,16 +39,17 @@ def place_on_device(local_rank: int) -> torch.device:
     """Rank i uses device i of its host (XOVER_DEVICES may say otherwise): a GPU, or one CPU core with
     torch limited to it. With several devices per GPU (devices.py), ranks share a GPU."""
     device_index = device_of(local_rank)
-    if torch.cuda.is_available() and os.environ.get("XOVER_CPU_ONLY") != "1":
+    current = settings()
+    if torch.cuda.is_available() and not current.cpu_only:
         if os.environ.get(CUDA_BY_LOCAL_RANK_VARIABLE) == "1":  # a script job: CUDA shows its devices in rank order
             gpu = local_rank
         else:
             gpu = gpu_of_device(device_index, torch.cuda.device_count())
         torch.cuda.set_device(gpu)
         return torch.device("cuda", gpu)
-    torch.set_num_threads(int(os.environ.get("XOVER_THREADS_PER_RANK", "1")))
+    torch.set_num_threads(current.threads_per_rank)
     cores = sorted(os.sched_getaffinity(0))
-    if os.environ.get("XOVER_PIN_CORES", "1") == "1" and cores:
+    if current.pin_cores and cores:
         os.sched_setaffinity(0, {cores[device_index % len(cores)]})
     return torch.device("cpu")
 
@@ -55,7 +57,7 @@ def place_on_device(local_rank: int) -> torch.device:
 def use_deterministic_kernels() -> bool:
     """XOVER_DETERMINISTIC=1: deterministic kernels only (an operation without one fails loudly), so
     that a job's losses on a GPU are bit-identical alone and shared. Call before the first CUDA work."""
-    if os.environ.get("XOVER_DETERMINISTIC") != "1":
+    if not settings().deterministic:
         return False
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's deterministic workspace
     torch.use_deterministic_algorithms(True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import re
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError
+from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
 
 DEFAULT_DB = "results/xover.db"
@@ -42,7 +42,7 @@ class StoreError(XoverError):
 def database_url(db: str | None = None, create_folder: bool = True) -> str:
     """The store's SQLAlchemy URL; a file path is SQLite (its folder created unless `create_folder` is
     False: a command that only reads must not leave folders behind)."""
-    target = db or os.environ.get("XOVER_DB") or DEFAULT_DB
+    target = db or settings().db or DEFAULT_DB
     if "://" in target:
         return target
     if create_folder:

@@ -31,10 +31,10 @@ from ..config import XOVER_ROOT
 from ..errors import TimedOut, XoverError
 from ..launch.hosts import LOCAL, is_local, ssh_command
 from ..launch.processes import sweep
+from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 
-TAG_VARIABLE = "XOVER_TURN_SERVER"  # names one group's servers (the socket names' prefix) on every host
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
 MAX_OPEN_ITERATIONS = 4096  # per slot, iterations waiting for another host's first grants
@@ -229,7 +229,7 @@ class TurnServerProcess:
                 self.process.kill()
                 self.process.wait()
                 if not is_local(self.host) and self.tag:
-                    sweep(TAG_VARIABLE, self.tag, [self.host], self.remote_prefix or [])  # it, and its files
+                    sweep(TURN_SERVER_VARIABLE, self.tag, [self.host], self.remote_prefix or [])  # it, and its files
         self.reader.join(timeout=timeout_s)
         self.stderr_reader.join(timeout=timeout_s)
         if died:
@@ -264,8 +264,8 @@ class TurnService:
         self.skews = GrantSkews({slot: len({host_tag(host) for host, indices in placement.items() if indices})
                                  for slot, placement in enumerate(placements)})
         on_spans = lambda _host, spans: self.skews.add(spans)  # noqa: E731
-        tag = {k: v for k, v in (env or {}).items() if k == "XOVER_EXPERIMENT"}
-        tag[TAG_VARIABLE] = name
+        tag = {k: v for k, v in (env or {}).items() if k == EXPERIMENT_VARIABLE}
+        tag[TURN_SERVER_VARIABLE] = name  # names one group's servers (the socket names' prefix) on every host
         try:
             for host, order in devices.items():
                 path = self.socket_template.replace("{host}", host)

@@ -1,0 +1,208 @@
+"""The `XOVER_*` environment, read in one place.
+
+Two kinds of variable:
+
+* **Settings** a user sets (the store, the results folder, leases, the GPU path) and the experiment
+  switches (each kept because docs/measurements.md measured what it changes; docs/reference.md cites
+  where). `Settings.from_environ` reads and checks every one of them, once, and refuses a bad value
+  with one line naming the variable; `settings()` is that object for this process's environment.
+* **The launcher's variables**: what xover sets for the processes it starts (workers, turn servers,
+  the reaper), named here once (`*_VARIABLE` below). The runtime inside a worker knows the
+  orchestrator only through them and the metrics lines it prints.
+
+This module imports nothing of xover but its errors, so that the runtime may import it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .errors import XoverError
+
+# -- the variables xover sets for the processes it starts (not settings) ---------------------------
+EXPERIMENT_VARIABLE = "XOVER_EXPERIMENT"  # the experiment's id: tags every process of a run, on every host
+RUN_VARIABLE = "XOVER_RUN"  # experiment:run id, the tag of one run's processes
+JOB_VARIABLE = "XOVER_JOB"  # the job's name
+DEVICES_VARIABLE = "XOVER_DEVICES"  # the job's devices: '0,1' on every host, or 'h1=0,1;h2=0,1'
+HOST_VARIABLE = "XOVER_HOST"  # the host a worker was launched for (-H), so emulated hosts on one machine differ
+TURN_SOCKET_VARIABLE = "XOVER_TURN_SOCKET"  # the turn server's socket, a template: `{host}` is the worker's host
+TURN_SLOT_VARIABLE = "XOVER_TURN_SLOT"  # the job's slot on its turn server
+TURN_SERVER_VARIABLE = "XOVER_TURN_SERVER"  # tags one group's turn servers (the socket names' prefix)
+LINK_PRIORITY_VARIABLE = "XOVER_LINK_PRIORITY"  # the job's socket priority (turns/policies.py: link_bands)
+METRIC_TOKEN_VARIABLE = "XOVER_METRIC_TOKEN"  # the run's token: a metrics line without it is ignored
+SCRIPT_STEPS_VARIABLE = "XOVER_SCRIPT_STEPS"  # a job file's iterations: the shim stops the script after them
+CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script job's CUDA_VISIBLE_DEVICES
+REAPER_DB_VARIABLE = "XOVER_REAPER_DB"  # the store, for the reaper only (kept off its command line)
+
+LAUNCHER_VARIABLES = (EXPERIMENT_VARIABLE, RUN_VARIABLE, JOB_VARIABLE, DEVICES_VARIABLE, HOST_VARIABLE,
+                      TURN_SOCKET_VARIABLE, TURN_SLOT_VARIABLE, TURN_SERVER_VARIABLE, LINK_PRIORITY_VARIABLE,
+                      METRIC_TOKEN_VARIABLE, SCRIPT_STEPS_VARIABLE, CUDA_BY_LOCAL_RANK_VARIABLE, REAPER_DB_VARIABLE)
+
+# -- the settings' variables ------------------------------------------------------------------------
+DB_VARIABLE = "XOVER_DB"
+RESULTS_VARIABLE = "XOVER_RESULTS"
+LEASE_DIR_VARIABLE = "XOVER_LEASE_DIR"
+CPU_ONLY_VARIABLE = "XOVER_CPU_ONLY"
+DEVICES_PER_GPU_VARIABLE = "XOVER_DEVICES_PER_GPU"
+TORCH_BACKEND_VARIABLE = "XOVER_TORCH_BACKEND"
+DETERMINISTIC_VARIABLE = "XOVER_DETERMINISTIC"
+THREADS_PER_RANK_VARIABLE = "XOVER_THREADS_PER_RANK"
+PIN_CORES_VARIABLE = "XOVER_PIN_CORES"
+LINK_BANDS_VARIABLE = "XOVER_LINK_BANDS"
+COMM_THREADS_VARIABLE = "XOVER_COMM_THREADS"
+WAIT_VARIABLE = "XOVER_WAIT"
+TURN_LEASE_VARIABLE = "XOVER_TURN_LEASE"
+TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
+
+SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
+
+COMM_THREADS = ("batch", "normal", "always")  # the first is the default
+WAITS = ("expect", "poll")
+TORCH_BACKENDS = ("nccl", "gloo")
+TURN_LEASE_LIMITS = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}  # a turn's wait must fit select()
+
+
+def _variable(name: str, **options):
+    return field(metadata={"variable": name}, **options)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every `XOVER_*` setting, checked. Unset, or set but empty, is the default (except
+    XOVER_RESULTS, where an empty value is the working directory, as it always was)."""
+
+    # -- for users ----------------------------------------------------------------------------------
+    db: str | None = _variable(DB_VARIABLE, default=None)  # the store, as --db (the flag wins)
+    results: Path = _variable(RESULTS_VARIABLE, default=Path("results"))  # run logs, plans, reports
+    lease_dir: str | None = _variable(LEASE_DIR_VARIABLE, default=None)  # None: /tmp itself (run/leases.py)
+    cpu_only: bool = _variable(CPU_ONLY_VARIABLE, default=False)  # ranks compute on CPU cores even beside GPUs
+    devices_per_gpu: int = _variable(DEVICES_PER_GPU_VARIABLE, default=1)  # devices, each with its turns, per GPU
+    # nccl or gloo, lower case; None: NCCL on GPUs, Gloo on CPUs. Checked where a torch job uses it
+    # (devices.torch_backend): only torch jobs read it, and whether nccl can work depends on the machine.
+    torch_backend: str | None = _variable(TORCH_BACKEND_VARIABLE, default=None)
+    deterministic: bool = _variable(DETERMINISTIC_VARIABLE, default=False)  # deterministic kernels only
+    threads_per_rank: int = _variable(THREADS_PER_RANK_VARIABLE, default=1)  # torch's threads in a CPU rank
+    pin_cores: bool = _variable(PIN_CORES_VARIABLE, default=True)  # a CPU rank pinned to its core
+    # -- experiment switches (docs/reference.md: the measurement behind each) -----------------------
+    link_bands: bool = _variable(LINK_BANDS_VARIABLE, default=True)  # crossover orders the link by the policy's bands
+    comm_threads: str = _variable(COMM_THREADS_VARIABLE, default="batch")  # batch | normal | always
+    wait: str = _variable(WAIT_VARIABLE, default="expect")  # expect | poll
+    turn_lease: dict[str, float] | None = _variable(TURN_LEASE_VARIABLE, default=None)  # floor, factor, initial
+    turn_server_nice: int | None = _variable(TURN_SERVER_NICE_VARIABLE, default=None)  # None: turns/server.py's
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings of `environ` (default: this process's environment), each checked once."""
+        env = os.environ if environ is None else environ
+        return cls(
+            db=env.get(DB_VARIABLE) or None,
+            results=Path(env.get(RESULTS_VARIABLE, "results")),
+            lease_dir=env.get(LEASE_DIR_VARIABLE) or None,
+            cpu_only=env.get(CPU_ONLY_VARIABLE) == "1",
+            devices_per_gpu=_devices_per_gpu(env.get(DEVICES_PER_GPU_VARIABLE, "").strip()),
+            torch_backend=env.get(TORCH_BACKEND_VARIABLE, "").strip().lower() or None,
+            deterministic=env.get(DETERMINISTIC_VARIABLE) == "1",
+            threads_per_rank=_threads_per_rank(env.get(THREADS_PER_RANK_VARIABLE, "").strip()),
+            pin_cores=_pin_cores(env.get(PIN_CORES_VARIABLE) or "1"),
+            link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
+            comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
+            wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
+            turn_lease=_turn_lease(env.get(TURN_LEASE_VARIABLE)),
+            turn_server_nice=_turn_server_nice(env.get(TURN_SERVER_NICE_VARIABLE)),
+        )
+
+    @staticmethod
+    def variables() -> tuple[str, ...]:
+        """The variables the settings are read from, in field order."""
+        return tuple(f.metadata["variable"] for f in fields(Settings))
+
+
+_cached: tuple[tuple[str | None, ...], Settings] | None = None
+
+
+def settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings of this process's environment (or of `environ`). Read again whenever one of their
+    variables changed since the last call (tests set them; a worker's environment never changes)."""
+    global _cached
+    if environ is not None:
+        return Settings.from_environ(environ)
+    key = tuple(os.environ.get(name) for name in Settings.variables())
+    cached = _cached
+    if cached is None or cached[0] != key:
+        cached = _cached = (key, Settings.from_environ())
+    return cached[1]
+
+
+# -- the checks, one per variable -----------------------------------------------------------------------
+def _choice(variable: str, value: str | None, choices: tuple[str, ...]) -> str:
+    value = value or choices[0]
+    if value not in choices:
+        raise XoverError(f"{variable}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _devices_per_gpu(value: str) -> int:
+    if not value:
+        return 1
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise XoverError(f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one "
+                         "GPU counts as)")
+    return int(value)
+
+
+def _threads_per_rank(value: str) -> int:
+    if not value:
+        return 1
+    if not value.isdigit() or not 1 <= int(value) <= 4096:
+        raise XoverError(f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
+                         "threads in each CPU rank)")
+    return int(value)
+
+
+def _pin_cores(value: str) -> bool:
+    if value not in ("0", "1"):
+        raise XoverError(f"{PIN_CORES_VARIABLE}={value!r}: expected 1 (pin each CPU rank to its core) or 0")
+    return value == "1"
+
+
+def _link_bands(given: str) -> bool:
+    text = given.strip().lower()
+    if text not in ("on", "off"):
+        raise XoverError(f"{LINK_BANDS_VARIABLE}={given!r}: expected on or off")
+    return text == "on"
+
+
+def _turn_lease(text: str | None) -> dict[str, float] | None:
+    """'floor=30,factor=20,initial=600': how long a job may hold a turn (seconds; at least `floor`,
+    `factor` x its usual hold, `initial` before it has a history). Defaults in turns/server.py."""
+    if not text:
+        return None
+    try:
+        items = [(key.strip(), float(value)) for key, value in (item.split("=") for item in text.split(","))]
+    except ValueError:
+        raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: expected floor=S,factor=N,initial=S") from None
+    lease = dict(items)
+    unknown = set(lease) - set(TURN_LEASE_LIMITS)
+    if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
+        raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: keys floor, factor, initial, each at most once, with "
+                         "positive finite values")
+    too_long = [key for key, value in lease.items() if value > TURN_LEASE_LIMITS[key]]
+    if too_long:  # a turn's wait must fit select() (and a day is no lease at all)
+        raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: " + ", ".join(
+            f"{key} at most {TURN_LEASE_LIMITS[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
+            for key in too_long))
+    return lease
+
+
+def _turn_server_nice(text: str | None) -> int | None:
+    """The turn servers' nice value; a server only ever raises its priority, so 0 leaves it alone."""
+    if not text:
+        return None
+    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text) or not -20 <= int(text) <= 19:
+        raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={text!r}: expected an integer from -20 to 19")
+    return int(text)
