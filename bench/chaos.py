@@ -16,7 +16,7 @@ iterating, does one of:
   forged-output  write lines that look like xover's metric records (an end, an exit, records without
               the run's token or with another, malformed JSON, a 100 KiB line) into a random rank's
               standard output, as a training script's own output could: both jobs must run to their
-              end with exactly their own rows (docs/security.md)
+              end with exactly their own rows (docs/security.md; --timeout 180 s)
   slurm-pause the group runs through Slurm (`--launcher slurm`, the single-node cluster of
               scripts/slurm.sh, brought up when missing); SIGSTOP slurmctld for 25 s, more than
               Slurm's MessageTimeout, so that xover's queries of the job time out (a transient
@@ -199,7 +199,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
                    "--engine", engine, "--time-limit", "10", "--json"]
     else:
         command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
-                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault == "stop-server" else "120", "--json"]
+                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault in ("stop-server", "forged-output") else "120", "--json"]
     env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
     stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
     if stalled_sshd:
