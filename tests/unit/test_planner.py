@@ -40,9 +40,12 @@ from xover.planner import (
     time_saved_ms,
 )
 from xover.planner.placement import place_groups, unplaceable_reason
-from xover.planner.model import INTERFERENCE_TRAFFIC_PART, MIN_INTERFERENCE, interference_next_to, measured_interference
+from xover.planner.calibration import SHIPPED
+from xover.planner.model import MIN_INTERFERENCE, interference_next_to, measured_interference
 from xover.planner.predict import sim_job
-from xover.planner.simulate import LINK_BAND_LEAK, MIN_ITERATIONS
+from xover.planner.simulate import MIN_ITERATIONS
+
+LINK_BAND_LEAK = SHIPPED.link_band_leak
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -173,7 +176,7 @@ def test_interference_scales_half_with_the_partners_link_share():
     reference = job("ref", 50, 50, link_ms=50)  # link share 0.5: the partner it was measured next to
     twice = job("busy", 0.1, 99.9, link_ms=100)  # link share 1.0
     quiet = job("quiet", 100, 1e-9)  # link share ~0
-    assert INTERFERENCE_TRAFFIC_PART == 0.5
+    assert SHIPPED.interference_traffic_part == 0.5
     assert interference_next_to(measured, [reference]) == pytest.approx(0.2)
     assert interference_next_to(measured, [twice]) == pytest.approx(0.2 * 1.5)
     assert interference_next_to(measured, [quiet]) == pytest.approx(0.2 * 0.5)

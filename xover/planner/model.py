@@ -54,6 +54,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .calibration import SHIPPED, Calibration
+
 # A job's name ends up in log folders and plan keys: no '/', no spaces ('#' for a second copy, name#2).
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._#-]{0,199}", re.ASCII)
 
@@ -189,18 +191,12 @@ def measured_interference(alone_device_ms: float, shared_device_ms: float) -> fl
     return max(MIN_INTERFERENCE, shared_device_ms / alone_device_ms - 1.0)
 
 
-# The part of a job's interference that scales with its partners' communication (the kernel's TCP
-# work, the engines' copies and reductions, and the cache lines they evict, all on the cores the job
-# computes on); the rest is paid next to any partner (sharing caches across a turn change).
-# Re-predicting the 42 pair rows of the three `make bench` runs of 2026-11-22 from their own profiles:
-# within 5% of measured on 30 rows with a fixed interference (part 0), 35 with 0.5, 31 with 1.
-INTERFERENCE_TRAFFIC_PART = 0.5
-
-
-def interference_next_to(job: JobProfile, partners: Sequence[JobProfile],
-                         traffic_part: float = INTERFERENCE_TRAFFIC_PART) -> float:
-    """`job`'s interference next to `partners`: its measured interference, its traffic part scaled by
-    the partners' link shares summed, over the reference partner's. Without a reference share it is
+def interference_next_to(job: JobProfile, partners: Sequence[JobProfile], calibration: Calibration = SHIPPED) -> float:
+    """`job`'s interference next to `partners`: its measured interference, its traffic part
+    (`calibration.interference_traffic_part`: the partners' communication - the kernel's TCP work, the
+    engines' copies and reductions, the cache lines they evict, all on the cores the job computes on)
+    scaled by the partners' link shares summed, over the reference partner's; the rest is paid next
+    to any partner (sharing caches across a turn change). Without a reference share it is
     the measured value whatever the partners. Never below `MIN_INTERFERENCE`: a negative value scaled
     by chatty partners would otherwise make compute take no time, or less than none."""
     if not partners:
@@ -208,7 +204,8 @@ def interference_next_to(job: JobProfile, partners: Sequence[JobProfile],
     if job.interference_link_share is None:
         return job.interference
     traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
-    return max(MIN_INTERFERENCE, job.interference * (1.0 - traffic_part + traffic_part * traffic))
+    part = calibration.interference_traffic_part
+    return max(MIN_INTERFERENCE, job.interference * (1.0 - part + part * traffic))
 
 
 def round_robin_period(jobs: Sequence[JobProfile]) -> float:

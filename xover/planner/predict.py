@@ -4,6 +4,7 @@
 Speeds are relative to alone: 0.8 means the job does 80% of the iterations per second it does on
 its devices alone. A group's gain is the sum of its jobs' speeds (1.0: no better than one after
 another). Simulations are memoised: a plan of many copies of a few jobs simulates each kind once.
+Every function takes the model's `Calibration` (default: the shipped one, `calibration.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..turns.policies import DEFAULT_POLICY
+from .calibration import SHIPPED, Calibration
 from .model import JobProfile, fluid_gain, interference_next_to
 from .simulate import SimJob, simulate
 
@@ -37,12 +39,14 @@ def sim_job(job: JobProfile) -> SimJob:
                   interference=job.interference)
 
 
-def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> list[float]:
+def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
+                 calibration: Calibration = SHIPPED) -> list[float]:
     """Each job's simulated speed in the group, in the order given."""
     if len(jobs) == 1:
         return [1.0]
-    key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]])) for i, job in enumerate(jobs))
-    return list(_simulated_speeds(key, policy))
+    key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]], calibration))
+                for i, job in enumerate(jobs))
+    return list(_simulated_speeds(key, policy, calibration))
 
 
 def _key(job: JobProfile, interference: float) -> tuple:
@@ -57,32 +61,34 @@ def _rounded(ms: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _simulated_speeds(key: tuple, policy: str) -> tuple[float, ...]:
+def _simulated_speeds(key: tuple, policy: str, calibration: Calibration) -> tuple[float, ...]:
     jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
-    result = simulate(jobs, "crossover", policy)
+    result = simulate(jobs, "crossover", policy, calibration=calibration)
     return tuple(outcome.speed for outcome in result.jobs)
 
 
-def predict_group(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> GroupPrediction:
-    speeds = group_speeds(jobs, policy)
+def predict_group(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
+                  calibration: Calibration = SHIPPED) -> GroupPrediction:
+    speeds = group_speeds(jobs, policy, calibration)
     return GroupPrediction(
         policy=policy,
         speeds={job.name: speed for job, speed in zip(jobs, speeds)},
         iteration_ms={job.name: job.solo_ms / speed if speed > 0 else float("inf") for job, speed in zip(jobs, speeds)},
         gain=sum(speeds),
         fluid_bound=fluid_gain(jobs),
-        duration_ms=group_duration_ms(jobs, policy),
+        duration_ms=group_duration_ms(jobs, policy, calibration),
     )
 
 
-def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY) -> float:
+def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
+                      calibration: Calibration = SHIPPED) -> float:
     """Time until the last job has done its iterations: the group runs at its simulated speeds
     until a job finishes, then the others go on as a smaller group, and so on."""
     remaining = {job.name: float(job.iterations) for job in jobs}
     live = list(jobs)
     elapsed = max((job.startup_ms for job in jobs), default=0.0)  # launched together
     while live:
-        speeds = group_speeds(live, policy)
+        speeds = group_speeds(live, policy, calibration)
         iteration = {job.name: job.solo_ms / max(speed, 1e-9) for job, speed in zip(live, speeds)}
         finish = min(remaining[job.name] * iteration[job.name] for job in live)
         elapsed += finish

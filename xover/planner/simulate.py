@@ -11,7 +11,10 @@ Every job alternates compute on the devices and an all-reduce on the link:
   left: the part that overlapped backward alone) and needs `link_ms` of the link to itself. The
   link is shared fairly between the transfers in flight (the emulated link and a NIC both give
   each flow its share), except that under a policy with link bands (work-conserving) the transfers
-  of the first band in flight have most of it (all but `LINK_BAND_LEAK`, which the next band gets).
+  of the first band in flight have most of it (all but the calibration's `link_band_leak`, which the
+  next band gets: a queue sends whole packets, 32 KiB on the emulated link, and never cuts one short,
+  and an all-reduce sends in steps that wait on the partner rank, so between two steps the band
+  behind gets a packet in, which the next step then waits for; `calibration.py`).
   The next iteration asks for the device when the all-reduce is done.
 * co-location costs device time: a job's device time grows by its measured `interference` whenever
   it shares the devices, whatever the policy (mostly its partners' communication on the same cores:
@@ -34,18 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..turns.policies import DeviceTurns, SlotTraits, critical_rank, make_policy
+from .calibration import SHIPPED, Calibration
 
 EPSILON = 1e-9
-# The link's first band does not get all of it while a band behind has data queued: a queue sends
-# whole packets (32 KiB on the emulated link) and never cuts one short, and an all-reduce sends in
-# steps that wait on the partner rank, so between two steps the band behind gets a packet in, which
-# the next step then waits for (resnet-synthetic's exposed all-reduce, served first, grew 1.45-2.5x
-# next to mlp-synthetic or vgg-synthetic in all 8 such bench rows of 2026-11-24; 0.3 makes it 1.43x).
-# Fitted on this machine (1 Gbit/s emulated) on the first `make bench` of 2026-11-24: 9 -> 11 of its
-# 14 rows within 5%; 12 comparisons on the emulated cluster, not fitted, 4 -> 7; the bench run after
-# the change 10 -> 8 (its profiles put resnet-synthetic's interference at +31%, the run before +6%),
-# the one after that 8 -> 8. Over the 44 comparisons not fitted on: 26 -> 27, mean error 4.7% -> 4.1%.
-LINK_BAND_LEAK = 0.3
 # The horizon is set by the slowest job, so a job many times faster fills it with events (a 1 s job
 # next to a 0.2 ms one: 220,000 iterations, 17 s). Past this many events the simulation stops as
 # soon as every job has done MIN_ITERATIONS: a steady pattern by then, and the planner stays quick.
@@ -137,8 +131,10 @@ class _State:
 
 
 class _Simulation:
-    def __init__(self, jobs: Sequence[SimJob], mode: str, policy: str | None) -> None:
+    def __init__(self, jobs: Sequence[SimJob], mode: str, policy: str | None,
+                 calibration: Calibration = SHIPPED) -> None:
         self.mode = mode
+        self.calibration = calibration
         self.states = [_State(job) for job in jobs]
         self.now = 0.0
         self.policy = make_policy(policy, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
@@ -156,7 +152,7 @@ class _Simulation:
 
     def _link_rates(self) -> dict[int, float]:
         """The transfers in flight in the first band served get the link, shared evenly, but for
-        LINK_BAND_LEAK of it, which goes to the next band in flight."""
+        the calibration's link_band_leak of it, which goes to the next band in flight."""
         active = [i for i, s in enumerate(self.states) if s.transferring]
         if not active:
             return {}
@@ -166,8 +162,8 @@ class _Simulation:
         if not behind:
             return {i: 1.0 / len(first) for i in first}
         next_band = [i for i in active if self.link_bands[i] == min(behind)]
-        return {**{i: (1.0 - LINK_BAND_LEAK) / len(first) for i in first},
-                **{i: LINK_BAND_LEAK / len(next_band) for i in next_band}}
+        leak = self.calibration.link_band_leak
+        return {**{i: (1.0 - leak) / len(first) for i in first}, **{i: leak / len(next_band) for i in next_band}}
 
     # -- a job's iteration --------------------------------------------------------------------
     def _start_iteration(self, index: int) -> None:
@@ -330,15 +326,15 @@ class _Simulation:
 
 
 def simulate(jobs: Sequence[SimJob], mode: str = "crossover", policy: str | None = "work-conserving",
-             iterations: int = 60, max_events: int = MAX_EVENTS) -> SimResult:
+             iterations: int = 60, max_events: int = MAX_EVENTS, calibration: Calibration = SHIPPED) -> SimResult:
     """Run the group until its slowest job (alone) would have done `iterations` iterations, or past
-    `max_events` once every job has done MIN_ITERATIONS."""
+    `max_events` once every job has done MIN_ITERATIONS; the link's leak from `calibration`."""
     if mode not in ("crossover", "concurrent"):
         raise ValueError(f"unknown mode {mode!r}")
     if len(jobs) == 1:
         job = jobs[0]
         return SimResult(mode, policy, [JobOutcome(job.name, iterations, job.solo_ms, 1.0, 0.0)])
-    simulation = _Simulation(jobs, mode, policy if mode == "crossover" else None)
+    simulation = _Simulation(jobs, mode, policy if mode == "crossover" else None, calibration)
     horizon = iterations * max(job.solo_ms for job in jobs) * 2.5
     simulation.run(horizon, max_events)
     return SimResult(mode, policy if mode == "crossover" else None, simulation.outcomes())

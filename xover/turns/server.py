@@ -40,7 +40,8 @@ from .protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HEARTBEAT_S, HELLO, MAX_S
 # is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
 # Measured (resnet-synthetic + mlp-synthetic, 1 Gbit/s, one pair run after the other): horovod 1.62,
 # 1.61, 1.62, 1.60, 1.60 against 1.60, 1.60, 1.57, 1.57, 1.56, 1.60, 1.56 at normal priority; torch and
-# two other pairs unchanged within noise. `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
+# two other pairs unchanged within noise (docs/measurements.md, Figures behind the design: *The turn
+# server's priority*). `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
 MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
 MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)

@@ -1,0 +1,79 @@
+"""The model's constants fitted on a machine, with where each value came from.
+
+The shipped values were fitted on the machine kind the project is built on (2 CPU cores, np=2, an
+emulated 1 Gbit/s link); on another machine `bench/interference_fit.py` fits them again from the
+comparisons in its store and writes a `Calibration` (JSON) that the model takes in place of these.
+The model and the simulation take one as an argument (`model.interference_next_to`,
+`simulate.simulate`, `predict.predict_group`); nothing reads or patches a module global.
+
+Runtime settings that were tuned by measurement but are not the model's (the turn server's nice,
+Horovod's cycle time, how long a rank sleeps before polling) stay with the code that applies them,
+each with its measurement beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import XoverError
+
+MEASUREMENTS = "docs/measurements.md"
+
+
+def _fitted(value: float, source: str):
+    return field(default=value, metadata={"source": source})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The model's fitted parameters; `fitted_on` says where this set came from."""
+
+    # Of the link, what the band behind gets while the first band in flight sends: a queue sends whole
+    # packets and an all-reduce sends in steps that wait on the partner rank, so the band behind slips
+    # packets in between (`simulate._Simulation._link_rates`).
+    link_band_leak: float = _fitted(0.3, f"{MEASUREMENTS}, Figures behind the design: *The link's leak in the "
+                                         "simulation* (fitted in *The link's leak* on the first `make bench` of "
+                                         "2026-11-24)")
+    # The part of a job's measured interference that scales with its partners' summed link share over
+    # the reference partner's; the rest is charged next to any partner (`model.interference_next_to`).
+    interference_traffic_part: float = _fitted(0.5, f"{MEASUREMENTS}, Figures behind the design: *The model's "
+                                                    "interference: the measured fraction, half of it scaled by "
+                                                    "traffic* (three `make bench` runs of 2026-11-22)")
+    fitted_on: str = "shipped: xover's own 2-core CPU machine, emulated 1 Gbit/s link (docs/measurements.md)"
+
+    def __post_init__(self) -> None:
+        for name in ("link_band_leak", "interference_traffic_part"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not 0.0 <= value <= 1.0:
+                raise XoverError(f"calibration: {name} must be a number from 0 to 1, got {value!r}")
+
+    @staticmethod
+    def sources() -> dict[str, str]:
+        """Each fitted parameter and where its shipped value came from."""
+        return {f.name: f.metadata["source"] for f in dataclasses.fields(Calibration) if "source" in f.metadata}
+
+    def to_dict(self) -> dict[str, float | str]:
+        return dataclasses.asdict(self)
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def read(cls, path: str | Path) -> Calibration:
+        """A calibration written by `write` (bench/interference_fit.py --write)."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise XoverError(f"calibration {path}: cannot read it ({error})") from None
+        known = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) - known:
+            raise XoverError(f"calibration {path}: expected an object with keys among {', '.join(sorted(known))}")
+        return cls(**data)
+
+
+SHIPPED = Calibration()
