@@ -39,13 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
-from xover.analysis import alone_vs_profile  # noqa: E402
-from xover.devices import hardware_fingerprint  # noqa: E402
-from xover.planner import fluid_gain, predict_group  # noqa: E402
-from xover.job_profiles import job_profile  # noqa: E402
-from xover.store.profiles import find_profile  # noqa: E402
+from xover.analysis import alone_vs_profile, model_of_profiles  # noqa: E402
+from xover.planner import predict_group  # noqa: E402
+from xover.plans import profiles_of_recipes  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
+from xover.results import RunResult  # noqa: E402
 from xover.runtime.turn_client import CrossoverToken  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 from xover.turns import DEFAULT_POLICY, POLICIES  # noqa: E402
@@ -67,19 +66,21 @@ POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]
 
 
 def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
-    """The model from the stored profiles: fluid bound, each policy's predicted speeds."""
-    store = open_store(None)
+    """The model from the stored profiles, as `xover plan` reads them: fluid bound, each policy's
+    predicted speeds."""
+    found, _, _, _ = profiles_of_recipes(None, [load_recipe(name) for name in dict.fromkeys(pair)], bandwidth,
+                                         engine=engine)
+    by_name = {profile.name: profile for profile in found}
     profiles = []
     for index, name in enumerate(pair):
-        recipe = load_recipe(name)
-        found = find_profile(store, recipe.hash, recipe.np, bandwidth, hardware_fingerprint(), engine)
-        profile = job_profile(recipe, found)
+        profile = by_name[load_recipe(name).name]
         if index and name in pair[:index]:  # two copies: the run names the second name#2
-            profile = type(profile)(**{**profile.__dict__, "name": f"{name}#2"})
+            profile = dataclasses.replace(profile, name=f"{profile.name}#2")
         profiles.append(profile)
+    model = model_of_profiles(profiles, POLICIES)
     blind = [dataclasses.replace(profile, interference=0.0) for profile in profiles]
-    return {"fluid": fluid_gain(profiles),
-            "policies": {policy: predict_group(profiles, policy).speeds for policy in POLICIES},
+    return {"fluid": model.fluid_bound,
+            "policies": {policy: simulated.speeds for policy, simulated in model.predicted.items()},
             "without_interference": predict_group(blind, DEFAULT_POLICY).gain,
             "interference": {p.name: p.interference for p in profiles},
             "profiles": profiles}
@@ -95,7 +96,8 @@ def model_from_runs_alone(experiment_id: str) -> float | None:
             _, [group] = jobs_and_groups(session, experiment)
     finally:
         store.close()
-    return (group.get("simulated") or {}).get(DEFAULT_POLICY, {}).get("gain")
+    simulated = group.simulated.get(DEFAULT_POLICY)
+    return simulated.gain if simulated is not None else None
 
 
 def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
@@ -103,21 +105,21 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     report = xover("run", "--group", *pair, "--mode", "all", "--policy", "all", "--seconds", str(seconds),
                    "--bandwidth", bandwidth, "--engine", engine)
     [group] = report["groups"]
-    jobs = report["jobs"]
+    jobs = [RunResult.from_summary(job) for job in report["jobs"]]
     print(f"\nexperiment {report['experiment']}  engine {engine}  link {bandwidth}  ~{seconds:g} s per job alone")
     print(f"{'job':20} {'mode':11} {'policy':16} {'samples/s':>9} {'speed':>6} {'predicted':>9} {'iter ms':>8} "
           f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6} {'link prio':>9}")
     for j in jobs:
-        predicted = model["policies"].get(j.get("policy") or "", {}).get(j["name"]) if j["mode"] == "crossover" else None
-        print(f"{j['name']:20} {j['mode']:11} {j.get('policy') or '-':16} {j['samples_per_s'] or 0:9.1f} "
-              f"{_f(j.get('speed'), 6, 2)} {_f(predicted, 9, 2)} {_f(j['iteration_ms'], 8, 1)} {_f(j.get('wait_ms'), 8, 1)} "
-              f"{_f(j.get('wait_p90_ms'), 6, 1)} {j.get('yields') or 0:6d} {_f(j.get('skew_p50_ms'), 8, 2)} "
-              f"{_f(j.get('skew_p90_ms'), 6, 2)} {_f(j.get('link_priority'), 9, 0)}")
+        predicted = model["policies"].get(j.policy or "", {}).get(j.name) if j.mode == "crossover" else None
+        print(f"{j.name:20} {j.mode:11} {j.policy or '-':16} {j.samples_per_s or 0:9.1f} "
+              f"{_f(j.speed, 6, 2)} {_f(predicted, 9, 2)} {_f(j.iteration_ms, 8, 1)} {_f(j.wait_ms, 8, 1)} "
+              f"{_f(j.wait_p90_ms, 6, 1)} {j.yields or 0:6d} {_f(j.skew_p50_ms, 8, 2)} "
+              f"{_f(j.skew_p90_ms, 6, 2)} {_f(j.link_priority, 9, 0)}")
     concurrent = group["concurrent_vs_sequential"]
     # each job's device time alone in this run over its profile's: the machine's drift since profiling,
     # which moves every speed relative to alone (and so the prediction's error) by about as much
     profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
-    drift = {j["name"]: alone_vs_profile(j, profiled.get(j["name"])) for j in jobs if j["mode"] == "sequential"}
+    drift = {j.name: alone_vs_profile(j, profiled.get(j.name)) for j in jobs if j.mode == "sequential"}
     drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
     from_alone = model_from_runs_alone(report["experiment"])
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
@@ -144,7 +146,7 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
               f"{_error_pct(from_alone, default['aggregate']):+.1f}%")
     print("  device time alone in this run / in its profile: "
           + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items()))
-    parity = [(j["name"], j["final_loss"]) for j in jobs]
+    parity = [(j.name, j.final_loss) for j in jobs]
     losses = {}
     for name, loss in parity:
         losses.setdefault(name, set()).add(loss)

@@ -20,6 +20,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 import shlex
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import xover  # noqa: E402
 from xover.analysis import group_model, profile_of_run  # noqa: E402
 from xover.planner import round_robin_gain, round_robin_period  # noqa: E402
+from xover.results import RunResult  # noqa: E402
 from xover.store.profiles import stored_interference  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 
@@ -77,25 +79,27 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
               f"{_num(j['iteration_ms'], 8)} {_num(device_ms, 8)} {_num(j['communication_ms'], 8)} "
               f"{_num(j['wait_ms'], 7)} {_num(j['slowdown'], 8, 2)}")
 
-    alone = {n: by[(n, "sequential", None)] for n in names}
+    alone = {n: RunResult.from_summary(by[(n, "sequential", None)]) for n in names}
     with open_store(None).session() as session:  # as `xover report` does: a recipe's interference from its profile
-        for job in alone.values():
-            job["interference"], job["interference_link_share"] = stored_interference(session, job, bandwidth)
+        for n, job in alone.items():
+            interference, link_share = stored_interference(session, by[(n, "sequential", None)], bandwidth)
+            alone[n] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
     print("interference from stored profiles (a script has none): "
-          + ", ".join(f"{n} {alone[n]['interference']:+.0%}" for n in names))
+          + ", ".join(f"{n} {alone[n].interference:+.0%}" for n in names))
     # the model on this run's sequential medians: the fluid bound (no schedule does better), each
     # policy simulated, and strict round robin's closed form period max(sum c, sum m, max c+m)
     model = group_model([alone[n] for n in names], bandwidth, sorted(group["policies"]))
     profiles = [profile_of_run(alone[n], bandwidth) for n in names]
     period = round_robin_period(profiles)
-    bound = model["fluid_bound"]
+    bound = model.fluid_bound
     concurrent = group["concurrent_vs_sequential"]
     print("\naggregate throughput over the overlap, each job normalised by its speed alone (sequential = 1.00):")
     print(f"  concurrent / sequential   {_x(concurrent)}   (the jobs overlapped "
           f"{_pct(group['concurrent_overlap'])} of the run)")
     for policy, entry in group["policies"].items():
         measured = entry["aggregate"]
-        predicted = model["predicted"].get(policy, {}).get("gain")
+        simulated = model.predicted.get(policy)
+        predicted = simulated.gain if simulated is not None else None
         period_ms = statistics.mean(by[(n, "crossover", policy)]["iteration_ms"] for n in names)
         print(f"  crossover {policy:15} / sequential {_x(measured)}, / concurrent {_x(entry['vs_concurrent'])}, "
               f"{_pct(measured / bound if measured and bound else None)} of the bound; predicted {_x(predicted)} "
@@ -105,15 +109,15 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     print(f"  model: fluid bound {_x(bound)}; strict round robin {_x(round_robin_gain(profiles))} "
           f"(period max(sum c, sum m, max c+m) = {period:.1f} ms)")
     for n in names:
-        alone_losses = printed_losses(alone[n]["log_dir"]) if n.startswith("ddp_digits") else None
+        alone_losses = printed_losses(alone[n].log_dir) if n.startswith("ddp_digits") else None
         for policy in group["policies"]:
             shared = by[(n, "crossover", policy)]
             if alone_losses is not None:  # the script's own printed losses, every logged step
                 same = printed_losses(shared["log_dir"]) == alone_losses
                 what = f"{len(alone_losses)} printed losses"
             else:
-                same = shared["final_loss"] == alone[n]["final_loss"]
-                what = f"final loss {alone[n]['final_loss']!r}"
+                same = shared["final_loss"] == alone[n].final_loss
+                what = f"final loss {alone[n].final_loss!r}"
             print(f"  parity {n} ({policy}): {what} alone vs crossover -> {'equal' if same else 'DIFFERENT'}")
     chosen = group["policies"][group["crossover_policy"]]
     return chosen["aggregate"], chosen["vs_concurrent"], bound

@@ -11,24 +11,24 @@
 * the model's figures for a group from its jobs measured alone: the fluid bound and each policy's
   simulated speeds.
 
-Plain data in, plain data out: the store (store/queries.py) supplies the rows.
+The store (store/queries.py) supplies the rows; results are typed (results.py), except where the run
+commands still hold job summaries as dicts (`job_summary`, `compare_groups`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .planner import InvalidJobProfile, JobProfile, fluid_gain, predict_group
 from .planner.model import checkpoint_interval_ms, link_busy_ms
 from .rates import parse_rate
+from .results import (ALONE_MODES, SHARED_MODES, GroupComparison, GroupModel, GroupReport, ParityResult, PolicyResult,
+                      RunResult, SimulatedGain)
 
 Row = dict[str, Any]  # an iteration: wall_time (end), iteration_s, samples, the phase times, loss
-
-ALONE_MODES = ("solo", "sequential", "profile")
-SHARED_MODES = ("concurrent", "crossover")
-MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
 
 
 # ------------------------------------------------------------------------------------ iterations
@@ -111,78 +111,87 @@ def job_summary(run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[
     }
 
 
-def variant(job: dict[str, Any]) -> str:
+def variant(job: RunResult) -> str:
     """How a job ran: sequential / concurrent / crossover:<policy> (or solo, profile). Crossover runs
     recorded before policies existed took strict round-robin turns."""
-    if job["mode"] == "crossover":
-        return f"crossover:{job.get('policy') or 'round-robin'}"
-    return job["mode"]
+    if job.mode == "crossover":
+        return f"crossover:{job.policy or 'round-robin'}"
+    return job.mode
 
 
 # ------------------------------------------------------------------------------------ groups
 
 
-def compare_groups(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]],
-                   default_policy: str = "work-conserving") -> list[dict[str, Any]]:
+def compare(jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default_policy: str = "work-conserving"
+            ) -> tuple[list[RunResult], list[GroupComparison]]:
     """Per group: each shared mode's aggregate speed over its overlap window (and per policy for
-    crossover), against the jobs alone. Sets each shared job's `speed` and `slowdown`."""
-    alone = {(j["group"], j["name"]): j["samples_per_s"] for j in jobs if j["mode"] in ALONE_MODES and j["samples_per_s"]}
-    groups: dict[int, dict[str, Any]] = {}
-    by_variant: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for job in jobs:
-        if job["mode"] in SHARED_MODES and job["group"] is not None:
-            group = groups.setdefault(job["group"], {"group": job["group"], "jobs": []})
-            if job["name"] not in group["jobs"]:
-                group["jobs"].append(job["name"])
-            by_variant.setdefault((job["group"], variant(job)), []).append(job)
-    for (index, kind), members in by_variant.items():
-        group = groups[index]
-        runs = [iterations.get(j["run_id"], []) for j in members]
-        window = overlap_window(runs) if len(members) > 1 else None
+    crossover), against the jobs alone. Returns the jobs with their `speed`, `slowdown` and
+    `samples_per_s_shared` set (in the same order), and the groups in index order."""
+    alone = {(j.group, j.name): j.samples_per_s for j in jobs if j.is_alone and j.samples_per_s}
+    names: dict[int, list[str]] = {}
+    by_variant: dict[tuple[int, str], list[int]] = {}
+    for position, job in enumerate(jobs):
+        if job.is_shared and job.group is not None:
+            group_names = names.setdefault(job.group, [])
+            if job.name not in group_names:
+                group_names.append(job.name)
+            by_variant.setdefault((job.group, variant(job)), []).append(position)
+    compared = list(jobs)
+    entries: dict[int, dict[str, PolicyResult]] = {index: {} for index in names}  # concurrent, crossover:<policy>
+    for (index, kind), positions in by_variant.items():
+        runs = [iterations.get(jobs[p].run_id, []) for p in positions]
+        window = overlap_window(runs) if len(positions) > 1 else None
         if window is not None and any(_inside(rows, window) < MIN_WINDOW_ITERATIONS for rows in runs):
             window = None  # too short to say anything: whole runs, and the overlap warning says so
         total = 0.0
         complete = True
-        for job, rows in zip(members, runs):
-            solo, shared = alone.get((index, job["name"])), samples_per_s(rows, window)
-            job["samples_per_s_shared"] = shared
+        for position, rows in zip(positions, runs):
+            job = jobs[position]
+            solo, shared = alone.get((index, job.name)), samples_per_s(rows, window)
             if solo and shared:
-                job["speed"] = shared / solo
-                job["slowdown"] = solo / shared
-                total += job["speed"]
+                compared[position] = dataclasses.replace(job, samples_per_s_shared=shared, speed=shared / solo,
+                                                         slowdown=solo / shared)
+                total += shared / solo
             else:
+                compared[position] = dataclasses.replace(job, samples_per_s_shared=shared)
                 complete = False
-        entry = {"aggregate": total if complete else None, "window_s": window[1] - window[0] if window else None,
-                 "overlap": _overlap(runs, overlap_window(runs) if len(runs) > 1 else None)}
-        if kind.startswith("crossover"):
-            group.setdefault("policies", {})[kind.partition(":")[2]] = entry
-        else:
-            group[kind] = entry
-    results = []
-    for index in sorted(groups):
-        group = groups[index]
-        policies = group.get("policies", {})
+        entries[index][kind] = PolicyResult(aggregate=total if complete else None,
+                                            window_s=window[1] - window[0] if window else None,
+                                            overlap=_overlap(runs, overlap_window(runs) if len(runs) > 1 else None))
+    groups = []
+    for index in sorted(names):
+        concurrent_entry = entries[index].get("concurrent")
+        concurrent = concurrent_entry.aggregate if concurrent_entry else None
+        policies = {kind.partition(":")[2]: entry for kind, entry in entries[index].items()
+                    if kind.startswith("crossover")}
+        policies = {policy: dataclasses.replace(entry, vs_concurrent=entry.aggregate / concurrent
+                                                if entry.aggregate and concurrent else None)
+                    for policy, entry in policies.items()}
         chosen = default_policy if default_policy in policies else next(iter(sorted(policies)), None)
-        concurrent = (group.get("concurrent") or {}).get("aggregate")
-        crossover = policies[chosen]["aggregate"] if chosen else None
-        for entry in policies.values():
-            entry["vs_concurrent"] = entry["aggregate"] / concurrent if entry["aggregate"] and concurrent else None
-        group.update(
-            sequential=1.0 if all((index, name) in alone for name in group["jobs"]) else None,
-            concurrent_vs_sequential=concurrent, crossover_vs_sequential=crossover, crossover_policy=chosen,
-            crossover_vs_concurrent=crossover / concurrent if crossover and concurrent else None,
-            concurrent_overlap=(group.get("concurrent") or {}).get("overlap"),
-            crossover_overlap=policies[chosen]["overlap"] if chosen else None,
-            policies=policies)
-        group.pop("concurrent", None)
-        results.append(group)
-    for job in jobs:
-        if job["mode"] in ALONE_MODES and job["samples_per_s"]:
-            job["slowdown"] = 1.0
-            job["samples_per_s_shared"] = job["samples_per_s"]  # alone, its whole run is its window
-        job.setdefault("slowdown", None)
-        job.setdefault("speed", None)
-    return results
+        crossover = policies[chosen].aggregate if chosen else None
+        groups.append(GroupComparison(
+            group=index, jobs=names[index], policies=policies,
+            sequential=1.0 if all((index, name) in alone for name in names[index]) else None,
+            concurrent_vs_sequential=concurrent, crossover_vs_sequential=crossover,
+            crossover_policy=chosen, crossover_vs_concurrent=crossover / concurrent if crossover and concurrent else None,
+            concurrent_overlap=concurrent_entry.overlap if concurrent_entry else None,
+            crossover_overlap=policies[chosen].overlap if chosen else None))
+    for position, job in enumerate(compared):
+        if job.is_alone and job.samples_per_s:  # alone, its whole run is its window
+            compared[position] = dataclasses.replace(job, slowdown=1.0, samples_per_s_shared=job.samples_per_s)
+    return compared, groups
+
+
+def compare_groups(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]],
+                   default_policy: str = "work-conserving") -> list[dict[str, Any]]:
+    """`compare` for callers that hold job summaries as dicts (`xover run`, run/commands.py): sets
+    each job's `speed`, `slowdown` and `samples_per_s_shared` in place and returns the groups as
+    dicts (the shapes of `xover run --json`)."""
+    compared, groups = compare([RunResult.from_summary(job) for job in jobs], iterations, default_policy)
+    for job, result in zip(jobs, compared):
+        shown = result.to_json()  # new keys in the order the JSON has always had them
+        job.update({key: value for key, value in shown.items() if key in ("speed", "samples_per_s_shared", "slowdown")})
+    return [group.to_json() for group in groups]
 
 
 MIN_WINDOW_ITERATIONS = 3
@@ -209,25 +218,25 @@ def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) 
 ALONE_DRIFT = 0.2
 
 
-def alone_vs_profile(job: dict[str, Any], profile_device_ms: float | None) -> float | None:
+def alone_vs_profile(job: RunResult, profile_device_ms: float | None) -> float | None:
     """A job's device time per iteration in its run alone over its profile's (1.0: the machine as fast
     as when profiled); None without a profile or a measured run."""
-    if not profile_device_ms or job.get("compute_ms") is None:
+    if not profile_device_ms or job.compute_ms is None:
         return None
-    return ((job.get("data_ms") or 0.0) + job["compute_ms"]) / profile_device_ms
+    return ((job.data_ms or 0.0) + job.compute_ms) / profile_device_ms
 
 
-def group_warnings(groups: list[dict[str, Any]]) -> list[str]:
+def group_warnings(groups: Sequence[GroupReport]) -> list[str]:
     """What makes a comparison's figures less sure: a short overlap window, a run alone off its profile."""
     return overlap_warnings(groups) + drift_warnings(groups)
 
 
-def drift_warnings(groups: list[dict[str, Any]], tolerance: float = ALONE_DRIFT) -> list[str]:
+def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT) -> list[str]:
     warnings = []
     for group in groups:
-        for name, ratio in sorted((group.get("alone_vs_profile") or {}).items()):
+        for name, ratio in sorted(group.alone_vs_profile.items()):
             if abs(ratio - 1.0) > tolerance:
-                warnings.append(f"group {group['group']}: {name}'s run alone needed {abs(ratio - 1.0):.0%} "
+                warnings.append(f"group {group.group}: {name}'s run alone needed {abs(ratio - 1.0):.0%} "
                                 f"{'more' if ratio > 1 else 'less'} device time per iteration than its profile: the "
                                 "machine's speed changed between them, so speeds relative to alone (and predictions "
                                 "from the profile) are off by about as much (run the comparison again, or re-profile "
@@ -235,13 +244,12 @@ def drift_warnings(groups: list[dict[str, Any]], tolerance: float = ALONE_DRIFT)
     return warnings
 
 
-def overlap_warnings(groups: list[dict[str, Any]], least: float = 0.5) -> list[str]:
+def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> list[str]:
     warnings = []
     for group in groups:
-        for mode in SHARED_MODES:
-            overlap = group.get(f"{mode}_overlap")
+        for mode, overlap in zip(SHARED_MODES, (group.concurrent_overlap, group.crossover_overlap)):
             if overlap is not None and overlap < least:
-                warnings.append(f"group {group['group']}: the {mode} jobs ran at the same time for only "
+                warnings.append(f"group {group.group}: the {mode} jobs ran at the same time for only "
                                 f"{overlap:.0%} of that run, so its figures rest on a short window "
                                 "(give the faster job more iterations, or use --seconds)")
     return warnings
@@ -250,64 +258,73 @@ def overlap_warnings(groups: list[dict[str, Any]], least: float = 0.5) -> list[s
 # ------------------------------------------------------------------------------------ parity
 
 
-def loss_parity(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]]) -> list[dict[str, Any]]:
+def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> list[ParityResult]:
     """Per job shared with others: the largest per-iteration |loss difference| from the same job alone.
 
     Taking turns must not change what is computed, so on deterministic devices this is exactly 0.
     """
-    alone = {(j["group"], j["name"]): j for j in jobs if j["mode"] == "sequential"}
+    alone = {(j.group, j.name): j for j in jobs if j.mode == "sequential"}
     parity = []
     for job in jobs:
-        reference = alone.get((job["group"], job["name"]))
-        if job["mode"] not in SHARED_MODES or reference is None:
+        reference = alone.get((job.group, job.name))
+        if not job.is_shared or reference is None:
             continue
-        alone_losses = {row["step"]: row["loss"] for row in iterations.get(reference["run_id"], [])}
-        shared_losses = {row["step"]: row["loss"] for row in iterations.get(job["run_id"], [])}
+        alone_losses = {row["step"]: row["loss"] for row in iterations.get(reference.run_id, [])}
+        shared_losses = {row["step"]: row["loss"] for row in iterations.get(job.run_id, [])}
         # unmodified scripts report no loss (they print their own): nothing to compare for them
         steps = sorted(s for s in alone_losses.keys() & shared_losses.keys()
                        if alone_losses[s] is not None and shared_losses[s] is not None)
         largest = max((abs(shared_losses[s] - alone_losses[s]) for s in steps), default=None)
-        parity.append({"group": job["group"], "name": job["name"], "mode": job["mode"], "policy": job.get("policy"),
-                       "steps": len(steps), "max_abs_loss_diff": largest,
-                       "identical": largest == 0.0 if steps else None})
+        parity.append(ParityResult(group=job.group, name=job.name, mode=job.mode, policy=job.policy,
+                                   steps=len(steps), max_abs_loss_diff=largest,
+                                   identical=largest == 0.0 if steps else None))
     return parity
 
 
 # ------------------------------------------------------------------------------------ the model
 
 
-def profile_of_run(job: dict[str, Any], link: str | None):
+def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobProfile | None:
     """A planner JobProfile from a job's run alone: its medians, and its link time from its gradient
-    bytes at the run's link rate (its exposed communication on the host network)."""
-    if job["compute_ms"] is None or job["communication_ms"] is None:
+    bytes at the run's link rate (its exposed communication on the host network). The run/ commands
+    pass a job summary as a dict."""
+    if not isinstance(job, RunResult):
+        job = RunResult.from_summary(job)
+    if job.compute_ms is None or job.communication_ms is None:
         return None
-    link_ms = job["communication_ms"]
-    if link and link != "host" and job.get("gradient_bytes"):
-        hosts = len({h.split(":")[0] for h in (job.get("hosts") or "localhost:1").split(",")})
-        estimate = link_busy_ms(job["gradient_bytes"], job["np"], hosts, parse_rate(link))
-        span_ms = job.get("link_ms")
+    link_ms = job.communication_ms
+    if link and link != "host" and job.gradient_bytes:
+        hosts = len({h.split(":")[0] for h in (job.hosts or "localhost:1").split(",")})
+        estimate = link_busy_ms(job.gradient_bytes, job.np, hosts, parse_rate(link))
+        span_ms = job.link_ms
         link_ms = max(link_ms, min(estimate, span_ms) if span_ms else estimate)
-    comm_cpu = min(1.0, job["comm_cpu_ms"] / link_ms) if job.get("comm_cpu_ms") and link_ms > 0 else 0.0
+    comm_cpu = min(1.0, job.comm_cpu_ms / link_ms) if job.comm_cpu_ms and link_ms > 0 else 0.0
     try:
-        return JobProfile(name=job["name"], devices=job["np"], compute_ms=job["compute_ms"],
-                          comm_ms=job["communication_ms"], memory_gb=0.0, data_ms=job["data_ms"] or 0.0,
+        return JobProfile(name=job.name, devices=job.np, compute_ms=job.compute_ms,
+                          comm_ms=job.communication_ms, memory_gb=0.0, data_ms=job.data_ms or 0.0,
                           link_ms=link_ms, comm_cpu=comm_cpu,
                           # how soon it yields a turn, as the planner has it from a profile
-                          checkpoint_ms=checkpoint_interval_ms((job["data_ms"] or 0.0) + job["compute_ms"],
-                                                               job.get("checkpoints")),
-                          interference=job.get("interference") or 0.0,
-                          interference_link_share=job.get("interference_link_share"))
+                          checkpoint_ms=checkpoint_interval_ms((job.data_ms or 0.0) + job.compute_ms,
+                                                               job.checkpoints),
+                          interference=job.interference or 0.0,
+                          interference_link_share=job.interference_link_share)
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians
         return None
 
 
-def group_model(alone_jobs: list[dict[str, Any]], link: str | None, policies: Sequence[str]) -> dict[str, Any]:
+def group_model(alone_jobs: Sequence[RunResult], link: str | None, policies: Sequence[str]) -> GroupModel:
     """The fluid bound and each policy's simulated gain for a group, from its jobs measured alone."""
     profiles = [profile_of_run(job, link) for job in alone_jobs]
     if not profiles or any(p is None for p in profiles):
-        return {"fluid_bound": None, "predicted": {}}
+        return GroupModel()
+    return model_of_profiles(profiles, policies)
+
+
+def model_of_profiles(profiles: Sequence[JobProfile], policies: Sequence[str]) -> GroupModel:
+    """The fluid bound and each policy's simulated gain for a group of jobs (from their profiles, or
+    from their runs alone: `group_model`)."""
     predicted = {}
     for policy in policies:
         prediction = predict_group(profiles, policy)
-        predicted[policy] = {"gain": prediction.gain, "speeds": prediction.speeds}
-    return {"fluid_bound": fluid_gain(profiles), "predicted": predicted}
+        predicted[policy] = SimulatedGain(gain=prediction.gain, speeds=prediction.speeds)
+    return GroupModel(fluid_bound=fluid_gain(profiles), predicted=predicted)

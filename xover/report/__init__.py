@@ -98,14 +98,14 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
         for path in written:
             console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
     else:
-        print(csv_text(JOB_CSV_FIELDS, report.jobs), end="")
+        print(csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]), end="")
         for path in written:
             errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
     if fmt == "csv":
-        text = tables.csv_text([key for _, key in tables.SUMMARY_COLUMNS], [b.summary() for b in briefs])
+        text = tables.csv_text([key for _, key in tables.SUMMARY_COLUMNS], tables.summary_rows(briefs))
         if out:
             path = Path(out) / "experiments.csv" if Path(out).suffix.lower() != ".csv" else Path(out)
             _write_text(path, "experiments.csv", text)

@@ -1,11 +1,13 @@
 """Gathering what a report shows from the store: one experiment in full, or every experiment in brief.
 
-Everything here returns plain dicts and lists (no ORM objects), so the renderers (tables, JSON, CSV,
-pictures, HTML) work after the session is closed and scripts get the same shapes.
+Everything here returns typed results (xover/results.py) and plain iteration rows, no ORM objects, so
+the renderers (tables, JSON, CSV, pictures, HTML) work after the session is closed; each result's
+`to_json()` is the shape scripts get.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -13,9 +15,10 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from ..analysis import (ALONE_MODES, MODE_ORDER, SHARED_MODES, alone_vs_profile, compare_groups, group_model,
-                        loss_parity)
+from ..analysis import alone_vs_profile, compare, group_model, loss_parity
 from ..errors import XoverError
+from ..results import (ExperimentInfo, ExperimentSummary, GainPoint, GroupModel, GroupReport,
+                       ParityResult, RunResult, mode_rank)
 from ..run.record import reconcile_lost
 from ..store.models import Experiment, PlanGroup
 from ..store.profiles import profile_device_ms, stored_interference
@@ -35,19 +38,19 @@ class ExperimentReport:
     """One experiment: its row, its jobs (one per job and mode), group comparisons, loss parity,
     and every iteration of rank 0 per run (run id -> rows in step order)."""
 
-    experiment: dict[str, Any]
-    jobs: list[dict[str, Any]]
-    groups: list[dict[str, Any]]
-    parity: list[dict[str, Any]]
+    experiment: ExperimentInfo
+    jobs: list[RunResult]
+    groups: list[GroupReport]
+    parity: list[ParityResult]
     iterations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
-        return self.experiment["id"]
+        return self.experiment.id
 
     @property
     def is_comparison(self) -> bool:
-        return self.experiment["kind"] == "run"
+        return self.experiment.is_comparison
 
 
 # ------------------------------------------------------------------------------------ opening
@@ -91,17 +94,15 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
 # ------------------------------------------------------------------------------------ one experiment
 
 
-def job_order(job: dict[str, Any]) -> tuple:
-    group = job["group"] if job["group"] is not None else -1
-    mode = MODE_ORDER.index(job["mode"]) if job["mode"] in MODE_ORDER else len(MODE_ORDER)
-    return group, job["name"], mode, job.get("policy") or "", job["run_id"]
+def job_order(job: RunResult) -> tuple:
+    return job.group if job.group is not None else -1, job.name, mode_rank(job.mode), job.policy or "", job.run_id
 
 
-def experiment_row(experiment: Experiment) -> dict[str, Any]:
-    return {"id": experiment.id, "kind": experiment.kind, "status": experiment.status,
-            "command": experiment.command, "bandwidth": experiment.bandwidth, "hosts": experiment.hosts,
-            "plan_id": experiment.plan_id, "hardware": experiment.hardware,
-            "created_at": _utc_text(experiment.created_at), "ended_at": _utc_text(experiment.ended_at)}
+def experiment_row(experiment: Experiment) -> ExperimentInfo:
+    return ExperimentInfo(id=experiment.id, kind=experiment.kind, status=experiment.status,
+                          command=experiment.command, bandwidth=experiment.bandwidth, hosts=experiment.hosts,
+                          plan_id=experiment.plan_id, hardware=experiment.hardware,
+                          created_at=_utc_text(experiment.created_at), ended_at=_utc_text(experiment.ended_at))
 
 
 def _utc_text(moment: datetime | None) -> str | None:
@@ -109,53 +110,48 @@ def _utc_text(moment: datetime | None) -> str | None:
     return moment.isoformat(sep=" ", timespec="seconds") + " UTC" if moment else None
 
 
-def jobs_and_groups(session: Session, experiment: Experiment,
-                    iterations: dict[int, list[dict[str, Any]]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[int, list[dict[str, Any]]] | None = None
+                    ) -> tuple[list[RunResult], list[GroupReport]]:
     """Jobs with speeds and slowdowns, and per group: throughput by mode (crossover per policy) over the
     jobs' overlap window, the plan's predicted gain, the model's fluid bound and simulated gains, the
     measured gain and its error."""
     if iterations is None:
         iterations = iteration_rows(session, [run.id for run in experiment.runs])
-    jobs = sorted(experiment_jobs(session, experiment.id, iterations), key=job_order)
-    groups = compare_groups(jobs, iterations)
+    summaries = [RunResult.from_summary(summary) for summary in experiment_jobs(session, experiment.id, iterations)]
+    jobs, comparisons = compare(sorted(summaries, key=job_order), iterations)
     planned: dict[int, float] = {}
     if experiment.plan_id is not None:
         planned = {g.index: g.predicted_gain for g in
                    session.scalars(select(PlanGroup).where(PlanGroup.plan_id == experiment.plan_id))}
-    for group in groups:
-        alone = [j for j in jobs if j["group"] == group["group"] and j["mode"] == "sequential"
-                 and j["name"] in group["jobs"]]
-        measured = group["crossover_vs_sequential"]
-        predicted = planned.get(group["group"])
-        drift = {}
-        for job in alone:
-            job["interference"], job["interference_link_share"] = stored_interference(session, job, experiment.bandwidth)
-            drift[job["name"]] = alone_vs_profile(job, profile_device_ms(session, job, experiment.bandwidth,
-                                                                        _hosts_of(job), experiment.created_at))
-        group["alone_vs_profile"] = {name: ratio for name, ratio in drift.items() if ratio is not None}
-        model = group_model(alone, experiment.bandwidth, sorted(group["policies"])) \
-            if len(alone) == len(group["jobs"]) else {"fluid_bound": None, "predicted": {}}
-        group["predicted_gain"] = predicted
-        group["fluid_bound"] = model["fluid_bound"]
-        group["model_gain"] = model["fluid_bound"]  # the model's ideal: the fluid bound
-        group["simulated"] = model["predicted"]
-        group["measured_gain"] = measured
-        group["of_fluid_bound"] = measured / model["fluid_bound"] if measured and model["fluid_bound"] else None
-        group["gain_error_pct"] = (measured / predicted - 1) * 100 if measured and predicted else None
+    groups = []
+    for comparison in comparisons:
+        alone = []  # the group's jobs alone, with their profiles' interference
+        for position, job in enumerate(jobs):
+            if job.group == comparison.group and job.mode == "sequential" and job.name in comparison.jobs:
+                interference, link_share = stored_interference(session, _profile_key(job), experiment.bandwidth)
+                jobs[position] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
+                alone.append(jobs[position])
+        drift = {job.name: alone_vs_profile(job, profile_device_ms(session, _profile_key(job), experiment.bandwidth,
+                                                                    job.span_hosts, experiment.created_at))
+                 for job in alone}
+        model = group_model(alone, experiment.bandwidth, sorted(comparison.policies)) \
+            if len(alone) == len(comparison.jobs) else GroupModel()
+        groups.append(GroupReport.of(comparison, {name: ratio for name, ratio in drift.items() if ratio is not None},
+                                     planned.get(comparison.group), model))
     return jobs, groups
 
 
-def _hosts_of(job: dict[str, Any]) -> int:
-    """How many hosts a job spanned, from its -H spec."""
-    return len({entry.split(":")[0] for entry in (job.get("hosts") or "").split(",") if entry})
+def _profile_key(job: RunResult) -> dict[str, Any]:
+    """What store/profiles.py finds a job's profiles by."""
+    return {"name": job.name, "np": job.np, "engine": job.engine}
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
     iterations = iteration_rows(session, [run.id for run in experiment.runs])
     jobs, groups = jobs_and_groups(session, experiment, iterations)
     for job in jobs:  # rows that stand on their own in a CSV file
-        for row in iterations.get(job["run_id"], []):
-            row.update(experiment=experiment.id, name=job["name"], mode=job["mode"], policy=job.get("policy"))
+        for row in iterations.get(job.run_id, []):
+            row.update(experiment=experiment.id, name=job.name, mode=job.mode, policy=job.policy)
     return ExperimentReport(experiment_row(experiment), jobs, groups, loss_parity(jobs, iterations), iterations)
 
 
@@ -164,18 +160,17 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
 
 @dataclass
 class ExperimentBrief:
-    experiment: dict[str, Any]
-    jobs: list[dict[str, Any]]
-    groups: list[dict[str, Any]]
+    experiment: ExperimentInfo
+    jobs: list[RunResult]
+    groups: list[GroupReport]
 
-    def summary(self) -> dict[str, Any]:
-        gains = [g["measured_gain"] for g in self.groups if g["measured_gain"] is not None]
-        modes = sorted({j["mode"] for j in self.jobs},
-                       key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER))
-        return {"id": self.experiment["id"], "kind": self.experiment["kind"], "status": self.experiment["status"],
-                "created_at": self.experiment["created_at"], "jobs": len({j["name"] for j in self.jobs}),
-                "runs": len(self.jobs), "modes": ",".join(modes),
-                "best_crossover_gain": max(gains) if gains else None}
+    def summary(self) -> ExperimentSummary:
+        gains = [g.measured_gain for g in self.groups if g.measured_gain is not None]
+        modes = sorted({j.mode for j in self.jobs}, key=mode_rank)
+        return ExperimentSummary(id=self.experiment.id, kind=self.experiment.kind, status=self.experiment.status,
+                                 created_at=self.experiment.created_at, jobs=len({j.name for j in self.jobs}),
+                                 runs=len(self.jobs), modes=",".join(modes),
+                                 best_crossover_gain=max(gains) if gains else None)
 
 
 def all_experiments(session: Session) -> list[ExperimentBrief]:
@@ -188,7 +183,7 @@ def all_experiments(session: Session) -> list[ExperimentBrief]:
     return briefs
 
 
-def gain_points(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
+def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
     """Predicted vs measured crossover gain for every group of every comparison run.
 
     Predicted is the plan's figure when the run came from a plan, else the simulation of the policy
@@ -198,12 +193,13 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
     points = []
     for brief in briefs:
         for group in brief.groups:
-            simulated = (group.get("simulated") or {}).get(group.get("crossover_policy") or "", {}).get("gain")
-            predicted = group["predicted_gain"] if group["predicted_gain"] is not None else simulated
-            if predicted is None or group["measured_gain"] is None:
+            simulation = group.simulated.get(group.crossover_policy or "")
+            simulated = simulation.gain if simulation is not None else None
+            predicted = group.predicted_gain if group.predicted_gain is not None else simulated
+            if predicted is None or group.measured_gain is None:
                 continue
-            points.append({"experiment": brief.experiment["id"], "group": group["group"], "jobs": group["jobs"],
-                           "predicted_gain": predicted,
-                           "predicted_from": "plan" if group["predicted_gain"] is not None else "model",
-                           "measured_gain": group["measured_gain"]})
+            points.append(GainPoint(experiment=brief.experiment.id, group=group.group, jobs=group.jobs,
+                                    predicted_gain=predicted,
+                                    predicted_from="plan" if group.predicted_gain is not None else "model",
+                                    measured_gain=group.measured_gain))
     return points

@@ -20,6 +20,7 @@ from .tables import (
     Columns,
     display_rows,
     job_columns,
+    summary_rows,
 )
 
 PICTURE_CAPTIONS = {
@@ -80,26 +81,27 @@ def _page(title: str, sections: list[str]) -> str:
 
 def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
     experiment = report.experiment
-    details = [("kind", experiment["kind"]), ("status", experiment["status"]), ("created", experiment["created_at"]),
-               ("ended", experiment["ended_at"]), ("command", experiment["command"]),
-               ("link", experiment["bandwidth"] or "host network"), ("hosts", experiment["hosts"]),
-               ("plan", experiment["plan_id"])]
+    details = [("kind", experiment.kind), ("status", experiment.status), ("created", experiment.created_at),
+               ("ended", experiment.ended_at), ("command", experiment.command),
+               ("link", experiment.bandwidth or "host network"), ("hosts", experiment.hosts),
+               ("plan", experiment.plan_id)]
+    jobs = [job.to_json() for job in report.jobs]
     sections = ["<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
-                "<h2>Jobs</h2>", html_table(job_columns(report.is_comparison), display_rows(report.jobs), DIGITS)]
+                "<h2>Jobs</h2>", html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS)]
     if report.groups:
         sections += ["<h2>Groups: aggregate throughput and gain</h2>",
                      "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
                      "sequential; error is measured vs the plan's prediction.</p>",
-                     html_table(GROUP_COLUMNS, display_rows(report.groups), DIGITS)]
+                     html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS)]
         sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in group_warnings(report.groups)]
     if report.parity:
         sections += ["<h2>Accuracy parity</h2>",
                      "<p>Largest per-iteration |loss difference| between each job alone and shared "
-                     "(expected 0.0 on CPU).</p>", html_table(PARITY_COLUMNS, display_rows(report.parity), DIGITS)]
-    failed = [j for j in report.jobs if j.get("error")]
-    for job in failed:
-        sections.append(f"<h2>{escape(job['name'])} ({escape(job['mode'])}) failed</h2>"
-                        f"<pre>{escape(job['error'])}</pre>")
+                     "(expected 0.0 on CPU).</p>",
+                     html_table(PARITY_COLUMNS, display_rows(parity.to_json() for parity in report.parity), DIGITS)]
+    for job in report.jobs:
+        if job.error:
+            sections.append(f"<h2>{escape(job.name)} ({escape(job.mode)}) failed</h2><pre>{escape(job.error)}</pre>")
     if pictures:
         sections.append("<h2>Pictures</h2>")
         sections += [embedded_picture(name, path) for name, path in pictures.items()]
@@ -108,7 +110,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
 
 def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
     sections = [f"<p>{len(briefs)} experiments, newest first.</p>",
-                html_table(SUMMARY_COLUMNS, [b.summary() for b in briefs], DIGITS)]
+                html_table(SUMMARY_COLUMNS, summary_rows(briefs), DIGITS)]
     sections += [embedded_picture(name, path, "Predicted (plan, or the simulation of the policy from the sequential runs) against "
                                   "measured crossover gain for every comparison run in the database.")
                  for name, path in pictures.items()]

@@ -7,11 +7,11 @@ global state leaks between reports; saving a Figure to PNG uses the Agg renderer
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from matplotlib.figure import Figure
 
-from .data import ALONE_MODES, ExperimentReport, ReportError
+from ..results import GainPoint, GroupReport, RunResult
+from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
 
 PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
@@ -21,7 +21,7 @@ TIMELINE_ITERATIONS = 8
 DPI = 110
 
 
-def make_pictures(report: ExperimentReport, points: list[dict[str, Any]], folder: Path) -> dict[str, str]:
+def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Path) -> dict[str, str]:
     """Every picture that the experiment has data for; name -> path of the PNG written."""
     makers = {"timeline": lambda path: timeline_picture(report, path),
               "throughput": lambda path: throughput_picture(report.groups, report.id, path),
@@ -51,15 +51,15 @@ def _save(figure: Figure, path: Path) -> bool:
 
 def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     """Device 0 over ~8 iterations of the first group's crossover run (and concurrent run, if any)."""
-    shared = [j for j in report.jobs if j["mode"] in ("crossover", "concurrent") and j["group"] is not None]
+    shared = [j for j in report.jobs if j.mode in ("crossover", "concurrent") and j.group is not None]
     if not shared:
         return False
-    group = min(j["group"] for j in shared)
+    group = min(j.group for j in shared)
     panels = []
     for mode in ("crossover", "concurrent"):
-        jobs = sorted((j for j in shared if j["group"] == group and j["mode"] == mode),
-                      key=lambda j: (j["slot"] if j["slot"] is not None else 0, j["name"]))
-        rows = [report.iterations.get(j["run_id"], []) for j in jobs]
+        jobs = sorted((j for j in shared if j.group == group and j.mode == mode),
+                      key=lambda j: (j.slot if j.slot is not None else 0, j.name))
+        rows = [report.iterations.get(j.run_id, []) for j in jobs]
         found = middle_window(rows, TIMELINE_ITERATIONS)
         if found is not None:
             window, when = found
@@ -92,8 +92,8 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     return _save(figure, path)
 
 
-def _job_label(job: dict[str, Any]) -> str:
-    return job["name"] + (f"  (turn {job['slot']})" if job["slot"] is not None else "")
+def _job_label(job: RunResult) -> str:
+    return job.name + (f"  (turn {job.slot})" if job.slot is not None else "")
 
 
 def _patch(colour: str, label: str):
@@ -105,12 +105,12 @@ def _patch(colour: str, label: str):
 # ---------------------------------------------------------------------------------------- throughput
 
 
-def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: Path) -> bool:
+def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path) -> bool:
     """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
     series = [("sequential", "sequential"), ("concurrent", "concurrent_vs_sequential"),
-              ("crossover", "crossover_vs_sequential"), ("fluid bound", "model_gain")]
+              ("crossover", "crossover_vs_sequential"), ("fluid bound", "fluid_bound")]
     # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
-    groups = [g for g in groups if g.get("sequential") is not None and any(g.get(k) for _, k in series[1:])]
+    groups = [g for g in groups if g.sequential is not None and any(getattr(g, k) for _, k in series[1:])]
     if not groups:
         return False
     figure = Figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
@@ -118,15 +118,15 @@ def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: P
     width = 0.8 / len(series)
     for index, (label, key) in enumerate(series):
         xs = [g_index + (index - (len(series) - 1) / 2) * width for g_index in range(len(groups))]
-        values = [group.get(key) for group in groups]
+        values = [getattr(group, key) for group in groups]
         bars = ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None],
                       width * 0.92, color=MODE_COLOURS[label], edgecolor="#333333", linewidth=0.7,
                       hatch="//" if label == "fluid bound" else None, label=label)
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
     ax.axhline(1.0, color="#333333", linewidth=0.8, linestyle=":")
-    ax.set_xticks(range(len(groups)), [f"group {g['group']}\n" + " + ".join(g["jobs"]) for g in groups], fontsize=8)
+    ax.set_xticks(range(len(groups)), [f"group {g.group}\n" + " + ".join(g.jobs) for g in groups], fontsize=8)
     ax.set_ylabel("aggregate throughput (jobs' worth, alone = 1)")
-    ax.set_ylim(0, max(1.2, *(g.get(k) or 0 for g in groups for _, k in series)) * 1.18)
+    ax.set_ylim(0, max(1.2, *(getattr(g, k) or 0 for g in groups for _, k in series)) * 1.18)
     ax.legend(ncols=4, fontsize=8, loc="upper left", frameon=False)
     ax.set_title(f"Throughput by mode - experiment {experiment_id}", loc="left", fontsize=11)
     ax.grid(axis="y", alpha=0.3)
@@ -138,20 +138,19 @@ def throughput_picture(groups: list[dict[str, Any]], experiment_id: str, path: P
 
 def losses_picture(report: ExperimentReport, path: Path) -> bool:
     """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
-    jobs = [j for j in report.jobs if (j["mode"] in ALONE_MODES or j["mode"] == "crossover")
-            and report.iterations.get(j["run_id"])]
+    jobs = [j for j in report.jobs if (j.is_alone or j.mode == "crossover") and report.iterations.get(j.run_id)]
     if not jobs:
         return False
     figure = Figure(figsize=(8, 4.2), layout="constrained")
     ax = figure.subplots()
-    names = list(dict.fromkeys(j["name"] for j in jobs))
+    names = list(dict.fromkeys(j.name for j in jobs))
     for job in jobs:
-        rows = report.iterations[job["run_id"]]
-        colour = JOB_COLOURS[names.index(job["name"]) % len(JOB_COLOURS)]
-        alone = job["mode"] in ALONE_MODES
+        rows = report.iterations[job.run_id]
+        colour = JOB_COLOURS[names.index(job.name) % len(JOB_COLOURS)]
+        alone = job.is_alone
         ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=colour,
                 linestyle="-" if alone else "--", linewidth=2.2 if alone else 1.2, alpha=0.55 if alone else 1.0,
-                marker=None if alone else "x", markersize=4, label=f"{job['name']} ({job['mode']})")
+                marker=None if alone else "x", markersize=4, label=f"{job.name} ({job.mode})")
     ax.set_xlabel("iteration")
     ax.set_ylabel("training loss (rank 0)")
     ax.legend(fontsize=8, frameon=False)
@@ -163,27 +162,27 @@ def losses_picture(report: ExperimentReport, path: Path) -> bool:
 # ---------------------------------------------------------------------------------------- predicted vs measured
 
 
-def predicted_vs_measured_picture(points: list[dict[str, Any]], highlight: str | None, path: Path) -> bool:
+def predicted_vs_measured_picture(points: list[GainPoint], highlight: str | None, path: Path) -> bool:
     """Every comparison run's crossover gain: model/plan prediction against the measurement."""
     if not points:
         return False
     figure = Figure(figsize=(5.8, 5.4), layout="constrained")
     ax = figure.subplots()
-    values = [p["predicted_gain"] for p in points] + [p["measured_gain"] for p in points]
+    values = [p.predicted_gain for p in points] + [p.measured_gain for p in points]
     low, high = min(0.5, *values) * 0.9, max(1.5, *values) * 1.1
     ax.plot([low, high], [low, high], color="#555555", linewidth=0.8, linestyle="--", label="measured = predicted")
     for source, marker in (("plan", "o"), ("model", "s")):
         for current in (False, True):
-            chosen = [p for p in points if p["predicted_from"] == source and (p["experiment"] == highlight) == current]
+            chosen = [p for p in points if p.predicted_from == source and (p.experiment == highlight) == current]
             if not chosen:
                 continue
-            ax.scatter([p["predicted_gain"] for p in chosen], [p["measured_gain"] for p in chosen], marker=marker,
+            ax.scatter([p.predicted_gain for p in chosen], [p.measured_gain for p in chosen], marker=marker,
                        s=60 if current else 30, color="#d1495b" if current else "#3b6fb6", edgecolor="#222222",
                        linewidth=0.5, zorder=3,
                        label=f"{'this run' if current else 'other runs'} (predicted by the {source})")
     for point in points:
-        if point["experiment"] == highlight:
-            ax.annotate(" + ".join(point["jobs"]), (point["predicted_gain"], point["measured_gain"]), fontsize=7,
+        if point.experiment == highlight:
+            ax.annotate(" + ".join(point.jobs), (point.predicted_gain, point.measured_gain), fontsize=7,
                         textcoords="offset points", xytext=(5, 4))
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)

@@ -1,6 +1,8 @@
 """The report as data: rich tables for the terminal, one JSON object, CSV files for pandas.
 
-The column lists here are shared with the HTML page, so every view shows the same figures.
+The column lists here are shared with the HTML page, so every view shows the same figures. Tables and
+CSV files render rows: the results' JSON shapes (`to_json()`), which `xover run` and `xover train`
+hold already.
 """
 
 from __future__ import annotations
@@ -84,29 +86,30 @@ def job_columns(comparison: bool) -> Columns:
 
 def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> None:
     experiment = report.experiment
-    print_table(f"xover report  experiment {report.id}  ({experiment['kind']}, {experiment['status']}, "
-                f"{experiment['created_at']}, link {experiment['bandwidth'] or 'host network'})",
-                job_columns(report.is_comparison), display_rows(report.jobs), DIGITS)
-    if report.groups:
+    jobs, groups = [job.to_json() for job in report.jobs], [group.to_json() for group in report.groups]
+    print_table(f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
+                f"{experiment.created_at}, link {experiment.bandwidth or 'host network'})",
+                job_columns(report.is_comparison), display_rows(jobs), DIGITS)
+    if groups:
         print_table("aggregate throughput over the time the jobs shared the devices, each job normalised by its "
                     "speed alone (sequential = 1.0); gains are crossover vs sequential", GROUP_COLUMNS,
-                    display_rows(report.groups), DIGITS)
-        policies = policy_rows(report.groups)
+                    display_rows(groups), DIGITS)
+        policies = policy_rows(groups)
         if len({row["policy"] for row in policies}) > 1:
             print_table("crossover by turn policy (simulated: the model on the jobs' runs alone)", POLICY_COLUMNS,
                         display_rows(policies), DIGITS)
-    turns = [job for job in report.jobs if job["mode"] == "crossover"]
+    turns = [job for job in jobs if job["mode"] == "crossover"]
     if turns:
         print_table("turns under crossover: waiting for the turn per iteration, yields to a job ranked first, and the "
                     "skew between one iteration's first grants on the job's devices", TURN_COLUMNS, turns, DIGITS)
     if report.parity:
         print_table("accuracy parity: largest per-iteration |loss difference| from the job alone (expected 0.0 on CPU)",
-                    PARITY_COLUMNS, display_rows(report.parity), DIGITS)
+                    PARITY_COLUMNS, display_rows(p.to_json() for p in report.parity), DIGITS)
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
     for warning in group_warnings(report.groups):
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
-    print_failures(report.jobs)
+    print_failures(jobs)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
 
@@ -164,16 +167,21 @@ def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:
     print_table(f"xover report all  ({len(briefs)} experiment{'s' if len(briefs) != 1 else ''}, newest first)",
-                SUMMARY_COLUMNS, [b.summary() for b in briefs], DIGITS)
+                SUMMARY_COLUMNS, summary_rows(briefs), DIGITS)
+
+
+def summary_rows(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
+    return [brief.summary().to_json() for brief in briefs]
 
 
 def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str, Any]:
-    return {"experiment": report.experiment, "jobs": report.jobs, "groups": report.groups,
-            "parity": report.parity, "pictures": pictures}
+    return {"experiment": report.experiment.to_json(), "jobs": [job.to_json() for job in report.jobs],
+            "groups": [group.to_json() for group in report.groups],
+            "parity": [parity.to_json() for parity in report.parity], "pictures": pictures}
 
 
 def summary_dict(briefs: list[ExperimentBrief]) -> dict[str, Any]:
-    return {"experiments": [b.summary() for b in briefs]}
+    return {"experiments": summary_rows(briefs)}
 
 
 def write_csv(stream: TextIO, fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
@@ -192,7 +200,7 @@ def write_report_csv(report: ExperimentReport, jobs_path: Path, iterations_path:
     """One row per job and mode, and every iteration of rank 0 of every run."""
     for path in (jobs_path, iterations_path):
         path.parent.mkdir(parents=True, exist_ok=True)
-    jobs_path.write_text(csv_text(JOB_CSV_FIELDS, report.jobs), encoding="utf-8")
+    jobs_path.write_text(csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]), encoding="utf-8")
     iteration_rows = [row for run_id in sorted(report.iterations) for row in report.iterations[run_id]]
     iterations_path.write_text(csv_text(ITERATION_FIELDS, iteration_rows), encoding="utf-8")
     return [jobs_path, iterations_path]

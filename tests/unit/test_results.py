@@ -1,0 +1,94 @@
+"""Typed results (xover/results.py): built from the store's job summaries, compared by analysis, and
+written back as the JSON and CSV shapes scripts have always read, key for key and in order."""
+
+import pytest
+
+from xover.analysis import compare, compare_groups, job_summary, loss_parity
+from xover.results import GroupModel, GroupReport, RunResult, SimulatedGain
+from xover.store.models import RecipeSnapshot, Run
+from xover.store.queries import run_fields
+
+
+def _rows(run_id: int, start: float, compute: float, communication: float, steps: int = 12) -> list[dict]:
+    iteration = compute + communication
+    return [{"run_id": run_id, "step": step, "time_s": iteration * (step + 1),
+             "wall_time": start + iteration * (step + 1), "iteration_s": iteration, "data_s": 0.0,
+             "compute_s": compute, "communication_s": communication, "wait_s": 0.0, "samples": 64,
+             "loss": 2.0 - 0.1 * step, "yields": 0, "link_s": None, "comm_cpu_s": None, "held": None}
+            for step in range(steps)]
+
+
+def _summary(run_id: int, name: str, mode: str, policy: str | None, group: int | None, rows: list[dict]) -> dict:
+    run = Run(id=run_id, experiment_id="e1", name=name, recipe=RecipeSnapshot(path=f"{name}.toml"), mode=mode,
+              policy=policy, group_index=group, np=2, hosts="localhost:2", status="finished", exit_code=0)
+    return job_summary(run_fields(run), rows, [])
+
+
+def _experiment() -> tuple[list[dict], dict[int, list[dict]]]:
+    """a (30 + 10 ms) and b (10 + 30 ms): alone, concurrent (half speed each) and crossover (full speed
+    each); and a run alone outside any group."""
+    iterations = {1: _rows(1, 0.0, 0.030, 0.010), 2: _rows(2, 10.0, 0.010, 0.030),
+                  3: _rows(3, 20.0, 0.060, 0.020), 4: _rows(4, 20.0, 0.020, 0.060),
+                  5: _rows(5, 30.0, 0.030, 0.010), 6: _rows(6, 30.0, 0.010, 0.030), 7: _rows(7, 40.0, 0.01, 0.0)}
+    specs = [(1, "a", "sequential", None, 0), (2, "b", "sequential", None, 0), (3, "a", "concurrent", None, 0),
+             (4, "b", "concurrent", None, 0), (5, "a", "crossover", "work-conserving", 0),
+             (6, "b", "crossover", "work-conserving", 0), (7, "c", "solo", None, None)]
+    return [_summary(run_id, name, mode, policy, group, iterations[run_id])
+            for run_id, name, mode, policy, group in specs], iterations
+
+
+def test_a_summary_and_its_result_carry_the_same_fields_in_the_same_order():
+    # A field added to store/queries.run_fields or analysis.job_summary must be added to RunResult too:
+    # from_summary refuses a key it does not know rather than drop it from the JSON unseen.
+    [summary, *_], _ = _experiment()
+    assert list(RunResult.from_summary(summary).to_json())[:len(summary)] == list(summary)
+    with pytest.raises(TypeError):
+        RunResult.from_summary({**summary, "a_new_figure": 1.0})
+
+
+def test_compare_sets_speeds_and_gains_and_the_dict_view_keeps_the_json_shapes():
+    summaries, iterations = _experiment()
+    jobs, [group] = compare([RunResult.from_summary(s) for s in summaries], iterations)
+    by = {(j.name, j.mode): j for j in jobs}
+    assert by[("a", "crossover")].speed == pytest.approx(1.0) and by[("b", "concurrent")].slowdown == pytest.approx(2.0)
+    assert by[("a", "sequential")].slowdown == 1.0 and by[("c", "solo")].samples_per_s_shared == pytest.approx(6400.0)
+    assert group.jobs == ["a", "b"] and group.crossover_policy == "work-conserving"
+    assert group.crossover_vs_sequential == pytest.approx(2.0) and group.concurrent_vs_sequential == pytest.approx(1.0)
+    assert group.policies["work-conserving"].vs_concurrent == pytest.approx(2.0)
+
+    # `xover run` holds dicts: compare_groups sets the same figures in them, in the order they always had
+    dicts = [dict(s) for s in summaries]
+    [shown] = compare_groups(dicts, iterations)
+    assert shown == group.to_json()
+    assert list(shown) == ["group", "jobs", "policies", "sequential", "concurrent_vs_sequential",
+                           "crossover_vs_sequential", "crossover_policy", "crossover_vs_concurrent",
+                           "concurrent_overlap", "crossover_overlap"]
+    assert list(shown["policies"]["work-conserving"]) == ["aggregate", "window_s", "overlap", "vs_concurrent"]
+    for as_dict, typed in zip(dicts, jobs):
+        assert as_dict == typed.to_json() and list(as_dict) == list(typed.to_json())
+    tails = {(d["name"], d["mode"]): list(d)[len(summaries[0]):] for d in dicts}
+    assert tails[("a", "crossover")] == ["samples_per_s_shared", "slowdown"]  # shared: together, then slowdown
+    assert tails[("a", "sequential")] == ["slowdown", "samples_per_s_shared"]  # alone: the other way round
+    assert tails[("c", "solo")] == ["slowdown", "samples_per_s_shared"]
+
+
+def test_a_group_without_crossover_lists_its_policies_last():
+    summaries, iterations = _experiment()
+    _, [group] = compare([RunResult.from_summary(s) for s in summaries if s["mode"] != "crossover"], iterations)
+    assert list(group.to_json())[-1] == "policies" and group.crossover_vs_sequential is None
+
+
+def test_the_reports_group_derives_its_gains_and_the_parity_is_typed():
+    summaries, iterations = _experiment()
+    jobs, [comparison] = compare([RunResult.from_summary(s) for s in summaries], iterations)
+    model = GroupModel(fluid_bound=2.0, predicted={"work-conserving": SimulatedGain(gain=1.9, speeds={"a": 1.0})})
+    group = GroupReport.of(comparison, {"a": 1.5}, 1.6, model)
+    assert group.measured_gain == pytest.approx(2.0) and group.of_fluid_bound == pytest.approx(1.0)
+    assert group.gain_error_pct == pytest.approx(25.0)
+    shown = group.to_json()
+    assert list(shown)[-8:] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
+                                "measured_gain", "of_fluid_bound", "gain_error_pct"]
+    assert shown["simulated"] == {"work-conserving": {"gain": 1.9, "speeds": {"a": 1.0}}}
+    parity = loss_parity(jobs, iterations)
+    assert [(p.name, p.mode, p.identical) for p in parity] == [("a", "concurrent", True), ("b", "concurrent", True),
+                                                              ("a", "crossover", True), ("b", "crossover", True)]

@@ -1,0 +1,301 @@
+"""What runs measured, as typed results: one job's run in one mode, a group's comparison across modes,
+the model's figures for a group, loss parity, and an experiment's row.
+
+`xover report` builds them once from the store (report/data.py); analysis, the report's views and the
+benchmarks read them by attribute. Each one's `to_json()` is its shape in `xover report --format json`
+and in the CSV files, key for key and in the same order (the names scripts rely on); `xover run --json`
+writes the same shapes. Iterations stay plain rows (store/queries.iteration_rows): they are data, not
+results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ALONE_MODES = ("solo", "sequential", "profile")
+SHARED_MODES = ("concurrent", "crossover")
+MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
+
+
+def mode_rank(mode: str) -> int:
+    """A mode's place in MODE_ORDER (unknown modes last)."""
+    return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One job's run in one mode: the run's own fields (store/queries.run_fields), its steady-state
+    figures (analysis.job_summary), its speed next to alone (analysis.compare) and, for a job alone
+    in a group's comparison, the interference its profile measured (the report's model reads it).
+
+    Every field may be missing from a summary read back from JSON, hence the defaults."""
+
+    # the run, as recorded
+    run_id: int | None = None
+    experiment: str | None = None
+    name: str | None = None
+    recipe: str | None = None
+    mode: str | None = None
+    policy: str | None = None
+    group: int | None = None
+    slot: int | None = None
+    engine: str | None = None
+    np: int | None = None
+    hosts: str | None = None
+    devices: str | None = None
+    status: str | None = None
+    exit_code: int | None = None
+    iterations_planned: int | None = None
+    gradient_bytes: int | None = None
+    started_at: str | None = None  # UTC
+    ended_at: str | None = None
+    wall_s: float | None = None
+    log_dir: str | None = None
+    error: str | None = None
+    turn_stats: dict[str, Any] | None = None
+    slurm_job_id: str | None = None
+    link_priority: int | None = None
+    comm_threads: str | None = None
+    checkpoints: int | None = None
+    peak_memory_gb: float | None = None
+    device: str | None = None
+    backend: str | None = None
+    deterministic: bool | None = None
+    devices_per_gpu: int | None = None
+    gpu_sharing: str | None = None
+    # what its iterations say (steady-state medians, warm-up left out)
+    iterations: int | None = None
+    samples_per_s: float | None = None
+    iteration_ms: float | None = None
+    compute_ms: float | None = None
+    data_ms: float | None = None
+    communication_ms: float | None = None
+    wait_ms: float | None = None
+    wait_p90_ms: float | None = None
+    link_ms: float | None = None
+    comm_cpu_ms: float | None = None
+    yields: int | None = None
+    skew_p50_ms: float | None = None
+    skew_p90_ms: float | None = None
+    final_loss: float | None = None
+    accuracy: float | None = None
+    evaluations: dict[str, float] = field(default_factory=dict)
+    speed: float | None = None  # relative to alone (1.0 alone)
+    # next to alone, over the time its group's jobs ran together (analysis.compare)
+    samples_per_s_shared: float | None = None
+    slowdown: float | None = None
+    # a job alone in a group's comparison: its profile's interference (the report's model reads it)
+    interference: float | None = None
+    interference_link_share: float | None = None
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, Any]) -> RunResult:
+        """From a job summary as a dict (analysis.job_summary, or a `jobs` entry of the JSON);
+        a key this class does not know is an error, so that no figure is dropped unseen."""
+        return cls(**summary)
+
+    @property
+    def is_alone(self) -> bool:
+        return self.mode in ALONE_MODES
+
+    @property
+    def is_shared(self) -> bool:
+        return self.mode in SHARED_MODES
+
+    @property
+    def span_hosts(self) -> int:
+        """How many hosts the job spanned, from its -H spec."""
+        return len({entry.split(":")[0] for entry in (self.hosts or "").split(",") if entry})
+
+    def to_json(self) -> dict[str, Any]:
+        """The job as `xover report --format json` writes it (the key order of the dicts it replaced:
+        a shared job's samples/s together come before its slowdown, an alone one's after it, and
+        the interference only where the report looked it up)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[:_SUMMARY_FIELDS]}
+        if self.is_shared and self.group is not None:
+            data.update(samples_per_s_shared=self.samples_per_s_shared, slowdown=self.slowdown)
+        elif self.is_alone and self.samples_per_s:
+            data.update(slowdown=self.slowdown, samples_per_s_shared=self.samples_per_s_shared)
+        else:
+            data["slowdown"] = self.slowdown
+        if self.interference is not None:
+            data.update(interference=self.interference, interference_link_share=self.interference_link_share)
+        return data
+
+
+# the run's own fields and its summary: the fields before samples_per_s_shared
+_SUMMARY_FIELDS = [f.name for f in dataclasses.fields(RunResult)].index("samples_per_s_shared")
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """One shared mode of a group (concurrent, or crossover under one turn policy): the sum of its
+    jobs' speeds relative to alone over the time they ran together."""
+
+    aggregate: float | None  # None when a job's speed alone or together is unknown
+    window_s: float | None  # the overlap window's length (None: whole runs compared)
+    overlap: float | None  # the share of the mode's time that every job ran together
+    vs_concurrent: float | None = None  # crossover only: its aggregate over concurrent's
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    """A group's shared modes against its jobs alone (analysis.compare)."""
+
+    group: int
+    jobs: list[str]
+    policies: dict[str, PolicyResult]  # crossover by turn policy
+    sequential: float | None  # 1.0 when every job ran alone
+    concurrent_vs_sequential: float | None
+    crossover_vs_sequential: float | None  # under crossover_policy
+    crossover_policy: str | None
+    crossover_vs_concurrent: float | None
+    concurrent_overlap: float | None
+    crossover_overlap: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        # the key order of the dicts this replaced: policies third when crossover ran, else last
+        policies = {name: entry.to_json() for name, entry in self.policies.items()}
+        data: dict[str, Any] = {"group": self.group, "jobs": self.jobs}
+        if policies:
+            data["policies"] = policies
+        data.update(sequential=self.sequential, concurrent_vs_sequential=self.concurrent_vs_sequential,
+                    crossover_vs_sequential=self.crossover_vs_sequential, crossover_policy=self.crossover_policy,
+                    crossover_vs_concurrent=self.crossover_vs_concurrent, concurrent_overlap=self.concurrent_overlap,
+                    crossover_overlap=self.crossover_overlap, policies=policies)
+        return data
+
+
+@dataclass(frozen=True)
+class SimulatedGain:
+    """One turn policy simulated on a group's jobs alone: the sum of speeds, and each job's speed."""
+
+    gain: float
+    speeds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class GroupModel:
+    """The model's figures for a group from its jobs measured alone (analysis.group_model)."""
+
+    fluid_bound: float | None = None
+    predicted: dict[str, SimulatedGain] = field(default_factory=dict)  # by turn policy
+
+
+@dataclass(frozen=True)
+class GroupReport(GroupComparison):
+    """A group's comparison as the report shows it: with each job's run alone against its profile,
+    the plan's predicted gain, and the model's figures."""
+
+    alone_vs_profile: dict[str, float]  # job -> device time alone in the run / in its profile
+    predicted_gain: float | None  # the plan's
+    model: GroupModel
+
+    @classmethod
+    def of(cls, comparison: GroupComparison, alone_vs_profile: dict[str, float], predicted_gain: float | None,
+           model: GroupModel) -> GroupReport:
+        fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
+        return cls(**fields, alone_vs_profile=alone_vs_profile, predicted_gain=predicted_gain, model=model)
+
+    @property
+    def fluid_bound(self) -> float | None:
+        return self.model.fluid_bound
+
+    @property
+    def simulated(self) -> dict[str, SimulatedGain]:
+        return self.model.predicted
+
+    @property
+    def measured_gain(self) -> float | None:
+        return self.crossover_vs_sequential
+
+    @property
+    def of_fluid_bound(self) -> float | None:
+        measured, bound = self.measured_gain, self.fluid_bound
+        return measured / bound if measured and bound else None
+
+    @property
+    def gain_error_pct(self) -> float | None:
+        measured, predicted = self.measured_gain, self.predicted_gain
+        return (measured / predicted - 1) * 100 if measured and predicted else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "alone_vs_profile": self.alone_vs_profile, "predicted_gain": self.predicted_gain,
+                "fluid_bound": self.fluid_bound, "model_gain": self.fluid_bound,  # the model's ideal: the fluid bound
+                "simulated": {policy: dataclasses.asdict(gain) for policy, gain in self.simulated.items()},
+                "measured_gain": self.measured_gain, "of_fluid_bound": self.of_fluid_bound,
+                "gain_error_pct": self.gain_error_pct}
+
+
+@dataclass(frozen=True)
+class ParityResult:
+    """A job shared with others against the same job alone: the largest per-iteration loss difference."""
+
+    group: int | None
+    name: str
+    mode: str
+    policy: str | None
+    steps: int  # iterations compared
+    max_abs_loss_diff: float | None
+    identical: bool | None  # None when no iteration could be compared
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    """An experiment's row; times as UTC text."""
+
+    id: str
+    kind: str
+    status: str
+    command: str | None
+    bandwidth: str | None
+    hosts: str | None
+    plan_id: int | None
+    hardware: str | None
+    created_at: str | None
+    ended_at: str | None
+
+    @property
+    def is_comparison(self) -> bool:
+        return self.kind == "run"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ExperimentSummary:
+    """One line of `xover report all`."""
+
+    id: str
+    kind: str
+    status: str
+    created_at: str | None
+    jobs: int  # distinct job names
+    runs: int
+    modes: str  # comma-separated, in MODE_ORDER
+    best_crossover_gain: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GainPoint:
+    """A group's crossover gain, predicted (by the plan, else the model) and measured."""
+
+    experiment: str
+    group: int
+    jobs: list[str]
+    predicted_gain: float
+    predicted_from: str  # "plan" or "model"
+    measured_gain: float
