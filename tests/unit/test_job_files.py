@@ -16,8 +16,8 @@ from xover.recipes import RecipeError, load_recipe, parse_recipe, script_recipe
 from xover.run.record import failure_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-DDP = ROOT / "examples" / "ddp_digits.py"
-HOROVOD = ROOT / "examples" / "horovod_digits.py"
+DDP = ROOT / "recipes" / "examples" / "ddp_digits.py"
+HOROVOD = ROOT / "recipes" / "examples" / "horovod_digits.py"
 
 
 def _job(tmp_path: Path, text: str, name: str = "job.toml") -> Path:
