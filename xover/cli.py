@@ -18,6 +18,7 @@ from . import __version__
 from .console import console, errors, print_error, print_json, print_table
 from .errors import Interrupted, TimedOut, XoverError
 from .launch import slurm
+from .run.launchers import check_launcher_options, launchers_help
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 from .turns import DEFAULT_POLICY, POLICIES
@@ -204,9 +205,7 @@ def run(
                    "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs.")] = False,
     allow_changed: Annotated[bool, typer.Option("--allow-changed", help="Run a plan's scripts even if changed since "
                              "they were profiled (recorded with each run); without it such a plan is refused.")] = False,
-    launcher: Annotated[str, typer.Option("--launcher", help="local (this machine, or -H hosts over ssh) or slurm "
-                        "(each group of the plan submitted as one Slurm job; the store must be one every node reaches)."
-                        )] = "local",
+    launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")] = "local",
     partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition (--launcher slurm).")] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="Slurm account (--launcher slurm).")] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time-limit", help="Slurm time limit per group, e.g. 1:00:00 "
@@ -266,20 +265,16 @@ def run(
         if seconds is not None and iterations is not None:
             raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
         policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
-        if launcher not in ("local", "slurm"):
-            raise XoverError(f"--launcher {launcher}: choose local or slurm")
-        if launcher == "local" and (partition or account or time_limit):
-            raise XoverError("--partition, --account and --time-limit are for --launcher slurm")
-        if launcher == "slurm" and (group or scripts):
-            raise XoverError("--launcher slurm submits the groups of a plan file: give one")
+        launcher_options = {"partition": partition, "account": account, "time_limit": time_limit}
+        check_launcher_options(launcher, launcher_options)
         if detected:
             errors.print(detected, highlight=False, markup=False, soft_wrap=True)
         result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
                             show_progress=not json_out, plan_body=plan_body,
                             plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
                             timeout_s=timeout, wait=wait, launcher=launcher, engine=engine, iterations=iterations, mps=mps,
-                            slurm_options={"partition": partition, "account": account, "time_limit": time_limit,
-                                           "allow_changed": allow_changed})
+                            launcher_options={key: value for key, value in launcher_options.items() if value is not None}
+                            | {"allow_changed": allow_changed})
     if json_out:
         print_json(result)
     else:

@@ -10,6 +10,8 @@
 * ``record``     - every store write a run makes; lost runs reconciled;
 * ``leases``     - device leases across xover invocations;
 * ``reaper``     - stops a run's processes when xover itself is killed;
+* ``launchers``  - who starts a run's units: local (horovodrun/torchrun, here or over ssh) or Slurm;
+                   a new launcher is a class there and a line in its registry;
 * ``slurm``      - a plan's groups as Slurm jobs, and one group inside its job;
 * ``mps``        - a CUDA MPS daemon of the run's own;
 * ``commands``   - the library functions `xover train` and `xover run` call.

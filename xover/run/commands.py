@@ -8,7 +8,6 @@ is in experiment.py, the units a group runs as in units.py).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from datetime import datetime
 from typing import Any
@@ -22,10 +21,10 @@ from ..store.models import Experiment as ExperimentRow
 from ..store.queries import experiment_jobs, iteration_rows, store_plan
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
-from . import slurm as on_slurm
 from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .jobs import MODES, GroupToRun, attach_traits, check_devices, give_seconds, job_for, nccl_crossover_warning
-from .mps import MpsDaemon, check_mps
+from .launchers import LaunchRequest, launcher_named
+from .mps import check_mps
 from .schedule import Scheduler, Unit
 from .units import comparison_units
 
@@ -55,12 +54,12 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
                command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
                plan_path: str | None = None, kind: str = "run", policies: list[str] | None = None,
                seconds: float | None = None, timeout_s: float | None = None, wait: bool = False,
-               launcher: str = "local", slurm_options: dict[str, Any] | None = None, engine: str = "horovod",
+               launcher: str = "local", launcher_options: dict[str, Any] | None = None, engine: str = "horovod",
                iterations: int | None = None, mps: bool = False) -> dict[str, Any]:
     """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
-    their devices are free, side by side); several modes are a comparison, one unit at a time. With
-    launcher 'slurm' each group of the plan is a Slurm job (run/slurm.py). With `mps` every unit runs
-    under a CUDA MPS daemon of the run's own (run/mps.py)."""
+    their devices are free, side by side); several modes are a comparison, one unit at a time. The
+    launcher (launchers.py) runs them: here or over ssh ('local'), or each group of the plan as a Slurm
+    job ('slurm'). With `mps` every unit runs under a CUDA MPS daemon of the run's own (run/mps.py)."""
     bandwidth = requested_rate(bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
     if mps:
@@ -68,8 +67,9 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     policies = policies or [DEFAULT_POLICY]
     for group in groups:
         check_devices(group.jobs)
+    chosen = launcher_named(launcher)
     warning = nccl_crossover_warning([job for group in groups for job in group.jobs], modes)
-    if warning and launcher == "local":
+    if warning and chosen.name == "local":
         errors.print(f"warning: {warning}", highlight=False, markup=False)
     link = link_of([job for group in groups for job in group.jobs], bandwidth)
     store = open_store(db)
@@ -77,26 +77,18 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
         attach_traits(store, group.jobs, link)
         if seconds is not None:
             give_seconds(group.jobs, seconds, link)
-    plan_id = None
+    comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
+    request = LaunchRequest(store=store, groups=groups, units=comparison_units(groups, modes, policies, store, link),
+                            comparison=comparison, modes=modes, policies=policies, engine=engine, kind=kind,
+                            command=command, link=link, bandwidth=bandwidth, iterations=iterations, seconds=seconds,
+                            show_progress=show_progress, plan_path=plan_path, timeout_s=timeout_s, wait=wait, mps=mps,
+                            options=dict(launcher_options or {}))
+    chosen.check(request)  # before the plan is recorded
     if plan_body:
         with store.session() as session, session.begin():
-            plan_id = store_plan(session, plan_body, plan_path)
-    comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
-    units = comparison_units(groups, modes, policies, store, link)
+            request.plan_id = store_plan(session, plan_body, plan_path)
     started = time.time()
-    slurm_jobs: dict[int, str] = {}
-    if launcher == "slurm":
-        if not plan_path or bandwidth or mps:
-            raise XoverError("--launcher slurm runs a plan file (each group one Slurm job), without --bandwidth "
-                             "or --mps")
-        with experiment(store, kind, command, bandwidth, False, plan_id, timeout_s, link=link) as run:
-            on_slurm.submit_and_follow(run, groups, plan_path, modes, policies, engine, iterations, seconds,
-                                       store.url, slurm_jobs, errors, timeout_s, **(slurm_options or {}))
-    else:
-        with experiment(store, kind, command, bandwidth, show_progress, plan_id, timeout_s, link=link) as run:
-            lease_devices(run, [job for group in groups for job in group.jobs], wait)
-            with MpsDaemon(run.results_dir) if mps else contextlib.nullcontext():
-                Scheduler(run.context).run(units, exclusive=comparison)
+    run, launcher_jobs = chosen.launch(request)
     makespan_s = time.time() - started
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
@@ -108,8 +100,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     result = {"experiment": run.id, "results_dir": str(run.results_dir), "bandwidth": bandwidth,
               "link": None if link == "host" else link, "modes": modes,
               "policies": policies, "jobs": jobs, "groups": comparisons}
-    if slurm_jobs:
-        result["slurm_jobs"] = {str(index): job_id for index, job_id in slurm_jobs.items()}
+    if launcher_jobs:
+        result[f"{chosen.name}_jobs"] = {str(index): job_id for index, job_id in launcher_jobs.items()}
     if plan_body and not comparison:
         result["schedule"] = schedule_summary(jobs, plan_body, makespan_s)
     return result

@@ -1,0 +1,39 @@
+"""The launcher registry: what `xover run --launcher` offers, and the one-line refusals of options a
+launcher does not take or inputs it cannot run (the launches themselves are tested end to end)."""
+
+import pytest
+
+from xover.errors import XoverError
+from xover.run.launchers import LAUNCHERS, LaunchRequest, check_launcher_options, launcher_named, launchers_help
+
+
+def _request(**fields):
+    base = dict(store=None, groups=[], units=[], comparison=False, modes=["crossover"], policies=["work-conserving"],
+                engine="horovod", kind="run", command="xover run", link="host")
+    return LaunchRequest(**(base | fields))
+
+
+def test_the_registry_names_each_launcher_once_with_its_help():
+    assert list(LAUNCHERS) == ["local", "slurm"]
+    assert all(launcher_named(name).name == name for name in LAUNCHERS)
+    assert launchers_help().startswith("local: ") and "slurm: " in launchers_help()
+
+
+def test_an_unknown_launcher_is_one_line_naming_the_choices():
+    with pytest.raises(XoverError, match=r"^--launcher kubernetes: choose local or slurm$"):
+        launcher_named("kubernetes")
+
+
+def test_options_of_another_launcher_are_refused_by_name():
+    check_launcher_options("slurm", {"partition": "gpu", "account": None, "time_limit": "10"})
+    check_launcher_options("local", {"partition": None, "account": None, "time_limit": None})
+    with pytest.raises(XoverError, match=r"^--partition, --time-limit: for --launcher slurm$"):
+        check_launcher_options("local", {"partition": "gpu", "account": None, "time_limit": "10"})
+
+
+def test_slurm_runs_plan_files_only_without_a_shaped_link_or_mps():
+    launcher_named("slurm").check(_request(plan_path="plan.json"))
+    launcher_named("local").check(_request())
+    for fields in ({}, {"plan_path": "plan.json", "bandwidth": "1gbit"}, {"plan_path": "plan.json", "mps": True}):
+        with pytest.raises(XoverError, match="--launcher slurm runs a plan file"):
+            launcher_named("slurm").check(_request(**fields))
