@@ -19,6 +19,7 @@ from typing import Any
 
 from .errors import XoverError
 from .scripts import ENGINES, ScriptRefused, check_script, content_hash, script_engines
+from .settings import VARIABLE_PREFIX
 from .workloads import BERT_DEFAULTS, DATASETS, MODELS, TRANSFORMER_DEFAULTS
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -263,7 +264,7 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
     for key, value in data.get("env", {}).items():
         if not _ENV_NAME.match(key):
             raise fail(f"env.{key}", "not a name an environment variable can have")
-        if key.startswith("XOVER_"):
+        if key.startswith(VARIABLE_PREFIX):
             raise fail(f"env.{key}", "xover sets its XOVER_ variables itself; use XOVER_ variables in xover's "
                                      "own environment")
         if not isinstance(value, str):

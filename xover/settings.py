@@ -59,6 +59,7 @@ WAIT_VARIABLE = "XOVER_WAIT"
 TURN_LEASE_VARIABLE = "XOVER_TURN_LEASE"
 TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
 
+VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
 
 COMM_THREADS = ("batch", "normal", "always")  # the first is the default

@@ -15,8 +15,8 @@ from xover.settings import LAUNCHER_VARIABLES, Settings, settings
 
 PACKAGE = Path(__file__).resolve().parents[2] / "xover"
 NAME = re.compile(r"XOVER_[A-Z][A-Z0-9_]*")
-# Modules that still spell a variable themselves, each with its reason (owned by other work in progress).
-SPELT_ELSEWHERE = {"run/slurm.py": {"XOVER_DB", "XOVER_RESULTS"}}
+# Modules that still spell a variable themselves, each with its reason (none left).
+SPELT_ELSEWHERE: dict[str, set[str]] = {}
 
 
 def test_defaults_when_nothing_is_set():

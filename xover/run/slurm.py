@@ -28,6 +28,7 @@ from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
 from ..errors import XoverError
+from ..settings import DB_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
 from ..launch import slurm
 from ..launch.hosts import canonical_host
 from ..store import session as store_session
@@ -44,9 +45,6 @@ from .units import comparison_units, group_units
 SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
                    "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "cancelled", "BOOT_FAIL": "failed",
                    "COMPLETED": "failed"}  # completed while a run was still open: it ended without saying so
-
-
-DB_VARIABLE = "XOVER_DB"  # how the batch script gives a group's job the store
 
 
 def group_shape(group: GroupToRun) -> tuple[int, int]:
@@ -92,11 +90,11 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
         # the run's XOVER_* settings, written out: a site may submit with --export=NONE. The store's URL
         # (a password, perhaps) is one of them, not an argument: every user of a node can read a command
         # line, while the script (sbatch reads it from stdin) is for its owner and Slurm's administrators.
-        settings = {key: value for key, value in os.environ.items() if key.startswith("XOVER_")}
+        settings = {key: value for key, value in os.environ.items() if key.startswith(VARIABLE_PREFIX)}
         script = slurm.batch_script(command, workdir=os.getcwd(), environment={
             **settings, DB_VARIABLE: db_url,
             "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
-            "XOVER_RESULTS": str(run.results_dir.parent.parent.resolve())})
+            RESULTS_VARIABLE: str(run.results_dir.parent.parent.resolve())})
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
             job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
                                   gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
@@ -231,7 +229,7 @@ def remap_to_allocation(group: GroupToRun, allocation) -> None:
 def main(argv: list[str] | None = None) -> None:
     """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
     parser = argparse.ArgumentParser(description="one group of a plan, inside its Slurm job")
-    parser.add_argument("--db", default=os.environ.get(DB_VARIABLE),
+    parser.add_argument("--db", default=settings().db,
                         help=f"the store (default: ${DB_VARIABLE}, which keeps a password out of the process list)")
     parser.add_argument("--experiment", required=True)
     parser.add_argument("--plan", required=True)
