@@ -21,7 +21,6 @@ from .launch import slurm
 from .run.launchers import check_launcher_options, launchers_help
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
-from .turns import DEFAULT_POLICY, POLICIES
 
 app = typer.Typer(help="Run several data-parallel training jobs on the same devices, taking turns "
                        "(crossover synchronisation): profile -> plan -> run -> report.",
@@ -216,63 +215,36 @@ def run(
     sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
     from .run.commands import modes_of, run_groups
-    from .run.jobs import groups_from_plan, groups_from_recipes, groups_from_scripts, plan_link, unique_names
+    from .run.jobs import run_targets
 
     with user_errors():
         modes = modes_of(mode)
         check_seconds("--timeout", timeout)
-        plan_body = None
         targets = targets or []
-        if hosts and not (group or scripts):
-            raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
-        detected = None  # the line saying which engine the scripts' imports showed
-        if scripts and engine is None:
-            engine, found = detect_scripts_engine(scripts)
-            detected = detection_note(found)
-        if group:
-            engine = engine or "horovod"
         if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
-            recipe_targets, script_args = split_recipes_from_script_args(targets)
-            [recipes_group] = groups_from_recipes(recipe_targets, iterations, engine, np, hosts_or_allocation(hosts))
-            [scripts_group] = groups_from_scripts(scripts, script_args, np, None, engine, hosts_or_allocation(hosts))
-            groups = [type(recipes_group)(0, unique_names(recipes_group.jobs + scripts_group.jobs))]
+            targets, script_args = split_recipes_from_script_args(targets)
         elif scripts:
-            groups = groups_from_scripts(scripts, targets, np, iterations, engine, hosts_or_allocation(hosts))
-        elif group:
-            if len(targets) < 1:
-                raise XoverError("--group needs at least one recipe")
-            groups = groups_from_recipes(targets, iterations, engine, np, hosts_or_allocation(hosts))
+            targets, script_args = [], targets
         else:
-            if len(targets) != 1:
-                raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
-            if np is not None:
-                raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
-                                 "devices, or run the recipes with --group")
-            groups, plan_body = groups_from_plan(targets[0], iterations, engine, allow_changed)
-            engine = engine or plan_body.get("engine") or "horovod"  # the built-in models' (a script runs under its own)
-            if bandwidth is None and (bandwidth := plan_link(plan_body, groups, bandwidth, launcher)) is not None:
-                errors.print(f"link {bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped "
-                             "network)", highlight=False)
-        if policy is None and plan_body is not None and plan_body.get("policy") is not None:
-            policy = plan_body["policy"]  # what its predictions assume, so that the report compares like with like
-            if policy not in POLICIES:
-                raise XoverError(f"{targets[0]}: its policy '{policy}' is not one of {', '.join(POLICIES)}; "
-                                 "give --policy, or plan again")
-        policy = policy or DEFAULT_POLICY
-        if policy != "all" and policy not in POLICIES:
-            raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
+            script_args = []
+        chosen = run_targets(targets, group=group, scripts=scripts or [], script_args=script_args, np=np,
+                             hosts=hosts_or_allocation(hosts) if group or scripts else hosts, iterations=iterations,
+                             engine=engine, allow_changed=allow_changed, bandwidth=bandwidth, launcher=launcher,
+                             policy=policy)
+        if chosen.link_from_plan:
+            errors.print(f"link {chosen.bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped "
+                         "network)", highlight=False)
         check_seconds("--seconds", seconds)
         if seconds is not None and iterations is not None:
             raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
-        policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
         launcher_options = {"partition": partition, "account": account, "time_limit": time_limit}
         check_launcher_options(launcher, launcher_options)
-        if detected:
-            errors.print(detected, highlight=False, markup=False, soft_wrap=True)
-        result = run_groups(State.db, groups, modes, bandwidth=bandwidth, command=_command_line(),
-                            show_progress=not json_out, plan_body=plan_body,
-                            plan_path=None if group or scripts else targets[0], policies=policies, seconds=seconds,
-                            timeout_s=timeout, wait=wait, launcher=launcher, engine=engine, iterations=iterations, mps=mps,
+        if scripts and engine is None:  # say which engine the scripts' imports showed
+            errors.print(detection_note(detect_scripts_engine(scripts)[1]), highlight=False, markup=False, soft_wrap=True)
+        result = run_groups(State.db, chosen.groups, modes, bandwidth=chosen.bandwidth, command=_command_line(),
+                            show_progress=not json_out, plan_body=chosen.plan_body, plan_path=chosen.plan_path,
+                            policies=chosen.policies, seconds=seconds, timeout_s=timeout, wait=wait, launcher=launcher,
+                            engine=chosen.engine, iterations=iterations, mps=mps,
                             launcher_options={key: value for key, value in launcher_options.items() if value is not None}
                             | {"allow_changed": allow_changed})
     if json_out:
@@ -287,7 +259,7 @@ def run(
             rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in result["groups"]]
             print_table("aggregate throughput while the jobs shared the devices (each job normalised by its speed "
                         "alone)", GROUP_COLUMNS, rows)
-            if len(policies) > 1:
+            if len(chosen.policies) > 1:
                 # the model's simulated gains come with `xover report`, which reads the jobs' runs alone
                 print_table("crossover by turn policy", [c for c in POLICY_COLUMNS if c[1] != "simulated"],
                             display_rows(policy_rows(result["groups"])))

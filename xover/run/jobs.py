@@ -318,3 +318,61 @@ def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> 
                              f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
                              f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations")
         job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))
+
+
+@dataclass
+class RunTargets:
+    """What `xover run` was asked to run: its groups, the engine of the built-in models among them, and
+    the plan they came from (its link and policy fill in what the command line left out)."""
+    groups: list[GroupToRun]
+    engine: str
+    policies: list[str]
+    plan_body: dict[str, Any] | None = None
+    plan_path: str | None = None
+    bandwidth: str | None = None  # as given, or the link the plan's profiles were taken on
+    link_from_plan: bool = False
+
+
+def run_targets(targets: list[str], *, group: bool, scripts: list[str], script_args: list[str], np: int | None,
+                hosts: str | None, iterations: int | None, engine: str | None, allow_changed: bool,
+                bandwidth: str | None, launcher: str, policy: str | None) -> RunTargets:
+    """The groups of `xover run`: recipes (--group), scripts (--script; both in one group), or a plan
+    file; and the turn policies (all, one, or the plan's own). `targets` are the recipes or the plan,
+    `hosts` the -H hosts (or a Slurm allocation's) of an ad-hoc group."""
+    from ..turns.policies import DEFAULT_POLICY, POLICIES
+
+    if hosts and not (group or scripts):
+        raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
+    if scripts and engine is None:
+        engine = detect_scripts_engine(scripts)[0]
+    plan_body = plan_path = None
+    link_from_plan = False
+    if group or scripts:
+        engine = engine or "horovod"
+        if group and not targets:
+            raise XoverError("--group needs at least one recipe")
+        jobs = groups_from_recipes(targets, iterations, engine, np, hosts)[0].jobs if group else []
+        if scripts:
+            jobs += groups_from_scripts(scripts, script_args, np, None if group else iterations, engine, hosts)[0].jobs
+        groups = [GroupToRun(0, unique_names(jobs) if group and scripts else jobs)]
+    else:
+        if len(targets) != 1:
+            raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
+        if np is not None:
+            raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
+                             "devices, or run the recipes with --group")
+        plan_path = targets[0]
+        groups, plan_body = groups_from_plan(plan_path, iterations, engine, allow_changed)
+        engine = engine or plan_body.get("engine") or "horovod"  # the built-in models' (a script runs under its own)
+        if bandwidth is None and (bandwidth := plan_link(plan_body, groups, bandwidth, launcher)) is not None:
+            link_from_plan = True
+        if policy is None and plan_body.get("policy") is not None:
+            policy = plan_body["policy"]  # what its predictions assume, so that the report compares like with like
+            if policy not in POLICIES:
+                raise XoverError(f"{plan_path}: its policy '{policy}' is not one of {', '.join(POLICIES)}; "
+                                 "give --policy, or plan again")
+    policy = policy or DEFAULT_POLICY
+    if policy != "all" and policy not in POLICIES:
+        raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
+    policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
+    return RunTargets(groups, engine, policies, plan_body, plan_path, bandwidth, link_from_plan)
