@@ -16,7 +16,10 @@ iterating, does one of:
   forged-output  write lines that look like xover's metric records (an end, an exit, records without
               the run's token or with another, malformed JSON, a 100 KiB line) into a random rank's
               standard output, as a training script's own output could: both jobs must run to their
-              end with exactly their own rows (docs/security.md; --timeout 180 s)
+              end with exactly their own rows (docs/security.md; --timeout 180 s). Under Horovod only:
+              its ranks write into a pipe, where a line from outside is one more line of the rank's;
+              torchrun's ranks write a log file at their own offset, which would overwrite what was
+              appended from outside (the torch engine's forged lines are tests/e2e/test_forged_metrics.py)
   slurm-pause the group runs through Slurm (`--launcher slurm`, the single-node cluster of
               scripts/slurm.sh, brought up when missing); SIGSTOP slurmctld for 25 s, more than
               Slurm's MessageTimeout, so that xover's queries of the job time out (a transient
@@ -181,6 +184,8 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         else:
             fault = "stop-server"
     through_slurm = fault == "slurm-pause"
+    if fault == "forged-output":
+        engine = "horovod"
     if through_slurm:
         on_cluster = False  # Slurm's one node is this machine
     mode = "crossover" if fault in ("stop-server", "slurm-pause") else rng.choice(["crossover", "concurrent"])
