@@ -82,6 +82,7 @@ def test_scripts_are_profiled_planned_with_a_recipe_and_run_from_the_plan_with_t
         assert abs(profile["gradient_mb"] * 2**20 - parameter_bytes) <= 0.01 * parameter_bytes, (name, profile)
         assert profile["compute_ms"] > 0 and profile["comm_ms"] >= 0 and profile["memory_gb"] > 0
         assert profile["startup_ms"] > 0
+        assert profile["checkpoints"] > 0  # the yield points its steps passed: the planner's yield latency
         assert profile["iterations_measured"] == 8  # optimizer steps after the warm-up, not backward passes
 
     plan_file = isolated_results / "plan.json"

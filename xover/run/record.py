@@ -162,6 +162,8 @@ class Recorder:
             run.peak_memory_gb = record.get("peak_memory_gb")
             if record.get("gradient_bytes") is not None:  # a script's: what its engine all-reduced per step
                 run.gradient_bytes = record["gradient_bytes"]
+            if record.get("checkpoints") is not None:  # a script's: the yield points it passed per step
+                run.checkpoints = record["checkpoints"]
 
     def mark_exit(self, session, run_id: int, code: int, error: str | None) -> str:
         run = session.get(Run, run_id)

@@ -114,7 +114,8 @@ SHAPES: dict[str, dict[str, tuple[bool, Any]]] = {
              "held": (False, _optional(_held))},
     "eval": {"step": (True, _int), "metric": (True, _text(60)), "value": (True, _number)},
     "end": {"iterations": (False, _optional(_whole)), "wall_s": (False, _optional(_finite)),
-            "peak_memory_gb": (False, _optional(_finite)), "gradient_bytes": (False, _optional(_int))},
+            "peak_memory_gb": (False, _optional(_finite)), "gradient_bytes": (False, _optional(_int)),
+            "checkpoints": (False, _optional(_int))},
 }
 
 

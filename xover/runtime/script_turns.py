@@ -41,6 +41,7 @@ class StepTally:
     def __init__(self) -> None:
         self.compute_s = self.communication_s = self.wait_s = 0.0
         self.backwards = self.yields = 0
+        self.checkpoints = 0  # module entries and gradients: where a turn can be yielded
         self.loss: float | None = None
         self.reduced_bytes = 0
         self.held: list[list[float]] = []
@@ -63,6 +64,7 @@ class ScriptCoordinator:
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
         self.bytes_per_step: list[int] = []
+        self.checkpoints_per_step: list[int] = []
         self.turn_taken_at = 0.0
         self.watched: set[int] = set()
         self.gradient_hooks: list = []  # the gradients' accumulator nodes: their checkpoint hooks live as long
@@ -121,6 +123,7 @@ class ScriptCoordinator:
             return
         if self.stop_due:
             raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
+        self.tally.checkpoints += 1
         if self.turn.holding:
             self.turn.checkpoint()
         else:
@@ -165,6 +168,7 @@ class ScriptCoordinator:
         tally, self.tally = self.tally, StepTally()
         if tally.reduced_bytes:
             self.bytes_per_step.append(tally.reduced_bytes)
+        self.checkpoints_per_step.append(tally.checkpoints)
         if self.rank == 0:
             iteration_s = end - self.previous_end
             other_s = iteration_s - tally.compute_s - tally.communication_s - tally.wait_s
@@ -183,7 +187,7 @@ class ScriptCoordinator:
         for parameter in parameters:
             if parameter.requires_grad and id(parameter) not in self.watched:
                 self.watched.add(id(parameter))
-                self.gradient_hooks.append(after_gradient(parameter, self.turn.checkpoint))
+                self.gradient_hooks.append(after_gradient(parameter, self._gradient_checkpoint))
         first = not self.attached
         self.wait_for_gradients = wait_for_gradients
         if first:
@@ -194,6 +198,10 @@ class ScriptCoordinator:
                  engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
                  gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
                  wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields())
+
+    def _gradient_checkpoint(self) -> None:
+        self.tally.checkpoints += 1
+        self.turn.checkpoint()
 
     def before_step(self) -> None:
         """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
@@ -224,10 +232,13 @@ class ScriptCoordinator:
         self.turn.release()
         self.turn.close()
         if self.attached and self.rank == 0:
-            measured = sorted(self.bytes_per_step)
+            measured, checkpoints = sorted(self.bytes_per_step), sorted(self.checkpoints_per_step)
+            # the planner's yield latency is compute / checkpoints (planner/model.py): a script's count
+            # is known only once it has run, where a recipe's is known at start
             emit("end", iterations=self.step, wall_s=time.perf_counter() - self.started,
                  peak_memory_gb=peak_memory_gb(self.device),
-                 gradient_bytes=measured[len(measured) // 2] if measured else None)
+                 gradient_bytes=measured[len(measured) // 2] if measured else None,
+                 checkpoints=checkpoints[len(checkpoints) // 2] if checkpoints else None)
         if clean and not self.step:
             wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
             if self.backwards:
