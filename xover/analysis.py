@@ -305,7 +305,8 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
                           link_ms=link_ms, comm_cpu=comm_cpu,
                           # how soon it yields a turn, as the planner has it from a profile
                           checkpoint_ms=checkpoint_interval_ms((job.data_ms or 0.0) + job.compute_ms,
-                                                               job.checkpoints),
+                                                               job.checkpoints,
+                                                               on_gpu=(job.device or "").startswith("cuda")),
                           interference=job.interference or 0.0,
                           interference_link_share=job.interference_link_share)
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians

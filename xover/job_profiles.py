@@ -30,7 +30,8 @@ def job_profile(recipe, found) -> JobProfile:
     return JobProfile(name=recipe.name, devices=recipe.np, compute_ms=found.compute_ms, comm_ms=found.comm_ms,
                       memory_gb=recipe.memory_gb if recipe.memory_gb is not None else found.memory_gb, data_ms=found.data_ms, iterations=recipe_iterations(recipe),
                       link_ms=link_ms, comm_cpu=comm_cpu,
-                      checkpoint_ms=checkpoint_interval_ms(device_ms, found.checkpoints),
+                      checkpoint_ms=checkpoint_interval_ms(device_ms, found.checkpoints,
+                                                           on_gpu=(getattr(found, "hardware", None) or "").startswith("gpu:")),
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
                       interference_link_share=found.corun_partner_link_share or None,
                       startup_ms=found.startup_ms or 0.0)
