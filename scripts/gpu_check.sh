@@ -17,6 +17,7 @@
 #   paper-mps    the paper's pair again under CUDA MPS (kernels of processes side by side), where it exists
 #   scripts      a user's unmodified DDP script (a job file, bench/gpu/recipes/gpu-ddp-script.toml) next to
 #                gpu-mlp: profiled through the shims, planned, run from the plan (every mode), exact losses
+#   scripts-sync the same pair with XOVER_CHECKPOINT_SYNC=1 (yields seen at layer boundaries; not a default phase)
 #   paper-bert   ResNet-50 + BERT-base;   paper-twins  two copies of ResNet-50
 # The default phases are the check (probe to scripts, about 8 minutes); the paper's pairs are the GPU
 # benchmark: --phases paper,paper-mps,paper-bert,paper-twins --budget 420.
@@ -187,6 +188,14 @@ for phase in $PHASES; do
       xo $(($(left) - 10)) scripts.run "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo -- run "${plan[@]}" \
         "${BW[@]}" --seconds "$PAIR_SECONDS" --mode all --policy work-conserving --timeout $(($(left) - 20)) --json
       report scripts ;;
+    scripts-sync)  # the scripts phase's pair in crossover again, each GPU job waiting for its kernels at
+      # every layer boundary of its turn (XOVER_CHECKPOINT_SYNC=1), so that a request to yield is seen there
+      if [ "$(left)" -lt 60 ]; then say "phase scripts-sync skipped: $(left)s left, needs 60s"; continue; fi
+      say "phase scripts-sync: $S + $M, gloo, link $LINK, XOVER_CHECKPOINT_SYNC=1"
+      xo $(($(left) - 10)) scripts-sync.run "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo XOVER_CHECKPOINT_SYNC=1 -- run \
+        --group "$S" "$M" --engine torch "${BW[@]}" --seconds "$PAIR_SECONDS" --mode all --policy work-conserving \
+        --timeout $(($(left) - 20)) --json
+      report scripts-sync ;;
     paper) pair paper 100 "$PAPER_SECONDS" gloo "$R50" "$VGG" ;;
     paper-mps)  # xover starts and stops an MPS daemon of the run's own (xover run --mps)
       if [ $CPU = 1 ]; then say "phase paper-mps skipped: no MPS on a CPU"; continue; fi

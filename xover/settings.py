@@ -58,6 +58,7 @@ COMM_THREADS_VARIABLE = "XOVER_COMM_THREADS"
 WAIT_VARIABLE = "XOVER_WAIT"
 TURN_LEASE_VARIABLE = "XOVER_TURN_LEASE"
 TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
+CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
@@ -95,6 +96,9 @@ class Settings:
     wait: str = _variable(WAIT_VARIABLE, default="expect")  # expect | poll
     turn_lease: dict[str, float] | None = _variable(TURN_LEASE_VARIABLE, default=None)  # floor, factor, initial
     turn_server_nice: int | None = _variable(TURN_SERVER_NICE_VARIABLE, default=None)  # None: turns/server.py's
+    # a GPU job waits for its queued kernels at every layer boundary of its turn, so that a request to
+    # yield is seen there and not only when its compute is done (docs/gpu.md: an experiment, off)
+    checkpoint_sync: bool = _variable(CHECKPOINT_SYNC_VARIABLE, default=False)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -115,6 +119,7 @@ class Settings:
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
             turn_lease=_turn_lease(env.get(TURN_LEASE_VARIABLE)),
             turn_server_nice=_turn_server_nice(env.get(TURN_SERVER_NICE_VARIABLE)),
+            checkpoint_sync=_flag(CHECKPOINT_SYNC_VARIABLE, env.get(CHECKPOINT_SYNC_VARIABLE)),
         )
 
     @staticmethod
@@ -207,3 +212,11 @@ def _turn_server_nice(text: str | None) -> int | None:
     if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text) or not -20 <= int(text) <= 19:
         raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={text!r}: expected an integer from -20 to 19")
     return int(text)
+
+
+def _flag(variable: str, text: str | None) -> bool:
+    if text is None or text.strip() in ("", "0"):
+        return False
+    if text.strip() == "1":
+        return True
+    raise XoverError(f"{variable}={text!r}: expected 1 (on) or 0 (off)")

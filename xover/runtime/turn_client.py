@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Callable
 
-from ..settings import DEVICES_VARIABLE, HOST_VARIABLE, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE
+from ..settings import DEVICES_VARIABLE, HOST_VARIABLE, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE, settings
 from ..turns.protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HELLO, RELEASE, SILENCE_S, STEP_IN, STEP_OUT, YIELD,
                               YIELD_PAGE_BYTES, yield_page_path)
 
@@ -79,6 +79,9 @@ class CrossoverToken:
                  synchronize: Callable[[], None] | None = None, silence_s: float | None = None) -> None:
         self.device, self.slot = device, slot
         self.synchronize = synchronize or (lambda: None)
+        # on a GPU the CPU passes the layer boundaries while it queues the kernels; waiting for them at
+        # each boundary keeps it in step with the GPU, so that a yield is seen there (settings.py)
+        self.sync_checkpoints = settings().checkpoint_sync  # (a CPU's synchronize does nothing)
         self.holding = False
         self.phase = TurnPhase()
         self.silence_s = silence_s or SILENCE_S
@@ -98,6 +101,8 @@ class CrossoverToken:
         return time.perf_counter() - start
 
     def checkpoint(self) -> None:
+        if self.sync_checkpoints and self.holding:
+            self.synchronize()
         if self._page[self.device] == self._mark and self.holding:
             self.synchronize()  # the partner must find the device idle, not our queued kernels
             self._end_hold()
