@@ -25,6 +25,7 @@ from typing import Any
 from .planner import InvalidJobProfile, JobProfile, fluid_gain, predict_group
 from .planner.model import checkpoint_interval_ms, link_busy_ms
 from .rates import parse_rate
+from .settings import settings
 from .results import (ALONE_MODES, SHARED_MODES, GroupComparison, GroupModel, GroupReport, ParityResult, PolicyResult,
                       RunResult, SimulatedGain)
 
@@ -306,7 +307,8 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
                           # how soon it yields a turn, as the planner has it from a profile
                           checkpoint_ms=checkpoint_interval_ms((job.data_ms or 0.0) + job.compute_ms,
                                                                job.checkpoints,
-                                                               on_gpu=(job.device or "").startswith("cuda")),
+                                                               on_gpu=(job.device or "").startswith("cuda"),
+                                                               synced=settings().checkpoint_sync),
                           interference=job.interference or 0.0,
                           interference_link_share=job.interference_link_share)
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .planner import JobProfile
 from .planner.model import checkpoint_interval_ms
+from .settings import settings
 
 
 def recipe_iterations(recipe) -> int:
@@ -31,7 +32,8 @@ def job_profile(recipe, found) -> JobProfile:
                       memory_gb=recipe.memory_gb if recipe.memory_gb is not None else found.memory_gb, data_ms=found.data_ms, iterations=recipe_iterations(recipe),
                       link_ms=link_ms, comm_cpu=comm_cpu,
                       checkpoint_ms=checkpoint_interval_ms(device_ms, found.checkpoints,
-                                                           on_gpu=(getattr(found, "hardware", None) or "").startswith("gpu:")),
+                                                           on_gpu=(getattr(found, "hardware", None) or "").startswith("gpu:"),
+                                                           synced=settings().checkpoint_sync),
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
                       interference_link_share=found.corun_partner_link_share or None,
                       startup_ms=found.startup_ms or 0.0)

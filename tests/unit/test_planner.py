@@ -690,6 +690,7 @@ def test_on_a_gpu_a_job_yields_its_turn_only_when_its_compute_is_done():
     assert checkpoint_interval_ms(175.6, 16) == 175.6 / 16
     assert checkpoint_interval_ms(175.6, None) == DEFAULT_CHECKPOINT_MS
     assert checkpoint_interval_ms(175.6, 16, on_gpu=True) == checkpoint_interval_ms(175.6, None, on_gpu=True) == 175.6
+    assert checkpoint_interval_ms(175.6, 16, on_gpu=True, synced=True) == 175.6 / 16  # XOVER_CHECKPOINT_SYNC=1
 
     def gain(checkpoint_ms):
         script = SimJob("script", compute_ms=175.6, comm_ms=126.0, link_ms=134.5, checkpoint_ms=checkpoint_ms)
@@ -698,4 +699,5 @@ def test_on_a_gpu_a_job_yields_its_turn_only_when_its_compute_is_done():
 
     # measured on the H100 (crossover, work-conserving): 1.21x of the two jobs one after another
     assert abs(gain(checkpoint_interval_ms(175.6, 16, on_gpu=True)) - 1.21) < 0.05
-    assert gain(checkpoint_interval_ms(175.6, 16)) > 1.35  # what boundaries 11 ms apart would have let it do
+    # ... and with each boundary waiting for the kernels (XOVER_CHECKPOINT_SYNC=1, 13 boundaries): 1.39x
+    assert abs(gain(checkpoint_interval_ms(175.6, 13, on_gpu=True, synced=True)) - 1.39) < 0.06

@@ -63,14 +63,16 @@ JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._#-]{0,199}", re.ASCII)
 DEFAULT_CHECKPOINT_MS = 1.0  # how soon a job yields a turn when its layer boundaries were not counted
 
 
-def checkpoint_interval_ms(device_ms: float, checkpoints: int | None, on_gpu: bool = False) -> float:
+def checkpoint_interval_ms(device_ms: float, checkpoints: int | None, on_gpu: bool = False,
+                           synced: bool = False) -> float:
     """Compute between two layer boundaries (how soon a job can yield a turn), from its device time
     per iteration and the boundaries its worker counted (a profile's, or a run's). On a GPU the whole
-    compute: the CPU passes every layer boundary while it queues the kernels, long before the GPU has
-    run them, so a request to yield is seen only when the iteration's compute is done (an H100 pair
-    ran as this predicts, 1.21x measured against 1.23x, and not as boundaries 11 ms apart would,
-    1.43x: docs/measurements.md, *GPU check of your own scripts*)."""
-    if on_gpu:
+    compute, unless the job waits for its kernels at each boundary (`synced`, XOVER_CHECKPOINT_SYNC):
+    the CPU passes every layer boundary while it queues the kernels, long before the GPU has run them,
+    so a request to yield is seen only when the iteration's compute is done. An H100 pair ran as this
+    predicts: 1.22x measured against 1.23x, and with the boundaries synced 1.39x against 1.43x
+    (docs/measurements.md, *GPU check of your own scripts*)."""
+    if on_gpu and not synced:
         return device_ms
     return device_ms / checkpoints if checkpoints else DEFAULT_CHECKPOINT_MS
 
