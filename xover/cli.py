@@ -245,8 +245,7 @@ def run(
                             show_progress=not json_out, plan_body=chosen.plan_body, plan_path=chosen.plan_path,
                             policies=chosen.policies, seconds=seconds, timeout_s=timeout, wait=wait, launcher=launcher,
                             engine=chosen.engine, iterations=iterations, mps=mps,
-                            launcher_options={key: value for key, value in launcher_options.items() if value is not None}
-                            | {"allow_changed": allow_changed})
+                            launcher_options=launcher_options | {"allow_changed": allow_changed})
     if json_out:
         print_json(result)
     else:
