@@ -113,13 +113,13 @@ class Settings:
             torch_backend=env.get(TORCH_BACKEND_VARIABLE, "").strip().lower() or None,
             deterministic=env.get(DETERMINISTIC_VARIABLE) == "1",
             threads_per_rank=_threads_per_rank(env.get(THREADS_PER_RANK_VARIABLE, "").strip()),
-            pin_cores=_pin_cores(env.get(PIN_CORES_VARIABLE) or "1"),
+            pin_cores=_flag(PIN_CORES_VARIABLE, env.get(PIN_CORES_VARIABLE), default=True),
             link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
             comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
             turn_lease=_turn_lease(env.get(TURN_LEASE_VARIABLE)),
             turn_server_nice=_turn_server_nice(env.get(TURN_SERVER_NICE_VARIABLE)),
-            checkpoint_sync=_flag(CHECKPOINT_SYNC_VARIABLE, env.get(CHECKPOINT_SYNC_VARIABLE)),
+            checkpoint_sync=_flag(CHECKPOINT_SYNC_VARIABLE, env.get(CHECKPOINT_SYNC_VARIABLE), default=False),
         )
 
     @staticmethod
@@ -170,9 +170,13 @@ def _threads_per_rank(value: str) -> int:
     return int(value)
 
 
-def _pin_cores(value: str) -> bool:
+def _flag(variable: str, text: str | None, default: bool) -> bool:
+    """1 or 0; unset or empty: the default."""
+    value = (text or "").strip()
+    if not value:
+        return default
     if value not in ("0", "1"):
-        raise XoverError(f"{PIN_CORES_VARIABLE}={value!r}: expected 1 (pin each CPU rank to its core) or 0")
+        raise XoverError(f"{variable}={text!r}: expected 1 (on) or 0 (off)")
     return value == "1"
 
 
@@ -212,11 +216,3 @@ def _turn_server_nice(text: str | None) -> int | None:
     if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text) or not -20 <= int(text) <= 19:
         raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={text!r}: expected an integer from -20 to 19")
     return int(text)
-
-
-def _flag(variable: str, text: str | None) -> bool:
-    if text is None or text.strip() in ("", "0"):
-        return False
-    if text.strip() == "1":
-        return True
-    raise XoverError(f"{variable}={text!r}: expected 1 (on) or 0 (off)")

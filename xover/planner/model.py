@@ -69,9 +69,7 @@ def checkpoint_interval_ms(device_ms: float, checkpoints: int | None, on_gpu: bo
     per iteration and the boundaries its worker counted (a profile's, or a run's). On a GPU the whole
     compute, unless the job waits for its kernels at each boundary (`synced`, XOVER_CHECKPOINT_SYNC):
     the CPU passes every layer boundary while it queues the kernels, long before the GPU has run them,
-    so a request to yield is seen only when the iteration's compute is done. An H100 pair ran as this
-    predicts: 1.22x measured against 1.23x, and with the boundaries synced 1.39x against 1.43x
-    (docs/measurements.md, *GPU check of your own scripts*)."""
+    so a request to yield is seen only when the iteration's compute is done (docs/gpu.md)."""
     if on_gpu and not synced:
         return device_ms
     return device_ms / checkpoints if checkpoints else DEFAULT_CHECKPOINT_MS
