@@ -23,6 +23,14 @@ def test_a_record_torchrun_relayed_in_two_parts_is_mended():
     assert parse_metric_line("[default0]:" + MARKER + text[:cut] + "[default0]:" + text[cut:]) == RECORD
 
 
+def test_a_record_behind_another_writers_unfinished_look_alike_is_found():
+    """Seen in the fault run of 2026-11-26: a long line that starts like ours, written into a rank's
+    output by another process, was cut by the pipe, and the rank's own record landed inside it (one
+    iteration lost). A data loader's worker printing without a newline does the same."""
+    unfinished = MARKER + "x" * 5000
+    assert parse_metric_line(unfinished + MARKER + json.dumps(RECORD)) == RECORD
+
+
 @pytest.mark.parametrize("line", ["step 27 loss 0.08", MARKER + "{not json", MARKER + '{"no_kind": 1}', MARKER + "[1]"])
 def test_other_lines_are_not_records(line):
     assert parse_metric_line(line) is None

@@ -44,11 +44,21 @@ def emit(kind: str, **fields: Any) -> None:
 
 
 def parse_metric_line(line: str) -> dict[str, Any] | None:
-    """The metric carried by a line of output, or None for any other line."""
-    at = line.find(MARKER)
-    if at < 0:
-        return None
-    payload = line[at + len(MARKER):]
+    """The metric carried by a line of output, or None for any other line.
+
+    The last marker is tried first: another writer to the same stream (a data loader's worker, a
+    thread, anything that prints without a newline) can leave text that holds a marker in front of a
+    record of ours, which then follows that text on the same line."""
+    at = line.rfind(MARKER)
+    while at >= 0:
+        record = _record_at(line[at + len(MARKER):])
+        if record is not None:
+            return record
+        at = line.rfind(MARKER, 0, at)
+    return None
+
+
+def _record_at(payload: str) -> dict[str, Any] | None:
     try:
         record = json.loads(payload)
     except json.JSONDecodeError:
