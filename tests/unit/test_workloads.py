@@ -151,3 +151,21 @@ def test_paper_recipes_are_checked_before_a_worker_builds_them(change, field, wo
               "lr": 1e-4, "np": 2, "seed": 1, "iterations": 3, "dataset_options": {"seq_len": 128}}
     with pytest.raises(RecipeError, match=f"field '{re.escape(field)}': .*{re.escape(words)}"):
         parse_recipe({**recipe, **change}, "b.toml")
+
+
+def test_the_digits_are_scikit_learns_without_importing_it():
+    import subprocess
+    import sys
+
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from xover.workloads.datasets import digits_arrays
+
+    images, labels = digits_arrays()
+    bunch = load_digits()
+    assert np.array_equal(images, bunch.images) and images.dtype == bunch.images.dtype
+    assert np.array_equal(labels, bunch.target)
+    # a rank's start: the digits come without scikit-learn (and SciPy behind it)
+    probe = "import sys; from xover.workloads.datasets import digits_arrays; digits_arrays(); print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "False"

@@ -7,9 +7,12 @@ depends only on (seed, step, rank), never on timing, so runs in any mode see the
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 import sysconfig
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -72,17 +75,34 @@ class SyntheticDataset(Dataset):
 
 def digits(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 8) -> Dataset:
     """scikit-learn's 1797 handwritten 8x8 digits; the last 297 are the test split."""
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    pixels, target = digits_arrays()
+    images = torch.tensor(pixels, dtype=torch.float32).unsqueeze(1) / 16.0
     if image_size != 8:
         images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
     images = (images - 0.5) / 0.5
-    labels = torch.tensor(bunch.target, dtype=torch.long)
+    labels = torch.tensor(target, dtype=torch.long)
     cut = 1500
     return Dataset(Split(images[:cut], labels[:cut]), Split(images[cut:], labels[cut:]),
                    batch_size=batch_size, rank=rank, world_size=world_size, seed=seed, classes=10)
+
+
+def digits_arrays():
+    """scikit-learn's digits as (images 1797x8x8, labels), the values its load_digits returns, read from
+    the file in its package without importing it: sklearn.datasets brings in SciPy, which was a quarter
+    of a rank's start (docs/measurements.md, *make test's time*)."""
+    import numpy as np
+
+    spec = importlib.util.find_spec("sklearn")  # finds the package, does not run it
+    folders = spec.submodule_search_locations if spec else None
+    path = Path(folders[0], "datasets", "data", "digits.csv.gz") if folders else None
+    if path is None or not path.is_file():  # another layout: its own loader
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        return bunch.images, bunch.target
+    with gzip.open(path, "rt") as handle:
+        table = np.loadtxt(handle, delimiter=",")
+    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
 
 
 def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 32,
