@@ -214,7 +214,7 @@ def run(
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
     sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
-    from .run.commands import modes_of, run_groups
+    from .run.commands import RunOptions, modes_of, run_groups
     from .run.jobs import run_targets
 
     with user_errors():
@@ -241,11 +241,11 @@ def run(
         check_launcher_options(launcher, launcher_options)
         if scripts and engine is None:  # say which engine the scripts' imports showed
             errors.print(detection_note(detect_scripts_engine(scripts)[1]), highlight=False, markup=False, soft_wrap=True)
-        result = run_groups(State.db, chosen.groups, modes, bandwidth=chosen.bandwidth, command=_command_line(),
-                            show_progress=not json_out, plan_body=chosen.plan_body, plan_path=chosen.plan_path,
-                            policies=chosen.policies, seconds=seconds, timeout_s=timeout, wait=wait, launcher=launcher,
-                            engine=chosen.engine, iterations=iterations, mps=mps,
-                            launcher_options=launcher_options | {"allow_changed": allow_changed})
+        result = run_groups(State.db, chosen.groups, RunOptions(
+            modes=tuple(modes), policies=tuple(chosen.policies), engine=chosen.engine, bandwidth=chosen.bandwidth,
+            iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, launcher=launcher,
+            launcher_options=launcher_options | {"allow_changed": allow_changed}, plan_body=chosen.plan_body,
+            plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out))
     if json_out:
         print_json(result)
     else:

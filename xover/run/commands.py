@@ -2,13 +2,14 @@
 is in experiment.py, the units a group runs as in units.py).
 
     train_recipe(...) one recipe alone
-    run_groups(...)   groups in modes: a comparison (each unit alone on the machine, one after another)
+    run_groups(...)   groups in modes (RunOptions): a comparison (each unit alone on the machine, one after another)
                       or a plan's real schedule (crossover or concurrent only: groups side by side)
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,24 +51,41 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     return {"experiment": run.id, "results_dir": str(run.results_dir), "jobs": jobs}
 
 
-def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, bandwidth: str | None = None,
-               command: str = "xover run", show_progress: bool = True, plan_body: dict | None = None,
-               plan_path: str | None = None, kind: str = "run", policies: list[str] | None = None,
-               seconds: float | None = None, timeout_s: float | None = None, wait: bool = False,
-               launcher: str = "local", launcher_options: dict[str, Any] | None = None, engine: str = "horovod",
-               iterations: int | None = None, mps: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunOptions:
+    """How `xover run` runs its groups: the command line's choices, each as its option says
+    (docs/reference.md, `xover run`). LaunchRequest (launchers.py) is what they become for a launcher."""
+    modes: tuple[str, ...] = ("crossover",)
+    policies: tuple[str, ...] = (DEFAULT_POLICY,)
+    engine: str = "horovod"
+    bandwidth: str | None = None  # a link rate, 'host', or None: the jobs' own
+    iterations: int | None = None
+    seconds: float | None = None
+    timeout_s: float | None = None
+    wait: bool = False  # for devices another xover holds
+    mps: bool = False  # every unit under a CUDA MPS daemon of the run's own (run/mps.py)
+    launcher: str = "local"
+    launcher_options: dict[str, Any] = field(default_factory=dict)  # the launcher's own (--partition, ...)
+    plan_body: dict | None = None  # the plan the groups come from, recorded with the run
+    plan_path: str | None = None
+    kind: str = "run"  # the experiment's kind in the store
+    command: str = "xover run"  # the command line, as recorded
+    show_progress: bool = True
+
+
+def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> dict[str, Any]:
     """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
     their devices are free, side by side); several modes are a comparison, one unit at a time. The
     launcher (launchers.py) runs them: here or over ssh ('local'), or each group of the plan as a Slurm
-    job ('slurm'). With `mps` every unit runs under a CUDA MPS daemon of the run's own (run/mps.py)."""
-    bandwidth = requested_rate(bandwidth)
+    job ('slurm')."""
+    modes, policies = list(options.modes), list(options.policies) or [DEFAULT_POLICY]
+    bandwidth = requested_rate(options.bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
-    if mps:
+    if options.mps:
         check_mps()
-    policies = policies or [DEFAULT_POLICY]
     for group in groups:
         check_devices(group.jobs)
-    chosen = launcher_named(launcher)
+    chosen = launcher_named(options.launcher)
     warning = nccl_crossover_warning([job for group in groups for job in group.jobs], modes)
     if warning and chosen.name == "local":
         errors.print(f"warning: {warning}", highlight=False, markup=False)
@@ -75,18 +93,21 @@ def run_groups(db: str | None, groups: list[GroupToRun], modes: list[str], *, ba
     store = open_store(db)
     for group in groups:
         attach_traits(store, group.jobs, link)
-        if seconds is not None:
-            give_seconds(group.jobs, seconds, link)
+        if options.seconds is not None:
+            give_seconds(group.jobs, options.seconds, link)
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
     request = LaunchRequest(store=store, groups=groups, units=comparison_units(groups, modes, policies, store, link),
-                            comparison=comparison, modes=modes, policies=policies, engine=engine, kind=kind,
-                            command=command, link=link, bandwidth=bandwidth, iterations=iterations, seconds=seconds,
-                            show_progress=show_progress, plan_path=plan_path, timeout_s=timeout_s, wait=wait, mps=mps,
-                            options=dict(launcher_options or {}))
+                            comparison=comparison, modes=modes, policies=policies, engine=options.engine,
+                            kind=options.kind, command=options.command, link=link, bandwidth=bandwidth,
+                            iterations=options.iterations, seconds=options.seconds,
+                            show_progress=options.show_progress, plan_path=options.plan_path,
+                            timeout_s=options.timeout_s, wait=options.wait, mps=options.mps,
+                            options=dict(options.launcher_options))
     chosen.check(request)  # before the plan is recorded
+    plan_body = options.plan_body
     if plan_body:
         with store.session() as session, session.begin():
-            request.plan_id = store_plan(session, plan_body, plan_path)
+            request.plan_id = store_plan(session, plan_body, options.plan_path)
     started = time.time()
     run, launcher_jobs = chosen.launch(request)
     makespan_s = time.time() - started
