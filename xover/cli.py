@@ -307,15 +307,14 @@ def profile(
     script (a job file, or --script) is measured through the shims that run it unmodified; its iteration
     is an optimizer step. Profiles are stored and reused (same recipe or script content and arguments, np,
     hosts spanned, bandwidth, engine, hardware) unless --force."""
-    from .profiler import profile_recipes
+    from .profiler import ProfileOptions, profile_recipes
 
     with user_errors():
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
-        results = profile_recipes(State.db, recipe_paths, np=np, iterations=iterations, warmup=warmup,
-                                  bandwidth=bandwidth, force=force, command=_command_line(),
-                                  show_progress=not json_out, engine=engine or "horovod",
-                                  hosts=hosts_or_allocation(hosts), wait=wait,
-                                  corun_with=corun_with if corun else None, scripts=script_jobs)
+        results = profile_recipes(State.db, recipe_paths, ProfileOptions(
+            np=np, iterations=iterations, warmup=warmup, bandwidth=bandwidth, engine=engine or "horovod",
+            hosts=hosts_or_allocation(hosts), force=force, wait=wait, corun_with=corun_with if corun else None,
+            command=_command_line(), show_progress=not json_out), scripts=script_jobs)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)

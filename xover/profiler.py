@@ -25,6 +25,7 @@ import resource
 import statistics
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timezone
 from typing import Any
 
@@ -180,24 +181,37 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
 DEFAULT_CORUN_PARTNER = "mlp-balanced"  # balanced compute and all-reduce: a partner that does both
 
 
-def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None = None, iterations: int = 30,
-                    warmup: int = 5, bandwidth: str | None = None, force: bool = False,
-                    command: str = "xover profile", show_progress: bool = True,
-                    engine: str = "horovod", hosts: str | None = None, wait: bool = False,
-                    corun_with: str | None = DEFAULT_CORUN_PARTNER,
+@dataclass(frozen=True)
+class ProfileOptions:
+    """How `xover profile` measures its jobs: the command line's choices (docs/reference.md)."""
+    np: int | None = None  # every recipe's ranks (default: its own)
+    iterations: int = 30
+    warmup: int = 5  # iterations left out of the figures
+    bandwidth: str | None = None  # a link rate, 'host', or None: the jobs' own
+    engine: str = "horovod"  # what runs the built-in models (a script runs under its own)
+    hosts: str | None = None  # -H
+    force: bool = False  # measure again even where a stored profile fits
+    wait: bool = False  # for devices another xover holds
+    corun_with: str | None = DEFAULT_CORUN_PARTNER  # the reference partner of the interference; None: not measured
+    command: str = "xover profile"  # the command line, as recorded
+    show_progress: bool = True
+
+
+def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOptions = ProfileOptions(),
                     scripts: list[Recipe] | None = None) -> list[dict[str, Any]]:
     """Profile each recipe alone (a stored profile is reused unless `force`), then, unless
     `corun_with` is None, measure its interference next to that partner (once per profile).
     `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
     its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
+    iterations, warmup, engine, hosts, force = options.iterations, options.warmup, options.engine, options.hosts, options.force
     if warmup < 0 or iterations <= warmup + 2:
         raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
-    bandwidth = requested_rate(bandwidth)
-    recipes = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + list(scripts or [])
+    bandwidth = requested_rate(options.bandwidth)
+    recipes = [with_overrides(load_recipe(path), np=options.np) for path in recipe_paths] + list(scripts or [])
     if not recipes:
         raise XoverError("give recipes or job files to profile (or --script FILE)")
     try:
-        partner_recipe = load_recipe(corun_with) if corun_with else None
+        partner_recipe = load_recipe(options.corun_with) if options.corun_with else None
     except RecipeError as error:
         raise XoverError(f"--corun-with: {error}") from None
     jobs = [job_for(recipe, hosts, engine=engine) for recipe in recipes]
@@ -214,8 +228,8 @@ def profile_recipes(db: str | None, recipe_paths: list[str], *, np: int | None =
     corun = [i for i, found in profiles.items() if partner_recipe and (found is None or found.interference is None)]
     measured: set[int] = set()
     if alone or corun:
-        with experiment(store, "profile", command, bandwidth, show_progress, link=link) as run:
-            lease_devices(run, jobs, wait)
+        with experiment(store, "profile", options.command, bandwidth, options.show_progress, link=link) as run:
+            lease_devices(run, jobs, options.wait)
 
             def measure_alone(recipe, job) -> Profile:
                 unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
