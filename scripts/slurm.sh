@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# A single-node Slurm cluster on this machine, for xover's tests and for trying `--launcher slurm`.
+# A Slurm cluster on this machine, for xover's tests and for trying `--launcher slurm`: a single node (this
+# machine), or with --emulated one node per host of the emulated cluster (`xover cluster up`).
 #
 #   scripts/slurm.sh install  install slurm-wlm + munge if missing (idempotent; `up` does it too)
-#   scripts/slurm.sh up       install slurm-wlm + munge if missing, configure, start, wait for an idle node
+#   scripts/slurm.sh up       install slurm-wlm + munge if missing, configure, start, wait for idle nodes
 #   scripts/slurm.sh down     cancel jobs, stop every daemon `up` started, remove its directory
 #   scripts/slurm.sh status   say whether it runs (exit 0) or not (exit 3)
 #   scripts/slurm.sh env      the line to eval so that sbatch/squeue/... talk to it
+#   ... --emulated            (after the command) the cluster on the emulated hosts instead
+#
+# With --emulated, slurmctld runs on the cluster's head (the namespace xo-head, 10.231.0.254: its login
+# node) and one slurmd per emulated host inside that host's namespaces (its network, its hostname and the
+# cluster's /etc/hosts: those of the host's sshd), pinned to the host's cores, as node xo-hK at the host's
+# address; partition `emulated` holds them all. munged is shared as on a real cluster: one key, and one
+# socket that every namespace reaches (a path, not a port). Slurm's clients reach the controller from the
+# head, as from a login node: `ip netns exec xo-head srun -N 2 hostname`. Jobs are confined by their
+# host's CPU affinity, which every step inherits from its slurmd (no cgroups: two slurmd on one machine
+# would confine their jobs to the same cores). It has its own directory and daemons, so it can run
+# beside the single-node cluster.
 #
 # Everything lives under $XOVER_SLURM_DIR (default /tmp/xover-slurm): configuration, munge key and
 # socket, state, spool, logs, pid files. The system's /etc/slurm and /etc/munge are left alone: clients
@@ -17,9 +29,22 @@
 # cluster; elsewhere (cgroup v2 without systemd, XOVER_SLURM_CGROUP=0) by /proc, without confinement.
 set -euo pipefail
 
-DIR=${XOVER_SLURM_DIR:-/tmp/xover-slurm}
+COMMAND=${1:-}
+EMULATED=0
+if [ "${2:-}" = --emulated ]; then
+  EMULATED=1
+elif [ -n "${2:-}" ]; then
+  echo "usage: $0 install|up|down|status|env [--emulated]" >&2; exit 2
+fi
+if [ "$EMULATED" = 1 ]; then
+  DIR=${XOVER_SLURM_DIR:-/tmp/xover-slurm-emulated}
+else
+  DIR=${XOVER_SLURM_DIR:-/tmp/xover-slurm}
+fi
 CTLD_PORT=${XOVER_SLURM_PORT:-6917}  # slurmd listens on the next port
 NODE=$(hostname -s)
+CLUSTER_STATE=/run/xover-cluster/cluster.json  # xover/launch/cluster.py's STATE_FILE
+HEAD_NS=xo-head
 CONF=$DIR/slurm.conf
 MUNGE_SOCKET=$DIR/run/munge.socket  # its folder must be reachable by every user
 START_TIMEOUT_S=${XOVER_SLURM_START_TIMEOUT_S:-60}
@@ -52,7 +77,37 @@ install_packages() {
 pid_alive() { [ -s "$1" ] && ps -o stat= -p "$(cat "$1")" 2>/dev/null | grep -qv '^Z'; }
 
 daemons_alive() {
-  pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" && pid_alive "$DIR/run/slurmd.pid"
+  pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" || return 1
+  local file found=0
+  for file in "$DIR"/run/slurmd*.pid; do
+    [ -e "$file" ] || continue
+    pid_alive "$file" || return 1
+    found=1
+  done
+  [ "$found" = 1 ]
+}
+
+# Slurm's clients; on the emulated cluster from its head, the one place that reaches the controller
+client() {
+  if [ "$EMULATED" = 1 ]; then
+    SLURM_CONF=$CONF ip netns exec "$HEAD_NS" "$@"
+  else
+    SLURM_CONF=$CONF "$@"
+  fi
+}
+
+# the emulated hosts, one line each: name address cores (comma-separated) sshd-pid
+emulated_hosts() {
+  [ -r "$CLUSTER_STATE" ] || die "no emulated cluster is up ($CLUSTER_STATE): run 'xover cluster up --hosts 2' first"
+  python3 - "$CLUSTER_STATE" <<'PY' || die "the emulated cluster ($CLUSTER_STATE) is not ready: see 'xover cluster status'"
+import json, sys
+state = json.load(open(sys.argv[1]))
+if not state.get("ready"):
+    sys.exit(1)
+print("head", state["head"]["address"], "-", "-")
+for host in state["hosts"]:
+    print(host["name"], host["address"], ",".join(map(str, host["cores"])), host["sshd_pid"])
+PY
 }
 
 # cgroup v1 as Slurm 22.05 uses it without systemd: freezer (tracking) and cpuset (cores) mounted
@@ -67,7 +122,14 @@ cgroup_v1_usable() {
   done
 }
 
-node_state() { { SLURM_CONF=$CONF sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
+node_state() { { client sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
+
+# the emulated nodes in one word: idle when every one is, else the first other state
+nodes_state() {
+  local states
+  states=$({ client sinfo -h -N -p emulated -o '%T' 2>/dev/null || true; } | sort -u)
+  if [ "$states" = idle ]; then echo idle; else echo "$states" | grep -v '^idle$' | head -1; fi
+}
 
 write_config() {
   # the node as slurmd itself measures it (CPUs, sockets, cores, threads, memory)
@@ -150,6 +212,75 @@ start_munge() {
     die "munged did not start; see $DIR/log/munged.log"
 }
 
+write_config_emulated() {
+  local name address cores pid head="" nodes=""
+  while read -r name address cores pid; do
+    if [ "$name" = head ]; then
+      head=$address
+    else
+      nodes="${nodes}NodeName=$name NodeAddr=$address CPUs=$(echo "$cores" | tr ',' ' ' | wc -w) State=UNKNOWN
+"
+    fi
+  done < <(emulated_hosts)
+  cat >"$CONF" <<EOF
+# written by xover's scripts/slurm.sh up --emulated; removed by \`scripts/slurm.sh down --emulated\`
+ClusterName=xover-emulated
+SlurmctldHost=$HEAD_NS($head)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MUNGE_SOCKET
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+PlugStackConfig=$DIR/plugstack.conf
+# a node is what this file says (its host's cores), not the whole machine its slurmd sees
+SlurmdParameters=config_overrides
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+MailProg=/bin/true
+EnforcePartLimits=ALL
+MpiDefault=none
+ReturnToService=2
+MinJobAge=3600
+${nodes}PartitionName=emulated Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+  : >"$DIR/plugstack.conf"
+}
+
+start_emulated() {
+  local name address cores pid
+  # the controller checks that its hostname is SlurmctldHost's: the head's name, in a UTS namespace of its own
+  ip netns exec "$HEAD_NS" unshare --uts -- sh -c "hostname $HEAD_NS && exec slurmctld -f $CONF" 9<&- ||
+    die "slurmctld did not start on $HEAD_NS; see $DIR/log/slurmctld.log"
+  while read -r name address cores pid; do
+    [ "$name" = head ] && continue
+    mkdir -p "$DIR/spool/$name"
+    # The host's sshd holds its namespaces: network, hostname, and the mounts that give the cluster's
+    # /etc/hosts and ssh settings. Those mounts hide the machine's cgroups (a namespace's own /sys), which
+    # slurmd looks for at start even when it tracks jobs without them: a cgroup v1 root with the named
+    # systemd hierarchy it checks for, in a copy of those mounts of slurmd's own.
+    nsenter --target "$pid" --net --uts --mount -- unshare --mount --propagation slave -- sh -c "
+      mount -t tmpfs -o mode=755 xover-slurm /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd &&
+      mount -t cgroup -o none,name=systemd xover-slurm /sys/fs/cgroup/systemd &&
+      exec taskset -c $cores slurmd -f $CONF -N $name" 9<&- ||
+      die "slurmd did not start on $name; see $DIR/log/slurmd-$name.log"
+  done < <(emulated_hosts)
+}
+
 up() {
   install_packages
   need_root
@@ -159,21 +290,28 @@ up() {
     [ -d "$DIR" ] && down_quietly
     mkdir -p "$DIR"/{state,spool,run,log}
     chmod 755 "$DIR"
-    write_config
-    start_munge
-    slurmctld -f "$CONF" 9<&- || die "slurmctld did not start; see $DIR/log/slurmctld.log"
-    slurmd -f "$CONF" 9<&- || die "slurmd did not start; see $DIR/log/slurmd.log"
+    if [ "$EMULATED" = 1 ]; then
+      write_config_emulated
+      start_munge
+      start_emulated
+    else
+      write_config
+      start_munge
+      slurmctld -f "$CONF" 9<&- || die "slurmctld did not start; see $DIR/log/slurmctld.log"
+      slurmd -f "$CONF" 9<&- || die "slurmd did not start; see $DIR/log/slurmd.log"
+    fi
   fi
   local deadline=$((SECONDS + START_TIMEOUT_S)) state=""
   while [ $SECONDS -lt $deadline ]; do
-    local daemon
-    for daemon in munged slurmctld slurmd; do
+    local file daemon
+    for file in "$DIR"/run/*.pid; do
       # a daemon that wrote its pid file and then exited (a port taken, a bad configuration)
-      if [ -s "$DIR/run/$daemon.pid" ] && ! pid_alive "$DIR/run/$daemon.pid"; then
+      daemon=$(basename "$file" .pid)
+      if [ -s "$file" ] && ! pid_alive "$file"; then
         die "$daemon exited; its log ends with: $(tail -n 3 "$DIR/log/$daemon.log" 2>/dev/null | tr '\n' ' ')"
       fi
     done
-    state=$(node_state)
+    if [ "$EMULATED" = 1 ]; then state=$(nodes_state); else state=$(node_state); fi
     case "$state" in
       idle|mixed|allocated) break ;;
     esac
@@ -181,9 +319,13 @@ up() {
   done
   case "$state" in
     idle|mixed|allocated) ;;
-    *) die "node $NODE is '${state:-unreachable}' after ${START_TIMEOUT_S}s; see $DIR/log/slurmctld.log and slurmd.log" ;;
+    *) die "nodes '${state:-unreachable}' after ${START_TIMEOUT_S}s; see $DIR/log/slurmctld.log and slurmd*.log" ;;
   esac
-  say "up: node $NODE $state (partition debug); export SLURM_CONF=$CONF"
+  if [ "$EMULATED" = 1 ]; then
+    say "up: nodes $(client sinfo -h -p emulated -o %N) $state (partition emulated); export SLURM_CONF=$CONF and run Slurm's commands on the head: ip netns exec $HEAD_NS srun -N 2 hostname"
+  else
+    say "up: node $NODE $state (partition debug); export SLURM_CONF=$CONF"
+  fi
 }
 
 # TERM to the daemons named by these pid files, together; KILL to any still there after 10 s
@@ -207,15 +349,15 @@ down_quietly() {
   if pid_alive "$DIR/run/slurmctld.pid"; then
     # jobs first, so that no job step outlives its slurmd
     local jobs i
-    jobs=$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null || true)
+    jobs=$(client squeue -h -o %i 2>/dev/null || true)
     # shellcheck disable=SC2086  # one argument per job id
-    [ -n "$jobs" ] && SLURM_CONF=$CONF scancel --quiet $jobs >/dev/null 2>&1 || true
+    [ -n "$jobs" ] && client scancel --quiet $jobs >/dev/null 2>&1 || true
     for i in $(seq 50); do
-      [ -z "$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null)" ] && break
+      [ -z "$(client squeue -h -o %i 2>/dev/null)" ] && break
       sleep 0.2
     done
   fi
-  stop_pid_files "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid"
+  stop_pid_files "$DIR"/run/slurmd*.pid "$DIR/run/slurmctld.pid"
   stop_pid_files "$DIR/run/munged.pid"  # last: the others authenticate through it until they end
   if [ -f "$DIR/cgroups" ]; then
     local group
@@ -237,7 +379,11 @@ down() {
 
 status() {
   if daemons_alive; then
-    say "running: node $NODE $(node_state || echo unknown); export SLURM_CONF=$CONF"
+    if [ "$EMULATED" = 1 ]; then
+      say "running: nodes $(client sinfo -h -p emulated -o '%N %T'); export SLURM_CONF=$CONF (clients on the head: ip netns exec $HEAD_NS)"
+    else
+      say "running: node $NODE $(node_state || echo unknown); export SLURM_CONF=$CONF"
+    fi
     return 0
   fi
   say "not running"
@@ -247,11 +393,11 @@ status() {
 # one `up` or `down` at a time (a second test session would otherwise race the first); the lock is
 # on this script itself so that nothing is left behind, and the daemons must not inherit it (9<&-)
 exec 9<"$0"
-case "${1:-}" in
+case "$COMMAND" in
   install) install_packages ;;
   up) flock 9; up ;;
   down) flock 9; down ;;
   status) status ;;
   env) echo "export SLURM_CONF=$CONF" ;;
-  *) echo "usage: $0 install|up|down|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|status|env [--emulated]" >&2; exit 2 ;;
 esac

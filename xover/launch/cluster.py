@@ -259,6 +259,8 @@ def launch_prefix(hosts: list[str]) -> list[str]:
     if not emulated:
         return []
     others = [host for host in hosts if host not in emulated]
+    if not others and inside_cluster():
+        return []  # on the head or on a host already (a job Slurm started there): ssh reaches them from here
     if others:
         raise ClusterError(f"-H mixes emulated hosts ({', '.join(emulated)}) with other hosts ({', '.join(others)}): "
                            "the emulated hosts are reachable only from the cluster's head namespace; "
@@ -267,6 +269,23 @@ def launch_prefix(hosts: list[str]) -> list[str]:
         raise ClusterError(f"-H {','.join(hosts)}: launching on the emulated cluster enters its head namespace "
                            "(`ip netns exec`), which needs root; run xover as root")
     return ["ip", "netns", "exec", HEAD_NS]
+
+
+def inside_cluster() -> bool:
+    """Does this process run inside one of the cluster's network namespaces (its head, or one of its
+    hosts, where a Slurm job of the cluster's runs)?"""
+    try:
+        own = os.stat("/proc/self/ns/net")
+    except OSError:
+        return False
+    for name in live_namespaces():
+        try:
+            other = os.stat(NETNS_RUN / name)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (own.st_dev, own.st_ino):
+            return True
+    return False
 
 
 def hosts_spec_of(hosts: list[tuple[str, int]]) -> str:
