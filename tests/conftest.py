@@ -4,17 +4,22 @@ server) and tests/e2e/ (real horovodrun, torchrun, ssh and Slurm processes).
 
 Every test under tests/e2e/ gets the `e2e` marker (likewise `unit` and `integration`), so `-m "not e2e"`
 selects the rest. XOVER_SKIP_E2E=1 skips tests/e2e/ on a developer's machine, and says so; under
-CI=true it is an error, not a skip: a CI runs everything.
+CI=true it is an error, not a skip: a CI runs everything. `make test` runs two pytest-xdist workers
+(`-n 2 --dist loadgroup`); the groups below keep what shares the machine on one of them.
 """
 
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from xover.settings import LEASE_DIR_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -34,6 +39,40 @@ def pytest_configure(config):
     if skipping_e2e() and ci():
         raise pytest.UsageError("XOVER_SKIP_E2E=1 under CI=true: a CI runs every test, the end-to-end ones "
                                 "included; unset XOVER_SKIP_E2E")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and LEASE_DIR_VARIABLE not in os.environ:
+        # `make test` runs two workers (pytest -n 2): each leases "this machine's devices" in a folder of
+        # its own, or their runs would wait for each other's devices; within a worker leases work as ever
+        os.environ[LEASE_DIR_VARIABLE] = config.xover_lease_dir = tempfile.mkdtemp(prefix=f"xover-test-leases-{worker}-")
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "xover_lease_dir", None):
+        shutil.rmtree(config.xover_lease_dir, ignore_errors=True)
+
+
+# Tests that share something of the whole machine run on one worker, one after another (pytest-xdist's
+# loadgroup); every other test is grouped by its module, whose module-scoped runs it shares.
+MACHINE_WIDE_MODULES = {  # whole modules: some of their tests also check that nothing of theirs is left
+    "test_cluster.py": "cluster", "test_cluster_run.py": "cluster", "test_cluster_cli.py": "cluster",  # namespaces
+    "test_slurm_emulated.py": "cluster",  # Slurm on the emulated hosts
+    "test_slurm_cluster.py": "slurm", "test_slurm_launch.py": "slurm",  # the one slurmctld of scripts/slurm.sh
+    "test_postgres.py": "postgres", "test_postgres_store.py": "postgres",
+}
+MACHINE_WIDE_FIXTURES = {
+    "cluster": ("no_emulated_cluster_yet",),  # a test elsewhere that builds an emulated cluster
+    "comparison": ("comparison_run",),  # a session's run: once per worker, so on one
+}
+
+
+def xdist_group_of(item) -> str:
+    if item.path.name in MACHINE_WIDE_MODULES:
+        return MACHINE_WIDE_MODULES[item.path.name]
+    names = set(getattr(item, "fixturenames", ()))
+    for group, fixtures in MACHINE_WIDE_FIXTURES.items():
+        if names.intersection(fixtures):
+            return group
+    return item.path.name
 
 
 def pytest_report_header(config):
@@ -58,6 +97,7 @@ def pytest_collection_modifyitems(config, items):
         kind = kind_of(item.path)
         if kind:
             item.add_marker(getattr(pytest.mark, kind))
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
         if skipping_e2e() and item.get_closest_marker("e2e"):
             item.add_marker(skip)
             skipped += 1

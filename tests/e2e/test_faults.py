@@ -207,11 +207,13 @@ def _trace(tmp_path):
 
 
 def test_the_fault_injection_suite_in_short_finds_nothing_left(tmp_path):
-    """bench/chaos.py, one trial of each fault on this machine (the full 50 are `make chaos`): it exits 1
-    when any stall, orphan, stale socket, lease or namespace, non-terminal row or lost metric is found."""
-    done = subprocess.run([sys.executable, "bench/chaos.py", "--trials", "3", "--no-cluster", "--seed", "3"],
+    """bench/chaos.py in short, two trials on this machine (the full 50, every fault, are `make chaos`): it
+    exits 1 when any stall, orphan, stale socket, lease or namespace, non-terminal row or lost metric is
+    found. The two faults whose trials are shortest; a rank that hangs is this file's held-turn test."""
+    done = subprocess.run([sys.executable, "bench/chaos.py", "--trials", "2", "--no-cluster", "--seed", "3",
+                           "--faults", "kill-rank", "kill-xover"],
                           capture_output=True, text=True, timeout=900, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     trials = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert sorted(t["fault"] for t in trials) == ["kill-rank", "kill-xover", "stop-rank"]
-    assert "3 trials" in done.stdout
+    assert sorted(t["fault"] for t in trials) == ["kill-rank", "kill-xover"]
+    assert "2 trials" in done.stdout
