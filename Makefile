@@ -14,10 +14,11 @@ $(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh scripts/set
 demo: setup
 	bash scripts/demo.sh
 
-# Two workers: the end-to-end tests wait on process starts and rendezvous as much as they compute
-# (docs/measurements.md, *make test's time*); tests/conftest.py keeps what shares the machine on one.
+# Two workers, a module's tests on one: the end-to-end tests wait on process starts and rendezvous as
+# much as they compute (docs/measurements.md, *make test's time*); what the whole machine has once
+# (the emulated cluster, Slurm, PostgreSQL) is used under a lock (tests/conftest.py).
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 bench: setup
 	$(BIN)/python bench/crossover_pair.py

@@ -131,6 +131,39 @@ nodes_state() {
   if [ "$states" = idle ]; then echo idle; else echo "$states" | grep -v '^idle$' | head -1; fi
 }
 
+# what both clusters' slurm.conf say alike; $1: the spool folder's per-node part ("" or /%n)
+common_settings() {
+  cat <<EOF
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MUNGE_SOCKET
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool$1
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+PlugStackConfig=$DIR/plugstack.conf
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+# start a submitted job at once (the default holds batch jobs for up to 3 s)
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+MailProg=/bin/true
+# a request the partition can never satisfy is refused by sbatch, not left pending
+EnforcePartLimits=ALL
+MpiDefault=none
+ReturnToService=2
+# finished jobs stay visible to \`scontrol show job\` (there is no accounting database)
+MinJobAge=3600
+EOF
+}
+
 write_config() {
   # the node as slurmd itself measures it (CPUs, sockets, cores, threads, memory)
   local hardware gres_line="" gres_types="" tracking
@@ -164,36 +197,10 @@ TaskPlugin=task/none"
 # written by xover's scripts/slurm.sh; removed by \`scripts/slurm.sh down\`
 ClusterName=xover
 SlurmctldHost=$NODE(127.0.0.1)
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$((CTLD_PORT + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
-StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
-SlurmctldPidFile=$DIR/run/slurmctld.pid
+$(common_settings "")
 SlurmdPidFile=$DIR/run/slurmd.pid
-SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
-PlugStackConfig=$DIR/plugstack.conf
 $tracking
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SchedulerType=sched/backfill
-# start a submitted job at once (the default holds batch jobs for up to 3 s)
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-MailProg=/bin/true
-# a request the partition can never satisfy is refused by sbatch, not left pending
-EnforcePartLimits=ALL
-MpiDefault=none
-ReturnToService=2
-# finished jobs stay visible to \`scontrol show job\` (there is no accounting database)
-MinJobAge=3600
 $gres_types
 NodeName=$NODE NodeAddr=127.0.0.1 $hardware $gres_line State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
@@ -226,36 +233,15 @@ write_config_emulated() {
 # written by xover's scripts/slurm.sh up --emulated; removed by \`scripts/slurm.sh down --emulated\`
 ClusterName=xover-emulated
 SlurmctldHost=$HEAD_NS($head)
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$((CTLD_PORT + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
-StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool/%n
-SlurmctldPidFile=$DIR/run/slurmctld.pid
+$(common_settings /%n)
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
-SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd-%n.log
-PlugStackConfig=$DIR/plugstack.conf
 # a node is what this file says (its host's cores), not the whole machine its slurmd sees
 SlurmdParameters=config_overrides
+# a host whose slurmd died is DOWN, and its jobs NODE_FAIL, within a minute (the default waits 5)
+SlurmdTimeout=30
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-MailProg=/bin/true
-EnforcePartLimits=ALL
-MpiDefault=none
-ReturnToService=2
-MinJobAge=3600
 ${nodes}PartitionName=emulated Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
   : >"$DIR/plugstack.conf"

@@ -5,9 +5,11 @@ server) and tests/e2e/ (real horovodrun, torchrun, ssh and Slurm processes).
 Every test under tests/e2e/ gets the `e2e` marker (likewise `unit` and `integration`), so `-m "not e2e"`
 selects the rest. XOVER_SKIP_E2E=1 skips tests/e2e/ on a developer's machine, and says so; under
 CI=true it is an error, not a skip: a CI runs everything. `make test` runs two pytest-xdist workers
-(`-n 2 --dist loadgroup`); the groups below keep what shares the machine on one of them.
+(`-n 2 --dist loadfile`); what the whole machine has once is used under a lock (machine_lock).
 """
 
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -51,34 +53,43 @@ def pytest_unconfigure(config):
         shutil.rmtree(config.xover_lease_dir, ignore_errors=True)
 
 
-# Tests that share something of the whole machine run on one worker, one after another (pytest-xdist's
-# loadgroup); every other test is grouped by its module, whose module-scoped runs it shares.
-MACHINE_WIDE_MODULES = {  # whole modules: some of their tests also check that nothing of theirs is left
-    "test_cluster.py": "cluster", "test_cluster_run.py": "cluster", "test_cluster_cli.py": "cluster",  # namespaces
+# What the whole machine has once (the emulated cluster's namespaces, the single-node Slurm cluster,
+# a PostgreSQL server): the tests that use one hold its lock while they do, whichever pytest-xdist worker
+# runs them (`make test`: -n 2 --dist loadfile, a module's tests on one worker) and whichever pytest
+# session (two on one machine wait for each other). A lock is the kernel's (flock): it dies with its holder.
+MACHINE_WIDE_MODULES = {  # modules that hold one for all their tests (some check that nothing is left)
+    "test_cluster.py": "cluster", "test_cluster_run.py": "cluster", "test_cluster_cli.py": "cluster",
     "test_slurm_emulated.py": "cluster",  # Slurm on the emulated hosts
     "test_slurm_cluster.py": "slurm", "test_slurm_launch.py": "slurm",  # the one slurmctld of scripts/slurm.sh
     "test_postgres.py": "postgres", "test_postgres_store.py": "postgres",
 }
-MACHINE_WIDE_FIXTURES = {
-    "cluster": ("no_emulated_cluster_yet",),  # a test elsewhere that builds an emulated cluster
-    "comparison": ("comparison_run",),  # a session's run: once per worker, so on one
-}
+LOCK_DIR = Path(tempfile.gettempdir())
 
 
-def xdist_group_of(item) -> str:
-    if item.path.name in MACHINE_WIDE_MODULES:
-        return MACHINE_WIDE_MODULES[item.path.name]
-    names = set(getattr(item, "fixturenames", ()))
-    for group, fixtures in MACHINE_WIDE_FIXTURES.items():
-        if names.intersection(fixtures):
-            return group
-    return item.path.name
+def machine_lock(name: str):
+    """Hold the machine-wide lock `name` (waiting for it) for the duration of a with block."""
+    return file_lock(LOCK_DIR / f"xover-tests-{name}.lock")
 
 
-def pytest_report_header(config):
-    if skipping_e2e():
-        return "XOVER_SKIP_E2E=1: the end-to-end tests (tests/e2e/) are skipped"
-    return None
+@contextlib.contextmanager
+def file_lock(path: Path):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def machine_wide_module(request):
+    """The lock of a MACHINE_WIDE_MODULES module, before any of its own fixtures (autouse come first)."""
+    name = MACHINE_WIDE_MODULES.get(request.path.name)
+    if name is None:
+        yield
+        return
+    with machine_lock(name):
+        yield
 
 
 def kind_of(path: Path) -> str | None:
@@ -97,7 +108,6 @@ def pytest_collection_modifyitems(config, items):
         kind = kind_of(item.path)
         if kind:
             item.add_marker(getattr(pytest.mark, kind))
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
         if skipping_e2e() and item.get_closest_marker("e2e"):
             item.add_marker(skip)
             skipped += 1
@@ -124,10 +134,17 @@ def isolated_results(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def no_emulated_cluster_yet():
+def no_emulated_cluster_yet(request):
     """Tests that build their own emulated cluster: skipped without its requirements on a developer's
-    machine, failed under CI=true; refused when one is already up (they would take it down)."""
-    require_no_emulated_cluster_yet()
+    machine, failed under CI=true; refused when one is already up (they would take it down). Holds the
+    cluster's lock while the test runs (a module of MACHINE_WIDE_MODULES holds it already)."""
+    if MACHINE_WIDE_MODULES.get(request.path.name) == "cluster":
+        require_no_emulated_cluster_yet()
+        yield
+        return
+    with machine_lock("cluster"):
+        require_no_emulated_cluster_yet()
+        yield
 
 
 def require_no_emulated_cluster_yet() -> None:
@@ -148,15 +165,37 @@ def require_no_emulated_cluster_yet() -> None:
 @pytest.fixture(scope="session")
 def comparison_run(tmp_path_factory):
     """mlp-digits + resnet-digits in all three modes (default policy) through the real CLI and horovodrun,
-    once for the session, in a store of its own: what tests/e2e/test_report_of_a_run.py reports on, and
-    the jobs alone under Horovod that tests/e2e/test_engines.py compares the torch engine with."""
-    folder = tmp_path_factory.mktemp("comparison")
+    once for the whole test run (pytest-xdist's workers share it: the first to ask makes it), in a store
+    of its own: what tests/e2e/test_report_of_a_run.py reports on, and the jobs alone under Horovod that
+    tests/e2e/test_engines.py compares the torch engine with."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's
+    folder = shared / "comparison"
     paths = {"XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
-                             "--mode", "all", "--iterations", str(COMPARISON_ITERATIONS), "--json"],
-                            env={**os.environ, **paths}, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return {**paths, "experiment": json.loads(result.stdout)["experiment"], "folder": folder}
+    done = folder / "experiment"
+    folder.mkdir(exist_ok=True)
+    with file_lock(shared / "comparison.lock"):
+        if not done.exists():
+            result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
+                                     "--mode", "all", "--iterations", str(COMPARISON_ITERATIONS), "--json"],
+                                    env={**os.environ, **paths}, cwd=ROOT, capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, result.stderr[-3000:]
+            done.write_text(json.loads(result.stdout)["experiment"])
+    return {**paths, "experiment": done.read_text(), "folder": folder}
+
+
+def iteration_losses(db: Path, experiment: str) -> dict[tuple[str, str], list[float]]:
+    """(job, mode) -> its loss at each iteration, from an SQLite store, for one experiment."""
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT r.name, r.mode, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+                                  "WHERE r.experiment_id = ? ORDER BY r.id, m.step", (experiment,)).fetchall()
+    out: dict = {}
+    for name, mode, loss in rows:
+        out.setdefault((name, mode), []).append(loss)
+    return out
 
 
 def gpu_check_stand_in(tmp_path: Path, record: str = "$*") -> tuple[Path, Path]:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require_no_emulated_cluster_yet
+from conftest import iteration_losses, require_no_emulated_cluster_yet
 
 from xover.launch import cluster
 from xover.run.reaper import tagged_processes
@@ -65,16 +65,6 @@ def _json(*args, timeout=900, json_flag=True):
     return json.loads(result.stdout)
 
 
-def _losses(db, experiment):
-    with sqlite3.connect(db) as connection:
-        rows = connection.execute("SELECT r.name, r.mode, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
-                                  "WHERE r.experiment_id = ? ORDER BY r.id, m.step", (experiment,)).fetchall()
-    out: dict = {}
-    for name, mode, loss in rows:
-        out.setdefault((name, mode), []).append(loss)
-    return out
-
-
 @pytest.mark.parametrize("engine", ["horovod", "torch"])
 def test_crossover_across_two_hosts_keeps_exact_losses(emulated, isolated_results, engine):
     emulated("1gbit")
@@ -83,7 +73,7 @@ def test_crossover_across_two_hosts_keeps_exact_losses(emulated, isolated_result
     jobs = {(j["name"], j["mode"]): j for j in report["jobs"]}
     assert all(j["status"] == "finished" and j["iterations"] == 15 and j["np"] == 2 for j in jobs.values())
     assert jobs[("mlp-digits", "crossover")]["hosts"] == TWO_HOSTS
-    losses = _losses(isolated_results / "xover.db", report["experiment"])
+    losses = iteration_losses(isolated_results / "xover.db", report["experiment"])
     for name in ("mlp-digits", "resnet-digits"):
         assert losses[(name, "crossover")] == losses[(name, "sequential")]  # exactly, per iteration
         assert losses[(name, "concurrent")] == losses[(name, "sequential")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, require_no_emulated_cluster_yet
+from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet
 
 from xover.launch import cluster
 from xover.run.reaper import tagged_processes
@@ -101,16 +102,6 @@ def test_a_batch_job_of_two_nodes_is_started_on_the_first_and_steps_reach_both(s
     assert output.read_text().split("\n")[:-1] == ["xo-h1", "xo-h1 xo-h2 ", "xo-h1", "xo-h2"], output.read_text()
 
 
-def _losses(db: Path, experiment: str) -> dict[tuple[str, str], list[float]]:
-    with sqlite3.connect(db) as connection:
-        rows = connection.execute("SELECT r.name, r.mode, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
-                                  "WHERE r.experiment_id = ? ORDER BY r.id, m.step", (experiment,)).fetchall()
-    out: dict = {}
-    for name, mode, loss in rows:
-        out.setdefault((name, mode), []).append(loss)
-    return out
-
-
 def _plan_across_both_hosts(tmp_path: Path, iterations: int = ITERATIONS) -> tuple[Path, dict]:
     trace = tmp_path / "trace.csv"
     trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
@@ -141,8 +132,25 @@ def test_a_group_across_both_hosts_runs_as_one_slurm_job_of_two_nodes(slurm_on_h
                              "--iterations", str(ITERATIONS), "--json"], capture_output=True, text=True, timeout=900)
     assert with_h.returncode == 0, with_h.stderr[-4000:]
     db = isolated_results / "xover.db"
-    through_slurm, direct = _losses(db, report["experiment"]), _losses(db, json.loads(with_h.stdout)["experiment"])
+    through_slurm = iteration_losses(db, report["experiment"])
+    direct = iteration_losses(db, json.loads(with_h.stdout)["experiment"])
     assert through_slurm == direct and len(direct) == 2, (through_slurm, direct)  # exactly, per iteration
+
+
+def _wait_until_both_jobs_iterate(db_path: Path) -> tuple[str, str]:
+    """(Slurm job id, experiment) once both jobs of the group have iterated 5 times, on both nodes."""
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        try:
+            with sqlite3.connect(db_path) as db:
+                rows = db.execute("SELECT r.slurm_job_id, r.experiment_id, COUNT(m.id) FROM runs r JOIN iteration_metrics m "
+                                  "ON m.run_id = r.id GROUP BY r.id").fetchall()
+        except sqlite3.OperationalError:
+            rows = []
+        if len(rows) == 2 and min(count for _, _, count in rows) >= 5:
+            return rows[0][0], rows[0][1]
+        time.sleep(0.5)
+    raise AssertionError("the group never started iterating inside its Slurm job")
 
 
 def test_scancel_of_a_group_running_on_both_nodes_records_it_and_leaves_nothing(slurm_on_hosts, isolated_results,
@@ -151,18 +159,7 @@ def test_scancel_of_a_group_running_on_both_nodes_records_it_and_leaves_nothing(
     xover = subprocess.Popen(["ip", "netns", "exec", cluster.HEAD_NS, *XOVER, "run", str(plan), "--launcher", "slurm",
                               "--mode", "crossover", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env={**os.environ, "SLURM_CONF": str(DIR / "slurm.conf")})
-    deadline, job_id, experiment = time.time() + 240, None, None
-    while time.time() < deadline and job_id is None:
-        try:
-            with sqlite3.connect(isolated_results / "xover.db") as db:
-                rows = db.execute("SELECT r.slurm_job_id, r.experiment_id, COUNT(m.id) FROM runs r JOIN iteration_metrics m "
-                                  "ON m.run_id = r.id GROUP BY r.id").fetchall()
-        except sqlite3.OperationalError:
-            rows = []
-        if len(rows) == 2 and min(count for _, _, count in rows) >= 5:  # both jobs iterate, on both nodes
-            job_id, experiment = rows[0][0], rows[0][1]
-        time.sleep(0.5)
-    assert job_id, "the group never started iterating inside its Slurm job"
+    job_id, experiment = _wait_until_both_jobs_iterate(isolated_results / "xover.db")
     cancelled = _on_head("scancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr
     out, err = xover.communicate(timeout=300)
@@ -173,6 +170,52 @@ def test_scancel_of_a_group_running_on_both_nodes_records_it_and_leaves_nothing(
     while tagged_processes(experiment) and time.time() < deadline:
         time.sleep(1)
     assert not tagged_processes(experiment), "processes of the run left on a node"
+
+
+def test_a_time_limit_hit_on_both_nodes_is_recorded_as_timeout(slurm_on_hosts, isolated_results, tmp_path):
+    plan, _ = _plan_across_both_hosts(tmp_path, iterations=50000)
+    run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "crossover", "--time-limit", "1",
+                   "--json", timeout=600)
+    assert run.returncode == 1, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    [job_id] = set(report["slurm_jobs"].values())
+    assert f"Slurm job {job_id} TIMEOUT" in run.stderr, run.stderr[-3000:]
+    assert {j["status"] for j in report["jobs"]} == {"timeout"}, report["jobs"]
+    assert not tagged_processes(report["experiment"]), "processes of the run left on a node"
+
+
+def test_inside_salloc_of_two_nodes_a_group_takes_its_hosts_from_the_allocation(slurm_on_hosts, isolated_results):
+    run = _on_head("salloc", "-N", "2", *XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--mode", "crossover",
+                   "--iterations", str(ITERATIONS), "--json", timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "hosts from the Slurm allocation" in run.stderr
+    jobs = json.loads(run.stdout[run.stdout.index("{"):])["jobs"]  # salloc may print its own lines first
+    assert all(j["status"] == "finished" and j["hosts"] == TWO_HOSTS and j["iterations"] == ITERATIONS
+               for j in jobs), jobs
+
+
+def test_a_node_whose_slurmd_dies_fails_the_group_and_leaves_nothing(slurm_on_hosts, isolated_results, tmp_path):
+    plan, _ = _plan_across_both_hosts(tmp_path, iterations=50000)
+    xover = subprocess.Popen(["ip", "netns", "exec", cluster.HEAD_NS, *XOVER, "run", str(plan), "--launcher", "slurm",
+                              "--mode", "crossover", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "SLURM_CONF": str(DIR / "slurm.conf")})
+    _wait_until_both_jobs_iterate(isolated_results / "xover.db")
+    slurmd = int((DIR / "run" / "slurmd-xo-h2.pid").read_text())
+    os.kill(slurmd, signal.SIGKILL)  # the second host's slurmd: Slurm loses the node
+    try:
+        out, err = xover.communicate(timeout=400)
+        assert xover.returncode == 1, err[-3000:]
+        report = json.loads(out)
+        [job_id] = set(report["slurm_jobs"].values())
+        assert f"Slurm job {job_id} NODE_FAIL" in err, err[-3000:]
+        assert {j["status"] for j in report["jobs"]} == {"failed"}, report["jobs"]
+        deadline = time.time() + 30
+        while tagged_processes(report["experiment"]) and time.time() < deadline:
+            time.sleep(1)
+        assert not tagged_processes(report["experiment"]), "processes of the run left on a node"
+    finally:
+        restarted = _slurm_sh("up")  # the cluster again, for the tests after this one
+        assert restarted.returncode == 0, restarted.stderr[-3000:]
 
 
 def test_down_leaves_no_daemon_and_no_folder_even_after_the_hosts_went_first(slurm_on_hosts):

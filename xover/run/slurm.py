@@ -99,7 +99,10 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
             job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
                                   gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
                                   account=account, time_limit=time_limit, job_name=f"xover-{run.id}-g{group.index}",
-                                  output=run.results_dir / f"slurm-group{group.index}-%j.out")
+                                  output=run.results_dir / f"slurm-group{group.index}-%j.out",
+                                  # a group whose node failed ends failed, as recorded; requeued (Slurm's
+                                  # default), it would run again into the same experiment
+                                  extra_args=["--no-requeue"])
             submitted[group.index] = job_id
             run.context.reaper.add_slurm_job(job_id)
         console.print(f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} "
@@ -203,7 +206,8 @@ def record_outcome(run, units: list[Unit], state, status: str | None = None) -> 
                                     ended_at=utcnow(), error=f"Slurm job {state.job_id} {state.state}"
                                     + (f": {state.reason}" if state.reason and state.reason != "None" else "")))
         for row in runs:
-            if row.status in ACTIVE_STATUSES or (state.state == "CANCELLED" and row.status == "interrupted"):
+            # a run the job's own xover ended as interrupted was stopped by Slurm: it ended as the Slurm job did
+            if row.status in ACTIVE_STATUSES or (not state.succeeded and row.status == "interrupted"):
                 row.status, row.ended_at = status, row.ended_at or utcnow()
                 row.error = (row.error + "\n" if row.error else "") + f"Slurm job {state.job_id} {state.state}"
 
