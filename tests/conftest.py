@@ -198,6 +198,27 @@ def iteration_losses(db: Path, experiment: str) -> dict[tuple[str, str], list[fl
     return out
 
 
+def wait_for_iterating_runs(db: Path, runs: int, iterations: int = 5, timeout_s: float = 240) -> list[tuple]:
+    """(Slurm job id, experiment) of the runs of an SQLite store that have `iterations` rows each, once
+    there are `runs` of them (the store may not exist yet); an AssertionError after `timeout_s`."""
+    import sqlite3
+    import time
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            with sqlite3.connect(db) as connection:
+                counts = connection.execute("SELECT r.slurm_job_id, r.experiment_id, COUNT(m.id) FROM runs r JOIN "
+                                            "iteration_metrics m ON m.run_id = r.id GROUP BY r.id").fetchall()
+        except sqlite3.OperationalError:
+            counts = []
+        ready = [(job_id, experiment) for job_id, experiment, count in counts if count >= iterations]
+        if len(ready) >= runs:
+            return ready
+        time.sleep(0.5)
+    raise AssertionError(f"fewer than {runs} runs reached {iterations} iterations in {timeout_s:.0f} s")
+
+
 def gpu_check_stand_in(tmp_path: Path, record: str = "$*") -> tuple[Path, Path]:
     """A stand-in for the GPU check's `python`: `-m xover ...` is recorded (one line per call, `record`
     expanded by the shell) and answered, everything else runs on this Python. Returns it and the calls file."""

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet
+from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet, wait_for_iterating_runs
 
 from xover.launch import cluster
 from xover.run.reaper import tagged_processes
@@ -137,29 +136,13 @@ def test_a_group_across_both_hosts_runs_as_one_slurm_job_of_two_nodes(slurm_on_h
     assert through_slurm == direct and len(direct) == 2, (through_slurm, direct)  # exactly, per iteration
 
 
-def _wait_until_both_jobs_iterate(db_path: Path) -> tuple[str, str]:
-    """(Slurm job id, experiment) once both jobs of the group have iterated 5 times, on both nodes."""
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        try:
-            with sqlite3.connect(db_path) as db:
-                rows = db.execute("SELECT r.slurm_job_id, r.experiment_id, COUNT(m.id) FROM runs r JOIN iteration_metrics m "
-                                  "ON m.run_id = r.id GROUP BY r.id").fetchall()
-        except sqlite3.OperationalError:
-            rows = []
-        if len(rows) == 2 and min(count for _, _, count in rows) >= 5:
-            return rows[0][0], rows[0][1]
-        time.sleep(0.5)
-    raise AssertionError("the group never started iterating inside its Slurm job")
-
-
 def test_scancel_of_a_group_running_on_both_nodes_records_it_and_leaves_nothing(slurm_on_hosts, isolated_results,
                                                                                  tmp_path):
     plan, _ = _plan_across_both_hosts(tmp_path, iterations=5000)
     xover = subprocess.Popen(["ip", "netns", "exec", cluster.HEAD_NS, *XOVER, "run", str(plan), "--launcher", "slurm",
                               "--mode", "crossover", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env={**os.environ, "SLURM_CONF": str(DIR / "slurm.conf")})
-    job_id, experiment = _wait_until_both_jobs_iterate(isolated_results / "xover.db")
+    job_id, experiment = wait_for_iterating_runs(isolated_results / "xover.db", runs=2)[0]  # both jobs, both nodes
     cancelled = _on_head("scancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr
     out, err = xover.communicate(timeout=300)
@@ -199,7 +182,7 @@ def test_a_node_whose_slurmd_dies_fails_the_group_and_leaves_nothing(slurm_on_ho
     xover = subprocess.Popen(["ip", "netns", "exec", cluster.HEAD_NS, *XOVER, "run", str(plan), "--launcher", "slurm",
                               "--mode", "crossover", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env={**os.environ, "SLURM_CONF": str(DIR / "slurm.conf")})
-    _wait_until_both_jobs_iterate(isolated_results / "xover.db")
+    wait_for_iterating_runs(isolated_results / "xover.db", runs=2)
     slurmd = int((DIR / "run" / "slurmd-xo-h2.pid").read_text())
     os.kill(slurmd, signal.SIGKILL)  # the second host's slurmd: Slurm loses the node
     try:

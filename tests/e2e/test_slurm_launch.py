@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from conftest import wait_for_iterating_runs
 from fixtures_services import slurm_cluster  # noqa: F401 - the fixture
 
 XOVER = [sys.executable, "-m", "xover"]
@@ -51,20 +52,7 @@ def test_a_cancelled_slurm_job_is_recorded_as_cancelled(slurm_cluster, isolated_
     plan = _plan(tmp_path, 5000)
     xover = subprocess.Popen([*XOVER, "run", plan, "--launcher", "slurm", "--mode", "crossover", "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    db_path = isolated_results / "xover.db"
-    deadline, job_id = time.time() + 180, None
-    while time.time() < deadline:
-        try:
-            with sqlite3.connect(db_path) as db:
-                row = db.execute("SELECT r.slurm_job_id, COUNT(m.id) FROM runs r JOIN iteration_metrics m "
-                                 "ON m.run_id = r.id GROUP BY r.id").fetchone()
-        except sqlite3.OperationalError:
-            row = None
-        if row and row[1] >= 5:
-            job_id = row[0]
-            break
-        time.sleep(0.5)
-    assert job_id, "the group never started iterating inside its Slurm job"
+    job_id = wait_for_iterating_runs(isolated_results / "xover.db", runs=1, timeout_s=180)[0][0]
     subprocess.run(["scancel", job_id], check=True, env=os.environ)
     out, err = xover.communicate(timeout=300)
     assert xover.returncode == 1, err[-3000:]  # a group did not finish
