@@ -185,13 +185,19 @@ def comparison_run(tmp_path_factory):
     return {**paths, "experiment": done.read_text(), "folder": folder}
 
 
-def iteration_losses(db: Path, experiment: str) -> dict[tuple[str, str], list[float]]:
-    """(job, mode) -> its loss at each iteration, from an SQLite store, for one experiment."""
-    import sqlite3
+def iteration_losses(store: Path | str, experiment: str) -> dict[tuple[str, str], list[float]]:
+    """(job, mode) -> its loss at each iteration, for one experiment of a store (an SQLite file, or a
+    SQLAlchemy URL such as PostgreSQL's)."""
+    from sqlalchemy import create_engine, text
 
-    with sqlite3.connect(db) as connection:
-        rows = connection.execute("SELECT r.name, r.mode, m.loss FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
-                                  "WHERE r.experiment_id = ? ORDER BY r.id, m.step", (experiment,)).fetchall()
+    engine = create_engine(store if isinstance(store, str) and "://" in store else f"sqlite:///{store}")
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT r.name, r.mode, m.loss FROM iteration_metrics m JOIN runs r "
+                                           "ON r.id = m.run_id WHERE r.experiment_id = :experiment "
+                                           "ORDER BY r.id, m.step"), {"experiment": experiment}).fetchall()
+    finally:
+        engine.dispose()
     out: dict = {}
     for name, mode, loss in rows:
         out.setdefault((name, mode), []).append(loss)

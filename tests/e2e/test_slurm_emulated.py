@@ -1,7 +1,8 @@
 """Slurm across the emulated hosts (scripts/slurm.sh up --emulated): slurmctld on the head, a slurmd on each
 host in its own namespaces, munge shared; a job of two nodes gets one task on each host, with the host's
-name, address and cores; `down` leaves no daemon and no folder, also after `xover cluster down` took the
-namespaces first.
+name, address and cores; a plan's group across both hosts is one Slurm job of two nodes (recording into
+PostgreSQL) with the losses of -H; scancel, a time limit and a lost node are recorded and leave nothing;
+`down` leaves no daemon and no folder, also after `xover cluster down` took the namespaces first.
 
 Needs root, Slurm and the emulated cluster's packages: skipped without them on a developer's machine,
 failed under CI=true.
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet, wait_for_iterating_runs
 
+from fixtures_services import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from xover.launch import cluster
 from xover.run.reaper import tagged_processes
 
@@ -114,9 +116,12 @@ def _plan_across_both_hosts(tmp_path: Path, iterations: int = ITERATIONS) -> tup
     return plan, group
 
 
-def test_a_group_across_both_hosts_runs_as_one_slurm_job_of_two_nodes(slurm_on_hosts, isolated_results, tmp_path):
+def test_a_group_across_both_hosts_runs_as_one_slurm_job_of_two_nodes(slurm_on_hosts, isolated_results, tmp_path,
+                                                                       postgres_url, monkeypatch):  # noqa: F811
     """A plan's group planned on both hosts, submitted from the head: one Slurm job of two nodes, inside
-    which the group runs as with -H; its losses are those of the same group run with -H."""
+    which the group runs as with -H, recording into a PostgreSQL store every node reaches; its losses
+    are those of the same group run with -H."""
+    monkeypatch.setenv("XOVER_DB", postgres_url)
     plan, group = _plan_across_both_hosts(tmp_path)
     slurm_run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "crossover",
                          "--iterations", str(ITERATIONS), "--time-limit", "10", "--json", timeout=900)
@@ -130,9 +135,8 @@ def test_a_group_across_both_hosts_runs_as_one_slurm_job_of_two_nodes(slurm_on_h
     with_h = subprocess.run([*XOVER, "run", "--group", *group["jobs"], "-H", TWO_HOSTS, "--mode", "crossover",
                              "--iterations", str(ITERATIONS), "--json"], capture_output=True, text=True, timeout=900)
     assert with_h.returncode == 0, with_h.stderr[-4000:]
-    db = isolated_results / "xover.db"
-    through_slurm = iteration_losses(db, report["experiment"])
-    direct = iteration_losses(db, json.loads(with_h.stdout)["experiment"])
+    through_slurm = iteration_losses(postgres_url, report["experiment"])
+    direct = iteration_losses(postgres_url, json.loads(with_h.stdout)["experiment"])
     assert through_slurm == direct and len(direct) == 2, (through_slurm, direct)  # exactly, per iteration
 
 
