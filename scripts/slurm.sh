@@ -96,30 +96,23 @@ client() {
   fi
 }
 
-# the emulated hosts, one line each: name address cores (comma-separated) sshd-pid
-emulated_hosts() {
+# The emulated cluster's state, read once by `up --emulated` (in this shell, so that die ends the script):
+# HEAD_ADDRESS, and HOSTS with a line per host: name address cores (comma-separated) sshd-pid
+read_emulated_cluster() {
   [ -r "$CLUSTER_STATE" ] || die "no emulated cluster is up ($CLUSTER_STATE): run 'xover cluster up --hosts 2' first"
-  python3 - "$CLUSTER_STATE" <<'PY' || die "the emulated cluster ($CLUSTER_STATE) is not ready: see 'xover cluster status'"
+  local lines
+  lines=$(python3 - "$CLUSTER_STATE" <<'PY'
 import json, sys
 state = json.load(open(sys.argv[1]))
 if not state.get("ready"):
     sys.exit(1)
-print("head", state["head"]["address"], "-", "-")
+print(state["head"]["address"])
 for host in state["hosts"]:
     print(host["name"], host["address"], ",".join(map(str, host["cores"])), host["sshd_pid"])
 PY
-}
-
-# cgroup v1 as Slurm 22.05 uses it without systemd: freezer (tracking) and cpuset (cores) mounted
-# and writable here
-cgroup_v1_usable() {
-  [ "${XOVER_SLURM_CGROUP:-1}" != 0 ] || return 1
-  local controller probe
-  for controller in freezer cpuset; do
-    grep -q " /sys/fs/cgroup/$controller cgroup " /proc/mounts || return 1
-    probe=/sys/fs/cgroup/$controller/xover-probe-$$
-    mkdir "$probe" 2>/dev/null && rmdir "$probe" || return 1
-  done
+) || die "the emulated cluster ($CLUSTER_STATE) is not ready: see 'xover cluster status'"
+  HEAD_ADDRESS=$(echo "$lines" | head -1)
+  HOSTS=$(echo "$lines" | tail -n +2)
 }
 
 node_state() { { client sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
@@ -220,19 +213,15 @@ start_munge() {
 }
 
 write_config_emulated() {
-  local name address cores pid head="" nodes=""
+  local name address cores pid nodes=""
   while read -r name address cores pid; do
-    if [ "$name" = head ]; then
-      head=$address
-    else
-      nodes="${nodes}NodeName=$name NodeAddr=$address CPUs=$(echo "$cores" | tr ',' ' ' | wc -w) State=UNKNOWN
+    nodes="${nodes}NodeName=$name NodeAddr=$address CPUs=$(echo "$cores" | tr ',' ' ' | wc -w) State=UNKNOWN
 "
-    fi
-  done < <(emulated_hosts)
+  done <<<"$HOSTS"
   cat >"$CONF" <<EOF
 # written by xover's scripts/slurm.sh up --emulated; removed by \`scripts/slurm.sh down --emulated\`
 ClusterName=xover-emulated
-SlurmctldHost=$HEAD_NS($head)
+SlurmctldHost=$HEAD_NS($HEAD_ADDRESS)
 $(common_settings /%n)
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmdLogFile=$DIR/log/slurmd-%n.log
@@ -253,7 +242,6 @@ start_emulated() {
   ip netns exec "$HEAD_NS" unshare --uts -- sh -c "hostname $HEAD_NS && exec slurmctld -f $CONF" 9<&- ||
     die "slurmctld did not start on $HEAD_NS; see $DIR/log/slurmctld.log"
   while read -r name address cores pid; do
-    [ "$name" = head ] && continue
     mkdir -p "$DIR/spool/$name"
     # The host's sshd holds its namespaces: network, hostname, and the mounts that give the cluster's
     # /etc/hosts and ssh settings. Those mounts hide the machine's cgroups (a namespace's own /sys), which
@@ -264,12 +252,13 @@ start_emulated() {
       mount -t cgroup -o none,name=systemd xover-slurm /sys/fs/cgroup/systemd &&
       exec taskset -c $cores slurmd -f $CONF -N $name" 9<&- ||
       die "slurmd did not start on $name; see $DIR/log/slurmd-$name.log"
-  done < <(emulated_hosts)
+  done <<<"$HOSTS"
 }
 
 up() {
   install_packages
   need_root
+  if [ "$EMULATED" = 1 ]; then read_emulated_cluster; fi  # before anything is made
   if daemons_alive; then
     say "already running ($CONF)"
   else

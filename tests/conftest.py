@@ -45,7 +45,14 @@ def pytest_configure(config):
     if worker and LEASE_DIR_VARIABLE not in os.environ:
         # `make test` runs two workers (pytest -n 2): each leases "this machine's devices" in a folder of
         # its own, or their runs would wait for each other's devices; within a worker leases work as ever
-        os.environ[LEASE_DIR_VARIABLE] = config.xover_lease_dir = tempfile.mkdtemp(prefix=f"xover-test-leases-{worker}-")
+        config.xover_lease_dir = tempfile.mkdtemp(prefix=f"xover-test-leases-{worker}-")
+        os.environ[LEASE_DIR_VARIABLE] = config.xover_lease_dir
+
+
+def pytest_report_header(config):
+    if skipping_e2e():
+        return "XOVER_SKIP_E2E=1: the end-to-end tests (tests/e2e/) are skipped"
+    return None
 
 
 def pytest_unconfigure(config):

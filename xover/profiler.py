@@ -203,7 +203,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
     `corun_with` is None, measure its interference next to that partner (once per profile).
     `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
     its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
-    iterations, warmup, engine, hosts, force = options.iterations, options.warmup, options.engine, options.hosts, options.force
+    iterations, warmup, engine, force = options.iterations, options.warmup, options.engine, options.force
     if warmup < 0 or iterations <= warmup + 2:
         raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
     bandwidth = requested_rate(options.bandwidth)
@@ -214,7 +214,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
         partner_recipe = load_recipe(options.corun_with) if options.corun_with else None
     except RecipeError as error:
         raise XoverError(f"--corun-with: {error}") from None
-    jobs = [job_for(recipe, hosts, engine=engine) for recipe in recipes]
+    jobs = [job_for(recipe, options.hosts, engine=engine) for recipe in recipes]
     check_devices(jobs)
     link = link_of(jobs, bandwidth)
     store = open_store(db)

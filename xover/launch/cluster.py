@@ -259,12 +259,12 @@ def launch_prefix(hosts: list[str]) -> list[str]:
     if not emulated:
         return []
     others = [host for host in hosts if host not in emulated]
-    if not others and inside_cluster():
-        return []  # on the head or on a host already (a job Slurm started there): ssh reaches them from here
     if others:
         raise ClusterError(f"-H mixes emulated hosts ({', '.join(emulated)}) with other hosts ({', '.join(others)}): "
                            "the emulated hosts are reachable only from the cluster's head namespace; "
                            "use only the hosts `xover cluster status` lists")
+    if inside_cluster():
+        return []  # on the head or on a host already (a job Slurm started there): ssh reaches them from here
     if os.geteuid() != 0:
         raise ClusterError(f"-H {','.join(hosts)}: launching on the emulated cluster enters its head namespace "
                            "(`ip netns exec`), which needs root; run xover as root")

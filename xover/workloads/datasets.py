@@ -88,8 +88,8 @@ def digits(*, batch_size: int, rank: int, world_size: int, seed: int, image_size
 
 def digits_arrays():
     """scikit-learn's digits as (images 1797x8x8, labels), the values its load_digits returns, read from
-    the file in its package without importing it: sklearn.datasets brings in SciPy, which was a quarter
-    of a rank's start (docs/measurements.md, *make test's time*)."""
+    the file in its package without importing it: sklearn.datasets brings in SciPy, a large part of a
+    rank's start (docs/measurements.md, *make test's time*)."""
     import numpy as np
 
     spec = importlib.util.find_spec("sklearn")  # finds the package, does not run it
