@@ -183,7 +183,7 @@ def run(
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every slot of -H, "
                   "or every local device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
-    mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all")] = "all",
+    mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all, or a comma list such as sequential,crossover")] = "all",
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
     seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
                        "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,

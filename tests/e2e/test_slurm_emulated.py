@@ -1,8 +1,8 @@
 """Slurm across the emulated hosts (scripts/slurm.sh up --emulated): slurmctld on the head, a slurmd on each
 host in its own namespaces, munge shared; a job of two nodes gets one task on each host, with the host's
-name, address and cores; a plan's group across both hosts is one Slurm job of two nodes (recording into
-PostgreSQL) with the losses of -H; scancel, a time limit and a lost node are recorded and leave nothing;
-`down` leaves no daemon and no folder, also after `xover cluster down` took the namespaces first.
+name, address and cores; a plan of two groups across both hosts is two Slurm jobs of two nodes (recording
+into PostgreSQL) with the losses of the jobs alone; scancel, a time limit and a lost node are recorded and
+leave nothing; `down` leaves no daemon and no folder, also after `xover cluster down` took the namespaces first.
 
 Needs root, Slurm and the emulated cluster's packages: skipped without them on a developer's machine,
 failed under CI=true.
@@ -103,41 +103,50 @@ def test_a_batch_job_of_two_nodes_is_started_on_the_first_and_steps_reach_both(s
     assert output.read_text().split("\n")[:-1] == ["xo-h1", "xo-h1 xo-h2 ", "xo-h1", "xo-h2"], output.read_text()
 
 
-def _plan_across_both_hosts(tmp_path: Path, iterations: int = ITERATIONS) -> tuple[Path, dict]:
+PAIR = {"mlp-digits": (2, 8), "resnet-digits": (30, 5)}  # job: (compute ms, communication ms) of its trace row
+TWO_PAIRS = PAIR | {"mlp-synthetic": (2, 20), "resnet-synthetic": (40, 4)}
+
+
+def _plan_across_both_hosts(tmp_path: Path, iterations: int = ITERATIONS, jobs: dict = PAIR) -> tuple[Path, list]:
+    """A plan from a trace of np=2 jobs on the two hosts' one device each: every group spans both hosts."""
     trace = tmp_path / "trace.csv"
-    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
-                     f"mlp-digits,2,2,8,0.1,{iterations}\nresnet-digits,2,30,5,0.1,{iterations}\n")
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n" + "".join(
+        f"{name},2,{compute},{comm},0.1,{iterations}\n" for name, (compute, comm) in jobs.items()))
     plan = tmp_path / "plan.json"
     made = subprocess.run([*XOVER, "plan", "--profiles", str(trace), "-H", TWO_HOSTS, "--max-group", "2",
                            "--out", str(plan), "--json"], capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
-    [group] = json.loads(made.stdout)["groups"]  # complementary: one group on both hosts' one device each
-    assert len(group["jobs"]) == 2, group
-    return plan, group
+    groups = json.loads(made.stdout)["groups"]  # complementary pairs, each on both hosts' one device
+    assert len(groups) == len(jobs) // 2 and all(len(group["jobs"]) == 2 for group in groups), groups
+    return plan, groups
 
 
-def test_a_group_across_both_hosts_runs_as_one_slurm_job_of_two_nodes(slurm_on_hosts, isolated_results, tmp_path,
-                                                                       postgres_url, monkeypatch):  # noqa: F811
-    """A plan's group planned on both hosts, submitted from the head: one Slurm job of two nodes, inside
-    which the group runs as with -H, recording into a PostgreSQL store every node reaches; its losses
-    are those of the same group run with -H."""
+def test_a_plan_of_two_groups_across_both_hosts_runs_as_two_slurm_jobs_of_two_nodes(
+        slurm_on_hosts, isolated_results, tmp_path, postgres_url, monkeypatch):  # noqa: F811
+    """A plan of two groups, each planned on both hosts, submitted from the head: two Slurm jobs of two
+    nodes (one after the other: each needs both hosts' one device), inside which each group runs as with
+    -H, recording into a PostgreSQL store every node reaches; under crossover every job's losses are
+    those of the job alone, per iteration."""
     monkeypatch.setenv("XOVER_DB", postgres_url)
-    plan, group = _plan_across_both_hosts(tmp_path)
-    slurm_run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "crossover",
+    plan, _ = _plan_across_both_hosts(tmp_path, jobs=TWO_PAIRS)
+    slurm_run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "sequential,crossover",
                          "--iterations", str(ITERATIONS), "--time-limit", "10", "--json", timeout=900)
     assert slurm_run.returncode == 0, slurm_run.stderr[-4000:]
     report = json.loads(slurm_run.stdout)
-    [job_id] = set(report["slurm_jobs"].values())
-    assert f"Slurm job {job_id} COMPLETED" in slurm_run.stderr and "(2 nodes x 1 devices)" in slurm_run.stderr
-    # inside the job xover runs on the first node, which it names localhost, as it names this machine
+    job_ids = set(report["slurm_jobs"].values())
+    assert len(job_ids) == 2, report["slurm_jobs"]
+    for job_id in job_ids:
+        assert f"Slurm job {job_id} COMPLETED" in slurm_run.stderr, slurm_run.stderr[-3000:]
+    assert slurm_run.stderr.count("(2 nodes x 1 devices)") == 2, slurm_run.stderr[-3000:]
+    # inside each job xover runs on its first node, which it names localhost, as it names this machine
+    assert sorted((j["name"], j["mode"]) for j in report["jobs"]) == sorted(
+        (name, mode) for name in TWO_PAIRS for mode in ("sequential", "crossover")), report["jobs"]
     assert all(j["status"] == "finished" and j["iterations"] == ITERATIONS and j["hosts"] == "localhost:1,xo-h2:1"
                for j in report["jobs"]), report["jobs"]
-    with_h = subprocess.run([*XOVER, "run", "--group", *group["jobs"], "-H", TWO_HOSTS, "--mode", "crossover",
-                             "--iterations", str(ITERATIONS), "--json"], capture_output=True, text=True, timeout=900)
-    assert with_h.returncode == 0, with_h.stderr[-4000:]
-    through_slurm = iteration_losses(postgres_url, report["experiment"])
-    direct = iteration_losses(postgres_url, json.loads(with_h.stdout)["experiment"])
-    assert through_slurm == direct and len(direct) == 2, (through_slurm, direct)  # exactly, per iteration
+    losses = iteration_losses(postgres_url, report["experiment"])
+    for name in TWO_PAIRS:
+        alone = losses[(name, "sequential")]
+        assert len(alone) == ITERATIONS and losses[(name, "crossover")] == alone, name  # exactly, per iteration
 
 
 def test_scancel_of_a_group_running_on_both_nodes_records_it_and_leaves_nothing(slurm_on_hosts, isolated_results,

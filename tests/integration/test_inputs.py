@@ -222,6 +222,8 @@ FLAG_CASES = [
     (["train", "xover"], "a folder"),
     (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
+    (["run", "--group", "mlp-digits", "--mode", "sequential,solo"], "comma list"),
+    (["run", "--group", "mlp-digits", "--mode", "crossover,"], "comma list"),
     (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
     (["run", "mlp-digits", "-H", "localhost:2"], "-H applies to --group"),
     (["plan", "mlp-digits", "--devices", "2", "--policy", "lottery"], "policy"),

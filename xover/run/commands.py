@@ -157,6 +157,10 @@ def _overlapping_groups(jobs: list[dict[str, Any]]) -> int:
 
 
 def modes_of(mode: str) -> list[str]:
-    if mode not in (*MODES, "all"):
-        raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential or all")
-    return list(MODES) if mode == "all" else [mode]
+    """`--mode`: one mode, `all`, or a comma list such as `sequential,crossover` (the baseline a user
+    wants beside crossover, without the third); run in the order of MODES, whatever the order given."""
+    asked = [part.strip() for part in mode.split(",")]
+    unknown = [part for part in asked if part not in (*MODES, "all")]
+    if unknown or not all(asked):
+        raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential, a comma list of them, or all")
+    return list(MODES) if "all" in asked else [m for m in MODES if m in asked]

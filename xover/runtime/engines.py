@@ -15,7 +15,7 @@ import torch
 
 from .. import devices
 from ..settings import HOST_VARIABLE, settings
-from .gradient_wait import LinkClock, wait_without_spinning
+from .gradient_wait import LinkClock, meet_without_spinning, wait_without_spinning
 
 
 class HorovodEngine:
@@ -33,6 +33,7 @@ class HorovodEngine:
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         hvd = self.hvd
+        meet_without_spinning(hvd)
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         self.optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())

@@ -43,6 +43,18 @@ def wait_without_spinning(done: Callable[[], bool], first_sleep_s: float = 0.000
         sleep = min(sleep * 1.5, max_sleep_s)
 
 
+def meet_without_spinning(hvd) -> None:
+    """Return once every rank of the Horovod job got here, having slept while waiting. Horovod's blocking
+    collectives spin while they wait (FACTS 2): a rank that reaches its first broadcast before its job's
+    other ranks have started (torch's import, the data) would spin through their start, on the cores
+    they start on. Met first, the broadcasts that follow wait for nobody."""
+    import torch
+
+    handle = hvd.allreduce_async(torch.zeros(1), name="xover.meet")
+    wait_without_spinning(lambda: hvd.poll(handle), max_sleep_s=0.02)  # a start: 20 ms late is nothing
+    hvd.synchronize(handle)
+
+
 class LinkClock:
     """Start of a step's communication (its first gradient), its measured span (`link_s`: the time the
     job keeps the link busy), and the sleep before polling that the recent spans allow."""

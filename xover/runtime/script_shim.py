@@ -50,7 +50,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     import horovod.torch as hvd
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    from .gradient_wait import wait_without_spinning
+    from .gradient_wait import meet_without_spinning, wait_without_spinning
 
     # horovodrun tells each rank who it is; the script calls hvd.init() itself
     coordinator = ScriptCoordinator(int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),
@@ -80,6 +80,14 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         return distributed
 
     hvd.DistributedOptimizer = DistributedOptimizer
+    broadcast_parameters = hvd.broadcast_parameters
+
+    @functools.wraps(broadcast_parameters)
+    def meet_then_broadcast_parameters(*args, **kwargs):  # where a script's ranks first wait for each other
+        meet_without_spinning(hvd)
+        return broadcast_parameters(*args, **kwargs)
+
+    hvd.broadcast_parameters = meet_then_broadcast_parameters
     for name in HOROVOD_BLOCKING_COLLECTIVES:  # a script's own, e.g. an all-reduce of its logged loss
         original = getattr(hvd, name, None)
         if original is not None:

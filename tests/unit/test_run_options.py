@@ -1,0 +1,23 @@
+"""`xover run --mode`: one mode, all, or a comma list, always run in one order."""
+
+import pytest
+
+from xover.errors import XoverError
+from xover.run.commands import modes_of
+
+
+@pytest.mark.parametrize("given, modes", [
+    ("all", ["sequential", "concurrent", "crossover"]),
+    ("crossover", ["crossover"]),
+    ("crossover,sequential", ["sequential", "crossover"]),  # the baseline first, as `all` runs it
+    ("sequential, crossover,crossover", ["sequential", "crossover"]),
+    ("concurrent,all", ["sequential", "concurrent", "crossover"]),
+])
+def test_a_mode_a_list_or_all(given, modes):
+    assert modes_of(given) == modes
+
+
+@pytest.mark.parametrize("given", ["fast", "sequential,solo", "crossover,", ""])
+def test_anything_else_is_one_line_naming_the_choices(given):
+    with pytest.raises(XoverError, match=r"^--mode .*: choose crossover, concurrent, sequential, a comma list"):
+        modes_of(given)
