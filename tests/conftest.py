@@ -108,7 +108,45 @@ def kind_of(path: Path) -> str | None:
     return folder if folder in KINDS else None
 
 
+# make test's order (-n 2 --dist loadfile). What the machine has once is one unit of work: its modules run
+# one after another on one worker, which then never waits for the other worker's hold of the lock. The
+# heaviest units go first (from `make test --durations`; a rough order is enough), so that the last
+# minutes are not one worker alone: xdist would hand out the modules with the most tests first.
+HEAVIEST_FIRST = ("cluster", "test_faults.py", "test_run.py", "test_ddp.py", "test_script_jobs.py",
+                  "test_gpu_check_dry_run.py", "test_scripts.py", "slurm", "test_profile_plan.py",
+                  "test_report_of_a_run.py", "test_engines.py", "test_train.py", "postgres")
+
+
+def work_unit(path: str | Path) -> str:
+    """The lock of a MACHINE_WIDE_MODULES module, else the module's file name."""
+    name = Path(path).name
+    return MACHINE_WIDE_MODULES.get(name, name)
+
+
+def _order(item) -> tuple[int, int]:
+    unit = work_unit(item.path)
+    kind = kind_of(item.path)
+    return (HEAVIEST_FIRST.index(unit) if unit in HEAVIEST_FIRST else len(HEAVIEST_FIRST),
+            ("e2e", "integration", "unit").index(kind) if kind else 3)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class MachineWideUnits(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return MACHINE_WIDE_MODULES.get(Path(path).name, path)
+
+    config.option.loadscopereorder = False  # the collection's order (_order), not the most tests first
+    return MachineWideUnits(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_order)  # stable: a module's tests stay together, in their order
     skip = pytest.mark.skip(reason="XOVER_SKIP_E2E=1: end-to-end test skipped (CI runs it)")
     skipped = 0
     for item in items:

@@ -715,21 +715,7 @@ def test_a_horovod_job_on_one_other_host_names_its_interface(monkeypatch):
                                                                         Path("/tmp/spec.json"))
 
 
-def test_one_rank_horovod_jobs_on_the_emulated_cluster_start_every_time(isolated_results, no_emulated_cluster_yet):
-    """Six one-rank runs on a two-host cluster, as the issue's reproduction (2 of 6 failed before)."""
-    from xover.launch import cluster
-
-    cluster.cluster_up(2, 1, "1gbit")
-    try:
-        statuses = []
-        for _ in range(6):
-            done = subprocess.run([PYTHON, "-m", "xover", "train", "mlp-balanced", "--np", "1", "-H",
-                                   "xo-h1:1,xo-h2:1", "--iterations", "5", "--json"], capture_output=True, text=True,
-                                  timeout=300, cwd=ROOT)
-            statuses.append(done.returncode if done.returncode else json.loads(done.stdout)["jobs"][0]["status"])
-        assert statuses == ["finished"] * 6, statuses
-    finally:
-        cluster.cluster_down()
+# (six one-rank jobs on the emulated cluster itself: tests/e2e/test_cluster.py)
 
 
 def test_a_hung_turn_server_on_another_host_is_stopped_with_its_files(tmp_path, monkeypatch):
