@@ -54,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xover.launch import cluster  # noqa: E402
+from xover.emulation import cluster  # noqa: E402
 from xover.runtime.metrics import MARKER  # noqa: E402
 from xover.run.leases import DeviceLeases  # noqa: E402
 from xover.run.supervise import tagged_processes  # noqa: E402

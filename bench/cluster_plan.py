@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.console import fmt  # noqa: E402
-from xover.launch import cluster  # noqa: E402
+from xover.emulation import cluster  # noqa: E402
 from xover.run.commands import schedule_summary  # noqa: E402
 
 RECIPES = ["resnet-synthetic", "mlp-synthetic", "transformer-chars", "mlp-balanced"]

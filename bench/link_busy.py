@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xover.launch import cluster  # noqa: E402
+from xover.emulation import cluster  # noqa: E402
 from xover.rates import parse_rate  # noqa: E402
 
 PAIRS = ["mlp-synthetic:mlp-balanced"]

@@ -11,7 +11,7 @@ SECONDS_EACH=${XOVER_DEMO_SECONDS:-15}
 $XOVER doctor || true
 HOSTS=()
 LINK=()
-cluster_unavailable=$($PY -c 'from xover.launch import cluster
+cluster_unavailable=$($PY -c 'from xover.emulation import cluster
 problems = cluster.missing_requirements()
 print("; ".join(problems) if problems else "a cluster is already up (xover cluster down)" if cluster.read_state() else "")')
 if [ -z "$cluster_unavailable" ]; then

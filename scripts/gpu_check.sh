@@ -108,7 +108,7 @@ if [ $CPU = 0 ]; then
 fi
 BW=()
 if "$PY" -c "
-from xover.launch.network import ShapedNetwork
+from xover.emulation.network import ShapedNetwork
 with ShapedNetwork('$RATE'):
     pass" 2>"$WORK/link.err"; then
   BW=(--bandwidth "$RATE"); say "link emulation works: $RATE"

@@ -43,7 +43,7 @@ else
 fi
 CTLD_PORT=${XOVER_SLURM_PORT:-6917}  # slurmd listens on the next port
 NODE=$(hostname -s)
-CLUSTER_STATE=/run/xover-cluster/cluster.json  # xover/launch/cluster.py's STATE_FILE
+CLUSTER_STATE=/run/xover-cluster/cluster.json  # xover/emulation/cluster.py's STATE_FILE
 HEAD_NS=xo-head
 CONF=$DIR/slurm.conf
 MUNGE_SOCKET=$DIR/run/munge.socket  # its folder must be reachable by every user

@@ -194,7 +194,7 @@ def no_emulated_cluster_yet(request):
 
 def require_no_emulated_cluster_yet() -> None:
     """no_emulated_cluster_yet, for a fixture of a wider scope (a cluster a whole module shares)."""
-    from xover.launch import cluster
+    from xover.emulation import cluster
 
     problems = cluster.missing_requirements()
     if problems:

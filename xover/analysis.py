@@ -11,8 +11,9 @@
 * the model's figures for a group from its jobs measured alone: the fluid bound and each policy's
   simulated speeds.
 
-The store (store/queries.py) supplies the rows; results are typed (results.py), except where the run
-commands still hold job summaries as dicts (`job_summary`, `compare_groups`).
+The store (store/queries.py) supplies the rows; results are typed (results.py). A job's summary is
+made as a dict (`job_summary`, the names of its JSON) and read into a RunResult; `xover train` still
+hands its summaries on as dicts.
 """
 
 from __future__ import annotations
@@ -181,18 +182,6 @@ def compare(jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default
         if job.is_alone and job.samples_per_s:  # alone, its whole run is its window
             compared[position] = dataclasses.replace(job, slowdown=1.0, samples_per_s_shared=job.samples_per_s)
     return compared, groups
-
-
-def compare_groups(jobs: list[dict[str, Any]], iterations: dict[int, list[Row]],
-                   default_policy: str = "work-conserving") -> list[dict[str, Any]]:
-    """`compare` for callers that hold job summaries as dicts (`xover run`, run/commands.py): sets
-    each job's `speed`, `slowdown` and `samples_per_s_shared` in place and returns the groups as
-    dicts (the shapes of `xover run --json`)."""
-    compared, groups = compare([RunResult.from_summary(job) for job in jobs], iterations, default_policy)
-    for job, result in zip(jobs, compared):
-        shown = result.to_json()  # new keys in the order the JSON has always had them
-        job.update({key: value for key, value in shown.items() if key in ("speed", "samples_per_s_shared", "slowdown")})
-    return [group.to_json() for group in groups]
 
 
 MIN_WINDOW_ITERATIONS = 3

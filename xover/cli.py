@@ -246,29 +246,30 @@ def run(
             iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, launcher=launcher,
             launcher_options=launcher_options | {"allow_changed": allow_changed}, plan_body=chosen.plan_body,
             plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out))
+    shown = result.to_json()
     if json_out:
-        print_json(result)
+        print_json(shown)
     else:
         from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
 
-        print_table(f"xover run  experiment {result['experiment']}  link {result['link'] or 'host network'}",
-                    job_columns(True), result["jobs"], DIGITS)
-        print_failures(result["jobs"])
-        if result["groups"]:
-            rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in result["groups"]]
+        print_table(f"xover run  experiment {result.experiment}  link {result.link or 'host network'}",
+                    job_columns(True), shown["jobs"], DIGITS)
+        print_failures(shown["jobs"])
+        if shown["groups"]:
+            rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]
             print_table("aggregate throughput while the jobs shared the devices (each job normalised by its speed "
                         "alone)", GROUP_COLUMNS, rows)
             if len(chosen.policies) > 1:
                 # the model's simulated gains come with `xover report`, which reads the jobs' runs alone
                 print_table("crossover by turn policy", [c for c in POLICY_COLUMNS if c[1] != "simulated"],
-                            display_rows(policy_rows(result["groups"])))
-        if "schedule" in result:
-            schedule = result["schedule"]
+                            display_rows(policy_rows(shown["groups"])))
+        if result.schedule is not None:
+            schedule = result.schedule
             console.print(f"makespan {schedule['measured_makespan_s']:.1f} s measured vs {schedule['predicted_makespan_s']:.1f} s "
                           f"predicted by the plan vs {schedule['sequential_makespan_s']:.1f} s one after another; "
                           f"up to {schedule['groups_overlapping']} groups ran at once")
-        console.print(f"logs: {result['results_dir']}")
-    raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+        console.print(f"logs: {result.results_dir}")
+    raise typer.Exit(0 if result.finished else 1)
 
 
 PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data ms", "data_ms"),

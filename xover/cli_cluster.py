@@ -1,6 +1,6 @@
-"""`xover cluster up|status|down`: an emulated cluster on this machine (xover/launch/cluster.py).
+"""`xover cluster up|status|down`: an emulated cluster on this machine (xover/emulation/cluster.py).
 
-Each command imports launch.cluster (and the process supervisor it uses) itself: this module loads
+Each command imports emulation.cluster (and the process supervisor it uses) itself: this module loads
 with every `xover` command line, `--help` included."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def up(
                                            "'hosts').")] = False,
 ) -> None:
     """Build HOSTS emulated hosts (namespaces with a shaped NIC and a sshd each); prints their -H spec last."""
-    from .launch.cluster import cluster_up
+    from .emulation.cluster import cluster_up
 
     with _user_errors():
         status = cluster_up(hosts, devices_per_host, bandwidth)
@@ -72,7 +72,7 @@ def up(
 @cluster_app.command()
 def status(json_out: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False) -> None:
     """Show the emulated hosts, their addresses, slots, NIC rate and health; exit 1 when none is up or it is broken."""
-    from .launch.cluster import cluster_status
+    from .emulation.cluster import cluster_status
 
     with _user_errors():
         state = cluster_status()
@@ -94,7 +94,7 @@ def status(json_out: Annotated[bool, typer.Option("--json", help="Print the stat
 @cluster_app.command()
 def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was removed as JSON.")] = False) -> None:
     """Remove the emulated cluster and everything it started; safe to repeat, and after a crash."""
-    from .launch.cluster import cluster_down
+    from .emulation.cluster import cluster_down
 
     with _user_errors():
         removed = cluster_down()

@@ -9,9 +9,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .launch.cluster import diagnose_cluster
+from .emulation.cluster import diagnose_cluster
 from .launch.horovod import horovodrun_path
-from .launch.network import ShapedNetwork
+from .emulation.network import ShapedNetwork
 from .launch.slurm import diagnose_slurm
 from .store import session as store_session  # as an attribute: tests replace store_session.open_store
 

@@ -35,7 +35,7 @@ from .devices import hardware_fingerprint
 from .errors import XoverError
 from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
-from .launch.network import requested_rate
+from .emulation.network import requested_rate
 from .planner.model import link_busy_ms, measured_interference
 from .rates import parse_rate
 from .recipes import Recipe, RecipeError, load_recipe, with_overrides

@@ -173,6 +173,43 @@ class GroupComparison:
 
 
 @dataclass(frozen=True)
+class RunOutcome:
+    """What one `xover run` ran (run/commands.run_groups): each job's run in each mode, compared
+    (speeds set), and each group's comparison, with the plan's predicted gains, the launcher's job
+    ids and, for a plan run as scheduled, its makespans. `to_json()` is `xover run --json`."""
+
+    experiment: str
+    results_dir: str
+    bandwidth: str | None
+    link: str | None  # None: the host's network
+    modes: list[str]
+    policies: list[str]
+    jobs: list[RunResult]
+    groups: list[GroupComparison]
+    predicted_gains: dict[int, float | None] = field(default_factory=dict)  # group -> the plan's
+    launcher: str = "local"
+    launcher_jobs: dict[int, str] = field(default_factory=dict)  # group -> the launcher's job id (Slurm's)
+    schedule: dict[str, Any] | None = None  # run/commands.schedule_summary
+
+    @property
+    def finished(self) -> bool:
+        return all(job.status == "finished" for job in self.jobs)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "experiment": self.experiment, "results_dir": self.results_dir, "bandwidth": self.bandwidth,
+            "link": self.link, "modes": self.modes, "policies": self.policies,
+            "jobs": [job.to_json() for job in self.jobs],
+            "groups": [group.to_json() | {"predicted_gain": self.predicted_gains.get(group.group)}
+                       for group in self.groups]}
+        if self.launcher_jobs:
+            data[f"{self.launcher}_jobs"] = {str(index): job_id for index, job_id in self.launcher_jobs.items()}
+        if self.schedule is not None:
+            data["schedule"] = self.schedule
+        return data
+
+
+@dataclass(frozen=True)
 class SimulatedGain:
     """One turn policy simulated on a group's jobs alone: the sum of speeds, and each job's speed."""
 

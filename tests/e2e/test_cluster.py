@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from xover.launch import cluster
+from xover.emulation import cluster
 from xover.launch.horovod import horovodrun_path
 from xover.launch.torchrun import torchrun_commands
 

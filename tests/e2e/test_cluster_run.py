@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import iteration_losses, require_no_emulated_cluster_yet
 
-from xover.launch import cluster
+from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]

@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet, wait_for_iterating_runs
 
 from fixtures_services import postgres_server, postgres_url  # noqa: F401  (fixtures)
-from xover.launch import cluster
+from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]

@@ -4,7 +4,7 @@ import os
 import sys
 
 
-from xover.launch import cluster
+from xover.emulation import cluster
 
 CLUSTER_CLI = [sys.executable, "-m", "xover", "cluster"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"

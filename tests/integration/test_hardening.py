@@ -705,14 +705,17 @@ def test_a_horovod_job_on_one_other_host_names_its_interface(monkeypatch):
     """horovodrun probes a single remote host against itself, so loopback counts as routed, and the
     rendezvous address came from a set's first interface: 127.0.0.1 of the launcher in about half the
     runs. Before: no interface was named; one-rank jobs on the emulated cluster failed intermittently."""
-    from xover.launch import cluster, horovod
+    from xover.emulation import cluster
+    from xover.launch import horovod
 
-    monkeypatch.setattr(cluster, "is_emulated_host", lambda name: name.startswith("xo-h"))
-    command = horovod.horovodrun_command(1, "xo-h1:1", Path("/tmp/logs"), Path("/tmp/spec.json"))
+    monkeypatch.setattr(cluster, "read_state", lambda: {"ready": True, "hosts": [
+        {"name": "xo-h1", "address": "10.77.0.1"}, {"name": "xo-h2", "address": "10.77.0.2"}]})
+    interfaces = cluster.host_interfaces()  # what `xover run` gives horovodrun_command
+    command = horovod.horovodrun_command(1, "xo-h1:1", Path("/tmp/logs"), Path("/tmp/spec.json"), interfaces=interfaces)
     assert command[command.index("--network-interfaces") + 1] == cluster.NIC
     for hosts in ("xo-h1:1,xo-h2:1", "localhost:2"):  # across hosts Horovod's probe works; here, loopback is right
         assert "--network-interfaces" not in horovod.horovodrun_command(2, hosts, Path("/tmp/logs"),
-                                                                        Path("/tmp/spec.json"))
+                                                                        Path("/tmp/spec.json"), interfaces=interfaces)
 
 
 # (six one-rank jobs on the emulated cluster itself: tests/e2e/test_cluster.py)

@@ -1,5 +1,5 @@
 """The link's bands for real: socket priorities set on a process's open TCP sockets, and a shaped link
-(launch/network.py: tbf with pfifo_fast under it) that serves the higher priority first."""
+(emulation/network.py: tbf with pfifo_fast under it) that serves the higher priority first."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from xover.errors import XoverError
-from xover.launch.network import ShapedNetwork, missing_tools
+from xover.emulation.network import ShapedNetwork, missing_tools
 from xover.runtime.link_priority import link_priority_from_env, prioritise_sockets
 from xover.settings import LINK_PRIORITY_VARIABLE as PRIORITY_ENV
 

@@ -124,6 +124,8 @@ def test_the_graph_is_read():
     graph = import_graph()
     assert "xover.store.profiles" in graph["xover.plans"]
     assert {"xover.launch", "xover.launch.processes"} <= graph["xover.turns.service"]
+    assert {"xover.emulation", "xover.emulation.cluster"} <= graph["xover.run.schedule"]
+    assert not [name for name in graph["xover.launch.horovod"] if name.startswith("xover.emulation")]
     assert {"xover.run", "xover.run.experiment"} <= graph["xover.profiler"]
 
 

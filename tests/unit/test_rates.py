@@ -26,7 +26,7 @@ def test_rates_are_described_for_people():
 
 
 def test_host_means_the_unshaped_network_for_every_command():
-    from xover.launch.network import requested_rate
+    from xover.emulation.network import requested_rate
 
     assert requested_rate("host") is None and requested_rate(None) is None and requested_rate("") is None
     assert requested_rate("1000mbit") == "1gbit"

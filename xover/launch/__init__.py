@@ -1,4 +1,5 @@
-"""Command lines for the distributed launchers, and network emulation."""
+"""Command lines for the distributed launchers (horovodrun, torchrun, Slurm), the hosts they run on and
+the processes they start (the emulated cluster and the shaped link: xover.emulation)."""
 
 from __future__ import annotations
 

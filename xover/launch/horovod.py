@@ -17,7 +17,7 @@ import socket
 import sys
 from pathlib import Path
 
-from . import cluster, find_launcher
+from . import find_launcher
 from .hosts import is_local, parse_hosts
 
 
@@ -46,19 +46,21 @@ def route_interface(host: str) -> str | None:
     return None
 
 
-def network_interface_options(hosts: str) -> list[str]:
-    """`--network-interfaces NIC` for a job on one host that is not this machine, else nothing."""
+def network_interface_options(hosts: str, interfaces: dict[str, str] | None = None) -> list[str]:
+    """`--network-interfaces NIC` for a job on one host that is not this machine, else nothing: the
+    host's interface as `interfaces` names it (an emulated host's, xover.emulation.cluster), else the
+    one this machine routes to it through."""
     names = [name for name, _ in parse_hosts(hosts)]
     if len(names) != 1 or is_local(names[0]):
         return []
-    nic = cluster.NIC if cluster.is_emulated_host(names[0]) else route_interface(names[0])
+    nic = (interfaces or {}).get(names[0]) or route_interface(names[0])
     return ["--network-interfaces", nic] if nic else []
 
 
 def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120,
-                       program: list[str] | None = None) -> list[str]:
+                       program: list[str] | None = None, interfaces: dict[str, str] | None = None) -> list[str]:
     # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
     # a single rank's output is in the launcher's log anyway.
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
     return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
-            *network_interface_options(hosts), *per_rank_logs, *(program or worker_command(spec_path))]
+            *network_interface_options(hosts, interfaces), *per_rank_logs, *(program or worker_command(spec_path))]

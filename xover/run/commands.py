@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..analysis import compare_groups
+from ..analysis import compare
 from ..console import errors
 from ..errors import XoverError
-from ..launch.network import requested_rate
+from ..emulation.network import requested_rate
 from ..recipes import load_recipe, with_overrides
+from ..results import RunOutcome, RunResult
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import experiment_jobs, iteration_rows, store_plan
 from ..store.session import open_store
@@ -73,7 +74,7 @@ class RunOptions:
     show_progress: bool = True
 
 
-def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> dict[str, Any]:
+def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> RunOutcome:
     """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
     their devices are free, side by side); several modes are a comparison, one unit at a time. The
     launcher (launchers.py) runs them: here or over ssh ('local'), or each group of the plan as a Slurm
@@ -113,40 +114,34 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     makespan_s = time.time() - started
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
-        jobs = experiment_jobs(session, run.id, iterations)
-    comparisons = compare_groups(jobs, iterations, policies[0])
-    predicted = {g.index: g.predicted_gain for g in groups}
-    for comparison_row in comparisons:
-        comparison_row["predicted_gain"] = predicted.get(comparison_row["group"])
-    result = {"experiment": run.id, "results_dir": str(run.results_dir), "bandwidth": bandwidth,
-              "link": None if link == "host" else link, "modes": modes,
-              "policies": policies, "jobs": jobs, "groups": comparisons}
-    if launcher_jobs:
-        result[f"{chosen.name}_jobs"] = {str(index): job_id for index, job_id in launcher_jobs.items()}
-    if plan_body and not comparison:
-        result["schedule"] = schedule_summary(jobs, plan_body, makespan_s)
-    return result
+        summaries = experiment_jobs(session, run.id, iterations)
+    jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
+    return RunOutcome(experiment=run.id, results_dir=str(run.results_dir), bandwidth=bandwidth,
+                      link=None if link == "host" else link, modes=modes, policies=policies, jobs=jobs,
+                      groups=comparisons, predicted_gains={g.index: g.predicted_gain for g in groups},
+                      launcher=chosen.name, launcher_jobs=dict(launcher_jobs or {}),
+                      schedule=schedule_summary(jobs, plan_body, makespan_s) if plan_body and not comparison else None)
 
 
-def schedule_summary(jobs: list[dict[str, Any]], plan_body: dict, wall_s: float) -> dict[str, Any]:
+def schedule_summary(jobs: list[RunResult], plan_body: dict, wall_s: float) -> dict[str, Any]:
     """A plan run as scheduled: measured makespan (first job start to last job end) next to the plan's
     prediction and to running its jobs one after another."""
-    starts = [datetime.fromisoformat(j["started_at"]) for j in jobs if j.get("started_at")]
-    ends = [datetime.fromisoformat(j["ended_at"]) for j in jobs if j.get("ended_at")]
+    starts = [datetime.fromisoformat(j.started_at) for j in jobs if j.started_at]
+    ends = [datetime.fromisoformat(j.ended_at) for j in jobs if j.ended_at]
     measured = (max(ends) - min(starts)).total_seconds() if starts and ends else wall_s
     return {"measured_makespan_s": measured, "predicted_makespan_s": plan_body.get("predicted_makespan_ms", 0) / 1000,
             "sequential_makespan_s": plan_body.get("sequential_makespan_ms", 0) / 1000,
             "groups_overlapping": _overlapping_groups(jobs)}
 
 
-def _overlapping_groups(jobs: list[dict[str, Any]]) -> int:
+def _overlapping_groups(jobs: list[RunResult]) -> int:
     """How many groups ran at the same time at the busiest moment."""
     spans: dict[int, list[float]] = {}
     for job in jobs:
-        if job.get("started_at") and job.get("ended_at") and job["group"] is not None:
-            start = datetime.fromisoformat(job["started_at"]).timestamp()
-            end = datetime.fromisoformat(job["ended_at"]).timestamp()
-            span = spans.setdefault(job["group"], [start, end])
+        if job.started_at and job.ended_at and job.group is not None:
+            start = datetime.fromisoformat(job.started_at).timestamp()
+            end = datetime.fromisoformat(job.ended_at).timestamp()
+            span = spans.setdefault(job.group, [start, end])
             span[0], span[1] = min(span[0], start), max(span[1], end)
     moments = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()])
     busiest = current = 0

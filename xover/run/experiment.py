@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import XOVER_ROOT, results_root
 from ..console import ProgressObserver, errors
 from ..errors import XoverError
-from ..launch import cluster
+from ..emulation import cluster
 from ..launch.hosts import is_local
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..store.queries import new_experiment_id

@@ -28,10 +28,10 @@ from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..errors import XoverError
-from ..launch import cluster
+from ..emulation import cluster
 from ..launch.horovod import horovodrun_command
 from ..launch.hosts import is_local
-from ..launch.network import network_for
+from ..emulation.network import network_for
 from ..launch.processes import sweep
 from ..launch.torchrun import torchrun_commands
 from ..runtime.metrics import record_problem
@@ -177,7 +177,8 @@ def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[st
                 torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=shim, remote_prefix=prefix,
                                   deadline=deadline, forward=tuple(job.recipe.env))]
     return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
-                                          program=[sys.executable, "-u", *shim] if shim else None)]]
+                                          program=[sys.executable, "-u", *shim] if shim else None,
+                                          interfaces=cluster.host_interfaces())]]
 
 
 class Scheduler:

@@ -1,6 +1,6 @@
 """A job's place on the link: the launcher gives the job that needs the link least a higher socket
 priority (`XOVER_LINK_PRIORITY`, see turns/policies.py: link_bands), and every rank marks its TCP
-sockets with it (SO_PRIORITY). The shaped link serves packets by that priority (launch/network.py,
+sockets with it (SO_PRIORITY). The shaped link serves packets by that priority (emulation/network.py,
 and the emulated cluster's NICs), so a small all-reduce no longer queues behind a partner's bulk one.
 
 The engines open their sockets themselves (Gloo, Horovod's Gloo controller), so they are found among

@@ -26,7 +26,7 @@ work-conserving   The default. A device never idles while a slot of its group wa
                   needs the link least per iteration (link fraction l / T) is served first: a unit
                   of its speed costs the least link time, which is also how the fluid bound spends
                   the link. Its sockets carry a higher SO_PRIORITY, which the shaped link's queue
-                  serves first (launch/network.py); the others keep the link whenever it has
+                  serves first (emulation/network.py); the others keep the link whenever it has
                   nothing to send, at least 1 - MAX_FIRST_LINK_FRACTION of it.
 """
 

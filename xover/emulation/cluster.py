@@ -73,7 +73,7 @@ from ..errors import XoverError
 from ..devices import gpu_count as visible_gpu_count
 from ..rates import canonical_rate
 from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
-from .processes import start_time, stop_processes
+from ..launch.processes import start_time, stop_processes
 
 STATE_DIR = Path("/run/xover-cluster")
 STATE_FILE = STATE_DIR / "cluster.json"
@@ -235,6 +235,14 @@ def cluster_rate() -> str | None:
     """The NIC rate of the live emulated cluster (canonical, e.g. '1gbit'): the link a run on it is keyed by."""
     state = read_state()
     return state["rate"] if state is not None and state.get("ready") else None
+
+
+def host_interfaces() -> dict[str, str]:
+    """Each host of the live emulated cluster, by name and by address -> its NIC (none without one)."""
+    state = read_state()
+    if state is None or not state.get("ready"):
+        return {}
+    return {key: NIC for host in state["hosts"] for key in (host["name"], host["address"])}
 
 
 def is_emulated_host(name: str) -> bool:
