@@ -16,7 +16,8 @@ demo: setup
 
 # Two workers, a module's tests on one: the end-to-end tests wait on process starts and rendezvous as
 # much as they compute (docs/measurements.md, *make test's time*); what the whole machine has once
-# (the emulated cluster, Slurm, PostgreSQL) is used under a lock (tests/conftest.py).
+# (the emulated cluster, Slurm, PostgreSQL) is used under a lock, its modules one unit of work on one
+# worker, and the heaviest units are handed out first (tests/conftest.py).
 test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
