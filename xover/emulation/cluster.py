@@ -71,9 +71,9 @@ from typing import Any
 
 from ..errors import XoverError
 from ..devices import gpu_count as visible_gpu_count
+from ..launch.processes import start_time, stop_processes
 from ..rates import canonical_rate
 from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
-from ..launch.processes import start_time, stop_processes
 
 STATE_DIR = Path("/run/xover-cluster")
 STATE_FILE = STATE_DIR / "cluster.json"
@@ -247,10 +247,7 @@ def host_interfaces() -> dict[str, str]:
 
 def is_emulated_host(name: str) -> bool:
     """Is `name` (a host name or address) a host of the live emulated cluster?"""
-    state = read_state()
-    if state is None or not state.get("ready"):
-        return False
-    return any(name in (host["name"], host["address"]) for host in state["hosts"])
+    return name in host_interfaces()
 
 
 def launch_prefix(hosts: list[str]) -> list[str]:
