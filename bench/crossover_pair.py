@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -218,6 +219,9 @@ def start_turn_server(path: str, devices: list[str]) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy", "round-robin",
                                *[f"--device={d}" for d in devices]], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert server.stdout.readline().strip() == "ready"
+    # then its lines (the turns' spans, streamed) are read and dropped: a server whose stdout pipe is full
+    # blocks on its next line, and its workers wait for a grant until they give up on it
+    threading.Thread(target=server.stdout.read, daemon=True).start()
     return server
 
 

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,6 +102,8 @@ def handoff(rounds: int = 300) -> dict:
         try:
             if server.stdout.readline().strip() != "ready":
                 raise RuntimeError("the turn server did not start")
+            # its later lines (the turns' spans) read and dropped: on a full stdout pipe it would block
+            threading.Thread(target=server.stdout.read, daemon=True).start()
             queue = ctx.Queue()
             procs = [ctx.Process(target=_turn_taker, args=(path, slot, rounds, queue, ON_CPU)) for slot in (0, 1)]
             for proc in procs:
