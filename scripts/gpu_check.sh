@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # xover's GPU check: one prepared command for a machine with one NVIDIA GPU, root, and no network.
 #
-#   bash scripts/gpu_check.sh [--cpu] [--phases LIST] [--budget SECONDS] [--rate RATE] [--out DIR] [--work DIR]
+#   bash scripts/gpu_check.sh [--cpu] [--phases LIST] [--budget SECONDS] [--rate RATE] [--policy P] [--out DIR] [--work DIR]
 #
 # Beforehand, on a machine with the package registries: `make gpu-bundle` (wheels of SQLAlchemy, Alembic
 # and Mako for Python 3.12, Debian's iproute2; into .gpu-bundle/, which travels with the checkout). The
@@ -21,6 +21,8 @@
 #   paper-bert   ResNet-50 + BERT-base;   paper-twins  two copies of ResNet-50
 # The default phases are the check (probe to scripts, about 8 minutes); the paper's pairs are the GPU
 # benchmark: --phases paper,paper-mps,paper-bert,paper-twins --budget 420.
+# --policy work-conserving|round-robin: the pairs' crossover under that policy alone (default: both).
+# A pair profiled earlier in the same call is not profiled again (paper-mps reuses paper's profiles).
 # --cpu: a dry run of every phase on the CPU with the small built-in recipes (what the test suite runs).
 # Writes OUT/summary.md (one table), OUT/probe.json and OUT/data.tgz (the store, the reports and every log).
 set -u
@@ -31,6 +33,7 @@ PHASES_GIVEN=0
 PHASES="probe parity pair-gloo pair-nccl scripts"  # the check; --phases paper,paper-mps,paper-bert,paper-twins: the benchmark
 BUDGET=""
 RATE=10gbit
+POLICY=all
 OUTDIR=""
 WORK=""
 while [ $# -gt 0 ]; do
@@ -39,9 +42,10 @@ while [ $# -gt 0 ]; do
     --phases) PHASES=${2//,/ }; PHASES_GIVEN=1; shift ;;
     --budget) BUDGET=$2; shift ;;
     --rate) RATE=$2; shift ;;
+    --policy) POLICY=$2; shift ;;
     --out) OUTDIR=$2; shift ;;
     --work) WORK=$2; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -75,6 +79,7 @@ fi
 # every rank of a job may share one GPU: each GPU counts as two devices (devices.py)
 SHARED=(XOVER_DEVICES_PER_GPU=2 GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=WARN)
 DONE=""
+PROFILED=" "  # "backend:recipe+recipe" of the pairs profiled in this call
 RUN_EXTRA=()
 
 # ---- set-up: what the image lacks, from .gpu-bundle/ (no network there)
@@ -133,7 +138,7 @@ report() {
   id=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['experiment'])" "$WORK/$1.run.json" 2>/dev/null \
        || echo latest)
   "$PY" -m xover report "$id" --format json >"$WORK/$1.report.json" 2>>"$WORK/$1.run.err"
-  DONE="$DONE $1"
+  [[ " $DONE " == *" $1 "* ]] || DONE="$DONE $1"
 }
 
 # pair NAME NEED SECONDS BACKEND RECIPE RECIPE [VAR=VALUE ...]: profile both, then the comparison of a group
@@ -142,13 +147,17 @@ pair() {
   if [ "$(left)" -lt "$need" ]; then say "phase $name skipped: $(left)s left, needs ${need}s"; return; fi
   say "phase $name: $a + $b, $backend, link $LINK"
   local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@")
-  local length=(--seconds "$seconds") modes=(--mode all --policy all)
+  local length=(--seconds "$seconds") modes=(--mode all --policy "$POLICY") key="$backend:$a+$b"
   if [ $CPU = 1 ] && [ "$name" != pair-gloo ]; then
     # the dry run profiles and compares once (pair-gloo); the other pairs run crossover alone, to stay
     # within minutes (a run costs 10-15 s here, most of it starting processes)
     length=(--iterations "${PROFILE[1]}"); modes=(--mode crossover --policy work-conserving)
-  elif ! xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
+  elif [[ $PROFILED == *" $key "* ]]; then
+    say "  $a + $b ($backend) profiled earlier in this call"
+  elif xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
        "${PROFILE[@]}" --no-corun --force --json; then
+    PROFILED="$PROFILED$key "
+  else
     length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
   fi
   xo $(($(left) - 10)) "$name.run" "${vars[@]}" -- run --group "$a" "$b" --engine torch "${BW[@]}" "${length[@]}" \

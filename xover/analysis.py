@@ -288,7 +288,9 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
         estimate = link_busy_ms(job.gradient_bytes, job.np, hosts, parse_rate(link))
         span_ms = job.link_ms
         link_ms = max(link_ms, min(estimate, span_ms) if span_ms else estimate)
-    comm_cpu = min(1.0, job.comm_cpu_ms / link_ms) if job.comm_cpu_ms and link_ms > 0 else 0.0
+    on_gpu = (job.device or "").startswith("cuda")
+    # on a GPU the communication threads' CPU is not device time (as profiler.comm_cpu_ms_of has it)
+    comm_cpu = min(1.0, job.comm_cpu_ms / link_ms) if job.comm_cpu_ms and link_ms > 0 and not on_gpu else 0.0
     try:
         return JobProfile(name=job.name, devices=job.np, compute_ms=job.compute_ms,
                           comm_ms=job.communication_ms, memory_gb=0.0, data_ms=job.data_ms or 0.0,
@@ -296,8 +298,7 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
                           # how soon it yields a turn, as the planner has it from a profile
                           checkpoint_ms=checkpoint_interval_ms((job.data_ms or 0.0) + job.compute_ms,
                                                                job.checkpoints,
-                                                               on_gpu=(job.device or "").startswith("cuda"),
-                                                               synced=settings().checkpoint_sync),
+                                                               on_gpu=on_gpu, synced=settings().checkpoint_sync),
                           interference=job.interference or 0.0,
                           interference_link_share=job.interference_link_share)
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians

@@ -64,24 +64,30 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
         members = [j for j in jobs if j.get("group") == group.get("group")]
         label = " + ".join(group.get("jobs", []))
         parity = [p for p in report.get("parity") or [] if p.get("group") == group.get("group")]
-        worst = max((p.get("max_abs_loss_diff") or 0.0 for p in parity), default=None)
         common = [name, label, _setting(members, "backend"), link, _setting(members, "gpu_sharing")]
 
         def by(mode, policy=None):
             return [j for j in members if j.get("mode") == mode and (policy is None or j.get("policy") == policy)]
 
+        def parity_of(mode, policy=None):
+            # only runs with steps to compare: a run cut before its first step proves nothing
+            compared = [p for p in parity if p.get("mode") == mode and p.get("policy") == policy and p.get("steps")]
+            worst = max((p.get("max_abs_loss_diff") or 0.0 for p in compared), default=None)
+            return "exact" if worst == 0 else ("-" if worst is None else f"{worst:.2g}")
+
         rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-", "-",
                               _utilisation(samples, by("sequential")), "-"])
         if group.get("concurrent_vs_sequential") is not None:
             rows.append(common + ["concurrent", _f(group["concurrent_vs_sequential"]), "1.00", "", "-",
-                                  _share(group.get("concurrent_overlap")), _utilisation(samples, by("concurrent")), "-"])
+                                  _share(group.get("concurrent_overlap")), _utilisation(samples, by("concurrent")),
+                                  parity_of("concurrent")])
         simulated = group.get("simulated") or {}
         for policy, figures in sorted((group.get("policies") or {}).items()):
             predicted = (simulated.get(policy) or {}).get("gain")
             rows.append(common + [f"crossover {policy}", _f(figures.get("aggregate")), _f(figures.get("vs_concurrent")),
                                   "", _f(predicted), _share(figures.get("overlap")),
                                   _utilisation(samples, by("crossover", policy)),
-                                  "exact" if worst == 0 else ("-" if worst is None else f"{worst:.2g}")])
+                                  parity_of("crossover", policy)])
     return rows
 
 

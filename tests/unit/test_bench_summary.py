@@ -25,3 +25,16 @@ def test_hit_rates_from_profiles_from_steady_rows_and_from_runs_alone(capsys):
     from_alone = (abs(1.61 / 1.60 - 1) + abs(1.45 / 1.50 - 1) + abs(1.40 / 1.20 - 1)) / 3 * 100
     from_profiles = (abs(1.62 / 1.60 - 1) + abs(1.30 / 1.50 - 1) + abs(1.40 / 1.20 - 1) + abs(1.12 / 1.10 - 1)) / 4 * 100
     assert f"mean error {from_alone:.1f}%, from the profiles {from_profiles:.1f}%" in line
+
+
+def test_the_gpu_checks_loss_parity_is_per_mode_and_only_where_steps_were_compared():
+    summarize = load_bench("gpu/summarize")
+    parity = [{"group": 0, "name": "a", "mode": "concurrent", "policy": None, "steps": 12, "max_abs_loss_diff": 0.0},
+              {"group": 0, "name": "a", "mode": "crossover", "policy": "work-conserving", "steps": 0,
+               "max_abs_loss_diff": None}]  # cut by a timeout before its first step
+    report = {"experiment": {"bandwidth": "25gbit"}, "parity": parity,
+              "jobs": [{"group": 0, "name": "a", "mode": m} for m in ("sequential", "concurrent", "crossover")],
+              "groups": [{"group": 0, "jobs": ["a", "b"], "fluid_bound": 1.5, "concurrent_vs_sequential": 1.3,
+                          "policies": {"work-conserving": {"aggregate": None}}}]}
+    rows = {row[5]: row[-1] for row in summarize.group_rows("paper", report, [])}
+    assert rows == {"sequential": "-", "concurrent": "exact", "crossover work-conserving": "-"}

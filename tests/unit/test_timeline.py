@@ -59,6 +59,17 @@ def test_the_model_from_a_run_alone_yields_at_its_layer_boundaries():
     assert profile_of_run({**job, "checkpoints": None}, "1gbit").checkpoint_ms == 1.0  # not recorded: the default
 
 
+def test_the_model_from_a_run_alone_charges_communication_cpu_to_cpu_devices_only():
+    from xover.analysis import profile_of_run
+
+    job = {"name": "a", "np": 2, "compute_ms": 76.0, "data_ms": 0.0, "communication_ms": 28.0,
+           "hosts": "localhost:2", "gradient_bytes": None, "comm_cpu_ms": 28.0}
+    # Gloo's threads copy through host memory: on CPU cores that is the partner's compute time, on a GPU it is not
+    assert profile_of_run({**job, "device": "cpu"}, "host").comm_cpu == pytest.approx(1.0)
+    on_gpu = profile_of_run({**job, "device": "cuda:0"}, "host")
+    assert on_gpu.comm_cpu == 0.0 and on_gpu.device_share == pytest.approx(76.0 / 104.0)
+
+
 def _row(end: float, iteration: float, communication: float, wait: float, compute: float, data: float = 0.0):
     return {"wall_time": end, "iteration_s": iteration, "communication_s": communication, "wait_s": wait,
             "compute_s": compute, "data_s": data}
