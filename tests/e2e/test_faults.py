@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -155,14 +156,20 @@ def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_pa
         waiting = subprocess.Popen([*XOVER, "--db", str(tmp_path / "other.db"), "train", "mlp-digits",
                                     "--iterations", "3", "--wait", "--json"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(5)
-        assert waiting.poll() is None  # still waiting for the devices
+        # the first is stopped only once the second says it waits (its start takes seconds on a loaded machine)
+        said = []
+        reader = threading.Thread(target=lambda: said.extend(waiting.stderr), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not any("waiting: device localhost:0" in line for line in said) and time.monotonic() < deadline:
+            assert waiting.poll() is None, "".join(said)[-2000:]  # it must wait for the devices, not fail
+            time.sleep(0.2)
+        assert any("waiting: device localhost:0" in line for line in said), "".join(said)[-2000:]
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(60)
-    out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, err[-2000:]
-    assert "waiting: device localhost:0" in err
+    out = waiting.stdout.read()
+    assert waiting.wait(120) == 0, "".join(said)[-2000:]
     assert json.loads(out)["jobs"][0]["status"] == "finished"
 
 
