@@ -50,6 +50,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+case $POLICY in all|work-conserving|round-robin) ;;
+  *) echo "gpu_check.sh: --policy must be all, work-conserving or round-robin, got '$POLICY'" >&2; exit 2 ;;
+esac
 OUTDIR=${OUTDIR:-$ROOT/results/gpu-check}
 WORK=${WORK:-$OUTDIR/work}
 mkdir -p "$OUTDIR" "$WORK"
