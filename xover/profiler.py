@@ -20,6 +20,7 @@ reference partner did: `planner.model.interference_next_to`).
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import statistics
@@ -151,6 +152,17 @@ def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[It
     return statistics.median((m.data_s or 0.0) + m.compute_s for m in shared) * 1000
 
 
+def corun_partner_iterations(iterations: int, job_iteration_ms: float, partner_device_ms: float,
+                             partner_iteration_ms: float) -> int:
+    """How many iterations the reference partner runs next to a job measured for `iterations`: enough to
+    outlast the job, since only the job's iterations that end while the partner runs count. Under
+    crossover a job's iteration can take its own time plus the partner's device time; twice that,
+    because the profiles may come from a quieter or busier machine than this run (sized by the job's
+    time alone, a partner profiled on a loaded machine ended after 2 of the job's 9 iterations)."""
+    crossover_ms = job_iteration_ms + partner_device_ms
+    return max(iterations, math.ceil(2 * iterations * crossover_ms / partner_iteration_ms))
+
+
 def startup_ms_of(run: Run, metrics: list[IterationMetric]) -> float | None:
     """From the launcher's start to the start of the first iteration."""
     if not metrics or run.started_at is None:
@@ -260,8 +272,9 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
 def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
                    iterations: int, warmup: int, engine: str) -> Profile:
     """Run `recipe` under crossover next to `partner` and store its interference on `profile`."""
-    # the partner runs about as long as the job would alone; only iterations while both ran count
-    partner_iterations = max(iterations, round(iterations * profile.iteration_ms / partner_profile.iteration_ms))
+    partner_iterations = corun_partner_iterations(iterations, profile.iteration_ms,
+                                                  partner_profile.data_ms + partner_profile.compute_ms,
+                                                  partner_profile.iteration_ms)
     pair = [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
             job_for(with_overrides(partner, iterations=partner_iterations), job.hosts,
                     name=f"{partner.name}#partner", engine=engine)]

@@ -1,0 +1,25 @@
+"""How long the reference partner of a co-run measurement runs (xover profile, profiler.py)."""
+
+from types import SimpleNamespace
+
+from xover.profiler import corun_device_ms, corun_partner_iterations
+
+
+def _metrics(ends, device_s=0.1):
+    return [SimpleNamespace(wall_time=end, data_s=0.0, compute_s=device_s) for end in ends]
+
+
+def test_the_partner_outlasts_a_job_slowed_by_waiting_for_its_turns():
+    # the case of the fresh-clone run of 2026-11-27: job 113 ms alone, partner profiled at 1280 ms of which
+    # 918 ms on the device; sized by the job's time alone the partner ran 12 iterations (max with the job's)
+    assert corun_partner_iterations(12, 112.9, 918.0, 1280.0) == 20
+    # a job far slower than its partner: the partner runs for twice the job's iterations at crossover speed
+    assert corun_partner_iterations(12, 1000.0, 5.0, 10.0) == 2412
+    assert corun_partner_iterations(12, 1.0, 1.0, 1000.0) == 12  # never fewer than the job's own
+
+
+def test_only_iterations_after_warmup_that_end_while_the_partner_runs_count():
+    partner = _metrics([1.0, 2.0, 3.0])
+    assert corun_device_ms(_metrics([0.5, 1.5, 2.5, 2.9, 3.5]), partner, warmup=1) == 100.0
+    assert corun_device_ms(_metrics([0.5, 1.5, 2.5, 3.5, 4.0]), partner, warmup=1) is None  # 2 of them
+    assert corun_device_ms(_metrics([0.5]), [], warmup=0) is None
