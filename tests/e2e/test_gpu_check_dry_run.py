@@ -1,10 +1,11 @@
 """The GPU check's dry run on the CPU (scripts/gpu_check.sh --cpu) with the small built-in recipes.
 
-Every phase is covered, in three parts: the phases whose results the check's summary is read for (probe,
-parity, pair-gloo) run for real; the phases that on a CPU only run another pair under crossover (pair-nccl,
-paper, paper-bert, paper-twins) run the script's own logic with a stand-in for `python -m xover`, which
-records what each phase asks of xover; and the recipes those phases bring in (vgg-synthetic,
-transformer-tokens) run under crossover for real, once, as the check runs them.
+Every phase is covered, in three parts: the probe and one comparison whose rows the check's summary is
+read for (pair-gloo) run for real; the other phases (parity, which is the same comparison with one rank
+per job, and those that on a CPU only run another pair under crossover: pair-nccl, paper, paper-bert,
+paper-twins) run the script's own logic with a stand-in for `python -m xover`, which records what each
+phase asks of xover; and the recipes those phases bring in (vgg-synthetic, transformer-tokens) run under
+crossover for real, once, as the check runs them.
 """
 
 import json
@@ -34,21 +35,20 @@ def _gpu_check(tmp_path, *args, python=sys.executable):
 
 
 def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
-    """scripts/gpu_check.sh --cpu, the phases the summary is read for, for real: the probe, and the
-    comparisons' losses identical to the jobs alone."""
-    # the budget the script gives the dry run of every phase (420 s), for three: room for a loaded machine
+    """scripts/gpu_check.sh --cpu, for real: the probe, and a comparison's losses identical to the jobs
+    alone in the summary."""
+    # the budget the script gives the dry run of every phase (420 s), for two: room for a loaded machine
     # one policy (--policy): the comparison's runs are what is read; round robin adds a run, not a path
-    result, steps = _gpu_check(tmp_path, "--phases", "probe,parity,pair-gloo", "--policy", "work-conserving",
+    result, steps = _gpu_check(tmp_path, "--phases", "probe,pair-gloo", "--policy", "work-conserving",
                                "--budget", "540")
     summary = (tmp_path / "out" / "summary.md").read_text()
-    for phase in ("parity", "pair-gloo"):
-        assert f"xover run ({phase}.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]
+    assert "xover run (pair-gloo.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]
     rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| ") and "---" not in line][1:]
     # the comparison in full once (the other pairs run crossover alone on a CPU, to stay within minutes)
     modes = [row[5] for row in rows if row[0].strip("| ") == "pair-gloo"]
     assert modes == ["sequential", "concurrent", "crossover work-conserving"], summary
     parity = [row[12].strip(" |") for row in rows
-              if row[0].strip("| ") in ("parity", "pair-gloo") and row[5].startswith("crossover")]
+              if row[0].strip("| ") == "pair-gloo" and row[5].startswith("crossover")]
     assert parity and set(parity) == {"exact"}, summary
     probe = (tmp_path / "out" / "probe.json").read_text()
     assert '"handoff"' in probe and '"identical"' in probe
@@ -59,10 +59,14 @@ def test_gpu_check_dry_run_runs_the_other_pairs_crossover_alone(tmp_path):
     """The rest of the dry run's phases, through the script, with a stand-in for `python -m xover` (it
     records each call and answers for it; everything else the script runs with Python is real)."""
     stand_in, calls = gpu_check_stand_in(tmp_path, "XOVER_TORCH_BACKEND=$XOVER_TORCH_BACKEND $*")
-    result, steps = _gpu_check(tmp_path, "--phases", ",".join(CROSSOVER_ONLY), python=stand_in)
-    for phase in CROSSOVER_ONLY:
+    result, steps = _gpu_check(tmp_path, "--phases", ",".join(["parity", *CROSSOVER_ONLY]), python=stand_in)
+    for phase in ["parity", *CROSSOVER_ONLY]:
         assert f"xover run ({phase}.run): exit 0" in steps, steps + "\n" + result.stderr[-2000:]
-    runs = [line.split() for line in calls.read_text().splitlines() if line.split()[1] == "run"]
+    [parity, *runs] = [line.split() for line in calls.read_text().splitlines() if line.split()[1] == "run"]
+    # parity: the first pair, one rank per job, every mode (its runs are pair-gloo's with --np 1)
+    assert parity[parity.index("--group") + 1:parity.index("--group") + 3] == ["resnet-synthetic", "mlp-synthetic"]
+    for option, value in (("--np", "1"), ("--engine", "torch"), ("--mode", "all"), ("--iterations", "4")):
+        assert parity[parity.index(option) + 1] == value, (option, parity)
     assert len(runs) == len(CROSSOVER_ONLY), runs  # no profile: on a CPU these pairs run crossover alone
     for (phase, pair), run in zip(CROSSOVER_ONLY.items(), runs):
         assert run[0] == "XOVER_TORCH_BACKEND=gloo", (phase, run)  # pair-nccl too: no NCCL on a CPU

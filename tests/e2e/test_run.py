@@ -16,6 +16,8 @@ from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]
 ROOT_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = ("mlp-digits", "resnet-digits")
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss"}
 
 
@@ -29,25 +31,42 @@ def _losses(db_path, experiment):
     return out
 
 
-def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(isolated_results):
-    result = subprocess.run([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--mode", "all",
-                             "--policy", "all", "--iterations", "40", "--json"], capture_output=True, text=True,
-                            timeout=600)
+@pytest.fixture(scope="module")
+def planned_comparison(tmp_path_factory):
+    """A plan of a group of two (mlp-digits + resnet-digits) and a job planned alone (mlp-balanced), run
+    once in every mode under both policies: what the two tests below read. One comparison serves both,
+    since every run of it costs seconds of process starts (docs/measurements.md, *make test's time*)."""
+    folder = tmp_path_factory.mktemp("planned-comparison")
+    env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
+    trace = folder / "trace.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
+                     "resnet-digits,2,100,5,0.1,6\nmlp-digits,2,5,100,0.1,6\nmlp-balanced,2,50,50,0.1,6\n")
+    plan_path = folder / "plan.json"
+    made = subprocess.run([*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--out", str(plan_path),
+                           "--json"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert made.returncode == 0, made.stderr
+    result = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "all", "--policy", "all", "--iterations",
+                             "40", "--json"], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout)
-    assert len(report["jobs"]) == 8  # sequential x2, concurrent x2, crossover x2 per policy
+    return {"plan": json.loads(made.stdout), "report": json.loads(result.stdout), "db": folder / "xover.db"}
+
+
+def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(planned_comparison):
+    report = planned_comparison["report"]
+    pair = [job for job in report["jobs"] if job["name"] in PAIR]
+    assert len(pair) == 8  # sequential x2, concurrent x2, crossover x2 per policy
     for job in report["jobs"]:
         assert JOB_KEYS <= set(job)
         assert job["status"] == "finished" and job["iterations"] == 40
-    crossover = [j for j in report["jobs"] if j["mode"] == "crossover"]
+    crossover = [j for j in pair if j["mode"] == "crossover"]
     assert {j["policy"] for j in crossover} == {"work-conserving", "round-robin"}
     assert all(j["wait_ms"] is not None for j in crossover)
     [group] = report["groups"]
     assert group["crossover_vs_sequential"] > 0 and group["crossover_vs_concurrent"] > 0
     assert set(group["policies"]) == {"work-conserving", "round-robin"}
-    db = isolated_results / "xover.db"
+    db = planned_comparison["db"]
     losses = _losses(db, report["experiment"])
-    for recipe in ("mlp-digits", "resnet-digits"):
+    for recipe in PAIR:
         alone = losses[(recipe, "sequential")]
         assert len(alone) == 40
         for mode in ("concurrent", "crossover:work-conserving", "crossover:round-robin"):
@@ -195,21 +214,11 @@ def test_a_plan_runs_as_scheduled_groups_side_by_side(isolated_results, tmp_path
     assert start1 < end0 and start0 < end1  # they overlapped in time
 
 
-def test_a_job_planned_alone_runs_once_in_a_comparison(isolated_results, tmp_path):
+def test_a_job_planned_alone_runs_once_in_a_comparison(planned_comparison):
     """A group of one job shares nothing: `--mode all --policy all` runs it alone once, not once per
     mode and policy (it used to, and the report then summed its runs as if they were partners)."""
-    trace = tmp_path / "trace.csv"
-    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
-                     "resnet-digits,2,100,5,0.1,6\nmlp-digits,2,5,100,0.1,6\nmlp-balanced,2,50,50,0.1,6\n")
-    plan_path = tmp_path / "plan.json"
-    made = subprocess.run([*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--out", str(plan_path),
-                           "--json"], capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
-    assert sorted(len(g["jobs"]) for g in json.loads(made.stdout)["groups"]) == [1, 2]
-    result = subprocess.run([*XOVER, "run", str(plan_path), "--mode", "all", "--policy", "all", "--json"],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout)
+    assert sorted(len(g["jobs"]) for g in planned_comparison["plan"]["groups"]) == [1, 2]
+    report = planned_comparison["report"]
     runs = {}
     for job in report["jobs"]:
         runs.setdefault(job["name"], []).append(f"{job['mode']}:{job.get('policy') or '-'}")

@@ -2,10 +2,16 @@
 found from its imports, and a failed job's reason is printed under the table."""
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HOROVOD_SCRIPT = "recipes/examples/horovod_digits.py"
 
 
 def _printed_losses(log_dir):
@@ -13,34 +19,40 @@ def _printed_losses(log_dir):
     return re.findall(r"loss ([0-9.]+)", text)
 
 
-def test_two_copies_of_a_plain_horovod_script_in_crossover(isolated_results):
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "recipes/examples/horovod_digits.py",
-                             "--script", "recipes/examples/horovod_digits.py", "--mode", "sequential,crossover", "--json",
-                             "--", "--steps", "30"], capture_output=True, text=True, timeout=600)
+@pytest.fixture(scope="module")
+def two_horovod_copies(tmp_path_factory):
+    """Two copies of the example Horovod script, each also all-reducing its logged loss, alone and in
+    crossover under both policies: what the two tests below read (one comparison serves both, since
+    every run of it costs seconds of process starts: docs/measurements.md, *make test's time*)."""
+    folder = tmp_path_factory.mktemp("two-horovod-copies")
+    env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", HOROVOD_SCRIPT, "--script", HOROVOD_SCRIPT,
+                             "--mode", "sequential,crossover", "--policy", "all", "--json",
+                             "--", "--steps", "40", "--average-loss"], capture_output=True, text=True, timeout=900,
+                            env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    jobs = {(j["name"], j["mode"]): j for j in json.loads(result.stdout)["jobs"]}
-    assert set(jobs) == {(n, m) for n in ("horovod_digits", "horovod_digits#2") for m in ("sequential", "crossover")}
+    return {(j["name"], j["mode"], j["policy"]): j for j in json.loads(result.stdout)["jobs"]}
+
+
+def test_two_copies_of_a_plain_horovod_script_in_crossover(two_horovod_copies):
+    jobs = two_horovod_copies
+    assert set(jobs) == {(n, m, p) for n in ("horovod_digits", "horovod_digits#2")
+                         for m, p in (("sequential", None), ("crossover", "work-conserving"), ("crossover", "round-robin"))}
     for job in jobs.values():
-        assert job["status"] == "finished" and job["iterations"] == 30  # the runtime counted the steps
+        assert job["status"] == "finished" and job["iterations"] == 40  # the runtime counted the steps
         assert job["samples_per_s"] > 0
         # only crossover (on a CPU) keeps the engine's threads from preempting the partner's compute
         assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
     for name in ("horovod_digits", "horovod_digits#2"):
-        alone = _printed_losses(jobs[(name, "sequential")]["log_dir"])
-        assert len(alone) == 4  # steps 0, 10, 20 and the final loss
-        assert _printed_losses(jobs[(name, "crossover")]["log_dir"]) == alone
+        alone = _printed_losses(jobs[(name, "sequential", None)]["log_dir"])
+        assert len(alone) == 5  # steps 0, 10, 20, 30 and the final loss
+        assert _printed_losses(jobs[(name, "crossover", "work-conserving")]["log_dir"]) == alone
 
 
-def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(isolated_results):
+def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(two_horovod_copies):
     # hvd.allreduce after optimizer.step() is called while the job holds its turn: blocking in it there
     # could deadlock two jobs each waiting for the other's turn on one device (broken only by the lease)
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "recipes/examples/horovod_digits.py",
-                             "--script", "recipes/examples/horovod_digits.py", "--mode", "sequential,crossover", "--policy", "all",
-                             "--json",
-                             "--", "--steps", "40", "--average-loss"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout)
-    jobs = {(j["name"], j["mode"], j["policy"]): j for j in report["jobs"]}
+    jobs = two_horovod_copies
     for key, job in jobs.items():
         assert job["status"] == "finished" and job["iterations"] == 40, key
         if job["mode"] == "crossover":
