@@ -15,8 +15,8 @@ import pytest
 from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]
-ROOT_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 ROOT = Path(__file__).resolve().parents[2]
+ROOT_RECIPES = ROOT / "recipes"
 PAIR = ("mlp-digits", "resnet-digits")
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss"}
 
