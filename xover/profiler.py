@@ -157,8 +157,8 @@ def corun_partner_iterations(iterations: int, job_iteration_ms: float, partner_d
     """How many iterations the reference partner runs next to a job measured for `iterations`: enough to
     outlast the job, since only the job's iterations that end while the partner runs count. Under
     crossover a job's iteration can take its own time plus the partner's device time; twice that,
-    because the profiles may come from a quieter or busier machine than this run (sized by the job's
-    time alone, a partner profiled on a loaded machine ended after 2 of the job's 9 iterations)."""
+    because the profiles may come from a quieter or busier machine than this run
+    (docs/measurements.md, *make test's time*)."""
     crossover_ms = job_iteration_ms + partner_device_ms
     return max(iterations, math.ceil(2 * iterations * crossover_ms / partner_iteration_ms))
 

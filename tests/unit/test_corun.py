@@ -10,8 +10,8 @@ def _metrics(ends, device_s=0.1):
 
 
 def test_the_partner_outlasts_a_job_slowed_by_waiting_for_its_turns():
-    # the case of the fresh-clone run of 2026-11-27: job 113 ms alone, partner profiled at 1280 ms of which
-    # 918 ms on the device; sized by the job's time alone the partner ran 12 iterations (max with the job's)
+    # job 113 ms alone, partner profiled at 1280 ms of which 918 ms on the device: sized by the job's time
+    # alone the partner ran 12 iterations and ended before 3 of the job's measured ones had
     assert corun_partner_iterations(12, 112.9, 918.0, 1280.0) == 20
     # a job far slower than its partner: the partner runs for twice the job's iterations at crossover speed
     assert corun_partner_iterations(12, 1000.0, 5.0, 10.0) == 2412
