@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from xover.cli import app
 
+from conftest import COMPARISON_ITERATIONS
+
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JOB_KEYS = {"name", "recipe", "mode", "status", "exit_code", "iterations", "samples_per_s", "final_loss",
@@ -63,7 +65,7 @@ def test_json_has_jobs_groups_parity_and_decodable_pictures(run_env):
     alone = {job["name"]: job["samples_per_s"] for job in data["jobs"] if job["mode"] == "sequential"}
     for job in data["jobs"]:
         assert JOB_KEYS <= set(job)
-        assert job["status"] == "finished" and job["iterations"] == 10 and job["slowdown"] > 0
+        assert job["status"] == "finished" and job["iterations"] == COMPARISON_ITERATIONS and job["slowdown"] > 0
         # the slowdown and the samples/s shown beside it are over one window (the jobs' overlap)
         assert job["samples_per_s_shared"] * job["slowdown"] == pytest.approx(alone[job["name"]])
     [group] = data["groups"]
@@ -73,7 +75,7 @@ def test_json_has_jobs_groups_parity_and_decodable_pictures(run_env):
     assert 0.0 <= group["concurrent_overlap"] <= 1.0 and 0.0 < group["crossover_overlap"] <= 1.0
     assert {(p["name"], p["mode"]) for p in data["parity"]} == {
         (n, m) for n in ("mlp-digits", "resnet-digits") for m in ("concurrent", "crossover")}
-    assert all(p["max_abs_loss_diff"] == 0.0 and p["steps"] == 10 for p in data["parity"])
+    assert all(p["max_abs_loss_diff"] == 0.0 and p["steps"] == COMPARISON_ITERATIONS for p in data["parity"])
     assert set(data["pictures"]) == {"timeline", "throughput", "losses", "predicted_vs_measured"}
     for path in data["pictures"].values():
         assert Path(path).parent == run_folder(run_env)
@@ -95,7 +97,7 @@ def test_csv_to_a_folder_and_to_stdout(run_env, tmp_path):
         reader = csv.DictReader(iterations_file)
         iterations = list(reader)
     assert reader.fieldnames == ITERATION_COLUMNS
-    assert len(iterations) == 60 and {r["experiment"] for r in iterations} == {run_env["experiment"]}
+    assert len(iterations) == 6 * COMPARISON_ITERATIONS and {r["experiment"] for r in iterations} == {run_env["experiment"]}
     assert all(float(r["iteration_s"]) > 0 for r in iterations)
 
     stdout = report("--format", "csv")
