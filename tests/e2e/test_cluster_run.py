@@ -135,7 +135,8 @@ def test_sigkill_of_a_rank_on_the_second_host(emulated, isolated_results):
     # its partner's turns were withdrawn on both hosts: alone now (a round trip to the turn server, with
     # room for a scheduling hiccup in the tail)
     waits.sort()
-    assert waits and waits[len(waits) // 2] < 0.005 and waits[-1] < 0.5, waits[-5:]
+    assert waits and waits[len(waits) // 2] < 0.005 and waits[int(0.95 * len(waits))] < 0.1 and waits[-1] < 1.5, \
+        waits[-5:]
     assert not tagged_processes(json.loads(out)["experiment"])  # nothing left on any host
 
 

@@ -77,10 +77,30 @@ def gpu_sharing(device: torch.device) -> str | None:
 def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer:
     name, lr = recipe["optimizer"], recipe["lr"]
     if name == "sgd":
-        return torch.optim.SGD(parameters, lr=lr, momentum=recipe["momentum"], weight_decay=recipe["weight_decay"])
+        return eager(torch.optim.SGD)(parameters, lr=lr, momentum=recipe["momentum"], weight_decay=recipe["weight_decay"])
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=lr, weight_decay=recipe["weight_decay"])
-    return torch.optim.AdamW(parameters, lr=lr, weight_decay=recipe["weight_decay"])
+        return eager(torch.optim.Adam)(parameters, lr=lr, weight_decay=recipe["weight_decay"])
+    return eager(torch.optim.AdamW)(parameters, lr=lr, weight_decay=recipe["weight_decay"])
+
+
+# torch wraps these so that torch.compile leaves them alone, and the wrappers import torch._dynamo on
+# their first call: about as long as importing torch itself, in every rank (docs/measurements.md, *make
+# test's time*). The built-in recipes never compile, so the worker calls what is wrapped: the same
+# math, bit for bit (tests/unit/test_eager_optimizer.py).
+_COMPILE_GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+
+
+def eager(optimizer: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
+    """`optimizer` without its torch.compile guards (a torch without them: as it is)."""
+    methods: dict[str, Any] = {name: getattr(optimizer, name).__wrapped__ for name in _COMPILE_GUARDED
+                               if hasattr(getattr(optimizer, name), "__wrapped__")}
+    unguarded_step = getattr(optimizer.step, "__wrapped__", None)
+    if unguarded_step is not None:
+        @torch.no_grad()  # what the guard did besides: no autograd for the update (non-differentiable)
+        def step(self, closure=None):
+            return unguarded_step(self, closure)
+        methods["step"] = step
+    return type(optimizer.__name__, (optimizer,), methods)
 
 
 def loss_of(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
