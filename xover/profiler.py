@@ -154,8 +154,9 @@ def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[It
 
 def corun_partner_iterations(iterations: int, job_iteration_ms: float, partner_device_ms: float,
                              partner_iteration_ms: float) -> int:
-    """How many iterations the reference partner runs next to a job measured for `iterations`: enough to
-    outlast the job, since only the job's iterations that end while the partner runs count. Under
+    """How many iterations the reference partner is given next to a job measured for `iterations`: enough
+    to outlast the job, since only the job's iterations that end while the partner runs count (it is
+    stopped when the job ends, so a generous count costs nothing). Under
     crossover a job's iteration can take its own time plus the partner's device time; twice that,
     because the profiles may come from a quieter or busier machine than this run
     (docs/measurements.md, *make test's time*)."""
@@ -280,11 +281,12 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
                     name=f"{partner.name}#partner", engine=engine)]
     for spec, measured in zip(pair, (profile, partner_profile)):  # ranked as `xover run` ranks them
         spec.traits = traits_of(measured.data_ms + measured.compute_ms, measured.comm_ms, spec.recipe.max_slowdown)
-    unit = Unit(pair, "crossover", policy=DEFAULT_POLICY)
+    # the partner is stopped when the job ends: its iterations after that would count for nothing
+    unit = Unit(pair, "crossover", policy=DEFAULT_POLICY, ends_with=0)
     Scheduler(run.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get(Run, run_id) for run_id in unit.run_ids]
-        failed = [r for r in runs if r.status != "finished"]
+        failed = [r for r, ends in zip(runs, (("finished",), ("finished", "stopped"))) if r.status not in ends]
         if failed:
             refused = shim_refusal(failed[0].error)
             if refused:

@@ -3,6 +3,7 @@ tests/integration/test_plan_cli.py)."""
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -34,6 +35,18 @@ def test_profile_plan_run(isolated_results, tmp_path):
     # resnet-digits computes about four times as long per iteration as mlp-digits; their compute fractions
     # (12 iterations each) swap places when the other pytest worker loads the cores
     assert profiles["resnet-digits"]["compute_ms"] > profiles["mlp-digits"]["compute_ms"]
+
+    # the reference partner was stopped when the job next to it ended (it was given iterations to spare)
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        corun = db.execute("SELECT p.status, p.iterations_planned, COUNT(m.id), "
+                           "(julianday(p.ended_at) - julianday(j.ended_at)) * 86400 FROM runs p "
+                           "JOIN runs j ON j.experiment_id = p.experiment_id AND j.id = p.id - 1 "
+                           "LEFT JOIN iteration_metrics m ON m.run_id = p.id "
+                           "WHERE p.name = 'mlp-balanced#partner' GROUP BY p.id").fetchall()
+    assert len(corun) == 2, corun
+    for status, planned, done, after_job_s in corun:
+        assert (status == "stopped" and done < planned) or (status == "finished" and done == planned), corun
+        assert after_job_s < 20, corun
 
     again = _xover("profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--json")
     assert json.loads(again.stdout)[0]["reused"] is True

@@ -68,9 +68,13 @@ class Unit:
     group: int | None = None
     policy: str | None = None  # crossover: the turn policy
     on_done: Callable[["Unit"], None] | None = None  # e.g. learn a job's traits from its run alone
+    # The slot whose end ends the unit; the others only share its devices (a profile's reference
+    # partner) and are then stopped, their runs recorded as `stopped`. None: every job runs to its end.
+    ends_with: int | None = None
     runs: list[tuple[int, Path]] = field(default_factory=list)
     launched: dict[int, LaunchedJob] = field(default_factory=dict)
     exited: set[int] = field(default_factory=set)
+    ended: bool = False  # its end is decided: what its stopped jobs post later ends nothing
     network: Any = None
     turns: TurnService | None = None
 
@@ -262,7 +266,8 @@ class Scheduler:
                 unit.exited.add(run_id)
                 if unit.turns is not None:
                     unit.turns.withdraw(slot)  # its partners never wait for it again
-                if unit.exited >= set(unit.run_ids):
+                if not unit.ended and (unit.exited >= set(unit.run_ids) or slot == unit.ends_with):
+                    unit.ended = True
                     finished.append(unit)
 
         self.context.recorder.apply(batch, on_record)
@@ -331,6 +336,11 @@ class Scheduler:
 
     def _finish(self, unit: Unit) -> None:
         with uninterrupted():
+            sharing_only = [run_id for run_id in unit.run_ids if run_id not in unit.exited]  # Unit.ends_with
+            if sharing_only:
+                self.context.recorder.close_runs(sharing_only, "stopped")
+                for run_id in sharing_only:
+                    self.context.observer.job_finished(run_id, "stopped")
             self._teardown(unit)
         self._say_ignored(unit)
         if unit.on_done is not None:
