@@ -51,17 +51,17 @@ def _xover_run(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def _assert_two_copies_keep_the_losses(script_args: list[str],
-                                      modes: tuple[str, ...] = ("sequential", "concurrent", "crossover")) -> dict:
-    """Two copies of the script in `modes` under both policies: every loss rank 0 prints is plain torchrun's."""
+def _assert_two_copies_keep_the_losses(script_args: list[str], modes: tuple[str, ...], policy: str) -> dict:
+    """Two copies of the script in `modes` under `policy` (or all): every loss rank 0 prints is plain
+    torchrun's."""
     alone = _plain_torchrun(*script_args)
-    report = _xover_run("--script", SCRIPT, "--script", SCRIPT, "--mode", ",".join(modes), "--policy", "all", "--json",
+    report = _xover_run("--script", SCRIPT, "--script", SCRIPT, "--mode", ",".join(modes), "--policy", policy, "--json",
                         "--", *script_args)
     runs = {(j["name"], j["mode"], j["policy"]): j for j in report["jobs"]}
-    assert set(runs) == {(name, mode, policy) for name in ("ddp_digits", "ddp_digits#2")
-                         for mode, policy in (("sequential", None), ("concurrent", None),
-                                              ("crossover", "work-conserving"), ("crossover", "round-robin"))
-                         if mode in modes}
+    policies = ("work-conserving", "round-robin") if policy == "all" else (policy,)
+    assert set(runs) == {(name, mode, crossover_policy if mode == "crossover" else None)
+                         for name in ("ddp_digits", "ddp_digits#2") for mode in modes
+                         for crossover_policy in policies}
     for (name, mode, policy), job in runs.items():
         assert job["status"] == "finished", job["error"]
         assert job["samples_per_s"] > 0
@@ -72,7 +72,9 @@ def _assert_two_copies_keep_the_losses(script_args: list[str],
 
 
 def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results):
-    runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1"])
+    # every mode; one policy (the frozen/unused variant below takes turns under both)
+    runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1"],
+                                              ("sequential", "concurrent", "crossover"), "work-conserving")
     for job in runs.values():
         assert job["iterations"] == STEPS  # one per backward, counted by the shim
         assert job["communication_ms"] > 0  # the wait for the all-reduces, before the step
@@ -83,16 +85,18 @@ def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated
     """find_unused_parameters (a frozen layer, a head never used), BatchNorm buffers that DDP broadcasts
     in forward, two micro-batches per step with the first inside no_sync(), and a dist.all_reduce of the
     logged loss in the loop (a collective the shim runs outside the turn)."""
-    # under turns, where the shim steps in (plain torchrun is the reference; every mode: the test above)
+    # under turns, where the shim steps in, under both policies (plain torchrun is the reference; every
+    # mode: the test above)
     runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1", "--frozen",
-                                               "--batchnorm", "--accumulate", "2", "--average-loss"], ("crossover",))
+                                               "--batchnorm", "--accumulate", "2", "--average-loss"], ("crossover",),
+                                              "all")
     for job in runs.values():
         assert job["iterations"] == STEPS  # an iteration is an optimizer step: both micro-batches count in it
 
 
 def test_a_ddp_script_next_to_a_recipe(isolated_results):
     # recipes and scripts in one group: the recipes after --group, the scripts' own arguments after --
-    # (one policy: the two copies above take turns under both)
+    # (one policy: the frozen/unused copies above take turns under both)
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "--script", SCRIPT,
                              "--engine", "torch", "--mode", "sequential,crossover", "--iterations", "20",
                              "--json",
