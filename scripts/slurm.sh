@@ -154,6 +154,9 @@ MpiDefault=none
 ReturnToService=2
 # finished jobs stay visible to \`scontrol show job\` (there is no accounting database)
 MinJobAge=3600
+# a job's tasks run at the nice value of the sbatch that submitted it (the tests that wait for Slurm's
+# clock run theirs niced, so that the other tests on these shared cores go first)
+PropagatePrioProcess=1
 EOF
 }
 
