@@ -140,12 +140,16 @@ def comm_cpu_ms_of(summary: dict[str, Any], load: MachineLoad | None, np: int, d
 
 
 def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[IterationMetric],
-                    warmup: int) -> float | None:
+                    warmup: int, partner_stopped: bool = False) -> float | None:
     """The job's median device time (data + compute) over its iterations after warm-up that ended
-    while its partner still ran; None when fewer than 3 did."""
-    if not partner_metrics:
+    while its partner still ran (all of them when the partner was stopped at the job's end, still
+    running, even if it had not finished an iteration); None when fewer than 3 did."""
+    if partner_stopped:
+        partner_end = math.inf
+    elif partner_metrics:
+        partner_end = max(m.wall_time for m in partner_metrics)
+    else:
         return None
-    partner_end = max(m.wall_time for m in partner_metrics)
     shared = [m for m in job_metrics[warmup:] if m.wall_time <= partner_end]
     if len(shared) < 3:
         return None
@@ -297,7 +301,7 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         job_metrics, partner_metrics = (
             list(session.scalars(select(IterationMetric).where(IterationMetric.run_id == r.id)
                                  .order_by(IterationMetric.step))) for r in runs)
-        device_ms = corun_device_ms(job_metrics, partner_metrics, warmup)
+        device_ms = corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped")
         row = session.get(Profile, profile.id)
         reference = job_profile(partner, partner_profile)
         row.corun_partner = partner.name

@@ -1,4 +1,5 @@
-"""How long the reference partner of a co-run measurement runs (xover profile, profiler.py)."""
+"""The co-run measurement of `xover profile` (profiler.py): how long the reference partner runs, and
+which of the job's iterations count."""
 
 from types import SimpleNamespace
 
@@ -23,3 +24,6 @@ def test_only_iterations_after_warmup_that_end_while_the_partner_runs_count():
     assert corun_device_ms(_metrics([0.5, 1.5, 2.5, 2.9, 3.5]), partner, warmup=1) == 100.0
     assert corun_device_ms(_metrics([0.5, 1.5, 2.5, 3.5, 4.0]), partner, warmup=1) is None  # 2 of them
     assert corun_device_ms(_metrics([0.5]), [], warmup=0) is None
+    # a partner stopped when the job ended was running all along, past its last whole iteration
+    assert corun_device_ms(_metrics([0.5, 1.5, 2.5, 3.5, 4.0]), partner, warmup=1, partner_stopped=True) == 100.0
+    assert corun_device_ms(_metrics([0.5, 1.5, 2.5, 3.5]), [], warmup=1, partner_stopped=True) == 100.0
