@@ -290,7 +290,7 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
     Scheduler(run.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get(Run, run_id) for run_id in unit.run_ids]
-        failed = [r for r, ends in zip(runs, (("finished",), ("finished", "stopped"))) if r.status not in ends]
+        failed = [r for r in runs if r.status not in ("finished", "stopped")]  # only the partner can be stopped
         if failed:
             refused = shim_refusal(failed[0].error)
             if refused:

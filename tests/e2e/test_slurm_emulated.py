@@ -10,6 +10,7 @@ failed under CI=true.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -200,10 +201,8 @@ def test_a_node_whose_slurmd_dies_fails_the_group_and_leaves_nothing(slurm_on_ho
     # Slurm takes its SlurmdTimeout to notice: the run's processes on both hosts wait for it niced, so
     # that the other tests on these shared cores go first
     for pid in tagged_processes(experiment):
-        try:
+        with contextlib.suppress(OSError):  # gone already
             os.setpriority(os.PRIO_PROCESS, pid, 10)
-        except OSError:
-            pass  # gone already
     slurmd = int((DIR / "run" / "slurmd-xo-h2.pid").read_text())
     os.kill(slurmd, signal.SIGKILL)  # the second host's slurmd: Slurm loses the node
     try:
