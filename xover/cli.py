@@ -299,7 +299,8 @@ def profile(
     corun_with: Annotated[str, typer.Option("--corun-with", help="The reference partner each job runs next to "
                           "once, under crossover, to measure its interference (recipe file or name).")] = "mlp-balanced",
     corun: Annotated[bool, typer.Option("--corun/--no-corun", help="Measure interference next to the reference "
-                     "partner (about doubles the time); without it predictions assume none.")] = True,
+                     "partner: a second run of each job, and the partner's own profile if it has none (2-3x the time); "
+                     "without it predictions assume none.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Measure each job alone: data, compute and exposed communication per iteration, memory,

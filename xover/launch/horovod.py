@@ -25,6 +25,15 @@ def horovodrun_path() -> str:
     return find_launcher("horovodrun", "run `make setup` (it builds Horovod), then `xover doctor`")
 
 
+def horovodrun_launcher() -> list[str]:
+    """horovodrun itself, or where it is this Python's own, its entry point through
+    xover.launch.horovodrun (the same launcher, its Gloo build check answered once per installation)."""
+    path = horovodrun_path()
+    if Path(path).parent == Path(sys.executable).parent:
+        return [sys.executable, "-m", "xover.launch.horovodrun"]
+    return [path]
+
+
 def worker_command(spec_path: Path) -> list[str]:
     return [sys.executable, "-u", "-m", "xover.runtime.worker", str(spec_path)]
 
@@ -62,5 +71,5 @@ def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, star
     # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
     # a single rank's output is in the launcher's log anyway.
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
-    return [horovodrun_path(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
+    return [*horovodrun_launcher(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
             *network_interface_options(hosts, interfaces), *per_rank_logs, *(program or worker_command(spec_path))]

@@ -1,0 +1,68 @@
+"""horovodrun's Gloo build check, answered once per installation (xover/launch/horovodrun.py): what is
+kept, when it is asked again, and that a cache which cannot be kept changes no answer."""
+
+import json
+
+from xover.launch import horovodrun
+
+
+class Check:
+    """horovod's gloo_built, counted."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, 0
+
+    def __call__(self, verbose=False):
+        self.calls += 1
+        return self.answer
+
+
+def test_a_true_answer_is_kept_and_asked_again_only_when_the_installation_changes(tmp_path, monkeypatch):
+    key = ["python", ["torch", ["torch/__init__.py", 1, 2], [["mpi_lib.so", 3, 4]]]]
+    monkeypatch.setattr(horovodrun, "installation_key", lambda extensions: key)
+    check, path = Check(True), tmp_path / "cache" / horovodrun.CACHE_NAME
+    gloo_built = horovodrun.cached_check(check, ["torch"], path)
+    assert [gloo_built(), gloo_built(), gloo_built()] == [True] * 3 and check.calls == 1
+    assert json.loads(path.read_text()) == {"key": key}
+    assert (path.stat().st_mode & 0o777) == 0o600
+    key[1][2][0][2] = 5  # Horovod rebuilt: its library's modification time changed
+    assert gloo_built() is True and check.calls == 2
+
+
+def test_other_answers_are_never_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(horovodrun, "installation_key", lambda extensions: ["python"])
+    path = tmp_path / horovodrun.CACHE_NAME
+    for answer in (False, None):
+        check = Check(answer)
+        gloo_built = horovodrun.cached_check(check, ["torch"], path)
+        assert [gloo_built(), gloo_built()] == [answer, answer] and check.calls == 2
+        assert not path.exists()
+
+
+def test_a_cache_that_cannot_be_written_or_read_only_costs_the_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(horovodrun, "installation_key", lambda extensions: ["python"])
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    check = Check(True)
+    gloo_built = horovodrun.cached_check(check, ["torch"], blocked / horovodrun.CACHE_NAME)
+    assert [gloo_built(), gloo_built()] == [True, True] and check.calls == 2
+    garbled = tmp_path / horovodrun.CACHE_NAME
+    garbled.write_text("{not json")
+    check = Check(True)
+    assert horovodrun.cached_check(check, ["torch"], garbled)() is True and check.calls == 1
+    assert json.loads(garbled.read_text()) == {"key": ["python"]}
+
+
+def test_the_key_names_the_files_the_check_loads_without_importing_them(tmp_path, monkeypatch):
+    package = tmp_path / "fakehorovod" / "fakeframework"
+    package.mkdir(parents=True)
+    (tmp_path / "fakehorovod" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("raise RuntimeError('imported')")
+    (package / "mpi_lib.cpython-311-x86_64-linux-gnu.so").write_bytes(b"x" * 7)
+    (tmp_path / "fakeframework.py").write_text("raise RuntimeError('imported')")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [python, [name, framework, libraries], [missing, nothing, none]] = horovodrun.installation_key(
+        ["fakeframework", "nosuchframework"], package="fakehorovod")
+    assert name == "fakeframework" and framework[0] == str(tmp_path / "fakeframework.py")
+    assert [(lib[0].rsplit("/", 1)[1], lib[1]) for lib in libraries] == [("mpi_lib.cpython-311-x86_64-linux-gnu.so", 7)]
+    assert (missing, nothing, none) == ("nosuchframework", None, [])
