@@ -27,7 +27,7 @@ def test_horovodrun_through_its_entry_point_launches_and_keeps_the_build_check(t
         assert done.returncode == 0, done.stderr[-3000:]
         assert "rank 0 of 2" in done.stdout and "rank 1 of 2" in done.stdout, done.stdout
     kept = json.loads((tmp_path / "cache" / "xover" / CACHE_NAME).read_text())
-    assert kept["key"] == installation_key(list(EXTENSIONS))
+    assert kept["installations"] == [installation_key(list(EXTENSIONS))]
     refused = subprocess.run([*launcher, "-np", "2", "--no-such-option"], cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=60)
     assert refused.returncode == 2 and "usage: horovodrun" in refused.stderr, refused.stderr

@@ -23,10 +23,21 @@ def test_a_true_answer_is_kept_and_asked_again_only_when_the_installation_change
     check, path = Check(True), tmp_path / "cache" / horovodrun.CACHE_NAME
     gloo_built = horovodrun.cached_check(check, ["torch"], path)
     assert [gloo_built(), gloo_built(), gloo_built()] == [True] * 3 and check.calls == 1
-    assert json.loads(path.read_text()) == {"key": key}
+    assert json.loads(path.read_text()) == {"installations": [key]}
     assert (path.stat().st_mode & 0o777) == 0o600
+    before = json.loads(json.dumps(key))
     key[1][2][0][2] = 5  # Horovod rebuilt: its library's modification time changed
     assert gloo_built() is True and check.calls == 2
+    assert json.loads(path.read_text()) == {"installations": [key, before]}  # another venv keeps its own
+
+
+def test_the_newest_installations_are_kept(tmp_path, monkeypatch):
+    path, check = tmp_path / horovodrun.CACHE_NAME, Check(True)
+    for number in range(horovodrun.KEPT_INSTALLATIONS + 2):
+        monkeypatch.setattr(horovodrun, "installation_key", lambda extensions, number=number: [f"python{number}"])
+        horovodrun.cached_check(check, ["torch"], path)()
+    kept = json.loads(path.read_text())["installations"]
+    assert len(kept) == horovodrun.KEPT_INSTALLATIONS and kept[0] == [f"python{horovodrun.KEPT_INSTALLATIONS + 1}"]
 
 
 def test_other_answers_are_never_kept(tmp_path, monkeypatch):
@@ -50,7 +61,7 @@ def test_a_cache_that_cannot_be_written_or_read_only_costs_the_check(tmp_path, m
     garbled.write_text("{not json")
     check = Check(True)
     assert horovodrun.cached_check(check, ["torch"], garbled)() is True and check.calls == 1
-    assert json.loads(garbled.read_text()) == {"key": ["python"]}
+    assert json.loads(garbled.read_text()) == {"installations": [["python"]]}
 
 
 def test_the_key_names_the_files_the_check_loads_without_importing_them(tmp_path, monkeypatch):

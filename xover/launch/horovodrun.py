@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_NAME = "horovod-gloo-built.json"
+KEPT_INSTALLATIONS = 16  # the newest first: a user's few virtual environments each keep theirs
 
 
 def cache_path() -> Path:
@@ -72,11 +73,13 @@ def cached_check(check, extensions: list[str], path: Path):
 
     def gloo_built(verbose: bool = False):
         key = installation_key(extensions)
-        if _read(path).get("key") == key:
+        kept = _read(path).get("installations")
+        kept = kept if isinstance(kept, list) else []
+        if key in kept:
             return True
         answer = check(verbose=verbose)
         if answer is True:
-            _write(path, {"key": key})
+            _write(path, {"installations": [key, *kept][:KEPT_INSTALLATIONS]})
         return answer
 
     return gloo_built
