@@ -58,10 +58,12 @@ def test_a_cache_that_cannot_be_written_or_read_only_costs_the_check(tmp_path, m
     gloo_built = horovodrun.cached_check(check, ["torch"], blocked / horovodrun.CACHE_NAME)
     assert [gloo_built(), gloo_built()] == [True, True] and check.calls == 2
     garbled = tmp_path / horovodrun.CACHE_NAME
-    garbled.write_text("{not json")
-    check = Check(True)
-    assert horovodrun.cached_check(check, ["torch"], garbled)() is True and check.calls == 1
-    assert json.loads(garbled.read_text()) == {"installations": [["python"]]}
+    for text in ("{not json", "[1, 2]", '{"installations": "python"}'):
+        garbled.write_text(text)
+        check = Check(True)
+        assert horovodrun.cached_check(check, ["torch"], garbled)() is True and check.calls == 1
+        assert json.loads(garbled.read_text()) == {"installations": [["python"]]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", horovodrun.CACHE_NAME]  # no temporary left
 
 
 def test_the_key_names_the_files_the_check_loads_without_importing_them(tmp_path, monkeypatch):

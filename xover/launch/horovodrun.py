@@ -10,6 +10,7 @@ says what is wrong as it always does. Everything else is horovodrun's, unchanged
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -35,13 +36,19 @@ def _file_identity(path: str | None) -> list[Any] | None:
     return [path, stat.st_size, stat.st_mtime_ns] if stat else None
 
 
+def _spec(name: str):
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # a parent package that fails to import, a module without a spec
+        return None
+
+
 def installation_key(extensions: list[str], package: str = "horovod") -> list[Any]:
     """What the check's answer depends on: this Python, Horovod's extension library for each framework,
     and each framework's package, identified by path, size and modification time (nothing imported)."""
     key: list[Any] = [sys.executable]
     for extension in extensions:
-        framework = importlib.util.find_spec(extension)
-        horovod_part = importlib.util.find_spec(f"{package}.{extension}")
+        framework, horovod_part = _spec(extension), _spec(f"{package}.{extension}")
         libraries = sorted(Path(horovod_part.origin).parent.glob("mpi_lib*")) \
             if horovod_part and horovod_part.origin else []
         key.append([extension, _file_identity(framework.origin if framework else None),
@@ -49,15 +56,19 @@ def installation_key(extensions: list[str], package: str = "horovod") -> list[An
     return key
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _kept(path: Path) -> list[Any]:
+    """The installations the cache vouches for; none if it is missing, unreadable or not what it wrote."""
     try:
-        return json.loads(path.read_text())
+        content = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
+        return []
+    kept = content.get("installations") if isinstance(content, dict) else None
+    return kept if isinstance(kept, list) else []
 
 
 def _write(path: Path, content: dict[str, Any]) -> None:
     """Atomically, owner-only; a cache that cannot be written only costs the check next time."""
+    temporary = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".horovod-gloo-")
@@ -65,16 +76,16 @@ def _write(path: Path, content: dict[str, Any]) -> None:
             json.dump(content, out)
         os.replace(temporary, path)
     except OSError:
-        pass
+        if temporary:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 def cached_check(check, extensions: list[str], path: Path):
     """`check` (horovod's gloo_built) wrapped: its True answer for this installation comes from `path`."""
 
     def gloo_built(verbose: bool = False):
-        key = installation_key(extensions)
-        kept = _read(path).get("installations")
-        kept = kept if isinstance(kept, list) else []
+        key, kept = installation_key(extensions), _kept(path)
         if key in kept:
             return True
         answer = check(verbose=verbose)
