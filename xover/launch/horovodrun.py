@@ -2,7 +2,7 @@
 `horovodrun` script runs), with its check that Horovod was built with Gloo answered once per installation.
 
 horovodrun checks the build before every launch by forking a child that imports `horovod.torch`, so
-torch: 1.4 CPU-s, on the critical path of each job's start (docs/measurements.md, *make test's time*).
+torch, on the critical path of each job's start (its cost: docs/measurements.md, *make test's time*).
 The answer changes only when Horovod or a framework is reinstalled, so a True answer is kept in the
 user's cache, keyed by the files the check loads; any other answer is never kept, and horovodrun then
 says what is wrong as it always does. Everything else is horovodrun's, unchanged.
@@ -29,11 +29,13 @@ def cache_path() -> Path:
 
 
 def _file_identity(path: str | None) -> list[Any] | None:
+    if not path:
+        return None
     try:
-        stat = os.stat(path) if path else None
+        stat = os.stat(path)
     except OSError:
         return None
-    return [path, stat.st_size, stat.st_mtime_ns] if stat else None
+    return [path, stat.st_size, stat.st_mtime_ns]
 
 
 def _spec(name: str):
