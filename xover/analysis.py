@@ -25,6 +25,7 @@ from typing import Any
 
 from .planner import InvalidJobProfile, JobProfile, fluid_gain, predict_group
 from .planner.model import checkpoint_interval_ms, link_busy_ms
+from .planner.predict import sharings_for
 from .rates import parse_rate
 from .settings import settings
 from .results import (ALONE_MODES, SHARED_MODES, GroupComparison, GroupModel, GroupReport, ParityResult, PolicyResult,
@@ -320,4 +321,9 @@ def model_of_profiles(profiles: Sequence[JobProfile], policies: Sequence[str]) -
     for policy in policies:
         prediction = predict_group(profiles, policy)
         predicted[policy] = SimulatedGain(gain=prediction.gain, speeds=prediction.speeds)
-    return GroupModel(fluid_bound=fluid_gain(profiles), predicted=predicted)
+    without_turns = {}
+    for sharing in sharings_for(profiles):
+        if sharing != "crossover":
+            prediction = predict_group(profiles, sharing=sharing)
+            without_turns[sharing] = SimulatedGain(gain=prediction.gain, speeds=prediction.speeds)
+    return GroupModel(fluid_bound=fluid_gain(profiles), predicted=predicted, without_turns=without_turns)

@@ -183,7 +183,10 @@ def run(
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every slot of -H, "
                   "or every local device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
-    mode: Annotated[str, typer.Option("--mode", help="crossover | concurrent | sequential | all, or a comma list such as sequential,crossover")] = "all",
+    mode: Annotated[Optional[str], typer.Option("--mode", help="planned | crossover | concurrent | sequential | all, or a "
+                    "comma list such as sequential,crossover. planned (a plan's default): each group in the way of "
+                    "sharing its plan picked, as scheduled; all (an ad-hoc group's default): the three as one "
+                    "comparison.", show_default=False)] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
     seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
                        "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,
@@ -212,13 +215,15 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
-    sequential (each alone), or all three as one comparison. A plan in one mode runs as scheduled:
+    sequential (each alone), or all three as one comparison. A plan runs each group in the way of
+    sharing the plan picked for it (--mode planned, its default); a plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
     from .run.commands import RunOptions, modes_of, run_groups
     from .run.jobs import run_targets
 
     with user_errors():
-        modes = modes_of(mode)
+        is_plan = not (group or scripts)
+        modes = modes_of(mode or ("planned" if is_plan else "all"), plan=is_plan)
         check_seconds("--timeout", timeout)
         targets = targets or []
         if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
@@ -326,8 +331,8 @@ def profile(
 
 
 PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("devices", "devices"),
-                ("start s", "start_s"), ("gain", "predicted_gain"), ("fluid bound", "fluid_bound"),
-                ("slowdowns", "slowdowns")]
+                ("start s", "start_s"), ("sharing", "sharing"), ("gain", "predicted_gain"),
+                ("predicted by sharing", "by_sharing"), ("fluid bound", "fluid_bound"), ("slowdowns", "slowdowns")]
 
 
 @app.command(short_help="Group complementary jobs with a throughput model, place them, and write the plan `xover run` reads.")
@@ -374,10 +379,12 @@ def plan(
         return
     rows = [{**g, "index": i, "jobs": " + ".join(g["jobs"]), "devices": ",".join(g["devices"]),
              "start_s": g.get("predicted_start_ms", 0.0) / 1000,
-             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g["predicted_slowdown"].items())}
+             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g["predicted_slowdown"].items()),
+             "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.get("predicted_by_sharing", {}).items())}
             for i, g in enumerate(result["groups"])]
     from_engine = f", {result['engine']} profiles" if result.get("engine") else ""
-    print_table(f"xover plan  ({result['algo']}; predicted under the {result['policy']} turn policy, "
+    print_table(f"xover plan  ({result['algo']}; each group shares its devices the way predicted best, crossover "
+                f"under the {result['policy']} turn policy, "
                 f"link {result.get('bandwidth') or 'host'}{from_engine})", PLAN_COLUMNS, rows)
     for item in result["unplaced"]:
         console.print(f"[yellow]unplaced[/] {escape(item['name'])}: {escape(item['reason'])}")

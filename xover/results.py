@@ -190,6 +190,7 @@ class RunOutcome:
     launcher: str = "local"
     launcher_jobs: dict[int, str] = field(default_factory=dict)  # group -> the launcher's job id (Slurm's)
     schedule: dict[str, Any] | None = None  # run/commands.schedule_summary
+    sharing: dict[int, str] = field(default_factory=dict)  # group -> the plan's way of sharing (a plan's run)
 
     @property
     def finished(self) -> bool:
@@ -201,6 +202,7 @@ class RunOutcome:
             "link": self.link, "modes": self.modes, "policies": self.policies,
             "jobs": [job.to_json() for job in self.jobs],
             "groups": [group.to_json() | {"predicted_gain": self.predicted_gains.get(group.group)}
+                       | ({"sharing": self.sharing[group.group]} if group.group in self.sharing else {})
                        for group in self.groups]}
         if self.launcher_jobs:
             data[f"{self.launcher}_jobs"] = {str(index): job_id for index, job_id in self.launcher_jobs.items()}
@@ -223,6 +225,7 @@ class GroupModel:
 
     fluid_bound: float | None = None
     predicted: dict[str, SimulatedGain] = field(default_factory=dict)  # by turn policy
+    without_turns: dict[str, SimulatedGain] = field(default_factory=dict)  # concurrent, and mps where measured
 
 
 @dataclass(frozen=True)
@@ -233,12 +236,40 @@ class GroupReport(GroupComparison):
     alone_vs_profile: dict[str, float]  # job -> device time alone in the run / in its profile
     predicted_gain: float | None  # the plan's
     model: GroupModel
+    planned_sharing: str | None = None  # the plan's pick for the group (crossover, concurrent, mps)
+    predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way
 
     @classmethod
     def of(cls, comparison: GroupComparison, alone_vs_profile: dict[str, float], predicted_gain: float | None,
-           model: GroupModel) -> GroupReport:
+           model: GroupModel, planned_sharing: str | None = None,
+           predicted_by_sharing: dict[str, float] | None = None) -> GroupReport:
         fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
-        return cls(**fields, alone_vs_profile=alone_vs_profile, predicted_gain=predicted_gain, model=model)
+        return cls(**fields, alone_vs_profile=alone_vs_profile, predicted_gain=predicted_gain, model=model,
+                   planned_sharing=planned_sharing, predicted_by_sharing=dict(predicted_by_sharing or {}))
+
+    @property
+    def measured_by_sharing(self) -> dict[str, float]:
+        """The measured gain of each way of sharing that ran (crossover under its policy; MPS measures
+        as concurrent, under the run's daemon)."""
+        measured = {"concurrent": self.concurrent_vs_sequential, "crossover": self.crossover_vs_sequential}
+        return {sharing: gain for sharing, gain in measured.items() if gain is not None}
+
+    @property
+    def best_measured(self) -> str | None:
+        """The way of sharing that measured best (sequential, 1.0, when neither beat it)."""
+        measured = self.measured_by_sharing
+        if not measured:
+            return None
+        best = max(measured, key=lambda sharing: measured[sharing])
+        return best if measured[best] > (self.sequential or 1.0) else "sequential"
+
+    @property
+    def pick_vs_best(self) -> float | None:
+        """The plan's pick, measured, over the best mode measured (1.0: the pick was the best)."""
+        measured = self.measured_by_sharing
+        picked = measured.get("concurrent" if self.planned_sharing == "mps" else self.planned_sharing or "")
+        best = max([*measured.values(), self.sequential or 1.0], default=None)
+        return picked / best if picked and best else None
 
     @property
     def fluid_bound(self) -> float | None:
@@ -267,7 +298,24 @@ class GroupReport(GroupComparison):
                 "fluid_bound": self.fluid_bound, "model_gain": self.fluid_bound,  # the model's ideal: the fluid bound
                 "simulated": {policy: dataclasses.asdict(gain) for policy, gain in self.simulated.items()},
                 "measured_gain": self.measured_gain, "of_fluid_bound": self.of_fluid_bound,
-                "gain_error_pct": self.gain_error_pct}
+                "gain_error_pct": self.gain_error_pct,
+                "simulated_without_turns": {way: dataclasses.asdict(gain) for way, gain in self.model.without_turns.items()},
+                "concurrent_predicted": self.concurrent_predicted, "concurrent_error_pct": self.concurrent_error_pct,
+                "planned_sharing": self.planned_sharing, "predicted_by_sharing": self.predicted_by_sharing,
+                "best_measured": self.best_measured, "pick_vs_best": self.pick_vs_best}
+
+    @property
+    def concurrent_predicted(self) -> float | None:
+        """Concurrent's predicted gain: the plan's, else the model's from the jobs' runs alone."""
+        if "concurrent" in self.predicted_by_sharing:
+            return self.predicted_by_sharing["concurrent"]
+        simulated = self.model.without_turns.get("concurrent")
+        return simulated.gain if simulated is not None else None
+
+    @property
+    def concurrent_error_pct(self) -> float | None:
+        measured, predicted = self.concurrent_vs_sequential, self.concurrent_predicted
+        return (measured / predicted - 1) * 100 if measured and predicted else None
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,13 @@ def test_the_reports_group_derives_its_gains_and_the_parity_is_typed():
     assert group.measured_gain == pytest.approx(2.0) and group.of_fluid_bound == pytest.approx(1.0)
     assert group.gain_error_pct == pytest.approx(25.0)
     shown = group.to_json()
-    assert list(shown)[-8:] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
-                                "measured_gain", "of_fluid_bound", "gain_error_pct"]
+    # the keys scripts rely on keep their order; the plan's pick and the concurrent prediction follow them
+    assert list(shown)[-15:-7] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
+                                   "measured_gain", "of_fluid_bound", "gain_error_pct"]
+    assert list(shown)[-7:] == ["simulated_without_turns", "concurrent_predicted", "concurrent_error_pct",
+                                "planned_sharing", "predicted_by_sharing", "best_measured", "pick_vs_best"]
+    # no plan: no pick; the measured best is the mode with the highest gain (crossover, 2.0, here)
+    assert shown["planned_sharing"] is None and shown["best_measured"] == "crossover" and shown["pick_vs_best"] is None
     assert shown["simulated"] == {"work-conserving": {"gain": 1.9, "speeds": {"a": 1.0}}}
     parity = loss_parity(jobs, iterations)
     assert [(p.name, p.mode, p.identical) for p in parity] == [("a", "concurrent", True), ("b", "concurrent", True),

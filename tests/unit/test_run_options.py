@@ -21,3 +21,11 @@ def test_a_mode_a_list_or_all(given, modes):
 def test_anything_else_is_one_line_naming_the_choices(given):
     with pytest.raises(XoverError, match=r"^--mode .*: choose crossover, concurrent, sequential, a comma list"):
         modes_of(given)
+
+
+def test_planned_is_a_plans_mode_of_its_own():
+    assert modes_of("planned") == ["planned"]
+    with pytest.raises(XoverError, match=r"^--mode planned,crossover: planned is a mode of its own"):
+        modes_of("planned,crossover")
+    with pytest.raises(XoverError, match=r"^--mode planned: planned runs a plan file's groups"):
+        modes_of("planned", plan=False)

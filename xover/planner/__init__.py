@@ -23,7 +23,15 @@ from .model import (
     round_robin_gain,
     round_robin_period,
 )
-from .predict import GroupPrediction, group_duration_ms, predict_group, sequential_duration_ms
+from .predict import (
+    SHARINGS,
+    GroupPrediction,
+    best_sharing,
+    group_duration_ms,
+    predict_group,
+    predict_sharings,
+    sequential_duration_ms,
+)
 from .simulate import SimJob, simulate
 from .plan import GroupPlan, Plan, PlanInputError, local_hosts, make_plan
 from .planfile import PLAN_FORMAT, PlanFormatError, plan_from_dict, plan_to_dict
@@ -31,6 +39,9 @@ from .trace import TraceError, load_trace_csv
 
 __all__ = [
     "ALGORITHMS",
+    "SHARINGS",
+    "best_sharing",
+    "predict_sharings",
     "GroupPlan",
     "GroupPrediction",
     "GroupingRules",

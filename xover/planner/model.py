@@ -98,6 +98,10 @@ class JobProfile:
     # the reference partner's link share (l / T) when `interference` was measured; None: the same next to any partner
     interference_link_share: float | None = None
     startup_ms: float = 0.0  # launch to first iteration: processes, rendezvous, imports, set-up
+    # compute time while a partner computes the whole time, over alone, without turns: time-sliced
+    # (concurrent) and under CUDA MPS; measured on a GPU (None: processor sharing, as on a CPU core)
+    corun_stretch: float | None = None
+    mps_stretch: float | None = None
 
     def __post_init__(self) -> None:
         problem = _profile_problem(self)
@@ -179,6 +183,11 @@ def _profile_problem(job: JobProfile) -> str | None:
     if job.link_ms is not None and (isinstance(job.link_ms, bool) or not isinstance(job.link_ms, (int, float))
                                     or not math.isfinite(job.link_ms) or job.link_ms < 0):
         return f"link_ms must be a finite number >= 0, got {job.link_ms!r}"
+    for field_name in ("corun_stretch", "mps_stretch"):
+        stretch = getattr(job, field_name)
+        if stretch is not None and (isinstance(stretch, bool) or not isinstance(stretch, (int, float))
+                                    or not math.isfinite(stretch) or stretch <= 0):
+            return f"{field_name} must be a finite number > 0, got {stretch!r}"
     share = job.interference_link_share
     if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                               or not math.isfinite(share) or share <= 0):

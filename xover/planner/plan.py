@@ -11,7 +11,7 @@ from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .grouping import ALGORITHMS, GroupingRules
 from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
-from .predict import group_duration_ms, predict_group, sequential_duration_ms
+from .predict import GroupPrediction, best_sharing, predict_sharings, sequential_duration_ms
 
 
 class PlanInputError(XoverError):
@@ -20,9 +20,11 @@ class PlanInputError(XoverError):
 
 @dataclass(frozen=True)
 class GroupPlan:
-    """Jobs that take turns on the same devices, and what the model predicts for them under the
-    plan's turn policy: each job's speed relative to alone (its slowdown is the inverse), the
-    group's gain (the sum of the speeds), the fluid bound, and when it starts and how long it lasts."""
+    """Jobs that share the same devices, the way they share them (`sharing`: crossover under the
+    plan's turn policy, concurrent, or mps; "alone" for a job by itself), and what the model predicts
+    for them that way: each job's speed relative to alone (its slowdown is the inverse), the group's
+    gain (the sum of the speeds), the fluid bound, and when it starts and how long it lasts.
+    `predicted_by_sharing`: the predicted gain of each way of sharing that was considered."""
 
     jobs: list[JobProfile]
     devices: list[str]
@@ -35,6 +37,8 @@ class GroupPlan:
     predicted_iteration_ms: dict[str, float] = field(default_factory=dict)
     fluid_bound: float | None = None
     predicted_start_ms: float = 0.0
+    sharing: str = "crossover"
+    predicted_by_sharing: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ def make_plan(
     rules = GroupingRules(max_group=max_group, device_memory_gb=device_memory_gb, min_gain_margin=min_gain_margin)
     groups = split_losing(ALGORITHMS[algo](placeable, rules), policy, min_gain_margin)
     # Longest groups first, so they share the early waves instead of each extending the makespan.
-    groups = sorted(groups, key=lambda group: group_duration_ms(group, policy), reverse=True)
+    groups = sorted(groups, key=lambda group: chosen_sharing(group, policy)[0].duration_ms, reverse=True)
     placed = sorted(place_groups(groups, hosts), key=lambda group: group.wave)
     group_plans = schedule([_predict(group, policy) for group in placed])
     return Plan(
@@ -113,17 +117,23 @@ def make_plan(
     )
 
 
+def chosen_sharing(jobs: Sequence[JobProfile], policy: str) -> tuple[GroupPrediction, dict[str, GroupPrediction]]:
+    """The way of sharing `jobs` should run under (`predict.best_sharing`) and every way considered."""
+    predictions = predict_sharings(jobs, policy)
+    return best_sharing(predictions, jobs), predictions
+
+
 def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> list[list[JobProfile]]:
-    """Groups are chosen with the fluid bound; one that the simulation of the run's policy says
-    would not pay off (gain within the margin of 1, or longer than its jobs one after another), or
-    would leave a job slower than its max_slowdown (protection included) or starve one (no iteration
-    done in the simulation: its partners keep the link), is not formed."""
+    """Groups are chosen with the fluid bound; one that the simulation says would not pay off under
+    its best way of sharing (gain within the margin of 1, or longer than its jobs one after another),
+    or would leave a job slower than its max_slowdown (protection included) or starve one (no
+    iteration done in the simulation: its partners keep the link), is not formed."""
     kept: list[list[JobProfile]] = []
     for group in groups:
         if len(group) == 1:
             kept.append(group)
             continue
-        prediction = predict_group(group, policy)
+        prediction, _ = chosen_sharing(group, policy)
         unprotected = any(job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9)
                           for job in group)
         starved = min(prediction.speeds.values()) <= 0
@@ -137,7 +147,8 @@ def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> 
 
 
 def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
-    prediction = predict_group(group.jobs, policy)
+    prediction, considered = chosen_sharing(group.jobs, policy)
+    alone = len(group.jobs) == 1
     return GroupPlan(
         jobs=group.jobs,
         devices=group.devices,
@@ -149,6 +160,8 @@ def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
         predicted_speed=prediction.speeds,
         predicted_iteration_ms=prediction.iteration_ms,
         fluid_bound=prediction.fluid_bound,
+        sharing="alone" if alone else prediction.sharing,
+        predicted_by_sharing={} if alone else {sharing: p.gain for sharing, p in considered.items()},
     )
 
 

@@ -16,12 +16,16 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                  "predicted_speed": {"resnet": 0.83, "vgg": 0.67},      # relative to alone
                  "predicted_iteration_ms": {"resnet": 205.0, "vgg": 300.0},
                  "predicted_start_ms": 0.0,           # after the groups it waits for
-                 "fluid_bound": 1.6}],                # the most any policy could get
+                 "fluid_bound": 1.6,                  # the most any policy could get
+                 "sharing": "crossover",              # how it runs: crossover (under "policy"),
+                                                      # concurrent, mps; "alone" for one job
+                 "predicted_by_sharing": {"crossover": 1.41, "concurrent": 1.30}}],  # gain of each way considered
      "jobs": {"resnet": {"devices": 2, "compute_ms": 130.0, "comm_ms": 40.0,
                          "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
                          "comm_cpu": 0.0, "checkpoint_ms": 1.0, "interference": 0.0,
                          "startup_ms": 0.0, "link_ms": 60.0, "max_slowdown": 2.0,
                          "interference_link_share": 0.62,  # the partner's l/T it was measured next to
+                         "corun_stretch": 1.8, "mps_stretch": 1.5,  # GPU: compute next to a computing partner
                          "recipe": "recipes/resnet.toml"},     # "recipe" only when made from recipes
               "train": {...,                   # a job of the user's own script (a job file, or --script):
                         "recipe": "jobs/train.toml",
@@ -40,10 +44,12 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
 ``jobs`` holds exactly the placed jobs; every one is in exactly one group. In a
 job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
 ``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms), ``max_slowdown`` (none) and
-``interference_link_share`` (none: the interference is the same next to any partner) may be left
-out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
-``predicted_iteration_ms``, ``predicted_start_ms`` and ``fluid_bound`` may be left out (plans from
-before they existed); ``policy`` defaults to work-conserving; ``link``, ``engine`` and ``device_kind``
+``interference_link_share`` (none: the interference is the same next to any partner),
+``corun_stretch`` and ``mps_stretch`` (none: processor sharing) may be left out; a job's name is
+letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predicted_iteration_ms``,
+``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job) and
+``predicted_by_sharing`` may be left out (plans from before they existed); ``policy`` defaults to
+work-conserving; ``link``, ``engine`` and ``device_kind``
 (gpu or cpu) are absent from plans made from a trace.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
@@ -60,6 +66,7 @@ from typing import Any, NoReturn
 from ..errors import XoverError
 from ..scripts import ENGINES  # the one list of engines (pure: the planner imports no torch)
 from ..turns.policies import DEFAULT_POLICY, POLICIES
+from .predict import SHARINGS
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 from .plan import GroupPlan, Plan
 
@@ -102,6 +109,8 @@ def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
         "predicted_iteration_ms": dict(group.predicted_iteration_ms),
         "predicted_start_ms": group.predicted_start_ms,
         "fluid_bound": group.fluid_bound,
+        "sharing": group.sharing,
+        "predicted_by_sharing": dict(group.predicted_by_sharing),
     }
 
 
@@ -118,7 +127,7 @@ def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
         "interference": job.interference,
         "startup_ms": job.startup_ms,
     }
-    for optional in ("link_ms", "max_slowdown", "interference_link_share"):
+    for optional in ("link_ms", "max_slowdown", "interference_link_share", "corun_stretch", "mps_stretch"):
         if getattr(job, optional) is not None:
             entry[optional] = getattr(job, optional)
     if recipe is not None:
@@ -225,6 +234,8 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             interference_link_share=(_number(fields["interference_link_share"], f"{where}.interference_link_share")
                                      if "interference_link_share" in fields else None),
             startup_ms=_number(fields.get("startup_ms", 0.0), f"{where}.startup_ms"),
+            corun_stretch=_optional_number(fields, "corun_stretch", where),
+            mps_stretch=_optional_number(fields, "mps_stretch", where),
         )
     except InvalidJobProfile as error:
         _fail(where, error.problem)
@@ -283,7 +294,34 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         predicted_iteration_ms=_numbers(fields.get("predicted_iteration_ms", {}), f"{where}.predicted_iteration_ms"),
         fluid_bound=_number(fields["fluid_bound"], f"{where}.fluid_bound") if fields.get("fluid_bound") is not None else None,
         predicted_start_ms=_number(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
+        sharing=_sharing(fields.get("sharing"), f"{where}.sharing", len(members)),
+        predicted_by_sharing=_by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing"),
     )
+
+
+def _sharing(value: Any, where: str, jobs: int) -> str:
+    """A group's way of sharing; plans from before it existed ran every group in crossover."""
+    if value is None:
+        return "alone" if jobs == 1 else "crossover"
+    sharing = _text(value, where)
+    if jobs == 1:
+        if sharing != "alone":
+            _fail(where, f"a group of one job shares nothing: 'alone', got {sharing!r}")
+    elif sharing not in SHARINGS:
+        _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
+    return sharing
+
+
+def _by_sharing(value: Any, where: str) -> dict[str, float]:
+    gains = _numbers(value, where)
+    for sharing in gains:
+        if sharing not in SHARINGS:
+            _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
+    return gains
+
+
+def _optional_number(fields: dict[str, Any], key: str, where: str) -> float | None:
+    return _number(fields[key], f"{where}.{key}") if fields.get(key) is not None else None
 
 
 def _numbers(value: Any, where: str) -> dict[str, float]:

@@ -1,5 +1,9 @@
-"""What a group should do under a turn policy: each job's speed (from the simulation of the runtime,
-`simulate.py`), the fluid bound, and how long until its last job finishes.
+"""What a group should do under each way of sharing its devices: each job's speed (from the simulation
+of the runtime, `simulate.py`), the fluid bound, and how long until its last job finishes.
+
+A way of sharing (`SHARINGS`) is crossover under the plan's turn policy, concurrent (no coordination:
+Linux's scheduler on a CPU, time-slicing on a GPU) or, on a GPU whose jobs measured it, CUDA MPS.
+`best_sharing` picks the one a group should run under.
 
 Speeds are relative to alone: 0.8 means the job does 80% of the iterations per second it does on
 its devices alone. A group's gain is the sum of its jobs' speeds (1.0: no better than one after
@@ -16,7 +20,12 @@ from dataclasses import dataclass
 from ..turns.policies import DEFAULT_POLICY
 from .calibration import SHIPPED, Calibration
 from .model import JobProfile, fluid_gain, interference_next_to
-from .simulate import SimJob, simulate
+from .simulate import SHARING_MODES, SimJob, simulate
+
+SHARINGS = SHARING_MODES  # crossover, concurrent, mps
+# Turns are chosen over sharing without them only when predicted this much better: the predictions
+# miss by a few percent either way (docs/measurements.md), and concurrent is what a user has without xover.
+CROSSOVER_EDGE = 0.02
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,7 @@ class GroupPrediction:
     gain: float  # sum of speeds
     fluid_bound: float  # the best any schedule could do
     duration_ms: float  # until the last job has done its iterations
+    sharing: str = "crossover"  # the way of sharing predicted (crossover under `policy`, concurrent, mps)
 
     @property
     def slowdowns(self) -> dict[str, float]:
@@ -36,24 +46,42 @@ class GroupPrediction:
 def sim_job(job: JobProfile) -> SimJob:
     return SimJob(name=job.name, compute_ms=job.device_ms, comm_ms=job.comm_ms, link_ms=job.link_busy_ms,
                   checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown,
-                  interference=job.interference)
+                  interference=job.interference, corun_stretch=_at_least_one(job.corun_stretch),
+                  mps_stretch=_at_least_one(job.mps_stretch))
+
+
+def _at_least_one(stretch: float | None) -> float | None:
+    # a job measured faster next to a computing partner than alone was disturbed alone
+    return None if stretch is None else max(1.0, stretch)
+
+
+def sharings_for(jobs: Sequence[JobProfile]) -> tuple[str, ...]:
+    """The ways of sharing a group's devices worth predicting: crossover and concurrent always, MPS
+    where every job measured its stretch under it (a GPU profile)."""
+    if len(jobs) > 1 and all(job.mps_stretch is not None for job in jobs):
+        return SHARINGS
+    return ("crossover", "concurrent")
 
 
 def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                 calibration: Calibration = SHIPPED) -> list[float]:
-    """Each job's simulated speed in the group, in the order given."""
+                 calibration: Calibration = SHIPPED, sharing: str = "crossover") -> list[float]:
+    """Each job's simulated speed in the group, in the order given, under `sharing` (crossover under
+    `policy`, concurrent, mps)."""
     if len(jobs) == 1:
         return [1.0]
+    if sharing not in SHARINGS:
+        raise ValueError(f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]], calibration))
                 for i, job in enumerate(jobs))
-    return list(_simulated_speeds(key, policy, calibration))
+    return list(_simulated_speeds(key, policy if sharing == "crossover" else sharing, calibration, sharing))
 
 
 def _key(job: JobProfile, interference: float) -> tuple:
     # rounded, so that copies of a job measured apart share one simulation; to significant digits,
     # not to 0.1 ms, which turned a job of sub-millisecond times into one of none
     return (_rounded(job.device_ms), _rounded(job.comm_ms), _rounded(job.link_busy_ms),
-            _rounded(job.checkpoint_ms), job.max_slowdown, round(interference, 3))
+            _rounded(job.checkpoint_ms), job.max_slowdown, round(interference, 3),
+            _at_least_one(job.corun_stretch), _at_least_one(job.mps_stretch))
 
 
 def _rounded(ms: float) -> float:
@@ -61,34 +89,63 @@ def _rounded(ms: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _simulated_speeds(key: tuple, policy: str, calibration: Calibration) -> tuple[float, ...]:
+def _simulated_speeds(key: tuple, policy: str, calibration: Calibration, sharing: str = "crossover") -> tuple[float, ...]:
     jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
-    result = simulate(jobs, "crossover", policy, calibration=calibration)
+    result = simulate(jobs, sharing, policy if sharing == "crossover" else None, calibration=calibration)
     return tuple(outcome.speed for outcome in result.jobs)
 
 
 def predict_group(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                  calibration: Calibration = SHIPPED) -> GroupPrediction:
-    speeds = group_speeds(jobs, policy, calibration)
+                  calibration: Calibration = SHIPPED, sharing: str = "crossover") -> GroupPrediction:
+    """The group under `sharing` (crossover under `policy` by default)."""
+    speeds = group_speeds(jobs, policy, calibration, sharing)
     return GroupPrediction(
         policy=policy,
         speeds={job.name: speed for job, speed in zip(jobs, speeds)},
         iteration_ms={job.name: job.solo_ms / speed if speed > 0 else float("inf") for job, speed in zip(jobs, speeds)},
         gain=sum(speeds),
         fluid_bound=fluid_gain(jobs),
-        duration_ms=group_duration_ms(jobs, policy, calibration),
+        duration_ms=group_duration_ms(jobs, policy, calibration, sharing),
+        sharing=sharing,
     )
 
 
+def predict_sharings(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
+                     calibration: Calibration = SHIPPED) -> dict[str, GroupPrediction]:
+    """The group under every way of sharing worth predicting (`sharings_for`)."""
+    return {sharing: predict_group(jobs, policy, calibration, sharing) for sharing in sharings_for(jobs)}
+
+
+def acceptable(prediction: GroupPrediction, jobs: Sequence[JobProfile]) -> bool:
+    """No job slower than its max_slowdown, none starved (no iteration done in the simulation)."""
+    protected = all(not job.max_slowdown or prediction.slowdowns[job.name] <= job.max_slowdown * (1 + 1e-9)
+                    for job in jobs)
+    return protected and min(prediction.speeds.values(), default=1.0) > 0
+
+
+def best_sharing(predictions: dict[str, GroupPrediction], jobs: Sequence[JobProfile]) -> GroupPrediction:
+    """The way of sharing a group should run under: the highest predicted gain among those that keep
+    every job's protection, where crossover must beat the best way without turns by CROSSOVER_EDGE
+    (a user is never worse off with xover than without it). With none acceptable, the best gain."""
+    fine = {sharing: p for sharing, p in predictions.items() if acceptable(p, jobs)} or predictions
+    without_turns = [p for sharing, p in fine.items() if sharing != "crossover"]
+    best_without = max(without_turns, key=lambda p: p.gain, default=None)
+    crossover = fine.get("crossover")
+    if crossover is not None and (best_without is None or crossover.gain > best_without.gain * (1 + CROSSOVER_EDGE)):
+        return crossover
+    assert best_without is not None
+    return best_without
+
+
 def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                      calibration: Calibration = SHIPPED) -> float:
+                      calibration: Calibration = SHIPPED, sharing: str = "crossover") -> float:
     """Time until the last job has done its iterations: the group runs at its simulated speeds
     until a job finishes, then the others go on as a smaller group, and so on."""
     remaining = {job.name: float(job.iterations) for job in jobs}
     live = list(jobs)
     elapsed = max((job.startup_ms for job in jobs), default=0.0)  # launched together
     while live:
-        speeds = group_speeds(live, policy, calibration)
+        speeds = group_speeds(live, policy, calibration, sharing)
         iteration = {job.name: job.solo_ms / max(speed, 1e-9) for job, speed in zip(live, speeds)}
         finish = min(remaining[job.name] * iteration[job.name] for job in live)
         elapsed += finish

@@ -4,8 +4,13 @@
 Every job alternates compute on the devices and an all-reduce on the link:
 
 * compute: `compute_ms` of device time per iteration (data, update, forward, backward). Under
-  `crossover` only the turn's holder computes; under `concurrent` every job that wants the device
-  gets an equal share of it (Linux's scheduler on a core). A holder asked to yield does so at its
+  `crossover` only the turn's holder computes. Under `concurrent` (no coordination: Linux's
+  scheduler on a core, time-slicing on a GPU) and `mps` (CUDA MPS: kernels of several processes
+  side by side) every job that wants the device computes at once; a job whose co-run stretch was
+  measured in that way of sharing (`corun_stretch`, `mps_stretch`: its compute time while a partner
+  computes the whole time, over alone) computes that much slower while any partner computes, and one
+  without a measured stretch gets an equal share of the device (processor sharing: a stretch of k
+  for k jobs computing, what a saturated core or GPU gives). A holder asked to yield does so at its
   next layer boundary, `checkpoint_ms` later at most (half of it on average).
 * communication: the all-reduce starts during backward (when `link_ms - comm_ms` of compute is
   left: the part that overlapped backward alone) and needs `link_ms` of the link to itself. The
@@ -58,6 +63,8 @@ class SimJob:
     checkpoint_ms: float = 1.0  # compute between two layer boundaries (yield latency)
     max_slowdown: float | None = None
     interference: float = 0.0  # its compute grows by this fraction next to a partner
+    corun_stretch: float | None = None  # concurrent: compute time while a partner computes, over alone
+    mps_stretch: float | None = None  # the same under CUDA MPS
 
     @property
     def solo_ms(self) -> float:
@@ -138,6 +145,7 @@ class _Simulation:
         self.states = [_State(job) for job in jobs]
         self.now = 0.0
         self.policy = make_policy(policy, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
+        self.stretch = [_stretch(job, mode) for job in jobs]
         self.turns = DeviceTurns(order=list(range(len(jobs))))
         self.pending_yield: tuple[float, int] | None = None  # (time, slot) of a yield asked for
         bands = self.policy.link_bands() if self.policy is not None else {}
@@ -145,10 +153,17 @@ class _Simulation:
 
     # -- rates --------------------------------------------------------------------------------
     def _compute_rate(self, index: int) -> float:
-        """Of the device: all of it for the turn's holder; under `concurrent` an equal share."""
-        if self.mode == "concurrent":
-            return 1.0 / max(1, sum(1 for s in self.states if s.computing))
-        return 1.0
+        """Of the device: all of it for the turn's holder; without turns, 1 / the job's stretch while
+        any partner computes (an equal share where no stretch was measured)."""
+        if self.mode == "crossover":
+            return 1.0
+        computing = sum(1 for s in self.states if s.computing)
+        if computing <= 1:
+            return 1.0
+        stretch = self.stretch[index]
+        if stretch is None:
+            return 1.0 / computing
+        return 1.0 / (1.0 + (stretch - 1.0) * (computing - 1))
 
     def _link_rates(self) -> dict[int, float]:
         """The transfers in flight in the first band served get the link, shared evenly, but for
@@ -171,7 +186,7 @@ class _Simulation:
         state.compute_left = state.job.shared_compute_ms
         state.in_compute_phase = True
         state.transfer_started = False
-        if self.mode == "concurrent":
+        if self.mode != "crossover":
             state.computing = True
             return
         state.waiting_since = self.now
@@ -325,11 +340,19 @@ class _Simulation:
         return results
 
 
+SHARING_MODES = ("crossover", "concurrent", "mps")
+
+
+def _stretch(job: SimJob, mode: str) -> float | None:
+    """The job's measured co-run stretch in `mode` (None: processor sharing)."""
+    return {"concurrent": job.corun_stretch, "mps": job.mps_stretch}.get(mode)
+
+
 def simulate(jobs: Sequence[SimJob], mode: str = "crossover", policy: str | None = "work-conserving",
              iterations: int = 60, max_events: int = MAX_EVENTS, calibration: Calibration = SHIPPED) -> SimResult:
     """Run the group until its slowest job (alone) would have done `iterations` iterations, or past
     `max_events` once every job has done MIN_ITERATIONS; the link's leak from `calibration`."""
-    if mode not in ("crossover", "concurrent"):
+    if mode not in SHARING_MODES:
         raise ValueError(f"unknown mode {mode!r}")
     if len(jobs) == 1:
         job = jobs[0]

@@ -21,6 +21,7 @@ from ..results import (ExperimentInfo, ExperimentSummary, GainPoint, GroupModel,
                        ParityResult, RunResult, mode_rank)
 from ..run.record import reconcile_lost
 from ..store.models import Experiment, PlanGroup
+from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import experiment_jobs, iteration_rows
 from ..store.session import Store, missing_sqlite_file, open_store
@@ -120,9 +121,12 @@ def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[i
     summaries = [RunResult.from_summary(summary) for summary in experiment_jobs(session, experiment.id, iterations)]
     jobs, comparisons = compare(sorted(summaries, key=job_order), iterations)
     planned: dict[int, float] = {}
+    planned_groups: list[dict[str, Any]] = []
     if experiment.plan_id is not None:
         planned = {g.index: g.predicted_gain for g in
                    session.scalars(select(PlanGroup).where(PlanGroup.plan_id == experiment.plan_id))}
+        plan_row = session.get(PlanRow, experiment.plan_id)
+        planned_groups = list((plan_row.body or {}).get("groups", [])) if plan_row is not None else []
     groups = []
     for comparison in comparisons:
         alone = []  # the group's jobs alone, with their profiles' interference
@@ -136,8 +140,14 @@ def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[i
                  for job in alone}
         model = group_model(alone, experiment.bandwidth, sorted(comparison.policies)) \
             if len(alone) == len(comparison.jobs) else GroupModel()
+        in_plan = planned_groups[comparison.group] if 0 <= comparison.group < len(planned_groups) else {}
         groups.append(GroupReport.of(comparison, {name: ratio for name, ratio in drift.items() if ratio is not None},
-                                     planned.get(comparison.group), model))
+                                     # the plan's crossover prediction (its pick's may be another way's)
+                                     in_plan.get("predicted_by_sharing", {}).get("crossover", planned.get(comparison.group)),
+                                     model,
+                                     # plans from before the pick ran every group in crossover
+                                     in_plan.get("sharing", "crossover") if in_plan else None,
+                                     in_plan.get("predicted_by_sharing", {})))
     return jobs, groups
 
 

@@ -30,7 +30,10 @@ GROUP_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("sequential", "
                           ("concurrent", "concurrent_vs_sequential"), ("crossover", "crossover_vs_sequential"),
                           ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain"),
                           ("fluid bound", "fluid_bound"), ("of bound", "of_fluid_bound"),
-                          ("measured gain", "measured_gain"), ("error %", "gain_error_pct")]
+                          ("measured gain", "measured_gain"), ("error %", "gain_error_pct"),
+                          ("concurrent predicted", "concurrent_predicted"), ("concurrent error %", "concurrent_error_pct"),
+                          ("planned sharing", "planned_sharing"), ("best measured", "best_measured"),
+                          ("pick / best", "pick_vs_best")]
 POLICY_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("policy", "policy"), ("crossover", "aggregate"),
                            ("vs concurrent", "vs_concurrent"), ("simulated", "simulated"),
                            ("window s", "window_s")]
@@ -43,7 +46,8 @@ PARITY_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("mode vs alone"
 SUMMARY_COLUMNS: Columns = [("experiment", "id"), ("kind", "kind"), ("status", "status"), ("created", "created_at"),
                             ("jobs", "jobs"), ("runs", "runs"), ("modes", "modes"),
                             ("best crossover gain", "best_crossover_gain")]
-DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "samples_per_s_shared": 1, "gain_error_pct": 1, "window_s": 1}
+DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "samples_per_s_shared": 1, "gain_error_pct": 1, "window_s": 1,
+          "concurrent_error_pct": 1}
 JOB_CSV_FIELDS = ("experiment", "run_id", "name", "recipe", "mode", "policy", "group", "slot", "engine", "np", "status",
                   "exit_code", "iterations", "iterations_planned", "samples_per_s", "samples_per_s_shared", "speed",
                   "iteration_ms", "data_ms", "compute_ms", "communication_ms", "wait_ms", "wait_p90_ms", "skew_p50_ms",

@@ -24,7 +24,7 @@ from ..store.queries import experiment_jobs, iteration_rows, store_plan
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
-from .jobs import MODES, GroupToRun, attach_traits, check_devices, give_seconds, job_for, nccl_crossover_warning
+from .jobs import MODES, PLANNED, GroupToRun, attach_traits, check_devices, give_seconds, job_for, nccl_crossover_warning
 from .launchers import LaunchRequest, launcher_named
 from .mps import check_mps
 from .schedule import Scheduler, Unit
@@ -80,9 +80,13 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     launcher (launchers.py) runs them: here or over ssh ('local'), or each group of the plan as a Slurm
     job ('slurm')."""
     modes, policies = list(options.modes), list(options.policies) or [DEFAULT_POLICY]
+    if modes == [PLANNED]:
+        policies = policies[:1]
     bandwidth = requested_rate(options.bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
-    if options.mps:
+    # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups)
+    mps = options.mps or (modes == [PLANNED] and any(group.sharing == "mps" for group in groups))
+    if mps:
         check_mps()
     for group in groups:
         check_devices(group.jobs)
@@ -102,7 +106,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
                             kind=options.kind, command=options.command, link=link, bandwidth=bandwidth,
                             iterations=options.iterations, seconds=options.seconds,
                             show_progress=options.show_progress, plan_path=options.plan_path,
-                            timeout_s=options.timeout_s, wait=options.wait, mps=options.mps,
+                            timeout_s=options.timeout_s, wait=options.wait, mps=mps,
                             options=dict(options.launcher_options))
     chosen.check(request)  # before the plan is recorded
     plan_body = options.plan_body
@@ -119,6 +123,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     return RunOutcome(experiment=run.id, results_dir=str(run.results_dir), bandwidth=bandwidth,
                       link=None if link == "host" else link, modes=modes, policies=policies, jobs=jobs,
                       groups=comparisons, predicted_gains={g.index: g.predicted_gain for g in groups},
+                      sharing={g.index: g.sharing for g in groups} if plan_body else {},
                       launcher=chosen.name, launcher_jobs=dict(launcher_jobs or {}),
                       schedule=schedule_summary(jobs, plan_body, makespan_s) if plan_body and not comparison else None)
 
@@ -151,11 +156,21 @@ def _overlapping_groups(jobs: list[RunResult]) -> int:
     return busiest
 
 
-def modes_of(mode: str) -> list[str]:
-    """`--mode`: one mode, `all`, or a comma list such as `sequential,crossover` (the baseline a user
-    wants beside crossover, without the third); run in the order of MODES, whatever the order given."""
+def modes_of(mode: str, plan: bool = True) -> list[str]:
+    """`--mode`: one mode, `all`, a comma list such as `sequential,crossover` (the baseline a user
+    wants beside crossover, without the third), run in the order of MODES whatever the order given, or,
+    for a plan, `planned` (each group in the way of sharing its plan picked, as scheduled)."""
     asked = [part.strip() for part in mode.split(",")]
+    if PLANNED in asked:
+        if not plan:
+            raise XoverError(f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
+                             "has no plan (choose crossover, concurrent, sequential or all)")
+        if asked != [PLANNED]:
+            raise XoverError(f"--mode {mode}: planned is a mode of its own (the plan's schedule); "
+                             "compare with --mode all")
+        return [PLANNED]
     unknown = [part for part in asked if part not in (*MODES, "all")]
     if unknown or not all(asked):
-        raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential, a comma list of them, or all")
+        raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential, a comma list of them, or all "
+                         "(or planned: a plan's groups as it picked)")
     return list(MODES) if "all" in asked else [m for m in MODES if m in asked]

@@ -24,6 +24,7 @@ from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 
 MODES = ("sequential", "concurrent", "crossover")
+PLANNED = "planned"  # each group of a plan in the way of sharing the plan picked for it
 
 
 @dataclass
@@ -66,6 +67,12 @@ class GroupToRun:
     index: int
     jobs: list[JobSpec]
     predicted_gain: float | None = None
+    sharing: str = "crossover"  # the plan's pick (crossover, concurrent, mps; alone): what mode `planned` runs
+
+    @property
+    def planned_mode(self) -> str:
+        """The run mode of the plan's pick: MPS is concurrent under the run's MPS daemon."""
+        return {"mps": "concurrent", "alone": "sequential"}.get(self.sharing, self.sharing)
 
     @property
     def device_set(self) -> set[Device]:
@@ -165,7 +172,7 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
     except OSError as error:
         raise XoverError(f"{plan_path}: cannot read the plan: {error.strerror}") from None
     try:
-        plan_from_dict(body)  # validates the format, naming the field that is wrong
+        plan = plan_from_dict(body)  # validates the format, naming the field that is wrong
     except XoverError as error:
         raise XoverError(f"{plan_path}: {error}") from None
     engine = engine or body.get("engine") or "horovod"
@@ -198,7 +205,9 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
                                planned.get("max_slowdown", recipe.max_slowdown), planned.get("link_ms"))
             jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
                                 engine=recipe.engine if recipe.script else engine, traits=traits))
-        groups.append(GroupToRun(index, jobs, group.get("predicted_gain")))
+        # the gain a comparison's crossover is set against: the plan's crossover prediction
+        crossover_gain = group.get("predicted_by_sharing", {}).get("crossover", group.get("predicted_gain"))
+        groups.append(GroupToRun(index, jobs, crossover_gain, plan.groups[index].sharing))
     return groups, body
 
 

@@ -1,5 +1,6 @@
 """The units a group runs as: each job alone (sequential), the whole group (concurrent), once per
-turn policy (crossover); a comparison runs every group's units one after another."""
+turn policy (crossover), or as its plan picked (planned); a comparison runs every group's units one
+after another."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from ..analysis import job_summary
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
 from ..store.session import Store
-from .jobs import GroupToRun, traits_from_summary
+from .jobs import PLANNED, GroupToRun, traits_from_summary
 from .schedule import Unit
 
 
@@ -32,7 +33,11 @@ def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[
 
 def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> list[Unit]:
     """The units one group runs as in `modes`, in order: each job alone for sequential, the whole group
-    for concurrent, and once per policy for crossover. Also what a group that never ran stands for."""
+    for concurrent, once per policy for crossover, and for planned in its plan's way of sharing (under
+    the first policy). Also what a group that never ran stands for."""
+    if PLANNED in modes:
+        modes = [group.planned_mode if mode == PLANNED else mode for mode in modes]
+        policies = policies[:1]
     if len(group.jobs) == 1:
         # one job shares nothing: concurrent and crossover would only run it alone again
         return [Unit(group.jobs, "sequential" if "sequential" in modes else modes[0], group.index)]

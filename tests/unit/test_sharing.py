@@ -1,0 +1,127 @@
+"""The plan's pick of each group's way of sharing: crossover, concurrent (processor sharing, or a
+measured co-run stretch) and MPS, predicted by the same simulation, and how a plan run follows it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from xover.planner import (
+    JobProfile,
+    best_sharing,
+    make_plan,
+    plan_from_dict,
+    plan_to_dict,
+    predict_sharings,
+)
+from xover.planner.planfile import PlanFormatError
+from xover.planner.predict import CROSSOVER_EDGE
+from xover.planner.simulate import SimJob, simulate
+from xover.run.jobs import GroupToRun, JobSpec
+from xover.run.units import group_units
+
+
+def job(name: str, compute: float, comm: float, **extra) -> JobProfile:
+    return JobProfile(name=name, devices=2, compute_ms=compute, comm_ms=comm, memory_gb=0.1, **extra)
+
+
+def test_concurrent_without_a_stretch_is_processor_sharing():
+    # two compute-only jobs: a device shared evenly does one job's work per unit of time
+    heavy = [SimJob("a", 100.0, 0.001), SimJob("b", 100.0, 0.001)]
+    assert simulate(heavy, "concurrent", None).aggregate == pytest.approx(1.0, abs=0.02)
+
+
+def test_a_measured_stretch_sets_the_speed_while_both_compute():
+    # a GPU the jobs do not keep busy: no stretch, both compute at full speed side by side
+    idle_gpu = [SimJob("a", 100.0, 0.001, corun_stretch=1.0), SimJob("b", 100.0, 0.001, corun_stretch=1.0)]
+    assert simulate(idle_gpu, "concurrent", None).aggregate == pytest.approx(2.0, abs=0.02)
+    # a stretch of 1.6 each: each at 1/1.6 of its speed alone
+    busy = [SimJob("a", 100.0, 0.001, corun_stretch=1.6), SimJob("b", 100.0, 0.001, corun_stretch=1.6)]
+    assert simulate(busy, "concurrent", None).aggregate == pytest.approx(2 / 1.6, abs=0.02)
+    # under MPS the MPS stretch counts, not the time-sliced one
+    mps = [SimJob("a", 100.0, 0.001, corun_stretch=2.0, mps_stretch=1.25),
+           SimJob("b", 100.0, 0.001, corun_stretch=2.0, mps_stretch=1.25)]
+    assert simulate(mps, "mps", None).aggregate == pytest.approx(2 / 1.25, abs=0.02)
+    assert simulate(mps, "concurrent", None).aggregate == pytest.approx(1.0, abs=0.02)
+
+
+def test_mps_is_considered_only_where_every_job_measured_it():
+    a, b = job("a", 100, 50, mps_stretch=1.2), job("b", 60, 90)
+    assert set(predict_sharings([a, b])) == {"crossover", "concurrent"}
+    assert set(predict_sharings([a, job("b", 60, 90, mps_stretch=1.3)])) == {"crossover", "concurrent", "mps"}
+
+
+def test_two_balanced_copies_in_phase_take_turns():
+    # the same job twice computes in phase without turns; crossover interleaves them
+    a, b = job("a", 100, 100), job("a#2", 100, 100)
+    predictions = predict_sharings([a, b])
+    assert predictions["crossover"].gain > predictions["concurrent"].gain * 1.3
+    assert best_sharing(predictions, [a, b]).sharing == "crossover"
+
+
+def test_turns_step_aside_where_they_buy_too_little():
+    # jobs that do not keep the GPU busy (stretch 1): concurrent gets both at nearly full speed
+    a, b = job("a", 100, 20, corun_stretch=1.0), job("b", 90, 30, corun_stretch=1.0)
+    predictions = predict_sharings([a, b])
+    chosen = best_sharing(predictions, [a, b])
+    assert chosen.sharing == "concurrent"
+    assert chosen.gain >= predictions["crossover"].gain
+
+
+def test_crossover_must_beat_sharing_without_turns_by_the_edge():
+    a, b = job("a", 100, 100), job("b", 100, 100)
+    crossover = predict_sharings([a, b])["crossover"]
+    close = dataclasses.replace(crossover, sharing="concurrent", gain=crossover.gain / (1 + CROSSOVER_EDGE / 2))
+    assert best_sharing({"crossover": crossover, "concurrent": close}, [a, b]).sharing == "concurrent"
+    behind = dataclasses.replace(close, gain=crossover.gain / (1 + CROSSOVER_EDGE * 2))
+    assert best_sharing({"crossover": crossover, "concurrent": behind}, [a, b]).sharing == "crossover"
+
+
+def test_a_plan_carries_each_groups_sharing_and_the_ways_it_considered():
+    jobs = [job("a", 100, 100), job("a#2", 100, 100), job("c", 100, 20, corun_stretch=1.0),
+            job("d", 90, 30, corun_stretch=1.0)]
+    plan = make_plan(jobs, [("h", 2)], algo="matching")
+    by_jobs = {tuple(sorted(j.name for j in g.jobs)): g for g in plan.groups}
+    for group in plan.groups:
+        if len(group.jobs) == 1:
+            assert group.sharing == "alone" and group.predicted_by_sharing == {}
+            continue
+        assert set(group.predicted_by_sharing) == {"crossover", "concurrent"}
+        assert group.predicted_gain == pytest.approx(group.predicted_by_sharing[group.sharing])
+    assert by_jobs[("a", "a#2")].sharing == "crossover"
+    if ("c", "d") in by_jobs:
+        assert by_jobs[("c", "d")].sharing == "concurrent"
+    document = json.loads(json.dumps(plan_to_dict(plan)))
+    again = plan_from_dict(document)
+    assert [(g.sharing, g.predicted_by_sharing) for g in again.groups] == \
+           [(g.sharing, g.predicted_by_sharing) for g in plan.groups]
+    assert {j.name: j.corun_stretch for j in again.jobs} == {j.name: j.corun_stretch for j in plan.jobs}
+
+
+def test_a_plan_from_before_the_pick_runs_its_groups_in_crossover():
+    document = plan_to_dict(make_plan([job("a", 100, 100), job("a#2", 100, 100)], [("h", 2)]))
+    for group in document["groups"]:
+        del group["sharing"], group["predicted_by_sharing"]
+    assert [g.sharing for g in plan_from_dict(document).groups] == ["crossover"]
+
+
+@pytest.mark.parametrize("sharing, problem", [("turns", "unknown way of sharing 'turns'"),
+                                              ("alone", "unknown way of sharing 'alone'")])
+def test_a_bad_sharing_is_named(sharing, problem):
+    document = plan_to_dict(make_plan([job("a", 100, 100), job("a#2", 100, 100)], [("h", 2)]))
+    document["groups"][0]["sharing"] = sharing
+    with pytest.raises(PlanFormatError, match=rf"groups\[0\]\.sharing.*{problem}"):
+        plan_from_dict(document)
+
+
+@pytest.mark.parametrize("sharing, mode", [("crossover", "crossover"), ("concurrent", "concurrent"),
+                                           ("mps", "concurrent")])
+def test_a_planned_group_runs_in_its_plans_way(sharing, mode):
+    from xover.recipes import load_recipe
+
+    recipe = load_recipe("mlp-digits")
+    jobs = [JobSpec("a", recipe, {"localhost": [0, 1]}), JobSpec("b", recipe, {"localhost": [0, 1]})]
+    [unit] = group_units(GroupToRun(0, jobs, 1.2, sharing), ["planned"], ["work-conserving", "round-robin"])
+    assert unit.mode == mode and unit.policy == ("work-conserving" if mode == "crossover" else None)
