@@ -86,6 +86,19 @@ def test_profile_plan_run(isolated_results, tmp_path):
         assert job["comm_threads"] == ("batch" if job["name"] in grouped else "normal"), plan["groups"]
     # XOVER_LINK_BANDS=off: the link stays shared, no socket marked; XOVER_COMM_THREADS=normal: the
     # default scheduling policy for every thread
+    # the plan's pick for each group, run without --mode: a group the plan shares without turns runs
+    # concurrent (a plan of one group of both jobs, its sharing set to concurrent whatever was predicted)
+    both = json.loads(plan_path.read_text())
+    [first_group] = [dict(both["groups"][0], jobs=["mlp-digits", "resnet-digits"], wave=0, sharing="concurrent",
+                          predicted_slowdown={"mlp-digits": 1.5, "resnet-digits": 1.5})]
+    both.update(groups=[first_group], unplaced=[])
+    concurrent_path = tmp_path / "plan-concurrent.json"
+    concurrent_path.write_text(json.dumps(both))
+    as_planned = _xover("run", str(concurrent_path), "--iterations", "4", "--json")
+    assert as_planned.returncode == 0, as_planned.stderr[-3000:]
+    shown = json.loads(as_planned.stdout)
+    assert shown["modes"] == ["planned"] and [g.get("sharing") for g in shown["groups"]] in ([], ["concurrent"])
+    assert {(j["mode"], j["policy"], j["comm_threads"]) for j in shown["jobs"]} == {("concurrent", None, "normal")}
     # (a plan made for round robin, run without --policy: it runs under the policy it predicted for)
     strict_path = tmp_path / "plan-round-robin.json"
     strict = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--policy", "round-robin",

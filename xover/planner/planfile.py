@@ -304,10 +304,9 @@ def _sharing(value: Any, where: str, jobs: int) -> str:
     if value is None:
         return "alone" if jobs == 1 else "crossover"
     sharing = _text(value, where)
-    if jobs == 1:
-        if sharing != "alone":
-            _fail(where, f"a group of one job shares nothing: 'alone', got {sharing!r}")
-    elif sharing not in SHARINGS:
+    if jobs == 1 and sharing in (*SHARINGS, "alone"):
+        return "alone"  # a group of one job shares nothing, whatever an edited plan says
+    if sharing not in SHARINGS:
         _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     return sharing
 
