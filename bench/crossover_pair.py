@@ -82,14 +82,17 @@ def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
     blind = [dataclasses.replace(profile, interference=0.0) for profile in profiles]
     return {"fluid": model.fluid_bound,
             "policies": {policy: simulated.speeds for policy, simulated in model.predicted.items()},
+            "concurrent": model.without_turns["concurrent"].gain,
+            "pick": best_sharing(predict_sharings(profiles, DEFAULT_POLICY), profiles).sharing,
             "without_interference": predict_group(blind, DEFAULT_POLICY).gain,
             "interference": {p.name: p.interference for p in profiles},
             "profiles": profiles}
 
 
-def model_from_runs_alone(experiment_id: str) -> float | None:
-    """The default policy's simulated gain from the comparison's own runs alone, as `xover report`
-    computes it: the model given the machine as it was during the row, not when it was profiled."""
+def model_from_runs_alone(experiment_id: str) -> tuple[float | None, float | None]:
+    """The default policy's and concurrent's simulated gains from the comparison's own runs alone, as
+    `xover report` computes them: the model given the machine as it was during the row, not when it was
+    profiled."""
     store = open_store(None)
     try:
         with store.session() as session:
@@ -98,7 +101,9 @@ def model_from_runs_alone(experiment_id: str) -> float | None:
     finally:
         store.close()
     simulated = group.simulated.get(DEFAULT_POLICY)
-    return simulated.gain if simulated is not None else None
+    concurrent = group.model.without_turns.get("concurrent")
+    return (simulated.gain if simulated is not None else None,
+            concurrent.gain if concurrent is not None else None)
 
 
 def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
@@ -122,10 +127,11 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
     drift = {j.name: alone_vs_profile(j, profiled.get(j.name)) for j in jobs if j.mode == "sequential"}
     drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
-    from_alone = model_from_runs_alone(report["experiment"])
+    from_alone, concurrent_from_alone = model_from_runs_alone(report["experiment"])
     row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
            "without_interference": model["without_interference"], "alone_vs_profile": drift,
-           "predicted_from_alone": from_alone}
+           "predicted_from_alone": from_alone, "concurrent_predicted": model["concurrent"],
+           "concurrent_from_alone": concurrent_from_alone, "pick": model["pick"]}
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
         predicted = sum(model["policies"][policy].values())
@@ -145,6 +151,16 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     if default["aggregate"] and from_alone:
         print(f"  predicted from this run's jobs alone (the model without the drift since profiling): {from_alone:.2f}, "
               f"{_error_pct(from_alone, default['aggregate']):+.1f}%")
+    if concurrent:
+        print(f"  concurrent predicted {model['concurrent']:.2f} from the profiles "
+              f"({_error_pct(model['concurrent'], concurrent):+.1f}%)"
+              + (f", {concurrent_from_alone:.2f} from this run's jobs alone "
+                 f"({_error_pct(concurrent_from_alone, concurrent):+.1f}%)" if concurrent_from_alone else ""))
+    measured_ways = {"concurrent": concurrent, "crossover": default["aggregate"]}
+    best = max((way for way in measured_ways if measured_ways[way]), key=lambda way: measured_ways[way], default=None)
+    if best and measured_ways.get(row["pick"]):
+        row["pick_vs_best"] = measured_ways[row["pick"]] / measured_ways[best]
+        print(f"  the plan's pick: {row['pick']}; best measured: {best}; pick / best {row['pick_vs_best']:.3f}")
     print("  device time alone in this run / in its profile: "
           + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items()))
     parity = [(j.name, j.final_loss) for j in jobs]
@@ -182,6 +198,23 @@ def print_prediction_errors(rows: list[dict], steady: float = 0.1) -> None:
           f"predicted from each row's own runs alone: {sum(e <= 5 for e in from_alone)} of {len(from_alone)}"
           + (f" (mean error {statistics.mean(from_alone):.1f}%, from the profiles "
              f"{statistics.mean(e for e, _ in errors):.1f}%)" if from_alone else ""))
+
+
+def print_sharing(rows: list[dict]) -> None:
+    """Concurrent predicted against measured (from the profiles and from each row's runs alone), and the
+    plan's pick against the best mode measured."""
+    print("\nconcurrent predicted vs measured, and the plan's pick vs the best measured mode")
+    print(f"{'pair':36} {'engine':8} {'conc':>5} {'predicted':>9} {'error':>6} {'from alone':>10} {'error':>6} "
+          f"{'pick':>10} {'pick/best':>9}")
+    for row in rows:
+        measured = row["concurrent"]
+        if not measured:
+            continue
+        alone = row.get("concurrent_from_alone")
+        print(f"{row['pair']:36} {row['engine']:8} {measured:5.2f} {row['concurrent_predicted']:9.2f} "
+              f"{_error_pct(row['concurrent_predicted'], measured):+5.1f}% {_f(alone, 10, 2)} "
+              + (f"{_error_pct(alone, measured):+5.1f}%" if alone else f"{'-':>6}")
+              + f" {row['pick']:>10} {_f(row.get('pick_vs_best'), 9, 3)}")
 
 
 def print_spread(rows: list[dict]) -> None:
@@ -336,6 +369,7 @@ def main() -> None:
               + (f"{_error_pct(row['predicted_from_alone'], measured):+5.1f}%"
                  if measured and row.get("predicted_from_alone") else f"{'-':>6}"))
     print_prediction_errors(rows)
+    print_sharing(rows)
     if args.repeats > 1:
         print_spread(rows)
     if not args.skip_token:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job, end to end: doctor -> profile -> plan -> run (every mode, both turn policies) -> report.
+# The main job, end to end: doctor -> profile -> plan -> run (as planned, then every mode and both turn
+# policies) -> report.
 # On an emulated two-host cluster where one can be built (root), else on one machine with a shaped link.
 set -euo pipefail
 XOVER=.venv/bin/xover
@@ -32,12 +33,14 @@ if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$(
 echo "== profile: each job alone (the script through the shims that run it unmodified), then once next to a"
 echo "   reference partner (its interference)"
 $XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
-echo "== plan: group complementary jobs"
+echo "== plan: group complementary jobs, and pick each group's way of sharing (turns, or none where turns buy too little)"
 PLAN="${XOVER_RESULTS:-results}/demo-plan.json"  # in the results folder, where every command writes
 mkdir -p "$(dirname "$PLAN")"
 $XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out "$PLAN"
-echo "== run: the plan in every mode and turn policy (each job about $SECONDS_EACH s alone)"
+echo "== run: the plan as planned, each group in the way of sharing picked for it (each job about $SECONDS_EACH s alone)"
+$XOVER run "$PLAN" --seconds "$SECONDS_EACH" "${LINK[@]}" || true
+echo "== run: the plan in every mode and turn policy, to set the pick beside what each way measures"
 $XOVER run "$PLAN" --mode all --policy all --seconds "$SECONDS_EACH" "${LINK[@]}" || true
-echo "== report"
+echo "== report: per group, the planned sharing, the best measured mode, and the pick over the best"
 $XOVER report latest
 $XOVER report latest --format html
