@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.analysis import alone_vs_profile, model_of_profiles  # noqa: E402
-from xover.planner import predict_group  # noqa: E402
+from xover.planner import best_sharing, predict_group, predict_sharings  # noqa: E402
 from xover.plans import profiles_of_recipes  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
@@ -339,13 +339,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--skip-token", action="store_true")
+    parser.add_argument("--keep-profiles", action="store_true",
+                        help="reuse the stored profiles where they match (default: measure them again, --force)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run every pair this many times (in turn, pair after pair), and summarise the spread")
     args = parser.parse_args()
     recipes = sorted({name for pair in args.pairs for name in pair.split(":")})
     rows = []
     for engine in args.engines:
-        xover("profile", *recipes, "--bandwidth", args.bandwidth, "--engine", engine, "--force")
+        xover("profile", *recipes, "--bandwidth", args.bandwidth, "--engine", engine,
+              *([] if args.keep_profiles else ["--force"]))
         for _ in range(args.repeats):
             for pair in args.pairs:
                 rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))

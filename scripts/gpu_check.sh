@@ -19,6 +19,14 @@
 #                gpu-mlp: profiled through the shims, planned, run from the plan (every mode), exact losses
 #   scripts-sync the same pair with XOVER_CHECKPOINT_SYNC=1 (yields seen at layer boundaries; not a default phase)
 #   paper-bert   ResNet-50 + BERT-base;   paper-twins  two copies of ResNet-50
+# The study of GPU-bound jobs (bench/gpu/study.sh runs them; not default phases), each at the link rate its
+# profile says makes the all-reduce keep the link busy as long as the job computes (bench/gpu/balanced_rate.py):
+#   bound        two GPU-bound ResNet-50s (bf16, channels-last), Gloo: profiled, planned (the plan picks the
+#                sharing), run from the plan in every mode time-sliced, then concurrent and crossover under
+#                MPS, twice; then as planned
+#   bound-nccl   the same pair with NCCL under MPS (CTAs bounded: NCCL_MAX_NCHANNELS, NCCL_MAX_CTAS), concurrent
+#                and crossover, time-sliced and under MPS
+#   bound-vgg    GPU-bound ResNet-50 + VGG-16, as bound (once);   bound-bert  GPU-bound ResNet-50 + BERT-base
 # The default phases are the check (probe to scripts, about 8 minutes); the paper's pairs are the GPU
 # benchmark: --phases paper,paper-mps,paper-bert,paper-twins --budget 420.
 # --policy work-conserving|round-robin: the pairs' crossover under that policy alone (default: both).
@@ -45,7 +53,7 @@ while [ $# -gt 0 ]; do
     --policy) POLICY=$2; shift ;;
     --out) OUTDIR=$2; shift ;;
     --work) WORK=$2; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -69,6 +77,7 @@ if [ $CPU = 1 ]; then
   export XOVER_CPU_ONLY=1
   R=resnet-synthetic; M=mlp-synthetic; S=tests/e2e/scripts/ddp-accumulate.toml; R50=resnet-synthetic; VGG=vgg-synthetic; BERT=transformer-tokens
   PAIR_SECONDS=1.5; PAPER_SECONDS=1.5; PROFILE=(--iterations 4 --warmup 1); PARITY_ITERATIONS=4
+  B50=resnet-digits; BVGG=vgg-synthetic; BBERT=transformer-tokens; STUDY_SECONDS=1.5; STUDY_ROUNDS=1
   [ "$PHASES_GIVEN" = 1 ] || PHASES="probe parity pair-gloo pair-nccl scripts paper paper-bert paper-twins"
   [ "$RATE" = 10gbit ] && RATE=1gbit
 else
@@ -78,10 +87,15 @@ else
   # A run with NCCL took 11-15 s to start on an H200: a job that runs 3 s may end before its partner
   # starts (docs/measurements.md, 2026-11-26), so every job gets at least 10 s.
   PAIR_SECONDS=10; PAPER_SECONDS=12; PROFILE=(--iterations 8 --warmup 3); PARITY_ITERATIONS=200
+  B50=resnet50-bf16; BVGG=vgg16-bf16; BBERT=bert-base-bf16; STUDY_SECONDS=8; STUDY_ROUNDS=2
 fi
+# NCCL's CTAs bounded when jobs share a GPU: each communicator takes a few SMs, not all it would like
+NCCL_BOUND=(NCCL_MAX_NCHANNELS=2 NCCL_MAX_CTAS=2)
 # every rank of a job may share one GPU: each GPU counts as two devices (devices.py)
 SHARED=(XOVER_DEVICES_PER_GPU=2 GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=WARN)
 DONE=""
+STUDY_RATE=()
+STUDY_PLAN=()
 PROFILED=" "  # "backend:recipe+recipe" of the pairs profiled in this call
 RUN_EXTRA=()
 
@@ -168,6 +182,70 @@ pair() {
   report "$name"
 }
 
+# twin RECIPE FILE: a copy of RECIPE under another name (a plan needs distinct job names)
+twin() {
+  "$PY" - "$1" "$2" <<'PYTWIN'
+import sys, tomllib
+from xover.recipes import resolve_recipe_path as find_recipe
+source = find_recipe(sys.argv[1])
+text = open(source).read()
+name = tomllib.loads(text)["name"]
+open(sys.argv[2], "w").write(text.replace(f'name = "{name}"', f'name = "{name}-twin"', 1))
+PYTWIN
+}
+
+# study NAME NEED BACKEND RECIPE RECIPE: profile both (then again at the balanced rate), plan, run from the
+# plan in every mode, under MPS, STUDY_ROUNDS times, then as planned. The pair of the study's later phases
+# reuses STUDY_RATE and STUDY_PLAN.
+study() {
+  local name=$1 need=$2 backend=$3 a=$4 b=$5; shift 5
+  if [ "$(left)" -lt "$need" ]; then say "phase $name skipped: $(left)s left, needs ${need}s"; return; fi
+  if [ "$a" = "$b" ]; then b="$WORK/$name-twin.toml"; twin "$a" "$b" || return; fi
+  local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@") rate
+  say "phase $name: $a + $b, $backend"
+  xo $(($(left) - 10)) "$name.profile0" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
+    "${PROFILE[@]}" --no-corun --force --json
+  if [ ${#BW[@]} -gt 0 ] && rate=$("$PY" bench/gpu/balanced_rate.py "$WORK/$name.profile0.json" 2>>"$WORK/$name.rate.err"); then
+    say "  balanced link rate $rate (all-reduce as long as compute)"
+    xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch --bandwidth "$rate" \
+      "${PROFILE[@]}" --no-corun --force --json || return
+    STUDY_RATE=(--bandwidth "$rate")
+  else
+    say "  no balanced rate ($(tail -n 1 "$WORK/$name.rate.err" 2>/dev/null)): at ${BW[1]:-the unshaped loopback}"
+    STUDY_RATE=("${BW[@]}")
+  fi
+  STUDY_PLAN=("$WORK/$name-plan.json")
+  xo 60 "$name.plan" "${vars[@]}" -- plan "$a" "$b" --engine torch --devices 2 "${STUDY_RATE[@]}" \
+    --out "$WORK/$name-plan.json" --json || return
+  if "$PY" -c "import json, sys
+try:
+    sys.exit(0 if any(len(g['jobs']) > 1 for g in json.load(open(sys.argv[1]))['groups']) else 1)
+except (OSError, ValueError, KeyError, TypeError):
+    sys.exit(1)" "$WORK/$name-plan.json"; then
+    say "  the plan groups them; its pick: $("$PY" -c "import json, sys; g = json.load(open(sys.argv[1]))['groups'][0]
+print(g.get('sharing'), g.get('predicted_by_sharing'))" "$WORK/$name-plan.json")"
+    local group=("$WORK/$name-plan.json")
+  else
+    say "  the plan keeps them apart: comparing them as one group anyway"; local group=(--group "$a" "$b" --engine torch)
+  fi
+  local round
+  for round in $(seq 1 "$STUDY_ROUNDS"); do
+    xo $(($(left) - 10)) "$name-all$round.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" \
+      --seconds "$STUDY_SECONDS" --mode all --policy work-conserving --timeout $(($(left) - 20)) --json
+    report "$name-all$round"
+    if [ $CPU = 0 ]; then
+      xo $(($(left) - 10)) "$name-mps$round.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" --mps \
+        --seconds "$STUDY_SECONDS" --mode concurrent,crossover --policy work-conserving --timeout $(($(left) - 20)) --json
+      report "$name-mps$round"
+    fi
+  done
+  if [ "${group[0]}" != --group ]; then
+    xo $(($(left) - 10)) "$name-planned.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" \
+      --seconds "$STUDY_SECONDS" --timeout $(($(left) - 20)) --json
+    report "$name-planned"
+  fi
+}
+
 [ $CPU = 1 ] && XOVER_TORCH_BACKEND_NCCL=gloo || XOVER_TORCH_BACKEND_NCCL=nccl
 for phase in $PHASES; do
   case $phase in
@@ -219,6 +297,23 @@ sys.exit(len(groups) > 1)" "$WORK/scripts-plan.json"; then
       RUN_EXTRA=(--mps); pair paper-mps 100 "$PAPER_SECONDS" gloo "$R50" "$VGG"; RUN_EXTRA=() ;;
     paper-bert) pair paper-bert 100 "$PAPER_SECONDS" gloo "$R50" "$BERT" ;;
     paper-twins) pair paper-twins 100 "$PAPER_SECONDS" gloo "$R50" "$R50" ;;
+    bound) study bound 300 gloo "$B50" "$B50" ;;
+    bound-nccl)  # the bound pair's plan and rate, over NCCL with its CTAs bounded: time-sliced, then under MPS
+      if [ "$(left)" -lt 90 ]; then say "phase bound-nccl skipped: $(left)s left, needs 90s"; continue; fi
+      if [ ${#STUDY_PLAN[@]} = 0 ]; then  # no bound phase in this call: the pair as a group, at --rate
+        twin "$B50" "$WORK/bound-nccl-twin.toml" || continue
+        STUDY_PLAN=(--group "$B50" "$WORK/bound-nccl-twin.toml" --engine torch); STUDY_RATE=("${BW[@]}")
+      fi
+      say "phase bound-nccl: the bound pair, $XOVER_TORCH_BACKEND_NCCL, ${NCCL_BOUND[*]}, ${STUDY_RATE[*]:-unshaped}"
+      for extra in "" --mps; do
+        [ -n "$extra" ] && [ $CPU = 1 ] && continue
+        xo $(($(left) - 10)) "bound-nccl${extra:+-mps}.run" "${SHARED[@]}" XOVER_TORCH_BACKEND=$XOVER_TORCH_BACKEND_NCCL \
+          "${NCCL_BOUND[@]}" -- run "${STUDY_PLAN[@]}" "${STUDY_RATE[@]}" $extra --seconds "$STUDY_SECONDS" \
+          --mode concurrent,crossover --policy work-conserving --timeout $(($(left) - 20)) --json
+        report "bound-nccl${extra:+-mps}"
+      done ;;
+    bound-vgg) STUDY_ROUNDS=1 study bound-vgg 240 gloo "$B50" "$BVGG" ;;
+    bound-bert) STUDY_ROUNDS=1 study bound-bert 240 gloo "$B50" "$BBERT" ;;
     *) say "unknown phase $phase (see --help)" ;;
   esac
 done

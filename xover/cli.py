@@ -345,7 +345,8 @@ def plan(
     np: Annotated[Optional[int], typer.Option("--np", help="Ranks of each --script (default: every local device).")] = None,
     profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
                             "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
-                            "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share].")] = None,
+                            "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share][,corun_stretch]"
+                            "[,mps_stretch].")] = None,
     devices: Annotated[Optional[int], typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
     device_memory: Annotated[Optional[float], typer.Option("--device-memory", help="GB per device; groups must fit.")] = None,

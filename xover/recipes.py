@@ -20,9 +20,11 @@ from typing import Any
 from .errors import XoverError
 from .scripts import ENGINES, ScriptRefused, check_script, content_hash, script_engines
 from .settings import VARIABLE_PREFIX
-from .workloads import BERT_DEFAULTS, DATASETS, MODELS, TRANSFORMER_DEFAULTS
+from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, MODELS, TRANSFORMER_DEFAULTS
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+# fp32: torch's defaults; bf16: forward and loss under bfloat16 autocast; tf32: TF32 matmuls and convolutions
+PRECISIONS = ("fp32", "bf16", "tf32")
 
 
 class RecipeError(XoverError):
@@ -56,6 +58,8 @@ class Recipe:
     script_sha256: str | None = None  # the script's content when the job was made
     memory_gb: float | None = None  # device memory the planner assumes instead of the measured peak
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables of its processes
+    precision: str = "fp32"  # PRECISIONS
+    channels_last: bool = False  # image models: NHWC tensors (what tensor cores want)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -63,6 +67,9 @@ class Recipe:
         # absent when unset, as before the fields existed: hashes of older recipes hold
         for key in ("max_slowdown", *_SCRIPT_ONLY):
             if data[key] in (None, (), {}):
+                del data[key]
+        for key, default in (("precision", "fp32"), ("channels_last", False)):
+            if data[key] == default:
                 del data[key]
         if "args" in data:
             data["args"] = list(data["args"])
@@ -106,9 +113,11 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "description": ((str,), False),
     "model_options": ((dict,), False),
     "dataset_options": ((dict,), False),
+    "precision": ((str,), False),
+    "channels_last": ((bool,), False),
 }
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table"}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table", bool: "true or false"}
 
 
 def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], bool]], fail) -> None:
@@ -121,7 +130,7 @@ def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...],
             continue
         value = data[key]
         # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
-        if isinstance(value, bool) or not isinstance(value, types):
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             kind = {list: "a list of strings", dict: "a table"}.get(types[-1], _TYPE_NAMES.get(types[-1]))
             raise fail(key, f"must be {kind}, got {value!r}")
         if float in types and not _finite(value):
@@ -163,6 +172,11 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
     if model.kind != dataset.kind:
         raise fail("dataset", f"model '{data['model']}' takes {model.kind} inputs but dataset "
                               f"'{data['dataset']}' gives {dataset.kind}")
+    if data.get("precision", "fp32") not in PRECISIONS:
+        raise fail("precision", f"unknown precision '{data['precision']}'{_suggest(data['precision'], PRECISIONS)}; "
+                                f"choose one of {', '.join(PRECISIONS)}")
+    if data.get("channels_last") and model.kind != IMAGE:
+        raise fail("channels_last", f"applies to image models; '{data['model']}' takes {model.kind} inputs")
     if data["optimizer"] not in OPTIMIZERS:
         raise fail("optimizer", f"unknown optimizer '{data['optimizer']}'; choose one of {', '.join(OPTIMIZERS)}")
     for key in ("batch_size", "np"):

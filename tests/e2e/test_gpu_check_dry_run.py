@@ -87,3 +87,27 @@ def test_the_recipes_of_the_paper_pairs_take_turns_on_the_cpu(isolated_results):
     jobs = json.loads(result.stdout)["jobs"]
     assert sorted(j["name"] for j in jobs) == ["transformer-tokens", "vgg-synthetic"]
     assert all(j["status"] == "finished" and j["iterations"] == 4 and j["engine"] == "torch" for j in jobs), jobs
+
+
+def test_the_gpu_study_dry_run_profiles_plans_and_runs_every_way(tmp_path):
+    """bench/gpu/study.sh cpu: the study's phases (bound, bound-nccl) through the script's own logic with the
+    stand-in for `python -m xover`: two copies of the bound recipe (the second renamed), profiled, planned,
+    compared in every mode, run as planned where the plan groups them, then NCCL with its CTAs bounded."""
+    stand_in, calls = gpu_check_stand_in(tmp_path, "NCCL_MAX_CTAS=${NCCL_MAX_CTAS:-} $*")
+    result = subprocess.run(["bash", "bench/gpu/study.sh", "cpu", "--out", str(tmp_path / "out")], cwd=ROOT,
+                            env={**{k: v for k, v in os.environ.items() if k not in ("XOVER_DB", "XOVER_RESULTS")},
+                                 "PYTHON": str(stand_in)}, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    made = [line.split() for line in calls.read_text().splitlines()]
+    commands = [call[1] for call in made]
+    assert commands[:3] == ["profile", "plan", "run"], made  # the stand-in's profile gives no rate: one profile
+    profile = made[0]
+    twin = profile[profile.index("profile") + 2]
+    assert profile[profile.index("profile") + 1] == "resnet-digits" and twin.endswith("bound-twin.toml")
+    assert 'name = "resnet-digits-twin"' in Path(twin).read_text()
+    runs = [call for call in made if call[1] == "run"]
+    # the stand-in writes no plan: compared as one group, in every mode, then NCCL's run with CTAs bounded
+    assert runs[0][runs[0].index("--mode") + 1] == "all" and "--group" in runs[0], runs
+    nccl = runs[-1]
+    assert nccl[0] == "NCCL_MAX_CTAS=2" and nccl[nccl.index("--mode") + 1] == "concurrent,crossover", nccl
+    assert "no balanced rate" in result.stdout and "phase bound-nccl" in result.stdout

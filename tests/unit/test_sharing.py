@@ -125,3 +125,21 @@ def test_a_planned_group_runs_in_its_plans_way(sharing, mode):
     jobs = [JobSpec("a", recipe, {"localhost": [0, 1]}), JobSpec("b", recipe, {"localhost": [0, 1]})]
     [unit] = group_units(GroupToRun(0, jobs, 1.2, sharing), ["planned"], ["work-conserving", "round-robin"])
     assert unit.mode == mode and unit.policy == ("work-conserving" if mode == "crossover" else None)
+
+
+def test_a_trace_gives_gpu_stretches_and_the_plan_considers_mps(tmp_path):
+    from xover.planner import load_trace_csv
+
+    trace = tmp_path / "gpu.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,corun_stretch,mps_stretch\n"
+                     "resnet,2,80,70,10,1.9,1.6\nresnet#2,2,80,70,10,1.9,1.6\nsmall,2,20,5,1,,\n")
+    jobs = load_trace_csv(trace)
+    assert [(j.corun_stretch, j.mps_stretch) for j in jobs] == [(1.9, 1.6), (1.9, 1.6), (None, None)]
+    predictions = predict_sharings(jobs[:2])
+    assert set(predictions) == {"crossover", "concurrent", "mps"}
+    # GPU-bound copies whose communication is about their compute: turns beat time-slicing and MPS
+    assert best_sharing(predictions, jobs[:2]).sharing == "crossover"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,devices,compute_ms,comm_ms,memory_gb,mps_stretch\nx,2,80,70,10,-1\n")
+    with pytest.raises(Exception, match=r"line 2: mps_stretch must be a finite number > 0"):
+        load_trace_csv(bad)

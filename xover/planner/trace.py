@@ -8,7 +8,9 @@ all-reduce keeps the link busy, at least comm_ms; default: comm_ms), ``comm_cpu`
 much its device time grows next to a partner, as a fraction, at least -0.5; default 0),
 ``startup_ms`` (launch to first iteration; default 0) and ``interference_link_share``
 (the link share l/T of the partner the interference was measured next to; empty: the
-same interference next to any partner), in any order. Names are
+same interference next to any partner), ``corun_stretch`` and ``mps_stretch`` (a GPU job's
+compute time while a partner computes the whole time, over alone, time-sliced and under CUDA MPS;
+empty: processor sharing, and no MPS prediction), in any order. Names are
 letters, digits, '.', '_', '-' or '#'. Other columns are rejected, so a misspelt
 optional column does not silently become its default. Errors name the file and the
 line, counting the header as line 1.
@@ -26,9 +28,10 @@ from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
 OPTIONAL_COLUMNS = ("data_ms", "iterations", "link_ms", "comm_cpu", "checkpoint_ms", "max_slowdown", "interference",
-                    "startup_ms", "interference_link_share")
+                    "startup_ms", "interference_link_share", "corun_stretch", "mps_stretch")
 _DEFAULTS = {"data_ms": 0.0, "iterations": 100, "link_ms": None, "comm_cpu": 0.0, "checkpoint_ms": 1.0,
-             "max_slowdown": None, "interference": 0.0, "startup_ms": 0.0, "interference_link_share": None}
+             "max_slowdown": None, "interference": 0.0, "startup_ms": 0.0, "interference_link_share": None,
+             "corun_stretch": None, "mps_stretch": None}
 
 
 LARGEST = 1e9  # any field: beyond it (11 days per iteration, a billion devices) a value is a typo

@@ -14,6 +14,7 @@ Run as:  python -m xover.runtime.worker SPEC.json   (under horovodrun)
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import resource
@@ -103,6 +104,23 @@ def eager(optimizer: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]
     return type(optimizer.__name__, (optimizer,), methods)
 
 
+def set_precision(precision: str, device: torch.device):
+    """The recipe's precision: a context for the forward pass and the loss (bf16: autocast to
+    bfloat16; the backward runs in the dtypes autocast chose), after setting TF32 for `tf32`. fp32
+    keeps torch's defaults. Gradients stay fp32 (the parameters are), so the all-reduce is unchanged."""
+    if precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    if precision == "bf16":
+        return lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+def to_memory_format(tensor: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    # images (4-D) in NHWC where the recipe asks for it; other inputs as they are
+    return tensor.contiguous(memory_format=torch.channels_last) if channels_last and tensor.dim() == 4 else tensor
+
+
 def loss_of(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
 
@@ -179,6 +197,11 @@ def train(spec: dict[str, Any]) -> None:
     dataset = workloads.build_dataset(recipe["dataset"], batch_size=recipe["batch_size"], rank=engine.rank,
                                       world_size=engine.size, seed=recipe["seed"], options=recipe["dataset_options"])
     model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
+    # channels-last inputs only: convolutions then run NHWC and give NHWC activations, while the weights
+    # and so their gradients stay contiguous, as Horovod's all-reduce requires ("Tensor is required to be
+    # contiguous") and DDP's buckets expect
+    channels_last = bool(recipe.get("channels_last"))
+    autocast = set_precision(recipe.get("precision", "fp32"), device)
     engine.prepare(model, build_optimizer(recipe, model.parameters()))
     checkpoints = install_checkpoints(model, turn)  # noqa: F841 - kept: the gradient hooks live on these nodes
     link = LinkPriority()  # the job's band on the shared link, when the launcher gave it one
@@ -220,8 +243,10 @@ def train(spec: dict[str, Any]) -> None:
         engine.zero_grad()
         inputs, targets = dataset.batch(step)
         inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        inputs = to_memory_format(inputs, channels_last)
         t3 = time.perf_counter()
-        loss = loss_of(model(inputs), targets)
+        with autocast():
+            loss = loss_of(model(inputs), targets)
         loss.backward()
         synchronize_device(device)
         t4 = time.perf_counter()

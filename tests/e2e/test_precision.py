@@ -1,0 +1,52 @@
+"""A recipe's precision and memory format (bf16 autocast, channels-last): the job trains so, and its
+losses under crossover are still those of the job alone, at every iteration."""
+
+import json
+import subprocess
+import sys
+import tomllib
+
+from xover.recipes import BUILTIN_RECIPES
+
+XOVER = [sys.executable, "-m", "xover"]
+
+
+def _xover(*args, timeout=600):
+    return subprocess.run([*XOVER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_bf16_channels_last_keeps_exact_parity_under_crossover(isolated_results, tmp_path):
+    fields = tomllib.loads((BUILTIN_RECIPES / "resnet-digits.toml").read_text())
+    lines = [f'name = "resnet-digits-bf16"', 'precision = "bf16"', "channels_last = true"]
+    for key, value in fields.items():
+        if key not in ("name", "model_options", "dataset_options"):
+            lines.append(f"{key} = {json.dumps(value)}")
+    lines += ["[model_options]", "width = 16", "[dataset_options]", "image_size = 16"]
+    recipe = tmp_path / "resnet-digits-bf16.toml"
+    recipe.write_text("\n".join(lines) + "\n")
+
+    ran = _xover("run", "--group", str(recipe), "mlp-digits", "--mode", "sequential,crossover", "--policy",
+                 "work-conserving", "--iterations", "6", "--json")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    jobs = json.loads(ran.stdout)["jobs"]
+    assert {(j["name"], j["mode"], j["status"]) for j in jobs} == {
+        (name, mode, "finished") for name in ("resnet-digits-bf16", "mlp-digits") for mode in ("sequential", "crossover")}
+    report = _xover("report", json.loads(ran.stdout)["experiment"], "--format", "json")
+    parity = {(p["name"], p["mode"]): (p["steps"], p["identical"]) for p in json.loads(report.stdout)["parity"]}
+    assert parity[("resnet-digits-bf16", "crossover")] == (6, True), parity
+    # bf16 changes the arithmetic: its losses are not those of the same model in fp32
+    losses = {j["name"]: j["final_loss"] for j in jobs if j["mode"] == "sequential"}
+    fp32 = _xover("run", "--group", "resnet-digits", "--mode", "sequential", "--iterations", "6", "--json")
+    assert fp32.returncode == 0, fp32.stderr[-3000:]
+    assert json.loads(fp32.stdout)["jobs"][0]["final_loss"] != losses["resnet-digits-bf16"]
+
+
+def test_a_bad_precision_is_one_line_naming_it(tmp_path):
+    recipe = tmp_path / "bad.toml"
+    recipe.write_text((BUILTIN_RECIPES / "mlp-digits.toml").read_text() + 'precision = "fp8"\n')
+    refused = _xover("train", str(recipe))
+    assert refused.returncode == 2 and "field 'precision': unknown precision 'fp8'" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    recipe.write_text((BUILTIN_RECIPES / "mlp-digits.toml").read_text() + "channels_last = 1\n")
+    refused = _xover("train", str(recipe))
+    assert refused.returncode == 2 and "field 'channels_last': must be true or false" in refused.stderr, refused.stderr
