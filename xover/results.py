@@ -238,20 +238,22 @@ class GroupReport(GroupComparison):
     model: GroupModel
     planned_sharing: str | None = None  # the plan's pick for the group (crossover, concurrent, mps)
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way
+    concurrent_under: str = "concurrent"  # "mps" where the concurrent runs had CUDA MPS (runs.gpu_sharing)
 
     @classmethod
     def of(cls, comparison: GroupComparison, alone_vs_profile: dict[str, float], predicted_gain: float | None,
            model: GroupModel, planned_sharing: str | None = None,
-           predicted_by_sharing: dict[str, float] | None = None) -> GroupReport:
+           predicted_by_sharing: dict[str, float] | None = None, concurrent_under: str = "concurrent") -> GroupReport:
         fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
         return cls(**fields, alone_vs_profile=alone_vs_profile, predicted_gain=predicted_gain, model=model,
-                   planned_sharing=planned_sharing, predicted_by_sharing=dict(predicted_by_sharing or {}))
+                   planned_sharing=planned_sharing, predicted_by_sharing=dict(predicted_by_sharing or {}),
+                   concurrent_under=concurrent_under)
 
     @property
     def measured_by_sharing(self) -> dict[str, float]:
-        """The measured gain of each way of sharing that ran (crossover under its policy; MPS measures
-        as concurrent, under the run's daemon)."""
-        measured = {"concurrent": self.concurrent_vs_sequential, "crossover": self.crossover_vs_sequential}
+        """The measured gain of each way of sharing that ran (crossover under its policy; concurrent, or
+        mps where the concurrent runs had an MPS daemon)."""
+        measured = {self.concurrent_under: self.concurrent_vs_sequential, "crossover": self.crossover_vs_sequential}
         return {sharing: gain for sharing, gain in measured.items() if gain is not None}
 
     @property
@@ -267,7 +269,7 @@ class GroupReport(GroupComparison):
     def pick_vs_best(self) -> float | None:
         """The plan's pick, measured, over the best mode measured (1.0: the pick was the best)."""
         measured = self.measured_by_sharing
-        picked = measured.get("concurrent" if self.planned_sharing == "mps" else self.planned_sharing or "")
+        picked = measured.get(self.planned_sharing or "")
         best = max([*measured.values(), self.sequential or 1.0], default=None)
         return picked / best if picked and best else None
 
@@ -306,10 +308,11 @@ class GroupReport(GroupComparison):
 
     @property
     def concurrent_predicted(self) -> float | None:
-        """Concurrent's predicted gain: the plan's, else the model's from the jobs' runs alone."""
-        if "concurrent" in self.predicted_by_sharing:
-            return self.predicted_by_sharing["concurrent"]
-        simulated = self.model.without_turns.get("concurrent")
+        """Concurrent's predicted gain (MPS's where its runs had MPS): the plan's, else the model's from the
+        jobs' runs alone."""
+        if self.concurrent_under in self.predicted_by_sharing:
+            return self.predicted_by_sharing[self.concurrent_under]
+        simulated = self.model.without_turns.get(self.concurrent_under)
         return simulated.gain if simulated is not None else None
 
     @property

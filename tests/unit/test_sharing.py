@@ -143,3 +143,22 @@ def test_a_trace_gives_gpu_stretches_and_the_plan_considers_mps(tmp_path):
     bad.write_text("name,devices,compute_ms,comm_ms,memory_gb,mps_stretch\nx,2,80,70,10,-1\n")
     with pytest.raises(Exception, match=r"line 2: mps_stretch must be a finite number > 0"):
         load_trace_csv(bad)
+
+
+def test_the_report_sets_the_pick_beside_the_best_measured_mode():
+    from xover.results import GroupComparison, GroupModel, GroupReport
+
+    comparison = GroupComparison(group=0, jobs=["a", "b"], policies={}, sequential=1.0, concurrent_vs_sequential=1.35,
+                                 crossover_vs_sequential=1.20, crossover_policy="work-conserving",
+                                 crossover_vs_concurrent=1.20 / 1.35, concurrent_overlap=1.0, crossover_overlap=1.0)
+    picked_turns = GroupReport.of(comparison, {}, 1.3, GroupModel(), "crossover", {"crossover": 1.3, "concurrent": 1.25})
+    assert picked_turns.best_measured == "concurrent"
+    assert picked_turns.pick_vs_best == pytest.approx(1.20 / 1.35)
+    assert picked_turns.concurrent_predicted == 1.25
+    assert picked_turns.concurrent_error_pct == pytest.approx((1.35 / 1.25 - 1) * 100)
+    # a comparison run under MPS measures MPS as its concurrent mode, and is predicted as MPS
+    under_mps = GroupReport.of(comparison, {}, 1.3, GroupModel(), "mps", {"crossover": 1.3, "concurrent": 1.1,
+                                                                          "mps": 1.4}, concurrent_under="mps")
+    assert under_mps.best_measured == "mps" and under_mps.pick_vs_best == 1.0 and under_mps.concurrent_predicted == 1.4
+    # a pick that did not run in the comparison (MPS, measured time-sliced) has nothing to set beside the best
+    assert GroupReport.of(comparison, {}, 1.3, GroupModel(), "mps", {}).pick_vs_best is None

@@ -147,7 +147,9 @@ def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[i
                                      model,
                                      # plans from before the pick ran every group in crossover
                                      in_plan.get("sharing", "crossover") if in_plan else None,
-                                     in_plan.get("predicted_by_sharing", {})))
+                                     in_plan.get("predicted_by_sharing", {}),
+                                     "mps" if any(job.gpu_sharing == "mps" for job in jobs if job.mode == "concurrent"
+                                                  and job.group == comparison.group) else "concurrent"))
     return jobs, groups
 
 
