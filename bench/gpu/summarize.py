@@ -75,10 +75,12 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
             worst = max((p.get("max_abs_loss_diff") or 0.0 for p in compared), default=None)
             return "exact" if worst == 0 else ("-" if worst is None else f"{worst:.2g}")
 
-        rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-", "-",
-                              _utilisation(samples, by("sequential")), "-"])
+        if by("sequential"):  # a run in one mode (a plan as planned) has nothing alone to compare with
+            rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-", "-",
+                                  _utilisation(samples, by("sequential")), "-"])
         if group.get("concurrent_vs_sequential") is not None:
-            rows.append(common + ["concurrent", _f(group["concurrent_vs_sequential"]), "1.00", "", "-",
+            rows.append(common + ["concurrent", _f(group["concurrent_vs_sequential"]), "1.00", "",
+                                  _f(group.get("concurrent_predicted")),
                                   _share(group.get("concurrent_overlap")), _utilisation(samples, by("concurrent")),
                                   parity_of("concurrent")])
         simulated = group.get("simulated") or {}
@@ -135,6 +137,11 @@ def main() -> None:
         experiment = report.get("experiment", {})
         details.append(f"  {name}: experiment {experiment.get('id')} ({experiment.get('status')}), hardware "
                        f"{experiment.get('hardware')}")
+        for group in report.get("groups", []):
+            if group.get("planned_sharing"):
+                details.append(f"  {name}: group {group.get('group')}: the plan's pick {group['planned_sharing']} "
+                               f"(predicted {json.dumps(group.get('predicted_by_sharing'))}); best measured "
+                               f"{group.get('best_measured')}; pick / best {_f(group.get('pick_vs_best'), 3)}")
         details += job_lines(report)
     print("\nGPU check summary (aggregate: sum over the jobs of their speed relative to alone, over the window "
           "they shared the devices)\n")
