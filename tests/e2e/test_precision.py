@@ -43,10 +43,14 @@ def test_bf16_channels_last_keeps_exact_parity_under_crossover(isolated_results,
 
 def test_a_bad_precision_is_one_line_naming_it(tmp_path):
     recipe = tmp_path / "bad.toml"
-    recipe.write_text((BUILTIN_RECIPES / "mlp-digits.toml").read_text() + 'precision = "fp8"\n')
+    recipe.write_text('precision = "fp8"\n' + (BUILTIN_RECIPES / "mlp-digits.toml").read_text())
     refused = _xover("train", str(recipe))
     assert refused.returncode == 2 and "field 'precision': unknown precision 'fp8'" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
-    recipe.write_text((BUILTIN_RECIPES / "mlp-digits.toml").read_text() + "channels_last = 1\n")
+    recipe.write_text("channels_last = 1\n" + (BUILTIN_RECIPES / "mlp-digits.toml").read_text())
     refused = _xover("train", str(recipe))
     assert refused.returncode == 2 and "field 'channels_last': must be true or false" in refused.stderr, refused.stderr
+    text = (BUILTIN_RECIPES / "transformer-tokens.toml").read_text()
+    recipe.write_text("channels_last = true\n" + text)
+    refused = _xover("train", str(recipe))
+    assert refused.returncode == 2 and "field 'channels_last': applies to image models" in refused.stderr
