@@ -281,7 +281,7 @@ PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data 
                    ("compute ms", "compute_ms"), ("comm ms", "comm_ms"), ("iter ms", "iteration_ms"),
                    ("compute fraction", "compute_fraction"), ("samples/s", "samples_per_s"),
                    ("memory GB", "memory_gb"), ("grad MB", "gradient_mb"), ("interference", "interference"),
-                   ("reused", "reused")]
+                   ("stretch", "corun_stretch"), ("reused", "reused")]
 
 
 @app.command(short_help="Measure each job alone (compute, communication, memory) and its interference next to a partner.")
@@ -306,6 +306,10 @@ def profile(
     corun: Annotated[bool, typer.Option("--corun/--no-corun", help="Measure interference next to the reference "
                      "partner: a second run of each job, and the partner's own profile if it has none (2-3x the time); "
                      "without it predictions assume none.")] = True,
+    stretch: Annotated[Optional[bool], typer.Option("--stretch/--no-stretch", help="Measure each job's co-run "
+                       "stretch: its compute next to a one-rank copy of itself that computes the whole time, without "
+                       "turns (time-sliced, and under CUDA MPS where it exists): what the plan predicts concurrent and "
+                       "MPS from. Default: on GPUs (a CPU's cores are shared evenly).", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
 ) -> None:
     """Measure each job alone: data, compute and exposed communication per iteration, memory,
@@ -321,13 +325,14 @@ def profile(
         results = profile_recipes(State.db, recipe_paths, ProfileOptions(
             np=np, iterations=iterations, warmup=warmup, bandwidth=bandwidth, engine=engine or "horovod",
             hosts=hosts_or_allocation(hosts), force=force, wait=wait, corun_with=corun_with if corun else None,
+            stretch=stretch,
             command=_command_line(), show_progress=not json_out), scripts=script_jobs)
     results.sort(key=lambda r: r["compute_fraction"], reverse=True)
     if json_out:
         print_json(results)
         return
     print_table("xover profile  (sorted: compute-heavy first, communication-heavy last)", PROFILE_COLUMNS,
-                results, digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2})
+                results, digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2})
 
 
 PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("devices", "devices"),

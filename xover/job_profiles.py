@@ -36,4 +36,6 @@ def job_profile(recipe, found) -> JobProfile:
                                                            synced=settings().checkpoint_sync),
                       max_slowdown=recipe.max_slowdown, interference=found.interference or 0.0,
                       interference_link_share=found.corun_partner_link_share or None,
-                      startup_ms=found.startup_ms or 0.0)
+                      startup_ms=found.startup_ms or 0.0,
+                      corun_stretch=getattr(found, "corun_stretch", None),
+                      mps_stretch=getattr(found, "mps_stretch", None))

@@ -20,6 +20,7 @@ reference partner did: `planner.model.interference_next_to`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -32,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from .devices import hardware_fingerprint
+from .devices import hardware_fingerprint, local_device_count
 from .errors import XoverError
 from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
@@ -42,6 +43,7 @@ from .rates import parse_rate
 from .recipes import Recipe, RecipeError, load_recipe, with_overrides
 from .run.experiment import experiment, lease_devices, link_of
 from .run.jobs import check_devices, job_for, traits_of
+from .run.mps import control_program
 from .run.schedule import Scheduler, Unit
 from .store.models import IterationMetric, Profile, Run
 from .store.profiles import find_profile
@@ -188,7 +190,8 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "link_ms": profile.link_ms, "comm_cpu_ms": profile.comm_cpu_ms, "checkpoints": profile.checkpoints,
             "corun_partner": profile.corun_partner, "corun_device_ms": profile.corun_device_ms,
             "interference": profile.interference, "corun_partner_link_share": profile.corun_partner_link_share,
-            "startup_ms": profile.startup_ms,
+            "startup_ms": profile.startup_ms, "corun_stretch": profile.corun_stretch,
+            "mps_stretch": profile.mps_stretch,
             "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
             "iterations_measured": profile.iterations, "spread": profile.spread,
             "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
@@ -210,6 +213,7 @@ class ProfileOptions:
     force: bool = False  # measure again even where a stored profile fits
     wait: bool = False  # for devices another xover holds
     corun_with: str | None = DEFAULT_CORUN_PARTNER  # the reference partner of the interference; None: not measured
+    stretch: bool | None = None  # measure the co-run stretch (None: on GPUs, where sharing without turns differs)
     command: str = "xover profile"  # the command line, as recorded
     show_progress: bool = True
 
@@ -243,8 +247,12 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
     profiles: dict[int, Profile | None] = {i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
     alone = [i for i, found in profiles.items() if found is None]
     corun = [i for i, found in profiles.items() if partner_recipe and (found is None or found.interference is None)]
+    on_gpu = local_device_count()[0] == "gpu"
+    with_mps = on_gpu and control_program() is not None
+    stretch = [i for i, found in profiles.items() if (on_gpu if options.stretch is None else options.stretch)
+               and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))]
     measured: set[int] = set()
-    if alone or corun:
+    if alone or corun or stretch:
         with experiment(store, "profile", options.command, bandwidth, options.show_progress, link=link) as run:
             lease_devices(run, jobs, options.wait)
 
@@ -270,6 +278,10 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
                 partner, partner_profile = partners[recipe.np]
                 profiles[i] = _measure_corun(run, store, recipe, job, profiles[i], partner, partner_profile,
                                              iterations, warmup, engine)
+                measured.add(i)
+            for i in stretch:
+                profiles[i] = _measure_stretch(run, store, recipes[i], jobs[i], profiles[i], iterations, warmup,
+                                               engine, with_mps)
                 measured.add(i)
     return [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
 
@@ -309,6 +321,45 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         row.corun_partner_link_share = reference.link_share
         row.interference = (None if device_ms is None else
                             measured_interference(row.data_ms + row.compute_ms, device_ms))
+        session.flush()
+        row.recipe  # load it before the session closes
+        return row
+
+
+def _measure_stretch(run, store: Store, recipe, job, profile: Profile, iterations: int, warmup: int, engine: str,
+                     with_mps: bool) -> Profile:
+    """Run `recipe` without turns next to a one-rank copy of itself on its first device: a partner
+    with no all-reduce, so it computes the whole time. The job's device time there over alone is its
+    co-run stretch (time-sliced; then again under a CUDA MPS daemon of the run's own where MPS exists).
+    The reporting rank computes on that first device, and the job's ranks run in step."""
+    from .run.mps import MpsDaemon
+
+    found: dict[str, float | None] = {}
+    for way in ("corun_stretch", "mps_stretch") if with_mps else ("corun_stretch",):
+        partner_iterations = max(iterations, math.ceil(3 * iterations * profile.iteration_ms
+                                                       / max(profile.data_ms + profile.compute_ms, 1e-3)))
+        pair = [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
+                job_for(with_overrides(recipe, iterations=partner_iterations, np=1), job.hosts,
+                        name=f"{recipe.name}#computing", engine=engine)]
+        unit = Unit(pair, "concurrent", ends_with=0)  # the partner is stopped when the job ends
+        with MpsDaemon(run.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
+            Scheduler(run.context).run([unit], exclusive=True)
+        with store.session() as session:
+            runs = [session.get(Run, run_id) for run_id in unit.run_ids]
+            failed = [r for r in runs if r.status not in ("finished", "stopped")]
+            if failed:
+                raise XoverError(f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
+                                 f"exit {failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}")
+            job_metrics, partner_metrics = (
+                list(session.scalars(select(IterationMetric).where(IterationMetric.run_id == r.id)
+                                     .order_by(IterationMetric.step))) for r in runs)
+            device_ms = corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped")
+        alone_ms = profile.data_ms + profile.compute_ms
+        found[way] = device_ms / alone_ms if device_ms is not None and alone_ms > 0 else None
+    with store.session() as session, session.begin():
+        row = session.get(Profile, profile.id)
+        for way, value in found.items():
+            setattr(row, way, value)
         session.flush()
         row.recipe  # load it before the session closes
         return row

@@ -172,6 +172,10 @@ class Profile(Base):
     interference: Mapped[Optional[float]]
     corun_partner_link_share: Mapped[Optional[float]]  # the partner's l / T (None: measured before 0007)
     startup_ms: Mapped[Optional[float]]  # launcher start to first iteration (None: profiled before 0005)
+    # its compute next to a partner computing the whole time, over alone, without turns: time-sliced and
+    # under CUDA MPS (None: not measured)
+    corun_stretch: Mapped[Optional[float]]
+    mps_stretch: Mapped[Optional[float]]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
 
