@@ -73,6 +73,7 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
         raise ValueError(f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]], calibration))
                 for i, job in enumerate(jobs))
+    # without turns the policy does not matter: one cache entry per way of sharing, whatever the policy
     return list(_simulated_speeds(key, policy if sharing == "crossover" else sharing, calibration, sharing))
 
 

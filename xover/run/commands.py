@@ -91,7 +91,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     for group in groups:
         check_devices(group.jobs)
     chosen = launcher_named(options.launcher)
-    warning = nccl_crossover_warning([job for group in groups for job in group.jobs], modes)
+    run_modes = sorted({group.planned_mode for group in groups}) if modes == [PLANNED] else modes
+    warning = nccl_crossover_warning([job for group in groups for job in group.jobs], run_modes)
     if warning and chosen.name == "local":
         errors.print(f"warning: {warning}", highlight=False, markup=False)
     link = link_of([job for group in groups for job in group.jobs], bandwidth)
