@@ -347,7 +347,8 @@ def plan(
     scripts: Annotated[Optional[list[str]], typer.Option("--script", help="A training script of your own (the shortcut "
                        "for a job file), planned from its profile: same script content, arguments, --np and engine as "
                        "profiled. Repeat for each; arguments follow --.")] = None,
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks of each --script (default: every local device).")] = None,
+    np: Annotated[Optional[int], typer.Option("--np", help="Ranks of every job, as `xover profile --np` measured "
+                  "them (default: each recipe's np; a --script's, every local device).")] = None,
     profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
                             "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
                             "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share][,corun_stretch]"
@@ -374,12 +375,10 @@ def plan(
 
     with user_errors():
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
-        if np is not None and not scripts:
-            raise XoverError("--np applies to --script (a recipe or job file plans at its own np)")
         result = plan_jobs(State.db, recipe_paths=recipe_paths, trace_csv=profiles_csv, devices=devices,
                            hosts=hosts if hosts or devices else hosts_or_allocation(None),
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
-                           policy=policy, engine=engine or "horovod", scripts=script_jobs)
+                           policy=policy, engine=engine or "horovod", scripts=script_jobs, np=np)
     if json_out:
         print_json(result)
         return

@@ -14,7 +14,7 @@ from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
 from .planner import ALGORITHMS, JobProfile, load_trace_csv, local_hosts, make_plan, plan_to_dict
 from .rates import canonical_rate, describe_rate
-from .recipes import Recipe, load_recipe
+from .recipes import Recipe, load_recipe, with_overrides
 from .scripts import check_engine
 from .store.profiles import find_profile, other_engines, profiled_links, profiled_script_hashes
 from .store.queries import store_plan
@@ -147,10 +147,10 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> str:
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
               out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY,
-              engine: str = "horovod", scripts: list[Recipe] | None = None) -> dict[str, Any]:
+              engine: str = "horovod", scripts: list[Recipe] | None = None, np: int | None = None) -> dict[str, Any]:
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
-    needs to run it as it was profiled."""
+    needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""
     check_engine(engine)
     if algo not in ALGORITHMS:
         raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
@@ -160,6 +160,10 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if bool(recipe_paths or scripts) == bool(trace_csv):
         raise XoverError("give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"
                          + (", not both" if recipe_paths or scripts else ""))
+    if np is not None and not 1 <= np <= 10**5:
+        raise XoverError(f"--np {np}: give the ranks per job, a whole number >= 1")
+    if trace_csv and np is not None:
+        raise XoverError("--np picks stored profiles of recipes; a --profiles trace carries each job's devices")
     if trace_csv and bandwidth:
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles trace carries its own times")
     if out is not None and not out.strip():
@@ -183,7 +187,7 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if trace_csv:
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
     else:
-        loaded = [load_recipe(path) for path in recipe_paths] + scripts
+        loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
         jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
         scripted = script_entries(loaded)
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
