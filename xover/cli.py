@@ -281,7 +281,7 @@ PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data 
                    ("compute ms", "compute_ms"), ("comm ms", "comm_ms"), ("iter ms", "iteration_ms"),
                    ("compute fraction", "compute_fraction"), ("samples/s", "samples_per_s"),
                    ("memory GB", "memory_gb"), ("grad MB", "gradient_mb"), ("interference", "interference"),
-                   ("stretch", "corun_stretch"), ("reused", "reused")]
+                   ("stretch", "corun_stretch"), ("GPU busy", "gpu_busy"), ("reused", "reused")]
 
 
 @app.command(short_help="Measure each job alone (compute, communication, memory) and its interference next to a partner.")
@@ -332,7 +332,8 @@ def profile(
         print_json(results)
         return
     print_table("xover profile  (sorted: compute-heavy first, communication-heavy last)", PROFILE_COLUMNS,
-                results, digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2})
+                results, digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2,
+                                               "gpu_busy": 2})
 
 
 PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("devices", "devices"),

@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from .devices import hardware_fingerprint, local_device_count
+from .devices import gpu_ids, hardware_fingerprint, local_device_count
 from .errors import XoverError
 from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
@@ -53,13 +53,39 @@ from .turns.policies import DEFAULT_POLICY
 
 
 class MachineLoad:
-    """Samples the machine's busy CPU time (/proc/stat) and xover's own while a profile runs."""
+    """Samples the machine's busy CPU time (/proc/stat) and xover's own while a profile runs; on a GPU
+    also the first GPU's utilisation through NVML (the share of its last sample period in which a kernel
+    ran), every `gpu_every_s`."""
 
-    def __init__(self, every_s: float = 0.2) -> None:
+    def __init__(self, every_s: float = 0.2, gpu_every_s: float = 0.02) -> None:
         self.every_s = every_s
         self.samples: list[tuple[float, float, float]] = []  # wall time, busy cpu-s, xover's own cpu-s
+        self.gpu_samples: list[tuple[float, float]] = []  # wall time, utilisation 0..1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._gpu_thread = threading.Thread(target=self._sample_gpu, args=(gpu_every_s,), daemon=True)
+
+    def _sample_gpu(self, every_s: float) -> None:
+        gpus = gpu_ids()
+        if not gpus:
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception:  # no driver or no library: nothing to sample
+            return
+        try:
+            first = gpus[0]
+            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
+                      else pynvml.nvmlDeviceGetHandleByUUID(first))
+            while not self._stop.is_set():
+                self.gpu_samples.append((time.time(), pynvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100))
+                self._stop.wait(every_s)
+        except Exception:  # NVML refused a call: keep what was sampled
+            return
+        finally:
+            pynvml.nvmlShutdown()
 
     @staticmethod
     def _busy_seconds() -> float | None:
@@ -81,11 +107,13 @@ class MachineLoad:
 
     def __enter__(self) -> "MachineLoad":
         self._thread.start()
+        self._gpu_thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._gpu_thread.join()
 
     def busy_cores(self, start: float, end: float) -> float | None:
         """Cores kept busy between two wall times by everything but xover itself."""
@@ -94,6 +122,19 @@ class MachineLoad:
             return None
         (t0, busy0, own0), (t1, busy1, own1) = inside[0], inside[-1]
         return max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
+
+
+def busy_in_windows(samples: list[tuple[float, float]], windows: list[tuple[float, float]]) -> float | None:
+    """The mean of the utilisation samples taken inside the windows (wall-time spans; a job's compute
+    phases), not of the whole run: how busy one job computing keeps the GPU. None without samples there."""
+    inside = [value for moment, value in samples if any(start <= moment <= end for start, end in windows)]
+    return sum(inside) / len(inside) if inside else None
+
+
+def compute_windows(metrics: list[IterationMetric], warmup: int) -> list[tuple[float, float]]:
+    """Each measured iteration's data and compute phase as a wall-time span: it ends when the backward
+    pass is done, which is when the iteration's record is stamped."""
+    return [(m.wall_time - (m.data_s or 0.0) - m.compute_s, m.wall_time) for m in metrics[warmup:]]
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -191,7 +232,7 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
             "corun_partner": profile.corun_partner, "corun_device_ms": profile.corun_device_ms,
             "interference": profile.interference, "corun_partner_link_share": profile.corun_partner_link_share,
             "startup_ms": profile.startup_ms, "corun_stretch": profile.corun_stretch,
-            "mps_stretch": profile.mps_stretch,
+            "mps_stretch": profile.mps_stretch, "gpu_busy": profile.gpu_busy,
             "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
             "iterations_measured": profile.iterations, "spread": profile.spread,
             "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
@@ -402,7 +443,9 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
                           memory_gb=run.peak_memory_gb or 0.0, gradient_bytes=run.gradient_bytes or 0,
                           spread=summary["spread"], link_ms=link_ms, checkpoints=run.checkpoints,
                           comm_cpu_ms=comm_cpu_ms_of(summary, load, recipe.np, run.device),
-                          startup_ms=startup_ms_of(run, list(metrics)))
+                          startup_ms=startup_ms_of(run, list(metrics)),
+                          gpu_busy=busy_in_windows(load.gpu_samples, compute_windows(list(metrics), warmup))
+                          if load is not None else None)
         session.add(profile)
         session.flush()
         profile.recipe = snapshot

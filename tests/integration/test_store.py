@@ -118,7 +118,7 @@ def test_an_upgrade_that_fails_half_way_leaves_the_store_as_it_was(tmp_path):
         db.execute("ALTER TABLE runs DROP COLUMN comm_threads")  # what 0008 adds
         for column in ("backend", "deterministic", "devices_per_gpu", "gpu_sharing"):  # what 0011 adds
             db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-        for column in ("corun_stretch", "mps_stretch"):  # what 0012 adds
+        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 adds
             db.execute(f"ALTER TABLE profiles DROP COLUMN {column}")
         db.execute("UPDATE alembic_version SET version_num = '0006'")
         db.execute("ALTER TABLE schema_info RENAME TO schema_info_away")
@@ -150,7 +150,7 @@ def test_interference_measured_before_0009_is_derived_again_from_the_stored_coru
         db.execute("UPDATE alembic_version SET version_num = '0008'")
         for column in ("backend", "deterministic", "devices_per_gpu", "gpu_sharing"):  # what 0011 adds
             db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-        for column in ("corun_stretch", "mps_stretch"):  # what 0012 adds
+        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 adds
             db.execute(f"ALTER TABLE profiles DROP COLUMN {column}")
     store = open_store(str(path))
     with store.session() as session:

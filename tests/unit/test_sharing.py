@@ -162,3 +162,18 @@ def test_the_report_sets_the_pick_beside_the_best_measured_mode():
     assert under_mps.best_measured == "mps" and under_mps.pick_vs_best == 1.0 and under_mps.concurrent_predicted == 1.4
     # a pick that did not run in the comparison (MPS, measured time-sliced) has nothing to set beside the best
     assert GroupReport.of(comparison, {}, 1.3, GroupModel(), "mps", {}).pick_vs_best is None
+
+
+def test_the_gpus_busy_fraction_is_taken_inside_the_compute_windows():
+    from types import SimpleNamespace
+
+    from xover.profiler import busy_in_windows, compute_windows
+
+    # two iterations: compute 10.0-10.08 s and 10.2-10.28 s; the GPU busy then, idle while communicating
+    metrics = [SimpleNamespace(wall_time=10.08, data_s=0.0, compute_s=0.08),
+               SimpleNamespace(wall_time=10.28, data_s=0.01, compute_s=0.07)]
+    windows = compute_windows(metrics, warmup=0)
+    assert windows == [pytest.approx((10.0, 10.08)), pytest.approx((10.2, 10.28))]
+    samples = [(10.01, 0.9), (10.05, 1.0), (10.12, 0.0), (10.16, 0.0), (10.21, 0.9), (10.25, 1.0), (10.3, 0.0)]
+    assert busy_in_windows(samples, windows) == pytest.approx(0.95)
+    assert busy_in_windows(samples, [(20.0, 21.0)]) is None  # no sample there: unknown, not idle

@@ -176,6 +176,7 @@ class Profile(Base):
     # under CUDA MPS (None: not measured)
     corun_stretch: Mapped[Optional[float]]
     mps_stretch: Mapped[Optional[float]]
+    gpu_busy: Mapped[Optional[float]]  # the GPU's utilisation (NVML) inside its compute windows, alone
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
 
