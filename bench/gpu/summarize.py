@@ -148,6 +148,25 @@ def main() -> None:
     print(table(rows))
     print("\njobs:")
     print("\n".join(details))
+    print("\nprofiles:")
+    print("\n".join(profile_lines(workdir)) or "  none")
+
+
+def profile_lines(workdir: str) -> list[str]:
+    """Each profile the call took (NAME.profile.json): compute, exposed communication, gradients, and on
+    a GPU its co-run stretches and how busy it kept the GPU while computing alone."""
+    lines = []
+    for name in sorted(f for f in os.listdir(workdir) if f.endswith(".profile.json")):
+        try:
+            profiles = json.load(open(os.path.join(workdir, name)))
+        except (OSError, ValueError):
+            continue
+        for p in profiles if isinstance(profiles, list) else []:
+            lines.append(f"  {name[:-len('.profile.json')]}: {p.get('name')} link {p.get('bandwidth')} compute "
+                         f"{_f(p.get('compute_ms'), 1)} ms, comm {_f(p.get('comm_ms'), 1)} ms, gradients "
+                         f"{_f(p.get('gradient_mb'), 1)} MiB, stretch {_f(p.get('corun_stretch'))} (MPS "
+                         f"{_f(p.get('mps_stretch'))}), GPU busy while computing {_f(p.get('gpu_busy'))}")
+    return lines
 
 
 if __name__ == "__main__":
