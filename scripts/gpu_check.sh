@@ -172,7 +172,7 @@ pair() {
   elif [[ $PROFILED == *" $key "* ]]; then
     say "  $a + $b ($backend) profiled earlier in this call"
   elif xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
-       "${PROFILE[@]}" --no-corun --force --json; then
+       "${PROFILE[@]}" --no-corun --no-stretch --force --json; then
     PROFILED="$PROFILED$key "
   else
     length=(--iterations "${PROFILE[1]}")  # without profiles, a fixed length
@@ -194,7 +194,8 @@ open(sys.argv[2], "w").write(text.replace(f'name = "{name}"', f'name = "{name}-t
 PYTWIN
 }
 
-# study NAME NEED BACKEND RECIPE RECIPE: profile both (then again at the balanced rate), plan, run from the
+# study NAME NEED BACKEND RECIPE RECIPE: profile both (then again at the balanced rate, with each job's co-run
+# stretch and, on a GPU, how busy it keeps the GPU while computing), plan, run from the
 # plan in every mode, under MPS, STUDY_ROUNDS times, then as planned. The pair of the study's later phases
 # reuses STUDY_RATE and STUDY_PLAN.
 study() {
@@ -204,7 +205,7 @@ study() {
   local vars=("${SHARED[@]}" XOVER_TORCH_BACKEND=$backend "$@") rate
   say "phase $name: $a + $b, $backend"
   xo $(($(left) - 10)) "$name.profile0" "${vars[@]}" -- profile "$a" "$b" --engine torch "${BW[@]}" \
-    "${PROFILE[@]}" --no-corun --force --json
+    "${PROFILE[@]}" --no-corun --no-stretch --force --json
   if [ ${#BW[@]} -gt 0 ] && rate=$("$PY" bench/gpu/balanced_rate.py "$WORK/$name.profile0.json" 2>>"$WORK/$name.rate.err"); then
     say "  balanced link rate $rate (all-reduce as long as compute)"
     xo $(($(left) - 10)) "$name.profile" "${vars[@]}" -- profile "$a" "$b" --engine torch --bandwidth "$rate" \
@@ -266,7 +267,7 @@ for phase in $PHASES; do
       if [ "$(left)" -lt 100 ]; then say "phase scripts skipped: $(left)s left, needs 100s"; continue; fi
       say "phase scripts: $S + $M, gloo, link $LINK"
       xo $(($(left) - 10)) scripts.profile "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo -- profile "$S" "$M" --engine torch \
-        "${BW[@]}" "${PROFILE[@]}" --no-corun --force --json \
+        "${BW[@]}" "${PROFILE[@]}" --no-corun --no-stretch --force --json \
       && xo 60 scripts.plan "${SHARED[@]}" -- plan "$S" "$M" --engine torch --devices 2 "${BW[@]}" \
         --out "$WORK/scripts-plan.json" --json \
       || { report scripts; continue; }
