@@ -204,3 +204,28 @@ def test_unwritable_location(tmp_path):
     blocker.write_text("")
     with pytest.raises(StoreError, match="cannot create the folder"):
         open_store(str(blocker / "sub" / "x.db"))
+
+
+def test_a_profile_of_the_old_shared_loopback_is_never_reused_as_a_rate_per_node(tmp_path):
+    """0012: --bandwidth R on one machine now means R per node; a profile taken when the loopback was R for
+    all the nodes keeps the link it had, so that a plan or a profile asks for a new one."""
+    path = tmp_path / "old.db"
+    store = open_store(str(path))
+    with store.session() as session, session.begin():
+        snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
+        for name, bandwidth, hosts in (("one-host", "1gbit", 1), ("two-hosts", "1gbit", 2), ("unshaped", "host", 1)):
+            session.add(Profile(recipe_id=snapshot.id, recipe_hash="h", name=name, np=2, bandwidth=bandwidth,
+                                hosts=hosts, hardware="x", iterations=10, data_ms=5.0, compute_ms=35.0, comm_ms=10.0,
+                                iteration_ms=50.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1, spread={}))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE alembic_version SET version_num = '0011'")
+        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 adds
+            db.execute(f"ALTER TABLE profiles DROP COLUMN {column}")
+    store = open_store(str(path))
+    with store.session() as session:
+        found = {p.name: p.bandwidth for p in session.scalars(select(Profile))}
+    assert found == {"one-host": "1gbit (shared lo)", "two-hosts": "1gbit", "unshaped": "host"}
+    from xover.store.profiles import profiled_links
+
+    assert profiled_links(store, [("h", 2, "horovod")]) == [{"1gbit", "host"}]  # the old loopback's is no rate

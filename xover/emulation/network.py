@@ -1,5 +1,11 @@
 """Bandwidth emulation: a private network namespace whose loopback is shaped with `tc` tbf.
 
+`--bandwidth R` means what a cluster's spec sheet means: one node's NIC rate, each way. On one
+machine each device of a unit stands for a node, and every rank's traffic crosses the one loopback,
+so the loopback is shaped to R times the unit's devices: a ring all-reduce then takes as long as over
+nodes with NICs of R (each node sends its share at R). Before 2026-11-27 the loopback was shaped to R
+itself, about R / k per node for k devices (docs/measurements.md says which figures were taken so).
+
 Every process of a group enters the same namespace, so all of them share one bottleneck, as on
 a cluster link. Unprivileged `unshare -rn` works where user namespaces are allowed. The
 namespace lives as long as a holder process that exits when its stdin closes, so nothing
@@ -24,7 +30,7 @@ import shutil
 import subprocess
 
 from ..errors import XoverError
-from ..rates import canonical_rate
+from ..rates import canonical_rate, format_canonical, parse_rate
 
 # tbf's burst must exceed the packet size, or packets are dropped and Gloo times out.
 TBF_BURST, TBF_LATENCY = "256kb", "50ms"
@@ -54,8 +60,10 @@ def missing_tools() -> list[str]:
 
 
 class ShapedNetwork:
-    def __init__(self, rate: str, env: dict[str, str] | None = None) -> None:
-        self.rate = check_rate(rate)
+    def __init__(self, rate: str, env: dict[str, str] | None = None, nodes: int = 1) -> None:
+        self.rate = check_rate(rate)  # one node's NIC, each way
+        self.nodes = max(1, nodes)  # the devices that stand for nodes: they share the loopback
+        self.loopback_rate = format_canonical(parse_rate(self.rate) * self.nodes)
         self.env = env  # the run's tag, so that a holder left behind is found with the run's processes
         self.holder: subprocess.Popen | None = None
 
@@ -65,7 +73,7 @@ class ShapedNetwork:
             raise XoverError(f"--bandwidth {self.rate}: {', '.join(missing)} not found (util-linux, iproute2, "
                              "procps); install them, or drop --bandwidth to use the host network")
         script = (f"ip link set lo mtu {LINK_MTU} up && sysctl -qw net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES} "
-                  f"&& {shaping_commands('lo', self.rate)} "
+                  f"&& {shaping_commands('lo', self.loopback_rate)} "
                   f"&& echo ready && exec cat")
         self.holder = subprocess.Popen(["unshare", "-rn", "sh", "-c", script], stdin=subprocess.PIPE,
                                        env={**os.environ, **(self.env or {})},
@@ -108,5 +116,6 @@ class HostNetwork:
         pass
 
 
-def network_for(rate: str | None, env: dict[str, str] | None = None):
-    return ShapedNetwork(rate, env) if rate else HostNetwork()
+def network_for(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1):
+    """The network of a unit: `rate` per node (its `nodes` devices share the loopback), or the host's."""
+    return ShapedNetwork(rate, env, nodes) if rate else HostNetwork()

@@ -298,14 +298,14 @@ def fluid_gain(jobs: Sequence[JobProfile]) -> float:
 
 
 def link_busy_ms(gradient_bytes: int, ranks: int, hosts: int, rate_bits_per_s: float) -> float:
-    """How long a ring all-reduce of `gradient_bytes` keeps the busiest link busy.
+    """How long a ring all-reduce of `gradient_bytes` keeps the busiest link busy, at a node's NIC rate.
 
-    A ring all-reduce over n ranks sends 2 (n - 1) / n of the gradients from every rank. On one host
-    every rank's traffic crosses the one emulated link (n ranks: 2 (n - 1) x the gradients); across
-    hosts ordered along the ring, each host's NIC carries one rank's share: 2 (n - 1) / n.
+    A ring all-reduce over n ranks sends 2 (n - 1) / n of the gradients from every rank, each over its
+    node's NIC: 2 (n - 1) / n of the gradients at the rate. On one host the emulated loopback stands for
+    the nodes' NICs together (shaped to the rate times the devices, `emulation/network.py`), so the same
+    holds there; `hosts` is kept for the callers that say where the ranks were.
     """
     if ranks <= 1 or rate_bits_per_s <= 0:
         return 0.0
     share = 2 * (ranks - 1) / ranks
-    on_busiest_link = gradient_bytes * share * (ranks if hosts <= 1 else 1)
-    return on_busiest_link * 8 / rate_bits_per_s * 1000
+    return gradient_bytes * share * 8 / rate_bits_per_s * 1000

@@ -308,7 +308,8 @@ class Scheduler:
             self.labels[run_id] = f"{unit.jobs[slot].name} [{unit.mode}{'/' + unit.policy if unit.crossover else ''}]"
         try:
             unit.network = network_for(context.bandwidth if not remote else None,
-                                       {EXPERIMENT_VARIABLE: context.experiment_id}).__enter__()
+                                       {EXPERIMENT_VARIABLE: context.experiment_id},
+                                       nodes=len(unit.devices)).__enter__()
             link_bands: dict[int, int] = {}
             if unit.crossover:
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}

@@ -35,11 +35,16 @@ def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None,
         return profile
 
 
+SHARED_LOOPBACK = " (shared lo)"  # migration 0012's mark on a profile of the loopback shaped for every node
+
+
 def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[str]]:
-    """For each (recipe hash, np, engine): the link rates it has profiles at."""
+    """For each (recipe hash, np, engine): the link rates it has profiles at (not a loopback shaped for all
+    the nodes together, as one machine's was before migration 0012: no rate of today's names it)."""
     with store.session() as session:
         return [set(session.scalars(select(Profile.bandwidth).where(Profile.recipe_hash == recipe_hash,
-                                                                    Profile.np == np, Profile.engine == engine)))
+                                                                    Profile.np == np, Profile.engine == engine,
+                                                                    Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"))))
                 for recipe_hash, np, engine in keys]
 
 

@@ -3,6 +3,11 @@ alone, without turns: time-sliced (corun_stretch) and under CUDA MPS (mps_stretc
 (a CPU profile, unless --stretch). And gpu_busy: the GPU's utilisation (NVML) inside the job's compute
 windows when it ran alone (None: not a GPU profile).
 
+And a shaped link's meaning: `--bandwidth R` on one machine now shapes the loopback to R per device (one
+node's NIC each way); before, the loopback was R for all of them. A profile taken so on one machine is
+kept under the link it really had, "R (shared lo)", so that it is never reused as if taken at R
+per node (profile again with --force).
+
 Revision ID: 0012
 """
 
@@ -18,9 +23,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("corun_stretch", sa.Float()))
         batch.add_column(sa.Column("mps_stretch", sa.Float()))
         batch.add_column(sa.Column("gpu_busy", sa.Float()))
+    op.execute("UPDATE profiles SET bandwidth = bandwidth || ' (shared lo)' "
+               "WHERE bandwidth <> 'host' AND COALESCE(hosts, 1) <= 1 AND bandwidth NOT LIKE '% (shared lo)'")
 
 
 def downgrade() -> None:
+    op.execute("UPDATE profiles SET bandwidth = REPLACE(bandwidth, ' (shared lo)', '')")
     with op.batch_alter_table("profiles") as batch:
         batch.drop_column("gpu_busy")
         batch.drop_column("mps_stretch")
