@@ -135,7 +135,7 @@ def _output_options(log_dir: Path) -> list[str]:
     return ["--log-dir", str(log_dir), "--redirects", "3", "--tee", "3"]
 
 
-SSH_CALL_TIMEOUT_S = 60.0  # for one short ssh call (a port, the settings)
+SSH_CALL_TIMEOUT_S = 60.0  # for one short ssh call (the rendezvous holder's answer, the settings)
 
 
 def _within(deadline: float | None) -> float:
