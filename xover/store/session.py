@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -255,12 +257,18 @@ class Store:
         """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
         database there is only read), an advisory lock on PostgreSQL."""
         if self.kind == "sqlite" and not self._in_memory:
+            # never through a link, never truncated (a link planted beside the store would have had its
+            # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
             try:
-                handle = open(f"{self.engine.url.database}.migrate.lock", "w")
+                fd = os.open(f"{self.engine.url.database}.migrate.lock",
+                             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, 0o644)
             except OSError:
                 yield
                 return
-            with handle:
+            with os.fdopen(fd, "rb", buffering=0) as handle:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    yield
+                    return
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 yield
         elif self.kind == "postgresql":
