@@ -52,12 +52,26 @@ def lease_dir() -> str:
         try:
             os.makedirs(path)
             if os.geteuid() == 0:
-                os.chmod(path, 0o1777)  # root's and sticky: anyone may lease, nobody may take another's file
+                _open_to_everyone(path)
         except FileExistsError:
             pass
         except OSError as error:
             raise XoverError(f"cannot create the device lease folder {path}: {error.strerror}; {_WHAT_TO_DO}") from None
     return path
+
+
+def _open_to_everyone(path: str) -> None:
+    """Root's new lease folder made sticky and writable by all (anyone may lease, nobody may take
+    another's file): through a descriptor of the folder itself, opened without following a link, so
+    that a name swapped for a link under a parent others may write changes nothing but that name."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise XoverError(f"the device lease folder {path} that xover just created belongs to someone else now; "
+                             f"{_WHAT_TO_DO}")
+        os.fchmod(fd, 0o1777)
+    finally:
+        os.close(fd)
 
 
 def _owner(uid: int) -> str:
@@ -90,7 +104,7 @@ def _is_lease_record(fd: int) -> bool:
         return True
     try:
         record = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # "[" * 4096: too deep for the parser
         return False
     return len(data) <= RECORD_BYTES and isinstance(record, dict) and set(record) <= {"pid", "holder"}
 
@@ -233,7 +247,7 @@ def _holder_of(fd: int) -> str:
             return "another process"
         pid = info.get("pid")
         return f"pid {pid if isinstance(pid, int) else '?'}: {_printable(info.get('holder', '?'))}"
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "another process"
 
 

@@ -1,0 +1,85 @@
+"""Files xover makes or opens where other users can plant names (issue 52, findings 3, 8, 9, 12)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+
+import pytest
+
+from xover.errors import XoverError
+from xover.run import leases
+from xover.run.leases import DeviceLeases
+
+
+def test_a_link_planted_as_the_stores_migration_lock_is_not_truncated(tmp_path):
+    """Finding 9. Before: `open(DB.migrate.lock, "w")` followed a link there and emptied its target."""
+    from xover.store.session import open_store
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's precious file\n")
+    (tmp_path / "x.db.migrate.lock").symlink_to(victim)
+    store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    store.close()
+    assert victim.read_text() == "someone's precious file\n"
+    assert (tmp_path / "x.db.migrate.lock").is_symlink()
+
+
+def test_the_migration_lock_is_created_without_truncating_an_existing_one(tmp_path):
+    lock = tmp_path / "x.db.migrate.lock"
+    lock.write_text("kept")
+    from xover.store.session import open_store
+
+    open_store(f"sqlite:///{tmp_path / 'x.db'}").close()
+    assert lock.read_text() == "kept"
+    open_store(f"sqlite:///{tmp_path / 'y.db'}").close()
+    assert stat.S_ISREG(os.lstat(tmp_path / "y.db.migrate.lock").st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root makes the shared lease folder 1777")
+def test_a_new_lease_folder_swapped_for_a_link_is_not_chmodded_through_it(tmp_path, monkeypatch):
+    """Finding 8. Before: root created XOVER_LEASE_DIR and then chmod()ed it by name, so that a name
+    swapped for a link (under a parent others may write) made the link's target 1777."""
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    folder = tmp_path / "shared" / "leases"
+    real_makedirs = os.makedirs
+
+    def makedirs_then_swapped(path, *args, **kwargs):  # the other user wins the race right after
+        real_makedirs(path, *args, **kwargs)
+        os.rename(path, str(path) + ".moved")
+        os.symlink(victim, path)
+
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(folder))
+    monkeypatch.setattr(leases.os, "makedirs", makedirs_then_swapped)
+    with pytest.raises(XoverError) as refused:
+        leases.lease_dir()
+    assert "\n" not in str(refused.value) and str(folder) in str(refused.value)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root makes the shared lease folder 1777")
+def test_roots_new_lease_folder_is_still_sticky_and_open_to_everyone(tmp_path, monkeypatch):
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "made"))
+    assert leases.lease_dir() == str(tmp_path / "made")
+    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o1777
+
+
+def test_a_deeply_nested_lease_file_is_not_a_traceback(tmp_path, monkeypatch):
+    """Finding 12. Before: json.loads of "[" * 4096 raised RecursionError, a traceback."""
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path))
+    name = tmp_path / DeviceLeases._name(("localhost", 0))
+    name.write_text("[" * 4096)
+    name.chmod(0o666)
+    held = DeviceLeases("first")
+    assert held.try_acquire([("localhost", 0)]) == {}  # leased; the file is not a record of ours: kept as it is
+    assert name.read_text() == "[" * 4096
+    held.release()
+    fd = os.open(name, os.O_RDONLY)  # someone holds it; its file says nothing readable
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert DeviceLeases("second").try_acquire([("localhost", 0)]) == {("localhost", 0): "another process"}
+    finally:
+        os.close(fd)
