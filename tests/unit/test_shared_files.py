@@ -83,3 +83,41 @@ def test_a_deeply_nested_lease_file_is_not_a_traceback(tmp_path, monkeypatch):
         assert DeviceLeases("second").try_acquire([("localhost", 0)]) == {("localhost", 0): "another process"}
     finally:
         os.close(fd)
+
+
+SECRET_URL = "postgresql://xover:s3cret-pw@db.example:5432/xover?sslmode=require"
+
+
+def test_credentials_are_masked_in_urls_and_query_options():
+    from xover.redact import mask_credentials
+
+    assert mask_credentials(f"xover run --db {SECRET_URL}") == \
+        "xover run --db postgresql://xover:***@db.example:5432/xover?sslmode=require"
+    assert mask_credentials("--db 'postgresql+psycopg://u:p@ss/w@h/db' x") == "--db 'postgresql+psycopg://u:***@h/db' x"
+    assert mask_credentials("postgresql://h/db?user=u&password=pw&x=1") == "postgresql://h/db?user=u&password=***&x=1"
+    for kept in ("postgresql://xover@db/xover", "sqlite:///results/a:b@c.db", "xover run --group A B", "a:b@c"):
+        assert mask_credentials(kept) == kept
+
+
+def test_the_store_password_is_in_no_lease_file_command_or_report(tmp_path, monkeypatch):
+    """Finding 3. Before: the command line, `--db URL` included, was the lease holder written into lease
+    files every user can read, the command the store kept, and the report's "command"."""
+    import sys
+
+    from xover import cli
+    from xover.report.data import experiment_row
+    from xover.store.models import Experiment
+
+    monkeypatch.setattr(sys, "argv", ["xover", "run", "--db", SECRET_URL, "--group", "A", "B"])
+    command = cli._command_line()
+    assert "s3cret-pw" not in command and "xover:***@db.example" in command
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path))
+    held = DeviceLeases(f"experiment e1 (xover run --db {SECRET_URL})")
+    assert held.try_acquire([("localhost", 0)]) == {}
+    text = (tmp_path / DeviceLeases._name(("localhost", 0))).read_text()
+    held.release()
+    assert "s3cret-pw" not in text and json.loads(text)["holder"].startswith("experiment e1 (xover run --db postgresql://xover:***@")
+    # a row an older xover stored with the password: the report shows it masked
+    row = experiment_row(Experiment(id="e1", kind="run", command=f"xover run --db {SECRET_URL}", status="finished",
+                                    hosts="localhost"))
+    assert "s3cret-pw" not in row.command

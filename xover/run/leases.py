@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 
 from ..errors import TimedOut, XoverError
 from ..launch.hosts import Device
+from ..redact import mask_credentials
 from ..settings import settings
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
@@ -164,7 +165,8 @@ class DeviceLeases:
     """The leases one xover process holds, by device."""
 
     def __init__(self, holder: str) -> None:
-        self.holder = holder  # e.g. "experiment X (xover run ...)"
+        # e.g. "experiment X (xover run ...)", in a file every user can read: never a password (--db URL)
+        self.holder = mask_credentials(holder)
         self.held: dict[Device, int] = {}
 
     @staticmethod
