@@ -29,7 +29,7 @@ from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..errors import XoverError
 from ..emulation import cluster
-from ..launch.horovod import horovodrun_command
+from ..launch.horovod import horovodrun_command, horovodrun_env
 from ..launch.hosts import is_local
 from ..emulation.network import network_for
 from ..launch.processes import sweep
@@ -185,6 +185,14 @@ def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[st
                                           interfaces=cluster.host_interfaces())]]
 
 
+def launcher_env(job: JobSpec, env: dict[str, str]) -> dict[str, str]:
+    """The launcher's environment: horovodrun copies all of its own onto its ranks' command lines, so
+    it gets an allow-list (launch/horovod.py); torchrun passes its environment on as an environment."""
+    if job.engine == "torch":
+        return env
+    return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
+
+
 class Scheduler:
     def __init__(self, context: RunContext) -> None:
         self.context = context
@@ -326,7 +334,7 @@ class Scheduler:
                                                  "recipe": job.recipe.to_dict()}, indent=1))
                 commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix,
                                                                             self.deadline)]
-                unit.launched[run_id] = CheckedJob(run_id, commands, env, log_dir, self.events, token)
+                unit.launched[run_id] = CheckedJob(run_id, commands, launcher_env(job, env), log_dir, self.events, token)
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
             with uninterrupted():
