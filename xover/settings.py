@@ -38,10 +38,12 @@ METRIC_TOKEN_VARIABLE = "XOVER_METRIC_TOKEN"  # the run's token: a metrics line 
 SCRIPT_STEPS_VARIABLE = "XOVER_SCRIPT_STEPS"  # a job file's iterations: the shim stops the script after them
 CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script job's CUDA_VISIBLE_DEVICES
 REAPER_DB_VARIABLE = "XOVER_REAPER_DB"  # the store, for the reaper only (kept off its command line)
+RDZV_HANDOFF_VARIABLE = "XOVER_RDZV_HANDOFF"  # torchrun's node 0: where it takes the rendezvous store's socket
 
 LAUNCHER_VARIABLES = (EXPERIMENT_VARIABLE, RUN_VARIABLE, JOB_VARIABLE, DEVICES_VARIABLE, HOST_VARIABLE,
                       TURN_SOCKET_VARIABLE, TURN_SLOT_VARIABLE, TURN_SERVER_VARIABLE, LINK_PRIORITY_VARIABLE,
-                      METRIC_TOKEN_VARIABLE, SCRIPT_STEPS_VARIABLE, CUDA_BY_LOCAL_RANK_VARIABLE, REAPER_DB_VARIABLE)
+                      METRIC_TOKEN_VARIABLE, SCRIPT_STEPS_VARIABLE, CUDA_BY_LOCAL_RANK_VARIABLE, REAPER_DB_VARIABLE,
+                      RDZV_HANDOFF_VARIABLE)
 
 # -- the settings' variables ------------------------------------------------------------------------
 DB_VARIABLE = "XOVER_DB"

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TimedOut, XoverError
-from ..settings import HOST_VARIABLE, SECRET_VARIABLES
+from ..settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 from .hosts import is_local, parse_hosts, ssh_command
 
@@ -118,7 +118,7 @@ _SERVE = ("import json, os, socket, sys\n"
           "from torch.distributed.run import main\n"
           "sys.argv = ['torchrun', *sys.argv[2:]]\n"
           "main()\n")
-HANDOFF_VARIABLE = "XOVER_RDZV_HANDOFF"
+HANDOFF_VARIABLE = RDZV_HANDOFF_VARIABLE
 HOLD_S = 600.0  # how long the holder keeps the store's socket for node 0 (which starts seconds later)
 
 

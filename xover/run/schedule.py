@@ -200,6 +200,7 @@ class Scheduler:
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.labels: dict[int, str] = {}
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
+        self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
 
     # -- the loop -----------------------------------------------------------------------------
@@ -265,6 +266,10 @@ class Scheduler:
                 self.context.observer.job_started(run_id, self.labels[run_id], record.get("iterations"))
             elif kind == "iter":
                 self.context.observer.job_progress(run_id, record["step"] + 1, record.get("loss"))
+            elif kind == "turns-lost" and run_id not in self.turns_lost:
+                self.turns_lost.add(run_id)  # said once per run; the record keeps each
+                _say(f"{self.labels[run_id]}: a rank gave up crossover turns on device {record['device']} "
+                     f"({record['why']}); it trains on without them, and its record and report say so")
             elif kind == "_exit":
                 job = unit.launched[run_id]
                 log_dir = dict(unit.runs)[run_id]

@@ -31,7 +31,8 @@ MARKER = "XOVER-METRIC "
 # what horovodrun and torchrun put in front of each relayed line (never inside a JSON record of ours)
 RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:")
 
-# kinds: start (job facts), iter (one iteration), eval (one evaluation), end (totals)
+# kinds: start (job facts), iter (one iteration), eval (one evaluation), end (totals), turns-lost (a rank
+# that gave up waiting for crossover turns: the rest of its run went without them; any rank writes it)
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -123,6 +124,8 @@ SHAPES: dict[str, dict[str, tuple[bool, Any]]] = {
              "link_s": (False, _optional(_finite)), "comm_cpu_s": (False, _optional(_finite)),
              "held": (False, _optional(_held))},
     "eval": {"step": (True, _int), "metric": (True, _text(60)), "value": (True, _number)},
+    "turns-lost": {"device": (True, _int), "why": (True, _text(200)), "slot": (False, _optional(_int)),
+                   "wall_time": (False, _optional(_finite))},
     "end": {"iterations": (False, _optional(_whole)), "wall_s": (False, _optional(_finite)),
             "peak_memory_gb": (False, _optional(_finite)), "gradient_bytes": (False, _optional(_int)),
             "checkpoints": (False, _optional(_int))},
