@@ -17,6 +17,7 @@ that does not answer for a while (a query timing out) is asked again, for up to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -96,13 +97,26 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
             "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             RESULTS_VARIABLE: str(run.results_dir.parent.parent.resolve())})
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
-            job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
-                                  gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
-                                  account=account, time_limit=time_limit, job_name=f"xover-{run.id}-g{group.index}",
-                                  output=run.results_dir / f"slurm-group{group.index}-%j.out",
-                                  # a group whose node failed ends failed, as recorded; requeued (Slurm's
-                                  # default), it would run again into the same experiment
-                                  extra_args=["--no-requeue"])
+            try:
+                job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
+                                      gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
+                                      account=account, time_limit=time_limit,
+                                      job_name=f"xover-{run.id}-g{group.index}",
+                                      output=run.results_dir / f"slurm-group{group.index}-%j.out",
+                                      # a group whose node failed ends failed, as recorded; requeued (Slurm's
+                                      # default), it would run again into the same experiment
+                                      extra_args=["--no-requeue"])
+            except slurm.LostSubmission as lost:
+                # sbatch's answer was lost but the job was made: known now, so the caller's clean-up
+                # (cancel_unfinished) cancels it and closes its rows instead of leaving a ghost to run
+                # into an ended experiment; one more of that name (none expected) is cancelled here
+                submitted[group.index] = lost.job_ids[0]
+                for job_id in lost.job_ids:
+                    run.context.reaper.add_slurm_job(job_id)
+                for extra in lost.job_ids[1:]:
+                    with contextlib.suppress(XoverError):
+                        slurm.cancel(extra)
+                raise
             submitted[group.index] = job_id
             run.context.reaper.add_slurm_job(job_id)
         console.print(f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} "
