@@ -291,3 +291,29 @@ def test_torchrun_rendezvous_is_off_every_command_line_and_its_port_is_never_fre
         for word in words:
             if os.path.basename(word).startswith("xover-env-") and os.path.exists(word):
                 os.unlink(word)
+
+
+def test_another_hosts_devices_are_leased_on_that_host_whatever_it_is_called(tmp_path, monkeypatch):
+    """Issue 52, finding 7. Before: a lease was named after the host as typed, in the launching
+    machine's /tmp: `-H n1` and `-H n1.cluster` (or two login nodes) leased the same device twice. Now
+    the lease is held on the host itself (over ssh; here an ssh that runs the command on this machine,
+    as if both names were this one host), as that host's own device."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "leases"))
+    first, second, there = DeviceLeases("first run"), DeviceLeases("second run"), DeviceLeases("a run on n1 itself")
+    try:
+        assert first.try_acquire([("n1.invalid", 0), ("n1.invalid", 1)]) == {}
+        busy = second.try_acquire([("n1-alias.invalid", 1)])
+        assert list(busy) == [("n1-alias.invalid", 1)] and busy[("n1-alias.invalid", 1)].endswith(": first run")
+        assert list(there.try_acquire([("localhost", 0)])) == [("localhost", 0)]  # the host's own runs see it
+        first.release()
+        assert second.try_acquire([("n1-alias.invalid", 1)]) == {}
+        assert there.try_acquire([("localhost", 0)]) == {}
+    finally:
+        for leases in (first, second, there):
+            leases.release()
+    assert not first.remote and not second.remote
