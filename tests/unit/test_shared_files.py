@@ -121,3 +121,25 @@ def test_the_store_password_is_in_no_lease_file_command_or_report(tmp_path, monk
     row = experiment_row(Experiment(id="e1", kind="run", command=f"xover run --db {SECRET_URL}", status="finished",
                                     hosts="localhost"))
     assert "s3cret-pw" not in row.command
+
+
+def test_a_journal_mode_that_did_not_switch_is_not_taken_for_one_that_did(tmp_path):
+    """Finding 10. Before: PRAGMA journal_mode's answer was ignored, and SQLite keeps the old mode
+    without an error where it cannot switch: a store in WAL stayed in WAL on a network filesystem
+    where xover had chosen the rollback journal."""
+    import sqlite3
+
+    from xover.store.session import StoreError, _sqlite_pragmas
+
+    connection = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    assert connection.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    connection.execute("CREATE TABLE t (x)")
+    connection.execute("BEGIN")
+    connection.execute("INSERT INTO t VALUES (1)")  # a transaction: SQLite answers 'wal' and stays there
+    with pytest.raises(StoreError) as refused:
+        _sqlite_pragmas(connection, None, journal="DELETE")
+    assert "wal" in str(refused.value) and "\n" not in str(refused.value)
+    connection.execute("ROLLBACK")
+    _sqlite_pragmas(connection, None, journal="DELETE")  # it can switch now: no error
+    assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    _sqlite_pragmas(sqlite3.connect(":memory:"), None)  # WAL asked, 'memory' answered: as before

@@ -132,8 +132,17 @@ def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")  # first: switching a new file to WAL waits for its lock too
     cursor.execute(f"PRAGMA journal_mode={journal}")
+    row = cursor.fetchone()
+    mode = str(row[0]).lower() if row else "?"
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+    # SQLite answers with the mode it is in, and keeps the old one without an error where it cannot
+    # switch (another connection, a transaction): a store left in WAL where xover chose the rollback
+    # journal (a network filesystem) must not be used as if it had switched.
+    if journal.upper() != "WAL" and mode != journal.lower():
+        raise StoreError(f"the store is in SQLite's {mode} journal mode and could not be switched to {journal}, "
+                         "which its network filesystem needs (another process has it open?); close the other "
+                         "xover or sqlite3 using it and try again, or use PostgreSQL (docs/security.md)")
 
 
 def _pragmas_for(url: str):
