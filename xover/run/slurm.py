@@ -29,9 +29,11 @@ from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
 from ..errors import XoverError
-from ..settings import DB_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
+from ..settings import DB_VARIABLE, EXPERIMENT_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
 from ..launch import slurm
-from ..launch.hosts import canonical_host
+from ..emulation import cluster
+from ..launch.hosts import canonical_host, is_local
+from ..launch.processes import sweep_hosts_now
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
@@ -40,7 +42,7 @@ from .experiment import settings_from_env
 from .jobs import GroupToRun, attach_traits, give_seconds
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
-from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
+from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
 from .units import comparison_units, group_units
 
 SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
@@ -279,7 +281,19 @@ def main(argv: list[str] | None = None) -> None:
                              server_nice=server_nice, link_bands=link_bands)
         modes = args.mode or ["crossover"]
         policies = args.policy or ["work-conserving"]
-        with interruptible():
+        # Inside a Slurm job there is no reaper (Slurm's SIGKILL after KillWait would take it with
+        # everything in the job), and the orderly stop, over ssh, can outlast KillWait: so the moment
+        # the job is told to end, what runs on the other nodes is stopped first, all at once.
+        elsewhere = sorted({host for job in group.jobs for host in job.devices if not is_local(host)})
+
+        def stop_elsewhere() -> None:
+            try:
+                prefix = cluster.launch_prefix(elsewhere)
+            except XoverError:
+                prefix = []
+            sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)
+
+        with interruptible(), on_interrupt(stop_elsewhere):
             Scheduler(context).run(comparison_units([group], modes, policies, store),
                                    exclusive=len(modes) > 1 or len(policies) > 1)
     except Interrupted:

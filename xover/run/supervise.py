@@ -213,6 +213,14 @@ class _Signals:
     deferring = 0  # depth of uninterrupted() blocks
     pending: list[int] = []  # signals that arrived while deferring
     outer: dict = {}  # the handlers ours replaced, for the instants it is installed but not yet in force
+    hooks: list = []  # on_interrupt(): each started in a thread the moment the run is interrupted
+
+    @classmethod
+    def interrupt(cls) -> Interrupted:
+        cls.raised = True
+        for hook in cls.hooks:
+            threading.Thread(target=hook, daemon=True).start()
+        return Interrupted()
 
     @classmethod
     def handle(cls, signum, frame) -> None:
@@ -220,8 +228,7 @@ class _Signals:
             cls.pending.append(signum)
         elif cls.active:
             if not cls.raised:  # later ones wait for the clean-up
-                cls.raised = True
-                raise Interrupted()
+                raise cls.interrupt()
         else:  # being installed or removed: as the handler before ours would
             previous = cls.outer.get(signum, signal.SIG_DFL)
             if callable(previous):
@@ -257,6 +264,17 @@ def interruptible():
 
 
 @contextlib.contextmanager
+def on_interrupt(hook):
+    """While inside: `hook()` starts in a thread of its own the moment SIGINT/SIGTERM interrupts the
+    run (before the clean-up that Interrupted sets off), for what cannot wait for it."""
+    _Signals.hooks.append(hook)
+    try:
+        yield
+    finally:
+        _Signals.hooks.remove(hook)
+
+
+@contextlib.contextmanager
 def uninterrupted():
     """Clean-up that Ctrl-C or SIGTERM must not cut short: a signal that comes during it takes
     effect after it (Interrupted inside interruptible() unless one was raised already; outside,
@@ -284,5 +302,4 @@ def uninterrupted():
     if installed is not None:
         signal.raise_signal(signum)  # as if it came now, to whoever handled it before
     elif _Signals.active and not _Signals.raised:
-        _Signals.raised = True
-        raise Interrupted()
+        raise _Signals.interrupt()
