@@ -44,9 +44,10 @@ from .protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HEARTBEAT_S, HELLO, MAX_S
 # server's priority*). `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
 MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
-# Sends never block (one client that reads nothing must not stall every device's grants): what a
-# client's socket cannot take now waits in its own queue, which may hold at most MAX_QUEUED_BYTES and
-# must drain within WRITE_GRACE_S; a client past either cannot be written to and loses its slot.
+# Sends never block (one client that reads nothing must not stall every device's grants). A client
+# whose socket takes nothing (full of keep-alives it has not read) loses its slot at once; the part of
+# a message its socket could not take waits in the client's own queue, which may hold at most
+# MAX_QUEUED_BYTES and must drain within WRITE_GRACE_S, or the client loses its slot.
 MAX_QUEUED_BYTES = 64
 WRITE_GRACE_S = 5.0
 MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)
@@ -312,14 +313,18 @@ class TurnServer:
 
     # -- sending: never blocking, one queue per client ---------------------------------------
     def _send(self, conn: socket.socket, data: bytes) -> bool:
-        """Send `data` to a client without blocking; what its socket cannot take now is queued. False
-        when the client is gone or cannot be written to (then it has been dropped: its slot is lost)."""
+        """Send `data` to a client without blocking; the part its socket cannot take now is queued. False
+        when the client is gone or cannot be written to (then it has been dropped: its slot is lost).
+        A socket that takes nothing is full of keep-alives its client has not read (hundreds of them: a
+        waiting worker reads each as it comes): that client is stopped or hung, and the grant goes to
+        the next one now, not after a grace that every partner would wait out."""
         queued = self.outbox.get(conn)
         if queued is None:
             try:
                 sent = conn.send(data)
             except BlockingIOError:
-                sent = 0
+                self._unwritable(conn, "its socket is full of messages it has not read")
+                return False
             except OSError:
                 self._drop(conn)
                 return False
