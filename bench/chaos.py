@@ -168,11 +168,17 @@ def _forge_output(pid: int, rng: random.Random) -> None:
 
 
 def _waiting_for_turn(pid: int) -> bool:
-    """Is the rank's main thread blocked reading a Unix socket (its turn server's: waiting for a turn)?"""
+    """Is the rank's main thread blocked on its turn socket? The turn client waits in poll() on that one
+    socket (its timeout is the silence limit), then recv(); the main thread waits nowhere else in poll
+    of one descriptor (Horovod's waits sleep, Gloo's collectives wait on a futex)."""
     try:
-        return Path(f"/proc/{pid}/wchan").read_text().strip() == "unix_stream_read_generic"
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+        call = Path(f"/proc/{pid}/syscall").read_text().split()
     except OSError:
         return False
+    if wchan == "unix_stream_read_generic":
+        return True
+    return wchan.startswith("poll_schedule_timeout") and len(call) > 2 and call[0] == "7" and call[2] == "0x1"
 
 
 def _stop_a_waiter(workers: list[tuple[int, str]], rng: random.Random) -> tuple[int, str] | None:
