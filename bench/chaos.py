@@ -21,8 +21,8 @@ iterating, does one of:
               torchrun's ranks write a log file at their own offset, which would overwrite what was
               appended from outside (the torch engine's forged lines are tests/e2e/test_forged_metrics.py)
   stop-waiter in crossover, SIGSTOP a rank while it waits for its turn (blocked in recv on the turn
-              socket), for STOP_WAITER_S, with keep-alives every 2 ms (XOVER_TURN_HEARTBEAT) so that its
-              socket fills within a second: the turn server must not stall (a grant to the full socket
+              socket), for STOP_WAITER_S, with keep-alives every 0.5 ms (XOVER_TURN_HEARTBEAT) so that its
+              socket fills within 0.2 s: the turn server must not stall (a grant to the full socket
               fails at once and that job loses its slot), the partner must not stall, both jobs must
               finish, and a job that lost its slot must say so in its record (docs/security.md). Where
               the grant came before the socket filled, the stopped holder's lease is revoked instead;
@@ -73,7 +73,7 @@ ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each
 FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause",
           "stop-waiter")
 STOP_WAITER_S = 12  # its socket full of keep-alives after 3 s; less than Gloo's 30 s, so its job lives on
-WAITER_HEARTBEAT_S = "0.002"  # 278 one-byte keep-alives fill a Unix socket here: about 0.6 s
+WAITER_HEARTBEAT_S = "0.0005"  # 278 one-byte keep-alives fill a Unix socket here: about 0.14 s
 SLURM_SH = ROOT / "scripts" / "slurm.sh"
 SLURM_PAUSE_S = 25  # longer than slurmctld's MessageTimeout (10 s by default): a query times out
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
@@ -168,17 +168,15 @@ def _forge_output(pid: int, rng: random.Random) -> None:
 
 
 def _waiting_for_turn(pid: int) -> bool:
-    """Is the rank's main thread blocked on its turn socket? The turn client waits in poll() on that one
-    socket (its timeout is the silence limit), then recv(); the main thread waits nowhere else in poll
-    of one descriptor (Horovod's waits sleep, Gloo's collectives wait on a futex)."""
+    """Is the rank's main thread blocked on its turn socket? The turn client waits in poll() of that one
+    socket (x86-64 syscall 7, one descriptor; its timeout is the silence limit), then recv(); the main
+    thread polls nothing else alone (Horovod's waits sleep, Gloo's collectives wait on a futex)."""
     try:
         wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
         call = Path(f"/proc/{pid}/syscall").read_text().split()
     except OSError:
         return False
-    if wchan == "unix_stream_read_generic":
-        return True
-    return wchan.startswith("poll_schedule_timeout") and len(call) > 2 and call[0] == "7" and call[2] == "0x1"
+    return wchan == "unix_stream_read_generic" or (len(call) > 2 and call[0] == "7" and call[2] == "0x1")
 
 
 def _stop_a_waiter(workers: list[tuple[int, str]], rng: random.Random) -> tuple[int, str] | None:
