@@ -21,8 +21,8 @@ iterating, does one of:
               torchrun's ranks write a log file at their own offset, which would overwrite what was
               appended from outside (the torch engine's forged lines are tests/e2e/test_forged_metrics.py)
   stop-waiter in crossover, SIGSTOP a rank while it waits for its turn (blocked in recv on the turn
-              socket), for STOP_WAITER_S, with keep-alives every 0.5 ms (XOVER_TURN_HEARTBEAT) so that its
-              socket fills within 0.2 s: the turn server must not stall (a grant to the full socket
+              socket), for STOP_WAITER_S, with keep-alives every 0.1 ms (XOVER_TURN_HEARTBEAT) so that its
+              socket fills within 0.05 s: the turn server must not stall (a grant to the full socket
               fails at once and that job loses its slot), the partner must not stall, both jobs must
               finish, and a job that lost its slot must say so in its record (docs/security.md). Where
               the grant came before the socket filled, the stopped holder's lease is revoked instead;
@@ -73,7 +73,7 @@ ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each
 FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause",
           "stop-waiter")
 STOP_WAITER_S = 12  # its socket full of keep-alives after 3 s; less than Gloo's 30 s, so its job lives on
-WAITER_HEARTBEAT_S = "0.0005"  # 278 one-byte keep-alives fill a Unix socket here: about 0.14 s
+WAITER_HEARTBEAT_S = "0.0001"  # 278 one-byte keep-alives fill a Unix socket here: about 0.03 s
 SLURM_SH = ROOT / "scripts" / "slurm.sh"
 SLURM_PAUSE_S = 25  # longer than slurmctld's MessageTimeout (10 s by default): a query times out
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
