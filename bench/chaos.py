@@ -20,6 +20,13 @@ iterating, does one of:
               its ranks write into a pipe, where a line from outside is one more line of the rank's;
               torchrun's ranks write a log file at their own offset, which would overwrite what was
               appended from outside (the torch engine's forged lines are tests/e2e/test_forged_metrics.py)
+  stop-waiter in crossover, SIGSTOP a rank while it waits for its turn (blocked in recv on the turn
+              socket), for STOP_WAITER_S, with keep-alives every 0.1 ms (XOVER_TURN_HEARTBEAT) so that its
+              socket fills within 0.05 s: the turn server must not stall (a grant to the full socket
+              fails at once and that job loses its slot), the partner must not stall, both jobs must
+              finish, and a job that lost its slot must say so in its record (docs/security.md). Where
+              the grant came before the socket filled, the stopped holder's lease is revoked instead;
+              `filled` counts the trials where the socket did fill (the server's `unwritable` event)
   slurm-pause the group runs through Slurm (`--launcher slurm`, the single-node cluster of
               scripts/slurm.sh, brought up when missing); SIGSTOP slurmctld for 25 s, more than
               Slurm's MessageTimeout, so that xover's queries of the job time out (a transient
@@ -34,7 +41,7 @@ It then counts, and the target for each is 0:
   metrics lost      a survivor that finished without a row for each of its iterations
 
     .venv/bin/python bench/chaos.py [--trials 50] [--seed 1] [--engines horovod torch] [--no-cluster]
-        [--faults kill-rank stop-rank kill-xover stop-server stalled-ssh forged-output slurm-pause]
+        [--faults kill-rank stop-rank kill-xover stop-server stalled-ssh forged-output slurm-pause stop-waiter]
 """
 
 from __future__ import annotations
@@ -63,7 +70,10 @@ from xover.turns.service import runtime_dir  # noqa: E402
 XOVER = [sys.executable, "-m", "xover"]
 JOBS = ("mlp-digits", "resnet-digits")
 ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each other alone
-FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause")
+FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause",
+          "stop-waiter")
+STOP_WAITER_S = 12  # its socket full of keep-alives after 3 s; less than Gloo's 30 s, so its job lives on
+WAITER_HEARTBEAT_S = "0.0001"  # 278 one-byte keep-alives fill a Unix socket here: about 0.03 s
 SLURM_SH = ROOT / "scripts" / "slurm.sh"
 SLURM_PAUSE_S = 25  # longer than slurmctld's MessageTimeout (10 s by default): a query times out
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
@@ -157,6 +167,32 @@ def _forge_output(pid: int, rng: random.Random) -> None:
         os.close(descriptor)
 
 
+def _waiting_for_turn(pid: int) -> bool:
+    """Is the rank's main thread blocked on its turn socket? The turn client waits in poll() of that one
+    socket (x86-64 syscall 7, one descriptor; its timeout is the silence limit), then recv(); the main
+    thread polls nothing else alone (Horovod's waits sleep, Gloo's collectives wait on a futex)."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+        call = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return wchan == "unix_stream_read_generic" or (len(call) > 2 and call[0] == "7" and call[2] == "0x1")
+
+
+def _stop_a_waiter(workers: list[tuple[int, str]], rng: random.Random) -> tuple[int, str] | None:
+    """SIGSTOP a rank caught waiting for its turn (tried for up to 20 s); the rank, or None."""
+    deadline = time.time() + 20
+    while workers and time.time() < deadline:
+        pid, job = rng.choice(workers)
+        if _waiting_for_turn(pid):
+            os.kill(pid, signal.SIGSTOP)
+            if _waiting_for_turn(pid):  # still there once stopped (not granted in between)
+                return pid, job
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    return None
+
+
 def _slurm_plan(folder: Path) -> Path:
     """A plan of the chaos pair as one group of two devices, from figures (not profiles)."""
     plan = folder / "slurm-plan.json"
@@ -188,7 +224,10 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         engine = "horovod"
     if through_slurm:
         on_cluster = False  # Slurm's one node is this machine
-    mode = "crossover" if fault in ("stop-server", "slurm-pause") else rng.choice(["crossover", "concurrent"])
+    if fault == "stop-waiter":
+        on_cluster = False  # wchan of this machine's ranks
+    mode = "crossover" if fault in ("stop-server", "slurm-pause", "stop-waiter") else \
+        rng.choice(["crossover", "concurrent"])
     db = folder / f"trial{number}.db"
     recipes = folder / "recipes"
     recipes.mkdir(exist_ok=True)
@@ -204,8 +243,9 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
                    "--engine", engine, "--time-limit", "10", "--json"]
     else:
         command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
-                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault in ("stop-server", "forged-output") else "120", "--json"]
-    env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results")}
+                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault in ("stop-server", "forged-output", "stop-waiter") else "120", "--json"]
+    env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results"),
+           **({"XOVER_TURN_HEARTBEAT": WAITER_HEARTBEAT_S} if fault == "stop-waiter" else {})}
     stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
     if stalled_sshd:
         os.kill(stalled_sshd, signal.SIGSTOP)  # accepts connections (the kernel does), answers none
@@ -233,6 +273,12 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         elif fault == "forged-output" and workers:
             pid, hit_job = rng.choice(workers)
             _forge_output(pid, rng)
+        elif fault == "stop-waiter" and (stopped_waiter := _stop_a_waiter(workers, rng)):
+            hit_job = stopped_waiter[1]
+            try:
+                time.sleep(STOP_WAITER_S)
+            finally:
+                os.kill(stopped_waiter[0], signal.SIGCONT)
         elif fault == "slurm-pause" and (controller := _slurmctld()):
             hit_job = "slurmctld"
             os.kill(controller, signal.SIGSTOP)
@@ -266,14 +312,16 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             except ProcessLookupError:
                 pass
     survivors = [job for job in JOBS if job != hit_job] if fault in ("kill-rank", "stop-rank") else \
-        list(JOBS) if fault in ("stop-server", "forged-output", "slurm-pause") else []
+        list(JOBS) if fault in ("stop-server", "forged-output", "slurm-pause", "stop-waiter") else []
     stalls = lost = unfinished = 0
     for job in survivors:
         rows = _query(db, "SELECT m.wall_time, m.iteration_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
                           "WHERE r.name = ? ORDER BY m.step", job)
-        if fault != "stop-server":  # there both jobs wait up to the silence limit once, by design
+        if fault != "stop-server" and not (fault == "stop-waiter" and job == hit_job):
+            # stop-server: both jobs wait up to the silence limit once, by design; stop-waiter: the
+            # stopped job's own iteration lasts as long as it was stopped
             stalls += sum(1 for wall, seconds in rows if wall > hit_at and seconds > 1.0)
-        if fault in ("stop-server", "forged-output", "slurm-pause") and \
+        if fault in ("stop-server", "forged-output", "slurm-pause", "stop-waiter") and \
                 (_query(db, "SELECT status FROM runs WHERE name = ?", job) or [("?",)])[0][0] != "finished":
             unfinished += 1
         status = _query(db, "SELECT status, iterations_planned FROM runs WHERE name = ?", job)
@@ -283,6 +331,13 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     devices = {("xo-h1", 0), ("xo-h2", 0)} if on_cluster else {("localhost", 0), ("localhost", 1)}
     busy = leases.try_acquire(devices)
     leases.release()
+    # stop-waiter: a job that lost its slot (the server found its socket full) says so in its record
+    filled = unsaid = 0
+    if fault == "stop-waiter":
+        dropped = _query(db, "SELECT r.turn_stats FROM turn_events e JOIN runs r ON r.id = e.run_id "
+                             "WHERE e.kind = 'unwritable'")
+        filled = len(dropped)
+        unsaid = sum(1 for (stats,) in dropped if not stats or '"lost"' not in stats)
     not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
         _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
     return {"trial": number, "fault": fault, "mode": mode, "engine": engine,
@@ -290,11 +345,12 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
             "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
             "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
-            "unfinished": unfinished, "seconds": round(time.time() - hit_at, 1),
+            "unfinished": unfinished, "unsaid": unsaid, "filled": filled, "seconds": round(time.time() - hit_at, 1),
             "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
 
 
-COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung", "unfinished")
+COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung", "unfinished",
+          "unsaid")
 
 
 def _slurm_up() -> bool:

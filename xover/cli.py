@@ -74,7 +74,10 @@ WAIT_HELP = "If another xover holds a device this needs, wait for it instead of 
 
 
 def _command_line() -> str:
-    return shlex.join(["xover", *sys.argv[1:]])
+    """This command, as the store and the lease files keep it: a URL's password masked (--db)."""
+    from .redact import mask_credentials
+
+    return mask_credentials(shlex.join(["xover", *sys.argv[1:]]))
 
 
 @app.command()

@@ -66,6 +66,7 @@ class RunResult:
     deterministic: bool | None = None
     devices_per_gpu: int | None = None
     gpu_sharing: str | None = None
+    turns_lost: list[dict[str, Any]] | None = None  # where its ranks gave up crossover turns, and why
     # what its iterations say (steady-state medians, warm-up left out)
     iterations: int | None = None
     samples_per_s: float | None = None

@@ -38,10 +38,12 @@ METRIC_TOKEN_VARIABLE = "XOVER_METRIC_TOKEN"  # the run's token: a metrics line 
 SCRIPT_STEPS_VARIABLE = "XOVER_SCRIPT_STEPS"  # a job file's iterations: the shim stops the script after them
 CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script job's CUDA_VISIBLE_DEVICES
 REAPER_DB_VARIABLE = "XOVER_REAPER_DB"  # the store, for the reaper only (kept off its command line)
+RDZV_HANDOFF_VARIABLE = "XOVER_RDZV_HANDOFF"  # torchrun's node 0: where it takes the rendezvous store's socket
 
 LAUNCHER_VARIABLES = (EXPERIMENT_VARIABLE, RUN_VARIABLE, JOB_VARIABLE, DEVICES_VARIABLE, HOST_VARIABLE,
                       TURN_SOCKET_VARIABLE, TURN_SLOT_VARIABLE, TURN_SERVER_VARIABLE, LINK_PRIORITY_VARIABLE,
-                      METRIC_TOKEN_VARIABLE, SCRIPT_STEPS_VARIABLE, CUDA_BY_LOCAL_RANK_VARIABLE, REAPER_DB_VARIABLE)
+                      METRIC_TOKEN_VARIABLE, SCRIPT_STEPS_VARIABLE, CUDA_BY_LOCAL_RANK_VARIABLE, REAPER_DB_VARIABLE,
+                      RDZV_HANDOFF_VARIABLE)
 
 # -- the settings' variables ------------------------------------------------------------------------
 DB_VARIABLE = "XOVER_DB"
@@ -58,6 +60,7 @@ COMM_THREADS_VARIABLE = "XOVER_COMM_THREADS"
 WAIT_VARIABLE = "XOVER_WAIT"
 TURN_LEASE_VARIABLE = "XOVER_TURN_LEASE"
 TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
+TURN_HEARTBEAT_VARIABLE = "XOVER_TURN_HEARTBEAT"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
@@ -96,6 +99,8 @@ class Settings:
     wait: str = _variable(WAIT_VARIABLE, default="expect")  # expect | poll
     turn_lease: dict[str, float] | None = _variable(TURN_LEASE_VARIABLE, default=None)  # floor, factor, initial
     turn_server_nice: int | None = _variable(TURN_SERVER_NICE_VARIABLE, default=None)  # None: turns/server.py's
+    # seconds between keep-alives to a worker waiting for its turn (None: turns/protocol.py's HEARTBEAT_S)
+    turn_heartbeat: float | None = _variable(TURN_HEARTBEAT_VARIABLE, default=None)
     # a GPU job waits for its queued kernels at every layer boundary of its turn, so that a request to
     # yield is seen there and not only when its compute is done (docs/gpu.md: an experiment, off)
     checkpoint_sync: bool = _variable(CHECKPOINT_SYNC_VARIABLE, default=False)
@@ -119,6 +124,7 @@ class Settings:
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
             turn_lease=_turn_lease(env.get(TURN_LEASE_VARIABLE)),
             turn_server_nice=_turn_server_nice(env.get(TURN_SERVER_NICE_VARIABLE)),
+            turn_heartbeat=_turn_heartbeat(env.get(TURN_HEARTBEAT_VARIABLE)),
             checkpoint_sync=_flag(CHECKPOINT_SYNC_VARIABLE, env.get(CHECKPOINT_SYNC_VARIABLE), default=False),
         )
 
@@ -207,6 +213,20 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
             f"{key} at most {TURN_LEASE_LIMITS[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
             for key in too_long))
     return lease
+
+
+def _turn_heartbeat(text: str | None) -> float | None:
+    """Seconds between keep-alives, more than 0 and at most 60 (a worker takes 30 s of silence for a
+    dead server); shorter ones fill a stopped worker's socket sooner (bench/chaos.py's stop-waiter)."""
+    if not text or not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= 60):
+        raise XoverError(f"{TURN_HEARTBEAT_VARIABLE}={text!r}: expected seconds, more than 0 and at most 60")
+    return value
 
 
 def _turn_server_nice(text: str | None) -> int | None:

@@ -4,6 +4,7 @@ daemon's life around a run (with a stand-in for NVIDIA's control program), and -
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -69,3 +70,33 @@ def test_run_with_mps_where_there_is_none_is_one_line_exit_2_and_records_nothing
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().count("\n") == 0 and "--mps" in result.stderr and "Traceback" not in result.stderr
     assert not Path(os.environ["XOVER_DB"]).exists()  # nothing recorded
+
+
+def test_the_mps_daemon_carries_the_runs_tag_so_that_the_reaper_stops_it(tmp_path, monkeypatch):
+    """Issue 52, finding 11. Before: the daemon xover started carried no XOVER_EXPERIMENT, so a killed
+    xover's reaper, which stops what carries the run's tag, left it running."""
+    from xover.launch.processes import kill_tagged, tagged_processes
+    from xover.run import mps
+
+    control = tmp_path / "nvidia-cuda-mps-control"  # -d: a daemon that stays, as NVIDIA's does
+    control.write_text('#!/bin/sh\nif [ "$1" = -d ]; then setsid sleep 300 >/dev/null 2>&1 < /dev/null & fi\n')
+    control.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(mps, "gpu_count", lambda: 1)
+    tag = f"mps-tag-{os.getpid()}"
+    daemon = mps.MpsDaemon(tmp_path / "run", tag)
+    daemon.__enter__()
+    try:
+        deadline = time.monotonic() + 10
+        while not tagged_processes(tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [pid] = tagged_processes(tag)
+        kill_tagged(tag)  # what the reaper does
+        deadline = time.monotonic() + 10
+        while tagged_processes(tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not tagged_processes(tag)
+    finally:
+        daemon._restore()
+        for pid in tagged_processes(tag):
+            os.kill(pid, 9)

@@ -205,7 +205,8 @@ def test_a_torchrun_node_on_another_host_gets_its_settings_but_not_on_its_comman
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setattr(torchrun, "torchrun_path", lambda: str(bin_dir / "torchrun"))
-    monkeypatch.setattr(torchrun, "free_port", lambda host, prefix: 29400)
+    monkeypatch.setattr(torchrun, "reserve_rendezvous",
+                        lambda *_, **__: torchrun.Rendezvous(29400, "127.0.0.1", "/nonexistent/socket"))
     secret_db = "postgresql://xover:s3cret-pw@db.example/xover"
     env = {**os.environ, "XOVER_DB": secret_db, "XOVER_REAPER_DB": secret_db, "XOVER_METRIC_TOKEN": "ab" * 16,
            "XOVER_RUN": "e:1"}
@@ -225,3 +226,94 @@ def test_a_torchrun_node_on_another_host_gets_its_settings_but_not_on_its_comman
     assert ran.returncode == 0, ran.stderr
     assert f"node XOVER_HOST=other-host.invalid TOKEN={'ab' * 16} DB=none ARGS=--nnodes=2 --node-rank=1" in ran.stdout
     assert not os.path.exists(kept)  # read once, then gone
+
+
+def _node_settings(command: list[str]) -> dict:
+    """What a torchrun node reads from its settings file (the file named on its command line)."""
+    import json
+    import shlex
+
+    words = shlex.split(command[-1]) if command[0] == "ssh" else command
+    [kept] = [word for word in words if os.path.basename(word).startswith("xover-env-")]
+    with open(kept) as settings:
+        return json.load(settings)
+
+
+def test_torchrun_rendezvous_is_off_every_command_line_and_its_port_is_never_free(tmp_path, monkeypatch):
+    """Issue 52, finding 1. Before: `--rdzv-endpoint=HOST:PORT` and `--rdzv-id=<the run's folder>` on
+    every node's command line, and the port found free by a probe that closed it, so that a local user
+    who bound it first became the store whose pickles the nodes loaded."""
+    import errno
+    import re
+    import socket
+
+    from xover.launch import torchrun
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("ssh", FAKE_SSH), ("torchrun", FAKE_TORCHRUN)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(torchrun, "torchrun_path", lambda: str(bin_dir / "torchrun"))
+    commands = torchrun.torchrun_commands(2, "localhost:1,other-host.invalid:1", tmp_path / "logs",
+                                          tmp_path / "run-e77" / "spec.json", env=dict(os.environ),
+                                          program=["train.py"])
+    endpoints = [word.split("=", 1)[1] for command in commands for word in command
+                 if word.startswith("--rdzv-endpoint=")]
+    for command in commands:  # what every user of either host can read
+        line = " ".join(command)
+        assert "rdzv-id" not in line and "rdzv-endpoint" not in line and "run-e77" not in line, line
+    first, second = (_node_settings(command) for command in commands)
+    assert re.fullmatch(r"[0-9a-f]{32}", first["PET_RDZV_ID"]) and first["PET_RDZV_ID"] == second["PET_RDZV_ID"]
+    assert first["PET_RDZV_ENDPOINT"] == second["PET_RDZV_ENDPOINT"]
+    assert (first["PET_RDZV_CONF"], second["PET_RDZV_CONF"]) == ("is_host=1", "is_host=0")  # node 0 hosts it
+    host, port = (endpoints or [first["PET_RDZV_ENDPOINT"]])[0].rsplit(":", 1)
+    address = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    squatter = socket.socket()  # another user, binding the store's port before node 0
+    try:
+        with pytest.raises(OSError) as taken:
+            squatter.bind((address, int(port)))
+        assert taken.value.errno == errno.EADDRINUSE
+    finally:
+        squatter.close()
+    # node 0 (only) takes that very listening socket from the holder
+    door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    door.connect(first[torchrun.HANDOFF_VARIABLE])
+    _, fds, _, _ = socket.recv_fds(door, 1, 1)
+    door.close()
+    with socket.socket(fileno=fds[0]) as listener:
+        assert listener.getsockname()[:2] == (address, int(port))
+        assert listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+    assert torchrun.HANDOFF_VARIABLE not in second
+    for command in commands:
+        words = command[-1].split() if command[0] == "ssh" else command
+        for word in words:
+            if os.path.basename(word).startswith("xover-env-") and os.path.exists(word):
+                os.unlink(word)
+
+
+def test_another_hosts_devices_are_leased_on_that_host_whatever_it_is_called(tmp_path, monkeypatch):
+    """Issue 52, finding 7. Before: a lease was named after the host as typed, in the launching
+    machine's /tmp: `-H n1` and `-H n1.cluster` (or two login nodes) leased the same device twice. Now
+    the lease is held on the host itself (over ssh; here an ssh that runs the command on this machine,
+    as if both names were this one host), as that host's own device."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "leases"))
+    first, second, there = DeviceLeases("first run"), DeviceLeases("second run"), DeviceLeases("a run on n1 itself")
+    try:
+        assert first.try_acquire([("n1.invalid", 0), ("n1.invalid", 1)]) == {}
+        busy = second.try_acquire([("n1-alias.invalid", 1)])
+        assert list(busy) == [("n1-alias.invalid", 1)] and busy[("n1-alias.invalid", 1)].endswith(": first run")
+        assert list(there.try_acquire([("localhost", 0)])) == [("localhost", 0)]  # the host's own runs see it
+        first.release()
+        assert second.try_acquire([("n1-alias.invalid", 1)]) == {}
+        assert there.try_acquire([("localhost", 0)]) == {}
+    finally:
+        for leases in (first, second, there):
+            leases.release()
+    assert not first.remote and not second.remote

@@ -435,3 +435,48 @@ def test_a_turn_server_that_dies_leaves_its_error_in_the_events():
     server.stop()
     [event] = [e for e in server.events if e["kind"] == "server-died"]
     assert event["exit_code"] == 3 and "the cause" in event["stderr"] and len(event["stderr"]) < 3000
+
+
+STOPPED_WAITER = """
+import sys
+from xover.runtime.turn_client import CrossoverToken
+token = CrossoverToken(sys.argv[1], 0, 1, silence_s=60)
+token.acquire()  # granted before slot 0's first turn, or after it: either way it then waits behind slot 0
+token.release()
+token.acquire()
+print("granted", flush=True)
+"""
+
+
+def test_a_stopped_waiter_whose_socket_is_full_loses_its_slot_not_everyones_turns(server, tmp_path):
+    """Issue 52, finding 2. Before: grants went out with a blocking sendall; a waiter SIGSTOPped long
+    enough for its socket to fill with keep-alives blocked the server in that sendall, so no device
+    got a grant again (every worker gave up its turns 30 s later). Now the send does not block: a
+    client whose socket is full loses its slot at once (an `unwritable` event) and the turn goes on to
+    the next; the others go on, and the stopped worker, resumed, says it lost its turns."""
+
+    s = server("0=0,1", "1=0", extra=("--heartbeat", "0.002"))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    waiter = subprocess.Popen([sys.executable, "-c", STOPPED_WAITER, s.path], stdout=subprocess.PIPE, text=True, env=env)
+    device0, device1 = CrossoverToken(s.path, 0, 0, silence_s=20), CrossoverToken(s.path, 1, 0, silence_s=20)
+    try:
+        device0.acquire()
+        time.sleep(1)  # its ask reached the server; it waits behind slot 0
+        os.kill(waiter.pid, signal.SIGSTOP)
+        time.sleep(4)  # keep-alives every 2 ms that it never reads: its socket is full
+        device0.release()  # the grant goes to the stopped waiter
+        started = time.monotonic()
+        device1.acquire()  # another device of the same server
+        assert device1._sock is not None and time.monotonic() - started < 2, "the server stalled"
+        device1.release()
+        device0.acquire()  # the stopped waiter's slot is taken back
+        assert device0._sock is not None and time.monotonic() - started < 2  # at once, not after a grace
+        device0.release()
+    finally:
+        os.kill(waiter.pid, signal.SIGCONT)
+    out, _ = waiter.communicate(timeout=30)
+    assert '"kind":"turns-lost"' in out and '"device":0' in out and "granted" in out  # it trains on, and says so
+    device0.close()
+    device1.close()
+    events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] == "unwritable"] == [("unwritable", 1, 0)]

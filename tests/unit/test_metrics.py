@@ -113,3 +113,21 @@ def test_a_record_not_of_the_run_or_not_of_the_runtimes_shape_is_refused(record,
     assert found is not None and problem in found, found
     if problem != "token":
         assert record_problem({k: v for k, v in record.items() if k != "token"}, None) == found
+
+
+def test_a_line_made_of_markers_costs_a_bounded_number_of_parses(monkeypatch):
+    """Issue 52, finding 13. Before: every marker of a line was tried, each try parsing the rest of the
+    line: a 64 KiB line of markers (about 5000) took time quadratic in its length in the relay thread."""
+    from xover.runtime import metrics
+
+    tries = []
+    real = metrics._record_at
+    monkeypatch.setattr(metrics, "_record_at", lambda payload: tries.append(len(payload)) or real(payload))
+    for filler in (metrics.MARKER, metrics.MARKER + "{", metrics.MARKER + '{"kind":[1,'):
+        tries.clear()
+        line = filler * (65536 // len(filler))
+        assert metrics.parse_metric_line(line) is None
+        assert len(tries) <= 8, (filler, len(tries))  # metrics.MAX_TRIED
+    # a record of ours behind such text is still read, as before
+    record = metrics.parse_metric_line(metrics.MARKER * 5000 + metrics.MARKER + '{"kind":"iter","step":1}')
+    assert record == {"kind": "iter", "step": 1}

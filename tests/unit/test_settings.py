@@ -115,3 +115,16 @@ def test_no_module_but_settings_reads_a_setting_from_the_environment():
         text = path.read_text()
         for name in re.findall(r"environ(?:\.get\(|\[)\s*([A-Z_]+_VARIABLE)", text):
             assert getattr(settings_module, name, None) not in setting_names, (path, name)
+
+
+def test_turn_heartbeat_is_checked_and_reaches_the_turn_servers_command(monkeypatch):
+    from xover.errors import XoverError
+    from xover.turns.service import server_arguments
+
+    assert Settings.from_environ({"XOVER_TURN_HEARTBEAT": "0.01"}).turn_heartbeat == 0.01
+    assert Settings.from_environ({}).turn_heartbeat is None
+    for bad in ("0", "-1", "61", "nan", "x"):
+        with pytest.raises(XoverError):
+            Settings.from_environ({"XOVER_TURN_HEARTBEAT": bad})
+    monkeypatch.setenv("XOVER_TURN_HEARTBEAT", "0.25")
+    assert server_arguments("/s", {0: [0, 1]}, "work-conserving", {})[-2:] == ["--heartbeat", "0.25"]

@@ -2,6 +2,7 @@
 functions; what xover refuses before sbatch and what a group's batch script carries (the real cluster:
 tests/e2e/test_slurm_cluster.py)."""
 
+import os
 import time
 from pathlib import Path
 
@@ -174,3 +175,57 @@ def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch):
     with pytest.raises(SystemExit) as refused:
         run_slurm.main(["--experiment", "e", "--plan", "p.json", "--group", "0"])
     assert refused.value.code == 2 and opened == [SECRET_URL]
+
+
+def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monkeypatch, tmp_path):
+    """Issue 52, finding 6. Before: sbatch killed at its timeout left no job id; a job it had made all
+    the same ran later into the ended experiment, its rows `running` for good. Now it is looked up by
+    its name, and the group's submission records it as submitted, so that the clean-up that follows
+    (cancel_unfinished) cancels it and closes its rows."""
+    import types
+
+    from xover.launch import slurm as launch_slurm
+    from xover.run import slurm as run_slurm
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\ncat > /dev/null\nsleep 30\n")  # submits, answers too late
+    (bin_dir / "squeue").write_text('#!/bin/sh\necho "$*" >> "$0.calls"\n'
+                                    'case "$*" in *--name=xover-20260101-000000-abcd-g0*) echo 77 ;; esac\n')
+    for name in ("sbatch", "squeue"):
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    real_run = launch_slurm._run
+    monkeypatch.setattr(launch_slurm, "_run", lambda args, input=None, timeout_s=1.0: real_run(args, input, 1.0))
+    monkeypatch.setattr(run_slurm, "group_shape", lambda group: (1, 2))
+    reaped = []
+    run = types.SimpleNamespace(id="20260101-000000-abcd", results_dir=tmp_path / "results" / "runs" / "x",
+                                context=types.SimpleNamespace(reaper=types.SimpleNamespace(add_slurm_job=reaped.append)))
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"device_kind": "cpu"}')
+    console = types.SimpleNamespace(print=lambda *a, **k: None)
+    submitted: dict[int, str] = {}
+    with pytest.raises(launch_slurm.LostSubmission) as lost:
+        run_slurm.submit_groups(run, [types.SimpleNamespace(index=0)], str(plan), ["crossover"], ["work-conserving"],
+                                "torch", 5, None, "sqlite:///x.db", None, None, None, console, submitted=submitted)
+    assert submitted == {0: "77"} and reaped == ["77"] and lost.value.job_ids == ["77"]
+    assert "\n" not in str(lost.value) and "77" in str(lost.value)
+    assert "--user=" in (bin_dir / "squeue.calls").read_text()  # only this user's jobs
+
+
+def test_a_lost_submission_that_slurm_does_not_list_is_still_an_error(monkeypatch, tmp_path):
+    from xover.launch import slurm as launch_slurm
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\nsleep 30\n")
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    for name in ("sbatch", "squeue"):
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(launch_slurm, "LOOKUP_AGAIN_S", 0.0)
+    real_run = launch_slurm._run
+    monkeypatch.setattr(launch_slurm, "_run", lambda args, input=None, timeout_s=1.0: real_run(args, input, 1.0))
+    with pytest.raises(launch_slurm.SlurmError) as error:
+        launch_slurm.submit("#!/bin/bash\ntrue\n", job_name="xover-x-g0")
+    assert not isinstance(error.value, launch_slurm.LostSubmission) and "did not answer" in str(error.value)

@@ -21,6 +21,25 @@ from . import find_launcher
 from .hosts import is_local, parse_hosts
 
 
+# horovodrun writes every variable of its environment into each rank's command line (`K=V ... python
+# ...`, through ssh for another host), which every user of either host can read (`ps`). So it gets
+# these, and the job file's own variables, not the caller's whole environment: no PGPASSWORD, no
+# AWS_*, no tokens. (torchrun's nodes get theirs the same way: launch/torchrun.py.)
+FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHON", "OMP_", "GLOO_", "NCCL_", "CUDA_", "TORCH_", "MKL_", "KMP_",
+                      "LC_")
+FORWARDED_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "SHELL", "TMPDIR",
+                             "LD_LIBRARY_PATH", "VIRTUAL_ENV", "SSH_AUTH_SOCK", "NVIDIA_VISIBLE_DEVICES", "XDG_CACHE_HOME",
+                             "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME"})
+
+
+def horovodrun_env(env: dict[str, str], forward: tuple[str, ...] = (), secret: tuple[str, ...] = ()) -> dict[str, str]:
+    """What horovodrun's own environment may hold (it forwards all of it): the allow-list above, the
+    names in `forward` (a job file's own variables), never those in `secret`."""
+    return {name: value for name, value in env.items()
+            if (name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES or name in forward)
+            and name not in secret}
+
+
 def horovodrun_path() -> str:
     return find_launcher("horovodrun", "run `make setup` (it builds Horovod), then `xover doctor`")
 

@@ -389,7 +389,20 @@ def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = N
         text = script  # sbatch reads the script from stdin
     args = [_command("sbatch"), "--parsable", f"--nodes={nodes}", *(["--exclusive"] if exclusive else []),
             *(f"{flag}={value}" for flag, value in options.items() if value), *extra_args, *script_args]
-    process = _run(args, input=text)
+    try:
+        process = _run(args, input=text)
+    except SlurmError as lost:
+        # Its answer was lost (sbatch killed at COMMAND_TIMEOUT_S), not necessarily the submission: a
+        # job made anyway would run later into an experiment that has ended. It is looked up by name,
+        # for the caller to cancel and record; never submitted again.
+        found = jobs_named(job_name) if job_name else []
+        if job_name and not found:  # a controller that was slow to answer may be slow to list it too
+            time.sleep(LOOKUP_AGAIN_S)
+            found = jobs_named(job_name)
+        if found:
+            raise LostSubmission(f"{lost}; it was submitted all the same as Slurm job {', '.join(found)}",
+                                 found) from None
+        raise
     if process.returncode != 0:
         raise SlurmError(f"sbatch refused the job: {_slurm_words(process)}")
     job_id = process.stdout.strip().split(";")[0]  # 'ID' or 'ID;cluster'
@@ -475,6 +488,37 @@ def _accounted_state(job_id: str) -> JobState | None:
     state = state.split()[0].upper() if state.strip() else "UNKNOWN"  # 'CANCELLED by 0' -> CANCELLED
     code, sig = _exit_code(exit_text)
     return JobState(job_id, state, code if state in FINAL_STATES else None, sig, None, nodes or None)
+
+
+class LostSubmission(SlurmError):
+    """sbatch's answer was lost, but the job was made: `job_ids` (by its name), to cancel and record."""
+
+    def __init__(self, message: str, job_ids: list[str]) -> None:
+        super().__init__(message)
+        self.job_ids = job_ids
+
+
+LOOKUP_AGAIN_S = 5.0  # a lost submission not listed yet is looked for once more after this
+LOOKUP_RETRY_S = 60.0  # how long a lost submission is looked for while the controller does not answer
+
+
+def jobs_named(name: str, retry_s: float = LOOKUP_RETRY_S) -> list[str]:
+    """This user's jobs that Slurm knows by `name` (squeue), pending or running; a controller that
+    does not answer is asked again for up to `retry_s`; one that still does not: none found."""
+    import getpass
+
+    def once() -> list[str]:
+        process = _run([_command("squeue"), "--noheader", "--format=%i", f"--name={name}",
+                        f"--user={getpass.getuser()}"])
+        if process.returncode != 0:
+            words = _slurm_words(process)
+            raise SlurmError(f"squeue: {words}", transient=bool(TRANSIENT_WORDS.search(words)))
+        return [line.strip().split(";")[0] for line in process.stdout.splitlines() if line.strip().isdigit()]
+
+    try:
+        return retrying(once, limit_s=retry_s)
+    except SlurmError:
+        return []
 
 
 def cancel(job_id: str, signal_name: str | None = None, retry_s: float | None = None) -> None:

@@ -2,9 +2,19 @@
 
 One machine: `torchrun --standalone`. Several hosts (`-H h1:2,h2:2`): one torchrun per node, each a
 process xover supervises itself (a node that fails fails the job; Ctrl-C stops every node), with
---nnodes / --node-rank and one c10d rendezvous endpoint on the first host, on a port found free
-there. Other hosts are reached with `ssh -tt`: when xover stops the ssh client, the remote torchrun
-gets SIGHUP and stops its workers.
+--nnodes / --node-rank and one c10d rendezvous store on the first host. Other hosts are reached with
+`ssh -tt`: when xover stops the ssh client, the remote torchrun gets SIGHUP and stops its workers.
+
+The rendezvous (docs/security.md, *torchrun across hosts*): torch's c10d store has no authentication
+and its agents unpickle what the rendezvous key holds, so
+* the rendezvous id is random and the endpoint and id reach torchrun as `PET_RDZV_ID` /
+  `PET_RDZV_ENDPOINT` (torchrun reads any option from `PET_<NAME>`), never on a command line;
+* node 0 is the store's host (`PET_RDZV_CONF=is_host=1`, the others `is_host=0`: a node that cannot
+  host it fails instead of becoming a client of whatever holds the port);
+* the store listens on the address the job uses, on a socket that is never free: a holder on the
+  first host binds and listens on it at once and hands the listening socket (SCM_RIGHTS, over a Unix
+  socket in a folder of mode 0700) to node 0, which serves the store on it (`master_listen_fd`) and
+  runs torchrun in the same process, whose rendezvous reuses that server (`multi_tenant`).
 
 The variables a remote node needs (XOVER_*, PYTHONPATH, ...) are not written on its command line,
 which every user of either host can read: they go over ssh's stdin into a file of the node's own
@@ -16,15 +26,19 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import select
 import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TimedOut, XoverError
-from ..settings import HOST_VARIABLE, SECRET_VARIABLES
+from ..settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 from .hosts import is_local, parse_hosts, ssh_command
 
@@ -44,6 +58,70 @@ _APPLY = ("import json, os, sys\n"
           "os.execvp(sys.argv[2], sys.argv[2:])\n")
 
 
+# On the first host: listen on the address the job uses (the endpoint's name resolved there; a name that
+# resolves to a loopback address there, as Debian's 127.0.1.1 does, takes the address this host reaches
+# the second host from), on a port the kernel picks, and never close it before node 0 has it: print
+# "PORT ADDRESS HANDOFF", then give the listening socket to the first process of this user's that
+# connects to HANDOFF (a Unix socket in a new folder of mode 0700), and end.
+_HOLD = ("import os, socket, sys, tempfile\n"
+         "name, peer, wait_s = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+         "def loopback(address):\n"
+         "    return address.startswith('127.') or address == '::1'\n"
+         "infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)\n"
+         "family, address = next(((f, a[0]) for f, _, _, _, a in infos if not loopback(a[0])),\n"
+         "                       (infos[0][0], infos[0][4][0]))\n"
+         "if loopback(address) and peer:\n"
+         "    try:\n"
+         "        route = socket.socket(family, socket.SOCK_DGRAM)\n"
+         "        route.connect((socket.getaddrinfo(peer, 9, family)[0][4][0], 9))\n"
+         "        address = route.getsockname()[0]\n"
+         "    except OSError:\n"
+         "        pass\n"
+         "listener = socket.socket(family, socket.SOCK_STREAM)\n"
+         "listener.bind((address, 0))\n"
+         "listener.listen(128)\n"
+         "folder = tempfile.mkdtemp(prefix='xover-rdzv-')\n"
+         "handoff = os.path.join(folder, 'socket')\n"
+         "door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+         "door.bind(handoff)\n"
+         "door.listen(4)\n"
+         "door.settimeout(wait_s)\n"
+         "print(listener.getsockname()[1], address, handoff, flush=True)  # getsockname: the port\n"
+         "try:\n"
+         "    while True:\n"
+         "        conn, _ = door.accept()\n"
+         "        uid = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[4:8], sys.byteorder)\n"
+         "        if uid == os.geteuid():\n"
+         "            socket.send_fds(conn, [b'L'], [listener.fileno()])\n"
+         "            break\n"
+         "        conn.close()\n"
+         "except OSError:\n"
+         "    pass  # nobody came for it within wait_s: node 0 never started\n"
+         "finally:\n"
+         "    os.unlink(handoff)\n"
+         "    os.rmdir(folder)\n")
+# Node 0's command: its settings as _APPLY reads them, then the listening socket from the holder, the
+# store served on it, and torchrun in this process (its rendezvous reuses the store: multi_tenant).
+_SERVE = ("import json, os, socket, sys\n"
+          "with open(sys.argv[1]) as kept:\n"
+          "    os.environ.update(json.load(kept))\n"
+          "os.unlink(sys.argv[1])\n"
+          "door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+          "door.connect(os.environ.pop('XOVER_RDZV_HANDOFF'))\n"
+          "_, fds, _, _ = socket.recv_fds(door, 1, 1)\n"
+          "door.close()\n"
+          "listener = socket.socket(fileno=fds[0])\n"
+          "from datetime import timedelta\n"
+          "from torch.distributed import TCPStore\n"
+          "store = TCPStore(listener.getsockname()[0], listener.getsockname()[1], is_master=True, multi_tenant=True,\n"
+          "                 master_listen_fd=listener.fileno(), wait_for_workers=False, timeout=timedelta(seconds=60))\n"
+          "from torch.distributed.run import main\n"
+          "sys.argv = ['torchrun', *sys.argv[2:]]\n"
+          "main()\n")
+HANDOFF_VARIABLE = RDZV_HANDOFF_VARIABLE
+HOLD_S = 600.0  # how long the holder keeps the store's socket for node 0 (which starts seconds later)
+
+
 def torchrun_path() -> str:
     return find_launcher("torchrun", "torch is not installed in this environment (make setup)")
 
@@ -57,7 +135,7 @@ def _output_options(log_dir: Path) -> list[str]:
     return ["--log-dir", str(log_dir), "--redirects", "3", "--tee", "3"]
 
 
-SSH_CALL_TIMEOUT_S = 60.0  # for one short ssh call (a port, the settings)
+SSH_CALL_TIMEOUT_S = 60.0  # for one short ssh call (the rendezvous holder's answer, the settings)
 
 
 def _within(deadline: float | None) -> float:
@@ -70,25 +148,53 @@ def _within(deadline: float | None) -> float:
     return min(SSH_CALL_TIMEOUT_S, left)
 
 
-def free_port(host: str, remote_prefix: list[str], deadline: float | None = None) -> int:
-    """A port free on `host` now (the rendezvous runs there, not necessarily here)."""
-    if is_local(host):
-        with socket.socket() as probe:
-            probe.bind(("", 0))
-            return probe.getsockname()[1]
-    code = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
-    try:
-        timeout_s = _within(deadline)
-        out = subprocess.run([*remote_prefix, *ssh_command(host, sys.executable, "-c", shlex.quote(code))],
-                             capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        _within(deadline)  # TimedOut if it was the run's --timeout
-        raise XoverError(f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
-                         f"check that `ssh {host} true` answers without a prompt") from None
-    if out.returncode != 0 or not out.stdout.strip().isdigit():
-        raise XoverError(f"-H: cannot reach {host} over ssh to find a rendezvous port: "
-                         f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return int(out.stdout.strip())
+@dataclass(frozen=True)
+class Rendezvous:
+    """The store's socket on the first host, held there until node 0 takes it from `handoff`."""
+
+    port: int
+    address: str  # where it listens: the address the job uses on the first host
+    handoff: str  # a Unix socket on the first host (in a folder of mode 0700) that hands it over
+
+    @property
+    def endpoint(self) -> str:
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
+
+
+def reserve_rendezvous(host: str, name: str, peer: str, remote_prefix: list[str],
+                       deadline: float | None = None) -> Rendezvous:
+    """A socket listening on `host` (at `name`'s address there) for node 0's store, held by a process
+    on that host until node 0 takes it: the port is never free for another user to take."""
+    hold = [sys.executable, "-c", _HOLD, name, peer, str(HOLD_S)]
+    command = [*remote_prefix, *(hold if is_local(host) else ssh_command(host, *map(shlex.quote, hold)))]
+    timeout_s = _within(deadline)
+    holder = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    ready, _, _ = select.select([holder.stdout], [], [], timeout_s)
+    line = holder.stdout.readline() if ready else ""
+    fields = line.split()
+    if len(fields) != 3 or not fields[0].isdigit() or not fields[2].startswith("/"):
+        holder.kill()
+        _, error = holder.communicate()
+        if not ready:
+            _within(deadline)  # TimedOut if it was the run's --timeout
+            raise XoverError(f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
+                             f"check that `ssh {host} true` answers without a prompt")
+        raise XoverError(f"-H: cannot reach {host} over ssh to open the rendezvous: "
+                         f"{(error.strip().splitlines() or ['no output'])[-1]}")
+    # it ends once node 0 took the socket (or after HOLD_S); reaped here, its output read to the end
+    threading.Thread(target=holder.communicate, daemon=True).start()
+    return Rendezvous(int(fields[0]), fields[1], fields[2])
+
+
+def _keep_here(variables: dict[str, str]) -> str:
+    """`variables` in a new file of mode 0600 on this machine (for a node here, as send_environment there)."""
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="xover-env-")
+    with os.fdopen(fd, "w") as kept:
+        json.dump(variables, kept)
+    return path
 
 
 def send_environment(host: str, variables: dict[str, str], remote_prefix: list[str],
@@ -125,23 +231,33 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
         raise XoverError(f"-H {hosts} with --engine torch: torchrun starts the same number of ranks on every "
                          f"node, so every host needs the same slots and np ({np}) must be their sum")
     first = nodes[0][0]
-    # Every node must reach the endpoint by this name: this machine's hosts are spelt `localhost`
-    # (hosts.py), which on another node is that node, so it is named by its hostname instead.
-    endpoint = f"{socket.gethostname() if is_local(first) else first}:{free_port(first, remote_prefix or [], *([deadline] if deadline is not None else []))}"
+    # Every node must reach the store by this name: this machine's hosts are spelt `localhost`
+    # (hosts.py), which on another node is that node, so it is named by its hostname instead. The
+    # holder listens at its address there; the others get the address itself.
+    name = socket.gethostname() if is_local(first) else first
+    rendezvous = reserve_rendezvous(first, name, nodes[1][0], remote_prefix or [], deadline)
     forwarded = {k: v for k, v in (env or os.environ).items()
                  if (k.startswith(FORWARDED_PREFIXES) or k in forward) and k not in SECRET_VARIABLES}
+    # never on a command line: torchrun reads PET_<OPTION> as --<option>
+    secret = {"PET_RDZV_ID": secrets.token_hex(16), "PET_RDZV_ENDPOINT": rendezvous.endpoint}
     commands = []
     for node_rank, (host, count) in enumerate(nodes):
-        command = [torchrun_path(), f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",
-                   "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={spec_path.parent.name}",
-                   *_output_options(log_dir / f"node{node_rank}"), *program]
+        options = [f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",
+                   "--rdzv-backend=c10d", *_output_options(log_dir / f"node{node_rank}"), *program]
+        variables = {**secret, "PET_RDZV_CONF": f"is_host={int(node_rank == 0)}", HOST_VARIABLE: host}
+        if node_rank == 0:
+            variables[HANDOFF_VARIABLE] = rendezvous.handoff
         # a worker knows which host it is on (emulated hosts share one)
         if is_local(host):  # the launcher's own environment (`env`) and where it is
-            commands.append(["env", f"{HOST_VARIABLE}={host}", *command])
+            kept = _keep_here(variables)
+            start = [sys.executable, "-c", _SERVE, kept, *options] if node_rank == 0 else \
+                [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            commands.append(["env", f"{HOST_VARIABLE}={host}", *start])
         else:
-            kept = send_environment(host, {**forwarded, HOST_VARIABLE: host}, remote_prefix or [],
+            kept = send_environment(host, {**forwarded, **variables}, remote_prefix or [],
                                     *([deadline] if deadline is not None else []))
-            remote = (f"cd {shlex.quote(os.getcwd())} && "
-                      f"{shlex.join([sys.executable, '-c', _APPLY, kept, *command])}")
+            start = [sys.executable, "-c", _SERVE, kept, *options] if node_rank == 0 else \
+                [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            remote = f"cd {shlex.quote(os.getcwd())} && {shlex.join(start)}"
             commands.append(ssh_command(host, remote, tty=True))
     return commands

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from ..analysis import alone_vs_profile, compare, group_model, loss_parity
 from ..errors import XoverError
+from ..redact import mask_credentials
 from ..results import (ExperimentInfo, ExperimentSummary, GainPoint, GroupModel, GroupReport,
                        ParityResult, RunResult, mode_rank)
 from ..run.record import reconcile_lost
@@ -101,7 +102,7 @@ def job_order(job: RunResult) -> tuple:
 
 def experiment_row(experiment: Experiment) -> ExperimentInfo:
     return ExperimentInfo(id=experiment.id, kind=experiment.kind, status=experiment.status,
-                          command=experiment.command, bandwidth=experiment.bandwidth, hosts=experiment.hosts,
+                          command=mask_credentials(experiment.command), bandwidth=experiment.bandwidth, hosts=experiment.hosts,
                           plan_id=experiment.plan_id, hardware=experiment.hardware,
                           created_at=_utc_text(experiment.created_at), ended_at=_utc_text(experiment.ended_at))
 

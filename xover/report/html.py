@@ -21,6 +21,7 @@ from .tables import (
     display_rows,
     job_columns,
     summary_rows,
+    turns_lost_line,
 )
 
 PICTURE_CAPTIONS = {
@@ -100,6 +101,9 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                      "(expected 0.0 on CPU).</p>",
                      html_table(PARITY_COLUMNS, display_rows(parity.to_json() for parity in report.parity), DIGITS)]
     for job in report.jobs:
+        if job.turns_lost:
+            sections.append(f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) gave up crossover turns</h2>"
+                            f"<p>{escape(turns_lost_line(job.to_json()))}</p>")
         if job.error:
             sections.append(f"<h2>{escape(job.name)} ({escape(job.mode)}) failed</h2><pre>{escape(job.error)}</pre>")
     if pictures:

@@ -150,6 +150,14 @@ def failed_jobs(jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             and (job.get("status") == "failed" or job.get("error"))]
 
 
+def turns_lost_line(job: dict[str, Any]) -> str:
+    """One line: a job recorded as crossover whose ranks gave up turns part-way, where and why."""
+    lost = job["turns_lost"]
+    devices = sorted({str(note.get("device")) for note in lost})
+    return (f"{job.get('name')} ({job.get('mode')}) gave up crossover turns on device {', '.join(devices)} "
+            f"({lost[0].get('why')}); from then on it ran without turns: its figures are not crossover's")
+
+
 def failure_line(job: dict[str, Any]) -> str:
     """One line (plain text) of why a job did not finish: job, mode, reason, and its log folder."""
     mode = job.get("mode") or "?"
@@ -164,9 +172,13 @@ def failure_line(job: dict[str, Any]) -> str:
 
 def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
     """Under a table of jobs: why each one that did not finish failed (the whole text is in the JSON,
-    the HTML report and the rank logs)."""
+    the HTML report and the rank logs); and each job whose ranks gave up crossover turns part-way."""
+    jobs = list(jobs)
     for job in failed_jobs(jobs):
         console.print(failure_line(job), style="red", markup=False, highlight=False, soft_wrap=True)
+    for job in jobs:
+        if job.get("turns_lost"):
+            console.print(turns_lost_line(job), style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:

@@ -78,7 +78,7 @@ class LocalLauncher:
         with experiment(request.store, request.kind, request.command, request.bandwidth, request.show_progress,
                         request.plan_id, request.timeout_s, link=request.link) as run:
             lease_devices(run, [job for group in request.groups for job in group.jobs], request.wait)
-            with MpsDaemon(run.results_dir) if request.mps else contextlib.nullcontext():
+            with MpsDaemon(run.results_dir, run.id) if request.mps else contextlib.nullcontext():
                 Scheduler(run.context).run(request.units, exclusive=request.comparison)
         return run, {}
 

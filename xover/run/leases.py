@@ -18,17 +18,23 @@ one XoverError saying what to do (docs/security.md).
 
 from __future__ import annotations
 
+import argparse
 import errno
 import fcntl
 import json
 import os
 import pwd
+import select
+import shlex
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 
 from ..errors import TimedOut, XoverError
-from ..launch.hosts import Device
+from ..launch.hosts import LOCAL, Device, is_local, ssh_command
+from ..redact import mask_credentials
 from ..settings import settings
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
@@ -52,12 +58,26 @@ def lease_dir() -> str:
         try:
             os.makedirs(path)
             if os.geteuid() == 0:
-                os.chmod(path, 0o1777)  # root's and sticky: anyone may lease, nobody may take another's file
+                _open_to_everyone(path)
         except FileExistsError:
             pass
         except OSError as error:
             raise XoverError(f"cannot create the device lease folder {path}: {error.strerror}; {_WHAT_TO_DO}") from None
     return path
+
+
+def _open_to_everyone(path: str) -> None:
+    """Root's new lease folder made sticky and writable by all (anyone may lease, nobody may take
+    another's file): through a descriptor of the folder itself, opened without following a link, so
+    that a name swapped for a link under a parent others may write changes nothing but that name."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise XoverError(f"the device lease folder {path} that xover just created belongs to someone else now; "
+                             f"{_WHAT_TO_DO}")
+        os.fchmod(fd, 0o1777)
+    finally:
+        os.close(fd)
 
 
 def _owner(uid: int) -> str:
@@ -90,7 +110,7 @@ def _is_lease_record(fd: int) -> bool:
         return True
     try:
         record = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # "[" * 4096: too deep for the parser
         return False
     return len(data) <= RECORD_BYTES and isinstance(record, dict) and set(record) <= {"pid", "holder"}
 
@@ -146,12 +166,82 @@ def _refused(shown: str, error: OSError) -> XoverError:
     return XoverError(f"cannot open the device lease {shown}: {error.strerror}; {_WHAT_TO_DO}")
 
 
+REMOTE_ANSWER_S = 60.0  # for another host's answer over ssh (its ConnectTimeout is 20 s)
+
+
+def _held_here(host: str) -> bool:
+    """Are `host`'s devices leased in this machine's lease folder? Its own, and an emulated cluster's
+    (namespaces of this machine, sharing its /tmp). Any other host's are leased on that host."""
+    if is_local(host):
+        return True
+    from ..emulation.cluster import is_emulated_host
+
+    return is_emulated_host(host)
+
+
+class RemoteLeases:
+    """Leases of another host's devices, held on that host, where its own runs and every other login
+    node's lease them too: `python -m xover.run.leases` there (over ssh, the way xover reaches the
+    host for everything else) leases them as that host's own (`localhost`), says so, and holds them
+    until its stdin ends (this xover, or its ssh, is gone). So `-H n1` and `-H n1.cluster`, or two login
+    nodes, lease the same files."""
+
+    def __init__(self, host: str, indices: list[int], holder: str, deadline: float | None = None) -> None:
+        self.host = host
+        remote = (f"cd {shlex.quote(os.getcwd())} && {shlex.quote(sys.executable)} -m xover.run.leases "
+                  + " ".join(str(index) for index in indices))
+        self.process = subprocess.Popen(ssh_command(host, remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        answer: dict = {}
+        try:
+            self.process.stdin.write(json.dumps({"holder": holder}) + "\n")  # not on a command line
+            self.process.stdin.flush()
+            wait_s = REMOTE_ANSWER_S if deadline is None else max(0.0, min(REMOTE_ANSWER_S, deadline - time.monotonic()))
+            ready, _, _ = select.select([self.process.stdout], [], [], wait_s)
+            line = self.process.stdout.readline() if ready else ""
+            answer = json.loads(line) if line.strip() else {}
+        except (OSError, ValueError):
+            answer = {}
+        if not isinstance(answer, dict) or not ("held" in answer or "busy" in answer):
+            self.release()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimedOut()
+            why = answer.get("error") if isinstance(answer, dict) and isinstance(answer.get("error"), str) else \
+                (self._stderr_tail() or "no answer")
+            raise XoverError(f"cannot lease the devices of {host} on {host}: {_printable(why)}; "
+                             f"check that `ssh {host} true` answers without a prompt")
+        self.busy = {(host, int(index)): _printable(who) for index, who in (answer.get("busy") or {}).items()
+                     if str(index).isdigit()}
+
+    def _stderr_tail(self) -> str:
+        try:
+            _, error = self.process.communicate(timeout=5)
+        except (subprocess.TimeoutExpired, ValueError, OSError):
+            return ""
+        return (error or "").strip().splitlines()[-1] if (error or "").strip() else ""
+
+    def release(self) -> None:
+        """Its stdin ends: the holder there lets the leases go and exits."""
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
 class DeviceLeases:
     """The leases one xover process holds, by device."""
 
     def __init__(self, holder: str) -> None:
-        self.holder = holder  # e.g. "experiment X (xover run ...)"
+        # e.g. "experiment X (xover run ...)", in a file every user can read: never a password (--db URL)
+        self.holder = mask_credentials(holder)
         self.held: dict[Device, int] = {}
+        self.remote: dict[str, RemoteLeases] = {}  # another host -> what holds its leases there
 
     @staticmethod
     def _name(device: Device) -> str:
@@ -166,6 +256,29 @@ class DeviceLeases:
         """Lease every device or none; returns who holds the busy ones (empty when all were leased)."""
         taken: list[Device] = []
         busy: dict[Device, str] = {}
+        devices = set(devices)
+        elsewhere: dict[str, list[int]] = {}
+        for host, index in sorted(devices):
+            if not _held_here(host):
+                elsewhere.setdefault(host, []).append(index)
+        devices -= {(host, index) for host, indices in elsewhere.items() for index in indices}
+        for host, indices in elsewhere.items():
+            if host in self.remote:
+                continue
+            try:
+                remote = RemoteLeases(host, indices, self.holder)
+            except XoverError:
+                self.release(taken)
+                raise
+            if remote.busy:
+                remote.release()
+                busy.update(remote.busy)
+                continue
+            self.remote[host] = remote
+            taken += [(host, index) for index in indices]
+        if busy:
+            self.release(taken)
+            return busy
         path = lease_dir()
         folder = _open_folder(path)
         try:
@@ -214,10 +327,15 @@ class DeviceLeases:
             time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
 
     def release(self, devices: Iterable[Device] | None = None) -> None:
-        for device in list(self.held if devices is None else devices):
+        devices = list(self.held if devices is None else devices) + \
+            ([(host, -1) for host in self.remote] if devices is None else [])
+        for device in devices:
             fd = self.held.pop(device, None)
             if fd is not None:
                 os.close(fd)  # closing drops the lock
+            remote = self.remote.pop(device[0], None)
+            if remote is not None:
+                remote.release()  # every device of that host: they were leased together
 
 
 def _printable(text: object) -> str:
@@ -233,9 +351,42 @@ def _holder_of(fd: int) -> str:
             return "another process"
         pid = info.get("pid")
         return f"pid {pid if isinstance(pid, int) else '?'}: {_printable(info.get('holder', '?'))}"
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "another process"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """On a host whose devices another machine's xover uses: lease them here as this host's own, say
+    so on stdout (one JSON line: held, busy or error), hold them until stdin ends. The holder's text
+    comes as the first line of stdin, not on the command line."""
+    parser = argparse.ArgumentParser(description="hold this host's device leases for a run on another machine")
+    parser.add_argument("index", type=int, nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        first = json.loads(sys.stdin.readline() or "{}")
+    except ValueError:
+        first = {}
+    holder = first.get("holder") if isinstance(first, dict) and isinstance(first.get("holder"), str) else "?"
+    leases = DeviceLeases(holder)
+    try:
+        busy = leases.try_acquire([(LOCAL, index) for index in args.index])
+    except XoverError as error:
+        print(json.dumps({"error": str(error)}), flush=True)
+        return 2
+    if busy:
+        print(json.dumps({"busy": {str(index): who for (_, index), who in busy.items()}}), flush=True)
+        return 0
+    print(json.dumps({"held": args.index}), flush=True)
+    try:
+        sys.stdin.read()  # until the run on the other machine (or its ssh) is gone
+    finally:
+        leases.release()
+    return 0
 
 
 def describe_busy(busy: dict[Device, str]) -> str:
     return "; ".join(f"device {host}:{index} is in use by {who}" for (host, index), who in sorted(busy.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..devices import gpu_count
 from ..errors import XoverError
+from ..settings import EXPERIMENT_VARIABLE
 
 CONTROL = "nvidia-cuda-mps-control"
 # where NVIDIA's driver installs put the control program when it is not on PATH
@@ -48,8 +49,11 @@ def check_mps() -> str:
 class MpsDaemon:
     """The run's own MPS control daemon, as a context: started on entry, stopped on exit."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, experiment_id: str | None = None) -> None:
         self.pipes, self.logs = folder / "mps-pipe", folder / "mps-log"
+        # the daemon carries the run's tag, as every other process of the run does, so that the reaper
+        # (which stops what carries XOVER_EXPERIMENT=<id>) stops it too if xover dies
+        self.experiment_id = experiment_id
         self.program: str | None = None
         self.saved: dict[str, str | None] = {}
 
@@ -59,7 +63,8 @@ class MpsDaemon:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.saved = {name: os.environ.get(name) for name in VARIABLES}
         os.environ.update(CUDA_MPS_PIPE_DIRECTORY=str(self.pipes), CUDA_MPS_LOG_DIRECTORY=str(self.logs))
-        started = subprocess.run([self.program, "-d"], capture_output=True, text=True, timeout=30)
+        env = {**os.environ, **({EXPERIMENT_VARIABLE: self.experiment_id} if self.experiment_id else {})}
+        started = subprocess.run([self.program, "-d"], capture_output=True, text=True, timeout=30, env=env)
         if started.returncode != 0:
             self._restore()
             detail = (started.stderr or started.stdout).strip().splitlines()

@@ -157,6 +157,12 @@ class Recorder:
                 # a diverged job's NaN accuracy is not a measurement; its losses (NaN) say what happened
                 session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"],
                                        value=record["value"]))
+        elif kind == "turns-lost":
+            run = session.get(Run, run_id)
+            lost = {"device": record["device"], "why": record["why"], "wall_time": record.get("wall_time")}
+            _note_lost(run, lost)
+            session.add(TurnEvent(experiment_id=run.experiment_id, run_id=run_id, group_index=run.group_index,
+                                  host="?", kind="turns-lost", slot=run.slot, device=record["device"], detail=lost))
         elif kind == "end":
             run = session.get(Run, run_id)
             run.peak_memory_gb = record.get("peak_memory_gb")
@@ -180,13 +186,31 @@ class Recorder:
         with self.store.session() as session, session.begin():
             for slot, run_id in enumerate(runs):
                 if str(slot) in stats:
-                    session.get(Run, run_id).turn_stats = stats[str(slot)]
+                    run = session.get(Run, run_id)
+                    lost = (run.turn_stats or {}).get("lost")  # what its workers said as it ran
+                    run.turn_stats = {**stats[str(slot)], **({"lost": lost} if lost else {})}
             for event in events:
                 slot = event.get("slot")
+                if event.get("kind") == "unwritable" and isinstance(slot, int) and 0 <= slot < len(runs):
+                    _note_lost(session.get(Run, runs[slot]),
+                               {"device": event.get("device"), "why": f"the turn server dropped it: {event.get('reason')}",
+                                "wall_time": event.get("wall_time")})
                 session.add(TurnEvent(experiment_id=self.experiment_id, group_index=group,
                                       host=event.get("host", "localhost"),
                                       run_id=runs[slot] if isinstance(slot, int) and 0 <= slot < len(runs) else None,
                                       kind=event.get("kind", "?"), slot=slot, device=event.get("device"), detail=event))
+
+
+MAX_LOST_NOTES = 64  # per run: one per device and rank is the most a run writes; a flood stops here
+
+
+def _note_lost(run: Run, lost: dict) -> None:
+    """The run gave up crossover turns on a device (turn_stats["lost"]): its record says so."""
+    stats = dict(run.turn_stats or {})
+    notes = list(stats.get("lost") or [])
+    if len(notes) < MAX_LOST_NOTES:
+        stats["lost"] = [*notes, lost]
+        run.turn_stats = stats
 
 
 def _unrelayed(line: str) -> str:

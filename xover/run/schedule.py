@@ -29,7 +29,7 @@ from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..errors import XoverError
 from ..emulation import cluster
-from ..launch.horovod import horovodrun_command
+from ..launch.horovod import horovodrun_command, horovodrun_env
 from ..launch.hosts import is_local
 from ..emulation.network import network_for
 from ..launch.processes import sweep
@@ -185,6 +185,14 @@ def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[st
                                           interfaces=cluster.host_interfaces())]]
 
 
+def launcher_env(job: JobSpec, env: dict[str, str]) -> dict[str, str]:
+    """The launcher's environment: horovodrun copies all of its own onto its ranks' command lines, so
+    it gets an allow-list (launch/horovod.py); torchrun passes its environment on as an environment."""
+    if job.engine == "torch":
+        return env
+    return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
+
+
 class Scheduler:
     def __init__(self, context: RunContext) -> None:
         self.context = context
@@ -192,6 +200,7 @@ class Scheduler:
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.labels: dict[int, str] = {}
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
+        self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
 
     # -- the loop -----------------------------------------------------------------------------
@@ -257,6 +266,10 @@ class Scheduler:
                 self.context.observer.job_started(run_id, self.labels[run_id], record.get("iterations"))
             elif kind == "iter":
                 self.context.observer.job_progress(run_id, record["step"] + 1, record.get("loss"))
+            elif kind == "turns-lost" and run_id not in self.turns_lost:
+                self.turns_lost.add(run_id)  # said once per run; the record keeps each
+                _say(f"{self.labels[run_id]}: a rank gave up crossover turns on device {record['device']} "
+                     f"({record['why']}); it trains on without them, and its record and report say so")
             elif kind == "_exit":
                 job = unit.launched[run_id]
                 log_dir = dict(unit.runs)[run_id]
@@ -327,7 +340,7 @@ class Scheduler:
                                                  "recipe": job.recipe.to_dict()}, indent=1))
                 commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix,
                                                                             self.deadline)]
-                unit.launched[run_id] = CheckedJob(run_id, commands, env, log_dir, self.events, token)
+                unit.launched[run_id] = CheckedJob(run_id, commands, launcher_env(job, env), log_dir, self.events, token)
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
             with uninterrupted():

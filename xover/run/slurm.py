@@ -17,6 +17,7 @@ that does not answer for a while (a query timing out) is asked again, for up to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -28,9 +29,11 @@ from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
 from ..errors import XoverError
-from ..settings import DB_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
+from ..settings import DB_VARIABLE, EXPERIMENT_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
 from ..launch import slurm
-from ..launch.hosts import canonical_host
+from ..emulation import cluster
+from ..launch.hosts import canonical_host, is_local
+from ..launch.processes import sweep_hosts_now
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
@@ -39,7 +42,7 @@ from .experiment import settings_from_env
 from .jobs import GroupToRun, attach_traits, give_seconds
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
-from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
+from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
 from .units import comparison_units, group_units
 
 SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
@@ -96,13 +99,26 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
             "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             RESULTS_VARIABLE: str(run.results_dir.parent.parent.resolve())})
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
-            job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
-                                  gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
-                                  account=account, time_limit=time_limit, job_name=f"xover-{run.id}-g{group.index}",
-                                  output=run.results_dir / f"slurm-group{group.index}-%j.out",
-                                  # a group whose node failed ends failed, as recorded; requeued (Slurm's
-                                  # default), it would run again into the same experiment
-                                  extra_args=["--no-requeue"])
+            try:
+                job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
+                                      gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
+                                      account=account, time_limit=time_limit,
+                                      job_name=f"xover-{run.id}-g{group.index}",
+                                      output=run.results_dir / f"slurm-group{group.index}-%j.out",
+                                      # a group whose node failed ends failed, as recorded; requeued (Slurm's
+                                      # default), it would run again into the same experiment
+                                      extra_args=["--no-requeue"])
+            except slurm.LostSubmission as lost:
+                # sbatch's answer was lost but the job was made: known now, so the caller's clean-up
+                # (cancel_unfinished) cancels it and closes its rows instead of leaving a ghost to run
+                # into an ended experiment; one more of that name (none expected) is cancelled here
+                submitted[group.index] = lost.job_ids[0]
+                for job_id in lost.job_ids:
+                    run.context.reaper.add_slurm_job(job_id)
+                for extra in lost.job_ids[1:]:
+                    with contextlib.suppress(XoverError):
+                        slurm.cancel(extra)
+                raise
             submitted[group.index] = job_id
             run.context.reaper.add_slurm_job(job_id)
         console.print(f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} "
@@ -265,7 +281,19 @@ def main(argv: list[str] | None = None) -> None:
                              server_nice=server_nice, link_bands=link_bands)
         modes = args.mode or ["crossover"]
         policies = args.policy or ["work-conserving"]
-        with interruptible():
+        # Inside a Slurm job there is no reaper (Slurm's SIGKILL after KillWait would take it with
+        # everything in the job), and the orderly stop, over ssh, can outlast KillWait: so the moment
+        # the job is told to end, what runs on the other nodes is stopped first, all at once.
+        elsewhere = sorted({host for job in group.jobs for host in job.devices if not is_local(host)})
+
+        def stop_elsewhere() -> None:
+            try:
+                prefix = cluster.launch_prefix(elsewhere)
+            except XoverError:
+                prefix = []
+            sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)
+
+        with interruptible(), on_interrupt(stop_elsewhere):
             Scheduler(context).run(comparison_units([group], modes, policies, store),
                                    exclusive=len(modes) > 1 or len(policies) > 1)
     except Interrupted:

@@ -52,26 +52,40 @@ def _die_with_parent() -> None:
         pass
 
 
-def kill_tree(pid: int, grace_s: float = 3.0) -> None:
+def kill_tree(pid: int | psutil.Process, grace_s: float = 3.0, pidfd: int | None = None) -> None:
     """Stop a launcher and every process under it: Horovod puts its workers in their own sessions,
-    so signalling the launcher's process group alone would leave them running."""
+    so signalling the launcher's process group alone would leave them running.
+
+    `pid` may be a psutil.Process taken when the launcher started, and `pidfd` a pidfd opened then:
+    a pid that was reaped and given to another process since is never signalled (psutil checks the
+    start time of every process it signals; the launcher itself is signalled through its pidfd)."""
     try:
-        root = psutil.Process(pid)
+        root = pid if isinstance(pid, psutil.Process) else psutil.Process(pid)
         procs = root.children(recursive=True) + [root]
     except psutil.NoSuchProcess:
         return
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
+
+    def signal_each(procs: list[psutil.Process], sig: int) -> None:
+        for proc in procs:
+            try:
+                if proc is root and pidfd is not None:
+                    signal.pidfd_send_signal(pidfd, sig)
+                else:
+                    proc.send_signal(sig)
+            except (psutil.NoSuchProcess, ProcessLookupError):
+                pass
+
+    signal_each(procs, signal.SIGTERM)
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
+    signal_each(alive, signal.SIGKILL)
     psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Linux < 5.3: psutil's start-time check alone
+        return None
 
 
 class LaunchedProcess:
@@ -85,6 +99,14 @@ class LaunchedProcess:
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                         preexec_fn=_die_with_parent, cwd=os.getcwd())
+        # taken before anyone can reap it: the pid is this launcher's now, perhaps another process's later
+        self.pidfd = _pidfd(self.process.pid)
+        self.reaped = False  # once true, its pid is never signalled again
+        self._reaping = threading.Lock()
+        try:
+            self.root: psutil.Process | None = psutil.Process(self.process.pid)
+        except psutil.NoSuchProcess:
+            self.root = None
         self.reader = threading.Thread(target=self._relay, daemon=True)
         self.reader.start()
 
@@ -115,7 +137,13 @@ class LaunchedProcess:
         if pending:
             self._line(pending.decode("utf-8", errors="replace"))
         self.log.close()
-        self.on_exit(self, self.process.wait())
+        code = self.process.wait()
+        with self._reaping:
+            self.reaped = True
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+                self.pidfd = None
+        self.on_exit(self, code)
 
     def _line(self, line: str) -> None:
         record = parse_metric_line(line)
@@ -125,7 +153,10 @@ class LaunchedProcess:
             self.tail.append(line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " ...")
 
     def stop(self) -> None:
-        kill_tree(self.process.pid)
+        """Stop the launcher's tree; a launcher already reaped is not signalled (its pid may be another's)."""
+        with self._reaping:
+            if self.root is not None and not self.reaped:
+                kill_tree(self.root, pidfd=self.pidfd)
 
 
 class LaunchedJob:
@@ -182,6 +213,14 @@ class _Signals:
     deferring = 0  # depth of uninterrupted() blocks
     pending: list[int] = []  # signals that arrived while deferring
     outer: dict = {}  # the handlers ours replaced, for the instants it is installed but not yet in force
+    hooks: list = []  # on_interrupt(): each started in a thread the moment the run is interrupted
+
+    @classmethod
+    def interrupt(cls) -> Interrupted:
+        cls.raised = True
+        for hook in cls.hooks:
+            threading.Thread(target=hook, daemon=True).start()
+        return Interrupted()
 
     @classmethod
     def handle(cls, signum, frame) -> None:
@@ -189,8 +228,7 @@ class _Signals:
             cls.pending.append(signum)
         elif cls.active:
             if not cls.raised:  # later ones wait for the clean-up
-                cls.raised = True
-                raise Interrupted()
+                raise cls.interrupt()
         else:  # being installed or removed: as the handler before ours would
             previous = cls.outer.get(signum, signal.SIG_DFL)
             if callable(previous):
@@ -226,6 +264,17 @@ def interruptible():
 
 
 @contextlib.contextmanager
+def on_interrupt(hook):
+    """While inside: `hook()` starts in a thread of its own the moment SIGINT/SIGTERM interrupts the
+    run (before the clean-up that Interrupted sets off), for what cannot wait for it."""
+    _Signals.hooks.append(hook)
+    try:
+        yield
+    finally:
+        _Signals.hooks.remove(hook)
+
+
+@contextlib.contextmanager
 def uninterrupted():
     """Clean-up that Ctrl-C or SIGTERM must not cut short: a signal that comes during it takes
     effect after it (Interrupted inside interruptible() unless one was raised already; outside,
@@ -253,5 +302,4 @@ def uninterrupted():
     if installed is not None:
         signal.raise_signal(signum)  # as if it came now, to whoever handled it before
     elif _Signals.active and not _Signals.raised:
-        _Signals.raised = True
-        raise Interrupted()
+        raise _Signals.interrupt()

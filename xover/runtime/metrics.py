@@ -31,7 +31,9 @@ MARKER = "XOVER-METRIC "
 # what horovodrun and torchrun put in front of each relayed line (never inside a JSON record of ours)
 RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:")
 
-# kinds: start (job facts), iter (one iteration), eval (one evaluation), end (totals)
+MAX_TRIED = 8  # markers followed by `{` tried per line, from its end (parse_metric_line)
+# kinds: start (job facts), iter (one iteration), eval (one evaluation), end (totals), turns-lost (a rank
+# that gave up waiting for crossover turns: the rest of its run went without them; any rank writes it)
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -48,12 +50,20 @@ def parse_metric_line(line: str) -> dict[str, Any] | None:
 
     The last marker is tried first: another writer to the same stream (a data loader's worker, a
     thread, anything that prints without a newline) can leave text that holds a marker in front of a
-    record of ours, which then follows that text on the same line."""
+    record of ours, which then follows that text on the same line.
+
+    Only a marker followed by `{` can start a record, and only the last MAX_TRIED of those are tried:
+    each try parses the rest of the line, so trying every marker of a line made of markers (a 64 KiB
+    line holds about 5000) cost time quadratic in the line and stalled the relay thread."""
     at = line.rfind(MARKER)
-    while at >= 0:
-        record = _record_at(line[at + len(MARKER):])
-        if record is not None:
-            return record
+    tried = 0
+    while at >= 0 and tried < MAX_TRIED:
+        start = at + len(MARKER)
+        if line.startswith("{", start):
+            tried += 1
+            record = _record_at(line[start:])
+            if record is not None:
+                return record
         at = line.rfind(MARKER, 0, at)
     return None
 
@@ -123,6 +133,8 @@ SHAPES: dict[str, dict[str, tuple[bool, Any]]] = {
              "link_s": (False, _optional(_finite)), "comm_cpu_s": (False, _optional(_finite)),
              "held": (False, _optional(_held))},
     "eval": {"step": (True, _int), "metric": (True, _text(60)), "value": (True, _number)},
+    "turns-lost": {"device": (True, _int), "why": (True, _text(200)), "slot": (False, _optional(_int)),
+                   "wall_time": (False, _optional(_finite))},
     "end": {"iterations": (False, _optional(_whole)), "wall_s": (False, _optional(_finite)),
             "peak_memory_gb": (False, _optional(_finite)), "gradient_bytes": (False, _optional(_int)),
             "checkpoints": (False, _optional(_int))},

@@ -72,6 +72,8 @@ def run_fields(run: Run) -> dict[str, Any]:
         "link_priority": run.link_priority, "comm_threads": run.comm_threads, "checkpoints": run.checkpoints,
         "peak_memory_gb": run.peak_memory_gb, "device": run.device, "backend": run.backend, "deterministic": run.deterministic,
         "devices_per_gpu": run.devices_per_gpu, "gpu_sharing": run.gpu_sharing,
+        # where its ranks gave up crossover turns (the rest of that rank's run went without them)
+        "turns_lost": (run.turn_stats or {}).get("lost") or None,
     }
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -130,8 +132,17 @@ def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")  # first: switching a new file to WAL waits for its lock too
     cursor.execute(f"PRAGMA journal_mode={journal}")
+    row = cursor.fetchone()
+    mode = str(row[0]).lower() if row else "?"
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+    # SQLite answers with the mode it is in, and keeps the old one without an error where it cannot
+    # switch (another connection, a transaction): a store left in WAL where xover chose the rollback
+    # journal (a network filesystem) must not be used as if it had switched.
+    if journal.upper() != "WAL" and mode != journal.lower():
+        raise StoreError(f"the store is in SQLite's {mode} journal mode and could not be switched to {journal}, "
+                         "which its network filesystem needs (another process has it open?); close the other "
+                         "xover or sqlite3 using it and try again, or use PostgreSQL (docs/security.md)")
 
 
 def _pragmas_for(url: str):
@@ -255,12 +266,18 @@ class Store:
         """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
         database there is only read), an advisory lock on PostgreSQL."""
         if self.kind == "sqlite" and not self._in_memory:
+            # never through a link, never truncated (a link planted beside the store would have had its
+            # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
             try:
-                handle = open(f"{self.engine.url.database}.migrate.lock", "w")
+                fd = os.open(f"{self.engine.url.database}.migrate.lock",
+                             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, 0o644)
             except OSError:
                 yield
                 return
-            with handle:
+            with os.fdopen(fd, "rb", buffering=0) as handle:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    yield
+                    return
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 yield
         elif self.kind == "postgresql":

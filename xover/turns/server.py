@@ -44,6 +44,12 @@ from .protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HEARTBEAT_S, HELLO, MAX_S
 # server's priority*). `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
 MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
+# Sends never block (one client that reads nothing must not stall every device's grants). A client
+# whose socket takes nothing (full of keep-alives it has not read) loses its slot at once; the part of
+# a message its socket could not take waits in the client's own queue, which may hold at most
+# MAX_QUEUED_BYTES and must drain within WRITE_GRACE_S, or the client loses its slot.
+MAX_QUEUED_BYTES = 64
+WRITE_GRACE_S = 5.0
 MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)
 SPAN_LAG = 8  # a slot's iteration this far behind its newest on this host has had its first grant on every device
 SPANS_PER_LINE = 256  # finished iterations' first grants, streamed to the launcher in lines of this many
@@ -146,6 +152,8 @@ class TurnServer:
         self.by_member: dict[tuple[int, int], socket.socket] = {}
         self.iteration: dict[tuple[int, int], int] = {}  # (device, slot) -> compute phases asked for
         self.buffers: dict[socket.socket, bytes] = {}
+        self.outbox: dict[socket.socket, bytearray] = {}  # what a client's socket could not take yet
+        self.stuck_since: dict[socket.socket, float] = {}  # when its queue last had to start holding bytes
         self.asking: set[socket.socket] = set()  # asked for a turn, not granted yet: keep-alives go to them
         self.next_heartbeat = time.monotonic() + heartbeat_s
         self.records: dict[int, SlotRecord] = {}
@@ -160,17 +168,22 @@ class TurnServer:
 
     def serve(self) -> None:
         while self.running:
-            for key, _ in self.selector.select(self._timeout()):
+            for key, events in self.selector.select(self._timeout()):
                 if key.data == "listen":
                     conn, _ = self.listener.accept()
+                    conn.setblocking(False)
                     self.members[conn] = None
                     self.buffers[conn] = b""
                     self.selector.register(conn, selectors.EVENT_READ, "member")
                 elif key.data == "control":
                     self._on_control(key.fileobj)
                 else:
-                    self._on_readable(key.fileobj)
+                    if events & selectors.EVENT_WRITE and key.fileobj in self.outbox:
+                        self._flush(key.fileobj)
+                    if events & selectors.EVENT_READ and key.fileobj in self.members:
+                        self._on_readable(key.fileobj)
             now = time.monotonic()
+            self._drop_unwritable(now)
             if now >= self.join_deadline:
                 self._close_barrier_on_latecomers()
             self._enforce_leases(now)
@@ -188,19 +201,23 @@ class TurnServer:
                 deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
         if self.asking:
             deadlines.append(self.next_heartbeat)
+        if self.stuck_since:
+            deadlines.append(min(self.stuck_since.values()) + WRITE_GRACE_S)
         return min(MAX_WAIT_S, max(0.0, min(deadlines) - now)) if deadlines else None
 
     # -- workers ------------------------------------------------------------------------------
     def _on_readable(self, conn: socket.socket) -> None:
         try:
             data = conn.recv(4096)
+        except BlockingIOError:
+            return
         except OSError:
             data = b""
         if not data:
             self._drop(conn)
             return
         buffer = self.buffers[conn] + data
-        while buffer:
+        while buffer and conn in self.buffers:  # (a grant it could not be sent drops it on the way)
             command = buffer[:1]
             if command == HELLO:
                 end = buffer.find(b"\n")
@@ -250,6 +267,8 @@ class TurnServer:
                 self.members[conn] = None
                 self.by_member.pop(member, None)
             self._decide(device)
+        if conn not in self.buffers:
+            return  # dropped on the way (a grant it could not be sent)
         if len(buffer) > MAX_PENDING_BYTES:  # a hello that never ends
             self._refuse(conn, buffer[:64])
             return
@@ -292,9 +311,74 @@ class TurnServer:
                 self._leave((device, slot))
                 self._decide(device)
 
+    # -- sending: never blocking, one queue per client ---------------------------------------
+    def _send(self, conn: socket.socket, data: bytes) -> bool:
+        """Send `data` to a client without blocking; the part its socket cannot take now is queued. False
+        when the client is gone or cannot be written to (then it has been dropped: its slot is lost).
+        A socket that takes nothing is full of keep-alives its client has not read (hundreds of them: a
+        waiting worker reads each as it comes): that client is stopped or hung, and the grant goes to
+        the next one now, not after a grace that every partner would wait out."""
+        queued = self.outbox.get(conn)
+        if queued is None:
+            try:
+                sent = conn.send(data)
+            except BlockingIOError:
+                self._unwritable(conn, "its socket is full of messages it has not read")
+                return False
+            except OSError:
+                self._drop(conn)
+                return False
+            if sent == len(data):
+                return True
+            queued = self.outbox[conn] = bytearray()
+            self.stuck_since[conn] = time.monotonic()
+            self.selector.modify(conn, selectors.EVENT_READ | selectors.EVENT_WRITE, "member")
+            data = data[sent:]
+        queued += data
+        if len(queued) > MAX_QUEUED_BYTES:
+            self._unwritable(conn, "its queue is full")
+            return False
+        return True
+
+    def _flush(self, conn: socket.socket) -> None:
+        queued = self.outbox[conn]
+        try:
+            sent = conn.send(queued)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        del queued[:sent]
+        if not queued:
+            del self.outbox[conn]
+            del self.stuck_since[conn]
+            self.selector.modify(conn, selectors.EVENT_READ, "member")
+        else:
+            self.stuck_since[conn] = time.monotonic()  # it reads: the grace starts again
+
+    def _drop_unwritable(self, now: float) -> None:
+        for conn, since in list(self.stuck_since.items()):
+            if conn in self.stuck_since and now - since > WRITE_GRACE_S:
+                self._unwritable(conn, f"it read nothing for {WRITE_GRACE_S:.0f} s")
+
+    def _unwritable(self, conn: socket.socket, why: str) -> None:
+        """A client that does not read (stopped, suspended, hung) loses its slot, as a dead one does;
+        the other clients and devices go on."""
+        member = self.members.get(conn)
+        print(event_line(json.dumps({"kind": "unwritable", "device": member[0] if member else None,
+                                     "slot": member[1] if member else None, "reason": why,
+                                     "queued": len(self.outbox.get(conn, b"")), "wall_time": time.time()})),
+              flush=True)
+        self._drop(conn)
+
     def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
+        if conn not in self.buffers:
+            return  # dropped already (a send that failed on the way)
         member = self.members.pop(conn, None)
         self.buffers.pop(conn, None)
+        self.outbox.pop(conn, None)
+        self.stuck_since.pop(conn, None)
         self.asking.discard(conn)
         self.selector.unregister(conn)
         conn.close()
@@ -321,11 +405,8 @@ class TurnServer:
             turns.grant(slot, now, unpreemptible)
             self._note_grant(device, slot)
             self.asking.discard(conn)
-            try:
-                conn.sendall(GRANT)
-            except OSError:
-                self._leave((device, slot))
-                continue
+            if not self._send(conn, GRANT):
+                continue  # gone, or cannot be written to: dropped, its slot withdrawn; the next one
             break
         if self.policy.preemptive and turns.holder is not None and self.policy.wants_yield(turns, now):
             self.page[device] = turns.holder + 1
@@ -338,8 +419,10 @@ class TurnServer:
     def _heartbeat(self) -> None:
         """A byte to every worker still waiting for its turn: the server is alive, the wait goes on."""
         for conn in list(self.asking):
+            if conn in self.outbox:
+                continue  # it has not read what it was sent: a keep-alive adds nothing
             try:
-                conn.send(HEARTBEAT, socket.MSG_DONTWAIT)
+                conn.send(HEARTBEAT)
             except BlockingIOError:
                 pass  # its buffer is full of keep-alives it has not read: it knows we are alive
             except OSError:

@@ -31,7 +31,7 @@ from ..config import XOVER_ROOT
 from ..errors import TimedOut, XoverError
 from ..launch.hosts import LOCAL, is_local, ssh_command
 from ..launch.processes import sweep
-from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE
+from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 
@@ -71,6 +71,9 @@ def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: st
         args += [f"--lease-{key}", str(value)]
     if nice is not None:
         args += ["--nice", str(nice)]
+    heartbeat = settings().turn_heartbeat
+    if heartbeat is not None:
+        args += ["--heartbeat", str(heartbeat)]
     return args
 
 

@@ -1,0 +1,54 @@
+"""A run whose ranks gave up crossover turns says so in its record and its report (issue 52, finding 2)."""
+
+from __future__ import annotations
+
+from xover.runtime.metrics import record_problem
+
+
+def test_a_turns_lost_record_is_accepted_with_the_runs_token_only():
+    record = {"kind": "turns-lost", "device": 0, "slot": 1, "why": "the turn server is gone", "wall_time": 1.0}
+    assert record_problem({**record, "token": "t" * 32}, "t" * 32) is None
+    assert record_problem({**record, "token": "u" * 32}, "t" * 32) is not None
+    assert record_problem({"kind": "turns-lost", "why": "x", "token": "t" * 32}, "t" * 32) is not None  # no device
+
+
+def test_the_record_and_the_report_of_a_run_whose_ranks_gave_up_turns_say_so(tmp_path, capsys):
+    """Before: a worker that gave up its turns said so on stderr only; the run stayed recorded and
+    reported as crossover, its figures taken for crossover's."""
+    from xover.report.html import report_html
+    from xover.report.data import gather_report
+    from xover.report.tables import print_failures
+    from xover.run.record import Recorder
+    from xover.store.models import Experiment, RecipeSnapshot, Run, TurnEvent
+    from xover.store.queries import experiment_jobs
+    from xover.store.session import open_store
+
+    store = open_store(str(tmp_path / "x.db"))
+    recorder = Recorder(store, "e1")
+    recorder.open("run", "xover run", None, None)
+    with store.session() as session, session.begin():
+        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
+        session.add(snapshot)
+        session.flush()
+        for name in ("a", "b"):
+            session.add(Run(experiment_id="e1", recipe_id=snapshot.id, name=name, mode="crossover", hosts="localhost:2",
+                            np=2, status="running", group_index=0, slot=0 if name == "a" else 1))
+    with store.session() as session:
+        run_a, run_b = sorted(run.id for run in session.query(Run))
+    recorder.apply([(run_a, {"kind": "turns-lost", "device": 1, "slot": 0, "why": "the turn server is gone",
+                             "wall_time": 5.0})], on_record=lambda *a: None)
+    recorder.record_turns([run_a, run_b], 0, {"0": {"grants": 3}, "1": {"grants": 4}},
+                          [{"kind": "unwritable", "device": 0, "slot": 1, "reason": "it read nothing for 5 s",
+                            "wall_time": 6.0}])
+    with store.session() as session:
+        jobs = {job["name"]: job for job in experiment_jobs(session, "e1")}
+        assert jobs["a"]["turns_lost"] == [{"device": 1, "why": "the turn server is gone", "wall_time": 5.0}]
+        assert jobs["a"]["turn_stats"]["grants"] == 3  # the server's statistics kept beside it
+        assert jobs["b"]["turns_lost"][0]["device"] == 0 and "dropped" in jobs["b"]["turns_lost"][0]["why"]
+        kinds = sorted(event.kind for event in session.query(TurnEvent))
+        assert kinds == ["turns-lost", "unwritable"]
+        report = gather_report(session, session.get(Experiment, "e1"))
+    print_failures(list(jobs.values()))
+    shown = capsys.readouterr().out
+    assert "a (crossover) gave up crossover turns on device 1" in shown and "b (crossover) gave up" in shown
+    assert "gave up crossover turns" in report_html(report, {})
