@@ -38,6 +38,7 @@ FRAMEWORKS = {
     "transformers.trainer": "the transformers Trainer",
     "transformers.trainer_seq2seq": "the transformers Trainer",
 }
+ENTRY_POINTS = ("Trainer", "Seq2SeqTrainer", "Accelerator", "Fabric")  # what a note names, where the script uses it
 
 # names whose use makes a DDP script impossible to cross over, and why
 DDP_UNSUPPORTED_NAMES = {
@@ -113,13 +114,14 @@ def framework_of(name: str) -> str | None:
 
 
 def script_framework(names: list[str]) -> tuple[str, str] | None:
-    """(framework, the name that shows it best: its most specific, e.g. lightning.pytorch.Trainer) for a
-    script's dotted names, or None."""
+    """(framework, the name that shows it best: its entry point where used, e.g. lightning.pytorch.Trainer,
+    else the first) for a script's dotted names, or None."""
     found = [(framework, name) for name in names if (framework := framework_of(name)) is not None]
     if not found:
         return None
     first = found[0][0]
-    return first, max((name for framework, name in found if framework == first), key=lambda name: name.count("."))
+    entry = [name for framework, name in found if framework == first and name.rsplit(".", 1)[-1] in ENTRY_POINTS]
+    return first, (entry or [found[0][1]])[0]
 
 
 def names_in(tree: ast.AST) -> tuple[list[str], list[str]]:

@@ -1,7 +1,8 @@
 """A Hugging Face Accelerate training script, written the way Accelerate's examples are - it knows nothing
 of xover: `Accelerator(gradient_accumulation_steps=2)`, `prepare(model, optimizer, loader, scheduler)`,
 `accelerator.accumulate(model)`, `accelerator.backward` and `accelerator.gather`. Rank 0 prints each
-optimizer step's loss (the mean over the ranks of its micro-batches' losses) with every bit.
+optimizer step's loss (the sum of its micro-batches' losses as backward saw them: Accelerate divides
+each by the accumulation) with every bit, and the loss averaged over the ranks.
 
     torchrun --standalone --nproc-per-node=2 recipes/examples/accelerate_digits.py --steps 100
     xover run --script recipes/examples/accelerate_digits.py -- --steps 100
@@ -44,7 +45,7 @@ def main() -> None:
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
 
     accelerator.print(f"parameter bytes {sum(p.numel() * p.element_size() for p in model.parameters())}")
-    step, step_loss = 0, 0.0
+    step, step_loss, mean_loss = 0, 0.0, 0.0
     while step < args.steps:
         for x, y in loader:
             with accelerator.accumulate(model):
@@ -53,11 +54,13 @@ def main() -> None:
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
-            step_loss += accelerator.gather(loss.detach()).mean().item() / args.accumulate
+            step_loss += float(loss.detach() / accelerator.gradient_accumulation_steps)  # what backward saw
+            mean_loss += accelerator.gather(loss.detach()).mean().item() / accelerator.gradient_accumulation_steps
             if not accelerator.sync_gradients:
                 continue
-            accelerator.print(f"step {step} loss {step_loss!r}", flush=True)  # repr: every bit of the float
-            step, step_loss = step + 1, 0.0
+            # repr: every bit of the float
+            accelerator.print(f"step {step} loss {step_loss!r} mean over ranks {mean_loss!r}", flush=True)
+            step, step_loss, mean_loss = step + 1, 0.0, 0.0
             if step == args.steps:
                 break
     accelerator.end_training()
