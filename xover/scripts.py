@@ -38,6 +38,13 @@ FRAMEWORKS = {
     "transformers.trainer": "the transformers Trainer",
     "transformers.trainer_seq2seq": "the transformers Trainer",
 }
+# why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
+FRAMEWORK_HINTS = {
+    "Hugging Face Accelerate": "on a CPU Accelerate trains in several processes only with Accelerator(cpu=True) or "
+                               "ACCELERATE_USE_CPU=1, otherwise each rank trains alone",
+    "the transformers Trainer": "on a CPU it trains in several processes only with TrainingArguments(use_cpu=True)",
+    "PyTorch Lightning": "use Trainer(strategy=\"ddp\"); ddp_spawn, FSDP and DeepSpeed are not followed",
+}
 ENTRY_POINTS = ("Trainer", "Seq2SeqTrainer", "Accelerator", "Fabric")  # what a note names, where the script uses it
 
 # names whose use makes a DDP script impossible to cross over, and why

@@ -127,3 +127,18 @@ def test_lightning_and_accelerate_scripts_are_profiled_planned_and_run_in_every_
         assert crossover["status"] == "finished" and crossover["policy"] is not None
         assert crossover["turn_stats"]["grants"] >= 2 * CAP  # a turn per micro-batch at least
         assert crossover["turn_stats"]["revoked"] == 0
+
+
+def test_an_accelerate_script_that_builds_no_ddp_is_one_clear_error_at_profile_time(isolated_results):
+    # on a CPU, Accelerate without cpu=True trains each rank alone: nothing of it is reduced, nothing can take turns
+    script = isolated_results / "train.py"
+    script.write_text((EXAMPLES / "accelerate_digits.py").read_text().replace(", cpu=not torch.cuda.is_available()", ""))
+    job = isolated_results / "job.toml"
+    job.write_text('script = "train.py"\nnp = 1\nargs = ["--steps", "8"]\n')
+    result = xover("profile", str(job), "--iterations", "6", "--warmup", "1", "--no-corun", timeout=300)
+    assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {job}: ") and "before any DistributedDataParallel model was built" in line, line
+    assert "Hugging Face Accelerate, found from accelerate.Accelerator" in line and "cpu=True" in line, line
+    assert result.stderr.strip().endswith(line)
