@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up .venv/ for xover (idempotent): torch (kept if present), xover and its test tools, the frameworks
-# users' scripts train with (Lightning, Accelerate), Horovod.
+# users' scripts train with (Lightning, Accelerate, transformers), Horovod.
 set -euo pipefail
 PY=${1:-python3}
 VENV=.venv
@@ -21,7 +21,7 @@ else
   "$VPY" -m pip install -q "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
 fi
 
-# the frameworks users' scripts train with (Lightning, Accelerate: tests/e2e/test_framework_scripts.py),
+# the frameworks users' scripts train with (Lightning, Accelerate, transformers: tests/e2e/test_framework_scripts.py),
 # with the torch installed above pinned: none of them may replace it
 TORCH_PIN=$(mktemp)
 "$VPY" -c 'import torch; print(f"torch=={torch.__version__}")' > "$TORCH_PIN"

@@ -73,6 +73,9 @@ def test_the_frameworks_are_told_from_the_imports():
     accelerate = detect_engine(EXAMPLES / "accelerate_digits.py")
     assert (accelerate.engine, accelerate.framework, accelerate.evidence) == ("torch", "Hugging Face Accelerate",
                                                                               "accelerate.Accelerator")
+    trainer = detect_engine(Path(__file__).parent / "scripts" / "hf_trainer_digits.py")
+    assert (trainer.engine, trainer.framework, trainer.evidence) == ("torch", "the transformers Trainer",
+                                                                     "transformers.Trainer")
 
 
 def test_lightning_and_accelerate_scripts_are_profiled_planned_and_run_in_every_mode_with_their_losses(
@@ -142,3 +145,28 @@ def test_an_accelerate_script_that_builds_no_ddp_is_one_clear_error_at_profile_t
     assert line.startswith(f"error: {job}: ") and "before any DistributedDataParallel model was built" in line, line
     assert "Hugging Face Accelerate, found from accelerate.Accelerator" in line and "cpu=True" in line, line
     assert result.stderr.strip().endswith(line)
+
+
+def test_a_transformers_trainer_script_takes_turns_with_the_weights_of_the_script_alone(isolated_results):
+    # the Trainer adds its own accumulation, gradient clipping and find_unused_parameters=True; each step's
+    # weights are compared (its logged loss is rounded), next to a built-in recipe in crossover
+    work = isolated_results / "hf"
+    work.mkdir()
+    shutil.copy(Path(__file__).parent / "scripts" / "hf_trainer_digits.py", work)
+    alone = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "hf_trainer_digits.py",
+                            "--steps", str(STEPS)], capture_output=True, text=True, timeout=300, cwd=work)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    weights = re.findall(r"step \d+ weights \S+", alone.stdout)
+    assert len(weights) == STEPS
+    parameter_bytes = int(re.search(r"parameter bytes (\d+)", alone.stdout).group(1))
+    job = work / "hf-trainer.toml"
+    job.write_text(f'name = "hf-trainer"\nscript = "hf_trainer_digits.py"\nargs = ["--steps", "{STEPS}"]\nnp = 2\n'
+                   f'iterations = {CAP}\n')
+    ran = xover("run", "--group", str(job), "mlp-digits", "--iterations", str(CAP), "--mode", "crossover", "--json")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [trainer] = [j for j in json.loads(ran.stdout)["jobs"] if j["name"] == "hf-trainer"]
+    assert trainer["status"] == "finished" and trainer["iterations"] == CAP and trainer["engine"] == "torch"
+    assert trainer["gradient_bytes"] == parameter_bytes  # DDP's all-reduces per optimizer step
+    assert trainer["turn_stats"]["grants"] >= 2 * CAP and trainer["turn_stats"]["revoked"] == 0
+    [log] = Path(trainer["log_dir"]).glob("ranks/*/attempt_0/0/stdout.log")
+    assert re.findall(r"step \d+ weights \S+", log.read_text()) == weights[:CAP]
