@@ -326,7 +326,8 @@ def check_ddp_script(script: str | os.PathLike) -> None:
         raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
                             f"it that it imports, nor {', '.join(sorted(set(FRAMEWORKS.values())))}), and it "
                             f"imports {engines['horovod']}; --engine torch crosses over DDP scripts: wrap the model "
-                            f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine horovod)")
+                            f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine "
+                            f"horovod)")
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
         if name in names:
             raise ScriptRefused(f"--script {script}: {problem}")

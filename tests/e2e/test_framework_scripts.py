@@ -135,7 +135,8 @@ def test_lightning_and_accelerate_scripts_are_profiled_planned_and_run_in_every_
 def test_an_accelerate_script_that_builds_no_ddp_is_one_clear_error_at_profile_time(isolated_results):
     # on a CPU, Accelerate without cpu=True trains each rank alone: nothing of it is reduced, nothing can take turns
     script = isolated_results / "train.py"
-    script.write_text((EXAMPLES / "accelerate_digits.py").read_text().replace(", cpu=not torch.cuda.is_available()", ""))
+    source = (EXAMPLES / "accelerate_digits.py").read_text()
+    script.write_text(source.replace(", cpu=not torch.cuda.is_available()", ""))
     job = isolated_results / "job.toml"
     job.write_text('script = "train.py"\nnp = 1\nargs = ["--steps", "8"]\n')
     result = xover("profile", str(job), "--iterations", "6", "--warmup", "1", "--no-corun", timeout=300)
