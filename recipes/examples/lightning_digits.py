@@ -64,7 +64,8 @@ def main() -> None:
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"parameter bytes {sum(p.numel() * p.element_size() for p in model.parameters())}", flush=True)
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's ranks on this node
-    trainer = pl.Trainer(accelerator="auto", devices=per_node, num_nodes=int(os.environ.get("WORLD_SIZE", "1")) // per_node,
+    nodes = int(os.environ.get("WORLD_SIZE", "1")) // per_node
+    trainer = pl.Trainer(accelerator="auto", devices=per_node, num_nodes=nodes,
                          strategy="ddp", max_steps=args.steps, accumulate_grad_batches=args.accumulate,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0)
