@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv/ for xover (idempotent): torch (kept if present), xover and its test tools, Horovod.
+# Set up .venv/ for xover (idempotent): torch (kept if present), xover and its test tools, the frameworks
+# users' scripts train with (Lightning, Accelerate, transformers), Horovod.
 set -euo pipefail
 PY=${1:-python3}
 VENV=.venv
@@ -20,7 +21,12 @@ else
   "$VPY" -m pip install -q "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
 fi
 
-"$VPY" -m pip install -q -e ".[test]"
+# the frameworks users' scripts train with (Lightning, Accelerate, transformers: tests/e2e/test_framework_scripts.py),
+# with the torch installed above pinned: none of them may replace it
+TORCH_PIN=$(mktemp)
+"$VPY" -c 'import torch; print(f"torch=={torch.__version__}")' > "$TORCH_PIN"
+"$VPY" -m pip install -q -e ".[test,frameworks]" -c "$TORCH_PIN"
+rm -f "$TORCH_PIN"
 bash scripts/install_horovod.sh "$VPY"
 # The emulated cluster's parts (openssh-server, iproute2): optional, `xover doctor` says when missing.
 bash scripts/setup_cluster.sh || echo "emulated cluster unavailable (xover doctor says why)"

@@ -299,7 +299,8 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
         except RecipeError as error:
             raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
         if len(found) != 1:
-            seen = " and ".join(f"{e} ({n})" for e, n in found.items()) or "neither horovod nor torch.distributed"
+            seen = (" and ".join(f"{e} ({n})" for e, n in found.items())
+                    or "neither horovod nor torch.distributed (nor Lightning, Accelerate or the transformers Trainer)")
             raise fail("engine", f"missing, and the script imports {seen}, so its engine cannot be told: set "
                                  f"engine = \"horovod\" (a Horovod script) or \"torch\" (a DistributedDataParallel "
                                  f"script)")

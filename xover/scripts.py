@@ -2,9 +2,12 @@
 
 The engine comes from what the script imports, and what the modules next to it that it imports do:
 horovod (``import horovod.torch as hvd``) makes a Horovod script, run under horovodrun (engine
-"horovod"); torch.distributed (``import torch.distributed as dist``, ``DistributedDataParallel``)
-without horovod makes a torch script, run under torchrun (engine "torch"). Both, or neither: the user
-says which (``--engine``, or ``engine`` in a job file).
+"horovod"); torch.distributed (``import torch.distributed as dist``, ``DistributedDataParallel``), or a
+framework that trains through DistributedDataParallel (PyTorch Lightning, Hugging Face Accelerate, the
+``transformers`` Trainer: ``FRAMEWORKS``), without horovod makes a torch script, run under torchrun
+(engine "torch"). Both, or neither: the user says which (``--engine``, or ``engine`` in a job file).
+Where the source cannot tell whether DDP is built (a library from elsewhere builds it), the DDP shim
+sees it built when the script runs, whoever builds it, and refuses a step taken without it.
 
 Pure: no torch, no launcher. The launcher-side commands use it before anything starts, and the DDP
 shim inside each worker checks the script with it again before the script runs.
@@ -24,6 +27,25 @@ ENGINES = ("horovod", "torch")  # the one list: horovod -> horovodrun, torch -> 
 ENGINE_LAUNCHERS = {"horovod": "horovodrun", "torch": "torchrun"}
 TORCH_DISTRIBUTED = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
                      "torch.nn.parallel.distributed")
+# frameworks that train through DistributedDataParallel under torchrun: module prefix -> what it is
+FRAMEWORKS = {
+    "lightning": "PyTorch Lightning",  # lightning.pytorch (Trainer), lightning.fabric
+    "pytorch_lightning": "PyTorch Lightning",
+    "lightning_fabric": "PyTorch Lightning",
+    "accelerate": "Hugging Face Accelerate",
+    "transformers.Trainer": "the transformers Trainer",  # which trains through Accelerate
+    "transformers.Seq2SeqTrainer": "the transformers Trainer",
+    "transformers.trainer": "the transformers Trainer",
+    "transformers.trainer_seq2seq": "the transformers Trainer",
+}
+# why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
+FRAMEWORK_HINTS = {
+    "Hugging Face Accelerate": "on a CPU Accelerate trains in several processes only with Accelerator(cpu=True) or "
+                               "ACCELERATE_USE_CPU=1, otherwise each rank trains alone",
+    "the transformers Trainer": "on a CPU it trains in several processes only with TrainingArguments(use_cpu=True)",
+    "PyTorch Lightning": "use Trainer(strategy=\"ddp\"); ddp_spawn, FSDP and DeepSpeed are not followed",
+}
+ENTRY_POINTS = ("Trainer", "Seq2SeqTrainer", "Accelerator", "Fabric")  # what a note names, where the script uses it
 
 # names whose use makes a DDP script impossible to cross over, and why
 DDP_UNSUPPORTED_NAMES = {
@@ -45,11 +67,13 @@ class ScriptRefused(XoverError):
 
 @dataclass(frozen=True)
 class ScriptEngine:
-    """A script's engine, and the name that gave it away (e.g. torch.distributed)."""
+    """A script's engine, the name that gave it away (e.g. torch.distributed), and the framework it
+    trains with where it uses one (e.g. Hugging Face Accelerate)."""
 
     script: str
     engine: str
     evidence: str
+    framework: str | None = None
 
 
 @dataclass
@@ -77,13 +101,34 @@ def check_engine(engine: str, flag: str = "--engine") -> str:
 # ------------------------------------------------------------------------------ reading a script
 
 
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
 def engine_of(name: str) -> str | None:
-    """The engine a dotted name belongs to: horovod, torch (torch.distributed or DDP), or None."""
-    if name == "horovod" or name.startswith("horovod."):
+    """The engine a dotted name belongs to: horovod, torch (torch.distributed, DDP, or a framework
+    that trains through DDP), or None."""
+    if _under(name, "horovod"):
         return "horovod"
-    if any(name == prefix or name.startswith(prefix + ".") for prefix in TORCH_DISTRIBUTED):
+    if any(_under(name, prefix) for prefix in TORCH_DISTRIBUTED) or framework_of(name) is not None:
         return "torch"
     return None
+
+
+def framework_of(name: str) -> str | None:
+    """The framework (FRAMEWORKS) a dotted name belongs to, or None."""
+    return next((framework for prefix, framework in FRAMEWORKS.items() if _under(name, prefix)), None)
+
+
+def script_framework(names: list[str]) -> tuple[str, str] | None:
+    """(framework, the name that shows it best: its entry point where used, e.g. lightning.pytorch.Trainer,
+    else the first) for a script's dotted names, or None."""
+    found = [(framework, name) for name in names if (framework := framework_of(name)) is not None]
+    if not found:
+        return None
+    first = found[0][0]
+    entry = [name for framework, name in found if framework == first and name.rsplit(".", 1)[-1] in ENTRY_POINTS]
+    return first, (entry or [found[0][1]])[0]
 
 
 def names_in(tree: ast.AST) -> tuple[list[str], list[str]]:
@@ -205,7 +250,8 @@ def _engines(names: list[str]) -> dict[str, str]:
 
 def engine_from_source(source: str, script: str = "<script>") -> ScriptEngine:
     """The engine of one script's text; both or neither is an error naming the script."""
-    return _decide(script, engines_in_source(source, script))
+    names, _ = names_in(ast.parse(source, filename=script))
+    return _decide(script, _engines(names), script_framework(names))
 
 
 def script_engines(script: str | os.PathLike, error: type[XoverError] = XoverError) -> dict[str, str]:
@@ -215,7 +261,8 @@ def script_engines(script: str | os.PathLike, error: type[XoverError] = XoverErr
 
 def detect_engine(script: str | os.PathLike) -> ScriptEngine:
     """The engine of a script file, from its imports and those of the modules next to it that it imports."""
-    return _decide(str(script), script_engines(script))
+    names = script_names(script).dotted
+    return _decide(str(script), _engines(names), script_framework(names))
 
 
 def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
@@ -237,7 +284,10 @@ def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
 def detection_note(found: list[ScriptEngine]) -> str:
     """The line saying which engine was found for which script."""
     engine = found[0].engine
-    scripts = ", ".join(f"{item.script} imports {item.evidence}" for item in _distinct(found))
+    scripts = ", ".join(f"{item.script} imports {item.evidence}"
+                        + (f" ({item.framework}, which trains through DistributedDataParallel)"
+                           if item.framework and item.engine == "torch" else "")
+                        for item in _distinct(found))
     return f"engine {engine} ({ENGINE_LAUNCHERS[engine]}): {scripts} (--engine to choose another)"
 
 
@@ -245,15 +295,18 @@ def _distinct(found: list[ScriptEngine]) -> list[ScriptEngine]:
     return list({item.script: item for item in found}.values())
 
 
-def _decide(script: str, engines: dict[str, str]) -> ScriptEngine:
+def _decide(script: str, engines: dict[str, str], framework: tuple[str, str] | None = None) -> ScriptEngine:
     if len(engines) == 2:
         raise XoverError(f"--script {script}: imports both horovod ({engines['horovod']}) and torch.distributed "
                          f"({engines['torch']}), so its engine cannot be told: pass --engine horovod or --engine torch")
     if not engines:
         raise XoverError(f"--script {script}: imports neither horovod nor torch.distributed (DistributedDataParallel), "
+                         f"nor a framework that trains through it ({', '.join(sorted(set(FRAMEWORKS.values())))}), "
                          "so its engine cannot be told: pass --engine horovod (a Horovod script) or --engine torch "
-                         "(a DistributedDataParallel script)")
+                         "(a script that trains through DistributedDataParallel)")
     [(engine, evidence)] = engines.items()
+    if engine == "torch" and framework is not None:
+        return ScriptEngine(script, engine, framework[1], framework[0])  # the framework says more than DDP does
     return ScriptEngine(script, engine, evidence)
 
 
@@ -261,12 +314,20 @@ def _decide(script: str, engines: dict[str, str]) -> ScriptEngine:
 
 
 def check_ddp_script(script: str | os.PathLike) -> None:
-    """Refuse a script that cannot be crossed over as a DDP script; the message names the script."""
-    names = script_names(script, ScriptRefused).plain
-    if "DistributedDataParallel" not in names:
+    """Refuse a script that cannot be crossed over as a DDP script; the message names the script.
+
+    A Horovod script (horovod, and nothing of torch.distributed nor of a framework that builds DDP) is
+    refused here; where the source does not show DDP otherwise (it is built by a library from elsewhere),
+    the shim sees whether it is built when the script runs."""
+    found = script_names(script, ScriptRefused)
+    names = found.plain
+    engines = _engines(found.dotted)
+    if "DistributedDataParallel" not in names and set(engines) == {"horovod"}:
         raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
-                            f"it that it imports); --engine torch crosses over DDP scripts: wrap the model in "
-                            f"torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine horovod)")
+                            f"it that it imports, nor {', '.join(sorted(set(FRAMEWORKS.values())))}), and it "
+                            f"imports {engines['horovod']}; --engine torch crosses over DDP scripts: wrap the model "
+                            f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine "
+                            f"horovod)")
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
         if name in names:
             raise ScriptRefused(f"--script {script}: {problem}")

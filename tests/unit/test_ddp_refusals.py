@@ -39,3 +39,22 @@ def test_ddp_built_in_a_module_next_to_the_script_is_found(tmp_path):
     (tmp_path / "broken.py").write_text("def f(:\n")
     with pytest.raises(ScriptRefused, match=r"broken.py: line 1: not valid Python"):
         check_ddp_script(tmp_path / "broken.py")
+
+
+@pytest.mark.parametrize("source", [
+    "from accelerate import Accelerator",  # Accelerate builds DDP itself
+    "import lightning.pytorch as pl",
+    "from transformers import Trainer",
+    "import torch.distributed as dist\nfrom mylib import build_model",  # a library from elsewhere may build it
+])
+def test_a_script_whose_ddp_is_built_elsewhere_is_left_to_the_shim(tmp_path, source):
+    script = tmp_path / "train.py"
+    script.write_text(source + "\n")
+    check_ddp_script(script)  # whether DDP is built is seen when it runs
+
+
+def test_a_horovod_script_is_refused_as_a_ddp_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import horovod.torch as hvd\n")
+    with pytest.raises(ScriptRefused, match=r"no DistributedDataParallel .* imports horovod.torch; --engine torch"):
+        check_ddp_script(script)

@@ -185,3 +185,17 @@ def test_the_runtime_loads_nothing_of_the_orchestrator():
     for module in (name for name in graph if name.startswith("xover.runtime")):
         loaded = _loaded_with(graph, module)
         assert not [name for name in loaded if name.startswith(orchestrator) and name.split(".")[1] != "runtime"], module
+
+
+def test_xover_never_imports_the_frameworks_users_scripts_train_with():
+    """Lightning, Accelerate and transformers are the users' (an optional extra for the tests): xover only
+    names them, in `xover/scripts.py`, to tell a script's engine from its imports."""
+    frameworks = ("lightning", "pytorch_lightning", "lightning_fabric", "accelerate", "transformers")
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                     else [])
+            found += [f"{path.name}: {name}" for name in names if name.split(".")[0] in frameworks]
+    assert not found

@@ -161,3 +161,37 @@ def test_one_line_for_each_job_that_did_not_finish():
         "quiet (sequential) failed: exit code 3, nothing on its stderr  (log: /r/3-quiet-sequential)",
         "gone (sequential) lost: the xover process that ran it ended without closing it (killed?)  (log: /r/4)",
     ]
+
+
+@pytest.mark.parametrize("source, framework, evidence", [
+    ("import lightning.pytorch as pl\ntrainer = pl.Trainer(strategy='ddp')", "PyTorch Lightning",
+     "lightning.pytorch.Trainer"),
+    ("import lightning as L\nL.Trainer()", "PyTorch Lightning", "lightning.Trainer"),
+    ("import pytorch_lightning as pl\nclass M(pl.LightningModule): pass", "PyTorch Lightning", "pytorch_lightning"),
+    ("from lightning.fabric import Fabric", "PyTorch Lightning", "lightning.fabric.Fabric"),
+    ("from accelerate import Accelerator\naccelerator = Accelerator()", "Hugging Face Accelerate",
+     "accelerate.Accelerator"),
+    ("from transformers import Trainer, TrainingArguments", "the transformers Trainer", "transformers.Trainer"),
+    ("import transformers\ntransformers.Seq2SeqTrainer(model)", "the transformers Trainer",
+     "transformers.Seq2SeqTrainer"),
+])
+def test_a_script_training_with_a_framework_that_builds_ddp_is_a_torch_script_naming_it(source, framework, evidence):
+    found = engine_from_source(textwrap.dedent(source), "train.py")
+    assert (found.engine, found.framework, found.evidence) == ("torch", framework, evidence)
+    assert f"train.py imports {evidence} ({framework}, which trains through DistributedDataParallel)" in \
+        detection_note([found])
+
+
+@pytest.mark.parametrize("source", [
+    "from transformers import AutoConfig, BertModel",  # models alone: no Trainer, nothing distributed
+    "import lightning_utilities",  # not lightning
+    "import accelerated_thing",
+])
+def test_a_library_of_those_frameworks_that_trains_nothing_is_not_a_framework(source):
+    with pytest.raises(XoverError, match=r"--script train.py: imports neither .* nor a framework .* pass --engine"):
+        engine_from_source(source, "train.py")
+
+
+def test_a_horovod_script_with_a_framework_is_still_both():
+    with pytest.raises(XoverError, match=r"imports both horovod"):
+        engine_from_source("import horovod.torch as hvd\nfrom accelerate import Accelerator", "train.py")

@@ -42,10 +42,19 @@ are powers of two, possibly one rounding apart otherwise.
 no_sync() is supported: a backward inside no_sync() reduces nothing and ends a compute phase like any
 other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces.
 
-Refused before the script starts (exit 2, one line, `check_ddp_script`): no DistributedDataParallel in
-the script or the modules next to it that it imports; its own communication hook (the hook is how the
+Frameworks that build DDP themselves (PyTorch Lightning, Hugging Face Accelerate, the transformers
+Trainer) need nothing more: the constructor is adapted whoever calls it. Lightning's
+`optimizer.step(closure)` runs forward and backward inside the step: the step's pre-hook takes the turn,
+backward's end releases it, and the closure's return waits for the all-reduces before the update takes
+it again. Accelerate's accumulation runs the micro-batches before its boundary under no_sync and steps
+only at the boundary (its wrapper's step is not torch's until then): one iteration per real step.
+
+Refused before the script starts (exit 2, one line, `check_ddp_script`): a Horovod script (no
+DistributedDataParallel, nor a framework that builds it, in the script or the modules next to it that
+it imports); its own communication hook (the hook is how the
 all-reduce leaves the turn); SyncBatchNorm (collectives inside forward and backward). Refused when
-met: DDP's mixed_precision, delay_all_reduce_named_params and the compiled python reducer (each
+met: an optimizer step (or a read of the gradients) before any DDP model was built, naming the framework
+found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled python reducer (each
 brings its own reduction), and uneven inputs with Join (the divisor changes every iteration).
 Not covered: a script that reads .grad itself between backward() and the step sees gradients still
 being reduced; a Work that the script waits for itself while holding the turn.
@@ -60,7 +69,8 @@ import sys
 import weakref
 from typing import NoReturn
 
-from ..scripts import DDP_UNSUPPORTED_NAMES, ScriptRefused, check_ddp_script
+from ..scripts import (DDP_UNSUPPORTED_NAMES, FRAMEWORK_HINTS, ScriptRefused, check_ddp_script, script_framework,
+                       script_names)
 from .script_turns import ScriptCoordinator
 
 # DDP options that bring their own reduction
@@ -282,10 +292,21 @@ class DDPCrossover:
         return refuse
 
     # -- torch.optim and what reads gradients -------------------------------------------------
+    def _require_ddp(self, what: str) -> None:
+        """Refuse `what` (an optimizer step, a read of the gradients) when no DDP model was built: nothing
+        of the script is reduced, so nothing of it can take turns; the line names the framework found."""
+        if self.models:
+            return
+        framework = script_framework(script_names(self.script).dotted) if self.script else None
+        hint = ""
+        if framework is not None:
+            hint = f" ({framework[0]}, found from {framework[1]}, did not build it"
+            hint += f": {FRAMEWORK_HINTS[framework[0]]})" if framework[0] in FRAMEWORK_HINTS else ")"
+        _refuse(self.script, f"{what} before any DistributedDataParallel model was built{hint}: the script does not "
+                             f"train through DDP, which --engine torch crosses over")
+
     def _before_optimizer_step(self, optimizer, args, kwargs):
-        if not self.models:
-            _refuse(self.script, "optimizer.step() before any DistributedDataParallel model was built: the script "
-                                 "does not train through DDP, which --engine torch crosses over")
+        self._require_ddp("optimizer.step()")
         self.coordinator.before_step()
         closure = kwargs.get("closure", args[0] if args else None)
         if not callable(closure):
@@ -315,6 +336,7 @@ class DDPCrossover:
     def _settling(self, reader):
         @functools.wraps(reader)
         def read_reduced_gradients(*args, **kwargs):
+            self._require_ddp(f"{reader.__name__}()")
             self.coordinator.before_step()  # the gradients are final, and this is compute: in the turn
             return reader(*args, **kwargs)
 

@@ -1,0 +1,60 @@
+"""A script that trains with the Hugging Face `transformers` Trainer (it knows nothing of xover): a model
+built here (nothing downloaded), gradient accumulation 2, gradient clipping, on sklearn's digits. After
+every optimizer step rank 0 prints a checksum of the weights with every bit.
+
+    torchrun --standalone --nproc-per-node=2 hf_trainer_digits.py --steps 8
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+from torch import nn
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=8)
+parser.add_argument("--output-dir", default="hf-trainer-output")
+args = parser.parse_args()
+
+
+class Digits(torch.utils.data.Dataset):
+    def __init__(self) -> None:
+        digits = load_digits()
+        self.images = torch.tensor(digits.images, dtype=torch.float32).reshape(-1, 64) / 16.0
+        self.labels = torch.tensor(digits.target)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict:
+        return {"inputs": self.images[index], "labels": self.labels[index]}
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.1), nn.Linear(256, 10))
+
+    def forward(self, inputs, labels=None):
+        logits = self.net(inputs)
+        return {"loss": F.cross_entropy(logits, labels), "logits": logits}
+
+
+class PrintWeights(TrainerCallback):
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.is_world_process_zero:
+            checksum = float(sum(p.double().sum() for p in model.parameters()))
+            print(f"step {state.global_step - 1} weights {checksum!r}", flush=True)
+
+
+torch.set_num_threads(1)
+torch.manual_seed(42)  # the model is built before the Trainer seeds
+model = Net()
+print(f"parameter bytes {sum(p.numel() * p.element_size() for p in model.parameters())}", flush=True)
+training = TrainingArguments(output_dir=args.output_dir, max_steps=args.steps, per_device_train_batch_size=32,
+                             gradient_accumulation_steps=2, learning_rate=2e-3, max_grad_norm=1.0, seed=42,
+                             use_cpu=not torch.cuda.is_available(), report_to=[], save_strategy="no",
+                             disable_tqdm=True)
+Trainer(model=model, args=training, train_dataset=Digits(), callbacks=[PrintWeights()]).train()
