@@ -2,11 +2,12 @@
 # The GPU study of issue 53: where do turns win on a GPU? GPU-bound jobs (bf16, channels-last), each pair at
 # the link rate its profile says makes the all-reduce as long as the compute, run time-sliced, under MPS, in
 # crossover and as the plan picks; then NCCL under MPS with its CTAs bounded. Phases of scripts/gpu_check.sh
-# (bound, bound-nccl, bound-vgg, bound-bert; see its --help), in two device calls of at most 10 minutes each:
+# (bound, bound-nccl, bound-vgg, bound-bert; see its --help), in two device calls of 12 minutes together (a
+# lent GPU machine has 15 minutes, its start included):
 #
-#   bash bench/gpu/study.sh 1 [--out DIR]          bound: two GPU-bound ResNet-50s over Gloo, twice (about 8 min)
+#   bash bench/gpu/study.sh 1 [--out DIR]          bound: two GPU-bound ResNet-50s over Gloo, twice (7 min budget)
 #   bash bench/gpu/study.sh 2 --rate RATE [--out DIR]   bound-nccl (at the rate call 1 printed), then bound-vgg and
-#                                                   bound-bert as far as the budget goes
+#                                                   bound-bert as far as the budget goes (4 min budget)
 #   bash bench/gpu/study.sh cpu [--out DIR]        every phase's dry run on this CPU, with small recipes
 #
 # Each call writes DIR/summary.md (default results/gpu-study-N) and DIR/data.tgz.
@@ -14,11 +15,11 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 part=${1:-}; shift || true
 case $part in
-  1) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound --budget 540 --policy work-conserving \
+  1) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound --budget 420 --policy work-conserving \
        --out "$ROOT/results/gpu-study-1" "$@" ;;
-  2) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound-nccl,bound-vgg,bound-bert --budget 540 \
+  2) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound-nccl,bound-vgg,bound-bert --budget 240 \
        --policy work-conserving --out "$ROOT/results/gpu-study-2" "$@" ;;
   cpu) exec bash "$ROOT/scripts/gpu_check.sh" --cpu --phases bound,bound-nccl --budget 540 \
        --policy work-conserving --out "$ROOT/results/gpu-study-cpu" "$@" ;;
-  *) sed -n '2,13p' "$0"; [ "$part" = -h ] || [ "$part" = --help ] && exit 0; exit 2 ;;
+  *) sed -n '2,14p' "$0"; [ "$part" = -h ] || [ "$part" = --help ] && exit 0; exit 2 ;;
 esac
