@@ -16,6 +16,7 @@ from .tables import (
     DIGITS,
     GROUP_COLUMNS,
     PARITY_COLUMNS,
+    SHARING_COLUMNS,
     SUMMARY_COLUMNS,
     Columns,
     display_rows,
@@ -93,7 +94,12 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
         sections += ["<h2>Groups: aggregate throughput and gain</h2>",
                      "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
                      "sequential; error is measured vs the plan's prediction.</p>",
-                     html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS)]
+                     html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS),
+                     "<h2>Ways of sharing: predicted against measured, and the plan's pick</h2>",
+                     "<p>Concurrent (no coordination; under MPS where its runs had MPS) and crossover, each predicted "
+                     "and measured; the plan's pick beside the best mode measured.</p>",
+                     html_table(SHARING_COLUMNS, display_rows(group.to_json() for group in report.groups),
+                                {**DIGITS, "concurrent_error_pct": 1})]
         sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in group_warnings(report.groups)]
     if report.parity:
         sections += ["<h2>Accuracy parity</h2>",
