@@ -344,7 +344,7 @@ PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("device
                 ("predicted by sharing", "by_sharing"), ("fluid bound", "fluid_bound"), ("slowdowns", "slowdowns")]
 
 
-@app.command(short_help="Group complementary jobs with a throughput model, place them, and write the plan `xover run` reads.")
+@app.command(short_help="Group complementary jobs, pick each group's way of sharing, place them, and write the plan `xover run` reads.")
 def plan(
     recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes or job files, planned from their stored "
                        "profiles; with --script, the scripts' arguments follow --.", show_default=False)] = None,
@@ -374,7 +374,9 @@ def plan(
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Group complementary jobs (compute-heavy with communication-heavy) with a throughput model,
-    place the groups on devices, and write the plan file that `xover run` reads."""
+    predict each group under every way of sharing its devices (crossover under the turn policy,
+    concurrent, and MPS where its jobs measured it) and pick the best for it (turns only when at least
+    2% ahead), place the groups on devices, and write the plan file that `xover run` reads."""
     from .plans import plan_jobs
 
     with user_errors():
