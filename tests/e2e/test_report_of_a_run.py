@@ -114,7 +114,8 @@ def test_html_is_one_self_contained_file(run_env):
     page = _Page()
     page.feed(path.read_text())
     page.close()
-    assert page.tables == 3 and not page.links  # jobs, groups, parity; nothing fetched from elsewhere
+    # jobs, groups, ways of sharing, parity; nothing fetched from elsewhere
+    assert page.tables == 4 and not page.links
     assert len(page.images) == 4
     for source in page.images:
         assert source.startswith("data:image/png;base64,")
