@@ -74,7 +74,7 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
     key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]], calibration))
                 for i, job in enumerate(jobs))
     # without turns the policy does not matter: one cache entry per way of sharing, whatever the policy
-    return list(_simulated_speeds(key, policy if sharing == "crossover" else sharing, calibration, sharing))
+    return list(_simulated_speeds(key, policy if sharing == "crossover" else None, calibration, sharing))
 
 
 def _key(job: JobProfile, interference: float) -> tuple:
@@ -90,9 +90,10 @@ def _rounded(ms: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _simulated_speeds(key: tuple, policy: str, calibration: Calibration, sharing: str = "crossover") -> tuple[float, ...]:
+def _simulated_speeds(key: tuple, policy: str | None, calibration: Calibration,
+                      sharing: str = "crossover") -> tuple[float, ...]:
     jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
-    result = simulate(jobs, sharing, policy if sharing == "crossover" else None, calibration=calibration)
+    result = simulate(jobs, sharing, policy, calibration=calibration)
     return tuple(outcome.speed for outcome in result.jobs)
 
 
