@@ -50,8 +50,8 @@ def print_table(title: str, columns: Sequence[tuple[str, str]], rows: Iterable[d
     console.print(table)
 
 
-class ProgressObserver:
-    """A live bar per job: iterations done, speed, last loss."""
+class ProgressBars:
+    """A live bar per job: iterations done, last loss, status (run/sinks.py's ProgressSink draws them)."""
 
     def __init__(self) -> None:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -59,11 +59,10 @@ class ProgressObserver:
                                  TimeElapsedColumn(), console=errors, transient=False)
         self.tasks: dict[int, int] = {}
 
-    def __enter__(self) -> "ProgressObserver":
+    def start(self) -> None:
         self.progress.start()
-        return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self.progress.stop()
 
     def _task(self, run_id: int, label: str = "", total: int | None = None) -> int:
@@ -74,7 +73,7 @@ class ProgressObserver:
     def job_started(self, run_id: int, label: str, total: int | None) -> None:
         self.progress.update(self._task(run_id, label, total), total=total, description=label, status="running")
 
-    def job_progress(self, run_id: int, step: int, loss: float) -> None:
+    def job_progress(self, run_id: int, step: int, loss: float | None) -> None:
         self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
 
     def job_finished(self, run_id: int, status: str) -> None:

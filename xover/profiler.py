@@ -45,6 +45,7 @@ from .run.experiment import experiment, lease_devices, link_of
 from .run.jobs import check_devices, job_for, traits_of
 from .run.mps import control_program
 from .run.schedule import Scheduler, Unit
+from .run.sinks import default_sinks
 from .store.models import IterationMetric, Profile, Run
 from .store.profiles import find_profile
 from .store.queries import snapshot_recipe
@@ -294,7 +295,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
                and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))]
     measured: set[int] = set()
     if alone or corun or stretch:
-        with experiment(store, "profile", options.command, bandwidth, options.show_progress, link=link) as run:
+        with experiment(store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link) as run:
             lease_devices(run, jobs, options.wait)
 
             def measure_alone(recipe, job) -> Profile:

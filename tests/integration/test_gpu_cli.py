@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from xover.runtime import worker
+from xover.runtime.metrics import StartRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,9 +33,8 @@ def test_a_run_records_how_it_used_its_gpu(tmp_path):
                         np=2, status="running"))
     with store.session() as session, session.begin():
         run_id = session.query(Run).one().id
-    recorder.apply([(run_id, {"kind": "start", "engine": "torch", "device": "cuda:0", "backend": "gloo",
-                              "deterministic": True, "devices_per_gpu": 2, "gpu_sharing": "mps"})],
-                   on_record=lambda *a: None)
+    recorder.apply([(run_id, StartRecord(engine="torch", device="cuda:0", backend="gloo", deterministic=True,
+                                         devices_per_gpu=2, gpu_sharing="mps"))])
     with store.session() as session:
         fields = run_fields(session.get(Run, run_id))
     assert {k: fields[k] for k in ("device", "backend", "deterministic", "devices_per_gpu", "gpu_sharing")} == {

@@ -34,10 +34,13 @@ def test_the_relay_passes_on_only_the_runs_own_records(tmp_path):
                "raise SystemExit(3)\n")
     events: queue.Queue = queue.Queue()
     CheckedJob(7, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events, TOKEN)
+    from xover.run.supervise import IgnoredLine, JobExit
+    from xover.runtime.metrics import EndRecord
+
     records = [events.get(timeout=30)[1] for _ in range(5)]
-    assert [r["kind"] for r in records] == ["_ignored", "_ignored", "_ignored", "end", "_exit"], records
-    assert records[3] == {"kind": "end", "iterations": 3} and records[4] == {"kind": "_exit", "code": 3}
-    assert all("token" in r["reason"] or "not a kind" in r["reason"] for r in records[:3])
+    assert [type(r) for r in records] == [IgnoredLine, IgnoredLine, IgnoredLine, EndRecord, JobExit], records
+    assert records[3] == EndRecord(iterations=3) and records[4] == JobExit(3)
+    assert all("token" in r.reason or "not a kind" in r.reason for r in records[:3])
 
 
 def test_the_relay_keeps_bytes_and_metrics_after_invalid_utf8(tmp_path):
@@ -52,7 +55,9 @@ def test_the_relay_keeps_bytes_and_metrics_after_invalid_utf8(tmp_path):
     events: queue.Queue = queue.Queue()
     LaunchedJob(7, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events)
     records = [events.get(timeout=20), events.get(timeout=20)]
-    assert records == [(7, {"kind": "iter", "step": 0}), (7, {"kind": "_exit", "code": 0})]
+    from xover.run.supervise import JobExit
+
+    assert records == [(7, {"kind": "iter", "step": 0}), (7, JobExit(0))]
     assert (tmp_path / "launcher.log").read_bytes() == b"\xff\xfe bad\n" + \
         b'XOVER-METRIC {"kind": "iter", "step": 0}\n' + b"tail without newline \xc3"
 
@@ -60,7 +65,7 @@ def test_the_relay_keeps_bytes_and_metrics_after_invalid_utf8(tmp_path):
 def test_a_launcher_exit_is_noticed_while_an_orphan_keeps_writing_to_its_pipe(tmp_path):
     import queue
 
-    from xover.run.supervise import EXIT_GRACE_S, LaunchedJob, kill_tagged
+    from xover.run.supervise import EXIT_GRACE_S, JobExit, LaunchedJob, kill_tagged
 
     tag = f"relay-orphan-{os.getpid()}"
     events: queue.Queue = queue.Queue()
@@ -68,7 +73,7 @@ def test_a_launcher_exit_is_noticed_while_an_orphan_keeps_writing_to_its_pipe(tm
     LaunchedJob(8, [["sh", "-c", "(while :; do echo x; sleep 0.2; done) & exit 3"]],
                 {**os.environ, "XOVER_TEST_TAG": tag}, tmp_path, events)
     try:
-        assert events.get(timeout=EXIT_GRACE_S + 10) == (8, {"kind": "_exit", "code": 3})
+        assert events.get(timeout=EXIT_GRACE_S + 10) == (8, JobExit(3))
         assert time.monotonic() - started < EXIT_GRACE_S + 5
     finally:
         kill_tagged(tag, variable="XOVER_TEST_TAG")

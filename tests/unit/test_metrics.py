@@ -47,13 +47,13 @@ ITER = {"kind": "iter", "step": 3, "time_s": 1.5, "wall_time": 1795404409.7, "it
 
 
 def _emitted(capsys, monkeypatch, token, kind, **fields):
-    from xover.runtime.metrics import emit
+    from xover.runtime.metrics import RECORD_TYPES, emit
 
     if token is None:
         monkeypatch.delenv("XOVER_METRIC_TOKEN", raising=False)
     else:
         monkeypatch.setenv("XOVER_METRIC_TOKEN", token)
-    emit(kind, **fields)
+    emit(RECORD_TYPES[kind](**fields))
     return parse_metric_line(capsys.readouterr().out.strip())
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xover.runtime.metrics import record_problem
+from xover.runtime.metrics import TurnsLostRecord, record_problem
 
 
 def test_a_turns_lost_record_is_accepted_with_the_runs_token_only():
@@ -35,8 +35,7 @@ def test_the_record_and_the_report_of_a_run_whose_ranks_gave_up_turns_say_so(tmp
                             np=2, status="running", group_index=0, slot=0 if name == "a" else 1))
     with store.session() as session:
         run_a, run_b = sorted(run.id for run in session.query(Run))
-    recorder.apply([(run_a, {"kind": "turns-lost", "device": 1, "slot": 0, "why": "the turn server is gone",
-                             "wall_time": 5.0})], on_record=lambda *a: None)
+    recorder.apply([(run_a, TurnsLostRecord(device=1, slot=0, why="the turn server is gone", wall_time=5.0))])
     recorder.record_turns([run_a, run_b], 0, {"0": {"grants": 3}, "1": {"grants": 4}},
                           [{"kind": "unwritable", "device": 0, "slot": 1, "reason": "it read nothing for 5 s",
                             "wall_time": 6.0}])

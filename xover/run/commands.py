@@ -28,6 +28,7 @@ from .jobs import MODES, PLANNED, GroupToRun, attach_traits, check_devices, give
 from .launchers import LaunchRequest, launcher_named
 from .mps import check_mps
 from .schedule import Scheduler, Unit
+from .sinks import default_sinks
 from .units import comparison_units
 
 
@@ -42,7 +43,7 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     check_devices([job])
     link = link_of([job], bandwidth)
     store = open_store(db)
-    with experiment(store, "train", command, bandwidth, show_progress, timeout_s=timeout_s, link=link) as run:
+    with experiment(store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link) as run:
         lease_devices(run, [job], wait)
         Scheduler(run.context).run([Unit([job], "solo")], exclusive=True)
     with store.session() as session:

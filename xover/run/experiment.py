@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import XOVER_ROOT, results_root
-from ..console import ProgressObserver, errors
+from ..console import errors
 from ..errors import XoverError
 from ..emulation import cluster
 from ..launch.hosts import is_local
@@ -28,7 +29,8 @@ from ..store.session import Store
 from .jobs import JobSpec
 from .leases import DeviceLeases, describe_busy
 from .record import Recorder, reconcile_lost
-from .schedule import QuietObserver, RunContext
+from .schedule import RunContext
+from .sinks import StoreSink, deliver, sinks_named
 from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
 
 
@@ -98,10 +100,12 @@ def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
 
 
 @contextlib.contextmanager
-def experiment(store: Store, kind: str, command: str, bandwidth: str | None, show_progress: bool,
+def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sinks: Sequence[str],
                plan_id: int | None = None, timeout_s: float | None = None, link: str | None = None):
-    """One invocation's experiment: live progress while it runs, its final status whatever happens,
-    and a reaper that stops its processes if xover itself is killed."""
+    """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
+    progress display, ...) while it runs, its final status whatever happens, and a reaper that stops
+    its processes if xover itself is killed."""
+    live_sinks = sinks_named(sinks)  # refused before anything is recorded
     lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
     reconcile_lost(store)
     experiment_id = new_experiment_id()
@@ -109,15 +113,15 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
     recorder.open(kind, command, link if link not in (None, "host") else bandwidth, plan_id)
     results_dir = results_root() / "runs" / experiment_id
     results_dir.mkdir(parents=True, exist_ok=True)
-    observer = ProgressObserver() if show_progress else QuietObserver()
     reaper = Reaper(experiment_id, store.url)
     context = RunContext(recorder=recorder, experiment_id=experiment_id, results_dir=results_dir, bandwidth=bandwidth,
-                         observer=observer, timeout_s=timeout_s, reaper=reaper, lease=lease,
+                         sinks=[StoreSink(recorder), *live_sinks], timeout_s=timeout_s, reaper=reaper, lease=lease,
                          server_nice=server_nice, link_bands=link_bands)
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = "finished"
     try:
-        with interruptible(), observer:
+        context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
+        with interruptible():
             yield Experiment(experiment_id, store, recorder, context, leases)
     except (Interrupted, KeyboardInterrupt):
         status = "interrupted"
@@ -132,6 +136,7 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sho
         with uninterrupted():
             leases.release()
             recorder.finish(status)
+            deliver(context.sinks, lambda sink: sink.closed(status))
             reaper.done()
 
 

@@ -72,10 +72,11 @@ class LocalLauncher:
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         from .experiment import experiment, lease_devices
+        from .sinks import default_sinks
         from .mps import MpsDaemon
         from .schedule import Scheduler
 
-        with experiment(request.store, request.kind, request.command, request.bandwidth, request.show_progress,
+        with experiment(request.store, request.kind, request.command, request.bandwidth, default_sinks(request.show_progress),
                         request.plan_id, request.timeout_s, link=request.link) as run:
             lease_devices(run, [job for group in request.groups for job in group.jobs], request.wait)
             with MpsDaemon(run.results_dir, run.id) if request.mps else contextlib.nullcontext():
@@ -99,7 +100,7 @@ class SlurmLauncher:
         from .experiment import experiment
 
         submitted: dict[int, str] = {}
-        with experiment(request.store, request.kind, request.command, request.bandwidth, False, request.plan_id,
+        with experiment(request.store, request.kind, request.command, request.bandwidth, (), request.plan_id,
                         request.timeout_s, link=request.link) as run:
             on_slurm.submit_and_follow(run, request.groups, request.plan_path, request.modes, request.policies,
                                        request.engine, request.iterations, request.seconds, request.store.url,

@@ -14,20 +14,23 @@ import os
 import re
 import socket
 from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 import psutil
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
+from ..runtime.metrics import EndRecord, EvaluationRecord, IterationRecord, MetricRecord, StartRecord, TurnsLostRecord
 from ..store.models import ACTIVE_STATUSES, Evaluation, Experiment, IterationMetric, Run, TurnEvent, utcnow
 from ..store.queries import snapshot_recipe
 from ..store.session import Store
 from .jobs import JobSpec
 
-ITERATION_FIELDS = ("step", "time_s", "wall_time", "iteration_s", "data_s", "compute_s", "communication_s",
-                    "wait_s", "samples", "loss")
-OPTIONAL_ITERATION_FIELDS = ("yields", "link_s", "comm_cpu_s", "held")
+# an iteration record's fields, each a column of iteration_metrics
+ITERATION_COLUMNS = tuple(spec.name for spec in fields(IterationRecord))
 
 
 def owner_identity() -> tuple[str, int, float]:
@@ -127,59 +130,54 @@ class Recorder:
                     if error:
                         run.error = error
 
-    def apply(self, batch: list[tuple[int, dict[str, Any]]], on_record) -> None:
-        """Store a batch of metric records (one transaction); `on_record(session, run_id, record)` gets
-        each after it is stored (progress display, exits)."""
+    def apply(self, batch: Sequence[tuple[int, MetricRecord]]) -> None:
+        """Store a batch of metric records, each with its run's id, in one transaction."""
         with self.store.session() as session, session.begin():
             for run_id, record in batch:
-                self._apply_one(session, run_id, record)
-                on_record(session, run_id, record)
+                self._store(session, run_id, record)
 
     @staticmethod
-    def _apply_one(session, run_id: int, record: dict[str, Any]) -> None:
-        kind = record["kind"]
-        if kind == "start":
-            run = session.get(Run, run_id)
-            run.iterations_planned = record.get("iterations")
-            run.engine = record.get("engine", run.engine)
-            run.gradient_bytes = record.get("gradient_bytes")
-            run.checkpoints, run.device = record.get("checkpoints"), record.get("device")
-            run.link_priority = record.get("link_priority")
-            run.comm_threads = record.get("comm_threads")
-            run.backend, run.deterministic = record.get("backend"), record.get("deterministic")
-            run.devices_per_gpu, run.gpu_sharing = record.get("devices_per_gpu"), record.get("gpu_sharing")
-        elif kind == "iter":
-            if all(field in record for field in ITERATION_FIELDS):
-                session.add(IterationMetric(run_id=run_id, **{k: record[k] for k in ITERATION_FIELDS},
-                                            **{k: record.get(k) for k in OPTIONAL_ITERATION_FIELDS}))
-        elif kind == "eval":
-            if isinstance(record.get("value"), (int, float)) and math.isfinite(record["value"]):
+    def _store(session: Session, run_id: int, record: MetricRecord) -> None:
+        if isinstance(record, IterationRecord):
+            session.add(IterationMetric(run_id=run_id, **{k: getattr(record, k) for k in ITERATION_COLUMNS}))
+        elif isinstance(record, EvaluationRecord):
+            if isinstance(record.value, (int, float)) and math.isfinite(record.value):
                 # a diverged job's NaN accuracy is not a measurement; its losses (NaN) say what happened
-                session.add(Evaluation(run_id=run_id, step=record["step"], metric=record["metric"],
-                                       value=record["value"]))
-        elif kind == "turns-lost":
+                session.add(Evaluation(run_id=run_id, step=record.step, metric=record.metric, value=record.value))
+        elif isinstance(record, StartRecord):
             run = session.get(Run, run_id)
-            lost = {"device": record["device"], "why": record["why"], "wall_time": record.get("wall_time")}
+            run.iterations_planned = record.iterations
+            run.engine = record.engine or run.engine
+            run.gradient_bytes, run.checkpoints, run.device = record.gradient_bytes, record.checkpoints, record.device
+            run.link_priority, run.comm_threads = record.link_priority, record.comm_threads
+            run.backend, run.deterministic = record.backend, record.deterministic
+            run.devices_per_gpu, run.gpu_sharing = record.devices_per_gpu, record.gpu_sharing
+        elif isinstance(record, TurnsLostRecord):
+            run = session.get(Run, run_id)
+            lost = {"device": record.device, "why": record.why, "wall_time": record.wall_time}
             _note_lost(run, lost)
             session.add(TurnEvent(experiment_id=run.experiment_id, run_id=run_id, group_index=run.group_index,
-                                  host="?", kind="turns-lost", slot=run.slot, device=record["device"], detail=lost))
-        elif kind == "end":
+                                  host="?", kind="turns-lost", slot=run.slot, device=record.device, detail=lost))
+        elif isinstance(record, EndRecord):
             run = session.get(Run, run_id)
-            run.peak_memory_gb = record.get("peak_memory_gb")
-            if record.get("gradient_bytes") is not None:  # a script's: what its engine all-reduced per step
-                run.gradient_bytes = record["gradient_bytes"]
-            if record.get("checkpoints") is not None:  # a script's: the yield points it passed per step
-                run.checkpoints = record["checkpoints"]
+            run.peak_memory_gb = record.peak_memory_gb
+            if record.gradient_bytes is not None:  # a script's: what its engine all-reduced per step
+                run.gradient_bytes = record.gradient_bytes
+            if record.checkpoints is not None:  # a script's: the yield points it passed per step
+                run.checkpoints = record.checkpoints
 
-    def mark_exit(self, session, run_id: int, code: int, error: str | None) -> str:
-        run = session.get(Run, run_id)
-        if run.status not in ACTIVE_STATUSES:  # already ended (timeout, interrupted): keep that
+    def job_exited(self, run_id: int, code: int, error: str | None) -> str:
+        """A run's launchers ended with `code`: its status (a run already ended, by a timeout or an
+        interruption, keeps its own)."""
+        with self.store.session() as session, session.begin():
+            run = session.get(Run, run_id)
+            if run.status not in ACTIVE_STATUSES:
+                return run.status
+            run.exit_code, run.ended_at = code, utcnow()
+            run.status = "finished" if code == 0 else "failed"
+            if code != 0:
+                run.error = error
             return run.status
-        run.exit_code, run.ended_at = code, utcnow()
-        run.status = "finished" if code == 0 else "failed"
-        if code != 0:
-            run.error = error
-        return run.status
 
     def record_turns(self, runs: list[int], group: int | None, stats: dict[str, dict], events: list[dict]) -> None:
         """What the turn servers saw (slot -> summary) and their events (lease revocations, refusals)."""

@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from ..config import XOVER_ROOT
 from ..console import errors
@@ -34,7 +34,7 @@ from ..launch.hosts import is_local
 from ..emulation.network import network_for
 from ..launch.processes import sweep
 from ..launch.torchrun import torchrun_commands
-from ..runtime.metrics import record_problem
+from ..runtime.metrics import MetricRecord, TurnsLostRecord, checked_record
 from ..settings import (CUDA_BY_LOCAL_RANK_VARIABLE, DEVICES_VARIABLE, EXPERIMENT_VARIABLE, JOB_VARIABLE,
                         LINK_PRIORITY_VARIABLE, METRIC_TOKEN_VARIABLE, RUN_VARIABLE, SCRIPT_STEPS_VARIABLE,
                         SECRET_VARIABLES, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE)
@@ -42,21 +42,8 @@ from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
-from .supervise import Interrupted, LaunchedJob, TimedOut, uninterrupted
-
-
-class Observer(Protocol):
-    def job_started(self, run_id: int, label: str, total: int | None) -> None: ...
-    def job_progress(self, run_id: int, step: int, loss: float) -> None: ...
-    def job_finished(self, run_id: int, status: str) -> None: ...
-
-
-class QuietObserver:
-    def __enter__(self): return self
-    def __exit__(self, *exc): return False
-    def job_started(self, run_id, label, total): pass
-    def job_progress(self, run_id, step, loss): pass
-    def job_finished(self, run_id, status): pass
+from .sinks import JobLabels, MetricSink, deliver
+from .supervise import IgnoredLine, Interrupted, JobExit, LaunchedJob, TimedOut, uninterrupted
 
 
 @dataclass
@@ -99,7 +86,7 @@ class RunContext:
     experiment_id: str
     results_dir: Path
     bandwidth: str | None = None
-    observer: Observer = field(default_factory=QuietObserver)
+    sinks: list[MetricSink] = field(default_factory=list)  # the store's first (run/sinks.py)
     timeout_s: float | None = None
     reaper: Any = None  # told about every other host the run reaches
     lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
@@ -156,7 +143,8 @@ def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
 class CheckedJob(LaunchedJob):
     """A run's launchers whose metric records count only with the run's token and the runtime's shape:
     a training script's output is not trusted (a line it prints may look like ours). A record refused
-    goes on as `_ignored` with the reason, for the scheduler to say once; `_exit` comes only from here."""
+    goes on as an IgnoredLine with the reason, for the scheduler to say once; a JobExit comes only from
+    the launchers' processes, never from their output."""
 
     def __init__(self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path,
                  events: queue.Queue, token: str) -> None:
@@ -164,12 +152,8 @@ class CheckedJob(LaunchedJob):
         super().__init__(run_id, commands, env, log_dir, events)
 
     def _record(self, record: dict[str, Any]) -> None:
-        problem = record_problem(record, self.token)
-        if problem is None:
-            record.pop("token", None)
-            super()._record(record)
-        else:
-            super()._record({"kind": "_ignored", "reason": problem})
+        checked = checked_record(record, self.token)
+        self.events.put((self.run_id, IgnoredLine(checked) if isinstance(checked, str) else checked))
 
 
 def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str],
@@ -193,12 +177,15 @@ def launcher_env(job: JobSpec, env: dict[str, str]) -> dict[str, str]:
     return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
 
 
+Event = MetricRecord | IgnoredLine | JobExit  # what the launchers' relay threads post, with a run id
+
+
 class Scheduler:
     def __init__(self, context: RunContext) -> None:
         self.context = context
         self.events: queue.Queue = queue.Queue()
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
-        self.labels: dict[int, str] = {}
+        self.jobs: dict[int, JobLabels] = {}  # run id -> whose records its are
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
         self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
@@ -240,7 +227,7 @@ class Scheduler:
             running.append(unit)
             busy |= unit.devices
 
-    def _batch(self, wait: float) -> list[tuple[int, dict[str, Any]]]:
+    def _batch(self, wait: float) -> list[tuple[int, Event]]:
         try:
             batch = [self.events.get(timeout=wait)]
         except queue.Empty:
@@ -253,53 +240,54 @@ class Scheduler:
                 break
         return batch
 
-    def _handle(self, batch: list[tuple[int, dict[str, Any]]]) -> list[Unit]:
-        finished: list[Unit] = []
-        batch = [(run_id, record) for run_id, record in batch if not self._ignore(run_id, record)]
-        if not batch:
-            return finished
+    def _handle(self, batch: list[tuple[int, Event]]) -> list[Unit]:
+        """Records to the sinks (the store first), then the exits of the batch: the units that ended."""
+        records: list[tuple[JobLabels, MetricRecord]] = []
+        exits: list[tuple[int, JobExit]] = []
+        for run_id, event in batch:
+            if isinstance(event, IgnoredLine):
+                self._ignore(run_id, event)
+            elif isinstance(event, JobExit):
+                exits.append((run_id, event))
+            else:
+                records.append((self.jobs[run_id], event))
+        if records:
+            self._to_sinks(lambda sink: sink.received(records))
+        for job, record in records:
+            if isinstance(record, TurnsLostRecord) and job.run_id not in self.turns_lost:
+                self.turns_lost.add(job.run_id)  # said once per run; the record keeps each
+                _say(f"{job.label}: a rank gave up crossover turns on device {record.device} "
+                     f"({record.why}); it trains on without them, and its record and report say so")
+        return [unit for run_id, exit in exits for unit in self._exited(run_id, exit.code)]
 
-        def on_record(session, run_id: int, record: dict[str, Any]) -> None:
-            unit, slot = self.owner[run_id]
-            kind = record["kind"]
-            if kind == "start":
-                self.context.observer.job_started(run_id, self.labels[run_id], record.get("iterations"))
-            elif kind == "iter":
-                self.context.observer.job_progress(run_id, record["step"] + 1, record.get("loss"))
-            elif kind == "turns-lost" and run_id not in self.turns_lost:
-                self.turns_lost.add(run_id)  # said once per run; the record keeps each
-                _say(f"{self.labels[run_id]}: a rank gave up crossover turns on device {record['device']} "
-                     f"({record['why']}); it trains on without them, and its record and report say so")
-            elif kind == "_exit":
-                job = unit.launched[run_id]
-                log_dir = dict(unit.runs)[run_id]
-                error = failure_summary(log_dir, job.tail) if record["code"] != 0 else None
-                status = self.context.recorder.mark_exit(session, run_id, record["code"], error)
-                self.context.observer.job_finished(run_id, status)
-                unit.exited.add(run_id)
-                if unit.turns is not None:
-                    unit.turns.withdraw(slot)  # its partners never wait for it again
-                if not unit.ended and (unit.exited >= set(unit.run_ids) or slot == unit.ends_with):
-                    unit.ended = True
-                    finished.append(unit)
+    def _exited(self, run_id: int, code: int) -> list[Unit]:
+        unit, slot = self.owner[run_id]
+        log_dir = dict(unit.runs)[run_id]
+        error = failure_summary(log_dir, unit.launched[run_id].tail) if code != 0 else None
+        status = self.context.recorder.job_exited(run_id, code, error)
+        self._to_sinks(lambda sink: sink.job_ended(self.jobs[run_id], status))
+        unit.exited.add(run_id)
+        if unit.turns is not None:
+            unit.turns.withdraw(slot)  # its partners never wait for it again
+        if not unit.ended and (unit.exited >= set(unit.run_ids) or slot == unit.ends_with):
+            unit.ended = True
+            return [unit]
+        return []
 
-        self.context.recorder.apply(batch, on_record)
-        return finished
+    def _to_sinks(self, call: Callable[[MetricSink], None]) -> None:
+        self.context.sinks[:] = deliver(self.context.sinks, call)
 
-    def _ignore(self, run_id: int, record: dict[str, Any]) -> bool:
+    def _ignore(self, run_id: int, event: IgnoredLine) -> None:
         """A record CheckedJob refused: said the first time for each run, counted after that."""
-        if record.get("kind") != "_ignored":
-            return False
         self.ignored[run_id] = self.ignored.get(run_id, 0) + 1
         if self.ignored[run_id] == 1:
-            _say(f"{self.labels[run_id]}: ignored a line of its output that looks like a metric record of xover's "
-                 f"but is not one of this run's ({record['reason']}); the job's log keeps it")
-        return True
+            _say(f"{self.jobs[run_id].label}: ignored a line of its output that looks like a metric record of "
+                 f"xover's but is not one of this run's ({event.reason}); the job's log keeps it")
 
     def _say_ignored(self, unit: Unit) -> None:
         for run_id in unit.run_ids:
             if self.ignored.get(run_id, 0) > 1:
-                _say(f"{self.labels[run_id]}: ignored {self.ignored[run_id]} lines of its output that look like "
+                _say(f"{self.jobs[run_id].label}: ignored {self.ignored[run_id]} lines of its output that look like "
                      "metric records of xover's but are not this run's")
 
     # -- a unit's life ------------------------------------------------------------------------
@@ -318,7 +306,9 @@ class Scheduler:
                                                  unit.policy if unit.crossover else None, context.results_dir)
         for slot, (run_id, _) in enumerate(unit.runs):
             self.owner[run_id] = (unit, slot)
-            self.labels[run_id] = f"{unit.jobs[slot].name} [{unit.mode}{'/' + unit.policy if unit.crossover else ''}]"
+            job = unit.jobs[slot]
+            self.jobs[run_id] = JobLabels(run_id, context.experiment_id, job.name, unit.mode, unit.group,
+                                          unit.policy if unit.crossover else None, job.hosts)
         try:
             unit.network = network_for(context.bandwidth if not remote else None,
                                        {EXPERIMENT_VARIABLE: context.experiment_id},
@@ -354,7 +344,7 @@ class Scheduler:
             if sharing_only:
                 self.context.recorder.close_runs(sharing_only, "stopped")
                 for run_id in sharing_only:
-                    self.context.observer.job_finished(run_id, "stopped")
+                    self._to_sinks(lambda sink: sink.job_ended(self.jobs[run_id], "stopped"))
             self._teardown(unit)
         self._say_ignored(unit)
         if unit.on_done is not None:

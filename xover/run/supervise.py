@@ -29,6 +29,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,19 @@ class LaunchedProcess:
                 kill_tree(self.root, pidfd=self.pidfd)
 
 
+@dataclass(frozen=True)
+class JobExit:
+    """A run's launchers have all ended: the first failure's exit code, or 0 (from the processes, never
+    from their output)."""
+    code: int
+
+
+@dataclass(frozen=True)
+class IgnoredLine:
+    """A line of a run's output that looked like a metric record but is not one of the run's: why."""
+    reason: str
+
+
 class LaunchedJob:
     """The launcher processes of one run; `_exit` is posted once all have ended (the first failure's code)."""
 
@@ -190,7 +204,7 @@ class LaunchedJob:
                     threading.Thread(target=other.stop, daemon=True).start()
         if done:
             failed = [c for c in self.codes if c != 0]
-            self.events.put((self.run_id, {"kind": "_exit", "code": failed[0] if failed else 0}))
+            self.events.put((self.run_id, JobExit(failed[0] if failed else 0)))
 
     def running(self) -> bool:
         return any(p.process.poll() is None for p in self.processes)

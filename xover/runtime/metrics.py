@@ -23,7 +23,8 @@ import math
 import os
 import re
 import sys
-from typing import Any
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, Callable, ClassVar
 
 from ..settings import METRIC_TOKEN_VARIABLE
 
@@ -32,16 +33,17 @@ MARKER = "XOVER-METRIC "
 RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:")
 
 MAX_TRIED = 8  # markers followed by `{` tried per line, from its end (parse_metric_line)
-# kinds: start (job facts), iter (one iteration), eval (one evaluation), end (totals), turns-lost (a rank
-# that gave up waiting for crossover turns: the rest of its run went without them; any rank writes it)
+# One dataclass per kind of record (below) serves the emitter (`emit`), the reader (`checked_record`) and
+# the recorder (run/record.py): its fields, their types and what each accepts are written once.
 
 
-def emit(kind: str, **fields: Any) -> None:
-    record = {"kind": kind, **fields}
+def emit(record: MetricRecord) -> None:
+    """Write one record on this rank's stdout, signed with the run's token (set by the launcher)."""
+    written = {"kind": record.KIND, **{spec.name: getattr(record, spec.name) for spec in fields(record)}}
     token = os.environ.get(METRIC_TOKEN_VARIABLE)  # the run's token, set by the launcher (run/schedule.py)
     if token:
-        record["token"] = token
-    sys.stdout.write(MARKER + json.dumps(record, separators=(",", ":")) + "\n")
+        written["token"] = token
+    sys.stdout.write(MARKER + json.dumps(written, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
 
@@ -100,7 +102,7 @@ def _number(value: Any) -> bool:  # a loss or an accuracy may be NaN or infinite
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _text(size: int):
+def _text(size: int) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, str) and len(value) <= size
 
 
@@ -113,32 +115,95 @@ def _held(value: Any) -> bool:
         isinstance(pair, list) and len(pair) == 2 and all(_finite(t) for t in pair) for pair in value)
 
 
-def _optional(check):
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or check(value)
 
 
-# kind -> field -> (required, check); other fields are ignored (later versions may add some)
-SHAPES: dict[str, dict[str, tuple[bool, Any]]] = {
-    "start": {"job": (False, _optional(_text(200))), "iterations": (False, _optional(_int)),
-              "world_size": (False, _optional(_int)), "engine": (False, _optional(_text(20))),
-              "device": (False, _optional(_text(40))), "backend": (False, _optional(_text(20))),
-              "deterministic": (False, _optional(_flag)), "devices_per_gpu": (False, _optional(_int)),
-              "gpu_sharing": (False, _optional(_text(20))), "parameters": (False, _optional(_whole)),
-              "gradient_bytes": (False, _optional(_int)), "wall_time": (False, _optional(_finite)),
-              "link_priority": (False, _optional(_int)), "link_sockets": (False, _optional(_whole)),
-              "comm_threads": (False, _optional(_text(10))), "checkpoints": (False, _optional(_int))},
-    "iter": {"step": (True, lambda v: _int(v) and v >= 0), **{name: (True, _finite) for name in (
-                 "time_s", "wall_time", "iteration_s", "data_s", "compute_s", "communication_s", "wait_s")},
-             "samples": (True, _int), "loss": (True, _optional(_number)), "yields": (False, _optional(_int)),
-             "link_s": (False, _optional(_finite)), "comm_cpu_s": (False, _optional(_finite)),
-             "held": (False, _optional(_held))},
-    "eval": {"step": (True, _int), "metric": (True, _text(60)), "value": (True, _number)},
-    "turns-lost": {"device": (True, _int), "why": (True, _text(200)), "slot": (False, _optional(_int)),
-                   "wall_time": (False, _optional(_finite))},
-    "end": {"iterations": (False, _optional(_whole)), "wall_s": (False, _optional(_finite)),
-            "peak_memory_gb": (False, _optional(_finite)), "gradient_bytes": (False, _optional(_int)),
-            "checkpoints": (False, _optional(_int))},
-}
+# ------------------------------------------------------------------------------------ the records
+
+def _check(check: Callable[[Any], bool]) -> dict[str, Any]:
+    return {"check": check}
+
+
+@dataclass(frozen=True)
+class StartRecord:
+    """A job's facts, once, when it starts (rank 0)."""
+    KIND: ClassVar[str] = "start"
+    job: str | None = field(default=None, metadata=_check(_optional(_text(200))))
+    iterations: int | None = field(default=None, metadata=_check(_optional(_int)))
+    world_size: int | None = field(default=None, metadata=_check(_optional(_int)))
+    engine: str | None = field(default=None, metadata=_check(_optional(_text(20))))
+    device: str | None = field(default=None, metadata=_check(_optional(_text(40))))
+    backend: str | None = field(default=None, metadata=_check(_optional(_text(20))))
+    deterministic: bool | None = field(default=None, metadata=_check(_optional(_flag)))
+    devices_per_gpu: int | None = field(default=None, metadata=_check(_optional(_int)))
+    gpu_sharing: str | None = field(default=None, metadata=_check(_optional(_text(20))))
+    parameters: int | None = field(default=None, metadata=_check(_optional(_whole)))
+    gradient_bytes: int | None = field(default=None, metadata=_check(_optional(_int)))
+    wall_time: float | None = field(default=None, metadata=_check(_optional(_finite)))
+    link_priority: int | None = field(default=None, metadata=_check(_optional(_int)))
+    link_sockets: int | None = field(default=None, metadata=_check(_optional(_whole)))
+    comm_threads: str | None = field(default=None, metadata=_check(_optional(_text(10))))
+    checkpoints: int | None = field(default=None, metadata=_check(_optional(_int)))
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One training iteration (rank 0): its times in seconds, the samples it took, its loss."""
+    KIND: ClassVar[str] = "iter"
+    step: int = field(metadata=_check(lambda v: _int(v) and v >= 0))
+    time_s: float = field(metadata=_check(_finite))  # since the job's first iteration began
+    wall_time: float = field(metadata=_check(_finite))
+    iteration_s: float = field(metadata=_check(_finite))
+    data_s: float = field(metadata=_check(_finite))
+    compute_s: float = field(metadata=_check(_finite))
+    communication_s: float = field(metadata=_check(_finite))  # exposed: the wait for the all-reduce
+    wait_s: float = field(metadata=_check(_finite))  # for the turn
+    samples: int = field(metadata=_check(_int))
+    loss: float | None = field(metadata=_check(_optional(_number)))
+    yields: int | None = field(default=None, metadata=_check(_optional(_int)))
+    link_s: float | None = field(default=None, metadata=_check(_optional(_finite)))
+    comm_cpu_s: float | None = field(default=None, metadata=_check(_optional(_finite)))
+    held: list[list[float]] | None = field(default=None, metadata=_check(_optional(_held)))
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """One evaluation of the model (rank 0)."""
+    KIND: ClassVar[str] = "eval"
+    step: int = field(metadata=_check(_int))
+    metric: str = field(metadata=_check(_text(60)))
+    value: float = field(metadata=_check(_number))
+
+
+@dataclass(frozen=True)
+class TurnsLostRecord:
+    """A rank gave up waiting for crossover turns: the rest of its run went without them (any rank)."""
+    KIND: ClassVar[str] = "turns-lost"
+    device: int = field(metadata=_check(_int))
+    why: str = field(metadata=_check(_text(200)))
+    slot: int | None = field(default=None, metadata=_check(_optional(_int)))
+    wall_time: float | None = field(default=None, metadata=_check(_optional(_finite)))
+
+
+@dataclass(frozen=True)
+class EndRecord:
+    """A job's totals, once, when it ends (rank 0)."""
+    KIND: ClassVar[str] = "end"
+    iterations: int | None = field(default=None, metadata=_check(_optional(_whole)))
+    wall_s: float | None = field(default=None, metadata=_check(_optional(_finite)))
+    peak_memory_gb: float | None = field(default=None, metadata=_check(_optional(_finite)))
+    gradient_bytes: int | None = field(default=None, metadata=_check(_optional(_int)))  # a script's, measured
+    checkpoints: int | None = field(default=None, metadata=_check(_optional(_int)))  # a script's, counted
+
+
+MetricRecord = StartRecord | IterationRecord | EvaluationRecord | TurnsLostRecord | EndRecord
+RECORD_TYPES: dict[str, type[MetricRecord]] = {
+    kind.KIND: kind for kind in (StartRecord, IterationRecord, EvaluationRecord, TurnsLostRecord, EndRecord)}
+
+
+def _required(spec: Field[Any]) -> bool:
+    return spec.default is MISSING and spec.default_factory is MISSING
 
 
 def record_problem(record: dict[str, Any], token: str | None) -> str | None:
@@ -149,13 +214,23 @@ def record_problem(record: dict[str, Any], token: str | None) -> str | None:
         if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
             return "it does not carry its run's token"
     kind = record.get("kind")
-    shape = SHAPES.get(kind) if isinstance(kind, str) else None
+    shape = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
     if shape is None:
         return "not a kind of record xover writes"
-    for name, (required, check) in shape.items():
-        if name not in record:
-            if required:
-                return f"a record of kind {kind} without {name}"
-        elif not check(record[name]):
-            return f"a record of kind {kind} whose {name} is not what the runtime writes"
+    for spec in fields(shape):
+        if spec.name not in record:
+            if _required(spec):
+                return f"a record of kind {kind} without {spec.name}"
+        elif not spec.metadata["check"](record[spec.name]):
+            return f"a record of kind {kind} whose {spec.name} is not what the runtime writes"
     return None
+
+
+def checked_record(record: dict[str, Any], token: str | None) -> MetricRecord | str:
+    """The typed record a line of a run's output carries, or why it is not to be used (`record_problem`).
+    Fields a later version may add are left out."""
+    problem = record_problem(record, token)
+    if problem is not None:
+        return problem
+    shape = RECORD_TYPES[record["kind"]]
+    return shape(**{spec.name: record[spec.name] for spec in fields(shape) if spec.name in record})

@@ -14,7 +14,7 @@ import torch
 
 from .link_priority import LinkPriority
 from ..settings import JOB_VARIABLE, SCRIPT_STEPS_VARIABLE
-from .metrics import emit
+from .metrics import EndRecord, IterationRecord, StartRecord, emit
 from .thread_policy import CommThreads
 from .turn_client import after_gradient, token_from_env
 from .worker import peak_memory_gb, place_on_device
@@ -172,11 +172,11 @@ class ScriptCoordinator:
         if self.rank == 0:
             iteration_s = end - self.previous_end
             other_s = iteration_s - tally.compute_s - tally.communication_s - tally.wait_s
-            emit("iter", step=self.step, time_s=end - self.started, wall_time=time.time(),
+            emit(IterationRecord(step=self.step, time_s=end - self.started, wall_time=time.time(),
                  iteration_s=iteration_s, data_s=max(0.0, other_s), compute_s=tally.compute_s,
                  communication_s=tally.communication_s, wait_s=tally.wait_s,
                  samples=self.batch * self.world_size * max(1, tally.backwards), loss=tally.loss,
-                 yields=tally.yields, held=tally.held or None)
+                 yields=tally.yields, held=tally.held or None))
         self.step += 1
         self.previous_end = end
         self.stop_due = self.step_cap is not None and self.step >= self.step_cap
@@ -194,10 +194,10 @@ class ScriptCoordinator:
             self.link.apply()  # the process group is up: its sockets are open
             self.comm_threads.apply()  # and the engine's threads have started
         if first and self.rank == 0:
-            emit("start", job=os.environ.get(JOB_VARIABLE, "script"), iterations=self.step_cap, world_size=self.world_size,
+            emit(StartRecord(job=os.environ.get(JOB_VARIABLE, "script"), iterations=self.step_cap, world_size=self.world_size,
                  engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
                  gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
-                 wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields())
+                 wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields()))
 
     def _gradient_checkpoint(self) -> None:
         self.tally.checkpoints += 1
@@ -235,10 +235,10 @@ class ScriptCoordinator:
             measured, checkpoints = sorted(self.bytes_per_step), sorted(self.checkpoints_per_step)
             # the planner's yield latency is compute / checkpoints (planner/model.py): a script's count
             # is known only once it has run, where a recipe's is known at start
-            emit("end", iterations=self.step, wall_s=time.perf_counter() - self.started,
+            emit(EndRecord(iterations=self.step, wall_s=time.perf_counter() - self.started,
                  peak_memory_gb=peak_memory_gb(self.device),
                  gradient_bytes=measured[len(measured) // 2] if measured else None,
-                 checkpoints=checkpoints[len(checkpoints) // 2] if checkpoints else None)
+                 checkpoints=checkpoints[len(checkpoints) // 2] if checkpoints else None))
         if clean and not self.step:
             wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
             if self.backwards:

@@ -176,9 +176,9 @@ class CrossoverToken:
         print(f"xover: the turn server of device {self.device} {why}; continuing without crossover turns",
               file=sys.stderr, flush=True)
         # and a record, so that the run's record and report say its crossover ended here (any rank's counts)
-        from .metrics import emit
+        from .metrics import TurnsLostRecord, emit
 
-        emit("turns-lost", device=self.device, slot=self.slot, why=f"the turn server {why}", wall_time=time.time())
+        emit(TurnsLostRecord(device=self.device, slot=self.slot, why=f"the turn server {why}", wall_time=time.time()))
         if self._sock is not None:
             self._sock.close()
         self._sock = None

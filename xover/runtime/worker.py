@@ -31,7 +31,7 @@ from ..devices import devices_per_gpu, gpu_of_device
 from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
 from .engines import ENGINES
 from .link_priority import LinkPriority
-from .metrics import emit
+from .metrics import EndRecord, EvaluationRecord, IterationRecord, StartRecord, emit
 from .thread_policy import CommThreads
 from .turn_client import device_of, install_checkpoints, token_from_env
 
@@ -212,17 +212,17 @@ def train(spec: dict[str, Any]) -> None:
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     if is_reporter:
-        emit("start", job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
+        emit(StartRecord(job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
              device=str(device), backend=engine.backend, deterministic=deterministic,
              devices_per_gpu=devices_per_gpu() if device.type == "cuda" else None, gpu_sharing=gpu_sharing(device),
              parameters=sum(p.numel() for p in model.parameters()),
              gradient_bytes=gradient_bytes, wall_time=time.time(), **link.start_fields(), **comm_threads.start_fields(),
-             checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad))
+             checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad)))
 
     def report_evaluation(step: int) -> None:
         if is_reporter and dataset.test is not None:
             for metric, value in evaluate(model, dataset, device).items():
-                emit("eval", step=step, metric=metric, value=value)
+                emit(EvaluationRecord(step=step, metric=metric, value=value))
 
     started = previous_end = time.perf_counter()
     for step in range(iterations):
@@ -253,12 +253,12 @@ def train(spec: dict[str, Any]) -> None:
         turn.release()
         if is_reporter:
             phase = turn.phase
-            emit("iter", step=step, time_s=t4 - started, wall_time=time.time(), iteration_s=t4 - previous_end,
+            emit(IterationRecord(step=step, time_s=t4 - started, wall_time=time.time(), iteration_s=t4 - previous_end,
                  data_s=t3 - t_updated, compute_s=(t_updated - t2) + (t4 - t3) - phase.yielded_s,
                  communication_s=t1 - t0, wait_s=waited + phase.yielded_s, samples=recipe["batch_size"] * engine.size,
                  loss=float(loss), yields=phase.yields, link_s=engine.link_s if step > 0 else None,
                  comm_cpu_s=(time.process_time() - cpu0) - (time.thread_time() - own0),
-                 held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None)
+                 held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None))
         previous_end = t4
         link.apply(step)
         comm_threads.apply(step)
@@ -272,7 +272,8 @@ def train(spec: dict[str, Any]) -> None:
     turn.release()
     turn.close()
     if is_reporter:
-        emit("end", iterations=iterations, wall_s=time.perf_counter() - started, peak_memory_gb=peak_memory_gb(device))
+        emit(EndRecord(iterations=iterations, wall_s=time.perf_counter() - started,
+                       peak_memory_gb=peak_memory_gb(device)))
     engine.shutdown()
 
 
