@@ -252,7 +252,7 @@ def run(
         result = run_groups(State.db, chosen.groups, RunOptions(
             modes=tuple(modes), policies=tuple(chosen.policies), engine=chosen.engine, bandwidth=chosen.bandwidth,
             iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, launcher=launcher,
-            launcher_options=launcher_options | {"allow_changed": allow_changed}, plan_body=chosen.plan_body,
+            launcher_options=launcher_options | {"allow_changed": allow_changed}, plan=chosen.plan,
             plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out))
     shown = result.to_json()
     if json_out:
@@ -386,27 +386,30 @@ def plan(
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
                            policy=policy, engine=engine or "horovod", scripts=script_jobs, np=np)
     if json_out:
-        print_json(result)
+        print_json(result.to_dict())
         return
-    rows = [{**g, "index": i, "jobs": " + ".join(g["jobs"]), "devices": ",".join(g["devices"]),
-             "start_s": g.get("predicted_start_ms", 0.0) / 1000,
-             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g["predicted_slowdown"].items()),
-             "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.get("predicted_by_sharing", {}).items())}
-            for i, g in enumerate(result["groups"])]
-    from_engine = f", {result['engine']} profiles" if result.get("engine") else ""
-    print_table(f"xover plan  ({result['algo']}; each group shares its devices the way predicted best, crossover "
-                f"under the {result['policy']} turn policy, "
-                f"link {result.get('bandwidth') or 'host'}{from_engine})", PLAN_COLUMNS, rows)
-    for item in result["unplaced"]:
-        console.print(f"[yellow]unplaced[/] {escape(item['name'])}: {escape(item['reason'])}")
-    console.print(f"predicted aggregate gain {result['predicted_aggregate_gain']:.2f}x; makespan "
-                  f"{result['predicted_makespan_ms'] / 1000:.1f} s vs {result['sequential_makespan_ms'] / 1000:.1f} s "
+    plan = result.plan
+    rows = [{"index": i, "jobs": " + ".join(job.name for job in g.jobs), "devices": ",".join(g.devices),
+             "wave": g.wave, "sharing": g.sharing, "predicted_gain": g.predicted_gain,
+             "predicted_period_ms": g.predicted_period_ms, "fluid_bound": g.fluid_bound,
+             "start_s": g.predicted_start_ms / 1000,
+             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g.predicted_slowdown.items()),
+             "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.predicted_by_sharing.items())}
+            for i, g in enumerate(plan.groups)]
+    from_engine = f", {result.engine} profiles" if result.engine else ""
+    print_table(f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, crossover "
+                f"under the {plan.policy} turn policy, "
+                f"link {result.bandwidth or 'host'}{from_engine})", PLAN_COLUMNS, rows)
+    for name, reason in plan.unplaced:
+        console.print(f"[yellow]unplaced[/] {escape(name)}: {escape(reason)}")
+    console.print(f"predicted aggregate gain {plan.predicted_aggregate_gain:.2f}x; makespan "
+                  f"{plan.predicted_makespan_ms / 1000:.1f} s vs {plan.sequential_makespan_ms / 1000:.1f} s "
                   f"one after another")
-    if result["groups"]:
-        console.print(f"plan written to {result['path']}  (run it: xover run {result['path']})", markup=False,
+    if plan.groups:
+        console.print(f"plan written to {result.path}  (run it: xover run {result.path})", markup=False,
                       highlight=False)
     else:
-        console.print(f"plan written to {result['path']}, with nothing to run: no job could be placed (see above)",
+        console.print(f"plan written to {result.path}, with nothing to run: no job could be placed (see above)",
                       markup=False, highlight=False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from .devices import hardware_fingerprint
 from .errors import XoverError
 from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
-from .planner import ALGORITHMS, JobProfile, load_trace_csv, local_hosts, make_plan, plan_to_dict
+from .planner import ALGORITHMS, JobProfile, Plan, PlannedScript, load_trace_csv, local_hosts, make_plan, plan_to_dict
 from .rates import canonical_rate, describe_rate
 from .recipes import Recipe, load_recipe, with_overrides
 from .scripts import check_engine
@@ -78,15 +79,28 @@ def engine_of(recipe: Recipe, engine: str) -> str:
     return recipe.engine if recipe.script else engine
 
 
-def script_entries(recipes: list[Recipe]) -> dict[str, dict[str, Any]]:
+def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
     """What a plan carries to run each script job as it was profiled: path, arguments, engine, content."""
-    entries = {}
-    for recipe in recipes:
-        if recipe.script:
-            entries[recipe.name] = {"path": recipe.script, "args": list(recipe.args), "engine": recipe.engine,
-                                    "sha256": recipe.script_sha256, "iterations": recipe.iterations,
-                                    "env": dict(recipe.env)}
-    return entries
+    return {recipe.name: PlannedScript(path=recipe.script, args=list(recipe.args), engine=recipe.engine,
+                                       sha256=recipe.script_sha256 or "", iterations=recipe.iterations,
+                                       env=dict(recipe.env))
+            for recipe in recipes if recipe.script}
+
+
+@dataclass(frozen=True)
+class PlanWritten:
+    """What `xover plan` made: the plan, its id in the store, its file, the link rate of its profiles,
+    and the engine of its built-in models (None when it has none)."""
+    plan: Plan
+    plan_id: int
+    path: str
+    bandwidth: str | None
+    engine: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """`xover plan --json`: the plan file's content and the rest."""
+        return {**plan_to_dict(self.plan), "plan_id": self.plan_id, "path": self.path,
+                "bandwidth": self.bandwidth, "engine": self.engine}
 
 
 def _profile_target(recipe: Recipe) -> str:
@@ -147,7 +161,7 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> str:
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
               out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY,
-              engine: str = "horovod", scripts: list[Recipe] | None = None, np: int | None = None) -> dict[str, Any]:
+              engine: str = "horovod", scripts: list[Recipe] | None = None, np: int | None = None) -> PlanWritten:
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
     needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""
@@ -184,6 +198,7 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         raise XoverError("say where jobs may run: --devices N (this machine) or -H host1:N,host2:N")
     if bandwidth and bandwidth != "host":
         bandwidth = canonical_rate(bandwidth)
+    device_kind = None
     if trace_csv:
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
     else:
@@ -192,12 +207,10 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         scripted = script_entries(loaded)
     plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
                      policy=policy)
-    body = plan_to_dict(plan, recipes)
-    for name, entry in body["jobs"].items():
-        if name in scripted:
-            entry["script"] = scripted[name]
+    plan = replace(plan, recipes=recipes, scripts=scripted)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
-        body.update(link=bandwidth, engine=engine, device_kind=device_kind)
+        plan = replace(plan, link=bandwidth, engine=engine, device_kind=device_kind)
+    body = plan_to_dict(plan)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
     try:
@@ -206,7 +219,6 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     except OSError as error:
         raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     with store.session() as session, session.begin():
-        plan_id = store_plan(session, body, str(path))
-    built_in = not trace_csv and (recipe_paths and any(not load_recipe(p).script for p in recipe_paths))
-    return {**body, "plan_id": plan_id, "path": str(path), "bandwidth": bandwidth,
-            "engine": engine if built_in else None}
+        plan_id = store_plan(session, plan, str(path))
+    built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
+    return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)

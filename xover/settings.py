@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from .errors import XoverError
 
@@ -72,7 +73,7 @@ TORCH_BACKENDS = ("nccl", "gloo")
 TURN_LEASE_LIMITS = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}  # a turn's wait must fit select()
 
 
-def _variable(name: str, **options):
+def _variable(name: str, **options: Any) -> Any:
     return field(metadata={"variable": name}, **options)
 
 

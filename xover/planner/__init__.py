@@ -33,7 +33,7 @@ from .predict import (
     sequential_duration_ms,
 )
 from .simulate import SimJob, simulate
-from .plan import GroupPlan, Plan, PlanInputError, local_hosts, make_plan
+from .plan import GroupPlan, Plan, PlanInputError, PlannedScript, local_hosts, make_plan
 from .planfile import PLAN_FORMAT, PlanFormatError, plan_from_dict, plan_to_dict
 from .trace import TraceError, load_trace_csv
 
@@ -51,6 +51,7 @@ __all__ = [
     "Plan",
     "PlanFormatError",
     "PlanInputError",
+    "PlannedScript",
     "TraceError",
     "SimJob",
     "fluid_gain",

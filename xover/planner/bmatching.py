@@ -14,6 +14,7 @@ problem. scipy (HiGHS) solves the linear and integer programs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -133,7 +134,7 @@ class _PairingProblem:
     capacity: np.ndarray
     milp_time_limit_s: float
 
-    def _rows(self, columns: np.ndarray, cuts: list[np.ndarray]):
+    def _rows(self, columns: np.ndarray, cuts: list[np.ndarray]) -> Any:
         from scipy.sparse import coo_matrix, vstack
 
         chosen = np.nonzero(columns)[0]
@@ -174,9 +175,11 @@ class _PairingProblem:
         for inside, dual in zip(cuts, cut_duals):
             if dual > 0:
                 price += dual * (inside[self.s] & inside[self.t])
-        return price - self.weight
+        result: np.ndarray = price - self.weight
+        return result
 
-    def dual_bound(self, kind_duals, cuts, cut_duals, reduced) -> float:
+    def dual_bound(self, kind_duals: np.ndarray, cuts: list[np.ndarray], cut_duals: np.ndarray,
+                   reduced: np.ndarray) -> float:
         """Weak duality with non-negative duals: sum of limits x duals, plus, for pairs the duals
         under-price, the shortfall times the most such pairs there can be: an upper bound on
         every b-matching whatever the LP solver's tolerances did."""
@@ -272,7 +275,8 @@ def _starting_columns(
             best = np.argpartition(-score, partners, axis=1)[:, : partners + 1]
             wanted[np.repeat(np.arange(kinds), best.shape[1]), best.ravel()] = True
     wanted |= wanted.T
-    return wanted[s_all, t_all]
+    chosen: np.ndarray = wanted[s_all, t_all]
+    return chosen
 
 
 def assignment_duals(counts: np.ndarray, saving: np.ndarray,
@@ -310,6 +314,7 @@ def assignment_duals(counts: np.ndarray, saving: np.ndarray,
         column = raised
     row = (weight - column[None, :]).max(axis=1)
     per_job = (row + column) / 2
-    return np.bincount(kind_of, weights=per_job) / counts
+    share: np.ndarray = np.bincount(kind_of, weights=per_job) / counts
+    return share
 
 

@@ -18,13 +18,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import XoverError
 
 MEASUREMENTS = "docs/measurements.md"
 
 
-def _fitted(value: float, source: str):
+def _fitted(value: float, source: str) -> Any:
     return field(default=value, metadata={"source": source})
 
 

@@ -40,6 +40,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -257,13 +258,13 @@ class _BucketMerges:
     proven_optimal: bool
 
 
-def _group_kind(group: _Group) -> tuple:
+def _group_kind(group: _Group) -> tuple[Any, ...]:
     """Everything the rules and the fluid bound read of a group's jobs, and nothing else (not the
     names, not the iterations): two groups of one kind merge with anything in the same way."""
     return tuple(sorted(_job_kind(job) for job in group.members))
 
 
-def _job_kind(job: JobProfile) -> tuple:
+def _job_kind(job: JobProfile) -> tuple[Any, ...]:
     lowest_speed = 1.0 / job.max_slowdown if job.max_slowdown else 0.0
     return (job.devices, job.memory_gb, job.solo_ms, job.device_share, job.link_share, lowest_speed)
 
@@ -275,7 +276,7 @@ def _best_merges(bucket: list[_Group], rules: GroupingRules) -> _BucketMerges:
     (a kind may pair with itself), solved by ``bmatching.solve_b_matching``; the kind-level answer
     is expanded back to groups, longest-running with longest-running.
     """
-    kinds: dict[tuple, list[int]] = {}
+    kinds: dict[tuple[Any, ...], list[int]] = {}
     for index, group in enumerate(bucket):
         if len(group.members) < rules.max_group:
             kinds.setdefault(_group_kind(group), []).append(index)
@@ -352,7 +353,7 @@ def _single_job_savings(jobs: list[JobProfile], rules: GroupingRules) -> np.ndar
     return saving
 
 
-def _pair_fluid_gain(a: tuple, b: tuple) -> np.ndarray:
+def _pair_fluid_gain(a: tuple[Any, ...], b: tuple[Any, ...]) -> np.ndarray:
     """Fluid gain of pairs (a_i, b_j): the best vertex of each pair's polygon, found as
     ``model._pair_fluid_speeds`` finds it (same lines, same order, same tolerances); 0 where the
     protections cannot be met."""

@@ -42,6 +42,18 @@ class GroupPlan:
 
 
 @dataclass(frozen=True)
+class PlannedScript:
+    """A job of the user's own script, as it was profiled: what `xover run` needs to run it the same way."""
+
+    path: str
+    args: list[str]
+    engine: str
+    sha256: str  # its content when profiled
+    iterations: int | None = None  # stop after this many optimizer steps (None: its own end)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Plan:
     """Groups placed on devices in waves, plus jobs that cannot run at all.
 
@@ -50,7 +62,10 @@ class Plan:
     ``predicted_makespan_ms``: the schedule `xover run` follows: in the plan's order, each group
     starts as soon as every one of its devices is free.
     ``sequential_makespan_ms``: every placed job alone, one after another.
-    ``recipes``: job name -> recipe path, when the plan was made from recipes.
+    ``recipes``: job name -> recipe path, when the plan was made from recipes; ``scripts``: job name ->
+    its script, for the jobs of users' own scripts.
+    ``link``, ``engine``, ``device_kind``: what the profiles were taken under (None: a plan made from a
+    trace); `xover run` of the plan runs under the same, and Slurm asks for that kind of device.
     """
 
     algo: str
@@ -62,6 +77,10 @@ class Plan:
     sequential_makespan_ms: float
     recipes: dict[str, str] = field(default_factory=dict)
     policy: str = DEFAULT_POLICY
+    scripts: dict[str, PlannedScript] = field(default_factory=dict)
+    link: str | None = None
+    engine: str | None = None
+    device_kind: str | None = None
 
     @property
     def jobs(self) -> list[JobProfile]:

@@ -68,7 +68,7 @@ from ..scripts import ENGINES  # the one list of engines (pure: the planner impo
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .predict import SHARINGS
 from .model import InvalidJobProfile, JobProfile, job_name_problem
-from .plan import GroupPlan, Plan
+from .plan import GroupPlan, Plan, PlannedScript
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (launch/hosts.py)
 
@@ -82,17 +82,20 @@ class PlanFormatError(XoverError):
 def plan_to_dict(plan: Plan, recipes: dict[str, str] | None = None) -> dict[str, Any]:
     """The JSON-ready form of ``plan``; ``recipes`` (job name -> path) defaults to ``plan.recipes``."""
     recipes = plan.recipes if recipes is None else recipes
+    facts = {key: value for key, value in (("link", plan.link), ("engine", plan.engine),
+                                           ("device_kind", plan.device_kind)) if value is not None}
     return {
         "format": PLAN_FORMAT,
         "algo": plan.algo,
         "policy": plan.policy,
         "hosts": [[name, slots] for name, slots in plan.hosts],
         "groups": [_group_to_dict(group) for group in plan.groups],
-        "jobs": {job.name: _job_to_dict(job, recipes.get(job.name)) for job in plan.jobs},
+        "jobs": {job.name: _job_to_dict(job, recipes.get(job.name), plan.scripts.get(job.name)) for job in plan.jobs},
         "unplaced": [{"name": name, "reason": reason} for name, reason in plan.unplaced],
         "predicted_aggregate_gain": plan.predicted_aggregate_gain,
         "predicted_makespan_ms": plan.predicted_makespan_ms,
         "sequential_makespan_ms": plan.sequential_makespan_ms,
+        **facts,
     }
 
 
@@ -114,7 +117,7 @@ def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
     }
 
 
-def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
+def _job_to_dict(job: JobProfile, recipe: str | None, script: PlannedScript | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "devices": job.devices,
         "compute_ms": job.compute_ms,
@@ -132,6 +135,9 @@ def _job_to_dict(job: JobProfile, recipe: str | None) -> dict[str, Any]:
             entry[optional] = getattr(job, optional)
     if recipe is not None:
         entry["recipe"] = recipe
+    if script is not None:
+        entry["script"] = {"path": script.path, "args": list(script.args), "engine": script.engine,
+                           "sha256": script.sha256, "iterations": script.iterations, "env": dict(script.env)}
     return entry
 
 
@@ -141,10 +147,8 @@ def plan_from_dict(document: Any) -> Plan:
     if _field(top, "format", "") != PLAN_FORMAT:
         raise PlanFormatError(f"plan field 'format': expected {PLAN_FORMAT!r}, got {top['format']!r}")
     hosts = _hosts(_field(top, "hosts", ""))
-    jobs, recipes = _jobs(_field(top, "jobs", ""))
+    jobs, recipes, scripts = _jobs(_field(top, "jobs", ""))
     groups = _groups(_field(top, "groups", ""), jobs, dict(hosts))
-    if "link" in top:
-        _text(top["link"], "link")
     if "engine" in top and top["engine"] not in ENGINES:
         _fail("engine", f"unknown engine {top['engine']!r}; choose {', '.join(ENGINES)}")
     if "device_kind" in top and top["device_kind"] not in ("gpu", "cpu"):
@@ -159,6 +163,10 @@ def plan_from_dict(document: Any) -> Plan:
         sequential_makespan_ms=_number(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
         recipes=recipes,
         policy=_policy(top.get("policy", DEFAULT_POLICY)),
+        scripts=scripts,
+        link=_text(top["link"], "link") if top.get("link") is not None else None,
+        engine=top.get("engine"),
+        device_kind=top.get("device_kind"),
     )
 
 
@@ -184,9 +192,10 @@ def _hosts(value: Any) -> list[tuple[str, int]]:
     return hosts
 
 
-def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str]]:
+def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str], dict[str, PlannedScript]]:
     jobs: dict[str, JobProfile] = {}
     recipes: dict[str, str] = {}
+    scripts: dict[str, PlannedScript] = {}
     for name, entry in _mapping(value, "jobs").items():
         where = f"jobs.{name}"
         fields = _mapping(entry, where)
@@ -195,23 +204,28 @@ def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str]]:
         if "recipe" in fields:
             recipes[name] = _text(fields["recipe"], f"{where}.recipe")
         if "script" in fields:
-            _script(fields["script"], f"{where}.script")
-    return jobs, recipes
+            scripts[name] = _script(fields["script"], f"{where}.script")
+    return jobs, recipes, scripts
 
 
-def _script(value: Any, where: str) -> None:
+def _script(value: Any, where: str) -> PlannedScript:
     """A script job's entry: what `xover run` needs to run the user's script as it was profiled."""
     fields = _mapping(value, where)
-    _text(_field(fields, "path", where), f"{where}.path")
-    for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args")):
-        _text(arg, f"{where}.args[{index}]")
-    if _field(fields, "engine", where) not in ENGINES:
+    path = _text(_field(fields, "path", where), f"{where}.path")
+    args = [_text(arg, f"{where}.args[{index}]") for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args"))]
+    engine = _field(fields, "engine", where)
+    if engine not in ENGINES:
         _fail(f"{where}.engine", f"unknown engine {fields['engine']!r}; choose {', '.join(ENGINES)}")
-    _text(_field(fields, "sha256", where), f"{where}.sha256")
-    if fields.get("iterations") is not None:
-        _whole(fields["iterations"], f"{where}.iterations", minimum=1)
-    for key, item in _mapping(fields.get("env", {}), f"{where}.env").items():
-        _text(item, f"{where}.env.{key}")
+    return PlannedScript(
+        path=path,
+        args=args,
+        engine=engine,
+        sha256=_text(_field(fields, "sha256", where), f"{where}.sha256"),
+        iterations=(_whole(fields["iterations"], f"{where}.iterations", minimum=1)
+                    if fields.get("iterations") is not None else None),
+        env={key: _text(item, f"{where}.env.{key}")
+             for key, item in _mapping(fields.get("env", {}), f"{where}.env").items()},
+    )
 
 
 def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..turns.policies import DEFAULT_POLICY
 from .calibration import SHIPPED, Calibration
@@ -77,7 +78,7 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
     return list(_simulated_speeds(key, policy if sharing == "crossover" else None, calibration, sharing))
 
 
-def _key(job: JobProfile, interference: float) -> tuple:
+def _key(job: JobProfile, interference: float) -> tuple[Any, ...]:
     # rounded, so that copies of a job measured apart share one simulation; to significant digits,
     # not to 0.1 ms, which turned a job of sub-millisecond times into one of none
     return (_rounded(job.device_ms), _rounded(job.comm_ms), _rounded(job.link_busy_ms),
@@ -90,7 +91,7 @@ def _rounded(ms: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _simulated_speeds(key: tuple, policy: str | None, calibration: Calibration,
+def _simulated_speeds(key: tuple[Any, ...], policy: str | None, calibration: Calibration,
                       sharing: str = "crossover") -> tuple[float, ...]:
     jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
     result = simulate(jobs, sharing, policy, calibration=calibration)

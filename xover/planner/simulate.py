@@ -38,10 +38,10 @@ relative to alone; the fluid bound (`model.fluid_speeds`) is the best any policy
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..turns.policies import DeviceTurns, SlotTraits, critical_rank, make_policy
+from ..turns.policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, critical_rank, make_policy
 from .calibration import SHIPPED, Calibration
 
 EPSILON = 1e-9
@@ -144,7 +144,7 @@ class _Simulation:
         self.calibration = calibration
         self.states = [_State(job) for job in jobs]
         self.now = 0.0
-        self.policy = make_policy(policy, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
+        self.policy = make_policy(policy or DEFAULT_POLICY, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
         self.stretch = [_stretch(job, mode) for job in jobs]
         self.turns = DeviceTurns(order=list(range(len(jobs))))
         self.pending_yield: tuple[float, int] | None = None  # (time, slot) of a yield asked for
@@ -205,7 +205,7 @@ class _Simulation:
             self._start_transfer(index)
         if self.mode == "crossover":
             self.turns.release(index, self.now / 1000, end_of_phase=True)
-            self.policy.on_pass(self.turns)
+            self.turn_policy.on_pass(self.turns)
             if self.pending_yield and self.pending_yield[1] == index:
                 self.pending_yield = None
             self._decide()
@@ -227,9 +227,15 @@ class _Simulation:
         self._start_iteration(index)
 
     # -- the turn -----------------------------------------------------------------------------
+    @property
+    def turn_policy(self) -> TurnPolicy:
+        """Crossover's turn policy (only crossover takes turns)."""
+        assert self.policy is not None, "turns are taken only under crossover"
+        return self.policy
+
     def _decide(self) -> None:
         seconds = self.now / 1000
-        choice = self.policy.choose(self.turns, seconds)
+        choice = self.turn_policy.choose(self.turns, seconds)
         if choice is not None:
             slot, unpreemptible = choice
             self.turns.grant(slot, seconds, unpreemptible)
@@ -239,8 +245,8 @@ class _Simulation:
                 state.wait_this_iteration += self.now - state.waiting_since
                 state.waiting_since = None
         holder = self.turns.holder
-        if (holder is not None and self.pending_yield is None and self.policy.preemptive
-                and self.policy.wants_yield(self.turns, seconds)):
+        if (holder is not None and self.pending_yield is None and self.turn_policy.preemptive
+                and self.turn_policy.wants_yield(self.turns, seconds)):
             # the holder sees the request at its next layer boundary: half a layer later on average
             self.pending_yield = (self.now + self.states[holder].job.checkpoint_ms / 2, holder)
 
@@ -288,7 +294,7 @@ class _Simulation:
                     self._finish_compute(index)
                     changed = True
 
-    def _next_event(self):
+    def _next_event(self) -> tuple[float, Callable[[], None] | None]:
         best, action = math.inf, None
         link_rates = self._link_rates()
         for index, state in enumerate(self.states):

@@ -101,7 +101,7 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         raise fail("empty name")
     if (problem := job_name_problem(name)) is not None:
         raise fail(problem)
-    values: dict[str, float | int] = {}
+    values: dict[str, float | int | None] = {}
     for column in REQUIRED_COLUMNS[1:] + OPTIONAL_COLUMNS:
         text = cells.get(column, "")
         if column in OPTIONAL_COLUMNS and not text:
@@ -115,10 +115,10 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         if abs(value) > LARGEST:
             raise fail(f"{column} {text} is out of range: at most {LARGEST:g}")
         values[column] = value
-    if values["devices"] <= 0:
-        raise fail(f"devices must be >= 1, got {values['devices']}")
-    link, comm = values["link_ms"], values["comm_ms"]
-    if link is not None and link < comm:
+    devices, link, comm = values["devices"], values["link_ms"], values["comm_ms"]
+    if devices is not None and devices <= 0:
+        raise fail(f"devices must be >= 1, got {devices}")
+    if link is not None and comm is not None and link < comm:
         # the link is busy at least while the job waits on it; a smaller value is a swapped column
         raise fail(f"link_ms {cells['link_ms']} is below comm_ms {cells['comm_ms']}: the all-reduce keeps "
                    f"the link busy at least as long as the job waits for it (leave link_ms empty for comm_ms)")

@@ -17,6 +17,7 @@ from ..analysis import compare
 from ..console import errors
 from ..errors import XoverError
 from ..emulation.network import requested_rate
+from ..planner import Plan
 from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..store.models import Experiment as ExperimentRow
@@ -68,7 +69,7 @@ class RunOptions:
     mps: bool = False  # every unit under a CUDA MPS daemon of the run's own (run/mps.py)
     launcher: str = "local"
     launcher_options: dict[str, Any] = field(default_factory=dict)  # the launcher's own (--partition, ...)
-    plan_body: dict | None = None  # the plan the groups come from, recorded with the run
+    plan: Plan | None = None  # the plan the groups come from, recorded with the run
     plan_path: str | None = None
     kind: str = "run"  # the experiment's kind in the store
     command: str = "xover run"  # the command line, as recorded
@@ -111,10 +112,10 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
                             timeout_s=options.timeout_s, wait=options.wait, mps=mps,
                             options=dict(options.launcher_options))
     chosen.check(request)  # before the plan is recorded
-    plan_body = options.plan_body
-    if plan_body:
+    plan = options.plan
+    if plan is not None:
         with store.session() as session, session.begin():
-            request.plan_id = store_plan(session, plan_body, options.plan_path)
+            request.plan_id = store_plan(session, plan, options.plan_path)
     started = time.time()
     run, launcher_jobs = chosen.launch(request)
     makespan_s = time.time() - started
@@ -125,19 +126,19 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     return RunOutcome(experiment=run.id, results_dir=str(run.results_dir), bandwidth=bandwidth,
                       link=None if link == "host" else link, modes=modes, policies=policies, jobs=jobs,
                       groups=comparisons, predicted_gains={g.index: g.predicted_gain for g in groups},
-                      sharing={g.index: g.sharing for g in groups} if plan_body else {},
+                      sharing={g.index: g.sharing for g in groups} if plan is not None else {},
                       launcher=chosen.name, launcher_jobs=dict(launcher_jobs or {}),
-                      schedule=schedule_summary(jobs, plan_body, makespan_s) if plan_body and not comparison else None)
+                      schedule=schedule_summary(jobs, plan, makespan_s) if plan is not None and not comparison else None)
 
 
-def schedule_summary(jobs: list[RunResult], plan_body: dict, wall_s: float) -> dict[str, Any]:
+def schedule_summary(jobs: list[RunResult], plan: Plan, wall_s: float) -> dict[str, Any]:
     """A plan run as scheduled: measured makespan (first job start to last job end) next to the plan's
     prediction and to running its jobs one after another."""
     starts = [datetime.fromisoformat(j.started_at) for j in jobs if j.started_at]
     ends = [datetime.fromisoformat(j.ended_at) for j in jobs if j.ended_at]
     measured = (max(ends) - min(starts)).total_seconds() if starts and ends else wall_s
-    return {"measured_makespan_s": measured, "predicted_makespan_s": plan_body.get("predicted_makespan_ms", 0) / 1000,
-            "sequential_makespan_s": plan_body.get("sequential_makespan_ms", 0) / 1000,
+    return {"measured_makespan_s": measured, "predicted_makespan_s": plan.predicted_makespan_ms / 1000,
+            "sequential_makespan_s": plan.sequential_makespan_ms / 1000,
             "groups_overlapping": _overlapping_groups(jobs)}
 
 

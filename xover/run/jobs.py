@@ -17,7 +17,7 @@ from ..analysis import profile_of_run
 from ..devices import hardware_fingerprint, local_device_count, torch_backend
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
-from ..planner import plan_from_dict
+from ..planner import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import Recipe, load_recipe, script_recipe, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
 from ..store.profiles import find_profile
@@ -79,11 +79,11 @@ class GroupToRun:
         return set().union(*(job.device_set for job in self.jobs))
 
 
-def plan_link(body: dict[str, Any], groups: list[GroupToRun], bandwidth: str | None, launcher: str) -> str | None:
+def plan_link(plan: Plan, groups: list[GroupToRun], bandwidth: str | None, launcher: str) -> str | None:
     """--bandwidth of a plan's run: as given; else the link the plan's profiles were taken at, when
     every job runs on this machine (its shaped loopback), so that the run measures what the plan
     predicted. Jobs on other hosts use their network as it is; Slurm jobs too."""
-    link = body.get("link")
+    link = plan.link
     if bandwidth is not None or launcher != "local" or not link or link == "host":
         return bandwidth
     if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
@@ -153,7 +153,7 @@ def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine:
 
 
 def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None = None,
-                     allow_changed: bool = False) -> tuple[list[GroupToRun], dict[str, Any]]:
+                     allow_changed: bool = False) -> tuple[list[GroupToRun], Plan]:
     """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts.
     `engine` (a built-in model's) None: the plan's own (the engine of its profiles), else horovod; a
     script runs under its own. A script changed since it was profiled is refused, unless `allow_changed`."""
@@ -175,57 +175,58 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
         plan = plan_from_dict(body)  # validates the format, naming the field that is wrong
     except XoverError as error:
         raise XoverError(f"{plan_path}: {error}") from None
-    engine = engine or body.get("engine") or "horovod"
-    spellings = [name for name, _ in body["hosts"]]
+    engine = engine or plan.engine or "horovod"
+    spellings = [name for name, _ in plan.hosts]
     if len({canonical_host(name) for name in spellings}) < len(spellings):
         raise XoverError(f"{plan_path}: plan field 'hosts': {', '.join(spellings)} name this machine more than "
                          "once (localhost, its hostname and addresses are one host)")
-    if not body["groups"]:
-        unplaced = ", ".join(f"{u['name']} ({u['reason']})" for u in body["unplaced"]) or "no jobs"
+    if not plan.groups:
+        unplaced = ", ".join(f"{name} ({reason})" for name, reason in plan.unplaced) or "no jobs"
         raise XoverError(f"{plan_path}: the plan has no groups to run; unplaced: {unplaced}")
     groups = []
-    for index, group in enumerate(body["groups"]):
+    for index, group in enumerate(plan.groups):
         placement: dict[str, list[int]] = {}
-        for device in group["devices"]:
+        for device in group.devices:
             host, _, slot = device.rpartition(":")
             placement.setdefault(canonical_host(host), []).append(int(slot))
         jobs = []
-        for name in group["jobs"]:
-            planned = body["jobs"][name]
+        for planned in group.jobs:
+            name = planned.name
             try:  # the plan decides how many devices the job gets, and how long it runs (as predicted)
-                if "script" in planned:
-                    recipe = _planned_script(planned, name, iterations, allow_changed)
+                if name in plan.scripts:
+                    recipe = _planned_script(plan.scripts[name], planned, plan.recipes.get(name, ""), iterations,
+                                             allow_changed)
                 else:
-                    recipe = with_overrides(load_recipe(planned.get("recipe") or name),
-                                            iterations=iterations if iterations is not None else planned.get("iterations"),
-                                            np=planned.get("devices"))
+                    recipe = with_overrides(load_recipe(plan.recipes.get(name) or name),
+                                            iterations=iterations if iterations is not None else planned.iterations,
+                                            np=planned.devices)
             except XoverError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
-            traits = traits_of(planned.get("data_ms", 0.0) + planned["compute_ms"], planned["comm_ms"],
-                               planned.get("max_slowdown", recipe.max_slowdown), planned.get("link_ms"))
+            max_slowdown = planned.max_slowdown if planned.max_slowdown is not None else recipe.max_slowdown
+            traits = traits_of(planned.device_ms, planned.comm_ms, max_slowdown, planned.link_ms)
             jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
                                 engine=recipe.engine if recipe.script else engine, traits=traits))
         # the gain a comparison's crossover is set against: the plan's crossover prediction
-        crossover_gain = group.get("predicted_by_sharing", {}).get("crossover", group.get("predicted_gain"))
-        groups.append(GroupToRun(index, jobs, crossover_gain, plan.groups[index].sharing))
-    return groups, body
+        crossover_gain = group.predicted_by_sharing.get("crossover", group.predicted_gain)
+        groups.append(GroupToRun(index, jobs, crossover_gain, group.sharing))
+    return groups, plan
 
 
-def _planned_script(planned: dict[str, Any], name: str, iterations: int | None, allow_changed: bool) -> Recipe:
+def _planned_script(script: PlannedScript, planned: JobProfile, job_file: str, iterations: int | None,
+                    allow_changed: bool) -> Recipe:
     """A script job of a plan, as it was profiled: its path, arguments, engine and content; a script
     changed since is refused unless `allow_changed` (then its run records the content it was profiled with)."""
-    script = planned["script"]
-    path, profiled = Path(script["path"]), script["sha256"]
+    path, profiled = Path(script.path), script.sha256
     if not path.is_file():
         raise XoverError(f"the script {path} is gone (the plan runs scripts from where they were profiled)")
     now = content_hash(path)
     if now != profiled and not allow_changed:
         raise XoverError(f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
                          "profile and plan it again, or run it as it is now with --allow-changed")
-    cap = iterations if iterations is not None else script.get("iterations")
-    recipe = script_recipe(path, args=script["args"], np=planned["devices"], engine=script["engine"], name=name,
-                           iterations=cap, max_slowdown=planned.get("max_slowdown"), env=script.get("env"),
-                           path=planned.get("recipe", ""), sha256=now)
+    cap = iterations if iterations is not None else script.iterations
+    recipe = script_recipe(path, args=script.args, np=planned.devices, engine=script.engine, name=planned.name,
+                           iterations=cap, max_slowdown=planned.max_slowdown, env=script.env,
+                           path=job_file, sha256=now)
     if now != profiled:
         recipe = replace(recipe, model_options={"profiled_sha256": profiled})  # recorded: it ran changed
     return recipe
@@ -336,7 +337,7 @@ class RunTargets:
     groups: list[GroupToRun]
     engine: str
     policies: list[str]
-    plan_body: dict[str, Any] | None = None
+    plan: Plan | None = None
     plan_path: str | None = None
     bandwidth: str | None = None  # as given, or the link the plan's profiles were taken on
     link_from_plan: bool = False
@@ -354,7 +355,8 @@ def run_targets(targets: list[str], *, group: bool, scripts: list[str], script_a
         raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
     if scripts and engine is None:
         engine = detect_scripts_engine(scripts)[0]
-    plan_body = plan_path = None
+    plan: Plan | None = None
+    plan_path = None
     link_from_plan = False
     if group or scripts:
         engine = engine or "horovod"
@@ -371,17 +373,14 @@ def run_targets(targets: list[str], *, group: bool, scripts: list[str], script_a
             raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
                              "devices, or run the recipes with --group")
         plan_path = targets[0]
-        groups, plan_body = groups_from_plan(plan_path, iterations, engine, allow_changed)
-        engine = engine or plan_body.get("engine") or "horovod"  # the built-in models' (a script runs under its own)
-        if bandwidth is None and (bandwidth := plan_link(plan_body, groups, bandwidth, launcher)) is not None:
+        groups, plan = groups_from_plan(plan_path, iterations, engine, allow_changed)
+        engine = engine or plan.engine or "horovod"  # the built-in models' (a script runs under its own)
+        if bandwidth is None and (bandwidth := plan_link(plan, groups, bandwidth, launcher)) is not None:
             link_from_plan = True
-        if policy is None and plan_body.get("policy") is not None:
-            policy = plan_body["policy"]  # what its predictions assume, so that the report compares like with like
-            if policy not in POLICIES:
-                raise XoverError(f"{plan_path}: its policy '{policy}' is not one of {', '.join(POLICIES)}; "
-                                 "give --policy, or plan again")
+        if policy is None:
+            policy = plan.policy  # what its predictions assume, so that the report compares like with like
     policy = policy or DEFAULT_POLICY
     if policy != "all" and policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
     policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
-    return RunTargets(groups, engine, policies, plan_body, plan_path, bandwidth, link_from_plan)
+    return RunTargets(groups, engine, policies, plan, plan_path, bandwidth, link_from_plan)

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from .. import planner
 from ..analysis import job_summary
 from ..recipes import Recipe
 from .models import Evaluation, Experiment, IterationMetric, Plan, PlanGroup, RecipeSnapshot, Run, utcnow
@@ -98,14 +99,14 @@ def losses(session: Session, run_id: int) -> list[float]:
                                 .order_by(IterationMetric.step)))
 
 
-def store_plan(session: Session, body: dict[str, Any], path: str | None = None) -> int:
-    """A plan file's content as rows (plans, plan_groups); returns the plan's id."""
-    plan = Plan(algo=body.get("algo", "?"), body=body, path=path,
-                predicted_aggregate_gain=body.get("predicted_aggregate_gain", 1.0))
-    session.add(plan)
+def store_plan(session: Session, plan: planner.Plan, path: str | None = None) -> int:
+    """A plan as rows (plans, plan_groups; the plan file's content kept whole); returns the plan's id."""
+    row = Plan(algo=plan.algo, body=planner.plan_to_dict(plan), path=path,
+               predicted_aggregate_gain=plan.predicted_aggregate_gain)
+    session.add(row)
     session.flush()
-    for index, group in enumerate(body["groups"]):
-        session.add(PlanGroup(plan_id=plan.id, index=index, jobs=group["jobs"], devices=group["devices"],
-                              wave=group.get("wave", 0), predicted_period_ms=group.get("predicted_period_ms", 0.0),
-                              predicted_gain=group.get("predicted_gain", 1.0)))
-    return plan.id
+    for index, group in enumerate(plan.groups):
+        session.add(PlanGroup(plan_id=row.id, index=index, jobs=[job.name for job in group.jobs],
+                              devices=list(group.devices), wave=group.wave,
+                              predicted_period_ms=group.predicted_period_ms, predicted_gain=group.predicted_gain))
+    return row.id

@@ -69,18 +69,18 @@ class SlotHistory:
     """What one slot did on one device: iteration starts, time held, and the gaps between the end of
     a compute phase and the next request (its own communication), for the rank learnt online."""
 
-    starts: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS + 1))
+    starts: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS + 1))
     held_s: float = 0.0
     waited_s: float = 0.0
-    iteration_held_s: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))
-    gaps_s: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))
+    iteration_held_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))
+    gaps_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))
     released_at: float | None = None
     iterations: int = 0
 
     def recent_iteration_s(self) -> float | None:
         if len(self.starts) < 2:
             return None
-        return (self.starts[-1] - self.starts[0]) / (len(self.starts) - 1)
+        return float(self.starts[-1] - self.starts[0]) / (len(self.starts) - 1)
 
     def learnt_rank(self) -> float | None:
         """`critical_rank` from what the server sees: time holding the turn per iteration (c), and
@@ -256,7 +256,7 @@ class WorkConserving(TurnPolicy):
         recent = turns.slot_history(slot).recent_iteration_s()
         return recent is not None and recent > trait.max_slowdown * trait.solo_iteration_s
 
-    def _key(self, turns: DeviceTurns, slot: int, waiter: Waiter) -> tuple:
+    def _key(self, turns: DeviceTurns, slot: int, waiter: Waiter) -> tuple[int, float, float, int]:
         if waiter.bypassed >= self.max_bypass:
             return (0, 0.0, waiter.since, slot)  # starved slots first, first come first served
         return (1 if self.behind(turns, slot) else 2, self.rank(turns, slot), waiter.since, slot)
