@@ -12,7 +12,7 @@ import torch
 from xover.devices import devices_per_gpu, gpu_of_device, hardware_fingerprint, local_device_count, visible_gpus
 from xover.errors import XoverError
 from xover.recipes import load_recipe
-from xover.run.jobs import check_devices, job_for, nccl_crossover_warning
+from xover.run.jobs import check_devices, crossover_warning, job_for
 from xover.runtime import engines, worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,8 +81,8 @@ def test_launcher_refuses_a_bad_backend_before_anything_starts(monkeypatch):
 def test_no_nccl_warning_on_a_cpu_or_without_crossover(monkeypatch):
     monkeypatch.setenv("XOVER_CPU_ONLY", "1")
     jobs = [job_for(load_recipe("mlp-synthetic"), engine="torch")]
-    assert nccl_crossover_warning(jobs, ["crossover"]) is None
-    assert nccl_crossover_warning(jobs, ["sequential", "concurrent"]) is None
+    assert crossover_warning(jobs, ["crossover"]) is None
+    assert crossover_warning(jobs, ["sequential", "concurrent"]) is None
 
 
 def test_deterministic_kernels_are_switched_on_only_when_asked(monkeypatch):
