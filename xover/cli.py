@@ -230,7 +230,8 @@ def run(
                    "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs.")] = False,
     allow_changed: Annotated[bool, typer.Option("--allow-changed", help="Run a plan's scripts even if changed since "
                              "they were profiled (recorded with each run); without it such a plan is refused.")] = False,
-    launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")] = DEFAULT_LAUNCHER,
+    launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")
+                        ] = DEFAULT_LAUNCHER,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     **launcher_options: Optional[str],  # each launcher's own (Launcher.options): with_launcher_options
 ) -> None:
@@ -316,8 +317,8 @@ def profile(
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
     engine: Annotated[Optional[str], typer.Option("--engine", help=f"{engines_help()}: the built-in models' "
-                      "(default horovod) and --script's (default: found from "
-                      "its imports). A job file's script runs under its own.")] = None,
+                      "(default horovod) and --script's (default: found from its imports). A job file's script runs "
+                      "under its own.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     corun_with: Annotated[str, typer.Option("--corun-with", help="The reference partner each job runs next to "
