@@ -6,6 +6,7 @@ Each command imports its library (SQLAlchemy, numpy, psutil behind it) inside it
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import shlex
 import sys
@@ -16,9 +17,10 @@ from rich.markup import escape
 
 from . import __version__
 from .console import console, errors, print_error, print_json, print_table
+from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
 from .launch import slurm
-from .run.launchers import check_launcher_options, launchers_help
+from .run.launchers import DEFAULT_LAUNCHER, check_launcher_options, launcher_options, launchers_help
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 
@@ -104,7 +106,7 @@ def train(
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, torch.distributed).")] = "horovod",
+    engine: Annotated[str, typer.Option("--engine", help=f"{engines_help()}.")] = DEFAULT_ENGINE,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -173,7 +175,26 @@ GROUP_COLUMNS = [("group", "group"), ("jobs", "jobs"), ("policy", "crossover_pol
                  ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain")]
 
 
+def with_launcher_options(command):
+    """Give `command` every registered launcher's own options (run/launchers.py, `Launcher.options`),
+    after its --launcher; their values reach it in its **launcher_options, None where not given."""
+    signature = inspect.signature(command, eval_str=True)
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        Optional[str], typer.Option(option.flag, help=f"{option.help} (--launcher {' or '.join(takers)}).")])
+        for name, (option, takers) in launcher_options().items()]
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+        if parameter.name == "launcher":
+            parameters += added
+    command.__signature__ = signature.replace(parameters=parameters)
+    return command
+
+
 @app.command(short_help="Run groups of co-located jobs: crossover, concurrent, sequential, or all three as one comparison.")
+@with_launcher_options
 def run(
     targets: Annotated[Optional[list[str]], typer.Argument(
         help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
@@ -195,9 +216,8 @@ def run(
                        "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, "
-                      "torch.distributed). Default: a plan's own (its profiles'); with --script, the one the "
-                      "scripts' imports show; else horovod.")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help=f"{engines_help()}. Default: a plan's own (its "
+                      "profiles'); with --script, the one the scripts' imports show; else horovod.")] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first; the job that needs "
                                         "the link least goes first on it), round-robin (strict alternation, the "
@@ -210,12 +230,10 @@ def run(
                    "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs.")] = False,
     allow_changed: Annotated[bool, typer.Option("--allow-changed", help="Run a plan's scripts even if changed since "
                              "they were profiled (recorded with each run); without it such a plan is refused.")] = False,
-    launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")] = "local",
-    partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition (--launcher slurm).")] = None,
-    account: Annotated[Optional[str], typer.Option("--account", help="Slurm account (--launcher slurm).")] = None,
-    time_limit: Annotated[Optional[str], typer.Option("--time-limit", help="Slurm time limit per group, e.g. 1:00:00 "
-                          "(--launcher slurm).")] = None,
+    launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")
+                        ] = DEFAULT_LAUNCHER,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    **launcher_options: Optional[str],  # each launcher's own (Launcher.options): with_launcher_options
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
     sequential (each alone), or all three as one comparison. A plan runs each group in the way of
@@ -245,14 +263,13 @@ def run(
         check_seconds("--seconds", seconds)
         if seconds is not None and iterations is not None:
             raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
-        launcher_options = {"partition": partition, "account": account, "time_limit": time_limit}
         check_launcher_options(launcher, launcher_options)
         if scripts and engine is None:  # say which engine the scripts' imports showed
             errors.print(detection_note(detect_scripts_engine(scripts)[1]), highlight=False, markup=False, soft_wrap=True)
         result = run_groups(State.db, chosen.groups, RunOptions(
             modes=tuple(modes), policies=tuple(chosen.policies), engine=chosen.engine, bandwidth=chosen.bandwidth,
-            iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, launcher=launcher,
-            launcher_options=launcher_options | {"allow_changed": allow_changed}, plan=chosen.plan,
+            iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, allow_changed=allow_changed,
+            launcher=launcher, launcher_options=launcher_options, plan=chosen.plan,
             plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out))
     shown = result.to_json()
     if json_out:
@@ -299,9 +316,9 @@ def profile(
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="horovod (horovodrun) or torch (torchrun, "
-                      "torch.distributed): the built-in models' (default horovod) and --script's (default: found from "
-                      "its imports). A job file's script runs under its own.")] = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help=f"{engines_help()}: the built-in models' "
+                      "(default horovod) and --script's (default: found from its imports). A job file's script runs "
+                      "under its own.")] = None,
     hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     corun_with: Annotated[str, typer.Option("--corun-with", help="The reference partner each job runs next to "
@@ -326,7 +343,7 @@ def profile(
     with user_errors():
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
         results = profile_recipes(State.db, recipe_paths, ProfileOptions(
-            np=np, iterations=iterations, warmup=warmup, bandwidth=bandwidth, engine=engine or "horovod",
+            np=np, iterations=iterations, warmup=warmup, bandwidth=bandwidth, engine=engine or DEFAULT_ENGINE,
             hosts=hosts_or_allocation(hosts), force=force, wait=wait, corun_with=corun_with if corun else None,
             stretch=stretch,
             command=_command_line(), show_progress=not json_out), scripts=script_jobs)
@@ -384,7 +401,7 @@ def plan(
         result = plan_jobs(State.db, recipe_paths=recipe_paths, trace_csv=profiles_csv, devices=devices,
                            hosts=hosts if hosts or devices else hosts_or_allocation(None),
                            device_memory_gb=device_memory, max_group=max_group, algo=algo, out=out, bandwidth=bandwidth,
-                           policy=policy, engine=engine or "horovod", scripts=script_jobs, np=np)
+                           policy=policy, engine=engine or DEFAULT_ENGINE, scripts=script_jobs, np=np)
     if json_out:
         print_json(result.to_dict())
         return

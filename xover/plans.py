@@ -10,6 +10,7 @@ from typing import Any
 
 from .config import results_root
 from .devices import hardware_fingerprint
+from .engines import DEFAULT_ENGINE
 from .errors import XoverError
 from .job_profiles import job_profile
 from .launch.hosts import parse_hosts
@@ -41,7 +42,7 @@ def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
 
 def profiles_of_recipes(db: str | None, recipes: list[Recipe], bandwidth: str | None,
                         hosts: list[tuple[str, int]] | None = None,
-                        engine: str = "horovod") -> tuple[list[JobProfile], dict[str, str], str, str]:
+                        engine: str = DEFAULT_ENGINE) -> tuple[list[JobProfile], dict[str, str], str, str]:
     """JobProfiles from the newest stored profile of each recipe (this hardware first, then any), all
     taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled; a built-in
     model's under `engine`, a script's under its own. Returns the profiles, job name -> recipe (or
@@ -124,7 +125,7 @@ def _engine_flag(recipe: Recipe, engine: str) -> str:
     job file (its engine is its own)."""
     if recipe.script:
         return f" --engine {recipe.engine}" if not recipe.path.endswith(".toml") else ""
-    return "" if engine == "horovod" else f" --engine {engine}"
+    return "" if engine == DEFAULT_ENGINE else f" --engine {engine}"
 
 
 def _other_engine_hint(store, recipe, engine: str) -> str:
@@ -161,7 +162,8 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> str:
 def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
               hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
               out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY,
-              engine: str = "horovod", scripts: list[Recipe] | None = None, np: int | None = None) -> PlanWritten:
+              engine: str = DEFAULT_ENGINE, scripts: list[Recipe] | None = None,
+              np: int | None = None) -> PlanWritten:
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
     needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""

@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engines import ENGINES, engine_named
 from .errors import XoverError
-from .scripts import ENGINES, ScriptRefused, check_script, content_hash, script_engines
+from .scripts import FRAMEWORKS, ScriptRefused, check_script, content_hash, script_engines
 from .settings import VARIABLE_PREFIX
 from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, MODELS, TRANSFORMER_DEFAULTS
 
@@ -300,10 +301,11 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
             raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
         if len(found) != 1:
             seen = (" and ".join(f"{e} ({n})" for e, n in found.items())
-                    or "neither horovod nor torch.distributed (nor Lightning, Accelerate or the transformers Trainer)")
+                    or f"neither {' nor '.join(e.imports for e in ENGINES.values())} (nor "
+                       f"{', '.join(sorted(set(FRAMEWORKS.values())))})")
+            choices = " or ".join(f'"{e.name}" ({e.script_kind})' for e in ENGINES.values())
             raise fail("engine", f"missing, and the script imports {seen}, so its engine cannot be told: set "
-                                 f"engine = \"horovod\" (a Horovod script) or \"torch\" (a DistributedDataParallel "
-                                 f"script)")
+                                 f"engine = {choices}")
         [engine] = found
     try:
         return script_recipe(script, args=data.get("args", []), np=data["np"], engine=engine, name=name,
@@ -322,7 +324,7 @@ def script_recipe(script: str | Path, *, args: list[str] | tuple[str, ...] = (),
     over. `sha256`: the content it was planned with (a plan's), else the file's now."""
     script = Path(script).resolve()
     check_script(script, engine)
-    kind = "Horovod" if engine == "horovod" else "torch.distributed (DDP)"
+    kind = engine_named(engine).kind
     return Recipe(name=name or script.stem, model="script", dataset="script", batch_size=0, optimizer="script",
                   lr=0.0, np=np, seed=0, iterations=iterations,
                   max_slowdown=float(max_slowdown) if max_slowdown is not None else None,

@@ -1,11 +1,12 @@
 """A user's training script, read (never run): its engine, what crossover cannot follow, its content hash.
 
-The engine comes from what the script imports, and what the modules next to it that it imports do:
-horovod (``import horovod.torch as hvd``) makes a Horovod script, run under horovodrun (engine
-"horovod"); torch.distributed (``import torch.distributed as dist``, ``DistributedDataParallel``), or a
-framework that trains through DistributedDataParallel (PyTorch Lightning, Hugging Face Accelerate, the
-``transformers`` Trainer: ``FRAMEWORKS``), without horovod makes a torch script, run under torchrun
-(engine "torch"). Both, or neither: the user says which (``--engine``, or ``engine`` in a job file).
+The engine comes from what the script imports, and what the modules next to it that it imports do,
+as each engine of the registry (xover/engines.py) recognises its own: horovod (``import horovod.torch as
+hvd``) makes a Horovod script, run under horovodrun (engine "horovod"); torch.distributed (``import
+torch.distributed as dist``, ``DistributedDataParallel``), or a framework that trains through
+DistributedDataParallel (PyTorch Lightning, Hugging Face Accelerate, the ``transformers`` Trainer:
+``engines.TORCH_FRAMEWORKS``), without horovod makes a torch script, run under torchrun (engine
+"torch"). Both, or neither: the user says which (``--engine``, or ``engine`` in a job file).
 Where the source cannot tell whether DDP is built (a library from elsewhere builds it), the DDP shim
 sees it built when the script runs, whoever builds it, and refuses a step taken without it.
 
@@ -21,23 +22,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .engines import ENGINES, TORCH_FRAMEWORKS, engine_named
 from .errors import XoverError
 
-ENGINES = ("horovod", "torch")  # the one list: horovod -> horovodrun, torch -> torchrun
-ENGINE_LAUNCHERS = {"horovod": "horovodrun", "torch": "torchrun"}
-TORCH_DISTRIBUTED = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
-                     "torch.nn.parallel.distributed")
-# frameworks that train through DistributedDataParallel under torchrun: module prefix -> what it is
-FRAMEWORKS = {
-    "lightning": "PyTorch Lightning",  # lightning.pytorch (Trainer), lightning.fabric
-    "pytorch_lightning": "PyTorch Lightning",
-    "lightning_fabric": "PyTorch Lightning",
-    "accelerate": "Hugging Face Accelerate",
-    "transformers.Trainer": "the transformers Trainer",  # which trains through Accelerate
-    "transformers.Seq2SeqTrainer": "the transformers Trainer",
-    "transformers.trainer": "the transformers Trainer",
-    "transformers.trainer_seq2seq": "the transformers Trainer",
-}
+FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
 # why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
 FRAMEWORK_HINTS = {
     "Hugging Face Accelerate": "on a CPU Accelerate trains in several processes only with Accelerator(cpu=True) or "
@@ -93,31 +81,26 @@ def content_hash(script: str | os.PathLike) -> str:
 
 
 def check_engine(engine: str, flag: str = "--engine") -> str:
-    if engine not in ENGINES:
-        raise XoverError(f"{flag} {engine}: choose {' or '.join(ENGINES)}")
-    return engine
+    """The engine's name, if the registry (xover/engines.py) has it; else one line naming the choices."""
+    return engine_named(engine, flag).name
 
 
 # ------------------------------------------------------------------------------ reading a script
 
 
-def _under(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def engine_of(name: str) -> str | None:
-    """The engine a dotted name belongs to: horovod, torch (torch.distributed, DDP, or a framework
-    that trains through DDP), or None."""
-    if _under(name, "horovod"):
-        return "horovod"
-    if any(_under(name, prefix) for prefix in TORCH_DISTRIBUTED) or framework_of(name) is not None:
-        return "torch"
-    return None
+    """The engine a dotted name belongs to (the first of the registry that recognises it): horovod,
+    torch (torch.distributed, DDP, or a framework that trains through DDP), or None."""
+    return next((engine.name for engine in ENGINES.values() if engine.recognises(name)), None)
 
 
 def framework_of(name: str) -> str | None:
-    """The framework (FRAMEWORKS) a dotted name belongs to, or None."""
-    return next((framework for prefix, framework in FRAMEWORKS.items() if _under(name, prefix)), None)
+    """The framework (an engine's `frameworks`) a dotted name belongs to, or None."""
+    return next(filter(None, (engine.framework_of(name) for engine in ENGINES.values())), None)
+
+
+def _all_frameworks() -> str:
+    return ", ".join(sorted({framework for engine in ENGINES.values() for framework in engine.frameworks.values()}))
 
 
 def script_framework(names: list[str]) -> tuple[str, str] | None:
@@ -285,10 +268,10 @@ def detection_note(found: list[ScriptEngine]) -> str:
     """The line saying which engine was found for which script."""
     engine = found[0].engine
     scripts = ", ".join(f"{item.script} imports {item.evidence}"
-                        + (f" ({item.framework}, which trains through DistributedDataParallel)"
-                           if item.framework and item.engine == "torch" else "")
+                        + (f" ({item.framework}, which trains through {engine_named(item.engine).wrapper})"
+                           if item.framework else "")
                         for item in _distinct(found))
-    return f"engine {engine} ({ENGINE_LAUNCHERS[engine]}): {scripts} (--engine to choose another)"
+    return f"engine {engine} ({engine_named(engine).program}): {scripts} (--engine to choose another)"
 
 
 def _distinct(found: list[ScriptEngine]) -> list[ScriptEngine]:
@@ -296,16 +279,19 @@ def _distinct(found: list[ScriptEngine]) -> list[ScriptEngine]:
 
 
 def _decide(script: str, engines: dict[str, str], framework: tuple[str, str] | None = None) -> ScriptEngine:
-    if len(engines) == 2:
-        raise XoverError(f"--script {script}: imports both horovod ({engines['horovod']}) and torch.distributed "
-                         f"({engines['torch']}), so its engine cannot be told: pass --engine horovod or --engine torch")
+    if len(engines) > 1:
+        found = [(ENGINES[name], engines[name]) for name in ENGINES if name in engines]  # in the registry's order
+        shown = " and ".join(f"{engine.imports} ({evidence})" for engine, evidence in found)
+        raise XoverError(f"--script {script}: imports {'both' if len(found) == 2 else 'each of'} {shown}, so its "
+                         f"engine cannot be told: pass {' or '.join(f'--engine {engine.name}' for engine, _ in found)}")
     if not engines:
-        raise XoverError(f"--script {script}: imports neither horovod nor torch.distributed (DistributedDataParallel), "
-                         f"nor a framework that trains through it ({', '.join(sorted(set(FRAMEWORKS.values())))}), "
-                         "so its engine cannot be told: pass --engine horovod (a Horovod script) or --engine torch "
-                         "(a script that trains through DistributedDataParallel)")
+        raise XoverError(f"--script {script}: imports neither "
+                         f"{' nor '.join(engine.imports_in_full or engine.imports for engine in ENGINES.values())}, "
+                         f"nor a framework that trains through it ({_all_frameworks()}), so its engine cannot be "
+                         "told: pass " + " or ".join(f"--engine {engine.name} ({engine.script_kind})"
+                                                     for engine in ENGINES.values()))
     [(engine, evidence)] = engines.items()
-    if engine == "torch" and framework is not None:
+    if framework is not None and ENGINES[engine].framework_of(framework[1]) is not None:
         return ScriptEngine(script, engine, framework[1], framework[0])  # the framework says more than DDP does
     return ScriptEngine(script, engine, evidence)
 
@@ -322,10 +308,11 @@ def check_ddp_script(script: str | os.PathLike) -> None:
     found = script_names(script, ScriptRefused)
     names = found.plain
     engines = _engines(found.dotted)
-    if "DistributedDataParallel" not in names and set(engines) == {"horovod"}:
+    horovod = engines.get("horovod") if len(engines) == 1 else None  # the only engine the script shows
+    if "DistributedDataParallel" not in names and horovod is not None:
         raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
                             f"it that it imports, nor {', '.join(sorted(set(FRAMEWORKS.values())))}), and it "
-                            f"imports {engines['horovod']}; --engine torch crosses over DDP scripts: wrap the model "
+                            f"imports {horovod}; --engine torch crosses over DDP scripts: wrap the model "
                             f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine "
                             f"horovod)")
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
@@ -335,5 +322,4 @@ def check_ddp_script(script: str | os.PathLike) -> None:
 
 def check_script(script: str | os.PathLike, engine: str) -> None:
     """What can be told before the script runs, for its engine (the rest is refused when met, in the shims)."""
-    if engine == "torch":
-        check_ddp_script(script)
+    engine_named(engine).check_script(script)

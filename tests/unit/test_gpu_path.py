@@ -12,7 +12,7 @@ import torch
 from xover.devices import devices_per_gpu, gpu_of_device, hardware_fingerprint, local_device_count, visible_gpus
 from xover.errors import XoverError
 from xover.recipes import load_recipe
-from xover.run.jobs import check_devices, job_for, nccl_crossover_warning
+from xover.run.jobs import check_devices, crossover_warning, job_for
 from xover.runtime import engines, worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,8 +81,8 @@ def test_launcher_refuses_a_bad_backend_before_anything_starts(monkeypatch):
 def test_no_nccl_warning_on_a_cpu_or_without_crossover(monkeypatch):
     monkeypatch.setenv("XOVER_CPU_ONLY", "1")
     jobs = [job_for(load_recipe("mlp-synthetic"), engine="torch")]
-    assert nccl_crossover_warning(jobs, ["crossover"]) is None
-    assert nccl_crossover_warning(jobs, ["sequential", "concurrent"]) is None
+    assert crossover_warning(jobs, ["crossover"]) is None
+    assert crossover_warning(jobs, ["sequential", "concurrent"]) is None
 
 
 def test_deterministic_kernels_are_switched_on_only_when_asked(monkeypatch):
@@ -129,19 +129,15 @@ def test_the_reaper_gets_the_store_outside_its_command_line_and_keeps_pythonpath
 def test_slurm_asks_for_the_devices_the_plan_was_profiled_on_not_the_submitting_hosts(tmp_path):
     """A login node without GPUs submits a plan profiled on GPU nodes: its groups ask for GPUs."""
     from xover.planner import plan_from_dict
-    from xover.run.slurm import plan_device_kind
 
-    plan = tmp_path / "plan.json"
-    plan.write_text('{"device_kind": "gpu"}')
-    assert plan_device_kind(str(plan)) == "gpu"
-    plan.write_text('{"engine": "torch"}')  # a plan from before, or from a trace: this host decides
-    assert plan_device_kind(str(plan)) is None
-    assert plan_device_kind(str(tmp_path / "missing.json")) is None
     body = {"format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]], "groups": [], "jobs": {},
             "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 0.0,
-            "sequential_makespan_ms": 0.0, "device_kind": "tpu"}
+            "sequential_makespan_ms": 0.0}
+    # the plan (typed) carries the kind its profiles were taken on; run/slurm.py asks Slurm for it
+    assert plan_from_dict({**body, "device_kind": "gpu"}).device_kind == "gpu"
+    assert plan_from_dict({**body, "engine": "torch"}).device_kind is None  # from before, or a trace: this host decides
     with pytest.raises(XoverError, match="device_kind"):
-        plan_from_dict(body)
+        plan_from_dict({**body, "device_kind": "tpu"})
 
 
 def test_mps_refused_clearly_where_it_cannot_run(tmp_path, monkeypatch):

@@ -138,13 +138,15 @@ def test_a_circle_is_found():
 
 
 def test_one_list_of_engines():
-    """The engines a job file, a plan file and the workers know are the one list in xover.scripts."""
-    from xover import scripts
+    """The engines a job file, a plan file, script detection and the workers know are the one registry
+    in xover.engines; each names its runtime adapter, which the workers look up by the engine's name."""
+    from xover import engines, recipes, scripts
     from xover.planner import planfile
-    from xover.runtime import engines
+    from xover.runtime import engines as adapters
 
-    assert planfile.ENGINES is scripts.ENGINES
-    assert tuple(engines.ENGINES) == scripts.ENGINES
+    assert planfile.ENGINES is scripts.ENGINES is recipes.ENGINES is engines.ENGINES
+    assert list(engines.ENGINES) == ["horovod", "torch"]
+    assert [engine.adapter() for engine in engines.ENGINES.values()] == [adapters.HorovodEngine, adapters.TorchEngine]
 
 
 def test_xovers_rooms_import_one_another_without_a_circle():

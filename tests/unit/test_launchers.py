@@ -8,9 +8,9 @@ from xover.run.launchers import LAUNCHERS, LaunchRequest, check_launcher_options
 
 
 def _request(**fields):
-    base = dict(store=None, groups=[], units=[], comparison=False, modes=["crossover"], policies=["work-conserving"],
-                engine="horovod", kind="run", command="xover run", link="host")
-    return LaunchRequest(**(base | fields))
+    from xover.run.commands import RunOptions
+
+    return LaunchRequest(store=None, groups=[], units=[], options=RunOptions(**fields), link="host")
 
 
 def test_the_registry_names_each_launcher_once_with_its_help():

@@ -128,6 +128,18 @@ def test_missing_commands_are_named(monkeypatch):
 SECRET_URL = "postgresql://xover:s3cret-pw@db.example:5432/xover"
 
 
+def _request(plan, db_url: str):
+    """One group of a plan (crossover, work-conserving, engine torch, 5 iterations) for the store at `db_url`."""
+    import types
+
+    from xover.run.commands import RunOptions
+    from xover.run.launchers import LaunchRequest
+
+    return LaunchRequest(store=types.SimpleNamespace(url=db_url), groups=[types.SimpleNamespace(index=0)], units=[],
+                         options=RunOptions(modes=("crossover",), policies=("work-conserving",), engine="torch",
+                                            iterations=5, plan_path=str(plan)), link="host")
+
+
 def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_command(monkeypatch, tmp_path):
     import shlex
     import types
@@ -144,8 +156,7 @@ def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_comman
     plan = tmp_path / "plan.json"
     plan.write_text('{"device_kind": "cpu"}')
     console = types.SimpleNamespace(print=lambda *a, **k: None)
-    run_slurm.submit_groups(run, [types.SimpleNamespace(index=0)], str(plan), ["crossover"], ["work-conserving"],
-                            "torch", 5, None, SECRET_URL, None, None, None, console)
+    run_slurm.submit_groups(run, _request(plan, SECRET_URL), console)
     [script] = scripts
     [command] = [line for line in script.splitlines() if line.startswith("exec ")]
     assert "s3cret-pw" not in command and "--db" not in command
@@ -206,8 +217,7 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
     console = types.SimpleNamespace(print=lambda *a, **k: None)
     submitted: dict[int, str] = {}
     with pytest.raises(launch_slurm.LostSubmission) as lost:
-        run_slurm.submit_groups(run, [types.SimpleNamespace(index=0)], str(plan), ["crossover"], ["work-conserving"],
-                                "torch", 5, None, "sqlite:///x.db", None, None, None, console, submitted=submitted)
+        run_slurm.submit_groups(run, _request(plan, "sqlite:///x.db"), console, submitted=submitted)
     assert submitted == {0: "77"} and reaped == ["77"] and lost.value.job_ids == ["77"]
     assert "\n" not in str(lost.value) and "77" in str(lost.value)
     assert "--user=" in (bin_dir / "squeue.calls").read_text()  # only this user's jobs

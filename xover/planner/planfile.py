@@ -64,7 +64,7 @@ import re
 from typing import Any, NoReturn
 
 from ..errors import XoverError
-from ..scripts import ENGINES  # the one list of engines (pure: the planner imports no torch)
+from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .predict import SHARINGS
 from .model import InvalidJobProfile, JobProfile, job_name_problem

@@ -9,7 +9,7 @@ is in experiment.py, the units a group runs as in units.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,8 +25,8 @@ from ..store.queries import experiment_jobs, iteration_rows, store_plan
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
-from .jobs import MODES, PLANNED, GroupToRun, attach_traits, check_devices, give_seconds, job_for, nccl_crossover_warning
-from .launchers import LaunchRequest, launcher_named
+from .jobs import MODES, PLANNED, GroupToRun, attach_traits, check_devices, crossover_warning, give_seconds, job_for
+from .launchers import DEFAULT_LAUNCHER, LaunchRequest, launcher_named
 from .mps import check_mps
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
@@ -57,7 +57,7 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
 @dataclass(frozen=True)
 class RunOptions:
     """How `xover run` runs its groups: the command line's choices, each as its option says
-    (docs/reference.md, `xover run`). LaunchRequest (launchers.py) is what they become for a launcher."""
+    (docs/reference.md, `xover run`). A launcher gets them resolved, in its LaunchRequest (launchers.py)."""
     modes: tuple[str, ...] = ("crossover",)
     policies: tuple[str, ...] = (DEFAULT_POLICY,)
     engine: str = "horovod"
@@ -67,8 +67,9 @@ class RunOptions:
     timeout_s: float | None = None
     wait: bool = False  # for devices another xover holds
     mps: bool = False  # every unit under a CUDA MPS daemon of the run's own (run/mps.py)
-    launcher: str = "local"
-    launcher_options: dict[str, Any] = field(default_factory=dict)  # the launcher's own (--partition, ...)
+    allow_changed: bool = False  # run a plan's scripts changed since they were profiled
+    launcher: str = DEFAULT_LAUNCHER
+    launcher_options: dict[str, str | None] = field(default_factory=dict)  # its own (--partition, ...)
     plan: Plan | None = None  # the plan the groups come from, recorded with the run
     plan_path: str | None = None
     kind: str = "run"  # the experiment's kind in the store
@@ -94,8 +95,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         check_devices(group.jobs)
     chosen = launcher_named(options.launcher)
     run_modes = sorted({group.planned_mode for group in groups}) if modes == [PLANNED] else modes
-    warning = nccl_crossover_warning([job for group in groups for job in group.jobs], run_modes)
-    if warning and chosen.name == "local":
+    warning = crossover_warning([job for group in groups for job in group.jobs], run_modes)
+    if warning and chosen.runs_here:
         errors.print(f"warning: {warning}", highlight=False, markup=False)
     link = link_of([job for group in groups for job in group.jobs], bandwidth)
     store = open_store(db)
@@ -104,18 +105,14 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         if options.seconds is not None:
             give_seconds(group.jobs, options.seconds, link)
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
+    resolved = replace(options, modes=tuple(modes), policies=tuple(policies), bandwidth=bandwidth, mps=mps)
     request = LaunchRequest(store=store, groups=groups, units=comparison_units(groups, modes, policies, store, link),
-                            comparison=comparison, modes=modes, policies=policies, engine=options.engine,
-                            kind=options.kind, command=options.command, link=link, bandwidth=bandwidth,
-                            iterations=options.iterations, seconds=options.seconds,
-                            show_progress=options.show_progress, plan_path=options.plan_path,
-                            timeout_s=options.timeout_s, wait=options.wait, mps=mps,
-                            options=dict(options.launcher_options))
+                            options=resolved, link=link, comparison=comparison)
     chosen.check(request)  # before the plan is recorded
     plan = options.plan
     if plan is not None:
         with store.session() as session, session.begin():
-            request.plan_id = store_plan(session, plan, options.plan_path)
+            request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
     started = time.time()
     run, launcher_jobs = chosen.launch(request)
     makespan_s = time.time() - started

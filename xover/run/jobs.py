@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import profile_of_run
-from ..devices import hardware_fingerprint, local_device_count, torch_backend
+from ..devices import hardware_fingerprint, local_device_count
+from ..engines import ENGINES
 from ..errors import XoverError
 from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
 from ..planner import JobProfile, Plan, PlannedScript, plan_from_dict
@@ -22,6 +23,7 @@ from ..recipes import Recipe, load_recipe, script_recipe, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
+from .launchers import launcher_named
 
 MODES = ("sequential", "concurrent", "crossover")
 PLANNED = "planned"  # each group of a plan in the way of sharing the plan picked for it
@@ -84,7 +86,7 @@ def plan_link(plan: Plan, groups: list[GroupToRun], bandwidth: str | None, launc
     every job runs on this machine (its shaped loopback), so that the run measures what the plan
     predicted. Jobs on other hosts use their network as it is; Slurm jobs too."""
     link = plan.link
-    if bandwidth is not None or launcher != "local" or not link or link == "host":
+    if bandwidth is not None or not launcher_named(launcher).runs_here or not link or link == "host":
         return bandwidth
     if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
         return bandwidth
@@ -116,7 +118,8 @@ def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
 def check_devices(jobs: list[JobSpec]) -> None:
     """Fail before anything starts when a job asks for devices this machine does not have."""
     kind, available = local_device_count()
-    check_torch_backend(jobs, kind)
+    for engine in {job.engine for job in jobs}:
+        ENGINES[engine].check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
     for job in jobs:
         for host, indices in job.devices.items():
             if not is_local(host):
@@ -126,23 +129,13 @@ def check_devices(jobs: list[JobSpec]) -> None:
                                  f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H")
 
 
-def check_torch_backend(jobs: list[JobSpec], kind: str) -> None:
-    """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
-    if any(job.engine == "torch" for job in jobs):
-        torch_backend(kind == "gpu")
-
-
-def nccl_crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
-    """A warning where torch jobs would take crossover turns on GPUs over NCCL: an NCCL all-reduce
-    waiting for its peer is a kernel that spins on the GPU, and the partner's turn is time-sliced with
-    it (docs/measurements.md: a compute-heavy job's compute 1.96x, crossover 0.60x of concurrent)."""
-    if "crossover" not in modes or not any(job.engine == "torch" for job in jobs):
+def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
+    """A warning where the jobs' engines would take crossover turns badly on this machine (torch's:
+    on GPUs over NCCL, `engines.Torch.crossover_warning`), or None."""
+    if "crossover" not in modes:
         return None
-    if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
-        return None
-    return ("crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's turn "
-            "(time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU to the "
-            "partner (docs/gpu.md)")
+    engines = sorted({job.engine for job in jobs})
+    return next(filter(None, (ENGINES[engine].crossover_warning() for engine in engines)), None)
 
 
 def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",

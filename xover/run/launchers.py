@@ -1,58 +1,92 @@
-"""Launchers: how a run's groups reach their devices.
+"""Launchers: how a run's groups reach their devices, each one object in one registry.
 
-    local   this process runs the units itself: horovodrun or torchrun, on this machine or on -H hosts
-            over ssh (schedule.py)
+    local   this process runs the units itself: each job's engine starts its ranks (horovodrun or
+            torchrun, xover/engines.py), on this machine or on -H hosts over ssh (schedule.py)
     slurm   each group of a plan is one Slurm job, submitted, followed and recorded (slurm.py)
 
-A launcher checks what it is asked (`check`: options it does not take, inputs it cannot run, one
-line each) and runs the units of an experiment (`launch`). A new launcher is one class with these
-two methods and a line in LAUNCHERS; `xover run --launcher` offers what LAUNCHERS holds. The rooms a
-launcher runs with are imported when it launches: the CLI reads LAUNCHERS for its help, at every start.
+A `Launcher` declares the options of `xover run` that only it takes (`options`: the command line
+offers each, and refuses it under another launcher), checks what it is asked (`check`: inputs it
+cannot run, one line, before anything is recorded) and runs the units of an experiment (`launch`),
+building its own command lines. Both read one typed `LaunchRequest`. A new launcher is a class and
+`register_launcher(...)` (docs/extending.md); `xover run --launcher` offers what LAUNCHERS holds when
+the command line is built. The rooms a launcher runs with are imported when it launches: the CLI reads
+LAUNCHERS for its help, at every start.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import XoverError
 
 if TYPE_CHECKING:
     from ..store.session import Store
+    from .commands import RunOptions
     from .jobs import GroupToRun
     from .schedule import Unit
 
+DEFAULT_LAUNCHER = "local"
 
-@dataclass
+
+@dataclass(frozen=True)
+class LauncherOption:
+    """An option of `xover run` that only some launchers take: `--NAME VALUE`, a string (None: not given)."""
+
+    name: str  # its Python name: time_limit is --time-limit
+    help: str  # what it is, for --help (which adds the launchers that take it)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
-    """What `run_groups` hands a launcher: the groups, their units and how the experiment is recorded."""
+    """What `run_groups` hands a launcher, one object: the groups, the units they run as, how they run
+    (the command line's choices, resolved: the modes and policies to run, the link's rate, MPS; and the
+    launcher's own options, `options.launcher_options`) and how the experiment is recorded."""
+
     store: Store
     groups: list[GroupToRun]
-    units: list[Unit]
-    comparison: bool  # the units one at a time (a comparison), or a plan's real schedule
-    modes: list[str]
-    policies: list[str]
-    engine: str
-    kind: str
-    command: str
-    link: str
-    bandwidth: str | None = None
-    iterations: int | None = None
-    seconds: float | None = None
-    show_progress: bool = True
-    plan_id: int | None = None
-    plan_path: str | None = None
-    timeout_s: float | None = None
-    wait: bool = False
-    mps: bool = False
-    options: dict[str, Any] = field(default_factory=dict)  # the launcher's own (LaunchRequest.option_names)
+    units: list[Unit]  # in order (units.py)
+    options: RunOptions
+    link: str  # what the experiment records as its link: a rate, or 'host'
+    comparison: bool = False  # the units one at a time (a comparison), or a plan's real schedule
+    plan_id: int | None = None  # the plan recorded with the run
+
+    def option(self, name: str) -> str | None:
+        """The value of one of the launcher's own options (LauncherOption.name), None if not given."""
+        return self.options.launcher_options.get(name)
+
+    def experiment(self, sinks: Sequence[str] | None = None):
+        """The recorded experiment the units run in (experiment.py), with the metric sinks the request
+        says (or `sinks`)."""
+        from .experiment import experiment
+        from .sinks import default_sinks
+
+        options = self.options
+        return experiment(self.store, options.kind, options.command, options.bandwidth,
+                          default_sinks(options.show_progress) if sinks is None else sinks, self.plan_id,
+                          options.timeout_s, link=self.link)
 
 
-class Launcher(Protocol):
-    name: str
-    summary: str  # one line for --help
-    option_names: tuple[str, ...]  # the command-line options that only this launcher takes
+class Launcher:
+    """One launcher. A subclass sets its name, summary and options, and implements `launch`."""
+
+    name = ""
+    summary = ""  # one line for --help
+    options: tuple[LauncherOption, ...] = ()  # the options of `xover run` that only this launcher takes
+    # Its jobs start from this process (on this machine, or on -H hosts over ssh): a plan's shaped link
+    # and this machine's warnings apply to them. A launcher that hands its groups to another machine's
+    # scheduler (Slurm) sets False.
+    runs_here = True
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(option.name for option in self.options)
 
     def check(self, request: LaunchRequest) -> None:
         """Refuse, with one line, what this launcher cannot run (before anything is recorded)."""
@@ -60,61 +94,73 @@ class Launcher(Protocol):
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         """Run the request's units inside one recorded experiment: (the experiment, group -> a job id
         of the launcher's own, for launchers that have them)."""
+        raise NotImplementedError
 
 
-class LocalLauncher:
+class LocalLauncher(Launcher):
     name = "local"
     summary = "this machine, or -H hosts over ssh"
-    option_names: tuple[str, ...] = ()
-
-    def check(self, request: LaunchRequest) -> None:
-        pass
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
-        from .experiment import experiment, lease_devices
-        from .sinks import default_sinks
+        from .experiment import lease_devices
         from .mps import MpsDaemon
         from .schedule import Scheduler
 
-        with experiment(request.store, request.kind, request.command, request.bandwidth, default_sinks(request.show_progress),
-                        request.plan_id, request.timeout_s, link=request.link) as run:
-            lease_devices(run, [job for group in request.groups for job in group.jobs], request.wait)
-            with MpsDaemon(run.results_dir, run.id) if request.mps else contextlib.nullcontext():
+        with request.experiment() as run:
+            lease_devices(run, [job for group in request.groups for job in group.jobs], request.options.wait)
+            with MpsDaemon(run.results_dir, run.id) if request.options.mps else contextlib.nullcontext():
                 Scheduler(run.context).run(request.units, exclusive=request.comparison)
         return run, {}
 
 
-class SlurmLauncher:
+class SlurmLauncher(Launcher):
     name = "slurm"
     summary = "each group of the plan submitted as one Slurm job; the store must be one every node reaches"
-    option_names = ("partition", "account", "time_limit")  # and allow_changed, which every launcher is given
+    options = (LauncherOption("partition", "Slurm partition"), LauncherOption("account", "Slurm account"),
+               LauncherOption("time_limit", "Slurm time limit per group, e.g. 1:00:00"))
+    runs_here = False
 
     def check(self, request: LaunchRequest) -> None:
-        if not request.plan_path or request.bandwidth or request.mps:
-            raise XoverError("--launcher slurm runs a plan file (each group one Slurm job), without --bandwidth "
-                             "or --mps")
+        if not request.options.plan_path or request.options.bandwidth or request.options.mps:
+            raise XoverError(f"--launcher {self.name} runs a plan file (each group one Slurm job), without "
+                             "--bandwidth or --mps")
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         from ..console import errors
         from . import slurm as on_slurm
-        from .experiment import experiment
 
         submitted: dict[int, str] = {}
-        with experiment(request.store, request.kind, request.command, request.bandwidth, (), request.plan_id,
-                        request.timeout_s, link=request.link) as run:
-            on_slurm.submit_and_follow(run, request.groups, request.plan_path, request.modes, request.policies,
-                                       request.engine, request.iterations, request.seconds, request.store.url,
-                                       submitted, errors, request.timeout_s, **request.options)
+        with request.experiment(sinks=()) as run:
+            on_slurm.submit_and_follow(run, request, submitted, errors)  # builds each group's batch script
         return run, submitted
 
 
-LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher for launcher in (LocalLauncher(), SlurmLauncher())}
+LAUNCHERS: dict[str, Launcher] = {}
+
+
+def register_launcher(launcher: Launcher) -> Launcher:
+    """Offer a launcher to `xover run --launcher NAME`, with its options (when the command line is built)."""
+    LAUNCHERS[launcher.name] = launcher
+    return launcher
+
+
+register_launcher(LocalLauncher())
+register_launcher(SlurmLauncher())
 
 
 def launcher_named(name: str) -> Launcher:
     if name not in LAUNCHERS:
         raise XoverError(f"--launcher {name}: choose {' or '.join(LAUNCHERS)}")
     return LAUNCHERS[name]
+
+
+def launcher_options() -> dict[str, tuple[LauncherOption, list[str]]]:
+    """Every launcher's own options, once each: name -> (the option, the launchers that take it)."""
+    found: dict[str, tuple[LauncherOption, list[str]]] = {}
+    for launcher in LAUNCHERS.values():
+        for option in launcher.options:
+            found.setdefault(option.name, (option, []))[1].append(launcher.name)
+    return found
 
 
 def check_launcher_options(name: str, given: dict[str, Any]) -> None:

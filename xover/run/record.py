@@ -16,7 +16,6 @@ import socket
 from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import fields
-from typing import Any
 
 import psutil
 from sqlalchemy import select

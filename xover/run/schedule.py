@@ -18,7 +18,6 @@ import json
 import os
 import queue
 import secrets
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,10 @@ from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..errors import XoverError
 from ..emulation import cluster
-from ..launch.horovod import horovodrun_command, horovodrun_env
+from ..engines import ENGINES
 from ..launch.hosts import is_local
 from ..emulation.network import network_for
 from ..launch.processes import sweep
-from ..launch.torchrun import torchrun_commands
 from ..runtime.metrics import MetricRecord, TurnsLostRecord, checked_record
 from ..settings import (CUDA_BY_LOCAL_RANK_VARIABLE, DEVICES_VARIABLE, EXPERIMENT_VARIABLE, JOB_VARIABLE,
                         LINK_PRIORITY_VARIABLE, METRIC_TOKEN_VARIABLE, RUN_VARIABLE, SCRIPT_STEPS_VARIABLE,
@@ -154,27 +152,6 @@ class CheckedJob(LaunchedJob):
     def _record(self, record: dict[str, Any]) -> None:
         checked = checked_record(record, self.token)
         self.events.put((self.run_id, IgnoredLine(checked) if isinstance(checked, str) else checked))
-
-
-def launcher_commands(job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str],
-                      prefix: list[str], deadline: float | None = None) -> list[list[str]]:
-    """The real distributed launcher(s) of the job's engine: horovodrun, or torchrun (one per node)."""
-    shim = ["-m", "xover.runtime.script_shim", job.engine, *job.script] if job.script else None
-    if job.engine == "torch":
-        return [[*prefix, *command] for command in
-                torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=shim, remote_prefix=prefix,
-                                  deadline=deadline, forward=tuple(job.recipe.env))]
-    return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
-                                          program=[sys.executable, "-u", *shim] if shim else None,
-                                          interfaces=cluster.host_interfaces())]]
-
-
-def launcher_env(job: JobSpec, env: dict[str, str]) -> dict[str, str]:
-    """The launcher's environment: horovodrun copies all of its own onto its ranks' command lines, so
-    it gets an allow-list (launch/horovod.py); torchrun passes its environment on as an environment."""
-    if job.engine == "torch":
-        return env
-    return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
 
 
 Event = MetricRecord | IgnoredLine | JobExit  # what the launchers' relay threads post, with a run id
@@ -328,9 +305,11 @@ class Scheduler:
                 spec_path = log_dir / "spec.json"
                 spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
                                                  "recipe": job.recipe.to_dict()}, indent=1))
-                commands = [unit.network.wrap(c) for c in launcher_commands(job, log_dir / "ranks", spec_path, env, prefix,
-                                                                            self.deadline)]
-                unit.launched[run_id] = CheckedJob(run_id, commands, launcher_env(job, env), log_dir, self.events, token)
+                engine = ENGINES[job.engine]  # its launcher program's command lines (xover/engines.py)
+                commands = [unit.network.wrap(c) for c in engine.launch_commands(job, log_dir / "ranks", spec_path, env,
+                                                                                 prefix, self.deadline)]
+                unit.launched[run_id] = CheckedJob(run_id, commands, engine.launch_env(job, env), log_dir, self.events,
+                                                   token)
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
             with uninterrupted():

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
+from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..settings import DB_VARIABLE, EXPERIMENT_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
 from ..launch import slurm
@@ -45,6 +45,9 @@ from .schedule import RunContext, Scheduler, Unit
 from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
 from .units import comparison_units, group_units
 
+if TYPE_CHECKING:
+    from .launchers import LaunchRequest
+
 SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
                    "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "cancelled", "BOOT_FAIL": "failed",
                    "COMPLETED": "failed"}  # completed while a run was still open: it ended without saying so
@@ -59,50 +62,48 @@ def group_shape(group: GroupToRun) -> tuple[int, int]:
     return len(per_host), max(len(indices) for indices in per_host.values())
 
 
-def plan_device_kind(plan_path: str) -> str | None:
-    """'gpu' or 'cpu' as the plan file records it (`xover plan` from profiles), None if it does not."""
-    try:
-        kind = json.loads(Path(plan_path).read_text()).get("device_kind")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return kind if kind in ("gpu", "cpu") else None
+def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest) -> list[str]:
+    """The command line that runs one group of the plan inside its Slurm job (`main` below)."""
+    options = request.options
+    command = [sys.executable, "-m", "xover.run.slurm", "--experiment", experiment_id,
+               "--plan", str(Path(options.plan_path).resolve()), "--group", str(group.index),
+               "--engine", options.engine,
+               *[arg for mode in options.modes for arg in ("--mode", mode)],
+               *[arg for policy in options.policies for arg in ("--policy", policy)]]
+    if options.allow_changed:  # checked again inside the job, where the group starts
+        command.append("--allow-changed")
+    if options.iterations is not None:
+        command += ["--iterations", str(options.iterations)]
+    if options.seconds is not None:
+        command += ["--seconds", str(options.seconds)]
+    return command
 
 
-def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
-                  engine: str, iterations: int | None, seconds: float | None, db_url: str,
-                  partition: str | None, account: str | None, time_limit: str | None, console,
-                  submitted: dict[int, str] | None = None, allow_changed: bool = False) -> dict[int, str]:
-    """Submit every group as one batch job; returns group index -> Slurm job id (`submitted`, filled
-    as they go, so that a failure part way knows which to cancel)."""
+def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str] | None = None) -> dict[int, str]:
+    """Submit every group of the request as one batch job; returns group index -> Slurm job id
+    (`submitted`, filled as they go, so that a failure part way knows which to cancel)."""
     # What the groups run on: the kind of device the plan's profiles were taken on, not this host's
     # (a login node without GPUs submits GPU jobs); this host's only for a plan that does not say.
-    kind = plan_device_kind(plan_path) or local_device_count()[0]
+    plan = request.options.plan
+    kind = (plan.device_kind if plan is not None else None) or local_device_count()[0]
     submitted = {} if submitted is None else submitted
-    for group in groups:
+    for group in request.groups:
         nodes, per_node = group_shape(group)
-        command = [sys.executable, "-m", "xover.run.slurm", "--experiment", run.id,
-                   "--plan", str(Path(plan_path).resolve()), "--group", str(group.index), "--engine", engine,
-                   *[arg for mode in modes for arg in ("--mode", mode)],
-                   *[arg for policy in policies for arg in ("--policy", policy)]]
-        if allow_changed:  # checked again inside the job, where the group starts
-            command.append("--allow-changed")
-        if iterations is not None:
-            command += ["--iterations", str(iterations)]
-        if seconds is not None:
-            command += ["--seconds", str(seconds)]
+        command = group_command(run.id, group, request)
         # the run's XOVER_* settings, written out: a site may submit with --export=NONE. The store's URL
         # (a password, perhaps) is one of them, not an argument: every user of a node can read a command
         # line, while the script (sbatch reads it from stdin) is for its owner and Slurm's administrators.
         settings = {key: value for key, value in os.environ.items() if key.startswith(VARIABLE_PREFIX)}
         script = slurm.batch_script(command, workdir=os.getcwd(), environment={
-            **settings, DB_VARIABLE: db_url,
+            **settings, DB_VARIABLE: request.store.url,
             "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
             RESULTS_VARIABLE: str(run.results_dir.parent.parent.resolve())})
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
             try:
                 job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
-                                      gpus_per_node=per_node if kind == "gpu" else None, partition=partition,
-                                      account=account, time_limit=time_limit,
+                                      gpus_per_node=per_node if kind == "gpu" else None,
+                                      partition=request.option("partition"), account=request.option("account"),
+                                      time_limit=request.option("time_limit"),
                                       job_name=f"xover-{run.id}-g{group.index}",
                                       output=run.results_dir / f"slurm-group{group.index}-%j.out",
                                       # a group whose node failed ends failed, as recorded; requeued (Slurm's
@@ -126,19 +127,17 @@ def submit_groups(run, groups: list[GroupToRun], plan_path: str, modes: list[str
     return submitted
 
 
-def submit_and_follow(run, groups: list[GroupToRun], plan_path: str, modes: list[str], policies: list[str],
-                      engine: str, iterations: int | None, seconds: float | None, db_url: str,
-                      submitted: dict[int, str], console, timeout_s: float | None = None,
-                      **slurm_options) -> dict[int, Any]:
+def submit_and_follow(run, request: LaunchRequest, submitted: dict[int, str], console) -> dict[int, Any]:
     """`xover run PLAN --launcher slurm`: submit every group, then follow them to their ends. Whatever
     ends it early (Ctrl-C, SIGTERM, --timeout, a group `sbatch` refused, an error from Slurm) cancels
     the jobs submitted and not ended, and records them; `submitted` says which were."""
+    timeout_s = request.options.timeout_s
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     ended: dict[int, Any] = {}
-    planned = {group.index: group_units(group, modes, policies) for group in groups}
+    modes, policies = list(request.options.modes), list(request.options.policies)
+    planned = {group.index: group_units(group, modes, policies) for group in request.groups}
     try:
-        submit_groups(run, groups, plan_path, modes, policies, engine, iterations, seconds, db_url, console=console,
-                      submitted=submitted, **slurm_options)
+        submit_groups(run, request, console, submitted=submitted)
         return follow(run, planned, submitted, console, ended, deadline=deadline)
     except BaseException as stop:
         cancel_unfinished(run, planned, submitted, ended, console,
@@ -254,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--experiment", required=True)
     parser.add_argument("--plan", required=True)
     parser.add_argument("--group", type=int, required=True)
-    parser.add_argument("--engine", default="horovod")
+    parser.add_argument("--engine", default=DEFAULT_ENGINE)
     parser.add_argument("--mode", action="append", default=[])
     parser.add_argument("--policy", action="append", default=[])
     parser.add_argument("--iterations", type=int)

@@ -1,4 +1,5 @@
-"""Engine adapters: how a worker joins its job, averages gradients and waits for them.
+"""Engine adapters: how a worker joins its job, averages gradients and waits for them (for the
+built-in models; each engine of the registry, xover/engines.py, names its adapter here).
 
 Every adapter starts the all-reduce of each gradient from backward hooks (asynchronously), so
 the turn can be released when backward ends while communication continues outside the turn.
@@ -62,9 +63,6 @@ class HorovodEngine:
 
     def shutdown(self) -> None:
         self.hvd.shutdown()
-
-
-ENGINES = {"horovod": HorovodEngine}
 
 
 class TorchEngine:
@@ -169,9 +167,6 @@ class TorchEngine:
 
     def shutdown(self) -> None:
         self.dist.destroy_process_group()
-
-
-ENGINES["torch"] = TorchEngine
 
 
 def torch_backend() -> str:

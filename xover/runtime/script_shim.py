@@ -39,8 +39,7 @@ import runpy
 import sys
 from typing import Callable
 
-from ..scripts import ENGINES
-from .ddp_shim import install_ddp
+from ..engines import ENGINES
 from .script_turns import ScriptCoordinator, Unfollowable
 from .worker import exit_without_teardown
 
@@ -174,12 +173,9 @@ def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Calla
 
 def main() -> None:
     if len(sys.argv) < 3 or sys.argv[1] not in ENGINES:
-        sys.exit("usage: python -m xover.runtime.script_shim horovod|torch SCRIPT [ARGS...]")
+        sys.exit(f"usage: python -m xover.runtime.script_shim {'|'.join(ENGINES)} SCRIPT [ARGS...]")
     engine, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    if engine == "horovod":
-        coordinator = install_horovod(script)
-    else:
-        coordinator = install_ddp(script)
+    coordinator = ENGINES[engine].install_shim(script)  # install_horovod here, install_ddp (ddp_shim.py), ...
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     clean = False

@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 
+from ..engines import ENGINES
 from .link_priority import LinkPriority
 from ..settings import JOB_VARIABLE, SCRIPT_STEPS_VARIABLE
 from .metrics import EndRecord, IterationRecord, StartRecord, emit
@@ -216,11 +217,11 @@ class ScriptCoordinator:
         self._take_turn()
 
     def unwrapped_step(self) -> str:
-        wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
+        engine = ENGINES[self.engine]
+        wrapper = engine.wrapper
         return (f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
                 f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run in a "
-                f"crossover group" + (" (or is it a torch.distributed script? engine torch)" if self.engine == "horovod"
-                                      else " (or is it a Horovod script? engine horovod)"))
+                f"crossover group ({engine.other_hint})")
 
     def refuse(self, problem: str) -> Unfollowable:
         return Unfollowable(self.script, problem)
@@ -240,7 +241,7 @@ class ScriptCoordinator:
                  gradient_bytes=measured[len(measured) // 2] if measured else None,
                  checkpoints=checkpoints[len(checkpoints) // 2] if checkpoints else None))
         if clean and not self.step:
-            wrapper = "hvd.DistributedOptimizer" if self.engine == "horovod" else "DistributedDataParallel"
+            wrapper = ENGINES[self.engine].wrapper
             if self.backwards:
                 raise self.refuse(f"{self.backwards} backward passes and no optimizer.step(): xover counts an "
                                   f"iteration at each optimizer step, and has none to count")

@@ -28,8 +28,8 @@ import torch.nn.functional as F
 
 from .. import workloads
 from ..devices import devices_per_gpu, gpu_of_device
+from ..engines import DEFAULT_ENGINE, ENGINES
 from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
-from .engines import ENGINES
 from .link_priority import LinkPriority
 from .metrics import EndRecord, EvaluationRecord, IterationRecord, StartRecord, emit
 from .thread_policy import CommThreads
@@ -188,7 +188,7 @@ def _device_uuid(device: torch.device) -> str:
 def train(spec: dict[str, Any]) -> None:
     recipe = spec["recipe"]
     deterministic = use_deterministic_kernels()
-    engine = ENGINES[spec.get("engine", "horovod")]()
+    engine = ENGINES[spec.get("engine", DEFAULT_ENGINE)].adapter()()
     device = place_on_device(engine.local_rank)
     # join the group early: the server sees us die from here on
     turn = token_from_env(engine.local_rank, synchronize=lambda: synchronize_device(device))

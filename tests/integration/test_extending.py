@@ -1,0 +1,72 @@
+"""docs/extending.md's examples, as the page shows them: each registered, then offered and used."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xover import engines
+from xover.recipes import load_recipe
+from xover.run.jobs import job_for
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
+
+
+def example(section: str) -> str:
+    """The first Python block under the page's `## {section}`."""
+    text = PAGE.read_text().split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)```", text, re.DOTALL).group(1)
+
+
+def xover_with(section: str, *args: str) -> subprocess.CompletedProcess:
+    """`xover ARGS` with the section's example registered before the command line is built."""
+    program = example(section) + "\nfrom xover.cli import app\napp()\n"
+    return subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "250"})
+
+
+@pytest.fixture
+def registries():
+    """The registries as they were, after the test (the examples register into them)."""
+    from xover.run.launchers import LAUNCHERS
+
+    saved = dict(engines.ENGINES), dict(LAUNCHERS)
+    yield
+    for registry, before in zip((engines.ENGINES, LAUNCHERS), saved):
+        registry.clear()
+        registry.update(before)
+
+
+def test_an_engine_added_as_the_page_shows_is_offered_and_launches_its_jobs(registries, tmp_path):
+    shown = xover_with("Adding an engine", "run", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "or torch-module (python -m torch.distributed.run" in shown.stdout
+    exec(example("Adding an engine"), {})
+    job_file = tmp_path / "ddp.toml"
+    script = PAGE.parents[1] / "recipes" / "examples" / "ddp_digits.py"
+    job_file.write_text(f'name = "ddp"\nscript = "{script}"\nargs = ["--steps", "3"]\nnp = 2\n'
+                        'engine = "torch-module"\n')
+    job = job_for(load_recipe(str(job_file)))
+    assert job.engine == "torch-module"
+    [command] = engines.ENGINES[job.engine].launch_commands(job, tmp_path, tmp_path / "spec.json", {}, [])
+    assert command == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                       "-m", "xover.runtime.script_shim", "torch-module", str(script), "--steps", "3"]
+
+
+def test_a_launcher_added_as_the_page_shows_is_offered_and_used(tmp_path):
+    shown = xover_with("Adding a launcher", "run", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "print: write the command lines" in shown.stdout and "--print-to" in shown.stdout
+    refused = xover_with("Adding a launcher", "run", "--group", "mlp-synthetic", "--launcher", "print")
+    assert refused.returncode == 2 and "--launcher print: give --print-to FILE" in refused.stderr
+    stray = xover_with("Adding a launcher", "run", "--group", "mlp-synthetic", "--print-to", "x.txt")
+    assert stray.returncode == 2 and "--print-to: for --launcher print" in stray.stderr
+    written = tmp_path / "commands.txt"
+    used = xover_with("Adding a launcher", "run", "--group", "mlp-synthetic", "--mode", "crossover",
+                      "--launcher", "print", "--print-to", str(written))
+    assert used.returncode == 0, used.stderr
+    [line] = written.read_text().splitlines()
+    assert line.startswith("crossover mlp-synthetic: ") and "horovodrun" in line and "-np 2" in line
