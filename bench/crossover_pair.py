@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.analysis import alone_vs_profile, model_of_profiles  # noqa: E402
-from xover.planner import best_sharing, predict_group, predict_sharings  # noqa: E402
-from xover.plans import profiles_of_recipes  # noqa: E402
+from xover.plan import best_sharing, predict_group, predict_sharings  # noqa: E402
+from xover.plan.step import profiles_of_recipes  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.results import RunResult  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.analysis import group_model, profile_of_run  # noqa: E402
-from xover.planner import round_robin_gain, round_robin_period  # noqa: E402
+from xover.plan import round_robin_gain, round_robin_period  # noqa: E402
 from xover.results import RunResult  # noqa: E402
 from xover.store.profiles import stored_interference  # noqa: E402
 from xover.store.session import open_store  # noqa: E402

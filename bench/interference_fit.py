@@ -4,7 +4,7 @@ Every stored comparison of a group (`xover run --group A B --mode all`, work-con
 predicted again from the profiles its recipes had when it started (the newest of that name with a co-run, same np,
 hosts, link rate, engine and hardware, created before the experiment), as `make bench` predicted it
 then, with the traffic part of each job's interference (the model's `Calibration.interference_traffic_part`,
-`planner/calibration.py`) set from 0 (charged alike next to any partner) to 1 (all of it scaled by the
+`plan/calibration.py`) set from 0 (charged alike next to any partner) to 1 (all of it scaled by the
 partners' link share), and the link's leak to the band behind (`Calibration.link_band_leak`) as given.
 Each try is a `Calibration` passed to the model. It reads the store and runs nothing; `--write FILE`
 writes the calibration that fitted best (most comparisons within 5%, then the lowest mean error) as JSON
@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import select  # noqa: E402
 
 from xover.errors import XoverError  # noqa: E402
-from xover.planner.calibration import SHIPPED, Calibration  # noqa: E402
-from xover.planner.model import interference_next_to  # noqa: E402
-from xover.planner.predict import predict_group  # noqa: E402
-from xover.job_profiles import job_profile  # noqa: E402
+from xover.plan.calibration import SHIPPED, Calibration  # noqa: E402
+from xover.plan.model import interference_next_to  # noqa: E402
+from xover.plan.predict import predict_group  # noqa: E402
+from xover.plan.from_profiles import job_profile  # noqa: E402
 from xover.report.data import gather_report, open_existing_store  # noqa: E402
 from xover.store.models import Experiment, Profile, Run  # noqa: E402
 from xover.store.profiles import interference_profile_before  # noqa: E402

@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xover.planner import JobProfile, make_plan, plan_objective  # noqa: E402
-from xover.planner.grouping import (  # noqa: E402
+from xover.plan import JobProfile, make_plan, plan_objective  # noqa: E402
+from xover.plan.grouping import (  # noqa: E402
     CANDIDATES_PER_GROUP,
     DENSE_GRAPH_LIMIT,
     GroupingRules,

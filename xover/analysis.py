@@ -23,13 +23,27 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .planner import InvalidJobProfile, JobProfile, fluid_gain, predict_group
-from .planner.model import checkpoint_interval_ms, link_busy_ms
-from .planner.predict import sharings_for
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .plan import InvalidJobProfile, JobProfile, fluid_gain, predict_group
+from .plan.model import checkpoint_interval_ms, link_busy_ms
+from .plan.predict import sharings_for
 from .rates import parse_rate
+from .results import (
+    ALONE_MODES,
+    SHARED_MODES,
+    GroupComparison,
+    GroupModel,
+    GroupReport,
+    ParityResult,
+    PolicyResult,
+    RunResult,
+    SimulatedGain,
+)
 from .settings import settings
-from .results import (ALONE_MODES, SHARED_MODES, GroupComparison, GroupModel, GroupReport, ParityResult, PolicyResult,
-                      RunResult, SimulatedGain)
+from .store.models import Evaluation, Experiment
+from .store.queries import iteration_rows, run_fields
 
 Row = dict[str, Any]  # an iteration: wall_time (end), iteration_s, samples, the phase times, loss
 
@@ -327,3 +341,19 @@ def model_of_profiles(profiles: Sequence[JobProfile], policies: Sequence[str]) -
             prediction = predict_group(profiles, sharing=sharing)
             without_turns[sharing] = SimulatedGain(gain=prediction.gain, speeds=prediction.speeds)
     return GroupModel(fluid_bound=fluid_gain(profiles), predicted=predicted, without_turns=without_turns)
+
+
+def experiment_jobs(session: Session, experiment_id: str,
+                    iterations: dict[int, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """Every run of the experiment summarised (analysis.job_summary), in run order."""
+    experiment = session.get(Experiment, experiment_id)
+    if experiment is None:
+        return []
+    runs = list(experiment.runs)
+    if iterations is None:
+        iterations = iteration_rows(session, [run.id for run in runs])
+    evaluations: dict[int, list[tuple[int, str, float]]] = {run.id: [] for run in runs}
+    for evaluation in session.scalars(select(Evaluation).where(Evaluation.run_id.in_([r.id for r in runs]))
+                                      .order_by(Evaluation.step)):
+        evaluations[evaluation.run_id].append((evaluation.step, evaluation.metric, evaluation.value))
+    return [job_summary(run_fields(run), iterations.get(run.id, []), evaluations[run.id]) for run in runs]

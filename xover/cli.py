@@ -19,8 +19,13 @@ from . import __version__
 from .console import console, errors, print_error, print_json, print_table
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
-from .launch import slurm
-from .run.launchers import DEFAULT_LAUNCHER, check_launcher_options, launcher_options, launchers_help
+from .run.external import slurm
+from .run.launchers import (
+    DEFAULT_LAUNCHER,
+    check_launcher_options,
+    launcher_options,
+    launchers_help,
+)
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 
@@ -275,7 +280,14 @@ def run(
     if json_out:
         print_json(shown)
     else:
-        from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
+        from .report.tables import (
+            DIGITS,
+            POLICY_COLUMNS,
+            display_rows,
+            job_columns,
+            policy_rows,
+            print_failures,
+        )
 
         print_table(f"xover run  experiment {result.experiment}  link {result.link or 'host network'}",
                     job_columns(True), shown["jobs"], DIGITS)
@@ -338,7 +350,7 @@ def profile(
     script (a job file, or --script) is measured through the shims that run it unmodified; its iteration
     is an optimizer step. Profiles are stored and reused (same recipe or script content and arguments, np,
     hosts spanned, bandwidth, engine, hardware) unless --force."""
-    from .profiler import ProfileOptions, profile_recipes
+    from .profile.step import ProfileOptions, profile_recipes
 
     with user_errors():
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
@@ -394,7 +406,7 @@ def plan(
     predict each group under every way of sharing its devices (crossover under the turn policy,
     concurrent, and MPS where its jobs measured it) and pick the best for it (turns only when at least
     2% ahead), place the groups on devices, and write the plan file that `xover run` reads."""
-    from .plans import plan_jobs
+    from .plan.step import plan_jobs
 
     with user_errors():
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)

@@ -14,7 +14,12 @@ import platform
 from collections.abc import Mapping
 
 from .errors import XoverError
-from .settings import CUDA_BY_LOCAL_RANK_VARIABLE, TORCH_BACKEND_VARIABLE, TORCH_BACKENDS, settings
+from .settings import (
+    CUDA_BY_LOCAL_RANK_VARIABLE,
+    TORCH_BACKEND_VARIABLE,
+    TORCH_BACKENDS,
+    settings,
+)
 
 
 def devices_per_gpu(environ: Mapping[str, str] | None = None) -> int:

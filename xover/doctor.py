@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .emulation.cluster import diagnose_cluster
-from .launch.horovod import horovodrun_path
 from .emulation.network import ShapedNetwork
-from .launch.slurm import diagnose_slurm
-from .store import session as store_session  # as an attribute: tests replace store_session.open_store
+from .run.external.horovodrun import horovodrun_path
+from .run.external.slurm import diagnose_slurm
+from .store import (
+    session as store_session,  # as an attribute: tests replace store_session.open_store
+)
 
 
 @dataclass

@@ -16,7 +16,7 @@ An `Engine` is everything xover knows of one engine:
 This module loads nothing of xover but its errors, so that every room reads the one registry: the
 workers' runtime (xover/runtime/ never loads the orchestrator), the planner, the command line. Each part
 that lives in another room is imported where it is used, so the orchestrator never loads torch by
-asking for a launch command and a worker never loads launch/ by asking for its adapter. A new engine is
+asking for a launch command and a worker never loads run/external/ by asking for its adapter. A new engine is
 a class and `register(...)` (docs/extending.md).
 """
 
@@ -113,7 +113,7 @@ class Horovod(Engine):
 
     def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
         from .emulation import cluster
-        from .launch.horovod import horovodrun_command
+        from .run.external.horovodrun import horovodrun_command
 
         shim = self.shim_program(job)
         return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
@@ -121,8 +121,8 @@ class Horovod(Engine):
                                               interfaces=cluster.host_interfaces())]]
 
     def launch_env(self, job, env):
-        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list (launch/horovod.py)."""
-        from .launch.horovod import horovodrun_env
+        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list (run/external/horovodrun.py)."""
+        from .run.external.horovodrun import horovodrun_env
         from .settings import SECRET_VARIABLES
 
         return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
@@ -188,7 +188,7 @@ class Torch(Engine):
 
     def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
         """torchrun, one per node (over ssh for other hosts)."""
-        from .launch.torchrun import torchrun_commands
+        from .run.external.torchrun import torchrun_commands
 
         return [[*prefix, *command] for command in
                 torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=self.shim_program(job),

@@ -19,7 +19,13 @@ from typing import Any
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError
-from .scripts import FRAMEWORKS, ScriptRefused, check_script, content_hash, script_engines
+from .scripts import (
+    FRAMEWORKS,
+    ScriptRefused,
+    check_script,
+    content_hash,
+    script_engines,
+)
 from .settings import VARIABLE_PREFIX
 from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, MODELS, TRANSFORMER_DEFAULTS
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from xover.planner.model import link_busy_ms  # noqa: E402
+from xover.plan.model import link_busy_ms  # noqa: E402
 
 LOWEST_MBIT, HIGHEST_MBIT = 10, 400_000  # what tbf on a loopback is asked for in practice
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from xover.emulation import cluster
-from xover.launch.horovod import horovodrun_path
-from xover.launch.torchrun import torchrun_commands
+from xover.run.external.horovodrun import horovodrun_path
+from xover.run.external.torchrun import torchrun_commands
 
 CLUSTER_CLI = [sys.executable, "-m", "xover", "cluster"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"
@@ -198,7 +198,7 @@ def test_torchrun_runs_one_node_per_emulated_host_over_ssh(cluster_factory, tmp_
 FROM_THE_FIRST_NODE = """
 import os, subprocess, sys
 from pathlib import Path
-from xover.launch.torchrun import torchrun_commands
+from xover.run.external.torchrun import torchrun_commands
 logs, spec, script = (Path(p) for p in sys.argv[1:4])
 commands = torchrun_commands(2, "localhost:1,xo-h2:1", logs, spec, env=dict(os.environ), program=[str(script)])
 nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for command in commands]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 
-from xover.launch.torchrun import torchrun_path
+from xover.run.external.torchrun import torchrun_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"

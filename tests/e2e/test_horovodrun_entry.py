@@ -1,4 +1,4 @@
-"""xover starts horovodrun through its entry point (xover/launch/horovodrun.py): a real two-rank Gloo
+"""xover starts horovodrun through its entry point (xover/run/external/horovodrun_main.py): a real two-rank Gloo
 launch, its build check kept for this installation, horovodrun's own usage errors unchanged."""
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from horovod.common.util import EXTENSIONS
 
-from xover.launch.horovod import horovodrun_command, horovodrun_launcher
-from xover.launch.horovodrun import CACHE_NAME, installation_key
+from xover.run.external.horovodrun import horovodrun_command, horovodrun_launcher
+from xover.run.external.horovodrun_main import CACHE_NAME, installation_key
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = [sys.executable, "-c", "import horovod.torch as hvd; hvd.init(); print('rank', hvd.rank(), 'of', hvd.size())"]
@@ -18,7 +18,7 @@ HELLO = [sys.executable, "-c", "import horovod.torch as hvd; hvd.init(); print('
 
 def test_horovodrun_through_its_entry_point_launches_and_keeps_the_build_check(tmp_path):
     launcher = horovodrun_launcher()
-    assert launcher == [sys.executable, "-m", "xover.launch.horovodrun"]  # this Python's own horovodrun
+    assert launcher == [sys.executable, "-m", "xover.run.external.horovodrun_main"]  # this Python's own horovodrun
     assert horovodrun_command(2, "localhost:2", tmp_path, tmp_path / "spec.json")[:len(launcher)] == launcher
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     for _ in range(2):  # the check made and kept, then answered from the cache

@@ -7,7 +7,7 @@ import sqlite3
 import subprocess
 import sys
 
-from xover.planner.model import MIN_INTERFERENCE
+from xover.plan.model import MIN_INTERFERENCE
 from xover.run.jobs import traits_of
 from xover.turns.policies import LINK_BAND_PRIORITIES, link_bands
 

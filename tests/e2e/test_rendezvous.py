@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from xover.launch import torchrun
+from xover.run.external import torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = """

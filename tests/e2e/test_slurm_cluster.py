@@ -1,4 +1,4 @@
-"""xover.launch.slurm against a real single-node Slurm cluster (scripts/slurm.sh: munged, slurmctld,
+"""xover.run.external.slurm against a real single-node Slurm cluster (scripts/slurm.sh: munged, slurmctld,
 slurmd on this machine): jobs submitted, failed, cancelled, waited for, and allocations seen from inside."""
 
 import json
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from fixtures_services import slurm_cluster  # noqa: F401  (a fixture)
-from xover.launch.slurm import (Allocation, SlurmError, batch_script, cancel, diagnose_slurm, expand_hostlist,
+from xover.run.external.slurm import (Allocation, SlurmError, batch_script, cancel, diagnose_slurm, expand_hostlist,
                                 hostnames, job_state, submit, wait_for)
 
 ROOT = Path(__file__).resolve().parents[2]
-PRINT_ALLOCATION = ("import json, os; from xover.launch.slurm import allocation; a = allocation(); "
+PRINT_ALLOCATION = ("import json, os; from xover.run.external.slurm import allocation; a = allocation(); "
                     "print(json.dumps({'hosts': a.hosts_option(), 'this_node': a.this_node, "
                     "'devices': [[h.name, h.device_kind, h.devices, h.cpus, h.gpus] for h in a.hosts], "
                     "'usable_cores': len(os.sched_getaffinity(0))}))")
@@ -79,7 +79,7 @@ def test_ctrl_c_while_waiting_cancels_the_job(slurm_cluster, tmp_path):
     # A process started in the background by a shell inherits SIGINT ignored, and Python then installs no
     # KeyboardInterrupt handler: give the waiter the handler a terminal's Ctrl-C meets.
     code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-            "from xover.launch.slurm import submit, wait_for; "
+            "from xover.run.external.slurm import submit, wait_for; "
             "job = submit('#!/bin/bash\\nsleep 300\\n', output='/dev/null'); print(job, flush=True); "
             "wait_for(job, poll_s=0.2, on_change=lambda state: print(state.state, flush=True))")
     waiter = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

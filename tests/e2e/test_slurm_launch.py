@@ -62,7 +62,7 @@ def test_a_cancelled_slurm_job_is_recorded_as_cancelled(slurm_cluster, isolated_
 
 
 def test_timeout_cancels_the_slurm_jobs_and_records_them(slurm_cluster, isolated_results, tmp_path):  # noqa: F811
-    from xover.launch.slurm import job_state
+    from xover.run.external.slurm import job_state
 
     plan = _plan(tmp_path, 5000)
     started = time.time()

@@ -75,7 +75,7 @@ def test_run_with_mps_where_there_is_none_is_one_line_exit_2_and_records_nothing
 def test_the_mps_daemon_carries_the_runs_tag_so_that_the_reaper_stops_it(tmp_path, monkeypatch):
     """Issue 52, finding 11. Before: the daemon xover started carried no XOVER_EXPERIMENT, so a killed
     xover's reaper, which stops what carries the run's tag, left it running."""
-    from xover.launch.processes import kill_tagged, tagged_processes
+    from xover.processes import kill_tagged, tagged_processes
     from xover.run import mps
 
     control = tmp_path / "nvidia-cuda-mps-control"  # -d: a daemon that stays, as NVIDIA's does

@@ -301,7 +301,7 @@ def test_every_ssh_xover_starts_has_a_connect_timeout_and_no_terminal_input(tmp_
     """Before: `ssh -o BatchMode=yes` alone, so an unreachable host waited for the system's TCP timeout,
     and the short ssh calls read xover's terminal. Covers the turn server's ssh, torchrun's (port,
     settings, the node's own), and the sweep of a host's leftovers."""
-    from xover.launch.torchrun import torchrun_commands
+    from xover.run.external.torchrun import torchrun_commands
     from xover.run.supervise import sweep
     from xover.turns.service import TurnService
 
@@ -561,7 +561,7 @@ class _Console:
 
 
 def _follow(monkeypatch, deadline=None):
-    from xover.run import slurm as run_slurm
+    from xover.run import on_slurm as run_slurm
 
     recorded = []
     monkeypatch.setattr(run_slurm, "record_outcome", lambda run, units, state, status=None: recorded.append(state))
@@ -580,7 +580,7 @@ def test_one_slurm_query_that_times_out_does_not_end_the_run(tmp_path, monkeypat
 
 
 def test_a_slurm_controller_that_stays_away_ends_the_run_after_the_bound(tmp_path, monkeypatch):
-    from xover.launch import slurm
+    from xover.run.external import slurm
 
     _fake_slurm(tmp_path, monkeypatch, failures=1000, words="Unable to contact slurm controller (connect failure)")
     monkeypatch.setattr(slurm, "TRANSIENT_RETRY_S", 2.5)
@@ -591,7 +591,7 @@ def test_a_slurm_controller_that_stays_away_ends_the_run_after_the_bound(tmp_pat
 
 
 def test_a_slurm_refusal_is_not_retried(tmp_path, monkeypatch):
-    from xover.launch import slurm
+    from xover.run.external import slurm
 
     _fake_slurm(tmp_path, monkeypatch, failures=1000, words="Access/permission denied")
     started = time.monotonic()
@@ -602,7 +602,7 @@ def test_a_slurm_refusal_is_not_retried(tmp_path, monkeypatch):
 
 
 def test_cancelling_retries_a_controller_that_timed_out(tmp_path, monkeypatch):
-    from xover.launch import slurm
+    from xover.run.external import slurm
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -677,7 +677,7 @@ def test_the_run_deadline_bounds_torchruns_ssh_calls_and_the_lease_wait(tmp_path
     """--timeout while a unit starts (and while --wait waits for a device): the steps take the run's
     deadline and end at it with TimedOut (the call sites in run/schedule.py and run/commands.py pass
     it; see the report of issue 38)."""
-    from xover.launch.torchrun import torchrun_commands
+    from xover.run.external.torchrun import torchrun_commands
     from xover.run.leases import DeviceLeases
     from xover.run.supervise import TimedOut
 
@@ -706,7 +706,7 @@ def test_a_horovod_job_on_one_other_host_names_its_interface(monkeypatch):
     rendezvous address came from a set's first interface: 127.0.0.1 of the launcher in about half the
     runs. Before: no interface was named; one-rank jobs on the emulated cluster failed intermittently."""
     from xover.emulation import cluster
-    from xover.launch import horovod
+    from xover.run.external import horovodrun as horovod
 
     monkeypatch.setattr(cluster, "read_state", lambda: {"ready": True, "hosts": [
         {"name": "xo-h1", "address": "10.77.0.1"}, {"name": "xo-h2", "address": "10.77.0.2"}]})

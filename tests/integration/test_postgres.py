@@ -11,7 +11,8 @@ from fixtures_services import postgres_server, postgres_url  # noqa: F401  (fixt
 from test_store import _fill, _schema_differences
 from xover.recipes import load_recipe
 from xover.store.models import SCHEMA_VERSION, Experiment, IterationMetric, RecipeSnapshot, Run
-from xover.store.queries import experiment_jobs, snapshot_recipe
+from xover.analysis import experiment_jobs
+from xover.store.queries import snapshot_recipe
 from xover.store.session import head_revision, open_store
 
 WRITERS = 4

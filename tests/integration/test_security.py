@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from xover.launch import hosts
+from xover import hosts
 
 from xover.errors import XoverError
 from xover.run.leases import DeviceLeases
@@ -196,7 +196,7 @@ def test_a_torchrun_node_on_another_host_gets_its_settings_but_not_on_its_comman
     import stat
     import subprocess
 
-    from xover.launch import torchrun
+    from xover.run.external import torchrun
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -247,7 +247,7 @@ def test_torchrun_rendezvous_is_off_every_command_line_and_its_port_is_never_fre
     import re
     import socket
 
-    from xover.launch import torchrun
+    from xover.run.external import torchrun
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -7,7 +7,8 @@ from xover.recipes import load_recipe
 from pathlib import Path
 
 from xover.store.models import Evaluation, Experiment, IterationMetric, Profile, Run
-from xover.store.queries import experiment_jobs, snapshot_recipe
+from xover.analysis import experiment_jobs
+from xover.store.queries import snapshot_recipe
 from xover.store.session import StoreError, head_revision, open_store
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"

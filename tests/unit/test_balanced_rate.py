@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.gpu.balanced_rate import balanced_rate_mbit  # noqa: E402
-from xover.planner.model import link_busy_ms  # noqa: E402
+from xover.plan.model import link_busy_ms  # noqa: E402
 
 
 def test_the_link_time_at_the_rate_equals_the_compute():

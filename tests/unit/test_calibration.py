@@ -1,4 +1,4 @@
-"""planner/calibration.py: the model's fitted constants are one object with their sources, passed in."""
+"""plan/calibration.py: the model's fitted constants are one object with their sources, passed in."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from xover.errors import XoverError
-from xover.planner.calibration import SHIPPED, Calibration
-from xover.planner.model import JobProfile, interference_next_to
-from xover.planner.predict import predict_group
-from xover.planner.simulate import SimJob, simulate
+from xover.plan.calibration import SHIPPED, Calibration
+from xover.plan.model import JobProfile, interference_next_to
+from xover.plan.predict import predict_group
+from xover.plan.simulate import SimJob, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 

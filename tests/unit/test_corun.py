@@ -1,9 +1,9 @@
-"""The co-run measurement of `xover profile` (profiler.py): how long the reference partner runs, and
+"""The co-run measurement of `xover profile` (profile/step.py): how long the reference partner runs, and
 which of the job's iterations count."""
 
 from types import SimpleNamespace
 
-from xover.profiler import corun_device_ms, corun_partner_iterations
+from xover.profile.step import corun_device_ms, corun_partner_iterations
 
 
 def _metrics(ends, device_s=0.1):

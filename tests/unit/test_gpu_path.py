@@ -128,12 +128,12 @@ def test_the_reaper_gets_the_store_outside_its_command_line_and_keeps_pythonpath
 
 def test_slurm_asks_for_the_devices_the_plan_was_profiled_on_not_the_submitting_hosts(tmp_path):
     """A login node without GPUs submits a plan profiled on GPU nodes: its groups ask for GPUs."""
-    from xover.planner import plan_from_dict
+    from xover.plan import plan_from_dict
 
     body = {"format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]], "groups": [], "jobs": {},
             "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 0.0,
             "sequential_makespan_ms": 0.0}
-    # the plan (typed) carries the kind its profiles were taken on; run/slurm.py asks Slurm for it
+    # the plan (typed) carries the kind its profiles were taken on; run/on_slurm.py asks Slurm for it
     assert plan_from_dict({**body, "device_kind": "gpu"}).device_kind == "gpu"
     assert plan_from_dict({**body, "engine": "torch"}).device_kind is None  # from before, or a trace: this host decides
     with pytest.raises(XoverError, match="device_kind"):

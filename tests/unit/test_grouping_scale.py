@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import load_bench
-from xover.planner import GroupingRules, JobProfile, fluid_gain, fluid_speeds, grouping, plan_objective, time_saved_ms
+from xover.plan import GroupingRules, JobProfile, fluid_gain, fluid_speeds, grouping, plan_objective, time_saved_ms
 
 bench = load_bench("plan_scale")  # the traces the bench reports on
 RULES = bench.RULES  # 80 GB devices, pairs

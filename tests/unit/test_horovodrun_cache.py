@@ -1,9 +1,9 @@
-"""horovodrun's Gloo build check, answered once per installation (xover/launch/horovodrun.py): what is
+"""horovodrun's Gloo build check, answered once per installation (xover/run/external/horovodrun_main.py): what is
 kept, when it is asked again, and that a cache which cannot be kept changes no answer."""
 
 import json
 
-from xover.launch import horovodrun
+from xover.run.external import horovodrun_main as horovodrun
 
 
 class Check:

@@ -122,11 +122,11 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read():
     graph = import_graph()
-    assert "xover.store.profiles" in graph["xover.plans"]
-    assert {"xover.launch", "xover.launch.processes"} <= graph["xover.turns.service"]
+    assert "xover.store.profiles" in graph["xover.plan.step"]
+    assert "xover.processes" in graph["xover.turns.service"]
     assert {"xover.emulation", "xover.emulation.cluster"} <= graph["xover.run.schedule"]
-    assert not [name for name in graph["xover.launch.horovod"] if name.startswith("xover.emulation")]
-    assert {"xover.run", "xover.run.experiment"} <= graph["xover.profiler"]
+    assert not [name for name in graph["xover.run.external.horovodrun"] if name.startswith("xover.emulation")]
+    assert {"xover.run", "xover.run.experiment"} <= graph["xover.profile.step"]
 
 
 def test_xovers_modules_import_one_another_without_a_circle():
@@ -141,7 +141,7 @@ def test_one_list_of_engines():
     """The engines a job file, a plan file, script detection and the workers know are the one registry
     in xover.engines; each names its runtime adapter, which the workers look up by the engine's name."""
     from xover import engines, recipes, scripts
-    from xover.planner import planfile
+    from xover.plan import planfile
     from xover.runtime import engines as adapters
 
     assert planfile.ENGINES is scripts.ENGINES is recipes.ENGINES is engines.ENGINES
@@ -150,7 +150,7 @@ def test_one_list_of_engines():
 
 
 def test_xovers_rooms_import_one_another_without_a_circle():
-    """Rooms (xover/run/, xover/launch/, xover/plans.py, ...) too: a launcher never loads run/ to get a helper."""
+    """Rooms (xover/run/, xover/run/external/, xover/plan/step.py, ...) too: a launcher never loads run/ to get a helper."""
     rooms: dict[str, set[str]] = {}
     for module, targets in import_graph().items():
         room = module.split(".")[1] if "." in module else module
@@ -182,8 +182,8 @@ def test_the_runtime_loads_nothing_of_the_orchestrator():
     """Inside a worker, xover is the runtime: it knows the orchestrator only through its environment
     (xover.settings names the variables) and the metrics lines it prints."""
     graph = import_graph()
-    orchestrator = ("xover.run", "xover.launch", "xover.store", "xover.planner", "xover.report", "xover.cli",
-                    "xover.config", "xover.plans", "xover.profiler", "xover.turns.service", "xover.turns.server")
+    orchestrator = ("xover.run", "xover.run.external", "xover.store", "xover.plan", "xover.report", "xover.cli",
+                    "xover.config", "xover.plan.step", "xover.profile.step", "xover.turns.service", "xover.turns.server")
     for module in (name for name in graph if name.startswith("xover.runtime")):
         loaded = _loaded_with(graph, module)
         assert not [name for name in loaded if name.startswith(orchestrator) and name.split(".")[1] != "runtime"], module

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from xover.cli import app
-from xover.planner.planfile import PlanFormatError, plan_from_dict
-from xover.profiler import shim_refusal
+from xover.plan.planfile import PlanFormatError, plan_from_dict
+from xover.profile.step import shim_refusal
 from xover.recipes import RecipeError, load_recipe, parse_recipe, script_recipe
 from xover.run.record import failure_summary
 

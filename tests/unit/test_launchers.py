@@ -42,7 +42,7 @@ def test_slurm_runs_plan_files_only_without_a_shaped_link_or_mps():
 def test_horovodrun_gets_an_allow_list_of_the_environment_not_all_of_it():
     """Issue 52, finding 4: horovodrun copies every variable of its environment onto its ranks' command
     lines (ssh's for another host); passwords, cloud keys and tokens must not be among them."""
-    from xover.launch.horovod import horovodrun_env
+    from xover.run.external.horovodrun import horovodrun_env
 
     env = {"PGPASSWORD": "pw", "AWS_SECRET_ACCESS_KEY": "k", "GITHUB_TOKEN": "t", "WANDB_API_KEY": "w",
            "XOVER_DB": "postgresql://u:pw@h/db", "PATH": "/usr/bin", "HOME": "/root", "XOVER_JOB": "j",

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xover.errors import XoverError
-from xover.planner import (
+from xover.plan import (
     PLAN_FORMAT,
     GroupingRules,
     InvalidJobProfile,
@@ -39,11 +39,11 @@ from xover.planner import (
     simulate,
     time_saved_ms,
 )
-from xover.planner.placement import place_groups, unplaceable_reason
-from xover.planner.calibration import SHIPPED
-from xover.planner.model import MIN_INTERFERENCE, interference_next_to, measured_interference
-from xover.planner.predict import sim_job
-from xover.planner.simulate import MIN_ITERATIONS
+from xover.plan.placement import place_groups, unplaceable_reason
+from xover.plan.calibration import SHIPPED
+from xover.plan.model import MIN_INTERFERENCE, interference_next_to, measured_interference
+from xover.plan.predict import sim_job
+from xover.plan.simulate import MIN_ITERATIONS
 
 LINK_BAND_LEAK = SHIPPED.link_band_leak
 
@@ -685,8 +685,8 @@ def test_plan_file_defaults_for_optional_job_fields():
 def test_on_a_gpu_a_job_yields_its_turn_only_when_its_compute_is_done():
     """The CPU queues a GPU job's kernels and passes its layer boundaries long before they run: the
     planner takes the whole compute as its yield latency there (the H100 pair of docs/gpu.md)."""
-    from xover.planner.model import DEFAULT_CHECKPOINT_MS, checkpoint_interval_ms
-    from xover.planner.simulate import SimJob, simulate
+    from xover.plan.model import DEFAULT_CHECKPOINT_MS, checkpoint_interval_ms
+    from xover.plan.simulate import SimJob, simulate
 
     assert checkpoint_interval_ms(175.6, 16) == 175.6 / 16
     assert checkpoint_interval_ms(175.6, None) == DEFAULT_CHECKPOINT_MS

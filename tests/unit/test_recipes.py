@@ -105,7 +105,7 @@ def test_a_plan_counts_a_recipe_in_epochs_as_it_trains():
     # without one) would have changed an epoch recipe's length
     from types import SimpleNamespace
 
-    from xover.job_profiles import job_profile
+    from xover.plan.from_profiles import job_profile
     from xover.workloads import build_dataset
 
     epochs = {key: value for key, value in VALID.items() if key != "iterations"}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from xover.planner import (
+from xover.plan import (
     JobProfile,
     best_sharing,
     make_plan,
@@ -16,9 +16,9 @@ from xover.planner import (
     plan_to_dict,
     predict_sharings,
 )
-from xover.planner.planfile import PlanFormatError
-from xover.planner.predict import CROSSOVER_EDGE
-from xover.planner.simulate import SimJob, simulate
+from xover.plan.planfile import PlanFormatError
+from xover.plan.predict import CROSSOVER_EDGE
+from xover.plan.simulate import SimJob, simulate
 from xover.run.jobs import GroupToRun, JobSpec
 from xover.run.units import group_units
 
@@ -128,7 +128,7 @@ def test_a_planned_group_runs_in_its_plans_way(sharing, mode):
 
 
 def test_a_trace_gives_gpu_stretches_and_the_plan_considers_mps(tmp_path):
-    from xover.planner import load_trace_csv
+    from xover.plan import load_trace_csv
 
     trace = tmp_path / "gpu.csv"
     trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,corun_stretch,mps_stretch\n"
@@ -167,7 +167,7 @@ def test_the_report_sets_the_pick_beside_the_best_measured_mode():
 def test_the_gpus_busy_fraction_is_taken_inside_the_compute_windows():
     from types import SimpleNamespace
 
-    from xover.profiler import busy_in_windows, compute_windows
+    from xover.profile.step import busy_in_windows, compute_windows
 
     # two iterations: compute 10.0-10.08 s and 10.2-10.28 s; the GPU busy then, idle while communicating
     metrics = [SimpleNamespace(wall_time=10.08, data_s=0.0, compute_s=0.08),

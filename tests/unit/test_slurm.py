@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xover.launch.slurm import (SlurmError, allocation, check_time_limit, diagnose_slurm, expand_counts,
+from xover.run.external.slurm import (SlurmError, allocation, check_time_limit, diagnose_slurm, expand_counts,
                                 expand_hostlist, hostnames, in_allocation, submit)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,8 +144,8 @@ def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_comman
     import shlex
     import types
 
-    from xover.launch import slurm as launch_slurm
-    from xover.run import slurm as run_slurm
+    from xover.run.external import slurm as launch_slurm
+    from xover.run import on_slurm as run_slurm
 
     scripts = []
     monkeypatch.setattr(launch_slurm, "submit", lambda script, *a, **k: scripts.append(script) or "41")
@@ -165,7 +165,7 @@ def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_comman
 
 def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch):
     from xover.errors import XoverError
-    from xover.run import jobs, slurm as run_slurm
+    from xover.run import jobs, on_slurm as run_slurm
     from xover.store import session
 
     opened = []
@@ -195,8 +195,8 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
     (cancel_unfinished) cancels it and closes its rows."""
     import types
 
-    from xover.launch import slurm as launch_slurm
-    from xover.run import slurm as run_slurm
+    from xover.run.external import slurm as launch_slurm
+    from xover.run import on_slurm as run_slurm
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -224,7 +224,7 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
 
 
 def test_a_lost_submission_that_slurm_does_not_list_is_still_an_error(monkeypatch, tmp_path):
-    from xover.launch import slurm as launch_slurm
+    from xover.run.external import slurm as launch_slurm
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -28,7 +28,7 @@ def test_an_interrupt_starts_its_hooks_before_the_clean_up():
 
 
 def test_the_other_nodes_are_swept_in_parallel_within_a_bound(tmp_path, monkeypatch):
-    from xover.launch.processes import sweep_hosts_now
+    from xover.processes import sweep_hosts_now
 
     (tmp_path / "ssh").write_text('#!/bin/sh\necho "$*" >> "$0.calls"\nsleep 2\n')
     (tmp_path / "ssh").chmod(0o755)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from xover.errors import XoverError
-from xover.planner import JobProfile, TraceError, load_trace_csv
+from xover.plan import JobProfile, TraceError, load_trace_csv
 
 HEADER = "name,devices,compute_ms,comm_ms,memory_gb"
 

@@ -20,7 +20,7 @@ def test_the_record_and_the_report_of_a_run_whose_ranks_gave_up_turns_say_so(tmp
     from xover.report.tables import print_failures
     from xover.run.record import Recorder
     from xover.store.models import Experiment, RecipeSnapshot, Run, TurnEvent
-    from xover.store.queries import experiment_jobs
+    from xover.analysis import experiment_jobs
     from xover.store.session import open_store
 
     store = open_store(str(tmp_path / "x.db"))

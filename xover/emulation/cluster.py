@@ -69,9 +69,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError
 from ..devices import gpu_count as visible_gpu_count
-from ..launch.processes import start_time, stop_processes
+from ..errors import XoverError
+from ..processes import start_time, stop_processes
 from ..rates import canonical_rate
 from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
 

@@ -15,16 +15,30 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from ..analysis import alone_vs_profile, compare, group_model, loss_parity
+from ..analysis import (
+    alone_vs_profile,
+    compare,
+    experiment_jobs,
+    group_model,
+    loss_parity,
+)
 from ..errors import XoverError
 from ..redact import mask_credentials
-from ..results import (ExperimentInfo, ExperimentSummary, GainPoint, GroupModel, GroupReport,
-                       ParityResult, RunResult, mode_rank)
+from ..results import (
+    ExperimentInfo,
+    ExperimentSummary,
+    GainPoint,
+    GroupModel,
+    GroupReport,
+    ParityResult,
+    RunResult,
+    mode_rank,
+)
 from ..run.record import reconcile_lost
 from ..store.models import Experiment, PlanGroup
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
-from ..store.queries import experiment_jobs, iteration_rows
+from ..store.queries import iteration_rows
 from ..store.session import Store, missing_sqlite_file, open_store
 
 ITERATION_FIELDS = ("experiment", "run_id", "name", "mode", "policy", "step", "wall_time", "iteration_s", "data_s",

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import __version__
-from ..console import fmt
 from ..analysis import group_warnings
+from ..console import fmt
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
     DIGITS,

@@ -15,8 +15,8 @@ from typing import Any, Iterable, Sequence, TextIO
 
 from rich.markup import escape
 
-from ..console import console, print_table
 from ..analysis import group_warnings
+from ..console import console, print_table
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)

@@ -13,19 +13,29 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ..analysis import compare
+from ..analysis import compare, experiment_jobs
 from ..console import errors
-from ..errors import XoverError
 from ..emulation.network import requested_rate
-from ..planner import Plan
+from ..errors import XoverError
+from ..plan import Plan
+from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..store.models import Experiment as ExperimentRow
-from ..store.queries import experiment_jobs, iteration_rows, store_plan
+from ..store.queries import iteration_rows
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
-from .jobs import MODES, PLANNED, GroupToRun, attach_traits, check_devices, crossover_warning, give_seconds, job_for
+from .jobs import (
+    MODES,
+    PLANNED,
+    GroupToRun,
+    attach_traits,
+    check_devices,
+    crossover_warning,
+    give_seconds,
+    job_for,
+)
 from .launchers import DEFAULT_LAUNCHER, LaunchRequest, launcher_named
 from .mps import check_mps
 from .schedule import Scheduler, Unit
@@ -44,14 +54,14 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     check_devices([job])
     link = link_of([job], bandwidth)
     store = open_store(db)
-    with experiment(store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link) as run:
-        lease_devices(run, [job], wait)
-        Scheduler(run.context).run([Unit([job], "solo")], exclusive=True)
+    with experiment(store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link) as current:
+        lease_devices(current, [job], wait)
+        Scheduler(current.context).run([Unit([job], "solo")], exclusive=True)
     with store.session() as session:
-        jobs = experiment_jobs(session, run.id)
+        jobs = experiment_jobs(session, current.id)
     for job_summary in jobs:
         job_summary["slowdown"] = 1.0
-    return {"experiment": run.id, "results_dir": str(run.results_dir), "jobs": jobs}
+    return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": jobs}
 
 
 @dataclass(frozen=True)
@@ -114,13 +124,13 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         with store.session() as session, session.begin():
             request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
     started = time.time()
-    run, launcher_jobs = chosen.launch(request)
+    current, launcher_jobs = chosen.launch(request)
     makespan_s = time.time() - started
     with store.session() as session:
-        iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
-        summaries = experiment_jobs(session, run.id, iterations)
+        iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, current.id).runs])
+        summaries = experiment_jobs(session, current.id, iterations)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
-    return RunOutcome(experiment=run.id, results_dir=str(run.results_dir), bandwidth=bandwidth,
+    return RunOutcome(experiment=current.id, results_dir=str(current.results_dir), bandwidth=bandwidth,
                       link=None if link == "host" else link, modes=modes, policies=policies, jobs=jobs,
                       groups=comparisons, predicted_gains={g.index: g.predicted_gain for g in groups},
                       sharing={g.index: g.sharing for g in groups} if plan is not None else {},

@@ -10,19 +10,19 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import XOVER_ROOT, results_root
 from ..console import errors
-from ..errors import XoverError
 from ..emulation import cluster
-from ..launch.hosts import is_local
+from ..errors import XoverError
+from ..hosts import is_local
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..store.queries import new_experiment_id
 from ..store.session import Store

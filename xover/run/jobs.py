@@ -17,8 +17,8 @@ from ..analysis import profile_of_run
 from ..devices import hardware_fingerprint, local_device_count
 from ..engines import ENGINES
 from ..errors import XoverError
-from ..launch.hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
-from ..planner import JobProfile, Plan, PlannedScript, plan_from_dict
+from ..hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
+from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import Recipe, load_recipe, script_recipe, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
 from ..store.profiles import find_profile

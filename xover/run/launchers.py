@@ -106,11 +106,11 @@ class LocalLauncher(Launcher):
         from .mps import MpsDaemon
         from .schedule import Scheduler
 
-        with request.experiment() as run:
-            lease_devices(run, [job for group in request.groups for job in group.jobs], request.options.wait)
-            with MpsDaemon(run.results_dir, run.id) if request.options.mps else contextlib.nullcontext():
-                Scheduler(run.context).run(request.units, exclusive=request.comparison)
-        return run, {}
+        with request.experiment() as current:
+            lease_devices(current, [job for group in request.groups for job in group.jobs], request.options.wait)
+            with MpsDaemon(current.results_dir, current.id) if request.options.mps else contextlib.nullcontext():
+                Scheduler(current.context).run(request.units, exclusive=request.comparison)
+        return current, {}
 
 
 class SlurmLauncher(Launcher):
@@ -127,12 +127,12 @@ class SlurmLauncher(Launcher):
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         from ..console import errors
-        from . import slurm as on_slurm
+        from . import on_slurm
 
         submitted: dict[int, str] = {}
-        with request.experiment(sinks=()) as run:
-            on_slurm.submit_and_follow(run, request, submitted, errors)  # builds each group's batch script
-        return run, submitted
+        with request.experiment(sinks=()) as current:
+            on_slurm.submit_and_follow(current, request, submitted, errors)  # builds each group's batch script
+        return current, submitted
 
 
 LAUNCHERS: dict[str, Launcher] = {}

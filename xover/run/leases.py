@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..errors import TimedOut, XoverError
-from ..launch.hosts import LOCAL, Device, is_local, ssh_command
+from ..hosts import LOCAL, Device, is_local, ssh_command
 from ..redact import mask_credentials
 from ..settings import settings
 

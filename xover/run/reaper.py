@@ -18,10 +18,10 @@ import os
 import signal
 import sys
 
-from ..launch.processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
-from ..launch.slurm import cancel
+from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
 from ..turns.service import runtime_dir
+from .external.slurm import cancel
 
 
 def remove_sockets(experiment: str) -> None:

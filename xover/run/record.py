@@ -13,17 +13,32 @@ import math
 import os
 import re
 import socket
-from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import fields
+from pathlib import Path
 
 import psutil
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
-from ..runtime.metrics import EndRecord, EvaluationRecord, IterationRecord, MetricRecord, StartRecord, TurnsLostRecord
-from ..store.models import ACTIVE_STATUSES, Evaluation, Experiment, IterationMetric, Run, TurnEvent, utcnow
+from ..runtime.metrics import (
+    EndRecord,
+    EvaluationRecord,
+    IterationRecord,
+    MetricRecord,
+    StartRecord,
+    TurnsLostRecord,
+)
+from ..store.models import (
+    ACTIVE_STATUSES,
+    Evaluation,
+    Experiment,
+    IterationMetric,
+    Run,
+    TurnEvent,
+    utcnow,
+)
 from ..store.queries import snapshot_recipe
 from ..store.session import Store
 from .jobs import JobSpec

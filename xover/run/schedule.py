@@ -26,22 +26,39 @@ from typing import Any, Callable
 from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
-from ..errors import XoverError
 from ..emulation import cluster
-from ..engines import ENGINES
-from ..launch.hosts import is_local
 from ..emulation.network import network_for
-from ..launch.processes import sweep
+from ..engines import ENGINES
+from ..errors import XoverError
+from ..hosts import is_local
+from ..processes import sweep
 from ..runtime.metrics import MetricRecord, TurnsLostRecord, checked_record
-from ..settings import (CUDA_BY_LOCAL_RANK_VARIABLE, DEVICES_VARIABLE, EXPERIMENT_VARIABLE, JOB_VARIABLE,
-                        LINK_PRIORITY_VARIABLE, METRIC_TOKEN_VARIABLE, RUN_VARIABLE, SCRIPT_STEPS_VARIABLE,
-                        SECRET_VARIABLES, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE)
+from ..settings import (
+    CUDA_BY_LOCAL_RANK_VARIABLE,
+    DEVICES_VARIABLE,
+    EXPERIMENT_VARIABLE,
+    JOB_VARIABLE,
+    LINK_PRIORITY_VARIABLE,
+    METRIC_TOKEN_VARIABLE,
+    RUN_VARIABLE,
+    SCRIPT_STEPS_VARIABLE,
+    SECRET_VARIABLES,
+    TURN_SLOT_VARIABLE,
+    TURN_SOCKET_VARIABLE,
+)
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
 from .sinks import JobLabels, MetricSink, deliver
-from .supervise import IgnoredLine, Interrupted, JobExit, LaunchedJob, TimedOut, uninterrupted
+from .supervise import (
+    IgnoredLine,
+    Interrupted,
+    JobExit,
+    LaunchedJob,
+    TimedOut,
+    uninterrupted,
+)
 
 
 @dataclass
@@ -92,7 +109,7 @@ class RunContext:
     link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
 
 
-def launch_prefix(hosts: list[str]) -> list[str]:
+def prefix_to_reach(hosts: list[str]) -> list[str]:
     """How launchers reach these hosts from here: an emulated cluster's head namespace, or nothing."""
     return cluster.launch_prefix([host for host in hosts if not is_local(host)])
 
@@ -272,7 +289,7 @@ class Scheduler:
         context = self.context
         hosts = sorted({host for job in unit.jobs for host in job.devices})
         remote = [host for host in hosts if not is_local(host)]
-        prefix = launch_prefix(hosts)
+        prefix = prefix_to_reach(hosts)
         if context.bandwidth and remote:
             raise XoverError(f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
                              "network as it is (an emulated cluster shapes its NICs at `xover cluster up`)")
@@ -336,7 +353,7 @@ class Scheduler:
         # Workers that a launcher left behind go too: here (a launcher that exited before its
         # workers) and on other hosts (ssh gave them no terminal).
         remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
-        prefix = launch_prefix(remote) if remote else []
+        prefix = prefix_to_reach(remote) if remote else []
         for run_id in unit.run_ids:
             sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
         if unit.turns is not None:

@@ -36,8 +36,9 @@ from typing import Any
 import psutil
 
 from ..errors import Interrupted, TimedOut  # noqa: F401 - TimedOut: where run/ and tests take it from
-# the sweeping of tagged processes is launch/processes.py's; tests and tools find it here too
-from ..launch.processes import kill_tagged, stop_processes, sweep, tagged_processes  # noqa: F401
+
+# the sweeping of tagged processes is processes.py's; tests and tools find it here too
+from ..processes import kill_tagged, stop_processes, sweep, tagged_processes  # noqa: F401
 from ..runtime.metrics import parse_metric_line
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)

@@ -69,8 +69,14 @@ import sys
 import weakref
 from typing import NoReturn
 
-from ..scripts import (DDP_UNSUPPORTED_NAMES, FRAMEWORK_HINTS, ScriptRefused, check_ddp_script, script_framework,
-                       script_names)
+from ..scripts import (
+    DDP_UNSUPPORTED_NAMES,
+    FRAMEWORK_HINTS,
+    ScriptRefused,
+    check_ddp_script,
+    script_framework,
+    script_names,
+)
 from .script_turns import ScriptCoordinator
 
 # DDP options that bring their own reduction
@@ -142,7 +148,10 @@ class DDPCrossover:
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import distributed as ddp_module
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
         self.torch, self.dist = torch, dist
         self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below

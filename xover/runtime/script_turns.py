@@ -13,8 +13,8 @@ from typing import Callable
 import torch
 
 from ..engines import ENGINES
-from .link_priority import LinkPriority
 from ..settings import JOB_VARIABLE, SCRIPT_STEPS_VARIABLE
+from .link_priority import LinkPriority
 from .metrics import EndRecord, IterationRecord, StartRecord, emit
 from .thread_policy import CommThreads
 from .turn_client import after_gradient, token_from_env
@@ -234,7 +234,7 @@ class ScriptCoordinator:
         self.turn.close()
         if self.attached and self.rank == 0:
             measured, checkpoints = sorted(self.bytes_per_step), sorted(self.checkpoints_per_step)
-            # the planner's yield latency is compute / checkpoints (planner/model.py): a script's count
+            # the planner's yield latency is compute / checkpoints (plan/model.py): a script's count
             # is known only once it has run, where a recipe's is known at start
             emit(EndRecord(iterations=self.step, wall_s=time.perf_counter() - self.started,
                  peak_memory_gb=peak_memory_gb(self.device),

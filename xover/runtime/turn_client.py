@@ -25,9 +25,27 @@ import sys
 import time
 from typing import Callable
 
-from ..settings import DEVICES_VARIABLE, HOST_VARIABLE, TURN_SLOT_VARIABLE, TURN_SOCKET_VARIABLE, settings
-from ..turns.protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HELLO, RELEASE, SILENCE_S, STEP_IN, STEP_OUT, YIELD,
-                              YIELD_PAGE_BYTES, yield_page_path)
+from ..settings import (
+    DEVICES_VARIABLE,
+    HOST_VARIABLE,
+    TURN_SLOT_VARIABLE,
+    TURN_SOCKET_VARIABLE,
+    settings,
+)
+from ..turns.protocol import (
+    ACQUIRE,
+    BYE,
+    GRANT,
+    HEARTBEAT,
+    HELLO,
+    RELEASE,
+    SILENCE_S,
+    STEP_IN,
+    STEP_OUT,
+    YIELD,
+    YIELD_PAGE_BYTES,
+    yield_page_path,
+)
 
 _NEVER = bytearray(YIELD_PAGE_BYTES)  # the page of a job without a server: no one ever asks to yield
 

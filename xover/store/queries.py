@@ -12,10 +12,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .. import planner
-from ..analysis import job_summary
 from ..recipes import Recipe
-from .models import Evaluation, Experiment, IterationMetric, Plan, PlanGroup, RecipeSnapshot, Run, utcnow
+from .models import IterationMetric, RecipeSnapshot, Run, utcnow
 
 
 def new_experiment_id() -> str:
@@ -78,35 +76,6 @@ def run_fields(run: Run) -> dict[str, Any]:
     }
 
 
-def experiment_jobs(session: Session, experiment_id: str,
-                    iterations: dict[int, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
-    """Every run of the experiment summarised (analysis.job_summary), in run order."""
-    experiment = session.get(Experiment, experiment_id)
-    if experiment is None:
-        return []
-    runs = list(experiment.runs)
-    if iterations is None:
-        iterations = iteration_rows(session, [run.id for run in runs])
-    evaluations: dict[int, list[tuple[int, str, float]]] = {run.id: [] for run in runs}
-    for evaluation in session.scalars(select(Evaluation).where(Evaluation.run_id.in_([r.id for r in runs]))
-                                      .order_by(Evaluation.step)):
-        evaluations[evaluation.run_id].append((evaluation.step, evaluation.metric, evaluation.value))
-    return [job_summary(run_fields(run), iterations.get(run.id, []), evaluations[run.id]) for run in runs]
-
-
 def losses(session: Session, run_id: int) -> list[float]:
     return list(session.scalars(select(IterationMetric.loss).where(IterationMetric.run_id == run_id)
                                 .order_by(IterationMetric.step)))
-
-
-def store_plan(session: Session, plan: planner.Plan, path: str | None = None) -> int:
-    """A plan as rows (plans, plan_groups; the plan file's content kept whole); returns the plan's id."""
-    row = Plan(algo=plan.algo, body=planner.plan_to_dict(plan), path=path,
-               predicted_aggregate_gain=plan.predicted_aggregate_gain)
-    session.add(row)
-    session.flush()
-    for index, group in enumerate(plan.groups):
-        session.add(PlanGroup(plan_id=row.id, index=index, jobs=[job.name for job in group.jobs],
-                              devices=list(group.devices), wave=group.wave,
-                              predicted_period_ms=group.predicted_period_ms, predicted_gain=group.predicted_gain))
-    return row.id

@@ -1,6 +1,6 @@
 """Turn policies: who computes next on a device when several jobs of a group want it, and when the
 job computing should yield. Pure logic over plain state, shared by the turn server
-(`turns/server.py`) and the planner's simulator (`planner/simulate.py`).
+(`turns/server.py`) and the planner's simulator (`plan/simulate.py`).
 
 Every policy sees the same events in the same order on every device of a job (the all-reduces keep a
 job's ranks in step), and decides from them alone, so all ranks of a job get their turns together.
@@ -170,7 +170,7 @@ def critical_rank(compute_s: float, solo_iteration_s: float) -> float:
     A job whose compute is short next to its communication has its compute on its critical path:
     every ms it waits is a ms of its iteration, while it takes the device from others only briefly.
     A unit of a job's speed relative to alone costs c / T of the device, so serving the cheapest
-    first is also what the fluid bound (planner/model.py) does with the device. Measured against
+    first is also what the fluid bound (plan/model.py) does with the device. Measured against
     ranking by c x T (windowed, 1 Gbit/s): better or equal on every pair tried (resnet+vgg 1.60 vs 1.43).
     """
     return compute_s / solo_iteration_s if solo_iteration_s > 0 else 1.0

@@ -32,9 +32,24 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
-from .protocol import (ACQUIRE, BYE, GRANT, HEARTBEAT, HEARTBEAT_S, HELLO, MAX_SLOTS, RELEASE, STEP_IN, STEP_OUT,
-                       YIELD, YIELD_PAGE_BYTES, event_line, spans_line, stats_line, yield_page_path)
-
+from .protocol import (
+    ACQUIRE,
+    BYE,
+    GRANT,
+    HEARTBEAT,
+    HEARTBEAT_S,
+    HELLO,
+    MAX_SLOTS,
+    RELEASE,
+    STEP_IN,
+    STEP_OUT,
+    YIELD,
+    YIELD_PAGE_BYTES,
+    event_line,
+    spans_line,
+    stats_line,
+    yield_page_path,
+)
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
 # is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.

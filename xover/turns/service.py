@@ -29,8 +29,8 @@ from typing import Callable
 
 from ..config import XOVER_ROOT
 from ..errors import TimedOut, XoverError
-from ..launch.hosts import LOCAL, is_local, ssh_command
-from ..launch.processes import sweep
+from ..hosts import LOCAL, is_local, ssh_command
+from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
 from .policies import SlotTraits
 from .server import FolderError, private_folder

@@ -6,7 +6,11 @@ Revision ID: 0010
 
 from alembic import op
 
-from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
+from xover.store.views import (
+    DROP_RUN_THROUGHPUT_VIEW,
+    RUN_THROUGHPUT_VIEW,
+    RUN_THROUGHPUT_VIEW_0001,
+)
 
 revision = "0010"
 down_revision = "0009"

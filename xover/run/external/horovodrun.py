@@ -17,14 +17,13 @@ import socket
 import sys
 from pathlib import Path
 
+from ...hosts import is_local, parse_hosts
 from . import find_launcher
-from .hosts import is_local, parse_hosts
-
 
 # horovodrun writes every variable of its environment into each rank's command line (`K=V ... python
 # ...`, through ssh for another host), which every user of either host can read (`ps`). So it gets
 # these, and the job file's own variables, not the caller's whole environment: no PGPASSWORD, no
-# AWS_*, no tokens. (torchrun's nodes get theirs the same way: launch/torchrun.py.)
+# AWS_*, no tokens. (torchrun's nodes get theirs the same way: run/external/torchrun.py.)
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHON", "OMP_", "GLOO_", "NCCL_", "CUDA_", "TORCH_", "MKL_", "KMP_",
                       "LC_")
 FORWARDED_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "SHELL", "TMPDIR",
@@ -46,10 +45,10 @@ def horovodrun_path() -> str:
 
 def horovodrun_launcher() -> list[str]:
     """horovodrun itself, or where it is this Python's own, its entry point through
-    xover.launch.horovodrun (the same launcher, its Gloo build check answered once per installation)."""
+    xover.run.external.horovodrun_main (the same launcher, its Gloo build check answered once per installation)."""
     path = horovodrun_path()
     if Path(path).parent == Path(sys.executable).parent:
-        return [sys.executable, "-m", "xover.launch.horovodrun"]
+        return [sys.executable, "-m", "xover.run.external.horovodrun_main"]
     return [path]
 
 

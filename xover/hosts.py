@@ -12,7 +12,7 @@ import functools
 import re
 import socket
 
-from ..errors import XoverError
+from .errors import XoverError
 
 LOCAL = "localhost"
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a DNS name or an IPv4 address

@@ -6,9 +6,9 @@ this way; the planner itself stays pure (no store, no torch).
 
 from __future__ import annotations
 
-from .planner import JobProfile
-from .planner.model import checkpoint_interval_ms
-from .settings import settings
+from ..settings import settings
+from . import JobProfile
+from .model import checkpoint_interval_ms
 
 
 def recipe_iterations(recipe) -> int:
@@ -16,7 +16,7 @@ def recipe_iterations(recipe) -> int:
     ranks split it (the plan carries this count, and `xover run PLAN` runs exactly it)."""
     if recipe.iterations or not getattr(recipe, "epochs", None):
         return recipe.iterations or 100
-    from .workloads import build_dataset  # torch: only for a recipe counted in epochs
+    from ..workloads import build_dataset  # torch: only for a recipe counted in epochs
 
     dataset = build_dataset(recipe.dataset, batch_size=recipe.batch_size, rank=0, world_size=recipe.np,
                             seed=recipe.seed, options=recipe.dataset_options)

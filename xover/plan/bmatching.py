@@ -7,7 +7,7 @@ most ``counts[s]`` times (a pair within a kind uses it twice).
 
 ``solve_b_matching`` answers with the pairs, their value, an upper bound on every b-matching (LP
 duality, a certificate whatever the solver's tolerances did) and whether the answer is proven
-optimal. It knows nothing of jobs: ``planner/grouping.py`` turns a round of merges into this
+optimal. It knows nothing of jobs: ``plan/grouping.py`` turns a round of merges into this
 problem. scipy (HiGHS) solves the linear and integer programs.
 """
 

@@ -4,7 +4,7 @@
 
 This process (the *submitter*) records the experiment, submits one batch job per group (nodes and
 devices per node from the plan), prints their ids, follows them (state, exit codes) and, on Ctrl-C,
-cancels them with scancel. Inside each Slurm job, `python -m xover.run.slurm` runs the group exactly
+cancels them with scancel. Inside each Slurm job, `python -m xover.run.on_slurm` runs the group exactly
 as `-H` would (a turn server per node, horovodrun or torchrun) on the nodes Slurm gave it, recording
 its runs into the same experiment (so the store must be one every node reaches: PostgreSQL. SQLite
 on a filesystem the nodes share is written from several machines at once, which SQLite supports only
@@ -27,18 +27,24 @@ from typing import TYPE_CHECKING, Any
 from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
+from ..emulation import cluster
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
-from ..settings import DB_VARIABLE, EXPERIMENT_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX, settings
-from ..launch import slurm
-from ..emulation import cluster
-from ..launch.hosts import canonical_host, is_local
-from ..launch.processes import sweep_hosts_now
+from ..hosts import canonical_host, is_local
+from ..processes import sweep_hosts_now
+from ..settings import (
+    DB_VARIABLE,
+    EXPERIMENT_VARIABLE,
+    RESULTS_VARIABLE,
+    VARIABLE_PREFIX,
+    settings,
+)
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
 from . import jobs
 from .experiment import settings_from_env
+from .external import slurm
 from .jobs import GroupToRun, attach_traits, give_seconds
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
@@ -65,7 +71,7 @@ def group_shape(group: GroupToRun) -> tuple[int, int]:
 def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest) -> list[str]:
     """The command line that runs one group of the plan inside its Slurm job (`main` below)."""
     options = request.options
-    command = [sys.executable, "-m", "xover.run.slurm", "--experiment", experiment_id,
+    command = [sys.executable, "-m", "xover.run.on_slurm", "--experiment", experiment_id,
                "--plan", str(Path(options.plan_path).resolve()), "--group", str(group.index),
                "--engine", options.engine,
                *[arg for mode in options.modes for arg in ("--mode", mode)],

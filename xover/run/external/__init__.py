@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..errors import XoverError
+from ...errors import XoverError
 
 
 def find_launcher(name: str, missing_hint: str) -> str:

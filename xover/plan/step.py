@@ -8,20 +8,37 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import results_root
-from .devices import hardware_fingerprint
-from .engines import DEFAULT_ENGINE
-from .errors import XoverError
-from .job_profiles import job_profile
-from .launch.hosts import parse_hosts
-from .planner import ALGORITHMS, JobProfile, Plan, PlannedScript, load_trace_csv, local_hosts, make_plan, plan_to_dict
-from .rates import canonical_rate, describe_rate
-from .recipes import Recipe, load_recipe, with_overrides
-from .scripts import check_engine
-from .store.profiles import find_profile, other_engines, profiled_links, profiled_script_hashes
-from .store.queries import store_plan
-from .store.session import open_store
-from .turns.policies import DEFAULT_POLICY, POLICIES
+from sqlalchemy.orm import Session
+
+from ..config import results_root
+from ..devices import hardware_fingerprint
+from ..engines import DEFAULT_ENGINE
+from ..errors import XoverError
+from ..hosts import parse_hosts
+from ..rates import canonical_rate, describe_rate
+from ..recipes import Recipe, load_recipe, with_overrides
+from ..scripts import check_engine
+from ..store.models import Plan as PlanRow
+from ..store.models import PlanGroup
+from ..store.profiles import (
+    find_profile,
+    other_engines,
+    profiled_links,
+    profiled_script_hashes,
+)
+from ..store.session import open_store
+from ..turns.policies import DEFAULT_POLICY, POLICIES
+from . import (
+    ALGORITHMS,
+    JobProfile,
+    Plan,
+    PlannedScript,
+    load_trace_csv,
+    local_hosts,
+    make_plan,
+    plan_to_dict,
+)
+from .from_profiles import job_profile
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
@@ -224,3 +241,16 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         plan_id = store_plan(session, plan, str(path))
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
+
+
+def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
+    """A plan as rows (plans, plan_groups; the plan file's content kept whole); returns the plan's id."""
+    row = PlanRow(algo=plan.algo, body=plan_to_dict(plan), path=path,
+               predicted_aggregate_gain=plan.predicted_aggregate_gain)
+    session.add(row)
+    session.flush()
+    for index, group in enumerate(plan.groups):
+        session.add(PlanGroup(plan_id=row.id, index=index, jobs=[job.name for job in group.jobs],
+                              devices=list(group.devices), wave=group.wave,
+                              predicted_period_ms=group.predicted_period_ms, predicted_gain=group.predicted_gain))
+    return row.id

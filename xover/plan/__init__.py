@@ -13,7 +13,14 @@ can be tested exhaustively and run on traces measured on other clusters.
 * ``trace``     - job profiles from a CSV trace.
 """
 
-from .grouping import ALGORITHMS, GroupingRules, group_period_ms, plan_objective, time_saved_ms
+from .grouping import (
+    ALGORITHMS,
+    GroupingRules,
+    group_period_ms,
+    plan_objective,
+    time_saved_ms,
+)
+from .make import GroupPlan, Plan, PlanInputError, PlannedScript, local_hosts, make_plan
 from .model import (
     InvalidJobProfile,
     JobProfile,
@@ -23,6 +30,7 @@ from .model import (
     round_robin_gain,
     round_robin_period,
 )
+from .planfile import PLAN_FORMAT, PlanFormatError, plan_from_dict, plan_to_dict
 from .predict import (
     SHARINGS,
     GroupPrediction,
@@ -33,8 +41,6 @@ from .predict import (
     sequential_duration_ms,
 )
 from .simulate import SimJob, simulate
-from .plan import GroupPlan, Plan, PlanInputError, PlannedScript, local_hosts, make_plan
-from .planfile import PLAN_FORMAT, PlanFormatError, plan_from_dict, plan_to_dict
 from .trace import TraceError, load_trace_csv
 
 __all__ = [

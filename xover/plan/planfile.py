@@ -63,14 +63,14 @@ import math
 import re
 from typing import Any, NoReturn
 
-from ..errors import XoverError
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
+from ..errors import XoverError
 from ..turns.policies import DEFAULT_POLICY, POLICIES
-from .predict import SHARINGS
+from .make import GroupPlan, Plan, PlannedScript
 from .model import InvalidJobProfile, JobProfile, job_name_problem
-from .plan import GroupPlan, Plan, PlannedScript
+from .predict import SHARINGS
 
-_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (launch/hosts.py)
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (hosts.py)
 
 PLAN_FORMAT = "xover-plan/1"
 

@@ -33,24 +33,24 @@ from typing import Any
 
 from sqlalchemy import select
 
-from .devices import gpu_ids, hardware_fingerprint, local_device_count
-from .errors import XoverError
-from .job_profiles import job_profile
-from .launch.hosts import parse_hosts
-from .emulation.network import requested_rate
-from .planner.model import link_busy_ms, measured_interference
-from .rates import parse_rate
-from .recipes import Recipe, RecipeError, load_recipe, with_overrides
-from .run.experiment import experiment, lease_devices, link_of
-from .run.jobs import check_devices, job_for, traits_of
-from .run.mps import control_program
-from .run.schedule import Scheduler, Unit
-from .run.sinks import default_sinks
-from .store.models import IterationMetric, Profile, Run
-from .store.profiles import find_profile
-from .store.queries import snapshot_recipe
-from .store.session import Store, open_store
-from .turns.policies import DEFAULT_POLICY
+from ..devices import gpu_ids, hardware_fingerprint, local_device_count
+from ..emulation.network import requested_rate
+from ..errors import XoverError
+from ..hosts import parse_hosts
+from ..plan.from_profiles import job_profile
+from ..plan.model import link_busy_ms, measured_interference
+from ..rates import parse_rate
+from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
+from ..run.experiment import Experiment, experiment, lease_devices, link_of
+from ..run.jobs import check_devices, job_for, traits_of
+from ..run.mps import control_program
+from ..run.schedule import Scheduler, Unit
+from ..run.sinks import default_sinks
+from ..store.models import IterationMetric, Profile, Run
+from ..store.profiles import find_profile
+from ..store.queries import snapshot_recipe
+from ..store.session import Store, open_store
+from ..turns.policies import DEFAULT_POLICY
 
 
 class MachineLoad:
@@ -295,13 +295,13 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
                and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))]
     measured: set[int] = set()
     if alone or corun or stretch:
-        with experiment(store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link) as run:
-            lease_devices(run, jobs, options.wait)
+        with experiment(store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link) as current:
+            lease_devices(current, jobs, options.wait)
 
             def measure_alone(recipe, job) -> Profile:
                 unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
                 with MachineLoad() as load:
-                    Scheduler(run.context).run([unit], exclusive=True)
+                    Scheduler(current.context).run([unit], exclusive=True)
                 return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, job.engine, load)
 
             for i in alone:
@@ -318,17 +318,17 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
                                            (None if force else stored(partner, partner_job))
                                            or measure_alone(partner, partner_job))
                 partner, partner_profile = partners[recipe.np]
-                profiles[i] = _measure_corun(run, store, recipe, job, profiles[i], partner, partner_profile,
+                profiles[i] = _measure_corun(current, store, recipe, job, profiles[i], partner, partner_profile,
                                              iterations, warmup, engine)
                 measured.add(i)
             for i in stretch:
-                profiles[i] = _measure_stretch(run, store, recipes[i], jobs[i], profiles[i], iterations, warmup,
+                profiles[i] = _measure_stretch(current, store, recipes[i], jobs[i], profiles[i], iterations, warmup,
                                                engine, with_mps)
                 measured.add(i)
     return [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
 
 
-def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
+def _measure_corun(current: Experiment, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
                    iterations: int, warmup: int, engine: str) -> Profile:
     """Run `recipe` under crossover next to `partner` and store its interference on `profile`."""
     partner_iterations = corun_partner_iterations(iterations, profile.iteration_ms,
@@ -341,7 +341,7 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         spec.traits = traits_of(measured.data_ms + measured.compute_ms, measured.comm_ms, spec.recipe.max_slowdown)
     # the partner is stopped when the job ends: its iterations after that would count for nothing
     unit = Unit(pair, "crossover", policy=DEFAULT_POLICY, ends_with=0)
-    Scheduler(run.context).run([unit], exclusive=True)
+    Scheduler(current.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get(Run, run_id) for run_id in unit.run_ids]
         failed = [r for r in runs if r.status not in ("finished", "stopped")]  # only the partner can be stopped
@@ -368,13 +368,13 @@ def _measure_corun(run, store: Store, recipe, job, profile: Profile, partner, pa
         return row
 
 
-def _measure_stretch(run, store: Store, recipe, job, profile: Profile, iterations: int, warmup: int, engine: str,
+def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Profile, iterations: int, warmup: int, engine: str,
                      with_mps: bool) -> Profile:
     """Run `recipe` without turns next to a one-rank copy of itself on its first device: a partner
     with no all-reduce, so it computes the whole time. The job's device time there over alone is its
     co-run stretch (time-sliced; then again under a CUDA MPS daemon of the run's own where MPS exists).
     The reporting rank computes on that first device, and the job's ranks run in step."""
-    from .run.mps import MpsDaemon
+    from ..run.mps import MpsDaemon
 
     found: dict[str, float | None] = {}
     for way in ("corun_stretch", "mps_stretch") if with_mps else ("corun_stretch",):
@@ -384,8 +384,8 @@ def _measure_stretch(run, store: Store, recipe, job, profile: Profile, iteration
                 job_for(with_overrides(recipe, iterations=partner_iterations, np=1), job.hosts,
                         name=f"{recipe.name}#computing", engine=engine)]
         unit = Unit(pair, "concurrent", ends_with=0)  # the partner is stopped when the job ends
-        with MpsDaemon(run.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
-            Scheduler(run.context).run([unit], exclusive=True)
+        with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
+            Scheduler(current.context).run([unit], exclusive=True)
         with store.session() as session:
             runs = [session.get(Run, run_id) for run_id in unit.run_ids]
             failed = [r for r in runs if r.status not in ("finished", "stopped")]

@@ -41,7 +41,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..turns.policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, critical_rank, make_policy
+from ..turns.policies import (
+    DEFAULT_POLICY,
+    DeviceTurns,
+    SlotTraits,
+    TurnPolicy,
+    critical_rank,
+    make_policy,
+)
 from .calibration import SHIPPED, Calibration
 
 EPSILON = 1e-9

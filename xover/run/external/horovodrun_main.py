@@ -1,4 +1,4 @@
-"""horovodrun, started as `python -m xover.launch.horovodrun ARGS`: Horovod's own entry point (what the
+"""horovodrun, started as `python -m xover.run.external.horovodrun_main ARGS`: Horovod's own entry point (what the
 `horovodrun` script runs), with its check that Horovod was built with Gloo answered once per installation.
 
 horovodrun checks the build before every launch by forking a child that imports `horovod.torch`, so

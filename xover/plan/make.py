@@ -11,7 +11,12 @@ from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .grouping import ALGORITHMS, GroupingRules
 from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
-from .predict import GroupPrediction, best_sharing, predict_sharings, sequential_duration_ms
+from .predict import (
+    GroupPrediction,
+    best_sharing,
+    predict_sharings,
+    sequential_duration_ms,
+)
 
 
 class PlanInputError(XoverError):

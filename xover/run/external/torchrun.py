@@ -37,10 +37,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TimedOut, XoverError
-from ..settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
+from ...errors import TimedOut, XoverError
+from ...hosts import is_local, parse_hosts, ssh_command
+from ...settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
-from .hosts import is_local, parse_hosts, ssh_command
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, TypeVar
 
-from ..errors import XoverError
+from ...errors import XoverError
 
 T = TypeVar("T")
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "sinfo", "salloc", "srun", "sacct")

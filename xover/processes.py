@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from ..config import XOVER_ROOT
-from ..settings import EXPERIMENT_VARIABLE
+from .config import XOVER_ROOT
 from .hosts import ssh_command
+from .settings import EXPERIMENT_VARIABLE
 
 
 def tagged_processes(value: str, variable: str = EXPERIMENT_VARIABLE) -> list[int]:
