@@ -62,6 +62,7 @@ WAIT_VARIABLE = "XOVER_WAIT"
 TURN_LEASE_VARIABLE = "XOVER_TURN_LEASE"
 TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
 TURN_HEARTBEAT_VARIABLE = "XOVER_TURN_HEARTBEAT"
+METRIC_SINKS_VARIABLE = "XOVER_METRIC_SINKS"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
@@ -94,6 +95,8 @@ class Settings:
     deterministic: bool = _variable(DETERMINISTIC_VARIABLE, default=False)  # deterministic kernels only
     threads_per_rank: int = _variable(THREADS_PER_RANK_VARIABLE, default=1)  # torch's threads in a CPU rank
     pin_cores: bool = _variable(PIN_CORES_VARIABLE, default=True)  # a CPU rank pinned to its core
+    # the metric sinks a run adds to the store and the progress display, by name (run/sinks.py's SINKS)
+    metric_sinks: tuple[str, ...] = _variable(METRIC_SINKS_VARIABLE, default=())
     # -- experiment switches (docs/reference.md: the measurement behind each) -----------------------
     link_bands: bool = _variable(LINK_BANDS_VARIABLE, default=True)  # crossover orders the link by the policy's bands
     comm_threads: str = _variable(COMM_THREADS_VARIABLE, default="batch")  # batch | normal | always
@@ -120,6 +123,7 @@ class Settings:
             deterministic=env.get(DETERMINISTIC_VARIABLE) == "1",
             threads_per_rank=_threads_per_rank(env.get(THREADS_PER_RANK_VARIABLE, "").strip()),
             pin_cores=_flag(PIN_CORES_VARIABLE, env.get(PIN_CORES_VARIABLE), default=True),
+            metric_sinks=_names(METRIC_SINKS_VARIABLE, env.get(METRIC_SINKS_VARIABLE)),
             link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
             comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
@@ -185,6 +189,15 @@ def _flag(variable: str, text: str | None, default: bool) -> bool:
     if value not in ("0", "1"):
         raise XoverError(f"{variable}={text!r}: expected 1 (on) or 0 (off)")
     return value == "1"
+
+
+def _names(variable: str, text: str | None) -> tuple[str, ...]:
+    """'a,b': names, each of letters, digits, '-' and '_' (whether each exists is the registry's to say)."""
+    names = tuple(name.strip() for name in (text or "").split(",") if name.strip())
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            raise XoverError(f"{variable}={text!r}: {name!r} is not a name (letters, digits, '-', '_')")
+    return names
 
 
 def _link_bands(given: str) -> bool:

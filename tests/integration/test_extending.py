@@ -70,3 +70,25 @@ def test_a_launcher_added_as_the_page_shows_is_offered_and_used(tmp_path):
     assert used.returncode == 0, used.stderr
     [line] = written.read_text().splitlines()
     assert line.startswith("crossover mlp-synthetic: ") and "horovodrun" in line and "-np 2" in line
+
+
+def test_a_turn_policy_added_as_the_page_shows_predicts_and_decides_turns():
+    from xover.plan import JobProfile, make_plan
+    from xover.turns.policies import POLICIES, DeviceTurns, make_policy
+
+    saved = dict(POLICIES)
+    try:
+        exec(example("Adding a turn policy"), {})
+        policy = make_policy("lowest-slot-first")
+        turns = DeviceTurns(order=[0, 1])
+        turns.request(1, 0.0, new_iteration=True)
+        turns.request(0, 0.1, new_iteration=True)
+        assert policy.choose(turns, 0.2) == (0, False)  # slot 0 first, though slot 1 asked first
+        jobs = [JobProfile("compute", devices=1, compute_ms=80.0, comm_ms=20.0, memory_gb=0.1),
+                JobProfile("comm", devices=1, compute_ms=20.0, comm_ms=80.0, memory_gb=0.1)]
+        plan = make_plan(jobs, [("localhost", 1)], policy="lowest-slot-first", min_gain_margin=0.0)
+        assert plan.policy == "lowest-slot-first" and plan.groups
+        assert plan.groups[0].predicted_by_sharing.get("crossover", 0.0) > 1.0  # the simulation ran it
+    finally:
+        POLICIES.clear()
+        POLICIES.update(saved)

@@ -12,7 +12,9 @@
 * ``reaper``     - stops a run's processes when xover itself is killed;
 * ``launchers``  - who starts a run's units: local (horovodrun/torchrun, here or over ssh) or Slurm;
                    a new launcher is a class there and a line in its registry;
-* ``slurm``      - a plan's groups as Slurm jobs, and one group inside its job;
+* ``on_slurm``   - a plan's groups as Slurm jobs, and one group inside its job;
+* ``sinks``      - where a run's metric records go (the store, the progress display, ...);
+* ``external``   - the outside launchers' command lines: horovodrun, torchrun, Slurm's tools;
 * ``mps``        - a CUDA MPS daemon of the run's own;
 * ``commands``   - the library functions `xover train` and `xover run` call.
 The turn service is launcher-side too, in ``xover.turns``; what runs inside the workers is ``xover.runtime``.

@@ -105,7 +105,8 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sin
     """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
     progress display, ...) while it runs, its final status whatever happens, and a reaper that stops
     its processes if xover itself is killed."""
-    live_sinks = sinks_named(sinks)  # refused before anything is recorded
+    # the sinks asked for, and those of the settings (XOVER_METRIC_SINKS); refused before anything is recorded
+    live_sinks = sinks_named([*sinks, *(name for name in settings().metric_sinks if name not in sinks)])
     lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
     reconcile_lost(store)
     experiment_id = new_experiment_id()

@@ -5,7 +5,9 @@ which hands each batch to the experiment's sinks in order: the store first (the 
 transaction per batch), then whatever else watches the run - the live progress display, and the place
 where a live exporter or a tracking store plugs in. A sink is one class with the methods below
 (torch-elastic's MetricHandler is the model), registered by name in SINKS; which sinks a run has is
-configuration (`sinks_named`), not a flag per sink in the scheduler. docs/extending.md shows a new one.
+configuration (`sinks_named`: a command's own choice, e.g. the progress display unless its output is
+JSON, and the names in XOVER_METRIC_SINKS), not a flag per sink in the scheduler. docs/extending.md
+shows a new one.
 """
 
 from __future__ import annotations
@@ -115,8 +117,13 @@ def deliver(sinks: Sequence[MetricSink], call: Callable[[MetricSink], None]) -> 
     return kept
 
 
-# name -> how to make it; a new sink is a class above (or anywhere) and a line here
+# name -> how to make it; a new sink is a class (above, or anywhere) and a line here or `register_sink`
 SINKS: dict[str, Callable[[], MetricSink]] = {"progress": ProgressSink}
+
+
+def register_sink(sink: type[MetricSink]) -> None:
+    """Offer a sink by its name: a run adds it when asked (`XOVER_METRIC_SINKS`, or a command's option)."""
+    SINKS[sink.name] = sink
 
 
 def sinks_named(names: Sequence[str]) -> list[MetricSink]:
