@@ -12,10 +12,11 @@ import json
 import math
 import re
 import sys
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError

@@ -67,7 +67,7 @@ class ShapedNetwork:
         self.env = env  # the run's tag, so that a holder left behind is found with the run's processes
         self.holder: subprocess.Popen | None = None
 
-    def __enter__(self) -> "ShapedNetwork":
+    def __enter__(self) -> ShapedNetwork:
         missing = missing_tools()
         if missing:
             raise XoverError(f"--bandwidth {self.rate}: {', '.join(missing)} not found (util-linux, iproute2, "
@@ -106,7 +106,7 @@ class HostNetwork:
 
     rate = None
 
-    def __enter__(self) -> "HostNetwork":
+    def __enter__(self) -> HostNetwork:
         return self
 
     def wrap(self, command: list[str]) -> list[str]:

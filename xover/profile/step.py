@@ -106,7 +106,7 @@ class MachineLoad:
                 self.samples.append((time.time(), busy, own.ru_utime + own.ru_stime))
             self._stop.wait(self.every_s)
 
-    def __enter__(self) -> "MachineLoad":
+    def __enter__(self) -> MachineLoad:
         self._thread.start()
         self._gpu_thread.start()
         return self

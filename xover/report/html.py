@@ -4,9 +4,10 @@ so the file can be mailed or archived and still opens in any browser."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .. import __version__
 from ..analysis import group_warnings

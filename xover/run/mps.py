@@ -57,7 +57,7 @@ class MpsDaemon:
         self.program: str | None = None
         self.saved: dict[str, str | None] = {}
 
-    def __enter__(self) -> "MpsDaemon":
+    def __enter__(self) -> MpsDaemon:
         self.program = check_mps()
         for folder in (self.pipes, self.logs):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)

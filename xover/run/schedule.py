@@ -19,9 +19,10 @@ import os
 import queue
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import XOVER_ROOT
 from ..console import errors
@@ -69,7 +70,7 @@ class Unit:
     mode: str
     group: int | None = None
     policy: str | None = None  # crossover: the turn policy
-    on_done: Callable[["Unit"], None] | None = None  # e.g. learn a job's traits from its run alone
+    on_done: Callable[[Unit], None] | None = None  # e.g. learn a job's traits from its run alone
     # The slot whose end ends the unit; the others only share its devices (a profile's reference
     # partner) and are then stopped, their runs recorded as `stopped`. None: every job runs to its end.
     ends_with: int | None = None

@@ -23,8 +23,9 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..settings import METRIC_TOKEN_VARIABLE
 

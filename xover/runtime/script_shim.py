@@ -37,7 +37,7 @@ import functools
 import os
 import runpy
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from ..engines import ENGINES
 from .script_turns import ScriptCoordinator, Unfollowable

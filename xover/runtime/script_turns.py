@@ -8,7 +8,7 @@ import contextlib
 import os
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

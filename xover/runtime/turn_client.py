@@ -23,7 +23,7 @@ import socket
 import stat
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..settings import (
     DEVICES_VARIABLE,
@@ -154,7 +154,7 @@ class CrossoverToken:
         if self._sock is not None:
             try:
                 self._sock.sendall(message)
-            except socket.timeout:
+            except TimeoutError:
                 self._lost(f"took no message for {self.silence_s:.0f} s (hung or stopped)")
             except OSError:
                 self._lost()
@@ -176,7 +176,7 @@ class CrossoverToken:
                 reply = self._sock.recv(1)
                 while reply == HEARTBEAT:  # still waiting, and the server is alive
                     reply = self._sock.recv(1)
-            except socket.timeout:
+            except TimeoutError:
                 reply, why = b"", f"said nothing for {self.silence_s:.0f} s (hung or stopped)"
             except OSError:
                 reply = b""

@@ -65,7 +65,7 @@ class Experiment(Base):
     owner_host: Mapped[Optional[str]] = mapped_column(String(255))
     owner_pid: Mapped[Optional[int]]
     owner_started: Mapped[Optional[float]]  # the owner's process start time (pids are reused)
-    runs: Mapped[list["Run"]] = relationship(back_populates="experiment", order_by="Run.id")
+    runs: Mapped[list[Run]] = relationship(back_populates="experiment", order_by="Run.id")
 
 
 class Run(Base):
@@ -189,7 +189,7 @@ class Plan(Base):
     predicted_aggregate_gain: Mapped[float]
     path: Mapped[Optional[str]] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    groups: Mapped[list["PlanGroup"]] = relationship(back_populates="plan", order_by="PlanGroup.index")
+    groups: Mapped[list[PlanGroup]] = relationship(back_populates="plan", order_by="PlanGroup.index")
 
 
 class PlanGroup(Base):

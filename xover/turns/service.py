@@ -24,8 +24,8 @@ import sys
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..config import XOVER_ROOT
 from ..errors import TimedOut, XoverError

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # Data shapes a model accepts; a recipe pairing a model with a dataset of another kind is rejected.
 IMAGE, TOKENS = "image", "tokens"

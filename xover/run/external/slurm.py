@@ -24,9 +24,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 from ...errors import XoverError
 
@@ -54,8 +55,8 @@ class SlurmError(XoverError):
         self.transient = transient
 
 
-def retrying(action: Callable[[], "T"], limit_s: float | None = None,
-             on_retry: Callable[[SlurmError], None] | None = None) -> "T":
+def retrying(action: Callable[[], T], limit_s: float | None = None,
+             on_retry: Callable[[SlurmError], None] | None = None) -> T:
     """`action()`, asked again after a transient SlurmError (pauses of 1, 2, 4 ... 30 s) for at most
     `limit_s` (TRANSIENT_RETRY_S); any other error, or one that lasts longer, is raised."""
     limit_s = TRANSIENT_RETRY_S if limit_s is None else limit_s
