@@ -3,7 +3,7 @@ PYTHON ?= python3
 BIN := .venv/bin
 STAMP := .venv/.xover-setup
 
-.PHONY: setup demo test bench chaos clean gpu-bundle gpu-check
+.PHONY: setup demo check test bench chaos clean gpu-bundle gpu-check
 
 setup: $(STAMP)
 
@@ -13,6 +13,14 @@ $(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh scripts/set
 
 demo: setup
 	bash scripts/demo.sh
+
+# The inner loop (under two minutes): lint, format, types, the unit tests. Run it before every commit;
+# `make test` (the whole suite, real launchers) before a merge.
+check: setup
+	$(BIN)/ruff check xover
+	$(BIN)/ruff format --check xover
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -n 2 tests/unit
 
 # Two workers, a module's tests on one: the end-to-end tests wait on process starts and rendezvous as
 # much as they compute (docs/measurements.md, *make test's time*); what the whole machine has once
