@@ -2,7 +2,7 @@
 
     local   this process runs the units itself: each job's engine starts its ranks (horovodrun or
             torchrun, xover/engines.py), on this machine or on -H hosts over ssh (schedule.py)
-    slurm   each group of a plan is one Slurm job, submitted, followed and recorded (slurm.py)
+    slurm   each group of a plan is one Slurm job, submitted, followed and recorded (on_slurm.py)
 
 A `Launcher` declares the options of `xover run` that only it takes (`options`: the command line
 offers each, and refuses it under another launcher), checks what it is asked (`check`: inputs it
