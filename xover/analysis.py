@@ -68,10 +68,15 @@ def span(rows: Sequence[Row]) -> tuple[float, float] | None:
     return rows[0]["wall_time"] - rows[0]["iteration_s"], rows[-1]["wall_time"]
 
 
+def rows_of(iterations: Mapping[int, list[Row]], job: RunResult) -> list[Row]:
+    """A job's iteration rows (none for a job read back without its run id)."""
+    return iterations.get(job.run_id, []) if job.run_id is not None else []
+
+
 def overlap_window(runs: Sequence[Sequence[Row]]) -> tuple[float, float] | None:
     """The time every run was past its warm-up and not yet done, or None if they never overlapped."""
-    spans = [span(rows) for rows in runs]
-    if not spans or any(s is None for s in spans):
+    spans = [s for s in map(span, runs) if s is not None]
+    if not spans or len(spans) < len(runs):
         return None
     start, end = max(s[0] for s in spans), min(s[1] for s in spans)
     return (start, end) if end > start else None
@@ -133,7 +138,7 @@ def variant(job: RunResult) -> str:
     recorded before policies existed took strict round-robin turns."""
     if job.mode == "crossover":
         return f"crossover:{job.policy or 'round-robin'}"
-    return job.mode
+    return job.mode or "?"
 
 
 # ------------------------------------------------------------------------------------ groups
@@ -150,13 +155,13 @@ def compare(jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default
     for position, job in enumerate(jobs):
         if job.is_shared and job.group is not None:
             group_names = names.setdefault(job.group, [])
-            if job.name not in group_names:
+            if job.name is not None and job.name not in group_names:
                 group_names.append(job.name)
             by_variant.setdefault((job.group, variant(job)), []).append(position)
     compared = list(jobs)
     entries: dict[int, dict[str, PolicyResult]] = {index: {} for index in names}  # concurrent, crossover:<policy>
     for (index, kind), positions in by_variant.items():
-        runs = [iterations.get(jobs[p].run_id, []) for p in positions]
+        runs = [rows_of(iterations, jobs[p]) for p in positions]
         window = overlap_window(runs) if len(positions) > 1 else None
         if window is not None and any(_inside(rows, window) < MIN_WINDOW_ITERATIONS for rows in runs):
             window = None  # too short to say anything: whole runs, and the overlap warning says so
@@ -209,7 +214,7 @@ def _inside(rows: Sequence[Row], window: tuple[float, float]) -> int:
 
 def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) -> float | None:
     """The share of the mode's time (first start to last end) that every job ran together."""
-    spans = [span(rows) for rows in runs if rows]
+    spans = [s for s in map(span, runs) if s is not None]  # a run with rows has a span
     if not spans:
         return None
     if window is None:
@@ -272,10 +277,10 @@ def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> 
     parity = []
     for job in jobs:
         reference = alone.get((job.group, job.name))
-        if not job.is_shared or reference is None:
+        if not job.is_shared or reference is None or job.name is None or job.mode is None:
             continue
-        alone_losses = {row["step"]: row["loss"] for row in iterations.get(reference.run_id, [])}
-        shared_losses = {row["step"]: row["loss"] for row in iterations.get(job.run_id, [])}
+        alone_losses = {row["step"]: row["loss"] for row in rows_of(iterations, reference)}
+        shared_losses = {row["step"]: row["loss"] for row in rows_of(iterations, job)}
         # unmodified scripts report no loss (they print their own): nothing to compare for them
         steps = sorted(s for s in alone_losses.keys() & shared_losses.keys()
                        if alone_losses[s] is not None and shared_losses[s] is not None)
@@ -295,7 +300,7 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
     pass a job summary as a dict."""
     if not isinstance(job, RunResult):
         job = RunResult.from_summary(job)
-    if job.compute_ms is None or job.communication_ms is None:
+    if job.compute_ms is None or job.communication_ms is None or job.name is None or job.np is None:
         return None
     link_ms = job.communication_ms
     if link and link != "host" and job.gradient_bytes:
@@ -322,8 +327,8 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
 
 def group_model(alone_jobs: Sequence[RunResult], link: str | None, policies: Sequence[str]) -> GroupModel:
     """The fluid bound and each policy's simulated gain for a group, from its jobs measured alone."""
-    profiles = [profile_of_run(job, link) for job in alone_jobs]
-    if not profiles or any(p is None for p in profiles):
+    profiles = [p for p in (profile_of_run(job, link) for job in alone_jobs) if p is not None]
+    if not profiles or len(profiles) < len(alone_jobs):
         return GroupModel()
     return model_of_profiles(profiles, policies)
 

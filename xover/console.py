@@ -14,6 +14,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -64,7 +65,7 @@ class ProgressBars:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[status]}"),
                                  TimeElapsedColumn(), console=errors, transient=False)
-        self.tasks: dict[int, int] = {}
+        self.tasks: dict[int, TaskID] = {}
 
     def start(self) -> None:
         self.progress.start()
@@ -72,7 +73,7 @@ class ProgressBars:
     def stop(self) -> None:
         self.progress.stop()
 
-    def _task(self, run_id: int, label: str = "", total: int | None = None) -> int:
+    def _task(self, run_id: int, label: str = "", total: int | None = None) -> TaskID:
         if run_id not in self.tasks:
             self.tasks[run_id] = self.progress.add_task(label or str(run_id), total=total, loss="-", status="")
         return self.tasks[run_id]

@@ -22,6 +22,7 @@ a class and `register(...)` (docs/extending.md).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,7 @@ class Engine:
         """Whether a dotted name a script uses (aliases resolved) makes it this engine's."""
         return any(_under(name, prefix) for prefix in self.modules) or self.framework_of(name) is not None
 
-    def check_script(self, script: str | Path) -> None:
+    def check_script(self, script: str | os.PathLike) -> None:
         """Refuse (scripts.ScriptRefused, naming the script) what can be told before the script runs."""
 
     # -- before its jobs start ------------------------------------------------------------------

@@ -57,6 +57,8 @@ class _Target:
     pid after it ended: by a pidfd where the kernel has them (Linux >= 5.3), else by its start time,
     checked before every signal."""
 
+    started: str | None  # None once its pid is known to be reused
+
     def __init__(self, pid: int, started: str) -> None:
         self.pid, self.started, self.fd = pid, started, None
         try:

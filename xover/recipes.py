@@ -125,7 +125,9 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "channels_last": ((bool,), False),
 }
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a table", bool: "true or false"}
+_TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", dict: "a table",
+                                 bool: "true or false"}
+_COLLECTION_NAMES: dict[type, str] = {list: "a list of strings", dict: "a table"}  # a job file's args and env
 
 
 def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], bool]], fail) -> None:
@@ -139,9 +141,9 @@ def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...],
         value = data[key]
         # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            kind = {list: "a list of strings", dict: "a table"}.get(types[-1], _TYPE_NAMES.get(types[-1]))
+            kind = _COLLECTION_NAMES.get(types[-1], _TYPE_NAMES.get(types[-1]))
             raise fail(key, f"must be {kind}, got {value!r}")
-        if float in types and not _finite(value):
+        if float in types and isinstance(value, (int, float)) and not _finite(value):
             raise fail(key, f"must be a finite number, got {value!r}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 

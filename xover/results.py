@@ -20,7 +20,7 @@ SHARED_MODES = ("concurrent", "crossover")
 MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
 
 
-def mode_rank(mode: str) -> int:
+def mode_rank(mode: str | None) -> int:
     """A mode's place in MODE_ORDER (unknown modes last)."""
     return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
 

@@ -202,7 +202,8 @@ def _scan(path: Path, seen: set[Path], found: ScriptNames, error: type[XoverErro
     except OSError as problem:
         raise error(f"--script {shown}: cannot read it: {problem.strerror}") from None
     except (SyntaxError, ValueError) as problem:
-        where = f" line {problem.lineno}:" if getattr(problem, "lineno", None) else ""
+        lineno = getattr(problem, "lineno", None)  # a SyntaxError's; a ValueError (a NUL byte) has none
+        where = f" line {lineno}:" if lineno else ""
         raise error(f"--script {shown}:{where} not valid Python: {getattr(problem, 'msg', problem)}") from None
     dotted, modules = names_in(tree)
     found.dotted += dotted

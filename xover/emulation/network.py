@@ -78,6 +78,7 @@ class ShapedNetwork:
         self.holder = subprocess.Popen(["unshare", "-rn", "sh", "-c", script], stdin=subprocess.PIPE,
                                        env={**os.environ, **(self.env or {})},
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.holder.stdout is not None and self.holder.stderr is not None  # piped
         line = self.holder.stdout.readline().strip()
         if line != "ready":
             error = self.holder.stderr.read().strip()
@@ -88,11 +89,13 @@ class ShapedNetwork:
 
     def wrap(self, command: list[str]) -> list[str]:
         """The command run inside the namespace (same user, its network shaped)."""
+        assert self.holder is not None, "wrap() is for inside the `with` block"
         return ["nsenter", "--target", str(self.holder.pid), "--user", "--net", "--preserve-credentials",
                 "--", *command]
 
     def __exit__(self, *exc) -> None:
         if self.holder and self.holder.poll() is None:
+            assert self.holder.stdin is not None  # piped
             self.holder.stdin.close()  # `cat` sees EOF and the namespace goes with it
             try:
                 self.holder.wait(timeout=5)

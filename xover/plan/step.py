@@ -94,15 +94,19 @@ def profiles_of_recipes(db: str | None, recipes: list[Recipe], bandwidth: str | 
 
 def engine_of(recipe: Recipe, engine: str) -> str:
     """The engine a recipe runs under: a script's own, a built-in model's the one asked for."""
-    return recipe.engine if recipe.script else engine
+    return recipe.engine if recipe.script and recipe.engine else engine  # a script always has its engine
 
 
 def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
     """What a plan carries to run each script job as it was profiled: path, arguments, engine, content."""
-    return {recipe.name: PlannedScript(path=recipe.script, args=list(recipe.args), engine=recipe.engine,
-                                       sha256=recipe.script_sha256 or "", iterations=recipe.iterations,
-                                       env=dict(recipe.env))
-            for recipe in recipes if recipe.script}
+    entries = {}
+    for recipe in recipes:
+        if recipe.script:
+            assert recipe.engine is not None  # script_recipe gives every script its engine
+            entries[recipe.name] = PlannedScript(path=recipe.script, args=list(recipe.args), engine=recipe.engine,
+                                                 sha256=recipe.script_sha256 or "", iterations=recipe.iterations,
+                                                 env=dict(recipe.env))
+    return entries
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,7 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
     if bandwidth and bandwidth != "host":
         bandwidth = canonical_rate(bandwidth)
     device_kind = None
+    recipes: dict[str, str]  # job name -> recipe path
     if trace_csv:
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
     else:

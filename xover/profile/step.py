@@ -286,13 +286,14 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
     def stored(recipe, job) -> Profile | None:
         return find_profile(store, recipe.hash, recipe.np, link, hardware, job.engine, len(job.devices))
 
-    profiles: dict[int, Profile | None] = {i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
-    alone = [i for i, found in profiles.items() if found is None]
-    corun = [i for i, found in profiles.items() if partner_recipe and (found is None or found.interference is None)]
+    reusable: dict[int, Profile | None] = {i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
+    alone = [i for i, found in reusable.items() if found is None]
+    corun = [i for i, found in reusable.items() if partner_recipe and (found is None or found.interference is None)]
     on_gpu = local_device_count()[0] == "gpu"
     with_mps = on_gpu and control_program() is not None
-    stretch = [i for i, found in profiles.items() if (on_gpu if options.stretch is None else options.stretch)
+    stretch = [i for i, found in reusable.items() if (on_gpu if options.stretch is None else options.stretch)
                and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))]
+    profiles = {i: found for i, found in reusable.items() if found is not None}  # `alone` fills in the rest
     measured: set[int] = set()
     if alone or corun or stretch:
         with experiment(store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link) as current:
@@ -311,6 +312,7 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
             for i in corun:
                 recipe, job = recipes[i], jobs[i]
                 if recipe.np not in partners:
+                    assert partner_recipe is not None  # `corun` is empty without one
                     partner = with_overrides(partner_recipe, np=recipe.np)
                     partner_job = job_for(partner, job.hosts, engine=engine)
                     just_measured = [profiles[k] for k in measured if recipes[k].hash == partner.hash]
@@ -343,7 +345,7 @@ def _measure_corun(current: Experiment, store: Store, recipe, job, profile: Prof
     unit = Unit(pair, "crossover", policy=DEFAULT_POLICY, ends_with=0)
     Scheduler(current.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
-        runs = [session.get(Run, run_id) for run_id in unit.run_ids]
+        runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
         failed = [r for r in runs if r.status not in ("finished", "stopped")]  # only the partner can be stopped
         if failed:
             refused = shim_refusal(failed[0].error)
@@ -356,7 +358,7 @@ def _measure_corun(current: Experiment, store: Store, recipe, job, profile: Prof
             list(session.scalars(select(IterationMetric).where(IterationMetric.run_id == r.id)
                                  .order_by(IterationMetric.step))) for r in runs)
         device_ms = corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped")
-        row = session.get(Profile, profile.id)
+        row = session.get_one(Profile, profile.id)
         reference = job_profile(partner, partner_profile)
         row.corun_partner = partner.name
         row.corun_device_ms = device_ms
@@ -387,7 +389,7 @@ def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Pr
         with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
             Scheduler(current.context).run([unit], exclusive=True)
         with store.session() as session:
-            runs = [session.get(Run, run_id) for run_id in unit.run_ids]
+            runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
             failed = [r for r in runs if r.status not in ("finished", "stopped")]
             if failed:
                 raise XoverError(f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
@@ -399,7 +401,7 @@ def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Pr
         alone_ms = profile.data_ms + profile.compute_ms
         found[way] = device_ms / alone_ms if device_ms is not None and alone_ms > 0 else None
     with store.session() as session, session.begin():
-        row = session.get(Profile, profile.id)
+        row = session.get_one(Profile, profile.id)
         for way, value in found.items():
             setattr(row, way, value)
         session.flush()
@@ -422,7 +424,7 @@ def shim_refusal(error: str | None) -> str | None:
 def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int,
                    engine: str, load: MachineLoad | None = None) -> Profile:
     with store.session() as session, session.begin():
-        run = session.get(Run, run_id)
+        run = session.get_one(Run, run_id)
         if run.status != "finished":
             refused = shim_refusal(run.error)
             if refused:  # what the shim cannot follow: its one line

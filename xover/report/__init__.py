@@ -126,8 +126,8 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
     pictures = {"predicted_vs_measured": str(picture)} if made else {}
     if fmt == "table":
         tables.print_summary_table(briefs)
-        for name, path in pictures.items():
-            console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
+        for name, where in pictures.items():
+            console.print(f"{name}: {where}", highlight=False, soft_wrap=True, markup=False)
     else:
         _write_text(Path(out) if out else results_root() / "report.html", "report.html", summary_html(briefs, pictures))
 

@@ -21,6 +21,7 @@ from ..analysis import (
     experiment_jobs,
     group_model,
     loss_parity,
+    rows_of,
 )
 from ..errors import XoverError
 from ..redact import mask_credentials
@@ -156,7 +157,8 @@ def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[i
         model = group_model(alone, experiment.bandwidth, sorted(comparison.policies)) \
             if len(alone) == len(comparison.jobs) else GroupModel()
         in_plan = planned_groups[comparison.group] if 0 <= comparison.group < len(planned_groups) else {}
-        groups.append(GroupReport.of(comparison, {name: ratio for name, ratio in drift.items() if ratio is not None},
+        groups.append(GroupReport.of(comparison, {name: ratio for name, ratio in drift.items()
+                                                  if name is not None and ratio is not None},
                                      # the plan's crossover prediction (its pick's may be another way's)
                                      in_plan.get("predicted_by_sharing", {}).get("crossover", planned.get(comparison.group)),
                                      model,
@@ -177,7 +179,7 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
     iterations = iteration_rows(session, [run.id for run in experiment.runs])
     jobs, groups = jobs_and_groups(session, experiment, iterations)
     for job in jobs:  # rows that stand on their own in a CSV file
-        for row in iterations.get(job.run_id, []):
+        for row in rows_of(iterations, job):
             row.update(experiment=experiment.id, name=job.name, mode=job.mode, policy=job.policy)
     return ExperimentReport(experiment_row(experiment), jobs, groups, loss_parity(jobs, iterations), iterations)
 
@@ -193,7 +195,7 @@ class ExperimentBrief:
 
     def summary(self) -> ExperimentSummary:
         gains = [g.measured_gain for g in self.groups if g.measured_gain is not None]
-        modes = sorted({j.mode for j in self.jobs}, key=mode_rank)
+        modes = sorted({j.mode for j in self.jobs if j.mode is not None}, key=mode_rank)
         return ExperimentSummary(id=self.experiment.id, kind=self.experiment.kind, status=self.experiment.status,
                                  created_at=self.experiment.created_at, jobs=len({j.name for j in self.jobs}),
                                  runs=len(self.jobs), modes=",".join(modes),

@@ -112,7 +112,8 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
             sections.append(f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) gave up crossover turns</h2>"
                             f"<p>{escape(turns_lost_line(job.to_json()))}</p>")
         if job.error:
-            sections.append(f"<h2>{escape(job.name)} ({escape(job.mode)}) failed</h2><pre>{escape(job.error)}</pre>")
+            sections.append(f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) failed</h2>"
+                            f"<pre>{escape(job.error)}</pre>")
     if pictures:
         sections.append("<h2>Pictures</h2>")
         sections += [embedded_picture(name, path) for name, path in pictures.items()]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from ..analysis import rows_of
 from ..results import GainPoint, GroupReport, RunResult
 from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
@@ -54,12 +55,12 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     shared = [j for j in report.jobs if j.mode in ("crossover", "concurrent") and j.group is not None]
     if not shared:
         return False
-    group = min(j.group for j in shared)
+    group = min(j.group for j in shared if j.group is not None)
     panels = []
     for mode in ("crossover", "concurrent"):
         jobs = sorted((j for j in shared if j.group == group and j.mode == mode),
                       key=lambda j: (j.slot if j.slot is not None else 0, j.name))
-        rows = [report.iterations.get(j.run_id, []) for j in jobs]
+        rows = [rows_of(report.iterations, j) for j in jobs]
         found = middle_window(rows, TIMELINE_ITERATIONS)
         if found is not None:
             window, when = found
@@ -93,7 +94,7 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
 
 
 def _job_label(job: RunResult) -> str:
-    return job.name + (f"  (turn {job.slot})" if job.slot is not None else "")
+    return (job.name or "") + (f"  (turn {job.slot})" if job.slot is not None else "")
 
 
 def _patch(colour: str, label: str):
@@ -138,14 +139,14 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
 
 def losses_picture(report: ExperimentReport, path: Path) -> bool:
     """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
-    jobs = [j for j in report.jobs if (j.is_alone or j.mode == "crossover") and report.iterations.get(j.run_id)]
+    jobs = [j for j in report.jobs if (j.is_alone or j.mode == "crossover") and rows_of(report.iterations, j)]
     if not jobs:
         return False
     figure = Figure(figsize=(8, 4.2), layout="constrained")
     ax = figure.subplots()
     names = list(dict.fromkeys(j.name for j in jobs))
     for job in jobs:
-        rows = report.iterations[job.run_id]
+        rows = rows_of(report.iterations, job)
         colour = JOB_COLOURS[names.index(job.name) % len(JOB_COLOURS)]
         alone = job.is_alone
         ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=colour,

@@ -127,7 +127,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     current, launcher_jobs = chosen.launch(request)
     makespan_s = time.time() - started
     with store.session() as session:
-        iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, current.id).runs])
+        iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
     return RunOutcome(experiment=current.id, results_dir=str(current.results_dir), bandwidth=bandwidth,

@@ -55,6 +55,7 @@ class Reaper:
         self._send(f"slurm {job_id}")
 
     def _send(self, line: str) -> None:
+        assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.write(line.encode() + b"\n")
             self.process.stdin.flush()
@@ -63,6 +64,7 @@ class Reaper:
 
     def done(self) -> None:
         self._send("done")
+        assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.close()
         except OSError:

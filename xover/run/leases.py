@@ -193,6 +193,7 @@ class RemoteLeases:
         self.process = subprocess.Popen(ssh_command(host, remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, start_new_session=True)
         answer: dict = {}
+        assert self.process.stdin is not None and self.process.stdout is not None  # piped
         try:
             self.process.stdin.write(json.dumps({"holder": holder}) + "\n")  # not on a command line
             self.process.stdin.flush()
@@ -223,6 +224,7 @@ class RemoteLeases:
     def release(self) -> None:
         """Its stdin ends: the holder there lets the leases go and exits."""
         if self.process.poll() is None:
+            assert self.process.stdin is not None  # piped
             try:
                 self.process.stdin.close()
             except OSError:
@@ -366,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         first = json.loads(sys.stdin.readline() or "{}")
     except ValueError:
         first = {}
-    holder = first.get("holder") if isinstance(first, dict) and isinstance(first.get("holder"), str) else "?"
+    given = first.get("holder") if isinstance(first, dict) else None
+    holder = given if isinstance(given, str) else "?"
     leases = DeviceLeases(holder)
     try:
         busy = leases.try_acquire([(LOCAL, index) for index in args.index])

@@ -74,6 +74,7 @@ class MpsDaemon:
 
     def __exit__(self, *exc) -> None:
         try:
+            assert self.program is not None  # __enter__ set it, or raised (and then there is no __exit__)
             # `quit` stops the daemon once its clients are gone (the jobs have ended by now)
             subprocess.run([self.program], input="quit\n", text=True, capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):

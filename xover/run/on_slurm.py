@@ -71,6 +71,7 @@ def group_shape(group: GroupToRun) -> tuple[int, int]:
 def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest) -> list[str]:
     """The command line that runs one group of the plan inside its Slurm job (`main` below)."""
     options = request.options
+    assert options.plan_path is not None  # SlurmLauncher.check refuses a run without a plan file
     command = [sys.executable, "-m", "xover.run.on_slurm", "--experiment", experiment_id,
                "--plan", str(Path(options.plan_path).resolve()), "--group", str(group.index),
                "--engine", options.engine,

@@ -100,7 +100,7 @@ class Recorder:
 
     def finish(self, status: str) -> None:
         with self.store.session() as session, session.begin():
-            experiment = session.get(Experiment, self.experiment_id)
+            experiment = session.get_one(Experiment, self.experiment_id)
             experiment.status, experiment.ended_at = status, utcnow()
             for run in experiment.runs:  # nothing may stay pending/running after its experiment
                 if run.status in ACTIVE_STATUSES:
@@ -110,7 +110,7 @@ class Recorder:
                     results_dir: Path) -> list[tuple[int, Path]]:
         created = []
         with self.store.session() as session, session.begin():
-            experiment = session.get(Experiment, self.experiment_id)
+            experiment = session.get_one(Experiment, self.experiment_id)
             hosts = set(experiment.hosts.split(",")) | {host for job in jobs for host in job.devices}
             experiment.hosts = ",".join(sorted(hosts))
             for slot, job in enumerate(jobs):
@@ -131,14 +131,14 @@ class Recorder:
     def mark_started(self, run_ids: list[int]) -> None:
         with self.store.session() as session, session.begin():
             for run_id in run_ids:
-                run = session.get(Run, run_id)
+                run = session.get_one(Run, run_id)
                 run.status, run.started_at = "running", utcnow()
 
     def close_runs(self, run_ids: list[int], status: str, error: str | None = None) -> None:
         """Every run of these still pending/running ends as `status` (interrupted, timeout, failed...)."""
         with self.store.session() as session, session.begin():
             for run_id in set(run_ids):
-                run = session.get(Run, run_id)
+                run = session.get_one(Run, run_id)
                 if run.status in ACTIVE_STATUSES:
                     run.status, run.ended_at = status, utcnow()
                     if error:
@@ -159,7 +159,7 @@ class Recorder:
                 # a diverged job's NaN accuracy is not a measurement; its losses (NaN) say what happened
                 session.add(Evaluation(run_id=run_id, step=record.step, metric=record.metric, value=record.value))
         elif isinstance(record, StartRecord):
-            run = session.get(Run, run_id)
+            run = session.get_one(Run, run_id)
             run.iterations_planned = record.iterations
             run.engine = record.engine or run.engine
             run.gradient_bytes, run.checkpoints, run.device = record.gradient_bytes, record.checkpoints, record.device
@@ -167,13 +167,13 @@ class Recorder:
             run.backend, run.deterministic = record.backend, record.deterministic
             run.devices_per_gpu, run.gpu_sharing = record.devices_per_gpu, record.gpu_sharing
         elif isinstance(record, TurnsLostRecord):
-            run = session.get(Run, run_id)
+            run = session.get_one(Run, run_id)
             lost = {"device": record.device, "why": record.why, "wall_time": record.wall_time}
             _note_lost(run, lost)
             session.add(TurnEvent(experiment_id=run.experiment_id, run_id=run_id, group_index=run.group_index,
                                   host="?", kind="turns-lost", slot=run.slot, device=record.device, detail=lost))
         elif isinstance(record, EndRecord):
-            run = session.get(Run, run_id)
+            run = session.get_one(Run, run_id)
             run.peak_memory_gb = record.peak_memory_gb
             if record.gradient_bytes is not None:  # a script's: what its engine all-reduced per step
                 run.gradient_bytes = record.gradient_bytes
@@ -184,7 +184,7 @@ class Recorder:
         """A run's launchers ended with `code`: its status (a run already ended, by a timeout or an
         interruption, keeps its own)."""
         with self.store.session() as session, session.begin():
-            run = session.get(Run, run_id)
+            run = session.get_one(Run, run_id)
             if run.status not in ACTIVE_STATUSES:
                 return run.status
             run.exit_code, run.ended_at = code, utcnow()
@@ -196,15 +196,15 @@ class Recorder:
     def record_turns(self, runs: list[int], group: int | None, stats: dict[str, dict], events: list[dict]) -> None:
         """What the turn servers saw (slot -> summary) and their events (lease revocations, refusals)."""
         with self.store.session() as session, session.begin():
-            for slot, run_id in enumerate(runs):
-                if str(slot) in stats:
-                    run = session.get(Run, run_id)
+            for index, run_id in enumerate(runs):
+                if str(index) in stats:
+                    run = session.get_one(Run, run_id)
                     lost = (run.turn_stats or {}).get("lost")  # what its workers said as it ran
-                    run.turn_stats = {**stats[str(slot)], **({"lost": lost} if lost else {})}
+                    run.turn_stats = {**stats[str(index)], **({"lost": lost} if lost else {})}
             for event in events:
                 slot = event.get("slot")
                 if event.get("kind") == "unwritable" and isinstance(slot, int) and 0 <= slot < len(runs):
-                    _note_lost(session.get(Run, runs[slot]),
+                    _note_lost(session.get_one(Run, runs[slot]),
                                {"device": event.get("device"), "why": f"the turn server dropped it: {event.get('reason')}",
                                 "wall_time": event.get("wall_time")})
                 session.add(TurnEvent(experiment_id=self.experiment_id, group_index=group,

@@ -187,6 +187,7 @@ class Scheduler:
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, units: list[Unit], exclusive: bool) -> None:
+        running: list[Unit]
         pending, running = list(units), []
         deadline = time.monotonic() + self.context.timeout_s if self.context.timeout_s else None
         self.deadline = deadline  # a unit's start (turn servers, torchrun's ssh) stops at it too
@@ -310,6 +311,7 @@ class Scheduler:
                                        nodes=len(unit.devices)).__enter__()
             link_bands: dict[int, int] = {}
             if unit.crossover:
+                assert unit.policy is not None  # group_units makes each crossover unit with its policy
                 traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
                 if context.link_bands:
                     link_bands = make_policy(unit.policy, traits).link_bands()

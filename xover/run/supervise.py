@@ -114,6 +114,7 @@ class LaunchedProcess:
 
     def _relay(self) -> None:
         stream = self.process.stdout
+        assert stream is not None  # piped
         pending = b""
         exited_at: float | None = None
         while True:

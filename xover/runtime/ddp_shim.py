@@ -340,7 +340,8 @@ class DDPCrossover:
                 original = getattr(module, name, None)
                 if original is not None and not hasattr(original, "_xover_settles"):
                     setattr(module, name, self._settling(original))
-        GradScaler.unscale_ = self._settling(GradScaler.unscale_)
+        # patched on purpose, as the readers above (mypy's method-assign)
+        GradScaler.unscale_ = self._settling(GradScaler.unscale_)  # type: ignore[method-assign]
 
     def _settling(self, reader):
         @functools.wraps(reader)

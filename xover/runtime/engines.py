@@ -9,8 +9,10 @@ step to the moment the wait saw the last one done (the time the job keeps the li
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+from typing import Any
 
 import torch
 
@@ -29,7 +31,7 @@ class HorovodEngine:
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self.backend = "nccl" if hvd.nccl_built() and torch.cuda.is_available() else "gloo"
-        self.optimizer = None
+        self.optimizer: Any = None  # Horovod's DistributedOptimizer (untyped), once prepare() wraps one
         self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
@@ -46,7 +48,7 @@ class HorovodEngine:
         handles = [h for h, _ in self.optimizer._handles.values() if h is not None and not callable(h)]
         self.clock.sleep_through_expected()
         for handle in handles:
-            wait_without_spinning(lambda h=handle: self.hvd.poll(h))
+            wait_without_spinning(functools.partial(self.hvd.poll, handle))
         self.clock.done()
         self.optimizer.synchronize()  # returns at once now: every handle has completed
 
@@ -101,10 +103,10 @@ class TorchEngine:
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.optimizer: torch.optim.Optimizer | None = None
         self._bucket_of: dict[torch.Tensor, int] = {}
-        self._buckets: list[list[torch.Tensor]] = []
+        self._buckets: list[list[torch.nn.Parameter]] = []
         self._flat: list[torch.Tensor] = []
         self._ready: list[int] = []
-        self._pending: list[tuple[int, object]] = []
+        self._pending: list[tuple[int, torch.distributed.Work]] = []
         self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
@@ -154,6 +156,7 @@ class TorchEngine:
         for index, _ in self._pending:
             self._flat[index].div_(self.size)  # the average, as Horovod computes it (sum, then / size)
         self._pending.clear()
+        assert self.optimizer is not None  # prepare() came first
         self.optimizer.step()
 
     def zero_grad(self) -> None:

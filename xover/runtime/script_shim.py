@@ -63,7 +63,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         def wait_for_gradients() -> None:
             for handle, _ in list(distributed._handles.values()):
                 if handle is not None and not callable(handle):
-                    wait_without_spinning(lambda h=handle: hvd.poll(h))
+                    wait_without_spinning(functools.partial(hvd.poll, handle))
 
         _count_all_reduces(coordinator, distributed)
         coordinator.attach(list(distributed._requires_update), wait_for_gradients)
@@ -149,7 +149,8 @@ def _refuse_other_process_groups(coordinator: ScriptCoordinator, hvd) -> None:
     torch_script = ("uses torch.distributed ({}) but runs under engine horovod (horovodrun): a DistributedDataParallel "
                     "script runs with engine torch (torchrun)")
     dist.init_process_group = refusal(torch_script.format("init_process_group"))
-    DistributedDataParallel.__init__ = refusal(torch_script.format("DistributedDataParallel"))
+    # patched on purpose (mypy's method-assign): the script must not build one
+    DistributedDataParallel.__init__ = refusal(torch_script.format("DistributedDataParallel"))  # type: ignore[method-assign]
 
 
 # horovod.torch's calls that block until every rank has joined; the *_async ones return at once (and

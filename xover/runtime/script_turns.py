@@ -212,6 +212,7 @@ class ScriptCoordinator:
         if self.stop_due:
             raise StepCapReached()
         start = time.perf_counter()
+        assert self.wait_for_gradients is not None  # self.attached, checked above
         self.wait_for_gradients()
         self.tally.communication_s += time.perf_counter() - start
         self._take_turn()

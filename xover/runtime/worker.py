@@ -21,7 +21,7 @@ import resource
 import sys
 import threading
 import time
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -91,7 +91,10 @@ def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer
 _COMPILE_GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
 
 
-def eager(optimizer: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]:
+_Optimizer = TypeVar("_Optimizer", bound=torch.optim.Optimizer)
+
+
+def eager(optimizer: type[_Optimizer]) -> type[_Optimizer]:
     """`optimizer` without its torch.compile guards (a torch without them: as it is)."""
     methods: dict[str, Any] = {name: getattr(optimizer, name).__wrapped__ for name in _COMPILE_GUARDED
                                if hasattr(getattr(optimizer, name), "__wrapped__")}
@@ -101,7 +104,7 @@ def eager(optimizer: type[torch.optim.Optimizer]) -> type[torch.optim.Optimizer]
         def step(self, closure=None):
             return unguarded_step(self, closure)
         methods["step"] = step
-    return type(optimizer.__name__, (optimizer,), methods)
+    return cast(type[_Optimizer], type(optimizer.__name__, (optimizer,), methods))  # a subclass of `optimizer`
 
 
 def set_precision(precision: str, device: torch.device):

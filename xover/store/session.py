@@ -21,7 +21,7 @@ import stat
 import sys
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, inspect, make_url, select, text
+from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -176,7 +176,7 @@ def upgrade_engine(url: str) -> Engine:
     return engine
 
 
-def _alembic_config(connection: Connection):
+def _alembic_config(connection: Connection | None):
     from alembic.config import Config
 
     config = Config()
@@ -188,8 +188,10 @@ def _alembic_config(connection: Connection):
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
-    config = _alembic_config(None)  # type: ignore[arg-type]
-    return ScriptDirectory.from_config(config).get_current_head()
+    config = _alembic_config(None)
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None  # xover ships its migrations: there is always a head
+    return head
 
 
 class Store:
@@ -250,9 +252,9 @@ class Store:
             command.upgrade(config, "head")
             info = connection.execute(select(SchemaInfo.id)).first()
             if info is None:
-                connection.execute(SchemaInfo.__table__.insert().values(version=SCHEMA_VERSION, written_by=__version__))
+                connection.execute(insert(SchemaInfo).values(version=SCHEMA_VERSION, written_by=__version__))
             else:
-                connection.execute(SchemaInfo.__table__.update().values(version=SCHEMA_VERSION, written_by=__version__))
+                connection.execute(update(SchemaInfo).values(version=SCHEMA_VERSION, written_by=__version__))
 
     def _refuse_newer_unversioned(self, connection: Connection) -> None:
         row = connection.execute(text("SELECT version, written_by FROM schema_info")).first()

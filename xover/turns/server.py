@@ -179,7 +179,8 @@ class TurnServer:
     # -- main loop ----------------------------------------------------------------------------
     def watch_stdin(self) -> None:
         """Launcher commands arrive on stdin; its end (the launcher or its ssh is gone) stops us."""
-        self.selector.register(sys.stdin.buffer.raw, selectors.EVENT_READ, "control")
+        # only its descriptor is read (os.read in _on_control), so the buffered stream serves as well as its raw one
+        self.selector.register(sys.stdin.buffer, selectors.EVENT_READ, "control")
 
     def serve(self) -> None:
         while self.running:

@@ -81,7 +81,9 @@ def _readline_within(process: subprocess.Popen, timeout_s: float) -> str | None:
     """The first line of the process's stdout, stripped; None if none came within `timeout_s`. Read by a
     thread (the same buffered stream goes on to the reader), which ends once the process is killed."""
     line: list[bytes] = []
-    reading = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
+    stdout = process.stdout
+    assert stdout is not None  # piped
+    reading = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
     reading.start()
     reading.join(timeout_s)
     if reading.is_alive():
@@ -198,10 +200,12 @@ class TurnServerProcess:
         self.stderr_reader.start()
 
     def _read_stderr(self) -> None:
+        assert self.process.stderr is not None  # piped
         for raw in self.process.stderr:
             self.stderr_tail.append(raw[-2000:].decode(errors="replace").rstrip())  # a line, not megabytes
 
     def _read(self) -> None:
+        assert self.process.stdout is not None  # piped
         for raw in self.process.stdout:
             line = raw.decode(errors="replace").strip()
             kind, _, payload = line.partition(" ")
@@ -216,6 +220,7 @@ class TurnServerProcess:
                 pass
 
     def send(self, command: str) -> None:
+        assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.write(command.encode() + b"\n")
             self.process.stdin.flush()
@@ -238,6 +243,7 @@ class TurnServerProcess:
         if died:
             self.events.append({"kind": "server-died", "host": self.host, "exit_code": self.process.returncode,
                                 "stderr": "\n".join(self.stderr_tail)})
+        assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.close()
         except OSError:

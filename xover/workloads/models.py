@@ -94,6 +94,8 @@ class MLP(nn.Module):
 class TinyTransformerLM(nn.Module):
     """A small decoder-only transformer over a byte/char vocabulary."""
 
+    causal_mask: torch.Tensor  # a buffer (register_buffer below)
+
     def __init__(self, vocab_size: int, seq_len: int, d_model: int = TRANSFORMER_DEFAULTS["d_model"],
                  heads: int = TRANSFORMER_DEFAULTS["heads"], layers: int = 2) -> None:
         super().__init__()
@@ -196,7 +198,8 @@ class VGG16(nn.Module):
         for module in self.modules():  # torchvision's initialisation
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:  # every conv here has one
+                    nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, 0, 0.01)
                 nn.init.zeros_(module.bias)

@@ -130,7 +130,7 @@ def _expand_item(item: str, expression: str) -> list[str]:
 
 
 def _expand_ranges(ranges: str, expression: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for piece in ranges.split(","):
         low, dash, high = piece.strip().partition("-")
         if not low.isdigit() or (dash and not high.isdigit()):

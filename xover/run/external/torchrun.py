@@ -170,6 +170,7 @@ def reserve_rendezvous(host: str, name: str, peer: str, remote_prefix: list[str]
     timeout_s = _within(deadline)
     holder = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, start_new_session=True)
+    assert holder.stdout is not None  # piped
     ready, _, _ = select.select([holder.stdout], [], [], timeout_s)
     line = holder.stdout.readline() if ready else ""
     fields = line.split()

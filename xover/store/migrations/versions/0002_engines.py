@@ -7,6 +7,7 @@ Revision ID: 0002
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.engine.interfaces import ReflectedColumn
 
 from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
 
@@ -14,7 +15,7 @@ revision = "0002"
 down_revision = "0001"
 
 
-def _columns(table: str) -> dict[str, dict]:
+def _columns(table: str) -> dict[str, ReflectedColumn]:
     return {c["name"]: c for c in sa.inspect(op.get_bind()).get_columns(table)}
 
 

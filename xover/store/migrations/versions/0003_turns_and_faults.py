@@ -12,7 +12,7 @@ from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
 revision = "0003"
 down_revision = "0002"
 
-ADDED = {
+ADDED: dict[str, list[sa.Column]] = {
     "experiments": [sa.Column("owner_host", sa.String(255)), sa.Column("owner_pid", sa.Integer),
                     sa.Column("owner_started", sa.Float)],
     "runs": [sa.Column("policy", sa.String(40)), sa.Column("turn_stats", sa.JSON),
