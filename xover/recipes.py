@@ -69,6 +69,11 @@ class Recipe:
     precision: str = "fp32"  # PRECISIONS
     channels_last: bool = False  # image models: NHWC tensors (what tensor cores want)
 
+    def engine_under(self, built_in: str) -> str:
+        """The engine this job runs under: a script's own (a job file or --script always names it),
+        a built-in model's the one asked for (`built_in`)."""
+        return self.engine if self.script and self.engine else built_in
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("path")

@@ -94,7 +94,7 @@ def profiles_of_recipes(db: str | None, recipes: list[Recipe], bandwidth: str | 
 
 def engine_of(recipe: Recipe, engine: str) -> str:
     """The engine a recipe runs under: a script's own, a built-in model's the one asked for."""
-    return recipe.engine if recipe.script and recipe.engine else engine  # a script always has its engine
+    return recipe.engine_under(engine)
 
 
 def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:

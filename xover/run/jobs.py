@@ -98,7 +98,7 @@ def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, e
     built-in model's; a script runs under its own."""
     check_engine(engine)
     return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement_on(hosts, recipe.np, recipe.name),
-                   engine=recipe.engine if recipe.script and recipe.engine else engine)
+                   engine=recipe.engine_under(engine))
 
 
 def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
@@ -198,7 +198,7 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
             max_slowdown = planned.max_slowdown if planned.max_slowdown is not None else recipe.max_slowdown
             traits = traits_of(planned.device_ms, planned.comm_ms, max_slowdown, planned.link_ms)
             jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
-                                engine=recipe.engine if recipe.script and recipe.engine else engine, traits=traits))
+                                engine=recipe.engine_under(engine), traits=traits))
         # the gain a comparison's crossover is set against: the plan's crossover prediction
         crossover_gain = group.predicted_by_sharing.get("crossover", group.predicted_gain)
         groups.append(GroupToRun(index, jobs, crossover_gain, group.sharing))
