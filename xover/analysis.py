@@ -57,6 +57,7 @@ def warmup_steps(iterations: int) -> int:
 
 
 def steady(rows: Sequence[Row]) -> list[Row]:
+    """The iterations after warm-up (all of them when nothing would be left)."""
     return list(rows[warmup_steps(len(rows)):] or rows)
 
 
@@ -94,6 +95,7 @@ def samples_per_s(rows: Sequence[Row], window: tuple[float, float] | None = None
 
 
 def quantile(values: Sequence[float], q: float) -> float | None:
+    """The value at quantile `q` of `values` (nearest rank, no interpolation), or None for none."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
 
@@ -242,6 +244,8 @@ def group_warnings(groups: Sequence[GroupReport]) -> list[str]:
 
 
 def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT) -> list[str]:
+    """A warning per job whose run alone drifted from its profile by more than `tolerance`: its speeds and
+    the predictions are off by as much."""
     warnings = []
     for group in groups:
         for name, ratio in sorted(group.alone_vs_profile.items()):
@@ -255,6 +259,7 @@ def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT
 
 
 def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> list[str]:
+    """A warning per shared mode whose jobs ran together for less than `least` of its run."""
     warnings = []
     for group in groups:
         for mode, overlap in zip(SHARED_MODES, (group.concurrent_overlap, group.crossover_overlap)):

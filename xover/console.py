@@ -27,6 +27,7 @@ errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=
 
 
 def print_json(data: Any) -> None:
+    """`data` as indented JSON on stdout; what JSON cannot hold (times, paths) as text."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
@@ -36,6 +37,7 @@ def print_error(message: str) -> None:
 
 
 def fmt(value: Any, digits: int = 2) -> str:
+    """A cell's text: "-" for nothing, floats to `digits` decimals (never "-0.00")."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
@@ -68,9 +70,11 @@ class ProgressBars:
         self.tasks: dict[int, TaskID] = {}
 
     def start(self) -> None:
+        """Start drawing the bars."""
         self.progress.start()
 
     def stop(self) -> None:
+        """Stop drawing; the bars stay on screen as they last were."""
         self.progress.stop()
 
     def _task(self, run_id: int, label: str = "", total: int | None = None) -> TaskID:
@@ -79,10 +83,13 @@ class ProgressBars:
         return self.tasks[run_id]
 
     def job_started(self, run_id: int, label: str, total: int | None) -> None:
+        """The run's bar, running, with its label and iterations planned."""
         self.progress.update(self._task(run_id, label, total), total=total, description=label, status="running")
 
     def job_progress(self, run_id: int, step: int, loss: float | None) -> None:
+        """Move the run's bar to `step`, with its last loss."""
         self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
 
     def job_finished(self, run_id: int, status: str) -> None:
+        """Show how the run ended."""
         self.progress.update(self._task(run_id), status=status)

@@ -20,6 +20,8 @@ from .store import (
 
 @dataclass
 class Check:
+    """One thing `xover doctor` checked: whether it is fine, what it found, and how to fix it if not."""
+
     name: str
     ok: bool
     detail: str
@@ -29,13 +31,17 @@ class Check:
 
 @dataclass
 class Diagnosis:
+    """Everything `xover doctor` checked."""
+
     checks: list[Check] = field(default_factory=list)
 
     @property
     def can_run_jobs(self) -> bool:
+        """Whether every required check passed."""
         return all(c.ok for c in self.checks if c.required)
 
     def to_dict(self) -> dict[str, Any]:
+        """The diagnosis as `xover doctor --json` writes it."""
         return {"ok": self.can_run_jobs,
                 "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix, "required": c.required}
                            for c in self.checks]}
@@ -150,6 +156,8 @@ def _database(db: str | None) -> Check:
 
 
 def diagnose(db: str | None = None) -> Diagnosis:
+    """Check what this machine can run: Python, torch, Horovod, the launchers, devices, link shaping, the
+    emulated cluster, Slurm and the store."""
     checks = [Check("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})",
                     "use Python >= 3.10")]
     checks += [_torch(), _horovod(), _launcher(), _gpus(), _cpus(), _bandwidth_emulation(), _emulated_cluster(),

@@ -103,6 +103,8 @@ def _under(name: str, prefix: str) -> bool:
 
 
 class Horovod(Engine):
+    """Horovod: ranks started by horovodrun, gradients averaged by hvd.DistributedOptimizer."""
+
     name = "horovod"
     program = "horovodrun"
     imports = imports_in_full = "horovod"
@@ -113,6 +115,7 @@ class Horovod(Engine):
     modules = ("horovod",)
 
     def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
+        """One horovodrun for every host, over the emulated hosts' interfaces where there are some."""
         from .emulation import cluster
         from .run.external.horovodrun import horovodrun_command
 
@@ -129,11 +132,13 @@ class Horovod(Engine):
         return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
 
     def adapter(self):
+        """HorovodEngine."""
         from .runtime.engines import HorovodEngine
 
         return HorovodEngine
 
     def install_shim(self, script):
+        """Wrap Horovod under the script (runtime/script_shim.py)."""
         from .runtime.script_shim import install_horovod
 
         return install_horovod(script)
@@ -153,6 +158,8 @@ TORCH_FRAMEWORKS = {
 
 
 class Torch(Engine):
+    """torch.distributed: ranks started by torchrun, a script training through DistributedDataParallel."""
+
     name = "torch"
     program = "torchrun"
     imports = "torch.distributed"
@@ -165,6 +172,7 @@ class Torch(Engine):
     frameworks = TORCH_FRAMEWORKS
 
     def check_script(self, script):
+        """Refuse a DDP script that the shim cannot follow (scripts.check_ddp_script)."""
         from .scripts import check_ddp_script
 
         check_ddp_script(script)
@@ -196,11 +204,13 @@ class Torch(Engine):
                                   remote_prefix=prefix, deadline=deadline, forward=tuple(job.recipe.env))]
 
     def adapter(self):
+        """TorchEngine."""
         from .runtime.engines import TorchEngine
 
         return TorchEngine
 
     def install_shim(self, script):
+        """Wrap DistributedDataParallel under the script (runtime/ddp_shim.py)."""
         from .runtime.ddp_shim import install_ddp
 
         return install_ddp(script)

@@ -50,6 +50,7 @@ def parse_hosts(hosts: str) -> list[tuple[str, int]]:
 
 @functools.lru_cache(maxsize=1)
 def local_names() -> frozenset[str]:
+    """Every name this machine answers to: localhost, its host names and its interfaces' addresses."""
     names = {"localhost", "127.0.0.1", "::1", "ip6-localhost"}
     try:
         hostname = socket.gethostname()
@@ -68,10 +69,12 @@ def local_names() -> frozenset[str]:
 
 
 def is_local(host: str) -> bool:
+    """Whether `host` names this machine."""
     return host in local_names()
 
 
 def canonical_host(host: str) -> str:
+    """The name a host is known by: LOCAL for any of this machine's names, so that they count as one host."""
     return LOCAL if is_local(host) else host
 
 

@@ -23,6 +23,8 @@ _CANONICAL_UNITS = (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3), ("bit", 1
 
 
 class RateError(XoverError):
+    """A link rate that cannot be used: one line naming the option and what is wrong."""
+
     pass
 
 
@@ -50,6 +52,7 @@ def canonical_rate(text: str, where: str = "--bandwidth") -> str:
 
 
 def format_canonical(bits: int) -> str:
+    """A rate in bits per second in the largest unit that divides it exactly: 1000000000 -> '1gbit'."""
     for unit, size in _CANONICAL_UNITS:
         if bits % size == 0:
             return f"{bits // size}{unit}"

@@ -36,11 +36,15 @@ PRECISIONS = ("fp32", "bf16", "tf32")
 
 
 class RecipeError(XoverError):
+    """A recipe or job file that cannot be used: one line naming the file, the field and the problem."""
+
     pass
 
 
 @dataclass(frozen=True)
 class Recipe:
+    """One training job as its file says: a built-in model and how to train it, or a user's own script."""
+
     name: str
     model: str
     dataset: str
@@ -75,6 +79,8 @@ class Recipe:
         return self.engine if self.script and self.engine else built_in
 
     def to_dict(self) -> dict[str, Any]:
+        """The recipe as stored and hashed: no path, and fields left at their defaults absent, so that the
+        hashes of recipes stored before those fields existed still hold."""
         data = asdict(self)
         data.pop("path")
         # absent when unset, as before the fields existed: hashes of older recipes hold
@@ -381,10 +387,13 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def builtin_recipe_names() -> list[str]:
+    """The names of the recipes installed with xover."""
     return sorted(p.stem for p in BUILTIN_RECIPES.glob("*.toml"))
 
 
 def resolve_recipe_path(path: str | Path) -> Path:
+    """A recipe's file: the path as given, else NAME.toml in ./recipes or among the built-in ones;
+    anything else is one line saying why (with a near name, where there is one)."""
     file = Path(path)
     if file.is_file():
         return file

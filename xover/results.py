@@ -100,10 +100,12 @@ class RunResult:
 
     @property
     def is_alone(self) -> bool:
+        """Whether it ran with its devices to itself (solo, sequential or a profile)."""
         return self.mode in ALONE_MODES
 
     @property
     def is_shared(self) -> bool:
+        """Whether it shared its devices with its group (concurrent or crossover)."""
         return self.mode in SHARED_MODES
 
     @property
@@ -142,6 +144,7 @@ class PolicyResult:
     vs_concurrent: float | None = None  # crossover only: its aggregate over concurrent's
 
     def to_json(self) -> dict[str, Any]:
+        """Its shape in the JSON: every field, in order."""
         return dataclasses.asdict(self)
 
 
@@ -161,6 +164,7 @@ class GroupComparison:
     crossover_overlap: float | None
 
     def to_json(self) -> dict[str, Any]:
+        """The group as the JSON writes it, in the key order scripts already read."""
         # the key order of the dicts this replaced: policies third when crossover ran, else last
         policies = {name: entry.to_json() for name, entry in self.policies.items()}
         data: dict[str, Any] = {"group": self.group, "jobs": self.jobs}
@@ -195,9 +199,11 @@ class RunOutcome:
 
     @property
     def finished(self) -> bool:
+        """Whether every job finished."""
         return all(job.status == "finished" for job in self.jobs)
 
     def to_json(self) -> dict[str, Any]:
+        """The run as `xover run --json` writes it; launcher job ids and the schedule only where there are some."""
         data: dict[str, Any] = {
             "experiment": self.experiment, "results_dir": self.results_dir, "bandwidth": self.bandwidth,
             "link": self.link, "modes": self.modes, "policies": self.policies,
@@ -245,6 +251,7 @@ class GroupReport(GroupComparison):
     def of(cls, comparison: GroupComparison, alone_vs_profile: dict[str, float], predicted_gain: float | None,
            model: GroupModel, planned_sharing: str | None = None,
            predicted_by_sharing: dict[str, float] | None = None, concurrent_under: str = "concurrent") -> GroupReport:
+        """A group's comparison with the report's additions, every field of the comparison carried over."""
         fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
         return cls(**fields, alone_vs_profile=alone_vs_profile, predicted_gain=predicted_gain, model=model,
                    planned_sharing=planned_sharing, predicted_by_sharing=dict(predicted_by_sharing or {}),
@@ -276,27 +283,33 @@ class GroupReport(GroupComparison):
 
     @property
     def fluid_bound(self) -> float | None:
+        """The model's fluid bound: the most any sharing could gain."""
         return self.model.fluid_bound
 
     @property
     def simulated(self) -> dict[str, SimulatedGain]:
+        """The model's simulated gain of each turn policy."""
         return self.model.predicted
 
     @property
     def measured_gain(self) -> float | None:
+        """Crossover's measured gain over sequential."""
         return self.crossover_vs_sequential
 
     @property
     def of_fluid_bound(self) -> float | None:
+        """The measured gain as a share of the fluid bound (None where either is unknown)."""
         measured, bound = self.measured_gain, self.fluid_bound
         return measured / bound if measured and bound else None
 
     @property
     def gain_error_pct(self) -> float | None:
+        """How far the measured gain fell from the plan's prediction, in percent (negative: below it)."""
         measured, predicted = self.measured_gain, self.predicted_gain
         return (measured / predicted - 1) * 100 if measured and predicted else None
 
     def to_json(self) -> dict[str, Any]:
+        """The group as the report's JSON writes it: the comparison's keys, then the model's and the plan's."""
         return {**super().to_json(), "alone_vs_profile": self.alone_vs_profile, "predicted_gain": self.predicted_gain,
                 "fluid_bound": self.fluid_bound, "model_gain": self.fluid_bound,  # the model's ideal: the fluid bound
                 "simulated": {policy: dataclasses.asdict(gain) for policy, gain in self.simulated.items()},
@@ -318,6 +331,7 @@ class GroupReport(GroupComparison):
 
     @property
     def concurrent_error_pct(self) -> float | None:
+        """How far concurrent's measured gain fell from its prediction, in percent (negative: below it)."""
         measured, predicted = self.concurrent_vs_sequential, self.concurrent_predicted
         return (measured / predicted - 1) * 100 if measured and predicted else None
 
@@ -335,6 +349,7 @@ class ParityResult:
     identical: bool | None  # None when no iteration could be compared
 
     def to_json(self) -> dict[str, Any]:
+        """Its shape in the JSON: every field, in order."""
         return dataclasses.asdict(self)
 
 
@@ -355,9 +370,11 @@ class ExperimentInfo:
 
     @property
     def is_comparison(self) -> bool:
+        """Whether it compared modes (`xover run`), rather than trained or profiled."""
         return self.kind == "run"
 
     def to_json(self) -> dict[str, Any]:
+        """Its shape in the JSON: every field, in order."""
         return dataclasses.asdict(self)
 
 
@@ -375,6 +392,7 @@ class ExperimentSummary:
     best_crossover_gain: float | None
 
     def to_json(self) -> dict[str, Any]:
+        """Its shape in the JSON: every field, in order."""
         return dataclasses.asdict(self)
 
 

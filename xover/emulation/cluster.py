@@ -95,11 +95,15 @@ SETUP_HINT = "run scripts/setup_cluster.sh as root (installs openssh-server, ipr
 
 
 class ClusterError(XoverError):
+    """The emulated cluster cannot be built, reached or torn down: one line naming what is missing."""
+
     pass
 
 
 @dataclass
 class EmulatedHost:
+    """One emulated host: its namespace's name and address, and the cores and GPUs its ranks get."""
+
     name: str
     address: str
     slots: int
@@ -108,10 +112,12 @@ class EmulatedHost:
 
 
 def host_name(index: int) -> str:
+    """The namespace and ssh name of host `index` (from 1)."""
     return f"xo-h{index}"
 
 
 def hosts_spec(hosts: list[EmulatedHost]) -> str:
+    """The hosts as an -H value, 'xo-h1:2,xo-h2:2'."""
     return ",".join(f"{host.name}:{host.slots}" for host in hosts)
 
 
@@ -209,6 +215,7 @@ def diagnose_cluster() -> tuple[bool, str]:
 
 
 def read_state() -> dict[str, Any] | None:
+    """The cluster's state file, or None when there is none, it cannot be read, or another format wrote it."""
     try:
         state = json.loads(STATE_FILE.read_text())
     except (OSError, ValueError):
@@ -294,6 +301,7 @@ def inside_cluster() -> bool:
 
 
 def hosts_spec_of(hosts: list[tuple[str, int]]) -> str:
+    """(name, slots) pairs as an -H value."""
     return ",".join(f"{name}:{slots}" for name, slots in hosts)
 
 

@@ -56,10 +56,14 @@ def requested_rate(bandwidth: str | None) -> str | None:
 
 
 def missing_tools() -> list[str]:
+    """The tools a shaped network needs that are not on PATH."""
     return [tool for tool in ("unshare", "nsenter", "ip", "tc", "sysctl") if shutil.which(tool) is None]
 
 
 class ShapedNetwork:
+    """A unit's shaped network (--bandwidth): a private namespace whose loopback carries every node's share,
+    alive while the `with` block lasts."""
+
     def __init__(self, rate: str, env: dict[str, str] | None = None, nodes: int = 1) -> None:
         self.rate = check_rate(rate)  # one node's NIC, each way
         self.nodes = max(1, nodes)  # the devices that stand for nodes: they share the loopback
@@ -113,6 +117,7 @@ class HostNetwork:
         return self
 
     def wrap(self, command: list[str]) -> list[str]:
+        """The command as it is."""
         return command
 
     def __exit__(self, *exc) -> None:

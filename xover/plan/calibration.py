@@ -59,9 +59,11 @@ class Calibration:
         return {f.name: f.metadata["source"] for f in dataclasses.fields(Calibration) if "source" in f.metadata}
 
     def to_dict(self) -> dict[str, float | str]:
+        """Every parameter and what it was fitted on, as the calibration file holds them."""
         return dataclasses.asdict(self)
 
     def write(self, path: str | Path) -> None:
+        """Write it as the JSON file `read` takes."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod

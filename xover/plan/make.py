@@ -94,6 +94,7 @@ class Plan:
 
     @property
     def waves(self) -> int:
+        """How many waves the plan runs in, one after another (0 for no groups)."""
         return 1 + max((group.wave for group in self.groups), default=-1)
 
 

@@ -24,16 +24,20 @@ Host = tuple[str, int]
 
 @dataclass(frozen=True)
 class PlacedGroup:
+    """A group and the devices it was given, in its wave."""
+
     jobs: list[JobProfile]
     devices: list[str]
     wave: int
 
 
 def device_name(host: str, index: int) -> str:
+    """A device's name in a plan: "host:index"."""
     return f"{host}:{index}"
 
 
 def total_slots(hosts: Sequence[Host]) -> int:
+    """The device slots of every host together."""
     return sum(slots for _, slots in hosts)
 
 

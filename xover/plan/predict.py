@@ -31,6 +31,9 @@ CROSSOVER_EDGE = 0.02
 
 @dataclass(frozen=True)
 class GroupPrediction:
+    """What the planner predicts for a group under one way of sharing: each job's speed and iteration, the
+    gain, and how close it comes to the fluid bound."""
+
     policy: str
     speeds: dict[str, float]  # job name -> speed relative to alone
     iteration_ms: dict[str, float]
@@ -41,10 +44,12 @@ class GroupPrediction:
 
     @property
     def slowdowns(self) -> dict[str, float]:
+        """Each job's slowdown: its iteration shared over alone (inf for a job that never runs)."""
         return {name: 1.0 / speed if speed > 0 else float("inf") for name, speed in self.speeds.items()}
 
 
 def sim_job(job: JobProfile) -> SimJob:
+    """A job profile as the simulation takes it (stretches below 1 read as 1)."""
     return SimJob(name=job.name, compute_ms=job.device_ms, comm_ms=job.comm_ms, link_ms=job.link_busy_ms,
                   checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown,
                   interference=job.interference, corun_stretch=_at_least_one(job.corun_stretch),

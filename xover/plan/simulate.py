@@ -75,10 +75,12 @@ class SimJob:
 
     @property
     def solo_ms(self) -> float:
+        """An iteration alone: compute, then the exposed communication."""
         return self.compute_ms + self.comm_ms
 
     @property
     def transfer_ms(self) -> float:
+        """How long its all-reduce keeps the link busy (never less than the exposed communication)."""
         return max(self.link_ms if self.link_ms is not None else self.comm_ms, self.comm_ms)
 
     @property
@@ -98,12 +100,15 @@ class SimJob:
         return self.overlap_ms * (1.0 + self.interference)
 
     def traits(self) -> SlotTraits:
+        """What the turn policy would be told of it (as run/jobs.traits_of)."""
         return SlotTraits(rank=critical_rank(self.compute_ms, self.solo_ms), max_slowdown=self.max_slowdown,
                           solo_iteration_s=self.solo_ms / 1000, link_fraction=self.transfer_ms / self.solo_ms)
 
 
 @dataclass
 class JobOutcome:
+    """One job's figures at the end of a simulation."""
+
     name: str
     iterations: int
     iteration_ms: float  # mean over the measured window
@@ -114,6 +119,8 @@ class JobOutcome:
 
 @dataclass
 class SimResult:
+    """A simulation of one group in one mode (and turn policy): each job's outcome."""
+
     mode: str
     policy: str | None
     jobs: list[JobOutcome]

@@ -144,6 +144,8 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
+    """A profile's figures from rank 0's iterations after `warmup`: each phase's median and spread, the
+    throughput, the link's busy span, and the window they cover; fewer than 3 iterations left is an error."""
     steady = metrics[warmup:]
     if len(steady) < 3:
         raise XoverError(f"only {len(steady)} iterations after a warm-up of {warmup}: raise --iterations")
@@ -222,6 +224,7 @@ def startup_ms_of(run: Run, metrics: list[IterationMetric]) -> float | None:
 
 
 def profile_dict(profile: Profile) -> dict[str, Any]:
+    """A stored profile as `xover profile --json` and `xover profiles` show it, with its compute fraction."""
     c = profile.data_ms + profile.compute_ms
     return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
             "np": profile.np, "hosts": profile.hosts, "engine": profile.engine, "bandwidth": profile.bandwidth,

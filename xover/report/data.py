@@ -47,6 +47,8 @@ ITERATION_FIELDS = ("experiment", "run_id", "name", "mode", "policy", "step", "w
 
 
 class ReportError(XoverError):
+    """A report that cannot be made: no database, no such experiment, an unwritable folder."""
+
     pass
 
 
@@ -63,10 +65,12 @@ class ExperimentReport:
 
     @property
     def id(self) -> str:
+        """The experiment's id."""
         return self.experiment.id
 
     @property
     def is_comparison(self) -> bool:
+        """Whether the experiment compared modes (`xover run`)."""
         return self.experiment.is_comparison
 
 
@@ -112,10 +116,12 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
 
 
 def job_order(job: RunResult) -> tuple:
+    """Sort key: by group (ungrouped first), name, mode in MODE_ORDER, policy, then run."""
     return job.group if job.group is not None else -1, job.name, mode_rank(job.mode), job.policy or "", job.run_id
 
 
 def experiment_row(experiment: Experiment) -> ExperimentInfo:
+    """The experiment's row as the report shows it: credentials masked, times as UTC text."""
     return ExperimentInfo(id=experiment.id, kind=experiment.kind, status=experiment.status,
                           command=mask_credentials(experiment.command), bandwidth=experiment.bandwidth, hosts=experiment.hosts,
                           plan_id=experiment.plan_id, hardware=experiment.hardware,
@@ -176,6 +182,8 @@ def _profile_key(job: RunResult) -> dict[str, Any]:
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
+    """Everything the report shows of one experiment, read from the store once; each iteration row also
+    names its run's experiment, job, mode and policy, so that it stands on its own in a CSV file."""
     iterations = iteration_rows(session, [run.id for run in experiment.runs])
     jobs, groups = jobs_and_groups(session, experiment, iterations)
     for job in jobs:  # rows that stand on their own in a CSV file
@@ -189,11 +197,14 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
 
 @dataclass
 class ExperimentBrief:
+    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations."""
+
     experiment: ExperimentInfo
     jobs: list[RunResult]
     groups: list[GroupReport]
 
     def summary(self) -> ExperimentSummary:
+        """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain."""
         gains = [g.measured_gain for g in self.groups if g.measured_gain is not None]
         modes = sorted({j.mode for j in self.jobs if j.mode is not None}, key=mode_rank)
         return ExperimentSummary(id=self.experiment.id, kind=self.experiment.kind, status=self.experiment.status,

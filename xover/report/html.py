@@ -54,6 +54,7 @@ footer { color: #888; font-size: 0.8em; margin-top: 3em; }
 
 
 def html_table(columns: Columns, rows: Iterable[dict[str, Any]], digits: dict[str, int] | None = None) -> str:
+    """Rows as an HTML table, every value escaped, numbers right-aligned as on the terminal."""
     rows = list(rows)
     header = "".join(f"<th>{escape(title)}</th>" for title, _ in columns)
     body = []
@@ -69,6 +70,7 @@ def html_table(columns: Columns, rows: Iterable[dict[str, Any]], digits: dict[st
 
 
 def embedded_picture(name: str, path: str, caption: str | None = None) -> str:
+    """A PNG embedded in the page (the file stands alone), with its caption."""
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     caption = caption or PICTURE_CAPTIONS.get(name, name)
     return (f'<figure id="{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
@@ -83,6 +85,8 @@ def _page(title: str, sections: list[str]) -> str:
 
 
 def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
+    """One experiment's report as a page that stands alone: the same tables as the terminal's, and the
+    pictures embedded."""
     experiment = report.experiment
     details = [("kind", experiment.kind), ("status", experiment.status), ("created", experiment.created_at),
                ("ended", experiment.ended_at), ("command", experiment.command),
@@ -121,6 +125,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
 
 
 def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
+    """`xover report all` as a page that stands alone, with the predicted-against-measured picture."""
     sections = [f"<p>{len(briefs)} experiments, newest first.</p>",
                 html_table(SUMMARY_COLUMNS, summary_rows(briefs), DIGITS)]
     sections += [embedded_picture(name, path, "Predicted (plan, or the simulation of the policy from the sequential runs) against "

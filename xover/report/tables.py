@@ -92,6 +92,8 @@ def job_columns(comparison: bool) -> Columns:
 
 
 def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> None:
+    """The report on the terminal: jobs, groups, sharing, policies, turns, parity, then warnings, failures
+    and where the pictures are."""
     experiment = report.experiment
     jobs, groups = [job.to_json() for job in report.jobs], [group.to_json() for group in report.groups]
     print_table(f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
@@ -188,31 +190,37 @@ def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
 
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:
+    """`xover report all` on the terminal, newest first."""
     print_table(f"xover report all  ({len(briefs)} experiment{'s' if len(briefs) != 1 else ''}, newest first)",
                 SUMMARY_COLUMNS, summary_rows(briefs), DIGITS)
 
 
 def summary_rows(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
+    """One summary row per experiment, as the JSON writes it."""
     return [brief.summary().to_json() for brief in briefs]
 
 
 def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str, Any]:
+    """The report as `xover report --format json` writes it."""
     return {"experiment": report.experiment.to_json(), "jobs": [job.to_json() for job in report.jobs],
             "groups": [group.to_json() for group in report.groups],
             "parity": [parity.to_json() for parity in report.parity], "pictures": pictures}
 
 
 def summary_dict(briefs: list[ExperimentBrief]) -> dict[str, Any]:
+    """`xover report all` as its JSON writes it."""
     return {"experiments": summary_rows(briefs)}
 
 
 def write_csv(stream: TextIO, fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Rows as CSV under a header of `fields`; keys not among them are left out."""
     writer = csv.DictWriter(stream, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
 
 
 def csv_text(fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as CSV text (write_csv)."""
     buffer = io.StringIO()
     write_csv(buffer, fields, rows)
     return buffer.getvalue()

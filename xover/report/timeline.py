@@ -18,12 +18,16 @@ PHASES = ("compute", "communication", "turn wait")
 
 @dataclass(frozen=True)
 class Interval:
+    """One phase of one iteration, in wall time."""
+
     phase: str  # one of PHASES
     start: float  # unix seconds
     end: float
 
 
 def iteration_intervals(row: dict[str, Any]) -> list[Interval]:
+    """An iteration row as its phases back to back: communication, turn wait, then compute (which ends at
+    the row's wall time); empty phases left out."""
     end = row["wall_time"]
     start = end - row["iteration_s"]
     communication_end = start + row["communication_s"]

@@ -47,11 +47,13 @@ class Reaper:
         self.hosts: set[str] = set()
 
     def add_host(self, host: str, prefix: list[str]) -> None:
+        """A host the experiment reached, for the reaper to sweep should xover die."""
         if host not in self.hosts:
             self.hosts.add(host)
             self._send(f"host {host}")
 
     def add_slurm_job(self, job_id: str) -> None:
+        """A Slurm job the experiment submitted, for the reaper to cancel should xover die."""
         self._send(f"slurm {job_id}")
 
     def _send(self, line: str) -> None:
@@ -63,6 +65,7 @@ class Reaper:
             pass
 
     def done(self) -> None:
+        """Tell the reaper the experiment ended properly, and wait for it to exit."""
         self._send("done")
         assert self.process.stdin is not None  # piped
         try:
@@ -84,6 +87,7 @@ class Experiment:
 
     @property
     def results_dir(self) -> Path:
+        """The experiment's results folder."""
         return self.context.results_dir
 
 

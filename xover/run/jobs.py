@@ -46,6 +46,7 @@ class JobSpec:
 
     @property
     def np(self) -> int:
+        """How many ranks: one per device."""
         return sum(len(indices) for indices in self.devices.values())
 
     @property
@@ -55,6 +56,7 @@ class JobSpec:
 
     @property
     def device_set(self) -> set[Device]:
+        """Its devices as (host, index) pairs, hosts in canonical form so that two spellings of one host meet."""
         return {(canonical_host(host), index) for host, indices in self.devices.items() for index in indices}
 
     def devices_env(self) -> str:
@@ -66,6 +68,8 @@ class JobSpec:
 
 @dataclass
 class GroupToRun:
+    """One group of a run: its jobs, the plan's predicted gain and the way of sharing the plan picked."""
+
     index: int
     jobs: list[JobSpec]
     predicted_gain: float | None = None
@@ -78,6 +82,7 @@ class GroupToRun:
 
     @property
     def device_set(self) -> set[Device]:
+        """Every device of the group's jobs."""
         return set().union(*(job.device_set for job in self.jobs))
 
 
@@ -275,6 +280,8 @@ def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
 
 
 def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
+    """What the turn policy learns of a job from its time alone: its critical rank, its solo iteration
+    (device time plus communication) and its share of the link."""
     solo_s = (device_ms + comm_ms) / 1000
     link_fraction = max(link_ms, comm_ms) / 1000 / solo_s if link_ms is not None and solo_s > 0 else None
     return SlotTraits(rank=critical_rank(device_ms / 1000, solo_s), max_slowdown=max_slowdown, solo_iteration_s=solo_s,

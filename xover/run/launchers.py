@@ -40,6 +40,7 @@ class LauncherOption:
 
     @property
     def flag(self) -> str:
+        """The option on the command line: time_limit is --time-limit."""
         return "--" + self.name.replace("_", "-")
 
 
@@ -86,6 +87,7 @@ class Launcher:
 
     @property
     def option_names(self) -> tuple[str, ...]:
+        """The Python names of the options only this launcher takes."""
         return tuple(option.name for option in self.options)
 
     def check(self, request: LaunchRequest) -> None:
@@ -98,10 +100,13 @@ class Launcher:
 
 
 class LocalLauncher(Launcher):
+    """The units run from this process, on this machine or on -H hosts over ssh."""
+
     name = "local"
     summary = "this machine, or -H hosts over ssh"
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
+        """Lease the jobs' devices, start an MPS daemon if asked, and run the units in order here."""
         from .experiment import lease_devices
         from .mps import MpsDaemon
         from .schedule import Scheduler
@@ -114,6 +119,8 @@ class LocalLauncher(Launcher):
 
 
 class SlurmLauncher(Launcher):
+    """Each group of a plan submitted as one Slurm job, followed until it ends and recorded."""
+
     name = "slurm"
     summary = "each group of the plan submitted as one Slurm job; the store must be one every node reaches"
     options = (LauncherOption("partition", "Slurm partition"), LauncherOption("account", "Slurm account"),
@@ -121,11 +128,13 @@ class SlurmLauncher(Launcher):
     runs_here = False
 
     def check(self, request: LaunchRequest) -> None:
+        """Refuse all but a plan file, and --bandwidth or --mps, which cannot reach another machine's jobs."""
         if not request.options.plan_path or request.options.bandwidth or request.options.mps:
             raise XoverError(f"--launcher {self.name} runs a plan file (each group one Slurm job), without "
                              "--bandwidth or --mps")
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
+        """Submit each group's batch script and follow the jobs; returns group -> its Slurm job id."""
         from ..console import errors
         from . import on_slurm
 
@@ -149,6 +158,7 @@ register_launcher(SlurmLauncher())
 
 
 def launcher_named(name: str) -> Launcher:
+    """The registered launcher of that name; another name is one line listing those there are."""
     if name not in LAUNCHERS:
         raise XoverError(f"--launcher {name}: choose {' or '.join(LAUNCHERS)}")
     return LAUNCHERS[name]
@@ -175,4 +185,5 @@ def check_launcher_options(name: str, given: dict[str, Any]) -> None:
 
 
 def launchers_help() -> str:
+    """Every launcher and its summary, for `xover run --help`."""
     return "; ".join(f"{launcher.name}: {launcher.summary}" for launcher in LAUNCHERS.values())

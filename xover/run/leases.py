@@ -47,6 +47,8 @@ _WHAT_TO_DO = ("set XOVER_LEASE_DIR to a folder of your own (then only runs that
 
 
 class DeviceBusy(XoverError):
+    """A device another run holds, and --wait was not given: who holds it."""
+
     pass
 
 
@@ -329,6 +331,7 @@ class DeviceLeases:
             time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
 
     def release(self, devices: Iterable[Device] | None = None) -> None:
+        """Give leases up: `devices` (a remote host's all at once, as they were taken), or every one held."""
         devices = list(self.held if devices is None else devices) + \
             ([(host, -1) for host in self.remote] if devices is None else [])
         for device in devices:
@@ -388,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe_busy(busy: dict[Device, str]) -> str:
+    """The busy devices and who holds each, one line."""
     return "; ".join(f"device {host}:{index} is in use by {who}" for (host, index), who in sorted(busy.items()))
 
 

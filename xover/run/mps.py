@@ -26,6 +26,7 @@ VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 
 
 def control_program() -> str | None:
+    """The MPS control program's path, on PATH or where NVIDIA's installs put it; None if there is none."""
     found = shutil.which(CONTROL)
     if found:
         return found

@@ -25,6 +25,7 @@ from .external.slurm import cancel
 
 
 def remove_sockets(experiment: str) -> None:
+    """Remove this host's turn sockets and yield pages whose names start with `experiment`."""
     folder = runtime_dir()
     for name in os.listdir(folder):
         if name.startswith(experiment):
@@ -35,6 +36,7 @@ def remove_sockets(experiment: str) -> None:
 
 
 def mark_lost(db: str | None, experiment_id: str) -> None:
+    """Mark the experiment `lost` if its row still says running."""
     # the store (SQLAlchemy) only once xover died: `--kill`, run through ssh on every host, stays light
     from ..store.models import Experiment
     from ..store.session import open_store
@@ -52,6 +54,8 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
 
 def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str],
          slurm_jobs: list[str] | None = None) -> None:
+    """Clean up after a dead xover: cancel its Slurm jobs, stop its processes here and on `hosts`, remove
+    its sockets and mark it lost."""
     for job_id in slurm_jobs or []:  # the groups it submitted: cancelled, not left running unwatched
         try:
             cancel(job_id, retry_s=60)  # a controller slow to answer is asked again, for a minute
@@ -63,6 +67,8 @@ def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The reaper's entry point: with --kill, stop one tag's processes here now; else wait on stdin and reap
+    unless xover said `done`."""
     parser = argparse.ArgumentParser(description="xover's reaper (started by xover itself)")
     parser.add_argument("--experiment")
     parser.add_argument("--db", default=os.environ.get(REAPER_DB_VARIABLE),

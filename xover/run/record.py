@@ -77,6 +77,7 @@ def reconcile_lost(store: Store) -> int:
 
 
 def mark_lost(session, experiment: Experiment) -> None:
+    """Mark an experiment whose xover is gone `lost`, with every run it left pending or running."""
     experiment.status, experiment.ended_at = "lost", experiment.ended_at or utcnow()
     for run in experiment.runs:
         if run.status in ACTIVE_STATUSES:
@@ -92,6 +93,7 @@ class Recorder:
         self.slurm_job_id = slurm_job_id  # set when the runs execute inside a Slurm job
 
     def open(self, kind: str, command: str, bandwidth: str | None, plan_id: int | None) -> None:
+        """Record the experiment's row, owned by this process (so a later command can tell if it died)."""
         host, pid, started = owner_identity()
         with self.store.session() as session, session.begin():
             session.add(Experiment(id=self.experiment_id, kind=kind, command=command, bandwidth=bandwidth,
@@ -99,6 +101,7 @@ class Recorder:
                                    owner_pid=pid, owner_started=started))
 
     def finish(self, status: str) -> None:
+        """Close the experiment with `status`; a run it left pending or running becomes interrupted or failed."""
         with self.store.session() as session, session.begin():
             experiment = session.get_one(Experiment, self.experiment_id)
             experiment.status, experiment.ended_at = status, utcnow()
@@ -108,6 +111,8 @@ class Recorder:
 
     def create_runs(self, jobs: list[JobSpec], mode: str, group: int | None, policy: str | None,
                     results_dir: Path) -> list[tuple[int, Path]]:
+        """A pending run per job of a unit (slots only under crossover), each with its log folder, and the
+        experiment's hosts widened to theirs; returns (run id, log folder) per job, in order."""
         created = []
         with self.store.session() as session, session.begin():
             experiment = session.get_one(Experiment, self.experiment_id)
@@ -129,6 +134,7 @@ class Recorder:
         return created
 
     def mark_started(self, run_ids: list[int]) -> None:
+        """The runs have started."""
         with self.store.session() as session, session.begin():
             for run_id in run_ids:
                 run = session.get_one(Run, run_id)

@@ -83,14 +83,17 @@ class Unit:
 
     @property
     def devices(self) -> set:
+        """Every device the unit's jobs use."""
         return set().union(*(job.device_set for job in self.jobs))
 
     @property
     def run_ids(self) -> list[int]:
+        """The runs recorded for its jobs, in the jobs' order."""
         return [run_id for run_id, _ in self.runs]
 
     @property
     def crossover(self) -> bool:
+        """Whether its jobs take turns: crossover, with a partner to take them with."""
         return self.mode == "crossover" and len(self.jobs) > 1
 
 
@@ -123,6 +126,8 @@ def run_tag(experiment_id: str, run_id: int) -> str:
 def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
                turns: TurnService | None, link_band: int | None = None,
                metric_token: str | None = None) -> dict[str, str]:
+    """The environment of a job's workers: what the runtime reads (devices, turns, link band, metric token),
+    the job file's own variables, and no secret of this process's (launchers copy it onto other hosts)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", DEVICES_VARIABLE: job.devices_env(), JOB_VARIABLE: job.name,
            EXPERIMENT_VARIABLE: context.experiment_id, RUN_VARIABLE: run_tag(context.experiment_id, run_id)}
     # Workers never open the store: its URL (a password, perhaps) stays out of their environment, which
@@ -176,6 +181,9 @@ Event = MetricRecord | IgnoredLine | JobExit  # what the launchers' relay thread
 
 
 class Scheduler:
+    """Runs units on their devices, one loop supervising them all: metrics to the sinks, ended jobs noticed,
+    every run left in a terminal state however the loop stops."""
+
     def __init__(self, context: RunContext) -> None:
         self.context = context
         self.events: queue.Queue = queue.Queue()
@@ -187,6 +195,8 @@ class Scheduler:
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, units: list[Unit], exclusive: bool) -> None:
+        """Run the units, each as soon as its devices are free (`exclusive`: one at a time, in order), until
+        all have ended; Ctrl-C, SIGTERM or --timeout stop every one still running."""
         running: list[Unit]
         pending, running = list(units), []
         deadline = time.monotonic() + self.context.timeout_s if self.context.timeout_s else None

@@ -191,6 +191,7 @@ class LaunchedJob:
 
     @property
     def tail(self) -> list[str]:
+        """The last lines of every launcher's output, launcher by launcher (for a failure's message)."""
         return [line for process in self.processes for line in process.tail]
 
     def _record(self, record: dict[str, Any]) -> None:
@@ -209,9 +210,11 @@ class LaunchedJob:
             self.events.put((self.run_id, JobExit(failed[0] if failed else 0)))
 
     def running(self) -> bool:
+        """Whether any of its launchers still runs."""
         return any(p.process.poll() is None for p in self.processes)
 
     def stop(self) -> None:
+        """Stop every launcher of the run."""
         for process in self.processes:
             process.stop()
 

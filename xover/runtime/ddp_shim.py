@@ -145,6 +145,8 @@ class DDPCrossover:
         self.pending: list = []  # all-reduces started and not waited for yet
 
     def install(self) -> None:
+        """Adapt DDP, the optimizers' steps and torch.distributed's collectives for crossover; what the shim
+        cannot follow (a comm hook, another process group) is refused when the script uses it."""
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import distributed as ddp_module

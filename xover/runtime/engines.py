@@ -22,6 +22,8 @@ from .gradient_wait import LinkClock, meet_without_spinning, wait_without_spinni
 
 
 class HorovodEngine:
+    """Horovod, launched by horovodrun: its DistributedOptimizer all-reduces each gradient from backward's hooks."""
+
     name = "horovod"
 
     def __init__(self) -> None:
@@ -35,6 +37,8 @@ class HorovodEngine:
         self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Meet the job's other ranks, start every rank from rank 0's weights and optimizer state, and wrap
+        the optimizer so that backward starts the all-reduces; the wrapped optimizer is the one to step."""
         hvd = self.hvd
         meet_without_spinning(hvd)
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -53,17 +57,21 @@ class HorovodEngine:
         self.optimizer.synchronize()  # returns at once now: every handle has completed
 
     def apply_update(self) -> None:
+        """Step the optimizer on the averages wait_gradients installed, without synchronizing again."""
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
 
     def zero_grad(self) -> None:
+        """Clear the gradients for the next step."""
         self.optimizer.zero_grad()
 
     @property
     def link_s(self) -> float | None:
+        """How long the last step's all-reduces were in flight."""
         return self.clock.link_s
 
     def shutdown(self) -> None:
+        """Leave the job."""
         self.hvd.shutdown()
 
 
@@ -110,6 +118,8 @@ class TorchEngine:
         self.clock = LinkClock()
 
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Start every rank from rank 0's weights, make the gradients views of flat buckets and hook each
+        bucket's all-reduce to its last gradient; the optimizer is returned as it is."""
         with torch.no_grad():
             for tensor in list(model.parameters()) + list(model.buffers()):
                 self.dist.broadcast(tensor.data, src=0)
@@ -146,6 +156,7 @@ class TorchEngine:
             self._pending.append((index, work))
 
     def wait_gradients(self) -> None:
+        """Block (without spinning) until this step's all-reduces are done."""
         self.clock.sleep_through_expected()
         for _, work in self._pending:
             wait_without_spinning(work.is_completed)
@@ -153,6 +164,7 @@ class TorchEngine:
         self.clock.done()
 
     def apply_update(self) -> None:
+        """Turn each bucket's sum into the average, then step the optimizer."""
         for index, _ in self._pending:
             self._flat[index].div_(self.size)  # the average, as Horovod computes it (sum, then / size)
         self._pending.clear()
@@ -160,15 +172,18 @@ class TorchEngine:
         self.optimizer.step()
 
     def zero_grad(self) -> None:
+        """Zero the gradients in place for the next step."""
         # zero in place: the optimizer's zero_grad would set the gradients to None and lose the views
         for flat in self._flat:
             flat.zero_()
 
     @property
     def link_s(self) -> float | None:
+        """How long the last step's all-reduces were in flight."""
         return self.clock.link_s
 
     def shutdown(self) -> None:
+        """Leave the process group."""
         self.dist.destroy_process_group()
 
 

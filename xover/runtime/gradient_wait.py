@@ -66,10 +66,12 @@ class LinkClock:
         self.expect = settings().wait == "expect"
 
     def on_gradient(self, _parameter=None) -> None:
+        """A gradient is ready: the step's communication starts at its first."""
         if self.first_gradient_at is None:
             self.first_gradient_at = time.perf_counter()
 
     def watch(self, model) -> None:
+        """Hook every trainable parameter of `model`, so that its gradient marks the start."""
         for parameter in model.parameters():
             if parameter.requires_grad:
                 parameter.register_post_accumulate_grad_hook(self.on_gradient)
@@ -87,6 +89,7 @@ class LinkClock:
             time.sleep(rest * EXPECTED_FRACTION)
 
     def done(self) -> None:
+        """The step's all-reduces are done: its span becomes `link_s` and one of the recent spans."""
         if self.first_gradient_at is not None:
             self.link_s = time.perf_counter() - self.first_gradient_at
             self.recent.append(self.link_s)

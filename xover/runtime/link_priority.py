@@ -20,6 +20,8 @@ APPLY_AFTER_ITERATIONS = 2  # look again after the first iterations: some backen
 
 
 def link_priority_from_env() -> int | None:
+    """The socket priority the launcher gave this job (XOVER_LINK_PRIORITY), or None; a value that is not
+    0 to 6 is an error."""
     value = os.environ.get(LINK_PRIORITY_VARIABLE)
     if value is None or value == "":
         return None
@@ -62,6 +64,8 @@ class LinkPriority:
         self.sockets = 0
 
     def apply(self, iteration: int | None = None) -> None:
+        """Set the priority on the sockets open now: at the start, then in the first iterations (some backends
+        connect on first use); later calls do nothing."""
         if self.priority is None or (iteration is not None and iteration >= APPLY_AFTER_ITERATIONS):
             return
         self.sockets = max(self.sockets, prioritise_sockets(self.priority))

@@ -173,6 +173,8 @@ def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Calla
 
 
 def main() -> None:
+    """The shim's entry point: adapt the engine, run the user's script as __main__, and tell the coordinator
+    whether it ended cleanly."""
     if len(sys.argv) < 3 or sys.argv[1] not in ENGINES:
         sys.exit(f"usage: python -m xover.runtime.script_shim {'|'.join(ENGINES)} SCRIPT [ARGS...]")
     engine, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]

@@ -84,6 +84,7 @@ class ScriptCoordinator:
 
     @property
     def attached(self) -> bool:
+        """Whether the engine's wrapper has been built (its gradients can be waited for)."""
         return self.wait_for_gradients is not None
 
     # -- the turn ------------------------------------------------------------------------------
@@ -218,6 +219,7 @@ class ScriptCoordinator:
         self._take_turn()
 
     def unwrapped_step(self) -> str:
+        """Why a step on an optimizer the engine's wrapper does not drive cannot run in a crossover group."""
         engine = ENGINES[self.engine]
         wrapper = engine.wrapper
         return (f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
@@ -225,6 +227,7 @@ class ScriptCoordinator:
                 f"crossover group ({engine.other_hint})")
 
     def refuse(self, problem: str) -> Unfollowable:
+        """The refusal of `problem` in this script."""
         return Unfollowable(self.script, problem)
 
     def finish(self, clean: bool) -> None:

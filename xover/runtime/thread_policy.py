@@ -75,6 +75,8 @@ class CommThreads:
         self.threads = 0
 
     def apply(self, iteration: int | None = None) -> None:
+        """Put the engine's threads under SCHED_BATCH: at the start, then each of the first iterations (threads
+        start late); not where torch computes on several threads of its own, which would slow the job."""
         if not self.active or (iteration is not None and iteration >= APPLY_AFTER_ITERATIONS):
             return
         if _intra_op_threads() > 1:
@@ -85,4 +87,5 @@ class CommThreads:
         self.threads = max(self.threads, batch_other_threads())
 
     def start_fields(self) -> dict:
+        """For the `start` record: how the communication threads were scheduled."""
         return {"comm_threads": "batch" if self.active else "normal"}

@@ -69,28 +69,37 @@ class NoTurn:
         self.holding = False
 
     def acquire(self) -> float:
+        """A new phase, granted at once; no time waited."""
         self.phase = TurnPhase()
         self.holding = True
         return 0.0
 
     def checkpoint(self) -> None:
+        """Nothing to do: no one asks to yield."""
         pass
 
     def release(self) -> None:
+        """The phase is over."""
         self.holding = False
 
     def step_out(self) -> None:
+        """Out of the turn for a collective."""
         self.holding = False
 
     def step_in(self) -> float:
+        """Back in the turn at once; no time waited."""
         self.holding = True
         return 0.0
 
     def close(self) -> None:
+        """Nothing to close."""
         pass
 
 
 class CrossoverToken:
+    """A worker's turn on a device shared with other jobs, from the host's turn server over a Unix socket
+    and its yield page."""
+
     crossover = True
 
     def __init__(self, socket_path: str, device: int, slot: int,
@@ -119,6 +128,7 @@ class CrossoverToken:
         return time.perf_counter() - start
 
     def checkpoint(self) -> None:
+        """A layer boundary: if the server asks this job to yield, give the turn up and wait to get it back."""
         if self.sync_checkpoints and self.holding:
             self.synchronize()
         if self._page[self.device] == self._mark and self.holding:
@@ -130,6 +140,7 @@ class CrossoverToken:
             self.phase.yielded_s += time.perf_counter() - start
 
     def release(self) -> None:
+        """End the compute phase and give the turn up; the all-reduces go on outside it."""
         if not self.holding:
             return
         self._end_hold()
@@ -160,6 +171,7 @@ class CrossoverToken:
                 self._lost()
 
     def close(self) -> None:
+        """Say goodbye to the server and close the socket; a second call does nothing."""
         if self._sock is not None:
             try:
                 self._sock.sendall(BYE)

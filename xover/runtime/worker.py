@@ -76,6 +76,7 @@ def gpu_sharing(device: torch.device) -> str | None:
 
 
 def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer:
+    """The recipe's optimizer (sgd, adam, else adamw) over `parameters`."""
     name, lr = recipe["optimizer"], recipe["lr"]
     if name == "sgd":
         return eager(torch.optim.SGD)(parameters, lr=lr, momentum=recipe["momentum"], weight_decay=recipe["weight_decay"])
@@ -120,16 +121,20 @@ def set_precision(precision: str, device: torch.device):
 
 
 def to_memory_format(tensor: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """The tensor in the layout the model computes in."""
     # images (4-D) in NHWC where the recipe asks for it; other inputs as they are
     return tensor.contiguous(memory_format=torch.channels_last) if channels_last and tensor.dim() == 4 else tensor
 
 
 def loss_of(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the last dimension: per image, or per token of a sequence."""
     return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
 
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, dataset, device: torch.device) -> dict[str, float]:
+    """Test accuracy and loss over the dataset's test split (token accuracy for a language model);
+    empty without one. The model is back in training mode after."""
     model.eval()
     total_loss, correct, count = 0.0, 0, 0
     for inputs, targets in dataset.test_batches():
@@ -146,6 +151,7 @@ def evaluate(model: torch.nn.Module, dataset, device: torch.device) -> dict[str,
 
 
 def synchronize_device(device: torch.device) -> None:
+    """Block until the device's queued kernels are done (a CPU's work is done already)."""
     # Release the turn only once the device has really finished: kernels are merely queued otherwise.
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
@@ -189,6 +195,8 @@ def _device_uuid(device: torch.device) -> str:
 
 
 def train(spec: dict[str, Any]) -> None:
+    """Train one rank of a job as its spec says, taking the device's turns, and emit its metric records
+    (rank 0 only)."""
     recipe = spec["recipe"]
     deterministic = use_deterministic_kernels()
     engine = ENGINES[spec.get("engine", DEFAULT_ENGINE)].adapter()()
@@ -302,6 +310,7 @@ def exit_without_teardown() -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """A worker's entry point: train from the spec file named by the first argument, then exit without teardown."""
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0]) as handle:
         train(json.load(handle))

@@ -23,14 +23,19 @@ ACTIVE_STATUSES = ("pending", "running")
 
 
 def utcnow() -> datetime:
+    """Now in UTC, without a time zone: how every time is stored."""
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):
+    """The models' declarative base."""
+
     pass
 
 
 class SchemaInfo(Base):
+    """One row: the schema version and the xover that last upgraded the database."""
+
     __tablename__ = "schema_info"
     id: Mapped[int] = mapped_column(primary_key=True)
     version: Mapped[int]
@@ -50,6 +55,8 @@ class RecipeSnapshot(Base):
 
 
 class Experiment(Base):
+    """One invocation of `xover train`, `run` or `profile`, and the process that runs it."""
+
     __tablename__ = "experiments"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     kind: Mapped[str] = mapped_column(String(20))  # train | run | profile
@@ -69,6 +76,8 @@ class Experiment(Base):
 
 
 class Run(Base):
+    """One launched job of an experiment: one recipe in one mode, how and where it ran, and how it ended."""
+
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(primary_key=True)
     experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"), index=True)
@@ -129,6 +138,8 @@ class IterationMetric(Base):
 
 
 class Evaluation(Base):
+    """One evaluation metric of a run at a step (test accuracy, loss)."""
+
     __tablename__ = "evaluations"
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
@@ -182,6 +193,8 @@ class Profile(Base):
 
 
 class Plan(Base):
+    """A plan as the planner made it: the plan file's content and its predicted gain."""
+
     __tablename__ = "plans"
     id: Mapped[int] = mapped_column(primary_key=True)
     algo: Mapped[str] = mapped_column(String(20))
@@ -193,6 +206,8 @@ class Plan(Base):
 
 
 class PlanGroup(Base):
+    """One group of a plan: its jobs, their devices, its wave and the planner's predictions for it."""
+
     __tablename__ = "plan_groups"
     id: Mapped[int] = mapped_column(primary_key=True)
     plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id"), index=True)

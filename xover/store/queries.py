@@ -17,6 +17,7 @@ from .models import IterationMetric, RecipeSnapshot, Run, utcnow
 
 
 def new_experiment_id() -> str:
+    """A new experiment's id: its start (local time), then four random hex digits."""
     return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
@@ -59,6 +60,7 @@ def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[
 
 
 def run_fields(run: Run) -> dict[str, Any]:
+    """A run's own fields as results carry them (RunResult's first ones): times as UTC text, and its wall time."""
     return {
         "run_id": run.id, "experiment": run.experiment_id, "name": run.name, "recipe": run.recipe.path,
         "mode": run.mode, "policy": run.policy, "group": run.group_index, "slot": run.slot, "engine": run.engine,
@@ -77,5 +79,6 @@ def run_fields(run: Run) -> dict[str, Any]:
 
 
 def losses(session: Session, run_id: int) -> list[float]:
+    """A run's loss at every iteration, in step order."""
     return list(session.scalars(select(IterationMetric.loss).where(IterationMetric.run_id == run_id)
                                 .order_by(IterationMetric.step)))

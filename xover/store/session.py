@@ -38,6 +38,8 @@ _MIGRATION_LOCK_KEY = 0x78_6F_76_65_72  # "xover": PostgreSQL advisory lock held
 
 
 class StoreError(XoverError):
+    """The store cannot be opened, upgraded or written: one line with the driver's own words."""
+
     pass
 
 
@@ -186,6 +188,7 @@ def _alembic_config(connection: Connection | None):
 
 
 def head_revision() -> str:
+    """The newest migration xover ships: the revision every store is upgraded to."""
     from alembic.script import ScriptDirectory
 
     config = _alembic_config(None)
@@ -294,13 +297,16 @@ class Store:
             yield
 
     def session(self) -> Session:
+        """A new session; callers close it (a `with` block)."""
         return self._sessions()
 
     def close(self) -> None:
+        """Close the engine's pooled connections."""
         self.engine.dispose()
 
 
 def open_store(db: str | None = None) -> Store:
+    """The store at `db` (else XOVER_DB, else the default file), migrated; a failure is one line."""
     try:
         return Store(db)
     except SQLAlchemyError as error:  # the driver's own words, without SQLAlchemy's link to its FAQ

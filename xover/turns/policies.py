@@ -60,6 +60,8 @@ class SlotTraits:
 
 @dataclass
 class Waiter:
+    """A slot waiting for the turn: since when, and how many grants to others it has sat through."""
+
     since: float
     bypassed: int = 0
 
@@ -78,6 +80,7 @@ class SlotHistory:
     iterations: int = 0
 
     def recent_iteration_s(self) -> float | None:
+        """The mean time between its recent iteration starts, or None before two."""
         if len(self.starts) < 2:
             return None
         return float(self.starts[-1] - self.starts[0]) / (len(self.starts) - 1)
@@ -109,10 +112,12 @@ class DeviceTurns:
     history: dict[int, SlotHistory] = field(default_factory=dict)
 
     def open_if_all_ready(self) -> None:
+        """Lift the start barrier once every slot is ready to train or gone."""
         if self.ready | self.gone >= set(self.order):
             self.open = True
 
     def slot_history(self, slot: int) -> SlotHistory:
+        """The slot's history on this device, begun empty on first use."""
         return self.history.setdefault(slot, SlotHistory())
 
     # -- events -------------------------------------------------------------------------------
@@ -134,6 +139,7 @@ class DeviceTurns:
         self.open_if_all_ready()
 
     def grant(self, slot: int, now: float, unpreemptible: bool = False) -> None:
+        """Hand the turn to a waiting `slot`; every slot still waiting counts one more bypass."""
         waiter = self.waiting.pop(slot)
         self.slot_history(slot).waited_s += now - waiter.since
         for other in self.waiting.values():
@@ -155,12 +161,14 @@ class DeviceTurns:
         return held
 
     def leave(self, slot: int, now: float) -> None:
+        """`slot` has left: it waits no more, gives up the turn if it held it, and no longer holds back the start."""
         self.gone.add(slot)
         self.waiting.pop(slot, None)
         self.release(slot, now)
         self.open_if_all_ready()
 
     def live_waiters(self) -> list[int]:
+        """Waiting slots that have not left, in arrival order."""
         return [slot for slot in self.waiting if slot not in self.gone]
 
 
@@ -216,9 +224,12 @@ class TurnPolicy:
 
 
 class RoundRobin(TurnPolicy):
+    """Strict alternation in a fixed order, one compute phase each (the paper's method)."""
+
     name = "round-robin"
 
     def choose(self, turns: DeviceTurns, now: float) -> tuple[int, bool] | None:
+        """Grant the slot whose turn it is, once it waits; never a later one first."""
         if not turns.open or turns.holder is not None or not turns.order:
             return None
         for _ in range(len(turns.order)):
@@ -229,11 +240,15 @@ class RoundRobin(TurnPolicy):
         return None
 
     def on_pass(self, turns: DeviceTurns) -> None:
+        """Move the turn on to the next slot in order."""
         if turns.order:
             turns.position = (turns.position + 1) % len(turns.order)
 
 
 class WorkConserving(TurnPolicy):
+    """The default: the device never idles while a slot waits; critical jobs first, protected and starved
+    slots before them, a holder ranked after a waiter asked to yield."""
+
     name = "work-conserving"
     preemptive = True
 
@@ -242,6 +257,7 @@ class WorkConserving(TurnPolicy):
         self.max_bypass = max_bypass
 
     def rank(self, turns: DeviceTurns, slot: int) -> float:
+        """A slot's rank (smaller first): the one its traits give, else the one learnt from its history."""
         trait = self.traits.get(slot)
         if trait is not None and trait.rank is not None:
             return trait.rank
@@ -262,6 +278,7 @@ class WorkConserving(TurnPolicy):
         return (1 if self.behind(turns, slot) else 2, self.rank(turns, slot), waiter.since, slot)
 
     def choose(self, turns: DeviceTurns, now: float) -> tuple[int, bool] | None:
+        """Grant the first live waiter: starved, then behind its bound, then by rank and arrival."""
         if not turns.open or turns.holder is not None:
             return None
         waiters = turns.live_waiters()
@@ -271,9 +288,12 @@ class WorkConserving(TurnPolicy):
         return slot, turns.waiting[slot].bypassed >= self.max_bypass
 
     def link_bands(self) -> dict[int, int]:
+        """Bands on the link from the jobs' link fractions (module-level `link_bands`)."""
         return link_bands(self.traits)
 
     def wants_yield(self, turns: DeviceTurns, now: float) -> bool:
+        """Ask the holder to yield when a starved slot waits, or a waiter is more urgent by protection or
+        clearly by rank (PREEMPT_RATIO); never an unpreemptible holder."""
         holder = turns.holder
         if holder is None or turns.holder_unpreemptible:
             return False
@@ -298,6 +318,7 @@ DEFAULT_POLICY = WorkConserving.name
 
 
 def make_policy(name: str, traits: dict[int, SlotTraits] | None = None) -> TurnPolicy:
+    """The policy registered under `name`, with the jobs' traits; an unknown name is a ValueError listing them."""
     if name not in POLICIES:
         raise ValueError(f"unknown turn policy {name!r}; choose {', '.join(POLICIES)}")
     return POLICIES[name](traits)

@@ -39,16 +39,20 @@ MAX_SLOTS = 254  # a page byte holds slot + 1
 
 
 def yield_page_path(socket_path: str) -> str:
+    """The yield page that goes with a server's socket."""
     return socket_path + ".yield"
 
 
 def stats_line(payload: str) -> str:
+    """A server's closing statistics line on its stdout."""
     return f"stats {payload}"
 
 
 def event_line(payload: str) -> str:
+    """A server's event line (a lease revoked, a registration refused) on its stdout."""
     return f"event {payload}"
 
 
 def spans_line(payload: str) -> str:
+    """A server's line of first grants on its stdout."""
     return f"spans {payload}"

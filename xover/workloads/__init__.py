@@ -12,6 +12,8 @@ IMAGE, TOKENS = "image", "tokens"
 
 @dataclass(frozen=True)
 class DatasetInfo:
+    """A dataset recipes can name: the data it gives (image or tokens), what it is, and its options."""
+
     kind: str
     description: str
     options: tuple[str, ...]
@@ -19,6 +21,8 @@ class DatasetInfo:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """A model recipes can name: the data it takes (image or tokens), what it is, and its options."""
+
     kind: str
     description: str
     options: tuple[str, ...]
@@ -53,6 +57,7 @@ BERT_DEFAULTS = {"d_model": 768, "heads": 12, "max_positions": 512}
 
 
 def build_dataset(name: str, *, batch_size: int, rank: int, world_size: int, seed: int, options: dict[str, Any]):
+    """The named dataset, this rank's shard of it, with the recipe's options."""
     from . import datasets
 
     builders: dict[str, Callable[..., datasets.Dataset]] = {

@@ -20,6 +20,8 @@ import torch.nn.functional as F
 
 @dataclass
 class Split:
+    """Inputs and their targets, row for row."""
+
     inputs: torch.Tensor
     targets: torch.Tensor
 
@@ -39,6 +41,7 @@ class Dataset:
 
     @property
     def steps_per_epoch(self) -> int:
+        """Steps that cover the train split once across every rank (at least one)."""
         return max(1, len(self.train.inputs) // (self.batch_size * self.world_size))
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,6 +56,7 @@ class Dataset:
         return self.train.inputs[rows], self.train.targets[rows]
 
     def test_batches(self, size: int = 512):
+        """The test split in batches of `size`, in order; none without one."""
         if self.test is None:
             return
         for start in range(0, len(self.test.inputs), size):
@@ -67,9 +71,11 @@ class SyntheticDataset(Dataset):
 
     @property
     def steps_per_epoch(self) -> int:
+        """As good as endless: one fixed batch has no epochs."""
         return 1_000_000
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same fixed batch at every step."""
         return self.train.inputs, self.train.targets
 
 
@@ -107,6 +113,7 @@ def digits_arrays():
 
 def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 32,
                      channels: int = 3, num_classes: int = 10) -> Dataset:
+    """Random images and labels, one fixed batch per rank (seed and rank decide it)."""
     generator = torch.Generator().manual_seed(seed * 1009 + rank)
     inputs = torch.randn(batch_size, channels, image_size, image_size, generator=generator)
     targets = torch.randint(0, num_classes, (batch_size,), generator=generator)
@@ -116,6 +123,7 @@ def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, 
 
 def synthetic_tokens(*, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64,
                      vocab_size: int = 256) -> Dataset:
+    """Random token sequences for a language model (targets: the next token), one fixed batch per rank."""
     generator = torch.Generator().manual_seed(seed * 1009 + rank)
     tokens = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=generator)
     dataset = SyntheticDataset(tokens[:, :-1], tokens[:, 1:], batch_size=batch_size, rank=rank,
@@ -130,6 +138,8 @@ STDLIB_TEXT_FILES = ("argparse.py", "difflib.py", "textwrap.py", "inspect.py", "
 
 
 def stdlib_corpus(max_bytes: int) -> bytes:
+    """Text of the standard library's STDLIB_TEXT_FILES, joined and cut to `max_bytes`; too little of it is
+    an error, not a smaller corpus."""
     root = sysconfig.get_paths()["stdlib"]
     chunks = []
     for name in STDLIB_TEXT_FILES:

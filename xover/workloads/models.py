@@ -22,6 +22,8 @@ def shortcut(in_channels: int, out_channels: int, stride: int) -> nn.Module:
 
 
 class BasicBlock(nn.Module):
+    """Two 3x3 convolutions with a residual path: the SmallResNet's block."""
+
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
@@ -31,6 +33,7 @@ class BasicBlock(nn.Module):
         self.shortcut = shortcut(in_channels, out_channels, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output: both convolutions plus the shortcut, through a ReLU."""
         out = torch.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         return torch.relu(out + self.shortcut(x))
@@ -53,6 +56,7 @@ class SmallResNet(nn.Module):
         self.head = nn.Linear(channels, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for a batch of images."""
         x = self.stages(self.stem(x))
         return self.head(x.mean((2, 3)))  # not adaptive_avg_pool2d: no deterministic CUDA backward
 
@@ -75,10 +79,13 @@ class VGGStyle(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for a batch of images."""
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
 class MLP(nn.Module):
+    """Fully-connected layers with ReLU over flattened inputs: almost no compute per parameter."""
+
     def __init__(self, in_features: int, num_classes: int, hidden: int = 512, layers: int = 2) -> None:
         super().__init__()
         dims = [in_features] + [hidden] * layers
@@ -88,6 +95,7 @@ class MLP(nn.Module):
         self.body = nn.Sequential(nn.Flatten(), *blocks, nn.Linear(dims[-1], num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for a batch of inputs."""
         return self.body(x)
 
 
@@ -108,6 +116,7 @@ class TinyTransformerLM(nn.Module):
         self.register_buffer("causal_mask", torch.triu(torch.full((seq_len, seq_len), -math.inf), 1), persistent=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Next-token logits at every position, each seeing only the tokens before it."""
         n = tokens.shape[1]
         x = self.token(tokens) + self.position(torch.arange(n, device=tokens.device))
         x = self.blocks(x, mask=self.causal_mask[:n, :n], is_causal=True)
@@ -136,6 +145,7 @@ class Bottleneck(nn.Module):
         self.shortcut = shortcut(in_channels, out_channels, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output: 1x1, 3x3 and 1x1 convolutions plus the shortcut, through a ReLU."""
         out = torch.relu(self.bn1(self.conv1(x)))
         out = torch.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
@@ -164,6 +174,7 @@ class ResNet50(nn.Module):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for a batch of images."""
         # mean, not adaptive_avg_pool2d: the latter's CUDA backward has no deterministic kernel
         return self.head(self.stages(self.stem(x)).mean((2, 3)))
 
@@ -205,6 +216,7 @@ class VGG16(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for a batch of images."""
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
@@ -218,6 +230,7 @@ class SelfAttention(nn.Module):
         self.output = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Every position attending to every other, heads concatenated and projected."""
         b, n, d = x.shape
         q, k, v = (layer(x).view(b, n, self.heads, d // self.heads).transpose(1, 2)
                    for layer in (self.query, self.key, self.value))
@@ -236,6 +249,7 @@ class BertLayer(nn.Module):
         self.norm2 = nn.LayerNorm(d_model, eps=1e-12)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention, then the feed-forward block, each added back and normalised."""
         x = self.norm1(x + self.attention(x))
         return self.norm2(x + self.ffn(x))
 
@@ -264,6 +278,7 @@ class Bert(nn.Module):
                 nn.init.zeros_(module.bias)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Masked-LM logits over the vocabulary at every position (decoder tied to the word embedding)."""
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.word(tokens) + self.position(positions) + self.token_type(torch.zeros_like(tokens))
         x = self.blocks(self.embedding_norm(x))

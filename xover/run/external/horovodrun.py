@@ -40,6 +40,7 @@ def horovodrun_env(env: dict[str, str], forward: tuple[str, ...] = (), secret: t
 
 
 def horovodrun_path() -> str:
+    """The horovodrun program, or one line saying how to get it."""
     return find_launcher("horovodrun", "run `make setup` (it builds Horovod), then `xover doctor`")
 
 
@@ -53,6 +54,7 @@ def horovodrun_launcher() -> list[str]:
 
 
 def worker_command(spec_path: Path) -> list[str]:
+    """What each rank runs for a built-in model: the worker, on the job's spec file."""
     return [sys.executable, "-u", "-m", "xover.runtime.worker", str(spec_path)]
 
 
@@ -86,6 +88,8 @@ def network_interface_options(hosts: str, interfaces: dict[str, str] | None = No
 
 def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120,
                        program: list[str] | None = None, interfaces: dict[str, str] | None = None) -> list[str]:
+    """The horovodrun command line of a job: its ranks on `hosts` over Gloo, each rank's output in `log_dir`,
+    running `program` (else the worker)."""
     # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
     # a single rank's output is in the launcher's log anyway.
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []

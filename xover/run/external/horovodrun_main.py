@@ -24,6 +24,7 @@ KEPT_INSTALLATIONS = 16  # the newest first: a user's few virtual environments e
 
 
 def cache_path() -> Path:
+    """The cached answers' file, in the user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "xover" / CACHE_NAME
 
@@ -99,6 +100,7 @@ def cached_check(check, extensions: list[str], path: Path):
 
 
 def main() -> int:
+    """horovodrun, with its Gloo build check answered from the cache; returns its exit status."""
     from horovod.common import util
     from horovod.runner import launch
 

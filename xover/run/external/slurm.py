@@ -188,6 +188,7 @@ class AllocatedHost:
 
     @property
     def device_kind(self) -> str:
+        """"gpu" where Slurm gave the job GPUs on the node, else "cpu" (its cores are the devices)."""
         return "gpu" if self.gpus else "cpu"
 
     @property
@@ -198,6 +199,8 @@ class AllocatedHost:
 
 @dataclass(frozen=True)
 class Allocation:
+    """The Slurm allocation this process runs in: its job id and nodes, and what this node sees of it."""
+
     job_id: str
     hosts: tuple[AllocatedHost, ...]
     partition: str | None = None
@@ -207,6 +210,7 @@ class Allocation:
 
     @property
     def total_devices(self) -> int:
+        """The devices of every node together."""
         return sum(host.devices for host in self.hosts)
 
     def hosts_option(self, this_node_as: str | None = None, devices_per_host: int | None = None) -> str:
@@ -223,6 +227,7 @@ class Allocation:
                         f":{devices_per_host or host.devices}" for host in self.hosts)
 
     def describe(self) -> str:
+        """One line for people: the allocation's hosts, devices and the variables they were read from."""
         kinds = {host.device_kind for host in self.hosts}
         unit = "GPUs" if kinds == {"gpu"} else "CPU cores" if kinds == {"cpu"} else "devices"
         where = f" in partition {self.partition}" if self.partition else ""
@@ -232,6 +237,7 @@ class Allocation:
 
 
 def in_allocation(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process runs inside a Slurm job (salloc, sbatch, srun)."""
     environ = os.environ if environ is None else environ
     return bool(environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID"))
 
@@ -414,6 +420,8 @@ def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = N
 
 @dataclass(frozen=True)
 class JobState:
+    """A submitted job's state as Slurm last reported it."""
+
     job_id: str
     state: str  # Slurm's state name: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
     exit_code: int | None = None  # the batch script's exit status (None while it runs)
@@ -423,10 +431,12 @@ class JobState:
 
     @property
     def finished(self) -> bool:
+        """Whether Slurm is done with the job, however it ended."""
         return self.state in FINAL_STATES
 
     @property
     def succeeded(self) -> bool:
+        """Whether the job completed with exit status 0."""
         return self.state == "COMPLETED" and self.exit_code == 0
 
     @property
@@ -576,6 +586,8 @@ def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
 
 @dataclass
 class SlurmDiagnosis:
+    """What `xover doctor` found of Slurm: its commands, its controller, and the allocation, if any."""
+
     commands: dict[str, str | None]  # name -> path, or None when missing
     controller: str | None  # `scontrol ping`'s answer, when scontrol exists
     allocation: Allocation | None
@@ -588,6 +600,7 @@ class SlurmDiagnosis:
             bool(self.controller and " is UP" in self.controller)
 
     def summary(self) -> str:
+        """One line for `xover doctor`: the commands found, the controller's answer and the allocation."""
         found = [name for name, path in self.commands.items() if path]
         if not found:
             return "not installed (no sbatch, scontrol, ... on PATH)"
@@ -604,6 +617,7 @@ class SlurmDiagnosis:
         return "; ".join(parts)
 
     def to_dict(self) -> dict:
+        """The diagnosis as `xover doctor --json` writes it."""
         alloc = self.allocation
         return {"commands": self.commands, "controller": self.controller, "usable": self.usable,
                 "in_allocation": alloc is not None or self.allocation_error is not None,

@@ -123,6 +123,7 @@ HOLD_S = 600.0  # how long the holder keeps the store's socket for node 0 (which
 
 
 def torchrun_path() -> str:
+    """The torchrun program, or one line saying how to get it."""
     return find_launcher("torchrun", "torch is not installed in this environment (make setup)")
 
 
@@ -158,6 +159,7 @@ class Rendezvous:
 
     @property
     def endpoint(self) -> str:
+        """HOST:PORT for torchrun's --rdzv-endpoint (an IPv6 address in brackets)."""
         return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
 
 

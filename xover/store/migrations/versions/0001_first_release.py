@@ -17,6 +17,7 @@ down_revision = None
 
 
 def upgrade() -> None:
+    """Create the first release's tables and its run_throughput view."""
     op.create_table("schema_info", sa.Column("id", sa.Integer, primary_key=True),
                     sa.Column("version", sa.Integer, nullable=False),
                     sa.Column("written_by", sa.String(32), nullable=False))
@@ -86,6 +87,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop the view and every table."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)
     for table in ("profiles", "evaluations", "iteration_metrics", "runs", "plan_groups", "experiments", "plans",
                   "recipes", "schema_info"):

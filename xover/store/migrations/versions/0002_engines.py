@@ -20,6 +20,7 @@ def _columns(table: str) -> dict[str, ReflectedColumn]:
 
 
 def upgrade() -> None:
+    """Add the profiles' engine to their key and let a loss be null, where the database lacks either."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)  # SQLite rebuilds tables in batch mode; the view would break
     if "engine" not in _columns("profiles"):
         with op.batch_alter_table("profiles") as batch:
@@ -33,6 +34,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop the profiles' engine from their key and table."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)
     with op.batch_alter_table("profiles") as batch:
         batch.drop_index("ix_profiles_key")

@@ -26,6 +26,7 @@ ADDED: dict[str, list[sa.Column]] = {
 
 
 def upgrade() -> None:
+    """Add the columns of ADDED and the turn_events table; store the link rates already there canonically."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)  # SQLite rebuilds tables in batch mode; the view would break
     from xover.rates import canonical_rate_or_none
 
@@ -53,6 +54,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop turn_events and the columns of ADDED; the rates stay canonical."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)
     op.drop_table("turn_events")
     for table, columns in ADDED.items():

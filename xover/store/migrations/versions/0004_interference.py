@@ -15,12 +15,14 @@ COLUMNS = [sa.Column("corun_partner", sa.String(200)), sa.Column("corun_device_m
 
 
 def upgrade() -> None:
+    """Add the profiles' interference columns."""
     with op.batch_alter_table("profiles") as batch:
         for column in COLUMNS:
             batch.add_column(column)
 
 
 def downgrade() -> None:
+    """Drop the profiles' interference columns."""
     with op.batch_alter_table("profiles") as batch:
         for column in COLUMNS:
             batch.drop_column(column.name)

@@ -12,10 +12,12 @@ down_revision = "0004"
 
 
 def upgrade() -> None:
+    """Add the profiles' startup_ms."""
     with op.batch_alter_table("profiles") as batch:
         batch.add_column(sa.Column("startup_ms", sa.Float))
 
 
 def downgrade() -> None:
+    """Drop the profiles' startup_ms."""
     with op.batch_alter_table("profiles") as batch:
         batch.drop_column("startup_ms")

@@ -12,10 +12,12 @@ down_revision = "0005"
 
 
 def upgrade() -> None:
+    """Add the runs' link_priority."""
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("link_priority", sa.Integer))
 
 
 def downgrade() -> None:
+    """Drop the runs' link_priority."""
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("link_priority")

@@ -12,6 +12,7 @@ down_revision = "0006"
 
 
 def upgrade() -> None:
+    """Add the partner's link share, filled in for profiles taken before from their partner's profile."""
     with op.batch_alter_table("profiles") as batch:
         batch.add_column(sa.Column("corun_partner_link_share", sa.Float))
     # Profiles measured before: the partner's profile of the same session (same key, nearest row) holds
@@ -37,5 +38,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop the partner's link share."""
     with op.batch_alter_table("profiles") as batch:
         batch.drop_column("corun_partner_link_share")

@@ -12,10 +12,12 @@ down_revision = "0007"
 
 
 def upgrade() -> None:
+    """Add the runs' comm_threads."""
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("comm_threads", sa.String(10)))
 
 
 def downgrade() -> None:
+    """Drop the runs' comm_threads."""
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("comm_threads")

@@ -15,6 +15,8 @@ MIN_INTERFERENCE = -0.5  # planner.model.MIN_INTERFERENCE when this was written
 
 
 def upgrade() -> None:
+    """Derive each profile's interference again from its stored co-run: device time next to the partner
+    over alone, less one."""
     connection = op.get_bind()
     rows = connection.execute(sa.text(
         "SELECT id, corun_device_ms, data_ms + compute_ms AS device_ms FROM profiles "

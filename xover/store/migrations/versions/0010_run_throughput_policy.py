@@ -17,10 +17,12 @@ down_revision = "0009"
 
 
 def upgrade() -> None:
+    """Rebuild the run_throughput view with each run's policy, engine and group."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)
     op.execute(RUN_THROUGHPUT_VIEW)
 
 
 def downgrade() -> None:
+    """Rebuild the run_throughput view as it was."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)
     op.execute(RUN_THROUGHPUT_VIEW_0001)

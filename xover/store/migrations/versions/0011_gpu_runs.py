@@ -12,6 +12,7 @@ down_revision = "0010"
 
 
 def upgrade() -> None:
+    """Add the runs' GPU columns: backend, deterministic, devices_per_gpu, gpu_sharing."""
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("backend", sa.String(20)))
         batch.add_column(sa.Column("deterministic", sa.Boolean()))
@@ -20,6 +21,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop the runs' GPU columns."""
     with op.batch_alter_table("runs") as batch:
         for column in ("gpu_sharing", "devices_per_gpu", "deterministic", "backend"):
             batch.drop_column(column)

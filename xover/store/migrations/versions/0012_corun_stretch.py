@@ -19,6 +19,8 @@ down_revision = "0011"
 
 
 def upgrade() -> None:
+    """Add the profiles' stretches and gpu_busy; mark the profiles taken on one machine's shaped loopback
+    "R (shared lo)"."""
     with op.batch_alter_table("profiles") as batch:
         batch.add_column(sa.Column("corun_stretch", sa.Float()))
         batch.add_column(sa.Column("mps_stretch", sa.Float()))
@@ -28,6 +30,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Take the "(shared lo)" mark off every profile's link, and drop the stretches and gpu_busy."""
     op.execute("UPDATE profiles SET bandwidth = REPLACE(bandwidth, ' (shared lo)', '')")
     with op.batch_alter_table("profiles") as batch:
         batch.drop_column("gpu_busy")
