@@ -369,7 +369,7 @@ def _measure_corun(current: Experiment, store: Store, recipe, job, profile: Prof
         row.interference = (None if device_ms is None else
                             measured_interference(row.data_ms + row.compute_ms, device_ms))
         session.flush()
-        row.recipe  # load it before the session closes
+        _ = row.recipe  # load it before the session closes
         return row
 
 
@@ -408,7 +408,7 @@ def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Pr
         for way, value in found.items():
             setattr(row, way, value)
         session.flush()
-        row.recipe  # load it before the session closes
+        _ = row.recipe  # load it before the session closes
         return row
 
 

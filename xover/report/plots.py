@@ -74,7 +74,7 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     figure = Figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (mode, jobs, rows, window, note) in zip(axes, panels):
-        for lane, (job, job_rows) in enumerate(zip(jobs, rows)):
+        for lane, job_rows in enumerate(rows[:len(jobs)]):
             for phase in PHASES:
                 spans = [((i.start - window[0]) * 1000, (i.end - i.start) * 1000)
                          for i in intervals_in_window(job_rows, window) if i.phase == phase]

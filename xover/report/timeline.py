@@ -53,7 +53,7 @@ def middle_window(runs: list[list[dict[str, Any]]], iterations: int = 8) -> tupl
         return None
     steady = [rows[warmup_steps(len(rows)):] or rows for rows in runs]
     period = max(statistics.median(r["iteration_s"] for r in rows) for rows in steady)
-    for when, candidates in (("steady", steady), ("start-up", runs)):
+    for when, candidates in (("steady", steady), ("start-up", runs)):  # noqa: B007 - `when` is read after the break
         start, end = _overlap(candidates)
         if end > start:
             break

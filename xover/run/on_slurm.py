@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -170,7 +171,7 @@ def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], conso
             if index in states:
                 continue
             left = None if deadline is None else max(1.0, deadline - time.monotonic())
-            state = slurm.retrying(lambda: slurm.job_state(job_id), on_retry=say_retrying,
+            state = slurm.retrying(functools.partial(slurm.job_state, job_id), on_retry=say_retrying,
                                    limit_s=None if left is None else min(left, slurm.TRANSIENT_RETRY_S))
             told.clear()
             if seen.get(index) != state.state:

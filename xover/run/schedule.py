@@ -14,6 +14,7 @@ everything on Ctrl-C, SIGTERM or --timeout, leaving every row in a terminal stat
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -353,7 +354,7 @@ class Scheduler:
             if sharing_only:
                 self.context.recorder.close_runs(sharing_only, "stopped")
                 for run_id in sharing_only:
-                    self._to_sinks(lambda sink: sink.job_ended(self.jobs[run_id], "stopped"))
+                    self._to_sinks(functools.partial(_job_stopped, labels=self.jobs[run_id]))
             self._teardown(unit)
         self._say_ignored(unit)
         if unit.on_done is not None:
@@ -387,6 +388,10 @@ class Scheduler:
     def _stop_all(self, running: list[Unit], status: str) -> None:
         for unit in running:
             self._stop_unit(unit, status)
+
+
+def _job_stopped(sink: MetricSink, labels: JobLabels) -> None:
+    sink.job_ended(labels, "stopped")
 
 
 def _say(message: str) -> None:

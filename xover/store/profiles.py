@@ -31,7 +31,7 @@ def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None,
     with store.session() as session:
         profile = session.scalars(query.order_by(Profile.id.desc())).first()
         if profile is not None:
-            profile.recipe  # load it before the session closes
+            _ = profile.recipe  # load it before the session closes
         return profile
 
 

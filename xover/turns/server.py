@@ -212,7 +212,7 @@ class TurnServer:
         deadlines = []
         if not all(d.open for d in self.devices.values()):
             deadlines.append(self.join_deadline)
-        for device, turns in self.devices.items():
+        for turns in self.devices.values():
             if turns.holder is not None:
                 deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
         if self.asking:
