@@ -414,10 +414,14 @@ def plan(
 def report(
     target: Annotated[str, typer.Argument(help="An experiment id (as printed by train/run/profile), 'latest', "
                                                "or 'all' for a summary of every experiment.")] = "latest",
-    fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html | mlflow")] = "table",
     out: Annotated[Optional[str], typer.Option("--out", help="Write to this file (html: default "
                                                "results/runs/<id>/report.html, for 'all' results/report.html, "
                                                "under $XOVER_RESULTS if set; csv: a folder or file).")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(
+        "--tracking-uri", help="--format mlflow: the MLflow tracking store, e.g. sqlite:///results/mlflow.db or "
+                               "http://host:5000 (default $MLFLOW_TRACKING_URI); one parent run per experiment, "
+                               "one run per job and mode, written again without duplicates.")] = None,
 ) -> None:
     """Show what a run did: throughput, slowdowns, predicted vs measured gain, accuracy parity,
     and pictures (timeline, throughput by mode, loss curves, predicted vs measured). Warns where a
@@ -426,7 +430,7 @@ def report(
     from .report import make_report
 
     with user_errors():
-        make_report(State.db, target, fmt, out)
+        make_report(State.db, target, fmt, out, tracking_uri)
 
 
 from .cli_cluster import cluster_app  # noqa: E402 - registered after the commands above
