@@ -215,6 +215,9 @@ def run(
     account: Annotated[Optional[str], typer.Option("--account", help="Slurm account (--launcher slurm).")] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time-limit", help="Slurm time limit per group, e.g. 1:00:00 "
                           "(--launcher slurm).")] = None,
+    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Serve the run's figures to Prometheus "
+                            "on this port while it runs (each Slurm group on its first node); default "
+                            "$XOVER_METRICS_PORT, else off. Metrics: docs/reference.md.", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
@@ -253,7 +256,7 @@ def run(
             modes=tuple(modes), policies=tuple(chosen.policies), engine=chosen.engine, bandwidth=chosen.bandwidth,
             iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, launcher=launcher,
             launcher_options=launcher_options | {"allow_changed": allow_changed}, plan_body=chosen.plan_body,
-            plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out))
+            plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out, metrics_port=metrics_port))
     shown = result.to_json()
     if json_out:
         print_json(shown)

@@ -22,6 +22,7 @@ from ..results import RunOutcome, RunResult
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import experiment_jobs, iteration_rows, store_plan
 from ..store.session import open_store
+from ..settings import settings
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .jobs import MODES, PLANNED, GroupToRun, attach_traits, check_devices, give_seconds, job_for, nccl_crossover_warning
@@ -73,6 +74,7 @@ class RunOptions:
     kind: str = "run"  # the experiment's kind in the store
     command: str = "xover run"  # the command line, as recorded
     show_progress: bool = True
+    metrics_port: int | None = None  # serve the run's figures to Prometheus here (None: XOVER_METRICS_PORT, else off)
 
 
 def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> RunOutcome:
@@ -111,13 +113,27 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
                             timeout_s=options.timeout_s, wait=options.wait, mps=mps,
                             options=dict(options.launcher_options))
     chosen.check(request)  # before the plan is recorded
-    plan_body = options.plan_body
-    if plan_body:
-        with store.session() as session, session.begin():
-            request.plan_id = store_plan(session, plan_body, options.plan_path)
-    started = time.time()
-    run, launcher_jobs = chosen.launch(request)
-    makespan_s = time.time() - started
+    # the exporter binds its port now: a port in use is refused before anything is recorded or started
+    port = options.metrics_port if options.metrics_port is not None else settings().metrics_port
+    if port is not None:
+        from .exporter import check_port  # prometheus_client, only when asked for
+
+        check_port(port)
+    if chosen.name == "slurm" and port is not None:
+        request.options["metrics_port"] = port  # each group serves its own, on its first node (slurm.py)
+    else:
+        request.exporter = metrics_exporter(port, groups, planned=bool(options.plan_body))
+    try:
+        plan_body = options.plan_body
+        if plan_body:
+            with store.session() as session, session.begin():
+                request.plan_id = store_plan(session, plan_body, options.plan_path)
+        started = time.time()
+        run, launcher_jobs = chosen.launch(request)
+        makespan_s = time.time() - started
+    finally:
+        if request.exporter is not None:
+            request.exporter.stop()  # the run's end closed it already, unless it never began
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get(ExperimentRow, run.id).runs])
         summaries = experiment_jobs(session, run.id, iterations)
@@ -128,6 +144,16 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
                       sharing={g.index: g.sharing for g in groups} if plan_body else {},
                       launcher=chosen.name, launcher_jobs=dict(launcher_jobs or {}),
                       schedule=schedule_summary(jobs, plan_body, makespan_s) if plan_body and not comparison else None)
+
+
+def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
+    """The Prometheus exporter of `xover run --metrics-port PORT` (or XOVER_METRICS_PORT), serving from now
+    on; None when neither asks for one."""
+    if port is None:
+        return None
+    from .exporter import PrometheusSink, run_facts  # prometheus_client, only when asked for
+
+    return PrometheusSink(port, run_facts(groups, planned))
 
 
 def schedule_summary(jobs: list[RunResult], plan_body: dict, wall_s: float) -> dict[str, Any]:

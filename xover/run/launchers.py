@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..store.session import Store
     from .jobs import GroupToRun
     from .schedule import Unit
+    from .sinks import MetricSink
 
 
 @dataclass
@@ -47,6 +48,13 @@ class LaunchRequest:
     wait: bool = False
     mps: bool = False
     options: dict[str, Any] = field(default_factory=dict)  # the launcher's own (LaunchRequest.option_names)
+    exporter: MetricSink | None = None  # --metrics-port: the Prometheus exporter (exporter.py), serving already
+
+    def sinks(self, show_progress: bool) -> list[str | MetricSink]:
+        """The experiment's live sinks: progress bars where shown, and the exporter where asked for."""
+        from .sinks import default_sinks
+
+        return [*default_sinks(show_progress), *([self.exporter] if self.exporter is not None else [])]
 
 
 class Launcher(Protocol):
@@ -72,11 +80,10 @@ class LocalLauncher:
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         from .experiment import experiment, lease_devices
-        from .sinks import default_sinks
         from .mps import MpsDaemon
         from .schedule import Scheduler
 
-        with experiment(request.store, request.kind, request.command, request.bandwidth, default_sinks(request.show_progress),
+        with experiment(request.store, request.kind, request.command, request.bandwidth, request.sinks(request.show_progress),
                         request.plan_id, request.timeout_s, link=request.link) as run:
             lease_devices(run, [job for group in request.groups for job in group.jobs], request.wait)
             with MpsDaemon(run.results_dir, run.id) if request.mps else contextlib.nullcontext():
