@@ -150,6 +150,7 @@ SCRAPE_CONFIG = """global:
   evaluation_interval: {interval}
 scrape_configs:
   - job_name: {job}
+    honor_labels: {honor_labels}
     static_configs:
       - targets: {targets}
 """
@@ -218,14 +219,17 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait(timeout=10)
 
 
-def start_prometheus(directory: Path, targets: list[str], job: str = "xover", interval: str = "1s") -> PrometheusServer:
+def start_prometheus(directory: Path, targets: list[str], job: str = "xover", interval: str = "1s",
+                     honor_labels: bool = False) -> PrometheusServer:
     """Debian's `prometheus` on a free loopback port, scraping `targets` ("host:port") every `interval`,
-    with its storage in `directory`; returns once it answers /-/ready."""
+    with its storage in `directory`; returns once it answers /-/ready. `honor_labels`: a target's own
+    `job` and `instance` labels win over the scrape's (xover's exporter labels its series by job)."""
     binary = shutil.which("prometheus")
     if binary is None:
         service_unavailable("Prometheus", "no `prometheus` on PATH (scripts/setup_prometheus.sh installs Debian's)")
     config = directory / "prometheus.yml"
-    config.write_text(SCRAPE_CONFIG.format(interval=interval, job=job, targets=json.dumps(targets)))
+    config.write_text(SCRAPE_CONFIG.format(interval=interval, job=job, targets=json.dumps(targets),
+                                           honor_labels=str(honor_labels).lower()))
     log = directory / "prometheus.log"
     for _ in range(3):  # another process may take the free port between choosing it and prometheus binding it
         port = _free_loopback_port()
@@ -248,15 +252,16 @@ def start_prometheus(directory: Path, targets: list[str], job: str = "xover", in
 
 @pytest.fixture
 def prometheus(tmp_path) -> Iterator[Callable[..., PrometheusServer]]:
-    """Start a Prometheus server with `prometheus(["127.0.0.1:PORT", ...])` (optionally `job=`, `interval=`):
+    """Start a Prometheus server with `prometheus(["127.0.0.1:PORT", ...])` (optionally `job=`, `interval=`,
+    `honor_labels=`):
     a real one, on a free loopback port, with the given scrape targets and its storage under the test's
     tmp_path; every one started is stopped when the test ends. No `prometheus` here: skip, or fail under CI=true."""
     started: list[PrometheusServer] = []
 
-    def start(targets: list[str], job: str = "xover", interval: str = "1s") -> PrometheusServer:
+    def start(targets: list[str], job: str = "xover", interval: str = "1s", honor_labels: bool = False) -> PrometheusServer:
         directory = tmp_path / f"prometheus-{len(started)}"
         directory.mkdir()
-        server = start_prometheus(directory, targets, job, interval)
+        server = start_prometheus(directory, targets, job, interval, honor_labels)
         started.append(server)
         return server
 

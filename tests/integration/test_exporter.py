@@ -122,3 +122,37 @@ def test_an_exporter_that_fails_is_left_out_and_stops_serving(sink, capsys):
     assert "the prometheus metric sink failed" in capsys.readouterr().err
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{sink.port}/metrics", timeout=5)
+
+
+def test_xover_run_with_a_port_in_use_exits_2_with_one_line_and_records_nothing(isolated_results):
+    from sqlalchemy import create_engine, inspect, text
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["run", "--group", "mlp-digits", "resnet-digits", "--mode", "crossover",
+                                          "--iterations", "5", "--metrics-port", str(port)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"--metrics-port {port}: the port is in use" in lines[0], result.output
+    store = isolated_results / "xover.db"
+    if store.exists():  # nothing was recorded: no experiment, no run
+        engine = create_engine(f"sqlite:///{store}")
+        with engine.connect() as connection:
+            if inspect(connection).has_table("experiments"):
+                assert connection.execute(text("select count(*) from experiments")).scalar() == 0
+        engine.dispose()
+
+
+def test_xover_metrics_port_setting_out_of_range_exits_2(isolated_results, monkeypatch):
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    monkeypatch.setenv("XOVER_METRICS_PORT", "70000")
+    result = CliRunner().invoke(app, ["run", "--group", "mlp-digits", "resnet-digits", "--mode", "crossover"])
+    assert result.exit_code == 2 and "XOVER_METRICS_PORT='70000'" in result.output, result.output
