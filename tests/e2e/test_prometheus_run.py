@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 from fixtures_services import prometheus  # noqa: F401  (a fixture)
 
@@ -28,7 +29,7 @@ def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # no
     server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True)
     run = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
                           "--mode", "crossover", "--iterations", "150", "--metrics-port", str(port), "--json"],
-                         env={**os.environ}, cwd=ROOT, capture_output=True, text=True, timeout=600)
+                         env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-")}, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     experiment = json.loads(run.stdout)["experiment"]
 
