@@ -170,7 +170,10 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
     if tracking_uri.startswith("sqlite:///"):
         location = (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns").as_uri()
     return client.create_experiment(name, artifact_location=location,
-                                    tags={"xover.description": "xover experiments: one parent run each"})
+                                    tags={"mlflow.note.content": "xover experiments: one parent run each, "
+                                                                 "its jobs' runs nested under it",
+                                          # MLflow's UI then shows model training's pages, not GenAI's
+                                          "mlflow.experimentKind": "custom_model_development"})
 
 
 def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list:
