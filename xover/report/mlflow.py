@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..results import RunResult
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
 
@@ -129,8 +130,7 @@ def write_experiment(report: ExperimentReport, params: dict[int, dict[str, str]]
             _write_job(client, experiment_id, parent, report, job, params.get(job.run_id or -1, {}))
         artifacts = _log_artifacts(client, parent, report, pictures, html)
         client.set_tag(parent, TAG_COMPLETE, "true")
-        client.set_terminated(parent, STATUS.get(report.experiment.status, "RUNNING"),
-                              _ms(report.experiment.ended_at))
+        _end(client, parent, report.experiment.status, report.experiment.ended_at)
         return MlflowWritten(report.id, parent, len(report.jobs), artifacts, unchanged=False, replaced=bool(existing))
 
 
@@ -170,7 +170,10 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
     if tracking_uri.startswith("sqlite:///"):
         location = (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns").as_uri()
     return client.create_experiment(name, artifact_location=location,
-                                    tags={"xover.description": "xover experiments: one parent run each"})
+                                    tags={"mlflow.note.content": "xover experiments: one parent run each, "
+                                                                 "its jobs' runs nested under it",
+                                          # MLflow's UI then shows model training's pages, not GenAI's
+                                          "mlflow.experimentKind": "custom_model_development"})
 
 
 def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list:
@@ -207,7 +210,7 @@ def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentRe
     return parent
 
 
-def _write_job(client: MlflowClient, experiment_id: str, parent: str, report: ExperimentReport, job: Any,
+def _write_job(client: MlflowClient, experiment_id: str, parent: str, report: ExperimentReport, job: RunResult,
                recipe: dict[str, str]) -> None:
     label = f"{job.name} {job.mode}" + (f" ({job.policy})" if job.policy and job.mode == "crossover" else "")
     tags = {"mlflow.parentRunId": parent, TAG_EXPERIMENT: report.id, TAG_KIND: "job", TAG_RUN_ID: str(job.run_id),
@@ -239,7 +242,13 @@ def _write_job(client: MlflowClient, experiment_id: str, parent: str, report: Ex
             if _number(row.get(column)):
                 histories.append(Metric(key, float(row[column]), stamp, int(row["step"])))
     _log(client, run_id, params=_flat_params(params), metrics=metrics, histories=histories)
-    client.set_terminated(run_id, STATUS.get(job.status or "", "RUNNING"), _ms(job.ended_at))
+    _end(client, run_id, job.status, job.ended_at)
+
+
+def _end(client: MlflowClient, run_id: str, status: str | None, ended_at: str | None) -> None:
+    """The run's end as xover recorded it; a run still going (pending, running) stays RUNNING, without an end."""
+    if status in STATUS:
+        client.set_terminated(run_id, STATUS[status], _ms(ended_at))
 
 
 def _log_artifacts(client: MlflowClient, parent: str, report: ExperimentReport, pictures: dict[str, str],
