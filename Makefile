@@ -7,7 +7,7 @@ STAMP := .venv/.xover-setup
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh scripts/setup_cluster.sh
+$(STAMP): pyproject.toml scripts/setup.sh scripts/install_horovod.sh scripts/setup_cluster.sh scripts/setup_prometheus.sh
 	bash scripts/setup.sh $(PYTHON)
 	touch $(STAMP)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up .venv/ for xover (idempotent): torch (kept if present), xover and its test tools, the frameworks
-# users' scripts train with (Lightning, Accelerate, transformers), Horovod.
+# users' scripts train with (Lightning, Accelerate, transformers), MLflow's client, Horovod, and Debian's Prometheus
+# server for the tests.
 set -euo pipefail
 PY=${1:-python3}
 VENV=.venv
@@ -21,12 +22,15 @@ else
   "$VPY" -m pip install -q "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
 fi
 
-# the frameworks users' scripts train with (Lightning, Accelerate, transformers: tests/e2e/test_framework_scripts.py),
-# with the torch installed above pinned: none of them may replace it
+# the frameworks users' scripts train with (Lightning, Accelerate, transformers: tests/e2e/test_framework_scripts.py)
+# and MLflow's client (`xover report --format mlflow`, tests/*/test_report_mlflow.py), with the torch installed
+# above pinned: none of them may replace it
 TORCH_PIN=$(mktemp)
 "$VPY" -c 'import torch; print(f"torch=={torch.__version__}")' > "$TORCH_PIN"
-"$VPY" -m pip install -q -e ".[test,frameworks]" -c "$TORCH_PIN"
+"$VPY" -m pip install -q -e ".[test,frameworks,mlflow]" -c "$TORCH_PIN"
 rm -f "$TORCH_PIN"
 bash scripts/install_horovod.sh "$VPY"
 # The emulated cluster's parts (openssh-server, iproute2): optional, `xover doctor` says when missing.
 bash scripts/setup_cluster.sh || echo "emulated cluster unavailable (xover doctor says why)"
+# Debian's prometheus for the tests' Prometheus server (tests/fixtures_services.py): optional like the cluster's parts.
+bash scripts/setup_prometheus.sh || echo "prometheus unavailable: its tests skip here (and fail under CI=true)"

@@ -1,8 +1,9 @@
-"""Real services for the tests: a single-node Slurm cluster (scripts/slurm.sh) and a PostgreSQL
-server in a folder of its own (scripts/postgres.sh).
+"""Real services for the tests: a single-node Slurm cluster (scripts/slurm.sh), a PostgreSQL
+server in a folder of its own (scripts/postgres.sh), and Prometheus servers (Debian's `prometheus`,
+scripts/setup_prometheus.sh) scraping targets a test names.
 
-Both are module-scoped: started once for the test module that asks for them and torn down after it,
-also when a test fails. A cluster that was already up before (someone ran `scripts/slurm.sh up`)
+Slurm and PostgreSQL are module-scoped: started once for the test module that asks for them and torn
+down after it, also when a test fails; a Prometheus server lives for one test. A cluster that was already up before (someone ran `scripts/slurm.sh up`)
 is used and left up. Where a service cannot be set up here (not root, no apt), its tests skip,
 except under CI=true, where they fail: CI must never pass by not testing.
 Load with `pytest_plugins = ["tests.fixtures_services"]` or by importing the fixtures.
@@ -10,10 +11,19 @@ Load with `pytest_plugins = ["tests.fixtures_services"]` or by importing the fix
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,3 +137,136 @@ def postgres_server():
 def postgres_url(postgres_server) -> str:
     """A fresh database for one test."""
     return postgres_server.new_database()
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus
+# ---------------------------------------------------------------------------------------------
+
+PROMETHEUS_READY_S = 60  # a first start on a busy 2-core machine included
+SCRAPE_CONFIG = """global:
+  scrape_interval: {interval}
+  scrape_timeout: {interval}
+  evaluation_interval: {interval}
+scrape_configs:
+  - job_name: {job}
+    honor_labels: {honor_labels}
+    static_configs:
+      - targets: {targets}
+"""
+
+
+@dataclass(frozen=True)
+class PrometheusServer:
+    """A running `prometheus` of one test: its HTTP API at `url`, its config and storage in `directory`."""
+
+    url: str  # http://127.0.0.1:PORT
+    directory: Path
+    process: subprocess.Popen
+
+    def api(self, path: str, **params: str) -> dict | list:
+        """GET /api/v1/PATH?params; the answer's `data`, or an AssertionError with Prometheus' own error."""
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as answer:
+                body = json.load(answer)
+        except urllib.error.HTTPError as error:
+            body = json.load(error)
+        assert body.get("status") == "success", f"Prometheus /api/v1/{path}: {body}"
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict]:
+        """An instant query: [{"metric": {label: value}, "value": [time, "text"]}, ...]."""
+        data = self.api("query", query=expr)
+        assert isinstance(data, dict)
+        return data["result"]
+
+    def wait_for(self, expr: str, until: Callable[[list[dict]], bool] = bool, timeout_s: float = 30) -> list[dict]:
+        """Query `expr` until `until(result)` holds (default: any series); an AssertionError after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        result: list[dict] = []
+        while time.monotonic() < deadline:
+            result = self.query(expr)
+            if until(result):
+                return result
+            time.sleep(0.25)
+        targets = self.api("targets")
+        raise AssertionError(f"{expr} did not come within {timeout_s:.0f} s; last result {result}; targets "
+                             f"{[(t['scrapeUrl'], t['health'], t['lastError']) for t in targets['activeTargets']]}")
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def start_prometheus(directory: Path, targets: list[str], job: str = "xover", interval: str = "1s",
+                     honor_labels: bool = False) -> PrometheusServer:
+    """Debian's `prometheus` on a free loopback port, scraping `targets` ("host:port") every `interval`,
+    with its storage in `directory`; returns once it answers /-/ready. `honor_labels`: a target's own
+    `job` and `instance` labels win over the scrape's (xover's exporter labels its series by job)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        service_unavailable("Prometheus", "no `prometheus` on PATH (scripts/setup_prometheus.sh installs Debian's)")
+    config = directory / "prometheus.yml"
+    config.write_text(SCRAPE_CONFIG.format(interval=interval, job=job, targets=json.dumps(targets),
+                                           honor_labels=str(honor_labels).lower()))
+    log = directory / "prometheus.log"
+    for _ in range(3):  # another process may take the free port between choosing it and prometheus binding it
+        port = _free_loopback_port()
+        url = f"http://127.0.0.1:{port}"
+        with log.open("w") as output:
+            process = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+                                        f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + PROMETHEUS_READY_S
+        while process.poll() is None and time.monotonic() < deadline and not _ready(url):
+            time.sleep(0.2)
+        if process.poll() is None and _ready(url):
+            return PrometheusServer(url=url, directory=directory, process=process)
+        _stop(process)
+        if "address already in use" not in log.read_text():
+            break
+    service_unavailable("Prometheus", f"prometheus did not become ready: {log.read_text()}")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def prometheus(tmp_path) -> Iterator[Callable[..., PrometheusServer]]:
+    """Start a Prometheus server with `prometheus(["127.0.0.1:PORT", ...])` (optionally `job=`, `interval=`,
+    `honor_labels=`):
+    a real one, on a free loopback port, with the given scrape targets and its storage under the test's
+    tmp_path; every one started is stopped when the test ends. No `prometheus` here: skip, or fail under CI=true."""
+    started: list[PrometheusServer] = []
+
+    def start(targets: list[str], job: str = "xover", interval: str = "1s", honor_labels: bool = False) -> PrometheusServer:
+        directory = tmp_path / f"prometheus-{len(started)}"
+        directory.mkdir()
+        server = start_prometheus(directory, targets, job, interval, honor_labels)
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            _stop(server.process)

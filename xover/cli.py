@@ -237,6 +237,9 @@ def run(
                              "they were profiled (recorded with each run); without it such a plan is refused.")] = False,
     launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")
                         ] = DEFAULT_LAUNCHER,
+    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Serve the run's figures to Prometheus "
+                            "on this port while it runs (each Slurm group on its first node); default "
+                            "$XOVER_METRICS_PORT, else off. Metrics: docs/reference.md.", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     **launcher_options: Optional[str],  # each launcher's own (Launcher.options): with_launcher_options
 ) -> None:
@@ -275,7 +278,7 @@ def run(
             modes=tuple(modes), policies=tuple(chosen.policies), engine=chosen.engine, bandwidth=chosen.bandwidth,
             iterations=iterations, seconds=seconds, timeout_s=timeout, wait=wait, mps=mps, allow_changed=allow_changed,
             launcher=launcher, launcher_options=launcher_options, plan=chosen.plan,
-            plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out))
+            plan_path=chosen.plan_path, command=_command_line(), show_progress=not json_out, metrics_port=metrics_port))
     shown = result.to_json()
     if json_out:
         print_json(shown)
@@ -446,10 +449,14 @@ def plan(
 def report(
     target: Annotated[str, typer.Argument(help="An experiment id (as printed by train/run/profile), 'latest', "
                                                "or 'all' for a summary of every experiment.")] = "latest",
-    fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html | mlflow")] = "table",
     out: Annotated[Optional[str], typer.Option("--out", help="Write to this file (html: default "
                                                "results/runs/<id>/report.html, for 'all' results/report.html, "
                                                "under $XOVER_RESULTS if set; csv: a folder or file).")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(
+        "--tracking-uri", help="--format mlflow: the MLflow tracking store, e.g. sqlite:///results/mlflow.db or "
+                               "http://host:5000 (default $MLFLOW_TRACKING_URI); one parent run per experiment, "
+                               "one run per job and mode, written again without duplicates.")] = None,
 ) -> None:
     """Show what a run did: throughput, slowdowns, predicted vs measured gain, accuracy parity,
     and pictures (timeline, throughput by mode, loss curves, predicted vs measured). Warns where a
@@ -458,7 +465,7 @@ def report(
     from .report import make_report
 
     with user_errors():
-        make_report(State.db, target, fmt, out)
+        make_report(State.db, target, fmt, out, tracking_uri)
 
 
 from .cli_cluster import cluster_app  # noqa: E402 - registered after the commands above

@@ -64,6 +64,7 @@ TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
 TURN_HEARTBEAT_VARIABLE = "XOVER_TURN_HEARTBEAT"
 METRIC_SINKS_VARIABLE = "XOVER_METRIC_SINKS"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
+METRICS_PORT_VARIABLE = "XOVER_METRICS_PORT"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
@@ -97,6 +98,8 @@ class Settings:
     pin_cores: bool = _variable(PIN_CORES_VARIABLE, default=True)  # a CPU rank pinned to its core
     # the metric sinks a run adds to the store and the progress display, by name (run/sinks.py's SINKS)
     metric_sinks: tuple[str, ...] = _variable(METRIC_SINKS_VARIABLE, default=())
+    # `xover run` serves its figures to Prometheus on this port (run/exporter.py), as --metrics-port; None: off
+    metrics_port: int | None = _variable(METRICS_PORT_VARIABLE, default=None)
     # -- experiment switches (docs/reference.md: the measurement behind each) -----------------------
     link_bands: bool = _variable(LINK_BANDS_VARIABLE, default=True)  # crossover orders the link by the policy's bands
     comm_threads: str = _variable(COMM_THREADS_VARIABLE, default="batch")  # batch | normal | always
@@ -124,6 +127,7 @@ class Settings:
             threads_per_rank=_threads_per_rank(env.get(THREADS_PER_RANK_VARIABLE, "").strip()),
             pin_cores=_flag(PIN_CORES_VARIABLE, env.get(PIN_CORES_VARIABLE), default=True),
             metric_sinks=_names(METRIC_SINKS_VARIABLE, env.get(METRIC_SINKS_VARIABLE)),
+            metrics_port=_metrics_port(env.get(METRICS_PORT_VARIABLE)),
             link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
             comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
@@ -178,6 +182,16 @@ def _threads_per_rank(value: str) -> int:
     if not value.isdigit() or not 1 <= int(value) <= 4096:
         raise XoverError(f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
                          "threads in each CPU rank)")
+    return int(value)
+
+
+def _metrics_port(text: str | None) -> int | None:
+    """A TCP port, 1 to 65535; unset or empty: no exporter."""
+    value = (text or "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise XoverError(f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)")
     return int(value)
 
 

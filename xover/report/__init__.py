@@ -4,7 +4,8 @@
 * ``timeline`` - rebuild each job's compute / communication / turn-wait intervals from its iterations;
 * ``tables``   - rich tables, the JSON object, CSV files;
 * ``plots``    - the PNG pictures (timeline, throughput, losses, predicted vs measured);
-* ``html``     - one self-contained HTML page.
+* ``html``     - one self-contained HTML page;
+* ``mlflow``   - an experiment's runs into an MLflow tracking store (MLflow's client, imported only for it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .data import (
 from .html import report_html, summary_html
 from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
 
-FORMATS = ("table", "json", "csv", "html")
+FORMATS = ("table", "json", "csv", "html", "mlflow")
 
 __all__ = ["FORMATS", "ExperimentBrief", "ExperimentReport", "ReportError", "make_report", "run_folder"]
 
@@ -38,15 +39,20 @@ def run_folder(experiment_id: str) -> Path:
     return results_root() / "runs" / experiment_id
 
 
-def make_report(db: str | None, target: str, fmt: str, out: str | None) -> None:
+def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking_uri: str | None = None) -> None:
     """Render `target` ('latest', 'all' or an experiment id) as `fmt`; print what was written where."""
     if fmt not in FORMATS:
         raise ReportError(f"--format {fmt}: choose {', '.join(FORMATS)}")
-    if fmt == "table" and out:
-        raise ReportError("--out is for --format json, csv or html; the table goes to the terminal")
+    if fmt in ("table", "mlflow") and out:
+        raise ReportError("--out is for --format json, csv or html; "
+                          + ("the table goes to the terminal" if fmt == "table" else "mlflow writes to --tracking-uri"))
+    if tracking_uri is not None and fmt != "mlflow":
+        raise ReportError(f"--tracking-uri is for --format mlflow, not --format {fmt}")
+    if fmt == "mlflow":
+        _send_to_mlflow(db, target, tracking_uri)
+        return
     store = open_existing_store(db)
-    # a file as its path; another store's URL without its password (not for the terminal)
-    where = store.url.removeprefix("sqlite:///") if store.url.startswith("sqlite:") else shown_url(store.url)
+    where = _where(store.url)
     try:
         with store.session() as session:
             if target == "all":
@@ -65,6 +71,47 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None) -> None:
         _render_summary(briefs, fmt, out)
     else:
         _render_experiment(report, briefs, fmt, out)
+
+
+def _where(url: str) -> str:
+    """A file as its path; another store's URL without its password (not for the terminal)."""
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:") else shown_url(url)
+
+
+def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> None:
+    """Each experiment of `target` ('all': every one) into the MLflow store, with its HTML report and pictures."""
+    from . import mlflow
+
+    uri = mlflow.tracking_uri_of(tracking_uri)
+    store = open_existing_store(db)
+    where = _where(store.url)
+    try:
+        with store.session() as session:
+            if target == "all":
+                experiments = [brief.experiment.id for brief in all_experiments(session)]
+                if not experiments:
+                    raise ReportError(f"the database {where} holds no experiments yet: "
+                                      "run `xover train` or `xover run` first")
+            else:
+                experiments = [find_experiment(session, target, where).id]
+            reports = [gather_report(session, find_experiment(session, id_, where)) for id_ in experiments]
+            params = {report.id: mlflow.recipe_params(session, report.id) for report in reports}
+            briefs = all_experiments(session) if any(report.is_comparison for report in reports) else []
+    finally:
+        store.close()
+    from .plots import make_pictures
+
+    for report in reports:
+        folder = run_folder(report.id)
+        pictures = make_pictures(report, gain_points(briefs), folder)
+        html = folder / "report.html"
+        _write_text(html, "report.html", report_html(report, pictures), quiet=True)
+        written = mlflow.write_experiment(report, params[report.id], pictures, html, uri)
+        what = ("already in MLflow, unchanged" if written.unchanged else
+                f"{'replaced' if written.replaced else 'wrote'} {written.job_runs} job runs and "
+                f"{written.artifacts} artifacts")
+        console.print(f"{report.id}: {what}; parent run {written.parent_run_id} at {uri}",
+                      highlight=False, soft_wrap=True, markup=False)
 
 
 def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:
@@ -139,7 +186,7 @@ def _emit_json(data: dict, out: str | None) -> None:
         print_json(data)
 
 
-def _write_text(path: Path, default_name: str, text: str) -> None:
+def _write_text(path: Path, default_name: str, text: str, quiet: bool = False) -> None:
     """Write `text` to `path` (into it as `default_name` when it is a folder) and print where."""
     if path.is_dir():
         path = path / default_name
@@ -148,4 +195,5 @@ def _write_text(path: Path, default_name: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as error:
         raise ReportError(f"cannot write {path}: {error.strerror}") from None
-    console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+    if not quiet:
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)

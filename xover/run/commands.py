@@ -21,6 +21,7 @@ from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
+from ..settings import settings
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -85,6 +86,7 @@ class RunOptions:
     kind: str = "run"  # the experiment's kind in the store
     command: str = "xover run"  # the command line, as recorded
     show_progress: bool = True
+    metrics_port: int | None = None  # serve the run's figures to Prometheus here (None: XOVER_METRICS_PORT, else off)
 
 
 def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> RunOutcome:
@@ -119,13 +121,27 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     request = LaunchRequest(store=store, groups=groups, units=comparison_units(groups, modes, policies, store, link),
                             options=resolved, link=link, comparison=comparison)
     chosen.check(request)  # before the plan is recorded
-    plan = options.plan
-    if plan is not None:
-        with store.session() as session, session.begin():
-            request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
-    started = time.time()
-    current, launcher_jobs = chosen.launch(request)
-    makespan_s = time.time() - started
+    # the exporter binds its port now: a port in use is refused before anything is recorded or started
+    port = options.metrics_port if options.metrics_port is not None else settings().metrics_port
+    if port is not None:
+        from .exporter import check_port  # prometheus_client, only when asked for
+
+        check_port(port)
+    if chosen.runs_here:
+        request = replace(request, exporter=metrics_exporter(port, groups, planned=options.plan is not None))
+    elif port is not None:  # each group serves its own, on its first node (on_slurm.py)
+        request = replace(request, options=replace(request.options, metrics_port=port))
+    try:
+        plan = options.plan
+        if plan is not None:
+            with store.session() as session, session.begin():
+                request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
+        started = time.time()
+        current, launcher_jobs = chosen.launch(request)
+        makespan_s = time.time() - started
+    finally:
+        if request.exporter is not None:
+            request.exporter.stop()  # the run's end closed it already, unless it never began
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
@@ -136,6 +152,16 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
                       sharing={g.index: g.sharing for g in groups} if plan is not None else {},
                       launcher=chosen.name, launcher_jobs=dict(launcher_jobs or {}),
                       schedule=schedule_summary(jobs, plan, makespan_s) if plan is not None and not comparison else None)
+
+
+def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
+    """The Prometheus exporter of `xover run --metrics-port PORT` (or XOVER_METRICS_PORT), serving from now
+    on; None when neither asks for one."""
+    if port is None:
+        return None
+    from .exporter import PrometheusSink, run_facts  # prometheus_client, only when asked for
+
+    return PrometheusSink(port, run_facts(groups, planned))
 
 
 def schedule_summary(jobs: list[RunResult], plan: Plan, wall_s: float) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from .jobs import JobSpec
 from .leases import DeviceLeases, describe_busy
 from .record import Recorder, reconcile_lost
 from .schedule import RunContext
-from .sinks import StoreSink, deliver, sinks_named
+from .sinks import MetricSink, StoreSink, deliver, sinks_named
 from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
 
 
@@ -106,7 +106,7 @@ def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
 
 
 @contextlib.contextmanager
-def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sinks: Sequence[str],
+def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sinks: Sequence[str | MetricSink],
                plan_id: int | None = None, timeout_s: float | None = None, link: str | None = None):
     """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
     progress display, ...) while it runs, its final status whatever happens, and a reaper that stops

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .commands import RunOptions
     from .jobs import GroupToRun
     from .schedule import Unit
+    from .exporter import PrometheusSink
+    from .sinks import MetricSink
 
 DEFAULT_LAUNCHER = "local"
 
@@ -57,21 +59,26 @@ class LaunchRequest:
     link: str  # what the experiment records as its link: a rate, or 'host'
     comparison: bool = False  # the units one at a time (a comparison), or a plan's real schedule
     plan_id: int | None = None  # the plan recorded with the run
+    exporter: PrometheusSink | None = None  # --metrics-port: the Prometheus exporter (exporter.py), serving already
 
     def option(self, name: str) -> str | None:
         """The value of one of the launcher's own options (LauncherOption.name), None if not given."""
         return self.options.launcher_options.get(name)
 
-    def experiment(self, sinks: Sequence[str] | None = None):
+    def sinks(self) -> list[str | MetricSink]:
+        """The experiment's live sinks: progress bars where shown, and the exporter where asked for."""
+        from .sinks import default_sinks
+
+        return [*default_sinks(self.options.show_progress), *([self.exporter] if self.exporter is not None else [])]
+
+    def experiment(self, sinks: Sequence[str | MetricSink] | None = None):
         """The recorded experiment the units run in (experiment.py), with the metric sinks the request
         says (or `sinks`)."""
         from .experiment import experiment
-        from .sinks import default_sinks
 
         options = self.options
         return experiment(self.store, options.kind, options.command, options.bandwidth,
-                          default_sinks(options.show_progress) if sinks is None else sinks, self.plan_id,
-                          options.timeout_s, link=self.link)
+                          self.sinks() if sinks is None else sinks, self.plan_id, options.timeout_s, link=self.link)
 
 
 class Launcher:

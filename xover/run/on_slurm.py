@@ -49,6 +49,7 @@ from .external import slurm
 from .jobs import GroupToRun, attach_traits, give_seconds
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
+from .sinks import MetricSink, StoreSink, deliver
 from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
 from .units import comparison_units, group_units
 
@@ -84,6 +85,8 @@ def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest)
         command += ["--iterations", str(options.iterations)]
     if options.seconds is not None:
         command += ["--seconds", str(options.seconds)]
+    if options.metrics_port is not None:  # the group's figures are served on its first node (exporter.py)
+        command += ["--metrics-port", str(options.metrics_port)]
     return command
 
 
@@ -253,6 +256,22 @@ def remap_to_allocation(group: GroupToRun, allocation) -> None:
         job.devices = {mapping[host]: indices for host, indices in job.devices.items()}
 
 
+def group_exporter(port: int | None, group: GroupToRun, experiment_id: str) -> list[MetricSink]:
+    """A group's Prometheus exporter inside its Slurm job, on its first node; a port in use there is said
+    and the group runs without it (it was submitted already: the run goes on)."""
+    if port is None:
+        return []
+    from .exporter import PrometheusSink, run_facts
+
+    try:
+        exporter = PrometheusSink(port, run_facts([group], planned=True))
+    except XoverError as error:
+        print_error(f"{error}; group {group.index} runs without its exporter")
+        return []
+    exporter.opened(experiment_id)
+    return [exporter]
+
+
 def main(argv: list[str] | None = None) -> None:
     """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
     parser = argparse.ArgumentParser(description="one group of a plan, inside its Slurm job")
@@ -267,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int)
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--allow-changed", action="store_true", help="run scripts changed since profiled")
+    parser.add_argument("--metrics-port", type=int, default=settings().metrics_port,
+                        help="serve the group's figures to Prometheus on this port of its first node")
     args = parser.parse_args(argv)
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
@@ -285,7 +306,8 @@ def main(argv: list[str] | None = None) -> None:
         results_dir.mkdir(parents=True, exist_ok=True)
         lease, server_nice, link_bands = settings_from_env()  # the submitter's XOVER_* (sbatch exports them)
         context = RunContext(recorder=recorder, experiment_id=args.experiment, results_dir=results_dir, lease=lease,
-                             server_nice=server_nice, link_bands=link_bands)
+                             server_nice=server_nice, link_bands=link_bands,
+                             sinks=[StoreSink(recorder), *group_exporter(args.metrics_port, group, args.experiment)])
         modes = args.mode or ["crossover"]
         policies = args.policy or ["work-conserving"]
         # Inside a Slurm job there is no reaper (Slurm's SIGKILL after KillWait would take it with
@@ -300,9 +322,12 @@ def main(argv: list[str] | None = None) -> None:
                 prefix = []
             sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)
 
-        with interruptible(), on_interrupt(stop_elsewhere):
-            Scheduler(context).run(comparison_units([group], modes, policies, store),
-                                   exclusive=len(modes) > 1 or len(policies) > 1)
+        try:
+            with interruptible(), on_interrupt(stop_elsewhere):
+                Scheduler(context).run(comparison_units([group], modes, policies, store),
+                                       exclusive=len(modes) > 1 or len(policies) > 1)
+        finally:
+            deliver(context.sinks, lambda sink: sink.closed("ended"))  # the exporter stops serving
     except Interrupted:
         sys.exit(130)
     except XoverError as error:

@@ -126,12 +126,13 @@ def register_sink(sink: type[MetricSink]) -> None:
     SINKS[sink.name] = sink
 
 
-def sinks_named(names: Sequence[str]) -> list[MetricSink]:
-    """The live sinks a run was configured with (the store is added by the experiment itself)."""
-    unknown = [name for name in names if name not in SINKS]
+def sinks_named(names: Sequence[str | MetricSink]) -> list[MetricSink]:
+    """The live sinks a run was configured with (the store is added by the experiment itself): by name,
+    or made already where a sink needs the run's own settings (the Prometheus exporter's port)."""
+    unknown = [name for name in names if isinstance(name, str) and name not in SINKS]
     if unknown:
         raise XoverError(f"no metric sink named {', '.join(unknown)} (there are: {', '.join(sorted(SINKS))})")
-    return [SINKS[name]() for name in names]
+    return [SINKS[name]() if isinstance(name, str) else name for name in names]
 
 
 def default_sinks(show_progress: bool) -> tuple[str, ...]:

@@ -1,0 +1,59 @@
+"""A real crossover run watched by a real Prometheus: `xover run --group mlp-digits resnet-digits --mode
+crossover --metrics-port PORT` through horovodrun, scraped every half second by Debian's `prometheus`
+(tests/fixtures_services.py), and the series read back through Prometheus' HTTP API."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+from fixtures_services import prometheus  # noqa: F401  (a fixture)
+
+from conftest import ROOT
+
+JOBS = {"mlp-digits", "resnet-digits"}
+WINDOW = "[10m]"  # once the run has ended its series are stale: read their last values over a range
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # noqa: F811
+    port = free_port()
+    # the scrape's target is down until the run serves; xover's series carry their own `job` (honor_labels)
+    server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True)
+    run = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
+                          "--mode", "crossover", "--iterations", "150", "--metrics-port", str(port), "--json"],
+                         env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-")}, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    experiment = json.loads(run.stdout)["experiment"]
+
+    iterations = server.wait_for(f"last_over_time(xover_job_iterations_total{WINDOW})",
+                                 until=lambda result: {s["metric"].get("job") for s in result} == JOBS)
+    for series in iterations:
+        labels = series["metric"]
+        assert labels["experiment"] == experiment and labels["mode"] == "crossover", labels
+        assert labels["policy"] == "work-conserving" and labels["group"] == "0" and labels["host"], labels
+        assert float(series["value"][1]) > 0, series
+
+    waits = server.query(f"last_over_time(xover_job_turn_wait_seconds_count{WINDOW})")
+    assert {s["metric"]["job"] for s in waits} == JOBS and all(float(s["value"][1]) > 0 for s in waits)
+    buckets = server.query(f'last_over_time(xover_job_turn_wait_seconds_bucket{{le="+Inf"}}{WINDOW})')
+    assert len(buckets) == 2
+
+    holders = server.query(f"max_over_time(xover_device_turn_holder{WINDOW})")
+    assert {s["metric"]["job"] for s in holders} == JOBS, holders
+    assert {(s["metric"]["host"], s["metric"]["device"]) for s in holders} == {("localhost", "0")}
+    assert any(float(s["value"][1]) == 1 for s in holders)  # a job held the turn when it was scraped
+    [handoffs] = server.query(f"last_over_time(xover_device_turn_handoffs_total{WINDOW})")
+    assert float(handoffs["value"][1]) > 0
+    held = server.query(f"last_over_time(xover_device_turn_held_seconds_total{WINDOW})")
+    assert {s["metric"]["job"] for s in held} == JOBS and all(float(s["value"][1]) > 0 for s in held)
+    # scraped while the jobs ran, not only at the end: more than one scrape saw iterations
+    [samples] = server.query(f'count_over_time(xover_job_iterations_total{{job="resnet-digits"}}{WINDOW})')
+    assert float(samples["value"][1]) >= 2

@@ -1,0 +1,129 @@
+"""`xover report --format mlflow` on a hand-made store, read back with MLflow's own client from a SQLite tracking
+store (a real comparison run: tests/e2e/test_report_mlflow.py): every experiment of `all`, a changed
+experiment replaced rather than duplicated, and bad input as one line (exit 2)."""
+
+import socket
+import time
+
+import pytest
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+from sqlalchemy import update
+from typer.testing import CliRunner
+
+from xover.cli import app
+from xover.store.models import IterationMetric
+from xover.store.session import open_store
+
+from test_report import _hand_made_store, _one_error_line
+
+runner = CliRunner()
+PLAN = "20260101-000000-plan"
+SOLO = "20260101-000100-solo"
+
+
+@pytest.fixture(autouse=True)
+def no_mlflow_environment(monkeypatch):
+    for variable in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+def report(*args: str):
+    return runner.invoke(app, ["report", *args])
+
+
+def _runs(uri: str, view=ViewType.ACTIVE_ONLY) -> list:
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("xover")
+    return client.search_runs([experiment.experiment_id], run_view_type=view, max_results=1000)
+
+
+def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):
+    _hand_made_store(isolated_results / "xover.db")
+    uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    result = report("all", "--format", "mlflow", "--tracking-uri", uri)
+    assert result.exit_code == 0, result.output
+    assert f"{PLAN}: wrote 4 job runs" in result.output and f"{SOLO}: wrote 1 job runs" in result.output
+    runs = _runs(uri)
+    parents = {run.data.tags["xover.experiment"]: run for run in runs if run.data.tags["xover.kind"] == "experiment"}
+    assert set(parents) == {PLAN, SOLO}
+    jobs = [run for run in runs if run.data.tags["xover.kind"] == "job"]
+    assert sorted((r.data.tags["xover.experiment"], r.data.tags["xover.job"], r.data.tags["xover.mode"]) for r in jobs) == [
+        (PLAN, "a", "crossover"), (PLAN, "a", "sequential"), (PLAN, "b", "crossover"), (PLAN, "b", "sequential"),
+        (SOLO, "a", "solo")]
+    plan = parents[PLAN]
+    assert plan.data.metrics["group0.gain"] == pytest.approx(2.0)
+    assert plan.data.metrics["group0.predicted_gain"] == pytest.approx(1.6)
+    assert plan.data.metrics["group0.gain_error_pct"] == pytest.approx(25.0)
+    b_turns = next(r for r in jobs if r.data.tags["xover.job"] == "b" and r.data.tags["xover.mode"] == "crossover")
+    assert b_turns.data.metrics["loss_parity.max_abs_diff"] == pytest.approx(0.5)
+    assert b_turns.data.metrics["loss_parity.identical"] == 0.0
+    history = MlflowClient(tracking_uri=uri).get_metric_history(b_turns.info.run_id, "loss")
+    assert [(m.step, round(m.value, 6)) for m in sorted(history, key=lambda m: m.step)][2:5] == [
+        (2, 1.8), (3, 2.2), (4, 1.6)]
+    assert min(m.timestamp for m in history) == 1000040  # the iteration's wall time, in ms
+
+    again = report("all", "--format", "mlflow", "--tracking-uri", uri)
+    assert again.exit_code == 0 and again.output.count("already in MLflow, unchanged") == 2, again.output
+    assert sorted(r.info.run_id for r in _runs(uri)) == sorted(r.info.run_id for r in runs)
+
+    # a figure changed in the store (say, the run went on): the experiment's runs are replaced, never doubled
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        session.execute(update(IterationMetric).where(IterationMetric.step == 9).values(loss=0.25))
+    store.close()
+    replaced = report(PLAN, "--format", "mlflow", "--tracking-uri", uri)
+    assert replaced.exit_code == 0 and f"{PLAN}: replaced 4 job runs" in replaced.output, replaced.output
+    active = _runs(uri)
+    assert len(active) == len(runs)
+    assert len([r for r in active if r.data.tags["xover.experiment"] == PLAN]) == 5
+    assert parents[SOLO].info.run_id in {r.info.run_id for r in active}  # the other experiment untouched
+    assert all(r.data.metrics["final_loss"] == 0.25 for r in active
+               if r.data.tags["xover.experiment"] == PLAN and r.data.tags["xover.kind"] == "job")
+
+
+def test_the_mlflow_experiment_name_comes_from_mlflows_variable(isolated_results, monkeypatch):
+    _hand_made_store(isolated_results / "xover.db")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "crossover-study")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{isolated_results / 'mlflow.db'}")
+    assert report(SOLO, "--format", "mlflow").exit_code == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{isolated_results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("crossover-study")
+    [parent, job] = sorted(client.search_runs([experiment.experiment_id]), key=lambda r: r.data.tags["xover.kind"])
+    assert parent.data.tags["xover.kind"] == "experiment" and job.data.tags["mlflow.parentRunId"] == parent.info.run_id
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_bad_input_is_one_line_and_exit_2(isolated_results):
+    _hand_made_store(isolated_results / "xover.db")
+    uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    _one_error_line(report(PLAN, "--tracking-uri", uri), "--tracking-uri is for --format mlflow")
+    _one_error_line(report(PLAN, "--format", "json", "--tracking-uri", uri), "--tracking-uri is for --format mlflow")
+    _one_error_line(report(PLAN, "--format", "mlflow"), "--format mlflow needs --tracking-uri")
+    _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", uri, "--out", "x"), "--out is for")
+    _one_error_line(report("nope", "--format", "mlflow", "--tracking-uri", uri), "no experiment 'nope'")
+    missing = isolated_results / "absent" / "mlflow.db"
+    _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", f"sqlite:///{missing}"),
+                    f"--tracking-uri sqlite:///{missing}", "no folder")
+    _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", "nonsense://x"),
+                    "--tracking-uri nonsense://x", "unsupported URI")
+    unreachable = f"http://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", unreachable),
+                    f"--tracking-uri {unreachable}", "cannot reach")
+    assert time.monotonic() - started < 30  # MLflow's retries are off for the first request
+    assert not (isolated_results / "mlflow.db").exists()  # nothing was written anywhere
+
+
+def test_no_database_is_named_before_mlflow_is_asked(isolated_results):
+    _one_error_line(report("--format", "mlflow", "--tracking-uri", f"sqlite:///{isolated_results / 'm.db'}"),
+                    "no database at")
+    assert not (isolated_results / "m.db").exists()

@@ -1,0 +1,362 @@
+"""`xover report --format mlflow`: one experiment's runs into an MLflow tracking store, through MLflow's own client.
+
+An xover experiment becomes a parent MLflow run; each job in each mode (and, under crossover, each turn
+policy) becomes a child run nested under it (MLflow's `mlflow.parentRunId` tag). A job run carries the
+recipe or job file's fields and the run's own settings as params, its per-iteration loss and step time
+as metric histories (step = the iteration), and its throughput, speed relative to alone, slowdown and
+loss parity as metrics; the parent carries each group's gains as metrics and the HTML report, the
+pictures and the JSON report as artifacts.
+
+Writing is idempotent: runs are found again by their tags (`xover.experiment`, `xover.run_id`,
+`xover.job`, `xover.mode`), and the parent keeps a signature of what was written. The same experiment
+written again is left as it is; one whose figures changed since (it was still running, or a write was
+cut short) has its runs replaced, so a store never holds two copies of one experiment.
+
+MLflow is an optional dependency (`pip install 'xover[mlflow]'`); it is imported only here, when asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..results import RunResult
+from ..store.models import RecipeSnapshot, Run
+from .data import ExperimentReport, ReportError
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+EXPERIMENT_NAME = "xover"  # the MLflow experiment runs go to, unless MLFLOW_EXPERIMENT_NAME names another
+TAG_EXPERIMENT = "xover.experiment"
+TAG_KIND = "xover.kind"  # "experiment" (the parent) or "job"
+TAG_RUN_ID = "xover.run_id"  # the run's id in xover's store
+TAG_SIGNATURE = "xover.signature"  # on the parent: a hash of everything written
+TAG_COMPLETE = "xover.complete"  # on the parent, set last: every run and artifact was written
+# per iteration: MLflow metric key -> the iteration row's column (step = the iteration's step)
+HISTORIES = {"loss": "loss", "step_time_s": "iteration_s", "compute_s": "compute_s",
+             "communication_s": "communication_s", "turn_wait_s": "wait_s"}
+# per job run: MLflow metric key -> RunResult's field
+JOB_METRICS = {"samples_per_s": "samples_per_s", "samples_per_s_shared": "samples_per_s_shared",
+               "speed_vs_alone": "speed", "slowdown": "slowdown", "iteration_ms": "iteration_ms",
+               "compute_ms": "compute_ms", "communication_ms": "communication_ms", "turn_wait_ms": "wait_ms",
+               "final_loss": "final_loss", "accuracy": "accuracy", "iterations": "iterations",
+               "peak_memory_gb": "peak_memory_gb"}
+# per group, on the parent as group<N>.<key>: key -> GroupReport's attribute
+GROUP_METRICS = {"gain": "measured_gain", "concurrent_vs_sequential": "concurrent_vs_sequential",
+                 "crossover_vs_concurrent": "crossover_vs_concurrent", "predicted_gain": "predicted_gain",
+                 "fluid_bound": "fluid_bound", "of_fluid_bound": "of_fluid_bound", "gain_error_pct": "gain_error_pct",
+                 "concurrent_predicted": "concurrent_predicted", "crossover_overlap": "crossover_overlap",
+                 "concurrent_overlap": "concurrent_overlap"}
+# xover's run status -> MLflow's (RUNNING, FINISHED, FAILED, KILLED)
+STATUS = {"finished": "FINISHED", "failed": "FAILED", "lost": "FAILED", "timeout": "FAILED",
+          "interrupted": "KILLED", "cancelled": "KILLED", "stopped": "KILLED"}
+PARAM_LENGTH = 6000  # MLflow's longest param value
+BATCH = 1000  # MLflow's most metrics in one log_batch
+PARAM_BATCH = 100  # and params
+
+
+@dataclass(frozen=True)
+class MlflowWritten:
+    """What one experiment's write did: its parent run, its job runs, and whether anything changed."""
+
+    experiment: str
+    parent_run_id: str
+    job_runs: int
+    artifacts: int
+    unchanged: bool  # already in the store as it is now: nothing was written
+    replaced: bool  # an earlier, different copy was replaced
+
+
+def recipe_params(session: Session, experiment_id: str) -> dict[int, dict[str, str]]:
+    """Store run id -> the recipe or job file's fields, as MLflow params (flat, strings)."""
+    rows = session.execute(select(Run.id, RecipeSnapshot.body, RecipeSnapshot.path, RecipeSnapshot.hash)
+                           .join(RecipeSnapshot, Run.recipe_id == RecipeSnapshot.id)
+                           .where(Run.experiment_id == experiment_id))
+    return {run_id: {**_flat("recipe", body or {}), "recipe.path": path, "recipe.hash": content_hash}
+            for run_id, body, path, content_hash in rows}
+
+
+def _flat(prefix: str, value: Any) -> dict[str, str]:
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            out.update(_flat(f"{prefix}.{key}", item))
+        return out
+    if value is None:
+        return {}
+    text = value if isinstance(value, str) else json.dumps(value)
+    return {prefix: text if len(text) <= PARAM_LENGTH else text[:PARAM_LENGTH - 3] + "..."}
+
+
+def tracking_uri_of(given: str | None) -> str:
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        raise ReportError("--format mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI), "
+                          "e.g. sqlite:///results/mlflow.db or http://host:5000")
+    return uri
+
+
+def write_experiment(report: ExperimentReport, params: dict[int, dict[str, str]], pictures: dict[str, str],
+                     html: Path | None, tracking_uri: str) -> MlflowWritten:
+    """Write one experiment into the MLflow tracking store at `tracking_uri` (idempotent; see the module)."""
+    _import_mlflow()  # first: importing MLflow sets its loggers' levels, which the write then quietens
+    with _mlflow_errors(tracking_uri):
+        client = _client(tracking_uri)
+        experiment_id = _mlflow_experiment(client, tracking_uri)
+        signature = _signature(report, params)
+        existing = _runs_of(client, experiment_id, report.id)
+        parents = [run for run in existing if run.data.tags.get(TAG_KIND) == "experiment"]
+        if (len(parents) == 1 and parents[0].data.tags.get(TAG_SIGNATURE) == signature
+                and parents[0].data.tags.get(TAG_COMPLETE) == "true"):
+            jobs = sum(1 for run in existing if run.data.tags.get(TAG_KIND) == "job")
+            return MlflowWritten(report.id, parents[0].info.run_id, jobs, 0, unchanged=True, replaced=False)
+        for run in existing:  # an earlier copy, different or cut short: replaced as a whole
+            client.delete_run(run.info.run_id)
+        parent = _write_parent(client, experiment_id, report, signature)
+        for job in report.jobs:
+            _write_job(client, experiment_id, parent, report, job, params.get(job.run_id or -1, {}))
+        artifacts = _log_artifacts(client, parent, report, pictures, html)
+        client.set_tag(parent, TAG_COMPLETE, "true")
+        _end(client, parent, report.experiment.status, report.experiment.ended_at)
+        return MlflowWritten(report.id, parent, len(report.jobs), artifacts, unchanged=False, replaced=bool(existing))
+
+
+# ------------------------------------------------------------------------------------ MLflow
+
+
+def _import_mlflow() -> None:
+    try:
+        import mlflow.tracking  # noqa: F401
+    except ImportError:
+        raise ReportError("--format mlflow needs MLflow's client: pip install 'xover[mlflow]' "
+                          "(make setup installs it)") from None
+
+
+def _client(tracking_uri: str) -> MlflowClient:
+    from mlflow.tracking import MlflowClient
+
+    if tracking_uri.startswith("sqlite:///"):
+        # MLflow would create the database, but not its folder; say so rather than fail inside SQLAlchemy
+        folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise ReportError(f"--tracking-uri {tracking_uri}: no folder {folder} for the database")
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
+    """The MLflow experiment's id (created when missing; a SQLite store's artifacts go beside its file)."""
+    name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT_NAME
+    with _no_retries():  # the first request says whether the store can be reached at all
+        found = client.get_experiment_by_name(name)
+    if found is not None:
+        if found.lifecycle_stage != "active":
+            raise ReportError(f"--tracking-uri {tracking_uri}: the MLflow experiment '{name}' is deleted; "
+                              "restore it or set MLFLOW_EXPERIMENT_NAME to another")
+        return found.experiment_id
+    location = None
+    if tracking_uri.startswith("sqlite:///"):
+        location = (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns").as_uri()
+    return client.create_experiment(name, artifact_location=location,
+                                    tags={"mlflow.note.content": "xover experiments: one parent run each, "
+                                                                 "its jobs' runs nested under it",
+                                          # MLflow's UI then shows model training's pages, not GenAI's
+                                          "mlflow.experimentKind": "custom_model_development"})
+
+
+def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list:
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], f"tags.`{TAG_EXPERIMENT}` = '{xover_experiment}'",
+                                  max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentReport, signature: str) -> str:
+    info = report.experiment
+    run = client.create_run(experiment_id, start_time=_ms(info.created_at), run_name=info.id,
+                            tags={TAG_EXPERIMENT: info.id, TAG_KIND: "experiment", TAG_SIGNATURE: signature,
+                                  "xover.status": info.status,
+                                  "mlflow.note.content": f"xover {info.kind} {info.id}: `{info.command}`"})
+    parent = run.info.run_id
+    params = {"kind": info.kind, "command": info.command, "link": info.bandwidth or "host", "hosts": info.hosts,
+              "plan_id": info.plan_id, "hardware": info.hardware,
+              "jobs": json.dumps(sorted({job.name for job in report.jobs if job.name}))}
+    metrics: dict[str, float] = {}
+    for group in report.groups:
+        for key, attribute in GROUP_METRICS.items():
+            value = getattr(group, attribute)
+            if _number(value):
+                metrics[f"group{group.group}.{key}"] = float(value)
+        for policy, result in group.policies.items():
+            if _number(result.aggregate):
+                metrics[f"group{group.group}.crossover.{policy}"] = float(result.aggregate)
+    _log(client, parent, params=_flat_params(params), metrics=metrics)
+    return parent
+
+
+def _write_job(client: MlflowClient, experiment_id: str, parent: str, report: ExperimentReport, job: RunResult,
+               recipe: dict[str, str]) -> None:
+    label = f"{job.name} {job.mode}" + (f" ({job.policy})" if job.policy and job.mode == "crossover" else "")
+    tags = {"mlflow.parentRunId": parent, TAG_EXPERIMENT: report.id, TAG_KIND: "job", TAG_RUN_ID: str(job.run_id),
+            "xover.job": job.name, "xover.mode": job.mode, "xover.status": job.status or ""}
+    if job.policy:
+        tags["xover.policy"] = job.policy
+    if job.group is not None:
+        tags["xover.group"] = str(job.group)
+    run = client.create_run(experiment_id, start_time=_ms(job.started_at), run_name=label, tags=tags)
+    run_id = run.info.run_id
+    params = {"mode": job.mode, "policy": job.policy, "group": job.group, "engine": job.engine, "np": job.np,
+              "hosts": job.hosts, "devices": job.devices, "device": job.device, "backend": job.backend,
+              "iterations_planned": job.iterations_planned, "link": report.experiment.bandwidth or "host",
+              **recipe}
+    metrics = {key: float(getattr(job, field)) for key, field in JOB_METRICS.items() if _number(getattr(job, field))}
+    for parity in report.parity:
+        if (parity.name, parity.mode, parity.policy, parity.group) == (job.name, job.mode, job.policy, job.group):
+            if _number(parity.max_abs_loss_diff):
+                metrics["loss_parity.max_abs_diff"] = float(parity.max_abs_loss_diff)
+            if parity.identical is not None:
+                metrics["loss_parity.identical"] = 1.0 if parity.identical else 0.0
+            metrics["loss_parity.steps"] = float(parity.steps)
+    histories = []
+    from mlflow.entities import Metric
+
+    for row in report.iterations.get(job.run_id or -1, []):
+        stamp = int(row["wall_time"] * 1000) if _number(row.get("wall_time")) else _ms(job.started_at)
+        for key, column in HISTORIES.items():
+            if _number(row.get(column)):
+                histories.append(Metric(key, float(row[column]), stamp, int(row["step"])))
+    _log(client, run_id, params=_flat_params(params), metrics=metrics, histories=histories)
+    _end(client, run_id, job.status, job.ended_at)
+
+
+def _end(client: MlflowClient, run_id: str, status: str | None, ended_at: str | None) -> None:
+    """The run's end as xover recorded it; a run still going (pending, running) stays RUNNING, without an end."""
+    if status in STATUS:
+        client.set_terminated(run_id, STATUS[status], _ms(ended_at))
+
+
+def _log_artifacts(client: MlflowClient, parent: str, report: ExperimentReport, pictures: dict[str, str],
+                   html: Path | None) -> int:
+    from .tables import report_dict
+
+    paths = [Path(path) for path in pictures.values()] + ([html] if html is not None else [])
+    written = 0
+    for path in paths:
+        if path.is_file():
+            client.log_artifact(parent, str(path))
+            written += 1
+    client.log_dict(parent, json.loads(json.dumps(report_dict(report, {name: Path(path).name for name, path in
+                                                                        pictures.items()}), default=str)),
+                    "report.json")
+    return written + 1
+
+
+def _log(client: MlflowClient, run_id: str, params: dict[str, str], metrics: dict[str, float],
+         histories: list | None = None) -> None:
+    from mlflow.entities import Metric, Param
+
+    now = _ms(None)
+    entries = [Metric(key, value, now, 0) for key, value in metrics.items()] + list(histories or [])
+    param_entries = [Param(key, value) for key, value in params.items()]
+    for start in range(0, len(param_entries), PARAM_BATCH):
+        client.log_batch(run_id, params=param_entries[start:start + PARAM_BATCH])
+    for start in range(0, len(entries), BATCH):
+        client.log_batch(run_id, metrics=entries[start:start + BATCH])
+
+
+def _flat_params(params: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        out.update(_flat(key, value))
+    return out
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _signature(report: ExperimentReport, params: dict[int, dict[str, str]]) -> str:
+    """A hash of everything written: the same experiment, unchanged, hashes alike."""
+    from .tables import report_dict
+
+    body = {"report": report_dict(report, {}), "params": {str(k): v for k, v in sorted(params.items())},
+            "iterations": {str(run): [[row.get("step"), *(row.get(c) for c in HISTORIES.values())] for row in rows]
+                           for run, rows in sorted(report.iterations.items())}}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    """A finite number (not a flag): what MLflow takes as a metric."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _ms(moment: str | None) -> int:
+    """Milliseconds since the epoch of a report's UTC time ("2026-11-27 14:00:00[.ffffff][ UTC]"); now when None."""
+    if not moment:
+        return int(datetime.now(timezone.utc).timestamp() * 1000)
+    parsed = datetime.fromisoformat(moment.removesuffix(" UTC"))
+    return int(parsed.replace(tzinfo=timezone.utc).timestamp() * 1000)
+
+
+@contextlib.contextmanager
+def _no_retries() -> Iterator[None]:
+    """MLflow retries a failed request for minutes; the first one fails at once, so that an unreachable
+    server is one line, not a wait (a user's own MLFLOW_HTTP_REQUEST_MAX_RETRIES is kept)."""
+    if "MLFLOW_HTTP_REQUEST_MAX_RETRIES" in os.environ:
+        yield
+        return
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop("MLFLOW_HTTP_REQUEST_MAX_RETRIES", None)
+
+
+@contextlib.contextmanager
+def _mlflow_errors(tracking_uri: str) -> Iterator[None]:
+    """MLflow's and its store's failures as one line naming the URI; MLflow's INFO lines kept off the terminal."""
+    loggers = [logging.getLogger(name) for name in ("mlflow", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    except ReportError:
+        raise
+    except Exception as error:  # MlflowException, SQLAlchemy's and requests' errors, OSError
+        if not _is_store_error(error):
+            raise
+        raise ReportError(f"--tracking-uri {tracking_uri}: {_first_line(error)}") from None
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _is_store_error(error: Exception) -> bool:
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(error, (MlflowException, SQLAlchemyError, OSError, ConnectionError))
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "NewConnectionError" in text or "Connection refused" in text:
+        return "cannot reach the MLflow tracking server (connection refused)"
+    text = text.split(" See http")[0]
+    return text if len(text) <= 300 else text[:297] + "..."
