@@ -1,5 +1,5 @@
 """`xover report --format mlflow` on a hand-made store, read back with MLflow's own client from a SQLite tracking
-store (a real comparison run: tests/e2e/test_report_mlflow.py): every experiment of `all`, a changed
+store (a real comparison run: tests/e2e/test_mlflow_of_a_run.py): every experiment of `all`, a changed
 experiment replaced rather than duplicated, and bad input as one line (exit 2)."""
 
 import socket
