@@ -23,8 +23,8 @@ else
 fi
 
 # the frameworks users' scripts train with (Lightning, Accelerate, transformers: tests/e2e/test_framework_scripts.py)
-# and MLflow's client (`xover report --format mlflow`, tests/*/test_report_mlflow.py), with the torch installed
-# above pinned: none of them may replace it
+# and MLflow's client (`xover report --format mlflow`: tests/integration/test_report_mlflow.py,
+# tests/e2e/test_mlflow_of_a_run.py), with the torch installed above pinned: none of them may replace it
 TORCH_PIN=$(mktemp)
 "$VPY" -c 'import torch; print(f"torch=={torch.__version__}")' > "$TORCH_PIN"
 "$VPY" -m pip install -q -e ".[test,frameworks,mlflow]" -c "$TORCH_PIN"

@@ -3,9 +3,10 @@ server in a folder of its own (scripts/postgres.sh), and Prometheus servers (Deb
 scripts/setup_prometheus.sh) scraping targets a test names.
 
 Slurm and PostgreSQL are module-scoped: started once for the test module that asks for them and torn
-down after it, also when a test fails; a Prometheus server lives for one test. A cluster that was already up before (someone ran `scripts/slurm.sh up`)
-is used and left up. Where a service cannot be set up here (not root, no apt), its tests skip,
-except under CI=true, where they fail: CI must never pass by not testing.
+down after it, also when a test fails; a Prometheus server lives for one test. A cluster that was
+already up before (someone ran `scripts/slurm.sh up`) is used and left up. Where a service cannot be
+set up here (not root, no apt, no `prometheus`), its tests skip, except under CI=true, where they fail:
+CI must never pass by not testing.
 Load with `pytest_plugins = ["tests.fixtures_services"]` or by importing the fixtures.
 """
 

@@ -1,5 +1,5 @@
 """`xover report --format mlflow` on a hand-made store, read back with MLflow's own client from a SQLite tracking
-store (a real comparison run: tests/e2e/test_report_mlflow.py): every experiment of `all`, a changed
+store (a real comparison run: tests/e2e/test_mlflow_of_a_run.py): every experiment of `all`, a changed
 experiment replaced rather than duplicated, and bad input as one line (exit 2)."""
 
 import socket
@@ -48,7 +48,8 @@ def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):
     parents = {run.data.tags["xover.experiment"]: run for run in runs if run.data.tags["xover.kind"] == "experiment"}
     assert set(parents) == {PLAN, SOLO}
     jobs = [run for run in runs if run.data.tags["xover.kind"] == "job"]
-    assert sorted((r.data.tags["xover.experiment"], r.data.tags["xover.job"], r.data.tags["xover.mode"]) for r in jobs) == [
+    tags = [run.data.tags for run in jobs]
+    assert sorted((tag["xover.experiment"], tag["xover.job"], tag["xover.mode"]) for tag in tags) == [
         (PLAN, "a", "crossover"), (PLAN, "a", "sequential"), (PLAN, "b", "crossover"), (PLAN, "b", "sequential"),
         (SOLO, "a", "solo")]
     plan = parents[PLAN]

@@ -177,7 +177,8 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
 
 
 def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list:
-    runs, token = [], None
+    runs: list[Any] = []
+    token = None
     while True:
         page = client.search_runs([experiment_id], f"tags.`{TAG_EXPERIMENT}` = '{xover_experiment}'",
                                   max_results=1000, page_token=token)
@@ -204,8 +205,9 @@ def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentRe
             if _number(value):
                 metrics[f"group{group.group}.{key}"] = float(value)
         for policy, result in group.policies.items():
-            if _number(result.aggregate):
-                metrics[f"group{group.group}.crossover.{policy}"] = float(result.aggregate)
+            aggregate = result.aggregate
+            if _number(aggregate):
+                metrics[f"group{group.group}.crossover.{policy}"] = float(aggregate)
     _log(client, parent, params=_flat_params(params), metrics=metrics)
     return parent
 
@@ -228,8 +230,9 @@ def _write_job(client: MlflowClient, experiment_id: str, parent: str, report: Ex
     metrics = {key: float(getattr(job, field)) for key, field in JOB_METRICS.items() if _number(getattr(job, field))}
     for parity in report.parity:
         if (parity.name, parity.mode, parity.policy, parity.group) == (job.name, job.mode, job.policy, job.group):
-            if _number(parity.max_abs_loss_diff):
-                metrics["loss_parity.max_abs_diff"] = float(parity.max_abs_loss_diff)
+            difference = parity.max_abs_loss_diff
+            if _number(difference):
+                metrics["loss_parity.max_abs_diff"] = float(difference)
             if parity.identical is not None:
                 metrics["loss_parity.identical"] = 1.0 if parity.identical else 0.0
             metrics["loss_parity.steps"] = float(parity.steps)
