@@ -25,13 +25,16 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from ..errors import XoverError
 from ..runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
 from .sinks import JobLabels, MetricSink, Received
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 JOB_LABELS = ("experiment", "group", "job", "mode", "policy", "host")
 DEVICE_LABELS = ("experiment", "host", "device")
@@ -163,7 +166,8 @@ class PrometheusSink(MetricSink):
         self.measured_alone: dict[str, list[float]] = {}  # job -> iteration times of its alone runs here
         self._lock = threading.Lock()
         try:
-            self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
+            server, self.thread = start_http_server(port, addr=address, registry=self.registry)
+            self.server: WSGIServer | None = server
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise XoverError(f"--metrics-port {port}: the port is in use (choose another, or stop what "
@@ -219,7 +223,7 @@ class PrometheusSink(MetricSink):
 
     def stop(self) -> None:
         """Stop serving (more than once does nothing)."""
-        server = getattr(self, "server", None)
+        server = getattr(self, "server", None)  # None too when the port could not be bound
         if server is not None:
             self.server = None
             server.shutdown()

@@ -25,9 +25,9 @@ from ..errors import XoverError
 if TYPE_CHECKING:
     from ..store.session import Store
     from .commands import RunOptions
+    from .exporter import PrometheusSink
     from .jobs import GroupToRun
     from .schedule import Unit
-    from .exporter import PrometheusSink
     from .sinks import MetricSink
 
 DEFAULT_LAUNCHER = "local"
