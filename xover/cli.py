@@ -35,6 +35,7 @@ app = typer.Typer(help="Run several data-parallel training jobs on the same devi
 
 
 class State:
+    """Options every command shares, set by the callback before the command runs."""
     db: Optional[str] = None
 
 
@@ -51,10 +52,12 @@ def main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
 ) -> None:
+    """xover: profile, plan, run and report training jobs that share devices."""
     State.db = db
 
 
 def fail(error: XoverError) -> None:
+    """Print a one-line error and leave with its exit code (2 for bad input), never a traceback."""
     print_error(str(error))
     raise typer.Exit(error.exit_code)
 

@@ -36,6 +36,7 @@ __all__ = ["FORMATS", "ExperimentBrief", "ExperimentReport", "ReportError", "mak
 
 
 def run_folder(experiment_id: str) -> Path:
+    """Where an experiment's logs, pictures and report go: results/runs/<id>."""
     return results_root() / "runs" / experiment_id
 
 

@@ -102,6 +102,7 @@ def _flat(prefix: str, value: Any) -> dict[str, str]:
 
 
 def tracking_uri_of(given: str | None) -> str:
+    """The tracking store to write to: --tracking-uri, else MLFLOW_TRACKING_URI; refused when neither."""
     uri = given or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         raise ReportError("--format mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI), "

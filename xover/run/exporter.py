@@ -62,11 +62,13 @@ class GroupFacts:
 
 @dataclass(frozen=True)
 class RunFacts:
+    """What the run knows before it starts: each job's speed alone, each group's planned sharing and gain."""
     jobs: dict[str, JobFacts] = field(default_factory=dict)  # by job name
     groups: tuple[GroupFacts, ...] = ()
 
 
 def check_port(port: int, where: str = "--metrics-port") -> int:
+    """A port Prometheus can scrape (1 to 65535); `where` names the option or setting it came from."""
     if not 1 <= port <= 65535:
         raise XoverError(f"{where} {port}: give a TCP port from 1 to 65535")
     return port
@@ -177,6 +179,7 @@ class PrometheusSink(MetricSink):
     # -- the sink --------------------------------------------------------------------------------
 
     def opened(self, experiment_id: str) -> None:
+        """Label the run, and publish each group's planned sharing and predicted gain."""
         self.experiment = experiment_id
         for group in self.facts.groups:
             if group.sharing is not None:
@@ -185,6 +188,7 @@ class PrometheusSink(MetricSink):
                 self.metrics.predicted_gain.labels(experiment_id, str(group.index)).set(group.predicted_gain)
 
     def received(self, batch: Sequence[Received]) -> None:
+        """Count each job's iterations and times; settle the turns of the devices its held spans show."""
         with self._guarded():
             touched = set()
             for job, record in batch:
@@ -206,6 +210,7 @@ class PrometheusSink(MetricSink):
                 self._settle(device)
 
     def job_ended(self, job: JobLabels, status: str) -> None:
+        """The job runs no more: its running gauge drops to 0."""
         with self._guarded():
             state = self._job(job)
             self.metrics.running.labels(**state.labels).set(0)
@@ -219,6 +224,7 @@ class PrometheusSink(MetricSink):
                     self._settle(device)
 
     def closed(self, status: str) -> None:
+        """The run ended: stop serving."""
         self.stop()
 
     def stop(self) -> None:

@@ -391,6 +391,7 @@ class Scheduler:
 
 
 def _job_stopped(sink: MetricSink, labels: JobLabels) -> None:
+    """A job stopped with its unit (it only shared the devices of the job whose end ended the unit)."""
     sink.job_ended(labels, "stopped")
 
 

@@ -37,6 +37,7 @@ class JobLabels:
 
     @property
     def label(self) -> str:
+        """How the run is shown: job [mode/policy]."""
         return f"{self.job} [{self.mode}{'/' + self.policy if self.policy else ''}]"
 
 
@@ -72,6 +73,7 @@ class StoreSink(MetricSink):
         self.recorder = recorder
 
     def received(self, batch: Sequence[Received]) -> None:
+        """Store the batch, one transaction."""
         self.recorder.apply([(job.run_id, record) for job, record in batch])
 
 
@@ -84,9 +86,11 @@ class ProgressSink(MetricSink):
         self.bars = ProgressBars()
 
     def opened(self, experiment_id: str) -> None:
+        """Start drawing."""
         self.bars.start()
 
     def received(self, batch: Sequence[Received]) -> None:
+        """A bar for each job that starts; each iteration moves its bar and shows its loss."""
         for job, record in batch:
             if isinstance(record, StartRecord):
                 self.bars.job_started(job.run_id, job.label, record.iterations)
@@ -94,9 +98,11 @@ class ProgressSink(MetricSink):
                 self.bars.job_progress(job.run_id, record.step + 1, record.loss)
 
     def job_ended(self, job: JobLabels, status: str) -> None:
+        """The job's bar says how it ended."""
         self.bars.job_finished(job.run_id, status)
 
     def closed(self, status: str) -> None:
+        """Stop drawing (the bars stay on the screen)."""
         self.bars.stop()
 
 
