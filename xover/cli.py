@@ -10,7 +10,7 @@ import inspect
 import math
 import shlex
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -36,7 +36,7 @@ app = typer.Typer(help="Run several data-parallel training jobs on the same devi
 
 class State:
     """Options every command shares, set by the callback before the command runs."""
-    db: Optional[str] = None
+    db: str | None = None
 
 
 def _version(value: bool) -> None:
@@ -47,7 +47,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    db: Annotated[Optional[str], typer.Option("--db", envvar=DB_VARIABLE,
+    db: Annotated[str | None, typer.Option("--db", envvar=DB_VARIABLE,
                                               help="Database file (or SQLAlchemy URL). Default: results/xover.db")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
@@ -71,11 +71,11 @@ def user_errors():
         fail(error)
     except (Interrupted, KeyboardInterrupt):
         errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     except TimedOut:
         errors.print("timeout: the run went past --timeout; every process was stopped and unfinished runs are "
                      "marked timeout")
-        raise typer.Exit(124)
+        raise typer.Exit(124) from None
 
 
 HOSTS_HELP = "Hosts and device slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node)."
@@ -110,12 +110,12 @@ def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the chec
 @app.command()
 def train(
     recipe: Annotated[str, typer.Argument(help="Recipe TOML file, or a recipe name (./recipes/NAME.toml, else a built-in recipe).")],
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
-    iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override the recipe's length.")] = None,
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
+    np: Annotated[int | None, typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
+    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
+    iterations: Annotated[int | None, typer.Option("--iterations", help="Override the recipe's length.")] = None,
+    bandwidth: Annotated[str | None, typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     engine: Annotated[str, typer.Option("--engine", help=f"{engines_help()}.")] = DEFAULT_ENGINE,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -188,7 +188,7 @@ def with_launcher_options(command):
     after its --launcher; their values reach it in its **launcher_options, None where not given."""
     signature = inspect.signature(command, eval_str=True)
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Optional[str], typer.Option(option.flag, help=f"{option.help} (--launcher {' or '.join(takers)}).")])
+        str | None, typer.Option(option.flag, help=f"{option.help} (--launcher {' or '.join(takers)}).")])
         for name, (option, takers) in launcher_options().items()]
     parameters = []
     for parameter in signature.parameters.values():
@@ -204,34 +204,34 @@ def with_launcher_options(command):
 @app.command(short_help="Run groups of co-located jobs: crossover, concurrent, sequential, or all three as one comparison.")
 @with_launcher_options
 def run(
-    targets: Annotated[Optional[list[str]], typer.Argument(
+    targets: Annotated[list[str] | None, typer.Argument(
         help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
              "the arguments given to every script (after --).", show_default=False)] = None,
     group: Annotated[bool, typer.Option("--group", help="The arguments are recipes forming one group (with "
                      "--script too: recipes and scripts in one group).")] = False,
-    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="An unmodified training script, Horovod "
+    scripts: Annotated[list[str] | None, typer.Option("--script", help="An unmodified training script, Horovod "
                        "or DistributedDataParallel (its engine found from what it imports, unless --engine); "
                        "repeat for each job of the group. Its arguments follow --.")] = None,
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks per job: every script's (default: every slot of -H, "
+    np: Annotated[int | None, typer.Option("--np", help="Ranks per job: every script's (default: every slot of -H, "
                   "or every local device) or every recipe's with --group (default: each recipe's np). A plan decides its own.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="planned | crossover | concurrent | sequential | all, or a "
+    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="planned | crossover | concurrent | sequential | all, or a "
                     "comma list such as sequential,crossover. planned (a plan's default): each group in the way of "
                     "sharing its plan picked, as scheduled; all (an ad-hoc group's default): the three as one "
                     "comparison.", show_default=False)] = None,
-    iterations: Annotated[Optional[int], typer.Option("--iterations", help="Override every recipe's length.")] = None,
-    seconds: Annotated[Optional[float], typer.Option("--seconds", help="Give each job the iterations it does in "
+    iterations: Annotated[int | None, typer.Option("--iterations", help="Override every recipe's length.")] = None,
+    seconds: Annotated[float | None, typer.Option("--seconds", help="Give each job the iterations it does in "
                        "about this many seconds alone (from its profile), so the jobs of a group overlap all along.")] = None,
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a shared link of this rate "
+    bandwidth: Annotated[str | None, typer.Option("--bandwidth", help="Emulate a shared link of this rate "
                                                      "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help=f"{engines_help()}. Default: a plan's own (its "
+    engine: Annotated[str | None, typer.Option("--engine", help=f"{engines_help()}. Default: a plan's own (its "
                       "profiles'); with --script, the one the scripts' imports show; else horovod.")] = None,
-    policy: Annotated[Optional[str], typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
+    policy: Annotated[str | None, typer.Option("--policy", help="Turn policy of crossover: work-conserving (a device "
                                         "never idles while a job waits; critical-path jobs first; the job that needs "
                                         "the link least goes first on it), round-robin (strict alternation, the "
                                         "paper's), or all (crossover once per policy). Default: a plan's own (the "
                                         "policy its predictions assume), else work-conserving.")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     mps: Annotated[bool, typer.Option("--mps", help="Run every job under a CUDA MPS daemon that xover starts for "
                    "this run and stops after it (kernels of the jobs' processes side by side instead of time slices: "
@@ -240,11 +240,11 @@ def run(
                              "they were profiled (recorded with each run); without it such a plan is refused.")] = False,
     launcher: Annotated[str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")
                         ] = DEFAULT_LAUNCHER,
-    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Serve the run's figures to Prometheus "
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="Serve the run's figures to Prometheus "
                             "on this port while it runs (each Slurm group on its first node); default "
                             "$XOVER_METRICS_PORT, else off. Metrics: docs/reference.md.", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
-    **launcher_options: Optional[str],  # each launcher's own (Launcher.options): with_launcher_options
+    **launcher_options: str | None,  # each launcher's own (Launcher.options): with_launcher_options
 ) -> None:
     """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
     sequential (each alone), or all three as one comparison. A plan runs each group in the way of
@@ -324,27 +324,27 @@ PROFILE_COLUMNS = [("job", "name"), ("np", "np"), ("link", "bandwidth"), ("data 
 
 @app.command(short_help="Measure each job alone (compute, communication, memory) and its interference next to a partner.")
 def profile(
-    recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipe or job files, or recipe names (./recipes/NAME.toml, "
+    recipes: Annotated[list[str] | None, typer.Argument(help="Recipe or job files, or recipe names (./recipes/NAME.toml, "
                        "else built-in recipes); with --script, the scripts' arguments follow --.", show_default=False)] = None,
-    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="A training script of your own, Horovod or "
+    scripts: Annotated[list[str] | None, typer.Option("--script", help="A training script of your own, Horovod or "
                        "DistributedDataParallel, unmodified (the shortcut for a job file; its engine found from what it "
                        "imports, unless --engine); repeat for each. Its arguments follow --.")] = None,
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks; default: each recipe's np (a --script: every local device).")] = None,
+    np: Annotated[int | None, typer.Option("--np", help="Ranks; default: each recipe's np (a --script: every local device).")] = None,
     iterations: Annotated[int, typer.Option("--iterations", help="Iterations to measure, warm-up included.")] = 30,
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
+    bandwidth: Annotated[str | None, typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
-    engine: Annotated[Optional[str], typer.Option("--engine", help=f"{engines_help()}: the built-in models' "
+    engine: Annotated[str | None, typer.Option("--engine", help=f"{engines_help()}: the built-in models' "
                       "(default horovod) and --script's (default: found from its imports). A job file's script runs "
                       "under its own.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
+    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
     wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
     corun_with: Annotated[str, typer.Option("--corun-with", help="The reference partner each job runs next to "
                           "once, under crossover, to measure its interference (recipe file or name).")] = "mlp-balanced",
     corun: Annotated[bool, typer.Option("--corun/--no-corun", help="Measure interference next to the reference "
                      "partner: a second run of each job, and the partner's own profile if it has none (2-3x the time); "
                      "without it predictions assume none.")] = True,
-    stretch: Annotated[Optional[bool], typer.Option("--stretch/--no-stretch", help="Measure each job's co-run "
+    stretch: Annotated[bool | None, typer.Option("--stretch/--no-stretch", help="Measure each job's co-run "
                        "stretch: its compute next to a one-rank copy of itself that computes the whole time, without "
                        "turns (time-sliced, and under CUDA MPS where it exists): what the plan predicts concurrent and "
                        "MPS from. Default: on GPUs (a CPU's cores are shared evenly).", show_default=False)] = None,
@@ -381,31 +381,31 @@ PLAN_COLUMNS = [("group", "index"), ("wave", "wave"), ("jobs", "jobs"), ("device
 
 @app.command(short_help="Group complementary jobs, pick each group's way of sharing, place them, and write the plan `xover run` reads.")
 def plan(
-    recipes: Annotated[Optional[list[str]], typer.Argument(help="Recipes or job files, planned from their stored "
+    recipes: Annotated[list[str] | None, typer.Argument(help="Recipes or job files, planned from their stored "
                        "profiles; with --script, the scripts' arguments follow --.", show_default=False)] = None,
-    scripts: Annotated[Optional[list[str]], typer.Option("--script", help="A training script of your own (the shortcut "
+    scripts: Annotated[list[str] | None, typer.Option("--script", help="A training script of your own (the shortcut "
                        "for a job file), planned from its profile: same script content, arguments, --np and engine as "
                        "profiled. Repeat for each; arguments follow --.")] = None,
-    np: Annotated[Optional[int], typer.Option("--np", help="Ranks of every job, as `xover profile --np` measured "
+    np: Annotated[int | None, typer.Option("--np", help="Ranks of every job, as `xover profile --np` measured "
                   "them (default: each recipe's np; a --script's, every local device).")] = None,
-    profiles_csv: Annotated[Optional[str], typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
+    profiles_csv: Annotated[str | None, typer.Option("--profiles", help="CSV of jobs measured elsewhere: "
                             "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
                             "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share][,corun_stretch]"
                             "[,mps_stretch].")] = None,
-    devices: Annotated[Optional[int], typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
-    hosts: Annotated[Optional[str], typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
-    device_memory: Annotated[Optional[float], typer.Option("--device-memory", help="GB per device; groups must fit.")] = None,
+    devices: Annotated[int | None, typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
+    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
+    device_memory: Annotated[float | None, typer.Option("--device-memory", help="GB per device; groups must fit.")] = None,
     max_group: Annotated[int, typer.Option("--max-group", help="Most jobs that share devices.")] = 2,
     algo: Annotated[str, typer.Option("--algo", help="matching | ffd | none")] = "matching",
-    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Use profiles taken at this link rate "
+    bandwidth: Annotated[str | None, typer.Option("--bandwidth", help="Use profiles taken at this link rate "
                          "(default: the one rate every recipe was profiled at; 'host' for the unshaped network).")] = None,
     policy: Annotated[str, typer.Option("--policy", help="Turn policy the plan predicts for: work-conserving "
                                         "or round-robin.")] = "work-conserving",
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Plan the built-in models from the profiles taken "
+    engine: Annotated[str | None, typer.Option("--engine", help="Plan the built-in models from the profiles taken "
                       "under this engine: horovod (default) or torch (the plan records it, and `xover run` of it uses "
                       "it); with --script, the scripts' engine (default: found from their imports). A job file's "
                       "script runs under its own.")] = None,
-    out: Annotated[Optional[str], typer.Option("--out", help="Plan file to write (default plan.json in the results folder: results/, or $XOVER_RESULTS).")] = None,
+    out: Annotated[str | None, typer.Option("--out", help="Plan file to write (default plan.json in the results folder: results/, or $XOVER_RESULTS).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Group complementary jobs (compute-heavy with communication-heavy) with a throughput model,
@@ -453,10 +453,10 @@ def report(
     target: Annotated[str, typer.Argument(help="An experiment id (as printed by train/run/profile), 'latest', "
                                                "or 'all' for a summary of every experiment.")] = "latest",
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html | mlflow")] = "table",
-    out: Annotated[Optional[str], typer.Option("--out", help="Write to this file (html: default "
+    out: Annotated[str | None, typer.Option("--out", help="Write to this file (html: default "
                                                "results/runs/<id>/report.html, for 'all' results/report.html, "
                                                "under $XOVER_RESULTS if set; csv: a folder or file).")] = None,
-    tracking_uri: Annotated[Optional[str], typer.Option(
+    tracking_uri: Annotated[str | None, typer.Option(
         "--tracking-uri", help="--format mlflow: the MLflow tracking store, e.g. sqlite:///results/mlflow.db or "
                                "http://host:5000 (default $MLFLOW_TRACKING_URI); one parent run per experiment, "
                                "one run per job and mode, written again without duplicates.")] = None,

@@ -29,7 +29,7 @@ def _user_errors():
         yield
     except XoverError as error:
         print_error(str(error))
-        raise typer.Exit(error.exit_code)
+        raise typer.Exit(error.exit_code) from None
 
 
 def _node_rows(status: dict[str, Any]) -> list[dict[str, Any]]:

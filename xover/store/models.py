@@ -7,7 +7,6 @@ launched job inside it (one recipe, one mode); metrics and evaluations belong to
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
 
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -62,16 +61,16 @@ class Experiment(Base):
     kind: Mapped[str] = mapped_column(String(20))  # train | run | profile
     command: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="running")
-    bandwidth: Mapped[Optional[str]] = mapped_column(String(40))
+    bandwidth: Mapped[str | None] = mapped_column(String(40))
     hosts: Mapped[str] = mapped_column(Text, default="localhost")  # every host a job of it ran on
-    plan_id: Mapped[Optional[int]] = mapped_column(ForeignKey("plans.id"))
-    hardware: Mapped[Optional[str]] = mapped_column(Text)
+    plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id"))
+    hardware: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    ended_at: Mapped[Optional[datetime]]
+    ended_at: Mapped[datetime | None]
     # the xover process that runs it, so a later command can tell a dead run from a live one
-    owner_host: Mapped[Optional[str]] = mapped_column(String(255))
-    owner_pid: Mapped[Optional[int]]
-    owner_started: Mapped[Optional[float]]  # the owner's process start time (pids are reused)
+    owner_host: Mapped[str | None] = mapped_column(String(255))
+    owner_pid: Mapped[int | None]
+    owner_started: Mapped[float | None]  # the owner's process start time (pids are reused)
     runs: Mapped[list[Run]] = relationship(back_populates="experiment", order_by="Run.id")
 
 
@@ -84,32 +83,32 @@ class Run(Base):
     recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id"))
     name: Mapped[str] = mapped_column(String(200))  # the job's name (the recipe's name)
     mode: Mapped[str] = mapped_column(String(20))
-    group_index: Mapped[Optional[int]]
-    slot: Mapped[Optional[int]]  # the job's turn position inside its group
-    policy: Mapped[Optional[str]] = mapped_column(String(40))  # crossover: the turn policy it ran under
+    group_index: Mapped[int | None]
+    slot: Mapped[int | None]  # the job's turn position inside its group
+    policy: Mapped[str | None] = mapped_column(String(40))  # crossover: the turn policy it ran under
     engine: Mapped[str] = mapped_column(String(20), default="horovod")
     hosts: Mapped[str] = mapped_column(Text)
     np: Mapped[int]
-    devices: Mapped[Optional[str]] = mapped_column(Text)
-    iterations_planned: Mapped[Optional[int]]
+    devices: Mapped[str | None] = mapped_column(Text)
+    iterations_planned: Mapped[int | None]
     status: Mapped[str] = mapped_column(String(20), default="pending")
-    exit_code: Mapped[Optional[int]]
-    error: Mapped[Optional[str]] = mapped_column(Text)  # last log lines of a failed job
-    started_at: Mapped[Optional[datetime]]
-    ended_at: Mapped[Optional[datetime]]
-    log_dir: Mapped[Optional[str]] = mapped_column(Text)
-    gradient_bytes: Mapped[Optional[int]]  # per iteration, per rank (the all-reduce's size)
-    peak_memory_gb: Mapped[Optional[float]]  # rank 0: GPU allocator peak, or CPU resident set
-    turn_stats: Mapped[Optional[dict]] = mapped_column(JSON)  # grants, yields, revocations, rank skew
-    link_priority: Mapped[Optional[int]]  # SO_PRIORITY its ranks' sockets carried (None: the default)
-    comm_threads: Mapped[Optional[str]] = mapped_column(String(10))  # batch | normal (runtime/thread_policy.py)
-    checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration (where a turn can be yielded)
-    device: Mapped[Optional[str]] = mapped_column(String(40))  # rank 0's torch device, e.g. cpu, cuda:0
-    backend: Mapped[Optional[str]] = mapped_column(String(20))  # the engine's data path: nccl | gloo
-    deterministic: Mapped[Optional[bool]]  # deterministic kernels only (XOVER_DETERMINISTIC)
-    devices_per_gpu: Mapped[Optional[int]]  # devices one GPU counted as (XOVER_DEVICES_PER_GPU)
-    gpu_sharing: Mapped[Optional[str]] = mapped_column(String(20))  # time-slicing | mps (CUDA MPS daemon)
-    slurm_job_id: Mapped[Optional[str]] = mapped_column(String(40))
+    exit_code: Mapped[int | None]
+    error: Mapped[str | None] = mapped_column(Text)  # last log lines of a failed job
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    log_dir: Mapped[str | None] = mapped_column(Text)
+    gradient_bytes: Mapped[int | None]  # per iteration, per rank (the all-reduce's size)
+    peak_memory_gb: Mapped[float | None]  # rank 0: GPU allocator peak, or CPU resident set
+    turn_stats: Mapped[dict | None] = mapped_column(JSON)  # grants, yields, revocations, rank skew
+    link_priority: Mapped[int | None]  # SO_PRIORITY its ranks' sockets carried (None: the default)
+    comm_threads: Mapped[str | None] = mapped_column(String(10))  # batch | normal (runtime/thread_policy.py)
+    checkpoints: Mapped[int | None]  # layer boundaries per iteration (where a turn can be yielded)
+    device: Mapped[str | None] = mapped_column(String(40))  # rank 0's torch device, e.g. cpu, cuda:0
+    backend: Mapped[str | None] = mapped_column(String(20))  # the engine's data path: nccl | gloo
+    deterministic: Mapped[bool | None]  # deterministic kernels only (XOVER_DETERMINISTIC)
+    devices_per_gpu: Mapped[int | None]  # devices one GPU counted as (XOVER_DEVICES_PER_GPU)
+    gpu_sharing: Mapped[str | None] = mapped_column(String(20))  # time-slicing | mps (CUDA MPS daemon)
+    slurm_job_id: Mapped[str | None] = mapped_column(String(40))
     experiment: Mapped[Experiment] = relationship(back_populates="runs")
     recipe: Mapped[RecipeSnapshot] = relationship()
 
@@ -130,11 +129,11 @@ class IterationMetric(Base):
     communication_s: Mapped[float]  # exposed: waiting for the previous step's all-reduce
     wait_s: Mapped[float]  # waiting for the crossover turn
     samples: Mapped[int]  # samples processed by all ranks in this iteration
-    loss: Mapped[Optional[float]]  # unknown for unmodified scripts (they print their own)
-    yields: Mapped[Optional[int]]  # times the turn was given up mid-phase to a job ranked first
-    link_s: Mapped[Optional[float]]  # the step's all-reduces in flight: first gradient to last done
-    comm_cpu_s: Mapped[Optional[float]]  # CPU of the engine's communication threads in this iteration
-    held: Mapped[Optional[list]] = mapped_column(JSON)  # [start, end] wall times holding the turn
+    loss: Mapped[float | None]  # unknown for unmodified scripts (they print their own)
+    yields: Mapped[int | None]  # times the turn was given up mid-phase to a job ranked first
+    link_s: Mapped[float | None]  # the step's all-reduces in flight: first gradient to last done
+    comm_cpu_s: Mapped[float | None]  # CPU of the engine's communication threads in this iteration
+    held: Mapped[list | None] = mapped_column(JSON)  # [start, end] wall times holding the turn
 
 
 class Evaluation(Base):
@@ -156,7 +155,7 @@ class Profile(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id"))
     recipe_hash: Mapped[str] = mapped_column(String(64))
-    run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("runs.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
     name: Mapped[str] = mapped_column(String(200))
     np: Mapped[int]
     engine: Mapped[str] = mapped_column(String(20), default="horovod")
@@ -171,23 +170,23 @@ class Profile(Base):
     samples_per_s: Mapped[float]
     memory_gb: Mapped[float]
     gradient_bytes: Mapped[int]
-    link_ms: Mapped[Optional[float]]  # all-reduces in flight per iteration (the link's busy time)
-    comm_cpu_ms: Mapped[Optional[float]]  # CPU per iteration and rank taken by communication threads
-    checkpoints: Mapped[Optional[int]]  # layer boundaries per iteration where a turn can be yielded
+    link_ms: Mapped[float | None]  # all-reduces in flight per iteration (the link's busy time)
+    comm_cpu_ms: Mapped[float | None]  # CPU per iteration and rank taken by communication threads
+    checkpoints: Mapped[int | None]  # layer boundaries per iteration where a turn can be yielded
     spread: Mapped[dict] = mapped_column(JSON)  # per-phase p10/p90
     # co-location: its device time per iteration next to a reference partner under crossover, and the
     # fraction by which that exceeds its device time alone (None: not measured; before 0009, the part
     # the partner's communication CPU did not explain)
-    corun_partner: Mapped[Optional[str]] = mapped_column(String(200))
-    corun_device_ms: Mapped[Optional[float]]
-    interference: Mapped[Optional[float]]
-    corun_partner_link_share: Mapped[Optional[float]]  # the partner's l / T (None: measured before 0007)
-    startup_ms: Mapped[Optional[float]]  # launcher start to first iteration (None: profiled before 0005)
+    corun_partner: Mapped[str | None] = mapped_column(String(200))
+    corun_device_ms: Mapped[float | None]
+    interference: Mapped[float | None]
+    corun_partner_link_share: Mapped[float | None]  # the partner's l / T (None: measured before 0007)
+    startup_ms: Mapped[float | None]  # launcher start to first iteration (None: profiled before 0005)
     # its compute next to a partner computing the whole time, over alone, without turns: time-sliced and
     # under CUDA MPS (None: not measured)
-    corun_stretch: Mapped[Optional[float]]
-    mps_stretch: Mapped[Optional[float]]
-    gpu_busy: Mapped[Optional[float]]  # the GPU's utilisation (NVML) inside its compute windows, alone
+    corun_stretch: Mapped[float | None]
+    mps_stretch: Mapped[float | None]
+    gpu_busy: Mapped[float | None]  # the GPU's utilisation (NVML) inside its compute windows, alone
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
 
@@ -200,7 +199,7 @@ class Plan(Base):
     algo: Mapped[str] = mapped_column(String(20))
     body: Mapped[dict] = mapped_column(JSON)  # the plan file's content
     predicted_aggregate_gain: Mapped[float]
-    path: Mapped[Optional[str]] = mapped_column(Text)
+    path: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     groups: Mapped[list[PlanGroup]] = relationship(back_populates="plan", order_by="PlanGroup.index")
 
@@ -226,11 +225,11 @@ class TurnEvent(Base):
     __tablename__ = "turn_events"
     id: Mapped[int] = mapped_column(primary_key=True)
     experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"), index=True)
-    run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("runs.id"))
-    group_index: Mapped[Optional[int]]
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    group_index: Mapped[int | None]
     host: Mapped[str] = mapped_column(String(255))
     kind: Mapped[str] = mapped_column(String(40))
-    slot: Mapped[Optional[int]]
-    device: Mapped[Optional[int]]
+    slot: Mapped[int | None]
+    device: Mapped[int | None]
     detail: Mapped[dict] = mapped_column(JSON)
     at: Mapped[datetime] = mapped_column(default=utcnow)
