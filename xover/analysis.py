@@ -58,7 +58,7 @@ def warmup_steps(iterations: int) -> int:
 
 def steady(rows: Sequence[Row]) -> list[Row]:
     """The iterations after warm-up (all of them when nothing would be left)."""
-    return list(rows[warmup_steps(len(rows)):] or rows)
+    return list(rows[warmup_steps(len(rows)) :] or rows)
 
 
 def span(rows: Sequence[Row]) -> tuple[float, float] | None:
@@ -88,8 +88,11 @@ def samples_per_s(rows: Sequence[Row], window: tuple[float, float] | None = None
     ended in it."""
     rows = steady(rows)
     if window is not None:
-        rows = [r for r in rows
-                if r["wall_time"] - r["iteration_s"] >= window[0] - 1e-6 and r["wall_time"] <= window[1] + 1e-6]
+        rows = [
+            r
+            for r in rows
+            if r["wall_time"] - r["iteration_s"] >= window[0] - 1e-6 and r["wall_time"] <= window[1] + 1e-6
+        ]
     seconds = sum(r["iteration_s"] for r in rows)
     return sum(r["samples"] for r in rows) / seconds if rows and seconds > 0 else None
 
@@ -108,7 +111,9 @@ def _median_ms(rows: Sequence[Row], key: str) -> float | None:
 # ------------------------------------------------------------------------------------ one job
 
 
-def job_summary(run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[tuple[int, str, float]]) -> dict[str, Any]:
+def job_summary(
+    run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[tuple[int, str, float]]
+) -> dict[str, Any]:
     """One job in one mode, in the names scripts rely on (`xover run --json`, `xover report`).
 
     `run` holds the run's own fields (run_id, name, mode, status, ...), `rows` its iterations in step
@@ -122,12 +127,17 @@ def job_summary(run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[
         **run,
         "iterations": len(rows),
         "samples_per_s": samples_per_s(rows),
-        "iteration_ms": _median_ms(stable, "iteration_s"), "compute_ms": _median_ms(stable, "compute_s"),
-        "data_ms": _median_ms(stable, "data_s"), "communication_ms": _median_ms(stable, "communication_s"),
-        "wait_ms": _median_ms(stable, "wait_s"), "wait_p90_ms": quantile(waits, 0.9),
-        "link_ms": _median_ms(stable, "link_s"), "comm_cpu_ms": _median_ms(stable, "comm_cpu_s"),
+        "iteration_ms": _median_ms(stable, "iteration_s"),
+        "compute_ms": _median_ms(stable, "compute_s"),
+        "data_ms": _median_ms(stable, "data_s"),
+        "communication_ms": _median_ms(stable, "communication_s"),
+        "wait_ms": _median_ms(stable, "wait_s"),
+        "wait_p90_ms": quantile(waits, 0.9),
+        "link_ms": _median_ms(stable, "link_s"),
+        "comm_cpu_ms": _median_ms(stable, "comm_cpu_s"),
         "yields": sum(r.get("yields") or 0 for r in rows),
-        "skew_p50_ms": stats.get("skew_p50_ms"), "skew_p90_ms": stats.get("skew_p90_ms"),
+        "skew_p50_ms": stats.get("skew_p50_ms"),
+        "skew_p90_ms": stats.get("skew_p90_ms"),
         "final_loss": rows[-1]["loss"] if rows else None,
         "accuracy": final_eval.get("test_accuracy", final_eval.get("test_token_accuracy")),
         "evaluations": final_eval,
@@ -146,8 +156,9 @@ def variant(job: RunResult) -> str:
 # ------------------------------------------------------------------------------------ groups
 
 
-def compare(jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default_policy: str = "work-conserving"
-            ) -> tuple[list[RunResult], list[GroupComparison]]:
+def compare(
+    jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default_policy: str = "work-conserving"
+) -> tuple[list[RunResult], list[GroupComparison]]:
     """Per group: each shared mode's aggregate speed over its overlap window (and per policy for
     crossover), against the jobs alone. Returns the jobs with their `speed`, `slowdown` and
     `samples_per_s_shared` set (in the same order), and the groups in index order."""
@@ -173,33 +184,47 @@ def compare(jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default
             job = jobs[position]
             solo, shared = alone.get((index, job.name)), samples_per_s(rows, window)
             if solo and shared:
-                compared[position] = dataclasses.replace(job, samples_per_s_shared=shared, speed=shared / solo,
-                                                         slowdown=solo / shared)
+                compared[position] = dataclasses.replace(
+                    job, samples_per_s_shared=shared, speed=shared / solo, slowdown=solo / shared
+                )
                 total += shared / solo
             else:
                 compared[position] = dataclasses.replace(job, samples_per_s_shared=shared)
                 complete = False
-        entries[index][kind] = PolicyResult(aggregate=total if complete else None,
-                                            window_s=window[1] - window[0] if window else None,
-                                            overlap=_overlap(runs, overlap_window(runs) if len(runs) > 1 else None))
+        entries[index][kind] = PolicyResult(
+            aggregate=total if complete else None,
+            window_s=window[1] - window[0] if window else None,
+            overlap=_overlap(runs, overlap_window(runs) if len(runs) > 1 else None),
+        )
     groups = []
     for index in sorted(names):
         concurrent_entry = entries[index].get("concurrent")
         concurrent = concurrent_entry.aggregate if concurrent_entry else None
-        policies = {kind.partition(":")[2]: entry for kind, entry in entries[index].items()
-                    if kind.startswith("crossover")}
-        policies = {policy: dataclasses.replace(entry, vs_concurrent=entry.aggregate / concurrent
-                                                if entry.aggregate and concurrent else None)
-                    for policy, entry in policies.items()}
+        policies = {
+            kind.partition(":")[2]: entry for kind, entry in entries[index].items() if kind.startswith("crossover")
+        }
+        policies = {
+            policy: dataclasses.replace(
+                entry, vs_concurrent=entry.aggregate / concurrent if entry.aggregate and concurrent else None
+            )
+            for policy, entry in policies.items()
+        }
         chosen = default_policy if default_policy in policies else next(iter(sorted(policies)), None)
         crossover = policies[chosen].aggregate if chosen else None
-        groups.append(GroupComparison(
-            group=index, jobs=names[index], policies=policies,
-            sequential=1.0 if all((index, name) in alone for name in names[index]) else None,
-            concurrent_vs_sequential=concurrent, crossover_vs_sequential=crossover,
-            crossover_policy=chosen, crossover_vs_concurrent=crossover / concurrent if crossover and concurrent else None,
-            concurrent_overlap=concurrent_entry.overlap if concurrent_entry else None,
-            crossover_overlap=policies[chosen].overlap if chosen else None))
+        groups.append(
+            GroupComparison(
+                group=index,
+                jobs=names[index],
+                policies=policies,
+                sequential=1.0 if all((index, name) in alone for name in names[index]) else None,
+                concurrent_vs_sequential=concurrent,
+                crossover_vs_sequential=crossover,
+                crossover_policy=chosen,
+                crossover_vs_concurrent=crossover / concurrent if crossover and concurrent else None,
+                concurrent_overlap=concurrent_entry.overlap if concurrent_entry else None,
+                crossover_overlap=policies[chosen].overlap if chosen else None,
+            )
+        )
     for position, job in enumerate(compared):
         if job.is_alone and job.samples_per_s:  # alone, its whole run is its window
             compared[position] = dataclasses.replace(job, slowdown=1.0, samples_per_s_shared=job.samples_per_s)
@@ -210,8 +235,11 @@ MIN_WINDOW_ITERATIONS = 3
 
 
 def _inside(rows: Sequence[Row], window: tuple[float, float]) -> int:
-    return sum(1 for r in steady(rows) if r["wall_time"] - r["iteration_s"] >= window[0] - 1e-6
-               and r["wall_time"] <= window[1] + 1e-6)
+    return sum(
+        1
+        for r in steady(rows)
+        if r["wall_time"] - r["iteration_s"] >= window[0] - 1e-6 and r["wall_time"] <= window[1] + 1e-6
+    )
 
 
 def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) -> float | None:
@@ -250,11 +278,13 @@ def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT
     for group in groups:
         for name, ratio in sorted(group.alone_vs_profile.items()):
             if abs(ratio - 1.0) > tolerance:
-                warnings.append(f"group {group.group}: {name}'s run alone needed {abs(ratio - 1.0):.0%} "
-                                f"{'more' if ratio > 1 else 'less'} device time per iteration than its profile: the "
-                                "machine's speed changed between them, so speeds relative to alone (and predictions "
-                                "from the profile) are off by about as much (run the comparison again, or re-profile "
-                                "with --force)")
+                warnings.append(
+                    f"group {group.group}: {name}'s run alone needed {abs(ratio - 1.0):.0%} "
+                    f"{'more' if ratio > 1 else 'less'} device time per iteration than its profile: the "
+                    "machine's speed changed between them, so speeds relative to alone (and predictions "
+                    "from the profile) are off by about as much (run the comparison again, or re-profile "
+                    "with --force)"
+                )
     return warnings
 
 
@@ -264,9 +294,11 @@ def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> l
     for group in groups:
         for mode, overlap in zip(SHARED_MODES, (group.concurrent_overlap, group.crossover_overlap)):
             if overlap is not None and overlap < least:
-                warnings.append(f"group {group.group}: the {mode} jobs ran at the same time for only "
-                                f"{overlap:.0%} of that run, so its figures rest on a short window "
-                                "(give the faster job more iterations, or use --seconds)")
+                warnings.append(
+                    f"group {group.group}: the {mode} jobs ran at the same time for only "
+                    f"{overlap:.0%} of that run, so its figures rest on a short window "
+                    "(give the faster job more iterations, or use --seconds)"
+                )
     return warnings
 
 
@@ -287,12 +319,23 @@ def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> 
         alone_losses = {row["step"]: row["loss"] for row in rows_of(iterations, reference)}
         shared_losses = {row["step"]: row["loss"] for row in rows_of(iterations, job)}
         # unmodified scripts report no loss (they print their own): nothing to compare for them
-        steps = sorted(s for s in alone_losses.keys() & shared_losses.keys()
-                       if alone_losses[s] is not None and shared_losses[s] is not None)
+        steps = sorted(
+            s
+            for s in alone_losses.keys() & shared_losses.keys()
+            if alone_losses[s] is not None and shared_losses[s] is not None
+        )
         largest = max((abs(shared_losses[s] - alone_losses[s]) for s in steps), default=None)
-        parity.append(ParityResult(group=job.group, name=job.name, mode=job.mode, policy=job.policy,
-                                   steps=len(steps), max_abs_loss_diff=largest,
-                                   identical=largest == 0.0 if steps else None))
+        parity.append(
+            ParityResult(
+                group=job.group,
+                name=job.name,
+                mode=job.mode,
+                policy=job.policy,
+                steps=len(steps),
+                max_abs_loss_diff=largest,
+                identical=largest == 0.0 if steps else None,
+            )
+        )
     return parity
 
 
@@ -317,15 +360,22 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
     # on a GPU the communication threads' CPU is not device time (as profiler.comm_cpu_ms_of has it)
     comm_cpu = min(1.0, job.comm_cpu_ms / link_ms) if job.comm_cpu_ms and link_ms > 0 and not on_gpu else 0.0
     try:
-        return JobProfile(name=job.name, devices=job.np, compute_ms=job.compute_ms,
-                          comm_ms=job.communication_ms, memory_gb=0.0, data_ms=job.data_ms or 0.0,
-                          link_ms=link_ms, comm_cpu=comm_cpu,
-                          # how soon it yields a turn, as the planner has it from a profile
-                          checkpoint_ms=checkpoint_interval_ms((job.data_ms or 0.0) + job.compute_ms,
-                                                               job.checkpoints,
-                                                               on_gpu=on_gpu, synced=settings().checkpoint_sync),
-                          interference=job.interference or 0.0,
-                          interference_link_share=job.interference_link_share)
+        return JobProfile(
+            name=job.name,
+            devices=job.np,
+            compute_ms=job.compute_ms,
+            comm_ms=job.communication_ms,
+            memory_gb=0.0,
+            data_ms=job.data_ms or 0.0,
+            link_ms=link_ms,
+            comm_cpu=comm_cpu,
+            # how soon it yields a turn, as the planner has it from a profile
+            checkpoint_ms=checkpoint_interval_ms(
+                (job.data_ms or 0.0) + job.compute_ms, job.checkpoints, on_gpu=on_gpu, synced=settings().checkpoint_sync
+            ),
+            interference=job.interference or 0.0,
+            interference_link_share=job.interference_link_share,
+        )
     except InvalidJobProfile:  # a job that failed before its first iteration has no medians
         return None
 
@@ -353,8 +403,9 @@ def model_of_profiles(profiles: Sequence[JobProfile], policies: Sequence[str]) -
     return GroupModel(fluid_bound=fluid_gain(profiles), predicted=predicted, without_turns=without_turns)
 
 
-def experiment_jobs(session: Session, experiment_id: str,
-                    iterations: dict[int, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+def experiment_jobs(
+    session: Session, experiment_id: str, iterations: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
     """Every run of the experiment summarised (analysis.job_summary), in run order."""
     experiment = session.get(Experiment, experiment_id)
     if experiment is None:
@@ -363,7 +414,8 @@ def experiment_jobs(session: Session, experiment_id: str,
     if iterations is None:
         iterations = iteration_rows(session, [run.id for run in runs])
     evaluations: dict[int, list[tuple[int, str, float]]] = {run.id: [] for run in runs}
-    for evaluation in session.scalars(select(Evaluation).where(Evaluation.run_id.in_([r.id for r in runs]))
-                                      .order_by(Evaluation.step)):
+    for evaluation in session.scalars(
+        select(Evaluation).where(Evaluation.run_id.in_([r.id for r in runs])).order_by(Evaluation.step)
+    ):
         evaluations[evaluation.run_id].append((evaluation.step, evaluation.metric, evaluation.value))
     return [job_summary(run_fields(run), iterations.get(run.id, []), evaluations[run.id]) for run in runs]

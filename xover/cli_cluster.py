@@ -14,12 +14,24 @@ import typer
 from .console import console, print_error, print_json, print_table
 from .errors import XoverError
 
-cluster_app = typer.Typer(help="An emulated cluster on this machine: each host a network namespace with its own "
-                               "NIC shaped to a rate, reached over ssh like a real host (needs root).",
-                          no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+cluster_app = typer.Typer(
+    help="An emulated cluster on this machine: each host a network namespace with its own "
+    "NIC shaped to a rate, reached over ssh like a real host (needs root).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
-NODE_COLUMNS = [("host", "name"), ("address", "address"), ("slots", "slots"), ("cores", "cores"), ("gpus", "gpus"),
-                ("NIC", "rate"), ("namespace", "namespace"), ("sshd", "sshd")]
+NODE_COLUMNS = [
+    ("host", "name"),
+    ("address", "address"),
+    ("slots", "slots"),
+    ("cores", "cores"),
+    ("gpus", "gpus"),
+    ("NIC", "rate"),
+    ("namespace", "namespace"),
+    ("sshd", "sshd"),
+]
 
 
 @contextlib.contextmanager
@@ -36,20 +48,34 @@ def _node_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
     def listed(values: list[int]) -> str:
         return ",".join(map(str, values)) or "-"
 
-    return [{**node, "cores": listed(node["cores"]), "gpus": listed(node["gpus"]),
-             "namespace": "ok" if node["namespace"] else "MISSING", "sshd": "running" if node["sshd"] else "DOWN"}
-            for node in status["nodes"]]
+    return [
+        {
+            **node,
+            "cores": listed(node["cores"]),
+            "gpus": listed(node["gpus"]),
+            "namespace": "ok" if node["namespace"] else "MISSING",
+            "sshd": "running" if node["sshd"] else "DOWN",
+        }
+        for node in status["nodes"]
+    ]
 
 
 @cluster_app.command()
 def up(
     hosts: Annotated[int, typer.Option("--hosts", help="How many emulated hosts (xo-h1, xo-h2, ...).")] = 2,
-    devices_per_host: Annotated[int, typer.Option("--devices-per-host", help="Devices (slots) per host: CPU cores, "
-                                                  "or GPUs on a GPU machine, given to each host in turn.")] = 1,
-    bandwidth: Annotated[str, typer.Option("--bandwidth", help="Rate of every host's NIC, each direction "
-                                           "(e.g. 1gbit, 200mbit, 10gbit).")] = "1gbit",
-    json_out: Annotated[bool, typer.Option("--json", help="Print the cluster as one JSON object (its -H spec in "
-                                           "'hosts').")] = False,
+    devices_per_host: Annotated[
+        int,
+        typer.Option(
+            "--devices-per-host",
+            help="Devices (slots) per host: CPU cores, or GPUs on a GPU machine, given to each host in turn.",
+        ),
+    ] = 1,
+    bandwidth: Annotated[
+        str, typer.Option("--bandwidth", help="Rate of every host's NIC, each direction (e.g. 1gbit, 200mbit, 10gbit).")
+    ] = "1gbit",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the cluster as one JSON object (its -H spec in 'hosts').")
+    ] = False,
 ) -> None:
     """Build HOSTS emulated hosts (namespaces with a shaped NIC and a sshd each); prints their -H spec last."""
     from .emulation.cluster import cluster_up
@@ -59,13 +85,20 @@ def up(
     if json_out:
         print_json(status)
         return
-    print_table(f"emulated cluster: {len(status['nodes'])} hosts, NICs shaped to {status['rate']} each way",
-                NODE_COLUMNS, _node_rows(status))
+    print_table(
+        f"emulated cluster: {len(status['nodes'])} hosts, NICs shaped to {status['rate']} each way",
+        NODE_COLUMNS,
+        _node_rows(status),
+    )
     if status["shared_devices"]:
-        console.print("[yellow]note:[/] more devices than this machine has: hosts share some (see the table), "
-                      "so their figures are not those of separate machines")
-    console.print(f"head node {status['head']} ({status['head_address']}): launchers run there through "
-                  f"`{shlex.join(status['launch_prefix'])} ...`; `xover cluster down` removes everything")
+        console.print(
+            "[yellow]note:[/] more devices than this machine has: hosts share some (see the table), "
+            "so their figures are not those of separate machines"
+        )
+    console.print(
+        f"head node {status['head']} ({status['head_address']}): launchers run there through "
+        f"`{shlex.join(status['launch_prefix'])} ...`; `xover cluster down` removes everything"
+    )
     typer.echo(status["hosts"])
 
 
@@ -80,11 +113,21 @@ def status(json_out: Annotated[bool, typer.Option("--json", help="Print the stat
         print_json(state)
     elif state["hosts"] is None:
         leftovers = state["leftover_namespaces"]
-        console.print("no emulated cluster is up" + (f"; namespaces left by a crash: {', '.join(leftovers)} "
-                                                     "(`xover cluster down` removes them)" if leftovers else ""))
+        console.print(
+            "no emulated cluster is up"
+            + (
+                f"; namespaces left by a crash: {', '.join(leftovers)} (`xover cluster down` removes them)"
+                if leftovers
+                else ""
+            )
+        )
     else:
-        print_table(f"emulated cluster: NICs at {state['rate']} each way, head {state['head']} "
-                    f"({state['head_address']}), subnet {state['subnet']}", NODE_COLUMNS, _node_rows(state))
+        print_table(
+            f"emulated cluster: NICs at {state['rate']} each way, head {state['head']} "
+            f"({state['head_address']}), subnet {state['subnet']}",
+            NODE_COLUMNS,
+            _node_rows(state),
+        )
         if state["problem"]:
             console.print(f"[red]{state['problem']}[/]")
         typer.echo(state["hosts"])
@@ -101,7 +144,9 @@ def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was r
     if json_out:
         print_json(removed)
     elif removed["removed_namespaces"] or removed["removed_state_dir"]:
-        console.print(f"removed namespaces {', '.join(removed['removed_namespaces']) or '-'}; stopped "
-                      f"{removed['stopped_processes']} processes; removed the state directory")
+        console.print(
+            f"removed namespaces {', '.join(removed['removed_namespaces']) or '-'}; stopped "
+            f"{removed['stopped_processes']} processes; removed the state directory"
+        )
     else:
         console.print("no emulated cluster was up: nothing to remove")

@@ -46,8 +46,9 @@ def fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def print_table(title: str, columns: Sequence[tuple[str, str]], rows: Iterable[dict[str, Any]],
-                digits: dict[str, int] | None = None) -> None:
+def print_table(
+    title: str, columns: Sequence[tuple[str, str]], rows: Iterable[dict[str, Any]], digits: dict[str, int] | None = None
+) -> None:
     """columns: (header, key). Numbers right-aligned with `digits[key]` decimals (default 2)."""
     table = Table(title=title, title_justify="left")
     rows = list(rows)
@@ -64,9 +65,16 @@ class ProgressBars:
     """A live bar per job: iterations done, last loss, status (run/sinks.py's ProgressSink draws them)."""
 
     def __init__(self) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[status]}"),
-                                 TimeElapsedColumn(), console=errors, transient=False)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=errors,
+            transient=False,
+        )
         self.tasks: dict[int, TaskID] = {}
 
     def start(self) -> None:

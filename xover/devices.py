@@ -61,8 +61,11 @@ def _nvml_gpus() -> tuple[list[str], str | None]:
         if not gpus:
             return [], None
         first = gpus[0]
-        handle = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
-                  else pynvml.nvmlDeviceGetHandleByUUID(first))
+        handle = (
+            pynvml.nvmlDeviceGetHandleByIndex(int(first))
+            if first.isdigit()
+            else pynvml.nvmlDeviceGetHandleByUUID(first)
+        )
         name = pynvml.nvmlDeviceGetName(handle)
         return gpus, name.decode() if isinstance(name, bytes) else name
     except Exception:
@@ -98,7 +101,9 @@ def gpu_of_device(device: int, gpus: int, environ: Mapping[str, str] | None = No
     return device % gpus if devices_per_gpu(environ) > 1 else device
 
 
-def script_gpu_env(device_indices: list[int], gpus: list[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def script_gpu_env(
+    device_indices: list[int], gpus: list[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """What a script job's ranks on this host see: a script picks cuda:LOCAL_RANK itself, so CUDA shows
     local rank i the GPU of its device i (CUDA_VISIBLE_DEVICES in local-rank order), and the shim takes
     cuda:LOCAL_RANK too. Nothing when devices share GPUs (CUDA cannot show one GPU twice) or none is visible."""
@@ -106,8 +111,7 @@ def script_gpu_env(device_indices: list[int], gpus: list[str], environ: Mapping[
         return {}
     if any(index >= len(gpus) for index in device_indices):
         return {}  # placed on devices this host does not show: left to the job's own error
-    return {"CUDA_VISIBLE_DEVICES": ",".join(gpus[index] for index in device_indices),
-            CUDA_BY_LOCAL_RANK_VARIABLE: "1"}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(gpus[index] for index in device_indices), CUDA_BY_LOCAL_RANK_VARIABLE: "1"}
 
 
 class TorchBackendError(XoverError, ValueError):
@@ -125,8 +129,10 @@ def torch_backend(on_gpu: bool, environ: Mapping[str, str] | None = None) -> str
     if chosen not in TORCH_BACKENDS:
         raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}={chosen}: choose nccl (GPUs) or gloo")
     if chosen == "nccl" and not on_gpu:
-        raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}=nccl needs NVIDIA GPUs, and this machine has none visible: "
-                                "unset it (Gloo is used on CPUs)")
+        raise TorchBackendError(
+            f"{TORCH_BACKEND_VARIABLE}=nccl needs NVIDIA GPUs, and this machine has none visible: "
+            "unset it (Gloo is used on CPUs)"
+        )
     return chosen
 
 

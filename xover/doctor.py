@@ -42,9 +42,13 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """The diagnosis as `xover doctor --json` writes it."""
-        return {"ok": self.can_run_jobs,
-                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix, "required": c.required}
-                           for c in self.checks]}
+        return {
+            "ok": self.can_run_jobs,
+            "checks": [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix, "required": c.required}
+                for c in self.checks
+            ],
+        }
 
 
 def _torch() -> Check:
@@ -58,19 +62,26 @@ def _torch() -> Check:
 
 def _horovod() -> Check:
     # A subprocess: a broken Horovod build can abort the interpreter that imports it.
-    code = ("import horovod, horovod.torch as h;"
-            "print(horovod.__version__, h.gloo_built(), h.nccl_built(), h.mpi_built())")
+    code = (
+        "import horovod, horovod.torch as h;print(horovod.__version__, h.gloo_built(), h.nccl_built(), h.mpi_built())"
+    )
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return Check("horovod", False, "importing horovod.torch timed out", "rebuild: scripts/install_horovod.sh")
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["import failed"])[-1]
-        return Check("horovod", False, f"horovod.torch does not import: {last}",
-                     "run `make setup` (builds Horovod 0.28.1 against this torch)")
+        return Check(
+            "horovod",
+            False,
+            f"horovod.torch does not import: {last}",
+            "run `make setup` (builds Horovod 0.28.1 against this torch)",
+        )
     version, gloo, nccl, mpi = out.stdout.split()
-    detail = f"{version}, built with torch: yes, Gloo: {gloo == 'True' and 'yes' or 'no'}, " \
-             f"NCCL: {nccl != '0' and nccl != 'False' and 'yes' or 'no'}, MPI: {mpi == 'True' and 'yes' or 'no'}"
+    detail = (
+        f"{version}, built with torch: yes, Gloo: {gloo == 'True' and 'yes' or 'no'}, "
+        f"NCCL: {nccl != '0' and nccl != 'False' and 'yes' or 'no'}, MPI: {mpi == 'True' and 'yes' or 'no'}"
+    )
     ok = gloo == "True"
     return Check("horovod", ok, detail, "" if ok else "rebuild with HOROVOD_WITH_GLOO=1 (make setup)")
 
@@ -110,19 +121,31 @@ def _bandwidth_emulation() -> Check:
     try:
         with ShapedNetwork("1gbit"):
             pass
-        return Check("bandwidth emulation", True,
-                     "network namespace + tc tbf with a priority queue works (--bandwidth available)", required=False)
+        return Check(
+            "bandwidth emulation",
+            True,
+            "network namespace + tc tbf with a priority queue works (--bandwidth available)",
+            required=False,
+        )
     except Exception as error:
-        return Check("bandwidth emulation", False, str(error).split(": ", 1)[-1],
-                     "needs `unshare -rn` (user namespaces) and `tc` (iproute2); without it, drop --bandwidth",
-                     required=False)
+        return Check(
+            "bandwidth emulation",
+            False,
+            str(error).split(": ", 1)[-1],
+            "needs `unshare -rn` (user namespaces) and `tc` (iproute2); without it, drop --bandwidth",
+            required=False,
+        )
 
 
 def _emulated_cluster() -> Check:
     ok, detail = diagnose_cluster()
-    return Check("emulated cluster", ok, detail,
-                 "" if ok else "run scripts/setup_cluster.sh as root; `xover cluster down` clears a broken one",
-                 required=False)
+    return Check(
+        "emulated cluster",
+        ok,
+        detail,
+        "" if ok else "run scripts/setup_cluster.sh as root; `xover cluster down` clears a broken one",
+        required=False,
+    )
 
 
 def _slurm() -> Check:
@@ -140,8 +163,12 @@ def _database(db: str | None) -> Check:
         folder = next(p for p in path.parents if p.exists())
         if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
             return Check("database", True, f"{path} (sqlite) does not exist yet; the first run creates it")
-        return Check("database", False, f"{path} cannot be created: {folder} is not a writable folder",
-                     "choose a writable path with --db or XOVER_DB")
+        return Check(
+            "database",
+            False,
+            f"{path} cannot be created: {folder} is not a writable folder",
+            "choose a writable path with --db or XOVER_DB",
+        )
     try:
         store = store_session.open_store(db)
         with store.engine.begin() as connection:
@@ -158,8 +185,23 @@ def _database(db: str | None) -> Check:
 def diagnose(db: str | None = None) -> Diagnosis:
     """Check what this machine can run: Python, torch, Horovod, the launchers, devices, link shaping, the
     emulated cluster, Slurm and the store."""
-    checks = [Check("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})",
-                    "use Python >= 3.10")]
-    checks += [_torch(), _horovod(), _launcher(), _gpus(), _cpus(), _bandwidth_emulation(), _emulated_cluster(),
-               _slurm(), _database(db)]
+    checks = [
+        Check(
+            "python",
+            sys.version_info >= (3, 10),
+            f"{platform.python_version()} ({sys.executable})",
+            "use Python >= 3.10",
+        )
+    ]
+    checks += [
+        _torch(),
+        _horovod(),
+        _launcher(),
+        _gpus(),
+        _cpus(),
+        _bandwidth_emulation(),
+        _emulated_cluster(),
+        _slurm(),
+        _database(db),
+    ]
     return Diagnosis(checks)

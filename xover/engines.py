@@ -70,8 +70,15 @@ class Engine:
         return None
 
     # -- launching ------------------------------------------------------------------------------
-    def launch_commands(self, job: JobSpec, log_dir: Path, spec_path: Path, env: dict[str, str],
-                        prefix: list[str], deadline: float | None = None) -> list[list[str]]:
+    def launch_commands(
+        self,
+        job: JobSpec,
+        log_dir: Path,
+        spec_path: Path,
+        env: dict[str, str],
+        prefix: list[str],
+        deadline: float | None = None,
+    ) -> list[list[str]]:
         """The command lines that start the job's ranks (one per node where the program needs it),
         each behind `prefix` (how this machine reaches the hosts); `deadline`: time.monotonic() of --timeout."""
         raise NotImplementedError
@@ -120,12 +127,23 @@ class Horovod(Engine):
         from .run.external.horovodrun import horovodrun_command
 
         shim = self.shim_program(job)
-        return [[*prefix, *horovodrun_command(job.np, job.hosts, log_dir, spec_path,
-                                              program=[sys.executable, "-u", *shim] if shim else None,
-                                              interfaces=cluster.host_interfaces())]]
+        return [
+            [
+                *prefix,
+                *horovodrun_command(
+                    job.np,
+                    job.hosts,
+                    log_dir,
+                    spec_path,
+                    program=[sys.executable, "-u", *shim] if shim else None,
+                    interfaces=cluster.host_interfaces(),
+                ),
+            ]
+        ]
 
     def launch_env(self, job, env):
-        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list (run/external/horovodrun.py)."""
+        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list
+        (run/external/horovodrun.py)."""
         from .run.external.horovodrun import horovodrun_env
         from .settings import SECRET_VARIABLES
 
@@ -191,17 +209,30 @@ class Torch(Engine):
 
         if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
             return None
-        return ("crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's "
-                "turn (time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU "
-                "to the partner (docs/gpu.md)")
+        return (
+            "crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's "
+            "turn (time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU "
+            "to the partner (docs/gpu.md)"
+        )
 
     def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
         """torchrun, one per node (over ssh for other hosts)."""
         from .run.external.torchrun import torchrun_commands
 
-        return [[*prefix, *command] for command in
-                torchrun_commands(job.np, job.hosts, log_dir, spec_path, env, program=self.shim_program(job),
-                                  remote_prefix=prefix, deadline=deadline, forward=tuple(job.recipe.env))]
+        return [
+            [*prefix, *command]
+            for command in torchrun_commands(
+                job.np,
+                job.hosts,
+                log_dir,
+                spec_path,
+                env,
+                program=self.shim_program(job),
+                remote_prefix=prefix,
+                deadline=deadline,
+                forward=tuple(job.recipe.env),
+            )
+        ]
 
     def adapter(self):
         """TorchEngine."""
@@ -240,6 +271,7 @@ def engine_named(name: str, flag: str = "--engine") -> Engine:
 
 def engines_help() -> str:
     """'horovod (horovodrun) or torch (torchrun, torch.distributed)': what --engine offers."""
-    return " or ".join(f"{engine.name} ({engine.program}"
-                       + (f", {engine.imports}" if engine.imports != engine.name else "") + ")"
-                       for engine in ENGINES.values())
+    return " or ".join(
+        f"{engine.name} ({engine.program}" + (f", {engine.imports}" if engine.imports != engine.name else "") + ")"
+        for engine in ENGINES.values()
+    )

@@ -24,8 +24,16 @@ Device = tuple[str, int]  # (host, device index)
 # seconds, so that a turn server's or a node's ssh can never wait for ever. A user's ~/.ssh/config
 # cannot lengthen them: options given on the command line win.
 SSH_CONNECT_TIMEOUT_S = 20
-SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}",
-               "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4")
+SSH_OPTIONS = (
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}",
+    "-o",
+    "ServerAliveInterval=15",
+    "-o",
+    "ServerAliveCountMax=4",
+)
 
 
 def ssh_command(host: str, *remote: str, tty: bool = False) -> list[str]:
@@ -61,8 +69,11 @@ def local_names() -> frozenset[str]:
         import psutil
 
         for addresses in psutil.net_if_addrs().values():
-            names |= {address.address.split("%")[0] for address in addresses
-                      if address.family in (socket.AF_INET, socket.AF_INET6)}
+            names |= {
+                address.address.split("%")[0]
+                for address in addresses
+                if address.family in (socket.AF_INET, socket.AF_INET6)
+            }
     except Exception:  # psutil missing or interfaces unreadable: the names above still hold
         pass
     return frozenset(names)

@@ -125,8 +125,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def sweep_hosts_now(variable: str, value: str, hosts: list[str], remote_prefix: list[str],
-                    timeout_s: float = 15.0) -> None:
+def sweep_hosts_now(
+    variable: str, value: str, hosts: list[str], remote_prefix: list[str], timeout_s: float = 15.0
+) -> None:
     """Stop the processes tagged <variable>=<value> on every one of `hosts` at once (one ssh each, in
     parallel, each at most `timeout_s`): for an end that has little time, as inside a Slurm job whose
     KillWait ends in SIGKILL, after which nothing would stop what runs on the other nodes."""
@@ -134,9 +135,26 @@ def sweep_hosts_now(variable: str, value: str, hosts: list[str], remote_prefix: 
 
     def one(host: str) -> None:
         try:
-            subprocess.run([*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={XOVER_ROOT}", sys.executable, "-m",
-                                                         "xover.run.reaper", "--kill", value, "--variable", variable)],
-                           timeout=timeout_s, capture_output=True, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    *remote_prefix,
+                    *ssh_command(
+                        host,
+                        "env",
+                        f"PYTHONPATH={XOVER_ROOT}",
+                        sys.executable,
+                        "-m",
+                        "xover.run.reaper",
+                        "--kill",
+                        value,
+                        "--variable",
+                        variable,
+                    ),
+                ],
+                timeout=timeout_s,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired):
             pass
 
@@ -152,8 +170,25 @@ def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str])
     kill_tagged(value, variable=variable)
     for host in hosts:
         try:
-            subprocess.run([*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={XOVER_ROOT}", sys.executable, "-m",
-                                                         "xover.run.reaper", "--kill", value, "--variable", variable)],
-                           timeout=60, capture_output=True, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    *remote_prefix,
+                    *ssh_command(
+                        host,
+                        "env",
+                        f"PYTHONPATH={XOVER_ROOT}",
+                        sys.executable,
+                        "-m",
+                        "xover.run.reaper",
+                        "--kill",
+                        value,
+                        "--variable",
+                        variable,
+                    ),
+                ],
+                timeout=60,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired):
             pass

@@ -136,8 +136,13 @@ _FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "channels_last": ((bool,), False),
 }
 
-_TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", dict: "a table",
-                                 bool: "true or false"}
+_TYPE_NAMES: dict[type, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    dict: "a table",
+    bool: "true or false",
+}
 _COLLECTION_NAMES: dict[type, str] = {list: "a list of strings", dict: "a table"}  # a job file's args and env
 
 
@@ -156,6 +161,8 @@ def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...],
             raise fail(key, f"must be {kind}, got {value!r}")
         if float in types and isinstance(value, (int, float)) and not _finite(value):
             raise fail(key, f"must be a finite number, got {value!r}")
+
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -174,28 +181,44 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         return parse_job_file(data, source)
     for key in data:
         if key in _JOB_FILE_FIELDS and key not in _FIELDS:
-            raise fail(key, f"belongs to a job file for a script of your own; give 'script' (a path) to run one, "
-                            f"or leave '{key}' out for a built-in model")
+            raise fail(
+                key,
+                f"belongs to a job file for a script of your own; give 'script' (a path) to run one, "
+                f"or leave '{key}' out for a built-in model",
+            )
         if key not in _FIELDS:
             raise fail(key, f"unknown field{_suggest(key, _FIELDS)}; known fields: {', '.join(_FIELDS)}")
     _check_types(data, _FIELDS, fail)
 
     if not _NAME.match(data["name"]):
-        raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
-                           f"(it names log folders and plan entries), got {data['name']!r}")
+        raise fail(
+            "name",
+            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"(it names log folders and plan entries), got {data['name']!r}",
+        )
     if data["model"] not in MODELS:
-        raise fail("model", f"unknown model '{data['model']}'{_suggest(data['model'], MODELS)}; "
-                            f"built-in models: {', '.join(MODELS)}")
+        raise fail(
+            "model",
+            f"unknown model '{data['model']}'{_suggest(data['model'], MODELS)}; built-in models: {', '.join(MODELS)}",
+        )
     if data["dataset"] not in DATASETS:
-        raise fail("dataset", f"unknown dataset '{data['dataset']}'{_suggest(data['dataset'], DATASETS)}; "
-                              f"built-in datasets: {', '.join(DATASETS)}")
+        raise fail(
+            "dataset",
+            f"unknown dataset '{data['dataset']}'{_suggest(data['dataset'], DATASETS)}; "
+            f"built-in datasets: {', '.join(DATASETS)}",
+        )
     model, dataset = MODELS[data["model"]], DATASETS[data["dataset"]]
     if model.kind != dataset.kind:
-        raise fail("dataset", f"model '{data['model']}' takes {model.kind} inputs but dataset "
-                              f"'{data['dataset']}' gives {dataset.kind}")
+        raise fail(
+            "dataset",
+            f"model '{data['model']}' takes {model.kind} inputs but dataset '{data['dataset']}' gives {dataset.kind}",
+        )
     if data.get("precision", "fp32") not in PRECISIONS:
-        raise fail("precision", f"unknown precision '{data['precision']}'{_suggest(data['precision'], PRECISIONS)}; "
-                                f"choose one of {', '.join(PRECISIONS)}")
+        raise fail(
+            "precision",
+            f"unknown precision '{data['precision']}'{_suggest(data['precision'], PRECISIONS)}; "
+            f"choose one of {', '.join(PRECISIONS)}",
+        )
     if data.get("channels_last") and model.kind != IMAGE:
         raise fail("channels_last", f"applies to image models; '{data['model']}' takes {model.kind} inputs")
     if data["optimizer"] not in OPTIMIZERS:
@@ -216,15 +239,23 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         if key in data and data[key] <= 0:
             raise fail(key, f"must be positive, got {data[key]}")
     # whole numbers the workers hand to torch (a 64-bit seed) or count up to
-    for key, largest in (("seed", 2**63 - 1), ("iterations", 10**9), ("epochs", 10**6), ("batch_size", 10**7),
-                         ("np", 10**5), ("eval_interval", 10**9)):
+    for key, largest in (
+        ("seed", 2**63 - 1),
+        ("iterations", 10**9),
+        ("epochs", 10**6),
+        ("batch_size", 10**7),
+        ("np", 10**5),
+        ("eval_interval", 10**9),
+    ):
         if key in data and data[key] > largest:
             raise fail(key, f"must be at most {largest}, got {data[key]}")
     for table, allowed in (("model_options", model.options), ("dataset_options", dataset.options)):
         for key in data.get(table, {}):
             if key not in allowed:
-                raise fail(f"{table}.{key}", f"unknown option{_suggest(key, allowed)}; "
-                                             f"accepted: {', '.join(allowed) or 'none'}")
+                raise fail(
+                    f"{table}.{key}",
+                    f"unknown option{_suggest(key, allowed)}; accepted: {', '.join(allowed) or 'none'}",
+                )
             value = data[table][key]  # every built-in option is a size or a count
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
                 raise fail(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
@@ -235,15 +266,24 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
             raise fail("model_options.heads", f"must divide d_model ({shape['d_model']}), got {shape['heads']}")
         seq_len = data.get("dataset_options", {}).get("seq_len")
         if data["model"] == "bert" and seq_len is not None and seq_len > shape["max_positions"]:
-            raise fail("dataset_options.seq_len", f"must be at most model_options.max_positions "
-                                                  f"({shape['max_positions']}), got {seq_len}")
+            raise fail(
+                "dataset_options.seq_len",
+                f"must be at most model_options.max_positions ({shape['max_positions']}), got {seq_len}",
+            )
     image_size = data.get("dataset_options", {}).get("image_size")
     if data["model"] == "vgg16" and image_size is not None and image_size < 32:  # five halvings
         raise fail("dataset_options.image_size", f"must be at least 32 for vgg16, got {image_size}")
     if "max_slowdown" in data:
         data = {**data, "max_slowdown": float(data["max_slowdown"])}
-    return Recipe(**{**data, "lr": float(data["lr"]), "momentum": float(data.get("momentum", 0.0)),
-                     "weight_decay": float(data.get("weight_decay", 0.0)), "path": source})
+    return Recipe(
+        **{
+            **data,
+            "lr": float(data["lr"]),
+            "momentum": float(data.get("momentum", 0.0)),
+            "weight_decay": float(data.get("weight_decay", 0.0)),
+            "path": source,
+        }
+    )
 
 
 # a job file's fields: field name -> (accepted python types, required)
@@ -270,28 +310,36 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
         return RecipeError(f"{source}: field '{field_name}': {problem}")
 
     if "model" in data:
-        raise fail("model", "a recipe names a built-in model or a script, never both: remove 'model' (or "
-                            "'script')")
+        raise fail("model", "a recipe names a built-in model or a script, never both: remove 'model' (or 'script')")
     for key in data:
         if key not in _JOB_FILE_FIELDS:
             if key in _FIELDS:
-                raise fail(key, f"belongs to built-in models; a script takes its own options in 'args'. A job "
-                                f"file's fields: {', '.join(_JOB_FILE_FIELDS)}")
-            raise fail(key, f"unknown field{_suggest(key, _JOB_FILE_FIELDS)}; a job file's fields: "
-                            f"{', '.join(_JOB_FILE_FIELDS)}")
+                raise fail(
+                    key,
+                    f"belongs to built-in models; a script takes its own options in 'args'. A job "
+                    f"file's fields: {', '.join(_JOB_FILE_FIELDS)}",
+                )
+            raise fail(
+                key,
+                f"unknown field{_suggest(key, _JOB_FILE_FIELDS)}; a job file's fields: {', '.join(_JOB_FILE_FIELDS)}",
+            )
     _check_types(data, _JOB_FILE_FIELDS, fail)
     name = data.get("name", Path(source).stem)
     if not _NAME.match(name):
-        raise fail("name", f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
-                           f"(it names log folders and plan entries), got {name!r}")
+        raise fail(
+            "name",
+            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"(it names log folders and plan entries), got {name!r}",
+        )
     for index, arg in enumerate(data.get("args", [])):
         if not isinstance(arg, str):
-            raise fail(f"args[{index}]", f"must be a string (write numbers in quotes: \"{arg}\"), got {arg!r}")
+            raise fail(f"args[{index}]", f'must be a string (write numbers in quotes: "{arg}"), got {arg!r}')
     if not 1 <= data["np"] <= 10**5:
         raise fail("np", f"must be a whole number from 1 to 100000, got {data['np']}")
     if "iterations" in data and not 1 <= data["iterations"] <= 10**9:
-        raise fail("iterations", f"optimizer steps before the script is stopped: a whole number >= 1, got "
-                                 f"{data['iterations']}")
+        raise fail(
+            "iterations", f"optimizer steps before the script is stopped: a whole number >= 1, got {data['iterations']}"
+        )
     if "max_slowdown" in data and not 1.0 <= data["max_slowdown"]:
         raise fail("max_slowdown", f"must be at least 1.0 (1.0: never slower than alone), got {data['max_slowdown']}")
     if "memory_gb" in data and not data["memory_gb"] > 0:
@@ -300,8 +348,9 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
         if not _ENV_NAME.match(key):
             raise fail(f"env.{key}", "not a name an environment variable can have")
         if key.startswith(VARIABLE_PREFIX):
-            raise fail(f"env.{key}", "xover sets its XOVER_ variables itself; use XOVER_ variables in xover's "
-                                     "own environment")
+            raise fail(
+                f"env.{key}", "xover sets its XOVER_ variables itself; use XOVER_ variables in xover's own environment"
+            )
         if not isinstance(value, str):
             raise fail(f"env.{key}", f"must be a string (write numbers in quotes), got {value!r}")
     script = Path(data["script"]).expanduser()
@@ -309,8 +358,11 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
         script = Path(source).resolve().parent / script
     script = script.resolve()
     if not script.is_file():
-        raise fail("script", f"file not found: {script}" + (" (a path relative to the job file's folder)"
-                                                              if not Path(data["script"]).is_absolute() else ""))
+        raise fail(
+            "script",
+            f"file not found: {script}"
+            + (" (a path relative to the job file's folder)" if not Path(data["script"]).is_absolute() else ""),
+        )
     engine = data.get("engine")
     if engine is not None and engine not in ENGINES:
         raise fail("engine", f"unknown engine '{engine}'; choose {' or '.join(ENGINES)}")
@@ -320,38 +372,75 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
         except RecipeError as error:
             raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
         if len(found) != 1:
-            seen = (" and ".join(f"{e} ({n})" for e, n in found.items())
-                    or f"neither {' nor '.join(e.imports for e in ENGINES.values())} (nor "
-                       f"{', '.join(sorted(set(FRAMEWORKS.values())))})")
+            seen = (
+                " and ".join(f"{e} ({n})" for e, n in found.items())
+                or f"neither {' nor '.join(e.imports for e in ENGINES.values())} (nor "
+                f"{', '.join(sorted(set(FRAMEWORKS.values())))})"
+            )
             choices = " or ".join(f'"{e.name}" ({e.script_kind})' for e in ENGINES.values())
-            raise fail("engine", f"missing, and the script imports {seen}, so its engine cannot be told: set "
-                                 f"engine = {choices}")
+            raise fail(
+                "engine",
+                f"missing, and the script imports {seen}, so its engine cannot be told: set engine = {choices}",
+            )
         [engine] = found
     try:
-        return script_recipe(script, args=data.get("args", []), np=data["np"], engine=engine, name=name,
-                             iterations=data.get("iterations"), max_slowdown=data.get("max_slowdown"),
-                             memory_gb=data.get("memory_gb"), env=data.get("env", {}),
-                             description=data.get("description", ""), path=source)
+        return script_recipe(
+            script,
+            args=data.get("args", []),
+            np=data["np"],
+            engine=engine,
+            name=name,
+            iterations=data.get("iterations"),
+            max_slowdown=data.get("max_slowdown"),
+            memory_gb=data.get("memory_gb"),
+            env=data.get("env", {}),
+            description=data.get("description", ""),
+            path=source,
+        )
     except ScriptRefused as error:
         raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
 
 
-def script_recipe(script: str | Path, *, args: list[str] | tuple[str, ...] = (), np: int, engine: str,
-                  name: str | None = None, iterations: int | None = None, max_slowdown: float | None = None,
-                  memory_gb: float | None = None, env: dict[str, str] | None = None, description: str = "",
-                  path: str = "", sha256: str | None = None) -> Recipe:
+def script_recipe(
+    script: str | Path,
+    *,
+    args: list[str] | tuple[str, ...] = (),
+    np: int,
+    engine: str,
+    name: str | None = None,
+    iterations: int | None = None,
+    max_slowdown: float | None = None,
+    memory_gb: float | None = None,
+    env: dict[str, str] | None = None,
+    description: str = "",
+    path: str = "",
+    sha256: str | None = None,
+) -> Recipe:
     """The job of a user's script (a job file, or `--script`), checked for what its engine cannot cross
     over. `sha256`: the content it was planned with (a plan's), else the file's now."""
     script = Path(script).resolve()
     check_script(script, engine)
     kind = engine_named(engine).kind
-    return Recipe(name=name or script.stem, model="script", dataset="script", batch_size=0, optimizer="script",
-                  lr=0.0, np=np, seed=0, iterations=iterations,
-                  max_slowdown=float(max_slowdown) if max_slowdown is not None else None,
-                  description=description or f"unmodified {kind} script {script}", path=path,
-                  script=str(script), args=tuple(args), engine=engine,
-                  script_sha256=sha256 or content_hash(script),
-                  memory_gb=float(memory_gb) if memory_gb is not None else None, env=dict(env or {}))
+    return Recipe(
+        name=name or script.stem,
+        model="script",
+        dataset="script",
+        batch_size=0,
+        optimizer="script",
+        lr=0.0,
+        np=np,
+        seed=0,
+        iterations=iterations,
+        max_slowdown=float(max_slowdown) if max_slowdown is not None else None,
+        description=description or f"unmodified {kind} script {script}",
+        path=path,
+        script=str(script),
+        args=tuple(args),
+        engine=engine,
+        script_sha256=sha256 or content_hash(script),
+        memory_gb=float(memory_gb) if memory_gb is not None else None,
+        env=dict(env or {}),
+    )
 
 
 def _finite(value: int | float) -> bool:
@@ -407,8 +496,10 @@ def resolve_recipe_path(path: str | Path) -> Path:
     if file.suffix == ".toml" or "/" in str(path):
         raise RecipeError(f"{path}: recipe file not found")
     known = builtin_recipe_names()
-    raise RecipeError(f"{path}: no recipe file or built-in recipe of that name{_suggest(name, known)}; "
-                      f"built-in recipes: {', '.join(known)}")
+    raise RecipeError(
+        f"{path}: no recipe file or built-in recipe of that name{_suggest(name, known)}; "
+        f"built-in recipes: {', '.join(known)}"
+    )
 
 
 def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | None = None) -> Recipe:

@@ -170,10 +170,16 @@ class GroupComparison:
         data: dict[str, Any] = {"group": self.group, "jobs": self.jobs}
         if policies:
             data["policies"] = policies
-        data.update(sequential=self.sequential, concurrent_vs_sequential=self.concurrent_vs_sequential,
-                    crossover_vs_sequential=self.crossover_vs_sequential, crossover_policy=self.crossover_policy,
-                    crossover_vs_concurrent=self.crossover_vs_concurrent, concurrent_overlap=self.concurrent_overlap,
-                    crossover_overlap=self.crossover_overlap, policies=policies)
+        data.update(
+            sequential=self.sequential,
+            concurrent_vs_sequential=self.concurrent_vs_sequential,
+            crossover_vs_sequential=self.crossover_vs_sequential,
+            crossover_policy=self.crossover_policy,
+            crossover_vs_concurrent=self.crossover_vs_concurrent,
+            concurrent_overlap=self.concurrent_overlap,
+            crossover_overlap=self.crossover_overlap,
+            policies=policies,
+        )
         return data
 
 
@@ -205,12 +211,20 @@ class RunOutcome:
     def to_json(self) -> dict[str, Any]:
         """The run as `xover run --json` writes it; launcher job ids and the schedule only where there are some."""
         data: dict[str, Any] = {
-            "experiment": self.experiment, "results_dir": self.results_dir, "bandwidth": self.bandwidth,
-            "link": self.link, "modes": self.modes, "policies": self.policies,
+            "experiment": self.experiment,
+            "results_dir": self.results_dir,
+            "bandwidth": self.bandwidth,
+            "link": self.link,
+            "modes": self.modes,
+            "policies": self.policies,
             "jobs": [job.to_json() for job in self.jobs],
-            "groups": [group.to_json() | {"predicted_gain": self.predicted_gains.get(group.group)}
-                       | ({"sharing": self.sharing[group.group]} if group.group in self.sharing else {})
-                       for group in self.groups]}
+            "groups": [
+                group.to_json()
+                | {"predicted_gain": self.predicted_gains.get(group.group)}
+                | ({"sharing": self.sharing[group.group]} if group.group in self.sharing else {})
+                for group in self.groups
+            ],
+        }
         if self.launcher_jobs:
             data[f"{self.launcher}_jobs"] = {str(index): job_id for index, job_id in self.launcher_jobs.items()}
         if self.schedule is not None:
@@ -248,14 +262,27 @@ class GroupReport(GroupComparison):
     concurrent_under: str = "concurrent"  # "mps" where the concurrent runs had CUDA MPS (runs.gpu_sharing)
 
     @classmethod
-    def of(cls, comparison: GroupComparison, alone_vs_profile: dict[str, float], predicted_gain: float | None,
-           model: GroupModel, planned_sharing: str | None = None,
-           predicted_by_sharing: dict[str, float] | None = None, concurrent_under: str = "concurrent") -> GroupReport:
+    def of(
+        cls,
+        comparison: GroupComparison,
+        alone_vs_profile: dict[str, float],
+        predicted_gain: float | None,
+        model: GroupModel,
+        planned_sharing: str | None = None,
+        predicted_by_sharing: dict[str, float] | None = None,
+        concurrent_under: str = "concurrent",
+    ) -> GroupReport:
         """A group's comparison with the report's additions, every field of the comparison carried over."""
         fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
-        return cls(**fields, alone_vs_profile=alone_vs_profile, predicted_gain=predicted_gain, model=model,
-                   planned_sharing=planned_sharing, predicted_by_sharing=dict(predicted_by_sharing or {}),
-                   concurrent_under=concurrent_under)
+        return cls(
+            **fields,
+            alone_vs_profile=alone_vs_profile,
+            predicted_gain=predicted_gain,
+            model=model,
+            planned_sharing=planned_sharing,
+            predicted_by_sharing=dict(predicted_by_sharing or {}),
+            concurrent_under=concurrent_under,
+        )
 
     @property
     def measured_by_sharing(self) -> dict[str, float]:
@@ -310,15 +337,26 @@ class GroupReport(GroupComparison):
 
     def to_json(self) -> dict[str, Any]:
         """The group as the report's JSON writes it: the comparison's keys, then the model's and the plan's."""
-        return {**super().to_json(), "alone_vs_profile": self.alone_vs_profile, "predicted_gain": self.predicted_gain,
-                "fluid_bound": self.fluid_bound, "model_gain": self.fluid_bound,  # the model's ideal: the fluid bound
-                "simulated": {policy: dataclasses.asdict(gain) for policy, gain in self.simulated.items()},
-                "measured_gain": self.measured_gain, "of_fluid_bound": self.of_fluid_bound,
-                "gain_error_pct": self.gain_error_pct,
-                "simulated_without_turns": {way: dataclasses.asdict(gain) for way, gain in self.model.without_turns.items()},
-                "concurrent_predicted": self.concurrent_predicted, "concurrent_error_pct": self.concurrent_error_pct,
-                "planned_sharing": self.planned_sharing, "predicted_by_sharing": self.predicted_by_sharing,
-                "best_measured": self.best_measured, "pick_vs_best": self.pick_vs_best}
+        return {
+            **super().to_json(),
+            "alone_vs_profile": self.alone_vs_profile,
+            "predicted_gain": self.predicted_gain,
+            "fluid_bound": self.fluid_bound,
+            "model_gain": self.fluid_bound,  # the model's ideal: the fluid bound
+            "simulated": {policy: dataclasses.asdict(gain) for policy, gain in self.simulated.items()},
+            "measured_gain": self.measured_gain,
+            "of_fluid_bound": self.of_fluid_bound,
+            "gain_error_pct": self.gain_error_pct,
+            "simulated_without_turns": {
+                way: dataclasses.asdict(gain) for way, gain in self.model.without_turns.items()
+            },
+            "concurrent_predicted": self.concurrent_predicted,
+            "concurrent_error_pct": self.concurrent_error_pct,
+            "planned_sharing": self.planned_sharing,
+            "predicted_by_sharing": self.predicted_by_sharing,
+            "best_measured": self.best_measured,
+            "pick_vs_best": self.pick_vs_best,
+        }
 
     @property
     def concurrent_predicted(self) -> float | None:

@@ -29,23 +29,23 @@ FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataPa
 # why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
 FRAMEWORK_HINTS = {
     "Hugging Face Accelerate": "on a CPU Accelerate trains in several processes only with Accelerator(cpu=True) or "
-                               "ACCELERATE_USE_CPU=1, otherwise each rank trains alone",
+    "ACCELERATE_USE_CPU=1, otherwise each rank trains alone",
     "the transformers Trainer": "on a CPU it trains in several processes only with TrainingArguments(use_cpu=True)",
-    "PyTorch Lightning": "use Trainer(strategy=\"ddp\"); ddp_spawn, FSDP and DeepSpeed are not followed",
+    "PyTorch Lightning": 'use Trainer(strategy="ddp"); ddp_spawn, FSDP and DeepSpeed are not followed',
 }
 ENTRY_POINTS = ("Trainer", "Seq2SeqTrainer", "Accelerator", "Fabric")  # what a note names, where the script uses it
 
 # names whose use makes a DDP script impossible to cross over, and why
 DDP_UNSUPPORTED_NAMES = {
     "register_comm_hook": "registers another DDP communication hook (its own, or DDP's optimizer in backward); "
-                          "crossover needs that hook to start each bucket's all-reduce without waiting: remove it to "
-                          "run the script in a crossover group",
+    "crossover needs that hook to start each bucket's all-reduce without waiting: remove it to "
+    "run the script in a crossover group",
     "_register_builtin_comm_hook": "registers a built-in DDP communication hook; crossover needs that hook to start "
-                                   "each bucket's all-reduce without waiting: remove it to run the script in a "
-                                   "crossover group",
+    "each bucket's all-reduce without waiting: remove it to run the script in a "
+    "crossover group",
     "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
-                     "through communication: use BatchNorm (DDP broadcasts its statistics) to run it in a crossover "
-                     "group",
+    "through communication: use BatchNorm (DDP broadcasts its statistics) to run it in a crossover "
+    "group",
 }
 
 
@@ -260,18 +260,21 @@ def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
     engines = {item.engine for item in found}
     if len(engines) > 1:
         described = "; ".join(f"{item.script}: {item.engine} ({item.evidence})" for item in _distinct(found))
-        raise XoverError(f"the scripts need different engines ({described}); give them one job file each "
-                         "(each with its own engine), or pass --engine")
+        raise XoverError(
+            f"the scripts need different engines ({described}); give them one job file each "
+            "(each with its own engine), or pass --engine"
+        )
     return found[0].engine, found
 
 
 def detection_note(found: list[ScriptEngine]) -> str:
     """The line saying which engine was found for which script."""
     engine = found[0].engine
-    scripts = ", ".join(f"{item.script} imports {item.evidence}"
-                        + (f" ({item.framework}, which trains through {engine_named(item.engine).wrapper})"
-                           if item.framework else "")
-                        for item in _distinct(found))
+    scripts = ", ".join(
+        f"{item.script} imports {item.evidence}"
+        + (f" ({item.framework}, which trains through {engine_named(item.engine).wrapper})" if item.framework else "")
+        for item in _distinct(found)
+    )
     return f"engine {engine} ({engine_named(engine).program}): {scripts} (--engine to choose another)"
 
 
@@ -283,14 +286,17 @@ def _decide(script: str, engines: dict[str, str], framework: tuple[str, str] | N
     if len(engines) > 1:
         found = [(ENGINES[name], engines[name]) for name in ENGINES if name in engines]  # in the registry's order
         shown = " and ".join(f"{engine.imports} ({evidence})" for engine, evidence in found)
-        raise XoverError(f"--script {script}: imports {'both' if len(found) == 2 else 'each of'} {shown}, so its "
-                         f"engine cannot be told: pass {' or '.join(f'--engine {engine.name}' for engine, _ in found)}")
+        raise XoverError(
+            f"--script {script}: imports {'both' if len(found) == 2 else 'each of'} {shown}, so its "
+            f"engine cannot be told: pass {' or '.join(f'--engine {engine.name}' for engine, _ in found)}"
+        )
     if not engines:
-        raise XoverError(f"--script {script}: imports neither "
-                         f"{' nor '.join(engine.imports_in_full or engine.imports for engine in ENGINES.values())}, "
-                         f"nor a framework that trains through it ({_all_frameworks()}), so its engine cannot be "
-                         "told: pass " + " or ".join(f"--engine {engine.name} ({engine.script_kind})"
-                                                     for engine in ENGINES.values()))
+        raise XoverError(
+            f"--script {script}: imports neither "
+            f"{' nor '.join(engine.imports_in_full or engine.imports for engine in ENGINES.values())}, "
+            f"nor a framework that trains through it ({_all_frameworks()}), so its engine cannot be "
+            "told: pass " + " or ".join(f"--engine {engine.name} ({engine.script_kind})" for engine in ENGINES.values())
+        )
     [(engine, evidence)] = engines.items()
     if framework is not None and ENGINES[engine].framework_of(framework[1]) is not None:
         return ScriptEngine(script, engine, framework[1], framework[0])  # the framework says more than DDP does
@@ -311,11 +317,13 @@ def check_ddp_script(script: str | os.PathLike) -> None:
     engines = _engines(found.dotted)
     horovod = engines.get("horovod") if len(engines) == 1 else None  # the only engine the script shows
     if "DistributedDataParallel" not in names and horovod is not None:
-        raise ScriptRefused(f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
-                            f"it that it imports, nor {', '.join(sorted(set(FRAMEWORKS.values())))}), and it "
-                            f"imports {horovod}; --engine torch crosses over DDP scripts: wrap the model "
-                            f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine "
-                            f"horovod)")
+        raise ScriptRefused(
+            f"--script {script}: no DistributedDataParallel in the script (nor in a module next to "
+            f"it that it imports, nor {', '.join(sorted(set(FRAMEWORKS.values())))}), and it "
+            f"imports {horovod}; --engine torch crosses over DDP scripts: wrap the model "
+            f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine "
+            f"horovod)"
+        )
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
         if name in names:
             raise ScriptRefused(f"--script {script}: {problem}")

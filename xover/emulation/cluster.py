@@ -266,20 +266,26 @@ def launch_prefix(hosts: list[str]) -> list[str]:
     if stale:
         live = cluster_hosts()
         detail = f"the emulated cluster has {hosts_spec_of(live)}" if live else "no emulated cluster is up"
-        raise ClusterError(f"-H names {', '.join(stale)} but {detail}: run `xover cluster up --hosts N`, "
-                           "or check `xover cluster status`")
+        raise ClusterError(
+            f"-H names {', '.join(stale)} but {detail}: run `xover cluster up --hosts N`, "
+            "or check `xover cluster status`"
+        )
     if not emulated:
         return []
     others = [host for host in hosts if host not in emulated]
     if others:
-        raise ClusterError(f"-H mixes emulated hosts ({', '.join(emulated)}) with other hosts ({', '.join(others)}): "
-                           "the emulated hosts are reachable only from the cluster's head namespace; "
-                           "use only the hosts `xover cluster status` lists")
+        raise ClusterError(
+            f"-H mixes emulated hosts ({', '.join(emulated)}) with other hosts ({', '.join(others)}): "
+            "the emulated hosts are reachable only from the cluster's head namespace; "
+            "use only the hosts `xover cluster status` lists"
+        )
     if inside_cluster():
         return []  # on the head or on a host already (a job Slurm started there): ssh reaches them from here
     if os.geteuid() != 0:
-        raise ClusterError(f"-H {','.join(hosts)}: launching on the emulated cluster enters its head namespace "
-                           "(`ip netns exec`), which needs root; run xover as root")
+        raise ClusterError(
+            f"-H {','.join(hosts)}: launching on the emulated cluster enters its head namespace "
+            "(`ip netns exec`), which needs root; run xover as root"
+        )
     return ["ip", "netns", "exec", HEAD_NS]
 
 
@@ -336,38 +342,42 @@ def _hosts_file(hosts: list[EmulatedHost]) -> str:
 
 def _ssh_client_config(hosts: list[EmulatedHost], key: Path, known_hosts: Path) -> str:
     names = " ".join([HEAD_NS] + [host.name for host in hosts] + [HEAD_ADDRESS] + [host.address for host in hosts])
-    return (f"# the emulated cluster's ssh client settings (xover cluster up)\n"
-            f"Host {names}\n"
-            f"  User root\n"
-            f"  IdentityFile {key}\n"
-            f"  IdentitiesOnly yes\n"
-            f"  GlobalKnownHostsFile {known_hosts}\n"
-            f"  UserKnownHostsFile /dev/null\n"
-            f"  StrictHostKeyChecking yes\n"
-            f"  BatchMode yes\n"
-            f"  LogLevel ERROR\n"
-            f"  ConnectTimeout 10\n")
+    return (
+        f"# the emulated cluster's ssh client settings (xover cluster up)\n"
+        f"Host {names}\n"
+        f"  User root\n"
+        f"  IdentityFile {key}\n"
+        f"  IdentitiesOnly yes\n"
+        f"  GlobalKnownHostsFile {known_hosts}\n"
+        f"  UserKnownHostsFile /dev/null\n"
+        f"  StrictHostKeyChecking yes\n"
+        f"  BatchMode yes\n"
+        f"  LogLevel ERROR\n"
+        f"  ConnectTimeout 10\n"
+    )
 
 
 def _sshd_config(host: EmulatedHost, host_dir: Path, authorized_keys: Path) -> str:
-    lines = [f"# sshd of emulated host {host.name} (xover cluster up)",
-             f"ListenAddress {host.address}:22",
-             f"HostKey {host_dir / 'ssh_host_ed25519_key'}",
-             f"PidFile {host_dir / 'sshd.pid'}",
-             f"AuthorizedKeysFile {authorized_keys}",
-             "PermitRootLogin prohibit-password",
-             "PubkeyAuthentication yes",
-             "PasswordAuthentication no",
-             "KbdInteractiveAuthentication no",
-             # without PAM: no login session machinery inside a namespace; PAM only to let a locked root in
-             f"UsePAM {'yes' if _root_login_locked() else 'no'}",
-             "X11Forwarding no",
-             "PrintMotd no",
-             "PrintLastLog no",
-             # horovodrun opens one connection per host and per slot at once
-             "MaxStartups 200",
-             "MaxSessions 200",
-             "Subsystem sftp internal-sftp"]
+    lines = [
+        f"# sshd of emulated host {host.name} (xover cluster up)",
+        f"ListenAddress {host.address}:22",
+        f"HostKey {host_dir / 'ssh_host_ed25519_key'}",
+        f"PidFile {host_dir / 'sshd.pid'}",
+        f"AuthorizedKeysFile {authorized_keys}",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        # without PAM: no login session machinery inside a namespace; PAM only to let a locked root in
+        f"UsePAM {'yes' if _root_login_locked() else 'no'}",
+        "X11Forwarding no",
+        "PrintMotd no",
+        "PrintLastLog no",
+        # horovodrun opens one connection per host and per slot at once
+        "MaxStartups 200",
+        "MaxSessions 200",
+        "Subsystem sftp internal-sftp",
+    ]
     if host.gpus:
         lines.append(f"SetEnv CUDA_VISIBLE_DEVICES={','.join(map(str, host.gpus))}")
     return "\n".join(lines) + "\n"
@@ -382,28 +392,58 @@ def _build_network(hosts: list[EmulatedHost], rate: str) -> None:
     def setup_namespace(namespace: str) -> None:
         _run(["ip", "netns", "add", namespace], f"creating namespace {namespace} (see `xover doctor`)")
         # before any link arrives, so that no link of ours ever gets an IPv6 address
-        _run(_in_ns(namespace, "sysctl", "-eqw", "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1"), f"namespace {namespace}")
+        _run(
+            _in_ns(
+                namespace, "sysctl", "-eqw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"
+            ),
+            f"namespace {namespace}",
+        )
         _run(["ip", "-n", namespace, "link", "set", "lo", "up"], f"namespace {namespace}")
 
     def shape(namespace: str, device: str) -> None:
-        _run(_in_ns(namespace, "sh", "-c", shaping_commands(device, rate)),
-             f"shaping {device} in {namespace} to {rate}")
+        _run(
+            _in_ns(namespace, "sh", "-c", shaping_commands(device, rate)), f"shaping {device} in {namespace} to {rate}"
+        )
 
     setup_namespace(SWITCH_NS)
     _run(["ip", "-n", SWITCH_NS, "link", "add", BRIDGE, "mtu", str(LINK_MTU), "type", "bridge"], "the switch's bridge")
     _run(["ip", "-n", SWITCH_NS, "link", "set", BRIDGE, "up"], "the switch's bridge")
     for namespace, address in [(HEAD_NS, HEAD_ADDRESS)] + [(host.name, host.address) for host in hosts]:
         setup_namespace(namespace)
-        _run(_in_ns(namespace, "sysctl", "-qw", f"net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES}"),
-             f"small socket queues in {namespace}")
+        _run(
+            _in_ns(namespace, "sysctl", "-qw", f"net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES}"),
+            f"small socket queues in {namespace}",
+        )
         # the host's NIC and its switch port, made in place: never an interface in this machine's namespace
-        _run(["ip", "link", "add", NIC, "netns", namespace, "mtu", str(LINK_MTU), "type", "veth",
-              "peer", "name", namespace, "netns", SWITCH_NS, "mtu", str(LINK_MTU)], f"the NIC of {namespace}")
-        _run(["ip", "-n", SWITCH_NS, "link", "set", namespace, "master", BRIDGE, "up"],
-             f"the switch port of {namespace}")
-        _run(["ip", "-n", namespace, "addr", "add", f"{address}/{PREFIX_LENGTH}", "dev", NIC],
-             f"the address of {namespace}")
+        _run(
+            [
+                "ip",
+                "link",
+                "add",
+                NIC,
+                "netns",
+                namespace,
+                "mtu",
+                str(LINK_MTU),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                namespace,
+                "netns",
+                SWITCH_NS,
+                "mtu",
+                str(LINK_MTU),
+            ],
+            f"the NIC of {namespace}",
+        )
+        _run(
+            ["ip", "-n", SWITCH_NS, "link", "set", namespace, "master", BRIDGE, "up"], f"the switch port of {namespace}"
+        )
+        _run(
+            ["ip", "-n", namespace, "addr", "add", f"{address}/{PREFIX_LENGTH}", "dev", NIC],
+            f"the address of {namespace}",
+        )
         _run(["ip", "-n", namespace, "link", "set", NIC, "up"], f"the NIC of {namespace}")
         if namespace != HEAD_NS:
             shape(namespace, NIC)  # what the host sends
@@ -414,10 +454,11 @@ def _start_sshd(host: EmulatedHost) -> int:
     host_dir = STATE_DIR / "hosts" / host.name
     config = host_dir / "sshd_config"
     # own UTS namespace: the host's name is its hostname; CPU affinity: its cores, inherited by every session
-    start = (f"echo {host.name} > /proc/sys/kernel/hostname && "
-             f"exec {SSHD} -f {config} -E {host_dir / 'sshd.log'}")
-    _run(_in_ns(host.name, "unshare", "--uts", "--", "taskset", "-c", ",".join(map(str, host.cores)),
-                "sh", "-c", start), f"starting sshd on {host.name} (log {host_dir / 'sshd.log'})")
+    start = f"echo {host.name} > /proc/sys/kernel/hostname && exec {SSHD} -f {config} -E {host_dir / 'sshd.log'}"
+    _run(
+        _in_ns(host.name, "unshare", "--uts", "--", "taskset", "-c", ",".join(map(str, host.cores)), "sh", "-c", start),
+        f"starting sshd on {host.name} (log {host_dir / 'sshd.log'})",
+    )
     pid_file = host_dir / "sshd.pid"
     deadline = time.monotonic() + 10
     while True:
@@ -438,16 +479,23 @@ def _wait_reachable(host: EmulatedHost, timeout_s: float = 20.0) -> None:
     last = ""
     while time.monotonic() < deadline:
         try:
-            done = subprocess.run(_in_ns(HEAD_NS, "ssh", host.name, "hostname"), capture_output=True, text=True,
-                                  timeout=max(1.0, deadline - time.monotonic()), stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                _in_ns(HEAD_NS, "ssh", host.name, "hostname"),
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             break
         if done.returncode == 0 and done.stdout.strip() == host.name:
             return
         last = ((done.stderr.strip() or done.stdout.strip()).splitlines() or [f"exit {done.returncode}"])[-1]
         time.sleep(0.2)
-    raise ClusterError(f"ssh from {HEAD_NS} to {host.name} failed: {last or 'timed out'}; see "
-                       f"{STATE_DIR / 'hosts' / host.name / 'sshd.log'}")
+    raise ClusterError(
+        f"ssh from {HEAD_NS} to {host.name} failed: {last or 'timed out'}; see "
+        f"{STATE_DIR / 'hosts' / host.name / 'sshd.log'}"
+    )
 
 
 def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit") -> dict[str, Any]:
@@ -460,22 +508,33 @@ def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit")
     problems = missing_requirements()
     if problems:
         raise ClusterError("xover cluster up: " + "; ".join(problems))
-    already_up = ClusterError("an emulated cluster is already up (or was left by a crash): see `xover cluster "
-                              "status`, and `xover cluster down` to remove it first")
+    already_up = ClusterError(
+        "an emulated cluster is already up (or was left by a crash): see `xover cluster "
+        "status`, and `xover cluster down` to remove it first"
+    )
     if live_namespaces():
         raise already_up
-    hosts = [EmulatedHost(host_name(k), f"{SUBNET_PREFIX}.{k}", devices_per_host, cores, gpus)
-             for k, (cores, gpus) in enumerate(_assign_devices(host_count, devices_per_host), start=1)]
+    hosts = [
+        EmulatedHost(host_name(k), f"{SUBNET_PREFIX}.{k}", devices_per_host, cores, gpus)
+        for k, (cores, gpus) in enumerate(_assign_devices(host_count, devices_per_host), start=1)
+    ]
     try:
         STATE_DIR.mkdir(mode=0o755)  # atomic: of two `up` at once, one wins
     except FileExistsError:
         raise already_up from None
     state: dict[str, Any] = {
-        "format": STATE_FORMAT, "ready": False, "hosts_spec": hosts_spec(hosts), "rate": rate,
-        "devices_per_host": devices_per_host, "head": {"name": HEAD_NS, "address": HEAD_ADDRESS},
-        "switch": SWITCH_NS, "subnet": f"{SUBNET_PREFIX}.0/{PREFIX_LENGTH}", "state_dir": str(STATE_DIR),
+        "format": STATE_FORMAT,
+        "ready": False,
+        "hosts_spec": hosts_spec(hosts),
+        "rate": rate,
+        "devices_per_host": devices_per_host,
+        "head": {"name": HEAD_NS, "address": HEAD_ADDRESS},
+        "switch": SWITCH_NS,
+        "subnet": f"{SUBNET_PREFIX}.0/{PREFIX_LENGTH}",
+        "state_dir": str(STATE_DIR),
         "hosts": [asdict(host) for host in hosts],
-        "started_at": time.time()}
+        "started_at": time.time(),
+    }
     _write_state(state)  # first: whatever happens next, `down` knows what to remove
     try:
         _build_network(hosts, rate)
@@ -534,13 +593,26 @@ def cluster_status() -> dict[str, Any]:
         pid = host.get("sshd_pid")
         sshd_alive = bool(pid) and _alive(pid) and _is_our_sshd(pid)
         nodes.append({**host, "namespace": host["name"] in live, "sshd": sshd_alive, "rate": state["rate"]})
-    healthy = state.get("ready", False) and HEAD_NS in live and SWITCH_NS in live and \
-        all(node["namespace"] and node["sshd"] for node in nodes)
-    return {"up": healthy, "hosts": state["hosts_spec"], "rate": state["rate"], "head": state["head"]["name"],
-            "head_address": state["head"]["address"], "subnet": state["subnet"],
-            "devices_per_host": state["devices_per_host"], "launch_prefix": ["ip", "netns", "exec", HEAD_NS],
-            "state_dir": state["state_dir"], "nodes": nodes, "shared_devices": _shared_devices(state["hosts"]),
-            "problem": None if healthy else "incomplete or broken: run `xover cluster down`, then up again"}
+    healthy = (
+        state.get("ready", False)
+        and HEAD_NS in live
+        and SWITCH_NS in live
+        and all(node["namespace"] and node["sshd"] for node in nodes)
+    )
+    return {
+        "up": healthy,
+        "hosts": state["hosts_spec"],
+        "rate": state["rate"],
+        "head": state["head"]["name"],
+        "head_address": state["head"]["address"],
+        "subnet": state["subnet"],
+        "devices_per_host": state["devices_per_host"],
+        "launch_prefix": ["ip", "netns", "exec", HEAD_NS],
+        "state_dir": state["state_dir"],
+        "nodes": nodes,
+        "shared_devices": _shared_devices(state["hosts"]),
+        "problem": None if healthy else "incomplete or broken: run `xover cluster down`, then up again",
+    }
 
 
 def stop_emulated_processes(variable: str, value: str, grace_s: float = 3.0) -> list[int]:
@@ -597,8 +669,10 @@ def cluster_down() -> dict[str, Any]:
         raise ClusterError("xover cluster down needs root (it removes network namespaces and stops sshd)")
     # every process inside our namespaces, and each recorded sshd even if its namespace lost its name
     recorded_sshd = {host["sshd_pid"] for host in state.get("hosts", []) if host.get("sshd_pid")}
-    killed = _kill_processes({pid for namespace in namespaces for pid in _namespace_pids(namespace)} |
-                             {pid for pid in recorded_sshd if _alive(pid) and _is_our_sshd(pid)})
+    killed = _kill_processes(
+        {pid for namespace in namespaces for pid in _namespace_pids(namespace)}
+        | {pid for pid in recorded_sshd if _alive(pid) and _is_our_sshd(pid)}
+    )
     for namespace in namespaces:
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
     removed_etc = []
@@ -616,8 +690,12 @@ def cluster_down() -> dict[str, Any]:
     left = live_namespaces()
     if left:
         raise ClusterError(f"could not remove namespaces {', '.join(left)}: `ip netns del` them as root")
-    return {"removed_namespaces": namespaces, "stopped_processes": len(killed), "removed_etc": sorted(removed_etc),
-            "removed_state_dir": had_state}
+    return {
+        "removed_namespaces": namespaces,
+        "stopped_processes": len(killed),
+        "removed_etc": sorted(removed_etc),
+        "removed_state_dir": had_state,
+    }
 
 
 def _sshd_running() -> bool:

@@ -40,8 +40,10 @@ SOCKET_QUEUE_BYTES = 32768
 
 def shaping_commands(device: str, rate: str) -> str:
     """Shell commands that shape `device` to `rate`: tbf, with the priority queue under it."""
-    return (f"tc qdisc add dev {device} root handle 1: tbf rate {rate} burst {TBF_BURST} latency {TBF_LATENCY} "
-            f"&& tc qdisc add dev {device} parent 1:1 handle 10: pfifo_fast")
+    return (
+        f"tc qdisc add dev {device} root handle 1: tbf rate {rate} burst {TBF_BURST} latency {TBF_LATENCY} "
+        f"&& tc qdisc add dev {device} parent 1:1 handle 10: pfifo_fast"
+    )
 
 
 def check_rate(rate: str) -> str:
@@ -74,28 +76,47 @@ class ShapedNetwork:
     def __enter__(self) -> ShapedNetwork:
         missing = missing_tools()
         if missing:
-            raise XoverError(f"--bandwidth {self.rate}: {', '.join(missing)} not found (util-linux, iproute2, "
-                             "procps); install them, or drop --bandwidth to use the host network")
-        script = (f"ip link set lo mtu {LINK_MTU} up && sysctl -qw net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES} "
-                  f"&& {shaping_commands('lo', self.loopback_rate)} "
-                  f"&& echo ready && exec cat")
-        self.holder = subprocess.Popen(["unshare", "-rn", "sh", "-c", script], stdin=subprocess.PIPE,
-                                       env={**os.environ, **(self.env or {})},
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            raise XoverError(
+                f"--bandwidth {self.rate}: {', '.join(missing)} not found (util-linux, iproute2, "
+                "procps); install them, or drop --bandwidth to use the host network"
+            )
+        script = (
+            f"ip link set lo mtu {LINK_MTU} up && sysctl -qw net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES} "
+            f"&& {shaping_commands('lo', self.loopback_rate)} "
+            f"&& echo ready && exec cat"
+        )
+        self.holder = subprocess.Popen(
+            ["unshare", "-rn", "sh", "-c", script],
+            stdin=subprocess.PIPE,
+            env={**os.environ, **(self.env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.holder.stdout is not None and self.holder.stderr is not None  # piped
         line = self.holder.stdout.readline().strip()
         if line != "ready":
             error = self.holder.stderr.read().strip()
             self.holder.wait()
-            raise XoverError(f"--bandwidth {self.rate}: cannot build the emulated network here "
-                             f"({error or 'unshare failed'}); run `xover doctor`, or drop --bandwidth")
+            raise XoverError(
+                f"--bandwidth {self.rate}: cannot build the emulated network here "
+                f"({error or 'unshare failed'}); run `xover doctor`, or drop --bandwidth"
+            )
         return self
 
     def wrap(self, command: list[str]) -> list[str]:
         """The command run inside the namespace (same user, its network shaped)."""
         assert self.holder is not None, "wrap() is for inside the `with` block"
-        return ["nsenter", "--target", str(self.holder.pid), "--user", "--net", "--preserve-credentials",
-                "--", *command]
+        return [
+            "nsenter",
+            "--target",
+            str(self.holder.pid),
+            "--user",
+            "--net",
+            "--preserve-credentials",
+            "--",
+            *command,
+        ]
 
     def __exit__(self, *exc) -> None:
         if self.holder and self.holder.poll() is None:

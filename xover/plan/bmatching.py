@@ -59,8 +59,9 @@ class BMatching:
     proven_optimal: bool
 
 
-def solve_b_matching(counts: np.ndarray, saving: np.ndarray, periods: np.ndarray,
-                     limits: SolverLimits = SolverLimits()) -> BMatching:
+def solve_b_matching(
+    counts: np.ndarray, saving: np.ndarray, periods: np.ndarray, limits: SolverLimits = SolverLimits()
+) -> BMatching:
     """Maximise sum saving[s, t] y[s, t] over whole y >= 0 with, for every kind s,
     sum over t != s of y[s, t] + 2 y[s, s] <= counts[s]. ``saving`` is symmetric, 0 where a pair is
     not allowed; ``periods[s]`` is kind s's own scale (what its weights are a share of), which ranks
@@ -146,8 +147,11 @@ class _PairingProblem:
         blocks = [degree]
         for inside in cuts:
             within = np.nonzero(inside[self.s[chosen]] & inside[self.t[chosen]])[0]
-            blocks.append(coo_matrix((np.ones(len(within)), (np.zeros(len(within), dtype=np.int64), within)),
-                                     shape=(1, len(chosen))))
+            blocks.append(
+                coo_matrix(
+                    (np.ones(len(within)), (np.zeros(len(within), dtype=np.int64), within)), shape=(1, len(chosen))
+                )
+            )
         limits = np.concatenate([self.counts.astype(float), [self.odd_set_limit(inside) for inside in cuts]])
         return chosen, vstack(blocks).tocsr(), limits
 
@@ -178,8 +182,9 @@ class _PairingProblem:
         result: np.ndarray = price - self.weight
         return result
 
-    def dual_bound(self, kind_duals: np.ndarray, cuts: list[np.ndarray], cut_duals: np.ndarray,
-                   reduced: np.ndarray) -> float:
+    def dual_bound(
+        self, kind_duals: np.ndarray, cuts: list[np.ndarray], cut_duals: np.ndarray, reduced: np.ndarray
+    ) -> float:
         """Weak duality with non-negative duals: sum of limits x duals, plus, for pairs the duals
         under-price, the shortfall times the most such pairs there can be: an upper bound on
         every b-matching whatever the LP solver's tolerances did."""
@@ -221,17 +226,21 @@ class _PairingProblem:
                 known.add(inside.tobytes())
         return violated
 
-    def solve_integer(self, columns: np.ndarray, cuts: list[np.ndarray], lp_solution: np.ndarray | None
-                      ) -> tuple[np.ndarray, bool]:
+    def solve_integer(
+        self, columns: np.ndarray, cuts: list[np.ndarray], lp_solution: np.ndarray | None
+    ) -> tuple[np.ndarray, bool]:
         """Best whole solution on ``columns`` (HiGHS branch and cut); (pairs per column, proven optimal).
         The rounded-down LP solution is feasible too and is kept if the solver returns nothing better."""
         from scipy.optimize import Bounds, LinearConstraint, milp
 
         chosen, rows, limits = self._rows(columns, cuts)
-        result = milp(-self.weight[chosen], integrality=np.ones(len(chosen)),
-                      bounds=Bounds(0, self.capacity[chosen].astype(float)),
-                      constraints=LinearConstraint(rows, -np.inf, limits),
-                      options={"mip_rel_gap": 0.0, "time_limit": self.milp_time_limit_s})
+        result = milp(
+            -self.weight[chosen],
+            integrality=np.ones(len(chosen)),
+            bounds=Bounds(0, self.capacity[chosen].astype(float)),
+            constraints=LinearConstraint(rows, -np.inf, limits),
+            options={"mip_rel_gap": 0.0, "time_limit": self.milp_time_limit_s},
+        )
         fallback = np.zeros(len(self.weight), dtype=np.int64)
         if lp_solution is not None:
             fallback = np.floor(lp_solution + 1e-9).astype(np.int64)
@@ -252,7 +261,11 @@ class _PairingProblem:
 
 
 def _starting_columns(
-    counts: np.ndarray, saving: np.ndarray, periods: np.ndarray, s_all: np.ndarray, t_all: np.ndarray,
+    counts: np.ndarray,
+    saving: np.ndarray,
+    periods: np.ndarray,
+    s_all: np.ndarray,
+    t_all: np.ndarray,
     limits: SolverLimits,
 ) -> np.ndarray:
     """All pairs when there are few. Else each kind's partners of smallest reduced cost under the
@@ -279,8 +292,9 @@ def _starting_columns(
     return chosen
 
 
-def assignment_duals(counts: np.ndarray, saving: np.ndarray,
-                     bellman_ford_steps: int = SolverLimits.bellman_ford_steps) -> np.ndarray:
+def assignment_duals(
+    counts: np.ndarray, saving: np.ndarray, bellman_ford_steps: int = SolverLimits.bellman_ford_steps
+) -> np.ndarray:
     """Optimal duals per kind of the fractional b-matching LP (no odd-set cuts).
 
     On groups, that LP's optimum is half the maximum-weight assignment on the bipartite double
@@ -316,5 +330,3 @@ def assignment_duals(counts: np.ndarray, saving: np.ndarray,
     per_job = (row + column) / 2
     share: np.ndarray = np.bincount(kind_of, weights=per_job) / counts
     return share
-
-

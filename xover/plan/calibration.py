@@ -36,21 +36,31 @@ class Calibration:
     # Of the link, what the band behind gets while the first band in flight sends: a queue sends whole
     # packets and an all-reduce sends in steps that wait on the partner rank, so the band behind slips
     # packets in between (`simulate._Simulation._link_rates`).
-    link_band_leak: float = _fitted(0.3, f"{MEASUREMENTS}, Figures behind the design: *The link's leak in the "
-                                         "simulation* (fitted in *The link's leak* on the first `make bench` of "
-                                         "2026-11-24)")
+    link_band_leak: float = _fitted(
+        0.3,
+        f"{MEASUREMENTS}, Figures behind the design: *The link's leak in the "
+        "simulation* (fitted in *The link's leak* on the first `make bench` of "
+        "2026-11-24)",
+    )
     # The part of a job's measured interference that scales with its partners' summed link share over
     # the reference partner's; the rest is charged next to any partner (`model.interference_next_to`).
-    interference_traffic_part: float = _fitted(0.5, f"{MEASUREMENTS}, Figures behind the design: *The model's "
-                                                    "interference: the measured fraction, half of it scaled by "
-                                                    "traffic* (three `make bench` runs of 2026-11-22)")
+    interference_traffic_part: float = _fitted(
+        0.5,
+        f"{MEASUREMENTS}, Figures behind the design: *The model's "
+        "interference: the measured fraction, half of it scaled by "
+        "traffic* (three `make bench` runs of 2026-11-22)",
+    )
     fitted_on: str = "shipped: xover's own 2-core CPU machine, emulated 1 Gbit/s link (docs/measurements.md)"
 
     def __post_init__(self) -> None:
         for name in ("link_band_leak", "interference_traffic_part"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not 0.0 <= value <= 1.0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not 0.0 <= value <= 1.0
+            ):
                 raise XoverError(f"calibration: {name} must be a number from 0 to 1, got {value!r}")
 
     @staticmethod

@@ -246,9 +246,13 @@ _assignment_duals = assignment_duals  # the solver's starting duals, checked by 
 
 
 def _solver_limits() -> SolverLimits:
-    return SolverLimits(all_columns_limit=ALL_COLUMNS_LIMIT, starting_partners=STARTING_PARTNERS,
-                        entering_per_kind=ENTERING_PER_KIND, assignment_limit=ASSIGNMENT_LIMIT,
-                        milp_column_limit=MILP_COLUMN_LIMIT)
+    return SolverLimits(
+        all_columns_limit=ALL_COLUMNS_LIMIT,
+        starting_partners=STARTING_PARTNERS,
+        entering_per_kind=ENTERING_PER_KIND,
+        assignment_limit=ASSIGNMENT_LIMIT,
+        milp_column_limit=MILP_COLUMN_LIMIT,
+    )
 
 
 @dataclass(frozen=True)
@@ -359,20 +363,30 @@ def _pair_fluid_gain(a: tuple[Any, ...], b: tuple[Any, ...]) -> np.ndarray:
     protections cannot be met."""
     device_a, link_a, low_a = a
     device_b, link_b, low_b = b
-    lines = [(1.0, 0.0, low_a), (1.0, 0.0, 1.0), (0.0, 1.0, low_b), (0.0, 1.0, 1.0),
-             (device_a, device_b, 1.0), (link_a, link_b, 1.0)]
+    lines = [
+        (1.0, 0.0, low_a),
+        (1.0, 0.0, 1.0),
+        (0.0, 1.0, low_b),
+        (0.0, 1.0, 1.0),
+        (device_a, device_b, 1.0),
+        (link_a, link_b, 1.0),
+    ]
     shape = np.broadcast_shapes(np.shape(device_a), np.shape(device_b))
     best = np.full(shape, -np.inf)
     found = np.zeros(shape, dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for i, (a1, b1, c1) in enumerate(lines):
-            for a2, b2, c2 in lines[i + 1:]:
+            for a2, b2, c2 in lines[i + 1 :]:
                 det = a1 * b2 - a2 * b1
                 x, y = (c1 * b2 - c2 * b1) / det, (a1 * c2 - a2 * c1) / det
                 feasible = (
                     (np.abs(det) >= 1e-12)
-                    & (low_a - 1e-9 <= x) & (x <= 1 + 1e-9) & (low_b - 1e-9 <= y) & (y <= 1 + 1e-9)
-                    & (device_a * x + device_b * y <= 1 + 1e-9) & (link_a * x + link_b * y <= 1 + 1e-9)
+                    & (low_a - 1e-9 <= x)
+                    & (x <= 1 + 1e-9)
+                    & (low_b - 1e-9 <= y)
+                    & (y <= 1 + 1e-9)
+                    & (device_a * x + device_b * y <= 1 + 1e-9)
+                    & (link_a * x + link_b * y <= 1 + 1e-9)
                 )
                 better = feasible & (~found | (x + y > best + 1e-12))
                 clipped = np.minimum(1.0, np.maximum(0.0, x)) + np.minimum(1.0, np.maximum(0.0, y))
@@ -382,6 +396,7 @@ def _pair_fluid_gain(a: tuple[Any, ...], b: tuple[Any, ...]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the earlier heuristic
+
 
 def candidate_graph_matching(
     jobs: Sequence[JobProfile],

@@ -159,11 +159,11 @@ def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> 
             kept.append(group)
             continue
         prediction, _ = chosen_sharing(group, policy)
-        unprotected = any(job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9)
-                          for job in group)
+        unprotected = any(
+            job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9) for job in group
+        )
         starved = min(prediction.speeds.values()) <= 0
-        losing = (prediction.gain <= 1.0 + margin
-                  or prediction.duration_ms > sequential_duration_ms(group) * (1 + 1e-9))
+        losing = prediction.gain <= 1.0 + margin or prediction.duration_ms > sequential_duration_ms(group) * (1 + 1e-9)
         if unprotected or starved or losing:
             kept.extend([job] for job in group)
         else:

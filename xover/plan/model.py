@@ -63,8 +63,9 @@ JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._#-]{0,199}", re.ASCII)
 DEFAULT_CHECKPOINT_MS = 1.0  # how soon a job yields a turn when its layer boundaries were not counted
 
 
-def checkpoint_interval_ms(device_ms: float, checkpoints: int | None, on_gpu: bool = False,
-                           synced: bool = False) -> float:
+def checkpoint_interval_ms(
+    device_ms: float, checkpoints: int | None, on_gpu: bool = False, synced: bool = False
+) -> float:
     """Compute between two layer boundaries (how soon a job can yield a turn), from its device time
     per iteration and the boundaries its worker counted (a profile's, or a run's). On a GPU the whole
     compute, unless the job waits for its kernels at each boundary (`synced`, XOVER_CHECKPOINT_SYNC):
@@ -151,13 +152,16 @@ def job_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a job in a trace or a plan file, or None if it can."""
     if JOB_NAME.fullmatch(name):
         return None
-    return (f"name must be letters, digits, '.', '_', '-' or '#', starting with a letter or digit "
-            f"(at most 200; it names log folders), got {name!r}")
+    return (
+        f"name must be letters, digits, '.', '_', '-' or '#', starting with a letter or digit "
+        f"(at most 200; it names log folders), got {name!r}"
+    )
 
 
 # Next to a partner a job is never modelled faster than twice its speed alone; a measurement below
 # this is a disturbed one. (The lowest measured on this machine: -0.36.)
 MIN_INTERFERENCE = -0.5
+
 
 def _profile_problem(job: JobProfile) -> str | None:
     """Why ``job``'s numbers are unusable, or None if they are fine."""
@@ -167,8 +171,16 @@ def _profile_problem(job: JobProfile) -> str | None:
         return f"devices must be a whole number >= 1, got {job.devices!r}"
     if isinstance(job.iterations, bool) or not isinstance(job.iterations, int) or job.iterations < 1:
         return f"iterations must be a whole number >= 1, got {job.iterations!r}"
-    for field_name in ("compute_ms", "comm_ms", "memory_gb", "data_ms", "comm_cpu", "checkpoint_ms", "interference",
-                       "startup_ms"):
+    for field_name in (
+        "compute_ms",
+        "comm_ms",
+        "memory_gb",
+        "data_ms",
+        "comm_cpu",
+        "checkpoint_ms",
+        "interference",
+        "startup_ms",
+    ):
         value = getattr(job, field_name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{field_name} must be a finite number, got {value!r}"
@@ -180,20 +192,33 @@ def _profile_problem(job: JobProfile) -> str | None:
         return f"compute_ms must be > 0, got {job.compute_ms!r}"
     if job.comm_cpu > 1:
         return f"comm_cpu is a fraction of a core, at most 1, got {job.comm_cpu!r}"
-    if job.link_ms is not None and (isinstance(job.link_ms, bool) or not isinstance(job.link_ms, (int, float))
-                                    or not math.isfinite(job.link_ms) or job.link_ms < 0):
+    if job.link_ms is not None and (
+        isinstance(job.link_ms, bool)
+        or not isinstance(job.link_ms, (int, float))
+        or not math.isfinite(job.link_ms)
+        or job.link_ms < 0
+    ):
         return f"link_ms must be a finite number >= 0, got {job.link_ms!r}"
     for field_name in ("corun_stretch", "mps_stretch"):
         stretch = getattr(job, field_name)
-        if stretch is not None and (isinstance(stretch, bool) or not isinstance(stretch, (int, float))
-                                    or not math.isfinite(stretch) or stretch <= 0):
+        if stretch is not None and (
+            isinstance(stretch, bool)
+            or not isinstance(stretch, (int, float))
+            or not math.isfinite(stretch)
+            or stretch <= 0
+        ):
             return f"{field_name} must be a finite number > 0, got {stretch!r}"
     share = job.interference_link_share
-    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
-                              or not math.isfinite(share) or share <= 0):
+    if share is not None and (
+        isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or share <= 0
+    ):
         return f"interference_link_share must be a finite number > 0, got {share!r}"
-    if job.max_slowdown is not None and (isinstance(job.max_slowdown, bool) or not isinstance(job.max_slowdown, (int, float))
-                                         or not math.isfinite(job.max_slowdown) or job.max_slowdown < 1):
+    if job.max_slowdown is not None and (
+        isinstance(job.max_slowdown, bool)
+        or not isinstance(job.max_slowdown, (int, float))
+        or not math.isfinite(job.max_slowdown)
+        or job.max_slowdown < 1
+    ):
         return f"max_slowdown must be a number >= 1, got {job.max_slowdown!r}"
     return None
 
@@ -267,25 +292,39 @@ def fluid_speeds(jobs: Sequence[JobProfile]) -> list[float] | None:
         return _pair_fluid_speeds(jobs[0], jobs[1], lows)
     from scipy.optimize import linprog
 
-    result = linprog(c=[-1.0] * len(jobs), A_ub=[[job.device_share for job in jobs], [job.link_share for job in jobs]],
-                     b_ub=[1.0, 1.0], bounds=list(zip(lows, [1.0] * len(jobs))), method="highs")
+    result = linprog(
+        c=[-1.0] * len(jobs),
+        A_ub=[[job.device_share for job in jobs], [job.link_share for job in jobs]],
+        b_ub=[1.0, 1.0],
+        bounds=list(zip(lows, [1.0] * len(jobs))),
+        method="highs",
+    )
     return [float(x) for x in result.x] if result.success else None
 
 
 def _pair_fluid_speeds(a: JobProfile, b: JobProfile, lows: list[float]) -> list[float] | None:
     # every line a vertex lies on: x = bound, y = bound, or a resource used up
-    lines = [(1.0, 0.0, lows[0]), (1.0, 0.0, 1.0), (0.0, 1.0, lows[1]), (0.0, 1.0, 1.0),
-             (a.device_share, b.device_share, 1.0), (a.link_share, b.link_share, 1.0)]
+    lines = [
+        (1.0, 0.0, lows[0]),
+        (1.0, 0.0, 1.0),
+        (0.0, 1.0, lows[1]),
+        (0.0, 1.0, 1.0),
+        (a.device_share, b.device_share, 1.0),
+        (a.link_share, b.link_share, 1.0),
+    ]
     best: list[float] | None = None
     for i, (a1, b1, c1) in enumerate(lines):
-        for a2, b2, c2 in lines[i + 1:]:
+        for a2, b2, c2 in lines[i + 1 :]:
             det = a1 * b2 - a2 * b1
             if abs(det) < 1e-12:
                 continue
             x, y = (c1 * b2 - c2 * b1) / det, (a1 * c2 - a2 * c1) / det
-            feasible = (lows[0] - 1e-9 <= x <= 1 + 1e-9 and lows[1] - 1e-9 <= y <= 1 + 1e-9
-                        and a.device_share * x + b.device_share * y <= 1 + 1e-9
-                        and a.link_share * x + b.link_share * y <= 1 + 1e-9)
+            feasible = (
+                lows[0] - 1e-9 <= x <= 1 + 1e-9
+                and lows[1] - 1e-9 <= y <= 1 + 1e-9
+                and a.device_share * x + b.device_share * y <= 1 + 1e-9
+                and a.link_share * x + b.link_share * y <= 1 + 1e-9
+            )
             if feasible and (best is None or x + y > sum(best) + 1e-12):
                 best = [min(1.0, max(0.0, x)), min(1.0, max(0.0, y))]
     return best

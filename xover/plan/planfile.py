@@ -82,8 +82,11 @@ class PlanFormatError(XoverError):
 def plan_to_dict(plan: Plan, recipes: dict[str, str] | None = None) -> dict[str, Any]:
     """The JSON-ready form of ``plan``; ``recipes`` (job name -> path) defaults to ``plan.recipes``."""
     recipes = plan.recipes if recipes is None else recipes
-    facts = {key: value for key, value in (("link", plan.link), ("engine", plan.engine),
-                                           ("device_kind", plan.device_kind)) if value is not None}
+    facts = {
+        key: value
+        for key, value in (("link", plan.link), ("engine", plan.engine), ("device_kind", plan.device_kind))
+        if value is not None
+    }
     return {
         "format": PLAN_FORMAT,
         "algo": plan.algo,
@@ -136,8 +139,14 @@ def _job_to_dict(job: JobProfile, recipe: str | None, script: PlannedScript | No
     if recipe is not None:
         entry["recipe"] = recipe
     if script is not None:
-        entry["script"] = {"path": script.path, "args": list(script.args), "engine": script.engine,
-                           "sha256": script.sha256, "iterations": script.iterations, "env": dict(script.env)}
+        entry["script"] = {
+            "path": script.path,
+            "args": list(script.args),
+            "engine": script.engine,
+            "sha256": script.sha256,
+            "iterations": script.iterations,
+            "env": dict(script.env),
+        }
     return entry
 
 
@@ -212,7 +221,9 @@ def _script(value: Any, where: str) -> PlannedScript:
     """A script job's entry: what `xover run` needs to run the user's script as it was profiled."""
     fields = _mapping(value, where)
     path = _text(_field(fields, "path", where), f"{where}.path")
-    args = [_text(arg, f"{where}.args[{index}]") for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args"))]
+    args = [
+        _text(arg, f"{where}.args[{index}]") for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args"))
+    ]
     engine = _field(fields, "engine", where)
     if engine not in ENGINES:
         _fail(f"{where}.engine", f"unknown engine {fields['engine']!r}; choose {', '.join(ENGINES)}")
@@ -221,10 +232,15 @@ def _script(value: Any, where: str) -> PlannedScript:
         args=args,
         engine=engine,
         sha256=_text(_field(fields, "sha256", where), f"{where}.sha256"),
-        iterations=(_whole(fields["iterations"], f"{where}.iterations", minimum=1)
-                    if fields.get("iterations") is not None else None),
-        env={key: _text(item, f"{where}.env.{key}")
-             for key, item in _mapping(fields.get("env", {}), f"{where}.env").items()},
+        iterations=(
+            _whole(fields["iterations"], f"{where}.iterations", minimum=1)
+            if fields.get("iterations") is not None
+            else None
+        ),
+        env={
+            key: _text(item, f"{where}.env.{key}")
+            for key, item in _mapping(fields.get("env", {}), f"{where}.env").items()
+        },
     )
 
 
@@ -245,8 +261,11 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             checkpoint_ms=_number(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
             max_slowdown=_number(fields["max_slowdown"], f"{where}.max_slowdown") if "max_slowdown" in fields else None,
             interference=_number(fields.get("interference", 0.0), f"{where}.interference"),
-            interference_link_share=(_number(fields["interference_link_share"], f"{where}.interference_link_share")
-                                     if "interference_link_share" in fields else None),
+            interference_link_share=(
+                _number(fields["interference_link_share"], f"{where}.interference_link_share")
+                if "interference_link_share" in fields
+                else None
+            ),
             startup_ms=_number(fields.get("startup_ms", 0.0), f"{where}.startup_ms"),
             corun_stretch=_optional_number(fields, "corun_stretch", where),
             mps_stretch=_optional_number(fields, "mps_stretch", where),
@@ -306,7 +325,9 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         predicted_duration_ms=_number(_field(fields, "predicted_duration_ms", where), f"{where}.predicted_duration_ms"),
         predicted_speed=_numbers(fields.get("predicted_speed", {}), f"{where}.predicted_speed"),
         predicted_iteration_ms=_numbers(fields.get("predicted_iteration_ms", {}), f"{where}.predicted_iteration_ms"),
-        fluid_bound=_number(fields["fluid_bound"], f"{where}.fluid_bound") if fields.get("fluid_bound") is not None else None,
+        fluid_bound=_number(fields["fluid_bound"], f"{where}.fluid_bound")
+        if fields.get("fluid_bound") is not None
+        else None,
         predicted_start_ms=_number(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
         sharing=_sharing(fields.get("sharing"), f"{where}.sharing", len(members)),
         predicted_by_sharing=_by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing"),

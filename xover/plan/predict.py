@@ -50,10 +50,17 @@ class GroupPrediction:
 
 def sim_job(job: JobProfile) -> SimJob:
     """A job profile as the simulation takes it (stretches below 1 read as 1)."""
-    return SimJob(name=job.name, compute_ms=job.device_ms, comm_ms=job.comm_ms, link_ms=job.link_busy_ms,
-                  checkpoint_ms=job.checkpoint_ms, max_slowdown=job.max_slowdown,
-                  interference=job.interference, corun_stretch=_at_least_one(job.corun_stretch),
-                  mps_stretch=_at_least_one(job.mps_stretch))
+    return SimJob(
+        name=job.name,
+        compute_ms=job.device_ms,
+        comm_ms=job.comm_ms,
+        link_ms=job.link_busy_ms,
+        checkpoint_ms=job.checkpoint_ms,
+        max_slowdown=job.max_slowdown,
+        interference=job.interference,
+        corun_stretch=_at_least_one(job.corun_stretch),
+        mps_stretch=_at_least_one(job.mps_stretch),
+    )
 
 
 def _at_least_one(stretch: float | None) -> float | None:
@@ -69,16 +76,21 @@ def sharings_for(jobs: Sequence[JobProfile]) -> tuple[str, ...]:
     return ("crossover", "concurrent")
 
 
-def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                 calibration: Calibration = SHIPPED, sharing: str = "crossover") -> list[float]:
+def group_speeds(
+    jobs: Sequence[JobProfile],
+    policy: str = DEFAULT_POLICY,
+    calibration: Calibration = SHIPPED,
+    sharing: str = "crossover",
+) -> list[float]:
     """Each job's simulated speed in the group, in the order given, under `sharing` (crossover under
     `policy`, concurrent, mps)."""
     if len(jobs) == 1:
         return [1.0]
     if sharing not in SHARINGS:
         raise ValueError(f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
-    key = tuple(_key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1:]], calibration))
-                for i, job in enumerate(jobs))
+    key = tuple(
+        _key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1 :]], calibration)) for i, job in enumerate(jobs)
+    )
     # without turns the policy does not matter: one cache entry per way of sharing, whatever the policy
     return list(_simulated_speeds(key, policy if sharing == "crossover" else None, calibration, sharing))
 
@@ -86,9 +98,16 @@ def group_speeds(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
 def _key(job: JobProfile, interference: float) -> tuple[Any, ...]:
     # rounded, so that copies of a job measured apart share one simulation; to significant digits,
     # not to 0.1 ms, which turned a job of sub-millisecond times into one of none
-    return (_rounded(job.device_ms), _rounded(job.comm_ms), _rounded(job.link_busy_ms),
-            _rounded(job.checkpoint_ms), job.max_slowdown, round(interference, 3),
-            _at_least_one(job.corun_stretch), _at_least_one(job.mps_stretch))
+    return (
+        _rounded(job.device_ms),
+        _rounded(job.comm_ms),
+        _rounded(job.link_busy_ms),
+        _rounded(job.checkpoint_ms),
+        job.max_slowdown,
+        round(interference, 3),
+        _at_least_one(job.corun_stretch),
+        _at_least_one(job.mps_stretch),
+    )
 
 
 def _rounded(ms: float) -> float:
@@ -96,15 +115,20 @@ def _rounded(ms: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _simulated_speeds(key: tuple[Any, ...], policy: str | None, calibration: Calibration,
-                      sharing: str = "crossover") -> tuple[float, ...]:
+def _simulated_speeds(
+    key: tuple[Any, ...], policy: str | None, calibration: Calibration, sharing: str = "crossover"
+) -> tuple[float, ...]:
     jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
     result = simulate(jobs, sharing, policy, calibration=calibration)
     return tuple(outcome.speed for outcome in result.jobs)
 
 
-def predict_group(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                  calibration: Calibration = SHIPPED, sharing: str = "crossover") -> GroupPrediction:
+def predict_group(
+    jobs: Sequence[JobProfile],
+    policy: str = DEFAULT_POLICY,
+    calibration: Calibration = SHIPPED,
+    sharing: str = "crossover",
+) -> GroupPrediction:
     """The group under `sharing` (crossover under `policy` by default)."""
     speeds = group_speeds(jobs, policy, calibration, sharing)
     return GroupPrediction(
@@ -118,16 +142,18 @@ def predict_group(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
     )
 
 
-def predict_sharings(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                     calibration: Calibration = SHIPPED) -> dict[str, GroupPrediction]:
+def predict_sharings(
+    jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY, calibration: Calibration = SHIPPED
+) -> dict[str, GroupPrediction]:
     """The group under every way of sharing worth predicting (`sharings_for`)."""
     return {sharing: predict_group(jobs, policy, calibration, sharing) for sharing in sharings_for(jobs)}
 
 
 def acceptable(prediction: GroupPrediction, jobs: Sequence[JobProfile]) -> bool:
     """No job slower than its max_slowdown, none starved (no iteration done in the simulation)."""
-    protected = all(not job.max_slowdown or prediction.slowdowns[job.name] <= job.max_slowdown * (1 + 1e-9)
-                    for job in jobs)
+    protected = all(
+        not job.max_slowdown or prediction.slowdowns[job.name] <= job.max_slowdown * (1 + 1e-9) for job in jobs
+    )
     return protected and min(prediction.speeds.values(), default=1.0) > 0
 
 
@@ -145,8 +171,12 @@ def best_sharing(predictions: dict[str, GroupPrediction], jobs: Sequence[JobProf
     return best_without
 
 
-def group_duration_ms(jobs: Sequence[JobProfile], policy: str = DEFAULT_POLICY,
-                      calibration: Calibration = SHIPPED, sharing: str = "crossover") -> float:
+def group_duration_ms(
+    jobs: Sequence[JobProfile],
+    policy: str = DEFAULT_POLICY,
+    calibration: Calibration = SHIPPED,
+    sharing: str = "crossover",
+) -> float:
     """Time until the last job has done its iterations: the group runs at its simulated speeds
     until a job finishes, then the others go on as a smaller group, and so on."""
     remaining = {job.name: float(job.iterations) for job in jobs}

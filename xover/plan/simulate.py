@@ -101,8 +101,12 @@ class SimJob:
 
     def traits(self) -> SlotTraits:
         """What the turn policy would be told of it (as run/jobs.traits_of)."""
-        return SlotTraits(rank=critical_rank(self.compute_ms, self.solo_ms), max_slowdown=self.max_slowdown,
-                          solo_iteration_s=self.solo_ms / 1000, link_fraction=self.transfer_ms / self.solo_ms)
+        return SlotTraits(
+            rank=critical_rank(self.compute_ms, self.solo_ms),
+            max_slowdown=self.max_slowdown,
+            solo_iteration_s=self.solo_ms / 1000,
+            link_fraction=self.transfer_ms / self.solo_ms,
+        )
 
 
 @dataclass
@@ -152,13 +156,18 @@ class _State:
 
 
 class _Simulation:
-    def __init__(self, jobs: Sequence[SimJob], mode: str, policy: str | None,
-                 calibration: Calibration = SHIPPED) -> None:
+    def __init__(
+        self, jobs: Sequence[SimJob], mode: str, policy: str | None, calibration: Calibration = SHIPPED
+    ) -> None:
         self.mode = mode
         self.calibration = calibration
         self.states = [_State(job) for job in jobs]
         self.now = 0.0
-        self.policy = make_policy(policy or DEFAULT_POLICY, {i: job.traits() for i, job in enumerate(jobs)}) if mode == "crossover" else None
+        self.policy = (
+            make_policy(policy or DEFAULT_POLICY, {i: job.traits() for i, job in enumerate(jobs)})
+            if mode == "crossover"
+            else None
+        )
         self.stretch = [_stretch(job, mode) for job in jobs]
         self.turns = DeviceTurns(order=list(range(len(jobs))))
         self.pending_yield: tuple[float, int] | None = None  # (time, slot) of a yield asked for
@@ -259,8 +268,12 @@ class _Simulation:
                 state.wait_this_iteration += self.now - state.waiting_since
                 state.waiting_since = None
         holder = self.turns.holder
-        if (holder is not None and self.pending_yield is None and self.turn_policy.preemptive
-                and self.turn_policy.wants_yield(self.turns, seconds)):
+        if (
+            holder is not None
+            and self.pending_yield is None
+            and self.turn_policy.preemptive
+            and self.turn_policy.wants_yield(self.turns, seconds)
+        ):
             # the holder sees the request at its next layer boundary: half a layer later on average
             self.pending_yield = (self.now + self.states[holder].job.checkpoint_ms / 2, holder)
 
@@ -301,7 +314,11 @@ class _Simulation:
                     before = len(state.ends)
                     self._maybe_end(index)
                     changed = changed or len(state.ends) != before
-                elif state.computing and not state.transfer_started and state.compute_left - state.job.shared_overlap_ms <= EPSILON:
+                elif (
+                    state.computing
+                    and not state.transfer_started
+                    and state.compute_left - state.job.shared_overlap_ms <= EPSILON
+                ):
                     self._start_transfer(index)
                     changed = True
                 elif state.computing and state.compute_left <= EPSILON:
@@ -348,15 +365,23 @@ class _Simulation:
         for state in self.states:
             ends = state.ends
             skip = max(1, int(len(ends) * warmup_fraction))
-            window = ends[skip - 1:]
+            window = ends[skip - 1 :]
             if len(window) < 2:
                 results.append(JobOutcome(state.job.name, len(ends), math.inf, 0.0, math.inf))
                 continue
             iteration = (window[-1] - window[0]) / (len(window) - 1)
             waits = state.waited[skip:] or [0.0]
             computed = state.computed[skip:] or [0.0]
-            results.append(JobOutcome(state.job.name, len(ends), iteration, state.job.solo_ms / iteration,
-                                      sum(waits) / len(waits), sum(computed) / len(computed)))
+            results.append(
+                JobOutcome(
+                    state.job.name,
+                    len(ends),
+                    iteration,
+                    state.job.solo_ms / iteration,
+                    sum(waits) / len(waits),
+                    sum(computed) / len(computed),
+                )
+            )
         return results
 
 
@@ -368,8 +393,14 @@ def _stretch(job: SimJob, mode: str) -> float | None:
     return {"concurrent": job.corun_stretch, "mps": job.mps_stretch}.get(mode)
 
 
-def simulate(jobs: Sequence[SimJob], mode: str = "crossover", policy: str | None = "work-conserving",
-             iterations: int = 60, max_events: int = MAX_EVENTS, calibration: Calibration = SHIPPED) -> SimResult:
+def simulate(
+    jobs: Sequence[SimJob],
+    mode: str = "crossover",
+    policy: str | None = "work-conserving",
+    iterations: int = 60,
+    max_events: int = MAX_EVENTS,
+    calibration: Calibration = SHIPPED,
+) -> SimResult:
     """Run the group until its slowest job (alone) would have done `iterations` iterations, or past
     `max_events` once every job has done MIN_ITERATIONS; the link's leak from `calibration`."""
     if mode not in SHARING_MODES:

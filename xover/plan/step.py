@@ -57,9 +57,13 @@ def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
     return len(hosts)
 
 
-def profiles_of_recipes(db: str | None, recipes: list[Recipe], bandwidth: str | None,
-                        hosts: list[tuple[str, int]] | None = None,
-                        engine: str = DEFAULT_ENGINE) -> tuple[list[JobProfile], dict[str, str], str, str]:
+def profiles_of_recipes(
+    db: str | None,
+    recipes: list[Recipe],
+    bandwidth: str | None,
+    hosts: list[tuple[str, int]] | None = None,
+    engine: str = DEFAULT_ENGINE,
+) -> tuple[list[JobProfile], dict[str, str], str, str]:
     """JobProfiles from the newest stored profile of each recipe (this hardware first, then any), all
     taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled; a built-in
     model's under `engine`, a script's under its own. Returns the profiles, job name -> recipe (or
@@ -76,15 +80,19 @@ def profiles_of_recipes(db: str | None, recipes: list[Recipe], bandwidth: str | 
     for recipe in recipes:
         job_engine = engine_of(recipe, engine)
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
-        found = (find_profile(store, recipe.hash, recipe.np, link, hardware, job_engine, hosts=spanned)
-                 or find_profile(store, recipe.hash, recipe.np, link, None, job_engine, hosts=spanned))
+        found = find_profile(store, recipe.hash, recipe.np, link, hardware, job_engine, hosts=spanned) or find_profile(
+            store, recipe.hash, recipe.np, link, None, job_engine, hosts=spanned
+        )
         if found is None:
             shown = "" if link == "host" else f" --bandwidth {link}"
             across = f" over {spanned} hosts" if spanned > 1 else ""
-            raise XoverError(f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
-                             f"`xover profile {_profile_target(recipe)}{shown}{_engine_flag(recipe, engine)}"
-                             f"{' -H ...' if spanned > 1 else ''}` first" + _changed_hint(store, recipe)
-                             + _other_engine_hint(store, recipe, job_engine))
+            raise XoverError(
+                f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
+                f"`xover profile {_profile_target(recipe)}{shown}{_engine_flag(recipe, engine)}"
+                f"{' -H ...' if spanned > 1 else ''}` first"
+                + _changed_hint(store, recipe)
+                + _other_engine_hint(store, recipe, job_engine)
+            )
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
         if (found.hardware or "").startswith("gpu:"):
@@ -103,9 +111,14 @@ def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
     for recipe in recipes:
         if recipe.script:
             assert recipe.engine is not None  # script_recipe gives every script its engine
-            entries[recipe.name] = PlannedScript(path=recipe.script, args=list(recipe.args), engine=recipe.engine,
-                                                 sha256=recipe.script_sha256 or "", iterations=recipe.iterations,
-                                                 env=dict(recipe.env))
+            entries[recipe.name] = PlannedScript(
+                path=recipe.script,
+                args=list(recipe.args),
+                engine=recipe.engine,
+                sha256=recipe.script_sha256 or "",
+                iterations=recipe.iterations,
+                env=dict(recipe.env),
+            )
     return entries
 
 
@@ -113,6 +126,7 @@ def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
 class PlanWritten:
     """What `xover plan` made: the plan, its id in the store, its file, the link rate of its profiles,
     and the engine of its built-in models (None when it has none)."""
+
     plan: Plan
     plan_id: int
     path: str
@@ -121,8 +135,13 @@ class PlanWritten:
 
     def to_dict(self) -> dict[str, Any]:
         """`xover plan --json`: the plan file's content and the rest."""
-        return {**plan_to_dict(self.plan), "plan_id": self.plan_id, "path": self.path,
-                "bandwidth": self.bandwidth, "engine": self.engine}
+        return {
+            **plan_to_dict(self.plan),
+            "plan_id": self.plan_id,
+            "path": self.path,
+            "bandwidth": self.bandwidth,
+            "engine": self.engine,
+        }
 
 
 def _profile_target(recipe: Recipe) -> str:
@@ -166,25 +185,46 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> str:
         flag = _engine_flag(built_in[0], engine) if built_in else ""
         targets = " ".join(_profile_target(recipe) for recipe in missing)
         engines = " or ".join(sorted({engine_of(recipe, engine) for recipe in missing}))
-        raise XoverError(f"no {engines} profile of {names}: run `xover profile {targets}{flag}` first" + _changed_hint(store, first)
-                         + _other_engine_hint(store, first, engine_of(first, engine)))
+        raise XoverError(
+            f"no {engines} profile of {names}: run `xover profile {targets}{flag}` first"
+            + _changed_hint(store, first)
+            + _other_engine_hint(store, first, engine_of(first, engine))
+        )
     common = set.intersection(*rates)
     if len(common) == 1:
         return common.pop()
     seen = sorted(set.union(*rates))
     if not common:
-        raise XoverError("the recipes were profiled at different link rates (" +
-                         ", ".join(describe_rate(r) for r in seen) + "): profile them all at one rate "
-                         "(`xover profile ... --bandwidth RATE`) and give it with --bandwidth")
-    raise XoverError("the recipes were profiled at several link rates (" + ", ".join(describe_rate(r) for r in sorted(common)) +
-                     "): say which to plan for with --bandwidth (or 'host' for the unshaped network)")
+        raise XoverError(
+            "the recipes were profiled at different link rates ("
+            + ", ".join(describe_rate(r) for r in seen)
+            + "): profile them all at one rate "
+            "(`xover profile ... --bandwidth RATE`) and give it with --bandwidth"
+        )
+    raise XoverError(
+        "the recipes were profiled at several link rates ("
+        + ", ".join(describe_rate(r) for r in sorted(common))
+        + "): say which to plan for with --bandwidth (or 'host' for the unshaped network)"
+    )
 
 
-def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None, devices: int | None,
-              hosts: str | None, device_memory_gb: float | None, max_group: int, algo: str,
-              out: str | None, bandwidth: str | None = None, policy: str = DEFAULT_POLICY,
-              engine: str = DEFAULT_ENGINE, scripts: list[Recipe] | None = None,
-              np: int | None = None) -> PlanWritten:
+def plan_jobs(
+    db: str | None,
+    *,
+    recipe_paths: list[str],
+    trace_csv: str | None,
+    devices: int | None,
+    hosts: str | None,
+    device_memory_gb: float | None,
+    max_group: int,
+    algo: str,
+    out: str | None,
+    bandwidth: str | None = None,
+    policy: str = DEFAULT_POLICY,
+    engine: str = DEFAULT_ENGINE,
+    scripts: list[Recipe] | None = None,
+    np: int | None = None,
+) -> PlanWritten:
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
     needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""
@@ -195,8 +235,10 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
     scripts = list(scripts or [])
     if bool(recipe_paths or scripts) == bool(trace_csv):
-        raise XoverError("give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"
-                         + (", not both" if recipe_paths or scripts else ""))
+        raise XoverError(
+            "give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"
+            + (", not both" if recipe_paths or scripts else "")
+        )
     if np is not None and not 1 <= np <= 10**5:
         raise XoverError(f"--np {np}: give the ranks per job, a whole number >= 1")
     if trace_csv and np is not None:
@@ -229,8 +271,7 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
         loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
         jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
         scripted = script_entries(loaded)
-    plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo,
-                     policy=policy)
+    plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo, policy=policy)
     plan = replace(plan, recipes=recipes, scripts=scripted)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
         plan = replace(plan, link=bandwidth, engine=engine, device_kind=device_kind)
@@ -250,12 +291,21 @@ def plan_jobs(db: str | None, *, recipe_paths: list[str], trace_csv: str | None,
 
 def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
     """A plan as rows (plans, plan_groups; the plan file's content kept whole); returns the plan's id."""
-    row = PlanRow(algo=plan.algo, body=plan_to_dict(plan), path=path,
-               predicted_aggregate_gain=plan.predicted_aggregate_gain)
+    row = PlanRow(
+        algo=plan.algo, body=plan_to_dict(plan), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain
+    )
     session.add(row)
     session.flush()
     for index, group in enumerate(plan.groups):
-        session.add(PlanGroup(plan_id=row.id, index=index, jobs=[job.name for job in group.jobs],
-                              devices=list(group.devices), wave=group.wave,
-                              predicted_period_ms=group.predicted_period_ms, predicted_gain=group.predicted_gain))
+        session.add(
+            PlanGroup(
+                plan_id=row.id,
+                index=index,
+                jobs=[job.name for job in group.jobs],
+                devices=list(group.devices),
+                wave=group.wave,
+                predicted_period_ms=group.predicted_period_ms,
+                predicted_gain=group.predicted_gain,
+            )
+        )
     return row.id

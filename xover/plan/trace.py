@@ -27,11 +27,32 @@ from ..errors import XoverError
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
-OPTIONAL_COLUMNS = ("data_ms", "iterations", "link_ms", "comm_cpu", "checkpoint_ms", "max_slowdown", "interference",
-                    "startup_ms", "interference_link_share", "corun_stretch", "mps_stretch")
-_DEFAULTS = {"data_ms": 0.0, "iterations": 100, "link_ms": None, "comm_cpu": 0.0, "checkpoint_ms": 1.0,
-             "max_slowdown": None, "interference": 0.0, "startup_ms": 0.0, "interference_link_share": None,
-             "corun_stretch": None, "mps_stretch": None}
+OPTIONAL_COLUMNS = (
+    "data_ms",
+    "iterations",
+    "link_ms",
+    "comm_cpu",
+    "checkpoint_ms",
+    "max_slowdown",
+    "interference",
+    "startup_ms",
+    "interference_link_share",
+    "corun_stretch",
+    "mps_stretch",
+)
+_DEFAULTS = {
+    "data_ms": 0.0,
+    "iterations": 100,
+    "link_ms": None,
+    "comm_cpu": 0.0,
+    "checkpoint_ms": 1.0,
+    "max_slowdown": None,
+    "interference": 0.0,
+    "startup_ms": 0.0,
+    "interference_link_share": None,
+    "corun_stretch": None,
+    "mps_stretch": None,
+}
 
 
 LARGEST = 1e9  # any field: beyond it (11 days per iteration, a billion devices) a value is a typo
@@ -120,8 +141,10 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         raise fail(f"devices must be >= 1, got {devices}")
     if link is not None and comm is not None and link < comm:
         # the link is busy at least while the job waits on it; a smaller value is a swapped column
-        raise fail(f"link_ms {cells['link_ms']} is below comm_ms {cells['comm_ms']}: the all-reduce keeps "
-                   f"the link busy at least as long as the job waits for it (leave link_ms empty for comm_ms)")
+        raise fail(
+            f"link_ms {cells['link_ms']} is below comm_ms {cells['comm_ms']}: the all-reduce keeps "
+            f"the link busy at least as long as the job waits for it (leave link_ms empty for comm_ms)"
+        )
     try:
         return JobProfile(name=name, **values)  # type: ignore[arg-type]
     except InvalidJobProfile as error:

@@ -78,8 +78,11 @@ class MachineLoad:
             return
         try:
             first = gpus[0]
-            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(first)) if first.isdigit()
-                      else pynvml.nvmlDeviceGetHandleByUUID(first))
+            handle = (
+                pynvml.nvmlDeviceGetHandleByIndex(int(first))
+                if first.isdigit()
+                else pynvml.nvmlDeviceGetHandleByUUID(first)
+            )
             while not self._stop.is_set():
                 self.gpu_samples.append((time.time(), pynvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100))
                 self._stop.wait(every_s)
@@ -149,17 +152,29 @@ def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
     steady = metrics[warmup:]
     if len(steady) < 3:
         raise XoverError(f"only {len(steady)} iterations after a warm-up of {warmup}: raise --iterations")
-    phases = {"data": [m.data_s for m in steady], "compute": [m.compute_s for m in steady],
-              "comm": [m.communication_s for m in steady], "iteration": [m.iteration_s for m in steady]}
+    phases = {
+        "data": [m.data_s for m in steady],
+        "compute": [m.compute_s for m in steady],
+        "comm": [m.communication_s for m in steady],
+        "iteration": [m.iteration_s for m in steady],
+    }
     medians = {name: statistics.median(values) * 1000 for name, values in phases.items()}
-    spread = {name: {"p10_ms": _quantile(v, 0.1) * 1000, "p90_ms": _quantile(v, 0.9) * 1000}
-              for name, v in phases.items()}
+    spread = {
+        name: {"p10_ms": _quantile(v, 0.1) * 1000, "p90_ms": _quantile(v, 0.9) * 1000} for name, v in phases.items()
+    }
     samples_per_s = sum(m.samples for m in steady) / sum(m.iteration_s for m in steady)
     spans = [m.link_s for m in steady if m.link_s is not None]
-    return {"data_ms": medians["data"], "compute_ms": medians["compute"], "comm_ms": medians["comm"],
-            "iteration_ms": medians["iteration"], "samples_per_s": samples_per_s, "spread": spread,
-            "iterations": len(steady), "link_span_ms": statistics.median(spans) * 1000 if spans else None,
-            "window": (steady[0].wall_time - steady[0].iteration_s, steady[-1].wall_time)}
+    return {
+        "data_ms": medians["data"],
+        "compute_ms": medians["compute"],
+        "comm_ms": medians["comm"],
+        "iteration_ms": medians["iteration"],
+        "samples_per_s": samples_per_s,
+        "spread": spread,
+        "iterations": len(steady),
+        "link_span_ms": statistics.median(spans) * 1000 if spans else None,
+        "window": (steady[0].wall_time - steady[0].iteration_s, steady[-1].wall_time),
+    }
 
 
 def link_ms_of(summary: dict[str, Any], gradient_bytes: int, np: int, hosts: int, link: str) -> float:
@@ -185,8 +200,12 @@ def comm_cpu_ms_of(summary: dict[str, Any], load: MachineLoad | None, np: int, d
     return max(0.0, (busy * summary["iteration_ms"] - np * device_ms) / np)
 
 
-def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[IterationMetric],
-                    warmup: int, partner_stopped: bool = False) -> float | None:
+def corun_device_ms(
+    job_metrics: list[IterationMetric],
+    partner_metrics: list[IterationMetric],
+    warmup: int,
+    partner_stopped: bool = False,
+) -> float | None:
     """The job's median device time (data + compute) over its iterations after warm-up that ended
     while its partner still ran (all of them when the partner was stopped at the job's end, still
     running, even if it had not finished an iteration); None when fewer than 3 did."""
@@ -202,8 +221,9 @@ def corun_device_ms(job_metrics: list[IterationMetric], partner_metrics: list[It
     return statistics.median((m.data_s or 0.0) + m.compute_s for m in shared) * 1000
 
 
-def corun_partner_iterations(iterations: int, job_iteration_ms: float, partner_device_ms: float,
-                             partner_iteration_ms: float) -> int:
+def corun_partner_iterations(
+    iterations: int, job_iteration_ms: float, partner_device_ms: float, partner_iteration_ms: float
+) -> int:
     """How many iterations the reference partner is given next to a job measured for `iterations`: enough
     to outlast the job, since only the job's iterations that end while the partner runs count (it is
     stopped when the job ends, so a generous count costs nothing). Under
@@ -226,21 +246,40 @@ def startup_ms_of(run: Run, metrics: list[IterationMetric]) -> float | None:
 def profile_dict(profile: Profile) -> dict[str, Any]:
     """A stored profile as `xover profile --json` and `xover profiles` show it, with its compute fraction."""
     c = profile.data_ms + profile.compute_ms
-    return {"name": profile.name, "recipe": profile.recipe.path, "recipe_hash": profile.recipe_hash,
-            "np": profile.np, "hosts": profile.hosts, "engine": profile.engine, "bandwidth": profile.bandwidth,
-            "hardware": profile.hardware,
-            "data_ms": profile.data_ms, "compute_ms": profile.compute_ms, "comm_ms": profile.comm_ms,
-            "iteration_ms": profile.iteration_ms, "samples_per_s": profile.samples_per_s,
-            "memory_gb": profile.memory_gb, "gradient_mb": profile.gradient_bytes / 2**20,
-            "link_ms": profile.link_ms, "comm_cpu_ms": profile.comm_cpu_ms, "checkpoints": profile.checkpoints,
-            "corun_partner": profile.corun_partner, "corun_device_ms": profile.corun_device_ms,
-            "interference": profile.interference, "corun_partner_link_share": profile.corun_partner_link_share,
-            "startup_ms": profile.startup_ms, "corun_stretch": profile.corun_stretch,
-            "mps_stretch": profile.mps_stretch, "gpu_busy": profile.gpu_busy,
-            "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
-            "iterations_measured": profile.iterations, "spread": profile.spread,
-            "planned_iterations": profile.recipe.body.get("iterations"), "profile_id": profile.id,
-            "created_at": profile.created_at.isoformat(timespec="seconds")}
+    return {
+        "name": profile.name,
+        "recipe": profile.recipe.path,
+        "recipe_hash": profile.recipe_hash,
+        "np": profile.np,
+        "hosts": profile.hosts,
+        "engine": profile.engine,
+        "bandwidth": profile.bandwidth,
+        "hardware": profile.hardware,
+        "data_ms": profile.data_ms,
+        "compute_ms": profile.compute_ms,
+        "comm_ms": profile.comm_ms,
+        "iteration_ms": profile.iteration_ms,
+        "samples_per_s": profile.samples_per_s,
+        "memory_gb": profile.memory_gb,
+        "gradient_mb": profile.gradient_bytes / 2**20,
+        "link_ms": profile.link_ms,
+        "comm_cpu_ms": profile.comm_cpu_ms,
+        "checkpoints": profile.checkpoints,
+        "corun_partner": profile.corun_partner,
+        "corun_device_ms": profile.corun_device_ms,
+        "interference": profile.interference,
+        "corun_partner_link_share": profile.corun_partner_link_share,
+        "startup_ms": profile.startup_ms,
+        "corun_stretch": profile.corun_stretch,
+        "mps_stretch": profile.mps_stretch,
+        "gpu_busy": profile.gpu_busy,
+        "compute_fraction": c / (c + profile.comm_ms) if c + profile.comm_ms > 0 else 1.0,
+        "iterations_measured": profile.iterations,
+        "spread": profile.spread,
+        "planned_iterations": profile.recipe.body.get("iterations"),
+        "profile_id": profile.id,
+        "created_at": profile.created_at.isoformat(timespec="seconds"),
+    }
 
 
 DEFAULT_CORUN_PARTNER = "mlp-balanced"  # balanced compute and all-reduce: a partner that does both
@@ -249,6 +288,7 @@ DEFAULT_CORUN_PARTNER = "mlp-balanced"  # balanced compute and all-reduce: a par
 @dataclass(frozen=True)
 class ProfileOptions:
     """How `xover profile` measures its jobs: the command line's choices (docs/reference.md)."""
+
     np: int | None = None  # every recipe's ranks (default: its own)
     iterations: int = 30
     warmup: int = 5  # iterations left out of the figures
@@ -263,8 +303,12 @@ class ProfileOptions:
     show_progress: bool = True
 
 
-def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOptions = ProfileOptions(),
-                    scripts: list[Recipe] | None = None) -> list[dict[str, Any]]:
+def profile_recipes(
+    db: str | None,
+    recipe_paths: list[str],
+    options: ProfileOptions = ProfileOptions(),
+    scripts: list[Recipe] | None = None,
+) -> list[dict[str, Any]]:
     """Profile each recipe alone (a stored profile is reused unless `force`), then, unless
     `corun_with` is None, measure its interference next to that partner (once per profile).
     `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
@@ -289,21 +333,31 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
     def stored(recipe, job) -> Profile | None:
         return find_profile(store, recipe.hash, recipe.np, link, hardware, job.engine, len(job.devices))
 
-    reusable: dict[int, Profile | None] = {i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
+    reusable: dict[int, Profile | None] = {
+        i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))
+    }
     alone = [i for i, found in reusable.items() if found is None]
     corun = [i for i, found in reusable.items() if partner_recipe and (found is None or found.interference is None)]
     on_gpu = local_device_count()[0] == "gpu"
     with_mps = on_gpu and control_program() is not None
-    stretch = [i for i, found in reusable.items() if (on_gpu if options.stretch is None else options.stretch)
-               and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))]
+    stretch = [
+        i
+        for i, found in reusable.items()
+        if (on_gpu if options.stretch is None else options.stretch)
+        and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))
+    ]
     profiles = {i: found for i, found in reusable.items() if found is not None}  # `alone` fills in the rest
     measured: set[int] = set()
     if alone or corun or stretch:
-        with experiment(store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link) as current:
+        with experiment(
+            store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link
+        ) as current:
             lease_devices(current, jobs, options.wait)
 
             def measure_alone(recipe, job) -> Profile:
-                unit = Unit([job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile")
+                unit = Unit(
+                    [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile"
+                )
                 with MachineLoad() as load:
                     Scheduler(current.context).run([unit], exclusive=True)
                 return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, job.engine, load)
@@ -319,29 +373,53 @@ def profile_recipes(db: str | None, recipe_paths: list[str], options: ProfileOpt
                     partner = with_overrides(partner_recipe, np=recipe.np)
                     partner_job = job_for(partner, job.hosts, engine=engine)
                     just_measured = [profiles[k] for k in measured if recipes[k].hash == partner.hash]
-                    partners[recipe.np] = (partner, just_measured[0] if just_measured else
-                                           (None if force else stored(partner, partner_job))
-                                           or measure_alone(partner, partner_job))
+                    partners[recipe.np] = (
+                        partner,
+                        just_measured[0]
+                        if just_measured
+                        else (None if force else stored(partner, partner_job)) or measure_alone(partner, partner_job),
+                    )
                 partner, partner_profile = partners[recipe.np]
-                profiles[i] = _measure_corun(current, store, recipe, job, profiles[i], partner, partner_profile,
-                                             iterations, warmup, engine)
+                profiles[i] = _measure_corun(
+                    current, store, recipe, job, profiles[i], partner, partner_profile, iterations, warmup, engine
+                )
                 measured.add(i)
             for i in stretch:
-                profiles[i] = _measure_stretch(current, store, recipes[i], jobs[i], profiles[i], iterations, warmup,
-                                               engine, with_mps)
+                profiles[i] = _measure_stretch(
+                    current, store, recipes[i], jobs[i], profiles[i], iterations, warmup, engine, with_mps
+                )
                 measured.add(i)
     return [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
 
 
-def _measure_corun(current: Experiment, store: Store, recipe, job, profile: Profile, partner, partner_profile: Profile,
-                   iterations: int, warmup: int, engine: str) -> Profile:
+def _measure_corun(
+    current: Experiment,
+    store: Store,
+    recipe,
+    job,
+    profile: Profile,
+    partner,
+    partner_profile: Profile,
+    iterations: int,
+    warmup: int,
+    engine: str,
+) -> Profile:
     """Run `recipe` under crossover next to `partner` and store its interference on `profile`."""
-    partner_iterations = corun_partner_iterations(iterations, profile.iteration_ms,
-                                                  partner_profile.data_ms + partner_profile.compute_ms,
-                                                  partner_profile.iteration_ms)
-    pair = [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
-            job_for(with_overrides(partner, iterations=partner_iterations), job.hosts,
-                    name=f"{partner.name}#partner", engine=engine)]
+    partner_iterations = corun_partner_iterations(
+        iterations,
+        profile.iteration_ms,
+        partner_profile.data_ms + partner_profile.compute_ms,
+        partner_profile.iteration_ms,
+    )
+    pair = [
+        job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
+        job_for(
+            with_overrides(partner, iterations=partner_iterations),
+            job.hosts,
+            name=f"{partner.name}#partner",
+            engine=engine,
+        ),
+    ]
     for spec, measured in zip(pair, (profile, partner_profile)):  # ranked as `xover run` ranks them
         spec.traits = traits_of(measured.data_ms + measured.compute_ms, measured.comm_ms, spec.recipe.max_slowdown)
     # the partner is stopped when the job ends: its iterations after that would count for nothing
@@ -354,27 +432,42 @@ def _measure_corun(current: Experiment, store: Store, recipe, job, profile: Prof
             refused = shim_refusal(failed[0].error)
             if refused:
                 raise XoverError(f"{recipe.label}: {refused}  (logs: {failed[0].log_dir})")
-            raise XoverError(f"measuring {recipe.name} next to {partner.name} failed ({failed[0].name}: exit "
-                             f"{failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}\n"
-                             f"(--no-corun skips this measurement)")
+            raise XoverError(
+                f"measuring {recipe.name} next to {partner.name} failed ({failed[0].name}: exit "
+                f"{failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}\n"
+                f"(--no-corun skips this measurement)"
+            )
         job_metrics, partner_metrics = (
-            list(session.scalars(select(IterationMetric).where(IterationMetric.run_id == r.id)
-                                 .order_by(IterationMetric.step))) for r in runs)
+            list(
+                session.scalars(
+                    select(IterationMetric).where(IterationMetric.run_id == r.id).order_by(IterationMetric.step)
+                )
+            )
+            for r in runs
+        )
         device_ms = corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped")
         row = session.get_one(Profile, profile.id)
         reference = job_profile(partner, partner_profile)
         row.corun_partner = partner.name
         row.corun_device_ms = device_ms
         row.corun_partner_link_share = reference.link_share
-        row.interference = (None if device_ms is None else
-                            measured_interference(row.data_ms + row.compute_ms, device_ms))
+        row.interference = None if device_ms is None else measured_interference(row.data_ms + row.compute_ms, device_ms)
         session.flush()
         _ = row.recipe  # load it before the session closes
         return row
 
 
-def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Profile, iterations: int, warmup: int, engine: str,
-                     with_mps: bool) -> Profile:
+def _measure_stretch(
+    current: Experiment,
+    store: Store,
+    recipe,
+    job,
+    profile: Profile,
+    iterations: int,
+    warmup: int,
+    engine: str,
+    with_mps: bool,
+) -> Profile:
     """Run `recipe` without turns next to a one-rank copy of itself on its first device: a partner
     with no all-reduce, so it computes the whole time. The job's device time there over alone is its
     co-run stretch (time-sliced; then again under a CUDA MPS daemon of the run's own where MPS exists).
@@ -383,11 +476,19 @@ def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Pr
 
     found: dict[str, float | None] = {}
     for way in ("corun_stretch", "mps_stretch") if with_mps else ("corun_stretch",):
-        partner_iterations = max(iterations, math.ceil(3 * iterations * profile.iteration_ms
-                                                       / max(profile.data_ms + profile.compute_ms, 1e-3)))
-        pair = [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
-                job_for(with_overrides(recipe, iterations=partner_iterations, np=1), job.hosts,
-                        name=f"{recipe.name}#computing", engine=engine)]
+        partner_iterations = max(
+            iterations,
+            math.ceil(3 * iterations * profile.iteration_ms / max(profile.data_ms + profile.compute_ms, 1e-3)),
+        )
+        pair = [
+            job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
+            job_for(
+                with_overrides(recipe, iterations=partner_iterations, np=1),
+                job.hosts,
+                name=f"{recipe.name}#computing",
+                engine=engine,
+            ),
+        ]
         unit = Unit(pair, "concurrent", ends_with=0)  # the partner is stopped when the job ends
         with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
             Scheduler(current.context).run([unit], exclusive=True)
@@ -395,12 +496,21 @@ def _measure_stretch(current: Experiment, store: Store, recipe, job, profile: Pr
             runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
             failed = [r for r in runs if r.status not in ("finished", "stopped")]
             if failed:
-                raise XoverError(f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
-                                 f"exit {failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}")
+                raise XoverError(
+                    f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
+                    f"exit {failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}"
+                )
             job_metrics, partner_metrics = (
-                list(session.scalars(select(IterationMetric).where(IterationMetric.run_id == r.id)
-                                     .order_by(IterationMetric.step))) for r in runs)
-            device_ms = corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped")
+                list(
+                    session.scalars(
+                        select(IterationMetric).where(IterationMetric.run_id == r.id).order_by(IterationMetric.step)
+                    )
+                )
+                for r in runs
+            )
+            device_ms = corun_device_ms(
+                job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped"
+            )
         alone_ms = profile.data_ms + profile.compute_ms
         found[way] = device_ms / alone_ms if device_ms is not None and alone_ms > 0 else None
     with store.session() as session, session.begin():
@@ -419,13 +529,21 @@ def shim_refusal(error: str | None) -> str | None:
         line = line.strip()
         marker = line.find("xover: ")
         if marker >= 0:
-            _, _, problem = line[marker + len("xover: "):].partition(": ")
+            _, _, problem = line[marker + len("xover: ") :].partition(": ")
             return problem or None
     return None
 
 
-def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, warmup: int,
-                   engine: str, load: MachineLoad | None = None) -> Profile:
+def _store_profile(
+    store: Store,
+    recipe,
+    run_id: int,
+    link: str,
+    hardware: str,
+    warmup: int,
+    engine: str,
+    load: MachineLoad | None = None,
+) -> Profile:
     with store.session() as session, session.begin():
         run = session.get_one(Run, run_id)
         if run.status != "finished":
@@ -433,25 +551,43 @@ def _store_profile(store: Store, recipe, run_id: int, link: str, hardware: str, 
             if refused:  # what the shim cannot follow: its one line
                 raise XoverError(f"{recipe.label}: {refused}  (logs: {run.log_dir})")
             alone = " alone" if recipe.script else ""
-            raise XoverError(f"profiling {recipe.name} failed{alone} (exit {run.exit_code}):\n{run.error or ''}\n"
-                             f"logs: {run.log_dir}")
-        metrics = session.scalars(select(IterationMetric).where(IterationMetric.run_id == run_id)
-                                  .order_by(IterationMetric.step)).all()
+            raise XoverError(
+                f"profiling {recipe.name} failed{alone} (exit {run.exit_code}):\n{run.error or ''}\nlogs: {run.log_dir}"
+            )
+        metrics = session.scalars(
+            select(IterationMetric).where(IterationMetric.run_id == run_id).order_by(IterationMetric.step)
+        ).all()
         summary = summarise(list(metrics), warmup)
         hosts = len({h for h, _ in parse_hosts(run.hosts)})
         link_ms = link_ms_of(summary, run.gradient_bytes or 0, recipe.np, hosts, link)
         snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
-        profile = Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, run_id=run_id, name=recipe.name,
-                          np=recipe.np, engine=engine, bandwidth=link, hardware=hardware, hosts=hosts,
-                          iterations=summary["iterations"],
-                          data_ms=summary["data_ms"], compute_ms=summary["compute_ms"], comm_ms=summary["comm_ms"],
-                          iteration_ms=summary["iteration_ms"], samples_per_s=summary["samples_per_s"],
-                          memory_gb=run.peak_memory_gb or 0.0, gradient_bytes=run.gradient_bytes or 0,
-                          spread=summary["spread"], link_ms=link_ms, checkpoints=run.checkpoints,
-                          comm_cpu_ms=comm_cpu_ms_of(summary, load, recipe.np, run.device),
-                          startup_ms=startup_ms_of(run, list(metrics)),
-                          gpu_busy=busy_in_windows(load.gpu_samples, compute_windows(list(metrics), warmup))
-                          if load is not None else None)
+        profile = Profile(
+            recipe_id=snapshot.id,
+            recipe_hash=recipe.hash,
+            run_id=run_id,
+            name=recipe.name,
+            np=recipe.np,
+            engine=engine,
+            bandwidth=link,
+            hardware=hardware,
+            hosts=hosts,
+            iterations=summary["iterations"],
+            data_ms=summary["data_ms"],
+            compute_ms=summary["compute_ms"],
+            comm_ms=summary["comm_ms"],
+            iteration_ms=summary["iteration_ms"],
+            samples_per_s=summary["samples_per_s"],
+            memory_gb=run.peak_memory_gb or 0.0,
+            gradient_bytes=run.gradient_bytes or 0,
+            spread=summary["spread"],
+            link_ms=link_ms,
+            checkpoints=run.checkpoints,
+            comm_cpu_ms=comm_cpu_ms_of(summary, load, recipe.np, run.device),
+            startup_ms=startup_ms_of(run, list(metrics)),
+            gpu_busy=busy_in_windows(load.gpu_samples, compute_windows(list(metrics), warmup))
+            if load is not None
+            else None,
+        )
         session.add(profile)
         session.flush()
         profile.recipe = snapshot

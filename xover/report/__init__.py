@@ -45,8 +45,10 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
     if fmt not in FORMATS:
         raise ReportError(f"--format {fmt}: choose {', '.join(FORMATS)}")
     if fmt in ("table", "mlflow") and out:
-        raise ReportError("--out is for --format json, csv or html; "
-                          + ("the table goes to the terminal" if fmt == "table" else "mlflow writes to --tracking-uri"))
+        raise ReportError(
+            "--out is for --format json, csv or html; "
+            + ("the table goes to the terminal" if fmt == "table" else "mlflow writes to --tracking-uri")
+        )
     if tracking_uri is not None and fmt != "mlflow":
         raise ReportError(f"--tracking-uri is for --format mlflow, not --format {fmt}")
     if fmt == "mlflow":
@@ -59,8 +61,9 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
             if target == "all":
                 briefs = all_experiments(session)
                 if not briefs:
-                    raise ReportError(f"the database {where} holds no experiments yet: "
-                                      "run `xover train` or `xover run` first")
+                    raise ReportError(
+                        f"the database {where} holds no experiments yet: run `xover train` or `xover run` first"
+                    )
                 report = None
             else:
                 report = gather_report(session, find_experiment(session, target, where))
@@ -91,8 +94,9 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
             if target == "all":
                 experiments = [brief.experiment.id for brief in all_experiments(session)]
                 if not experiments:
-                    raise ReportError(f"the database {where} holds no experiments yet: "
-                                      "run `xover train` or `xover run` first")
+                    raise ReportError(
+                        f"the database {where} holds no experiments yet: run `xover train` or `xover run` first"
+                    )
             else:
                 experiments = [find_experiment(session, target, where).id]
             reports = [gather_report(session, find_experiment(session, id_, where)) for id_ in experiments]
@@ -108,11 +112,18 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
         html = folder / "report.html"
         _write_text(html, "report.html", report_html(report, pictures), quiet=True)
         written = mlflow.write_experiment(report, params[report.id], pictures, html, uri)
-        what = ("already in MLflow, unchanged" if written.unchanged else
-                f"{'replaced' if written.replaced else 'wrote'} {written.job_runs} job runs and "
-                f"{written.artifacts} artifacts")
-        console.print(f"{report.id}: {what}; parent run {written.parent_run_id} at {uri}",
-                      highlight=False, soft_wrap=True, markup=False)
+        what = (
+            "already in MLflow, unchanged"
+            if written.unchanged
+            else f"{'replaced' if written.replaced else 'wrote'} {written.job_runs} job runs and "
+            f"{written.artifacts} artifacts"
+        )
+        console.print(
+            f"{report.id}: {what}; parent run {written.parent_run_id} at {uri}",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:

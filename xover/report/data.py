@@ -42,8 +42,25 @@ from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
 from ..store.session import Store, missing_sqlite_file, open_store
 
-ITERATION_FIELDS = ("experiment", "run_id", "name", "mode", "policy", "step", "wall_time", "iteration_s", "data_s",
-                    "compute_s", "communication_s", "wait_s", "samples", "loss", "yields", "link_s", "comm_cpu_s")
+ITERATION_FIELDS = (
+    "experiment",
+    "run_id",
+    "name",
+    "mode",
+    "policy",
+    "step",
+    "wall_time",
+    "iteration_s",
+    "data_s",
+    "compute_s",
+    "communication_s",
+    "wait_s",
+    "samples",
+    "loss",
+    "yields",
+    "link_s",
+    "comm_cpu_s",
+)
 
 
 class ReportError(XoverError):
@@ -81,8 +98,10 @@ def open_existing_store(db: str | None) -> Store:
     """The store, refusing to create an empty database just to report that it is empty."""
     missing = missing_sqlite_file(db)
     if missing is not None:
-        raise ReportError(f"no database at {missing}: nothing has been run yet "
-                          "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)")
+        raise ReportError(
+            f"no database at {missing}: nothing has been run yet "
+            "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)"
+        )
     store = open_store(db)
     reconcile_lost(store)  # experiments whose xover is gone show as lost, not running
     return store
@@ -91,22 +110,27 @@ def open_existing_store(db: str | None) -> Store:
 def find_experiment(session: Session, target: str, where: str) -> Experiment:
     """'latest', an exact id, or an unambiguous start or end of one (the random suffix is enough)."""
     if target == "latest":
-        newest = session.scalars(select(Experiment)
-                                 .order_by(Experiment.created_at.desc(), Experiment.id.desc())).first()
+        newest = session.scalars(
+            select(Experiment).order_by(Experiment.created_at.desc(), Experiment.id.desc())
+        ).first()
         if newest is None:
             raise ReportError(f"the database {where} holds no experiments yet: run `xover train` or `xover run` first")
         return newest
     exact = session.get(Experiment, target)
     if exact is not None:
         return exact
-    matches = session.scalars(select(Experiment).where(or_(Experiment.id.startswith(target, autoescape=True),
-                                                           Experiment.id.endswith(target, autoescape=True)))
-                              .order_by(Experiment.id)).all()
+    matches = session.scalars(
+        select(Experiment)
+        .where(or_(Experiment.id.startswith(target, autoescape=True), Experiment.id.endswith(target, autoescape=True)))
+        .order_by(Experiment.id)
+    ).all()
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise ReportError(f"'{target}' matches {len(matches)} experiments ({', '.join(m.id for m in matches[:5])}"
-                          f"{', ...' if len(matches) > 5 else ''}): give more of the id")
+        raise ReportError(
+            f"'{target}' matches {len(matches)} experiments ({', '.join(m.id for m in matches[:5])}"
+            f"{', ...' if len(matches) > 5 else ''}): give more of the id"
+        )
     if session.scalars(select(Experiment.id)).first() is None:
         raise ReportError(f"the database {where} holds no experiments yet: run `xover train` or `xover run` first")
     raise ReportError(f"no experiment '{target}' in {where}: `xover report all` lists the experiments")
@@ -122,10 +146,18 @@ def job_order(job: RunResult) -> tuple:
 
 def experiment_row(experiment: Experiment) -> ExperimentInfo:
     """The experiment's row as the report shows it: credentials masked, times as UTC text."""
-    return ExperimentInfo(id=experiment.id, kind=experiment.kind, status=experiment.status,
-                          command=mask_credentials(experiment.command), bandwidth=experiment.bandwidth, hosts=experiment.hosts,
-                          plan_id=experiment.plan_id, hardware=experiment.hardware,
-                          created_at=_utc_text(experiment.created_at), ended_at=_utc_text(experiment.ended_at))
+    return ExperimentInfo(
+        id=experiment.id,
+        kind=experiment.kind,
+        status=experiment.status,
+        command=mask_credentials(experiment.command),
+        bandwidth=experiment.bandwidth,
+        hosts=experiment.hosts,
+        plan_id=experiment.plan_id,
+        hardware=experiment.hardware,
+        created_at=_utc_text(experiment.created_at),
+        ended_at=_utc_text(experiment.ended_at),
+    )
 
 
 def _utc_text(moment: datetime | None) -> str | None:
@@ -133,8 +165,9 @@ def _utc_text(moment: datetime | None) -> str | None:
     return moment.isoformat(sep=" ", timespec="seconds") + " UTC" if moment else None
 
 
-def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[int, list[dict[str, Any]]] | None = None
-                    ) -> tuple[list[RunResult], list[GroupReport]]:
+def jobs_and_groups(
+    session: Session, experiment: Experiment, iterations: dict[int, list[dict[str, Any]]] | None = None
+) -> tuple[list[RunResult], list[GroupReport]]:
     """Jobs with speeds and slowdowns, and per group: throughput by mode (crossover per policy) over the
     jobs' overlap window, the plan's predicted gain, the model's fluid bound and simulated gains, the
     measured gain and its error."""
@@ -145,8 +178,10 @@ def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[i
     planned: dict[int, float] = {}
     planned_groups: list[dict[str, Any]] = []
     if experiment.plan_id is not None:
-        planned = {g.index: g.predicted_gain for g in
-                   session.scalars(select(PlanGroup).where(PlanGroup.plan_id == experiment.plan_id))}
+        planned = {
+            g.index: g.predicted_gain
+            for g in session.scalars(select(PlanGroup).where(PlanGroup.plan_id == experiment.plan_id))
+        }
         plan_row = session.get(PlanRow, experiment.plan_id)
         planned_groups = list((plan_row.body or {}).get("groups", [])) if plan_row is not None else []
     groups = []
@@ -157,22 +192,40 @@ def jobs_and_groups(session: Session, experiment: Experiment, iterations: dict[i
                 interference, link_share = stored_interference(session, _profile_key(job), experiment.bandwidth)
                 jobs[position] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
                 alone.append(jobs[position])
-        drift = {job.name: alone_vs_profile(job, profile_device_ms(session, _profile_key(job), experiment.bandwidth,
-                                                                    job.span_hosts, experiment.created_at))
-                 for job in alone}
-        model = group_model(alone, experiment.bandwidth, sorted(comparison.policies)) \
-            if len(alone) == len(comparison.jobs) else GroupModel()
+        drift = {
+            job.name: alone_vs_profile(
+                job,
+                profile_device_ms(
+                    session, _profile_key(job), experiment.bandwidth, job.span_hosts, experiment.created_at
+                ),
+            )
+            for job in alone
+        }
+        model = (
+            group_model(alone, experiment.bandwidth, sorted(comparison.policies))
+            if len(alone) == len(comparison.jobs)
+            else GroupModel()
+        )
         in_plan = planned_groups[comparison.group] if 0 <= comparison.group < len(planned_groups) else {}
-        groups.append(GroupReport.of(comparison, {name: ratio for name, ratio in drift.items()
-                                                  if name is not None and ratio is not None},
-                                     # the plan's crossover prediction (its pick's may be another way's)
-                                     in_plan.get("predicted_by_sharing", {}).get("crossover", planned.get(comparison.group)),
-                                     model,
-                                     # plans from before the pick ran every group in crossover
-                                     in_plan.get("sharing", "crossover") if in_plan else None,
-                                     in_plan.get("predicted_by_sharing", {}),
-                                     "mps" if any(job.gpu_sharing == "mps" for job in jobs if job.mode == "concurrent"
-                                                  and job.group == comparison.group) else "concurrent"))
+        groups.append(
+            GroupReport.of(
+                comparison,
+                {name: ratio for name, ratio in drift.items() if name is not None and ratio is not None},
+                # the plan's crossover prediction (its pick's may be another way's)
+                in_plan.get("predicted_by_sharing", {}).get("crossover", planned.get(comparison.group)),
+                model,
+                # plans from before the pick ran every group in crossover
+                in_plan.get("sharing", "crossover") if in_plan else None,
+                in_plan.get("predicted_by_sharing", {}),
+                "mps"
+                if any(
+                    job.gpu_sharing == "mps"
+                    for job in jobs
+                    if job.mode == "concurrent" and job.group == comparison.group
+                )
+                else "concurrent",
+            )
+        )
     return jobs, groups
 
 
@@ -207,10 +260,16 @@ class ExperimentBrief:
         """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain."""
         gains = [g.measured_gain for g in self.groups if g.measured_gain is not None]
         modes = sorted({j.mode for j in self.jobs if j.mode is not None}, key=mode_rank)
-        return ExperimentSummary(id=self.experiment.id, kind=self.experiment.kind, status=self.experiment.status,
-                                 created_at=self.experiment.created_at, jobs=len({j.name for j in self.jobs}),
-                                 runs=len(self.jobs), modes=",".join(modes),
-                                 best_crossover_gain=max(gains) if gains else None)
+        return ExperimentSummary(
+            id=self.experiment.id,
+            kind=self.experiment.kind,
+            status=self.experiment.status,
+            created_at=self.experiment.created_at,
+            jobs=len({j.name for j in self.jobs}),
+            runs=len(self.jobs),
+            modes=",".join(modes),
+            best_crossover_gain=max(gains) if gains else None,
+        )
 
 
 def all_experiments(session: Session) -> list[ExperimentBrief]:
@@ -238,8 +297,14 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
             predicted = group.predicted_gain if group.predicted_gain is not None else simulated
             if predicted is None or group.measured_gain is None:
                 continue
-            points.append(GainPoint(experiment=brief.experiment.id, group=group.group, jobs=group.jobs,
-                                    predicted_gain=predicted,
-                                    predicted_from="plan" if group.predicted_gain is not None else "model",
-                                    measured_gain=group.measured_gain))
+            points.append(
+                GainPoint(
+                    experiment=brief.experiment.id,
+                    group=group.group,
+                    jobs=group.jobs,
+                    predicted_gain=predicted,
+                    predicted_from="plan" if group.predicted_gain is not None else "model",
+                    measured_gain=group.measured_gain,
+                )
+            )
     return points

@@ -28,14 +28,14 @@ from .tables import (
 
 PICTURE_CAPTIONS = {
     "timeline": "What device 0 does over about 8 iterations in the middle of the run: per job, data + compute, "
-                "waiting for the previous all-reduce (communication) and waiting for its turn. Under crossover "
-                "the compute bars of the jobs alternate.",
+    "waiting for the previous all-reduce (communication) and waiting for its turn. Under crossover "
+    "the compute bars of the jobs alternate.",
     "throughput": "Aggregate throughput by mode, each job normalised by its speed alone (sequential = 1.0), "
-                  "and the model's ideal gain from the sequential runs' medians.",
+    "and the model's ideal gain from the sequential runs' medians.",
     "losses": "Training loss per iteration of each job alone and under crossover: taking turns must not change "
-              "the training, so the curves coincide.",
-    "predicted_vs_measured": "Predicted (plan, or the simulation of the policy from the sequential runs) against measured crossover "
-                             "gain for every comparison run in the database; this run in red.",
+    "the training, so the curves coincide.",
+    "predicted_vs_measured": "Predicted (plan, or the simulation of the policy from the sequential runs) against "
+    "measured crossover gain for every comparison run in the database; this run in red.",
 }
 
 STYLE = """
@@ -73,51 +73,73 @@ def embedded_picture(name: str, path: str, caption: str | None = None) -> str:
     """A PNG embedded in the page (the file stands alone), with its caption."""
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     caption = caption or PICTURE_CAPTIONS.get(name, name)
-    return (f'<figure id="{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure id="{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{escape(caption)}</figcaption></figure>"
+    )
 
 
 def _page(title: str, sections: list[str]) -> str:
-    return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<meta name=viewport content='width=device-width, initial-scale=1'><title>{escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{''.join(sections)}"
-            f"<footer>written by xover {escape(__version__)} (xover report)</footer></body></html>\n")
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<meta name=viewport content='width=device-width, initial-scale=1'><title>{escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{''.join(sections)}"
+        f"<footer>written by xover {escape(__version__)} (xover report)</footer></body></html>\n"
+    )
 
 
 def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
     """One experiment's report as a page that stands alone: the same tables as the terminal's, and the
     pictures embedded."""
     experiment = report.experiment
-    details = [("kind", experiment.kind), ("status", experiment.status), ("created", experiment.created_at),
-               ("ended", experiment.ended_at), ("command", experiment.command),
-               ("link", experiment.bandwidth or "host network"), ("hosts", experiment.hosts),
-               ("plan", experiment.plan_id)]
+    details = [
+        ("kind", experiment.kind),
+        ("status", experiment.status),
+        ("created", experiment.created_at),
+        ("ended", experiment.ended_at),
+        ("command", experiment.command),
+        ("link", experiment.bandwidth or "host network"),
+        ("hosts", experiment.hosts),
+        ("plan", experiment.plan_id),
+    ]
     jobs = [job.to_json() for job in report.jobs]
-    sections = ["<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
-                "<h2>Jobs</h2>", html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS)]
+    sections = [
+        "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
+        "<h2>Jobs</h2>",
+        html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS),
+    ]
     if report.groups:
-        sections += ["<h2>Groups: aggregate throughput and gain</h2>",
-                     "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
-                     "sequential; error is measured vs the plan's prediction.</p>",
-                     html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS),
-                     "<h2>Ways of sharing: predicted against measured, and the plan's pick</h2>",
-                     "<p>Concurrent (no coordination; under MPS where its runs had MPS) and crossover, each predicted "
-                     "and measured; the plan's pick beside the best mode measured.</p>",
-                     html_table(SHARING_COLUMNS, display_rows(group.to_json() for group in report.groups),
-                                {**DIGITS, "concurrent_error_pct": 1})]
+        sections += [
+            "<h2>Groups: aggregate throughput and gain</h2>",
+            "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
+            "sequential; error is measured vs the plan's prediction.</p>",
+            html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS),
+            "<h2>Ways of sharing: predicted against measured, and the plan's pick</h2>",
+            "<p>Concurrent (no coordination; under MPS where its runs had MPS) and crossover, each predicted "
+            "and measured; the plan's pick beside the best mode measured.</p>",
+            html_table(
+                SHARING_COLUMNS,
+                display_rows(group.to_json() for group in report.groups),
+                {**DIGITS, "concurrent_error_pct": 1},
+            ),
+        ]
         sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in group_warnings(report.groups)]
     if report.parity:
-        sections += ["<h2>Accuracy parity</h2>",
-                     "<p>Largest per-iteration |loss difference| between each job alone and shared "
-                     "(expected 0.0 on CPU).</p>",
-                     html_table(PARITY_COLUMNS, display_rows(parity.to_json() for parity in report.parity), DIGITS)]
+        sections += [
+            "<h2>Accuracy parity</h2>",
+            "<p>Largest per-iteration |loss difference| between each job alone and shared (expected 0.0 on CPU).</p>",
+            html_table(PARITY_COLUMNS, display_rows(parity.to_json() for parity in report.parity), DIGITS),
+        ]
     for job in report.jobs:
         if job.turns_lost:
-            sections.append(f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) gave up crossover turns</h2>"
-                            f"<p>{escape(turns_lost_line(job.to_json()))}</p>")
+            sections.append(
+                f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) gave up crossover turns</h2>"
+                f"<p>{escape(turns_lost_line(job.to_json()))}</p>"
+            )
         if job.error:
-            sections.append(f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) failed</h2>"
-                            f"<pre>{escape(job.error)}</pre>")
+            sections.append(
+                f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) failed</h2><pre>{escape(job.error)}</pre>"
+            )
     if pictures:
         sections.append("<h2>Pictures</h2>")
         sections += [embedded_picture(name, path) for name, path in pictures.items()]
@@ -126,9 +148,17 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
 
 def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
     """`xover report all` as a page that stands alone, with the predicted-against-measured picture."""
-    sections = [f"<p>{len(briefs)} experiments, newest first.</p>",
-                html_table(SUMMARY_COLUMNS, summary_rows(briefs), DIGITS)]
-    sections += [embedded_picture(name, path, "Predicted (plan, or the simulation of the policy from the sequential runs) against "
-                                  "measured crossover gain for every comparison run in the database.")
-                 for name, path in pictures.items()]
+    sections = [
+        f"<p>{len(briefs)} experiments, newest first.</p>",
+        html_table(SUMMARY_COLUMNS, summary_rows(briefs), DIGITS),
+    ]
+    sections += [
+        embedded_picture(
+            name,
+            path,
+            "Predicted (plan, or the simulation of the policy from the sequential runs) against "
+            "measured crossover gain for every comparison run in the database.",
+        )
+        for name, path in pictures.items()
+    ]
     return _page("xover report: every experiment", sections)

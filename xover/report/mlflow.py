@@ -46,23 +46,51 @@ TAG_RUN_ID = "xover.run_id"  # the run's id in xover's store
 TAG_SIGNATURE = "xover.signature"  # on the parent: a hash of everything written
 TAG_COMPLETE = "xover.complete"  # on the parent, set last: every run and artifact was written
 # per iteration: MLflow metric key -> the iteration row's column (step = the iteration's step)
-HISTORIES = {"loss": "loss", "step_time_s": "iteration_s", "compute_s": "compute_s",
-             "communication_s": "communication_s", "turn_wait_s": "wait_s"}
+HISTORIES = {
+    "loss": "loss",
+    "step_time_s": "iteration_s",
+    "compute_s": "compute_s",
+    "communication_s": "communication_s",
+    "turn_wait_s": "wait_s",
+}
 # per job run: MLflow metric key -> RunResult's field
-JOB_METRICS = {"samples_per_s": "samples_per_s", "samples_per_s_shared": "samples_per_s_shared",
-               "speed_vs_alone": "speed", "slowdown": "slowdown", "iteration_ms": "iteration_ms",
-               "compute_ms": "compute_ms", "communication_ms": "communication_ms", "turn_wait_ms": "wait_ms",
-               "final_loss": "final_loss", "accuracy": "accuracy", "iterations": "iterations",
-               "peak_memory_gb": "peak_memory_gb"}
+JOB_METRICS = {
+    "samples_per_s": "samples_per_s",
+    "samples_per_s_shared": "samples_per_s_shared",
+    "speed_vs_alone": "speed",
+    "slowdown": "slowdown",
+    "iteration_ms": "iteration_ms",
+    "compute_ms": "compute_ms",
+    "communication_ms": "communication_ms",
+    "turn_wait_ms": "wait_ms",
+    "final_loss": "final_loss",
+    "accuracy": "accuracy",
+    "iterations": "iterations",
+    "peak_memory_gb": "peak_memory_gb",
+}
 # per group, on the parent as group<N>.<key>: key -> GroupReport's attribute
-GROUP_METRICS = {"gain": "measured_gain", "concurrent_vs_sequential": "concurrent_vs_sequential",
-                 "crossover_vs_concurrent": "crossover_vs_concurrent", "predicted_gain": "predicted_gain",
-                 "fluid_bound": "fluid_bound", "of_fluid_bound": "of_fluid_bound", "gain_error_pct": "gain_error_pct",
-                 "concurrent_predicted": "concurrent_predicted", "crossover_overlap": "crossover_overlap",
-                 "concurrent_overlap": "concurrent_overlap"}
+GROUP_METRICS = {
+    "gain": "measured_gain",
+    "concurrent_vs_sequential": "concurrent_vs_sequential",
+    "crossover_vs_concurrent": "crossover_vs_concurrent",
+    "predicted_gain": "predicted_gain",
+    "fluid_bound": "fluid_bound",
+    "of_fluid_bound": "of_fluid_bound",
+    "gain_error_pct": "gain_error_pct",
+    "concurrent_predicted": "concurrent_predicted",
+    "crossover_overlap": "crossover_overlap",
+    "concurrent_overlap": "concurrent_overlap",
+}
 # xover's run status -> MLflow's (RUNNING, FINISHED, FAILED, KILLED)
-STATUS = {"finished": "FINISHED", "failed": "FAILED", "lost": "FAILED", "timeout": "FAILED",
-          "interrupted": "KILLED", "cancelled": "KILLED", "stopped": "KILLED"}
+STATUS = {
+    "finished": "FINISHED",
+    "failed": "FAILED",
+    "lost": "FAILED",
+    "timeout": "FAILED",
+    "interrupted": "KILLED",
+    "cancelled": "KILLED",
+    "stopped": "KILLED",
+}
 PARAM_LENGTH = 6000  # MLflow's longest param value
 BATCH = 1000  # MLflow's most metrics in one log_batch
 PARAM_BATCH = 100  # and params
@@ -82,11 +110,15 @@ class MlflowWritten:
 
 def recipe_params(session: Session, experiment_id: str) -> dict[int, dict[str, str]]:
     """Store run id -> the recipe or job file's fields, as MLflow params (flat, strings)."""
-    rows = session.execute(select(Run.id, RecipeSnapshot.body, RecipeSnapshot.path, RecipeSnapshot.hash)
-                           .join(RecipeSnapshot, Run.recipe_id == RecipeSnapshot.id)
-                           .where(Run.experiment_id == experiment_id))
-    return {run_id: {**_flat("recipe", body or {}), "recipe.path": path, "recipe.hash": content_hash}
-            for run_id, body, path, content_hash in rows}
+    rows = session.execute(
+        select(Run.id, RecipeSnapshot.body, RecipeSnapshot.path, RecipeSnapshot.hash)
+        .join(RecipeSnapshot, Run.recipe_id == RecipeSnapshot.id)
+        .where(Run.experiment_id == experiment_id)
+    )
+    return {
+        run_id: {**_flat("recipe", body or {}), "recipe.path": path, "recipe.hash": content_hash}
+        for run_id, body, path, content_hash in rows
+    }
 
 
 def _flat(prefix: str, value: Any) -> dict[str, str]:
@@ -98,20 +130,27 @@ def _flat(prefix: str, value: Any) -> dict[str, str]:
     if value is None:
         return {}
     text = value if isinstance(value, str) else json.dumps(value)
-    return {prefix: text if len(text) <= PARAM_LENGTH else text[:PARAM_LENGTH - 3] + "..."}
+    return {prefix: text if len(text) <= PARAM_LENGTH else text[: PARAM_LENGTH - 3] + "..."}
 
 
 def tracking_uri_of(given: str | None) -> str:
     """The tracking store to write to: --tracking-uri, else MLFLOW_TRACKING_URI; refused when neither."""
     uri = given or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        raise ReportError("--format mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI), "
-                          "e.g. sqlite:///results/mlflow.db or http://host:5000")
+        raise ReportError(
+            "--format mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI), "
+            "e.g. sqlite:///results/mlflow.db or http://host:5000"
+        )
     return uri
 
 
-def write_experiment(report: ExperimentReport, params: dict[int, dict[str, str]], pictures: dict[str, str],
-                     html: Path | None, tracking_uri: str) -> MlflowWritten:
+def write_experiment(
+    report: ExperimentReport,
+    params: dict[int, dict[str, str]],
+    pictures: dict[str, str],
+    html: Path | None,
+    tracking_uri: str,
+) -> MlflowWritten:
     """Write one experiment into the MLflow tracking store at `tracking_uri` (idempotent; see the module)."""
     _import_mlflow()  # first: importing MLflow sets its loggers' levels, which the write then quietens
     with _mlflow_errors(tracking_uri):
@@ -120,8 +159,11 @@ def write_experiment(report: ExperimentReport, params: dict[int, dict[str, str]]
         signature = _signature(report, params)
         existing = _runs_of(client, experiment_id, report.id)
         parents = [run for run in existing if run.data.tags.get(TAG_KIND) == "experiment"]
-        if (len(parents) == 1 and parents[0].data.tags.get(TAG_SIGNATURE) == signature
-                and parents[0].data.tags.get(TAG_COMPLETE) == "true"):
+        if (
+            len(parents) == 1
+            and parents[0].data.tags.get(TAG_SIGNATURE) == signature
+            and parents[0].data.tags.get(TAG_COMPLETE) == "true"
+        ):
             jobs = sum(1 for run in existing if run.data.tags.get(TAG_KIND) == "job")
             return MlflowWritten(report.id, parents[0].info.run_id, jobs, 0, unchanged=True, replaced=False)
         for run in existing:  # an earlier copy, different or cut short: replaced as a whole
@@ -142,8 +184,9 @@ def _import_mlflow() -> None:
     try:
         import mlflow.tracking  # noqa: F401
     except ImportError:
-        raise ReportError("--format mlflow needs MLflow's client: pip install 'xover[mlflow]' "
-                          "(make setup installs it)") from None
+        raise ReportError(
+            "--format mlflow needs MLflow's client: pip install 'xover[mlflow]' (make setup installs it)"
+        ) from None
 
 
 def _client(tracking_uri: str) -> MlflowClient:
@@ -164,25 +207,32 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
         found = client.get_experiment_by_name(name)
     if found is not None:
         if found.lifecycle_stage != "active":
-            raise ReportError(f"--tracking-uri {tracking_uri}: the MLflow experiment '{name}' is deleted; "
-                              "restore it or set MLFLOW_EXPERIMENT_NAME to another")
+            raise ReportError(
+                f"--tracking-uri {tracking_uri}: the MLflow experiment '{name}' is deleted; "
+                "restore it or set MLFLOW_EXPERIMENT_NAME to another"
+            )
         return found.experiment_id
     location = None
     if tracking_uri.startswith("sqlite:///"):
         location = (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns").as_uri()
-    return client.create_experiment(name, artifact_location=location,
-                                    tags={"mlflow.note.content": "xover experiments: one parent run each, "
-                                                                 "its jobs' runs nested under it",
-                                          # MLflow's UI then shows model training's pages, not GenAI's
-                                          "mlflow.experimentKind": "custom_model_development"})
+    return client.create_experiment(
+        name,
+        artifact_location=location,
+        tags={
+            "mlflow.note.content": "xover experiments: one parent run each, its jobs' runs nested under it",
+            # MLflow's UI then shows model training's pages, not GenAI's
+            "mlflow.experimentKind": "custom_model_development",
+        },
+    )
 
 
 def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list:
     runs: list[Any] = []
     token = None
     while True:
-        page = client.search_runs([experiment_id], f"tags.`{TAG_EXPERIMENT}` = '{xover_experiment}'",
-                                  max_results=1000, page_token=token)
+        page = client.search_runs(
+            [experiment_id], f"tags.`{TAG_EXPERIMENT}` = '{xover_experiment}'", max_results=1000, page_token=token
+        )
         runs.extend(page)
         token = page.token
         if not token:
@@ -191,14 +241,28 @@ def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) ->
 
 def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentReport, signature: str) -> str:
     info = report.experiment
-    run = client.create_run(experiment_id, start_time=_ms(info.created_at), run_name=info.id,
-                            tags={TAG_EXPERIMENT: info.id, TAG_KIND: "experiment", TAG_SIGNATURE: signature,
-                                  "xover.status": info.status,
-                                  "mlflow.note.content": f"xover {info.kind} {info.id}: `{info.command}`"})
+    run = client.create_run(
+        experiment_id,
+        start_time=_ms(info.created_at),
+        run_name=info.id,
+        tags={
+            TAG_EXPERIMENT: info.id,
+            TAG_KIND: "experiment",
+            TAG_SIGNATURE: signature,
+            "xover.status": info.status,
+            "mlflow.note.content": f"xover {info.kind} {info.id}: `{info.command}`",
+        },
+    )
     parent = run.info.run_id
-    params = {"kind": info.kind, "command": info.command, "link": info.bandwidth or "host", "hosts": info.hosts,
-              "plan_id": info.plan_id, "hardware": info.hardware,
-              "jobs": json.dumps(sorted({job.name for job in report.jobs if job.name}))}
+    params = {
+        "kind": info.kind,
+        "command": info.command,
+        "link": info.bandwidth or "host",
+        "hosts": info.hosts,
+        "plan_id": info.plan_id,
+        "hardware": info.hardware,
+        "jobs": json.dumps(sorted({job.name for job in report.jobs if job.name})),
+    }
     metrics: dict[str, float] = {}
     for group in report.groups:
         for key, attribute in GROUP_METRICS.items():
@@ -213,21 +277,44 @@ def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentRe
     return parent
 
 
-def _write_job(client: MlflowClient, experiment_id: str, parent: str, report: ExperimentReport, job: RunResult,
-               recipe: dict[str, str]) -> None:
+def _write_job(
+    client: MlflowClient,
+    experiment_id: str,
+    parent: str,
+    report: ExperimentReport,
+    job: RunResult,
+    recipe: dict[str, str],
+) -> None:
     label = f"{job.name} {job.mode}" + (f" ({job.policy})" if job.policy and job.mode == "crossover" else "")
-    tags = {"mlflow.parentRunId": parent, TAG_EXPERIMENT: report.id, TAG_KIND: "job", TAG_RUN_ID: str(job.run_id),
-            "xover.job": job.name, "xover.mode": job.mode, "xover.status": job.status or ""}
+    tags = {
+        "mlflow.parentRunId": parent,
+        TAG_EXPERIMENT: report.id,
+        TAG_KIND: "job",
+        TAG_RUN_ID: str(job.run_id),
+        "xover.job": job.name,
+        "xover.mode": job.mode,
+        "xover.status": job.status or "",
+    }
     if job.policy:
         tags["xover.policy"] = job.policy
     if job.group is not None:
         tags["xover.group"] = str(job.group)
     run = client.create_run(experiment_id, start_time=_ms(job.started_at), run_name=label, tags=tags)
     run_id = run.info.run_id
-    params = {"mode": job.mode, "policy": job.policy, "group": job.group, "engine": job.engine, "np": job.np,
-              "hosts": job.hosts, "devices": job.devices, "device": job.device, "backend": job.backend,
-              "iterations_planned": job.iterations_planned, "link": report.experiment.bandwidth or "host",
-              **recipe}
+    params = {
+        "mode": job.mode,
+        "policy": job.policy,
+        "group": job.group,
+        "engine": job.engine,
+        "np": job.np,
+        "hosts": job.hosts,
+        "devices": job.devices,
+        "device": job.device,
+        "backend": job.backend,
+        "iterations_planned": job.iterations_planned,
+        "link": report.experiment.bandwidth or "host",
+        **recipe,
+    }
     metrics = {key: float(getattr(job, field)) for key, field in JOB_METRICS.items() if _number(getattr(job, field))}
     for parity in report.parity:
         if (parity.name, parity.mode, parity.policy, parity.group) == (job.name, job.mode, job.policy, job.group):
@@ -255,8 +342,9 @@ def _end(client: MlflowClient, run_id: str, status: str | None, ended_at: str | 
         client.set_terminated(run_id, STATUS[status], _ms(ended_at))
 
 
-def _log_artifacts(client: MlflowClient, parent: str, report: ExperimentReport, pictures: dict[str, str],
-                   html: Path | None) -> int:
+def _log_artifacts(
+    client: MlflowClient, parent: str, report: ExperimentReport, pictures: dict[str, str], html: Path | None
+) -> int:
     from .tables import report_dict
 
     paths = [Path(path) for path in pictures.values()] + ([html] if html is not None else [])
@@ -265,23 +353,28 @@ def _log_artifacts(client: MlflowClient, parent: str, report: ExperimentReport, 
         if path.is_file():
             client.log_artifact(parent, str(path))
             written += 1
-    client.log_dict(parent, json.loads(json.dumps(report_dict(report, {name: Path(path).name for name, path in
-                                                                        pictures.items()}), default=str)),
-                    "report.json")
+    client.log_dict(
+        parent,
+        json.loads(
+            json.dumps(report_dict(report, {name: Path(path).name for name, path in pictures.items()}), default=str)
+        ),
+        "report.json",
+    )
     return written + 1
 
 
-def _log(client: MlflowClient, run_id: str, params: dict[str, str], metrics: dict[str, float],
-         histories: list | None = None) -> None:
+def _log(
+    client: MlflowClient, run_id: str, params: dict[str, str], metrics: dict[str, float], histories: list | None = None
+) -> None:
     from mlflow.entities import Metric, Param
 
     now = _ms(None)
     entries = [Metric(key, value, now, 0) for key, value in metrics.items()] + list(histories or [])
     param_entries = [Param(key, value) for key, value in params.items()]
     for start in range(0, len(param_entries), PARAM_BATCH):
-        client.log_batch(run_id, params=param_entries[start:start + PARAM_BATCH])
+        client.log_batch(run_id, params=param_entries[start : start + PARAM_BATCH])
     for start in range(0, len(entries), BATCH):
-        client.log_batch(run_id, metrics=entries[start:start + BATCH])
+        client.log_batch(run_id, metrics=entries[start : start + BATCH])
 
 
 def _flat_params(params: dict[str, Any]) -> dict[str, str]:
@@ -298,9 +391,14 @@ def _signature(report: ExperimentReport, params: dict[int, dict[str, str]]) -> s
     """A hash of everything written: the same experiment, unchanged, hashes alike."""
     from .tables import report_dict
 
-    body = {"report": report_dict(report, {}), "params": {str(k): v for k, v in sorted(params.items())},
-            "iterations": {str(run): [[row.get("step"), *(row.get(c) for c in HISTORIES.values())] for row in rows]
-                           for run, rows in sorted(report.iterations.items())}}
+    body = {
+        "report": report_dict(report, {}),
+        "params": {str(k): v for k, v in sorted(params.items())},
+        "iterations": {
+            str(run): [[row.get("step"), *(row.get(c) for c in HISTORIES.values())] for row in rows]
+            for run, rows in sorted(report.iterations.items())
+        },
+    }
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 

@@ -24,10 +24,12 @@ DPI = 110
 
 def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Path) -> dict[str, str]:
     """Every picture that the experiment has data for; name -> path of the PNG written."""
-    makers = {"timeline": lambda path: timeline_picture(report, path),
-              "throughput": lambda path: throughput_picture(report.groups, report.id, path),
-              "losses": lambda path: losses_picture(report, path),
-              "predicted_vs_measured": lambda path: predicted_vs_measured_picture(points, report.id, path)}
+    makers = {
+        "timeline": lambda path: timeline_picture(report, path),
+        "throughput": lambda path: throughput_picture(report.groups, report.id, path),
+        "losses": lambda path: losses_picture(report, path),
+        "predicted_vs_measured": lambda path: predicted_vs_measured_picture(points, report.id, path),
+    }
     if not report.is_comparison:  # a lone job has no modes or gains to compare
         makers = {"losses": makers["losses"]}
     written = {}
@@ -58,15 +60,19 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     group = min(j.group for j in shared if j.group is not None)
     panels = []
     for mode in ("crossover", "concurrent"):
-        jobs = sorted((j for j in shared if j.group == group and j.mode == mode),
-                      key=lambda j: (j.slot if j.slot is not None else 0, j.name))
+        jobs = sorted(
+            (j for j in shared if j.group == group and j.mode == mode),
+            key=lambda j: (j.slot if j.slot is not None else 0, j.name),
+        )
         rows = [rows_of(report.iterations, j) for j in jobs]
         found = middle_window(rows, TIMELINE_ITERATIONS)
         if found is not None:
             window, when = found
-            note = {"steady": f"~{TIMELINE_ITERATIONS} iterations mid-run",
-                    "start-up": "the jobs overlapped only during warm-up (short run)",
-                    "apart": "the jobs never ran at the same time (short run): the longest one shown"}[when]
+            note = {
+                "steady": f"~{TIMELINE_ITERATIONS} iterations mid-run",
+                "start-up": "the jobs overlapped only during warm-up (short run)",
+                "apart": "the jobs never ran at the same time (short run): the longest one shown",
+            }[when]
             panels.append((mode, jobs, rows, window, note))
     if not panels:
         return False
@@ -74,12 +80,16 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     figure = Figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (mode, jobs, rows, window, note) in zip(axes, panels):
-        for lane, job_rows in enumerate(rows[:len(jobs)]):
+        for lane, job_rows in enumerate(rows[: len(jobs)]):
             for phase in PHASES:
-                spans = [((i.start - window[0]) * 1000, (i.end - i.start) * 1000)
-                         for i in intervals_in_window(job_rows, window) if i.phase == phase]
-                ax.broken_barh(spans, (lane - 0.35, 0.7), facecolors=PHASE_COLOURS[phase],
-                               edgecolor="white", linewidth=0.4)
+                spans = [
+                    ((i.start - window[0]) * 1000, (i.end - i.start) * 1000)
+                    for i in intervals_in_window(job_rows, window)
+                    if i.phase == phase
+                ]
+                ax.broken_barh(
+                    spans, (lane - 0.35, 0.7), facecolors=PHASE_COLOURS[phase], edgecolor="white", linewidth=0.4
+                )
         ax.set_yticks(range(len(jobs)), [_job_label(j) for j in jobs])
         ax.set_ylim(len(jobs) - 0.5, -0.5)
         ax.set_xlim(0, (window[1] - window[0]) * 1000)
@@ -88,8 +98,7 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     axes[-1].set_xlabel("time in the window (ms)")
     handles = [_patch(PHASE_COLOURS[p], p if p != "compute" else "data + compute") for p in PHASES]
     figure.legend(handles=handles, loc="outside upper right", ncols=3, frameon=False, fontsize=9)
-    figure.suptitle(f"Who uses the device when - experiment {report.id}, group {group}", x=0.01,
-                    ha="left", fontsize=11)
+    figure.suptitle(f"Who uses the device when - experiment {report.id}, group {group}", x=0.01, ha="left", fontsize=11)
     return _save(figure, path)
 
 
@@ -108,8 +117,12 @@ def _patch(colour: str, label: str):
 
 def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path) -> bool:
     """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
-    series = [("sequential", "sequential"), ("concurrent", "concurrent_vs_sequential"),
-              ("crossover", "crossover_vs_sequential"), ("fluid bound", "fluid_bound")]
+    series = [
+        ("sequential", "sequential"),
+        ("concurrent", "concurrent_vs_sequential"),
+        ("crossover", "crossover_vs_sequential"),
+        ("fluid bound", "fluid_bound"),
+    ]
     # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
     groups = [g for g in groups if g.sequential is not None and any(getattr(g, k) for _, k in series[1:])]
     if not groups:
@@ -120,9 +133,16 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
     for index, (label, key) in enumerate(series):
         xs = [g_index + (index - (len(series) - 1) / 2) * width for g_index in range(len(groups))]
         values = [getattr(group, key) for group in groups]
-        bars = ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None],
-                      width * 0.92, color=MODE_COLOURS[label], edgecolor="#333333", linewidth=0.7,
-                      hatch="//" if label == "fluid bound" else None, label=label)
+        bars = ax.bar(
+            [x for x, v in zip(xs, values) if v is not None],
+            [v for v in values if v is not None],
+            width * 0.92,
+            color=MODE_COLOURS[label],
+            edgecolor="#333333",
+            linewidth=0.7,
+            hatch="//" if label == "fluid bound" else None,
+            label=label,
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
     ax.axhline(1.0, color="#333333", linewidth=0.8, linestyle=":")
     ax.set_xticks(range(len(groups)), [f"group {g.group}\n" + " + ".join(g.jobs) for g in groups], fontsize=8)
@@ -149,9 +169,17 @@ def losses_picture(report: ExperimentReport, path: Path) -> bool:
         rows = rows_of(report.iterations, job)
         colour = JOB_COLOURS[names.index(job.name) % len(JOB_COLOURS)]
         alone = job.is_alone
-        ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], color=colour,
-                linestyle="-" if alone else "--", linewidth=2.2 if alone else 1.2, alpha=0.55 if alone else 1.0,
-                marker=None if alone else "x", markersize=4, label=f"{job.name} ({job.mode})")
+        ax.plot(
+            [r["step"] for r in rows],
+            [r["loss"] for r in rows],
+            color=colour,
+            linestyle="-" if alone else "--",
+            linewidth=2.2 if alone else 1.2,
+            alpha=0.55 if alone else 1.0,
+            marker=None if alone else "x",
+            markersize=4,
+            label=f"{job.name} ({job.mode})",
+        )
     ax.set_xlabel("iteration")
     ax.set_ylabel("training loss (rank 0)")
     ax.legend(fontsize=8, frameon=False)
@@ -177,21 +205,34 @@ def predicted_vs_measured_picture(points: list[GainPoint], highlight: str | None
             chosen = [p for p in points if p.predicted_from == source and (p.experiment == highlight) == current]
             if not chosen:
                 continue
-            ax.scatter([p.predicted_gain for p in chosen], [p.measured_gain for p in chosen], marker=marker,
-                       s=60 if current else 30, color="#d1495b" if current else "#3b6fb6", edgecolor="#222222",
-                       linewidth=0.5, zorder=3,
-                       label=f"{'this run' if current else 'other runs'} (predicted by the {source})")
+            ax.scatter(
+                [p.predicted_gain for p in chosen],
+                [p.measured_gain for p in chosen],
+                marker=marker,
+                s=60 if current else 30,
+                color="#d1495b" if current else "#3b6fb6",
+                edgecolor="#222222",
+                linewidth=0.5,
+                zorder=3,
+                label=f"{'this run' if current else 'other runs'} (predicted by the {source})",
+            )
     for point in points:
         if point.experiment == highlight:
-            ax.annotate(" + ".join(point.jobs), (point.predicted_gain, point.measured_gain), fontsize=7,
-                        textcoords="offset points", xytext=(5, 4))
+            ax.annotate(
+                " + ".join(point.jobs),
+                (point.predicted_gain, point.measured_gain),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(5, 4),
+            )
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
     ax.set_aspect("equal")
     ax.set_xlabel("predicted crossover gain (x sequential)")
     ax.set_ylabel("measured crossover gain (x sequential)")
     ax.legend(fontsize=7, frameon=False, loc="upper left")
-    ax.set_title(f"Predicted vs measured gain ({len(points)} group{'s' if len(points) != 1 else ''})",
-                 loc="left", fontsize=11)
+    ax.set_title(
+        f"Predicted vs measured gain ({len(points)} group{'s' if len(points) != 1 else ''})", loc="left", fontsize=11
+    )
     ax.grid(alpha=0.3)
     return _save(figure, path)

@@ -22,47 +22,146 @@ from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
 
-JOB_COLUMNS: Columns = [("job", "name"), ("mode", "mode"), ("policy", "policy"), ("group", "group"), ("status", "status"),
-                        ("exit", "exit_code"), ("iters", "iterations"), ("samples/s", "samples_per_s"),
-                        ("iter ms", "iteration_ms"), ("compute ms", "compute_ms"), ("comm ms", "communication_ms"),
-                        ("turn wait ms", "wait_ms"), ("slowdown vs alone", "slowdown"),
-                        ("final loss", "final_loss"), ("accuracy", "accuracy")]
-GROUP_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("sequential", "sequential"),
-                          ("concurrent", "concurrent_vs_sequential"), ("crossover", "crossover_vs_sequential"),
-                          ("crossover/concurrent", "crossover_vs_concurrent"), ("predicted gain", "predicted_gain"),
-                          ("fluid bound", "fluid_bound"), ("of bound", "of_fluid_bound"),
-                          ("measured gain", "measured_gain"), ("error %", "gain_error_pct")]
-SHARING_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("concurrent", "concurrent_vs_sequential"),
-                            ("concurrent predicted", "concurrent_predicted"), ("error %", "concurrent_error_pct"),
-                            ("crossover", "crossover_vs_sequential"), ("crossover predicted", "predicted_gain"),
-                            ("the plan's pick", "planned_sharing"), ("best measured", "best_measured"),
-                            ("pick / best", "pick_vs_best")]
-POLICY_COLUMNS: Columns = [("group", "group"), ("jobs", "jobs"), ("policy", "policy"), ("crossover", "aggregate"),
-                           ("vs concurrent", "vs_concurrent"), ("simulated", "simulated"),
-                           ("window s", "window_s")]
-TURN_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("policy", "policy"), ("turn wait p50 ms", "wait_ms"),
-                         ("p90 ms", "wait_p90_ms"), ("yields", "yields"), ("rank skew p50 ms", "skew_p50_ms"),
-                         ("p90 ms ", "skew_p90_ms")]
-PARITY_COLUMNS: Columns = [("group", "group"), ("job", "name"), ("mode vs alone", "mode"), ("policy", "policy"),
-                           ("iterations compared", "steps"), ("max |loss difference|", "max_abs_loss_diff"),
-                           ("identical", "identical")]
-SUMMARY_COLUMNS: Columns = [("experiment", "id"), ("kind", "kind"), ("status", "status"), ("created", "created_at"),
-                            ("jobs", "jobs"), ("runs", "runs"), ("modes", "modes"),
-                            ("best crossover gain", "best_crossover_gain")]
-DIGITS = {"accuracy": 3, "final_loss": 4, "samples_per_s": 1, "samples_per_s_shared": 1, "gain_error_pct": 1, "window_s": 1,
-          "concurrent_error_pct": 1}
-JOB_CSV_FIELDS = ("experiment", "run_id", "name", "recipe", "mode", "policy", "group", "slot", "engine", "np", "status",
-                  "exit_code", "iterations", "iterations_planned", "samples_per_s", "samples_per_s_shared", "speed",
-                  "iteration_ms", "data_ms", "compute_ms", "communication_ms", "wait_ms", "wait_p90_ms", "skew_p50_ms",
-                  "skew_p90_ms", "yields", "slowdown", "final_loss", "accuracy", "started_at", "ended_at", "wall_s",
-                  "log_dir", "error")
+JOB_COLUMNS: Columns = [
+    ("job", "name"),
+    ("mode", "mode"),
+    ("policy", "policy"),
+    ("group", "group"),
+    ("status", "status"),
+    ("exit", "exit_code"),
+    ("iters", "iterations"),
+    ("samples/s", "samples_per_s"),
+    ("iter ms", "iteration_ms"),
+    ("compute ms", "compute_ms"),
+    ("comm ms", "communication_ms"),
+    ("turn wait ms", "wait_ms"),
+    ("slowdown vs alone", "slowdown"),
+    ("final loss", "final_loss"),
+    ("accuracy", "accuracy"),
+]
+GROUP_COLUMNS: Columns = [
+    ("group", "group"),
+    ("jobs", "jobs"),
+    ("sequential", "sequential"),
+    ("concurrent", "concurrent_vs_sequential"),
+    ("crossover", "crossover_vs_sequential"),
+    ("crossover/concurrent", "crossover_vs_concurrent"),
+    ("predicted gain", "predicted_gain"),
+    ("fluid bound", "fluid_bound"),
+    ("of bound", "of_fluid_bound"),
+    ("measured gain", "measured_gain"),
+    ("error %", "gain_error_pct"),
+]
+SHARING_COLUMNS: Columns = [
+    ("group", "group"),
+    ("jobs", "jobs"),
+    ("concurrent", "concurrent_vs_sequential"),
+    ("concurrent predicted", "concurrent_predicted"),
+    ("error %", "concurrent_error_pct"),
+    ("crossover", "crossover_vs_sequential"),
+    ("crossover predicted", "predicted_gain"),
+    ("the plan's pick", "planned_sharing"),
+    ("best measured", "best_measured"),
+    ("pick / best", "pick_vs_best"),
+]
+POLICY_COLUMNS: Columns = [
+    ("group", "group"),
+    ("jobs", "jobs"),
+    ("policy", "policy"),
+    ("crossover", "aggregate"),
+    ("vs concurrent", "vs_concurrent"),
+    ("simulated", "simulated"),
+    ("window s", "window_s"),
+]
+TURN_COLUMNS: Columns = [
+    ("group", "group"),
+    ("job", "name"),
+    ("policy", "policy"),
+    ("turn wait p50 ms", "wait_ms"),
+    ("p90 ms", "wait_p90_ms"),
+    ("yields", "yields"),
+    ("rank skew p50 ms", "skew_p50_ms"),
+    ("p90 ms ", "skew_p90_ms"),
+]
+PARITY_COLUMNS: Columns = [
+    ("group", "group"),
+    ("job", "name"),
+    ("mode vs alone", "mode"),
+    ("policy", "policy"),
+    ("iterations compared", "steps"),
+    ("max |loss difference|", "max_abs_loss_diff"),
+    ("identical", "identical"),
+]
+SUMMARY_COLUMNS: Columns = [
+    ("experiment", "id"),
+    ("kind", "kind"),
+    ("status", "status"),
+    ("created", "created_at"),
+    ("jobs", "jobs"),
+    ("runs", "runs"),
+    ("modes", "modes"),
+    ("best crossover gain", "best_crossover_gain"),
+]
+DIGITS = {
+    "accuracy": 3,
+    "final_loss": 4,
+    "samples_per_s": 1,
+    "samples_per_s_shared": 1,
+    "gain_error_pct": 1,
+    "window_s": 1,
+    "concurrent_error_pct": 1,
+}
+JOB_CSV_FIELDS = (
+    "experiment",
+    "run_id",
+    "name",
+    "recipe",
+    "mode",
+    "policy",
+    "group",
+    "slot",
+    "engine",
+    "np",
+    "status",
+    "exit_code",
+    "iterations",
+    "iterations_planned",
+    "samples_per_s",
+    "samples_per_s_shared",
+    "speed",
+    "iteration_ms",
+    "data_ms",
+    "compute_ms",
+    "communication_ms",
+    "wait_ms",
+    "wait_p90_ms",
+    "skew_p50_ms",
+    "skew_p90_ms",
+    "yields",
+    "slowdown",
+    "final_loss",
+    "accuracy",
+    "started_at",
+    "ended_at",
+    "wall_s",
+    "log_dir",
+    "error",
+)
 
 
 def policy_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per group and turn policy that crossover ran under."""
-    return [{"group": g["group"], "jobs": g["jobs"], "policy": policy, **entry,
-             "simulated": (g.get("simulated") or {}).get(policy, {}).get("gain")}
-            for g in groups for policy, entry in sorted(g.get("policies", {}).items())]
+    return [
+        {
+            "group": g["group"],
+            "jobs": g["jobs"],
+            "policy": policy,
+            **entry,
+            "simulated": (g.get("simulated") or {}).get(policy, {}).get("gain"),
+        }
+        for g in groups
+        for policy, entry in sorted(g.get("policies", {}).items())
+    ]
 
 
 def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -86,8 +185,10 @@ def job_columns(comparison: bool) -> Columns:
     samples/s are those the slowdown compares: over the time the group's jobs ran together (the overlap
     window; alone, the whole run). The whole run's stay in JSON and CSV (`samples_per_s`)."""
     if comparison:
-        return [("samples/s together", "samples_per_s_shared") if key == "samples_per_s" else (header, key)
-                for header, key in JOB_COLUMNS]
+        return [
+            ("samples/s together", "samples_per_s_shared") if key == "samples_per_s" else (header, key)
+            for header, key in JOB_COLUMNS
+        ]
     return [c for c in JOB_COLUMNS if c[1] not in ("group", "wait_ms", "slowdown")]
 
 
@@ -96,27 +197,52 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
     and where the pictures are."""
     experiment = report.experiment
     jobs, groups = [job.to_json() for job in report.jobs], [group.to_json() for group in report.groups]
-    print_table(f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
-                f"{experiment.created_at}, link {experiment.bandwidth or 'host network'})",
-                job_columns(report.is_comparison), display_rows(jobs), DIGITS)
+    print_table(
+        f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
+        f"{experiment.created_at}, link {experiment.bandwidth or 'host network'})",
+        job_columns(report.is_comparison),
+        display_rows(jobs),
+        DIGITS,
+    )
     if groups:
-        print_table("aggregate throughput over the time the jobs shared the devices, each job normalised by its "
-                    "speed alone (sequential = 1.0); gains are crossover vs sequential", GROUP_COLUMNS,
-                    display_rows(groups), DIGITS)
-        print_table("each way of sharing predicted against measured, and the plan's pick against the best mode "
-                    "measured (concurrent: under MPS where its runs had MPS)", SHARING_COLUMNS,
-                    display_rows(groups), DIGITS)
+        print_table(
+            "aggregate throughput over the time the jobs shared the devices, each job normalised by its "
+            "speed alone (sequential = 1.0); gains are crossover vs sequential",
+            GROUP_COLUMNS,
+            display_rows(groups),
+            DIGITS,
+        )
+        print_table(
+            "each way of sharing predicted against measured, and the plan's pick against the best mode "
+            "measured (concurrent: under MPS where its runs had MPS)",
+            SHARING_COLUMNS,
+            display_rows(groups),
+            DIGITS,
+        )
         policies = policy_rows(groups)
         if len({row["policy"] for row in policies}) > 1:
-            print_table("crossover by turn policy (simulated: the model on the jobs' runs alone)", POLICY_COLUMNS,
-                        display_rows(policies), DIGITS)
+            print_table(
+                "crossover by turn policy (simulated: the model on the jobs' runs alone)",
+                POLICY_COLUMNS,
+                display_rows(policies),
+                DIGITS,
+            )
     turns = [job for job in jobs if job["mode"] == "crossover"]
     if turns:
-        print_table("turns under crossover: waiting for the turn per iteration, yields to a job ranked first, and the "
-                    "skew between one iteration's first grants on the job's devices", TURN_COLUMNS, turns, DIGITS)
+        print_table(
+            "turns under crossover: waiting for the turn per iteration, yields to a job ranked first, and the "
+            "skew between one iteration's first grants on the job's devices",
+            TURN_COLUMNS,
+            turns,
+            DIGITS,
+        )
     if report.parity:
-        print_table("accuracy parity: largest per-iteration |loss difference| from the job alone (expected 0.0 on CPU)",
-                    PARITY_COLUMNS, display_rows(p.to_json() for p in report.parity), DIGITS)
+        print_table(
+            "accuracy parity: largest per-iteration |loss difference| from the job alone (expected 0.0 on CPU)",
+            PARITY_COLUMNS,
+            display_rows(p.to_json() for p in report.parity),
+            DIGITS,
+        )
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
     for warning in group_warnings(report.groups):
@@ -128,8 +254,10 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
 
 # `SomethingError: ...`, `Error`, `KeyboardInterrupt`: an exception's last line, as Python prints it;
 # torch's elastic agent may prefix a rank's lines with "[rank0]:"
-EXCEPTION_LINE = re.compile(r"^(?:\[[^\]]*\]:?\s*)?"  # [rank0]:
-                            r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$")
+EXCEPTION_LINE = re.compile(
+    r"^(?:\[[^\]]*\]:?\s*)?"  # [rank0]:
+    r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$"
+)
 RANK_HEADER = re.compile(r"^rank (\S+):$")  # record.failure_summary's first line
 REASON_CHARS = 300
 
@@ -148,22 +276,25 @@ def failure_reason(error: str | None) -> str | None:
     exceptions = [match.group(1) for line in lines if (match := EXCEPTION_LINE.match(line))]
     reason = exceptions[-1] if exceptions else lines[-1]
     if len(reason) > REASON_CHARS:
-        reason = reason[:REASON_CHARS - 3] + "..."
+        reason = reason[: REASON_CHARS - 3] + "..."
     return f"rank {rank}: {reason}" if rank is not None else reason
 
 
 def failed_jobs(jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The jobs that ended badly and say why: failed ones, and the other unfinished ones with an error."""
-    return [job for job in jobs if job.get("status") != "finished"
-            and (job.get("status") == "failed" or job.get("error"))]
+    return [
+        job for job in jobs if job.get("status") != "finished" and (job.get("status") == "failed" or job.get("error"))
+    ]
 
 
 def turns_lost_line(job: dict[str, Any]) -> str:
     """One line: a job recorded as crossover whose ranks gave up turns part-way, where and why."""
     lost = job["turns_lost"]
     devices = sorted({str(note.get("device")) for note in lost})
-    return (f"{job.get('name')} ({job.get('mode')}) gave up crossover turns on device {', '.join(devices)} "
-            f"({lost[0].get('why')}); from then on it ran without turns: its figures are not crossover's")
+    return (
+        f"{job.get('name')} ({job.get('mode')}) gave up crossover turns on device {', '.join(devices)} "
+        f"({lost[0].get('why')}); from then on it ran without turns: its figures are not crossover's"
+    )
 
 
 def failure_line(job: dict[str, Any]) -> str:
@@ -173,8 +304,11 @@ def failure_line(job: dict[str, Any]) -> str:
         mode += f", {job['policy']}"
     reason = failure_reason(job.get("error"))
     if reason is None:
-        reason = f"exit code {job['exit_code']}, nothing on its stderr" if job.get("exit_code") is not None \
+        reason = (
+            f"exit code {job['exit_code']}, nothing on its stderr"
+            if job.get("exit_code") is not None
             else "no error recorded"
+        )
     return f"{job.get('name')} ({mode}) {job.get('status')}: {reason}  (log: {job.get('log_dir') or '-'})"
 
 
@@ -191,8 +325,12 @@ def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:
     """`xover report all` on the terminal, newest first."""
-    print_table(f"xover report all  ({len(briefs)} experiment{'s' if len(briefs) != 1 else ''}, newest first)",
-                SUMMARY_COLUMNS, summary_rows(briefs), DIGITS)
+    print_table(
+        f"xover report all  ({len(briefs)} experiment{'s' if len(briefs) != 1 else ''}, newest first)",
+        SUMMARY_COLUMNS,
+        summary_rows(briefs),
+        DIGITS,
+    )
 
 
 def summary_rows(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
@@ -202,9 +340,13 @@ def summary_rows(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
 
 def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str, Any]:
     """The report as `xover report --format json` writes it."""
-    return {"experiment": report.experiment.to_json(), "jobs": [job.to_json() for job in report.jobs],
-            "groups": [group.to_json() for group in report.groups],
-            "parity": [parity.to_json() for parity in report.parity], "pictures": pictures}
+    return {
+        "experiment": report.experiment.to_json(),
+        "jobs": [job.to_json() for job in report.jobs],
+        "groups": [group.to_json() for group in report.groups],
+        "parity": [parity.to_json() for parity in report.parity],
+        "pictures": pictures,
+    }
 
 
 def summary_dict(briefs: list[ExperimentBrief]) -> dict[str, Any]:

@@ -33,10 +33,12 @@ def iteration_intervals(row: dict[str, Any]) -> list[Interval]:
     communication_end = start + row["communication_s"]
     wait_end = communication_end + row["wait_s"]
     work = row["data_s"] + row["compute_s"]
-    intervals = [Interval("communication", start, communication_end),
-                 Interval("turn wait", communication_end, wait_end),
-                 # anchored at the end: bookkeeping between phases is not in any phase, and would shift it
-                 Interval("compute", max(end - work, wait_end), end)]
+    intervals = [
+        Interval("communication", start, communication_end),
+        Interval("turn wait", communication_end, wait_end),
+        # anchored at the end: bookkeeping between phases is not in any phase, and would shift it
+        Interval("compute", max(end - work, wait_end), end),
+    ]
     return [i for i in intervals if i.end > i.start]
 
 
@@ -51,7 +53,7 @@ def middle_window(runs: list[list[dict[str, Any]]], iterations: int = 8) -> tupl
     runs = [rows for rows in runs if rows]
     if not runs:
         return None
-    steady = [rows[warmup_steps(len(rows)):] or rows for rows in runs]
+    steady = [rows[warmup_steps(len(rows)) :] or rows for rows in runs]
     period = max(statistics.median(r["iteration_s"] for r in rows) for rows in steady)
     for when, candidates in (("steady", steady), ("start-up", runs)):  # noqa: B007 - `when` is read after the break
         start, end = _overlap(candidates)

@@ -44,10 +44,20 @@ from .sinks import default_sinks
 from .units import comparison_units
 
 
-def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hosts: str | None = None,
-                 iterations: int | None = None, bandwidth: str | None = None, command: str = "xover train",
-                 show_progress: bool = True, engine: str = "horovod", timeout_s: float | None = None,
-                 wait: bool = False) -> dict[str, Any]:
+def train_recipe(
+    db: str | None,
+    recipe_path: str,
+    *,
+    np: int | None = None,
+    hosts: str | None = None,
+    iterations: int | None = None,
+    bandwidth: str | None = None,
+    command: str = "xover train",
+    show_progress: bool = True,
+    engine: str = "horovod",
+    timeout_s: float | None = None,
+    wait: bool = False,
+) -> dict[str, Any]:
     """`xover train`: one recipe alone. Returns the experiment's job summaries."""
     recipe = with_overrides(load_recipe(recipe_path), iterations=iterations, np=np)
     bandwidth = requested_rate(bandwidth)
@@ -55,7 +65,9 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
     check_devices([job])
     link = link_of([job], bandwidth)
     store = open_store(db)
-    with experiment(store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link) as current:
+    with experiment(
+        store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link
+    ) as current:
         lease_devices(current, [job], wait)
         Scheduler(current.context).run([Unit([job], "solo")], exclusive=True)
     with store.session() as session:
@@ -69,6 +81,7 @@ def train_recipe(db: str | None, recipe_path: str, *, np: int | None = None, hos
 class RunOptions:
     """How `xover run` runs its groups: the command line's choices, each as its option says
     (docs/reference.md, `xover run`). A launcher gets them resolved, in its LaunchRequest (launchers.py)."""
+
     modes: tuple[str, ...] = ("crossover",)
     policies: tuple[str, ...] = (DEFAULT_POLICY,)
     engine: str = "horovod"
@@ -118,8 +131,14 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
             give_seconds(group.jobs, options.seconds, link)
     comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
     resolved = replace(options, modes=tuple(modes), policies=tuple(policies), bandwidth=bandwidth, mps=mps)
-    request = LaunchRequest(store=store, groups=groups, units=comparison_units(groups, modes, policies, store, link),
-                            options=resolved, link=link, comparison=comparison)
+    request = LaunchRequest(
+        store=store,
+        groups=groups,
+        units=comparison_units(groups, modes, policies, store, link),
+        options=resolved,
+        link=link,
+        comparison=comparison,
+    )
     chosen.check(request)  # before the plan is recorded
     # the exporter binds its port now: a port in use is refused before anything is recorded or started
     port = options.metrics_port if options.metrics_port is not None else settings().metrics_port
@@ -146,12 +165,21 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
-    return RunOutcome(experiment=current.id, results_dir=str(current.results_dir), bandwidth=bandwidth,
-                      link=None if link == "host" else link, modes=modes, policies=policies, jobs=jobs,
-                      groups=comparisons, predicted_gains={g.index: g.predicted_gain for g in groups},
-                      sharing={g.index: g.sharing for g in groups} if plan is not None else {},
-                      launcher=chosen.name, launcher_jobs=dict(launcher_jobs or {}),
-                      schedule=schedule_summary(jobs, plan, makespan_s) if plan is not None and not comparison else None)
+    return RunOutcome(
+        experiment=current.id,
+        results_dir=str(current.results_dir),
+        bandwidth=bandwidth,
+        link=None if link == "host" else link,
+        modes=modes,
+        policies=policies,
+        jobs=jobs,
+        groups=comparisons,
+        predicted_gains={g.index: g.predicted_gain for g in groups},
+        sharing={g.index: g.sharing for g in groups} if plan is not None else {},
+        launcher=chosen.name,
+        launcher_jobs=dict(launcher_jobs or {}),
+        schedule=schedule_summary(jobs, plan, makespan_s) if plan is not None and not comparison else None,
+    )
 
 
 def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
@@ -170,9 +198,12 @@ def schedule_summary(jobs: list[RunResult], plan: Plan, wall_s: float) -> dict[s
     starts = [datetime.fromisoformat(j.started_at) for j in jobs if j.started_at]
     ends = [datetime.fromisoformat(j.ended_at) for j in jobs if j.ended_at]
     measured = (max(ends) - min(starts)).total_seconds() if starts and ends else wall_s
-    return {"measured_makespan_s": measured, "predicted_makespan_s": plan.predicted_makespan_ms / 1000,
-            "sequential_makespan_s": plan.sequential_makespan_ms / 1000,
-            "groups_overlapping": _overlapping_groups(jobs)}
+    return {
+        "measured_makespan_s": measured,
+        "predicted_makespan_s": plan.predicted_makespan_ms / 1000,
+        "sequential_makespan_s": plan.sequential_makespan_ms / 1000,
+        "groups_overlapping": _overlapping_groups(jobs),
+    }
 
 
 def _overlapping_groups(jobs: list[RunResult]) -> int:
@@ -199,14 +230,19 @@ def modes_of(mode: str, plan: bool = True) -> list[str]:
     asked = [part.strip() for part in mode.split(",")]
     if PLANNED in asked:
         if not plan:
-            raise XoverError(f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
-                             "has no plan (choose crossover, concurrent, sequential or all)")
+            raise XoverError(
+                f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
+                "has no plan (choose crossover, concurrent, sequential or all)"
+            )
         if asked != [PLANNED]:
-            raise XoverError(f"--mode {mode}: planned is a mode of its own (the plan's schedule); "
-                             "compare with --mode all")
+            raise XoverError(
+                f"--mode {mode}: planned is a mode of its own (the plan's schedule); compare with --mode all"
+            )
         return [PLANNED]
     unknown = [part for part in asked if part not in (*MODES, "all")]
     if unknown or not all(asked):
-        raise XoverError(f"--mode {mode}: choose crossover, concurrent, sequential, a comma list of them, or all "
-                         "(or planned: a plan's groups as it picked)")
+        raise XoverError(
+            f"--mode {mode}: choose crossover, concurrent, sequential, a comma list of them, or all "
+            "(or planned: a plan's groups as it picked)"
+        )
     return list(MODES) if "all" in asked else [m for m in MODES if m in asked]

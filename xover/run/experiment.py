@@ -1,10 +1,10 @@
 """One invocation's experiment, as profile, train and run share it.
 
-    experiment(...)     its row, a reaper that stops its processes if xover is killed, signals,
-                        progress, the context its units share, its final status whatever happens
-    lease_devices(...)  every device it will use, leased before anything starts
-    link_of(...)        the link its figures are keyed by
-    settings_from_env() the run's XOVER_* settings, checked before anything is recorded
+experiment(...)     its row, a reaper that stops its processes if xover is killed, signals,
+                    progress, the context its units share, its final status whatever happens
+lease_devices(...)  every device it will use, leased before anything starts
+link_of(...)        the link its figures are keyed by
+settings_from_env() the run's XOVER_* settings, checked before anything is recorded
 """
 
 from __future__ import annotations
@@ -41,9 +41,12 @@ class Reaper:
         # The store's URL goes in the environment, not the command line every local user can read; the
         # user's own PYTHONPATH stays after xover's (it may hold what xover imports: SQLAlchemy, ...).
         path = os.pathsep.join(filter(None, [XOVER_ROOT, os.environ.get("PYTHONPATH")]))
-        self.process = subprocess.Popen([sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id],
-                                        stdin=subprocess.PIPE, start_new_session=True,
-                                        env={**os.environ, "PYTHONPATH": path, REAPER_DB_VARIABLE: db_url})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": path, REAPER_DB_VARIABLE: db_url},
+        )
         self.hosts: set[str] = set()
 
     def add_host(self, host: str, prefix: list[str]) -> None:
@@ -100,14 +103,24 @@ def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
         return bandwidth or "host"
     cluster.launch_prefix(remote)  # refuses a spec that mixes emulated hosts with others
     if bandwidth:
-        raise XoverError(f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
-                         "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)")
+        raise XoverError(
+            f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
+            "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)"
+        )
     return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
 
 
 @contextlib.contextmanager
-def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sinks: Sequence[str | MetricSink],
-               plan_id: int | None = None, timeout_s: float | None = None, link: str | None = None):
+def experiment(
+    store: Store,
+    kind: str,
+    command: str,
+    bandwidth: str | None,
+    sinks: Sequence[str | MetricSink],
+    plan_id: int | None = None,
+    timeout_s: float | None = None,
+    link: str | None = None,
+):
     """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
     progress display, ...) while it runs, its final status whatever happens, and a reaper that stops
     its processes if xover itself is killed."""
@@ -121,9 +134,18 @@ def experiment(store: Store, kind: str, command: str, bandwidth: str | None, sin
     results_dir = results_root() / "runs" / experiment_id
     results_dir.mkdir(parents=True, exist_ok=True)
     reaper = Reaper(experiment_id, store.url)
-    context = RunContext(recorder=recorder, experiment_id=experiment_id, results_dir=results_dir, bandwidth=bandwidth,
-                         sinks=[StoreSink(recorder), *live_sinks], timeout_s=timeout_s, reaper=reaper, lease=lease,
-                         server_nice=server_nice, link_bands=link_bands)
+    context = RunContext(
+        recorder=recorder,
+        experiment_id=experiment_id,
+        results_dir=results_dir,
+        bandwidth=bandwidth,
+        sinks=[StoreSink(recorder), *live_sinks],
+        timeout_s=timeout_s,
+        reaper=reaper,
+        lease=lease,
+        server_nice=server_nice,
+        link_bands=link_bands,
+    )
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = "finished"
     try:
@@ -156,9 +178,14 @@ def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
 
 def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
     """Every device the run will use, leased before anything starts (--wait: until they are free)."""
+
     def waiting(busy):
         errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True, markup=False)
 
     timeout_s = run.context.timeout_s
-    run.leases.acquire(set().union(*(job.device_set for job in jobs)), wait, waiting,
-                       deadline=time.monotonic() + timeout_s if timeout_s else None)  # --wait ends at --timeout
+    run.leases.acquire(
+        set().union(*(job.device_set for job in jobs)),
+        wait,
+        waiting,
+        deadline=time.monotonic() + timeout_s if timeout_s else None,
+    )  # --wait ends at --timeout

@@ -48,6 +48,7 @@ ADDRESS = "0.0.0.0"  # every interface: a Prometheus server elsewhere scrapes it
 @dataclass(frozen=True)
 class JobFacts:
     """What the run knows of a job before it starts."""
+
     device: tuple[str, int]  # rank 0's (host, device index)
     solo_iteration_s: float | None = None  # its iteration alone, from its profile
 
@@ -55,6 +56,7 @@ class JobFacts:
 @dataclass(frozen=True)
 class GroupFacts:
     """A plan's pick for a group: its way of sharing and the gain it predicted (None without a plan)."""
+
     index: int
     sharing: str | None = None
     predicted_gain: float | None = None
@@ -63,6 +65,7 @@ class GroupFacts:
 @dataclass(frozen=True)
 class RunFacts:
     """What the run knows before it starts: each job's speed alone, each group's planned sharing and gain."""
+
     jobs: dict[str, JobFacts] = field(default_factory=dict)  # by job name
     groups: tuple[GroupFacts, ...] = ()
 
@@ -83,35 +86,75 @@ class Metrics:
 
         self.iterations = job(Counter, "xover_job_iterations_total", "Training iterations done (optimizer steps).")
         self.samples = job(Counter, "xover_job_samples_total", "Training samples taken.")
-        self.samples_per_second = job(Gauge, "xover_job_samples_per_second",
-                                      f"Samples per second over the job's last {RECENT_ITERATIONS} iterations.")
-        self.iteration_seconds = job(Histogram, "xover_job_iteration_seconds", "Time of one iteration.",
-                                     buckets=ITERATION_BUCKETS)
+        self.samples_per_second = job(
+            Gauge,
+            "xover_job_samples_per_second",
+            f"Samples per second over the job's last {RECENT_ITERATIONS} iterations.",
+        )
+        self.iteration_seconds = job(
+            Histogram, "xover_job_iteration_seconds", "Time of one iteration.", buckets=ITERATION_BUCKETS
+        )
         self.data = job(Counter, "xover_job_data_seconds_total", "Time spent loading data.")
         self.compute = job(Counter, "xover_job_compute_seconds_total", "Time spent computing (forward and backward).")
-        self.communication = job(Counter, "xover_job_exposed_communication_seconds_total",
-                                 "Time spent waiting for all-reduces (the communication not hidden behind compute).")
-        self.turn_wait = job(Histogram, "xover_job_turn_wait_seconds",
-                             "Time an iteration waited for its device's turn (crossover only).", buckets=WAIT_BUCKETS)
-        self.alone_iteration = job(Gauge, "xover_job_alone_iteration_seconds",
-                                   "The job's iteration time alone: its profile's, else its alone run's in this experiment.")
-        self.slowdown = job(Gauge, "xover_job_slowdown", "Recent iteration time over the job's iteration time alone "
-                            f"(last {RECENT_ITERATIONS} iterations; 1: as fast as alone).")
+        self.communication = job(
+            Counter,
+            "xover_job_exposed_communication_seconds_total",
+            "Time spent waiting for all-reduces (the communication not hidden behind compute).",
+        )
+        self.turn_wait = job(
+            Histogram,
+            "xover_job_turn_wait_seconds",
+            "Time an iteration waited for its device's turn (crossover only).",
+            buckets=WAIT_BUCKETS,
+        )
+        self.alone_iteration = job(
+            Gauge,
+            "xover_job_alone_iteration_seconds",
+            "The job's iteration time alone: its profile's, else its alone run's in this experiment.",
+        )
+        self.slowdown = job(
+            Gauge,
+            "xover_job_slowdown",
+            "Recent iteration time over the job's iteration time alone "
+            f"(last {RECENT_ITERATIONS} iterations; 1: as fast as alone).",
+        )
         self.loss = job(Gauge, "xover_job_loss", "The loss of the job's last iteration.")
         self.running = job(Gauge, "xover_job_running", "1 while the job runs, 0 once it ended.")
-        self.turns_lost = job(Counter, "xover_job_turns_lost_total",
-                              "Ranks that gave up waiting for crossover turns and trained on without them.")
-        self.holder = Gauge("xover_device_turn_holder", "1 for the job that holds (last held) the device's turn, "
-                            "0 for the other jobs taking turns on it.", (*DEVICE_LABELS, "job"), registry=registry)
-        self.handoffs = Counter("xover_device_turn_handoffs_total", "Times the device's turn passed from one job "
-                                "to another.", DEVICE_LABELS, registry=registry)
-        self.held = Counter("xover_device_turn_held_seconds_total", "Time a job held the device's turn; its rate is "
-                            "the share of time the job held the device.", (*DEVICE_LABELS, "job"), registry=registry)
-        self.planned_sharing = Gauge("xover_group_planned_sharing", "1 for the way of sharing the plan picked for "
-                                     "the group (crossover, concurrent, mps, alone).", (*GROUP_LABELS, "sharing"),
-                                     registry=registry)
-        self.predicted_gain = Gauge("xover_group_predicted_gain", "The plan's predicted gain for the group: its "
-                                    "jobs' summed speeds, each against its speed alone.", GROUP_LABELS, registry=registry)
+        self.turns_lost = job(
+            Counter,
+            "xover_job_turns_lost_total",
+            "Ranks that gave up waiting for crossover turns and trained on without them.",
+        )
+        self.holder = Gauge(
+            "xover_device_turn_holder",
+            "1 for the job that holds (last held) the device's turn, 0 for the other jobs taking turns on it.",
+            (*DEVICE_LABELS, "job"),
+            registry=registry,
+        )
+        self.handoffs = Counter(
+            "xover_device_turn_handoffs_total",
+            "Times the device's turn passed from one job to another.",
+            DEVICE_LABELS,
+            registry=registry,
+        )
+        self.held = Counter(
+            "xover_device_turn_held_seconds_total",
+            "Time a job held the device's turn; its rate is the share of time the job held the device.",
+            (*DEVICE_LABELS, "job"),
+            registry=registry,
+        )
+        self.planned_sharing = Gauge(
+            "xover_group_planned_sharing",
+            "1 for the way of sharing the plan picked for the group (crossover, concurrent, mps, alone).",
+            (*GROUP_LABELS, "sharing"),
+            registry=registry,
+        )
+        self.predicted_gain = Gauge(
+            "xover_group_predicted_gain",
+            "The plan's predicted gain for the group: its jobs' summed speeds, each against its speed alone.",
+            GROUP_LABELS,
+            registry=registry,
+        )
 
 
 def served_names(registry: CollectorRegistry | None = None) -> set[str]:
@@ -120,8 +163,11 @@ def served_names(registry: CollectorRegistry | None = None) -> set[str]:
     registry = registry or CollectorRegistry()
     if not list(registry.collect()):
         Metrics(registry)
-    suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-                "gauge": ("",)}
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "gauge": ("",),
+    }
     return {family.name + suffix for family in registry.collect() for suffix in suffixes[family.type]}
 
 
@@ -134,6 +180,7 @@ class _JobState:
 @dataclass
 class _DeviceTurns:
     """One device's turns, settled in time order from the jobs' held spans."""
+
     pending: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, job)
     reported_to: dict[int, float] = field(default_factory=dict)  # running run id -> end of its last span
     jobs: set[str] = field(default_factory=set)  # every job that took a turn on it
@@ -172,8 +219,9 @@ class PrometheusSink(MetricSink):
             self.server: WSGIServer | None = server
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
-                raise XoverError(f"--metrics-port {port}: the port is in use (choose another, or stop what "
-                                 "listens on it)") from None
+                raise XoverError(
+                    f"--metrics-port {port}: the port is in use (choose another, or stop what listens on it)"
+                ) from None
             raise XoverError(f"--metrics-port {port}: cannot serve metrics on it ({error.strerror or error})") from None
 
     # -- the sink --------------------------------------------------------------------------------
@@ -251,8 +299,14 @@ class PrometheusSink(MetricSink):
     def _job(self, job: JobLabels) -> _JobState:
         state = self.jobs.get(job.run_id)
         if state is None:
-            labels = {"experiment": job.experiment_id, "group": "" if job.group is None else str(job.group),
-                      "job": job.job, "mode": job.mode, "policy": job.policy or "", "host": job.hosts}
+            labels = {
+                "experiment": job.experiment_id,
+                "group": "" if job.group is None else str(job.group),
+                "job": job.job,
+                "mode": job.mode,
+                "policy": job.policy or "",
+                "host": job.hosts,
+            }
             state = self.jobs[job.run_id] = _JobState(labels)
             alone = self._alone_iteration_s(job.job)
             if alone:
@@ -329,7 +383,12 @@ def run_facts(groups: Sequence[Any], planned: bool) -> RunFacts:
     for group in groups:
         for job in group.jobs:
             host, indices = next(iter(job.devices.items()))
-            jobs[job.name] = JobFacts(device=(host, indices[0]),
-                                      solo_iteration_s=job.traits.solo_iteration_s if job.traits else None)
-    return RunFacts(jobs=jobs, groups=tuple(
-        GroupFacts(group.index, group.sharing if planned else None, group.predicted_gain) for group in groups))
+            jobs[job.name] = JobFacts(
+                device=(host, indices[0]), solo_iteration_s=job.traits.solo_iteration_s if job.traits else None
+            )
+    return RunFacts(
+        jobs=jobs,
+        groups=tuple(
+            GroupFacts(group.index, group.sharing if planned else None, group.predicted_gain) for group in groups
+        ),
+    )

@@ -102,8 +102,12 @@ def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, e
     """A recipe's job on the first slots of each host of `hosts` (default: this machine). `engine` is a
     built-in model's; a script runs under its own."""
     check_engine(engine)
-    return JobSpec(name=name or recipe.name, recipe=recipe, devices=placement_on(hosts, recipe.np, recipe.name),
-                   engine=recipe.engine_under(engine))
+    return JobSpec(
+        name=name or recipe.name,
+        recipe=recipe,
+        devices=placement_on(hosts, recipe.np, recipe.name),
+        engine=recipe.engine_under(engine),
+    )
 
 
 def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
@@ -130,8 +134,10 @@ def check_devices(jobs: list[JobSpec]) -> None:
             if not is_local(host):
                 continue  # remote hosts are counted by their -H slots
             if len(indices) > available or max(indices, default=0) >= available:
-                raise XoverError(f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
-                                 f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H")
+                raise XoverError(
+                    f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
+                    f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H"
+                )
 
 
 def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
@@ -143,15 +149,21 @@ def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
     return next(filter(None, (ENGINES[engine].crossover_warning() for engine in engines)), None)
 
 
-def groups_from_recipes(recipe_paths: list[str], iterations: int | None, engine: str = "horovod",
-                        np: int | None = None, hosts: str | None = None) -> list[GroupToRun]:
+def groups_from_recipes(
+    recipe_paths: list[str],
+    iterations: int | None,
+    engine: str = "horovod",
+    np: int | None = None,
+    hosts: str | None = None,
+) -> list[GroupToRun]:
     """`xover run --group A B`: one ad-hoc group on the first devices of the hosts (this machine)."""
     recipes = [with_overrides(load_recipe(path), iterations=iterations, np=np) for path in recipe_paths]
     return [GroupToRun(0, unique_names([job_for(r, hosts, engine=engine) for r in recipes]))]
 
 
-def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None = None,
-                     allow_changed: bool = False) -> tuple[list[GroupToRun], Plan]:
+def groups_from_plan(
+    plan_path: str, iterations: int | None, engine: str | None = None, allow_changed: bool = False
+) -> tuple[list[GroupToRun], Plan]:
     """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts.
     `engine` (a built-in model's) None: the plan's own (the engine of its profiles), else horovod; a
     script runs under its own. A script changed since it was profiled is refused, unless `allow_changed`."""
@@ -176,8 +188,10 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
     engine = engine or plan.engine or "horovod"
     spellings = [name for name, _ in plan.hosts]
     if len({canonical_host(name) for name in spellings}) < len(spellings):
-        raise XoverError(f"{plan_path}: plan field 'hosts': {', '.join(spellings)} name this machine more than "
-                         "once (localhost, its hostname and addresses are one host)")
+        raise XoverError(
+            f"{plan_path}: plan field 'hosts': {', '.join(spellings)} name this machine more than "
+            "once (localhost, its hostname and addresses are one host)"
+        )
     if not plan.groups:
         unplaced = ", ".join(f"{name} ({reason})" for name, reason in plan.unplaced) or "no jobs"
         raise XoverError(f"{plan_path}: the plan has no groups to run; unplaced: {unplaced}")
@@ -192,26 +206,37 @@ def groups_from_plan(plan_path: str, iterations: int | None, engine: str | None 
             name = planned.name
             try:  # the plan decides how many devices the job gets, and how long it runs (as predicted)
                 if name in plan.scripts:
-                    recipe = _planned_script(plan.scripts[name], planned, plan.recipes.get(name, ""), iterations,
-                                             allow_changed)
+                    recipe = _planned_script(
+                        plan.scripts[name], planned, plan.recipes.get(name, ""), iterations, allow_changed
+                    )
                 else:
-                    recipe = with_overrides(load_recipe(plan.recipes.get(name) or name),
-                                            iterations=iterations if iterations is not None else planned.iterations,
-                                            np=planned.devices)
+                    recipe = with_overrides(
+                        load_recipe(plan.recipes.get(name) or name),
+                        iterations=iterations if iterations is not None else planned.iterations,
+                        np=planned.devices,
+                    )
             except XoverError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             max_slowdown = planned.max_slowdown if planned.max_slowdown is not None else recipe.max_slowdown
             traits = traits_of(planned.device_ms, planned.comm_ms, max_slowdown, planned.link_ms)
-            jobs.append(JobSpec(name=name, recipe=recipe, devices={h: list(d) for h, d in placement.items()},
-                                engine=recipe.engine_under(engine), traits=traits))
+            jobs.append(
+                JobSpec(
+                    name=name,
+                    recipe=recipe,
+                    devices={h: list(d) for h, d in placement.items()},
+                    engine=recipe.engine_under(engine),
+                    traits=traits,
+                )
+            )
         # the gain a comparison's crossover is set against: the plan's crossover prediction
         crossover_gain = group.predicted_by_sharing.get("crossover", group.predicted_gain)
         groups.append(GroupToRun(index, jobs, crossover_gain, group.sharing))
     return groups, plan
 
 
-def _planned_script(script: PlannedScript, planned: JobProfile, job_file: str, iterations: int | None,
-                    allow_changed: bool) -> Recipe:
+def _planned_script(
+    script: PlannedScript, planned: JobProfile, job_file: str, iterations: int | None, allow_changed: bool
+) -> Recipe:
     """A script job of a plan, as it was profiled: its path, arguments, engine and content; a script
     changed since is refused unless `allow_changed` (then its run records the content it was profiled with)."""
     path, profiled = Path(script.path), script.sha256
@@ -219,19 +244,36 @@ def _planned_script(script: PlannedScript, planned: JobProfile, job_file: str, i
         raise XoverError(f"the script {path} is gone (the plan runs scripts from where they were profiled)")
     now = content_hash(path)
     if now != profiled and not allow_changed:
-        raise XoverError(f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
-                         "profile and plan it again, or run it as it is now with --allow-changed")
+        raise XoverError(
+            f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
+            "profile and plan it again, or run it as it is now with --allow-changed"
+        )
     cap = iterations if iterations is not None else script.iterations
-    recipe = script_recipe(path, args=script.args, np=planned.devices, engine=script.engine, name=planned.name,
-                           iterations=cap, max_slowdown=planned.max_slowdown, env=script.env,
-                           path=job_file, sha256=now)
+    recipe = script_recipe(
+        path,
+        args=script.args,
+        np=planned.devices,
+        engine=script.engine,
+        name=planned.name,
+        iterations=cap,
+        max_slowdown=planned.max_slowdown,
+        env=script.env,
+        path=job_file,
+        sha256=now,
+    )
     if now != profiled:
         recipe = replace(recipe, model_options={"profiled_sha256": profiled})  # recorded: it ran changed
     return recipe
 
 
-def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, iterations: int | None,
-                        engine: str | None = None, hosts: str | None = None) -> list[GroupToRun]:
+def groups_from_scripts(
+    scripts: list[str],
+    args: list[str],
+    np: int | None,
+    iterations: int | None,
+    engine: str | None = None,
+    hosts: str | None = None,
+) -> list[GroupToRun]:
     """`xover run --script a.py --script b.py -- ARGS`: unmodified training scripts as one group, under
     horovodrun (Horovod scripts, engine horovod) or torchrun (DistributedDataParallel scripts, engine torch),
     on this machine or on the hosts of `hosts` (every slot, unless --np says fewer; the script must be at the
@@ -244,8 +286,9 @@ def groups_from_scripts(scripts: list[str], args: list[str], np: int | None, ite
     return [GroupToRun(0, unique_names([job_for(recipe, hosts) for recipe in recipes]))]
 
 
-def scripts_as_recipes(scripts: list[str], args: list[str], np: int | None, engine: str | None = None,
-                       hosts: str | None = None) -> list[Recipe]:
+def scripts_as_recipes(
+    scripts: list[str], args: list[str], np: int | None, engine: str | None = None, hosts: str | None = None
+) -> list[Recipe]:
     """The jobs of `--script FILE ... -- ARGS` (the command-line shortcut for job files): every slot of
     -H, or every local device, unless --np says fewer."""
     if engine is None:
@@ -284,8 +327,12 @@ def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link
     (device time plus communication) and its share of the link."""
     solo_s = (device_ms + comm_ms) / 1000
     link_fraction = max(link_ms, comm_ms) / 1000 / solo_s if link_ms is not None and solo_s > 0 else None
-    return SlotTraits(rank=critical_rank(device_ms / 1000, solo_s), max_slowdown=max_slowdown, solo_iteration_s=solo_s,
-                      link_fraction=link_fraction)
+    return SlotTraits(
+        rank=critical_rank(device_ms / 1000, solo_s),
+        max_slowdown=max_slowdown,
+        solo_iteration_s=solo_s,
+        link_fraction=link_fraction,
+    )
 
 
 def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
@@ -297,24 +344,31 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     for job in jobs:
         if job.traits is not None:
             continue
-        found = find_profile(store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine,
-                             len(job.devices))
+        found = find_profile(
+            store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
+        )
         job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
         if found is not None:
-            job.traits = traits_of(found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown,
-                                   found.link_ms)
+            job.traits = traits_of(
+                found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown, found.link_ms
+            )
 
 
-def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None,
-                        link: str | None = None) -> SlotTraits | None:
+def traits_from_summary(
+    summary: dict[str, Any], max_slowdown: float | None, link: str | None = None
+) -> SlotTraits | None:
     """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
     fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
     the rate, within [exposed, measured span]), so that the link order covers it too."""
     if summary["status"] != "finished" or summary["compute_ms"] is None:
         return None
     alone = profile_of_run(summary, link) if link and link != "host" else None
-    return traits_of((summary["data_ms"] or 0.0) + summary["compute_ms"], summary["communication_ms"] or 0.0,
-                     max_slowdown, alone.link_ms if alone is not None else None)
+    return traits_of(
+        (summary["data_ms"] or 0.0) + summary["compute_ms"],
+        summary["communication_ms"] or 0.0,
+        max_slowdown,
+        alone.link_ms if alone is not None else None,
+    )
 
 
 def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
@@ -324,9 +378,11 @@ def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> 
         solo_s = job.traits.solo_iteration_s if job.traits else None
         if not solo_s:
             link = f" --bandwidth {bandwidth}" if bandwidth and bandwidth != "host" else ""
-            raise XoverError(f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
-                             f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
-                             f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations")
+            raise XoverError(
+                f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
+                f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
+                f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations"
+            )
         job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))
 
 
@@ -334,6 +390,7 @@ def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> 
 class RunTargets:
     """What `xover run` was asked to run: its groups, the engine of the built-in models among them, and
     the plan they came from (its link and policy fill in what the command line left out)."""
+
     groups: list[GroupToRun]
     engine: str
     policies: list[str]
@@ -343,9 +400,21 @@ class RunTargets:
     link_from_plan: bool = False
 
 
-def run_targets(targets: list[str], *, group: bool, scripts: list[str], script_args: list[str], np: int | None,
-                hosts: str | None, iterations: int | None, engine: str | None, allow_changed: bool,
-                bandwidth: str | None, launcher: str, policy: str | None) -> RunTargets:
+def run_targets(
+    targets: list[str],
+    *,
+    group: bool,
+    scripts: list[str],
+    script_args: list[str],
+    np: int | None,
+    hosts: str | None,
+    iterations: int | None,
+    engine: str | None,
+    allow_changed: bool,
+    bandwidth: str | None,
+    launcher: str,
+    policy: str | None,
+) -> RunTargets:
     """The groups of `xover run`: recipes (--group), scripts (--script; both in one group), or a plan
     file; and the turn policies (all, one, or the plan's own). `targets` are the recipes or the plan,
     `hosts` the -H hosts (or a Slurm allocation's) of an ad-hoc group."""
@@ -370,8 +439,10 @@ def run_targets(targets: list[str], *, group: bool, scripts: list[str], script_a
         if len(targets) != 1:
             raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
         if np is not None:
-            raise XoverError("--np: a plan decides how many devices each job gets; plan again with other "
-                             "devices, or run the recipes with --group")
+            raise XoverError(
+                "--np: a plan decides how many devices each job gets; plan again with other "
+                "devices, or run the recipes with --group"
+            )
         plan_path = targets[0]
         groups, plan = groups_from_plan(plan_path, iterations, engine, allow_changed)
         engine = engine or plan.engine or "horovod"  # the built-in models' (a script runs under its own)

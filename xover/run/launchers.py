@@ -77,8 +77,16 @@ class LaunchRequest:
         from .experiment import experiment
 
         options = self.options
-        return experiment(self.store, options.kind, options.command, options.bandwidth,
-                          self.sinks() if sinks is None else sinks, self.plan_id, options.timeout_s, link=self.link)
+        return experiment(
+            self.store,
+            options.kind,
+            options.command,
+            options.bandwidth,
+            self.sinks() if sinks is None else sinks,
+            self.plan_id,
+            options.timeout_s,
+            link=self.link,
+        )
 
 
 class Launcher:
@@ -130,15 +138,19 @@ class SlurmLauncher(Launcher):
 
     name = "slurm"
     summary = "each group of the plan submitted as one Slurm job; the store must be one every node reaches"
-    options = (LauncherOption("partition", "Slurm partition"), LauncherOption("account", "Slurm account"),
-               LauncherOption("time_limit", "Slurm time limit per group, e.g. 1:00:00"))
+    options = (
+        LauncherOption("partition", "Slurm partition"),
+        LauncherOption("account", "Slurm account"),
+        LauncherOption("time_limit", "Slurm time limit per group, e.g. 1:00:00"),
+    )
     runs_here = False
 
     def check(self, request: LaunchRequest) -> None:
         """Refuse all but a plan file, and --bandwidth or --mps, which cannot reach another machine's jobs."""
         if not request.options.plan_path or request.options.bandwidth or request.options.mps:
-            raise XoverError(f"--launcher {self.name} runs a plan file (each group one Slurm job), without "
-                             "--bandwidth or --mps")
+            raise XoverError(
+                f"--launcher {self.name} runs a plan file (each group one Slurm job), without --bandwidth or --mps"
+            )
 
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         """Submit each group's batch script and follow the jobs; returns group -> its Slurm job id."""

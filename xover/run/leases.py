@@ -42,8 +42,10 @@ LEASE_PREFIX = "xover-lease-"
 RECORD_BYTES = 4096  # a lease record is far shorter; a longer file is not one of ours
 HOLDER_CHARS = 200  # of the holder's description shown to others
 _FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-_WHAT_TO_DO = ("set XOVER_LEASE_DIR to a folder of your own (then only runs that use the same folder see "
-               "your leases) or to one root made with mode 1777, as /tmp")
+_WHAT_TO_DO = (
+    "set XOVER_LEASE_DIR to a folder of your own (then only runs that use the same folder see "
+    "your leases) or to one root made with mode 1777, as /tmp"
+)
 
 
 class DeviceBusy(XoverError):
@@ -75,8 +77,9 @@ def _open_to_everyone(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if os.fstat(fd).st_uid != os.geteuid():
-            raise XoverError(f"the device lease folder {path} that xover just created belongs to someone else now; "
-                             f"{_WHAT_TO_DO}")
+            raise XoverError(
+                f"the device lease folder {path} that xover just created belongs to someone else now; {_WHAT_TO_DO}"
+            )
         os.fchmod(fd, 0o1777)
     finally:
         os.close(fd)
@@ -101,8 +104,9 @@ def _open_folder(path: str) -> int:
         return fd
     os.close(fd)
     shared = "writable by others without the sticky bit" if info.st_uid == 0 else f"owned by {_owner(info.st_uid)}"
-    raise XoverError(f"the device lease folder {path} is {shared}, who could replace anyone's leases in it; "
-                     f"{_WHAT_TO_DO}")
+    raise XoverError(
+        f"the device lease folder {path} is {shared}, who could replace anyone's leases in it; {_WHAT_TO_DO}"
+    )
 
 
 def _is_lease_record(fd: int) -> bool:
@@ -153,13 +157,16 @@ def _open_lease(folder: int, name: str, shown: str) -> tuple[int, bool]:
         elif writable:  # only what is writable by everyone anyway and holds a lease of ours (or nothing)
             writable = stat.S_IMODE(info.st_mode) & 0o666 == 0o666 and _is_lease_record(fd)
         return fd, writable
-    raise XoverError(f"the device lease {shown} keeps appearing and disappearing; is another program "
-                     f"removing it? {_WHAT_TO_DO}")
+    raise XoverError(
+        f"the device lease {shown} keeps appearing and disappearing; is another program removing it? {_WHAT_TO_DO}"
+    )
 
 
 def _not_a_lease(shown: str) -> XoverError:
-    return XoverError(f"the device lease {shown} is not a plain file (a link, or a special file): xover will not "
-                      f"use it; remove it (whoever made it may mean harm), or {_WHAT_TO_DO}")
+    return XoverError(
+        f"the device lease {shown} is not a plain file (a link, or a special file): xover will not "
+        f"use it; remove it (whoever made it may mean harm), or {_WHAT_TO_DO}"
+    )
 
 
 def _refused(shown: str, error: OSError) -> XoverError:
@@ -190,16 +197,25 @@ class RemoteLeases:
 
     def __init__(self, host: str, indices: list[int], holder: str, deadline: float | None = None) -> None:
         self.host = host
-        remote = (f"cd {shlex.quote(os.getcwd())} && {shlex.quote(sys.executable)} -m xover.run.leases "
-                  + " ".join(str(index) for index in indices))
-        self.process = subprocess.Popen(ssh_command(host, remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        remote = f"cd {shlex.quote(os.getcwd())} && {shlex.quote(sys.executable)} -m xover.run.leases " + " ".join(
+            str(index) for index in indices
+        )
+        self.process = subprocess.Popen(
+            ssh_command(host, remote),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         answer: dict = {}
         assert self.process.stdin is not None and self.process.stdout is not None  # piped
         try:
             self.process.stdin.write(json.dumps({"holder": holder}) + "\n")  # not on a command line
             self.process.stdin.flush()
-            wait_s = REMOTE_ANSWER_S if deadline is None else max(0.0, min(REMOTE_ANSWER_S, deadline - time.monotonic()))
+            wait_s = (
+                REMOTE_ANSWER_S if deadline is None else max(0.0, min(REMOTE_ANSWER_S, deadline - time.monotonic()))
+            )
             ready, _, _ = select.select([self.process.stdout], [], [], wait_s)
             line = self.process.stdout.readline() if ready else ""
             answer = json.loads(line) if line.strip() else {}
@@ -209,12 +225,20 @@ class RemoteLeases:
             self.release()
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimedOut()
-            why = answer.get("error") if isinstance(answer, dict) and isinstance(answer.get("error"), str) else \
-                (self._stderr_tail() or "no answer")
-            raise XoverError(f"cannot lease the devices of {host} on {host}: {_printable(why)}; "
-                             f"check that `ssh {host} true` answers without a prompt")
-        self.busy = {(host, int(index)): _printable(who) for index, who in (answer.get("busy") or {}).items()
-                     if str(index).isdigit()}
+            why = (
+                answer.get("error")
+                if isinstance(answer, dict) and isinstance(answer.get("error"), str)
+                else (self._stderr_tail() or "no answer")
+            )
+            raise XoverError(
+                f"cannot lease the devices of {host} on {host}: {_printable(why)}; "
+                f"check that `ssh {host} true` answers without a prompt"
+            )
+        self.busy = {
+            (host, int(index)): _printable(who)
+            for index, who in (answer.get("busy") or {}).items()
+            if str(index).isdigit()
+        }
 
     def _stderr_tail(self) -> str:
         try:
@@ -311,8 +335,14 @@ class DeviceLeases:
             self.release(taken)
         return busy
 
-    def acquire(self, devices: Iterable[Device], wait: bool, on_wait: Callable[[dict[Device, str]], None] | None = None,
-                poll_s: float = 1.0, deadline: float | None = None) -> None:
+    def acquire(
+        self,
+        devices: Iterable[Device],
+        wait: bool,
+        on_wait: Callable[[dict[Device, str]], None] | None = None,
+        poll_s: float = 1.0,
+        deadline: float | None = None,
+    ) -> None:
         """Lease every device; with `wait`, until they are free, or until `deadline` (time.monotonic(),
         the run's --timeout), which raises TimedOut."""
         devices = list(devices)
@@ -332,8 +362,9 @@ class DeviceLeases:
 
     def release(self, devices: Iterable[Device] | None = None) -> None:
         """Give leases up: `devices` (a remote host's all at once, as they were taken), or every one held."""
-        devices = list(self.held if devices is None else devices) + \
-            ([(host, -1) for host in self.remote] if devices is None else [])
+        devices = list(self.held if devices is None else devices) + (
+            [(host, -1) for host in self.remote] if devices is None else []
+        )
         for device in devices:
             fd = self.held.pop(device, None)
             if fd is not None:

@@ -69,8 +69,10 @@ class MpsDaemon:
         if started.returncode != 0:
             self._restore()
             detail = (started.stderr or started.stdout).strip().splitlines()
-            raise XoverError(f"--mps: the MPS control daemon did not start ({detail[-1] if detail else 'no output'}); "
-                             f"see {self.logs}")
+            raise XoverError(
+                f"--mps: the MPS control daemon did not start ({detail[-1] if detail else 'no output'}); "
+                f"see {self.logs}"
+            )
         return self
 
     def __exit__(self, *exc) -> None:

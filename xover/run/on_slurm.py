@@ -8,10 +8,11 @@ cancels them with scancel. Inside each Slurm job, `python -m xover.run.on_slurm`
 as `-H` would (a turn server per node, horovodrun or torchrun) on the nodes Slurm gave it, recording
 its runs into the same experiment (so the store must be one every node reaches: PostgreSQL. SQLite
 on a filesystem the nodes share is written from several machines at once, which SQLite supports only
-as far as that filesystem's locks work; xover warns and leaves WAL off there, docs/security.md). A Slurm job that ends before or without its runs being ended
-(cancelled while pending, a time limit, a node failure) has them recorded as such here. A controller
-that does not answer for a while (a query timing out) is asked again, for up to
-`slurm.TRANSIENT_RETRY_S`, before the run gives up and cancels its jobs.
+as far as that filesystem's locks work; xover warns and leaves WAL off there, docs/security.md). A
+Slurm job that ends before or without its runs being ended (cancelled while pending, a time limit, a
+node failure) has them recorded as such here. A controller that does not answer for a while (a query
+timing out) is asked again, for up to `slurm.TRANSIENT_RETRY_S`, before the run gives up and cancels
+its jobs.
 """
 
 from __future__ import annotations
@@ -56,9 +57,17 @@ from .units import comparison_units, group_units
 if TYPE_CHECKING:
     from .launchers import LaunchRequest
 
-SLURM_TO_STATUS = {"CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout", "FAILED": "failed",
-                   "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "cancelled", "BOOT_FAIL": "failed",
-                   "COMPLETED": "failed"}  # completed while a run was still open: it ended without saying so
+SLURM_TO_STATUS = {
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "timeout",
+    "DEADLINE": "timeout",
+    "FAILED": "failed",
+    "NODE_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "PREEMPTED": "cancelled",
+    "BOOT_FAIL": "failed",
+    "COMPLETED": "failed",
+}  # completed while a run was still open: it ended without saying so
 
 
 def group_shape(group: GroupToRun) -> tuple[int, int]:
@@ -74,11 +83,21 @@ def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest)
     """The command line that runs one group of the plan inside its Slurm job (`main` below)."""
     options = request.options
     assert options.plan_path is not None  # SlurmLauncher.check refuses a run without a plan file
-    command = [sys.executable, "-m", "xover.run.on_slurm", "--experiment", experiment_id,
-               "--plan", str(Path(options.plan_path).resolve()), "--group", str(group.index),
-               "--engine", options.engine,
-               *[arg for mode in options.modes for arg in ("--mode", mode)],
-               *[arg for policy in options.policies for arg in ("--policy", policy)]]
+    command = [
+        sys.executable,
+        "-m",
+        "xover.run.on_slurm",
+        "--experiment",
+        experiment_id,
+        "--plan",
+        str(Path(options.plan_path).resolve()),
+        "--group",
+        str(group.index),
+        "--engine",
+        options.engine,
+        *[arg for mode in options.modes for arg in ("--mode", mode)],
+        *[arg for policy in options.policies for arg in ("--policy", policy)],
+    ]
     if options.allow_changed:  # checked again inside the job, where the group starts
         command.append("--allow-changed")
     if options.iterations is not None:
@@ -105,21 +124,33 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
         # (a password, perhaps) is one of them, not an argument: every user of a node can read a command
         # line, while the script (sbatch reads it from stdin) is for its owner and Slurm's administrators.
         settings = {key: value for key, value in os.environ.items() if key.startswith(VARIABLE_PREFIX)}
-        script = slurm.batch_script(command, workdir=os.getcwd(), environment={
-            **settings, DB_VARIABLE: request.store.url,
-            "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
-            RESULTS_VARIABLE: str(run.results_dir.parent.parent.resolve())})
+        script = slurm.batch_script(
+            command,
+            workdir=os.getcwd(),
+            environment={
+                **settings,
+                DB_VARIABLE: request.store.url,
+                "PYTHONPATH": XOVER_ROOT
+                + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+                RESULTS_VARIABLE: str(run.results_dir.parent.parent.resolve()),
+            },
+        )
         with uninterrupted():  # a job submitted is a job known, to cancel and to the reaper
             try:
-                job_id = slurm.submit(script, nodes, tasks_per_node=per_node if kind == "cpu" else None,
-                                      gpus_per_node=per_node if kind == "gpu" else None,
-                                      partition=request.option("partition"), account=request.option("account"),
-                                      time_limit=request.option("time_limit"),
-                                      job_name=f"xover-{run.id}-g{group.index}",
-                                      output=run.results_dir / f"slurm-group{group.index}-%j.out",
-                                      # a group whose node failed ends failed, as recorded; requeued (Slurm's
-                                      # default), it would run again into the same experiment
-                                      extra_args=["--no-requeue"])
+                job_id = slurm.submit(
+                    script,
+                    nodes,
+                    tasks_per_node=per_node if kind == "cpu" else None,
+                    gpus_per_node=per_node if kind == "gpu" else None,
+                    partition=request.option("partition"),
+                    account=request.option("account"),
+                    time_limit=request.option("time_limit"),
+                    job_name=f"xover-{run.id}-g{group.index}",
+                    output=run.results_dir / f"slurm-group{group.index}-%j.out",
+                    # a group whose node failed ends failed, as recorded; requeued (Slurm's
+                    # default), it would run again into the same experiment
+                    extra_args=["--no-requeue"],
+                )
             except slurm.LostSubmission as lost:
                 # sbatch's answer was lost but the job was made: known now, so the caller's clean-up
                 # (cancel_unfinished) cancels it and closes its rows instead of leaving a ghost to run
@@ -133,8 +164,10 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
                 raise
             submitted[group.index] = job_id
             run.context.reaper.add_slurm_job(job_id)
-        console.print(f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} "
-                      f"devices)", highlight=False)
+        console.print(
+            f"group {group.index}: Slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''} x {per_node} devices)",
+            highlight=False,
+        )
     return submitted
 
 
@@ -151,13 +184,21 @@ def submit_and_follow(run, request: LaunchRequest, submitted: dict[int, str], co
         submit_groups(run, request, console, submitted=submitted)
         return follow(run, planned, submitted, console, ended, deadline=deadline)
     except BaseException as stop:
-        cancel_unfinished(run, planned, submitted, ended, console,
-                          status="timeout" if isinstance(stop, TimedOut) else None)
+        cancel_unfinished(
+            run, planned, submitted, ended, console, status="timeout" if isinstance(stop, TimedOut) else None
+        )
         raise
 
 
-def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], console, states: dict[int, Any],
-           poll_s: float = 1.0, deadline: float | None = None) -> dict[int, Any]:
+def follow(
+    run,
+    planned: dict[int, list[Unit]],
+    submitted: dict[int, str],
+    console,
+    states: dict[int, Any],
+    poll_s: float = 1.0,
+    deadline: float | None = None,
+) -> dict[int, Any]:
     """Wait until every Slurm job has ended (reporting state changes, recording each end into
     `states`); TimedOut past `deadline` (time.monotonic()). `planned`: each group's units."""
     seen: dict[int, str] = {}
@@ -166,22 +207,30 @@ def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], conso
     def say_retrying(error: slurm.SlurmError) -> None:
         if not told:  # once per outage is enough
             told.append(str(error))
-            console.print(f"Slurm did not answer ({error}); asking again for up to {slurm.TRANSIENT_RETRY_S:.0f} s",
-                          highlight=False, markup=False)
+            console.print(
+                f"Slurm did not answer ({error}); asking again for up to {slurm.TRANSIENT_RETRY_S:.0f} s",
+                highlight=False,
+                markup=False,
+            )
 
     while len(states) < len(submitted):
         for index, job_id in submitted.items():
             if index in states:
                 continue
             left = None if deadline is None else max(1.0, deadline - time.monotonic())
-            state = slurm.retrying(functools.partial(slurm.job_state, job_id), on_retry=say_retrying,
-                                   limit_s=None if left is None else min(left, slurm.TRANSIENT_RETRY_S))
+            state = slurm.retrying(
+                functools.partial(slurm.job_state, job_id),
+                on_retry=say_retrying,
+                limit_s=None if left is None else min(left, slurm.TRANSIENT_RETRY_S),
+            )
             told.clear()
             if seen.get(index) != state.state:
                 seen[index] = state.state
-                console.print(f"group {index}: Slurm job {job_id} {state.state}"
-                              + (f" ({state.reason})" if state.reason and state.reason != "None" else ""),
-                              highlight=False)
+                console.print(
+                    f"group {index}: Slurm job {job_id} {state.state}"
+                    + (f" ({state.reason})" if state.reason and state.reason != "None" else ""),
+                    highlight=False,
+                )
             if state.finished:
                 states[index] = state
                 record_outcome(run, planned[index], state)
@@ -191,8 +240,14 @@ def follow(run, planned: dict[int, list[Unit]], submitted: dict[int, str], conso
     return states
 
 
-def cancel_unfinished(run, planned: dict[int, list[Unit]], submitted: dict[int, str], ended: dict[int, Any], console,
-                      status: str | None = None) -> None:
+def cancel_unfinished(
+    run,
+    planned: dict[int, list[Unit]],
+    submitted: dict[int, str],
+    ended: dict[int, Any],
+    console,
+    status: str | None = None,
+) -> None:
     """scancel every submitted job not known to have ended, wait until Slurm says each ended (two
     minutes at most), and record them (as `status` where given). A failure to cancel one does not
     stop the others from being cancelled."""
@@ -226,11 +281,25 @@ def record_outcome(run, units: list[Unit], state, status: str | None = None) -> 
             for job in unit.jobs:
                 if (job.name, unit.mode, unit.policy) not in made:
                     snapshot = snapshot_recipe(session, job.recipe)
-                    session.add(Run(experiment_id=run.id, recipe_id=snapshot.id, name=job.name, mode=unit.mode,
-                                    policy=unit.policy, engine=job.engine, group_index=index, hosts=job.hosts,
-                                    np=job.np, devices=job.devices_env(), status=status, slurm_job_id=state.job_id,
-                                    ended_at=utcnow(), error=f"Slurm job {state.job_id} {state.state}"
-                                    + (f": {state.reason}" if state.reason and state.reason != "None" else "")))
+                    session.add(
+                        Run(
+                            experiment_id=run.id,
+                            recipe_id=snapshot.id,
+                            name=job.name,
+                            mode=unit.mode,
+                            policy=unit.policy,
+                            engine=job.engine,
+                            group_index=index,
+                            hosts=job.hosts,
+                            np=job.np,
+                            devices=job.devices_env(),
+                            status=status,
+                            slurm_job_id=state.job_id,
+                            ended_at=utcnow(),
+                            error=f"Slurm job {state.job_id} {state.state}"
+                            + (f": {state.reason}" if state.reason and state.reason != "None" else ""),
+                        )
+                    )
         for row in runs:
             # a run the job's own xover ended as interrupted was stopped by Slurm: it ended as the Slurm job did
             if row.status in ACTIVE_STATUSES or (not state.succeeded and row.status == "interrupted"):
@@ -275,8 +344,11 @@ def group_exporter(port: int | None, group: GroupToRun, experiment_id: str) -> l
 def main(argv: list[str] | None = None) -> None:
     """A group of a plan inside its Slurm job (started by the batch script `submit_groups` wrote)."""
     parser = argparse.ArgumentParser(description="one group of a plan, inside its Slurm job")
-    parser.add_argument("--db", default=settings().db,
-                        help=f"the store (default: ${DB_VARIABLE}, which keeps a password out of the process list)")
+    parser.add_argument(
+        "--db",
+        default=settings().db,
+        help=f"the store (default: ${DB_VARIABLE}, which keeps a password out of the process list)",
+    )
     parser.add_argument("--experiment", required=True)
     parser.add_argument("--plan", required=True)
     parser.add_argument("--group", type=int, required=True)
@@ -286,8 +358,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int)
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--allow-changed", action="store_true", help="run scripts changed since profiled")
-    parser.add_argument("--metrics-port", type=int, default=settings().metrics_port,
-                        help="serve the group's figures to Prometheus on this port of its first node")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=settings().metrics_port,
+        help="serve the group's figures to Prometheus on this port of its first node",
+    )
     args = parser.parse_args(argv)
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
@@ -305,9 +381,15 @@ def main(argv: list[str] | None = None) -> None:
         results_dir = results_root() / "runs" / args.experiment
         results_dir.mkdir(parents=True, exist_ok=True)
         lease, server_nice, link_bands = settings_from_env()  # the submitter's XOVER_* (sbatch exports them)
-        context = RunContext(recorder=recorder, experiment_id=args.experiment, results_dir=results_dir, lease=lease,
-                             server_nice=server_nice, link_bands=link_bands,
-                             sinks=[StoreSink(recorder), *group_exporter(args.metrics_port, group, args.experiment)])
+        context = RunContext(
+            recorder=recorder,
+            experiment_id=args.experiment,
+            results_dir=results_dir,
+            lease=lease,
+            server_nice=server_nice,
+            link_bands=link_bands,
+            sinks=[StoreSink(recorder), *group_exporter(args.metrics_port, group, args.experiment)],
+        )
         modes = args.mode or ["crossover"]
         policies = args.policy or ["work-conserving"]
         # Inside a Slurm job there is no reaper (Slurm's SIGKILL after KillWait would take it with
@@ -324,8 +406,9 @@ def main(argv: list[str] | None = None) -> None:
 
         try:
             with interruptible(), on_interrupt(stop_elsewhere):
-                Scheduler(context).run(comparison_units([group], modes, policies, store),
-                                       exclusive=len(modes) > 1 or len(policies) > 1)
+                Scheduler(context).run(
+                    comparison_units([group], modes, policies, store), exclusive=len(modes) > 1 or len(policies) > 1
+                )
         finally:
             deliver(context.sinks, lambda sink: sink.closed("ended"))  # the exporter stops serving
     except Interrupted:

@@ -52,8 +52,9 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
         store.close()
 
 
-def reap(experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str],
-         slurm_jobs: list[str] | None = None) -> None:
+def reap(
+    experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str], slurm_jobs: list[str] | None = None
+) -> None:
     """Clean up after a dead xover: cancel its Slurm jobs, stop its processes here and on `hosts`, remove
     its sockets and mark it lost."""
     for job_id in slurm_jobs or []:  # the groups it submitted: cancelled, not left running unwatched
@@ -71,8 +72,11 @@ def main(argv: list[str] | None = None) -> None:
     unless xover said `done`."""
     parser = argparse.ArgumentParser(description="xover's reaper (started by xover itself)")
     parser.add_argument("--experiment")
-    parser.add_argument("--db", default=os.environ.get(REAPER_DB_VARIABLE),
-                        help=f"the store (default: ${REAPER_DB_VARIABLE}, which keeps a password out of the process list)")
+    parser.add_argument(
+        "--db",
+        default=os.environ.get(REAPER_DB_VARIABLE),
+        help=f"the store (default: ${REAPER_DB_VARIABLE}, which keeps a password out of the process list)",
+    )
     parser.add_argument("--host", action="append", default=[])
     parser.add_argument("--remote-prefix", default="", help="command prefix to reach other hosts (space-separated)")
     parser.add_argument("--kill", help="stop the processes tagged with this value on this host now, and exit")

@@ -96,9 +96,19 @@ class Recorder:
         """Record the experiment's row, owned by this process (so a later command can tell if it died)."""
         host, pid, started = owner_identity()
         with self.store.session() as session, session.begin():
-            session.add(Experiment(id=self.experiment_id, kind=kind, command=command, bandwidth=bandwidth,
-                                   plan_id=plan_id, hardware=hardware_fingerprint(), owner_host=host,
-                                   owner_pid=pid, owner_started=started))
+            session.add(
+                Experiment(
+                    id=self.experiment_id,
+                    kind=kind,
+                    command=command,
+                    bandwidth=bandwidth,
+                    plan_id=plan_id,
+                    hardware=hardware_fingerprint(),
+                    owner_host=host,
+                    owner_pid=pid,
+                    owner_started=started,
+                )
+            )
 
     def finish(self, status: str) -> None:
         """Close the experiment with `status`; a run it left pending or running becomes interrupted or failed."""
@@ -109,8 +119,9 @@ class Recorder:
                 if run.status in ACTIVE_STATUSES:
                     run.status, run.ended_at = ("interrupted" if status == "interrupted" else "failed"), utcnow()
 
-    def create_runs(self, jobs: list[JobSpec], mode: str, group: int | None, policy: str | None,
-                    results_dir: Path) -> list[tuple[int, Path]]:
+    def create_runs(
+        self, jobs: list[JobSpec], mode: str, group: int | None, policy: str | None, results_dir: Path
+    ) -> list[tuple[int, Path]]:
         """A pending run per job of a unit (slots only under crossover), each with its log folder, and the
         experiment's hosts widened to theirs; returns (run id, log folder) per job, in order."""
         created = []
@@ -120,11 +131,22 @@ class Recorder:
             experiment.hosts = ",".join(sorted(hosts))
             for slot, job in enumerate(jobs):
                 snapshot = snapshot_recipe(session, job.recipe)
-                run = Run(experiment_id=self.experiment_id, recipe_id=snapshot.id, name=job.name, mode=mode,
-                          engine=job.engine, policy=policy, group_index=group,
-                          slot=slot if mode == "crossover" else None, hosts=job.hosts, np=job.np,
-                          devices=job.devices_env(), status="pending", iterations_planned=job.recipe.iterations,
-                          slurm_job_id=self.slurm_job_id)
+                run = Run(
+                    experiment_id=self.experiment_id,
+                    recipe_id=snapshot.id,
+                    name=job.name,
+                    mode=mode,
+                    engine=job.engine,
+                    policy=policy,
+                    group_index=group,
+                    slot=slot if mode == "crossover" else None,
+                    hosts=job.hosts,
+                    np=job.np,
+                    devices=job.devices_env(),
+                    status="pending",
+                    iterations_planned=job.recipe.iterations,
+                    slurm_job_id=self.slurm_job_id,
+                )
                 session.add(run)
                 session.flush()
                 log_dir = results_dir / f"{run.id}-{job.name}-{mode}"
@@ -176,8 +198,18 @@ class Recorder:
             run = session.get_one(Run, run_id)
             lost = {"device": record.device, "why": record.why, "wall_time": record.wall_time}
             _note_lost(run, lost)
-            session.add(TurnEvent(experiment_id=run.experiment_id, run_id=run_id, group_index=run.group_index,
-                                  host="?", kind="turns-lost", slot=run.slot, device=record.device, detail=lost))
+            session.add(
+                TurnEvent(
+                    experiment_id=run.experiment_id,
+                    run_id=run_id,
+                    group_index=run.group_index,
+                    host="?",
+                    kind="turns-lost",
+                    slot=run.slot,
+                    device=record.device,
+                    detail=lost,
+                )
+            )
         elif isinstance(record, EndRecord):
             run = session.get_one(Run, run_id)
             run.peak_memory_gb = record.peak_memory_gb
@@ -210,13 +242,26 @@ class Recorder:
             for event in events:
                 slot = event.get("slot")
                 if event.get("kind") == "unwritable" and isinstance(slot, int) and 0 <= slot < len(runs):
-                    _note_lost(session.get_one(Run, runs[slot]),
-                               {"device": event.get("device"), "why": f"the turn server dropped it: {event.get('reason')}",
-                                "wall_time": event.get("wall_time")})
-                session.add(TurnEvent(experiment_id=self.experiment_id, group_index=group,
-                                      host=event.get("host", "localhost"),
-                                      run_id=runs[slot] if isinstance(slot, int) and 0 <= slot < len(runs) else None,
-                                      kind=event.get("kind", "?"), slot=slot, device=event.get("device"), detail=event))
+                    _note_lost(
+                        session.get_one(Run, runs[slot]),
+                        {
+                            "device": event.get("device"),
+                            "why": f"the turn server dropped it: {event.get('reason')}",
+                            "wall_time": event.get("wall_time"),
+                        },
+                    )
+                session.add(
+                    TurnEvent(
+                        experiment_id=self.experiment_id,
+                        group_index=group,
+                        host=event.get("host", "localhost"),
+                        run_id=runs[slot] if isinstance(slot, int) and 0 <= slot < len(runs) else None,
+                        kind=event.get("kind", "?"),
+                        slot=slot,
+                        device=event.get("device"),
+                        detail=event,
+                    )
+                )
 
 
 MAX_LOST_NOTES = 64  # per run: one per device and rank is the most a run writes; a flood stops here

@@ -124,13 +124,25 @@ def run_tag(experiment_id: str, run_id: int) -> str:
     return f"{experiment_id}:{run_id}"
 
 
-def worker_env(context: RunContext, job: JobSpec, run_id: int, slot: int | None,
-               turns: TurnService | None, link_band: int | None = None,
-               metric_token: str | None = None) -> dict[str, str]:
+def worker_env(
+    context: RunContext,
+    job: JobSpec,
+    run_id: int,
+    slot: int | None,
+    turns: TurnService | None,
+    link_band: int | None = None,
+    metric_token: str | None = None,
+) -> dict[str, str]:
     """The environment of a job's workers: what the runtime reads (devices, turns, link band, metric token),
     the job file's own variables, and no secret of this process's (launchers copy it onto other hosts)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", DEVICES_VARIABLE: job.devices_env(), JOB_VARIABLE: job.name,
-           EXPERIMENT_VARIABLE: context.experiment_id, RUN_VARIABLE: run_tag(context.experiment_id, run_id)}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        DEVICES_VARIABLE: job.devices_env(),
+        JOB_VARIABLE: job.name,
+        EXPERIMENT_VARIABLE: context.experiment_id,
+        RUN_VARIABLE: run_tag(context.experiment_id, run_id),
+    }
     # Workers never open the store: its URL (a password, perhaps) stays out of their environment, which
     # launchers put on other hosts' command lines (horovodrun over ssh).
     for secret in SECRET_VARIABLES:
@@ -168,8 +180,15 @@ class CheckedJob(LaunchedJob):
     goes on as an IgnoredLine with the reason, for the scheduler to say once; a JobExit comes only from
     the launchers' processes, never from their output."""
 
-    def __init__(self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path,
-                 events: queue.Queue, token: str) -> None:
+    def __init__(
+        self,
+        run_id: int,
+        commands: list[list[str]],
+        env: dict[str, str],
+        log_dir: Path,
+        events: queue.Queue,
+        token: str,
+    ) -> None:
         self.token = token  # before the launchers start: their output is read from then on
         super().__init__(run_id, commands, env, log_dir, events)
 
@@ -263,8 +282,10 @@ class Scheduler:
         for job, record in records:
             if isinstance(record, TurnsLostRecord) and job.run_id not in self.turns_lost:
                 self.turns_lost.add(job.run_id)  # said once per run; the record keeps each
-                _say(f"{job.label}: a rank gave up crossover turns on device {record.device} "
-                     f"({record.why}); it trains on without them, and its record and report say so")
+                _say(
+                    f"{job.label}: a rank gave up crossover turns on device {record.device} "
+                    f"({record.why}); it trains on without them, and its record and report say so"
+                )
         return [unit for run_id, exit in exits for unit in self._exited(run_id, exit.code)]
 
     def _exited(self, run_id: int, code: int) -> list[Unit]:
@@ -288,14 +309,18 @@ class Scheduler:
         """A record CheckedJob refused: said the first time for each run, counted after that."""
         self.ignored[run_id] = self.ignored.get(run_id, 0) + 1
         if self.ignored[run_id] == 1:
-            _say(f"{self.jobs[run_id].label}: ignored a line of its output that looks like a metric record of "
-                 f"xover's but is not one of this run's ({event.reason}); the job's log keeps it")
+            _say(
+                f"{self.jobs[run_id].label}: ignored a line of its output that looks like a metric record of "
+                f"xover's but is not one of this run's ({event.reason}); the job's log keeps it"
+            )
 
     def _say_ignored(self, unit: Unit) -> None:
         for run_id in unit.run_ids:
             if self.ignored.get(run_id, 0) > 1:
-                _say(f"{self.jobs[run_id].label}: ignored {self.ignored[run_id]} lines of its output that look like "
-                     "metric records of xover's but are not this run's")
+                _say(
+                    f"{self.jobs[run_id].label}: ignored {self.ignored[run_id]} lines of its output that look like "
+                    "metric records of xover's but are not this run's"
+                )
 
     # -- a unit's life ------------------------------------------------------------------------
     def _start(self, unit: Unit) -> None:
@@ -304,22 +329,34 @@ class Scheduler:
         remote = [host for host in hosts if not is_local(host)]
         prefix = prefix_to_reach(hosts)
         if context.bandwidth and remote:
-            raise XoverError(f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
-                             "network as it is (an emulated cluster shapes its NICs at `xover cluster up`)")
+            raise XoverError(
+                f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
+                "network as it is (an emulated cluster shapes its NICs at `xover cluster up`)"
+            )
         if context.reaper is not None:
             for host in remote:
                 context.reaper.add_host(host, prefix)
-        unit.runs = context.recorder.create_runs(unit.jobs, unit.mode, unit.group,
-                                                 unit.policy if unit.crossover else None, context.results_dir)
+        unit.runs = context.recorder.create_runs(
+            unit.jobs, unit.mode, unit.group, unit.policy if unit.crossover else None, context.results_dir
+        )
         for slot, (run_id, _) in enumerate(unit.runs):
             self.owner[run_id] = (unit, slot)
             job = unit.jobs[slot]
-            self.jobs[run_id] = JobLabels(run_id, context.experiment_id, job.name, unit.mode, unit.group,
-                                          unit.policy if unit.crossover else None, job.hosts)
+            self.jobs[run_id] = JobLabels(
+                run_id,
+                context.experiment_id,
+                job.name,
+                unit.mode,
+                unit.group,
+                unit.policy if unit.crossover else None,
+                job.hosts,
+            )
         try:
-            unit.network = network_for(context.bandwidth if not remote else None,
-                                       {EXPERIMENT_VARIABLE: context.experiment_id},
-                                       nodes=len(unit.devices)).__enter__()
+            unit.network = network_for(
+                context.bandwidth if not remote else None,
+                {EXPERIMENT_VARIABLE: context.experiment_id},
+                nodes=len(unit.devices),
+            ).__enter__()
             link_bands: dict[int, int] = {}
             if unit.crossover:
                 assert unit.policy is not None  # group_units makes each crossover unit with its policy
@@ -327,20 +364,32 @@ class Scheduler:
                 if context.link_bands:
                     link_bands = make_policy(unit.policy, traits).link_bands()
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
-                unit.turns = TurnService(name, [job.devices for job in unit.jobs], unit.policy, traits, prefix,
-                                         {EXPERIMENT_VARIABLE: context.experiment_id}, context.lease,
-                                         context.server_nice, deadline=self.deadline)
+                unit.turns = TurnService(
+                    name,
+                    [job.devices for job in unit.jobs],
+                    unit.policy,
+                    traits,
+                    prefix,
+                    {EXPERIMENT_VARIABLE: context.experiment_id},
+                    context.lease,
+                    context.server_nice,
+                    deadline=self.deadline,
+                )
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
                 token = secrets.token_hex(16)  # what marks this run's metric records as its own
                 env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
                 spec_path = log_dir / "spec.json"
-                spec_path.write_text(json.dumps({"job": job.name, "engine": job.engine,
-                                                 "recipe": job.recipe.to_dict()}, indent=1))
+                spec_path.write_text(
+                    json.dumps({"job": job.name, "engine": job.engine, "recipe": job.recipe.to_dict()}, indent=1)
+                )
                 engine = ENGINES[job.engine]  # its launcher program's command lines (xover/engines.py)
-                commands = [unit.network.wrap(c) for c in engine.launch_commands(job, log_dir / "ranks", spec_path, env,
-                                                                                 prefix, self.deadline)]
-                unit.launched[run_id] = CheckedJob(run_id, commands, engine.launch_env(job, env), log_dir, self.events,
-                                                   token)
+                commands = [
+                    unit.network.wrap(c)
+                    for c in engine.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
+                ]
+                unit.launched[run_id] = CheckedJob(
+                    run_id, commands, engine.launch_env(job, env), log_dir, self.events, token
+                )
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
             with uninterrupted():
@@ -372,8 +421,9 @@ class Scheduler:
             sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
         if unit.turns is not None:
             unit.turns.stop()
-            self.context.recorder.record_turns(unit.run_ids, unit.group, unit.turns.slot_statistics(),
-                                               unit.turns.events)
+            self.context.recorder.record_turns(
+                unit.run_ids, unit.group, unit.turns.slot_statistics(), unit.turns.events
+            )
             unit.turns = None
         if unit.network is not None:
             unit.network.__exit__(None, None, None)

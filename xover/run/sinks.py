@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class JobLabels:
     """Whose records these are: one job's run in one mode (what a sink labels its figures with)."""
+
     run_id: int
     experiment_id: str
     job: str
@@ -116,8 +117,12 @@ def deliver(sinks: Sequence[MetricSink], call: Callable[[MetricSink], None]) -> 
         except Exception as error:
             if sink.essential:
                 raise
-            errors.print(f"xover: the {sink.name} metric sink failed and is left out for the rest of the run: "
-                         f"{error}", highlight=False, soft_wrap=True, markup=False)
+            errors.print(
+                f"xover: the {sink.name} metric sink failed and is left out for the rest of the run: {error}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
             continue
         kept.append(sink)
     return kept

@@ -98,9 +98,16 @@ class LaunchedProcess:
         self.on_line, self.on_exit = on_line, on_exit
         self.log = open(log_path, "ab")
         # stdin: never xover's terminal (`ssh -tt` would take it over: raw mode, Ctrl-C sent to a remote node)
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                        preexec_fn=_die_with_parent, cwd=os.getcwd())
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            cwd=os.getcwd(),
+        )
         # taken before anyone can reap it: the pid is this launcher's now, perhaps another process's later
         self.pidfd = _pidfd(self.process.pid)
         self.reaped = False  # once true, its pid is never signalled again
@@ -166,20 +173,23 @@ class LaunchedProcess:
 class JobExit:
     """A run's launchers have all ended: the first failure's exit code, or 0 (from the processes, never
     from their output)."""
+
     code: int
 
 
 @dataclass(frozen=True)
 class IgnoredLine:
     """A line of a run's output that looked like a metric record but is not one of the run's: why."""
+
     reason: str
 
 
 class LaunchedJob:
     """The launcher processes of one run; `_exit` is posted once all have ended (the first failure's code)."""
 
-    def __init__(self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path,
-                 events: queue.Queue) -> None:
+    def __init__(
+        self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path, events: queue.Queue
+    ) -> None:
         self.run_id, self.events = run_id, events
         self.lock = threading.Lock()
         self.codes: list[int] = []

@@ -12,8 +12,9 @@ from .jobs import PLANNED, GroupToRun, traits_from_summary
 from .schedule import Unit
 
 
-def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store,
-                     link: str | None = None) -> list[Unit]:
+def comparison_units(
+    groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store, link: str | None = None
+) -> list[Unit]:
     """Every group in every mode, in order: sequential (each job alone) first, so that crossover can
     rank jobs that had no profile by what they did alone (and, on the shaped `link`, order the link)."""
 
@@ -21,7 +22,9 @@ def comparison_units(groups: list[GroupToRun], modes: list[str], policies: list[
         [job], [run_id] = unit.jobs, unit.run_ids
         if job.traits is None or job.traits.rank is None:
             with store.session() as session:
-                summary = job_summary(run_fields(session.get_one(Run, run_id)), iteration_rows(session, [run_id])[run_id], [])
+                summary = job_summary(
+                    run_fields(session.get_one(Run, run_id)), iteration_rows(session, [run_id])[run_id], []
+                )
             job.traits = traits_from_summary(summary, job.recipe.max_slowdown, link) or job.traits
 
     units = [unit for group in groups for unit in group_units(group, modes, policies)]

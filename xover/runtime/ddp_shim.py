@@ -83,18 +83,35 @@ from .script_turns import ScriptCoordinator
 UNSUPPORTED_OPTIONS = {
     "mixed_precision": "installs its own communication hook: not supported in a crossover group",
     "delay_all_reduce_named_params": "reduces those parameters outside DDP's communication hook: not supported in "
-                                     "a crossover group",
+    "a crossover group",
 }
 
 # torch.distributed calls that block until every rank has joined them
-BLOCKING_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "broadcast", "barrier", "monitored_barrier",
-                        "all_gather", "all_gather_into_tensor", "all_gather_coalesced", "reduce", "gather", "scatter",
-                        "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
-                        "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list",
-                        "send", "recv")
+BLOCKING_COLLECTIVES = (
+    "all_reduce",
+    "all_reduce_coalesced",
+    "broadcast",
+    "barrier",
+    "monitored_barrier",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_coalesced",
+    "reduce",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "all_gather_object",
+    "broadcast_object_list",
+    "gather_object",
+    "scatter_object_list",
+    "send",
+    "recv",
+)
 
-GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
-                    "clip_grads_with_norm_")
+GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_")
 
 
 def _script_from_argv() -> str | None:
@@ -109,6 +126,7 @@ def _refuse(script: str | None, problem: str) -> NoReturn:
 
 # ------------------------------------------------------------------------------ inside the job
 
+
 def install_ddp(script: str | None = None) -> ScriptCoordinator:
     """Check the script, then adapt DistributedDataParallel and torch.optim so that the script's DDP
     model takes crossover turns; rank, local rank and world size come from torchrun's environment."""
@@ -119,8 +137,13 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
         except ScriptRefused as error:
             print(f"xover: {error}", file=sys.stderr, flush=True)
             raise SystemExit(error.exit_code) from None
-    coordinator = ScriptCoordinator(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("RANK", "0")),
-                                    int(os.environ.get("WORLD_SIZE", "1")), "torch", script)
+    coordinator = ScriptCoordinator(
+        int(os.environ.get("LOCAL_RANK", "0")),
+        int(os.environ.get("RANK", "0")),
+        int(os.environ.get("WORLD_SIZE", "1")),
+        "torch",
+        script,
+    )
     DDPCrossover(coordinator, script).install()
     return coordinator
 
@@ -216,8 +239,11 @@ class DDPCrossover:
     def _adopt(self, model) -> None:
         torch = self.torch
         if model._use_python_reducer:
-            _refuse(self.script, "DDP runs the compiled python reducer (torch._dynamo optimize_ddp='python_reducer'), "
-                                 "which reduces without DDP's communication hook: not supported in a crossover group")
+            _refuse(
+                self.script,
+                "DDP runs the compiled python reducer (torch._dynamo optimize_ddp='python_reducer'), "
+                "which reduces without DDP's communication hook: not supported in a crossover group",
+            )
         if any(isinstance(module, torch.nn.SyncBatchNorm) for module in model.module.modules()):
             _refuse(self.script, DDP_UNSUPPORTED_NAMES["SyncBatchNorm"])
         reduction = _Reduction(model.process_group, model.process_group.size())
@@ -245,8 +271,11 @@ class DDPCrossover:
         def _pre_forward(model, *inputs, **kwargs):
             if model in self.models:
                 if model._join_config.enable:
-                    _refuse(self.script, "uneven inputs with Join change the divisor of every reduction: not "
-                                         "supported in a crossover group")
+                    _refuse(
+                        self.script,
+                        "uneven inputs with Join change the divisor of every reduction: not "
+                        "supported in a crossover group",
+                    )
                 if self.torch.is_grad_enabled() and self._rebuild_due(model):
                     with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
                         return original_pre_forward(model, *inputs, **kwargs)
@@ -255,8 +284,11 @@ class DDPCrossover:
         @functools.wraps(original_sync_buffers)
         def _sync_buffers(model):
             reduction = getattr(model, "_xover_reduction", None)
-            if reduction is not None and not hasattr(model, "buffer_hook") \
-                    and reduction.buffers_in_sync == self._buffer_state(model):
+            if (
+                reduction is not None
+                and not hasattr(model, "buffer_hook")
+                and reduction.buffers_in_sync == self._buffer_state(model)
+            ):
                 return  # the same buffers, unchanged since they were made equal on every rank
             with self.outside_turn():
                 original_sync_buffers(model)
@@ -282,14 +314,20 @@ class DDPCrossover:
 
     def _rebuild_due(self, model) -> bool:
         """DDP rebuilds its buckets once, in the order the first backward produced the gradients."""
-        return (not model._has_rebuilt_buckets and model._xover_reduction.reduced
-                and (model.static_graph or not model.find_unused_parameters))
+        return (
+            not model._has_rebuilt_buckets
+            and model._xover_reduction.reduced
+            and (model.static_graph or not model.find_unused_parameters)
+        )
 
     def _buffers_due(self, model) -> bool:
         """DDP would broadcast the buffers at the next forward, and they changed since last made equal."""
-        return (not hasattr(model, "buffer_hook") and not model._join_config.enable
-                and model._check_sync_bufs_pre_fwd()
-                and model._xover_reduction.buffers_in_sync != self._buffer_state(model))
+        return (
+            not hasattr(model, "buffer_hook")
+            and not model._join_config.enable
+            and model._check_sync_bufs_pre_fwd()
+            and model._xover_reduction.buffers_in_sync != self._buffer_state(model)
+        )
 
     @staticmethod
     def _buffer_state(model) -> tuple:
@@ -313,8 +351,11 @@ class DDPCrossover:
         if framework is not None:
             hint = f" ({framework[0]}, found from {framework[1]}, did not build it"
             hint += f": {FRAMEWORK_HINTS[framework[0]]})" if framework[0] in FRAMEWORK_HINTS else ")"
-        _refuse(self.script, f"{what} before any DistributedDataParallel model was built{hint}: the script does not "
-                             f"train through DDP, which --engine torch crosses over")
+        _refuse(
+            self.script,
+            f"{what} before any DistributedDataParallel model was built{hint}: the script does not "
+            f"train through DDP, which --engine torch crosses over",
+        )
 
     def _before_optimizer_step(self, optimizer, args, kwargs):
         self._require_ddp("optimizer.step()")
@@ -369,8 +410,10 @@ class DDPCrossover:
 
     def _refuse_other_groups(self) -> None:
         """A second process group's collectives are not followed: refused when made, with why."""
-        problem = ("creates a second process group (torch.distributed.{}): crossover follows the default group's "
-                   "collectives and DDP's only")
+        problem = (
+            "creates a second process group (torch.distributed.{}): crossover follows the default group's "
+            "collectives and DDP's only"
+        )
         for name in ("new_group", "new_subgroups", "new_subgroups_by_enumeration"):
             if getattr(self.dist, name, None) is not None:
                 setattr(self.dist, name, self._refusal(problem.format(name)))

@@ -127,8 +127,12 @@ class TorchEngine:
         for parameter in reversed([p for p in model.parameters() if p.requires_grad]):
             first = self._buckets[-1][0] if self._buckets else None
             nbytes = parameter.numel() * parameter.element_size()
-            if (first is None or size + nbytes > self.bucket_bytes or first.dtype != parameter.dtype
-                    or first.device != parameter.device):
+            if (
+                first is None
+                or size + nbytes > self.bucket_bytes
+                or first.dtype != parameter.dtype
+                or first.device != parameter.device
+            ):
                 self._buckets.append([])
                 size = 0
             self._buckets[-1].append(parameter)
@@ -139,7 +143,7 @@ class TorchEngine:
             flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
             offset = 0
             for parameter in bucket:
-                parameter.grad = flat[offset:offset + parameter.numel()].view_as(parameter)
+                parameter.grad = flat[offset : offset + parameter.numel()].view_as(parameter)
                 offset += parameter.numel()
             self._flat.append(flat)
         self._ready = [0] * len(self._buckets)

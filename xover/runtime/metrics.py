@@ -112,8 +112,11 @@ def _flag(value: Any) -> bool:
 
 
 def _held(value: Any) -> bool:
-    return isinstance(value, list) and len(value) <= 10000 and all(
-        isinstance(pair, list) and len(pair) == 2 and all(_finite(t) for t in pair) for pair in value)
+    return (
+        isinstance(value, list)
+        and len(value) <= 10000
+        and all(isinstance(pair, list) and len(pair) == 2 and all(_finite(t) for t in pair) for pair in value)
+    )
 
 
 def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -122,6 +125,7 @@ def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 # ------------------------------------------------------------------------------------ the records
 
+
 def _check(check: Callable[[Any], bool]) -> dict[str, Any]:
     return {"check": check}
 
@@ -129,6 +133,7 @@ def _check(check: Callable[[Any], bool]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StartRecord:
     """A job's facts, once, when it starts (rank 0)."""
+
     KIND: ClassVar[str] = "start"
     job: str | None = field(default=None, metadata=_check(_optional(_text(200))))
     iterations: int | None = field(default=None, metadata=_check(_optional(_int)))
@@ -151,6 +156,7 @@ class StartRecord:
 @dataclass(frozen=True)
 class IterationRecord:
     """One training iteration (rank 0): its times in seconds, the samples it took, its loss."""
+
     KIND: ClassVar[str] = "iter"
     step: int = field(metadata=_check(lambda v: _int(v) and v >= 0))
     time_s: float = field(metadata=_check(_finite))  # since the job's first iteration began
@@ -171,6 +177,7 @@ class IterationRecord:
 @dataclass(frozen=True)
 class EvaluationRecord:
     """One evaluation of the model (rank 0)."""
+
     KIND: ClassVar[str] = "eval"
     step: int = field(metadata=_check(_int))
     metric: str = field(metadata=_check(_text(60)))
@@ -180,6 +187,7 @@ class EvaluationRecord:
 @dataclass(frozen=True)
 class TurnsLostRecord:
     """A rank gave up waiting for crossover turns: the rest of its run went without them (any rank)."""
+
     KIND: ClassVar[str] = "turns-lost"
     device: int = field(metadata=_check(_int))
     why: str = field(metadata=_check(_text(200)))
@@ -190,6 +198,7 @@ class TurnsLostRecord:
 @dataclass(frozen=True)
 class EndRecord:
     """A job's totals, once, when it ends (rank 0)."""
+
     KIND: ClassVar[str] = "end"
     iterations: int | None = field(default=None, metadata=_check(_optional(_whole)))
     wall_s: float | None = field(default=None, metadata=_check(_optional(_finite)))
@@ -200,7 +209,8 @@ class EndRecord:
 
 MetricRecord = StartRecord | IterationRecord | EvaluationRecord | TurnsLostRecord | EndRecord
 RECORD_TYPES: dict[str, type[MetricRecord]] = {
-    kind.KIND: kind for kind in (StartRecord, IterationRecord, EvaluationRecord, TurnsLostRecord, EndRecord)}
+    kind.KIND: kind for kind in (StartRecord, IterationRecord, EvaluationRecord, TurnsLostRecord, EndRecord)
+}
 
 
 def _required(spec: Field[Any]) -> bool:

@@ -52,9 +52,13 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     from .gradient_wait import meet_without_spinning, wait_without_spinning
 
     # horovodrun tells each rank who it is; the script calls hvd.init() itself
-    coordinator = ScriptCoordinator(int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),
-                                    int(os.environ.get("HOROVOD_RANK", "0")),
-                                    int(os.environ.get("HOROVOD_SIZE", "1")), "horovod", script)
+    coordinator = ScriptCoordinator(
+        int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),
+        int(os.environ.get("HOROVOD_RANK", "0")),
+        int(os.environ.get("HOROVOD_SIZE", "1")),
+        "horovod",
+        script,
+    )
     wrapped = hvd.DistributedOptimizer
 
     def DistributedOptimizer(optimizer, *args, **kwargs):  # noqa: N802 - stands in for Horovod's factory
@@ -144,10 +148,11 @@ def _refuse_other_process_groups(coordinator: ScriptCoordinator, hvd) -> None:
         return refuse
 
     if hasattr(hvd, "add_process_set"):
-        hvd.add_process_set = refusal("adds a Horovod process set: crossover follows the global set's all-reduces "
-                                      "only")
-    torch_script = ("uses torch.distributed ({}) but runs under engine horovod (horovodrun): a DistributedDataParallel "
-                    "script runs with engine torch (torchrun)")
+        hvd.add_process_set = refusal("adds a Horovod process set: crossover follows the global set's all-reduces only")
+    torch_script = (
+        "uses torch.distributed ({}) but runs under engine horovod (horovodrun): a DistributedDataParallel "
+        "script runs with engine torch (torchrun)"
+    )
     dist.init_process_group = refusal(torch_script.format("init_process_group"))
     # patched on purpose (mypy's method-assign): the script must not build one
     DistributedDataParallel.__init__ = refusal(torch_script.format("DistributedDataParallel"))  # type: ignore[method-assign]
@@ -156,9 +161,25 @@ def _refuse_other_process_groups(coordinator: ScriptCoordinator, hvd) -> None:
 # horovod.torch's calls that block until every rank has joined; the *_async ones return at once (and
 # `synchronize` on their handle blocks). DistributedOptimizer's own waits are not these: it imports them.
 HOROVOD_BLOCKING_COLLECTIVES = (
-    "allreduce", "allreduce_", "grouped_allreduce", "grouped_allreduce_", "allgather", "grouped_allgather",
-    "broadcast", "broadcast_", "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join",
-    "synchronize", "broadcast_object", "allgather_object", "broadcast_parameters", "broadcast_optimizer_state")
+    "allreduce",
+    "allreduce_",
+    "grouped_allreduce",
+    "grouped_allreduce_",
+    "allgather",
+    "grouped_allgather",
+    "broadcast",
+    "broadcast_",
+    "alltoall",
+    "reducescatter",
+    "grouped_reducescatter",
+    "barrier",
+    "join",
+    "synchronize",
+    "broadcast_object",
+    "allgather_object",
+    "broadcast_parameters",
+    "broadcast_optimizer_state",
+)
 
 
 def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Callable:

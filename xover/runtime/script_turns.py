@@ -174,11 +174,22 @@ class ScriptCoordinator:
         if self.rank == 0:
             iteration_s = end - self.previous_end
             other_s = iteration_s - tally.compute_s - tally.communication_s - tally.wait_s
-            emit(IterationRecord(step=self.step, time_s=end - self.started, wall_time=time.time(),
-                 iteration_s=iteration_s, data_s=max(0.0, other_s), compute_s=tally.compute_s,
-                 communication_s=tally.communication_s, wait_s=tally.wait_s,
-                 samples=self.batch * self.world_size * max(1, tally.backwards), loss=tally.loss,
-                 yields=tally.yields, held=tally.held or None))
+            emit(
+                IterationRecord(
+                    step=self.step,
+                    time_s=end - self.started,
+                    wall_time=time.time(),
+                    iteration_s=iteration_s,
+                    data_s=max(0.0, other_s),
+                    compute_s=tally.compute_s,
+                    communication_s=tally.communication_s,
+                    wait_s=tally.wait_s,
+                    samples=self.batch * self.world_size * max(1, tally.backwards),
+                    loss=tally.loss,
+                    yields=tally.yields,
+                    held=tally.held or None,
+                )
+            )
         self.step += 1
         self.previous_end = end
         self.stop_due = self.step_cap is not None and self.step >= self.step_cap
@@ -196,10 +207,20 @@ class ScriptCoordinator:
             self.link.apply()  # the process group is up: its sockets are open
             self.comm_threads.apply()  # and the engine's threads have started
         if first and self.rank == 0:
-            emit(StartRecord(job=os.environ.get(JOB_VARIABLE, "script"), iterations=self.step_cap, world_size=self.world_size,
-                 engine=self.engine, device=str(self.device), parameters=sum(p.numel() for p in parameters),
-                 gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
-                 wall_time=time.time(), **self.link.start_fields(), **self.comm_threads.start_fields()))
+            emit(
+                StartRecord(
+                    job=os.environ.get(JOB_VARIABLE, "script"),
+                    iterations=self.step_cap,
+                    world_size=self.world_size,
+                    engine=self.engine,
+                    device=str(self.device),
+                    parameters=sum(p.numel() for p in parameters),
+                    gradient_bytes=sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
+                    wall_time=time.time(),
+                    **self.link.start_fields(),
+                    **self.comm_threads.start_fields(),
+                )
+            )
 
     def _gradient_checkpoint(self) -> None:
         self.tally.checkpoints += 1
@@ -222,9 +243,11 @@ class ScriptCoordinator:
         """Why a step on an optimizer the engine's wrapper does not drive cannot run in a crossover group."""
         engine = ENGINES[self.engine]
         wrapper = engine.wrapper
-        return (f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
-                f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run in a "
-                f"crossover group ({engine.other_hint})")
+        return (
+            f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
+            f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run in a "
+            f"crossover group ({engine.other_hint})"
+        )
 
     def refuse(self, problem: str) -> Unfollowable:
         """The refusal of `problem` in this script."""
@@ -240,17 +263,28 @@ class ScriptCoordinator:
             measured, checkpoints = sorted(self.bytes_per_step), sorted(self.checkpoints_per_step)
             # the planner's yield latency is compute / checkpoints (plan/model.py): a script's count
             # is known only once it has run, where a recipe's is known at start
-            emit(EndRecord(iterations=self.step, wall_s=time.perf_counter() - self.started,
-                 peak_memory_gb=peak_memory_gb(self.device),
-                 gradient_bytes=measured[len(measured) // 2] if measured else None,
-                 checkpoints=checkpoints[len(checkpoints) // 2] if checkpoints else None))
+            emit(
+                EndRecord(
+                    iterations=self.step,
+                    wall_s=time.perf_counter() - self.started,
+                    peak_memory_gb=peak_memory_gb(self.device),
+                    gradient_bytes=measured[len(measured) // 2] if measured else None,
+                    checkpoints=checkpoints[len(checkpoints) // 2] if checkpoints else None,
+                )
+            )
         if clean and not self.step:
             wrapper = ENGINES[self.engine].wrapper
             if self.backwards:
-                raise self.refuse(f"{self.backwards} backward passes and no optimizer.step(): xover counts an "
-                                  f"iteration at each optimizer step, and has none to count")
+                raise self.refuse(
+                    f"{self.backwards} backward passes and no optimizer.step(): xover counts an "
+                    f"iteration at each optimizer step, and has none to count"
+                )
             if self.untracked_backwards:
-                raise self.refuse(f"{self.untracked_backwards} backward passes without {wrapper} (and no "
-                                  f"optimizer step through it): nothing of it can take turns")
-            raise self.refuse(f"ended without a training step through {wrapper}: nothing of it can take turns "
-                              f"(does it train? is its engine {self.engine}?)")
+                raise self.refuse(
+                    f"{self.untracked_backwards} backward passes without {wrapper} (and no "
+                    f"optimizer step through it): nothing of it can take turns"
+                )
+            raise self.refuse(
+                f"ended without a training step through {wrapper}: nothing of it can take turns "
+                f"(does it train? is its engine {self.engine}?)"
+            )

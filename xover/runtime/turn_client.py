@@ -102,8 +102,14 @@ class CrossoverToken:
 
     crossover = True
 
-    def __init__(self, socket_path: str, device: int, slot: int,
-                 synchronize: Callable[[], None] | None = None, silence_s: float | None = None) -> None:
+    def __init__(
+        self,
+        socket_path: str,
+        device: int,
+        slot: int,
+        synchronize: Callable[[], None] | None = None,
+        silence_s: float | None = None,
+    ) -> None:
         self.device, self.slot = device, slot
         self.synchronize = synchronize or (lambda: None)
         # on a GPU the CPU passes the layer boundaries while it queues the kernels; waiting for them at
@@ -203,8 +209,11 @@ class CrossoverToken:
 
     def _lost(self, why: str = "is gone") -> None:
         # Without a server the job still trains correctly, only without coordination.
-        print(f"xover: the turn server of device {self.device} {why}; continuing without crossover turns",
-              file=sys.stderr, flush=True)
+        print(
+            f"xover: the turn server of device {self.device} {why}; continuing without crossover turns",
+            file=sys.stderr,
+            flush=True,
+        )
         # and a record, so that the run's record and report say its crossover ended here (any rank's counts)
         from .metrics import TurnsLostRecord, emit
 
@@ -225,8 +234,11 @@ def _map_page(path: str):
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size < YIELD_PAGE_BYTES:
-            print(f"xover: {path} is not a turn server's yield page; continuing without yields", file=sys.stderr,
-                  flush=True)
+            print(
+                f"xover: {path} is not a turn server's yield page; continuing without yields",
+                file=sys.stderr,
+                flush=True,
+            )
             return _NEVER
         return mmap.mmap(fd, YIELD_PAGE_BYTES, prot=mmap.PROT_READ)
     except OSError:

@@ -79,7 +79,9 @@ def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer
     """The recipe's optimizer (sgd, adam, else adamw) over `parameters`."""
     name, lr = recipe["optimizer"], recipe["lr"]
     if name == "sgd":
-        return eager(torch.optim.SGD)(parameters, lr=lr, momentum=recipe["momentum"], weight_decay=recipe["weight_decay"])
+        return eager(torch.optim.SGD)(
+            parameters, lr=lr, momentum=recipe["momentum"], weight_decay=recipe["weight_decay"]
+        )
     if name == "adam":
         return eager(torch.optim.Adam)(parameters, lr=lr, weight_decay=recipe["weight_decay"])
     return eager(torch.optim.AdamW)(parameters, lr=lr, weight_decay=recipe["weight_decay"])
@@ -97,13 +99,18 @@ _Optimizer = TypeVar("_Optimizer", bound=torch.optim.Optimizer)
 
 def eager(optimizer: type[_Optimizer]) -> type[_Optimizer]:
     """`optimizer` without its torch.compile guards (a torch without them: as it is)."""
-    methods: dict[str, Any] = {name: getattr(optimizer, name).__wrapped__ for name in _COMPILE_GUARDED
-                               if hasattr(getattr(optimizer, name), "__wrapped__")}
+    methods: dict[str, Any] = {
+        name: getattr(optimizer, name).__wrapped__
+        for name in _COMPILE_GUARDED
+        if hasattr(getattr(optimizer, name), "__wrapped__")
+    }
     unguarded_step = getattr(optimizer.step, "__wrapped__", None)
     if unguarded_step is not None:
+
         @torch.no_grad()  # what the guard did besides: no autograd for the update (non-differentiable)
         def step(self, closure=None):
             return unguarded_step(self, closure)
+
         methods["step"] = step
     return cast(type[_Optimizer], type(optimizer.__name__, (optimizer,), methods))  # a subclass of `optimizer`
 
@@ -205,8 +212,14 @@ def train(spec: dict[str, Any]) -> None:
     turn = token_from_env(engine.local_rank, synchronize=lambda: synchronize_device(device))
     is_reporter = engine.rank == 0
     torch.manual_seed(recipe["seed"])
-    dataset = workloads.build_dataset(recipe["dataset"], batch_size=recipe["batch_size"], rank=engine.rank,
-                                      world_size=engine.size, seed=recipe["seed"], options=recipe["dataset_options"])
+    dataset = workloads.build_dataset(
+        recipe["dataset"],
+        batch_size=recipe["batch_size"],
+        rank=engine.rank,
+        world_size=engine.size,
+        seed=recipe["seed"],
+        options=recipe["dataset_options"],
+    )
     model = workloads.build_model(recipe["model"], dataset, recipe["model_options"]).to(device)
     # channels-last inputs only: convolutions then run NHWC and give NHWC activations, while the weights
     # and so their gradients stay contiguous, as Horovod's all-reduce requires ("Tensor is required to be
@@ -223,12 +236,25 @@ def train(spec: dict[str, Any]) -> None:
     eval_interval = recipe["eval_interval"]
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     if is_reporter:
-        emit(StartRecord(job=spec["job"], iterations=iterations, world_size=engine.size, engine=engine.name,
-             device=str(device), backend=engine.backend, deterministic=deterministic,
-             devices_per_gpu=devices_per_gpu() if device.type == "cuda" else None, gpu_sharing=gpu_sharing(device),
-             parameters=sum(p.numel() for p in model.parameters()),
-             gradient_bytes=gradient_bytes, wall_time=time.time(), **link.start_fields(), **comm_threads.start_fields(),
-             checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad)))
+        emit(
+            StartRecord(
+                job=spec["job"],
+                iterations=iterations,
+                world_size=engine.size,
+                engine=engine.name,
+                device=str(device),
+                backend=engine.backend,
+                deterministic=deterministic,
+                devices_per_gpu=devices_per_gpu() if device.type == "cuda" else None,
+                gpu_sharing=gpu_sharing(device),
+                parameters=sum(p.numel() for p in model.parameters()),
+                gradient_bytes=gradient_bytes,
+                wall_time=time.time(),
+                **link.start_fields(),
+                **comm_threads.start_fields(),
+                checkpoints=len(list(model.modules())) + sum(1 for p in model.parameters() if p.requires_grad),
+            )
+        )
 
     def report_evaluation(step: int) -> None:
         if is_reporter and dataset.test is not None:
@@ -264,12 +290,24 @@ def train(spec: dict[str, Any]) -> None:
         turn.release()
         if is_reporter:
             phase = turn.phase
-            emit(IterationRecord(step=step, time_s=t4 - started, wall_time=time.time(), iteration_s=t4 - previous_end,
-                 data_s=t3 - t_updated, compute_s=(t_updated - t2) + (t4 - t3) - phase.yielded_s,
-                 communication_s=t1 - t0, wait_s=waited + phase.yielded_s, samples=recipe["batch_size"] * engine.size,
-                 loss=float(loss), yields=phase.yields, link_s=engine.link_s if step > 0 else None,
-                 comm_cpu_s=(time.process_time() - cpu0) - (time.thread_time() - own0),
-                 held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None))
+            emit(
+                IterationRecord(
+                    step=step,
+                    time_s=t4 - started,
+                    wall_time=time.time(),
+                    iteration_s=t4 - previous_end,
+                    data_s=t3 - t_updated,
+                    compute_s=(t_updated - t2) + (t4 - t3) - phase.yielded_s,
+                    communication_s=t1 - t0,
+                    wait_s=waited + phase.yielded_s,
+                    samples=recipe["batch_size"] * engine.size,
+                    loss=float(loss),
+                    yields=phase.yields,
+                    link_s=engine.link_s if step > 0 else None,
+                    comm_cpu_s=(time.process_time() - cpu0) - (time.thread_time() - own0),
+                    held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None,
+                )
+            )
         previous_end = t4
         link.apply(step)
         comm_threads.apply(step)
@@ -283,8 +321,11 @@ def train(spec: dict[str, Any]) -> None:
     turn.release()
     turn.close()
     if is_reporter:
-        emit(EndRecord(iterations=iterations, wall_s=time.perf_counter() - started,
-                       peak_memory_gb=peak_memory_gb(device)))
+        emit(
+            EndRecord(
+                iterations=iterations, wall_s=time.perf_counter() - started, peak_memory_gb=peak_memory_gb(device)
+            )
+        )
     engine.shutdown()
 
 

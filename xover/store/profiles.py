@@ -17,8 +17,15 @@ from .models import Profile, RecipeSnapshot
 from .session import Store
 
 
-def find_profile(store: Store, recipe_hash: str, np: int, bandwidth: str | None, hardware: str | None,
-                 engine: str | None = None, hosts: int = 1) -> Profile | None:
+def find_profile(
+    store: Store,
+    recipe_hash: str,
+    np: int,
+    bandwidth: str | None,
+    hardware: str | None,
+    engine: str | None = None,
+    hosts: int = 1,
+) -> Profile | None:
     """The newest profile of a recipe at this np over this many hosts (and bandwidth / hardware /
     engine when given)."""
     query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
@@ -42,58 +49,104 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
     """For each (recipe hash, np, engine): the link rates it has profiles at (not a loopback shaped for all
     the nodes together, as one machine's was before migration 0012: no rate of today's names it)."""
     with store.session() as session:
-        return [set(session.scalars(select(Profile.bandwidth).where(Profile.recipe_hash == recipe_hash,
-                                                                    Profile.np == np, Profile.engine == engine,
-                                                                    Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"))))
-                for recipe_hash, np, engine in keys]
+        return [
+            set(
+                session.scalars(
+                    select(Profile.bandwidth).where(
+                        Profile.recipe_hash == recipe_hash,
+                        Profile.np == np,
+                        Profile.engine == engine,
+                        Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"),
+                    )
+                )
+            )
+            for recipe_hash, np, engine in keys
+        ]
 
 
 def other_engines(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
     """The engines other than `engine` that a recipe at this np has profiles under, sorted."""
     with store.session() as session:
-        return sorted(set(session.scalars(select(Profile.engine).where(
-            Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine != engine))))
+        return sorted(
+            set(
+                session.scalars(
+                    select(Profile.engine).where(
+                        Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine != engine
+                    )
+                )
+            )
+        )
 
 
 def profiled_script_hashes(store: Store, name: str) -> list[str | None]:
     """The script contents (sha256, None where not recorded) of every profile of the job named `name`."""
     with store.session() as session:
-        bodies = session.scalars(select(RecipeSnapshot.body).join(Profile, Profile.recipe_id == RecipeSnapshot.id)
-                                 .where(RecipeSnapshot.name == name)).all()
+        bodies = session.scalars(
+            select(RecipeSnapshot.body)
+            .join(Profile, Profile.recipe_id == RecipeSnapshot.id)
+            .where(RecipeSnapshot.name == name)
+        ).all()
     return [body.get("script_sha256") for body in bodies]
 
 
 def _of_job(job: dict[str, Any], bandwidth: str | None):
     """Conditions for the profiles of a job that ran (`analysis.job_summary`): by name, np, engine and link."""
-    return (Profile.name == job["name"].split("#", 1)[0], Profile.np == job["np"], Profile.engine == job["engine"],
-            Profile.bandwidth == (bandwidth or "host"))
+    return (
+        Profile.name == job["name"].split("#", 1)[0],
+        Profile.np == job["np"],
+        Profile.engine == job["engine"],
+        Profile.bandwidth == (bandwidth or "host"),
+    )
 
 
 def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> tuple[float, float | None]:
     """A job's interference from its newest profile that measured one (same recipe name, np, engine and
     link), with the link share of the partner it was measured next to: the runs of a comparison are
     measured alone, never next to the reference partner."""
-    found = session.execute(select(Profile.interference, Profile.corun_partner_link_share).where(
-        *_of_job(job, bandwidth), Profile.interference.is_not(None)).order_by(Profile.id.desc())).first()
+    found = session.execute(
+        select(Profile.interference, Profile.corun_partner_link_share)
+        .where(*_of_job(job, bandwidth), Profile.interference.is_not(None))
+        .order_by(Profile.id.desc())
+    ).first()
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
-def profile_device_ms(session: Session, job: dict[str, Any], bandwidth: str | None, hosts: int,
-                      before: datetime) -> float | None:
+def profile_device_ms(
+    session: Session, job: dict[str, Any], bandwidth: str | None, hosts: int, before: datetime
+) -> float | None:
     """Device time per iteration (data + compute) in the job's newest profile taken on or before
     `before` over `hosts` hosts; None without one."""
-    found = session.execute(select(Profile.data_ms, Profile.compute_ms).where(
-        *_of_job(job, bandwidth), Profile.hosts == hosts,
-        Profile.created_at <= before).order_by(Profile.id.desc())).first()
+    found = session.execute(
+        select(Profile.data_ms, Profile.compute_ms)
+        .where(*_of_job(job, bandwidth), Profile.hosts == hosts, Profile.created_at <= before)
+        .order_by(Profile.id.desc())
+    ).first()
     return found.data_ms + found.compute_ms if found else None
 
 
-def interference_profile_before(session: Session, name: str, np: int, hosts: int, engine: str,
-                                bandwidth: str | None, hardware: str | None, before: datetime) -> Profile | None:
+def interference_profile_before(
+    session: Session,
+    name: str,
+    np: int,
+    hosts: int,
+    engine: str,
+    bandwidth: str | None,
+    hardware: str | None,
+    before: datetime,
+) -> Profile | None:
     """The newest profile of the job named `name` (name#2: its first copy's) that measured interference,
     taken strictly before `before` on this hardware, np, hosts, engine and link."""
-    return session.scalars(select(Profile).where(
-        Profile.name == name.split("#", 1)[0], Profile.np == np, Profile.hosts == hosts,
-        Profile.engine == engine, Profile.bandwidth == (bandwidth or "host"),
-        Profile.hardware == hardware, Profile.interference.is_not(None),
-        Profile.created_at < before).order_by(Profile.id.desc())).first()
+    return session.scalars(
+        select(Profile)
+        .where(
+            Profile.name == name.split("#", 1)[0],
+            Profile.np == np,
+            Profile.hosts == hosts,
+            Profile.engine == engine,
+            Profile.bandwidth == (bandwidth or "host"),
+            Profile.hardware == hardware,
+            Profile.interference.is_not(None),
+            Profile.created_at < before,
+        )
+        .order_by(Profile.id.desc())
+    ).first()

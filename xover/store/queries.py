@@ -28,8 +28,13 @@ def snapshot_recipe(session: Session, recipe: Recipe) -> RecipeSnapshot:
     found = session.scalars(query).first()
     if found is not None:
         return found
-    values = {"name": recipe.name, "hash": recipe.hash, "path": recipe.path, "body": recipe.to_dict(),
-              "created_at": utcnow()}
+    values = {
+        "name": recipe.name,
+        "hash": recipe.hash,
+        "path": recipe.path,
+        "body": recipe.to_dict(),
+        "created_at": utcnow(),
+    }
     dialect = session.get_bind().dialect.name
     if dialect in ("sqlite", "postgresql"):
         insert = sqlite_insert if dialect == "sqlite" else postgresql_insert
@@ -43,8 +48,22 @@ def snapshot_recipe(session: Session, recipe: Recipe) -> RecipeSnapshot:
     return session.scalars(query).one()
 
 
-ITERATION_COLUMNS = ("step", "time_s", "wall_time", "iteration_s", "data_s", "compute_s", "communication_s",
-                     "wait_s", "samples", "loss", "yields", "link_s", "comm_cpu_s", "held")
+ITERATION_COLUMNS = (
+    "step",
+    "time_s",
+    "wall_time",
+    "iteration_s",
+    "data_s",
+    "compute_s",
+    "communication_s",
+    "wait_s",
+    "samples",
+    "loss",
+    "yields",
+    "link_s",
+    "comm_cpu_s",
+    "held",
+)
 
 
 def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
@@ -52,8 +71,11 @@ def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[
     rows: dict[int, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
     if not run_ids:
         return rows
-    query = (select(IterationMetric).where(IterationMetric.run_id.in_(run_ids))
-             .order_by(IterationMetric.run_id, IterationMetric.step))
+    query = (
+        select(IterationMetric)
+        .where(IterationMetric.run_id.in_(run_ids))
+        .order_by(IterationMetric.run_id, IterationMetric.step)
+    )
     for metric in session.scalars(query):
         rows[metric.run_id].append({"run_id": metric.run_id, **{c: getattr(metric, c) for c in ITERATION_COLUMNS}})
     return rows
@@ -62,17 +84,38 @@ def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[
 def run_fields(run: Run) -> dict[str, Any]:
     """A run's own fields as results carry them (RunResult's first ones): times as UTC text, and its wall time."""
     return {
-        "run_id": run.id, "experiment": run.experiment_id, "name": run.name, "recipe": run.recipe.path,
-        "mode": run.mode, "policy": run.policy, "group": run.group_index, "slot": run.slot, "engine": run.engine,
-        "np": run.np, "hosts": run.hosts, "devices": run.devices, "status": run.status, "exit_code": run.exit_code,
-        "iterations_planned": run.iterations_planned, "gradient_bytes": run.gradient_bytes,
+        "run_id": run.id,
+        "experiment": run.experiment_id,
+        "name": run.name,
+        "recipe": run.recipe.path,
+        "mode": run.mode,
+        "policy": run.policy,
+        "group": run.group_index,
+        "slot": run.slot,
+        "engine": run.engine,
+        "np": run.np,
+        "hosts": run.hosts,
+        "devices": run.devices,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "iterations_planned": run.iterations_planned,
+        "gradient_bytes": run.gradient_bytes,
         "started_at": run.started_at.isoformat(sep=" ") if run.started_at else None,  # UTC
         "ended_at": run.ended_at.isoformat(sep=" ") if run.ended_at else None,
         "wall_s": (run.ended_at - run.started_at).total_seconds() if run.ended_at and run.started_at else None,
-        "log_dir": run.log_dir, "error": run.error, "turn_stats": run.turn_stats, "slurm_job_id": run.slurm_job_id,
-        "link_priority": run.link_priority, "comm_threads": run.comm_threads, "checkpoints": run.checkpoints,
-        "peak_memory_gb": run.peak_memory_gb, "device": run.device, "backend": run.backend, "deterministic": run.deterministic,
-        "devices_per_gpu": run.devices_per_gpu, "gpu_sharing": run.gpu_sharing,
+        "log_dir": run.log_dir,
+        "error": run.error,
+        "turn_stats": run.turn_stats,
+        "slurm_job_id": run.slurm_job_id,
+        "link_priority": run.link_priority,
+        "comm_threads": run.comm_threads,
+        "checkpoints": run.checkpoints,
+        "peak_memory_gb": run.peak_memory_gb,
+        "device": run.device,
+        "backend": run.backend,
+        "deterministic": run.deterministic,
+        "devices_per_gpu": run.devices_per_gpu,
+        "gpu_sharing": run.gpu_sharing,
         # where its ranks gave up crossover turns (the rest of that rank's run went without them)
         "turns_lost": (run.turn_stats or {}).get("lost") or None,
     }
@@ -80,5 +123,8 @@ def run_fields(run: Run) -> dict[str, Any]:
 
 def losses(session: Session, run_id: int) -> list[float]:
     """A run's loss at every iteration, in step order."""
-    return list(session.scalars(select(IterationMetric.loss).where(IterationMetric.run_id == run_id)
-                                .order_by(IterationMetric.step)))
+    return list(
+        session.scalars(
+            select(IterationMetric.loss).where(IterationMetric.run_id == run_id).order_by(IterationMetric.step)
+        )
+    )

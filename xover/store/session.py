@@ -64,7 +64,7 @@ def missing_sqlite_file(db: str | None = None) -> Path | None:
     prefix = "sqlite:///"
     if not url.startswith(prefix) or url == prefix + ":memory:":
         return None
-    path = Path(url[len(prefix):])
+    path = Path(url[len(prefix) :])
     return None if path.exists() else path
 
 
@@ -78,12 +78,42 @@ def shown_url(url: str) -> str:
 
 PROC_MOUNTS = "/proc/mounts"
 # filesystem types whose files other machines share: SQLite's WAL (shared memory, local locks) is unsafe there
-NETWORK_FILESYSTEMS = frozenset({
-    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "coda", "9p", "lustre", "gpfs", "beegfs", "ceph",
-    "glusterfs", "ocfs2", "gfs2", "panfs", "pvfs2", "orangefs", "wekafs", "davfs",
-    "fuse.sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.ceph", "fuse.beegfs", "fuse.gcsfuse", "fuse.s3fs",
-    "fuse.rclone", "fuse.juicefs", "fuse.davfs2", "fuse.lustre",
-})
+NETWORK_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ncpfs",
+        "afs",
+        "coda",
+        "9p",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "ceph",
+        "glusterfs",
+        "ocfs2",
+        "gfs2",
+        "panfs",
+        "pvfs2",
+        "orangefs",
+        "wekafs",
+        "davfs",
+        "fuse.sshfs",
+        "fuse.glusterfs",
+        "fuse.cephfs",
+        "fuse.ceph",
+        "fuse.beegfs",
+        "fuse.gcsfuse",
+        "fuse.s3fs",
+        "fuse.rclone",
+        "fuse.juicefs",
+        "fuse.davfs2",
+        "fuse.lustre",
+    }
+)
 _WARNED: set[str] = set()
 
 
@@ -125,9 +155,13 @@ def _warn_network_store(path: str, kind: str, point: str) -> None:
     if path in _WARNED:
         return
     _WARNED.add(path)
-    print(f"xover: warning: the store {path} is on a network filesystem ({kind} at {point}), where SQLite's WAL "
-          "mode is unsafe; using its rollback journal instead. For a store on shared storage or written from "
-          "several nodes, use PostgreSQL (--db postgresql://...; docs/security.md)", file=sys.stderr, flush=True)
+    print(
+        f"xover: warning: the store {path} is on a network filesystem ({kind} at {point}), where SQLite's WAL "
+        "mode is unsafe; using its rollback journal instead. For a store on shared storage or written from "
+        "several nodes, use PostgreSQL (--db postgresql://...; docs/security.md)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
@@ -142,9 +176,11 @@ def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
     # switch (another connection, a transaction): a store left in WAL where xover chose the rollback
     # journal (a network filesystem) must not be used as if it had switched.
     if journal.upper() != "WAL" and mode != journal.lower():
-        raise StoreError(f"the store is in SQLite's {mode} journal mode and could not be switched to {journal}, "
-                         "which its network filesystem needs (another process has it open?); close the other "
-                         "xover or sqlite3 using it and try again, or use PostgreSQL (docs/security.md)")
+        raise StoreError(
+            f"the store is in SQLite's {mode} journal mode and could not be switched to {journal}, "
+            "which its network filesystem needs (another process has it open?); close the other "
+            "xover or sqlite3 using it and try again, or use PostgreSQL (docs/security.md)"
+        )
 
 
 def _pragmas_for(url: str):
@@ -175,6 +211,7 @@ def upgrade_engine(url: str) -> Engine:
         @event.listens_for(engine, "begin")
         def _begin(connection: Connection) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock up front: busy_timeout waits for it
+
     return engine
 
 
@@ -245,9 +282,13 @@ class Store:
 
             config = _alembic_config(connection)
             current = self._current_revision(connection)
-            if current is not None and current not in {r.revision for r in ScriptDirectory.from_config(config).walk_revisions()}:
-                raise StoreError(f"the database {shown_url(self.url)} was written by a newer xover (schema revision {current}); "
-                                 f"this xover {__version__} knows up to {head}. Upgrade xover or use another --db.")
+            if current is not None and current not in {
+                r.revision for r in ScriptDirectory.from_config(config).walk_revisions()
+            }:
+                raise StoreError(
+                    f"the database {shown_url(self.url)} was written by a newer xover (schema revision {current}); "
+                    f"this xover {__version__} knows up to {head}. Upgrade xover or use another --db."
+                )
             tables = set(inspect(connection).get_table_names())
             if current is None and "runs" in tables:
                 self._refuse_newer_unversioned(connection)
@@ -262,9 +303,11 @@ class Store:
     def _refuse_newer_unversioned(self, connection: Connection) -> None:
         row = connection.execute(text("SELECT version, written_by FROM schema_info")).first()
         if row is not None and row[0] > SCHEMA_VERSION:
-            raise StoreError(f"the database {shown_url(self.url)} was written by a newer xover ({row[1]}, schema {row[0]}); "
-                             f"this xover {__version__} reads schema {SCHEMA_VERSION}. "
-                             "Upgrade xover or use another database with --db.")
+            raise StoreError(
+                f"the database {shown_url(self.url)} was written by a newer xover ({row[1]}, schema {row[0]}); "
+                f"this xover {__version__} reads schema {SCHEMA_VERSION}. "
+                "Upgrade xover or use another database with --db."
+            )
 
     @contextlib.contextmanager
     def _migration_lock(self):
@@ -274,8 +317,11 @@ class Store:
             # never through a link, never truncated (a link planted beside the store would have had its
             # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
             try:
-                fd = os.open(f"{self.engine.url.database}.migrate.lock",
-                             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, 0o644)
+                fd = os.open(
+                    f"{self.engine.url.database}.migrate.lock",
+                    os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
+                    0o644,
+                )
             except OSError:
                 yield
                 return
@@ -310,5 +356,7 @@ def open_store(db: str | None = None) -> Store:
     try:
         return Store(db)
     except SQLAlchemyError as error:  # the driver's own words, without SQLAlchemy's link to its FAQ
-        raise StoreError(f"cannot open the database {shown_url(database_url(db, create_folder=False))}: "
-                         f"{getattr(error, 'orig', None) or error}") from None
+        raise StoreError(
+            f"cannot open the database {shown_url(database_url(db, create_folder=False))}: "
+            f"{getattr(error, 'orig', None) or error}"
+        ) from None

@@ -11,8 +11,9 @@ round-robin       CrossoverScheduler's strict alternation (the paper's method): 
 
 work-conserving   The default. A device never idles while a slot of its group waits. Waiting slots
                   are ordered by `rank` (`critical_rank`: jobs whose compute is short next to their
-                  communication first, their compute is on their critical path), then by arrival. A holder ranked after a waiting slot is asked to yield at its next layer
-                  boundary and queues again, so a critical job waits about one layer.
+                  communication first, their compute is on their critical path), then by arrival. A
+                  holder ranked after a waiting slot is asked to yield at its next layer boundary and
+                  queues again, so a critical job waits about one layer.
                   No starvation: a slot passed over `max_bypass` times (grants to others while it
                   waited) goes before every slot not in that state (starved slots first come, first
                   served), and is not preempted; a granted slot needs max_bypass grants to others

@@ -30,24 +30,32 @@ class ModelInfo:
 
 DATASETS: dict[str, DatasetInfo] = {
     "digits": DatasetInfo(IMAGE, "scikit-learn handwritten digits, 1797 real 8x8 images, 10 classes", ("image_size",)),
-    "synthetic-images": DatasetInfo(IMAGE, "random images and labels, one fixed batch (throughput only)",
-                                    ("image_size", "channels", "num_classes")),
-    "synthetic-tokens": DatasetInfo(TOKENS, "random token sequences, one fixed batch (throughput only)",
-                                    ("seq_len", "vocab_size")),
-    "python-chars": DatasetInfo(TOKENS, "character-level text of Python's standard library sources",
-                                ("seq_len", "max_bytes")),
+    "synthetic-images": DatasetInfo(
+        IMAGE, "random images and labels, one fixed batch (throughput only)", ("image_size", "channels", "num_classes")
+    ),
+    "synthetic-tokens": DatasetInfo(
+        TOKENS, "random token sequences, one fixed batch (throughput only)", ("seq_len", "vocab_size")
+    ),
+    "python-chars": DatasetInfo(
+        TOKENS, "character-level text of Python's standard library sources", ("seq_len", "max_bytes")
+    ),
 }
 
 MODELS: dict[str, ModelInfo] = {
     "resnet": ModelInfo(IMAGE, "small CIFAR-style ResNet (compute-heavy)", ("width", "blocks_per_stage")),
-    "vgg": ModelInfo(IMAGE, "VGG-style net with large fully-connected layers (communication-heavy)", ("width", "hidden")),
+    "vgg": ModelInfo(
+        IMAGE, "VGG-style net with large fully-connected layers (communication-heavy)", ("width", "hidden")
+    ),
     "mlp": ModelInfo(IMAGE, "multi-layer perceptron", ("hidden", "layers")),
     "transformer": ModelInfo(TOKENS, "small decoder-only transformer language model", ("d_model", "heads", "layers")),
     # paper-class models: the originals' parameters, sized for a GPU
     "resnet50": ModelInfo(IMAGE, "ImageNet ResNet-50, 25.6 M parameters (compute-heavy)", ()),
     "vgg16": ModelInfo(IMAGE, "VGG-16, 138 M parameters at 224x224 (communication-heavy)", ()),
-    "bert": ModelInfo(TOKENS, "BERT-base encoder with a masked-LM head, 109.5 M parameters at vocabulary 30522",
-                      ("d_model", "heads", "layers", "ffn", "max_positions")),
+    "bert": ModelInfo(
+        TOKENS,
+        "BERT-base encoder with a masked-LM head, 109.5 M parameters at vocabulary 30522",
+        ("d_model", "heads", "layers", "ffn", "max_positions"),
+    ),
 }
 
 

@@ -31,8 +31,18 @@ class Dataset:
 
     task = "classification"  # or "language-model"
 
-    def __init__(self, train: Split, test: Split | None, *, batch_size: int, rank: int, world_size: int, seed: int,
-                 classes: int | None = None, vocab: int | None = None) -> None:
+    def __init__(
+        self,
+        train: Split,
+        test: Split | None,
+        *,
+        batch_size: int,
+        rank: int,
+        world_size: int,
+        seed: int,
+        classes: int | None = None,
+        vocab: int | None = None,
+    ) -> None:
         self.train, self.test = train, test
         # what the model's head is sized by: declared, never read off the (per-rank) samples
         self.classes, self.vocab = classes, vocab
@@ -52,7 +62,7 @@ class Dataset:
             self._epoch_order = (epoch, torch.randperm(len(self.train.inputs), generator=generator))
         global_batch = self.batch_size * self.world_size
         start = index * global_batch + self.rank * self.batch_size
-        rows = self._epoch_order[1][start:start + self.batch_size]
+        rows = self._epoch_order[1][start : start + self.batch_size]
         return self.train.inputs[rows], self.train.targets[rows]
 
     def test_batches(self, size: int = 512):
@@ -60,7 +70,7 @@ class Dataset:
         if self.test is None:
             return
         for start in range(0, len(self.test.inputs), size):
-            yield self.test.inputs[start:start + size], self.test.targets[start:start + size]
+            yield self.test.inputs[start : start + size], self.test.targets[start : start + size]
 
 
 class SyntheticDataset(Dataset):
@@ -88,8 +98,15 @@ def digits(*, batch_size: int, rank: int, world_size: int, seed: int, image_size
     images = (images - 0.5) / 0.5
     labels = torch.tensor(target, dtype=torch.long)
     cut = 1500
-    return Dataset(Split(images[:cut], labels[:cut]), Split(images[cut:], labels[cut:]),
-                   batch_size=batch_size, rank=rank, world_size=world_size, seed=seed, classes=10)
+    return Dataset(
+        Split(images[:cut], labels[:cut]),
+        Split(images[cut:], labels[cut:]),
+        batch_size=batch_size,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
+        classes=10,
+    )
 
 
 def digits_arrays():
@@ -111,23 +128,40 @@ def digits_arrays():
     return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
 
 
-def synthetic_images(*, batch_size: int, rank: int, world_size: int, seed: int, image_size: int = 32,
-                     channels: int = 3, num_classes: int = 10) -> Dataset:
+def synthetic_images(
+    *,
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    seed: int,
+    image_size: int = 32,
+    channels: int = 3,
+    num_classes: int = 10,
+) -> Dataset:
     """Random images and labels, one fixed batch per rank (seed and rank decide it)."""
     generator = torch.Generator().manual_seed(seed * 1009 + rank)
     inputs = torch.randn(batch_size, channels, image_size, image_size, generator=generator)
     targets = torch.randint(0, num_classes, (batch_size,), generator=generator)
-    return SyntheticDataset(inputs, targets, batch_size=batch_size, rank=rank, world_size=world_size, seed=seed,
-                            classes=num_classes)
+    return SyntheticDataset(
+        inputs, targets, batch_size=batch_size, rank=rank, world_size=world_size, seed=seed, classes=num_classes
+    )
 
 
-def synthetic_tokens(*, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64,
-                     vocab_size: int = 256) -> Dataset:
+def synthetic_tokens(
+    *, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64, vocab_size: int = 256
+) -> Dataset:
     """Random token sequences for a language model (targets: the next token), one fixed batch per rank."""
     generator = torch.Generator().manual_seed(seed * 1009 + rank)
     tokens = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=generator)
-    dataset = SyntheticDataset(tokens[:, :-1], tokens[:, 1:], batch_size=batch_size, rank=rank,
-                               world_size=world_size, seed=seed, vocab=vocab_size)
+    dataset = SyntheticDataset(
+        tokens[:, :-1],
+        tokens[:, 1:],
+        batch_size=batch_size,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
+        vocab=vocab_size,
+    )
     dataset.task = "language-model"
     return dataset
 
@@ -153,8 +187,9 @@ def stdlib_corpus(max_bytes: int) -> bytes:
     return corpus
 
 
-def python_chars(*, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64,
-                 max_bytes: int = 400_000) -> Dataset:
+def python_chars(
+    *, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64, max_bytes: int = 400_000
+) -> Dataset:
     """Character-level language modelling on Python's own source code (bytes as tokens)."""
     data = torch.frombuffer(bytearray(stdlib_corpus(max_bytes)), dtype=torch.uint8).long()
     windows = data[: (len(data) - 1) // seq_len * seq_len + 1]
@@ -162,7 +197,14 @@ def python_chars(*, batch_size: int, rank: int, world_size: int, seed: int, seq_
     inputs = windows[:-1].view(count, seq_len)
     targets = windows[1:].view(count, seq_len)
     cut = int(count * 0.9)
-    dataset = Dataset(Split(inputs[:cut], targets[:cut]), Split(inputs[cut:], targets[cut:]),
-                      batch_size=batch_size, rank=rank, world_size=world_size, seed=seed, vocab=256)
+    dataset = Dataset(
+        Split(inputs[:cut], targets[:cut]),
+        Split(inputs[cut:], targets[cut:]),
+        batch_size=batch_size,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
+        vocab=256,
+    )
     dataset.task = "language-model"
     return dataset

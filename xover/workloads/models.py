@@ -64,17 +64,23 @@ class SmallResNet(nn.Module):
 class VGGStyle(nn.Module):
     """A few convolutions followed by large fully-connected layers. Communication-heavy."""
 
-    def __init__(self, in_channels: int, num_classes: int, image_size: int, width: int = 16, hidden: int = 1024) -> None:
+    def __init__(
+        self, in_channels: int, num_classes: int, image_size: int, width: int = 16, hidden: int = 1024
+    ) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(in_channels, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.ReLU(),
             nn.MaxPool2d(2),
         )
         flat = 2 * width * (image_size // 2) ** 2
         self.classifier = nn.Sequential(
-            nn.Linear(flat, hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(flat, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
             nn.Linear(hidden, num_classes),
         )
 
@@ -104,8 +110,14 @@ class TinyTransformerLM(nn.Module):
 
     causal_mask: torch.Tensor  # a buffer (register_buffer below)
 
-    def __init__(self, vocab_size: int, seq_len: int, d_model: int = TRANSFORMER_DEFAULTS["d_model"],
-                 heads: int = TRANSFORMER_DEFAULTS["heads"], layers: int = 2) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        seq_len: int,
+        d_model: int = TRANSFORMER_DEFAULTS["d_model"],
+        heads: int = TRANSFORMER_DEFAULTS["heads"],
+        layers: int = 2,
+    ) -> None:
         super().__init__()
         self.token = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(seq_len, d_model)
@@ -158,7 +170,9 @@ class ResNet50(nn.Module):
     def __init__(self, in_channels: int, num_classes: int) -> None:
         super().__init__()
         self.stem = nn.Sequential(
-            nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
             nn.MaxPool2d(3, 2, 1),
         )
         blocks: list[nn.Module] = []
@@ -202,8 +216,10 @@ class VGG16(nn.Module):
         # Dropout is left out so that losses compare exactly between runs; the parameters are unchanged.
         flat = 512 * (image_size // 32) ** 2
         self.classifier = nn.Sequential(
-            nn.Linear(flat, 4096), nn.ReLU(),
-            nn.Linear(4096, 4096), nn.ReLU(),
+            nn.Linear(flat, 4096),
+            nn.ReLU(),
+            nn.Linear(4096, 4096),
+            nn.ReLU(),
             nn.Linear(4096, num_classes),
         )
         for module in self.modules():  # torchvision's initialisation
@@ -232,8 +248,10 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Every position attending to every other, heads concatenated and projected."""
         b, n, d = x.shape
-        q, k, v = (layer(x).view(b, n, self.heads, d // self.heads).transpose(1, 2)
-                   for layer in (self.query, self.key, self.value))
+        q, k, v = (
+            layer(x).view(b, n, self.heads, d // self.heads).transpose(1, 2)
+            for layer in (self.query, self.key, self.value)
+        )
         weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
         return self.output((weights @ v).transpose(1, 2).reshape(b, n, d))
 
@@ -258,9 +276,16 @@ class Bert(nn.Module):
     """A BERT encoder with its masked-LM head (BERT-base by default, 109.5 M parameters at vocabulary
     30522); no pooler, nothing reads it. Dropout is left out so that losses compare exactly between runs."""
 
-    def __init__(self, vocab_size: int, seq_len: int, d_model: int = BERT_DEFAULTS["d_model"],
-                 heads: int = BERT_DEFAULTS["heads"], layers: int = 12, ffn: int = 3072,
-                 max_positions: int = BERT_DEFAULTS["max_positions"]) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        seq_len: int,
+        d_model: int = BERT_DEFAULTS["d_model"],
+        heads: int = BERT_DEFAULTS["heads"],
+        layers: int = 12,
+        ffn: int = 3072,
+        max_positions: int = BERT_DEFAULTS["max_positions"],
+    ) -> None:
         super().__init__()
         if seq_len > max_positions:
             raise ValueError(f"bert: sequences of {seq_len} tokens exceed max_positions ({max_positions})")

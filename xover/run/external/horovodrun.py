@@ -24,19 +24,50 @@ from . import find_launcher
 # ...`, through ssh for another host), which every user of either host can read (`ps`). So it gets
 # these, and the job file's own variables, not the caller's whole environment: no PGPASSWORD, no
 # AWS_*, no tokens. (torchrun's nodes get theirs the same way: run/external/torchrun.py.)
-FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHON", "OMP_", "GLOO_", "NCCL_", "CUDA_", "TORCH_", "MKL_", "KMP_",
-                      "LC_")
-FORWARDED_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "SHELL", "TMPDIR",
-                             "LD_LIBRARY_PATH", "VIRTUAL_ENV", "SSH_AUTH_SOCK", "NVIDIA_VISIBLE_DEVICES", "XDG_CACHE_HOME",
-                             "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME"})
+FORWARDED_PREFIXES = (
+    "XOVER_",
+    "HOROVOD_",
+    "PYTHON",
+    "OMP_",
+    "GLOO_",
+    "NCCL_",
+    "CUDA_",
+    "TORCH_",
+    "MKL_",
+    "KMP_",
+    "LC_",
+)
+FORWARDED_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "SHELL",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "SSH_AUTH_SOCK",
+        "NVIDIA_VISIBLE_DEVICES",
+        "XDG_CACHE_HOME",
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+    }
+)
 
 
 def horovodrun_env(env: dict[str, str], forward: tuple[str, ...] = (), secret: tuple[str, ...] = ()) -> dict[str, str]:
     """What horovodrun's own environment may hold (it forwards all of it): the allow-list above, the
     names in `forward` (a job file's own variables), never those in `secret`."""
-    return {name: value for name, value in env.items()
-            if (name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES or name in forward)
-            and name not in secret}
+    return {
+        name: value
+        for name, value in env.items()
+        if (name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES or name in forward) and name not in secret
+    }
 
 
 def horovodrun_path() -> str:
@@ -86,12 +117,30 @@ def network_interface_options(hosts: str, interfaces: dict[str, str] | None = No
     return ["--network-interfaces", nic] if nic else []
 
 
-def horovodrun_command(np: int, hosts: str, log_dir: Path, spec_path: Path, start_timeout_s: int = 120,
-                       program: list[str] | None = None, interfaces: dict[str, str] | None = None) -> list[str]:
+def horovodrun_command(
+    np: int,
+    hosts: str,
+    log_dir: Path,
+    spec_path: Path,
+    start_timeout_s: int = 120,
+    program: list[str] | None = None,
+    interfaces: dict[str, str] | None = None,
+) -> list[str]:
     """The horovodrun command line of a job: its ranks on `hosts` over Gloo, each rank's output in `log_dir`,
     running `program` (else the worker)."""
     # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
     # a single rank's output is in the launcher's log anyway.
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
-    return [*horovodrun_launcher(), "-np", str(np), "-H", hosts, "--gloo", "--start-timeout", str(start_timeout_s),
-            *network_interface_options(hosts, interfaces), *per_rank_logs, *(program or worker_command(spec_path))]
+    return [
+        *horovodrun_launcher(),
+        "-np",
+        str(np),
+        "-H",
+        hosts,
+        "--gloo",
+        "--start-timeout",
+        str(start_timeout_s),
+        *network_interface_options(hosts, interfaces),
+        *per_rank_logs,
+        *(program or worker_command(spec_path)),
+    ]

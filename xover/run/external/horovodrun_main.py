@@ -52,10 +52,16 @@ def installation_key(extensions: list[str], package: str = "horovod") -> list[An
     key: list[Any] = [sys.executable]
     for extension in extensions:
         framework, horovod_part = _spec(extension), _spec(f"{package}.{extension}")
-        libraries = sorted(Path(horovod_part.origin).parent.glob("mpi_lib*")) \
-            if horovod_part and horovod_part.origin else []
-        key.append([extension, _file_identity(framework.origin if framework else None),
-                    [_file_identity(str(library)) for library in libraries]])
+        libraries = (
+            sorted(Path(horovod_part.origin).parent.glob("mpi_lib*")) if horovod_part and horovod_part.origin else []
+        )
+        key.append(
+            [
+                extension,
+                _file_identity(framework.origin if framework else None),
+                [_file_identity(str(library)) for library in libraries],
+            ]
+        )
     return key
 
 

@@ -35,15 +35,31 @@ T = TypeVar("T")
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "sinfo", "salloc", "srun", "sacct")
 # a job in one of these states has ended for good; anything else (PENDING, RUNNING, COMPLETING,
 # SUSPENDED, REQUEUED, ...) may still change
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-                          "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"})
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "SPECIAL_EXIT",
+        "REVOKED",
+    }
+)
 COMMAND_TIMEOUT_S = 30  # a client waits up to MessageTimeout per retry when slurmctld is down
 TRANSIENT_RETRY_S = 300.0  # how long a query that failed transiently is retried before the failure counts
 # Slurm's words for a controller that is slow, restarting or failing over, not for a refusal
-TRANSIENT_WORDS = re.compile(r"timed out|unable to contact slurm controller|connect(ion)? failure|connection refused|"
-                             r"zero bytes were transmitted|communication (send|receive|shutdown) failure|"
-                             r"backup controller in standby|resource temporarily unavailable|try again|"
-                             r"transport endpoint is not connected|slurmctld is busy|not responding", re.IGNORECASE)
+TRANSIENT_WORDS = re.compile(
+    r"timed out|unable to contact slurm controller|connect(ion)? failure|connection refused|"
+    r"zero bytes were transmitted|communication (send|receive|shutdown) failure|"
+    r"backup controller in standby|resource temporarily unavailable|try again|"
+    r"transport endpoint is not connected|slurmctld is busy|not responding",
+    re.IGNORECASE,
+)
 
 
 class SlurmError(XoverError):
@@ -55,8 +71,9 @@ class SlurmError(XoverError):
         self.transient = transient
 
 
-def retrying(action: Callable[[], T], limit_s: float | None = None,
-             on_retry: Callable[[SlurmError], None] | None = None) -> T:
+def retrying(
+    action: Callable[[], T], limit_s: float | None = None, on_retry: Callable[[SlurmError], None] | None = None
+) -> T:
     """`action()`, asked again after a transient SlurmError (pauses of 1, 2, 4 ... 30 s) for at most
     `limit_s` (TRANSIENT_RETRY_S); any other error, or one that lasts longer, is raised."""
     limit_s = TRANSIENT_RETRY_S if limit_s is None else limit_s
@@ -79,6 +96,7 @@ def retrying(action: Callable[[], T], limit_s: float | None = None,
 # ---------------------------------------------------------------------------------------------
 # Host lists: Slurm's bracket syntax
 # ---------------------------------------------------------------------------------------------
+
 
 def expand_hostlist(expression: str) -> list[str]:
     """Slurm's compressed host list expanded in Slurm's order, without asking Slurm:
@@ -118,8 +136,10 @@ def _expand_item(item: str, expression: str) -> list[str]:
     # 'pre[a-b,c]mid[d-e]' -> fixed parts and bracket groups; every bracket multiplies the names
     parts = re.split(r"(\[[^\]]*\])", item)
     if parts[-1] and len(parts) > 1:
-        raise SlurmError(f"host list '{expression}': '{item}' has text after its last ']' ('{parts[-1]}'), "
-                         "which Slurm does not accept")
+        raise SlurmError(
+            f"host list '{expression}': '{item}' has text after its last ']' ('{parts[-1]}'), "
+            "which Slurm does not accept"
+        )
     names = [""]
     for part in parts:
         if part.startswith("["):
@@ -134,8 +154,9 @@ def _expand_ranges(ranges: str, expression: str) -> list[str]:
     for piece in ranges.split(","):
         low, dash, high = piece.strip().partition("-")
         if not low.isdigit() or (dash and not high.isdigit()):
-            raise SlurmError(f"host list '{expression}': '[{ranges}]' must hold numbers and ranges like 1-4, "
-                             f"not '{piece}'")
+            raise SlurmError(
+                f"host list '{expression}': '[{ranges}]' must hold numbers and ranges like 1-4, not '{piece}'"
+            )
         width = len(low)  # Slurm pads to the width of the lower bound as written
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
@@ -151,8 +172,9 @@ def hostnames(expression: str) -> list[str]:
     configured = os.environ.get("SLURM_CONF")
     if scontrol and (not configured or Path(configured).is_file()):  # a missing SLURM_CONF: scontrol retries for 60 s
         try:
-            out = subprocess.run([scontrol, "show", "hostnames", expression], capture_output=True, text=True,
-                                 timeout=10)
+            out = subprocess.run(
+                [scontrol, "show", "hostnames", expression], capture_output=True, text=True, timeout=10
+            )
             names = out.stdout.split()
             # scontrol exits 0 on a bad list too; it then says "Invalid hostlist" on stderr
             if out.returncode == 0 and names and "invalid" not in out.stderr.lower():
@@ -177,6 +199,7 @@ def expand_counts(value: str) -> list[int]:
 # Inside an allocation
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class AllocatedHost:
     """One node of the allocation and what Slurm gave this job on it."""
@@ -188,7 +211,7 @@ class AllocatedHost:
 
     @property
     def device_kind(self) -> str:
-        """"gpu" where Slurm gave the job GPUs on the node, else "cpu" (its cores are the devices)."""
+        """ "gpu" where Slurm gave the job GPUs on the node, else "cpu" (its cores are the devices)."""
         return "gpu" if self.gpus else "cpu"
 
     @property
@@ -221,19 +244,26 @@ class Allocation:
         if devices_per_host is not None:
             short = [host for host in self.hosts if host.devices < devices_per_host]
             if devices_per_host < 1 or short:
-                raise SlurmError(f"Slurm allocation {self.job_id}: {devices_per_host} devices per host asked for, "
-                                 + (f"but {short[0].name} has {short[0].devices}" if short else "which is not positive"))
-        return ",".join(f"{this_node_as if this_node_as and host.name == self.this_node else host.name}"
-                        f":{devices_per_host or host.devices}" for host in self.hosts)
+                raise SlurmError(
+                    f"Slurm allocation {self.job_id}: {devices_per_host} devices per host asked for, "
+                    + (f"but {short[0].name} has {short[0].devices}" if short else "which is not positive")
+                )
+        return ",".join(
+            f"{this_node_as if this_node_as and host.name == self.this_node else host.name}"
+            f":{devices_per_host or host.devices}"
+            for host in self.hosts
+        )
 
     def describe(self) -> str:
         """One line for people: the allocation's hosts, devices and the variables they were read from."""
         kinds = {host.device_kind for host in self.hosts}
         unit = "GPUs" if kinds == {"gpu"} else "CPU cores" if kinds == {"cpu"} else "devices"
         where = f" in partition {self.partition}" if self.partition else ""
-        return (f"Slurm allocation {self.job_id}{where}: {self.hosts_option()} "
-                f"({self.total_devices} {unit} on {len(self.hosts)} node{'s' if len(self.hosts) != 1 else ''}; "
-                f"from {', '.join(self.sources)})")
+        return (
+            f"Slurm allocation {self.job_id}{where}: {self.hosts_option()} "
+            f"({self.total_devices} {unit} on {len(self.hosts)} node{'s' if len(self.hosts) != 1 else ''}; "
+            f"from {', '.join(self.sources)})"
+        )
 
 
 def in_allocation(environ: Mapping[str, str] | None = None) -> bool:
@@ -269,8 +299,9 @@ def allocation(environ: Mapping[str, str] | None = None) -> Allocation:
     per node: SLURM_JOB_CPUS_PER_NODE (one count per node), else SLURM_CPUS_ON_NODE."""
     environ = os.environ if environ is None else environ
     if not in_allocation(environ):
-        raise SlurmError("not inside a Slurm allocation (no SLURM_JOB_ID): run under salloc or sbatch, "
-                         "or give the hosts with -H")
+        raise SlurmError(
+            "not inside a Slurm allocation (no SLURM_JOB_ID): run under salloc or sbatch, or give the hosts with -H"
+        )
     job_id = environ.get("SLURM_JOB_ID") or environ["SLURM_JOBID"]
     nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
     if not nodelist:
@@ -289,8 +320,10 @@ def allocation(environ: Mapping[str, str] | None = None) -> Allocation:
     if len(cpus) == 1:
         cpus = cpus * len(names)
     if len(cpus) != len(names):
-        raise SlurmError(f"Slurm job {job_id}: {len(names)} nodes ({nodelist}) but CPU counts for {len(cpus)} "
-                         f"(SLURM_JOB_CPUS_PER_NODE={environ.get('SLURM_JOB_CPUS_PER_NODE')})")
+        raise SlurmError(
+            f"Slurm job {job_id}: {len(names)} nodes ({nodelist}) but CPU counts for {len(cpus)} "
+            f"(SLURM_JOB_CPUS_PER_NODE={environ.get('SLURM_JOB_CPUS_PER_NODE')})"
+        )
 
     tasks: list[int | None] = [None] * len(names)
     if environ.get("SLURM_TASKS_PER_NODE"):
@@ -314,51 +347,69 @@ def allocation(environ: Mapping[str, str] | None = None) -> Allocation:
 
     this_node = environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     hosts = tuple(AllocatedHost(name, cpus=c, gpus=gpus, tasks=t) for name, c, t in zip(names, cpus, tasks))
-    return Allocation(job_id=job_id, hosts=hosts, partition=environ.get("SLURM_JOB_PARTITION"),
-                      this_node=this_node if this_node in names else None, visible_gpus=visible,
-                      sources=tuple(sources))
+    return Allocation(
+        job_id=job_id,
+        hosts=hosts,
+        partition=environ.get("SLURM_JOB_PARTITION"),
+        this_node=this_node if this_node in names else None,
+        visible_gpus=visible,
+        sources=tuple(sources),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Submitting and following jobs
 # ---------------------------------------------------------------------------------------------
 
+
 def _command(name: str) -> str:
     found = shutil.which(name)
     if not found:
-        raise SlurmError(f"{name} was not found: install Slurm's client commands (Debian: slurm-client) "
-                         "or run xover where they are (a login node)")
+        raise SlurmError(
+            f"{name} was not found: install Slurm's client commands (Debian: slurm-client) "
+            "or run xover where they are (a login node)"
+        )
     return found
 
 
-def _run(args: list[str], input: str | None = None, timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _run(
+    args: list[str], input: str | None = None, timeout_s: float = COMMAND_TIMEOUT_S
+) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(args, input=input, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{shlex.join(args)}` did not answer in {timeout_s:.0f} s: is slurmctld running? "
-                         "(`scontrol ping`)", transient=True) from None
+        raise SlurmError(
+            f"`{shlex.join(args)}` did not answer in {timeout_s:.0f} s: is slurmctld running? (`scontrol ping`)",
+            transient=True,
+        ) from None
 
 
 def _slurm_words(process: subprocess.CompletedProcess) -> str:
     """Slurm's own message, without the 'sbatch: error: ' prefixes."""
-    lines = [re.sub(r"^\w+: (error|fatal): ", "", line).strip()
-             for line in (process.stderr or process.stdout).strip().splitlines()]
+    lines = [
+        re.sub(r"^\w+: (error|fatal): ", "", line).strip()
+        for line in (process.stderr or process.stdout).strip().splitlines()
+    ]
     return "; ".join(line for line in lines if line) or f"exit code {process.returncode}"
 
 
-TIME_LIMIT = re.compile(r"(\d+)|(\d+):(\d{1,2})|(\d+):(\d{1,2}):(\d{1,2})|(\d+)-(\d+)(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
+TIME_LIMIT = re.compile(
+    r"(\d+)|(\d+):(\d{1,2})|(\d+):(\d{1,2}):(\d{1,2})|(\d+)-(\d+)(:\d{1,2}){0,2}|UNLIMITED|INFINITE"
+)
 
 
 def check_time_limit(value: str) -> str:
     """Slurm's time formats: MIN, MIN:SEC, H:MIN:SEC, DAYS-H, DAYS-H:MIN, DAYS-H:MIN:SEC."""
     if not TIME_LIMIT.fullmatch(value.strip()):
-        raise SlurmError(f"time limit '{value}': use Slurm's forms MINUTES, H:MM:SS or DAYS-H:MM:SS "
-                         "(e.g. 90, 1:30:00, 2-00:00:00)")
+        raise SlurmError(
+            f"time limit '{value}': use Slurm's forms MINUTES, H:MM:SS or DAYS-H:MM:SS (e.g. 90, 1:30:00, 2-00:00:00)"
+        )
     return value.strip()
 
 
-def batch_script(command: list[str], workdir: str | Path | None = None,
-                 environment: Mapping[str, str] | None = None) -> str:
+def batch_script(
+    command: list[str], workdir: str | Path | None = None, environment: Mapping[str, str] | None = None
+) -> str:
     """A batch script that runs `command` in `workdir` with `environment` added; its exit code is the job's."""
     lines = ["#!/bin/bash", "set -e"]
     if workdir is not None:
@@ -368,23 +419,44 @@ def batch_script(command: list[str], workdir: str | Path | None = None,
     return "\n".join(lines) + "\n"
 
 
-def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = None,
-           gpus_per_node: int | None = None, cpus_per_task: int | None = None, exclusive: bool = False,
-           partition: str | None = None, account: str | None = None, time_limit: str | None = None,
-           job_name: str | None = None, output: str | Path | None = None, workdir: str | Path | None = None,
-           extra_args: list[str] | tuple[str, ...] = ()) -> str:
+def submit(
+    script: str | Path,
+    nodes: int = 1,
+    *,
+    tasks_per_node: int | None = None,
+    gpus_per_node: int | None = None,
+    cpus_per_task: int | None = None,
+    exclusive: bool = False,
+    partition: str | None = None,
+    account: str | None = None,
+    time_limit: str | None = None,
+    job_name: str | None = None,
+    output: str | Path | None = None,
+    workdir: str | Path | None = None,
+    extra_args: list[str] | tuple[str, ...] = (),
+) -> str:
     """Submit a batch script (its text, starting with #!, or a file) with `sbatch --parsable`;
     returns the job id. `output` may hold Slurm's patterns (%j: the job id)."""
     if nodes < 1:
         raise SlurmError(f"a Slurm job needs at least one node, not {nodes}")
-    for name, value in (("tasks per node", tasks_per_node), ("GPUs per node", gpus_per_node),
-                        ("CPUs per task", cpus_per_task)):
+    for name, value in (
+        ("tasks per node", tasks_per_node),
+        ("GPUs per node", gpus_per_node),
+        ("CPUs per task", cpus_per_task),
+    ):
         if value is not None and value < 1:
             raise SlurmError(f"{name} must be a positive integer, not {value}")
-    options = {"--ntasks-per-node": tasks_per_node, "--gpus-per-node": gpus_per_node,
-               "--cpus-per-task": cpus_per_task, "--partition": partition, "--account": account,
-               "--time": time_limit and check_time_limit(time_limit), "--job-name": job_name,
-               "--output": output, "--chdir": workdir}
+    options = {
+        "--ntasks-per-node": tasks_per_node,
+        "--gpus-per-node": gpus_per_node,
+        "--cpus-per-task": cpus_per_task,
+        "--partition": partition,
+        "--account": account,
+        "--time": time_limit and check_time_limit(time_limit),
+        "--job-name": job_name,
+        "--output": output,
+        "--chdir": workdir,
+    }
     text: str | None = None
     script_args: list[str] = []
     if isinstance(script, Path) or (isinstance(script, str) and not script.startswith("#!")):
@@ -394,8 +466,15 @@ def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = N
         script_args.append(str(path))
     else:
         text = script  # sbatch reads the script from stdin
-    args = [_command("sbatch"), "--parsable", f"--nodes={nodes}", *(["--exclusive"] if exclusive else []),
-            *(f"{flag}={value}" for flag, value in options.items() if value), *extra_args, *script_args]
+    args = [
+        _command("sbatch"),
+        "--parsable",
+        f"--nodes={nodes}",
+        *(["--exclusive"] if exclusive else []),
+        *(f"{flag}={value}" for flag, value in options.items() if value),
+        *extra_args,
+        *script_args,
+    ]
     try:
         process = _run(args, input=text)
     except SlurmError as lost:
@@ -407,8 +486,9 @@ def submit(script: str | Path, nodes: int = 1, *, tasks_per_node: int | None = N
             time.sleep(LOOKUP_AGAIN_S)
             found = jobs_named(job_name)
         if found:
-            raise LostSubmission(f"{lost}; it was submitted all the same as Slurm job {', '.join(found)}",
-                                 found) from None
+            raise LostSubmission(
+                f"{lost}; it was submitted all the same as Slurm job {', '.join(found)}", found
+            ) from None
         raise
     if process.returncode != 0:
         raise SlurmError(f"sbatch refused the job: {_slurm_words(process)}")
@@ -475,15 +555,23 @@ def job_state(job_id: str) -> JobState:
         if state not in FINAL_STATES:
             code, sig = None, 0
         reason = _field(record, "Reason")
-        return JobState(str(job_id), state, code, sig, None if reason in (None, "None") else reason,
-                        _field(record, "NodeList") or None)
+        return JobState(
+            str(job_id),
+            state,
+            code,
+            sig,
+            None if reason in (None, "None") else reason,
+            _field(record, "NodeList") or None,
+        )
     words = _slurm_words(process)
     if "invalid job id" not in words.lower():
         raise SlurmError(f"scontrol show job {job_id}: {words}", transient=bool(TRANSIENT_WORDS.search(words)))
     from_accounting = _accounted_state(str(job_id))
     if from_accounting is None:
-        raise SlurmError(f"Slurm job {job_id} is not known to slurmctld (ended long ago, or never existed) "
-                         "and there is no accounting (sacct) to ask")
+        raise SlurmError(
+            f"Slurm job {job_id} is not known to slurmctld (ended long ago, or never existed) "
+            "and there is no accounting (sacct) to ask"
+        )
     return from_accounting
 
 
@@ -519,8 +607,9 @@ def jobs_named(name: str, retry_s: float = LOOKUP_RETRY_S) -> list[str]:
     import getpass
 
     def once() -> list[str]:
-        process = _run([_command("squeue"), "--noheader", "--format=%i", f"--name={name}",
-                        f"--user={getpass.getuser()}"])
+        process = _run(
+            [_command("squeue"), "--noheader", "--format=%i", f"--name={name}", f"--user={getpass.getuser()}"]
+        )
         if process.returncode != 0:
             words = _slurm_words(process)
             raise SlurmError(f"squeue: {words}", transient=bool(TRANSIENT_WORDS.search(words)))
@@ -538,6 +627,7 @@ def cancel(job_id: str, signal_name: str | None = None, retry_s: float | None = 
     args = [_command("scancel")]
     if signal_name:
         args += ["--signal", signal_name, "--full"]
+
     def once() -> None:
         process = _run(args + [str(job_id)])
         words = _slurm_words(process) if process.returncode != 0 or process.stderr.strip() else ""
@@ -547,8 +637,13 @@ def cancel(job_id: str, signal_name: str | None = None, retry_s: float | None = 
     retrying(once, limit_s=retry_s)  # cancelling twice is harmless
 
 
-def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
-             on_change: Callable[[JobState], None] | None = None, cancel_on_interrupt: bool = True) -> JobState:
+def wait_for(
+    job_id: str,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+    on_change: Callable[[JobState], None] | None = None,
+    cancel_on_interrupt: bool = True,
+) -> JobState:
     """Follow the job until it ends; returns its final state. `on_change` sees every new state.
     Ctrl-C (or SIGTERM turned into KeyboardInterrupt) while waiting cancels the job, waits until
     Slurm says it ended, and re-raises, so that no job outlives the xover that submitted it."""
@@ -557,7 +652,9 @@ def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
     try:
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            current = retrying(lambda: job_state(job_id), limit_s=None if left is None else min(left, TRANSIENT_RETRY_S))
+            current = retrying(
+                lambda: job_state(job_id), limit_s=None if left is None else min(left, TRANSIENT_RETRY_S)
+            )
             if on_change is not None and (last is None or current.state != last.state):
                 on_change(current)
             last = current
@@ -584,6 +681,7 @@ def wait_for(job_id: str, poll_s: float = 1.0, timeout_s: float | None = None,
 # For `xover doctor`
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass
 class SlurmDiagnosis:
     """What `xover doctor` found of Slurm: its commands, its controller, and the allocation, if any."""
@@ -596,8 +694,9 @@ class SlurmDiagnosis:
     @property
     def usable(self) -> bool:
         """Jobs can be submitted from here: the commands exist and slurmctld answers."""
-        return all(self.commands.get(name) for name in ("sbatch", "scontrol", "scancel")) and \
-            bool(self.controller and " is UP" in self.controller)
+        return all(self.commands.get(name) for name in ("sbatch", "scontrol", "scancel")) and bool(
+            self.controller and " is UP" in self.controller
+        )
 
     def summary(self) -> str:
         """One line for `xover doctor`: the commands found, the controller's answer and the allocation."""
@@ -619,12 +718,22 @@ class SlurmDiagnosis:
     def to_dict(self) -> dict:
         """The diagnosis as `xover doctor --json` writes it."""
         alloc = self.allocation
-        return {"commands": self.commands, "controller": self.controller, "usable": self.usable,
-                "in_allocation": alloc is not None or self.allocation_error is not None,
-                "allocation": None if alloc is None else {
-                    "job_id": alloc.job_id, "hosts": alloc.hosts_option(), "partition": alloc.partition,
-                    "devices": alloc.total_devices, "visible_gpus": list(alloc.visible_gpus)},
-                "allocation_error": self.allocation_error}
+        return {
+            "commands": self.commands,
+            "controller": self.controller,
+            "usable": self.usable,
+            "in_allocation": alloc is not None or self.allocation_error is not None,
+            "allocation": None
+            if alloc is None
+            else {
+                "job_id": alloc.job_id,
+                "hosts": alloc.hosts_option(),
+                "partition": alloc.partition,
+                "devices": alloc.total_devices,
+                "visible_gpus": list(alloc.visible_gpus),
+            },
+            "allocation_error": self.allocation_error,
+        }
 
 
 def diagnose_slurm(environ: Mapping[str, str] | None = None) -> SlurmDiagnosis:

@@ -45,17 +45,21 @@ from . import find_launcher
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
 
 # On the other host: keep the variables read from stdin in a new file only its user may read; print its path.
-_RECEIVE = ("import os, sys, tempfile\n"
-            "fd, path = tempfile.mkstemp(prefix='xover-env-')\n"
-            "with os.fdopen(fd, 'wb') as kept:\n"
-            "    kept.write(sys.stdin.buffer.read())\n"
-            "print(path)\n")
+_RECEIVE = (
+    "import os, sys, tempfile\n"
+    "fd, path = tempfile.mkstemp(prefix='xover-env-')\n"
+    "with os.fdopen(fd, 'wb') as kept:\n"
+    "    kept.write(sys.stdin.buffer.read())\n"
+    "print(path)\n"
+)
 # ... then, as the node's command: read them, remove the file, and become the command that follows.
-_APPLY = ("import json, os, sys\n"
-          "with open(sys.argv[1]) as kept:\n"
-          "    os.environ.update(json.load(kept))\n"
-          "os.unlink(sys.argv[1])\n"
-          "os.execvp(sys.argv[2], sys.argv[2:])\n")
+_APPLY = (
+    "import json, os, sys\n"
+    "with open(sys.argv[1]) as kept:\n"
+    "    os.environ.update(json.load(kept))\n"
+    "os.unlink(sys.argv[1])\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 # On the first host: listen on the address the job uses (the endpoint's name resolved there; a name that
@@ -63,61 +67,65 @@ _APPLY = ("import json, os, sys\n"
 # the second host from), on a port the kernel picks, and never close it before node 0 has it: print
 # "PORT ADDRESS HANDOFF", then give the listening socket to the first process of this user's that
 # connects to HANDOFF (a Unix socket in a new folder of mode 0700), and end.
-_HOLD = ("import os, socket, sys, tempfile\n"
-         "name, peer, wait_s = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
-         "def loopback(address):\n"
-         "    return address.startswith('127.') or address == '::1'\n"
-         "infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)\n"
-         "family, address = next(((f, a[0]) for f, _, _, _, a in infos if not loopback(a[0])),\n"
-         "                       (infos[0][0], infos[0][4][0]))\n"
-         "if loopback(address) and peer:\n"
-         "    try:\n"
-         "        route = socket.socket(family, socket.SOCK_DGRAM)\n"
-         "        route.connect((socket.getaddrinfo(peer, 9, family)[0][4][0], 9))\n"
-         "        address = route.getsockname()[0]\n"
-         "    except OSError:\n"
-         "        pass\n"
-         "listener = socket.socket(family, socket.SOCK_STREAM)\n"
-         "listener.bind((address, 0))\n"
-         "listener.listen(128)\n"
-         "folder = tempfile.mkdtemp(prefix='xover-rdzv-')\n"
-         "handoff = os.path.join(folder, 'socket')\n"
-         "door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-         "door.bind(handoff)\n"
-         "door.listen(4)\n"
-         "door.settimeout(wait_s)\n"
-         "print(listener.getsockname()[1], address, handoff, flush=True)  # getsockname: the port\n"
-         "try:\n"
-         "    while True:\n"
-         "        conn, _ = door.accept()\n"
-         "        uid = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[4:8], sys.byteorder)\n"
-         "        if uid == os.geteuid():\n"
-         "            socket.send_fds(conn, [b'L'], [listener.fileno()])\n"
-         "            break\n"
-         "        conn.close()\n"
-         "except OSError:\n"
-         "    pass  # nobody came for it within wait_s: node 0 never started\n"
-         "finally:\n"
-         "    os.unlink(handoff)\n"
-         "    os.rmdir(folder)\n")
+_HOLD = (
+    "import os, socket, sys, tempfile\n"
+    "name, peer, wait_s = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+    "def loopback(address):\n"
+    "    return address.startswith('127.') or address == '::1'\n"
+    "infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)\n"
+    "family, address = next(((f, a[0]) for f, _, _, _, a in infos if not loopback(a[0])),\n"
+    "                       (infos[0][0], infos[0][4][0]))\n"
+    "if loopback(address) and peer:\n"
+    "    try:\n"
+    "        route = socket.socket(family, socket.SOCK_DGRAM)\n"
+    "        route.connect((socket.getaddrinfo(peer, 9, family)[0][4][0], 9))\n"
+    "        address = route.getsockname()[0]\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "listener = socket.socket(family, socket.SOCK_STREAM)\n"
+    "listener.bind((address, 0))\n"
+    "listener.listen(128)\n"
+    "folder = tempfile.mkdtemp(prefix='xover-rdzv-')\n"
+    "handoff = os.path.join(folder, 'socket')\n"
+    "door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "door.bind(handoff)\n"
+    "door.listen(4)\n"
+    "door.settimeout(wait_s)\n"
+    "print(listener.getsockname()[1], address, handoff, flush=True)  # getsockname: the port\n"
+    "try:\n"
+    "    while True:\n"
+    "        conn, _ = door.accept()\n"
+    "        uid = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[4:8], sys.byteorder)\n"
+    "        if uid == os.geteuid():\n"
+    "            socket.send_fds(conn, [b'L'], [listener.fileno()])\n"
+    "            break\n"
+    "        conn.close()\n"
+    "except OSError:\n"
+    "    pass  # nobody came for it within wait_s: node 0 never started\n"
+    "finally:\n"
+    "    os.unlink(handoff)\n"
+    "    os.rmdir(folder)\n"
+)
 # Node 0's command: its settings as _APPLY reads them, then the listening socket from the holder, the
 # store served on it, and torchrun in this process (its rendezvous reuses the store: multi_tenant).
-_SERVE = ("import json, os, socket, sys\n"
-          "with open(sys.argv[1]) as kept:\n"
-          "    os.environ.update(json.load(kept))\n"
-          "os.unlink(sys.argv[1])\n"
-          "door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-          "door.connect(os.environ.pop('XOVER_RDZV_HANDOFF'))\n"
-          "_, fds, _, _ = socket.recv_fds(door, 1, 1)\n"
-          "door.close()\n"
-          "listener = socket.socket(fileno=fds[0])\n"
-          "from datetime import timedelta\n"
-          "from torch.distributed import TCPStore\n"
-          "store = TCPStore(listener.getsockname()[0], listener.getsockname()[1], is_master=True, multi_tenant=True,\n"
-          "                 master_listen_fd=listener.fileno(), wait_for_workers=False, timeout=timedelta(seconds=60))\n"
-          "from torch.distributed.run import main\n"
-          "sys.argv = ['torchrun', *sys.argv[2:]]\n"
-          "main()\n")
+_SERVE = (
+    "import json, os, socket, sys\n"
+    "with open(sys.argv[1]) as kept:\n"
+    "    os.environ.update(json.load(kept))\n"
+    "os.unlink(sys.argv[1])\n"
+    "door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "door.connect(os.environ.pop('XOVER_RDZV_HANDOFF'))\n"
+    "_, fds, _, _ = socket.recv_fds(door, 1, 1)\n"
+    "door.close()\n"
+    "listener = socket.socket(fileno=fds[0])\n"
+    "from datetime import timedelta\n"
+    "from torch.distributed import TCPStore\n"
+    "store = TCPStore(listener.getsockname()[0], listener.getsockname()[1], is_master=True, multi_tenant=True,\n"
+    "                 master_listen_fd=listener.fileno(), wait_for_workers=False, timeout=timedelta(seconds=60))\n"
+    "from torch.distributed.run import main\n"
+    "sys.argv = ['torchrun', *sys.argv[2:]]\n"
+    "main()\n"
+)
 HANDOFF_VARIABLE = RDZV_HANDOFF_VARIABLE
 HOLD_S = 600.0  # how long the holder keeps the store's socket for node 0 (which starts seconds later)
 
@@ -163,15 +171,22 @@ class Rendezvous:
         return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
 
 
-def reserve_rendezvous(host: str, name: str, peer: str, remote_prefix: list[str],
-                       deadline: float | None = None) -> Rendezvous:
+def reserve_rendezvous(
+    host: str, name: str, peer: str, remote_prefix: list[str], deadline: float | None = None
+) -> Rendezvous:
     """A socket listening on `host` (at `name`'s address there) for node 0's store, held by a process
     on that host until node 0 takes it: the port is never free for another user to take."""
     hold = [sys.executable, "-c", _HOLD, name, peer, str(HOLD_S)]
     command = [*remote_prefix, *(hold if is_local(host) else ssh_command(host, *map(shlex.quote, hold)))]
     timeout_s = _within(deadline)
-    holder = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True)
+    holder = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert holder.stdout is not None  # piped
     ready, _, _ = select.select([holder.stdout], [], [], timeout_s)
     line = holder.stdout.readline() if ready else ""
@@ -181,10 +196,14 @@ def reserve_rendezvous(host: str, name: str, peer: str, remote_prefix: list[str]
         _, error = holder.communicate()
         if not ready:
             _within(deadline)  # TimedOut if it was the run's --timeout
-            raise XoverError(f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
-                             f"check that `ssh {host} true` answers without a prompt")
-        raise XoverError(f"-H: cannot reach {host} over ssh to open the rendezvous: "
-                         f"{(error.strip().splitlines() or ['no output'])[-1]}")
+            raise XoverError(
+                f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
+                f"check that `ssh {host} true` answers without a prompt"
+            )
+        raise XoverError(
+            f"-H: cannot reach {host} over ssh to open the rendezvous: "
+            f"{(error.strip().splitlines() or ['no output'])[-1]}"
+        )
     # it ends once node 0 took the socket (or after HOLD_S); reaped here, its output read to the end
     threading.Thread(target=holder.communicate, daemon=True).start()
     return Rendezvous(int(fields[0]), fields[1], fields[2])
@@ -200,27 +219,45 @@ def _keep_here(variables: dict[str, str]) -> str:
     return path
 
 
-def send_environment(host: str, variables: dict[str, str], remote_prefix: list[str],
-                     deadline: float | None = None) -> str:
+def send_environment(
+    host: str, variables: dict[str, str], remote_prefix: list[str], deadline: float | None = None
+) -> str:
     """Put `variables` into a file of mode 0600 on `host` (over ssh's stdin, not a command line); its path."""
     try:
         timeout_s = _within(deadline)
-        out = subprocess.run([*remote_prefix, *ssh_command(host, shlex.quote(sys.executable), "-c", shlex.quote(_RECEIVE))],
-                             input=json.dumps(variables), capture_output=True, text=True, timeout=timeout_s)
+        out = subprocess.run(
+            [*remote_prefix, *ssh_command(host, shlex.quote(sys.executable), "-c", shlex.quote(_RECEIVE))],
+            input=json.dumps(variables),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         _within(deadline)
-        raise XoverError(f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
-                         f"check that `ssh {host} true` answers without a prompt") from None
+        raise XoverError(
+            f"-H: {host} did not answer over ssh within {timeout_s:.0f} s; "
+            f"check that `ssh {host} true` answers without a prompt"
+        ) from None
     path = out.stdout.strip()
     if out.returncode != 0 or not path.startswith("/") or "\n" in path:
-        raise XoverError(f"-H: cannot reach {host} over ssh to hand its node the run's settings: "
-                         f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+        raise XoverError(
+            f"-H: cannot reach {host} over ssh to hand its node the run's settings: "
+            f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}"
+        )
     return path
 
 
-def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: dict[str, str] | None = None,
-                      program: list[str] | None = None, remote_prefix: list[str] | None = None,
-                      deadline: float | None = None, forward: tuple[str, ...] = ()) -> list[list[str]]:
+def torchrun_commands(
+    np: int,
+    hosts: str,
+    log_dir: Path,
+    spec_path: Path,
+    env: dict[str, str] | None = None,
+    program: list[str] | None = None,
+    remote_prefix: list[str] | None = None,
+    deadline: float | None = None,
+    forward: tuple[str, ...] = (),
+) -> list[list[str]]:
     """torchrun for xover's worker on the spec, or for `program` (a module and its arguments, after -m):
     one command on one host, one per node otherwise. The ssh calls it makes for other hosts end by
     `deadline` (time.monotonic(), the run's --timeout) with TimedOut. `forward`: variables of `env`
@@ -231,36 +268,54 @@ def torchrun_commands(np: int, hosts: str, log_dir: Path, spec_path: Path, env: 
         return [[torchrun_path(), "--standalone", f"--nproc-per-node={np}", *_output_options(log_dir), *program]]
     slots = {count for _, count in nodes}
     if len(slots) != 1 or np != sum(count for _, count in nodes):
-        raise XoverError(f"-H {hosts} with --engine torch: torchrun starts the same number of ranks on every "
-                         f"node, so every host needs the same slots and np ({np}) must be their sum")
+        raise XoverError(
+            f"-H {hosts} with --engine torch: torchrun starts the same number of ranks on every "
+            f"node, so every host needs the same slots and np ({np}) must be their sum"
+        )
     first = nodes[0][0]
     # Every node must reach the store by this name: this machine's hosts are spelt `localhost`
     # (hosts.py), which on another node is that node, so it is named by its hostname instead. The
     # holder listens at its address there; the others get the address itself.
     name = socket.gethostname() if is_local(first) else first
     rendezvous = reserve_rendezvous(first, name, nodes[1][0], remote_prefix or [], deadline)
-    forwarded = {k: v for k, v in (env or os.environ).items()
-                 if (k.startswith(FORWARDED_PREFIXES) or k in forward) and k not in SECRET_VARIABLES}
+    forwarded = {
+        k: v
+        for k, v in (env or os.environ).items()
+        if (k.startswith(FORWARDED_PREFIXES) or k in forward) and k not in SECRET_VARIABLES
+    }
     # never on a command line: torchrun reads PET_<OPTION> as --<option>
     secret = {"PET_RDZV_ID": secrets.token_hex(16), "PET_RDZV_ENDPOINT": rendezvous.endpoint}
     commands = []
     for node_rank, (host, count) in enumerate(nodes):
-        options = [f"--nnodes={len(nodes)}", f"--node-rank={node_rank}", f"--nproc-per-node={count}",
-                   "--rdzv-backend=c10d", *_output_options(log_dir / f"node{node_rank}"), *program]
+        options = [
+            f"--nnodes={len(nodes)}",
+            f"--node-rank={node_rank}",
+            f"--nproc-per-node={count}",
+            "--rdzv-backend=c10d",
+            *_output_options(log_dir / f"node{node_rank}"),
+            *program,
+        ]
         variables = {**secret, "PET_RDZV_CONF": f"is_host={int(node_rank == 0)}", HOST_VARIABLE: host}
         if node_rank == 0:
             variables[HANDOFF_VARIABLE] = rendezvous.handoff
         # a worker knows which host it is on (emulated hosts share one)
         if is_local(host):  # the launcher's own environment (`env`) and where it is
             kept = _keep_here(variables)
-            start = [sys.executable, "-c", _SERVE, kept, *options] if node_rank == 0 else \
-                [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            start = (
+                [sys.executable, "-c", _SERVE, kept, *options]
+                if node_rank == 0
+                else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            )
             commands.append(["env", f"{HOST_VARIABLE}={host}", *start])
         else:
-            kept = send_environment(host, {**forwarded, **variables}, remote_prefix or [],
-                                    *([deadline] if deadline is not None else []))
-            start = [sys.executable, "-c", _SERVE, kept, *options] if node_rank == 0 else \
-                [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            kept = send_environment(
+                host, {**forwarded, **variables}, remote_prefix or [], *([deadline] if deadline is not None else [])
+            )
+            start = (
+                [sys.executable, "-c", _SERVE, kept, *options]
+                if node_rank == 0
+                else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            )
             remote = f"cd {shlex.quote(os.getcwd())} && {shlex.join(start)}"
             commands.append(ssh_command(host, remote, tty=True))
     return commands

@@ -6,7 +6,6 @@ from alembic import context
 from xover.store.models import Base
 
 connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True,
-                  compare_type=False)
+context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True, compare_type=False)
 with context.begin_transaction():
     context.run_migrations()

@@ -13,15 +13,30 @@ revision = "0003"
 down_revision = "0002"
 
 ADDED: dict[str, list[sa.Column]] = {
-    "experiments": [sa.Column("owner_host", sa.String(255)), sa.Column("owner_pid", sa.Integer),
-                    sa.Column("owner_started", sa.Float)],
-    "runs": [sa.Column("policy", sa.String(40)), sa.Column("turn_stats", sa.JSON),
-             sa.Column("slurm_job_id", sa.String(40)), sa.Column("checkpoints", sa.Integer),
-             sa.Column("device", sa.String(40))],
-    "iteration_metrics": [sa.Column("yields", sa.Integer), sa.Column("link_s", sa.Float),
-                          sa.Column("comm_cpu_s", sa.Float), sa.Column("held", sa.JSON)],
-    "profiles": [sa.Column("link_ms", sa.Float), sa.Column("comm_cpu_ms", sa.Float),
-                 sa.Column("checkpoints", sa.Integer), sa.Column("hosts", sa.Integer, nullable=False, server_default="1")],
+    "experiments": [
+        sa.Column("owner_host", sa.String(255)),
+        sa.Column("owner_pid", sa.Integer),
+        sa.Column("owner_started", sa.Float),
+    ],
+    "runs": [
+        sa.Column("policy", sa.String(40)),
+        sa.Column("turn_stats", sa.JSON),
+        sa.Column("slurm_job_id", sa.String(40)),
+        sa.Column("checkpoints", sa.Integer),
+        sa.Column("device", sa.String(40)),
+    ],
+    "iteration_metrics": [
+        sa.Column("yields", sa.Integer),
+        sa.Column("link_s", sa.Float),
+        sa.Column("comm_cpu_s", sa.Float),
+        sa.Column("held", sa.JSON),
+    ],
+    "profiles": [
+        sa.Column("link_ms", sa.Float),
+        sa.Column("comm_cpu_ms", sa.Float),
+        sa.Column("checkpoints", sa.Integer),
+        sa.Column("hosts", sa.Integer, nullable=False, server_default="1"),
+    ],
 }
 
 
@@ -34,22 +49,28 @@ def upgrade() -> None:
         with op.batch_alter_table(table) as batch:
             for column in columns:
                 batch.add_column(column)
-    op.create_table("turn_events", sa.Column("id", sa.Integer, primary_key=True),
-                    sa.Column("experiment_id", sa.String(40), sa.ForeignKey("experiments.id"), nullable=False,
-                              index=True),
-                    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id")),
-                    sa.Column("group_index", sa.Integer), sa.Column("host", sa.String(255), nullable=False),
-                    sa.Column("kind", sa.String(40), nullable=False), sa.Column("slot", sa.Integer),
-                    sa.Column("device", sa.Integer), sa.Column("detail", sa.JSON, nullable=False),
-                    sa.Column("at", sa.DateTime, nullable=False))
+    op.create_table(
+        "turn_events",
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("experiment_id", sa.String(40), sa.ForeignKey("experiments.id"), nullable=False, index=True),
+        sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id")),
+        sa.Column("group_index", sa.Integer),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("kind", sa.String(40), nullable=False),
+        sa.Column("slot", sa.Integer),
+        sa.Column("device", sa.Integer),
+        sa.Column("detail", sa.JSON, nullable=False),
+        sa.Column("at", sa.DateTime, nullable=False),
+    )
     bind = op.get_bind()
     for table in ("profiles", "experiments"):
         rows = bind.execute(sa.text(f"SELECT id, bandwidth FROM {table} WHERE bandwidth IS NOT NULL")).fetchall()
         for row_id, rate in rows:
             canonical = canonical_rate_or_none(rate)
             if canonical and canonical != rate:
-                bind.execute(sa.text(f"UPDATE {table} SET bandwidth = :rate WHERE id = :id"),
-                             {"rate": canonical, "id": row_id})
+                bind.execute(
+                    sa.text(f"UPDATE {table} SET bandwidth = :rate WHERE id = :id"), {"rate": canonical, "id": row_id}
+                )
     op.execute(RUN_THROUGHPUT_VIEW_0001)
 
 

@@ -10,8 +10,11 @@ from alembic import op
 revision = "0004"
 down_revision = "0003"
 
-COLUMNS = [sa.Column("corun_partner", sa.String(200)), sa.Column("corun_device_ms", sa.Float),
-           sa.Column("interference", sa.Float)]
+COLUMNS = [
+    sa.Column("corun_partner", sa.String(200)),
+    sa.Column("corun_device_ms", sa.Float),
+    sa.Column("interference", sa.Float),
+]
 
 
 def upgrade() -> None:

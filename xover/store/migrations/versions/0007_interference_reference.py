@@ -18,11 +18,14 @@ def upgrade() -> None:
     # Profiles measured before: the partner's profile of the same session (same key, nearest row) holds
     # its link share, l / T with l = max(comm_ms, link_ms).
     connection = op.get_bind()
-    rows = connection.execute(sa.text(
-        "SELECT id, name, np, hosts, engine, bandwidth, hardware, corun_partner, interference, "
-        "data_ms + compute_ms + comm_ms AS solo_ms, "
-        "CASE WHEN link_ms > comm_ms THEN link_ms ELSE comm_ms END AS link_busy_ms "
-        "FROM profiles")).all()
+    rows = connection.execute(
+        sa.text(
+            "SELECT id, name, np, hosts, engine, bandwidth, hardware, corun_partner, interference, "
+            "data_ms + compute_ms + comm_ms AS solo_ms, "
+            "CASE WHEN link_ms > comm_ms THEN link_ms ELSE comm_ms END AS link_busy_ms "
+            "FROM profiles"
+        )
+    ).all()
     by_key: dict[tuple, list] = {}
     for row in rows:
         if row.solo_ms > 0:
@@ -33,8 +36,10 @@ def upgrade() -> None:
         partners = by_key.get((row.corun_partner, row.np, row.hosts, row.engine, row.bandwidth, row.hardware))
         if partners:
             partner = min(partners, key=lambda p: abs(p.id - row.id))
-            connection.execute(sa.text("UPDATE profiles SET corun_partner_link_share = :share WHERE id = :id"),
-                               {"share": partner.link_busy_ms / partner.solo_ms, "id": row.id})
+            connection.execute(
+                sa.text("UPDATE profiles SET corun_partner_link_share = :share WHERE id = :id"),
+                {"share": partner.link_busy_ms / partner.solo_ms, "id": row.id},
+            )
 
 
 def downgrade() -> None:

@@ -18,14 +18,18 @@ def upgrade() -> None:
     """Derive each profile's interference again from its stored co-run: device time next to the partner
     over alone, less one."""
     connection = op.get_bind()
-    rows = connection.execute(sa.text(
-        "SELECT id, corun_device_ms, data_ms + compute_ms AS device_ms FROM profiles "
-        "WHERE corun_device_ms IS NOT NULL")).all()
+    rows = connection.execute(
+        sa.text(
+            "SELECT id, corun_device_ms, data_ms + compute_ms AS device_ms FROM profiles "
+            "WHERE corun_device_ms IS NOT NULL"
+        )
+    ).all()
     for row in rows:
         if row.device_ms and row.device_ms > 0:
-            connection.execute(sa.text("UPDATE profiles SET interference = :value WHERE id = :id"),
-                               {"value": max(MIN_INTERFERENCE, row.corun_device_ms / row.device_ms - 1.0),
-                                "id": row.id})
+            connection.execute(
+                sa.text("UPDATE profiles SET interference = :value WHERE id = :id"),
+                {"value": max(MIN_INTERFERENCE, row.corun_device_ms / row.device_ms - 1.0), "id": row.id},
+            )
 
 
 def downgrade() -> None:

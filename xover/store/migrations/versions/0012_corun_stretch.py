@@ -25,8 +25,10 @@ def upgrade() -> None:
         batch.add_column(sa.Column("corun_stretch", sa.Float()))
         batch.add_column(sa.Column("mps_stretch", sa.Float()))
         batch.add_column(sa.Column("gpu_busy", sa.Float()))
-    op.execute("UPDATE profiles SET bandwidth = bandwidth || ' (shared lo)' "
-               "WHERE bandwidth <> 'host' AND COALESCE(hosts, 1) <= 1 AND bandwidth NOT LIKE '% (shared lo)'")
+    op.execute(
+        "UPDATE profiles SET bandwidth = bandwidth || ' (shared lo)' "
+        "WHERE bandwidth <> 'host' AND COALESCE(hosts, 1) <= 1 AND bandwidth NOT LIKE '% (shared lo)'"
+    )
 
 
 def downgrade() -> None:
