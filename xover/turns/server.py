@@ -6,7 +6,9 @@ in recv(), so waiting costs no CPU. A worker that dies closes its socket: its jo
 on every device at once (synchronous SGD: the job cannot finish an all-reduce any more), so partners
 never stall. A turn held far longer than its job usually holds it is taken back (a lease), and the
 event is reported. A worker waiting for its turn gets a keep-alive byte every HEARTBEAT_S, so that it
-can tell a long wait from a dead server. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+can tell a long wait from a dead server. Each worker's connection may be given a send buffer of its own
+size (`--send-buffer`, XOVER_TURN_SEND_BUFFER): the keep-alives a stopped worker's socket takes before it
+is full, after which that worker loses its slot. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
 
 Its folder (the socket's) must be this user's own, a real folder (not a link), and is made 0700 before
 anything is created in it; on another host too, where the launcher's ssh starts it. The yield page is
@@ -130,9 +132,11 @@ class SlotRecord:
 
 class TurnServer:
     def __init__(self, path: str, devices: dict[int, list[int]], policy: TurnPolicy, join_timeout_s: float = 300.0,
-                 lease: Lease | None = None, heartbeat_s: float = HEARTBEAT_S) -> None:
+                 lease: Lease | None = None, heartbeat_s: float = HEARTBEAT_S,
+                 send_buffer: int | None = None) -> None:
         self.path = path
         self.heartbeat_s = heartbeat_s
+        self.send_buffer = send_buffer  # SO_SNDBUF of each worker's connection; None: the kernel's default
         self.policy = policy
         self.lease = lease or Lease()
         self.devices = {d: DeviceTurns(order=list(slots)) for d, slots in devices.items()}
@@ -172,6 +176,8 @@ class TurnServer:
                 if key.data == "listen":
                     conn, _ = self.listener.accept()
                     conn.setblocking(False)
+                    if self.send_buffer is not None:
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
                     self.members[conn] = None
                     self.buffers[conn] = b""
                     self.selector.register(conn, selectors.EVENT_READ, "member")
@@ -579,6 +585,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S,
                         help="seconds between keep-alives to a worker waiting for its turn")
+    parser.add_argument("--send-buffer", type=int, default=None,
+                        help="bytes of each worker connection's send buffer (SO_SNDBUF; default: the kernel's): "
+                             "how many unread keep-alives a stopped worker's socket takes before it loses its slot")
     parser.add_argument("--nice", type=int, default=SERVER_NICE,
                         help="run at this nice value if allowed and higher in priority than now")
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
@@ -587,13 +596,15 @@ def main(argv: list[str] | None = None) -> None:
     raise_priority(args.nice)
     if not 0 < args.heartbeat <= 60:
         _exit_with(f"--heartbeat {args.heartbeat}: expected seconds between 0 and 60")
+    if args.send_buffer is not None and not 1 <= args.send_buffer <= 1 << 30:
+        _exit_with(f"--send-buffer {args.send_buffer}: expected bytes from 1 to {1 << 30}")
     try:
         private_folder(os.path.dirname(os.path.abspath(args.socket)))
     except FolderError as error:
         _exit_with(str(error))
     server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
                         args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial),
-                        heartbeat_s=args.heartbeat)
+                        heartbeat_s=args.heartbeat, send_buffer=args.send_buffer)
 
     def stop(*_):
         raise SystemExit(0)  # select() would resume after a handler that only sets a flag
