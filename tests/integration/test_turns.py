@@ -480,3 +480,32 @@ def test_a_stopped_waiter_whose_socket_is_full_loses_its_slot_not_everyones_turn
     device1.close()
     events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
     assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] == "unwritable"] == [("unwritable", 1, 0)]
+
+
+def test_a_small_send_buffer_takes_the_slot_of_a_stopped_waiter_after_a_few_keep_alives(server, tmp_path):
+    """--send-buffer (XOVER_TURN_SEND_BUFFER) sets each worker connection's SO_SNDBUF: at the kernel's
+    minimum (asked for 1 byte) 6 unread keep-alives fill it here, 0.3 s at a keep-alive every 50 ms, where
+    the default buffer takes 278 (14 s). The stopped waiter then loses its slot at its grant; with the
+    default buffer the grant would reach it and the partner would wait for the lease (3 s here)."""
+    s = server("0=0,1", lease={"initial": 3, "floor": 3}, extra=("--heartbeat", "0.05", "--send-buffer", "1"))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    waiter = subprocess.Popen([sys.executable, "-c", STOPPED_WAITER, s.path], stdout=subprocess.PIPE, text=True, env=env)
+    device0 = CrossoverToken(s.path, 0, 0, silence_s=20)
+    try:
+        device0.acquire()
+        time.sleep(1)  # its ask reached the server; it waits behind slot 0
+        os.kill(waiter.pid, signal.SIGSTOP)
+        time.sleep(1)  # 20 keep-alives it never reads: more than its socket takes
+        device0.release()  # the grant goes to the stopped waiter, whose socket is full
+        started = time.monotonic()
+        device0.acquire()
+        assert time.monotonic() - started < 2, "the grant reached the stopped waiter (its socket was not full)"
+        device0.release()
+    finally:
+        os.kill(waiter.pid, signal.SIGCONT)
+    out, _ = waiter.communicate(timeout=30)
+    assert '"kind":"turns-lost"' in out and "granted" in out
+    device0.close()
+    events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["slot"], e["reason"]) for e in events if e["kind"] == "unwritable"] == [
+        ("unwritable", 1, "its socket is full of messages it has not read")]
