@@ -509,3 +509,48 @@ def test_a_small_send_buffer_takes_the_slot_of_a_stopped_waiter_after_a_few_keep
     events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
     assert [(e["kind"], e["slot"], e["reason"]) for e in events if e["kind"] == "unwritable"] == [
         ("unwritable", 1, "its socket is full of messages it has not read")]
+
+
+ONE_WAIT = """
+import sys
+from xover.runtime.turn_client import CrossoverToken
+CrossoverToken(sys.argv[1], 0, 1, silence_s=60).acquire()
+print("granted", flush=True)
+"""
+
+
+def test_a_stopped_waiter_losing_its_slot_leaves_its_jobs_other_ranks_their_turns(server, tmp_path):
+    """The stopped rank loses its device's turns, not its job's: its job's rank waiting on another device
+    is granted as before. Before: its slot was withdrawn on every device, as for a dead client, which
+    erased that rank's request while its keep-alives went on; it waited for ever (found by
+    bench/chaos.py's stop-waiter fault under round robin: the job timed out)."""
+    import threading
+
+    s = server("0=0,1", "1=0,1", policy="round-robin", extra=("--heartbeat", "0.05", "--send-buffer", "1"))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    holder0, holder1 = CrossoverToken(s.path, 0, 0, silence_s=20), CrossoverToken(s.path, 1, 0, silence_s=20)
+    holder0.acquire()
+    holder1.acquire()
+    waiter = subprocess.Popen([sys.executable, "-c", ONE_WAIT, s.path], stdout=subprocess.PIPE, text=True,
+                              env=env)  # slot 1 on device 0: waits behind slot 0
+    other = CrossoverToken(s.path, 1, 1, silence_s=20)  # its job's rank on device 1, waiting too
+    granted = threading.Event()
+    asking = threading.Thread(target=lambda: (other.acquire(), granted.set()), daemon=True)
+    try:
+        asking.start()
+        time.sleep(1)
+        os.kill(waiter.pid, signal.SIGSTOP)
+        time.sleep(1)  # its socket full of keep-alives
+        holder0.release()  # device 0's grant to the stopped rank fails: it loses device 0's turns
+        time.sleep(0.5)
+        holder1.release()  # device 1's turn goes to its job's other rank
+        assert granted.wait(3), "the stopped rank's job lost its turns on the other device too"
+        assert other._sock is not None
+        other.release()
+    finally:
+        os.kill(waiter.pid, signal.SIGCONT)
+    waiter.communicate(timeout=30)
+    for token in (holder0, holder1, other):
+        token.close()
+    events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] == "unwritable"] == [("unwritable", 1, 0)]

@@ -376,7 +376,14 @@ class TurnServer:
                                      "slot": member[1] if member else None, "reason": why,
                                      "queued": len(self.outbox.get(conn, b"")), "wall_time": time.time()})),
               flush=True)
-        self._drop(conn)
+        # Only this device's turns: the client lives on (stopped, not dead) and so does its job, whose other
+        # ranks may be waiting for their turns on other devices right now. Withdrawing the slot everywhere,
+        # as for a dead client, erased those requests while their keep-alives went on: they waited for ever
+        # (bench/chaos.py stop-waiter, round robin: the job timed out).
+        self._drop(conn, withdraw=False)
+        if member is not None:
+            self._leave(member)
+            self._decide(member[0])
 
     def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
         if conn not in self.buffers:
