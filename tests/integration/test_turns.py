@@ -518,39 +518,78 @@ CrossoverToken(sys.argv[1], 0, 1, silence_s=60).acquire()
 print("granted", flush=True)
 """
 
+OTHER_RANK = """
+import sys
+from xover.runtime.turn_client import CrossoverToken
+token = CrossoverToken(sys.argv[1], 1, 1, silence_s=60)
+token.acquire()
+token.release()
+print("released", flush=True)
+sys.stdin.readline()  # its all-reduce, which needs the stopped rank
+token.acquire()
+print("granted" if token._sock is not None else "without turns", flush=True)
+token.release()
+"""
 
-def test_a_stopped_waiter_losing_its_slot_leaves_its_jobs_other_ranks_their_turns(server, tmp_path):
-    """The stopped rank loses its device's turns, not its job's: its job's rank waiting on another device
-    is granted as before. Before: its slot was withdrawn on every device, as for a dead client, which
-    erased that rank's request while its keep-alives went on; it waited for ever (found by
-    bench/chaos.py's stop-waiter fault under round robin: the job timed out)."""
-    import threading
 
+@pytest.mark.parametrize("other_rank", ["in-its-all-reduce", "waiting"])
+def test_a_stopped_waiter_losing_its_slot_releases_its_jobs_other_ranks_and_their_partners(server, other_rank):
+    """When a rank cannot be written to, its job gives up turns on every device of the server and each of
+    its other ranks is told so (its connection is closed, a `released` event): that rank trains on
+    without turns and says so once (a turns-lost record); it neither waits for ever nor keeps its
+    partner waiting. Before (a): its slot was withdrawn on every device, as for a dead client, which
+    erased a waiting rank's request while its keep-alives went on: it waited for ever. Before (b), the
+    stopped rank lost its own device's turns only: under round robin the partner on the other device
+    waited for the job's rank there, which sat in its all-reduce with the stopped rank and asked for
+    nothing, until the stopped rank resumed (bench/chaos.py stop-waiter: a stall in every trial)."""
     s = server("0=0,1", "1=0,1", policy="round-robin", extra=("--heartbeat", "0.05", "--send-buffer", "1"))
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    holder0, holder1 = CrossoverToken(s.path, 0, 0, silence_s=20), CrossoverToken(s.path, 1, 0, silence_s=20)
-    holder0.acquire()
-    holder1.acquire()
+    env.pop("XOVER_METRIC_TOKEN", None)
     waiter = subprocess.Popen([sys.executable, "-c", ONE_WAIT, s.path], stdout=subprocess.PIPE, text=True,
                               env=env)  # slot 1 on device 0: waits behind slot 0
-    other = CrossoverToken(s.path, 1, 1, silence_s=20)  # its job's rank on device 1, waiting too
-    granted = threading.Event()
-    asking = threading.Thread(target=lambda: (other.acquire(), granted.set()), daemon=True)
+    other = subprocess.Popen([sys.executable, "-c", OTHER_RANK, s.path], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)  # its job's rank on device 1
+    holder0, holder1 = CrossoverToken(s.path, 0, 0, silence_s=20), CrossoverToken(s.path, 1, 0, silence_s=20)
+    partner = threading.Event()
     try:
-        asking.start()
-        time.sleep(1)
-        os.kill(waiter.pid, signal.SIGSTOP)
-        time.sleep(1)  # its socket full of keep-alives
-        holder0.release()  # device 0's grant to the stopped rank fails: it loses device 0's turns
+        holder0.acquire()  # round robin: slot 0 first, the waiter then waits behind it
+        holder1.acquire()
+        holder1.release()  # slot 1's turn on device 1
+        assert other.stdout.readline().strip() == "released"
+        holder1.acquire()
+        if other_rank == "waiting":
+            other.stdin.write("\n")  # it asks, behind slot 0
+            other.stdin.flush()
+        else:
+            holder1.release()  # slot 1's turn again, and slot 1 asks for nothing: it is in its all-reduce
+            threading.Thread(target=lambda: (holder1.acquire(), partner.set()), daemon=True).start()
         time.sleep(0.5)
-        holder1.release()  # device 1's turn goes to its job's other rank
-        assert granted.wait(3), "the stopped rank's job lost its turns on the other device too"
-        assert other._sock is not None
-        other.release()
+        os.kill(waiter.pid, signal.SIGSTOP)
+        time.sleep(1)  # 20 keep-alives it never reads: its socket is full
+        holder0.release()  # device 0's grant to the stopped rank fails: its job gives up its turns
+        started = time.monotonic()
+        holder0.acquire()
+        assert time.monotonic() - started < 2 and holder0._sock is not None
+        holder0.release()
+        if other_rank == "waiting":
+            holder1.release()
+        else:
+            assert partner.wait(3), "the partner waits for a job that does not take turns any more"
+            assert holder1._sock is not None
+            holder1.release()
+            other.stdin.write("\n")  # its all-reduce ends
+            other.stdin.flush()
+        out, _ = other.communicate(timeout=15)  # it does not wait for ever
+        assert out.splitlines()[-1] == "without turns" and out.count('"kind":"turns-lost"') == 1, out
+        holder1.acquire()  # device 1 is the partner's alone now
+        holder1.release()
     finally:
         os.kill(waiter.pid, signal.SIGCONT)
-    waiter.communicate(timeout=30)
-    for token in (holder0, holder1, other):
+        other.kill()
+    out, _ = waiter.communicate(timeout=30)
+    assert out.count('"kind":"turns-lost"') == 1 and "granted" in out
+    for token in (holder0, holder1):
         token.close()
     events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
-    assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] == "unwritable"] == [("unwritable", 1, 0)]
+    assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] in ("unwritable", "released")] == [
+        ("unwritable", 1, 0), ("released", 1, 1)]

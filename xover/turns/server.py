@@ -8,7 +8,8 @@ never stall. A turn held far longer than its job usually holds it is taken back 
 event is reported. A worker waiting for its turn gets a keep-alive byte every HEARTBEAT_S, so that it
 can tell a long wait from a dead server. Each worker's connection may be given a send buffer of its own
 size (`--send-buffer`, XOVER_TURN_SEND_BUFFER): the keep-alives a stopped worker's socket takes before it
-is full, after which that worker loses its slot. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+is full, after which that worker's job loses its slot on every device here and its other ranks' connections
+are closed (they train on without turns, and say so). Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
 
 Its folder (the socket's) must be this user's own, a real folder (not a link), and is made 0700 before
 anything is created in it; on another host too, where the launcher's ssh starts it. The yield page is
@@ -369,21 +370,29 @@ class TurnServer:
                 self._unwritable(conn, f"it read nothing for {WRITE_GRACE_S:.0f} s")
 
     def _unwritable(self, conn: socket.socket, why: str) -> None:
-        """A client that does not read (stopped, suspended, hung) loses its slot, as a dead one does;
-        the other clients and devices go on."""
+        """A client that does not read (stopped, suspended, hung) loses its slot, as a dead one does, and
+        its job's other ranks here are let go (their connections closed: they train on without turns);
+        the other jobs and devices go on."""
         member = self.members.get(conn)
         print(event_line(json.dumps({"kind": "unwritable", "device": member[0] if member else None,
                                      "slot": member[1] if member else None, "reason": why,
                                      "queued": len(self.outbox.get(conn, b"")), "wall_time": time.time()})),
               flush=True)
-        # Only this device's turns: the client lives on (stopped, not dead) and so does its job, whose other
-        # ranks may be waiting for their turns on other devices right now. Withdrawing the slot everywhere,
-        # as for a dead client, erased those requests while their keep-alives went on: they waited for ever
-        # (bench/chaos.py stop-waiter, round robin: the job timed out).
-        self._drop(conn, withdraw=False)
+        # Its job gives up its turns on every device here, and each of its other ranks is told so: its
+        # connection is closed, and that worker trains on without turns and says so (a turns-lost record)
+        # when it next asks. Withdrawing the slot everywhere without telling them erased a waiting rank's
+        # request while its keep-alives went on: it waited for ever. Dropping the stopped rank's device
+        # only left the job's rank on another device its turns: under round robin, that device's partner
+        # then waited for a rank that sat in its all-reduce with the stopped one, asking for nothing
+        # (bench/chaos.py stop-waiter found both).
+        self._drop(conn)
         if member is not None:
-            self._leave(member)
-            self._decide(member[0])
+            for other_member, other in list(self.by_member.items()):
+                if other_member[1] == member[1]:
+                    print(event_line(json.dumps({"kind": "released", "device": other_member[0], "slot": member[1],
+                                                 "reason": f"its job's rank on device {member[0]} cannot be written to",
+                                                 "wall_time": time.time()})), flush=True)
+                    self._drop(other, withdraw=False)
 
     def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
         if conn not in self.buffers:
