@@ -357,13 +357,20 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     # `filled`: the stopped rank's own slot was dropped so (its job and device); `wrongly_dropped`: any
     # other rank's was (a rank that reads its keep-alives must never lose its slot)
     filled = unsaid = wrongly_dropped = revoked = 0
+    drops = []  # [job, device, why, seconds after the stop] of each `unwritable`, then `lease-revoked` and `released` event
     if fault == "stop-waiter":
-        dropped = _query(db, "SELECT r.name, e.device, r.turn_stats FROM turn_events e JOIN runs r ON r.id = e.run_id "
+        dropped = _query(db, "SELECT r.name, e.device, r.turn_stats, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
                              "WHERE e.kind = 'unwritable'")
-        filled = sum(1 for name, device, _ in dropped if name == hit_job and device == stopped_device)
+        drops = [[name, device, json.loads(detail or "{}").get("reason"),
+                  round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)] for name, device, _, detail in dropped]
+        filled = sum(1 for name, device, _, _ in dropped if name == hit_job and device == stopped_device)
         wrongly_dropped = len(dropped) - filled
-        unsaid = sum(1 for _, _, stats in dropped if not stats or '"lost"' not in stats)
+        unsaid = sum(1 for _, _, stats, _ in dropped if not stats or '"lost"' not in stats)
         revoked = _query(db, "SELECT COUNT(*) FROM turn_events WHERE kind = 'lease-revoked'")[0][0]
+        drops += [[name, device, kind, round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)]
+                  for name, device, kind, detail in _query(
+                      db, "SELECT r.name, e.device, e.kind, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
+                          "WHERE e.kind IN ('lease-revoked', 'released')")]
     not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
         _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
     return {"trial": number, "fault": fault, "mode": mode, "engine": engine,
@@ -372,7 +379,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
             "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
             "unfinished": unfinished, "unsaid": unsaid, "wrongly_dropped": wrongly_dropped,
-            "filled": filled, "revoked": revoked, "seconds": round(time.time() - hit_at, 1),
+            "filled": filled, "revoked": revoked, "stopped_device": stopped_device, "drops": drops, "seconds": round(time.time() - hit_at, 1),
             "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
 
 

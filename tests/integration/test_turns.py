@@ -593,3 +593,47 @@ def test_a_stopped_waiter_losing_its_slot_releases_its_jobs_other_ranks_and_thei
     events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
     assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] in ("unwritable", "released")] == [
         ("unwritable", 1, 0), ("released", 1, 1)]
+
+
+def test_a_lease_taken_back_passes_over_its_jobs_idle_ranks_on_the_other_devices(server):
+    """Round robin: a rank hung holding its turn on device 0 loses it at its lease, and its job's rank on
+    device 1, which sits in its all-reduce with the hung one and asks for nothing, is passed over there
+    until it asks again: the partner on device 1 gets its turns. Before: the lease took the turn back on
+    device 0 only, and the partner on device 1 waited for that job's turn for as long as the rank hung
+    (bench/chaos.py stop-waiter, where the grant reached the stopped rank before its socket filled)."""
+    s = server("0=0,1", "1=0,1", policy="round-robin", lease={"floor": 0.3, "factor": 3, "initial": 1.5})
+    other0, partner1 = CrossoverToken(s.path, 1, 0), CrossoverToken(s.path, 1, 1)
+    first = threading.Event()
+    threading.Thread(target=lambda: (partner1.acquire(), first.set()), daemon=True).start()
+    other0.acquire()  # round robin: slot 0 first
+    other0.release()  # then into its all-reduce with the rank on device 0
+    assert first.wait(5)
+    partner1.release()
+    again = threading.Event()
+    threading.Thread(target=lambda: (partner1.acquire(), again.set()), daemon=True).start()  # slot 0's turn now
+    ready = mp.Event()
+    hung = mp.Process(target=_hold_forever, args=(s.path, 0, 0, ready))
+    hung.start()
+    partner0 = CrossoverToken(s.path, 0, 1)
+    granted0 = threading.Event()
+    threading.Thread(target=lambda: (partner0.acquire(), granted0.set()), daemon=True).start()
+    try:
+        assert ready.wait(10)  # slot 0 holds device 0 and hangs
+        assert granted0.wait(5)  # its lease (1.5 s) ends its turn on device 0
+        assert again.wait(2), "the partner on device 1 waits for a job whose rank hangs on device 0"
+        partner1.release()
+        partner0.release()
+        back = threading.Event()
+        threading.Thread(target=lambda: (other0.acquire(), back.set()), daemon=True).start()
+        partner1.acquire()  # strict alternation: the partner's turn (slot 0's was passed over), then slot 0's
+        partner1.release()
+        assert back.wait(5) and other0._sock is not None  # it asked again: it takes its turns again
+        other0.release()
+    finally:
+        hung.kill()
+        hung.join()
+    for token in (other0, partner0, partner1):
+        token.close()
+    events = [json.loads(line.removeprefix("event ")) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["device"], e["slot"]) for e in events if e["kind"] == "lease-revoked"] == [
+        ("lease-revoked", 0, 0)]

@@ -509,6 +509,13 @@ class TurnServer:
             print(event_line(json.dumps({"kind": "lease-revoked", "device": device, "slot": slot,
                                          "held_s": round(held, 3), "wall_time": time.time()})), flush=True)
             self._decide(device)
+            # and on its job's other devices, where a rank that neither holds nor asks sits in its all-reduce
+            # with the hung one: passed over until it asks again, or round robin keeps its partner waiting
+            # there for as long as the hang lasts (a rank that asks or holds keeps its place)
+            for other_device, other in self.devices.items():
+                if slot in other.order and slot not in other.gone and other.holder != slot and slot not in other.waiting:
+                    other.gone.add(slot)
+                    self._decide(other_device)
 
     def statistics(self) -> dict:
         slots = {}
