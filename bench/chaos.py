@@ -21,12 +21,15 @@ iterating, does one of:
               torchrun's ranks write a log file at their own offset, which would overwrite what was
               appended from outside (the torch engine's forged lines are tests/e2e/test_forged_metrics.py)
   stop-waiter in crossover, SIGSTOP a rank while it waits for its turn (blocked in recv on the turn
-              socket), for STOP_WAITER_S, with keep-alives every 0.1 ms (XOVER_TURN_HEARTBEAT) so that its
-              socket fills within 0.05 s: the turn server must not stall (a grant to the full socket
-              fails at once and that job loses its slot), the partner must not stall, both jobs must
-              finish, and a job that lost its slot must say so in its record (docs/security.md). Where
-              the grant came before the socket filled, the stopped holder's lease is revoked instead;
-              `filled` counts the trials where the socket did fill (the server's `unwritable` event)
+              socket), for STOP_WAITER_S, with keep-alives every 1 ms (XOVER_TURN_HEARTBEAT), the kernel's
+              smallest send buffer (XOVER_TURN_SEND_BUFFER) and round robin, so that its socket fills
+              before its grant: the turn server must not stall (a grant to the full socket fails at once,
+              and that job loses its turns on every device, its other ranks told so), the partner must
+              not stall, both jobs must finish, and a job that lost its slot must say so in its record
+              (docs/security.md). Where the grant came before the socket filled, the stopped holder's
+              lease is revoked instead; `filled` counts the trials where the socket did fill (the
+              server's `unwritable` event), and `drops` lists each trial's unwritable, lease-revoked and
+              released events (job, device, why, seconds after the stop)
   slurm-pause the group runs through Slurm (`--launcher slurm`, the single-node cluster of
               scripts/slurm.sh, brought up when missing); SIGSTOP slurmctld for 25 s, more than
               Slurm's MessageTimeout, so that xover's queries of the job time out (a transient
