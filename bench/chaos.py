@@ -21,12 +21,15 @@ iterating, does one of:
               torchrun's ranks write a log file at their own offset, which would overwrite what was
               appended from outside (the torch engine's forged lines are tests/e2e/test_forged_metrics.py)
   stop-waiter in crossover, SIGSTOP a rank while it waits for its turn (blocked in recv on the turn
-              socket), for STOP_WAITER_S, with keep-alives every 0.1 ms (XOVER_TURN_HEARTBEAT) so that its
-              socket fills within 0.05 s: the turn server must not stall (a grant to the full socket
-              fails at once and that job loses its slot), the partner must not stall, both jobs must
-              finish, and a job that lost its slot must say so in its record (docs/security.md). Where
-              the grant came before the socket filled, the stopped holder's lease is revoked instead;
-              `filled` counts the trials where the socket did fill (the server's `unwritable` event)
+              socket), for STOP_WAITER_S, with keep-alives every 1 ms (XOVER_TURN_HEARTBEAT), the kernel's
+              smallest send buffer (XOVER_TURN_SEND_BUFFER) and round robin, so that its socket fills
+              before its grant: the turn server must not stall (a grant to the full socket fails at once,
+              and that job loses its turns on every device, its other ranks told so), the partner must
+              not stall, both jobs must finish, and a job that lost its slot must say so in its record
+              (docs/security.md). Where the grant came before the socket filled, the stopped holder's
+              lease is revoked instead; `filled` counts the trials where the socket did fill (the
+              server's `unwritable` event), and `drops` lists each trial's unwritable, lease-revoked and
+              released events (job, device, why, seconds after the stop)
   slurm-pause the group runs through Slurm (`--launcher slurm`, the single-node cluster of
               scripts/slurm.sh, brought up when missing); SIGSTOP slurmctld for 25 s, more than
               Slurm's MessageTimeout, so that xover's queries of the job time out (a transient
@@ -73,7 +76,15 @@ ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each
 FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause",
           "stop-waiter")
 STOP_WAITER_S = 12  # its socket full of keep-alives after 3 s; less than Gloo's 30 s, so its job lives on
-WAITER_HEARTBEAT_S = "0.0001"  # 278 one-byte keep-alives fill a Unix socket here: about 0.03 s
+WAITER_HEARTBEAT_S = "0.001"  # a keep-alive every 1 ms, the shortest the server keeps (epoll waits whole ms)
+# The server's send buffer per worker at the kernel's minimum (asked for 1 byte, given 4608 here): 6 unread
+# keep-alives fill it, in under a millisecond. With the default buffer (212992 bytes here) 278 are needed,
+# about 30 ms at this heartbeat, and the partner's release (every 2-30 ms for this pair) granted the turn to
+# the stopped rank first in every trial: its lease was revoked, and the full socket was never reached.
+WAITER_SEND_BUFFER = "1"
+# Round robin: a waiter waits for its partner's whole phase (work-conserving has the holder yield to it
+# within a layer, or takes it first), long enough for its 6 keep-alives to fill the socket before its grant.
+WAITER_POLICY = "round-robin"
 SLURM_SH = ROOT / "scripts" / "slurm.sh"
 SLURM_PAUSE_S = 25  # longer than slurmctld's MessageTimeout (10 s by default): a query times out
 SHORT_LEASE = "floor=0.5,factor=5,initial=20"  # a stopped rank holding a turn loses it within a second
@@ -179,6 +190,17 @@ def _waiting_for_turn(pid: int) -> bool:
     return wchan == "unix_stream_read_generic" or (len(call) > 2 and call[0] == "7" and call[2] == "0x1")
 
 
+def _device_of(pid: int) -> int | None:
+    """The device whose turns a local rank asks for: its local rank's entry of XOVER_DEVICES ('0,1')."""
+    try:
+        variables = dict(item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                         if b"=" in item)
+        local_rank = int(variables.get(b"HOROVOD_LOCAL_RANK") or variables[b"LOCAL_RANK"])
+        return int(variables[b"XOVER_DEVICES"].decode().split(",")[local_rank])
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
 def _stop_a_waiter(workers: list[tuple[int, str]], rng: random.Random) -> tuple[int, str] | None:
     """SIGSTOP a rank caught waiting for its turn (tried for up to 20 s); the rank, or None."""
     deadline = time.time() + 20
@@ -243,9 +265,11 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
                    "--engine", engine, "--time-limit", "10", "--json"]
     else:
         command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
-                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault in ("stop-server", "forged-output", "stop-waiter") else "120", "--json"]
+                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault in ("stop-server", "forged-output", "stop-waiter") else "120", "--json",
+                   *(["--policy", WAITER_POLICY] if fault == "stop-waiter" else [])]
     env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results"),
-           **({"XOVER_TURN_HEARTBEAT": WAITER_HEARTBEAT_S} if fault == "stop-waiter" else {})}
+           **({"XOVER_TURN_HEARTBEAT": WAITER_HEARTBEAT_S, "XOVER_TURN_SEND_BUFFER": WAITER_SEND_BUFFER}
+              if fault == "stop-waiter" else {})}
     stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
     if stalled_sshd:
         os.kill(stalled_sshd, signal.SIGSTOP)  # accepts connections (the kernel does), answers none
@@ -259,7 +283,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             time.sleep(rng.uniform(0.5, 4.0))
         experiment = (_query(db, "SELECT id FROM experiments") or [("?",)])[0][0]
         workers = _workers(experiment)
-        hit_job, hit_at = None, time.time()
+        hit_job, hit_at, stopped_device = None, time.time(), None
         if fault == "kill-xover":
             xover.kill()
         elif fault == "stop-server":
@@ -275,6 +299,7 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             _forge_output(pid, rng)
         elif fault == "stop-waiter" and (stopped_waiter := _stop_a_waiter(workers, rng)):
             hit_job = stopped_waiter[1]
+            stopped_device = _device_of(stopped_waiter[0])
             try:
                 time.sleep(STOP_WAITER_S)
             finally:
@@ -331,13 +356,24 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     devices = {("xo-h1", 0), ("xo-h2", 0)} if on_cluster else {("localhost", 0), ("localhost", 1)}
     busy = leases.try_acquire(devices)
     leases.release()
-    # stop-waiter: a job that lost its slot (the server found its socket full) says so in its record
-    filled = unsaid = 0
+    # stop-waiter: a job that lost its slot (the server found its socket full) says so in its record;
+    # `filled`: the stopped rank's own slot was dropped so (its job and device); `wrongly_dropped`: any
+    # other rank's was (a rank that reads its keep-alives must never lose its slot)
+    filled = unsaid = wrongly_dropped = revoked = 0
+    drops = []  # [job, device, why, seconds after the stop] of each `unwritable`, then `lease-revoked` and `released` event
     if fault == "stop-waiter":
-        dropped = _query(db, "SELECT r.turn_stats FROM turn_events e JOIN runs r ON r.id = e.run_id "
+        dropped = _query(db, "SELECT r.name, e.device, r.turn_stats, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
                              "WHERE e.kind = 'unwritable'")
-        filled = len(dropped)
-        unsaid = sum(1 for (stats,) in dropped if not stats or '"lost"' not in stats)
+        drops = [[name, device, json.loads(detail or "{}").get("reason"),
+                  round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)] for name, device, _, detail in dropped]
+        filled = sum(1 for name, device, _, _ in dropped if name == hit_job and device == stopped_device)
+        wrongly_dropped = len(dropped) - filled
+        unsaid = sum(1 for _, _, stats, _ in dropped if not stats or '"lost"' not in stats)
+        revoked = _query(db, "SELECT COUNT(*) FROM turn_events WHERE kind = 'lease-revoked'")[0][0]
+        drops += [[name, device, kind, round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)]
+                  for name, device, kind, detail in _query(
+                      db, "SELECT r.name, e.device, e.kind, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
+                          "WHERE e.kind IN ('lease-revoked', 'released')")]
     not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
         _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
     return {"trial": number, "fault": fault, "mode": mode, "engine": engine,
@@ -345,12 +381,13 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
             "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
             "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
             "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
-            "unfinished": unfinished, "unsaid": unsaid, "filled": filled, "seconds": round(time.time() - hit_at, 1),
+            "unfinished": unfinished, "unsaid": unsaid, "wrongly_dropped": wrongly_dropped,
+            "filled": filled, "revoked": revoked, "stopped_device": stopped_device, "drops": drops, "seconds": round(time.time() - hit_at, 1),
             "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
 
 
 COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung", "unfinished",
-          "unsaid")
+          "unsaid", "wrongly_dropped")
 
 
 def _slurm_up() -> bool:
@@ -376,7 +413,8 @@ def main() -> None:
     parser.add_argument("--faults", nargs="+", default=list(FAULTS), choices=FAULTS, help="the faults to take in turn")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    use_cluster = not args.no_cluster and not cluster.missing_requirements() and cluster.read_state() is None
+    use_cluster = not args.no_cluster and not cluster.missing_requirements() and cluster.read_state() is None and \
+        not set(args.faults) <= {"stop-waiter", "slurm-pause"}  # those two run on this machine only
     built = slurm_started = False
     results = []
     try:
@@ -402,6 +440,11 @@ def main() -> None:
     for key in COUNTS:
         print(f"  {key:14} {sum(r.get(key, 0) for r in results)}")
     print(f"  namespaces left after the cluster went down: {len(leftover_namespaces)}")
+    waiters = [r for r in results if r["fault"] == "stop-waiter" and r.get("hit", "-") != "-"]
+    if any(r["fault"] == "stop-waiter" for r in results):  # what the fault is for: the full socket reached
+        print(f"  stop-waiter: {len(waiters)} trials stopped a waiting rank; its socket filled (slot lost) in "
+              f"{sum(r.get('filled', 0) > 0 for r in waiters)}, its held turn's lease was revoked in "
+              f"{sum(r.get('filled', 0) == 0 and r.get('revoked', 0) > 0 for r in waiters)}")
     if any(sum(r.get(key, 0) for r in results) for key in COUNTS) or leftover_namespaces:
         sys.exit(1)
 

@@ -210,7 +210,9 @@ start_munge() {
   mungekey --create --keyfile="$DIR/munge/munge.key" --force >/dev/null 2>&1 ||
     die "mungekey could not create $DIR/munge/munge.key"
   chmod 600 "$DIR/munge/munge.key"
-  munged --socket="$MUNGE_SOCKET" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/run/munged.pid" \
+  # --force: munged refuses a socket under a folder not every user may enter (a /tmp of mode 0700, as on
+  # some build machines); here every client of this private munged runs as root
+  munged --force --socket="$MUNGE_SOCKET" --key-file="$DIR/munge/munge.key" --pid-file="$DIR/run/munged.pid" \
     --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed" 9<&- ||
     die "munged did not start; see $DIR/log/munged.log"
 }

@@ -63,6 +63,7 @@ TURN_LEASE_VARIABLE = "XOVER_TURN_LEASE"
 TURN_SERVER_NICE_VARIABLE = "XOVER_TURN_SERVER_NICE"
 TURN_HEARTBEAT_VARIABLE = "XOVER_TURN_HEARTBEAT"
 METRIC_SINKS_VARIABLE = "XOVER_METRIC_SINKS"
+TURN_SEND_BUFFER_VARIABLE = "XOVER_TURN_SEND_BUFFER"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 METRICS_PORT_VARIABLE = "XOVER_METRICS_PORT"
 
@@ -108,6 +109,9 @@ class Settings:
     turn_server_nice: int | None = _variable(TURN_SERVER_NICE_VARIABLE, default=None)  # None: turns/server.py's
     # seconds between keep-alives to a worker waiting for its turn (None: turns/protocol.py's HEARTBEAT_S)
     turn_heartbeat: float | None = _variable(TURN_HEARTBEAT_VARIABLE, default=None)
+    # bytes of the kernel's send buffer of each worker's connection at the turn server (SO_SNDBUF; None:
+    # the kernel's default): how many unread keep-alives a stopped worker's socket takes before it is full
+    turn_send_buffer: int | None = _variable(TURN_SEND_BUFFER_VARIABLE, default=None)
     # a GPU job waits for its queued kernels at every layer boundary of its turn, so that a request to
     # yield is seen there and not only when its compute is done (docs/gpu.md: an experiment, off)
     checkpoint_sync: bool = _variable(CHECKPOINT_SYNC_VARIABLE, default=False)
@@ -134,6 +138,7 @@ class Settings:
             turn_lease=_turn_lease(env.get(TURN_LEASE_VARIABLE)),
             turn_server_nice=_turn_server_nice(env.get(TURN_SERVER_NICE_VARIABLE)),
             turn_heartbeat=_turn_heartbeat(env.get(TURN_HEARTBEAT_VARIABLE)),
+            turn_send_buffer=_turn_send_buffer(env.get(TURN_SEND_BUFFER_VARIABLE)),
             checkpoint_sync=_flag(CHECKPOINT_SYNC_VARIABLE, env.get(CHECKPOINT_SYNC_VARIABLE), default=False),
         )
 
@@ -255,6 +260,21 @@ def _turn_heartbeat(text: str | None) -> float | None:
     if not (math.isfinite(value) and 0 < value <= 60):
         raise XoverError(f"{TURN_HEARTBEAT_VARIABLE}={text!r}: expected seconds, more than 0 and at most 60")
     return value
+
+
+TURN_SEND_BUFFER_MAX = 1 << 30
+
+
+def _turn_send_buffer(text: str | None) -> int | None:
+    """Bytes of each worker connection's send buffer at the turn server, 1 to 1 GiB (the kernel doubles
+    the value and keeps it within its own minimum and net.core.wmem_max)."""
+    if not text or not text.strip():
+        return None
+    value = text.strip()
+    if not (value.isdigit() and 1 <= int(value) <= TURN_SEND_BUFFER_MAX):
+        raise XoverError(f"{TURN_SEND_BUFFER_VARIABLE}={text!r}: expected bytes, a whole number from 1 to "
+                         f"{TURN_SEND_BUFFER_MAX}")
+    return int(value)
 
 
 def _turn_server_nice(text: str | None) -> int | None:

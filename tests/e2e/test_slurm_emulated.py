@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -219,6 +220,85 @@ def test_a_node_whose_slurmd_dies_fails_the_group_and_leaves_nothing(slurm_on_ho
     finally:
         restarted = _slurm_sh("up")  # the cluster again, for the tests after this one
         assert restarted.returncode == 0, restarted.stderr[-3000:]
+
+
+KILL_WAIT_S = 5  # Slurm's SIGKILL this long after its SIGTERM (30 s by default): shorter than an orderly stop
+
+
+@contextlib.contextmanager
+def _kill_wait(seconds: int):
+    """The cluster with `KillWait=seconds` (slurm.conf, `scontrol reconfigure`), then as it was."""
+    conf = DIR / "slurm.conf"
+    original = conf.read_text()
+    conf.write_text(original + f"KillWait={seconds}\n")
+    try:
+        reconfigured = _on_head("scontrol", "reconfigure")
+        assert reconfigured.returncode == 0, reconfigured.stderr
+        shown = _on_head("scontrol", "show", "config").stdout
+        assert re.search(rf"^KillWait\s*=\s*{seconds} sec", shown, re.M), shown
+        yield
+    finally:
+        conf.write_text(original)
+        _on_head("scontrol", "reconfigure")
+
+
+def _on_host(name: str, pids: list[int]) -> list[int]:
+    """Those of `pids` that run on the emulated host `name` (in its network namespace)."""
+    namespace = f"net:[{os.stat(cluster.NETNS_RUN / name).st_ino}]"
+    found = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/ns/net") == namespace:
+                found.append(pid)
+    return found
+
+
+def _describe(pids: list[int]) -> str:
+    lines = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            lines.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes().replace(bytes(1), b' ').decode()[:160]}")
+    return "; ".join(lines)
+
+
+def test_a_cancel_under_a_short_kill_wait_leaves_nothing_on_the_other_node(slurm_on_hosts, isolated_results,
+                                                                          tmp_path):
+    """Issue 52, finding 14, end to end. Inside a Slurm job xover has no reaper, and its orderly stop, over
+    ssh, can outlast KillWait, after which Slurm SIGKILLs everything of the job on its first node, and
+    nothing stops what runs on the other node (started there through ssh, outside Slurm's tracking).
+    Here KillWait is 5 s and the ranks on the second host hang (SIGSTOP: they notice no hang-up, no lost
+    peer), as hung ranks do: at the SIGTERM xover stops them first, at once, before the rest."""
+    plan, _ = _plan_across_both_hosts(tmp_path, iterations=50000)
+    with _kill_wait(KILL_WAIT_S):
+        xover = subprocess.Popen(["ip", "netns", "exec", cluster.HEAD_NS, *XOVER, "run", str(plan), "--launcher",
+                                  "slurm", "--mode", "crossover", "--json"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "SLURM_CONF": str(DIR / "slurm.conf")})
+        try:
+            job_id, experiment = wait_for_iterating_runs(isolated_results / "xover.db", runs=2)[0]
+            elsewhere = _on_host("xo-h2", tagged_processes(experiment))
+            ranks = [pid for pid in elsewhere if b"xover.runtime.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            assert ranks, f"no rank of the run on the second node: {_describe(elsewhere)}"
+            for pid in ranks:
+                os.kill(pid, signal.SIGSTOP)  # hung ranks
+            cancelled_at = time.time()
+            cancelled = _on_head("scancel", job_id)
+            assert cancelled.returncode == 0, cancelled.stderr
+            out, err = xover.communicate(timeout=300)
+        finally:
+            if xover.poll() is None:
+                xover.kill()
+    assert xover.returncode == 1, err[-3000:]
+    assert f"Slurm job {job_id} CANCELLED" in err, err[-3000:]
+    # Slurm's SIGKILL came KILL_WAIT_S after its SIGTERM; what xover stopped, it stopped before (or its
+    # sweep of the other node was killed with it). The bound leaves the hosts' sshd and the reaper time.
+    deadline = cancelled_at + KILL_WAIT_S + 20
+    while (left := _on_host("xo-h2", tagged_processes(experiment))) and time.time() < deadline:
+        time.sleep(0.5)
+    for pid in left:  # not left for the tests after this one
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of the run left on the second node: {_describe(left)}"
+    assert not tagged_processes(experiment), "processes of the run left on a node"
 
 
 def test_down_leaves_no_daemon_and_no_folder_even_after_the_hosts_went_first(slurm_on_hosts):

@@ -480,3 +480,160 @@ def test_a_stopped_waiter_whose_socket_is_full_loses_its_slot_not_everyones_turn
     device1.close()
     events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
     assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] == "unwritable"] == [("unwritable", 1, 0)]
+
+
+def test_a_small_send_buffer_takes_the_slot_of_a_stopped_waiter_after_a_few_keep_alives(server, tmp_path):
+    """--send-buffer (XOVER_TURN_SEND_BUFFER) sets each worker connection's SO_SNDBUF: at the kernel's
+    minimum (asked for 1 byte) 6 unread keep-alives fill it here, 0.3 s at a keep-alive every 50 ms, where
+    the default buffer takes 278 (14 s). The stopped waiter then loses its slot at its grant; with the
+    default buffer the grant would reach it and the partner would wait for the lease (3 s here)."""
+    s = server("0=0,1", lease={"initial": 3, "floor": 3}, extra=("--heartbeat", "0.05", "--send-buffer", "1"))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    waiter = subprocess.Popen([sys.executable, "-c", STOPPED_WAITER, s.path], stdout=subprocess.PIPE, text=True, env=env)
+    device0 = CrossoverToken(s.path, 0, 0, silence_s=20)
+    try:
+        device0.acquire()
+        time.sleep(1)  # its ask reached the server; it waits behind slot 0
+        os.kill(waiter.pid, signal.SIGSTOP)
+        time.sleep(1)  # 20 keep-alives it never reads: more than its socket takes
+        device0.release()  # the grant goes to the stopped waiter, whose socket is full
+        started = time.monotonic()
+        device0.acquire()
+        assert time.monotonic() - started < 2, "the grant reached the stopped waiter (its socket was not full)"
+        device0.release()
+    finally:
+        os.kill(waiter.pid, signal.SIGCONT)
+    out, _ = waiter.communicate(timeout=30)
+    assert '"kind":"turns-lost"' in out and "granted" in out
+    device0.close()
+    events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["slot"], e["reason"]) for e in events if e["kind"] == "unwritable"] == [
+        ("unwritable", 1, "its socket is full of messages it has not read")]
+
+
+ONE_WAIT = """
+import sys
+from xover.runtime.turn_client import CrossoverToken
+CrossoverToken(sys.argv[1], 0, 1, silence_s=60).acquire()
+print("granted", flush=True)
+"""
+
+OTHER_RANK = """
+import sys
+from xover.runtime.turn_client import CrossoverToken
+token = CrossoverToken(sys.argv[1], 1, 1, silence_s=60)
+token.acquire()
+token.release()
+print("released", flush=True)
+sys.stdin.readline()  # its all-reduce, which needs the stopped rank
+token.acquire()
+print("granted" if token._sock is not None else "without turns", flush=True)
+token.release()
+"""
+
+
+@pytest.mark.parametrize("other_rank", ["in-its-all-reduce", "waiting"])
+def test_a_stopped_waiter_losing_its_slot_releases_its_jobs_other_ranks_and_their_partners(server, other_rank):
+    """When a rank cannot be written to, its job gives up turns on every device of the server and each of
+    its other ranks is told so (its connection is closed, a `released` event): that rank trains on
+    without turns and says so once (a turns-lost record); it neither waits for ever nor keeps its
+    partner waiting. Before (a): its slot was withdrawn on every device, as for a dead client, which
+    erased a waiting rank's request while its keep-alives went on: it waited for ever. Before (b), the
+    stopped rank lost its own device's turns only: under round robin the partner on the other device
+    waited for the job's rank there, which sat in its all-reduce with the stopped rank and asked for
+    nothing, until the stopped rank resumed (bench/chaos.py stop-waiter: a stall in every trial)."""
+    s = server("0=0,1", "1=0,1", policy="round-robin", extra=("--heartbeat", "0.05", "--send-buffer", "1"))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env.pop("XOVER_METRIC_TOKEN", None)
+    waiter = subprocess.Popen([sys.executable, "-c", ONE_WAIT, s.path], stdout=subprocess.PIPE, text=True,
+                              env=env)  # slot 1 on device 0: waits behind slot 0
+    other = subprocess.Popen([sys.executable, "-c", OTHER_RANK, s.path], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)  # its job's rank on device 1
+    holder0, holder1 = CrossoverToken(s.path, 0, 0, silence_s=20), CrossoverToken(s.path, 1, 0, silence_s=20)
+    partner = threading.Event()
+    try:
+        holder0.acquire()  # round robin: slot 0 first, the waiter then waits behind it
+        holder1.acquire()
+        holder1.release()  # slot 1's turn on device 1
+        assert other.stdout.readline().strip() == "released"
+        holder1.acquire()
+        if other_rank == "waiting":
+            other.stdin.write("\n")  # it asks, behind slot 0
+            other.stdin.flush()
+        else:
+            holder1.release()  # slot 1's turn again, and slot 1 asks for nothing: it is in its all-reduce
+            threading.Thread(target=lambda: (holder1.acquire(), partner.set()), daemon=True).start()
+        time.sleep(0.5)
+        os.kill(waiter.pid, signal.SIGSTOP)
+        time.sleep(1)  # 20 keep-alives it never reads: its socket is full
+        holder0.release()  # device 0's grant to the stopped rank fails: its job gives up its turns
+        started = time.monotonic()
+        holder0.acquire()
+        assert time.monotonic() - started < 2 and holder0._sock is not None
+        holder0.release()
+        if other_rank == "waiting":
+            holder1.release()
+        else:
+            assert partner.wait(3), "the partner waits for a job that does not take turns any more"
+            assert holder1._sock is not None
+            holder1.release()
+            other.stdin.write("\n")  # its all-reduce ends
+            other.stdin.flush()
+        out, _ = other.communicate(timeout=15)  # it does not wait for ever
+        assert out.splitlines()[-1] == "without turns" and out.count('"kind":"turns-lost"') == 1, out
+        holder1.acquire()  # device 1 is the partner's alone now
+        holder1.release()
+    finally:
+        os.kill(waiter.pid, signal.SIGCONT)
+        other.kill()
+    out, _ = waiter.communicate(timeout=30)
+    assert out.count('"kind":"turns-lost"') == 1 and "granted" in out
+    for token in (holder0, holder1):
+        token.close()
+    events = [json.loads(line[len("event "):]) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["slot"], e["device"]) for e in events if e["kind"] in ("unwritable", "released")] == [
+        ("unwritable", 1, 0), ("released", 1, 1)]
+
+
+def test_a_lease_taken_back_passes_over_its_jobs_idle_ranks_on_the_other_devices(server):
+    """Round robin: a rank hung holding its turn on device 0 loses it at its lease, and its job's rank on
+    device 1, which sits in its all-reduce with the hung one and asks for nothing, is passed over there
+    until it asks again: the partner on device 1 gets its turns. Before: the lease took the turn back on
+    device 0 only, and the partner on device 1 waited for that job's turn for as long as the rank hung
+    (bench/chaos.py stop-waiter, where the grant reached the stopped rank before its socket filled)."""
+    s = server("0=0,1", "1=0,1", policy="round-robin", lease={"floor": 0.3, "factor": 3, "initial": 1.5})
+    other0, partner1 = CrossoverToken(s.path, 1, 0), CrossoverToken(s.path, 1, 1)
+    first = threading.Event()
+    threading.Thread(target=lambda: (partner1.acquire(), first.set()), daemon=True).start()
+    other0.acquire()  # round robin: slot 0 first
+    other0.release()  # then into its all-reduce with the rank on device 0
+    assert first.wait(5)
+    partner1.release()
+    again = threading.Event()
+    threading.Thread(target=lambda: (partner1.acquire(), again.set()), daemon=True).start()  # slot 0's turn now
+    ready = mp.Event()
+    hung = mp.Process(target=_hold_forever, args=(s.path, 0, 0, ready))
+    hung.start()
+    partner0 = CrossoverToken(s.path, 0, 1)
+    granted0 = threading.Event()
+    threading.Thread(target=lambda: (partner0.acquire(), granted0.set()), daemon=True).start()
+    try:
+        assert ready.wait(10)  # slot 0 holds device 0 and hangs
+        assert granted0.wait(5)  # its lease (1.5 s) ends its turn on device 0
+        assert again.wait(2), "the partner on device 1 waits for a job whose rank hangs on device 0"
+        partner1.release()
+        partner0.release()
+        back = threading.Event()
+        threading.Thread(target=lambda: (other0.acquire(), back.set()), daemon=True).start()
+        partner1.acquire()  # strict alternation: the partner's turn (slot 0's was passed over), then slot 0's
+        partner1.release()
+        assert back.wait(5) and other0._sock is not None  # it asked again: it takes its turns again
+        other0.release()
+    finally:
+        hung.kill()
+        hung.join()
+    for token in (other0, partner0, partner1):
+        token.close()
+    events = [json.loads(line.removeprefix("event ")) for line in s.stop() if line.startswith("event ")]
+    assert [(e["kind"], e["device"], e["slot"]) for e in events if e["kind"] == "lease-revoked"] == [
+        ("lease-revoked", 0, 0)]

@@ -128,3 +128,16 @@ def test_turn_heartbeat_is_checked_and_reaches_the_turn_servers_command(monkeypa
             Settings.from_environ({"XOVER_TURN_HEARTBEAT": bad})
     monkeypatch.setenv("XOVER_TURN_HEARTBEAT", "0.25")
     assert server_arguments("/s", {0: [0, 1]}, "work-conserving", {})[-2:] == ["--heartbeat", "0.25"]
+
+
+def test_turn_send_buffer_is_checked_and_reaches_the_turn_servers_command(monkeypatch):
+    from xover.errors import XoverError
+    from xover.turns.service import server_arguments
+
+    assert Settings.from_environ({"XOVER_TURN_SEND_BUFFER": "4096"}).turn_send_buffer == 4096
+    assert Settings.from_environ({}).turn_send_buffer is None
+    for bad in ("0", "-1", "1.5", str((1 << 30) + 1), "x"):
+        with pytest.raises(XoverError):
+            Settings.from_environ({"XOVER_TURN_SEND_BUFFER": bad})
+    monkeypatch.setenv("XOVER_TURN_SEND_BUFFER", "1")
+    assert server_arguments("/s", {0: [0, 1]}, "work-conserving", {})[-2:] == ["--send-buffer", "1"]

@@ -6,7 +6,10 @@ in recv(), so waiting costs no CPU. A worker that dies closes its socket: its jo
 on every device at once (synchronous SGD: the job cannot finish an all-reduce any more), so partners
 never stall. A turn held far longer than its job usually holds it is taken back (a lease), and the
 event is reported. A worker waiting for its turn gets a keep-alive byte every HEARTBEAT_S, so that it
-can tell a long wait from a dead server. Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+can tell a long wait from a dead server. Each worker's connection may be given a send buffer of its own
+size (`--send-buffer`, XOVER_TURN_SEND_BUFFER): the keep-alives a stopped worker's socket takes before it
+is full, after which that worker's job loses its slot on every device here and its other ranks' connections
+are closed (they train on without turns, and say so). Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
 
 Its folder (the socket's) must be this user's own, a real folder (not a link), and is made 0700 before
 anything is created in it; on another host too, where the launcher's ssh starts it. The yield page is
@@ -145,9 +148,11 @@ class SlotRecord:
 
 class TurnServer:
     def __init__(self, path: str, devices: dict[int, list[int]], policy: TurnPolicy, join_timeout_s: float = 300.0,
-                 lease: Lease | None = None, heartbeat_s: float = HEARTBEAT_S) -> None:
+                 lease: Lease | None = None, heartbeat_s: float = HEARTBEAT_S,
+                 send_buffer: int | None = None) -> None:
         self.path = path
         self.heartbeat_s = heartbeat_s
+        self.send_buffer = send_buffer  # SO_SNDBUF of each worker's connection; None: the kernel's default
         self.policy = policy
         self.lease = lease or Lease()
         self.devices = {d: DeviceTurns(order=list(slots)) for d, slots in devices.items()}
@@ -188,6 +193,8 @@ class TurnServer:
                 if key.data == "listen":
                     conn, _ = self.listener.accept()
                     conn.setblocking(False)
+                    if self.send_buffer is not None:
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
                     self.members[conn] = None
                     self.buffers[conn] = b""
                     self.selector.register(conn, selectors.EVENT_READ, "member")
@@ -379,14 +386,29 @@ class TurnServer:
                 self._unwritable(conn, f"it read nothing for {WRITE_GRACE_S:.0f} s")
 
     def _unwritable(self, conn: socket.socket, why: str) -> None:
-        """A client that does not read (stopped, suspended, hung) loses its slot, as a dead one does;
-        the other clients and devices go on."""
+        """A client that does not read (stopped, suspended, hung) loses its slot, as a dead one does, and
+        its job's other ranks here are let go (their connections closed: they train on without turns);
+        the other jobs and devices go on."""
         member = self.members.get(conn)
         print(event_line(json.dumps({"kind": "unwritable", "device": member[0] if member else None,
                                      "slot": member[1] if member else None, "reason": why,
                                      "queued": len(self.outbox.get(conn, b"")), "wall_time": time.time()})),
               flush=True)
+        # Its job gives up its turns on every device here, and each of its other ranks is told so: its
+        # connection is closed, and that worker trains on without turns and says so (a turns-lost record)
+        # when it next asks. Withdrawing the slot everywhere without telling them erased a waiting rank's
+        # request while its keep-alives went on: it waited for ever. Dropping the stopped rank's device
+        # only left the job's rank on another device its turns: under round robin, that device's partner
+        # then waited for a rank that sat in its all-reduce with the stopped one, asking for nothing
+        # (bench/chaos.py stop-waiter found both).
         self._drop(conn)
+        if member is not None:
+            for other_member, other in list(self.by_member.items()):
+                if other_member[1] == member[1]:
+                    print(event_line(json.dumps({"kind": "released", "device": other_member[0], "slot": member[1],
+                                                 "reason": f"its job's rank on device {member[0]} cannot be written to",
+                                                 "wall_time": time.time()})), flush=True)
+                    self._drop(other, withdraw=False)
 
     def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
         if conn not in self.buffers:
@@ -503,6 +525,13 @@ class TurnServer:
             print(event_line(json.dumps({"kind": "lease-revoked", "device": device, "slot": slot,
                                          "held_s": round(held, 3), "wall_time": time.time()})), flush=True)
             self._decide(device)
+            # and on its job's other devices, where a rank that neither holds nor asks sits in its all-reduce
+            # with the hung one: passed over until it asks again, or round robin keeps its partner waiting
+            # there for as long as the hang lasts (a rank that asks or holds keeps its place)
+            for other_device, other in self.devices.items():
+                if slot in other.order and slot not in other.gone and other.holder != slot and slot not in other.waiting:
+                    other.gone.add(slot)
+                    self._decide(other_device)
 
     def statistics(self) -> dict:
         slots = {}
@@ -595,6 +624,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S,
                         help="seconds between keep-alives to a worker waiting for its turn")
+    parser.add_argument("--send-buffer", type=int, default=None,
+                        help="bytes of each worker connection's send buffer (SO_SNDBUF; default: the kernel's): "
+                             "how many unread keep-alives a stopped worker's socket takes before it loses its slot")
     parser.add_argument("--nice", type=int, default=SERVER_NICE,
                         help="run at this nice value if allowed and higher in priority than now")
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
@@ -603,13 +635,15 @@ def main(argv: list[str] | None = None) -> None:
     raise_priority(args.nice)
     if not 0 < args.heartbeat <= 60:
         _exit_with(f"--heartbeat {args.heartbeat}: expected seconds between 0 and 60")
+    if args.send_buffer is not None and not 1 <= args.send_buffer <= 1 << 30:
+        _exit_with(f"--send-buffer {args.send_buffer}: expected bytes from 1 to {1 << 30}")
     try:
         private_folder(os.path.dirname(os.path.abspath(args.socket)))
     except FolderError as error:
         _exit_with(str(error))
     server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
                         args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial),
-                        heartbeat_s=args.heartbeat)
+                        heartbeat_s=args.heartbeat, send_buffer=args.send_buffer)
 
     def stop(*_):
         raise SystemExit(0)  # select() would resume after a handler that only sets a flag

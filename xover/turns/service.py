@@ -74,6 +74,9 @@ def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: st
     heartbeat = settings().turn_heartbeat
     if heartbeat is not None:
         args += ["--heartbeat", str(heartbeat)]
+    send_buffer = settings().turn_send_buffer
+    if send_buffer is not None:
+        args += ["--send-buffer", str(send_buffer)]
     return args
 
 
