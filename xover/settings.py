@@ -41,10 +41,22 @@ CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script jo
 REAPER_DB_VARIABLE = "XOVER_REAPER_DB"  # the store, for the reaper only (kept off its command line)
 RDZV_HANDOFF_VARIABLE = "XOVER_RDZV_HANDOFF"  # torchrun's node 0: where it takes the rendezvous store's socket
 
-LAUNCHER_VARIABLES = (EXPERIMENT_VARIABLE, RUN_VARIABLE, JOB_VARIABLE, DEVICES_VARIABLE, HOST_VARIABLE,
-                      TURN_SOCKET_VARIABLE, TURN_SLOT_VARIABLE, TURN_SERVER_VARIABLE, LINK_PRIORITY_VARIABLE,
-                      METRIC_TOKEN_VARIABLE, SCRIPT_STEPS_VARIABLE, CUDA_BY_LOCAL_RANK_VARIABLE, REAPER_DB_VARIABLE,
-                      RDZV_HANDOFF_VARIABLE)
+LAUNCHER_VARIABLES = (
+    EXPERIMENT_VARIABLE,
+    RUN_VARIABLE,
+    JOB_VARIABLE,
+    DEVICES_VARIABLE,
+    HOST_VARIABLE,
+    TURN_SOCKET_VARIABLE,
+    TURN_SLOT_VARIABLE,
+    TURN_SERVER_VARIABLE,
+    LINK_PRIORITY_VARIABLE,
+    METRIC_TOKEN_VARIABLE,
+    SCRIPT_STEPS_VARIABLE,
+    CUDA_BY_LOCAL_RANK_VARIABLE,
+    REAPER_DB_VARIABLE,
+    RDZV_HANDOFF_VARIABLE,
+)
 
 # -- the settings' variables ------------------------------------------------------------------------
 DB_VARIABLE = "XOVER_DB"
@@ -176,8 +188,9 @@ def _devices_per_gpu(value: str) -> int:
     if not value:
         return 1
     if not value.isdigit() or not 1 <= int(value) <= 64:
-        raise XoverError(f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one "
-                         "GPU counts as)")
+        raise XoverError(
+            f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one GPU counts as)"
+        )
     return int(value)
 
 
@@ -185,8 +198,10 @@ def _threads_per_rank(value: str) -> int:
     if not value:
         return 1
     if not value.isdigit() or not 1 <= int(value) <= 4096:
-        raise XoverError(f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
-                         "threads in each CPU rank)")
+        raise XoverError(
+            f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
+            "threads in each CPU rank)"
+        )
     return int(value)
 
 
@@ -196,7 +211,9 @@ def _metrics_port(text: str | None) -> int | None:
     if not value:
         return None
     if not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise XoverError(f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)")
+        raise XoverError(
+            f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
+        )
     return int(value)
 
 
@@ -238,13 +255,19 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
     lease = dict(items)
     unknown = set(lease) - set(TURN_LEASE_LIMITS)
     if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
-        raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: keys floor, factor, initial, each at most once, with "
-                         "positive finite values")
+        raise XoverError(
+            f"{TURN_LEASE_VARIABLE}={text!r}: keys floor, factor, initial, each at most once, with "
+            "positive finite values"
+        )
     too_long = [key for key, value in lease.items() if value > TURN_LEASE_LIMITS[key]]
     if too_long:  # a turn's wait must fit select() (and a day is no lease at all)
-        raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: " + ", ".join(
-            f"{key} at most {TURN_LEASE_LIMITS[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
-            for key in too_long))
+        raise XoverError(
+            f"{TURN_LEASE_VARIABLE}={text!r}: "
+            + ", ".join(
+                f"{key} at most {TURN_LEASE_LIMITS[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
+                for key in too_long
+            )
+        )
     return lease
 
 
@@ -272,8 +295,9 @@ def _turn_send_buffer(text: str | None) -> int | None:
         return None
     value = text.strip()
     if not (value.isdigit() and 1 <= int(value) <= TURN_SEND_BUFFER_MAX):
-        raise XoverError(f"{TURN_SEND_BUFFER_VARIABLE}={text!r}: expected bytes, a whole number from 1 to "
-                         f"{TURN_SEND_BUFFER_MAX}")
+        raise XoverError(
+            f"{TURN_SEND_BUFFER_VARIABLE}={text!r}: expected bytes, a whole number from 1 to {TURN_SEND_BUFFER_MAX}"
+        )
     return int(value)
 
 

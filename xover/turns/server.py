@@ -9,7 +9,8 @@ event is reported. A worker waiting for its turn gets a keep-alive byte every HE
 can tell a long wait from a dead server. Each worker's connection may be given a send buffer of its own
 size (`--send-buffer`, XOVER_TURN_SEND_BUFFER): the keep-alives a stopped worker's socket takes before it
 is full, after which that worker's job loses its slot on every device here and its other ranks' connections
-are closed (they train on without turns, and say so). Run as `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
+are closed (they train on without turns, and say so). Run as
+`python -m xover.turns.server --socket PATH --device D=SLOT,...`.
 
 Its folder (the socket's) must be this user's own, a real folder (not a link), and is made 0700 before
 anything is created in it; on another host too, where the launcher's ssh starts it. The yield page is
@@ -88,15 +89,21 @@ def private_folder(path: str) -> str:
     except FileExistsError:
         pass
     except OSError as error:
-        raise FolderError(f"cannot create the folder {path} for xover's sockets: {error.strerror}; "
-                          "set XDG_RUNTIME_DIR to a folder of your own") from None
+        raise FolderError(
+            f"cannot create the folder {path} for xover's sockets: {error.strerror}; "
+            "set XDG_RUNTIME_DIR to a folder of your own"
+        ) from None
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise FolderError(f"{path}, the folder for xover's sockets, is {'a link' if stat.S_ISLNK(info.st_mode) else 'not a folder'}: "
-                          "someone else may have made it; remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+        raise FolderError(
+            f"{path}, the folder for xover's sockets, is {'a link' if stat.S_ISLNK(info.st_mode) else 'not a folder'}: "
+            "someone else may have made it; remove it, or set XDG_RUNTIME_DIR to a folder of your own"
+        )
     if info.st_uid != os.geteuid():
-        raise FolderError(f"{path}, the folder for xover's sockets, belongs to uid {info.st_uid}, not to you: "
-                          "remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+        raise FolderError(
+            f"{path}, the folder for xover's sockets, belongs to uid {info.st_uid}, not to you: "
+            "remove it, or set XDG_RUNTIME_DIR to a folder of your own"
+        )
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(path, 0o700)  # before anything is made in it: nobody else may add or swap a name there
     return path
@@ -129,6 +136,7 @@ class Lease:
     initial_s: float = 600.0
 
     def limit(self, holds: list[float]) -> float:
+        """The longest a holder with these past holds may keep a turn before it is taken back."""
         if len(holds) < 3:
             return self.initial_s
         return max(self.floor_s, self.factor * statistics.median(holds))
@@ -147,9 +155,18 @@ class SlotRecord:
 
 
 class TurnServer:
-    def __init__(self, path: str, devices: dict[int, list[int]], policy: TurnPolicy, join_timeout_s: float = 300.0,
-                 lease: Lease | None = None, heartbeat_s: float = HEARTBEAT_S,
-                 send_buffer: int | None = None) -> None:
+    """One host's turns: the devices of a group here, the workers' connections, the policy's decisions."""
+
+    def __init__(
+        self,
+        path: str,
+        devices: dict[int, list[int]],
+        policy: TurnPolicy,
+        join_timeout_s: float = 300.0,
+        lease: Lease | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+        send_buffer: int | None = None,
+    ) -> None:
         self.path = path
         self.heartbeat_s = heartbeat_s
         self.send_buffer = send_buffer  # SO_SNDBUF of each worker's connection; None: the kernel's default
@@ -188,6 +205,7 @@ class TurnServer:
         self.selector.register(sys.stdin.buffer, selectors.EVENT_READ, "control")
 
     def serve(self) -> None:
+        """Answer workers and the controller until told to stop: requests, releases, keep-alives, leases."""
         while self.running:
             for key, events in self.selector.select(self._timeout()):
                 if key.data == "listen":
@@ -248,9 +266,9 @@ class TurnServer:
                     break  # the rest of the line is still in flight
                 hello = _parse_hello(buffer[1:end])
                 if hello is None:
-                    self._refuse(conn, buffer[:min(end, 64)])
+                    self._refuse(conn, buffer[: min(end, 64)])
                     return
-                buffer = buffer[end + 1:]
+                buffer = buffer[end + 1 :]
                 if not self._join(conn, *hello):
                     return
                 continue
@@ -299,16 +317,32 @@ class TurnServer:
 
     def _refuse(self, conn: socket.socket, start: bytes) -> None:
         """A message that is not the protocol's (a same-user client's bug): that client goes, not the server."""
-        print(event_line(json.dumps({"kind": "refused", "reason": "malformed",
-                                     "message": start.decode("ascii", errors="replace")})), flush=True)
+        print(
+            event_line(
+                json.dumps(
+                    {"kind": "refused", "reason": "malformed", "message": start.decode("ascii", errors="replace")}
+                )
+            ),
+            flush=True,
+        )
         self._drop(conn)
 
     def _join(self, conn: socket.socket, device: int, slot: int) -> bool:
         if not (0 <= device < YIELD_PAGE_BYTES and 0 <= slot < MAX_SLOTS) or (device, slot) in self.by_member:
             # a second registration of one (device, slot) would deadlock both: refuse it
-            print(event_line(json.dumps({"kind": "refused", "device": device, "slot": slot,
-                                         "reason": "duplicate" if (device, slot) in self.by_member else "range"})),
-                  flush=True)
+            print(
+                event_line(
+                    json.dumps(
+                        {
+                            "kind": "refused",
+                            "device": device,
+                            "slot": slot,
+                            "reason": "duplicate" if (device, slot) in self.by_member else "range",
+                        }
+                    )
+                ),
+                flush=True,
+            )
             self._drop(conn, withdraw=False)
             return False
         turns = self.devices.setdefault(device, DeviceTurns(order=[slot]))
@@ -329,6 +363,7 @@ class TurnServer:
             self._clear_yield(device)
 
     def withdraw(self, slot: int) -> None:
+        """A job has ended (or never started): take it out of every device's turns, so no partner waits for it."""
         for device, turns in self.devices.items():
             if slot in turns.order and slot not in turns.gone:
                 self._leave((device, slot))
@@ -390,10 +425,21 @@ class TurnServer:
         its job's other ranks here are let go (their connections closed: they train on without turns);
         the other jobs and devices go on."""
         member = self.members.get(conn)
-        print(event_line(json.dumps({"kind": "unwritable", "device": member[0] if member else None,
-                                     "slot": member[1] if member else None, "reason": why,
-                                     "queued": len(self.outbox.get(conn, b"")), "wall_time": time.time()})),
-              flush=True)
+        print(
+            event_line(
+                json.dumps(
+                    {
+                        "kind": "unwritable",
+                        "device": member[0] if member else None,
+                        "slot": member[1] if member else None,
+                        "reason": why,
+                        "queued": len(self.outbox.get(conn, b"")),
+                        "wall_time": time.time(),
+                    }
+                )
+            ),
+            flush=True,
+        )
         # Its job gives up its turns on every device here, and each of its other ranks is told so: its
         # connection is closed, and that worker trains on without turns and says so (a turns-lost record)
         # when it next asks. Withdrawing the slot everywhere without telling them erased a waiting rank's
@@ -405,9 +451,20 @@ class TurnServer:
         if member is not None:
             for other_member, other in list(self.by_member.items()):
                 if other_member[1] == member[1]:
-                    print(event_line(json.dumps({"kind": "released", "device": other_member[0], "slot": member[1],
-                                                 "reason": f"its job's rank on device {member[0]} cannot be written to",
-                                                 "wall_time": time.time()})), flush=True)
+                    print(
+                        event_line(
+                            json.dumps(
+                                {
+                                    "kind": "released",
+                                    "device": other_member[0],
+                                    "slot": member[1],
+                                    "reason": f"its job's rank on device {member[0]} cannot be written to",
+                                    "wall_time": time.time(),
+                                }
+                            )
+                        ),
+                        flush=True,
+                    )
                     self._drop(other, withdraw=False)
 
     def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
@@ -498,6 +555,8 @@ class TurnServer:
                 self.flush_spans()
 
     def flush_spans(self) -> None:
+        """Print the spans of first grants settled since the last flush (per slot and iteration: earliest and
+        latest over this host's devices) on stdout, for the service that started this server."""
         if not self.spans_out:
             return
         try:
@@ -522,25 +581,48 @@ class TurnServer:
             self.policy.on_pass(turns)
             self._clear_yield(device)
             self._record(slot).revoked += 1
-            print(event_line(json.dumps({"kind": "lease-revoked", "device": device, "slot": slot,
-                                         "held_s": round(held, 3), "wall_time": time.time()})), flush=True)
+            print(
+                event_line(
+                    json.dumps(
+                        {
+                            "kind": "lease-revoked",
+                            "device": device,
+                            "slot": slot,
+                            "held_s": round(held, 3),
+                            "wall_time": time.time(),
+                        }
+                    )
+                ),
+                flush=True,
+            )
             self._decide(device)
             # and on its job's other devices, where a rank that neither holds nor asks sits in its all-reduce
             # with the hung one: passed over until it asks again, or round robin keeps its partner waiting
             # there for as long as the hang lasts (a rank that asks or holds keeps its place)
             for other_device, other in self.devices.items():
-                if slot in other.order and slot not in other.gone and other.holder != slot and slot not in other.waiting:
+                if (
+                    slot in other.order
+                    and slot not in other.gone
+                    and other.holder != slot
+                    and slot not in other.waiting
+                ):
                     other.gone.add(slot)
                     self._decide(other_device)
 
     def statistics(self) -> dict:
+        """The policy and each slot's grants, yields, revocations and first-grant spans, for the run's record."""
         slots = {}
         for slot, record in sorted(self.records.items()):
             slots[str(slot)] = {
-                "grants": record.grants, "yields": record.yields, "revoked": record.revoked,
+                "grants": record.grants,
+                "yields": record.yields,
+                "revoked": record.revoked,
                 # per iteration: earliest and latest first grant over this host's devices of the slot
-                "grant_spans": [[iteration, min(t.values()), max(t.values()), len(t)]
-                                for iteration, t in sorted(record.first_grants.items()) if t],
+                "grant_spans": [
+                    [iteration, min(t.values()), max(t.values()), len(t)]
+                    for iteration, t in sorted(record.first_grants.items())
+                    if t
+                ],
             }
         return {"policy": self.policy.name, "slots": slots}
 
@@ -559,6 +641,7 @@ class TurnServer:
                 self.running = False
 
     def close(self) -> None:
+        """Close every connection and the listening socket."""
         for conn in list(self.members):
             conn.close()
         self.listener.close()
@@ -601,9 +684,11 @@ def parse_traits(specs: list[str]) -> dict[int, SlotTraits]:
     for spec in specs:
         slot, _, fields = spec.partition(":")
         values = dict(item.split("=") for item in fields.split(",") if item)
-        traits[int(slot)] = SlotTraits(rank=float(values["rank"]) if "rank" in values else None,
-                                       max_slowdown=float(values["max_slowdown"]) if "max_slowdown" in values else None,
-                                       solo_iteration_s=float(values["solo_s"]) if "solo_s" in values else None)
+        traits[int(slot)] = SlotTraits(
+            rank=float(values["rank"]) if "rank" in values else None,
+            max_slowdown=float(values["max_slowdown"]) if "max_slowdown" in values else None,
+            solo_iteration_s=float(values["solo_s"]) if "solo_s" in values else None,
+        )
     return traits
 
 
@@ -613,6 +698,7 @@ def _exit_with(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """`python -m xover.turns.server`: one turn server, until its controller says stop or goes away."""
     parser = argparse.ArgumentParser(description="xover turn server (one per host and group)")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--device", action="append", default=[], help="DEVICE=SLOT,SLOT,... in turn order")
@@ -622,13 +708,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-floor", type=float, default=Lease.floor_s)
     parser.add_argument("--lease-factor", type=float, default=Lease.factor)
     parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
-    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S,
-                        help="seconds between keep-alives to a worker waiting for its turn")
-    parser.add_argument("--send-buffer", type=int, default=None,
-                        help="bytes of each worker connection's send buffer (SO_SNDBUF; default: the kernel's): "
-                             "how many unread keep-alives a stopped worker's socket takes before it loses its slot")
-    parser.add_argument("--nice", type=int, default=SERVER_NICE,
-                        help="run at this nice value if allowed and higher in priority than now")
+    parser.add_argument(
+        "--heartbeat",
+        type=float,
+        default=HEARTBEAT_S,
+        help="seconds between keep-alives to a worker waiting for its turn",
+    )
+    parser.add_argument(
+        "--send-buffer",
+        type=int,
+        default=None,
+        help="bytes of each worker connection's send buffer (SO_SNDBUF; default: the kernel's): "
+        "how many unread keep-alives a stopped worker's socket takes before it loses its slot",
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=SERVER_NICE,
+        help="run at this nice value if allowed and higher in priority than now",
+    )
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
     args = parser.parse_args(argv)
     _die_with_parent()
@@ -641,9 +739,15 @@ def main(argv: list[str] | None = None) -> None:
         private_folder(os.path.dirname(os.path.abspath(args.socket)))
     except FolderError as error:
         _exit_with(str(error))
-    server = TurnServer(args.socket, parse_devices(args.device), make_policy(args.policy, parse_traits(args.slot)),
-                        args.join_timeout, Lease(args.lease_floor, args.lease_factor, args.lease_initial),
-                        heartbeat_s=args.heartbeat, send_buffer=args.send_buffer)
+    server = TurnServer(
+        args.socket,
+        parse_devices(args.device),
+        make_policy(args.policy, parse_traits(args.slot)),
+        args.join_timeout,
+        Lease(args.lease_floor, args.lease_factor, args.lease_initial),
+        heartbeat_s=args.heartbeat,
+        send_buffer=args.send_buffer,
+    )
 
     def stop(*_):
         raise SystemExit(0)  # select() would resume after a handler that only sets a flag

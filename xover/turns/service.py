@@ -39,6 +39,7 @@ START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another ho
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
 MAX_OPEN_ITERATIONS = 4096  # per slot, iterations waiting for another host's first grants
 
+
 def runtime_dir() -> str:
     """Per-user directory, owner-only, for the sockets of every run of this user on this host."""
     base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/xover-{os.getuid()}"
@@ -56,9 +57,14 @@ def host_tag(host: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in host)
 
 
-def server_arguments(socket_path: str, devices: dict[int, list[int]], policy: str,
-                     traits: dict[int, SlotTraits], lease: dict[str, float] | None = None,
-                     nice: int | None = None) -> list[str]:
+def server_arguments(
+    socket_path: str,
+    devices: dict[int, list[int]],
+    policy: str,
+    traits: dict[int, SlotTraits],
+    lease: dict[str, float] | None = None,
+    nice: int | None = None,
+) -> list[str]:
     """The turn server's command line (after the Python interpreter)."""
     args = ["-m", "xover.turns.server", "--socket", socket_path, "--policy", policy, "--control-stdin"]
     args += [f"--device={d}={','.join(map(str, slots))}" for d, slots in sorted(devices.items())]
@@ -144,6 +150,7 @@ class GrantSkews:
             self.stride[slot] = stride * 2
 
     def summary(self, slot: int) -> dict:
+        """What the hosts said of a slot's turns, merged."""
         with self.lock:
             for iteration in sorted(self.open.get(slot, {})):  # what is still open: with the hosts that said
                 self._close(slot, iteration)
@@ -152,8 +159,12 @@ class GrantSkews:
         def quantile(q: float) -> float | None:
             return skews[min(len(skews) - 1, int(q * len(skews)))] if skews else None
 
-        return {"skew_p50_ms": quantile(0.5), "skew_p90_ms": quantile(0.9), "skew_max_ms": self.largest.get(slot),
-                "iterations": self.iterations.get(slot, 0)}
+        return {
+            "skew_p50_ms": quantile(0.5),
+            "skew_p90_ms": quantile(0.9),
+            "skew_max_ms": self.largest.get(slot),
+            "iterations": self.iterations.get(slot, 0),
+        }
 
 
 @dataclass
@@ -173,9 +184,14 @@ class TurnServerProcess:
     tag: str | None = None  # XOVER_TURN_SERVER in its environment: what finds it on its host if it hangs
 
     def __post_init__(self) -> None:
-        self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, start_new_session=True,
-                                        env={**os.environ, **(self.env or {})})
+        self.process = subprocess.Popen(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, **(self.env or {})},
+        )
         wait_s = START_TIMEOUT_S
         if self.deadline is not None:
             wait_s = max(0.0, min(wait_s, self.deadline - time.monotonic()))
@@ -191,10 +207,13 @@ class TurnServerProcess:
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     raise TimedOut()
                 where = "" if is_local(self.host) else f"; check that `ssh {self.host} true` answers without a prompt"
-                raise XoverError(f"the crossover turn server on {self.host} did not say it was ready within "
-                                 f"{wait_s:.0f} s ({detail[0]}){where}; then run `xover doctor`")
-            raise XoverError(f"the crossover turn server on {self.host} did not start ({detail[0]}); "
-                             "run `xover doctor`")
+                raise XoverError(
+                    f"the crossover turn server on {self.host} did not say it was ready within "
+                    f"{wait_s:.0f} s ({detail[0]}){where}; then run `xover doctor`"
+                )
+            raise XoverError(
+                f"the crossover turn server on {self.host} did not start ({detail[0]}); run `xover doctor`"
+            )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         # read, so that a chatty server never blocks on a full pipe, and kept, for a server that dies
@@ -223,6 +242,7 @@ class TurnServerProcess:
                 pass
 
     def send(self, command: str) -> None:
+        """One command to the server on its control pipe (a server already gone is left be)."""
         assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.write(command.encode() + b"\n")
@@ -231,6 +251,7 @@ class TurnServerProcess:
             pass  # the server is gone: nobody is waiting on it
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the server to stop, wait for it, and collect what it said; killed if it does not stop in time."""
         died = self.process.poll() is not None  # before it was asked to stop: the jobs went on without turns
         if not died:
             self.send("Q")
@@ -244,8 +265,14 @@ class TurnServerProcess:
         self.reader.join(timeout=timeout_s)
         self.stderr_reader.join(timeout=timeout_s)
         if died:
-            self.events.append({"kind": "server-died", "host": self.host, "exit_code": self.process.returncode,
-                                "stderr": "\n".join(self.stderr_tail)})
+            self.events.append(
+                {
+                    "kind": "server-died",
+                    "host": self.host,
+                    "exit_code": self.process.returncode,
+                    "stderr": "\n".join(self.stderr_tail),
+                }
+            )
         assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.close()
@@ -260,10 +287,18 @@ class TurnServerProcess:
 class TurnService:
     """The turn servers of one crossover group."""
 
-    def __init__(self, name: str, placements: list[dict[str, list[int]]], policy: str,
-                 traits: dict[int, SlotTraits], remote_prefix: list[str] | None = None,
-                 env: dict[str, str] | None = None, lease: dict[str, float] | None = None,
-                 nice: int | None = None, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        placements: list[dict[str, list[int]]],
+        policy: str,
+        traits: dict[int, SlotTraits],
+        remote_prefix: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        lease: dict[str, float] | None = None,
+        nice: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
         """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group;
         `deadline` (time.monotonic()), the run's --timeout: starting waits no longer (TimedOut)."""
         self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
@@ -273,8 +308,12 @@ class TurnService:
                 for index in indices:
                     devices.setdefault(host_tag(host), {}).setdefault(index, []).append(slot)
         self.servers: list[TurnServerProcess] = []
-        self.skews = GrantSkews({slot: len({host_tag(host) for host, indices in placement.items() if indices})
-                                 for slot, placement in enumerate(placements)})
+        self.skews = GrantSkews(
+            {
+                slot: len({host_tag(host) for host, indices in placement.items() if indices})
+                for slot, placement in enumerate(placements)
+            }
+        )
         on_spans = lambda _host, spans: self.skews.add(spans)  # noqa: E731
         tag = {k: v for k, v in (env or {}).items() if k == EXPERIMENT_VARIABLE}
         tag[TURN_SERVER_VARIABLE] = name  # names one group's servers (the socket names' prefix) on every host
@@ -284,15 +323,35 @@ class TurnService:
                 arguments = server_arguments(path, order, policy, traits, lease, nice)
                 if host == LOCAL:
                     command = [sys.executable, *arguments]
-                    self.servers.append(TurnServerProcess(host, path, command, env={"PYTHONPATH": XOVER_ROOT, **tag},
-                                                          on_spans=on_spans, deadline=deadline))
+                    self.servers.append(
+                        TurnServerProcess(
+                            host,
+                            path,
+                            command,
+                            env={"PYTHONPATH": XOVER_ROOT, **tag},
+                            on_spans=on_spans,
+                            deadline=deadline,
+                        )
+                    )
                 else:
                     # the server makes its folder and checks it there (this user's, not a link, 0700)
-                    remote = ("env " + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
-                              + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}")
+                    remote = (
+                        "env "
+                        + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
+                        + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}"
+                    )
                     command = [*(remote_prefix or []), *ssh_command(host, remote)]
-                    self.servers.append(TurnServerProcess(host, path, command, on_spans=on_spans, deadline=deadline,
-                                                          remote_prefix=remote_prefix, tag=name))
+                    self.servers.append(
+                        TurnServerProcess(
+                            host,
+                            path,
+                            command,
+                            on_spans=on_spans,
+                            deadline=deadline,
+                            remote_prefix=remote_prefix,
+                            tag=name,
+                        )
+                    )
         except BaseException:
             self.stop()
             raise
@@ -303,11 +362,13 @@ class TurnService:
             server.send(f"W{slot}")
 
     def stop(self) -> None:
+        """Stop every host's server."""
         for server in self.servers:
             server.stop()
 
     @property
     def events(self) -> list[dict]:
+        """What every host's server saw happen (revocations, refusals, dropped and released slots)."""
         return [event for server in self.servers for event in server.events]
 
     def slot_statistics(self) -> dict[str, dict]:
