@@ -14,7 +14,6 @@ import os
 import re
 import socket
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 
 import psutil
@@ -39,12 +38,9 @@ from ..store.models import (
     TurnEvent,
     utcnow,
 )
-from ..store.queries import snapshot_recipe
+from ..store.queries import ITERATION_COLUMNS, snapshot_recipe
 from ..store.session import Store
 from .jobs import JobSpec
-
-# an iteration record's fields, each a column of iteration_metrics
-ITERATION_COLUMNS = tuple(spec.name for spec in fields(IterationRecord))
 
 
 def owner_identity() -> tuple[str, int, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..recipes import Recipe
+from ..runtime.metrics import IterationRecord
 from .models import IterationMetric, RecipeSnapshot, Run, utcnow
 
 
@@ -48,22 +50,8 @@ def snapshot_recipe(session: Session, recipe: Recipe) -> RecipeSnapshot:
     return session.scalars(query).one()
 
 
-ITERATION_COLUMNS = (
-    "step",
-    "time_s",
-    "wall_time",
-    "iteration_s",
-    "data_s",
-    "compute_s",
-    "communication_s",
-    "wait_s",
-    "samples",
-    "loss",
-    "yields",
-    "link_s",
-    "comm_cpu_s",
-    "held",
-)
+# an iteration record's fields (runtime/metrics.py), each a column of iteration_metrics
+ITERATION_COLUMNS = tuple(spec.name for spec in fields(IterationRecord))
 
 
 def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
