@@ -172,6 +172,26 @@ def load_bench(script: str):
     return module
 
 
+# /tmp turned mode 0700 twice in the middle of a `make test` (PostgreSQL's own user could not enter it
+# any more, and every later test that needed it failed): which test did it is not known yet. Each test
+# checks that /tmp is as it found it; the one that changed it (or one running beside it on the other
+# xdist worker) fails and says so, and /tmp is put back, so that the tests after it are not hurt.
+SHARED_TMP = Path("/tmp")
+
+
+@pytest.fixture(autouse=True)
+def tmp_left_as_found(request):
+    before = SHARED_TMP.stat()
+    yield
+    after = SHARED_TMP.stat()
+    if (after.st_mode, after.st_uid) != (before.st_mode, before.st_uid):
+        os.chown(SHARED_TMP, before.st_uid, before.st_gid)
+        os.chmod(SHARED_TMP, before.st_mode & 0o7777)
+        pytest.fail(f"/tmp changed during {request.node.nodeid} (or a test beside it on the other xdist worker): "
+                    f"mode {before.st_mode & 0o7777:o} -> {after.st_mode & 0o7777:o}, owner {before.st_uid} -> "
+                    f"{after.st_uid}; put back", pytrace=False)
+
+
 @pytest.fixture(autouse=True)
 def isolated_results(tmp_path, monkeypatch):
     """Every test gets its own database and results folder; the repo's results/ is never touched."""
