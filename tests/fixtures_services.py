@@ -155,6 +155,11 @@ scrape_configs:
     static_configs:
       - targets: {targets}
 """
+# the turn servers a run's exporter lists while they serve (xover/run/exporter.py, /targets)
+HTTP_SD_CONFIG = """    http_sd_configs:
+      - url: {url}
+        refresh_interval: {interval}
+"""
 
 
 @dataclass(frozen=True)
@@ -164,15 +169,12 @@ class PrometheusServer:
     url: str  # http://127.0.0.1:PORT
     directory: Path
     process: subprocess.Popen
+    namespace: str | None = None  # the network namespace it runs in (an emulated cluster's head)
 
     def api(self, path: str, **params: str) -> dict | list:
         """GET /api/v1/PATH?params; the answer's `data`, or an AssertionError with Prometheus' own error."""
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as answer:
-                body = json.load(answer)
-        except urllib.error.HTTPError as error:
-            body = json.load(error)
+        body = json.loads(_get(f"{self.url}/api/v1/{path}{query}", self.namespace))
         assert body.get("status") == "success", f"Prometheus /api/v1/{path}: {body}"
         return body["data"]
 
@@ -202,11 +204,25 @@ def _free_loopback_port() -> int:
         return probe.getsockname()[1]
 
 
-def _ready(url: str) -> bool:
+def _get(url: str, namespace: str | None = None, timeout_s: float = 10) -> str:
+    """The body of a GET (an HTTP error's too); from inside `namespace` where one is given. OSError if none came."""
+    if namespace is not None:
+        fetched = subprocess.run(["ip", "netns", "exec", namespace, "curl", "-sS", "--max-time", str(timeout_s), url],
+                                 capture_output=True, text=True, timeout=timeout_s + 30)
+        if fetched.returncode != 0:
+            raise OSError(fetched.stderr.strip())
+        return fetched.stdout
     try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            return answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.read().decode()
+
+
+def _ready(url: str, namespace: str | None = None) -> bool:
+    try:
+        return "Ready" in _get(f"{url}/-/ready", namespace, timeout_s=2)
+    except (OSError, subprocess.TimeoutExpired):
         return False
 
 
@@ -221,29 +237,37 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def start_prometheus(directory: Path, targets: list[str], job: str = "xover", interval: str = "1s",
-                     honor_labels: bool = False) -> PrometheusServer:
+                     honor_labels: bool = False, http_sd: str | None = None,
+                     namespace: str | None = None) -> PrometheusServer:
     """Debian's `prometheus` on a free loopback port, scraping `targets` ("host:port") every `interval`,
     with its storage in `directory`; returns once it answers /-/ready. `honor_labels`: a target's own
-    `job` and `instance` labels win over the scrape's (xover's exporter labels its series by job)."""
+    `job` and `instance` labels win over the scrape's (xover's exporter labels its series by job).
+    `http_sd`: also the targets this URL lists (Prometheus' HTTP service discovery), asked every `interval`.
+    `namespace`: run inside that network namespace (its loopback, its names), as root."""
     binary = shutil.which("prometheus")
     if binary is None:
         service_unavailable("Prometheus", "no `prometheus` on PATH (scripts/setup_prometheus.sh installs Debian's)")
     config = directory / "prometheus.yml"
-    config.write_text(SCRAPE_CONFIG.format(interval=interval, job=job, targets=json.dumps(targets),
-                                           honor_labels=str(honor_labels).lower()))
+    text = SCRAPE_CONFIG.format(interval=interval, job=job, targets=json.dumps(targets),
+                                honor_labels=str(honor_labels).lower())
+    if http_sd is not None:
+        text += HTTP_SD_CONFIG.format(url=json.dumps(http_sd), interval=interval)
+    config.write_text(text)
     log = directory / "prometheus.log"
+    prefix = ["ip", "netns", "exec", namespace] if namespace is not None else []
     for _ in range(3):  # another process may take the free port between choosing it and prometheus binding it
         port = _free_loopback_port()
         url = f"http://127.0.0.1:{port}"
         with log.open("w") as output:
-            process = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+            process = subprocess.Popen([*prefix, binary, f"--config.file={config}",
+                                        f"--storage.tsdb.path={directory / 'data'}",
                                         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
                                        stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + PROMETHEUS_READY_S
-        while process.poll() is None and time.monotonic() < deadline and not _ready(url):
+        while process.poll() is None and time.monotonic() < deadline and not _ready(url, namespace):
             time.sleep(0.2)
-        if process.poll() is None and _ready(url):
-            return PrometheusServer(url=url, directory=directory, process=process)
+        if process.poll() is None and _ready(url, namespace):
+            return PrometheusServer(url=url, directory=directory, process=process, namespace=namespace)
         _stop(process)
         if "address already in use" not in log.read_text():
             break
@@ -254,15 +278,16 @@ def start_prometheus(directory: Path, targets: list[str], job: str = "xover", in
 @pytest.fixture
 def prometheus(tmp_path) -> Iterator[Callable[..., PrometheusServer]]:
     """Start a Prometheus server with `prometheus(["127.0.0.1:PORT", ...])` (optionally `job=`, `interval=`,
-    `honor_labels=`):
+    `honor_labels=`, `http_sd=URL`, `namespace=`):
     a real one, on a free loopback port, with the given scrape targets and its storage under the test's
     tmp_path; every one started is stopped when the test ends. No `prometheus` here: skip, or fail under CI=true."""
     started: list[PrometheusServer] = []
 
-    def start(targets: list[str], job: str = "xover", interval: str = "1s", honor_labels: bool = False) -> PrometheusServer:
+    def start(targets: list[str], job: str = "xover", interval: str = "1s", honor_labels: bool = False,
+              http_sd: str | None = None, namespace: str | None = None) -> PrometheusServer:
         directory = tmp_path / f"prometheus-{len(started)}"
         directory.mkdir()
-        server = start_prometheus(directory, targets, job, interval, honor_labels)
+        server = start_prometheus(directory, targets, job, interval, honor_labels, http_sd, namespace)
         started.append(server)
         return server
 

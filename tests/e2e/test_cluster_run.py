@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import iteration_losses, require_no_emulated_cluster_yet
+from fixtures_services import prometheus  # noqa: F401  (a fixture)
 
 from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
@@ -159,6 +160,41 @@ def test_an_unmodified_ddp_script_takes_turns_across_two_hosts(emulated, isolate
     crossover = [j for j in report["jobs"] if j["mode"] == "crossover"]
     assert all(j["turn_stats"]["grants"] >= 30 for j in crossover)
     assert not tagged_processes(report["experiment"])
+
+
+def test_prometheus_on_the_head_node_scrapes_each_hosts_turn_server(emulated, isolated_results,
+                                                                     prometheus):  # noqa: F811
+    """`xover run --metrics-port` on the cluster's head node, and a real Prometheus there told only the
+    exporter's address: it finds each host's turn server through the exporter's /targets (HTTP service
+    discovery) and scrapes it on that host, by the host's name, over the emulated network."""
+    emulated("1gbit")
+    port, window = 19464, "[10m]"  # the head's own port space: nothing else listens there
+    server = prometheus([f"127.0.0.1:{port}"], interval="500ms", honor_labels=True,
+                        http_sd=f"http://127.0.0.1:{port}/targets", namespace=cluster.HEAD_NS)
+    report = _json_in(cluster.HEAD_NS, "run", "--group", "mlp-digits", "resnet-digits", "-H", TWO_HOSTS,
+                      "--mode", "crossover", "--iterations", "80", "--metrics-port", str(port))
+    assert all(job["status"] == "finished" for job in report["jobs"])
+    jobs, hosts = {"mlp-digits", "resnet-digits"}, {"xo-h1", "xo-h2"}
+    up = server.wait_for(f"max_over_time(xover_turn_server_up{window})",
+                         until=lambda result: {s["metric"]["host"] for s in result} == hosts)
+    assert all(s["metric"]["experiment"] == report["experiment"] for s in up)
+    assert {s["metric"]["instance"].split(":")[0] for s in up} == hosts  # scraped on each host, by its name
+    held = server.query(f"max_over_time(xover_device_turn_held_seconds_total{window})")
+    assert {(s["metric"]["host"], s["metric"]["job"]) for s in held} == {(h, j) for h in hosts for j in jobs}, held
+    assert all(float(s["value"][1]) > 0 for s in held)
+    handoffs = server.query(f"max_over_time(xover_device_turn_handoffs_total{window})")
+    assert {s["metric"]["host"] for s in handoffs} == hosts and all(float(s["value"][1]) > 0 for s in handoffs)
+    iterations = server.query(f"max_over_time(xover_job_iterations_total{window})")  # the exporter's, too
+    assert {s["metric"]["job"] for s in iterations} == jobs
+    assert not tagged_processes(report["experiment"])
+
+
+def _json_in(namespace: str, *args, timeout=900):
+    """`xover ARGS --json` run inside a network namespace (the emulated cluster's head node)."""
+    result = subprocess.run(["ip", "netns", "exec", namespace, *XOVER, *args, "--json"], capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout)
 
 
 def test_each_hosts_nic_shapes_a_jobs_all_reduce(emulated):

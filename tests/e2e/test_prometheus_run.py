@@ -1,6 +1,7 @@
 """A real crossover run watched by a real Prometheus: `xover run --group mlp-digits resnet-digits --mode
 crossover --metrics-port PORT` through horovodrun, scraped every half second by Debian's `prometheus`
-(tests/fixtures_services.py), and the series read back through Prometheus' HTTP API."""
+(tests/fixtures_services.py), the run's exporter as a static target and the turn server it lists
+(`/targets`) through Prometheus' HTTP service discovery; the series read back through Prometheus' HTTP API."""
 
 import json
 import os
@@ -26,7 +27,8 @@ def free_port() -> int:
 def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # noqa: F811
     port = free_port()
     # the scrape's target is down until the run serves; xover's series carry their own `job` (honor_labels)
-    server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True)
+    server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True,
+                        http_sd=f"http://127.0.0.1:{port}/targets")
     run = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
                           "--mode", "crossover", "--iterations", "150", "--metrics-port", str(port), "--json"],
                          env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-")}, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -46,14 +48,19 @@ def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # no
     buckets = server.query(f'last_over_time(xover_job_turn_wait_seconds_bucket{{le="+Inf"}}{WINDOW})')
     assert len(buckets) == 2
 
+    # the devices' turns, from the turn server itself (its port found through the exporter's /targets)
     holders = server.query(f"max_over_time(xover_device_turn_holder{WINDOW})")
     assert {s["metric"]["job"] for s in holders} == JOBS, holders
-    assert {(s["metric"]["host"], s["metric"]["device"]) for s in holders} == {("localhost", "0")}
+    # every device of the group (each job has a rank on both), not only rank 0's
+    assert {(s["metric"]["host"], s["metric"]["device"], s["metric"]["experiment"], s["metric"]["group"])
+            for s in holders} == {(socket.gethostname(), device, experiment, "0") for device in ("0", "1")}
     assert any(float(s["value"][1]) == 1 for s in holders)  # a job held the turn when it was scraped
-    [handoffs] = server.query(f"last_over_time(xover_device_turn_handoffs_total{WINDOW})")
-    assert float(handoffs["value"][1]) > 0
-    held = server.query(f"last_over_time(xover_device_turn_held_seconds_total{WINDOW})")
+    handoffs = server.query(f"max_over_time(xover_device_turn_handoffs_total{WINDOW})")
+    assert len(handoffs) == 2 and all(float(s["value"][1]) > 0 for s in handoffs), handoffs
+    held = server.query(f"max_over_time(xover_device_turn_held_seconds_total{WINDOW})")
     assert {s["metric"]["job"] for s in held} == JOBS and all(float(s["value"][1]) > 0 for s in held)
+    device_waits = server.query(f"max_over_time(xover_device_turn_wait_seconds_count{WINDOW})")
+    assert {s["metric"]["job"] for s in device_waits} == JOBS and all(float(s["value"][1]) > 0 for s in device_waits)
     # scraped while the jobs ran, not only at the end: more than one scrape saw iterations
     [samples] = server.query(f'count_over_time(xover_job_iterations_total{{job="resnet-digits"}}{WINDOW})')
     assert float(samples["value"][1]) >= 2

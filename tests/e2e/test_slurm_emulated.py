@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet, wait_for_iterating_runs
 
-from fixtures_services import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from fixtures_services import postgres_server, postgres_url, prometheus  # noqa: F401  (fixtures)
 from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
 
@@ -149,6 +149,32 @@ def test_a_plan_of_two_groups_across_both_hosts_runs_as_two_slurm_jobs_of_two_no
     for name in TWO_PAIRS:
         alone = losses[(name, "sequential")]
         assert len(alone) == ITERATIONS and losses[(name, "crossover")] == alone, name  # exactly, per iteration
+
+
+def test_prometheus_on_the_head_finds_a_slurm_groups_turn_servers_on_both_nodes(
+        slurm_on_hosts, isolated_results, tmp_path, prometheus):  # noqa: F811
+    """A group submitted with --metrics-port serves its figures from its first node; a real Prometheus on
+    the head, told only that node's exporter, finds the turn server of each node through its /targets and
+    scrapes both, each on its own node."""
+    plan, _ = _plan_across_both_hosts(tmp_path, iterations=300)
+    port, window = 19464, "[10m]"
+    server = prometheus(["xo-h1:19464"], interval="500ms", honor_labels=True,
+                        http_sd=f"http://xo-h1:{port}/targets", namespace=cluster.HEAD_NS)
+    run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "crossover", "--metrics-port",
+                   str(port), "--time-limit", "10", "--json", timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    hosts = {"xo-h1", "xo-h2"}
+    up = server.wait_for(f"max_over_time(xover_turn_server_up{window})",
+                         until=lambda result: {s["metric"]["host"] for s in result} == hosts)
+    assert {s["metric"]["instance"].split(":")[0] for s in up} == hosts, up  # each scraped on its own node
+    assert {s["metric"]["experiment"] for s in up} == {report["experiment"]}
+    held = server.query(f"max_over_time(xover_device_turn_held_seconds_total{window})")
+    assert {(s["metric"]["host"], s["metric"]["job"]) for s in held} == {
+        (host, job) for host in hosts for job in PAIR}, held
+    iterations = server.query(f"max_over_time(xover_job_iterations_total{window})")  # the first node's exporter
+    assert {s["metric"]["job"] for s in iterations} == set(PAIR)
+    assert not tagged_processes(report["experiment"])
 
 
 def test_scancel_of_a_group_running_on_both_nodes_records_it_and_leaves_nothing(slurm_on_hosts, isolated_results,

@@ -1,19 +1,19 @@
 """The Prometheus exporter: a run's figures served live in Prometheus' text format (`xover run
 --metrics-port PORT`, or XOVER_METRICS_PORT).
 
-A metric sink (sinks.py) with a registry of its own (prometheus_client's CollectorRegistry) and
-prometheus_client's HTTP server on PORT for the whole run. Everything it serves comes from the run's
-metric records as they arrive (runtime/metrics.py) and from what the run knows before it starts (the
-plan's picks and predictions, the jobs' profiles):
+A metric sink (sinks.py) with a registry of its own (prometheus_client's CollectorRegistry) and an HTTP
+server on PORT for the whole run. Everything it serves comes from the run's metric records as they
+arrive (runtime/metrics.py) and from what the run knows before it starts (the plan's picks and
+predictions, the jobs' profiles):
 
     per job     labels experiment, group, job, mode, policy, host (the job's -H hosts)
-    per device  labels experiment, host, device: the device each job's rank 0 runs on, whose turns the
-                records carry (`held`: the spans rank 0 held its device's turn)
     per group   labels experiment, group: the plan's way of sharing and its predicted gain
 
-Which job holds a device, and the handoffs between jobs, are settled from the jobs' `held` spans in
-time order: a span is counted once every job still running on the device has reported past its start
-(records of different jobs arrive in any order), so the figures trail the run by about an iteration.
+The devices' turns are served by the turn servers themselves, each on its own host (turns/metrics.py),
+as they happen: which job holds each device, handoffs, time held, waits. While they run, the exporter
+lists them at `/targets` in the form of Prometheus' HTTP service discovery (`http_sd_configs`), so one
+exporter's address is all a Prometheus server is told. A server on the exporter's own machine is listed
+under the host name the request came to (what Prometheus reached the exporter by).
 The list of metrics, with their meaning, is in docs/reference.md; docs/grafana/xover.json charts them.
 """
 
@@ -21,35 +21,35 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from ..errors import XoverError
+from ..hosts import is_local
 from ..runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
+from ..turns.metrics import ADDRESS, WAIT_BUCKETS, TurnMetrics
+from ..turns.service import TurnServerEndpoint
 from .sinks import JobLabels, MetricSink, Received
 
-if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
 JOB_LABELS = ("experiment", "group", "job", "mode", "policy", "host")
-DEVICE_LABELS = ("experiment", "host", "device")
 GROUP_LABELS = ("experiment", "group")
 ITERATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 RECENT_ITERATIONS = 20  # the window of a job's samples per second and slowdown
-ADDRESS = "0.0.0.0"  # every interface: a Prometheus server elsewhere scrapes it
+TARGETS_PATH = "/targets"  # the turn servers serving now, for Prometheus' http_sd_configs
 
 
 @dataclass(frozen=True)
 class JobFacts:
     """What the run knows of a job before it starts."""
 
-    device: tuple[str, int]  # rank 0's (host, device index)
     solo_iteration_s: float | None = None  # its iteration alone, from its profile
 
 
@@ -125,24 +125,6 @@ class Metrics:
             "xover_job_turns_lost_total",
             "Ranks that gave up waiting for crossover turns and trained on without them.",
         )
-        self.holder = Gauge(
-            "xover_device_turn_holder",
-            "1 for the job that holds (last held) the device's turn, 0 for the other jobs taking turns on it.",
-            (*DEVICE_LABELS, "job"),
-            registry=registry,
-        )
-        self.handoffs = Counter(
-            "xover_device_turn_handoffs_total",
-            "Times the device's turn passed from one job to another.",
-            DEVICE_LABELS,
-            registry=registry,
-        )
-        self.held = Counter(
-            "xover_device_turn_held_seconds_total",
-            "Time a job held the device's turn; its rate is the share of time the job held the device.",
-            (*DEVICE_LABELS, "job"),
-            registry=registry,
-        )
         self.planned_sharing = Gauge(
             "xover_group_planned_sharing",
             "1 for the way of sharing the plan picked for the group (crossover, concurrent, mps, alone).",
@@ -158,11 +140,13 @@ class Metrics:
 
 
 def served_names(registry: CollectorRegistry | None = None) -> set[str]:
-    """Every series name the exporter serves (a counter's `_total`, a histogram's `_bucket`, `_sum`,
-    `_count`, and the `_created` of both), from its registry: what a dashboard's queries may name."""
-    registry = registry or CollectorRegistry()
-    if not list(registry.collect()):
+    """Every series name the exporter and the turn servers serve (a counter's `_total`, a histogram's
+    `_bucket`, `_sum`, `_count`, and the `_created` of both), from their registries: what a dashboard's
+    queries may name."""
+    if registry is None:
+        registry = CollectorRegistry()
         Metrics(registry)
+        TurnMetrics({}, {}, {}, registry=registry)
     suffixes = {
         "counter": ("_total", "_created"),
         "histogram": ("_bucket", "_sum", "_count", "_created"),
@@ -177,25 +161,21 @@ class _JobState:
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))  # (wall_time, iteration_s, samples)
 
 
-@dataclass
-class _DeviceTurns:
-    """One device's turns, settled in time order from the jobs' held spans."""
+class _QuietServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape in flight never holds the run's end
 
-    pending: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, job)
-    reported_to: dict[int, float] = field(default_factory=dict)  # running run id -> end of its last span
-    jobs: set[str] = field(default_factory=set)  # every job that took a turn on it
-    settled_holder: str | None = None
-    latest: tuple[float, str] | None = None  # the latest span's (start, job)
 
-    def settle(self) -> list[tuple[float, float, str]]:
-        """The spans no job can come before any more, in order of start."""
-        horizon = min(self.reported_to.values()) if self.reported_to else float("inf")
-        self.pending.sort()
-        cut = 0
-        while cut < len(self.pending) and self.pending[cut][0] <= horizon:
-            cut += 1
-        settled, self.pending = self.pending[:cut], self.pending[cut:]
-        return settled
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Nothing on the run's stderr for each scrape."""
+
+
+def _host_of(environ: dict[str, Any]) -> str:
+    """The host name a request came to (its Host header without the port), else the server's own name."""
+    host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "localhost")
+    if host.startswith("["):  # [v6 address]:port
+        return host[: host.index("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 class PrometheusSink(MetricSink):
@@ -203,6 +183,7 @@ class PrometheusSink(MetricSink):
     so that a port in use is refused before anything starts."""
 
     name = "prometheus"
+    wants_turn_servers = True
 
     def __init__(self, port: int, facts: RunFacts | None = None, address: str = ADDRESS) -> None:
         self.port = check_port(port)
@@ -211,18 +192,48 @@ class PrometheusSink(MetricSink):
         self.metrics = Metrics(self.registry)
         self.experiment = ""
         self.jobs: dict[int, _JobState] = {}
-        self.devices: dict[tuple[str, int], _DeviceTurns] = {}
         self.measured_alone: dict[str, list[float]] = {}  # job -> iteration times of its alone runs here
+        self.turn_endpoints: dict[str, tuple[TurnServerEndpoint, ...]] = {}  # by unit, while its servers run
         self._lock = threading.Lock()
         try:
-            server, self.thread = start_http_server(port, addr=address, registry=self.registry)
-            self.server: WSGIServer | None = server
+            self.server: WSGIServer | None = make_server(
+                address, port, self._app(), _QuietServer, handler_class=_QuietHandler
+            )
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise XoverError(
                     f"--metrics-port {port}: the port is in use (choose another, or stop what listens on it)"
                 ) from None
             raise XoverError(f"--metrics-port {port}: cannot serve metrics on it ({error.strerror or error})") from None
+        self.thread = threading.Thread(target=self.server.serve_forever, name="xover-exporter", daemon=True)
+        self.thread.start()
+
+    def _app(self) -> Callable[..., Iterable[bytes]]:
+        """prometheus_client's WSGI app for /metrics, and the turn servers' list at TARGETS_PATH."""
+        metrics = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") != TARGETS_PATH:
+                return metrics(environ, start_response)
+            body = json.dumps(self.targets(_host_of(environ))).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+
+        return app
+
+    def targets(self, this_host: str) -> list[dict[str, Any]]:
+        """The turn servers serving now, as Prometheus' HTTP service discovery lists targets: one group of
+        targets per experiment and group; a server on this machine under `this_host`."""
+        with self._lock:
+            endpoints = [endpoint for unit in self.turn_endpoints.values() for endpoint in unit]
+        groups: dict[tuple[str, str], list[str]] = {}
+        for endpoint in endpoints:
+            host = this_host if is_local(endpoint.host) else endpoint.host
+            groups.setdefault((endpoint.experiment, endpoint.group), []).append(f"{host}:{endpoint.port}")
+        return [
+            {"targets": sorted(found), "labels": {"__meta_xover_experiment": experiment, "__meta_xover_group": group}}
+            for (experiment, group), found in sorted(groups.items())
+        ]
 
     # -- the sink --------------------------------------------------------------------------------
 
@@ -236,26 +247,18 @@ class PrometheusSink(MetricSink):
                 self.metrics.predicted_gain.labels(experiment_id, str(group.index)).set(group.predicted_gain)
 
     def received(self, batch: Sequence[Received]) -> None:
-        """Count each job's iterations and times; settle the turns of the devices its held spans show."""
+        """Count each job's iterations and times."""
         with self._guarded():
-            touched = set()
             for job, record in batch:
                 state = self._job(job)
                 if isinstance(record, IterationRecord):
                     self._iteration(job, state, record)
-                    if record.held:
-                        touched.add(self._held(job, record.held))
                 elif isinstance(record, StartRecord):
                     self.metrics.running.labels(**state.labels).set(1)
                 elif isinstance(record, TurnsLostRecord):
                     self.metrics.turns_lost.labels(**state.labels).inc()
-                    turns = self.devices.get(self._device(job))
-                    if turns is not None and turns.reported_to.pop(job.run_id, None) is not None:
-                        touched.add(self._device(job))  # it takes no more turns: none of its spans to wait for
                 elif isinstance(record, EndRecord):
                     self.metrics.running.labels(**state.labels).set(0)
-            for device in touched:
-                self._settle(device)
 
     def job_ended(self, job: JobLabels, status: str) -> None:
         """The job runs no more: its running gauge drops to 0."""
@@ -264,12 +267,14 @@ class PrometheusSink(MetricSink):
             self.metrics.running.labels(**state.labels).set(0)
             if job.mode == "sequential" and state.recent:
                 self.measured_alone[job.job] = [iteration_s for _, iteration_s, _ in state.recent]
-            for device, turns in self.devices.items():
-                if turns.reported_to.pop(job.run_id, None) is not None:
-                    if turns.latest is not None and turns.latest[1] == job.job:
-                        turns.latest = None  # a job that ended holds nothing
-                        self.metrics.holder.labels(self.experiment, device[0], str(device[1]), job.job).set(0)
-                    self._settle(device)
+
+    def turn_servers(self, unit: str, endpoints: Sequence[TurnServerEndpoint]) -> None:
+        """List a unit's turn servers at TARGETS_PATH while they serve; forget them once they stopped."""
+        with self._lock:
+            if endpoints:
+                self.turn_endpoints[unit] = tuple(endpoints)
+            else:
+                self.turn_endpoints.pop(unit, None)
 
     def closed(self, status: str) -> None:
         """The run ended: stop serving."""
@@ -311,13 +316,7 @@ class PrometheusSink(MetricSink):
             alone = self._alone_iteration_s(job.job)
             if alone:
                 self.metrics.alone_iteration.labels(**labels).set(alone)
-            if job.mode == "crossover":  # its turns are to come: no span of its partners' settles before them
-                self.devices.setdefault(self._device(job), _DeviceTurns()).reported_to[job.run_id] = float("-inf")
         return state
-
-    def _device(self, job: JobLabels) -> tuple[str, int]:
-        facts = self.facts.jobs.get(job.job)
-        return facts.device if facts is not None else (job.hosts.split(":", 1)[0], 0)
 
     def _alone_iteration_s(self, job: str) -> float | None:
         facts = self.facts.jobs.get(job)
@@ -350,42 +349,14 @@ class PrometheusSink(MetricSink):
             mean_s = sum(iteration_s for _, iteration_s, _ in recent) / len(recent)
             metrics.slowdown.labels(**labels).set(mean_s / alone)
 
-    def _held(self, job: JobLabels, held: list[list[float]]) -> tuple[str, int]:
-        device = self._device(job)
-        turns = self.devices.setdefault(device, _DeviceTurns())
-        host, index = device[0], str(device[1])
-        for start, end in held:
-            turns.pending.append((start, end, job.job))
-            self.metrics.held.labels(self.experiment, host, index, job.job).inc(max(end - start, 0.0))
-            if turns.latest is None or start >= turns.latest[0]:
-                turns.latest = (start, job.job)
-        turns.reported_to[job.run_id] = max(end for _, end in held)
-        turns.jobs.add(job.job)
-        self.metrics.handoffs.labels(self.experiment, host, index)  # served from the first turn, at 0
-        return device
-
-    def _settle(self, device: tuple[str, int]) -> None:
-        turns = self.devices[device]
-        host, index = device[0], str(device[1])
-        for _, _, job in turns.settle():
-            if turns.settled_holder is not None and job != turns.settled_holder:
-                self.metrics.handoffs.labels(self.experiment, host, index).inc()
-            turns.settled_holder = job
-        if turns.latest is not None:
-            for job in turns.jobs:
-                self.metrics.holder.labels(self.experiment, host, index, job).set(1 if job == turns.latest[1] else 0)
-
 
 def run_facts(groups: Sequence[Any], planned: bool) -> RunFacts:
-    """What the exporter knows before the run: each job's rank-0 device and solo iteration time (its
-    profile's, which `attach_traits` found), each group's planned sharing and predicted gain."""
+    """What the exporter knows before the run: each job's solo iteration time (its profile's, which
+    `attach_traits` found), each group's planned sharing and predicted gain."""
     jobs = {}
     for group in groups:
         for job in group.jobs:
-            host, indices = next(iter(job.devices.items()))
-            jobs[job.name] = JobFacts(
-                device=(host, indices[0]), solo_iteration_s=job.traits.solo_iteration_s if job.traits else None
-            )
+            jobs[job.name] = JobFacts(solo_iteration_s=job.traits.solo_iteration_s if job.traits else None)
     return RunFacts(
         jobs=jobs,
         groups=tuple(

@@ -49,7 +49,7 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
 )
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
-from ..turns.service import TurnService
+from ..turns.service import ServedTurns, TurnService
 from .jobs import JobSpec
 from .record import Recorder, failure_summary
 from .sinks import JobLabels, MetricSink, deliver
@@ -364,6 +364,10 @@ class Scheduler:
                 if context.link_bands:
                     link_bands = make_policy(unit.policy, traits).link_bands()
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
+                served = None
+                if any(sink.wants_turn_servers for sink in context.sinks):
+                    group = "" if unit.group is None else str(unit.group)
+                    served = ServedTurns(context.experiment_id, group, tuple(job.name for job in unit.jobs))
                 unit.turns = TurnService(
                     name,
                     [job.devices for job in unit.jobs],
@@ -374,7 +378,9 @@ class Scheduler:
                     context.lease,
                     context.server_nice,
                     deadline=self.deadline,
+                    served=served,
                 )
+                self._announce_turn_servers(unit.turns)
             for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
                 token = secrets.token_hex(16)  # what marks this run's metric records as its own
                 env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
@@ -420,6 +426,8 @@ class Scheduler:
         for run_id in unit.run_ids:
             sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
         if unit.turns is not None:
+            if unit.turns.served is not None:
+                self._to_sinks(functools.partial(_turn_servers_gone, unit=unit.turns.name))
             unit.turns.stop()
             self.context.recorder.record_turns(
                 unit.run_ids, unit.group, unit.turns.slot_statistics(), unit.turns.events
@@ -428,6 +436,11 @@ class Scheduler:
         if unit.network is not None:
             unit.network.__exit__(None, None, None)
             unit.network = None
+
+    def _announce_turn_servers(self, turns: TurnService) -> None:
+        endpoints = turns.endpoints()
+        if endpoints:
+            self._to_sinks(lambda sink: sink.turn_servers(turns.name, endpoints) if sink.wants_turn_servers else None)
 
     def _stop_unit(self, unit: Unit, status: str, error: str | None = None) -> None:
         for job in unit.launched.values():
@@ -438,6 +451,12 @@ class Scheduler:
     def _stop_all(self, running: list[Unit], status: str) -> None:
         for unit in running:
             self._stop_unit(unit, status)
+
+
+def _turn_servers_gone(sink: MetricSink, unit: str) -> None:
+    """A unit's turn servers stop: nothing to scrape there any more."""
+    if sink.wants_turn_servers:
+        sink.turn_servers(unit, [])
 
 
 def _job_stopped(sink: MetricSink, labels: JobLabels) -> None:

@@ -21,6 +21,7 @@ from ..errors import XoverError
 from ..runtime.metrics import IterationRecord, MetricRecord, StartRecord
 
 if TYPE_CHECKING:
+    from ..turns.service import TurnServerEndpoint
     from .record import Recorder
 
 
@@ -50,6 +51,7 @@ class MetricSink:
 
     name = ""
     essential = False  # a failure of this sink fails the run (the store's); any other sink's is dropped
+    wants_turn_servers = False  # crossover's turn servers serve their devices' figures, and `turn_servers` says where
 
     def opened(self, experiment_id: str) -> None:
         """The experiment starts (its row is stored)."""
@@ -62,6 +64,10 @@ class MetricSink:
 
     def closed(self, status: str) -> None:
         """The experiment ended (whatever ended it); a sink lets go of what it holds."""
+
+    def turn_servers(self, unit: str, endpoints: Sequence[TurnServerEndpoint]) -> None:
+        """Where the turn servers of a crossover run (`unit`) serve their devices' figures, one per host;
+        empty once they stopped. Only for a sink that `wants_turn_servers`."""
 
 
 class StoreSink(MetricSink):

@@ -34,6 +34,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
 from .protocol import (
@@ -54,6 +55,9 @@ from .protocol import (
     stats_line,
     yield_page_path,
 )
+
+if TYPE_CHECKING:
+    from .metrics import TurnMetrics
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
 # is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
@@ -166,8 +170,10 @@ class TurnServer:
         lease: Lease | None = None,
         heartbeat_s: float = HEARTBEAT_S,
         send_buffer: int | None = None,
+        metrics: TurnMetrics | None = None,
     ) -> None:
         self.path = path
+        self.metrics = metrics  # served to Prometheus (metrics.py) when the launcher asked for it
         self.heartbeat_s = heartbeat_s
         self.send_buffer = send_buffer  # SO_SNDBUF of each worker's connection; None: the kernel's default
         self.policy = policy
@@ -479,6 +485,8 @@ class TurnServer:
         conn.close()
         if member is not None:
             self.by_member.pop(member, None)
+            if self.metrics is not None:
+                self.metrics.lost_by(*member)
             if withdraw:
                 # Died without saying bye: its job cannot finish an all-reduce now, so its turns are
                 # dropped on every device at once rather than when its other ranks are reaped.
@@ -497,7 +505,10 @@ class TurnServer:
             if conn is None:  # asked, then left
                 turns.waiting.pop(slot, None)
                 continue
+            asked_at = turns.waiting[slot].since
             turns.grant(slot, now, unpreemptible)
+            if self.metrics is not None:
+                self.metrics.granted(device, slot, now - asked_at)
             self._note_grant(device, slot)
             self.asking.discard(conn)
             if not self._send(conn, GRANT):
@@ -507,6 +518,8 @@ class TurnServer:
             self.page[device] = turns.holder + 1
         elif self.page[device]:
             self._clear_yield(device)
+        if self.metrics is not None:
+            self.metrics.decided(device, turns.holder, now)
 
     def _clear_yield(self, device: int) -> None:
         self.page[device] = 0
@@ -581,6 +594,8 @@ class TurnServer:
             self.policy.on_pass(turns)
             self._clear_yield(device)
             self._record(slot).revoked += 1
+            if self.metrics is not None:
+                self.metrics.revoked_from(device, slot)
             print(
                 event_line(
                     json.dumps(
@@ -728,6 +743,15 @@ def main(argv: list[str] | None = None) -> None:
         help="run at this nice value if allowed and higher in priority than now",
     )
     parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
+    parser.add_argument(
+        "--metrics-address",
+        help="serve the devices' turns to Prometheus on this address, on a port the kernel picks "
+        "(said on stdout as `metrics PORT` before `ready`); default: not served",
+    )
+    parser.add_argument(
+        "--metrics-label", action="append", default=[], help="KEY=VALUE (experiment, group, host) on every series"
+    )
+    parser.add_argument("--slot-name", action="append", default=[], help="SLOT=JOB: the `job` label of a slot")
     args = parser.parse_args(argv)
     _die_with_parent()
     raise_priority(args.nice)
@@ -739,14 +763,27 @@ def main(argv: list[str] | None = None) -> None:
         private_folder(os.path.dirname(os.path.abspath(args.socket)))
     except FolderError as error:
         _exit_with(str(error))
+    devices = parse_devices(args.device)
+    metrics, metrics_port = None, None
+    if args.metrics_address is not None:
+        from .metrics import TurnMetrics, parse_labels, parse_names  # prometheus_client, only when asked for
+
+        try:
+            metrics = TurnMetrics(parse_labels(args.metrics_label), parse_names(args.slot_name), devices)
+            metrics_port = metrics.serve(args.metrics_address)
+        except ValueError as error:
+            _exit_with(str(error))
+        except OSError as error:
+            _exit_with(f"--metrics-address {args.metrics_address}: cannot serve metrics there ({error})")
     server = TurnServer(
         args.socket,
-        parse_devices(args.device),
+        devices,
         make_policy(args.policy, parse_traits(args.slot)),
         args.join_timeout,
         Lease(args.lease_floor, args.lease_factor, args.lease_initial),
         heartbeat_s=args.heartbeat,
         send_buffer=args.send_buffer,
+        metrics=metrics,
     )
 
     def stop(*_):
@@ -756,6 +793,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, stop)
     if args.control_stdin:
         server.watch_stdin()
+    if metrics_port is not None:
+        print(f"metrics {metrics_port}", flush=True)
     print("ready", flush=True)
     try:
         server.serve()
@@ -766,6 +805,8 @@ def main(argv: list[str] | None = None) -> None:
         except (BrokenPipeError, OSError):
             pass
         server.close()
+        if metrics is not None:
+            metrics.stop()
 
 
 if __name__ == "__main__":

@@ -16,9 +16,11 @@ of holding the run for ever. Each server streams the first grants of iterations 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +36,8 @@ from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
 from .policies import SlotTraits
 from .server import FolderError, private_folder
+
+METRICS_ADDRESS = "0.0.0.0"  # a turn server's figures, on every interface of its host (turns/metrics.py)
 
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
@@ -55,6 +59,35 @@ def host_tag(host: str) -> str:
     machine's names are `localhost`), and workers use the name they were given as it is: inside an
     emulated host the hostname is the host's own, so a worker must not canonicalise by it."""
     return "".join(c if c.isalnum() or c in "-." else "_" for c in host)
+
+
+@dataclass(frozen=True)
+class ServedTurns:
+    """What a group's turn servers label the figures they serve to Prometheus with (turns/metrics.py):
+    each slot's job name, and the experiment and group; each server adds its host."""
+
+    experiment: str
+    group: str
+    jobs: tuple[str, ...]  # by slot
+
+    def arguments(self, host: str) -> list[str]:
+        """The server's options that have it serve its figures, on every interface of its host. This
+        machine's server is labelled with its name (for a cluster's Prometheus, `localhost` names no host)."""
+        name = socket.gethostname() if is_local(host) else host
+        labels = {"experiment": self.experiment, "group": self.group, "host": name}
+        args = ["--metrics-address", METRICS_ADDRESS]
+        args += [f"--metrics-label={key}={value}" for key, value in labels.items()]
+        return args + [f"--slot-name={slot}={job}" for slot, job in enumerate(self.jobs)]
+
+
+@dataclass(frozen=True)
+class TurnServerEndpoint:
+    """Where one host's turn server serves its devices' figures: HOST:PORT, as the launcher reaches the host."""
+
+    host: str
+    port: int
+    experiment: str
+    group: str
 
 
 def server_arguments(
@@ -182,6 +215,7 @@ class TurnServerProcess:
     deadline: float | None = None  # time.monotonic() by which the run must end (--timeout)
     remote_prefix: list[str] | None = None  # how ssh reaches the host (an emulated cluster's head)
     tag: str | None = None  # XOVER_TURN_SERVER in its environment: what finds it on its host if it hangs
+    metrics_port: int | None = None  # where it serves its devices' figures (`metrics PORT`), if asked to
 
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(
@@ -195,7 +229,12 @@ class TurnServerProcess:
         wait_s = START_TIMEOUT_S
         if self.deadline is not None:
             wait_s = max(0.0, min(wait_s, self.deadline - time.monotonic()))
+        started = time.monotonic()
         first = _readline_within(self.process, wait_s)
+        if first is not None and first.startswith("metrics "):  # the port it serves its figures on, then ready
+            with contextlib.suppress(ValueError, IndexError):
+                self.metrics_port = int(first.split()[1])
+            first = _readline_within(self.process, max(0.0, wait_s - (time.monotonic() - started)))
         if first != "ready":
             self.process.kill()
             try:
@@ -298,9 +337,13 @@ class TurnService:
         lease: dict[str, float] | None = None,
         nice: int | None = None,
         deadline: float | None = None,
+        served: ServedTurns | None = None,
     ) -> None:
         """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group;
-        `deadline` (time.monotonic()), the run's --timeout: starting waits no longer (TimedOut)."""
+        `deadline` (time.monotonic()), the run's --timeout: starting waits no longer (TimedOut); `served`:
+        each server serves its devices' figures to Prometheus, labelled so (`endpoints`)."""
+        self.name = name
+        self.served = served
         self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
         devices: dict[str, dict[int, list[int]]] = {}
         for slot, placement in enumerate(placements):
@@ -321,6 +364,8 @@ class TurnService:
             for host, order in devices.items():
                 path = self.socket_template.replace("{host}", host)
                 arguments = server_arguments(path, order, policy, traits, lease, nice)
+                if served is not None:
+                    arguments += served.arguments(host)
                 if host == LOCAL:
                     command = [sys.executable, *arguments]
                     self.servers.append(
@@ -355,6 +400,16 @@ class TurnService:
         except BaseException:
             self.stop()
             raise
+
+    def endpoints(self) -> list[TurnServerEndpoint]:
+        """Where each host's server serves its devices' figures (none unless `served` asked for them)."""
+        if self.served is None:
+            return []
+        return [
+            TurnServerEndpoint(server.host, server.metrics_port, self.served.experiment, self.served.group)
+            for server in self.servers
+            if server.metrics_port is not None
+        ]
 
     def withdraw(self, slot: int) -> None:
         """A job has ended (or never started): no partner may wait for it, even at the barrier."""

@@ -1,0 +1,187 @@
+"""A turn server's own figures (xover/turns/metrics.py): a real server asked to serve them, real clients
+taking turns on its socket, its HTTP endpoint scraped and parsed with prometheus_client's own parser;
+and the run's exporter listing the servers for Prometheus' HTTP service discovery (`/targets`)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from xover.runtime.turn_client import CrossoverToken
+from xover.turns.metrics import TurnMetrics
+from xover.turns.service import ServedTurns, TurnServerEndpoint, TurnService
+
+JOBS = {0: "mlp-a", 1: "mlp-b"}
+
+
+def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, frozenset], float]:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def value(samples, name, **labels):
+    found = [v for (n, have), v in samples.items() if n == name and set(labels.items()) <= set(have)]
+    assert len(found) == 1, (name, labels, found)
+    return found[0]
+
+
+def start_server(path, *extra):
+    args = [sys.executable, "-m", "xover.turns.server", "--socket", path, "--control-stdin", "--join-timeout", "30",
+            "--device=0=0,1", "--metrics-address", "127.0.0.1", "--metrics-label=experiment=e1",
+            "--metrics-label=group=0", "--metrics-label=host=localhost", *[f"--slot-name={s}={n}" for s, n in JOBS.items()],
+            *extra]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline().split()
+    assert first[0] == "metrics", first
+    assert proc.stdout.readline().strip() == "ready"
+    return proc, int(first[1])
+
+
+def take_turns(path, slot, iterations, hold_s, leave_with_bye=True):
+    token = CrossoverToken(path, 0, slot)
+    for _ in range(iterations):
+        token.acquire()
+        time.sleep(hold_s)
+        token.release()
+        time.sleep(hold_s)  # its "all-reduce": the partner's turn
+    if leave_with_bye:
+        token.close()
+    return token
+
+
+def test_a_turn_server_serves_its_devices_turns_as_they_happen(tmp_path):
+    path = str(tmp_path / "g.sock")
+    proc, port = start_server(path)
+    try:
+        samples = scrape(port)  # before any client: every job's series, at 0
+        device = {"experiment": "e1", "group": "0", "host": "localhost", "device": "0"}
+        assert value(samples, "xover_turn_server_up", experiment="e1", group="0", host="localhost") == 1
+        assert value(samples, "xover_device_turn_handoffs_total", **device) == 0
+        for job in JOBS.values():
+            assert value(samples, "xover_device_turn_holder", job=job, **device) == 0
+            assert value(samples, "xover_device_turn_wait_seconds_count", job=job, **device) == 0
+
+        clients = [threading.Thread(target=take_turns, args=(path, slot, 10, 0.02)) for slot in JOBS]
+        for client in clients:
+            client.start()
+        seen_holders = set()
+        while any(client.is_alive() for client in clients):  # scraped while the turns go on
+            live = scrape(port)
+            holding = [job for job in JOBS.values() if value(live, "xover_device_turn_holder", job=job) == 1]
+            assert len(holding) <= 1, holding  # one holder at a time
+            seen_holders.update(holding)
+            time.sleep(0.005)
+        for client in clients:
+            client.join()
+        samples = scrape(port)
+        assert seen_holders == set(JOBS.values())
+        assert value(samples, "xover_device_turn_handoffs_total", **device) >= 10
+        for job in JOBS.values():
+            assert value(samples, "xover_device_turn_wait_seconds_count", job=job) == 10
+            assert 10 * 0.02 <= value(samples, "xover_device_turn_held_seconds_total", job=job) < 10 * 0.02 + 2
+            assert value(samples, "xover_device_turns_lost_total", job=job) == 0  # both said bye
+            assert value(samples, "xover_device_turn_holder", job=job) == 0
+    finally:
+        proc.stdin.write("Q\n")
+        proc.stdin.flush()
+        proc.wait(timeout=10)
+
+
+def test_a_rank_that_dies_counts_as_turns_lost_on_its_device(tmp_path):
+    path = str(tmp_path / "g.sock")
+    proc, port = start_server(path)
+    try:
+        partner = threading.Thread(target=take_turns, args=(path, 1, 5, 0.01))
+        partner.start()
+        dying = subprocess.run([sys.executable, "-c", (
+            "import os\nfrom xover.runtime.turn_client import CrossoverToken\n"
+            f"t = CrossoverToken({path!r}, 0, 0)\nt.acquire()\nos._exit(0)")], timeout=60)
+        assert dying.returncode == 0
+        partner.join(timeout=60)
+        samples = scrape(port)
+        assert value(samples, "xover_device_turns_lost_total", job="mlp-a") == 1
+        assert value(samples, "xover_device_turns_lost_total", job="mlp-b") == 0
+        assert value(samples, "xover_device_turn_wait_seconds_count", job="mlp-b") == 5  # not held back by it
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("bad, said", [
+    (["--metrics-label=colour=red"], "--metrics-label 'colour=red': expected KEY=VALUE with KEY one of"),
+    (["--slot-name=zero"], "--slot-name 'zero': expected SLOT=JOB"),
+])
+def test_bad_metrics_options_are_one_line_and_exit_2(tmp_path, bad, said):
+    args = [sys.executable, "-m", "xover.turns.server", "--socket", str(tmp_path / "g.sock"), "--device=0=0",
+            "--metrics-address", "127.0.0.1", *bad]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_held_time_and_handoffs_follow_the_holder_after_each_decision():
+    metrics = TurnMetrics({"experiment": "e", "group": "1", "host": "h"}, JOBS, {0: [0, 1]})
+
+    def sample(name, **labels):
+        return metrics.registry.get_sample_value(name, {"experiment": "e", "group": "1", "host": "h", "device": "0",
+                                                        **labels})
+
+    metrics.decided(0, 0, now=10.0)
+    metrics.decided(0, 0, now=10.5)  # the same holder: nothing ends
+    metrics.decided(0, None, now=11.0)
+    metrics.decided(0, 0, now=12.0)  # the same job again: no handoff
+    metrics.decided(0, 1, now=12.25)  # straight to the partner
+    assert sample("xover_device_turn_held_seconds_total", job="mlp-a") == 1.25
+    assert sample("xover_device_turn_handoffs_total") == 1
+    assert sample("xover_device_turn_holder", job="mlp-b") == 1 and sample("xover_device_turn_holder", job="mlp-a") == 0
+
+
+def test_a_turn_service_hands_its_servers_ports_to_the_exporter_which_lists_them(tmp_path, monkeypatch):
+    from xover.run.exporter import TARGETS_PATH, PrometheusSink
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    served = ServedTurns("e7", "3", ("mlp-a", "mlp-b"))
+    service = TurnService("e7-r1", [{"localhost": [0]}, {"localhost": [0]}], "round-robin", {}, served=served)
+    exporter = PrometheusSink(free_port(), address="127.0.0.1")
+    try:
+        [endpoint] = service.endpoints()
+        assert (endpoint.host, endpoint.experiment, endpoint.group) == ("localhost", "e7", "3")
+        samples = scrape(endpoint.port)
+        # labelled with this machine's name: `localhost` would name no host in a cluster's Prometheus
+        assert value(samples, "xover_turn_server_up", experiment="e7", group="3", host=socket.gethostname()) == 1
+        exporter.turn_servers("e7-r1", service.endpoints())
+        exporter.turn_servers("e7-r2", [TurnServerEndpoint("xo-h2", 40001, "e7", "4")])
+
+        def listed(host):
+            request = urllib.request.Request(f"http://127.0.0.1:{exporter.port}{TARGETS_PATH}", headers={"Host": host})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert answer.headers["Content-Type"] == "application/json"
+                return json.load(answer)
+
+        # a server on the exporter's machine is listed under the name Prometheus reached the exporter by
+        assert listed(f"node7.example:{exporter.port}") == [
+            {"targets": [f"node7.example:{endpoint.port}"],
+             "labels": {"__meta_xover_experiment": "e7", "__meta_xover_group": "3"}},
+            {"targets": ["xo-h2:40001"], "labels": {"__meta_xover_experiment": "e7", "__meta_xover_group": "4"}},
+        ]
+        exporter.turn_servers("e7-r2", [])
+        assert [group["targets"] for group in listed("127.0.0.1")] == [[f"127.0.0.1:{endpoint.port}"]]
+    finally:
+        exporter.stop()
+        service.stop()
+    assert not os.path.exists(service.socket_template.replace("{host}", "localhost"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
