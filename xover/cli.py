@@ -359,7 +359,8 @@ def run(
         typer.Option(
             "--metrics-port",
             help="Serve the run's figures to Prometheus "
-            "on this port while it runs (each Slurm group on its first node); default "
+            "on this port while it runs (each Slurm group on its first node), and have each host's turn "
+            "server serve its devices, listed at /targets for Prometheus' http_sd_configs; default "
             "$XOVER_METRICS_PORT, else off. Metrics: docs/reference.md.",
             show_default=False,
         ),
