@@ -248,14 +248,17 @@ def _f(value, width: int, digits: int) -> str:
 # ------------------------------------------------------------------------------------ the token
 
 
-def start_turn_server(path: str, devices: list[str]) -> subprocess.Popen:
+def start_turn_server(path: str, devices: list[str], served: bool = False) -> tuple[subprocess.Popen, int | None]:
+    """A turn server, and the port it serves its figures on (`served`) or None."""
+    extra = ["--metrics-address", "127.0.0.1"] if served else []
     server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy", "round-robin",
-                               *[f"--device={d}" for d in devices]], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                               *[f"--device={d}" for d in devices], *extra], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    port = int(server.stdout.readline().split()[1]) if served else None
     assert server.stdout.readline().strip() == "ready"
     # then its lines (the turns' spans, streamed) are read and dropped: a server whose stdout pipe is full
     # blocks on its next line, and its workers wait for a grant until they give up on it
     threading.Thread(target=server.stdout.read, daemon=True).start()
-    return server
+    return server, port
 
 
 def _ping_pong(path: str, slot: int, rounds: int, queue) -> None:
@@ -271,13 +274,26 @@ def _ping_pong(path: str, slot: int, rounds: int, queue) -> None:
     queue.put(records)
 
 
-def handoff_latency(rounds: int = 3000) -> dict[str, float]:
-    """Time from one job's release to the next job's grant, two processes through the turn server."""
+def _scrape_every(port: int, interval_s: float, done: threading.Event, scrapes: list[int]) -> None:
+    import urllib.request
+
+    while not done.wait(interval_s):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            answer.read()
+        scrapes.append(1)
+
+
+def handoff_latency(rounds: int = 3000, scraped_every_s: float | None = None) -> dict[str, float]:
+    """Time from one job's release to the next job's grant, two processes through the turn server; with
+    `scraped_every_s`, the server serves its figures (as with --metrics-port) and is scraped that often."""
     import multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.sock")
-        server = start_turn_server(path, ["0=0,1"])
+        server, port = start_turn_server(path, ["0=0,1"], served=scraped_every_s is not None)
+        done, scrapes = threading.Event(), []
+        if port is not None:
+            threading.Thread(target=_scrape_every, args=(port, scraped_every_s, done, scrapes), daemon=True).start()
         queue: mp.Queue = mp.Queue()
         procs = [mp.Process(target=_ping_pong, args=(path, slot, rounds, queue)) for slot in (0, 1)]
         for p in procs:
@@ -285,18 +301,30 @@ def handoff_latency(rounds: int = 3000) -> dict[str, float]:
         records = queue.get() + queue.get()
         for p in procs:
             p.join()
+        done.set()
         server.terminate()
     grants = sorted(records[::2], key=lambda r: r[2])
     releases = sorted(records[1::2], key=lambda r: r[2])
     gaps = sorted((b[2] - a[2]) / 1000 for a, b in zip(releases, grants[1:]) if a[0] != b[0])[50:]
-    return {"median_us": statistics.median(gaps), "p90_us": gaps[int(len(gaps) * 0.9)], "handoffs": len(gaps)}
+    return {"median_us": statistics.median(gaps), "p90_us": gaps[int(len(gaps) * 0.9)],
+            "p99_us": gaps[int(len(gaps) * 0.99)], "handoffs": len(gaps), "scrapes": len(scrapes)}
+
+
+def handoff_latency_served(repeats: int = 4, rounds: int = 20000, scraped_every_s: float = 0.1) -> None:
+    """Handoffs with the server's figures off and served (scraped every `scraped_every_s`), alternated, side by side."""
+    for _ in range(repeats):
+        for scraped in (None, scraped_every_s):
+            latency = handoff_latency(rounds, scraped)
+            what = f"served, {latency['scrapes']} scrapes" if scraped else "not served"
+            print(f"  figures {what:24} median {latency['median_us']:4.0f} us  p90 {latency['p90_us']:4.0f} us  "
+                  f"p99 {latency['p99_us']:5.0f} us  ({latency['handoffs']} handoffs)", flush=True)
 
 
 def checkpoint_cost(calls: int = 1_000_000) -> float:
     """ns per layer-boundary check when nobody waits (a read of the shared yield page)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.sock")
-        server = start_turn_server(path, ["0=0"])
+        server, _ = start_turn_server(path, ["0=0"])
         token = CrossoverToken(path, 0, 0)
         token.acquire()
         start = time.perf_counter_ns()
@@ -315,7 +343,7 @@ def waiting_cpu(seconds: float = 5.0) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.sock")
-        server = start_turn_server(path, ["0=0,1"])
+        server, _ = start_turn_server(path, ["0=0,1"])
         waiter = mp.Process(target=_ping_pong, args=(path, 1, 1, mp.Queue()))
         waiter.start()
         holder = CrossoverToken(path, 0, 0)
@@ -339,6 +367,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--skip-token", action="store_true")
+    parser.add_argument("--token-only", action="store_true",
+                        help="only the turn token's costs: handoff latency (with the server's figures off and "
+                             "served to a scraper, alternated), the layer-boundary check, a waiter's CPU")
     parser.add_argument("--keep-profiles", action="store_true",
                         help="reuse the stored profiles where they match (default: measure them again, --force)")
     parser.add_argument("--repeats", type=int, default=1,
@@ -346,12 +377,15 @@ def main() -> None:
     args = parser.parse_args()
     recipes = sorted({name for pair in args.pairs for name in pair.split(":")})
     rows = []
-    for engine in args.engines:
+    for engine in [] if args.token_only else args.engines:
         xover("profile", *recipes, "--bandwidth", args.bandwidth, "--engine", engine,
               *([] if args.keep_profiles else ["--force"]))
         for _ in range(args.repeats):
             for pair in args.pairs:
                 rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))
+    if args.token_only:
+        token_costs()
+        return
     kinds = dict(PAIRS)
     print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
     print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
@@ -376,11 +410,17 @@ def main() -> None:
     if args.repeats > 1:
         print_spread(rows)
     if not args.skip_token:
-        latency = handoff_latency()
-        print(f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "
-              f"p90 {latency['p90_us']:.0f} us over {latency['handoffs']} handoffs")
-        print(f"layer-boundary check while nobody waits: {checkpoint_cost():.0f} ns")
-        print(f"a job blocked waiting for its turn uses {waiting_cpu():.2f}% of a core")
+        token_costs()
+
+
+def token_costs() -> None:
+    latency = handoff_latency()
+    print(f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "
+          f"p90 {latency['p90_us']:.0f} us over {latency['handoffs']} handoffs")
+    print("turn handoff with the server's figures not served and served (--metrics-port), scraped every 100 ms:")
+    handoff_latency_served()
+    print(f"layer-boundary check while nobody waits: {checkpoint_cost():.0f} ns")
+    print(f"a job blocked waiting for its turn uses {waiting_cpu():.2f}% of a core")
 
 
 if __name__ == "__main__":
