@@ -185,3 +185,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_a_server_that_cannot_serve_its_figures_says_so_and_serves_turns(tmp_path):
+    path = str(tmp_path / "g.sock")
+    args = [sys.executable, "-m", "xover.turns.server", "--socket", path, "--control-stdin", "--device=0=0",
+            "--metrics-address", "192.0.2.1"]  # TEST-NET-1: no interface of this machine has it
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"  # no `metrics PORT` line
+        take_turns(path, 0, 3, 0.001)
+    finally:
+        proc.stdin.write("Q\n")
+        proc.stdin.flush()
+        proc.wait(timeout=10)
+    error = proc.stderr.read()
+    assert proc.returncode == 0 and "--metrics-address 192.0.2.1: cannot serve its figures there" in error, error

@@ -773,8 +773,14 @@ def main(argv: list[str] | None = None) -> None:
             metrics_port = metrics.serve(args.metrics_address)
         except ValueError as error:
             _exit_with(str(error))
-        except OSError as error:
-            _exit_with(f"--metrics-address {args.metrics_address}: cannot serve metrics there ({error})")
+        except OSError as error:  # the turns matter, the figures do not: said, and the server goes on without
+            print(
+                f"xover turn server: --metrics-address {args.metrics_address}: cannot serve its figures there "
+                f"({error}); serving turns without them",
+                file=sys.stderr,
+                flush=True,
+            )
+            metrics, metrics_port = None, None
     server = TurnServer(
         args.socket,
         devices,
