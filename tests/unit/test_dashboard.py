@@ -1,5 +1,6 @@
-"""The Grafana dashboard (docs/grafana/xover.json) asks only for series the exporter serves: every metric
-name in its PromQL is one the exporter's own registry holds (xover/run/exporter.py, `served_names`)."""
+"""The Grafana dashboard (docs/grafana/xover.json) asks only for series xover serves: every metric name in
+its PromQL is one the exporter's registry or a turn server's holds (xover/run/exporter.py, `served_names`;
+xover/turns/metrics.py)."""
 
 import json
 import re
@@ -71,7 +72,8 @@ def test_the_parser_finds_names_and_leaves_out_the_rest():
 def test_served_names_follow_prometheus_conventions():
     served = served_names()
     assert {"xover_job_iterations_total", "xover_job_turn_wait_seconds_bucket", "xover_device_turn_holder",
-            "xover_device_turn_handoffs_total", "xover_group_predicted_gain"} <= served
+            "xover_device_turn_handoffs_total", "xover_group_predicted_gain", "xover_device_turn_wait_seconds_bucket",
+            "xover_device_turns_lost_total", "xover_turn_server_up"} <= served
     assert all(name.startswith("xover_") for name in served)
     counters = {name[:-len("_total")] for name in served if name.endswith("_total")}
     assert all(name + "_created" in served for name in counters)
