@@ -78,7 +78,8 @@ def mark_lost(session, experiment: Experiment) -> None:
     for run in experiment.runs:
         if run.status in ACTIVE_STATUSES:
             run.status, run.ended_at = "lost", utcnow()
-            run.error = (run.error or "") + "the xover process that ran it ended without closing it (killed?)"
+            lost = "the xover process that ran it ended without closing it (killed?)"
+            run.error = f"{run.error}; {lost}" if run.error else lost
 
 
 class Recorder:
