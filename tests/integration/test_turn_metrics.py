@@ -201,3 +201,46 @@ def test_a_server_that_cannot_serve_its_figures_says_so_and_serves_turns(tmp_pat
         proc.wait(timeout=10)
     error = proc.stderr.read()
     assert proc.returncode == 0 and "--metrics-address 192.0.2.1: cannot serve its figures there" in error, error
+
+
+def test_a_flood_of_idle_connections_to_the_figures_costs_a_few_threads_and_no_turn(tmp_path):
+    """Anyone who reaches the port may connect: 200 connections that send nothing are held to
+    MAX_CONNECTIONS threads, the turns go on meanwhile, and once they go a scrape is answered again."""
+    import socket as sockets
+
+    from xover.turns.metrics import MAX_CONNECTIONS
+
+    path = str(tmp_path / "g.sock")
+    proc, port = start_server(path)
+    idle = []
+    try:
+        for _ in range(200):
+            connection = sockets.create_connection(("127.0.0.1", port), timeout=10)
+            idle.append(connection)
+        time.sleep(0.5)
+        threads = int(next(line.split()[1] for line in open(f"/proc/{proc.pid}/status") if line.startswith("Threads:")))
+        # its loop and the HTTP server's accept thread, besides one per connection served (not 200)
+        assert MAX_CONNECTIONS <= 64 and threads <= 64 + 2, threads
+        clients = [threading.Thread(target=take_turns, args=(path, slot, 20, 0.002)) for slot in JOBS]
+        started = time.monotonic()
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(timeout=30)
+        assert not any(client.is_alive() for client in clients) and time.monotonic() - started < 10
+    finally:
+        for connection in idle:
+            connection.close()
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # the idle connections' threads see them closed and free their slots
+            try:
+                samples = scrape(port)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert value(samples, "xover_device_turn_wait_seconds_count", job="mlp-a") == 20
+    finally:
+        proc.kill()
+        proc.wait()

@@ -26,16 +26,15 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from ..errors import XoverError
 from ..hosts import is_local
 from ..runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
-from ..turns.metrics import ADDRESS, WAIT_BUCKETS, TurnMetrics
+from ..turns.metrics import ADDRESS, WAIT_BUCKETS, TurnMetrics, WsgiApp, serve_http
 from ..turns.service import TurnServerEndpoint
 from .sinks import JobLabels, MetricSink, Received
 
@@ -161,15 +160,6 @@ class _JobState:
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))  # (wall_time, iteration_s, samples)
 
 
-class _QuietServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True  # a scrape in flight never holds the run's end
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Nothing on the run's stderr for each scrape."""
-
-
 def _host_of(environ: dict[str, Any]) -> str:
     """The host name a request came to (its Host header without the port), else the server's own name."""
     host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "localhost")
@@ -196,19 +186,16 @@ class PrometheusSink(MetricSink):
         self.turn_endpoints: dict[str, tuple[TurnServerEndpoint, ...]] = {}  # by unit, while its servers run
         self._lock = threading.Lock()
         try:
-            self.server: WSGIServer | None = make_server(
-                address, port, self._app(), _QuietServer, handler_class=_QuietHandler
-            )
+            server, self.thread = serve_http(address, port, self._app())
+            self.server: WSGIServer | None = server
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise XoverError(
                     f"--metrics-port {port}: the port is in use (choose another, or stop what listens on it)"
                 ) from None
             raise XoverError(f"--metrics-port {port}: cannot serve metrics on it ({error.strerror or error})") from None
-        self.thread = threading.Thread(target=self.server.serve_forever, name="xover-exporter", daemon=True)
-        self.thread.start()
 
-    def _app(self) -> Callable[..., Iterable[bytes]]:
+    def _app(self) -> WsgiApp:
         """prometheus_client's WSGI app for /metrics, and the turn servers' list at TARGETS_PATH."""
         metrics = make_wsgi_app(self.registry)
 

@@ -14,13 +14,13 @@ the per-job ones carry job as well. The figures are updated by the server's loop
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-
-if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 ADDRESS = "0.0.0.0"  # every interface: a Prometheus server elsewhere scrapes it
 DEVICE_LABELS = ("experiment", "group", "host", "device")
@@ -29,6 +29,58 @@ WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 # A scrape's thread holds the interpreter while it writes the text; the server's loop, woken by a request,
 # waits for it at most this long (Python's default switch interval is 5 ms, longer than many turns).
 SWITCH_INTERVAL_S = 0.0005
+# Anyone who reaches the port may connect: a connection that sends no request in this long is closed,
+# and past this many at once a new one is closed at once, so that a flood of idle connections costs a
+# few threads, never the process its memory (the turns go on regardless: their loop is another thread).
+REQUEST_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 32
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class _BoundedServer(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most MAX_CONNECTIONS at once."""
+
+    daemon_threads = True  # a scrape in flight never holds the process's end
+    block_on_close = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in a thread of its own, or close it at once when every slot is taken."""
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """One connection, then its slot is free again."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = REQUEST_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Nothing on stderr for each scrape."""
+
+
+def serve_http(address: str, port: int, app: WsgiApp) -> tuple[WSGIServer, threading.Thread]:
+    """Serve `app` on address:port (0: a port the kernel picks) from a thread of its own; OSError if it
+    cannot bind. What the run's exporter and each turn server serve their figures with."""
+    server = make_server(address, port, app, _BoundedServer, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="xover-metrics", daemon=True)
+    thread.start()
+    return server, thread
 
 
 class TurnMetrics:
@@ -149,7 +201,7 @@ class TurnMetrics:
     def serve(self, address: str = ADDRESS) -> int:
         """Serve the figures on a port the kernel picks; that port."""
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        server, self.thread = start_http_server(0, addr=address, registry=self.registry)
+        server, self.thread = serve_http(address, 0, make_wsgi_app(self.registry))
         self.server: WSGIServer | None = server
         return int(server.server_port)
 
