@@ -7,6 +7,7 @@ from xover.recipes import load_recipe
 from pathlib import Path
 
 from xover.store.models import Evaluation, Experiment, IterationMetric, Profile, Run
+from xover.store.profiles import find_profile
 from xover.analysis import experiment_jobs
 from xover.store.queries import snapshot_recipe
 from xover.store.session import StoreError, head_revision, open_store
@@ -119,7 +120,7 @@ def test_an_upgrade_that_fails_half_way_leaves_the_store_as_it_was(tmp_path):
         db.execute("ALTER TABLE runs DROP COLUMN comm_threads")  # what 0008 adds
         for column in ("backend", "deterministic", "devices_per_gpu", "gpu_sharing"):  # what 0011 adds
             db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 adds
+        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 and 0013 add
             db.execute(f"ALTER TABLE profiles DROP COLUMN {column}")
         db.execute("UPDATE alembic_version SET version_num = '0006'")
         db.execute("ALTER TABLE schema_info RENAME TO schema_info_away")
@@ -151,7 +152,7 @@ def test_interference_measured_before_0009_is_derived_again_from_the_stored_coru
         db.execute("UPDATE alembic_version SET version_num = '0008'")
         for column in ("backend", "deterministic", "devices_per_gpu", "gpu_sharing"):  # what 0011 adds
             db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 adds
+        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 and 0013 add
             db.execute(f"ALTER TABLE profiles DROP COLUMN {column}")
     store = open_store(str(path))
     with store.session() as session:
@@ -159,6 +160,24 @@ def test_interference_measured_before_0009_is_derived_again_from_the_stored_coru
     assert found["a"] == pytest.approx(60.0 / 40.0 - 1.0)
     assert found["b"] == pytest.approx(-0.5)  # 10 / 40 - 1, kept at the model's floor
     assert found["c"] is None  # no co-run measured: nothing to derive
+
+
+@pytest.mark.parametrize("edited_0012", [False, True])
+def test_a_store_upgraded_by_either_0012_gains_gpu_busy_once(tmp_path, edited_0012):
+    """0012 was edited to add gpu_busy after it had upgraded stores: a store of the first 0012 lacked the
+    column and every profile query failed ("no such column: profiles.gpu_busy"); 0013 adds it where it
+    is missing, and leaves a store of the edited 0012 as it is."""
+    path = tmp_path / "at-0012.db"
+    open_store(str(path)).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE alembic_version SET version_num = '0012'")
+        if not edited_0012:
+            db.execute("ALTER TABLE profiles DROP COLUMN gpu_busy")
+    store = open_store(str(path))
+    assert _schema_differences(store) == []
+    assert find_profile(store, "h", 2, "1gbit", "x", "horovod", 1) is None  # the query that failed
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0013"
 
 
 def test_migrations_build_exactly_the_models(tmp_path):
@@ -221,7 +240,7 @@ def test_a_profile_of_the_old_shared_loopback_is_never_reused_as_a_rate_per_node
     store.close()
     with sqlite3.connect(path) as db:
         db.execute("UPDATE alembic_version SET version_num = '0011'")
-        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 adds
+        for column in ("corun_stretch", "mps_stretch", "gpu_busy"):  # what 0012 and 0013 add
             db.execute(f"ALTER TABLE profiles DROP COLUMN {column}")
     store = open_store(str(path))
     with store.session() as session:
