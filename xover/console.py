@@ -99,5 +99,8 @@ class ProgressBars:
         self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
 
     def job_finished(self, run_id: int, status: str) -> None:
-        """Show how the run ended."""
-        self.progress.update(self._task(run_id), status=status)
+        """Show how the run ended, and stop its clock (a run that ended short of its bar's total, e.g. a
+        script capped below its own count, kept counting until the whole display stopped)."""
+        task = self._task(run_id)
+        self.progress.update(task, status=status)
+        self.progress.stop_task(task)

@@ -1,0 +1,16 @@
+"""The live bars (xover/console.py): a job that ended short of its bar's total stops its clock."""
+
+import time
+
+from xover.console import ProgressBars
+
+
+def test_a_finished_jobs_clock_stops_even_short_of_its_total():
+    bars = ProgressBars()
+    bars.job_started(1, "ddp-digits [concurrent]", total=1909)  # the script's own count; xover stops it at 1000
+    bars.job_progress(1, 1000, 0.0005)
+    bars.job_finished(1, "finished")
+    task = bars.progress.tasks[0]
+    elapsed = task.elapsed
+    time.sleep(0.05)
+    assert task.elapsed == elapsed and task.fields["status"] == "finished"
