@@ -244,3 +244,21 @@ def test_a_flood_of_idle_connections_to_the_figures_costs_a_few_threads_and_no_t
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_connection_that_times_out_or_breaks_prints_no_traceback(capsys):
+    """socketserver prints a traceback for every connection whose request timed out: a flood of idle
+    connections would fill the run's terminal with them."""
+    from xover.turns.metrics import _BoundedServer
+
+    for error in (TimeoutError("timed out"), ConnectionResetError(104, "reset")):
+        try:
+            raise error
+        except OSError:
+            _BoundedServer.handle_error(None, None, ("203.0.113.9", 40000))
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        _BoundedServer.handle_error(None, None, ("203.0.113.9", 40000))
+    said = capsys.readouterr().err
+    assert "Traceback" not in said and said == "xover: serving metrics to 203.0.113.9 failed: ValueError('a bug')\n"

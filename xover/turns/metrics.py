@@ -66,6 +66,14 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         finally:
             self.slots.release()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that timed out or broke is the client's affair: nothing said (socketserver would
+        print a traceback for each, on the run's terminal); anything else, one line."""
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            return
+        print(f"xover: serving metrics to {client_address[0]} failed: {error!r}", file=sys.stderr, flush=True)
+
 
 class _QuietHandler(WSGIRequestHandler):
     timeout = REQUEST_TIMEOUT_S
