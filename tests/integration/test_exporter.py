@@ -6,7 +6,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from scraped import scrape, value
 
 from xover.errors import XoverError
 from xover.run.exporter import GroupFacts, JobFacts, PrometheusSink, RunFacts
@@ -18,19 +18,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def value(samples, name, **labels):
-    found = [v for (n, have), v in samples.items() if n == name and set(labels.items()) <= set(have)]
-    assert len(found) == 1, (name, labels, found)
-    return found[0]
 
 
 def iteration(step, held=None, wait_s=0.0, wall_time=100.0):

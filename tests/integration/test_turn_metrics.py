@@ -12,26 +12,13 @@ import time
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from scraped import scrape, value
 
 from xover.runtime.turn_client import CrossoverToken
 from xover.turns.metrics import TurnMetrics
 from xover.turns.service import ServedTurns, TurnServerEndpoint, TurnService
 
 JOBS = {0: "mlp-a", 1: "mlp-b"}
-
-
-def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, frozenset], float]:
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def value(samples, name, **labels):
-    found = [v for (n, have), v in samples.items() if n == name and set(labels.items()) <= set(have)]
-    assert len(found) == 1, (name, labels, found)
-    return found[0]
 
 
 def start_server(path, *extra):
