@@ -623,12 +623,15 @@ def test_a_lease_taken_back_passes_over_its_jobs_idle_ranks_on_the_other_devices
         assert again.wait(2), "the partner on device 1 waits for a job whose rank hangs on device 0"
         partner1.release()
         partner0.release()
-        back = threading.Event()
+        # the turn stays slot 0's while nobody waits: asking again, it takes it, then strict alternation
+        back, next1 = threading.Event(), threading.Event()
         threading.Thread(target=lambda: (other0.acquire(), back.set()), daemon=True).start()
-        partner1.acquire()  # strict alternation: the partner's turn (slot 0's was passed over), then slot 0's
-        partner1.release()
-        assert back.wait(5) and other0._sock is not None  # it asked again: it takes its turns again
+        assert back.wait(5) and other0._sock is not None, "a rank passed over and back waits for its partner"
+        threading.Thread(target=lambda: (partner1.acquire(), next1.set()), daemon=True).start()
+        assert not next1.wait(0.3), "the partner took device 1 while slot 0 held it"
         other0.release()
+        assert next1.wait(5)
+        partner1.release()
     finally:
         hung.kill()
         hung.join()

@@ -64,6 +64,29 @@ def test_round_robin_waits_for_the_slot_whose_turn_it_is():
     assert device.grants == [0, 1, 2, 0]
 
 
+def test_round_robin_passes_a_gone_slot_over_only_for_a_slot_that_waits():
+    """A slot passed over (its rank sits in an all-reduce with a hung one) keeps its place while nobody waits:
+    asking again it takes the next turn, whether it asks before or after its partner's turn ends."""
+    for partner_asks_first in (False, True):
+        device = Device(RoundRobin(), [0, 1])
+        device.request(0)
+        device.request(1)
+        device.release(0)
+        device.turns.gone.add(0)  # what a revoked lease on the job's other device does
+        device.release(1)
+        assert device.grants == [0, 1]  # nobody waits: no grant, and no move past slot 0 either
+        if partner_asks_first:
+            device.request(1)  # slot 0 is gone: its partner takes the turn
+            assert device.grants == [0, 1, 1]
+        device.request(0)  # back
+        if partner_asks_first:
+            device.release(1)
+        assert device.grants[-1] == 0
+        device.release(0)
+        device.request(1)
+        assert device.grants[-1] == 1  # and strict alternation again
+
+
 def test_work_conserving_grants_whoever_waits_and_ranks_first():
     policy = WorkConserving({0: SlotTraits(rank=5.0), 1: SlotTraits(rank=1.0)})
     device = Device(policy, [0, 1])

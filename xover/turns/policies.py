@@ -230,14 +230,19 @@ class RoundRobin(TurnPolicy):
     name = "round-robin"
 
     def choose(self, turns: DeviceTurns, now: float) -> tuple[int, bool] | None:
-        """Grant the slot whose turn it is, once it waits; never a later one first."""
+        """Grant the slot whose turn it is, once it waits; never a later one first. A slot that has gone is
+        passed over only for a slot that waits: the turn stays its own until then, so a rank that was passed
+        over and asks again before its partner does takes the next turn, whoever asked first."""
         if not turns.open or turns.holder is not None or not turns.order:
             return None
-        for _ in range(len(turns.order)):
-            slot = turns.order[turns.position]
+        for step in range(len(turns.order)):
+            index = (turns.position + step) % len(turns.order)
+            slot = turns.order[index]
             if slot not in turns.gone:
-                return (slot, True) if slot in turns.waiting else None  # never a later slot first
-            turns.position = (turns.position + 1) % len(turns.order)
+                if slot not in turns.waiting:
+                    return None  # never a later slot first
+                turns.position = index
+                return slot, True
         return None
 
     def on_pass(self, turns: DeviceTurns) -> None:
