@@ -34,10 +34,9 @@ from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, is_local, ssh_command
 from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
+from .metrics import ADDRESS as METRICS_ADDRESS
 from .policies import SlotTraits
 from .server import FolderError, private_folder
-
-METRICS_ADDRESS = "0.0.0.0"  # a turn server's figures, on every interface of its host (turns/metrics.py)
 
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
