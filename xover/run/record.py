@@ -108,13 +108,15 @@ class Recorder:
             )
 
     def finish(self, status: str) -> None:
-        """Close the experiment with `status`; a run it left pending or running becomes interrupted or failed."""
+        """Close the experiment with `status`; a run it left pending or running ends with it: interrupted or
+        timed out as the experiment was, else failed."""
+        left_as = status if status in ("interrupted", "timeout") else "failed"
         with self.store.session() as session, session.begin():
             experiment = session.get_one(Experiment, self.experiment_id)
             experiment.status, experiment.ended_at = status, utcnow()
             for run in experiment.runs:  # nothing may stay pending/running after its experiment
                 if run.status in ACTIVE_STATUSES:
-                    run.status, run.ended_at = ("interrupted" if status == "interrupted" else "failed"), utcnow()
+                    run.status, run.ended_at = left_as, utcnow()
 
     def create_runs(
         self, jobs: list[JobSpec], mode: str, group: int | None, policy: str | None, results_dir: Path
