@@ -226,7 +226,7 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
     )
 
 
-def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list:
+def _runs_of(client: MlflowClient, experiment_id: str, xover_experiment: str) -> list[Any]:
     runs: list[Any] = []
     token = None
     while True:
@@ -253,7 +253,7 @@ def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentRe
             "mlflow.note.content": f"xover {info.kind} {info.id}: `{info.command}`",
         },
     )
-    parent = run.info.run_id
+    parent: str = run.info.run_id
     params = {
         "kind": info.kind,
         "command": info.command,
@@ -364,7 +364,11 @@ def _log_artifacts(
 
 
 def _log(
-    client: MlflowClient, run_id: str, params: dict[str, str], metrics: dict[str, float], histories: list | None = None
+    client: MlflowClient,
+    run_id: str,
+    params: dict[str, str],
+    metrics: dict[str, float],
+    histories: list[Any] | None = None,
 ) -> None:
     from mlflow.entities import Metric, Param
 

@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
@@ -37,6 +37,8 @@ from ..runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLost
 from ..turns.metrics import ADDRESS, WAIT_BUCKETS, TurnMetrics, WsgiApp, serve_http
 from ..turns.service import TurnServerEndpoint
 from .sinks import JobLabels, MetricSink, Received
+
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
 
 JOB_LABELS = ("experiment", "group", "job", "mode", "policy", "host")
 GROUP_LABELS = ("experiment", "group")
@@ -80,7 +82,7 @@ class Metrics:
     """The exporter's metrics, in a registry of their own (what the HTTP server serves)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        def job(kind, name, text, **options):
+        def job(kind: type[_Metric], name: str, text: str, **options: Any) -> _Metric:
             return kind(name, text, JOB_LABELS, registry=registry, **options)
 
         self.iterations = job(Counter, "xover_job_iterations_total", "Training iterations done (optimizer steps).")
@@ -157,7 +159,9 @@ def served_names(registry: CollectorRegistry | None = None) -> set[str]:
 @dataclass
 class _JobState:
     labels: dict[str, str]
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_ITERATIONS))  # (wall_time, iteration_s, samples)
+    recent: deque[tuple[float, float, int]] = field(  # (wall_time, iteration_s, samples)
+        default_factory=lambda: deque(maxlen=RECENT_ITERATIONS)
+    )
 
 
 def _host_of(environ: dict[str, Any]) -> str:
@@ -201,7 +205,8 @@ class PrometheusSink(MetricSink):
 
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             if environ.get("PATH_INFO") != TARGETS_PATH:
-                return metrics(environ, start_response)
+                served: Iterable[bytes] = metrics(environ, start_response)
+                return served
             body = json.dumps(self.targets(_host_of(environ))).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
