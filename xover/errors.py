@@ -8,8 +8,12 @@ class XoverError(Exception):
     exit_code = 2
 
 
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM reached the run: every process was stopped and the runs marked."""
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM reached the run: every process was stopped and the runs marked.
+
+    A BaseException, as KeyboardInterrupt is: raised from a signal handler, it lands inside whatever the
+    main thread runs, and code that handles its own failures with `except Exception` (SQLAlchemy wraps
+    them into StatementError, a metric sink's failure is said and the sink left out) must let it pass."""
 
 
 class TimedOut(Exception):
