@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 
-from xover.run.external.torchrun import torchrun_path
+from conftest import plain_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
-TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def _printed_losses(text: str) -> list[str]:
@@ -31,14 +30,7 @@ def _rank0_losses(log_dir: str) -> list[str]:
 
 def _plain_torchrun(*script_args: str) -> list[str]:
     """The script alone under torchrun, nothing of xover involved."""
-    for _ in range(2):
-        result = subprocess.run([torchrun_path(), "--standalone", "--nproc-per-node=2", SCRIPT, *script_args],
-                                capture_output=True, text=True, timeout=300, cwd=ROOT)
-        # torch's Gloo now and then aborts a finished rank at exit (about 1 run in 60 here, see
-        # runtime/worker.py: exit_without_teardown); this reference run has no xover to spare it that
-        if result.returncode == 0 or TEARDOWN_ABORT not in result.stderr:
-            break
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = plain_torchrun(SCRIPT, *script_args)
     losses = _printed_losses(result.stdout)
     assert len(losses) == STEPS + 1  # one per step, and the final loss
     return losses

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import plain_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "recipes" / "examples"
-BIN = Path(sys.executable).parent
 SCRIPTS = {"lightning-digits": "lightning_digits.py", "accelerate-digits": "accelerate_digits.py"}
 STEPS, CAP, WARMUP = 8, 6, 2  # the scripts' own length; the job files stop them earlier, on every rank
 
@@ -28,9 +28,7 @@ def xover(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
 def _alone(script: Path) -> tuple[int, list[float]]:
     """Parameter bytes and per-step losses (rank 0's, as backward saw them) of the script under plain
     torchrun, no xover at all."""
-    result = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", str(script),
-                             "--steps", str(STEPS)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = plain_torchrun(script, "--steps", str(STEPS))
     size = int(re.search(r"parameter bytes (\d+)", result.stdout).group(1))
     return size, [float(value) for value in re.findall(r"step \d+ loss (\S+)", result.stdout)]
 
@@ -154,9 +152,7 @@ def test_a_transformers_trainer_script_takes_turns_with_the_weights_of_the_scrip
     work = isolated_results / "hf"
     work.mkdir()
     shutil.copy(Path(__file__).parent / "scripts" / "hf_trainer_digits.py", work)
-    alone = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "hf_trainer_digits.py",
-                            "--steps", str(STEPS)], capture_output=True, text=True, timeout=300, cwd=work)
-    assert alone.returncode == 0, alone.stderr[-3000:]
+    alone = plain_torchrun("hf_trainer_digits.py", "--steps", str(STEPS), cwd=work)
     weights = re.findall(r"step \d+ weights \S+", alone.stdout)
     assert len(weights) == STEPS
     parameter_bytes = int(re.search(r"parameter bytes (\d+)", alone.stdout).group(1))

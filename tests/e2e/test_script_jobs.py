@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import plain_torchrun
 
 from xover.recipes import load_recipe
 from xover.run.jobs import groups_from_plan
@@ -33,10 +34,7 @@ def _printed(text: str) -> tuple[int, list[float]]:
 
 def _alone(tmp_path: Path) -> dict[str, tuple[int, list[float]]]:
     """Each script run plainly, with its own launcher and no xover at all."""
-    ddp = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2",
-                          str(tmp_path / "ddp_accumulate.py"), "--steps", str(DDP_STEPS)],
-                         capture_output=True, text=True, timeout=300)
-    assert ddp.returncode == 0, ddp.stderr[-2000:]
+    ddp = plain_torchrun(tmp_path / "ddp_accumulate.py", "--steps", str(DDP_STEPS))
     horovod = subprocess.run([str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", sys.executable,
                               str(tmp_path / "horovod_passes.py"), "--steps", str(HOROVOD_STEPS)],
                              capture_output=True, text=True, timeout=300)
