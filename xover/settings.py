@@ -78,6 +78,7 @@ METRIC_SINKS_VARIABLE = "XOVER_METRIC_SINKS"
 TURN_SEND_BUFFER_VARIABLE = "XOVER_TURN_SEND_BUFFER"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 METRICS_PORT_VARIABLE = "XOVER_METRICS_PORT"
+TURN_METRICS_PORTS_VARIABLE = "XOVER_TURN_METRICS_PORTS"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
@@ -113,6 +114,9 @@ class Settings:
     metric_sinks: tuple[str, ...] = _variable(METRIC_SINKS_VARIABLE, default=())
     # `xover run` serves its figures to Prometheus on this port (run/exporter.py), as --metrics-port; None: off
     metrics_port: int | None = _variable(METRICS_PORT_VARIABLE, default=None)
+    # the ports the turn servers may serve their devices' figures on, each the first free one of them
+    # (LOW-HIGH, for a firewall opened to Prometheus on those only); None: any port the kernel hands out
+    turn_metrics_ports: tuple[int, int] | None = _variable(TURN_METRICS_PORTS_VARIABLE, default=None)
     # -- experiment switches (docs/reference.md: the measurement behind each) -----------------------
     link_bands: bool = _variable(LINK_BANDS_VARIABLE, default=True)  # crossover orders the link by the policy's bands
     comm_threads: str = _variable(COMM_THREADS_VARIABLE, default="batch")  # batch | normal | always
@@ -144,6 +148,7 @@ class Settings:
             pin_cores=_flag(PIN_CORES_VARIABLE, env.get(PIN_CORES_VARIABLE), default=True),
             metric_sinks=_names(METRIC_SINKS_VARIABLE, env.get(METRIC_SINKS_VARIABLE)),
             metrics_port=_metrics_port(env.get(METRICS_PORT_VARIABLE)),
+            turn_metrics_ports=_port_range(TURN_METRICS_PORTS_VARIABLE, env.get(TURN_METRICS_PORTS_VARIABLE)),
             link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
             comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
@@ -215,6 +220,31 @@ def _metrics_port(text: str | None) -> int | None:
             f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
         )
     return int(value)
+
+
+def parse_port_range(text: str) -> tuple[int, int] | None:
+    """'9470-9479' -> (9470, 9479), '9470' -> (9470, 9470); None unless both ends are TCP ports, low first."""
+    low, separator, high = text.strip().partition("-")
+    if not separator:
+        high = low
+    low, high = low.strip(), high.strip()
+    if not (low.isdigit() and high.isdigit() and len(low) <= 5 and len(high) <= 5):
+        return None
+    ports = int(low), int(high)
+    return ports if 1 <= ports[0] <= ports[1] <= 65535 else None
+
+
+def _port_range(variable: str, text: str | None) -> tuple[int, int] | None:
+    """LOW-HIGH or one PORT; unset or empty: None."""
+    if not (text or "").strip():
+        return None
+    ports = parse_port_range(text or "")
+    if ports is None:
+        raise XoverError(
+            f"{variable}={text!r}: expected LOW-HIGH, TCP ports from 1 to 65535 with LOW <= HIGH (e.g. 9470-9479), "
+            "or one PORT"
+        )
+    return ports
 
 
 def _flag(variable: str, text: str | None, default: bool) -> bool:

@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from fixtures_services import prometheus  # noqa: F401  (a fixture)
+from scraped import free_port, free_ports
 
 from conftest import ROOT
 
@@ -18,20 +19,16 @@ JOBS = {"mlp-digits", "resnet-digits"}
 WINDOW = "[10m]"  # once the run has ended its series are stale: read their last values over a range
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # noqa: F811
-    port = free_port()
+    port, low = free_port(), free_ports(3)
     # the scrape's target is down until the run serves; xover's series carry their own `job` (honor_labels)
     server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True,
                         http_sd=f"http://127.0.0.1:{port}/targets")
     run = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
                           "--mode", "crossover", "--iterations", "150", "--metrics-port", str(port), "--json"],
-                         env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-")}, cwd=ROOT, capture_output=True, text=True, timeout=600)
+                         env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-"),
+                              "XOVER_TURN_METRICS_PORTS": f"{low}-{low + 2}"},  # its turn server's ports
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     experiment = json.loads(run.stdout)["experiment"]
 
@@ -55,6 +52,7 @@ def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # no
     assert {(s["metric"]["host"], s["metric"]["device"], s["metric"]["experiment"], s["metric"]["group"])
             for s in holders} == {(socket.gethostname(), device, experiment, "0") for device in ("0", "1")}
     assert any(float(s["value"][1]) == 1 for s in holders)  # a job held the turn when it was scraped
+    assert {int(s["metric"]["instance"].rsplit(":", 1)[1]) for s in holders} <= set(range(low, low + 3)), holders
     handoffs = server.query(f"max_over_time(xover_device_turn_handoffs_total{WINDOW})")
     assert len(handoffs) == 2 and all(float(s["value"][1]) > 0 for s in handoffs), handoffs
     held = server.query(f"max_over_time(xover_device_turn_held_seconds_total{WINDOW})")

@@ -6,18 +6,12 @@ import urllib.error
 import urllib.request
 
 import pytest
-from scraped import scrape, value
+from scraped import free_port, scrape, value
 
 from xover.errors import XoverError
 from xover.run.exporter import GroupFacts, JobFacts, PrometheusSink, RunFacts
 from xover.run.sinks import JobLabels, deliver
 from xover.runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def iteration(step, held=None, wait_s=0.0, wall_time=100.0):

@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 import pytest
-from scraped import scrape, value
+from scraped import free_port, free_ports, scrape, value
 
 from xover.runtime.turn_client import CrossoverToken
 from xover.turns.metrics import TurnMetrics
@@ -106,6 +106,7 @@ def test_a_rank_that_dies_counts_as_turns_lost_on_its_device(tmp_path):
 @pytest.mark.parametrize("bad, said", [
     (["--metrics-label=colour=red"], "--metrics-label 'colour=red': expected KEY=VALUE with KEY one of"),
     (["--slot-name=zero"], "--slot-name 'zero': expected SLOT=JOB"),
+    (["--metrics-ports=9479-9470"], "--metrics-ports '9479-9470': expected LOW-HIGH"),
 ])
 def test_bad_metrics_options_are_one_line_and_exit_2(tmp_path, bad, said):
     args = [sys.executable, "-m", "xover.turns.server", "--socket", str(tmp_path / "g.sock"), "--device=0=0",
@@ -166,12 +167,6 @@ def test_a_turn_service_hands_its_servers_ports_to_the_exporter_which_lists_them
         exporter.stop()
         service.stop()
     assert not os.path.exists(service.socket_template.replace("{host}", "localhost"))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_server_that_cannot_serve_its_figures_says_so_and_serves_turns(tmp_path):
@@ -249,3 +244,45 @@ def test_a_connection_that_times_out_or_breaks_prints_no_traceback(capsys):
         _BoundedServer.handle_error(None, None, ("203.0.113.9", 40000))
     said = capsys.readouterr().err
     assert "Traceback" not in said and said == "xover: serving metrics to 203.0.113.9 failed: ValueError('a bug')\n"
+
+
+def test_servers_given_a_range_take_its_first_free_port_and_without_one_serve_turns_alone(tmp_path):
+    """XOVER_TURN_METRICS_PORTS (a firewall opened on those only): a port taken is passed over; a server
+    that finds every one taken says so in one line and serves turns without figures."""
+    low = free_ports(2)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", low))
+    taken.listen()
+    first_path, second_path = str(tmp_path / "a.sock"), str(tmp_path / "b.sock")
+    first, port = start_server(first_path, f"--metrics-ports={low}-{low + 1}")
+    second = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", second_path, "--control-stdin",
+                               "--device=0=0", "--metrics-address", "127.0.0.1", f"--metrics-ports={low}-{low + 1}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert port == low + 1
+        assert value(scrape(port), "xover_turn_server_up", experiment="e1") == 1
+        assert second.stdout.readline().strip() == "ready"  # no `metrics PORT` line
+        take_turns(second_path, 0, 3, 0.001)
+    finally:
+        for proc in (first, second):
+            proc.stdin.write("Q\n")
+            proc.stdin.flush()
+            proc.wait(timeout=10)
+        taken.close()
+    error = second.stderr.read()
+    assert second.returncode == 0, error
+    assert f"cannot serve its figures there ([Errno 98] every port from {low} to {low + 1} is in use); serving turns " \
+           "without them" in error and len(error.strip().splitlines()) == 1, error
+
+
+def test_the_launcher_passes_the_range_to_every_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    low = free_ports(3)
+    served = ServedTurns("e8", "0", ("mlp-a", "mlp-b"), ports=(low, low + 2))
+    assert f"--metrics-ports={low}-{low + 2}" in served.arguments("localhost")
+    service = TurnService("e8-r1", [{"localhost": [0]}, {"localhost": [0]}], "round-robin", {}, served=served)
+    try:
+        [endpoint] = service.endpoints()
+        assert endpoint.port == low
+    finally:
+        service.stop()

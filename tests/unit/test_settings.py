@@ -35,11 +35,14 @@ def test_values_are_read_typed():
         "XOVER_CPU_ONLY": "1", "XOVER_DEVICES_PER_GPU": " 2 ", "XOVER_TORCH_BACKEND": " GLOO ",
         "XOVER_DETERMINISTIC": "1", "XOVER_THREADS_PER_RANK": "4", "XOVER_PIN_CORES": "0",
         "XOVER_LINK_BANDS": " OFF ", "XOVER_COMM_THREADS": "always", "XOVER_WAIT": "poll",
-        "XOVER_TURN_LEASE": "floor=2, factor=5,initial=4", "XOVER_TURN_SERVER_NICE": " -5 "})
+        "XOVER_TURN_LEASE": "floor=2, factor=5,initial=4", "XOVER_TURN_SERVER_NICE": " -5 ",
+        "XOVER_TURN_METRICS_PORTS": " 9470-9479 "})
     assert read == Settings(db="postgresql+psycopg://u@h/db", results=Path("/tmp/r"), lease_dir="/tmp/l", cpu_only=True,
                             devices_per_gpu=2, torch_backend="gloo", deterministic=True, threads_per_rank=4,
                             pin_cores=False, link_bands=False, comm_threads="always", wait="poll",
-                            turn_lease={"floor": 2.0, "factor": 5.0, "initial": 4.0}, turn_server_nice=-5)
+                            turn_lease={"floor": 2.0, "factor": 5.0, "initial": 4.0}, turn_server_nice=-5,
+                            turn_metrics_ports=(9470, 9479))
+    assert Settings.from_environ({"XOVER_TURN_METRICS_PORTS": "9470"}).turn_metrics_ports == (9470, 9470)
 
 
 def test_set_but_empty_is_unset():
@@ -52,7 +55,9 @@ def test_set_but_empty_is_unset():
     ("XOVER_THREADS_PER_RANK", "two"), ("XOVER_PIN_CORES", "yes"), ("XOVER_LINK_BANDS", "maybe"),
     ("XOVER_COMM_THREADS", "fifo"), ("XOVER_WAIT", "spin"), ("XOVER_TURN_LEASE", "floor=-1"),
     ("XOVER_TURN_LEASE", "ceiling=3"), ("XOVER_TURN_LEASE", "floor=86401"), ("XOVER_TURN_SERVER_NICE", "-21"),
-    ("XOVER_TURN_SERVER_NICE", "high")])
+    ("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_METRICS_PORTS", "9479-9470"),
+    ("XOVER_TURN_METRICS_PORTS", "0-10"), ("XOVER_TURN_METRICS_PORTS", "9470-70000"),
+    ("XOVER_TURN_METRICS_PORTS", "9470,9471")])
 def test_a_bad_value_is_one_line_naming_its_variable(variable, value):
     with pytest.raises(XoverError) as refused:
         Settings.from_environ({variable: value})

@@ -47,6 +47,7 @@ from ..settings import (
     SECRET_VARIABLES,
     TURN_SLOT_VARIABLE,
     TURN_SOCKET_VARIABLE,
+    settings,
 )
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import ServedTurns, TurnService
@@ -367,7 +368,12 @@ class Scheduler:
                 served = None
                 if any(sink.wants_turn_servers for sink in context.sinks):
                     group = "" if unit.group is None else str(unit.group)
-                    served = ServedTurns(context.experiment_id, group, tuple(job.name for job in unit.jobs))
+                    served = ServedTurns(
+                        context.experiment_id,
+                        group,
+                        tuple(job.name for job in unit.jobs),
+                        ports=settings().turn_metrics_ports,
+                    )
                 unit.turns = TurnService(
                     name,
                     [job.devices for job in unit.jobs],

@@ -13,6 +13,7 @@ the per-job ones carry job as well. The figures are updated by the server's loop
 
 from __future__ import annotations
 
+import errno
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -206,10 +207,21 @@ class TurnMetrics:
 
     # -- serving ------------------------------------------------------------------------------
 
-    def serve(self, address: str = ADDRESS) -> int:
-        """Serve the figures on a port the kernel picks; that port."""
+    def serve(self, address: str = ADDRESS, ports: tuple[int, int] | None = None) -> int:
+        """Serve the figures on the first free port of `ports` (LOW, HIGH), or on one the kernel picks;
+        that port. OSError when none can be bound (every port of the range taken: EADDRINUSE)."""
+        server = None
+        for port in range(ports[0], ports[1] + 1) if ports is not None else (0,):
+            try:
+                server, self.thread = serve_http(address, port, make_wsgi_app(self.registry))
+                break
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE:
+                    raise
+        if server is None:
+            assert ports is not None
+            raise OSError(errno.EADDRINUSE, f"every port from {ports[0]} to {ports[1]} is in use")
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        server, self.thread = serve_http(address, 0, make_wsgi_app(self.registry))
         self.server: WSGIServer | None = server
         return int(server.server_port)
 

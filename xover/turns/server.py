@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..settings import parse_port_range
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
 from .protocol import (
     ACQUIRE,
@@ -749,6 +750,10 @@ def main(argv: list[str] | None = None) -> None:
         "(said on stdout as `metrics PORT` before `ready`); default: not served",
     )
     parser.add_argument(
+        "--metrics-ports",
+        help="LOW-HIGH: serve them on the first free port of these instead (a firewall opened on them only)",
+    )
+    parser.add_argument(
         "--metrics-label", action="append", default=[], help="KEY=VALUE (experiment, group, host) on every series"
     )
     parser.add_argument("--slot-name", action="append", default=[], help="SLOT=JOB: the `job` label of a slot")
@@ -768,9 +773,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.metrics_address is not None:
         from .metrics import TurnMetrics, parse_labels, parse_names  # prometheus_client, only when asked for
 
+        ports = None
+        if args.metrics_ports is not None:
+            ports = parse_port_range(args.metrics_ports)
+            if ports is None:
+                _exit_with(f"--metrics-ports {args.metrics_ports!r}: expected LOW-HIGH, TCP ports with LOW <= HIGH")
         try:
             metrics = TurnMetrics(parse_labels(args.metrics_label), parse_names(args.slot_name), devices)
-            metrics_port = metrics.serve(args.metrics_address)
+            metrics_port = metrics.serve(args.metrics_address, ports)
         except ValueError as error:
             _exit_with(str(error))
         except OSError as error:  # the turns matter, the figures do not: said, and the server goes on without

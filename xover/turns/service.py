@@ -68,6 +68,7 @@ class ServedTurns:
     experiment: str
     group: str
     jobs: tuple[str, ...]  # by slot
+    ports: tuple[int, int] | None = None  # XOVER_TURN_METRICS_PORTS: each server takes the first free one
 
     def arguments(self, host: str) -> list[str]:
         """The server's options that have it serve its figures, on every interface of its host. This
@@ -75,6 +76,8 @@ class ServedTurns:
         name = socket.gethostname() if is_local(host) else host
         labels = {"experiment": self.experiment, "group": self.group, "host": name}
         args = ["--metrics-address", METRICS_ADDRESS]
+        if self.ports is not None:
+            args.append(f"--metrics-ports={self.ports[0]}-{self.ports[1]}")
         args += [f"--metrics-label={key}={value}" for key, value in labels.items()]
         return args + [f"--slot-name={slot}={job}" for slot, job in enumerate(self.jobs)]
 
