@@ -152,10 +152,11 @@ def test_a_plan_of_two_groups_across_both_hosts_runs_as_two_slurm_jobs_of_two_no
 
 
 def test_prometheus_on_the_head_finds_a_slurm_groups_turn_servers_on_both_nodes(
-        slurm_on_hosts, isolated_results, tmp_path, prometheus):  # noqa: F811
+        slurm_on_hosts, isolated_results, tmp_path, prometheus, monkeypatch):  # noqa: F811
     """A group submitted with --metrics-port serves its figures from its first node; a real Prometheus on
     the head, told only that node's exporter, finds the turn server of each node through its /targets and
-    scrapes both, each on its own node."""
+    scrapes both, each on its own node, on a port of XOVER_TURN_METRICS_PORTS (the batch script's)."""
+    monkeypatch.setenv("XOVER_TURN_METRICS_PORTS", "19470-19473")  # each host is a namespace of its own
     plan, _ = _plan_across_both_hosts(tmp_path, iterations=300)
     port, window = 19464, "[10m]"
     server = prometheus(["xo-h1:19464"], interval="500ms", honor_labels=True,
@@ -168,6 +169,7 @@ def test_prometheus_on_the_head_finds_a_slurm_groups_turn_servers_on_both_nodes(
     up = server.wait_for(f"max_over_time(xover_turn_server_up{window})",
                          until=lambda result: {s["metric"]["host"] for s in result} == hosts)
     assert {s["metric"]["instance"].split(":")[0] for s in up} == hosts, up  # each scraped on its own node
+    assert {int(s["metric"]["instance"].split(":")[1]) for s in up} <= set(range(19470, 19474)), up
     assert {s["metric"]["experiment"] for s in up} == {report["experiment"]}
     held = server.query(f"max_over_time(xover_device_turn_held_seconds_total{window})")
     assert {(s["metric"]["host"], s["metric"]["job"]) for s in held} == {
