@@ -87,6 +87,26 @@ def test_round_robin_passes_a_gone_slot_over_only_for_a_slot_that_waits():
         assert device.grants[-1] == 1  # and strict alternation again
 
 
+def test_round_robin_passes_over_a_gone_slot_but_never_grants_a_later_slot_first():
+    device = Device(RoundRobin(), [0, 1, 2])
+    for slot in (0, 1, 2):
+        device.request(slot)
+    device.release(0)
+    device.release(1)
+    device.release(2)
+    assert device.grants == [0, 1, 2]
+    device.turns.gone.add(0)
+    device.request(2)  # slot 0 gone: the turn is slot 1's, and slot 2 does not go before it
+    assert device.grants == [0, 1, 2]
+    device.request(1)
+    assert device.grants == [0, 1, 2, 1]
+    device.request(0)  # back while slot 1 holds: next after it is slot 2, whose turn it is
+    device.release(1)
+    assert device.grants == [0, 1, 2, 1, 2]
+    device.release(2)
+    assert device.grants == [0, 1, 2, 1, 2, 0]
+
+
 def test_work_conserving_grants_whoever_waits_and_ranks_first():
     policy = WorkConserving({0: SlotTraits(rank=5.0), 1: SlotTraits(rank=1.0)})
     device = Device(policy, [0, 1])
