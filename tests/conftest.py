@@ -272,6 +272,27 @@ def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None
     return result
 
 
+def recorded_runs(tmp_path: Path, runs: list[dict]):
+    """A store at tmp_path/x.db with experiment 'e1' open and a run of recipe 'a' for each of `runs` (each
+    the Run's fields beyond the experiment and recipe); (store, its Recorder, the runs' ids in order)."""
+    from xover.run.record import Recorder
+    from xover.store.models import RecipeSnapshot, Run
+    from xover.store.session import open_store
+
+    store = open_store(str(tmp_path / "x.db"))
+    recorder = Recorder(store, "e1")
+    recorder.open("run", "xover run", None, None)
+    with store.session() as session, session.begin():
+        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
+        session.add(snapshot)
+        session.flush()
+        added = [Run(experiment_id="e1", recipe_id=snapshot.id, **fields) for fields in runs]
+        session.add_all(added)
+        session.flush()
+        ids = [run.id for run in added]
+    return store, recorder, ids
+
+
 def iteration_losses(store: Path | str, experiment: str) -> dict[tuple[str, str], list[float]]:
     """(job, mode) -> its loss at each iteration, for one experiment of a store (an SQLite file, or a
     SQLAlchemy URL such as PostgreSQL's)."""

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import torch
+from conftest import recorded_runs
 
 from xover.runtime import worker
 from xover.runtime.metrics import StartRecord
@@ -17,22 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_run_records_how_it_used_its_gpu(tmp_path):
     """The worker's start record (backend, determinism, devices per GPU, sharing) reaches the runs table."""
-    from xover.run.record import Recorder
-    from xover.store.models import RecipeSnapshot, Run
+    from xover.store.models import Run
     from xover.store.queries import run_fields
-    from xover.store.session import open_store
 
-    store = open_store(str(tmp_path / "x.db"))
-    recorder = Recorder(store, "e1")
-    recorder.open("run", "xover run", None, None)
-    with store.session() as session, session.begin():
-        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
-        session.add(snapshot)
-        session.flush()
-        session.add(Run(experiment_id="e1", recipe_id=snapshot.id, name="a", mode="crossover", hosts="localhost:2",
-                        np=2, status="running"))
-    with store.session() as session, session.begin():
-        run_id = session.query(Run).one().id
+    store, recorder, [run_id] = recorded_runs(tmp_path, [
+        {"name": "a", "mode": "crossover", "hosts": "localhost:2", "np": 2, "status": "running"}])
     recorder.apply([(run_id, StartRecord(engine="torch", device="cuda:0", backend="gloo", deterministic=True,
                                          devices_per_gpu=2, gpu_sharing="mps"))])
     with store.session() as session:

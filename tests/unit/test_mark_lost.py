@@ -2,10 +2,10 @@
 with the reason after it."""
 
 import pytest
+from conftest import recorded_runs
 
-from xover.run.record import Recorder, mark_lost
-from xover.store.models import Experiment, RecipeSnapshot, Run
-from xover.store.session import open_store
+from xover.run.record import mark_lost
+from xover.store.models import Experiment, Run
 
 
 def test_a_lost_runs_error_keeps_what_it_said_and_adds_why_apart():
@@ -26,16 +26,9 @@ def test_a_lost_runs_error_keeps_what_it_said_and_adds_why_apart():
                                              ("failed", "failed"), ("finished", "failed")])
 def test_an_experiment_closed_ends_the_runs_it_left_active_as_it_ended(tmp_path, status, left_as):
     """Before: a run left pending when `--timeout` stopped the experiment was recorded failed."""
-    store = open_store(str(tmp_path / "x.db"))
-    recorder = Recorder(store, "e1")
-    recorder.open("run", "xover run", None, None)
-    with store.session() as session, session.begin():
-        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
-        session.add(snapshot)
-        session.flush()
-        for name, run_status in (("left", "pending"), ("ran", "running"), ("done", "finished")):
-            session.add(Run(experiment_id="e1", recipe_id=snapshot.id, name=name, mode="sequential",
-                            hosts="localhost:1", np=1, status=run_status))
+    store, recorder, _ = recorded_runs(tmp_path, [
+        {"name": name, "mode": "sequential", "hosts": "localhost:1", "np": 1, "status": run_status}
+        for name, run_status in (("left", "pending"), ("ran", "running"), ("done", "finished"))])
     recorder.finish(status)
     with store.session() as session:
         ended = {run.name: run.status for run in session.query(Run)}

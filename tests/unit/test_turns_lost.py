@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import recorded_runs
+
 from xover.runtime.metrics import TurnsLostRecord, record_problem
 
 
@@ -18,23 +20,12 @@ def test_the_record_and_the_report_of_a_run_whose_ranks_gave_up_turns_say_so(tmp
     from xover.report.html import report_html
     from xover.report.data import gather_report
     from xover.report.tables import print_failures
-    from xover.run.record import Recorder
-    from xover.store.models import Experiment, RecipeSnapshot, Run, TurnEvent
+    from xover.store.models import Experiment, TurnEvent
     from xover.analysis import experiment_jobs
-    from xover.store.session import open_store
 
-    store = open_store(str(tmp_path / "x.db"))
-    recorder = Recorder(store, "e1")
-    recorder.open("run", "xover run", None, None)
-    with store.session() as session, session.begin():
-        snapshot = RecipeSnapshot(hash="h", name="a", path="a.toml", body={})
-        session.add(snapshot)
-        session.flush()
-        for name in ("a", "b"):
-            session.add(Run(experiment_id="e1", recipe_id=snapshot.id, name=name, mode="crossover", hosts="localhost:2",
-                            np=2, status="running", group_index=0, slot=0 if name == "a" else 1))
-    with store.session() as session:
-        run_a, run_b = sorted(run.id for run in session.query(Run))
+    store, recorder, (run_a, run_b) = recorded_runs(tmp_path, [
+        {"name": name, "mode": "crossover", "hosts": "localhost:2", "np": 2, "status": "running", "group_index": 0,
+         "slot": slot} for slot, name in enumerate(("a", "b"))])
     recorder.apply([(run_a, TurnsLostRecord(device=1, slot=0, why="the turn server is gone", wall_time=5.0))])
     recorder.record_turns([run_a, run_b], 0, {"0": {"grants": 3}, "1": {"grants": 4}},
                           [{"kind": "unwritable", "device": 0, "slot": 1, "reason": "it read nothing for 5 s",
