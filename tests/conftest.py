@@ -272,6 +272,31 @@ def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None
     return result
 
 
+def plain_horovodrun(script: Path | str, *args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
+    """A Horovod script alone under horovodrun on two local ranks, nothing of xover involved: a test's
+    reference; asserted to have exited 0."""
+    from xover.run.external.horovodrun import horovodrun_path
+
+    result = subprocess.run([horovodrun_path(), "-np", "2", "-H", "localhost:2", sys.executable, str(script), *args],
+                            capture_output=True, text=True, timeout=300, cwd=cwd or ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def recorded_losses(db: Path, experiment: str) -> dict[tuple[str, str, str | None], list[float]]:
+    """(job, mode, policy) -> the losses xover recorded in an experiment, one per optimizer step."""
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("select r.name, r.mode, r.policy, m.loss from iteration_metrics m join runs r on "
+                                  "r.id = m.run_id where r.experiment_id = ? order by r.id, m.step",
+                                  (experiment,)).fetchall()
+    found: dict[tuple[str, str, str | None], list[float]] = {}
+    for name, mode, policy, loss in rows:
+        found.setdefault((name, mode, policy), []).append(loss)
+    return found
+
+
 def recorded_runs(tmp_path: Path, runs: list[dict]):
     """A store at tmp_path/x.db with experiment 'e1' open and a run of recipe 'a' for each of `runs` (each
     the Run's fields beyond the experiment and recipe); (store, its Recorder, the runs' ids in order)."""

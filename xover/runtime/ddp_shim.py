@@ -40,7 +40,9 @@ A script that itself asks for gradient_as_bucket_view=True and keeps its gradien
 are powers of two, possibly one rounding apart otherwise.
 
 no_sync() is supported: a backward inside no_sync() reduces nothing and ends a compute phase like any
-other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces.
+other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces. Where
+DDP would wait for them at that backward's end, the shim waits before the gradients are next written (a
+backward, a zero_grad) when no step read them first (`finish_reductions`).
 
 Frameworks that build DDP themselves (PyTorch Lightning, Hugging Face Accelerate, the transformers
 Trainer) need nothing more: the constructor is adapted whoever calls it. Lightning's
@@ -187,6 +189,8 @@ class DDPCrossover:
         self._register_comm_hook = ddp_class.register_comm_hook
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
+        self.coordinator.before_backward.append(self.finish_reductions)
+        self._adapt_gradient_clearing(torch)
         register_optimizer_step_pre_hook(self._before_optimizer_step)
         register_optimizer_step_post_hook(lambda *_: self.coordinator.after_step())
         self._adapt_gradient_readers()
@@ -201,22 +205,36 @@ class DDPCrossover:
     def settle(self) -> None:
         """Before anything reads the gradients: wait for the all-reduces, then make now the collectives
         DDP would make at the next forward (bucket rebuild, buffer broadcast) - outside the turn."""
-        from .gradient_wait import wait_without_spinning
-
         due = [model for model in list(self.models) if self._rebuild_due(model) or self._buffers_due(model)]
         if not self.pending and not due:
             return
         with self.outside_turn():
-            for work in self.pending:
-                wait_without_spinning(work.is_completed)
-                work.wait()  # raises if the all-reduce failed (a peer rank died)
-            self.pending.clear()
+            self._wait_for_pending()
             for model in due:
                 if self._rebuild_due(model) and model.reducer._rebuild_buckets():
                     model._has_rebuilt_buckets = True
                 if self._buffers_due(model):
                     self._broadcast_buffers(model)
                     model._xover_reduction.buffers_in_sync = self._buffer_state(model)
+
+    def finish_reductions(self) -> None:
+        """Before the gradients are written again (a backward accumulates into them, zero_grad clears
+        them): the all-reduces still running on them end first, outside the turn. DDP waits for them at
+        the end of the backward that started them; the hook returns at once, so a backward with no step
+        after it - a micro-batch under no_sync that reduces after all (a forward with gradients and no
+        backward left DDP expecting one), a pass whose step the script skipped - left them running while
+        the next backward added into the same buckets: a race, and losses that changed from run to run."""
+        if self.pending and self.coordinator.active:  # a forked child's copies are the rank's, not its own
+            with self.outside_turn():
+                self._wait_for_pending()
+
+    def _wait_for_pending(self) -> None:
+        from .gradient_wait import wait_without_spinning
+
+        for work in self.pending:
+            wait_without_spinning(work.is_completed)
+            work.wait()  # raises if the all-reduce failed (a peer rank died)
+        self.pending.clear()
 
     # -- DDP ----------------------------------------------------------------------------------
     def _adapt_constructor(self, ddp_class) -> None:
@@ -385,6 +403,19 @@ class DDPCrossover:
                     setattr(module, name, self._settling(original))
         # patched on purpose, as the readers above (mypy's method-assign)
         GradScaler.unscale_ = self._settling(GradScaler.unscale_)  # type: ignore[method-assign]
+
+    def _adapt_gradient_clearing(self, torch) -> None:
+        """zero_grad (an optimizer's, a module's) clears the gradients in place or drops them: after the
+        all-reduces still running on them, as under DDP alone."""
+        for owner in (torch.optim.Optimizer, torch.nn.Module):
+            original = owner.zero_grad
+
+            def zero_grad(*args, _original=original, **kwargs):
+                self.finish_reductions()
+                return _original(*args, **kwargs)
+
+            functools.update_wrapper(zero_grad, original)
+            owner.zero_grad = zero_grad
 
     def _settling(self, reader):
         @functools.wraps(reader)

@@ -9,19 +9,23 @@ job holds its device's turn from the update (and the next forward) to the end of
 for its all-reduces outside the turn:
 
     optimizer.step():   wait for the all-reduces (no spinning) -> take the turn -> update
-    any forward:        take the turn if not held (the first iteration, an evaluation)
-    every module/grad:  a checkpoint: yield to a job the policy ranks first, take the turn back
+    the model's forward: take the turn if not held (the first iteration, an evaluation)
+    its modules/grads:  a checkpoint: yield to a job the policy ranks first, take the turn back
     end of backward():  (GPU: wait for the compute stream) -> release the turn
     a blocking collective of the script's own (hvd.allreduce of a logged loss, dist.barrier(), ...):
                         outside the turn, taken back after
 
 The end of backward is where `torch.autograd.backward` returns, so frozen or unused parameters
-change nothing. Metrics come from this timing (the script prints what it likes): an iteration is an
-optimizer step, one `iter` record each, with the time the turns were held (every backward of the
-step: gradient accumulation counts whole), the wait for the all-reduces, the turn waits, and the
-loss the step's backward calls saw (summed over them; rank 0's). The bytes the engine all-reduced
-per step are counted where it starts each all-reduce (a Horovod optimizer's, DDP's hook), so
-accumulation, `backward_passes_per_step`, frozen and unused parameters count as they are sent.
+change nothing. The model is what the engine wraps (its parameters, and every module inside one that
+holds one): a transform or loss module the script calls elsewhere is not followed, and nothing is in a
+process forked from the rank (a DataLoader worker; script_turns.py).
+
+Metrics come from this timing (the script prints what it likes): an iteration is an optimizer step,
+one `iter` record each, with the time the turns were held (every backward of the step: gradient
+accumulation counts whole), the wait for the all-reduces, the turn waits, and the loss the step's
+backward calls saw (summed over them; rank 0's). The bytes the engine all-reduced per step are counted
+where it starts each all-reduce (a Horovod optimizer's, DDP's hook), so accumulation,
+`backward_passes_per_step`, frozen and unused parameters count as they are sent.
 
 XOVER_SCRIPT_STEPS=N (a job file's `iterations`) ends the script after N optimizer steps, on every
 rank at the same point, as a clean exit: where the next iteration begins (its first forward, or an
@@ -110,7 +114,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     hvd.broadcast_optimizer_state = broadcast_optimizer_state
 
     def before_any_step(optimizer, args, kwargs):  # the inner step of a DistributedOptimizer passes
-        if not coordinator.attached and not initialising:
+        if coordinator.active and not coordinator.attached and not initialising:
             raise coordinator.refuse(coordinator.unwrapped_step())
 
     register_optimizer_step_pre_hook(before_any_step)

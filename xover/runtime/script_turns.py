@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -17,7 +18,7 @@ from ..settings import JOB_VARIABLE, SCRIPT_STEPS_VARIABLE
 from .link_priority import LinkPriority
 from .metrics import EndRecord, IterationRecord, StartRecord, emit
 from .thread_policy import CommThreads
-from .turn_client import after_gradient, token_from_env
+from .turn_client import NoTurn, after_gradient, token_from_env
 from .worker import peak_memory_gb, place_on_device
 
 
@@ -49,10 +50,21 @@ class StepTally:
 
 
 class ScriptCoordinator:
-    """Takes and releases the turn around an unmodified script's training steps."""
+    """Takes and releases the turn around an unmodified script's training steps.
+
+    Only the training step is followed: the forward of the model the engine wraps (DDP's module, or the
+    modules holding a distributed optimizer's parameters, and every module inside them), its backward and
+    its optimizer step, in the rank's own process. A module the script calls elsewhere - a transform that
+    is an `nn.Module` (torchvision's are) in a Dataset's `__getitem__`, a loss module - takes no turn,
+    counts as no checkpoint and gives no batch size. A process forked from the rank (a DataLoader worker)
+    inherits the coordinator with its turn socket: there every hook does nothing, so that a worker never
+    speaks on the rank's connection, never synchronises a device it cannot use, and never ends at the
+    step cap (which the rank's next forward reaches)."""
 
     def __init__(self, local_rank: int, rank: int, world_size: int, engine: str, script: str | None = None) -> None:
         self.rank, self.world_size, self.engine, self.script = rank, world_size, engine, script
+        self.active = True  # False in a process forked from the rank (a DataLoader worker)
+        os.register_at_fork(after_in_child=self._forked)
         self.device = place_on_device(local_rank)
         self.turn = token_from_env(local_rank, synchronize=self.synchronize)
         self.wait_for_gradients: Callable[[], None] | None = None  # set when the engine's wrapper is built
@@ -68,13 +80,21 @@ class ScriptCoordinator:
         self.checkpoints_per_step: list[int] = []
         self.turn_taken_at = 0.0
         self.watched: set[int] = set()
+        self.model_parameters: set[int] = set()  # every parameter of what the engine wraps (frozen ones too)
+        self.is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
         self.gradient_hooks: list = []  # the gradients' accumulator nodes: their checkpoint hooks live as long
         self.link = LinkPriority()
         self.comm_threads = CommThreads(crossover=self.turn.crossover, cpu=self.device.type == "cpu")
+        # what must happen before a backward writes the gradients (the DDP shim's unfinished all-reduces)
+        self.before_backward: list[Callable[[], None]] = []
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
         original_backward = torch.autograd.backward
 
         def backward(*args, **kwargs):
+            if not self.active:
+                return original_backward(*args, **kwargs)
+            for prepare in self.before_backward:
+                prepare()
             result = original_backward(*args, **kwargs)
             self.end_of_backward()
             self._count_backward(args[0] if args else kwargs.get("tensors"))
@@ -84,8 +104,31 @@ class ScriptCoordinator:
 
     @property
     def attached(self) -> bool:
-        """Whether the engine's wrapper has been built (its gradients can be waited for)."""
-        return self.wait_for_gradients is not None
+        """Whether the engine's wrapper has been built (its gradients can be waited for), in the rank itself."""
+        return self.wait_for_gradients is not None and self.active
+
+    def _forked(self) -> None:
+        """In a process forked from the rank: follow nothing. The inherited socket is the rank's connection
+        to its turn server; the child drops its copy of the descriptor without a word on it."""
+        self.active = False
+        turn, self.turn = self.turn, NoTurn()
+        forget = getattr(turn, "forget", None)
+        if forget is not None:
+            forget()
+
+    def _of_the_model(self, module: torch.nn.Module) -> bool:
+        """Whether `module` is (inside) the model the engine wraps: it holds one of the model's parameters,
+        or lies inside a module that does. The outermost module is called first, so its verdict is given to
+        everything inside it; a module found outside is asked again once another model is attached."""
+        verdict = self.is_model.get(module)
+        if verdict is None:
+            verdict = any(id(parameter) in self.model_parameters for parameter in module.parameters())
+            if verdict:
+                for inner in module.modules():
+                    self.is_model[inner] = True
+            else:
+                self.is_model[module] = False
+        return verdict
 
     # -- the turn ------------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -121,7 +164,7 @@ class ScriptCoordinator:
             self.turn_taken_at = time.perf_counter()
 
     def _before_forward(self, module, inputs) -> None:
-        if not self.attached:
+        if not self.attached or not self._of_the_model(module):
             return
         if self.stop_due:
             raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
@@ -131,7 +174,7 @@ class ScriptCoordinator:
         else:
             self._take_turn()
         if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
-            self.batch = inputs[0].shape[0]  # the outermost module sees the batch first
+            self.batch = inputs[0].shape[0]  # the model's outermost module sees the batch first
 
     def end_of_backward(self) -> None:
         """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
@@ -166,6 +209,8 @@ class ScriptCoordinator:
 
     def after_step(self) -> None:
         """optimizer.step() is done: the iteration ends; the script ends here when its steps are made."""
+        if not self.active:
+            return
         end = time.perf_counter()
         tally, self.tally = self.tally, StepTally()
         if tally.reduced_bytes:
@@ -197,6 +242,10 @@ class ScriptCoordinator:
     # -- the engine ----------------------------------------------------------------------------
     def attach(self, parameters: list[torch.Tensor], wait_for_gradients: Callable[[], None]) -> None:
         """The script built its distributed optimizer (or model): watch its parameters' gradients."""
+        self.model_parameters.update(id(parameter) for parameter in parameters)
+        self.is_model = weakref.WeakKeyDictionary(
+            {module: True for module, verdict in self.is_model.items() if verdict}
+        )  # a module found outside may hold the new model's parameters
         for parameter in parameters:
             if parameter.requires_grad and id(parameter) not in self.watched:
                 self.watched.add(id(parameter))
@@ -229,6 +278,8 @@ class ScriptCoordinator:
     def before_step(self) -> None:
         """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
         the turn, then the update takes it."""
+        if not self.active:
+            return
         if not self.attached:
             raise self.refuse(self.unwrapped_step())
         if self.stop_due:

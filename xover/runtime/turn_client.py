@@ -186,6 +186,15 @@ class CrossoverToken:
             self._sock.close()
             self._sock = None
 
+    def forget(self) -> None:
+        """In a process forked from the worker: close this process's copy of the connection without a word
+        on it (the worker's own stays open and its turns its own)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._page = _NEVER
+        self.holding = False
+
     def _ask(self, message: bytes) -> None:
         if self._sock is not None:
             why = "is gone"

@@ -1,6 +1,8 @@
 """A script that trains with the Hugging Face `transformers` Trainer (it knows nothing of xover): a model
-built here (nothing downloaded), gradient accumulation 2, gradient clipping, on sklearn's digits. After
-every optimizer step rank 0 prints a checksum of the weights with every bit.
+built here (nothing downloaded), gradient accumulation (2 unless --accumulate), gradient clipping, on
+sklearn's digits; with --eval-every N an evaluation on held-out digits every N steps (the Trainer's own
+loop: eval mode, no gradients, gathered across ranks). After every optimizer step rank 0 prints a checksum
+of the weights with every bit.
 
     torchrun --standalone --nproc-per-node=2 hf_trainer_digits.py --steps 8
 """
@@ -16,14 +18,16 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=8)
 parser.add_argument("--output-dir", default="hf-trainer-output")
+parser.add_argument("--accumulate", type=int, default=2)
+parser.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
 args = parser.parse_args()
 
 
 class Digits(torch.utils.data.Dataset):
-    def __init__(self) -> None:
+    def __init__(self, rows: slice = slice(None)) -> None:
         digits = load_digits()
-        self.images = torch.tensor(digits.images, dtype=torch.float32).reshape(-1, 64) / 16.0
-        self.labels = torch.tensor(digits.target)
+        self.images = torch.tensor(digits.images[rows], dtype=torch.float32).reshape(-1, 64) / 16.0
+        self.labels = torch.tensor(digits.target[rows])
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -48,13 +52,19 @@ class PrintWeights(TrainerCallback):
             checksum = float(sum(p.double().sum() for p in model.parameters()))
             print(f"step {state.global_step - 1} weights {checksum!r}", flush=True)
 
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if state.is_world_process_zero:
+            print(f"step {state.global_step - 1} eval loss {metrics['eval_loss']!r}", flush=True)
+
 
 torch.set_num_threads(1)
 torch.manual_seed(42)  # the model is built before the Trainer seeds
 model = Net()
 print(f"parameter bytes {sum(p.numel() * p.element_size() for p in model.parameters())}", flush=True)
 training = TrainingArguments(output_dir=args.output_dir, max_steps=args.steps, per_device_train_batch_size=32,
-                             gradient_accumulation_steps=2, learning_rate=2e-3, max_grad_norm=1.0, seed=42,
-                             use_cpu=not torch.cuda.is_available(), report_to=[], save_strategy="no",
-                             disable_tqdm=True)
-Trainer(model=model, args=training, train_dataset=Digits(), callbacks=[PrintWeights()]).train()
+                             gradient_accumulation_steps=args.accumulate, learning_rate=2e-3, max_grad_norm=1.0,
+                             seed=42, use_cpu=not torch.cuda.is_available(), report_to=[], save_strategy="no",
+                             disable_tqdm=True, eval_strategy="steps" if args.eval_every else "no",
+                             eval_steps=args.eval_every or None, per_device_eval_batch_size=50)
+Trainer(model=model, args=training, train_dataset=Digits(slice(0, 1500)) if args.eval_every else Digits(),
+        eval_dataset=Digits(slice(1500, None)) if args.eval_every else None, callbacks=[PrintWeights()]).train()

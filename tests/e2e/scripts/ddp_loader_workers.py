@@ -1,0 +1,43 @@
+"""An ImageNet-style DistributedDataParallel script (imagenet_style.py): transforms that are modules, applied
+in the Dataset's __getitem__, DataLoader worker processes (--workers; a new set each epoch), a
+DistributedSampler with set_epoch. Rank 0 prints each step's loss with every bit and the batch it trained on.
+
+    torchrun --standalone --nproc-per-node=2 ddp_loader_workers.py --workers 2 --epochs 2
+"""
+
+import argparse
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from imagenet_style import Digits, network, transforms
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=2)
+parser.add_argument("--epochs", type=int, default=2)
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--samples", type=int, default=192, help="the dataset's size (an epoch: samples / batch / ranks)")
+args = parser.parse_args()
+
+dist.init_process_group("gloo")
+torch.manual_seed(3)
+torch.set_num_threads(1)
+dataset = Digits(args.samples, transforms())
+sampler = DistributedSampler(dataset, shuffle=True, seed=3)
+loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers, drop_last=True)
+model = DistributedDataParallel(network())
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+step = 0
+for epoch in range(args.epochs):
+    sampler.set_epoch(epoch)
+    for images, labels in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        if dist.get_rank() == 0:
+            print(f"step {step} loss {loss.item()!r} batch {len(labels)}", flush=True)
+        step += 1
+dist.destroy_process_group()
