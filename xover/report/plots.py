@@ -12,11 +12,17 @@ from matplotlib.figure import Figure
 
 from ..analysis import rows_of
 from ..results import GainPoint, GroupReport, RunResult
+from ..sharing import CONCURRENT, CROSSOVER, SHARED_MODES, Mode
 from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
 
 PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
-MODE_COLOURS = {"sequential": "#8c8c8c", "concurrent": "#e8893a", "crossover": "#3b6fb6", "fluid bound": "#ffffff"}
+MODE_COLOURS = {
+    Mode.SEQUENTIAL: "#8c8c8c",
+    Mode.CONCURRENT: "#e8893a",
+    Mode.CROSSOVER: "#3b6fb6",
+    "fluid bound": "#ffffff",
+}
 JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e", "#b5838d", "#457b9d"]
 TIMELINE_ITERATIONS = 8
 DPI = 110
@@ -54,12 +60,12 @@ def _save(figure: Figure, path: Path) -> bool:
 
 def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     """Device 0 over ~8 iterations of the first group's crossover run (and concurrent run, if any)."""
-    shared = [j for j in report.jobs if j.mode in ("crossover", "concurrent") and j.group is not None]
+    shared = [j for j in report.jobs if j.mode in SHARED_MODES and j.group is not None]
     if not shared:
         return False
     group = min(j.group for j in shared if j.group is not None)
     panels = []
-    for mode in ("crossover", "concurrent"):
+    for mode in reversed(SHARED_MODES):  # crossover first
         jobs = sorted(
             (j for j in shared if j.group == group and j.mode == mode),
             key=lambda j: (j.slot if j.slot is not None else 0, j.name),
@@ -118,9 +124,9 @@ def _patch(colour: str, label: str):
 def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path) -> bool:
     """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
     series = [
-        ("sequential", "sequential"),
-        ("concurrent", "concurrent_vs_sequential"),
-        ("crossover", "crossover_vs_sequential"),
+        (Mode.SEQUENTIAL.value, "sequential"),
+        (CONCURRENT.name, CONCURRENT.compared_as),
+        (CROSSOVER.name, CROSSOVER.compared_as),
         ("fluid bound", "fluid_bound"),
     ]
     # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
@@ -159,7 +165,7 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
 
 def losses_picture(report: ExperimentReport, path: Path) -> bool:
     """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
-    jobs = [j for j in report.jobs if (j.is_alone or j.mode == "crossover") and rows_of(report.iterations, j)]
+    jobs = [j for j in report.jobs if (j.is_alone or j.mode == Mode.CROSSOVER) and rows_of(report.iterations, j)]
     if not jobs:
         return False
     figure = Figure(figsize=(8, 4.2), layout="constrained")
