@@ -35,8 +35,8 @@ class Mode(str, Enum):
 ALONE_MODES = (Mode.SOLO, Mode.SEQUENTIAL, Mode.PROFILE)  # a run of one job by itself
 SHARED_MODES = (Mode.CONCURRENT, Mode.CROSSOVER)  # runs of jobs together
 MODE_ORDER = (Mode.SOLO, Mode.PROFILE, Mode.SEQUENTIAL, Mode.CONCURRENT, Mode.CROSSOVER)  # as tables list them
-COMPARED_MODES = (Mode.SEQUENTIAL, Mode.CONCURRENT, Mode.CROSSOVER)  # `xover run --mode all`, in order
 PLANNED = "planned"  # `xover run --mode planned`: each group of a plan in the way of sharing its plan picked
+ALL = "all"  # `xover run --mode all`: sequential and the mode of every way of sharing, as one comparison
 
 
 class RunStatus(str, Enum):
@@ -141,6 +141,17 @@ def way_named(name: str) -> WayOfSharing:
 def sharing_ways() -> tuple[WayOfSharing, ...]:
     """The ways a group of several jobs can share its devices, in the order they are registered."""
     return tuple(way for way in WAYS.values() if way.shares)
+
+
+def run_modes() -> tuple[Mode, ...]:
+    """What `xover run --mode` offers, in the order a comparison runs them: sequential (the baseline),
+    then the mode of each way of sharing, in the order of `Mode`."""
+    return tuple(mode for mode in Mode if mode == Mode.SEQUENTIAL or any(way.mode == mode for way in WAYS.values()))
+
+
+def default_modes(plan: bool) -> str:
+    """`--mode` when not given, the one default: a plan's groups as planned, an ad-hoc group compared in all."""
+    return PLANNED if plan else ALL
 
 
 def turn_taking(name: str | None) -> bool:

@@ -44,14 +44,15 @@ from ..settings import (
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
-from . import jobs
+from . import targets
 from .experiment import settings_from_env
 from .external import slurm
-from .jobs import GroupToRun, attach_traits, give_seconds
+from .jobs import GroupToRun
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
 from .sinks import MetricSink, StoreSink, deliver
 from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
+from .traits import attach_traits, give_seconds
 from .units import comparison_units, group_units
 
 if TYPE_CHECKING:
@@ -368,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
     try:
-        groups, _ = jobs.groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
+        groups, _ = targets.groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
         [group] = [g for g in groups if g.index == args.group]
         allocation = slurm.allocation()
         remap_to_allocation(group, allocation)
