@@ -47,6 +47,7 @@ from ..run.mps import control_program
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
 from ..run.traits import traits_of
+from ..sharing import Mode
 from ..store.models import IterationMetric, Profile, Run
 from ..store.profiles import find_profile
 from ..store.queries import snapshot_recipe
@@ -415,7 +416,7 @@ class _Profiling:
         options = self.options
         unit = Unit(
             [job_for(with_overrides(recipe, iterations=options.iterations), job.hosts, engine=options.engine)],
-            "profile",
+            Mode.PROFILE.value,
         )
         with MachineLoad() as load:
             Scheduler(current.context).run([unit], exclusive=True)
@@ -471,7 +472,7 @@ def _measure_corun(
     for spec, measured in zip(pair, (profile, partner_profile)):  # ranked as `xover run` ranks them
         spec.traits = traits_of(measured.data_ms + measured.compute_ms, measured.comm_ms, spec.recipe.max_slowdown)
     # the partner is stopped when the job ends: its iterations after that would count for nothing
-    unit = Unit(pair, "crossover", policy=DEFAULT_POLICY, ends_with=0)
+    unit = Unit(pair, Mode.CROSSOVER.value, policy=DEFAULT_POLICY, ends_with=0)
     Scheduler(current.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
@@ -537,7 +538,7 @@ def _measure_stretch(
                 engine=engine,
             ),
         ]
-        unit = Unit(pair, "concurrent", ends_with=0)  # the partner is stopped when the job ends
+        unit = Unit(pair, Mode.CONCURRENT.value, ends_with=0)  # the partner is stopped when the job ends
         with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
             Scheduler(current.context).run([unit], exclusive=True)
         with store.session() as session:
