@@ -23,7 +23,7 @@ MASK = "***"
 # scheme://user:password@ -> scheme://user:***@. The user ends at the first ':' (as SQLAlchemy reads
 # it), the password at the word's last '@': an unescaped '@' in a password hides more of the URL,
 # never less of the password.
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#]*):.*@", re.DOTALL)
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DOTALL)
 # the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
 # decode a query's names: `pass%77ord=` is a password too)
 _CREDENTIAL_NAME = re.compile(
@@ -39,19 +39,21 @@ _QUERY_OPTION = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;?#]+)=(?P<value>[^&]*)"
 _ASSIGNMENT = re.compile(r"^(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
 
 
-def _credential(name: str) -> bool:
+def credential_name(name: str) -> bool:
+    """Whether an option or variable of this name carries a credential (password, sslpassword, HF_TOKEN,
+    api_key, ...), its name percent-decoded as SQLAlchemy and libpq decode it."""
     return _CREDENTIAL_NAME.fullmatch(unquote_plus(name).lstrip("-")) is not None
 
 
 def mask_word(word: str) -> str:
     """One word (an argument, a URL) with every password in it shown as ***."""
     assignment = _ASSIGNMENT.match(word)
-    if assignment and assignment["value"] and _credential(assignment["name"]):
+    if assignment and assignment["value"] and credential_name(assignment["name"]):
         return f"{assignment['name']}={MASK}"
     word = _USERINFO.sub(rf"\g<head>:{MASK}@", word)
 
     def option(found: re.Match[str]) -> str:
-        if not found["value"] or not _credential(found["name"]):
+        if not found["value"] or not credential_name(found["name"]):
             return found[0]
         return f"{found['sep']}{found['name']}={MASK}"
 

@@ -72,6 +72,7 @@ def test_passwords_are_masked_in_argv_and_in_joined_and_quoted_command_lines():
     assert mask_credentials("--store \"postgresql://u:p w\\\"x@h/db\" x") == "--store 'postgresql://u:***@h/db' x"
     assert mask_credentials("postgresql://u:p%40ss%2Fw@h/db") == "postgresql://u:***@h/db"
     assert mask_credentials("postgresql://me@corp.example:pw@h/db") == "postgresql://me@corp.example:***@h/db"
+    assert mask_credentials("postgresql://u?x#y:pw@h/db") == "postgresql://u?x#y:***@h/db"  # SQLAlchemy's user: not ':' '/'
     assert mask_credentials("postgresql://h/db?pass%77ord=pw&sslpassword=pw2") == (
         "postgresql://h/db?pass%77ord=***&sslpassword=***"
     )
@@ -87,3 +88,38 @@ def test_passwords_are_masked_in_argv_and_in_joined_and_quoted_command_lines():
         "--tokenizer=bert TOKENIZERS_PARALLELISM=false",
     ):
         assert mask_credentials(kept) == kept
+
+
+# a PostgreSQL that refuses at once (port 1), with its credentials in every form a URL may carry them
+UNREACHABLE = "postgresql+psycopg://xover:{pw}@127.0.0.1:1/xover"
+CREDENTIAL_QUERIES = [
+    "?password={pw}",
+    "?sslmode=prefer&sslpassword={pw}",
+    "?PassWord={pw}",
+    "?pass%77ord={pw}",
+    "?sslpassword={pw}&bogus_option=1",  # the driver refuses an unknown option in its own words
+]
+
+
+@pytest.mark.parametrize("query", CREDENTIAL_QUERIES)
+def test_credential_query_options_are_masked_wherever_the_store_url_is_shown(tmp_path, monkeypatch, query):
+    """Finding 3. Before: shown_url masked the userinfo only, so `?password=` / `?sslpassword=` showed in
+    every "cannot open the database" line: `xover report`, `xover doctor`, and a Slurm group's output."""
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+    from xover.doctor import _database
+    from xover.store.session import StoreError, open_store, shown_url
+
+    password = f"{START}p w'x{END}"
+    url = UNREACHABLE.format(pw=f"{START}user-pw{END}") + query.format(pw=password.replace(" ", "%20"))
+    assert not _leaks(shown_url(url)), shown_url(url)
+    with pytest.raises(StoreError) as refused:
+        open_store(url)
+    assert "cannot open the database" in str(refused.value) and not _leaks(str(refused.value)), refused.value
+    monkeypatch.setenv("XOVER_RESULTS", str(tmp_path))
+    report = CliRunner().invoke(app, ["--db", url, "report", "all"])
+    assert report.exit_code != 0 and "cannot open the database" in report.output, report.output
+    assert not _leaks(report.output), report.output
+    check = _database(url)
+    assert not check.ok and not _leaks(check.detail), check.detail

@@ -20,6 +20,7 @@ import re
 import stat
 import sys
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError
+from ..redact import MASK, credential_name, mask_word
 from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
 
@@ -69,11 +71,34 @@ def missing_sqlite_file(db: str | None = None) -> Path | None:
 
 
 def shown_url(url: str) -> str:
-    """The URL for messages: a password in it is shown as ***."""
+    """The URL for messages: its password, and every query option that carries one (`?password=`,
+    `&sslpassword=`, ...), shown as ***, whatever characters they hold (redact.py)."""
+    return mask_word(url)
+
+
+def _secrets_in(url: str) -> list[str]:
+    """What of `url` is secret, as SQLAlchemy reads it (its password, its credential options' values) and as
+    typed (percent-encoded), longest first: the parts a driver's message must not repeat."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except ArgumentError:
-        return url
+        return []
+    found = {parsed.password} if parsed.password else set()
+    for name, value in parsed.query.items():
+        if credential_name(name):
+            found.update([value] if isinstance(value, str) else value)
+    found |= {quote(secret, safe="") for secret in found} | {quote_plus(secret) for secret in found}
+    # a short one would mask its letters all over the message; a driver that repeats a value says which
+    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
+
+
+def store_error(url: str, problem: object) -> StoreError:
+    """One line about the store at `url`, without its password, even where the driver's own words
+    (`problem`) repeat it."""
+    text = f"{shown_url(url)}: {problem}"
+    for secret in _secrets_in(url):
+        text = text.replace(secret, MASK)
+    return StoreError(f"cannot open the database {text}")
 
 
 PROC_MOUNTS = "/proc/mounts"
@@ -247,7 +272,7 @@ class Store:
         try:
             self._upgrade()
         except OperationalError as error:
-            raise StoreError(f"cannot open the database {shown_url(self.url)}: {error.orig}") from None
+            raise store_error(self.url, error.orig) from None
 
     @property
     def _in_memory(self) -> bool:
@@ -356,7 +381,4 @@ def open_store(db: str | None = None) -> Store:
     try:
         return Store(db)
     except SQLAlchemyError as error:  # the driver's own words, without SQLAlchemy's link to its FAQ
-        raise StoreError(
-            f"cannot open the database {shown_url(database_url(db, create_folder=False))}: "
-            f"{getattr(error, 'orig', None) or error}"
-        ) from None
+        raise store_error(database_url(db, create_folder=False), getattr(error, "orig", None) or error) from None
