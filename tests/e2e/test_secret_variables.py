@@ -84,3 +84,18 @@ def test_a_job_files_variables_reach_horovod_ranks_through_no_command_line(isola
     assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started  # both ranks seen
     assert not [line for line in started if SETTING in line], started
     assert not private_files_holding(SETTING)  # each host's file is removed by its last rank
+
+
+def test_the_metric_token_reaches_horovod_ranks_through_no_command_line(isolated_results):
+    """Low finding: the metric token. Before: XOVER_METRIC_TOKEN was on horovodrun's rank command lines, so
+    any user of the host could read it and forge the run's records."""
+    path_folder, log = logging_env(isolated_results / "bin")
+    env = {**os.environ, "PATH": f"{path_folder}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run([sys.executable, "-m", "xover", "train", "mlp-digits", "--iterations", "8", "--json"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [job] = json.loads(run.stdout)["jobs"]
+    assert job["iterations"] == 8  # records carry the token: it reached the ranks
+    started = log.read_text().splitlines()
+    assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started
+    assert not [line for line in started if "XOVER_METRIC_TOKEN" in line], started

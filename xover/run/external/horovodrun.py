@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...hosts import is_local, parse_hosts
+from ...settings import METRIC_TOKEN_VARIABLE
 from . import find_launcher
 from .torchrun import keep_here, send_environment
 
@@ -64,13 +65,14 @@ FORWARDED_NAMES = frozenset(
 )
 
 
-# A rank's variables whose values no command line may show, besides those the caller names (a job file's
+# A rank's variables whose values no command line may show: the run's metric token (a record without it
+# is ignored, so whoever reads it can forge the run's figures), and those the caller names (a job file's
 # own variables). They stay out of horovodrun's environment; each host of the job
 # gets them in a file of its own instead (mode 0600, made by mkstemp there: over ssh's stdin for another
 # host, as torchrun's nodes get theirs), and each rank's command reads its host's file, by
 # HOROVOD_HOSTNAME, before it becomes the program. The last rank of the host to read it (HOROVOD_LOCAL_SIZE)
 # removes it. Only the files' paths are on the command line.
-PRIVATE_VARIABLES: tuple[str, ...] = ()
+PRIVATE_VARIABLES = (METRIC_TOKEN_VARIABLE,)
 _APPLY_PRIVATE = (
     "import fcntl, json, os, stat, sys\n"
     "host = os.environ.get('HOROVOD_HOSTNAME', '')\n"
