@@ -138,7 +138,7 @@ class Horovod(Engine):
                     spec_path,
                     program=[sys.executable, "-u", *shim] if shim else None,
                     interfaces=cluster.host_interfaces(),
-                    private=private_variables(env, tuple(job.recipe.env)),
+                    private=private_variables(env, job.recipe.variable_names),
                     remote_prefix=prefix,
                     deadline=deadline,
                 ),
@@ -151,7 +151,7 @@ class Horovod(Engine):
         from .run.external.horovodrun import horovodrun_env
         from .settings import SECRET_VARIABLES
 
-        return horovodrun_env(env, (*SECRET_VARIABLES, *job.recipe.env))
+        return horovodrun_env(env, (*SECRET_VARIABLES, *job.recipe.variable_names))
 
     def adapter(self):
         """HorovodEngine."""
@@ -234,7 +234,7 @@ class Torch(Engine):
                 program=self.shim_program(job),
                 remote_prefix=prefix,
                 deadline=deadline,
-                forward=tuple(job.recipe.env),
+                forward=job.recipe.variable_names,
             )
         ]
 

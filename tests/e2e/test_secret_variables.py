@@ -3,70 +3,22 @@ holds their values: no command line (`ps`), no file of the run, the store or MLf
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import tempfile
-import textwrap
 from pathlib import Path
 
-SETTING = "kx7-literal-setting-value"  # a job file's `env` value
-# a Horovod script that fails unless its variables reached it with their values (it is given their hashes)
-HOROVOD_SCRIPT = '''
-import hashlib, os, sys
-import horovod.torch as hvd
-import torch
-from torch import nn
-
-hvd.init()
-for pair in sys.argv[1:]:
-    name, digest = pair.split("=")
-    value = os.environ.get(name)
-    if value is None or hashlib.sha256(value.encode()).hexdigest() != digest:
-        sys.exit(f"rank {hvd.rank()}: {name} did not reach me")
-torch.manual_seed(1)
-torch.set_num_threads(1)
-model = nn.Linear(8, 2)
-optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                     named_parameters=model.named_parameters())
-hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-for step in range(6):
-    optimizer.zero_grad()
-    model(torch.randn(4, 8)).sum().backward()
-    optimizer.step()
-'''
-
-
-def digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
-
-
-def logging_env(folder: Path) -> tuple[Path, Path]:
-    """A folder holding an `env` that writes its arguments to a log, then is /usr/bin/env: first on PATH,
-    it records every rank command line horovodrun starts on this host (`env K=V ... python ...`)."""
-    folder.mkdir()
-    log = folder / "argv.log"
-    wrapper = folder / "env"
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec /usr/bin/env "$@"\n')
-    wrapper.chmod(0o755)
-    return folder, log
-
-
-def job_file(folder: Path, name: str, body: str, checks: dict[str, str]) -> Path:
-    """A Horovod job file `name` running HOROVOD_SCRIPT, which checks each variable of `checks` has its value."""
-    (folder / "check_env.py").write_text(HOROVOD_SCRIPT)
-    args = json.dumps([f"{key}={digest(value)}" for key, value in checks.items()])
-    path = folder / f"{name}.toml"
-    path.write_text(f'name = "{name}"\nscript = "check_env.py"\nengine = "horovod"\nnp = 2\nargs = {args}\n{body}')
-    return path
-
-
-def private_files_holding(value: str) -> list[str]:
-    """Files of private variables left in the temporary folder that still hold `value`."""
-    folder = Path(tempfile.gettempdir())
-    return [str(p) for p in folder.glob("xover-env-*") if p.is_file() and value in p.read_text(errors="replace")]
+import pytest
+from secret_checks import (
+    PASSED,
+    SETTING,
+    files_holding,
+    job_file,
+    logging_env,
+    private_files_holding,
+    run_watching_command_lines,
+)
 
 
 def test_a_job_files_variables_reach_horovod_ranks_through_no_command_line(isolated_results):
@@ -99,3 +51,34 @@ def test_the_metric_token_reaches_horovod_ranks_through_no_command_line(isolated
     started = log.read_text().splitlines()
     assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started
     assert not [line for line in started if "XOVER_METRIC_TOKEN" in line], started
+
+
+@pytest.mark.parametrize("engine", ["horovod", "torch"])
+def test_a_variable_passed_by_name_reaches_every_rank_and_nothing_others_read(isolated_results, engine):
+    """Finding 4: `pass_env = ["HF_TOKEN"]` gives the ranks xover's own HF_TOKEN; its value is on no
+    command line and in no file of the run, nor in the store, nor in MLflow. Before: no way to pass a
+    variable but its value in the job file's `env`, which went into all of them."""
+    work = isolated_results / "work"
+    work.mkdir()
+    path_folder, log = logging_env(isolated_results / "bin")
+    job = job_file(work, "passed", 'pass_env = ["HF_TOKEN"]\n', {"HF_TOKEN": PASSED}, engine)
+    env = {**os.environ, "HF_TOKEN": PASSED, "PATH": f"{path_folder}{os.pathsep}{os.environ['PATH']}"}
+    values = [PASSED]
+    run, seen = run_watching_command_lines(["train", str(job), "--json"], env, values)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert not seen, seen
+    if engine == "horovod":
+        started = log.read_text().splitlines()
+        assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started
+        assert not [line for line in started if PASSED in line], started
+    mlflow = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "mlflow",
+                             "--tracking-uri", f"sqlite:///{isolated_results / 'mlflow.db'}"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert mlflow.returncode == 0, mlflow.stderr[-3000:]
+    assert "recipe.pass_env" in sqlite_text(isolated_results / "mlflow.db")  # the name is there, not the value
+    assert not files_holding(isolated_results, values)  # results, the store, MLflow's database and artifacts
+    assert not private_files_holding(PASSED)
+
+
+def sqlite_text(path: Path) -> str:
+    return path.read_bytes().decode(errors="replace")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,7 +73,8 @@ def test_passwords_are_masked_in_argv_and_in_joined_and_quoted_command_lines():
     assert mask_credentials("--store \"postgresql://u:p w\\\"x@h/db\" x") == "--store 'postgresql://u:***@h/db' x"
     assert mask_credentials("postgresql://u:p%40ss%2Fw@h/db") == "postgresql://u:***@h/db"
     assert mask_credentials("postgresql://me@corp.example:pw@h/db") == "postgresql://me@corp.example:***@h/db"
-    assert mask_credentials("postgresql://u?x#y:pw@h/db") == "postgresql://u?x#y:***@h/db"  # SQLAlchemy's user: not ':' '/'
+    # SQLAlchemy's user is all but ':' and '/'
+    assert mask_credentials("postgresql://u?x#y:pw@h/db") == "postgresql://u?x#y:***@h/db"
     assert mask_credentials("postgresql://h/db?pass%77ord=pw&sslpassword=pw2") == (
         "postgresql://h/db?pass%77ord=***&sslpassword=***"
     )
@@ -123,3 +125,115 @@ def test_credential_query_options_are_masked_wherever_the_store_url_is_shown(tmp
     assert not _leaks(report.output), report.output
     check = _database(url)
     assert not check.ok and not _leaks(check.detail), check.detail
+
+
+# ------------------------------------------------------------------ a job file's variables, passed by name
+
+HOROVOD_EXAMPLE = Path(__file__).resolve().parents[2] / "recipes" / "examples" / "horovod_digits.py"
+
+
+def _job_file(tmp_path, body: str):
+    (tmp_path / "train.py").write_bytes(HOROVOD_EXAMPLE.read_bytes())
+    path = tmp_path / "job.toml"
+    path.write_text(f'script = "train.py"\nnp = 1\n{body}\n')
+    return path
+
+
+def test_pass_env_names_variables_of_xovers_environment_whose_values_are_recorded_nowhere(tmp_path, monkeypatch):
+    """Finding 4: a job file passes a variable by name (`pass_env`); the recipe, what is stored and hashed
+    and the plan's entry hold its name, never its value."""
+    from xover.plan.planfile import plan_from_dict, plan_to_dict
+    from xover.plan.step import script_entries
+    from xover.recipes import load_recipe
+
+    monkeypatch.setenv("HF_TOKEN", f"{START}hf-token{END}")
+    monkeypatch.setenv("WANDB_API_KEY", f"{START}wandb{END}")
+    recipe = load_recipe(_job_file(tmp_path, 'pass_env = ["HF_TOKEN", "WANDB_API_KEY"]'))
+    assert recipe.pass_env == ("HF_TOKEN", "WANDB_API_KEY")
+    assert recipe.variable_names == ("HF_TOKEN", "WANDB_API_KEY")
+    assert recipe.to_dict()["pass_env"] == ["HF_TOKEN", "WANDB_API_KEY"] and not _leaks(json.dumps(recipe.to_dict()))
+    monkeypatch.setenv("HF_TOKEN", "another value")
+    assert load_recipe(tmp_path / "job.toml").hash == recipe.hash  # the job is the same whatever the value
+    [entry] = script_entries([recipe]).values()
+    assert entry.pass_env == ["HF_TOKEN", "WANDB_API_KEY"]
+    # the plan's entry: names, read back as names
+    plan = {"format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]],
+            "groups": [{"jobs": ["j"], "devices": ["localhost:0"], "wave": 0, "predicted_period_ms": 1.0,
+                        "predicted_gain": 1.0, "predicted_duration_ms": 1.0, "predicted_slowdown": {"j": 1.0}}],
+            "jobs": {"j": {"devices": 1, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1,
+                           "script": {"path": "/x/train.py", "args": [], "engine": "horovod", "sha256": "abc",
+                                      "env": {}, "pass_env": ["HF_TOKEN"]}}},
+            "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 1.0,
+            "sequential_makespan_ms": 1.0}
+    read = plan_from_dict(plan)
+    assert read.scripts["j"].pass_env == ["HF_TOKEN"]
+    assert plan_to_dict(read)["jobs"]["j"]["script"]["pass_env"] == ["HF_TOKEN"]
+
+
+def test_a_plans_job_whose_passed_variable_is_unset_is_refused_before_it_runs(tmp_path, monkeypatch):
+    from xover.errors import XoverError
+    from xover.plan.make import JobProfile, PlannedScript
+    from xover.run.jobs import _planned_script
+
+    script = tmp_path / "train.py"
+    script.write_bytes(HOROVOD_EXAMPLE.read_bytes())
+    from xover.scripts import content_hash
+
+    planned = PlannedScript(path=str(script), args=[], engine="horovod", sha256=content_hash(script),
+                            pass_env=["NOT_SET_ANYWHERE_58"])
+    profile = JobProfile(name="j", devices=1, compute_ms=1.0, comm_ms=1.0, memory_gb=0.1)
+    monkeypatch.delenv("NOT_SET_ANYWHERE_58", raising=False)
+    with pytest.raises(XoverError, match=r"the plan's job j .*pass_env: NOT_SET_ANYWHERE_58 is not set"):
+        _planned_script(planned, profile, "jobs/j.toml", None, False)
+    monkeypatch.setenv("NOT_SET_ANYWHERE_58", "v")
+    assert _planned_script(planned, profile, "jobs/j.toml", None, False).pass_env == ("NOT_SET_ANYWHERE_58",)
+
+
+@pytest.mark.parametrize("body, field, problem", [
+    ('pass_env = "HF_TOKEN"', "pass_env", "list of strings"),
+    ('pass_env = [1]', "pass_env[0]", "name of an environment variable"),
+    ('pass_env = ["HF-TOKEN"]', "pass_env[0]", "name of an environment variable"),
+    ('pass_env = ["XOVER_DB"]', "pass_env[0]", "XOVER_"),
+    ('pass_env = ["PRESENT", "NOT_SET_ANYWHERE_58"]', "pass_env[1]", "not set in xover's environment; export it"),
+    ('pass_env = ["PRESENT"]\nenv = { PRESENT = "x" }', "pass_env[0]", "in 'env' too"),
+])
+def test_bad_pass_env_names_the_file_and_field(tmp_path, monkeypatch, body, field, problem):
+    """Finding 4: `pass_env` is checked as the rest of a job file is: one line naming the file and field."""
+    from xover.recipes import RecipeError, load_recipe
+
+    monkeypatch.setenv("PRESENT", "value")
+    monkeypatch.delenv("NOT_SET_ANYWHERE_58", raising=False)
+    path = _job_file(tmp_path, body)
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(path)
+    assert str(refused.value).startswith(f"{path}: field '{field}': ") and problem in str(refused.value), refused.value
+
+
+def test_an_unset_pass_env_variable_exits_2_with_one_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    monkeypatch.delenv("NOT_SET_ANYWHERE_58", raising=False)
+    path = _job_file(tmp_path, 'pass_env = ["NOT_SET_ANYWHERE_58"]')
+    result = CliRunner().invoke(app, ["train", str(path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "field 'pass_env[0]'" in lines[0], result.output
+
+
+def test_a_slurm_groups_batch_script_exports_the_variables_its_job_files_pass(tmp_path, monkeypatch):
+    """Finding 4 under Slurm: a group's passed variables go into its batch script (as the store's URL does:
+    the script is for its owner and Slurm's administrators), so that they reach the job under
+    --export=NONE too; no command line holds them."""
+    from xover.recipes import load_recipe
+    from xover.run import on_slurm
+    from xover.run.external import slurm
+    from xover.run.jobs import GroupToRun, JobSpec
+
+    monkeypatch.setenv("HF_TOKEN", f"{START}hf token's{END}")
+    recipe = load_recipe(_job_file(tmp_path, 'pass_env = ["HF_TOKEN"]'))
+    group = GroupToRun(0, [JobSpec("job", recipe, {"localhost": [0]})])
+    passed = on_slurm.passed_variables(group)
+    assert passed == {"HF_TOKEN": f"{START}hf token's{END}"}
+    script = slurm.batch_script(["xover", "slurm-group"], environment=passed)
+    assert f"export HF_TOKEN={shlex.quote(passed['HF_TOKEN'])}" in script.splitlines()

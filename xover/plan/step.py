@@ -118,6 +118,7 @@ def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
                 sha256=recipe.script_sha256 or "",
                 iterations=recipe.iterations,
                 env=dict(recipe.env),
+                pass_env=list(recipe.pass_env),
             )
     return entries
 
