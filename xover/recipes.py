@@ -21,6 +21,7 @@ import tomllib
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError
+from .redact import MASK
 from .scripts import (
     FRAMEWORKS,
     ScriptRefused,
@@ -87,8 +88,17 @@ class Recipe:
         return self.engine if self.script and self.engine else built_in
 
     def to_dict(self) -> dict[str, Any]:
-        """The recipe as stored and hashed: no path, and fields left at their defaults absent, so that the
-        hashes of recipes stored before those fields existed still hold."""
+        """The recipe as stored (the store, spec files, MLflow): no path, fields left at their defaults
+        absent, and `env`'s values written as *** - a value may be a secret, and these are read by others;
+        only the hash counts the values."""
+        data = self._fields()
+        if "env" in data:
+            data["env"] = dict.fromkeys(data["env"], MASK)
+        return data
+
+    def _fields(self) -> dict[str, Any]:
+        """Every field that determines the job, as hashed: no path, and fields left at their defaults absent,
+        so that the hashes of recipes stored before those fields existed still hold."""
         data = asdict(self)
         data.pop("path")
         # absent when unset, as before the fields existed: hashes of older recipes hold
@@ -107,7 +117,7 @@ class Recipe:
     def hash(self) -> str:
         """Content hash of what determines the job's behaviour (not where the file lives: a script
         counts by its content)."""
-        data = self.to_dict()
+        data = self._fields()
         if self.script is not None:
             data.pop("script")
             data.pop("description")  # names the script's path

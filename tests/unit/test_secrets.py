@@ -237,3 +237,50 @@ def test_a_slurm_groups_batch_script_exports_the_variables_its_job_files_pass(tm
     assert passed == {"HF_TOKEN": f"{START}hf token's{END}"}
     script = slurm.batch_script(["xover", "slurm-group"], environment=passed)
     assert f"export HF_TOKEN={shlex.quote(passed['HF_TOKEN'])}" in script.splitlines()
+
+
+def test_a_job_files_env_values_are_recorded_as_stars_but_still_make_its_hash(tmp_path):
+    """Finding 4: what is stored and written where others read it (the store's recipe, spec.json, MLflow's
+    params, the store's copy of a plan) holds `env`'s names, not its values; the hash still counts them."""
+    from xover.plan.make import Plan
+    from xover.plan.step import script_entries, store_plan
+    from xover.recipes import load_recipe
+    from xover.store.models import Plan as PlanRow
+    from xover.store.session import open_store
+
+    value = f"{START}token in env{END}"
+    recipe = load_recipe(_job_file(tmp_path, f'env = {{ OMP_NUM_THREADS = "2", MY_TOKEN = "{value}" }}'))
+    assert recipe.env["MY_TOKEN"] == value  # the ranks get it
+    assert recipe.to_dict()["env"] == {"OMP_NUM_THREADS": "***", "MY_TOKEN": "***"}
+    other = load_recipe(_job_file(tmp_path, 'env = { OMP_NUM_THREADS = "2", MY_TOKEN = "another" }'))
+    assert other.hash != recipe.hash  # a value changes the job
+    plan = Plan(algo="none", hosts=[("localhost", 1)], groups=[], unplaced=[], predicted_aggregate_gain=1.0,
+                predicted_makespan_ms=0.0, sequential_makespan_ms=0.0, scripts=script_entries([recipe]))
+    assert plan.scripts[recipe.name].env["MY_TOKEN"] == value  # the plan file runs it as profiled
+    store = open_store(str(tmp_path / "x.db"))
+    with store.session() as session, session.begin():
+        plan_id = store_plan(session, plan)
+    with store.session() as session:
+        assert not _leaks(json.dumps(session.get(PlanRow, plan_id).body))
+    store.close()
+
+
+def test_mlflow_params_show_no_env_value_even_of_a_recipe_an_older_xover_stored(tmp_path):
+    """Finding 4: MLflow's `recipe.env.NAME` params were the values as given; a row stored before this
+    version still holds them, and they are written as *** all the same."""
+    from conftest import recorded_runs
+    from sqlalchemy import select
+
+    from xover.report.mlflow import recipe_params
+    from xover.store.models import RecipeSnapshot
+
+    store, _recorder, [run_id] = recorded_runs(tmp_path, [{"name": "a", "mode": "solo", "hosts": "localhost",
+                                                           "np": 1}])
+    with store.session() as session, session.begin():
+        snapshot = session.scalars(select(RecipeSnapshot)).one()
+        snapshot.body = {"name": "a", "env": {"HF_TOKEN": f"{START}old row{END}"}, "pass_env": ["WANDB_API_KEY"]}
+    with store.session() as session:
+        params = recipe_params(session, "e1")[run_id]
+    store.close()
+    assert params["recipe.env.HF_TOKEN"] == "***" and params["recipe.pass_env"] == '["WANDB_API_KEY"]'
+    assert not _leaks(json.dumps(params))

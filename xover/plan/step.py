@@ -17,6 +17,7 @@ from ..errors import XoverError
 from ..hosts import parse_hosts
 from ..rates import canonical_rate, describe_rate
 from ..recipes import Recipe, load_recipe, with_overrides
+from ..redact import MASK
 from ..scripts import check_engine
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
@@ -291,9 +292,14 @@ def plan_jobs(
 
 
 def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
-    """A plan as rows (plans, plan_groups; the plan file's content kept whole); returns the plan's id."""
+    """A plan as rows (plans, plan_groups; the plan file's content kept whole, but a job file's `env` values
+    as ***: a value may be a secret, and the plan file has them); returns the plan's id."""
+    recorded = replace(
+        plan,
+        scripts={name: replace(script, env=dict.fromkeys(script.env, MASK)) for name, script in plan.scripts.items()},
+    )
     row = PlanRow(
-        algo=plan.algo, body=plan_to_dict(plan), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain
+        algo=plan.algo, body=plan_to_dict(recorded), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain
     )
     session.add(row)
     session.flush()

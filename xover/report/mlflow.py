@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..redact import MASK
 from ..results import RunResult
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
@@ -116,9 +117,16 @@ def recipe_params(session: Session, experiment_id: str) -> dict[int, dict[str, s
         .where(Run.experiment_id == experiment_id)
     )
     return {
-        run_id: {**_flat("recipe", body or {}), "recipe.path": path, "recipe.hash": content_hash}
+        run_id: {**_flat("recipe", _without_env_values(body or {})), "recipe.path": path, "recipe.hash": content_hash}
         for run_id, body, path, content_hash in rows
     }
+
+
+def _without_env_values(body: dict[str, Any]) -> dict[str, Any]:
+    """A stored recipe with its job file's `env` values as *** (an older xover stored them as given: a value
+    may be a token, and a tracking store is read by others)."""
+    env = body.get("env")
+    return {**body, "env": dict.fromkeys(env, MASK)} if isinstance(env, dict) else body
 
 
 def _flat(prefix: str, value: Any) -> dict[str, str]:
