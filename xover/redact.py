@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Sequence
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus
 
 MASK = "***"
 # scheme://user:password@ -> scheme://user:***@. The user ends at the first ':' (as SQLAlchemy reads
@@ -126,3 +126,31 @@ def mask_credentials(text: str) -> str:
 def mask_command(argv: Sequence[str]) -> str:
     """An argument list joined as a shell command line (shlex.join), its passwords shown as ***."""
     return shlex.join(mask_argv(argv))
+
+
+def url_secrets(url: str) -> list[str]:
+    """What of `url` is secret - its userinfo's password (to the first '@', as SQLAlchemy reads it, and to the
+    last), its credential options' values - as typed and percent-decoded, longest first: what a message
+    about the URL (a driver's, a server's) must not repeat. Parts shorter than 4 characters are left out:
+    masking them would mask their letters all over a message."""
+    found: set[str] = set()
+    userinfo = _USERINFO.search(url)
+    if userinfo:
+        after_user = url[userinfo.end("head") + 1 :]
+        found |= {after_user[: after_user.rfind("@")], after_user.split("@", 1)[0]}
+    if "?" in url:
+        for name, value in parse_qsl(url.split("?", 1)[1], keep_blank_values=True):
+            if credential_name(name):
+                found.add(value)
+    found |= {unquote(secret) for secret in found} | {quote(secret, safe="") for secret in found}
+    found |= {quote_plus(secret) for secret in found}
+    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
+
+
+def without_secrets_of(url: str, text: str) -> str:
+    """`text` (a message about `url`) with every password in it masked, and every secret part of `url`
+    (url_secrets) wherever it is repeated."""
+    text = mask_credentials(text)
+    for secret in url_secrets(url):
+        text = text.replace(secret, MASK)
+    return text

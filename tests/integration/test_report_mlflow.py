@@ -128,3 +128,20 @@ def test_no_database_is_named_before_mlflow_is_asked(isolated_results):
     _one_error_line(report("--format", "mlflow", "--tracking-uri", f"sqlite:///{isolated_results / 'm.db'}"),
                     "no database at")
     assert not (isolated_results / "m.db").exists()
+
+
+SECRET = "KX7SEC-mlflow-pw QZ9END"
+
+
+def test_the_tracking_uri_is_shown_without_its_credentials(isolated_results):
+    """Issue 58 (low): the tracking URI was printed as given, its password or token included, in the line
+    that says where the runs went and in every error line."""
+    _hand_made_store(isolated_results / "xover.db")
+    unreachable = f"http://me:{SECRET.replace(' ', '%20')}@127.0.0.1:1/"
+    result = report(SOLO, "--format", "mlflow", "--tracking-uri", unreachable)
+    assert result.exit_code == 2 and "http://me:***@127.0.0.1:1/" in result.output, result.output
+    assert "KX7SEC" not in result.output and "QZ9END" not in result.output, result.output
+    written = report(SOLO, "--format", "mlflow", "--tracking-uri",
+                     f"sqlite:///{isolated_results / 'mlflow.db'}?token={SECRET.replace(' ', '%20')}")
+    assert written.exit_code == 0 and f"{SOLO}: wrote 1 job runs" in written.output, written.output
+    assert "token=***" in written.output and "KX7SEC" not in written.output, written.output

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..redact import MASK
+from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
@@ -141,6 +141,11 @@ def _flat(prefix: str, value: Any) -> dict[str, str]:
     return {prefix: text if len(text) <= PARAM_LENGTH else text[: PARAM_LENGTH - 3] + "..."}
 
 
+def shown_tracking_uri(uri: str) -> str:
+    """The tracking URI for messages: its password and credential options (`?token=`) shown as ***."""
+    return mask_word(uri)
+
+
 def tracking_uri_of(given: str | None) -> str:
     """The tracking store to write to: --tracking-uri, else MLFLOW_TRACKING_URI; refused when neither."""
     uri = given or os.environ.get("MLFLOW_TRACKING_URI")
@@ -204,7 +209,7 @@ def _client(tracking_uri: str) -> MlflowClient:
         # MLflow would create the database, but not its folder; say so rather than fail inside SQLAlchemy
         folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
         if not folder.is_dir():
-            raise ReportError(f"--tracking-uri {tracking_uri}: no folder {folder} for the database")
+            raise ReportError(f"--tracking-uri {shown_tracking_uri(tracking_uri)}: no folder {folder} for the database")
     return MlflowClient(tracking_uri=tracking_uri)
 
 
@@ -216,7 +221,7 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
     if found is not None:
         if found.lifecycle_stage != "active":
             raise ReportError(
-                f"--tracking-uri {tracking_uri}: the MLflow experiment '{name}' is deleted; "
+                f"--tracking-uri {shown_tracking_uri(tracking_uri)}: the MLflow experiment '{name}' is deleted; "
                 "restore it or set MLFLOW_EXPERIMENT_NAME to another"
             )
         return found.experiment_id
@@ -455,7 +460,8 @@ def _mlflow_errors(tracking_uri: str) -> Iterator[None]:
     except Exception as error:  # MlflowException, SQLAlchemy's and requests' errors, OSError
         if not _is_store_error(error):
             raise
-        raise ReportError(f"--tracking-uri {tracking_uri}: {_first_line(error)}") from None
+        shown = without_secrets_of(tracking_uri, f"{shown_tracking_uri(tracking_uri)}: {_first_line(error)}")
+        raise ReportError(f"--tracking-uri {shown}") from None
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)

@@ -20,16 +20,15 @@ import re
 import stat
 import sys
 from pathlib import Path
-from urllib.parse import quote, quote_plus
 
 from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError
-from ..redact import MASK, credential_name, mask_word
+from ..redact import mask_word, without_secrets_of
 from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
 
@@ -76,29 +75,10 @@ def shown_url(url: str) -> str:
     return mask_word(url)
 
 
-def _secrets_in(url: str) -> list[str]:
-    """What of `url` is secret, as SQLAlchemy reads it (its password, its credential options' values) and as
-    typed (percent-encoded), longest first: the parts a driver's message must not repeat."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return []
-    found = {parsed.password} if parsed.password else set()
-    for name, value in parsed.query.items():
-        if credential_name(name):
-            found.update([value] if isinstance(value, str) else value)
-    found |= {quote(secret, safe="") for secret in found} | {quote_plus(secret) for secret in found}
-    # a short one would mask its letters all over the message; a driver that repeats a value says which
-    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
-
-
 def store_error(url: str, problem: object) -> StoreError:
     """One line about the store at `url`, without its password, even where the driver's own words
     (`problem`) repeat it."""
-    text = f"{shown_url(url)}: {problem}"
-    for secret in _secrets_in(url):
-        text = text.replace(secret, MASK)
-    return StoreError(f"cannot open the database {text}")
+    return StoreError(f"cannot open the database {without_secrets_of(url, f'{shown_url(url)}: {problem}')}")
 
 
 PROC_MOUNTS = "/proc/mounts"
