@@ -284,3 +284,76 @@ def test_mlflow_params_show_no_env_value_even_of_a_recipe_an_older_xover_stored(
     store.close()
     assert params["recipe.env.HF_TOKEN"] == "***" and params["recipe.pass_env"] == '["WANDB_API_KEY"]'
     assert not _leaks(json.dumps(params))
+
+
+# ------------------------------------------------------------------ the results folder
+
+OTHER_UID = 54321  # a user other than the one the tests run as (root can give files to it)
+
+
+def test_a_results_folder_another_user_could_plant_names_in_is_refused(tmp_path, monkeypatch):
+    """Issue 58 (low): writes under a shared results folder followed links: another user who could write
+    there put `runs` (or plan.json, report.html) as a link, and xover wrote where it pointed. Now a results
+    folder, and its runs/, must be this user's (the root may be this user's link to one, or root's and
+    sticky), and no one else may write in it without the sticky bit."""
+    import os
+
+    from xover.config import results_root
+    from xover.errors import XoverError
+
+    def refused(root, problem):
+        monkeypatch.setenv("XOVER_RESULTS", str(root))
+        with pytest.raises(XoverError) as error:
+            results_root()
+        assert problem in str(error.value) and "XOVER_RESULTS" in str(error.value), error.value
+
+    def accepted(root):
+        monkeypatch.setenv("XOVER_RESULTS", str(root))
+        assert results_root() == root
+
+    accepted(tmp_path / "not-yet")  # made later, by this user
+    mine = tmp_path / "mine"
+    (mine / "runs").mkdir(parents=True)
+    accepted(mine)
+    (tmp_path / "link").symlink_to(mine)  # this user's link to a folder of theirs
+    accepted(tmp_path / "link")
+    everyone = tmp_path / "everyone"
+    everyone.mkdir()
+    everyone.chmod(0o777)
+    refused(everyone, "writable by every user")
+    everyone.chmod(0o1777)  # sticky: others cannot take over a name of this user's
+    accepted(everyone)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, OTHER_UID, -1)
+    refused(theirs, "belongs to uid 54321")
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "runs").symlink_to(tmp_path / "victim")
+    refused(planted, "runs is a symbolic link")
+    their_runs = tmp_path / "their-runs"
+    (their_runs / "runs").mkdir(parents=True)
+    os.chown(their_runs / "runs", OTHER_UID, -1)
+    refused(their_runs, "belongs to uid 54321")
+    (tmp_path / "file").write_text("x")
+    refused(tmp_path / "file", "is not a folder")
+
+
+def test_a_run_into_a_results_folder_others_can_write_is_refused_before_anything_is_recorded(tmp_path, monkeypatch):
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("XOVER_RESULTS", str(shared))
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    result = CliRunner().invoke(app, ["train", "mlp-digits", "--iterations", "2"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "writable by every user" in lines[0], result.output
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        assert db.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+    assert not (shared / "runs").exists()
