@@ -357,3 +357,33 @@ def test_a_run_into_a_results_folder_others_can_write_is_refused_before_anything
     with sqlite3.connect(tmp_path / "x.db") as db:
         assert db.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
     assert not (shared / "runs").exists()
+
+
+def test_each_rank_reads_its_hosts_private_file_and_the_last_one_removes_it(tmp_path):
+    """The private files that carry the metric token and a job file's variables to horovodrun's ranks: a file
+    only on hosts that get ranks; each rank reads its host's into its environment and becomes the program;
+    the host's last rank (HOROVOD_LOCAL_SIZE) removes it; a file that is not private is refused."""
+    import os
+    import subprocess
+
+    from xover.run.external.horovodrun import private_files, with_private_variables
+
+    value = f"{START}it's a \"token\"{END}"
+    # np 2 fills localhost's two slots: the host after it gets no rank, so no file (and no ssh to it)
+    files = private_files(2, "localhost:2,unreachable.invalid:2", {"HF_TOKEN": value}, [])
+    assert list(files) == ["localhost"]
+    path = files["localhost"]
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    program = with_private_variables([sys.executable, "-c", "import os; print(os.environ['HF_TOKEN'])"], files)
+    assert not _leaks(" ".join(program))
+    rank_env = {**os.environ, "HOROVOD_HOSTNAME": "localhost", "HOROVOD_LOCAL_SIZE": "2"}
+    for left in (True, False):
+        ran = subprocess.run(program, env=rank_env, capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0 and ran.stdout.strip() == value, ran.stderr
+        assert os.path.exists(path) == left
+    files = private_files(1, "localhost:1", {"HF_TOKEN": value}, [])
+    os.chmod(files["localhost"], 0o644)  # readable by others: not what xover made
+    ran = subprocess.run(with_private_variables([sys.executable, "-c", "pass"], files),
+                         env={**rank_env, "HOROVOD_LOCAL_SIZE": "1"}, capture_output=True, text=True, timeout=60)
+    assert ran.returncode != 0 and "not a private file" in ran.stderr, ran.stderr
+    os.unlink(files["localhost"])

@@ -67,11 +67,11 @@ FORWARDED_NAMES = frozenset(
 
 # A rank's variables whose values no command line may show: the run's metric token (a record without it
 # is ignored, so whoever reads it can forge the run's figures), and those the caller names (a job file's
-# own variables). They stay out of horovodrun's environment; each host of the job
-# gets them in a file of its own instead (mode 0600, made by mkstemp there: over ssh's stdin for another
-# host, as torchrun's nodes get theirs), and each rank's command reads its host's file, by
-# HOROVOD_HOSTNAME, before it becomes the program. The last rank of the host to read it (HOROVOD_LOCAL_SIZE)
-# removes it. Only the files' paths are on the command line.
+# own variables). They stay out of horovodrun's environment. Each host that gets ranks gets them in a
+# file of its own instead (mode 0600, made by mkstemp there: over ssh's stdin for another host, as
+# torchrun's nodes get theirs), and each rank's command reads its host's file (by HOROVOD_HOSTNAME) into
+# its environment before it becomes the program; the last rank of the host to read it
+# (HOROVOD_LOCAL_SIZE) removes it. Only the files' paths are on the command line.
 PRIVATE_VARIABLES = (METRIC_TOKEN_VARIABLE,)
 _APPLY_PRIVATE = (
     "import fcntl, json, os, stat, sys\n"
@@ -117,13 +117,18 @@ def horovodrun_env(env: Mapping[str, str], secret: tuple[str, ...] = ()) -> dict
 
 
 def private_files(
-    hosts: str, variables: Mapping[str, str], remote_prefix: list[str], deadline: float | None = None
+    np: int, hosts: str, variables: Mapping[str, str], remote_prefix: list[str], deadline: float | None = None
 ) -> dict[str, str]:
-    """A file of `variables` on each host of `hosts` (mode 0600, mkstemp's), for the ranks there to read:
-    host name as in -H -> the file's path on that host."""
+    """A file of `variables` (mode 0600, mkstemp's) on each host of `hosts` that gets some of the `np` ranks,
+    for them to read: host name as in -H -> the file's path on that host. horovodrun fills the hosts' slots
+    in their order, so a host past the last rank gets none, and no file that nobody would remove."""
     content = {"variables": dict(variables), "read": 0}
-    files = {}
-    for host, _slots in parse_hosts(hosts):
+    files: dict[str, str] = {}
+    left = np
+    for host, slots in parse_hosts(hosts):
+        if left <= 0:
+            break
+        left -= slots
         if host not in files:
             files[host] = (
                 keep_here(content) if is_local(host) else send_environment(host, content, remote_prefix, deadline)
@@ -203,7 +208,7 @@ def horovodrun_command(
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
     program = program or worker_command(spec_path)
     if private:
-        program = with_private_variables(program, private_files(hosts, private, remote_prefix or [], deadline))
+        program = with_private_variables(program, private_files(np, hosts, private, remote_prefix or [], deadline))
     return [
         *horovodrun_launcher(),
         "-np",
