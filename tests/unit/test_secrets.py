@@ -387,3 +387,28 @@ def test_each_rank_reads_its_hosts_private_file_and_the_last_one_removes_it(tmp_
                          env={**rank_env, "HOROVOD_LOCAL_SIZE": "1"}, capture_output=True, text=True, timeout=60)
     assert ran.returncode != 0 and "not a private file" in ran.stderr, ran.stderr
     os.unlink(files["localhost"])
+
+
+def test_a_plan_file_that_holds_env_values_is_readable_by_its_owner_only(tmp_path):
+    """Finding 4: the plan file keeps a job file's `env` values (`xover run PLAN` needs them); it is made
+    mode 0600 then, an existing file's mode included. Before: the umask's 0644, readable by every user."""
+    import os
+
+    from xover.plan.step import write_plan_file
+
+    path = tmp_path / "plan.json"
+    path.write_text("{}")
+    path.chmod(0o644)
+    write_plan_file(path, '{"env": "values"}\n', holds_env_values=True)
+    assert os.stat(path).st_mode & 0o777 == 0o600 and path.read_text() == '{"env": "values"}\n'
+    plain = tmp_path / "plain.json"
+    write_plan_file(plain, "{}\n", holds_env_values=False)
+    assert os.stat(plain).st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

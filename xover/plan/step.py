@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -282,13 +283,23 @@ def plan_jobs(
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")
+        write_plan_file(path, json.dumps(body, indent=2, allow_nan=False) + "\n", any(s.env for s in scripted.values()))
     except OSError as error:
         raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     with store.session() as session, session.begin():
         plan_id = store_plan(session, plan, str(path))
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
+
+
+def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:
+    """The plan file. One that holds a job file's `env` values (a value may be a secret; `xover run PLAN`
+    needs them) is readable by its owner only (mode 0600), whatever mode a file there had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600 if holds_env_values else 0o666)
+    with os.fdopen(fd, "w") as out:
+        if holds_env_values:
+            os.fchmod(fd, 0o600)
+        out.write(text)
 
 
 def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
