@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import stat
 from pathlib import Path
 
-from .settings import settings
+from .errors import XoverError
+from .settings import RESULTS_VARIABLE, settings
 
 # The folder above xover/, put first on PYTHONPATH of every process xover starts (workers, turn
 # servers, the reaper, Slurm jobs, sweeps through ssh) so that they import this xover, installed or not.
@@ -12,5 +16,50 @@ XOVER_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def results_root() -> Path:
-    """Where run logs go: results/ by default, XOVER_RESULTS to move them (tests use a temp dir)."""
-    return settings().results
+    """Where run logs go: results/ by default, XOVER_RESULTS to move them (tests use a temp dir). Checked
+    on every use (check_results_folder): refused, in one line, where another user could plant names."""
+    root = settings().results
+    check_results_folder(root)
+    return root
+
+
+def check_results_folder(root: Path) -> None:
+    """Refuse a results folder (or its runs/) where another user could put a link or a folder of theirs
+    under a name xover writes (runs/<id>/, plan.json, report.html), and so have xover write through it: it
+    must be a folder of this user's (the root may be this user's link to one), or root's and sticky (as
+    /tmp: then runs/ must be this user's), and no one else may write in it without the sticky bit. A
+    folder that does not exist yet is fine: this user makes it. Group members count as the owner."""
+    for folder, is_root in ((root, True), (root / "runs", False)):
+        try:
+            link = os.lstat(folder)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise _refused(folder, f"cannot be read ({error.strerror})") from None
+        if stat.S_ISLNK(link.st_mode) and (not is_root or link.st_uid not in (os.geteuid(), 0)):
+            raise _refused(folder, f"is a symbolic link made by {_user(link.st_uid)}")
+        try:
+            info = os.stat(folder)
+        except OSError as error:
+            raise _refused(folder, f"cannot be read ({error.strerror})") from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise _refused(folder, "is not a folder")
+        sticky = bool(info.st_mode & stat.S_ISVTX)
+        if info.st_uid != os.geteuid() and not (is_root and info.st_uid == 0 and sticky):
+            raise _refused(folder, f"belongs to {_user(info.st_uid)}")
+        if info.st_mode & stat.S_IWOTH and not sticky:
+            raise _refused(folder, "is writable by every user (chmod o-w it)")
+
+
+def _refused(folder: Path, problem: str) -> XoverError:
+    return XoverError(
+        f"the results folder {folder} {problem}: xover writes run logs, plans and reports there and follows no "
+        f"one else's names; use a folder of your own ({RESULTS_VARIABLE})"
+    )
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"

@@ -122,9 +122,10 @@ class Horovod(Engine):
     modules = ("horovod",)
 
     def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
-        """One horovodrun for every host, over the emulated hosts' interfaces where there are some."""
+        """One horovodrun for every host, over the emulated hosts' interfaces where there are some; the
+        metric token and the job file's variables reach the ranks through a private file on each host."""
         from .emulation import cluster
-        from .run.external.horovodrun import horovodrun_command
+        from .run.external.horovodrun import horovodrun_command, private_variables
 
         shim = self.shim_program(job)
         return [
@@ -137,17 +138,20 @@ class Horovod(Engine):
                     spec_path,
                     program=[sys.executable, "-u", *shim] if shim else None,
                     interfaces=cluster.host_interfaces(),
+                    private=private_variables(env, job.recipe.variable_names),
+                    remote_prefix=prefix,
+                    deadline=deadline,
                 ),
             ]
         ]
 
     def launch_env(self, job, env):
-        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list
-        (run/external/horovodrun.py)."""
+        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list, without
+        the store's URL, the metric token or the job file's variables (run/external/horovodrun.py)."""
         from .run.external.horovodrun import horovodrun_env
         from .settings import SECRET_VARIABLES
 
-        return horovodrun_env(env, tuple(job.recipe.env), SECRET_VARIABLES)
+        return horovodrun_env(env, (*SECRET_VARIABLES, *job.recipe.variable_names))
 
     def adapter(self):
         """HorovodEngine."""
@@ -230,7 +234,7 @@ class Torch(Engine):
                 program=self.shim_program(job),
                 remote_prefix=prefix,
                 deadline=deadline,
-                forward=tuple(job.recipe.env),
+                forward=job.recipe.variable_names,
             )
         ]
 

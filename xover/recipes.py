@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,7 @@ import tomllib
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError
+from .redact import MASK
 from .scripts import (
     FRAMEWORKS,
     ScriptRefused,
@@ -70,8 +72,15 @@ class Recipe:
     script_sha256: str | None = None  # the script's content when the job was made
     memory_gb: float | None = None  # device memory the planner assumes instead of the measured peak
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables of its processes
+    # variables its processes get from xover's own environment, by name: values never written anywhere
+    pass_env: tuple[str, ...] = ()
     precision: str = "fp32"  # PRECISIONS
     channels_last: bool = False  # image models: NHWC tensors (what tensor cores want)
+
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        """The names of the variables a job file gives its processes: its `env`'s and its `pass_env`."""
+        return (*self.env, *self.pass_env)
 
     def engine_under(self, built_in: str) -> str:
         """The engine this job runs under: a script's own (a job file or --script always names it),
@@ -79,8 +88,17 @@ class Recipe:
         return self.engine if self.script and self.engine else built_in
 
     def to_dict(self) -> dict[str, Any]:
-        """The recipe as stored and hashed: no path, and fields left at their defaults absent, so that the
-        hashes of recipes stored before those fields existed still hold."""
+        """The recipe as stored (the store, spec files, MLflow): no path, fields left at their defaults
+        absent, and `env`'s values written as *** - a value may be a secret, and these are read by others;
+        only the hash counts the values."""
+        data = self._fields()
+        if "env" in data:
+            data["env"] = dict.fromkeys(data["env"], MASK)
+        return data
+
+    def _fields(self) -> dict[str, Any]:
+        """Every field that determines the job, as hashed: no path, and fields left at their defaults absent,
+        so that the hashes of recipes stored before those fields existed still hold."""
         data = asdict(self)
         data.pop("path")
         # absent when unset, as before the fields existed: hashes of older recipes hold
@@ -90,15 +108,16 @@ class Recipe:
         for key, default in (("precision", "fp32"), ("channels_last", False)):
             if data[key] == default:
                 del data[key]
-        if "args" in data:
-            data["args"] = list(data["args"])
+        for key in ("args", "pass_env"):
+            if key in data:
+                data[key] = list(data[key])
         return data
 
     @property
     def hash(self) -> str:
         """Content hash of what determines the job's behaviour (not where the file lives: a script
         counts by its content)."""
-        data = self.to_dict()
+        data = self._fields()
         if self.script is not None:
             data.pop("script")
             data.pop("description")  # names the script's path
@@ -110,7 +129,7 @@ class Recipe:
         return self.path or self.script or self.name
 
 
-_SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env")
+_SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env", "pass_env")
 
 
 # field name -> (accepted python types, required)
@@ -297,6 +316,7 @@ _JOB_FILE_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "max_slowdown": ((int, float), False),
     "memory_gb": ((int, float), False),
     "env": ((dict,), False),
+    "pass_env": ((list,), False),
     "description": ((str,), False),
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -353,6 +373,7 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
             )
         if not isinstance(value, str):
             raise fail(f"env.{key}", f"must be a string (write numbers in quotes), got {value!r}")
+    pass_env = _pass_env(data, fail)
     script = Path(data["script"]).expanduser()
     if not script.is_absolute():
         script = Path(source).resolve().parent / script
@@ -394,11 +415,41 @@ def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
             max_slowdown=data.get("max_slowdown"),
             memory_gb=data.get("memory_gb"),
             env=data.get("env", {}),
+            pass_env=pass_env,
             description=data.get("description", ""),
             path=source,
         )
     except ScriptRefused as error:
         raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
+
+
+def _pass_env(data: dict[str, Any], fail) -> tuple[str, ...]:
+    """A job file's `pass_env`: names of variables set in xover's own environment, none of xover's own
+    and none that `env` gives a value too."""
+    names: list[str] = []
+    for index, name in enumerate(data.get("pass_env", [])):
+        where = f"pass_env[{index}]"
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise fail(where, f"must be the name of an environment variable (a string), got {name!r}")
+        if name.startswith(VARIABLE_PREFIX):
+            raise fail(where, f"{name}: xover sets its XOVER_ variables itself")
+        if name in data.get("env", {}):
+            raise fail(where, f"{name} is in 'env' too: give it a value there or pass yours by name here, not both")
+        if problem := unset_variable_problem(name):
+            raise fail(where, problem)
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def unset_variable_problem(name: str) -> str | None:
+    """What is wrong with passing `name` through from xover's own environment (None: it is set)."""
+    if name in os.environ:
+        return None
+    return (
+        f"{name} is not set in xover's environment; export it before running xover "
+        "(its value goes to the job's processes and is never written down)"
+    )
 
 
 def script_recipe(
@@ -412,6 +463,7 @@ def script_recipe(
     max_slowdown: float | None = None,
     memory_gb: float | None = None,
     env: dict[str, str] | None = None,
+    pass_env: list[str] | tuple[str, ...] = (),
     description: str = "",
     path: str = "",
     sha256: str | None = None,
@@ -440,6 +492,7 @@ def script_recipe(
         script_sha256=sha256 or content_hash(script),
         memory_gb=float(memory_gb) if memory_gb is not None else None,
         env=dict(env or {}),
+        pass_env=tuple(pass_env),
     )
 
 

@@ -1,22 +1,156 @@
-"""Credentials out of text that xover shows or stores: command lines, lease holders, reports.
+"""Credentials out of text that xover shows or stores: command lines, lease holders, reports, messages.
 
-A store's URL may carry a password (`postgresql://user:pw@host/db`, `...?password=pw`). Wherever a URL
-can end up where others read it (a lease file every user can read, a report, the store's own record
-of the command), the password is written as `***`.
+A URL may carry a password in its userinfo (`postgresql://user:pw@host/db`) or in a query option
+(`?password=pw`, `&sslpassword=pw`, `?token=...`). Wherever a URL can end up where others read it (a
+lease file every user can read, a report, the store's own record of the command, an error line), the
+password is written as `***`.
+
+A password may hold any character: a space, a quote, '@', '/', a percent escape. So text is not cut at
+quotes or spaces by a pattern: it is read as shell words first (a command line is `shlex.join`ed argv,
+where a URL with a space or a quote is one quoted word), and each word is masked as a whole - a URL's
+password runs to the word's last '@', a query option's value to the next '&'. Text that is not a
+command (a message) reads as words just the same; a quote that is never closed is taken as a character.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Iterator, Sequence
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus
 
 MASK = "***"
-# scheme://user:password@ -> scheme://user:***@ (up to the word's last '@': an unescaped '@' in a password
-# hides more of the URL, never less of the password)
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*):[^\s'\"]*@")
-# ?password=... / &password=... (libpq's and SQLAlchemy's query options)
-_QUERY = re.compile(r"(?P<head>[?&](?:password|passwd|pwd|sslpassword)=)[^&\s]*", re.IGNORECASE)
+# scheme://user:password@ -> scheme://user:***@. The user ends at the first ':' (as SQLAlchemy reads
+# it), the password at the word's last '@': an unescaped '@' in a password hides more of the URL,
+# never less of the password.
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DOTALL)
+# the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
+# decode a query's names: `pass%77ord=` is a password too)
+_CREDENTIAL_NAME = re.compile(
+    r".*(?:passw(?:or)?d|secret|credential).*"  # anywhere: PGPASSWORD, sslpassword, client_secret
+    r"|.*(?:token|api[_\-]?key|access[_\-]?key|private[_\-]?key|account[_\-]?key)"  # last: HF_TOKEN, accessToken
+    r"|pwd|pass|key|sig|signature|auth",  # alone: ?key= (an API key), ?sig= (a signed URL's)
+    re.IGNORECASE | re.DOTALL,
+)
+# NAME=value after '?', '&' or ';' (a URL's query options, libpq's and SQLAlchemy's); the value runs to
+# the next '&', the only separator SQLAlchemy's parse_qsl splits on ('#' and ';' are the value's)
+_QUERY_OPTION = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;?#]+)=(?P<value>[^&]*)")
+# a whole word NAME=value or --name=value (an assignment, an option): the value runs to the word's end
+_ASSIGNMENT = re.compile(r"^(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
+
+
+def credential_name(name: str) -> bool:
+    """Whether an option or variable of this name carries a credential (password, sslpassword, HF_TOKEN,
+    api_key, ...), its name percent-decoded as SQLAlchemy and libpq decode it."""
+    return _CREDENTIAL_NAME.fullmatch(unquote_plus(name).lstrip("-")) is not None
+
+
+def mask_word(word: str) -> str:
+    """One word (an argument, a URL) with every password in it shown as ***."""
+    assignment = _ASSIGNMENT.match(word)
+    if assignment and assignment["value"] and credential_name(assignment["name"]):
+        return f"{assignment['name']}={MASK}"
+    word = _USERINFO.sub(rf"\g<head>:{MASK}@", word)
+
+    def option(found: re.Match[str]) -> str:
+        if not found["value"] or not credential_name(found["name"]):
+            return found[0]
+        return f"{found['sep']}{found['name']}={MASK}"
+
+    return _QUERY_OPTION.sub(option, word)
+
+
+def mask_argv(argv: Sequence[str]) -> list[str]:
+    """An argument list with every password in it shown as ***, one argument at a time."""
+    return [mask_word(arg) for arg in argv]
+
+
+def _shell_words(text: str) -> Iterator[tuple[int, int, str]]:
+    """Each word of `text` as a shell reads it: (start, end, its value without quotes). A quote that is
+    never closed is a character of its word."""
+    index, length = 0, len(text)
+    while index < length:
+        if text[index].isspace():
+            index += 1
+            continue
+        start, value = index, list[str]()
+        while index < length and not text[index].isspace():
+            char = text[index]
+            if char == "'" and (close := text.find("'", index + 1)) != -1:
+                value.append(text[index + 1 : close])
+                index = close + 1
+            elif char == '"' and (quoted := _double_quoted(text, index)) is not None:
+                part, index = quoted
+                value.append(part)
+            elif char == "\\" and index + 1 < length:
+                value.append(text[index + 1])
+                index += 2
+            else:
+                value.append(char)
+                index += 1
+        yield start, index, "".join(value)
+
+
+def _double_quoted(text: str, opening: int) -> tuple[str, int] | None:
+    """The value of a "..." part starting at `opening`, and the index after its closing quote; None if
+    it is never closed."""
+    part: list[str] = []
+    index = opening + 1
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            return "".join(part), index + 1
+        if char == "\\" and index + 1 < len(text) and text[index + 1] in '"\\$`\n':
+            part.append(text[index + 1])
+            index += 2
+            continue
+        part.append(char)
+        index += 1
+    return None
 
 
 def mask_credentials(text: str) -> str:
-    """`text` with every URL's password shown as ***."""
-    return _QUERY.sub(rf"\g<head>{MASK}", _USERINFO.sub(rf"\g<head>:{MASK}@", text))
+    """`text` (a joined command line, a lease holder, a message) with every password in it shown as ***.
+    A word that holds one is written back quoted as the shell would read it, if it was quoted."""
+    pieces, kept_until = [], 0
+    for start, end, value in _shell_words(text):
+        masked = mask_word(value)
+        if masked == value:
+            continue
+        written = text[start:end]
+        pieces += [text[kept_until:start], masked if written == value else shlex.quote(masked)]
+        kept_until = end
+    return "".join(pieces) + text[kept_until:]
+
+
+def mask_command(argv: Sequence[str]) -> str:
+    """An argument list joined as a shell command line (shlex.join), its passwords shown as ***."""
+    return shlex.join(mask_argv(argv))
+
+
+def url_secrets(url: str) -> list[str]:
+    """What of `url` is secret - its userinfo's password (to the first '@', as SQLAlchemy reads it, and to the
+    last), its credential options' values - as typed and percent-decoded, longest first: what a message
+    about the URL (a driver's, a server's) must not repeat. Parts shorter than 4 characters are left out:
+    masking them would mask their letters all over a message."""
+    found: set[str] = set()
+    userinfo = _USERINFO.search(url)
+    if userinfo:
+        after_user = url[userinfo.end("head") + 1 :]
+        found |= {after_user[: after_user.rfind("@")], after_user.split("@", 1)[0]}
+    if "?" in url:
+        for name, value in parse_qsl(url.split("?", 1)[1], keep_blank_values=True):
+            if credential_name(name):
+                found.add(value)
+    found |= {unquote(secret) for secret in found} | {quote(secret, safe="") for secret in found}
+    found |= {quote_plus(secret) for secret in found}
+    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
+
+
+def without_secrets_of(url: str, text: str) -> str:
+    """`text` (a message about `url`) with every password in it masked, and every secret part of `url`
+    (url_secrets) wherever it is repeated."""
+    text = mask_credentials(text)
+    for secret in url_secrets(url):
+        text = text.replace(secret, MASK)
+    return text

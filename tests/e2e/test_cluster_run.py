@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import iteration_losses, require_no_emulated_cluster_yet
 from fixtures_services import prometheus  # noqa: F401  (a fixture)
+from secret_checks import PASSED, SETTING, job_file, private_files_holding, run_watching_command_lines
 
 from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
@@ -160,6 +161,26 @@ def test_an_unmodified_ddp_script_takes_turns_across_two_hosts(emulated, isolate
     crossover = [j for j in report["jobs"] if j["mode"] == "crossover"]
     assert all(j["turn_stats"]["grants"] >= 30 for j in crossover)
     assert not tagged_processes(report["experiment"])
+
+
+@pytest.mark.parametrize("engine", ["horovod", "torch"])
+def test_a_job_files_variables_reach_the_ranks_on_both_hosts_through_no_command_line(emulated, isolated_results,
+                                                                                      engine):
+    """Issue 58, finding 4: a job file's `env` value and a variable it passes by name (`pass_env`) reach the
+    ranks on the second host (horovodrun's ssh, torchrun's node over ssh), and no command line on the
+    machine (ssh clients included) shows either value; no private file is left holding them."""
+    emulated("1gbit")
+    work = isolated_results / "work"
+    work.mkdir()
+    job = job_file(work, f"vars-{engine}", f'env = {{ MY_SETTING = "{SETTING}" }}\npass_env = ["HF_TOKEN"]\n',
+                   {"MY_SETTING": SETTING, "HF_TOKEN": PASSED}, engine)
+    run, seen = run_watching_command_lines(["train", str(job), "-H", TWO_HOSTS, "--json"],
+                                           {**os.environ, "HF_TOKEN": PASSED}, [SETTING, PASSED])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [result] = json.loads(run.stdout)["jobs"]
+    assert result["status"] == "finished" and result["hosts"] == TWO_HOSTS, result
+    assert not seen, seen
+    assert not private_files_holding(SETTING) and not private_files_holding(PASSED)
 
 
 def test_prometheus_on_the_head_node_scrapes_each_hosts_turn_server(emulated, isolated_results,

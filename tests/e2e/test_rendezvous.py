@@ -32,7 +32,7 @@ def test_node_zero_serves_the_rendezvous_on_the_socket_held_for_it(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     held = torchrun.reserve_rendezvous("localhost", "127.0.0.1", "", [])
-    kept = torchrun._keep_here({"PET_RDZV_ID": "0" * 32, "PET_RDZV_ENDPOINT": held.endpoint,
+    kept = torchrun.keep_here({"PET_RDZV_ID": "0" * 32, "PET_RDZV_ENDPOINT": held.endpoint,
                                 "PET_RDZV_CONF": "is_host=1", torchrun.HANDOFF_VARIABLE: held.handoff})
     env = {**os.environ, "XOVER_TEST_PORT": str(held.port), "XOVER_TEST_OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
     ran = subprocess.run([sys.executable, "-c", torchrun._SERVE, kept, "--nnodes=1", "--nproc-per-node=2",

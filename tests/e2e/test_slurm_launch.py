@@ -125,3 +125,34 @@ def test_inside_an_allocation_hosts_come_from_slurm(slurm_cluster, isolated_resu
     out = result.stdout[result.stdout.index("{"):]  # salloc may print its own lines first
     [job] = json.loads(out)["jobs"]
     assert job["status"] == "finished" and job["hosts"] == "localhost:2"
+
+
+def test_a_variable_a_job_file_passes_by_name_reaches_its_ranks_under_export_none(slurm_cluster, isolated_results,  # noqa: F811
+                                                                                    tmp_path):
+    """Issue 58, finding 4 under Slurm: a plan's job that passes HF_TOKEN by name gets it on the node even
+    where sbatch propagates no environment (a site's --export=NONE, here SBATCH_EXPORT naming a few
+    variables): the group's batch script exports it, as it does the store's URL; no command line holds it."""
+    from secret_checks import PASSED, job_file, run_watching_command_lines
+
+    from xover.scripts import content_hash
+
+    job = job_file(tmp_path, "passed", "", {"HF_TOKEN": PASSED}, "torch")
+    script = tmp_path / "check_env_torch.py"
+    args = json.loads(job.read_text().split("args = ", 1)[1].splitlines()[0])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({
+        "format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 2]], "engine": "torch", "device_kind": "cpu",
+        "groups": [{"jobs": ["passed"], "devices": ["localhost:0", "localhost:1"], "wave": 0, "sharing": "alone",
+                    "predicted_period_ms": 1.0, "predicted_gain": 1.0, "predicted_duration_ms": 1.0,
+                    "predicted_slowdown": {"passed": 1.0}}],
+        "jobs": {"passed": {"devices": 2, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1, "iterations": 6,
+                            "script": {"path": str(script), "args": args, "engine": "torch",
+                                       "sha256": content_hash(script), "env": {}, "pass_env": ["HF_TOKEN"]}}},
+        "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 1.0, "sequential_makespan_ms": 1.0}))
+    env = {**os.environ, "HF_TOKEN": PASSED, "SBATCH_EXPORT": "PATH,HOME,LANG,SLURM_CONF"}
+    result, seen = run_watching_command_lines(["run", str(plan), "--launcher", "slurm", "--mode", "sequential",
+                                               "--time-limit", "10", "--json"], env, [PASSED])
+    assert result.returncode == 0, result.stderr[-4000:]
+    [run] = json.loads(result.stdout)["jobs"]
+    assert run["status"] == "finished", run
+    assert not seen, seen

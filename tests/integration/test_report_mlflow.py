@@ -128,3 +128,50 @@ def test_no_database_is_named_before_mlflow_is_asked(isolated_results):
     _one_error_line(report("--format", "mlflow", "--tracking-uri", f"sqlite:///{isolated_results / 'm.db'}"),
                     "no database at")
     assert not (isolated_results / "m.db").exists()
+
+
+SECRET = "KX7SEC-mlflow-pw QZ9END"
+
+
+def test_the_tracking_uri_is_shown_without_its_credentials(isolated_results):
+    """Issue 58 (low): the tracking URI was printed as given, its password or token included, in the line
+    that says where the runs went and in every error line."""
+    _hand_made_store(isolated_results / "xover.db")
+    unreachable = f"http://me:{SECRET.replace(' ', '%20')}@127.0.0.1:1/"
+    result = report(SOLO, "--format", "mlflow", "--tracking-uri", unreachable)
+    assert result.exit_code == 2 and "http://me:***@127.0.0.1:1/" in result.output, result.output
+    assert "KX7SEC" not in result.output and "QZ9END" not in result.output, result.output
+    written = report(SOLO, "--format", "mlflow", "--tracking-uri",
+                     f"sqlite:///{isolated_results / 'mlflow.db'}?token={SECRET.replace(' ', '%20')}")
+    assert written.exit_code == 0 and f"{SOLO}: wrote 1 job runs" in written.output, written.output
+    assert "token=***" in written.output and "KX7SEC" not in written.output, written.output
+
+
+def test_another_users_experiment_of_the_same_name_is_refused_unless_named(isolated_results, monkeypatch):
+    """Issue 58 (low): an existing experiment named `xover` (another user's on a shared tracking server) was
+    written into silently. Now xover tags the experiments it makes with their owner: another user's is
+    refused unless MLFLOW_EXPERIMENT_NAME names it, and one that xover did not make for you is said."""
+    import getpass
+
+    _hand_made_store(isolated_results / "xover.db")
+    uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    artifacts = (isolated_results / "mlruns").as_uri()  # not MLflow's default, ./mlruns
+    client.create_experiment("xover", artifact_location=artifacts, tags={"xover.owner": "someone-else"})
+    refused = report(SOLO, "--format", "mlflow", "--tracking-uri", uri)
+    assert refused.exit_code == 2 and "belongs to someone-else" in refused.output, refused.output
+    assert "MLFLOW_EXPERIMENT_NAME" in refused.output and not _runs(uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "xover")  # asked for by name: written, and said
+    shared = report(SOLO, "--format", "mlflow", "--tracking-uri", uri)
+    assert shared.exit_code == 0 and "belongs to someone-else" in shared.output, shared.output
+    assert len(_runs(uri)) == 2
+    client.create_experiment("made-by-hand", artifact_location=artifacts)  # no owner: written into, and said
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "made-by-hand")
+    untagged = report(SOLO, "--format", "mlflow", "--tracking-uri", uri)
+    assert untagged.exit_code == 0 and "was not made by xover for you" in untagged.output, untagged.output
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "mine")  # made here: tagged with its owner, nothing said
+    mine = report(SOLO, "--format", "mlflow", "--tracking-uri", uri)
+    assert mine.exit_code == 0 and "note:" not in mine.output, mine.output
+    assert client.get_experiment_by_name("mine").tags["xover.owner"] == getpass.getuser()
+    again = report(SOLO, "--format", "mlflow", "--tracking-uri", uri)
+    assert again.exit_code == 0 and "note:" not in again.output, again.output

@@ -135,7 +135,7 @@ def _request(plan, db_url: str):
     from xover.run.commands import RunOptions
     from xover.run.launchers import LaunchRequest
 
-    return LaunchRequest(store=types.SimpleNamespace(url=db_url), groups=[types.SimpleNamespace(index=0)], units=[],
+    return LaunchRequest(store=types.SimpleNamespace(url=db_url), groups=[types.SimpleNamespace(index=0, jobs=[])], units=[],
                          options=RunOptions(modes=("crossover",), policies=("work-conserving",), engine="torch",
                                             iterations=5, plan_path=str(plan)), link="host")
 

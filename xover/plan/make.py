@@ -56,6 +56,7 @@ class PlannedScript:
     sha256: str  # its content when profiled
     iterations: int | None = None  # stop after this many optimizer steps (None: its own end)
     env: dict[str, str] = field(default_factory=dict)
+    pass_env: list[str] = field(default_factory=list)  # names: their values come from xover's environment
 
 
 @dataclass(frozen=True)

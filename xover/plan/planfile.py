@@ -32,7 +32,8 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                         "script": {"path": "/home/me/train.py", "args": ["--lr", "0.1"],
                                    "engine": "torch", "sha256": "3f2a...",   # its content when profiled
                                    "iterations": 500,  # stop after 500 optimizer steps (null: its own end)
-                                   "env": {"OMP_NUM_THREADS": "4"}}}},
+                                   "env": {"OMP_NUM_THREADS": "4"},
+                                   "pass_env": ["HF_TOKEN"]}}},  # names only (absent when none)
      "unplaced": [{"name": "huge", "reason": "needs 8 devices, 2 exist"}],
      "predicted_aggregate_gain": 1.3,
      "predicted_makespan_ms": 50000.0,
@@ -147,6 +148,8 @@ def _job_to_dict(job: JobProfile, recipe: str | None, script: PlannedScript | No
             "iterations": script.iterations,
             "env": dict(script.env),
         }
+        if script.pass_env:  # names only: their values come from xover's environment where the plan runs
+            entry["script"]["pass_env"] = list(script.pass_env)
     return entry
 
 
@@ -241,6 +244,10 @@ def _script(value: Any, where: str) -> PlannedScript:
             key: _text(item, f"{where}.env.{key}")
             for key, item in _mapping(fields.get("env", {}), f"{where}.env").items()
         },
+        pass_env=[
+            _text(name, f"{where}.pass_env[{index}]")
+            for index, name in enumerate(_list(fields.get("pass_env", []), f"{where}.pass_env"))
+        ],
     )
 
 

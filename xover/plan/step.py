@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from ..errors import XoverError
 from ..hosts import parse_hosts
 from ..rates import canonical_rate, describe_rate
 from ..recipes import Recipe, load_recipe, with_overrides
+from ..redact import MASK
 from ..scripts import check_engine
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
@@ -118,6 +120,7 @@ def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
                 sha256=recipe.script_sha256 or "",
                 iterations=recipe.iterations,
                 env=dict(recipe.env),
+                pass_env=list(recipe.pass_env),
             )
     return entries
 
@@ -280,7 +283,7 @@ def plan_jobs(
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")
+        write_plan_file(path, json.dumps(body, indent=2, allow_nan=False) + "\n", any(s.env for s in scripted.values()))
     except OSError as error:
         raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     with store.session() as session, session.begin():
@@ -289,10 +292,25 @@ def plan_jobs(
     return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
 
 
+def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:
+    """The plan file. One that holds a job file's `env` values (a value may be a secret; `xover run PLAN`
+    needs them) is readable by its owner only (mode 0600), whatever mode a file there had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600 if holds_env_values else 0o666)
+    with os.fdopen(fd, "w") as out:
+        if holds_env_values:
+            os.fchmod(fd, 0o600)
+        out.write(text)
+
+
 def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
-    """A plan as rows (plans, plan_groups; the plan file's content kept whole); returns the plan's id."""
+    """A plan as rows (plans, plan_groups; the plan file's content kept whole, but a job file's `env` values
+    as ***: a value may be a secret, and the plan file has them); returns the plan's id."""
+    recorded = replace(
+        plan,
+        scripts={name: replace(script, env=dict.fromkeys(script.env, MASK)) for name, script in plan.scripts.items()},
+    )
     row = PlanRow(
-        algo=plan.algo, body=plan_to_dict(plan), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain
+        algo=plan.algo, body=plan_to_dict(recorded), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain
     )
     session.add(row)
     session.flush()

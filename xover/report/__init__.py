@@ -119,7 +119,7 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
             f"{written.artifacts} artifacts"
         )
         console.print(
-            f"{report.id}: {what}; parent run {written.parent_run_id} at {uri}",
+            f"{report.id}: {what}; parent run {written.parent_run_id} at {mlflow.shown_tracking_uri(uri)}",
             highlight=False,
             soft_wrap=True,
             markup=False,

@@ -18,6 +18,7 @@ MLflow is an optional dependency (`pip install 'xover[mlflow]'`); it is imported
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import logging
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..console import errors
+from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
@@ -45,6 +48,7 @@ TAG_KIND = "xover.kind"  # "experiment" (the parent) or "job"
 TAG_RUN_ID = "xover.run_id"  # the run's id in xover's store
 TAG_SIGNATURE = "xover.signature"  # on the parent: a hash of everything written
 TAG_COMPLETE = "xover.complete"  # on the parent, set last: every run and artifact was written
+TAG_OWNER = "xover.owner"  # on an experiment xover made: the user it was made for
 # per iteration: MLflow metric key -> the iteration row's column (step = the iteration's step)
 HISTORIES = {
     "loss": "loss",
@@ -116,9 +120,16 @@ def recipe_params(session: Session, experiment_id: str) -> dict[int, dict[str, s
         .where(Run.experiment_id == experiment_id)
     )
     return {
-        run_id: {**_flat("recipe", body or {}), "recipe.path": path, "recipe.hash": content_hash}
+        run_id: {**_flat("recipe", _without_env_values(body or {})), "recipe.path": path, "recipe.hash": content_hash}
         for run_id, body, path, content_hash in rows
     }
+
+
+def _without_env_values(body: dict[str, Any]) -> dict[str, Any]:
+    """A stored recipe with its job file's `env` values as *** (an older xover stored them as given: a value
+    may be a token, and a tracking store is read by others)."""
+    env = body.get("env")
+    return {**body, "env": dict.fromkeys(env, MASK)} if isinstance(env, dict) else body
 
 
 def _flat(prefix: str, value: Any) -> dict[str, str]:
@@ -131,6 +142,11 @@ def _flat(prefix: str, value: Any) -> dict[str, str]:
         return {}
     text = value if isinstance(value, str) else json.dumps(value)
     return {prefix: text if len(text) <= PARAM_LENGTH else text[: PARAM_LENGTH - 3] + "..."}
+
+
+def shown_tracking_uri(uri: str) -> str:
+    """The tracking URI for messages: its password and credential options (`?token=`) shown as ***."""
+    return mask_word(uri)
 
 
 def tracking_uri_of(given: str | None) -> str:
@@ -196,21 +212,25 @@ def _client(tracking_uri: str) -> MlflowClient:
         # MLflow would create the database, but not its folder; say so rather than fail inside SQLAlchemy
         folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
         if not folder.is_dir():
-            raise ReportError(f"--tracking-uri {tracking_uri}: no folder {folder} for the database")
+            raise ReportError(f"--tracking-uri {shown_tracking_uri(tracking_uri)}: no folder {folder} for the database")
     return MlflowClient(tracking_uri=tracking_uri)
 
 
 def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
-    """The MLflow experiment's id (created when missing; a SQLite store's artifacts go beside its file)."""
-    name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT_NAME
+    """The MLflow experiment's id (created when missing, tagged with its owner; a SQLite store's artifacts go
+    beside its file). One that another user's xover made is refused unless MLFLOW_EXPERIMENT_NAME names it;
+    one that no xover made for you (another tool's, an older xover's) is written into, and said so."""
+    asked = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    name = asked or EXPERIMENT_NAME
     with _no_retries():  # the first request says whether the store can be reached at all
         found = client.get_experiment_by_name(name)
     if found is not None:
         if found.lifecycle_stage != "active":
             raise ReportError(
-                f"--tracking-uri {tracking_uri}: the MLflow experiment '{name}' is deleted; "
+                f"--tracking-uri {shown_tracking_uri(tracking_uri)}: the MLflow experiment '{name}' is deleted; "
                 "restore it or set MLFLOW_EXPERIMENT_NAME to another"
             )
+        _check_owner(found.tags.get(TAG_OWNER), name, asked is not None, tracking_uri)
         return found.experiment_id
     location = None
     if tracking_uri.startswith("sqlite:///"):
@@ -219,10 +239,39 @@ def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
         name,
         artifact_location=location,
         tags={
+            TAG_OWNER: _user(),
             "mlflow.note.content": "xover experiments: one parent run each, its jobs' runs nested under it",
             # MLflow's UI then shows model training's pages, not GenAI's
             "mlflow.experimentKind": "custom_model_development",
         },
+    )
+
+
+def _user() -> str:
+    """Who writes: the user name MLflow puts on runs too (`mlflow.user`); the uid where there is none."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def _check_owner(owner: str | None, name: str, asked: bool, tracking_uri: str) -> None:
+    """Refuse another user's experiment unless asked for by name; say so when writing into one xover did
+    not make for this user."""
+    if owner == _user():
+        return
+    whose = f"belongs to {owner} (their xover made it)" if owner else "was not made by xover for you"
+    if owner and not asked:
+        raise ReportError(
+            f"--tracking-uri {shown_tracking_uri(tracking_uri)}: the MLflow experiment '{name}' {whose}; "
+            f"set MLFLOW_EXPERIMENT_NAME to an experiment of your own, or to '{name}' to write into theirs"
+        )
+    errors.print(
+        f"note: the MLflow experiment '{name}' {whose}; writing into it"
+        + ("" if asked else " (set MLFLOW_EXPERIMENT_NAME to write into another)"),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -447,7 +496,8 @@ def _mlflow_errors(tracking_uri: str) -> Iterator[None]:
     except Exception as error:  # MlflowException, SQLAlchemy's and requests' errors, OSError
         if not _is_store_error(error):
             raise
-        raise ReportError(f"--tracking-uri {tracking_uri}: {_first_line(error)}") from None
+        shown = without_secrets_of(tracking_uri, f"{shown_tracking_uri(tracking_uri)}: {_first_line(error)}")
+        raise ReportError(f"--tracking-uri {shown}") from None
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)

@@ -129,9 +129,9 @@ def experiment(
     lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
     reconcile_lost(store)
     experiment_id = new_experiment_id()
+    results_dir = results_root() / "runs" / experiment_id  # a results folder others could write is refused here
     recorder = Recorder(store, experiment_id)
     recorder.open(kind, command, link if link not in (None, "host") else bandwidth, plan_id)
-    results_dir = results_root() / "runs" / experiment_id
     results_dir.mkdir(parents=True, exist_ok=True)
     reaper = Reaper(experiment_id, store.url)
     context = RunContext(

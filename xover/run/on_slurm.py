@@ -110,6 +110,12 @@ def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest)
     return command
 
 
+def passed_variables(group: GroupToRun) -> dict[str, str]:
+    """The variables the group's job files pass by name (`pass_env`), with their values here: in the batch
+    script, as the store's URL is, so that they reach the job under --export=NONE too, and no command line."""
+    return {name: os.environ[name] for job in group.jobs for name in job.recipe.pass_env if name in os.environ}
+
+
 def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str] | None = None) -> dict[int, str]:
     """Submit every group of the request as one batch job; returns group index -> Slurm job id
     (`submitted`, filled as they go, so that a failure part way knows which to cancel)."""
@@ -129,6 +135,7 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
             command,
             workdir=os.getcwd(),
             environment={
+                **passed_variables(group),
                 **settings,
                 DB_VARIABLE: request.store.url,
                 "PYTHONPATH": XOVER_ROOT

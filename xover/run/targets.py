@@ -12,7 +12,7 @@ from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
-from ..recipes import Recipe, load_recipe, script_recipe, with_overrides
+from ..recipes import Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
 from ..sharing import CROSSOVER
 from .jobs import GroupToRun, JobSpec, job_for, unique_names
@@ -131,6 +131,9 @@ def _planned_script(
             f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
             "profile and plan it again, or run it as it is now with --allow-changed"
         )
+    for name in script.pass_env:
+        if problem := unset_variable_problem(name):
+            raise XoverError(f"the plan's job {planned.name} ({job_file or path}): pass_env: {problem}")
     cap = iterations if iterations is not None else script.iterations
     recipe = script_recipe(
         path,
@@ -141,6 +144,7 @@ def _planned_script(
         iterations=cap,
         max_slowdown=planned.max_slowdown,
         env=script.env,
+        pass_env=script.pass_env,
         path=job_file,
         sha256=now,
     )

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError
+from ..redact import mask_word, without_secrets_of
 from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
 
@@ -69,11 +70,15 @@ def missing_sqlite_file(db: str | None = None) -> Path | None:
 
 
 def shown_url(url: str) -> str:
-    """The URL for messages: a password in it is shown as ***."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    """The URL for messages: its password, and every query option that carries one (`?password=`,
+    `&sslpassword=`, ...), shown as ***, whatever characters they hold (redact.py)."""
+    return mask_word(url)
+
+
+def store_error(url: str, problem: object) -> StoreError:
+    """One line about the store at `url`, without its password, even where the driver's own words
+    (`problem`) repeat it."""
+    return StoreError(f"cannot open the database {without_secrets_of(url, f'{shown_url(url)}: {problem}')}")
 
 
 PROC_MOUNTS = "/proc/mounts"
@@ -247,7 +252,7 @@ class Store:
         try:
             self._upgrade()
         except OperationalError as error:
-            raise StoreError(f"cannot open the database {shown_url(self.url)}: {error.orig}") from None
+            raise store_error(self.url, error.orig) from None
 
     @property
     def _in_memory(self) -> bool:
@@ -356,7 +361,4 @@ def open_store(db: str | None = None) -> Store:
     try:
         return Store(db)
     except SQLAlchemyError as error:  # the driver's own words, without SQLAlchemy's link to its FAQ
-        raise StoreError(
-            f"cannot open the database {shown_url(database_url(db, create_folder=False))}: "
-            f"{getattr(error, 'orig', None) or error}"
-        ) from None
+        raise store_error(database_url(db, create_folder=False), getattr(error, "orig", None) or error) from None

@@ -13,17 +13,22 @@ fails them, so nothing is named there.
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from ...hosts import is_local, parse_hosts
+from ...settings import METRIC_TOKEN_VARIABLE
 from . import find_launcher
+from .torchrun import keep_here, send_environment
 
 # horovodrun writes every variable of its environment into each rank's command line (`K=V ... python
 # ...`, through ssh for another host), which every user of either host can read (`ps`). So it gets
-# these, and the job file's own variables, not the caller's whole environment: no PGPASSWORD, no
-# AWS_*, no tokens. (torchrun's nodes get theirs the same way: run/external/torchrun.py.)
+# these, not the caller's whole environment: no PGPASSWORD, no AWS_*, no tokens. (torchrun's nodes get
+# theirs the same way: run/external/torchrun.py.) What a rank needs that is secret goes another way:
+# see PRIVATE_VARIABLES.
 FORWARDED_PREFIXES = (
     "XOVER_",
     "HOROVOD_",
@@ -60,14 +65,80 @@ FORWARDED_NAMES = frozenset(
 )
 
 
-def horovodrun_env(env: dict[str, str], forward: tuple[str, ...] = (), secret: tuple[str, ...] = ()) -> dict[str, str]:
-    """What horovodrun's own environment may hold (it forwards all of it): the allow-list above, the
-    names in `forward` (a job file's own variables), never those in `secret`."""
+# A rank's variables whose values no command line may show: the run's metric token (a record without it
+# is ignored, so whoever reads it can forge the run's figures), and those the caller names (a job file's
+# own variables). They stay out of horovodrun's environment. Each host that gets ranks gets them in a
+# file of its own instead (mode 0600, made by mkstemp there: over ssh's stdin for another host, as
+# torchrun's nodes get theirs), and each rank's command reads its host's file (by HOROVOD_HOSTNAME) into
+# its environment before it becomes the program; the last rank of the host to read it
+# (HOROVOD_LOCAL_SIZE) removes it. Only the files' paths are on the command line.
+PRIVATE_VARIABLES = (METRIC_TOKEN_VARIABLE,)
+_APPLY_PRIVATE = (
+    "import fcntl, json, os, stat, sys\n"
+    "host = os.environ.get('HOROVOD_HOSTNAME', '')\n"
+    "path = json.loads(sys.argv[1]).get(host)\n"
+    "if path is None:\n"
+    "    sys.exit(f'xover: no file of private variables for host {host!r}')\n"
+    "fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)\n"
+    "info = os.fstat(fd)\n"
+    "if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:\n"
+    "    sys.exit(f'xover: {path} is not a private file of this user: refused')\n"
+    "with open(fd, 'r+') as kept:\n"
+    "    fcntl.flock(kept, fcntl.LOCK_EX)\n"
+    "    content = json.load(kept)\n"
+    "    content['read'] += 1\n"
+    "    if content['read'] >= int(os.environ.get('HOROVOD_LOCAL_SIZE', '1')):\n"
+    "        os.unlink(path)\n"
+    "    else:\n"
+    "        kept.seek(0)\n"
+    "        kept.truncate()\n"
+    "        json.dump(content, kept)\n"
+    "os.environ.update(content['variables'])\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def private_variables(env: Mapping[str, str], names: tuple[str, ...] = ()) -> dict[str, str]:
+    """What of a rank's environment `env` goes to it through a private file, not horovodrun's command
+    lines: PRIVATE_VARIABLES and `names` (a job file's own variables)."""
+    return {name: env[name] for name in (*PRIVATE_VARIABLES, *names) if name in env}
+
+
+def horovodrun_env(env: Mapping[str, str], secret: tuple[str, ...] = ()) -> dict[str, str]:
+    """What horovodrun's own environment may hold (it forwards all of it): the allow-list above, never
+    PRIVATE_VARIABLES nor those in `secret` (the store's URL, a job file's own variables)."""
     return {
         name: value
         for name, value in env.items()
-        if (name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES or name in forward) and name not in secret
+        if (name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES)
+        and name not in secret
+        and name not in PRIVATE_VARIABLES
     }
+
+
+def private_files(
+    np: int, hosts: str, variables: Mapping[str, str], remote_prefix: list[str], deadline: float | None = None
+) -> dict[str, str]:
+    """A file of `variables` (mode 0600, mkstemp's) on each host of `hosts` that gets some of the `np` ranks,
+    for them to read: host name as in -H -> the file's path on that host. horovodrun fills the hosts' slots
+    in their order, so a host past the last rank gets none, and no file that nobody would remove."""
+    content = {"variables": dict(variables), "read": 0}
+    files: dict[str, str] = {}
+    left = np
+    for host, slots in parse_hosts(hosts):
+        if left <= 0:
+            break
+        left -= slots
+        if host not in files:
+            files[host] = (
+                keep_here(content) if is_local(host) else send_environment(host, content, remote_prefix, deadline)
+            )
+    return files
+
+
+def with_private_variables(program: list[str], files: Mapping[str, str]) -> list[str]:
+    """`program`, run by each rank after its host's file of private variables is read into its environment."""
+    return [sys.executable, "-I", "-S", "-c", _APPLY_PRIVATE, json.dumps(files, separators=(",", ":")), *program]
 
 
 def horovodrun_path() -> str:
@@ -125,12 +196,19 @@ def horovodrun_command(
     start_timeout_s: int = 120,
     program: list[str] | None = None,
     interfaces: dict[str, str] | None = None,
+    private: Mapping[str, str] | None = None,
+    remote_prefix: list[str] | None = None,
+    deadline: float | None = None,
 ) -> list[str]:
     """The horovodrun command line of a job: its ranks on `hosts` over Gloo, each rank's output in `log_dir`,
-    running `program` (else the worker)."""
+    running `program` (else the worker). `private`: variables the ranks get through a file on each host,
+    never on a command line (private_files: over ssh, behind `remote_prefix`, by `deadline` for other hosts)."""
     # horovodrun 0.28.1 crashes on --output-filename with one rank (log10(0) padding its rank number);
     # a single rank's output is in the launcher's log anyway.
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
+    program = program or worker_command(spec_path)
+    if private:
+        program = with_private_variables(program, private_files(np, hosts, private, remote_prefix or [], deadline))
     return [
         *horovodrun_launcher(),
         "-np",
@@ -142,5 +220,5 @@ def horovodrun_command(
         str(start_timeout_s),
         *network_interface_options(hosts, interfaces),
         *per_rank_logs,
-        *(program or worker_command(spec_path)),
+        *program,
     ]

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,8 +210,9 @@ def reserve_rendezvous(
     return Rendezvous(int(fields[0]), fields[1], fields[2])
 
 
-def _keep_here(variables: dict[str, str]) -> str:
-    """`variables` in a new file of mode 0600 on this machine (for a node here, as send_environment there)."""
+def keep_here(variables: Mapping[str, object]) -> str:
+    """`variables` (as JSON) in a new file of mode 0600 on this machine (for a node here, as
+    send_environment there)."""
     import tempfile
 
     fd, path = tempfile.mkstemp(prefix="xover-env-")
@@ -220,9 +222,10 @@ def _keep_here(variables: dict[str, str]) -> str:
 
 
 def send_environment(
-    host: str, variables: dict[str, str], remote_prefix: list[str], deadline: float | None = None
+    host: str, variables: Mapping[str, object], remote_prefix: list[str], deadline: float | None = None
 ) -> str:
-    """Put `variables` into a file of mode 0600 on `host` (over ssh's stdin, not a command line); its path."""
+    """Put `variables` (as JSON) into a file of mode 0600 on `host` (over ssh's stdin, not a command line);
+    its path."""
     try:
         timeout_s = _within(deadline)
         out = subprocess.run(
@@ -300,7 +303,7 @@ def torchrun_commands(
             variables[HANDOFF_VARIABLE] = rendezvous.handoff
         # a worker knows which host it is on (emulated hosts share one)
         if is_local(host):  # the launcher's own environment (`env`) and where it is
-            kept = _keep_here(variables)
+            kept = keep_here(variables)
             start = (
                 [sys.executable, "-c", _SERVE, kept, *options]
                 if node_rank == 0

@@ -1,0 +1,105 @@
+"""A job file's variables and the run's metric token reach the ranks, and nothing another user can read
+holds their values: no command line (`ps`), no file of the run, the store or MLflow (issue 58)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from secret_checks import (
+    PASSED,
+    SETTING,
+    files_holding,
+    job_file,
+    logging_env,
+    private_files_holding,
+    run_watching_command_lines,
+)
+
+
+def test_a_job_files_variables_reach_horovod_ranks_through_no_command_line(isolated_results):
+    """Finding 4 (for Horovod, onto `ps`). Before: horovodrun wrote each of a job file's `env` variables
+    into its ranks' command lines (`env MY_SETTING=... python ...`), which every user of the host reads."""
+    work = isolated_results / "work"
+    work.mkdir()
+    path_folder, log = logging_env(isolated_results / "bin")
+    job = job_file(work, "env-check", f'env = {{ MY_SETTING = "{SETTING}" }}\n', {"MY_SETTING": SETTING})
+    env = {**os.environ, "PATH": f"{path_folder}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run([sys.executable, "-m", "xover", "train", str(job), "--json"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    started = log.read_text().splitlines()
+    assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started  # both ranks seen
+    assert not [line for line in started if SETTING in line], started
+    assert not private_files_holding(SETTING)  # each host's file is removed by its last rank
+
+
+def test_the_metric_token_reaches_horovod_ranks_through_no_command_line(isolated_results):
+    """Low finding: the metric token. Before: XOVER_METRIC_TOKEN was on horovodrun's rank command lines, so
+    any user of the host could read it and forge the run's records."""
+    path_folder, log = logging_env(isolated_results / "bin")
+    env = {**os.environ, "PATH": f"{path_folder}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run([sys.executable, "-m", "xover", "train", "mlp-digits", "--iterations", "8", "--json"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [job] = json.loads(run.stdout)["jobs"]
+    assert job["iterations"] == 8  # records carry the token: it reached the ranks
+    started = log.read_text().splitlines()
+    assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started
+    assert not [line for line in started if "XOVER_METRIC_TOKEN" in line], started
+
+
+@pytest.mark.parametrize("engine", ["horovod", "torch"])
+def test_a_variable_passed_by_name_reaches_every_rank_and_nothing_others_read(isolated_results, engine):
+    """Finding 4: `pass_env = ["HF_TOKEN"]` gives the ranks xover's own HF_TOKEN; its value is on no
+    command line and in no file of the run, nor in the store, nor in MLflow. Before: no way to pass a
+    variable but its value in the job file's `env`, which went into all of them."""
+    work = isolated_results / "work"
+    work.mkdir()
+    path_folder, log = logging_env(isolated_results / "bin")
+    job = job_file(work, "passed", 'pass_env = ["HF_TOKEN"]\n', {"HF_TOKEN": PASSED}, engine)
+    env = {**os.environ, "HF_TOKEN": PASSED, "PATH": f"{path_folder}{os.pathsep}{os.environ['PATH']}"}
+    values = [PASSED]
+    run, seen = run_watching_command_lines(["train", str(job), "--json"], env, values)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert not seen, seen
+    if engine == "horovod":
+        started = log.read_text().splitlines()
+        assert len([line for line in started if "HOROVOD_RANK=" in line]) == 2, started
+        assert not [line for line in started if PASSED in line], started
+    mlflow = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "mlflow",
+                             "--tracking-uri", f"sqlite:///{isolated_results / 'mlflow.db'}"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert mlflow.returncode == 0, mlflow.stderr[-3000:]
+    assert "recipe.pass_env" in sqlite_text(isolated_results / "mlflow.db")  # the name is there, not the value
+    assert not files_holding(isolated_results, values)  # results, the store, MLflow's database and artifacts
+    assert not private_files_holding(PASSED)
+
+
+def sqlite_text(path: Path) -> str:
+    return path.read_bytes().decode(errors="replace")
+
+
+def test_a_job_files_env_values_are_in_no_file_of_the_run_nor_the_store_nor_mlflow(isolated_results):
+    """Finding 4: a job file's `env` value reaches the ranks, and the run's spec.json (mode 0644), its
+    logs, the store and MLflow's params hold its name only. Before: the value was in all of them
+    (`recipe.env.MY_TOKEN` in MLflow)."""
+    work = isolated_results / "work"
+    work.mkdir()
+    job = job_file(work, "env-values", f'env = {{ MY_TOKEN = "{SETTING}" }}\n', {"MY_TOKEN": SETTING})
+    run = subprocess.run([sys.executable, "-m", "xover", "train", str(job), "--json"], capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [spec] = (isolated_results / "results").rglob("spec.json")
+    assert json.loads(spec.read_text())["recipe"]["env"] == {"MY_TOKEN": "***"}
+    mlflow = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "mlflow",
+                             "--tracking-uri", f"sqlite:///{isolated_results / 'mlflow.db'}"],
+                            capture_output=True, text=True, timeout=300)
+    assert mlflow.returncode == 0, mlflow.stderr[-3000:]
+    assert "recipe.env.MY_TOKEN" in (isolated_results / "mlflow.db").read_bytes().decode(errors="replace")
+    files = [path for path in files_holding(isolated_results, [SETTING]) if not path.endswith(".toml")]
+    assert not files, files  # only the job file itself holds it

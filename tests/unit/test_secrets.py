@@ -1,0 +1,414 @@
+"""Secrets that reached what other people read (issue 58): passwords of any character in a command
+line, credentials in a store URL's query, a job file's variables, the MLflow tracking URI."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from xover.run.leases import DeviceLeases
+
+START, END = "KX7SEC", "QZ9END"  # every password below starts and ends with these: neither may show
+# passwords as people type them: spaces, both quotes, '@', '/', '%' escapes, shell characters, newlines
+PASSWORDS = [
+    f"{START}p w\"x{END}",
+    f"{START}it's{END}",
+    f"{START}a\"b'c d{END}",
+    f"{START}x/y:z{END}",
+    f"{START}p%40ss%20w{END}",
+    f"{START}$(id) `id` ${{HOME}}{END}",
+    f"{START}back\\slash\\{END}",
+    f"{START}tab\tand\nnewline{END}",
+    f"{START}#frag?q=1&x=y{END}",
+    f"{START}''\"\"{END}",
+]
+
+
+def _leaks(text: str) -> bool:
+    return START in text or END in text
+
+
+@pytest.mark.parametrize("password", PASSWORDS)
+def test_a_password_of_any_character_is_masked_in_the_command_lease_file_and_report(tmp_path, monkeypatch, password):
+    """Finding 2. Before: redact.py's pattern stopped at a quote or a space, so `--db
+    'postgresql://u:p w"x@h/db'` kept the password in the stored command, the lease files (every user
+    can read them) and `xover report`."""
+    from xover import cli
+    from xover.report.data import experiment_row
+    from xover.store.models import Experiment
+
+    url = f"postgresql://xover:{password}@db.example:5432/xover?sslmode=require"
+    # in a query an '&' starts the next option: a password there holds it escaped
+    query = url.replace("?sslmode=require", f"?sslmode=require&password={password.replace('&', '%26')}")
+    for argv in (["--db", url], [f"--db={url}"], ["--db", query]):
+        monkeypatch.setattr(sys, "argv", ["xover", "run", *argv, "--group", "A", "B"])
+        command = cli._command_line()
+        assert not _leaks(command), command
+        assert shlex.split(command)[:2] == ["xover", "run"]  # still a command line a shell reads
+        monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path))
+        held = DeviceLeases(f"experiment e1 ({command})")
+        assert held.try_acquire([("localhost", 0)]) == {}
+        text = (tmp_path / DeviceLeases._name(("localhost", 0))).read_text()
+        held.release()
+        assert not _leaks(text) and "xover:***@db.example" in json.loads(text)["holder"] + command.replace("=***", "")
+        # a row an older xover stored as typed: the report shows it masked
+        stored = shlex.join(["xover", "run", *argv])
+        row = experiment_row(Experiment(id="e1", kind="run", command=stored, status="finished", hosts="localhost"))
+        assert not _leaks(row.command), row.command
+
+
+def test_passwords_are_masked_in_argv_and_in_joined_and_quoted_command_lines():
+    """Finding 2: the same URL as one argument, in a `shlex.join`ed line, single- or double-quoted, with
+    the password percent-encoded or a credential option whose name is percent-encoded."""
+    from xover.redact import mask_argv, mask_command, mask_credentials
+
+    url = 'postgresql://u:p w"x@h/db'
+    assert mask_argv(["--store", url]) == ["--store", "postgresql://u:***@h/db"]
+    assert mask_command(["xover", "run", "--store", url]) == "xover run --store 'postgresql://u:***@h/db'"
+    assert mask_credentials(shlex.join(["--store", url])) == "--store 'postgresql://u:***@h/db'"
+    assert mask_credentials("--store \"postgresql://u:p w\\\"x@h/db\" x") == "--store 'postgresql://u:***@h/db' x"
+    assert mask_credentials("postgresql://u:p%40ss%2Fw@h/db") == "postgresql://u:***@h/db"
+    assert mask_credentials("postgresql://me@corp.example:pw@h/db") == "postgresql://me@corp.example:***@h/db"
+    # SQLAlchemy's user is all but ':' and '/'
+    assert mask_credentials("postgresql://u?x#y:pw@h/db") == "postgresql://u?x#y:***@h/db"
+    assert mask_credentials("postgresql://h/db?pass%77ord=pw&sslpassword=pw2") == (
+        "postgresql://h/db?pass%77ord=***&sslpassword=***"
+    )
+    assert mask_credentials("https://mlflow.example/x?token=t0k&run=1") == "https://mlflow.example/x?token=***&run=1"
+    assert mask_credentials("PGPASSWORD=pw HF_TOKEN=tk xover run") == "PGPASSWORD=*** HF_TOKEN=*** xover run"
+    for kept in (
+        "postgresql://xover@db/xover",
+        "postgresql://xover@db:5432/xover",
+        "sqlite:///results/a:b@c.db",
+        "xover run --group A B",
+        "a:b@c",
+        "it's a message: postgresql://u:***@h/db is down",
+        "--tokenizer=bert TOKENIZERS_PARALLELISM=false",
+    ):
+        assert mask_credentials(kept) == kept
+
+
+# a PostgreSQL that refuses at once (port 1), with its credentials in every form a URL may carry them
+UNREACHABLE = "postgresql+psycopg://xover:{pw}@127.0.0.1:1/xover"
+CREDENTIAL_QUERIES = [
+    "?password={pw}",
+    "?sslmode=prefer&sslpassword={pw}",
+    "?PassWord={pw}",
+    "?pass%77ord={pw}",
+    "?sslpassword={pw}&bogus_option=1",  # the driver refuses an unknown option in its own words
+]
+
+
+@pytest.mark.parametrize("query", CREDENTIAL_QUERIES)
+def test_credential_query_options_are_masked_wherever_the_store_url_is_shown(tmp_path, monkeypatch, query):
+    """Finding 3. Before: shown_url masked the userinfo only, so `?password=` / `?sslpassword=` showed in
+    every "cannot open the database" line: `xover report`, `xover doctor`, and a Slurm group's output."""
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+    from xover.doctor import _database
+    from xover.store.session import StoreError, open_store, shown_url
+
+    password = f"{START}p w'x{END}"
+    url = UNREACHABLE.format(pw=f"{START}user-pw{END}") + query.format(pw=password.replace(" ", "%20"))
+    assert not _leaks(shown_url(url)), shown_url(url)
+    with pytest.raises(StoreError) as refused:
+        open_store(url)
+    assert "cannot open the database" in str(refused.value) and not _leaks(str(refused.value)), refused.value
+    monkeypatch.setenv("XOVER_RESULTS", str(tmp_path))
+    report = CliRunner().invoke(app, ["--db", url, "report", "all"])
+    assert report.exit_code != 0 and "cannot open the database" in report.output, report.output
+    assert not _leaks(report.output), report.output
+    check = _database(url)
+    assert not check.ok and not _leaks(check.detail), check.detail
+
+
+# ------------------------------------------------------------------ a job file's variables, passed by name
+
+HOROVOD_EXAMPLE = Path(__file__).resolve().parents[2] / "recipes" / "examples" / "horovod_digits.py"
+
+
+def _job_file(tmp_path, body: str):
+    (tmp_path / "train.py").write_bytes(HOROVOD_EXAMPLE.read_bytes())
+    path = tmp_path / "job.toml"
+    path.write_text(f'script = "train.py"\nnp = 1\n{body}\n')
+    return path
+
+
+def test_pass_env_names_variables_of_xovers_environment_whose_values_are_recorded_nowhere(tmp_path, monkeypatch):
+    """Finding 4: a job file passes a variable by name (`pass_env`); the recipe, what is stored and hashed
+    and the plan's entry hold its name, never its value."""
+    from xover.plan.planfile import plan_from_dict, plan_to_dict
+    from xover.plan.step import script_entries
+    from xover.recipes import load_recipe
+
+    monkeypatch.setenv("HF_TOKEN", f"{START}hf-token{END}")
+    monkeypatch.setenv("WANDB_API_KEY", f"{START}wandb{END}")
+    recipe = load_recipe(_job_file(tmp_path, 'pass_env = ["HF_TOKEN", "WANDB_API_KEY"]'))
+    assert recipe.pass_env == ("HF_TOKEN", "WANDB_API_KEY")
+    assert recipe.variable_names == ("HF_TOKEN", "WANDB_API_KEY")
+    assert recipe.to_dict()["pass_env"] == ["HF_TOKEN", "WANDB_API_KEY"] and not _leaks(json.dumps(recipe.to_dict()))
+    monkeypatch.setenv("HF_TOKEN", "another value")
+    assert load_recipe(tmp_path / "job.toml").hash == recipe.hash  # the job is the same whatever the value
+    [entry] = script_entries([recipe]).values()
+    assert entry.pass_env == ["HF_TOKEN", "WANDB_API_KEY"]
+    # the plan's entry: names, read back as names
+    plan = {"format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]],
+            "groups": [{"jobs": ["j"], "devices": ["localhost:0"], "wave": 0, "predicted_period_ms": 1.0,
+                        "predicted_gain": 1.0, "predicted_duration_ms": 1.0, "predicted_slowdown": {"j": 1.0}}],
+            "jobs": {"j": {"devices": 1, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1,
+                           "script": {"path": "/x/train.py", "args": [], "engine": "horovod", "sha256": "abc",
+                                      "env": {}, "pass_env": ["HF_TOKEN"]}}},
+            "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 1.0,
+            "sequential_makespan_ms": 1.0}
+    read = plan_from_dict(plan)
+    assert read.scripts["j"].pass_env == ["HF_TOKEN"]
+    assert plan_to_dict(read)["jobs"]["j"]["script"]["pass_env"] == ["HF_TOKEN"]
+
+
+def test_a_plans_job_whose_passed_variable_is_unset_is_refused_before_it_runs(tmp_path, monkeypatch):
+    from xover.errors import XoverError
+    from xover.plan.make import JobProfile, PlannedScript
+    from xover.run.jobs import _planned_script
+
+    script = tmp_path / "train.py"
+    script.write_bytes(HOROVOD_EXAMPLE.read_bytes())
+    from xover.scripts import content_hash
+
+    planned = PlannedScript(path=str(script), args=[], engine="horovod", sha256=content_hash(script),
+                            pass_env=["NOT_SET_ANYWHERE_58"])
+    profile = JobProfile(name="j", devices=1, compute_ms=1.0, comm_ms=1.0, memory_gb=0.1)
+    monkeypatch.delenv("NOT_SET_ANYWHERE_58", raising=False)
+    with pytest.raises(XoverError, match=r"the plan's job j .*pass_env: NOT_SET_ANYWHERE_58 is not set"):
+        _planned_script(planned, profile, "jobs/j.toml", None, False)
+    monkeypatch.setenv("NOT_SET_ANYWHERE_58", "v")
+    assert _planned_script(planned, profile, "jobs/j.toml", None, False).pass_env == ("NOT_SET_ANYWHERE_58",)
+
+
+@pytest.mark.parametrize("body, field, problem", [
+    ('pass_env = "HF_TOKEN"', "pass_env", "list of strings"),
+    ('pass_env = [1]', "pass_env[0]", "name of an environment variable"),
+    ('pass_env = ["HF-TOKEN"]', "pass_env[0]", "name of an environment variable"),
+    ('pass_env = ["XOVER_DB"]', "pass_env[0]", "XOVER_"),
+    ('pass_env = ["PRESENT", "NOT_SET_ANYWHERE_58"]', "pass_env[1]", "not set in xover's environment; export it"),
+    ('pass_env = ["PRESENT"]\nenv = { PRESENT = "x" }', "pass_env[0]", "in 'env' too"),
+])
+def test_bad_pass_env_names_the_file_and_field(tmp_path, monkeypatch, body, field, problem):
+    """Finding 4: `pass_env` is checked as the rest of a job file is: one line naming the file and field."""
+    from xover.recipes import RecipeError, load_recipe
+
+    monkeypatch.setenv("PRESENT", "value")
+    monkeypatch.delenv("NOT_SET_ANYWHERE_58", raising=False)
+    path = _job_file(tmp_path, body)
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(path)
+    assert str(refused.value).startswith(f"{path}: field '{field}': ") and problem in str(refused.value), refused.value
+
+
+def test_an_unset_pass_env_variable_exits_2_with_one_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    monkeypatch.delenv("NOT_SET_ANYWHERE_58", raising=False)
+    path = _job_file(tmp_path, 'pass_env = ["NOT_SET_ANYWHERE_58"]')
+    result = CliRunner().invoke(app, ["train", str(path)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "field 'pass_env[0]'" in lines[0], result.output
+
+
+def test_a_slurm_groups_batch_script_exports_the_variables_its_job_files_pass(tmp_path, monkeypatch):
+    """Finding 4 under Slurm: a group's passed variables go into its batch script (as the store's URL does:
+    the script is for its owner and Slurm's administrators), so that they reach the job under
+    --export=NONE too; no command line holds them."""
+    from xover.recipes import load_recipe
+    from xover.run import on_slurm
+    from xover.run.external import slurm
+    from xover.run.jobs import GroupToRun, JobSpec
+
+    monkeypatch.setenv("HF_TOKEN", f"{START}hf token's{END}")
+    recipe = load_recipe(_job_file(tmp_path, 'pass_env = ["HF_TOKEN"]'))
+    group = GroupToRun(0, [JobSpec("job", recipe, {"localhost": [0]})])
+    passed = on_slurm.passed_variables(group)
+    assert passed == {"HF_TOKEN": f"{START}hf token's{END}"}
+    script = slurm.batch_script(["xover", "slurm-group"], environment=passed)
+    assert f"export HF_TOKEN={shlex.quote(passed['HF_TOKEN'])}" in script.splitlines()
+
+
+def test_a_job_files_env_values_are_recorded_as_stars_but_still_make_its_hash(tmp_path):
+    """Finding 4: what is stored and written where others read it (the store's recipe, spec.json, MLflow's
+    params, the store's copy of a plan) holds `env`'s names, not its values; the hash still counts them."""
+    from xover.plan.make import Plan
+    from xover.plan.step import script_entries, store_plan
+    from xover.recipes import load_recipe
+    from xover.store.models import Plan as PlanRow
+    from xover.store.session import open_store
+
+    value = f"{START}token in env{END}"
+    recipe = load_recipe(_job_file(tmp_path, f'env = {{ OMP_NUM_THREADS = "2", MY_TOKEN = "{value}" }}'))
+    assert recipe.env["MY_TOKEN"] == value  # the ranks get it
+    assert recipe.to_dict()["env"] == {"OMP_NUM_THREADS": "***", "MY_TOKEN": "***"}
+    other = load_recipe(_job_file(tmp_path, 'env = { OMP_NUM_THREADS = "2", MY_TOKEN = "another" }'))
+    assert other.hash != recipe.hash  # a value changes the job
+    plan = Plan(algo="none", hosts=[("localhost", 1)], groups=[], unplaced=[], predicted_aggregate_gain=1.0,
+                predicted_makespan_ms=0.0, sequential_makespan_ms=0.0, scripts=script_entries([recipe]))
+    assert plan.scripts[recipe.name].env["MY_TOKEN"] == value  # the plan file runs it as profiled
+    store = open_store(str(tmp_path / "x.db"))
+    with store.session() as session, session.begin():
+        plan_id = store_plan(session, plan)
+    with store.session() as session:
+        assert not _leaks(json.dumps(session.get(PlanRow, plan_id).body))
+    store.close()
+
+
+def test_mlflow_params_show_no_env_value_even_of_a_recipe_an_older_xover_stored(tmp_path):
+    """Finding 4: MLflow's `recipe.env.NAME` params were the values as given; a row stored before this
+    version still holds them, and they are written as *** all the same."""
+    from conftest import recorded_runs
+    from sqlalchemy import select
+
+    from xover.report.mlflow import recipe_params
+    from xover.store.models import RecipeSnapshot
+
+    store, _recorder, [run_id] = recorded_runs(tmp_path, [{"name": "a", "mode": "solo", "hosts": "localhost",
+                                                           "np": 1}])
+    with store.session() as session, session.begin():
+        snapshot = session.scalars(select(RecipeSnapshot)).one()
+        snapshot.body = {"name": "a", "env": {"HF_TOKEN": f"{START}old row{END}"}, "pass_env": ["WANDB_API_KEY"]}
+    with store.session() as session:
+        params = recipe_params(session, "e1")[run_id]
+    store.close()
+    assert params["recipe.env.HF_TOKEN"] == "***" and params["recipe.pass_env"] == '["WANDB_API_KEY"]'
+    assert not _leaks(json.dumps(params))
+
+
+# ------------------------------------------------------------------ the results folder
+
+OTHER_UID = 54321  # a user other than the one the tests run as (root can give files to it)
+
+
+def test_a_results_folder_another_user_could_plant_names_in_is_refused(tmp_path, monkeypatch):
+    """Issue 58 (low): writes under a shared results folder followed links: another user who could write
+    there put `runs` (or plan.json, report.html) as a link, and xover wrote where it pointed. Now a results
+    folder, and its runs/, must be this user's (the root may be this user's link to one, or root's and
+    sticky), and no one else may write in it without the sticky bit."""
+    import os
+
+    from xover.config import results_root
+    from xover.errors import XoverError
+
+    def refused(root, problem):
+        monkeypatch.setenv("XOVER_RESULTS", str(root))
+        with pytest.raises(XoverError) as error:
+            results_root()
+        assert problem in str(error.value) and "XOVER_RESULTS" in str(error.value), error.value
+
+    def accepted(root):
+        monkeypatch.setenv("XOVER_RESULTS", str(root))
+        assert results_root() == root
+
+    accepted(tmp_path / "not-yet")  # made later, by this user
+    mine = tmp_path / "mine"
+    (mine / "runs").mkdir(parents=True)
+    accepted(mine)
+    (tmp_path / "link").symlink_to(mine)  # this user's link to a folder of theirs
+    accepted(tmp_path / "link")
+    everyone = tmp_path / "everyone"
+    everyone.mkdir()
+    everyone.chmod(0o777)
+    refused(everyone, "writable by every user")
+    everyone.chmod(0o1777)  # sticky: others cannot take over a name of this user's
+    accepted(everyone)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, OTHER_UID, -1)
+    refused(theirs, "belongs to uid 54321")
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "runs").symlink_to(tmp_path / "victim")
+    refused(planted, "runs is a symbolic link")
+    their_runs = tmp_path / "their-runs"
+    (their_runs / "runs").mkdir(parents=True)
+    os.chown(their_runs / "runs", OTHER_UID, -1)
+    refused(their_runs, "belongs to uid 54321")
+    (tmp_path / "file").write_text("x")
+    refused(tmp_path / "file", "is not a folder")
+
+
+def test_a_run_into_a_results_folder_others_can_write_is_refused_before_anything_is_recorded(tmp_path, monkeypatch):
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("XOVER_RESULTS", str(shared))
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    result = CliRunner().invoke(app, ["train", "mlp-digits", "--iterations", "2"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "writable by every user" in lines[0], result.output
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        assert db.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+    assert not (shared / "runs").exists()
+
+
+def test_each_rank_reads_its_hosts_private_file_and_the_last_one_removes_it(tmp_path):
+    """The private files that carry the metric token and a job file's variables to horovodrun's ranks: a file
+    only on hosts that get ranks; each rank reads its host's into its environment and becomes the program;
+    the host's last rank (HOROVOD_LOCAL_SIZE) removes it; a file that is not private is refused."""
+    import os
+    import subprocess
+
+    from xover.run.external.horovodrun import private_files, with_private_variables
+
+    value = f"{START}it's a \"token\"{END}"
+    # np 2 fills localhost's two slots: the host after it gets no rank, so no file (and no ssh to it)
+    files = private_files(2, "localhost:2,unreachable.invalid:2", {"HF_TOKEN": value}, [])
+    assert list(files) == ["localhost"]
+    path = files["localhost"]
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    program = with_private_variables([sys.executable, "-c", "import os; print(os.environ['HF_TOKEN'])"], files)
+    assert not _leaks(" ".join(program))
+    rank_env = {**os.environ, "HOROVOD_HOSTNAME": "localhost", "HOROVOD_LOCAL_SIZE": "2"}
+    for left in (True, False):
+        ran = subprocess.run(program, env=rank_env, capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0 and ran.stdout.strip() == value, ran.stderr
+        assert os.path.exists(path) == left
+    files = private_files(1, "localhost:1", {"HF_TOKEN": value}, [])
+    os.chmod(files["localhost"], 0o644)  # readable by others: not what xover made
+    ran = subprocess.run(with_private_variables([sys.executable, "-c", "pass"], files),
+                         env={**rank_env, "HOROVOD_LOCAL_SIZE": "1"}, capture_output=True, text=True, timeout=60)
+    assert ran.returncode != 0 and "not a private file" in ran.stderr, ran.stderr
+    os.unlink(files["localhost"])
+
+
+def test_a_plan_file_that_holds_env_values_is_readable_by_its_owner_only(tmp_path):
+    """Finding 4: the plan file keeps a job file's `env` values (`xover run PLAN` needs them); it is made
+    mode 0600 then, an existing file's mode included. Before: the umask's 0644, readable by every user."""
+    import os
+
+    from xover.plan.step import write_plan_file
+
+    path = tmp_path / "plan.json"
+    path.write_text("{}")
+    path.chmod(0o644)
+    write_plan_file(path, '{"env": "values"}\n', holds_env_values=True)
+    assert os.stat(path).st_mode & 0o777 == 0o600 and path.read_text() == '{"env": "values"}\n'
+    plain = tmp_path / "plain.json"
+    write_plan_file(plain, "{}\n", holds_env_values=False)
+    assert os.stat(plain).st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
