@@ -42,8 +42,9 @@ from ..plan.model import link_busy_ms, measured_interference
 from ..rates import parse_rate
 from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
 from ..run.experiment import Experiment, experiment, lease_devices, link_of
-from ..run.jobs import check_devices, job_for
+from ..run.jobs import job_for
 from ..run.mps import control_program
+from ..run.ranks import check_devices
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
 from ..run.traits import traits_of

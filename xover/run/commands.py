@@ -30,9 +30,10 @@ from ..store.queries import iteration_rows
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
-from .jobs import GroupToRun, check_devices, crossover_warning, job_for
+from .jobs import GroupToRun, job_for
 from .launchers import DEFAULT_LAUNCHER, LaunchRequest, check_launcher_options, hosts_or_allocation, launcher_named
 from .mps import check_mps
+from .ranks import check_devices, crossover_warning
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
 from .traits import attach_traits, give_seconds

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..devices import local_device_count
-from ..engines import DEFAULT_ENGINE, ENGINES
+from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
-from ..hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
+from ..hosts import LOCAL, Device, canonical_host, hosts_spec, parse_hosts
 from ..recipes import Recipe
 from ..scripts import check_engine
-from ..sharing import DEFAULT_WAY, WAYS, turn_taking
+from ..sharing import DEFAULT_WAY, WAYS
 from ..turns.policies import SlotTraits
 
 
@@ -100,31 +99,6 @@ def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
     if left > 0:
         raise XoverError(f"job '{job}' needs {np} ranks but -H {hosts} has {np - left} slots")
     return placement
-
-
-def check_devices(jobs: list[JobSpec]) -> None:
-    """Fail before anything starts when a job asks for devices this machine does not have."""
-    kind, available = local_device_count()
-    for engine in {job.engine for job in jobs}:
-        ENGINES[engine].check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
-    for job in jobs:
-        for host, indices in job.devices.items():
-            if not is_local(host):
-                continue  # remote hosts are counted by their -H slots
-            if len(indices) > available or max(indices, default=0) >= available:
-                raise XoverError(
-                    f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
-                    f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H"
-                )
-
-
-def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
-    """A warning where the jobs' engines would take crossover turns badly on this machine (torch's:
-    on GPUs over NCCL, `engines.Torch.crossover_warning`), or None."""
-    if not any(turn_taking(mode) for mode in modes):
-        return None
-    engines = sorted({job.engine for job in jobs})
-    return next(filter(None, (ENGINES[engine].crossover_warning() for engine in engines)), None)
 
 
 def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:

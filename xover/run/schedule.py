@@ -52,6 +52,7 @@ from ..settings import (
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import ServedTurns, TurnService
 from .jobs import JobSpec
+from .ranks import ranks_of
 from .record import Recorder, failure_summary
 from .sinks import JobLabels, MetricSink, deliver
 from .supervise import (
@@ -391,16 +392,15 @@ class Scheduler:
                 token = secrets.token_hex(16)  # what marks this run's metric records as its own
                 env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
                 spec_path = log_dir / "spec.json"
-                spec_path.write_text(
-                    json.dumps({"job": job.name, "engine": job.engine, "recipe": job.recipe.to_dict()}, indent=1)
-                )
-                engine = ENGINES[job.engine]  # its launcher program's command lines (xover/engines.py)
+                spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
+                spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
+                ranks = ranks_of(job.engine)  # its launcher program's command lines (run/ranks.py)
                 commands = [
                     unit.network.wrap(c)
-                    for c in engine.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
+                    for c in ranks.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
                 ]
                 unit.launched[run_id] = CheckedJob(
-                    run_id, commands, engine.launch_env(job, env), log_dir, self.events, token
+                    run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
                 )
             context.recorder.mark_started(unit.run_ids)
         except BaseException as error:
