@@ -17,9 +17,11 @@ from . import __version__
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
+from .redact import mask_credentials
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
+from .sharing import PLANNED, run_modes
 from .views import show_doctor, show_plan, show_profiles, show_run, show_train
 
 app = typer.Typer(
@@ -111,8 +113,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 def _command_line() -> str:
     """This command, as the store and the lease files keep it: a URL's password masked (--db)."""
-    from .redact import mask_credentials
-
     return mask_credentials(shlex.join(["xover", *sys.argv[1:]]))
 
 
@@ -256,8 +256,6 @@ RUN_METRICS_PORT_HELP = (
 
 
 def _modes_help() -> str:
-    from .sharing import PLANNED, run_modes
-
     return (
         f"{PLANNED} | {' | '.join(reversed([str(m) for m in run_modes()]))} | all, or a comma list such as "
         f"sequential,crossover. {PLANNED} (a plan's default): each group in the way of sharing its plan picked, "

@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 
 from .console import console, print_json, print_table
+from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
 from .sharing import CONCURRENT, CROSSOVER
 
 GROUP_COLUMNS = [
@@ -55,8 +56,6 @@ def show_train(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    from .report.tables import DIGITS, job_columns, print_failures
-
     print_table(f"xover train  experiment {result['experiment']}", job_columns(False), result["jobs"], DIGITS)
     print_failures(result["jobs"])
     console.print(f"logs: {result['results_dir']}", markup=False)
@@ -69,8 +68,6 @@ def show_run(result: Any, as_json: bool) -> None:
     if as_json:
         print_json(shown)
         return
-    from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
-
     print_table(
         f"xover run  experiment {result.experiment}  link {result.link or 'host network'}",
         job_columns(True),

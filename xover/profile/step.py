@@ -43,7 +43,7 @@ from ..rates import parse_rate
 from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
 from ..run.experiment import Experiment, experiment, lease_devices, link_of
 from ..run.jobs import job_for
-from ..run.mps import control_program
+from ..run.mps import MpsDaemon, control_program
 from ..run.ranks import check_devices
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
@@ -522,8 +522,6 @@ def _measure_stretch(
     with no all-reduce, so it computes the whole time. The job's device time there over alone is its
     co-run stretch (time-sliced; then again under a CUDA MPS daemon of the run's own where MPS exists).
     The reporting rank computes on that first device, and the job's ranks run in step."""
-    from ..run.mps import MpsDaemon
-
     found: dict[str, float | None] = {}
     for way in ("corun_stretch", "mps_stretch") if with_mps else ("corun_stretch",):
         partner_iterations = max(

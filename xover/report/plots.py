@@ -7,14 +7,16 @@ global state leaks between reports; saving a Figure to PNG uses the Agg renderer
 from __future__ import annotations
 
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from ..analysis import rows_of
 from ..results import GainPoint, GroupReport, RunResult
 from ..sharing import CONCURRENT, CROSSOVER, SHARED_MODES, Mode
 from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
 MODE_COLOURS = {
@@ -50,6 +52,13 @@ def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Pat
     return written
 
 
+def _figure(**options: Any) -> Figure:
+    """A new matplotlib Figure (matplotlib is loaded with the first picture, not with the report)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**options)
+
+
 def _save(figure: Figure, path: Path) -> bool:
     figure.savefig(path, dpi=DPI)
     return True
@@ -83,7 +92,7 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     if not panels:
         return False
     heights = [max(1, len(jobs)) for _, jobs, _, _, _ in panels]
-    figure = Figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
+    figure = _figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (mode, jobs, rows, window, note) in zip(axes, panels):
         for lane, job_rows in enumerate(rows[: len(jobs)]):
@@ -133,7 +142,7 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
     groups = [g for g in groups if g.sequential is not None and any(getattr(g, k) for _, k in series[1:])]
     if not groups:
         return False
-    figure = Figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
+    figure = _figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
     ax = figure.subplots()
     width = 0.8 / len(series)
     for index, (label, key) in enumerate(series):
@@ -168,7 +177,7 @@ def losses_picture(report: ExperimentReport, path: Path) -> bool:
     jobs = [j for j in report.jobs if (j.is_alone or j.mode == Mode.CROSSOVER) and rows_of(report.iterations, j)]
     if not jobs:
         return False
-    figure = Figure(figsize=(8, 4.2), layout="constrained")
+    figure = _figure(figsize=(8, 4.2), layout="constrained")
     ax = figure.subplots()
     names = list(dict.fromkeys(j.name for j in jobs))
     for job in jobs:
@@ -201,7 +210,7 @@ def predicted_vs_measured_picture(points: list[GainPoint], highlight: str | None
     """Every comparison run's crossover gain: model/plan prediction against the measurement."""
     if not points:
         return False
-    figure = Figure(figsize=(5.8, 5.4), layout="constrained")
+    figure = _figure(figsize=(5.8, 5.4), layout="constrained")
     ax = figure.subplots()
     values = [p.predicted_gain for p in points] + [p.measured_gain for p in points]
     low, high = min(0.5, *values) * 0.9, max(1.5, *values) * 1.1

@@ -30,12 +30,14 @@ from ..store.queries import iteration_rows
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
+from .exporter import PrometheusSink, check_port, run_facts
 from .jobs import GroupToRun, job_for
 from .launchers import DEFAULT_LAUNCHER, LaunchRequest, check_launcher_options, hosts_or_allocation, launcher_named
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
+from .targets import run_targets
 from .traits import attach_traits, give_seconds
 from .units import comparison_units
 
@@ -136,8 +138,6 @@ class RunAsked:
 def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
     """`xover run`: the groups and options of what was asked, checked in the order the options are
     documented, then `run_groups`."""
-    from .targets import run_targets
-
     ad_hoc = asked.group or bool(asked.scripts)
     modes = modes_of(asked.mode, plan=not ad_hoc)
     check_seconds("--timeout", asked.timeout_s)
@@ -234,8 +234,6 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     # the exporter binds its port now: a port in use is refused before anything is recorded or started
     port = options.metrics_port if options.metrics_port is not None else settings().metrics_port
     if port is not None:
-        from .exporter import check_port  # prometheus_client, only when asked for
-
         check_port(port)
     if chosen.runs_here:
         request = replace(request, exporter=metrics_exporter(port, groups, planned=options.plan is not None))
@@ -278,8 +276,6 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
     on; None when neither asks for one."""
     if port is None:
         return None
-    from .exporter import PrometheusSink, run_facts  # prometheus_client, only when asked for
-
     return PrometheusSink(port, run_facts(groups, planned))
 
 

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
-from ..emulation import cluster
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..hosts import canonical_host, is_local
@@ -46,8 +45,10 @@ from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
 from . import targets
 from .experiment import settings_from_env
+from .exporter import PrometheusSink, run_facts
 from .external import slurm
 from .jobs import GroupToRun
+from .reach import prefix_to_reach
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
 from .sinks import MetricSink, StoreSink, deliver
@@ -338,8 +339,6 @@ def group_exporter(port: int | None, group: GroupToRun, experiment_id: str) -> l
     and the group runs without it (it was submitted already: the run goes on)."""
     if port is None:
         return []
-    from .exporter import PrometheusSink, run_facts
-
     try:
         exporter = PrometheusSink(port, run_facts([group], planned=True))
     except XoverError as error:
@@ -407,7 +406,7 @@ def main(argv: list[str] | None = None) -> None:
 
         def stop_elsewhere() -> None:
             try:
-                prefix = cluster.launch_prefix(elsewhere)
+                prefix = prefix_to_reach(elsewhere)
             except XoverError:
                 prefix = []
             sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)

@@ -15,6 +15,7 @@ from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
 from ..sharing import CROSSOVER
+from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .jobs import GroupToRun, JobSpec, job_for, unique_names
 from .launchers import launcher_named
 from .traits import traits_of
@@ -228,8 +229,6 @@ def run_targets(
     """The groups of `xover run`: recipes (--group), scripts (--script; both in one group), or a plan
     file; and the turn policies (all, one, or the plan's own). `targets` are the recipes or the plan,
     `hosts` the -H hosts (or a Slurm allocation's) of an ad-hoc group."""
-    from ..turns.policies import DEFAULT_POLICY, POLICIES
-
     if hosts and not (group or scripts):
         raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
     if scripts and engine is None:
