@@ -189,25 +189,45 @@ def _choice(variable: str, value: str | None, choices: tuple[str, ...]) -> str:
     return value
 
 
+# A number is written in ASCII digits: str.isdigit() holds for '²' as well (int() then raises, a traceback),
+# and int() and float() take other scripts' digits ('٣'), which no one means in a setting.
+_WHOLE = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def whole_number(text: str) -> int | None:
+    """`text` (stripped) as a whole number of ASCII digits, else None (never an exception)."""
+    value = text.strip()
+    return int(value) if _WHOLE.fullmatch(value) else None
+
+
+def decimal_number(text: str) -> float | None:
+    """`text` (stripped) as a decimal number of ASCII digits ('0.5', '2', '1e-3'), else None."""
+    value = text.strip()
+    return float(value) if _DECIMAL.fullmatch(value) else None
+
+
 def _devices_per_gpu(value: str) -> int:
     if not value:
         return 1
-    if not value.isdigit() or not 1 <= int(value) <= 64:
+    count = whole_number(value)
+    if count is None or not 1 <= count <= 64:
         raise XoverError(
-            f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one GPU counts as)"
+            f"{DEVICES_PER_GPU_VARIABLE}={value!r}: give a whole number from 1 to 64 (the devices one GPU counts as)"
         )
-    return int(value)
+    return count
 
 
 def _threads_per_rank(value: str) -> int:
     if not value:
         return 1
-    if not value.isdigit() or not 1 <= int(value) <= 4096:
+    threads = whole_number(value)
+    if threads is None or not 1 <= threads <= 4096:
         raise XoverError(
             f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
             "threads in each CPU rank)"
         )
-    return int(value)
+    return threads
 
 
 def _metrics_port(text: str | None) -> int | None:
@@ -215,11 +235,12 @@ def _metrics_port(text: str | None) -> int | None:
     value = (text or "").strip()
     if not value:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
+    port = whole_number(value)
+    if port is None or not 1 <= port <= 65535:
         raise XoverError(
             f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
         )
-    return int(value)
+    return port
 
 
 def parse_port_range(text: str) -> tuple[int, int] | None:
@@ -227,11 +248,10 @@ def parse_port_range(text: str) -> tuple[int, int] | None:
     low, separator, high = text.strip().partition("-")
     if not separator:
         high = low
-    low, high = low.strip(), high.strip()
-    if not (low.isdigit() and high.isdigit() and len(low) <= 5 and len(high) <= 5):
+    first, last = whole_number(low), whole_number(high)
+    if first is None or last is None or len(low.strip()) > 5 or len(high.strip()) > 5:
         return None
-    ports = int(low), int(high)
-    return ports if 1 <= ports[0] <= ports[1] <= 65535 else None
+    return (first, last) if 1 <= first <= last <= 65535 else None
 
 
 def _port_range(variable: str, text: str | None) -> tuple[int, int] | None:
@@ -279,7 +299,7 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
     if not text:
         return None
     try:
-        items = [(key.strip(), float(value)) for key, value in (item.split("=") for item in text.split(","))]
+        items = [(key.strip(), _decimal(value)) for key, value in (item.split("=") for item in text.split(","))]
     except ValueError:
         raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: expected floor=S,factor=N,initial=S") from None
     lease = dict(items)
@@ -301,16 +321,21 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
     return lease
 
 
+def _decimal(text: str) -> float:
+    """A decimal number of ASCII digits; ValueError for anything else (the caller names the variable)."""
+    value = decimal_number(text)
+    if value is None:
+        raise ValueError(text)
+    return value
+
+
 def _turn_heartbeat(text: str | None) -> float | None:
     """Seconds between keep-alives, more than 0 and at most 60 (a worker takes 30 s of silence for a
     dead server); shorter ones fill a stopped worker's socket sooner (bench/chaos.py's stop-waiter)."""
     if not text or not text.strip():
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= 60):
+    value = decimal_number(text)
+    if value is None or not (math.isfinite(value) and 0 < value <= 60):
         raise XoverError(f"{TURN_HEARTBEAT_VARIABLE}={text!r}: expected seconds, more than 0 and at most 60")
     return value
 
@@ -323,18 +348,18 @@ def _turn_send_buffer(text: str | None) -> int | None:
     the value and keeps it within its own minimum and net.core.wmem_max)."""
     if not text or not text.strip():
         return None
-    value = text.strip()
-    if not (value.isdigit() and 1 <= int(value) <= TURN_SEND_BUFFER_MAX):
+    size = whole_number(text)
+    if size is None or not 1 <= size <= TURN_SEND_BUFFER_MAX:
         raise XoverError(
             f"{TURN_SEND_BUFFER_VARIABLE}={text!r}: expected bytes, a whole number from 1 to {TURN_SEND_BUFFER_MAX}"
         )
-    return int(value)
+    return size
 
 
 def _turn_server_nice(text: str | None) -> int | None:
     """The turn servers' nice value; a server only ever raises its priority, so 0 leaves it alone."""
     if not text:
         return None
-    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text) or not -20 <= int(text) <= 19:
+    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text, re.ASCII) or not -20 <= int(text) <= 19:
         raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={text!r}: expected an integer from -20 to 19")
     return int(text)

@@ -23,6 +23,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+from ..settings import whole_number
+
 ADDRESS = "0.0.0.0"  # every interface: a Prometheus server elsewhere scrapes it
 DEVICE_LABELS = ("experiment", "group", "host", "device")
 LABELS = ("experiment", "group", "host")  # what the launcher gives a server (`--metrics-label KEY=VALUE`)
@@ -252,7 +254,8 @@ def parse_names(specs: Sequence[str]) -> dict[int, str]:
     names = {}
     for spec in specs:
         slot, separator, name = spec.partition("=")
-        if not separator or not slot.isdigit() or not name:
+        number = whole_number(slot)
+        if not separator or number is None or not name:
             raise ValueError(f"--slot-name {spec!r}: expected SLOT=JOB, e.g. 0=mlp-digits")
-        names[int(slot)] = name
+        names[number] = name
     return names
