@@ -15,6 +15,7 @@ This module imports nothing of xover but its errors, so that the runtime may imp
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -79,6 +80,8 @@ TURN_SEND_BUFFER_VARIABLE = "XOVER_TURN_SEND_BUFFER"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 METRICS_PORT_VARIABLE = "XOVER_METRICS_PORT"
 TURN_METRICS_PORTS_VARIABLE = "XOVER_TURN_METRICS_PORTS"
+METRICS_ADDRESS_VARIABLE = "XOVER_METRICS_ADDRESS"
+METRICS_CREDENTIALS_VARIABLE = "XOVER_METRICS_CREDENTIALS"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
@@ -117,6 +120,12 @@ class Settings:
     # the ports the turn servers may serve their devices' figures on, each the first free one of them
     # (LOW-HIGH, for a firewall opened to Prometheus on those only); None: any port the kernel hands out
     turn_metrics_ports: tuple[int, int] | None = _variable(TURN_METRICS_PORTS_VARIABLE, default=None)
+    # where the exporter and the turn servers listen: `localhost` (loopback, IPv4 and IPv6), `0.0.0.0` or `::`
+    # (every interface, both families: a Prometheus elsewhere), or one address of the host
+    metrics_address: str = _variable(METRICS_ADDRESS_VARIABLE, default="localhost")
+    # the folder of the metrics' bearer token and TLS certificate and key (turns/credentials.py); None: the
+    # user's configuration folder, ~/.config/xover/metrics
+    metrics_credentials: Path | None = _variable(METRICS_CREDENTIALS_VARIABLE, default=None)
     # -- experiment switches (docs/reference.md: the measurement behind each) -----------------------
     link_bands: bool = _variable(LINK_BANDS_VARIABLE, default=True)  # crossover orders the link by the policy's bands
     comm_threads: str = _variable(COMM_THREADS_VARIABLE, default="batch")  # batch | normal | always
@@ -149,6 +158,8 @@ class Settings:
             metric_sinks=_names(METRIC_SINKS_VARIABLE, env.get(METRIC_SINKS_VARIABLE)),
             metrics_port=_metrics_port(env.get(METRICS_PORT_VARIABLE)),
             turn_metrics_ports=_port_range(TURN_METRICS_PORTS_VARIABLE, env.get(TURN_METRICS_PORTS_VARIABLE)),
+            metrics_address=_metrics_address(env.get(METRICS_ADDRESS_VARIABLE)),
+            metrics_credentials=_absolute_folder(METRICS_CREDENTIALS_VARIABLE, env.get(METRICS_CREDENTIALS_VARIABLE)),
             link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
             comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
@@ -241,6 +252,31 @@ def _metrics_port(text: str | None) -> int | None:
             f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
         )
     return port
+
+
+def _metrics_address(text: str | None) -> str:
+    """`localhost` (the default), `0.0.0.0`, `::` or an IP address, as `ipaddress` writes it; not a host name:
+    the same setting reaches every host's turn server, and a name could mean another address on each."""
+    value = (text or "").strip()
+    if not value or value.lower() == "localhost":
+        return "localhost"
+    try:
+        return str(ipaddress.ip_address(value.strip("[]")))
+    except ValueError:
+        raise XoverError(
+            f"{METRICS_ADDRESS_VARIABLE}={text!r}: expected localhost (the default: loopback only), 0.0.0.0 or :: "
+            "(every interface, IPv4 and IPv6), or an IP address of this host"
+        ) from None
+
+
+def _absolute_folder(variable: str, text: str | None) -> Path | None:
+    """An absolute path; unset or empty: None (the default folder)."""
+    value = (text or "").strip()
+    if not value:
+        return None
+    if not os.path.isabs(value):
+        raise XoverError(f"{variable}={text!r}: expected an absolute path to a folder of your own")
+    return Path(value)
 
 
 def parse_port_range(text: str) -> tuple[int, int] | None:

@@ -9,24 +9,27 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import pytest
-from scraped import free_port, free_ports, scrape, value
+from scraped import free_port, free_ports, get, scrape, value
 
 from xover.runtime.turn_client import CrossoverToken
+from xover.turns.credentials import metrics_credentials
 from xover.turns.metrics import TurnMetrics
 from xover.turns.service import ServedTurns, TurnServerEndpoint, TurnService
 
 JOBS = {0: "mlp-a", 1: "mlp-b"}
 
 
-def start_server(path, *extra):
+def start_server(path, *extra, address="localhost"):
+    """A turn server serving its figures as a run's do: over TLS, to the session's token (from its stdin)."""
     args = [sys.executable, "-m", "xover.turns.server", "--socket", path, "--control-stdin", "--join-timeout", "30",
-            "--device=0=0,1", "--metrics-address", "127.0.0.1", "--metrics-label=experiment=e1",
-            "--metrics-label=group=0", "--metrics-label=host=localhost", *[f"--slot-name={s}={n}" for s, n in JOBS.items()],
-            *extra]
+            "--device=0=0,1", "--metrics-address", address, "--metrics-credentials-stdin",
+            "--metrics-label=experiment=e1", "--metrics-label=group=0", "--metrics-label=host=localhost",
+            *[f"--slot-name={s}={n}" for s, n in JOBS.items()], *extra]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(metrics_credentials().to_line() + "\n")
+    proc.stdin.flush()
     first = proc.stdout.readline().split()
     assert first[0] == "metrics", first
     assert proc.stdout.readline().strip() == "ready"
@@ -137,9 +140,9 @@ def test_a_turn_service_hands_its_servers_ports_to_the_exporter_which_lists_them
     from xover.run.exporter import TARGETS_PATH, PrometheusSink
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    served = ServedTurns("e7", "3", ("mlp-a", "mlp-b"))
+    served = ServedTurns("e7", "3", ("mlp-a", "mlp-b"), metrics_credentials())
     service = TurnService("e7-r1", [{"localhost": [0]}, {"localhost": [0]}], "round-robin", {}, served=served)
-    exporter = PrometheusSink(free_port(), address="127.0.0.1")
+    exporter = PrometheusSink(free_port())
     try:
         [endpoint] = service.endpoints()
         assert (endpoint.host, endpoint.experiment, endpoint.group) == ("localhost", "e7", "3")
@@ -150,10 +153,9 @@ def test_a_turn_service_hands_its_servers_ports_to_the_exporter_which_lists_them
         exporter.turn_servers("e7-r2", [TurnServerEndpoint("xo-h2", 40001, "e7", "4")])
 
         def listed(host):
-            request = urllib.request.Request(f"http://127.0.0.1:{exporter.port}{TARGETS_PATH}", headers={"Host": host})
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                assert answer.headers["Content-Type"] == "application/json"
-                return json.load(answer)
+            status, headers, body = get(exporter.port, TARGETS_PATH, headers={"Host": host})
+            assert status == 200 and headers["Content-Type"] == "application/json"
+            return json.loads(body)
 
         # a server on the exporter's machine is listed under the name Prometheus reached the exporter by
         assert listed(f"node7.example:{exporter.port}") == [
@@ -278,7 +280,7 @@ def test_servers_given_a_range_take_its_first_free_port_and_without_one_serve_tu
 def test_the_launcher_passes_the_range_to_every_server(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     low = free_ports(3)
-    served = ServedTurns("e8", "0", ("mlp-a", "mlp-b"), ports=(low, low + 2))
+    served = ServedTurns("e8", "0", ("mlp-a", "mlp-b"), metrics_credentials(), ports=(low, low + 2))
     assert f"--metrics-ports={low}-{low + 2}" in served.arguments("localhost")
     service = TurnService("e8-r1", [{"localhost": [0]}, {"localhost": [0]}], "round-robin", {}, served=served)
     try:

@@ -117,6 +117,10 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
     plan = request.options.plan
     kind = (plan.device_kind if plan is not None else None) or local_device_count()[0]
     submitted = {} if submitted is None else submitted
+    if request.options.metrics_port is not None:
+        from ..turns.credentials import metrics_credentials
+
+        metrics_credentials()  # made here if missing, where the user reads them: each group's exporter uses them
     for group in request.groups:
         nodes, per_node = group_shape(group)
         command = group_command(run.id, group, request)
@@ -326,14 +330,18 @@ def remap_to_allocation(group: GroupToRun, allocation) -> None:
 
 
 def group_exporter(port: int | None, group: GroupToRun, experiment_id: str) -> list[MetricSink]:
-    """A group's Prometheus exporter inside its Slurm job, on its first node; a port in use there is said
-    and the group runs without it (it was submitted already: the run goes on)."""
+    """A group's Prometheus exporter inside its Slurm job, on its first node; a port in use there, or
+    credentials it cannot read there, is said and the group runs without it (it was submitted already: the
+    run goes on). The credentials are the submitter's (made before it submitted), from the same folder:
+    a home the nodes share, or XOVER_METRICS_CREDENTIALS; never made anew here, where Prometheus would not
+    know them."""
     if port is None:
         return []
+    from ..turns.credentials import metrics_credentials
     from .exporter import PrometheusSink, run_facts
 
     try:
-        exporter = PrometheusSink(port, run_facts([group], planned=True))
+        exporter = PrometheusSink(port, run_facts([group], planned=True), credentials=metrics_credentials(create=False))
     except XoverError as error:
         print_error(f"{error}; group {group.index} runs without its exporter")
         return []

@@ -49,6 +49,7 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
     settings,
 )
+from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import ServedTurns, TurnService
 from .jobs import JobSpec
@@ -366,13 +367,17 @@ class Scheduler:
                     link_bands = make_policy(unit.policy, traits).link_bands()
                 name = f"{context.experiment_id}-r{unit.run_ids[0]}"
                 served = None
-                if any(sink.wants_turn_servers for sink in context.sinks):
+                exporter = next((sink for sink in context.sinks if sink.wants_turn_servers), None)
+                if exporter is not None:
                     group = "" if unit.group is None else str(unit.group)
                     served = ServedTurns(
                         context.experiment_id,
                         group,
                         tuple(job.name for job in unit.jobs),
+                        # what Prometheus is told for the exporter holds for the turn servers it lists
+                        credentials=getattr(exporter, "credentials", None) or metrics_credentials(),
                         ports=settings().turn_metrics_ports,
+                        address=settings().metrics_address,
                     )
                 unit.turns = TurnService(
                     name,

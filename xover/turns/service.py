@@ -34,7 +34,7 @@ from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, is_local, ssh_command
 from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
-from .metrics import ADDRESS as METRICS_ADDRESS
+from .credentials import MetricsCredentials
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 
@@ -68,14 +68,17 @@ class ServedTurns:
     experiment: str
     group: str
     jobs: tuple[str, ...]  # by slot
+    credentials: MetricsCredentials  # handed to each server on its stdin: its TLS certificate and the token
     ports: tuple[int, int] | None = None  # XOVER_TURN_METRICS_PORTS: each server takes the first free one
+    address: str = "localhost"  # XOVER_METRICS_ADDRESS: where each server listens, on its own host
 
     def arguments(self, host: str) -> list[str]:
-        """The server's options that have it serve its figures, on every interface of its host. This
-        machine's server is labelled with its name (for a cluster's Prometheus, `localhost` names no host)."""
+        """The server's options that have it serve its figures on `address` of its host, with the credentials
+        it reads from its stdin first. This machine's server is labelled with its name (for a cluster's
+        Prometheus, `localhost` names no host)."""
         name = socket.gethostname() if is_local(host) else host
         labels = {"experiment": self.experiment, "group": self.group, "host": name}
-        args = ["--metrics-address", METRICS_ADDRESS]
+        args = ["--metrics-address", self.address, "--metrics-credentials-stdin"]
         if self.ports is not None:
             args.append(f"--metrics-ports={self.ports[0]}-{self.ports[1]}")
         args += [f"--metrics-label={key}={value}" for key, value in labels.items()]
@@ -218,6 +221,7 @@ class TurnServerProcess:
     remote_prefix: list[str] | None = None  # how ssh reaches the host (an emulated cluster's head)
     tag: str | None = None  # XOVER_TURN_SERVER in its environment: what finds it on its host if it hangs
     metrics_port: int | None = None  # where it serves its devices' figures (`metrics PORT`), if asked to
+    credentials: MetricsCredentials | None = None  # what it serves them with: the first line of its stdin
 
     def __post_init__(self) -> None:
         self.process = subprocess.Popen(
@@ -228,6 +232,8 @@ class TurnServerProcess:
             start_new_session=True,
             env={**os.environ, **(self.env or {})},
         )
+        if self.credentials is not None:  # on its stdin: never on a command line (ssh's included)
+            self.send(self.credentials.to_line())
         wait_s = START_TIMEOUT_S
         if self.deadline is not None:
             wait_s = max(0.0, min(wait_s, self.deadline - time.monotonic()))
@@ -378,6 +384,7 @@ class TurnService:
                             env={"PYTHONPATH": XOVER_ROOT, **tag},
                             on_spans=on_spans,
                             deadline=deadline,
+                            credentials=served.credentials if served is not None else None,
                         )
                     )
                 else:
@@ -397,6 +404,7 @@ class TurnService:
                             deadline=deadline,
                             remote_prefix=remote_prefix,
                             tag=name,
+                            credentials=served.credentials if served is not None else None,
                         )
                     )
         except BaseException:
