@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import errno
 import hmac
+import io
 import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -40,10 +42,14 @@ WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 # A scrape's thread holds the interpreter while it writes the text; the server's loop, woken by a request,
 # waits for it at most this long (Python's default switch interval is 5 ms, longer than many turns).
 SWITCH_INTERVAL_S = 0.0005
-# Anyone who reaches the port may connect: a connection that sends no request in this long is closed,
-# and past this many at once a new one is closed at once, so that a flood of idle connections costs a
-# few threads, never the process its memory (the turns go on regardless: their loop is another thread).
+# Anyone who reaches the port may connect: a connection has this long from its acceptance to the end of
+# its answer (its TLS handshake, its request and the response: a deadline, not a limit per read, which a
+# client sending a byte every few seconds never reached), may send at most MAX_REQUEST_BYTES (a scrape's
+# request is under 1 KiB; http.server alone takes up to 100 header lines of 64 KiB each), and past
+# MAX_CONNECTIONS at once a new one is closed at once: a flood of connections costs a few threads and a
+# few hundred KiB, never the process its memory (the turns go on regardless: their loop is another thread).
 REQUEST_TIMEOUT_S = 10.0
+MAX_REQUEST_BYTES = 16384
 MAX_CONNECTIONS = 32
 PICKS = 20  # ports the kernel picks for a server, until one is free on every family it listens on
 
@@ -60,6 +66,69 @@ def listening_addresses(address: str) -> list[tuple[socket.AddressFamily, str]]:
     if address in ("0.0.0.0", "::"):
         return [(socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")]
     return [(socket.AF_INET6 if ":" in address else socket.AF_INET, address)]
+
+
+class _Deadline:
+    """A connection's socket, read and written until one deadline (time.monotonic()) and no further."""
+
+    def __init__(self, connection: socket.socket, deadline: float) -> None:
+        self.connection, self.deadline = connection, deadline
+
+    def left(self) -> float:
+        """Seconds left; ConnectionAbortedError once there are none (wsgiref takes it for a client gone)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ConnectionAbortedError("the request's deadline passed")
+        return left
+
+
+class _RequestReader(io.RawIOBase):
+    """The request's bytes, until the deadline and at most MAX_REQUEST_BYTES of them."""
+
+    def __init__(self, connection: socket.socket, deadline: float) -> None:
+        self.until = _Deadline(connection, deadline)
+        self.taken = 0
+
+    def readable(self) -> bool:
+        """A stream to read from."""
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        """Read what has come (one recv), within what is left of the deadline and of the bytes allowed."""
+        if self.taken >= MAX_REQUEST_BYTES:
+            raise ConnectionAbortedError(f"a request longer than {MAX_REQUEST_BYTES} bytes")
+        view = memoryview(buffer)[: MAX_REQUEST_BYTES - self.taken]
+        connection = self.until.connection
+        connection.settimeout(self.until.left())
+        try:
+            count = connection.recv_into(view)
+        except TimeoutError:
+            raise ConnectionAbortedError("the request's deadline passed") from None
+        self.taken += count
+        return count
+
+
+class _ResponseWriter(io.RawIOBase):
+    """The response, written until the deadline (a client that reads nothing holds no thread past it)."""
+
+    def __init__(self, connection: socket.socket, deadline: float) -> None:
+        self.until = _Deadline(connection, deadline)
+
+    def writable(self) -> bool:
+        """A stream to write to."""
+        return True
+
+    def write(self, data: Any) -> int:
+        """Write all of `data`, or raise ConnectionAbortedError at the deadline."""
+        view = memoryview(data)
+        connection = self.until.connection
+        while view:
+            connection.settimeout(self.until.left())
+            try:
+                view = view[connection.send(view) :]
+            except TimeoutError:
+                raise ConnectionAbortedError("the request's deadline passed") from None
+        return len(data)
 
 
 class _BoundedServer(ThreadingMixIn, WSGIServer):
@@ -120,17 +189,23 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """One request, over TLS where the server has it."""
+    """One request, within REQUEST_TIMEOUT_S of the connection's acceptance, over TLS where the server has it."""
 
     server: _BoundedServer
-    timeout = REQUEST_TIMEOUT_S
 
     def setup(self) -> None:
-        """The TLS handshake, then the request's reader and the response's writer."""
+        """The TLS handshake, then the request's reader and the response's writer, all under one deadline."""
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
         if self.server.tls is not None:
-            self.request.settimeout(REQUEST_TIMEOUT_S)
-            self.request = self.server.tls.wrap_socket(self.request, server_side=True)
+            self.request.settimeout(REQUEST_TIMEOUT_S)  # the handshake is one call, bounded by it as a whole
+            try:
+                self.request = self.server.tls.wrap_socket(self.request, server_side=True)
+            except TimeoutError:
+                raise ConnectionAbortedError("the TLS handshake's deadline passed") from None
         super().setup()
+        self.rfile.close()  # the buffered reader socketserver made: replaced by one bound to the deadline
+        self.rfile = io.BufferedReader(_RequestReader(self.connection, deadline))
+        self.wfile = _ResponseWriter(self.connection, deadline)  # type: ignore[assignment]  # a raw writer, unbuffered
 
     def finish(self) -> None:
         """Close the connection (TLS's too: socketserver closes only the socket it accepted)."""
