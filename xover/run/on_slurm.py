@@ -21,8 +21,10 @@ import argparse
 import contextlib
 import functools
 import os
+import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +49,8 @@ from ..store.queries import snapshot_recipe
 from . import jobs
 from .experiment import settings_from_env
 from .external import slurm
-from .jobs import GroupToRun, attach_traits, give_seconds
+from .jobs import PLANNED, GroupToRun, attach_traits, give_seconds
+from .mps import MpsDaemon, check_mps
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
 from .sinks import MetricSink, StoreSink, deliver
@@ -106,7 +109,15 @@ def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest)
         command += ["--seconds", str(options.seconds)]
     if options.metrics_port is not None:  # the group's figures are served on its first node (exporter.py)
         command += ["--metrics-port", str(options.metrics_port)]
+    if planned_under_mps(group, options.modes):  # its node starts the daemon: the submitting host may have no GPU
+        command.append("--mps")
     return command
+
+
+def planned_under_mps(group: GroupToRun, modes: Sequence[str]) -> bool:
+    """Whether a group runs under a CUDA MPS daemon of its own, inside its Slurm job: the plan put it under
+    MPS and the run is the plan's (`--mode planned`). Checked on its node, where its GPUs are."""
+    return list(modes) == [PLANNED] and group.sharing == "mps"
 
 
 def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str] | None = None) -> dict[int, str]:
@@ -372,6 +383,9 @@ def main(argv: list[str] | None = None) -> None:
         default=settings().metrics_port,
         help="serve the group's figures to Prometheus on this port of its first node",
     )
+    parser.add_argument(
+        "--mps", action="store_true", help="run the group under a CUDA MPS daemon of its own on this node (planned)"
+    )
     args = parser.parse_args(argv)
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
@@ -412,11 +426,23 @@ def main(argv: list[str] | None = None) -> None:
                 prefix = []
             sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)
 
+        # the plan put the group under MPS: its daemon here, on the node whose GPUs it runs on (its name says
+        # its Slurm job: two groups' daemons never share a folder)
+        mps_folder = results_dir / f"group{group.index}-{allocation.job_id}"
+        if args.mps:
+            try:
+                check_mps()
+            except XoverError as error:
+                raise XoverError(
+                    f"group {group.index} was planned under CUDA MPS, which {socket.gethostname()} cannot run: {error}"
+                ) from None
         try:
             with interruptible(), on_interrupt(stop_elsewhere):
-                Scheduler(context).run(
-                    comparison_units([group], modes, policies, store), exclusive=len(modes) > 1 or len(policies) > 1
-                )
+                with MpsDaemon(mps_folder, args.experiment) if args.mps else contextlib.nullcontext():
+                    Scheduler(context).run(
+                        comparison_units([group], modes, policies, store),
+                        exclusive=len(modes) > 1 or len(policies) > 1,
+                    )
         finally:
             deliver(context.sinks, lambda sink: sink.closed("ended"))  # the exporter stops serving
     except Interrupted:
