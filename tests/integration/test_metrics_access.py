@@ -213,3 +213,25 @@ def test_the_credentials_reach_a_turn_server_on_its_stdin_never_its_command_line
         assert get(endpoint.port, token=None)[0] == 401 and scrape(endpoint.port)
     finally:
         service.stop()
+
+
+def test_one_address_of_an_interface_holds_its_port_on_the_other_family_too(monkeypatch):
+    """XOVER_METRICS_ADDRESS set to one address: served there alone, and the port is still refused when
+    held on the other family, and held there while it serves (a name of the host may lead a client to
+    either family)."""
+    outside = _outside_address()
+    if outside is None:
+        pytest.skip("this machine has no address besides loopback")
+    monkeypatch.setenv("XOVER_METRICS_ADDRESS", outside)
+    port = free_port()
+    with _squat(socket.AF_INET6, "::", True, port):
+        with pytest.raises(XoverError, match="the port is in use"):
+            PrometheusSink(port)
+    exporter = PrometheusSink(port)
+    try:
+        assert _reaches(outside, port) and not _reaches("127.0.0.1", port)
+        with pytest.raises(OSError):
+            _squat(socket.AF_INET6, "::", True, port).close()
+        assert get(port, host=outside)[0] == 200
+    finally:
+        exporter.stop()

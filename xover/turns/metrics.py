@@ -68,6 +68,26 @@ def listening_addresses(address: str) -> list[tuple[socket.AddressFamily, str]]:
     return [(socket.AF_INET6 if ":" in address else socket.AF_INET, address)]
 
 
+def _held_beside(families: list[tuple[socket.AddressFamily, str]], port: int) -> list[socket.socket]:
+    """For one address of an interface, its port on every address of the other family, bound but never
+    listening (a connection there is refused): nobody else can hold the port there while it serves, and
+    one held there already is refused (EADDRINUSE), as for loopback and every interface."""
+    if len(families) != 1:
+        return []
+    family = socket.AF_INET if families[0][0] == socket.AF_INET6 else socket.AF_INET6
+    guard = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if family == socket.AF_INET6:
+            guard.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        guard.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", port))
+    except OSError as error:
+        guard.close()
+        if error.errno in _NO_FAMILY:  # no such family here: nobody can listen there either
+            return []
+        raise
+    return [guard]
+
+
 class _Deadline:
     """A connection's socket, read and written until one deadline (time.monotonic()) and no further."""
 
@@ -236,8 +256,8 @@ def authorized(app: WsgiApp, token: str) -> WsgiApp:
 class MetricsHttp:
     """An endpoint that serves its figures: one listening socket per address family, on one port."""
 
-    def __init__(self, servers: list[_BoundedServer]) -> None:
-        self.servers = servers
+    def __init__(self, servers: list[_BoundedServer], guards: list[socket.socket]) -> None:
+        self.servers, self.guards = servers, guards
         self.port = servers[0].server_port
         self.threads = [
             threading.Thread(target=server.serve_forever, name="xover-metrics", daemon=True) for server in servers
@@ -250,6 +270,8 @@ class MetricsHttp:
         for server in self.servers:
             server.shutdown()
             server.server_close()
+        for guard in self.guards:
+            guard.close()
         for thread in self.threads:
             thread.join(timeout=timeout_s)
 
@@ -277,7 +299,8 @@ def serve_http(address: str, port: int, app: WsgiApp, credentials: MetricsCreden
                     if family == socket.AF_INET6 and len(families) > 1 and error.errno in _NO_FAMILY:
                         continue
                     raise
-            return MetricsHttp(servers)
+            guards = _held_beside(families, servers[0].server_port)
+            return MetricsHttp(servers, guards)
         except OSError as error:
             for server in servers:
                 server.server_close()
