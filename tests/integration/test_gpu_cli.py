@@ -183,3 +183,29 @@ def test_a_group_planned_under_mps_asks_its_slurm_job_for_a_daemon_of_its_own(tm
     assert "--mps" in command("mps", ("planned",))
     assert "--mps" not in command("crossover", ("planned",))
     assert "--mps" not in command("mps", ("concurrent",))
+
+
+def test_an_interrupt_while_the_mps_daemon_starts_stops_it(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while `nvidia-cuda-mps-control -d` runs: no __exit__ follows a failed __enter__,
+    so the daemon is told to quit there, and the environment is left as it was."""
+    import signal
+    import threading
+
+    from xover.run.supervise import Interrupted, interruptible
+
+    calls = tmp_path / "calls"
+    mps = _stand_in_control(tmp_path, monkeypatch, on_start=f"echo start >> {calls}; exec sleep 30")
+    control = tmp_path / "bin" / "nvidia-cuda-mps-control"
+    control.write_text(control.read_text().replace("fi\n", f"else echo \"stop $(cat)\" >> {calls}; fi\n"))
+
+    def interrupt_once_started():
+        while not calls.exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    with pytest.raises(Interrupted), interruptible():
+        with mps.MpsDaemon(tmp_path / "run"):
+            pytest.fail("the run went on")
+    assert calls.read_text().splitlines() == ["start", "stop quit"]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ

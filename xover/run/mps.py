@@ -86,6 +86,10 @@ class MpsDaemon:
         except OSError as error:
             self._restore()
             raise XoverError(f"--mps: {self.program} could not be run ({error.strerror or error})") from None
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: no __exit__ follows, so stop it here
+            self._quit()
+            self._restore()
+            raise
         if started.returncode != 0:
             self._restore()
             detail = (started.stderr or started.stdout).strip().splitlines()
