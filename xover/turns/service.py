@@ -350,8 +350,9 @@ class TurnServerProcess:
         host, its ssh and what that runs here: the server there ends when its stdin does, as it would at the
         run's end). Its stdout is left to the thread that may still read it (closing it would wait for that
         read), which ends with the pipe."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # its own session (start_new_session)
+        if self.process.poll() is None:  # not reaped: its pid, the group's id, cannot be another's yet
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session (start_new_session)
         self.process.kill()
         self.process.wait()
         if self.process.stdin is not None:
