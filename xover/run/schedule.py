@@ -250,7 +250,7 @@ class Scheduler:
                 busy |= unit.devices  # earlier units keep their place in the order
                 continue
             # running before it starts: whatever of it has started is stopped with the rest, however the
-            # start ends (an interrupt between the start and this line left it out, never stopped)
+            # start ends (listed after its start, an interrupt in between left it out: never stopped)
             running.append(unit)
             pending.remove(unit)
             try:
