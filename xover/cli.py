@@ -340,7 +340,8 @@ def run(
             "--mps",
             help="Run every job under a CUDA MPS daemon that xover starts for "
             "this run and stops after it (kernels of the jobs' processes side by side instead of time slices: "
-            "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs.",
+            "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs. A plan's groups "
+            "picked for MPS get one with --mode planned anyway (under --launcher slurm, each on its node).",
         ),
     ] = False,
     allow_changed: Annotated[
