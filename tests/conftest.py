@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from xover.settings import LEASE_DIR_VARIABLE
+from xover.settings import LEASE_DIR_VARIABLE, METRICS_CREDENTIALS_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -49,6 +49,11 @@ def pytest_configure(config):
         # its own, or their runs would wait for each other's devices; within a worker leases work as ever
         config.xover_lease_dir = tempfile.mkdtemp(prefix=f"xover-test-leases-{worker}-")
         os.environ[LEASE_DIR_VARIABLE] = config.xover_lease_dir
+    if METRICS_CREDENTIALS_VARIABLE not in os.environ:
+        # the metrics' token and TLS certificate (xover/turns/credentials.py) of this session, made on first
+        # use in a folder of mode 0700: a user's own ~/.config/xover/metrics is never touched
+        config.xover_metrics_credentials = tempfile.mkdtemp(prefix="xover-test-metrics-")
+        os.environ[METRICS_CREDENTIALS_VARIABLE] = config.xover_metrics_credentials
 
 
 def pytest_report_header(config):
@@ -58,6 +63,8 @@ def pytest_report_header(config):
 
 
 def pytest_unconfigure(config):
+    if getattr(config, "xover_metrics_credentials", None):
+        shutil.rmtree(config.xover_metrics_credentials, ignore_errors=True)
     if getattr(config, "xover_lease_dir", None):
         shutil.rmtree(config.xover_lease_dir, ignore_errors=True)
 

@@ -160,6 +160,16 @@ HTTP_SD_CONFIG = """    http_sd_configs:
       - url: {url}
         refresh_interval: {interval}
 """
+# what docs/reference.md tells Prometheus for xover's endpoints: HTTPS with the certificate of the user's
+# metrics credentials (checked for its name) and their bearer token; for the scrapes and for /targets alike
+XOVER_ACCESS = """{indent}scheme: https
+{indent}tls_config:
+{indent}  ca_file: {folder}/tls.crt
+{indent}  server_name: xover-metrics
+{indent}authorization:
+{indent}  type: Bearer
+{indent}  credentials_file: {folder}/token
+"""
 
 
 @dataclass(frozen=True)
@@ -238,20 +248,30 @@ def _stop(process: subprocess.Popen) -> None:
 
 def start_prometheus(directory: Path, targets: list[str], job: str = "xover", interval: str = "1s",
                      honor_labels: bool = False, http_sd: str | None = None,
-                     namespace: str | None = None) -> PrometheusServer:
+                     namespace: str | None = None, xover: Path | None = None) -> PrometheusServer:
     """Debian's `prometheus` on a free loopback port, scraping `targets` ("host:port") every `interval`,
     with its storage in `directory`; returns once it answers /-/ready. `honor_labels`: a target's own
     `job` and `instance` labels win over the scrape's (xover's exporter labels its series by job).
     `http_sd`: also the targets this URL lists (Prometheus' HTTP service discovery), asked every `interval`.
-    `namespace`: run inside that network namespace (its loopback, its names), as root."""
+    `namespace`: run inside that network namespace (its loopback, its names), as root. `xover`: the folder
+    of xover's metrics credentials, which the scrapes and the discovery then use as docs/reference.md says
+    (HTTPS, the certificate pinned, the bearer token); None: plain HTTP, to a target of another kind."""
     binary = shutil.which("prometheus")
     if binary is None:
         service_unavailable("Prometheus", "no `prometheus` on PATH (scripts/setup_prometheus.sh installs Debian's)")
     config = directory / "prometheus.yml"
     text = SCRAPE_CONFIG.format(interval=interval, job=job, targets=json.dumps(targets),
                                 honor_labels=str(honor_labels).lower())
+    if xover is not None:
+        from xover.turns.credentials import credentials_folder, metrics_credentials
+
+        if xover == credentials_folder():
+            metrics_credentials()  # made now if missing, as a first run would: Prometheus reads them at its start
+        text += XOVER_ACCESS.format(indent="    ", folder=xover)
     if http_sd is not None:
         text += HTTP_SD_CONFIG.format(url=json.dumps(http_sd), interval=interval)
+        if xover is not None:
+            text += XOVER_ACCESS.format(indent="        ", folder=xover).replace("        scheme: https\n", "")
     config.write_text(text)
     log = directory / "prometheus.log"
     prefix = ["ip", "netns", "exec", namespace] if namespace is not None else []
@@ -278,16 +298,17 @@ def start_prometheus(directory: Path, targets: list[str], job: str = "xover", in
 @pytest.fixture
 def prometheus(tmp_path) -> Iterator[Callable[..., PrometheusServer]]:
     """Start a Prometheus server with `prometheus(["127.0.0.1:PORT", ...])` (optionally `job=`, `interval=`,
-    `honor_labels=`, `http_sd=URL`, `namespace=`):
+    `honor_labels=`, `http_sd=URL`, `namespace=`, `xover=` the folder of xover's metrics credentials):
     a real one, on a free loopback port, with the given scrape targets and its storage under the test's
     tmp_path; every one started is stopped when the test ends. No `prometheus` here: skip, or fail under CI=true."""
     started: list[PrometheusServer] = []
 
     def start(targets: list[str], job: str = "xover", interval: str = "1s", honor_labels: bool = False,
-              http_sd: str | None = None, namespace: str | None = None) -> PrometheusServer:
+              http_sd: str | None = None, namespace: str | None = None,
+              xover: Path | None = None) -> PrometheusServer:
         directory = tmp_path / f"prometheus-{len(started)}"
         directory.mkdir()
-        server = start_prometheus(directory, targets, job, interval, honor_labels, http_sd, namespace)
+        server = start_prometheus(directory, targets, job, interval, honor_labels, http_sd, namespace, xover)
         started.append(server)
         return server
 

@@ -242,7 +242,8 @@ RUN_POLICY_HELP = (
 RUN_MPS_HELP = (
     "Run every job under a CUDA MPS daemon that xover starts for this run and stops after it (kernels of the "
     "jobs' processes side by side instead of time slices: the GPU baseline crossover is compared with; "
-    "docs/gpu.md). Needs NVIDIA GPUs."
+    "docs/gpu.md). Needs NVIDIA GPUs. A plan's groups picked for MPS get one with --mode planned anyway (under "
+    "--launcher slurm, each on its node)."
 )
 RUN_ALLOW_CHANGED_HELP = (
     "Run a plan's scripts even if changed since they were profiled (recorded with each run); without it such "

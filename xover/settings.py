@@ -15,6 +15,7 @@ This module imports nothing of xover but its errors, so that the runtime may imp
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -79,6 +80,8 @@ TURN_SEND_BUFFER_VARIABLE = "XOVER_TURN_SEND_BUFFER"
 CHECKPOINT_SYNC_VARIABLE = "XOVER_CHECKPOINT_SYNC"
 METRICS_PORT_VARIABLE = "XOVER_METRICS_PORT"
 TURN_METRICS_PORTS_VARIABLE = "XOVER_TURN_METRICS_PORTS"
+METRICS_ADDRESS_VARIABLE = "XOVER_METRICS_ADDRESS"
+METRICS_CREDENTIALS_VARIABLE = "XOVER_METRICS_CREDENTIALS"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
@@ -117,6 +120,12 @@ class Settings:
     # the ports the turn servers may serve their devices' figures on, each the first free one of them
     # (LOW-HIGH, for a firewall opened to Prometheus on those only); None: any port the kernel hands out
     turn_metrics_ports: tuple[int, int] | None = _variable(TURN_METRICS_PORTS_VARIABLE, default=None)
+    # where the exporter and the turn servers listen: `localhost` (loopback, IPv4 and IPv6), `0.0.0.0` or `::`
+    # (every interface, both families: a Prometheus elsewhere), or one address of the host
+    metrics_address: str = _variable(METRICS_ADDRESS_VARIABLE, default="localhost")
+    # the folder of the metrics' bearer token and TLS certificate and key (turns/credentials.py); None: the
+    # user's configuration folder, ~/.config/xover/metrics
+    metrics_credentials: Path | None = _variable(METRICS_CREDENTIALS_VARIABLE, default=None)
     # -- experiment switches (docs/reference.md: the measurement behind each) -----------------------
     link_bands: bool = _variable(LINK_BANDS_VARIABLE, default=True)  # crossover orders the link by the policy's bands
     comm_threads: str = _variable(COMM_THREADS_VARIABLE, default="batch")  # batch | normal | always
@@ -149,6 +158,8 @@ class Settings:
             metric_sinks=_names(METRIC_SINKS_VARIABLE, env.get(METRIC_SINKS_VARIABLE)),
             metrics_port=_metrics_port(env.get(METRICS_PORT_VARIABLE)),
             turn_metrics_ports=_port_range(TURN_METRICS_PORTS_VARIABLE, env.get(TURN_METRICS_PORTS_VARIABLE)),
+            metrics_address=_metrics_address(env.get(METRICS_ADDRESS_VARIABLE)),
+            metrics_credentials=_absolute_folder(METRICS_CREDENTIALS_VARIABLE, env.get(METRICS_CREDENTIALS_VARIABLE)),
             link_bands=_link_bands(env.get(LINK_BANDS_VARIABLE) or "on"),
             comm_threads=_choice(COMM_THREADS_VARIABLE, env.get(COMM_THREADS_VARIABLE), COMM_THREADS),
             wait=_choice(WAIT_VARIABLE, env.get(WAIT_VARIABLE), WAITS),
@@ -189,25 +200,45 @@ def _choice(variable: str, value: str | None, choices: tuple[str, ...]) -> str:
     return value
 
 
+# A number is written in ASCII digits: str.isdigit() holds for '²' as well (int() then raises, a traceback),
+# and int() and float() take other scripts' digits ('٣'), which no one means in a setting.
+_WHOLE = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def whole_number(text: str) -> int | None:
+    """`text` (stripped) as a whole number of ASCII digits, else None (never an exception)."""
+    value = text.strip()
+    return int(value) if _WHOLE.fullmatch(value) else None
+
+
+def decimal_number(text: str) -> float | None:
+    """`text` (stripped) as a decimal number of ASCII digits ('0.5', '2', '1e-3'), else None."""
+    value = text.strip()
+    return float(value) if _DECIMAL.fullmatch(value) else None
+
+
 def _devices_per_gpu(value: str) -> int:
     if not value:
         return 1
-    if not value.isdigit() or not 1 <= int(value) <= 64:
+    count = whole_number(value)
+    if count is None or not 1 <= count <= 64:
         raise XoverError(
-            f"{DEVICES_PER_GPU_VARIABLE}={value}: give a whole number from 1 to 64 (the devices one GPU counts as)"
+            f"{DEVICES_PER_GPU_VARIABLE}={value!r}: give a whole number from 1 to 64 (the devices one GPU counts as)"
         )
-    return int(value)
+    return count
 
 
 def _threads_per_rank(value: str) -> int:
     if not value:
         return 1
-    if not value.isdigit() or not 1 <= int(value) <= 4096:
+    threads = whole_number(value)
+    if threads is None or not 1 <= threads <= 4096:
         raise XoverError(
             f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
             "threads in each CPU rank)"
         )
-    return int(value)
+    return threads
 
 
 def _metrics_port(text: str | None) -> int | None:
@@ -215,11 +246,37 @@ def _metrics_port(text: str | None) -> int | None:
     value = (text or "").strip()
     if not value:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
+    port = whole_number(value)
+    if port is None or not 1 <= port <= 65535:
         raise XoverError(
             f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
         )
-    return int(value)
+    return port
+
+
+def _metrics_address(text: str | None) -> str:
+    """`localhost` (the default), `0.0.0.0`, `::` or an IP address, as `ipaddress` writes it; not a host name:
+    the same setting reaches every host's turn server, and a name could mean another address on each."""
+    value = (text or "").strip()
+    if not value or value.lower() == "localhost":
+        return "localhost"
+    try:
+        return str(ipaddress.ip_address(value.strip("[]")))
+    except ValueError:
+        raise XoverError(
+            f"{METRICS_ADDRESS_VARIABLE}={text!r}: expected localhost (the default: loopback only), 0.0.0.0 or :: "
+            "(every interface, IPv4 and IPv6), or an IP address of this host"
+        ) from None
+
+
+def _absolute_folder(variable: str, text: str | None) -> Path | None:
+    """An absolute path; unset or empty: None (the default folder)."""
+    value = (text or "").strip()
+    if not value:
+        return None
+    if not os.path.isabs(value):
+        raise XoverError(f"{variable}={text!r}: expected an absolute path to a folder of your own")
+    return Path(value)
 
 
 def parse_port_range(text: str) -> tuple[int, int] | None:
@@ -227,11 +284,10 @@ def parse_port_range(text: str) -> tuple[int, int] | None:
     low, separator, high = text.strip().partition("-")
     if not separator:
         high = low
-    low, high = low.strip(), high.strip()
-    if not (low.isdigit() and high.isdigit() and len(low) <= 5 and len(high) <= 5):
+    first, last = whole_number(low), whole_number(high)
+    if first is None or last is None or len(low.strip()) > 5 or len(high.strip()) > 5:
         return None
-    ports = int(low), int(high)
-    return ports if 1 <= ports[0] <= ports[1] <= 65535 else None
+    return (first, last) if 1 <= first <= last <= 65535 else None
 
 
 def _port_range(variable: str, text: str | None) -> tuple[int, int] | None:
@@ -279,7 +335,7 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
     if not text:
         return None
     try:
-        items = [(key.strip(), float(value)) for key, value in (item.split("=") for item in text.split(","))]
+        items = [(key.strip(), _decimal(value)) for key, value in (item.split("=") for item in text.split(","))]
     except ValueError:
         raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: expected floor=S,factor=N,initial=S") from None
     lease = dict(items)
@@ -301,16 +357,21 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
     return lease
 
 
+def _decimal(text: str) -> float:
+    """A decimal number of ASCII digits; ValueError for anything else (the caller names the variable)."""
+    value = decimal_number(text)
+    if value is None:
+        raise ValueError(text)
+    return value
+
+
 def _turn_heartbeat(text: str | None) -> float | None:
     """Seconds between keep-alives, more than 0 and at most 60 (a worker takes 30 s of silence for a
     dead server); shorter ones fill a stopped worker's socket sooner (bench/chaos.py's stop-waiter)."""
     if not text or not text.strip():
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= 60):
+    value = decimal_number(text)
+    if value is None or not (math.isfinite(value) and 0 < value <= 60):
         raise XoverError(f"{TURN_HEARTBEAT_VARIABLE}={text!r}: expected seconds, more than 0 and at most 60")
     return value
 
@@ -323,18 +384,18 @@ def _turn_send_buffer(text: str | None) -> int | None:
     the value and keeps it within its own minimum and net.core.wmem_max)."""
     if not text or not text.strip():
         return None
-    value = text.strip()
-    if not (value.isdigit() and 1 <= int(value) <= TURN_SEND_BUFFER_MAX):
+    size = whole_number(text)
+    if size is None or not 1 <= size <= TURN_SEND_BUFFER_MAX:
         raise XoverError(
             f"{TURN_SEND_BUFFER_VARIABLE}={text!r}: expected bytes, a whole number from 1 to {TURN_SEND_BUFFER_MAX}"
         )
-    return int(value)
+    return size
 
 
 def _turn_server_nice(text: str | None) -> int | None:
     """The turn servers' nice value; a server only ever raises its priority, so 0 leaves it alone."""
     if not text:
         return None
-    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text) or not -20 <= int(text) <= 19:
+    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text, re.ASCII) or not -20 <= int(text) <= 19:
         raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={text!r}: expected an integer from -20 to 19")
     return int(text)

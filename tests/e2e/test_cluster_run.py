@@ -26,6 +26,7 @@ from secret_checks import PASSED, SETTING, job_file, private_files_holding, run_
 
 from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
+from xover.turns.credentials import credentials_folder
 
 XOVER = [sys.executable, "-m", "xover"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"
@@ -184,14 +185,17 @@ def test_a_job_files_variables_reach_the_ranks_on_both_hosts_through_no_command_
 
 
 def test_prometheus_on_the_head_node_scrapes_each_hosts_turn_server(emulated, isolated_results,
-                                                                     prometheus):  # noqa: F811
+                                                                     prometheus, monkeypatch):  # noqa: F811
     """`xover run --metrics-port` on the cluster's head node, and a real Prometheus there told only the
     exporter's address: it finds each host's turn server through the exporter's /targets (HTTP service
     discovery) and scrapes it on that host, by the host's name, over the emulated network."""
     emulated("1gbit")
     port, window = 19464, "[10m]"  # the head's own port space: nothing else listens there
     server = prometheus([f"127.0.0.1:{port}"], interval="500ms", honor_labels=True,
-                        http_sd=f"http://127.0.0.1:{port}/targets", namespace=cluster.HEAD_NS)
+                        http_sd=f"https://127.0.0.1:{port}/targets", namespace=cluster.HEAD_NS,
+                        xover=credentials_folder())
+    # a Prometheus elsewhere than the hosts: every interface (docs/reference.md), TLS and the token as ever
+    monkeypatch.setenv("XOVER_METRICS_ADDRESS", "0.0.0.0")
     report = _json_in(cluster.HEAD_NS, "run", "--group", "mlp-digits", "resnet-digits", "-H", TWO_HOSTS,
                       "--mode", "crossover", "--iterations", "80", "--metrics-port", str(port))
     assert all(job["status"] == "finished" for job in report["jobs"])

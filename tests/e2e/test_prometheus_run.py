@@ -1,7 +1,8 @@
 """A real crossover run watched by a real Prometheus: `xover run --group mlp-digits resnet-digits --mode
 crossover --metrics-port PORT` through horovodrun, scraped every half second by Debian's `prometheus`
 (tests/fixtures_services.py), the run's exporter as a static target and the turn server it lists
-(`/targets`) through Prometheus' HTTP service discovery; the series read back through Prometheus' HTTP API."""
+(`/targets`) through Prometheus' HTTP service discovery, both over HTTPS with the user's metrics credentials
+as docs/reference.md tells Prometheus; the series read back through Prometheus' HTTP API."""
 
 import json
 import os
@@ -14,6 +15,7 @@ from fixtures_services import prometheus  # noqa: F401  (a fixture)
 from scraped import free_port, free_ports
 
 from conftest import ROOT
+from xover.turns.credentials import credentials_folder
 
 JOBS = {"mlp-digits", "resnet-digits"}
 WINDOW = "[10m]"  # once the run has ended its series are stale: read their last values over a range
@@ -22,8 +24,9 @@ WINDOW = "[10m]"  # once the run has ended its series are stale: read their last
 def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # noqa: F811
     port, low = free_port(), free_ports(3)
     # the scrape's target is down until the run serves; xover's series carry their own `job` (honor_labels)
+    # as docs/reference.md says: HTTPS with the user's certificate pinned, and the bearer token
     server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True,
-                        http_sd=f"http://127.0.0.1:{port}/targets")
+                        http_sd=f"https://127.0.0.1:{port}/targets", xover=credentials_folder())
     run = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
                           "--mode", "crossover", "--iterations", "150", "--metrics-port", str(port), "--json"],
                          env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-"),

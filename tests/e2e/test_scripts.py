@@ -88,3 +88,16 @@ def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_resul
     log_dir = Path(match.group(1))
     assert log_dir.is_dir() and runs in log_dir.parents
     assert result.stdout.index("ddp_boom (sequential) failed") > result.stdout.index("xover run  experiment")
+
+
+@pytest.mark.parametrize("silence", ["python", "fd"])
+def test_a_script_that_silences_its_output_still_has_its_iterations_recorded(isolated_results, silence):
+    """Issue 58: records were written to whatever `sys.stdout` was, so a script that silenced its training
+    loop (`contextlib.redirect_stdout(io.StringIO())`, or fd 1 pointed at /dev/null) lost every one of
+    them: the run finished with no iterations. They go to the standard output the launcher gave the rank."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/quiet_stdout.py",
+                             "--mode", "sequential", "--np", "2", "--json", "--", "--steps", "8", "--silence",
+                             silence], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    assert job["status"] == "finished" and job["iterations"] == 8, job

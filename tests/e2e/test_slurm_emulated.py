@@ -26,6 +26,7 @@ from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet, wa
 from fixtures_services import postgres_server, postgres_url, prometheus  # noqa: F401  (fixtures)
 from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
+from xover.turns.credentials import credentials_folder
 
 XOVER = [sys.executable, "-m", "xover"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"
@@ -157,10 +158,14 @@ def test_prometheus_on_the_head_finds_a_slurm_groups_turn_servers_on_both_nodes(
     the head, told only that node's exporter, finds the turn server of each node through its /targets and
     scrapes both, each on its own node, on a port of XOVER_TURN_METRICS_PORTS (the batch script's)."""
     monkeypatch.setenv("XOVER_TURN_METRICS_PORTS", "19470-19473")  # each host is a namespace of its own
+    monkeypatch.setenv("XOVER_METRICS_ADDRESS", "0.0.0.0")  # scraped from the head: every interface of the nodes
     plan, _ = _plan_across_both_hosts(tmp_path, iterations=300)
     port, window = 19464, "[10m]"
+    # HTTPS with the user's certificate pinned and the bearer token (docs/reference.md): the credentials the
+    # submitter made, which the group's first node reads from the same folder (the batch script names it)
     server = prometheus(["xo-h1:19464"], interval="500ms", honor_labels=True,
-                        http_sd=f"http://xo-h1:{port}/targets", namespace=cluster.HEAD_NS)
+                        http_sd=f"https://xo-h1:{port}/targets", namespace=cluster.HEAD_NS,
+                        xover=credentials_folder())
     run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "crossover", "--metrics-port",
                    str(port), "--time-limit", "10", "--json", timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -156,3 +156,29 @@ def test_a_variable_a_job_file_passes_by_name_reaches_its_ranks_under_export_non
     [run] = json.loads(result.stdout)["jobs"]
     assert run["status"] == "finished", run
     assert not seen, seen
+
+
+def test_a_group_planned_under_mps_is_submitted_and_gets_its_daemon_on_its_node(slurm_cluster, isolated_results,
+                                                                               tmp_path):  # noqa: F811
+    """Issue 58. Before: `--launcher slurm --mode planned` of a plan that put a group under MPS was refused on
+    the submitting host, as if --mps were given there (a login node has no GPU: "--mps: nvidia-cuda-mps-control
+    was not found", exit 2, nothing submitted). Now the group is submitted, and its own Slurm job starts its
+    MPS daemon on its node; this node has no MPS, so the job says so there, in one line, and fails."""
+    plan_path = _plan(tmp_path, 12)
+    plan = json.loads(open(plan_path).read())
+    plan["groups"][0]["sharing"] = "mps"
+    plan["groups"][0]["predicted_by_sharing"]["mps"] = plan["groups"][0]["predicted_gain"]
+    with open(plan_path, "w") as file:
+        json.dump(plan, file)
+    result = subprocess.run([*XOVER, "run", plan_path, "--launcher", "slurm", "--mode", "planned", "--time-limit",
+                             "10", "--json"], capture_output=True, text=True, timeout=600)
+    assert "nvidia-cuda-mps-control was not found" not in result.stderr, result.stderr[-3000:]  # not checked here
+    assert result.returncode == 1, result.stderr[-3000:]  # submitted; the group did not finish
+    report = json.loads(result.stdout)
+    [job_id] = set(report["slurm_jobs"].values())
+    assert f"Slurm job {job_id} FAILED" in result.stderr
+    [output] = list((isolated_results / "results" / "runs" / report["experiment"]).glob(f"slurm-group0-{job_id}.out"))
+    said = output.read_text()
+    assert "group 0 was planned under CUDA MPS, which" in said and "nvidia-cuda-mps-control was not found" in said
+    assert "Traceback" not in said
+    assert {j["status"] for j in report["jobs"]} == {"failed"}

@@ -2,11 +2,9 @@
 back over its real HTTP server (prometheus_client's) and parsed with prometheus_client's own parser."""
 
 import socket
-import urllib.error
-import urllib.request
 
 import pytest
-from scraped import free_port, scrape, value
+from scraped import free_port, get, scrape, value
 
 from xover.errors import XoverError
 from xover.run.exporter import GroupFacts, JobFacts, PrometheusSink, RunFacts
@@ -28,7 +26,7 @@ FACTS = RunFacts(jobs={"mlp-a": JobFacts(solo_iteration_s=0.05), "mlp-b": JobFac
 
 @pytest.fixture
 def sink():
-    exporter = PrometheusSink(free_port(), FACTS, address="127.0.0.1")
+    exporter = PrometheusSink(free_port(), FACTS)
     yield exporter
     exporter.stop()
 
@@ -80,8 +78,8 @@ def test_a_port_in_use_is_one_line_before_anything_starts():
         port = taken.getsockname()[1]
         with pytest.raises(XoverError) as refused:
             PrometheusSink(port)
-    assert str(refused.value) == (f"--metrics-port {port}: the port is in use (choose another, or stop what listens "
-                                  "on it)")
+    assert str(refused.value) == (f"--metrics-port {port}: the port is in use on localhost (IPv4 or IPv6; choose "
+                                  "another, or stop what listens on it)")
 
 
 def test_an_exporter_that_fails_is_left_out_and_stops_serving(sink, capsys):
@@ -90,8 +88,8 @@ def test_an_exporter_that_fails_is_left_out_and_stops_serving(sink, capsys):
     kept = deliver([sink], lambda each: each.received([(A, iteration(0))]))
     assert kept == []
     assert "the prometheus metric sink failed" in capsys.readouterr().err
-    with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(f"http://127.0.0.1:{sink.port}/metrics", timeout=5)
+    with pytest.raises(OSError):
+        get(sink.port)
 
 
 def test_xover_run_with_a_port_in_use_exits_2_with_one_line_and_records_nothing(isolated_results):

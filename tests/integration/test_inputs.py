@@ -258,6 +258,44 @@ def test_a_bad_turn_server_setting_is_one_clear_line(clean, monkeypatch, variabl
     _nothing_written(clean, lookups=True)
 
 
+# Issue 58: a digit that is not ASCII passed str.isdigit() and then broke int() (a traceback), or was taken by
+# int()/float() as the number it is in its own script ('٣' = 3). Every number a setting holds: one clear line.
+NUMERIC_SETTINGS = ("XOVER_METRICS_PORT", "XOVER_DEVICES_PER_GPU", "XOVER_THREADS_PER_RANK", "XOVER_TURN_SEND_BUFFER",
+                    "XOVER_TURN_METRICS_PORTS", "XOVER_TURN_HEARTBEAT", "XOVER_TURN_SERVER_NICE")
+NOT_ASCII_DIGITS = ("\u00b2", "\u0663", "9\u00b9", "\uff19\uff10\uff19\uff10", "1\u00b2-2")
+
+
+@pytest.mark.parametrize("variable", NUMERIC_SETTINGS)
+@pytest.mark.parametrize("value", NOT_ASCII_DIGITS)
+def test_a_setting_with_a_digit_that_is_not_ascii_is_one_clear_line(clean, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "mlp-digits", "--mode", "crossover"]), variable)
+    _nothing_written(clean, lookups=True)
+
+
+@pytest.mark.parametrize("value", ["floor=\u00b2", "floor=\u0663", "initial=\uff11"])
+def test_a_turn_lease_with_a_digit_that_is_not_ascii_is_one_clear_line(clean, monkeypatch, value):
+    monkeypatch.setenv("XOVER_TURN_LEASE", value)
+    _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "mlp-digits", "--mode", "crossover"]),
+                    "XOVER_TURN_LEASE")
+
+
+def test_a_metrics_port_of_a_superscript_digit_exits_2_without_a_traceback(tmp_path):
+    """The confirmed case, as a user meets it: a real `xover run` process."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XOVER_METRICS_PORT": "\u00b2", "XOVER_DB": str(tmp_path / "x.db"),
+           "XOVER_RESULTS": str(tmp_path / "results")}
+    done = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "mlp-digits"],
+                          capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "XOVER_METRICS_PORT" in done.stderr
+
+
 @pytest.mark.parametrize("args, needle", [(["--engine", "mpi"], "--engine"), (["--iterations", "0"], "--iterations")])
 def test_a_bad_flag_with_a_plan_is_one_clear_line(clean, tmp_path, args, needle):
     path = tmp_path / "plan.json"

@@ -2,6 +2,7 @@
 `prometheus_client` HTTP server started here, and the series are read back through Prometheus' HTTP API."""
 
 import subprocess
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -62,3 +63,89 @@ def test_each_server_has_its_own_port_storage_and_targets(prometheus, exporter):
     assert (first.directory / "data").is_dir()
     pids = [str(server.process.pid) for server in (first, second)]
     assert all(subprocess.run(["kill", "-0", pid]).returncode == 0 for pid in pids)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 58: what docs/reference.md tells Prometheus for xover's endpoints (HTTPS, the user's certificate
+# pinned, the bearer token) scrapes xover, and nobody who took the port when no run held it
+# ---------------------------------------------------------------------------------------------
+
+FORGED = 'xover_job_iterations_total{experiment="forged",job="forged"} 1e9\n'
+
+
+class _Squatter:
+    """Another user's server on a metrics port between two runs: forged series and a forged /targets, over
+    plain HTTP or over TLS with a certificate of its own for xover's name; it keeps the headers it was sent."""
+
+    def __init__(self, port: int, tls: bool) -> None:
+        import json
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from xover.turns.credentials import _new_certificate, _private_scratch
+
+        self.authorizations: list[str] = []
+        squatter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                squatter.authorizations.append(self.headers.get("Authorization", ""))
+                body = (json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"forged": "yes"}}])
+                        if self.path == "/targets" else FORGED).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            with _private_scratch() as folder:
+                for name, text in _new_certificate().items():
+                    (folder / name).write_text(text)
+                context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain-http", "tls-of-its-own"])
+def test_the_documented_set_up_scrapes_xover_and_not_a_squatter_on_its_port(prometheus, tls):  # noqa: F811
+    """Before: the set-up polled a fixed /targets port over plain HTTP and trusted honor_labels, so whoever
+    bound the port while no run held it steered the scrapes and forged series (and, given a token, was sent
+    it). Now a squatter's certificate is refused before any request: no series of its, no token sent."""
+    from scraped import free_port
+
+    from xover.run.exporter import TARGETS_PATH, PrometheusSink
+    from xover.runtime.metrics import StartRecord
+    from xover.run.sinks import JobLabels
+    from xover.turns.credentials import credentials_folder
+
+    xover_port, squatted = free_port(), free_port()
+    exporter = PrometheusSink(xover_port)
+    squatter = _Squatter(squatted, tls)
+    try:
+        exporter.opened("e58")
+        exporter.received([(JobLabels(1, "e58", "mlp-a", "crossover", 0, "work-conserving", "localhost:2"),
+                            StartRecord(job="mlp-a"))])
+        server = prometheus([f"127.0.0.1:{xover_port}", f"127.0.0.1:{squatted}"], honor_labels=True,
+                            http_sd=f"https://127.0.0.1:{squatted}{TARGETS_PATH}", xover=credentials_folder())
+        [running] = server.wait_for('xover_job_running{experiment="e58"} == 1')
+        assert running["metric"]["job"] == "mlp-a"
+        server.wait_for(f'up{{instance="127.0.0.1:{squatted}"}} == 0')
+        server.wait_for(f'up{{instance="127.0.0.1:{xover_port}"}} == 1')
+        time.sleep(3)  # three more scrapes and discoveries of the squatter's port
+        assert server.query('xover_job_iterations_total{experiment="forged"}') == []
+        assert not [t for t in server.api("targets")["activeTargets"] if t["labels"].get("forged")]
+        assert squatter.authorizations == []  # no request reached it: the token never left Prometheus
+    finally:
+        squatter.stop()
+        exporter.stop()

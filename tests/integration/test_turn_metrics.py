@@ -9,24 +9,27 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import pytest
-from scraped import free_port, free_ports, scrape, value
+from scraped import free_port, free_ports, get, scrape, value
 
 from xover.runtime.turn_client import CrossoverToken
+from xover.turns.credentials import metrics_credentials
 from xover.turns.metrics import TurnMetrics
 from xover.turns.service import ServedTurns, TurnServerEndpoint, TurnService
 
 JOBS = {0: "mlp-a", 1: "mlp-b"}
 
 
-def start_server(path, *extra):
+def start_server(path, *extra, address="localhost"):
+    """A turn server serving its figures as a run's do: over TLS, to the session's token (from its stdin)."""
     args = [sys.executable, "-m", "xover.turns.server", "--socket", path, "--control-stdin", "--join-timeout", "30",
-            "--device=0=0,1", "--metrics-address", "127.0.0.1", "--metrics-label=experiment=e1",
-            "--metrics-label=group=0", "--metrics-label=host=localhost", *[f"--slot-name={s}={n}" for s, n in JOBS.items()],
-            *extra]
+            "--device=0=0,1", "--metrics-address", address, "--metrics-credentials-stdin",
+            "--metrics-label=experiment=e1", "--metrics-label=group=0", "--metrics-label=host=localhost",
+            *[f"--slot-name={s}={n}" for s, n in JOBS.items()], *extra]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(metrics_credentials().to_line() + "\n")
+    proc.stdin.flush()
     first = proc.stdout.readline().split()
     assert first[0] == "metrics", first
     assert proc.stdout.readline().strip() == "ready"
@@ -137,9 +140,9 @@ def test_a_turn_service_hands_its_servers_ports_to_the_exporter_which_lists_them
     from xover.run.exporter import TARGETS_PATH, PrometheusSink
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    served = ServedTurns("e7", "3", ("mlp-a", "mlp-b"))
+    served = ServedTurns("e7", "3", ("mlp-a", "mlp-b"), metrics_credentials())
     service = TurnService("e7-r1", [{"localhost": [0]}, {"localhost": [0]}], "round-robin", {}, served=served)
-    exporter = PrometheusSink(free_port(), address="127.0.0.1")
+    exporter = PrometheusSink(free_port())
     try:
         [endpoint] = service.endpoints()
         assert (endpoint.host, endpoint.experiment, endpoint.group) == ("localhost", "e7", "3")
@@ -150,10 +153,9 @@ def test_a_turn_service_hands_its_servers_ports_to_the_exporter_which_lists_them
         exporter.turn_servers("e7-r2", [TurnServerEndpoint("xo-h2", 40001, "e7", "4")])
 
         def listed(host):
-            request = urllib.request.Request(f"http://127.0.0.1:{exporter.port}{TARGETS_PATH}", headers={"Host": host})
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                assert answer.headers["Content-Type"] == "application/json"
-                return json.load(answer)
+            status, headers, body = get(exporter.port, TARGETS_PATH, headers={"Host": host})
+            assert status == 200 and headers["Content-Type"] == "application/json"
+            return json.loads(body)
 
         # a server on the exporter's machine is listed under the name Prometheus reached the exporter by
         assert listed(f"node7.example:{exporter.port}") == [
@@ -278,7 +280,7 @@ def test_servers_given_a_range_take_its_first_free_port_and_without_one_serve_tu
 def test_the_launcher_passes_the_range_to_every_server(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     low = free_ports(3)
-    served = ServedTurns("e8", "0", ("mlp-a", "mlp-b"), ports=(low, low + 2))
+    served = ServedTurns("e8", "0", ("mlp-a", "mlp-b"), metrics_credentials(), ports=(low, low + 2))
     assert f"--metrics-ports={low}-{low + 2}" in served.arguments("localhost")
     service = TurnService("e8-r1", [{"localhost": [0]}, {"localhost": [0]}], "round-robin", {}, served=served)
     try:
@@ -286,3 +288,95 @@ def test_the_launcher_passes_the_range_to_every_server(tmp_path, monkeypatch):
         assert endpoint.port == low
     finally:
         service.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 58: the limit is a deadline per request, and a request is bounded in size. Before, 10 s was the
+# limit of each read: a client sending a byte every 9 s held its thread (and with 32 of them, every slot)
+# for as long as it liked, and http.server took up to 100 header lines of 64 KiB each (about 6.5 MB a
+# connection, 200 MB with every slot taken) before answering.
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def short_deadline(monkeypatch):
+    """An endpoint of xover's (serve_http, TLS and the token) whose requests have 1.5 s, in this process."""
+    from xover.turns import metrics
+    from xover.turns.credentials import metrics_credentials
+
+    monkeypatch.setattr(metrics, "REQUEST_TIMEOUT_S", 1.5)
+    http = metrics.serve_http("localhost", 0, lambda environ, start: start("200 OK", []) or [b"ok"],
+                              metrics_credentials())
+    yield http.port
+    http.stop()
+
+
+def _tls_connection(port):
+    import ssl
+
+    from xover.turns.credentials import CERTIFICATE_NAME
+
+    context = ssl.create_default_context(cadata=metrics_credentials().certificate)
+    return context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                               server_hostname=CERTIFICATE_NAME)
+
+
+def _closed_after(connection, trickle, every_s, limit_s):
+    """Send `trickle` a byte every `every_s` until the server closes the connection; seconds that took."""
+    started = time.monotonic()
+    for byte in trickle:
+        try:
+            connection.sendall(bytes([byte]))
+            connection.settimeout(every_s)
+            if connection.recv(1) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            pass  # nothing came back: send the next byte
+        except OSError:
+            return time.monotonic() - started
+        assert time.monotonic() - started < limit_s, "the server kept a trickling request open"
+    return time.monotonic() - started
+
+
+def test_a_request_trickled_a_byte_at_a_time_ends_at_its_deadline(short_deadline):
+    with _tls_connection(short_deadline) as connection:
+        took = _closed_after(connection, b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200, 0.3, 6)
+    assert took < 4, took  # 1.5 s and scheduling; each read came within 0.3 s, far inside a per-read limit
+
+
+def _client_hello():
+    """The first bytes of a real TLS handshake (a ClientHello, as Python's ssl writes it)."""
+    import ssl
+
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    handshake = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="xover-metrics")
+    try:
+        handshake.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def test_a_tls_handshake_trickled_a_byte_at_a_time_ends_at_the_deadline(short_deadline):
+    hello = _client_hello()
+    assert len(hello) > 100
+    with socket.create_connection(("127.0.0.1", short_deadline), timeout=10) as connection:
+        took = _closed_after(connection, hello, 0.3, 6)
+    assert took < 4, took
+
+
+def test_a_request_longer_than_the_bound_is_dropped_unanswered(short_deadline):
+    with _tls_connection(short_deadline) as connection:
+        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        sent, answer = 0, b""
+        line = b"X-Pad: " + b"a" * 60000 + b"\r\n"  # each line within http.server's 64 KiB, 90 of them in all
+        try:
+            for _ in range(90):
+                connection.sendall(line)
+                sent += len(line)
+            connection.sendall(b"\r\n")
+            connection.settimeout(5)
+            answer = connection.recv(100)
+        except OSError:
+            pass
+    assert not answer.startswith(b"HTTP/"), answer  # before: read whole (5.4 MB held), then answered
+    assert sent < 90 * len(line) or answer == b"", sent

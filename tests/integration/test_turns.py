@@ -431,6 +431,7 @@ def test_a_turn_server_that_dies_leaves_its_error_in_the_events():
     program = ("import sys, time\nprint('ready', flush=True)\n"
                "sys.stderr.write('x' * 200000 + '\\nTraceback: the cause\\n'); sys.stderr.flush(); sys.exit(3)")
     server = TurnServerProcess("localhost", "/nonexistent/turns.sock", [sys.executable, "-c", program])
+    server.wait_ready()
     server.process.wait(timeout=30)  # a full stderr pipe would have kept it from exiting
     server.stop()
     [event] = [e for e in server.events if e["kind"] == "server-died"]

@@ -40,3 +40,97 @@ def test_an_interrupt_that_lands_in_a_metric_sink_is_not_taken_for_the_sinks_fai
     # a sink's own failure is still said and left out, and the run goes on
     assert deliver([_Sink(RuntimeError("broken"))], lambda sink: sink.opened("e1")) == []
     assert "the watcher metric sink failed" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 58: an interrupt while a unit starts (turn servers, launchers: tens of seconds over ssh) is an
+# interrupt, and whatever the unit started is stopped (end to end: tests/integration/test_interrupted_start.py)
+# ---------------------------------------------------------------------------------------------
+
+def test_a_start_cut_short_ends_its_runs_as_the_run_ended_not_as_a_failure():
+    from xover.errors import TimedOut, XoverError
+    from xover.run.schedule import stopped_as
+
+    assert stopped_as(Interrupted()) == ("interrupted", None)  # before: ("failed", "could not start: Interrupted()")
+    assert stopped_as(KeyboardInterrupt()) == ("interrupted", None)
+    assert stopped_as(TimedOut()) == ("timeout", None)
+    assert stopped_as(XoverError("node9 said no")) == ("failed", "node9 said no")
+    assert stopped_as(RuntimeError("boom")) == ("failed", "could not start: RuntimeError('boom')")
+
+
+class _Recorder:
+    """What the scheduler tells the store, kept."""
+
+    def __init__(self) -> None:
+        self.closed: list[tuple[list[int], str, str | None]] = []
+
+    def close_runs(self, run_ids, status, error=None):
+        self.closed.append((list(run_ids), status, error))
+
+    def record_turns(self, *args):
+        pass
+
+
+class _Started:
+    """Something a unit's start started (a launcher): stopped once its unit stops."""
+
+    def __init__(self) -> None:
+        self.stopped = 0
+
+    def running(self) -> bool:
+        return not self.stopped
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+@pytest.mark.parametrize("cut_by, status", [(Interrupted, "interrupted"), (KeyboardInterrupt, "interrupted")])
+def test_a_unit_whose_start_is_interrupted_is_stopped_once_and_recorded_as_interrupted(monkeypatch, tmp_path,
+                                                                                        cut_by, status):
+    from xover.run.schedule import RunContext, Scheduler, Unit
+
+    recorder = _Recorder()
+    scheduler = Scheduler(RunContext(recorder=recorder, experiment_id="e58", results_dir=tmp_path))
+    unit, started = Unit(jobs=[], mode="crossover"), _Started()
+    seen_running: list[bool] = []
+
+    def start_then_interrupted(self, each):
+        each.runs = [(7, tmp_path), (8, tmp_path)]
+        each.launched[7] = started  # what an interrupt may follow at once
+        seen_running.append(each in running)
+        raise cut_by()
+
+    running: list = []
+    monkeypatch.setattr(Scheduler, "_start", start_then_interrupted)
+    monkeypatch.setattr("xover.run.schedule.sweep", lambda *args: None)
+    with pytest.raises(cut_by):
+        scheduler._start_ready([unit], running, exclusive=False)
+    assert seen_running == [True]  # in `running` while it starts: stopped with the rest whatever comes
+    assert recorder.closed == [([7, 8], status, None)]  # before: failed, "could not start: Interrupted()"
+    assert started.stopped >= 1 and running == []
+
+
+def test_slurms_account_corrects_a_unit_interrupted_while_it_started_but_not_a_failed_one(tmp_path):
+    """Why the status matters: the submitter records how the Slurm job ended over the rows its own xover
+    left `interrupted` (scancel, a time limit), and leaves `failed` ones as they are: a start that an
+    scancel cut short was recorded as a failure of its own, for good."""
+    import types
+
+    from conftest import recorded_runs
+
+    from xover.run.external.slurm import JobState
+    from xover.run.on_slurm import record_outcome
+    from xover.run.schedule import Unit, stopped_as
+    from xover.store.models import Run
+
+    status, error = stopped_as(Interrupted())
+    store, _, [cut, failed] = recorded_runs(tmp_path, [
+        {"name": "a", "mode": "crossover", "group_index": 0, "slurm_job_id": "41", "status": status, "error": error,
+         "hosts": "localhost:2", "np": 2, "devices": "0,1"},
+        {"name": "b", "mode": "crossover", "group_index": 0, "slurm_job_id": "41", "status": "failed",
+         "error": "could not start: Interrupted()", "hosts": "localhost:2", "np": 2, "devices": "0,1"}])
+    run = types.SimpleNamespace(id="e1", store=store)
+    record_outcome(run, [Unit(jobs=[], mode="crossover", group=0)], JobState("41", "CANCELLED"))
+    with store.session() as session:
+        assert session.get_one(Run, cut).status == "cancelled"
+        assert session.get_one(Run, failed).status == "failed"

@@ -1,6 +1,7 @@
 """The metrics protocol (runtime/metrics.py): records found in a launcher's relayed output."""
 
 import json
+import os
 
 import pytest
 
@@ -47,14 +48,24 @@ ITER = {"kind": "iter", "step": 3, "time_s": 1.5, "wall_time": 1795404409.7, "it
 
 
 def _emitted(capsys, monkeypatch, token, kind, **fields):
+    """What `emit` writes on the standard output it took at its start (here a pipe), parsed."""
+    from xover.runtime import metrics
     from xover.runtime.metrics import RECORD_TYPES, emit
 
     if token is None:
         monkeypatch.delenv("XOVER_METRIC_TOKEN", raising=False)
     else:
         monkeypatch.setenv("XOVER_METRIC_TOKEN", token)
-    emit(RECORD_TYPES[kind](**fields))
-    return parse_metric_line(capsys.readouterr().out.strip())
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(metrics, "STANDARD_OUTPUT", write_end)
+    try:
+        emit(RECORD_TYPES[kind](**fields))
+        written = os.read(read_end, 1 << 20).decode()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert capsys.readouterr().out == ""  # nothing through sys.stdout, whatever it is
+    return parse_metric_line(written.strip())
 
 
 def test_the_runtime_signs_its_records_with_the_runs_token(capsys, monkeypatch):

@@ -27,6 +27,13 @@ def test_defaults_when_nothing_is_set():
     assert (current.threads_per_rank, current.pin_cores) == (1, True)
     assert (current.link_bands, current.comm_threads, current.wait) == (True, "batch", "expect")
     assert (current.turn_lease, current.turn_server_nice) == (None, None)
+    assert (current.metrics_address, current.metrics_credentials) == ("localhost", None)  # loopback only
+
+
+def test_the_metrics_address_is_an_address_as_ipaddress_writes_it():
+    for given, read in (("LOCALHOST", "localhost"), (" 0.0.0.0 ", "0.0.0.0"), ("::", "::"), ("[::1]", "::1"),
+                        ("10.0.0.7", "10.0.0.7"), ("fe80:0::1", "fe80::1")):
+        assert Settings.from_environ({"XOVER_METRICS_ADDRESS": given}).metrics_address == read
 
 
 def test_values_are_read_typed():
@@ -57,7 +64,8 @@ def test_set_but_empty_is_unset():
     ("XOVER_TURN_LEASE", "ceiling=3"), ("XOVER_TURN_LEASE", "floor=86401"), ("XOVER_TURN_SERVER_NICE", "-21"),
     ("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_METRICS_PORTS", "9479-9470"),
     ("XOVER_TURN_METRICS_PORTS", "0-10"), ("XOVER_TURN_METRICS_PORTS", "9470-70000"),
-    ("XOVER_TURN_METRICS_PORTS", "9470,9471")])
+    ("XOVER_TURN_METRICS_PORTS", "9470,9471"), ("XOVER_METRICS_ADDRESS", "login1"),
+    ("XOVER_METRICS_ADDRESS", "10.0.0.300"), ("XOVER_METRICS_CREDENTIALS", "relative/folder")])
 def test_a_bad_value_is_one_line_naming_its_variable(variable, value):
     with pytest.raises(XoverError) as refused:
         Settings.from_environ({variable: value})

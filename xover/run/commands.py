@@ -203,13 +203,16 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         policies = policies[:1]
     bandwidth = requested_rate(options.bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
-    # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups)
-    mps = options.mps or (modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups))
+    chosen = launcher_named(options.launcher)
+    # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
+    # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (on_slurm.py)
+    mps = options.mps or (
+        chosen.runs_here and modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups)
+    )
     if mps:
         check_mps()
     for group in groups:
         check_devices(group.jobs)
-    chosen = launcher_named(options.launcher)
     run_modes = sorted({group.planned_mode for group in groups}) if modes == [PLANNED] else modes
     warning = crossover_warning([job for group in groups for job in group.jobs], run_modes)
     if warning and chosen.runs_here:

@@ -27,14 +27,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from ..errors import XoverError
 from ..hosts import is_local
 from ..runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
-from ..turns.metrics import ADDRESS, WAIT_BUCKETS, TurnMetrics, WsgiApp, serve_http
+from ..settings import settings
+from ..turns.credentials import MetricsCredentials, metrics_credentials
+from ..turns.metrics import WAIT_BUCKETS, MetricsHttp, TurnMetrics, WsgiApp, serve_http
 from ..turns.service import TurnServerEndpoint
 from .sinks import JobLabels, MetricSink, Received
 
@@ -179,7 +180,15 @@ class PrometheusSink(MetricSink):
     name = "prometheus"
     wants_turn_servers = True
 
-    def __init__(self, port: int, facts: RunFacts | None = None, address: str = ADDRESS) -> None:
+    def __init__(
+        self,
+        port: int,
+        facts: RunFacts | None = None,
+        address: str | None = None,
+        credentials: MetricsCredentials | None = None,
+    ) -> None:
+        """`address`: where to listen (None: XOVER_METRICS_ADDRESS, loopback by default); `credentials`: the
+        TLS certificate and token Prometheus is told (None: the user's, made where missing)."""
         self.port = check_port(port)
         self.facts = facts or RunFacts()
         self.registry = CollectorRegistry()
@@ -189,15 +198,19 @@ class PrometheusSink(MetricSink):
         self.measured_alone: dict[str, list[float]] = {}  # job -> iteration times of its alone runs here
         self.turn_endpoints: dict[str, tuple[TurnServerEndpoint, ...]] = {}  # by unit, while its servers run
         self._lock = threading.Lock()
+        self.address = settings().metrics_address if address is None else address
+        self.credentials = metrics_credentials() if credentials is None else credentials  # the turn servers' too
         try:
-            server, self.thread = serve_http(address, port, self._app())
-            self.server: WSGIServer | None = server
+            self.http: MetricsHttp | None = serve_http(self.address, port, self._app(), self.credentials)
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise XoverError(
-                    f"--metrics-port {port}: the port is in use (choose another, or stop what listens on it)"
+                    f"--metrics-port {port}: the port is in use on {self.address} (IPv4 or IPv6; choose another, "
+                    "or stop what listens on it)"
                 ) from None
-            raise XoverError(f"--metrics-port {port}: cannot serve metrics on it ({error.strerror or error})") from None
+            raise XoverError(
+                f"--metrics-port {port}: cannot serve metrics on {self.address} ({error.strerror or error})"
+            ) from None
 
     def _app(self) -> WsgiApp:
         """prometheus_client's WSGI app for /metrics, and the turn servers' list at TARGETS_PATH."""
@@ -274,12 +287,10 @@ class PrometheusSink(MetricSink):
 
     def stop(self) -> None:
         """Stop serving (more than once does nothing)."""
-        server = getattr(self, "server", None)  # None too when the port could not be bound
-        if server is not None:
-            self.server = None
-            server.shutdown()
-            server.server_close()
-            self.thread.join(timeout=10)
+        http = getattr(self, "http", None)  # None too when the port could not be bound
+        if http is not None:
+            self.http = None
+            http.stop()
 
     # -- the figures -----------------------------------------------------------------------------
 

@@ -3,15 +3,21 @@ instead of taking time slices. This is what a GPU user tries first for co-locate
 baseline crossover is compared with on GPUs (docs/gpu.md).
 
 xover starts a control daemon of its own, with its pipe and log folders inside the run's results
-folder (private to the user), before the first job, and stops it after the last; every process
-started in between finds it through CUDA_MPS_PIPE_DIRECTORY. Each worker records whether MPS served it
-(runs.gpu_sharing).
+folder, before the first job, and stops it after the last; every process started in between finds it
+through CUDA_MPS_PIPE_DIRECTORY. Each worker records whether MPS served it (runs.gpu_sharing).
+
+The folders are made 0700 by xover; one already there is used only if it is a real folder (not a link)
+of the user's, and is made 0700 first (a results root may be shared: another user's folder or link
+there would receive the daemon's pipes and log). Under `--launcher slurm`, a group the plan put under
+MPS starts its own daemon on its node, inside its Slurm job (run/on_slurm.py): the submitting host (a
+login node) need have no GPU.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -23,6 +29,7 @@ CONTROL = "nvidia-cuda-mps-control"
 # where NVIDIA's driver installs put the control program when it is not on PATH
 CONTROL_FOLDERS = ("/usr/local/nvidia/bin", "/usr/bin", "/usr/local/cuda/bin")
 VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+START_TIMEOUT_S = 30.0  # for `nvidia-cuda-mps-control -d` to start the daemon and return
 
 
 def control_program() -> str | None:
@@ -61,11 +68,28 @@ class MpsDaemon:
     def __enter__(self) -> MpsDaemon:
         self.program = check_mps()
         for folder in (self.pipes, self.logs):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_folder(folder)
         self.saved = {name: os.environ.get(name) for name in VARIABLES}
         os.environ.update(CUDA_MPS_PIPE_DIRECTORY=str(self.pipes), CUDA_MPS_LOG_DIRECTORY=str(self.logs))
         env = {**os.environ, **({EXPERIMENT_VARIABLE: self.experiment_id} if self.experiment_id else {})}
-        started = subprocess.run([self.program, "-d"], capture_output=True, text=True, timeout=30, env=env)
+        try:
+            started = subprocess.run(
+                [self.program, "-d"], capture_output=True, text=True, timeout=START_TIMEOUT_S, env=env
+            )
+        except subprocess.TimeoutExpired:
+            self._quit()  # whatever it started by then
+            self._restore()
+            raise XoverError(
+                f"--mps: the MPS control daemon did not start within {START_TIMEOUT_S:.0f} s; see {self.logs}, "
+                "or run without --mps"
+            ) from None
+        except OSError as error:
+            self._restore()
+            raise XoverError(f"--mps: {self.program} could not be run ({error.strerror or error})") from None
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: no __exit__ follows, so stop it here
+            self._quit()
+            self._restore()
+            raise
         if started.returncode != 0:
             self._restore()
             detail = (started.stderr or started.stdout).strip().splitlines()
@@ -77,13 +101,17 @@ class MpsDaemon:
 
     def __exit__(self, *exc) -> None:
         try:
-            assert self.program is not None  # __enter__ set it, or raised (and then there is no __exit__)
-            # `quit` stops the daemon once its clients are gone (the jobs have ended by now)
+            self._quit()  # the jobs have ended by now
+        finally:
+            self._restore()
+
+    def _quit(self) -> None:
+        """`quit`: the daemon stops once its clients are gone."""
+        assert self.program is not None  # __enter__ set it first
+        try:
             subprocess.run([self.program], input="quit\n", text=True, capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        finally:
-            self._restore()
 
     def _restore(self) -> None:
         for name, value in self.saved.items():
@@ -91,3 +119,33 @@ class MpsDaemon:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def private_folder(folder: Path) -> None:
+    """`folder` made 0700 (with its parents), or, where something is there already, used only if it is a
+    real folder of this user's (not a link), made 0700 first; an XoverError naming it otherwise."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(folder, 0o700)
+        return
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise XoverError(f"--mps: cannot make {folder} for the MPS daemon ({error.strerror})") from None
+    try:  # the folder itself, never through a link: checked and made private through one descriptor
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        what = "a link" if folder.is_symlink() else "not a folder"
+        raise XoverError(
+            f"--mps: {folder}, the MPS daemon's folder, is {what}: someone else may have made it; remove it"
+        ) from None
+    try:
+        info = os.fstat(descriptor)
+        if info.st_uid != os.geteuid():
+            raise XoverError(
+                f"--mps: {folder}, the MPS daemon's folder, belongs to uid {info.st_uid}, not to you; remove it"
+            )
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.fchmod(descriptor, 0o700)
+    finally:
+        os.close(descriptor)

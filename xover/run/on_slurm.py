@@ -21,8 +21,10 @@ import argparse
 import contextlib
 import functools
 import os
+import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,14 +42,17 @@ from ..settings import (
     VARIABLE_PREFIX,
     settings,
 )
+from ..sharing import PLANNED, WAYS
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
+from ..turns.credentials import metrics_credentials
 from . import targets
 from .experiment import settings_from_env
 from .exporter import PrometheusSink, run_facts
 from .external import slurm
 from .jobs import GroupToRun
+from .mps import MpsDaemon, check_mps
 from .reach import prefix_to_reach
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
@@ -108,6 +113,8 @@ def group_command(experiment_id: str, group: GroupToRun, request: LaunchRequest)
         command += ["--seconds", str(options.seconds)]
     if options.metrics_port is not None:  # the group's figures are served on its first node (exporter.py)
         command += ["--metrics-port", str(options.metrics_port)]
+    if planned_under_mps(group, options.modes):  # its node starts the daemon: the submitting host may have no GPU
+        command.append("--mps")
     return command
 
 
@@ -115,6 +122,12 @@ def passed_variables(group: GroupToRun) -> dict[str, str]:
     """The variables the group's job files pass by name (`pass_env`), with their values here: in the batch
     script, as the store's URL is, so that they reach the job under --export=NONE too, and no command line."""
     return {name: os.environ[name] for job in group.jobs for name in job.recipe.pass_env if name in os.environ}
+
+
+def planned_under_mps(group: GroupToRun, modes: Sequence[str]) -> bool:
+    """Whether a group runs under a CUDA MPS daemon of its own, inside its Slurm job: the plan put it under
+    MPS and the run is the plan's (`--mode planned`). Checked on its node, where its GPUs are."""
+    return list(modes) == [PLANNED] and WAYS[group.sharing].needs_mps
 
 
 def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str] | None = None) -> dict[int, str]:
@@ -125,6 +138,10 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
     plan = request.options.plan
     kind = (plan.device_kind if plan is not None else None) or local_device_count()[0]
     submitted = {} if submitted is None else submitted
+    if request.options.metrics_port is not None:
+        from ..turns.credentials import metrics_credentials
+
+        metrics_credentials()  # made here if missing, where the user reads them: each group's exporter uses them
     for group in request.groups:
         nodes, per_node = group_shape(group)
         command = group_command(run.id, group, request)
@@ -335,12 +352,15 @@ def remap_to_allocation(group: GroupToRun, allocation) -> None:
 
 
 def group_exporter(port: int | None, group: GroupToRun, experiment_id: str) -> list[MetricSink]:
-    """A group's Prometheus exporter inside its Slurm job, on its first node; a port in use there is said
-    and the group runs without it (it was submitted already: the run goes on)."""
+    """A group's Prometheus exporter inside its Slurm job, on its first node; a port in use there, or
+    credentials it cannot read there, is said and the group runs without it (it was submitted already: the
+    run goes on). The credentials are the submitter's (made before it submitted), from the same folder:
+    a home the nodes share, or XOVER_METRICS_CREDENTIALS; never made anew here, where Prometheus would not
+    know them."""
     if port is None:
         return []
     try:
-        exporter = PrometheusSink(port, run_facts([group], planned=True))
+        exporter = PrometheusSink(port, run_facts([group], planned=True), credentials=metrics_credentials(create=False))
     except XoverError as error:
         print_error(f"{error}; group {group.index} runs without its exporter")
         return []
@@ -370,6 +390,9 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=settings().metrics_port,
         help="serve the group's figures to Prometheus on this port of its first node",
+    )
+    parser.add_argument(
+        "--mps", action="store_true", help="run the group under a CUDA MPS daemon of its own on this node (planned)"
     )
     args = parser.parse_args(argv)
     if not args.db:
@@ -411,11 +434,23 @@ def main(argv: list[str] | None = None) -> None:
                 prefix = []
             sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)
 
+        # the plan put the group under MPS: its daemon here, on the node whose GPUs it runs on (its name says
+        # its Slurm job: two groups' daemons never share a folder)
+        mps_folder = results_dir / f"group{group.index}-{allocation.job_id}"
+        if args.mps:
+            try:
+                check_mps()
+            except XoverError as error:
+                raise XoverError(
+                    f"group {group.index} was planned under CUDA MPS, which {socket.gethostname()} cannot run: {error}"
+                ) from None
         try:
             with interruptible(), on_interrupt(stop_elsewhere):
-                Scheduler(context).run(
-                    comparison_units([group], modes, policies, store), exclusive=len(modes) > 1 or len(policies) > 1
-                )
+                with MpsDaemon(mps_folder, args.experiment) if args.mps else contextlib.nullcontext():
+                    Scheduler(context).run(
+                        comparison_units([group], modes, policies, store),
+                        exclusive=len(modes) > 1 or len(policies) > 1,
+                    )
         finally:
             deliver(context.sinks, lambda sink: sink.closed("ended"))  # the exporter stops serving
     except Interrupted:

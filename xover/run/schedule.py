@@ -28,8 +28,6 @@ from typing import Any
 from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
-from ..emulation import cluster
-from ..emulation.network import network_for
 from ..engines import ENGINES
 from ..errors import XoverError
 from ..hosts import is_local
@@ -49,10 +47,12 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
     settings,
 )
+from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import ServedTurns, TurnService
 from .jobs import JobSpec
 from .ranks import ranks_of
+from .reach import prefix_to_reach, shaped_link
 from .record import Recorder, failure_summary
 from .sinks import JobLabels, MetricSink, deliver
 from .supervise import (
@@ -114,11 +114,6 @@ class RunContext:
     lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
     server_nice: int | None = None  # the turn servers' nice value (None: their default)
     link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
-
-
-def prefix_to_reach(hosts: list[str]) -> list[str]:
-    """How launchers reach these hosts from here: an emulated cluster's head namespace, or nothing."""
-    return cluster.launch_prefix([host for host in hosts if not is_local(host)])
 
 
 def run_tag(experiment_id: str, run_id: int) -> str:
@@ -230,8 +225,7 @@ class Scheduler:
                     raise TimedOut()
                 wait = 0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))
                 for unit in self._handle(self._batch(wait)):
-                    running.remove(unit)
-                    self._finish(unit)
+                    self._finish(unit, running)
         except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
             status = "timeout" if isinstance(stop, TimedOut) else "interrupted"
             with uninterrupted():
@@ -250,9 +244,17 @@ class Scheduler:
             if unit.devices & busy:
                 busy |= unit.devices  # earlier units keep their place in the order
                 continue
-            pending.remove(unit)
-            self._start(unit)
+            # running before it starts: whatever of it has started is stopped with the rest, however the
+            # start ends (listed after its start, an interrupt in between left it out: never stopped)
             running.append(unit)
+            pending.remove(unit)
+            try:
+                self._start(unit)
+            except BaseException as error:
+                with uninterrupted():
+                    self._stop_unit(unit, *stopped_as(error))
+                    running.remove(unit)
+                raise
             busy |= unit.devices
 
     def _batch(self, wait: float) -> list[tuple[int, Event]]:
@@ -353,70 +355,76 @@ class Scheduler:
                 unit.policy if unit.crossover else None,
                 job.hosts,
             )
-        try:
-            unit.network = network_for(
+        # Each thing started is the unit's before a signal can land: its teardown stops what it holds. Starting
+        # waits (a turn server's `ready`, torchrun's ssh calls) stay open to Ctrl-C: the unit stops them.
+        with uninterrupted():
+            unit.network = shaped_link(
                 context.bandwidth if not remote else None,
                 {EXPERIMENT_VARIABLE: context.experiment_id},
                 nodes=len(unit.devices),
             ).__enter__()
-            link_bands: dict[int, int] = {}
-            if unit.crossover:
-                assert unit.policy is not None  # group_units makes each crossover unit with its policy
-                traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
-                if context.link_bands:
-                    link_bands = make_policy(unit.policy, traits).link_bands()
-                name = f"{context.experiment_id}-r{unit.run_ids[0]}"
-                served = None
-                if any(sink.wants_turn_servers for sink in context.sinks):
-                    group = "" if unit.group is None else str(unit.group)
-                    served = ServedTurns(
-                        context.experiment_id,
-                        group,
-                        tuple(job.name for job in unit.jobs),
-                        ports=settings().turn_metrics_ports,
-                    )
-                unit.turns = TurnService(
-                    name,
-                    [job.devices for job in unit.jobs],
-                    unit.policy,
-                    traits,
-                    prefix,
-                    {EXPERIMENT_VARIABLE: context.experiment_id},
-                    context.lease,
-                    context.server_nice,
-                    deadline=self.deadline,
-                    served=served,
+        link_bands: dict[int, int] = {}
+        if unit.crossover:
+            assert unit.policy is not None  # group_units makes each crossover unit with its policy
+            traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
+            if context.link_bands:
+                link_bands = make_policy(unit.policy, traits).link_bands()
+            name = f"{context.experiment_id}-r{unit.run_ids[0]}"
+            served = None
+            exporter = next((sink for sink in context.sinks if sink.wants_turn_servers), None)
+            if exporter is not None:
+                group = "" if unit.group is None else str(unit.group)
+                served = ServedTurns(
+                    context.experiment_id,
+                    group,
+                    tuple(job.name for job in unit.jobs),
+                    # what Prometheus is told for the exporter holds for the turn servers it lists
+                    credentials=getattr(exporter, "credentials", None) or metrics_credentials(),
+                    ports=settings().turn_metrics_ports,
+                    address=settings().metrics_address,
                 )
-                self._announce_turn_servers(unit.turns)
-            for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
-                token = secrets.token_hex(16)  # what marks this run's metric records as its own
-                env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
-                spec_path = log_dir / "spec.json"
-                spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
-                spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
-                ranks = ranks_of(job.engine)  # its launcher program's command lines (run/ranks.py)
-                commands = [
-                    unit.network.wrap(c)
-                    for c in ranks.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
-                ]
+            unit.turns = TurnService(
+                name,
+                [job.devices for job in unit.jobs],
+                unit.policy,
+                traits,
+                prefix,
+                {EXPERIMENT_VARIABLE: context.experiment_id},
+                context.lease,
+                context.server_nice,
+                deadline=self.deadline,
+                served=served,
+                start=False,  # the unit holds it first: a server started is one its teardown stops
+                guard=uninterrupted,
+            )
+            unit.turns.start()
+            self._announce_turn_servers(unit.turns)
+        for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
+            token = secrets.token_hex(16)  # what marks this run's metric records as its own
+            env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
+            spec_path = log_dir / "spec.json"
+            spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
+            spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
+            ranks = ranks_of(job.engine)  # its launcher program's command lines (run/ranks.py)
+            commands = [
+                unit.network.wrap(c)
+                for c in ranks.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
+            ]
+            with uninterrupted():  # a launcher started is a launcher the unit stops
                 unit.launched[run_id] = CheckedJob(
                     run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
                 )
-            context.recorder.mark_started(unit.run_ids)
-        except BaseException as error:
-            with uninterrupted():
-                message = str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
-                self._stop_unit(unit, "timeout" if isinstance(error, TimedOut) else "failed", message)
-            raise
+        context.recorder.mark_started(unit.run_ids)
 
-    def _finish(self, unit: Unit) -> None:
-        with uninterrupted():
+    def _finish(self, unit: Unit, running: list[Unit]) -> None:
+        with uninterrupted():  # out of `running` only once torn down: an interrupt in between stops it there
             sharing_only = [run_id for run_id in unit.run_ids if run_id not in unit.exited]  # Unit.ends_with
             if sharing_only:
                 self.context.recorder.close_runs(sharing_only, "stopped")
                 for run_id in sharing_only:
                     self._to_sinks(functools.partial(_job_stopped, labels=self.jobs[run_id]))
             self._teardown(unit)
+            running.remove(unit)
         self._say_ignored(unit)
         if unit.on_done is not None:
             unit.on_done(unit)
@@ -457,6 +465,17 @@ class Scheduler:
     def _stop_all(self, running: list[Unit], status: str) -> None:
         for unit in running:
             self._stop_unit(unit, status)
+
+
+def stopped_as(error: BaseException) -> tuple[str, str | None]:
+    """How the runs of a unit whose start `error` cut short end: (status, error to record). Ctrl-C, SIGTERM,
+    scancel or a Slurm time limit (Interrupted) is an interrupt, not a failure of the start: `interrupted`,
+    which Slurm's account of the job corrects later (on_slurm.record_outcome); --timeout is `timeout`."""
+    if isinstance(error, (Interrupted, KeyboardInterrupt)):
+        return "interrupted", None
+    if isinstance(error, TimedOut):
+        return "timeout", None
+    return "failed", str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
 
 
 def _turn_servers_gone(sink: MetricSink, unit: str) -> None:

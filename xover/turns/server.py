@@ -25,6 +25,7 @@ import ctypes
 import json
 import mmap
 import os
+import select
 import selectors
 import signal
 import socket
@@ -36,6 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import XoverError
 from ..settings import parse_port_range
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
 from .protocol import (
@@ -58,6 +60,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
+    from .credentials import MetricsCredentials
     from .metrics import TurnMetrics
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
@@ -708,6 +711,31 @@ def parse_traits(specs: list[str]) -> dict[int, SlotTraits]:
     return traits
 
 
+CREDENTIALS_WAIT_S = 30.0  # for the launcher's first line (it writes it as soon as the server starts)
+MAX_CREDENTIALS_BYTES = 65536
+
+
+def _credentials_from_stdin() -> MetricsCredentials:
+    """The metrics' credentials, the first line of stdin, read a byte at a time: what follows (the launcher's
+    commands) stays in the pipe for the control loop. OSError if none came whole in time."""
+    from .credentials import MetricsCredentials
+
+    line = bytearray()
+    deadline = time.monotonic() + CREDENTIALS_WAIT_S
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or len(line) > MAX_CREDENTIALS_BYTES or not select.select([0], [], [], left)[0]:
+            raise OSError("no credentials on stdin")
+        byte = os.read(0, 1)
+        if not byte:
+            raise OSError("stdin ended before the credentials")
+        line += byte
+    try:
+        return MetricsCredentials.from_line(line.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise OSError("the credentials on stdin are malformed") from None
+
+
 def _exit_with(message: str) -> None:
     print(f"xover turn server: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
@@ -750,6 +778,12 @@ def main(argv: list[str] | None = None) -> None:
         "(said on stdout as `metrics PORT` before `ready`); default: not served",
     )
     parser.add_argument(
+        "--metrics-credentials-stdin",
+        action="store_true",
+        help="read the TLS certificate, key and bearer token the figures are served with from the first line "
+        "of stdin (turns/credentials.py); without it they are served as plain HTTP to anyone",
+    )
+    parser.add_argument(
         "--metrics-ports",
         help="LOW-HIGH: serve them on the first free port of these instead (a firewall opened on them only)",
     )
@@ -780,10 +814,11 @@ def main(argv: list[str] | None = None) -> None:
                 _exit_with(f"--metrics-ports {args.metrics_ports!r}: expected LOW-HIGH, TCP ports with LOW <= HIGH")
         try:
             metrics = TurnMetrics(parse_labels(args.metrics_label), parse_names(args.slot_name), devices)
-            metrics_port = metrics.serve(args.metrics_address, ports)
+            credentials = _credentials_from_stdin() if args.metrics_credentials_stdin else None
+            metrics_port = metrics.serve(args.metrics_address, ports, credentials)
         except ValueError as error:
             _exit_with(str(error))
-        except OSError as error:  # the turns matter, the figures do not: said, and the server goes on without
+        except (OSError, XoverError) as error:  # the turns matter, the figures do not: said, and it goes on
             print(
                 f"xover turn server: --metrics-address {args.metrics_address}: cannot serve its figures there "
                 f"({error}); serving turns without them",

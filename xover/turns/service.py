@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -27,14 +28,16 @@ import threading
 import time
 from array import array
 from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import XOVER_ROOT
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, is_local, ssh_command
 from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
-from .metrics import ADDRESS as METRICS_ADDRESS
+from .credentials import MetricsCredentials
 from .policies import SlotTraits
 from .server import FolderError, private_folder
 
@@ -68,14 +71,17 @@ class ServedTurns:
     experiment: str
     group: str
     jobs: tuple[str, ...]  # by slot
+    credentials: MetricsCredentials  # handed to each server on its stdin: its TLS certificate and the token
     ports: tuple[int, int] | None = None  # XOVER_TURN_METRICS_PORTS: each server takes the first free one
+    address: str = "localhost"  # XOVER_METRICS_ADDRESS: where each server listens, on its own host
 
     def arguments(self, host: str) -> list[str]:
-        """The server's options that have it serve its figures, on every interface of its host. This
-        machine's server is labelled with its name (for a cluster's Prometheus, `localhost` names no host)."""
+        """The server's options that have it serve its figures on `address` of its host, with the credentials
+        it reads from its stdin first. This machine's server is labelled with its name (for a cluster's
+        Prometheus, `localhost` names no host)."""
         name = socket.gethostname() if is_local(host) else host
         labels = {"experiment": self.experiment, "group": self.group, "host": name}
-        args = ["--metrics-address", METRICS_ADDRESS]
+        args = ["--metrics-address", self.address, "--metrics-credentials-stdin"]
         if self.ports is not None:
             args.append(f"--metrics-ports={self.ports[0]}-{self.ports[1]}")
         args += [f"--metrics-label={key}={value}" for key, value in labels.items()]
@@ -218,8 +224,12 @@ class TurnServerProcess:
     remote_prefix: list[str] | None = None  # how ssh reaches the host (an emulated cluster's head)
     tag: str | None = None  # XOVER_TURN_SERVER in its environment: what finds it on its host if it hangs
     metrics_port: int | None = None  # where it serves its devices' figures (`metrics PORT`), if asked to
+    credentials: MetricsCredentials | None = None  # what it serves them with: the first line of its stdin
 
     def __post_init__(self) -> None:
+        """Start the process (quick: its `ready`, which may take tens of seconds over ssh, is `wait_ready`'s)."""
+        self.ready = False  # it said `ready`: its readers run
+        self.stopped = False
         self.process = subprocess.Popen(
             self.command,
             stdin=subprocess.PIPE,
@@ -228,6 +238,12 @@ class TurnServerProcess:
             start_new_session=True,
             env={**os.environ, **(self.env or {})},
         )
+        if self.credentials is not None:  # on its stdin: never on a command line (ssh's included)
+            self.send(self.credentials.to_line())
+
+    def wait_ready(self) -> None:
+        """Wait for the server to say it is ready, at most START_TIMEOUT_S or until the run's deadline: an
+        XoverError that says why (TimedOut past the deadline) if it did not, the server then killed."""
         wait_s = START_TIMEOUT_S
         if self.deadline is not None:
             wait_s = max(0.0, min(wait_s, self.deadline - time.monotonic()))
@@ -261,6 +277,7 @@ class TurnServerProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.stderr_reader.start()
+        self.ready = True
 
     def _read_stderr(self) -> None:
         assert self.process.stderr is not None  # piped
@@ -292,7 +309,14 @@ class TurnServerProcess:
             pass  # the server is gone: nobody is waiting on it
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask the server to stop, wait for it, and collect what it said; killed if it does not stop in time."""
+        """Ask the server to stop, wait for it, and collect what it said; killed if it does not stop in time.
+        One that never said it was ready (its start failed, or was cut short) is killed. Once is enough."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if not self.ready:
+            self._kill_unready()
+            return
         died = self.process.poll() is not None  # before it was asked to stop: the jobs went on without turns
         if not died:
             self.send("Q")
@@ -319,6 +343,24 @@ class TurnServerProcess:
             self.process.stdin.close()
         except OSError:
             pass
+        self._remove_files()
+
+    def _kill_unready(self) -> None:
+        """Kill a server that never said it was ready, with whatever it started in its session (on another
+        host, its ssh and what that runs here: the server there ends when its stdin does, as it would at the
+        run's end). Its stdout is left to the thread that may still read it (closing it would wait for that
+        read), which ends with the pipe."""
+        if self.process.poll() is None:  # not reaped: its pid, the group's id, cannot be another's yet
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session (start_new_session)
+        self.process.kill()
+        self.process.wait()
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        self._remove_files()
+
+    def _remove_files(self) -> None:
         if is_local(self.host):  # a remote server removes its own files when its stdin closes
             for path in (self.socket, self.socket + ".yield"):
                 if os.path.exists(path):
@@ -340,12 +382,18 @@ class TurnService:
         nice: int | None = None,
         deadline: float | None = None,
         served: ServedTurns | None = None,
+        start: bool = True,
+        guard: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
     ) -> None:
         """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group;
         `deadline` (time.monotonic()), the run's --timeout: starting waits no longer (TimedOut); `served`:
-        each server serves its devices' figures to Prometheus, labelled so (`endpoints`)."""
+        each server serves its devices' figures to Prometheus, labelled so (`endpoints`). `start`: start the
+        servers now (else `start()` does); `guard`: a context in which starting one server's process and
+        listing it in `servers` is not cut short (the scheduler's defers Ctrl-C and SIGTERM: a server
+        started is a server `stop` stops)."""
         self.name = name
         self.served = served
+        self.guard = guard
         self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
         devices: dict[str, dict[int, list[int]]] = {}
         for slot, placement in enumerate(placements):
@@ -362,43 +410,49 @@ class TurnService:
         on_spans = lambda _host, spans: self.skews.add(spans)  # noqa: E731
         tag = {k: v for k, v in (env or {}).items() if k == EXPERIMENT_VARIABLE}
         tag[TURN_SERVER_VARIABLE] = name  # names one group's servers (the socket names' prefix) on every host
+        credentials = served.credentials if served is not None else None
+        self.planned: list[dict[str, Any]] = []  # each host's server, as TurnServerProcess takes it
+        for host, order in devices.items():
+            path = self.socket_template.replace("{host}", host)
+            arguments = server_arguments(path, order, policy, traits, lease, nice)
+            if served is not None:
+                arguments += served.arguments(host)
+            common = {"host": host, "socket": path, "on_spans": on_spans, "deadline": deadline}
+            if host == LOCAL:
+                command = [sys.executable, *arguments]
+                self.planned.append(
+                    {**common, "command": command, "env": {"PYTHONPATH": XOVER_ROOT, **tag}, "credentials": credentials}
+                )
+            else:
+                # the server makes its folder and checks it there (this user's, not a link, 0700)
+                remote = (
+                    "env "
+                    + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
+                    + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}"
+                )
+                command = [*(remote_prefix or []), *ssh_command(host, remote)]
+                self.planned.append(
+                    {
+                        **common,
+                        "command": command,
+                        "remote_prefix": remote_prefix,
+                        "tag": name,
+                        "credentials": credentials,
+                    }
+                )
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start each host's server and wait until it says it is ready (tens of seconds over ssh). Each is in
+        `servers` from the moment its process exists, so whatever ends the start (a server that fails, the
+        run's deadline, Ctrl-C or SIGTERM) stops every one started: here, or by the caller's `stop`."""
         try:
-            for host, order in devices.items():
-                path = self.socket_template.replace("{host}", host)
-                arguments = server_arguments(path, order, policy, traits, lease, nice)
-                if served is not None:
-                    arguments += served.arguments(host)
-                if host == LOCAL:
-                    command = [sys.executable, *arguments]
-                    self.servers.append(
-                        TurnServerProcess(
-                            host,
-                            path,
-                            command,
-                            env={"PYTHONPATH": XOVER_ROOT, **tag},
-                            on_spans=on_spans,
-                            deadline=deadline,
-                        )
-                    )
-                else:
-                    # the server makes its folder and checks it there (this user's, not a link, 0700)
-                    remote = (
-                        "env "
-                        + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
-                        + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}"
-                    )
-                    command = [*(remote_prefix or []), *ssh_command(host, remote)]
-                    self.servers.append(
-                        TurnServerProcess(
-                            host,
-                            path,
-                            command,
-                            on_spans=on_spans,
-                            deadline=deadline,
-                            remote_prefix=remote_prefix,
-                            tag=name,
-                        )
-                    )
+            for planned in self.planned[len(self.servers) :]:
+                with self.guard():
+                    server = TurnServerProcess(**planned)
+                    self.servers.append(server)
+                server.wait_ready()
         except BaseException:
             self.stop()
             raise
@@ -419,7 +473,7 @@ class TurnService:
             server.send(f"W{slot}")
 
     def stop(self) -> None:
-        """Stop every host's server."""
+        """Stop every host's server (once each, however often this is called)."""
         for server in self.servers:
             server.stop()
 
