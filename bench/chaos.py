@@ -65,9 +65,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xover.emulation import cluster  # noqa: E402
+from xover.records import MARKER  # noqa: E402
 from xover.run.leases import DeviceLeases  # noqa: E402
 from xover.run.supervise import tagged_processes  # noqa: E402
-from xover.runtime.metrics import MARKER  # noqa: E402
 from xover.turns.service import runtime_dir  # noqa: E402
 
 XOVER = [sys.executable, "-m", "xover"]

@@ -134,7 +134,7 @@ def test_the_graph_is_read():
     graph = import_graph()
     assert "xover.store.profiles" in graph["xover.plan.step"]
     assert "xover.processes" in graph["xover.turns.service"]
-    assert {"xover.emulation", "xover.emulation.cluster"} <= graph["xover.run.schedule"]
+    assert {"xover.emulation", "xover.emulation.cluster"} <= graph["xover.run.reach"]  # the seam; was schedule
     assert not [name for name in graph["xover.run.external.horovodrun"] if name.startswith("xover.emulation")]
     assert {"xover.run", "xover.run.experiment"} <= graph["xover.profile.step"]
 

@@ -139,8 +139,6 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
     kind = (plan.device_kind if plan is not None else None) or local_device_count()[0]
     submitted = {} if submitted is None else submitted
     if request.options.metrics_port is not None:
-        from ..turns.credentials import metrics_credentials
-
         metrics_credentials()  # made here if missing, where the user reads them: each group's exporter uses them
     for group in request.groups:
         nodes, per_node = group_shape(group)

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
-from ..runtime.metrics import (
+from ..records import (
     EndRecord,
     EvaluationRecord,
     IterationRecord,

@@ -32,7 +32,7 @@ from ..engines import ENGINES
 from ..errors import XoverError
 from ..hosts import is_local
 from ..processes import sweep
-from ..runtime.metrics import MetricRecord, TurnsLostRecord, checked_record
+from ..records import MetricRecord, TurnsLostRecord, checked_record
 from ..settings import (
     CUDA_BY_LOCAL_RANK_VARIABLE,
     DEVICES_VARIABLE,
@@ -155,7 +155,7 @@ def worker_env(
             env.update(script_gpu_env(next(iter(job.devices.values())), gpu_ids()))
     env.pop(METRIC_TOKEN_VARIABLE, None)
     if metric_token is not None:
-        env[METRIC_TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)
+        env[METRIC_TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (xover/records.py)
     env.pop(TURN_SOCKET_VARIABLE, None)
     env.pop(LINK_PRIORITY_VARIABLE, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
@@ -206,7 +206,7 @@ class Scheduler:
         self.events: queue.Queue = queue.Queue()
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.jobs: dict[int, JobLabels] = {}  # run id -> whose records its are
-        self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
+        self.ignored: dict[int, int] = {}  # run id -> records of its output refused (xover/records.py)
         self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
 

@@ -29,10 +29,11 @@ import torch.nn.functional as F
 from .. import workloads
 from ..devices import devices_per_gpu, gpu_of_device
 from ..engines import DEFAULT_ENGINE
+from ..records import EndRecord, EvaluationRecord, IterationRecord, StartRecord
 from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
 from .engines import adapter_for
 from .link_priority import LinkPriority
-from .metrics import EndRecord, EvaluationRecord, IterationRecord, StartRecord, emit
+from .metrics import emit
 from .thread_policy import CommThreads
 from .turn_client import device_of, install_checkpoints, token_from_env
 
