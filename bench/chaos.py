@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xover.emulation import cluster  # noqa: E402
-from xover.runtime.metrics import MARKER  # noqa: E402
+from xover.records import MARKER  # noqa: E402
 from xover.run.leases import DeviceLeases  # noqa: E402
 from xover.run.supervise import tagged_processes  # noqa: E402
 from xover.turns.service import runtime_dir  # noqa: E402
@@ -73,8 +73,16 @@ from xover.turns.service import runtime_dir  # noqa: E402
 XOVER = [sys.executable, "-m", "xover"]
 JOBS = ("mlp-digits", "resnet-digits")
 ITERATIONS = {"mlp-digits": 1500, "resnet-digits": 250}  # about as long as each other alone
-FAULTS = ("kill-rank", "stop-rank", "kill-xover", "stop-server", "stalled-ssh", "forged-output", "slurm-pause",
-          "stop-waiter")
+FAULTS = (
+    "kill-rank",
+    "stop-rank",
+    "kill-xover",
+    "stop-server",
+    "stalled-ssh",
+    "forged-output",
+    "slurm-pause",
+    "stop-waiter",
+)
 STOP_WAITER_S = 12  # its socket full of keep-alives after 3 s; less than Gloo's 30 s, so its job lives on
 WAITER_HEARTBEAT_S = "0.001"  # a keep-alive every 1 ms, the shortest the server keeps (epoll waits whole ms)
 # The server's send buffer per worker at the kernel's minimum (asked for 1 byte, given 4608 here): 6 unread
@@ -106,8 +114,9 @@ def _workers(experiment: str) -> list[tuple[int, str]]:
     for pid in tagged_processes(experiment):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            variables = dict(item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                             if b"=" in item)
+            variables = dict(
+                item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in item
+            )
         except OSError:
             continue
         if b"xover.runtime.worker" in command and b"torchrun" not in command.split(b"\0")[0]:
@@ -160,11 +169,13 @@ def _forge_output(pid: int, rng: random.Random) -> None:
     """Append look-alikes of xover's metric records to the standard output of a rank (a pipe to its
     launcher, or the log file torchrun tails), as a training script printing them would."""
     token = "".join(rng.choice("0123456789abcdef") for _ in range(32))
-    forged = [{"kind": "end", "iterations": 1, "samples_per_s": 1.0},
-              {"kind": "exit", "code": 0},
-              {"kind": "iter", "step": 3, "time_s": 1.0, "samples": 8, "token": token},
-              {"kind": "iter", "step": 10 ** 9, "time_s": "soon", "token": token},
-              {"kind": "end", "iterations": 2, "peak_memory_gb": 123.0, "token": token}]
+    forged = [
+        {"kind": "end", "iterations": 1, "samples_per_s": 1.0},
+        {"kind": "exit", "code": 0},
+        {"kind": "iter", "step": 3, "time_s": 1.0, "samples": 8, "token": token},
+        {"kind": "iter", "step": 10**9, "time_s": "soon", "token": token},
+        {"kind": "end", "iterations": 2, "peak_memory_gb": 123.0, "token": token},
+    ]
     lines = [MARKER + json.dumps(record) for record in forged]
     lines += [MARKER + '{"kind": "iter", "step": ', "[rank0]:" + MARKER + '{"kind":"start"}', MARKER + "x" * 100_000]
     descriptor = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
@@ -193,8 +204,9 @@ def _waiting_for_turn(pid: int) -> bool:
 def _device_of(pid: int) -> int | None:
     """The device whose turns a local rank asks for: its local rank's entry of XOVER_DEVICES ('0,1')."""
     try:
-        variables = dict(item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                         if b"=" in item)
+        variables = dict(
+            item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in item
+        )
         local_rank = int(variables.get(b"HOROVOD_LOCAL_RANK") or variables[b"LOCAL_RANK"])
         return int(variables[b"XOVER_DEVICES"].decode().split(",")[local_rank])
     except (OSError, KeyError, ValueError, IndexError):
@@ -220,11 +232,19 @@ def _slurm_plan(folder: Path) -> Path:
     plan = folder / "slurm-plan.json"
     if not plan.exists():
         trace = folder / "slurm-trace.csv"
-        trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\n" + "".join(
-            f"{name},2,{compute},{comm},0.1,{ITERATIONS[name]}\n" for name, compute, comm in
-            (("mlp-digits", 2, 8), ("resnet-digits", 30, 5))))
-        subprocess.run([*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--max-group", "2",
-                        "--out", str(plan)], check=True, capture_output=True, timeout=120)
+        trace.write_text(
+            "name,devices,compute_ms,comm_ms,memory_gb,iterations\n"
+            + "".join(
+                f"{name},2,{compute},{comm},0.1,{ITERATIONS[name]}\n"
+                for name, compute, comm in (("mlp-digits", 2, 8), ("resnet-digits", 30, 5))
+            )
+        )
+        subprocess.run(
+            [*XOVER, "plan", "--profiles", str(trace), "--devices", "2", "--max-group", "2", "--out", str(plan)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     return plan
 
 
@@ -233,8 +253,15 @@ def _slurmctld() -> int | None:
     return int(found[0]) if found else None
 
 
-def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder: Path,
-          faults: tuple[str, ...] = FAULTS, cluster_built: bool = False) -> dict:
+def trial(
+    number: int,
+    rng: random.Random,
+    engine: str,
+    on_cluster: bool,
+    folder: Path,
+    faults: tuple[str, ...] = FAULTS,
+    cluster_built: bool = False,
+) -> dict:
     fault = faults[number % len(faults)]  # in turn, so that a few trials already meet each
     if fault == "stalled-ssh":
         if cluster_built:
@@ -248,36 +275,86 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
         on_cluster = False  # Slurm's one node is this machine
     if fault == "stop-waiter":
         on_cluster = False  # wchan of this machine's ranks
-    mode = "crossover" if fault in ("stop-server", "slurm-pause", "stop-waiter") else \
-        rng.choice(["crossover", "concurrent"])
+    mode = (
+        "crossover"
+        if fault in ("stop-server", "slurm-pause", "stop-waiter")
+        else rng.choice(["crossover", "concurrent"])
+    )
     db = folder / f"trial{number}.db"
     recipes = folder / "recipes"
     recipes.mkdir(exist_ok=True)
     for name, count in ITERATIONS.items():  # own copies: --iterations would give both jobs one length
         text = (ROOT / "recipes" / f"{name}.toml").read_text()
-        lines = [f"iterations = {count}" if line.startswith("iterations") else
-                 "eval_interval = 0" if line.startswith("eval_interval") else line for line in text.splitlines()]
+        lines = [
+            f"iterations = {count}"
+            if line.startswith("iterations")
+            else "eval_interval = 0"
+            if line.startswith("eval_interval")
+            else line
+            for line in text.splitlines()
+        ]
         (recipes / f"{name}.toml").write_text("\n".join(lines) + "\n")
-    shaped = not on_cluster and not through_slurm and rng.random() < 0.5  # a private shaped network, which must go with the run
+    shaped = (
+        not on_cluster and not through_slurm and rng.random() < 0.5
+    )  # a private shaped network, which must go with the run
     hosts = ["-H", "xo-h1:1,xo-h2:1"] if on_cluster else ["--bandwidth", "1gbit"] if shaped else []
     if through_slurm:
-        command = [*XOVER, "--db", str(db), "run", str(_slurm_plan(folder)), "--launcher", "slurm", "--mode", mode,
-                   "--engine", engine, "--time-limit", "10", "--json"]
+        command = [
+            *XOVER,
+            "--db",
+            str(db),
+            "run",
+            str(_slurm_plan(folder)),
+            "--launcher",
+            "slurm",
+            "--mode",
+            mode,
+            "--engine",
+            engine,
+            "--time-limit",
+            "10",
+            "--json",
+        ]
     else:
-        command = [*XOVER, "--db", str(db), "run", "--group", *(str(recipes / f"{n}.toml") for n in JOBS), *hosts,
-                   "--mode", mode, "--engine", engine, "--timeout", "180" if fault in ("stop-server", "forged-output", "stop-waiter") else "120", "--json",
-                   *(["--policy", WAITER_POLICY] if fault == "stop-waiter" else [])]
-    env = {**os.environ, "XOVER_TURN_LEASE": SHORT_LEASE, "XOVER_RESULTS": str(folder / "results"),
-           **({"XOVER_TURN_HEARTBEAT": WAITER_HEARTBEAT_S, "XOVER_TURN_SEND_BUFFER": WAITER_SEND_BUFFER}
-              if fault == "stop-waiter" else {})}
+        command = [
+            *XOVER,
+            "--db",
+            str(db),
+            "run",
+            "--group",
+            *(str(recipes / f"{n}.toml") for n in JOBS),
+            *hosts,
+            "--mode",
+            mode,
+            "--engine",
+            engine,
+            "--timeout",
+            "180" if fault in ("stop-server", "forged-output", "stop-waiter") else "120",
+            "--json",
+            *(["--policy", WAITER_POLICY] if fault == "stop-waiter" else []),
+        ]
+    env = {
+        **os.environ,
+        "XOVER_TURN_LEASE": SHORT_LEASE,
+        "XOVER_RESULTS": str(folder / "results"),
+        **(
+            {"XOVER_TURN_HEARTBEAT": WAITER_HEARTBEAT_S, "XOVER_TURN_SEND_BUFFER": WAITER_SEND_BUFFER}
+            if fault == "stop-waiter"
+            else {}
+        ),
+    }
     stalled_sshd = _sshd_of("xo-h2") if fault == "stalled-ssh" else None
     if stalled_sshd:
         os.kill(stalled_sshd, signal.SIGSTOP)  # accepts connections (the kernel does), answers none
     try:
         xover = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + (240 if through_slurm else 120)
-        while (fault != "stalled-ssh" and time.time() < deadline and xover.poll() is None
-               and (_query(db, "SELECT COUNT(*) FROM iteration_metrics") or [(0,)])[0][0] < 5):
+        while (
+            fault != "stalled-ssh"
+            and time.time() < deadline
+            and xover.poll() is None
+            and (_query(db, "SELECT COUNT(*) FROM iteration_metrics") or [(0,)])[0][0] < 5
+        ):
             time.sleep(0.2)
         if fault != "stalled-ssh":
             time.sleep(rng.uniform(0.5, 4.0))
@@ -326,7 +403,10 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     while time.time() < ended + 10 and tagged_processes(experiment):
         time.sleep(0.5)
     if fault == "kill-xover":  # the reaper marks the rows; give it its seconds
-        while time.time() < ended + 30 and _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0]:
+        while (
+            time.time() < ended + 30
+            and _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0]
+        ):
             time.sleep(0.5)
     stopped = [pid for pid in tagged_processes(experiment)]
     namespaces = _private_namespaces(stopped)
@@ -336,18 +416,29 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-    survivors = [job for job in JOBS if job != hit_job] if fault in ("kill-rank", "stop-rank") else \
-        list(JOBS) if fault in ("stop-server", "forged-output", "slurm-pause", "stop-waiter") else []
+    survivors = (
+        [job for job in JOBS if job != hit_job]
+        if fault in ("kill-rank", "stop-rank")
+        else list(JOBS)
+        if fault in ("stop-server", "forged-output", "slurm-pause", "stop-waiter")
+        else []
+    )
     stalls = lost = unfinished = 0
     for job in survivors:
-        rows = _query(db, "SELECT m.wall_time, m.iteration_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
-                          "WHERE r.name = ? ORDER BY m.step", job)
+        rows = _query(
+            db,
+            "SELECT m.wall_time, m.iteration_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.name = ? ORDER BY m.step",
+            job,
+        )
         if fault != "stop-server" and not (fault == "stop-waiter" and job == hit_job):
             # stop-server: both jobs wait up to the silence limit once, by design; stop-waiter: the
             # stopped job's own iteration lasts as long as it was stopped
             stalls += sum(1 for wall, seconds in rows if wall > hit_at and seconds > 1.0)
-        if fault in ("stop-server", "forged-output", "slurm-pause", "stop-waiter") and \
-                (_query(db, "SELECT status FROM runs WHERE name = ?", job) or [("?",)])[0][0] != "finished":
+        if (
+            fault in ("stop-server", "forged-output", "slurm-pause", "stop-waiter")
+            and (_query(db, "SELECT status FROM runs WHERE name = ?", job) or [("?",)])[0][0] != "finished"
+        ):
             unfinished += 1
         status = _query(db, "SELECT status, iterations_planned FROM runs WHERE name = ?", job)
         if status and status[0][0] == "finished" and len(rows) != ITERATIONS[job]:
@@ -360,34 +451,79 @@ def trial(number: int, rng: random.Random, engine: str, on_cluster: bool, folder
     # `filled`: the stopped rank's own slot was dropped so (its job and device); `wrongly_dropped`: any
     # other rank's was (a rank that reads its keep-alives must never lose its slot)
     filled = unsaid = wrongly_dropped = revoked = 0
-    drops = []  # [job, device, why, seconds after the stop] of each `unwritable`, then `lease-revoked` and `released` event
+    # [job, device, why, seconds after the stop] of each `unwritable`, then `lease-revoked` and `released` event
+    drops = []
     if fault == "stop-waiter":
-        dropped = _query(db, "SELECT r.name, e.device, r.turn_stats, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
-                             "WHERE e.kind = 'unwritable'")
-        drops = [[name, device, json.loads(detail or "{}").get("reason"),
-                  round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)] for name, device, _, detail in dropped]
+        dropped = _query(
+            db,
+            "SELECT r.name, e.device, r.turn_stats, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
+            "WHERE e.kind = 'unwritable'",
+        )
+        drops = [
+            [
+                name,
+                device,
+                json.loads(detail or "{}").get("reason"),
+                round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3),
+            ]
+            for name, device, _, detail in dropped
+        ]
         filled = sum(1 for name, device, _, _ in dropped if name == hit_job and device == stopped_device)
         wrongly_dropped = len(dropped) - filled
         unsaid = sum(1 for _, _, stats, _ in dropped if not stats or '"lost"' not in stats)
         revoked = _query(db, "SELECT COUNT(*) FROM turn_events WHERE kind = 'lease-revoked'")[0][0]
-        drops += [[name, device, kind, round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)]
-                  for name, device, kind, detail in _query(
-                      db, "SELECT r.name, e.device, e.kind, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
-                          "WHERE e.kind IN ('lease-revoked', 'released')")]
-    not_terminal = _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0] + \
-        _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
-    return {"trial": number, "fault": fault, "mode": mode, "engine": engine,
-            "hosts": "cluster" if on_cluster else "slurm" if through_slurm else "local shaped" if shaped else "local",
-            "hit": hit_job or ("xover" if fault == "kill-xover" else "-"), "stalls": stalls, "orphans": len(stopped),
-            "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
-            "leases": len(busy), "namespaces": len(namespaces), "not_terminal": not_terminal, "metrics_lost": lost, "hung": 0,
-            "unfinished": unfinished, "unsaid": unsaid, "wrongly_dropped": wrongly_dropped,
-            "filled": filled, "revoked": revoked, "stopped_device": stopped_device, "drops": drops, "seconds": round(time.time() - hit_at, 1),
-            "statuses": dict(_query(db, "SELECT name, status FROM runs"))}
+        drops += [
+            [name, device, kind, round(json.loads(detail or "{}").get("wall_time", hit_at) - hit_at, 3)]
+            for name, device, kind, detail in _query(
+                db,
+                "SELECT r.name, e.device, e.kind, e.detail FROM turn_events e JOIN runs r ON r.id = e.run_id "
+                "WHERE e.kind IN ('lease-revoked', 'released')",
+            )
+        ]
+    not_terminal = (
+        _query(db, "SELECT COUNT(*) FROM runs WHERE status IN ('pending', 'running')")[0][0]
+        + _query(db, "SELECT COUNT(*) FROM experiments WHERE status = 'running'")[0][0]
+    )
+    return {
+        "trial": number,
+        "fault": fault,
+        "mode": mode,
+        "engine": engine,
+        "hosts": "cluster" if on_cluster else "slurm" if through_slurm else "local shaped" if shaped else "local",
+        "hit": hit_job or ("xover" if fault == "kill-xover" else "-"),
+        "stalls": stalls,
+        "orphans": len(stopped),
+        "sockets": len([f for f in os.listdir(runtime_dir()) if f.startswith(experiment)]),
+        "leases": len(busy),
+        "namespaces": len(namespaces),
+        "not_terminal": not_terminal,
+        "metrics_lost": lost,
+        "hung": 0,
+        "unfinished": unfinished,
+        "unsaid": unsaid,
+        "wrongly_dropped": wrongly_dropped,
+        "filled": filled,
+        "revoked": revoked,
+        "stopped_device": stopped_device,
+        "drops": drops,
+        "seconds": round(time.time() - hit_at, 1),
+        "statuses": dict(_query(db, "SELECT name, status FROM runs")),
+    }
 
 
-COUNTS = ("stalls", "orphans", "sockets", "leases", "namespaces", "not_terminal", "metrics_lost", "hung", "unfinished",
-          "unsaid", "wrongly_dropped")
+COUNTS = (
+    "stalls",
+    "orphans",
+    "sockets",
+    "leases",
+    "namespaces",
+    "not_terminal",
+    "metrics_lost",
+    "hung",
+    "unfinished",
+    "unsaid",
+    "wrongly_dropped",
+)
 
 
 def _slurm_up() -> bool:
@@ -397,8 +533,10 @@ def _slurm_up() -> bool:
     if not running:
         started = subprocess.run(["bash", str(SLURM_SH), "up"], capture_output=True, text=True, timeout=900)
         if started.returncode != 0:
-            sys.exit(f"chaos: slurm-pause needs Slurm, and scripts/slurm.sh up failed: {started.stderr.strip()[-500:]} "
-                     "(leave slurm-pause out of --faults to run without it)")
+            sys.exit(
+                f"chaos: slurm-pause needs Slurm, and scripts/slurm.sh up failed: {started.stderr.strip()[-500:]} "
+                "(leave slurm-pause out of --faults to run without it)"
+            )
     line = subprocess.run(["bash", str(SLURM_SH), "env"], capture_output=True, text=True, timeout=30).stdout.strip()
     os.environ["SLURM_CONF"] = line.split("=", 1)[1].strip("'\"")
     return not running
@@ -413,8 +551,12 @@ def main() -> None:
     parser.add_argument("--faults", nargs="+", default=list(FAULTS), choices=FAULTS, help="the faults to take in turn")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    use_cluster = not args.no_cluster and not cluster.missing_requirements() and cluster.read_state() is None and \
-        not set(args.faults) <= {"stop-waiter", "slurm-pause"}  # those two run on this machine only
+    use_cluster = (
+        not args.no_cluster
+        and not cluster.missing_requirements()
+        and cluster.read_state() is None
+        and not set(args.faults) <= {"stop-waiter", "slurm-pause"}
+    )  # those two run on this machine only
     built = slurm_started = False
     results = []
     try:
@@ -435,16 +577,20 @@ def main() -> None:
         if slurm_started:
             subprocess.run(["bash", str(SLURM_SH), "down"], capture_output=True, timeout=180)
     leftover_namespaces = [ns for ns in cluster.live_namespaces()] if built else []
-    print(f"\n{len(results)} trials ({sum(r.get('hosts') == 'cluster' for r in results)} on two emulated hosts); "
-          f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in FAULTS if f in args.faults))
+    print(
+        f"\n{len(results)} trials ({sum(r.get('hosts') == 'cluster' for r in results)} on two emulated hosts); "
+        f"faults: " + ", ".join(f"{f} {sum(r['fault'] == f for r in results)}" for f in FAULTS if f in args.faults)
+    )
     for key in COUNTS:
         print(f"  {key:14} {sum(r.get(key, 0) for r in results)}")
     print(f"  namespaces left after the cluster went down: {len(leftover_namespaces)}")
     waiters = [r for r in results if r["fault"] == "stop-waiter" and r.get("hit", "-") != "-"]
     if any(r["fault"] == "stop-waiter" for r in results):  # what the fault is for: the full socket reached
-        print(f"  stop-waiter: {len(waiters)} trials stopped a waiting rank; its socket filled (slot lost) in "
-              f"{sum(r.get('filled', 0) > 0 for r in waiters)}, its held turn's lease was revoked in "
-              f"{sum(r.get('filled', 0) == 0 and r.get('revoked', 0) > 0 for r in waiters)}")
+        print(
+            f"  stop-waiter: {len(waiters)} trials stopped a waiting rank; its socket filled (slot lost) in "
+            f"{sum(r.get('filled', 0) > 0 for r in waiters)}, its held turn's lease was revoked in "
+            f"{sum(r.get('filled', 0) == 0 and r.get('revoked', 0) > 0 for r in waiters)}"
+        )
     if any(sum(r.get(key, 0) for r in results) for key in COUNTS) or leftover_namespaces:
         sys.exit(1)
 

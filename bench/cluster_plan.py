@@ -15,6 +15,7 @@ the end (also on failure).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -25,15 +26,18 @@ sys.path.insert(0, str(ROOT))
 from bench.common import xover  # noqa: E402
 from xover.console import fmt  # noqa: E402
 from xover.emulation import cluster  # noqa: E402
+from xover.plan import Plan, plan_from_dict  # noqa: E402
+from xover.results import RunResult  # noqa: E402
 from xover.run.commands import schedule_summary  # noqa: E402
 
 RECIPES = ["resnet-synthetic", "mlp-synthetic", "transformer-chars", "mlp-balanced"]
 
 
-def makespan(report: dict, plan: dict) -> float:
+def makespan(report: dict, plan: Plan) -> float:
     """First job start to last job end, as `xover run` measures a plan run as scheduled (its JSON
     carries it for crossover and concurrent; a sequential run is a comparison, which does not)."""
-    return schedule_summary(report["jobs"], plan, wall_s=0.0)["measured_makespan_s"]
+    jobs = [RunResult.from_summary(job) for job in report["jobs"]]
+    return schedule_summary(jobs, plan, wall_s=0.0)["measured_makespan_s"]
 
 
 def main() -> None:
@@ -51,22 +55,29 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             plan_path = str(Path(tmp) / "plan.json")
             plan = xover("plan", *args.recipes, "-H", spec, "--out", plan_path)
+            plan_file = plan_from_dict(json.loads(Path(plan_path).read_text()))
             runs = {mode: xover("run", plan_path, "--mode", mode) for mode in ("crossover", "concurrent", "sequential")}
     finally:
         cluster.cluster_down()
-    print(f"\nplan on two emulated hosts ({spec}, NICs at {args.bandwidth}): "
-          + "; ".join(f"group {i}: {' + '.join(g['jobs'])} on {','.join(g['devices'])}, predicted gain "
-                      f"{g['predicted_gain']:.2f}" for i, g in enumerate(plan["groups"])))
-    measured = {mode: makespan(report, plan) for mode, report in runs.items()}
+    print(
+        f"\nplan on two emulated hosts ({spec}, NICs at {args.bandwidth}): "
+        + "; ".join(
+            f"group {i}: {' + '.join(g['jobs'])} on {','.join(g['devices'])}, predicted gain {g['predicted_gain']:.2f}"
+            for i, g in enumerate(plan["groups"])
+        )
+    )
+    measured = {mode: makespan(report, plan_file) for mode, report in runs.items()}
     predicted, sequential = plan["predicted_makespan_ms"] / 1000, plan["sequential_makespan_ms"] / 1000
     print(f"{'':28} {'makespan s':>10} {'vs one after another':>20}")
     print(f"{'predicted by the plan':28} {predicted:10.1f} {sequential / predicted:19.2f}x")
     print(f"{'one after another (plan)':28} {sequential:10.1f} {1.0:19.2f}x")
     for mode in ("crossover", "concurrent", "sequential"):
         print(f"{'measured ' + mode:28} {measured[mode]:10.1f} {measured['sequential'] / measured[mode]:19.2f}x")
-    print(f"crossover makespan vs predicted: {100 * (measured['crossover'] / predicted - 1):+.1f}%; "
-          f"concurrent / crossover makespan: {measured['concurrent'] / measured['crossover']:.2f} "
-          f"(above 1: crossover finished first)")
+    print(
+        f"crossover makespan vs predicted: {100 * (measured['crossover'] / predicted - 1):+.1f}%; "
+        f"concurrent / crossover makespan: {measured['concurrent'] / measured['crossover']:.2f} "
+        f"(above 1: crossover finished first)"
+    )
     schedule = runs["crossover"].get("schedule", {})
     print(f"groups running at once at the busiest moment: {schedule.get('groups_overlapping')}")
     gains = {mode: group_gains(runs[mode], runs["sequential"]) for mode in ("crossover", "concurrent")}
@@ -74,8 +85,10 @@ def main() -> None:
         jobs = frozenset(group["jobs"])
         crossover, concurrent = gains["crossover"].get(jobs), gains["concurrent"].get(jobs)
         ratio = f"{crossover / concurrent:.2f}x" if crossover and concurrent else "-"
-        print(f"group {i} ({' + '.join(group['jobs'])}): predicted gain {group['predicted_gain']:.2f}; measured "
-              f"crossover {fmt(crossover)}, concurrent {fmt(concurrent)} (crossover / concurrent {ratio})")
+        print(
+            f"group {i} ({' + '.join(group['jobs'])}): predicted gain {group['predicted_gain']:.2f}; measured "
+            f"crossover {fmt(crossover)}, concurrent {fmt(concurrent)} (crossover / concurrent {ratio})"
+        )
 
 
 def group_gains(report: dict, sequential: dict) -> dict[frozenset, float | None]:

@@ -17,8 +17,14 @@ def xover(*args: str, env: dict[str, str] | None = None, timeout: int = 3600) ->
     for this one call (shown in the echoed command)."""
     shown = " ".join(f"{k}={v}" for k, v in (env or {}).items())
     print(f"$ {shown + ' ' if shown else ''}xover", " ".join(args), flush=True)
-    result = subprocess.run([str(ROOT / ".venv/bin/xover"), args[0], "--json", *args[1:]], capture_output=True, text=True,
-                            cwd=ROOT, timeout=timeout, env={**os.environ, **(env or {})})
+    result = subprocess.run(
+        [str(ROOT / ".venv/bin/xover"), args[0], "--json", *args[1:]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     if result.returncode != 0:
         sys.exit(result.stderr[-4000:])
     return json.loads(result.stdout)
@@ -39,6 +45,12 @@ def profiled_pairs(parser, args) -> list[list[str]]:
     pairs = [p.split(":") for p in args.pairs]
     if any(len(p) != 2 or not all(p) for p in pairs):
         parser.error(f"--pairs: expected A:B, got {' '.join(args.pairs)}")
-    xover("profile", *sorted({name for pair in pairs for name in pair}), "--engine", args.engine,
-          "--bandwidth", args.bandwidth)
+    xover(
+        "profile",
+        *sorted({name for pair in pairs for name in pair}),
+        "--engine",
+        args.engine,
+        "--bandwidth",
+        args.bandwidth,
+    )
     return pairs

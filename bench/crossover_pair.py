@@ -65,12 +65,12 @@ PAIRS = [
 POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]
 
 
-
 def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
     """The model from the stored profiles, as `xover plan` reads them: fluid bound, each policy's
     predicted speeds."""
-    found, _, _, _ = profiles_of_recipes(None, [load_recipe(name) for name in dict.fromkeys(pair)], bandwidth,
-                                         engine=engine)
+    found, _, _, _ = profiles_of_recipes(
+        None, [load_recipe(name) for name in dict.fromkeys(pair)], bandwidth, engine=engine
+    )
     by_name = {profile.name: profile for profile in found}
     profiles = []
     for index, name in enumerate(pair):
@@ -80,13 +80,15 @@ def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
         profiles.append(profile)
     model = model_of_profiles(profiles, POLICIES)
     blind = [dataclasses.replace(profile, interference=0.0) for profile in profiles]
-    return {"fluid": model.fluid_bound,
-            "policies": {policy: simulated.speeds for policy, simulated in model.predicted.items()},
-            "concurrent": model.without_turns["concurrent"].gain,
-            "pick": best_sharing(predict_sharings(profiles, DEFAULT_POLICY), profiles).sharing,
-            "without_interference": predict_group(blind, DEFAULT_POLICY).gain,
-            "interference": {p.name: p.interference for p in profiles},
-            "profiles": profiles}
+    return {
+        "fluid": model.fluid_bound,
+        "policies": {policy: simulated.speeds for policy, simulated in model.predicted.items()},
+        "concurrent": model.without_turns["concurrent"].gain,
+        "pick": best_sharing(predict_sharings(profiles, DEFAULT_POLICY), profiles).sharing,
+        "without_interference": predict_group(blind, DEFAULT_POLICY).gain,
+        "interference": {p.name: p.interference for p in profiles},
+        "profiles": profiles,
+    }
 
 
 def model_from_runs_alone(experiment_id: str) -> tuple[float | None, float | None]:
@@ -102,25 +104,41 @@ def model_from_runs_alone(experiment_id: str) -> tuple[float | None, float | Non
         store.close()
     simulated = group.simulated.get(DEFAULT_POLICY)
     concurrent = group.model.without_turns.get("concurrent")
-    return (simulated.gain if simulated is not None else None,
-            concurrent.gain if concurrent is not None else None)
+    return (simulated.gain if simulated is not None else None, concurrent.gain if concurrent is not None else None)
 
 
 def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
     model = predictions(pair, bandwidth, engine)
-    report = xover("run", "--group", *pair, "--mode", "all", "--policy", "all", "--seconds", str(seconds),
-                   "--bandwidth", bandwidth, "--engine", engine)
+    report = xover(
+        "run",
+        "--group",
+        *pair,
+        "--mode",
+        "all",
+        "--policy",
+        "all",
+        "--seconds",
+        str(seconds),
+        "--bandwidth",
+        bandwidth,
+        "--engine",
+        engine,
+    )
     [group] = report["groups"]
     jobs = [RunResult.from_summary(job) for job in report["jobs"]]
     print(f"\nexperiment {report['experiment']}  engine {engine}  link {bandwidth}  ~{seconds:g} s per job alone")
-    print(f"{'job':20} {'mode':11} {'policy':16} {'samples/s':>9} {'speed':>6} {'predicted':>9} {'iter ms':>8} "
-          f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6} {'link prio':>9}")
+    print(
+        f"{'job':20} {'mode':11} {'policy':16} {'samples/s':>9} {'speed':>6} {'predicted':>9} {'iter ms':>8} "
+        f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6} {'link prio':>9}"
+    )
     for j in jobs:
         predicted = model["policies"].get(j.policy or "", {}).get(j.name) if j.mode == "crossover" else None
-        print(f"{j.name:20} {j.mode:11} {j.policy or '-':16} {j.samples_per_s or 0:9.1f} "
-              f"{_f(j.speed, 6, 2)} {_f(predicted, 9, 2)} {_f(j.iteration_ms, 8, 1)} {_f(j.wait_ms, 8, 1)} "
-              f"{_f(j.wait_p90_ms, 6, 1)} {j.yields or 0:6d} {_f(j.skew_p50_ms, 8, 2)} "
-              f"{_f(j.skew_p90_ms, 6, 2)} {_f(j.link_priority, 9, 0)}")
+        print(
+            f"{j.name:20} {j.mode:11} {j.policy or '-':16} {j.samples_per_s or 0:9.1f} "
+            f"{_f(j.speed, 6, 2)} {_f(predicted, 9, 2)} {_f(j.iteration_ms, 8, 1)} {_f(j.wait_ms, 8, 1)} "
+            f"{_f(j.wait_p90_ms, 6, 1)} {j.yields or 0:6d} {_f(j.skew_p50_ms, 8, 2)} "
+            f"{_f(j.skew_p90_ms, 6, 2)} {_f(j.link_priority, 9, 0)}"
+        )
     concurrent = group["concurrent_vs_sequential"]
     # each job's device time alone in this run over its profile's: the machine's drift since profiling,
     # which moves every speed relative to alone (and so the prediction's error) by about as much
@@ -128,47 +146,79 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     drift = {j.name: alone_vs_profile(j, profiled.get(j.name)) for j in jobs if j.mode == "sequential"}
     drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
     from_alone, concurrent_from_alone = model_from_runs_alone(report["experiment"])
-    row = {"pair": ":".join(pair), "engine": engine, "concurrent": concurrent, "fluid": model["fluid"], "policies": {},
-           "without_interference": model["without_interference"], "alone_vs_profile": drift,
-           "predicted_from_alone": from_alone, "concurrent_predicted": model["concurrent"],
-           "concurrent_from_alone": concurrent_from_alone, "pick": model["pick"]}
+    row = {
+        "pair": ":".join(pair),
+        "engine": engine,
+        "concurrent": concurrent,
+        "fluid": model["fluid"],
+        "policies": {},
+        "without_interference": model["without_interference"],
+        "alone_vs_profile": drift,
+        "predicted_from_alone": from_alone,
+        "concurrent_predicted": model["concurrent"],
+        "concurrent_from_alone": concurrent_from_alone,
+        "pick": model["pick"],
+    }
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
         predicted = sum(model["policies"][policy].values())
-        row["policies"][policy] = {"aggregate": entry.get("aggregate"), "vs_concurrent": entry.get("vs_concurrent"),
-                                   "predicted": predicted}
+        row["policies"][policy] = {
+            "aggregate": entry.get("aggregate"),
+            "vs_concurrent": entry.get("vs_concurrent"),
+            "predicted": predicted,
+        }
     default = row["policies"][DEFAULT_POLICY]
-    print(f"\n  sequential 1.00 | concurrent {_f(concurrent, 0, 2)} | " + " | ".join(
-        f"crossover {p} {_f(v['aggregate'], 0, 2)} ({_f(v['vs_concurrent'], 0, 2)}x concurrent, predicted {v['predicted']:.2f})"
-        for p, v in row["policies"].items()))
+    print(
+        f"\n  sequential 1.00 | concurrent {_f(concurrent, 0, 2)} | "
+        + " | ".join(
+            f"crossover {p} {_f(v['aggregate'], 0, 2)} ({_f(v['vs_concurrent'], 0, 2)}x concurrent, "
+            f"predicted {v['predicted']:.2f})"
+            for p, v in row["policies"].items()
+        )
+    )
     if default["aggregate"]:
-        print(f"  fluid bound {model['fluid']:.2f}: crossover ({DEFAULT_POLICY}) reaches {default['aggregate'] / model['fluid']:.0%}; "
-              f"prediction error {_error_pct(default['predicted'], default['aggregate']):+.1f}% "
-              f"(interference measured next to the reference partner: "
-              + ", ".join(f"{name} {value:+.0%}" for name, value in model["interference"].items())
-              + f"; without it: predicted {model['without_interference']:.2f}, "
-              f"{_error_pct(model['without_interference'], default['aggregate']):+.1f}%)")
+        print(
+            f"  fluid bound {model['fluid']:.2f}: crossover ({DEFAULT_POLICY}) reaches "
+            f"{default['aggregate'] / model['fluid']:.0%}; "
+            f"prediction error {_error_pct(default['predicted'], default['aggregate']):+.1f}% "
+            f"(interference measured next to the reference partner: "
+            + ", ".join(f"{name} {value:+.0%}" for name, value in model["interference"].items())
+            + f"; without it: predicted {model['without_interference']:.2f}, "
+            f"{_error_pct(model['without_interference'], default['aggregate']):+.1f}%)"
+        )
     if default["aggregate"] and from_alone:
-        print(f"  predicted from this run's jobs alone (the model without the drift since profiling): {from_alone:.2f}, "
-              f"{_error_pct(from_alone, default['aggregate']):+.1f}%")
+        print(
+            f"  predicted from this run's jobs alone (the model without the drift since profiling): {from_alone:.2f}, "
+            f"{_error_pct(from_alone, default['aggregate']):+.1f}%"
+        )
     if concurrent:
-        print(f"  concurrent predicted {model['concurrent']:.2f} from the profiles "
-              f"({_error_pct(model['concurrent'], concurrent):+.1f}%)"
-              + (f", {concurrent_from_alone:.2f} from this run's jobs alone "
-                 f"({_error_pct(concurrent_from_alone, concurrent):+.1f}%)" if concurrent_from_alone else ""))
+        print(
+            f"  concurrent predicted {model['concurrent']:.2f} from the profiles "
+            f"({_error_pct(model['concurrent'], concurrent):+.1f}%)"
+            + (
+                f", {concurrent_from_alone:.2f} from this run's jobs alone "
+                f"({_error_pct(concurrent_from_alone, concurrent):+.1f}%)"
+                if concurrent_from_alone
+                else ""
+            )
+        )
     measured_ways = {"concurrent": concurrent, "crossover": default["aggregate"]}
     best = max((way for way in measured_ways if measured_ways[way]), key=lambda way: measured_ways[way], default=None)
     if best and measured_ways.get(row["pick"]):
         row["pick_vs_best"] = measured_ways[row["pick"]] / measured_ways[best]
         print(f"  the plan's pick: {row['pick']}; best measured: {best}; pick / best {row['pick_vs_best']:.3f}")
-    print("  device time alone in this run / in its profile: "
-          + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items()))
+    print(
+        "  device time alone in this run / in its profile: "
+        + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items())
+    )
     parity = [(j.name, j.final_loss) for j in jobs]
     losses = {}
     for name, loss in parity:
         losses.setdefault(name, set()).add(loss)
-    print("  final losses equal in every mode and policy: " + ", ".join(
-        f"{name} {'yes' if len(values) == 1 else 'NO ' + str(values)}" for name, values in losses.items()))
+    print(
+        "  final losses equal in every mode and policy: "
+        + ", ".join(f"{name} {'yes' if len(values) == 1 else 'NO ' + str(values)}" for name, values in losses.items())
+    )
     return row
 
 
@@ -187,58 +237,84 @@ def print_prediction_errors(rows: list[dict], steady: float = 0.1) -> None:
     `steady` of their profiles (where the machine kept its speed, so the error is the model's), and
     of the predictions from each row's own runs alone (the model with no drift at all)."""
     measured = [r for r in rows if r["policies"][DEFAULT_POLICY]["aggregate"]]
-    errors = [(abs(_error_pct(r["policies"][DEFAULT_POLICY]["predicted"], r["policies"][DEFAULT_POLICY]["aggregate"])),
-               worst_drift(r)) for r in measured]
+    errors = [
+        (
+            abs(_error_pct(r["policies"][DEFAULT_POLICY]["predicted"], r["policies"][DEFAULT_POLICY]["aggregate"])),
+            worst_drift(r),
+        )
+        for r in measured
+    ]
     kept = [error for error, drift in errors if drift is not None and abs(drift - 1.0) <= steady]
-    from_alone = [abs(_error_pct(r["predicted_from_alone"], r["policies"][DEFAULT_POLICY]["aggregate"]))
-                  for r in measured if r.get("predicted_from_alone")]
-    print(f"\nprediction ({DEFAULT_POLICY}) within 5% of measured: {sum(e <= 5 for e, _ in errors)} of {len(errors)} rows; "
-          f"on the {len(kept)} rows whose jobs ran alone within {steady:.0%} of their profiles: "
-          f"{sum(e <= 5 for e in kept)} of {len(kept)}; "
-          f"predicted from each row's own runs alone: {sum(e <= 5 for e in from_alone)} of {len(from_alone)}"
-          + (f" (mean error {statistics.mean(from_alone):.1f}%, from the profiles "
-             f"{statistics.mean(e for e, _ in errors):.1f}%)" if from_alone else ""))
+    from_alone = [
+        abs(_error_pct(r["predicted_from_alone"], r["policies"][DEFAULT_POLICY]["aggregate"]))
+        for r in measured
+        if r.get("predicted_from_alone")
+    ]
+    print(
+        f"\nprediction ({DEFAULT_POLICY}) within 5% of measured: {sum(e <= 5 for e, _ in errors)} of {len(errors)} "
+        "rows; "
+        f"on the {len(kept)} rows whose jobs ran alone within {steady:.0%} of their profiles: "
+        f"{sum(e <= 5 for e in kept)} of {len(kept)}; "
+        f"predicted from each row's own runs alone: {sum(e <= 5 for e in from_alone)} of {len(from_alone)}"
+        + (
+            f" (mean error {statistics.mean(from_alone):.1f}%, from the profiles "
+            f"{statistics.mean(e for e, _ in errors):.1f}%)"
+            if from_alone
+            else ""
+        )
+    )
 
 
 def print_sharing(rows: list[dict]) -> None:
     """Concurrent predicted against measured (from the profiles and from each row's runs alone), and the
     plan's pick against the best mode measured."""
     print("\nconcurrent predicted vs measured, and the plan's pick vs the best measured mode")
-    print(f"{'pair':36} {'engine':8} {'conc':>5} {'predicted':>9} {'error':>6} {'from alone':>10} {'error':>6} "
-          f"{'pick':>10} {'pick/best':>9}")
+    print(
+        f"{'pair':36} {'engine':8} {'conc':>5} {'predicted':>9} {'error':>6} {'from alone':>10} {'error':>6} "
+        f"{'pick':>10} {'pick/best':>9}"
+    )
     for row in rows:
         measured = row["concurrent"]
         if not measured:
             continue
         alone = row.get("concurrent_from_alone")
-        print(f"{row['pair']:36} {row['engine']:8} {measured:5.2f} {row['concurrent_predicted']:9.2f} "
-              f"{_error_pct(row['concurrent_predicted'], measured):+5.1f}% {_f(alone, 10, 2)} "
-              + (f"{_error_pct(alone, measured):+5.1f}%" if alone else f"{'-':>6}")
-              + f" {row['pick']:>10} {_f(row.get('pick_vs_best'), 9, 3)}")
+        print(
+            f"{row['pair']:36} {row['engine']:8} {measured:5.2f} {row['concurrent_predicted']:9.2f} "
+            f"{_error_pct(row['concurrent_predicted'], measured):+5.1f}% {_f(alone, 10, 2)} "
+            + (f"{_error_pct(alone, measured):+5.1f}%" if alone else f"{'-':>6}")
+            + f" {row['pick']:>10} {_f(row.get('pick_vs_best'), 9, 3)}"
+        )
 
 
 def print_spread(rows: list[dict]) -> None:
     """Per pair and engine over the repeats: the crossover / concurrent ratio's median and range, and in
     how many runs crossover (default policy) was at least as fast as concurrent."""
     print(f"\nover the repeats: crossover ({DEFAULT_POLICY}) / concurrent, and the prediction's error")
-    print(f"{'pair':36} {'engine':8} {'runs':>4} {'conc':>11} {'crossover':>11} {'ratio p50':>9} {'range':>11} "
-          f"{'>= conc':>7} {'error p50':>9}")
+    print(
+        f"{'pair':36} {'engine':8} {'runs':>4} {'conc':>11} {'crossover':>11} {'ratio p50':>9} {'range':>11} "
+        f"{'>= conc':>7} {'error p50':>9}"
+    )
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         by_pair.setdefault((row["pair"], row["engine"]), []).append(row)
     for (pair, engine), runs in by_pair.items():
-        measured = [(r["concurrent"], r["policies"][DEFAULT_POLICY]) for r in runs
-                    if r["concurrent"] and r["policies"][DEFAULT_POLICY]["aggregate"]]
+        measured = [
+            (r["concurrent"], r["policies"][DEFAULT_POLICY])
+            for r in runs
+            if r["concurrent"] and r["policies"][DEFAULT_POLICY]["aggregate"]
+        ]
         if not measured:
             continue
         concurrent = [c for c, _ in measured]
         crossover = [d["aggregate"] for _, d in measured]
         ratios = [d["aggregate"] / c for c, d in measured]
         errors = [_error_pct(d["predicted"], d["aggregate"]) for _, d in measured]
-        print(f"{pair:36} {engine:8} {len(measured):4d} {min(concurrent):5.2f}-{max(concurrent):<5.2f} "
-              f"{min(crossover):5.2f}-{max(crossover):<5.2f} {statistics.median(ratios):8.2f}x "
-              f"{min(ratios):5.2f}-{max(ratios):<5.2f} {sum(r >= 1.0 for r in ratios):3d}/{len(ratios):<3d} "
-              f"{statistics.median(errors):+8.1f}%")
+        print(
+            f"{pair:36} {engine:8} {len(measured):4d} {min(concurrent):5.2f}-{max(concurrent):<5.2f} "
+            f"{min(crossover):5.2f}-{max(crossover):<5.2f} {statistics.median(ratios):8.2f}x "
+            f"{min(ratios):5.2f}-{max(ratios):<5.2f} {sum(r >= 1.0 for r in ratios):3d}/{len(ratios):<3d} "
+            f"{statistics.median(errors):+8.1f}%"
+        )
 
 
 def _f(value, width: int, digits: int) -> str:
@@ -251,8 +327,22 @@ def _f(value, width: int, digits: int) -> str:
 def start_turn_server(path: str, devices: list[str], served: bool = False) -> tuple[subprocess.Popen, int | None]:
     """A turn server, and the port it serves its figures on (`served`) or None."""
     extra = ["--metrics-address", "127.0.0.1"] if served else []
-    server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy", "round-robin",
-                               *[f"--device={d}" for d in devices], *extra], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xover.turns.server",
+            "--socket",
+            path,
+            "--policy",
+            "round-robin",
+            *[f"--device={d}" for d in devices],
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     port = int(server.stdout.readline().split()[1]) if served else None
     assert server.stdout.readline().strip() == "ready"
     # then its lines (the turns' spans, streamed) are read and dropped: a server whose stdout pipe is full
@@ -306,8 +396,13 @@ def handoff_latency(rounds: int = 3000, scraped_every_s: float | None = None) ->
     grants = sorted(records[::2], key=lambda r: r[2])
     releases = sorted(records[1::2], key=lambda r: r[2])
     gaps = sorted((b[2] - a[2]) / 1000 for a, b in zip(releases, grants[1:]) if a[0] != b[0])[50:]
-    return {"median_us": statistics.median(gaps), "p90_us": gaps[int(len(gaps) * 0.9)],
-            "p99_us": gaps[int(len(gaps) * 0.99)], "handoffs": len(gaps), "scrapes": len(scrapes)}
+    return {
+        "median_us": statistics.median(gaps),
+        "p90_us": gaps[int(len(gaps) * 0.9)],
+        "p99_us": gaps[int(len(gaps) * 0.99)],
+        "handoffs": len(gaps),
+        "scrapes": len(scrapes),
+    }
 
 
 def handoff_latency_served(repeats: int = 4, rounds: int = 20000, scraped_every_s: float = 0.1) -> None:
@@ -316,8 +411,11 @@ def handoff_latency_served(repeats: int = 4, rounds: int = 20000, scraped_every_
         for scraped in (None, scraped_every_s):
             latency = handoff_latency(rounds, scraped)
             what = f"served, {latency['scrapes']} scrapes" if scraped else "not served"
-            print(f"  figures {what:24} median {latency['median_us']:4.0f} us  p90 {latency['p90_us']:4.0f} us  "
-                  f"p99 {latency['p99_us']:5.0f} us  ({latency['handoffs']} handoffs)", flush=True)
+            print(
+                f"  figures {what:24} median {latency['median_us']:4.0f} us  p90 {latency['p90_us']:4.0f} us  "
+                f"p99 {latency['p99_us']:5.0f} us  ({latency['handoffs']} handoffs)",
+                flush=True,
+            )
 
 
 def checkpoint_cost(calls: int = 1_000_000) -> float:
@@ -367,19 +465,36 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--engines", nargs="+", default=["horovod", "torch"])
     parser.add_argument("--skip-token", action="store_true")
-    parser.add_argument("--token-only", action="store_true",
-                        help="only the turn token's costs: handoff latency (with the server's figures off and "
-                             "served to a scraper, alternated), the layer-boundary check, a waiter's CPU")
-    parser.add_argument("--keep-profiles", action="store_true",
-                        help="reuse the stored profiles where they match (default: measure them again, --force)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="run every pair this many times (in turn, pair after pair), and summarise the spread")
+    parser.add_argument(
+        "--token-only",
+        action="store_true",
+        help="only the turn token's costs: handoff latency (with the server's figures off and "
+        "served to a scraper, alternated), the layer-boundary check, a waiter's CPU",
+    )
+    parser.add_argument(
+        "--keep-profiles",
+        action="store_true",
+        help="reuse the stored profiles where they match (default: measure them again, --force)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run every pair this many times (in turn, pair after pair), and summarise the spread",
+    )
     args = parser.parse_args()
     recipes = sorted({name for pair in args.pairs for name in pair.split(":")})
     rows = []
     for engine in [] if args.token_only else args.engines:
-        xover("profile", *recipes, "--bandwidth", args.bandwidth, "--engine", engine,
-              *([] if args.keep_profiles else ["--force"]))
+        xover(
+            "profile",
+            *recipes,
+            "--bandwidth",
+            args.bandwidth,
+            "--engine",
+            engine,
+            *([] if args.keep_profiles else ["--force"]),
+        )
         for _ in range(args.repeats):
             for pair in args.pairs:
                 rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))
@@ -388,23 +503,31 @@ def main() -> None:
         return
     kinds = dict(PAIRS)
     print(f"\nsummary (aggregate speed relative to alone, measured while both jobs ran; link {args.bandwidth})")
-    print(f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} " + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
-          + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}"
-          + f" {'alone/prof.':>11} {'from alone':>10} {'error':>6}")
+    print(
+        f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} "
+        + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
+        + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}"
+        + f" {'alone/prof.':>11} {'from alone':>10} {'error':>6}"
+    )
     for row in rows:
         default = row["policies"][DEFAULT_POLICY]
         measured = default["aggregate"]
-        print(f"{row['pair']:36} {kinds.get(row['pair'], ''):44} {row['engine']:8} {_f(row['concurrent'], 5, 2)} "
-              + " ".join(_f(row["policies"][p]["aggregate"], 12, 2) for p in POLICY_ORDER)
-              + f" {_f(default['vs_concurrent'], 7, 2)} {row['fluid']:5.2f} "
-              + (f"{measured / row['fluid']:8.0%}" if measured else f"{'-':>8}")
-              + f" {default['predicted']:9.2f} "
-              + (f"{_error_pct(default['predicted'], measured):+5.1f}%" if measured else f"{'-':>6}")
-              + f" {row['without_interference']:10.2f} "
-              + (f"{_error_pct(row['without_interference'], measured):+5.1f}%" if measured else f"{'-':>6}")
-              + f" {_f(worst_drift(row), 11, 2)} {_f(row.get('predicted_from_alone'), 10, 2)} "
-              + (f"{_error_pct(row['predicted_from_alone'], measured):+5.1f}%"
-                 if measured and row.get("predicted_from_alone") else f"{'-':>6}"))
+        print(
+            f"{row['pair']:36} {kinds.get(row['pair'], ''):44} {row['engine']:8} {_f(row['concurrent'], 5, 2)} "
+            + " ".join(_f(row["policies"][p]["aggregate"], 12, 2) for p in POLICY_ORDER)
+            + f" {_f(default['vs_concurrent'], 7, 2)} {row['fluid']:5.2f} "
+            + (f"{measured / row['fluid']:8.0%}" if measured else f"{'-':>8}")
+            + f" {default['predicted']:9.2f} "
+            + (f"{_error_pct(default['predicted'], measured):+5.1f}%" if measured else f"{'-':>6}")
+            + f" {row['without_interference']:10.2f} "
+            + (f"{_error_pct(row['without_interference'], measured):+5.1f}%" if measured else f"{'-':>6}")
+            + f" {_f(worst_drift(row), 11, 2)} {_f(row.get('predicted_from_alone'), 10, 2)} "
+            + (
+                f"{_error_pct(row['predicted_from_alone'], measured):+5.1f}%"
+                if measured and row.get("predicted_from_alone")
+                else f"{'-':>6}"
+            )
+        )
     print_prediction_errors(rows)
     print_sharing(rows)
     if args.repeats > 1:
@@ -415,8 +538,10 @@ def main() -> None:
 
 def token_costs() -> None:
     latency = handoff_latency()
-    print(f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "
-          f"p90 {latency['p90_us']:.0f} us over {latency['handoffs']} handoffs")
+    print(
+        f"\nturn handoff (release -> the other job's grant, two processes): median {latency['median_us']:.0f} us, "
+        f"p90 {latency['p90_us']:.0f} us over {latency['handoffs']} handoffs"
+    )
     print("turn handoff with the server's figures not served and served (--metrics-port), scraped every 100 ms:")
     handoff_latency_served()
     print(f"layer-boundary check while nobody waits: {checkpoint_cost():.0f} ns")

@@ -42,11 +42,27 @@ SCRIPT = "recipes/examples/ddp_digits.py"
 LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
 
 
-
 def run_with_recipe(recipe: str, iterations: int, bandwidth: str, mode: str, script_args: list[str]) -> dict:
     """The script and a recipe in one group: `xover run --group RECIPE --script SCRIPT -- ARGS`."""
-    return xover("run", "--engine", "torch", "--group", recipe, "--script", SCRIPT, "--iterations", str(iterations),
-                 "--bandwidth", bandwidth, "--mode", mode, "--policy", "all", "--", *script_args)
+    return xover(
+        "run",
+        "--engine",
+        "torch",
+        "--group",
+        recipe,
+        "--script",
+        SCRIPT,
+        "--iterations",
+        str(iterations),
+        "--bandwidth",
+        bandwidth,
+        "--mode",
+        mode,
+        "--policy",
+        "all",
+        "--",
+        *script_args,
+    )
 
 
 def calibrate(recipe: str, iterations: int, bandwidth: str, script_args: list[str], margin: float) -> int:
@@ -55,8 +71,11 @@ def calibrate(recipe: str, iterations: int, bandwidth: str, script_args: list[st
     by = {j["name"]: j for j in probe["jobs"]}
     partner_s = by[recipe]["iteration_ms"] * iterations / 1000
     steps = math.ceil(margin * partner_s * 1000 / by["ddp_digits"]["iteration_ms"])
-    print(f"  calibration: {recipe} {by[recipe]['iteration_ms']:.1f} ms/iteration x {iterations} = {partner_s:.1f} s "
-          f"alone; ddp_digits {by['ddp_digits']['iteration_ms']:.1f} ms/step -> {steps} steps", flush=True)
+    print(
+        f"  calibration: {recipe} {by[recipe]['iteration_ms']:.1f} ms/iteration x {iterations} = {partner_s:.1f} s "
+        f"alone; ddp_digits {by['ddp_digits']['iteration_ms']:.1f} ms/step -> {steps} steps",
+        flush=True,
+    )
     return steps
 
 
@@ -71,21 +90,27 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     by = {(j["name"], j["mode"], j["policy"]): j for j in jobs}
     [group] = report["groups"]
     print(f"\nexperiment {report['experiment']}  engine torch  bandwidth {bandwidth}")
-    print(f"{'job':16} {'mode':11} {'policy':16} {'iters':>5} {'samples/s':>10} {'iter ms':>8} {'compute':>8} "
-          f"{'comm':>8} {'wait':>7} {'slowdown':>8}")
+    print(
+        f"{'job':16} {'mode':11} {'policy':16} {'iters':>5} {'samples/s':>10} {'iter ms':>8} {'compute':>8} "
+        f"{'comm':>8} {'wait':>7} {'slowdown':>8}"
+    )
     for j in jobs:
         device_ms = j["compute_ms"] + (j["data_ms"] or 0.0) if j["compute_ms"] is not None else None
-        print(f"{j['name']:16} {j['mode']:11} {j['policy'] or '':16} {j['iterations']:5d} {_num(j['samples_per_s'], 10)} "
-              f"{_num(j['iteration_ms'], 8)} {_num(device_ms, 8)} {_num(j['communication_ms'], 8)} "
-              f"{_num(j['wait_ms'], 7)} {_num(j['slowdown'], 8, 2)}")
+        print(
+            f"{j['name']:16} {j['mode']:11} {j['policy'] or '':16} {j['iterations']:5d} {_num(j['samples_per_s'], 10)} "
+            f"{_num(j['iteration_ms'], 8)} {_num(device_ms, 8)} {_num(j['communication_ms'], 8)} "
+            f"{_num(j['wait_ms'], 7)} {_num(j['slowdown'], 8, 2)}"
+        )
 
     alone = {n: RunResult.from_summary(by[(n, "sequential", None)]) for n in names}
     with open_store(None).session() as session:  # as `xover report` does: a recipe's interference from its profile
         for n, job in alone.items():
             interference, link_share = stored_interference(session, by[(n, "sequential", None)], bandwidth)
             alone[n] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
-    print("interference from stored profiles (a script has none): "
-          + ", ".join(f"{n} {alone[n].interference:+.0%}" for n in names))
+    print(
+        "interference from stored profiles (a script has none): "
+        + ", ".join(f"{n} {alone[n].interference:+.0%}" for n in names)
+    )
     # the model on this run's sequential medians: the fluid bound (no schedule does better), each
     # policy simulated, and strict round robin's closed form period max(sum c, sum m, max c+m)
     model = group_model([alone[n] for n in names], bandwidth, sorted(group["policies"]))
@@ -94,20 +119,26 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     bound = model.fluid_bound
     concurrent = group["concurrent_vs_sequential"]
     print("\naggregate throughput over the overlap, each job normalised by its speed alone (sequential = 1.00):")
-    print(f"  concurrent / sequential   {_x(concurrent)}   (the jobs overlapped "
-          f"{_pct(group['concurrent_overlap'])} of the run)")
+    print(
+        f"  concurrent / sequential   {_x(concurrent)}   (the jobs overlapped "
+        f"{_pct(group['concurrent_overlap'])} of the run)"
+    )
     for policy, entry in group["policies"].items():
         measured = entry["aggregate"]
         simulated = model.predicted.get(policy)
         predicted = simulated.gain if simulated is not None else None
         period_ms = statistics.mean(by[(n, "crossover", policy)]["iteration_ms"] for n in names)
-        print(f"  crossover {policy:15} / sequential {_x(measured)}, / concurrent {_x(entry['vs_concurrent'])}, "
-              f"{_pct(measured / bound if measured and bound else None)} of the bound; predicted {_x(predicted)} "
-              f"(error {_signed_pct(measured / predicted - 1 if measured and predicted else None)}); "
-              f"mean period {period_ms:.1f} ms; together {_num(entry['window_s'], 0)} s = {_pct(entry['overlap'])} "
-              f"of the mode's time")
-    print(f"  model: fluid bound {_x(bound)}; strict round robin {_x(round_robin_gain(profiles))} "
-          f"(period max(sum c, sum m, max c+m) = {period:.1f} ms)")
+        print(
+            f"  crossover {policy:15} / sequential {_x(measured)}, / concurrent {_x(entry['vs_concurrent'])}, "
+            f"{_pct(measured / bound if measured and bound else None)} of the bound; predicted {_x(predicted)} "
+            f"(error {_signed_pct(measured / predicted - 1 if measured and predicted else None)}); "
+            f"mean period {period_ms:.1f} ms; together {_num(entry['window_s'], 0)} s = {_pct(entry['overlap'])} "
+            f"of the mode's time"
+        )
+    print(
+        f"  model: fluid bound {_x(bound)}; strict round robin {_x(round_robin_gain(profiles))} "
+        f"(period max(sum c, sum m, max c+m) = {period:.1f} ms)"
+    )
     for n in names:
         alone_losses = printed_losses(alone[n].log_dir) if n.startswith("ddp_digits") else None
         for policy in group["policies"]:
@@ -151,8 +182,25 @@ def main() -> None:
     script_args = shlex.split(args.script_args)
     summary = []
 
-    report = xover("run", "--engine", "torch", "--script", SCRIPT, "--script", SCRIPT, "--bandwidth", args.bandwidth,
-                   "--mode", "all", "--policy", "all", "--", *script_args, "--steps", str(args.steps))
+    report = xover(
+        "run",
+        "--engine",
+        "torch",
+        "--script",
+        SCRIPT,
+        "--script",
+        SCRIPT,
+        "--bandwidth",
+        args.bandwidth,
+        "--mode",
+        "all",
+        "--policy",
+        "all",
+        "--",
+        *script_args,
+        "--steps",
+        str(args.steps),
+    )
     summary.append(("ddp_digits + ddp_digits", *report_group(report, args.bandwidth)))
 
     steps = calibrate(args.recipe, args.iterations, args.bandwidth, script_args, args.margin)
@@ -161,8 +209,10 @@ def main() -> None:
 
     print(f"\n{'group':34} {'xover/seq':>9} {'xover/conc':>10} {'bound':>6} {'of bound':>8}   (work-conserving)")
     for name, crossover, vs_concurrent, bound in summary:
-        print(f"{name:34} {_x(crossover):>9} {_x(vs_concurrent):>10} {_x(bound):>6} "
-              f"{_pct(crossover / bound if crossover and bound else None):>8}")
+        print(
+            f"{name:34} {_x(crossover):>9} {_x(vs_concurrent):>10} {_x(bound):>6} "
+            f"{_pct(crossover / bound if crossover and bound else None):>8}"
+        )
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ from sqlalchemy import select  # noqa: E402
 
 from xover.errors import XoverError  # noqa: E402
 from xover.plan.calibration import SHIPPED, Calibration  # noqa: E402
+from xover.plan.from_profiles import job_profile  # noqa: E402
 from xover.plan.model import interference_next_to  # noqa: E402
 from xover.plan.predict import predict_group  # noqa: E402
-from xover.plan.from_profiles import job_profile  # noqa: E402
 from xover.report.data import gather_report, open_existing_store  # noqa: E402
 from xover.store.models import Experiment, Profile, Run  # noqa: E402
 from xover.store.profiles import interference_profile_before  # noqa: E402
@@ -45,15 +45,19 @@ def profile_then(session, run: Run, experiment: Experiment) -> Profile | None:
     # by name, as `xover report` finds a job's interference: a run's recipe carries the iterations
     # that --seconds chose, so its hash is not the profiled recipe's
     hosts = len({h.split(":")[0] for h in run.hosts.split(",")})
-    return interference_profile_before(session, run.name, run.np, hosts, run.engine, experiment.bandwidth,
-                                       experiment.hardware, experiment.created_at)
+    return interference_profile_before(
+        session, run.name, run.np, hosts, run.engine, experiment.bandwidth, experiment.hardware, experiment.created_at
+    )
 
 
 def comparisons(session, since: datetime) -> list[dict]:
     """Each group comparison with a measured work-conserving aggregate and a profile for every job."""
     found = []
-    for experiment in session.scalars(select(Experiment).where(
-            Experiment.kind == "run", Experiment.created_at >= since).order_by(Experiment.created_at)):
+    for experiment in session.scalars(
+        select(Experiment)
+        .where(Experiment.kind == "run", Experiment.created_at >= since)
+        .order_by(Experiment.created_at)
+    ):
         report = gather_report(session, experiment)
         for group in report.groups:
             entry = group.policies.get(DEFAULT_POLICY)
@@ -67,44 +71,73 @@ def comparisons(session, since: datetime) -> list[dict]:
                 if stored is None:
                     break
                 body = run.recipe.body
-                recipe = SimpleNamespace(name=name, np=run.np, iterations=body.get("iterations") or 100,
-                                         max_slowdown=body.get("max_slowdown"), memory_gb=body.get("memory_gb"))
+                recipe = SimpleNamespace(
+                    name=name,
+                    np=run.np,
+                    iterations=body.get("iterations") or 100,
+                    max_slowdown=body.get("max_slowdown"),
+                    memory_gb=body.get("memory_gb"),
+                )
                 profiles.append(job_profile(recipe, stored))
             else:
-                found.append({"experiment": experiment.id, "engine": experiment.runs[0].engine,
-                              "jobs": group.jobs, "measured": measured, "profiles": profiles})
+                found.append(
+                    {
+                        "experiment": experiment.id,
+                        "engine": experiment.runs[0].engine,
+                        "jobs": group.jobs,
+                        "measured": measured,
+                        "profiles": profiles,
+                    }
+                )
     return found
 
 
 def error_pct(profiles, measured: float, calibration: Calibration) -> float:
     """The prediction's error under `calibration`: each job's interference next to this group, fixed in
     advance (no reference share left to scale)."""
-    fixed = [dataclasses.replace(job, interference_link_share=None, interference=interference_next_to(
-                 job, [*profiles[:i], *profiles[i + 1:]], calibration))
-             for i, job in enumerate(profiles)]
+    fixed = [
+        dataclasses.replace(
+            job,
+            interference_link_share=None,
+            interference=interference_next_to(job, [*profiles[:i], *profiles[i + 1 :]], calibration),
+        )
+        for i, job in enumerate(profiles)
+    ]
     return 100 * (predict_group(fixed, DEFAULT_POLICY, calibration).gain / measured - 1)
 
 
 def best_fit(errors: dict[Calibration, list[float]], rows: int, since: datetime) -> Calibration:
     """The calibration with the most comparisons within 5%, then the lowest mean error, saying what it was fitted on."""
+
     def score(calibration: Calibration) -> tuple[int, float]:
         absolute = [abs(e) for e in errors[calibration]]
         return sum(e <= 5 for e in absolute), -statistics.mean(absolute)
 
     best = max(errors, key=score)
-    return dataclasses.replace(best, fitted_on=f"bench/interference_fit.py: {rows} group comparisons in the store "
-                                               f"since {since:%Y-%m-%d} (traffic parts {', '.join(map(str, PARTS))}; "
-                                               f"link leak given), {datetime.now():%Y-%m-%d}")
+    return dataclasses.replace(
+        best,
+        fitted_on=f"bench/interference_fit.py: {rows} group comparisons in the store "
+        f"since {since:%Y-%m-%d} (traffic parts {', '.join(map(str, PARTS))}; "
+        f"link leak given), {datetime.now():%Y-%m-%d}",
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--since", type=datetime.fromisoformat, default=datetime(2000, 1, 1),
-                        help="only experiments started on or after this date (YYYY-MM-DD)")
+    parser.add_argument(
+        "--since",
+        type=datetime.fromisoformat,
+        default=datetime(2000, 1, 1),
+        help="only experiments started on or after this date (YYYY-MM-DD)",
+    )
     parser.add_argument("--rows", action="store_true", help="print every comparison's errors")
     parser.add_argument("--db", default=None, help="the store (default: $XOVER_DB or results/xover.db)")
-    parser.add_argument("--link-leak", type=float, default=None,
-                        help=f"the share of the link the band behind gets (the model: {SHIPPED.link_band_leak})")
+    parser.add_argument(
+        "--link-leak",
+        type=float,
+        default=None,
+        help=f"the share of the link the band behind gets (the model: {SHIPPED.link_band_leak})",
+    )
     parser.add_argument("--write", metavar="FILE", help="write the best-fitting calibration here (JSON)")
     args = parser.parse_args()
     try:
@@ -122,14 +155,20 @@ def main() -> None:
     if args.rows:
         print(f"{'experiment':22} {'engine':7} {'jobs':40} {'measured':>8} " + " ".join(f"{p:>7}" for p in PARTS))
         for index, row in enumerate(rows):
-            print(f"{row['experiment']:22} {row['engine']:7} {' + '.join(row['jobs']):40} {row['measured']:8.2f} "
-                  + " ".join(f"{errors[tries[p]][index]:+6.1f}%" for p in PARTS))
-    print(f"{len(rows)} group comparisons, link leak {given.link_band_leak}; prediction error by traffic "
-          f"part of the interference (the model uses {SHIPPED.interference_traffic_part}):")
+            print(
+                f"{row['experiment']:22} {row['engine']:7} {' + '.join(row['jobs']):40} {row['measured']:8.2f} "
+                + " ".join(f"{errors[tries[p]][index]:+6.1f}%" for p in PARTS)
+            )
+    print(
+        f"{len(rows)} group comparisons, link leak {given.link_band_leak}; prediction error by traffic "
+        f"part of the interference (the model uses {SHIPPED.interference_traffic_part}):"
+    )
     for part in PARTS:
         absolute = [abs(e) for e in errors[tries[part]]]
-        print(f"  {part:4}: within 5% on {sum(e <= 5 for e in absolute)} of {len(rows)}, "
-              f"mean |error| {statistics.mean(absolute):.1f}%, median {statistics.median(absolute):.1f}%")
+        print(
+            f"  {part:4}: within 5% on {sum(e <= 5 for e in absolute)} of {len(rows)}, "
+            f"mean |error| {statistics.mean(absolute):.1f}%, median {statistics.median(absolute):.1f}%"
+        )
     if args.write:
         best = best_fit(errors, len(rows), args.since)
         best.write(args.write)

@@ -52,20 +52,38 @@ print(json.dumps(samples))
 
 def link_figures(samples: list[tuple[float, int]], rate_bps: float) -> dict:
     rates = [(b2 - b1) * 8 / (t2 - t1) for (t1, b1), (t2, b2) in zip(samples, samples[1:]) if t2 > t1]
-    return {"gbit_s": statistics.mean(rates) / 1e9,
-            "idle": sum(r < IDLE_FRACTION * rate_bps for r in rates) / len(rates)}
+    return {
+        "gbit_s": statistics.mean(rates) / 1e9,
+        "idle": sum(r < IDLE_FRACTION * rate_bps for r in rates) / len(rates),
+    }
 
 
 def measured_run(pair: list[str], hosts: list[tuple[str, int]], mode: str, args, rate_bps: float) -> dict:
     host_spec = ",".join(f"{name}:{slots}" for name, slots in hosts)
-    command = [str(ROOT / ".venv/bin/xover"), "run", "--json", "--group", *pair, "-H", host_spec, "--mode", mode,
-               "--seconds", str(args.seconds)]
+    command = [
+        str(ROOT / ".venv/bin/xover"),
+        "run",
+        "--json",
+        "--group",
+        *pair,
+        "-H",
+        host_spec,
+        "--mode",
+        mode,
+        "--seconds",
+        str(args.seconds),
+    ]
     print("$ xover", " ".join(command[1:]), flush=True)
     run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(args.delay)
-    samplers = {name: subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", SAMPLER, str(args.window),
-                                        str(SAMPLE_S)], stdout=subprocess.PIPE, text=True)
-                for name, _ in hosts}
+    samplers = {
+        name: subprocess.Popen(
+            ["ip", "netns", "exec", name, sys.executable, "-c", SAMPLER, str(args.window), str(SAMPLE_S)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name, _ in hosts
+    }
     links = {}
     for name, sampler in samplers.items():
         out, _ = sampler.communicate()
@@ -81,8 +99,10 @@ def measured_run(pair: list[str], hosts: list[tuple[str, int]], mode: str, args,
         print("  warning: a job ended before the window did; lengthen --seconds or shorten --delay/--window")
     for name, figures in links.items():
         print(f"  {mode:10} {name}: {figures['gbit_s']:.2f} Gbit/s, idle {figures['idle']:.0%} of 5 ms windows")
-    return {"gbit_s": statistics.mean(f["gbit_s"] for f in links.values()),
-            "idle": statistics.mean(f["idle"] for f in links.values())}
+    return {
+        "gbit_s": statistics.mean(f["gbit_s"] for f in links.values()),
+        "idle": statistics.mean(f["idle"] for f in links.values()),
+    }
 
 
 def main() -> None:
@@ -108,16 +128,21 @@ def main() -> None:
             modes = ["concurrent", "crossover"] if round_index % 2 == 0 else ["crossover", "concurrent"]
             for mode in modes:
                 figures[mode].append(measured_run(jobs, hosts, mode, args, rate_bps))
-        mean = {mode: {key: statistics.mean(f[key] for f in runs) for key in ("gbit_s", "idle")}
-                for mode, runs in figures.items()}
+        mean = {
+            mode: {key: statistics.mean(f[key] for f in runs) for key in ("gbit_s", "idle")}
+            for mode, runs in figures.items()
+        }
         summary.append((pair, mean))
-    print(f"\nsummary (link {rate}, mean over hosts and rounds; idle: 5 ms windows under "
-          f"{IDLE_FRACTION:.0%} of the rate)")
+    print(
+        f"\nsummary (link {rate}, mean over hosts and rounds; idle: 5 ms windows under {IDLE_FRACTION:.0%} of the rate)"
+    )
     for pair, mean in summary:
         ratio = mean["crossover"]["gbit_s"] / mean["concurrent"]["gbit_s"]
-        print(f"{pair.replace(':', ' + ')}: concurrent {mean['concurrent']['gbit_s']:.2f} Gbit/s "
-              f"(idle {mean['concurrent']['idle']:.0%}), crossover {mean['crossover']['gbit_s']:.2f} Gbit/s "
-              f"(idle {mean['crossover']['idle']:.0%}); crossover / concurrent {ratio:.2f}x")
+        print(
+            f"{pair.replace(':', ' + ')}: concurrent {mean['concurrent']['gbit_s']:.2f} Gbit/s "
+            f"(idle {mean['concurrent']['idle']:.0%}), crossover {mean['crossover']['gbit_s']:.2f} Gbit/s "
+            f"(idle {mean['crossover']['idle']:.0%}); crossover / concurrent {ratio:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -50,9 +50,16 @@ RULES = GroupingRules(max_group=2, device_memory_gb=DEVICE_MEMORY_GB)
 
 # name, devices, compute ms, communication ms, memory GB: a made-up cluster's usual models
 MODELS = [
-    ("resnet50", 4, 180, 40, 20), ("bert-large", 4, 120, 160, 30), ("vgg16", 4, 60, 220, 25),
-    ("lstm", 4, 90, 70, 10), ("gpt-1b", 8, 200, 120, 40), ("dlrm", 8, 30, 200, 30),
-    ("vit-l", 8, 160, 50, 35), ("t5-base", 2, 150, 30, 30), ("ncf", 2, 20, 150, 8), ("yolo", 2, 100, 60, 16),
+    ("resnet50", 4, 180, 40, 20),
+    ("bert-large", 4, 120, 160, 30),
+    ("vgg16", 4, 60, 220, 25),
+    ("lstm", 4, 90, 70, 10),
+    ("gpt-1b", 8, 200, 120, 40),
+    ("dlrm", 8, 30, 200, 30),
+    ("vit-l", 8, 160, 50, 35),
+    ("t5-base", 2, 150, 30, 30),
+    ("ncf", 2, 20, 150, 8),
+    ("yolo", 2, 100, 60, 16),
 ]
 
 
@@ -108,17 +115,22 @@ def hosts_for(jobs: int) -> list[tuple[str, int]]:
 
 
 def kinds_of(jobs: list[JobProfile]) -> int:
-    return len({(job.devices, job.memory_gb, job.solo_ms, job.device_share, job.link_share, job.max_slowdown)
-                for job in jobs})
+    return len(
+        {(job.devices, job.memory_gb, job.solo_ms, job.device_share, job.link_share, job.max_slowdown) for job in jobs}
+    )
 
 
 def compare_matching(count: int, seed: int, earlier: bool) -> None:
-    print(f"== matching, max group 2, {DEVICE_MEMORY_GB:.0f} GB devices. time: grouping only; saved: time saved per "
-          f"period (ms); bound: LP-duality upper bound; fraction: saved / bound; optimal: proven by the integer "
-          f"program.\n   earlier: the candidate graph ({CANDIDATES_PER_GROUP} partners per job above "
-          f"{DENSE_GRAPH_LIMIT} jobs per bucket), its fraction of the same bound.")
-    print(f"{'trace':<26} {'jobs':>5} {'kinds':>5} {'time s':>7} {'saved':>10} {'bound':>10} {'fraction':>9} "
-          f"{'optimal':>7} {'earlier s':>9} {'earlier fraction':>16}")
+    print(
+        f"== matching, max group 2, {DEVICE_MEMORY_GB:.0f} GB devices. time: grouping only; saved: time saved per "
+        f"period (ms); bound: LP-duality upper bound; fraction: saved / bound; optimal: proven by the integer "
+        f"program.\n   earlier: the candidate graph ({CANDIDATES_PER_GROUP} partners per job above "
+        f"{DENSE_GRAPH_LIMIT} jobs per bucket), its fraction of the same bound."
+    )
+    print(
+        f"{'trace':<26} {'jobs':>5} {'kinds':>5} {'time s':>7} {'saved':>10} {'bound':>10} {'fraction':>9} "
+        f"{'optimal':>7} {'earlier s':>9} {'earlier fraction':>16}"
+    )
     for offset, (label, make) in enumerate(TRACES.items()):
         jobs = make(count, random.Random(seed + offset))
         started = time.perf_counter()
@@ -127,8 +139,10 @@ def compare_matching(count: int, seed: int, earlier: bool) -> None:
         saved = plan_objective(result.groups)
         bound = result.rounds[0].upper_bound_ms if result.rounds else 0.0
         proven = all(round_.proven_optimal for round_ in result.rounds)
-        line = (f"{label:<26} {len(jobs):>5} {kinds_of(jobs):>5} {seconds:7.2f} {saved:10.1f} {bound:10.1f} "
-                f"{_fraction(saved, bound):9.5f} {'yes' if proven else 'no':>7}")
+        line = (
+            f"{label:<26} {len(jobs):>5} {kinds_of(jobs):>5} {seconds:7.2f} {saved:10.1f} {bound:10.1f} "
+            f"{_fraction(saved, bound):9.5f} {'yes' if proven else 'no':>7}"
+        )
         if earlier:
             started = time.perf_counter()
             before = plan_objective(candidate_graph_matching(jobs, RULES))

@@ -31,8 +31,6 @@ from .plan.model import checkpoint_interval_ms, link_busy_ms
 from .plan.predict import sharings_for
 from .rates import parse_rate
 from .results import (
-    ALONE_MODES,
-    SHARED_MODES,
     GroupComparison,
     GroupModel,
     GroupReport,
@@ -42,6 +40,7 @@ from .results import (
     SimulatedGain,
 )
 from .settings import settings
+from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, Mode, turn_taking
 from .store.models import Evaluation, Experiment
 from .store.queries import iteration_rows, run_fields
 
@@ -148,8 +147,8 @@ def job_summary(
 def variant(job: RunResult) -> str:
     """How a job ran: sequential / concurrent / crossover:<policy> (or solo, profile). Crossover runs
     recorded before policies existed took strict round-robin turns."""
-    if job.mode == "crossover":
-        return f"crossover:{job.policy or 'round-robin'}"
+    if turn_taking(job.mode):
+        return f"{job.mode}:{job.policy or 'round-robin'}"
     return job.mode or "?"
 
 
@@ -198,10 +197,12 @@ def compare(
         )
     groups = []
     for index in sorted(names):
-        concurrent_entry = entries[index].get("concurrent")
+        concurrent_entry = entries[index].get(CONCURRENT.name)
         concurrent = concurrent_entry.aggregate if concurrent_entry else None
         policies = {
-            kind.partition(":")[2]: entry for kind, entry in entries[index].items() if kind.startswith("crossover")
+            kind.partition(":")[2]: entry
+            for kind, entry in entries[index].items()
+            if kind.partition(":")[0] == CROSSOVER.name
         }
         policies = {
             policy: dataclasses.replace(
@@ -210,19 +211,24 @@ def compare(
             for policy, entry in policies.items()
         }
         chosen = default_policy if default_policy in policies else next(iter(sorted(policies)), None)
-        crossover = policies[chosen].aggregate if chosen else None
+        # each way measured under one entry: crossover under the chosen policy, the others as they ran
+        by_way = {kind: entry for kind, entry in entries[index].items() if ":" not in kind}
+        if chosen:
+            by_way[CROSSOVER.name] = policies[chosen]
+        ways = [
+            CONCURRENT.name,
+            CROSSOVER.name,
+            *(way for way in by_way if way not in (CONCURRENT.name, CROSSOVER.name)),
+        ]
         groups.append(
             GroupComparison(
                 group=index,
                 jobs=names[index],
                 policies=policies,
                 sequential=1.0 if all((index, name) in alone for name in names[index]) else None,
-                concurrent_vs_sequential=concurrent,
-                crossover_vs_sequential=crossover,
+                measured={way: by_way[way].aggregate if way in by_way else None for way in ways},
+                overlaps={way: by_way[way].overlap if way in by_way else None for way in ways},
                 crossover_policy=chosen,
-                crossover_vs_concurrent=crossover / concurrent if crossover and concurrent else None,
-                concurrent_overlap=concurrent_entry.overlap if concurrent_entry else None,
-                crossover_overlap=policies[chosen].overlap if chosen else None,
             )
         )
     for position, job in enumerate(compared):
@@ -292,7 +298,7 @@ def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> l
     """A warning per shared mode whose jobs ran together for less than `least` of its run."""
     warnings = []
     for group in groups:
-        for mode, overlap in zip(SHARED_MODES, (group.concurrent_overlap, group.crossover_overlap)):
+        for mode, overlap in group.overlaps.items():
             if overlap is not None and overlap < least:
                 warnings.append(
                     f"group {group.group}: the {mode} jobs ran at the same time for only "
@@ -310,7 +316,7 @@ def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> 
 
     Taking turns must not change what is computed, so on deterministic devices this is exactly 0.
     """
-    alone = {(j.group, j.name): j for j in jobs if j.mode == "sequential"}
+    alone = {(j.group, j.name): j for j in jobs if j.mode == Mode.SEQUENTIAL}
     parity = []
     for job in jobs:
         reference = alone.get((job.group, job.name))
@@ -397,7 +403,7 @@ def model_of_profiles(profiles: Sequence[JobProfile], policies: Sequence[str]) -
         predicted[policy] = SimulatedGain(gain=prediction.gain, speeds=prediction.speeds)
     without_turns = {}
     for sharing in sharings_for(profiles):
-        if sharing != "crossover":
+        if not turn_taking(sharing):
             prediction = predict_group(profiles, sharing=sharing)
             without_turns[sharing] = SimulatedGain(gain=prediction.gain, speeds=prediction.speeds)
     return GroupModel(fluid_bound=fluid_gain(profiles), predicted=predicted, without_turns=without_turns)

@@ -7,27 +7,22 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import shlex
 import sys
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from . import __version__
-from .console import console, errors, print_error, print_json, print_table
+from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
-from .run.external import slurm
-from .run.launchers import (
-    DEFAULT_LAUNCHER,
-    check_launcher_options,
-    launcher_options,
-    launchers_help,
-)
+from .redact import mask_credentials
+from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
+from .sharing import PLANNED, run_modes
+from .views import show_doctor, show_plan, show_profiles, show_run, show_train
 
 app = typer.Typer(
     help="Run several data-parallel training jobs on the same devices, taking turns "
@@ -88,39 +83,47 @@ def user_errors():
 
 
 HOSTS_HELP = "Hosts and device slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node)."
-TIMEOUT_HELP = "Stop everything after this many seconds (runs end as 'timeout', exit code 124)."
-WAIT_HELP = "If another xover holds a device this needs, wait for it instead of failing."
+
+# Options several commands share, declared once.
+HostsOption = Annotated[str | None, typer.Option("-H", "--hosts", help=HOSTS_HELP)]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Stop everything after this many seconds (runs end as 'timeout', exit code 124)."),
+]
+WaitOption = Annotated[
+    bool, typer.Option("--wait", help="If another xover holds a device this needs, wait for it instead of failing.")
+]
+LinkOption = Annotated[
+    str | None,
+    typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network."),
+]
+ScriptsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--script",
+        help="A training script of your own, Horovod or DistributedDataParallel, unmodified (the shortcut for "
+        "a job file; its engine found from what it imports, unless --engine); repeat for each. Its arguments "
+        "follow --.",
+    ),
+]
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of tables.")]
 
 
 def _command_line() -> str:
     """This command, as the store and the lease files keep it: a URL's password masked (--db)."""
-    from .redact import mask_credentials
-
     return mask_credentials(shlex.join(["xover", *sys.argv[1:]]))
 
 
 @app.command()
-def doctor(json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
+def doctor(json_out: JsonOption = False) -> None:
     """Check what this machine can run: Python, torch, Horovod, horovodrun, cores, GPUs, bandwidth emulation,
     the emulated cluster, Slurm, database."""
     from .doctor import diagnose
 
     diagnosis = diagnose(State.db)
-    if json_out:
-        print_json(diagnosis.to_dict())
-    else:
-        rows = [
-            {
-                "check": c.name,
-                "ok": "ok" if c.ok else ("FAIL" if c.required else "no"),
-                "detail": c.detail + (f"  -> {c.fix}" if c.fix and not c.ok else ""),
-            }
-            for c in diagnosis.checks
-        ]
-        print_table("xover doctor", [("check", "check"), ("", "ok"), ("detail", "detail")], rows)
-        console.print(
-            "jobs can run here" if diagnosis.can_run_jobs else "[red]jobs cannot run here: fix the FAIL lines[/]"
-        )
+    show_doctor(diagnosis, json_out)
     raise typer.Exit(0 if diagnosis.can_run_jobs else 1)
 
 
@@ -130,19 +133,16 @@ def train(
         str, typer.Argument(help="Recipe TOML file, or a recipe name (./recipes/NAME.toml, else a built-in recipe).")
     ],
     np: Annotated[int | None, typer.Option("--np", help="Ranks (devices); default: the recipe's np.")] = None,
-    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
+    hosts: HostsOption = None,
     iterations: Annotated[int | None, typer.Option("--iterations", help="Override the recipe's length.")] = None,
-    bandwidth: Annotated[
-        str | None,
-        typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network."),
-    ] = None,
+    bandwidth: LinkOption = None,
     engine: Annotated[str, typer.Option("--engine", help=f"{engines_help()}.")] = DEFAULT_ENGINE,
-    timeout: Annotated[float | None, typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
-    wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    timeout: TimeoutOption = None,
+    wait: WaitOption = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Train one recipe alone through horovodrun (or torchrun), record it, and print a summary."""
-    from .run.commands import train_recipe
+    from .run.commands import check_seconds, train_recipe
 
     with user_errors():
         check_seconds("--timeout", timeout)
@@ -159,26 +159,8 @@ def train(
             timeout_s=timeout,
             wait=wait,
         )
-    if json_out:
-        print_json(result)
-    else:
-        from .report.tables import DIGITS, job_columns, print_failures
-
-        print_table(f"xover train  experiment {result['experiment']}", job_columns(False), result["jobs"], DIGITS)
-        print_failures(result["jobs"])
-        console.print(f"logs: {result['results_dir']}", markup=False)
+    show_train(result, json_out)
     raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
-
-
-def hosts_or_allocation(hosts: str | None) -> str | None:
-    """-H as given; without it, inside a Slurm allocation, the allocation's nodes and devices (said)."""
-    if hosts:
-        return hosts
-    if not slurm.in_allocation():
-        return None
-    allocation = slurm.allocation()
-    errors.print(f"hosts from the {allocation.describe()}", highlight=False, soft_wrap=True, markup=False)
-    return allocation.hosts_option()
 
 
 def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[str]]:
@@ -195,30 +177,13 @@ def recipes_and_scripts(
     """Recipes (before --) and the jobs of --script (their arguments after --), for profile and plan."""
     if not scripts:
         return targets, []
-    from .run.jobs import scripts_as_recipes
+    from .run.targets import scripts_as_recipes
 
     recipe_targets, script_args = split_recipes_from_script_args(targets)
     if engine is None:
         engine, found = detect_scripts_engine(scripts)
         errors.print(detection_note(found), highlight=False, markup=False, soft_wrap=True)
     return recipe_targets, scripts_as_recipes(scripts, script_args, np, engine, hosts_or_allocation(hosts))
-
-
-def check_seconds(flag: str, value: float | None) -> None:
-    """A duration flag: a finite number of seconds > 0 (nan would never expire, inf never end)."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise XoverError(f"{flag} must be a positive number of seconds, got {value:g}")
-
-
-GROUP_COLUMNS = [
-    ("group", "group"),
-    ("jobs", "jobs"),
-    ("policy", "crossover_policy"),
-    ("crossover/sequential", "crossover_vs_sequential"),
-    ("concurrent/sequential", "concurrent_vs_sequential"),
-    ("crossover/concurrent", "crossover_vs_concurrent"),
-    ("predicted gain", "predicted_gain"),
-]
 
 
 def with_launcher_options(command):
@@ -247,124 +212,90 @@ def with_launcher_options(command):
     return command
 
 
+RUN_TARGETS_HELP = (
+    "A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script the arguments "
+    "given to every script (after --)."
+)
+RUN_GROUP_HELP = "The arguments are recipes forming one group (with --script too: recipes and scripts in one group)."
+RUN_SCRIPT_HELP = (
+    "An unmodified training script, Horovod or DistributedDataParallel (its engine found from what it imports, "
+    "unless --engine); repeat for each job of the group. Its arguments follow --."
+)
+RUN_NP_HELP = (
+    "Ranks per job: every script's (default: every slot of -H, or every local device) or every recipe's with "
+    "--group (default: each recipe's np). A plan decides its own."
+)
+RUN_SECONDS_HELP = (
+    "Give each job the iterations it does in about this many seconds alone (from its profile), so the jobs of "
+    "a group overlap all along."
+)
+RUN_BANDWIDTH_HELP = (
+    "Emulate a shared link of this rate (e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': "
+    "the unshaped network."
+)
+RUN_POLICY_HELP = (
+    "Turn policy of crossover: work-conserving (a device never idles while a job waits; critical-path jobs "
+    "first; the job that needs the link least goes first on it), round-robin (strict alternation, the "
+    "paper's), or all (crossover once per policy). Default: a plan's own (the policy its predictions "
+    "assume), else work-conserving."
+)
+RUN_MPS_HELP = (
+    "Run every job under a CUDA MPS daemon that xover starts for this run and stops after it (kernels of the "
+    "jobs' processes side by side instead of time slices: the GPU baseline crossover is compared with; "
+    "docs/gpu.md). Needs NVIDIA GPUs. A plan's groups picked for MPS get one with --mode planned anyway (under "
+    "--launcher slurm, each on its node)."
+)
+RUN_ALLOW_CHANGED_HELP = (
+    "Run a plan's scripts even if changed since they were profiled (recorded with each run); without it such "
+    "a plan is refused."
+)
+RUN_METRICS_PORT_HELP = (
+    "Serve the run's figures to Prometheus on this port while it runs (each Slurm group on its first node), "
+    "and have each host's turn server serve its devices, listed at /targets for Prometheus' http_sd_configs; "
+    "default $XOVER_METRICS_PORT, else off. Metrics: docs/reference.md."
+)
+
+
+def _modes_help() -> str:
+    return (
+        f"{PLANNED} | {' | '.join(reversed([str(m) for m in run_modes()]))} | all, or a comma list such as "
+        f"sequential,crossover. {PLANNED} (a plan's default): each group in the way of sharing its plan picked, "
+        "as scheduled; all (an ad-hoc group's default): every mode as one comparison."
+    )
+
+
 @app.command(
     short_help="Run groups of co-located jobs: crossover, concurrent, sequential, or all three as one comparison."
 )
 @with_launcher_options
 def run(
-    targets: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="A plan file (from `xover plan`); with --group the recipes of one ad-hoc group; with --script "
-            "the arguments given to every script (after --).",
-            show_default=False,
-        ),
-    ] = None,
-    group: Annotated[
-        bool,
-        typer.Option(
-            "--group",
-            help="The arguments are recipes forming one group (with --script too: recipes and scripts in one group).",
-        ),
-    ] = False,
-    scripts: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--script",
-            help="An unmodified training script, Horovod "
-            "or DistributedDataParallel (its engine found from what it imports, unless --engine); "
-            "repeat for each job of the group. Its arguments follow --.",
-        ),
-    ] = None,
-    np: Annotated[
-        int | None,
-        typer.Option(
-            "--np",
-            help="Ranks per job: every script's (default: every slot of -H, or every local device) or every "
-            "recipe's with --group (default: each recipe's np). A plan decides its own.",
-        ),
-    ] = None,
+    targets: Annotated[list[str] | None, typer.Argument(help=RUN_TARGETS_HELP, show_default=False)] = None,
+    group: Annotated[bool, typer.Option("--group", help=RUN_GROUP_HELP)] = False,
+    scripts: Annotated[list[str] | None, typer.Option("--script", help=RUN_SCRIPT_HELP)] = None,
+    np: Annotated[int | None, typer.Option("--np", help=RUN_NP_HELP)] = None,
     hosts: Annotated[str | None, typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
-    mode: Annotated[
-        str | None,
-        typer.Option(
-            "--mode",
-            help="planned | crossover | concurrent | sequential | all, or a "
-            "comma list such as sequential,crossover. planned (a plan's default): each group in the way of "
-            "sharing its plan picked, as scheduled; all (an ad-hoc group's default): the three as one "
-            "comparison.",
-            show_default=False,
-        ),
-    ] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help=_modes_help(), show_default=False)] = None,
     iterations: Annotated[int | None, typer.Option("--iterations", help="Override every recipe's length.")] = None,
-    seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--seconds",
-            help="Give each job the iterations it does in "
-            "about this many seconds alone (from its profile), so the jobs of a group overlap all along.",
-        ),
-    ] = None,
-    bandwidth: Annotated[
-        str | None,
-        typer.Option(
-            "--bandwidth",
-            help="Emulate a shared link of this rate "
-            "(e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': the unshaped network.",
-        ),
-    ] = None,
+    seconds: Annotated[float | None, typer.Option("--seconds", help=RUN_SECONDS_HELP)] = None,
+    bandwidth: Annotated[str | None, typer.Option("--bandwidth", help=RUN_BANDWIDTH_HELP)] = None,
     engine: Annotated[
         str | None,
         typer.Option(
             "--engine",
-            help=f"{engines_help()}. Default: a plan's own (its "
-            "profiles'); with --script, the one the scripts' imports show; else horovod.",
+            help=f"{engines_help()}. Default: a plan's own (its profiles'); with --script, the one the scripts' "
+            "imports show; else horovod.",
         ),
     ] = None,
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            "--policy",
-            help="Turn policy of crossover: work-conserving (a device "
-            "never idles while a job waits; critical-path jobs first; the job that needs "
-            "the link least goes first on it), round-robin (strict alternation, the "
-            "paper's), or all (crossover once per policy). Default: a plan's own (the "
-            "policy its predictions assume), else work-conserving.",
-        ),
-    ] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help=TIMEOUT_HELP)] = None,
-    wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
-    mps: Annotated[
-        bool,
-        typer.Option(
-            "--mps",
-            help="Run every job under a CUDA MPS daemon that xover starts for "
-            "this run and stops after it (kernels of the jobs' processes side by side instead of time slices: "
-            "the GPU baseline crossover is compared with; docs/gpu.md). Needs NVIDIA GPUs. A plan's groups "
-            "picked for MPS get one with --mode planned anyway (under --launcher slurm, each on its node).",
-        ),
-    ] = False,
-    allow_changed: Annotated[
-        bool,
-        typer.Option(
-            "--allow-changed",
-            help="Run a plan's scripts even if changed since "
-            "they were profiled (recorded with each run); without it such a plan is refused.",
-        ),
-    ] = False,
+    policy: Annotated[str | None, typer.Option("--policy", help=RUN_POLICY_HELP)] = None,
+    timeout: TimeoutOption = None,
+    wait: WaitOption = False,
+    mps: Annotated[bool, typer.Option("--mps", help=RUN_MPS_HELP)] = False,
+    allow_changed: Annotated[bool, typer.Option("--allow-changed", help=RUN_ALLOW_CHANGED_HELP)] = False,
     launcher: Annotated[
         str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")
     ] = DEFAULT_LAUNCHER,
     metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            help="Serve the run's figures to Prometheus "
-            "on this port while it runs (each Slurm group on its first node), and have each host's turn "
-            "server serve its devices, listed at /targets for Prometheus' http_sd_configs; default "
-            "$XOVER_METRICS_PORT, else off. Metrics: docs/reference.md.",
-            show_default=False,
-        ),
+        int | None, typer.Option("--metrics-port", help=RUN_METRICS_PORT_HELP, show_default=False)
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     **launcher_options: str | None,  # each launcher's own (Launcher.options): with_launcher_options
@@ -373,133 +304,54 @@ def run(
     sequential (each alone), or all three as one comparison. A plan runs each group in the way of
     sharing the plan picked for it (--mode planned, its default); a plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
-    from .run.commands import RunOptions, modes_of, run_groups
-    from .run.jobs import run_targets
+    from .run.commands import RunAsked, run_as_asked
 
+    targets = targets or []
+    script_args: list[str] = []
+    if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
+        targets, script_args = split_recipes_from_script_args(targets)
+    elif scripts:
+        targets, script_args = [], targets
     with user_errors():
-        is_plan = not (group or scripts)
-        modes = modes_of(mode or ("planned" if is_plan else "all"), plan=is_plan)
-        check_seconds("--timeout", timeout)
-        targets = targets or []
-        if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
-            targets, script_args = split_recipes_from_script_args(targets)
-        elif scripts:
-            targets, script_args = [], targets
-        else:
-            script_args = []
-        chosen = run_targets(
-            targets,
-            group=group,
-            scripts=scripts or [],
-            script_args=script_args,
-            np=np,
-            hosts=hosts_or_allocation(hosts) if group or scripts else hosts,
-            iterations=iterations,
-            engine=engine,
-            allow_changed=allow_changed,
-            bandwidth=bandwidth,
-            launcher=launcher,
-            policy=policy,
-        )
-        if chosen.link_from_plan:
-            errors.print(
-                f"link {chosen.bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",
-                highlight=False,
-            )
-        check_seconds("--seconds", seconds)
-        if seconds is not None and iterations is not None:
-            raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
-        check_launcher_options(launcher, launcher_options)
-        if scripts and engine is None:  # say which engine the scripts' imports showed
-            errors.print(
-                detection_note(detect_scripts_engine(scripts)[1]), highlight=False, markup=False, soft_wrap=True
-            )
-        result = run_groups(
+        result = run_as_asked(
             State.db,
-            chosen.groups,
-            RunOptions(
-                modes=tuple(modes),
-                policies=tuple(chosen.policies),
-                engine=chosen.engine,
-                bandwidth=chosen.bandwidth,
+            RunAsked(
+                targets=tuple(targets),
+                group=group,
+                scripts=tuple(scripts or ()),
+                script_args=tuple(script_args),
+                np=np,
+                hosts=hosts,
+                mode=mode,
                 iterations=iterations,
                 seconds=seconds,
+                bandwidth=bandwidth,
+                engine=engine,
+                policy=policy,
                 timeout_s=timeout,
                 wait=wait,
                 mps=mps,
                 allow_changed=allow_changed,
                 launcher=launcher,
                 launcher_options=launcher_options,
-                plan=chosen.plan,
-                plan_path=chosen.plan_path,
+                metrics_port=metrics_port,
                 command=_command_line(),
                 show_progress=not json_out,
-                metrics_port=metrics_port,
             ),
         )
-    shown = result.to_json()
-    if json_out:
-        print_json(shown)
-    else:
-        from .report.tables import (
-            DIGITS,
-            POLICY_COLUMNS,
-            display_rows,
-            job_columns,
-            policy_rows,
-            print_failures,
-        )
-
-        print_table(
-            f"xover run  experiment {result.experiment}  link {result.link or 'host network'}",
-            job_columns(True),
-            shown["jobs"],
-            DIGITS,
-        )
-        print_failures(shown["jobs"])
-        if shown["groups"]:
-            rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]
-            print_table(
-                "aggregate throughput while the jobs shared the devices (each job normalised by its speed alone)",
-                GROUP_COLUMNS,
-                rows,
-            )
-            if len(chosen.policies) > 1:
-                # the model's simulated gains come with `xover report`, which reads the jobs' runs alone
-                print_table(
-                    "crossover by turn policy",
-                    [c for c in POLICY_COLUMNS if c[1] != "simulated"],
-                    display_rows(policy_rows(shown["groups"])),
-                )
-        if result.schedule is not None:
-            schedule = result.schedule
-            console.print(
-                f"makespan {schedule['measured_makespan_s']:.1f} s measured "
-                f"vs {schedule['predicted_makespan_s']:.1f} s "
-                f"predicted by the plan vs {schedule['sequential_makespan_s']:.1f} s one after another; "
-                f"up to {schedule['groups_overlapping']} groups ran at once"
-            )
-        console.print(f"logs: {result.results_dir}")
+    show_run(result, json_out)
     raise typer.Exit(0 if result.finished else 1)
 
 
-PROFILE_COLUMNS = [
-    ("job", "name"),
-    ("np", "np"),
-    ("link", "bandwidth"),
-    ("data ms", "data_ms"),
-    ("compute ms", "compute_ms"),
-    ("comm ms", "comm_ms"),
-    ("iter ms", "iteration_ms"),
-    ("compute fraction", "compute_fraction"),
-    ("samples/s", "samples_per_s"),
-    ("memory GB", "memory_gb"),
-    ("grad MB", "gradient_mb"),
-    ("interference", "interference"),
-    ("stretch", "corun_stretch"),
-    ("GPU busy", "gpu_busy"),
-    ("reused", "reused"),
-]
+PROFILE_STRETCH_HELP = (
+    "Measure each job's co-run stretch: its compute next to a one-rank copy of itself that computes the whole "
+    "time, without turns (time-sliced, and under CUDA MPS where it exists): what the plan predicts concurrent "
+    "and MPS from. Default: on GPUs (a CPU's cores are shared evenly)."
+)
+PROFILE_CORUN_HELP = (
+    "Measure interference next to the reference partner: a second run of each job, and the partner's own "
+    "profile if it has none (2-3x the time); without it predictions assume none."
+)
 
 
 @app.command(
@@ -509,70 +361,42 @@ def profile(
     recipes: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Recipe or job files, or recipe names (./recipes/NAME.toml, "
-            "else built-in recipes); with --script, the scripts' arguments follow --.",
+            help="Recipe or job files, or recipe names (./recipes/NAME.toml, else built-in recipes); with --script, "
+            "the scripts' arguments follow --.",
             show_default=False,
         ),
     ] = None,
-    scripts: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--script",
-            help="A training script of your own, Horovod or "
-            "DistributedDataParallel, unmodified (the shortcut for a job file; its engine found from what it "
-            "imports, unless --engine); repeat for each. Its arguments follow --.",
-        ),
-    ] = None,
+    scripts: ScriptsOption = None,
     np: Annotated[
         int | None, typer.Option("--np", help="Ranks; default: each recipe's np (a --script: every local device).")
     ] = None,
     iterations: Annotated[int, typer.Option("--iterations", help="Iterations to measure, warm-up included.")] = 30,
     warmup: Annotated[int, typer.Option("--warmup", help="Iterations left out of the figures.")] = 5,
-    bandwidth: Annotated[
-        str | None,
-        typer.Option("--bandwidth", help="Emulate a link of this rate (e.g. 1gbit); 'host': the unshaped network."),
-    ] = None,
+    bandwidth: LinkOption = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
     engine: Annotated[
         str | None,
         typer.Option(
             "--engine",
-            help=f"{engines_help()}: the built-in models' "
-            "(default horovod) and --script's (default: found from its imports). A job file's script runs "
-            "under its own.",
+            help=f"{engines_help()}: the built-in models' (default horovod) and --script's (default: found from "
+            "its imports). A job file's script runs under its own.",
         ),
     ] = None,
-    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help=HOSTS_HELP)] = None,
-    wait: Annotated[bool, typer.Option("--wait", help=WAIT_HELP)] = False,
+    hosts: HostsOption = None,
+    wait: WaitOption = False,
     corun_with: Annotated[
         str,
         typer.Option(
             "--corun-with",
-            help="The reference partner each job runs next to "
-            "once, under crossover, to measure its interference (recipe file or name).",
+            help="The reference partner each job runs next to once, under crossover, to measure its "
+            "interference (recipe file or name).",
         ),
     ] = "mlp-balanced",
-    corun: Annotated[
-        bool,
-        typer.Option(
-            "--corun/--no-corun",
-            help="Measure interference next to the reference "
-            "partner: a second run of each job, and the partner's own profile if it has none (2-3x the time); "
-            "without it predictions assume none.",
-        ),
-    ] = True,
+    corun: Annotated[bool, typer.Option("--corun/--no-corun", help=PROFILE_CORUN_HELP)] = True,
     stretch: Annotated[
-        bool | None,
-        typer.Option(
-            "--stretch/--no-stretch",
-            help="Measure each job's co-run "
-            "stretch: its compute next to a one-rank copy of itself that computes the whole time, without "
-            "turns (time-sliced, and under CUDA MPS where it exists): what the plan predicts concurrent and "
-            "MPS from. Default: on GPUs (a CPU's cores are shared evenly).",
-            show_default=False,
-        ),
+        bool | None, typer.Option("--stretch/--no-stretch", help=PROFILE_STRETCH_HELP, show_default=False)
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the profiles as JSON.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Measure each job alone: data, compute and exposed communication per iteration, memory,
     throughput, gradient bytes; then its interference: how much slower its compute is next to a partner,
@@ -603,30 +427,19 @@ def profile(
             ),
             scripts=script_jobs,
         )
-    results.sort(key=lambda r: r["compute_fraction"], reverse=True)
-    if json_out:
-        print_json(results)
-        return
-    print_table(
-        "xover profile  (sorted: compute-heavy first, communication-heavy last)",
-        PROFILE_COLUMNS,
-        results,
-        digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2, "gpu_busy": 2},
-    )
+    show_profiles(results, json_out)
 
 
-PLAN_COLUMNS = [
-    ("group", "index"),
-    ("wave", "wave"),
-    ("jobs", "jobs"),
-    ("devices", "devices"),
-    ("start s", "start_s"),
-    ("sharing", "sharing"),
-    ("gain", "predicted_gain"),
-    ("predicted by sharing", "by_sharing"),
-    ("fluid bound", "fluid_bound"),
-    ("slowdowns", "slowdowns"),
-]
+PLAN_PROFILES_HELP = (
+    "CSV of jobs measured elsewhere: name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms]"
+    "[,comm_cpu][,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share]"
+    "[,corun_stretch][,mps_stretch]."
+)
+PLAN_ENGINE_HELP = (
+    "Plan the built-in models from the profiles taken under this engine: horovod (default) or torch (the plan "
+    "records it, and `xover run` of it uses it); with --script, the scripts' engine (default: found from their "
+    "imports). A job file's script runs under its own."
+)
 
 
 @app.command(
@@ -637,8 +450,8 @@ def plan(
     recipes: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Recipes or job files, planned from their stored "
-            "profiles; with --script, the scripts' arguments follow --.",
+            help="Recipes or job files, planned from their stored profiles; with --script, the scripts' "
+            "arguments follow --.",
             show_default=False,
         ),
     ] = None,
@@ -646,29 +459,19 @@ def plan(
         list[str] | None,
         typer.Option(
             "--script",
-            help="A training script of your own (the shortcut "
-            "for a job file), planned from its profile: same script content, arguments, --np and engine as "
-            "profiled. Repeat for each; arguments follow --.",
+            help="A training script of your own (the shortcut for a job file), planned from its profile: same "
+            "script content, arguments, --np and engine as profiled. Repeat for each; arguments follow --.",
         ),
     ] = None,
     np: Annotated[
         int | None,
         typer.Option(
             "--np",
-            help="Ranks of every job, as `xover profile --np` measured "
-            "them (default: each recipe's np; a --script's, every local device).",
+            help="Ranks of every job, as `xover profile --np` measured them (default: each recipe's np; a "
+            "--script's, every local device).",
         ),
     ] = None,
-    profiles_csv: Annotated[
-        str | None,
-        typer.Option(
-            "--profiles",
-            help="CSV of jobs measured elsewhere: "
-            "name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms][,comm_cpu]"
-            "[,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share][,corun_stretch]"
-            "[,mps_stretch].",
-        ),
-    ] = None,
+    profiles_csv: Annotated[str | None, typer.Option("--profiles", help=PLAN_PROFILES_HELP)] = None,
     devices: Annotated[int | None, typer.Option("--devices", help="Devices on this machine to plan for.")] = None,
     hosts: Annotated[str | None, typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
     device_memory: Annotated[
@@ -680,30 +483,21 @@ def plan(
         str | None,
         typer.Option(
             "--bandwidth",
-            help="Use profiles taken at this link rate "
-            "(default: the one rate every recipe was profiled at; 'host' for the unshaped network).",
+            help="Use profiles taken at this link rate (default: the one rate every recipe was profiled at; "
+            "'host' for the unshaped network).",
         ),
     ] = None,
     policy: Annotated[
         str, typer.Option("--policy", help="Turn policy the plan predicts for: work-conserving or round-robin.")
     ] = "work-conserving",
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            "--engine",
-            help="Plan the built-in models from the profiles taken "
-            "under this engine: horovod (default) or torch (the plan records it, and `xover run` of it uses "
-            "it); with --script, the scripts' engine (default: found from their imports). A job file's "
-            "script runs under its own.",
-        ),
-    ] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help=PLAN_ENGINE_HELP)] = None,
     out: Annotated[
         str | None,
         typer.Option(
             "--out", help="Plan file to write (default plan.json in the results folder: results/, or $XOVER_RESULTS)."
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Group complementary jobs (compute-heavy with communication-heavy) with a throughput model,
     predict each group under every way of sharing its devices (crossover under the turn policy,
@@ -729,51 +523,7 @@ def plan(
             scripts=script_jobs,
             np=np,
         )
-    if json_out:
-        print_json(result.to_dict())
-        return
-    plan = result.plan
-    rows = [
-        {
-            "index": i,
-            "jobs": " + ".join(job.name for job in g.jobs),
-            "devices": ",".join(g.devices),
-            "wave": g.wave,
-            "sharing": g.sharing,
-            "predicted_gain": g.predicted_gain,
-            "predicted_period_ms": g.predicted_period_ms,
-            "fluid_bound": g.fluid_bound,
-            "start_s": g.predicted_start_ms / 1000,
-            "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g.predicted_slowdown.items()),
-            "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.predicted_by_sharing.items()),
-        }
-        for i, g in enumerate(plan.groups)
-    ]
-    from_engine = f", {result.engine} profiles" if result.engine else ""
-    print_table(
-        f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, crossover "
-        f"under the {plan.policy} turn policy, "
-        f"link {result.bandwidth or 'host'}{from_engine})",
-        PLAN_COLUMNS,
-        rows,
-    )
-    for name, reason in plan.unplaced:
-        console.print(f"[yellow]unplaced[/] {escape(name)}: {escape(reason)}")
-    console.print(
-        f"predicted aggregate gain {plan.predicted_aggregate_gain:.2f}x; makespan "
-        f"{plan.predicted_makespan_ms / 1000:.1f} s vs {plan.sequential_makespan_ms / 1000:.1f} s "
-        f"one after another"
-    )
-    if plan.groups:
-        console.print(
-            f"plan written to {result.path}  (run it: xover run {result.path})", markup=False, highlight=False
-        )
-    else:
-        console.print(
-            f"plan written to {result.path}, with nothing to run: no job could be placed (see above)",
-            markup=False,
-            highlight=False,
-        )
+    show_plan(result, json_out)
 
 
 @app.command(short_help="Show what a run did: throughput, slowdowns, predicted vs measured gain, parity, pictures.")

@@ -1,42 +1,36 @@
-"""Engines: what starts a job's ranks and averages its gradients, each one object in one registry.
+"""Engines: what starts a job's ranks and averages its gradients - each engine one descriptor in one registry.
 
     horovod   Horovod under horovodrun (hvd.DistributedOptimizer)
     torch     torch.distributed under torchrun (DistributedDataParallel, and the frameworks that train through it)
 
-An `Engine` is everything xover knows of one engine:
+An `Engine` here says what an engine *is*, in words and imports; what it *does* lives in two halves,
+each found by the engine's name in a registry of its own world:
 
-    name, program          --engine NAME (a job file's and a plan's `engine`); the program that starts its ranks
-    modules, frameworks    the imports that make a script its own (scripts.py reads a script's imports)
-    check_script           what can be refused before a script runs (the rest is refused when met, in its shim)
-    check_jobs, warning    what to refuse, or say, before its jobs start on this machine
-    launch_commands, launch_env   the command lines that start a job's ranks, and their environment
-    adapter                the runtime's adapter for the built-in models (runtime/engines.py)
-    install_shim           what adapts it under an unmodified script (runtime/script_shim.py, runtime/ddp_shim.py)
+    here                  name, program (--engine NAME, a job file's and a plan's `engine`), the imports
+                          that make a script its own (scripts.py reads them), how messages name it, and
+                          `runtime`: the worker-side half it runs with (its own name, or another engine's)
+    run/ranks.py          the launcher side: what to refuse or say before its jobs start on this machine,
+                          the command lines that start a job's ranks and their environment
+    runtime/engines.py    the worker side: the adapter of the built-in models, by `runtime`
+    runtime/script_shim.py the shim that adapts it under an unmodified script, by `runtime`
+    scripts.py            what can be refused before a script of it runs, by `runtime`
 
-This module loads nothing of xover but its errors, so that every room reads the one registry: the
-workers' runtime (xover/runtime/ never loads the orchestrator), the planner, the command line. Each part
-that lives in another room is imported where it is used, so the orchestrator never loads torch by
-asking for a launch command and a worker never loads run/external/ by asking for its adapter. A new engine is
-a class and `register(...)` (docs/extending.md).
+This module loads nothing of xover but its errors, so that every room - the workers' runtime, the planner,
+the command line - reads the one registry; neither half is loaded by asking for a name. A new engine is a
+descriptor and `register(...)`, with its launcher side registered in run/ranks.py (docs/extending.md).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
 from .errors import XoverError
 
-if TYPE_CHECKING:
-    from .run.jobs import JobSpec
-
-DEFAULT_ENGINE = "horovod"  # what runs the built-in models unless --engine (or a plan) says otherwise
+HOROVOD = "horovod"
+TORCH = "torch"
+DEFAULT_ENGINE = HOROVOD  # what runs the built-in models unless --engine (or a plan) says otherwise
 
 
 class Engine:
-    """One engine. A subclass sets the names and overrides what its engine does differently."""
+    """One engine, as words and imports. A subclass sets them."""
 
     name = ""
     program = ""  # the program that starts its ranks (what --engine's help and the detection note name)
@@ -48,6 +42,7 @@ class Engine:
     other_hint = ""  # a refusal's guess when a script may belong to another engine
     modules: tuple[str, ...] = ()  # dotted prefixes whose import makes a script its own
     frameworks: dict[str, str] = {}  # module prefix -> a framework that trains through this engine
+    runtime = ""  # the engine whose worker side (adapter, shim) its workers run: "" for its own
 
     # -- a script -------------------------------------------------------------------------------
     def framework_of(self, name: str) -> str | None:
@@ -58,48 +53,10 @@ class Engine:
         """Whether a dotted name a script uses (aliases resolved) makes it this engine's."""
         return any(_under(name, prefix) for prefix in self.modules) or self.framework_of(name) is not None
 
-    def check_script(self, script: str | os.PathLike) -> None:
-        """Refuse (scripts.ScriptRefused, naming the script) what can be told before the script runs."""
-
-    # -- before its jobs start ------------------------------------------------------------------
-    def check_jobs(self, device_kind: str) -> None:
-        """Refuse, with one line, what its jobs would each fail on here (device_kind: 'cpu' or 'gpu')."""
-
-    def crossover_warning(self) -> str | None:
-        """A warning where its jobs would take crossover turns badly on this machine, or None."""
-        return None
-
-    # -- launching ------------------------------------------------------------------------------
-    def launch_commands(
-        self,
-        job: JobSpec,
-        log_dir: Path,
-        spec_path: Path,
-        env: dict[str, str],
-        prefix: list[str],
-        deadline: float | None = None,
-    ) -> list[list[str]]:
-        """The command lines that start the job's ranks (one per node where the program needs it),
-        each behind `prefix` (how this machine reaches the hosts); `deadline`: time.monotonic() of --timeout."""
-        raise NotImplementedError
-
-    def launch_env(self, job: JobSpec, env: dict[str, str]) -> dict[str, str]:
-        """The environment its launch commands run with (`env`: the workers')."""
-        return env
-
-    def shim_program(self, job: JobSpec) -> list[str] | None:
-        """For a script's job: its script under the shim (`python -m xover.runtime.script_shim NAME SCRIPT
-        ARGS`, after the interpreter); None for a built-in model (the worker, runtime/worker.py)."""
-        return ["-m", "xover.runtime.script_shim", self.name, *job.script] if job.script else None
-
-    # -- inside a worker (these import torch) ---------------------------------------------------
-    def adapter(self) -> type:
-        """The runtime's adapter class for the built-in models (runtime/engines.py)."""
-        raise NotImplementedError
-
-    def install_shim(self, script: str | None) -> Any:
-        """Adapt the engine under an unmodified script before it runs; returns its ScriptCoordinator."""
-        raise NotImplementedError
+    @property
+    def runtime_name(self) -> str:
+        """The worker-side half it runs with: `runtime`, or its own name."""
+        return self.runtime or self.name
 
 
 def _under(name: str, prefix: str) -> bool:
@@ -112,7 +69,7 @@ def _under(name: str, prefix: str) -> bool:
 class Horovod(Engine):
     """Horovod: ranks started by horovodrun, gradients averaged by hvd.DistributedOptimizer."""
 
-    name = "horovod"
+    name = HOROVOD
     program = "horovodrun"
     imports = imports_in_full = "horovod"
     kind = "Horovod"
@@ -120,50 +77,6 @@ class Horovod(Engine):
     wrapper = "hvd.DistributedOptimizer"
     other_hint = "or is it a torch.distributed script? engine torch"
     modules = ("horovod",)
-
-    def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
-        """One horovodrun for every host, over the emulated hosts' interfaces where there are some; the
-        metric token and the job file's variables reach the ranks through a private file on each host."""
-        from .emulation import cluster
-        from .run.external.horovodrun import horovodrun_command, private_variables
-
-        shim = self.shim_program(job)
-        return [
-            [
-                *prefix,
-                *horovodrun_command(
-                    job.np,
-                    job.hosts,
-                    log_dir,
-                    spec_path,
-                    program=[sys.executable, "-u", *shim] if shim else None,
-                    interfaces=cluster.host_interfaces(),
-                    private=private_variables(env, job.recipe.variable_names),
-                    remote_prefix=prefix,
-                    deadline=deadline,
-                ),
-            ]
-        ]
-
-    def launch_env(self, job, env):
-        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list, without
-        the store's URL, the metric token or the job file's variables (run/external/horovodrun.py)."""
-        from .run.external.horovodrun import horovodrun_env
-        from .settings import SECRET_VARIABLES
-
-        return horovodrun_env(env, (*SECRET_VARIABLES, *job.recipe.variable_names))
-
-    def adapter(self):
-        """HorovodEngine."""
-        from .runtime.engines import HorovodEngine
-
-        return HorovodEngine
-
-    def install_shim(self, script):
-        """Wrap Horovod under the script (runtime/script_shim.py)."""
-        from .runtime.script_shim import install_horovod
-
-        return install_horovod(script)
 
 
 # frameworks that train through DistributedDataParallel under torchrun: module prefix -> what it is
@@ -182,7 +95,7 @@ TORCH_FRAMEWORKS = {
 class Torch(Engine):
     """torch.distributed: ranks started by torchrun, a script training through DistributedDataParallel."""
 
-    name = "torch"
+    name = TORCH
     program = "torchrun"
     imports = "torch.distributed"
     imports_in_full = "torch.distributed (DistributedDataParallel)"
@@ -192,63 +105,6 @@ class Torch(Engine):
     other_hint = "or is it a Horovod script? engine horovod"
     modules = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed")
     frameworks = TORCH_FRAMEWORKS
-
-    def check_script(self, script):
-        """Refuse a DDP script that the shim cannot follow (scripts.check_ddp_script)."""
-        from .scripts import check_ddp_script
-
-        check_ddp_script(script)
-
-    def check_jobs(self, device_kind):
-        """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
-        from .devices import torch_backend
-
-        torch_backend(device_kind == "gpu")
-
-    def crossover_warning(self):
-        """On GPUs over NCCL: an NCCL all-reduce waiting for its peer is a kernel that spins on the GPU,
-        and the partner's turn is time-sliced with it (docs/measurements.md: a compute-heavy job's
-        compute 1.96x, crossover 0.60x of concurrent)."""
-        from .devices import local_device_count, torch_backend
-
-        if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
-            return None
-        return (
-            "crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's "
-            "turn (time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU "
-            "to the partner (docs/gpu.md)"
-        )
-
-    def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
-        """torchrun, one per node (over ssh for other hosts)."""
-        from .run.external.torchrun import torchrun_commands
-
-        return [
-            [*prefix, *command]
-            for command in torchrun_commands(
-                job.np,
-                job.hosts,
-                log_dir,
-                spec_path,
-                env,
-                program=self.shim_program(job),
-                remote_prefix=prefix,
-                deadline=deadline,
-                forward=job.recipe.variable_names,
-            )
-        ]
-
-    def adapter(self):
-        """TorchEngine."""
-        from .runtime.engines import TorchEngine
-
-        return TorchEngine
-
-    def install_shim(self, script):
-        """Wrap DistributedDataParallel under the script (runtime/ddp_shim.py)."""
-        from .runtime.ddp_shim import install_ddp
-
-        return install_ddp(script)
 
 
 # ------------------------------------------------------------------------------ the registry

@@ -15,9 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ALONE_MODES = ("solo", "sequential", "profile")
-SHARED_MODES = ("concurrent", "crossover")
-MODE_ORDER = ("solo", "profile", "sequential", "concurrent", "crossover")
+from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode
 
 
 def mode_rank(mode: str | None) -> int:
@@ -150,36 +148,58 @@ class PolicyResult:
 
 @dataclass(frozen=True)
 class GroupComparison:
-    """A group's shared modes against its jobs alone (analysis.compare)."""
+    """A group's shared modes against its jobs alone (analysis.compare): each way of sharing that ran (and
+    the two every comparison considers, concurrent and crossover), its jobs' aggregate speed over
+    sequential and the share of its time the jobs ran together; crossover's under each turn policy."""
 
     group: int
     jobs: list[str]
     policies: dict[str, PolicyResult]  # crossover by turn policy
     sequential: float | None  # 1.0 when every job ran alone
-    concurrent_vs_sequential: float | None
-    crossover_vs_sequential: float | None  # under crossover_policy
+    measured: dict[str, float | None]  # way of sharing -> aggregate over sequential (crossover: under crossover_policy)
+    overlaps: dict[str, float | None]  # way of sharing -> the share of its time every job ran together
     crossover_policy: str | None
-    crossover_vs_concurrent: float | None
-    concurrent_overlap: float | None
-    crossover_overlap: float | None
+
+    @property
+    def concurrent_vs_sequential(self) -> float | None:
+        """Concurrent's aggregate over sequential."""
+        return self.measured.get(CONCURRENT.name)
+
+    @property
+    def crossover_vs_sequential(self) -> float | None:
+        """Crossover's aggregate over sequential, under crossover_policy."""
+        return self.measured.get(CROSSOVER.name)
+
+    @property
+    def crossover_vs_concurrent(self) -> float | None:
+        """Crossover's aggregate over concurrent's."""
+        crossover, concurrent = self.crossover_vs_sequential, self.concurrent_vs_sequential
+        return crossover / concurrent if crossover and concurrent else None
+
+    @property
+    def concurrent_overlap(self) -> float | None:
+        """The share of concurrent's time that every job ran together."""
+        return self.overlaps.get(CONCURRENT.name)
+
+    @property
+    def crossover_overlap(self) -> float | None:
+        """The share of crossover's time (under crossover_policy) that every job ran together."""
+        return self.overlaps.get(CROSSOVER.name)
 
     def to_json(self) -> dict[str, Any]:
-        """The group as the JSON writes it, in the key order scripts already read."""
+        """The group as the JSON writes it, in the key order scripts already read: each way's gain over
+        sequential (`concurrent_vs_sequential`, ...), crossover's policy and its gain over concurrent, then
+        each way's overlap."""
         # the key order of the dicts this replaced: policies third when crossover ran, else last
         policies = {name: entry.to_json() for name, entry in self.policies.items()}
         data: dict[str, Any] = {"group": self.group, "jobs": self.jobs}
         if policies:
             data["policies"] = policies
-        data.update(
-            sequential=self.sequential,
-            concurrent_vs_sequential=self.concurrent_vs_sequential,
-            crossover_vs_sequential=self.crossover_vs_sequential,
-            crossover_policy=self.crossover_policy,
-            crossover_vs_concurrent=self.crossover_vs_concurrent,
-            concurrent_overlap=self.concurrent_overlap,
-            crossover_overlap=self.crossover_overlap,
-            policies=policies,
-        )
+        data["sequential"] = self.sequential
+        data.update({WAYS[way].compared_as: gain for way, gain in self.measured.items()})
+        data.update(crossover_policy=self.crossover_policy, crossover_vs_concurrent=self.crossover_vs_concurrent)
+        data.update({f"{way}_overlap": overlap for way, overlap in self.overlaps.items()})
+        data["policies"] = policies
         return data
 
 
@@ -259,7 +279,7 @@ class GroupReport(GroupComparison):
     model: GroupModel
     planned_sharing: str | None = None  # the plan's pick for the group (crossover, concurrent, mps)
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way
-    concurrent_under: str = "concurrent"  # "mps" where the concurrent runs had CUDA MPS (runs.gpu_sharing)
+    concurrent_under: str = CONCURRENT.name  # "mps" where the concurrent runs had CUDA MPS (runs.gpu_sharing)
 
     @classmethod
     def of(
@@ -270,7 +290,7 @@ class GroupReport(GroupComparison):
         model: GroupModel,
         planned_sharing: str | None = None,
         predicted_by_sharing: dict[str, float] | None = None,
-        concurrent_under: str = "concurrent",
+        concurrent_under: str = CONCURRENT.name,
     ) -> GroupReport:
         """A group's comparison with the report's additions, every field of the comparison carried over."""
         fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
@@ -288,8 +308,11 @@ class GroupReport(GroupComparison):
     def measured_by_sharing(self) -> dict[str, float]:
         """The measured gain of each way of sharing that ran (crossover under its policy; concurrent, or
         mps where the concurrent runs had an MPS daemon)."""
-        measured = {self.concurrent_under: self.concurrent_vs_sequential, "crossover": self.crossover_vs_sequential}
-        return {sharing: gain for sharing, gain in measured.items() if gain is not None}
+        return {
+            self.concurrent_under if way == CONCURRENT.name else way: gain
+            for way, gain in self.measured.items()
+            if gain is not None
+        }
 
     @property
     def best_measured(self) -> str | None:
@@ -298,7 +321,7 @@ class GroupReport(GroupComparison):
         if not measured:
             return None
         best = max(measured, key=lambda sharing: measured[sharing])
-        return best if measured[best] > (self.sequential or 1.0) else "sequential"
+        return best if measured[best] > (self.sequential or 1.0) else Mode.SEQUENTIAL.value
 
     @property
     def pick_vs_best(self) -> float | None:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engines import ENGINES, TORCH_FRAMEWORKS, engine_named
+from .engines import ENGINES, TORCH, TORCH_FRAMEWORKS, engine_named
 from .errors import XoverError
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
@@ -329,6 +330,13 @@ def check_ddp_script(script: str | os.PathLike) -> None:
             raise ScriptRefused(f"--script {script}: {problem}")
 
 
+# what can be refused before a script runs, by the worker side its engine runs (the rest is refused when
+# met, in the shims): a DDP script's shim cannot follow everything (check_ddp_script)
+SCRIPT_CHECKS: dict[str, Callable[[str | os.PathLike], None]] = {TORCH: check_ddp_script}
+
+
 def check_script(script: str | os.PathLike, engine: str) -> None:
     """What can be told before the script runs, for its engine (the rest is refused when met, in the shims)."""
-    engine_named(engine).check_script(script)
+    check = SCRIPT_CHECKS.get(engine_named(engine).runtime_name)
+    if check is not None:
+        check(script)

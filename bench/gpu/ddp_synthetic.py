@@ -20,7 +20,9 @@ parser.add_argument("--steps", type=int, default=100)
 parser.add_argument("--batch-size", type=int, default=128)
 parser.add_argument("--hidden", type=int, default=4096)
 parser.add_argument("--backend", default=None, help="default: nccl on GPUs, gloo on CPUs")
-parser.add_argument("--deterministic", action="store_true", help="deterministic kernels (needs CUBLAS_WORKSPACE_CONFIG)")
+parser.add_argument(
+    "--deterministic", action="store_true", help="deterministic kernels (needs CUBLAS_WORKSPACE_CONFIG)"
+)
 args = parser.parse_args()
 
 
@@ -34,8 +36,13 @@ def main() -> None:
     if cuda:
         torch.cuda.set_device(device)
     torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(1024, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden), nn.ReLU(),
-                          nn.Linear(args.hidden, 10)).to(device)
+    model = nn.Sequential(
+        nn.Linear(1024, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, 10),
+    ).to(device)
     model = DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     generator = torch.Generator(device=device).manual_seed(100 + rank)

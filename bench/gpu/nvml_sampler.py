@@ -28,6 +28,10 @@ with open(sys.argv[1], "w") as out:
         except pynvml.NVMLError:
             power = -1
         sm = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
-        print(f"{time.time():.3f},{util.gpu},{util.memory},{memory.used / 2**20:.0f},{len(procs)},{proc_mem:.0f},"
-              f"{sm},{power:.0f}", file=out, flush=True)
+        print(
+            f"{time.time():.3f},{util.gpu},{util.memory},{memory.used / 2**20:.0f},{len(procs)},{proc_mem:.0f},"
+            f"{sm},{power:.0f}",
+            file=out,
+            flush=True,
+        )
         time.sleep(period)

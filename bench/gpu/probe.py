@@ -48,17 +48,43 @@ def _sync() -> None:
 def env_info() -> dict:
     import torch
 
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0],
-            "kernel": os.uname().release, "cores": len(os.sched_getaffinity(0))}
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": sys.version.split()[0],
+        "kernel": os.uname().release,
+        "cores": len(os.sched_getaffinity(0)),
+    }
     if torch.cuda.is_available():
-        info.update(gpus=torch.cuda.device_count(), device=torch.cuda.get_device_name(0),
-                    capability=list(torch.cuda.get_device_capability(0)),
-                    nccl=".".join(map(str, torch.cuda.nccl.version())))
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=compute_mode,mig.mode.current,memory.total,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True)
+        info.update(
+            gpus=torch.cuda.device_count(),
+            device=torch.cuda.get_device_name(0),
+            capability=list(torch.cuda.get_device_capability(0)),
+            nccl=".".join(map(str, torch.cuda.nccl.version())),
+        )
+        smi = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=compute_mode,mig.mode.current,memory.total,driver_version",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+        )
         info["nvidia_smi"] = smi.stdout.strip() or smi.stderr.strip()
-    tools = ("ip", "tc", "unshare", "nsenter", "sysctl", "sshd", "nvcc", "nvidia-smi", "nvidia-cuda-mps-control",
-             "torchrun", "horovodrun")
+    tools = (
+        "ip",
+        "tc",
+        "unshare",
+        "nsenter",
+        "sysctl",
+        "sshd",
+        "nvcc",
+        "nvidia-smi",
+        "nvidia-cuda-mps-control",
+        "torchrun",
+        "horovodrun",
+    )
     info["tools"] = {tool: shutil.which(tool) for tool in tools}
     return info
 
@@ -97,8 +123,12 @@ def handoff(rounds: int = 300) -> dict:
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.sock")
-        server = subprocess.Popen([sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy",
-                                   "round-robin", "--device=0=0,1"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "xover.turns.server", "--socket", path, "--policy", "round-robin", "--device=0=0,1"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
         try:
             if server.stdout.readline().strip() != "ready":
                 raise RuntimeError("the turn server did not start")
@@ -120,11 +150,15 @@ def handoff(rounds: int = 300) -> dict:
     drain = [(r[5] - r[4]) / 1000 for r in records[skip:]]
     check = [(r[4] - r[3]) / 1000 for r in records[skip:]]
     held = [(r[5] - r[2]) / 1000 for r in records[skip:]]
-    return {"handoffs": len(gaps), "release_to_grant_us_p50": statistics.median(gaps),
-            "release_to_grant_us_p90": sorted(gaps)[int(0.9 * (len(gaps) - 1))],
-            "drain_at_release_us_p50": statistics.median(drain), "checkpoint_us_p50": statistics.median(check),
-            "turn_us_p50": statistics.median(held),
-            "device_busy_share": sum(held) / max(1e-9, (records[-1][5] - records[skip][2]) / 1000)}
+    return {
+        "handoffs": len(gaps),
+        "release_to_grant_us_p50": statistics.median(gaps),
+        "release_to_grant_us_p90": sorted(gaps)[int(0.9 * (len(gaps) - 1))],
+        "drain_at_release_us_p50": statistics.median(drain),
+        "checkpoint_us_p50": statistics.median(check),
+        "turn_us_p50": statistics.median(held),
+        "device_busy_share": sum(held) / max(1e-9, (records[-1][5] - records[skip][2]) / 1000),
+    }
 
 
 # ----------------------------------------------------------------------------------- slicing
@@ -190,8 +224,9 @@ def _one_step(model_name: str, dataset_name: str, options: dict, dataset_options
     from xover import workloads
 
     torch.manual_seed(3)
-    dataset = workloads.build_dataset(dataset_name, batch_size=batch, rank=0, world_size=1, seed=3,
-                                      options=dataset_options)
+    dataset = workloads.build_dataset(
+        dataset_name, batch_size=batch, rank=0, world_size=1, seed=3, options=dataset_options
+    )
     model = workloads.build_model(model_name, dataset, options).to(_device())
     inputs, targets = (t.to(_device()) for t in dataset.batch(0))
     outputs = model(inputs)
@@ -237,13 +272,18 @@ def main() -> None:
     if "--rounds" in args:
         index = args.index("--rounds")
         rounds = int(args[index + 1])
-        del args[index:index + 2]
+        del args[index : index + 2]
     if "--json" in args:
         index = args.index("--json")
         out = args[index + 1]
-        del args[index:index + 2]
-    probes = {"env": env_info, "handoff": lambda: handoff(rounds), "slicing": slicing, "slicing_mps": slicing,
-              "determinism": determinism}
+        del args[index : index + 2]
+    probes = {
+        "env": env_info,
+        "handoff": lambda: handoff(rounds),
+        "slicing": slicing,
+        "slicing_mps": slicing,
+        "determinism": determinism,
+    }
     results = {}
     for name in args or ["env", "handoff", "slicing", "determinism"]:
         start = time.perf_counter()

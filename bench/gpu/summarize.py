@@ -66,49 +66,93 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
         parity = [p for p in report.get("parity") or [] if p.get("group") == group.get("group")]
         common = [name, label, _setting(members, "backend"), link, _setting(members, "gpu_sharing")]
 
-        def by(mode, policy=None):
+        def by(mode, policy=None, members=members):
             return [j for j in members if j.get("mode") == mode and (policy is None or j.get("policy") == policy)]
 
-        def parity_of(mode, policy=None):
+        def parity_of(mode, policy=None, parity=parity):
             # only runs with steps to compare: a run cut before its first step proves nothing
             compared = [p for p in parity if p.get("mode") == mode and p.get("policy") == policy and p.get("steps")]
             worst = max((p.get("max_abs_loss_diff") or 0.0 for p in compared), default=None)
             return "exact" if worst == 0 else ("-" if worst is None else f"{worst:.2g}")
 
         if by("sequential"):  # a run in one mode (a plan as planned) has nothing alone to compare with
-            rows.append(common + ["sequential", "1.00", "-", _f(group.get("fluid_bound")), "-", "-",
-                                  _utilisation(samples, by("sequential")), "-"])
+            rows.append(
+                common
+                + [
+                    "sequential",
+                    "1.00",
+                    "-",
+                    _f(group.get("fluid_bound")),
+                    "-",
+                    "-",
+                    _utilisation(samples, by("sequential")),
+                    "-",
+                ]
+            )
         if group.get("concurrent_vs_sequential") is not None:
-            rows.append(common + ["concurrent", _f(group["concurrent_vs_sequential"]), "1.00", "",
-                                  _f(group.get("concurrent_predicted")),
-                                  _share(group.get("concurrent_overlap")), _utilisation(samples, by("concurrent")),
-                                  parity_of("concurrent")])
+            rows.append(
+                common
+                + [
+                    "concurrent",
+                    _f(group["concurrent_vs_sequential"]),
+                    "1.00",
+                    "",
+                    _f(group.get("concurrent_predicted")),
+                    _share(group.get("concurrent_overlap")),
+                    _utilisation(samples, by("concurrent")),
+                    parity_of("concurrent"),
+                ]
+            )
         simulated = group.get("simulated") or {}
         for policy, figures in sorted((group.get("policies") or {}).items()):
             predicted = (simulated.get(policy) or {}).get("gain")
-            rows.append(common + [f"crossover {policy}", _f(figures.get("aggregate")), _f(figures.get("vs_concurrent")),
-                                  "", _f(predicted), _share(figures.get("overlap")),
-                                  _utilisation(samples, by("crossover", policy)),
-                                  parity_of("crossover", policy)])
+            rows.append(
+                common
+                + [
+                    f"crossover {policy}",
+                    _f(figures.get("aggregate")),
+                    _f(figures.get("vs_concurrent")),
+                    "",
+                    _f(predicted),
+                    _share(figures.get("overlap")),
+                    _utilisation(samples, by("crossover", policy)),
+                    parity_of("crossover", policy),
+                ]
+            )
     return rows
 
 
 def job_lines(report: dict) -> list[str]:
     lines = []
     for job in report.get("jobs", []):
-        line = (f"    {job.get('name', '?'):20} {job.get('mode', '?'):10} {job.get('policy') or '-':15} "
-                f"{job.get('status', '?'):8} iter {_f(job.get('iteration_ms'), 1):>7} ms  compute "
-                f"{_f(job.get('compute_ms'), 1):>7}  comm {_f(job.get('communication_ms'), 1):>7}  wait "
-                f"{_f(job.get('wait_ms'), 1):>7}  slowdown {_f(job.get('slowdown')):>5}  loss "
-                f"{_f(job.get('final_loss'), 6):>10}  peak {_f(job.get('peak_memory_gb'))} GiB  {job.get('device') or ''}")
+        line = (
+            f"    {job.get('name', '?'):20} {job.get('mode', '?'):10} {job.get('policy') or '-':15} "
+            f"{job.get('status', '?'):8} iter {_f(job.get('iteration_ms'), 1):>7} ms  compute "
+            f"{_f(job.get('compute_ms'), 1):>7}  comm {_f(job.get('communication_ms'), 1):>7}  wait "
+            f"{_f(job.get('wait_ms'), 1):>7}  slowdown {_f(job.get('slowdown')):>5}  loss "
+            f"{_f(job.get('final_loss'), 6):>10}  peak {_f(job.get('peak_memory_gb'))} GiB  {job.get('device') or ''}"
+        )
         lines.append(line)
         if job.get("error"):
             lines.append(f"      error: {job['error'].strip().splitlines()[-1] if job['error'].strip() else ''}")
     return lines
 
 
-HEADER = ["phase", "group", "backend", "link", "GPU sharing", "mode", "vs sequential", "vs concurrent",
-          "fluid bound", "predicted", "overlap", "GPU util", "loss parity"]
+HEADER = [
+    "phase",
+    "group",
+    "backend",
+    "link",
+    "GPU sharing",
+    "mode",
+    "vs sequential",
+    "vs concurrent",
+    "fluid bound",
+    "predicted",
+    "overlap",
+    "GPU util",
+    "loss parity",
+]
 
 
 def table(rows: list[list[str]]) -> str:
@@ -135,16 +179,22 @@ def main() -> None:
             continue
         rows += group_rows(name, report, samples)
         experiment = report.get("experiment", {})
-        details.append(f"  {name}: experiment {experiment.get('id')} ({experiment.get('status')}), hardware "
-                       f"{experiment.get('hardware')}")
+        details.append(
+            f"  {name}: experiment {experiment.get('id')} ({experiment.get('status')}), hardware "
+            f"{experiment.get('hardware')}"
+        )
         for group in report.get("groups", []):
             if group.get("planned_sharing"):
-                details.append(f"  {name}: group {group.get('group')}: the plan's pick {group['planned_sharing']} "
-                               f"(predicted {json.dumps(group.get('predicted_by_sharing'))}); best measured "
-                               f"{group.get('best_measured')}; pick / best {_f(group.get('pick_vs_best'), 3)}")
+                details.append(
+                    f"  {name}: group {group.get('group')}: the plan's pick {group['planned_sharing']} "
+                    f"(predicted {json.dumps(group.get('predicted_by_sharing'))}); best measured "
+                    f"{group.get('best_measured')}; pick / best {_f(group.get('pick_vs_best'), 3)}"
+                )
         details += job_lines(report)
-    print("\nGPU check summary (aggregate: sum over the jobs of their speed relative to alone, over the window "
-          "they shared the devices)\n")
+    print(
+        "\nGPU check summary (aggregate: sum over the jobs of their speed relative to alone, over the window "
+        "they shared the devices)\n"
+    )
     print(table(rows))
     print("\njobs:")
     print("\n".join(details))
@@ -162,10 +212,12 @@ def profile_lines(workdir: str) -> list[str]:
         except (OSError, ValueError):
             continue
         for p in profiles if isinstance(profiles, list) else []:
-            lines.append(f"  {name[:-len('.profile.json')]}: {p.get('name')} link {p.get('bandwidth')} compute "
-                         f"{_f(p.get('compute_ms'), 1)} ms, comm {_f(p.get('comm_ms'), 1)} ms, gradients "
-                         f"{_f(p.get('gradient_mb'), 1)} MiB, stretch {_f(p.get('corun_stretch'))} (MPS "
-                         f"{_f(p.get('mps_stretch'))}), GPU busy while computing {_f(p.get('gpu_busy'))}")
+            lines.append(
+                f"  {name[: -len('.profile.json')]}: {p.get('name')} link {p.get('bandwidth')} compute "
+                f"{_f(p.get('compute_ms'), 1)} ms, comm {_f(p.get('comm_ms'), 1)} ms, gradients "
+                f"{_f(p.get('gradient_mb'), 1)} MiB, stretch {_f(p.get('corun_stretch'))} (MPS "
+                f"{_f(p.get('mps_stretch'))}), GPU busy while computing {_f(p.get('gpu_busy'))}"
+            )
     return lines
 
 

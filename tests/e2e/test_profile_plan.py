@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from xover.plan.model import MIN_INTERFERENCE
-from xover.run.jobs import traits_of
+from xover.run.traits import traits_of
 from xover.turns.policies import LINK_BAND_PRIORITIES, link_bands
 
 XOVER = [sys.executable, "-m", "xover"]

@@ -15,7 +15,7 @@ import pytest
 from conftest import plain_torchrun
 
 from xover.recipes import load_recipe
-from xover.run.jobs import groups_from_plan
+from xover.run.targets import groups_from_plan
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 BIN = Path(sys.executable).parent

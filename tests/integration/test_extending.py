@@ -11,6 +11,7 @@ import pytest
 from xover import engines
 from xover.recipes import load_recipe
 from xover.run.jobs import job_for
+from xover.run.ranks import ENGINE_RANKS, ranks_of
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
 
@@ -33,9 +34,9 @@ def registries():
     """The registries as they were, after the test (the examples register into them)."""
     from xover.run.launchers import LAUNCHERS
 
-    saved = dict(engines.ENGINES), dict(LAUNCHERS)
+    saved = dict(engines.ENGINES), dict(LAUNCHERS), dict(ENGINE_RANKS)
     yield
-    for registry, before in zip((engines.ENGINES, LAUNCHERS), saved):
+    for registry, before in zip((engines.ENGINES, LAUNCHERS, ENGINE_RANKS), saved):
         registry.clear()
         registry.update(before)
 
@@ -51,9 +52,10 @@ def test_an_engine_added_as_the_page_shows_is_offered_and_launches_its_jobs(regi
                         'engine = "torch-module"\n')
     job = job_for(load_recipe(str(job_file)))
     assert job.engine == "torch-module"
-    [command] = engines.ENGINES[job.engine].launch_commands(job, tmp_path, tmp_path / "spec.json", {}, [])
+    [command] = ranks_of(job.engine).launch_commands(job, tmp_path, tmp_path / "spec.json", {}, [])
+    # the workers run torch's worker side (its shim), which the engine names as its runtime
     assert command == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                       "-m", "xover.runtime.script_shim", "torch-module", str(script), "--steps", "3"]
+                       "-m", "xover.runtime.script_shim", "torch", str(script), "--steps", "3"]
 
 
 def test_a_launcher_added_as_the_page_shows_is_offered_and_used(tmp_path):

@@ -13,7 +13,7 @@ import torch
 from conftest import recorded_runs
 
 from xover.runtime import worker
-from xover.runtime.metrics import StartRecord
+from xover.records import StartRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -125,7 +125,7 @@ def test_the_documented_set_up_scrapes_xover_and_not_a_squatter_on_its_port(prom
     from scraped import free_port
 
     from xover.run.exporter import TARGETS_PATH, PrometheusSink
-    from xover.runtime.metrics import StartRecord
+    from xover.records import StartRecord
     from xover.run.sinks import JobLabels
     from xover.turns.credentials import credentials_folder
 

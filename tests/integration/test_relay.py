@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from xover.runtime.metrics import MARKER
+from xover.records import MARKER
 
 XOVER = [sys.executable, "-m", "xover"]
 TOKEN = "5f" * 16
@@ -35,7 +35,7 @@ def test_the_relay_passes_on_only_the_runs_own_records(tmp_path):
     events: queue.Queue = queue.Queue()
     CheckedJob(7, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events, TOKEN)
     from xover.run.supervise import IgnoredLine, JobExit
-    from xover.runtime.metrics import EndRecord
+    from xover.records import EndRecord
 
     records = [events.get(timeout=30)[1] for _ in range(5)]
     assert [type(r) for r in records] == [IgnoredLine, IgnoredLine, IgnoredLine, EndRecord, JobExit], records

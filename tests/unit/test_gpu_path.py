@@ -12,7 +12,8 @@ import torch
 from xover.devices import devices_per_gpu, gpu_of_device, hardware_fingerprint, local_device_count, visible_gpus
 from xover.errors import XoverError
 from xover.recipes import load_recipe
-from xover.run.jobs import check_devices, crossover_warning, job_for
+from xover.run.jobs import job_for
+from xover.run.ranks import check_devices, crossover_warning
 from xover.runtime import engines, worker
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,11 @@
-"""xover's own modules import one way: no circle among the imports made when a module loads.
+"""xover's own modules import one way: every import counted - at a module's top, inside a function and under
+`if TYPE_CHECKING:` alike - no circle, and no import from a lower layer of the house to a higher one.
 
-The graph is read with `ast` (nothing is imported): an edge for every `import` / `from ... import` of
-an xover module at module level (a function's own imports and `if TYPE_CHECKING:` blocks left out),
-and for the packages above it that loading it runs (``xover.run.supervise`` runs ``xover/run/__init__.py``).
+The graph is read with `ast` (nothing is imported): an edge for every `import` / `from ... import` of an
+xover module, and for the packages above it that loading it runs (``xover.run.supervise`` runs
+``xover/run/__init__.py``). A module's layer is that of the longest prefix in LAYERS naming it. An import
+inside a function is a lazy import: only those in LAZY_IMPORTS may be (each says why); any other is one
+that could hide a circle, and is refused.
 """
 
 from __future__ import annotations
@@ -50,9 +53,16 @@ def _load_time_imports(tree: ast.Module):
         pending.extend(ast.iter_child_nodes(node))
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Each xover module -> the xover modules (and their packages) that loading it loads first."""
+def _every_import(tree: ast.Module):
+    """Every import statement of a module: at its top, in a class, in a function, under TYPE_CHECKING."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def import_graph(every: bool = False) -> dict[str, set[str]]:
+    """Each xover module -> the xover modules (and their packages) that loading it loads first; with
+    `every`, that any of its imports loads, wherever the import stands."""
     modules = _modules()
+    read_imports = _every_import if every else _load_time_imports
 
     def known(name: str) -> str | None:
         while name and name not in modules:
@@ -61,7 +71,7 @@ def import_graph() -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
-        for node in _load_time_imports(ast.parse(path.read_text(), str(path))):
+        for node in read_imports(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -124,7 +134,7 @@ def test_the_graph_is_read():
     graph = import_graph()
     assert "xover.store.profiles" in graph["xover.plan.step"]
     assert "xover.processes" in graph["xover.turns.service"]
-    assert {"xover.emulation", "xover.emulation.cluster"} <= graph["xover.run.schedule"]
+    assert {"xover.emulation", "xover.emulation.cluster"} <= graph["xover.run.reach"]  # the seam; was schedule
     assert not [name for name in graph["xover.run.external.horovodrun"] if name.startswith("xover.emulation")]
     assert {"xover.run", "xover.run.experiment"} <= graph["xover.profile.step"]
 
@@ -139,14 +149,19 @@ def test_a_circle_is_found():
 
 def test_one_list_of_engines():
     """The engines a job file, a plan file, script detection and the workers know are the one registry
-    in xover.engines; each names its runtime adapter, which the workers look up by the engine's name."""
+    in xover.engines; each engine's halves are found by its name: how its ranks start (run/ranks.py), and
+    its worker side's adapter and shim (by its runtime name)."""
     from xover import engines, recipes, scripts
     from xover.plan import planfile
+    from xover.run.ranks import ENGINE_RANKS
     from xover.runtime import engines as adapters
+    from xover.runtime.script_shim import SHIMS
 
     assert planfile.ENGINES is scripts.ENGINES is recipes.ENGINES is engines.ENGINES
     assert list(engines.ENGINES) == ["horovod", "torch"]
-    assert [engine.adapter() for engine in engines.ENGINES.values()] == [adapters.HorovodEngine, adapters.TorchEngine]
+    assert [adapters.adapter_for(engine.runtime_name) for engine in engines.ENGINES.values()] == [
+        adapters.HorovodEngine, adapters.TorchEngine]
+    assert list(ENGINE_RANKS) == list(SHIMS) == list(engines.ENGINES)
 
 
 def test_xovers_rooms_import_one_another_without_a_circle():
@@ -201,3 +216,4 @@ def test_xover_never_imports_the_frameworks_users_scripts_train_with():
                      else [])
             found += [f"{path.name}: {name}" for name in names if name.split(".")[0] in frameworks]
     assert not found
+

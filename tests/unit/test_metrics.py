@@ -1,11 +1,11 @@
-"""The metrics protocol (runtime/metrics.py): records found in a launcher's relayed output."""
+"""The metrics protocol (xover/records.py): records found in a launcher's relayed output."""
 
 import json
 import os
 
 import pytest
 
-from xover.runtime.metrics import MARKER, parse_metric_line
+from xover.records import MARKER, parse_metric_line
 
 RECORD = {"kind": "iter", "step": 56, "wait_s": 0.0002517530001568957, "loss": None,
           "held": [[1795404409.75755, 1795404409.757988]]}
@@ -50,7 +50,8 @@ ITER = {"kind": "iter", "step": 3, "time_s": 1.5, "wall_time": 1795404409.7, "it
 def _emitted(capsys, monkeypatch, token, kind, **fields):
     """What `emit` writes on the standard output it took at its start (here a pipe), parsed."""
     from xover.runtime import metrics
-    from xover.runtime.metrics import RECORD_TYPES, emit
+    from xover.records import RECORD_TYPES
+    from xover.runtime.metrics import emit
 
     if token is None:
         monkeypatch.delenv("XOVER_METRIC_TOKEN", raising=False)
@@ -69,7 +70,7 @@ def _emitted(capsys, monkeypatch, token, kind, **fields):
 
 
 def test_the_runtime_signs_its_records_with_the_runs_token(capsys, monkeypatch):
-    from xover.runtime.metrics import record_problem
+    from xover.records import record_problem
 
     fields = {k: v for k, v in ITER.items() if k != "kind"}
     record = _emitted(capsys, monkeypatch, TOKEN, "iter", **fields)
@@ -118,7 +119,7 @@ def _without(name):
     ({"kind": "end", "iterations": "all", "token": TOKEN}, "iterations"),
 ])
 def test_a_record_not_of_the_run_or_not_of_the_runtimes_shape_is_refused(record, problem):
-    from xover.runtime.metrics import record_problem
+    from xover.records import record_problem
 
     found = record_problem(record, TOKEN)
     assert found is not None and problem in found, found
@@ -129,7 +130,7 @@ def test_a_record_not_of_the_run_or_not_of_the_runtimes_shape_is_refused(record,
 def test_a_line_made_of_markers_costs_a_bounded_number_of_parses(monkeypatch):
     """Issue 52, finding 13. Before: every marker of a line was tried, each try parsing the rest of the
     line: a 64 KiB line of markers (about 5000) took time quadratic in its length in the relay thread."""
-    from xover.runtime import metrics
+    from xover import records as metrics
 
     tries = []
     real = metrics._record_at

@@ -218,7 +218,7 @@ def test_the_link_stays_shared_when_an_order_could_starve_or_is_not_clear():
 
 
 def test_a_job_without_a_profile_gets_its_link_fraction_from_its_run_alone():
-    from xover.run.jobs import traits_from_summary
+    from xover.run.traits import traits_from_summary
 
     # the DDP script of bench/ddp_pair.py alone at 1 Gbit/s: 19 ms compute, 70 ms exposed all-reduce of 3.2 MB
     script = {"name": "ddp_digits", "status": "finished", "np": 2, "hosts": "localhost:2", "data_ms": 0.0,

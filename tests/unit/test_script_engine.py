@@ -7,7 +7,7 @@ import pytest
 
 from xover.errors import XoverError
 from xover.report.tables import failed_jobs, failure_line, failure_reason
-from xover.run.jobs import groups_from_scripts
+from xover.run.targets import groups_from_scripts
 from xover.scripts import detect_engine, detect_scripts_engine, detection_note, engine_from_source
 
 

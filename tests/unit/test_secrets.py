@@ -173,7 +173,7 @@ def test_pass_env_names_variables_of_xovers_environment_whose_values_are_recorde
 def test_a_plans_job_whose_passed_variable_is_unset_is_refused_before_it_runs(tmp_path, monkeypatch):
     from xover.errors import XoverError
     from xover.plan.make import JobProfile, PlannedScript
-    from xover.run.jobs import _planned_script
+    from xover.run.targets import _planned_script
 
     script = tmp_path / "train.py"
     script.write_bytes(HOROVOD_EXAMPLE.read_bytes())

@@ -148,9 +148,9 @@ def test_a_trace_gives_gpu_stretches_and_the_plan_considers_mps(tmp_path):
 def test_the_report_sets_the_pick_beside_the_best_measured_mode():
     from xover.results import GroupComparison, GroupModel, GroupReport
 
-    comparison = GroupComparison(group=0, jobs=["a", "b"], policies={}, sequential=1.0, concurrent_vs_sequential=1.35,
-                                 crossover_vs_sequential=1.20, crossover_policy="work-conserving",
-                                 crossover_vs_concurrent=1.20 / 1.35, concurrent_overlap=1.0, crossover_overlap=1.0)
+    comparison = GroupComparison(group=0, jobs=["a", "b"], policies={}, sequential=1.0,
+                                 measured={"concurrent": 1.35, "crossover": 1.20},
+                                 overlaps={"concurrent": 1.0, "crossover": 1.0}, crossover_policy="work-conserving")
     picked_turns = GroupReport.of(comparison, {}, 1.3, GroupModel(), "crossover", {"crossover": 1.3, "concurrent": 1.25})
     assert picked_turns.best_measured == "concurrent"
     assert picked_turns.pick_vs_best == pytest.approx(1.20 / 1.35)

@@ -165,11 +165,11 @@ def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_comman
 
 def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch):
     from xover.errors import XoverError
-    from xover.run import jobs, on_slurm as run_slurm
+    from xover.run import jobs, on_slurm as run_slurm, targets
     from xover.store import session
 
     opened = []
-    monkeypatch.setattr(jobs, "groups_from_plan", lambda *a: ([jobs.GroupToRun(index=0, jobs=[])], None))
+    monkeypatch.setattr(targets, "groups_from_plan", lambda *a: ([jobs.GroupToRun(index=0, jobs=[])], None))
     monkeypatch.setattr(run_slurm.slurm, "allocation", lambda: type("A", (), {"describe": lambda self: "job"})())
     monkeypatch.setattr(run_slurm, "remap_to_allocation", lambda group, allocation: None)
 

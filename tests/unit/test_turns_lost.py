@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import recorded_runs
 
-from xover.runtime.metrics import TurnsLostRecord, record_problem
+from xover.records import TurnsLostRecord, record_problem
 
 
 def test_a_turns_lost_record_is_accepted_with_the_runs_token_only():

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..sharing import CROSSOVER, DEFAULT_WAY, WAYS
 from ..turns.policies import DEFAULT_POLICY
 from .calibration import SHIPPED, Calibration
 from .model import JobProfile, fluid_gain, interference_next_to
@@ -40,7 +41,7 @@ class GroupPrediction:
     gain: float  # sum of speeds
     fluid_bound: float  # the best any schedule could do
     duration_ms: float  # until the last job has done its iterations
-    sharing: str = "crossover"  # the way of sharing predicted (crossover under `policy`, concurrent, mps)
+    sharing: str = DEFAULT_WAY.name  # the way of sharing predicted (crossover under `policy`, concurrent, mps)
 
     @property
     def slowdowns(self) -> dict[str, float]:
@@ -69,18 +70,21 @@ def _at_least_one(stretch: float | None) -> float | None:
 
 
 def sharings_for(jobs: Sequence[JobProfile]) -> tuple[str, ...]:
-    """The ways of sharing a group's devices worth predicting: crossover and concurrent always, MPS
-    where every job measured its stretch under it (a GPU profile)."""
-    if len(jobs) > 1 and all(job.mps_stretch is not None for job in jobs):
-        return SHARINGS
-    return ("crossover", "concurrent")
+    """The ways of sharing a group's devices worth predicting: crossover and concurrent always, one that
+    needs a measured stretch (MPS) where every job measured it (a GPU profile)."""
+    return tuple(
+        name
+        for name in SHARINGS
+        if not WAYS[name].needs_measured_stretch
+        or (len(jobs) > 1 and all(getattr(job, WAYS[name].stretch or "") is not None for job in jobs))
+    )
 
 
 def group_speeds(
     jobs: Sequence[JobProfile],
     policy: str = DEFAULT_POLICY,
     calibration: Calibration = SHIPPED,
-    sharing: str = "crossover",
+    sharing: str = DEFAULT_WAY.name,
 ) -> list[float]:
     """Each job's simulated speed in the group, in the order given, under `sharing` (crossover under
     `policy`, concurrent, mps)."""
@@ -92,7 +96,7 @@ def group_speeds(
         _key(job, interference_next_to(job, [*jobs[:i], *jobs[i + 1 :]], calibration)) for i, job in enumerate(jobs)
     )
     # without turns the policy does not matter: one cache entry per way of sharing, whatever the policy
-    return list(_simulated_speeds(key, policy if sharing == "crossover" else None, calibration, sharing))
+    return list(_simulated_speeds(key, policy if WAYS[sharing].takes_turns else None, calibration, sharing))
 
 
 def _key(job: JobProfile, interference: float) -> tuple[Any, ...]:
@@ -116,7 +120,7 @@ def _rounded(ms: float) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def _simulated_speeds(
-    key: tuple[Any, ...], policy: str | None, calibration: Calibration, sharing: str = "crossover"
+    key: tuple[Any, ...], policy: str | None, calibration: Calibration, sharing: str = DEFAULT_WAY.name
 ) -> tuple[float, ...]:
     jobs = [SimJob(f"j{i}", *values) for i, values in enumerate(key)]
     result = simulate(jobs, sharing, policy, calibration=calibration)
@@ -127,7 +131,7 @@ def predict_group(
     jobs: Sequence[JobProfile],
     policy: str = DEFAULT_POLICY,
     calibration: Calibration = SHIPPED,
-    sharing: str = "crossover",
+    sharing: str = DEFAULT_WAY.name,
 ) -> GroupPrediction:
     """The group under `sharing` (crossover under `policy` by default)."""
     speeds = group_speeds(jobs, policy, calibration, sharing)
@@ -162,9 +166,9 @@ def best_sharing(predictions: dict[str, GroupPrediction], jobs: Sequence[JobProf
     every job's protection, where crossover must beat the best way without turns by CROSSOVER_EDGE
     (a user is never worse off with xover than without it). With none acceptable, the best gain."""
     fine = {sharing: p for sharing, p in predictions.items() if acceptable(p, jobs)} or predictions
-    without_turns = [p for sharing, p in fine.items() if sharing != "crossover"]
+    without_turns = [p for sharing, p in fine.items() if not WAYS[sharing].takes_turns]
     best_without = max(without_turns, key=lambda p: p.gain, default=None)
-    crossover = fine.get("crossover")
+    crossover = fine.get(CROSSOVER.name)
     if crossover is not None and (best_without is None or crossover.gain > best_without.gain * (1 + CROSSOVER_EDGE)):
         return crossover
     assert best_without is not None
@@ -175,7 +179,7 @@ def group_duration_ms(
     jobs: Sequence[JobProfile],
     policy: str = DEFAULT_POLICY,
     calibration: Calibration = SHIPPED,
-    sharing: str = "crossover",
+    sharing: str = DEFAULT_WAY.name,
 ) -> float:
     """Time until the last job has done its iterations: the group runs at its simulated speeds
     until a job finishes, then the others go on as a smaller group, and so on."""

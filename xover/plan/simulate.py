@@ -41,6 +41,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..sharing import DEFAULT_WAY, sharing_ways, way_named
 from ..turns.policies import (
     DEFAULT_POLICY,
     DeviceTurns,
@@ -160,12 +161,13 @@ class _Simulation:
         self, jobs: Sequence[SimJob], mode: str, policy: str | None, calibration: Calibration = SHIPPED
     ) -> None:
         self.mode = mode
+        self.takes_turns = way_named(mode).takes_turns
         self.calibration = calibration
         self.states = [_State(job) for job in jobs]
         self.now = 0.0
         self.policy = (
             make_policy(policy or DEFAULT_POLICY, {i: job.traits() for i, job in enumerate(jobs)})
-            if mode == "crossover"
+            if self.takes_turns
             else None
         )
         self.stretch = [_stretch(job, mode) for job in jobs]
@@ -178,7 +180,7 @@ class _Simulation:
     def _compute_rate(self, index: int) -> float:
         """Of the device: all of it for the turn's holder; without turns, 1 / the job's stretch while
         any partner computes (an equal share where no stretch was measured)."""
-        if self.mode == "crossover":
+        if self.takes_turns:
             return 1.0
         computing = sum(1 for s in self.states if s.computing)
         if computing <= 1:
@@ -209,7 +211,7 @@ class _Simulation:
         state.compute_left = state.job.shared_compute_ms
         state.in_compute_phase = True
         state.transfer_started = False
-        if self.mode != "crossover":
+        if not self.takes_turns:
             state.computing = True
             return
         state.waiting_since = self.now
@@ -226,7 +228,7 @@ class _Simulation:
         state.computing = state.in_compute_phase = False
         if not state.transfer_started:
             self._start_transfer(index)
-        if self.mode == "crossover":
+        if self.takes_turns:
             self.turns.release(index, self.now / 1000, end_of_phase=True)
             self.turn_policy.on_pass(self.turns)
             if self.pending_yield and self.pending_yield[1] == index:
@@ -252,8 +254,8 @@ class _Simulation:
     # -- the turn -----------------------------------------------------------------------------
     @property
     def turn_policy(self) -> TurnPolicy:
-        """Crossover's turn policy (only crossover takes turns)."""
-        assert self.policy is not None, "turns are taken only under crossover"
+        """The turn policy (of a way of sharing that takes turns)."""
+        assert self.policy is not None, "turns are taken only by a way of sharing that takes them"
         return self.policy
 
     def _decide(self) -> None:
@@ -385,17 +387,18 @@ class _Simulation:
         return results
 
 
-SHARING_MODES = ("crossover", "concurrent", "mps")
+SHARING_MODES = tuple(way.name for way in sharing_ways())  # crossover, concurrent, mps
 
 
 def _stretch(job: SimJob, mode: str) -> float | None:
-    """The job's measured co-run stretch in `mode` (None: processor sharing)."""
-    return {"concurrent": job.corun_stretch, "mps": job.mps_stretch}.get(mode)
+    """The job's measured co-run stretch in `mode` (None: processor sharing, or turns)."""
+    field = way_named(mode).stretch
+    return getattr(job, field) if field else None
 
 
 def simulate(
     jobs: Sequence[SimJob],
-    mode: str = "crossover",
+    mode: str = DEFAULT_WAY.name,
     policy: str | None = "work-conserving",
     iterations: int = 60,
     max_events: int = MAX_EVENTS,
@@ -408,7 +411,8 @@ def simulate(
     if len(jobs) == 1:
         job = jobs[0]
         return SimResult(mode, policy, [JobOutcome(job.name, iterations, job.solo_ms, 1.0, 0.0)])
-    simulation = _Simulation(jobs, mode, policy if mode == "crossover" else None, calibration)
+    policy = policy if way_named(mode).takes_turns else None
+    simulation = _Simulation(jobs, mode, policy, calibration)
     horizon = iterations * max(job.solo_ms for job in jobs) * 2.5
     simulation.run(horizon, max_events)
-    return SimResult(mode, policy if mode == "crossover" else None, simulation.outcomes())
+    return SimResult(mode, policy, simulation.outcomes())

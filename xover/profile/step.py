@@ -42,10 +42,13 @@ from ..plan.model import link_busy_ms, measured_interference
 from ..rates import parse_rate
 from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
 from ..run.experiment import Experiment, experiment, lease_devices, link_of
-from ..run.jobs import check_devices, job_for, traits_of
-from ..run.mps import control_program
+from ..run.jobs import job_for
+from ..run.mps import MpsDaemon, control_program
+from ..run.ranks import check_devices
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
+from ..run.traits import traits_of
+from ..sharing import Mode
 from ..store.models import IterationMetric, Profile, Run
 from ..store.profiles import find_profile
 from ..store.queries import snapshot_recipe
@@ -313,9 +316,8 @@ def profile_recipes(
     `corun_with` is None, measure its interference next to that partner (once per profile).
     `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
     its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
-    iterations, warmup, engine, force = options.iterations, options.warmup, options.engine, options.force
-    if warmup < 0 or iterations <= warmup + 2:
-        raise XoverError(f"--iterations ({iterations}) must exceed --warmup ({warmup}) by at least 3")
+    if options.warmup < 0 or options.iterations <= options.warmup + 2:
+        raise XoverError(f"--iterations ({options.iterations}) must exceed --warmup ({options.warmup}) by at least 3")
     bandwidth = requested_rate(options.bandwidth)
     recipes = [with_overrides(load_recipe(path), np=options.np) for path in recipe_paths] + list(scripts or [])
     if not recipes:
@@ -324,72 +326,120 @@ def profile_recipes(
         partner_recipe = load_recipe(options.corun_with) if options.corun_with else None
     except RecipeError as error:
         raise XoverError(f"--corun-with: {error}") from None
-    jobs = [job_for(recipe, options.hosts, engine=engine) for recipe in recipes]
+    jobs = [job_for(recipe, options.hosts, engine=options.engine) for recipe in recipes]
     check_devices(jobs)
-    link = link_of(jobs, bandwidth)
-    store = open_store(db)
-    hardware = hardware_fingerprint()
+    profiling = _Profiling(open_store(db), options, recipes, jobs, link_of(jobs, bandwidth), partner_recipe)
+    return profiling.run(bandwidth)
 
-    def stored(recipe, job) -> Profile | None:
-        return find_profile(store, recipe.hash, recipe.np, link, hardware, job.engine, len(job.devices))
 
-    reusable: dict[int, Profile | None] = {
-        i: None if force else stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))
-    }
-    alone = [i for i, found in reusable.items() if found is None]
-    corun = [i for i, found in reusable.items() if partner_recipe and (found is None or found.interference is None)]
-    on_gpu = local_device_count()[0] == "gpu"
-    with_mps = on_gpu and control_program() is not None
-    stretch = [
-        i
-        for i, found in reusable.items()
-        if (on_gpu if options.stretch is None else options.stretch)
-        and (found is None or found.corun_stretch is None or (with_mps and found.mps_stretch is None))
-    ]
-    profiles = {i: found for i, found in reusable.items() if found is not None}  # `alone` fills in the rest
-    measured: set[int] = set()
-    if alone or corun or stretch:
-        with experiment(
-            store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=link
-        ) as current:
-            lease_devices(current, jobs, options.wait)
+class _Profiling:
+    """One `xover profile`: what is stored already, what is measured, and the measuring."""
 
-            def measure_alone(recipe, job) -> Profile:
-                unit = Unit(
-                    [job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine)], "profile"
-                )
-                with MachineLoad() as load:
-                    Scheduler(current.context).run([unit], exclusive=True)
-                return _store_profile(store, recipe, unit.run_ids[0], link, hardware, warmup, job.engine, load)
+    def __init__(
+        self,
+        store: Any,
+        options: ProfileOptions,
+        recipes: list[Recipe],
+        jobs: list[Any],
+        link: str,
+        partner_recipe: Recipe | None,
+    ) -> None:
+        self.store, self.options, self.recipes, self.jobs, self.link = store, options, recipes, jobs, link
+        self.partner_recipe = partner_recipe
+        self.hardware = hardware_fingerprint()
+        found = {i: None if options.force else self.stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
+        self.profiles: dict[int, Profile] = {i: profile for i, profile in found.items() if profile is not None}
+        self.alone = [i for i, profile in found.items() if profile is None]
+        self.corun = [
+            i for i, profile in found.items() if partner_recipe and (profile is None or profile.interference is None)
+        ]
+        on_gpu = local_device_count()[0] == "gpu"
+        self.with_mps = on_gpu and control_program() is not None
+        self.stretch = [
+            i
+            for i, profile in found.items()
+            if (on_gpu if options.stretch is None else options.stretch)
+            and (profile is None or profile.corun_stretch is None or (self.with_mps and profile.mps_stretch is None))
+        ]
+        self.measured: set[int] = set()
+        self.partners: dict[int, tuple[Recipe, Profile]] = {}  # np -> the partner recipe at that np, its profile
 
-            for i in alone:
-                profiles[i] = measure_alone(recipes[i], jobs[i])
-                measured.add(i)
-            partners: dict[int, tuple[Any, Profile]] = {}  # np -> the partner recipe at that np, its profile
-            for i in corun:
-                recipe, job = recipes[i], jobs[i]
-                if recipe.np not in partners:
-                    assert partner_recipe is not None  # `corun` is empty without one
-                    partner = with_overrides(partner_recipe, np=recipe.np)
-                    partner_job = job_for(partner, job.hosts, engine=engine)
-                    just_measured = [profiles[k] for k in measured if recipes[k].hash == partner.hash]
-                    partners[recipe.np] = (
-                        partner,
-                        just_measured[0]
-                        if just_measured
-                        else (None if force else stored(partner, partner_job)) or measure_alone(partner, partner_job),
-                    )
-                partner, partner_profile = partners[recipe.np]
-                profiles[i] = _measure_corun(
-                    current, store, recipe, job, profiles[i], partner, partner_profile, iterations, warmup, engine
-                )
-                measured.add(i)
-            for i in stretch:
-                profiles[i] = _measure_stretch(
-                    current, store, recipes[i], jobs[i], profiles[i], iterations, warmup, engine, with_mps
-                )
-                measured.add(i)
-    return [{**profile_dict(profiles[i]), "reused": i not in measured} for i in range(len(recipes))]
+    def stored(self, recipe: Recipe, job: Any) -> Profile | None:
+        """The profile stored for this recipe and placement on this link and hardware, if any."""
+        return find_profile(self.store, recipe.hash, recipe.np, self.link, self.hardware, job.engine, len(job.devices))
+
+    def run(self, bandwidth: str | None) -> list[dict[str, Any]]:
+        """Measure what is missing, in one experiment; every profile, each marked reused or not."""
+        options = self.options
+        if self.alone or self.corun or self.stretch:
+            with experiment(
+                self.store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=self.link
+            ) as current:
+                lease_devices(current, self.jobs, options.wait)
+                self._measure(current)
+        return [{**profile_dict(self.profiles[i]), "reused": i not in self.measured} for i in range(len(self.recipes))]
+
+    def _measure(self, current: Any) -> None:
+        options, recipes, jobs = self.options, self.recipes, self.jobs
+        for i in self.alone:
+            self.profiles[i] = self._measure_alone(current, recipes[i], jobs[i])
+            self.measured.add(i)
+        for i in self.corun:
+            partner, partner_profile = self._partner(current, recipes[i], jobs[i])
+            self.profiles[i] = _measure_corun(
+                current,
+                self.store,
+                recipes[i],
+                jobs[i],
+                self.profiles[i],
+                partner,
+                partner_profile,
+                options.iterations,
+                options.warmup,
+                options.engine,
+            )
+            self.measured.add(i)
+        for i in self.stretch:
+            self.profiles[i] = _measure_stretch(
+                current,
+                self.store,
+                recipes[i],
+                jobs[i],
+                self.profiles[i],
+                options.iterations,
+                options.warmup,
+                options.engine,
+                self.with_mps,
+            )
+            self.measured.add(i)
+
+    def _measure_alone(self, current: Any, recipe: Recipe, job: Any) -> Profile:
+        options = self.options
+        unit = Unit(
+            [job_for(with_overrides(recipe, iterations=options.iterations), job.hosts, engine=options.engine)],
+            Mode.PROFILE.value,
+        )
+        with MachineLoad() as load:
+            Scheduler(current.context).run([unit], exclusive=True)
+        return _store_profile(
+            self.store, recipe, unit.run_ids[0], self.link, self.hardware, options.warmup, job.engine, load
+        )
+
+    def _partner(self, current: Any, recipe: Recipe, job: Any) -> tuple[Recipe, Profile]:
+        """The reference partner at the recipe's np, and its profile: one just measured, stored, or measured now."""
+        if recipe.np not in self.partners:
+            assert self.partner_recipe is not None  # `corun` is empty without one
+            partner = with_overrides(self.partner_recipe, np=recipe.np)
+            partner_job = job_for(partner, job.hosts, engine=self.options.engine)
+            just_measured = [self.profiles[k] for k in self.measured if self.recipes[k].hash == partner.hash]
+            profile = (
+                just_measured[0]
+                if just_measured
+                else (None if self.options.force else self.stored(partner, partner_job))
+                or self._measure_alone(current, partner, partner_job)
+            )
+            self.partners[recipe.np] = (partner, profile)
+        return self.partners[recipe.np]
 
 
 def _measure_corun(
@@ -423,7 +473,7 @@ def _measure_corun(
     for spec, measured in zip(pair, (profile, partner_profile)):  # ranked as `xover run` ranks them
         spec.traits = traits_of(measured.data_ms + measured.compute_ms, measured.comm_ms, spec.recipe.max_slowdown)
     # the partner is stopped when the job ends: its iterations after that would count for nothing
-    unit = Unit(pair, "crossover", policy=DEFAULT_POLICY, ends_with=0)
+    unit = Unit(pair, Mode.CROSSOVER.value, policy=DEFAULT_POLICY, ends_with=0)
     Scheduler(current.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
@@ -472,8 +522,6 @@ def _measure_stretch(
     with no all-reduce, so it computes the whole time. The job's device time there over alone is its
     co-run stretch (time-sliced; then again under a CUDA MPS daemon of the run's own where MPS exists).
     The reporting rank computes on that first device, and the job's ranks run in step."""
-    from ..run.mps import MpsDaemon
-
     found: dict[str, float | None] = {}
     for way in ("corun_stretch", "mps_stretch") if with_mps else ("corun_stretch",):
         partner_iterations = max(
@@ -489,7 +537,7 @@ def _measure_stretch(
                 engine=engine,
             ),
         ]
-        unit = Unit(pair, "concurrent", ends_with=0)  # the partner is stopped when the job ends
+        unit = Unit(pair, Mode.CONCURRENT.value, ends_with=0)  # the partner is stopped when the job ends
         with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
             Scheduler(current.context).run([unit], exclusive=True)
         with store.session() as session:

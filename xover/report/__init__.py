@@ -16,7 +16,7 @@ from pathlib import Path
 from ..config import results_root
 from ..console import console, errors, print_json
 from ..store.session import shown_url
-from . import tables
+from . import mlflow, tables
 from .data import (
     ExperimentBrief,
     ExperimentReport,
@@ -28,6 +28,7 @@ from .data import (
     open_existing_store,
 )
 from .html import report_html, summary_html
+from .plots import make_pictures, predicted_vs_measured_picture
 from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
 
 FORMATS = ("table", "json", "csv", "html", "mlflow")
@@ -84,7 +85,6 @@ def _where(url: str) -> str:
 
 def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> None:
     """Each experiment of `target` ('all': every one) into the MLflow store, with its HTML report and pictures."""
-    from . import mlflow
 
     uri = mlflow.tracking_uri_of(tracking_uri)
     store = open_existing_store(db)
@@ -104,7 +104,6 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
             briefs = all_experiments(session) if any(report.is_comparison for report in reports) else []
     finally:
         store.close()
-    from .plots import make_pictures
 
     for report in reports:
         folder = run_folder(report.id)
@@ -131,7 +130,6 @@ def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], 
     if fmt == "csv":
         _write_experiment_csv(report, folder, out)
         return
-    from .plots import make_pictures
 
     pictures = make_pictures(report, gain_points(briefs), folder)
     if fmt == "table":
@@ -174,7 +172,6 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
     if fmt == "json":
         _emit_json(tables.summary_dict(briefs), out)
         return
-    from .plots import predicted_vs_measured_picture
 
     picture = results_root() / "predicted_vs_measured.png"
     try:

@@ -36,6 +36,7 @@ from ..results import (
     mode_rank,
 )
 from ..run.record import reconcile_lost
+from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode
 from ..store.models import Experiment, PlanGroup
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
@@ -188,7 +189,7 @@ def jobs_and_groups(
     for comparison in comparisons:
         alone = []  # the group's jobs alone, with their profiles' interference
         for position, job in enumerate(jobs):
-            if job.group == comparison.group and job.mode == "sequential" and job.name in comparison.jobs:
+            if job.group == comparison.group and job.mode == Mode.SEQUENTIAL and job.name in comparison.jobs:
                 interference, link_share = stored_interference(session, _profile_key(job), experiment.bandwidth)
                 jobs[position] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
                 alone.append(jobs[position])
@@ -212,18 +213,18 @@ def jobs_and_groups(
                 comparison,
                 {name: ratio for name, ratio in drift.items() if name is not None and ratio is not None},
                 # the plan's crossover prediction (its pick's may be another way's)
-                in_plan.get("predicted_by_sharing", {}).get("crossover", planned.get(comparison.group)),
+                in_plan.get("predicted_by_sharing", {}).get(CROSSOVER.name, planned.get(comparison.group)),
                 model,
                 # plans from before the pick ran every group in crossover
-                in_plan.get("sharing", "crossover") if in_plan else None,
+                in_plan.get("sharing", CROSSOVER.name) if in_plan else None,
                 in_plan.get("predicted_by_sharing", {}),
-                "mps"
+                MPS.name
                 if any(
-                    job.gpu_sharing == "mps"
+                    job.gpu_sharing == MPS.name
                     for job in jobs
-                    if job.mode == "concurrent" and job.group == comparison.group
+                    if job.mode == Mode.CONCURRENT and job.group == comparison.group
                 )
-                else "concurrent",
+                else CONCURRENT.name,
             )
         )
     return jobs, groups

@@ -38,6 +38,7 @@ from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
+from .tables import report_dict
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -394,8 +395,6 @@ def _end(client: MlflowClient, run_id: str, status: str | None, ended_at: str | 
 def _log_artifacts(
     client: MlflowClient, parent: str, report: ExperimentReport, pictures: dict[str, str], html: Path | None
 ) -> int:
-    from .tables import report_dict
-
     paths = [Path(path) for path in pictures.values()] + ([html] if html is not None else [])
     written = 0
     for path in paths:
@@ -442,8 +441,6 @@ def _flat_params(params: dict[str, Any]) -> dict[str, str]:
 
 def _signature(report: ExperimentReport, params: dict[int, dict[str, str]]) -> str:
     """A hash of everything written: the same experiment, unchanged, hashes alike."""
-    from .tables import report_dict
-
     body = {
         "report": report_dict(report, {}),
         "params": {str(k): v for k, v in sorted(params.items())},

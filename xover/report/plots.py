@@ -7,16 +7,24 @@ global state leaks between reports; saving a Figure to PNG uses the Agg renderer
 from __future__ import annotations
 
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from ..analysis import rows_of
 from ..results import GainPoint, GroupReport, RunResult
+from ..sharing import CONCURRENT, CROSSOVER, SHARED_MODES, Mode
 from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 PHASE_COLOURS = {"compute": "#3b6fb6", "communication": "#e8893a", "turn wait": "#c9c9c9"}
-MODE_COLOURS = {"sequential": "#8c8c8c", "concurrent": "#e8893a", "crossover": "#3b6fb6", "fluid bound": "#ffffff"}
+MODE_COLOURS = {
+    Mode.SEQUENTIAL: "#8c8c8c",
+    Mode.CONCURRENT: "#e8893a",
+    Mode.CROSSOVER: "#3b6fb6",
+    "fluid bound": "#ffffff",
+}
 JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e", "#b5838d", "#457b9d"]
 TIMELINE_ITERATIONS = 8
 DPI = 110
@@ -44,6 +52,13 @@ def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Pat
     return written
 
 
+def _figure(**options: Any) -> Figure:
+    """A new matplotlib Figure (matplotlib is loaded with the first picture, not with the report)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**options)
+
+
 def _save(figure: Figure, path: Path) -> bool:
     figure.savefig(path, dpi=DPI)
     return True
@@ -54,12 +69,12 @@ def _save(figure: Figure, path: Path) -> bool:
 
 def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     """Device 0 over ~8 iterations of the first group's crossover run (and concurrent run, if any)."""
-    shared = [j for j in report.jobs if j.mode in ("crossover", "concurrent") and j.group is not None]
+    shared = [j for j in report.jobs if j.mode in SHARED_MODES and j.group is not None]
     if not shared:
         return False
     group = min(j.group for j in shared if j.group is not None)
     panels = []
-    for mode in ("crossover", "concurrent"):
+    for mode in reversed(SHARED_MODES):  # crossover first
         jobs = sorted(
             (j for j in shared if j.group == group and j.mode == mode),
             key=lambda j: (j.slot if j.slot is not None else 0, j.name),
@@ -77,7 +92,7 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
     if not panels:
         return False
     heights = [max(1, len(jobs)) for _, jobs, _, _, _ in panels]
-    figure = Figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
+    figure = _figure(figsize=(11, 1.0 + 0.75 * sum(heights) + 0.6 * len(panels)), layout="constrained")
     axes = figure.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (mode, jobs, rows, window, note) in zip(axes, panels):
         for lane, job_rows in enumerate(rows[: len(jobs)]):
@@ -118,16 +133,16 @@ def _patch(colour: str, label: str):
 def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path) -> bool:
     """Aggregate throughput per mode, each job normalised by its speed alone (sequential = 1.0)."""
     series = [
-        ("sequential", "sequential"),
-        ("concurrent", "concurrent_vs_sequential"),
-        ("crossover", "crossover_vs_sequential"),
+        (Mode.SEQUENTIAL.value, "sequential"),
+        (CONCURRENT.name, CONCURRENT.compared_as),
+        (CROSSOVER.name, CROSSOVER.compared_as),
         ("fluid bound", "fluid_bound"),
     ]
     # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
     groups = [g for g in groups if g.sequential is not None and any(getattr(g, k) for _, k in series[1:])]
     if not groups:
         return False
-    figure = Figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
+    figure = _figure(figsize=(max(6.0, 1.2 + 2.8 * len(groups)), 4.2), layout="constrained")
     ax = figure.subplots()
     width = 0.8 / len(series)
     for index, (label, key) in enumerate(series):
@@ -159,10 +174,10 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
 
 def losses_picture(report: ExperimentReport, path: Path) -> bool:
     """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
-    jobs = [j for j in report.jobs if (j.is_alone or j.mode == "crossover") and rows_of(report.iterations, j)]
+    jobs = [j for j in report.jobs if (j.is_alone or j.mode == Mode.CROSSOVER) and rows_of(report.iterations, j)]
     if not jobs:
         return False
-    figure = Figure(figsize=(8, 4.2), layout="constrained")
+    figure = _figure(figsize=(8, 4.2), layout="constrained")
     ax = figure.subplots()
     names = list(dict.fromkeys(j.name for j in jobs))
     for job in jobs:
@@ -195,7 +210,7 @@ def predicted_vs_measured_picture(points: list[GainPoint], highlight: str | None
     """Every comparison run's crossover gain: model/plan prediction against the measurement."""
     if not points:
         return False
-    figure = Figure(figsize=(5.8, 5.4), layout="constrained")
+    figure = _figure(figsize=(5.8, 5.4), layout="constrained")
     ax = figure.subplots()
     values = [p.predicted_gain for p in points] + [p.measured_gain for p in points]
     low, high = min(0.5, *values) * 0.9, max(1.5, *values) * 1.1

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from ..analysis import group_warnings
 from ..console import console, print_table
+from ..sharing import CONCURRENT, CROSSOVER, Mode
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
@@ -43,9 +44,9 @@ GROUP_COLUMNS: Columns = [
     ("group", "group"),
     ("jobs", "jobs"),
     ("sequential", "sequential"),
-    ("concurrent", "concurrent_vs_sequential"),
-    ("crossover", "crossover_vs_sequential"),
-    ("crossover/concurrent", "crossover_vs_concurrent"),
+    (CONCURRENT.name, CONCURRENT.compared_as),
+    (CROSSOVER.name, CROSSOVER.compared_as),
+    (f"{CROSSOVER}/{CONCURRENT}", "crossover_vs_concurrent"),
     ("predicted gain", "predicted_gain"),
     ("fluid bound", "fluid_bound"),
     ("of bound", "of_fluid_bound"),
@@ -55,11 +56,11 @@ GROUP_COLUMNS: Columns = [
 SHARING_COLUMNS: Columns = [
     ("group", "group"),
     ("jobs", "jobs"),
-    ("concurrent", "concurrent_vs_sequential"),
-    ("concurrent predicted", "concurrent_predicted"),
+    (CONCURRENT.name, CONCURRENT.compared_as),
+    (f"{CONCURRENT} predicted", "concurrent_predicted"),
     ("error %", "concurrent_error_pct"),
-    ("crossover", "crossover_vs_sequential"),
-    ("crossover predicted", "predicted_gain"),
+    (CROSSOVER.name, CROSSOVER.compared_as),
+    (f"{CROSSOVER} predicted", "predicted_gain"),
     ("the plan's pick", "planned_sharing"),
     ("best measured", "best_measured"),
     ("pick / best", "pick_vs_best"),
@@ -68,8 +69,8 @@ POLICY_COLUMNS: Columns = [
     ("group", "group"),
     ("jobs", "jobs"),
     ("policy", "policy"),
-    ("crossover", "aggregate"),
-    ("vs concurrent", "vs_concurrent"),
+    (CROSSOVER.name, "aggregate"),
+    (f"vs {CONCURRENT}", "vs_concurrent"),
     ("simulated", "simulated"),
     ("window s", "window_s"),
 ]
@@ -227,7 +228,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
                 display_rows(policies),
                 DIGITS,
             )
-    turns = [job for job in jobs if job["mode"] == "crossover"]
+    turns = [job for job in jobs if job["mode"] == Mode.CROSSOVER]
     if turns:
         print_table(
             "turns under crossover: waiting for the turn per iteration, yields to a job ranked first, and the "

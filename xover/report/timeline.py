@@ -71,8 +71,8 @@ def middle_window(runs: list[list[dict[str, Any]]], iterations: int = 8) -> tupl
 def overlap_fraction(runs: list[list[dict[str, Any]]]) -> float | None:
     """Share of the runs' total time during which all of them were iterating (1.0: fully together).
 
-    Jobs that start at different speeds can miss each other in short runs; then "concurrent" and
-    "crossover" figures describe jobs that mostly ran alone.
+    Jobs that start at different speeds can miss each other in short runs; then concurrent and
+    crossover figures describe jobs that mostly ran alone.
     """
     runs = [rows for rows in runs if rows]
     if len(runs) < 2:

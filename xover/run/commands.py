@@ -8,6 +8,7 @@ is in experiment.py, the units a group runs as in units.py).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,26 +22,23 @@ from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
+from ..scripts import detect_scripts_engine, detection_note
 from ..settings import settings
+from ..sharing import ALL, PLANNED, WAYS, Mode, default_modes, run_modes
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
-from .jobs import (
-    MODES,
-    PLANNED,
-    GroupToRun,
-    attach_traits,
-    check_devices,
-    crossover_warning,
-    give_seconds,
-    job_for,
-)
-from .launchers import DEFAULT_LAUNCHER, LaunchRequest, launcher_named
+from .exporter import PrometheusSink, check_port, run_facts
+from .jobs import GroupToRun, job_for
+from .launchers import DEFAULT_LAUNCHER, LaunchRequest, check_launcher_options, hosts_or_allocation, launcher_named
 from .mps import check_mps
+from .ranks import check_devices, crossover_warning
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
+from .targets import run_targets
+from .traits import attach_traits, give_seconds
 from .units import comparison_units
 
 
@@ -69,7 +67,7 @@ def train_recipe(
         store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link
     ) as current:
         lease_devices(current, [job], wait)
-        Scheduler(current.context).run([Unit([job], "solo")], exclusive=True)
+        Scheduler(current.context).run([Unit([job], Mode.SOLO.value)], exclusive=True)
     with store.session() as session:
         jobs = experiment_jobs(session, current.id)
     for job_summary in jobs:
@@ -82,7 +80,7 @@ class RunOptions:
     """How `xover run` runs its groups: the command line's choices, each as its option says
     (docs/reference.md, `xover run`). A launcher gets them resolved, in its LaunchRequest (launchers.py)."""
 
-    modes: tuple[str, ...] = ("crossover",)
+    modes: tuple[str, ...] = field(default_factory=lambda: tuple(modes_of(None, plan=False)))
     policies: tuple[str, ...] = (DEFAULT_POLICY,)
     engine: str = "horovod"
     bandwidth: str | None = None  # a link rate, 'host', or None: the jobs' own
@@ -102,6 +100,99 @@ class RunOptions:
     metrics_port: int | None = None  # serve the run's figures to Prometheus here (None: XOVER_METRICS_PORT, else off)
 
 
+def check_seconds(flag: str, value: float | None) -> None:
+    """A duration flag: a finite number of seconds > 0 (nan would never expire, inf never end)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise XoverError(f"{flag} must be a positive number of seconds, got {value:g}")
+
+
+@dataclass(frozen=True)
+class RunAsked:
+    """What `xover run` was given, as its options say (docs/reference.md): `targets` a plan file, or with
+    `group` recipes; `scripts` with their `script_args`; `mode` None for the default (a plan's planned,
+    an ad-hoc group's all). `run_as_asked` resolves it into groups and RunOptions."""
+
+    targets: tuple[str, ...] = ()
+    group: bool = False
+    scripts: tuple[str, ...] = ()
+    script_args: tuple[str, ...] = ()
+    np: int | None = None
+    hosts: str | None = None
+    mode: str | None = None
+    iterations: int | None = None
+    seconds: float | None = None
+    bandwidth: str | None = None
+    engine: str | None = None
+    policy: str | None = None
+    timeout_s: float | None = None
+    wait: bool = False
+    mps: bool = False
+    allow_changed: bool = False
+    launcher: str = DEFAULT_LAUNCHER
+    launcher_options: dict[str, str | None] = field(default_factory=dict)
+    metrics_port: int | None = None
+    command: str = "xover run"
+    show_progress: bool = True
+
+
+def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
+    """`xover run`: the groups and options of what was asked, checked in the order the options are
+    documented, then `run_groups`."""
+    ad_hoc = asked.group or bool(asked.scripts)
+    modes = modes_of(asked.mode, plan=not ad_hoc)
+    check_seconds("--timeout", asked.timeout_s)
+    chosen = run_targets(
+        list(asked.targets),
+        group=asked.group,
+        scripts=list(asked.scripts),
+        script_args=list(asked.script_args),
+        np=asked.np,
+        hosts=hosts_or_allocation(asked.hosts) if ad_hoc else asked.hosts,
+        iterations=asked.iterations,
+        engine=asked.engine,
+        allow_changed=asked.allow_changed,
+        bandwidth=asked.bandwidth,
+        launcher=asked.launcher,
+        policy=asked.policy,
+    )
+    if chosen.link_from_plan:
+        errors.print(
+            f"link {chosen.bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",
+            highlight=False,
+        )
+    check_seconds("--seconds", asked.seconds)
+    if asked.seconds is not None and asked.iterations is not None:
+        raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
+    check_launcher_options(asked.launcher, asked.launcher_options)
+    if asked.scripts and asked.engine is None:  # say which engine the scripts' imports showed
+        errors.print(
+            detection_note(detect_scripts_engine(list(asked.scripts))[1]), highlight=False, markup=False, soft_wrap=True
+        )
+    return run_groups(
+        db,
+        chosen.groups,
+        RunOptions(
+            modes=tuple(modes),
+            policies=tuple(chosen.policies),
+            engine=chosen.engine,
+            bandwidth=chosen.bandwidth,
+            iterations=asked.iterations,
+            seconds=asked.seconds,
+            timeout_s=asked.timeout_s,
+            wait=asked.wait,
+            mps=asked.mps,
+            allow_changed=asked.allow_changed,
+            launcher=asked.launcher,
+            launcher_options=asked.launcher_options,
+            plan=chosen.plan,
+            plan_path=chosen.plan_path,
+            command=asked.command,
+            show_progress=asked.show_progress,
+            metrics_port=asked.metrics_port,
+        ),
+    )
+
+
 def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> RunOutcome:
     """`xover run`: groups in modes. One mode of a plan is its real schedule (groups start as soon as
     their devices are free, side by side); several modes are a comparison, one unit at a time. The
@@ -115,7 +206,9 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     chosen = launcher_named(options.launcher)
     # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
     # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (on_slurm.py)
-    mps = options.mps or (chosen.runs_here and modes == [PLANNED] and any(group.sharing == "mps" for group in groups))
+    mps = options.mps or (
+        chosen.runs_here and modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups)
+    )
     if mps:
         check_mps()
     for group in groups:
@@ -130,7 +223,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         attach_traits(store, group.jobs, link)
         if options.seconds is not None:
             give_seconds(group.jobs, options.seconds, link)
-    comparison = len(modes) > 1 or modes == ["sequential"] or len(policies) > 1
+    comparison = len(modes) > 1 or modes == [Mode.SEQUENTIAL] or len(policies) > 1
     resolved = replace(options, modes=tuple(modes), policies=tuple(policies), bandwidth=bandwidth, mps=mps)
     request = LaunchRequest(
         store=store,
@@ -144,8 +237,6 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     # the exporter binds its port now: a port in use is refused before anything is recorded or started
     port = options.metrics_port if options.metrics_port is not None else settings().metrics_port
     if port is not None:
-        from .exporter import check_port  # prometheus_client, only when asked for
-
         check_port(port)
     if chosen.runs_here:
         request = replace(request, exporter=metrics_exporter(port, groups, planned=options.plan is not None))
@@ -188,8 +279,6 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
     on; None when neither asks for one."""
     if port is None:
         return None
-    from .exporter import PrometheusSink, run_facts  # prometheus_client, only when asked for
-
     return PrometheusSink(port, run_facts(groups, planned))
 
 
@@ -224,26 +313,29 @@ def _overlapping_groups(jobs: list[RunResult]) -> int:
     return busiest
 
 
-def modes_of(mode: str, plan: bool = True) -> list[str]:
+def modes_of(mode: str | None, plan: bool = True) -> list[str]:
     """`--mode`: one mode, `all`, a comma list such as `sequential,crossover` (the baseline a user
-    wants beside crossover, without the third), run in the order of MODES whatever the order given, or,
-    for a plan, `planned` (each group in the way of sharing its plan picked, as scheduled)."""
+    wants beside crossover, without the third), run in the order of `sharing.run_modes()` whatever the
+    order given, or, for a plan, `planned` (each group in the way of sharing its plan picked, as
+    scheduled); None: the default (`sharing.default_modes`)."""
+    mode = default_modes(plan) if mode is None else mode
+    choices = [str(m) for m in run_modes()]
     asked = [part.strip() for part in mode.split(",")]
     if PLANNED in asked:
         if not plan:
             raise XoverError(
                 f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
-                "has no plan (choose crossover, concurrent, sequential or all)"
+                f"has no plan (choose {', '.join(reversed(choices))} or {ALL})"
             )
         if asked != [PLANNED]:
             raise XoverError(
                 f"--mode {mode}: planned is a mode of its own (the plan's schedule); compare with --mode all"
             )
         return [PLANNED]
-    unknown = [part for part in asked if part not in (*MODES, "all")]
+    unknown = [part for part in asked if part not in (*choices, ALL)]
     if unknown or not all(asked):
         raise XoverError(
-            f"--mode {mode}: choose crossover, concurrent, sequential, a comma list of them, or all "
-            "(or planned: a plan's groups as it picked)"
+            f"--mode {mode}: choose {', '.join(reversed(choices))}, a comma list of them, or {ALL} "
+            f"(or {PLANNED}: a plan's groups as it picked)"
         )
-    return list(MODES) if "all" in asked else [m for m in MODES if m in asked]
+    return choices if ALL in asked else [m for m in choices if m in asked]

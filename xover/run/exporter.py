@@ -3,7 +3,7 @@
 
 A metric sink (sinks.py) with a registry of its own (prometheus_client's CollectorRegistry) and an HTTP
 server on PORT for the whole run. Everything it serves comes from the run's metric records as they
-arrive (runtime/metrics.py) and from what the run knows before it starts (the plan's picks and
+arrive (xover/records.py) and from what the run knows before it starts (the plan's picks and
 predictions, the jobs' profiles):
 
     per job     labels experiment, group, job, mode, policy, host (the job's -H hosts)
@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 
 from ..errors import XoverError
 from ..hosts import is_local
-from ..runtime.metrics import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
+from ..records import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
 from ..settings import settings
 from ..turns.credentials import MetricsCredentials, metrics_credentials
 from ..turns.metrics import WAIT_BUCKETS, MetricsHttp, TurnMetrics, WsgiApp, serve_http

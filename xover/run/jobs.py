@@ -1,32 +1,21 @@
-"""What to run: jobs placed on devices, and groups of them, built from recipes, plans or scripts.
+"""What runs: jobs placed on devices, and groups of them (the groups of a run come from targets.py; what
+the turn policy knows of each job from traits.py).
 
 A job's placement is host -> the device index of each of its local ranks (horovodrun and torchrun
-give a host's ranks local ranks 0, 1, ... in that order). What the turn policy should know of a job
-(its rank, protection) comes from its profile, the plan, or its run alone.
+give a host's ranks local ranks 0, 1, ... in that order).
 """
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
-from ..analysis import profile_of_run
-from ..devices import hardware_fingerprint, local_device_count
-from ..engines import ENGINES
+from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
-from ..hosts import LOCAL, Device, canonical_host, hosts_spec, is_local, parse_hosts
-from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
-from ..recipes import Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
-from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
-from ..store.profiles import find_profile
-from ..turns.policies import SlotTraits, critical_rank
-from .launchers import launcher_named
-
-MODES = ("sequential", "concurrent", "crossover")
-PLANNED = "planned"  # each group of a plan in the way of sharing the plan picked for it
+from ..hosts import LOCAL, Device, canonical_host, hosts_spec, parse_hosts
+from ..recipes import Recipe
+from ..scripts import check_engine
+from ..sharing import DEFAULT_WAY, WAYS
+from ..turns.policies import SlotTraits
 
 
 @dataclass
@@ -36,7 +25,7 @@ class JobSpec:
     name: str
     recipe: Recipe
     devices: dict[str, list[int]]  # host -> device index of each local rank
-    engine: str = "horovod"  # horovod | torch
+    engine: str = DEFAULT_ENGINE  # a name in the engines' registry (xover/engines.py)
     traits: SlotTraits | None = None  # what the turn policy knows of it
 
     @property
@@ -73,12 +62,12 @@ class GroupToRun:
     index: int
     jobs: list[JobSpec]
     predicted_gain: float | None = None
-    sharing: str = "crossover"  # the plan's pick (crossover, concurrent, mps; alone): what mode `planned` runs
+    sharing: str = DEFAULT_WAY.name  # the plan's pick (a way of sharing, xover/sharing.py): what `planned` runs
 
     @property
     def planned_mode(self) -> str:
         """The run mode of the plan's pick: MPS is concurrent under the run's MPS daemon."""
-        return {"mps": "concurrent", "alone": "sequential"}.get(self.sharing, self.sharing)
+        return WAYS[self.sharing].mode.value
 
     @property
     def device_set(self) -> set[Device]:
@@ -86,19 +75,7 @@ class GroupToRun:
         return set().union(*(job.device_set for job in self.jobs))
 
 
-def plan_link(plan: Plan, groups: list[GroupToRun], bandwidth: str | None, launcher: str) -> str | None:
-    """--bandwidth of a plan's run: as given; else the link the plan's profiles were taken at, when
-    every job runs on this machine (its shaped loopback), so that the run measures what the plan
-    predicted. Jobs on other hosts use their network as it is; Slurm jobs too."""
-    link = plan.link
-    if bandwidth is not None or not launcher_named(launcher).runs_here or not link or link == "host":
-        return bandwidth
-    if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
-        return bandwidth
-    return link
-
-
-def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = "horovod") -> JobSpec:
+def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, engine: str = DEFAULT_ENGINE) -> JobSpec:
     """A recipe's job on the first slots of each host of `hosts` (default: this machine). `engine` is a
     built-in model's; a script runs under its own."""
     check_engine(engine)
@@ -124,195 +101,6 @@ def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
     return placement
 
 
-def check_devices(jobs: list[JobSpec]) -> None:
-    """Fail before anything starts when a job asks for devices this machine does not have."""
-    kind, available = local_device_count()
-    for engine in {job.engine for job in jobs}:
-        ENGINES[engine].check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
-    for job in jobs:
-        for host, indices in job.devices.items():
-            if not is_local(host):
-                continue  # remote hosts are counted by their -H slots
-            if len(indices) > available or max(indices, default=0) >= available:
-                raise XoverError(
-                    f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
-                    f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H"
-                )
-
-
-def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
-    """A warning where the jobs' engines would take crossover turns badly on this machine (torch's:
-    on GPUs over NCCL, `engines.Torch.crossover_warning`), or None."""
-    if "crossover" not in modes:
-        return None
-    engines = sorted({job.engine for job in jobs})
-    return next(filter(None, (ENGINES[engine].crossover_warning() for engine in engines)), None)
-
-
-def groups_from_recipes(
-    recipe_paths: list[str],
-    iterations: int | None,
-    engine: str = "horovod",
-    np: int | None = None,
-    hosts: str | None = None,
-) -> list[GroupToRun]:
-    """`xover run --group A B`: one ad-hoc group on the first devices of the hosts (this machine)."""
-    recipes = [with_overrides(load_recipe(path), iterations=iterations, np=np) for path in recipe_paths]
-    return [GroupToRun(0, unique_names([job_for(r, hosts, engine=engine) for r in recipes]))]
-
-
-def groups_from_plan(
-    plan_path: str, iterations: int | None, engine: str | None = None, allow_changed: bool = False
-) -> tuple[list[GroupToRun], Plan]:
-    """The groups of a plan file written by `xover plan`; every recipe is checked before anything starts.
-    `engine` (a built-in model's) None: the plan's own (the engine of its profiles), else horovod; a
-    script runs under its own. A script changed since it was profiled is refused, unless `allow_changed`."""
-    if engine is not None:
-        check_engine(engine)
-    if iterations is not None and iterations < 1:
-        raise XoverError(f"--iterations {iterations}: give a whole number >= 1")
-    try:
-        body = json.loads(Path(plan_path).read_text())
-    except FileNotFoundError:
-        raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
-    except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
-        raise XoverError(f"{plan_path}: cannot be read: {str(error).split(';')[0]}") from None
-    except OSError as error:
-        raise XoverError(f"{plan_path}: cannot read the plan: {error.strerror}") from None
-    try:
-        plan = plan_from_dict(body)  # validates the format, naming the field that is wrong
-    except XoverError as error:
-        raise XoverError(f"{plan_path}: {error}") from None
-    engine = engine or plan.engine or "horovod"
-    spellings = [name for name, _ in plan.hosts]
-    if len({canonical_host(name) for name in spellings}) < len(spellings):
-        raise XoverError(
-            f"{plan_path}: plan field 'hosts': {', '.join(spellings)} name this machine more than "
-            "once (localhost, its hostname and addresses are one host)"
-        )
-    if not plan.groups:
-        unplaced = ", ".join(f"{name} ({reason})" for name, reason in plan.unplaced) or "no jobs"
-        raise XoverError(f"{plan_path}: the plan has no groups to run; unplaced: {unplaced}")
-    groups = []
-    for index, group in enumerate(plan.groups):
-        placement: dict[str, list[int]] = {}
-        for device in group.devices:
-            host, _, slot = device.rpartition(":")
-            placement.setdefault(canonical_host(host), []).append(int(slot))
-        jobs = []
-        for planned in group.jobs:
-            name = planned.name
-            try:  # the plan decides how many devices the job gets, and how long it runs (as predicted)
-                if name in plan.scripts:
-                    recipe = _planned_script(
-                        plan.scripts[name], planned, plan.recipes.get(name, ""), iterations, allow_changed
-                    )
-                else:
-                    recipe = with_overrides(
-                        load_recipe(plan.recipes.get(name) or name),
-                        iterations=iterations if iterations is not None else planned.iterations,
-                        np=planned.devices,
-                    )
-            except XoverError as error:
-                raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
-            max_slowdown = planned.max_slowdown if planned.max_slowdown is not None else recipe.max_slowdown
-            traits = traits_of(planned.device_ms, planned.comm_ms, max_slowdown, planned.link_ms)
-            jobs.append(
-                JobSpec(
-                    name=name,
-                    recipe=recipe,
-                    devices={h: list(d) for h, d in placement.items()},
-                    engine=recipe.engine_under(engine),
-                    traits=traits,
-                )
-            )
-        # the gain a comparison's crossover is set against: the plan's crossover prediction
-        crossover_gain = group.predicted_by_sharing.get("crossover", group.predicted_gain)
-        groups.append(GroupToRun(index, jobs, crossover_gain, group.sharing))
-    return groups, plan
-
-
-def _planned_script(
-    script: PlannedScript, planned: JobProfile, job_file: str, iterations: int | None, allow_changed: bool
-) -> Recipe:
-    """A script job of a plan, as it was profiled: its path, arguments, engine and content; a script
-    changed since is refused unless `allow_changed` (then its run records the content it was profiled with)."""
-    path, profiled = Path(script.path), script.sha256
-    if not path.is_file():
-        raise XoverError(f"the script {path} is gone (the plan runs scripts from where they were profiled)")
-    now = content_hash(path)
-    if now != profiled and not allow_changed:
-        raise XoverError(
-            f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
-            "profile and plan it again, or run it as it is now with --allow-changed"
-        )
-    for name in script.pass_env:
-        if problem := unset_variable_problem(name):
-            raise XoverError(f"the plan's job {planned.name} ({job_file or path}): pass_env: {problem}")
-    cap = iterations if iterations is not None else script.iterations
-    recipe = script_recipe(
-        path,
-        args=script.args,
-        np=planned.devices,
-        engine=script.engine,
-        name=planned.name,
-        iterations=cap,
-        max_slowdown=planned.max_slowdown,
-        env=script.env,
-        pass_env=script.pass_env,
-        path=job_file,
-        sha256=now,
-    )
-    if now != profiled:
-        recipe = replace(recipe, model_options={"profiled_sha256": profiled})  # recorded: it ran changed
-    return recipe
-
-
-def groups_from_scripts(
-    scripts: list[str],
-    args: list[str],
-    np: int | None,
-    iterations: int | None,
-    engine: str | None = None,
-    hosts: str | None = None,
-) -> list[GroupToRun]:
-    """`xover run --script a.py --script b.py -- ARGS`: unmodified training scripts as one group, under
-    horovodrun (Horovod scripts, engine horovod) or torchrun (DistributedDataParallel scripts, engine torch),
-    on this machine or on the hosts of `hosts` (every slot, unless --np says fewer; the script must be at the
-    same path on every host, as with horovodrun and torchrun themselves). `engine` None: found from what
-    the scripts import (`scripts.detect_scripts_engine`). `iterations`: stop each after that many
-    optimizer steps."""
-    recipes = scripts_as_recipes(scripts, args, np, engine, hosts)
-    if iterations is not None:
-        recipes = [with_overrides(recipe, iterations=iterations) for recipe in recipes]
-    return [GroupToRun(0, unique_names([job_for(recipe, hosts) for recipe in recipes]))]
-
-
-def scripts_as_recipes(
-    scripts: list[str], args: list[str], np: int | None, engine: str | None = None, hosts: str | None = None
-) -> list[Recipe]:
-    """The jobs of `--script FILE ... -- ARGS` (the command-line shortcut for job files): every slot of
-    -H, or every local device, unless --np says fewer."""
-    if engine is None:
-        engine, _ = detect_scripts_engine(scripts)
-    check_engine(engine)
-    if np is not None and np < 1:
-        raise XoverError(f"--np {np}: give the ranks per script, a whole number >= 1")
-    if np is None:
-        np = sum(slots for _, slots in parse_hosts(hosts)) if hosts else local_device_count()[1]
-    recipes = []
-    for script in scripts:
-        if not Path(script).is_file():
-            raise XoverError(f"--script {script}: file not found")
-        try:
-            recipes.append(script_recipe(script, args=args, np=np, engine=engine, path=script))
-        except ScriptRefused as error:  # named as given, not resolved
-            raise ScriptRefused(str(error).replace(str(Path(script).resolve()), script)) from None
-    return recipes
-
-
 def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
     """Two copies of one recipe in a group get distinct job names (name, name#2)."""
     seen: dict[str, int] = {}
@@ -321,141 +109,3 @@ def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
         if seen[job.name] > 1:
             job.name = f"{job.name}#{seen[job.name]}"
     return jobs
-
-
-# ------------------------------------------------------------------------------------ traits
-
-
-def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
-    """What the turn policy learns of a job from its time alone: its critical rank, its solo iteration
-    (device time plus communication) and its share of the link."""
-    solo_s = (device_ms + comm_ms) / 1000
-    link_fraction = max(link_ms, comm_ms) / 1000 / solo_s if link_ms is not None and solo_s > 0 else None
-    return SlotTraits(
-        rank=critical_rank(device_ms / 1000, solo_s),
-        max_slowdown=max_slowdown,
-        solo_iteration_s=solo_s,
-        link_fraction=link_fraction,
-    )
-
-
-def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
-    """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
-    engine): its compute fraction ranks it (critical path first), its link fraction orders the link,
-    its solo time and max_slowdown protect it. Without a profile the server learns the compute
-    fraction from what it sees, and the job keeps the link's default band."""
-    hardware = hardware_fingerprint()
-    for job in jobs:
-        if job.traits is not None:
-            continue
-        found = find_profile(
-            store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
-        )
-        job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
-        if found is not None:
-            job.traits = traits_of(
-                found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown, found.link_ms
-            )
-
-
-def traits_from_summary(
-    summary: dict[str, Any], max_slowdown: float | None, link: str | None = None
-) -> SlotTraits | None:
-    """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
-    fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
-    the rate, within [exposed, measured span]), so that the link order covers it too."""
-    if summary["status"] != "finished" or summary["compute_ms"] is None:
-        return None
-    alone = profile_of_run(summary, link) if link and link != "host" else None
-    return traits_of(
-        (summary["data_ms"] or 0.0) + summary["compute_ms"],
-        summary["communication_ms"] or 0.0,
-        max_slowdown,
-        alone.link_ms if alone is not None else None,
-    )
-
-
-def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
-    """Each job gets the iterations it does in about `seconds` alone (from its profile's time per
-    iteration), so that jobs of a group overlap from start to end."""
-    for job in jobs:
-        solo_s = job.traits.solo_iteration_s if job.traits else None
-        if not solo_s:
-            link = f" --bandwidth {bandwidth}" if bandwidth and bandwidth != "host" else ""
-            raise XoverError(
-                f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
-                f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
-                f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations"
-            )
-        job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))
-
-
-@dataclass
-class RunTargets:
-    """What `xover run` was asked to run: its groups, the engine of the built-in models among them, and
-    the plan they came from (its link and policy fill in what the command line left out)."""
-
-    groups: list[GroupToRun]
-    engine: str
-    policies: list[str]
-    plan: Plan | None = None
-    plan_path: str | None = None
-    bandwidth: str | None = None  # as given, or the link the plan's profiles were taken on
-    link_from_plan: bool = False
-
-
-def run_targets(
-    targets: list[str],
-    *,
-    group: bool,
-    scripts: list[str],
-    script_args: list[str],
-    np: int | None,
-    hosts: str | None,
-    iterations: int | None,
-    engine: str | None,
-    allow_changed: bool,
-    bandwidth: str | None,
-    launcher: str,
-    policy: str | None,
-) -> RunTargets:
-    """The groups of `xover run`: recipes (--group), scripts (--script; both in one group), or a plan
-    file; and the turn policies (all, one, or the plan's own). `targets` are the recipes or the plan,
-    `hosts` the -H hosts (or a Slurm allocation's) of an ad-hoc group."""
-    from ..turns.policies import DEFAULT_POLICY, POLICIES
-
-    if hosts and not (group or scripts):
-        raise XoverError("-H applies to --group and --script (a plan places its groups on its own hosts)")
-    if scripts and engine is None:
-        engine = detect_scripts_engine(scripts)[0]
-    plan: Plan | None = None
-    plan_path = None
-    link_from_plan = False
-    if group or scripts:
-        engine = engine or "horovod"
-        if group and not targets:
-            raise XoverError("--group needs at least one recipe")
-        jobs = groups_from_recipes(targets, iterations, engine, np, hosts)[0].jobs if group else []
-        if scripts:
-            jobs += groups_from_scripts(scripts, script_args, np, None if group else iterations, engine, hosts)[0].jobs
-        groups = [GroupToRun(0, unique_names(jobs) if group and scripts else jobs)]
-    else:
-        if len(targets) != 1:
-            raise XoverError("give one plan file, or use --group RECIPE RECIPE ... for an ad-hoc group")
-        if np is not None:
-            raise XoverError(
-                "--np: a plan decides how many devices each job gets; plan again with other "
-                "devices, or run the recipes with --group"
-            )
-        plan_path = targets[0]
-        groups, plan = groups_from_plan(plan_path, iterations, engine, allow_changed)
-        engine = engine or plan.engine or "horovod"  # the built-in models' (a script runs under its own)
-        if bandwidth is None and (bandwidth := plan_link(plan, groups, bandwidth, launcher)) is not None:
-            link_from_plan = True
-        if policy is None:
-            policy = plan.policy  # what its predictions assume, so that the report compares like with like
-    policy = policy or DEFAULT_POLICY
-    if policy != "all" and policy not in POLICIES:
-        raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
-    policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
-    return RunTargets(groups, engine, policies, plan, plan_path, bandwidth, link_from_plan)

@@ -108,6 +108,11 @@ class Launcher:
     def check(self, request: LaunchRequest) -> None:
         """Refuse, with one line, what this launcher cannot run (before anything is recorded)."""
 
+    def allocated_hosts(self) -> tuple[str, str] | None:
+        """Where this process runs inside an allocation of this launcher's scheduler (a Slurm job): its
+        hosts as a -H value, and one line describing them; None elsewhere."""
+        return None
+
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         """Run the request's units inside one recorded experiment: (the experiment, group -> a job id
         of the launcher's own, for launchers that have them)."""
@@ -152,6 +157,15 @@ class SlurmLauncher(Launcher):
                 f"--launcher {self.name} runs a plan file (each group one Slurm job), without --bandwidth or --mps"
             )
 
+    def allocated_hosts(self) -> tuple[str, str] | None:
+        """Inside a Slurm job (salloc, sbatch, srun): the allocation's nodes and devices."""
+        from .external import slurm
+
+        if not slurm.in_allocation():
+            return None
+        allocation = slurm.allocation()
+        return allocation.hosts_option(), f"hosts from the {allocation.describe()}"
+
     def launch(self, request: LaunchRequest) -> tuple[Any, dict[int, str]]:
         """Submit each group's batch script and follow the jobs; returns group -> its Slurm job id."""
         from ..console import errors
@@ -181,6 +195,21 @@ def launcher_named(name: str) -> Launcher:
     if name not in LAUNCHERS:
         raise XoverError(f"--launcher {name}: choose {' or '.join(LAUNCHERS)}")
     return LAUNCHERS[name]
+
+
+def hosts_or_allocation(hosts: str | None) -> str | None:
+    """-H as given; without it, inside an allocation of a launcher's scheduler (a Slurm job), the
+    allocation's nodes and devices (said on stderr)."""
+    if hosts:
+        return hosts
+    for launcher in LAUNCHERS.values():
+        found = launcher.allocated_hosts()
+        if found is not None:
+            from ..console import errors
+
+            errors.print(found[1], highlight=False, soft_wrap=True, markup=False)
+            return found[0]
+    return None
 
 
 def launcher_options() -> dict[str, tuple[LauncherOption, list[str]]]:

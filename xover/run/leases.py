@@ -36,6 +36,7 @@ from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, is_local, ssh_command
 from ..redact import mask_credentials
 from ..settings import settings
+from .reach import is_emulated_host
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
 LEASE_PREFIX = "xover-lease-"
@@ -181,11 +182,7 @@ REMOTE_ANSWER_S = 60.0  # for another host's answer over ssh (its ConnectTimeout
 def _held_here(host: str) -> bool:
     """Are `host`'s devices leased in this machine's lease folder? Its own, and an emulated cluster's
     (namespaces of this machine, sharing its /tmp). Any other host's are leased on that host."""
-    if is_local(host):
-        return True
-    from ..emulation.cluster import is_emulated_host
-
-    return is_emulated_host(host)
+    return is_local(host) or is_emulated_host(host)
 
 
 class RemoteLeases:

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
 from ..devices import local_device_count
-from ..emulation import cluster
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..hosts import canonical_host, is_local
@@ -43,18 +42,23 @@ from ..settings import (
     VARIABLE_PREFIX,
     settings,
 )
+from ..sharing import PLANNED, WAYS
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
-from . import jobs
+from ..turns.credentials import metrics_credentials
+from . import targets
 from .experiment import settings_from_env
+from .exporter import PrometheusSink, run_facts
 from .external import slurm
-from .jobs import PLANNED, GroupToRun, attach_traits, give_seconds
+from .jobs import GroupToRun
 from .mps import MpsDaemon, check_mps
+from .reach import prefix_to_reach
 from .record import Recorder
 from .schedule import RunContext, Scheduler, Unit
 from .sinks import MetricSink, StoreSink, deliver
 from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
+from .traits import attach_traits, give_seconds
 from .units import comparison_units, group_units
 
 if TYPE_CHECKING:
@@ -123,7 +127,7 @@ def passed_variables(group: GroupToRun) -> dict[str, str]:
 def planned_under_mps(group: GroupToRun, modes: Sequence[str]) -> bool:
     """Whether a group runs under a CUDA MPS daemon of its own, inside its Slurm job: the plan put it under
     MPS and the run is the plan's (`--mode planned`). Checked on its node, where its GPUs are."""
-    return list(modes) == [PLANNED] and group.sharing == "mps"
+    return list(modes) == [PLANNED] and WAYS[group.sharing].needs_mps
 
 
 def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str] | None = None) -> dict[int, str]:
@@ -135,8 +139,6 @@ def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str
     kind = (plan.device_kind if plan is not None else None) or local_device_count()[0]
     submitted = {} if submitted is None else submitted
     if request.options.metrics_port is not None:
-        from ..turns.credentials import metrics_credentials
-
         metrics_credentials()  # made here if missing, where the user reads them: each group's exporter uses them
     for group in request.groups:
         nodes, per_node = group_shape(group)
@@ -355,9 +357,6 @@ def group_exporter(port: int | None, group: GroupToRun, experiment_id: str) -> l
     know them."""
     if port is None:
         return []
-    from ..turns.credentials import metrics_credentials
-    from .exporter import PrometheusSink, run_facts
-
     try:
         exporter = PrometheusSink(port, run_facts([group], planned=True), credentials=metrics_credentials(create=False))
     except XoverError as error:
@@ -397,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.db:
         parser.error(f"the store: ${DB_VARIABLE} (or --db)")
     try:
-        groups, _ = jobs.groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
+        groups, _ = targets.groups_from_plan(args.plan, args.iterations, args.engine, args.allow_changed)
         [group] = [g for g in groups if g.index == args.group]
         allocation = slurm.allocation()
         remap_to_allocation(group, allocation)
@@ -428,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
 
         def stop_elsewhere() -> None:
             try:
-                prefix = cluster.launch_prefix(elsewhere)
+                prefix = prefix_to_reach(elsewhere)
             except XoverError:
                 prefix = []
             sweep_hosts_now(EXPERIMENT_VARIABLE, args.experiment, elsewhere, prefix)

@@ -20,8 +20,11 @@ import sys
 
 from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
+from ..store.models import Experiment
+from ..store.session import open_store
 from ..turns.service import runtime_dir
 from .external.slurm import cancel
+from .record import mark_lost as mark
 
 
 def remove_sockets(experiment: str) -> None:
@@ -37,11 +40,6 @@ def remove_sockets(experiment: str) -> None:
 
 def mark_lost(db: str | None, experiment_id: str) -> None:
     """Mark the experiment `lost` if its row still says running."""
-    # the store (SQLAlchemy) only once xover died: `--kill`, run through ssh on every host, stays light
-    from ..store.models import Experiment
-    from ..store.session import open_store
-    from .record import mark_lost as mark
-
     store = open_store(db)
     try:
         with store.session() as session, session.begin():

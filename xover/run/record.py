@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
-from ..runtime.metrics import (
+from ..records import (
     EndRecord,
     EvaluationRecord,
     IterationRecord,
@@ -29,6 +29,7 @@ from ..runtime.metrics import (
     StartRecord,
     TurnsLostRecord,
 )
+from ..sharing import turn_taking
 from ..store.models import (
     ACTIVE_STATUSES,
     Evaluation,
@@ -138,7 +139,7 @@ class Recorder:
                     engine=job.engine,
                     policy=policy,
                     group_index=group,
-                    slot=slot if mode == "crossover" else None,
+                    slot=slot if turn_taking(mode) else None,
                     hosts=job.hosts,
                     np=job.np,
                     devices=job.devices_env(),

@@ -28,13 +28,11 @@ from typing import Any
 from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
-from ..emulation import cluster
-from ..emulation.network import network_for
 from ..engines import ENGINES
 from ..errors import XoverError
 from ..hosts import is_local
 from ..processes import sweep
-from ..runtime.metrics import MetricRecord, TurnsLostRecord, checked_record
+from ..records import MetricRecord, TurnsLostRecord, checked_record
 from ..settings import (
     CUDA_BY_LOCAL_RANK_VARIABLE,
     DEVICES_VARIABLE,
@@ -53,6 +51,8 @@ from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import ServedTurns, TurnService
 from .jobs import JobSpec
+from .ranks import ranks_of
+from .reach import prefix_to_reach, shaped_link
 from .record import Recorder, failure_summary
 from .sinks import JobLabels, MetricSink, deliver
 from .supervise import (
@@ -116,11 +116,6 @@ class RunContext:
     link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
 
 
-def prefix_to_reach(hosts: list[str]) -> list[str]:
-    """How launchers reach these hosts from here: an emulated cluster's head namespace, or nothing."""
-    return cluster.launch_prefix([host for host in hosts if not is_local(host)])
-
-
 def run_tag(experiment_id: str, run_id: int) -> str:
     """What marks a run's processes (XOVER_RUN): run ids are per store, experiment ids are not."""
     return f"{experiment_id}:{run_id}"
@@ -160,7 +155,7 @@ def worker_env(
             env.update(script_gpu_env(next(iter(job.devices.values())), gpu_ids()))
     env.pop(METRIC_TOKEN_VARIABLE, None)
     if metric_token is not None:
-        env[METRIC_TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (runtime/metrics.py)
+        env[METRIC_TOKEN_VARIABLE] = metric_token  # the runtime puts it in every record (xover/records.py)
     env.pop(TURN_SOCKET_VARIABLE, None)
     env.pop(LINK_PRIORITY_VARIABLE, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
@@ -211,7 +206,7 @@ class Scheduler:
         self.events: queue.Queue = queue.Queue()
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.jobs: dict[int, JobLabels] = {}  # run id -> whose records its are
-        self.ignored: dict[int, int] = {}  # run id -> records of its output refused (runtime/metrics.py)
+        self.ignored: dict[int, int] = {}  # run id -> records of its output refused (xover/records.py)
         self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
 
@@ -363,7 +358,7 @@ class Scheduler:
         # Each thing started is the unit's before a signal can land: its teardown stops what it holds. Starting
         # waits (a turn server's `ready`, torchrun's ssh calls) stay open to Ctrl-C: the unit stops them.
         with uninterrupted():
-            unit.network = network_for(
+            unit.network = shaped_link(
                 context.bandwidth if not remote else None,
                 {EXPERIMENT_VARIABLE: context.experiment_id},
                 nodes=len(unit.devices),
@@ -408,17 +403,16 @@ class Scheduler:
             token = secrets.token_hex(16)  # what marks this run's metric records as its own
             env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
             spec_path = log_dir / "spec.json"
-            spec_path.write_text(
-                json.dumps({"job": job.name, "engine": job.engine, "recipe": job.recipe.to_dict()}, indent=1)
-            )
-            engine = ENGINES[job.engine]  # its launcher program's command lines (xover/engines.py)
+            spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
+            spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
+            ranks = ranks_of(job.engine)  # its launcher program's command lines (run/ranks.py)
             commands = [
                 unit.network.wrap(c)
-                for c in engine.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
+                for c in ranks.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
             ]
             with uninterrupted():  # a launcher started is a launcher the unit stops
                 unit.launched[run_id] = CheckedJob(
-                    run_id, commands, engine.launch_env(job, env), log_dir, self.events, token
+                    run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
                 )
         context.recorder.mark_started(unit.run_ids)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..console import ProgressBars, errors
 from ..errors import XoverError
-from ..runtime.metrics import IterationRecord, MetricRecord, StartRecord
+from ..records import IterationRecord, MetricRecord, StartRecord
 
 if TYPE_CHECKING:
     from ..turns.service import TurnServerEndpoint

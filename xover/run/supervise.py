@@ -39,7 +39,7 @@ from ..errors import Interrupted, TimedOut  # noqa: F401 - TimedOut: where run/ 
 
 # the sweeping of tagged processes is processes.py's; tests and tools find it here too
 from ..processes import kill_tagged, stop_processes, sweep, tagged_processes  # noqa: F401
-from ..runtime.metrics import parse_metric_line
+from ..records import parse_metric_line
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
 MAX_LINE_BYTES = 65536  # of one line of a launcher's output held by the relay; a metric record is far shorter

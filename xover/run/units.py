@@ -5,11 +5,15 @@ after another."""
 from __future__ import annotations
 
 from ..analysis import job_summary
+from ..sharing import PLANNED, Mode, turn_taking
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
 from ..store.session import Store
-from .jobs import PLANNED, GroupToRun, traits_from_summary
+from .jobs import GroupToRun
 from .schedule import Unit
+from .traits import traits_from_summary
+
+SEQUENTIAL = Mode.SEQUENTIAL.value
 
 
 def comparison_units(
@@ -29,7 +33,7 @@ def comparison_units(
 
     units = [unit for group in groups for unit in group_units(group, modes, policies)]
     for unit in units:
-        if unit.mode == "sequential":
+        if unit.mode == Mode.SEQUENTIAL:
             unit.on_done = learn_traits
     return units
 
@@ -43,13 +47,13 @@ def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> lis
         policies = policies[:1]
     if len(group.jobs) == 1:
         # one job shares nothing: concurrent and crossover would only run it alone again
-        return [Unit(group.jobs, "sequential" if "sequential" in modes else modes[0], group.index)]
+        return [Unit(group.jobs, SEQUENTIAL if SEQUENTIAL in modes else modes[0], group.index)]
     units = []
     for mode in modes:
-        if mode == "sequential":
-            units += [Unit([job], "sequential", group.index) for job in group.jobs]
-        elif mode == "crossover":
-            units += [Unit(group.jobs, "crossover", group.index, policy) for policy in policies]
+        if mode == SEQUENTIAL:
+            units += [Unit([job], SEQUENTIAL, group.index) for job in group.jobs]
+        elif turn_taking(mode):
+            units += [Unit(group.jobs, mode, group.index, policy) for policy in policies]
         else:
             units.append(Unit(group.jobs, mode, group.index))
     return units

@@ -79,6 +79,7 @@ from ..scripts import (
     script_framework,
     script_names,
 )
+from .gradient_wait import wait_without_spinning
 from .script_turns import ScriptCoordinator
 
 # DDP options that bring their own reduction
@@ -229,8 +230,6 @@ class DDPCrossover:
                 self._wait_for_pending()
 
     def _wait_for_pending(self) -> None:
-        from .gradient_wait import wait_without_spinning
-
         for work in self.pending:
             wait_without_spinning(work.is_completed)
             work.wait()  # raises if the all-reduce failed (a peer rank died)

@@ -1,5 +1,5 @@
 """Engine adapters: how a worker joins its job, averages gradients and waits for them (for the
-built-in models; each engine of the registry, xover/engines.py, names its adapter here).
+built-in models), each found by the name of the engine's worker side (`Engine.runtime_name`, xover/engines.py).
 
 Every adapter starts the all-reduce of each gradient from backward hooks (asynchronously), so
 the turn can be released when backward ends while communication continues outside the turn.
@@ -194,3 +194,14 @@ class TorchEngine:
 def torch_backend() -> str:
     """This worker's backend: `devices.torch_backend` for whether it computes on a GPU."""
     return devices.torch_backend(torch.cuda.is_available() and not settings().cpu_only)
+
+
+# the worker side of each engine, by `Engine.runtime_name`
+ADAPTERS: dict[str, type[HorovodEngine] | type[TorchEngine]] = {"horovod": HorovodEngine, "torch": TorchEngine}
+
+
+def adapter_for(runtime: str) -> type[HorovodEngine] | type[TorchEngine]:
+    """The adapter class of the engine's worker side named `runtime`."""
+    if runtime not in ADAPTERS:
+        raise ValueError(f"no worker side named {runtime!r}; choose {', '.join(ADAPTERS)}")
+    return ADAPTERS[runtime]

@@ -43,7 +43,8 @@ import runpy
 import sys
 from collections.abc import Callable
 
-from ..engines import ENGINES
+from .ddp_shim import install_ddp
+from .gradient_wait import meet_without_spinning, wait_without_spinning
 from .script_turns import ScriptCoordinator, Unfollowable
 from .worker import exit_without_teardown
 
@@ -52,8 +53,6 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     """Wrap hvd.DistributedOptimizer: its step waits for the all-reduces outside the turn."""
     import horovod.torch as hvd
     from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-    from .gradient_wait import meet_without_spinning, wait_without_spinning
 
     # horovodrun tells each rank who it is; the script calls hvd.init() itself
     coordinator = ScriptCoordinator(
@@ -197,13 +196,17 @@ def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Calla
     return call
 
 
+# the shim of each engine's worker side, by `Engine.runtime_name` (xover/engines.py)
+SHIMS: dict[str, Callable[[str | None], ScriptCoordinator]] = {"horovod": install_horovod, "torch": install_ddp}
+
+
 def main() -> None:
     """The shim's entry point: adapt the engine, run the user's script as __main__, and tell the coordinator
     whether it ended cleanly."""
-    if len(sys.argv) < 3 or sys.argv[1] not in ENGINES:
-        sys.exit(f"usage: python -m xover.runtime.script_shim {'|'.join(ENGINES)} SCRIPT [ARGS...]")
-    engine, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    coordinator = ENGINES[engine].install_shim(script)  # install_horovod here, install_ddp (ddp_shim.py), ...
+    if len(sys.argv) < 3 or sys.argv[1] not in SHIMS:
+        sys.exit(f"usage: python -m xover.runtime.script_shim {'|'.join(SHIMS)} SCRIPT [ARGS...]")
+    runtime, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    coordinator = SHIMS[runtime](script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     clean = False

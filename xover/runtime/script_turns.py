@@ -14,9 +14,10 @@ from collections.abc import Callable
 import torch
 
 from ..engines import ENGINES
+from ..records import EndRecord, IterationRecord, StartRecord
 from ..settings import JOB_VARIABLE, SCRIPT_STEPS_VARIABLE
 from .link_priority import LinkPriority
-from .metrics import EndRecord, IterationRecord, StartRecord, emit
+from .metrics import emit
 from .thread_policy import CommThreads
 from .turn_client import NoTurn, after_gradient, token_from_env
 from .worker import peak_memory_gb, place_on_device

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..records import TurnsLostRecord
 from ..settings import (
     DEVICES_VARIABLE,
     HOST_VARIABLE,
@@ -44,8 +45,10 @@ from ..turns.protocol import (
     STEP_OUT,
     YIELD,
     YIELD_PAGE_BYTES,
+    host_tag,
     yield_page_path,
 )
+from .metrics import emit
 
 _NEVER = bytearray(YIELD_PAGE_BYTES)  # the page of a job without a server: no one ever asks to yield
 
@@ -224,8 +227,6 @@ class CrossoverToken:
             flush=True,
         )
         # and a record, so that the run's record and report say its crossover ended here (any rank's counts)
-        from .metrics import TurnsLostRecord, emit
-
         emit(TurnsLostRecord(device=self.device, slot=self.slot, why=f"the turn server {why}", wall_time=time.time()))
         if self._sock is not None:
             self._sock.close()
@@ -262,8 +263,6 @@ def token_from_env(local_rank: int, synchronize: Callable[[], None] | None = Non
     template = os.environ.get(TURN_SOCKET_VARIABLE)
     if not template:
         return NoTurn()
-    from ..turns.service import host_tag
-
     path = template.replace("{host}", host_tag(this_host()))
     return CrossoverToken(path, device_of(local_rank), int(os.environ[TURN_SLOT_VARIABLE]), synchronize)
 

@@ -28,10 +28,12 @@ import torch.nn.functional as F
 
 from .. import workloads
 from ..devices import devices_per_gpu, gpu_of_device
-from ..engines import DEFAULT_ENGINE, ENGINES
+from ..engines import DEFAULT_ENGINE
+from ..records import EndRecord, EvaluationRecord, IterationRecord, StartRecord
 from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
+from .engines import adapter_for
 from .link_priority import LinkPriority
-from .metrics import EndRecord, EvaluationRecord, IterationRecord, StartRecord, emit
+from .metrics import emit
 from .thread_policy import CommThreads
 from .turn_client import device_of, install_checkpoints, token_from_env
 
@@ -206,7 +208,7 @@ def train(spec: dict[str, Any]) -> None:
     (rank 0 only)."""
     recipe = spec["recipe"]
     deterministic = use_deterministic_kernels()
-    engine = ENGINES[spec.get("engine", DEFAULT_ENGINE)].adapter()()
+    engine = adapter_for(spec.get("runtime") or spec.get("engine", DEFAULT_ENGINE))()
     device = place_on_device(engine.local_rank)
     # join the group early: the server sees us die from here on
     turn = token_from_env(engine.local_rank, synchronize=lambda: synchronize_device(device))

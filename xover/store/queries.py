@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..recipes import Recipe
-from ..runtime.metrics import IterationRecord
+from ..records import IterationRecord
 from .models import IterationMetric, RecipeSnapshot, Run, utcnow
 
 
@@ -50,7 +50,7 @@ def snapshot_recipe(session: Session, recipe: Recipe) -> RecipeSnapshot:
     return session.scalars(query).one()
 
 
-# an iteration record's fields (runtime/metrics.py), each a column of iteration_metrics
+# an iteration record's fields (xover/records.py), each a column of iteration_metrics
 ITERATION_COLUMNS = tuple(spec.name for spec in fields(IterationRecord))
 
 

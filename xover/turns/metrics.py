@@ -27,13 +27,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from ..settings import whole_number
 from .credentials import MetricsCredentials
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 ADDRESS = "localhost"  # loopback only, unless XOVER_METRICS_ADDRESS says otherwise (settings.py)
 DEVICE_LABELS = ("experiment", "group", "host", "device")
@@ -324,6 +325,9 @@ class TurnMetrics:
         devices: Mapping[int, Sequence[int]],
         registry: CollectorRegistry | None = None,
     ) -> None:
+        # prometheus_client is loaded by a server that serves figures, not by every turn server
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
         self.registry = registry or CollectorRegistry()
         self.names = dict(names)
         self.base = {key: labels.get(key, "") for key in LABELS}
@@ -439,6 +443,8 @@ class TurnMetrics:
         http = None
         for port in range(ports[0], ports[1] + 1) if ports is not None else (0,):
             try:
+                from prometheus_client import make_wsgi_app
+
                 http = serve_http(address, port, make_wsgi_app(self.registry), credentials)
                 break
             except OSError as error:

@@ -56,3 +56,10 @@ def event_line(payload: str) -> str:
 def spans_line(payload: str) -> str:
     """A server's line of first grants on its stdout."""
     return f"spans {payload}"
+
+
+def host_tag(host: str) -> str:
+    """A host's name as it appears in socket names. Launchers are given canonical names (this
+    machine's names are `localhost`), and workers use the name they were given as it is: inside an
+    emulated host the hostname is the host's own, so a worker must not canonicalise by it."""
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in host)

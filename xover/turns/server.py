@@ -35,10 +35,11 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..errors import XoverError
 from ..settings import parse_port_range
+from .credentials import MetricsCredentials
+from .metrics import TurnMetrics, parse_labels, parse_names
 from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
 from .protocol import (
     ACQUIRE,
@@ -58,10 +59,6 @@ from .protocol import (
     stats_line,
     yield_page_path,
 )
-
-if TYPE_CHECKING:
-    from .credentials import MetricsCredentials
-    from .metrics import TurnMetrics
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
 # is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
@@ -718,8 +715,6 @@ MAX_CREDENTIALS_BYTES = 65536
 def _credentials_from_stdin() -> MetricsCredentials:
     """The metrics' credentials, the first line of stdin, read a byte at a time: what follows (the launcher's
     commands) stays in the pipe for the control loop. OSError if none came whole in time."""
-    from .credentials import MetricsCredentials
-
     line = bytearray()
     deadline = time.monotonic() + CREDENTIALS_WAIT_S
     while not line.endswith(b"\n"):
@@ -805,8 +800,6 @@ def main(argv: list[str] | None = None) -> None:
     devices = parse_devices(args.device)
     metrics, metrics_port = None, None
     if args.metrics_address is not None:
-        from .metrics import TurnMetrics, parse_labels, parse_names  # prometheus_client, only when asked for
-
         ports = None
         if args.metrics_ports is not None:
             ports = parse_port_range(args.metrics_ports)

@@ -39,6 +39,7 @@ from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
 from .credentials import MetricsCredentials
 from .policies import SlotTraits
+from .protocol import host_tag
 from .server import FolderError, private_folder
 
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
@@ -54,13 +55,6 @@ def runtime_dir() -> str:
         return private_folder(path)
     except FolderError as error:
         raise XoverError(str(error)) from None
-
-
-def host_tag(host: str) -> str:
-    """A host's name as it appears in socket names. Launchers are given canonical names (this
-    machine's names are `localhost`), and workers use the name they were given as it is: inside an
-    emulated host the hostname is the host's own, so a worker must not canonicalise by it."""
-    return "".join(c if c.isalnum() or c in "-." else "_" for c in host)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,13 @@ down_revision = None
 
 def upgrade() -> None:
     """Create the first release's tables and its run_throughput view."""
+    _create_recipe_and_experiment_tables()
+    _create_run_tables()
+    _create_evaluation_and_profile_tables()
+
+
+def _create_recipe_and_experiment_tables() -> None:
+    """The tables schema_info, recipes, plans and experiments."""
     op.create_table(
         "schema_info",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -54,6 +61,10 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime, nullable=False),
         sa.Column("ended_at", sa.DateTime),
     )
+
+
+def _create_run_tables() -> None:
+    """The tables plan_groups, runs and iteration_metrics."""
     op.create_table(
         "plan_groups",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -104,6 +115,10 @@ def upgrade() -> None:
         sa.Column("loss", sa.Float, nullable=False),
         sa.UniqueConstraint("run_id", "step"),
     )
+
+
+def _create_evaluation_and_profile_tables() -> None:
+    """The tables evaluations and profiles (with the profiles' key index), then the run_throughput view."""
     op.create_table(
         "evaluations",
         sa.Column("id", sa.Integer, primary_key=True),

@@ -7,6 +7,7 @@ Revision ID: 0003
 import sqlalchemy as sa
 from alembic import op
 
+from xover.rates import canonical_rate_or_none
 from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0001
 
 revision = "0003"
@@ -43,8 +44,6 @@ ADDED: dict[str, list[sa.Column]] = {
 def upgrade() -> None:
     """Add the columns of ADDED and the turn_events table; store the link rates already there canonically."""
     op.execute(DROP_RUN_THROUGHPUT_VIEW)  # SQLite rebuilds tables in batch mode; the view would break
-    from xover.rates import canonical_rate_or_none
-
     for table, columns in ADDED.items():
         with op.batch_alter_table(table) as batch:
             for column in columns:

@@ -1,0 +1,179 @@
+"""The launcher side of each engine: what to refuse or say before its jobs start on this machine, and the
+command lines that start a job's ranks, with their environment. Each engine's is one object registered by
+the engine's name (the engine itself, in words, is in xover/engines.py; its worker side in xover/runtime/).
+
+    horovod   one horovodrun for every host (over the emulated hosts' NICs where there are some); the metric
+              token and the job file's variables reach the ranks through a private file on each host
+    torch     one torchrun per node, over ssh for other hosts
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..devices import local_device_count, torch_backend
+from ..engines import ENGINES, HOROVOD, TORCH
+from ..errors import XoverError
+from ..hosts import is_local
+from ..settings import SECRET_VARIABLES
+from ..sharing import turn_taking
+from .external.horovodrun import horovodrun_command, horovodrun_env, private_variables
+from .external.torchrun import torchrun_commands
+from .jobs import JobSpec
+from .reach import host_interfaces
+
+
+class EngineRanks:
+    """How one engine's ranks are started from this machine. A subclass names its engine and builds its
+    command lines."""
+
+    engine = ""  # the engine's name (xover/engines.py)
+
+    def check_jobs(self, device_kind: str) -> None:
+        """Refuse, with one line, what its jobs would each fail on here (device_kind: 'cpu' or 'gpu')."""
+
+    def crossover_warning(self) -> str | None:
+        """A warning where its jobs would take crossover turns badly on this machine, or None."""
+        return None
+
+    def launch_commands(
+        self,
+        job: JobSpec,
+        log_dir: Path,
+        spec_path: Path,
+        env: dict[str, str],
+        prefix: list[str],
+        deadline: float | None = None,
+    ) -> list[list[str]]:
+        """The command lines that start the job's ranks (one per node where the program needs it),
+        each behind `prefix` (how this machine reaches the hosts); `deadline`: time.monotonic() of --timeout."""
+        raise NotImplementedError
+
+    def launch_env(self, job: JobSpec, env: dict[str, str]) -> dict[str, str]:
+        """The environment its launch commands run with (`env`: the workers')."""
+        return env
+
+    def shim_program(self, job: JobSpec) -> list[str] | None:
+        """For a script's job: its script under the shim of the engine's worker side (`python -m
+        xover.runtime.script_shim RUNTIME SCRIPT ARGS`, after the interpreter); None for a built-in model
+        (the worker, runtime/worker.py)."""
+        if not job.script:
+            return None
+        return ["-m", "xover.runtime.script_shim", ENGINES[self.engine].runtime_name, *job.script]
+
+
+class HorovodRanks(EngineRanks):
+    """horovodrun."""
+
+    engine = HOROVOD
+
+    def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
+        """One horovodrun for every host, over the emulated hosts' interfaces where there are some; the
+        metric token and the job file's variables reach the ranks through a private file on each host."""
+        shim = self.shim_program(job)
+        return [
+            [
+                *prefix,
+                *horovodrun_command(
+                    job.np,
+                    job.hosts,
+                    log_dir,
+                    spec_path,
+                    program=[sys.executable, "-u", *shim] if shim else None,
+                    interfaces=host_interfaces(),
+                    private=private_variables(env, job.recipe.variable_names),
+                    remote_prefix=prefix,
+                    deadline=deadline,
+                ),
+            ]
+        ]
+
+    def launch_env(self, job, env):
+        """horovodrun copies all of its environment onto its ranks' command lines: an allow-list, without
+        the store's URL, the metric token or the job file's variables (run/external/horovodrun.py)."""
+        return horovodrun_env(env, (*SECRET_VARIABLES, *job.recipe.variable_names))
+
+
+class TorchRanks(EngineRanks):
+    """torchrun."""
+
+    engine = TORCH
+
+    def check_jobs(self, device_kind):
+        """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
+        torch_backend(device_kind == "gpu")
+
+    def crossover_warning(self):
+        """On GPUs over NCCL: an NCCL all-reduce waiting for its peer is a kernel that spins on the GPU,
+        and the partner's turn is time-sliced with it (docs/measurements.md: a compute-heavy job's
+        compute 1.96x, crossover 0.60x of concurrent)."""
+        if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
+            return None
+        return (
+            "crossover on GPUs over NCCL: a waiting NCCL all-reduce spins on the GPU and slows the partner's "
+            "turn (time-slicing); XOVER_TORCH_BACKEND=gloo all-reduces through host memory and leaves the GPU "
+            "to the partner (docs/gpu.md)"
+        )
+
+    def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
+        """torchrun, one per node (over ssh for other hosts)."""
+        return [
+            [*prefix, *command]
+            for command in torchrun_commands(
+                job.np,
+                job.hosts,
+                log_dir,
+                spec_path,
+                env,
+                program=self.shim_program(job),
+                remote_prefix=prefix,
+                deadline=deadline,
+                forward=job.recipe.variable_names,
+            )
+        ]
+
+
+ENGINE_RANKS: dict[str, EngineRanks] = {}
+
+
+def register_ranks(ranks: EngineRanks) -> EngineRanks:
+    """Start the ranks of the engine `ranks.engine` names this way."""
+    ENGINE_RANKS[ranks.engine] = ranks
+    return ranks
+
+
+register_ranks(HorovodRanks())
+register_ranks(TorchRanks())
+
+
+def check_devices(jobs: list[JobSpec]) -> None:
+    """Fail before anything starts when a job asks for devices this machine does not have."""
+    kind, available = local_device_count()
+    for engine in {job.engine for job in jobs}:
+        ranks_of(engine).check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
+    for job in jobs:
+        for host, indices in job.devices.items():
+            if not is_local(host):
+                continue  # remote hosts are counted by their -H slots
+            if len(indices) > available or max(indices, default=0) >= available:
+                raise XoverError(
+                    f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
+                    f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H"
+                )
+
+
+def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
+    """A warning where the jobs' engines would take crossover turns badly on this machine (torch's:
+    on GPUs over NCCL, `engines.Torch.crossover_warning`), or None."""
+    if not any(turn_taking(mode) for mode in modes):
+        return None
+    engines = sorted({job.engine for job in jobs})
+    return next(filter(None, (ranks_of(engine).crossover_warning() for engine in engines)), None)
+
+
+def ranks_of(engine: str) -> EngineRanks:
+    """How the ranks of that engine are started; an engine registered without them is one line saying so."""
+    if engine not in ENGINE_RANKS:
+        raise XoverError(f"engine {engine}: nothing starts its ranks (register its EngineRanks, run/ranks.py)")
+    return ENGINE_RANKS[engine]

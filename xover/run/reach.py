@@ -1,0 +1,64 @@
+"""Reaching other hosts, and shaping a run's link, from this machine: the one seam between running jobs
+and the emulated cluster (xover/emulation/).
+
+A host of this machine needs nothing. A host of the live emulated cluster (`xover cluster up`: each host a
+network namespace of this machine) is reached from the cluster's head namespace, its ranks bound to its
+NIC; any other host over ssh, as horovodrun and torchrun reach it themselves. A run on this machine alone
+may shape its link (--bandwidth: a token bucket on a private namespace's loopback); hosts elsewhere use
+their network as it is.
+"""
+
+from __future__ import annotations
+
+from ..emulation import cluster
+from ..emulation.network import network_for, requested_rate
+from ..errors import XoverError
+from ..hosts import is_local
+
+__all__ = [
+    "host_interfaces",
+    "is_emulated_host",
+    "link_rate",
+    "prefix_to_reach",
+    "requested_rate",
+    "shaped_link",
+]
+
+
+def prefix_to_reach(hosts: list[str]) -> list[str]:
+    """What goes in front of a command that starts or stops something on these hosts from here: the emulated
+    cluster's head namespace, or nothing (this machine, or ssh). A spec that mixes emulated hosts with
+    others, or names an emulated host that is not up, is an XoverError."""
+    return cluster.launch_prefix([host for host in hosts if not is_local(host)])
+
+
+def host_interfaces() -> dict[str, str]:
+    """Each host of the live emulated cluster, by name and by address -> its NIC (none without one)."""
+    return cluster.host_interfaces()
+
+
+def is_emulated_host(host: str) -> bool:
+    """Whether `host` is a host of the live emulated cluster (a namespace of this machine, sharing its /tmp)."""
+    return cluster.is_emulated_host(host)
+
+
+def link_rate(hosts: list[str], bandwidth: str | None) -> str:
+    """The link a run over `hosts` is keyed by: --bandwidth (this machine's shaped loopback), 'host'
+    (unshaped), or the emulated cluster's NIC rate when the jobs span its hosts. A spec that mixes emulated
+    and other hosts, or --bandwidth across hosts, is refused."""
+    remote = sorted(host for host in hosts if not is_local(host))
+    if not remote:
+        return bandwidth or "host"
+    prefix_to_reach(remote)  # refuses a spec that mixes emulated hosts with others
+    if bandwidth:
+        raise XoverError(
+            f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
+            "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)"
+        )
+    return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
+
+
+def shaped_link(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1):
+    """A unit's network, entered and left around it: `rate` per node (its `nodes` devices share this
+    machine's loopback), or the host's as it is (None)."""
+    return network_for(rate, env, nodes)

@@ -1,0 +1,79 @@
+"""What the turn policy knows of each job (its `SlotTraits`): from its profile, from the plan, or from its
+run alone; and the iterations a job gets for `--seconds`, from the same solo time."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..analysis import profile_of_run
+from ..devices import hardware_fingerprint
+from ..errors import XoverError
+from ..recipes import with_overrides
+from ..store.profiles import find_profile
+from ..turns.policies import SlotTraits, critical_rank
+from .jobs import JobSpec
+
+
+def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
+    """What the turn policy learns of a job from its time alone: its critical rank, its solo iteration
+    (device time plus communication) and its share of the link."""
+    solo_s = (device_ms + comm_ms) / 1000
+    link_fraction = max(link_ms, comm_ms) / 1000 / solo_s if link_ms is not None and solo_s > 0 else None
+    return SlotTraits(
+        rank=critical_rank(device_ms / 1000, solo_s),
+        max_slowdown=max_slowdown,
+        solo_iteration_s=solo_s,
+        link_fraction=link_fraction,
+    )
+
+
+def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
+    """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
+    engine): its compute fraction ranks it (critical path first), its link fraction orders the link,
+    its solo time and max_slowdown protect it. Without a profile the server learns the compute
+    fraction from what it sees, and the job keeps the link's default band."""
+    hardware = hardware_fingerprint()
+    for job in jobs:
+        if job.traits is not None:
+            continue
+        found = find_profile(
+            store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
+        )
+        job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
+        if found is not None:
+            job.traits = traits_of(
+                found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown, found.link_ms
+            )
+
+
+def traits_from_summary(
+    summary: dict[str, Any], max_slowdown: float | None, link: str | None = None
+) -> SlotTraits | None:
+    """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
+    fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
+    the rate, within [exposed, measured span]), so that the link order covers it too."""
+    if summary["status"] != "finished" or summary["compute_ms"] is None:
+        return None
+    alone = profile_of_run(summary, link) if link and link != "host" else None
+    return traits_of(
+        (summary["data_ms"] or 0.0) + summary["compute_ms"],
+        summary["communication_ms"] or 0.0,
+        max_slowdown,
+        alone.link_ms if alone is not None else None,
+    )
+
+
+def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
+    """Each job gets the iterations it does in about `seconds` alone (from its profile's time per
+    iteration), so that jobs of a group overlap from start to end."""
+    for job in jobs:
+        solo_s = job.traits.solo_iteration_s if job.traits else None
+        if not solo_s:
+            link = f" --bandwidth {bandwidth}" if bandwidth and bandwidth != "host" else ""
+            raise XoverError(
+                f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
+                f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
+                f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations"
+            )
+        job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))

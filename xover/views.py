@@ -1,0 +1,178 @@
+"""How each command's typed result is shown: one JSON object (`--json`), or its tables. The commands
+(cli.py) parse, call one library function, and hand what it returns to `show_*` here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+from .console import console, print_json, print_table
+from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
+from .sharing import CONCURRENT, CROSSOVER
+
+GROUP_COLUMNS = [
+    ("group", "group"),
+    ("jobs", "jobs"),
+    ("policy", "crossover_policy"),
+    (f"{CROSSOVER}/sequential", CROSSOVER.compared_as),
+    (f"{CONCURRENT}/sequential", CONCURRENT.compared_as),
+    (f"{CROSSOVER}/{CONCURRENT}", "crossover_vs_concurrent"),
+    ("predicted gain", "predicted_gain"),
+]
+PROFILE_COLUMNS = [
+    ("job", "name"),
+    ("np", "np"),
+    ("link", "bandwidth"),
+    ("data ms", "data_ms"),
+    ("compute ms", "compute_ms"),
+    ("comm ms", "comm_ms"),
+    ("iter ms", "iteration_ms"),
+    ("compute fraction", "compute_fraction"),
+    ("samples/s", "samples_per_s"),
+    ("memory GB", "memory_gb"),
+    ("grad MB", "gradient_mb"),
+    ("interference", "interference"),
+    ("stretch", "corun_stretch"),
+    ("GPU busy", "gpu_busy"),
+    ("reused", "reused"),
+]
+PLAN_COLUMNS = [
+    ("group", "index"),
+    ("wave", "wave"),
+    ("jobs", "jobs"),
+    ("devices", "devices"),
+    ("start s", "start_s"),
+    ("sharing", "sharing"),
+    ("gain", "predicted_gain"),
+    ("predicted by sharing", "by_sharing"),
+    ("fluid bound", "fluid_bound"),
+    ("slowdowns", "slowdowns"),
+]
+
+
+def show_train(result: dict[str, Any], as_json: bool) -> None:
+    """`xover train`: the job's run."""
+    if as_json:
+        print_json(result)
+        return
+    print_table(f"xover train  experiment {result['experiment']}", job_columns(False), result["jobs"], DIGITS)
+    print_failures(result["jobs"])
+    console.print(f"logs: {result['results_dir']}", markup=False)
+
+
+def show_run(result: Any, as_json: bool) -> None:
+    """`xover run`: each job's run, the groups' aggregate throughput (by turn policy where several ran),
+    and a plan's makespans. `result` is a RunOutcome."""
+    shown = result.to_json()
+    if as_json:
+        print_json(shown)
+        return
+    print_table(
+        f"xover run  experiment {result.experiment}  link {result.link or 'host network'}",
+        job_columns(True),
+        shown["jobs"],
+        DIGITS,
+    )
+    print_failures(shown["jobs"])
+    if shown["groups"]:
+        rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]
+        print_table(
+            "aggregate throughput while the jobs shared the devices (each job normalised by its speed alone)",
+            GROUP_COLUMNS,
+            rows,
+        )
+        if len(result.policies) > 1:
+            # the model's simulated gains come with `xover report`, which reads the jobs' runs alone
+            print_table(
+                f"{CROSSOVER} by turn policy",
+                [c for c in POLICY_COLUMNS if c[1] != "simulated"],
+                display_rows(policy_rows(shown["groups"])),
+            )
+    if result.schedule is not None:
+        schedule = result.schedule
+        console.print(
+            f"makespan {schedule['measured_makespan_s']:.1f} s measured "
+            f"vs {schedule['predicted_makespan_s']:.1f} s "
+            f"predicted by the plan vs {schedule['sequential_makespan_s']:.1f} s one after another; "
+            f"up to {schedule['groups_overlapping']} groups ran at once"
+        )
+    console.print(f"logs: {result.results_dir}")
+
+
+def show_profiles(results: list[dict[str, Any]], as_json: bool) -> None:
+    """`xover profile`: one row per job, compute-heavy first."""
+    results = sorted(results, key=lambda r: r["compute_fraction"], reverse=True)
+    if as_json:
+        print_json(results)
+        return
+    print_table(
+        "xover profile  (sorted: compute-heavy first, communication-heavy last)",
+        PROFILE_COLUMNS,
+        results,
+        digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2, "gpu_busy": 2},
+    )
+
+
+def show_plan(result: Any, as_json: bool) -> None:
+    """`xover plan`: its groups, what was left unplaced, the predicted gain and makespan, and where the plan
+    file is. `result` is a PlanWritten."""
+    if as_json:
+        print_json(result.to_dict())
+        return
+    plan = result.plan
+    rows = [
+        {
+            "index": i,
+            "jobs": " + ".join(job.name for job in g.jobs),
+            "devices": ",".join(g.devices),
+            "wave": g.wave,
+            "sharing": g.sharing,
+            "predicted_gain": g.predicted_gain,
+            "predicted_period_ms": g.predicted_period_ms,
+            "fluid_bound": g.fluid_bound,
+            "start_s": g.predicted_start_ms / 1000,
+            "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g.predicted_slowdown.items()),
+            "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.predicted_by_sharing.items()),
+        }
+        for i, g in enumerate(plan.groups)
+    ]
+    from_engine = f", {result.engine} profiles" if result.engine else ""
+    print_table(
+        f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, {CROSSOVER} "
+        f"under the {plan.policy} turn policy, "
+        f"link {result.bandwidth or 'host'}{from_engine})",
+        PLAN_COLUMNS,
+        rows,
+    )
+    for name, reason in plan.unplaced:
+        console.print(f"[yellow]unplaced[/] {escape(name)}: {escape(reason)}")
+    console.print(
+        f"predicted aggregate gain {plan.predicted_aggregate_gain:.2f}x; makespan "
+        f"{plan.predicted_makespan_ms / 1000:.1f} s vs {plan.sequential_makespan_ms / 1000:.1f} s "
+        f"one after another"
+    )
+    written = f"plan written to {result.path}"
+    if plan.groups:
+        console.print(f"{written}  (run it: xover run {result.path})", markup=False, highlight=False)
+    else:
+        console.print(
+            f"{written}, with nothing to run: no job could be placed (see above)", markup=False, highlight=False
+        )
+
+
+def show_doctor(diagnosis: Any, as_json: bool) -> None:
+    """`xover doctor`: each check, and whether jobs can run here."""
+    if as_json:
+        print_json(diagnosis.to_dict())
+        return
+    rows = [
+        {
+            "check": c.name,
+            "ok": "ok" if c.ok else ("FAIL" if c.required else "no"),
+            "detail": c.detail + (f"  -> {c.fix}" if c.fix and not c.ok else ""),
+        }
+        for c in diagnosis.checks
+    ]
+    print_table("xover doctor", [("check", "check"), ("", "ok"), ("detail", "detail")], rows)
+    console.print("jobs can run here" if diagnosis.can_run_jobs else "[red]jobs cannot run here: fix the FAIL lines[/]")
