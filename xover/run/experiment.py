@@ -20,14 +20,12 @@ from pathlib import Path
 
 from ..config import XOVER_ROOT, results_root
 from ..console import errors
-from ..emulation import cluster
-from ..errors import XoverError
-from ..hosts import is_local
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .jobs import JobSpec
 from .leases import DeviceLeases, describe_busy
+from .reach import link_rate
 from .record import Recorder, reconcile_lost
 from .schedule import RunContext
 from .sinks import MetricSink, StoreSink, deliver, sinks_named
@@ -98,16 +96,7 @@ def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
     """The link a run's figures are keyed by: --bandwidth (this machine's shaped loopback), 'host'
     (unshaped), or the emulated cluster's NIC rate when jobs span its hosts. Checked before anything
     is recorded: a spec that mixes emulated and other hosts, or --bandwidth across hosts, is refused."""
-    remote = sorted({host for job in jobs for host in job.devices if not is_local(host)})
-    if not remote:
-        return bandwidth or "host"
-    cluster.launch_prefix(remote)  # refuses a spec that mixes emulated hosts with others
-    if bandwidth:
-        raise XoverError(
-            f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
-            "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)"
-        )
-    return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
+    return link_rate(sorted({host for job in jobs for host in job.devices}), bandwidth)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import XOVER_ROOT, results_root
 from ..console import errors, print_error
@@ -52,17 +52,16 @@ from .experiment import settings_from_env
 from .exporter import PrometheusSink, run_facts
 from .external import slurm
 from .jobs import GroupToRun
+from .launchers import Launcher, LauncherOption, register_launcher
 from .mps import MpsDaemon, check_mps
 from .reach import prefix_to_reach
 from .record import Recorder
+from .request import LaunchRequest, LaunchResult
 from .schedule import RunContext, Scheduler, Unit
 from .sinks import MetricSink, StoreSink, deliver
 from .supervise import Interrupted, TimedOut, interruptible, on_interrupt, uninterrupted
 from .traits import attach_traits, give_seconds
 from .units import comparison_units, group_units
-
-if TYPE_CHECKING:
-    from .launchers import LaunchRequest
 
 SLURM_TO_STATUS = {
     "CANCELLED": "cancelled",
@@ -329,6 +328,43 @@ def record_outcome(run, units: list[Unit], state, status: str | None = None) -> 
             if row.status in ACTIVE_STATUSES or (not state.succeeded and row.status == "interrupted"):
                 row.status, row.ended_at = status, row.ended_at or utcnow()
                 row.error = (row.error + "\n" if row.error else "") + f"Slurm job {state.job_id} {state.state}"
+
+
+class SlurmLauncher(Launcher):
+    """Each group of a plan submitted as one Slurm job, followed until it ends and recorded."""
+
+    name = "slurm"
+    summary = "each group of the plan submitted as one Slurm job; the store must be one every node reaches"
+    options = (
+        LauncherOption("partition", "Slurm partition"),
+        LauncherOption("account", "Slurm account"),
+        LauncherOption("time_limit", "Slurm time limit per group, e.g. 1:00:00"),
+    )
+    runs_here = False
+
+    def check(self, request: LaunchRequest) -> None:
+        """Refuse all but a plan file, and --bandwidth or --mps, which cannot reach another machine's jobs."""
+        if not request.options.plan_path or request.options.bandwidth or request.options.mps:
+            raise XoverError(
+                f"--launcher {self.name} runs a plan file (each group one Slurm job), without --bandwidth or --mps"
+            )
+
+    def allocated_hosts(self) -> tuple[str, str] | None:
+        """Inside a Slurm job (salloc, sbatch, srun): the allocation's nodes and devices."""
+        if not slurm.in_allocation():
+            return None
+        allocation = slurm.allocation()
+        return allocation.hosts_option(), f"hosts from the {allocation.describe()}"
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        """Submit each group's batch script and follow the jobs; returns group -> its Slurm job id."""
+        submitted: dict[int, str] = {}
+        with request.experiment(sinks=()) as current:
+            submit_and_follow(current, request, submitted, errors)  # builds each group's batch script
+        return LaunchResult(current, submitted)
+
+
+register_launcher(SlurmLauncher())
 
 
 # ------------------------------------------------------------------------------------ inside the Slurm job
