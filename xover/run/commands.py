@@ -28,7 +28,6 @@ from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
-from . import local, on_slurm  # noqa: F401 - the built-in launchers, registered when loaded
 from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .exporter import PrometheusSink, check_port, run_facts
 from .jobs import GroupToRun, job_for

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..console import errors
 from ..errors import XoverError
+from ..plugins import PluginRegistry
 from .request import DEFAULT_LAUNCHER, LaunchRequest, LaunchResult
 
 __all__ = ["DEFAULT_LAUNCHER", "LAUNCHERS", "LaunchRequest", "LaunchResult", "Launcher", "LauncherOption"]
@@ -67,12 +68,15 @@ class Launcher:
         raise NotImplementedError
 
 
-LAUNCHERS: dict[str, Launcher] = {}
+LAUNCHERS: PluginRegistry[Launcher] = PluginRegistry()  # local and slurm come as plugins of xover's own
 
 
 def register_launcher(launcher: Launcher) -> Launcher:
     """Offer a launcher to `xover run --launcher NAME`, with its options (when the command line is built)."""
     LAUNCHERS[launcher.name] = launcher
+    ordered = sorted(dict.items(LAUNCHERS), key=lambda item: item[0] != DEFAULT_LAUNCHER)  # the default first
+    dict.clear(LAUNCHERS)
+    dict.update(LAUNCHERS, ordered)
     return launcher
 
 
