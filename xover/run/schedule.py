@@ -33,6 +33,7 @@ from ..emulation.network import network_for
 from ..engines import ENGINES
 from ..errors import XoverError
 from ..hosts import is_local
+from ..plan.decide import ready_to_start
 from ..processes import sweep
 from ..runtime.metrics import MetricRecord, TurnsLostRecord, checked_record
 from ..settings import (
@@ -243,16 +244,12 @@ class Scheduler:
 
     def _start_ready(self, pending: list[Unit], running: list[Unit], exclusive: bool) -> None:
         busy = set().union(*(unit.devices for unit in running))
-        for unit in list(pending):
-            if exclusive and (running or unit is not pending[0]):
-                break
-            if unit.devices & busy:
-                busy |= unit.devices  # earlier units keep their place in the order
-                continue
+        # the planning core's start rule (plan/decide.py): earlier units keep their place in the order
+        ready = ready_to_start([frozenset(unit.devices) for unit in pending], busy, exclusive, bool(running))
+        for unit in [pending[index] for index in ready]:
             pending.remove(unit)
             self._start(unit)
             running.append(unit)
-            busy |= unit.devices
 
     def _batch(self, wait: float) -> list[tuple[int, Event]]:
         try:
