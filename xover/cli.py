@@ -19,6 +19,7 @@ from . import __version__
 from .console import console, errors, print_error, print_json, print_table
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
+from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
 from .run.external import slurm
 from .run.launchers import (
     DEFAULT_LAUNCHER,
@@ -773,6 +774,221 @@ def plan(
             markup=False,
             highlight=False,
         )
+
+
+SIMULATE_COLUMNS = [
+    ("policy", "policy"),
+    ("jobs", "finished"),
+    ("avg JCT s", "avg_jct_s"),
+    ("median JCT s", "median_jct_s"),
+    ("p99 JCT s", "p99_jct_s"),
+    ("makespan s", "makespan_s"),
+    ("utilisation", "utilisation"),
+    ("avg queueing s", "avg_queue_s"),
+    ("grouped", "grouped_share"),
+    ("replay s", "wall_s"),
+]
+SECONDS_DIGITS = {
+    "avg_jct_s": 0,
+    "median_jct_s": 0,
+    "p99_jct_s": 0,
+    "makespan_s": 0,
+    "avg_queue_s": 0,
+    "utilisation": 3,
+    "grouped_share": 3,
+    "wall_s": 1,
+}
+
+
+def _names(value: str | None, flag: str) -> list[str]:
+    """A comma-separated list of names (none given: empty)."""
+    names = [name.strip() for name in (value or "").split(",") if name.strip()]
+    if value is not None and not names:
+        raise XoverError(f"{flag}: give one or more names, separated by commas")
+    return names
+
+
+def _factors(value: str) -> list[float]:
+    try:
+        return [float(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37") from None
+
+
+@app.command(
+    short_help="Replay a cluster's trace of job arrivals under several policies (no sharing, and xover's "
+    "grouping) and store the outcome for `xover report`."
+)
+def simulate(
+    trace: Annotated[
+        str,
+        typer.Argument(
+            help="The trace: Muri's CSV (job_id,num_gpu,submit_time,iterations,model_name,...,resource_time_0..2), "
+            "a plain CSV (arrival_s,gpus,duration_s,model[,name][,restart_s][,max_slowdown]) or Philly's job log "
+            "(JSON).",
+            show_default=False,
+        ),
+    ],
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="The cluster as HOSTSxDEVICES, e.g. 8x8: 8 hosts of 8 devices.")
+    ] = None,
+    hosts: Annotated[
+        str | None, typer.Option("-H", "--hosts", help="The cluster's hosts and devices, e.g. h1:8,h2:8.")
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="Policies to replay, side by side: fifo, srtf, srsf, tiresias (no sharing), xover (xover's grouping "
+            "over srsf's order), xover-las (over tiresias'), or all.",
+        ),
+    ] = ",".join(DEFAULT_REPLAY_POLICIES),
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="How fast jobs go in a group: xover (its simulation of the turn policy, concurrent and MPS) or "
+            "interleave (Muri's: the ideal interleaving of data, GPU and network times charged --factors).",
+        ),
+    ] = "xover",
+    factors: Annotated[
+        str,
+        typer.Option(
+            "--factors", help="--model interleave: the interleaving-efficiency factor for groups of 2, 3, 4, ... jobs."
+        ),
+    ] = "1.33,1.5,1.37",
+    semantics: Annotated[
+        str,
+        typer.Option(
+            "--semantics",
+            help="xover: running jobs keep their devices, a (re)start costs a job its restart time once; muri: as "
+            "Muri's simulator, every event re-decides everything and costs every running job its restart time, a job "
+            "alone runs 1.015x its trace's iteration, first-fit placement (Tiresias by device count).",
+        ),
+    ] = "xover",
+    placement: Annotated[
+        str | None,
+        typer.Option(
+            "--placement",
+            help="best-fit (as xover plan), first-fit (Muri's 'yarn') or anywhere (only the device count matters); "
+            "default: the semantics'.",
+        ),
+    ] = None,
+    max_group: Annotated[int, typer.Option("--max-group", help="Most jobs that share devices (1: nobody).")] = 2,
+    min_gain: Annotated[
+        float, typer.Option("--min-gain", help="A group forms or stays only if predicted this much better than apart.")
+    ] = 0.05,
+    turn_policy: Annotated[
+        str, typer.Option("--turn-policy", help="--model xover: the turn policy crossover is predicted under.")
+    ] = "work-conserving",
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="The trace's format: muri, plain or philly (default: from its head).")
+    ] = None,
+    profiles_csv: Annotated[
+        str | None,
+        typer.Option(
+            "--profiles",
+            help="CSV of the models' profiles (xover plan --profiles' columns) for a plain or Philly trace; "
+            "default: the recipes of those names, from their stored profiles.",
+        ),
+    ] = None,
+    bandwidth: Annotated[
+        str | None, typer.Option("--bandwidth", help="Stored profiles: those taken at this link rate.")
+    ] = None,
+    assign: Annotated[
+        str | None,
+        typer.Option("--assign", help="Philly's trace names no model: draw each job's from these, e.g. resnet,bert."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --assign's draw.")] = 0,
+    restart_s: Annotated[
+        float,
+        typer.Option(
+            "--restart-s", help="Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs)."
+        ),
+    ] = 0.0,
+    jobs: Annotated[int | None, typer.Option("--jobs", help="Replay only the trace's first N jobs.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Replay a trace of job arrivals on a cluster under each policy, on the planning core of `xover
+    plan`: jobs arrive, wait, start, are preempted and finish; under xover's grouping, jobs next in line
+    share devices where the model predicts a gain, and a group is dissolved when it stops gaining. Each
+    policy's average, median and p99 JCT, makespan, utilisation, queueing and sharing are stored as one
+    experiment; `xover report ID` shows them side by side (--format html draws the JCT distribution and
+    the utilisation over time)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    from .replay.policies import POLICIES as REPLAY_POLICIES
+    from .replay.step import SimulateRequest
+    from .replay.step import simulate as run_simulation
+
+    with user_errors():
+        policies = list(REPLAY_POLICIES) if policy.strip() == "all" else _names(policy, "--policy")
+        request = SimulateRequest(
+            trace=trace,
+            fmt=fmt,
+            hosts=hosts,
+            cluster=cluster,
+            policies=policies,
+            model=model,
+            factors=_factors(factors),
+            semantics=semantics,
+            placement=placement,
+            max_group=max_group,
+            min_gain=min_gain,
+            turn_policy=turn_policy,
+            profiles_csv=profiles_csv,
+            bandwidth=bandwidth,
+            assign=_names(assign, "--assign"),
+            seed=seed,
+            restart_s=restart_s,
+            jobs=jobs,
+        )
+        bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs done"),
+            TimeElapsedColumn(),
+            console=errors,
+            transient=False,
+            disable=json_out,
+        )
+        tasks: dict[str, TaskID] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bars.add_task(name, total=total)
+            bars.update(tasks[name], completed=done)
+
+        with bars:
+            result = run_simulation(State.db, request, _command_line(), progress)
+    if json_out:
+        print_json(result.to_dict())
+        return
+    rows = [{**item.summary.to_json(), "wall_s": item.wall_s} for item in result.replays]
+    devices = sum(slots for _, slots in result.hosts)
+    print_table(
+        f"xover simulate  ({len(result.trace.instances)} jobs of {result.trace.path}, {result.trace.format}; "
+        f"{len(result.hosts)} hosts, {devices} devices; {result.settings['semantics']} semantics)",
+        SIMULATE_COLUMNS,
+        rows,
+        SECONDS_DIGITS,
+    )
+    console.print(f"model: {result.model}", highlight=False, soft_wrap=True, markup=False)
+    for note in result.trace.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
+    for why, count in result.trace.skipped.items():
+        console.print(f"[yellow]skipped[/] {count} {escape(why)}")
+    for item in result.replays:
+        if item.unfinished:
+            console.print(f"[yellow]{escape(item.summary.policy)}[/]: {len(item.unfinished)} jobs never finished")
+    console.print(
+        f"stored as experiment {result.experiment_id}: xover report {result.experiment_id} (--format html draws "
+        "the JCT distribution and the utilisation)",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 @app.command(short_help="Show what a run did: throughput, slowdowns, predicted vs measured gain, parity, pictures.")
