@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from ..plan.bmatching import solve_b_matching
 from ..plan.decide import Queued, StepRules, decide, dissolve_losing
 from ..plan.grouping import GroupingRules
 from ..plan.instances import JobInstance
@@ -213,6 +212,8 @@ class _RunningKeys:
         self.key0 = np.full(64, -np.inf)
         self.slope = np.zeros(64)
         self.t0 = np.zeros(64)
+        self.host = np.full(64, -1, dtype=np.int64)  # the one host its devices are on (-1: several)
+        self.gpus = np.zeros(64, dtype=np.int64)
         self.units: list[_Unit | None] = [None] * 64
         self.free_slots = list(range(63, -1, -1))
 
@@ -223,6 +224,8 @@ class _RunningKeys:
                 self._grow()
             unit.slot = self.free_slots.pop()
             self.units[unit.slot] = unit
+            self.host[unit.slot] = unit.devices[0][0] if len(unit.devices) == 1 else -1
+            self.gpus[unit.slot] = unit.gpus
         self.key0[unit.slot], self.slope[unit.slot], self.t0[unit.slot] = key0, slope, t0
 
     def remove(self, unit: _Unit) -> None:
@@ -239,6 +242,8 @@ class _RunningKeys:
         self.key0 = np.concatenate([self.key0, np.full(size, -np.inf)])
         self.slope = np.concatenate([self.slope, np.zeros(size)])
         self.t0 = np.concatenate([self.t0, np.zeros(size)])
+        self.host = np.concatenate([self.host, np.full(size, -1, dtype=np.int64)])
+        self.gpus = np.concatenate([self.gpus, np.zeros(size, dtype=np.int64)])
         self.units.extend([None] * size)
         self.free_slots.extend(range(2 * size - 1, size - 1, -1))
 
@@ -250,16 +255,11 @@ class _RunningKeys:
         """The highest key now (-inf when nothing runs)."""
         return float(self.keys(now).max())
 
-    def worst_first(self, now: float) -> list[tuple[float, _Unit]]:
-        """The running units, highest key first."""
+    def above(self, now: float, threshold: float) -> np.ndarray:
+        """The slots of the running units whose key now is above `threshold`, highest key first."""
         keys = self.keys(now)
-        found = []
-        for slot in np.argsort(-keys, kind="stable"):
-            unit = self.units[slot]
-            if unit is None:
-                break
-            found.append((float(keys[slot]), unit))
-        return found
+        slots = np.nonzero(keys > threshold)[0]
+        return slots[np.argsort(-keys[slots], kind="stable")]
 
 
 class Replay:
@@ -693,11 +693,14 @@ class Replay:
     def _victims(self, job: _Job, key: float) -> list[_Unit] | None:
         """The running units, worst first, whose devices let `job` start (only those whose devices it
         takes); None if even all it goes before do not."""
+        slots = self.keys.above(self.now, self.policy.preempts_above(key))
+        if not slots.size or not self._could_start(job, slots):
+            return None
         trial = self.free.copy()
         walked: list[_Unit] = []
-        for running_key, unit in self.keys.worst_first(self.now):
-            if not self.policy.preempts(key, running_key):
-                break
+        for slot in slots:
+            unit = self.keys.units[slot]
+            assert unit is not None
             walked.append(unit)
             trial.release(unit.devices)
             if not trial.fits(job.gpus, self.rules.placement):
@@ -711,6 +714,22 @@ class Replay:
                 if any((host, index) in used for host, indices in other.devices for index in indices)
             ]
         return None
+
+    def _could_start(self, job: _Job, slots: np.ndarray) -> bool:
+        """Whether `job` might start in place of these units: enough devices on one host (or in all, for a
+        job bigger than a host, or placed anywhere). A quick test before the walk."""
+        if self.rules.placement == "anywhere" or job.gpus > self.free.largest_host:
+            return bool(self.free.total_free + int(self.keys.gpus[slots].sum()) >= job.gpus)
+        per_host = np.fromiter((len(free) for free in self.free.free), dtype=np.int64, count=len(self.free.free))
+        hosts = self.keys.host[slots]
+        single = hosts >= 0
+        np.add.at(per_host, hosts[single], self.keys.gpus[slots][single])
+        for slot in slots[~single]:
+            unit = self.keys.units[slot]
+            assert unit is not None
+            for host, indices in unit.devices:
+                per_host[host] += len(indices)
+        return bool(per_host.max() >= job.gpus)
 
     def _join(self) -> None:
         """xover's grouping in place: jobs next in line that got no devices join running units of their
@@ -738,34 +757,33 @@ class Replay:
         return saving
 
     def _join_bucket(self, units: list[_Unit], candidates: list[_Job]) -> None:
+        """The most time saved per period (the grouping's weights) pairing waiting jobs with running units,
+        each at most once: running units on one side, waiting jobs on the other, a bipartite matching that
+        the assignment solves exactly (units of one kind collapsed to as many as there are candidates)."""
+        from scipy.optimize import linear_sum_assignment
+
         unit_kinds: dict[tuple[int, ...], list[_Unit]] = {}
         for unit in units:
             unit_kinds.setdefault(tuple(sorted(job.kind for job in unit.jobs)), []).append(unit)
-        job_kinds: dict[int, list[_Job]] = {}
-        for job in candidates:
-            job_kinds.setdefault(job.kind, []).append(job)
-        left, right = list(unit_kinds), list(job_kinds)
-        size = len(left) + len(right)
-        saving = np.zeros((size, size))
-        for u, unit_kind in enumerate(left):
-            for j, job_kind in enumerate(right):
-                value = self._join_saving(unit_kind, unit_kinds[unit_kind][0], job_kinds[job_kind][0])
-                saving[u, len(left) + j] = saving[len(left) + j, u] = value
+        columns: list[tuple[tuple[int, ...], int]] = []  # (unit kind, its copy)
+        for kind, members in unit_kinds.items():
+            columns += [(kind, copy) for copy in range(min(len(members), len(candidates)))]
+        saving = np.array(
+            [[self._join_saving(kind, unit_kinds[kind][0], job) for kind, _ in columns] for job in candidates]
+        )
         if not saving.any():
             return
-        counts = np.array([len(unit_kinds[k]) for k in left] + [len(job_kinds[k]) for k in right], dtype=np.int64)
-        periods = np.array(
-            [self.model.grouping_period_ms([job.profile() for job in unit_kinds[k][0].jobs]) for k in left]
-            + [self.model.grouping_period_ms([job_kinds[k][0].profile()]) for k in right]
+        rows, chosen = linear_sum_assignment(saving, maximize=True)
+        pairs = sorted(
+            ((saving[row, column], row, column) for row, column in zip(rows, chosen) if saving[row, column] > 0),
+            key=lambda pair: (-pair[0], pair[1]),
         )
-        solution = solve_b_matching(counts, saving, periods)
-        for (s, t), times in sorted(solution.pair_counts.items(), key=lambda item: -saving[item[0]]):
-            u, j = (s, t - len(left)) if s < len(left) else (t, s - len(left))
-            for _ in range(times):
-                unit, job = unit_kinds[left[u]].pop(), job_kinds[right[j]].pop(0)
-                group = [member.profile() for member in unit.jobs] + [job.profile()]
-                if len(dissolve_losing([group], self.model, self.rules.min_gain_margin)) == 1:
-                    self._add_to(unit, job)
+        for _, row, column in pairs:
+            kind = columns[column][0]
+            unit, job = unit_kinds[kind].pop(), candidates[row]
+            group = [member.profile() for member in unit.jobs] + [job.profile()]
+            if len(dissolve_losing([group], self.model, self.rules.min_gain_margin)) == 1:
+                self._add_to(unit, job)
 
     def _add_to(self, unit: _Unit, job: _Job) -> None:
         """A waiting job joins a running unit: every member's speed as the model predicts the group."""

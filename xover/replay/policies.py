@@ -79,6 +79,14 @@ class Policy:
             return float(gpus)
         return 0.0
 
+    def preempts_above(self, waiting_key: float) -> float:
+        """The running keys a waiting job with `waiting_key` preempts are those above this (inf: none)."""
+        if not self.preemptive:
+            return math.inf
+        if self.order == "attained-service":
+            return (math.floor(waiting_key / QUEUE_SPAN) + 1) * QUEUE_SPAN - 0.5
+        return waiting_key
+
     def preempts(self, waiting_key: float, running_key: float) -> bool:
         """Whether a waiting job with `waiting_key` takes the devices of a running one with `running_key`:
         it goes first; under least-attained-service only from a higher queue (running jobs keep their
