@@ -163,8 +163,10 @@ def groups_as_needed(jobs: Sequence[Queued], free_devices: int, rules: StepRules
     while they let the jobs fit in what is free, then of up to three, ..., up to the largest group."""
     assert rules.grouping is not None
     grouped: list[list[Queued]] = [[job] for job in jobs]
+    if sum(job.gpus for job in jobs) <= free_devices:
+        return grouped
     for size in range(2, rules.grouping.max_group + 1):
-        formed = form_groups(jobs, rules.model, replace(rules.grouping, max_group=size), rules.algo)
+        formed = form_groups(jobs, rules.model, replace(rules.grouping, max_group=size), rules.algo, until_done=False)
         grouped = only_as_needed(formed, free_devices, rules.model)
         if sum(group[0].gpus for group in grouped) <= free_devices:
             break
@@ -196,7 +198,11 @@ def only_as_needed(groups: list[list[Queued]], free_devices: int, model: Through
 
 
 def form_groups(
-    jobs: Sequence[Queued], model: ThroughputModel, rules: GroupingRules, algo: str = "matching"
+    jobs: Sequence[Queued],
+    model: ThroughputModel,
+    rules: GroupingRules,
+    algo: str = "matching",
+    until_done: bool = True,
 ) -> list[list[Queued]]:
     """`jobs` in groups, as the grouping forms them (with `model`'s periods, or the fluid bound for xover's
     model) and keeps them (`dissolve_losing`: a group the model predicts to lose is split into its jobs
@@ -205,15 +211,19 @@ def form_groups(
     by_name = {profile.name: job for profile, job in zip(profiles, jobs)}
     if not isinstance(model, XoverModel):
         rules = replace(rules, period_ms=model.grouping_period_ms)
-    kept = dissolve_losing(ALGORITHMS[algo](profiles, rules), model, rules.min_gain_margin)
+    kept = dissolve_losing(ALGORITHMS[algo](profiles, rules), model, rules.min_gain_margin, until_done)
     return [[by_name[profile.name] for profile in group] for group in kept]
 
 
-def dissolve_losing(groups: list[list[JobProfile]], model: ThroughputModel, margin: float) -> list[list[JobProfile]]:
+def dissolve_losing(
+    groups: list[list[JobProfile]], model: ThroughputModel, margin: float, until_done: bool = True
+) -> list[list[JobProfile]]:
     """Groups are chosen with the grouping's period; one that the model says would not pay off (gain
-    within the margin of 1, or longer than its jobs one after another), or would leave a job slower than
-    its max_slowdown or starve one, is not formed (or, already running, is dissolved): its jobs stay
-    alone."""
+    within the margin of 1, or, `until_done`, longer than its jobs one after another), or would leave a
+    job slower than its max_slowdown or starve one, is not formed (or, already running, is dissolved): its
+    jobs stay alone. `until_done`: the group runs as formed until its last job ends, its jobs going on as
+    smaller groups as the others end (a plan); without it the group is looked at again whenever its jobs
+    change (a replay), so only its gain now counts."""
     kept: list[list[JobProfile]] = []
     for group in groups:
         if len(group) == 1:
@@ -225,7 +235,9 @@ def dissolve_losing(groups: list[list[JobProfile]], model: ThroughputModel, marg
             for job, speed in zip(group, speeds.speeds)
         )
         starved = min(speeds.speeds) <= 0
-        losing = speeds.gain <= 1.0 + margin or group_duration_ms(group, model) > sequential_ms(group) * (1 + 1e-9)
+        losing = speeds.gain <= 1.0 + margin or (
+            until_done and group_duration_ms(group, model) > sequential_ms(group) * (1 + 1e-9)
+        )
         if unprotected or starved or losing:
             kept.extend([job] for job in group)
         else:

@@ -645,7 +645,7 @@ class Replay:
             if unit not in self.units or len(unit.jobs) < 2:
                 continue
             profiles = [job.profile() for job in unit.jobs]
-            if len(dissolve_losing([profiles], self.model, self.rules.min_gain_margin)) == 1:
+            if len(dissolve_losing([profiles], self.model, self.rules.min_gain_margin, until_done=False)) == 1:
                 continue
             stay = min(unit.jobs, key=self._key)
             for job in [job for job in unit.jobs if job is not stay]:
@@ -782,7 +782,7 @@ class Replay:
             kind = columns[column][0]
             unit, job = unit_kinds[kind].pop(), candidates[row]
             group = [member.profile() for member in unit.jobs] + [job.profile()]
-            if len(dissolve_losing([group], self.model, self.rules.min_gain_margin)) == 1:
+            if len(dissolve_losing([group], self.model, self.rules.min_gain_margin, until_done=False)) == 1:
                 self._add_to(unit, job)
 
     def _add_to(self, unit: _Unit, job: _Job) -> None:
