@@ -1,15 +1,16 @@
-"""A cluster's state as the decision step sees it: its hosts' free devices, what runs, what waits, the clock.
+"""A cluster's devices as the decision step sees them: which are free on each host.
 
-`FreeDevices` answers placement's questions (which host fits a group, which devices it takes) in time
-independent of how many jobs run, so that a replay of a long trace can ask them at every event:
-hosts are indexed by how many devices each has free.
+The rest of a cluster's state (the running groups, the queue, the clock) is the replay's
+(`xover/replay/engine.py`); for a plan, nothing runs yet and every job waits at t = 0. `FreeDevices`
+answers placement's questions (which host fits a group, which devices it takes) in time independent of
+how many jobs run, so that a replay of a long trace can ask them at every event: hosts are indexed by how
+many devices each has free.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from .placement import Host, device_name
 
@@ -182,14 +183,3 @@ class FreeDevices:
     def names(self, devices: Devices) -> list[str]:
         """Devices as a plan names them: "host:index"."""
         return [device_name(self.hosts[host], index) for host, indices in devices for index in indices]
-
-
-@dataclass
-class ClusterState:
-    """The cluster at one moment: the clock (s), the free devices, the running groups (job names and the
-    devices they hold), and the queue (job names waiting, in arrival order)."""
-
-    clock_s: float
-    free: FreeDevices
-    running: dict[int, tuple[list[str], Devices]] = field(default_factory=dict)
-    queue: list[str] = field(default_factory=list)
