@@ -144,7 +144,7 @@ def main() -> None:
         )
         previous[result["policy"]] = result
         print(
-            f"| {result['policy']} | {result['jobs']:,} | {result['events']:,} | {result['replay_s']:.1f} | "
+            f"| {result['policy']} | {result['jobs']:,} | {result['events']:,} | {result['replay_s']:.2f} | "
             f"{result['replay_s'] / result['jobs'] * 1e6:.0f} | {result['peak_rss_mib']:.0f} | "
             f"{'-' if growth is None else f'{growth:.2f}'} | {result['avg_jct_s']:,.0f} | {result['utilisation']:.2f} |"
         )
