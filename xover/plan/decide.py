@@ -229,15 +229,19 @@ def dissolve_losing(
         if len(group) == 1:
             kept.append(group)
             continue
-        speeds = model.predict(group)
+        if isinstance(model, XoverModel):  # one prediction gives the speeds and the duration
+            picked = model.group_prediction(group)
+            speeds = tuple(picked.speeds[job.name] for job in group)
+            duration = picked.duration_ms if until_done else 0.0
+        else:
+            speeds = model.predict(group).speeds
+            duration = group_duration_ms(group, model) if until_done else 0.0
         unprotected = any(
             job.max_slowdown and (speed <= 0 or 1.0 / speed > job.max_slowdown * (1 + 1e-9))
-            for job, speed in zip(group, speeds.speeds)
+            for job, speed in zip(group, speeds)
         )
-        starved = min(speeds.speeds) <= 0
-        losing = speeds.gain <= 1.0 + margin or (
-            until_done and group_duration_ms(group, model) > sequential_ms(group) * (1 + 1e-9)
-        )
+        starved = min(speeds) <= 0
+        losing = sum(speeds) <= 1.0 + margin or (until_done and duration > sequential_ms(group) * (1 + 1e-9))
         if unprotected or starved or losing:
             kept.extend([job] for job in group)
         else:
