@@ -22,13 +22,15 @@ from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
 from .plugins import load_plugins
 from .redact import mask_credentials
+from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
+from .replay.policies import POLICIES as REPLAY_POLICIES
 from .run.commands import RunAsked, check_seconds, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
 from .run.targets import scripts_as_recipes
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 from .sharing import PLANNED, run_modes
-from .views import show_doctor, show_plan, show_profiles, show_run, show_train
+from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
     load_plugins()
@@ -530,6 +532,126 @@ def plan(
             np=np,
         )
     show_plan(result, json_out)
+
+
+def _names(value: str | None, flag: str) -> list[str]:
+    """A comma-separated list of names (none given: empty)."""
+    names = [name.strip() for name in (value or "").split(",") if name.strip()]
+    if value is not None and not names:
+        raise XoverError(f"{flag}: give one or more names, separated by commas")
+    return names
+
+
+def _factors(value: str) -> list[float]:
+    try:
+        return [float(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37") from None
+
+
+# the help of `xover simulate`'s argument and options
+SIMULATE_HELP = {
+    "trace": (
+        "The trace: Muri's CSV (job_id,num_gpu,submit_time,iterations,model_name,...,resource_time_0..2), a "
+        "plain CSV (arrival_s,gpus,duration_s,model[,name][,restart_s][,max_slowdown]) or Philly's job log "
+        "(JSON)."
+    ),
+    "cluster": "The cluster as HOSTSxDEVICES, e.g. 8x8: 8 hosts of 8 devices.",
+    "hosts": "The cluster's hosts and devices, e.g. h1:8,h2:8.",
+    "policy": (
+        "Policies to replay, side by side: fifo, srtf, srsf, tiresias (no sharing), xover (xover's grouping "
+        "over srsf's order), xover-las (over tiresias'), or all."
+    ),
+    "model": (
+        "How fast jobs go in a group: xover (its simulation of the turn policy, concurrent and MPS) or "
+        "interleave (Muri's: the ideal interleaving of data, GPU and network times charged --factors)."
+    ),
+    "factors": "--model interleave: the interleaving-efficiency factor for groups of 2, 3, 4, ... jobs.",
+    "semantics": (
+        "xover: running jobs keep their devices, a (re)start costs a job its restart time once; muri: as "
+        "Muri's simulator, every event re-decides everything and costs every running job its restart time, a "
+        "job alone runs 1.015x its trace's iteration, first-fit placement (Tiresias by device count)."
+    ),
+    "placement": (
+        "best-fit (as xover plan), first-fit (Muri's 'yarn') or anywhere (only the device count matters); "
+        "default: the semantics'."
+    ),
+    "max_group": "Most jobs that share devices (1: nobody).",
+    "min_gain": "A group forms or stays only if predicted this much better than apart.",
+    "turn_policy": "--model xover: the turn policy crossover is predicted under.",
+    "fmt": "The trace's format: muri, plain or philly (default: from its head).",
+    "profiles_csv": (
+        "CSV of the models' profiles (xover plan --profiles' columns) for a plain or Philly trace; default: "
+        "the recipes of those names, from their stored profiles."
+    ),
+    "bandwidth": "Stored profiles: those taken at this link rate.",
+    "assign": "Philly's trace names no model: draw each job's from these, e.g. resnet,bert.",
+    "seed": "Seed of --assign's draw.",
+    "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
+    "jobs": "Replay only the trace's first N jobs.",
+    "json_out": "Print the outcome as JSON.",
+}
+
+
+@app.command(
+    short_help="Replay a cluster's trace of job arrivals under several policies (no sharing, and xover's "
+    "grouping) and store the outcome for `xover report`."
+)
+def simulate(
+    trace: Annotated[str, typer.Argument(help=SIMULATE_HELP["trace"], show_default=False)],
+    cluster: Annotated[str | None, typer.Option("--cluster", help=SIMULATE_HELP["cluster"])] = None,
+    hosts: Annotated[str | None, typer.Option("-H", "--hosts", help=SIMULATE_HELP["hosts"])] = None,
+    policy: Annotated[str, typer.Option("--policy", help=SIMULATE_HELP["policy"])] = ",".join(DEFAULT_REPLAY_POLICIES),
+    model: Annotated[str, typer.Option("--model", help=SIMULATE_HELP["model"])] = "xover",
+    factors: Annotated[str, typer.Option("--factors", help=SIMULATE_HELP["factors"])] = "1.33,1.5,1.37",
+    semantics: Annotated[str, typer.Option("--semantics", help=SIMULATE_HELP["semantics"])] = "xover",
+    placement: Annotated[str | None, typer.Option("--placement", help=SIMULATE_HELP["placement"])] = None,
+    max_group: Annotated[int, typer.Option("--max-group", help=SIMULATE_HELP["max_group"])] = 2,
+    min_gain: Annotated[float, typer.Option("--min-gain", help=SIMULATE_HELP["min_gain"])] = 0.05,
+    turn_policy: Annotated[str, typer.Option("--turn-policy", help=SIMULATE_HELP["turn_policy"])] = "work-conserving",
+    fmt: Annotated[str | None, typer.Option("--format", help=SIMULATE_HELP["fmt"])] = None,
+    profiles_csv: Annotated[str | None, typer.Option("--profiles", help=SIMULATE_HELP["profiles_csv"])] = None,
+    bandwidth: Annotated[str | None, typer.Option("--bandwidth", help=SIMULATE_HELP["bandwidth"])] = None,
+    assign: Annotated[str | None, typer.Option("--assign", help=SIMULATE_HELP["assign"])] = None,
+    seed: Annotated[int, typer.Option("--seed", help=SIMULATE_HELP["seed"])] = 0,
+    restart_s: Annotated[float, typer.Option("--restart-s", help=SIMULATE_HELP["restart_s"])] = 0.0,
+    jobs: Annotated[int | None, typer.Option("--jobs", help=SIMULATE_HELP["jobs"])] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=SIMULATE_HELP["json_out"])] = False,
+) -> None:
+    """Replay a trace of job arrivals on a cluster under each policy, on the planning core of `xover
+    plan`: jobs arrive, wait, start, are preempted and finish; under xover's grouping, jobs next in line
+    share devices where the model predicts a gain, and a group is dissolved when it stops gaining. Each
+    policy's average, median and p99 JCT, makespan, utilisation, queueing and sharing are stored as one
+    experiment; `xover report ID` shows them side by side (--format html draws the JCT distribution and
+    the utilisation over time)."""
+    from .replay.step import SimulateRequest
+    from .replay.step import simulate as run_simulation
+
+    with user_errors():
+        policies = list(REPLAY_POLICIES) if policy.strip() == "all" else _names(policy, "--policy")
+        request = SimulateRequest(
+            trace=trace,
+            fmt=fmt,
+            hosts=hosts,
+            cluster=cluster,
+            policies=policies,
+            model=model,
+            factors=_factors(factors),
+            semantics=semantics,
+            placement=placement,
+            max_group=max_group,
+            min_gain=min_gain,
+            turn_policy=turn_policy,
+            profiles_csv=profiles_csv,
+            bandwidth=bandwidth,
+            assign=_names(assign, "--assign"),
+            seed=seed,
+            restart_s=restart_s,
+            jobs=jobs,
+        )
+        with replay_progress(json_out) as progress:
+            result = run_simulation(State.db, request, _command_line(), progress)
+    show_simulation(result, json_out)
 
 
 @app.command(short_help="Show what a run did: throughput, slowdowns, predicted vs measured gain, parity, pictures.")

@@ -3,13 +3,40 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .console import console, print_json, print_table
+from .console import console, errors, print_json, print_table
 from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
 from .sharing import CONCURRENT, CROSSOVER
+
+SIMULATE_COLUMNS = [
+    ("policy", "policy"),
+    ("jobs", "finished"),
+    ("avg JCT s", "avg_jct_s"),
+    ("median JCT s", "median_jct_s"),
+    ("p99 JCT s", "p99_jct_s"),
+    ("makespan s", "makespan_s"),
+    ("utilisation", "utilisation"),
+    ("avg queueing s", "avg_queue_s"),
+    ("grouped", "grouped_share"),
+    ("replay s", "wall_s"),
+]
+SECONDS_DIGITS = {
+    "avg_jct_s": 0,
+    "median_jct_s": 0,
+    "p99_jct_s": 0,
+    "makespan_s": 0,
+    "avg_queue_s": 0,
+    "utilisation": 3,
+    "grouped_share": 3,
+    "wall_s": 1,
+}
+
 
 GROUP_COLUMNS = [
     ("group", "group"),
@@ -176,3 +203,61 @@ def show_doctor(diagnosis: Any, as_json: bool) -> None:
     ]
     print_table("xover doctor", [("check", "check"), ("", "ok"), ("detail", "detail")], rows)
     console.print("jobs can run here" if diagnosis.can_run_jobs else "[red]jobs cannot run here: fix the FAIL lines[/]")
+
+
+def show_simulation(result: Any, as_json: bool) -> None:
+    """`xover simulate`: each policy's JCTs, makespan, utilisation, queueing and sharing side by side, the
+    model, what the trace's reading noted or skipped, and the experiment it is stored as. `result` is a
+    replay.step.SimulationResult."""
+    if as_json:
+        print_json(result.to_dict())
+        return
+    rows = [{**item.summary.to_json(), "wall_s": item.wall_s} for item in result.replays]
+    devices = sum(slots for _, slots in result.hosts)
+    print_table(
+        f"xover simulate  ({len(result.trace.instances)} jobs of {result.trace.path}, {result.trace.format}; "
+        f"{len(result.hosts)} hosts, {devices} devices; {result.settings['semantics']} semantics)",
+        SIMULATE_COLUMNS,
+        rows,
+        SECONDS_DIGITS,
+    )
+    console.print(f"model: {result.model}", highlight=False, soft_wrap=True, markup=False)
+    for note in result.trace.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
+    for why, count in result.trace.skipped.items():
+        console.print(f"[yellow]skipped[/] {count} {escape(why)}")
+    for item in result.replays:
+        if item.unfinished:
+            console.print(f"[yellow]{escape(item.summary.policy)}[/]: {len(item.unfinished)} jobs never finished")
+    console.print(
+        f"stored as experiment {result.experiment_id}: xover report {result.experiment_id} (--format html draws "
+        "the JCT distribution and the utilisation)",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+@contextlib.contextmanager
+def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar per policy replayed (on stderr; none with `quiet`): yields the callback the replay
+    calls with (policy, jobs done, jobs in all)."""
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs done"),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=False,
+        disable=quiet,
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def progress(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = bars.add_task(name, total=total)
+        bars.update(tasks[name], completed=done)
+
+    with bars:
+        yield progress

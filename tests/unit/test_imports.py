@@ -236,7 +236,7 @@ LAYERS: list[tuple[str, ...]] = [
     # running jobs
     ("run",),
     # the commands' libraries and views
-    ("profile", "report", "doctor", "views"),
+    ("profile", "report", "doctor", "views", "replay.step"),
     # the command line
     ("cli", "cli_cluster", "__main__"),
 ]
@@ -252,6 +252,7 @@ LAZY_IMPORTS = {
     ("xover.cli", "xover.doctor"),
     ("xover.cli", "xover.plan.step"),
     ("xover.cli", "xover.profile.step"),
+    ("xover.cli", "xover.replay.step"),
     ("xover.cli", "xover.report"),
     ("xover.cli_cluster", "xover.emulation.cluster"),
 }

@@ -10,7 +10,11 @@ can be tested exhaustively and run on traces measured on other clusters.
 * ``placement`` - groups onto host devices, in waves;
 * ``plan``      - ``make_plan`` and the ``Plan`` it returns;
 * ``planfile``  - the JSON plan file (``xover-plan/1``);
-* ``trace``     - job profiles from a CSV trace.
+* ``trace``     - job profiles from a CSV trace;
+* ``instances`` - a job instance: one run of a job (arrival, length, limits) apart from its profile;
+* ``state``     - the free devices of every host, as placement asks about them;
+* ``throughput``- how fast grouped jobs go: xover's model, Muri's interleaving with its factors;
+* ``decide``    - the decision step `xover plan`, `xover simulate` and `xover run`'s start order ask.
 """
 
 from .grouping import (

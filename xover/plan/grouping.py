@@ -61,11 +61,19 @@ _MEMORY_TOLERANCE_GB = 1e-9
 
 @dataclass(frozen=True)
 class GroupingRules:
-    """Constraints shared by all grouping algorithms."""
+    """Constraints shared by all grouping algorithms. ``period_ms``: a group's period under another
+    throughput model (``throughput.py``; a single job's too); None: the fluid bound, as `xover plan`."""
 
     max_group: int = 2
     device_memory_gb: float | None = None
     min_gain_margin: float = 0.05
+    period_ms: Callable[[Sequence[JobProfile]], float] | None = None
+
+    def period(self, jobs: Sequence[JobProfile]) -> float:
+        """The period of `jobs` together under these rules' model."""
+        if self.period_ms is not None:
+            return self.period_ms(jobs)
+        return jobs[0].solo_ms if len(jobs) == 1 else group_period_ms(jobs)
 
 
 def group_period_ms(jobs: Sequence[JobProfile]) -> float:
@@ -85,8 +93,9 @@ class _Group:
     first_index: int = field(default=0)
 
     @classmethod
-    def of(cls, job: JobProfile, index: int) -> _Group:
-        return cls([job], job.devices, job.memory_gb, job.solo_ms, index)
+    def of(cls, job: JobProfile, index: int, rules: GroupingRules | None = None) -> _Group:
+        period = job.solo_ms if rules is None or rules.period_ms is None else rules.period([job])
+        return cls([job], job.devices, job.memory_gb, period, index)
 
     def absorb(self, other: _Group, period_ms: float) -> None:
         self.members.extend(other.members)
@@ -103,7 +112,7 @@ def _merge(a: _Group, b: _Group, rules: GroupingRules) -> tuple[float, float] | 
     if limit is not None and a.memory_gb + b.memory_gb > limit + _MEMORY_TOLERANCE_GB:
         return None
     apart = a.period_ms + b.period_ms
-    together = group_period_ms(a.members + b.members)
+    together = rules.period(a.members + b.members)
     if apart <= (1.0 + rules.min_gain_margin) * together:
         return None
     return apart - together, together
@@ -188,7 +197,7 @@ def matching_with_bounds(jobs: Sequence[JobProfile], rules: GroupingRules | None
     few models becomes a b-matching on a handful of kinds with counts (``_best_merges``).
     """
     rules = rules or GroupingRules()
-    groups = [_Group.of(job, index) for index, job in enumerate(jobs)]
+    groups = [_Group.of(job, index, rules) for index, job in enumerate(jobs)]
     rounds: list[RoundBound] = []
     while True:
         next_groups: list[_Group] = []
@@ -262,10 +271,18 @@ class _BucketMerges:
     proven_optimal: bool
 
 
-def _group_kind(group: _Group) -> tuple[Any, ...]:
+def _group_kind(group: _Group, rules: GroupingRules | None = None) -> tuple[Any, ...]:
     """Everything the rules and the fluid bound read of a group's jobs, and nothing else (not the
-    names, not the iterations): two groups of one kind merge with anything in the same way."""
+    names, not the iterations): two groups of one kind merge with anything in the same way. Under
+    another model (``rules.period_ms``), every time of the job and its period alone (which that model
+    may take from elsewhere) are read too."""
+    if rules is not None and rules.period_ms is not None:
+        return tuple(sorted(_job_kind(job) + _model_kind(job, rules) for job in group.members))
     return tuple(sorted(_job_kind(job) for job in group.members))
+
+
+def _model_kind(job: JobProfile, rules: GroupingRules) -> tuple[Any, ...]:
+    return (job.data_ms, job.compute_ms, job.comm_ms, job.link_ms, job.comm_cpu, job.interference, rules.period([job]))
 
 
 def _job_kind(job: JobProfile) -> tuple[Any, ...]:
@@ -283,7 +300,7 @@ def _best_merges(bucket: list[_Group], rules: GroupingRules) -> _BucketMerges:
     kinds: dict[tuple[Any, ...], list[int]] = {}
     for index, group in enumerate(bucket):
         if len(group.members) < rules.max_group:
-            kinds.setdefault(_group_kind(group), []).append(index)
+            kinds.setdefault(_group_kind(group, rules), []).append(index)
     if not kinds:
         return _BucketMerges([], 0.0, True)
     members = list(kinds.values())
@@ -308,7 +325,7 @@ def _work_ms(group: _Group) -> float:
 def _kind_savings(representatives: list[_Group], counts: np.ndarray, rules: GroupingRules) -> np.ndarray:
     """saving[s, t]: time per period saved by merging a group of kind s with one of kind t; 0 where
     the rules forbid it (and on the diagonal for a kind with a single group)."""
-    if all(len(group.members) == 1 for group in representatives):
+    if rules.period_ms is None and all(len(group.members) == 1 for group in representatives):
         saving = _single_job_savings([group.members[0] for group in representatives], rules)
     else:
         size = len(representatives)
@@ -411,7 +428,7 @@ def candidate_graph_matching(
     traces of many copies of a few models those partners are all copies of one kind, and about 3%
     of the optimum is lost."""
     rules = rules or GroupingRules()
-    groups = [_Group.of(job, index) for index, job in enumerate(jobs)]
+    groups = [_Group.of(job, index, rules) for index, job in enumerate(jobs)]
     while True:
         merged_any = False
         next_groups: list[_Group] = []
@@ -442,7 +459,7 @@ def _match_round(
     absorbed: set[int] = set()
     for left, right in nx.max_weight_matching(graph):
         keep, drop = sorted((left, right))
-        bucket[keep].absorb(bucket[drop], group_period_ms(bucket[keep].members + bucket[drop].members))
+        bucket[keep].absorb(bucket[drop], rules.period(bucket[keep].members + bucket[drop].members))
         absorbed.add(drop)
     return [group for index, group in enumerate(bucket) if index not in absorbed], bool(absorbed)
 
@@ -492,7 +509,7 @@ def ffd(jobs: Sequence[JobProfile], rules: GroupingRules | None = None) -> Group
     groups: list[_Group] = []
     open_groups: dict[int, list[_Group]] = {}
     for index in order:
-        single = _Group.of(jobs[index], index)
+        single = _Group.of(jobs[index], index, rules)
         candidates = open_groups.setdefault(single.devices, [])
         target = _first_fit(candidates, single, rules)
         if target is None:
@@ -500,7 +517,7 @@ def ffd(jobs: Sequence[JobProfile], rules: GroupingRules | None = None) -> Group
             if rules.max_group > 1:
                 candidates.append(single)
             continue
-        candidates[target].absorb(single, group_period_ms(candidates[target].members + single.members))
+        candidates[target].absorb(single, rules.period(candidates[target].members + single.members))
         if len(candidates[target].members) >= rules.max_group:
             del candidates[target]
     return [group.members for group in groups]

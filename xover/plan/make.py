@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from ..errors import XoverError
 from ..turns.policies import DEFAULT_POLICY, POLICIES
+from .decide import Queued, StepRules, decide
 from .grouping import ALGORITHMS, GroupingRules
+from .instances import JobInstance
 from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
 from .predict import (
@@ -17,6 +19,8 @@ from .predict import (
     predict_sharings,
     sequential_duration_ms,
 )
+from .state import FreeDevices
+from .throughput import XoverModel
 
 
 class PlanInputError(XoverError):
@@ -125,10 +129,21 @@ def make_plan(
             placeable.append(job)
         else:
             unplaced.append((job.name, reason))
-    rules = GroupingRules(max_group=max_group, device_memory_gb=device_memory_gb, min_gain_margin=min_gain_margin)
-    groups = split_losing(ALGORITHMS[algo](placeable, rules), policy, min_gain_margin)
-    # Longest groups first, so they share the early waves instead of each extending the makespan.
-    groups = sorted(groups, key=lambda group: chosen_sharing(group, policy)[0].duration_ms, reverse=True)
+    # The decision step at t = 0 with every job queued: its groups, longest first (so they share the early
+    # waves instead of each extending the makespan); what it starts now is wave 0, and placing the rest as
+    # devices free up makes the later waves.
+    step = decide(
+        [Queued(JobInstance.of_profile(job), job.iterations, index) for index, job in enumerate(placeable)],
+        FreeDevices(hosts),
+        StepRules(
+            model=XoverModel(policy),
+            grouping=GroupingRules(max_group, device_memory_gb, min_gain_margin),
+            algo=algo,
+            order="longest-first",
+            candidates="all",
+        ),
+    )
+    groups = [[member.instance.kind for member in unit.members] for unit in step.units]
     placed = sorted(place_groups(groups, hosts), key=lambda group: group.wave)
     group_plans = schedule([_predict(group, policy) for group in placed])
     return Plan(
@@ -147,29 +162,6 @@ def chosen_sharing(jobs: Sequence[JobProfile], policy: str) -> tuple[GroupPredic
     """The way of sharing `jobs` should run under (`predict.best_sharing`) and every way considered."""
     predictions = predict_sharings(jobs, policy)
     return best_sharing(predictions, jobs), predictions
-
-
-def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> list[list[JobProfile]]:
-    """Groups are chosen with the fluid bound; one that the simulation says would not pay off under
-    its best way of sharing (gain within the margin of 1, or longer than its jobs one after another),
-    or would leave a job slower than its max_slowdown (protection included) or starve one (no
-    iteration done in the simulation: its partners keep the link), is not formed."""
-    kept: list[list[JobProfile]] = []
-    for group in groups:
-        if len(group) == 1:
-            kept.append(group)
-            continue
-        prediction, _ = chosen_sharing(group, policy)
-        unprotected = any(
-            job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9) for job in group
-        )
-        starved = min(prediction.speeds.values()) <= 0
-        losing = prediction.gain <= 1.0 + margin or prediction.duration_ms > sequential_duration_ms(group) * (1 + 1e-9)
-        if unprotected or starved or losing:
-            kept.extend([job] for job in group)
-        else:
-            kept.append(group)
-    return kept
 
 
 def _predict(group: PlacedGroup, policy: str) -> GroupPlan:

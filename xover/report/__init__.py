@@ -5,7 +5,8 @@
 * ``tables``   - rich tables, the JSON object, CSV files;
 * ``plots``    - the PNG pictures (timeline, throughput, losses, predicted vs measured);
 * ``html``     - one self-contained HTML page;
-* ``mlflow``   - an experiment's runs into an MLflow tracking store (MLflow's client, imported only for it).
+* ``mlflow``   - an experiment's runs into an MLflow tracking store (MLflow's client, imported only for it);
+* ``simulation`` - a simulation (`xover simulate`): its policies side by side, JCT distributions, utilisation.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..config import results_root
 from ..console import console, errors, print_json
 from ..store.session import shown_url
 from . import mlflow, tables
+from . import simulation as simulation_views
 from .data import (
     ExperimentBrief,
     ExperimentReport,
@@ -29,6 +31,7 @@ from .data import (
 )
 from .html import report_html, summary_html
 from .plots import make_pictures, predicted_vs_measured_picture
+from .simulation import SimulationReport, gather_simulation
 from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
 
 FORMATS = ("table", "json", "csv", "html", "mlflow")
@@ -57,6 +60,7 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
         return
     store = open_existing_store(db)
     where = _where(store.url)
+    simulation = None
     try:
         with store.session() as session:
             if target == "all":
@@ -67,12 +71,19 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
                     )
                 report = None
             else:
-                report = gather_report(session, find_experiment(session, target, where))
-                # the predicted-vs-measured picture places this run among every other comparison run
-                briefs = all_experiments(session) if report.is_comparison and fmt != "csv" else []
+                experiment = find_experiment(session, target, where)
+                if experiment.kind == "simulate":
+                    simulation = gather_simulation(session, experiment, with_jobs=fmt != "table")
+                    report, briefs = None, []
+                else:
+                    report = gather_report(session, experiment)
+                    # the predicted-vs-measured picture places this run among every other comparison run
+                    briefs = all_experiments(session) if report.is_comparison and fmt != "csv" else []
     finally:
         store.close()
-    if report is None:
+    if simulation is not None:
+        _render_simulation(simulation, fmt, out)
+    elif report is None:
         _render_summary(briefs, fmt, out)
     else:
         _render_experiment(report, briefs, fmt, out)
@@ -92,13 +103,21 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
     try:
         with store.session() as session:
             if target == "all":
-                experiments = [brief.experiment.id for brief in all_experiments(session)]
+                experiments = [
+                    brief.experiment.id for brief in all_experiments(session) if brief.experiment.kind != "simulate"
+                ]
                 if not experiments:
                     raise ReportError(
                         f"the database {where} holds no experiments yet: run `xover train` or `xover run` first"
                     )
             else:
-                experiments = [find_experiment(session, target, where).id]
+                found = find_experiment(session, target, where)
+                if found.kind == "simulate":
+                    raise ReportError(
+                        f"{found.id} is a simulation: it has no runs for MLflow; report it as "
+                        "--format table, json, csv or html"
+                    )
+                experiments = [found.id]
             reports = [gather_report(session, find_experiment(session, id_, where)) for id_ in experiments]
             params = {report.id: mlflow.recipe_params(session, report.id) for report in reports}
             briefs = all_experiments(session) if any(report.is_comparison for report in reports) else []
@@ -138,6 +157,35 @@ def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], 
         _emit_json(tables.report_dict(report, pictures), out)
     else:
         _write_text(Path(out) if out else folder / "report.html", "report.html", report_html(report, pictures))
+
+
+def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) -> None:
+    """A simulation's report (`xover simulate`) in `fmt`: its policies side by side."""
+    folder = run_folder(simulation.id)
+    if fmt == "table":
+        simulation_views.print_simulation_tables(simulation, {})
+    elif fmt == "csv":
+        target = Path(out) if out else folder
+        if target.suffix.lower() == ".csv":
+            target = target.parent
+        try:
+            written = simulation_views.write_simulation_csv(simulation, target)
+        except OSError as error:
+            raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
+        if out:
+            for path in written:
+                console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+        else:
+            print(written[0].read_text(encoding="utf-8"), end="")
+            for path in written:
+                errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+    else:
+        pictures = simulation_views.simulation_pictures(simulation, folder)
+        if fmt == "json":
+            _emit_json(simulation_views.simulation_dict(simulation, pictures), out)
+        else:
+            page = simulation_views.simulation_html(simulation, pictures)
+            _write_text(Path(out) if out else folder / "report.html", "report.html", page)
 
 
 def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | None) -> None:

@@ -31,6 +31,7 @@ from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
 from ..errors import XoverError
 from ..hosts import is_local
+from ..plan.decide import ready_to_start
 from ..processes import sweep
 from ..records import MetricRecord, TurnsLostRecord, checked_record
 from ..settings import (
@@ -238,12 +239,9 @@ class Scheduler:
 
     def _start_ready(self, pending: list[Unit], running: list[Unit], exclusive: bool) -> None:
         busy = set().union(*(unit.devices for unit in running))
-        for unit in list(pending):
-            if exclusive and (running or unit is not pending[0]):
-                break
-            if unit.devices & busy:
-                busy |= unit.devices  # earlier units keep their place in the order
-                continue
+        # the planning core's start rule (plan/decide.py): earlier units keep their place in the order
+        ready = ready_to_start([frozenset(unit.devices) for unit in pending], busy, exclusive, bool(running))
+        for unit in [pending[index] for index in ready]:
             # running before it starts: whatever of it has started is stopped with the rest, however the
             # start ends (listed after its start, an interrupt in between left it out: never stopped)
             running.append(unit)
@@ -255,7 +253,6 @@ class Scheduler:
                     self._stop_unit(unit, *stopped_as(error))
                     running.remove(unit)
                 raise
-            busy |= unit.devices
 
     def _batch(self, wait: float) -> list[tuple[int, Event]]:
         try:

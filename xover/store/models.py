@@ -233,3 +233,64 @@ class TurnEvent(Base):
     device: Mapped[int | None]
     detail: Mapped[dict] = mapped_column(JSON)
     at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Replay(Base):
+    """One policy's replay of a trace (`xover simulate`): the experiment it belongs to (kind simulate),
+    what was replayed how, and its figures (seconds; shares as fractions)."""
+
+    __tablename__ = "replays"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"), index=True)
+    policy: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str] = mapped_column(Text)  # the throughput model, in words
+    trace: Mapped[str] = mapped_column(Text)
+    trace_format: Mapped[str] = mapped_column(String(20))
+    hosts: Mapped[str] = mapped_column(Text)
+    devices: Mapped[int]
+    settings: Mapped[dict] = mapped_column(JSON)  # semantics, placement, factors, max group, ...
+    jobs: Mapped[int]
+    finished: Mapped[int]
+    avg_jct_s: Mapped[float | None]
+    median_jct_s: Mapped[float | None]
+    p99_jct_s: Mapped[float | None]
+    makespan_s: Mapped[float | None]
+    avg_queue_s: Mapped[float | None]
+    utilisation: Mapped[float | None]
+    grouped_share: Mapped[float | None]
+    by_sharing: Mapped[dict] = mapped_column(JSON)  # way of sharing -> share of busy device time
+    events: Mapped[int]
+    preemptions: Mapped[int]
+    wall_s: Mapped[float]  # how long the replay took
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ReplayJob(Base):
+    """One job of a replay: when it arrived, first started and ended (s from the trace's start)."""
+
+    __tablename__ = "replay_jobs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    replay_id: Mapped[int] = mapped_column(ForeignKey("replays.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(200))  # its profile's (model's) name
+    gpus: Mapped[int]
+    arrival_s: Mapped[float]
+    start_s: Mapped[float | None]
+    end_s: Mapped[float | None]
+    work_s: Mapped[float]  # its run alone
+    preemptions: Mapped[int]
+    grouped_s: Mapped[float]  # time it ran in a group
+
+
+class ReplayUtilisation(Base):
+    """The cluster over one span of a replay: devices busy and grouped (shares), jobs waiting and running."""
+
+    __tablename__ = "replay_utilisation"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    replay_id: Mapped[int] = mapped_column(ForeignKey("replays.id"), index=True)
+    start_s: Mapped[float]
+    end_s: Mapped[float]
+    busy: Mapped[float]
+    grouped: Mapped[float]
+    waiting: Mapped[float]
+    running: Mapped[float]

@@ -1,0 +1,103 @@
+"""`xover simulate` then `xover report` of it, through the CLI: a golden trace's figures stored and reported in
+every format, and bad input refused with one line (exit 2)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from xover.cli import app
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "replay"
+RUNNER = CliRunner()
+
+
+def xover(*args: str):
+    return RUNNER.invoke(app, list(args))
+
+
+def test_simulate_a_golden_trace_then_report_it(isolated_results):
+    result = xover(
+        "simulate", str(ASSETS / "fifo_srtf.csv"), "--profiles", str(ASSETS / "profiles.csv"),
+        "--cluster", "1x2", "--policy", "fifo,srtf,tiresias,xover", "--json",
+    )
+    assert result.exit_code == 0, result.output
+    stored = json.loads(result.stdout)
+    figures = {replay["policy"]: replay for replay in stored["replays"]}
+    # the timelines of tests/unit/test_replay.py: FIFO 100, 140, 110; SRTF 150, 50, 30
+    assert figures["fifo"]["avg_jct_s"] == pytest.approx(350 / 3)
+    assert figures["srtf"]["avg_jct_s"] == pytest.approx(230 / 3)
+    assert figures["fifo"]["makespan_s"] == 150 and stored["devices"] == 2
+
+    table = xover("report", stored["experiment"])
+    assert table.exit_code == 0, table.output
+    assert "simulation" in table.output and "srtf" in table.output and "tiresias" in table.output
+
+    reported = xover("report", "latest", "--format", "json")
+    assert reported.exit_code == 0, reported.output
+    body = json.loads(reported.stdout)
+    assert [replay["policy"] for replay in body["replays"]] == ["fifo", "srtf", "tiresias", "xover"]
+    srtf = body["replays"][1]
+    assert srtf["avg_jct_s"] == pytest.approx(230 / 3)
+    assert srtf["jct_cdf"][-1] == {"jct_s": 150.0, "share": 1.0}
+    assert srtf["utilisation"] and set(body["pictures"]) == {"jct_cdf", "utilisation"}
+
+    html = isolated_results / "report.html"
+    assert xover("report", "latest", "--format", "html", "--out", str(html)).exit_code == 0
+    page = html.read_text()
+    assert "Policies side by side" in page and page.count("data:image/png;base64") == 2
+
+    folder = isolated_results / "csv"
+    assert xover("report", "latest", "--format", "csv", "--out", str(folder)).exit_code == 0
+    jobs = (folder / "jobs.csv").read_text().splitlines()
+    assert jobs[0].startswith("policy,name,kind,gpus") and len(jobs) == 1 + 4 * 3
+    assert (folder / "simulation.csv").read_text().count("\n") == 5
+
+    listed = xover("report", "all")
+    assert listed.exit_code == 0 and "simulate" in listed.output
+    refused = xover("report", "latest", "--format", "mlflow", "--tracking-uri", "sqlite:///nowhere.db")
+    assert refused.exit_code == 2 and "is a simulation" in refused.output
+
+
+def test_simulate_muri_trace_with_muris_semantics(isolated_results):
+    result = xover(
+        "simulate", str(ASSETS / "muri_two.csv"), "--cluster", "1x1", "--semantics", "muri", "--model",
+        "interleave", "--policy", "srtf", "--json",
+    )
+    assert result.exit_code == 0, result.output
+    replay = json.loads(result.stdout)["replays"][0]
+    assert replay["avg_jct_s"] == pytest.approx((111.5 + 163) / 2)  # test_replay.py's timeline
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no-such-trace.csv", "--cluster", "1x1"], "no-such-trace.csv: cannot read the trace"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "eight"], "--cluster eight: give HOSTSxDEVICES"),
+        ([str(ASSETS / "pair.csv")], "say which cluster to replay on"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--policy", "lifo"], "--policy lifo: choose among"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--model", "magic"], "--model magic: choose"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--model", "interleave", "--max-group", "5"],
+         "--max-group 5: --factors gives factors up to groups of 4"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--factors", "1.3,x"], "--factors 1.3,x: give numbers"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
+         "line 1: unknown column 'arrival_s'"),
+        ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv")],
+         "needs 2 devices and the cluster has 1"),
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
+         "names no model: give --assign"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(isolated_results, args, message):
+    result = xover("simulate", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_simulate_runs_as_a_module():
+    result = subprocess.run([sys.executable, "-m", "xover", "simulate", "--help"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "--semantics" in result.stdout

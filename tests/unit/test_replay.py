@@ -1,0 +1,364 @@
+"""The replay (`xover simulate`): golden traces with timelines checked by hand, the policies' rules, the
+placement rules, the trace formats, the figures, and the engine's invariants on random traces."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from xover.plan.instances import JobInstance
+from xover.plan.model import JobProfile
+from xover.plan.state import FreeDevices
+from xover.plan.throughput import MURI_ALONE_FACTOR, InterleaveModel, Speeds, XoverModel, ideal_interleaved_ms
+from xover.plan.trace import load_trace_csv
+from xover.replay.engine import ReplayRules, replay
+from xover.replay.metrics import jct_cdf, nearest_rank, summarise, utilisation_over_time
+from xover.replay.policies import POLICIES, queue_of
+from xover.replay.traces import TraceError, detect_format, load_trace
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "replay"
+PROFILES = {profile.name: profile for profile in load_trace_csv(ASSETS / "profiles.csv")}
+ONE_DEVICE = [("h", 1)]
+TWO_DEVICES = [("h", 2)]
+
+
+def golden(name: str) -> list[JobInstance]:
+    return load_trace(ASSETS / name, profiles=PROFILES.get).instances
+
+
+def timeline(outcome) -> dict[str, tuple[float, float]]:
+    """job -> (first start, end)."""
+    return {job.name: (job.start_s, job.end_s) for job in outcome.jobs}
+
+
+def close(times: dict[str, tuple[float, float]], expected: dict[str, tuple[float, float]]) -> bool:
+    """Every job's (start, end) as expected, to float rounding."""
+    return times.keys() == expected.keys() and all(
+        times[name] == pytest.approx(expected[name], abs=1e-6) for name in expected
+    )
+
+
+def run(trace: str, hosts, policy: str, model=None, **rules) -> dict[str, tuple[float, float]]:
+    outcome = replay(golden(trace), hosts, POLICIES[policy], model or XoverModel(), ReplayRules(**rules))
+    assert outcome.unfinished == []
+    return timeline(outcome)
+
+
+# ---------------------------------------------------------------- golden timelines, by hand
+
+
+def test_fifo_holds_later_jobs_behind_the_first():
+    # j0 takes both devices 0-100; j1 and j2 wait behind it and start together at 100.
+    assert run("fifo_srtf.csv", TWO_DEVICES, "fifo") == {"j0": (0, 100), "j1": (100, 150), "j2": (100, 130)}
+
+
+@pytest.mark.parametrize("reschedule", ["keep", "repack"])
+def test_srtf_preempts_the_longer_job_and_resumes_it(reschedule):
+    # t=10: j1 (50 left) goes before j0 (90 left): j0 stops, j1 starts on one device; t=20: j2 (30) takes the
+    # other; j2 ends at 50, j1 at 60; j0 needs both devices, resumes at 60 with 90 s left and ends at 150.
+    times = run("fifo_srtf.csv", TWO_DEVICES, "srtf", reschedule=reschedule)
+    assert times == {"j0": (0, 150), "j1": (10, 60), "j2": (20, 50)}
+
+
+@pytest.mark.parametrize("reschedule", ["keep", "repack"])
+def test_tiresias_demotes_a_job_at_its_queues_limit(reschedule):
+    # Limit 60 GPU-s: j1 arrives at 10 into j0's queue and waits (running jobs go first in their own queue);
+    # at 60 j0 has had 60 GPU-s, drops a queue, and j1 takes the device 60-90; j0 resumes 90-130.
+    times = run("tiresias.csv", ONE_DEVICE, "tiresias", reschedule=reschedule, tiresias_limits=(60.0,))
+    assert times == {"j0": (0, 130), "j1": (60, 90)}
+
+
+def test_a_restart_costs_a_job_its_restart_time_at_every_start_on_start():
+    # The SRTF case with a 5 s restart: j0 0-5 restarting, works 5-10 (5 s done); j1 restarts 10-15 and works
+    # 15-65; j2 restarts 20-25, works 25-55; j0 resumes at 65: restarts 65-70, 95 s left: ends at 165.
+    instances = [
+        JobInstance(job.name, job.kind, job.iterations, job.arrival_s, job.devices, restart_s=5.0)
+        for job in golden("fifo_srtf.csv")
+    ]
+    outcome = replay(instances, TWO_DEVICES, POLICIES["srtf"], XoverModel(), ReplayRules())
+    assert close(timeline(outcome), {"j0": (0, 165), "j1": (10, 65), "j2": (20, 55)})
+
+
+@pytest.mark.parametrize("reschedule", ["keep", "repack"])
+def test_xover_groups_the_job_next_in_line_with_the_running_one(reschedule):
+    # One device. Alone, each loader job takes 100 s. Interleaved, the pair's ideal period is 100 ms (one's
+    # data loading beside the other's compute and communication) times 1.25: each goes at 0.8. j1 arrives
+    # at 10 and joins j0 (90 s left): j0 ends at 10 + 90 / 0.8 = 122.5; j1 has done 90 s of work by then and
+    # ends alone at 132.5. SRSF without sharing: 0-100 and 100-200.
+    model = InterleaveModel(factors=(1.25,))
+    grouped = run("pair.csv", ONE_DEVICE, "xover", model, reschedule=reschedule)
+    assert close(grouped, {"j0": (0, 122.5), "j1": (10, 132.5)})
+    assert run("pair.csv", ONE_DEVICE, "srsf", model, reschedule=reschedule) == {"j0": (0, 100), "j1": (100, 200)}
+
+
+def test_xover_shares_nothing_where_the_pair_would_lose():
+    # At 1.6 the pair goes at 0.625 each: gain 1.25 - still a gain, formed; at 2.2, 0.45 each: lost, not formed.
+    assert run("pair.csv", ONE_DEVICE, "xover", InterleaveModel(factors=(2.2,))) == {"j0": (0, 100), "j1": (100, 200)}
+
+
+def test_muri_semantics_charge_every_running_job_its_restart_at_every_event():
+    # Muri's CSV: 100 iterations of 1,000 ms, run at 1.015x alone (101.5 s); restart 10 s (a model Muri's
+    # table does not list). At 50 s (j1 arrives) j0 has worked 40 s: 61.5 s left, ending at 111.5; j1
+    # (101.5 s) waits, starts at 111.5 and ends at 213.
+    instances = load_trace(ASSETS / "muri_two.csv").instances
+    rules = ReplayRules(
+        placement="first-fit", reschedule="repack", restart="every-event", alone_factor=MURI_ALONE_FACTOR
+    )
+    outcome = replay(instances, ONE_DEVICE, POLICIES["srtf"], InterleaveModel(), rules)
+    assert close(timeline(outcome), {"job0": (0, 111.5), "job1": (111.5, 213)})
+    assert summarise(outcome).avg_jct_s == pytest.approx((111.5 + 163) / 2)
+
+
+# ---------------------------------------------------------------- a group kept only while it gains
+
+
+class TableModel:
+    """A model whose speeds are set by the test: groups by their jobs' kinds."""
+
+    name = "table"
+
+    def __init__(self, speeds: dict[tuple[str, ...], tuple[float, ...]]) -> None:
+        self.speeds = speeds
+
+    def predict(self, jobs):
+        if len(jobs) == 1:
+            return Speeds((1.0,), "alone", jobs[0].solo_ms)
+        order = sorted(range(len(jobs)), key=lambda i: jobs[i].compute_ms)
+        table = self.speeds[tuple(sorted(str(jobs[i].compute_ms) for i in order))]
+        speeds = [0.0] * len(jobs)
+        for rank, index in enumerate(order):
+            speeds[index] = table[rank]
+        gain = sum(speeds)
+        return Speeds(tuple(speeds), "crossover", sum(job.solo_ms for job in jobs) / gain if gain else math.inf)
+
+    def grouping_period_ms(self, jobs):
+        speeds = self.predict(jobs)
+        return speeds.period_ms
+
+    def describe(self):
+        return "a table"
+
+
+def _kind(compute: float) -> JobProfile:
+    return JobProfile(name=f"k{compute:g}", devices=1, compute_ms=compute, comm_ms=100 - compute, memory_gb=0)
+
+
+def test_a_group_is_dissolved_when_a_job_leaves_and_the_rest_would_lose():
+    # One device, kinds k10, k20, k30 (their compute). short (30 s) runs alone from 0; mid (150 s) comes at 1,
+    # goes after it (srsf) and joins it (0.7 each); long (300 s) comes at 2 and joins them (0.6 each). short
+    # has 28.3 s left at 2: it ends at 2 + 28.3 / 0.6 = 49.17. mid + long would go at 0.5 each (no better
+    # than apart): the group is dissolved; mid (121 s left) goes first and keeps the device, long (271.7 s
+    # left) waits for it and ends at 49.17 + 121 + 271.7.
+    table = {
+        ("10", "20", "30"): (0.6, 0.6, 0.6),
+        ("10", "30"): (0.7, 0.7),
+        ("20", "30"): (0.7, 0.7),
+        ("10", "20"): (0.5, 0.5),
+    }
+    instances = [
+        JobInstance("short", _kind(30), 300, 0.0),
+        JobInstance("mid", _kind(10), 1500, 1.0),
+        JobInstance("long", _kind(20), 3000, 2.0),
+    ]
+    outcome = replay(instances, ONE_DEVICE, POLICIES["xover"], TableModel(table), ReplayRules(max_group=3))
+    end_short = 2 + (30 - 1 - 0.7) / 0.6
+    mid_left = 150 - 0.7 - 0.6 * (end_short - 2)
+    long_left = 300 - 0.6 * (end_short - 2)
+    assert close(
+        timeline(outcome),
+        {"short": (0, end_short), "mid": (1, end_short + mid_left), "long": (2, end_short + mid_left + long_left)},
+    )
+    assert [job.preemptions for job in outcome.jobs] == [0, 0, 1]
+    assert summarise(outcome).by_sharing.keys() == {"alone", "crossover"}
+
+
+# ---------------------------------------------------------------- the policies
+
+
+def test_policies_rank_as_they_say():
+    srtf, srsf, tiresias = POLICIES["srtf"], POLICIES["srsf"], POLICIES["tiresias"]
+    assert srtf.key_of(50, 8, 0, 0, 0) < srtf.key_of(60, 1, 0, 0, 0)
+    assert srsf.key_of(50, 8, 0, 0, 0) > srsf.key_of(60, 1, 0, 0, 0)  # 400 GPU-s against 60
+    assert tiresias.key_of(1e9, 1, 0, 5, 0) < tiresias.key_of(0, 1, 1, 1, 0)
+    assert tiresias.preempts(tiresias.key_of(0, 1, 0, 9, 0), tiresias.key_of(0, 1, 1, 1, 0))
+    assert not tiresias.preempts(tiresias.key_of(0, 1, 0, 1, 0), tiresias.key_of(0, 1, 0, 9, 0))
+    assert not POLICIES["fifo"].preempts(0, 1)
+    assert [queue_of(service) for service in (0, 3249, 3250, 7199, 7200, 1e9)] == [0, 0, 1, 1, 2, 2]
+
+
+# ---------------------------------------------------------------- placement
+
+
+def test_best_fit_places_as_xover_plan_places_a_wave():
+    from xover.plan.placement import place_groups
+
+    rng = random.Random(7)
+    for _ in range(200):
+        hosts = [(f"h{i}", rng.choice([1, 2, 4, 8])) for i in range(rng.randint(1, 5))]
+        sizes = [rng.choice([1, 1, 2, 4, 8, 12]) for _ in range(rng.randint(1, 12))]
+        sizes = [size for size in sizes if size <= sum(slots for _, slots in hosts)]
+        jobs = [[JobProfile(f"j{i}", size, 10, 10, 0)] for i, size in enumerate(sizes)]
+        wave0 = [group.devices for group in place_groups(jobs, hosts) if group.wave == 0]
+        free = FreeDevices(hosts)
+        now = [free.names(d) for d in (free.place(size) for size in sizes) if d is not None]
+        assert now == wave0
+
+
+def test_first_fit_takes_whole_hosts_for_a_job_bigger_than_one():
+    free = FreeDevices([("a", 8), ("b", 8), ("c", 8)])
+    assert free.names(free.place(1, "first-fit")) == ["a:0"]
+    # a whole free host (b), and the rest on the first other host with room for it (a)
+    assert free.names(free.place(12, "first-fit")) == [f"b:{i}" for i in range(8)] + ["a:1", "a:2", "a:3", "a:4"]
+    assert free.place(16, "first-fit") is None  # only c is whole
+    assert free.fits(11, "first-fit") and not free.fits(12, "first-fit")  # c and 3 of a; a has 3 left
+    assert free.total_free == 24 - 13
+
+
+def test_anywhere_counts_devices_only():
+    free = FreeDevices([("a", 2), ("b", 2)])
+    free.place(1, "anywhere")
+    assert free.names(free.place(3, "anywhere")) == ["a:1", "b:0", "b:1"]
+    assert free.place(1, "anywhere") is None and not free.fits(1)
+
+
+def test_released_devices_are_free_again_in_order():
+    free = FreeDevices([("a", 4)])
+    first, second = free.place(2), free.place(2)
+    free.release(first)
+    assert free.largest_free == 2 and free.names(free.place(2)) == ["a:0", "a:1"]
+    free.release(second)
+    assert free.take_devices(((0, (2,)),)) == ((0, (2,)),) and free.free[0] == [3]
+
+
+# ---------------------------------------------------------------- Muri's interleaving
+
+
+def test_the_ideal_interleaving_of_two_loaders_by_hand():
+    # Stages of 25 ms: one's 50 ms of data loading spans two while the other computes then communicates.
+    assert ideal_interleaved_ms(((50.0, 25.0, 25.0), (50.0, 25.0, 25.0))) == pytest.approx(100.0)
+    # Nothing to overlap: two GPU-only jobs take their computes one after the other.
+    assert ideal_interleaved_ms(((0.0, 100.0, 0.0), (0.0, 100.0, 0.0))) == pytest.approx(200.0)
+
+
+def test_interleave_speeds_use_the_trace_iteration_and_the_factors():
+    job = JobProfile("a", 1, 25, 25, 0, data_ms=50)
+    other = JobProfile("b", 1, 25, 25, 0, data_ms=50)
+    model = InterleaveModel(factors=(1.33,), alone_factor=1.015, alone_ms={"a": 120.0})
+    speeds = model.predict([job, other])
+    period = 100 * 1.33 / 1.015
+    assert speeds.speeds == pytest.approx((120 * 1.015 / period, 100 * 1.015 / period))
+    assert speeds.sharing == "interleaved"
+    assert model.group_iteration_ms([job, other, other]) == math.inf  # no factor for three
+
+
+# ---------------------------------------------------------------- traces
+
+
+def test_each_format_is_told_by_its_first_line():
+    assert detect_format(ASSETS / "muri_two.csv") == "muri"
+    assert detect_format(ASSETS / "pair.csv") == "plain"
+    assert detect_format(ASSETS / "philly_log.json") == "philly"
+    with pytest.raises(TraceError, match="profiles.csv: line 1: not a trace"):
+        detect_format(ASSETS / "profiles.csv")
+
+
+def test_a_muri_line_becomes_a_job_of_its_own_profile():
+    first = load_trace(ASSETS / "muri_two.csv").instances[1]
+    assert (first.name, first.arrival_s, first.iterations, first.gpus) == ("job1", 50.0, 100, 1)
+    assert (first.kind.data_ms, first.kind.compute_ms, first.kind.comm_ms) == (500, 250, 250)
+    assert first.alone_ms == 1000 and first.restart_s == 10.0 and first.work_s == 100.0
+
+
+def test_philly_jobs_take_their_last_attempt_and_a_drawn_model():
+    trace = load_trace(ASSETS / "philly_log.json", profiles=PROFILES.get, assign=["narrow"], seed=3)
+    jobs = {job.name: job for job in trace.instances}
+    assert set(jobs) == {"application_1_0001", "application_1_0003"}
+    assert jobs["application_1_0001"].gpus == 2 and jobs["application_1_0001"].work_s == pytest.approx(100)
+    assert jobs["application_1_0003"].arrival_s == 60 and jobs["application_1_0003"].work_s == pytest.approx(30)
+    assert trace.skipped == {"jobs never started": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("arrival_s,gpus,duration_s\n0,1,5\n", "line 1: missing column model"),
+        ("arrival_s,gpus,duration_s,model,colour\n", "line 1: unknown column 'colour'"),
+        ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),
+        ("arrival_s,gpus,duration_s,model\n0,1.5,5,narrow\n", "line 2: gpus must be a whole number"),
+        ("arrival_s,gpus,duration_s,model\n0,1,5,nosuch\n", "line 2: no profile of model 'nosuch'"),
+        ("arrival_s,gpus,duration_s,model,name\n0,1,5,narrow,a\n1,1,5,narrow,a\n", "line 3: job name 'a' is used twice"),
+        ("arrival_s,gpus,duration_s,model\n0,1,5\n", "line 2: 3 fields, the header has 4"),
+    ],
+)
+def test_a_bad_plain_trace_names_its_line_and_field(tmp_path, text, message):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(TraceError, match=message):
+        load_trace(path, "plain", profiles=PROFILES.get)
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_figures_of_a_replay():
+    outcome = replay(golden("fifo_srtf.csv"), TWO_DEVICES, POLICIES["srtf"], XoverModel(), ReplayRules())
+    summary = summarise(outcome)
+    assert summary.avg_jct_s == pytest.approx((150 + 50 + 30) / 3)
+    assert summary.median_jct_s == 50 and summary.p99_jct_s == 150
+    assert summary.makespan_s == 150
+    assert summary.avg_queue_s == 0
+    # busy device-seconds: j0 2x10, j1 50, j2 30, j0 2x90 = 280 of 2 x 150
+    assert summary.utilisation == pytest.approx(280 / 300)
+    assert summary.grouped_share == 0 and summary.by_sharing == {"alone": 1.0}
+    # 0-50: j0 2x10, j1 10, j1 + j2 2x30 = 90 of 100 device-s; 50-100: j1 10, j0 2x40 = 90; 100-150: j0 100
+    points = utilisation_over_time(outcome, buckets=3)
+    assert [round(point.busy, 9) for point in points] == [0.9, 0.9, 1.0]
+    assert [round(point.running, 9) for point in points] == [round((10 + 10 + 60) / 50, 9), (10 + 40) / 50, 1.0]
+
+
+def test_quantiles_and_the_jct_distribution():
+    assert nearest_rank(list(range(1, 101)), 0.99) == 99
+    assert nearest_rank([5.0], 0.99) == 5.0
+    assert jct_cdf([3.0, 1.0, 2.0], points=10) == [(1.0, 1 / 3), (2.0, 2 / 3), (3.0, 1.0)]
+
+
+# ---------------------------------------------------------------- invariants on random traces
+
+
+def _random_trace(rng: random.Random, count: int) -> list[JobInstance]:
+    kinds = [
+        JobProfile("compute", 1, 90, 10, 0, data_ms=0),
+        JobProfile("chatty", 1, 20, 80, 0, link_ms=80),
+        JobProfile("loader", 1, 25, 25, 0, data_ms=50),
+    ]
+    jobs = []
+    for index in range(count):
+        kind = rng.choice(kinds)
+        gpus = rng.choice([1, 1, 2, 4, 8])
+        jobs.append(
+            JobInstance(f"j{index}", kind, rng.randint(10, 5000), rng.uniform(0, 300), devices=gpus,
+                        restart_s=rng.choice([0.0, 2.0]))
+        )
+    return jobs
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("reschedule", ["keep", "repack"])
+def test_every_job_ends_no_sooner_than_alone_and_the_devices_are_never_oversubscribed(policy, reschedule):
+    rng = random.Random(hash((policy, reschedule)) % 1000)
+    instances = _random_trace(rng, 60)
+    hosts = [("a", 8), ("b", 4)]
+    model = InterleaveModel(factors=(1.1, 1.3, 1.2))
+    outcome = replay(instances, hosts, POLICIES[policy], model, ReplayRules(reschedule=reschedule, max_group=3))
+    assert outcome.unfinished == []
+    for job in outcome.jobs:
+        assert job.arrival_s <= job.start_s < job.end_s
+        if not POLICIES[policy].groups:
+            assert job.jct_s >= job.work_s - 1e-6
+    assert max(outcome.timeline.busy) <= 12
+    if not POLICIES[policy].groups:
+        assert max(outcome.timeline.grouped) == 0
+    assert sum(outcome.device_s_by_sharing.values()) <= 12 * summarise(outcome).makespan_s + 1e-6

@@ -1,0 +1,359 @@
+"""`xover simulate`: load a trace, replay it under each policy asked for, store each replay.
+
+A simulation is an experiment of kind `simulate` (so `xover report` finds it as it finds a run, by id or
+as the latest); each policy's replay is a row of `replays`, with its jobs and its utilisation over time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import insert
+
+from ..errors import XoverError
+from ..hosts import parse_hosts
+from ..plan.model import JobProfile
+from ..plan.placement import Host
+from ..plan.state import PLACEMENTS
+from ..plan.step import profiles_of_recipes
+from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
+from ..plan.trace import load_trace_csv
+from ..recipes import load_recipe
+from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation, utcnow
+from ..store.queries import new_experiment_id
+from ..store.session import open_store
+from ..turns.policies import DEFAULT_POLICY
+from ..turns.policies import POLICIES as TURN_POLICIES
+from .engine import ReplayOutcome, ReplayRules, replay
+from .metrics import ReplaySummary, summarise, utilisation_over_time
+from .policies import DEFAULT_POLICIES, POLICIES
+from .traces import FORMATS, Trace, load_trace
+
+MODELS = ("xover", "interleave")
+# What a replay takes for granted (`ReplayRules`), by name:
+# xover - running jobs keep their devices; a (re)start costs a job its restart time once; best-fit placement;
+# muri  - Muri's simulator: every event decides everything afresh and costs every running job its restart time,
+#         a job alone runs 1.015x its trace's iteration, first-fit placement (Tiresias: by device count).
+SEMANTICS = ("xover", "muri")
+CLUSTER_SPEC = re.compile(r"([0-9]+)x([0-9]+)", re.ASCII)
+MAX_DEVICES = 10**6
+
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    """What `xover simulate` was asked (see its options)."""
+
+    trace: str
+    fmt: str | None = None
+    hosts: str | None = None
+    cluster: str | None = None
+    policies: Sequence[str] = DEFAULT_POLICIES
+    model: str = "xover"
+    factors: Sequence[float] = MURI_FACTORS
+    semantics: str = "xover"
+    placement: str | None = None
+    max_group: int = 2
+    min_gain: float = 0.05
+    turn_policy: str = DEFAULT_POLICY
+    profiles_csv: str | None = None
+    bandwidth: str | None = None
+    assign: Sequence[str] = ()
+    seed: int = 0
+    restart_s: float = 0.0
+    jobs: int | None = None
+
+
+@dataclass
+class PolicyReplay:
+    """One policy's replay: its figures, how long it took, what was not finished."""
+
+    summary: ReplaySummary
+    wall_s: float
+    unfinished: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Simulation:
+    """What `xover simulate` did: the experiment it stored, the trace, the cluster, the model, each replay."""
+
+    experiment_id: str
+    trace: Trace
+    hosts: list[Host]
+    model: str
+    settings: dict[str, Any]
+    replays: list[PolicyReplay]
+
+    def to_dict(self) -> dict[str, Any]:
+        """`xover simulate --json`."""
+        return {
+            "experiment": self.experiment_id,
+            "trace": self.trace.path,
+            "format": self.trace.format,
+            "jobs": len(self.trace.instances),
+            "skipped": self.trace.skipped,
+            "notes": self.trace.notes,
+            "hosts": ",".join(f"{name}:{slots}" for name, slots in self.hosts),
+            "devices": sum(slots for _, slots in self.hosts),
+            "model": self.model,
+            "settings": self.settings,
+            "replays": [{**item.summary.to_json(), "wall_s": item.wall_s} for item in self.replays],
+        }
+
+
+Progress = Callable[[str, int, int], None]  # (policy, jobs finished, jobs in all)
+
+
+def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
+    """The hosts of `-H h1:8,h2:8` or `--cluster 8x8` (8 hosts of 8 devices, named n0..n7)."""
+
+    if bool(hosts) == bool(cluster):
+        raise XoverError(
+            "say which cluster to replay on: --cluster HOSTSxDEVICES (e.g. 8x8) or -H h1:8,h2:8"
+            + (", not both" if hosts else "")
+        )
+    if hosts:
+        parsed = parse_hosts(hosts)
+    else:
+        assert cluster is not None
+        match = CLUSTER_SPEC.fullmatch(cluster.strip())
+        if match is None or int(match[1]) < 1 or int(match[2]) < 1:
+            raise XoverError(f"--cluster {cluster}: give HOSTSxDEVICES, e.g. 8x8 (8 hosts of 8 devices each)")
+        parsed = [(f"n{index}", int(match[2])) for index in range(int(match[1]))]
+    if sum(slots for _, slots in parsed) > MAX_DEVICES:
+        raise XoverError(f"the cluster has more than {MAX_DEVICES:,} devices: give a smaller one")
+    return parsed
+
+
+def check_request(request: SimulateRequest) -> None:
+    """Every option checked before the trace is read: one line naming the option and what to give."""
+
+    if request.fmt is not None and request.fmt not in FORMATS:
+        raise XoverError(f"--format {request.fmt}: choose {', '.join(FORMATS)}")
+    unknown = [name for name in request.policies if name not in POLICIES]
+    if unknown or not request.policies:
+        raise XoverError(f"--policy {','.join(request.policies)}: choose among {', '.join(POLICIES)} (or all)")
+    if request.model not in MODELS:
+        raise XoverError(f"--model {request.model}: choose {' or '.join(MODELS)}")
+    if request.semantics not in SEMANTICS:
+        raise XoverError(f"--semantics {request.semantics}: choose {' or '.join(SEMANTICS)}")
+    if request.placement is not None and request.placement not in PLACEMENTS:
+        raise XoverError(f"--placement {request.placement}: choose {', '.join(PLACEMENTS)}")
+    if request.turn_policy not in TURN_POLICIES:
+        raise XoverError(f"--turn-policy {request.turn_policy}: choose {' or '.join(TURN_POLICIES)}")
+    if not request.factors or any(not (math.isfinite(f) and f > 0) for f in request.factors):
+        raise XoverError("--factors: give the factors for 2, 3, ... jobs as numbers > 0, e.g. 1.33,1.5,1.37")
+    if request.max_group < 1:
+        raise XoverError(f"--max-group {request.max_group}: give a whole number >= 1 (1: nobody shares)")
+    if request.model == "interleave" and request.max_group > len(request.factors) + 1:
+        raise XoverError(
+            f"--max-group {request.max_group}: --factors gives factors up to groups of {len(request.factors) + 1}; "
+            "give one per group size"
+        )
+    if not (math.isfinite(request.min_gain) and request.min_gain >= 0):
+        raise XoverError(f"--min-gain {request.min_gain}: give a number >= 0 (0.05: 5% better than apart)")
+    if not (math.isfinite(request.restart_s) and request.restart_s >= 0):
+        raise XoverError(f"--restart-s {request.restart_s}: give the seconds a (re)start costs, >= 0")
+    if request.jobs is not None and request.jobs < 1:
+        raise XoverError(f"--jobs {request.jobs}: give how many of the trace's first jobs to replay, >= 1")
+
+
+def profile_lookup(
+    db: str | None, profiles_csv: str | None, bandwidth: str | None
+) -> Callable[[str], JobProfile | None]:
+    """How a model name becomes a profile: a row of the profiles CSV (`xover plan --profiles`' format), or
+    the newest stored profile of the recipe of that name (at --bandwidth, or its one link rate)."""
+    if profiles_csv:
+        by_name = {profile.name: profile for profile in load_trace_csv(profiles_csv)}
+        return by_name.get
+    found: dict[str, JobProfile | None] = {}
+
+    def stored(name: str) -> JobProfile | None:
+        if name not in found:
+            jobs, _, _, _ = profiles_of_recipes(db, [load_recipe(name)], bandwidth)
+            found[name] = jobs[0]
+        return found[name]
+
+    return stored
+
+
+def model_for(request: SimulateRequest, trace: Trace) -> ThroughputModel:
+    """The throughput model asked for, knowing the trace's iterations alone where it gives them."""
+    if request.model == "xover":
+        return XoverModel(request.turn_policy)
+    alone = {job.name: job.iteration_ms for job in trace.instances if job.iteration_ms is not None}
+    return InterleaveModel(tuple(request.factors), alone_factor(request), alone)
+
+
+def alone_factor(request: SimulateRequest) -> float:
+    """How much slower than its trace's iteration a job runs alone (Muri's simulator: 1.015)."""
+    return MURI_ALONE_FACTOR if request.semantics == "muri" else 1.0
+
+
+def rules_for(request: SimulateRequest, policy: str) -> ReplayRules:
+    """The replay's rules for one policy under the semantics asked for."""
+    if request.semantics == "muri":
+        placement = request.placement or ("anywhere" if POLICIES[policy].order == "attained-service" else "first-fit")
+        reschedule, restart = "repack", "every-event"
+    else:
+        placement, reschedule, restart = request.placement or "best-fit", "keep", "on-start"
+    return ReplayRules(
+        placement=placement,
+        reschedule=reschedule,
+        restart=restart,
+        alone_factor=alone_factor(request),
+        max_group=request.max_group,
+        min_gain_margin=request.min_gain,
+    )
+
+
+def simulate(db: str | None, request: SimulateRequest, command: str, progress: Progress | None = None) -> Simulation:
+    """Replay the trace under each policy, store the simulation, and return it."""
+    check_request(request)
+    hosts = cluster_hosts(request.hosts, request.cluster)
+    lookup = profile_lookup(db, request.profiles_csv, request.bandwidth)
+    trace = load_trace(
+        request.trace,
+        request.fmt,
+        profiles=lookup,
+        assign=request.assign,
+        seed=request.seed,
+        restart_s=request.restart_s,
+        limit=request.jobs,
+    )
+    devices = sum(slots for _, slots in hosts)
+    too_big = [job for job in trace.instances if job.gpus > devices]
+    if too_big:
+        raise XoverError(
+            f"{trace.path}: job {too_big[0].name} needs {too_big[0].gpus} devices and the cluster has {devices} "
+            f"({len(too_big)} such jobs): replay on a bigger cluster"
+        )
+    model = model_for(request, trace)
+    settings = {
+        "semantics": request.semantics,
+        "model": request.model,
+        "factors": list(request.factors) if request.model == "interleave" else None,
+        "max_group": request.max_group,
+        "min_gain": request.min_gain,
+        "turn_policy": request.turn_policy if request.model == "xover" else None,
+        "restart_s": request.restart_s,
+        "seed": request.seed,
+    }
+    replays: list[tuple[str, ReplayOutcome, float, ReplayRules]] = []
+    for name in request.policies:
+        rules = rules_for(request, name)
+        report = _reporter(progress, name, len(trace.instances))
+        started = time.perf_counter()
+        try:
+            outcome = replay(trace.instances, hosts, POLICIES[name], model, rules, report)
+        except ValueError as error:
+            raise XoverError(f"{trace.path}: {error}") from None
+        replays.append((name, outcome, time.perf_counter() - started, rules))
+    experiment_id = store_simulation(db, trace, hosts, model, settings, replays, command)
+    return Simulation(
+        experiment_id,
+        trace,
+        hosts,
+        model.describe(),
+        settings,
+        [PolicyReplay(summarise(outcome), wall, outcome.unfinished) for _, outcome, wall, _ in replays],
+    )
+
+
+def _reporter(progress: Progress | None, policy: str, total: int) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    return lambda done: progress(policy, done, total)
+
+
+def store_simulation(
+    db: str | None,
+    trace: Trace,
+    hosts: list[Host],
+    model: ThroughputModel,
+    settings: dict[str, Any],
+    replays: list[tuple[str, ReplayOutcome, float, ReplayRules]],
+    command: str,
+) -> str:
+    """The simulation as an experiment (kind simulate) and its replays, jobs and utilisation; its id."""
+    experiment_id = new_experiment_id()
+    spec = ",".join(f"{name}:{slots}" for name, slots in hosts)
+    store = open_store(db)
+    try:
+        with store.session() as session, session.begin():
+            session.add(
+                Experiment(
+                    id=experiment_id, kind="simulate", command=command, status="finished", hosts=spec, ended_at=utcnow()
+                )
+            )
+            session.flush()
+            for name, outcome, wall, rules in replays:
+                summary = summarise(outcome)
+                row = Replay(
+                    experiment_id=experiment_id,
+                    policy=name,
+                    model=model.describe(),
+                    trace=trace.path,
+                    trace_format=trace.format,
+                    hosts=spec,
+                    devices=outcome.devices,
+                    settings={
+                        **settings,
+                        "placement": rules.placement,
+                        "reschedule": rules.reschedule,
+                        "restart": rules.restart,
+                        "alone_factor": rules.alone_factor,
+                        "skipped": trace.skipped,
+                        "notes": trace.notes,
+                    },
+                    jobs=summary.jobs,
+                    finished=summary.finished,
+                    avg_jct_s=_number(summary.avg_jct_s),
+                    median_jct_s=_number(summary.median_jct_s),
+                    p99_jct_s=_number(summary.p99_jct_s),
+                    makespan_s=_number(summary.makespan_s),
+                    avg_queue_s=_number(summary.avg_queue_s),
+                    utilisation=_number(summary.utilisation),
+                    grouped_share=_number(summary.grouped_share),
+                    by_sharing=summary.by_sharing,
+                    events=summary.events,
+                    preemptions=summary.preemptions,
+                    wall_s=wall,
+                )
+                session.add(row)
+                session.flush()
+                session.execute(
+                    insert(ReplayJob),
+                    [
+                        {
+                            "replay_id": row.id,
+                            "name": job.name,
+                            "kind": job.kind,
+                            "gpus": job.gpus,
+                            "arrival_s": job.arrival_s,
+                            "start_s": _number(job.start_s),
+                            "end_s": _number(job.end_s),
+                            "work_s": job.work_s,
+                            "preemptions": job.preemptions,
+                            "grouped_s": job.grouped_s,
+                        }
+                        for job in outcome.jobs
+                    ],
+                )
+                points = utilisation_over_time(outcome)
+                if points:
+                    session.execute(
+                        insert(ReplayUtilisation),
+                        [{"replay_id": row.id, **point.__dict__} for point in points],
+                    )
+    finally:
+        store.close()
+    return experiment_id
+
+
+def _number(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -1,0 +1,340 @@
+"""Job instances from a cluster's trace.
+
+Three formats (`FORMATS`; `detect_format` tells them apart by their first line):
+
+* `muri` - the CSV of Muri's simulator (`Rivendile/Muri`, `simulator/trace-data/`): `job_id, num_gpu,
+  submit_time` (ms), `iterations, model_name, batch_size, duration` (ms), `interval, iteration_time` (ms),
+  `resource_time_0..2` (ms per iteration on data loading / CPU, GPU, network), `priority`. Each line is a
+  job of its own profile: data, compute and communication from the resource times, its iteration alone
+  from `iteration_time` (the resource times do not add up to it), and the restart cost Muri's simulator
+  charges its model at its GPU count (`MURI_RESTART_S`).
+* `plain` - a CSV of `arrival_s, gpus, duration_s, model` (and optionally `name`, `restart_s`,
+  `max_slowdown`): `model` names a profile (of a profiles CSV, or a recipe's stored profile), `duration_s`
+  is its run alone, from which its iterations follow.
+* `philly` - Philly's job log (`cluster_job_log` of `msr-fiddle/philly-traces`, JSON): arrival from
+  `submitted_time`, devices and run time from its last attempt; it names no model, so each job gets one of
+  the profiles given, drawn with a seed (as Gavel and Muri attach profiled models to trace jobs).
+
+Errors name the file, the line (the header is line 1) and the field, and say what to do.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import XoverError
+from ..plan.instances import JobInstance
+from ..plan.model import InvalidJobProfile, JobProfile, job_name_problem
+
+FORMATS = ("muri", "plain", "philly")
+MURI_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "iteration_time")
+MURI_RESOURCES = ("resource_time_0", "resource_time_1", "resource_time_2")
+MURI_OPTIONAL = ("batch_size", "duration", "interval", "priority")
+PLAIN_COLUMNS = ("arrival_s", "gpus", "duration_s", "model")
+PLAIN_OPTIONAL = ("name", "restart_s", "max_slowdown")
+
+# Muri's simulator's start overhead (s) of each model by GPU count, charged at every event to every job
+# running (`simulator/run_sim.py`, `overhead_dict`); 10 s for a model it does not list.
+MURI_RESTART_S: dict[int, dict[str, float]] = {
+    1: {"vgg16": 7, "vgg19": 7, "resnet18": 4, "shufflenet_v2_x1_0": 4, "bert": 10, "gpt2": 10, "a2c": 38, "dqn": 5},
+    2: {"vgg16": 7, "vgg19": 7, "resnet18": 5, "shufflenet_v2_x1_0": 4, "bert": 10, "gpt2": 10, "a2c": 39, "dqn": 5},
+    4: {"vgg16": 8, "vgg19": 8, "resnet18": 5, "shufflenet_v2_x1_0": 5, "bert": 10, "gpt2": 10, "a2c": 39, "dqn": 6},
+    8: {"vgg16": 9, "vgg19": 9, "resnet18": 7, "shufflenet_v2_x1_0": 5, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 6},
+    16: {"vgg16": 9, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 7, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
+    32: {"vgg16": 10, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 8, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
+}
+MURI_DEFAULT_RESTART_S = 10.0
+LARGEST = 1e12  # any number beyond this (31,700 years in seconds) is a typo
+
+
+class TraceError(XoverError):
+    """A trace that cannot be read: which file, which line and field, and what to do."""
+
+
+@dataclass
+class Trace:
+    """A trace's jobs, its format, and what was left out (lines skipped and why, counted)."""
+
+    path: str
+    format: str
+    instances: list[JobInstance]
+    skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+ProfileLookup = Callable[[str], JobProfile | None]
+
+
+def detect_format(path: str | Path) -> str:
+    """`muri`, `plain` or `philly`, from the file's first line (or character)."""
+    first = _first_line(Path(path))
+    if first.lstrip().startswith(("[", "{")):
+        return "philly"
+    columns = {cell.strip() for cell in first.split(",")}
+    if set(MURI_COLUMNS) <= columns:
+        return "muri"
+    if set(PLAIN_COLUMNS) <= columns:
+        return "plain"
+    raise TraceError(
+        f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join(MURI_COLUMNS)}; a plain CSV has "
+        f"{', '.join(PLAIN_COLUMNS)}; Philly's job log is JSON (give --format to say which)"
+    )
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            return handle.readline()
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not a UTF-8 text file") from None
+
+
+def load_trace(
+    path: str | Path,
+    fmt: str | None = None,
+    profiles: ProfileLookup | None = None,
+    assign: Sequence[str] = (),
+    seed: int = 0,
+    restart_s: float = 0.0,
+    limit: int | None = None,
+) -> Trace:
+    """The trace at `path` as job instances. `profiles` finds a model's profile by name (plain and Philly
+    traces); `assign`: the models Philly's jobs are drawn from; `restart_s`: a job's restart cost where
+    the trace does not give one; `limit`: only the first jobs (by arrival)."""
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise TraceError(f"--format {fmt}: choose {', '.join(FORMATS)}")
+    if fmt == "muri":
+        trace = _load_muri(path)
+    elif fmt == "plain":
+        if profiles is None:
+            raise TraceError(f"{path}: a plain trace names models: give --profiles FILE.csv or stored profiles")
+        trace = _load_plain(path, profiles, restart_s)
+    else:
+        if profiles is None or not assign:
+            raise TraceError(f"{path}: Philly's job log names no model: give --assign MODEL,... and their profiles")
+        trace = _load_philly(path, profiles, assign, seed, restart_s)
+    if not trace.instances:
+        raise TraceError(f"{path}: no jobs in the trace" + _skipped_text(trace.skipped))
+    if limit is not None:
+        trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
+    return trace
+
+
+def _skipped_text(skipped: Mapping[str, int]) -> str:
+    return f" ({', '.join(f'{count} {why}' for why, count in skipped.items())})" if skipped else ""
+
+
+# ---------------------------------------------------------------- CSV helpers
+
+
+def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, cells) for every non-blank line; the header checked (required columns, no unknown ones)."""
+    try:
+        handle = path.open(newline="", encoding="utf-8-sig")
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = [cell.strip() for cell in next(reader, [])]
+            missing = [column for column in required if column not in header]
+            if missing:
+                raise TraceError(f"{path}: line 1: missing column {', '.join(missing)} (columns: {', '.join(header)})")
+            known = set(required) | set(optional)
+            unknown = [column for column in header if column not in known]
+            if unknown:
+                raise TraceError(
+                    f"{path}: line 1: unknown column {unknown[0]!r}; columns are {', '.join([*required, *optional])}"
+                )
+            for row in reader:
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    raise TraceError(f"{path}: line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+                yield reader.line_num, {column: cell.strip() for column, cell in zip(header, row)}
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}: not a UTF-8 text file") from None
+        except csv.Error as error:
+            raise TraceError(f"{path}: line {reader.line_num}: not valid CSV: {error}") from None
+
+
+def _number(path: Path, line: int, column: str, text: str, lowest: float = 0.0, above: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(f"{path}: line {line}: {column} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or abs(value) > LARGEST:
+        raise TraceError(f"{path}: line {line}: {column} {text} is out of range")
+    if value < lowest or (above and value <= lowest):
+        raise TraceError(f"{path}: line {line}: {column} must be {'>' if above else '>='} {lowest:g}, got {text}")
+    return value
+
+
+def _whole(path: Path, line: int, column: str, text: str) -> int:
+    value = _number(path, line, column, text, 1.0)
+    if value != int(value):
+        raise TraceError(f"{path}: line {line}: {column} must be a whole number, got {text!r}")
+    return int(value)
+
+
+def _unique_name(path: Path, line: int, name: str, seen: dict[str, int]) -> str:
+    if (problem := job_name_problem(name)) is not None:
+        raise TraceError(f"{path}: line {line}: {problem}")
+    if name in seen:
+        raise TraceError(f"{path}: line {line}: job name {name!r} is used twice (first on line {seen[name]})")
+    seen[name] = line
+    return name
+
+
+# ---------------------------------------------------------------- Muri's CSV
+
+
+def _load_muri(path: Path) -> Trace:
+    instances: list[JobInstance] = []
+    kinds: dict[tuple[Any, ...], JobProfile] = {}
+    seen: dict[str, int] = {}
+    for line, cells in _rows(path, (*MURI_COLUMNS, *MURI_RESOURCES), MURI_OPTIONAL):
+        gpus = _whole(path, line, "num_gpu", cells["num_gpu"])
+        arrival = _number(path, line, "submit_time", cells["submit_time"]) / 1000
+        iterations = _whole(path, line, "iterations", cells["iterations"])
+        iteration_ms = _number(path, line, "iteration_time", cells["iteration_time"], above=True)
+        data, gpu, network = (_number(path, line, column, cells[column]) for column in MURI_RESOURCES)
+        if gpu <= 0:
+            raise TraceError(f"{path}: line {line}: resource_time_1 (GPU ms per iteration) must be > 0, got {gpu:g}")
+        model = cells["model_name"] or "unknown"
+        if (problem := job_name_problem(model)) is not None:
+            raise TraceError(f"{path}: line {line}: model_name: {problem}")
+        name = _unique_name(path, line, f"job{cells['job_id']}", seen)
+        key = (model, gpus, data, gpu, network)
+        kind = kinds.get(key)
+        if kind is None:
+            kind = kinds[key] = JobProfile(
+                name=model, devices=gpus, compute_ms=gpu, comm_ms=network, memory_gb=0.0, data_ms=data
+            )
+        restart = MURI_RESTART_S.get(gpus, {}).get(model, MURI_DEFAULT_RESTART_S)
+        instances.append(
+            JobInstance(name, kind, iterations, arrival, iteration_ms=iteration_ms, restart_s=float(restart))
+        )
+    return Trace(str(path), "muri", instances)
+
+
+# ---------------------------------------------------------------- the plain CSV
+
+
+def _load_plain(path: Path, profiles: ProfileLookup, restart_default: float) -> Trace:
+    instances: list[JobInstance] = []
+    seen: dict[str, int] = {}
+    for line, cells in _rows(path, PLAIN_COLUMNS, PLAIN_OPTIONAL):
+        arrival = _number(path, line, "arrival_s", cells["arrival_s"])
+        gpus = _whole(path, line, "gpus", cells["gpus"])
+        duration = _number(path, line, "duration_s", cells["duration_s"], above=True)
+        model = cells["model"]
+        if not model:
+            raise TraceError(f"{path}: line {line}: empty model: name a profile")
+        kind = _profile(path, line, profiles, model)
+        name = _unique_name(path, line, cells.get("name") or f"job{len(instances)}", seen)
+        restart = _number(path, line, "restart_s", cells["restart_s"]) if cells.get("restart_s") else restart_default
+        slowdown = (
+            _number(path, line, "max_slowdown", cells["max_slowdown"], 1.0) if cells.get("max_slowdown") else None
+        )
+        iterations = max(1, round(duration * 1000 / kind.solo_ms))
+        instances.append(
+            JobInstance(name, kind, iterations, arrival, devices=gpus, max_slowdown=slowdown, restart_s=restart)
+        )
+    return Trace(str(path), "plain", instances)
+
+
+def _profile(path: Path, line: int, profiles: ProfileLookup, model: str) -> JobProfile:
+    try:
+        kind = profiles(model)
+    except (XoverError, InvalidJobProfile) as error:
+        raise TraceError(f"{path}: line {line}: model {model!r}: {error}") from None
+    if kind is None:
+        raise TraceError(
+            f"{path}: line {line}: no profile of model {model!r}: add it to --profiles, or profile it (`xover profile`)"
+        )
+    return kind
+
+
+# ---------------------------------------------------------------- Philly's job log
+
+_PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
+
+
+def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TraceError(f"{path}: not Philly's job log (a JSON list of jobs): {error}") from None
+    if isinstance(entries, dict):
+        entries = [entries]
+    if not isinstance(entries, list):
+        raise TraceError(f"{path}: not Philly's job log: expected a JSON list of jobs")
+    kinds = {}
+    for model in assign:
+        kind = profiles(model)
+        if kind is None:
+            raise TraceError(f"--assign {model}: no profile of it: add it to --profiles, or `xover profile` it")
+        kinds[model] = kind
+    rng = random.Random(seed)
+    skipped: dict[str, int] = {}
+    jobs: list[tuple[float, str, int, float]] = []
+    for entry in entries:
+        reason, job = _philly_job(entry)
+        if job is None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        jobs.append(job)
+    instances: list[JobInstance] = []
+    first = min((submitted for submitted, _, _, _ in jobs), default=0.0)
+    seen: dict[str, int] = {}
+    for submitted, jobid, gpus, duration in sorted(jobs):
+        model = rng.choice(list(assign))
+        kind = kinds[model]
+        name = jobid if job_name_problem(jobid) is None and jobid not in seen else f"job{len(instances)}"
+        seen[name] = len(instances)
+        iterations = max(1, round(duration * 1000 / kind.solo_ms))
+        instances.append(JobInstance(name, kind, iterations, submitted - first, devices=gpus, restart_s=restart))
+    notes = [f"models drawn from {', '.join(assign)} with seed {seed} (Philly names none)"]
+    return Trace(str(path), "philly", instances, skipped, notes)
+
+
+def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
+    """(why it is skipped, or "") and (submitted s, job id, devices, run time s) of one job of the log."""
+    if not isinstance(entry, dict):
+        return "entries that are not jobs", None
+    attempts = entry.get("attempts") or []
+    if not attempts or not isinstance(attempts, list):
+        return "jobs never started", None
+    last = attempts[-1]
+    try:
+        submitted = _philly_seconds(entry["submitted_time"])
+        start, end = _philly_seconds(last["start_time"]), _philly_seconds(last["end_time"])
+        gpus = sum(len(detail.get("gpus") or []) for detail in last.get("detail") or [])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return "jobs without times", None
+    if gpus < 1:
+        return "jobs on no GPU", None
+    if end <= start:
+        return "jobs that ran no time", None
+    return "", (submitted, str(entry.get("jobid", "")), gpus, end - start)
+
+
+def _philly_seconds(text: Any) -> float:
+    if not isinstance(text, str):
+        raise ValueError(text)
+    return datetime.strptime(text, _PHILLY_TIME).replace(tzinfo=timezone.utc).timestamp()

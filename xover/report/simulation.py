@@ -1,0 +1,324 @@
+"""`xover report` of a simulation (`xover simulate`): every policy's replay side by side.
+
+The same views as a run's report: a table on the terminal, JSON, CSV files, and one HTML page with the
+pictures (each policy's JCT distribution, and the devices' use over time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..console import console, fmt, print_table
+from ..replay.metrics import jct_cdf
+from ..results import ExperimentInfo
+from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation
+from .data import ReportError, experiment_row
+from .html import _page, embedded_picture, html_table
+from .plots import DPI, JOB_COLOURS
+from .tables import csv_text
+
+SUMMARY_COLUMNS = [
+    ("policy", "policy"),
+    ("jobs", "jobs"),
+    ("done", "finished"),
+    ("avg JCT s", "avg_jct_s"),
+    ("median JCT s", "median_jct_s"),
+    ("p99 JCT s", "p99_jct_s"),
+    ("makespan s", "makespan_s"),
+    ("utilisation", "utilisation"),
+    ("avg queueing s", "avg_queue_s"),
+    ("grouped", "grouped_share"),
+    ("by way of sharing", "sharing"),
+    ("preemptions", "preemptions"),
+    ("replay s", "wall_s"),
+]
+DIGITS = {
+    "avg_jct_s": 0,
+    "median_jct_s": 0,
+    "p99_jct_s": 0,
+    "makespan_s": 0,
+    "avg_queue_s": 0,
+    "utilisation": 3,
+    "grouped_share": 3,
+    "wall_s": 1,
+}
+REPLAY_FIELDS = (
+    "experiment",
+    "policy",
+    "model",
+    "trace",
+    "trace_format",
+    "hosts",
+    "devices",
+    "jobs",
+    "finished",
+    "avg_jct_s",
+    "median_jct_s",
+    "p99_jct_s",
+    "makespan_s",
+    "avg_queue_s",
+    "utilisation",
+    "grouped_share",
+    "by_sharing",
+    "events",
+    "preemptions",
+    "wall_s",
+    "settings",
+)
+JOB_FIELDS = (
+    "policy",
+    "name",
+    "kind",
+    "gpus",
+    "arrival_s",
+    "start_s",
+    "end_s",
+    "jct_s",
+    "queued_s",
+    "work_s",
+    "preemptions",
+    "grouped_s",
+)
+UTILISATION_FIELDS = ("policy", "start_s", "end_s", "busy", "grouped", "waiting", "running")
+PICTURE_CAPTIONS = {
+    "jct_cdf": "Share of jobs completed within a time of their arrival (JCT), per policy; log scale.",
+    "utilisation": "Share of the cluster's devices busy over the trace (solid) and in groups (dashed), per policy, "
+    "averaged over equal spans of time.",
+}
+
+
+@dataclass
+class SimulationReport:
+    """A simulation: its experiment row, each replay's row, and (per policy) its jobs and utilisation."""
+
+    experiment: ExperimentInfo
+    replays: list[dict[str, Any]]
+    jobs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    utilisation: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """The experiment's id."""
+        return self.experiment.id
+
+
+def gather_simulation(session: Session, experiment: Experiment, with_jobs: bool = True) -> SimulationReport:
+    """A simulation's rows from the store (its jobs only `with_jobs`: a trace may hold many)."""
+    rows = session.scalars(select(Replay).where(Replay.experiment_id == experiment.id).order_by(Replay.id)).all()
+    if not rows:
+        raise ReportError(f"experiment {experiment.id} is a simulation with no replay stored")
+    replays, jobs, utilisation = [], {}, {}
+    for row in rows:
+        replay = {key: getattr(row, key) for key in REPLAY_FIELDS if key != "experiment"}
+        replays.append({"experiment": row.experiment_id, **replay})
+        utilisation[row.policy] = [
+            {
+                "policy": row.policy,
+                "start_s": u.start_s,
+                "end_s": u.end_s,
+                "busy": u.busy,
+                "grouped": u.grouped,
+                "waiting": u.waiting,
+                "running": u.running,
+            }
+            for u in session.scalars(
+                select(ReplayUtilisation).where(ReplayUtilisation.replay_id == row.id).order_by(ReplayUtilisation.id)
+            )
+        ]
+        if with_jobs:
+            columns = [getattr(ReplayJob, name) for name in JOB_FIELDS if name not in ("policy", "jct_s", "queued_s")]
+            jobs[row.policy] = [
+                _job_row(row.policy, values)
+                for values in session.execute(
+                    select(*columns).where(ReplayJob.replay_id == row.id).order_by(ReplayJob.id)
+                ).all()
+            ]
+    return SimulationReport(experiment_row(experiment), replays, jobs, utilisation)
+
+
+def _job_row(policy: str, values: Any) -> dict[str, Any]:
+    row = dict(values._mapping)
+    done = row["end_s"] is not None
+    started = row["start_s"] is not None
+    return {
+        "policy": policy,
+        **row,
+        "jct_s": row["end_s"] - row["arrival_s"] if done else None,
+        "queued_s": row["start_s"] - row["arrival_s"] if started else None,
+    }
+
+
+def summary_rows(report: SimulationReport) -> list[dict[str, Any]]:
+    """One row per policy, for the table."""
+    return [
+        {
+            **replay,
+            "sharing": ", ".join(f"{name} {share:.0%}" for name, share in replay["by_sharing"].items()),
+        }
+        for replay in report.replays
+    ]
+
+
+def describe(report: SimulationReport) -> list[tuple[str, str]]:
+    """What was replayed how: the trace, the cluster, the model, the semantics."""
+    first = report.replays[0]
+    settings = first["settings"]
+    placement = ", ".join(sorted({f"{r['policy']}: {r['settings'].get('placement')}" for r in report.replays}))
+    lines = [
+        ("trace", f"{first['trace']} ({first['trace_format']}, {first['jobs']} jobs)"),
+        ("cluster", f"{first['hosts']} ({first['devices']} devices)"),
+        ("model", first["model"]),
+        (
+            "semantics",
+            f"{settings.get('semantics')}: {settings.get('reschedule')} at each event, restart "
+            f"{settings.get('restart')}, a job alone at 1/{settings.get('alone_factor')}",
+        ),
+        ("placement", placement),
+        ("grouping", f"up to {settings.get('max_group')} jobs, at least {settings.get('min_gain'):.0%} gain"),
+    ]
+    if settings.get("notes"):
+        lines.append(("notes", "; ".join(settings["notes"])))
+    if settings.get("skipped"):
+        lines.append(("skipped", ", ".join(f"{count} {why}" for why, count in settings["skipped"].items())))
+    return lines
+
+
+def print_simulation_tables(report: SimulationReport, pictures: dict[str, str]) -> None:
+    """The terminal's view."""
+    print_table(f"xover report: simulation {report.id}", SUMMARY_COLUMNS, summary_rows(report), DIGITS)
+    for label, text in describe(report):
+        console.print(f"{label}: {text}", highlight=False, soft_wrap=True, markup=False)
+    for name, where in pictures.items():
+        console.print(f"{name}: {where}", highlight=False, soft_wrap=True, markup=False)
+
+
+def simulation_dict(report: SimulationReport, pictures: dict[str, str]) -> dict[str, Any]:
+    """The JSON: the experiment, each replay's figures and settings, its utilisation over time and its JCT
+    distribution (at up to 200 quantiles)."""
+    return {
+        "experiment": report.experiment.to_json(),
+        "replays": [
+            {
+                **replay,
+                "utilisation": report.utilisation.get(replay["policy"], []),
+                "jct_cdf": [{"jct_s": jct, "share": share} for jct, share in _cdf(report, replay["policy"])],
+            }
+            for replay in report.replays
+        ],
+        "pictures": pictures,
+    }
+
+
+def _cdf(report: SimulationReport, policy: str) -> list[tuple[float, float]]:
+    return jct_cdf([job["jct_s"] for job in report.jobs.get(policy, []) if job["jct_s"] is not None])
+
+
+def write_simulation_csv(report: SimulationReport, folder: Path) -> list[Path]:
+    """simulation.csv (a row per policy; its settings and sharing as JSON), jobs.csv (every job of every
+    policy), utilisation.csv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    replays = [
+        {key: json.dumps(value) if isinstance(value, (dict, list)) else value for key, value in replay.items()}
+        for replay in report.replays
+    ]
+    files = {
+        folder / "simulation.csv": csv_text(REPLAY_FIELDS, replays),
+        folder / "jobs.csv": csv_text(JOB_FIELDS, [job for jobs in report.jobs.values() for job in jobs]),
+        folder / "utilisation.csv": csv_text(
+            UTILISATION_FIELDS, [point for points in report.utilisation.values() for point in points]
+        ),
+    }
+    for path, text in files.items():
+        path.write_text(text, encoding="utf-8")
+    return list(files)
+
+
+def simulation_pictures(report: SimulationReport, folder: Path) -> dict[str, str]:
+    """The JCT distributions and the utilisation over time, as PNG files; name -> path."""
+    written = {}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, make in (("jct_cdf", _jct_cdf_picture), ("utilisation", _utilisation_picture)):
+            path = folder / f"{name}.png"
+            if make(report, path):
+                written[name] = str(path)
+    except OSError as error:
+        raise ReportError(f"cannot write the pictures into {folder}: {error.strerror}") from None
+    return written
+
+
+def _jct_cdf_picture(report: SimulationReport, path: Path) -> bool:
+    curves = {
+        policy: jct_cdf([job["jct_s"] for job in jobs if job["jct_s"] is not None and job["jct_s"] > 0])
+        for policy, jobs in report.jobs.items()
+    }
+    curves = {policy: curve for policy, curve in curves.items() if curve}
+    if not curves:
+        return False
+    figure = Figure(figsize=(7.5, 4.5))
+    axes = figure.add_subplot()
+    for index, (policy, curve) in enumerate(curves.items()):
+        axes.step(
+            [jct for jct, _ in curve],
+            [share for _, share in curve],
+            where="post",
+            label=policy,
+            color=JOB_COLOURS[index % len(JOB_COLOURS)],
+        )
+    axes.set_xscale("log")
+    axes.set_xlabel("job completion time (s)")
+    axes.set_ylabel("share of jobs")
+    axes.set_ylim(0, 1.01)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="lower right")
+    axes.set_title(f"JCT distribution, simulation {report.id}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    return True
+
+
+def _utilisation_picture(report: SimulationReport, path: Path) -> bool:
+    series = {policy: points for policy, points in report.utilisation.items() if points}
+    if not series:
+        return False
+    figure = Figure(figsize=(9, 4.5))
+    axes = figure.add_subplot()
+    for index, (policy, points) in enumerate(series.items()):
+        colour = JOB_COLOURS[index % len(JOB_COLOURS)]
+        middles = [(p["start_s"] + p["end_s"]) / 2 / 3600 for p in points]
+        axes.plot(middles, [p["busy"] for p in points], color=colour, label=f"{policy} busy")
+        if any(p["grouped"] > 0 for p in points):
+            axes.plot(middles, [p["grouped"] for p in points], color=colour, linestyle="--", label=f"{policy} grouped")
+    axes.set_xlabel("time since the first arrival (h)")
+    axes.set_ylabel("share of devices")
+    axes.set_ylim(0, 1.05)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="lower left", fontsize="small", ncol=2)
+    axes.set_title(f"Utilisation over time, simulation {report.id}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    return True
+
+
+def simulation_html(report: SimulationReport, pictures: dict[str, str]) -> str:
+    """The simulation's report as a page that stands alone."""
+    details = [("created", report.experiment.created_at), ("command", report.experiment.command), *describe(report)]
+    sections = [
+        "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
+        "<h2>Policies side by side</h2>",
+        "<p>JCT: arrival to completion; makespan: first arrival to last completion; utilisation: busy device-time "
+        "over the cluster's; queueing: arrival to first start; grouped: share of busy device-time in groups.</p>",
+        html_table(SUMMARY_COLUMNS, summary_rows(report), DIGITS),
+    ]
+    if pictures:
+        sections.append("<h2>Pictures</h2>")
+        sections += [embedded_picture(name, where, PICTURE_CAPTIONS.get(name)) for name, where in pictures.items()]
+    return _page(f"xover report: simulation {report.id}", sections)
