@@ -181,7 +181,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     settings_from_env()  # a bad variable is refused before the plan is recorded
     chosen = launcher_named(options.launcher)
     # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
-    # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (on_slurm.py)
+    # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (group_job.py)
     mps = options.mps or (
         chosen.runs_here and modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups)
     )
@@ -216,7 +216,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         check_port(port)
     if chosen.runs_here:
         request = replace(request, exporter=metrics_exporter(port, groups, planned=options.plan is not None))
-    elif port is not None:  # each group serves its own, on its first node (on_slurm.py)
+    elif port is not None:  # each group serves its own, on its first node (group_job.py)
         request = replace(request, options=replace(request.options, metrics_port=port))
     try:
         plan = options.plan

@@ -10,6 +10,7 @@ settings_from_env() the run's XOVER_* settings, checked before anything is recor
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -53,9 +54,10 @@ class Reaper:
             self.hosts.add(host)
             self._send(f"host {host}")
 
-    def add_slurm_job(self, job_id: str) -> None:
-        """A Slurm job the experiment submitted, for the reaper to cancel should xover die."""
-        self._send(f"slurm {job_id}")
+    def add_job(self, cancel_command: list[str]) -> None:
+        """A job the experiment submitted to a launcher's scheduler, by the command that ends it: the reaper
+        runs it should xover die."""
+        self._send(f"cancel {json.dumps(cancel_command)}")
 
     def _send(self, line: str) -> None:
         assert self.process.stdin is not None  # piped

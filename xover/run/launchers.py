@@ -57,6 +57,11 @@ class Launcher:
     def check(self, request: LaunchRequest) -> None:
         """Refuse, with one line, what this launcher cannot run (before anything is recorded)."""
 
+    def doctor_check(self) -> tuple[str, bool, str, str] | None:
+        """What `xover doctor` says of this launcher here: (name, ok, detail, how to fix it); None: nothing.
+        A launcher's check is never required: jobs run here without it."""
+        return None
+
     def allocated_hosts(self) -> tuple[str, str] | None:
         """Where this process runs inside an allocation of this launcher's scheduler (a Slurm job): its
         hosts as a -H value, and one line describing them; None elsewhere."""

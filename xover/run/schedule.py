@@ -467,7 +467,8 @@ class Scheduler:
 def stopped_as(error: BaseException) -> tuple[str, str | None]:
     """How the runs of a unit whose start `error` cut short end: (status, error to record). Ctrl-C, SIGTERM,
     scancel or a Slurm time limit (Interrupted) is an interrupt, not a failure of the start: `interrupted`,
-    which Slurm's account of the job corrects later (on_slurm.record_outcome); --timeout is `timeout`."""
+    which the account of its job by a launcher's scheduler corrects later (Recorder.launcher_job_ended); --timeout
+    is `timeout`."""
     if isinstance(error, (Interrupted, KeyboardInterrupt)):
         return "interrupted", None
     if isinstance(error, TimedOut):
