@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import recorded_runs
 
-from xover.runtime import worker
 from xover.records import StartRecord
+from xover.runtime import worker
 
 ROOT = Path(__file__).resolve().parents[2]
 

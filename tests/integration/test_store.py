@@ -1,14 +1,13 @@
 import sqlite3
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
+from xover.analysis import experiment_jobs
 from xover.recipes import load_recipe
-from pathlib import Path
-
 from xover.store.models import Evaluation, Experiment, IterationMetric, Profile, Run
 from xover.store.profiles import find_profile
-from xover.analysis import experiment_jobs
 from xover.store.queries import snapshot_recipe
 from xover.store.session import StoreError, head_revision, open_store
 

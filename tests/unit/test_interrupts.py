@@ -114,7 +114,6 @@ def test_slurms_account_corrects_a_unit_interrupted_while_it_started_but_not_a_f
     """Why the status matters: the submitter records how the Slurm job ended over the rows its own xover
     left `interrupted` (scancel, a time limit), and leaves `failed` ones as they are: a start that an
     scancel cut short was recorded as a failure of its own, for good."""
-    import types
 
     from conftest import recorded_runs
 

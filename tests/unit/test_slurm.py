@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from xover.run.external.slurm import (SlurmError, allocation, check_time_limit, diagnose_slurm, expand_counts,
-                                expand_hostlist, hostnames, in_allocation, submit)
+from xover.run.external.slurm import (
+    SlurmError,
+    allocation,
+    check_time_limit,
+    diagnose_slurm,
+    expand_counts,
+    expand_hostlist,
+    hostnames,
+    in_allocation,
+    submit,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -207,7 +216,6 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
     the same ran later into the ended experiment, its rows `running` for good. Now it is looked up by
     its name, and the group's submission records it as submitted, so that the clean-up that follows
     (cancel_unfinished) cancels it and closes its rows."""
-    import types
 
     from xover.run import batch
     from xover.run.external import slurm as launch_slurm

@@ -145,6 +145,6 @@ class HostNetwork:
         pass
 
 
-def network_for(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1):
+def network_for(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1) -> ShapedNetwork | HostNetwork:
     """The network of a unit: `rate` per node (its `nodes` devices share the loopback), or the host's."""
     return ShapedNetwork(rate, env, nodes) if rate else HostNetwork()

@@ -20,6 +20,7 @@ model's prediction of each group (`throughput.py`; xover's own is the simulation
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -307,7 +308,7 @@ def place_now(units: Sequence[Unit], free: FreeDevices, rule: str = "best-fit", 
 
 
 def ready_to_start(
-    pending: Sequence[frozenset[Hashable]], busy: set[Hashable], exclusive: bool = False, running: bool = False
+    pending: Sequence[frozenset[Hashable]], busy: AbstractSet[Hashable], exclusive: bool = False, running: bool = False
 ) -> list[int]:
     """The runtime's start rule (`xover run`): which pending units (by index, in order) start now. A unit
     starts once its devices are free of every unit running (`busy`) and of every unit waiting before it

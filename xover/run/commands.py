@@ -251,7 +251,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     )
 
 
-def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
+def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) -> PrometheusSink | None:
     """The Prometheus exporter of `xover run --metrics-port PORT` (or XOVER_METRICS_PORT), serving from now
     on; None when neither asks for one."""
     if port is None:

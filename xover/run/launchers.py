@@ -101,7 +101,7 @@ def hosts_or_allocation(hosts: str | None) -> str | None:
         found = launcher.allocated_hosts()
         if found is not None:
             errors.print(found[1], highlight=False, soft_wrap=True, markup=False)
-            return found[0]
+            return str(found[0])
     return None
 
 

@@ -4,6 +4,7 @@ job reads where a scheduler runs it on other machines (serialised: the node read
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -90,7 +91,9 @@ class LaunchRequest:
         """The experiment's live sinks: progress bars where shown, and the exporter where asked for."""
         return [*default_sinks(self.options.show_progress), *([self.exporter] if self.exporter is not None else [])]
 
-    def experiment(self, sinks: Sequence[str | MetricSink] | None = None):
+    def experiment(
+        self, sinks: Sequence[str | MetricSink] | None = None
+    ) -> contextlib.AbstractContextManager[Experiment]:
         """The recorded experiment the units run in (experiment.py), with the metric sinks the request
         says (or `sinks`)."""
         options = self.options

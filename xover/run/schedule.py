@@ -30,7 +30,7 @@ from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
 from ..errors import XoverError
-from ..hosts import is_local
+from ..hosts import Device, is_local
 from ..plan.decide import ready_to_start
 from ..processes import sweep
 from ..records import MetricRecord, TurnsLostRecord, checked_record
@@ -86,7 +86,7 @@ class Unit:
     turns: TurnService | None = None
 
     @property
-    def devices(self) -> set:
+    def devices(self) -> set[Device]:
         """Every device the unit's jobs use."""
         return set().union(*(job.device_set for job in self.jobs))
 
@@ -184,7 +184,7 @@ class CheckedJob(LaunchedJob):
         commands: list[list[str]],
         env: dict[str, str],
         log_dir: Path,
-        events: queue.Queue,
+        events: queue.Queue[tuple[int, Event]],
         token: str,
     ) -> None:
         self.token = token  # before the launchers start: their output is read from then on
@@ -204,7 +204,7 @@ class Scheduler:
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
-        self.events: queue.Queue = queue.Queue()
+        self.events: queue.Queue[tuple[int, Event]] = queue.Queue()
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.jobs: dict[int, JobLabels] = {}  # run id -> whose records its are
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (xover/records.py)

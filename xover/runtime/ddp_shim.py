@@ -423,7 +423,7 @@ class DDPCrossover:
             self.coordinator.before_step()  # the gradients are final, and this is compute: in the turn
             return reader(*args, **kwargs)
 
-        read_reduced_gradients._xover_settles = True
+        setattr(read_reduced_gradients, "_xover_settles", True)  # noqa: B010 - marks it adapted already
         return read_reduced_gradients
 
     # -- torch.distributed --------------------------------------------------------------------

@@ -35,6 +35,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO
 
 from ..errors import XoverError
 from ..settings import parse_port_range
@@ -114,7 +115,7 @@ def private_folder(path: str) -> str:
     return path
 
 
-def create_page(path: str):
+def create_page(path: str) -> BinaryIO:
     """The yield page, a new file of mode 0600 (a name already there is removed first, never followed)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -156,7 +157,7 @@ class SlotRecord:
     revoked: int = 0
     first_grants: dict[int, dict[int, float]] = field(default_factory=dict)  # iteration -> device -> wall time
     streamed_below: int = 0  # iterations below this were sent to the launcher (and forgotten here)
-    holds: deque = field(default_factory=lambda: deque(maxlen=50))
+    holds: deque[float] = field(default_factory=lambda: deque(maxlen=50))
 
 
 class TurnServer:
@@ -201,7 +202,7 @@ class TurnServer:
         self.asking: set[socket.socket] = set()  # asked for a turn, not granted yet: keep-alives go to them
         self.next_heartbeat = time.monotonic() + heartbeat_s
         self.records: dict[int, SlotRecord] = {}
-        self.spans_out: list[list] = []  # [slot, iteration, first, last, devices] not yet sent
+        self.spans_out: list[list[Any]] = []  # [slot, iteration, first, last, devices] not yet sent
         self.running = True
         self.control_buffer = b""
 
@@ -625,7 +626,7 @@ class TurnServer:
                     other.gone.add(slot)
                     self._decide(other_device)
 
-    def statistics(self) -> dict:
+    def statistics(self) -> dict[str, Any]:
         """The policy and each slot's grants, yields, revocations and first-grant spans, for the run's record."""
         slots = {}
         for slot, record in sorted(self.records.items()):
@@ -643,7 +644,7 @@ class TurnServer:
         return {"policy": self.policy.name, "slots": slots}
 
     # -- launcher commands --------------------------------------------------------------------
-    def _on_control(self, stream) -> None:
+    def _on_control(self, stream: Any) -> None:  # the selector's file object: stdin's buffer
         data = os.read(stream.fileno(), 4096)
         if not data:
             self.running = False
@@ -830,7 +831,7 @@ def main(argv: list[str] | None = None) -> None:
         metrics=metrics,
     )
 
-    def stop(*_):
+    def stop(*_: object) -> None:
         raise SystemExit(0)  # select() would resume after a handler that only sets a flag
 
     signal.signal(signal.SIGTERM, stop)
