@@ -24,6 +24,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..sharing import ALONE
 from .grouping import ALGORITHMS, GroupingRules
 from .instances import JobInstance
 from .model import JobProfile
@@ -58,7 +59,7 @@ class Unit:
     """Jobs that start together on the same devices: one job alone, or a group sharing them as predicted."""
 
     members: tuple[Queued, ...]
-    sharing: str = "alone"
+    sharing: str = ALONE.name
     speeds: tuple[float, ...] = (1.0,)
 
     @property

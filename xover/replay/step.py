@@ -292,67 +292,84 @@ def store_simulation(
             )
             session.flush()
             for name, outcome, wall, rules in replays:
-                summary = summarise(outcome)
-                row = Replay(
-                    experiment_id=experiment_id,
-                    policy=name,
-                    model=model.describe(),
-                    trace=trace.path,
-                    trace_format=trace.format,
-                    hosts=spec,
-                    devices=outcome.devices,
-                    settings={
-                        **settings,
-                        "placement": rules.placement,
-                        "reschedule": rules.reschedule,
-                        "restart": rules.restart,
-                        "alone_factor": rules.alone_factor,
-                        "skipped": trace.skipped,
-                        "notes": trace.notes,
-                    },
-                    jobs=summary.jobs,
-                    finished=summary.finished,
-                    avg_jct_s=_number(summary.avg_jct_s),
-                    median_jct_s=_number(summary.median_jct_s),
-                    p99_jct_s=_number(summary.p99_jct_s),
-                    makespan_s=_number(summary.makespan_s),
-                    avg_queue_s=_number(summary.avg_queue_s),
-                    utilisation=_number(summary.utilisation),
-                    grouped_share=_number(summary.grouped_share),
-                    by_sharing=summary.by_sharing,
-                    events=summary.events,
-                    preemptions=summary.preemptions,
-                    wall_s=wall,
-                )
+                row = _replay_row(experiment_id, name, outcome, wall, rules, trace, spec, model, settings)
                 session.add(row)
                 session.flush()
-                session.execute(
-                    insert(ReplayJob),
-                    [
-                        {
-                            "replay_id": row.id,
-                            "name": job.name,
-                            "kind": job.kind,
-                            "gpus": job.gpus,
-                            "arrival_s": job.arrival_s,
-                            "start_s": _number(job.start_s),
-                            "end_s": _number(job.end_s),
-                            "work_s": job.work_s,
-                            "preemptions": job.preemptions,
-                            "grouped_s": job.grouped_s,
-                        }
-                        for job in outcome.jobs
-                    ],
-                )
-                points = utilisation_over_time(outcome)
-                if points:
-                    session.execute(
-                        insert(ReplayUtilisation),
-                        [{"replay_id": row.id, **point.__dict__} for point in points],
-                    )
+                _store_jobs_and_utilisation(session, row.id, outcome)
     finally:
         store.close()
     return experiment_id
+
+
+def _replay_row(
+    experiment_id: str,
+    name: str,
+    outcome: ReplayOutcome,
+    wall: float,
+    rules: ReplayRules,
+    trace: Trace,
+    spec: str,
+    model: ThroughputModel,
+    settings: dict[str, Any],
+) -> Replay:
+    """One policy's replay as its row: its settings and summary."""
+    summary = summarise(outcome)
+    return Replay(
+        experiment_id=experiment_id,
+        policy=name,
+        model=model.describe(),
+        trace=trace.path,
+        trace_format=trace.format,
+        hosts=spec,
+        devices=outcome.devices,
+        settings={
+            **settings,
+            "placement": rules.placement,
+            "reschedule": rules.reschedule,
+            "restart": rules.restart,
+            "alone_factor": rules.alone_factor,
+            "skipped": trace.skipped,
+            "notes": trace.notes,
+        },
+        jobs=summary.jobs,
+        finished=summary.finished,
+        avg_jct_s=_number(summary.avg_jct_s),
+        median_jct_s=_number(summary.median_jct_s),
+        p99_jct_s=_number(summary.p99_jct_s),
+        makespan_s=_number(summary.makespan_s),
+        avg_queue_s=_number(summary.avg_queue_s),
+        utilisation=_number(summary.utilisation),
+        grouped_share=_number(summary.grouped_share),
+        by_sharing=summary.by_sharing,
+        events=summary.events,
+        preemptions=summary.preemptions,
+        wall_s=wall,
+    )
+
+
+def _store_jobs_and_utilisation(session: Any, replay_id: int, outcome: ReplayOutcome) -> None:
+    """A replay's jobs and its utilisation over time, inserted in bulk."""
+    session.execute(
+        insert(ReplayJob),
+        [
+            {
+                "replay_id": replay_id,
+                "name": job.name,
+                "kind": job.kind,
+                "gpus": job.gpus,
+                "arrival_s": job.arrival_s,
+                "start_s": _number(job.start_s),
+                "end_s": _number(job.end_s),
+                "work_s": job.work_s,
+                "preemptions": job.preemptions,
+                "grouped_s": job.grouped_s,
+            }
+            for job in outcome.jobs
+        ],
+    )
+    points = utilisation_over_time(outcome)
+    if points:
+        session.execute(insert(ReplayUtilisation), [{"replay_id": replay_id, **point.__dict__} for point in points])
 
 
 def _number(value: float) -> float | None:
