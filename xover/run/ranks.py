@@ -114,8 +114,7 @@ class TorchRanks(EngineRanks):
 
     def crossover_warning(self) -> str | None:
         """On GPUs over NCCL: an NCCL all-reduce waiting for its peer is a kernel that spins on the GPU,
-        and the partner's turn is time-sliced with it (docs/measurements.md: a compute-heavy job's
-        compute 1.96x, crossover 0.60x of concurrent)."""
+        and the partner's turn is time-sliced with it (docs/gpu.md, docs/measurements.md)."""
         if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
             return None
         return (

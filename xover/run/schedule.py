@@ -161,8 +161,8 @@ def worker_env(
     env.pop(TURN_SOCKET_VARIABLE, None)
     env.pop(LINK_PRIORITY_VARIABLE, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
-    # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here; 2 ms
-    # within 1.4% of it on the emulated cluster (docs/measurements.md, `make demo` runs). A user's own wins.
+    # co-located jobs share, that burns cycles a partner needs; 5 ms measured best (docs/measurements.md,
+    # *Figures behind the design*: *Horovod's cycle time*). A user's own wins.
     env.setdefault("HOROVOD_CYCLE_TIME", "5")
     if turns is not None:
         env.update({TURN_SOCKET_VARIABLE: turns.socket_template, TURN_SLOT_VARIABLE: str(slot)})

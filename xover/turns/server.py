@@ -62,11 +62,9 @@ from .protocol import (
 )
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
-# is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
-# Measured (resnet-synthetic + mlp-synthetic, 1 Gbit/s, one pair run after the other): horovod 1.62,
-# 1.61, 1.62, 1.60, 1.60 against 1.60, 1.60, 1.57, 1.57, 1.56, 1.60, 1.56 at normal priority; torch and
-# two other pairs unchanged within noise (docs/measurements.md, Figures behind the design: *The turn
-# server's priority*). `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
+# is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice
+# (docs/measurements.md, Figures behind the design: *The turn server's priority*). `--nice`
+# (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
 MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
 # Sends never block (one client that reads nothing must not stall every device's grants). A client
