@@ -58,27 +58,32 @@ def _every_import(tree: ast.Module):
     return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
+def _imported(node: ast.Import | ast.ImportFrom, name: str, is_package: bool, modules: dict) -> list[str]:
+    """The xover modules an import statement of module `name` names (a module's attribute: its module)."""
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    else:
+        base = _absolute(node.module, node.level, name, is_package)
+        targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+    found = []
+    for target in targets:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target:
+            found.append(target)
+    return found
+
+
 def import_graph(every: bool = False) -> dict[str, set[str]]:
     """Each xover module -> the xover modules (and their packages) that loading it loads first; with
     `every`, that any of its imports loads, wherever the import stands."""
     modules = _modules()
     read_imports = _every_import if every else _load_time_imports
 
-    def known(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         for node in read_imports(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                base = _absolute(node.module, node.level, name, is_package)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
-            for target in filter(None, map(known, targets)):
+            for target in _imported(node, name, is_package, modules):
                 # the target and every package above it, except those this module is inside (loaded already)
                 parts = target.split(".")
                 for depth in range(1, len(parts) + 1):
@@ -301,17 +306,8 @@ def _lazy_imports() -> set[tuple[str, str]]:
     found = set()
     for name, (path, is_package) in modules.items():
         for node in _in_functions(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                base = _absolute(node.module, node.level, name, is_package)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
-            for target in targets:
-                while target and target not in modules:
-                    target = target.rpartition(".")[0]
-                if target and target.startswith("xover") and target != name and not name.startswith(target + "."):
-                    found.add((name, target))
+            found |= {(name, target) for target in _imported(node, name, is_package, modules)
+                      if target.startswith("xover") and target != name and not name.startswith(target + ".")}
     return found
 
 
