@@ -31,6 +31,7 @@ from ..devices import devices_per_gpu, gpu_of_device
 from ..engines import DEFAULT_ENGINE
 from ..records import EndRecord, EvaluationRecord, IterationRecord, StartRecord
 from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
+from ..sharing import MPS
 from .engines import adapter_for
 from .link_priority import LinkPriority
 from .metrics import emit
@@ -74,7 +75,7 @@ def gpu_sharing(device: torch.device) -> str | None:
     if device.type != "cuda":
         return None
     pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
-    return "mps" if os.path.exists(os.path.join(pipes, "control")) else "time-slicing"
+    return MPS.name if os.path.exists(os.path.join(pipes, "control")) else "time-slicing"
 
 
 def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer:
