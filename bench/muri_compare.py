@@ -105,7 +105,9 @@ def main() -> None:
             for label, value in found.items():
                 if label.startswith("xover"):
                     print(f"{name}: {label} over the best without sharing: {value / best:.3f}", file=sys.stderr)
-    print("| trace | policy | Muri's simulator: avg JCT (s) | this replay: avg JCT (s) | error | grouped | replay (s) |")
+    print(
+        "| trace | policy | Muri's simulator: avg JCT (s) | this replay: avg JCT (s) | error | grouped | replay (s) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, label, reference, ours, error, grouped, wall in rows:
         theirs = f"{reference:,.0f}" if reference else "-"

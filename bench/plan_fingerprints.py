@@ -39,8 +39,14 @@ def fingerprints() -> dict[str, str]:
         for count in (5, 40, 300):
             for algo in ("matching", "ffd", "none"):
                 jobs = plan_scale.random_jobs(count, random.Random(seed * 100 + count))
-                plan(f"random-{seed}-{count}-{algo}", jobs, plan_scale.hosts_for(count), device_memory_gb=80.0,
-                     max_group=2, algo=algo)
+                plan(
+                    f"random-{seed}-{count}-{algo}",
+                    jobs,
+                    plan_scale.hosts_for(count),
+                    device_memory_gb=80.0,
+                    max_group=2,
+                    algo=algo,
+                )
             jobs = plan_scale.typed_jobs(count, random.Random(seed * 7 + count))
             plan(f"typed-{seed}-{count}", jobs, plan_scale.hosts_for(count), device_memory_gb=80.0)
             plan(f"typed3-{seed}-{count}", jobs, [("a", 8), ("b", 4), ("c", 2)], max_group=3)

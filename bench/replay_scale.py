@@ -124,14 +124,29 @@ def main() -> None:
     results = []
     for policy in args.policies:
         for size in args.sizes:
-            command = [sys.executable, __file__, "--one", str(size), policy, "--hosts", str(args.hosts),
-                       "--load", str(args.load), "--seed", str(args.seed)]
+            command = [
+                sys.executable,
+                __file__,
+                "--one",
+                str(size),
+                policy,
+                "--hosts",
+                str(args.hosts),
+                "--load",
+                str(args.load),
+                "--seed",
+                str(args.seed),
+            ]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             result = json.loads(done.stdout)
             results.append(result)
-            print(f"{policy:9} {size:>7} jobs: {result['replay_s']:7.1f} s, {result['peak_rss_mib']:6.0f} MiB",
-                  file=sys.stderr)
-    print(f"Philly-like traces (Gavel's distributions), {args.hosts} hosts x 8 GPUs, load {args.load}, seed {args.seed}")
+            print(
+                f"{policy:9} {size:>7} jobs: {result['replay_s']:7.1f} s, {result['peak_rss_mib']:6.0f} MiB",
+                file=sys.stderr,
+            )
+    print(
+        f"Philly-like traces (Gavel's distributions), {args.hosts} hosts x 8 GPUs, load {args.load}, seed {args.seed}"
+    )
     print("| policy | jobs | events | replay (s) | us per job | peak RSS (MiB) | growth | avg JCT (s) | utilisation |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     previous: dict[str, dict] = {}

@@ -354,7 +354,7 @@ def wait_for_iterating_runs(db: Path, runs: int, iterations: int = 5, timeout_s:
     while time.time() < deadline:
         try:
             with sqlite3.connect(db) as connection:
-                counts = connection.execute("SELECT r.slurm_job_id, r.experiment_id, COUNT(m.id) FROM runs r JOIN "
+                counts = connection.execute("SELECT r.launcher_job_id, r.experiment_id, COUNT(m.id) FROM runs r JOIN "
                                             "iteration_metrics m ON m.run_id = r.id GROUP BY r.id").fetchall()
         except sqlite3.OperationalError:
             counts = []

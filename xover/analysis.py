@@ -260,7 +260,7 @@ def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) 
 
 
 # A run alone whose device time differs from its profile's by more than this: the machine's speed
-# changed between them (this machine, shared, has run the same job alone 50% slower for minutes).
+# changed between them (a shared machine can run the same job alone far slower for minutes).
 ALONE_DRIFT = 0.2
 
 

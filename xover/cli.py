@@ -1,7 +1,10 @@
-"""The `xover` command line: thin commands that parse, call a library function, and render.
+"""The `xover` command line: thin commands that parse, call one library function, and render its result
+(views.py).
 
-Each command imports its library (SQLAlchemy, numpy, psutil behind it) inside its function, so that
-`xover --help` and every `--help` start in a fraction of a second; everything else is imported here."""
+`xover run` and `xover train` are built from the run's library, loaded here: `--launcher` offers what the
+launchers' registry holds, and the built-in launchers register as it loads (plugins too, `load_plugins`).
+The libraries of profile, plan, report and doctor (matplotlib and MLflow behind the report) are loaded by
+the command that uses them (tests/unit/test_imports.py, LAZY_IMPORTS)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,23 @@ from . import __version__
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
+from .plugins import load_plugins
 from .redact import mask_credentials
 from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
+from .replay.policies import POLICIES as REPLAY_POLICIES
+from .run.commands import RunAsked, check_seconds, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
+from .run.targets import scripts_as_recipes
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 from .sharing import PLANNED, run_modes
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
+
+try:  # before the commands are built: a plugin may bring a launcher with options of its own
+    load_plugins()
+except XoverError as broken:
+    print_error(str(broken))
+    sys.exit(broken.exit_code)
 
 app = typer.Typer(
     help="Run several data-parallel training jobs on the same devices, taking turns "
@@ -143,8 +156,6 @@ def train(
     json_out: JsonOption = False,
 ) -> None:
     """Train one recipe alone through horovodrun (or torchrun), record it, and print a summary."""
-    from .run.commands import check_seconds, train_recipe
-
     with user_errors():
         check_seconds("--timeout", timeout)
         result = train_recipe(
@@ -178,8 +189,6 @@ def recipes_and_scripts(
     """Recipes (before --) and the jobs of --script (their arguments after --), for profile and plan."""
     if not scripts:
         return targets, []
-    from .run.targets import scripts_as_recipes
-
     recipe_targets, script_args = split_recipes_from_script_args(targets)
     if engine is None:
         engine, found = detect_scripts_engine(scripts)
@@ -305,8 +314,6 @@ def run(
     sequential (each alone), or all three as one comparison. A plan runs each group in the way of
     sharing the plan picked for it (--mode planned, its default); a plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
-    from .run.commands import RunAsked, run_as_asked
-
     targets = targets or []
     script_args: list[str] = []
     if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
@@ -617,7 +624,6 @@ def simulate(
     policy's average, median and p99 JCT, makespan, utilisation, queueing and sharing are stored as one
     experiment; `xover report ID` shows them side by side (--format html draws the JCT distribution and
     the utilisation over time)."""
-    from .replay.policies import POLICIES as REPLAY_POLICIES
     from .replay.step import SimulateRequest
     from .replay.step import simulate as run_simulation
 

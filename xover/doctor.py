@@ -12,7 +12,7 @@ from typing import Any
 from .emulation.cluster import diagnose_cluster
 from .emulation.network import ShapedNetwork
 from .run.external.horovodrun import horovodrun_path
-from .run.external.slurm import diagnose_slurm
+from .run.launchers import LAUNCHERS
 from .store import (
     session as store_session,  # as an attribute: tests replace store_session.open_store
 )
@@ -148,12 +148,10 @@ def _emulated_cluster() -> Check:
     )
 
 
-def _slurm() -> Check:
-    found = diagnose_slurm()
-    # optional: not installed is fine; installed but not answering is shown with its fix
-    ok = found.usable or not any(found.commands.values())
-    fix = "" if ok else "slurmctld does not answer: check `scontrol ping` / SLURM_CONF"
-    return Check("slurm", ok, found.summary(), fix, required=False)
+def _launchers() -> list[Check]:
+    """What each launcher says of itself here (Slurm: its commands and controller); never required."""
+    found = (launcher.doctor_check() for launcher in LAUNCHERS.values())
+    return [Check(name, ok, detail, fix, required=False) for name, ok, detail, fix in filter(None, found)]
 
 
 def _database(db: str | None) -> Check:
@@ -201,7 +199,7 @@ def diagnose(db: str | None = None) -> Diagnosis:
         _cpus(),
         _bandwidth_emulation(),
         _emulated_cluster(),
-        _slurm(),
+        *_launchers(),
         _database(db),
     ]
     return Diagnosis(checks)

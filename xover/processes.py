@@ -125,6 +125,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def kill_command_on(host: str, variable: str, value: str, remote_prefix: list[str]) -> list[str]:
+    """The command that stops the processes tagged <variable>=<value> on another host, from here: the
+    reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host)."""
+    reaper = [sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable]
+    return [*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={XOVER_ROOT}", *reaper)]
+
+
 def sweep_hosts_now(
     variable: str, value: str, hosts: list[str], remote_prefix: list[str], timeout_s: float = 15.0
 ) -> None:
@@ -136,21 +143,7 @@ def sweep_hosts_now(
     def one(host: str) -> None:
         try:
             subprocess.run(
-                [
-                    *remote_prefix,
-                    *ssh_command(
-                        host,
-                        "env",
-                        f"PYTHONPATH={XOVER_ROOT}",
-                        sys.executable,
-                        "-m",
-                        "xover.run.reaper",
-                        "--kill",
-                        value,
-                        "--variable",
-                        variable,
-                    ),
-                ],
+                kill_command_on(host, variable, value, remote_prefix),
                 timeout=timeout_s,
                 capture_output=True,
                 stdin=subprocess.DEVNULL,
@@ -171,21 +164,7 @@ def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str])
     for host in hosts:
         try:
             subprocess.run(
-                [
-                    *remote_prefix,
-                    *ssh_command(
-                        host,
-                        "env",
-                        f"PYTHONPATH={XOVER_ROOT}",
-                        sys.executable,
-                        "-m",
-                        "xover.run.reaper",
-                        "--kill",
-                        value,
-                        "--variable",
-                        variable,
-                    ),
-                ],
+                kill_command_on(host, variable, value, remote_prefix),
                 timeout=60,
                 capture_output=True,
                 stdin=subprocess.DEVNULL,

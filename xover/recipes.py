@@ -9,15 +9,26 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import math
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import tomllib
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError
@@ -132,57 +143,28 @@ class Recipe:
 _SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env", "pass_env")
 
 
-# field name -> (accepted python types, required)
-_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
-    "name": ((str,), True),
-    "model": ((str,), True),
-    "dataset": ((str,), True),
-    "batch_size": ((int,), True),
-    "optimizer": ((str,), True),
-    "lr": ((int, float), True),
-    "np": ((int,), True),
-    "seed": ((int,), True),
-    "iterations": ((int,), False),
-    "epochs": ((int,), False),
-    "momentum": ((int, float), False),
-    "weight_decay": ((int, float), False),
-    "eval_interval": ((int,), False),
-    "max_slowdown": ((int, float), False),
-    "description": ((str,), False),
-    "model_options": ((dict,), False),
-    "dataset_options": ((dict,), False),
-    "precision": ((str,), False),
-    "channels_last": ((bool,), False),
-}
-
-_TYPE_NAMES: dict[type, str] = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    dict: "a table",
-    bool: "true or false",
-}
-_COLLECTION_NAMES: dict[type, str] = {list: "a list of strings", dict: "a table"}  # a job file's args and env
-
-
-def _check_types(data: dict[str, Any], fields: dict[str, tuple[tuple[type, ...], bool]], fail) -> None:
-    """Every required field present, every field of its type (a list of strings, a table of strings
-    for a job file's args and env) and finite where it is a number."""
-    for key, (types, required) in fields.items():
-        if key not in data:
-            if required:
-                raise fail(key, "missing (required)")
-            continue
-        value = data[key]
-        # TOML booleans are ints to Python; a batch size of `true` is a mistake, not 1.
-        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            kind = _COLLECTION_NAMES.get(types[-1], _TYPE_NAMES.get(types[-1]))
-            raise fail(key, f"must be {kind}, got {value!r}")
-        if float in types and isinstance(value, (int, float)) and not _finite(value):
-            raise fail(key, f"must be a finite number, got {value!r}")
-
+# ------------------------------------------------------------------------------ the files' schemas
+# Each field declared once: its TOML type (exactly: no `true` for 1, no "8" for 8), whether it is required,
+# its default, its range. Pydantic checks them; `_validated` words its first complaint as xover does.
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Refused(ValueError):
+    """A check's refusal of a field it names (`where`, e.g. 'model_options.heads'), in xover's words."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(problem)
+        self.where = where
+
+
+@dataclass(frozen=True)
+class _OutOfRange:
+    """A field's words for a number out of its range, where 'must be positive' (gt=0), 'must not be negative'
+    (ge=0) or 'must be at most N' (le=N) would not do."""
+
+    problem: str
 
 
 def _suggest(word: str, choices) -> str:
@@ -190,256 +172,264 @@ def _suggest(word: str, choices) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def _named(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(
+            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"(it names log folders and plan entries), got {name!r}"
+        )
+    return name
+
+
+def _one_of(noun: str, choices: Iterable[str], listing: str, suggest: bool = True) -> AfterValidator:
+    """A field naming one of `choices`: anything else is an unknown NOUN, followed by `listing`."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"unknown {noun} '{value}'{_suggest(value, choices) if suggest else ''}; {listing}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _variable_name(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ValueError("not a name an environment variable can have")
+    if name.startswith(VARIABLE_PREFIX):
+        raise ValueError("xover sets its XOVER_ variables itself; use XOVER_ variables in xover's own environment")
+    return name
+
+
+_Name = Annotated[str, AfterValidator(_named)]
+_Slowdown = Annotated[float | None, _OutOfRange("must be at least 1.0 (1.0: never slower than alone)")]
+
+
+class _FileSchema(BaseModel):
+    """What a recipe and a job file share: TOML's own types, finite numbers, no unknown field."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    # how an unknown field that belongs to the other kind of file is told ({key}: it, {fields}: this file's)
+    belongs_elsewhere: ClassVar[str]
+    fields_are: ClassVar[str]  # how the file's fields are listed after an unknown one
+
+
+_FileSchemaT = TypeVar("_FileSchemaT", bound=_FileSchema)
+
+
+class _RecipeFile(_FileSchema):
+    """A recipe of a built-in model, as its TOML file says it."""
+
+    name: _Name
+    model: Annotated[str, _one_of("model", MODELS, f"built-in models: {', '.join(MODELS)}")]
+    dataset: Annotated[str, _one_of("dataset", DATASETS, f"built-in datasets: {', '.join(DATASETS)}")]
+    batch_size: Annotated[int, Field(gt=0, le=10**7)]
+    optimizer: Annotated[str, _one_of("optimizer", OPTIMIZERS, f"choose one of {', '.join(OPTIMIZERS)}", suggest=False)]
+    lr: Annotated[float, Field(gt=0)]
+    np: Annotated[int, Field(gt=0, le=10**5)]
+    # the largest whole numbers: what the workers hand to torch (a 64-bit seed) or count up to
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    iterations: int | None = Field(None, gt=0, le=10**9)
+    epochs: int | None = Field(None, gt=0, le=10**6)
+    momentum: float = Field(0.0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    eval_interval: int = Field(0, ge=0, le=10**9)
+    max_slowdown: _Slowdown = Field(None, ge=1.0)
+    description: str = ""
+    model_options: dict[str, Any] = {}
+    dataset_options: dict[str, Any] = {}
+    precision: Annotated[str, _one_of("precision", PRECISIONS, f"choose one of {', '.join(PRECISIONS)}")] = "fp32"
+    channels_last: bool = False
+
+    belongs_elsewhere = (
+        "belongs to a job file for a script of your own; give 'script' (a path) to run one, "
+        "or leave '{key}' out for a built-in model"
+    )
+    fields_are = "known fields"
+
+    @model_validator(mode="after")
+    def _fits_together(self) -> _RecipeFile:
+        """The model, the dataset and their options agree; exactly one length."""
+        model, dataset = MODELS[self.model], DATASETS[self.dataset]
+        if model.kind != dataset.kind:
+            problem = (
+                f"model '{self.model}' takes {model.kind} inputs but dataset '{self.dataset}' gives {dataset.kind}"
+            )
+            raise _Refused("dataset", problem)
+        if self.channels_last and model.kind != IMAGE:
+            raise _Refused("channels_last", f"applies to image models; '{self.model}' takes {model.kind} inputs")
+        if (self.iterations is None) == (self.epochs is None):
+            raise _Refused("iterations", "give exactly one of 'iterations' or 'epochs'")
+        for table, allowed in (("model_options", model.options), ("dataset_options", dataset.options)):
+            for key, value in getattr(self, table).items():
+                if key not in allowed:
+                    accepted = f"accepted: {', '.join(allowed) or 'none'}"
+                    raise _Refused(f"{table}.{key}", f"unknown option{_suggest(key, allowed)}; {accepted}")
+                # every built-in option is a size or a count
+                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
+                    raise _Refused(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
+        if self.model in ("transformer", "bert"):
+            shape = {**(TRANSFORMER_DEFAULTS if self.model == "transformer" else BERT_DEFAULTS), **self.model_options}
+            if shape["d_model"] % shape["heads"]:  # attention splits d_model evenly between the heads
+                raise _Refused("model_options.heads", f"must divide d_model ({shape['d_model']}), got {shape['heads']}")
+            seq_len = self.dataset_options.get("seq_len")
+            if self.model == "bert" and seq_len is not None and seq_len > shape["max_positions"]:
+                problem = f"must be at most model_options.max_positions ({shape['max_positions']}), got {seq_len}"
+                raise _Refused("dataset_options.seq_len", problem)
+        image_size = self.dataset_options.get("image_size")
+        if self.model == "vgg16" and image_size is not None and image_size < 32:  # five halvings
+            raise _Refused("dataset_options.image_size", f"must be at least 32 for vgg16, got {image_size}")
+        return self
+
+
+class _JobFile(_FileSchema):
+    """A job file, as its TOML file says it: the user's script and how to run it (script_recipe's arguments)."""
+
+    name: _Name  # the job file's own name unless given (filled in before the check, so checked alike)
+    script: str  # a path; relative: to the job file's folder
+    args: list[str] = []
+    np: Annotated[int, Field(ge=1, le=10**5), _OutOfRange("must be a whole number from 1 to 100000")]
+    engine: str | None = None  # None: told from the script's imports
+    iterations: Annotated[
+        int | None, _OutOfRange("optimizer steps before the script is stopped: a whole number >= 1")
+    ] = Field(None, ge=1, le=10**9)
+    max_slowdown: _Slowdown = Field(None, ge=1.0)
+    memory_gb: Annotated[float | None, _OutOfRange("must be a number of GB > 0")] = Field(None, gt=0)
+    env: dict[Annotated[str, AfterValidator(_variable_name)], str] = {}
+    pass_env: list[Any] = []
+    description: str = ""
+
+    belongs_elsewhere = (
+        "belongs to built-in models; a script takes its own options in 'args'. A job file's fields: {fields}"
+    )
+    fields_are = "a job file's fields"
+
+    @field_validator("pass_env")
+    @classmethod
+    def _passed_by_name(cls, names: list[Any], info: ValidationInfo) -> list[str]:
+        """Variables set in xover's own environment, none of xover's own, none that `env` gives a value; once each."""
+        for index, name in enumerate(names):
+            where = f"pass_env[{index}]"
+            if not isinstance(name, str) or not _ENV_NAME.match(name):
+                raise _Refused(where, f"must be the name of an environment variable (a string), got {name!r}")
+            if name.startswith(VARIABLE_PREFIX):
+                raise _Refused(where, f"{name}: xover sets its XOVER_ variables itself")
+            if name in info.data.get("env", {}):
+                raise _Refused(
+                    where, f"{name} is in 'env' too: give it a value there or pass yours by name here, not both"
+                )
+            if problem := unset_variable_problem(name):
+                raise _Refused(where, problem)
+        return list(dict.fromkeys(names))
+
+    @model_validator(mode="after")
+    def _script_and_engine(self, info: ValidationInfo) -> _JobFile:
+        """The script found (its absolute path kept) and its engine known: given, or told by its imports."""
+        script = Path(self.script).expanduser()
+        if not script.is_absolute():
+            script = Path((info.context or {})["source"]).resolve().parent / script
+        if not (script := script.resolve()).is_file():
+            hint = "" if Path(self.script).is_absolute() else " (a path relative to the job file's folder)"
+            raise _Refused("script", f"file not found: {script}{hint}")
+        self.script = str(script)
+        if self.engine is not None and self.engine not in ENGINES:
+            raise _Refused("engine", f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
+        self.engine = self.engine or _engine_told(script)
+        return self
+
+
+def _engine_told(script: Path) -> str:
+    """The engine a job file's script imports; refused where it imports both, or neither."""
+    try:
+        found = script_engines(script, RecipeError)
+    except RecipeError as error:
+        raise _Refused("script", str(error).removeprefix(f"--script {script}: ")) from None
+    if len(found) != 1:
+        seen = (
+            " and ".join(f"{e} ({n})" for e, n in found.items())
+            or f"neither {' nor '.join(e.imports for e in ENGINES.values())} (nor "
+            f"{', '.join(sorted(set(FRAMEWORKS.values())))})"
+        )
+        choices = " or ".join(f'"{e.name}" ({e.script_kind})' for e in ENGINES.values())
+        problem = f"missing, and the script imports {seen}, so its engine cannot be told: set engine = {choices}"
+        raise _Refused("engine", problem)
+    return next(iter(found))
+
+
+# ------------------------------------------------------------------------------ pydantic's complaints in xover's words
+
+_TYPE_NAMES = {"int_type": "an integer", "float_type": "a number", "string_type": "a string"}
+_TYPE_NAMES |= {"bool_type": "true or false", "dict_type": "a table", "list_type": "a list of strings"}
+_RANGE_WORDS = {"greater_than": "must be positive", "greater_than_equal": "must not be negative"}
+
+
+def _validated(schema: type[_FileSchemaT], data: dict[str, Any], source: str) -> _FileSchemaT:
+    """`data` checked against `schema`; a refusal is one line naming the file (`source`), the field and the
+    problem: of pydantic's complaints, the first a reader would fix (an unknown field, then a missing one or one
+    of the wrong type, then a value; within each, in the order of the file's fields)."""
+    try:
+        return schema.model_validate(data, context={"source": source})
+    except ValidationError as invalid:
+
+        def reading_order(complaint: ErrorDetails) -> int:
+            kind = complaint["type"]
+            whole = kind == "missing" or len(complaint["loc"]) == 1 and kind in (*_TYPE_NAMES, "finite_number")
+            return 0 if kind == "extra_forbidden" else 1 if whole else 2
+
+        where, problem = _worded(min(invalid.errors(), key=reading_order), schema)
+        raise RecipeError(f"{source}: field '{where}': {problem}") from None
+
+
+def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, str]:
+    """The field (as 'args[1]', 'env.NAME') and the problem of one of pydantic's complaints, in xover's words."""
+    cause = complaint.get("ctx", {}).get("error")
+    if isinstance(cause, _Refused):  # a check of several fields together: the complaint names no field itself
+        return cause.where, str(cause)
+    kind, loc, value = complaint["type"], complaint["loc"], complaint["input"]
+    where = str(loc[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:] if p != "[key]")
+    if kind == "value_error":
+        return where, str(cause)
+    if kind == "missing":
+        return where, "missing (required)"
+    if kind == "extra_forbidden":
+        fields = ", ".join(schema.model_fields)
+        if where in (_JobFile if schema is _RecipeFile else _RecipeFile).model_fields:
+            return where, schema.belongs_elsewhere.format(key=where, fields=fields)
+        return where, f"unknown field{_suggest(where, schema.model_fields)}; {schema.fields_are}: {fields}"
+    # TOML allows 1e400 as 10**400: a whole number, but none a float can hold
+    if kind == "finite_number" or (kind == "float_type" and isinstance(value, int) and not isinstance(value, bool)):
+        return where, f"must be a finite number, got {value!r}"
+    if kind == "string_type" and len(loc) > 1:  # an argument or a variable's value: TOML's 5 is no "5"
+        quoted = f': "{value}"' if isinstance(loc[-1], int) else ""
+        return where, f"must be a string (write numbers in quotes{quoted}), got {value!r}"
+    if kind in _TYPE_NAMES:
+        return where, f"must be {_TYPE_NAMES[kind]}, got {value!r}"
+    worded = [m.problem for m in schema.model_fields[where].metadata if isinstance(m, _OutOfRange)]
+    if not worded:
+        worded = [f"must be at most {complaint['ctx']['le']}" if kind == "less_than_equal" else _RANGE_WORDS[kind]]
+    return where, f"{worded[0]}, got {value!r}"
+
+
+# ------------------------------------------------------------------------------ reading a recipe or a job file
+
+
 def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
     """Validate a recipe's fields; `source` names the file in every message."""
-
-    def fail(field_name: str, problem: str) -> RecipeError:
-        return RecipeError(f"{source}: field '{field_name}': {problem}")
-
     if "script" in data:
         return parse_job_file(data, source)
-    for key in data:
-        if key in _JOB_FILE_FIELDS and key not in _FIELDS:
-            raise fail(
-                key,
-                f"belongs to a job file for a script of your own; give 'script' (a path) to run one, "
-                f"or leave '{key}' out for a built-in model",
-            )
-        if key not in _FIELDS:
-            raise fail(key, f"unknown field{_suggest(key, _FIELDS)}; known fields: {', '.join(_FIELDS)}")
-    _check_types(data, _FIELDS, fail)
-
-    if not _NAME.match(data["name"]):
-        raise fail(
-            "name",
-            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
-            f"(it names log folders and plan entries), got {data['name']!r}",
-        )
-    if data["model"] not in MODELS:
-        raise fail(
-            "model",
-            f"unknown model '{data['model']}'{_suggest(data['model'], MODELS)}; built-in models: {', '.join(MODELS)}",
-        )
-    if data["dataset"] not in DATASETS:
-        raise fail(
-            "dataset",
-            f"unknown dataset '{data['dataset']}'{_suggest(data['dataset'], DATASETS)}; "
-            f"built-in datasets: {', '.join(DATASETS)}",
-        )
-    model, dataset = MODELS[data["model"]], DATASETS[data["dataset"]]
-    if model.kind != dataset.kind:
-        raise fail(
-            "dataset",
-            f"model '{data['model']}' takes {model.kind} inputs but dataset '{data['dataset']}' gives {dataset.kind}",
-        )
-    if data.get("precision", "fp32") not in PRECISIONS:
-        raise fail(
-            "precision",
-            f"unknown precision '{data['precision']}'{_suggest(data['precision'], PRECISIONS)}; "
-            f"choose one of {', '.join(PRECISIONS)}",
-        )
-    if data.get("channels_last") and model.kind != IMAGE:
-        raise fail("channels_last", f"applies to image models; '{data['model']}' takes {model.kind} inputs")
-    if data["optimizer"] not in OPTIMIZERS:
-        raise fail("optimizer", f"unknown optimizer '{data['optimizer']}'; choose one of {', '.join(OPTIMIZERS)}")
-    for key in ("batch_size", "np"):
-        if data[key] <= 0:
-            raise fail(key, f"must be positive, got {data[key]}")
-    if data["lr"] <= 0:
-        raise fail("lr", f"must be positive, got {data['lr']}")
-    for key in ("momentum", "weight_decay", "eval_interval", "seed"):
-        if key in data and data[key] < 0:
-            raise fail(key, f"must not be negative, got {data[key]}")
-    if "max_slowdown" in data and not (1.0 <= data["max_slowdown"] < float("inf")):
-        raise fail("max_slowdown", f"must be at least 1.0 (1.0: never slower than alone), got {data['max_slowdown']}")
-    if ("iterations" in data) == ("epochs" in data):
-        raise fail("iterations", "give exactly one of 'iterations' or 'epochs'")
-    for key in ("iterations", "epochs"):
-        if key in data and data[key] <= 0:
-            raise fail(key, f"must be positive, got {data[key]}")
-    # whole numbers the workers hand to torch (a 64-bit seed) or count up to
-    for key, largest in (
-        ("seed", 2**63 - 1),
-        ("iterations", 10**9),
-        ("epochs", 10**6),
-        ("batch_size", 10**7),
-        ("np", 10**5),
-        ("eval_interval", 10**9),
-    ):
-        if key in data and data[key] > largest:
-            raise fail(key, f"must be at most {largest}, got {data[key]}")
-    for table, allowed in (("model_options", model.options), ("dataset_options", dataset.options)):
-        for key in data.get(table, {}):
-            if key not in allowed:
-                raise fail(
-                    f"{table}.{key}",
-                    f"unknown option{_suggest(key, allowed)}; accepted: {', '.join(allowed) or 'none'}",
-                )
-            value = data[table][key]  # every built-in option is a size or a count
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
-                raise fail(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
-    if data["model"] in ("transformer", "bert"):
-        defaults = TRANSFORMER_DEFAULTS if data["model"] == "transformer" else BERT_DEFAULTS
-        shape = {**defaults, **data.get("model_options", {})}
-        if shape["d_model"] % shape["heads"]:  # attention splits d_model evenly between the heads
-            raise fail("model_options.heads", f"must divide d_model ({shape['d_model']}), got {shape['heads']}")
-        seq_len = data.get("dataset_options", {}).get("seq_len")
-        if data["model"] == "bert" and seq_len is not None and seq_len > shape["max_positions"]:
-            raise fail(
-                "dataset_options.seq_len",
-                f"must be at most model_options.max_positions ({shape['max_positions']}), got {seq_len}",
-            )
-    image_size = data.get("dataset_options", {}).get("image_size")
-    if data["model"] == "vgg16" and image_size is not None and image_size < 32:  # five halvings
-        raise fail("dataset_options.image_size", f"must be at least 32 for vgg16, got {image_size}")
-    if "max_slowdown" in data:
-        data = {**data, "max_slowdown": float(data["max_slowdown"])}
-    return Recipe(
-        **{
-            **data,
-            "lr": float(data["lr"]),
-            "momentum": float(data.get("momentum", 0.0)),
-            "weight_decay": float(data.get("weight_decay", 0.0)),
-            "path": source,
-        }
-    )
-
-
-# a job file's fields: field name -> (accepted python types, required)
-_JOB_FILE_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
-    "name": ((str,), False),  # default: the job file's name
-    "script": ((str,), True),
-    "args": ((list,), False),
-    "np": ((int,), True),
-    "engine": ((str,), False),
-    "iterations": ((int,), False),
-    "max_slowdown": ((int, float), False),
-    "memory_gb": ((int, float), False),
-    "env": ((dict,), False),
-    "pass_env": ((list,), False),
-    "description": ((str,), False),
-}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+    return Recipe(**dict(_validated(_RecipeFile, data, source)), path=source)
 
 
 def parse_job_file(data: dict[str, Any], source: str) -> Recipe:
     """A job file: the user's script with its arguments, instead of a built-in model. `source` is the
     TOML file (a relative `script` is found next to it) and names it in every message."""
-
-    def fail(field_name: str, problem: str) -> RecipeError:
-        return RecipeError(f"{source}: field '{field_name}': {problem}")
-
     if "model" in data:
-        raise fail("model", "a recipe names a built-in model or a script, never both: remove 'model' (or 'script')")
-    for key in data:
-        if key not in _JOB_FILE_FIELDS:
-            if key in _FIELDS:
-                raise fail(
-                    key,
-                    f"belongs to built-in models; a script takes its own options in 'args'. A job "
-                    f"file's fields: {', '.join(_JOB_FILE_FIELDS)}",
-                )
-            raise fail(
-                key,
-                f"unknown field{_suggest(key, _JOB_FILE_FIELDS)}; a job file's fields: {', '.join(_JOB_FILE_FIELDS)}",
-            )
-    _check_types(data, _JOB_FILE_FIELDS, fail)
-    name = data.get("name", Path(source).stem)
-    if not _NAME.match(name):
-        raise fail(
-            "name",
-            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
-            f"(it names log folders and plan entries), got {name!r}",
-        )
-    for index, arg in enumerate(data.get("args", [])):
-        if not isinstance(arg, str):
-            raise fail(f"args[{index}]", f'must be a string (write numbers in quotes: "{arg}"), got {arg!r}')
-    if not 1 <= data["np"] <= 10**5:
-        raise fail("np", f"must be a whole number from 1 to 100000, got {data['np']}")
-    if "iterations" in data and not 1 <= data["iterations"] <= 10**9:
-        raise fail(
-            "iterations", f"optimizer steps before the script is stopped: a whole number >= 1, got {data['iterations']}"
-        )
-    if "max_slowdown" in data and not 1.0 <= data["max_slowdown"]:
-        raise fail("max_slowdown", f"must be at least 1.0 (1.0: never slower than alone), got {data['max_slowdown']}")
-    if "memory_gb" in data and not data["memory_gb"] > 0:
-        raise fail("memory_gb", f"must be a number of GB > 0, got {data['memory_gb']}")
-    for key, value in data.get("env", {}).items():
-        if not _ENV_NAME.match(key):
-            raise fail(f"env.{key}", "not a name an environment variable can have")
-        if key.startswith(VARIABLE_PREFIX):
-            raise fail(
-                f"env.{key}", "xover sets its XOVER_ variables itself; use XOVER_ variables in xover's own environment"
-            )
-        if not isinstance(value, str):
-            raise fail(f"env.{key}", f"must be a string (write numbers in quotes), got {value!r}")
-    pass_env = _pass_env(data, fail)
-    script = Path(data["script"]).expanduser()
-    if not script.is_absolute():
-        script = Path(source).resolve().parent / script
-    script = script.resolve()
-    if not script.is_file():
-        raise fail(
-            "script",
-            f"file not found: {script}"
-            + (" (a path relative to the job file's folder)" if not Path(data["script"]).is_absolute() else ""),
-        )
-    engine = data.get("engine")
-    if engine is not None and engine not in ENGINES:
-        raise fail("engine", f"unknown engine '{engine}'; choose {' or '.join(ENGINES)}")
-    if engine is None:
-        try:
-            found = script_engines(script, RecipeError)
-        except RecipeError as error:
-            raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
-        if len(found) != 1:
-            seen = (
-                " and ".join(f"{e} ({n})" for e, n in found.items())
-                or f"neither {' nor '.join(e.imports for e in ENGINES.values())} (nor "
-                f"{', '.join(sorted(set(FRAMEWORKS.values())))})"
-            )
-            choices = " or ".join(f'"{e.name}" ({e.script_kind})' for e in ENGINES.values())
-            raise fail(
-                "engine",
-                f"missing, and the script imports {seen}, so its engine cannot be told: set engine = {choices}",
-            )
-        [engine] = found
+        problem = "a recipe names a built-in model or a script, never both: remove 'model' (or 'script')"
+        raise RecipeError(f"{source}: field 'model': {problem}")
+    job = _validated(_JobFile, {"name": Path(source).stem, **data}, source)
     try:
-        return script_recipe(
-            script,
-            args=data.get("args", []),
-            np=data["np"],
-            engine=engine,
-            name=name,
-            iterations=data.get("iterations"),
-            max_slowdown=data.get("max_slowdown"),
-            memory_gb=data.get("memory_gb"),
-            env=data.get("env", {}),
-            pass_env=pass_env,
-            description=data.get("description", ""),
-            path=source,
-        )
+        return script_recipe(**dict(job), path=source)
     except ScriptRefused as error:
-        raise fail("script", str(error).removeprefix(f"--script {script}: ")) from None
-
-
-def _pass_env(data: dict[str, Any], fail) -> tuple[str, ...]:
-    """A job file's `pass_env`: names of variables set in xover's own environment, none of xover's own
-    and none that `env` gives a value too."""
-    names: list[str] = []
-    for index, name in enumerate(data.get("pass_env", [])):
-        where = f"pass_env[{index}]"
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise fail(where, f"must be the name of an environment variable (a string), got {name!r}")
-        if name.startswith(VARIABLE_PREFIX):
-            raise fail(where, f"{name}: xover sets its XOVER_ variables itself")
-        if name in data.get("env", {}):
-            raise fail(where, f"{name} is in 'env' too: give it a value there or pass yours by name here, not both")
-        if problem := unset_variable_problem(name):
-            raise fail(where, problem)
-        if name not in names:
-            names.append(name)
-    return tuple(names)
+        raise RecipeError(f"{source}: field 'script': {str(error).removeprefix(f'--script {job.script}: ')}") from None
 
 
 def unset_variable_problem(name: str) -> str | None:
@@ -494,14 +484,6 @@ def script_recipe(
         env=dict(env or {}),
         pass_env=tuple(pass_env),
     )
-
-
-def _finite(value: int | float) -> bool:
-    """A number a float can hold: not inf or nan, nor an integer too large to convert (TOML allows 1e400 as 10**400)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 # The recipes that ship with xover: the checkout's top-level recipes/ (what a user reads and copies), or,

@@ -6,8 +6,8 @@ The marker survives whatever a launcher puts in front of a relayed line (horovod
 launcher's own output. A launcher can also put its prefix *inside* a line: torchrun tails each rank's
 log file and relays what it has read, so a line read while the rank was still writing it (a write
 that crosses a page of the file) arrives cut in two, the second part behind a prefix of its own.
-Such a record is mended by taking the launchers' prefixes out of it (seen once in about fifty
-torchrun runs, as a lost iteration).
+Such a record is mended by taking the launchers' prefixes out of it (seen now and then as a lost
+iteration: docs/measurements.md, *Figures behind the design*).
 
 A training script's output is not trusted: it may print a line that looks like ours (a dataset, a
 log it replays, a copy of our lines). xover gives each run a random token (XOVER_METRIC_TOKEN in its

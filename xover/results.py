@@ -54,7 +54,7 @@ class RunResult:
     log_dir: str | None = None
     error: str | None = None
     turn_stats: dict[str, Any] | None = None
-    slurm_job_id: str | None = None
+    launcher_job_id: str | None = None  # its job at the launcher's scheduler (a Slurm job's id)
     link_priority: int | None = None
     comm_threads: str | None = None
     checkpoints: int | None = None

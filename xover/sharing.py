@@ -10,13 +10,15 @@ of sharing a group's devices, each way one registered object (as a turn policy i
 
 A new way of sharing is a `WayOfSharing` and `register_way(...)` here; the planner predicts it, `xover run
 --mode` offers it, a comparison measures it and the report shows it by what the object says.
-This module loads nothing of xover: every room, the workers' included, may read it.
+This module loads nothing of xover but its errors: every room, the workers' included, may read it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from .errors import XoverError
 
 
 class Mode(str, Enum):
@@ -152,6 +154,34 @@ def run_modes() -> tuple[Mode, ...]:
 def default_modes(plan: bool) -> str:
     """`--mode` when not given, the one default: a plan's groups as planned, an ad-hoc group compared in all."""
     return PLANNED if plan else ALL
+
+
+def modes_of(mode: str | None, plan: bool = True) -> list[str]:
+    """`--mode`: one mode, `all`, a comma list such as `sequential,crossover` (the baseline a user
+    wants beside crossover, without the third), run in the order of `run_modes()` whatever the
+    order given, or, for a plan, `planned` (each group in the way of sharing its plan picked, as
+    scheduled); None: the default (`default_modes`)."""
+    mode = default_modes(plan) if mode is None else mode
+    choices = [str(m) for m in run_modes()]
+    asked = [part.strip() for part in mode.split(",")]
+    if PLANNED in asked:
+        if not plan:
+            raise XoverError(
+                f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
+                f"has no plan (choose {', '.join(reversed(choices))} or {ALL})"
+            )
+        if asked != [PLANNED]:
+            raise XoverError(
+                f"--mode {mode}: planned is a mode of its own (the plan's schedule); compare with --mode all"
+            )
+        return [PLANNED]
+    unknown = [part for part in asked if part not in (*choices, ALL)]
+    if unknown or not all(asked):
+        raise XoverError(
+            f"--mode {mode}: choose {', '.join(reversed(choices))}, a comma list of them, or {ALL} "
+            f"(or {PLANNED}: a plan's groups as it picked)"
+        )
+    return choices if ALL in asked else [m for m in choices if m in asked]
 
 
 def turn_taking(name: str | None) -> bool:

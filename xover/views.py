@@ -11,31 +11,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .console import console, errors, print_json, print_table
+from .report import simulation
 from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
 from .sharing import CONCURRENT, CROSSOVER
 
+# `xover simulate`'s summary: the report's columns of a simulation, but for what only the report shows
 SIMULATE_COLUMNS = [
-    ("policy", "policy"),
-    ("jobs", "finished"),
-    ("avg JCT s", "avg_jct_s"),
-    ("median JCT s", "median_jct_s"),
-    ("p99 JCT s", "p99_jct_s"),
-    ("makespan s", "makespan_s"),
-    ("utilisation", "utilisation"),
-    ("avg queueing s", "avg_queue_s"),
-    ("grouped", "grouped_share"),
-    ("replay s", "wall_s"),
+    column for column in simulation.SUMMARY_COLUMNS if column[1] not in ("jobs", "sharing", "preemptions")
 ]
-SECONDS_DIGITS = {
-    "avg_jct_s": 0,
-    "median_jct_s": 0,
-    "p99_jct_s": 0,
-    "makespan_s": 0,
-    "avg_queue_s": 0,
-    "utilisation": 3,
-    "grouped_share": 3,
-    "wall_s": 1,
-}
+SECONDS_DIGITS = simulation.DIGITS
 
 
 GROUP_COLUMNS = [

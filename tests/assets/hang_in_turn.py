@@ -25,7 +25,7 @@ class Stuck(nn.Module):
 
 model = Stuck()
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters())
-for step in range(100):
+for _ in range(100):
     optimizer.zero_grad()
     model(torch.randn(8, 16)).sum().backward()
     optimizer.step()

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from conftest import plain_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]

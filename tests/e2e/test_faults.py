@@ -18,7 +18,6 @@ import threading
 import time
 from pathlib import Path
 
-
 from xover.run.reaper import tagged_processes
 
 XOVER = [sys.executable, "-m", "xover"]

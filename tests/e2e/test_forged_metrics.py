@@ -3,8 +3,6 @@
 import os
 from pathlib import Path
 
-
-
 DEVICE = ("localhost", 0)
 NOBODY = 65534
 

@@ -7,11 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import COMPARISON_ITERATIONS
 from typer.testing import CliRunner
 
 from xover.cli import app
-
-from conftest import COMPARISON_ITERATIONS
 
 runner = CliRunner()
 JOBS = {"mlp-digits", "resnet-digits"}

@@ -2,6 +2,7 @@
 temporary folder; the store's own tests: tests/integration/test_postgres.py)."""
 
 from fixtures_services import postgres_server, postgres_url  # noqa: F401  (fixtures)
+
 from xover.analysis import experiment_jobs
 from xover.store.session import open_store
 

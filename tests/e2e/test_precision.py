@@ -4,6 +4,7 @@ losses under crossover are still those of the job alone, at every iteration."""
 import json
 import subprocess
 import sys
+
 import tomllib
 
 from xover.recipes import BUILTIN_RECIPES
@@ -17,7 +18,7 @@ def _xover(*args, timeout=600):
 
 def test_bf16_channels_last_keeps_exact_parity_under_crossover(isolated_results, tmp_path):
     fields = tomllib.loads((BUILTIN_RECIPES / "resnet-digits.toml").read_text())
-    lines = [f'name = "resnet-digits-bf16"', 'precision = "bf16"', "channels_last = true"]
+    lines = ['name = "resnet-digits-bf16"', 'precision = "bf16"', "channels_last = true"]
     for key, value in fields.items():
         if key not in ("name", "model_options", "dataset_options"):
             lines.append(f"{key} = {json.dumps(value)}")

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import tempfile
 
+from conftest import ROOT
 from fixtures_services import prometheus  # noqa: F401  (a fixture)
 from scraped import free_port, free_ports
 
-from conftest import ROOT
 from xover.turns.credentials import credentials_folder
 
 JOBS = {"mlp-digits", "resnet-digits"}

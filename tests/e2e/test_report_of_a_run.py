@@ -9,11 +9,10 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
+from conftest import COMPARISON_ITERATIONS
 from typer.testing import CliRunner
 
 from xover.cli import app
-
-from conftest import COMPARISON_ITERATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

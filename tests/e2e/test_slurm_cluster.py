@@ -10,10 +10,20 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fixtures_services import slurm_cluster  # noqa: F401  (a fixture)
-from xover.run.external.slurm import (Allocation, SlurmError, batch_script, cancel, diagnose_slurm, expand_hostlist,
-                                hostnames, job_state, submit, wait_for)
+
+from xover.run.external.slurm import (
+    Allocation,
+    SlurmError,
+    batch_script,
+    cancel,
+    diagnose_slurm,
+    expand_hostlist,
+    hostnames,
+    job_state,
+    submit,
+    wait_for,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PRINT_ALLOCATION = ("import json, os; from xover.run.external.slurm import allocation; a = allocation(); "

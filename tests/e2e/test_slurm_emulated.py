@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, iteration_losses, require_no_emulated_cluster_yet, wait_for_iterating_runs
-
 from fixtures_services import postgres_server, postgres_url, prometheus  # noqa: F401  (fixtures)
+
 from xover.emulation import cluster
 from xover.run.reaper import tagged_processes
 from xover.turns.credentials import credentials_folder

@@ -43,7 +43,7 @@ def test_a_plan_submitted_to_slurm_runs_and_is_recorded(slurm_cluster, isolated_
         assert re.search(rf"Slurm job {job_id} COMPLETED", result.stderr)
     assert report["jobs"] and all(j["status"] == "finished" and j["iterations"] == 12 for j in report["jobs"])
     with sqlite3.connect(isolated_results / "xover.db") as db:
-        rows = db.execute("SELECT slurm_job_id, status FROM runs").fetchall()
+        rows = db.execute("SELECT launcher_job_id, status FROM runs").fetchall()
         assert {job_id for job_id, _ in rows} == job_ids and {status for _, status in rows} == {"finished"}
         assert db.execute("SELECT status FROM experiments").fetchall() == [("finished",)]
 
@@ -72,7 +72,7 @@ def test_timeout_cancels_the_slurm_jobs_and_records_them(slurm_cluster, isolated
     assert result.returncode == 124, result.stderr[-3000:]  # --timeout ended it, as without Slurm
     assert time.time() - started < 200
     with sqlite3.connect(isolated_results / "xover.db") as db:
-        rows = db.execute("SELECT slurm_job_id, status FROM runs").fetchall()
+        rows = db.execute("SELECT launcher_job_id, status FROM runs").fetchall()
         assert db.execute("SELECT status FROM experiments").fetchall() == [("timeout",)]
     assert rows and {status for _, status in rows} == {"timeout"}, rows
     for job_id in {job_id for job_id, _ in rows}:

@@ -3,7 +3,6 @@
 import os
 import sys
 
-
 from xover.emulation import cluster
 
 CLUSTER_CLI = [sys.executable, "-m", "xover", "cluster"]

@@ -7,9 +7,9 @@ import pytest
 from scraped import free_port, get, scrape, value
 
 from xover.errors import XoverError
+from xover.records import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
 from xover.run.exporter import GroupFacts, JobFacts, PrometheusSink, RunFacts
 from xover.run.sinks import JobLabels, deliver
-from xover.records import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
 
 
 def iteration(step, held=None, wait_s=0.0, wall_time=100.0):

@@ -74,6 +74,21 @@ def test_a_launcher_added_as_the_page_shows_is_offered_and_used(tmp_path):
     assert line.startswith("crossover mlp-synthetic: ") and "horovodrun" in line and "-np 2" in line
 
 
+def test_the_kubernetes_launcher_as_the_page_sketches_it_is_its_own_module_and_offered(tmp_path):
+    """The worked example needs its own module only: registered when loaded, offered with its options, and
+    held to what a scheduler's launcher runs (a plan file, no shaped link), before kubectl is ever asked."""
+    section = "Adding a scheduler's launcher: Kubernetes, a worked example"
+    shown = xover_with(section, "run", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "kubernetes: each group of the plan one Kubernetes Indexed Job" in shown.stdout
+    assert "--namespace" in shown.stdout and "--image" in shown.stdout
+    refused = xover_with(section, "run", "--group", "mlp-synthetic", "--launcher", "kubernetes")
+    assert refused.returncode == 2 and "--launcher kubernetes runs a plan file (each group one Kubernetes job)" in \
+        refused.stderr
+    stray = xover_with(section, "run", "--group", "mlp-synthetic", "--image", "x")
+    assert stray.returncode == 2 and "--image: for --launcher kubernetes" in stray.stderr
+
+
 def test_a_turn_policy_added_as_the_page_shows_predicts_and_decides_turns():
     from xover.plan import JobProfile, make_plan
     from xover.turns.policies import POLICIES, DeviceTurns, make_policy

@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import recorded_runs
 
-from xover.runtime import worker
 from xover.records import StartRecord
+from xover.runtime import worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,16 +169,12 @@ def test_another_users_mps_folder_is_refused(tmp_path, monkeypatch):
 
 def test_a_group_planned_under_mps_asks_its_slurm_job_for_a_daemon_of_its_own(tmp_path):
     """--launcher slurm --mode planned: each group the plan put under MPS starts its daemon on its node
-    (`--mps` on its command); the others, and other modes, do not."""
-    import types
-
-    from xover.run.commands import RunOptions
+    (its job reads the run's modes and the group's pick in its request); the others, and other modes, do not."""
+    from xover.run.batch import planned_under_mps
     from xover.run.jobs import GroupToRun
-    from xover.run.on_slurm import group_command
 
     def command(sharing, modes):
-        request = types.SimpleNamespace(options=RunOptions(modes=modes, plan_path=str(tmp_path / "plan.json")))
-        return group_command("e58", GroupToRun(index=0, jobs=[], sharing=sharing), request)
+        return ["--mps"] if planned_under_mps(GroupToRun(index=0, jobs=[], sharing=sharing), modes) else []
 
     assert "--mps" in command("mps", ("planned",))
     assert "--mps" not in command("crossover", ("planned",))

@@ -561,13 +561,15 @@ class _Console:
 
 
 def _follow(monkeypatch, deadline=None):
-    from xover.run import on_slurm as run_slurm
+    from xover.run.batch import Following
+    from xover.run.on_slurm import SlurmLauncher
 
     recorded = []
-    monkeypatch.setattr(run_slurm, "record_outcome", lambda run, units, state, status=None: recorded.append(state))
-    console, states = _Console(), {}
-    run_slurm.follow(None, {0: [], 1: []}, {0: "41", 1: "42"}, console, states, poll_s=0.01, deadline=deadline)
-    return states, recorded, console
+    monkeypatch.setattr(Following, "record", lambda self, index, state, status=None: recorded.append(state))
+    console = _Console()
+    following = Following(SlurmLauncher(), None, {0: [], 1: []}, {0: "41", 1: "42"}, console)
+    following.follow(deadline, poll_s=0.01)
+    return following.ended, recorded, console
 
 
 def test_one_slurm_query_that_times_out_does_not_end_the_run(tmp_path, monkeypatch):

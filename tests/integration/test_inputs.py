@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner

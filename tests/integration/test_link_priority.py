@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from xover.errors import XoverError
 from xover.emulation.network import ShapedNetwork, missing_tools
+from xover.errors import XoverError
 from xover.runtime.link_priority import link_priority_from_env, prioritise_sockets
 from xover.settings import LINK_PRIORITY_VARIABLE as PRIORITY_ENV
 

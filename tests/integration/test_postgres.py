@@ -5,13 +5,13 @@ processes: tests/e2e/test_postgres_store.py)."""
 import multiprocessing as mp
 
 import pytest
-from sqlalchemy import func, select, text
-
 from fixtures_services import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from sqlalchemy import func, select, text
 from test_store import _fill, _schema_differences
+
+from xover.analysis import experiment_jobs
 from xover.recipes import load_recipe
 from xover.store.models import SCHEMA_VERSION, Experiment, IterationMetric, RecipeSnapshot, Run
-from xover.analysis import experiment_jobs
 from xover.store.queries import snapshot_recipe
 from xover.store.session import head_revision, open_store
 

@@ -5,9 +5,8 @@ import subprocess
 import time
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-
 from fixtures_services import prometheus  # noqa: F401  (a fixture)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
 @pytest.fixture
@@ -124,8 +123,8 @@ def test_the_documented_set_up_scrapes_xover_and_not_a_squatter_on_its_port(prom
     it). Now a squatter's certificate is refused before any request: no series of its, no token sent."""
     from scraped import free_port
 
-    from xover.run.exporter import TARGETS_PATH, PrometheusSink
     from xover.records import StartRecord
+    from xover.run.exporter import TARGETS_PATH, PrometheusSink
     from xover.run.sinks import JobLabels
     from xover.turns.credentials import credentials_folder
 

@@ -34,8 +34,8 @@ def test_the_relay_passes_on_only_the_runs_own_records(tmp_path):
                "raise SystemExit(3)\n")
     events: queue.Queue = queue.Queue()
     CheckedJob(7, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events, TOKEN)
-    from xover.run.supervise import IgnoredLine, JobExit
     from xover.records import EndRecord
+    from xover.run.supervise import IgnoredLine, JobExit
 
     records = [events.get(timeout=30)[1] for _ in range(5)]
     assert [type(r) for r in records] == [IgnoredLine, IgnoredLine, IgnoredLine, EndRecord, JobExit], records

@@ -9,13 +9,12 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from sqlalchemy import update
+from test_report import _hand_made_store, _one_error_line
 from typer.testing import CliRunner
 
 from xover.cli import app
 from xover.store.models import IterationMetric
 from xover.store.session import open_store
-
-from test_report import _hand_made_store, _one_error_line
 
 runner = CliRunner()
 PLAN = "20260101-000000-plan"

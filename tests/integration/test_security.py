@@ -8,7 +8,6 @@ import tempfile
 import pytest
 
 from xover import hosts
-
 from xover.errors import XoverError
 from xover.run.leases import DeviceLeases
 

@@ -115,7 +115,7 @@ def test_same_order_on_every_device(server, policy):
     for device in (0, 1):  # never two holders of one device at a time (held intervals, yields included)
         held = sorted((a, b, slot) for kind, dev, slot, *rest in events if kind == "release" and dev == device
                       for a, b in rest[-1])
-        for (a0, b0, s0), (a1, b1, s1) in zip(held, held[1:]):
+        for (_, b0, s0), (a1, _, s1) in zip(held, held[1:]):
             assert b0 <= a1 + 1e-4, f"device {device}: slot {s1} held from {a1} while {s0} held until {b0}"
     # the order in which iterations got the turn, device by device (yields and re-grants aside)
     order = {d: [(slot, i) for kind, dev, slot, i, *_ in events if kind == "grant" and dev == d] for d in (0, 1)}
@@ -229,7 +229,7 @@ def test_a_turn_held_past_its_lease_is_taken_back(server, policy):
     other.release()
     for _ in range(3):  # and the hung job does not block its partner's next turns either
         again = threading.Event()
-        threading.Thread(target=lambda: (other.acquire(), again.set()), daemon=True).start()
+        threading.Thread(target=lambda again=again: (other.acquire(), again.set()), daemon=True).start()
         assert again.wait(5)
         other.release()
     other.close()
@@ -265,7 +265,7 @@ def _closed_by_server(path, message, timeout=5.0):
             return True
         try:
             return conn.recv(1) == b""
-        except socket.timeout:
+        except TimeoutError:
             return False
         except ConnectionResetError:
             return True

@@ -6,8 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-
-
 XOVER = [sys.executable, "-m", "xover"]
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 

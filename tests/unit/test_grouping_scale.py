@@ -13,10 +13,10 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
+from conftest import load_bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import load_bench
 from xover.plan import GroupingRules, JobProfile, fluid_gain, fluid_speeds, grouping, plan_objective, time_saved_ms
 
 bench = load_bench("plan_scale")  # the traces the bench reports on
@@ -99,7 +99,7 @@ def _best_pairing_one_device_count(jobs: Sequence[JobProfile], rules: GroupingRu
         for s in range(len(kinds)) for t in range(s, len(kinds)) if _pair_allowed(kinds[s], kinds[t], rules)
     }
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def best(left: tuple[int, ...]) -> float:
         first = next((kind for kind, count in enumerate(left) if count), None)
         if first is None:

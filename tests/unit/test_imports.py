@@ -58,27 +58,32 @@ def _every_import(tree: ast.Module):
     return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
+def _imported(node: ast.Import | ast.ImportFrom, name: str, is_package: bool, modules: dict) -> list[str]:
+    """The xover modules an import statement of module `name` names (a module's attribute: its module)."""
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    else:
+        base = _absolute(node.module, node.level, name, is_package)
+        targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+    found = []
+    for target in targets:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target:
+            found.append(target)
+    return found
+
+
 def import_graph(every: bool = False) -> dict[str, set[str]]:
     """Each xover module -> the xover modules (and their packages) that loading it loads first; with
     `every`, that any of its imports loads, wherever the import stands."""
     modules = _modules()
     read_imports = _every_import if every else _load_time_imports
 
-    def known(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         for node in read_imports(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                base = _absolute(node.module, node.level, name, is_package)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
-            for target in filter(None, map(known, targets)):
+            for target in _imported(node, name, is_package, modules):
                 # the target and every package above it, except those this module is inside (loaded already)
                 parts = target.split(".")
                 for depth in range(1, len(parts) + 1):
@@ -217,3 +222,111 @@ def test_xover_never_imports_the_frameworks_users_scripts_train_with():
             found += [f"{path.name}: {name}" for name in names if name.split(".")[0] in frameworks]
     assert not found
 
+
+# The house's layers, ground first: a module may import its own layer and those below, never one above.
+LAYERS: list[tuple[str, ...]] = [
+    # the vocabulary and the leaves every room reads
+    ("errors", "settings", "sharing", "console", "redact", "rates", "hosts", "config", "results", "workloads",
+     "engines", "records", "plugins"),
+    # what a job is made of, and where it is kept
+    ("scripts", "devices", "processes", "recipes", "store"),
+    # pure logic: the turn protocol and policies, the planner, a trace's replay
+    ("turns.protocol", "turns.policies", "plan", "replay"),
+    # inside the workers
+    ("runtime",),
+    # the launcher's services: turn servers, the emulated cluster and its links
+    ("turns", "emulation"),
+    # what runs measured
+    ("analysis",),
+    # running jobs
+    ("run",),
+    # the commands' libraries and views
+    ("profile", "report", "doctor", "views", "replay.step"),
+    # the command line
+    ("cli", "cli_cluster", "__main__"),
+]
+
+# Imports inside a function that may stay there, each for what loading it at the top would cost.
+LAZY_IMPORTS = {
+    # torch: a planner that counts a recipe's epochs, and the built-in models' workloads, load it only then
+    ("xover.plan.from_profiles", "xover.workloads"),
+    ("xover.workloads", "xover.workloads.datasets"),
+    ("xover.workloads", "xover.workloads.models"),
+    # the command line's start-up: profile, plan, report and doctor load their libraries (matplotlib and
+    # MLflow behind the report) when they run, not with every `xover` command
+    ("xover.cli", "xover.doctor"),
+    ("xover.cli", "xover.plan.step"),
+    ("xover.cli", "xover.profile.step"),
+    ("xover.cli", "xover.replay.step"),
+    ("xover.cli", "xover.report"),
+    ("xover.cli_cluster", "xover.emulation.cluster"),
+}
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module: that of the longest prefix in LAYERS naming it. A package's own module (its
+    __init__.py, which loading any module inside it runs) stands as low as its lowest member."""
+    modules = _modules()
+    if module in modules and modules[module][1] and module != "xover":
+        return min(_named_layer(member) for member in modules if member.startswith(module + "."))
+    return _named_layer(module)
+
+
+def _named_layer(module: str) -> int:
+    relative = module.removeprefix("xover.") if module != "xover" else ""
+    found = [(len(name), index) for index, names in enumerate(LAYERS) for name in names
+             if relative == name or relative.startswith(name + ".")]
+    return max(found)[1] if found else len(LAYERS)
+
+
+def test_every_module_has_a_layer():
+    assert [module for module in _modules() if module != "xover" and layer_of(module) == len(LAYERS)] == []
+
+
+def test_counting_every_import_there_is_no_circle():
+    assert circles(import_graph(every=True)) == []
+
+
+def test_no_import_runs_from_a_lower_layer_up_to_a_higher_one():
+    upward = sorted(f"{module} -> {target}" for module, targets in import_graph(every=True).items()
+                    for target in targets if module != "xover" and layer_of(target) > layer_of(module))
+    assert upward == []
+
+
+def _in_functions(tree: ast.Module):
+    """The import statements inside a function (a type checker's imports under TYPE_CHECKING are not)."""
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from (node for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def _lazy_imports() -> set[tuple[str, str]]:
+    """(module, the xover module it imports inside a function), each module as import_graph names it."""
+    modules = _modules()
+    found = set()
+    for name, (path, is_package) in modules.items():
+        for node in _in_functions(ast.parse(path.read_text(), str(path))):
+            found |= {(name, target) for target in _imported(node, name, is_package, modules)
+                      if target.startswith("xover") and target != name and not name.startswith(target + ".")}
+    return found
+
+
+def test_an_import_inside_a_function_is_one_of_the_few_kept_for_start_up():
+    assert sorted(_lazy_imports() - LAZY_IMPORTS) == []
+
+
+def test_the_runtime_never_imports_the_launcher_side_and_the_store_never_the_runtime():
+    """Never: runtime -> run, store -> runtime, and run -> emulation but through run/reach.py (the one seam
+    that reaches hosts and shapes links)."""
+    graph = import_graph(every=True)
+    forbidden = []
+    for module, targets in graph.items():
+        for target in targets:
+            if module.startswith("xover.runtime") and target.startswith(("xover.run.", "xover.store")):
+                forbidden.append(f"{module} -> {target}")
+            if module.startswith("xover.store") and target.startswith("xover.runtime"):
+                forbidden.append(f"{module} -> {target}")
+            if (module.startswith("xover.run.") and module != "xover.run.reach"
+                    and target.startswith("xover.emulation")):
+                forbidden.append(f"{module} -> {target}")
+    assert forbidden == []

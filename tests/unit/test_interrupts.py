@@ -114,23 +114,24 @@ def test_slurms_account_corrects_a_unit_interrupted_while_it_started_but_not_a_f
     """Why the status matters: the submitter records how the Slurm job ended over the rows its own xover
     left `interrupted` (scancel, a time limit), and leaves `failed` ones as they are: a start that an
     scancel cut short was recorded as a failure of its own, for good."""
-    import types
 
     from conftest import recorded_runs
 
     from xover.run.external.slurm import JobState
-    from xover.run.on_slurm import record_outcome
+    from xover.run.on_slurm import SlurmLauncher
+    from xover.run.record import Recorder
     from xover.run.schedule import Unit, stopped_as
     from xover.store.models import Run
 
     status, error = stopped_as(Interrupted())
     store, _, [cut, failed] = recorded_runs(tmp_path, [
-        {"name": "a", "mode": "crossover", "group_index": 0, "slurm_job_id": "41", "status": status, "error": error,
+        {"name": "a", "mode": "crossover", "group_index": 0, "launcher_job_id": "41", "status": status, "error": error,
          "hosts": "localhost:2", "np": 2, "devices": "0,1"},
-        {"name": "b", "mode": "crossover", "group_index": 0, "slurm_job_id": "41", "status": "failed",
+        {"name": "b", "mode": "crossover", "group_index": 0, "launcher_job_id": "41", "status": "failed",
          "error": "could not start: Interrupted()", "hosts": "localhost:2", "np": 2, "devices": "0,1"}])
-    run = types.SimpleNamespace(id="e1", store=store)
-    record_outcome(run, [Unit(jobs=[], mode="crossover", group=0)], JobState("41", "CANCELLED"))
+    ended = JobState("41", "CANCELLED")
+    Recorder(store, "e1").launcher_job_ended([Unit(jobs=[], mode="crossover", group=0)], "41",
+                                             SlurmLauncher().ended_as(ended), "Slurm job 41 CANCELLED", "", False)
     with store.session() as session:
         assert session.get_one(Run, cut).status == "cancelled"
         assert session.get_one(Run, failed).status == "failed"

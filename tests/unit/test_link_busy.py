@@ -1,7 +1,6 @@
 """bench/link_busy.py's arithmetic on a sampled egress counter (the bench itself needs a live cluster)."""
 
 import pytest
-
 from conftest import load_bench
 
 

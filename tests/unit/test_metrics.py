@@ -49,8 +49,8 @@ ITER = {"kind": "iter", "step": 3, "time_s": 1.5, "wall_time": 1795404409.7, "it
 
 def _emitted(capsys, monkeypatch, token, kind, **fields):
     """What `emit` writes on the standard output it took at its start (here a pipe), parsed."""
-    from xover.runtime import metrics
     from xover.records import RECORD_TYPES
+    from xover.runtime import metrics
     from xover.runtime.metrics import emit
 
     if token is None:

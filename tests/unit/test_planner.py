@@ -39,9 +39,9 @@ from xover.plan import (
     simulate,
     time_saved_ms,
 )
-from xover.plan.placement import place_groups, unplaceable_reason
 from xover.plan.calibration import SHIPPED
 from xover.plan.model import MIN_INTERFERENCE, interference_next_to, measured_interference
+from xover.plan.placement import place_groups, unplaceable_reason
 from xover.plan.predict import sim_job
 from xover.plan.simulate import MIN_ITERATIONS
 

@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xover.turns.policies import (LINK_BAND_PRIORITIES, DeviceTurns, RoundRobin, SlotTraits, WorkConserving,
-                                  critical_rank, link_bands, make_policy)
+from xover.turns.policies import (
+    LINK_BAND_PRIORITIES,
+    DeviceTurns,
+    RoundRobin,
+    SlotTraits,
+    WorkConserving,
+    critical_rank,
+    link_bands,
+    make_policy,
+)
 
 
 class Device:

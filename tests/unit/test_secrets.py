@@ -226,14 +226,14 @@ def test_a_slurm_groups_batch_script_exports_the_variables_its_job_files_pass(tm
     the script is for its owner and Slurm's administrators), so that they reach the job under
     --export=NONE too; no command line holds them."""
     from xover.recipes import load_recipe
-    from xover.run import on_slurm
+    from xover.run import batch
     from xover.run.external import slurm
     from xover.run.jobs import GroupToRun, JobSpec
 
     monkeypatch.setenv("HF_TOKEN", f"{START}hf token's{END}")
     recipe = load_recipe(_job_file(tmp_path, 'pass_env = ["HF_TOKEN"]'))
     group = GroupToRun(0, [JobSpec("job", recipe, {"localhost": [0]})])
-    passed = on_slurm.passed_variables(group)
+    passed = batch.passed_variables(group)
     assert passed == {"HF_TOKEN": f"{START}hf token's{END}"}
     script = slurm.batch_script(["xover", "slurm-group"], environment=passed)
     assert f"export HF_TOKEN={shlex.quote(passed['HF_TOKEN'])}" in script.splitlines()

@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from xover.run.external.slurm import (SlurmError, allocation, check_time_limit, diagnose_slurm, expand_counts,
-                                expand_hostlist, hostnames, in_allocation, submit)
+from xover.run.external.slurm import (
+    SlurmError,
+    allocation,
+    check_time_limit,
+    diagnose_slurm,
+    expand_counts,
+    expand_hostlist,
+    hostnames,
+    in_allocation,
+    submit,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,38 +149,51 @@ def _request(plan, db_url: str):
                                             iterations=5, plan_path=str(plan)), link="host")
 
 
-def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_command(monkeypatch, tmp_path):
-    import shlex
+def _following(tmp_path, reaped: list | None = None):
+    """A Slurm launch's following, with a stand-in for its experiment (its id, results folder and reaper)."""
     import types
 
+    from xover.run.batch import Following
+    from xover.run.on_slurm import SlurmLauncher
+
+    current = types.SimpleNamespace(id="20260101-000000-abcd", results_dir=tmp_path / "results" / "runs" / "x",
+                                    context=types.SimpleNamespace(reaper=types.SimpleNamespace(
+                                        add_job=lambda command: (reaped if reaped is not None else []).append(command[-1]))))
+    current.results_dir.mkdir(parents=True)
+    console = types.SimpleNamespace(print=lambda *a, **k: None)
+    return Following(SlurmLauncher(), current, {0: []}, {}, console)
+
+
+def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_command(monkeypatch, tmp_path):
+    import shlex
+
+    from xover.run import batch
     from xover.run.external import slurm as launch_slurm
-    from xover.run import on_slurm as run_slurm
 
     scripts = []
     monkeypatch.setattr(launch_slurm, "submit", lambda script, *a, **k: scripts.append(script) or "41")
-    monkeypatch.setattr(run_slurm, "group_shape", lambda group: (1, 2))
+    monkeypatch.setattr(batch, "group_shape", lambda group: (1, 2))
     monkeypatch.setenv("XOVER_DB", "sqlite:///elsewhere.db")  # the flag's URL wins over the environment's
-    run = types.SimpleNamespace(id="20260101-000000-abcd", results_dir=tmp_path / "results" / "runs" / "x",
-                                context=types.SimpleNamespace(reaper=types.SimpleNamespace(add_slurm_job=lambda j: None)))
     plan = tmp_path / "plan.json"
     plan.write_text('{"device_kind": "cpu"}')
-    console = types.SimpleNamespace(print=lambda *a, **k: None)
-    run_slurm.submit_groups(run, _request(plan, SECRET_URL), console)
+    _following(tmp_path).submit_all(_request(plan, SECRET_URL))
     [script] = scripts
     [command] = [line for line in script.splitlines() if line.startswith("exec ")]
     assert "s3cret-pw" not in command and "--db" not in command
     assert f"export XOVER_DB={shlex.quote(SECRET_URL)}" in script.splitlines()
 
 
-def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch):
+def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch, tmp_path):
     from xover.errors import XoverError
-    from xover.run import jobs, on_slurm as run_slurm, targets
+    from xover.run import group_job, jobs, targets
+    from xover.run.on_slurm import SlurmLauncher
+    from xover.run.request import GroupRequest, RunOptions
     from xover.store import session
 
     opened = []
     monkeypatch.setattr(targets, "groups_from_plan", lambda *a: ([jobs.GroupToRun(index=0, jobs=[])], None))
-    monkeypatch.setattr(run_slurm.slurm, "allocation", lambda: type("A", (), {"describe": lambda self: "job"})())
-    monkeypatch.setattr(run_slurm, "remap_to_allocation", lambda group, allocation: None)
+    monkeypatch.setattr(SlurmLauncher, "job_here", lambda self: ("n1:2", "7", "job"))
+    monkeypatch.setattr(group_job, "remap_to_hosts", lambda group, hosts: None)
 
     def open_store(db):
         opened.append(db)
@@ -179,12 +201,13 @@ def test_a_groups_job_takes_the_store_from_its_environment(monkeypatch):
 
     monkeypatch.setattr(session, "open_store", open_store)
     monkeypatch.setenv("XOVER_DB", SECRET_URL)
+    request = GroupRequest("e", 0, "slurm", RunOptions(plan_path="p.json")).write(tmp_path / "request.json")
     with pytest.raises(SystemExit) as exited:
-        run_slurm.main(["--experiment", "e", "--plan", "p.json", "--group", "0"])
+        group_job.main([str(request)])
     assert exited.value.code == 2 and opened == [SECRET_URL]
     monkeypatch.delenv("XOVER_DB")
     with pytest.raises(SystemExit) as refused:
-        run_slurm.main(["--experiment", "e", "--plan", "p.json", "--group", "0"])
+        group_job.main([str(request)])
     assert refused.value.code == 2 and opened == [SECRET_URL]
 
 
@@ -193,10 +216,9 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
     the same ran later into the ended experiment, its rows `running` for good. Now it is looked up by
     its name, and the group's submission records it as submitted, so that the clean-up that follows
     (cancel_unfinished) cancels it and closes its rows."""
-    import types
 
+    from xover.run import batch
     from xover.run.external import slurm as launch_slurm
-    from xover.run import on_slurm as run_slurm
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -208,16 +230,14 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     real_run = launch_slurm._run
     monkeypatch.setattr(launch_slurm, "_run", lambda args, input=None, timeout_s=1.0: real_run(args, input, 1.0))
-    monkeypatch.setattr(run_slurm, "group_shape", lambda group: (1, 2))
+    monkeypatch.setattr(batch, "group_shape", lambda group: (1, 2))
     reaped = []
-    run = types.SimpleNamespace(id="20260101-000000-abcd", results_dir=tmp_path / "results" / "runs" / "x",
-                                context=types.SimpleNamespace(reaper=types.SimpleNamespace(add_slurm_job=reaped.append)))
     plan = tmp_path / "plan.json"
     plan.write_text('{"device_kind": "cpu"}')
-    console = types.SimpleNamespace(print=lambda *a, **k: None)
-    submitted: dict[int, str] = {}
-    with pytest.raises(launch_slurm.LostSubmission) as lost:
-        run_slurm.submit_groups(run, _request(plan, "sqlite:///x.db"), console, submitted=submitted)
+    following = _following(tmp_path, reaped)
+    with pytest.raises(batch.SubmissionLost) as lost:
+        following.submit_all(_request(plan, "sqlite:///x.db"))
+    submitted = following.submitted
     assert submitted == {0: "77"} and reaped == ["77"] and lost.value.job_ids == ["77"]
     assert "\n" not in str(lost.value) and "77" in str(lost.value)
     assert "--user=" in (bin_dir / "squeue.calls").read_text()  # only this user's jobs

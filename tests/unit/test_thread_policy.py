@@ -8,7 +8,8 @@ import pytest
 
 from xover.errors import XoverError
 from xover.runtime.thread_policy import CommThreads
-from xover.settings import COMM_THREADS_VARIABLE as POLICY_ENV, settings
+from xover.settings import COMM_THREADS_VARIABLE as POLICY_ENV
+from xover.settings import settings
 
 
 @pytest.fixture

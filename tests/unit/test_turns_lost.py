@@ -17,11 +17,11 @@ def test_a_turns_lost_record_is_accepted_with_the_runs_token_only():
 def test_the_record_and_the_report_of_a_run_whose_ranks_gave_up_turns_say_so(tmp_path, capsys):
     """Before: a worker that gave up its turns said so on stderr only; the run stayed recorded and
     reported as crossover, its figures taken for crossover's."""
-    from xover.report.html import report_html
+    from xover.analysis import experiment_jobs
     from xover.report.data import gather_report
+    from xover.report.html import report_html
     from xover.report.tables import print_failures
     from xover.store.models import Experiment, TurnEvent
-    from xover.analysis import experiment_jobs
 
     store, recorder, (run_a, run_b) = recorded_runs(tmp_path, [
         {"name": name, "mode": "crossover", "hosts": "localhost:2", "np": 2, "status": "running", "group_index": 0,

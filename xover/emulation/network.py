@@ -14,8 +14,8 @@ outlives the run, even if xover itself is killed.
 The link queues little, like a NIC with byte queue limits: 32 KiB packets and at most 32 KiB
 queued per TCP socket (`tcp_limit_output_bytes`, per namespace). With loopback's 64 KiB packets
 and the kernel's 4 MiB per socket, two bulk transfers kept tbf's whole 50 ms queue full, so every
-small all-reduce waited 50 ms behind a partner's (a 100 KB round trip took 14 ms instead of 1.6).
-Measured with two bulk flows at 1 Gbit/s: the same 1 Gbit/s in total, a 100 KB round trip 6 ms.
+small all-reduce waited 50 ms behind a partner's; with these limits it waits a few ms, the link as busy
+as before (docs/measurements.md, *Figures behind the design*: *The shaped link's queue*).
 
 Under the rate, packets wait in a priority queue (pfifo_fast: three bands by the sending socket's
 SO_PRIORITY, band 0 first), so that a job given the link first (turns/policies.py: link_bands) has its
@@ -145,6 +145,6 @@ class HostNetwork:
         pass
 
 
-def network_for(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1):
+def network_for(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1) -> ShapedNetwork | HostNetwork:
     """The network of a unit: `rate` per node (its `nodes` devices share the loopback), or the host's."""
     return ShapedNetwork(rate, env, nodes) if rate else HostNetwork()

@@ -20,9 +20,11 @@ model's prediction of each group (`throughput.py`; xover's own is the simulation
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..sharing import ALONE
 from .grouping import ALGORITHMS, GroupingRules
 from .instances import JobInstance
 from .model import JobProfile
@@ -57,7 +59,7 @@ class Unit:
     """Jobs that start together on the same devices: one job alone, or a group sharing them as predicted."""
 
     members: tuple[Queued, ...]
-    sharing: str = "alone"
+    sharing: str = ALONE.name
     speeds: tuple[float, ...] = (1.0,)
 
     @property
@@ -307,7 +309,7 @@ def place_now(units: Sequence[Unit], free: FreeDevices, rule: str = "best-fit", 
 
 
 def ready_to_start(
-    pending: Sequence[frozenset[Hashable]], busy: set[Hashable], exclusive: bool = False, running: bool = False
+    pending: Sequence[frozenset[Hashable]], busy: AbstractSet[Hashable], exclusive: bool = False, running: bool = False
 ) -> list[int]:
     """The runtime's start rule (`xover run`): which pending units (by index, in order) start now. A unit
     starts once its devices are free of every unit running (`busy`) and of every unit waiting before it

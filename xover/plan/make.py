@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import XoverError
+from ..sharing import ALONE, DEFAULT_WAY
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .decide import Queued, StepRules, decide
 from .grouping import ALGORITHMS, GroupingRules
@@ -46,7 +47,7 @@ class GroupPlan:
     predicted_iteration_ms: dict[str, float] = field(default_factory=dict)
     fluid_bound: float | None = None
     predicted_start_ms: float = 0.0
-    sharing: str = "crossover"
+    sharing: str = DEFAULT_WAY.name
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)
 
 
@@ -178,7 +179,7 @@ def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
         predicted_speed=prediction.speeds,
         predicted_iteration_ms=prediction.iteration_ms,
         fluid_bound=prediction.fluid_bound,
-        sharing="alone" if alone else prediction.sharing,
+        sharing=ALONE.name if alone else prediction.sharing,
         predicted_by_sharing={} if alone else {sharing: p.gain for sharing, p in considered.items()},
     )
 

@@ -159,7 +159,7 @@ def job_name_problem(name: str) -> str | None:
 
 
 # Next to a partner a job is never modelled faster than twice its speed alone; a measurement below
-# this is a disturbed one. (The lowest measured on this machine: -0.36.)
+# this is a disturbed one (the lowest measured: docs/measurements.md, *Figures behind the design*).
 MIN_INTERFERENCE = -0.5
 
 

@@ -17,9 +17,9 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                  "predicted_iteration_ms": {"resnet": 205.0, "vgg": 300.0},
                  "predicted_start_ms": 0.0,           # after the groups it waits for
                  "fluid_bound": 1.6,                  # the most any policy could get
-                 "sharing": "crossover",              # how it runs: crossover (under "policy"),
-                                                      # concurrent, mps; "alone" for one job
-                 "predicted_by_sharing": {"crossover": 1.41, "concurrent": 1.30}}],  # gain of each way considered
+                 "sharing": "concurrent",             # how it runs (a way of sharing, xover/sharing.py):
+                                                      # crossover under "policy", concurrent, mps; alone
+                 "predicted_by_sharing": {"concurrent": 1.41}}],  # the gain of each way it considered
      "jobs": {"resnet": {"devices": 2, "compute_ms": 130.0, "comm_ms": 40.0,
                          "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
                          "comm_cpu": 0.0, "checkpoint_ms": 1.0, "interference": 0.0,
@@ -66,6 +66,7 @@ from typing import Any, NoReturn
 
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..errors import XoverError
+from ..sharing import ALONE, DEFAULT_WAY
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .make import GroupPlan, Plan, PlannedScript
 from .model import InvalidJobProfile, JobProfile, job_name_problem
@@ -344,10 +345,10 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
 def _sharing(value: Any, where: str, jobs: int) -> str:
     """A group's way of sharing; plans from before it existed ran every group in crossover."""
     if value is None:
-        return "alone" if jobs == 1 else "crossover"
+        return ALONE.name if jobs == 1 else DEFAULT_WAY.name
     sharing = _text(value, where)
-    if jobs == 1 and sharing in (*SHARINGS, "alone"):
-        return "alone"  # a group of one job shares nothing, whatever an edited plan says
+    if jobs == 1 and sharing in (*SHARINGS, ALONE.name):
+        return ALONE.name  # a group of one job shares nothing, whatever an edited plan says
     if sharing not in SHARINGS:
         _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     return sharing

@@ -25,10 +25,9 @@ Every job alternates compute on the devices and an all-reduce on the link:
   it shares the devices, whatever the policy (mostly its partners' communication on the same cores:
   the engines' threads, the kernel's network work, the caches they evict); it shrinks where the
   interference is negative (what the thread policy saves, see `model.py`). The CPU time a partner's
-  communication takes (`comm_cpu`) is not charged on top: it understates that cost two to four
-  times (resnet-synthetic's device time grew 11-16% next to mlp-synthetic's or vgg-synthetic's
-  transfers, whose communication took 3-6% of a core; `make bench` of 2026-11-25), and the measured
-  interference already holds all of it. It stays in the fluid bound's device constraint.
+  communication takes (`comm_cpu`) is not charged on top: it understates that cost several times
+  (docs/measurements.md, *Figures behind the design*), and the measured interference already holds
+  all of it. It stays in the fluid bound's device constraint.
 
 All ranks of a job run in step (the same policy decisions on every device), so one device stands
 for all the devices of the group. `simulate` returns each job's iteration time and its speed

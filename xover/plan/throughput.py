@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..sharing import ALONE
 from ..turns.policies import DEFAULT_POLICY
 from .grouping import group_period_ms
 from .model import JobProfile
@@ -88,7 +89,7 @@ class XoverModel:
     def predict(self, jobs: Sequence[JobProfile]) -> Speeds:
         """The way of sharing `xover plan` would pick for these jobs, and their speeds under it."""
         if len(jobs) == 1:
-            return Speeds((1.0,), "alone", jobs[0].solo_ms)
+            return Speeds((1.0,), ALONE.name, jobs[0].solo_ms)
         picked = self.group_prediction(jobs)
         speeds = tuple(picked.speeds[job.name] for job in jobs)
         gain = sum(speeds)
@@ -146,7 +147,7 @@ class InterleaveModel:
     def predict(self, jobs: Sequence[JobProfile]) -> Speeds:
         """Each job does one iteration per group iteration; its speed is its own alone over that."""
         if len(jobs) == 1:
-            return Speeds((1.0,), "alone", self.iteration_ms(jobs[0]))
+            return Speeds((1.0,), ALONE.name, self.iteration_ms(jobs[0]))
         period = self.group_iteration_ms(jobs)
         speeds = tuple(self.iteration_ms(job) * self.alone_factor / period for job in jobs)
         return Speeds(speeds, "interleaved", period)

@@ -34,7 +34,6 @@ from typing import Any
 from sqlalchemy import select
 
 from ..devices import gpu_ids, hardware_fingerprint, local_device_count
-from ..emulation.network import requested_rate
 from ..errors import XoverError
 from ..hosts import parse_hosts
 from ..plan.from_profiles import job_profile
@@ -45,6 +44,7 @@ from ..run.experiment import Experiment, experiment, lease_devices, link_of
 from ..run.jobs import job_for
 from ..run.mps import MpsDaemon, control_program
 from ..run.ranks import check_devices
+from ..run.reach import requested_rate
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
 from ..run.traits import traits_of

@@ -40,6 +40,7 @@ from ..plan.model import JobProfile
 from ..plan.placement import Host
 from ..plan.state import Devices, FreeDevices
 from ..plan.throughput import ThroughputModel
+from ..sharing import ALONE
 from .policies import TIRESIAS_LIMITS, Policy
 
 RESCHEDULES = ("keep", "repack")
@@ -482,7 +483,7 @@ class Replay:
 
     # ---------------------------------------------------------------- starting and stopping
     def _start(self, jobs: list[_Job], devices: Devices, sharing: str, speeds: Sequence[float]) -> _Unit:
-        unit = _Unit(jobs, devices, sharing if len(jobs) > 1 else "alone")
+        unit = _Unit(jobs, devices, sharing if len(jobs) > 1 else ALONE.name)
         self.units[unit] = None
         self.running_jobs += len(jobs)
         for job, speed in zip(jobs, speeds):
@@ -560,7 +561,7 @@ class Replay:
         for member in unit.jobs:
             self._account(member)
         speeds = self.model.predict([member.profile() for member in unit.jobs])
-        unit.sharing = "alone" if len(unit.jobs) == 1 else speeds.sharing
+        unit.sharing = ALONE.name if len(unit.jobs) == 1 else speeds.sharing
         self._occupy(unit, +1)
         for member, speed in zip(unit.jobs, speeds.speeds):
             member.rate = speed / self.rules.alone_factor
@@ -664,7 +665,7 @@ class Replay:
             devices = self.free.place(job.gpus, self.rules.placement)
             if devices is None:
                 return  # strict FIFO: the first job does not fit
-            self._start([job], devices, "alone", (1.0,))
+            self._start([job], devices, ALONE.name, (1.0,))
 
     def _preempt(self) -> None:
         """While a waiting job goes before a running one, it takes (some of) the devices of the running
@@ -687,7 +688,7 @@ class Replay:
                 self._stop(unit, preempted=True)
             devices = self.free.place(job.gpus, self.rules.placement)
             assert devices is not None
-            self._start([job], devices, "alone", (1.0,))
+            self._start([job], devices, ALONE.name, (1.0,))
             self._fill()
 
     def _victims(self, job: _Job, key: float) -> list[_Unit] | None:

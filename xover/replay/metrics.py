@@ -18,6 +18,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..sharing import ALONE
 from .engine import ReplayOutcome
 
 BUCKETS = 400  # points of the utilisation over time a replay keeps
@@ -86,7 +87,7 @@ def summarise(outcome: ReplayOutcome) -> ReplaySummary:
         makespan_s=makespan,
         avg_queue_s=statistics.fmean(job.queued_s for job in done) if done else math.nan,
         utilisation=busy / (outcome.devices * makespan) if makespan > 0 else math.nan,
-        grouped_share=1.0 - shares.get("alone", 1.0) if busy else 0.0,
+        grouped_share=1.0 - shares.get(ALONE.name, 1.0) if busy else 0.0,
         by_sharing=shares,
         events=outcome.events,
         preemptions=sum(job.preemptions for job in outcome.jobs),

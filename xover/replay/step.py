@@ -16,9 +16,17 @@ from typing import Any
 from sqlalchemy import insert
 
 from ..errors import XoverError
+from ..hosts import parse_hosts
 from ..plan.model import JobProfile
 from ..plan.placement import Host
+from ..plan.state import PLACEMENTS
+from ..plan.step import profiles_of_recipes
 from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
+from ..plan.trace import load_trace_csv
+from ..recipes import load_recipe
+from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation, utcnow
+from ..store.queries import new_experiment_id
+from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY
 from ..turns.policies import POLICIES as TURN_POLICIES
 from .engine import ReplayOutcome, ReplayRules, replay
@@ -102,7 +110,6 @@ Progress = Callable[[str, int, int], None]  # (policy, jobs finished, jobs in al
 
 def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
     """The hosts of `-H h1:8,h2:8` or `--cluster 8x8` (8 hosts of 8 devices, named n0..n7)."""
-    from ..hosts import parse_hosts
 
     if bool(hosts) == bool(cluster):
         raise XoverError(
@@ -124,7 +131,6 @@ def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
 
 def check_request(request: SimulateRequest) -> None:
     """Every option checked before the trace is read: one line naming the option and what to give."""
-    from ..plan.state import PLACEMENTS
 
     if request.fmt is not None and request.fmt not in FORMATS:
         raise XoverError(f"--format {request.fmt}: choose {', '.join(FORMATS)}")
@@ -162,17 +168,12 @@ def profile_lookup(
     """How a model name becomes a profile: a row of the profiles CSV (`xover plan --profiles`' format), or
     the newest stored profile of the recipe of that name (at --bandwidth, or its one link rate)."""
     if profiles_csv:
-        from ..plan.trace import load_trace_csv
-
         by_name = {profile.name: profile for profile in load_trace_csv(profiles_csv)}
         return by_name.get
     found: dict[str, JobProfile | None] = {}
 
     def stored(name: str) -> JobProfile | None:
         if name not in found:
-            from ..plan.step import profiles_of_recipes
-            from ..recipes import load_recipe
-
             jobs, _, _, _ = profiles_of_recipes(db, [load_recipe(name)], bandwidth)
             found[name] = jobs[0]
         return found[name]
@@ -279,10 +280,6 @@ def store_simulation(
     command: str,
 ) -> str:
     """The simulation as an experiment (kind simulate) and its replays, jobs and utilisation; its id."""
-    from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation, utcnow
-    from ..store.queries import new_experiment_id
-    from ..store.session import open_store
-
     experiment_id = new_experiment_id()
     spec = ",".join(f"{name}:{slots}" for name, slots in hosts)
     store = open_store(db)
@@ -295,67 +292,84 @@ def store_simulation(
             )
             session.flush()
             for name, outcome, wall, rules in replays:
-                summary = summarise(outcome)
-                row = Replay(
-                    experiment_id=experiment_id,
-                    policy=name,
-                    model=model.describe(),
-                    trace=trace.path,
-                    trace_format=trace.format,
-                    hosts=spec,
-                    devices=outcome.devices,
-                    settings={
-                        **settings,
-                        "placement": rules.placement,
-                        "reschedule": rules.reschedule,
-                        "restart": rules.restart,
-                        "alone_factor": rules.alone_factor,
-                        "skipped": trace.skipped,
-                        "notes": trace.notes,
-                    },
-                    jobs=summary.jobs,
-                    finished=summary.finished,
-                    avg_jct_s=_number(summary.avg_jct_s),
-                    median_jct_s=_number(summary.median_jct_s),
-                    p99_jct_s=_number(summary.p99_jct_s),
-                    makespan_s=_number(summary.makespan_s),
-                    avg_queue_s=_number(summary.avg_queue_s),
-                    utilisation=_number(summary.utilisation),
-                    grouped_share=_number(summary.grouped_share),
-                    by_sharing=summary.by_sharing,
-                    events=summary.events,
-                    preemptions=summary.preemptions,
-                    wall_s=wall,
-                )
+                row = _replay_row(experiment_id, name, outcome, wall, rules, trace, spec, model, settings)
                 session.add(row)
                 session.flush()
-                session.execute(
-                    insert(ReplayJob),
-                    [
-                        {
-                            "replay_id": row.id,
-                            "name": job.name,
-                            "kind": job.kind,
-                            "gpus": job.gpus,
-                            "arrival_s": job.arrival_s,
-                            "start_s": _number(job.start_s),
-                            "end_s": _number(job.end_s),
-                            "work_s": job.work_s,
-                            "preemptions": job.preemptions,
-                            "grouped_s": job.grouped_s,
-                        }
-                        for job in outcome.jobs
-                    ],
-                )
-                points = utilisation_over_time(outcome)
-                if points:
-                    session.execute(
-                        insert(ReplayUtilisation),
-                        [{"replay_id": row.id, **point.__dict__} for point in points],
-                    )
+                _store_jobs_and_utilisation(session, row.id, outcome)
     finally:
         store.close()
     return experiment_id
+
+
+def _replay_row(
+    experiment_id: str,
+    name: str,
+    outcome: ReplayOutcome,
+    wall: float,
+    rules: ReplayRules,
+    trace: Trace,
+    spec: str,
+    model: ThroughputModel,
+    settings: dict[str, Any],
+) -> Replay:
+    """One policy's replay as its row: its settings and summary."""
+    summary = summarise(outcome)
+    return Replay(
+        experiment_id=experiment_id,
+        policy=name,
+        model=model.describe(),
+        trace=trace.path,
+        trace_format=trace.format,
+        hosts=spec,
+        devices=outcome.devices,
+        settings={
+            **settings,
+            "placement": rules.placement,
+            "reschedule": rules.reschedule,
+            "restart": rules.restart,
+            "alone_factor": rules.alone_factor,
+            "skipped": trace.skipped,
+            "notes": trace.notes,
+        },
+        jobs=summary.jobs,
+        finished=summary.finished,
+        avg_jct_s=_number(summary.avg_jct_s),
+        median_jct_s=_number(summary.median_jct_s),
+        p99_jct_s=_number(summary.p99_jct_s),
+        makespan_s=_number(summary.makespan_s),
+        avg_queue_s=_number(summary.avg_queue_s),
+        utilisation=_number(summary.utilisation),
+        grouped_share=_number(summary.grouped_share),
+        by_sharing=summary.by_sharing,
+        events=summary.events,
+        preemptions=summary.preemptions,
+        wall_s=wall,
+    )
+
+
+def _store_jobs_and_utilisation(session: Any, replay_id: int, outcome: ReplayOutcome) -> None:
+    """A replay's jobs and its utilisation over time, inserted in bulk."""
+    session.execute(
+        insert(ReplayJob),
+        [
+            {
+                "replay_id": replay_id,
+                "name": job.name,
+                "kind": job.kind,
+                "gpus": job.gpus,
+                "arrival_s": job.arrival_s,
+                "start_s": _number(job.start_s),
+                "end_s": _number(job.end_s),
+                "work_s": job.work_s,
+                "preemptions": job.preemptions,
+                "grouped_s": job.grouped_s,
+            }
+            for job in outcome.jobs
+        ],
+    )
+    points = utilisation_over_time(outcome)
+    if points:
+        session.execute(insert(ReplayUtilisation), [{"replay_id": replay_id, **point.__dict__} for point in points])
 
 
 def _number(value: float) -> float | None:

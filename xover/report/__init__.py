@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..config import results_root
 from ..console import console, errors, print_json
 from ..store.session import shown_url
 from . import mlflow, tables
+from . import simulation as simulation_views
 from .data import (
     ExperimentBrief,
     ExperimentReport,
@@ -31,10 +31,8 @@ from .data import (
 )
 from .html import report_html, summary_html
 from .plots import make_pictures, predicted_vs_measured_picture
+from .simulation import SimulationReport, gather_simulation
 from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
-
-if TYPE_CHECKING:
-    from .simulation import SimulationReport
 
 FORMATS = ("table", "json", "csv", "html", "mlflow")
 
@@ -75,8 +73,6 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
             else:
                 experiment = find_experiment(session, target, where)
                 if experiment.kind == "simulate":
-                    from .simulation import gather_simulation
-
                     simulation = gather_simulation(session, experiment, with_jobs=fmt != "table")
                     report, briefs = None, []
                 else:
@@ -165,17 +161,15 @@ def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], 
 
 def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) -> None:
     """A simulation's report (`xover simulate`) in `fmt`: its policies side by side."""
-    from . import simulation as views
-
     folder = run_folder(simulation.id)
     if fmt == "table":
-        views.print_simulation_tables(simulation, {})
+        simulation_views.print_simulation_tables(simulation, {})
     elif fmt == "csv":
         target = Path(out) if out else folder
         if target.suffix.lower() == ".csv":
             target = target.parent
         try:
-            written = views.write_simulation_csv(simulation, target)
+            written = simulation_views.write_simulation_csv(simulation, target)
         except OSError as error:
             raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
         if out:
@@ -186,11 +180,11 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
             for path in written:
                 errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
     else:
-        pictures = views.simulation_pictures(simulation, folder)
+        pictures = simulation_views.simulation_pictures(simulation, folder)
         if fmt == "json":
-            _emit_json(views.simulation_dict(simulation, pictures), out)
+            _emit_json(simulation_views.simulation_dict(simulation, pictures), out)
         else:
-            page = views.simulation_html(simulation, pictures)
+            page = simulation_views.simulation_html(simulation, pictures)
             _write_text(Path(out) if out else folder / "report.html", "report.html", page)
 
 

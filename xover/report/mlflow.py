@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 from ..console import errors
 from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
+from ..sharing import turn_taking
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
 from .tables import report_dict
@@ -335,7 +336,7 @@ def _write_job(
     job: RunResult,
     recipe: dict[str, str],
 ) -> None:
-    label = f"{job.name} {job.mode}" + (f" ({job.policy})" if job.policy and job.mode == "crossover" else "")
+    label = f"{job.name} {job.mode}" + (f" ({job.policy})" if job.policy and turn_taking(job.mode) else "")
     tags = {
         "mlflow.parentRunId": parent,
         TAG_EXPERIMENT: report.id,

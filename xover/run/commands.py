@@ -16,7 +16,6 @@ from typing import Any
 
 from ..analysis import compare, experiment_jobs
 from ..console import errors
-from ..emulation.network import requested_rate
 from ..errors import XoverError
 from ..plan import Plan
 from ..plan.step import store_plan
@@ -24,7 +23,7 @@ from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import settings
-from ..sharing import ALL, PLANNED, WAYS, Mode, default_modes, run_modes
+from ..sharing import PLANNED, WAYS, Mode, modes_of
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -32,9 +31,11 @@ from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .exporter import PrometheusSink, check_port, run_facts
 from .jobs import GroupToRun, job_for
-from .launchers import DEFAULT_LAUNCHER, LaunchRequest, check_launcher_options, hosts_or_allocation, launcher_named
+from .launchers import check_launcher_options, hosts_or_allocation, launcher_named
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
+from .reach import requested_rate
+from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
 from .targets import run_targets
@@ -73,31 +74,6 @@ def train_recipe(
     for job_summary in jobs:
         job_summary["slowdown"] = 1.0
     return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": jobs}
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How `xover run` runs its groups: the command line's choices, each as its option says
-    (docs/reference.md, `xover run`). A launcher gets them resolved, in its LaunchRequest (launchers.py)."""
-
-    modes: tuple[str, ...] = field(default_factory=lambda: tuple(modes_of(None, plan=False)))
-    policies: tuple[str, ...] = (DEFAULT_POLICY,)
-    engine: str = "horovod"
-    bandwidth: str | None = None  # a link rate, 'host', or None: the jobs' own
-    iterations: int | None = None
-    seconds: float | None = None
-    timeout_s: float | None = None
-    wait: bool = False  # for devices another xover holds
-    mps: bool = False  # every unit under a CUDA MPS daemon of the run's own (run/mps.py)
-    allow_changed: bool = False  # run a plan's scripts changed since they were profiled
-    launcher: str = DEFAULT_LAUNCHER
-    launcher_options: dict[str, str | None] = field(default_factory=dict)  # its own (--partition, ...)
-    plan: Plan | None = None  # the plan the groups come from, recorded with the run
-    plan_path: str | None = None
-    kind: str = "run"  # the experiment's kind in the store
-    command: str = "xover run"  # the command line, as recorded
-    show_progress: bool = True
-    metrics_port: int | None = None  # serve the run's figures to Prometheus here (None: XOVER_METRICS_PORT, else off)
 
 
 def check_seconds(flag: str, value: float | None) -> None:
@@ -205,7 +181,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     settings_from_env()  # a bad variable is refused before the plan is recorded
     chosen = launcher_named(options.launcher)
     # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
-    # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (on_slurm.py)
+    # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (group_job.py)
     mps = options.mps or (
         chosen.runs_here and modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups)
     )
@@ -240,7 +216,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         check_port(port)
     if chosen.runs_here:
         request = replace(request, exporter=metrics_exporter(port, groups, planned=options.plan is not None))
-    elif port is not None:  # each group serves its own, on its first node (on_slurm.py)
+    elif port is not None:  # each group serves its own, on its first node (group_job.py)
         request = replace(request, options=replace(request.options, metrics_port=port))
     try:
         plan = options.plan
@@ -248,7 +224,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
             with store.session() as session, session.begin():
                 request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
         started = time.time()
-        current, launcher_jobs = chosen.launch(request)
+        launched = chosen.launch(request)
+        current, launcher_jobs = launched.experiment, launched.launcher_jobs
         makespan_s = time.time() - started
     finally:
         if request.exporter is not None:
@@ -274,7 +251,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     )
 
 
-def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool):
+def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) -> PrometheusSink | None:
     """The Prometheus exporter of `xover run --metrics-port PORT` (or XOVER_METRICS_PORT), serving from now
     on; None when neither asks for one."""
     if port is None:
@@ -311,31 +288,3 @@ def _overlapping_groups(jobs: list[RunResult]) -> int:
         current += change
         busiest = max(busiest, current)
     return busiest
-
-
-def modes_of(mode: str | None, plan: bool = True) -> list[str]:
-    """`--mode`: one mode, `all`, a comma list such as `sequential,crossover` (the baseline a user
-    wants beside crossover, without the third), run in the order of `sharing.run_modes()` whatever the
-    order given, or, for a plan, `planned` (each group in the way of sharing its plan picked, as
-    scheduled); None: the default (`sharing.default_modes`)."""
-    mode = default_modes(plan) if mode is None else mode
-    choices = [str(m) for m in run_modes()]
-    asked = [part.strip() for part in mode.split(",")]
-    if PLANNED in asked:
-        if not plan:
-            raise XoverError(
-                f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
-                f"has no plan (choose {', '.join(reversed(choices))} or {ALL})"
-            )
-        if asked != [PLANNED]:
-            raise XoverError(
-                f"--mode {mode}: planned is a mode of its own (the plan's schedule); compare with --mode all"
-            )
-        return [PLANNED]
-    unknown = [part for part in asked if part not in (*choices, ALL)]
-    if unknown or not all(asked):
-        raise XoverError(
-            f"--mode {mode}: choose {', '.join(reversed(choices))}, a comma list of them, or {ALL} "
-            f"(or {PLANNED}: a plan's groups as it picked)"
-        )
-    return choices if ALL in asked else [m for m in choices if m in asked]

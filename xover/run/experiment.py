@@ -10,6 +10,7 @@ settings_from_env() the run's XOVER_* settings, checked before anything is recor
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -20,14 +21,12 @@ from pathlib import Path
 
 from ..config import XOVER_ROOT, results_root
 from ..console import errors
-from ..emulation import cluster
-from ..errors import XoverError
-from ..hosts import is_local
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .jobs import JobSpec
 from .leases import DeviceLeases, describe_busy
+from .reach import link_rate
 from .record import Recorder, reconcile_lost
 from .schedule import RunContext
 from .sinks import MetricSink, StoreSink, deliver, sinks_named
@@ -55,9 +54,10 @@ class Reaper:
             self.hosts.add(host)
             self._send(f"host {host}")
 
-    def add_slurm_job(self, job_id: str) -> None:
-        """A Slurm job the experiment submitted, for the reaper to cancel should xover die."""
-        self._send(f"slurm {job_id}")
+    def add_job(self, cancel_command: list[str]) -> None:
+        """A job the experiment submitted to a launcher's scheduler, by the command that ends it: the reaper
+        runs it should xover die."""
+        self._send(f"cancel {json.dumps(cancel_command)}")
 
     def _send(self, line: str) -> None:
         assert self.process.stdin is not None  # piped
@@ -98,16 +98,7 @@ def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
     """The link a run's figures are keyed by: --bandwidth (this machine's shaped loopback), 'host'
     (unshaped), or the emulated cluster's NIC rate when jobs span its hosts. Checked before anything
     is recorded: a spec that mixes emulated and other hosts, or --bandwidth across hosts, is refused."""
-    remote = sorted({host for job in jobs for host in job.devices if not is_local(host)})
-    if not remote:
-        return bandwidth or "host"
-    cluster.launch_prefix(remote)  # refuses a spec that mixes emulated hosts with others
-    if bandwidth:
-        raise XoverError(
-            f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
-            "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)"
-        )
-    return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
+    return link_rate(sorted({host for job in jobs for host in job.devices}), bandwidth)
 
 
 @contextlib.contextmanager

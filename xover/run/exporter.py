@@ -34,6 +34,7 @@ from ..errors import XoverError
 from ..hosts import is_local
 from ..records import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
 from ..settings import settings
+from ..sharing import Mode, turn_taking
 from ..turns.credentials import MetricsCredentials, metrics_credentials
 from ..turns.metrics import WAIT_BUCKETS, MetricsHttp, TurnMetrics, WsgiApp, serve_http
 from ..turns.service import TurnServerEndpoint
@@ -270,7 +271,7 @@ class PrometheusSink(MetricSink):
         with self._guarded():
             state = self._job(job)
             self.metrics.running.labels(**state.labels).set(0)
-            if job.mode == "sequential" and state.recent:
+            if job.mode == Mode.SEQUENTIAL and state.recent:
                 self.measured_alone[job.job] = [iteration_s for _, iteration_s, _ in state.recent]
 
     def turn_servers(self, unit: str, endpoints: Sequence[TurnServerEndpoint]) -> None:
@@ -336,7 +337,7 @@ class PrometheusSink(MetricSink):
         metrics.data.labels(**labels).inc(max(record.data_s, 0.0))
         metrics.compute.labels(**labels).inc(max(record.compute_s, 0.0))
         metrics.communication.labels(**labels).inc(max(record.communication_s, 0.0))
-        if job.mode == "crossover":
+        if turn_taking(job.mode):
             metrics.turn_wait.labels(**labels).observe(max(record.wait_s, 0.0))
         if record.loss is not None:
             metrics.loss.labels(**labels).set(record.loss)

@@ -9,7 +9,7 @@ through CUDA_MPS_PIPE_DIRECTORY. Each worker records whether MPS served it (runs
 The folders are made 0700 by xover; one already there is used only if it is a real folder (not a link)
 of the user's, and is made 0700 first (a results root may be shared: another user's folder or link
 there would receive the daemon's pipes and log). Under `--launcher slurm`, a group the plan put under
-MPS starts its own daemon on its node, inside its Slurm job (run/on_slurm.py): the submitting host (a
+MPS starts its own daemon on its node, inside its Slurm job (run/group_job.py): the submitting host (a
 login node) need have no GPU.
 """
 

@@ -68,7 +68,15 @@ class HorovodRanks(EngineRanks):
 
     engine = HOROVOD
 
-    def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
+    def launch_commands(
+        self,
+        job: JobSpec,
+        log_dir: Path,
+        spec_path: Path,
+        env: dict[str, str],
+        prefix: list[str],
+        deadline: float | None = None,
+    ) -> list[list[str]]:
         """One horovodrun for every host, over the emulated hosts' interfaces where there are some; the
         metric token and the job file's variables reach the ranks through a private file on each host."""
         shim = self.shim_program(job)
@@ -89,7 +97,7 @@ class HorovodRanks(EngineRanks):
             ]
         ]
 
-    def launch_env(self, job, env):
+    def launch_env(self, job: JobSpec, env: dict[str, str]) -> dict[str, str]:
         """horovodrun copies all of its environment onto its ranks' command lines: an allow-list, without
         the store's URL, the metric token or the job file's variables (run/external/horovodrun.py)."""
         return horovodrun_env(env, (*SECRET_VARIABLES, *job.recipe.variable_names))
@@ -100,14 +108,13 @@ class TorchRanks(EngineRanks):
 
     engine = TORCH
 
-    def check_jobs(self, device_kind):
+    def check_jobs(self, device_kind: str) -> None:
         """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
         torch_backend(device_kind == "gpu")
 
-    def crossover_warning(self):
+    def crossover_warning(self) -> str | None:
         """On GPUs over NCCL: an NCCL all-reduce waiting for its peer is a kernel that spins on the GPU,
-        and the partner's turn is time-sliced with it (docs/measurements.md: a compute-heavy job's
-        compute 1.96x, crossover 0.60x of concurrent)."""
+        and the partner's turn is time-sliced with it (docs/gpu.md, docs/measurements.md)."""
         if local_device_count()[0] != "gpu" or torch_backend(on_gpu=True) != "nccl":
             return None
         return (
@@ -116,7 +123,15 @@ class TorchRanks(EngineRanks):
             "to the partner (docs/gpu.md)"
         )
 
-    def launch_commands(self, job, log_dir, spec_path, env, prefix, deadline=None):
+    def launch_commands(
+        self,
+        job: JobSpec,
+        log_dir: Path,
+        spec_path: Path,
+        env: dict[str, str],
+        prefix: list[str],
+        deadline: float | None = None,
+    ) -> list[list[str]]:
         """torchrun, one per node (over ssh for other hosts)."""
         return [
             [*prefix, *command]

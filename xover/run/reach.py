@@ -11,7 +11,7 @@ their network as it is.
 from __future__ import annotations
 
 from ..emulation import cluster
-from ..emulation.network import network_for, requested_rate
+from ..emulation.network import HostNetwork, ShapedNetwork, network_for, requested_rate
 from ..errors import XoverError
 from ..hosts import is_local
 
@@ -58,7 +58,7 @@ def link_rate(hosts: list[str], bandwidth: str | None) -> str:
     return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
 
 
-def shaped_link(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1):
+def shaped_link(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1) -> ShapedNetwork | HostNetwork:
     """A unit's network, entered and left around it: `rate` per node (its `nodes` devices share this
     machine's loopback), or the host's as it is (None)."""
     return network_for(rate, env, nodes)

@@ -14,17 +14,21 @@ sockets, and marks the experiment's unfinished rows `lost`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
+import time
 
 from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
 from ..store.models import Experiment
 from ..store.session import open_store
 from ..turns.service import runtime_dir
-from .external.slurm import cancel
 from .record import mark_lost as mark
+
+CANCEL_RETRY_S = 60.0  # a scheduler's controller slow to answer is asked again, for a minute
 
 
 def remove_sockets(experiment: str) -> None:
@@ -51,18 +55,38 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
 
 
 def reap(
-    experiment: str, db: str | None, hosts: list[str], remote_prefix: list[str], slurm_jobs: list[str] | None = None
+    experiment: str,
+    db: str | None,
+    hosts: list[str],
+    remote_prefix: list[str],
+    cancel_commands: list[list[str]] | None = None,
 ) -> None:
-    """Clean up after a dead xover: cancel its Slurm jobs, stop its processes here and on `hosts`, remove
-    its sockets and mark it lost."""
-    for job_id in slurm_jobs or []:  # the groups it submitted: cancelled, not left running unwatched
-        try:
-            cancel(job_id, retry_s=60)  # a controller slow to answer is asked again, for a minute
-        except Exception:  # Slurm unreachable: nothing more a reaper can do
-            pass
+    """Clean up after a dead xover: cancel the jobs it submitted to a launcher's scheduler, stop its
+    processes here and on `hosts`, remove its sockets and mark it lost."""
+    for command in cancel_commands or []:  # the groups it submitted: cancelled, not left running unwatched
+        run_until_done(command, CANCEL_RETRY_S)
     sweep(EXPERIMENT_VARIABLE, experiment, hosts, remote_prefix)
     remove_sockets(experiment)
     mark_lost(db, experiment)
+
+
+def run_until_done(command: list[str], limit_s: float) -> bool:
+    """Run `command` until it exits 0 (pauses of 1, 2, 4 ... s between tries), for at most `limit_s`: a
+    scheduler slow to answer is asked again. Whether it succeeded (unreachable: nothing more to do)."""
+    deadline, pause = time.monotonic() + limit_s, 1.0
+    while True:
+        try:
+            if (
+                subprocess.run(command, capture_output=True, timeout=max(1.0, deadline - time.monotonic())).returncode
+                == 0
+            ):
+                return True
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if time.monotonic() + pause > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 15.0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,17 +114,18 @@ def main(argv: list[str] | None = None) -> None:
         return
     last = b""
     hosts = list(args.host)
-    slurm_jobs: list[str] = []
-    for line in sys.stdin.buffer:  # "host NAME" / "slurm JOBID": what the run reached; "done": it ended properly
+    cancel_commands: list[list[str]] = []
+    # "host NAME" / "cancel [ARGV...]": what the run reached and submitted; "done": it ended properly
+    for line in sys.stdin.buffer:
         line = line.strip()
         if line.startswith(b"host "):
             hosts.append(line[5:].decode())
-        elif line.startswith(b"slurm "):
-            slurm_jobs.append(line[6:].decode())
+        elif line.startswith(b"cancel "):
+            cancel_commands.append(json.loads(line[7:]))
         elif line:
             last = line
     if last != b"done":
-        reap(args.experiment, args.db, sorted(set(hosts)), args.remote_prefix.split(), slurm_jobs)
+        reap(args.experiment, args.db, sorted(set(hosts)), args.remote_prefix.split(), cancel_commands)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import re
 import socket
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 from sqlalchemy import select
@@ -29,7 +30,7 @@ from ..records import (
     StartRecord,
     TurnsLostRecord,
 )
-from ..sharing import turn_taking
+from ..sharing import RunStatus, turn_taking
 from ..store.models import (
     ACTIVE_STATUSES,
     Evaluation,
@@ -42,6 +43,15 @@ from ..store.models import (
 from ..store.queries import ITERATION_COLUMNS, snapshot_recipe
 from ..store.session import Store
 from .jobs import JobSpec
+
+
+class PlannedUnit(Protocol):
+    """What a group was to run, as units.group_units makes it (schedule.Unit)."""
+
+    jobs: list[JobSpec]
+    mode: str
+    policy: str | None
+    group: int | None
 
 
 def owner_identity() -> tuple[str, int, float]:
@@ -86,9 +96,9 @@ def mark_lost(session, experiment: Experiment) -> None:
 class Recorder:
     """The store side of one experiment."""
 
-    def __init__(self, store: Store, experiment_id: str, slurm_job_id: str | None = None) -> None:
+    def __init__(self, store: Store, experiment_id: str, launcher_job_id: str | None = None) -> None:
         self.store, self.experiment_id = store, experiment_id
-        self.slurm_job_id = slurm_job_id  # set when the runs execute inside a Slurm job
+        self.launcher_job_id = launcher_job_id  # set when the runs execute inside a job of a launcher's scheduler
 
     def open(self, kind: str, command: str, bandwidth: str | None, plan_id: int | None) -> None:
         """Record the experiment's row, owned by this process (so a later command can tell if it died)."""
@@ -145,7 +155,7 @@ class Recorder:
                     devices=job.devices_env(),
                     status="pending",
                     iterations_planned=job.recipe.iterations,
-                    slurm_job_id=self.slurm_job_id,
+                    launcher_job_id=self.launcher_job_id,
                 )
                 session.add(run)
                 session.flush()
@@ -154,6 +164,44 @@ class Recorder:
                 run.log_dir = str(log_dir)
                 created.append((run.id, log_dir))
         return created
+
+    def launcher_job_ended(
+        self, units: Sequence[PlannedUnit], job_id: str, status: str, said: str, why: str, succeeded: bool
+    ) -> None:
+        """A group's job of a launcher's scheduler ended (`said`: as the scheduler names its end; `why`: its
+        reason, or ""). Runs its xover left open end `status`, as do runs it left interrupted when the job did
+        not succeed (the scheduler stopped them); runs it never got to (all of them, when it was cancelled
+        while pending) are recorded so. `units`: what the group was to run (units.group_units)."""
+        index = units[0].group
+        with self.store.session() as session, session.begin():
+            experiment = session.get_one(Experiment, self.experiment_id)
+            runs = [r for r in experiment.runs if r.group_index == index and r.launcher_job_id == job_id]
+            made = {(r.name, r.mode, r.policy) for r in runs}
+            for unit in units if not succeeded else []:
+                for job in unit.jobs:
+                    if (job.name, unit.mode, unit.policy) not in made:
+                        session.add(
+                            Run(
+                                experiment_id=self.experiment_id,
+                                recipe_id=snapshot_recipe(session, job.recipe).id,
+                                name=job.name,
+                                mode=unit.mode,
+                                policy=unit.policy,
+                                engine=job.engine,
+                                group_index=index,
+                                hosts=job.hosts,
+                                np=job.np,
+                                devices=job.devices_env(),
+                                status=status,
+                                launcher_job_id=job_id,
+                                ended_at=utcnow(),
+                                error=said + why,
+                            )
+                        )
+            for row in runs:
+                if row.status in ACTIVE_STATUSES or (not succeeded and row.status == RunStatus.INTERRUPTED):
+                    row.status, row.ended_at = status, row.ended_at or utcnow()
+                    row.error = (row.error + "\n" if row.error else "") + said
 
     def mark_started(self, run_ids: list[int]) -> None:
         """The runs have started."""

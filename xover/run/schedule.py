@@ -30,7 +30,7 @@ from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
 from ..errors import XoverError
-from ..hosts import is_local
+from ..hosts import Device, is_local
 from ..plan.decide import ready_to_start
 from ..processes import sweep
 from ..records import MetricRecord, TurnsLostRecord, checked_record
@@ -48,6 +48,7 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
     settings,
 )
+from ..sharing import turn_taking
 from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.service import ServedTurns, TurnService
@@ -86,7 +87,7 @@ class Unit:
     turns: TurnService | None = None
 
     @property
-    def devices(self) -> set:
+    def devices(self) -> set[Device]:
         """Every device the unit's jobs use."""
         return set().union(*(job.device_set for job in self.jobs))
 
@@ -98,7 +99,7 @@ class Unit:
     @property
     def crossover(self) -> bool:
         """Whether its jobs take turns: crossover, with a partner to take them with."""
-        return self.mode == "crossover" and len(self.jobs) > 1
+        return turn_taking(self.mode) and len(self.jobs) > 1
 
 
 @dataclass
@@ -160,8 +161,8 @@ def worker_env(
     env.pop(TURN_SOCKET_VARIABLE, None)
     env.pop(LINK_PRIORITY_VARIABLE, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
-    # co-located jobs share, that burns cycles a partner needs. 5 ms measured slightly faster here; 2 ms
-    # within 1.4% of it on the emulated cluster (docs/measurements.md, `make demo` runs). A user's own wins.
+    # co-located jobs share, that burns cycles a partner needs; 5 ms measured best (docs/measurements.md,
+    # *Figures behind the design*: *Horovod's cycle time*). A user's own wins.
     env.setdefault("HOROVOD_CYCLE_TIME", "5")
     if turns is not None:
         env.update({TURN_SOCKET_VARIABLE: turns.socket_template, TURN_SLOT_VARIABLE: str(slot)})
@@ -184,7 +185,7 @@ class CheckedJob(LaunchedJob):
         commands: list[list[str]],
         env: dict[str, str],
         log_dir: Path,
-        events: queue.Queue,
+        events: queue.Queue[tuple[int, Event]],
         token: str,
     ) -> None:
         self.token = token  # before the launchers start: their output is read from then on
@@ -204,7 +205,7 @@ class Scheduler:
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
-        self.events: queue.Queue = queue.Queue()
+        self.events: queue.Queue[tuple[int, Event]] = queue.Queue()
         self.owner: dict[int, tuple[Unit, int]] = {}  # run id -> (its unit, its slot)
         self.jobs: dict[int, JobLabels] = {}  # run id -> whose records its are
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (xover/records.py)
@@ -325,6 +326,10 @@ class Scheduler:
 
     # -- a unit's life ------------------------------------------------------------------------
     def _start(self, unit: Unit) -> None:
+        """Record the unit's runs, then start - each thing started the unit's before a signal can land, so
+        that its teardown stops what it holds - its link, its turn servers (a unit that takes turns) and
+        its jobs' launchers. Starting waits (a turn server's `ready`, torchrun's ssh calls) stay open to
+        Ctrl-C: the unit stops them."""
         context = self.context
         hosts = sorted({host for job in unit.jobs for host in job.devices})
         remote = [host for host in hosts if not is_local(host)]
@@ -337,72 +342,77 @@ class Scheduler:
         if context.reaper is not None:
             for host in remote:
                 context.reaper.add_host(host, prefix)
-        unit.runs = context.recorder.create_runs(
-            unit.jobs, unit.mode, unit.group, unit.policy if unit.crossover else None, context.results_dir
-        )
-        for slot, (run_id, _) in enumerate(unit.runs):
-            self.owner[run_id] = (unit, slot)
-            job = unit.jobs[slot]
-            self.jobs[run_id] = JobLabels(
-                run_id,
-                context.experiment_id,
-                job.name,
-                unit.mode,
-                unit.group,
-                unit.policy if unit.crossover else None,
-                job.hosts,
-            )
-        # Each thing started is the unit's before a signal can land: its teardown stops what it holds. Starting
-        # waits (a turn server's `ready`, torchrun's ssh calls) stay open to Ctrl-C: the unit stops them.
+        self._record_runs(unit)
         with uninterrupted():
             unit.network = shaped_link(
                 context.bandwidth if not remote else None,
                 {EXPERIMENT_VARIABLE: context.experiment_id},
                 nodes=len(unit.devices),
             ).__enter__()
-        link_bands: dict[int, int] = {}
-        if unit.crossover:
-            assert unit.policy is not None  # group_units makes each crossover unit with its policy
-            traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
-            if context.link_bands:
-                link_bands = make_policy(unit.policy, traits).link_bands()
-            name = f"{context.experiment_id}-r{unit.run_ids[0]}"
-            served = None
-            exporter = next((sink for sink in context.sinks if sink.wants_turn_servers), None)
-            if exporter is not None:
-                group = "" if unit.group is None else str(unit.group)
-                served = ServedTurns(
-                    context.experiment_id,
-                    group,
-                    tuple(job.name for job in unit.jobs),
-                    # what Prometheus is told for the exporter holds for the turn servers it lists
-                    credentials=getattr(exporter, "credentials", None) or metrics_credentials(),
-                    ports=settings().turn_metrics_ports,
-                    address=settings().metrics_address,
-                )
-            unit.turns = TurnService(
-                name,
-                [job.devices for job in unit.jobs],
-                unit.policy,
-                traits,
-                prefix,
-                {EXPERIMENT_VARIABLE: context.experiment_id},
-                context.lease,
-                context.server_nice,
-                deadline=self.deadline,
-                served=served,
-                start=False,  # the unit holds it first: a server started is one its teardown stops
-                guard=uninterrupted,
+        link_bands = self._start_turns(unit, prefix) if unit.crossover else {}
+        self._launch_jobs(unit, prefix, link_bands)
+        context.recorder.mark_started(unit.run_ids)
+
+    def _record_runs(self, unit: Unit) -> None:
+        """The unit's runs, pending, and whose records each run's are."""
+        context = self.context
+        policy = unit.policy if unit.crossover else None
+        unit.runs = context.recorder.create_runs(unit.jobs, unit.mode, unit.group, policy, context.results_dir)
+        for slot, (run_id, _) in enumerate(unit.runs):
+            self.owner[run_id] = (unit, slot)
+            job = unit.jobs[slot]
+            self.jobs[run_id] = JobLabels(
+                run_id, context.experiment_id, job.name, unit.mode, unit.group, policy, job.hosts
             )
-            unit.turns.start()
-            self._announce_turn_servers(unit.turns)
+
+    def _start_turns(self, unit: Unit, prefix: list[str]) -> dict[int, int]:
+        """The unit's turn servers, one per host, under its policy (serving their figures where a sink wants
+        them); returns each slot's band on the link, where the policy orders it."""
+        context = self.context
+        assert unit.policy is not None  # group_units makes each turn-taking unit with its policy
+        traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
+        link_bands = make_policy(unit.policy, traits).link_bands() if context.link_bands else {}
+        served = None
+        exporter = next((sink for sink in context.sinks if sink.wants_turn_servers), None)
+        if exporter is not None:
+            served = ServedTurns(
+                context.experiment_id,
+                "" if unit.group is None else str(unit.group),
+                tuple(job.name for job in unit.jobs),
+                # what Prometheus is told for the exporter holds for the turn servers it lists
+                credentials=getattr(exporter, "credentials", None) or metrics_credentials(),
+                ports=settings().turn_metrics_ports,
+                address=settings().metrics_address,
+            )
+        unit.turns = TurnService(
+            f"{context.experiment_id}-r{unit.run_ids[0]}",
+            [job.devices for job in unit.jobs],
+            unit.policy,
+            traits,
+            prefix,
+            {EXPERIMENT_VARIABLE: context.experiment_id},
+            context.lease,
+            context.server_nice,
+            deadline=self.deadline,
+            served=served,
+            start=False,  # the unit holds it first: a server started is one its teardown stops
+            guard=uninterrupted,
+        )
+        unit.turns.start()
+        self._announce_turn_servers(unit.turns)
+        return link_bands
+
+    def _launch_jobs(self, unit: Unit, prefix: list[str], link_bands: dict[int, int]) -> None:
+        """Each job's launchers (its engine's command lines, run/ranks.py), with its workers' environment and
+        spec, and a token that marks its metric records as its own."""
+        context = self.context
         for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
-            token = secrets.token_hex(16)  # what marks this run's metric records as its own
+            token = secrets.token_hex(16)
             env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
             spec_path = log_dir / "spec.json"
             spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
             spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
-            ranks = ranks_of(job.engine)  # its launcher program's command lines (run/ranks.py)
+            ranks = ranks_of(job.engine)
             commands = [
                 unit.network.wrap(c)
                 for c in ranks.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
@@ -411,7 +421,6 @@ class Scheduler:
                 unit.launched[run_id] = CheckedJob(
                     run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
                 )
-        context.recorder.mark_started(unit.run_ids)
 
     def _finish(self, unit: Unit, running: list[Unit]) -> None:
         with uninterrupted():  # out of `running` only once torn down: an interrupt in between stops it there
@@ -467,7 +476,8 @@ class Scheduler:
 def stopped_as(error: BaseException) -> tuple[str, str | None]:
     """How the runs of a unit whose start `error` cut short end: (status, error to record). Ctrl-C, SIGTERM,
     scancel or a Slurm time limit (Interrupted) is an interrupt, not a failure of the start: `interrupted`,
-    which Slurm's account of the job corrects later (on_slurm.record_outcome); --timeout is `timeout`."""
+    which the account of its job by a launcher's scheduler corrects later (Recorder.launcher_job_ended); --timeout
+    is `timeout`."""
     if isinstance(error, (Interrupted, KeyboardInterrupt)):
         return "interrupted", None
     if isinstance(error, TimedOut):

@@ -27,10 +27,9 @@ the buffers have not changed since (same tensors, same version counters). Any ot
 collective met while holding the turn - DDP's first broadcast, a script's dist.all_reduce of its loss
 or dist.barrier() - steps out of the turn and back in (the turn server hears a step out and a step in:
 the same phase, so work-conserving turns let a waiting partner compute meanwhile, while strict round
-robin keeps the turn's place and the device idles through the collective).
-Measured: two copies all-reducing their logged loss every step, work-conserving turns, 200 steps:
-297 s and 9 lease revocations per job without stepping out (deadlocks broken by the server's lease),
-11.6 s with it.
+robin keeps the turn's place and the device idles through the collective). Without stepping out, two
+copies all-reducing their logged loss every step deadlocked until the server's lease broke each
+(docs/measurements.md, *Figures behind the design*: *Collectives outside the turn*).
 
 Parity: DDP's default reduction multiplies each gradient by 1 / world size (a double scalar, applied
 in the gradient's dtype) into its bucket and all-reduces the bucket by sum; the hook makes the same
@@ -423,7 +422,7 @@ class DDPCrossover:
             self.coordinator.before_step()  # the gradients are final, and this is compute: in the turn
             return reader(*args, **kwargs)
 
-        read_reduced_gradients._xover_settles = True
+        setattr(read_reduced_gradients, "_xover_settles", True)  # noqa: B010 - marks it adapted already
         return read_reduced_gradients
 
     # -- torch.distributed --------------------------------------------------------------------

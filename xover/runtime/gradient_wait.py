@@ -14,8 +14,8 @@ by up to three quarters of the difference; each late step records a shorter span
 expectation comes down geometrically (a transfer 81 ms shorter than before costs about a quarter of a
 second in all, once).
 
-Measured side by side (`bench/ablation.py --off XOVER_WAIT=poll`, README): within 0.98-1.04x of polling
-per pair and round, 1.01x on average over twelve; the gain is small and within a single run's noise.
+Its gain over polling from the start is small, within a single run's noise (`bench/ablation.py --off
+XOVER_WAIT=poll`; docs/measurements.md, *Figures behind the design*: *Waiting for the gradients*).
 
 `XOVER_WAIT=poll` turns the expectation off (poll from the start, as before). Only the built-in
 worker's engines know when their transfer started; the script shims (`script_shim.py`,

@@ -4,24 +4,20 @@ On a CPU the engines communicate from threads of every rank (Horovod's backgroun
 loops), on the cores that compute. While an all-reduce is in flight they wake thousands of times a
 second, and Linux's scheduler lets a waking thread preempt the one running: the partner computing on
 that core is interrupted at every wake-up, and its compute slows far beyond the CPU the
-communication itself uses. Measured (horovod, 1 Gbit/s, four rounds): resnet-synthetic computed an
-iteration in 121 ms (median) next to mlp-synthetic's all-reduces, 106 ms once they ran as
-SCHED_BATCH, 85-99 ms alone; mlp-synthetic's own speed did not change.
+communication itself uses (docs/measurements.md, *Figures behind the design*: *The engines' threads*).
 
 SCHED_BATCH threads never preempt on wake-up; they run when the running thread's slice ends (a tick
 at most). Their all-reduces lose little: the kernel keeps the link busy from the socket buffers
 without them. So, under crossover on a CPU, every thread of a rank but the main one runs as
 SCHED_BATCH, once the engine has started them and again after the first iterations (some backends
 start threads on first use). The main thread keeps the default: a turn granted must run at once, and
-so must its poll for the end of its all-reduces (making it SCHED_BATCH while it waits did not help:
-resnet-synthetic + mlp-synthetic 1.94 vs 1.91, within noise, and it delays the job whose
-communication is its critical path).
+so must its poll for the end of its all-reduces (making it SCHED_BATCH while it waits did not help,
+and it delays the job whose communication is its critical path).
 
-It also changes a job alone: its own threads stop preempting its compute. Measured alone (horovod,
-1 Gbit/s, `XOVER_COMM_THREADS=always` vs the default): resnet-synthetic 1.10-1.14x as fast,
-resnet-digits 1.11-1.12x, transformer-chars 0.95-0.98x (its compute faster, its exposed all-reduce slower),
-vgg-synthetic and mlp-synthetic unchanged. So part of what crossover gains over the baselines on some
-pairs is this policy rather than the turns; `bench/thread_policy.py` measures how much (README).
+It also changes a job alone: its own threads stop preempting its compute, faster for some jobs and a
+little slower for one whose exposed all-reduce is its critical path. So part of what crossover gains over
+the baselines on some pairs is this policy rather than the turns; `bench/thread_policy.py` measures how
+much.
 
 Not applied where torch computes on several threads per rank (`XOVER_THREADS_PER_RANK` > 1, or a
 script's own set_num_threads): its compute threads could not be told from the engine's.

@@ -31,6 +31,7 @@ from ..devices import devices_per_gpu, gpu_of_device
 from ..engines import DEFAULT_ENGINE
 from ..records import EndRecord, EvaluationRecord, IterationRecord, StartRecord
 from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
+from ..sharing import MPS
 from .engines import adapter_for
 from .link_priority import LinkPriority
 from .metrics import emit
@@ -74,7 +75,7 @@ def gpu_sharing(device: torch.device) -> str | None:
     if device.type != "cuda":
         return None
     pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
-    return "mps" if os.path.exists(os.path.join(pipes, "control")) else "time-slicing"
+    return MPS.name if os.path.exists(os.path.join(pipes, "control")) else "time-slicing"
 
 
 def build_optimizer(recipe: dict[str, Any], parameters) -> torch.optim.Optimizer:
@@ -335,11 +336,11 @@ def exit_without_teardown() -> NoReturn:
     """End a rank that has finished its work, skipping the interpreter's teardown.
 
     torch's Gloo backend now and then aborts a process at exit, after Python has finalised
-    ("terminate called without an active exception", SIGABRT, no Python frame left): two torchrun
-    copies of recipes/examples/ddp_digits.py at once on 2 cores lost a rank so in 1 of 60 runs without xover
-    and 2 of 80 under the script shim, none of 80 with this exit. torchrun then reports a job that
-    finished as failed and kills its other ranks. What Python would still do at exit (wait for
-    non-daemon threads, atexit handlers, flush the streams) is done here, then the process ends."""
+    ("terminate called without an active exception", SIGABRT, no Python frame left), under xover or
+    not, and never with this exit (docs/measurements.md, *Figures behind the design*: *A rank's end*).
+    torchrun then reports a job that finished as failed and kills its other ranks. What Python would still
+    do at exit (wait for non-daemon threads, atexit handlers, flush the streams) is done here, then the
+    process ends."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()

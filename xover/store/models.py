@@ -108,7 +108,7 @@ class Run(Base):
     deterministic: Mapped[bool | None]  # deterministic kernels only (XOVER_DETERMINISTIC)
     devices_per_gpu: Mapped[int | None]  # devices one GPU counted as (XOVER_DEVICES_PER_GPU)
     gpu_sharing: Mapped[str | None] = mapped_column(String(20))  # time-slicing | mps (CUDA MPS daemon)
-    slurm_job_id: Mapped[str | None] = mapped_column(String(40))
+    launcher_job_id: Mapped[str | None] = mapped_column(String(40))  # its job at the launcher's scheduler
     experiment: Mapped[Experiment] = relationship(back_populates="runs")
     recipe: Mapped[RecipeSnapshot] = relationship()
 

@@ -94,7 +94,7 @@ def run_fields(run: Run) -> dict[str, Any]:
         "log_dir": run.log_dir,
         "error": run.error,
         "turn_stats": run.turn_stats,
-        "slurm_job_id": run.slurm_job_id,
+        "launcher_job_id": run.launcher_job_id,
         "link_priority": run.link_priority,
         "comm_threads": run.comm_threads,
         "checkpoints": run.checkpoints,

@@ -267,7 +267,7 @@ class Store:
         head = head_revision()
         # The look at the revision is under the lock too: on SQLite the first connection to a new file
         # switches it to WAL, and several processes creating one database at once could fail there
-        # ("database is locked": 1 in 75 races of 6 processes, measured here).
+        # ("database is locked"; docs/measurements.md, *Figures behind the design*).
         with self._migration_lock():
             with self.engine.connect() as connection:
                 if self._current_revision(connection) == head:

@@ -35,12 +35,13 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO, NoReturn
 
 from ..errors import XoverError
 from ..settings import parse_port_range
 from .credentials import MetricsCredentials
 from .metrics import TurnMetrics, parse_labels, parse_names
-from .policies import DEFAULT_POLICY, DeviceTurns, SlotTraits, TurnPolicy, make_policy
+from .policies import DEFAULT_POLICY, POLICIES, DeviceTurns, SlotTraits, TurnPolicy, make_policy
 from .protocol import (
     ACQUIRE,
     BYE,
@@ -61,11 +62,9 @@ from .protocol import (
 )
 
 # Every handoff (a release, a yield) waits for this process to be scheduled, and on a CPU every core
-# is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice.
-# Measured (resnet-synthetic + mlp-synthetic, 1 Gbit/s, one pair run after the other): horovod 1.62,
-# 1.61, 1.62, 1.60, 1.60 against 1.60, 1.60, 1.57, 1.57, 1.56, 1.60, 1.56 at normal priority; torch and
-# two other pairs unchanged within noise (docs/measurements.md, Figures behind the design: *The turn
-# server's priority*). `--nice` (XOVER_TURN_SERVER_NICE for xover run) overrides it.
+# is busy with the jobs' workers; ahead of them, a turn changes hands without waiting for a time slice
+# (docs/measurements.md, Figures behind the design: *The turn server's priority*). `--nice`
+# (XOVER_TURN_SERVER_NICE for xover run) overrides it.
 SERVER_NICE = -15
 MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes): past this, the client goes
 # Sends never block (one client that reads nothing must not stall every device's grants). A client
@@ -114,7 +113,7 @@ def private_folder(path: str) -> str:
     return path
 
 
-def create_page(path: str):
+def create_page(path: str) -> BinaryIO:
     """The yield page, a new file of mode 0600 (a name already there is removed first, never followed)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -156,7 +155,7 @@ class SlotRecord:
     revoked: int = 0
     first_grants: dict[int, dict[int, float]] = field(default_factory=dict)  # iteration -> device -> wall time
     streamed_below: int = 0  # iterations below this were sent to the launcher (and forgotten here)
-    holds: deque = field(default_factory=lambda: deque(maxlen=50))
+    holds: deque[float] = field(default_factory=lambda: deque(maxlen=50))
 
 
 class TurnServer:
@@ -201,7 +200,7 @@ class TurnServer:
         self.asking: set[socket.socket] = set()  # asked for a turn, not granted yet: keep-alives go to them
         self.next_heartbeat = time.monotonic() + heartbeat_s
         self.records: dict[int, SlotRecord] = {}
-        self.spans_out: list[list] = []  # [slot, iteration, first, last, devices] not yet sent
+        self.spans_out: list[list[Any]] = []  # [slot, iteration, first, last, devices] not yet sent
         self.running = True
         self.control_buffer = b""
 
@@ -625,7 +624,7 @@ class TurnServer:
                     other.gone.add(slot)
                     self._decide(other_device)
 
-    def statistics(self) -> dict:
+    def statistics(self) -> dict[str, Any]:
         """The policy and each slot's grants, yields, revocations and first-grant spans, for the run's record."""
         slots = {}
         for slot, record in sorted(self.records.items()):
@@ -643,7 +642,7 @@ class TurnServer:
         return {"policy": self.policy.name, "slots": slots}
 
     # -- launcher commands --------------------------------------------------------------------
-    def _on_control(self, stream) -> None:
+    def _on_control(self, stream: Any) -> None:  # the selector's file object: stdin's buffer
         data = os.read(stream.fileno(), 4096)
         if not data:
             self.running = False
@@ -731,111 +730,174 @@ def _credentials_from_stdin() -> MetricsCredentials:
         raise OSError("the credentials on stdin are malformed") from None
 
 
-def _exit_with(message: str) -> None:
+def _exit_with(message: str) -> NoReturn:
     print(f"xover turn server: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`python -m xover.turns.server`: one turn server, until its controller says stop or goes away."""
+def _command_line() -> argparse.ArgumentParser:
+    """The server's options, as the launcher gives them (turns/service.py); `ServerOptions.parse` reads them."""
     parser = argparse.ArgumentParser(description="xover turn server (one per host and group)")
-    parser.add_argument("--socket", required=True)
-    parser.add_argument("--device", action="append", default=[], help="DEVICE=SLOT,SLOT,... in turn order")
-    parser.add_argument("--policy", default=DEFAULT_POLICY)
-    parser.add_argument("--slot", action="append", default=[], help="SLOT:rank=R,max_slowdown=S,solo_s=T")
-    parser.add_argument("--join-timeout", type=float, default=300.0)
-    parser.add_argument("--lease-floor", type=float, default=Lease.floor_s)
-    parser.add_argument("--lease-factor", type=float, default=Lease.factor)
-    parser.add_argument("--lease-initial", type=float, default=Lease.initial_s)
-    parser.add_argument(
+    option = parser.add_argument
+    option("--socket", required=True)
+    option("--device", action="append", default=[], help="DEVICE=SLOT,SLOT,... in turn order")
+    option("--policy", default=DEFAULT_POLICY)
+    option("--slot", action="append", default=[], help="SLOT:rank=R,max_slowdown=S,solo_s=T")
+    option("--join-timeout", type=float, default=300.0)
+    option("--lease-floor", type=float, default=Lease.floor_s)
+    option("--lease-factor", type=float, default=Lease.factor)
+    option("--lease-initial", type=float, default=Lease.initial_s)
+    option(
         "--heartbeat",
         type=float,
         default=HEARTBEAT_S,
         help="seconds between keep-alives to a worker waiting for its turn",
     )
-    parser.add_argument(
+    option(
         "--send-buffer",
         type=int,
-        default=None,
         help="bytes of each worker connection's send buffer (SO_SNDBUF; default: the kernel's): "
         "how many unread keep-alives a stopped worker's socket takes before it loses its slot",
     )
-    parser.add_argument(
+    option(
         "--nice",
         type=int,
         default=SERVER_NICE,
         help="run at this nice value if allowed and higher in priority than now",
     )
-    parser.add_argument("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
-    parser.add_argument(
+    option("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
+    option(
         "--metrics-address",
         help="serve the devices' turns to Prometheus on this address, on a port the kernel picks "
         "(said on stdout as `metrics PORT` before `ready`); default: not served",
     )
-    parser.add_argument(
+    option(
         "--metrics-credentials-stdin",
         action="store_true",
         help="read the TLS certificate, key and bearer token the figures are served with from the first line "
         "of stdin (turns/credentials.py); without it they are served as plain HTTP to anyone",
     )
-    parser.add_argument(
+    option(
         "--metrics-ports",
         help="LOW-HIGH: serve them on the first free port of these instead (a firewall opened on them only)",
     )
-    parser.add_argument(
-        "--metrics-label", action="append", default=[], help="KEY=VALUE (experiment, group, host) on every series"
-    )
-    parser.add_argument("--slot-name", action="append", default=[], help="SLOT=JOB: the `job` label of a slot")
-    args = parser.parse_args(argv)
-    _die_with_parent()
-    raise_priority(args.nice)
-    if not 0 < args.heartbeat <= 60:
-        _exit_with(f"--heartbeat {args.heartbeat}: expected seconds between 0 and 60")
-    if args.send_buffer is not None and not 1 <= args.send_buffer <= 1 << 30:
-        _exit_with(f"--send-buffer {args.send_buffer}: expected bytes from 1 to {1 << 30}")
+    option("--metrics-label", action="append", default=[], help="KEY=VALUE (experiment, group, host) on every series")
+    option("--slot-name", action="append", default=[], help="SLOT=JOB: the `job` label of a slot")
+    return parser
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    """Where and how a turn server serves its devices' figures to Prometheus (its --metrics-* options)."""
+
+    address: str
+    ports: tuple[int, int] | None  # the first free port of these; None: one the kernel picks
+    labels: dict[str, str]  # on every series: experiment, group, host
+    slot_names: dict[int, str]  # each slot's `job` label
+    credentials_stdin: bool  # TLS and a bearer token, from stdin's first line; else plain HTTP to anyone
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """A turn server's command line, parsed and checked once (`parse`)."""
+
+    socket: str
+    devices: dict[int, list[int]]  # device -> its slots, in turn order
+    policy: str
+    traits: dict[int, SlotTraits]
+    join_timeout: float
+    lease: Lease
+    heartbeat_s: float
+    send_buffer: int | None  # None: the kernel's
+    nice: int
+    control_stdin: bool
+    metrics: MetricsOptions | None  # None: no figures served
+
+    @classmethod
+    def parse(cls, argv: list[str] | None = None) -> ServerOptions:
+        """The options in `argv` (default: the process's); a bad one exits 2 with one line saying which."""
+        args = _command_line().parse_args(argv)
+        if not 0 < args.heartbeat <= 60:
+            _exit_with(f"--heartbeat {args.heartbeat}: expected seconds between 0 and 60")
+        if args.send_buffer is not None and not 1 <= args.send_buffer <= 1 << 30:
+            _exit_with(f"--send-buffer {args.send_buffer}: expected bytes from 1 to {1 << 30}")
+        metrics = None
+        if args.metrics_address is not None:
+            ports = None if args.metrics_ports is None else parse_port_range(args.metrics_ports)
+            if args.metrics_ports is not None and ports is None:
+                _exit_with(f"--metrics-ports {args.metrics_ports!r}: expected LOW-HIGH, TCP ports with LOW <= HIGH")
+            try:
+                labels, names = parse_labels(args.metrics_label), parse_names(args.slot_name)
+            except ValueError as error:
+                _exit_with(str(error))
+            metrics = MetricsOptions(args.metrics_address, ports, labels, names, args.metrics_credentials_stdin)
+        try:  # built by the launcher, never typed by a user: still one line, not a traceback
+            devices, traits = parse_devices(args.device), parse_traits(args.slot)
+        except ValueError as error:
+            _exit_with(f"--device {args.device} / --slot {args.slot}: cannot be read ({error})")
+        if args.policy not in POLICIES:
+            _exit_with(f"--policy {args.policy}: choose {', '.join(POLICIES)}")
+        return cls(
+            socket=args.socket,
+            devices=devices,
+            policy=args.policy,
+            traits=traits,
+            join_timeout=args.join_timeout,
+            lease=Lease(args.lease_floor, args.lease_factor, args.lease_initial),
+            heartbeat_s=args.heartbeat,
+            send_buffer=args.send_buffer,
+            nice=args.nice,
+            control_stdin=args.control_stdin,
+            metrics=metrics,
+        )
+
+
+def _serve_metrics(options: MetricsOptions, devices: dict[int, list[int]]) -> tuple[TurnMetrics | None, int | None]:
+    """The devices' figures, served as `options` say, and their port; where they cannot be served, (None, None)
+    and a line on stderr: the turns matter, the figures do not."""
     try:
-        private_folder(os.path.dirname(os.path.abspath(args.socket)))
+        metrics = TurnMetrics(options.labels, options.slot_names, devices)
+        credentials = _credentials_from_stdin() if options.credentials_stdin else None
+        return metrics, metrics.serve(options.address, options.ports, credentials)
+    except ValueError as error:
+        _exit_with(str(error))
+    except (OSError, XoverError) as error:
+        print(
+            f"xover turn server: --metrics-address {options.address}: cannot serve its figures there "
+            f"({error}); serving turns without them",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None, None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m xover.turns.server`: one turn server, until its controller says stop or goes away."""
+    options = ServerOptions.parse(argv)
+    _die_with_parent()
+    raise_priority(options.nice)
+    try:
+        private_folder(os.path.dirname(os.path.abspath(options.socket)))
     except FolderError as error:
         _exit_with(str(error))
-    devices = parse_devices(args.device)
-    metrics, metrics_port = None, None
-    if args.metrics_address is not None:
-        ports = None
-        if args.metrics_ports is not None:
-            ports = parse_port_range(args.metrics_ports)
-            if ports is None:
-                _exit_with(f"--metrics-ports {args.metrics_ports!r}: expected LOW-HIGH, TCP ports with LOW <= HIGH")
-        try:
-            metrics = TurnMetrics(parse_labels(args.metrics_label), parse_names(args.slot_name), devices)
-            credentials = _credentials_from_stdin() if args.metrics_credentials_stdin else None
-            metrics_port = metrics.serve(args.metrics_address, ports, credentials)
-        except ValueError as error:
-            _exit_with(str(error))
-        except (OSError, XoverError) as error:  # the turns matter, the figures do not: said, and it goes on
-            print(
-                f"xover turn server: --metrics-address {args.metrics_address}: cannot serve its figures there "
-                f"({error}); serving turns without them",
-                file=sys.stderr,
-                flush=True,
-            )
-            metrics, metrics_port = None, None
+    metrics, metrics_port = _serve_metrics(options.metrics, options.devices) if options.metrics else (None, None)
     server = TurnServer(
-        args.socket,
-        devices,
-        make_policy(args.policy, parse_traits(args.slot)),
-        args.join_timeout,
-        Lease(args.lease_floor, args.lease_factor, args.lease_initial),
-        heartbeat_s=args.heartbeat,
-        send_buffer=args.send_buffer,
+        options.socket,
+        options.devices,
+        make_policy(options.policy, options.traits),
+        options.join_timeout,
+        options.lease,
+        heartbeat_s=options.heartbeat_s,
+        send_buffer=options.send_buffer,
         metrics=metrics,
     )
 
-    def stop(*_):
+    def stop(*_: object) -> None:
         raise SystemExit(0)  # select() would resume after a handler that only sets a flag
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    if args.control_stdin:
+    if options.control_stdin:
         server.watch_stdin()
     if metrics_port is not None:
         print(f"metrics {metrics_port}", flush=True)

@@ -621,6 +621,11 @@ def jobs_named(name: str, retry_s: float = LOOKUP_RETRY_S) -> list[str]:
         return []
 
 
+def cancel_command(job_id: str) -> list[str]:
+    """The command that ends the job (what a reaper runs should its xover die)."""
+    return [_command("scancel"), str(job_id)]
+
+
 def cancel(job_id: str, signal_name: str | None = None, retry_s: float | None = None) -> None:
     """End the job (scancel), or only send it a signal (e.g. 'INT'). A job that already ended is fine.
     A controller that does not answer is asked again for up to `retry_s` (TRANSIENT_RETRY_S)."""
