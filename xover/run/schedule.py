@@ -9,7 +9,9 @@ the cores with another.
 
 One loop supervises every running unit: it stores metrics as they come, notices ended jobs (their
 partners' turns are withdrawn at once), tears a unit down when its last job ends, and stops
-everything on Ctrl-C, SIGTERM or --timeout, leaving every row in a terminal state.
+everything on Ctrl-C, SIGTERM or --timeout, leaving every row in a terminal state. An adaptive unit's
+controller (adaptive.py) rides on the same loop: it gets its jobs' records and ends, and is ticked each
+time round.
 """
 
 from __future__ import annotations
@@ -47,14 +49,18 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
     settings,
 )
+from ..sharing import adapts, turn_taking
 from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
+from ..turns.protocol import FREE, TURNS
 from ..turns.service import ServedTurns, TurnService
+from .adaptive import AdaptiveController, AdaptiveSettings, Segment
 from .jobs import JobSpec
+from .mps import running_under_mps
 from .ranks import ranks_of
 from .reach import prefix_to_reach, shaped_link
 from .record import Recorder, failure_summary
-from .sinks import JobLabels, MetricSink, deliver
+from .sinks import GroupLabels, JobLabels, MetricSink, deliver
 from .supervise import (
     IgnoredLine,
     Interrupted,
@@ -83,6 +89,8 @@ class Unit:
     ended: bool = False  # its end is decided: what its stopped jobs post later ends nothing
     network: Any = None
     turns: TurnService | None = None
+    prior: str | None = None  # adaptive: the state it starts in (turns or free; None: free)
+    adaptive: AdaptiveController | None = None
 
     @property
     def devices(self) -> set:
@@ -96,8 +104,8 @@ class Unit:
 
     @property
     def crossover(self) -> bool:
-        """Whether its jobs take turns: crossover, with a partner to take them with."""
-        return self.mode == "crossover" and len(self.jobs) > 1
+        """Whether its jobs take turns, or may: crossover or adaptive, with a partner to take them with."""
+        return turn_taking(self.mode) and len(self.jobs) > 1
 
 
 @dataclass
@@ -114,6 +122,7 @@ class RunContext:
     lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
     server_nice: int | None = None  # the turn servers' nice value (None: their default)
     link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
+    adaptive: AdaptiveSettings | None = None  # how adaptive units probe (XOVER_ADAPTIVE; None: the defaults)
 
 
 def run_tag(experiment_id: str, run_id: int) -> str:
@@ -226,6 +235,7 @@ class Scheduler:
                 wait = 0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))
                 for unit in self._handle(self._batch(wait)):
                     self._finish(unit, running)
+                self._adapt(running)
         except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
             status = "timeout" if isinstance(stop, TimedOut) else "interrupted"
             with uninterrupted():
@@ -283,6 +293,11 @@ class Scheduler:
                 records.append((self.jobs[run_id], event))
         if records:
             self._to_sinks(lambda sink: sink.received(records))
+            now = time.time()
+            for job, record in records:
+                unit, slot = self.owner[job.run_id]
+                if unit.adaptive is not None:
+                    unit.adaptive.observe(slot, record, now)
         for job, record in records:
             if isinstance(record, TurnsLostRecord) and job.run_id not in self.turns_lost:
                 self.turns_lost.add(job.run_id)  # said once per run; the record keeps each
@@ -301,10 +316,28 @@ class Scheduler:
         unit.exited.add(run_id)
         if unit.turns is not None:
             unit.turns.withdraw(slot)  # its partners never wait for it again
+        if unit.adaptive is not None:
+            unit.adaptive.job_ended(slot, time.time())
         if not unit.ended and (unit.exited >= set(unit.run_ids) or slot == unit.ends_with):
             unit.ended = True
             return [unit]
         return []
+
+    def _adapt(self, running: list[Unit]) -> None:
+        """Every adaptive unit running: its turn servers' switches handed to its controller, then a tick."""
+        for unit in running:
+            if unit.adaptive is None or unit.turns is None:
+                continue
+            while not unit.turns.switched.empty():
+                unit.adaptive.switched(*unit.turns.switched.get_nowait())
+            unit.adaptive.tick(time.time())
+
+    def _segment(self, unit: Unit, segment: Segment) -> None:
+        """An adaptive unit's segment opened, was decided or closed: stored, and told to the sinks."""
+        self.context.recorder.record_segment(unit.run_ids, unit.group, segment)
+        labels = GroupLabels(self.context.experiment_id, unit.group, tuple(job.name for job in unit.jobs), unit.mode)
+        shown = segment.to_json()
+        self._to_sinks(lambda sink: sink.adaptive_segment(labels, shown))
 
     def _to_sinks(self, call: Callable[[MetricSink], None]) -> None:
         self.context.sinks[:] = deliver(self.context.sinks, call)
@@ -396,9 +429,23 @@ class Scheduler:
                 served=served,
                 start=False,  # the unit holds it first: a server started is one its teardown stops
                 guard=uninterrupted,
+                state=self._adaptive_start(unit),
             )
             unit.turns.start()
             self._announce_turn_servers(unit.turns)
+            if adapts(unit.mode):
+                config = context.adaptive or AdaptiveSettings.of(settings().adaptive)
+                unit.adaptive = AdaptiveController(
+                    [job.name for job in unit.jobs],
+                    [job.np for job in unit.jobs],
+                    [job.traits.solo_iteration_s if job.traits else None for job in unit.jobs],
+                    unit.turns,
+                    functools.partial(self._segment, unit),
+                    config,
+                    prior=unit.prior,
+                    under_mps=running_under_mps(),
+                    now=time.time(),
+                )
         for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
             token = secrets.token_hex(16)  # what marks this run's metric records as its own
             env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
@@ -415,6 +462,12 @@ class Scheduler:
                     run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
                 )
         context.recorder.mark_started(unit.run_ids)
+
+    def _adaptive_start(self, unit: Unit) -> str:
+        """The state an adaptive unit's turn servers start in (its prior, XOVER_ADAPTIVE's start); turns else."""
+        if not adapts(unit.mode):
+            return TURNS
+        return (self.context.adaptive or AdaptiveSettings.of(settings().adaptive)).start or unit.prior or FREE
 
     def _finish(self, unit: Unit, running: list[Unit]) -> None:
         with uninterrupted():  # out of `running` only once torn down: an interrupt in between stops it there
@@ -439,6 +492,12 @@ class Scheduler:
         prefix = prefix_to_reach(remote) if remote else []
         for run_id in unit.run_ids:
             sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
+        if unit.adaptive is not None:
+            if unit.turns is not None:
+                while not unit.turns.switched.empty():
+                    unit.adaptive.switched(*unit.turns.switched.get_nowait())
+            unit.adaptive.close(time.time())
+            unit.adaptive = None
         if unit.turns is not None:
             if unit.turns.served is not None:
                 self._to_sinks(functools.partial(_turn_servers_gone, unit=unit.turns.name))
