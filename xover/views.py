@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from .console import console, print_json, print_table
 from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
-from .sharing import CONCURRENT, CROSSOVER
+from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
 
 GROUP_COLUMNS = [
     ("group", "group"),
@@ -18,6 +18,8 @@ GROUP_COLUMNS = [
     (f"{CROSSOVER}/sequential", CROSSOVER.compared_as),
     (f"{CONCURRENT}/sequential", CONCURRENT.compared_as),
     (f"{CROSSOVER}/{CONCURRENT}", "crossover_vs_concurrent"),
+    (f"{ADAPTIVE}/sequential", ADAPTIVE.compared_as),
+    (f"{ADAPTIVE}/best", "adaptive_vs_best"),
     ("predicted gain", "predicted_gain"),
 ]
 PROFILE_COLUMNS = [
@@ -45,9 +47,10 @@ PLAN_COLUMNS = [
     ("start s", "start_s"),
     ("sharing", "sharing"),
     ("gain", "predicted_gain"),
-    ("predicted by sharing", "by_sharing"),
+    ("predicted by sharing (* measured)", "by_sharing"),
     ("fluid bound", "fluid_bound"),
     ("slowdowns", "slowdowns"),
+    ("why this sharing", "reason"),
 ]
 
 
@@ -133,14 +136,18 @@ def show_plan(result: Any, as_json: bool) -> None:
             "fluid_bound": g.fluid_bound,
             "start_s": g.predicted_start_ms / 1000,
             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g.predicted_slowdown.items()),
-            "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.predicted_by_sharing.items()),
+            "by_sharing": ", ".join(
+                f"{k} {v:.2f}{'*' if g.predicted_from.get(k) == 'measured' else ''}"
+                for k, v in g.predicted_by_sharing.items()
+            ),
+            "reason": g.sharing_reason,
         }
         for i, g in enumerate(plan.groups)
     ]
     from_engine = f", {result.engine} profiles" if result.engine else ""
     print_table(
-        f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, {CROSSOVER} "
-        f"under the {plan.policy} turn policy, "
+        f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, or {ADAPTIVE} where the "
+        f"best two are closer than the model's error; {CROSSOVER} under the {plan.policy} turn policy, "
         f"link {result.bandwidth or 'host'}{from_engine})",
         PLAN_COLUMNS,
         rows,

@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from ..errors import XoverError
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .grouping import ALGORITHMS, GroupingRules
+from .measured import NONE, Measurements
 from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
 from .predict import (
     GroupPrediction,
-    best_sharing,
-    predict_sharings,
+    SharingPick,
+    pick_sharing,
+    predict_considered,
     sequential_duration_ms,
 )
 
@@ -26,10 +28,11 @@ class PlanInputError(XoverError):
 @dataclass(frozen=True)
 class GroupPlan:
     """Jobs that share the same devices, the way they share them (`sharing`: crossover under the
-    plan's turn policy, concurrent, or mps; "alone" for a job by itself), and what the model predicts
-    for them that way: each job's speed relative to alone (its slowdown is the inverse), the group's
+    plan's turn policy, concurrent, mps, or adaptive; "alone" for a job by itself), and what the model
+    predicts for them that way: each job's speed relative to alone (its slowdown is the inverse), the group's
     gain (the sum of the speeds), the fluid bound, and when it starts and how long it lasts.
-    `predicted_by_sharing`: the predicted gain of each way of sharing that was considered."""
+    `predicted_by_sharing`: the predicted gain of each way of sharing that was considered; `predicted_from`:
+    where each came from (measured on these jobs before, or simulated); `sharing_reason`: why the pick."""
 
     jobs: list[JobProfile]
     devices: list[str]
@@ -44,6 +47,8 @@ class GroupPlan:
     predicted_start_ms: float = 0.0
     sharing: str = "crossover"
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)
+    predicted_from: dict[str, str] = field(default_factory=dict)  # way -> measured | simulated
+    sharing_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,10 @@ def make_plan(
     algo: str = "matching",
     min_gain_margin: float = 0.05,
     policy: str = DEFAULT_POLICY,
+    measured: Measurements = NONE,
 ) -> Plan:
-    """Group ``jobs`` with ``algo``, place the groups on ``hosts`` in waves, predict the outcome."""
+    """Group ``jobs`` with ``algo``, place the groups on ``hosts`` in waves, predict the outcome; a group
+    measured before (``measured``) is predicted by its measurement."""
     _check_inputs(jobs, hosts, device_memory_gb, max_group, algo, min_gain_margin)
     if policy not in POLICIES:
         raise PlanInputError(f"unknown turn policy {policy!r}; choose {', '.join(POLICIES)}")
@@ -126,11 +133,13 @@ def make_plan(
         else:
             unplaced.append((job.name, reason))
     rules = GroupingRules(max_group=max_group, device_memory_gb=device_memory_gb, min_gain_margin=min_gain_margin)
-    groups = split_losing(ALGORITHMS[algo](placeable, rules), policy, min_gain_margin)
+    groups = split_losing(ALGORITHMS[algo](placeable, rules), policy, min_gain_margin, measured)
     # Longest groups first, so they share the early waves instead of each extending the makespan.
-    groups = sorted(groups, key=lambda group: chosen_sharing(group, policy)[0].duration_ms, reverse=True)
+    groups = sorted(
+        groups, key=lambda group: chosen_sharing(group, policy, measured).prediction.duration_ms, reverse=True
+    )
     placed = sorted(place_groups(groups, hosts), key=lambda group: group.wave)
-    group_plans = schedule([_predict(group, policy) for group in placed])
+    group_plans = schedule([_predict(group, policy, measured) for group in placed])
     return Plan(
         algo=algo,
         hosts=[(name, slots) for name, slots in hosts],
@@ -143,13 +152,15 @@ def make_plan(
     )
 
 
-def chosen_sharing(jobs: Sequence[JobProfile], policy: str) -> tuple[GroupPrediction, dict[str, GroupPrediction]]:
-    """The way of sharing `jobs` should run under (`predict.best_sharing`) and every way considered."""
-    predictions = predict_sharings(jobs, policy)
-    return best_sharing(predictions, jobs), predictions
+def chosen_sharing(jobs: Sequence[JobProfile], policy: str, measured: Measurements = NONE) -> SharingPick:
+    """The way of sharing `jobs` should run under (`predict.pick_sharing`), why, and every way considered."""
+    predictions, sources = predict_considered(jobs, policy, measured=measured)
+    return pick_sharing(predictions, jobs, sources)
 
 
-def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> list[list[JobProfile]]:
+def split_losing(
+    groups: list[list[JobProfile]], policy: str, margin: float, measured: Measurements = NONE
+) -> list[list[JobProfile]]:
     """Groups are chosen with the fluid bound; one that the simulation says would not pay off under
     its best way of sharing (gain within the margin of 1, or longer than its jobs one after another),
     or would leave a job slower than its max_slowdown (protection included) or starve one (no
@@ -159,7 +170,7 @@ def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> 
         if len(group) == 1:
             kept.append(group)
             continue
-        prediction, _ = chosen_sharing(group, policy)
+        prediction: GroupPrediction = chosen_sharing(group, policy, measured).prediction
         unprotected = any(
             job.max_slowdown and prediction.slowdowns[job.name] > job.max_slowdown * (1 + 1e-9) for job in group
         )
@@ -172,8 +183,11 @@ def split_losing(groups: list[list[JobProfile]], policy: str, margin: float) -> 
     return kept
 
 
-def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
-    prediction, considered = chosen_sharing(group.jobs, policy)
+def _predict(group: PlacedGroup, policy: str, measured: Measurements = NONE) -> GroupPlan:
+    pick = chosen_sharing(group.jobs, policy, measured)
+    prediction, considered = pick.prediction, dict(pick.considered)
+    if prediction.sharing not in considered:  # adaptive, picked: predicted as the better of its two ways
+        considered[prediction.sharing] = prediction
     alone = len(group.jobs) == 1
     return GroupPlan(
         jobs=group.jobs,
@@ -188,6 +202,8 @@ def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
         fluid_bound=prediction.fluid_bound,
         sharing="alone" if alone else prediction.sharing,
         predicted_by_sharing={} if alone else {sharing: p.gain for sharing, p in considered.items()},
+        predicted_from={} if alone else {way: pick.sources.get(way, "simulated") for way in considered},
+        sharing_reason="one job: nothing to share" if alone else pick.reason,
     )
 
 

@@ -20,6 +20,7 @@ from ..rates import canonical_rate, describe_rate
 from ..recipes import Recipe, load_recipe, with_overrides
 from ..redact import MASK
 from ..scripts import check_engine
+from ..store.measured import newest_measurements
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
 from ..store.profiles import (
@@ -41,6 +42,7 @@ from . import (
     plan_to_dict,
 )
 from .from_profiles import job_profile
+from .measured import NONE, JobIdentity, MeasuredWay, Measurements
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
@@ -274,7 +276,16 @@ def plan_jobs(
         loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
         jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
         scripted = script_entries(loaded)
-    plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo, policy=policy)
+    measured = NONE if trace_csv else measurements_of(db, loaded, engine, host_list, bandwidth or "host")
+    plan = make_plan(
+        jobs,
+        host_list,
+        device_memory_gb=device_memory_gb,
+        max_group=max_group,
+        algo=algo,
+        policy=policy,
+        measured=measured,
+    )
     plan = replace(plan, recipes=recipes, scripts=scripted)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
         plan = replace(plan, link=bandwidth, engine=engine, device_kind=device_kind)
@@ -290,6 +301,28 @@ def plan_jobs(
         plan_id = store_plan(session, plan, str(path))
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
+
+
+def measurements_of(
+    db: str | None, recipes: list[Recipe], engine: str, hosts: list[tuple[str, int]], link: str
+) -> Measurements:
+    """What was measured before on groups of these recipes, as they run here (each one's workload, ranks,
+    engine and hosts; the link; this hardware): the newest figure of each way (plan/measured.py)."""
+    identities = {
+        recipe.name: JobIdentity(recipe.workload, recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts))
+        for recipe in recipes
+    }
+    known = set(identities.values())
+    ways: dict[str, dict[str, MeasuredWay]] = {}
+    for row in newest_measurements(open_store(db), link, hardware_fingerprint()):
+        members = [JobIdentity(job["workload"], job["np"], job["engine"], job["hosts"]) for job in row["jobs"]]
+        if not all(member in known for member in members):
+            continue
+        way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
+        ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
+            row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
+        )
+    return Measurements(ways, identities)
 
 
 def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:

@@ -439,6 +439,10 @@ class AdaptiveController:
         if isinstance(record, StartRecord) and record.iterations:
             job.planned = record.iterations
         elif isinstance(record, IterationRecord):
+            if not any(other.points for other in self.jobs) and self.current.kind == WARMUP:
+                # the group's time starts with its first iteration, not with its launchers
+                self.current.started = record.wall_time - record.iteration_s
+                self.record(self.current)
             joined = job.first_seen is None and self.rounds > 0
             if job.first_seen is None:
                 job.first_seen = now
@@ -587,25 +591,38 @@ class AdaptiveController:
         self._reset_reference()
 
     def _watch(self, segment: Segment, now: float) -> None:
-        """A settled group probes again when a job's iteration time drifts, or after `recheck` seconds."""
+        """A settled group probes again when a job's iteration time drifts from what it was once settled (the
+        median of its first RECENT iterations there), or after `recheck` seconds; never where the last round
+        found no time to probe (there is less now)."""
+        if (segment.decision or {}).get("rule") == "not probed":
+            return
         if now - segment.started >= self.config.recheck:
             self._start_round(f"{self.config.recheck:g} s settled", now)
             return
+        since = self._settled_since(segment)
         for slot, job in enumerate(self.jobs):
-            reference = self.settled_reference.get(slot)
-            fresh = [seconds for ended, seconds in job.durations[-RECENT:] if ended > segment.started]
-            if not job.live or not reference or len(fresh) < RECENT:
+            fresh = [seconds for ended, seconds in job.durations if ended > since] if job.live else []
+            if len(fresh) < 2 * RECENT:
                 continue
-            recent = statistics.median(fresh)
-            if abs(recent / reference - 1) > self.config.drift:
+            reference = self.settled_reference.setdefault(slot, statistics.median(fresh[:RECENT]))
+            recent = statistics.median(fresh[-RECENT:])
+            if reference > 0 and abs(recent / reference - 1) > self.config.drift:
                 self._start_round(
                     f"{job.name}'s iteration drifted from {reference * 1000:.0f} to {recent * 1000:.0f} ms", now
                 )
                 return
 
+    def _settled_since(self, segment: Segment) -> float:
+        """When every device of the group was in the settled state (its switch applied), else its start."""
+        pending = self.pending
+        if pending is not None and pending.number == segment.switch and segment.switch is not None:
+            applied = [t for slots in pending.applied.values() for t in slots.values()]
+            return max(applied, default=segment.started)
+        return segment.started
+
     def _reset_reference(self) -> None:
-        """What a settled group's drift is measured from: each job's recent iteration now."""
-        self.settled_reference = {slot: job.recent_s() or 0.0 for slot, job in enumerate(self.jobs) if job.live}
+        """A settled group's drift is measured from its jobs' first iterations settled (`_watch` takes them)."""
+        self.settled_reference = {}
 
     # -- rounds and windows --------------------------------------------------------------------
     def _start_round(self, reason: str, now: float) -> None:
@@ -750,10 +767,7 @@ class AdaptiveController:
         segment = self.current
         segment.ended = now
         if segment.kind != PROBE and segment.window is None:  # measured as it ran, from when every device switched
-            start = segment.started
-            pending = self.pending
-            if pending is not None and pending.number == segment.switch:
-                start = max((t for slots in pending.applied.values() for t in slots.values()), default=start)
+            start = self._settled_since(segment)
             end = min(self._covered(), now)
             measured = self._measure(start, end) if end > start else None
             if measured is not None:

@@ -24,7 +24,7 @@ from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import settings
-from ..sharing import ALL, PLANNED, WAYS, Mode, default_modes, run_modes
+from ..sharing import ALL, PLANNED, Mode, default_modes, run_modes
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -33,6 +33,7 @@ from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .exporter import PrometheusSink, check_port, run_facts
 from .jobs import GroupToRun, job_for
 from .launchers import DEFAULT_LAUNCHER, LaunchRequest, check_launcher_options, hosts_or_allocation, launcher_named
+from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
 from .schedule import Scheduler, Unit
@@ -206,9 +207,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     chosen = launcher_named(options.launcher)
     # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
     # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (on_slurm.py)
-    mps = options.mps or (
-        chosen.runs_here and modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups)
-    )
+    mps = options.mps or (chosen.runs_here and modes == [PLANNED] and any(group.needs_mps for group in groups))
     if mps:
         check_mps()
     for group in groups:
@@ -257,6 +256,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
+    learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
     return RunOutcome(
         experiment=current.id,
         results_dir=str(current.results_dir),

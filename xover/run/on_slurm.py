@@ -42,7 +42,7 @@ from ..settings import (
     VARIABLE_PREFIX,
     settings,
 )
-from ..sharing import PLANNED, WAYS
+from ..sharing import PLANNED
 from ..store import session as store_session
 from ..store.models import ACTIVE_STATUSES, Experiment, Run, utcnow
 from ..store.queries import snapshot_recipe
@@ -127,7 +127,7 @@ def passed_variables(group: GroupToRun) -> dict[str, str]:
 def planned_under_mps(group: GroupToRun, modes: Sequence[str]) -> bool:
     """Whether a group runs under a CUDA MPS daemon of its own, inside its Slurm job: the plan put it under
     MPS and the run is the plan's (`--mode planned`). Checked on its node, where its GPUs are."""
-    return list(modes) == [PLANNED] and WAYS[group.sharing].needs_mps
+    return list(modes) == [PLANNED] and group.needs_mps
 
 
 def submit_groups(run, request: LaunchRequest, console, submitted: dict[int, str] | None = None) -> dict[int, str]:
