@@ -9,7 +9,8 @@ job's iterations (the records the scheduler hands the sinks) and drives every ho
     probing    windows in the two states, in the order A B B A (A: the state the round began in), each long
                enough for every job to do `iterations` iterations and short enough that the first pair
                takes at most `share` of the time left to the job that ends first; after each pair (and
-               during a B window, as soon as the difference is already clear) the rule below is applied
+               during a B window, from half its length on, as soon as the difference is already clear)
+               the rule below is applied
     settled    in the better state, until something changes: a job of the group ends (or one starts
                late: it joins), a job's iteration time drifts by `drift` from what it was when the group
                settled, or `recheck` seconds pass; then a new round of probing
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -57,6 +59,7 @@ SETTLED = "settled"
 ALONE = "alone"
 SWITCH_TIMEOUT_S = 10.0  # beyond a few of the slowest iterations: a switch every device never made voids the round
 RECENT = 5  # iterations a job's recent time is the median of
+EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
 WARMUP_WAIT_S = 60.0  # for a job that has not started: then the others probe, and it joins them later
 
@@ -69,7 +72,7 @@ class AdaptiveSettings:
     window: float = 1.5  # the shortest probe window, seconds (after every device switched)
     max_window: float = 10.0  # the longest
     iterations: int = 3  # of every job in a window, where the time left allows
-    share: float = 0.25  # of the time left to the first job to end: the most the first pair of windows takes
+    share: float = 0.2  # of the time left to the first job to end: the most the first pair of windows takes
     probe_share: float = 0.5  # ... and every window of a round together
     pairs: int = 3  # the most pairs of windows in a round
     z: float = 2.0  # standard errors a difference must be to count
@@ -77,7 +80,7 @@ class AdaptiveSettings:
     margin: float = 0.005  # relative: how far turns must lead to be chosen on an undecided estimate
     drift: float = 0.25  # relative: a job's recent iteration this far from its settled one probes again
     recheck: float = 300.0  # seconds settled before probing again
-    warmup: int = 3  # iterations of every job before the first window
+    warmup: int = 2  # iterations of every job before the first window (then one more: it is measured from there)
     start: str = ""  # the prior: turns or free; empty: the plan's better prediction, else free
 
     KEYS = (
@@ -285,6 +288,18 @@ def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, o
     if out_of_probing:
         return Verdict(better, out_of_probing, aggregates, errors, difference, error)
     return Verdict(None, "", aggregates, errors, difference, error)
+
+
+def switch_margin(iteration_s: float | None, way_there_s: float) -> int:
+    """Iterations after the most any host has seen at which a job switches: the next one where its ranks
+    could hardly start it before the command gets there (its chance is about way there / iteration: under
+    1 in 50), else enough of them to cover the command's way. A job that starts one late on a device
+    switches there one iteration late (the server says so: `late_devices`), which costs no correctness."""
+    if not iteration_s:
+        return 2
+    if iteration_s >= 50 * way_there_s:
+        return 1
+    return 2 + math.ceil(2 * way_there_s / iteration_s)
 
 
 def window_length(recent_s: Mapping[str, float], left_s: float | None, config: AdaptiveSettings) -> float | None:
@@ -526,7 +541,7 @@ class AdaptiveController:
             )
             if due:
                 self.closing_at = now
-            elif covered - start >= self.config.window and self._clear_early(segment, start, covered):
+            elif covered - start >= EARLY * self.length and self._clear_early(segment, start, covered):
                 self.closing_at = covered
             else:
                 return
@@ -678,15 +693,16 @@ class AdaptiveController:
         self._open(kind, state, reason, now, switch=number, decision=decision)
 
     def _command(self, state: str, now: float) -> int | None:
+        began = time.monotonic()
         asked = self.switcher.counts()
         if asked is None:
             return None
         number, counts = asked
+        way_there = time.monotonic() - began  # P there and back: about what S takes to get there
         boundaries = {}
         for slot, job in enumerate(self.jobs):
             if job.live:
-                # the commands' way to every host takes milliseconds: two iterations' margin, three for a fast job
-                boundaries[slot] = counts.get(slot, 0) + (3 if (job.recent_s() or 1.0) < 0.05 else 2)
+                boundaries[slot] = counts.get(slot, 0) + switch_margin(job.recent_s(), way_there)
         self.switcher.switch(number, state, boundaries)
         self.pending = _Pending(number, state, now, boundaries)
         self.state = state
