@@ -178,10 +178,11 @@ class GroupComparison:
 
     @property
     def adaptive_vs_best(self) -> float | None:
-        """Adaptive's aggregate over the better of crossover's and concurrent's (None unless all three ran)."""
+        """Adaptive's aggregate over the better of crossover's and concurrent's (of those that ran; None where
+        neither, or adaptive, did)."""
         adaptive = self.measured.get(ADAPTIVE.name)
         fixed = [gain for gain in (self.crossover_vs_sequential, self.concurrent_vs_sequential) if gain]
-        return adaptive / max(fixed) if adaptive and len(fixed) == 2 else None
+        return adaptive / max(fixed) if adaptive and fixed else None
 
     @property
     def concurrent_overlap(self) -> float | None:
@@ -320,6 +321,11 @@ class GroupReport(GroupComparison):
             timeline=list(timeline or []),
             planned_reason=planned_reason,
         )
+
+    @property
+    def adaptive_gain(self) -> float | None:
+        """Adaptive's measured gain over sequential (None unless it ran)."""
+        return self.measured.get(ADAPTIVE.name)
 
     @property
     def time_in_ways(self) -> dict[str, float]:
