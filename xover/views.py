@@ -95,10 +95,10 @@ def show_run(result: Any, as_json: bool) -> None:
     if result.schedule is not None:
         schedule = result.schedule
         console.print(
-            f"makespan {schedule['measured_makespan_s']:.1f} s measured "
-            f"vs {schedule['predicted_makespan_s']:.1f} s "
-            f"predicted by the plan vs {schedule['sequential_makespan_s']:.1f} s one after another; "
-            f"up to {schedule['groups_overlapping']} groups ran at once"
+            f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {schedule['groups_overlapping']} "
+            f"groups ran at once (the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
+            f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions; "
+            "`--mode all` measures them one after another)"
         )
     console.print(f"logs: {result.results_dir}")
 
