@@ -297,7 +297,7 @@ class Scheduler:
             for job, record in records:
                 unit, slot = self.owner[job.run_id]
                 if unit.adaptive is not None:
-                    unit.adaptive.observe(slot, record, now)
+                    self._guarded(unit, unit.adaptive.observe, slot, record, now)
         for job, record in records:
             if isinstance(record, TurnsLostRecord) and job.run_id not in self.turns_lost:
                 self.turns_lost.add(job.run_id)  # said once per run; the record keeps each
@@ -317,7 +317,7 @@ class Scheduler:
         if unit.turns is not None:
             unit.turns.withdraw(slot)  # its partners never wait for it again
         if unit.adaptive is not None:
-            unit.adaptive.job_ended(slot, time.time())
+            self._guarded(unit, unit.adaptive.job_ended, slot, time.time())
         if not unit.ended and (unit.exited >= set(unit.run_ids) or slot == unit.ends_with):
             unit.ended = True
             return [unit]
@@ -328,9 +328,19 @@ class Scheduler:
         for unit in running:
             if unit.adaptive is None or unit.turns is None:
                 continue
-            while not unit.turns.switched.empty():
-                unit.adaptive.switched(*unit.turns.switched.get_nowait())
-            unit.adaptive.tick(time.time())
+            while not unit.turns.switched.empty() and unit.adaptive is not None:
+                self._guarded(unit, unit.adaptive.switched, *unit.turns.switched.get_nowait())
+            if unit.adaptive is not None:
+                self._guarded(unit, unit.adaptive.tick, time.time())
+
+    def _guarded(self, unit: Unit, call: Callable[..., None], *args: Any) -> None:
+        """A call into an adaptive unit's controller. One that fails is said once and the unit goes on in the
+        state its turn servers are in, without its controller: the jobs train on, their math untouched."""
+        try:
+            call(*args)
+        except Exception as error:
+            unit.adaptive = None
+            _say(f"group {unit.group}: adaptive's controller failed ({error!r}); the group goes on as it is")
 
     def _segment(self, unit: Unit, segment: Segment) -> None:
         """An adaptive unit's segment opened, was decided or closed: stored, and told to the sinks."""
