@@ -109,5 +109,5 @@ def test_the_gpu_study_dry_run_profiles_plans_and_runs_every_way(tmp_path):
     # the stand-in writes no plan: compared as one group, in every mode, then NCCL's run with CTAs bounded
     assert runs[0][runs[0].index("--mode") + 1] == "all" and "--group" in runs[0], runs
     nccl = runs[-1]
-    assert nccl[0] == "NCCL_MAX_CTAS=2" and nccl[nccl.index("--mode") + 1] == "concurrent,crossover", nccl
+    assert nccl[0] == "NCCL_MAX_CTAS=2" and nccl[nccl.index("--mode") + 1] == "concurrent,crossover,adaptive", nccl
     assert "no balanced rate" in result.stdout and "phase bound-nccl" in result.stdout
