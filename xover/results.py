@@ -436,9 +436,12 @@ class GroupReport(GroupComparison):
 
 
 def time_shares(segments: list[dict[str, Any]]) -> dict[str, float]:
-    """The share of an adaptive run's time (its segments' `started` to `ended`, wall times) in each way."""
+    """The share of an adaptive run's time (its segments' `started` to `ended`, wall times) in each way, while
+    its jobs shared the devices (the last job alone shares nothing)."""
     spans: dict[str, float] = {}
     for segment in segments:
+        if segment.get("kind") == "alone":
+            continue
         if segment.get("ended") is not None and segment.get("started") is not None:
             length = max(0.0, float(segment["ended"]) - float(segment["started"]))
             spans[segment["way"]] = spans.get(segment["way"], 0.0) + length

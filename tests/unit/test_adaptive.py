@@ -172,6 +172,7 @@ class Group:
         self.planned = {name: iterations for name in self.names}
         self.now = 1000.0
         self.next_end = {name: self.now + self._duration(name) for name in self.names}
+        self.last_end: dict[str, float] = {}
         self.pending: dict | None = None
         self.commands: list[tuple[int, str, dict[int, int]]] = []
         self.number = 0
@@ -179,7 +180,7 @@ class Group:
         self.controller = AdaptiveController(
             self.names, [devices] * len(self.names), [times["alone"][name] for name in self.names], self,
             self.record, now=self.now)
-        for slot, name in enumerate(self.names):
+        for slot in range(len(self.names)):
             self.controller.observe(slot, StartRecord(iterations=iterations), self.now)
 
     def _duration(self, name: str) -> float:
@@ -205,7 +206,8 @@ class Group:
                     continue
                 ended = self.next_end[name]
                 self.done[name] += 1
-                duration = self.times[self.state[name]][name]
+                duration = ended - self.last_end.get(name, ended - self.times[self.state[name]][name])
+                self.last_end[name] = ended
                 self.controller.observe(slot, IterationRecord(
                     step=self.done[name] - 1, time_s=0.0, wall_time=ended, iteration_s=duration, data_s=0.0,
                     compute_s=duration / 2, communication_s=duration / 2, wait_s=0.0, samples=32, loss=1.0), ended)

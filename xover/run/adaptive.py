@@ -6,9 +6,9 @@ job's iterations (the records the scheduler hands the sinks) and drives every ho
 
     warm-up    the group starts in its prior (the plan's better prediction; else without turns) until every
                job has done WARMUP iterations: starts and first all-reduces are not what either way does
-    probing    windows in the two states, in the order A B B A (A: the state the round began in), each long
-               enough for every job to do `iterations` iterations and short enough that the first pair
-               takes at most `share` of the time left to the job that ends first; after each pair (and
+    probing    windows in the two states, in the order A B B A (A: the state the round began in), each as
+               long as every job takes for `iterations` iterations, but no longer than lets the first pair
+               take at most `share` of the time left to the job that ends first; after each pair (and
                during a B window, from half its length on, as soon as the difference is already clear)
                the rule below is applied
     settled    in the better state, until something changes: a job of the group ends (or one starts
@@ -18,8 +18,9 @@ job's iterations (the records the scheduler hands the sinks) and drives every ho
 Every switch is made at one iteration of each job on all its devices and hosts (TurnService.counts, then
 .switch): each host's server says how many iterations each job has asked for there, and every server is
 told the iteration after the most any host has seen, plus a margin for the commands' way there. A
-window is measured only once every device of every job has switched and each job has done an iteration
-in the new state: from then on nothing of the old state is in it.
+window is measured from the moment every device of every job has switched, up to where every job's
+iterations tell (the last end of an iteration of the job that reported last), so a decision waits for no
+iteration to end.
 
 Measured per job: its progress over the window (iterations done, interpolated between the ends of its
 iterations: a job of 1 s iterations in a 2 s window is not rounded to 2 or 3), times its iteration alone
@@ -59,6 +60,7 @@ SETTLED = "settled"
 ALONE = "alone"
 SWITCH_TIMEOUT_S = 10.0  # beyond a few of the slowest iterations: a switch every device never made voids the round
 RECENT = 5  # iterations a job's recent time is the median of
+COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (a slow job's last one ends late)
 EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
 WARMUP_WAIT_S = 60.0  # for a job that has not started: then the others probe, and it joins them later
@@ -216,9 +218,12 @@ def measure(
     solo_s: Mapping[str, float],
     start: float,
     end: float,
+    spread: Mapping[str, Sequence[float]] | None = None,
 ) -> Measured | None:
     """Each job's speed relative to alone over [start, end] (its rate times its iteration alone), and its
-    error; None unless every job's iterations cover the window. `durations`: (end, seconds) per iteration."""
+    error; None unless every job's iterations cover the window. `durations`: (end, seconds) per iteration;
+    `spread`: per job, the iterations its spread is taken from where the window holds too few (a slow job's
+    iterations in the same state earlier)."""
     speeds, errors = {}, {}
     for name, job_points in points.items():
         rate = rate_between(job_points, start, end)
@@ -226,8 +231,13 @@ def measure(
             return None
         speed = rate * solo_s[name]
         inside = [seconds for ended, seconds in durations.get(name, ()) if start < ended <= end]
+        if len(inside) < 3 and spread is not None and len(spread.get(name, ())) >= 3:
+            mean = 1.0 / rate if rate > 0 else end - start
+            cv = statistics.stdev(spread[name]) / statistics.fmean(spread[name])
+            errors[name] = speed * cv * math.sqrt(min(1.0, mean / (end - start)))
+        else:
+            errors[name] = speed * relative_noise(inside or [1.0 / rate if rate > 0 else end - start], end - start)
         speeds[name] = speed
-        errors[name] = speed * relative_noise(inside or [1.0 / rate if rate > 0 else end - start], end - start)
     return Measured(start, end, speeds, errors)
 
 
@@ -435,7 +445,6 @@ class AdaptiveController:
         self.round_states: tuple[str, str] = (self.state, other(self.state))
         self.round_left_s: float | None = None
         self.length = self.config.window  # of this round's windows
-        self.closing_at: float | None = None  # the open window's end, once decided (measured once passed)
         self.settled_reference: dict[int, float] = {}
         self.rounds = 0
         self.started = now
@@ -534,29 +543,17 @@ class AdaptiveController:
                 return
             segment.window = (began, began)
         start = segment.window[0]
-        covered = self._covered()
-        if self.closing_at is None:
-            due = now >= start + self.length and (
-                self._fewest_iterations_since(start) >= self.config.iterations or now >= start + self.config.max_window
-            )
-            if due:
-                self.closing_at = now
-            elif covered - start >= EARLY * self.length and self._clear_early(segment, start, covered):
-                self.closing_at = covered
-            else:
-                return
-        if covered < self.closing_at:
-            return  # measured once every job's iterations pass the window's end
-        measured = self._measure(start, self.closing_at)
+        covered = self._covered()  # what the jobs' iterations tell so far: the window is measured up to there
+        if covered - start < EARLY * self.length:
+            return
+        due = covered - start >= COVERED * self.length or now >= start + self.config.max_window
+        if not due and not self._clear_early(segment, start, covered):
+            return
+        measured = self._measure(start, covered)
         if measured is None:
             return
-        segment.window = (start, self.closing_at)
-        self.closing_at = None
+        segment.window = (start, covered)
         self._finish_window(segment, measured, now)
-
-    def _fewest_iterations_since(self, start: float) -> float:
-        done = [job.points[-1][1] - (progress_at(job.points, start) or job.points[-1][1]) for job in self.present()]
-        return min(done, default=0.0)
 
     def _clear_early(self, segment: Segment, start: float, end: float) -> bool:
         """In the round's second state, a difference already clear on the windows so far ends the window."""
@@ -654,7 +651,6 @@ class AdaptiveController:
                 job.stand_in_s = min(job.stand_in_s or math.inf, job.recent_s() or math.inf)
         self.windows = []
         self.round_states = (self.state, other(self.state))
-        self.closing_at = None
         if length is None:
             self._close(now)
             self._open(SETTLED, self.state, f"{reason}: no time to probe before a job ends, stays as it is", now)
@@ -709,8 +705,8 @@ class AdaptiveController:
         return number
 
     def _switched_in(self, segment: Segment, now: float) -> float | None:
-        """When every present job had done a whole iteration in the segment's state on all its devices (None:
-        not yet). A switch some device never made (SWITCH_TIMEOUT_S) settles the group as it is."""
+        """When every device of every present job was in the segment's state (None: not yet): the window starts
+        there. A switch some device never made (SWITCH_TIMEOUT_S) settles the group as it is."""
         pending = self.pending
         if pending is None or segment.switch != pending.number:
             return segment.started
@@ -727,11 +723,7 @@ class AdaptiveController:
                     self.record(self.current)
                     self._reset_reference()
                 return None
-            switched_at = max(applied.values())
-            after = next((ended for ended, _ in job.points if ended > switched_at), None)
-            if after is None:
-                return None
-            began.append(after)
+            began.append(max(applied.values()))
         if pending.late:
             segment.decision = {**(segment.decision or {}), "late_devices": pending.late}
         return max(began, default=now)
@@ -752,7 +744,19 @@ class AdaptiveController:
             {name: seconds or 0.0 for name, seconds in solo.items()},
             start,
             end,
+            self._spread(start, end),
         )
+
+    def _spread(self, start: float, end: float) -> dict[str, list[float]]:
+        """Per job, its iterations in this state so far this round (the windows of the same state, and this
+        one), else its last ones: what its spread is taken from where one window holds too few of them."""
+        spans = [(m.start, m.end) for state, m in self.windows if state == self.state] + [(start, end)]
+        spread = {}
+        for job in self.present():
+            found = [seconds for ended, seconds in job.durations if any(a < ended <= b for a, b in spans)]
+            # too few yet in this state: its last iterations, whatever the state (a mix spreads more, not less)
+            spread[job.name] = found if len(found) >= 3 else [seconds for _, seconds in job.durations[-2 * RECENT :]]
+        return spread
 
     # -- segments ----------------------------------------------------------------------------------
     def _open(
