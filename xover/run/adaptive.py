@@ -26,17 +26,18 @@ Measured per job: its progress over the window (iterations done, interpolated be
 iterations: a job of 1 s iterations in a 2 s window is not rounded to 2 or 3), times its iteration alone
 (its profile's, or its run alone in the same comparison): its speed relative to alone; a group's
 aggregate is the sum, as `xover report` has it. The noise of a job's speed over a window of W seconds
-is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations in the window: a renewal
-count's), the aggregate's the jobs' together; windows in one state pool, and where a state has several
+is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations - in the window, else in the
+same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together; windows in one state pool, and where a state has several
 windows their spread counts too (phases that drift apart and together), never less than `floor`.
 
 The rule (`verdict`): the difference of the two states' aggregates counts once it is `z` standard errors;
 then the better state is chosen. Where the error is down to its floor and the difference still does not
 count, more windows would not tell them apart: they are equal, and the better estimate is taken. Out of
-probing time or pairs (`pairs`, and all probing of a round within `probe_share` of the time left): the
-better estimate, where turns must lead by `margin`
-(without turns is what a user has without xover). Each window and each decision is a segment
-(`Segment`), recorded with the figures it was made on (run/record.py) and announced to the sinks.
+pairs (`pairs`), or of probing time (all of a round's windows within `probe_share` of the round's whole
+time as it looks at the end of each pair, and another pair no more than `share` of what is left), the
+better estimate is taken, where turns must lead by `margin` (without turns is what a user has without
+xover). Each window and each decision is a segment (`Segment`), recorded with the figures it was made on
+(run/record.py) and announced to the sinks.
 """
 
 from __future__ import annotations
@@ -443,7 +444,7 @@ class AdaptiveController:
         self.pending: _Pending | None = None
         self.windows: list[tuple[str, Measured]] = []  # of this round
         self.round_states: tuple[str, str] = (self.state, other(self.state))
-        self.round_left_s: float | None = None
+        self.round_started = now
         self.length = self.config.window  # of this round's windows
         self.settled_reference: dict[int, float] = {}
         self.rounds = 0
@@ -571,11 +572,16 @@ class AdaptiveController:
         count = len(self.windows)
         if count % 2 == 0 or verdict(self.windows, self.config).rule == "clear":
             probed = sum(m.end - m.start for _, m in self.windows)
-            budget = self.config.probe_share * self.round_left_s if self.round_left_s is not None else None
+            left = self._time_left()
+            # the round's whole time, as it looks now (the jobs' pace early in a round misleads): probing takes
+            # at most `probe_share` of it, and another pair needs what the first could take of what is left
+            budget = self.config.probe_share * (now - self.round_started + left) if left is not None else None
             out = ""
             if count // 2 >= self.config.pairs:
                 out = "pairs"
-            elif budget is not None and probed + 2 * self.length > budget:
+            elif budget is not None and left is not None and (
+                probed + 2 * self.length > budget or 2 * self.length > self.config.share * left
+            ):
                 out = "time"
             found = verdict(self.windows, self.config, out)
             if found.state is not None:
@@ -632,6 +638,11 @@ class AdaptiveController:
             return max(applied, default=segment.started)
         return segment.started
 
+    def _time_left(self) -> float | None:
+        """Until the first present job ends, at the jobs' recent pace (None where no job's length is known)."""
+        lefts = [left for left in (job.left_s() for job in self.present()) if left is not None]
+        return min(lefts) if lefts else None
+
     def _reset_reference(self) -> None:
         """A settled group's drift is measured from its jobs' first iterations settled (`_watch` takes them)."""
         self.settled_reference = {}
@@ -643,9 +654,8 @@ class AdaptiveController:
             return
         self.rounds += 1
         recent = {job.name: seconds for job in present if (seconds := job.recent_s())}
-        lefts = [left for left in (job.left_s() for job in present) if left is not None]
-        self.round_left_s = min(lefts) if lefts else None
-        length = window_length(recent, self.round_left_s, self.config)
+        self.round_started = now
+        length = window_length(recent, self._time_left(), self.config)
         for job in present:  # no speed alone known: its fastest pace so far stands in (the same in every window)
             if job.solo_s is None and job.recent_s():
                 job.stand_in_s = min(job.stand_in_s or math.inf, job.recent_s() or math.inf)
