@@ -27,8 +27,9 @@ iterations: a job of 1 s iterations in a 2 s window is not rounded to 2 or 3), t
 (its profile's, or its run alone in the same comparison): its speed relative to alone; a group's
 aggregate is the sum, as `xover report` has it. The noise of a job's speed over a window of W seconds
 is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations - in the window, else in the
-same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together; windows in one state pool, and where a state has several
-windows their spread counts too (phases that drift apart and together), never less than `floor`.
+same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together;
+windows in one state pool, and where a state has several windows their spread counts too (phases that
+drift apart and together), never less than `floor`.
 
 The rule (`verdict`): the difference of the two states' aggregates counts once it is `z` standard errors;
 then the better state is chosen. Where the error is down to its floor and the difference still does not
@@ -579,8 +580,10 @@ class AdaptiveController:
             out = ""
             if count // 2 >= self.config.pairs:
                 out = "pairs"
-            elif budget is not None and left is not None and (
-                probed + 2 * self.length > budget or 2 * self.length > self.config.share * left
+            elif (
+                budget is not None
+                and left is not None
+                and (probed + 2 * self.length > budget or 2 * self.length > self.config.share * left)
             ):
                 out = "time"
             found = verdict(self.windows, self.config, out)
