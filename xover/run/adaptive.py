@@ -47,7 +47,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import XoverError
@@ -62,6 +62,7 @@ SETTLED = "settled"
 ALONE = "alone"
 SWITCH_TIMEOUT_S = 10.0  # beyond a few of the slowest iterations: a switch every device never made voids the round
 RECENT = 5  # iterations a job's recent time is the median of
+MAX_POINTS = 100_000  # iterations of a job kept (its oldest half goes past it)
 COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (a slow job's last one ends late)
 EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
@@ -86,22 +87,6 @@ class AdaptiveSettings:
     recheck: float = 300.0  # seconds settled before probing again
     warmup: int = 2  # iterations of every job before the first window (then one more: it is measured from there)
     start: str = ""  # the prior: turns or free; empty: the plan's better prediction, else free
-
-    KEYS = (
-        "window",
-        "max_window",
-        "iterations",
-        "share",
-        "probe_share",
-        "pairs",
-        "z",
-        "floor",
-        "margin",
-        "drift",
-        "recheck",
-        "warmup",
-        "start",
-    )
 
     @classmethod
     def of(cls, given: Mapping[str, str] | None) -> AdaptiveSettings:
@@ -474,6 +459,8 @@ class AdaptiveController:
                 job.first_seen = now
             job.points.append((record.wall_time, float(record.step + 1)))
             job.durations.append((record.wall_time, record.iteration_s))
+            if len(job.points) > MAX_POINTS:  # a long run: its oldest half goes (a stretch older is not measured)
+                del job.points[: MAX_POINTS // 2], job.durations[: MAX_POINTS // 2]
             if joined and not self.done and self.current.kind in (PROBE, SETTLED):
                 self._start_round(f"{job.name} joined", now)
 
@@ -553,6 +540,12 @@ class AdaptiveController:
             return
         measured = self._measure(start, covered)
         if measured is None:
+            if now - start > self.config.max_window + SWITCH_TIMEOUT_S:  # never measurable: stays as it is
+                self._close(now)
+                self._open(SETTLED, self.state, "a window could not be measured: stays as it is", now)
+                self.current.decision = {"rule": "not probed", "why": "a window could not be measured"}
+                self.record(self.current)
+                self._reset_reference()
             return
         segment.window = (start, covered)
         self._finish_window(segment, measured, now)
@@ -808,8 +801,3 @@ class AdaptiveController:
                 segment.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
                 segment.aggregate, segment.error = round(measured.aggregate, 4), round(measured.error, 4)
         self.record(segment)
-
-
-def replace_config(config: AdaptiveSettings, **changes: Any) -> AdaptiveSettings:
-    """A copy of `config` with `changes` (tests and the bench's smoke runs)."""
-    return replace(config, **changes)
