@@ -247,3 +247,25 @@ def test_a_measurement_holds_for_the_same_jobs_in_any_order_and_under_the_plans_
     # the duration from the measured speeds: b (100 iterations of 160 ms at 0.9) ends first, then a goes on alone
     prediction = measured_prediction([a, b], "crossover", "work-conserving", {"a": 0.6, "b": 0.9})
     assert prediction.duration_ms == pytest.approx(100 * 160 / 0.9 + (100 - 100 * 160 / 0.9 / (160 / 0.6)) * 160)
+
+
+def test_an_adaptive_group_starts_in_its_plans_better_way_and_runs_under_mps_where_that_is_mps():
+    from xover.recipes import load_recipe
+    from xover.run.jobs import job_for
+    from xover.run.on_slurm import planned_under_mps
+    from xover.run.units import adaptive_prior
+
+    jobs = [job_for(load_recipe("mlp-digits")), job_for(load_recipe("resnet-digits"))]
+    turns_ahead = GroupToRun(0, jobs, sharing="adaptive", predicted_by_sharing={"crossover": 1.40, "concurrent": 1.36})
+    assert adaptive_prior(turns_ahead) == "turns" and not turns_ahead.needs_mps
+    [unit] = group_units(turns_ahead, ["planned"], ["work-conserving", "round-robin"])
+    assert (unit.mode, unit.policy, unit.prior) == ("adaptive", "work-conserving", "turns")
+    under_mps = GroupToRun(0, jobs, sharing="adaptive",
+                           predicted_by_sharing={"crossover": 1.30, "concurrent": 1.10, "mps": 1.33})
+    assert under_mps.best_without_turns == "mps" and under_mps.needs_mps and adaptive_prior(under_mps) == "free"
+    assert planned_under_mps(under_mps, ["planned"]) and not planned_under_mps(under_mps, ["adaptive"])
+    assert adaptive_prior(GroupToRun(0, jobs)) is None  # no plan: the controller starts without turns
+    # --mode all runs it once, under the first policy
+    units = group_units(GroupToRun(0, jobs), ["sequential", "concurrent", "crossover", "adaptive"],
+                        ["work-conserving", "round-robin"])
+    assert [(u.mode, u.policy) for u in units if u.mode == "adaptive"] == [("adaptive", "work-conserving")]
