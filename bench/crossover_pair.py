@@ -4,7 +4,12 @@ For each engine, every recipe is profiled at the emulated link rate (`xover prof
 then next to the reference partner for its interference).
 Then for each pair, in one `xover run --mode all --policy all --seconds S` (each job gets the
 iterations it does in about S seconds alone, so the two overlap from start to end):
-  sequential (each alone), concurrent (no coordination), crossover under each policy.
+  sequential (each alone), concurrent (no coordination), crossover under each policy, adaptive (turns
+  and none measured while it runs, under the default policy).
+Before each pair's run, what `xover plan` would pick for it now and why (from the stored profiles, and
+the pair's measurements from earlier runs where the store has them); after it, adaptive against the best
+of crossover and concurrent, its time in each way and its decisions; at the end the issue-60 targets over
+every row, and a re-plan of each pair from what the bench just measured against what it measured.
 Printed per pair: each job's speed relative to alone (measured over the time both ran, and predicted by
 the simulation of the policy from the profiles), the aggregate (sum of speeds), crossover vs concurrent,
 the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, the socket
@@ -41,8 +46,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.analysis import alone_vs_profile, model_of_profiles  # noqa: E402
-from xover.plan import best_sharing, predict_group, predict_sharings  # noqa: E402
-from xover.plan.step import profiles_of_recipes  # noqa: E402
+from xover.plan import predict_group  # noqa: E402
+from xover.plan.make import local_hosts  # noqa: E402
+from xover.plan.predict import pick_sharing, predict_considered  # noqa: E402
+from xover.plan.step import measurements_of, profiles_of_recipes  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.results import RunResult  # noqa: E402
@@ -68,9 +75,8 @@ POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]
 def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
     """The model from the stored profiles, as `xover plan` reads them: fluid bound, each policy's
     predicted speeds."""
-    found, _, _, _ = profiles_of_recipes(
-        None, [load_recipe(name) for name in dict.fromkeys(pair)], bandwidth, engine=engine
-    )
+    recipes = [load_recipe(name) for name in dict.fromkeys(pair)]
+    found, _, _, _ = profiles_of_recipes(None, recipes, bandwidth, engine=engine)
     by_name = {profile.name: profile for profile in found}
     profiles = []
     for index, name in enumerate(pair):
@@ -80,21 +86,35 @@ def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
         profiles.append(profile)
     model = model_of_profiles(profiles, POLICIES)
     blind = [dataclasses.replace(profile, interference=0.0) for profile in profiles]
+    pick = plans_pick(pair, profiles, bandwidth, engine)
     return {
         "fluid": model.fluid_bound,
         "policies": {policy: simulated.speeds for policy, simulated in model.predicted.items()},
         "concurrent": model.without_turns["concurrent"].gain,
-        "pick": best_sharing(predict_sharings(profiles, DEFAULT_POLICY), profiles).sharing,
+        "pick": pick.sharing,
+        "pick_reason": pick.reason,
         "without_interference": predict_group(blind, DEFAULT_POLICY).gain,
         "interference": {p.name: p.interference for p in profiles},
         "profiles": profiles,
     }
 
 
-def model_from_runs_alone(experiment_id: str) -> tuple[float | None, float | None]:
+def plans_pick(pair: list[str], profiles: list, bandwidth: str, engine: str):
+    """What `xover plan` of the pair would pick now, and why: from the profiles, and the pair's measurements
+    kept from earlier runs where the store has some (a pair of two copies is keyed by one recipe twice)."""
+    recipes = [load_recipe(name) for name in pair]
+    identities = measurements_of(None, list({r.name: r for r in recipes}.values()), engine, local_hosts(2), bandwidth)
+    named = dataclasses.replace(
+        identities, identities={p.name: identities.identities[p.name.split("#")[0]] for p in profiles}
+    )
+    predictions, sources = predict_considered(profiles, DEFAULT_POLICY, measured=named)
+    return pick_sharing(predictions, profiles, sources)
+
+
+def model_from_runs_alone(experiment_id: str):
     """The default policy's and concurrent's simulated gains from the comparison's own runs alone, as
     `xover report` computes them: the model given the machine as it was during the row, not when it was
-    profiled."""
+    profiled; and the group as the report has it (adaptive's timeline)."""
     store = open_store(None)
     try:
         with store.session() as session:
@@ -104,11 +124,16 @@ def model_from_runs_alone(experiment_id: str) -> tuple[float | None, float | Non
         store.close()
     simulated = group.simulated.get(DEFAULT_POLICY)
     concurrent = group.model.without_turns.get("concurrent")
-    return (simulated.gain if simulated is not None else None, concurrent.gain if concurrent is not None else None)
+    return (
+        simulated.gain if simulated is not None else None,
+        concurrent.gain if concurrent is not None else None,
+        group,
+    )
 
 
 def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
     model = predictions(pair, bandwidth, engine)
+    print(f"\n{':'.join(pair)} ({engine}): the plan would pick {model['pick']}: {model['pick_reason']}")
     report = xover(
         "run",
         "--group",
@@ -145,7 +170,7 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     profiled = {profile.name: profile.device_ms for profile in model["profiles"]}
     drift = {j.name: alone_vs_profile(j, profiled.get(j.name)) for j in jobs if j.mode == "sequential"}
     drift = {name: ratio for name, ratio in drift.items() if ratio is not None}
-    from_alone, concurrent_from_alone = model_from_runs_alone(report["experiment"])
+    from_alone, concurrent_from_alone, reported = model_from_runs_alone(report["experiment"])
     row = {
         "pair": ":".join(pair),
         "engine": engine,
@@ -158,6 +183,11 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         "concurrent_predicted": model["concurrent"],
         "concurrent_from_alone": concurrent_from_alone,
         "pick": model["pick"],
+        "pick_reason": model["pick_reason"],
+        "adaptive": group.get("adaptive_vs_sequential"),
+        "adaptive_time": reported.time_in_ways,
+        "adaptive_way": reported.adaptive_way,
+        "decisions": [s["decision"] for s in reported.timeline if s["kind"] == "settled"],
     }
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
@@ -204,9 +234,24 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         )
     measured_ways = {"concurrent": concurrent, "crossover": default["aggregate"]}
     best = max((way for way in measured_ways if measured_ways[way]), key=lambda way: measured_ways[way], default=None)
+    measured_ways["adaptive"] = row["adaptive"]
     if best and measured_ways.get(row["pick"]):
         row["pick_vs_best"] = measured_ways[row["pick"]] / measured_ways[best]
         print(f"  the plan's pick: {row['pick']}; best measured: {best}; pick / best {row['pick_vs_best']:.3f}")
+    if best and row["adaptive"]:
+        row["adaptive_vs_best"] = row["adaptive"] / measured_ways[best]
+        row["adaptive_vs_concurrent"] = row["adaptive"] / concurrent if concurrent else None
+        print(
+            f"  adaptive {row['adaptive']:.2f}: {row['adaptive_vs_best']:.3f} of the best of crossover and concurrent "
+            f"({best}); settled in {reported.adaptive_way}; time "
+            + ", ".join(f"{way} {share:.0%}" for way, share in reported.time_in_ways.items())
+        )
+        for segment in reported.timeline:
+            if segment["kind"] in ("probe", "settled"):
+                print(
+                    f"    {segment['kind']:8} {segment['way']:11} "
+                    f"{_f(segment.get('aggregate'), 6, 3)}  {segment['reason']}"
+                )
     print(
         "  device time alone in this run / in its profile: "
         + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items())
@@ -284,6 +329,72 @@ def print_sharing(rows: list[dict]) -> None:
             + (f"{_error_pct(alone, measured):+5.1f}%" if alone else f"{'-':>6}")
             + f" {row['pick']:>10} {_f(row.get('pick_vs_best'), 9, 3)}"
         )
+
+
+def print_targets(rows: list[dict]) -> None:
+    """Issue 60's targets over the rows: adaptive at least 0.98 of the better of crossover and concurrent, at
+    least 0.99 of concurrent, and 0.95 of crossover where crossover leads concurrent by 10% or more."""
+    measured = [r for r in rows if r.get("adaptive") and r["concurrent"] and r["policies"][DEFAULT_POLICY]["aggregate"]]
+    if not measured:
+        return
+    print("\nadaptive against the fixed ways (issue 60's targets), and what the plan picked and why")
+    print(f"{'pair':36} {'engine':8} {'ad/best':>7} {'ad/conc':>7} {'ad/cross':>8} {'pick':>10}  why")
+    met = {"best": 0, "concurrent": 0, "crossover": 0}
+    leads = 0
+    for row in measured:
+        crossover = row["policies"][DEFAULT_POLICY]["aggregate"]
+        versus = (
+            row["adaptive"] / max(crossover, row["concurrent"]),
+            row["adaptive"] / row["concurrent"],
+            row["adaptive"] / crossover,
+        )
+        met["best"] += versus[0] >= 0.98
+        met["concurrent"] += versus[1] >= 0.99
+        if crossover >= 1.10 * row["concurrent"]:
+            leads += 1
+            met["crossover"] += versus[2] >= 0.95
+        print(
+            f"{row['pair']:36} {row['engine']:8} {versus[0]:7.3f} {versus[1]:7.3f} {versus[2]:8.3f} {row['pick']:>10}  "
+            f"{row.get('pick_reason', '')}"
+        )
+    print(
+        f"adaptive >= 0.98 x the better of crossover and concurrent: {met['best']} of {len(measured)}; "
+        f">= 0.99 x concurrent: {met['concurrent']} of {len(measured)}; "
+        f">= 0.95 x crossover where crossover led by 10% or more: {met['crossover']} of {leads}"
+    )
+
+
+def print_replan(rows: list[dict], bandwidth: str) -> None:
+    """Each pair planned again now, from what this bench measured (plans learn from what ran): each way the
+    row measured, predicted against measured. Pairs of two copies of one recipe cannot be planned (a plan needs
+    distinct job names) and are left out."""
+    print("\na re-plan of each pair from what it measured (the target: each measured way within 3%)")
+    print(f"{'pair':36} {'engine':8} {'way':11} {'measured':>8} {'re-plan':>8} {'from':>9} {'error':>7}")
+    within, total = 0, 0
+    for row in rows:
+        pair = row["pair"].split(":")
+        if len(set(pair)) < 2:
+            continue
+        found, _, _, _ = profiles_of_recipes(
+            None, [load_recipe(name) for name in pair], bandwidth, engine=row["engine"]
+        )
+        measured = measurements_of(None, [load_recipe(name) for name in pair], row["engine"], local_hosts(2), bandwidth)
+        predicted, sources = predict_considered(found, DEFAULT_POLICY, measured=measured)
+        for way, value in (
+            ("crossover", row["policies"][DEFAULT_POLICY]["aggregate"]),
+            ("concurrent", row["concurrent"]),
+            ("adaptive", row.get("adaptive")),
+        ):
+            if not value or way not in predicted:
+                continue
+            error = _error_pct(predicted[way].gain, value)
+            total += 1
+            within += abs(error) <= 3.0
+            print(
+                f"{row['pair']:36} {row['engine']:8} {way:11} {value:8.2f} {predicted[way].gain:8.2f} "
+                f"{sources[way]:>9} {error:+6.1f}%"
+            )
+    print(f"re-planned within 3% of what was measured: {within} of {total}")
 
 
 def print_spread(rows: list[dict]) -> None:
@@ -506,7 +617,8 @@ def main() -> None:
     print(
         f"{'pair':36} {'kind':44} {'engine':8} {'conc':>5} "
         + " ".join(f"{p[:12]:>12}" for p in POLICY_ORDER)
-        + f" {'WC/conc':>7} {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}"
+        + f" {'WC/conc':>7} {'adaptive':>8} {'ad/best':>7} {'pick':>10}"
+        + f" {'fluid':>5} {'of fluid':>8} {'predicted':>9} {'error':>6} {'no-interf.':>10} {'error':>6}"
         + f" {'alone/prof.':>11} {'from alone':>10} {'error':>6}"
     )
     for row in rows:
@@ -515,7 +627,9 @@ def main() -> None:
         print(
             f"{row['pair']:36} {kinds.get(row['pair'], ''):44} {row['engine']:8} {_f(row['concurrent'], 5, 2)} "
             + " ".join(_f(row["policies"][p]["aggregate"], 12, 2) for p in POLICY_ORDER)
-            + f" {_f(default['vs_concurrent'], 7, 2)} {row['fluid']:5.2f} "
+            + f" {_f(default['vs_concurrent'], 7, 2)} {_f(row['adaptive'], 8, 2)}"
+            + f" {_f(row.get('adaptive_vs_best'), 7, 3)}"
+            + f" {row['pick']:>10} {row['fluid']:5.2f} "
             + (f"{measured / row['fluid']:8.0%}" if measured else f"{'-':>8}")
             + f" {default['predicted']:9.2f} "
             + (f"{_error_pct(default['predicted'], measured):+5.1f}%" if measured else f"{'-':>6}")
@@ -530,6 +644,8 @@ def main() -> None:
         )
     print_prediction_errors(rows)
     print_sharing(rows)
+    print_targets(rows)
+    print_replan(rows, args.bandwidth)
     if args.repeats > 1:
         print_spread(rows)
     if not args.skip_token:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job, end to end: doctor -> profile -> plan -> run (as planned, then every mode and both turn
-# policies) -> report.
+# The main job, end to end: doctor -> profile -> plan -> run (as planned: each group in the way the plan picked,
+# adaptive where it picked it; then every mode and both turn policies, its jobs one after another included) ->
+# the plan's run against one after another, both measured -> report.
 # On an emulated two-host cluster where one can be built (root), else on one machine with a shaped link.
 set -euo pipefail
 XOVER=.venv/bin/xover
@@ -33,14 +34,23 @@ if [ ${#HOSTS[@]} -gt 0 ]; then WHERE=("${HOSTS[@]}"); else WHERE=(--devices "$(
 echo "== profile: each job alone (the script through the shims that run it unmodified), then once next to a"
 echo "   reference partner (its interference)"
 $XOVER profile "${RECIPES[@]}" "${HOSTS[@]}" "${LINK[@]}"
-echo "== plan: group complementary jobs, and pick each group's way of sharing (turns, or none where turns buy too little)"
+echo "== plan: group complementary jobs, and pick each group's way of sharing: turns or none where one is clearly"
+echo "   ahead, adaptive (measured while it runs) where the model cannot tell them apart; a pair measured before is"
+echo "   planned from its measurement"
 PLAN="${XOVER_RESULTS:-results}/demo-plan.json"  # in the results folder, where every command writes
 mkdir -p "$(dirname "$PLAN")"
 $XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out "$PLAN"
+PLANNED_JSON="${XOVER_RESULTS:-results}/demo-planned.json"
+ALL_JSON="${XOVER_RESULTS:-results}/demo-all.json"
 echo "== run: the plan as planned, each group in the way of sharing picked for it (each job about $SECONDS_EACH s alone)"
 $XOVER run "$PLAN" --seconds "$SECONDS_EACH" "${LINK[@]}" || true
-echo "== run: the plan in every mode and turn policy, to set the pick beside what each way measures"
+$XOVER report latest --format json --out "$PLANNED_JSON"
+echo "== run: the plan in every mode and turn policy (its jobs one after another first), to set each pick beside"
+echo "   what each way measures"
 $XOVER run "$PLAN" --mode all --policy all --seconds "$SECONDS_EACH" "${LINK[@]}" || true
-echo "== report: per group, the planned sharing, the best measured mode, and the pick over the best"
+$XOVER report latest --format json --out "$ALL_JSON"
+echo "== the plan's run against its jobs one after another, both measured; each pick beside the best measured way"
+$PY bench/demo_summary.py "$PLANNED_JSON" "$ALL_JSON" || true
+echo "== report: per group, the planned sharing and why, the best measured mode, adaptive's timeline of ways"
 $XOVER report latest
 $XOVER report latest --format html

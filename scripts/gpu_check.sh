@@ -236,7 +236,7 @@ print(g.get('sharing'), g.get('predicted_by_sharing'))" "$WORK/$name-plan.json")
     report "$name-all$round"
     if [ $CPU = 0 ]; then
       xo $(($(left) - 10)) "$name-mps$round.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" --mps \
-        --seconds "$STUDY_SECONDS" --mode concurrent,crossover --policy work-conserving --timeout $(($(left) - 20)) --json
+        --seconds "$STUDY_SECONDS" --mode concurrent,crossover,adaptive --policy work-conserving --timeout $(($(left) - 20)) --json
       report "$name-mps$round"
     fi
   done
@@ -310,7 +310,7 @@ sys.exit(len(groups) > 1)" "$WORK/scripts-plan.json"; then
         [ -n "$extra" ] && [ $CPU = 1 ] && continue
         xo $(($(left) - 10)) "bound-nccl${extra:+-mps}.run" "${SHARED[@]}" XOVER_TORCH_BACKEND=$XOVER_TORCH_BACKEND_NCCL \
           "${NCCL_BOUND[@]}" -- run "${STUDY_PLAN[@]}" "${STUDY_RATE[@]}" $extra --seconds "$STUDY_SECONDS" \
-          --mode concurrent,crossover --policy work-conserving --timeout $(($(left) - 20)) --json
+          --mode concurrent,crossover,adaptive --policy work-conserving --timeout $(($(left) - 20)) --json
         report "bound-nccl${extra:+-mps}"
       done ;;
     bound-vgg) STUDY_ROUNDS=1 study bound-vgg 240 gloo "$B50" "$BVGG" ;;

@@ -253,7 +253,8 @@ def comparison_run(tmp_path_factory):
     with file_lock(shared / "comparison.lock"):
         if not done.exists():
             result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
-                                     "--mode", "all", "--iterations", str(COMPARISON_ITERATIONS), "--json"],
+                                     "--mode", "sequential,concurrent,crossover", "--iterations",
+                                     str(COMPARISON_ITERATIONS), "--json"],
                                     env={**os.environ, **paths}, cwd=ROOT, capture_output=True, text=True, timeout=600)
             assert result.returncode == 0, result.stderr[-3000:]
             done.write_text(json.loads(result.stdout)["experiment"])

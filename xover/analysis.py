@@ -40,7 +40,7 @@ from .results import (
     SimulatedGain,
 )
 from .settings import settings
-from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, Mode, turn_taking
+from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, Mode, adapts, turn_taking
 from .store.models import Evaluation, Experiment
 from .store.queries import iteration_rows, run_fields
 
@@ -145,9 +145,10 @@ def job_summary(
 
 
 def variant(job: RunResult) -> str:
-    """How a job ran: sequential / concurrent / crossover:<policy> (or solo, profile). Crossover runs
-    recorded before policies existed took strict round-robin turns."""
-    if turn_taking(job.mode):
+    """How a job ran: sequential / concurrent / crossover:<policy> / adaptive (or solo, profile). Crossover
+    runs recorded before policies existed took strict round-robin turns. Adaptive is one way whatever its
+    policy (it runs under one)."""
+    if turn_taking(job.mode) and not adapts(job.mode):
         return f"{job.mode}:{job.policy or 'round-robin'}"
     return job.mode or "?"
 

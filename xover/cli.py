@@ -246,8 +246,8 @@ RUN_BANDWIDTH_HELP = (
 RUN_POLICY_HELP = (
     "Turn policy of crossover: work-conserving (a device never idles while a job waits; critical-path jobs "
     "first; the job that needs the link least goes first on it), round-robin (strict alternation, the "
-    "paper's), or all (crossover once per policy). Default: a plan's own (the policy its predictions "
-    "assume), else work-conserving."
+    "paper's), or all (crossover once per policy; adaptive takes turns under the first). Default: a plan's own "
+    "(the policy its predictions assume), else work-conserving."
 )
 RUN_MPS_HELP = (
     "Run every job under a CUDA MPS daemon that xover starts for this run and stops after it (kernels of the "
@@ -275,7 +275,7 @@ def _modes_help() -> str:
 
 
 @app.command(
-    short_help="Run groups of co-located jobs: crossover, concurrent, sequential, or all three as one comparison."
+    short_help="Run groups of co-located jobs: crossover, concurrent, adaptive, sequential, or all as one comparison."
 )
 @with_launcher_options
 def run(
@@ -310,8 +310,9 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     **launcher_options: str | None,  # each launcher's own (Launcher.options): with_launcher_options
 ) -> None:
-    """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination),
-    sequential (each alone), or all three as one comparison. A plan runs each group in the way of
+    """Run groups of co-located jobs: crossover (taking turns), concurrent (no coordination), adaptive
+    (turns and none measured while it runs, settling on the better; XOVER_ADAPTIVE), sequential (each
+    alone), or all of them as one comparison. A plan runs each group in the way of
     sharing the plan picked for it (--mode planned, its default); a plan in one mode runs as scheduled:
     each group as soon as its devices are free, groups on other devices side by side."""
     targets = targets or []
@@ -509,8 +510,10 @@ def plan(
 ) -> None:
     """Group complementary jobs (compute-heavy with communication-heavy) with a throughput model,
     predict each group under every way of sharing its devices (crossover under the turn policy,
-    concurrent, and MPS where its jobs measured it) and pick the best for it (turns only when at least
-    2% ahead), place the groups on devices, and write the plan file that `xover run` reads."""
+    concurrent, and MPS where its jobs measured it; a way measured on the same jobs, link and hardware
+    before by its measurement) and pick one for it - adaptive (measured while it runs) where turns and
+    none are closer than the model's measured error, else the better - and say why, place the groups on
+    devices, and write the plan file that `xover run` reads."""
     from .plan.step import plan_jobs
 
     with user_errors():

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -133,6 +133,12 @@ class Recipe:
             data.pop("script")
             data.pop("description")  # names the script's path
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def workload(self) -> str:
+        """The content hash of the job without its length (iterations, epochs): what a measurement of how it
+        shares devices holds for (plan/measured.py); a changed script, model, batch or dataset is another."""
+        return replace(self, iterations=None, epochs=None).hash
 
     @property
     def label(self) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode
+from .sharing import ADAPTIVE, ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode
 
 
 def mode_rank(mode: str | None) -> int:
@@ -177,6 +177,14 @@ class GroupComparison:
         return crossover / concurrent if crossover and concurrent else None
 
     @property
+    def adaptive_vs_best(self) -> float | None:
+        """Adaptive's aggregate over the better of crossover's and concurrent's (of those that ran; None where
+        neither, or adaptive, did)."""
+        adaptive = self.measured.get(ADAPTIVE.name)
+        fixed = [gain for gain in (self.crossover_vs_sequential, self.concurrent_vs_sequential) if gain]
+        return adaptive / max(fixed) if adaptive and fixed else None
+
+    @property
     def concurrent_overlap(self) -> float | None:
         """The share of concurrent's time that every job ran together."""
         return self.overlaps.get(CONCURRENT.name)
@@ -198,6 +206,8 @@ class GroupComparison:
         data["sequential"] = self.sequential
         data.update({WAYS[way].compared_as: gain for way, gain in self.measured.items()})
         data.update(crossover_policy=self.crossover_policy, crossover_vs_concurrent=self.crossover_vs_concurrent)
+        if ADAPTIVE.name in self.measured:
+            data["adaptive_vs_best"] = self.adaptive_vs_best
         data.update({f"{way}_overlap": overlap for way, overlap in self.overlaps.items()})
         data["policies"] = policies
         return data
@@ -277,9 +287,13 @@ class GroupReport(GroupComparison):
     alone_vs_profile: dict[str, float]  # job -> device time alone in the run / in its profile
     predicted_gain: float | None  # the plan's
     model: GroupModel
-    planned_sharing: str | None = None  # the plan's pick for the group (crossover, concurrent, mps)
+    planned_sharing: str | None = None  # the plan's pick for the group (crossover, concurrent, mps, adaptive)
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way
     concurrent_under: str = CONCURRENT.name  # "mps" where the concurrent runs had CUDA MPS (runs.gpu_sharing)
+    # an adaptive run of the group: its segments in order (run/adaptive.py's Segment.to_json()), and why the plan
+    # picked what it picked
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    planned_reason: str | None = None
 
     @classmethod
     def of(
@@ -291,6 +305,8 @@ class GroupReport(GroupComparison):
         planned_sharing: str | None = None,
         predicted_by_sharing: dict[str, float] | None = None,
         concurrent_under: str = CONCURRENT.name,
+        timeline: list[dict[str, Any]] | None = None,
+        planned_reason: str | None = None,
     ) -> GroupReport:
         """A group's comparison with the report's additions, every field of the comparison carried over."""
         fields = {f.name: getattr(comparison, f.name) for f in dataclasses.fields(GroupComparison)}
@@ -302,7 +318,25 @@ class GroupReport(GroupComparison):
             planned_sharing=planned_sharing,
             predicted_by_sharing=dict(predicted_by_sharing or {}),
             concurrent_under=concurrent_under,
+            timeline=list(timeline or []),
+            planned_reason=planned_reason,
         )
+
+    @property
+    def adaptive_gain(self) -> float | None:
+        """Adaptive's measured gain over sequential (None unless it ran)."""
+        return self.measured.get(ADAPTIVE.name)
+
+    @property
+    def time_in_ways(self) -> dict[str, float]:
+        """An adaptive run's share of its time in each way of sharing (empty without one)."""
+        return time_shares(self.timeline)
+
+    @property
+    def adaptive_way(self) -> str | None:
+        """The way an adaptive run settled in last (its last settled segment's), None without one."""
+        settled = [segment["way"] for segment in self.timeline if segment.get("kind") == "settled"]
+        return settled[-1] if settled else None
 
     @property
     def measured_by_sharing(self) -> dict[str, float]:
@@ -379,6 +413,10 @@ class GroupReport(GroupComparison):
             "predicted_by_sharing": self.predicted_by_sharing,
             "best_measured": self.best_measured,
             "pick_vs_best": self.pick_vs_best,
+            "planned_reason": self.planned_reason,
+            "adaptive_way": self.adaptive_way,
+            "adaptive_time": self.time_in_ways,
+            "adaptive_timeline": self.timeline,
         }
 
     @property
@@ -395,6 +433,20 @@ class GroupReport(GroupComparison):
         """How far concurrent's measured gain fell from its prediction, in percent (negative: below it)."""
         measured, predicted = self.concurrent_vs_sequential, self.concurrent_predicted
         return (measured / predicted - 1) * 100 if measured and predicted else None
+
+
+def time_shares(segments: list[dict[str, Any]]) -> dict[str, float]:
+    """The share of an adaptive run's time (its segments' `started` to `ended`, wall times) in each way, while
+    its jobs shared the devices (the last job alone shares nothing)."""
+    spans: dict[str, float] = {}
+    for segment in segments:
+        if segment.get("kind") == "alone":
+            continue
+        if segment.get("ended") is not None and segment.get("started") is not None:
+            length = max(0.0, float(segment["ended"]) - float(segment["started"]))
+            spans[segment["way"]] = spans.get(segment["way"], 0.0) + length
+    total = sum(spans.values())
+    return {way: round(length / total, 4) for way, length in spans.items()} if total > 0 else {}
 
 
 @dataclass(frozen=True)

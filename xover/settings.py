@@ -82,6 +82,7 @@ METRICS_PORT_VARIABLE = "XOVER_METRICS_PORT"
 TURN_METRICS_PORTS_VARIABLE = "XOVER_TURN_METRICS_PORTS"
 METRICS_ADDRESS_VARIABLE = "XOVER_METRICS_ADDRESS"
 METRICS_CREDENTIALS_VARIABLE = "XOVER_METRICS_CREDENTIALS"
+ADAPTIVE_VARIABLE = "XOVER_ADAPTIVE"
 
 VARIABLE_PREFIX = "XOVER_"  # every variable of xover's own (a job file's env may not set one)
 SECRET_VARIABLES = (DB_VARIABLE, REAPER_DB_VARIABLE)  # the store's URL (a password, perhaps): never to workers
@@ -90,6 +91,23 @@ COMM_THREADS = ("batch", "normal", "always")  # the first is the default
 WAITS = ("expect", "poll")
 TORCH_BACKENDS = ("nccl", "gloo")
 TURN_LEASE_LIMITS = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}  # a turn's wait must fit select()
+# XOVER_ADAPTIVE's keys (run/adaptive.py's AdaptiveSettings): each number's range, low and high, and whether
+# the low end is allowed; `start` takes a state instead
+ADAPTIVE_RANGES = {
+    "window": (0.0, 3600.0, False),
+    "max_window": (0.0, 3600.0, False),
+    "iterations": (1.0, 100000.0, True),
+    "share": (0.0, 1.0, False),
+    "probe_share": (0.0, 1.0, False),
+    "pairs": (1.0, 1000.0, True),
+    "z": (0.0, 100.0, False),
+    "floor": (0.0, 0.99, True),
+    "margin": (0.0, 0.99, True),
+    "drift": (0.0, 100.0, False),
+    "recheck": (0.0, 30 * 86400.0, False),
+    "warmup": (0.0, 100000.0, True),
+}
+ADAPTIVE_STARTS = ("turns", "free")
 
 
 def _variable(name: str, **options: Any) -> Any:
@@ -140,6 +158,8 @@ class Settings:
     # a GPU job waits for its queued kernels at every layer boundary of its turn, so that a request to
     # yield is seen there and not only when its compute is done (docs/gpu.md: an experiment, off)
     checkpoint_sync: bool = _variable(CHECKPOINT_SYNC_VARIABLE, default=False)
+    # how an adaptive group probes: key -> value as given (run/adaptive.py's AdaptiveSettings), each checked
+    adaptive: dict[str, str] = _variable(ADAPTIVE_VARIABLE, default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -168,6 +188,7 @@ class Settings:
             turn_heartbeat=_turn_heartbeat(env.get(TURN_HEARTBEAT_VARIABLE)),
             turn_send_buffer=_turn_send_buffer(env.get(TURN_SEND_BUFFER_VARIABLE)),
             checkpoint_sync=_flag(CHECKPOINT_SYNC_VARIABLE, env.get(CHECKPOINT_SYNC_VARIABLE), default=False),
+            adaptive=_adaptive(env.get(ADAPTIVE_VARIABLE)),
         )
 
     @staticmethod
@@ -355,6 +376,37 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
             )
         )
     return lease
+
+
+def _adaptive(text: str | None) -> dict[str, str]:
+    """'window=2,pairs=2,start=turns': how an adaptive group probes (docs/reference.md); each key once, each
+    number ASCII digits within its range (ADAPTIVE_RANGES; whole numbers for iterations, pairs, warmup)."""
+    if not text or not text.strip():
+        return {}
+    found: dict[str, str] = {}
+    for item in text.split(","):
+        key, separator, value = (part.strip() for part in item.partition("="))
+        if not separator or (key not in ADAPTIVE_RANGES and key != "start") or key in found:
+            raise XoverError(
+                f"{ADAPTIVE_VARIABLE}={text!r}: expected KEY=VALUE,... with each KEY once, one of "
+                f"{', '.join([*ADAPTIVE_RANGES, 'start'])}"
+            )
+        if key == "start":
+            if value not in ADAPTIVE_STARTS:
+                raise XoverError(
+                    f"{ADAPTIVE_VARIABLE}={text!r}: start={value}: expected {' or '.join(ADAPTIVE_STARTS)}"
+                )
+        else:
+            low, high, low_allowed = ADAPTIVE_RANGES[key]
+            number = whole_number(value) if key in ("iterations", "pairs", "warmup") else decimal_number(value)
+            if number is None or not (low <= number <= high) or (number == low and not low_allowed):
+                kind = "a whole number" if key in ("iterations", "pairs", "warmup") else "a number"
+                raise XoverError(
+                    f"{ADAPTIVE_VARIABLE}={text!r}: {key}={value}: expected {kind} "
+                    f"{'from' if low_allowed else 'above'} {low:g} {'to' if low_allowed else 'and at most'} {high:g}"
+                )
+        found[key] = value
+    return found
 
 
 def _decimal(text: str) -> float:

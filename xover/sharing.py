@@ -2,7 +2,8 @@
 of sharing a group's devices, each way one registered object (as a turn policy is, `turns/policies.py`).
 
     Mode          what a run row records: solo (`xover train`), profile, sequential (each job alone in a
-                  comparison), and the mode of each way of sharing that runs as its own (concurrent, crossover)
+                  comparison), and the mode of each way of sharing that runs as its own (concurrent, crossover,
+                  adaptive)
     RunStatus     where a run is, and how it ended
     WayOfSharing  one way a group's jobs share their devices: its name, the mode its runs are made in,
                   whether it needs turn servers or an MPS daemon, how the planner simulates it, and how its
@@ -29,14 +30,22 @@ class Mode(str, Enum):
     SEQUENTIAL = "sequential"  # each job of a group alone, one after another: the baseline of a comparison
     CONCURRENT = "concurrent"  # the group's jobs on their devices together, without turns
     CROSSOVER = "crossover"  # the group's jobs taking turns on their devices, under a turn policy
+    ADAPTIVE = "adaptive"  # the group measures turns and no turns while it runs, and settles on the better
 
     def __str__(self) -> str:
         return self.value
 
 
 ALONE_MODES = (Mode.SOLO, Mode.SEQUENTIAL, Mode.PROFILE)  # a run of one job by itself
-SHARED_MODES = (Mode.CONCURRENT, Mode.CROSSOVER)  # runs of jobs together
-MODE_ORDER = (Mode.SOLO, Mode.PROFILE, Mode.SEQUENTIAL, Mode.CONCURRENT, Mode.CROSSOVER)  # as tables list them
+SHARED_MODES = (Mode.CONCURRENT, Mode.CROSSOVER, Mode.ADAPTIVE)  # runs of jobs together
+MODE_ORDER = (
+    Mode.SOLO,
+    Mode.PROFILE,
+    Mode.SEQUENTIAL,
+    Mode.CONCURRENT,
+    Mode.CROSSOVER,
+    Mode.ADAPTIVE,
+)  # as tables list them
 PLANNED = "planned"  # `xover run --mode planned`: each group of a plan in the way of sharing its plan picked
 ALL = "all"  # `xover run --mode all`: sequential and the mode of every way of sharing, as one comparison
 
@@ -73,7 +82,10 @@ class WayOfSharing:
     `mode` is the mode its runs are made in and recorded as (MPS runs are concurrent runs under an MPS
     daemon). The planner simulates a way that `takes_turns` with the turn policy, and one that does not
     with each job's measured stretch next to a computing partner (`stretch`, a profile's field; None:
-    processor sharing). `compared_as` is the key of its gain over sequential in a comparison's JSON."""
+    processor sharing). `compared_as` is the key of its gain over sequential in a comparison's JSON.
+    A way that `adapts` is not simulated (`simulated` False): it runs its group with turns and without in
+    turn, measures both and settles on the better (run/adaptive.py); the planner predicts it from the
+    ways it chooses between."""
 
     name: str
     summary: str  # one line, for --help and the docs
@@ -83,6 +95,8 @@ class WayOfSharing:
     stretch: str | None = None  # the JobProfile field of a job's stretch under it (without turns)
     shares: bool = True  # False for a job alone: the plan's pick for a group of one
     needs_measured_stretch: bool = False  # predicted only where every job of the group measured `stretch`
+    simulated: bool = True  # the planner's simulation predicts it (plan/simulate.py)
+    adapts: bool = False  # it measures turns against none while it runs, and settles on the better
 
     @property
     def compared_as(self) -> str:
@@ -128,6 +142,16 @@ MPS = register_way(
         needs_measured_stretch=True,
     )
 )
+ADAPTIVE = register_way(
+    WayOfSharing(
+        Mode.ADAPTIVE.value,
+        "the group measures turns (under its policy) and no turns while it runs, and settles on the better",
+        Mode.ADAPTIVE,
+        takes_turns=True,
+        simulated=False,
+        adapts=True,
+    )
+)
 ALONE = register_way(WayOfSharing("alone", "one job by itself: it shares nothing", Mode.SEQUENTIAL, shares=False))
 
 DEFAULT_WAY = CROSSOVER  # what a group's jobs do unless a plan or --mode says otherwise
@@ -143,6 +167,18 @@ def way_named(name: str) -> WayOfSharing:
 def sharing_ways() -> tuple[WayOfSharing, ...]:
     """The ways a group of several jobs can share its devices, in the order they are registered."""
     return tuple(way for way in WAYS.values() if way.shares)
+
+
+def simulated_ways() -> tuple[WayOfSharing, ...]:
+    """The ways of sharing the planner's simulation predicts (crossover, concurrent, mps): every way but
+    one that adapts, which is predicted from them."""
+    return tuple(way for way in sharing_ways() if way.simulated)
+
+
+def adapts(name: str | None) -> bool:
+    """Whether the mode or way of that name measures while it runs (adaptive)."""
+    way = WAYS.get(name or "")
+    return way is not None and way.adapts
 
 
 def run_modes() -> tuple[Mode, ...]:
@@ -185,6 +221,7 @@ def modes_of(mode: str | None, plan: bool = True) -> list[str]:
 
 
 def turn_taking(name: str | None) -> bool:
-    """Whether the mode or way of that name takes turns (crossover)."""
+    """Whether the mode or way of that name takes turns, or may (crossover, adaptive): its units need turn
+    servers."""
     way = WAYS.get(name or "")
     return way is not None and way.takes_turns

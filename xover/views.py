@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from .console import console, errors, print_json, print_table
 from .report import simulation
 from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
-from .sharing import CONCURRENT, CROSSOVER
+from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
 
 # `xover simulate`'s summary: the report's columns of a simulation, but for what only the report shows
 SIMULATE_COLUMNS = [
@@ -29,6 +29,8 @@ GROUP_COLUMNS = [
     (f"{CROSSOVER}/sequential", CROSSOVER.compared_as),
     (f"{CONCURRENT}/sequential", CONCURRENT.compared_as),
     (f"{CROSSOVER}/{CONCURRENT}", "crossover_vs_concurrent"),
+    (f"{ADAPTIVE}/sequential", ADAPTIVE.compared_as),
+    (f"{ADAPTIVE}/best", "adaptive_vs_best"),
     ("predicted gain", "predicted_gain"),
 ]
 PROFILE_COLUMNS = [
@@ -56,9 +58,10 @@ PLAN_COLUMNS = [
     ("start s", "start_s"),
     ("sharing", "sharing"),
     ("gain", "predicted_gain"),
-    ("predicted by sharing", "by_sharing"),
+    ("predicted by sharing (* measured)", "by_sharing"),
     ("fluid bound", "fluid_bound"),
     ("slowdowns", "slowdowns"),
+    ("why this sharing", "reason"),
 ]
 
 
@@ -103,10 +106,10 @@ def show_run(result: Any, as_json: bool) -> None:
     if result.schedule is not None:
         schedule = result.schedule
         console.print(
-            f"makespan {schedule['measured_makespan_s']:.1f} s measured "
-            f"vs {schedule['predicted_makespan_s']:.1f} s "
-            f"predicted by the plan vs {schedule['sequential_makespan_s']:.1f} s one after another; "
-            f"up to {schedule['groups_overlapping']} groups ran at once"
+            f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {schedule['groups_overlapping']} "
+            f"groups ran at once (the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
+            f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions; "
+            "`--mode all` measures them one after another)"
         )
     console.print(f"logs: {result.results_dir}")
 
@@ -144,14 +147,18 @@ def show_plan(result: Any, as_json: bool) -> None:
             "fluid_bound": g.fluid_bound,
             "start_s": g.predicted_start_ms / 1000,
             "slowdowns": ", ".join(f"{k} {v:.2f}x" for k, v in g.predicted_slowdown.items()),
-            "by_sharing": ", ".join(f"{k} {v:.2f}" for k, v in g.predicted_by_sharing.items()),
+            "by_sharing": ", ".join(
+                f"{k} {v:.2f}{'*' if g.predicted_from.get(k) == 'measured' else ''}"
+                for k, v in g.predicted_by_sharing.items()
+            ),
+            "reason": g.sharing_reason,
         }
         for i, g in enumerate(plan.groups)
     ]
     from_engine = f", {result.engine} profiles" if result.engine else ""
     print_table(
-        f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, {CROSSOVER} "
-        f"under the {plan.policy} turn policy, "
+        f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, or {ADAPTIVE} where the "
+        f"best two are closer than the model's error; {CROSSOVER} under the {plan.policy} turn policy, "
         f"link {result.bandwidth or 'host'}{from_engine})",
         PLAN_COLUMNS,
         rows,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU study of issue 53: where do turns win on a GPU? GPU-bound jobs (bf16, channels-last), each pair at
 # the link rate its profile says makes the all-reduce as long as the compute, run time-sliced, under MPS, in
-# crossover and as the plan picks; then NCCL under MPS with its CTAs bounded. Phases of scripts/gpu_check.sh
+# crossover, adaptive (turns against none, time-sliced and under MPS, measured while it runs) and as the plan
+# picks; then NCCL under MPS with its CTAs bounded. Phases of scripts/gpu_check.sh
 # (bound, bound-nccl, bound-vgg, bound-bert; see its --help), in two device calls of 12 minutes together (a
 # lent GPU machine has 15 minutes, its start included):
 #

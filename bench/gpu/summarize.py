@@ -119,6 +119,22 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
                     parity_of("crossover", policy),
                 ]
             )
+        if group.get("adaptive_vs_sequential") is not None:  # measured turns against none while it ran
+            concurrent = group.get("concurrent_vs_sequential")
+            time_in = ", ".join(f"{way} {share:.0%}" for way, share in (group.get("adaptive_time") or {}).items())
+            rows.append(
+                common
+                + [
+                    f"adaptive ({group.get('adaptive_way') or '-'}; {time_in or 'no timeline'})",
+                    _f(group["adaptive_vs_sequential"]),
+                    _f(group["adaptive_vs_sequential"] / concurrent) if concurrent else "-",
+                    "",
+                    "-",
+                    _share(group.get("adaptive_overlap")),
+                    _utilisation(samples, by("adaptive")),
+                    parity_of("adaptive", by("adaptive")[0].get("policy") if by("adaptive") else None),
+                ]
+            )
     return rows
 
 

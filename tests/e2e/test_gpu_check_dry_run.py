@@ -46,7 +46,8 @@ def test_gpu_check_dry_run_on_the_cpu_runs_every_phase(tmp_path):
     rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| ") and "---" not in line][1:]
     # the comparison in full once (the other pairs run crossover alone on a CPU, to stay within minutes)
     modes = [row[5] for row in rows if row[0].strip("| ") == "pair-gloo"]
-    assert modes == ["sequential", "concurrent", "crossover work-conserving"], summary
+    assert modes[:3] == ["sequential", "concurrent", "crossover work-conserving"], summary
+    assert len(modes) == 4 and modes[3].startswith("adaptive ("), summary  # its settled way and shares of time
     parity = [row[12].strip(" |") for row in rows
               if row[0].strip("| ") == "pair-gloo" and row[5].startswith("crossover")]
     assert parity and set(parity) == {"exact"}, summary
@@ -109,5 +110,5 @@ def test_the_gpu_study_dry_run_profiles_plans_and_runs_every_way(tmp_path):
     # the stand-in writes no plan: compared as one group, in every mode, then NCCL's run with CTAs bounded
     assert runs[0][runs[0].index("--mode") + 1] == "all" and "--group" in runs[0], runs
     nccl = runs[-1]
-    assert nccl[0] == "NCCL_MAX_CTAS=2" and nccl[nccl.index("--mode") + 1] == "concurrent,crossover", nccl
+    assert nccl[0] == "NCCL_MAX_CTAS=2" and nccl[nccl.index("--mode") + 1] == "concurrent,crossover,adaptive", nccl
     assert "no balanced rate" in result.stdout and "phase bound-nccl" in result.stdout

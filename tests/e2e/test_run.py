@@ -34,7 +34,7 @@ def _losses(db_path, experiment):
 @pytest.fixture(scope="module")
 def planned_comparison(tmp_path_factory):
     """A plan of a group of two (mlp-digits + resnet-digits) and a job planned alone (mlp-balanced), run
-    once in every mode under both policies: what the two tests below read. One comparison serves both,
+    once in every mode under both policies (adaptive under the first): what the two tests below read. One comparison serves both,
     since every run of it costs seconds of process starts (docs/measurements.md, *make test's time*)."""
     folder = tmp_path_factory.mktemp("planned-comparison")
     env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
@@ -54,12 +54,13 @@ def planned_comparison(tmp_path_factory):
 def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(planned_comparison):
     report = planned_comparison["report"]
     pair = [job for job in report["jobs"] if job["name"] in PAIR]
-    assert len(pair) == 8  # sequential x2, concurrent x2, crossover x2 per policy
+    assert len(pair) == 10  # sequential x2, concurrent x2, crossover x2 per policy, adaptive x2
     for job in report["jobs"]:
         assert JOB_KEYS <= set(job)
         assert job["status"] == "finished" and job["iterations"] == 40
     crossover = [j for j in pair if j["mode"] == "crossover"]
     assert {j["policy"] for j in crossover} == {"work-conserving", "round-robin"}
+    assert {j["policy"] for j in pair if j["mode"] == "adaptive"} == {"work-conserving"}  # the first policy only
     assert all(j["wait_ms"] is not None for j in crossover)
     [group] = report["groups"]
     assert group["crossover_vs_sequential"] > 0 and group["crossover_vs_concurrent"] > 0
@@ -69,7 +70,7 @@ def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(plan
     for recipe in PAIR:
         alone = losses[(recipe, "sequential")]
         assert len(alone) == 40
-        for mode in ("concurrent", "crossover:work-conserving", "crossover:round-robin"):
+        for mode in ("concurrent", "crossover:work-conserving", "crossover:round-robin", "adaptive:work-conserving"):
             assert losses[(recipe, mode)] == alone, mode  # exactly, per iteration
     # both jobs' rank 0 run on device 0: under either policy their turns never overlap there
     for policy in ("work-conserving", "round-robin"):
@@ -223,6 +224,6 @@ def test_a_job_planned_alone_runs_once_in_a_comparison(planned_comparison):
     for job in report["jobs"]:
         runs.setdefault(job["name"], []).append(f"{job['mode']}:{job.get('policy') or '-'}")
     assert runs["mlp-balanced"] == ["sequential:-"]
-    assert sorted(runs["resnet-digits"]) == ["concurrent:-", "crossover:round-robin", "crossover:work-conserving",
-                                             "sequential:-"]
+    assert sorted(runs["resnet-digits"]) == ["adaptive:work-conserving", "concurrent:-", "crossover:round-robin",
+                                             "crossover:work-conserving", "sequential:-"]
     assert [sorted(g["jobs"]) for g in report["groups"]] == [["mlp-digits", "resnet-digits"]]

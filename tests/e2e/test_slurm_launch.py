@@ -108,6 +108,7 @@ def test_a_comparison_cancelled_while_pending_records_every_run_it_was_to_make(s
         expected += [(index, name, mode, None) for mode in ("sequential", "concurrent") for name in names]
         expected += [(index, name, "crossover", policy) for policy in ("round-robin", "work-conserving")
                      for name in names]
+        expected += [(index, name, "adaptive", "work-conserving") for name in names]  # under the first policy
 
     def order(row):
         return row[0], row[1], row[2], row[3] or ""

@@ -9,7 +9,7 @@ from scraped import free_port, get, scrape, value
 from xover.errors import XoverError
 from xover.records import EndRecord, IterationRecord, StartRecord, TurnsLostRecord
 from xover.run.exporter import GroupFacts, JobFacts, PrometheusSink, RunFacts
-from xover.run.sinks import JobLabels, deliver
+from xover.run.sinks import GroupLabels, JobLabels, deliver
 
 
 def iteration(step, held=None, wait_s=0.0, wall_time=100.0):
@@ -61,6 +61,33 @@ def test_job_and_group_series_from_the_records(sink):
     sink.job_ended(A, "finished")
     samples = scrape(sink.port)
     assert value(samples, "xover_job_running", **job_a) == 0
+
+
+def test_an_adaptive_groups_way_now_its_measurements_and_decisions(sink):
+    """The scheduler hands the sink each segment of an adaptive group's timeline as it opens and closes
+    (run/adaptive.py): the way it runs in now is 1, the other 0; each way's last measured aggregate; decisions."""
+    sink.opened("e1")
+    group = GroupLabels("e1", 0, ("mlp-a", "mlp-b"), "adaptive")
+
+    def segment(seq, kind, way, ended=None, aggregate=None, decision=None):
+        return {"seq": seq, "kind": kind, "way": way, "ended": ended, "aggregate": aggregate, "decision": decision}
+
+    sink.adaptive_segment(group, segment(0, "probe", "concurrent"))
+    sink.adaptive_segment(group, segment(0, "probe", "concurrent", ended=2.0, aggregate=1.31))
+    sink.adaptive_segment(group, segment(1, "probe", "crossover"))
+    samples = scrape(sink.port)
+    assert value(samples, "xover_group_sharing_way", experiment="e1", group="0", way="crossover") == 1
+    assert value(samples, "xover_group_sharing_way", experiment="e1", group="0", way="concurrent") == 0
+    assert value(samples, "xover_group_adaptive_aggregate", experiment="e1", group="0", way="concurrent") == 1.31
+    sink.adaptive_segment(group, segment(1, "probe", "crossover", ended=4.0, aggregate=1.18))
+    decision = {"ways": {"crossover": 1.18, "concurrent": 1.31}}
+    sink.adaptive_segment(group, segment(2, "settled", "concurrent", decision=decision))
+    sink.adaptive_segment(group, segment(2, "settled", "concurrent", decision=decision))  # decided, written again
+    samples = scrape(sink.port)
+    assert value(samples, "xover_group_sharing_way", experiment="e1", group="0", way="concurrent") == 1
+    assert value(samples, "xover_group_sharing_way", experiment="e1", group="0", way="crossover") == 0
+    assert value(samples, "xover_group_adaptive_aggregate", experiment="e1", group="0", way="crossover") == 1.18
+    assert value(samples, "xover_group_adaptive_decisions_total", experiment="e1", group="0") == 1
 
 
 def test_a_job_that_lost_its_turns_is_counted(sink):

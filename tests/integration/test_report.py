@@ -12,7 +12,16 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from xover.cli import app
-from xover.store.models import Experiment, IterationMetric, Plan, PlanGroup, Profile, RecipeSnapshot, Run
+from xover.store.models import (
+    Experiment,
+    IterationMetric,
+    Plan,
+    PlanGroup,
+    Profile,
+    RecipeSnapshot,
+    Run,
+    SharingSegment,
+)
 from xover.store.session import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +76,61 @@ def _hand_made_store(db: Path) -> None:
                                             compute_s=compute, communication_s=communication - wait, wait_s=wait,
                                             samples=64, loss=loss))
     store.close()
+
+
+def _with_adaptive(db: Path) -> None:
+    """The plan's experiment gets an adaptive run of a and b: 10 iterations of 50 ms each (speed 0.8, aggregate
+    1.6), and its timeline: a warm-up, two probes, a decision for crossover with its figures."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        runs = []
+        for slot, name in enumerate(("a", "b")):
+            run = Run(experiment_id="20260101-000000-plan", recipe_id=recipe.id, name=name, mode="adaptive",
+                      policy="work-conserving", group_index=0, slot=slot, hosts="localhost:2", np=2,
+                      status="finished", exit_code=0)
+            session.add(run)
+            session.flush()
+            runs.append(run.id)
+            for step in range(10):
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.05 * (step + 1),
+                                            wall_time=2000.0 + 0.05 * (step + 1), iteration_s=0.05, data_s=0.0,
+                                            compute_s=0.02, communication_s=0.02, wait_s=0.01, samples=64,
+                                            loss=2.0 - 0.1 * step))
+        decision = {"rule": "clear", "ways": {"crossover": 1.6, "concurrent": 1.2}, "difference": 0.4,
+                    "difference_error": 0.05, "aggregate": {"turns": 1.6, "free": 1.2}, "windows": 2}
+        for seq, (kind, way, started, ended, aggregate, reason, figures) in enumerate([
+                ("warm-up", "concurrent", 2000.0, 2000.1, None, "the jobs start in the prior", None),
+                ("probe", "concurrent", 2000.1, 2000.2, 1.2, "start: round 1, window 1", {"length_s": 0.1}),
+                ("probe", "crossover", 2000.2, 2000.3, 1.6, "round 1, window 2", {"length_s": 0.1}),
+                ("settled", "crossover", 2000.3, 2000.5, 1.6, "round 1: the difference is clear", decision)]):
+            session.add(SharingSegment(experiment_id="20260101-000000-plan", run_id=runs[0], runs=runs, group_index=0,
+                                       seq=seq, kind=kind, way=way, reason=reason, started=started, ended=ended,
+                                       speeds={"a": aggregate / 2, "b": aggregate / 2} if aggregate else {},
+                                       aggregate=aggregate, error=0.02 if aggregate else None, decision=figures))
+    store.close()
+
+
+def test_an_adaptive_groups_timeline_of_ways_and_its_share_of_time_in_each(isolated_results):
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    _with_adaptive(db)
+    [group] = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    assert group["adaptive_vs_sequential"] == pytest.approx(1.6)  # 0.8 + 0.8: 50 ms against 40 ms alone each
+    assert group["adaptive_vs_best"] == pytest.approx(0.8)  # crossover measured 2.0
+    assert group["adaptive_way"] == "crossover"
+    assert [segment["kind"] for segment in group["adaptive_timeline"]] == ["warm-up", "probe", "probe", "settled"]
+    assert group["adaptive_timeline"][3]["decision"]["ways"] == {"crossover": 1.6, "concurrent": 1.2}
+    assert group["adaptive_time"] == {"concurrent": pytest.approx(0.4), "crossover": pytest.approx(0.6)}
+    parity = {(p["name"], p["mode"]): p for p in json.loads(report("plan", "--format", "json").stdout)["parity"]}
+    assert parity[("a", "adaptive")]["identical"] and parity[("b", "adaptive")]["steps"] == 10
+    table = " ".join(report("plan").output.split())
+    assert "adaptive, its timeline" in table and "concurrent 40%, crossover 60%" in table
+    assert "round 1: the difference is clear (crossover 1.600, concurrent 1.200; difference +0.400 +/- 0.050)" in table
+    html = report("plan", "--format", "html", "--out", str(isolated_results / "r.html"))
+    assert html.exit_code == 0, html.output
+    page = (isolated_results / "r.html").read_text()
+    assert "Adaptive: the way each group ran in, and why" in page and 'id="adaptive"' in page
 
 
 def test_gains_error_and_parity_from_a_plan(isolated_results):

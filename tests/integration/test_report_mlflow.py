@@ -2,14 +2,16 @@
 store (a real comparison run: tests/e2e/test_mlflow_of_a_run.py): every experiment of `all`, a changed
 experiment replaced rather than duplicated, and bad input as one line (exit 2)."""
 
+import json
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from sqlalchemy import update
-from test_report import _hand_made_store, _one_error_line
+from test_report import _hand_made_store, _one_error_line, _with_adaptive
 from typer.testing import CliRunner
 
 from xover.cli import app
@@ -35,6 +37,27 @@ def _runs(uri: str, view=ViewType.ACTIVE_ONLY) -> list:
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("xover")
     return client.search_runs([experiment.experiment_id], run_view_type=view, max_results=1000)
+
+
+def test_an_adaptive_groups_decisions_go_to_mlflow(isolated_results):
+    _hand_made_store(isolated_results / "xover.db")
+    _with_adaptive(isolated_results / "xover.db")
+    uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    result = report(PLAN, "--format", "mlflow", "--tracking-uri", uri)
+    assert result.exit_code == 0, result.output
+    parent = next(run for run in _runs(uri) if run.data.tags["xover.kind"] == "experiment")
+    client = MlflowClient(tracking_uri=uri)
+    turns = client.get_metric_history(parent.info.run_id, "group0.adaptive.turns")
+    assert [(m.step, m.value) for m in sorted(turns, key=lambda m: m.step)] == [(0, 0.0), (1, 0.0), (2, 1.0), (3, 1.0)]
+    probes = client.get_metric_history(parent.info.run_id, "group0.adaptive.crossover")
+    assert sorted((m.step, m.value) for m in probes) == [(2, pytest.approx(1.6)), (3, pytest.approx(1.6))]
+    assert parent.data.metrics["group0.adaptive_vs_sequential"] == pytest.approx(1.6)
+    artifacts = {item.path for item in client.list_artifacts(parent.info.run_id)}
+    assert "adaptive-group0.json" in artifacts
+    saved = client.download_artifacts(parent.info.run_id, "adaptive-group0.json", str(isolated_results))
+    timeline = json.loads(Path(saved).read_text())
+    assert timeline["time_in_ways"] == {"concurrent": pytest.approx(0.4), "crossover": pytest.approx(0.6)}
+    assert timeline["timeline"][3]["decision"]["rule"] == "clear"  # each decision with its figures
 
 
 def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):

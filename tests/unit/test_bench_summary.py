@@ -1,5 +1,7 @@
 """bench/crossover_pair.py's hit rates of the model's predictions (the bench itself runs real pairs)."""
 
+import json
+
 from conftest import load_bench
 
 
@@ -38,3 +40,46 @@ def test_the_gpu_checks_loss_parity_is_per_mode_and_only_where_steps_were_compar
                           "policies": {"work-conserving": {"aggregate": None}}}]}
     rows = {row[5]: row[-1] for row in summarize.group_rows("paper", report, [])}
     assert rows == {"sequential": "-", "concurrent": "exact", "crossover work-conserving": "-"}
+
+
+def test_issue_60s_targets_over_the_rows(capsys):
+    bench = load_bench("crossover_pair")
+
+    def row(pair, concurrent, crossover, adaptive):
+        return {"pair": pair, "engine": "horovod", "concurrent": concurrent, "adaptive": adaptive, "pick": "adaptive",
+                "pick_reason": "close", "policies": {"work-conserving": {"aggregate": crossover}}}
+
+    bench.print_targets([
+        row("a:b", 1.50, 1.40, 1.49),  # concurrent ahead; adaptive 0.993 of it
+        row("c:d", 1.20, 1.50, 1.44),  # crossover leads by 25%: adaptive keeps 0.96 of it, 0.96 of the best
+        row("e:f", 1.30, 1.31, 1.27),  # equal ways: 0.969 of the best, 0.977 of concurrent
+    ])
+    out = capsys.readouterr().out
+    assert "better of crossover and concurrent: 1 of 3" in out
+    assert ">= 0.99 x concurrent: 2 of 3" in out
+    assert "crossover where crossover led by 10% or more: 1 of 1" in out
+
+
+def test_the_demos_makespans_are_both_measured_and_each_pick_is_beside_the_best(capsys, tmp_path):
+    summary = load_bench("demo_summary")
+
+    def job(mode, start, end, status="finished"):
+        return {"mode": mode, "status": status, "started_at": f"2026-11-28 10:00:{start:02d}",
+                "ended_at": f"2026-11-28 10:00:{end:02d}"}
+
+    planned = {"experiment": {"id": "p1"}, "jobs": [job("adaptive", 0, 20), job("adaptive", 1, 22),
+                                                    job("sequential", 22, 30)], "groups": []}
+    comparison = {"experiment": {"id": "c1"}, "jobs": [job("sequential", 0, 14), job("sequential", 14, 30),
+                                                       job("sequential", 30, 38), job("concurrent", 38, 58)],
+                  "groups": [{"group": 0, "jobs": ["a", "b"], "planned_sharing": "adaptive", "planned_reason": "close",
+                              "crossover_vs_sequential": 1.4, "concurrent_vs_sequential": 1.5,
+                              "adaptive_vs_sequential": 1.47}]}
+    assert summary.planned_makespan_s(planned) == 30.0
+    assert summary.one_after_another_s(comparison) == 38.0  # 14 + 16 + 8: the runs alone, not the predictions
+    [row] = summary.pick_rows(comparison)
+    assert (row["pick"], row["best"], round(row["pick_vs_best"], 3)) == ("adaptive", "concurrent", 0.98)
+    (tmp_path / "p.json").write_text(json.dumps(planned))
+    (tmp_path / "c.json").write_text(json.dumps(comparison))
+    assert summary.main([str(tmp_path / "p.json"), str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "30.0 s measured" in out and "38.0 s measured" in out and "the plan beat one after another" in out

@@ -11,7 +11,7 @@ from xover.plan import JobProfile, make_plan
 from xover.plan.decide import Queued, StepRules, decide, ready_to_start
 from xover.plan.grouping import GroupingRules
 from xover.plan.instances import JobInstance
-from xover.plan.predict import best_sharing, predict_sharings
+from xover.plan.predict import pick_sharing, predict_considered
 from xover.plan.state import FreeDevices
 from xover.plan.throughput import XoverModel
 
@@ -67,7 +67,8 @@ def test_the_start_rule_keeps_the_order_and_waits_for_earlier_units():
 
 def test_xovers_model_predicts_as_the_plan_picks():
     jobs = [JobProfile("c", 1, 120, 10, 1), JobProfile("m", 1, 20, 150, 1, link_ms=150)]
-    picked = best_sharing(predict_sharings(jobs), jobs)
+    predictions, sources = predict_considered(jobs)
+    picked = pick_sharing(predictions, jobs, sources).prediction
     speeds = XoverModel().predict(jobs)
     assert speeds.sharing == picked.sharing
     assert speeds.speeds == (picked.speeds["c"], picked.speeds["m"])

@@ -7,11 +7,12 @@ from xover.run.commands import modes_of
 
 
 @pytest.mark.parametrize("given, modes", [
-    ("all", ["sequential", "concurrent", "crossover"]),
+    ("all", ["sequential", "concurrent", "crossover", "adaptive"]),
     ("crossover", ["crossover"]),
     ("crossover,sequential", ["sequential", "crossover"]),  # the baseline first, as `all` runs it
     ("sequential, crossover,crossover", ["sequential", "crossover"]),
-    ("concurrent,all", ["sequential", "concurrent", "crossover"]),
+    ("concurrent,all", ["sequential", "concurrent", "crossover", "adaptive"]),
+    ("adaptive,sequential", ["sequential", "adaptive"]),
 ])
 def test_a_mode_a_list_or_all(given, modes):
     assert modes_of(given) == modes
@@ -19,7 +20,7 @@ def test_a_mode_a_list_or_all(given, modes):
 
 @pytest.mark.parametrize("given", ["fast", "sequential,solo", "crossover,", ""])
 def test_anything_else_is_one_line_naming_the_choices(given):
-    with pytest.raises(XoverError, match=r"^--mode .*: choose crossover, concurrent, sequential, a comma list"):
+    with pytest.raises(XoverError, match=r"^--mode .*: choose adaptive, crossover, concurrent, sequential, a comma list"):
         modes_of(given)
 
 

@@ -177,3 +177,95 @@ def test_the_gpus_busy_fraction_is_taken_inside_the_compute_windows():
     samples = [(10.01, 0.9), (10.05, 1.0), (10.12, 0.0), (10.16, 0.0), (10.21, 0.9), (10.25, 1.0), (10.3, 0.0)]
     assert busy_in_windows(samples, windows) == pytest.approx(0.95)
     assert busy_in_windows(samples, [(20.0, 21.0)]) is None  # no sample there: unknown, not idle
+
+
+# ------------------------------------------------------------------------------------ the plan's pick (issue 60)
+
+from xover.plan.calibration import SHIPPED  # noqa: E402
+from xover.plan.measured import JobIdentity, MeasuredWay, Measurements, jobs_key  # noqa: E402
+from xover.plan.predict import measured_prediction, pick_sharing, predict_considered  # noqa: E402
+
+
+def _ways(crossover: float, concurrent: float, jobs):
+    predictions = predict_sharings(jobs)
+    return {"crossover": dataclasses.replace(predictions["crossover"], gain=crossover),
+            "concurrent": dataclasses.replace(predictions["concurrent"], gain=concurrent)}
+
+
+def test_ways_closer_than_the_models_error_pick_adaptive_and_say_why():
+    a, b = job("a", 100, 60), job("b", 60, 100)
+    close = pick_sharing(_ways(1.40, 1.36, [a, b]), [a, b])  # 2.9% apart, the model misses by 7.75%
+    assert close.sharing == "adaptive"
+    assert close.prediction.gain == pytest.approx(1.40)  # it settles on the better: predicted as that one
+    assert close.reason == ("crossover 1.40 (simulated), concurrent 1.36 (simulated): 2.9% apart, within the model's "
+                            "measured error (7.8%); adaptive measures both while it runs")
+    clear = pick_sharing(_ways(1.40, 1.20, [a, b]), [a, b])
+    assert clear.sharing == "crossover" and "crossover ahead by 14.3%, more than the model's measured error" in clear.reason
+    behind = pick_sharing(_ways(1.10, 1.40, [a, b]), [a, b])
+    assert behind.sharing == "concurrent"
+
+
+def test_the_threshold_is_the_models_error_or_a_measurements():
+    a, b = job("a", 100, 60), job("b", 60, 100)
+    ways = _ways(1.40, 1.34, [a, b])  # 4.3% apart
+    assert pick_sharing(ways, [a, b]).sharing == "adaptive"  # simulated: within 7.75%
+    measured = {"crossover": "measured", "concurrent": "measured"}
+    found = pick_sharing(ways, [a, b], measured)  # both measured: their error is 4%, and 4.3% is beyond it
+    assert found.sharing == "crossover" and "the measurements' error (4.0%)" in found.reason
+    mixed = {"crossover": "measured", "concurrent": "simulated"}
+    assert pick_sharing(ways, [a, b], mixed).sharing == "adaptive"  # one simulated: the model's error holds
+    assert pick_sharing(ways, [a, b], calibration=dataclasses.replace(SHIPPED, model_error=0.02)).sharing == "crossover"
+
+
+def test_a_way_that_breaks_a_jobs_protection_is_never_probed():
+    a, b = job("a", 100, 60, max_slowdown=1.5), job("b", 60, 100)
+    ways = _ways(1.40, 1.38, [a, b])
+    ways["concurrent"] = dataclasses.replace(ways["concurrent"], speeds={"a": 0.5, "b": 0.88})  # a at 2x
+    found = pick_sharing(ways, [a, b])
+    assert found.sharing == "crossover" and "would leave a job beyond its max_slowdown" in found.reason
+
+
+def test_a_measurement_holds_for_the_same_jobs_in_any_order_and_under_the_plans_policy():
+    a, b = job("a", 100, 60), job("b", 60, 100)
+    ids = {"a": JobIdentity("wa", 2, "horovod"), "b": JobIdentity("wb", 2, "horovod")}
+    key = jobs_key([ids["b"], ids["a"]])
+    assert key == jobs_key([ids["a"], ids["b"]])
+    measured = Measurements(
+        {key: {"crossover:work-conserving": MeasuredWay(1.5, (0.6, 0.9), "e1", "work-conserving"),
+               "crossover:round-robin": MeasuredWay(1.1, (0.5, 0.6), "e1", "round-robin"),
+               "concurrent": MeasuredWay(1.3, (0.7, 0.6), "e1")}}, ids)
+    found = measured.for_group([b, a], "work-conserving")
+    assert found["crossover"][1] == {"a": 0.6, "b": 0.9}  # speeds back to the jobs by their identities
+    assert found["concurrent"][1] == {"a": 0.7, "b": 0.6}
+    assert measured.for_group([a, b], "round-robin")["crossover"][0].gain == 1.1
+    other = Measurements(measured.ways, {**ids, "b": JobIdentity("wb-changed", 2, "horovod")})
+    assert other.for_group([a, b], "work-conserving") == {}
+    predictions, sources = predict_considered([a, b], measured=measured)
+    assert predictions["crossover"].gain == pytest.approx(1.5) and sources == {"crossover": "measured",
+                                                                                "concurrent": "measured"}
+    assert predictions["crossover"].speeds == {"a": 0.6, "b": 0.9}
+    # the duration from the measured speeds: b (100 iterations of 160 ms at 0.9) ends first, then a goes on alone
+    prediction = measured_prediction([a, b], "crossover", "work-conserving", {"a": 0.6, "b": 0.9})
+    assert prediction.duration_ms == pytest.approx(100 * 160 / 0.9 + (100 - 100 * 160 / 0.9 / (160 / 0.6)) * 160)
+
+
+def test_an_adaptive_group_starts_in_its_plans_better_way_and_runs_under_mps_where_that_is_mps():
+    from xover.recipes import load_recipe
+    from xover.run.jobs import job_for
+    from xover.run.batch import planned_under_mps
+    from xover.run.units import adaptive_prior
+
+    jobs = [job_for(load_recipe("mlp-digits")), job_for(load_recipe("resnet-digits"))]
+    turns_ahead = GroupToRun(0, jobs, sharing="adaptive", predicted_by_sharing={"crossover": 1.40, "concurrent": 1.36})
+    assert adaptive_prior(turns_ahead) == "turns" and not turns_ahead.needs_mps
+    [unit] = group_units(turns_ahead, ["planned"], ["work-conserving", "round-robin"])
+    assert (unit.mode, unit.policy, unit.prior) == ("adaptive", "work-conserving", "turns")
+    under_mps = GroupToRun(0, jobs, sharing="adaptive",
+                           predicted_by_sharing={"crossover": 1.30, "concurrent": 1.10, "mps": 1.33})
+    assert under_mps.best_without_turns == "mps" and under_mps.needs_mps and adaptive_prior(under_mps) == "free"
+    assert planned_under_mps(under_mps, ["planned"]) and not planned_under_mps(under_mps, ["adaptive"])
+    assert adaptive_prior(GroupToRun(0, jobs)) is None  # no plan: the controller starts without turns
+    # --mode all runs it once, under the first policy
+    units = group_units(GroupToRun(0, jobs), ["sequential", "concurrent", "crossover", "adaptive"],
+                        ["work-conserving", "round-robin"])
+    assert [(u.mode, u.policy) for u in units if u.mode == "adaptive"] == [("adaptive", "work-conserving")]

@@ -50,10 +50,27 @@ class Calibration:
         "interference: the measured fraction, half of it scaled by "
         "traffic* (three `make bench` runs of 2026-11-22)",
     )
+    # How far the simulation's predicted gain of a way misses the measured one: the median |error| of the
+    # crossover (work-conserving) prediction over the 14 rows of the newest `make bench` (2026-11-27 18:11:
+    # 26.6, 11.3, 9.8, 1.8, 9.0, 5.1, 5.1, 1.4, 5.4, 6.5, 0.5, 20.1, 11.6, 10.6%). Two ways predicted closer
+    # than this are a coin toss for the model: the plan picks adaptive for them (`predict.pick_sharing`).
+    model_error: float = _fitted(
+        0.0775,
+        f"{MEASUREMENTS}, Figures behind the design: *The model's error, for the plan's pick* (the median "
+        "|predicted / measured - 1| of crossover's gain over the 14 rows of the newest `make bench`)",
+    )
+    # How far one measured aggregate of a way misses the next measurement of the same group (the bench's
+    # repeats): half the range of crossover / concurrent over repeated runs of one pair (0.94-1.03 on
+    # resnet-synthetic + mlp-synthetic, horovod, 2026-11-27; 0.93-0.94 to 1.00-1.09 in the repeats of 2026-11-28).
+    measured_error: float = _fitted(
+        0.04,
+        f"{MEASUREMENTS}, Figures behind the design: *A measurement's error, for the plan's pick* (half the "
+        "range of one pair's crossover / concurrent over repeated runs)",
+    )
     fitted_on: str = "shipped: xover's own 2-core CPU machine, emulated 1 Gbit/s link (docs/measurements.md)"
 
     def __post_init__(self) -> None:
-        for name in ("link_band_leak", "interference_traffic_part"):
+        for name in ("link_band_leak", "interference_traffic_part", "model_error", "measured_error"):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

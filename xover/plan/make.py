@@ -12,12 +12,11 @@ from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .decide import Queued, StepRules, decide
 from .grouping import ALGORITHMS, GroupingRules
 from .instances import JobInstance
+from .measured import NONE, Measurements
 from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
 from .predict import (
-    GroupPrediction,
-    best_sharing,
-    predict_sharings,
+    SharingPick,
     sequential_duration_ms,
 )
 from .state import FreeDevices
@@ -31,10 +30,11 @@ class PlanInputError(XoverError):
 @dataclass(frozen=True)
 class GroupPlan:
     """Jobs that share the same devices, the way they share them (`sharing`: crossover under the
-    plan's turn policy, concurrent, or mps; "alone" for a job by itself), and what the model predicts
-    for them that way: each job's speed relative to alone (its slowdown is the inverse), the group's
+    plan's turn policy, concurrent, mps, or adaptive; "alone" for a job by itself), and what the model
+    predicts for them that way: each job's speed relative to alone (its slowdown is the inverse), the group's
     gain (the sum of the speeds), the fluid bound, and when it starts and how long it lasts.
-    `predicted_by_sharing`: the predicted gain of each way of sharing that was considered."""
+    `predicted_by_sharing`: the predicted gain of each way of sharing that was considered; `predicted_from`:
+    where each came from (measured on these jobs before, or simulated); `sharing_reason`: why the pick."""
 
     jobs: list[JobProfile]
     devices: list[str]
@@ -49,6 +49,8 @@ class GroupPlan:
     predicted_start_ms: float = 0.0
     sharing: str = DEFAULT_WAY.name
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)
+    predicted_from: dict[str, str] = field(default_factory=dict)  # way -> measured | simulated
+    sharing_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,10 @@ def make_plan(
     algo: str = "matching",
     min_gain_margin: float = 0.05,
     policy: str = DEFAULT_POLICY,
+    measured: Measurements = NONE,
 ) -> Plan:
-    """Group ``jobs`` with ``algo``, place the groups on ``hosts`` in waves, predict the outcome."""
+    """Group ``jobs`` with ``algo``, place the groups on ``hosts`` in waves, predict the outcome; a group
+    measured before (``measured``) is predicted by its measurement."""
     _check_inputs(jobs, hosts, device_memory_gb, max_group, algo, min_gain_margin)
     if policy not in POLICIES:
         raise PlanInputError(f"unknown turn policy {policy!r}; choose {', '.join(POLICIES)}")
@@ -137,7 +141,7 @@ def make_plan(
         [Queued(JobInstance.of_profile(job), job.iterations, index) for index, job in enumerate(placeable)],
         FreeDevices(hosts),
         StepRules(
-            model=XoverModel(policy),
+            model=XoverModel(policy, measured),
             grouping=GroupingRules(max_group, device_memory_gb, min_gain_margin),
             algo=algo,
             order="longest-first",
@@ -146,7 +150,7 @@ def make_plan(
     )
     groups = [[member.instance.kind for member in unit.members] for unit in step.units]
     placed = sorted(place_groups(groups, hosts), key=lambda group: group.wave)
-    group_plans = schedule([_predict(group, policy) for group in placed])
+    group_plans = schedule([_predict(group, policy, measured) for group in placed])
     return Plan(
         algo=algo,
         hosts=[(name, slots) for name, slots in hosts],
@@ -159,14 +163,16 @@ def make_plan(
     )
 
 
-def chosen_sharing(jobs: Sequence[JobProfile], policy: str) -> tuple[GroupPrediction, dict[str, GroupPrediction]]:
-    """The way of sharing `jobs` should run under (`predict.best_sharing`) and every way considered."""
-    predictions = predict_sharings(jobs, policy)
-    return best_sharing(predictions, jobs), predictions
+def chosen_sharing(jobs: Sequence[JobProfile], policy: str, measured: Measurements = NONE) -> SharingPick:
+    """The way of sharing `jobs` should run under (`predict.pick_sharing`), why, and every way considered."""
+    return XoverModel(policy, measured).pick(jobs)
 
 
-def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
-    prediction, considered = chosen_sharing(group.jobs, policy)
+def _predict(group: PlacedGroup, policy: str, measured: Measurements = NONE) -> GroupPlan:
+    pick = chosen_sharing(group.jobs, policy, measured)
+    prediction, considered = pick.prediction, dict(pick.considered)
+    if prediction.sharing not in considered:  # adaptive, picked: predicted as the better of its two ways
+        considered[prediction.sharing] = prediction
     alone = len(group.jobs) == 1
     return GroupPlan(
         jobs=group.jobs,
@@ -181,6 +187,8 @@ def _predict(group: PlacedGroup, policy: str) -> GroupPlan:
         fluid_bound=prediction.fluid_bound,
         sharing=ALONE.name if alone else prediction.sharing,
         predicted_by_sharing={} if alone else {sharing: p.gain for sharing, p in considered.items()},
+        predicted_from={} if alone else {way: pick.sources.get(way, "simulated") for way in considered},
+        sharing_reason="one job: nothing to share" if alone else pick.reason,
     )
 
 

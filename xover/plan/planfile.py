@@ -18,8 +18,12 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                  "predicted_start_ms": 0.0,           # after the groups it waits for
                  "fluid_bound": 1.6,                  # the most any policy could get
                  "sharing": "concurrent",             # how it runs (a way of sharing, xover/sharing.py):
-                                                      # crossover under "policy", concurrent, mps; alone
-                 "predicted_by_sharing": {"concurrent": 1.41}}],  # the gain of each way it considered
+                                                      # crossover under "policy", concurrent, mps,
+                                                      # adaptive; alone for one job
+                 "predicted_by_sharing": {"concurrent": 1.41},  # the gain of each way it considered
+                 "predicted_from": {"concurrent": "measured"},  # measured: on these jobs, link and
+                                                      # hardware before (plan/measured.py); else simulated
+                 "sharing_reason": "..."}],           # why the plan picked it, in words
      "jobs": {"resnet": {"devices": 2, "compute_ms": 130.0, "comm_ms": 40.0,
                          "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
                          "comm_cpu": 0.0, "checkpoint_ms": 1.0, "interference": 0.0,
@@ -48,8 +52,9 @@ job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``
 ``interference_link_share`` (none: the interference is the same next to any partner),
 ``corun_stretch`` and ``mps_stretch`` (none: processor sharing) may be left out; a job's name is
 letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predicted_iteration_ms``,
-``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job) and
-``predicted_by_sharing`` may be left out (plans from before they existed); ``policy`` defaults to
+``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job),
+``predicted_by_sharing``, ``predicted_from`` (every figure simulated) and ``sharing_reason`` may be left
+out (plans from before they existed); ``policy`` defaults to
 work-conserving; ``link``, ``engine`` and ``device_kind``
 (gpu or cpu) are absent from plans made from a trace.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
@@ -66,12 +71,13 @@ from typing import Any, NoReturn
 
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..errors import XoverError
-from ..sharing import ALONE, DEFAULT_WAY
+from ..sharing import ALONE, DEFAULT_WAY, sharing_ways
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .make import GroupPlan, Plan, PlannedScript
 from .model import InvalidJobProfile, JobProfile, job_name_problem
-from .predict import SHARINGS
+from .predict import MEASURED, SIMULATED
 
+SHARINGS = tuple(way.name for way in sharing_ways())  # crossover, concurrent, mps, adaptive
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (hosts.py)
 
 PLAN_FORMAT = "xover-plan/1"
@@ -119,6 +125,8 @@ def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
         "fluid_bound": group.fluid_bound,
         "sharing": group.sharing,
         "predicted_by_sharing": dict(group.predicted_by_sharing),
+        "predicted_from": dict(group.predicted_from),
+        "sharing_reason": group.sharing_reason,
     }
 
 
@@ -339,6 +347,8 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         predicted_start_ms=_number(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
         sharing=_sharing(fields.get("sharing"), f"{where}.sharing", len(members)),
         predicted_by_sharing=_by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing"),
+        predicted_from=_sources(fields.get("predicted_from", {}), f"{where}.predicted_from"),
+        sharing_reason=_text(fields.get("sharing_reason", ""), f"{where}.sharing_reason"),
     )
 
 
@@ -360,6 +370,17 @@ def _by_sharing(value: Any, where: str) -> dict[str, float]:
         if sharing not in SHARINGS:
             _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     return gains
+
+
+def _sources(value: Any, where: str) -> dict[str, str]:
+    """Each way's source: measured or simulated."""
+    sources = {way: _text(source, f"{where}.{way}") for way, source in _mapping(value, where).items()}
+    for way, source in sources.items():
+        if way not in SHARINGS:
+            _fail(where, f"unknown way of sharing {way!r}; choose {', '.join(SHARINGS)}")
+        if source not in (MEASURED, SIMULATED):
+            _fail(f"{where}.{way}", f"expected {MEASURED} or {SIMULATED}, got {source!r}")
+    return sources
 
 
 def _optional_number(fields: dict[str, Any], key: str, where: str) -> float | None:

@@ -3,7 +3,10 @@ of the runtime, `simulate.py`), the fluid bound, and how long until its last job
 
 A way of sharing (`SHARINGS`) is crossover under the plan's turn policy, concurrent (no coordination:
 Linux's scheduler on a CPU, time-slicing on a GPU) or, on a GPU whose jobs measured it, CUDA MPS.
-`best_sharing` picks the one a group should run under.
+`best_sharing` picks the best of them; `pick_sharing` the way a plan runs a group under: adaptive where
+the best way with turns and the best without are closer than the model's measured error (a coin toss for
+the model), else the better one, and says why. A way measured on the same jobs before (measured.py) is
+predicted by its measurement instead of the simulation (`predict_considered`).
 
 Speeds are relative to alone: 0.8 means the job does 80% of the iterations per second it does on
 its devices alone. A group's gain is the sum of its jobs' speeds (1.0: no better than one after
@@ -14,13 +17,14 @@ Every function takes the model's `Calibration` (default: the shipped one, `calib
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..sharing import CROSSOVER, DEFAULT_WAY, WAYS
+from ..sharing import ADAPTIVE, CROSSOVER, DEFAULT_WAY, WAYS
 from ..turns.policies import DEFAULT_POLICY
 from .calibration import SHIPPED, Calibration
+from .measured import NONE, Measurements
 from .model import JobProfile, fluid_gain, interference_next_to
 from .simulate import SHARING_MODES, SimJob, simulate
 
@@ -180,14 +184,20 @@ def group_duration_ms(
     policy: str = DEFAULT_POLICY,
     calibration: Calibration = SHIPPED,
     sharing: str = DEFAULT_WAY.name,
+    first_speeds: Mapping[str, float] | None = None,
 ) -> float:
-    """Time until the last job has done its iterations: the group runs at its simulated speeds
-    until a job finishes, then the others go on as a smaller group, and so on."""
+    """Time until the last job has done its iterations: the group runs at its simulated speeds (while all
+    run, at `first_speeds` where they were measured) until a job finishes, then the others go on as a
+    smaller group, and so on."""
     remaining = {job.name: float(job.iterations) for job in jobs}
     live = list(jobs)
     elapsed = max((job.startup_ms for job in jobs), default=0.0)  # launched together
+    simulated = sharing if sharing in SHARINGS else DEFAULT_WAY.name
     while live:
-        speeds = group_speeds(live, policy, calibration, sharing)
+        if first_speeds is not None and len(live) == len(jobs):
+            speeds = [max(first_speeds[job.name], 1e-9) for job in live]
+        else:
+            speeds = group_speeds(live, policy, calibration, simulated)
         iteration = {job.name: job.solo_ms / max(speed, 1e-9) for job, speed in zip(live, speeds)}
         finish = min(remaining[job.name] * iteration[job.name] for job in live)
         elapsed += finish
@@ -200,3 +210,110 @@ def group_duration_ms(
 def sequential_duration_ms(jobs: Sequence[JobProfile]) -> float:
     """Time to run the jobs one after another, each alone on its devices, each launched on its own."""
     return sum(job.startup_ms + job.iterations * job.solo_ms for job in jobs)
+
+
+# ------------------------------------------------------------------------------------ the plan's pick
+
+MEASURED, SIMULATED = "measured", "simulated"
+
+
+def predict_considered(
+    jobs: Sequence[JobProfile],
+    policy: str = DEFAULT_POLICY,
+    calibration: Calibration = SHIPPED,
+    measured: Measurements = NONE,
+) -> tuple[dict[str, GroupPrediction], dict[str, str]]:
+    """Every way worth predicting for the group, each from its measurement on these jobs where one is stored
+    (adaptive's too, where it ran), else from the simulation; and where each figure came from."""
+    predictions = predict_sharings(jobs, policy, calibration)
+    sources = dict.fromkeys(predictions, SIMULATED)
+    for way, (_, speeds) in measured.for_group(jobs, policy).items():
+        if way in predictions or way == ADAPTIVE.name:
+            predictions[way] = measured_prediction(jobs, way, policy, speeds, calibration)
+            sources[way] = MEASURED
+    return predictions, sources
+
+
+def measured_prediction(
+    jobs: Sequence[JobProfile],
+    way: str,
+    policy: str,
+    speeds: Mapping[str, float],
+    calibration: Calibration = SHIPPED,
+) -> GroupPrediction:
+    """A way of sharing as it measured on these jobs: their speeds; the group's duration from them while every
+    job runs (the simulation for what follows a job's end)."""
+    speeds = {job.name: speeds[job.name] for job in jobs}
+    return GroupPrediction(
+        policy=policy,
+        speeds=speeds,
+        iteration_ms={
+            job.name: job.solo_ms / speed if speed > 0 else float("inf") for job, speed in zip(jobs, speeds.values())
+        },
+        gain=sum(speeds.values()),
+        fluid_bound=fluid_gain(jobs),
+        duration_ms=group_duration_ms(jobs, policy, calibration, way, first_speeds=speeds),
+        sharing=way,
+    )
+
+
+@dataclass(frozen=True)
+class SharingPick:
+    """How a plan runs a group: the prediction it runs under (adaptive: the better of the two ways it chooses
+    between, or its own measurement), why, each way considered and where each figure came from."""
+
+    prediction: GroupPrediction
+    reason: str
+    considered: dict[str, GroupPrediction]
+    sources: dict[str, str]  # way -> measured | simulated
+
+    @property
+    def sharing(self) -> str:
+        """The way picked."""
+        return self.prediction.sharing
+
+
+def pick_sharing(
+    predictions: dict[str, GroupPrediction],
+    jobs: Sequence[JobProfile],
+    sources: Mapping[str, str] | None = None,
+    calibration: Calibration = SHIPPED,
+) -> SharingPick:
+    """The plan's pick. Of the ways that keep every job within its max_slowdown and starve none, the best with
+    turns (crossover) and the best without (concurrent, or mps where measured): where they are closer than
+    the error of their figures - the model's measured error (`Calibration.model_error`), or a measurement's
+    (`measured_error`) where both were measured - the model cannot tell them apart, and the group runs
+    `adaptive`, which measures both while it runs; else the better one. One acceptable way: that one."""
+    sources = dict(sources or dict.fromkeys(predictions, SIMULATED))
+    fixed = {way: p for way, p in predictions.items() if WAYS[way].simulated}
+    fine = {way: p for way, p in fixed.items() if acceptable(p, jobs)}
+    if not fine:
+        best = max(fixed.values(), key=lambda p: p.gain)
+        return SharingPick(
+            best, f"no way keeps every job within its max_slowdown: {best.sharing}, the best gain", predictions, sources
+        )
+    turns = fine.get(CROSSOVER.name)
+    free = max((p for way, p in fine.items() if not WAYS[way].takes_turns), key=lambda p: p.gain, default=None)
+    if turns is None or free is None:
+        only = turns or free
+        assert only is not None
+        left_out = CROSSOVER.name if turns is None else "every way without turns"
+        return SharingPick(
+            only, f"{left_out} would leave a job beyond its max_slowdown: {only.sharing}", predictions, sources
+        )
+    both_measured = sources.get(CROSSOVER.name) == MEASURED and sources.get(free.sharing) == MEASURED
+    error = calibration.measured_error if both_measured else calibration.model_error
+    whose = "the measurements'" if both_measured else "the model's measured"
+    better, other = (turns, free) if turns.gain >= free.gain else (free, turns)
+    gap = (better.gain - other.gain) / better.gain if better.gain > 0 else 0.0
+    figures = (
+        f"{CROSSOVER.name} {turns.gain:.2f} ({sources.get(CROSSOVER.name, SIMULATED)}), "
+        f"{free.sharing} {free.gain:.2f} ({sources.get(free.sharing, SIMULATED)})"
+    )
+    if gap < error:
+        adaptive = predictions.get(ADAPTIVE.name) if sources.get(ADAPTIVE.name) == MEASURED else None
+        chosen = adaptive or replace(better, sharing=ADAPTIVE.name)
+        reason = f"{figures}: {gap:.1%} apart, within {whose} error ({error:.1%}); adaptive measures both while it runs"
+        return SharingPick(chosen, reason, predictions, sources)
+    reason = f"{figures}: {better.sharing} ahead by {gap:.1%}, more than {whose} error ({error:.1%})"
+    return SharingPick(better, reason, predictions, sources)

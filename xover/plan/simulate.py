@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..sharing import DEFAULT_WAY, sharing_ways, way_named
+from ..sharing import DEFAULT_WAY, simulated_ways, way_named
 from ..turns.policies import (
     DEFAULT_POLICY,
     DeviceTurns,
@@ -386,7 +386,7 @@ class _Simulation:
         return results
 
 
-SHARING_MODES = tuple(way.name for way in sharing_ways())  # crossover, concurrent, mps
+SHARING_MODES = tuple(way.name for way in simulated_ways())  # crossover, concurrent, mps
 
 
 def _stretch(job: SimJob, mode: str) -> float | None:

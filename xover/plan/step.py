@@ -20,6 +20,7 @@ from ..rates import canonical_rate, describe_rate
 from ..recipes import Recipe, load_recipe, with_overrides
 from ..redact import MASK
 from ..scripts import check_engine
+from ..store.measured import newest_measurements
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
 from ..store.profiles import (
@@ -41,6 +42,8 @@ from . import (
     plan_to_dict,
 )
 from .from_profiles import job_profile
+from .measured import NONE, JobIdentity, MeasuredWay, Measurements
+from .placement import Host
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
@@ -231,16 +234,82 @@ def plan_jobs(
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
     needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""
+    scripts = list(scripts or [])
+    host_list = _checked_plan_options(
+        bool(recipe_paths or scripts),
+        trace_csv,
+        devices,
+        hosts,
+        device_memory_gb,
+        max_group,
+        algo,
+        out,
+        bandwidth,
+        policy,
+        engine,
+        np,
+    )
+    if bandwidth and bandwidth != "host":
+        bandwidth = canonical_rate(bandwidth)
+    device_kind = None
+    recipes: dict[str, str]  # job name -> recipe path
+    if trace_csv:
+        jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
+    else:
+        loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
+        jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
+        scripted = script_entries(loaded)
+    measured = NONE if trace_csv else measurements_of(db, loaded, engine, host_list, bandwidth or "host")
+    plan = make_plan(
+        jobs,
+        host_list,
+        device_memory_gb=device_memory_gb,
+        max_group=max_group,
+        algo=algo,
+        policy=policy,
+        measured=measured,
+    )
+    plan = replace(plan, recipes=recipes, scripts=scripted)
+    if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
+        plan = replace(plan, link=bandwidth, engine=engine, device_kind=device_kind)
+    body = plan_to_dict(plan)
+    store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
+    path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_plan_file(path, json.dumps(body, indent=2, allow_nan=False) + "\n", any(s.env for s in scripted.values()))
+    except OSError as error:
+        raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
+    with store.session() as session, session.begin():
+        plan_id = store_plan(session, plan, str(path))
+    built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
+    return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
+
+
+def _checked_plan_options(
+    has_jobs: bool,
+    trace_csv: str | None,
+    devices: int | None,
+    hosts: str | None,
+    device_memory_gb: float | None,
+    max_group: int,
+    algo: str,
+    out: str | None,
+    bandwidth: str | None,
+    policy: str,
+    engine: str,
+    np: int | None,
+) -> list[Host]:
+    """`xover plan`'s options, each checked (a bad one is an XoverError naming it); the hosts it plans on."""
     check_engine(engine)
     if algo not in ALGORITHMS:
         raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
     if policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
-    scripts = list(scripts or [])
-    if bool(recipe_paths or scripts) == bool(trace_csv):
+    if has_jobs == bool(trace_csv):
         raise XoverError(
             "give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"
-            + (", not both" if recipe_paths or scripts else "")
+            + (", not both" if has_jobs else "")
         )
     if np is not None and not 1 <= np <= 10**5:
         raise XoverError(f"--np {np}: give the ranks per job, a whole number >= 1")
@@ -259,37 +328,32 @@ def plan_jobs(
     if hosts and devices:
         raise XoverError("--devices and -H: give one (--devices N plans on this machine, -H on the hosts named)")
     if hosts:
-        host_list = parse_hosts(hosts)
-    elif devices:
-        host_list = local_hosts(devices)
-    else:
-        raise XoverError("say where jobs may run: --devices N (this machine) or -H host1:N,host2:N")
-    if bandwidth and bandwidth != "host":
-        bandwidth = canonical_rate(bandwidth)
-    device_kind = None
-    recipes: dict[str, str]  # job name -> recipe path
-    if trace_csv:
-        jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
-    else:
-        loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
-        jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
-        scripted = script_entries(loaded)
-    plan = make_plan(jobs, host_list, device_memory_gb=device_memory_gb, max_group=max_group, algo=algo, policy=policy)
-    plan = replace(plan, recipes=recipes, scripts=scripted)
-    if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
-        plan = replace(plan, link=bandwidth, engine=engine, device_kind=device_kind)
-    body = plan_to_dict(plan)
-    store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
-    path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_plan_file(path, json.dumps(body, indent=2, allow_nan=False) + "\n", any(s.env for s in scripted.values()))
-    except OSError as error:
-        raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
-    with store.session() as session, session.begin():
-        plan_id = store_plan(session, plan, str(path))
-    built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
-    return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
+        return parse_hosts(hosts)
+    if devices:
+        return local_hosts(devices)
+    raise XoverError("say where jobs may run: --devices N (this machine) or -H host1:N,host2:N")
+
+
+def measurements_of(
+    db: str | None, recipes: list[Recipe], engine: str, hosts: list[tuple[str, int]], link: str
+) -> Measurements:
+    """What was measured before on groups of these recipes, as they run here (each one's workload, ranks,
+    engine and hosts; the link; this hardware): the newest figure of each way (plan/measured.py)."""
+    identities = {
+        recipe.name: JobIdentity(recipe.workload, recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts))
+        for recipe in recipes
+    }
+    known = set(identities.values())
+    ways: dict[str, dict[str, MeasuredWay]] = {}
+    for row in newest_measurements(open_store(db), link, hardware_fingerprint()):
+        members = [JobIdentity(job["workload"], job["np"], job["engine"], job["hosts"]) for job in row["jobs"]]
+        if not all(member in known for member in members):
+            continue
+        way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
+        ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
+            row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
+        )
+    return Measurements(ways, identities)
 
 
 def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:

@@ -5,8 +5,9 @@ of its iterations per second alone), the way they share (`sharing`), and the gro
 grouping's merge weights (time for one iteration of each job). Two models:
 
 * `XoverModel` - xover's own: the fluid bound groups the jobs (as `xover plan` does), and the simulation
-  of the runtime (`simulate.py`, through `predict.best_sharing`) predicts the group under the way of
-  sharing it picks (crossover under a turn policy, concurrent, MPS).
+  of the runtime (`simulate.py`) predicts the group under the way of sharing `predict.pick_sharing` picks
+  (crossover under a turn policy, concurrent, MPS, or adaptive where the model cannot tell turns from no
+  turns); a group measured before is predicted by its measurements (`measured.py`).
 * `InterleaveModel` - Muri's (SIGCOMM'22): jobs of a group take turns on each resource (data loading
   on the CPU, the GPU, the network) in a fixed rotation; the group's ideal period comes from the
   rotation of the best order, and is charged an *interleaving-efficiency factor* for the group's size
@@ -29,8 +30,9 @@ from typing import Protocol
 from ..sharing import ALONE
 from ..turns.policies import DEFAULT_POLICY
 from .grouping import group_period_ms
+from .measured import NONE, Measurements
 from .model import JobProfile
-from .predict import GroupPrediction, best_sharing, predict_sharings
+from .predict import GroupPrediction, SharingPick, pick_sharing, predict_considered
 
 # Muri's simulator charges a group of k jobs this many times its ideal interleaved period (index k - 1);
 # a job alone runs 1.5% slower than its trace's iteration time (`simulator/jobs.py` of Rivendile/Muri).
@@ -77,14 +79,21 @@ class ThroughputModel(Protocol):
 @dataclass(frozen=True)
 class XoverModel:
     """xover's own model: grouped by the fluid bound, predicted by the simulation of the turn policy (or
-    of sharing without turns, whichever `predict.best_sharing` picks)."""
+    of sharing without turns, whichever `predict.pick_sharing` picks), or by what was measured on the same
+    jobs before (`measured`)."""
 
     policy: str = DEFAULT_POLICY
+    measured: Measurements = field(default=NONE, compare=False, hash=False)
     name: str = "xover"
+
+    def pick(self, jobs: Sequence[JobProfile]) -> SharingPick:
+        """The way of sharing `xover plan` picks for these jobs, why, and every way it considered."""
+        predictions, sources = predict_considered(jobs, self.policy, measured=self.measured)
+        return pick_sharing(predictions, jobs, sources)
 
     def group_prediction(self, jobs: Sequence[JobProfile]) -> GroupPrediction:
         """What `xover plan` predicts for these jobs under the way of sharing it picks for them."""
-        return best_sharing(predict_sharings(jobs, self.policy), jobs)
+        return self.pick(jobs).prediction
 
     def predict(self, jobs: Sequence[JobProfile]) -> Speeds:
         """The way of sharing `xover plan` would pick for these jobs, and their speeds under it."""

@@ -37,7 +37,7 @@ from ..results import (
 )
 from ..run.record import reconcile_lost
 from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode
-from ..store.models import Experiment, PlanGroup
+from ..store.models import Experiment, PlanGroup, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
@@ -185,6 +185,7 @@ def jobs_and_groups(
         }
         plan_row = session.get(PlanRow, experiment.plan_id)
         planned_groups = list((plan_row.body or {}).get("groups", [])) if plan_row is not None else []
+    timelines = adaptive_timelines(session, experiment.id)
     groups = []
     for comparison in comparisons:
         alone = []  # the group's jobs alone, with their profiles' interference
@@ -225,9 +226,42 @@ def jobs_and_groups(
                     if job.mode == Mode.CONCURRENT and job.group == comparison.group
                 )
                 else CONCURRENT.name,
+                timelines.get(comparison.group, []),
+                in_plan.get("sharing_reason") if in_plan else None,
             )
         )
     return jobs, groups
+
+
+def adaptive_timelines(session: Session, experiment_id: str) -> dict[int | None, list[dict[str, Any]]]:
+    """Per group: the segments of its adaptive run, in order (the first adaptive unit's where it ran more)."""
+    timelines: dict[int | None, list[dict[str, Any]]] = {}
+    first_unit: dict[int | None, int] = {}
+    rows = session.scalars(
+        select(SharingSegment)
+        .where(SharingSegment.experiment_id == experiment_id)
+        .order_by(SharingSegment.run_id, SharingSegment.seq)
+    )
+    for row in rows:
+        if first_unit.setdefault(row.group_index, row.run_id) != row.run_id:
+            continue
+        timelines.setdefault(row.group_index, []).append(
+            {
+                "seq": row.seq,
+                "kind": row.kind,
+                "way": row.way,
+                "reason": row.reason,
+                "started": row.started,
+                "ended": row.ended,
+                "switch": row.switch,
+                "window": row.window,
+                "speeds": row.speeds,
+                "aggregate": row.aggregate,
+                "error": row.error,
+                "decision": row.decision,
+            }
+        )
+    return timelines
 
 
 def _profile_key(job: RunResult) -> dict[str, Any]:

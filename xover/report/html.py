@@ -14,15 +14,19 @@ from ..analysis import group_warnings
 from ..console import fmt
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
+    ADAPTIVE_COLUMNS,
     DIGITS,
     GROUP_COLUMNS,
     PARITY_COLUMNS,
     SHARING_COLUMNS,
     SUMMARY_COLUMNS,
+    TIMELINE_COLUMNS,
     Columns,
+    adaptive_rows,
     display_rows,
     job_columns,
     summary_rows,
+    timeline_rows,
     turns_lost_line,
 )
 
@@ -36,6 +40,8 @@ PICTURE_CAPTIONS = {
     "the training, so the curves coincide.",
     "predicted_vs_measured": "Predicted (plan, or the simulation of the policy from the sequential runs) against "
     "measured crossover gain for every comparison run in the database; this run in red.",
+    "adaptive": "Each adaptive group over time: the way it ran in (crossover: turns; concurrent or mps: none), its "
+    "warm-up dotted, each probe window hatched with the aggregate it measured, each settled stretch solid.",
 }
 
 STYLE = """
@@ -123,6 +129,19 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                 {**DIGITS, "concurrent_error_pct": 1},
             ),
         ]
+        shown = [group.to_json() for group in report.groups]
+        if adaptive_rows(shown):
+            sections += [
+                "<h2>Adaptive: the way each group ran in, and why</h2>",
+                "<p>Each group measured turns against none while it ran (probe windows) and settled on the better; "
+                "each decision is shown with the figures it was made on.</p>",
+                html_table(ADAPTIVE_COLUMNS, display_rows(adaptive_rows(shown)), DIGITS),
+                html_table(
+                    TIMELINE_COLUMNS,
+                    display_rows(timeline_rows(shown)),
+                    {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
+                ),
+            ]
         sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in group_warnings(report.groups)]
     if report.parity:
         sections += [

@@ -8,7 +8,10 @@ loss parity as metrics; the parent carries each group's gains as metrics and the
 pictures and the JSON report as artifacts.
 
 Writing is idempotent: runs are found again by their tags (`xover.experiment`, `xover.run_id`,
-`xover.job`, `xover.mode`), and the parent keeps a signature of what was written. The same experiment
+`xover.job`, `xover.mode`), and the parent keeps a signature of what was written. An adaptive group's
+decisions go on the parent: each measured window and settled stretch as a step of
+`group<N>.adaptive.<way>` (its aggregate) and of `group<N>.adaptive.turns` (1 with turns, 0 without), and the
+whole timeline, each decision with its figures, as the artifact `adaptive-group<N>.json`. The same experiment
 written again is left as it is; one whose figures changed since (it was still running, or a write was
 cut short) has its runs replaced, so a store never holds two copies of one experiment.
 
@@ -36,7 +39,7 @@ from sqlalchemy.orm import Session
 from ..console import errors
 from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
-from ..sharing import turn_taking
+from ..sharing import CONCURRENT, CROSSOVER, turn_taking
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
 from .tables import report_dict
@@ -86,6 +89,7 @@ GROUP_METRICS = {
     "concurrent_predicted": "concurrent_predicted",
     "crossover_overlap": "crossover_overlap",
     "concurrent_overlap": "concurrent_overlap",
+    "adaptive_vs_best": "adaptive_vs_best",
 }
 # xover's run status -> MLflow's (RUNNING, FINISHED, FAILED, KILLED)
 STATUS = {
@@ -324,8 +328,26 @@ def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentRe
             aggregate = result.aggregate
             if _number(aggregate):
                 metrics[f"group{group.group}.crossover.{policy}"] = float(aggregate)
-    _log(client, parent, params=_flat_params(params), metrics=metrics)
+        for way, gain in group.measured.items():
+            if way not in (CROSSOVER.name, CONCURRENT.name) and _number(gain):
+                metrics[f"group{group.group}.{way}_vs_sequential"] = float(gain)
+    _log(client, parent, params=_flat_params(params), metrics=metrics, histories=_decisions(report))
     return parent
+
+
+def _decisions(report: ExperimentReport) -> list[Any]:
+    """Each adaptive group's timeline as metric histories (step: its place in the timeline; time: its start)."""
+    from mlflow.entities import Metric
+
+    histories = []
+    for group in report.groups:
+        for segment in group.timeline:
+            stamp, step = int(segment["started"] * 1000), int(segment["seq"])
+            prefix = f"group{group.group}.adaptive"
+            histories.append(Metric(f"{prefix}.turns", 1.0 if segment["way"] == CROSSOVER.name else 0.0, stamp, step))
+            if _number(segment.get("aggregate")):
+                histories.append(Metric(f"{prefix}.{segment['way']}", float(segment["aggregate"]), stamp, step))
+    return histories
 
 
 def _write_job(
@@ -409,6 +431,19 @@ def _log_artifacts(
         ),
         "report.json",
     )
+    for group in report.groups:
+        if group.timeline:  # each decision with the figures it was made on
+            client.log_dict(
+                parent,
+                {
+                    "group": group.group,
+                    "jobs": group.jobs,
+                    "time_in_ways": group.time_in_ways,
+                    "timeline": group.timeline,
+                },
+                f"adaptive-group{group.group}.json",
+            )
+            written += 1
     return written + 1
 
 

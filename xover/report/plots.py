@@ -1,4 +1,5 @@
-"""The report's pictures, as PNG files: timeline, throughput by mode, loss curves, predicted vs measured.
+"""The report's pictures, as PNG files: timeline, throughput by mode, loss curves, predicted vs measured, and an
+adaptive group's ways over time.
 
 Figures are built with matplotlib's object API (no pyplot), so nothing needs a display and no
 global state leaks between reports; saving a Figure to PNG uses the Agg renderer.
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis import rows_of
 from ..results import GainPoint, GroupReport, RunResult
-from ..sharing import CONCURRENT, CROSSOVER, SHARED_MODES, Mode
+from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS, SHARED_MODES, Mode
 from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
 
@@ -23,6 +24,8 @@ MODE_COLOURS = {
     Mode.SEQUENTIAL: "#8c8c8c",
     Mode.CONCURRENT: "#e8893a",
     Mode.CROSSOVER: "#3b6fb6",
+    Mode.ADAPTIVE: "#2a9d8f",
+    MPS.name: "#6a994e",
     "fluid bound": "#ffffff",
 }
 JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e", "#b5838d", "#457b9d"]
@@ -37,6 +40,7 @@ def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Pat
         "throughput": lambda path: throughput_picture(report.groups, report.id, path),
         "losses": lambda path: losses_picture(report, path),
         "predicted_vs_measured": lambda path: predicted_vs_measured_picture(points, report.id, path),
+        "adaptive": lambda path: adaptive_picture(report.groups, report.id, path),
     }
     if not report.is_comparison:  # a lone job has no modes or gains to compare
         makers = {"losses": makers["losses"]}
@@ -138,6 +142,8 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
         (CROSSOVER.name, CROSSOVER.compared_as),
         ("fluid bound", "fluid_bound"),
     ]
+    if any(ADAPTIVE.name in g.measured for g in groups):
+        series.insert(3, (ADAPTIVE.name, "adaptive_gain"))
     # without the jobs' speed alone nothing can be normalised (e.g. a crossover-only or failed run)
     groups = [g for g in groups if g.sequential is not None and any(getattr(g, k) for _, k in series[1:])]
     if not groups:
@@ -174,7 +180,11 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
 
 def losses_picture(report: ExperimentReport, path: Path) -> bool:
     """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
-    jobs = [j for j in report.jobs if (j.is_alone or j.mode == Mode.CROSSOVER) and rows_of(report.iterations, j)]
+    jobs = [
+        j
+        for j in report.jobs
+        if (j.is_alone or j.mode in (Mode.CROSSOVER, Mode.ADAPTIVE)) and rows_of(report.iterations, j)
+    ]
     if not jobs:
         return False
     figure = _figure(figsize=(8, 4.2), layout="constrained")
@@ -250,4 +260,55 @@ def predicted_vs_measured_picture(points: list[GainPoint], highlight: str | None
         f"Predicted vs measured gain ({len(points)} group{'s' if len(points) != 1 else ''})", loc="left", fontsize=11
     )
     ax.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+# ---------------------------------------------------------------------------------------- adaptive
+
+
+def adaptive_picture(groups: list[GroupReport], experiment_id: str, path: Path) -> bool:
+    """Each adaptive group's timeline: the way it ran in over time (a probe window hatched, with its measured
+    aggregate; a settled stretch solid, with the figures of its decision), and its share of time in each way."""
+    shown = [g for g in groups if g.timeline]
+    if not shown:
+        return False
+    figure = _figure(figsize=(11, 1.2 + 1.5 * len(shown)), layout="constrained")
+    axes = figure.subplots(len(shown), 1, squeeze=False)[:, 0]
+    for ax, group in zip(axes, shown):
+        origin = min(segment["started"] for segment in group.timeline)
+        end = max((segment["ended"] or segment["started"]) for segment in group.timeline)
+        for segment in group.timeline:
+            start = segment["started"] - origin
+            length = (segment["ended"] if segment["ended"] is not None else end) - segment["started"]
+            colour = MODE_COLOURS.get(segment["way"], "#999999")
+            ax.broken_barh(
+                [(start, max(length, 1e-3))],
+                (0.15, 0.7),
+                facecolors=colour,
+                edgecolor="white",
+                linewidth=0.6,
+                hatch="//" if segment["kind"] == "probe" else ("..") if segment["kind"] == "warm-up" else None,
+                alpha=0.55 if segment["kind"] in ("warm-up", "alone") else 1.0,
+            )
+            if segment.get("aggregate") is not None and segment["kind"] == "probe":
+                ax.text(start + length / 2, 0.5, f"{segment['aggregate']:.2f}", ha="center", va="center", fontsize=7)
+        shares = ", ".join(f"{way} {share:.0%}" for way, share in group.time_in_ways.items())
+        ax.set_title(
+            f"group {group.group} ({' + '.join(group.jobs)}): settled in {group.adaptive_way or '-'}; time: {shares}",
+            loc="left",
+            fontsize=9,
+        )
+        ax.set_yticks([])
+        ax.set_xlim(0, max(end - origin, 1e-3))
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("seconds from the group's first iteration (hatched: a probe window and its aggregate)")
+    ways = sorted({segment["way"] for group in shown for segment in group.timeline})
+    figure.legend(
+        handles=[_patch(MODE_COLOURS.get(way, "#999999"), way) for way in ways],
+        loc="outside upper right",
+        ncols=len(ways),
+        frameon=False,
+        fontsize=9,
+    )
+    figure.suptitle(f"Adaptive: the way each group ran in - experiment {experiment_id}", x=0.01, ha="left", fontsize=11)
     return _save(figure, path)

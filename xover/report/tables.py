@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from ..analysis import group_warnings
 from ..console import console, print_table
-from ..sharing import CONCURRENT, CROSSOVER, Mode
+from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
@@ -47,6 +47,8 @@ GROUP_COLUMNS: Columns = [
     (CONCURRENT.name, CONCURRENT.compared_as),
     (CROSSOVER.name, CROSSOVER.compared_as),
     (f"{CROSSOVER}/{CONCURRENT}", "crossover_vs_concurrent"),
+    (ADAPTIVE.name, ADAPTIVE.compared_as),
+    (f"{ADAPTIVE}/best", "adaptive_vs_best"),
     ("predicted gain", "predicted_gain"),
     ("fluid bound", "fluid_bound"),
     ("of bound", "of_fluid_bound"),
@@ -64,6 +66,28 @@ SHARING_COLUMNS: Columns = [
     ("the plan's pick", "planned_sharing"),
     ("best measured", "best_measured"),
     ("pick / best", "pick_vs_best"),
+    ("why the pick", "planned_reason"),
+]
+ADAPTIVE_COLUMNS: Columns = [
+    ("group", "group"),
+    ("jobs", "jobs"),
+    (ADAPTIVE.name, ADAPTIVE.compared_as),
+    (f"vs best of {CROSSOVER}, {CONCURRENT}", "adaptive_vs_best"),
+    ("settled in", "adaptive_way"),
+    ("time in each way", "time"),
+    ("decisions", "decisions"),
+]
+TIMELINE_COLUMNS: Columns = [
+    ("group", "group"),
+    ("#", "seq"),
+    ("from s", "from_s"),
+    ("to s", "to_s"),
+    ("what", "kind"),
+    ("way", "way"),
+    ("aggregate", "aggregate"),
+    ("+/-", "error"),
+    ("each job's speed", "speeds"),
+    ("why", "reason"),
 ]
 POLICY_COLUMNS: Columns = [
     ("group", "group"),
@@ -165,6 +189,48 @@ def policy_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def adaptive_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per group that ran adaptive: its gain, against the better fixed way, where it settled, the
+    share of its time in each way and how many decisions it made."""
+    return [
+        {
+            **g,
+            "time": ", ".join(f"{way} {share:.0%}" for way, share in g["adaptive_time"].items()),
+            "decisions": sum(1 for segment in g["adaptive_timeline"] if segment["kind"] == "settled"),
+        }
+        for g in groups
+        if g.get("adaptive_timeline")
+    ]
+
+
+def timeline_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every segment of every adaptive group's timeline, its times in seconds from the group's first."""
+    rows = []
+    for g in groups:
+        timeline = g.get("adaptive_timeline") or []
+        origin = min((segment["started"] for segment in timeline), default=0.0)
+        for segment in timeline:
+            rows.append(
+                {
+                    "group": g["group"],
+                    **segment,
+                    "from_s": segment["started"] - origin,
+                    "to_s": segment["ended"] - origin if segment["ended"] is not None else None,
+                    "speeds": ", ".join(f"{name} {speed:.2f}" for name, speed in (segment["speeds"] or {}).items()),
+                    "reason": segment["reason"] + _decided_on(segment.get("decision")),
+                }
+            )
+    return rows
+
+
+def _decided_on(decision: dict[str, Any] | None) -> str:
+    """A settled segment's figures, in words: each way's aggregate and the difference with its error."""
+    if not decision or "ways" not in decision:
+        return ""
+    ways = ", ".join(f"{way} {value:.3f}" for way, value in decision["ways"].items())
+    return f" ({ways}; difference {decision['difference']:+.3f} +/- {decision['difference_error']:.3f})"
+
+
 def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows with lists joined and tiny loss differences readable (0.00 would hide a 1e-7 drift)."""
     shown = []
@@ -228,6 +294,22 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
                 display_rows(policies),
                 DIGITS,
             )
+    adaptive = adaptive_rows(groups)
+    if adaptive:
+        print_table(
+            "adaptive: each group measured turns against none while it ran and settled on the better "
+            "(docs/design.md, Adaptive)",
+            ADAPTIVE_COLUMNS,
+            display_rows(adaptive),
+            DIGITS,
+        )
+        print_table(
+            "adaptive, its timeline: warm-up, probe windows (each job's speed relative to alone over the "
+            "window), and each decision with the figures it was made on",
+            TIMELINE_COLUMNS,
+            display_rows(timeline_rows(groups)),
+            {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
+        )
     turns = [job for job in jobs if job["mode"] == Mode.CROSSOVER]
     if turns:
         print_table(

@@ -31,7 +31,7 @@ from ..console import errors
 from ..devices import local_device_count
 from ..errors import XoverError
 from ..settings import DB_VARIABLE, RESULTS_VARIABLE, VARIABLE_PREFIX
-from ..sharing import PLANNED, WAYS, RunStatus
+from ..sharing import PLANNED, RunStatus
 from .experiment import Experiment
 from .jobs import GroupToRun
 from .launchers import Launcher
@@ -320,4 +320,4 @@ def passed_variables(group: GroupToRun) -> dict[str, str]:
 def planned_under_mps(group: GroupToRun, modes: tuple[str, ...] | list[str]) -> bool:
     """Whether a group runs under a CUDA MPS daemon of its own, inside its job: the plan put it under MPS
     and the run is the plan's (`--mode planned`). Checked on its node, where its GPUs are."""
-    return list(modes) == [PLANNED] and WAYS[group.sharing].needs_mps
+    return list(modes) == [PLANNED] and group.needs_mps

@@ -23,7 +23,7 @@ from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import settings
-from ..sharing import PLANNED, WAYS, Mode, modes_of
+from ..sharing import PLANNED, Mode, modes_of
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -32,6 +32,7 @@ from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .exporter import PrometheusSink, check_port, run_facts
 from .jobs import GroupToRun, job_for
 from .launchers import check_launcher_options, hosts_or_allocation, launcher_named
+from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
 from .reach import requested_rate
@@ -182,9 +183,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     chosen = launcher_named(options.launcher)
     # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
     # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (group_job.py)
-    mps = options.mps or (
-        chosen.runs_here and modes == [PLANNED] and any(WAYS[group.sharing].needs_mps for group in groups)
-    )
+    mps = options.mps or (chosen.runs_here and modes == [PLANNED] and any(group.needs_mps for group in groups))
     if mps:
         check_mps()
     for group in groups:
@@ -234,6 +233,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
+    learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
     return RunOutcome(
         experiment=current.id,
         results_dir=str(current.results_dir),

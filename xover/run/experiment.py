@@ -24,6 +24,7 @@ from ..console import errors
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..store.queries import new_experiment_id
 from ..store.session import Store
+from .adaptive import AdaptiveSettings
 from .jobs import JobSpec
 from .leases import DeviceLeases, describe_busy
 from .reach import link_rate
@@ -164,6 +165,7 @@ def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
     """The run's turn lease, turn servers' nice and link bands, from the settings (settings.py: every
     XOVER_* setting checked at once, those the workers read too, so a bad one is refused here)."""
     current = settings()
+    AdaptiveSettings.of(current.adaptive)  # its windows in their order too
     return current.turn_lease, current.turn_server_nice, current.link_bands
 
 

@@ -7,7 +7,8 @@ arrive (xover/records.py) and from what the run knows before it starts (the plan
 predictions, the jobs' profiles):
 
     per job     labels experiment, group, job, mode, policy, host (the job's -H hosts)
-    per group   labels experiment, group: the plan's way of sharing and its predicted gain
+    per group   labels experiment, group: the plan's way of sharing and its predicted gain; an adaptive
+                group's way now, each way's last measured aggregate and its decisions
 
 The devices' turns are served by the turn servers themselves, each on its own host (turns/metrics.py),
 as they happen: which job holds each device, handoffs, time held, waits. While they run, the exporter
@@ -24,7 +25,7 @@ import errno
 import json
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,7 +39,7 @@ from ..sharing import Mode, turn_taking
 from ..turns.credentials import MetricsCredentials, metrics_credentials
 from ..turns.metrics import WAIT_BUCKETS, MetricsHttp, TurnMetrics, WsgiApp, serve_http
 from ..turns.service import TurnServerEndpoint
-from .sinks import JobLabels, MetricSink, Received
+from .sinks import GroupLabels, JobLabels, MetricSink, Received
 
 _Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
 
@@ -140,6 +141,25 @@ class Metrics:
             GROUP_LABELS,
             registry=registry,
         )
+        self.sharing_way = Gauge(
+            "xover_group_sharing_way",
+            "An adaptive group: 1 for the way of sharing it runs in now (crossover: turns; concurrent or mps: "
+            "none), 0 for the other.",
+            (*GROUP_LABELS, "way"),
+            registry=registry,
+        )
+        self.adaptive_aggregate = Gauge(
+            "xover_group_adaptive_aggregate",
+            "An adaptive group: its jobs' summed speeds relative to alone, as last measured in each way.",
+            (*GROUP_LABELS, "way"),
+            registry=registry,
+        )
+        self.adaptive_decisions = Counter(
+            "xover_group_adaptive_decisions_total",
+            "An adaptive group's decisions: each time it settled on a way (after probing, or staying as it is).",
+            GROUP_LABELS,
+            registry=registry,
+        )
 
 
 def served_names(registry: CollectorRegistry | None = None) -> set[str]:
@@ -198,6 +218,8 @@ class PrometheusSink(MetricSink):
         self.jobs: dict[int, _JobState] = {}
         self.measured_alone: dict[str, list[float]] = {}  # job -> iteration times of its alone runs here
         self.turn_endpoints: dict[str, tuple[TurnServerEndpoint, ...]] = {}  # by unit, while its servers run
+        self.adaptive_ways: dict[tuple[str, str], set[str]] = {}  # an adaptive group's ways so far
+        self.decided: set[tuple[str, str, int]] = set()  # its settled segments counted
         self._lock = threading.Lock()
         self.address = settings().metrics_address if address is None else address
         self.credentials = metrics_credentials() if credentials is None else credentials  # the turn servers' too
@@ -273,6 +295,22 @@ class PrometheusSink(MetricSink):
             self.metrics.running.labels(**state.labels).set(0)
             if job.mode == Mode.SEQUENTIAL and state.recent:
                 self.measured_alone[job.job] = [iteration_s for _, iteration_s, _ in state.recent]
+
+    def adaptive_segment(self, group: GroupLabels, segment: Mapping[str, Any]) -> None:
+        """An adaptive group's way now (the open segment's), each way's last measured aggregate, its decisions."""
+        with self._guarded():
+            labels = (group.experiment_id, "" if group.group is None else str(group.group))
+            key = (*labels, segment["seq"])
+            if segment["ended"] is None:
+                ways = self.adaptive_ways.setdefault(labels, set())
+                ways.update({segment["way"], *(segment.get("decision") or {}).get("ways", {})})
+                for way in ways:
+                    self.metrics.sharing_way.labels(*labels, way).set(1 if way == segment["way"] else 0)
+                if segment["kind"] == "settled" and key not in self.decided:
+                    self.decided.add(key)
+                    self.metrics.adaptive_decisions.labels(*labels).inc()
+            if segment.get("aggregate") is not None:
+                self.metrics.adaptive_aggregate.labels(*labels, segment["way"]).set(segment["aggregate"])
 
     def turn_servers(self, unit: str, endpoints: Sequence[TurnServerEndpoint]) -> None:
         """List a unit's turn servers at TARGETS_PATH while they serve; forget them once they stopped."""

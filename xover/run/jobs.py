@@ -7,7 +7,7 @@ give a host's ranks local ranks 0, 1, ... in that order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
@@ -63,6 +63,21 @@ class GroupToRun:
     jobs: list[JobSpec]
     predicted_gain: float | None = None
     sharing: str = DEFAULT_WAY.name  # the plan's pick (a way of sharing, xover/sharing.py): what `planned` runs
+    predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way it predicted
+
+    @property
+    def best_without_turns(self) -> str | None:
+        """The way without turns the plan predicted best (concurrent, or mps where measured): what an adaptive
+        group runs when it runs without turns; None without a plan."""
+        ways = {
+            way: gain for way, gain in self.predicted_by_sharing.items() if way in WAYS and not WAYS[way].takes_turns
+        }
+        return max(ways, key=lambda way: ways[way]) if ways else None
+
+    @property
+    def needs_mps(self) -> bool:
+        """Whether its plan's pick runs under an MPS daemon: MPS, or adaptive choosing between turns and MPS."""
+        return WAYS[self.sharing].needs_mps or (WAYS[self.sharing].adapts and self.best_without_turns == "mps")
 
     @property
     def planned_mode(self) -> str:

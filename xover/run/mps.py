@@ -32,6 +32,11 @@ VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 START_TIMEOUT_S = 30.0  # for `nvidia-cuda-mps-control -d` to start the daemon and return
 
 
+def running_under_mps() -> bool:
+    """Whether this process's runs start under an MPS daemon now (its pipe folder is set: `MpsDaemon`)."""
+    return bool(os.environ.get(VARIABLES[0]))
+
+
 def control_program() -> str | None:
     """The MPS control program's path, on PATH or where NVIDIA's installs put it; None if there is none."""
     found = shutil.which(CONTROL)

@@ -37,11 +37,13 @@ from ..store.models import (
     Experiment,
     IterationMetric,
     Run,
+    SharingSegment,
     TurnEvent,
     utcnow,
 )
 from ..store.queries import ITERATION_COLUMNS, snapshot_recipe
 from ..store.session import Store
+from .adaptive import Segment
 from .jobs import JobSpec
 
 
@@ -278,6 +280,28 @@ class Recorder:
             if code != 0:
                 run.error = error
             return run.status
+
+    def record_segment(self, runs: list[int], group: int | None, segment: Segment) -> None:
+        """An adaptive unit's segment as it is now (written when it opens, again when it is decided and when it
+        closes): one row per unit and place in its timeline."""
+        with self.store.session() as session, session.begin():
+            row = session.scalars(
+                select(SharingSegment).where(SharingSegment.run_id == runs[0], SharingSegment.seq == segment.seq)
+            ).first()
+            if row is None:
+                row = SharingSegment(
+                    experiment_id=self.experiment_id,
+                    run_id=runs[0],
+                    runs=list(runs),
+                    group_index=group,
+                    seq=segment.seq,
+                )
+                session.add(row)
+            row.kind, row.way, row.reason = segment.kind, segment.way, segment.reason
+            row.started, row.ended, row.switch = segment.started, segment.ended, segment.switch
+            row.window = list(segment.window) if segment.window else None
+            row.speeds, row.aggregate, row.error = dict(segment.speeds), segment.aggregate, segment.error
+            row.decision = dict(segment.decision) if segment.decision is not None else None
 
     def record_turns(self, runs: list[int], group: int | None, stats: dict[str, dict], events: list[dict]) -> None:
         """What the turn servers saw (slot -> summary) and their events (lease revocations, refusals)."""

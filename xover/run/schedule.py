@@ -9,7 +9,9 @@ the cores with another.
 
 One loop supervises every running unit: it stores metrics as they come, notices ended jobs (their
 partners' turns are withdrawn at once), tears a unit down when its last job ends, and stops
-everything on Ctrl-C, SIGTERM or --timeout, leaving every row in a terminal state.
+everything on Ctrl-C, SIGTERM or --timeout, leaving every row in a terminal state. An adaptive unit's
+controller (adaptive.py) rides on the same loop: it gets its jobs' records and ends, and is ticked each
+time round.
 """
 
 from __future__ import annotations
@@ -48,15 +50,18 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
     settings,
 )
-from ..sharing import turn_taking
+from ..sharing import adapts, turn_taking
 from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
+from ..turns.protocol import FREE, TURNS
 from ..turns.service import ServedTurns, TurnService
+from .adaptive import AdaptiveController, AdaptiveSettings, Segment
 from .jobs import JobSpec
+from .mps import running_under_mps
 from .ranks import ranks_of
 from .reach import prefix_to_reach, shaped_link
 from .record import Recorder, failure_summary
-from .sinks import JobLabels, MetricSink, deliver
+from .sinks import GroupLabels, JobLabels, MetricSink, deliver
 from .supervise import (
     IgnoredLine,
     Interrupted,
@@ -85,6 +90,8 @@ class Unit:
     ended: bool = False  # its end is decided: what its stopped jobs post later ends nothing
     network: Any = None
     turns: TurnService | None = None
+    prior: str | None = None  # adaptive: the state it starts in (turns or free; None: free)
+    adaptive: AdaptiveController | None = None
 
     @property
     def devices(self) -> set[Device]:
@@ -98,7 +105,7 @@ class Unit:
 
     @property
     def crossover(self) -> bool:
-        """Whether its jobs take turns: crossover, with a partner to take them with."""
+        """Whether its jobs take turns, or may: crossover or adaptive, with a partner to take them with."""
         return turn_taking(self.mode) and len(self.jobs) > 1
 
 
@@ -116,6 +123,7 @@ class RunContext:
     lease: dict[str, float] | None = None  # turn lease settings (tests shorten them)
     server_nice: int | None = None  # the turn servers' nice value (None: their default)
     link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
+    adaptive: AdaptiveSettings | None = None  # how adaptive units probe (XOVER_ADAPTIVE; None: the defaults)
 
 
 def run_tag(experiment_id: str, run_id: int) -> str:
@@ -228,6 +236,7 @@ class Scheduler:
                 wait = 0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))
                 for unit in self._handle(self._batch(wait)):
                     self._finish(unit, running)
+                self._adapt(running)
         except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
             status = "timeout" if isinstance(stop, TimedOut) else "interrupted"
             with uninterrupted():
@@ -281,6 +290,11 @@ class Scheduler:
                 records.append((self.jobs[run_id], event))
         if records:
             self._to_sinks(lambda sink: sink.received(records))
+            now = time.time()
+            for job, record in records:
+                unit, slot = self.owner[job.run_id]
+                if unit.adaptive is not None:
+                    self._guarded(unit, unit.adaptive.observe, slot, record, now)
         for job, record in records:
             if isinstance(record, TurnsLostRecord) and job.run_id not in self.turns_lost:
                 self.turns_lost.add(job.run_id)  # said once per run; the record keeps each
@@ -299,10 +313,38 @@ class Scheduler:
         unit.exited.add(run_id)
         if unit.turns is not None:
             unit.turns.withdraw(slot)  # its partners never wait for it again
+        if unit.adaptive is not None:
+            self._guarded(unit, unit.adaptive.job_ended, slot, time.time())
         if not unit.ended and (unit.exited >= set(unit.run_ids) or slot == unit.ends_with):
             unit.ended = True
             return [unit]
         return []
+
+    def _adapt(self, running: list[Unit]) -> None:
+        """Every adaptive unit running: its turn servers' switches handed to its controller, then a tick."""
+        for unit in running:
+            if unit.adaptive is None or unit.turns is None:
+                continue
+            while not unit.turns.switched.empty() and unit.adaptive is not None:
+                self._guarded(unit, unit.adaptive.switched, *unit.turns.switched.get_nowait())
+            if unit.adaptive is not None:
+                self._guarded(unit, unit.adaptive.tick, time.time())
+
+    def _guarded(self, unit: Unit, call: Callable[..., None], *args: Any) -> None:
+        """A call into an adaptive unit's controller. One that fails is said once and the unit goes on in the
+        state its turn servers are in, without its controller: the jobs train on, their math untouched."""
+        try:
+            call(*args)
+        except Exception as error:
+            unit.adaptive = None
+            _say(f"group {unit.group}: adaptive's controller failed ({error!r}); the group goes on as it is")
+
+    def _segment(self, unit: Unit, segment: Segment) -> None:
+        """An adaptive unit's segment opened, was decided or closed: stored, and told to the sinks."""
+        self.context.recorder.record_segment(unit.run_ids, unit.group, segment)
+        labels = GroupLabels(self.context.experiment_id, unit.group, tuple(job.name for job in unit.jobs), unit.mode)
+        shown = segment.to_json()
+        self._to_sinks(lambda sink: sink.adaptive_segment(labels, shown))
 
     def _to_sinks(self, call: Callable[[MetricSink], None]) -> None:
         self.context.sinks[:] = deliver(self.context.sinks, call)
@@ -366,8 +408,9 @@ class Scheduler:
             )
 
     def _start_turns(self, unit: Unit, prefix: list[str]) -> dict[int, int]:
-        """The unit's turn servers, one per host, under its policy (serving their figures where a sink wants
-        them); returns each slot's band on the link, where the policy orders it."""
+        """The unit's turn servers, one per host, under its policy and in its starting state (serving their
+        figures where a sink wants them), and an adaptive unit's controller; returns each slot's band on the
+        link, where the policy orders it."""
         context = self.context
         assert unit.policy is not None  # group_units makes each turn-taking unit with its policy
         traits = {slot: job.traits for slot, job in enumerate(unit.jobs) if job.traits is not None}
@@ -397,9 +440,23 @@ class Scheduler:
             served=served,
             start=False,  # the unit holds it first: a server started is one its teardown stops
             guard=uninterrupted,
+            state=self._adaptive_start(unit),
         )
         unit.turns.start()
         self._announce_turn_servers(unit.turns)
+        if adapts(unit.mode):
+            config = context.adaptive or AdaptiveSettings.of(settings().adaptive)
+            unit.adaptive = AdaptiveController(
+                [job.name for job in unit.jobs],
+                [job.np for job in unit.jobs],
+                [job.traits.solo_iteration_s if job.traits else None for job in unit.jobs],
+                unit.turns,
+                functools.partial(self._segment, unit),
+                config,
+                prior=unit.prior,
+                under_mps=running_under_mps(),
+                now=time.time(),
+            )
         return link_bands
 
     def _launch_jobs(self, unit: Unit, prefix: list[str], link_bands: dict[int, int]) -> None:
@@ -421,6 +478,12 @@ class Scheduler:
                 unit.launched[run_id] = CheckedJob(
                     run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
                 )
+
+    def _adaptive_start(self, unit: Unit) -> str:
+        """The state an adaptive unit's turn servers start in (its prior, XOVER_ADAPTIVE's start); turns else."""
+        if not adapts(unit.mode):
+            return TURNS
+        return (self.context.adaptive or AdaptiveSettings.of(settings().adaptive)).start or unit.prior or FREE
 
     def _finish(self, unit: Unit, running: list[Unit]) -> None:
         with uninterrupted():  # out of `running` only once torn down: an interrupt in between stops it there
@@ -445,6 +508,12 @@ class Scheduler:
         prefix = prefix_to_reach(remote) if remote else []
         for run_id in unit.run_ids:
             sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
+        if unit.adaptive is not None:
+            if unit.turns is not None:
+                while not unit.turns.switched.empty():
+                    unit.adaptive.switched(*unit.turns.switched.get_nowait())
+            unit.adaptive.close(time.time())
+            unit.adaptive = None
         if unit.turns is not None:
             if unit.turns.served is not None:
                 self._to_sinks(functools.partial(_turn_servers_gone, unit=unit.turns.name))

@@ -12,9 +12,9 @@ shows a new one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..console import ProgressBars, errors
 from ..errors import XoverError
@@ -43,6 +43,16 @@ class JobLabels:
         return f"{self.job} [{self.mode}{'/' + self.policy if self.policy else ''}]"
 
 
+@dataclass(frozen=True)
+class GroupLabels:
+    """Whose way of sharing this is: a group's unit in one mode (an adaptive group's segments)."""
+
+    experiment_id: str
+    group: int | None
+    jobs: tuple[str, ...]
+    mode: str
+
+
 Received = tuple[JobLabels, MetricRecord]
 
 
@@ -68,6 +78,11 @@ class MetricSink:
     def turn_servers(self, unit: str, endpoints: Sequence[TurnServerEndpoint]) -> None:
         """Where the turn servers of a crossover run (`unit`) serve their devices' figures, one per host;
         empty once they stopped. Only for a sink that `wants_turn_servers`."""
+
+    def adaptive_segment(self, group: GroupLabels, segment: Mapping[str, Any]) -> None:
+        """An adaptive group's segment opened, was decided or closed (run/adaptive.py's `Segment.to_json()`: its
+        kind, its way, why, what it measured, the figures a decision was made on); the open one is the group's
+        way now."""
 
 
 class StoreSink(MetricSink):

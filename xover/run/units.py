@@ -5,10 +5,11 @@ after another."""
 from __future__ import annotations
 
 from ..analysis import job_summary
-from ..sharing import PLANNED, Mode, turn_taking
+from ..sharing import CROSSOVER, PLANNED, Mode, adapts, turn_taking
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
 from ..store.session import Store
+from ..turns.protocol import FREE, TURNS
 from .jobs import GroupToRun
 from .schedule import Unit
 from .traits import traits_from_summary
@@ -40,8 +41,9 @@ def comparison_units(
 
 def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> list[Unit]:
     """The units one group runs as in `modes`, in order: each job alone for sequential, the whole group
-    for concurrent, once per policy for crossover, and for planned in its plan's way of sharing (under
-    the first policy). Also what a group that never ran stands for."""
+    for concurrent, once per policy for crossover, once under the first policy for adaptive (starting in
+    the state its plan predicted better), and for planned in its plan's way of sharing (under the first
+    policy). Also what a group that never ran stands for."""
     if PLANNED in modes:
         modes = [group.planned_mode if mode == PLANNED else mode for mode in modes]
         policies = policies[:1]
@@ -52,8 +54,19 @@ def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> lis
     for mode in modes:
         if mode == SEQUENTIAL:
             units += [Unit([job], SEQUENTIAL, group.index) for job in group.jobs]
+        elif adapts(mode):
+            units.append(Unit(group.jobs, mode, group.index, policies[0], prior=adaptive_prior(group)))
         elif turn_taking(mode):
             units += [Unit(group.jobs, mode, group.index, policy) for policy in policies]
         else:
             units.append(Unit(group.jobs, mode, group.index))
     return units
+
+
+def adaptive_prior(group: GroupToRun) -> str | None:
+    """The state an adaptive group starts in: turns where its plan predicted crossover ahead of its best way
+    without turns, else without them; None without a plan's predictions."""
+    crossover, free = group.predicted_by_sharing.get(CROSSOVER.name), group.best_without_turns
+    if crossover is None or free is None:
+        return None
+    return TURNS if crossover > group.predicted_by_sharing[free] else FREE

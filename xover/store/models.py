@@ -294,3 +294,51 @@ class ReplayUtilisation(Base):
     grouped: Mapped[float]
     waiting: Mapped[float]
     running: Mapped[float]
+
+
+class SharingSegment(Base):
+    """A stretch of an adaptive group's time in one way of sharing (run/adaptive.py): its warm-up, a probe
+    window, a settled stretch with the figures the decision was made on, or its last job alone."""
+
+    __tablename__ = "sharing_segments"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))  # the unit's first run (its slot 0)
+    runs: Mapped[list] = mapped_column(JSON)  # every run of the unit, by slot
+    group_index: Mapped[int | None]
+    seq: Mapped[int]  # its place in the unit's timeline, from 0
+    kind: Mapped[str] = mapped_column(String(20))  # warm-up | probe | settled | alone
+    way: Mapped[str] = mapped_column(String(40))  # crossover (turns), concurrent or mps (none)
+    reason: Mapped[str] = mapped_column(Text)  # why it began
+    started: Mapped[float]  # wall times (unix): when it began (a switch is commanded then) and ended
+    ended: Mapped[float | None]
+    switch: Mapped[int | None]  # the turn servers' switch that began it (None: no switch)
+    window: Mapped[list | None] = mapped_column(JSON)  # [start, end] wall times it was measured over
+    speeds: Mapped[dict] = mapped_column(JSON)  # job -> speed relative to alone, measured over the window
+    aggregate: Mapped[float | None]  # their sum
+    error: Mapped[float | None]  # its standard error
+    decision: Mapped[dict | None] = mapped_column(JSON)  # a settled one's figures; a probe's length
+
+
+class SharingMeasurement(Base):
+    """A group's measured aggregate in one way of sharing (the sum of its jobs' speeds relative to alone, as a
+    comparison measures it), kept so that the next plan of the same jobs uses it instead of its simulation
+    (plan/measured.py). Keyed by what makes a measurement hold: each job's recipe content without its
+    length, ranks, engine and hosts (`jobs_key`), the link, and the hardware."""
+
+    __tablename__ = "sharing_measurements"
+    __table_args__ = (Index("ix_sharing_measurements_key", "jobs_key", "link", "hardware", "way"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"), index=True)
+    group_index: Mapped[int | None]
+    jobs_key: Mapped[str] = mapped_column(String(64))
+    jobs: Mapped[list] = mapped_column(JSON)  # [{name, workload, np, engine, hosts}] in the key's order
+    link: Mapped[str] = mapped_column(String(40))
+    hardware: Mapped[str] = mapped_column(Text)
+    way: Mapped[str] = mapped_column(String(40))
+    policy: Mapped[str | None] = mapped_column(String(40))  # crossover's turn policy
+    gain: Mapped[float]  # the aggregate over sequential
+    speeds: Mapped[dict] = mapped_column(JSON)  # job name -> speed relative to alone
+    window_s: Mapped[float | None]  # the overlap window it was measured over
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -370,6 +370,12 @@ class TurnMetrics:
             per_job,
             registry=registry,
         )
+        self.free = Gauge(
+            "xover_device_without_turns",
+            "1 while the job computes on the device without turns (an adaptive group's state without them).",
+            per_job,
+            registry=registry,
+        )
         self.server_up = Gauge(
             "xover_turn_server_up", "1 while the host's turn server serves its devices.", LABELS, registry=registry
         )
@@ -394,7 +400,7 @@ class TurnMetrics:
 
     def _touch(self, device: int, slot: int) -> None:
         labels = self._job(device, slot)
-        for metric in (self.holder, self.held, self.waits, self.revoked, self.lost):
+        for metric in (self.holder, self.held, self.waits, self.revoked, self.lost, self.free):
             metric.labels(**labels)
 
     # -- what the server tells it -------------------------------------------------------------
@@ -420,6 +426,10 @@ class TurnMetrics:
         if previous is not None and previous != holder:
             self.handoffs.labels(**self._device(device)).inc()
         self.last[device] = holder
+
+    def without_turns(self, device: int, slot: int, free: bool) -> None:
+        """`slot` computes on the device without turns from now (`free`), or takes turns again."""
+        self.free.labels(**self._job(device, slot)).set(1 if free else 0)
 
     def revoked_from(self, device: int, slot: int) -> None:
         """The turn was taken back from `slot` (its lease ran out)."""

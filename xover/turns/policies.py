@@ -111,11 +111,18 @@ class DeviceTurns:
     position: int = 0  # round robin: index in `order` of the slot whose turn it is
     open: bool = False  # start barrier: no turn before every slot is ready to train (or gone)
     history: dict[int, SlotHistory] = field(default_factory=dict)
+    # slots computing without turns (an adaptive group's free state, turns/server.py): granted whenever they
+    # ask, never waited for, never asked to yield; to the policy they are as good as gone
+    free: set[int] = field(default_factory=set)
 
     def open_if_all_ready(self) -> None:
-        """Lift the start barrier once every slot is ready to train or gone."""
-        if self.ready | self.gone >= set(self.order):
+        """Lift the start barrier once every slot is ready to train, gone or free."""
+        if self.ready | self.gone | self.free >= set(self.order):
             self.open = True
+
+    def out_of_turns(self, slot: int) -> bool:
+        """Whether the policy passes `slot` over: it has left, or computes without turns."""
+        return slot in self.gone or slot in self.free
 
     def slot_history(self, slot: int) -> SlotHistory:
         """The slot's history on this device, begun empty on first use."""
@@ -169,8 +176,8 @@ class DeviceTurns:
         self.open_if_all_ready()
 
     def live_waiters(self) -> list[int]:
-        """Waiting slots that have not left, in arrival order."""
-        return [slot for slot in self.waiting if slot not in self.gone]
+        """Waiting slots that have not left (nor compute without turns), in arrival order."""
+        return [slot for slot in self.waiting if not self.out_of_turns(slot)]
 
 
 def critical_rank(compute_s: float, solo_iteration_s: float) -> float:
@@ -238,7 +245,7 @@ class RoundRobin(TurnPolicy):
         for step in range(len(turns.order)):
             index = (turns.position + step) % len(turns.order)
             slot = turns.order[index]
-            if slot not in turns.gone:
+            if not turns.out_of_turns(slot):
                 if slot not in turns.waiting:
                     return None  # never a later slot first
                 turns.position = index

@@ -18,9 +18,14 @@ check at every module and gradient is next to free while nobody waits.
 
 The launcher drives the server through its stdin (works the same over ssh for another host):
   W<slot>\\n  withdraw a job that has ended (or never started)      Q\\n  print statistics and exit
-and reads its stdout: `ready`, then `event {json}` lines (lease revocations), `spans {json}` lines (the
-first grants of iterations that are over, streamed as the run goes so that neither side keeps them
-all), and `stats {json}` at the end.
+  P<n>\\n     an adaptive group's switch n is coming: print each slot's iterations asked for here (a
+              `counts {"switch": n, "slots": {"<slot>": <iterations>, ...}}` line)
+  S<n> <state> <slot>=<iteration>,...\\n   switch n: from that iteration of each slot on (its acquire of
+              it), every device here runs the slot in <state>: `turns` (under the policy) or `free`
+              (granted at once, never asked to yield); each device says when it did (a `switched` event)
+and reads its stdout: `ready`, then `event {json}` lines (lease revocations, switches), `spans {json}` lines
+(the first grants of iterations that are over, streamed as the run goes so that neither side keeps them
+all), `counts {json}` lines (answers to P), and `stats {json}` at the end.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 HELLO, ACQUIRE, YIELD, RELEASE, BYE, GRANT = b"H", b"A", b"Y", b"R", b"B", b"G"
 STEP_OUT, STEP_IN = b"O", b"I"
 HEARTBEAT = b"K"
+TURNS, FREE = "turns", "free"  # an adaptive group's two states (the server's S command)
 
 # A worker waits for its turn as long as a partner computes (minutes are fine), but not for a server
 # that is gone or hung: one that says nothing for SILENCE_S while the worker waits is taken for dead.
@@ -51,6 +57,11 @@ def stats_line(payload: str) -> str:
 def event_line(payload: str) -> str:
     """A server's event line (a lease revoked, a registration refused) on its stdout."""
     return f"event {payload}"
+
+
+def counts_line(payload: str) -> str:
+    """A server's answer to P: each slot's iterations asked for on this host."""
+    return f"counts {payload}"
 
 
 def spans_line(payload: str) -> str:

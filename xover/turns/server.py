@@ -12,6 +12,14 @@ is full, after which that worker's job loses its slot on every device here and i
 are closed (they train on without turns, and say so). Run as
 `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
 
+An adaptive group's server also runs its devices without turns (the *free* state): a slot in it is granted
+at once whenever it asks, never waited for and never asked to yield, and the policy passes it over. The
+launcher switches a group between the two states at one iteration of each job on every device of every
+host (`P` for each slot's iterations here, then `S` with the iteration each slot switches at; protocol.py):
+a device applies a slot's switch at that slot's acquire of that iteration, and says so (a `switched` event).
+A slot still taking turns waits only for a holder that takes turns too, which releases at the end of its
+phase, so a switch strands no rank.
+
 Its folder (the socket's) must be this user's own, a real folder (not a link), and is made 0700 before
 anything is created in it; on another host too, where the launcher's ssh starts it. The yield page is
 created anew (O_EXCL, O_NOFOLLOW, mode 0600): a name that someone put there is never followed.
@@ -45,6 +53,7 @@ from .policies import DEFAULT_POLICY, POLICIES, DeviceTurns, SlotTraits, TurnPol
 from .protocol import (
     ACQUIRE,
     BYE,
+    FREE,
     GRANT,
     HEARTBEAT,
     HEARTBEAT_S,
@@ -53,8 +62,10 @@ from .protocol import (
     RELEASE,
     STEP_IN,
     STEP_OUT,
+    TURNS,
     YIELD,
     YIELD_PAGE_BYTES,
+    counts_line,
     event_line,
     spans_line,
     stats_line,
@@ -151,6 +162,7 @@ class SlotRecord:
     """Per slot on this host: iteration -> first grant time on each device (for rank skew), counts."""
 
     grants: int = 0
+    free_grants: int = 0  # of them, without turns (an adaptive group's free state)
     yields: int = 0
     revoked: int = 0
     first_grants: dict[int, dict[int, float]] = field(default_factory=dict)  # iteration -> device -> wall time
@@ -171,6 +183,7 @@ class TurnServer:
         heartbeat_s: float = HEARTBEAT_S,
         send_buffer: int | None = None,
         metrics: TurnMetrics | None = None,
+        state: str = TURNS,
     ) -> None:
         self.path = path
         self.metrics = metrics  # served to Prometheus (metrics.py) when the launcher asked for it
@@ -203,6 +216,12 @@ class TurnServer:
         self.spans_out: list[list[Any]] = []  # [slot, iteration, first, last, devices] not yet sent
         self.running = True
         self.control_buffer = b""
+        # an adaptive group's state: TURNS or FREE, the last one the launcher switched to (a slot's first
+        # acquire on a device starts in it); each (device, slot)'s own; the switches still to come, at the
+        # slot's acquire of that iteration: (device, slot) -> (iteration, state, the switch's number)
+        self.state = state
+        self.modes: dict[tuple[int, int], str] = {}
+        self.pending: dict[tuple[int, int], tuple[int, str, int]] = {}
 
     # -- main loop ----------------------------------------------------------------------------
     def watch_stdin(self) -> None:
@@ -288,7 +307,12 @@ class TurnServer:
                 self.asking.add(conn)
             if command == ACQUIRE:
                 self.iteration[member] = self.iteration.get(member, 0) + 1
-                turns.request(slot, now, new_iteration=True)
+                if self._mode_at(member, now) == FREE:
+                    self._grant_free(conn, device, slot)
+                else:
+                    turns.request(slot, now, new_iteration=True)
+            elif command in (YIELD, STEP_IN) and slot in turns.free:  # never asked to: granted as it asks
+                self._grant_free(conn, device, slot)
             elif command == YIELD:
                 held = turns.release(slot, now)
                 if held is not None:
@@ -524,6 +548,78 @@ class TurnServer:
     def _clear_yield(self, device: int) -> None:
         self.page[device] = 0
 
+    # -- an adaptive group: turns, or none --------------------------------------------------------
+    def _mode_at(self, member: tuple[int, int], now: float) -> str:
+        """The state `member` (device, slot) computes its new iteration in: a switch due at this iteration (or
+        an earlier one, when its command came late) applies now, and is said (a `switched` event)."""
+        device, slot = member
+        mode = self.modes.get(member, self.state)
+        due = self.pending.get(member)
+        iteration = self.iteration.get(member, 0)
+        if due is not None and iteration >= due[0]:
+            del self.pending[member]
+            boundary, mode, number = due
+            print(
+                event_line(
+                    json.dumps(
+                        {
+                            "kind": "switched",
+                            "device": device,
+                            "slot": slot,
+                            "state": mode,
+                            "switch": number,
+                            "iteration": iteration,
+                            "boundary": boundary,
+                            "wall_time": time.time(),
+                        }
+                    )
+                ),
+                flush=True,
+            )
+        self.modes[member] = mode
+        turns = self.devices[device]
+        if mode == FREE and slot not in turns.free:
+            turns.free.add(slot)
+            turns.waiting.pop(slot, None)  # (it asks now: it was not waiting)
+            history = turns.slot_history(slot)  # what the policy learns resumes when it takes turns again
+            history.released_at = None
+            history.starts.clear()
+            if turns.holder == slot:  # (it released its last phase; a script that did not gives it up now)
+                turns.release(slot, now)
+                self.policy.on_pass(turns)
+            if self.metrics is not None:
+                self.metrics.without_turns(device, slot, True)
+        elif mode == TURNS and slot in turns.free:
+            turns.free.discard(slot)
+            if self.metrics is not None:
+                self.metrics.without_turns(device, slot, False)
+        return mode
+
+    def _grant_free(self, conn: socket.socket, device: int, slot: int) -> None:
+        """A slot without turns asked: granted at once (`_decide` then serves the slots that take turns)."""
+        self.asking.discard(conn)
+        record = self._record(slot)
+        record.free_grants += 1
+        self._note_grant(device, slot)
+        self._send(conn, GRANT)
+
+    def counts(self) -> dict[int, int]:
+        """Per slot on this host: the most iterations it has asked for on any of its devices here."""
+        slots: dict[int, int] = {slot: 0 for turns in self.devices.values() for slot in turns.order}
+        for (_, slot), iteration in self.iteration.items():
+            slots[slot] = max(slots.get(slot, 0), iteration)
+        return slots
+
+    def switch(self, number: int, state: str, boundaries: dict[int, int]) -> None:
+        """The launcher's switch `number` to `state`: each slot at its iteration `boundaries[slot]` on every
+        device here (its acquire of that iteration runs in the new state); a slot not named, and one that
+        joins later, starts in it."""
+        self.state = state
+        for device, turns in self.devices.items():
+            for slot in turns.order:
+                if slot in boundaries:
+                    self.pending[(device, slot)] = (boundaries[slot], state, number)
+
     def _heartbeat(self) -> None:
         """A byte to every worker still waiting for its turn: the server is alive, the wait goes on."""
         for conn in list(self.asking):
@@ -630,6 +726,7 @@ class TurnServer:
         for slot, record in sorted(self.records.items()):
             slots[str(slot)] = {
                 "grants": record.grants,
+                "free_grants": record.free_grants,
                 "yields": record.yields,
                 "revoked": record.revoked,
                 # per iteration: earliest and latest first grant over this host's devices of the slot
@@ -652,6 +749,16 @@ class TurnServer:
             line, self.control_buffer = self.control_buffer.split(b"\n", 1)
             if line.startswith(b"W") and line[1:].strip().isdigit():
                 self.withdraw(int(line[1:]))
+            elif line.startswith(b"P") and line[1:].strip().isdigit():
+                payload = {"switch": int(line[1:]), "slots": {str(k): v for k, v in self.counts().items()}}
+                try:
+                    print(counts_line(json.dumps(payload, separators=(",", ":"))), flush=True)
+                except (BrokenPipeError, OSError):
+                    pass  # the launcher is gone: we are about to be stopped
+            elif line.startswith(b"S"):
+                parsed = _parse_switch(line[1:])
+                if parsed is not None:
+                    self.switch(*parsed)
             elif line.startswith(b"Q"):
                 self.running = False
 
@@ -666,6 +773,20 @@ class TurnServer:
             # whoever made the folder may remove it first (a launcher cleaning up as the server stops)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+def _parse_switch(text: bytes) -> tuple[int, str, dict[int, int]] | None:
+    """b'<number> <state> <slot>=<iteration>,...' (protocol.py), or None for anything else."""
+    fields = text.decode("ascii", errors="replace").split()
+    if len(fields) not in (2, 3) or not fields[0].isdigit() or fields[1] not in (TURNS, FREE):
+        return None
+    boundaries = {}
+    for item in fields[2].split(",") if len(fields) == 3 else []:
+        slot, _, iteration = item.partition("=")
+        if not (slot.isdigit() and iteration.isdigit()):
+            return None
+        boundaries[int(slot)] = int(iteration)
+    return int(fields[0]), fields[1], boundaries
 
 
 def _parse_hello(text: bytes) -> tuple[int, int] | None:
@@ -767,6 +888,13 @@ def _command_line() -> argparse.ArgumentParser:
     )
     option("--control-stdin", action="store_true", help="read launcher commands from stdin; exit at EOF")
     option(
+        "--state",
+        choices=(TURNS, FREE),
+        default=TURNS,
+        help="what the devices start in: turns under the policy, or free (granted at once: an adaptive group's "
+        "state without turns; the launcher switches between them)",
+    )
+    option(
         "--metrics-address",
         help="serve the devices' turns to Prometheus on this address, on a port the kernel picks "
         "(said on stdout as `metrics PORT` before `ready`); default: not served",
@@ -811,6 +939,7 @@ class ServerOptions:
     send_buffer: int | None  # None: the kernel's
     nice: int
     control_stdin: bool
+    state: str  # TURNS or FREE: what the devices start in (an adaptive group's servers may start free)
     metrics: MetricsOptions | None  # None: no figures served
 
     @classmethod
@@ -848,6 +977,7 @@ class ServerOptions:
             send_buffer=args.send_buffer,
             nice=args.nice,
             control_stdin=args.control_stdin,
+            state=args.state,
             metrics=metrics,
         )
 
@@ -890,6 +1020,7 @@ def main(argv: list[str] | None = None) -> None:
         heartbeat_s=options.heartbeat_s,
         send_buffer=options.send_buffer,
         metrics=metrics,
+        state=options.state,
     )
 
     def stop(*_: object) -> None:

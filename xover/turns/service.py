@@ -11,6 +11,10 @@ Starting a server waits for its `ready` at most START_TIMEOUT_S (or until the ru
 sooner): an ssh that hangs, or a host that never answers, fails the start with a clear error instead
 of holding the run for ever. Each server streams the first grants of iterations that are over
 (`spans` lines); they are folded into a bounded sample of rank skews here as they come.
+
+An adaptive group's servers run its devices with turns or without (server.py); `switch` moves every
+host's devices from one to the other at one iteration of each job: it asks every server for each job's
+iterations so far, and names the iteration after the most any host has seen, plus a margin, to them all.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import collections
 import contextlib
 import json
 import os
+import queue
 import shlex
 import signal
 import socket
@@ -39,12 +44,13 @@ from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
 from .credentials import MetricsCredentials
 from .policies import SlotTraits
-from .protocol import host_tag
+from .protocol import TURNS, host_tag
 from .server import FolderError, private_folder
 
 START_TIMEOUT_S = 60.0  # for a server to say `ready`, through ssh on another host
 MAX_SKEWS = 1 << 18  # rank skews kept per slot; past it, every other one (an even sample of the whole run)
 MAX_OPEN_ITERATIONS = 4096  # per slot, iterations waiting for another host's first grants
+SWITCH_ANSWER_S = 2.0  # for every host's server to answer P (its counts) before a switch is given up
 
 
 def runtime_dir() -> str:
@@ -99,9 +105,12 @@ def server_arguments(
     traits: dict[int, SlotTraits],
     lease: dict[str, float] | None = None,
     nice: int | None = None,
+    state: str = TURNS,
 ) -> list[str]:
     """The turn server's command line (after the Python interpreter)."""
     args = ["-m", "xover.turns.server", "--socket", socket_path, "--policy", policy, "--control-stdin"]
+    if state != TURNS:
+        args += ["--state", state]
     args += [f"--device={d}={','.join(map(str, slots))}" for d, slots in sorted(devices.items())]
     for slot, trait in sorted(traits.items()):
         values = {"rank": trait.rank, "max_slowdown": trait.max_slowdown, "solo_s": trait.solo_iteration_s}
@@ -219,6 +228,8 @@ class TurnServerProcess:
     tag: str | None = None  # XOVER_TURN_SERVER in its environment: what finds it on its host if it hangs
     metrics_port: int | None = None  # where it serves its devices' figures (`metrics PORT`), if asked to
     credentials: MetricsCredentials | None = None  # what it serves them with: the first line of its stdin
+    on_counts: Callable[[str, dict], None] | None = None  # (host, its answer to P: {"switch": n, "slots": ...})
+    on_switched: Callable[[str, dict], None] | None = None  # (host, a `switched` event: a device switched a slot)
 
     def __post_init__(self) -> None:
         """Start the process (quick: its `ready`, which may take tens of seconds over ssh, is `wait_ready`'s)."""
@@ -285,7 +296,12 @@ class TurnServerProcess:
             kind, _, payload = line.partition(" ")
             try:
                 if kind == "event":
-                    self.events.append({**json.loads(payload), "host": self.host})
+                    event = {**json.loads(payload), "host": self.host}
+                    self.events.append(event)
+                    if event.get("kind") == "switched" and self.on_switched is not None:
+                        self.on_switched(self.host, event)
+                elif kind == "counts" and self.on_counts is not None:
+                    self.on_counts(self.host, json.loads(payload))
                 elif kind == "spans" and self.on_spans is not None:
                     self.on_spans(self.host, json.loads(payload))
                 elif kind == "stats":
@@ -361,6 +377,23 @@ class TurnServerProcess:
                     os.unlink(path)
 
 
+def _devices_by_host(placements: list[dict[str, list[int]]]) -> dict[str, dict[int, list[int]]]:
+    """Each host's devices and, on each, its slots in turn order (`placements[slot]`: host -> devices)."""
+    devices: dict[str, dict[int, list[int]]] = {}
+    for slot, placement in enumerate(placements):
+        for host, indices in placement.items():
+            for index in indices:
+                devices.setdefault(host_tag(host), {}).setdefault(index, []).append(slot)
+    return devices
+
+
+def _remote_command(arguments: list[str], tag: dict[str, str]) -> str:
+    """A turn server's command line on another host, for its ssh (the server makes its folder and checks it
+    there: this user's, not a link, 0700)."""
+    variables = " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
+    return f"env {variables} {shlex.quote(sys.executable)} {shlex.join(arguments)}"
+
+
 class TurnService:
     """The turn servers of one crossover group."""
 
@@ -378,53 +411,53 @@ class TurnService:
         served: ServedTurns | None = None,
         start: bool = True,
         guard: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+        state: str = TURNS,
     ) -> None:
         """`placements[slot]` is slot's job's host -> device indices; `name` is unique per run and group;
         `deadline` (time.monotonic()), the run's --timeout: starting waits no longer (TimedOut); `served`:
         each server serves its devices' figures to Prometheus, labelled so (`endpoints`). `start`: start the
         servers now (else `start()` does); `guard`: a context in which starting one server's process and
         listing it in `servers` is not cut short (the scheduler's defers Ctrl-C and SIGTERM: a server
-        started is a server `stop` stops)."""
+        started is a server `stop` stops). `state`: what the devices start in, turns or free (an adaptive
+        group's; `switch` changes it)."""
         self.name = name
+        self.state = state
+        self._answers: dict[int, dict[str, dict[int, int]]] = {}  # switch number -> host -> slot -> iterations
+        self._answered = threading.Condition()
+        self.switched: queue.Queue[tuple[str, dict]] = queue.Queue()  # (host, event): for the group's controller
+        self.switches = 0
         self.served = served
         self.guard = guard
         self.socket_template = os.path.join(runtime_dir(), f"{name}-{{host}}.sock")
-        devices: dict[str, dict[int, list[int]]] = {}
-        for slot, placement in enumerate(placements):
-            for host, indices in placement.items():
-                for index in indices:
-                    devices.setdefault(host_tag(host), {}).setdefault(index, []).append(slot)
         self.servers: list[TurnServerProcess] = []
         self.skews = GrantSkews(
-            {
-                slot: len({host_tag(host) for host, indices in placement.items() if indices})
-                for slot, placement in enumerate(placements)
-            }
+            {slot: len({host_tag(host) for host, ids in where.items() if ids}) for slot, where in enumerate(placements)}
         )
         on_spans = lambda _host, spans: self.skews.add(spans)  # noqa: E731
         tag = {k: v for k, v in (env or {}).items() if k == EXPERIMENT_VARIABLE}
         tag[TURN_SERVER_VARIABLE] = name  # names one group's servers (the socket names' prefix) on every host
         credentials = served.credentials if served is not None else None
         self.planned: list[dict[str, Any]] = []  # each host's server, as TurnServerProcess takes it
-        for host, order in devices.items():
+        for host, order in _devices_by_host(placements).items():
             path = self.socket_template.replace("{host}", host)
-            arguments = server_arguments(path, order, policy, traits, lease, nice)
+            arguments = server_arguments(path, order, policy, traits, lease, nice, state)
             if served is not None:
                 arguments += served.arguments(host)
-            common = {"host": host, "socket": path, "on_spans": on_spans, "deadline": deadline}
+            common = {
+                "host": host,
+                "socket": path,
+                "on_spans": on_spans,
+                "deadline": deadline,
+                "on_counts": self._on_counts,
+                "on_switched": lambda host, event: self.switched.put((host, event)),
+            }
             if host == LOCAL:
                 command = [sys.executable, *arguments]
                 self.planned.append(
                     {**common, "command": command, "env": {"PYTHONPATH": XOVER_ROOT, **tag}, "credentials": credentials}
                 )
             else:
-                # the server makes its folder and checks it there (this user's, not a link, 0700)
-                remote = (
-                    "env "
-                    + " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
-                    + f" {shlex.quote(sys.executable)} {shlex.join(arguments)}"
-                )
-                command = [*(remote_prefix or []), *ssh_command(host, remote)]
+                command = [*(remote_prefix or []), *ssh_command(host, _remote_command(arguments, tag))]
                 self.planned.append(
                     {
                         **common,
@@ -465,6 +498,44 @@ class TurnService:
         """A job has ended (or never started): no partner may wait for it, even at the barrier."""
         for server in self.servers:
             server.send(f"W{slot}")
+
+    def _on_counts(self, host: str, answer: dict) -> None:
+        with self._answered:
+            slots = {int(slot): int(count) for slot, count in (answer.get("slots") or {}).items()}
+            self._answers.setdefault(int(answer.get("switch", 0)), {})[host] = slots
+            self._answered.notify_all()
+
+    def counts(self, timeout_s: float = SWITCH_ANSWER_S) -> tuple[int, dict[int, int]] | None:
+        """Ask every host's server (`P`) for each slot's iterations so far: the number of the switch this
+        prepares, and per slot the most any host has seen; None when a server that still runs did not
+        answer within `timeout_s` (a switch is then not made)."""
+        self.switches += 1
+        number = self.switches
+        live = [server for server in self.servers if server.ready and server.process.poll() is None]
+        for server in live:
+            server.send(f"P{number}")
+        deadline = time.monotonic() + timeout_s
+        with self._answered:
+            while len(self._answers.get(number, {})) < len(live):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._answers.pop(number, None)
+                    return None
+                self._answered.wait(left)
+            answers = self._answers.pop(number)
+        most: dict[int, int] = {}
+        for slots in answers.values():
+            for slot, count in slots.items():
+                most[slot] = max(most.get(slot, 0), count)
+        return number, most
+
+    def switch(self, number: int, state: str, boundaries: dict[int, int]) -> None:
+        """Switch `number` (from `counts`): every host's devices run each slot of `boundaries` in `state` (turns
+        or free) from that slot's iteration there on; a slot not named, and one that joins, starts in it."""
+        self.state = state
+        text = ",".join(f"{slot}={iteration}" for slot, iteration in sorted(boundaries.items()))
+        for server in self.servers:
+            server.send(f"S{number} {state} {text}".rstrip())
 
     def stop(self) -> None:
         """Stop every host's server (once each, however often this is called)."""

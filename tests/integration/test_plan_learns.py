@@ -1,0 +1,124 @@
+"""Plans learn from what ran: a comparison's measured aggregates go into the store (run/learn.py) and the next
+plan of the same jobs uses them instead of its simulation, marked measured (plan/step.py, plan/measured.py);
+a measurement of other jobs (a changed recipe), another link or other hardware is never used. The store and
+the planner are real; the comparison is written as `xover run` writes one (its figures made up)."""
+
+import dataclasses
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from xover.cli import app
+from xover.devices import hardware_fingerprint
+from xover.plan.step import plan_jobs
+from xover.recipes import load_recipe, with_overrides
+from xover.results import GroupComparison, PolicyResult, RunResult
+from xover.run.jobs import GroupToRun, job_for
+from xover.run.learn import learn_measurements
+from xover.store.models import Experiment, Profile, SharingMeasurement
+from xover.store.queries import snapshot_recipe
+from xover.store.session import open_store
+
+PAIR = ("mlp-digits", "resnet-digits")
+runner = CliRunner()
+
+
+def _profiles(db, link="1gbit", hardware=None):
+    """Stored profiles of the pair, as `xover profile` keeps them (the figures made up)."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for name, compute_ms, comm_ms in (("mlp-digits", 5.0, 60.0), ("resnet-digits", 60.0, 8.0)):
+            recipe = load_recipe(name)
+            snapshot = snapshot_recipe(session, recipe)
+            session.add(Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, name=name, np=recipe.np,
+                                engine="horovod", bandwidth=link, hardware=hardware or hardware_fingerprint(),
+                                iterations=20, data_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
+                                iteration_ms=compute_ms + comm_ms, samples_per_s=100.0, memory_gb=0.1,
+                                gradient_bytes=1000, link_ms=comm_ms, comm_cpu_ms=None, checkpoints=10, spread={}))
+    store.close()
+
+
+def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, concurrent=1.52, adaptive=1.50):
+    """A comparison of the pair, learnt as `xover run` learns it after comparing."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id=experiment, kind="run", command="xover run", status="finished"))
+    jobs = [job_for(recipe if not isinstance(recipe, str) else load_recipe(recipe)) for recipe in recipes]
+    group = GroupToRun(0, jobs)
+    speeds = {"crossover": (0.6, crossover - 0.6), "concurrent": (0.7, concurrent - 0.7), "adaptive": (0.7, adaptive - 0.7)}
+    results = [RunResult(name=job.name, mode=mode, group=0, policy="work-conserving" if mode != "concurrent" else None,
+                         speed=speeds[mode][slot]) for mode in speeds for slot, job in enumerate(jobs)]
+    comparison = GroupComparison(
+        group=0, jobs=[job.name for job in jobs],
+        policies={"work-conserving": PolicyResult(aggregate=crossover, window_s=10.0, overlap=0.9)},
+        sequential=1.0, measured={"crossover": crossover, "concurrent": concurrent, "adaptive": adaptive},
+        overlaps={"crossover": 0.9, "concurrent": 0.9, "adaptive": 0.9}, crossover_policy="work-conserving")
+    kept = learn_measurements(store, experiment, [group], results, [comparison], link)
+    store.close()
+    return kept
+
+
+def _plan(db, tmp_path, link="1gbit"):
+    written = plan_jobs(str(db), recipe_paths=list(PAIR), trace_csv=None, devices=2, hosts=None,
+                        device_memory_gb=None, max_group=2, algo="matching", out=str(tmp_path / "plan.json"),
+                        bandwidth=link)
+    [group] = written.plan.groups
+    return group
+
+
+def test_the_next_plan_of_the_same_jobs_uses_what_they_measured(isolated_results, tmp_path):
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    simulated = _plan(db, tmp_path)
+    assert set(simulated.predicted_from.values()) == {"simulated"}
+    assert _compared(db) == 3  # crossover (work-conserving), concurrent, adaptive
+    learnt = _plan(db, tmp_path)
+    assert learnt.predicted_by_sharing["crossover"] == pytest.approx(1.35)
+    assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.52)
+    assert learnt.predicted_from["crossover"] == learnt.predicted_from["concurrent"] == "measured"
+    # both measured, 11% apart: more than a measurement's error, so concurrent, and the plan says why
+    assert learnt.sharing == "concurrent"
+    assert "crossover 1.35 (measured), concurrent 1.52 (measured)" in learnt.sharing_reason
+    assert "the measurements' error (4.0%)" in learnt.sharing_reason
+    assert learnt.predicted_speed == {"mlp-digits": pytest.approx(0.7), "resnet-digits": pytest.approx(0.82)}
+    # the plan file and `xover plan`'s table say so too
+    body = json.loads((tmp_path / "plan.json").read_text())
+    assert body["groups"][0]["predicted_from"]["concurrent"] == "measured"
+    shown = runner.invoke(app, ["plan", *PAIR, "--devices", "2", "--bandwidth", "1gbit",
+                                "--out", str(tmp_path / "again.json")])
+    assert shown.exit_code == 0, shown.output
+    assert "concurrent 1.52*" in " ".join(shown.output.split())
+
+
+def test_close_measurements_make_the_plan_adaptive(isolated_results, tmp_path):
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    _compared(db, crossover=1.50, concurrent=1.52, adaptive=1.55)
+    group = _plan(db, tmp_path)
+    assert group.sharing == "adaptive" and "adaptive measures both" in group.sharing_reason
+    # adaptive ran on these jobs: its own measurement is its prediction
+    assert group.predicted_gain == pytest.approx(1.55) and group.predicted_from["adaptive"] == "measured"
+
+
+def test_a_changed_recipe_another_link_or_other_hardware_is_never_used(isolated_results, tmp_path):
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    _profiles(db, link="2gbit")
+    # a changed recipe: resnet-digits with another batch is another job (its length alone would not be)
+    changed = dataclasses.replace(load_recipe("resnet-digits"), batch_size=load_recipe("resnet-digits").batch_size * 2)
+    _compared(db, "e-changed", recipes=("mlp-digits", changed))
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+    # only a longer run of the same jobs: it holds
+    longer = with_overrides(load_recipe("resnet-digits"), iterations=999)
+    _compared(db, "e-longer", recipes=("mlp-digits", longer))
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"measured"}
+    # another link: the plan at 2gbit finds nothing measured there
+    assert set(_plan(db, tmp_path, link="2gbit").predicted_from.values()) == {"simulated"}
+    # other hardware: the same rows on another machine's fingerprint are left alone
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for row in session.query(SharingMeasurement).all():
+            row.hardware = "another machine"
+    store.close()
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}

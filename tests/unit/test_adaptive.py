@@ -1,0 +1,293 @@
+"""run/adaptive.py's pure logic: a window's measurement and its noise, the rule, the window's length, the
+switch's margin, XOVER_ADAPTIVE, and the controller driven by a group whose two states have known speeds (a
+scripted clock and a switcher that applies switches as the turn servers do: at each job's iteration)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from xover.errors import XoverError
+from xover.records import IterationRecord, StartRecord
+from xover.run.adaptive import (
+    ALONE,
+    DEFAULT_CV,
+    PROBE,
+    SETTLED,
+    WARMUP,
+    AdaptiveController,
+    AdaptiveSettings,
+    Measured,
+    measure,
+    progress_at,
+    rate_between,
+    relative_noise,
+    switch_margin,
+    verdict,
+    window_length,
+)
+from xover.settings import Settings
+
+CONFIG = AdaptiveSettings()
+
+
+# ------------------------------------------------------------------------------------ measuring
+
+
+def test_progress_is_interpolated_between_the_ends_of_iterations():
+    points = [(10.0, 1.0), (11.0, 2.0), (13.0, 3.0)]
+    assert progress_at(points, 10.5) == pytest.approx(1.5)
+    assert progress_at(points, 12.0) == pytest.approx(2.5)
+    assert progress_at(points, 9.0) is None and progress_at(points, 13.5) is None
+    # a job of 1 s iterations over 1.5 s: 1.5 iterations, not 1 or 2
+    assert rate_between(points, 10.25, 11.75) == pytest.approx((2.375 - 1.25) / 1.5)
+
+
+def test_a_rates_noise_is_a_renewal_counts():
+    steady = [0.1] * 20
+    assert relative_noise(steady, 2.0) == 0.0
+    spread = [0.09, 0.11] * 10  # cv 0.1 (sample stdev)
+    cv = 0.01026 / 0.1
+    assert relative_noise(spread, 2.0) == pytest.approx(cv * math.sqrt(0.1 / 2.0), rel=0.02)
+    assert relative_noise(spread, 8.0) == pytest.approx(relative_noise(spread, 2.0) / 2, rel=1e-6)  # 4x the window
+    assert relative_noise([0.5, 0.6], 1.0) == pytest.approx(DEFAULT_CV * math.sqrt(0.55))  # too few to tell the spread
+
+
+def test_measure_gives_speeds_relative_to_alone_and_needs_every_job_to_cover_the_window():
+    points = {"a": [(0.0, 0.0), (10.0, 100.0)], "b": [(0.0, 0.0), (10.0, 20.0)]}
+    durations = {"a": [(t / 10, 0.1) for t in range(1, 101)], "b": [(t / 2, 0.5) for t in range(1, 21)]}
+    measured = measure(points, durations, {"a": 0.05, "b": 0.25}, 2.0, 8.0)
+    assert measured.speeds == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
+    assert measured.aggregate == pytest.approx(1.0)
+    assert measure(points, durations, {"a": 0.05, "b": 0.25}, 2.0, 11.0) is None  # b's iterations stop at 10 s
+
+
+# ------------------------------------------------------------------------------------ the rule
+
+
+def window(state_aggregate: float, error: float, start: float = 0.0) -> Measured:
+    return Measured(start, start + 2.0, {"a": state_aggregate / 2, "b": state_aggregate / 2},
+                    {"a": error / math.sqrt(2), "b": error / math.sqrt(2)})
+
+
+def test_a_clear_difference_settles_on_the_better_state():
+    found = verdict([("free", window(1.40, 0.02)), ("turns", window(1.60, 0.02))], CONFIG)
+    assert (found.state, found.rule) == ("turns", "clear")
+    assert found.aggregates == {"turns": pytest.approx(1.60), "free": pytest.approx(1.40)}
+    found = verdict([("turns", window(1.30, 0.02)), ("free", window(1.50, 0.02))], CONFIG)
+    assert (found.state, found.rule) == ("free", "clear")
+
+
+def test_a_difference_within_the_noise_keeps_probing_until_out_of_time_then_takes_the_estimate():
+    windows = [("free", window(1.50, 0.06)), ("turns", window(1.53, 0.06))]
+    assert verdict(windows, CONFIG).state is None  # 2% apart, 0.085 of error: go on probing
+    assert (verdict(windows, CONFIG, "time").state, verdict(windows, CONFIG, "time").rule) == ("turns", "time")
+    # turns must lead by the margin on an undecided estimate: without turns is what a user has without xover
+    close = [("free", window(1.50, 0.06)), ("turns", window(1.5 * (1 + CONFIG.margin / 2), 0.06))]
+    assert verdict(close, CONFIG, "pairs").state == "free"
+
+
+def test_two_states_measured_to_the_floor_are_equal():
+    # no error of their own left (fast jobs, long windows): only the floor; 0.5% apart does not count
+    found = verdict([("free", window(1.50, 0.0)), ("turns", window(1.5075, 0.0))], CONFIG)
+    assert (found.state, found.rule) == ("turns", "equal")
+    found = verdict([("free", window(1.50, 0.0)), ("turns", window(1.503, 0.0))], CONFIG)
+    assert (found.state, found.rule) == ("free", "equal")  # 0.2%: short of the margin
+
+
+def test_the_spread_of_a_states_windows_counts_where_it_has_several():
+    calm = [("turns", window(1.60, 0.01)), ("free", window(1.50, 0.01)), ("free", window(1.50, 0.01)),
+            ("turns", window(1.60, 0.01))]
+    assert verdict(calm, CONFIG).rule == "clear"
+    # the same means, but each state's two windows far apart: the difference no longer counts
+    restless = [("turns", window(1.30, 0.01)), ("free", window(1.20, 0.01)), ("free", window(1.80, 0.01)),
+                ("turns", window(1.90, 0.01))]
+    assert verdict(restless, CONFIG).state is None
+
+
+def test_one_state_only_is_decided_only_when_probing_is_over():
+    assert verdict([("free", window(1.5, 0.01))], CONFIG).state is None
+    assert verdict([("free", window(1.5, 0.01))], CONFIG, "time").state == "free"
+
+
+# ------------------------------------------------------------------------------------ sizing
+
+
+def test_a_window_holds_iterations_of_every_job_within_its_bounds_and_the_time_left():
+    assert window_length({"a": 0.1, "b": 0.2}, None, CONFIG) == CONFIG.window  # 3 x 0.2 s is below the shortest
+    assert window_length({"a": 0.1, "b": 1.0}, None, CONFIG) == pytest.approx(3.0)  # 3 of the slowest
+    assert window_length({"a": 0.1, "b": 9.0}, None, CONFIG) == CONFIG.max_window
+    # the first pair takes at most `share` of the time left: 0.2 x 20 s / 2
+    assert window_length({"a": 0.1, "b": 1.0}, 20.0, CONFIG) == pytest.approx(2.0)
+    assert window_length({"a": 0.1, "b": 1.0}, 10.0, CONFIG) is None  # 1 s windows would be below the shortest
+
+
+def test_a_switch_comes_at_the_next_iteration_of_a_slow_job_and_later_for_a_fast_one():
+    assert switch_margin(1.0, 0.002) == 1  # its ranks start the next one before the command in 1 of 500
+    assert switch_margin(0.05, 0.002) == 3
+    assert switch_margin(0.001, 0.002) == 6
+    assert switch_margin(None, 0.002) == 2
+
+
+# ------------------------------------------------------------------------------------ XOVER_ADAPTIVE
+
+
+def test_the_setting_is_read_checked_and_made_settings():
+    given = Settings.from_environ({"XOVER_ADAPTIVE": "window=2, pairs=2,start=turns,z=3"}).adaptive
+    assert given == {"window": "2", "pairs": "2", "start": "turns", "z": "3"}
+    made = AdaptiveSettings.of(given)
+    assert (made.window, made.pairs, made.start, made.z) == (2.0, 2, "turns", 3.0)
+    assert AdaptiveSettings.of({}) == AdaptiveSettings()
+
+
+@pytest.mark.parametrize("value", ["window", "speed=3", "window=0", "share=1.5", "pairs=1.5", "start=maybe",
+                                   "window=2,window=3", "z=-1", "floor=1"])
+def test_a_bad_setting_is_one_line_naming_it(value):
+    with pytest.raises(XoverError) as refused:
+        Settings.from_environ({"XOVER_ADAPTIVE": value})
+    assert str(refused.value).startswith("XOVER_ADAPTIVE=") and "\n" not in str(refused.value)
+
+
+def test_windows_out_of_order_are_refused_where_the_run_starts():
+    with pytest.raises(XoverError, match="XOVER_ADAPTIVE: window and max_window"):
+        AdaptiveSettings.of({"window": "5", "max_window": "2"})
+
+
+# ------------------------------------------------------------------------------------ the controller
+
+
+class Group:
+    """Two (or more) jobs whose iteration time depends on the state their device is in, and turn servers that
+    apply a switch at each job's iteration as the real ones do (every device of a job at the same one)."""
+
+    def __init__(self, times: dict[str, dict[str, float]], iterations: int = 400, noise: float = 0.03, seed: int = 1,
+                 start: str = "free", devices: int = 2) -> None:
+        self.times, self.names = times, list(times["turns"])
+        self.rng = random.Random(seed)
+        self.noise, self.devices = noise, devices
+        self.state = {name: start for name in self.names}  # per job: the state its devices are in
+        self.done = {name: 0 for name in self.names}
+        self.planned = {name: iterations for name in self.names}
+        self.now = 1000.0
+        self.next_end = {name: self.now + self._duration(name) for name in self.names}
+        self.last_end: dict[str, float] = {}
+        self.pending: dict | None = None
+        self.commands: list[tuple[int, str, dict[int, int]]] = []
+        self.number = 0
+        self.segments: dict[int, dict] = {}
+        self.controller = AdaptiveController(
+            self.names, [devices] * len(self.names), [times["alone"][name] for name in self.names], self,
+            self.record, now=self.now)
+        for slot in range(len(self.names)):
+            self.controller.observe(slot, StartRecord(iterations=iterations), self.now)
+
+    def _duration(self, name: str) -> float:
+        return self.times[self.state[name]][name] * (1 + self.rng.uniform(-self.noise, self.noise))
+
+    # the switcher (TurnService's side)
+    def counts(self):
+        self.number += 1
+        return self.number, {slot: self.done[name] + 1 for slot, name in enumerate(self.names)}
+
+    def switch(self, number, state, boundaries):
+        self.commands.append((number, state, dict(boundaries)))
+        self.pending = {"number": number, "state": state, "boundaries": dict(boundaries)}
+
+    def record(self, segment):
+        self.segments[segment.seq] = segment.to_json()
+
+    def run(self, until: float, step: float = 0.01, end_first: str | None = None) -> None:
+        while self.now < until:
+            self.now += step
+            for slot, name in enumerate(self.names):
+                if name not in self.next_end or self.next_end[name] > self.now:
+                    continue
+                ended = self.next_end[name]
+                self.done[name] += 1
+                duration = ended - self.last_end.get(name, ended - self.times[self.state[name]][name])
+                self.last_end[name] = ended
+                self.controller.observe(slot, IterationRecord(
+                    step=self.done[name] - 1, time_s=0.0, wall_time=ended, iteration_s=duration, data_s=0.0,
+                    compute_s=duration / 2, communication_s=duration / 2, wait_s=0.0, samples=32, loss=1.0), ended)
+                if self.done[name] >= self.planned[name] or name == end_first and self.done[name] >= 50:
+                    del self.next_end[name]
+                    self.controller.job_ended(slot, ended)
+                    continue
+                acquire = self.done[name] + 1  # the acquire that starts its next iteration
+                if self.pending and acquire >= self.pending["boundaries"].pop(slot, 10**9):
+                    self.state[name] = self.pending["state"]
+                    for device in range(self.devices):
+                        self.controller.switched("localhost", {
+                            "switch": self.pending["number"], "slot": slot, "device": device,
+                            "iteration": acquire, "boundary": self.commands[-1][2][slot], "wall_time": ended})
+                self.next_end[name] = ended + self._duration(name)
+            self.controller.tick(self.now)
+
+    def timeline(self) -> list[dict]:
+        return [self.segments[seq] for seq in sorted(self.segments)]
+
+
+TURNS_AHEAD = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.15, "b": 0.15}, "free": {"a": 0.2, "b": 0.2}}
+FREE_AHEAD = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.2, "b": 0.2}, "free": {"a": 0.15, "b": 0.15}}
+
+
+@pytest.mark.parametrize("times, better", [(TURNS_AHEAD, "crossover"), (FREE_AHEAD, "concurrent")])
+def test_the_group_warms_up_probes_both_states_and_settles_on_the_better(times, better):
+    group = Group(times)
+    group.run(group.now + 30)
+    timeline = group.timeline()
+    kinds = [segment["kind"] for segment in timeline]
+    assert kinds[0] == WARMUP and kinds.count(PROBE) >= 2 and kinds[-1] == SETTLED
+    probes = [segment for segment in timeline if segment["kind"] == PROBE]
+    assert {segment["way"] for segment in probes} == {"crossover", "concurrent"}
+    for segment in probes:  # each probe measured each job's speed relative to alone, in its state
+        expected = 0.1 / times["turns" if segment["way"] == "crossover" else "free"]["a"]
+        assert segment["speeds"]["a"] == pytest.approx(expected, rel=0.06)
+    settled = timeline[-1]
+    assert settled["way"] == better and settled["decision"]["rule"] == "clear"
+    assert settled["decision"]["ways"][better] > max(v for k, v in settled["decision"]["ways"].items() if k != better)
+    # every switch was made at one iteration of each job, and the group ended in the state it settled in
+    assert all(set(boundaries) == {0, 1} for _, _, boundaries in group.commands)
+    assert set(group.state.values()) == {"turns" if better == "crossover" else "free"}
+
+
+def test_equal_states_settle_without_turns_on_the_estimate():
+    same = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.15, "b": 0.15}, "free": {"a": 0.15, "b": 0.15}}
+    group = Group(same, noise=0.0)
+    group.run(group.now + 30)
+    settled = [segment for segment in group.timeline() if segment["kind"] == SETTLED][0]
+    assert settled["way"] == "concurrent" and settled["decision"]["rule"] == "equal"
+
+
+def test_a_job_that_ends_leaves_the_other_alone_and_a_group_of_three_probes_again():
+    group = Group(TURNS_AHEAD)
+    group.run(group.now + 30, end_first="a")
+    assert group.timeline()[-1]["kind"] == ALONE and "a ended" in group.timeline()[-1]["reason"]
+    three = {"alone": {"a": 0.1, "b": 0.1, "c": 0.1}, "turns": {"a": 0.2, "b": 0.2, "c": 0.2},
+             "free": {"a": 0.3, "b": 0.3, "c": 0.3}}
+    group = Group(three, iterations=2000)
+    group.run(group.now + 40, end_first="c")
+    reasons = [segment["reason"] for segment in group.timeline()]
+    assert any(reason.startswith("c ended: round 2") for reason in reasons)
+
+
+def test_a_drift_probes_again_and_finds_the_other_state_better_now():
+    group = Group(TURNS_AHEAD, iterations=3000)
+    group.run(group.now + 25)
+    assert group.timeline()[-1]["way"] == "crossover"
+    group.times = FREE_AHEAD  # the jobs change (a data phase, a partner's communication): turns fall behind
+    group.run(group.now + 40)
+    reasons = [segment["reason"] for segment in group.timeline()]
+    assert any("drifted" in reason for reason in reasons)
+    assert group.timeline()[-1]["way"] == "concurrent"
+
+
+def test_no_time_to_probe_stays_in_the_prior():
+    group = Group(TURNS_AHEAD, iterations=60)  # 9 s in all: 0.2 of what is left is below a pair of windows
+    group.run(group.now + 12)
+    timeline = group.timeline()
+    assert PROBE not in [segment["kind"] for segment in timeline]
+    assert "no time to probe" in timeline[1]["reason"] and timeline[1]["way"] == "concurrent"
+    assert group.commands == []  # never switched

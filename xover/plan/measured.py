@@ -1,0 +1,92 @@
+"""Plans that learn from what ran: a group's measured aggregate in each way of sharing, used in place of its
+simulation the next time the same jobs are planned (Gavel keeps measured throughputs of co-located pairs so).
+
+A measurement holds for a group of jobs as they were measured, and for nothing else. Its key is what
+decides how they share the devices:
+
+    each job's workload  its recipe's content without its length (a changed script, model, batch, dataset,
+                         optimizer or max_slowdown is another job: `Recipe.hash` over every field but
+                         iterations and epochs; a script counts by its content)
+    each job's ranks, engine and the hosts it spans
+    the link             the rate its all-reduces crossed (another link: not used)
+    the hardware         the machine's fingerprint (other hardware: not used)
+
+The jobs of a group are sorted by their identity, so the same jobs in another order, or under other names,
+have the same key; two copies of one job share it. A way's measurement is the newest one stored; crossover's
+is under the turn policy the plan assumes. Everything here is pure: the plan step reads the store's rows
+(store/measured.py) and hands them in as a `Measurements`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .model import JobProfile
+
+
+@dataclass(frozen=True, order=True)
+class JobIdentity:
+    """What makes one job's measurements hold: its workload (recipe content without length), ranks, engine,
+    and the hosts its ranks span."""
+
+    workload: str
+    np: int
+    engine: str
+    hosts: int = 1
+
+    def to_json(self) -> dict[str, object]:
+        """As stored beside a measurement."""
+        return {"workload": self.workload, "np": self.np, "engine": self.engine, "hosts": self.hosts}
+
+
+def jobs_key(identities: Sequence[JobIdentity]) -> str:
+    """A group's key: its jobs' identities, sorted (any order, any names: one key)."""
+    text = json.dumps([identity.to_json() for identity in sorted(identities)], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def in_key_order(names: Sequence[str], identities: Mapping[str, JobIdentity]) -> list[str]:
+    """The job names in the order of their sorted identities (how a measurement's speeds are listed)."""
+    return sorted(names, key=lambda name: (identities[name], name))
+
+
+@dataclass(frozen=True)
+class MeasuredWay:
+    """One way of sharing measured on a group: its aggregate over sequential, each job's speed relative to
+    alone (in key order), and which experiment measured it."""
+
+    gain: float
+    speeds: tuple[float, ...]
+    experiment: str
+    policy: str | None = None  # crossover's turn policy
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """The stored measurements that may hold for a plan: by group key and way (crossover per policy, as
+    `crossover:<policy>`), and each job's identity by its name in the plan."""
+
+    ways: dict[str, dict[str, MeasuredWay]] = field(default_factory=dict)
+    identities: dict[str, JobIdentity] = field(default_factory=dict)
+
+    def for_group(self, jobs: Sequence[JobProfile], policy: str) -> dict[str, tuple[MeasuredWay, dict[str, float]]]:
+        """The ways measured on exactly these jobs (under `policy` for crossover): way -> (its measurement,
+        each job's speed by its name here). Empty where a job has no identity (a plan from a trace)."""
+        if not self.ways or len(jobs) < 2 or any(job.name not in self.identities for job in jobs):
+            return {}
+        names = in_key_order([job.name for job in jobs], self.identities)
+        found = self.ways.get(jobs_key([self.identities[name] for name in names]), {})
+        chosen = {}
+        for way, measured in found.items():
+            name, _, under = way.partition(":")
+            if under and under != policy:
+                continue
+            if len(measured.speeds) == len(names):
+                chosen[name] = (measured, dict(zip(names, measured.speeds)))
+        return chosen
+
+
+NONE = Measurements()

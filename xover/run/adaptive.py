@@ -1,0 +1,803 @@
+"""`adaptive`: a group that measures turns against no turns while it runs, and settles on the better.
+
+The launcher's side of an adaptive unit (the turn servers' side, their free state, is turns/server.py).
+One controller per group, on the host that launched it (under Slurm, the group's first node), sees every
+job's iterations (the records the scheduler hands the sinks) and drives every host's turn server:
+
+    warm-up    the group starts in its prior (the plan's better prediction; else without turns) until every
+               job has done WARMUP iterations: starts and first all-reduces are not what either way does
+    probing    windows in the two states, in the order A B B A (A: the state the round began in), each as
+               long as every job takes for `iterations` iterations, but no longer than lets the first pair
+               take at most `share` of the time left to the job that ends first; after each pair (and
+               during a B window, from half its length on, as soon as the difference is already clear)
+               the rule below is applied
+    settled    in the better state, until something changes: a job of the group ends (or one starts
+               late: it joins), a job's iteration time drifts by `drift` from what it was when the group
+               settled, or `recheck` seconds pass; then a new round of probing
+
+Every switch is made at one iteration of each job on all its devices and hosts (TurnService.counts, then
+.switch): each host's server says how many iterations each job has asked for there, and every server is
+told the iteration after the most any host has seen, plus a margin for the commands' way there. A
+window is measured from the moment every device of every job has switched, up to where every job's
+iterations tell (the last end of an iteration of the job that reported last), so a decision waits for no
+iteration to end.
+
+Measured per job: its progress over the window (iterations done, interpolated between the ends of its
+iterations: a job of 1 s iterations in a 2 s window is not rounded to 2 or 3), times its iteration alone
+(its profile's, or its run alone in the same comparison): its speed relative to alone; a group's
+aggregate is the sum, as `xover report` has it. The noise of a job's speed over a window of W seconds
+is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations - in the window, else in the
+same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together;
+windows in one state pool, and where a state has several windows their spread counts too (phases that
+drift apart and together), never less than `floor`.
+
+The rule (`verdict`): the difference of the two states' aggregates counts once it is `z` standard errors;
+then the better state is chosen. Where the error is down to its floor and the difference still does not
+count, more windows would not tell them apart: they are equal, and the better estimate is taken. Out of
+pairs (`pairs`), or of probing time (all of a round's windows within `probe_share` of the round's whole
+time as it looks at the end of each pair, and another pair no more than `share` of what is left), the
+better estimate is taken, where turns must lead by `margin` (without turns is what a user has without
+xover). Each window and each decision is a segment (`Segment`), recorded with the figures it was made on
+(run/record.py) and announced to the sinks.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import XoverError
+from ..records import IterationRecord, MetricRecord, StartRecord
+from ..sharing import CONCURRENT, CROSSOVER, MPS
+from ..turns.protocol import FREE, TURNS
+
+STATES = (TURNS, FREE)
+WARMUP = "warm-up"
+PROBE = "probe"
+SETTLED = "settled"
+ALONE = "alone"
+SWITCH_TIMEOUT_S = 10.0  # beyond a few of the slowest iterations: a switch every device never made voids the round
+RECENT = 5  # iterations a job's recent time is the median of
+MAX_POINTS = 100_000  # iterations of a job kept (its oldest half goes past it)
+COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (a slow job's last one ends late)
+EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
+EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
+WARMUP_WAIT_S = 60.0  # for a job that has not started: then the others probe, and it joins them later
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    """How adaptive probes (XOVER_ADAPTIVE=key=value,...; docs/reference.md). The defaults are sized for
+    runs of tens of seconds on a noisy machine (docs/design.md, *Adaptive*)."""
+
+    window: float = 1.5  # the shortest probe window, seconds (after every device switched)
+    max_window: float = 10.0  # the longest
+    iterations: int = 3  # of every job in a window, where the time left allows
+    share: float = 0.2  # of the time left to the first job to end: the most the first pair of windows takes
+    probe_share: float = 0.5  # ... and every window of a round together
+    pairs: int = 3  # the most pairs of windows in a round
+    z: float = 2.0  # standard errors a difference must be to count
+    floor: float = 0.01  # relative noise of an aggregate no window length removes
+    margin: float = 0.005  # relative: how far turns must lead to be chosen on an undecided estimate
+    drift: float = 0.25  # relative: a job's recent iteration this far from its settled one probes again
+    recheck: float = 300.0  # seconds settled before probing again
+    warmup: int = 2  # iterations of every job before the first window (then one more: it is measured from there)
+    start: str = ""  # the prior: turns or free; empty: the plan's better prediction, else free
+
+    @classmethod
+    def of(cls, given: Mapping[str, str] | None) -> AdaptiveSettings:
+        """From XOVER_ADAPTIVE's pairs (settings.py checked the keys and numbers): an XoverError naming the key
+        for a value out of its range."""
+        values: dict[str, Any] = {}
+        for key, text in (given or {}).items():
+            if key == "start":
+                if text not in ("", TURNS, FREE):
+                    raise XoverError(f"XOVER_ADAPTIVE start={text}: expected {TURNS} or {FREE}")
+                values[key] = text
+            elif key in ("iterations", "pairs", "warmup"):
+                values[key] = int(float(text))
+            else:
+                values[key] = float(text)
+        made = cls(**values)
+        problem = made.problem()
+        if problem:
+            raise XoverError(f"XOVER_ADAPTIVE: {problem}")
+        return made
+
+    def problem(self) -> str | None:
+        """What is out of range, in words (None: nothing)."""
+        if not 0 < self.window <= self.max_window:
+            return "window and max_window: seconds, 0 < window <= max_window"
+        if self.iterations < 1 or self.pairs < 1 or self.warmup < 0:
+            return "iterations and pairs at least 1, warmup at least 0"
+        if not (0 < self.share <= 1 and 0 < self.probe_share <= 1):
+            return "share and probe_share: fractions of the time left, above 0 and at most 1"
+        if self.z <= 0 or self.drift <= 0 or self.recheck <= 0:
+            return "z, drift and recheck above 0"
+        if not all(0 <= value < 1 for value in (self.floor, self.margin)):
+            return "floor and margin: fractions from 0 to below 1"
+        return None
+
+
+def way_of(state: str, under_mps: bool = False) -> str:
+    """The way of sharing a state is: turns are crossover's, none concurrent's (MPS's under an MPS daemon)."""
+    if state == TURNS:
+        return CROSSOVER.name
+    return MPS.name if under_mps else CONCURRENT.name
+
+
+def other(state: str) -> str:
+    """The state that is not `state`."""
+    return FREE if state == TURNS else TURNS
+
+
+# ------------------------------------------------------------------------------------ measuring a window
+
+Point = tuple[float, float]  # (wall time an iteration ended, iterations done by then)
+
+
+def progress_at(points: Sequence[Point], moment: float) -> float | None:
+    """Iterations done by `moment`, interpolated between the ends of the iterations around it; None outside
+    the points (before the first end, or after the last)."""
+    if not points or moment < points[0][0] or moment > points[-1][0]:
+        return None
+    low, high = 0, len(points) - 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        if points[middle][0] <= moment:
+            low = middle
+        else:
+            high = middle
+    (t0, done0), (t1, done1) = points[low], points[high]
+    if t1 <= t0 or moment <= t0:
+        return done0
+    return done0 + (moment - t0) / (t1 - t0) * (done1 - done0)
+
+
+def rate_between(points: Sequence[Point], start: float, end: float) -> float | None:
+    """Iterations per second from `start` to `end`; None where either is outside the points."""
+    first, last = progress_at(points, start), progress_at(points, end)
+    if first is None or last is None or end <= start:
+        return None
+    return (last - first) / (end - start)
+
+
+DEFAULT_CV = 0.2  # the spread of a job's iterations assumed where a window holds too few to tell
+
+
+def relative_noise(durations: Sequence[float], window_s: float) -> float:
+    """The relative standard error of a job's rate over `window_s` from the spread of its iterations in it:
+    cv * sqrt(T / W), a renewal count's (DEFAULT_CV where fewer than three iterations tell the spread)."""
+    if window_s <= 0 or not durations:
+        return 1.0
+    mean = statistics.fmean(durations)
+    cv = statistics.stdev(durations) / mean if len(durations) >= 3 and mean > 0 else DEFAULT_CV
+    return cv * math.sqrt(min(1.0, mean / window_s)) if mean > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A window (or a settled stretch) measured: each job's speed relative to alone and its standard error."""
+
+    start: float
+    end: float
+    speeds: dict[str, float]
+    errors: dict[str, float]
+
+    @property
+    def aggregate(self) -> float:
+        """The sum of the jobs' speeds."""
+        return sum(self.speeds.values())
+
+    @property
+    def error(self) -> float:
+        """The aggregate's standard error."""
+        return math.sqrt(sum(error * error for error in self.errors.values()))
+
+
+def measure(
+    points: Mapping[str, Sequence[Point]],
+    durations: Mapping[str, Sequence[tuple[float, float]]],
+    solo_s: Mapping[str, float],
+    start: float,
+    end: float,
+    spread: Mapping[str, Sequence[float]] | None = None,
+) -> Measured | None:
+    """Each job's speed relative to alone over [start, end] (its rate times its iteration alone), and its
+    error; None unless every job's iterations cover the window. `durations`: (end, seconds) per iteration;
+    `spread`: per job, the iterations its spread is taken from where the window holds too few (a slow job's
+    iterations in the same state earlier)."""
+    speeds, errors = {}, {}
+    for name, job_points in points.items():
+        rate = rate_between(job_points, start, end)
+        if rate is None:
+            return None
+        speed = rate * solo_s[name]
+        inside = [seconds for ended, seconds in durations.get(name, ()) if start < ended <= end]
+        if len(inside) < 3 and spread is not None and len(spread.get(name, ())) >= 3:
+            mean = 1.0 / rate if rate > 0 else end - start
+            cv = statistics.stdev(spread[name]) / statistics.fmean(spread[name])
+            errors[name] = speed * cv * math.sqrt(min(1.0, mean / (end - start)))
+        else:
+            errors[name] = speed * relative_noise(inside or [1.0 / rate if rate > 0 else end - start], end - start)
+        speeds[name] = speed
+    return Measured(start, end, speeds, errors)
+
+
+# ------------------------------------------------------------------------------------ the rule
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the windows so far say: the state to settle in (None: keep probing), by which rule, and the
+    figures it was made on (each state's aggregate and error, the difference and its error)."""
+
+    state: str | None
+    rule: str  # clear | equal | time | pairs | no windows
+    aggregates: dict[str, float]
+    errors: dict[str, float]
+    difference: float  # turns' aggregate minus free's
+    error: float
+
+    def figures(self) -> dict[str, Any]:
+        """The figures, as recorded."""
+        return {
+            "rule": self.rule,
+            "aggregate": {state: round(value, 4) for state, value in self.aggregates.items()},
+            "error": {state: round(value, 4) for state, value in self.errors.items()},
+            "difference": round(self.difference, 4),
+            "difference_error": round(self.error, 4),
+        }
+
+
+def pooled(windows: Sequence[Measured], floor: float) -> tuple[float, float]:
+    """One state's aggregate over its windows (weighted by their lengths) and its standard error: the windows'
+    own errors pooled, their spread where there are several, and never less than `floor` of it."""
+    weights = [max(w.end - w.start, 1e-9) for w in windows]
+    total = sum(weights)
+    mean = sum(weight * w.aggregate for weight, w in zip(weights, windows)) / total
+    within = math.sqrt(sum((weight / total) ** 2 * w.error**2 for weight, w in zip(weights, windows)))
+    between = statistics.stdev([w.aggregate for w in windows]) / math.sqrt(len(windows)) if len(windows) > 1 else 0.0
+    return mean, math.sqrt(max(within, between) ** 2 + (floor * mean) ** 2)
+
+
+def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, out_of_probing: str = "") -> Verdict:
+    """The rule, on the windows measured so far in this round ((state, figures) each). `out_of_probing` names
+    why no more windows can be had ('time', 'pairs'): the better estimate is then taken, turns by a margin."""
+    by_state = {state: [m for s, m in windows if s == state] for state in STATES}
+    if not all(by_state.values()):
+        only = next((state for state in STATES if by_state[state]), None)
+        aggregates = {state: pooled(found, config.floor)[0] for state, found in by_state.items() if found}
+        return Verdict(only if out_of_probing else None, "no windows", aggregates, {}, 0.0, 0.0)
+    (turns, turns_error), (free, free_error) = (pooled(by_state[state], config.floor) for state in STATES)
+    difference, error = turns - free, math.hypot(turns_error, free_error)
+    aggregates, errors = {TURNS: turns, FREE: free}, {TURNS: turns_error, FREE: free_error}
+    base = max(free, 1e-9)
+    better = TURNS if difference > config.margin * base else FREE
+    if abs(difference) >= config.z * error and abs(difference) >= config.margin * base:
+        return Verdict(TURNS if difference > 0 else FREE, "clear", aggregates, errors, difference, error)
+    if error <= EQUAL_ERROR * math.hypot(config.floor * turns, config.floor * free):
+        return Verdict(better, "equal", aggregates, errors, difference, error)
+    if out_of_probing:
+        return Verdict(better, out_of_probing, aggregates, errors, difference, error)
+    return Verdict(None, "", aggregates, errors, difference, error)
+
+
+def switch_margin(iteration_s: float | None, way_there_s: float) -> int:
+    """Iterations after the most any host has seen at which a job switches: the next one where its ranks
+    could hardly start it before the command gets there (its chance is about way there / iteration: under
+    1 in 50), else enough of them to cover the command's way. A job that starts one late on a device
+    switches there one iteration late (the server says so: `late_devices`), which costs no correctness."""
+    if not iteration_s:
+        return 2
+    if iteration_s >= 50 * way_there_s:
+        return 1
+    return 2 + math.ceil(2 * way_there_s / iteration_s)
+
+
+def window_length(recent_s: Mapping[str, float], left_s: float | None, config: AdaptiveSettings) -> float | None:
+    """A probe window's length: every job's `iterations` iterations (at its recent pace), within [window,
+    max_window], and no more than half of `share` of the time left (`left_s`, None: unknown); None when not
+    even the shortest window fits there (the round is not worth its probes)."""
+    wanted = max([config.iterations * seconds for seconds in recent_s.values()] or [config.window])
+    length = min(max(wanted, config.window), config.max_window)
+    if left_s is not None:
+        room = config.share * left_s / 2
+        if room < config.window:
+            return None
+        length = min(length, room)
+    return length
+
+
+# ------------------------------------------------------------------------------------ the controller
+
+
+class Switcher(Protocol):
+    """What the controller drives: a group's turn servers (turns/service.py's TurnService)."""
+
+    def counts(self) -> tuple[int, dict[int, int]] | None:
+        """Each slot's iterations so far (the most any host saw), with the number of the switch to come."""
+        ...
+
+    def switch(self, number: int, state: str, boundaries: dict[int, int]) -> None:
+        """Every host: each slot of `boundaries` in `state` from that iteration on."""
+        ...
+
+
+@dataclass
+class Segment:
+    """A stretch of an adaptive group's time in one state: its warm-up, a probe window, a settled stretch
+    (with the figures the decision was made on), or the last job alone. `started`/`ended`: wall times the
+    stretch began and ended (a switch is commanded at its start); `window`: the part measured."""
+
+    seq: int
+    kind: str  # warm-up | probe | settled | alone
+    state: str
+    way: str
+    reason: str
+    started: float
+    ended: float | None = None
+    switch: int | None = None
+    window: tuple[float, float] | None = None
+    speeds: dict[str, float] = field(default_factory=dict)
+    aggregate: float | None = None
+    error: float | None = None
+    decision: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The segment as the report's JSON writes it."""
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "way": self.way,
+            "state": self.state,
+            "reason": self.reason,
+            "started": self.started,
+            "ended": self.ended,
+            "switch": self.switch,
+            "window": list(self.window) if self.window else None,
+            "speeds": dict(self.speeds),
+            "aggregate": self.aggregate,
+            "error": self.error,
+            "decision": self.decision,
+        }
+
+
+@dataclass
+class _Job:
+    name: str
+    devices: int  # (host, device) pairs: the switched events a switch brings for it
+    solo_s: float | None
+    planned: int | None = None
+    stand_in_s: float | None = None  # no speed alone known: its fastest pace seen at a round's start
+    points: list[Point] = field(default_factory=list)
+    durations: list[tuple[float, float]] = field(default_factory=list)
+    live: bool = True
+    first_seen: float | None = None
+
+    def recent_s(self) -> float | None:
+        if not self.durations:
+            return None
+        return statistics.median(seconds for _, seconds in self.durations[-RECENT:])
+
+    def left_s(self) -> float | None:
+        recent, done = self.recent_s(), (self.points[-1][1] if self.points else 0)
+        if self.planned is None or recent is None:
+            return None
+        return max(0.0, self.planned - done) * recent
+
+
+@dataclass
+class _Pending:
+    """A switch on its way: commanded at `at`, which (host, device) of each slot applied it and when."""
+
+    number: int
+    state: str
+    at: float
+    boundaries: dict[int, int]
+    applied: dict[int, dict[tuple[str, int], float]] = field(default_factory=dict)
+    late: int = 0  # devices that applied it past the iteration they were told (the command came late)
+
+
+class AdaptiveController:
+    """One adaptive group's probing and decisions (the module's docstring). The scheduler hands it the group's
+    records (`observe`), ended jobs (`job_ended`) and the switched events of its turn servers (`switched`),
+    and calls `tick` as it supervises; `record` gets every segment whenever it opens, is decided or closes."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        devices: Sequence[int],
+        solo_s: Sequence[float | None],
+        switcher: Switcher,
+        record: Callable[[Segment], None],
+        config: AdaptiveSettings | None = None,
+        prior: str | None = None,
+        under_mps: bool = False,
+        now: float = 0.0,
+    ) -> None:
+        self.jobs = [_Job(name, count, solo) for name, count, solo in zip(names, devices, solo_s)]
+        self.switcher = switcher
+        self.record = record
+        self.config = config or AdaptiveSettings()
+        self.under_mps = under_mps
+        self.state = self.config.start or prior or FREE  # what the servers were started in
+        self.segments: list[Segment] = []
+        self.pending: _Pending | None = None
+        self.windows: list[tuple[str, Measured]] = []  # of this round
+        self.round_states: tuple[str, str] = (self.state, other(self.state))
+        self.round_started = now
+        self.length = self.config.window  # of this round's windows
+        self.settled_reference: dict[int, float] = {}
+        self.rounds = 0
+        self.started = now
+        self.done = False
+        self._open(WARMUP, self.state, "the jobs start in the prior: " + self._prior_reason(prior), now)
+
+    def _prior_reason(self, prior: str | None) -> str:
+        if self.config.start:
+            return f"XOVER_ADAPTIVE start={self.config.start}"
+        return "the plan's better prediction" if prior else "nothing predicted, so without turns"
+
+    # -- what the scheduler hands it ---------------------------------------------------------
+    def observe(self, slot: int, record: MetricRecord, now: float) -> None:
+        """A record of the job in `slot` (its iterations, its planned length)."""
+        job = self.jobs[slot]
+        if isinstance(record, StartRecord) and record.iterations:
+            job.planned = record.iterations
+        elif isinstance(record, IterationRecord):
+            if not any(other.points for other in self.jobs) and self.current.kind == WARMUP:
+                # the group's time starts with its first iteration, not with its launchers
+                self.current.started = record.wall_time - record.iteration_s
+                self.record(self.current)
+            joined = job.first_seen is None and self.rounds > 0
+            if job.first_seen is None:
+                job.first_seen = now
+            job.points.append((record.wall_time, float(record.step + 1)))
+            job.durations.append((record.wall_time, record.iteration_s))
+            if len(job.points) > MAX_POINTS:  # a long run: its oldest half goes (a stretch older is not measured)
+                del job.points[: MAX_POINTS // 2], job.durations[: MAX_POINTS // 2]
+            if joined and not self.done and self.current.kind in (PROBE, SETTLED):
+                self._start_round(f"{job.name} joined", now)
+
+    def switched(self, host: str, event: Mapping[str, Any]) -> None:
+        """A turn server's `switched` event: one device applied a switch for one slot."""
+        pending = self.pending
+        if pending is None or event.get("switch") != pending.number:
+            return
+        slot, device = int(event.get("slot", -1)), int(event.get("device", -1))
+        pending.applied.setdefault(slot, {})[(host, device)] = float(event.get("wall_time", 0.0))
+        if event.get("iteration", 0) != event.get("boundary", 0):
+            pending.late += 1
+
+    def job_ended(self, slot: int, now: float) -> None:
+        """The job in `slot` ended: a group of one shares nothing; a smaller group probes again."""
+        self.jobs[slot].live = False
+        if self.done:
+            return
+        live = self.live()
+        if len(live) <= 1:
+            self._close(now)
+            if live:
+                self._open(ALONE, self.state, f"{self.jobs[slot].name} ended: {live[0].name} runs alone", now)
+            else:
+                self.done = True
+            return
+        if self.rounds > 0:
+            self._start_round(f"{self.jobs[slot].name} ended", now)
+
+    def close(self, now: float) -> None:
+        """The unit ends: the open segment closes with what it measured."""
+        if not self.done:
+            self._close(now)
+            self.done = True
+
+    # -- driving -------------------------------------------------------------------------------
+    @property
+    def current(self) -> Segment:
+        """The open segment."""
+        return self.segments[-1]
+
+    def live(self) -> list[_Job]:
+        """The jobs still running."""
+        return [job for job in self.jobs if job.live]
+
+    def present(self) -> list[_Job]:
+        """The jobs running that have done an iteration: what a window measures."""
+        return [job for job in self.jobs if job.live and job.first_seen is not None]
+
+    def tick(self, now: float) -> None:
+        """Move on: start probing after the warm-up, close a window and decide, watch a settled group."""
+        if self.done:
+            return
+        segment = self.current
+        if segment.kind == WARMUP:
+            warmed = [job for job in self.present() if len(job.points) > self.config.warmup]
+            everyone = len(warmed) == len(self.live())
+            if len(warmed) >= 2 and (everyone or now - self.started >= WARMUP_WAIT_S):
+                self._start_round("start", now)
+        elif segment.kind == PROBE:
+            self._probe(segment, now)
+        elif segment.kind == SETTLED:
+            self._watch(segment, now)
+
+    def _probe(self, segment: Segment, now: float) -> None:
+        if segment.window is None:
+            began = self._switched_in(segment, now)
+            if began is None:
+                return
+            segment.window = (began, began)
+        start = segment.window[0]
+        covered = self._covered()  # what the jobs' iterations tell so far: the window is measured up to there
+        if covered - start < EARLY * self.length:
+            return
+        due = covered - start >= COVERED * self.length or now >= start + self.config.max_window
+        if not due and not self._clear_early(segment, start, covered):
+            return
+        measured = self._measure(start, covered)
+        if measured is None:
+            if now - start > self.config.max_window + SWITCH_TIMEOUT_S:  # never measurable: stays as it is
+                self._close(now)
+                self._open(SETTLED, self.state, "a window could not be measured: stays as it is", now)
+                self.current.decision = {"rule": "not probed", "why": "a window could not be measured"}
+                self.record(self.current)
+                self._reset_reference()
+            return
+        segment.window = (start, covered)
+        self._finish_window(segment, measured, now)
+
+    def _clear_early(self, segment: Segment, start: float, end: float) -> bool:
+        """In the round's second state, a difference already clear on the windows so far ends the window."""
+        if segment.state == self.round_states[0]:
+            return False
+        measured = self._measure(start, end)
+        if measured is None:
+            return False
+        return verdict([*self.windows, (segment.state, measured)], self.config).rule == "clear"
+
+    def _finish_window(self, segment: Segment, measured: Measured, now: float) -> None:
+        self.windows.append((segment.state, measured))
+        segment.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
+        segment.aggregate, segment.error = round(measured.aggregate, 4), round(measured.error, 4)
+        count = len(self.windows)
+        if count % 2 == 0 or verdict(self.windows, self.config).rule == "clear":
+            probed = sum(m.end - m.start for _, m in self.windows)
+            left = self._time_left()
+            # the round's whole time, as it looks now (the jobs' pace early in a round misleads): probing takes
+            # at most `probe_share` of it, and another pair needs what the first could take of what is left
+            budget = self.config.probe_share * (now - self.round_started + left) if left is not None else None
+            out = ""
+            if count // 2 >= self.config.pairs:
+                out = "pairs"
+            elif (
+                budget is not None
+                and left is not None
+                and (probed + 2 * self.length > budget or 2 * self.length > self.config.share * left)
+            ):
+                out = "time"
+            found = verdict(self.windows, self.config, out)
+            if found.state is not None:
+                self._settle(found, now)
+                return
+        # A B B A: the round's first state, the other, the other, the first, ...
+        state = self.round_states[0] if count % 4 in (0, 3) else self.round_states[1]
+        self._next_window(state, f"round {self.rounds}, window {count + 1}", now)
+
+    def _settle(self, found: Verdict, now: float) -> None:
+        figures = {
+            **found.figures(),
+            "ways": {way_of(state, self.under_mps): round(value, 4) for state, value in found.aggregates.items()},
+            "windows": len(self.windows),
+        }
+        reason = {
+            "clear": "the difference is clear",
+            "equal": "equal within what more windows could tell: the better estimate",
+            "time": "no time for more probes: the better estimate",
+            "pairs": "probed as often as a round may: the better estimate",
+            "no windows": "only one state could be measured",
+        }.get(found.rule, found.rule)
+        assert found.state is not None
+        self._switch_to(found.state, SETTLED, f"round {self.rounds}: {reason}", now, figures)
+        self._reset_reference()
+
+    def _watch(self, segment: Segment, now: float) -> None:
+        """A settled group probes again when a job's iteration time drifts from what it was once settled (the
+        median of its first RECENT iterations there), or after `recheck` seconds; never where the last round
+        found no time to probe (there is less now)."""
+        if (segment.decision or {}).get("rule") == "not probed":
+            return
+        if now - segment.started >= self.config.recheck:
+            self._start_round(f"{self.config.recheck:g} s settled", now)
+            return
+        since = self._settled_since(segment)
+        for slot, job in enumerate(self.jobs):
+            fresh = [seconds for ended, seconds in job.durations if ended > since] if job.live else []
+            if len(fresh) < 2 * RECENT:
+                continue
+            reference = self.settled_reference.setdefault(slot, statistics.median(fresh[:RECENT]))
+            recent = statistics.median(fresh[-RECENT:])
+            if reference > 0 and abs(recent / reference - 1) > self.config.drift:
+                self._start_round(
+                    f"{job.name}'s iteration drifted from {reference * 1000:.0f} to {recent * 1000:.0f} ms", now
+                )
+                return
+
+    def _settled_since(self, segment: Segment) -> float:
+        """When every device of the group was in the settled state (its switch applied), else its start."""
+        pending = self.pending
+        if pending is not None and pending.number == segment.switch and segment.switch is not None:
+            applied = [t for slots in pending.applied.values() for t in slots.values()]
+            return max(applied, default=segment.started)
+        return segment.started
+
+    def _time_left(self) -> float | None:
+        """Until the first present job ends, at the jobs' recent pace (None where no job's length is known)."""
+        lefts = [left for left in (job.left_s() for job in self.present()) if left is not None]
+        return min(lefts) if lefts else None
+
+    def _reset_reference(self) -> None:
+        """A settled group's drift is measured from its jobs' first iterations settled (`_watch` takes them)."""
+        self.settled_reference = {}
+
+    # -- rounds and windows --------------------------------------------------------------------
+    def _start_round(self, reason: str, now: float) -> None:
+        present = self.present()
+        if len(present) < 2:
+            return
+        self.rounds += 1
+        recent = {job.name: seconds for job in present if (seconds := job.recent_s())}
+        self.round_started = now
+        length = window_length(recent, self._time_left(), self.config)
+        for job in present:  # no speed alone known: its fastest pace so far stands in (the same in every window)
+            if job.solo_s is None and job.recent_s():
+                job.stand_in_s = min(job.stand_in_s or math.inf, job.recent_s() or math.inf)
+        self.windows = []
+        self.round_states = (self.state, other(self.state))
+        if length is None:
+            self._close(now)
+            self._open(SETTLED, self.state, f"{reason}: no time to probe before a job ends, stays as it is", now)
+            self.current.decision = {"rule": "not probed", "why": "no time to probe before a job ends"}
+            self.record(self.current)
+            self._reset_reference()
+            return
+        self.length = length
+        self._next_window(self.state, f"{reason}: round {self.rounds}, window 1", now)
+        stand_ins = [job.name for job in present if job.solo_s is None]
+        self.current.decision = {
+            "length_s": round(length, 3),
+            **({"relative_to_fastest_seen": stand_ins} if stand_ins else {}),
+        }
+        self.record(self.current)
+
+    def _next_window(self, state: str, reason: str, now: float) -> None:
+        previous = self.current
+        if state == self.state and previous.kind == PROBE and previous.window:
+            # no switch: this window starts where the last one's measurement ended
+            self._close(now)
+            self._open(PROBE, state, reason, now, decision={"length_s": round(self.length, 3)})
+            self.current.window = (previous.window[1], previous.window[1])
+        else:
+            self._switch_to(state, PROBE, reason, now, {"length_s": round(self.length, 3)})
+
+    def _switch_to(self, state: str, kind: str, reason: str, now: float, decision: dict | None = None) -> None:
+        """Open a segment of `kind` in `state`, switching every device there if it is another state."""
+        self._close(now)
+        number = None
+        if state != self.state:
+            number = self._command(state, now)
+            if number is None:  # a server did not answer: the group stays as it is
+                state = self.state
+                reason += "; a turn server did not answer, so the group stays as it is"
+        self._open(kind, state, reason, now, switch=number, decision=decision)
+
+    def _command(self, state: str, now: float) -> int | None:
+        began = time.monotonic()
+        asked = self.switcher.counts()
+        if asked is None:
+            return None
+        number, counts = asked
+        way_there = time.monotonic() - began  # P there and back: about what S takes to get there
+        boundaries = {}
+        for slot, job in enumerate(self.jobs):
+            if job.live:
+                boundaries[slot] = counts.get(slot, 0) + switch_margin(job.recent_s(), way_there)
+        self.switcher.switch(number, state, boundaries)
+        self.pending = _Pending(number, state, now, boundaries)
+        self.state = state
+        return number
+
+    def _switched_in(self, segment: Segment, now: float) -> float | None:
+        """When every device of every present job was in the segment's state (None: not yet): the window starts
+        there. A switch some device never made (SWITCH_TIMEOUT_S) settles the group as it is."""
+        pending = self.pending
+        if pending is None or segment.switch != pending.number:
+            return segment.started
+        began = []
+        for slot, job in enumerate(self.jobs):
+            if not job.live or job.first_seen is None:
+                continue
+            applied = pending.applied.get(slot, {})
+            if len(applied) < job.devices:
+                if now - pending.at > SWITCH_TIMEOUT_S:
+                    self._close(now)
+                    self._open(SETTLED, self.state, "a device did not switch in time: stays as it is", now)
+                    self.current.decision = {"rule": "not probed", "why": "a device did not switch in time"}
+                    self.record(self.current)
+                    self._reset_reference()
+                return None
+            began.append(max(applied.values()))
+        if pending.late:
+            segment.decision = {**(segment.decision or {}), "late_devices": pending.late}
+        return max(began, default=now)
+
+    def _covered(self) -> float:
+        """The latest moment every present job's iterations have passed (what a window can be measured to)."""
+        ends = [job.points[-1][0] for job in self.present()]
+        return min(ends) if ends else 0.0
+
+    def _measure(self, start: float, end: float) -> Measured | None:
+        present = self.present()
+        solo = {job.name: job.solo_s or job.stand_in_s for job in present}
+        if len(present) < 2 or not all(solo.values()):
+            return None
+        return measure(
+            {job.name: job.points for job in present},
+            {job.name: job.durations for job in present},
+            {name: seconds or 0.0 for name, seconds in solo.items()},
+            start,
+            end,
+            self._spread(start, end),
+        )
+
+    def _spread(self, start: float, end: float) -> dict[str, list[float]]:
+        """Per job, its iterations in this state so far this round (the windows of the same state, and this
+        one), else its last ones: what its spread is taken from where one window holds too few of them."""
+        spans = [(m.start, m.end) for state, m in self.windows if state == self.state] + [(start, end)]
+        spread = {}
+        for job in self.present():
+            found = [seconds for ended, seconds in job.durations if any(a < ended <= b for a, b in spans)]
+            # too few yet in this state: its last iterations, whatever the state (a mix spreads more, not less)
+            spread[job.name] = found if len(found) >= 3 else [seconds for _, seconds in job.durations[-2 * RECENT :]]
+        return spread
+
+    # -- segments ----------------------------------------------------------------------------------
+    def _open(
+        self,
+        kind: str,
+        state: str,
+        reason: str,
+        now: float,
+        switch: int | None = None,
+        decision: dict | None = None,
+    ) -> None:
+        segment = Segment(
+            seq=len(self.segments),
+            kind=kind,
+            state=state,
+            way=way_of(state, self.under_mps),
+            reason=reason,
+            started=now,
+            switch=switch,
+            decision=decision,
+        )
+        self.segments.append(segment)
+        self.record(segment)
+
+    def _close(self, now: float) -> None:
+        if not self.segments or self.current.ended is not None:
+            return
+        segment = self.current
+        segment.ended = now
+        if segment.kind != PROBE and segment.window is None:  # measured as it ran, from when every device switched
+            start = self._settled_since(segment)
+            end = min(self._covered(), now)
+            measured = self._measure(start, end) if end > start else None
+            if measured is not None:
+                segment.window = (start, end)
+                segment.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
+                segment.aggregate, segment.error = round(measured.aggregate, 4), round(measured.error, 4)
+        self.record(segment)

@@ -1,0 +1,91 @@
+"""Plans that learn from what ran: after a comparison, each group's measured aggregate in each way of sharing
+(crossover per turn policy, concurrent - mps where its runs had an MPS daemon - and adaptive) is kept in the
+store with what makes it hold (plan/measured.py: each job's workload, ranks, engine and hosts, the link,
+the hardware), for the next `xover plan` of the same jobs. A way whose jobs ran together for less than half
+of its run (a short overlap window) or whose jobs' alone runs are missing is not kept."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..devices import hardware_fingerprint
+from ..plan.measured import JobIdentity, in_key_order, jobs_key
+from ..results import GroupComparison, RunResult
+from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS
+from ..store.measured import add_measurement
+from ..store.session import Store
+from .jobs import GroupToRun, JobSpec
+
+LEAST_OVERLAP = 0.5  # of a way's run that its jobs ran together, for its figure to be kept
+
+
+def identity_of(job: JobSpec) -> JobIdentity:
+    """What a measurement of this job holds for: its workload, ranks, engine and hosts."""
+    return JobIdentity(job.recipe.workload, job.np, job.engine, len(job.devices))
+
+
+def learn_measurements(
+    store: Store,
+    experiment_id: str,
+    groups: Sequence[GroupToRun],
+    jobs: Sequence[RunResult],
+    comparisons: Sequence[GroupComparison],
+    link: str,
+) -> int:
+    """Keep every way measured on every group of the comparison; how many were kept."""
+    hardware = hardware_fingerprint()
+    by_index = {comparison.group: comparison for comparison in comparisons}
+    kept = 0
+    with store.session() as session, session.begin():
+        for group in groups:
+            comparison = by_index.get(group.index)
+            if comparison is None or len(group.jobs) < 2 or comparison.sequential != 1.0:
+                continue
+            identities = {job.name: identity_of(job) for job in group.jobs}
+            names = in_key_order(list(identities), identities)
+            described = [{"name": name, **identities[name].to_json()} for name in names]
+            key = jobs_key([identities[name] for name in names])
+            for way, policy, gain, overlap, window_s, mode in _ways(comparison, jobs, group.index):
+                speeds = _speeds(jobs, group.index, mode, policy, names)
+                if gain is None or speeds is None or (overlap is not None and overlap < LEAST_OVERLAP):
+                    continue
+                add_measurement(
+                    session,
+                    experiment_id=experiment_id,
+                    group_index=group.index,
+                    jobs_key=key,
+                    jobs=described,
+                    link=link,
+                    hardware=hardware,
+                    way=way,
+                    policy=policy,
+                    gain=gain,
+                    speeds=speeds,
+                    window_s=window_s,
+                )
+                kept += 1
+    return kept
+
+
+def _ways(comparison: GroupComparison, jobs: Sequence[RunResult], group: int):
+    """(way, policy, gain, overlap, window, the runs' mode) of each way the comparison measured."""
+    for policy, entry in comparison.policies.items():
+        yield CROSSOVER.name, policy, entry.aggregate, entry.overlap, entry.window_s, CROSSOVER.mode.value
+    under_mps = any(job.gpu_sharing == MPS.name for job in jobs if job.group == group and job.mode == CONCURRENT.name)
+    for way in (CONCURRENT.name, ADAPTIVE.name):
+        if comparison.measured.get(way) is not None:
+            stored = MPS.name if way == CONCURRENT.name and under_mps else way
+            yield stored, None, comparison.measured[way], comparison.overlaps.get(way), None, way
+
+
+def _speeds(
+    jobs: Sequence[RunResult], group: int, mode: str, policy: str | None, names: list[str]
+) -> list[float] | None:
+    """Each job's speed in that way, in key order; None where one is unknown."""
+    found = {
+        job.name: job.speed
+        for job in jobs
+        if job.group == group and job.mode == mode and (policy is None or job.policy == policy)
+    }
+    speeds = [found.get(name) for name in names]
+    return [float(speed) for speed in speeds if speed is not None] if all(s is not None for s in speeds) else None
