@@ -251,8 +251,8 @@ def test_a_measurement_holds_for_the_same_jobs_in_any_order_and_under_the_plans_
 
 def test_an_adaptive_group_starts_in_its_plans_better_way_and_runs_under_mps_where_that_is_mps():
     from xover.recipes import load_recipe
-    from xover.run.jobs import job_for
     from xover.run.batch import planned_under_mps
+    from xover.run.jobs import job_for
     from xover.run.units import adaptive_prior
 
     jobs = [job_for(load_recipe("mlp-digits")), job_for(load_recipe("resnet-digits"))]
