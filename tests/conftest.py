@@ -123,7 +123,8 @@ def kind_of(path: Path) -> str | None:
 # minutes are not one worker alone: xdist would hand out the modules with the most tests first.
 HEAVIEST_FIRST = ("cluster", "test_faults.py", "test_run.py", "test_ddp.py", "test_script_jobs.py",
                   "test_framework_scripts.py", "test_gpu_check_dry_run.py", "test_scripts.py", "slurm",
-                  "test_profile_plan.py",
+                  "test_accelerate_loops.py", "test_loader_workers.py", "test_profile_plan.py",
+                  "test_adaptive_group.py",
                   "test_report_of_a_run.py", "test_engines.py", "test_train.py", "postgres")
 
 

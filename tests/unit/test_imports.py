@@ -330,3 +330,10 @@ def test_the_runtime_never_imports_the_launcher_side_and_the_store_never_the_run
                     and target.startswith("xover.emulation")):
                 forbidden.append(f"{module} -> {target}")
     assert forbidden == []
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    """pytest imports test modules by their file name (no packages under tests/): two of one name in two
+    folders stop the whole suite's collection, and `make check` (tests/unit only) would not see it."""
+    names = [path.name for path in (PACKAGE.parent / "tests").rglob("test_*.py")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
