@@ -248,3 +248,34 @@ def test_a_profile_of_the_old_shared_loopback_is_never_reused_as_a_rate_per_node
     from xover.store.profiles import profiled_links
 
     assert profiled_links(store, [("h", 2, "horovod")]) == [{"1gbit", "host"}]  # the old loopback's is no rate
+
+
+def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_profiles(tmp_path):
+    """`xover run --group A B --mode adaptive`: the group starts in the way its profiles predict better, as a
+    planned one does (run/units.py's prior), and without turns where a job has no profile at the link."""
+    from xover.devices import hardware_fingerprint
+    from xover.run.jobs import GroupToRun, job_for, unique_names
+    from xover.run.traits import predict_unplanned
+    from xover.run.units import adaptive_prior
+    from xover.turns.protocol import TURNS
+
+    store = open_store(str(tmp_path / "a.db"))
+    recipe = load_recipe("mlp-balanced")
+    jobs = unique_names([job_for(recipe), job_for(recipe)])
+    bare = GroupToRun(0, jobs)
+    predict_unplanned(store, bare, "1gbit", "work-conserving")
+    assert bare.predicted_by_sharing == {} and adaptive_prior(bare) is None  # no profile: nothing predicted
+    with store.session() as session, session.begin():
+        snapshot = snapshot_recipe(session, recipe)
+        # half of each iteration on the link: two copies gain by turns, not by running together
+        session.add(Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, name=recipe.name, np=recipe.np,
+                            engine=jobs[0].engine, bandwidth="1gbit", hosts=len(jobs[0].devices),
+                            hardware=hardware_fingerprint(), iterations=10, data_ms=5.0, compute_ms=45.0,
+                            comm_ms=50.0, link_ms=50.0, iteration_ms=100.0, samples_per_s=1.0, memory_gb=0.1,
+                            gradient_bytes=1, spread={}))
+    group = GroupToRun(0, jobs)
+    predict_unplanned(store, group, "1gbit", "work-conserving")
+    assert {"crossover", "concurrent"} <= set(group.predicted_by_sharing)
+    assert group.predicted_by_sharing["crossover"] > group.predicted_by_sharing["concurrent"]
+    assert adaptive_prior(group) == TURNS
+    store.close()

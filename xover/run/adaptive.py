@@ -4,7 +4,8 @@ The launcher's side of an adaptive unit (the turn servers' side, their free stat
 One controller per group, on the host that launched it (under Slurm, the group's first node), sees every
 job's iterations (the records the scheduler hands the sinks) and drives every host's turn server:
 
-    warm-up    the group starts in its prior (the plan's better prediction; else without turns) until every
+    warm-up    the group starts in its prior (the plan's better prediction, or its profiles' without a plan; else
+               without turns) until every
                job has done WARMUP iterations: starts and first all-reduces are not what either way does
     probing    windows in the two states, in the order A B B A (A: the state the round began in), each as
                long as every job takes for `iterations` iterations, but no longer than lets the first pair

@@ -4,15 +4,19 @@ run alone; and the iterations a job gets for `--seconds`, from the same solo tim
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from ..analysis import profile_of_run
 from ..devices import hardware_fingerprint
 from ..errors import XoverError
+from ..plan.from_profiles import job_profile
+from ..plan.predict import predict_sharings
 from ..recipes import with_overrides
+from ..sharing import WAYS
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
-from .jobs import JobSpec
+from .jobs import GroupToRun, JobSpec
 
 
 def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
@@ -45,6 +49,26 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
             job.traits = traits_of(
                 found.data_ms + found.compute_ms, found.comm_ms, job.recipe.max_slowdown, found.link_ms
             )
+
+
+def predict_unplanned(store, group: GroupToRun, bandwidth: str | None, policy: str) -> None:
+    """A group run without a plan (`--group`, scripts) gets the gains a plan would have predicted for it, from
+    the same stored profiles as its traits: an adaptive group starts in the better of them (run/units.py), as
+    it would from a plan. Nothing where a job has no profile at this link; an adaptive group then starts
+    without turns."""
+    if group.predicted_by_sharing:
+        return
+    hardware = hardware_fingerprint()
+    profiles = []
+    for job in group.jobs:
+        found = find_profile(
+            store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
+        )
+        if found is None:
+            return
+        profiles.append(replace(job_profile(job.recipe, found), name=job.name))
+    predictions = predict_sharings(profiles, policy)
+    group.predicted_by_sharing = {way: p.gain for way, p in predictions.items() if way in WAYS}
 
 
 def traits_from_summary(
