@@ -5,8 +5,8 @@ One controller per group, on the host that launched it (under Slurm, the group's
 job's iterations (the records the scheduler hands the sinks) and drives every host's turn server:
 
     warm-up    the group starts in its prior (the plan's better prediction, or its profiles' without a plan; else
-               without turns) until every
-               job has done WARMUP iterations: starts and first all-reduces are not what either way does
+               without turns) until every job has done WARMUP iterations: starts and first all-reduces are
+               not what either way does
     probing    windows in the two states, in the order A B B A (A: the state the round began in), each as
                long as every job takes for `iterations` iterations, but no longer than lets the first pair
                take at most `share` of the time left to the job that ends first; after each pair (and
