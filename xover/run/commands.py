@@ -23,7 +23,7 @@ from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import settings
-from ..sharing import PLANNED, Mode, adapts, modes_of
+from ..sharing import PLANNED, Mode, modes_of
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -196,8 +196,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     store = open_store(db)
     for group in groups:
         attach_traits(store, group.jobs, link)
-        if any(adapts(mode) for mode in modes):
-            predict_unplanned(store, group, link, policies[0])
+        predict_unplanned(store, group, link, policies[0], modes)
         if options.seconds is not None:
             give_seconds(group.jobs, options.seconds, link)
     comparison = len(modes) > 1 or modes == [Mode.SEQUENTIAL] or len(policies) > 1

@@ -4,6 +4,7 @@ run alone; and the iterations a job gets for `--seconds`, from the same solo tim
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +14,7 @@ from ..errors import XoverError
 from ..plan.from_profiles import job_profile
 from ..plan.predict import predict_sharings
 from ..recipes import with_overrides
-from ..sharing import WAYS
+from ..sharing import ADAPTIVE, WAYS, adapts
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
@@ -51,12 +52,14 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
             )
 
 
-def predict_unplanned(store, group: GroupToRun, bandwidth: str | None, policy: str) -> None:
-    """A group run without a plan (`--group`, scripts) gets the gains a plan would have predicted for it, from
-    the same stored profiles as its traits: an adaptive group starts in the better of them (run/units.py), as
-    it would from a plan. Nothing where a job has no profile at this link; an adaptive group then starts
-    without turns."""
-    if group.predicted_by_sharing:
+def predict_unplanned(
+    store, group: GroupToRun, bandwidth: str | None, policy: str, modes: Sequence[str] = (ADAPTIVE.name,)
+) -> None:
+    """A group run without a plan (`--group`, scripts) in a way that adapts gets the gains a plan would have
+    predicted for it, from the same stored profiles as its traits: it starts in the better of them
+    (run/units.py), as it would from a plan. Nothing where a job has no profile at this link; an adaptive
+    group then starts without turns."""
+    if group.predicted_by_sharing or not any(adapts(mode) for mode in modes):
         return
     hardware = hardware_fingerprint()
     profiles = []
