@@ -14,7 +14,7 @@ from ..errors import XoverError
 from ..plan.from_profiles import job_profile
 from ..plan.predict import predict_sharings
 from ..recipes import with_overrides
-from ..sharing import ADAPTIVE, WAYS, adapts
+from ..sharing import ADAPTIVE, adapts
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
@@ -33,6 +33,13 @@ def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link
     )
 
 
+def stored_profile(store, job: JobSpec, bandwidth: str | None, hardware: str):
+    """The job's newest profile as it runs here (recipe, np, link, engine, hosts), or None."""
+    return find_profile(
+        store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
+    )
+
+
 def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
     engine): its compute fraction ranks it (critical path first), its link fraction orders the link,
@@ -42,9 +49,7 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     for job in jobs:
         if job.traits is not None:
             continue
-        found = find_profile(
-            store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
-        )
+        found = stored_profile(store, job, bandwidth, hardware)
         job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
         if found is not None:
             job.traits = traits_of(
@@ -64,14 +69,12 @@ def predict_unplanned(
     hardware = hardware_fingerprint()
     profiles = []
     for job in group.jobs:
-        found = find_profile(
-            store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
-        )
+        found = stored_profile(store, job, bandwidth, hardware)
         if found is None:
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
     predictions = predict_sharings(profiles, policy)
-    group.predicted_by_sharing = {way: p.gain for way, p in predictions.items() if way in WAYS}
+    group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
 
 
 def traits_from_summary(
