@@ -188,3 +188,41 @@ def test_switches_at_one_iteration_of_each_job_on_every_device_and_strand_no_ran
         for (_a0, b0, s0, i0), (a1, _b1, s1, i1) in zip(spans, spans[1:]):
             if state_of(s0, i0) == "turns" and state_of(s1, i1) == "turns":
                 assert b0 <= a1 + 2e-3, f"device {device}: two computes under turns overlap"
+
+
+def test_a_slow_switch_command_holds_the_devices_at_the_fence_and_still_lands_at_one_iteration(server):
+    """S comes long after P (many iterations of the jobs), with the smallest margin: no device runs past the
+    iteration after P's count before it is told, so every device still switches at the iteration it was told;
+    an S that names no job (a switch given up) lets the held acquires go on in the state they were in."""
+    s = server("0=0,1", "1=0,1", state="free")
+    iterations = 80
+    log = mp.Queue()
+    procs = []
+    for slot in (0, 1):
+        barrier = mp.Barrier(2)
+        procs += [mp.Process(target=_rank, args=(s.path, device, slot, iterations, 0.004, 0.004, barrier, log))
+                  for device in (0, 1)]
+    for p in procs:
+        p.start()
+    time.sleep(0.3)
+    told = {}
+    for number, state in ((1, "turns"), (2, "free")):
+        counts = s.counts(number)
+        time.sleep(0.25)  # about 30 iterations of these jobs: the command is far slower than they are
+        told[number] = {slot: count + 1 for slot, count in counts.items()}
+        s.send(f"S{number} {state} " + ",".join(f"{slot}={it}" for slot, it in told[number].items()))
+        time.sleep(0.1)
+    s.counts(3)
+    time.sleep(0.1)
+    s.send("S3 free")  # given up: nothing switches, the held go on
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0, "a rank did not finish"
+    s.stop()
+    switched = [e for e in s.events if e["kind"] == "switched"]
+    for number in (1, 2):
+        for slot, iteration in told[number].items():
+            applied = [e for e in switched if e["switch"] == number and e["slot"] == slot]
+            assert sorted(e["device"] for e in applied) == [0, 1], (number, slot)
+            assert {e["iteration"] for e in applied} == {iteration}, (number, slot, applied)
+    assert not [e for e in switched if e["switch"] == 3]

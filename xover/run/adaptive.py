@@ -18,7 +18,9 @@ job's iterations (the records the scheduler hands the sinks) and drives every ho
 
 Every switch is made at one iteration of each job on all its devices and hosts (TurnService.counts, then
 .switch): each host's server says how many iterations each job has asked for there, and every server is
-told the iteration after the most any host has seen, plus a margin for the commands' way there. A
+told the iteration after the most any host has seen, plus a margin for the commands' way there; between
+the two, a device that reaches the iteration after its host's count waits for the command, so every device
+of a job switches at the iteration it was told however slow the command is (up to the server's FENCE_S). A
 window is measured from the moment every device of every job has switched, up to where every job's
 iterations tell (the last end of an iteration of the job that reported last), so a decision waits for no
 iteration to end.
@@ -291,8 +293,9 @@ def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, o
 def switch_margin(iteration_s: float | None, way_there_s: float) -> int:
     """Iterations after the most any host has seen at which a job switches: the next one where its ranks
     could hardly start it before the command gets there (its chance is about way there / iteration: under
-    1 in 50), else enough of them to cover the command's way. A job that starts one late on a device
-    switches there one iteration late (the server says so: `late_devices`), which costs no correctness."""
+    1 in 50), else enough of them to cover the command's way. A device that gets there first waits at the
+    iteration after P's count for the command (the server's fence), so a short margin costs a wait, never a
+    switch at two iterations; only a command later than the fence (FENCE_S) is applied late (`late_devices`)."""
     if not iteration_s:
         return 2
     if iteration_s >= 50 * way_there_s:

@@ -19,10 +19,12 @@ check at every module and gradient is next to free while nobody waits.
 The launcher drives the server through its stdin (works the same over ssh for another host):
   W<slot>\\n  withdraw a job that has ended (or never started)      Q\\n  print statistics and exit
   P<n>\\n     an adaptive group's switch n is coming: print each slot's iterations asked for here (a
-              `counts {"switch": n, "slots": {"<slot>": <iterations>, ...}}` line)
+              `counts {"switch": n, "slots": {"<slot>": <iterations>, ...}}` line); until S comes, an
+              acquire past those counts waits, so no device passes the iteration S will name
   S<n> <state> <slot>=<iteration>,...\\n   switch n: from that iteration of each slot on (its acquire of
               it), every device here runs the slot in <state>: `turns` (under the policy) or `free`
-              (granted at once, never asked to yield); each device says when it did (a `switched` event)
+              (granted at once, never asked to yield); each device says when it did (a `switched` event).
+              With no <slot>=<iteration> it only lets the acquires held since P go on (a switch given up)
 and reads its stdout: `ready`, then `event {json}` lines (lease revocations, switches), `spans {json}` lines
 (the first grants of iterations that are over, streamed as the run goes so that neither side keeps them
 all), `counts {json}` lines (answers to P), and `stats {json}` at the end.

@@ -17,6 +17,8 @@ at once whenever it asks, never waited for and never asked to yield, and the pol
 launcher switches a group between the two states at one iteration of each job on every device of every
 host (`P` for each slot's iterations here, then `S` with the iteration each slot switches at; protocol.py):
 a device applies a slot's switch at that slot's acquire of that iteration, and says so (a `switched` event).
+Between P and S an acquire past what P counted waits for S (at most FENCE_S), so a command that is slow on
+its way cannot let one device run past the iteration it names while another switches there.
 A slot still taking turns waits only for a holder that takes turns too, which releases at the end of its
 phase, so a switch strands no rank.
 
@@ -84,6 +86,8 @@ MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes
 # MAX_QUEUED_BYTES and must drain within WRITE_GRACE_S, or the client loses its slot.
 MAX_QUEUED_BYTES = 64
 WRITE_GRACE_S = 5.0
+FENCE_S = 5.0  # the longest an acquire past P's counts waits for its S (the launcher gives P 2 s to be answered)
+MAX_ITERATION = 2**62  # a slot P did not count (it joined later) is never held
 MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)
 SPAN_LAG = 8  # a slot's iteration this far behind its newest on this host has had its first grant on every device
 SPANS_PER_LINE = 256  # finished iterations' first grants, streamed to the launcher in lines of this many
@@ -222,6 +226,12 @@ class TurnServer:
         self.state = state
         self.modes: dict[tuple[int, int], str] = {}
         self.pending: dict[tuple[int, int], tuple[int, str, int]] = {}
+        # between P and its S: per slot, the most iterations asked for here when P came. The launcher's switch
+        # comes after that on every host, so an acquire past it waits (held) until S says where the switch
+        # is: no device can run past its switch before it is told, however late S comes (up to FENCE_S).
+        self.fence: dict[int, int] | None = None
+        self.fence_until = 0.0
+        self.held: list[socket.socket] = []
 
     # -- main loop ----------------------------------------------------------------------------
     def watch_stdin(self) -> None:
@@ -253,6 +263,8 @@ class TurnServer:
             if now >= self.join_deadline:
                 self._close_barrier_on_latecomers()
             self._enforce_leases(now)
+            if self.fence is not None and now >= self.fence_until:
+                self._lift_fence()  # the launcher never said where: the held go on (a switch then comes late)
             if now >= self.next_heartbeat:
                 self._heartbeat()
                 self.next_heartbeat = now + self.heartbeat_s
@@ -269,6 +281,8 @@ class TurnServer:
             deadlines.append(self.next_heartbeat)
         if self.stuck_since:
             deadlines.append(min(self.stuck_since.values()) + WRITE_GRACE_S)
+        if self.fence is not None:
+            deadlines.append(self.fence_until)
         return min(MAX_WAIT_S, max(0.0, min(deadlines) - now)) if deadlines else None
 
     # -- workers ------------------------------------------------------------------------------
@@ -306,11 +320,10 @@ class TurnServer:
             if command in (ACQUIRE, YIELD, STEP_IN):
                 self.asking.add(conn)
             if command == ACQUIRE:
-                self.iteration[member] = self.iteration.get(member, 0) + 1
-                if self._mode_at(member, now) == FREE:
-                    self._grant_free(conn, device, slot)
+                if self.fence is not None and self.iteration.get(member, 0) >= self.fence.get(slot, MAX_ITERATION):
+                    self.held.append(conn)  # past what P counted: its acquire waits for the switch P announced
                 else:
-                    turns.request(slot, now, new_iteration=True)
+                    self._acquire(conn, member, now)
             elif command in (YIELD, STEP_IN) and slot in turns.free:  # never asked to: granted as it asks
                 self._grant_free(conn, device, slot)
             elif command == YIELD:
@@ -595,6 +608,26 @@ class TurnServer:
                 self.metrics.without_turns(device, slot, False)
         return mode
 
+    def _acquire(self, conn: socket.socket, member: tuple[int, int], now: float) -> None:
+        """`member` asks for its next iteration's compute: in the state it runs that iteration in."""
+        device, slot = member
+        self.iteration[member] = self.iteration.get(member, 0) + 1
+        if self._mode_at(member, now) == FREE:
+            self._grant_free(conn, device, slot)
+        else:
+            self.devices[device].request(slot, now, new_iteration=True)
+
+    def _lift_fence(self) -> None:
+        """The switch P announced came (or never will): the acquires it held go on, in their order."""
+        self.fence = None
+        held, self.held = self.held, []
+        now = time.monotonic()
+        for conn in held:
+            member = self.members.get(conn)
+            if member is not None and conn in self.buffers:
+                self._acquire(conn, member, now)
+                self._decide(member[0])
+
     def _grant_free(self, conn: socket.socket, device: int, slot: int) -> None:
         """A slot without turns asked: granted at once (`_decide` then serves the slots that take turns)."""
         self.asking.discard(conn)
@@ -750,7 +783,9 @@ class TurnServer:
             if line.startswith(b"W") and line[1:].strip().isdigit():
                 self.withdraw(int(line[1:]))
             elif line.startswith(b"P") and line[1:].strip().isdigit():
-                payload = {"switch": int(line[1:]), "slots": {str(k): v for k, v in self.counts().items()}}
+                counts = self.counts()
+                self.fence, self.fence_until = counts, time.monotonic() + FENCE_S
+                payload = {"switch": int(line[1:]), "slots": {str(k): v for k, v in counts.items()}}
                 try:
                     print(counts_line(json.dumps(payload, separators=(",", ":"))), flush=True)
                 except (BrokenPipeError, OSError):
@@ -759,6 +794,7 @@ class TurnServer:
                 parsed = _parse_switch(line[1:])
                 if parsed is not None:
                     self.switch(*parsed)
+                    self._lift_fence()
             elif line.startswith(b"Q"):
                 self.running = False
 

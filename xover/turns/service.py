@@ -520,6 +520,8 @@ class TurnService:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._answers.pop(number, None)
+                    for server in live:  # no switch: the servers that answered hold no acquire for one
+                        server.send(f"S{number} {self.state}")
                     return None
                 self._answered.wait(left)
             answers = self._answers.pop(number)
