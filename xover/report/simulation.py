@@ -12,7 +12,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from matplotlib.figure import Figure
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -263,6 +262,8 @@ def _jct_cdf_picture(report: SimulationReport, path: Path) -> bool:
     curves = {policy: curve for policy, curve in curves.items() if curve}
     if not curves:
         return False
+    from matplotlib.figure import Figure  # matplotlib loads when a picture is drawn, not with every command
+
     figure = Figure(figsize=(7.5, 4.5))
     axes = figure.add_subplot()
     for index, (policy, curve) in enumerate(curves.items()):
@@ -289,6 +290,8 @@ def _utilisation_picture(report: SimulationReport, path: Path) -> bool:
     series = {policy: points for policy, points in report.utilisation.items() if points}
     if not series:
         return False
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(9, 4.5))
     axes = figure.add_subplot()
     for index, (policy, points) in enumerate(series.items()):
