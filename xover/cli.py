@@ -29,7 +29,7 @@ from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_optio
 from .run.targets import scripts_as_recipes
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
-from .sharing import PLANNED, run_modes
+from .sharing import PLANNED, RunStatus, run_modes
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
@@ -172,7 +172,7 @@ def train(
             wait=wait,
         )
     show_train(result, json_out)
-    raise typer.Exit(0 if all(j["status"] == "finished" for j in result["jobs"]) else 1)
+    raise typer.Exit(0 if all(j["status"] == RunStatus.FINISHED for j in result["jobs"]) else 1)
 
 
 def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[str]]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sharing import ADAPTIVE, ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode
+from .sharing import ADAPTIVE, ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode, RunStatus
 
 
 def mode_rank(mode: str | None) -> int:
@@ -236,7 +236,7 @@ class RunOutcome:
     @property
     def finished(self) -> bool:
         """Whether every job finished."""
-        return all(job.status == "finished" for job in self.jobs)
+        return all(job.status == RunStatus.FINISHED for job in self.jobs)
 
     def to_json(self) -> dict[str, Any]:
         """The run as `xover run --json` writes it; launcher job ids and the schedule only where there are some."""

@@ -48,7 +48,7 @@ from ..run.reach import requested_rate
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
 from ..run.traits import traits_of
-from ..sharing import Mode
+from ..sharing import Mode, RunStatus
 from ..store.models import IterationMetric, Profile, Run
 from ..store.profiles import find_profile
 from ..store.queries import snapshot_recipe
@@ -477,7 +477,9 @@ def _measure_corun(
     Scheduler(current.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
-        failed = [r for r in runs if r.status not in ("finished", "stopped")]  # only the partner can be stopped
+        failed = [
+            r for r in runs if r.status not in (RunStatus.FINISHED, RunStatus.STOPPED)
+        ]  # only the partner can be stopped
         if failed:
             refused = shim_refusal(failed[0].error)
             if refused:
@@ -495,7 +497,9 @@ def _measure_corun(
             )
             for r in runs
         )
-        device_ms = corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped")
+        device_ms = corun_device_ms(
+            job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == RunStatus.STOPPED
+        )
         row = session.get_one(Profile, profile.id)
         reference = job_profile(partner, partner_profile)
         row.corun_partner = partner.name
@@ -542,7 +546,7 @@ def _measure_stretch(
             Scheduler(current.context).run([unit], exclusive=True)
         with store.session() as session:
             runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
-            failed = [r for r in runs if r.status not in ("finished", "stopped")]
+            failed = [r for r in runs if r.status not in (RunStatus.FINISHED, RunStatus.STOPPED)]
             if failed:
                 raise XoverError(
                     f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
@@ -557,7 +561,7 @@ def _measure_stretch(
                 for r in runs
             )
             device_ms = corun_device_ms(
-                job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == "stopped"
+                job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == RunStatus.STOPPED
             )
         alone_ms = profile.data_ms + profile.compute_ms
         found[way] = device_ms / alone_ms if device_ms is not None and alone_ms > 0 else None
@@ -594,7 +598,7 @@ def _store_profile(
 ) -> Profile:
     with store.session() as session, session.begin():
         run = session.get_one(Run, run_id)
-        if run.status != "finished":
+        if run.status != RunStatus.FINISHED:
             refused = shim_refusal(run.error)
             if refused:  # what the shim cannot follow: its one line
                 raise XoverError(f"{recipe.label}: {refused}  (logs: {run.log_dir})")

@@ -24,6 +24,7 @@ from ..plan.step import profiles_of_recipes
 from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
 from ..plan.trace import load_trace_csv
 from ..recipes import load_recipe
+from ..sharing import RunStatus
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation, utcnow
 from ..store.queries import new_experiment_id
 from ..store.session import open_store
@@ -287,7 +288,12 @@ def store_simulation(
         with store.session() as session, session.begin():
             session.add(
                 Experiment(
-                    id=experiment_id, kind="simulate", command=command, status="finished", hosts=spec, ended_at=utcnow()
+                    id=experiment_id,
+                    kind="simulate",
+                    command=command,
+                    status=RunStatus.FINISHED,
+                    hosts=spec,
+                    ended_at=utcnow(),
                 )
             )
             session.flush()

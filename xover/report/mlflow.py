@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from ..console import errors
 from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
-from ..sharing import CONCURRENT, CROSSOVER, turn_taking
+from ..sharing import CONCURRENT, CROSSOVER, RunStatus, turn_taking
 from ..store.models import RecipeSnapshot, Run
 from .data import ExperimentReport, ReportError
 from .tables import report_dict
@@ -93,13 +93,13 @@ GROUP_METRICS = {
 }
 # xover's run status -> MLflow's (RUNNING, FINISHED, FAILED, KILLED)
 STATUS = {
-    "finished": "FINISHED",
-    "failed": "FAILED",
-    "lost": "FAILED",
-    "timeout": "FAILED",
-    "interrupted": "KILLED",
-    "cancelled": "KILLED",
-    "stopped": "KILLED",
+    RunStatus.FINISHED: "FINISHED",
+    RunStatus.FAILED: "FAILED",
+    RunStatus.LOST: "FAILED",
+    RunStatus.TIMEOUT: "FAILED",
+    RunStatus.INTERRUPTED: "KILLED",
+    RunStatus.CANCELLED: "KILLED",
+    RunStatus.STOPPED: "KILLED",
 }
 PARAM_LENGTH = 6000  # MLflow's longest param value
 BATCH = 1000  # MLflow's most metrics in one log_batch

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from ..analysis import group_warnings
 from ..console import console, print_table
-from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode
+from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
@@ -366,7 +366,9 @@ def failure_reason(error: str | None) -> str | None:
 def failed_jobs(jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The jobs that ended badly and say why: failed ones, and the other unfinished ones with an error."""
     return [
-        job for job in jobs if job.get("status") != "finished" and (job.get("status") == "failed" or job.get("error"))
+        job
+        for job in jobs
+        if job.get("status") != RunStatus.FINISHED and (job.get("status") == RunStatus.FAILED or job.get("error"))
     ]
 
 

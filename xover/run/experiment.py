@@ -22,6 +22,7 @@ from pathlib import Path
 from ..config import XOVER_ROOT, results_root
 from ..console import errors
 from ..settings import REAPER_DB_VARIABLE, settings
+from ..sharing import RunStatus
 from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .adaptive import AdaptiveSettings
@@ -139,19 +140,19 @@ def experiment(
         link_bands=link_bands,
     )
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
-    status = "finished"
+    status = RunStatus.FINISHED
     try:
         context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
         with interruptible():
             yield Experiment(experiment_id, store, recorder, context, leases)
     except (Interrupted, KeyboardInterrupt):
-        status = "interrupted"
+        status = RunStatus.INTERRUPTED
         raise Interrupted() from None
     except TimedOut:
-        status = "timeout"
+        status = RunStatus.TIMEOUT
         raise
     except BaseException:
-        status = "failed"
+        status = RunStatus.FAILED
         raise
     finally:
         with uninterrupted():

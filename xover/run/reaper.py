@@ -23,6 +23,7 @@ import time
 
 from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
+from ..sharing import RunStatus
 from ..store.models import Experiment
 from ..store.session import open_store
 from ..turns.service import runtime_dir
@@ -48,7 +49,7 @@ def mark_lost(db: str | None, experiment_id: str) -> None:
     try:
         with store.session() as session, session.begin():
             experiment = session.get(Experiment, experiment_id)
-            if experiment is not None and experiment.status == "running":
+            if experiment is not None and experiment.status == RunStatus.RUNNING:
                 mark(session, experiment)
     finally:
         store.close()

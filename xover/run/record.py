@@ -77,7 +77,7 @@ def reconcile_lost(store: Store) -> int:
     """Experiments of this host whose xover is gone but whose rows still say pending/running: `lost`."""
     changed = 0
     with store.session() as session, session.begin():
-        experiments = session.scalars(select(Experiment).where(Experiment.status.in_(("running",)))).all()
+        experiments = session.scalars(select(Experiment).where(Experiment.status.in_((RunStatus.RUNNING,)))).all()
         for experiment in experiments:
             if owner_alive(experiment.owner_host, experiment.owner_pid, experiment.owner_started) is False:
                 mark_lost(session, experiment)
@@ -87,10 +87,10 @@ def reconcile_lost(store: Store) -> int:
 
 def mark_lost(session, experiment: Experiment) -> None:
     """Mark an experiment whose xover is gone `lost`, with every run it left pending or running."""
-    experiment.status, experiment.ended_at = "lost", experiment.ended_at or utcnow()
+    experiment.status, experiment.ended_at = RunStatus.LOST, experiment.ended_at or utcnow()
     for run in experiment.runs:
         if run.status in ACTIVE_STATUSES:
-            run.status, run.ended_at = "lost", utcnow()
+            run.status, run.ended_at = RunStatus.LOST, utcnow()
             lost = "the xover process that ran it ended without closing it (killed?)"
             run.error = f"{run.error}; {lost}" if run.error else lost
 
@@ -123,7 +123,7 @@ class Recorder:
     def finish(self, status: str) -> None:
         """Close the experiment with `status`; a run it left pending or running ends with it: interrupted or
         timed out as the experiment was, else failed."""
-        left_as = status if status in ("interrupted", "timeout") else "failed"
+        left_as = status if status in (RunStatus.INTERRUPTED, RunStatus.TIMEOUT) else RunStatus.FAILED
         with self.store.session() as session, session.begin():
             experiment = session.get_one(Experiment, self.experiment_id)
             experiment.status, experiment.ended_at = status, utcnow()
@@ -155,7 +155,7 @@ class Recorder:
                     hosts=job.hosts,
                     np=job.np,
                     devices=job.devices_env(),
-                    status="pending",
+                    status=RunStatus.PENDING,
                     iterations_planned=job.recipe.iterations,
                     launcher_job_id=self.launcher_job_id,
                 )
@@ -210,7 +210,7 @@ class Recorder:
         with self.store.session() as session, session.begin():
             for run_id in run_ids:
                 run = session.get_one(Run, run_id)
-                run.status, run.started_at = "running", utcnow()
+                run.status, run.started_at = RunStatus.RUNNING, utcnow()
 
     def close_runs(self, run_ids: list[int], status: str, error: str | None = None) -> None:
         """Every run of these still pending/running ends as `status` (interrupted, timeout, failed...)."""
@@ -276,7 +276,7 @@ class Recorder:
             if run.status not in ACTIVE_STATUSES:
                 return run.status
             run.exit_code, run.ended_at = code, utcnow()
-            run.status = "finished" if code == 0 else "failed"
+            run.status = RunStatus.FINISHED if code == 0 else RunStatus.FAILED
             if code != 0:
                 run.error = error
             return run.status

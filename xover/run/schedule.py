@@ -50,7 +50,7 @@ from ..settings import (
     TURN_SOCKET_VARIABLE,
     settings,
 )
-from ..sharing import adapts, turn_taking
+from ..sharing import RunStatus, adapts, turn_taking
 from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.protocol import FREE, TURNS
@@ -238,13 +238,13 @@ class Scheduler:
                     self._finish(unit, running)
                 self._adapt(running)
         except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
-            status = "timeout" if isinstance(stop, TimedOut) else "interrupted"
+            status = RunStatus.TIMEOUT if isinstance(stop, TimedOut) else RunStatus.INTERRUPTED
             with uninterrupted():
                 self._stop_all(running, status)
             raise
         except BaseException:
             with uninterrupted():
-                self._stop_all(running, "failed")
+                self._stop_all(running, RunStatus.FAILED)
             raise
 
     def _start_ready(self, pending: list[Unit], running: list[Unit], exclusive: bool) -> None:
@@ -489,7 +489,7 @@ class Scheduler:
         with uninterrupted():  # out of `running` only once torn down: an interrupt in between stops it there
             sharing_only = [run_id for run_id in unit.run_ids if run_id not in unit.exited]  # Unit.ends_with
             if sharing_only:
-                self.context.recorder.close_runs(sharing_only, "stopped")
+                self.context.recorder.close_runs(sharing_only, RunStatus.STOPPED)
                 for run_id in sharing_only:
                     self._to_sinks(functools.partial(_job_stopped, labels=self.jobs[run_id]))
             self._teardown(unit)
@@ -548,10 +548,10 @@ def stopped_as(error: BaseException) -> tuple[str, str | None]:
     which the account of its job by a launcher's scheduler corrects later (Recorder.launcher_job_ended); --timeout
     is `timeout`."""
     if isinstance(error, (Interrupted, KeyboardInterrupt)):
-        return "interrupted", None
+        return RunStatus.INTERRUPTED, None
     if isinstance(error, TimedOut):
-        return "timeout", None
-    return "failed", str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
+        return RunStatus.TIMEOUT, None
+    return RunStatus.FAILED, str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
 
 
 def _turn_servers_gone(sink: MetricSink, unit: str) -> None:
@@ -562,7 +562,7 @@ def _turn_servers_gone(sink: MetricSink, unit: str) -> None:
 
 def _job_stopped(sink: MetricSink, labels: JobLabels) -> None:
     """A job stopped with its unit (it only shared the devices of the job whose end ended the unit)."""
-    sink.job_ended(labels, "stopped")
+    sink.job_ended(labels, RunStatus.STOPPED)
 
 
 def _say(message: str) -> None:

@@ -14,7 +14,7 @@ from ..errors import XoverError
 from ..plan.from_profiles import job_profile
 from ..plan.predict import predict_sharings
 from ..recipes import with_overrides
-from ..sharing import ADAPTIVE, adapts
+from ..sharing import ADAPTIVE, RunStatus, adapts
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
@@ -83,7 +83,7 @@ def traits_from_summary(
     """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
     fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
     the rate, within [exposed, measured span]), so that the link order covers it too."""
-    if summary["status"] != "finished" or summary["compute_ms"] is None:
+    if summary["status"] != RunStatus.FINISHED or summary["compute_ms"] is None:
         return None
     alone = profile_of_run(summary, link) if link and link != "host" else None
     return traits_of(

@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from ..sharing import OPEN_STATUSES, RunStatus
+
 # Tables change through Alembic migrations (store/migrations/); schema_info keeps the xover that
 # last upgraded the database. A database written by a newer xover is refused, not misread.
 SCHEMA_VERSION = 3
@@ -18,7 +20,7 @@ SCHEMA_VERSION = 3
 # A run is pending, running, finished, failed, interrupted, lost, timeout or cancelled; pending/running
 # are the only non-terminal states; `lost`: the xover that ran it is gone (killed, machine rebooted)
 # and a later command found its processes gone; `timeout`: ended by --timeout.
-ACTIVE_STATUSES = ("pending", "running")
+ACTIVE_STATUSES = OPEN_STATUSES  # (RunStatus: xover/sharing.py)
 
 
 def utcnow() -> datetime:
@@ -60,7 +62,7 @@ class Experiment(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     kind: Mapped[str] = mapped_column(String(20))  # train | run | profile
     command: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(20), default="running")
+    status: Mapped[str] = mapped_column(String(20), default=RunStatus.RUNNING.value)
     bandwidth: Mapped[str | None] = mapped_column(String(40))
     hosts: Mapped[str] = mapped_column(Text, default="localhost")  # every host a job of it ran on
     plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id"))
@@ -91,7 +93,7 @@ class Run(Base):
     np: Mapped[int]
     devices: Mapped[str | None] = mapped_column(Text)
     iterations_planned: Mapped[int | None]
-    status: Mapped[str] = mapped_column(String(20), default="pending")
+    status: Mapped[str] = mapped_column(String(20), default=RunStatus.PENDING.value)
     exit_code: Mapped[int | None]
     error: Mapped[str | None] = mapped_column(Text)  # last log lines of a failed job
     started_at: Mapped[datetime | None]

@@ -174,6 +174,19 @@ class SlotRecord:
     holds: deque[float] = field(default_factory=lambda: deque(maxlen=50))
 
 
+@dataclass(eq=False)
+class Client:
+    """One worker's connection: who it is, what it sent that is not read yet, what its socket could not take."""
+
+    sock: socket.socket
+    member: tuple[int, int] | None = None  # (device, slot), once it said hello (None again after its bye)
+    received: bytes = b""  # the start of a message still in flight
+    outbox: bytearray | None = None  # what its socket could not take yet
+    stuck_since: float = 0.0  # when its outbox last had to start holding bytes (with an outbox)
+    asking: bool = False  # asked for a turn, not granted yet: keep-alives go to it
+    gone: bool = False  # dropped: closed, and out of every table
+
+
 class TurnServer:
     """One host's turns: the devices of a group here, the workers' connections, the policy's decisions."""
 
@@ -208,13 +221,9 @@ class TurnServer:
         os.chmod(path, 0o600)
         self.listener.listen(256)
         self.selector.register(self.listener, selectors.EVENT_READ, "listen")
-        self.members: dict[socket.socket, tuple[int, int] | None] = {}
-        self.by_member: dict[tuple[int, int], socket.socket] = {}
+        self.clients: dict[socket.socket, Client] = {}  # every worker's connection
+        self.by_member: dict[tuple[int, int], Client] = {}  # (device, slot) -> its connection
         self.iteration: dict[tuple[int, int], int] = {}  # (device, slot) -> compute phases asked for
-        self.buffers: dict[socket.socket, bytes] = {}
-        self.outbox: dict[socket.socket, bytearray] = {}  # what a client's socket could not take yet
-        self.stuck_since: dict[socket.socket, float] = {}  # when its queue last had to start holding bytes
-        self.asking: set[socket.socket] = set()  # asked for a turn, not granted yet: keep-alives go to them
         self.next_heartbeat = time.monotonic() + heartbeat_s
         self.records: dict[int, SlotRecord] = {}
         self.spans_out: list[list[Any]] = []  # [slot, iteration, first, last, devices] not yet sent
@@ -231,7 +240,7 @@ class TurnServer:
         # is: no device can run past its switch before it is told, however late S comes (up to FENCE_S).
         self.fence: dict[int, int] | None = None
         self.fence_until = 0.0
-        self.held: list[socket.socket] = []
+        self.held: list[Client] = []
 
     # -- main loop ----------------------------------------------------------------------------
     def watch_stdin(self) -> None:
@@ -248,16 +257,16 @@ class TurnServer:
                     conn.setblocking(False)
                     if self.send_buffer is not None:
                         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-                    self.members[conn] = None
-                    self.buffers[conn] = b""
-                    self.selector.register(conn, selectors.EVENT_READ, "member")
+                    client = self.clients[conn] = Client(conn)
+                    self.selector.register(conn, selectors.EVENT_READ, client)
                 elif key.data == "control":
                     self._on_control(key.fileobj)
                 else:
-                    if events & selectors.EVENT_WRITE and key.fileobj in self.outbox:
-                        self._flush(key.fileobj)
-                    if events & selectors.EVENT_READ and key.fileobj in self.members:
-                        self._on_readable(key.fileobj)
+                    client = key.data
+                    if events & selectors.EVENT_WRITE and client.outbox is not None and not client.gone:
+                        self._flush(client)
+                    if events & selectors.EVENT_READ and not client.gone:
+                        self._on_readable(client)
             now = time.monotonic()
             self._drop_unwritable(now)
             if now >= self.join_deadline:
@@ -277,27 +286,28 @@ class TurnServer:
         for turns in self.devices.values():
             if turns.holder is not None:
                 deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
-        if self.asking:
+        if any(client.asking for client in self.clients.values()):
             deadlines.append(self.next_heartbeat)
-        if self.stuck_since:
-            deadlines.append(min(self.stuck_since.values()) + WRITE_GRACE_S)
+        stuck = [client.stuck_since for client in self.clients.values() if client.outbox is not None]
+        if stuck:
+            deadlines.append(min(stuck) + WRITE_GRACE_S)
         if self.fence is not None:
             deadlines.append(self.fence_until)
         return min(MAX_WAIT_S, max(0.0, min(deadlines) - now)) if deadlines else None
 
     # -- workers ------------------------------------------------------------------------------
-    def _on_readable(self, conn: socket.socket) -> None:
+    def _on_readable(self, client: Client) -> None:
         try:
-            data = conn.recv(4096)
+            data = client.sock.recv(4096)
         except BlockingIOError:
             return
         except OSError:
             data = b""
         if not data:
-            self._drop(conn)
+            self._drop(client)
             return
-        buffer = self.buffers[conn] + data
-        while buffer and conn in self.buffers:  # (a grant it could not be sent drops it on the way)
+        buffer = client.received + data
+        while buffer and not client.gone:  # (a grant it could not be sent drops it on the way)
             command = buffer[:1]
             if command == HELLO:
                 end = buffer.find(b"\n")
@@ -305,27 +315,27 @@ class TurnServer:
                     break  # the rest of the line is still in flight
                 hello = _parse_hello(buffer[1:end])
                 if hello is None:
-                    self._refuse(conn, buffer[: min(end, 64)])
+                    self._refuse(client, buffer[: min(end, 64)])
                     return
                 buffer = buffer[end + 1 :]
-                if not self._join(conn, *hello):
+                if not self._join(client, *hello):
                     return
                 continue
             buffer = buffer[1:]
-            member = self.members.get(conn)
+            member = client.member
             if member is None:
                 continue
             device, slot = member
             turns, now = self.devices[device], time.monotonic()
             if command in (ACQUIRE, YIELD, STEP_IN):
-                self.asking.add(conn)
+                client.asking = True
             if command == ACQUIRE:
                 if self.fence is not None and self.iteration.get(member, 0) >= self.fence.get(slot, MAX_ITERATION):
-                    self.held.append(conn)  # past what P counted: its acquire waits for the switch P announced
+                    self.held.append(client)  # past what P counted: its acquire waits for the switch P announced
                 else:
-                    self._acquire(conn, member, now)
+                    self._acquire(client, member, now)
             elif command in (YIELD, STEP_IN) and slot in turns.free:  # never asked to: granted as it asks
-                self._grant_free(conn, device, slot)
+                self._grant_free(client, device, slot)
             elif command == YIELD:
                 held = turns.release(slot, now)
                 if held is not None:
@@ -348,17 +358,17 @@ class TurnServer:
                 self._clear_yield(device)
             elif command == BYE:
                 self._leave(member)
-                self.members[conn] = None
+                client.member = None
                 self.by_member.pop(member, None)
             self._decide(device)
-        if conn not in self.buffers:
+        if client.gone:
             return  # dropped on the way (a grant it could not be sent)
         if len(buffer) > MAX_PENDING_BYTES:  # a hello that never ends
-            self._refuse(conn, buffer[:64])
+            self._refuse(client, buffer[:64])
             return
-        self.buffers[conn] = buffer
+        client.received = buffer
 
-    def _refuse(self, conn: socket.socket, start: bytes) -> None:
+    def _refuse(self, client: Client, start: bytes) -> None:
         """A message that is not the protocol's (a same-user client's bug): that client goes, not the server."""
         print(
             event_line(
@@ -368,9 +378,9 @@ class TurnServer:
             ),
             flush=True,
         )
-        self._drop(conn)
+        self._drop(client)
 
-    def _join(self, conn: socket.socket, device: int, slot: int) -> bool:
+    def _join(self, client: Client, device: int, slot: int) -> bool:
         if not (0 <= device < YIELD_PAGE_BYTES and 0 <= slot < MAX_SLOTS) or (device, slot) in self.by_member:
             # a second registration of one (device, slot) would deadlock both: refuse it
             print(
@@ -386,13 +396,13 @@ class TurnServer:
                 ),
                 flush=True,
             )
-            self._drop(conn, withdraw=False)
+            self._drop(client, withdraw=False)
             return False
         turns = self.devices.setdefault(device, DeviceTurns(order=[slot]))
         if slot not in turns.order:  # not announced at start: joins at the end of the order
             turns.order.append(slot)
-        self.members[conn] = (device, slot)
-        self.by_member[(device, slot)] = conn
+        client.member = (device, slot)
+        self.by_member[(device, slot)] = client
         turns.gone.discard(slot)
         return True
 
@@ -413,61 +423,61 @@ class TurnServer:
                 self._decide(device)
 
     # -- sending: never blocking, one queue per client ---------------------------------------
-    def _send(self, conn: socket.socket, data: bytes) -> bool:
+    def _send(self, client: Client, data: bytes) -> bool:
         """Send `data` to a client without blocking; the part its socket cannot take now is queued. False
         when the client is gone or cannot be written to (then it has been dropped: its slot is lost).
         A socket that takes nothing is full of keep-alives its client has not read (hundreds of them: a
         waiting worker reads each as it comes): that client is stopped or hung, and the grant goes to
         the next one now, not after a grace that every partner would wait out."""
-        queued = self.outbox.get(conn)
+        queued = client.outbox
         if queued is None:
             try:
-                sent = conn.send(data)
+                sent = client.sock.send(data)
             except BlockingIOError:
-                self._unwritable(conn, "its socket is full of messages it has not read")
+                self._unwritable(client, "its socket is full of messages it has not read")
                 return False
             except OSError:
-                self._drop(conn)
+                self._drop(client)
                 return False
             if sent == len(data):
                 return True
-            queued = self.outbox[conn] = bytearray()
-            self.stuck_since[conn] = time.monotonic()
-            self.selector.modify(conn, selectors.EVENT_READ | selectors.EVENT_WRITE, "member")
+            queued = client.outbox = bytearray()
+            client.stuck_since = time.monotonic()
+            self.selector.modify(client.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, client)
             data = data[sent:]
         queued += data
         if len(queued) > MAX_QUEUED_BYTES:
-            self._unwritable(conn, "its queue is full")
+            self._unwritable(client, "its queue is full")
             return False
         return True
 
-    def _flush(self, conn: socket.socket) -> None:
-        queued = self.outbox[conn]
+    def _flush(self, client: Client) -> None:
+        queued = client.outbox
+        assert queued is not None  # (the selector asks for writes only while there is an outbox)
         try:
-            sent = conn.send(queued)
+            sent = client.sock.send(queued)
         except BlockingIOError:
             return
         except OSError:
-            self._drop(conn)
+            self._drop(client)
             return
         del queued[:sent]
         if not queued:
-            del self.outbox[conn]
-            del self.stuck_since[conn]
-            self.selector.modify(conn, selectors.EVENT_READ, "member")
+            client.outbox = None
+            self.selector.modify(client.sock, selectors.EVENT_READ, client)
         else:
-            self.stuck_since[conn] = time.monotonic()  # it reads: the grace starts again
+            client.stuck_since = time.monotonic()  # it reads: the grace starts again
 
     def _drop_unwritable(self, now: float) -> None:
-        for conn, since in list(self.stuck_since.items()):
-            if conn in self.stuck_since and now - since > WRITE_GRACE_S:
-                self._unwritable(conn, f"it read nothing for {WRITE_GRACE_S:.0f} s")
+        for client in list(self.clients.values()):
+            if not client.gone and client.outbox is not None and now - client.stuck_since > WRITE_GRACE_S:
+                self._unwritable(client, f"it read nothing for {WRITE_GRACE_S:.0f} s")
 
-    def _unwritable(self, conn: socket.socket, why: str) -> None:
+    def _unwritable(self, client: Client, why: str) -> None:
         """A client that does not read (stopped, suspended, hung) loses its slot, as a dead one does, and
         its job's other ranks here are let go (their connections closed: they train on without turns);
         the other jobs and devices go on."""
-        member = self.members.get(conn)
+        member = client.member
         print(
             event_line(
                 json.dumps(
@@ -476,7 +486,7 @@ class TurnServer:
                         "device": member[0] if member else None,
                         "slot": member[1] if member else None,
                         "reason": why,
-                        "queued": len(self.outbox.get(conn, b"")),
+                        "queued": len(client.outbox or b""),
                         "wall_time": time.time(),
                     }
                 )
@@ -490,7 +500,7 @@ class TurnServer:
         # only left the job's rank on another device its turns: under round robin, that device's partner
         # then waited for a rank that sat in its all-reduce with the stopped one, asking for nothing
         # (bench/chaos.py stop-waiter found both).
-        self._drop(conn)
+        self._drop(client)
         if member is not None:
             for other_member, other in list(self.by_member.items()):
                 if other_member[1] == member[1]:
@@ -510,16 +520,14 @@ class TurnServer:
                     )
                     self._drop(other, withdraw=False)
 
-    def _drop(self, conn: socket.socket, withdraw: bool = True) -> None:
-        if conn not in self.buffers:
+    def _drop(self, client: Client, withdraw: bool = True) -> None:
+        if client.gone:
             return  # dropped already (a send that failed on the way)
-        member = self.members.pop(conn, None)
-        self.buffers.pop(conn, None)
-        self.outbox.pop(conn, None)
-        self.stuck_since.pop(conn, None)
-        self.asking.discard(conn)
-        self.selector.unregister(conn)
-        conn.close()
+        client.gone, client.asking, client.outbox = True, False, None
+        member, client.member = client.member, None
+        del self.clients[client.sock]
+        self.selector.unregister(client.sock)
+        client.sock.close()
         if member is not None:
             self.by_member.pop(member, None)
             if self.metrics is not None:
@@ -538,8 +546,8 @@ class TurnServer:
             if choice is None:
                 break
             slot, unpreemptible = choice
-            conn = self.by_member.get((device, slot))
-            if conn is None:  # asked, then left
+            client = self.by_member.get((device, slot))
+            if client is None:  # asked, then left
                 turns.waiting.pop(slot, None)
                 continue
             asked_at = turns.waiting[slot].since
@@ -547,8 +555,8 @@ class TurnServer:
             if self.metrics is not None:
                 self.metrics.granted(device, slot, now - asked_at)
             self._note_grant(device, slot)
-            self.asking.discard(conn)
-            if not self._send(conn, GRANT):
+            client.asking = False
+            if not self._send(client, GRANT):
                 continue  # gone, or cannot be written to: dropped, its slot withdrawn; the next one
             break
         if self.policy.preemptive and turns.holder is not None and self.policy.wants_yield(turns, now):
@@ -608,12 +616,12 @@ class TurnServer:
                 self.metrics.without_turns(device, slot, False)
         return mode
 
-    def _acquire(self, conn: socket.socket, member: tuple[int, int], now: float) -> None:
+    def _acquire(self, client: Client, member: tuple[int, int], now: float) -> None:
         """`member` asks for its next iteration's compute: in the state it runs that iteration in."""
         device, slot = member
         self.iteration[member] = self.iteration.get(member, 0) + 1
         if self._mode_at(member, now) == FREE:
-            self._grant_free(conn, device, slot)
+            self._grant_free(client, device, slot)
         else:
             self.devices[device].request(slot, now, new_iteration=True)
 
@@ -622,19 +630,19 @@ class TurnServer:
         self.fence = None
         held, self.held = self.held, []
         now = time.monotonic()
-        for conn in held:
-            member = self.members.get(conn)
-            if member is not None and conn in self.buffers:
-                self._acquire(conn, member, now)
+        for client in held:
+            member = client.member
+            if member is not None and not client.gone:
+                self._acquire(client, member, now)
                 self._decide(member[0])
 
-    def _grant_free(self, conn: socket.socket, device: int, slot: int) -> None:
+    def _grant_free(self, client: Client, device: int, slot: int) -> None:
         """A slot without turns asked: granted at once (`_decide` then serves the slots that take turns)."""
-        self.asking.discard(conn)
+        client.asking = False
         record = self._record(slot)
         record.free_grants += 1
         self._note_grant(device, slot)
-        self._send(conn, GRANT)
+        self._send(client, GRANT)
 
     def counts(self) -> dict[int, int]:
         """Per slot on this host: the most iterations it has asked for on any of its devices here."""
@@ -655,15 +663,15 @@ class TurnServer:
 
     def _heartbeat(self) -> None:
         """A byte to every worker still waiting for its turn: the server is alive, the wait goes on."""
-        for conn in list(self.asking):
-            if conn in self.outbox:
+        for client in [client for client in self.clients.values() if client.asking]:
+            if client.outbox is not None:
                 continue  # it has not read what it was sent: a keep-alive adds nothing
             try:
-                conn.send(HEARTBEAT)
+                client.sock.send(HEARTBEAT)
             except BlockingIOError:
                 pass  # its buffer is full of keep-alives it has not read: it knows we are alive
             except OSError:
-                self.asking.discard(conn)  # gone: its hang-up is read next
+                client.asking = False  # gone: its hang-up is read next
 
     def _close_barrier_on_latecomers(self) -> None:
         # A slot that never became ready (its job is stuck starting) must not hold the others back.
@@ -800,7 +808,7 @@ class TurnServer:
 
     def close(self) -> None:
         """Close every connection and the listening socket."""
-        for conn in list(self.members):
+        for conn in list(self.clients):
             conn.close()
         self.listener.close()
         self.page.close()
