@@ -92,7 +92,7 @@ GROUP_METRICS = {
     "adaptive_vs_best": "adaptive_vs_best",
 }
 # xover's run status -> MLflow's (RUNNING, FINISHED, FAILED, KILLED)
-STATUS = {
+STATUS: dict[str, str] = {
     RunStatus.FINISHED: "FINISHED",
     RunStatus.FAILED: "FAILED",
     RunStatus.LOST: "FAILED",
