@@ -22,12 +22,14 @@ check: setup
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 
-# Two workers, a module's tests on one: the end-to-end tests wait on process starts and rendezvous as
-# much as they compute (docs/measurements.md, *make test's time*); what the whole machine has once
-# (the emulated cluster, Slurm, PostgreSQL) is used under a lock, its modules one unit of work on one
-# worker, and the heaviest units are handed out first (tests/conftest.py).
+# Three workers on this machine's two cores, a module's tests on one: with two, the cores were idle while
+# a worker waited on process starts, rendezvous and Slurm's clocks (docs/measurements.md, *make test's
+# time*: 25 min 57 s with two workers, 20 min 58 s with three, the cores 98% busy). What the whole machine
+# has once (the emulated cluster, Slurm, PostgreSQL) is used under a lock, its modules one unit of work on
+# one worker, and the heaviest units are handed out first (tests/conftest.py). TEST_WORKERS=N to change.
+TEST_WORKERS ?= 3
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 bench: setup
 	$(BIN)/python bench/crossover_pair.py

@@ -4,8 +4,8 @@ server) and tests/e2e/ (real horovodrun, torchrun, ssh and Slurm processes).
 
 Every test under tests/e2e/ gets the `e2e` marker (likewise `unit` and `integration`), so `-m "not e2e"`
 selects the rest. XOVER_SKIP_E2E=1 skips tests/e2e/ on a developer's machine, and says so; under
-CI=true it is an error, not a skip: a CI runs everything. `make test` runs two pytest-xdist workers
-(`-n 2 --dist loadfile`); what the whole machine has once is used under a lock (machine_lock).
+CI=true it is an error, not a skip: a CI runs everything. `make test` runs three pytest-xdist workers
+(`-n 3 --dist loadfile`); what the whole machine has once is used under a lock (machine_lock).
 """
 
 import contextlib
@@ -45,7 +45,7 @@ def pytest_configure(config):
                                 "included; unset XOVER_SKIP_E2E")
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and LEASE_DIR_VARIABLE not in os.environ:
-        # `make test` runs two workers (pytest -n 2): each leases "this machine's devices" in a folder of
+        # `make test` runs three workers (pytest -n 3): each leases "this machine's devices" in a folder of
         # its own, or their runs would wait for each other's devices; within a worker leases work as ever
         config.xover_lease_dir = tempfile.mkdtemp(prefix=f"xover-test-leases-{worker}-")
         os.environ[LEASE_DIR_VARIABLE] = config.xover_lease_dir
@@ -71,7 +71,7 @@ def pytest_unconfigure(config):
 
 # What the whole machine has once (the emulated cluster's namespaces, the single-node Slurm cluster,
 # a PostgreSQL server): the tests that use one hold its lock while they do, whichever pytest-xdist worker
-# runs them (`make test`: -n 2 --dist loadfile, a module's tests on one worker) and whichever pytest
+# runs them (`make test`: -n 3 --dist loadfile, a module's tests on one worker) and whichever pytest
 # session (two on one machine wait for each other). A lock is the kernel's (flock): it dies with its holder.
 MACHINE_WIDE_MODULES = {  # modules that hold one for all their tests (some check that nothing is left)
     "test_cluster.py": "cluster", "test_cluster_run.py": "cluster", "test_cluster_cli.py": "cluster",
@@ -117,8 +117,8 @@ def kind_of(path: Path) -> str | None:
     return folder if folder in KINDS else None
 
 
-# make test's order (-n 2 --dist loadfile). What the machine has once is one unit of work: its modules run
-# one after another on one worker, which then never waits for the other worker's hold of the lock. The
+# make test's order (-n 3 --dist loadfile). What the machine has once is one unit of work: its modules run
+# one after another on one worker, which then never waits for another worker's hold of the lock. The
 # heaviest units go first (from `make test --durations`; a rough order is enough), so that the last
 # minutes are not one worker alone: xdist would hand out the modules with the most tests first.
 HEAVIEST_FIRST = ("cluster", "test_faults.py", "test_run.py", "test_ddp.py", "test_script_jobs.py",
