@@ -105,9 +105,11 @@ def show_run(result: Any, as_json: bool) -> None:
             )
     if result.schedule is not None:
         schedule = result.schedule
+        overlapping = schedule["groups_overlapping"]
         console.print(
-            f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {schedule['groups_overlapping']} "
-            f"groups ran at once (the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
+            f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {overlapping} "
+            f"group{'' if overlapping == 1 else 's'} ran at once "
+            f"(the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
             f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions; "
             "`--mode all` measures them one after another)"
         )
