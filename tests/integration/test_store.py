@@ -20,14 +20,34 @@ def _fill(store):
         session.add(Experiment(id="e1", kind="train", command="xover train"))
         snapshot = snapshot_recipe(session, recipe)
         assert snapshot_recipe(session, recipe).id == snapshot.id  # one snapshot per content hash
-        run = Run(experiment_id="e1", recipe_id=snapshot.id, name="mlp-digits", mode="solo", hosts="localhost:2",
-                  np=2, status="finished", exit_code=0)
+        run = Run(
+            experiment_id="e1",
+            recipe_id=snapshot.id,
+            name="mlp-digits",
+            mode="solo",
+            hosts="localhost:2",
+            np=2,
+            status="finished",
+            exit_code=0,
+        )
         session.add(run)
         session.flush()
         for step in range(10):
-            session.add(IterationMetric(run_id=run.id, step=step, time_s=step * 0.1, wall_time=1000.0 + step,
-                                        iteration_s=0.1, data_s=0.01, compute_s=0.05, communication_s=0.04,
-                                        wait_s=0.0, samples=64, loss=1.0 / (step + 1)))
+            session.add(
+                IterationMetric(
+                    run_id=run.id,
+                    step=step,
+                    time_s=step * 0.1,
+                    wall_time=1000.0 + step,
+                    iteration_s=0.1,
+                    data_s=0.01,
+                    compute_s=0.05,
+                    communication_s=0.04,
+                    wait_s=0.0,
+                    samples=64,
+                    loss=1.0 / (step + 1),
+                )
+            )
         session.add(Evaluation(run_id=run.id, step=10, metric="test_accuracy", value=0.9))
     return run.id
 
@@ -49,8 +69,9 @@ def test_plain_sql_answers_throughput(tmp_path):
     path = tmp_path / "b.db"
     _fill(open_store(str(path)))
     with sqlite3.connect(path) as db:
-        [(rate,)] = db.execute("SELECT samples_per_s FROM run_throughput WHERE experiment_id='e1' "
-                               "AND name='mlp-digits'").fetchall()
+        [(rate,)] = db.execute(
+            "SELECT samples_per_s FROM run_throughput WHERE experiment_id='e1' AND name='mlp-digits'"
+        ).fetchall()
         assert rate == pytest.approx(640.0)
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -63,18 +84,42 @@ def test_plain_sql_tells_a_comparisons_crossover_runs_apart_by_policy(tmp_path):
         session.add(Experiment(id="e2", kind="run", command="xover run"))
         snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
         for policy, iteration_s in (("work-conserving", 0.1), ("round-robin", 0.2)):
-            run = Run(experiment_id="e2", recipe_id=snapshot.id, name="mlp-digits", mode="crossover", policy=policy,
-                      engine="torch", group_index=0, hosts="localhost:2", np=2, status="finished")
+            run = Run(
+                experiment_id="e2",
+                recipe_id=snapshot.id,
+                name="mlp-digits",
+                mode="crossover",
+                policy=policy,
+                engine="torch",
+                group_index=0,
+                hosts="localhost:2",
+                np=2,
+                status="finished",
+            )
             session.add(run)
             session.flush()
             for step in range(4):
-                session.add(IterationMetric(run_id=run.id, step=step, time_s=step * iteration_s, wall_time=step,
-                                            iteration_s=iteration_s, data_s=0, compute_s=0, communication_s=0,
-                                            wait_s=0, samples=64, loss=1.0))
+                session.add(
+                    IterationMetric(
+                        run_id=run.id,
+                        step=step,
+                        time_s=step * iteration_s,
+                        wall_time=step,
+                        iteration_s=iteration_s,
+                        data_s=0,
+                        compute_s=0,
+                        communication_s=0,
+                        wait_s=0,
+                        samples=64,
+                        loss=1.0,
+                    )
+                )
     store.close()
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT policy, engine, group_index, samples_per_s FROM run_throughput "
-                          "WHERE experiment_id = 'e2' ORDER BY policy").fetchall()
+        rows = db.execute(
+            "SELECT policy, engine, group_index, samples_per_s FROM run_throughput "
+            "WHERE experiment_id = 'e2' ORDER BY policy"
+        ).fetchall()
     assert [row[:3] for row in rows] == [("round-robin", "torch", 0), ("work-conserving", "torch", 0)]
     assert [row[3] for row in rows] == pytest.approx([320.0, 640.0])
 
@@ -100,8 +145,22 @@ def test_a_database_from_the_first_release_is_upgraded_with_its_data(tmp_path):
         assert job["iterations"] == 4 and job["status"] == "finished"
         profile = session.scalars(select(Profile)).one()
         assert profile.engine == "horovod" and profile.link_ms is None
-        session.add(IterationMetric(run_id=job["run_id"], step=99, time_s=0, wall_time=0, iteration_s=0.1, data_s=0,
-                                    compute_s=0, communication_s=0, wait_s=0, samples=1, loss=None, yields=2))
+        session.add(
+            IterationMetric(
+                run_id=job["run_id"],
+                step=99,
+                time_s=0,
+                wall_time=0,
+                iteration_s=0.1,
+                data_s=0,
+                compute_s=0,
+                communication_s=0,
+                wait_s=0,
+                samples=1,
+                loss=None,
+                yields=2,
+            )
+        )
         session.commit()
     assert _schema_differences(store) == []
     with sqlite3.connect(path) as db:
@@ -141,11 +200,28 @@ def test_interference_measured_before_0009_is_derived_again_from_the_stored_coru
     with store.session() as session, session.begin():
         snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
         for name, corun_ms, stored in (("a", 60.0, 0.05), ("b", 10.0, -0.1), ("c", None, None)):
-            session.add(Profile(recipe_id=snapshot.id, recipe_hash="h", name=name, np=2, bandwidth="host",
-                                hardware="x", iterations=10, data_ms=5.0, compute_ms=35.0, comm_ms=10.0,
-                                iteration_ms=50.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1, spread={},
-                                corun_partner="mlp-balanced" if corun_ms else None, corun_device_ms=corun_ms,
-                                interference=stored))
+            session.add(
+                Profile(
+                    recipe_id=snapshot.id,
+                    recipe_hash="h",
+                    name=name,
+                    np=2,
+                    bandwidth="host",
+                    hardware="x",
+                    iterations=10,
+                    data_ms=5.0,
+                    compute_ms=35.0,
+                    comm_ms=10.0,
+                    iteration_ms=50.0,
+                    samples_per_s=1.0,
+                    memory_gb=0.1,
+                    gradient_bytes=1,
+                    spread={},
+                    corun_partner="mlp-balanced" if corun_ms else None,
+                    corun_device_ms=corun_ms,
+                    interference=stored,
+                )
+            )
     store.close()
     with sqlite3.connect(path) as db:
         db.execute("UPDATE alembic_version SET version_num = '0008'")
@@ -190,8 +266,9 @@ def _schema_differences(store):
     from xover.store.models import Base
 
     with store.engine.connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection, opts={"compare_type": False}),
-                                       Base.metadata)
+        differences = compare_metadata(
+            MigrationContext.configure(connection, opts={"compare_type": False}), Base.metadata
+        )
     return differences
 
 
@@ -233,9 +310,26 @@ def test_a_profile_of_the_old_shared_loopback_is_never_reused_as_a_rate_per_node
     with store.session() as session, session.begin():
         snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
         for name, bandwidth, hosts in (("one-host", "1gbit", 1), ("two-hosts", "1gbit", 2), ("unshaped", "host", 1)):
-            session.add(Profile(recipe_id=snapshot.id, recipe_hash="h", name=name, np=2, bandwidth=bandwidth,
-                                hosts=hosts, hardware="x", iterations=10, data_ms=5.0, compute_ms=35.0, comm_ms=10.0,
-                                iteration_ms=50.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1, spread={}))
+            session.add(
+                Profile(
+                    recipe_id=snapshot.id,
+                    recipe_hash="h",
+                    name=name,
+                    np=2,
+                    bandwidth=bandwidth,
+                    hosts=hosts,
+                    hardware="x",
+                    iterations=10,
+                    data_ms=5.0,
+                    compute_ms=35.0,
+                    comm_ms=10.0,
+                    iteration_ms=50.0,
+                    samples_per_s=1.0,
+                    memory_gb=0.1,
+                    gradient_bytes=1,
+                    spread={},
+                )
+            )
     store.close()
     with sqlite3.connect(path) as db:
         db.execute("UPDATE alembic_version SET version_num = '0011'")
@@ -263,18 +357,35 @@ def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_p
     recipe = load_recipe("mlp-balanced")
     jobs = unique_names([job_for(recipe), job_for(recipe)])
     bare = GroupToRun(0, jobs)
-    predict_unplanned(store, bare, "1gbit", "work-conserving")
+    predict_unplanned(store, bare, "1gbit", "work-conserving", ["adaptive"])
     assert bare.predicted_by_sharing == {} and adaptive_prior(bare) is None  # no profile: nothing predicted
     with store.session() as session, session.begin():
         snapshot = snapshot_recipe(session, recipe)
         # half of each iteration on the link: two copies gain by turns, not by running together
-        session.add(Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, name=recipe.name, np=recipe.np,
-                            engine=jobs[0].engine, bandwidth="1gbit", hosts=len(jobs[0].devices),
-                            hardware=hardware_fingerprint(), iterations=10, data_ms=5.0, compute_ms=45.0,
-                            comm_ms=50.0, link_ms=50.0, iteration_ms=100.0, samples_per_s=1.0, memory_gb=0.1,
-                            gradient_bytes=1, spread={}))
+        session.add(
+            Profile(
+                recipe_id=snapshot.id,
+                recipe_hash=recipe.hash,
+                name=recipe.name,
+                np=recipe.np,
+                engine=jobs[0].engine,
+                bandwidth="1gbit",
+                hosts=len(jobs[0].devices),
+                hardware=hardware_fingerprint(),
+                iterations=10,
+                data_ms=5.0,
+                compute_ms=45.0,
+                comm_ms=50.0,
+                link_ms=50.0,
+                iteration_ms=100.0,
+                samples_per_s=1.0,
+                memory_gb=0.1,
+                gradient_bytes=1,
+                spread={},
+            )
+        )
     group = GroupToRun(0, jobs)
-    predict_unplanned(store, group, "1gbit", "work-conserving")
+    predict_unplanned(store, group, "1gbit", "work-conserving", ["adaptive"])
     assert {"crossover", "concurrent"} <= set(group.predicted_by_sharing)
     assert group.predicted_by_sharing["crossover"] > group.predicted_by_sharing["concurrent"]
     assert adaptive_prior(group) == TURNS

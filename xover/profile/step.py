@@ -477,9 +477,8 @@ def _measure_corun(
     Scheduler(current.context).run([unit], exclusive=True)
     with store.session() as session, session.begin():
         runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
-        failed = [
-            r for r in runs if r.status not in (RunStatus.FINISHED, RunStatus.STOPPED)
-        ]  # only the partner can be stopped
+        # only the partner can be stopped
+        failed = [r for r in runs if r.status not in (RunStatus.FINISHED, RunStatus.STOPPED)]
         if failed:
             refused = shim_refusal(failed[0].error)
             if refused:

@@ -14,7 +14,7 @@ from ..errors import XoverError
 from ..plan.from_profiles import job_profile
 from ..plan.predict import predict_sharings
 from ..recipes import with_overrides
-from ..sharing import ADAPTIVE, RunStatus, adapts
+from ..sharing import RunStatus, adapts
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
@@ -57,9 +57,7 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
             )
 
 
-def predict_unplanned(
-    store, group: GroupToRun, bandwidth: str | None, policy: str, modes: Sequence[str] = (ADAPTIVE.name,)
-) -> None:
+def predict_unplanned(store, group: GroupToRun, bandwidth: str | None, policy: str, modes: Sequence[str]) -> None:
     """A group run without a plan (`--group`, scripts) in a way that adapts gets the gains a plan would have
     predicted for it, from the same stored profiles as its traits: it starts in the better of them
     (run/units.py), as it would from a plan. Nothing where a job has no profile at this link; an adaptive

@@ -87,7 +87,6 @@ MAX_PENDING_BYTES = 4096  # of a message still in flight (a hello is a few bytes
 MAX_QUEUED_BYTES = 64
 WRITE_GRACE_S = 5.0
 FENCE_S = 5.0  # the longest an acquire past P's counts waits for its S (the launcher gives P 2 s to be answered)
-MAX_ITERATION = 2**62  # a slot P did not count (it joined later) is never held
 MAX_WAIT_S = 86400.0  # select() refuses timeouts past ~24 days; a lease is capped at a day (XOVER_TURN_LEASE)
 SPAN_LAG = 8  # a slot's iteration this far behind its newest on this host has had its first grant on every device
 SPANS_PER_LINE = 256  # finished iterations' first grants, streamed to the launcher in lines of this many
@@ -330,7 +329,8 @@ class TurnServer:
             if command in (ACQUIRE, YIELD, STEP_IN):
                 client.asking = True
             if command == ACQUIRE:
-                if self.fence is not None and self.iteration.get(member, 0) >= self.fence.get(slot, MAX_ITERATION):
+                fence = self.fence  # (a slot P did not count, one that joined since, is never held)
+                if fence is not None and slot in fence and self.iteration.get(member, 0) >= fence[slot]:
                     self.held.append(client)  # past what P counted: its acquire waits for the switch P announced
                 else:
                     self._acquire(client, member, now)
