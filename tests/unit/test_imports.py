@@ -226,7 +226,7 @@ def test_xover_never_imports_the_frameworks_users_scripts_train_with():
 # The house's layers, ground first: a module may import its own layer and those below, never one above.
 LAYERS: list[tuple[str, ...]] = [
     # the vocabulary and the leaves every room reads
-    ("errors", "settings", "sharing", "console", "redact", "rates", "hosts", "config", "results", "workloads",
+    ("errors", "settings", "sharing", "console", "redact", "rates", "links", "hosts", "config", "results", "workloads",
      "engines", "records", "plugins"),
     # what a job is made of, and where it is kept
     ("scripts", "devices", "processes", "recipes", "store"),
