@@ -348,8 +348,8 @@ def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_p
     """`xover run --group A B --mode adaptive`: the group starts in the way its profiles predict better, as a
     planned one does (run/units.py's prior), and without turns where a job has no profile at the link."""
     from xover.devices import hardware_fingerprint
-    from xover.run.jobs import GroupToRun, job_for, unique_names
     from xover.links import Link
+    from xover.run.jobs import GroupToRun, job_for, unique_names
     from xover.run.traits import predict_unplanned
     from xover.run.units import adaptive_prior
     from xover.turns.protocol import TURNS
