@@ -260,6 +260,11 @@ LAZY_IMPORTS = {
     ("xover.cli", "xover.replay.step"),
     ("xover.cli", "xover.report"),
     ("xover.cli_cluster", "xover.emulation.cluster"),
+    # the reaper every run starts: the store and the turn service's folder only when it reaps (xover died)
+    ("xover.run.reaper", "xover.run.record"),
+    ("xover.run.reaper", "xover.store.models"),
+    ("xover.run.reaper", "xover.store.session"),
+    ("xover.run.reaper", "xover.turns.service"),
 }
 
 
