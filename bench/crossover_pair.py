@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.analysis import alone_vs_profile, model_of_profiles  # noqa: E402
+from xover.links import HOST, Link  # noqa: E402
 from xover.plan import predict_group  # noqa: E402
 from xover.plan.make import local_hosts  # noqa: E402
 from xover.plan.predict import pick_sharing, predict_considered  # noqa: E402
@@ -76,7 +77,7 @@ def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
     """The model from the stored profiles, as `xover plan` reads them: fluid bound, each policy's
     predicted speeds."""
     recipes = [load_recipe(name) for name in dict.fromkeys(pair)]
-    found, _, _, _ = profiles_of_recipes(None, recipes, bandwidth, engine=engine)
+    found, _, _, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=engine)
     by_name = {profile.name: profile for profile in found}
     profiles = []
     for index, name in enumerate(pair):
@@ -103,7 +104,9 @@ def plans_pick(pair: list[str], profiles: list, bandwidth: str, engine: str):
     """What `xover plan` of the pair would pick now, and why: from the profiles, and the pair's measurements
     kept from earlier runs where the store has some (a pair of two copies is keyed by one recipe twice)."""
     recipes = [load_recipe(name) for name in pair]
-    identities = measurements_of(None, list({r.name: r for r in recipes}.values()), engine, local_hosts(2), bandwidth)
+    identities = measurements_of(
+        None, list({r.name: r for r in recipes}.values()), engine, local_hosts(2), Link.parse(bandwidth) or HOST
+    )
     named = dataclasses.replace(
         identities, identities={p.name: identities.identities[p.name.split("#")[0]] for p in profiles}
     )
@@ -375,10 +378,9 @@ def print_replan(rows: list[dict], bandwidth: str) -> None:
         pair = row["pair"].split(":")
         if len(set(pair)) < 2:
             continue
-        found, _, _, _ = profiles_of_recipes(
-            None, [load_recipe(name) for name in pair], bandwidth, engine=row["engine"]
-        )
-        measured = measurements_of(None, [load_recipe(name) for name in pair], row["engine"], local_hosts(2), bandwidth)
+        recipes = [load_recipe(name) for name in pair]
+        found, link, _, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=row["engine"])
+        measured = measurements_of(None, recipes, row["engine"], local_hosts(2), link)
         predicted, sources = predict_considered(found, DEFAULT_POLICY, measured=measured)
         for way, value in (
             ("crossover", row["policies"][DEFAULT_POLICY]["aggregate"]),

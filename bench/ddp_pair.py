@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import xover  # noqa: E402
 from xover.analysis import group_model, profile_of_run  # noqa: E402
+from xover.links import HOST, Link  # noqa: E402
 from xover.plan import round_robin_gain, round_robin_period  # noqa: E402
 from xover.results import RunResult  # noqa: E402
 from xover.store.profiles import stored_interference  # noqa: E402
@@ -102,10 +103,11 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
             f"{_num(j['wait_ms'], 7)} {_num(j['slowdown'], 8, 2)}"
         )
 
+    link = Link.parse(bandwidth) or HOST
     alone = {n: RunResult.from_summary(by[(n, "sequential", None)]) for n in names}
     with open_store(None).session() as session:  # as `xover report` does: a recipe's interference from its profile
         for n, job in alone.items():
-            interference, link_share = stored_interference(session, by[(n, "sequential", None)], bandwidth)
+            interference, link_share = stored_interference(session, by[(n, "sequential", None)], link.key)
             alone[n] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
     print(
         "interference from stored profiles (a script has none): "
@@ -113,8 +115,8 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     )
     # the model on this run's sequential medians: the fluid bound (no schedule does better), each
     # policy simulated, and strict round robin's closed form period max(sum c, sum m, max c+m)
-    model = group_model([alone[n] for n in names], bandwidth, sorted(group["policies"]))
-    profiles = [profile_of_run(alone[n], bandwidth) for n in names]
+    model = group_model([alone[n] for n in names], link, sorted(group["policies"]))
+    profiles = [profile_of_run(alone[n], link) for n in names]
     period = round_robin_period(profiles)
     bound = model.fluid_bound
     concurrent = group["concurrent_vs_sequential"]

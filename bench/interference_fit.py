@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import select  # noqa: E402
 
 from xover.errors import XoverError  # noqa: E402
+from xover.links import Link  # noqa: E402
 from xover.plan.calibration import SHIPPED, Calibration  # noqa: E402
 from xover.plan.from_profiles import job_profile  # noqa: E402
 from xover.plan.model import interference_next_to  # noqa: E402
@@ -46,7 +47,14 @@ def profile_then(session, run: Run, experiment: Experiment) -> Profile | None:
     # that --seconds chose, so its hash is not the profiled recipe's
     hosts = len({h.split(":")[0] for h in run.hosts.split(",")})
     return interference_profile_before(
-        session, run.name, run.np, hosts, run.engine, experiment.bandwidth, experiment.hardware, experiment.created_at
+        session,
+        run.name,
+        run.np,
+        hosts,
+        run.engine,
+        Link.of_key(experiment.bandwidth).key,
+        experiment.hardware,
+        experiment.created_at,
     )
 
 

@@ -26,10 +26,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from .links import Link
 from .plan import InvalidJobProfile, JobProfile, fluid_gain, predict_group
 from .plan.model import checkpoint_interval_ms, link_busy_ms
 from .plan.predict import sharings_for
-from .rates import parse_rate
 from .results import (
     GroupComparison,
     GroupModel,
@@ -349,7 +349,7 @@ def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> 
 # ------------------------------------------------------------------------------------ the model
 
 
-def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobProfile | None:
+def profile_of_run(job: RunResult | Mapping[str, Any], link: Link) -> JobProfile | None:
     """A planner JobProfile from a job's run alone: its medians, and its link time from its gradient
     bytes at the run's link rate (its exposed communication on the host network). The run/ commands
     pass a job summary as a dict."""
@@ -358,9 +358,9 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
     if job.compute_ms is None or job.communication_ms is None or job.name is None or job.np is None:
         return None
     link_ms = job.communication_ms
-    if link and link != "host" and job.gradient_bytes:
+    if link.bits_per_s and job.gradient_bytes:
         hosts = len({h.split(":")[0] for h in (job.hosts or "localhost:1").split(",")})
-        estimate = link_busy_ms(job.gradient_bytes, job.np, hosts, parse_rate(link))
+        estimate = link_busy_ms(job.gradient_bytes, job.np, hosts, link.bits_per_s)
         span_ms = job.link_ms
         link_ms = max(link_ms, min(estimate, span_ms) if span_ms else estimate)
     on_gpu = (job.device or "").startswith("cuda")
@@ -387,7 +387,7 @@ def profile_of_run(job: RunResult | Mapping[str, Any], link: str | None) -> JobP
         return None
 
 
-def group_model(alone_jobs: Sequence[RunResult], link: str | None, policies: Sequence[str]) -> GroupModel:
+def group_model(alone_jobs: Sequence[RunResult], link: Link, policies: Sequence[str]) -> GroupModel:
     """The fluid bound and each policy's simulated gain for a group, from its jobs measured alone."""
     profiles = [p for p in (profile_of_run(job, link) for job in alone_jobs) if p is not None]
     if not profiles or len(profiles) < len(alone_jobs):

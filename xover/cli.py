@@ -20,6 +20,7 @@ from . import __version__
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError
+from .links import Link
 from .plugins import load_plugins
 from .redact import mask_credentials
 from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
@@ -164,7 +165,7 @@ def train(
             np=np,
             hosts=hosts_or_allocation(hosts),
             iterations=iterations,
-            bandwidth=bandwidth,
+            link=Link.parse(bandwidth),
             command=_command_line(),
             show_progress=not json_out,
             engine=engine,
@@ -334,7 +335,7 @@ def run(
                 mode=mode,
                 iterations=iterations,
                 seconds=seconds,
-                bandwidth=bandwidth,
+                link=Link.parse(bandwidth),
                 engine=engine,
                 policy=policy,
                 timeout_s=timeout,
@@ -424,7 +425,7 @@ def profile(
                 np=np,
                 iterations=iterations,
                 warmup=warmup,
-                bandwidth=bandwidth,
+                link=Link.parse(bandwidth),
                 engine=engine or DEFAULT_ENGINE,
                 hosts=hosts_or_allocation(hosts),
                 force=force,
@@ -528,7 +529,7 @@ def plan(
             max_group=max_group,
             algo=algo,
             out=out,
-            bandwidth=bandwidth,
+            link=Link.parse(bandwidth),
             policy=policy,
             engine=engine or DEFAULT_ENGINE,
             scripts=script_jobs,
@@ -646,7 +647,7 @@ def simulate(
             min_gain=min_gain,
             turn_policy=turn_policy,
             profiles_csv=profiles_csv,
-            bandwidth=bandwidth,
+            link=Link.parse(bandwidth),
             assign=_names(assign, "--assign"),
             seed=seed,
             restart_s=restart_s,

@@ -68,8 +68,8 @@ def canonical_rate_or_none(text: str | None) -> str | None:
 
 
 def describe_rate(text: str | None) -> str:
-    """For people: '1 Gbit/s', '200 Mbit/s'; 'host network' when unshaped."""
-    if not text or text == "host":
+    """For people: '1 Gbit/s', '200 Mbit/s'; 'host network' when unshaped (None)."""
+    if not text:
         return "host network"
     bits = parse_rate(text)
     for unit, size in (("Tbit/s", 10**12), ("Gbit/s", 10**9), ("Mbit/s", 10**6), ("kbit/s", 10**3)):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .links import Link
 from .sharing import ADAPTIVE, ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode, RunStatus
 
 
@@ -221,8 +222,7 @@ class RunOutcome:
 
     experiment: str
     results_dir: str
-    bandwidth: str | None
-    link: str | None  # None: the host's network
+    link: Link  # the run's: its JSON keys `bandwidth` (the rate this machine shaped) and `link` (the rate)
     modes: list[str]
     policies: list[str]
     jobs: list[RunResult]
@@ -243,8 +243,8 @@ class RunOutcome:
         data: dict[str, Any] = {
             "experiment": self.experiment,
             "results_dir": self.results_dir,
-            "bandwidth": self.bandwidth,
-            "link": self.link,
+            "bandwidth": self.link.shaped_rate,
+            "link": self.link.rate,
             "modes": self.modes,
             "policies": self.policies,
             "jobs": [job.to_json() for job in self.jobs],

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .console import console, errors, print_json, print_table
+from .links import HOST
 from .report import simulation
 from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
 from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
@@ -83,7 +84,7 @@ def show_run(result: Any, as_json: bool) -> None:
         print_json(shown)
         return
     print_table(
-        f"xover run  experiment {result.experiment}  link {result.link or 'host network'}",
+        f"xover run  experiment {result.experiment}  link {result.link.rate or 'host network'}",
         job_columns(True),
         shown["jobs"],
         DIGITS,
@@ -161,7 +162,7 @@ def show_plan(result: Any, as_json: bool) -> None:
     print_table(
         f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, or {ADAPTIVE} where the "
         f"best two are closer than the model's error; {CROSSOVER} under the {plan.policy} turn policy, "
-        f"link {result.bandwidth or 'host'}{from_engine})",
+        f"link {(result.link or HOST).key}{from_engine})",
         PLAN_COLUMNS,
         rows,
     )

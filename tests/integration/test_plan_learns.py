@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from xover.cli import app
 from xover.devices import hardware_fingerprint
+from xover.links import Link
 from xover.plan.step import plan_jobs
 from xover.recipes import load_recipe, with_overrides
 from xover.results import GroupComparison, PolicyResult, RunResult
@@ -54,7 +55,7 @@ def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, c
         policies={"work-conserving": PolicyResult(aggregate=crossover, window_s=10.0, overlap=0.9)},
         sequential=1.0, measured={"crossover": crossover, "concurrent": concurrent, "adaptive": adaptive},
         overlaps={"crossover": 0.9, "concurrent": 0.9, "adaptive": 0.9}, crossover_policy="work-conserving")
-    kept = learn_measurements(store, experiment, [group], results, [comparison], link)
+    kept = learn_measurements(store, experiment, [group], results, [comparison], Link.of_key(link))
     store.close()
     return kept
 
@@ -62,7 +63,7 @@ def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, c
 def _plan(db, tmp_path, link="1gbit"):
     written = plan_jobs(str(db), recipe_paths=list(PAIR), trace_csv=None, devices=2, hosts=None,
                         device_memory_gb=None, max_group=2, algo="matching", out=str(tmp_path / "plan.json"),
-                        bandwidth=link)
+                        link=Link.parse(link))
     [group] = written.plan.groups
     return group
 

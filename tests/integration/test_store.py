@@ -348,6 +348,7 @@ def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_p
     """`xover run --group A B --mode adaptive`: the group starts in the way its profiles predict better, as a
     planned one does (run/units.py's prior), and without turns where a job has no profile at the link."""
     from xover.devices import hardware_fingerprint
+    from xover.links import Link
     from xover.run.jobs import GroupToRun, job_for, unique_names
     from xover.run.traits import predict_unplanned
     from xover.run.units import adaptive_prior
@@ -357,7 +358,7 @@ def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_p
     recipe = load_recipe("mlp-balanced")
     jobs = unique_names([job_for(recipe), job_for(recipe)])
     bare = GroupToRun(0, jobs)
-    predict_unplanned(store, bare, "1gbit", "work-conserving", ["adaptive"])
+    predict_unplanned(store, bare, Link.parse("1gbit"), "work-conserving", ["adaptive"])
     assert bare.predicted_by_sharing == {} and adaptive_prior(bare) is None  # no profile: nothing predicted
     with store.session() as session, session.begin():
         snapshot = snapshot_recipe(session, recipe)
@@ -385,7 +386,7 @@ def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_p
             )
         )
     group = GroupToRun(0, jobs)
-    predict_unplanned(store, group, "1gbit", "work-conserving", ["adaptive"])
+    predict_unplanned(store, group, Link.parse("1gbit"), "work-conserving", ["adaptive"])
     assert {"crossover", "concurrent"} <= set(group.predicted_by_sharing)
     assert group.predicted_by_sharing["crossover"] > group.predicted_by_sharing["concurrent"]
     assert adaptive_prior(group) == TURNS

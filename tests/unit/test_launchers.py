@@ -4,13 +4,14 @@ launcher does not take or inputs it cannot run (the launches themselves are test
 import pytest
 
 from xover.errors import XoverError
+from xover.links import HOST, Link
 from xover.run.launchers import LAUNCHERS, LaunchRequest, check_launcher_options, launcher_named, launchers_help
 
 
 def _request(**fields):
     from xover.run.commands import RunOptions
 
-    return LaunchRequest(store=None, groups=[], units=[], options=RunOptions(**fields), link="host")
+    return LaunchRequest(store=None, groups=[], units=[], options=RunOptions(**fields), link=HOST)
 
 
 def test_the_registry_names_each_launcher_once_with_its_help():
@@ -34,7 +35,7 @@ def test_options_of_another_launcher_are_refused_by_name():
 def test_slurm_runs_plan_files_only_without_a_shaped_link_or_mps():
     launcher_named("slurm").check(_request(plan_path="plan.json"))
     launcher_named("local").check(_request())
-    for fields in ({}, {"plan_path": "plan.json", "bandwidth": "1gbit"}, {"plan_path": "plan.json", "mps": True}):
+    for fields in ({}, {"plan_path": "plan.json", "link": Link.parse("1gbit")}, {"plan_path": "plan.json", "mps": True}):
         with pytest.raises(XoverError, match="--launcher slurm runs a plan file"):
             launcher_named("slurm").check(_request(**fields))
 

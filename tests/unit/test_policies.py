@@ -226,16 +226,17 @@ def test_the_link_stays_shared_when_an_order_could_starve_or_is_not_clear():
 
 
 def test_a_job_without_a_profile_gets_its_link_fraction_from_its_run_alone():
+    from xover.links import HOST, Link
     from xover.run.traits import traits_from_summary
 
     # the DDP script of bench/ddp_pair.py alone at 1 Gbit/s: 19 ms compute, 70 ms exposed all-reduce of 3.2 MB
     script = {"name": "ddp_digits", "status": "finished", "np": 2, "hosts": "localhost:2", "data_ms": 0.0,
               "compute_ms": 19.0, "communication_ms": 70.0, "gradient_bytes": 3_200_000, "link_ms": 80.0,
               "comm_cpu_ms": 5.0}
-    learnt = traits_from_summary(script, None, "1gbit")
+    learnt = traits_from_summary(script, None, Link.parse("1gbit"))
     assert learnt.rank is not None and 0.6 < learnt.link_fraction <= 1.0
     # resnet-synthetic's stored profile: 73 ms compute, 5 ms of link per 77 ms
     recipe = SlotTraits(link_fraction=5 / 77)
     assert link_bands({0: recipe, 1: learnt}) == {0: 0, 1: 1}  # the recipe first on the link, the script after
-    assert traits_from_summary(script, None, "host").link_fraction is None  # no rate, no link time
-    assert traits_from_summary({**script, "status": "failed"}, None, "1gbit") is None
+    assert traits_from_summary(script, None, HOST).link_fraction is None  # no rate, no link time
+    assert traits_from_summary({**script, "status": "failed"}, None, Link.parse("1gbit")) is None

@@ -26,9 +26,23 @@ def test_rates_are_described_for_people():
 
 
 def test_host_means_the_unshaped_network_for_every_command():
-    from xover.emulation.network import requested_rate
+    from xover.links import HOST, Link
 
-    assert requested_rate("host") is None and requested_rate(None) is None and requested_rate("") is None
-    assert requested_rate("1000mbit") == "1gbit"
+    # --bandwidth host is the host network, nothing to shape; no --bandwidth is "not given" (the command's default)
+    assert Link.parse("host") is HOST and HOST.shaped_rate is None and HOST.key == "host"
+    assert Link.parse(None) is None and Link.parse("") is None
+    assert Link.parse("1000mbit").shaped_rate == "1gbit"
     with pytest.raises(RateError):
-        requested_rate("fast")
+        Link.parse("fast")
+
+
+def test_a_link_carries_its_key_label_and_how_to_ask_for_it_again():
+    from xover.links import HOST, Link, LinkKind
+
+    shaped, cluster = Link.parse("125MB/s"), Link.cluster("1gbit")
+    assert (shaped.kind, shaped.key, shaped.label, shaped.flag) == (LinkKind.SHAPED, "1gbit", "1 Gbit/s", " --bandwidth 1gbit")
+    # the emulated cluster's NICs: keyed by their rate like a shaped loopback, but nothing to shape or ask for here
+    assert (cluster.key, cluster.label, cluster.shaped_rate, cluster.flag) == ("1gbit", "1 Gbit/s", None, "")
+    assert (HOST.key, HOST.label, HOST.bits_per_s, HOST.flag) == ("host", "host network", None, "")
+    assert Link.cluster(None) is HOST and Link.of_key("host") is HOST and Link.of_key(None) is HOST
+    assert Link.of_key("1000mbit") == Link.parse("1gbit") and shaped.bits_per_s == 10**9

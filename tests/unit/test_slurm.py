@@ -141,12 +141,13 @@ def _request(plan, db_url: str):
     """One group of a plan (crossover, work-conserving, engine torch, 5 iterations) for the store at `db_url`."""
     import types
 
+    from xover.links import HOST
     from xover.run.commands import RunOptions
     from xover.run.launchers import LaunchRequest
 
     return LaunchRequest(store=types.SimpleNamespace(url=db_url), groups=[types.SimpleNamespace(index=0, jobs=[])], units=[],
                          options=RunOptions(modes=("crossover",), policies=("work-conserving",), engine="torch",
-                                            iterations=5, plan_path=str(plan)), link="host")
+                                            iterations=5, plan_path=str(plan)), link=HOST)
 
 
 def _following(tmp_path, reaped: list | None = None):

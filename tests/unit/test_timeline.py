@@ -51,22 +51,24 @@ def test_overlap_says_how_much_of_the_time_jobs_ran_together():
 
 def test_the_model_from_a_run_alone_yields_at_its_layer_boundaries():
     from xover.analysis import profile_of_run
+    from xover.links import Link
 
     job = {"name": "a", "np": 2, "compute_ms": 90.0, "data_ms": 10.0, "communication_ms": 20.0,
            "hosts": "localhost:2", "gradient_bytes": None, "comm_cpu_ms": None}
     # 50 layer boundaries in 100 ms of device time: it can give a turn up every 2 ms, as its profile says
-    assert profile_of_run({**job, "checkpoints": 50}, "1gbit").checkpoint_ms == pytest.approx(2.0)
-    assert profile_of_run({**job, "checkpoints": None}, "1gbit").checkpoint_ms == 1.0  # not recorded: the default
+    assert profile_of_run({**job, "checkpoints": 50}, Link.parse("1gbit")).checkpoint_ms == pytest.approx(2.0)
+    assert profile_of_run({**job, "checkpoints": None}, Link.parse("1gbit")).checkpoint_ms == 1.0  # not recorded: the default
 
 
 def test_the_model_from_a_run_alone_charges_communication_cpu_to_cpu_devices_only():
     from xover.analysis import profile_of_run
+    from xover.links import HOST
 
     job = {"name": "a", "np": 2, "compute_ms": 76.0, "data_ms": 0.0, "communication_ms": 28.0,
            "hosts": "localhost:2", "gradient_bytes": None, "comm_cpu_ms": 28.0}
     # Gloo's threads copy through host memory: on CPU cores that is the partner's compute time, on a GPU it is not
-    assert profile_of_run({**job, "device": "cpu"}, "host").comm_cpu == pytest.approx(1.0)
-    on_gpu = profile_of_run({**job, "device": "cuda:0"}, "host")
+    assert profile_of_run({**job, "device": "cpu"}, HOST).comm_cpu == pytest.approx(1.0)
+    on_gpu = profile_of_run({**job, "device": "cuda:0"}, HOST)
     assert on_gpu.comm_cpu == 0.0 and on_gpu.device_share == pytest.approx(76.0 / 104.0)
 
 

@@ -51,12 +51,6 @@ def check_rate(rate: str) -> str:
     return canonical_rate(rate)
 
 
-def requested_rate(bandwidth: str | None) -> str | None:
-    """--bandwidth as a command takes it: None or 'host' (the unshaped network, as `xover plan` and
-    the store name it), else a rate, checked and canonical."""
-    return None if not bandwidth or bandwidth == "host" else check_rate(bandwidth)
-
-
 def missing_tools() -> list[str]:
     """The tools a shaped network needs that are not on PATH."""
     return [tool for tool in ("unshare", "nsenter", "ip", "tc", "sysctl") if shutil.which(tool) is None]

@@ -16,7 +16,7 @@ from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..hosts import parse_hosts
-from ..rates import canonical_rate, describe_rate
+from ..links import Link
 from ..recipes import Recipe, load_recipe, with_overrides
 from ..redact import MASK
 from ..scripts import check_engine
@@ -65,14 +65,14 @@ def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
 def profiles_of_recipes(
     db: str | None,
     recipes: list[Recipe],
-    bandwidth: str | None,
+    link: Link | None,
     hosts: list[tuple[str, int]] | None = None,
     engine: str = DEFAULT_ENGINE,
-) -> tuple[list[JobProfile], dict[str, str], str, str]:
+) -> tuple[list[JobProfile], dict[str, str], Link, str]:
     """JobProfiles from the newest stored profile of each recipe (this hardware first, then any), all
-    taken at one link rate: `bandwidth`, or the one rate at which every recipe was profiled; a built-in
+    taken on one link: `link` (--bandwidth), or the one at which every recipe was profiled; a built-in
     model's under `engine`, a script's under its own. Returns the profiles, job name -> recipe (or
-    job file) path, the link rate used, and the kind of device the profiles were taken on ('gpu' if
+    job file) path, the link used, and the kind of device the profiles were taken on ('gpu' if
     any was; a plan made on a login node runs on GPU nodes)."""
     store = open_store(db)
     hardware = hardware_fingerprint()
@@ -80,20 +80,20 @@ def profiles_of_recipes(
     for name in names:
         if names.count(name) > 1:
             raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
-    link = bandwidth or _common_link(store, recipes, engine)
+    link = link or _common_link(store, recipes, engine)
     jobs, paths, kind = [], {}, "cpu"
     for recipe in recipes:
         job_engine = engine_of(recipe, engine)
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
-        found = find_profile(store, recipe.hash, recipe.np, link, hardware, job_engine, hosts=spanned) or find_profile(
-            store, recipe.hash, recipe.np, link, None, job_engine, hosts=spanned
+        key = link.key
+        found = find_profile(store, recipe.hash, recipe.np, key, hardware, job_engine, hosts=spanned) or find_profile(
+            store, recipe.hash, recipe.np, key, None, job_engine, hosts=spanned
         )
         if found is None:
-            shown = "" if link == "host" else f" --bandwidth {link}"
             across = f" over {spanned} hosts" if spanned > 1 else ""
             raise XoverError(
-                f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {link}: run "
-                f"`xover profile {_profile_target(recipe)}{shown}{_engine_flag(recipe, engine)}"
+                f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {key}: run "
+                f"`xover profile {_profile_target(recipe)}{link.flag}{_engine_flag(recipe, engine)}"
                 f"{' -H ...' if spanned > 1 else ''}` first"
                 + _changed_hint(store, recipe)
                 + _other_engine_hint(store, recipe, job_engine)
@@ -130,13 +130,13 @@ def script_entries(recipes: list[Recipe]) -> dict[str, PlannedScript]:
 
 @dataclass(frozen=True)
 class PlanWritten:
-    """What `xover plan` made: the plan, its id in the store, its file, the link rate of its profiles,
-    and the engine of its built-in models (None when it has none)."""
+    """What `xover plan` made: the plan, its id in the store, its file, the link of its profiles (None for
+    a --profiles trace), and the engine of its built-in models (None when it has none)."""
 
     plan: Plan
     plan_id: int
     path: str
-    bandwidth: str | None
+    link: Link | None
     engine: str | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +145,7 @@ class PlanWritten:
             **plan_to_dict(self.plan),
             "plan_id": self.plan_id,
             "path": self.path,
-            "bandwidth": self.bandwidth,
+            "bandwidth": self.link.key if self.link is not None else None,
             "engine": self.engine,
         }
 
@@ -180,8 +180,8 @@ def _other_engine_hint(store, recipe, engine: str) -> str:
     return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 
-def _common_link(store, recipes: list[Recipe], engine: str) -> str:
-    """The link rate at which every recipe has a profile under its engine, when --bandwidth is not given."""
+def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
+    """The link at which every recipe has a profile under its engine, when --bandwidth is not given."""
     rates = profiled_links(store, [(recipe.hash, recipe.np, engine_of(recipe, engine)) for recipe in recipes])
     missing = [recipe for recipe, found in zip(recipes, rates) if not found]
     if missing:
@@ -198,18 +198,18 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> str:
         )
     common = set.intersection(*rates)
     if len(common) == 1:
-        return common.pop()
+        return Link.of_key(common.pop())
     seen = sorted(set.union(*rates))
     if not common:
         raise XoverError(
             "the recipes were profiled at different link rates ("
-            + ", ".join(describe_rate(r) for r in seen)
+            + ", ".join(Link.of_key(key).label for key in seen)
             + "): profile them all at one rate "
             "(`xover profile ... --bandwidth RATE`) and give it with --bandwidth"
         )
     raise XoverError(
         "the recipes were profiled at several link rates ("
-        + ", ".join(describe_rate(r) for r in sorted(common))
+        + ", ".join(Link.of_key(key).label for key in sorted(common))
         + "): say which to plan for with --bandwidth (or 'host' for the unshaped network)"
     )
 
@@ -225,7 +225,7 @@ def plan_jobs(
     max_group: int,
     algo: str,
     out: str | None,
-    bandwidth: str | None = None,
+    link: Link | None = None,
     policy: str = DEFAULT_POLICY,
     engine: str = DEFAULT_ENGINE,
     scripts: list[Recipe] | None = None,
@@ -244,22 +244,20 @@ def plan_jobs(
         max_group,
         algo,
         out,
-        bandwidth,
+        link,
         policy,
         engine,
         np,
     )
-    if bandwidth and bandwidth != "host":
-        bandwidth = canonical_rate(bandwidth)
     device_kind = None
     recipes: dict[str, str]  # job name -> recipe path
     if trace_csv:
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
     else:
         loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
-        jobs, recipes, bandwidth, device_kind = profiles_of_recipes(db, loaded, bandwidth, host_list, engine)
+        jobs, recipes, link, device_kind = profiles_of_recipes(db, loaded, link, host_list, engine)
         scripted = script_entries(loaded)
-    measured = NONE if trace_csv else measurements_of(db, loaded, engine, host_list, bandwidth or "host")
+    measured = NONE if trace_csv or link is None else measurements_of(db, loaded, engine, host_list, link)
     plan = make_plan(
         jobs,
         host_list,
@@ -271,7 +269,7 @@ def plan_jobs(
     )
     plan = replace(plan, recipes=recipes, scripts=scripted)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
-        plan = replace(plan, link=bandwidth, engine=engine, device_kind=device_kind)
+        plan = replace(plan, link=link.key if link is not None else None, engine=engine, device_kind=device_kind)
     body = plan_to_dict(plan)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
@@ -283,7 +281,7 @@ def plan_jobs(
     with store.session() as session, session.begin():
         plan_id = store_plan(session, plan, str(path))
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
-    return PlanWritten(plan, plan_id, str(path), bandwidth, engine if built_in else None)
+    return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
 
 
 def _checked_plan_options(
@@ -295,7 +293,7 @@ def _checked_plan_options(
     max_group: int,
     algo: str,
     out: str | None,
-    bandwidth: str | None,
+    link: Link | None,
     policy: str,
     engine: str,
     np: int | None,
@@ -315,7 +313,7 @@ def _checked_plan_options(
         raise XoverError(f"--np {np}: give the ranks per job, a whole number >= 1")
     if trace_csv and np is not None:
         raise XoverError("--np picks stored profiles of recipes; a --profiles trace carries each job's devices")
-    if trace_csv and bandwidth:
+    if trace_csv and link is not None:
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles trace carries its own times")
     if out is not None and not out.strip():
         raise XoverError("--out: give a file name for the plan (default plan.json in the results folder)")
@@ -335,7 +333,7 @@ def _checked_plan_options(
 
 
 def measurements_of(
-    db: str | None, recipes: list[Recipe], engine: str, hosts: list[tuple[str, int]], link: str
+    db: str | None, recipes: list[Recipe], engine: str, hosts: list[tuple[str, int]], link: Link
 ) -> Measurements:
     """What was measured before on groups of these recipes, as they run here (each one's workload, ranks,
     engine and hosts; the link; this hardware): the newest figure of each way (plan/measured.py)."""
@@ -345,7 +343,7 @@ def measurements_of(
     }
     known = set(identities.values())
     ways: dict[str, dict[str, MeasuredWay]] = {}
-    for row in newest_measurements(open_store(db), link, hardware_fingerprint()):
+    for row in newest_measurements(open_store(db), link.key, hardware_fingerprint()):
         members = [JobIdentity(job["workload"], job["np"], job["engine"], job["hosts"]) for job in row["jobs"]]
         if not all(member in known for member in members):
             continue

@@ -36,15 +36,14 @@ from sqlalchemy import select
 from ..devices import gpu_ids, hardware_fingerprint, local_device_count
 from ..errors import XoverError
 from ..hosts import parse_hosts
+from ..links import Link
 from ..plan.from_profiles import job_profile
 from ..plan.model import link_busy_ms, measured_interference
-from ..rates import parse_rate
 from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
 from ..run.experiment import Experiment, experiment, lease_devices, link_of
 from ..run.jobs import job_for
 from ..run.mps import MpsDaemon, control_program
 from ..run.ranks import check_devices
-from ..run.reach import requested_rate
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
 from ..run.traits import traits_of
@@ -180,13 +179,13 @@ def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
     }
 
 
-def link_ms_of(summary: dict[str, Any], gradient_bytes: int, np: int, hosts: int, link: str) -> float:
+def link_ms_of(summary: dict[str, Any], gradient_bytes: int, np: int, hosts: int, link: Link) -> float:
     """The link's busy time per iteration: what the gradient bytes take at the link's rate, within
     [exposed communication, the measured span of the all-reduces]; unshaped: the exposed time."""
     comm = summary["comm_ms"]
-    if link == "host":
+    if link.bits_per_s is None:
         return comm
-    estimate = link_busy_ms(gradient_bytes, np, hosts, parse_rate(link))
+    estimate = link_busy_ms(gradient_bytes, np, hosts, link.bits_per_s)
     span = summary["link_span_ms"]
     return max(comm, min(estimate, span) if span is not None else estimate)
 
@@ -295,7 +294,7 @@ class ProfileOptions:
     np: int | None = None  # every recipe's ranks (default: its own)
     iterations: int = 30
     warmup: int = 5  # iterations left out of the figures
-    bandwidth: str | None = None  # a link rate, 'host', or None: the jobs' own
+    link: Link | None = None  # --bandwidth (a shaped loopback, or the host network); None: the jobs' own
     engine: str = "horovod"  # what runs the built-in models (a script runs under its own)
     hosts: str | None = None  # -H
     force: bool = False  # measure again even where a stored profile fits
@@ -318,7 +317,6 @@ def profile_recipes(
     its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
     if options.warmup < 0 or options.iterations <= options.warmup + 2:
         raise XoverError(f"--iterations ({options.iterations}) must exceed --warmup ({options.warmup}) by at least 3")
-    bandwidth = requested_rate(options.bandwidth)
     recipes = [with_overrides(load_recipe(path), np=options.np) for path in recipe_paths] + list(scripts or [])
     if not recipes:
         raise XoverError("give recipes or job files to profile (or --script FILE)")
@@ -328,8 +326,8 @@ def profile_recipes(
         raise XoverError(f"--corun-with: {error}") from None
     jobs = [job_for(recipe, options.hosts, engine=options.engine) for recipe in recipes]
     check_devices(jobs)
-    profiling = _Profiling(open_store(db), options, recipes, jobs, link_of(jobs, bandwidth), partner_recipe)
-    return profiling.run(bandwidth)
+    profiling = _Profiling(open_store(db), options, recipes, jobs, link_of(jobs, options.link), partner_recipe)
+    return profiling.run()
 
 
 class _Profiling:
@@ -341,7 +339,7 @@ class _Profiling:
         options: ProfileOptions,
         recipes: list[Recipe],
         jobs: list[Any],
-        link: str,
+        link: Link,
         partner_recipe: Recipe | None,
     ) -> None:
         self.store, self.options, self.recipes, self.jobs, self.link = store, options, recipes, jobs, link
@@ -366,14 +364,16 @@ class _Profiling:
 
     def stored(self, recipe: Recipe, job: Any) -> Profile | None:
         """The profile stored for this recipe and placement on this link and hardware, if any."""
-        return find_profile(self.store, recipe.hash, recipe.np, self.link, self.hardware, job.engine, len(job.devices))
+        return find_profile(
+            self.store, recipe.hash, recipe.np, self.link.key, self.hardware, job.engine, len(job.devices)
+        )
 
-    def run(self, bandwidth: str | None) -> list[dict[str, Any]]:
+    def run(self) -> list[dict[str, Any]]:
         """Measure what is missing, in one experiment; every profile, each marked reused or not."""
         options = self.options
         if self.alone or self.corun or self.stretch:
             with experiment(
-                self.store, "profile", options.command, bandwidth, default_sinks(options.show_progress), link=self.link
+                self.store, "profile", options.command, self.link, default_sinks(options.show_progress)
             ) as current:
                 lease_devices(current, self.jobs, options.wait)
                 self._measure(current)
@@ -589,7 +589,7 @@ def _store_profile(
     store: Store,
     recipe,
     run_id: int,
-    link: str,
+    link: Link,
     hardware: str,
     warmup: int,
     engine: str,
@@ -619,7 +619,7 @@ def _store_profile(
             name=recipe.name,
             np=recipe.np,
             engine=engine,
-            bandwidth=link,
+            bandwidth=link.key,
             hardware=hardware,
             hosts=hosts,
             iterations=summary["iterations"],

@@ -17,6 +17,7 @@ from sqlalchemy import insert
 
 from ..errors import XoverError
 from ..hosts import parse_hosts
+from ..links import Link
 from ..plan.model import JobProfile
 from ..plan.placement import Host
 from ..plan.state import PLACEMENTS
@@ -62,7 +63,7 @@ class SimulateRequest:
     min_gain: float = 0.05
     turn_policy: str = DEFAULT_POLICY
     profiles_csv: str | None = None
-    bandwidth: str | None = None
+    link: Link | None = None  # --bandwidth: stored profiles taken on it
     assign: Sequence[str] = ()
     seed: int = 0
     restart_s: float = 0.0
@@ -163,9 +164,7 @@ def check_request(request: SimulateRequest) -> None:
         raise XoverError(f"--jobs {request.jobs}: give how many of the trace's first jobs to replay, >= 1")
 
 
-def profile_lookup(
-    db: str | None, profiles_csv: str | None, bandwidth: str | None
-) -> Callable[[str], JobProfile | None]:
+def profile_lookup(db: str | None, profiles_csv: str | None, link: Link | None) -> Callable[[str], JobProfile | None]:
     """How a model name becomes a profile: a row of the profiles CSV (`xover plan --profiles`' format), or
     the newest stored profile of the recipe of that name (at --bandwidth, or its one link rate)."""
     if profiles_csv:
@@ -175,7 +174,7 @@ def profile_lookup(
 
     def stored(name: str) -> JobProfile | None:
         if name not in found:
-            jobs, _, _, _ = profiles_of_recipes(db, [load_recipe(name)], bandwidth)
+            jobs, _, _, _ = profiles_of_recipes(db, [load_recipe(name)], link)
             found[name] = jobs[0]
         return found[name]
 
@@ -216,7 +215,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     """Replay the trace under each policy, store the simulation, and return it."""
     check_request(request)
     hosts = cluster_hosts(request.hosts, request.cluster)
-    lookup = profile_lookup(db, request.profiles_csv, request.bandwidth)
+    lookup = profile_lookup(db, request.profiles_csv, request.link)
     trace = load_trace(
         request.trace,
         request.fmt,

@@ -24,6 +24,7 @@ from ..analysis import (
     rows_of,
 )
 from ..errors import XoverError
+from ..links import Link
 from ..redact import mask_credentials
 from ..results import (
     ExperimentInfo,
@@ -186,25 +187,24 @@ def jobs_and_groups(
         plan_row = session.get(PlanRow, experiment.plan_id)
         planned_groups = list((plan_row.body or {}).get("groups", [])) if plan_row is not None else []
     timelines = adaptive_timelines(session, experiment.id)
+    link = Link.of_key(experiment.bandwidth, "the experiment's link")
     groups = []
     for comparison in comparisons:
         alone = []  # the group's jobs alone, with their profiles' interference
         for position, job in enumerate(jobs):
             if job.group == comparison.group and job.mode == Mode.SEQUENTIAL and job.name in comparison.jobs:
-                interference, link_share = stored_interference(session, _profile_key(job), experiment.bandwidth)
+                interference, link_share = stored_interference(session, _profile_key(job), link.key)
                 jobs[position] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
                 alone.append(jobs[position])
         drift = {
             job.name: alone_vs_profile(
                 job,
-                profile_device_ms(
-                    session, _profile_key(job), experiment.bandwidth, job.span_hosts, experiment.created_at
-                ),
+                profile_device_ms(session, _profile_key(job), link.key, job.span_hosts, experiment.created_at),
             )
             for job in alone
         }
         model = (
-            group_model(alone, experiment.bandwidth, sorted(comparison.policies))
+            group_model(alone, link, sorted(comparison.policies))
             if len(alone) == len(comparison.jobs)
             else GroupModel()
         )

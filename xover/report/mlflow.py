@@ -37,6 +37,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..console import errors
+from ..links import HOST_KEY
 from ..redact import MASK, mask_word, without_secrets_of
 from ..results import RunResult
 from ..sharing import CONCURRENT, CROSSOVER, RunStatus, turn_taking
@@ -312,7 +313,7 @@ def _write_parent(client: MlflowClient, experiment_id: str, report: ExperimentRe
     params = {
         "kind": info.kind,
         "command": info.command,
-        "link": info.bandwidth or "host",
+        "link": info.bandwidth or HOST_KEY,
         "hosts": info.hosts,
         "plan_id": info.plan_id,
         "hardware": info.hardware,
@@ -385,7 +386,7 @@ def _write_job(
         "device": job.device,
         "backend": job.backend,
         "iterations_planned": job.iterations_planned,
-        "link": report.experiment.bandwidth or "host",
+        "link": report.experiment.bandwidth or HOST_KEY,
         **recipe,
     }
     metrics = {key: float(getattr(job, field)) for key, field in JOB_METRICS.items() if _number(getattr(job, field))}

@@ -134,7 +134,8 @@ class BatchLauncher(Launcher):
     # -- the launch, shared --------------------------------------------------------------------
     def check(self, request: LaunchRequest) -> None:
         """Refuse all but a plan file, and --bandwidth or --mps, which cannot reach another machine's jobs."""
-        if not request.options.plan_path or request.options.bandwidth or request.options.mps:
+        shaped = request.options.link is not None and request.options.link.shaped_rate is not None
+        if not request.options.plan_path or shaped or request.options.mps:
             raise XoverError(
                 f"--launcher {self.name} runs a plan file (each group one {self.scheduler} job), without "
                 "--bandwidth or --mps"

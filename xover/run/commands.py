@@ -17,6 +17,7 @@ from typing import Any
 from ..analysis import compare, experiment_jobs
 from ..console import errors
 from ..errors import XoverError
+from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
@@ -35,7 +36,6 @@ from .launchers import check_launcher_options, hosts_or_allocation, launcher_nam
 from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
-from .reach import requested_rate
 from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
@@ -51,7 +51,7 @@ def train_recipe(
     np: int | None = None,
     hosts: str | None = None,
     iterations: int | None = None,
-    bandwidth: str | None = None,
+    link: Link | None = None,
     command: str = "xover train",
     show_progress: bool = True,
     engine: str = "horovod",
@@ -60,14 +60,11 @@ def train_recipe(
 ) -> dict[str, Any]:
     """`xover train`: one recipe alone. Returns the experiment's job summaries."""
     recipe = with_overrides(load_recipe(recipe_path), iterations=iterations, np=np)
-    bandwidth = requested_rate(bandwidth)
     job = job_for(recipe, hosts, engine=engine)
     check_devices([job])
-    link = link_of([job], bandwidth)
+    run_on = link_of([job], link)
     store = open_store(db)
-    with experiment(
-        store, "train", command, bandwidth, default_sinks(show_progress), timeout_s=timeout_s, link=link
-    ) as current:
+    with experiment(store, "train", command, run_on, default_sinks(show_progress), timeout_s=timeout_s) as current:
         lease_devices(current, [job], wait)
         Scheduler(current.context).run([Unit([job], Mode.SOLO.value)], exclusive=True)
     with store.session() as session:
@@ -98,7 +95,7 @@ class RunAsked:
     mode: str | None = None
     iterations: int | None = None
     seconds: float | None = None
-    bandwidth: str | None = None
+    link: Link | None = None  # --bandwidth
     engine: str | None = None
     policy: str | None = None
     timeout_s: float | None = None
@@ -128,13 +125,13 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
         iterations=asked.iterations,
         engine=asked.engine,
         allow_changed=asked.allow_changed,
-        bandwidth=asked.bandwidth,
+        link=asked.link,
         launcher=asked.launcher,
         policy=asked.policy,
     )
     if chosen.link_from_plan:
         errors.print(
-            f"link {chosen.bandwidth}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",
+            f"link {chosen.link}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",
             highlight=False,
         )
     check_seconds("--seconds", asked.seconds)
@@ -152,7 +149,7 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
             modes=tuple(modes),
             policies=tuple(chosen.policies),
             engine=chosen.engine,
-            bandwidth=chosen.bandwidth,
+            link=chosen.link,
             iterations=asked.iterations,
             seconds=asked.seconds,
             timeout_s=asked.timeout_s,
@@ -178,7 +175,6 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     modes, policies = list(options.modes), list(options.policies) or [DEFAULT_POLICY]
     if modes == [PLANNED]:
         policies = policies[:1]
-    bandwidth = requested_rate(options.bandwidth)
     settings_from_env()  # a bad variable is refused before the plan is recorded
     chosen = launcher_named(options.launcher)
     # a group the plan put under MPS runs under the run's MPS daemon (so do the plan's other groups); under a
@@ -192,7 +188,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     warning = crossover_warning([job for group in groups for job in group.jobs], run_modes)
     if warning and chosen.runs_here:
         errors.print(f"warning: {warning}", highlight=False, markup=False)
-    link = link_of([job for group in groups for job in group.jobs], bandwidth)
+    link = link_of([job for group in groups for job in group.jobs], options.link)
     store = open_store(db)
     for group in groups:
         attach_traits(store, group.jobs, link)
@@ -200,7 +196,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         if options.seconds is not None:
             give_seconds(group.jobs, options.seconds, link)
     comparison = len(modes) > 1 or modes == [Mode.SEQUENTIAL] or len(policies) > 1
-    resolved = replace(options, modes=tuple(modes), policies=tuple(policies), bandwidth=bandwidth, mps=mps)
+    resolved = replace(options, modes=tuple(modes), policies=tuple(policies), mps=mps)
     request = LaunchRequest(
         store=store,
         groups=groups,
@@ -238,8 +234,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     return RunOutcome(
         experiment=current.id,
         results_dir=str(current.results_dir),
-        bandwidth=bandwidth,
-        link=None if link == "host" else link,
+        link=link,
         modes=modes,
         policies=policies,
         jobs=jobs,

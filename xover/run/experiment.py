@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..config import XOVER_ROOT, results_root
 from ..console import errors
+from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus
 from ..store.queries import new_experiment_id
@@ -28,7 +29,7 @@ from ..store.session import Store
 from .adaptive import AdaptiveSettings
 from .jobs import JobSpec
 from .leases import DeviceLeases, describe_busy
-from .reach import link_rate
+from .reach import run_link
 from .record import Recorder, reconcile_lost
 from .schedule import RunContext
 from .sinks import MetricSink, StoreSink, deliver, sinks_named
@@ -96,11 +97,12 @@ class Experiment:
         return self.context.results_dir
 
 
-def link_of(jobs: list[JobSpec], bandwidth: str | None) -> str:
-    """The link a run's figures are keyed by: --bandwidth (this machine's shaped loopback), 'host'
-    (unshaped), or the emulated cluster's NIC rate when jobs span its hosts. Checked before anything
-    is recorded: a spec that mixes emulated and other hosts, or --bandwidth across hosts, is refused."""
-    return link_rate(sorted({host for job in jobs for host in job.devices}), bandwidth)
+def link_of(jobs: list[JobSpec], asked: Link | None) -> Link:
+    """The link a run's figures are keyed by: --bandwidth (this machine's shaped loopback, or the host
+    network), else the emulated cluster's NICs when jobs span its hosts, else the host network. Checked
+    before anything is recorded: a spec that mixes emulated and other hosts, or a shaped loopback across
+    hosts, is refused."""
+    return run_link(sorted({host for job in jobs for host in job.devices}), asked)
 
 
 @contextlib.contextmanager
@@ -108,11 +110,10 @@ def experiment(
     store: Store,
     kind: str,
     command: str,
-    bandwidth: str | None,
+    link: Link,
     sinks: Sequence[str | MetricSink],
     plan_id: int | None = None,
     timeout_s: float | None = None,
-    link: str | None = None,
 ):
     """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
     progress display, ...) while it runs, its final status whatever happens, and a reaper that stops
@@ -124,14 +125,14 @@ def experiment(
     experiment_id = new_experiment_id()
     results_dir = results_root() / "runs" / experiment_id  # a results folder others could write is refused here
     recorder = Recorder(store, experiment_id)
-    recorder.open(kind, command, link if link not in (None, "host") else bandwidth, plan_id)
+    recorder.open(kind, command, link.rate, plan_id)
     results_dir.mkdir(parents=True, exist_ok=True)
     reaper = Reaper(experiment_id, store.url)
     context = RunContext(
         recorder=recorder,
         experiment_id=experiment_id,
         results_dir=results_dir,
-        bandwidth=bandwidth,
+        link=link,
         sinks=[StoreSink(recorder), *live_sinks],
         timeout_s=timeout_s,
         reaper=reaper,

@@ -20,6 +20,7 @@ from ..config import results_root
 from ..console import errors, print_error
 from ..errors import XoverError
 from ..hosts import canonical_host, is_local, parse_hosts
+from ..links import HOST
 from ..processes import sweep_hosts_now
 from ..settings import DB_VARIABLE, EXPERIMENT_VARIABLE, settings
 from ..store import session as store_session
@@ -85,9 +86,9 @@ def run_group(request: GroupRequest, db: str) -> None:
     remap_to_hosts(group, hosts)
     errors.print(described, highlight=False, soft_wrap=True, markup=False)
     store = store_session.open_store(db)
-    attach_traits(store, group.jobs, None)
+    attach_traits(store, group.jobs, HOST)  # a node's network as it is: --bandwidth is refused for a scheduler
     if options.seconds is not None:
-        give_seconds(group.jobs, options.seconds, None)
+        give_seconds(group.jobs, options.seconds, HOST)
     recorder = Recorder(store, request.experiment, launcher_job_id=job_id)
     results_dir = results_root() / "runs" / request.experiment
     results_dir.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..devices import hardware_fingerprint
+from ..links import Link
 from ..plan.measured import JobIdentity, in_key_order, jobs_key
 from ..results import GroupComparison, RunResult
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS
@@ -30,7 +31,7 @@ def learn_measurements(
     groups: Sequence[GroupToRun],
     jobs: Sequence[RunResult],
     comparisons: Sequence[GroupComparison],
-    link: str,
+    link: Link,
 ) -> int:
     """Keep every way measured on every group of the comparison; how many were kept."""
     hardware = hardware_fingerprint()
@@ -55,7 +56,7 @@ def learn_measurements(
                     group_index=group.index,
                     jobs_key=key,
                     jobs=described,
-                    link=link,
+                    link=link.key,
                     hardware=hardware,
                     way=way,
                     policy=policy,

@@ -11,16 +11,16 @@ their network as it is.
 from __future__ import annotations
 
 from ..emulation import cluster
-from ..emulation.network import HostNetwork, ShapedNetwork, network_for, requested_rate
+from ..emulation.network import HostNetwork, ShapedNetwork, network_for
 from ..errors import XoverError
 from ..hosts import is_local
+from ..links import HOST, Link
 
 __all__ = [
     "host_interfaces",
     "is_emulated_host",
-    "link_rate",
     "prefix_to_reach",
-    "requested_rate",
+    "run_link",
     "shaped_link",
 ]
 
@@ -42,20 +42,20 @@ def is_emulated_host(host: str) -> bool:
     return cluster.is_emulated_host(host)
 
 
-def link_rate(hosts: list[str], bandwidth: str | None) -> str:
-    """The link a run over `hosts` is keyed by: --bandwidth (this machine's shaped loopback), 'host'
-    (unshaped), or the emulated cluster's NIC rate when the jobs span its hosts. A spec that mixes emulated
-    and other hosts, or --bandwidth across hosts, is refused."""
+def run_link(hosts: list[str], asked: Link | None) -> Link:
+    """The link a run over `hosts` is measured on: the one asked for (--bandwidth: this machine's shaped
+    loopback, or the host network), else the emulated cluster's NICs when the jobs span its hosts, else the
+    host network. A spec that mixes emulated and other hosts, or a shaped loopback across hosts, is refused."""
     remote = sorted(host for host in hosts if not is_local(host))
     if not remote:
-        return bandwidth or "host"
+        return asked or HOST
     prefix_to_reach(remote)  # refuses a spec that mixes emulated hosts with others
-    if bandwidth:
+    if asked is not None and asked.shaped_rate:
         raise XoverError(
             f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
             "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)"
         )
-    return (cluster.cluster_rate() if all(cluster.is_emulated_host(h) for h in remote) else None) or "host"
+    return Link.cluster(cluster.cluster_rate()) if all(cluster.is_emulated_host(h) for h in remote) else HOST
 
 
 def shaped_link(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1) -> ShapedNetwork | HostNetwork:

@@ -24,16 +24,18 @@ import time
 from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
 from ..sharing import RunStatus
-from ..store.models import Experiment
-from ..store.session import open_store
-from ..turns.service import runtime_dir
-from .record import mark_lost as mark
+
+# Every run starts a reaper, and nearly every reaper only reads `done` and exits: what reaping needs (the
+# store, the turn servers' folder: SQLAlchemy and the turn service, about 0.7 CPU-s to import) is loaded
+# when it reaps, inside the functions below (docs/measurements.md, *make test's time*).
 
 CANCEL_RETRY_S = 60.0  # a scheduler's controller slow to answer is asked again, for a minute
 
 
 def remove_sockets(experiment: str) -> None:
     """Remove this host's turn sockets and yield pages whose names start with `experiment`."""
+    from ..turns.service import runtime_dir
+
     folder = runtime_dir()
     for name in os.listdir(folder):
         if name.startswith(experiment):
@@ -45,6 +47,10 @@ def remove_sockets(experiment: str) -> None:
 
 def mark_lost(db: str | None, experiment_id: str) -> None:
     """Mark the experiment `lost` if its row still says running."""
+    from ..store.models import Experiment
+    from ..store.session import open_store
+    from .record import mark_lost as mark
+
     store = open_store(db)
     try:
         with store.session() as session, session.begin():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engines import DEFAULT_ENGINE
+from ..links import Link
 from ..plan import Plan
 from ..sharing import modes_of
 from ..turns.policies import DEFAULT_POLICY
@@ -37,7 +38,7 @@ class RunOptions:
     modes: tuple[str, ...] = field(default_factory=lambda: tuple(modes_of(None, plan=False)))
     policies: tuple[str, ...] = (DEFAULT_POLICY,)
     engine: str = DEFAULT_ENGINE
-    bandwidth: str | None = None  # a link rate, 'host', or None: the jobs' own
+    link: Link | None = None  # --bandwidth (a shaped loopback, or the host network); None: the jobs' own
     iterations: int | None = None
     seconds: float | None = None
     timeout_s: float | None = None
@@ -54,8 +55,9 @@ class RunOptions:
     metrics_port: int | None = None  # serve the run's figures to Prometheus here (None: XOVER_METRICS_PORT, else off)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every choice but the plan object (its file is `plan_path`), as JSON takes it."""
-        return {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.name != "plan"}
+        """Every choice but the plan object (its file is `plan_path`), as JSON takes it (the link by its key)."""
+        values = {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.name != "plan"}
+        return {**values, "link": self.link.key if self.link is not None else None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunOptions:
@@ -65,6 +67,8 @@ class RunOptions:
         for key in ("modes", "policies"):
             if key in values:
                 values[key] = tuple(values[key])
+        if values.get("link") is not None:
+            values["link"] = Link.of_key(values["link"])
         return cls(**values)
 
 
@@ -78,7 +82,7 @@ class LaunchRequest:
     groups: list[GroupToRun]
     units: list[Unit]  # in order (units.py)
     options: RunOptions
-    link: str  # what the experiment records as its link: a rate, or 'host'
+    link: Link  # the run's link, as the experiment records it
     comparison: bool = False  # the units one at a time (a comparison), or a plan's real schedule
     plan_id: int | None = None  # the plan recorded with the run
     exporter: PrometheusSink | None = None  # --metrics-port: the Prometheus exporter (exporter.py), serving already
@@ -101,11 +105,10 @@ class LaunchRequest:
             self.store,
             options.kind,
             options.command,
-            options.bandwidth,
+            self.link,
             self.sinks() if sinks is None else sinks,
             self.plan_id,
             options.timeout_s,
-            link=self.link,
         )
 
 

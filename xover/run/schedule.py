@@ -33,6 +33,7 @@ from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
 from ..errors import XoverError
 from ..hosts import Device, is_local
+from ..links import HOST, Link
 from ..plan.decide import ready_to_start
 from ..processes import sweep
 from ..records import MetricRecord, TurnsLostRecord, checked_record
@@ -59,7 +60,7 @@ from .adaptive import AdaptiveController, AdaptiveSettings, Segment
 from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
-from .reach import prefix_to_reach, shaped_link
+from .reach import prefix_to_reach, run_link, shaped_link
 from .record import Recorder, failure_summary
 from .sinks import GroupLabels, JobLabels, MetricSink, deliver
 from .supervise import (
@@ -116,7 +117,7 @@ class RunContext:
     recorder: Recorder
     experiment_id: str
     results_dir: Path
-    bandwidth: str | None = None
+    link: Link = HOST  # the run's link: a shaped loopback is shaped around each unit
     sinks: list[MetricSink] = field(default_factory=list)  # the store's first (run/sinks.py)
     timeout_s: float | None = None
     reaper: Any = None  # told about every other host the run reaches
@@ -376,18 +377,14 @@ class Scheduler:
         hosts = sorted({host for job in unit.jobs for host in job.devices})
         remote = [host for host in hosts if not is_local(host)]
         prefix = prefix_to_reach(hosts)
-        if context.bandwidth and remote:
-            raise XoverError(
-                f"--bandwidth shapes this machine's loopback; jobs on {', '.join(remote)} use their "
-                "network as it is (an emulated cluster shapes its NICs at `xover cluster up`)"
-            )
+        link = run_link(hosts, context.link)  # a shaped loopback across hosts is refused
         if context.reaper is not None:
             for host in remote:
                 context.reaper.add_host(host, prefix)
         self._record_runs(unit)
         with uninterrupted():
             unit.network = shaped_link(
-                context.bandwidth if not remote else None,
+                link.shaped_rate,
                 {EXPERIMENT_VARIABLE: context.experiment_id},
                 nodes=len(unit.devices),
             ).__enter__()

@@ -11,6 +11,7 @@ from ..devices import local_device_count
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..hosts import canonical_host, is_local, parse_hosts
+from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
@@ -21,15 +22,15 @@ from .launchers import launcher_named
 from .traits import traits_of
 
 
-def plan_link(plan: Plan, groups: list[GroupToRun], bandwidth: str | None, launcher: str) -> str | None:
-    """--bandwidth of a plan's run: as given; else the link the plan's profiles were taken at, when
-    every job runs on this machine (its shaped loopback), so that the run measures what the plan
-    predicted. Jobs on other hosts use their network as it is; Slurm jobs too."""
-    link = plan.link
-    if bandwidth is not None or not launcher_named(launcher).runs_here or not link or link == "host":
-        return bandwidth
+def plan_link(plan: Plan, groups: list[GroupToRun], launcher: str) -> Link | None:
+    """The link of a plan's run where --bandwidth was not given: the one the plan's profiles were taken at,
+    when every job runs on this machine (its shaped loopback), so that the run measures what the plan
+    predicted; else None (the jobs' own). Jobs on other hosts use their network as it is; Slurm jobs too."""
+    link = Link.of_key(plan.link, "the plan's link")
+    if link.is_host or not launcher_named(launcher).runs_here:
+        return None
     if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
-        return bandwidth
+        return None
     return link
 
 
@@ -207,7 +208,7 @@ class RunTargets:
     policies: list[str]
     plan: Plan | None = None
     plan_path: str | None = None
-    bandwidth: str | None = None  # as given, or the link the plan's profiles were taken on
+    link: Link | None = None  # --bandwidth as given, or the link the plan's profiles were taken on
     link_from_plan: bool = False
 
 
@@ -222,7 +223,7 @@ def run_targets(
     iterations: int | None,
     engine: str | None,
     allow_changed: bool,
-    bandwidth: str | None,
+    link: Link | None,
     launcher: str,
     policy: str | None,
 ) -> RunTargets:
@@ -255,7 +256,7 @@ def run_targets(
         plan_path = targets[0]
         groups, plan = groups_from_plan(plan_path, iterations, engine, allow_changed)
         engine = engine or plan.engine or DEFAULT_ENGINE  # the built-in models' (a script runs under its own)
-        if bandwidth is None and (bandwidth := plan_link(plan, groups, bandwidth, launcher)) is not None:
+        if link is None and (link := plan_link(plan, groups, launcher)) is not None:
             link_from_plan = True
         if policy is None:
             policy = plan.policy  # what its predictions assume, so that the report compares like with like
@@ -263,4 +264,4 @@ def run_targets(
     if policy != "all" and policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
     policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
-    return RunTargets(groups, engine, policies, plan, plan_path, bandwidth, link_from_plan)
+    return RunTargets(groups, engine, policies, plan, plan_path, link, link_from_plan)

@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis import profile_of_run
 from ..devices import hardware_fingerprint
 from ..errors import XoverError
+from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
 from ..plan.predict import predict_sharings
 from ..recipes import with_overrides
@@ -33,14 +34,12 @@ def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link
     )
 
 
-def stored_profile(store, job: JobSpec, bandwidth: str | None, hardware: str):
+def stored_profile(store, job: JobSpec, link: Link, hardware: str):
     """The job's newest profile as it runs here (recipe, np, link, engine, hosts), or None."""
-    return find_profile(
-        store, job.recipe.hash, job.recipe.np, bandwidth or "host", hardware, job.engine, len(job.devices)
-    )
+    return find_profile(store, job.recipe.hash, job.recipe.np, link.key, hardware, job.engine, len(job.devices))
 
 
-def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
+def attach_traits(store, jobs: list[JobSpec], link: Link) -> None:
     """What the turn policy should know of each job, from its stored profile (same recipe, np, link,
     engine): its compute fraction ranks it (critical path first), its link fraction orders the link,
     its solo time and max_slowdown protect it. Without a profile the server learns the compute
@@ -49,7 +48,7 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
     for job in jobs:
         if job.traits is not None:
             continue
-        found = stored_profile(store, job, bandwidth, hardware)
+        found = stored_profile(store, job, link, hardware)
         job.traits = SlotTraits(rank=None, max_slowdown=job.recipe.max_slowdown, solo_iteration_s=None)
         if found is not None:
             job.traits = traits_of(
@@ -57,7 +56,7 @@ def attach_traits(store, jobs: list[JobSpec], bandwidth: str | None) -> None:
             )
 
 
-def predict_unplanned(store, group: GroupToRun, bandwidth: str | None, policy: str, modes: Sequence[str]) -> None:
+def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: Sequence[str]) -> None:
     """A group run without a plan (`--group`, scripts) in a way that adapts gets the gains a plan would have
     predicted for it, from the same stored profiles as its traits: it starts in the better of them
     (run/units.py), as it would from a plan. Nothing where a job has no profile at this link; an adaptive
@@ -67,7 +66,7 @@ def predict_unplanned(store, group: GroupToRun, bandwidth: str | None, policy: s
     hardware = hardware_fingerprint()
     profiles = []
     for job in group.jobs:
-        found = stored_profile(store, job, bandwidth, hardware)
+        found = stored_profile(store, job, link, hardware)
         if found is None:
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
@@ -75,15 +74,13 @@ def predict_unplanned(store, group: GroupToRun, bandwidth: str | None, policy: s
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
 
 
-def traits_from_summary(
-    summary: dict[str, Any], max_slowdown: float | None, link: str | None = None
-) -> SlotTraits | None:
+def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None, link: Link = HOST) -> SlotTraits | None:
     """Traits from a job's run alone (the sequential mode), when no profile was stored: its compute
     fraction, and on a known link rate its link time as a profile would have it (gradient bytes at
     the rate, within [exposed, measured span]), so that the link order covers it too."""
     if summary["status"] != RunStatus.FINISHED or summary["compute_ms"] is None:
         return None
-    alone = profile_of_run(summary, link) if link and link != "host" else None
+    alone = None if link.is_host else profile_of_run(summary, link)
     return traits_of(
         (summary["data_ms"] or 0.0) + summary["compute_ms"],
         summary["communication_ms"] or 0.0,
@@ -92,16 +89,15 @@ def traits_from_summary(
     )
 
 
-def give_seconds(jobs: list[JobSpec], seconds: float, bandwidth: str | None) -> None:
+def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
     """Each job gets the iterations it does in about `seconds` alone (from its profile's time per
     iteration), so that jobs of a group overlap from start to end."""
     for job in jobs:
         solo_s = job.traits.solo_iteration_s if job.traits else None
         if not solo_s:
-            link = f" --bandwidth {bandwidth}" if bandwidth and bandwidth != "host" else ""
             raise XoverError(
                 f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
                 f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
-                f"{job.recipe.path or job.name}{link} --engine {job.engine}` first, or use --iterations"
+                f"{job.recipe.path or job.name}{link.flag} --engine {job.engine}` first, or use --iterations"
             )
         job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))

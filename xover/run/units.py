@@ -5,6 +5,7 @@ after another."""
 from __future__ import annotations
 
 from ..analysis import job_summary
+from ..links import HOST, Link
 from ..sharing import CROSSOVER, PLANNED, Mode, adapts, turn_taking
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
@@ -18,7 +19,7 @@ SEQUENTIAL = Mode.SEQUENTIAL.value
 
 
 def comparison_units(
-    groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store, link: str | None = None
+    groups: list[GroupToRun], modes: list[str], policies: list[str], store: Store, link: Link = HOST
 ) -> list[Unit]:
     """Every group in every mode, in order: sequential (each job alone) first, so that crossover can
     rank jobs that had no profile by what they did alone (and, on the shaped `link`, order the link)."""

@@ -89,36 +89,35 @@ def profiled_script_hashes(store: Store, name: str) -> list[str | None]:
     return [body.get("script_sha256") for body in bodies]
 
 
-def _of_job(job: dict[str, Any], bandwidth: str | None):
-    """Conditions for the profiles of a job that ran (`analysis.job_summary`): by name, np, engine and link."""
+def _of_job(job: dict[str, Any], link: str):
+    """Conditions for the profiles of a job that ran (`analysis.job_summary`): by name, np, engine and link
+    (its key: links.Link.key)."""
     return (
         Profile.name == job["name"].split("#", 1)[0],
         Profile.np == job["np"],
         Profile.engine == job["engine"],
-        Profile.bandwidth == (bandwidth or "host"),
+        Profile.bandwidth == link,
     )
 
 
-def stored_interference(session: Session, job: dict[str, Any], bandwidth: str | None) -> tuple[float, float | None]:
+def stored_interference(session: Session, job: dict[str, Any], link: str) -> tuple[float, float | None]:
     """A job's interference from its newest profile that measured one (same recipe name, np, engine and
     link), with the link share of the partner it was measured next to: the runs of a comparison are
     measured alone, never next to the reference partner."""
     found = session.execute(
         select(Profile.interference, Profile.corun_partner_link_share)
-        .where(*_of_job(job, bandwidth), Profile.interference.is_not(None))
+        .where(*_of_job(job, link), Profile.interference.is_not(None))
         .order_by(Profile.id.desc())
     ).first()
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
-def profile_device_ms(
-    session: Session, job: dict[str, Any], bandwidth: str | None, hosts: int, before: datetime
-) -> float | None:
+def profile_device_ms(session: Session, job: dict[str, Any], link: str, hosts: int, before: datetime) -> float | None:
     """Device time per iteration (data + compute) in the job's newest profile taken on or before
     `before` over `hosts` hosts; None without one."""
     found = session.execute(
         select(Profile.data_ms, Profile.compute_ms)
-        .where(*_of_job(job, bandwidth), Profile.hosts == hosts, Profile.created_at <= before)
+        .where(*_of_job(job, link), Profile.hosts == hosts, Profile.created_at <= before)
         .order_by(Profile.id.desc())
     ).first()
     return found.data_ms + found.compute_ms if found else None
@@ -130,12 +129,12 @@ def interference_profile_before(
     np: int,
     hosts: int,
     engine: str,
-    bandwidth: str | None,
+    link: str,
     hardware: str | None,
     before: datetime,
 ) -> Profile | None:
     """The newest profile of the job named `name` (name#2: its first copy's) that measured interference,
-    taken strictly before `before` on this hardware, np, hosts, engine and link."""
+    taken strictly before `before` on this hardware, np, hosts, engine and link (its key)."""
     return session.scalars(
         select(Profile)
         .where(
@@ -143,7 +142,7 @@ def interference_profile_before(
             Profile.np == np,
             Profile.hosts == hosts,
             Profile.engine == engine,
-            Profile.bandwidth == (bandwidth or "host"),
+            Profile.bandwidth == link,
             Profile.hardware == hardware,
             Profile.interference.is_not(None),
             Profile.created_at < before,
