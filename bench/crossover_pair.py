@@ -379,7 +379,7 @@ def print_replan(rows: list[dict], bandwidth: str) -> None:
         if len(set(pair)) < 2:
             continue
         recipes = [load_recipe(name) for name in pair]
-        found, link, _, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=row["engine"])
+        found, _, link, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=row["engine"])
         measured = measurements_of(None, recipes, row["engine"], local_hosts(2), link)
         predicted, sources = predict_considered(found, DEFAULT_POLICY, measured=measured)
         for way, value in (
