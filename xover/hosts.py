@@ -9,8 +9,11 @@ devices.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import shlex
 import socket
+from collections.abc import Mapping, Sequence
 
 from .errors import XoverError
 
@@ -39,6 +42,28 @@ SSH_OPTIONS = (
 def ssh_command(host: str, *remote: str, tty: bool = False) -> list[str]:
     """`ssh` to `host` running `remote` (words that ssh joins with spaces: quote them), with SSH_OPTIONS."""
     return ["ssh", *(["-tt"] if tty else []), *SSH_OPTIONS, host, *remote]
+
+
+def command_on(
+    host: str,
+    argv: Sequence[str],
+    *,
+    remote_prefix: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    here: bool = False,
+    tty: bool = False,
+) -> list[str]:
+    """The command that runs `argv` on `host` from here, the one way xover starts or stops anything on a
+    host: on this machine `argv` itself; on any other host over ssh, its words quoted for the shell there.
+    `remote_prefix`: how this machine reaches the host (the emulated cluster's head namespace:
+    run/reach.py's `prefix_to_reach`; nothing for this machine or ssh); `env`: variables set for it (a
+    `Popen`'s own `env` where it can be given one is better: these are seen in the host's process list);
+    `here`: in this process's folder on that host too (the one it runs in on this machine)."""
+    variables = ["env", *(f"{name}={value}" for name, value in env.items())] if env else []
+    if is_local(host):
+        return [*remote_prefix, *variables, *argv]
+    line = shlex.join([*variables, *argv])
+    return [*remote_prefix, *ssh_command(host, f"cd {shlex.quote(os.getcwd())} && {line}" if here else line, tty=tty)]
 
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ import sys
 import time
 
 from .config import XOVER_ROOT
-from .hosts import ssh_command
+from .hosts import command_on
 from .settings import EXPERIMENT_VARIABLE
 
 
@@ -129,7 +129,7 @@ def kill_command_on(host: str, variable: str, value: str, remote_prefix: list[st
     """The command that stops the processes tagged <variable>=<value> on another host, from here: the
     reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host)."""
     reaper = [sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable]
-    return [*remote_prefix, *ssh_command(host, "env", f"PYTHONPATH={XOVER_ROOT}", *reaper)]
+    return command_on(host, reaper, remote_prefix=remote_prefix, env={"PYTHONPATH": XOVER_ROOT})
 
 
 def sweep_hosts_now(

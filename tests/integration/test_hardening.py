@@ -734,7 +734,7 @@ def test_a_hung_turn_server_on_another_host_is_stopped_with_its_files(tmp_path, 
     behaviour = textwrap.dedent("""\
         case "$*" in
           *xover.turns.server*) for last; do :; done; exec sh -c "$last" ;;
-          *xover.run.reaper*) while [ "$1" != node9 ]; do shift; done; shift; exec "$@" ;;
+          *xover.run.reaper*) while [ "$1" != node9 ]; do shift; done; shift; exec sh -c "$*" ;;  # as ssh runs its words there
         esac""")
     _fake_ssh(tmp_path, monkeypatch, behaviour)
     name = f"hardening-hung-{os.getpid()}"

@@ -488,17 +488,7 @@ def _measure_corun(
                 f"{failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}\n"
                 f"(--no-corun skips this measurement)"
             )
-        job_metrics, partner_metrics = (
-            list(
-                session.scalars(
-                    select(IterationMetric).where(IterationMetric.run_id == r.id).order_by(IterationMetric.step)
-                )
-            )
-            for r in runs
-        )
-        device_ms = corun_device_ms(
-            job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == RunStatus.STOPPED
-        )
+        device_ms = _device_ms_beside(session, runs, warmup)
         row = session.get_one(Profile, profile.id)
         reference = job_profile(partner, partner_profile)
         row.corun_partner = partner.name
@@ -508,6 +498,20 @@ def _measure_corun(
         session.flush()
         _ = row.recipe  # load it before the session closes
         return row
+
+
+def _device_ms_beside(session, runs: list[Run], warmup: int) -> float | None:
+    """The job's device time per iteration next to its partner (`runs`: the job's run, then the partner's),
+    from the iterations each recorded."""
+    job_metrics, partner_metrics = (
+        list(
+            session.scalars(
+                select(IterationMetric).where(IterationMetric.run_id == r.id).order_by(IterationMetric.step)
+            )
+        )
+        for r in runs
+    )
+    return corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == RunStatus.STOPPED)
 
 
 def _measure_stretch(
@@ -551,17 +555,7 @@ def _measure_stretch(
                     f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
                     f"exit {failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}"
                 )
-            job_metrics, partner_metrics = (
-                list(
-                    session.scalars(
-                        select(IterationMetric).where(IterationMetric.run_id == r.id).order_by(IterationMetric.step)
-                    )
-                )
-                for r in runs
-            )
-            device_ms = corun_device_ms(
-                job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == RunStatus.STOPPED
-            )
+            device_ms = _device_ms_beside(session, runs, warmup)
         alone_ms = profile.data_ms + profile.compute_ms
         found[way] = device_ms / alone_ms if device_ms is not None and alone_ms > 0 else None
     with store.session() as session, session.begin():

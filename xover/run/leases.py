@@ -25,7 +25,6 @@ import json
 import os
 import pwd
 import select
-import shlex
 import stat
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..errors import TimedOut, XoverError
-from ..hosts import LOCAL, Device, is_local, ssh_command
+from ..hosts import LOCAL, Device, command_on, is_local
 from ..redact import mask_credentials
 from ..settings import settings
 from .reach import is_emulated_host
@@ -194,11 +193,8 @@ class RemoteLeases:
 
     def __init__(self, host: str, indices: list[int], holder: str, deadline: float | None = None) -> None:
         self.host = host
-        remote = f"cd {shlex.quote(os.getcwd())} && {shlex.quote(sys.executable)} -m xover.run.leases " + " ".join(
-            str(index) for index in indices
-        )
         self.process = subprocess.Popen(
-            ssh_command(host, remote),
+            command_on(host, [sys.executable, "-m", "xover.run.leases", *map(str, indices)], here=True),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

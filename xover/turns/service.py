@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import queue
-import shlex
 import signal
 import socket
 import subprocess
@@ -39,7 +38,7 @@ from typing import Any
 
 from ..config import XOVER_ROOT
 from ..errors import TimedOut, XoverError
-from ..hosts import LOCAL, is_local, ssh_command
+from ..hosts import LOCAL, command_on, is_local
 from ..processes import sweep
 from ..settings import EXPERIMENT_VARIABLE, TURN_SERVER_VARIABLE, settings
 from .credentials import MetricsCredentials
@@ -387,13 +386,6 @@ def _devices_by_host(placements: list[dict[str, list[int]]]) -> dict[str, dict[i
     return devices
 
 
-def _remote_command(arguments: list[str], tag: dict[str, str]) -> str:
-    """A turn server's command line on another host, for its ssh (the server makes its folder and checks it
-    there: this user's, not a link, 0700)."""
-    variables = " ".join(shlex.quote(f"{k}={v}") for k, v in {"PYTHONPATH": XOVER_ROOT, **tag}.items())
-    return f"env {variables} {shlex.quote(sys.executable)} {shlex.join(arguments)}"
-
-
 class TurnService:
     """The turn servers of one crossover group."""
 
@@ -457,7 +449,12 @@ class TurnService:
                     {**common, "command": command, "env": {"PYTHONPATH": XOVER_ROOT, **tag}, "credentials": credentials}
                 )
             else:
-                command = [*(remote_prefix or []), *ssh_command(host, _remote_command(arguments, tag))]
+                command = command_on(
+                    host,
+                    [sys.executable, *arguments],
+                    remote_prefix=remote_prefix or [],
+                    env={"PYTHONPATH": XOVER_ROOT, **tag},
+                )
                 self.planned.append(
                     {
                         **common,

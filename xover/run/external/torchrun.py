@@ -28,7 +28,6 @@ import json
 import os
 import secrets
 import select
-import shlex
 import socket
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import TimedOut, XoverError
-from ...hosts import is_local, parse_hosts, ssh_command
+from ...hosts import command_on, is_local, parse_hosts
 from ...settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 
@@ -178,7 +177,7 @@ def reserve_rendezvous(
     """A socket listening on `host` (at `name`'s address there) for node 0's store, held by a process
     on that host until node 0 takes it: the port is never free for another user to take."""
     hold = [sys.executable, "-c", _HOLD, name, peer, str(HOLD_S)]
-    command = [*remote_prefix, *(hold if is_local(host) else ssh_command(host, *map(shlex.quote, hold)))]
+    command = command_on(host, hold, remote_prefix=remote_prefix)
     timeout_s = _within(deadline)
     holder = subprocess.Popen(
         command,
@@ -229,7 +228,7 @@ def send_environment(
     try:
         timeout_s = _within(deadline)
         out = subprocess.run(
-            [*remote_prefix, *ssh_command(host, shlex.quote(sys.executable), "-c", shlex.quote(_RECEIVE))],
+            command_on(host, [sys.executable, "-c", _RECEIVE], remote_prefix=remote_prefix),
             input=json.dumps(variables),
             capture_output=True,
             text=True,
@@ -302,23 +301,19 @@ def torchrun_commands(
         if node_rank == 0:
             variables[HANDOFF_VARIABLE] = rendezvous.handoff
         # a worker knows which host it is on (emulated hosts share one)
-        if is_local(host):  # the launcher's own environment (`env`) and where it is
-            kept = keep_here(variables)
-            start = (
-                [sys.executable, "-c", _SERVE, kept, *options]
-                if node_rank == 0
-                else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
-            )
-            commands.append(["env", f"{HOST_VARIABLE}={host}", *start])
-        else:
-            kept = send_environment(
+        here = is_local(host)  # the launcher's own environment (`env`) and where it is
+        kept = (
+            keep_here(variables)
+            if here
+            else send_environment(
                 host, {**forwarded, **variables}, remote_prefix or [], *([deadline] if deadline is not None else [])
             )
-            start = (
-                [sys.executable, "-c", _SERVE, kept, *options]
-                if node_rank == 0
-                else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
-            )
-            remote = f"cd {shlex.quote(os.getcwd())} && {shlex.join(start)}"
-            commands.append(ssh_command(host, remote, tty=True))
+        )
+        start = (
+            [sys.executable, "-c", _SERVE, kept, *options]
+            if node_rank == 0
+            else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+        )
+        # on another host: in this folder there, its terminal's hang-up stopping it with its ssh
+        commands.append(command_on(host, start, env={HOST_VARIABLE: host} if here else None, here=True, tty=True))
     return commands
