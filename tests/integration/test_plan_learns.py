@@ -123,3 +123,30 @@ def test_a_changed_recipe_another_link_or_other_hardware_is_never_used(isolated_
             row.hardware = "another machine"
     store.close()
     assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+
+
+def test_the_bench_replans_its_pairs_from_what_it_measured(isolated_results, tmp_path, capsys):
+    """bench/crossover_pair.py's re-plan section (make bench), on a bench row of the pair as it writes one:
+    the pair planned again from the store's profiles and the comparison it just learnt, each way measured
+    against its re-plan; a row of two copies of one recipe is left out (a plan needs distinct names)."""
+    from conftest import load_bench
+
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    _compared(db, crossover=1.35, concurrent=1.52, adaptive=1.50)
+    bench = load_bench("crossover_pair")
+    row = {"pair": ":".join(PAIR), "engine": "horovod", "policies": {"work-conserving": {"aggregate": 1.38}},
+           "concurrent": 1.52, "adaptive": 1.40}
+    twins = dict(row, pair="mlp-digits:mlp-digits")
+    bench.print_replan([row, twins], "1gbit")
+    lines = capsys.readouterr().out.splitlines()
+    shown = {line.split()[2]: line.split()[3:] for line in lines if line.startswith(row["pair"])}
+    assert shown == {"crossover": ["1.38", "1.35", "measured", "-2.2%"],
+                     "concurrent": ["1.52", "1.52", "measured", "+0.0%"],
+                     "adaptive": ["1.40", "1.50", "measured", "+7.1%"]}, lines
+    assert not any(line.startswith("mlp-digits:mlp-digits") for line in lines)
+    assert lines[-1] == "re-planned within 3% of what was measured: 2 of 3"
+    # and what `xover plan` would pick for the pair now (the bench's pick column), from the same measurements
+    found = bench.plans_pick(list(PAIR), bench.predictions(list(PAIR), "1gbit", "horovod")["profiles"], "1gbit",
+                             "horovod")
+    assert found.sharing == "concurrent" and "(measured)" in found.reason
