@@ -53,8 +53,9 @@ def command_on(
     here: bool = False,
     tty: bool = False,
 ) -> list[str]:
-    """The command that runs `argv` on `host` from here, the one way xover starts or stops anything on a
-    host: on this machine `argv` itself; on any other host over ssh, its words quoted for the shell there.
+    """The command that runs `argv` on `host` from here, the one way xover itself starts or stops something
+    on another host (horovodrun and Slurm start their ranks their own way): on this machine `argv` itself;
+    on any other host over ssh, its words quoted for the shell there.
     `remote_prefix`: how this machine reaches the host (the emulated cluster's head namespace:
     run/reach.py's `prefix_to_reach`; nothing for this machine or ssh); `env`: variables set for it (a
     `Popen`'s own `env` where it can be given one is better: these are seen in the host's process list);

@@ -32,6 +32,7 @@ from datetime import timezone
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ..devices import gpu_ids, hardware_fingerprint, local_device_count
 from ..errors import XoverError
@@ -500,7 +501,7 @@ def _measure_corun(
         return row
 
 
-def _device_ms_beside(session, runs: list[Run], warmup: int) -> float | None:
+def _device_ms_beside(session: Session, runs: list[Run], warmup: int) -> float | None:
     """The job's device time per iteration next to its partner (`runs`: the job's run, then the partner's),
     from the iterations each recorded."""
     job_metrics, partner_metrics = (

@@ -301,10 +301,10 @@ def torchrun_commands(
         if node_rank == 0:
             variables[HANDOFF_VARIABLE] = rendezvous.handoff
         # a worker knows which host it is on (emulated hosts share one)
-        here = is_local(host)  # the launcher's own environment (`env`) and where it is
+        local = is_local(host)  # the launcher's own environment (`env`) and where it is
         kept = (
             keep_here(variables)
-            if here
+            if local
             else send_environment(
                 host, {**forwarded, **variables}, remote_prefix or [], *([deadline] if deadline is not None else [])
             )
@@ -315,5 +315,5 @@ def torchrun_commands(
             else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
         )
         # on another host: in this folder there, its terminal's hang-up stopping it with its ssh
-        commands.append(command_on(host, start, env={HOST_VARIABLE: host} if here else None, here=True, tty=True))
+        commands.append(command_on(host, start, env={HOST_VARIABLE: host} if local else None, here=True, tty=True))
     return commands
