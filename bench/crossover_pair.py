@@ -8,8 +8,10 @@ iterations it does in about S seconds alone, so the two overlap from start to en
   and none measured while it runs, under the default policy).
 Before each pair's run, what `xover plan` would pick for it now and why (from the stored profiles, and
 the pair's measurements from earlier runs where the store has them); after it, adaptive against the best
-of crossover and concurrent, its time in each way and its decisions; at the end the issue-60 targets over
-every row, and a re-plan of each pair from what the bench just measured against what it measured.
+of crossover and concurrent, its time in each way and its decisions (an adaptive group whose two ways earlier
+runs measured clearly apart settles on them without probing: XOVER_ADAPTIVE=measured=probe makes every row
+probe); at the end the issue-60 targets over every row, and a re-plan of each pair from what the bench just
+measured against what it measured.
 Printed per pair: each job's speed relative to alone (measured over the time both ran, and predicted by
 the simulation of the policy from the profiles), the aggregate (sum of speeds), crossover vs concurrent,
 the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, the socket
@@ -341,9 +343,9 @@ def print_targets(rows: list[dict]) -> None:
     if not measured:
         return
     print("\nadaptive against the fixed ways (issue 60's targets), and what the plan picked and why")
-    print(f"{'pair':36} {'engine':8} {'ad/best':>7} {'ad/conc':>7} {'ad/cross':>8} {'pick':>10}  why")
+    print(f"{'pair':36} {'engine':8} {'ad/best':>7} {'ad/conc':>7} {'ad/cross':>8} {'adaptive':>8} {'pick':>10}  why")
     met = {"best": 0, "concurrent": 0, "crossover": 0}
-    leads = 0
+    leads = on_measurements = 0
     for row in measured:
         crossover = row["policies"][DEFAULT_POLICY]["aggregate"]
         versus = (
@@ -356,14 +358,18 @@ def print_targets(rows: list[dict]) -> None:
         if crossover >= 1.10 * row["concurrent"]:
             leads += 1
             met["crossover"] += versus[2] >= 0.95
+        # how adaptive began: probing, or settled on what earlier runs measured on the same jobs
+        began = "measured" if any((d or {}).get("rule") == "measured" for d in row.get("decisions", ())) else "probed"
+        on_measurements += began == "measured"
         print(
-            f"{row['pair']:36} {row['engine']:8} {versus[0]:7.3f} {versus[1]:7.3f} {versus[2]:8.3f} {row['pick']:>10}  "
-            f"{row.get('pick_reason', '')}"
+            f"{row['pair']:36} {row['engine']:8} {versus[0]:7.3f} {versus[1]:7.3f} {versus[2]:8.3f} {began:>8} "
+            f"{row['pick']:>10}  {row.get('pick_reason', '')}"
         )
     print(
         f"adaptive >= 0.98 x the better of crossover and concurrent: {met['best']} of {len(measured)}; "
         f">= 0.99 x concurrent: {met['concurrent']} of {len(measured)}; "
-        f">= 0.95 x crossover where crossover led by 10% or more: {met['crossover']} of {leads}"
+        f">= 0.95 x crossover where crossover led by 10% or more: {met['crossover']} of {leads}; "
+        f"settled on earlier measurements without probing: {on_measurements} of {len(measured)}"
     )
 
 

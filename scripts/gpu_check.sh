@@ -71,6 +71,8 @@ if [ -x "$ROOT/.venv/bin/python" ] && [ $CPU = 1 ]; then PY=${PYTHON:-$ROOT/.ven
 export PYTHONUNBUFFERED=1 XOVER_RESULTS=$WORK/results XOVER_DB=$WORK/xover.db XOVER_LEASE_DIR=$WORK/leases
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 export XOVER_DETERMINISTIC=1  # exact loss parity on the GPU (bench/gpu/probe.py determinism checks each model)
+# the study measures adaptive's probing: a pair's second round would otherwise settle on the first's figures
+export XOVER_ADAPTIVE=${XOVER_ADAPTIVE:-measured=probe}
 
 if [ $CPU = 1 ]; then
   BUDGET=${BUDGET:-420}

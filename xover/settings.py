@@ -92,7 +92,7 @@ WAITS = ("expect", "poll")
 TORCH_BACKENDS = ("nccl", "gloo")
 TURN_LEASE_LIMITS = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}  # a turn's wait must fit select()
 # XOVER_ADAPTIVE's keys (run/adaptive.py's AdaptiveSettings): each number's range, low and high, and whether
-# the low end is allowed; `start` takes a state instead
+# the low end is allowed; `start` and `measured` take a word instead (ADAPTIVE_WORDS)
 ADAPTIVE_RANGES = {
     "window": (0.0, 3600.0, False),
     "max_window": (0.0, 3600.0, False),
@@ -108,6 +108,8 @@ ADAPTIVE_RANGES = {
     "warmup": (0.0, 100000.0, True),
 }
 ADAPTIVE_STARTS = ("turns", "free")
+ADAPTIVE_MEASURED = ("settle", "probe")  # what a group measured clearly apart before does: settle at once, or probe
+ADAPTIVE_WORDS = {"start": ADAPTIVE_STARTS, "measured": ADAPTIVE_MEASURED}  # the keys that take a word
 
 
 def _variable(name: str, **options: Any) -> Any:
@@ -379,22 +381,23 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
 
 
 def _adaptive(text: str | None) -> dict[str, str]:
-    """'window=2,pairs=2,start=turns': how an adaptive group probes (docs/reference.md); each key once, each
-    number ASCII digits within its range (ADAPTIVE_RANGES; whole numbers for iterations, pairs, warmup)."""
+    """'window=2,pairs=2,start=turns,measured=probe': how an adaptive group probes (docs/reference.md); each
+    key once, each number ASCII digits within its range (ADAPTIVE_RANGES; whole numbers for iterations, pairs,
+    warmup), each word one of its key's (ADAPTIVE_WORDS)."""
     if not text or not text.strip():
         return {}
     found: dict[str, str] = {}
     for item in text.split(","):
         key, separator, value = (part.strip() for part in item.partition("="))
-        if not separator or (key not in ADAPTIVE_RANGES and key != "start") or key in found:
+        if not separator or (key not in ADAPTIVE_RANGES and key not in ADAPTIVE_WORDS) or key in found:
             raise XoverError(
                 f"{ADAPTIVE_VARIABLE}={text!r}: expected KEY=VALUE,... with each KEY once, one of "
-                f"{', '.join([*ADAPTIVE_RANGES, 'start'])}"
+                f"{', '.join([*ADAPTIVE_RANGES, *ADAPTIVE_WORDS])}"
             )
-        if key == "start":
-            if value not in ADAPTIVE_STARTS:
+        if key in ADAPTIVE_WORDS:
+            if value not in ADAPTIVE_WORDS[key]:
                 raise XoverError(
-                    f"{ADAPTIVE_VARIABLE}={text!r}: start={value}: expected {' or '.join(ADAPTIVE_STARTS)}"
+                    f"{ADAPTIVE_VARIABLE}={text!r}: {key}={value}: expected {' or '.join(ADAPTIVE_WORDS[key])}"
                 )
         else:
             low, high, low_allowed = ADAPTIVE_RANGES[key]

@@ -15,11 +15,16 @@ from xover.links import Link
 from xover.plan.step import plan_jobs
 from xover.recipes import load_recipe, with_overrides
 from xover.results import GroupComparison, PolicyResult, RunResult
+from xover.run.adaptive import AdaptiveSettings
 from xover.run.jobs import GroupToRun, job_for
 from xover.run.learn import learn_measurements
+from xover.run.targets import groups_from_plan
+from xover.run.traits import predict_unplanned
+from xover.run.units import group_units, measured_before
 from xover.store.models import Experiment, Profile, SharingMeasurement
 from xover.store.queries import snapshot_recipe
 from xover.store.session import open_store
+from xover.turns.protocol import FREE, TURNS
 
 PAIR = ("mlp-digits", "resnet-digits")
 runner = CliRunner()
@@ -123,6 +128,35 @@ def test_a_changed_recipe_another_link_or_other_hardware_is_never_used(isolated_
             row.hardware = "another machine"
     store.close()
     assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+
+
+def test_an_adaptive_group_starts_from_what_was_measured_on_the_same_jobs(isolated_results, tmp_path):
+    """`xover run --group A B --mode adaptive` (no plan) and a plan's adaptive group: both states as the store
+    measured them on these jobs, handed to the group's controller (run/adaptive.py's MeasuredBefore)."""
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    store = open_store(str(db))
+
+    def unplanned():
+        group = GroupToRun(0, [job_for(load_recipe(name)) for name in PAIR])
+        predict_unplanned(store, group, Link.parse("1gbit"), "work-conserving", ["adaptive"])
+        [unit] = group_units(group, ["adaptive"], ["work-conserving"])
+        return group, unit
+
+    group, unit = unplanned()  # profiles only: simulated, so the group probes
+    assert set(group.predicted_from.values()) == {"simulated"} and unit.measured is None
+    _compared(db, crossover=1.35, concurrent=1.75)
+    group, unit = unplanned()
+    assert group.predicted_from["crossover"] == group.predicted_from["concurrent"] == "measured"
+    assert unit.prior == FREE
+    assert unit.measured.aggregates == {TURNS: pytest.approx(1.35), FREE: pytest.approx(1.75)}
+    assert unit.measured.verdict(AdaptiveSettings()).state == FREE  # 26% apart: it settles without a probe
+    # a plan's group carries where each figure came from into the run
+    _plan(db, tmp_path)
+    [planned], _ = groups_from_plan(str(tmp_path / "plan.json"), iterations=None, engine=None, allow_changed=False)
+    assert planned.predicted_from["concurrent"] == "measured"
+    assert measured_before(planned).aggregates[FREE] == pytest.approx(1.75)
+    store.close()
 
 
 def test_the_bench_replans_its_pairs_from_what_it_measured(isolated_results, tmp_path, capsys):

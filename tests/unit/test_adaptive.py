@@ -20,6 +20,7 @@ from xover.run.adaptive import (
     AdaptiveController,
     AdaptiveSettings,
     Measured,
+    MeasuredBefore,
     measure,
     progress_at,
     rate_between,
@@ -29,6 +30,7 @@ from xover.run.adaptive import (
     window_length,
 )
 from xover.settings import Settings
+from xover.turns.protocol import FREE, TURNS
 
 CONFIG = AdaptiveSettings()
 
@@ -135,15 +137,15 @@ def test_a_switch_comes_at_the_next_iteration_of_a_slow_job_and_later_for_a_fast
 
 
 def test_the_setting_is_read_checked_and_made_settings():
-    given = Settings.from_environ({"XOVER_ADAPTIVE": "window=2, pairs=2,start=turns,z=3"}).adaptive
-    assert given == {"window": "2", "pairs": "2", "start": "turns", "z": "3"}
+    given = Settings.from_environ({"XOVER_ADAPTIVE": "window=2, pairs=2,start=turns,z=3,measured=probe"}).adaptive
+    assert given == {"window": "2", "pairs": "2", "start": "turns", "z": "3", "measured": "probe"}
     made = AdaptiveSettings.of(given)
-    assert (made.window, made.pairs, made.start, made.z) == (2.0, 2, "turns", 3.0)
+    assert (made.window, made.pairs, made.start, made.z, made.measured) == (2.0, 2, "turns", 3.0, "probe")
     assert AdaptiveSettings.of({}) == AdaptiveSettings()
 
 
 @pytest.mark.parametrize("value", ["window", "speed=3", "window=0", "share=1.5", "pairs=1.5", "start=maybe",
-                                   "window=2,window=3", "z=-1", "floor=1"])
+                                   "window=2,window=3", "z=-1", "floor=1", "measured=maybe", "measured=1"])
 def test_a_bad_setting_is_one_line_naming_it(value):
     with pytest.raises(XoverError) as refused:
         Settings.from_environ({"XOVER_ADAPTIVE": value})
@@ -163,7 +165,8 @@ class Group:
     apply a switch at each job's iteration as the real ones do (every device of a job at the same one)."""
 
     def __init__(self, times: dict[str, dict[str, float]], iterations: int = 400, noise: float = 0.03, seed: int = 1,
-                 start: str = "free", devices: int = 2) -> None:
+                 start: str = "free", devices: int = 2, measured: MeasuredBefore | None = None,
+                 config: AdaptiveSettings | None = None) -> None:
         self.times, self.names = times, list(times["turns"])
         self.rng = random.Random(seed)
         self.noise, self.devices = noise, devices
@@ -179,7 +182,7 @@ class Group:
         self.segments: dict[int, dict] = {}
         self.controller = AdaptiveController(
             self.names, [devices] * len(self.names), [times["alone"][name] for name in self.names], self,
-            self.record, now=self.now)
+            self.record, config, prior=start, now=self.now, measured=measured)
         for slot in range(len(self.names)):
             self.controller.observe(slot, StartRecord(iterations=iterations), self.now)
 
@@ -291,3 +294,63 @@ def test_no_time_to_probe_stays_in_the_prior():
     assert PROBE not in [segment["kind"] for segment in timeline]
     assert "no time to probe" in timeline[1]["reason"] and timeline[1]["way"] == "concurrent"
     assert group.commands == []  # never switched
+
+
+# ------------------------------------------------------------------------------------ measured before
+
+
+def test_two_figures_measured_before_decide_only_when_further_apart_than_their_error():
+    apart = MeasuredBefore({TURNS: 1.57, FREE: 1.08}, 0.04).verdict(CONFIG)
+    assert apart is not None and apart.state == TURNS and apart.rule == "measured"
+    assert apart.error == pytest.approx(math.hypot(0.04 * 1.57, 0.04 * 1.08))
+    assert MeasuredBefore({TURNS: 1.0, FREE: 1.3}, 0.04).verdict(CONFIG).state == FREE
+    # 1.63 against 1.50: 8% apart, under two standard errors of the difference (2 x 0.089)
+    assert MeasuredBefore({TURNS: 1.63, FREE: 1.50}, 0.04).verdict(CONFIG) is None
+
+
+def test_a_group_measured_clearly_apart_before_settles_after_its_warm_up_without_a_probe():
+    group = Group(TURNS_AHEAD, start=TURNS, iterations=3000, measured=MeasuredBefore({TURNS: 1.33, FREE: 1.0}, 0.04))
+    group.run(group.now + 20)
+    timeline = group.timeline()
+    assert [segment["kind"] for segment in timeline] == [WARMUP, SETTLED]
+    settled = timeline[1]
+    assert settled["way"] == "crossover" and settled["decision"]["rule"] == "measured"
+    assert settled["decision"]["ways"] == {"crossover": 1.33, "concurrent": 1.0}
+    assert settled["decision"]["windows"] == 0 and "measured on these jobs before" in settled["reason"]
+    assert group.commands == []  # it started in the better state: nothing to switch
+    # it watches as any settled group: the jobs change, it probes, and finds the other state better now
+    group.times = FREE_AHEAD
+    group.run(group.now + 40)
+    timeline = group.timeline()
+    assert any("drifted" in segment["reason"] for segment in timeline)
+    assert PROBE in [segment["kind"] for segment in timeline] and timeline[-1]["way"] == "concurrent"
+
+
+def test_a_prior_measured_in_the_worse_state_switches_once_to_the_better():
+    group = Group(FREE_AHEAD, start=TURNS, iterations=3000, measured=MeasuredBefore({TURNS: 1.0, FREE: 1.33}, 0.04))
+    group.run(group.now + 10)
+    assert [segment["way"] for segment in group.timeline()] == ["crossover", "concurrent"]
+    assert [state for _, state, _ in group.commands] == [FREE] and set(group.state.values()) == {FREE}
+
+
+@pytest.mark.parametrize("measured, config", [
+    (MeasuredBefore({TURNS: 1.05, FREE: 1.0}, 0.04), None),  # closer than their error: it measures
+    (MeasuredBefore({TURNS: 1.33, FREE: 1.0}, 0.04), AdaptiveSettings(measured="probe")),  # told to probe
+])
+def test_figures_measured_too_close_or_a_group_told_to_probe_probes_as_ever(measured, config):
+    group = Group(TURNS_AHEAD, start=TURNS, iterations=3000, measured=measured, config=config)
+    group.run(group.now + 25)
+    timeline = group.timeline()
+    assert PROBE in [segment["kind"] for segment in timeline]
+    assert timeline[-1]["decision"]["rule"] == "clear" and timeline[-1]["way"] == "crossover"
+
+
+def test_a_group_settled_on_measurements_probes_when_one_of_three_ends():
+    three = {"alone": {"a": 0.1, "b": 0.1, "c": 0.1}, "turns": {"a": 0.2, "b": 0.2, "c": 0.2},
+             "free": {"a": 0.3, "b": 0.3, "c": 0.3}}
+    group = Group(three, iterations=2000, start=TURNS, measured=MeasuredBefore({TURNS: 1.5, FREE: 1.0}, 0.04))
+    group.run(group.now + 40, end_first="c")
+    reasons = [segment["reason"] for segment in group.timeline()]
+    assert group.timeline()[1]["decision"]["rule"] == "measured"
+    assert any(reason.startswith("c ended: round 1") for reason in reasons)
+

@@ -45,19 +45,22 @@ def test_the_gpu_checks_loss_parity_is_per_mode_and_only_where_steps_were_compar
 def test_issue_60s_targets_over_the_rows(capsys):
     bench = load_bench("crossover_pair")
 
-    def row(pair, concurrent, crossover, adaptive):
+    def row(pair, concurrent, crossover, adaptive, rule="clear"):
         return {"pair": pair, "engine": "horovod", "concurrent": concurrent, "adaptive": adaptive, "pick": "adaptive",
-                "pick_reason": "close", "policies": {"work-conserving": {"aggregate": crossover}}}
+                "pick_reason": "close", "policies": {"work-conserving": {"aggregate": crossover}},
+                "decisions": [{"rule": rule}]}
 
     bench.print_targets([
         row("a:b", 1.50, 1.40, 1.49),  # concurrent ahead; adaptive 0.993 of it
-        row("c:d", 1.20, 1.50, 1.44),  # crossover leads by 25%: adaptive keeps 0.96 of it, 0.96 of the best
+        row("c:d", 1.20, 1.50, 1.44, "measured"),  # crossover leads by 25%: adaptive keeps 0.96 of it and of the best
         row("e:f", 1.30, 1.31, 1.27),  # equal ways: 0.969 of the best, 0.977 of concurrent
     ])
     out = capsys.readouterr().out
     assert "better of crossover and concurrent: 1 of 3" in out
     assert ">= 0.99 x concurrent: 2 of 3" in out
     assert "crossover where crossover led by 10% or more: 1 of 1" in out
+    assert "settled on earlier measurements without probing: 1 of 3" in out
+    assert [line.split()[5] for line in out.splitlines() if line.startswith(("a:b", "c:d"))] == ["probed", "measured"]
 
 
 def test_the_demos_makespans_are_both_measured_and_each_pick_is_beside_the_best(capsys, tmp_path):

@@ -23,6 +23,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .model import JobProfile
 
@@ -71,6 +72,22 @@ class Measurements:
 
     ways: dict[str, dict[str, MeasuredWay]] = field(default_factory=dict)
     identities: dict[str, JobIdentity] = field(default_factory=dict)
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[Mapping[str, Any]], identities: Mapping[str, JobIdentity]) -> Measurements:
+        """The stored rows (store/measured.py's newest of each way) that hold for groups of these jobs (`identities`:
+        each job's identity by its name here): a row whose every member is one of them."""
+        known = set(identities.values())
+        ways: dict[str, dict[str, MeasuredWay]] = {}
+        for row in rows:
+            members = [JobIdentity(job["workload"], job["np"], job["engine"], job["hosts"]) for job in row["jobs"]]
+            if not all(member in known for member in members):
+                continue
+            way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
+            ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
+                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
+            )
+        return cls(ways, dict(identities))
 
     def for_group(self, jobs: Sequence[JobProfile], policy: str) -> dict[str, tuple[MeasuredWay, dict[str, float]]]:
         """The ways measured on exactly these jobs (under `policy` for crossover): way -> (its measurement,

@@ -42,7 +42,7 @@ from . import (
     plan_to_dict,
 )
 from .from_profiles import job_profile
-from .measured import NONE, JobIdentity, MeasuredWay, Measurements
+from .measured import NONE, JobIdentity, Measurements
 from .placement import Host
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
@@ -341,17 +341,7 @@ def measurements_of(
         recipe.name: JobIdentity(recipe.workload, recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts))
         for recipe in recipes
     }
-    known = set(identities.values())
-    ways: dict[str, dict[str, MeasuredWay]] = {}
-    for row in newest_measurements(open_store(db), link.key, hardware_fingerprint()):
-        members = [JobIdentity(job["workload"], job["np"], job["engine"], job["hosts"]) for job in row["jobs"]]
-        if not all(member in known for member in members):
-            continue
-        way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
-        ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
-            row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
-        )
-    return Measurements(ways, identities)
+    return Measurements.of_rows(newest_measurements(open_store(db), link.key, hardware_fingerprint()), identities)
 
 
 def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:

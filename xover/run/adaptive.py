@@ -6,7 +6,9 @@ job's iterations (the records the scheduler hands the sinks) and drives every ho
 
     warm-up    the group starts in its prior (the plan's better prediction, or its profiles' without a plan; else
                without turns) until every job has done WARMUP iterations: starts and first all-reduces are
-               not what either way does
+               not what either way does; a group whose two states an earlier comparison measured on the same
+               jobs (`MeasuredBefore`), further apart than z standard errors of their difference, then
+               settles in the better without probing (XOVER_ADAPTIVE measured=probe: it probes anyway)
     probing    windows in the two states, in the order A B B A (A: the state the round began in), each as
                long as every job takes for `iterations` iterations, but no longer than lets the first pair
                take at most `share` of the time left to the job that ends first; after each pair (and
@@ -70,6 +72,8 @@ COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (
 EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
 WARMUP_WAIT_S = 60.0  # for a job that has not started: then the others probe, and it joins them later
+SETTLE, PROBE_ANYWAY = "settle", "probe"
+MEASURED_CHOICES = (SETTLE, PROBE_ANYWAY)  # XOVER_ADAPTIVE measured=
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class AdaptiveSettings:
     recheck: float = 300.0  # seconds settled before probing again
     warmup: int = 2  # iterations of every job before the first window (then one more: it is measured from there)
     start: str = ""  # the prior: turns or free; empty: the plan's better prediction, else free
+    measured: str = SETTLE  # both states measured on these jobs before, clearly apart: settle there, or probe
 
     @classmethod
     def of(cls, given: Mapping[str, str] | None) -> AdaptiveSettings:
@@ -100,6 +105,10 @@ class AdaptiveSettings:
             if key == "start":
                 if text not in ("", TURNS, FREE):
                     raise XoverError(f"XOVER_ADAPTIVE start={text}: expected {TURNS} or {FREE}")
+                values[key] = text
+            elif key == "measured":
+                if text not in MEASURED_CHOICES:
+                    raise XoverError(f"XOVER_ADAPTIVE measured={text}: expected {' or '.join(MEASURED_CHOICES)}")
                 values[key] = text
             elif key in ("iterations", "pairs", "warmup"):
                 values[key] = int(float(text))
@@ -290,6 +299,26 @@ def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, o
     return Verdict(None, "", aggregates, errors, difference, error)
 
 
+@dataclass(frozen=True)
+class MeasuredBefore:
+    """Both states as earlier comparisons measured them on these very jobs (the store's newest figure of each
+    way for the same workloads, ranks, engine, hosts, link and hardware: plan/measured.py), and how far one such
+    figure misses the next measurement of the same group (`Calibration.measured_error`, relative)."""
+
+    aggregates: dict[str, float]  # TURNS and FREE
+    error: float
+
+    def verdict(self, config: AdaptiveSettings) -> Verdict | None:
+        """The state to settle in without probing: the better one where the two figures are `z` standard errors
+        of their difference apart (and `margin`); None where they are closer (the group probes)."""
+        turns, free = self.aggregates[TURNS], self.aggregates[FREE]
+        errors = {TURNS: self.error * turns, FREE: self.error * free}
+        difference, error = turns - free, math.hypot(*errors.values())
+        if abs(difference) < config.z * error or abs(difference) < config.margin * max(free, 1e-9):
+            return None
+        return Verdict(TURNS if difference > 0 else FREE, "measured", dict(self.aggregates), errors, difference, error)
+
+
 def switch_margin(iteration_s: float | None, way_there_s: float) -> int:
     """Iterations after the most any host has seen at which a job switches: the next one where its ranks
     could hardly start it before the command gets there (its chance is about way there / iteration: under
@@ -423,6 +452,7 @@ class AdaptiveController:
         prior: str | None = None,
         under_mps: bool = False,
         now: float = 0.0,
+        measured: MeasuredBefore | None = None,
     ) -> None:
         self.jobs = [_Job(name, count, solo) for name, count, solo in zip(names, devices, solo_s)]
         self.switcher = switcher
@@ -438,6 +468,8 @@ class AdaptiveController:
         self.length = self.config.window  # of this round's windows
         self.settled_reference: dict[int, float] = {}
         self.rounds = 0
+        self.measured = measured
+        self.settled_on_measured = False
         self.started = now
         self.done = False
         self._open(WARMUP, self.state, "the jobs start in the prior: " + self._prior_reason(prior), now)
@@ -458,7 +490,7 @@ class AdaptiveController:
                 # the group's time starts with its first iteration, not with its launchers
                 self.current.started = record.wall_time - record.iteration_s
                 self.record(self.current)
-            joined = job.first_seen is None and self.rounds > 0
+            joined = job.first_seen is None and self.begun
             if job.first_seen is None:
                 job.first_seen = now
             job.points.append((record.wall_time, float(record.step + 1)))
@@ -491,7 +523,7 @@ class AdaptiveController:
             else:
                 self.done = True
             return
-        if self.rounds > 0:
+        if self.begun:
             self._start_round(f"{self.jobs[slot].name} ended", now)
 
     def close(self, now: float) -> None:
@@ -505,6 +537,12 @@ class AdaptiveController:
     def current(self) -> Segment:
         """The open segment."""
         return self.segments[-1]
+
+    @property
+    def begun(self) -> bool:
+        """Past its warm-up: it probed, or settled on what was measured before (a job that ends or joins now
+        changes the group it measured: it probes again)."""
+        return self.rounds > 0 or self.settled_on_measured
 
     def live(self) -> list[_Job]:
         """The jobs still running."""
@@ -523,7 +561,8 @@ class AdaptiveController:
             warmed = [job for job in self.present() if len(job.points) > self.config.warmup]
             everyone = len(warmed) == len(self.live())
             if len(warmed) >= 2 and (everyone or now - self.started >= WARMUP_WAIT_S):
-                self._start_round("start", now)
+                if not self._settle_on_measured(now):
+                    self._start_round("start", now)
         elif segment.kind == PROBE:
             self._probe(segment, now)
         elif segment.kind == SETTLED:
@@ -591,6 +630,17 @@ class AdaptiveController:
         state = self.round_states[0] if count % 4 in (0, 3) else self.round_states[1]
         self._next_window(state, f"round {self.rounds}, window {count + 1}", now)
 
+    def _settle_on_measured(self, now: float) -> bool:
+        """After the warm-up, a group whose two states were measured on these jobs before and clearly apart
+        (`MeasuredBefore.verdict`) settles in the better without probing, unless `measured=probe`; it watches
+        as any settled group (a job ends or joins, drift, `recheck`), and then probes."""
+        found = self.measured.verdict(self.config) if self.measured and self.config.measured == SETTLE else None
+        if found is None or found.state is None or len(self.present()) != len(self.jobs):
+            return False
+        self.settled_on_measured = True
+        self._settle(found, now)
+        return True
+
     def _settle(self, found: Verdict, now: float) -> None:
         figures = {
             **found.figures(),
@@ -605,7 +655,15 @@ class AdaptiveController:
             "no windows": "only one state could be measured",
         }.get(found.rule, found.rule)
         assert found.state is not None
-        self._switch_to(found.state, SETTLED, f"round {self.rounds}: {reason}", now, figures)
+        if found.rule == "measured":
+            figures["windows"] = 0
+            reason = (
+                "measured on these jobs before, further apart than their error: "
+                f"no probe (XOVER_ADAPTIVE measured={PROBE_ANYWAY} probes anyway)"
+            )
+        else:
+            reason = f"round {self.rounds}: {reason}"
+        self._switch_to(found.state, SETTLED, reason, now, figures)
         self._reset_reference()
 
     def _watch(self, segment: Segment, now: float) -> None:

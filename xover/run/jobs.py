@@ -64,6 +64,7 @@ class GroupToRun:
     predicted_gain: float | None = None
     sharing: str = DEFAULT_WAY.name  # the plan's pick (a way of sharing, xover/sharing.py): what `planned` runs
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way it predicted
+    predicted_from: dict[str, str] = field(default_factory=dict)  # way -> measured | simulated (none given: simulated)
 
     @property
     def best_without_turns(self) -> str | None:

@@ -56,7 +56,7 @@ from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.protocol import FREE, TURNS
 from ..turns.service import ServedTurns, TurnService
-from .adaptive import AdaptiveController, AdaptiveSettings, Segment
+from .adaptive import AdaptiveController, AdaptiveSettings, MeasuredBefore, Segment
 from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
@@ -92,6 +92,7 @@ class Unit:
     network: Any = None
     turns: TurnService | None = None
     prior: str | None = None  # adaptive: the state it starts in (turns or free; None: free)
+    measured: MeasuredBefore | None = None  # adaptive: both states as measured on these jobs before
     adaptive: AdaptiveController | None = None
 
     @property
@@ -453,6 +454,7 @@ class Scheduler:
                 prior=unit.prior,
                 under_mps=running_under_mps(),
                 now=time.time(),
+                measured=unit.measured,
             )
         return link_bands
 

@@ -115,7 +115,16 @@ def groups_from_plan(
             )
         # the gain a comparison's crossover is set against: the plan's crossover prediction
         crossover_gain = group.predicted_by_sharing.get(CROSSOVER.name, group.predicted_gain)
-        groups.append(GroupToRun(index, jobs, crossover_gain, group.sharing, dict(group.predicted_by_sharing)))
+        groups.append(
+            GroupToRun(
+                index,
+                jobs,
+                crossover_gain,
+                group.sharing,
+                dict(group.predicted_by_sharing),
+                dict(group.predicted_from),
+            )
+        )
     return groups, plan
 
 

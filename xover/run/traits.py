@@ -13,12 +13,15 @@ from ..devices import hardware_fingerprint
 from ..errors import XoverError
 from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
-from ..plan.predict import predict_sharings
+from ..plan.measured import Measurements
+from ..plan.predict import predict_considered
 from ..recipes import with_overrides
 from ..sharing import RunStatus, adapts
+from ..store.measured import newest_measurements
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
+from .learn import identity_of
 
 
 def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
@@ -58,9 +61,11 @@ def attach_traits(store, jobs: list[JobSpec], link: Link) -> None:
 
 def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: Sequence[str]) -> None:
     """A group run without a plan (`--group`, scripts) in a way that adapts gets the gains a plan would have
-    predicted for it, from the same stored profiles as its traits: it starts in the better of them
-    (run/units.py), as it would from a plan. Nothing where a job has no profile at this link; an adaptive
-    group then starts without turns."""
+    predicted for it, from the same stored profiles as its traits, and from what earlier comparisons measured
+    on the same jobs (each way's newest measurement at this link on this hardware, plan/measured.py), marked
+    as measured: it starts in the better of them (run/units.py), as it would from a plan, and where both were
+    measured far enough apart it settles there without probing. Nothing where a job has no profile at this
+    link; an adaptive group then starts without turns."""
     if group.predicted_by_sharing or not any(adapts(mode) for mode in modes):
         return
     hardware = hardware_fingerprint()
@@ -70,8 +75,11 @@ def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: 
         if found is None:
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
-    predictions = predict_sharings(profiles, policy)
+    identities = {job.name: identity_of(job) for job in group.jobs}
+    measured = Measurements.of_rows(newest_measurements(store, link.key, hardware), identities)
+    predictions, sources = predict_considered(profiles, policy, measured=measured)
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
+    group.predicted_from = sources
 
 
 def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None, link: Link = HOST) -> SlotTraits | None:

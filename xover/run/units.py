@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from ..analysis import job_summary
 from ..links import HOST, Link
+from ..plan.calibration import SHIPPED
+from ..plan.predict import MEASURED
 from ..sharing import CROSSOVER, PLANNED, Mode, adapts, turn_taking
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
 from ..store.session import Store
 from ..turns.protocol import FREE, TURNS
+from .adaptive import MeasuredBefore
 from .jobs import GroupToRun
 from .schedule import Unit
 from .traits import traits_from_summary
@@ -56,7 +59,16 @@ def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> lis
         if mode == SEQUENTIAL:
             units += [Unit([job], SEQUENTIAL, group.index) for job in group.jobs]
         elif adapts(mode):
-            units.append(Unit(group.jobs, mode, group.index, policies[0], prior=adaptive_prior(group)))
+            units.append(
+                Unit(
+                    group.jobs,
+                    mode,
+                    group.index,
+                    policies[0],
+                    prior=adaptive_prior(group),
+                    measured=measured_before(group),
+                )
+            )
         elif turn_taking(mode):
             units += [Unit(group.jobs, mode, group.index, policy) for policy in policies]
         else:
@@ -71,3 +83,13 @@ def adaptive_prior(group: GroupToRun) -> str | None:
     if crossover is None or free is None:
         return None
     return TURNS if crossover > group.predicted_by_sharing[free] else FREE
+
+
+def measured_before(group: GroupToRun) -> MeasuredBefore | None:
+    """Both states of an adaptive group as earlier comparisons measured them on the same jobs (crossover's and
+    its best way without turns, both marked measured in its predictions); None where either was simulated."""
+    crossover, free = CROSSOVER.name, group.best_without_turns
+    if free is None or any(group.predicted_from.get(way) != MEASURED for way in (crossover, free)):
+        return None
+    aggregates = {TURNS: group.predicted_by_sharing[crossover], FREE: group.predicted_by_sharing[free]}
+    return MeasuredBefore(aggregates, SHIPPED.measured_error)
