@@ -477,7 +477,11 @@ class AdaptiveController:
     def _prior_reason(self, prior: str | None) -> str:
         if self.config.start:
             return f"XOVER_ADAPTIVE start={self.config.start}"
-        return "the plan's better prediction" if prior else "nothing predicted, so without turns"
+        if self.measured is not None:
+            return "the better of its two ways as measured on these jobs before"
+        if prior:
+            return "the better predicted way (its plan's, or its profiles')"
+        return "nothing predicted, so without turns"
 
     # -- what the scheduler hands it ---------------------------------------------------------
     def observe(self, slot: int, record: MetricRecord, now: float) -> None:
