@@ -57,6 +57,7 @@ from typing import Any, Protocol
 
 from ..errors import XoverError
 from ..records import IterationRecord, MetricRecord, StartRecord
+from ..settings import ADAPTIVE_MEASURED
 from ..sharing import CONCURRENT, CROSSOVER, MPS
 from ..turns.protocol import FREE, TURNS
 
@@ -72,8 +73,7 @@ COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (
 EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
 WARMUP_WAIT_S = 60.0  # for a job that has not started: then the others probe, and it joins them later
-SETTLE, PROBE_ANYWAY = "settle", "probe"
-MEASURED_CHOICES = (SETTLE, PROBE_ANYWAY)  # XOVER_ADAPTIVE measured=
+SETTLE, PROBE_ANYWAY = ADAPTIVE_MEASURED  # XOVER_ADAPTIVE measured=: the words settings.py checks
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,8 @@ class AdaptiveSettings:
                     raise XoverError(f"XOVER_ADAPTIVE start={text}: expected {TURNS} or {FREE}")
                 values[key] = text
             elif key == "measured":
-                if text not in MEASURED_CHOICES:
-                    raise XoverError(f"XOVER_ADAPTIVE measured={text}: expected {' or '.join(MEASURED_CHOICES)}")
+                if text not in ADAPTIVE_MEASURED:
+                    raise XoverError(f"XOVER_ADAPTIVE measured={text}: expected {' or '.join(ADAPTIVE_MEASURED)}")
                 values[key] = text
             elif key in ("iterations", "pairs", "warmup"):
                 values[key] = int(float(text))
@@ -659,8 +659,7 @@ class AdaptiveController:
             "no windows": "only one state could be measured",
         }.get(found.rule, found.rule)
         assert found.state is not None
-        if found.rule == "measured":
-            figures["windows"] = 0
+        if found.rule == "measured":  # no round was made: its figures hold no windows (0)
             reason = (
                 "measured on these jobs before, further apart than their error: "
                 f"no probe (XOVER_ADAPTIVE measured={PROBE_ANYWAY} probes anyway)"
