@@ -211,14 +211,14 @@ def clipped(spans: Sequence[Span], start: float, end: float) -> list[Span]:
 class Measured:
     """A window (or a settled stretch) measured: each job's speed relative to alone and its standard error.
     `left_out_s`: per job, the seconds of its iterations left out as evaluations' (`Evaluations`);
-    `charged`: per job that evaluates, the share of its time its evaluations take (charged to the speeds)."""
+    `charged`: per job, the factor its speed was multiplied by for the evaluations (`charge_evaluations`)."""
 
     start: float
     end: float
     speeds: dict[str, float]
     errors: dict[str, float]
     left_out_s: dict[str, float] = field(default_factory=dict)
-    charged: dict[str, float] = field(default_factory=dict)
+    charged: dict[str, float] = field(default_factory=dict)  # per job: the factor evaluations' cost put on it
 
     @property
     def aggregate(self) -> float:
@@ -281,46 +281,48 @@ def measure(
 @dataclass(frozen=True)
 class Evaluations:
     """A job's periodic evaluations, as its records announce them: one every `interval` iterations, each
-    `extra_s` seconds beyond its iterations' pace."""
+    taking `alone_s` seconds with the device to itself."""
 
     interval: int
-    extra_s: float
+    alone_s: float
 
-    def share(self, speed: float, solo_s: float) -> float:
-        """The share of the job's time its evaluations take at `speed` relative to alone (its iterations
-        then take solo_s / speed)."""
-        if speed <= 0 or self.interval <= 0:
-            return 0.0
-        return self.extra_s / (self.interval * solo_s / speed + self.extra_s)
+    def per_iteration(self, solo_s: float) -> float:
+        """Its evaluations' time per iteration, relative to an iteration alone."""
+        return self.alone_s / (self.interval * solo_s) if self.interval > 0 and solo_s > 0 else 0.0
 
 
 def charge_evaluations(
     measured: Measured, state: str, evaluations: Mapping[str, Evaluations], solo_s: Mapping[str, float]
 ) -> Measured:
-    """A window measured without the iterations evaluations held up, charged what the evaluations cost
-    each state in the long run. A window is seconds long, an evaluation comes every few seconds and takes
-    most of one: held in a window it would count many times over, left out it would count not at all. With
-    turns, an evaluation holds the device (it runs in its job's turn), so every job of the group stands
-    still for it; without turns, only the evaluating job does, the others go on."""
-    shares = {
-        name: evaluations[name].share(speed, solo_s[name])
-        for name, speed in measured.speeds.items()
-        if name in evaluations and solo_s.get(name)
-    }
-    shares = {name: share for name, share in shares.items() if share > 0}
-    if not shares:
+    """A window measured without the iterations evaluations held up, as a long run of the state would be,
+    evaluations and all, relative to each job alone (evaluations and all: as `xover report` has it).
+
+    A window is a second or two; an evaluation comes every few seconds and takes most of one. Held in a
+    window, it would count many times over; left out, not at all. Without turns an evaluation shares the
+    device as the job's iterations do, and is slowed as much: its job's speed relative to alone stays what
+    its iterations' is, and the others go on beside it, so the window stands as measured. With turns it
+    runs in its job's turn, with the device to itself, as fast as alone, and every other job waits for it:
+    each job k's speed is v_k (1 + e_k) / (1 + sum_j v_j e_j), e_j the time job j's evaluations take per
+    iteration relative to an iteration alone (`Evaluations.per_iteration`), v its speed in the window."""
+    if state != TURNS:
         return measured
-    if state == TURNS:
-        kept = dict.fromkeys(measured.speeds, max(0.0, 1.0 - sum(shares.values())))
-    else:
-        kept = {name: 1.0 - shares.get(name, 0.0) for name in measured.speeds}
+    per_iteration = {
+        name: evaluations[name].per_iteration(solo_s.get(name) or 0.0)
+        for name in measured.speeds
+        if name in evaluations
+    }
+    per_iteration = {name: value for name, value in per_iteration.items() if value > 0}
+    if not per_iteration:
+        return measured
+    waited = 1.0 + sum(measured.speeds[name] * value for name, value in per_iteration.items())
+    factor = {name: (1.0 + per_iteration.get(name, 0.0)) / waited for name in measured.speeds}
     return Measured(
         measured.start,
         measured.end,
-        {name: speed * kept[name] for name, speed in measured.speeds.items()},
-        {name: error * kept[name] for name, error in measured.errors.items()},
+        {name: speed * factor[name] for name, speed in measured.speeds.items()},
+        {name: error * factor[name] for name, error in measured.errors.items()},
         measured.left_out_s,
-        {name: round(share, 4) for name, share in shares.items()},
+        {name: round(value, 4) for name, value in factor.items()},
     )
 
 
@@ -510,7 +512,7 @@ class _Job:
     live: bool = True
     first_seen: float | None = None
     evaluating: set[int] = field(default_factory=set)  # steps an evaluation was announced for, its iteration to come
-    evaluated: list[tuple[int, Span, float]] = field(default_factory=list)  # (step, its iteration, seconds extra)
+    evaluated: list[tuple[int, Span, float]] = field(default_factory=list)  # (step, its iteration, seconds alone)
 
     def recent_s(self) -> float | None:
         if not self.durations:
@@ -523,7 +525,7 @@ class _Job:
             return None
         steps = [step for step, _, _ in self.evaluated]
         interval = steps[-1] - steps[-2] if len(steps) > 1 else steps[0]
-        return Evaluations(interval, statistics.median(extra for _, _, extra in self.evaluated[-RECENT:]))
+        return Evaluations(interval, statistics.median(alone for _, _, alone in self.evaluated[-RECENT:]))
 
     def left_s(self) -> float | None:
         recent, done = self.recent_s(), (self.points[-1][1] if self.points else 0)
@@ -606,7 +608,10 @@ class AdaptiveController:
                 pace = job.recent_s()
                 if pace is not None and record.step > 0:
                     began = record.wall_time - record.iteration_s
-                    extra = max(0.0, record.iteration_s - pace)
+                    extra = max(0.0, record.iteration_s - pace)  # the evaluation: the iteration beyond its pace
+                    solo = job.solo_s or job.stand_in_s
+                    if self.state != TURNS and solo:  # shared, it was slowed as the job's iterations are
+                        extra *= min(1.0, solo / pace)
                     job.evaluated.append((record.step, (began, record.wall_time), extra))
             if not any(other.points for other in self.jobs) and self.current.kind == WARMUP:
                 # the group's time starts with its first iteration, not with its launchers
