@@ -34,7 +34,10 @@ aggregate is the sum, as `xover report` has it. The noise of a job's speed over 
 is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations - in the window, else in the
 same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together;
 windows in one state pool, and where a state has several windows their spread counts too (phases that
-drift apart and together), never less than `floor`.
+drift apart and together), never less than `floor`. A job's evaluation (its `eval` record names the
+iteration that held it) is left out of a window, with every job's iterations it held up, and each state is
+charged what evaluations cost it over a long run (`charge_evaluations`): a second-long evaluation in a
+second-long window would otherwise stand for one every window.
 
 The rule (`verdict`): the difference of the two states' aggregates counts once it is `z` standard errors;
 then the better state is chosen. Where the error is down to its floor and the difference still does not
