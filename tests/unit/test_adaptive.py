@@ -10,7 +10,7 @@ import random
 import pytest
 
 from xover.errors import XoverError
-from xover.records import IterationRecord, StartRecord
+from xover.records import EvaluationRecord, IterationRecord, StartRecord
 from xover.run.adaptive import (
     ALONE,
     DEFAULT_CV,
@@ -19,8 +19,10 @@ from xover.run.adaptive import (
     WARMUP,
     AdaptiveController,
     AdaptiveSettings,
+    Evaluations,
     Measured,
     MeasuredBefore,
+    charge_evaluations,
     measure,
     progress_at,
     rate_between,
@@ -166,8 +168,10 @@ class Group:
 
     def __init__(self, times: dict[str, dict[str, float]], iterations: int = 400, noise: float = 0.03, seed: int = 1,
                  start: str = "free", devices: int = 2, measured: MeasuredBefore | None = None,
-                 config: AdaptiveSettings | None = None) -> None:
+                 config: AdaptiveSettings | None = None,
+                 evaluations: dict[str, tuple[int, float]] | None = None) -> None:
         self.times, self.names = times, list(times["turns"])
+        self.evaluations = evaluations or {}  # per job: every how many iterations it evaluates, for how long
         self.rng = random.Random(seed)
         self.noise, self.devices = noise, devices
         self.state = {name: start for name in self.names}  # per job: the state its devices are in
@@ -211,6 +215,9 @@ class Group:
                 self.done[name] += 1
                 duration = ended - self.last_end.get(name, ended - self.times[self.state[name]][name])
                 self.last_end[name] = ended
+                if self._evaluates(name, self.done[name] - 1):
+                    self.controller.observe(slot, EvaluationRecord(step=self.done[name] - 1, metric="accuracy",
+                                                                   value=0.5), ended)
                 self.controller.observe(slot, IterationRecord(
                     step=self.done[name] - 1, time_s=0.0, wall_time=ended, iteration_s=duration, data_s=0.0,
                     compute_s=duration / 2, communication_s=duration / 2, wait_s=0.0, samples=32, loss=1.0), ended)
@@ -226,7 +233,20 @@ class Group:
                             "switch": self.pending["number"], "slot": slot, "device": device,
                             "iteration": acquire, "boundary": self.commands[-1][2][slot], "wall_time": ended})
                 self.next_end[name] = ended + self._duration(name)
+                if self._evaluates(name, self.done[name]):  # in the turn of its next iteration, on the device
+                    seconds = self.evaluations[name][1]  # with the device to itself
+                    if self.state[name] == "turns":  # it has: the others wait for it
+                        for partner in self.next_end:
+                            if partner != name and self.state[partner] == "turns":
+                                self.next_end[partner] += seconds
+                    else:  # shared: slowed as its iterations are
+                        seconds *= self.times["free"][name] / self.times["alone"][name]
+                    self.next_end[name] += seconds
             self.controller.tick(self.now)
+
+    def _evaluates(self, name: str, step: int) -> bool:
+        interval = self.evaluations.get(name, (0, 0.0))[0]
+        return bool(interval) and step > 0 and step % interval == 0
 
     def timeline(self) -> list[dict]:
         return [self.segments[seq] for seq in sorted(self.segments)]
@@ -354,3 +374,79 @@ def test_a_group_settled_on_measurements_probes_when_one_of_three_ends():
     assert group.timeline()[1]["decision"]["rule"] == "measured"
     assert any(reason.startswith("c ended: round 1") for reason in reasons)
 
+
+
+# ------------------------------------------------------------------------------------ evaluations
+
+
+def test_a_window_leaves_out_the_iterations_an_evaluation_held_up():
+    # a: 0.1 s iterations, one of them held 1 s by an evaluation; b waited for it (its iteration 4 took 1.1 s)
+    a_ends = [0.1 * k for k in range(1, 6)] + [1.5 + 0.1 * k for k in range(1, 16)]
+    b_ends = [0.1 * k for k in range(1, 4)] + [1.4 + 0.1 * k for k in range(0, 17)]
+    points = {"a": [(t, i + 1.0) for i, t in enumerate(a_ends)], "b": [(t, i + 1.0) for i, t in enumerate(b_ends)]}
+    durations = {name: [(t, t - (ends[i - 1] if i else 0.0)) for i, t in enumerate(ends)]
+                 for name, ends in (("a", a_ends), ("b", b_ends))}
+    solo = {"a": 0.1, "b": 0.1}
+    held = measure(points, durations, solo, 0.15, 2.95)
+    assert held is not None and held.aggregate < 1.4  # 1 s of nothing in 2.8 s
+    left_out = {"a": [(0.5, 1.6)], "b": [(0.3, 1.4)]}
+    measured = measure(points, durations, solo, 0.15, 2.95, left_out=left_out)
+    assert measured is not None
+    assert measured.speeds == pytest.approx({"a": 1.0, "b": 1.0}, rel=0.01)
+    assert measured.left_out_s == pytest.approx({"a": 1.1, "b": 1.1})
+
+
+def test_with_turns_evaluations_run_as_fast_as_alone_and_every_other_job_waits_without_turns_nothing_changes():
+    window = Measured(0.0, 2.0, {"a": 0.6, "b": 0.6}, {"a": 0.01, "b": 0.01})
+    evaluations = {"a": Evaluations(interval=50, alone_s=1.0)}  # 1 s every 50 iterations of 0.1 s alone: e = 0.2
+    with_turns = charge_evaluations(window, "turns", evaluations, {"a": 0.1, "b": 0.1})
+    # over 50 of a's iterations (50 * 0.1 / 0.6 s) and its evaluation (1 s): a did 50 iterations and an
+    # evaluation that alone take 6 s; b did 0.6 of what it does alone, but only while a was not evaluating
+    period = 50 * 0.1 / 0.6 + 1.0
+    assert with_turns.speeds == pytest.approx({"a": 6.0 / period, "b": 0.6 * (period - 1.0) / period})
+    assert with_turns.charged == {"a": round(1.2 / 1.12, 4), "b": round(1 / 1.12, 4)}
+    assert charge_evaluations(window, "free", evaluations, {"a": 0.1, "b": 0.1}) is window
+    assert charge_evaluations(window, "turns", {}, {"a": 0.1, "b": 0.1}) is window
+
+
+def long_run(times, name, interval, seconds):
+    """Each state's aggregate over a long run of the Group's model, relative to each job alone, evaluations
+    and all: with turns, an evaluation takes `seconds` every `interval` iterations of its job and stops every
+    job; without, it is slowed as its job's iterations are and the others go on."""
+    aggregates = {}
+    for state in ("turns", "free"):
+        alone = {job: 1 / times["alone"][job] for job in times[state]}  # iterations per second
+        alone[name] = interval / (interval * times["alone"][name] + seconds)
+        if state == "turns":
+            period = interval * times[state][name] + seconds  # of a's: everyone waits for its evaluation
+            rates = {job: (period - seconds) / times[state][job] / period for job in times[state]}
+        else:
+            period = interval * times[state][name] + seconds * times[state][name] / times["alone"][name]
+            rates = {job: 1 / times[state][job] for job in times[state]}
+        rates[name] = interval / period
+        aggregates[state] = sum(rates[job] / alone[job] for job in rates)
+    return aggregates
+
+
+@pytest.mark.parametrize("times, interval, seconds, better", [(TURNS_AHEAD, 50, 1.0, "crossover"),
+                                                              (TURNS_AHEAD, 10, 1.0, "crossover"),
+                                                              (FREE_AHEAD, 10, 0.5, "concurrent")])
+def test_a_partners_evaluation_in_a_window_neither_sinks_turns_nor_is_forgotten(times, interval, seconds, better):
+    # a evaluates every `interval` iterations: with turns as fast as alone, b waiting; without, both slowed
+    expected = long_run(times, "a", interval, seconds)
+    assert (expected["turns"] > expected["free"]) == (better == "crossover")
+    for seed in (1, 2, 3):
+        group = Group(times, iterations=3000, seed=seed, start="turns", evaluations={"a": (interval, seconds)})
+        group.run(group.now + 40)
+        timeline = group.timeline()
+        settled = [segment for segment in timeline if segment["kind"] == SETTLED][-1]
+        assert settled["way"] == better, (seed, settled["decision"])
+        ways = settled["decision"]["ways"]
+        assert ways["crossover"] == pytest.approx(expected["turns"], rel=0.06)
+        assert ways["concurrent"] == pytest.approx(expected["free"], rel=0.06)
+        # what was measured says what it left out and charged; a decision made before the first evaluation
+        # was made again on the charged windows
+        held = [segment for segment in timeline if "evaluations" in (segment["decision"] or {})]
+        assert held and any(segment["decision"]["evaluations"]["left_out_s"] for segment in held)
+        if interval == 50:
+            assert settled["reason"].startswith("a's evaluations, first seen since, charged to the windows: round 1")

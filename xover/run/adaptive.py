@@ -34,7 +34,10 @@ aggregate is the sum, as `xover report` has it. The noise of a job's speed over 
 is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations - in the window, else in the
 same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together;
 windows in one state pool, and where a state has several windows their spread counts too (phases that
-drift apart and together), never less than `floor`.
+drift apart and together), never less than `floor`. A job's evaluation (its `eval` record names the
+iteration that held it) is left out of a window, with every job's iterations it held up, and each state is
+charged what evaluations cost it over a long run (`charge_evaluations`): a second-long evaluation in a
+second-long window would otherwise stand for one every window.
 
 The rule (`verdict`): the difference of the two states' aggregates counts once it is `z` standard errors;
 then the better state is chosen. Where the error is down to its floor and the difference still does not
@@ -48,6 +51,7 @@ xover). Each window and each decision is a segment (`Segment`), recorded with th
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 import time
@@ -56,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import XoverError
-from ..records import IterationRecord, MetricRecord, StartRecord
+from ..records import EvaluationRecord, IterationRecord, MetricRecord, StartRecord
 from ..settings import ADAPTIVE_MEASURED
 from ..sharing import CONCURRENT, CROSSOVER, MPS
 from ..turns.protocol import FREE, TURNS
@@ -191,14 +195,33 @@ def relative_noise(durations: Sequence[float], window_s: float) -> float:
     return cv * math.sqrt(min(1.0, mean / window_s)) if mean > 0 else 1.0
 
 
+Span = tuple[float, float]  # (from, to), wall time
+
+
+def clipped(spans: Sequence[Span], start: float, end: float) -> list[Span]:
+    """`spans` cut to [start, end], overlapping ones merged, in order."""
+    inside = sorted((max(a, start), min(b, end)) for a, b in spans if b > start and a < end)
+    merged: list[Span] = []
+    for a, b in inside:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
 @dataclass(frozen=True)
 class Measured:
-    """A window (or a settled stretch) measured: each job's speed relative to alone and its standard error."""
+    """A window (or a settled stretch) measured: each job's speed relative to alone and its standard error.
+    `left_out_s`: per job, the seconds of its iterations left out as evaluations' (`Evaluations`);
+    `charged`: per job, the factor its speed was multiplied by for the evaluations (`charge_evaluations`)."""
 
     start: float
     end: float
     speeds: dict[str, float]
     errors: dict[str, float]
+    left_out_s: dict[str, float] = field(default_factory=dict)
+    charged: dict[str, float] = field(default_factory=dict)  # per job: the factor evaluations' cost put on it
 
     @property
     def aggregate(self) -> float:
@@ -218,26 +241,92 @@ def measure(
     start: float,
     end: float,
     spread: Mapping[str, Sequence[float]] | None = None,
+    left_out: Mapping[str, Sequence[Span]] | None = None,
 ) -> Measured | None:
     """Each job's speed relative to alone over [start, end] (its rate times its iteration alone), and its
     error; None unless every job's iterations cover the window. `durations`: (end, seconds) per iteration;
     `spread`: per job, the iterations its spread is taken from where the window holds too few (a slow job's
-    iterations in the same state earlier)."""
-    speeds, errors = {}, {}
+    iterations in the same state earlier); `left_out`: per job, spans of whole iterations of it that are not
+    measured (its rate is over the rest of the window: the iterations an evaluation held up)."""
+    speeds, errors, left = {}, {}, {}
     for name, job_points in points.items():
-        rate = rate_between(job_points, start, end)
-        if rate is None:
+        gaps = clipped((left_out or {}).get(name, ()), start, end)
+        first, last = progress_at(job_points, start), progress_at(job_points, end)
+        if first is None or last is None or end <= start:
             return None
+        done, seconds_measured = last - first, end - start
+        for a, b in gaps:
+            # whole iterations: interpolated progress over a gap is exactly the iterations it covers
+            done -= (progress_at(job_points, b) or 0.0) - (progress_at(job_points, a) or 0.0)
+            seconds_measured -= b - a
+        if seconds_measured <= 0:
+            return None
+        rate = max(0.0, done) / seconds_measured
         speed = rate * solo_s[name]
-        inside = [seconds for ended, seconds in durations.get(name, ()) if start < ended <= end]
+        inside = [
+            seconds
+            for ended, seconds in durations.get(name, ())
+            if start < ended <= end and not any(a < ended <= b for a, b in gaps)
+        ]
         if len(inside) < 3 and spread is not None and len(spread.get(name, ())) >= 3:
-            mean = 1.0 / rate if rate > 0 else end - start
+            mean = 1.0 / rate if rate > 0 else seconds_measured
             cv = statistics.stdev(spread[name]) / statistics.fmean(spread[name])
-            errors[name] = speed * cv * math.sqrt(min(1.0, mean / (end - start)))
+            errors[name] = speed * cv * math.sqrt(min(1.0, mean / seconds_measured))
         else:
-            errors[name] = speed * relative_noise(inside or [1.0 / rate if rate > 0 else end - start], end - start)
+            pace = [1.0 / rate if rate > 0 else seconds_measured]
+            errors[name] = speed * relative_noise(inside or pace, seconds_measured)
         speeds[name] = speed
-    return Measured(start, end, speeds, errors)
+        if gaps:
+            left[name] = sum(b - a for a, b in gaps)
+    return Measured(start, end, speeds, errors, left_out_s=left)
+
+
+@dataclass(frozen=True)
+class Evaluations:
+    """A job's periodic evaluations, as its records announce them: one every `interval` iterations, each
+    taking `alone_s` seconds with the device to itself."""
+
+    interval: int
+    alone_s: float
+
+    def per_iteration(self, solo_s: float) -> float:
+        """Its evaluations' time per iteration, relative to an iteration alone."""
+        return self.alone_s / (self.interval * solo_s) if self.interval > 0 and solo_s > 0 else 0.0
+
+
+def charge_evaluations(
+    measured: Measured, state: str, evaluations: Mapping[str, Evaluations], solo_s: Mapping[str, float]
+) -> Measured:
+    """A window measured without the iterations evaluations held up, as a long run of the state would be,
+    evaluations and all, relative to each job alone (evaluations and all: as `xover report` has it).
+
+    A window is a second or two; an evaluation comes every few seconds and takes most of one. Held in a
+    window, it would count many times over; left out, not at all. Without turns an evaluation shares the
+    device as the job's iterations do, and is slowed as much: its job's speed relative to alone stays what
+    its iterations' is, and the others go on beside it, so the window stands as measured. With turns it
+    runs in its job's turn, with the device to itself, as fast as alone, and every other job waits for it:
+    each job k's speed is v_k (1 + e_k) / (1 + sum_j v_j e_j), e_j the time job j's evaluations take per
+    iteration relative to an iteration alone (`Evaluations.per_iteration`), v its speed in the window."""
+    if state != TURNS:
+        return measured
+    per_iteration = {
+        name: evaluations[name].per_iteration(solo_s.get(name) or 0.0)
+        for name in measured.speeds
+        if name in evaluations
+    }
+    per_iteration = {name: value for name, value in per_iteration.items() if value > 0}
+    if not per_iteration:
+        return measured
+    waited = 1.0 + sum(measured.speeds[name] * value for name, value in per_iteration.items())
+    factor = {name: (1.0 + per_iteration.get(name, 0.0)) / waited for name in measured.speeds}
+    return Measured(
+        measured.start,
+        measured.end,
+        {name: speed * factor[name] for name, speed in measured.speeds.items()},
+        {name: error * factor[name] for name, error in measured.errors.items()},
+        measured.left_out_s,
+        {name: round(value, 4) for name, value in factor.items()},
+    )
 
 
 # ------------------------------------------------------------------------------------ the rule
@@ -399,6 +488,20 @@ class Segment:
             "decision": self.decision,
         }
 
+    def measured_as(self, measured: Measured) -> None:
+        """Take the figures of its window; where evaluations were left out and charged, say so in the
+        decision's figures (`evaluations`)."""
+        self.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
+        self.aggregate, self.error = round(measured.aggregate, 4), round(measured.error, 4)
+        if measured.left_out_s or measured.charged:
+            self.decision = {
+                **(self.decision or {}),
+                "evaluations": {
+                    "left_out_s": {name: round(seconds, 3) for name, seconds in measured.left_out_s.items()},
+                    "charged": dict(measured.charged),
+                },
+            }
+
 
 @dataclass
 class _Job:
@@ -411,11 +514,21 @@ class _Job:
     durations: list[tuple[float, float]] = field(default_factory=list)
     live: bool = True
     first_seen: float | None = None
+    evaluating: set[int] = field(default_factory=set)  # steps an evaluation was announced for, its iteration to come
+    evaluated: list[tuple[int, Span, float]] = field(default_factory=list)  # (step, its iteration, seconds alone)
 
     def recent_s(self) -> float | None:
         if not self.durations:
             return None
         return statistics.median(seconds for _, seconds in self.durations[-RECENT:])
+
+    def evaluations(self) -> Evaluations | None:
+        """Its evaluations as seen so far (None: none yet)."""
+        if not self.evaluated:
+            return None
+        steps = [step for step, _, _ in self.evaluated]
+        interval = steps[-1] - steps[-2] if len(steps) > 1 else steps[0]
+        return Evaluations(interval, statistics.median(alone for _, _, alone in self.evaluated[-RECENT:]))
 
     def left_s(self) -> float | None:
         recent, done = self.recent_s(), (self.points[-1][1] if self.points else 0)
@@ -462,7 +575,8 @@ class AdaptiveController:
         self.state = self.config.start or prior or FREE  # what the servers were started in
         self.segments: list[Segment] = []
         self.pending: _Pending | None = None
-        self.windows: list[tuple[str, Measured]] = []  # of this round
+        self.windows: list[tuple[str, Measured]] = []  # of this round, as measured (evaluations not charged)
+        self.decided_knowing: frozenset[str] = frozenset()  # the jobs whose evaluations the last decision knew
         self.round_states: tuple[str, str] = (self.state, other(self.state))
         self.round_started = now
         self.length = self.config.window  # of this round's windows
@@ -489,7 +603,19 @@ class AdaptiveController:
         job = self.jobs[slot]
         if isinstance(record, StartRecord) and record.iterations:
             job.planned = record.iterations
+        elif isinstance(record, EvaluationRecord):
+            job.evaluating.add(record.step)  # it ran in the iteration of that step, whose record comes next
         elif isinstance(record, IterationRecord):
+            if record.step in job.evaluating:
+                job.evaluating.discard(record.step)
+                pace = job.recent_s()
+                if pace is not None and record.step > 0:
+                    began = record.wall_time - record.iteration_s
+                    extra = max(0.0, record.iteration_s - pace)  # the evaluation: the iteration beyond its pace
+                    solo = job.solo_s or job.stand_in_s
+                    if self.state != TURNS and solo:  # shared, it was slowed as the job's iterations are
+                        extra *= min(1.0, solo / pace)
+                    job.evaluated.append((record.step, (began, record.wall_time), extra))
             if not any(other.points for other in self.jobs) and self.current.kind == WARMUP:
                 # the group's time starts with its first iteration, not with its launchers
                 self.current.started = record.wall_time - record.iteration_s
@@ -580,9 +706,11 @@ class AdaptiveController:
             segment.window = (began, began)
         start = segment.window[0]
         covered = self._covered()  # what the jobs' iterations tell so far: the window is measured up to there
-        if covered - start < EARLY * self.length:
+        # the time evaluations held up is not measured: a window that holds one lasts that much longer
+        held = max((sum(b - a for a, b in spans) for spans in self._left_out(start, covered).values()), default=0.0)
+        if covered - start - held < EARLY * self.length:
             return
-        due = covered - start >= COVERED * self.length or now >= start + self.config.max_window
+        due = covered - start - held >= COVERED * self.length or now >= start + self.config.max_window + held
         if not due and not self._clear_early(segment, start, covered):
             return
         measured = self._measure(start, covered)
@@ -604,14 +732,14 @@ class AdaptiveController:
         measured = self._measure(start, end)
         if measured is None:
             return False
-        return verdict([*self.windows, (segment.state, measured)], self.config).rule == "clear"
+        so_far = [*self._charged(), (segment.state, self._charge(measured, segment.state))]
+        return verdict(so_far, self.config).rule == "clear"
 
     def _finish_window(self, segment: Segment, measured: Measured, now: float) -> None:
         self.windows.append((segment.state, measured))
-        segment.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
-        segment.aggregate, segment.error = round(measured.aggregate, 4), round(measured.error, 4)
+        segment.measured_as(self._charge(measured, segment.state))
         count = len(self.windows)
-        if count % 2 == 0 or verdict(self.windows, self.config).rule == "clear":
+        if count % 2 == 0 or verdict(self._charged(), self.config).rule == "clear":
             probed = sum(m.end - m.start for _, m in self.windows)
             left = self._time_left()
             # the round's whole time, as it looks now (the jobs' pace early in a round misleads): probing takes
@@ -626,7 +754,7 @@ class AdaptiveController:
                 and (probed + 2 * self.length > budget or 2 * self.length > self.config.share * left)
             ):
                 out = "time"
-            found = verdict(self.windows, self.config, out)
+            found = verdict(self._charged(), self.config, out)
             if found.state is not None:
                 self._settle(found, now)
                 return
@@ -645,7 +773,7 @@ class AdaptiveController:
         self._settle(found, now)
         return True
 
-    def _settle(self, found: Verdict, now: float) -> None:
+    def _settle(self, found: Verdict, now: float, why: str = "") -> None:
         figures = {
             **found.figures(),
             "ways": {way_of(state, self.under_mps): round(value, 4) for state, value in found.aggregates.items()},
@@ -659,13 +787,14 @@ class AdaptiveController:
             "no windows": "only one state could be measured",
         }.get(found.rule, found.rule)
         assert found.state is not None
+        self.decided_knowing = self._evaluating()
         if found.rule == "measured":  # no round was made: its figures hold no windows (0)
             reason = (
                 "measured on these jobs before, further apart than their error: "
                 f"no probe (XOVER_ADAPTIVE measured={PROBE_ANYWAY} probes anyway)"
             )
         else:
-            reason = f"round {self.rounds}: {reason}"
+            reason = f"{why}round {self.rounds}: {reason}"
         self._switch_to(found.state, SETTLED, reason, now, figures)
         self._reset_reference()
 
@@ -674,6 +803,8 @@ class AdaptiveController:
         median of its first RECENT iterations there), or after `recheck` seconds; never where the last round
         found no time to probe (there is less now)."""
         if (segment.decision or {}).get("rule") == "not probed":
+            return
+        if self._evaluating() != self.decided_knowing and self._redecide(segment, now):
             return
         if now - segment.started >= self.config.recheck:
             self._start_round(f"{self.config.recheck:g} s settled", now)
@@ -690,6 +821,38 @@ class AdaptiveController:
                     f"{job.name}'s iteration drifted from {reference * 1000:.0f} to {recent * 1000:.0f} ms", now
                 )
                 return
+
+    def _redecide(self, segment: Segment, now: float) -> bool:
+        """A job's evaluations seen for the first time since the group settled (they come every few seconds;
+        a round can end before the first): the round's windows are charged for them and decided again, without
+        a probe. False where nothing changed."""
+        new = sorted(self._evaluating() - self.decided_knowing)
+        self.decided_knowing = self._evaluating()
+        if not new or not self.windows:  # settled on earlier measurements: those held the evaluations
+            return False
+        rule = (segment.decision or {}).get("rule", "")
+        found = verdict(self._charged(), self.config, rule if rule in ("time", "pairs") else "")
+        why = f"{', '.join(new)}'s evaluations, first seen since, charged to the windows: "
+        if found.state is None:
+            self._start_round(why.removesuffix(": ") + " leave the difference unclear", now)
+        else:
+            self._settle(found, now, why)
+        return True
+
+    def _evaluating(self) -> frozenset[str]:
+        """The present jobs whose evaluations have been seen."""
+        return frozenset(job.name for job in self.present() if job.evaluated)
+
+    def _charge(self, measured: Measured, state: str) -> Measured:
+        """`measured` (a window in `state`) charged what the jobs' evaluations seen so far cost there."""
+        present = {job.name: job for job in self.present()}
+        evaluations = {name: found for name, job in present.items() if (found := job.evaluations()) is not None}
+        solo = {name: job.solo_s or job.stand_in_s or 0.0 for name, job in present.items()}
+        return charge_evaluations(measured, state, evaluations, solo)
+
+    def _charged(self) -> list[tuple[str, Measured]]:
+        """The round's windows, each charged for the evaluations seen so far (`_charge`)."""
+        return [(state, self._charge(measured, state)) for state, measured in self.windows]
 
     def _settled_since(self, segment: Segment) -> float:
         """When every device of the group was in the settled state (its switch applied), else its start."""
@@ -805,26 +968,52 @@ class AdaptiveController:
         return min(ends) if ends else 0.0
 
     def _measure(self, start: float, end: float) -> Measured | None:
+        """The present jobs over [start, end], without the iterations evaluations held up (`_left_out`); not
+        yet charged for the evaluations (`_charge`)."""
         present = self.present()
-        solo = {job.name: job.solo_s or job.stand_in_s for job in present}
+        solo = {job.name: job.solo_s or job.stand_in_s or 0.0 for job in present}
         if len(present) < 2 or not all(solo.values()):
             return None
         return measure(
             {job.name: job.points for job in present},
             {job.name: job.durations for job in present},
-            {name: seconds or 0.0 for name, seconds in solo.items()},
+            solo,
             start,
             end,
             self._spread(start, end),
+            self._left_out(start, end),
         )
+
+    def _left_out(self, start: float, end: float) -> dict[str, list[Span]]:
+        """Per present job, its iterations in [start, end] that overlap an evaluation's iteration (of any job):
+        held up by it, with turns or without, they are not measured."""
+        present = self.present()
+        evaluations = [span for job in present for _, span, _ in job.evaluated if span[1] > start and span[0] < end]
+        if not evaluations:
+            return {}
+        left_out: dict[str, list[Span]] = {}
+        for job in present:
+            first = bisect.bisect_right(job.durations, start, key=lambda iteration: iteration[0])
+            for ended, seconds in job.durations[first:]:
+                began = ended - seconds
+                if began >= end:
+                    break
+                if any(b > began and a < ended for a, b in evaluations):
+                    left_out.setdefault(job.name, []).append((began, ended))
+        return left_out
 
     def _spread(self, start: float, end: float) -> dict[str, list[float]]:
         """Per job, its iterations in this state so far this round (the windows of the same state, and this
         one), else its last ones: what its spread is taken from where one window holds too few of them."""
         spans = [(m.start, m.end) for state, m in self.windows if state == self.state] + [(start, end)]
         spread = {}
+        held = [span for job in self.present() for _, span, _ in job.evaluated]
         for job in self.present():
-            found = [seconds for ended, seconds in job.durations if any(a < ended <= b for a, b in spans)]
+            found = [
+                seconds
+                for ended, seconds in job.durations
+                if any(a < ended <= b for a, b in spans) and not any(b > ended - seconds and a < ended for a, b in held)
+            ]
             # too few yet in this state: its last iterations, whatever the state (a mix spreads more, not less)
             spread[job.name] = found if len(found) >= 3 else [seconds for _, seconds in job.durations[-2 * RECENT :]]
         return spread
@@ -863,6 +1052,5 @@ class AdaptiveController:
             measured = self._measure(start, end) if end > start else None
             if measured is not None:
                 segment.window = (start, end)
-                segment.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
-                segment.aggregate, segment.error = round(measured.aggregate, 4), round(measured.error, 4)
+                segment.measured_as(self._charge(measured, segment.state))
         self.record(segment)
