@@ -224,11 +224,20 @@ def timeline_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _decided_on(decision: dict[str, Any] | None) -> str:
-    """A settled segment's figures, in words: each way's aggregate and the difference with its error."""
-    if not decision or "ways" not in decision:
-        return ""
-    ways = ", ".join(f"{way} {value:.3f}" for way, value in decision["ways"].items())
-    return f" ({ways}; difference {decision['difference']:+.3f} +/- {decision['difference_error']:.3f})"
+    """A segment's figures, in words: a settled one's aggregate of each way and the difference with its
+    error; the seconds of evaluations a measured one left out and what it charged for them."""
+    words = ""
+    if decision and "ways" in decision:
+        ways = ", ".join(f"{way} {value:.3f}" for way, value in decision["ways"].items())
+        words = f" ({ways}; difference {decision['difference']:+.3f} +/- {decision['difference_error']:.3f})"
+    evaluations = (decision or {}).get("evaluations") or {}
+    left_out = max((evaluations.get("left_out_s") or {}).values(), default=0.0)
+    factors = {name: factor for name, factor in (evaluations.get("charged") or {}).items() if factor != 1.0}
+    if left_out:
+        words += f"; {left_out:.1f} s held up by an evaluation left out"
+    if factors:
+        words += "; evaluations charged: " + ", ".join(f"{name} x{factor:.3f}" for name, factor in factors.items())
+    return words
 
 
 def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
