@@ -21,6 +21,7 @@ from xover.run.learn import learn_measurements
 from xover.run.targets import groups_from_plan
 from xover.run.traits import predict_unplanned
 from xover.run.units import group_units, measured_before
+from xover.store.measured import recent_measurements
 from xover.store.models import Experiment, Profile, SharingMeasurement
 from xover.store.queries import snapshot_recipe
 from xover.store.session import open_store
@@ -95,6 +96,23 @@ def test_the_next_plan_of_the_same_jobs_uses_what_they_measured(isolated_results
                                 "--out", str(tmp_path / "again.json")])
     assert shown.exit_code == 0, shown.output
     assert "concurrent 1.52*" in " ".join(shown.output.split())
+
+
+def test_a_way_is_planned_at_the_mean_of_its_newest_three_measurements(isolated_results, tmp_path):
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    for number, (crossover, concurrent) in enumerate([(1.0, 1.9), (1.30, 1.55), (1.40, 1.50), (1.50, 1.45)]):
+        _compared(db, experiment=f"e{number}", crossover=crossover, concurrent=concurrent)
+    learnt = _plan(db, tmp_path)  # the oldest (1.0, 1.9) is out: one comparison's figure moves from the next
+    assert learnt.predicted_by_sharing["crossover"] == pytest.approx(1.40)
+    assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.50)
+    assert learnt.predicted_from["crossover"] == "measured"
+    store = open_store(str(db))
+    rows = recent_measurements(store, "1gbit", hardware_fingerprint())
+    store.close()
+    crossover = next(row for row in rows if row["way"] == "crossover")
+    assert crossover["measurements"] == 3 and crossover["experiment"] == "e3"
+    assert crossover["speeds"] == pytest.approx([0.6, 0.8])
 
 
 def test_close_measurements_make_the_plan_adaptive(isolated_results, tmp_path):

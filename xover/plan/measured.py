@@ -12,8 +12,9 @@ decides how they share the devices:
     the hardware         the machine's fingerprint (other hardware: not used)
 
 The jobs of a group are sorted by their identity, so the same jobs in another order, or under other names,
-have the same key; two copies of one job share it. A way's measurement is the newest one stored; crossover's
-is under the turn policy the plan assumes. Everything here is pure: the plan step reads the store's rows
+have the same key; two copies of one job share it. A way's measurement is the mean of the newest few stored
+(store/measured.py: one 15 s comparison's figure moves by a few percent from the next); crossover's is under
+the turn policy the plan assumes. Everything here is pure: the plan step reads the store's rows
 (store/measured.py) and hands them in as a `Measurements`.
 """
 
@@ -57,12 +58,13 @@ def in_key_order(names: Sequence[str], identities: Mapping[str, JobIdentity]) ->
 @dataclass(frozen=True)
 class MeasuredWay:
     """One way of sharing measured on a group: its aggregate over sequential, each job's speed relative to
-    alone (in key order), and which experiment measured it."""
+    alone (in key order), the newest experiment that measured it, and how many measurements they are the mean of."""
 
     gain: float
     speeds: tuple[float, ...]
     experiment: str
     policy: str | None = None  # crossover's turn policy
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ class Measurements:
 
     @classmethod
     def of_rows(cls, rows: Sequence[Mapping[str, Any]], identities: Mapping[str, JobIdentity]) -> Measurements:
-        """The stored rows (store/measured.py's newest of each way) that hold for groups of these jobs (`identities`:
-        each job's identity by its name here): a row whose every member is one of them."""
+        """The stored rows (store/measured.py's recent mean of each way) that hold for groups of these jobs
+        (`identities`: each job's identity by its name here): a row whose every member is one of them."""
         known = set(identities.values())
         ways: dict[str, dict[str, MeasuredWay]] = {}
         for row in rows:
@@ -85,7 +87,7 @@ class Measurements:
                 continue
             way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
             ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
-                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
+                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"], row.get("measurements", 1)
             )
         return cls(ways, dict(identities))
 

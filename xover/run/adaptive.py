@@ -390,9 +390,9 @@ def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, o
 
 @dataclass(frozen=True)
 class MeasuredBefore:
-    """Both states as earlier comparisons measured them on these very jobs (the store's newest figure of each
-    way for the same workloads, ranks, engine, hosts, link and hardware: plan/measured.py), and how far one such
-    figure misses the next measurement of the same group (`Calibration.measured_error`, relative)."""
+    """Both states as earlier comparisons measured them on these very jobs (the mean of the store's newest few
+    of each way for the same workloads, ranks, engine, hosts, link and hardware: plan/measured.py), and how far
+    one measurement misses the next of the same group (`Calibration.measured_error`, relative)."""
 
     aggregates: dict[str, float]  # TURNS and FREE
     error: float

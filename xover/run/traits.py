@@ -17,7 +17,7 @@ from ..plan.measured import Measurements
 from ..plan.predict import predict_considered
 from ..recipes import with_overrides
 from ..sharing import RunStatus, adapts
-from ..store.measured import newest_measurements
+from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
@@ -76,7 +76,7 @@ def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: 
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
     identities = {job.name: identity_of(job) for job in group.jobs}
-    measured = Measurements.of_rows(newest_measurements(store, link.key, hardware), identities)
+    measured = Measurements.of_rows(recent_measurements(store, link.key, hardware), identities)
     predictions, sources = predict_considered(profiles, policy, measured=measured)
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
     group.predicted_from = sources

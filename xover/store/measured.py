@@ -1,6 +1,7 @@
 """Every query of the `sharing_measurements` table: a group's measured aggregate per way of sharing, written
-after a comparison (run/learn.py) and read by `xover plan` (plan/step.py), which uses the newest one of each
-way for the same jobs, link and hardware instead of its simulation (plan/measured.py says what a key holds)."""
+after a comparison (run/learn.py) and read by `xover plan` (plan/step.py), which uses the mean of the newest
+few of each way for the same jobs, link and hardware instead of its simulation (plan/measured.py says what a
+key holds)."""
 
 from __future__ import annotations
 
@@ -18,27 +19,45 @@ def add_measurement(session: Session, **fields: Any) -> None:
     session.add(SharingMeasurement(**fields))
 
 
-def newest_measurements(store: Store, link: str, hardware: str) -> list[dict[str, Any]]:
-    """The newest measurement of each (group key, way, policy) at this link on this hardware, as plain rows."""
+RECENT_MEASUREMENTS = 3  # a way's figure is the mean of its newest few: one comparison's moves by a few percent
+
+
+def recent_measurements(
+    store: Store, link: str, hardware: str, count: int = RECENT_MEASUREMENTS
+) -> list[dict[str, Any]]:
+    """Each (group key, way, policy) at this link on this hardware: the mean of its newest `count`
+    measurements, weighted by how long the jobs ran together in each (equally where one does not say), as
+    plain rows; `experiment` is the newest's, `measurements` how many the mean is of."""
     with store.session() as session:
         rows = session.scalars(
             select(SharingMeasurement)
             .where(SharingMeasurement.link == link, SharingMeasurement.hardware == hardware)
             .order_by(SharingMeasurement.id.desc())
         ).all()
-        newest: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+        recent: dict[tuple[str, str, str | None], list[SharingMeasurement]] = {}
         for row in rows:
-            newest.setdefault(
-                (row.jobs_key, row.way, row.policy),
-                {
-                    "jobs_key": row.jobs_key,
-                    "jobs": row.jobs,
-                    "way": row.way,
-                    "policy": row.policy,
-                    "gain": row.gain,
-                    "speeds": row.speeds,
-                    "experiment": row.experiment_id,
-                    "window_s": row.window_s,
-                },
-            )
-        return list(newest.values())
+            found = recent.setdefault((row.jobs_key, row.way, row.policy), [])
+            if len(found) < count and (not found or len(row.speeds) == len(found[0].speeds)):
+                found.append(row)
+        return [_mean_of(found) for found in recent.values()]
+
+
+def _mean_of(rows: list[SharingMeasurement]) -> dict[str, Any]:
+    newest = rows[0]
+    weights = [row.window_s for row in rows] if all(row.window_s for row in rows) else [1.0] * len(rows)
+    total = sum(weights)
+
+    def mean(values: list[float]) -> float:
+        return sum(weight * value for weight, value in zip(weights, values)) / total
+
+    return {
+        "jobs_key": newest.jobs_key,
+        "jobs": newest.jobs,
+        "way": newest.way,
+        "policy": newest.policy,
+        "gain": mean([row.gain for row in rows]),
+        "speeds": [mean([row.speeds[slot] for row in rows]) for slot in range(len(newest.speeds))],
+        "experiment": newest.experiment_id,
+        "window_s": sum(row.window_s or 0.0 for row in rows) or None,
+        "measurements": len(rows),
+    }
