@@ -44,7 +44,9 @@ def recent_measurements(
 
 def _mean_of(rows: list[SharingMeasurement]) -> dict[str, Any]:
     newest = rows[0]
-    weights = [row.window_s for row in rows] if all(row.window_s for row in rows) else [1.0] * len(rows)
+    weights: list[float] = [row.window_s or 1.0 for row in rows]
+    if not all(row.window_s for row in rows):  # one that does not say: all count alike
+        weights = [1.0] * len(rows)
     total = sum(weights)
 
     def mean(values: list[float]) -> float:
