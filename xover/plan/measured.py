@@ -58,13 +58,12 @@ def in_key_order(names: Sequence[str], identities: Mapping[str, JobIdentity]) ->
 @dataclass(frozen=True)
 class MeasuredWay:
     """One way of sharing measured on a group: its aggregate over sequential, each job's speed relative to
-    alone (in key order), the newest experiment that measured it, and how many measurements they are the mean of."""
+    alone (in key order; the mean of the newest few measurements), and the newest experiment that measured it."""
 
     gain: float
     speeds: tuple[float, ...]
     experiment: str
     policy: str | None = None  # crossover's turn policy
-    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class Measurements:
                 continue
             way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
             ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
-                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"], row.get("measurements", 1)
+                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
             )
         return cls(ways, dict(identities))
 

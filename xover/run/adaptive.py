@@ -251,10 +251,10 @@ def measure(
     speeds, errors, left = {}, {}, {}
     for name, job_points in points.items():
         gaps = clipped((left_out or {}).get(name, ()), start, end)
-        first, last = progress_at(job_points, start), progress_at(job_points, end)
-        if first is None or last is None or end <= start:
+        whole = rate_between(job_points, start, end)
+        if whole is None:
             return None
-        done, seconds_measured = last - first, end - start
+        done, seconds_measured = whole * (end - start), end - start
         for a, b in gaps:
             # whole iterations: interpolated progress over a gap is exactly the iterations it covers
             done -= (progress_at(job_points, b) or 0.0) - (progress_at(job_points, a) or 0.0)
