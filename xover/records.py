@@ -87,6 +87,10 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _seconds(value: Any) -> bool:  # a duration: finite, not negative
+    return _finite(value) and value >= 0
+
+
 def _number(value: Any) -> bool:  # a loss or an accuracy may be NaN or infinite: a diverged job says so
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -160,6 +164,8 @@ class IterationRecord:
     link_s: float | None = field(default=None, metadata=_check(_optional(_finite)))
     comm_cpu_s: float | None = field(default=None, metadata=_check(_optional(_finite)))
     held: list[list[float]] | None = field(default=None, metadata=_check(_optional(_held)))
+    # seconds of it the model spent evaluating (a recipe's evaluation; a script's forwards without gradients)
+    evaluation_s: float | None = field(default=None, metadata=_check(_optional(_seconds)))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ accumulation of 2, 3 and 4 micro-batches; the Trainer with its own evaluation ev
 import json
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -77,7 +78,14 @@ def test_the_reported_accelerate_script_and_a_trainer_that_evaluates_match_their
             _job(work, "hf-trainer-eval", "hf_trainer_digits.py", TRAINER)]
     ran = xover("run", "--group", *jobs, "--mode", "crossover", "--timeout", "400", "--json")
     assert ran.returncode == 0, (ran.stdout[-2000:], ran.stderr[-3000:])
-    for job in json.loads(ran.stdout)["jobs"]:
+    result = json.loads(ran.stdout)
+    for job in result["jobs"]:
         assert job["status"] == "finished", (job["name"], job["error"])
         pattern = r"^(?:acc|Loss:) .*$" if job["name"] == "accelerate-gather" else r"^step \d+ (?:eval loss|weights) \S+$"
         assert re.findall(pattern, _rank0_output(job), re.MULTILINE) == expected[job["name"]], job["name"]
+    # the Trainer's evaluations (after its steps 3 and 6), told in the iterations they held up: the 4th and 7th
+    with sqlite3.connect(work.parent / "xover.db") as connection:
+        held = connection.execute("SELECT m.step FROM iteration_metrics m JOIN runs r ON r.id = m.run_id WHERE "
+                                  "r.experiment_id = ? AND r.name = 'hf-trainer-eval' AND m.evaluation_s > 0 "
+                                  "ORDER BY m.step", (result["experiment"],)).fetchall()
+    assert [step for (step,) in held] == [3, 6]

@@ -36,6 +36,15 @@ def test_an_adaptive_pair_switches_at_one_iteration_everywhere_with_the_losses_o
     for name in ("resnet-digits", "resnet-digits#2"):
         assert len(losses[(name, "sequential")]) == ITERATIONS
         assert losses[(name, "adaptive")] == losses[(name, "sequential")]  # exactly, every iteration
+    # the iterations its evaluations (every 50) held up, as the controller is told them
+    held = {}
+    for name, mode, step, seconds in db.execute(
+            "SELECT r.name, r.mode, m.step, m.evaluation_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.experiment_id = ? AND m.evaluation_s IS NOT NULL ORDER BY r.id, m.step", (experiment,)):
+        assert seconds > 0
+        held.setdefault((name, mode), []).append(step)
+    assert held == {(name, mode): [50, 100] for name in ("resnet-digits", "resnet-digits#2")
+                    for mode in ("sequential", "adaptive")}
 
     segments = db.execute("SELECT seq, kind, way, speeds, aggregate, decision FROM sharing_segments "
                           "WHERE experiment_id = ? ORDER BY seq", (experiment,)).fetchall()

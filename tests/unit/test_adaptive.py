@@ -10,7 +10,7 @@ import random
 import pytest
 
 from xover.errors import XoverError
-from xover.records import EvaluationRecord, IterationRecord, StartRecord
+from xover.records import IterationRecord, StartRecord
 from xover.run.adaptive import (
     ALONE,
     DEFAULT_CV,
@@ -23,6 +23,7 @@ from xover.run.adaptive import (
     Measured,
     MeasuredBefore,
     charge_evaluations,
+    held_by_evaluation,
     measure,
     progress_at,
     rate_between,
@@ -172,6 +173,7 @@ class Group:
                  evaluations: dict[str, tuple[int, float]] | None = None) -> None:
         self.times, self.names = times, list(times["turns"])
         self.evaluations = evaluations or {}  # per job: every how many iterations it evaluates, for how long
+        self.evaluating: dict[str, float] = {}  # per job: the seconds its iteration under way evaluates
         self.rng = random.Random(seed)
         self.noise, self.devices = noise, devices
         self.state = {name: start for name in self.names}  # per job: the state its devices are in
@@ -215,12 +217,10 @@ class Group:
                 self.done[name] += 1
                 duration = ended - self.last_end.get(name, ended - self.times[self.state[name]][name])
                 self.last_end[name] = ended
-                if self._evaluates(name, self.done[name] - 1):
-                    self.controller.observe(slot, EvaluationRecord(step=self.done[name] - 1, metric="accuracy",
-                                                                   value=0.5), ended)
                 self.controller.observe(slot, IterationRecord(
                     step=self.done[name] - 1, time_s=0.0, wall_time=ended, iteration_s=duration, data_s=0.0,
-                    compute_s=duration / 2, communication_s=duration / 2, wait_s=0.0, samples=32, loss=1.0), ended)
+                    compute_s=duration / 2, communication_s=duration / 2, wait_s=0.0, samples=32, loss=1.0,
+                    evaluation_s=self.evaluating.pop(name, None)), ended)
                 if self.done[name] >= self.planned[name] or name == end_first and self.done[name] >= 50:
                     del self.next_end[name]
                     self.controller.job_ended(slot, ended)
@@ -242,6 +242,7 @@ class Group:
                     else:  # shared: slowed as its iterations are
                         seconds *= self.times["free"][name] / self.times["alone"][name]
                     self.next_end[name] += seconds
+                    self.evaluating[name] = seconds
             self.controller.tick(self.now)
 
     def _evaluates(self, name: str, step: int) -> bool:
@@ -450,3 +451,29 @@ def test_a_partners_evaluation_in_a_window_neither_sinks_turns_nor_is_forgotten(
         assert held and any(segment["decision"]["evaluations"]["left_out_s"] for segment in held)
         if interval == 50:
             assert settled["reason"].startswith("a's evaluations, first seen since, charged to the windows: round 1")
+
+
+def evaluating_for(evaluation_s, step=10):
+    return IterationRecord(step=step, time_s=0.0, wall_time=5.0, iteration_s=1.2, data_s=0.0, compute_s=0.1,
+                           communication_s=0.1, wait_s=0.0, samples=32, loss=1.0, evaluation_s=evaluation_s)
+
+
+def test_an_iteration_is_held_up_by_an_evaluation_as_long_as_one_of_its_jobs_iterations_or_longer():
+    assert held_by_evaluation(evaluating_for(1.0), pace=0.1)  # a recipe's, or a script's held-out set after an epoch
+    assert held_by_evaluation(evaluating_for(0.1), pace=0.1)
+    # a script that runs its model without gradients for a part of every step: that is its pace
+    assert not held_by_evaluation(evaluating_for(0.03), pace=0.1)
+    assert not held_by_evaluation(evaluating_for(None), pace=0.1)
+    assert not held_by_evaluation(evaluating_for(1.0), pace=None)  # no pace yet: its first iterations
+    assert not held_by_evaluation(evaluating_for(1.0, step=0), pace=0.1)
+
+
+def test_forwards_without_gradients_in_every_step_leave_nothing_out_of_a_window():
+    # a: 0.02 s of its 0.12 s iterations without gradients, every iteration (the Group adds it to each)
+    group = Group(TURNS_AHEAD, iterations=800, start="free", evaluations={"a": (1, 0.02)})
+    group.run(until=1060.0)
+    timeline = group.timeline()
+    probes = [segment for segment in timeline if segment["kind"] == "probe" and segment["aggregate"]]
+    assert len(probes) >= 2
+    assert not any(((segment["decision"] or {}).get("evaluations") or {}).get("left_out_s") for segment in timeline)
+    assert timeline[-1]["way"] == "crossover"

@@ -44,7 +44,7 @@ def test_other_lines_are_not_records(line):
 TOKEN = "5f" * 16
 ITER = {"kind": "iter", "step": 3, "time_s": 1.5, "wall_time": 1795404409.7, "iteration_s": 0.5, "data_s": 0.0,
         "compute_s": 0.4, "communication_s": 0.1, "wait_s": 0, "samples": 64, "loss": 2.25, "yields": 0,
-        "link_s": None, "comm_cpu_s": 0.01, "held": [[1795404409.75755, 1795404409.757988]]}
+        "link_s": None, "comm_cpu_s": 0.01, "held": [[1795404409.75755, 1795404409.757988]], "evaluation_s": None}
 
 
 def _emitted(capsys, monkeypatch, token, kind, **fields):
@@ -111,6 +111,8 @@ def _without(name):
     ({**ITER, "loss": "low", "token": TOKEN}, "loss"),
     ({**ITER, "held": [[1, 2, 3]], "token": TOKEN}, "held"),
     ({**ITER, "held": [["a", 2]], "token": TOKEN}, "held"),
+    ({**ITER, "evaluation_s": -0.5, "token": TOKEN}, "evaluation_s"),  # a duration
+    ({**ITER, "evaluation_s": float("inf"), "token": TOKEN}, "evaluation_s"),
     ({"kind": "eval", "step": 1, "metric": "accuracy", "token": TOKEN}, "without value"),
     ({"kind": "eval", "step": 1, "metric": "x" * 61, "value": 0.5, "token": TOKEN}, "metric"),
     ({"kind": "start", "device": "cpu" * 20, "token": TOKEN}, "device"),

@@ -34,8 +34,9 @@ aggregate is the sum, as `xover report` has it. The noise of a job's speed over 
 is cv * sqrt(T / W) of it (T its iteration, cv the spread of its iterations - in the window, else in the
 same state this round, else its last ten -: a renewal count's), the aggregate's the jobs' together;
 windows in one state pool, and where a state has several windows their spread counts too (phases that
-drift apart and together), never less than `floor`. A job's evaluation (its `eval` record names the
-iteration that held it) is left out of a window, with every job's iterations it held up, and each state is
+drift apart and together), never less than `floor`. A job's evaluation (an iteration whose model evaluated
+for as long as one of its iterations takes, `held_by_evaluation`: a recipe's evaluation, or a script's forwards
+without gradients) is left out of a window, with every job's iterations it held up, and each state is
 charged what evaluations cost it over a long run (`charge_evaluations`): a second-long evaluation in a
 second-long window would otherwise stand for one every window.
 
@@ -60,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import XoverError
-from ..records import EvaluationRecord, IterationRecord, MetricRecord, StartRecord
+from ..records import IterationRecord, MetricRecord, StartRecord
 from ..settings import ADAPTIVE_MEASURED
 from ..sharing import CONCURRENT, CROSSOVER, MPS
 from ..turns.protocol import FREE, TURNS
@@ -73,6 +74,7 @@ ALONE = "alone"
 SWITCH_TIMEOUT_S = 10.0  # beyond a few of the slowest iterations: a switch every device never made voids the round
 RECENT = 5  # iterations a job's recent time is the median of
 MAX_POINTS = 100_000  # iterations of a job kept (its oldest half goes past it)
+EVALUATION_AT_LEAST = 1.0  # of a job's recent iteration: an iteration that evaluated this long was held up by it
 COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (a slow job's last one ends late)
 EARLY = 0.5  # of a window's length: where a difference already clear may end the round's second window
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
@@ -283,7 +285,7 @@ def measure(
 
 @dataclass(frozen=True)
 class Evaluations:
-    """A job's periodic evaluations, as its records announce them: one every `interval` iterations, each
+    """A job's periodic evaluations, as its iterations' records tell them: one every `interval` iterations, each
     taking `alone_s` seconds with the device to itself."""
 
     interval: int
@@ -292,6 +294,20 @@ class Evaluations:
     def per_iteration(self, solo_s: float) -> float:
         """Its evaluations' time per iteration, relative to an iteration alone."""
         return self.alone_s / (self.interval * solo_s) if self.interval > 0 and solo_s > 0 else 0.0
+
+
+def held_by_evaluation(record: IterationRecord, pace: float | None) -> bool:
+    """Whether an evaluation held up the iteration of `record`: its model evaluated (`evaluation_s`: a recipe's
+    evaluation, a script's forwards without gradients) for at least `EVALUATION_AT_LEAST` of the job's recent
+    iterations (`pace`). A shorter one moves no window by much; a script that runs its model without
+    gradients within every step (a target computed with it) evaluates for a part of each of its iterations,
+    which its pace already holds."""
+    return (
+        pace is not None
+        and record.step > 0
+        and record.evaluation_s is not None
+        and record.evaluation_s >= EVALUATION_AT_LEAST * pace
+    )
 
 
 def charge_evaluations(
@@ -514,7 +530,6 @@ class _Job:
     durations: list[tuple[float, float]] = field(default_factory=list)
     live: bool = True
     first_seen: float | None = None
-    evaluating: set[int] = field(default_factory=set)  # steps an evaluation was announced for, its iteration to come
     evaluated: list[tuple[int, Span, float]] = field(default_factory=list)  # (step, its iteration, seconds alone)
 
     def recent_s(self) -> float | None:
@@ -603,19 +618,15 @@ class AdaptiveController:
         job = self.jobs[slot]
         if isinstance(record, StartRecord) and record.iterations:
             job.planned = record.iterations
-        elif isinstance(record, EvaluationRecord):
-            job.evaluating.add(record.step)  # it ran in the iteration of that step, whose record comes next
         elif isinstance(record, IterationRecord):
-            if record.step in job.evaluating:
-                job.evaluating.discard(record.step)
-                pace = job.recent_s()
-                if pace is not None and record.step > 0:
-                    began = record.wall_time - record.iteration_s
-                    extra = max(0.0, record.iteration_s - pace)  # the evaluation: the iteration beyond its pace
-                    solo = job.solo_s or job.stand_in_s
-                    if self.state != TURNS and solo:  # shared, it was slowed as the job's iterations are
-                        extra *= min(1.0, solo / pace)
-                    job.evaluated.append((record.step, (began, record.wall_time), extra))
+            pace = job.recent_s()
+            if pace is not None and held_by_evaluation(record, pace):
+                began = record.wall_time - record.iteration_s
+                extra = max(0.0, record.iteration_s - pace)  # the evaluation: the iteration beyond its pace
+                solo = job.solo_s or job.stand_in_s
+                if self.state != TURNS and solo:  # shared, it was slowed as the job's iterations are
+                    extra *= min(1.0, solo / pace)
+                job.evaluated.append((record.step, (began, record.wall_time), extra))
             if not any(other.points for other in self.jobs) and self.current.kind == WARMUP:
                 # the group's time starts with its first iteration, not with its launchers
                 self.current.started = record.wall_time - record.iteration_s

@@ -48,6 +48,19 @@ class StepTally:
         self.loss: float | None = None
         self.reduced_bytes = 0
         self.held: list[list[float]] = []
+        # the script evaluating its model: from a forward without gradients to the next forward with them
+        self.evaluation_s = 0.0
+        self.evaluating_since: float | None = None
+
+    def evaluating(self, now: float, without_gradients: bool) -> None:
+        """A forward of the model: one without gradients begins an evaluation (or goes on with it); one with
+        them ends it."""
+        if without_gradients:
+            if self.evaluating_since is None:
+                self.evaluating_since = now
+        elif self.evaluating_since is not None:
+            self.evaluation_s += now - self.evaluating_since
+            self.evaluating_since = None
 
 
 class ScriptCoordinator:
@@ -170,6 +183,7 @@ class ScriptCoordinator:
         if self.stop_due:
             raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
         self.tally.checkpoints += 1
+        self.tally.evaluating(time.perf_counter(), not torch.is_grad_enabled())
         if self.turn.holding:
             self.turn.checkpoint()
         else:
@@ -214,6 +228,7 @@ class ScriptCoordinator:
             return
         end = time.perf_counter()
         tally, self.tally = self.tally, StepTally()
+        tally.evaluating(end, without_gradients=False)
         if tally.reduced_bytes:
             self.bytes_per_step.append(tally.reduced_bytes)
         self.checkpoints_per_step.append(tally.checkpoints)
@@ -234,6 +249,7 @@ class ScriptCoordinator:
                     loss=tally.loss,
                     yields=tally.yields,
                     held=tally.held or None,
+                    evaluation_s=round(tally.evaluation_s, 6) or None,
                 )
             )
         self.step += 1

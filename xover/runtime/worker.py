@@ -275,10 +275,13 @@ def train(spec: dict[str, Any]) -> None:
         t1 = time.perf_counter()
         waited = turn.acquire()
         t2 = time.perf_counter()
+        evaluation_s = None
         if step > 0:
             engine.apply_update()
             if eval_interval and step % eval_interval == 0:
+                evaluating = time.perf_counter()
                 report_evaluation(step)
+                evaluation_s = time.perf_counter() - evaluating
         t_updated = time.perf_counter()
         engine.zero_grad()
         inputs, targets = dataset.batch(step)
@@ -309,6 +312,7 @@ def train(spec: dict[str, Any]) -> None:
                     link_s=engine.link_s if step > 0 else None,
                     comm_cpu_s=(time.process_time() - cpu0) - (time.thread_time() - own0),
                     held=[[round(a, 6), round(b, 6)] for a, b in phase.held] or None,
+                    evaluation_s=evaluation_s,
                 )
             )
         previous_end = t4

@@ -136,6 +136,7 @@ class IterationMetric(Base):
     link_s: Mapped[float | None]  # the step's all-reduces in flight: first gradient to last done
     comm_cpu_s: Mapped[float | None]  # CPU of the engine's communication threads in this iteration
     held: Mapped[list | None] = mapped_column(JSON)  # [start, end] wall times holding the turn
+    evaluation_s: Mapped[float | None]  # of it, evaluating the model (IterationRecord.evaluation_s)
 
 
 class Evaluation(Base):

@@ -1,0 +1,55 @@
+"""An ImageNet-style DistributedDataParallel script that evaluates at the end of every epoch, as users write it:
+the model in eval mode, forwards without gradients over each rank's share of a held-out set, the correct
+answers summed over the ranks with dist.all_reduce, then back to training. Rank 0 prints each step's loss with
+every bit, and each evaluation's accuracy.
+
+    torchrun --standalone --nproc-per-node=2 ddp_evaluates.py --epochs 2
+"""
+
+import argparse
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from imagenet_style import Digits, network, transforms
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=2)
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--samples", type=int, default=192, help="the training set's size (an epoch: samples / batch / ranks)")
+parser.add_argument("--held-out", type=int, default=640, help="the evaluation set's size")
+args = parser.parse_args()
+
+dist.init_process_group("gloo")
+torch.manual_seed(3)
+torch.set_num_threads(1)
+dataset = Digits(args.samples, transforms())
+sampler = DistributedSampler(dataset, shuffle=True, seed=3)
+loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+held_out = Digits(args.held_out, transforms())
+held_out_loader = DataLoader(held_out, batch_size=64, sampler=DistributedSampler(held_out, shuffle=False))
+model = DistributedDataParallel(network())
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+step = 0
+for epoch in range(args.epochs):
+    sampler.set_epoch(epoch)
+    model.train()
+    for images, labels in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        if dist.get_rank() == 0:
+            print(f"step {step} loss {loss.item()!r} batch {len(labels)}", flush=True)
+        step += 1
+    model.eval()
+    correct = torch.zeros(2)
+    with torch.no_grad():
+        for images, labels in held_out_loader:
+            correct += torch.tensor([(model(images).argmax(1) == labels).sum().item(), len(labels)])
+    dist.all_reduce(correct)
+    if dist.get_rank() == 0:
+        print(f"epoch {epoch} accuracy {(correct[0] / correct[1]).item():.4f}", flush=True)
+dist.destroy_process_group()
