@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import statistics
 import subprocess
@@ -371,6 +372,64 @@ def print_targets(rows: list[dict]) -> None:
         f">= 0.95 x crossover where crossover led by 10% or more: {met['crossover']} of {leads}; "
         f"settled on earlier measurements without probing: {on_measurements} of {len(measured)}"
     )
+    print_targets_over_repeats(measured)
+    noise = run_to_run_noise(measured)
+    if noise is not None:
+        ratio = noise * math.sqrt(2)  # of two ways, each measured once
+        beyond = [
+            row
+            for row in measured
+            if row["adaptive"] / max(row["policies"][DEFAULT_POLICY]["aggregate"], row["concurrent"]) < 1 - 2 * ratio
+            or row["adaptive"] / row["concurrent"] < 1 - 2 * ratio
+        ]
+        print(
+            f"the bench's noise: one way's aggregate moves {noise:.1%} from one run of a row to the next (standard "
+            f"deviation, crossover and concurrent over the repeats), a ratio of two ways {ratio:.1%}: "
+            f"adaptive below {1 - 2 * ratio:.3f} x the better or x concurrent (twice that) on "
+            f"{len(beyond)} of {len(measured)} rows"
+            + (": " + ", ".join(f"{row['pair']} ({row['engine']})" for row in beyond) if beyond else "")
+        )
+
+
+def _by_pair(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    found: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        found.setdefault((row["pair"], row["engine"]), []).append(row)
+    return found
+
+
+def print_targets_over_repeats(rows: list[dict]) -> None:
+    """Where a pair ran more than once: the first two targets on each way's mean over its runs (one run's figure
+    is one sample of a noisy machine; the mean of n moves 1/sqrt(n) as much)."""
+    repeated = {key: runs for key, runs in _by_pair(rows).items() if len(runs) > 1}
+    if not repeated:
+        return
+    best = concurrent = 0
+    for runs in repeated.values():
+        adaptive = statistics.mean(r["adaptive"] for r in runs)
+        mean_concurrent = statistics.mean(r["concurrent"] for r in runs)
+        crossover = statistics.mean(r["policies"][DEFAULT_POLICY]["aggregate"] for r in runs)
+        best += adaptive / max(crossover, mean_concurrent) >= 0.98
+        concurrent += adaptive / mean_concurrent >= 0.99
+    print(
+        f"on each way's mean over a pair's runs: adaptive >= 0.98 x the better of crossover and concurrent: "
+        f"{best} of {len(repeated)} pairs; >= 0.99 x concurrent: {concurrent} of {len(repeated)}"
+    )
+
+
+def run_to_run_noise(rows: list[dict]) -> float | None:
+    """How much one way's aggregate moves from one run of a pair to the next: the standard deviation of the log
+    ratio of consecutive runs (crossover under the default policy, and concurrent), over sqrt 2 (each run is
+    one sample). None without at least four such ratios."""
+    ratios = []
+    for runs in _by_pair(rows).values():
+        for first, second in zip(runs, runs[1:]):
+            for way in (lambda r: r["policies"][DEFAULT_POLICY]["aggregate"], lambda r: r["concurrent"]):
+                if way(first) and way(second):
+                    ratios.append(math.log(way(first) / way(second)))
+    if len(ratios) < 4:
+        return None
+    return math.sqrt(statistics.fmean(value * value for value in ratios) / 2)
 
 
 def print_replan(rows: list[dict], bandwidth: str) -> None:
@@ -413,10 +472,7 @@ def print_spread(rows: list[dict]) -> None:
         f"{'pair':36} {'engine':8} {'runs':>4} {'conc':>11} {'crossover':>11} {'ratio p50':>9} {'range':>11} "
         f"{'>= conc':>7} {'error p50':>9}"
     )
-    by_pair: dict[tuple[str, str], list[dict]] = {}
-    for row in rows:
-        by_pair.setdefault((row["pair"], row["engine"]), []).append(row)
-    for (pair, engine), runs in by_pair.items():
+    for (pair, engine), runs in _by_pair(rows).items():
         measured = [
             (r["concurrent"], r["policies"][DEFAULT_POLICY])
             for r in runs

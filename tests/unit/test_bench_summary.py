@@ -1,7 +1,9 @@
 """bench/crossover_pair.py's hit rates of the model's predictions (the bench itself runs real pairs)."""
 
 import json
+import math
 
+import pytest
 from conftest import load_bench
 
 
@@ -86,3 +88,30 @@ def test_the_demos_makespans_are_both_measured_and_each_pick_is_beside_the_best(
     assert summary.main([str(tmp_path / "p.json"), str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
     assert "30.0 s measured" in out and "38.0 s measured" in out and "the plan beat one after another" in out
+
+
+def test_issue_60s_targets_on_the_means_over_the_repeats_and_against_the_benchs_own_noise(capsys):
+    bench = load_bench("crossover_pair")
+
+    def row(pair, concurrent, crossover, adaptive):
+        return {"pair": pair, "engine": "torch", "concurrent": concurrent, "adaptive": adaptive, "pick": "adaptive",
+                "pick_reason": "close", "policies": {"work-conserving": {"aggregate": crossover}}, "decisions": []}
+
+    rows = [
+        row("a:b", 1.00, 1.10, 1.04), row("c:d", 1.30, 1.20, 1.30),  # run 1: a:b 0.945 of crossover
+        row("a:b", 1.02, 1.04, 1.08), row("c:d", 1.26, 1.24, 1.22),  # run 2: c:d 0.968 of concurrent
+    ]
+    # the ways' log ratios run to run: ln(1.10/1.04), ln(1.00/1.02), ln(1.20/1.24), ln(1.30/1.26)
+    ratios = [math.log(1.10 / 1.04), math.log(1.00 / 1.02), math.log(1.20 / 1.24), math.log(1.30 / 1.26)]
+    noise = math.sqrt(sum(r * r for r in ratios) / len(ratios) / 2)
+    assert bench.run_to_run_noise(rows) == pytest.approx(noise)
+    bench.print_targets(rows)
+    out = capsys.readouterr().out
+    assert "better of crossover and concurrent: 2 of 4" in out
+    # the means: a:b adaptive 1.06 against crossover 1.07 (0.991); c:d 1.26 against concurrent 1.28 (0.984)
+    assert "on each way's mean over a pair's runs: adaptive >= 0.98 x the better of crossover and concurrent: " \
+           "2 of 2 pairs; >= 0.99 x concurrent: 1 of 2" in out
+    ratio = noise * math.sqrt(2)
+    assert f"moves {noise:.1%} from one run of a row to the next" in out and f"a ratio of two ways {ratio:.1%}" in out
+    assert f"below {1 - 2 * ratio:.3f} x the better or x concurrent (twice that) on 0 of 4 rows" in out
+    assert bench.run_to_run_noise(rows[:2]) is None  # one run of each pair: nothing to tell it from
