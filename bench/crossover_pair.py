@@ -10,8 +10,9 @@ Before each pair's run, what `xover plan` would pick for it now and why (from th
 the pair's measurements from earlier runs where the store has them); after it, adaptive against the best
 of crossover and concurrent, its time in each way and its decisions (an adaptive group whose two ways earlier
 runs measured clearly apart settles on them without probing: XOVER_ADAPTIVE=measured=probe makes every row
-probe); at the end the issue-60 targets over every row, and a re-plan of each pair from what the bench just
-measured against what it measured.
+probe); at the end the issue-60 targets over every row (and, with --repeats, on each way's mean over a pair's
+runs, and against the bench's own noise: how much one way moves from one run of a row to the next), and a
+re-plan of each pair from what the bench just measured against what it measured.
 Printed per pair: each job's speed relative to alone (measured over the time both ran, and predicted by
 the simulation of the policy from the profiles), the aggregate (sum of speeds), crossover vs concurrent,
 the fluid bound and crossover's fraction of it, turn waiting (p50/p90), rank skew, the socket
