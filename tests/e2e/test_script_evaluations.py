@@ -1,9 +1,9 @@
-"""An unmodified script that evaluates its model at the end of every epoch (tests/e2e/scripts/ddp_evaluates.py:
-forwards without gradients over a held-out set, a dist.all_reduce of the correct answers). xover tells the
-iteration its evaluation held up (`evaluation_s`, from its first forward without gradients to the next
-forward with them) without a word from the script, alone and taking turns, which is what lets an adaptive
-group leave that iteration out of its probe windows (run/adaptive.py, `held_by_evaluation`); the
-evaluation changes no loss."""
+"""An unmodified script that evaluates its model at the end of every epoch (tests/e2e/scripts/ddp_loader_workers.py
+--evaluate: forwards without gradients over a held-out set, a dist.all_reduce of the correct answers). xover
+tells the iteration its evaluation held up (`evaluation_s`, from its first forward without gradients to the next
+forward with them) without a word from the script, alone and taking turns, which is what lets an adaptive group
+leave that iteration out of its probe windows (run/adaptive.py, `held_by_evaluation`); the evaluation changes
+no loss."""
 
 import json
 import re
@@ -22,15 +22,16 @@ EPOCHS, STEPS_PER_EPOCH = 2, 6  # 192 samples: 6 steps of 16 per rank and epoch
 def test_a_scripts_own_evaluation_is_told_in_the_iteration_it_held_up(isolated_results):
     work = isolated_results / "jobs"
     work.mkdir()
-    for name in ("ddp_evaluates.py", "imagenet_style.py"):
+    for name in ("ddp_loader_workers.py", "imagenet_style.py"):
         shutil.copy(SCRIPTS / name, work / name)
-    printed = plain_torchrun("ddp_evaluates.py", "--epochs", str(EPOCHS), cwd=work).stdout
+    arguments = ["--workers", "0", "--epochs", str(EPOCHS), "--evaluate"]
+    printed = plain_torchrun("ddp_loader_workers.py", *arguments, cwd=work).stdout
     alone = [float(value) for value in re.findall(r"step \d+ loss (\S+)", printed)]
     assert len(alone) == EPOCHS * STEPS_PER_EPOCH and "epoch 0 accuracy" in printed
     jobs = []
     for name in ("first", "second"):
         job = work / f"{name}.toml"
-        job.write_text(f'name = "{name}"\nscript = "ddp_evaluates.py"\nnp = 2\nargs = ["--epochs", "{EPOCHS}"]\n'
+        job.write_text(f'name = "{name}"\nscript = "ddp_loader_workers.py"\nnp = 2\nargs = {json.dumps(arguments)}\n'
                        f"iterations = {EPOCHS * STEPS_PER_EPOCH}\n")
         jobs.append(str(job))
 

@@ -1,8 +1,11 @@
 """An ImageNet-style DistributedDataParallel script (imagenet_style.py): transforms that are modules, applied
 in the Dataset's __getitem__, DataLoader worker processes (--workers; a new set each epoch), a
 DistributedSampler with set_epoch. Rank 0 prints each step's loss with every bit and the batch it trained on.
+With --evaluate, an evaluation at the end of every epoch, as users write it: the model in eval mode, forwards
+without gradients over each rank's share of a held-out set, the correct answers summed over the ranks with
+dist.all_reduce (rank 0 prints the accuracy), then back to training.
 
-    torchrun --standalone --nproc-per-node=2 ddp_loader_workers.py --workers 2 --epochs 2
+    torchrun --standalone --nproc-per-node=2 ddp_loader_workers.py --workers 2 --epochs 2 [--evaluate]
 """
 
 import argparse
@@ -19,6 +22,8 @@ parser.add_argument("--workers", type=int, default=2)
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--samples", type=int, default=192, help="the dataset's size (an epoch: samples / batch / ranks)")
+parser.add_argument("--evaluate", action="store_true", help="evaluate on a held-out set after every epoch")
+parser.add_argument("--held-out", type=int, default=640, help="the held-out set's size")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -27,6 +32,8 @@ torch.set_num_threads(1)
 dataset = Digits(args.samples, transforms())
 sampler = DistributedSampler(dataset, shuffle=True, seed=3)
 loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers, drop_last=True)
+held_out = Digits(args.held_out, transforms())
+held_out_loader = DataLoader(held_out, batch_size=64, sampler=DistributedSampler(held_out, shuffle=False))
 model = DistributedDataParallel(network())
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 step = 0
@@ -40,4 +47,14 @@ for epoch in range(args.epochs):
         if dist.get_rank() == 0:
             print(f"step {step} loss {loss.item()!r} batch {len(labels)}", flush=True)
         step += 1
+    if args.evaluate:
+        model.eval()
+        correct = torch.zeros(2)
+        with torch.no_grad():
+            for images, labels in held_out_loader:
+                correct += torch.tensor([(model(images).argmax(1) == labels).sum().item(), len(labels)])
+        dist.all_reduce(correct)
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch} accuracy {(correct[0] / correct[1]).item():.4f}", flush=True)
+        model.train()
 dist.destroy_process_group()
