@@ -384,8 +384,8 @@ def print_targets(rows: list[dict]) -> None:
             or row["adaptive"] / row["concurrent"] < 1 - 2 * ratio
         ]
         print(
-            f"the bench's noise: one way's aggregate moves {noise:.1%} from one run of a row to the next (standard "
-            f"deviation, crossover and concurrent over the repeats), a ratio of two ways {ratio:.1%}: "
+            f"the bench's noise: one way's aggregate moves {noise:.1%} from one run of a row to the next (root "
+            f"mean square, crossover and concurrent over the repeats), a ratio of two ways {ratio:.1%}: "
             f"adaptive below {1 - 2 * ratio:.3f} x the better or x concurrent (twice that) on "
             f"{len(beyond)} of {len(measured)} rows"
             + (": " + ", ".join(f"{row['pair']} ({row['engine']})" for row in beyond) if beyond else "")
@@ -419,9 +419,9 @@ def print_targets_over_repeats(rows: list[dict]) -> None:
 
 
 def run_to_run_noise(rows: list[dict]) -> float | None:
-    """How much one way's aggregate moves from one run of a pair to the next: the standard deviation of the log
-    ratio of consecutive runs (crossover under the default policy, and concurrent), over sqrt 2 (each run is
-    one sample). None without at least four such ratios."""
+    """How much one way's aggregate moves from one run of a pair to the next: the root mean square of the log
+    ratio of consecutive runs (crossover under the default policy, and concurrent; a shift between the runs
+    counts as noise too), over sqrt 2 (each run is one sample). None without at least four such ratios."""
     ratios = []
     for runs in _by_pair(rows).values():
         for first, second in zip(runs, runs[1:]):

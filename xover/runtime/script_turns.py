@@ -52,14 +52,14 @@ class StepTally:
         self.evaluation_s = 0.0
         self.evaluating_since: float | None = None
 
-    def evaluating(self, now: float, without_gradients: bool) -> None:
+    def evaluating(self, without_gradients: bool) -> None:
         """A forward of the model: one without gradients begins an evaluation (or goes on with it); one with
-        them ends it."""
+        them ends it. The clock is read only where one begins or ends: this runs before every module's forward."""
         if without_gradients:
             if self.evaluating_since is None:
-                self.evaluating_since = now
+                self.evaluating_since = time.perf_counter()
         elif self.evaluating_since is not None:
-            self.evaluation_s += now - self.evaluating_since
+            self.evaluation_s += time.perf_counter() - self.evaluating_since
             self.evaluating_since = None
 
 
@@ -183,7 +183,7 @@ class ScriptCoordinator:
         if self.stop_due:
             raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
         self.tally.checkpoints += 1
-        self.tally.evaluating(time.perf_counter(), not torch.is_grad_enabled())
+        self.tally.evaluating(not torch.is_grad_enabled())
         if self.turn.holding:
             self.turn.checkpoint()
         else:
@@ -228,7 +228,7 @@ class ScriptCoordinator:
             return
         end = time.perf_counter()
         tally, self.tally = self.tally, StepTally()
-        tally.evaluating(end, without_gradients=False)
+        tally.evaluating(without_gradients=False)
         if tally.reduced_bytes:
             self.bytes_per_step.append(tally.reduced_bytes)
         self.checkpoints_per_step.append(tally.checkpoints)
