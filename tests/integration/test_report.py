@@ -101,7 +101,8 @@ def _with_adaptive(db: Path) -> None:
                     "difference_error": 0.05, "aggregate": {"turns": 1.6, "free": 1.2}, "windows": 2}
         for seq, (kind, way, started, ended, aggregate, reason, figures) in enumerate([
                 ("warm-up", "concurrent", 2000.0, 2000.1, None, "the jobs start in the prior", None),
-                ("probe", "concurrent", 2000.1, 2000.2, 1.2, "start: round 1, window 1", {"length_s": 0.1}),
+                ("probe", "concurrent", 2000.1, 2000.2, 1.2, "start: round 1, window 1",
+                 {"length_s": 0.1, "relative_to_fastest_seen": ["b"]}),
                 ("probe", "crossover", 2000.2, 2000.3, 1.6, "round 1, window 2",
                  {"length_s": 0.1, "evaluations": {"left_out_s": {"a": 0.81, "b": 0.86},
                                                    "charged": {"a": 1.05, "b": 0.912}}}),
@@ -131,6 +132,9 @@ def test_an_adaptive_groups_timeline_of_ways_and_its_share_of_time_in_each(isola
     assert "round 1: the difference is clear (crossover 1.600, concurrent 1.200; difference +0.400 +/- 0.050)" in table
     assert ("round 1, window 2; 0.9 s held up by an evaluation left out; evaluations charged: a x1.050, b x0.912"
             in table)
+    # a job with no time alone known: its speeds are against a stand-in, and the row says so (the cell wraps)
+    assert "window 1; no time alone known for b (profile at this link, or run alone beside it)" in table
+    assert "the fastest pace seen, not to alone" in table
     html = report("plan", "--format", "html", "--out", str(isolated_results / "r.html"))
     assert html.exit_code == 0, html.output
     page = (isolated_results / "r.html").read_text()

@@ -207,7 +207,7 @@ class Group:
     def record(self, segment):
         self.segments[segment.seq] = segment.to_json()
 
-    def run(self, until: float, step: float = 0.01, end_first: str | None = None) -> None:
+    def run(self, until: float, step: float = 0.01, end_first: str | None = None, end_after: int = 50) -> None:
         while self.now < until:
             self.now += step
             for slot, name in enumerate(self.names):
@@ -221,7 +221,7 @@ class Group:
                     step=self.done[name] - 1, time_s=0.0, wall_time=ended, iteration_s=duration, data_s=0.0,
                     compute_s=duration / 2, communication_s=duration / 2, wait_s=0.0, samples=32, loss=1.0,
                     evaluation_s=self.evaluating.pop(name, None)), ended)
-                if self.done[name] >= self.planned[name] or name == end_first and self.done[name] >= 50:
+                if self.done[name] >= self.planned[name] or name == end_first and self.done[name] >= end_after:
                     del self.next_end[name]
                     self.controller.job_ended(slot, ended)
                     continue
@@ -295,6 +295,43 @@ def test_a_job_that_ends_leaves_the_other_alone_and_a_group_of_three_probes_agai
     group.run(group.now + 40, end_first="c")
     reasons = [segment["reason"] for segment in group.timeline()]
     assert any(reason.startswith("c ended: round 2") for reason in reasons)
+
+
+def test_the_segment_a_job_ends_is_measured_with_that_job_in_it():
+    # two jobs: the last shared segment has its figures (before, the job that ended was gone when it closed)
+    group = Group(TURNS_AHEAD)
+    group.run(group.now + 30, end_first="a")
+    shared = group.timeline()[-2]
+    assert shared["kind"] == SETTLED and set(shared["speeds"]) == {"a", "b"}
+    assert shared["aggregate"] == pytest.approx(2 * 0.1 / 0.15, rel=0.06)
+    # three jobs, one ends in the settled segment: each of the three has its speed there
+    three = {"alone": {"a": 0.1, "b": 0.1, "c": 0.1}, "turns": {"a": 0.2, "b": 0.2, "c": 0.2},
+             "free": {"a": 0.3, "b": 0.3, "c": 0.3}}
+    group = Group(three, iterations=2000)
+    group.run(group.now + 40, end_first="c")
+    timeline = group.timeline()
+    ended_at = next(i for i, segment in enumerate(timeline) if segment["reason"].startswith("c ended"))
+    before = timeline[ended_at - 1]
+    assert set(before["speeds"]) == {"a", "b", "c"}
+    assert before["aggregate"] == pytest.approx(3 * 0.1 / 0.2, rel=0.06)
+    # c ends in a probe window: the new round's first window measures the two left from c's end on, not from
+    # where the window c cut short began (the state is the same, so no switch marks the start)
+    group = Group(three, iterations=2000)
+    group.run(group.now + 40, end_first="c", end_after=5)
+    timeline = group.timeline()
+    ended_at = next(i for i, segment in enumerate(timeline) if segment["reason"].startswith("c ended"))
+    cut, first = timeline[ended_at - 1], timeline[ended_at]
+    assert cut["kind"] == PROBE and cut["way"] == first["way"] and cut["window"][0] < cut["ended"]
+    assert set(first["speeds"]) == {"a", "b"} and first["window"][0] >= cut["ended"] - 1e-9
+
+
+def test_a_job_with_no_time_alone_is_measured_against_its_fastest_pace_and_says_so():
+    times = {"alone": {"a": 0.1, "b": None}, "turns": {"a": 0.15, "b": 0.15}, "free": {"a": 0.2, "b": 0.2}}
+    group = Group(times)
+    group.run(group.now + 30)
+    measured = [segment for segment in group.timeline() if segment["speeds"]]
+    assert measured and all(segment["decision"]["relative_to_fastest_seen"] == ["b"] for segment in measured)
+    assert group.timeline()[-1]["way"] == "crossover"  # the windows still compare: one stand-in in all of them
 
 
 def test_a_drift_probes_again_and_finds_the_other_state_better_now():

@@ -225,7 +225,8 @@ def timeline_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _decided_on(decision: dict[str, Any] | None) -> str:
     """A segment's figures, in words: a settled one's aggregate of each way and the difference with its
-    error; the seconds of evaluations a measured one left out and what it charged for them."""
+    error; the seconds of evaluations a measured one left out and what it charged for them; the jobs whose
+    speed is relative to a stand-in for their time alone."""
     words = ""
     if decision and "ways" in decision:
         ways = ", ".join(f"{way} {value:.3f}" for way, value in decision["ways"].items())
@@ -237,6 +238,12 @@ def _decided_on(decision: dict[str, Any] | None) -> str:
         words += f"; {left_out:.1f} s held up by an evaluation left out"
     if factors:
         words += "; evaluations charged: " + ", ".join(f"{name} x{factor:.3f}" for name, factor in factors.items())
+    stand_ins = (decision or {}).get("relative_to_fastest_seen") or []
+    if stand_ins:
+        words += (
+            f"; no time alone known for {', '.join(stand_ins)} (profile at this link, or run alone beside it): speed"
+            " relative to the fastest pace seen, not to alone"
+        )
     return words
 
 

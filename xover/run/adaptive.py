@@ -57,7 +57,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..errors import XoverError
@@ -216,7 +216,10 @@ def clipped(spans: Sequence[Span], start: float, end: float) -> list[Span]:
 class Measured:
     """A window (or a settled stretch) measured: each job's speed relative to alone and its standard error.
     `left_out_s`: per job, the seconds of its iterations left out as evaluations' (`Evaluations`);
-    `charged`: per job, the factor its speed was multiplied by for the evaluations (`charge_evaluations`)."""
+    `charged`: per job, the factor its speed was multiplied by for the evaluations (`charge_evaluations`);
+    `against_fastest_seen`: the jobs with no time alone known, whose speed is relative to a stand-in (their
+    fastest pace seen at the round's start: the same in every window, so the windows compare, but not a speed
+    relative to alone)."""
 
     start: float
     end: float
@@ -224,6 +227,7 @@ class Measured:
     errors: dict[str, float]
     left_out_s: dict[str, float] = field(default_factory=dict)
     charged: dict[str, float] = field(default_factory=dict)  # per job: the factor evaluations' cost put on it
+    against_fastest_seen: tuple[str, ...] = ()
 
     @property
     def aggregate(self) -> float:
@@ -342,6 +346,7 @@ def charge_evaluations(
         {name: error * factor[name] for name, error in measured.errors.items()},
         measured.left_out_s,
         {name: round(value, 4) for name, value in factor.items()},
+        measured.against_fastest_seen,
     )
 
 
@@ -509,6 +514,8 @@ class Segment:
         decision's figures (`evaluations`)."""
         self.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
         self.aggregate, self.error = round(measured.aggregate, 4), round(measured.error, 4)
+        if measured.against_fastest_seen:
+            self.decision = {**(self.decision or {}), "relative_to_fastest_seen": list(measured.against_fastest_seen)}
         if measured.left_out_s or measured.charged:
             self.decision = {
                 **(self.decision or {}),
@@ -652,7 +659,10 @@ class AdaptiveController:
             pending.late += 1
 
     def job_ended(self, slot: int, now: float) -> None:
-        """The job in `slot` ended: a group of one shares nothing; a smaller group probes again."""
+        """The job in `slot` ended: a group of one shares nothing; a smaller group probes again. The open segment
+        closes first, measured with the job in it: its iterations up to its end were shared."""
+        if not self.done:
+            self._close(now)
         self.jobs[slot].live = False
         if self.done:
             return
@@ -914,8 +924,9 @@ class AdaptiveController:
 
     def _next_window(self, state: str, reason: str, now: float) -> None:
         previous = self.current
-        if state == self.state and previous.kind == PROBE and previous.window:
-            # no switch: this window starts where the last one's measurement ended
+        if state == self.state and previous.kind == PROBE and previous.window and self.windows:
+            # no switch: this window starts where the last one of the round's measurement ended (a round that
+            # starts in a window cut short, by a job that ended, starts afresh)
             self._close(now)
             self._open(PROBE, state, reason, now, decision={"length_s": round(self.length, 3)})
             self.current.window = (previous.window[1], previous.window[1])
@@ -985,7 +996,7 @@ class AdaptiveController:
         solo = {job.name: job.solo_s or job.stand_in_s or 0.0 for job in present}
         if len(present) < 2 or not all(solo.values()):
             return None
-        return measure(
+        measured = measure(
             {job.name: job.points for job in present},
             {job.name: job.durations for job in present},
             solo,
@@ -994,6 +1005,8 @@ class AdaptiveController:
             self._spread(start, end),
             self._left_out(start, end),
         )
+        stand_ins = tuple(job.name for job in present if job.solo_s is None)
+        return replace(measured, against_fastest_seen=stand_ins) if measured is not None and stand_ins else measured
 
     def _left_out(self, start: float, end: float) -> dict[str, list[Span]]:
         """Per present job, its iterations in [start, end] that overlap an evaluation's iteration (of any job):
