@@ -98,7 +98,9 @@ def _with_adaptive(db: Path) -> None:
                                             compute_s=0.02, communication_s=0.02, wait_s=0.01, samples=64,
                                             loss=2.0 - 0.1 * step))
         decision = {"rule": "clear", "ways": {"crossover": 1.6, "concurrent": 1.2}, "difference": 0.4,
-                    "difference_error": 0.05, "aggregate": {"turns": 1.6, "free": 1.2}, "windows": 2}
+                    "difference_error": 0.05, "aggregate": {"turns": 1.6, "free": 1.2}, "windows": 2,
+                    "measured_before": {"difference": 0.25, "error": 0.06},
+                    "combined": {"difference": 0.3, "error": 0.035}}
         for seq, (kind, way, started, ended, aggregate, reason, figures) in enumerate([
                 ("warm-up", "concurrent", 2000.0, 2000.1, None, "the jobs start in the prior", None),
                 ("probe", "concurrent", 2000.1, 2000.2, 1.2, "start: round 1, window 1",
@@ -130,6 +132,7 @@ def test_an_adaptive_groups_timeline_of_ways_and_its_share_of_time_in_each(isola
     table = " ".join(report("plan").output.split())
     assert "adaptive, its timeline" in table and "concurrent 40%, crossover 60%" in table
     assert "round 1: the difference is clear (crossover 1.600, concurrent 1.200; difference +0.400 +/- 0.050)" in table
+    assert "as whole runs measured them before: +25.0% +/- 6.0%" in table
     assert ("round 1, window 2; 0.9 s held up by an evaluation left out; evaluations charged: a x1.050, b x0.912"
             in table)
     # a job with no time alone known: its speeds are against a stand-in, and the row says so (the cell wraps)

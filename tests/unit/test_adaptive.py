@@ -30,6 +30,7 @@ from xover.run.adaptive import (
     relative_noise,
     switch_margin,
     verdict,
+    weigh_in,
     window_length,
 )
 from xover.settings import Settings
@@ -403,6 +404,46 @@ def test_figures_measured_too_close_or_a_group_told_to_probe_probes_as_ever(meas
     assert timeline[-1]["decision"]["rule"] == "clear" and timeline[-1]["way"] == "crossover"
 
 
+def test_what_ran_before_weighs_in_with_the_windows_by_their_precision():
+    value, error = weigh_in((0.0, 0.03), (0.06, 0.03))
+    assert value == pytest.approx(0.03) and error == pytest.approx(0.03 / math.sqrt(2))
+    assert weigh_in((0.0, 0.01), (0.06, 0.03))[0] == pytest.approx(0.006)  # the windows 9 times as precise
+    # windows a hair apart, out of time: alone, they go to free; whole runs measured turns 8% ahead, which is
+    # too close to settle on without a probe, but tips the estimate
+    windows = [("free", window(1.50, 0.06)), ("turns", window(1.49, 0.06))]
+    assert verdict(windows, CONFIG, "time").state == "free"
+    before = MeasuredBefore({TURNS: 1.62, FREE: 1.50}, 0.04)
+    assert before.verdict(CONFIG) is None
+    found = verdict(windows, CONFIG, "time", before)
+    assert (found.state, found.rule) == ("turns", "time")
+    figures = found.figures()
+    assert figures["measured_before"]["difference"] == pytest.approx(0.08)
+    assert figures["measured_before"]["error"] == pytest.approx(0.04 * math.hypot(1.62, 1.50) / 1.50, abs=1e-4)
+    combined = figures["combined"]
+    assert 0 < combined["difference"] < 0.08 and combined["error"] < figures["measured_before"]["error"]
+    assert figures["difference"] == pytest.approx(-0.01)  # the windows' own figures stay as they measured
+    # nor does it settle a round early by itself: it is one more estimate, and windows clearly the other way win
+    assert verdict(windows, CONFIG, "", before).state is None
+    assert verdict([("free", window(1.60, 0.02)), ("turns", window(1.40, 0.02))], CONFIG, "", before).state == "free"
+
+
+def test_a_group_whose_windows_cannot_tell_its_ways_apart_weighs_what_ran_before():
+    same = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.15, "b": 0.15}, "free": {"a": 0.15, "b": 0.15}}
+    before = MeasuredBefore({TURNS: 1.43, FREE: 1.33}, 0.04)  # 7.5% apart: not enough to settle on
+    uncertain = AdaptiveSettings.of({"floor": "0.05"})  # windows each within 5%: as uncertain as what ran before
+    group = Group(same, noise=0.0, measured=before, config=uncertain)
+    group.run(group.now + 30)
+    settled = [segment for segment in group.timeline() if segment["kind"] == SETTLED][0]
+    assert settled["way"] == "crossover" and settled["decision"]["combined"]["difference"] > 0.02
+    assert settled["decision"]["aggregate"]["turns"] == pytest.approx(settled["decision"]["aggregate"]["free"])
+    # told to probe, the windows alone decide: even, so a coin toss, which goes to what a user has without xover
+    told = AdaptiveSettings.of({"floor": "0.05", "measured": "probe"})
+    group = Group(same, noise=0.0, measured=before, config=told)
+    group.run(group.now + 30)
+    settled = [segment for segment in group.timeline() if segment["kind"] == SETTLED][0]
+    assert settled["way"] == "concurrent" and "combined" not in settled["decision"]
+
+
 def test_a_group_settled_on_measurements_probes_when_one_of_three_ends():
     three = {"alone": {"a": 0.1, "b": 0.1, "c": 0.1}, "turns": {"a": 0.2, "b": 0.2, "c": 0.2},
              "free": {"a": 0.3, "b": 0.3, "c": 0.3}}
@@ -411,6 +452,9 @@ def test_a_group_settled_on_measurements_probes_when_one_of_three_ends():
     reasons = [segment["reason"] for segment in group.timeline()]
     assert group.timeline()[1]["decision"]["rule"] == "measured"
     assert any(reason.startswith("c ended: round 1") for reason in reasons)
+    # what the three measured before is not the two left: it does not weigh in on their round
+    decided = [segment["decision"] for segment in group.timeline()[2:] if segment["kind"] == SETTLED]
+    assert decided and all("measured_before" not in decision for decision in decided)
 
 
 

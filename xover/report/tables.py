@@ -225,12 +225,19 @@ def timeline_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _decided_on(decision: dict[str, Any] | None) -> str:
     """A segment's figures, in words: a settled one's aggregate of each way and the difference with its
-    error; the seconds of evaluations a measured one left out and what it charged for them; the jobs whose
-    speed is relative to a stand-in for their time alone."""
+    error, and what whole runs measured before where it weighed in; the seconds of evaluations a measured one
+    left out and what it charged for them; the jobs whose speed is relative to a stand-in for their time alone."""
     words = ""
     if decision and "ways" in decision:
         ways = ", ".join(f"{way} {value:.3f}" for way, value in decision["ways"].items())
         words = f" ({ways}; difference {decision['difference']:+.3f} +/- {decision['difference_error']:.3f})"
+    if decision and "measured_before" in decision and "combined" in decision:
+        before, combined = decision["measured_before"], decision["combined"]
+        words += (
+            f"; turns against none, as whole runs measured them before: {before['difference']:+.1%} +/-"
+            f" {before['error']:.1%}, weighed in with the windows: {combined['difference']:+.1%}"
+            f" +/- {combined['error']:.1%}"
+        )
     evaluations = (decision or {}).get("evaluations") or {}
     left_out = max((evaluations.get("left_out_s") or {}).values(), default=0.0)
     factors = {name: factor for name, factor in (evaluations.get("charged") or {}).items() if factor != 1.0}

@@ -46,8 +46,11 @@ count, more windows would not tell them apart: they are equal, and the better es
 pairs (`pairs`), or of probing time (all of a round's windows within `probe_share` of the round's whole
 time as it looks at the end of each pair, and another pair no more than `share` of what is left), the
 better estimate is taken, where turns must lead by `margin` (without turns is what a user has without
-xover). Each window and each decision is a segment (`Segment`), recorded with the figures it was made on
-(run/record.py) and announced to the sinks.
+xover). Where the group's two states were measured before by whole runs of it, but too close to settle on,
+that difference weighs in with the windows', each by its precision (`weigh_in`): the windows are a second or
+two after a switch, and on this machine they favoured free against the whole runs (docs/design.md). Each
+window and each decision is a segment (`Segment`), recorded with the figures it was made on (run/record.py)
+and announced to the sinks.
 """
 
 from __future__ import annotations
@@ -364,16 +367,24 @@ class Verdict:
     errors: dict[str, float]
     difference: float  # turns' aggregate minus free's
     error: float
+    # where what ran before weighed in (`weigh_in`): its difference and the combined one, each relative to free's
+    # aggregate, with their standard errors
+    before: tuple[float, float] | None = None
+    combined: tuple[float, float] | None = None
 
     def figures(self) -> dict[str, Any]:
         """The figures, as recorded."""
-        return {
+        figures: dict[str, Any] = {
             "rule": self.rule,
             "aggregate": {state: round(value, 4) for state, value in self.aggregates.items()},
             "error": {state: round(value, 4) for state, value in self.errors.items()},
             "difference": round(self.difference, 4),
             "difference_error": round(self.error, 4),
         }
+        if self.before is not None and self.combined is not None:
+            figures["measured_before"] = {"difference": round(self.before[0], 4), "error": round(self.before[1], 4)}
+            figures["combined"] = {"difference": round(self.combined[0], 4), "error": round(self.combined[1], 4)}
+        return figures
 
 
 def pooled(windows: Sequence[Measured], floor: float) -> tuple[float, float]:
@@ -387,9 +398,15 @@ def pooled(windows: Sequence[Measured], floor: float) -> tuple[float, float]:
     return mean, math.sqrt(max(within, between) ** 2 + (floor * mean) ** 2)
 
 
-def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, out_of_probing: str = "") -> Verdict:
+def verdict(
+    windows: Sequence[tuple[str, Measured]],
+    config: AdaptiveSettings,
+    out_of_probing: str = "",
+    before: MeasuredBefore | None = None,
+) -> Verdict:
     """The rule, on the windows measured so far in this round ((state, figures) each). `out_of_probing` names
-    why no more windows can be had ('time', 'pairs'): the better estimate is then taken, turns by a margin."""
+    why no more windows can be had ('time', 'pairs'): the better estimate is then taken, turns by a margin.
+    `before`: the two ways as whole runs of these jobs measured them; they weigh in (`weigh_in`)."""
     by_state = {state: [m for s, m in windows if s == state] for state in STATES}
     if not all(by_state.values()):
         only = next((state for state in STATES if by_state[state]), None)
@@ -399,14 +416,37 @@ def verdict(windows: Sequence[tuple[str, Measured]], config: AdaptiveSettings, o
     difference, error = turns - free, math.hypot(turns_error, free_error)
     aggregates, errors = {TURNS: turns, FREE: free}, {TURNS: turns_error, FREE: free_error}
     base = max(free, 1e-9)
-    better = TURNS if difference > config.margin * base else FREE
-    if abs(difference) >= config.z * error and abs(difference) >= config.margin * base:
-        return Verdict(TURNS if difference > 0 else FREE, "clear", aggregates, errors, difference, error)
+    # relative to free's aggregate: how the windows and what ran before compare (their scales differ a little)
+    relative, relative_error = difference / base, error / base
+    prior = combined = None
+    if before is not None:
+        prior = before.relative_difference()
+        relative, relative_error = combined = weigh_in((relative, relative_error), prior)
+    settle = {"before": prior, "combined": combined}
+    better = TURNS if relative > config.margin else FREE
+    if abs(relative) >= config.z * relative_error and abs(relative) >= config.margin:
+        return Verdict(TURNS if relative > 0 else FREE, "clear", aggregates, errors, difference, error, **settle)
     if error <= EQUAL_ERROR * math.hypot(config.floor * turns, config.floor * free):
-        return Verdict(better, "equal", aggregates, errors, difference, error)
+        return Verdict(better, "equal", aggregates, errors, difference, error, **settle)
     if out_of_probing:
-        return Verdict(better, out_of_probing, aggregates, errors, difference, error)
-    return Verdict(None, "", aggregates, errors, difference, error)
+        return Verdict(better, out_of_probing, aggregates, errors, difference, error, **settle)
+    return Verdict(None, "", aggregates, errors, difference, error, **settle)
+
+
+def weigh_in(windows: tuple[float, float], before: tuple[float, float]) -> tuple[float, float]:
+    """Two estimates of one difference, each with its standard error, as one: weighted by their precision
+    (1 / error squared), its error smaller than either's. Why what ran before weighs in at all: whole runs of
+    a way measure it as it holds up, while a window of it is a second or two after a switch, and on this
+    machine the windows put free about 5% higher against turns than the same rows' whole runs did (106 rows
+    of `make bench`, standard error under 1%; docs/design.md, *What ran before weighs in*)."""
+    (value, error), (prior, prior_error) = windows, before
+    if prior_error <= 0:
+        return prior, 0.0
+    if error <= 0:
+        return value, 0.0
+    weight, prior_weight = 1 / error**2, 1 / prior_error**2
+    total = weight + prior_weight
+    return (weight * value + prior_weight * prior) / total, math.sqrt(1 / total)
 
 
 @dataclass(frozen=True)
@@ -417,6 +457,11 @@ class MeasuredBefore:
 
     aggregates: dict[str, float]  # TURNS and FREE
     error: float
+
+    def relative_difference(self) -> tuple[float, float]:
+        """Turns' aggregate minus free's, relative to free's, and its standard error."""
+        turns, free = self.aggregates[TURNS], max(self.aggregates[FREE], 1e-9)
+        return (turns - free) / free, self.error * math.hypot(turns, free) / free
 
     def verdict(self, config: AdaptiveSettings) -> Verdict | None:
         """The state to settle in without probing: the better one where the two figures are `z` standard errors
@@ -754,13 +799,13 @@ class AdaptiveController:
         if measured is None:
             return False
         so_far = [*self._charged(), (segment.state, self._charge(measured, segment.state))]
-        return verdict(so_far, self.config).rule == "clear"
+        return verdict(so_far, self.config, before=self._before()).rule == "clear"
 
     def _finish_window(self, segment: Segment, measured: Measured, now: float) -> None:
         self.windows.append((segment.state, measured))
         segment.measured_as(self._charge(measured, segment.state))
         count = len(self.windows)
-        if count % 2 == 0 or verdict(self._charged(), self.config).rule == "clear":
+        if count % 2 == 0 or verdict(self._charged(), self.config, before=self._before()).rule == "clear":
             probed = sum(m.end - m.start for _, m in self.windows)
             left = self._time_left()
             # the round's whole time, as it looks now (the jobs' pace early in a round misleads): probing takes
@@ -775,13 +820,21 @@ class AdaptiveController:
                 and (probed + 2 * self.length > budget or 2 * self.length > self.config.share * left)
             ):
                 out = "time"
-            found = verdict(self._charged(), self.config, out)
+            found = verdict(self._charged(), self.config, out, self._before())
             if found.state is not None:
                 self._settle(found, now)
                 return
         # A B B A: the round's first state, the other, the other, the first, ...
         state = self.round_states[0] if count % 4 in (0, 3) else self.round_states[1]
         self._next_window(state, f"round {self.rounds}, window {count + 1}", now)
+
+    def _before(self) -> MeasuredBefore | None:
+        """What whole runs of this very group measured, to weigh in with the windows: while every job of the group
+        runs (a group a job left, or one a job has not joined yet, is another group), and unless `measured=probe`
+        (the windows alone decide)."""
+        if self.measured is None or self.config.measured != SETTLE:
+            return None
+        return self.measured if all(job.live and job.first_seen is not None for job in self.jobs) else None
 
     def _settle_on_measured(self, now: float) -> bool:
         """After the warm-up, a group whose two states were measured on these jobs before and clearly apart
@@ -852,7 +905,7 @@ class AdaptiveController:
         if not new or not self.windows:  # settled on earlier measurements: those held the evaluations
             return False
         rule = (segment.decision or {}).get("rule", "")
-        found = verdict(self._charged(), self.config, rule if rule in ("time", "pairs") else "")
+        found = verdict(self._charged(), self.config, rule if rule in ("time", "pairs") else "", self._before())
         why = f"{', '.join(new)}'s evaluations, first seen since, charged to the windows: "
         if found.state is None:
             self._start_round(why.removesuffix(": ") + " leave the difference unclear", now)
