@@ -402,11 +402,12 @@ def print_windows_against_columns(rows: list[dict]) -> None:
     many of those toward the way the row's columns put ahead."""
     ratios = []
     for row in rows:
-        by_way = {way: [value for w, value in row.get("windows", ()) if w == way] for way in ("crossover", "concurrent")}
+        windows = row.get("windows", ())
+        by_way = {way: [value for w, value in windows if w == way] for way in ("crossover", "concurrent")}
         crossover = row["policies"][DEFAULT_POLICY]["aggregate"]
         if all(by_way.values()) and crossover and row["concurrent"]:
-            windows = statistics.fmean(by_way["crossover"]) / statistics.fmean(by_way["concurrent"])
-            ratios.append(windows / (crossover / row["concurrent"]))
+            in_windows = statistics.fmean(by_way["crossover"]) / statistics.fmean(by_way["concurrent"])
+            ratios.append(in_windows / (crossover / row["concurrent"]))
     if len(ratios) > 1:
         print(
             f"adaptive's windows against the row's whole runs: crossover / concurrent in the windows is "
