@@ -195,6 +195,7 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         "adaptive_time": reported.time_in_ways,
         "adaptive_way": reported.adaptive_way,
         "decisions": [s["decision"] for s in reported.timeline if s["kind"] == "settled"],
+        "windows": [(s["way"], s["aggregate"]) for s in reported.timeline if s["kind"] == "probe" and s["aggregate"]],
     }
     for policy in POLICY_ORDER:
         entry = group["policies"].get(policy, {})
@@ -374,6 +375,7 @@ def print_targets(rows: list[dict]) -> None:
         f"settled on earlier measurements without probing: {on_measurements} of {len(measured)}"
     )
     print_targets_over_repeats(measured)
+    print_windows_against_columns(measured)
     noise = run_to_run_noise(measured)
     if noise is not None:
         ratio = noise * math.sqrt(2)  # of two ways, each measured once
@@ -389,6 +391,47 @@ def print_targets(rows: list[dict]) -> None:
             f"adaptive below {1 - 2 * ratio:.3f} x the better or x concurrent (twice that) on "
             f"{len(beyond)} of {len(measured)} rows"
             + (": " + ", ".join(f"{row['pair']} ({row['engine']})" for row in beyond) if beyond else "")
+        )
+
+
+def print_windows_against_columns(rows: list[dict]) -> None:
+    """Adaptive's probe windows against the same row's whole runs: crossover over concurrent in the windows (each
+    way's mean) over the same in the columns, over the rows that probed both ways (below 1: the windows favour
+    free; why what ran before weighs in, docs/design.md); and the decisions what ran before weighed in on, how
+    many it turned (the windows' difference and the combined one on either side of the rule's margin) and how
+    many of those toward the way the row's columns put ahead."""
+    ratios = []
+    for row in rows:
+        windows = row.get("windows", ())
+        by_way = {way: [value for w, value in windows if w == way] for way in ("crossover", "concurrent")}
+        crossover = row["policies"][DEFAULT_POLICY]["aggregate"]
+        if all(by_way.values()) and crossover and row["concurrent"]:
+            in_windows = statistics.fmean(by_way["crossover"]) / statistics.fmean(by_way["concurrent"])
+            ratios.append(in_windows / (crossover / row["concurrent"]))
+    if len(ratios) > 1:
+        print(
+            f"adaptive's windows against the row's whole runs: crossover / concurrent in the windows is "
+            f"{statistics.fmean(ratios):.3f} of the columns' (standard error "
+            f"{statistics.stdev(ratios) / math.sqrt(len(ratios)):.3f}, {len(ratios)} rows that probed both ways)"
+        )
+    weighed = turned = toward = 0
+    for row in rows:
+        crossover = row["policies"][DEFAULT_POLICY]["aggregate"]
+        for decision in row.get("decisions", ()):
+            if not decision or "combined" not in decision or "aggregate" not in decision:
+                continue
+            weighed += 1
+            margin = 0.005  # XOVER_ADAPTIVE's default: turns must lead by it on an undecided estimate
+            free = max(decision["aggregate"]["free"], 1e-9)
+            alone = "crossover" if decision["difference"] / free > margin else "concurrent"
+            both = "crossover" if decision["combined"]["difference"] > margin else "concurrent"
+            if alone != both:
+                turned += 1
+                toward += both == ("crossover" if crossover > row["concurrent"] else "concurrent")
+    if weighed:
+        print(
+            f"what ran before weighed in on {weighed} decisions; it turned {turned} of them, {toward} toward the way "
+            f"the row's columns put ahead"
         )
 
 

@@ -115,3 +115,25 @@ def test_issue_60s_targets_on_the_means_over_the_repeats_and_against_the_benchs_
     assert f"moves {noise:.1%} from one run of a row to the next" in out and f"a ratio of two ways {ratio:.1%}" in out
     assert f"below {1 - 2 * ratio:.3f} x the better or x concurrent (twice that) on 0 of 4 rows" in out
     assert bench.run_to_run_noise(rows[:2]) is None  # one run of each pair: nothing to tell it from
+
+
+def test_the_windows_against_the_columns_and_what_ran_before_weighing_in(capsys):
+    bench = load_bench("crossover_pair")
+
+    def row(concurrent, crossover, windows, decisions=()):
+        return {"concurrent": concurrent, "policies": {"work-conserving": {"aggregate": crossover}},
+                "windows": windows, "decisions": list(decisions)}
+
+    turned = {"rule": "time", "aggregate": {"turns": 1.00, "free": 1.01}, "difference": -0.01,
+              "combined": {"difference": 0.03, "error": 0.04}}  # free alone, turns with what ran before
+    kept = {"rule": "time", "aggregate": {"turns": 1.10, "free": 1.00}, "difference": 0.10,
+            "combined": {"difference": 0.09, "error": 0.03}}
+    bench.print_windows_against_columns([
+        row(1.00, 1.10, [("crossover", 1.00), ("concurrent", 1.01), ("concurrent", 0.99), ("crossover", 1.00)],
+            [turned]),  # windows 1.00 against columns 1.10
+        row(1.00, 1.00, [("crossover", 1.10), ("concurrent", 1.00)], [kept]),  # 1.10 against 1.00
+        row(1.00, 1.00, [("crossover", 1.10)]),  # one way only: not compared
+    ])
+    out = capsys.readouterr().out
+    assert f"is {(1 / 1.10 + 1.10) / 2:.3f} of the columns'" in out and "2 rows that probed both ways" in out
+    assert "weighed in on 2 decisions; it turned 1 of them, 1 toward the way the row's columns put ahead" in out
