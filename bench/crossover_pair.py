@@ -58,6 +58,7 @@ from xover.plan.step import measurements_of, profiles_of_recipes  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.results import RunResult  # noqa: E402
+from xover.run.adaptive import AdaptiveSettings  # noqa: E402
 from xover.runtime.turn_client import CrossoverToken  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 from xover.turns import DEFAULT_POLICY, POLICIES  # noqa: E402
@@ -421,7 +422,7 @@ def print_windows_against_columns(rows: list[dict]) -> None:
             if not decision or "combined" not in decision or "aggregate" not in decision:
                 continue
             weighed += 1
-            margin = 0.005  # XOVER_ADAPTIVE's default: turns must lead by it on an undecided estimate
+            margin = AdaptiveSettings().margin  # turns must lead by it on an undecided estimate (the default)
             free = max(decision["aggregate"]["free"], 1e-9)
             alone = "crossover" if decision["difference"] / free > margin else "concurrent"
             both = "crossover" if decision["combined"]["difference"] > margin else "concurrent"

@@ -422,23 +422,22 @@ def verdict(
     if before is not None:
         prior = before.relative_difference()
         relative, relative_error = combined = weigh_in((relative, relative_error), prior)
-    settle = {"before": prior, "combined": combined}
+    weighed = {"before": prior, "combined": combined}
     better = TURNS if relative > config.margin else FREE
     if abs(relative) >= config.z * relative_error and abs(relative) >= config.margin:
-        return Verdict(TURNS if relative > 0 else FREE, "clear", aggregates, errors, difference, error, **settle)
+        return Verdict(TURNS if relative > 0 else FREE, "clear", aggregates, errors, difference, error, **weighed)
     if error <= EQUAL_ERROR * math.hypot(config.floor * turns, config.floor * free):
-        return Verdict(better, "equal", aggregates, errors, difference, error, **settle)
+        return Verdict(better, "equal", aggregates, errors, difference, error, **weighed)
     if out_of_probing:
-        return Verdict(better, out_of_probing, aggregates, errors, difference, error, **settle)
-    return Verdict(None, "", aggregates, errors, difference, error, **settle)
+        return Verdict(better, out_of_probing, aggregates, errors, difference, error, **weighed)
+    return Verdict(None, "", aggregates, errors, difference, error, **weighed)
 
 
 def weigh_in(windows: tuple[float, float], before: tuple[float, float]) -> tuple[float, float]:
     """Two estimates of one difference, each with its standard error, as one: weighted by their precision
-    (1 / error squared), its error smaller than either's. Why what ran before weighs in at all: whole runs of
-    a way measure it as it holds up, while a window of it is a second or two after a switch, and on this
-    machine the windows put free about 5% higher against turns than the same rows' whole runs did (106 rows
-    of `make bench`, standard error under 1%; docs/design.md, *What ran before weighs in*)."""
+    (1 / error squared), its error smaller than either's. What ran before weighs in because whole runs of a
+    way measure it as it holds up, and a window is a second or two of it after a switch (docs/design.md, *What
+    ran before weighs in*)."""
     (value, error), (prior, prior_error) = windows, before
     if prior_error <= 0:
         return prior, 0.0
