@@ -165,6 +165,15 @@ def _following(tmp_path, reaped: list | None = None):
     return Following(SlurmLauncher(), current, {0: []}, {}, console)
 
 
+def _stub_scancel(monkeypatch, tmp_path):
+    """A scancel on PATH that does nothing: a unit test must not need Slurm's client installed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "scancel").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scancel").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
 def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_command(monkeypatch, tmp_path):
     import shlex
 
@@ -172,6 +181,7 @@ def test_a_groups_batch_script_gives_the_store_in_its_environment_not_its_comman
     from xover.run.external import slurm as launch_slurm
 
     scripts = []
+    _stub_scancel(monkeypatch, tmp_path)  # what a reaper would run is resolved at submission
     monkeypatch.setattr(launch_slurm, "submit", lambda script, *a, **k: scripts.append(script) or "41")
     monkeypatch.setattr(batch, "group_shape", lambda group: (1, 2))
     monkeypatch.setenv("XOVER_DB", "sqlite:///elsewhere.db")  # the flag's URL wins over the environment's
@@ -226,7 +236,8 @@ def test_a_submission_whose_answer_was_lost_is_found_by_name_for_cancelling(monk
     (bin_dir / "sbatch").write_text("#!/bin/sh\ncat > /dev/null\nsleep 30\n")  # submits, answers too late
     (bin_dir / "squeue").write_text('#!/bin/sh\necho "$*" >> "$0.calls"\n'
                                     'case "$*" in *--name=xover-20260101-000000-abcd-g0*) echo 77 ;; esac\n')
-    for name in ("sbatch", "squeue"):
+    (bin_dir / "scancel").write_text("#!/bin/sh\nexit 0\n")
+    for name in ("sbatch", "squeue", "scancel"):
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     real_run = launch_slurm._run
@@ -251,7 +262,8 @@ def test_a_lost_submission_that_slurm_does_not_list_is_still_an_error(monkeypatc
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text("#!/bin/sh\nsleep 30\n")
     (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
-    for name in ("sbatch", "squeue"):
+    (bin_dir / "scancel").write_text("#!/bin/sh\nexit 0\n")
+    for name in ("sbatch", "squeue", "scancel"):
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setattr(launch_slurm, "LOOKUP_AGAIN_S", 0.0)
