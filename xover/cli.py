@@ -513,8 +513,9 @@ def plan(
     predict each group under every way of sharing its devices (crossover under the turn policy,
     concurrent, and MPS where its jobs measured it; a way measured on the same jobs, link and hardware
     before by its measurement) and pick one for it - adaptive (measured while it runs) where turns and
-    none are closer than the model's measured error, else the better - and say why, place the groups on
-    devices, and write the plan file that `xover run` reads."""
+    none are closer than the model's measured error, else the better, unless adaptive itself measured
+    clearly ahead of it on these jobs - and say why, place the groups on devices, and write the plan file
+    that `xover run` reads."""
     from .plan.step import plan_jobs
 
     with user_errors():

@@ -161,7 +161,8 @@ def show_plan(result: Any, as_json: bool) -> None:
     from_engine = f", {result.engine} profiles" if result.engine else ""
     print_table(
         f"xover plan  ({plan.algo}; each group shares its devices the way predicted best, or {ADAPTIVE} where the "
-        f"best two are closer than the model's error; {CROSSOVER} under the {plan.policy} turn policy, "
+        f"best two are closer than the model's error or where it measured ahead; {CROSSOVER} under the "
+        f"{plan.policy} turn policy, "
         f"link {(result.link or HOST).key}{from_engine})",
         PLAN_COLUMNS,
         rows,

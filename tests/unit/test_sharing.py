@@ -217,6 +217,29 @@ def test_the_threshold_is_the_models_error_or_a_measurements():
     assert pick_sharing(ways, [a, b], calibration=dataclasses.replace(SHIPPED, model_error=0.02)).sharing == "crossover"
 
 
+def test_adaptive_measured_clearly_ahead_of_the_better_fixed_way_is_picked():
+    a, b = job("a", 100, 60), job("b", 60, 100)
+    ways = _ways(1.40, 1.20, [a, b])  # crossover clearly ahead
+    both = {"crossover": "measured", "concurrent": "measured"}
+    ahead = {**ways, "adaptive": measured_prediction([a, b], "adaptive", "work-conserving", {"a": 0.8, "b": 0.72})}
+    found = pick_sharing(ahead, [a, b], {**both, "adaptive": "measured"})
+    assert found.sharing == "adaptive" and found.prediction.gain == pytest.approx(1.52)
+    assert found.reason.endswith("; but adaptive measured 1.52 on these jobs, ahead of it by 7.9%, more than the "
+                                 "error of the two figures (4.0%)")
+    # within the error of the two figures: the fixed way, as before
+    near = {**ways, "adaptive": measured_prediction([a, b], "adaptive", "work-conserving", {"a": 0.75, "b": 0.7})}
+    assert pick_sharing(near, [a, b], {**both, "adaptive": "measured"}).sharing == "crossover"
+    # against a simulated figure, the model's error
+    for model_error, picked in ((0.07, "adaptive"), (0.1, "crossover")):
+        calibration = dataclasses.replace(SHIPPED, model_error=model_error)
+        assert pick_sharing(ahead, [a, b], {"adaptive": "measured"}, calibration).sharing == picked
+    # only a measurement of adaptive counts: its simulated stand-in never beats the way it stands in for
+    assert pick_sharing(ahead, [a, b], both).sharing == "crossover"
+    # nor one that breaks a job's protection
+    slow = job("a", 100, 60, max_slowdown=1.2)
+    assert pick_sharing(ahead, [slow, b], {**both, "adaptive": "measured"}).sharing == "crossover"
+
+
 def test_a_way_that_breaks_a_jobs_protection_is_never_probed():
     a, b = job("a", 100, 60, max_slowdown=1.5), job("b", 60, 100)
     ways = _ways(1.40, 1.38, [a, b])

@@ -5,7 +5,8 @@ A way of sharing (`SHARINGS`) is crossover under the plan's turn policy, concurr
 Linux's scheduler on a CPU, time-slicing on a GPU) or, on a GPU whose jobs measured it, CUDA MPS.
 `best_sharing` picks the best of them; `pick_sharing` the way a plan runs a group under: adaptive where
 the best way with turns and the best without are closer than the model's measured error (a coin toss for
-the model), else the better one, and says why. A way measured on the same jobs before (measured.py) is
+the model), else the better one (or adaptive, where it ran on these jobs and measured clearly ahead of the
+better), and says why. A way measured on the same jobs before (measured.py) is
 predicted by its measurement instead of the simulation (`predict_considered`).
 
 Speeds are relative to alone: 0.8 means the job does 80% of the iterations per second it does on
@@ -283,7 +284,10 @@ def pick_sharing(
     turns (crossover) and the best without (concurrent, or mps where measured): where they are closer than
     the error of their figures - the model's measured error (`Calibration.model_error`), or a measurement's
     (`measured_error`) where both were measured - the model cannot tell them apart, and the group runs
-    `adaptive`, which measures both while it runs; else the better one. One acceptable way: that one."""
+    `adaptive`, which measures both while it runs; else the better one, unless adaptive itself ran on these jobs
+    and measured ahead of it by more than the error of the two figures (on a CPU adaptive's state without turns
+    keeps the thread policy of a turn-taking run, which plain concurrent does not: docs/design.md, *The free
+    state*). One acceptable way: that one."""
     sources = dict(sources or dict.fromkeys(predictions, SIMULATED))
     fixed = {way: p for way, p in predictions.items() if WAYS[way].simulated}
     fine = {way: p for way, p in fixed.items() if acceptable(p, jobs)}
@@ -310,10 +314,20 @@ def pick_sharing(
         f"{CROSSOVER.name} {turns.gain:.2f} ({sources.get(CROSSOVER.name, SIMULATED)}), "
         f"{free.sharing} {free.gain:.2f} ({sources.get(free.sharing, SIMULATED)})"
     )
+    adaptive = predictions.get(ADAPTIVE.name) if sources.get(ADAPTIVE.name) == MEASURED else None
     if gap < error:
-        adaptive = predictions.get(ADAPTIVE.name) if sources.get(ADAPTIVE.name) == MEASURED else None
         chosen = adaptive or replace(better, sharing=ADAPTIVE.name)
         reason = f"{figures}: {gap:.1%} apart, within {whose} error ({error:.1%}); adaptive measures both while it runs"
         return SharingPick(chosen, reason, predictions, sources)
     reason = f"{figures}: {better.sharing} ahead by {gap:.1%}, more than {whose} error ({error:.1%})"
+    if adaptive is not None and acceptable(adaptive, jobs) and adaptive.gain > 0:
+        # what ran beats what either fixed way promises: a plan that learns from what ran takes it
+        lead = (adaptive.gain - better.gain) / adaptive.gain
+        against = calibration.measured_error if sources.get(better.sharing) == MEASURED else calibration.model_error
+        if lead > against:
+            reason += (
+                f"; but {ADAPTIVE.name} measured {adaptive.gain:.2f} on these jobs, ahead of it by {lead:.1%}, "
+                f"more than the error of the two figures ({against:.1%})"
+            )
+            return SharingPick(adaptive, reason, predictions, sources)
     return SharingPick(better, reason, predictions, sources)
