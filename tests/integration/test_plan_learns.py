@@ -125,6 +125,30 @@ def test_close_measurements_make_the_plan_adaptive(isolated_results, tmp_path):
     assert group.predicted_gain == pytest.approx(1.55) and group.predicted_from["adaptive"] == "measured"
 
 
+def test_adaptive_measured_ahead_of_both_fixed_ways_is_planned_again(isolated_results, tmp_path):
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    store = open_store(str(db))
+
+    def unit_measured():
+        group = GroupToRun(0, [job_for(load_recipe(name)) for name in PAIR])
+        predict_unplanned(store, group, Link.parse("1gbit"), "work-conserving", ["adaptive"])
+        [unit] = group_units(group, ["adaptive"], ["work-conserving"])
+        return unit.measured
+
+    _compared(db, crossover=1.35, concurrent=1.52, adaptive=1.62)  # concurrent clearly ahead of crossover
+    group = _plan(db, tmp_path)
+    assert group.sharing == "adaptive" and group.predicted_gain == pytest.approx(1.62)
+    assert group.sharing_reason.endswith("; but adaptive measured 1.62 on these jobs, ahead of it by 6.2%, more than "
+                                         "the error of the two figures (4.0%)")
+    # and the group does not settle on the two ways' figures, which do not describe the states it switches between
+    assert unit_measured() is None
+    _compared(db, "e2", crossover=1.35, concurrent=1.52, adaptive=1.50)  # the newest three's mean: 1.56, within it
+    assert _plan(db, tmp_path).sharing == "concurrent"
+    assert unit_measured().aggregates == {TURNS: pytest.approx(1.35), FREE: pytest.approx(1.52)}
+    store.close()
+
+
 def test_a_changed_recipe_another_link_or_other_hardware_is_never_used(isolated_results, tmp_path):
     db = isolated_results / "xover.db"
     _profiles(db)

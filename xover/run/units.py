@@ -8,7 +8,7 @@ from ..analysis import job_summary
 from ..links import HOST, Link
 from ..plan.calibration import SHIPPED
 from ..plan.predict import MEASURED
-from ..sharing import CROSSOVER, PLANNED, Mode, adapts, turn_taking
+from ..sharing import ADAPTIVE, CROSSOVER, PLANNED, Mode, adapts, turn_taking
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
 from ..store.session import Store
@@ -87,9 +87,18 @@ def adaptive_prior(group: GroupToRun) -> str | None:
 
 def measured_before(group: GroupToRun) -> MeasuredBefore | None:
     """Both states of an adaptive group as earlier comparisons measured them on the same jobs (crossover's and
-    its best way without turns, both marked measured in its predictions); None where either was simulated."""
+    its best way without turns, both marked measured in its predictions); None where either was simulated, or
+    where adaptive itself ran on these jobs and measured ahead of both by more than a measurement's error: then
+    the two ways' figures do not describe the states it switches between (on a CPU its state without turns
+    keeps the thread policy that plain concurrent runs without: docs/design.md, *What ran before weighs in*),
+    and its windows decide alone."""
     crossover, free = CROSSOVER.name, group.best_without_turns
     if free is None or any(group.predicted_from.get(way) != MEASURED for way in (crossover, free)):
         return None
     aggregates = {TURNS: group.predicted_by_sharing[crossover], FREE: group.predicted_by_sharing[free]}
+    adaptive = (
+        group.predicted_by_sharing.get(ADAPTIVE.name) if group.predicted_from.get(ADAPTIVE.name) == MEASURED else None
+    )
+    if adaptive and (adaptive - max(aggregates.values())) / adaptive > SHIPPED.measured_error:
+        return None
     return MeasuredBefore(aggregates, SHIPPED.measured_error)
