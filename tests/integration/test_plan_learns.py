@@ -125,16 +125,21 @@ def test_close_measurements_make_the_plan_adaptive(isolated_results, tmp_path):
     assert group.predicted_gain == pytest.approx(1.55) and group.predicted_from["adaptive"] == "measured"
 
 
+def _unplanned(store):
+    """The pair as `xover run --group A B --mode adaptive` (no plan) predicts it, and its adaptive unit."""
+    group = GroupToRun(0, [job_for(load_recipe(name)) for name in PAIR])
+    predict_unplanned(store, group, Link.parse("1gbit"), "work-conserving", ["adaptive"])
+    [unit] = group_units(group, ["adaptive"], ["work-conserving"])
+    return group, unit
+
+
 def test_adaptive_measured_ahead_of_both_fixed_ways_is_planned_again(isolated_results, tmp_path):
     db = isolated_results / "xover.db"
     _profiles(db)
     store = open_store(str(db))
 
     def unit_measured():
-        group = GroupToRun(0, [job_for(load_recipe(name)) for name in PAIR])
-        predict_unplanned(store, group, Link.parse("1gbit"), "work-conserving", ["adaptive"])
-        [unit] = group_units(group, ["adaptive"], ["work-conserving"])
-        return unit.measured
+        return _unplanned(store)[1].measured
 
     _compared(db, crossover=1.35, concurrent=1.52, adaptive=1.62)  # concurrent clearly ahead of crossover
     group = _plan(db, tmp_path)
@@ -180,10 +185,7 @@ def test_an_adaptive_group_starts_from_what_was_measured_on_the_same_jobs(isolat
     store = open_store(str(db))
 
     def unplanned():
-        group = GroupToRun(0, [job_for(load_recipe(name)) for name in PAIR])
-        predict_unplanned(store, group, Link.parse("1gbit"), "work-conserving", ["adaptive"])
-        [unit] = group_units(group, ["adaptive"], ["work-conserving"])
-        return group, unit
+        return _unplanned(store)
 
     group, unit = unplanned()  # profiles only: simulated, so the group probes
     assert set(group.predicted_from.values()) == {"simulated"} and unit.measured is None
