@@ -218,6 +218,12 @@ def sequential_duration_ms(jobs: Sequence[JobProfile]) -> float:
 MEASURED, SIMULATED = "measured", "simulated"
 
 
+def lead(ahead: float, behind: float) -> float:
+    """How far `ahead` leads `behind`, relative to `ahead` (0 where `ahead` is not above 0): what the pick sets
+    against a figure's error."""
+    return (ahead - behind) / ahead if ahead > 0 else 0.0
+
+
 def predict_considered(
     jobs: Sequence[JobProfile],
     policy: str = DEFAULT_POLICY,
@@ -309,7 +315,7 @@ def pick_sharing(
     error = calibration.measured_error if both_measured else calibration.model_error
     whose = "the measurements'" if both_measured else "the model's measured"
     better, other = (turns, free) if turns.gain >= free.gain else (free, turns)
-    gap = (better.gain - other.gain) / better.gain if better.gain > 0 else 0.0
+    gap = lead(better.gain, other.gain)
     figures = (
         f"{CROSSOVER.name} {turns.gain:.2f} ({sources.get(CROSSOVER.name, SIMULATED)}), "
         f"{free.sharing} {free.gain:.2f} ({sources.get(free.sharing, SIMULATED)})"
@@ -320,13 +326,13 @@ def pick_sharing(
         reason = f"{figures}: {gap:.1%} apart, within {whose} error ({error:.1%}); adaptive measures both while it runs"
         return SharingPick(chosen, reason, predictions, sources)
     reason = f"{figures}: {better.sharing} ahead by {gap:.1%}, more than {whose} error ({error:.1%})"
-    if adaptive is not None and acceptable(adaptive, jobs) and adaptive.gain > 0:
+    if adaptive is not None and acceptable(adaptive, jobs):
         # what ran beats what either fixed way promises: a plan that learns from what ran takes it
-        lead = (adaptive.gain - better.gain) / adaptive.gain
+        ahead = lead(adaptive.gain, better.gain)
         against = calibration.measured_error if sources.get(better.sharing) == MEASURED else calibration.model_error
-        if lead > against:
+        if ahead > against:
             reason += (
-                f"; but {ADAPTIVE.name} measured {adaptive.gain:.2f} on these jobs, ahead of it by {lead:.1%}, "
+                f"; but {ADAPTIVE.name} measured {adaptive.gain:.2f} on these jobs, ahead of it by {ahead:.1%}, "
                 f"more than the error of the two figures ({against:.1%})"
             )
             return SharingPick(adaptive, reason, predictions, sources)

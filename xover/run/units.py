@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..analysis import job_summary
 from ..links import HOST, Link
 from ..plan.calibration import SHIPPED
-from ..plan.predict import MEASURED
+from ..plan.predict import MEASURED, lead
 from ..sharing import ADAPTIVE, CROSSOVER, PLANNED, Mode, adapts, turn_taking
 from ..store.models import Run
 from ..store.queries import iteration_rows, run_fields
@@ -99,6 +99,6 @@ def measured_before(group: GroupToRun) -> MeasuredBefore | None:
     adaptive = (
         group.predicted_by_sharing.get(ADAPTIVE.name) if group.predicted_from.get(ADAPTIVE.name) == MEASURED else None
     )
-    if adaptive and (adaptive - max(aggregates.values())) / adaptive > SHIPPED.measured_error:
+    if adaptive and lead(adaptive, max(aggregates.values())) > SHIPPED.measured_error:
         return None
     return MeasuredBefore(aggregates, SHIPPED.measured_error)
