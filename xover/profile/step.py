@@ -207,12 +207,12 @@ def corun_device_ms(
     job_metrics: list[IterationMetric],
     partner_metrics: list[IterationMetric],
     warmup: int,
-    partner_stopped: bool = False,
+    partner_still_iterating: bool = False,
 ) -> float | None:
     """The job's median device time (data + compute) over its iterations after warm-up that ended
-    while its partner still ran (all of them when the partner was stopped at the job's end, still
-    running, even if it had not finished an iteration); None when fewer than 3 did."""
-    if partner_stopped:
+    while its partner still ran (all of them when the partner was stopped at the job's end with
+    iterations left, even if it had not finished one); None when fewer than 3 did."""
+    if partner_still_iterating:
         partner_end = math.inf
     elif partner_metrics:
         partner_end = max(m.wall_time for m in partner_metrics)
@@ -225,16 +225,20 @@ def corun_device_ms(
 
 
 def corun_partner_iterations(
-    iterations: int, job_iteration_ms: float, partner_device_ms: float, partner_iteration_ms: float
+    iterations: int,
+    job_iteration_ms: float,
+    partner_device_ms: float,
+    partner_iteration_ms: float,
+    job_startup_ms: float | None = None,
 ) -> int:
     """How many iterations the reference partner is given next to a job measured for `iterations`: enough
     to outlast the job, since only the job's iterations that end while the partner runs count (it is
-    stopped when the job ends, so a generous count costs nothing). Under
-    crossover a job's iteration can take its own time plus the partner's device time; twice that,
-    because the profiles may come from a quieter or busier machine than this run
-    (docs/measurements.md, *make test's time*)."""
-    crossover_ms = job_iteration_ms + partner_device_ms
-    return max(iterations, math.ceil(2 * iterations * crossover_ms / partner_iteration_ms))
+    stopped when the job ends, so a generous count costs nothing). Under crossover a job's iteration can
+    take its own time plus the partner's device time, and the partner may start iterating while the job
+    still starts (its launcher, imports, data); twice that, because the profiles may come from a quieter
+    or busier machine than this run (docs/measurements.md, *make test's time*)."""
+    job_span_ms = iterations * (job_iteration_ms + partner_device_ms) + (job_startup_ms or 0.0)
+    return max(iterations, math.ceil(2 * job_span_ms / partner_iteration_ms))
 
 
 def startup_ms_of(run: Run, metrics: list[IterationMetric]) -> float | None:
@@ -461,6 +465,7 @@ def _measure_corun(
         profile.iteration_ms,
         partner_profile.data_ms + partner_profile.compute_ms,
         partner_profile.iteration_ms,
+        profile.startup_ms,
     )
     pair = [
         job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
@@ -512,7 +517,11 @@ def _device_ms_beside(session: Session, runs: list[Run], warmup: int) -> float |
         )
         for r in runs
     )
-    return corun_device_ms(job_metrics, partner_metrics, warmup, partner_stopped=runs[1].status == RunStatus.STOPPED)
+    partner = runs[1]
+    # a partner stopped after its last iteration (while it shut down) did not run beside the job's last ones
+    planned = partner.iterations_planned
+    still_iterating = partner.status == RunStatus.STOPPED and (planned is None or len(partner_metrics) < planned)
+    return corun_device_ms(job_metrics, partner_metrics, warmup, partner_still_iterating=still_iterating)
 
 
 def _measure_stretch(
