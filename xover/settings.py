@@ -107,6 +107,22 @@ ADAPTIVE_RANGES = {
     "recheck": (0.0, 30 * 86400.0, False),
     "warmup": (0.0, 100000.0, True),
 }
+# The settings that change how fast jobs sharing devices run: a way of sharing measured under others is
+# another measurement (plan/measured.py), so that a bench's run with a switch turned off (bench/ablation.py)
+# is never the figure a plan under the defaults uses
+TUNING_FIELDS = (
+    "threads_per_rank",
+    "pin_cores",
+    "torch_backend",
+    "deterministic",
+    "link_bands",
+    "comm_threads",
+    "wait",
+    "turn_lease",
+    "turn_server_nice",
+    "checkpoint_sync",
+    "adaptive",
+)
 ADAPTIVE_STARTS = ("turns", "free")
 ADAPTIVE_MEASURED = ("settle", "probe")  # what a group measured clearly apart before does: settle at once, or probe
 ADAPTIVE_WORDS = {"start": ADAPTIVE_STARTS, "measured": ADAPTIVE_MEASURED}  # the keys that take a word
@@ -193,6 +209,16 @@ class Settings:
             adaptive=_adaptive(env.get(ADAPTIVE_VARIABLE)),
         )
 
+    def tuning(self) -> str:
+        """The settings of TUNING_FIELDS that differ from their defaults, as `VARIABLE=value` in field order,
+        space-separated; '' under the defaults. What a stored measurement of a way of sharing was taken under."""
+        default = Settings()
+        return " ".join(
+            f"{f.metadata['variable']}={_shown(getattr(self, f.name))}"
+            for f in fields(self)
+            if f.name in TUNING_FIELDS and getattr(self, f.name) != getattr(default, f.name)
+        )
+
     @staticmethod
     def variables() -> tuple[str, ...]:
         """The variables the settings are read from, in field order."""
@@ -213,6 +239,15 @@ def settings(environ: Mapping[str, str] | None = None) -> Settings:
     if cached is None or cached[0] != key:
         cached = _cached = (key, Settings.from_environ())
     return cached[1]
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as one word: on/off, key=value pairs sorted and joined by commas, or as written."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ",".join(f"{key}={value[key]}" for key in sorted(value))
+    return str(value)
 
 
 # -- the checks, one per variable -----------------------------------------------------------------------

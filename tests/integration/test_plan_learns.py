@@ -1,6 +1,6 @@
 """Plans learn from what ran: a comparison's measured aggregates go into the store (run/learn.py) and the next
 plan of the same jobs uses them instead of its simulation, marked measured (plan/step.py, plan/measured.py);
-a measurement of other jobs (a changed recipe), another link or other hardware is never used. The store and
+a measurement of other jobs (a changed recipe), another link, other hardware or other settings is never used. The store and
 the planner are real; the comparison is written as `xover run` writes one (its figures made up)."""
 
 import dataclasses
@@ -108,7 +108,7 @@ def test_a_way_is_planned_at_the_mean_of_its_newest_three_measurements(isolated_
     assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.50)
     assert learnt.predicted_from["crossover"] == "measured"
     store = open_store(str(db))
-    rows = recent_measurements(store, "1gbit", hardware_fingerprint())
+    rows = recent_measurements(store, "1gbit", hardware_fingerprint(), "")
     store.close()
     crossover = next(row for row in rows if row["way"] == "crossover")
     assert crossover["measurements"] == 3 and crossover["experiment"] == "e3"
@@ -175,6 +175,34 @@ def test_a_changed_recipe_another_link_or_other_hardware_is_never_used(isolated_
             row.hardware = "another machine"
     store.close()
     assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+
+
+def test_a_measurement_under_other_settings_is_never_used(isolated_results, tmp_path, monkeypatch):
+    """A comparison run with a switch turned off (bench/ablation.py's XOVER_COMM_THREADS=normal) is not the
+    figure of a plan under the defaults, nor the reverse; under the same settings it is."""
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    monkeypatch.setenv("XOVER_COMM_THREADS", "normal")
+    monkeypatch.setenv("XOVER_LINK_BANDS", "off")
+    _compared(db, "e-ablation", crossover=1.35, concurrent=1.52)
+    with open_store(str(db)).session() as session:
+        [tuning] = {row.tuning for row in session.query(SharingMeasurement).all()}
+    assert tuning == "XOVER_LINK_BANDS=off XOVER_COMM_THREADS=normal"
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"measured"}  # the same settings: it holds
+    monkeypatch.delenv("XOVER_COMM_THREADS")
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}  # one setting back at its default
+    monkeypatch.delenv("XOVER_LINK_BANDS")
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}  # the defaults
+    _compared(db, "e-defaults", crossover=1.50, concurrent=1.40)
+    learnt = _plan(db, tmp_path)
+    assert learnt.predicted_by_sharing["crossover"] == pytest.approx(1.50)  # only the defaults' comparison
+    # a row stored before the settings were recorded (NULL) is taken as measured under the defaults
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for row in session.query(SharingMeasurement).filter_by(experiment_id="e-defaults"):
+            row.tuning = None
+    store.close()
+    assert _plan(db, tmp_path).predicted_by_sharing["crossover"] == pytest.approx(1.50)
 
 
 def test_an_adaptive_group_starts_from_what_was_measured_on_the_same_jobs(isolated_results, tmp_path):

@@ -154,3 +154,19 @@ def test_turn_send_buffer_is_checked_and_reaches_the_turn_servers_command(monkey
             Settings.from_environ({"XOVER_TURN_SEND_BUFFER": bad})
     monkeypatch.setenv("XOVER_TURN_SEND_BUFFER", "1")
     assert server_arguments("/s", {0: [0, 1]}, "work-conserving", {})[-2:] == ["--send-buffer", "1"]
+
+
+def test_the_tuning_names_the_settings_that_change_sharing_set_unlike_their_defaults():
+    """What a sharing measurement was taken under (plan/measured.py): '' under the defaults, and a setting
+    written as its default, the store or the results folder change nothing."""
+    assert Settings.from_environ({}).tuning() == ""
+    assert Settings.from_environ({"XOVER_COMM_THREADS": "batch", "XOVER_LINK_BANDS": "on", "XOVER_DB": "x.db",
+                                  "XOVER_RESULTS": "/tmp/r", "XOVER_METRICS_PORT": "9300"}).tuning() == ""
+    tuned = Settings.from_environ({"XOVER_ADAPTIVE": "window=2,start=free", "XOVER_COMM_THREADS": "always",
+                                   "XOVER_PIN_CORES": "0", "XOVER_WAIT": "poll"})
+    assert tuned.tuning() == ("XOVER_PIN_CORES=off XOVER_COMM_THREADS=always XOVER_WAIT=poll "
+                              "XOVER_ADAPTIVE=start=free,window=2")
+    # the same settings in another order: one tuning
+    again = Settings.from_environ({"XOVER_WAIT": "poll", "XOVER_PIN_CORES": "0", "XOVER_COMM_THREADS": "always",
+                                   "XOVER_ADAPTIVE": "start=free,window=2"})
+    assert again.tuning() == tuned.tuning()

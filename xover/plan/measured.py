@@ -10,6 +10,9 @@ decides how they share the devices:
     each job's ranks, engine and the hosts it spans
     the link             the rate its all-reduces crossed (another link: not used)
     the hardware         the machine's fingerprint (other hardware: not used)
+    the tuning           the settings that change how jobs share devices, those unlike their defaults
+                         (`Settings.tuning`: XOVER_COMM_THREADS=normal, XOVER_LINK_BANDS=off, ...; a
+                         comparison with a switch turned off is not a figure for a plan under the defaults)
 
 The jobs of a group are sorted by their identity, so the same jobs in another order, or under other names,
 have the same key; two copies of one job share it. A way's measurement is the mean of the newest few stored

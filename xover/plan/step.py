@@ -20,6 +20,7 @@ from ..links import Link
 from ..recipes import Recipe, load_recipe, with_overrides
 from ..redact import MASK
 from ..scripts import check_engine
+from ..settings import settings
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
@@ -336,12 +337,14 @@ def measurements_of(
     db: str | None, recipes: list[Recipe], engine: str, hosts: list[tuple[str, int]], link: Link
 ) -> Measurements:
     """What was measured before on groups of these recipes, as they run here (each one's workload, ranks,
-    engine and hosts; the link; this hardware): the mean of the newest few of each way (plan/measured.py)."""
+    engine and hosts; the link; this hardware; the settings that change sharing): the mean of the newest few
+    of each way (plan/measured.py)."""
     identities = {
         recipe.name: JobIdentity(recipe.workload, recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts))
         for recipe in recipes
     }
-    return Measurements.of_rows(recent_measurements(open_store(db), link.key, hardware_fingerprint()), identities)
+    rows = recent_measurements(open_store(db), link.key, hardware_fingerprint(), settings().tuning())
+    return Measurements.of_rows(rows, identities)
 
 
 def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:

@@ -1,8 +1,9 @@
 """Plans that learn from what ran: after a comparison, each group's measured aggregate in each way of sharing
 (crossover per turn policy, concurrent - mps where its runs had an MPS daemon - and adaptive) is kept in the
 store with what makes it hold (plan/measured.py: each job's workload, ranks, engine and hosts, the link,
-the hardware), for the next `xover plan` of the same jobs. A way whose jobs ran together for less than half
-of its run (a short overlap window) or whose jobs' alone runs are missing is not kept."""
+the hardware, the settings that change sharing), for the next `xover plan` of the same jobs. A way whose
+jobs ran together for less than half of its run (a short overlap window) or whose jobs' alone runs are
+missing is not kept."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..devices import hardware_fingerprint
 from ..links import Link
 from ..plan.measured import JobIdentity, in_key_order, jobs_key
 from ..results import GroupComparison, RunResult
+from ..settings import settings
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS
 from ..store.measured import add_measurement
 from ..store.session import Store
@@ -35,6 +37,7 @@ def learn_measurements(
 ) -> int:
     """Keep every way measured on every group of the comparison; how many were kept."""
     hardware = hardware_fingerprint()
+    tuning = settings().tuning()
     by_index = {comparison.group: comparison for comparison in comparisons}
     kept = 0
     with store.session() as session, session.begin():
@@ -58,6 +61,7 @@ def learn_measurements(
                     jobs=described,
                     link=link.key,
                     hardware=hardware,
+                    tuning=tuning,
                     way=way,
                     policy=policy,
                     gain=gain,

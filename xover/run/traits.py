@@ -16,6 +16,7 @@ from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
 from ..plan.predict import predict_considered
 from ..recipes import with_overrides
+from ..settings import settings
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
@@ -62,7 +63,8 @@ def attach_traits(store, jobs: list[JobSpec], link: Link) -> None:
 def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: Sequence[str]) -> None:
     """A group run without a plan (`--group`, scripts) in a way that adapts gets the gains a plan would have
     predicted for it, from the same stored profiles as its traits, and from what earlier comparisons measured
-    on the same jobs (each way's newest measurement at this link on this hardware, plan/measured.py), marked
+    on the same jobs (each way's newest measurements at this link on this hardware under these settings,
+    plan/measured.py), marked
     as measured: it starts in the better of them (run/units.py), as it would from a plan, and where both were
     measured far enough apart it settles there without probing. Nothing where a job has no profile at this
     link; an adaptive group then starts without turns."""
@@ -76,7 +78,7 @@ def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: 
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
     identities = {job.name: identity_of(job) for job in group.jobs}
-    measured = Measurements.of_rows(recent_measurements(store, link.key, hardware), identities)
+    measured = Measurements.of_rows(recent_measurements(store, link.key, hardware, settings().tuning()), identities)
     predictions, sources = predict_considered(profiles, policy, measured=measured)
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
     group.predicted_from = sources

@@ -1,13 +1,13 @@
 """Every query of the `sharing_measurements` table: a group's measured aggregate per way of sharing, written
 after a comparison (run/learn.py) and read by `xover plan` (plan/step.py), which uses the mean of the newest
-few of each way for the same jobs, link and hardware instead of its simulation (plan/measured.py says what a
-key holds)."""
+few of each way for the same jobs, link, hardware and tuning instead of its simulation (plan/measured.py says
+what a key holds)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .models import SharingMeasurement
@@ -23,15 +23,20 @@ RECENT_MEASUREMENTS = 3  # a way's figure is the mean of its newest few: one com
 
 
 def recent_measurements(
-    store: Store, link: str, hardware: str, count: int = RECENT_MEASUREMENTS
+    store: Store, link: str, hardware: str, tuning: str, count: int = RECENT_MEASUREMENTS
 ) -> list[dict[str, Any]]:
-    """Each (group key, way, policy) at this link on this hardware: the mean of its newest `count`
+    """Each (group key, way, policy) at this link on this hardware under this tuning (Settings.tuning: ''
+    for the defaults, which rows from before the column was added are taken as): the mean of its newest `count`
     measurements, weighted by how long the jobs ran together in each (equally where one does not say), as
     plain rows; `experiment` is the newest's, `measurements` how many the mean is of."""
     with store.session() as session:
         rows = session.scalars(
             select(SharingMeasurement)
-            .where(SharingMeasurement.link == link, SharingMeasurement.hardware == hardware)
+            .where(
+                SharingMeasurement.link == link,
+                SharingMeasurement.hardware == hardware,
+                func.coalesce(SharingMeasurement.tuning, "") == tuning,
+            )
             .order_by(SharingMeasurement.id.desc())
         ).all()
         recent: dict[tuple[str, str, str | None], list[SharingMeasurement]] = {}

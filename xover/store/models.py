@@ -328,7 +328,7 @@ class SharingMeasurement(Base):
     """A group's measured aggregate in one way of sharing (the sum of its jobs' speeds relative to alone, as a
     comparison measures it), kept so that the next plan of the same jobs uses it instead of its simulation
     (plan/measured.py). Keyed by what makes a measurement hold: each job's recipe content without its
-    length, ranks, engine and hosts (`jobs_key`), the link, and the hardware."""
+    length, ranks, engine and hosts (`jobs_key`), the link, the hardware, and the settings it was taken under."""
 
     __tablename__ = "sharing_measurements"
     __table_args__ = (Index("ix_sharing_measurements_key", "jobs_key", "link", "hardware", "way"),)
@@ -344,4 +344,7 @@ class SharingMeasurement(Base):
     gain: Mapped[float]  # the aggregate over sequential
     speeds: Mapped[dict] = mapped_column(JSON)  # job name -> speed relative to alone
     window_s: Mapped[float | None]  # the overlap window it was measured over
+    # the settings that change sharing it was taken under, those unlike their defaults (Settings.tuning;
+    # '': the defaults; None: stored before 0018, taken as the defaults)
+    tuning: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
