@@ -13,7 +13,8 @@ import math
 import os
 import re
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -45,6 +46,7 @@ from ..store.queries import ITERATION_COLUMNS, snapshot_recipe
 from ..store.session import Store
 from .adaptive import Segment
 from .jobs import JobSpec
+from .supervise import uninterrupted
 
 
 class PlannedUnit(Protocol):
@@ -102,10 +104,19 @@ class Recorder:
         self.store, self.experiment_id = store, experiment_id
         self.launcher_job_id = launcher_job_id  # set when the runs execute inside a job of a launcher's scheduler
 
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        """One transaction of the store that Ctrl-C or SIGTERM does not cut: a signal that comes in it takes
+        effect after it. Raised inside the write, an interrupt rolled it back, and now and then (2 in 1,500)
+        was lost: Python ignores an exception raised in a callback such as a weakref's, and the run went on
+        and ignored the next Ctrl-C (docs/measurements.md, 2026-11-29: an interrupt inside a store write)."""
+        with uninterrupted(), self.store.session() as session, session.begin():
+            yield session
+
     def open(self, kind: str, command: str, bandwidth: str | None, plan_id: int | None) -> None:
         """Record the experiment's row, owned by this process (so a later command can tell if it died)."""
         host, pid, started = owner_identity()
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             session.add(
                 Experiment(
                     id=self.experiment_id,
@@ -124,7 +135,7 @@ class Recorder:
         """Close the experiment with `status`; a run it left pending or running ends with it: interrupted or
         timed out as the experiment was, else failed."""
         left_as = status if status in (RunStatus.INTERRUPTED, RunStatus.TIMEOUT) else RunStatus.FAILED
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             experiment = session.get_one(Experiment, self.experiment_id)
             experiment.status, experiment.ended_at = status, utcnow()
             for run in experiment.runs:  # nothing may stay pending/running after its experiment
@@ -137,7 +148,7 @@ class Recorder:
         """A pending run per job of a unit (slots only under crossover), each with its log folder, and the
         experiment's hosts widened to theirs; returns (run id, log folder) per job, in order."""
         created = []
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             experiment = session.get_one(Experiment, self.experiment_id)
             hosts = set(experiment.hosts.split(",")) | {host for job in jobs for host in job.devices}
             experiment.hosts = ",".join(sorted(hosts))
@@ -175,7 +186,7 @@ class Recorder:
         not succeed (the scheduler stopped them); runs it never got to (all of them, when it was cancelled
         while pending) are recorded so. `units`: what the group was to run (units.group_units)."""
         index = units[0].group
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             experiment = session.get_one(Experiment, self.experiment_id)
             runs = [r for r in experiment.runs if r.group_index == index and r.launcher_job_id == job_id]
             made = {(r.name, r.mode, r.policy) for r in runs}
@@ -207,14 +218,14 @@ class Recorder:
 
     def mark_started(self, run_ids: list[int]) -> None:
         """The runs have started."""
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             for run_id in run_ids:
                 run = session.get_one(Run, run_id)
                 run.status, run.started_at = RunStatus.RUNNING, utcnow()
 
     def close_runs(self, run_ids: list[int], status: str, error: str | None = None) -> None:
         """Every run of these still pending/running ends as `status` (interrupted, timeout, failed...)."""
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             for run_id in set(run_ids):
                 run = session.get_one(Run, run_id)
                 if run.status in ACTIVE_STATUSES:
@@ -224,7 +235,7 @@ class Recorder:
 
     def apply(self, batch: Sequence[tuple[int, MetricRecord]]) -> None:
         """Store a batch of metric records, each with its run's id, in one transaction."""
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             for run_id, record in batch:
                 self._store(session, run_id, record)
 
@@ -271,7 +282,7 @@ class Recorder:
     def job_exited(self, run_id: int, code: int, error: str | None) -> str:
         """A run's launchers ended with `code`: its status (a run already ended, by a timeout or an
         interruption, keeps its own)."""
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             run = session.get_one(Run, run_id)
             if run.status not in ACTIVE_STATUSES:
                 return run.status
@@ -284,7 +295,7 @@ class Recorder:
     def record_segment(self, runs: list[int], group: int | None, segment: Segment) -> None:
         """An adaptive unit's segment as it is now (written when it opens, again when it is decided and when it
         closes): one row per unit and place in its timeline."""
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             row = session.scalars(
                 select(SharingSegment).where(SharingSegment.run_id == runs[0], SharingSegment.seq == segment.seq)
             ).first()
@@ -305,7 +316,7 @@ class Recorder:
 
     def record_turns(self, runs: list[int], group: int | None, stats: dict[str, dict], events: list[dict]) -> None:
         """What the turn servers saw (slot -> summary) and their events (lease revocations, refusals)."""
-        with self.store.session() as session, session.begin():
+        with self._transaction() as session:
             for index, run_id in enumerate(runs):
                 if str(index) in stats:
                     run = session.get_one(Run, run_id)
