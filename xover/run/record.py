@@ -107,9 +107,9 @@ class Recorder:
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
         """One transaction of the store that Ctrl-C or SIGTERM does not cut: a signal that comes in it takes
-        effect after it. Raised inside the write, an interrupt rolled it back, and now and then (2 in 1,500)
-        was lost: Python ignores an exception raised in a callback such as a weakref's, and the run went on
-        and ignored the next Ctrl-C (docs/measurements.md, 2026-11-29: an interrupt inside a store write)."""
+        effect after it. Raised inside the write, an interrupt rolled it back, and now and then was lost
+        (Python ignores an exception raised in a callback such as a weakref's): the run went on and ignored
+        the next Ctrl-C (bench/interrupt_write.py measures it)."""
         with uninterrupted(), self.store.session() as session, session.begin():
             yield session
 
