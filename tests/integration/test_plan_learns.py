@@ -108,7 +108,7 @@ def test_a_way_is_planned_at_the_mean_of_its_newest_three_measurements(isolated_
     assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.50)
     assert learnt.predicted_from["crossover"] == "measured"
     store = open_store(str(db))
-    rows = recent_measurements(store, "1gbit", hardware_fingerprint(), "")
+    rows = recent_measurements(store, "1gbit")
     store.close()
     crossover = next(row for row in rows if row["way"] == "crossover")
     assert crossover["measurements"] == 3 and crossover["experiment"] == "e3"

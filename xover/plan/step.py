@@ -20,7 +20,6 @@ from ..links import Link
 from ..recipes import Recipe, load_recipe, with_overrides
 from ..redact import MASK
 from ..scripts import check_engine
-from ..settings import settings
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
@@ -343,8 +342,7 @@ def measurements_of(
         recipe.name: JobIdentity(recipe.workload, recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts))
         for recipe in recipes
     }
-    rows = recent_measurements(open_store(db), link.key, hardware_fingerprint(), settings().tuning())
-    return Measurements.of_rows(rows, identities)
+    return Measurements.of_rows(recent_measurements(open_store(db), link.key), identities)
 
 
 def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:

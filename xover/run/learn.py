@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..devices import hardware_fingerprint
 from ..links import Link
 from ..plan.measured import JobIdentity, in_key_order, jobs_key
 from ..results import GroupComparison, RunResult
-from ..settings import settings
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS
-from ..store.measured import add_measurement
+from ..store.measured import add_measurement, taken_here
 from ..store.session import Store
 from .jobs import GroupToRun, JobSpec
 
@@ -36,8 +34,7 @@ def learn_measurements(
     link: Link,
 ) -> int:
     """Keep every way measured on every group of the comparison; how many were kept."""
-    hardware = hardware_fingerprint()
-    tuning = settings().tuning()
+    hardware, tuning = taken_here()
     by_index = {comparison.group: comparison for comparison in comparisons}
     kept = 0
     with store.session() as session, session.begin():

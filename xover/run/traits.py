@@ -16,7 +16,6 @@ from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
 from ..plan.predict import predict_considered
 from ..recipes import with_overrides
-from ..settings import settings
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
@@ -78,7 +77,7 @@ def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: 
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
     identities = {job.name: identity_of(job) for job in group.jobs}
-    measured = Measurements.of_rows(recent_measurements(store, link.key, hardware, settings().tuning()), identities)
+    measured = Measurements.of_rows(recent_measurements(store, link.key), identities)
     predictions, sources = predict_considered(profiles, policy, measured=measured)
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
     group.predicted_from = sources

@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ..devices import hardware_fingerprint
+from ..settings import settings
 from .models import SharingMeasurement
 from .session import Store
 
@@ -22,13 +24,19 @@ def add_measurement(session: Session, **fields: Any) -> None:
 RECENT_MEASUREMENTS = 3  # a way's figure is the mean of its newest few: one comparison's moves by a few percent
 
 
-def recent_measurements(
-    store: Store, link: str, hardware: str, tuning: str, count: int = RECENT_MEASUREMENTS
-) -> list[dict[str, Any]]:
-    """Each (group key, way, policy) at this link on this hardware under this tuning (Settings.tuning: ''
-    for the defaults, which rows from before the column was added are taken as): the mean of its newest `count`
+def taken_here() -> tuple[str, str]:
+    """What a measurement written or read by this process holds for besides its jobs and link: this hardware's
+    fingerprint and the settings that change sharing (Settings.tuning: '' for the defaults). One place for the
+    comparison that keeps them (run/learn.py) and the plans that read them."""
+    return hardware_fingerprint(), settings().tuning()
+
+
+def recent_measurements(store: Store, link: str, count: int = RECENT_MEASUREMENTS) -> list[dict[str, Any]]:
+    """Each (group key, way, policy) at this link, taken here (`taken_here`; rows from before the tuning was
+    kept are taken as measured under the defaults): the mean of its newest `count`
     measurements, weighted by how long the jobs ran together in each (equally where one does not say), as
     plain rows; `experiment` is the newest's, `measurements` how many the mean is of."""
+    hardware, tuning = taken_here()
     with store.session() as session:
         rows = session.scalars(
             select(SharingMeasurement)
