@@ -231,6 +231,32 @@ def test_an_adaptive_group_starts_from_what_was_measured_on_the_same_jobs(isolat
     store.close()
 
 
+def test_figures_that_are_the_mean_of_three_comparisons_settle_a_group_closer_apart(isolated_results, tmp_path):
+    """How many comparisons each measured figure is the mean of goes from the store through the plan (its file
+    too) and a run without a plan into the adaptive group, whose rule weighs the figures by it: 1.43 against
+    1.33 (7.5% apart) probes on one comparison and settles on the mean of three."""
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    _compared(db, "e0", crossover=1.43, concurrent=1.33, adaptive=1.43)
+    _plan(db, tmp_path)
+    [once], _ = groups_from_plan(str(tmp_path / "plan.json"), iterations=None, engine=None, allow_changed=False)
+    assert once.measured_runs == {"crossover": 1, "concurrent": 1, "adaptive": 1}
+    assert measured_before(once).verdict(AdaptiveSettings()) is None  # one comparison each: it probes
+    for number in (1, 2, 3):
+        _compared(db, f"e{number}", crossover=1.43, concurrent=1.33, adaptive=1.43)
+    group = _plan(db, tmp_path)
+    assert group.measured_runs == {"crossover": 3, "concurrent": 3, "adaptive": 3}  # each the mean of the newest three
+    assert json.loads((tmp_path / "plan.json").read_text())["groups"][0]["measured_runs"]["crossover"] == 3
+    [planned], _ = groups_from_plan(str(tmp_path / "plan.json"), iterations=None, engine=None, allow_changed=False)
+    settled = measured_before(planned).verdict(AdaptiveSettings())
+    assert settled is not None and settled.state == TURNS and settled.rule == "measured"
+    store = open_store(str(db))
+    unplanned, unit = _unplanned(store)
+    store.close()
+    assert unplanned.measured_runs["concurrent"] == 3 and unit.measured.runs == {TURNS: 3, FREE: 3}
+    assert unit.measured.verdict(AdaptiveSettings()).state == TURNS
+
+
 def test_the_bench_replans_its_pairs_from_what_it_measured(isolated_results, tmp_path, capsys):
     """bench/crossover_pair.py's re-plan section (make bench), on a bench row of the pair as it writes one:
     the pair planned again from the store's profiles and the comparison it just learnt, each way measured

@@ -367,6 +367,22 @@ def test_two_figures_measured_before_decide_only_when_further_apart_than_their_e
     assert MeasuredBefore({TURNS: 1.63, FREE: 1.50}, 0.04).verdict(CONFIG) is None
 
 
+def test_figures_that_are_means_of_several_comparisons_have_the_error_of_a_mean():
+    # each the mean of three: the error of one over the square root of three (2 x 0.051 = 0.103 < 0.13)
+    means = MeasuredBefore({TURNS: 1.63, FREE: 1.50}, 0.04, {TURNS: 3, FREE: 3})
+    assert means.errors() == {TURNS: pytest.approx(0.04 * 1.63 / math.sqrt(3)), FREE: pytest.approx(0.04 * 1.5 / math.sqrt(3))}
+    settled = means.verdict(CONFIG)
+    assert settled is not None and settled.state == TURNS
+    assert settled.error == pytest.approx(math.hypot(0.04 * 1.63, 0.04 * 1.5) / math.sqrt(3))
+    # one figure of one comparison keeps the error of one: the rule waits for both
+    assert MeasuredBefore({TURNS: 1.63, FREE: 1.50}, 0.04, {TURNS: 3, FREE: 1}).verdict(CONFIG) is None
+    # and what ran before, weighed in beside the windows, carries the same error
+    value, error = means.relative_difference()
+    assert value == pytest.approx(0.13 / 1.5) and error == pytest.approx(settled.error / 1.5)
+    # 5% apart is within two errors even of the means of three: it probes
+    assert MeasuredBefore({TURNS: 1.575, FREE: 1.50}, 0.04, {TURNS: 3, FREE: 3}).verdict(CONFIG) is None
+
+
 def test_a_group_measured_clearly_apart_before_settles_after_its_warm_up_without_a_probe():
     group = Group(TURNS_AHEAD, start=TURNS, iterations=3000, measured=MeasuredBefore({TURNS: 1.33, FREE: 1.0}, 0.04))
     group.run(group.now + 20)

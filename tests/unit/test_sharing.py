@@ -116,6 +116,19 @@ def test_a_bad_sharing_is_named(sharing, problem):
         plan_from_dict(document)
 
 
+@pytest.mark.parametrize("runs, problem", [({"concurrent": 0}, r"measured_runs\.concurrent': must be a whole number >= 1"),
+                                           ({"concurrent": "3"}, r"measured_runs\.concurrent': must be a whole number"),
+                                           ({"turns": 3}, "measured_runs.*unknown way of sharing 'turns'")])
+def test_a_bad_count_of_measurements_is_named_and_a_plan_without_them_counts_one(runs, problem):
+    document = plan_to_dict(make_plan([job("a", 100, 100), job("a#2", 100, 100)], [("h", 2)]))
+    assert document["groups"][0]["measured_runs"] == {}  # nothing measured: every figure simulated
+    document["groups"][0]["measured_runs"] = runs
+    with pytest.raises(PlanFormatError, match=rf"groups\[0\]\.{problem}"):
+        plan_from_dict(document)
+    del document["groups"][0]["measured_runs"]  # a plan from before the count was kept
+    assert plan_from_dict(document).groups[0].measured_runs == {}
+
+
 @pytest.mark.parametrize("sharing, mode", [("crossover", "crossover"), ("concurrent", "concurrent"),
                                            ("mps", "concurrent")])
 def test_a_planned_group_runs_in_its_plans_way(sharing, mode):

@@ -17,6 +17,7 @@ from .model import JobProfile
 from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
 from .predict import (
     SharingPick,
+    measured_runs,
     sequential_duration_ms,
 )
 from .state import FreeDevices
@@ -34,7 +35,8 @@ class GroupPlan:
     predicts for them that way: each job's speed relative to alone (its slowdown is the inverse), the group's
     gain (the sum of the speeds), the fluid bound, and when it starts and how long it lasts.
     `predicted_by_sharing`: the predicted gain of each way of sharing that was considered; `predicted_from`:
-    where each came from (measured on these jobs before, or simulated); `sharing_reason`: why the pick."""
+    where each came from (measured on these jobs before, or simulated); `measured_runs`: for each measured one, how
+    many comparisons its figure is the mean of; `sharing_reason`: why the pick."""
 
     jobs: list[JobProfile]
     devices: list[str]
@@ -50,6 +52,7 @@ class GroupPlan:
     sharing: str = DEFAULT_WAY.name
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)
     predicted_from: dict[str, str] = field(default_factory=dict)  # way -> measured | simulated
+    measured_runs: dict[str, int] = field(default_factory=dict)  # measured way -> comparisons its figure is the mean of
     sharing_reason: str = ""
 
 
@@ -188,6 +191,7 @@ def _predict(group: PlacedGroup, policy: str, measured: Measurements = NONE) -> 
         sharing=ALONE.name if alone else prediction.sharing,
         predicted_by_sharing={} if alone else {sharing: p.gain for sharing, p in considered.items()},
         predicted_from={} if alone else {way: pick.sources.get(way, "simulated") for way in considered},
+        measured_runs={} if alone else measured_runs(considered, pick.sources),
         sharing_reason="one job: nothing to share" if alone else pick.reason,
     )
 

@@ -67,6 +67,7 @@ class MeasuredWay:
     speeds: tuple[float, ...]
     experiment: str
     policy: str | None = None  # crossover's turn policy
+    runs: int = 1  # how many comparisons the mean is of (store/measured.py: the newest few)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class Measurements:
                 continue
             way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
             ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
-                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"]
+                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"], row.get("measurements", 1)
             )
         return cls(ways, dict(identities))
 

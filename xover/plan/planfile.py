@@ -23,6 +23,7 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                  "predicted_by_sharing": {"concurrent": 1.41},  # the gain of each way it considered
                  "predicted_from": {"concurrent": "measured"},  # measured: on these jobs, link and
                                                       # hardware before (plan/measured.py); else simulated
+                 "measured_runs": {"concurrent": 3},  # how many comparisons a measured figure is the mean of
                  "sharing_reason": "..."}],           # why the plan picked it, in words
      "jobs": {"resnet": {"devices": 2, "compute_ms": 130.0, "comm_ms": 40.0,
                          "memory_gb": 0.2, "data_ms": 1.0, "iterations": 100,
@@ -53,8 +54,8 @@ job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``
 ``corun_stretch`` and ``mps_stretch`` (none: processor sharing) may be left out; a job's name is
 letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predicted_iteration_ms``,
 ``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job),
-``predicted_by_sharing``, ``predicted_from`` (every figure simulated) and ``sharing_reason`` may be left
-out (plans from before they existed); ``policy`` defaults to
+``predicted_by_sharing``, ``predicted_from`` (every figure simulated), ``measured_runs`` (each measured
+figure one comparison's) and ``sharing_reason`` may be left out (plans from before they existed); ``policy`` defaults to
 work-conserving; ``link``, ``engine`` and ``device_kind``
 (gpu or cpu) are absent from plans made from a trace.
 Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
@@ -126,6 +127,7 @@ def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
         "sharing": group.sharing,
         "predicted_by_sharing": dict(group.predicted_by_sharing),
         "predicted_from": dict(group.predicted_from),
+        "measured_runs": dict(group.measured_runs),
         "sharing_reason": group.sharing_reason,
     }
 
@@ -348,6 +350,7 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         sharing=_sharing(fields.get("sharing"), f"{where}.sharing", len(members)),
         predicted_by_sharing=_by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing"),
         predicted_from=_sources(fields.get("predicted_from", {}), f"{where}.predicted_from"),
+        measured_runs=_runs(fields.get("measured_runs", {}), f"{where}.measured_runs"),
         sharing_reason=_text(fields.get("sharing_reason", ""), f"{where}.sharing_reason"),
     )
 
@@ -381,6 +384,15 @@ def _sources(value: Any, where: str) -> dict[str, str]:
         if source not in (MEASURED, SIMULATED):
             _fail(f"{where}.{way}", f"expected {MEASURED} or {SIMULATED}, got {source!r}")
     return sources
+
+
+def _runs(value: Any, where: str) -> dict[str, int]:
+    """For each measured way, how many comparisons its figure is the mean of (a whole number from 1)."""
+    runs = {way: _whole(count, f"{where}.{way}", 1) for way, count in _mapping(value, where).items()}
+    for way in runs:
+        if way not in SHARINGS:
+            _fail(where, f"unknown way of sharing {way!r}; choose {', '.join(SHARINGS)}")
+    return runs
 
 
 def _optional_number(fields: dict[str, Any], key: str, where: str) -> float | None:

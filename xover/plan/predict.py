@@ -47,6 +47,7 @@ class GroupPrediction:
     fluid_bound: float  # the best any schedule could do
     duration_ms: float  # until the last job has done its iterations
     sharing: str = DEFAULT_WAY.name  # the way of sharing predicted (crossover under `policy`, concurrent, mps)
+    measurements: int = 0  # how many comparisons on these jobs its figures are the mean of (0: simulated)
 
     @property
     def slowdowns(self) -> dict[str, float]:
@@ -234,11 +235,17 @@ def predict_considered(
     (adaptive's too, where it ran), else from the simulation; and where each figure came from."""
     predictions = predict_sharings(jobs, policy, calibration)
     sources = dict.fromkeys(predictions, SIMULATED)
-    for way, (_, speeds) in measured.for_group(jobs, policy).items():
+    for way, (found, speeds) in measured.for_group(jobs, policy).items():
         if way in predictions or way == ADAPTIVE.name:
-            predictions[way] = measured_prediction(jobs, way, policy, speeds, calibration)
+            predictions[way] = measured_prediction(jobs, way, policy, speeds, calibration, found.runs)
             sources[way] = MEASURED
     return predictions, sources
+
+
+def measured_runs(considered: Mapping[str, GroupPrediction], sources: Mapping[str, str]) -> dict[str, int]:
+    """For each way predicted from its measurement, how many comparisons that figure is the mean of (what an
+    adaptive group weighs its figures by: run/units.py, `measured_before`)."""
+    return {way: max(1, p.measurements) for way, p in considered.items() if sources.get(way) == MEASURED}
 
 
 def measured_prediction(
@@ -247,9 +254,10 @@ def measured_prediction(
     policy: str,
     speeds: Mapping[str, float],
     calibration: Calibration = SHIPPED,
+    runs: int = 1,
 ) -> GroupPrediction:
-    """A way of sharing as it measured on these jobs: their speeds; the group's duration from them while every
-    job runs (the simulation for what follows a job's end)."""
+    """A way of sharing as it measured on these jobs (the mean of `runs` comparisons): their speeds; the group's
+    duration from them while every job runs (the simulation for what follows a job's end)."""
     speeds = {job.name: speeds[job.name] for job in jobs}
     return GroupPrediction(
         policy=policy,
@@ -261,6 +269,7 @@ def measured_prediction(
         fluid_bound=fluid_gain(jobs),
         duration_ms=group_duration_ms(jobs, policy, calibration, way, first_speeds=speeds),
         sharing=way,
+        measurements=runs,
     )
 
 

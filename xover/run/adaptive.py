@@ -451,22 +451,33 @@ def weigh_in(windows: tuple[float, float], before: tuple[float, float]) -> tuple
 @dataclass(frozen=True)
 class MeasuredBefore:
     """Both states as earlier comparisons measured them on these very jobs (the mean of the store's newest few
-    of each way for the same workloads, ranks, engine, hosts, link and hardware: plan/measured.py), and how far
-    one measurement misses the next of the same group (`Calibration.measured_error`, relative)."""
+    of each way for the same workloads, ranks, engine, hosts, link and hardware: plan/measured.py), how far
+    one measurement misses the next of the same group (`Calibration.measured_error`, relative), and how many
+    comparisons each state's figure is the mean of (`runs`; one where not said)."""
 
     aggregates: dict[str, float]  # TURNS and FREE
     error: float
+    runs: Mapping[str, int] = field(default_factory=dict)
+
+    def errors(self) -> dict[str, float]:
+        """Each state's standard error: one measurement's, over the square root of how many the figure is the
+        mean of (docs/design.md, *Measured before*)."""
+        return {
+            state: self.error * value / math.sqrt(max(1, self.runs.get(state, 1)))
+            for state, value in self.aggregates.items()
+        }
 
     def relative_difference(self) -> tuple[float, float]:
         """Turns' aggregate minus free's, relative to free's, and its standard error."""
         turns, free = self.aggregates[TURNS], max(self.aggregates[FREE], 1e-9)
-        return (turns - free) / free, self.error * math.hypot(turns, free) / free
+        errors = self.errors()
+        return (turns - free) / free, math.hypot(errors[TURNS], errors[FREE]) / free
 
     def verdict(self, config: AdaptiveSettings) -> Verdict | None:
         """The state to settle in without probing: the better one where the two figures are `z` standard errors
         of their difference apart (and `margin`); None where they are closer (the group probes)."""
         turns, free = self.aggregates[TURNS], self.aggregates[FREE]
-        errors = {TURNS: self.error * turns, FREE: self.error * free}
+        errors = self.errors()
         difference, error = turns - free, math.hypot(*errors.values())
         if abs(difference) < config.z * error or abs(difference) < config.margin * max(free, 1e-9):
             return None

@@ -65,6 +65,7 @@ class GroupToRun:
     sharing: str = DEFAULT_WAY.name  # the plan's pick (a way of sharing, xover/sharing.py): what `planned` runs
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way it predicted
     predicted_from: dict[str, str] = field(default_factory=dict)  # way -> measured | simulated (none given: simulated)
+    measured_runs: dict[str, int] = field(default_factory=dict)  # measured way -> comparisons its figure is the mean of
 
     @property
     def best_without_turns(self) -> str | None:

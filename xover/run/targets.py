@@ -123,6 +123,7 @@ def groups_from_plan(
                 group.sharing,
                 dict(group.predicted_by_sharing),
                 dict(group.predicted_from),
+                dict(group.measured_runs),
             )
         )
     return groups, plan

@@ -14,7 +14,7 @@ from ..errors import XoverError
 from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
-from ..plan.predict import predict_considered
+from ..plan.predict import measured_runs, predict_considered
 from ..recipes import with_overrides
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
@@ -81,6 +81,7 @@ def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: 
     predictions, sources = predict_considered(profiles, policy, measured=measured)
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
     group.predicted_from = sources
+    group.measured_runs = measured_runs(predictions, sources)
 
 
 def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None, link: Link = HOST) -> SlotTraits | None:

@@ -101,4 +101,5 @@ def measured_before(group: GroupToRun) -> MeasuredBefore | None:
     )
     if adaptive and lead(adaptive, max(aggregates.values())) > SHIPPED.measured_error:
         return None
-    return MeasuredBefore(aggregates, SHIPPED.measured_error)
+    runs = {TURNS: group.measured_runs.get(crossover, 1), FREE: group.measured_runs.get(free, 1)}
+    return MeasuredBefore(aggregates, SHIPPED.measured_error, runs)
