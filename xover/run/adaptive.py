@@ -895,11 +895,17 @@ class AdaptiveController:
             return
         since = self._settled_since(segment)
         for slot, job in enumerate(self.jobs):
-            fresh = [seconds for ended, seconds in job.durations if ended > since] if job.live else []
-            if len(fresh) < 2 * RECENT:
+            # its iterations since it settled, found by bisection: this runs at every tick of a group settled for
+            # hours, whose jobs keep up to MAX_POINTS iterations each
+            first = bisect.bisect_right(job.durations, since, key=lambda iteration: iteration[0]) if job.live else 0
+            if not job.live or len(job.durations) - first < 2 * RECENT:
                 continue
-            reference = self.settled_reference.setdefault(slot, statistics.median(fresh[:RECENT]))
-            recent = statistics.median(fresh[-RECENT:])
+            reference = self.settled_reference.get(slot)
+            if reference is None:
+                reference = self.settled_reference[slot] = statistics.median(
+                    seconds for _, seconds in job.durations[first : first + RECENT]
+                )
+            recent = statistics.median(seconds for _, seconds in job.durations[-RECENT:])
             if reference > 0 and abs(recent / reference - 1) > self.config.drift:
                 self._start_round(
                     f"{job.name}'s iteration drifted from {reference * 1000:.0f} to {recent * 1000:.0f} ms", now
