@@ -594,6 +594,10 @@ class _Job:
     first_seen: float | None = None
     evaluated: list[tuple[int, Span, float]] = field(default_factory=list)  # (step, its iteration, seconds alone)
 
+    def ended_after(self, moment: float) -> int:
+        """The index in `durations` of its first iteration that ended after `moment` (they are kept in order)."""
+        return bisect.bisect_right(self.durations, moment, key=lambda iteration: iteration[0])
+
     def recent_s(self) -> float | None:
         if not self.durations:
             return None
@@ -895,17 +899,18 @@ class AdaptiveController:
             return
         since = self._settled_since(segment)
         for slot, job in enumerate(self.jobs):
-            # its iterations since it settled, found by bisection: this runs at every tick of a group settled for
-            # hours, whose jobs keep up to MAX_POINTS iterations each
-            first = bisect.bisect_right(job.durations, since, key=lambda iteration: iteration[0]) if job.live else 0
-            if not job.live or len(job.durations) - first < 2 * RECENT:
+            if not job.live:
+                continue
+            # by bisection, not a scan: this runs at every tick of a group settled for hours (MAX_POINTS kept)
+            first = job.ended_after(since)
+            if len(job.durations) - first < 2 * RECENT:
                 continue
             reference = self.settled_reference.get(slot)
             if reference is None:
                 reference = self.settled_reference[slot] = statistics.median(
                     seconds for _, seconds in job.durations[first : first + RECENT]
                 )
-            recent = statistics.median(seconds for _, seconds in job.durations[-RECENT:])
+            recent = job.recent_s() or 0.0
             if reference > 0 and abs(recent / reference - 1) > self.config.drift:
                 self._start_round(
                     f"{job.name}'s iteration drifted from {reference * 1000:.0f} to {recent * 1000:.0f} ms", now
@@ -1086,8 +1091,7 @@ class AdaptiveController:
             return {}
         left_out: dict[str, list[Span]] = {}
         for job in present:
-            first = bisect.bisect_right(job.durations, start, key=lambda iteration: iteration[0])
-            for ended, seconds in job.durations[first:]:
+            for ended, seconds in job.durations[job.ended_after(start) :]:
                 began = ended - seconds
                 if began >= end:
                     break
