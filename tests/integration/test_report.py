@@ -137,7 +137,7 @@ def test_an_adaptive_groups_timeline_of_ways_and_its_share_of_time_in_each(isola
             in table)
     # a job with no time alone known: its speeds are against a stand-in, and the row says so (the cell wraps)
     assert "window 1; no time alone known for b (profile at this link, or run alone beside it)" in table
-    assert "the fastest pace seen, not to alone" in table
+    assert "its pace when first measured, not to alone" in table
     html = report("plan", "--format", "html", "--out", str(isolated_results / "r.html"))
     assert html.exit_code == 0, html.output
     page = (isolated_results / "r.html").read_text()

@@ -335,6 +335,22 @@ def test_a_job_with_no_time_alone_is_measured_against_its_fastest_pace_and_says_
     assert group.timeline()[-1]["way"] == "crossover"  # the windows still compare: one stand-in in all of them
 
 
+def test_a_job_with_no_time_alone_keeps_one_stand_in_so_its_segments_compare_across_rounds():
+    times = {"alone": {"a": 0.1, "b": None}, "turns": {"a": 0.15, "b": 0.15}, "free": {"a": 0.2, "b": 0.2}}
+    group = Group(times, iterations=3000)  # starts without turns: b's pace at its first round is 0.2 s
+    group.run(group.now + 25)
+    first = [segment for segment in group.timeline() if segment["speeds"]]
+    assert first and first[0]["way"] == "concurrent" and first[0]["speeds"]["b"] == pytest.approx(1.0, rel=0.08)
+    # b speeds up 2x (a data phase ends): a new round, and b's speed is still against its first pace (0.2 s)
+    group.times = {**times, "turns": {"a": 0.15, "b": 0.075}, "free": {"a": 0.2, "b": 0.1}}
+    group.run(group.now + 40)
+    timeline = group.timeline()
+    assert any("drifted" in segment["reason"] for segment in timeline)
+    last = [segment for segment in timeline if segment["speeds"]][-1]
+    pace = group.times["turns" if last["way"] == "crossover" else "free"]["b"]
+    assert last["speeds"]["b"] == pytest.approx(0.2 / pace, rel=0.08)  # taken anew at the new round: 0.76
+
+
 def test_a_drift_probes_again_and_finds_the_other_state_better_now():
     group = Group(TURNS_AHEAD, iterations=3000)
     group.run(group.now + 25)

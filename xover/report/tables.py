@@ -249,7 +249,7 @@ def _decided_on(decision: dict[str, Any] | None) -> str:
     if stand_ins:
         words += (
             f"; no time alone known for {', '.join(stand_ins)} (profile at this link, or run alone beside it): speed"
-            " relative to the fastest pace seen, not to alone"
+            " relative to its pace when first measured, not to alone"
         )
     return words
 

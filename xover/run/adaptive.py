@@ -221,8 +221,8 @@ class Measured:
     `left_out_s`: per job, the seconds of its iterations left out as evaluations' (`Evaluations`);
     `charged`: per job, the factor its speed was multiplied by for the evaluations (`charge_evaluations`);
     `against_fastest_seen`: the jobs with no time alone known, whose speed is relative to a stand-in (their
-    fastest pace seen at the round's start: the same in every window, so the windows compare, but not a speed
-    relative to alone)."""
+    pace at the start of their first round: the same in every window and segment, so they compare, but not a
+    speed relative to alone)."""
 
     start: float
     end: float
@@ -587,7 +587,7 @@ class _Job:
     devices: int  # (host, device) pairs: the switched events a switch brings for it
     solo_s: float | None
     planned: int | None = None
-    stand_in_s: float | None = None  # no speed alone known: its fastest pace seen at a round's start
+    stand_in_s: float | None = None  # no speed alone known: its pace at the start of its first round
     points: list[Point] = field(default_factory=list)
     durations: list[tuple[float, float]] = field(default_factory=list)
     live: bool = True
@@ -975,9 +975,11 @@ class AdaptiveController:
         recent = {job.name: seconds for job in present if (seconds := job.recent_s())}
         self.round_started = now
         length = window_length(recent, self._time_left(), self.config)
-        for job in present:  # no speed alone known: its fastest pace so far stands in (the same in every window)
-            if job.solo_s is None and job.recent_s():
-                job.stand_in_s = min(job.stand_in_s or math.inf, job.recent_s() or math.inf)
+        for job in present:
+            # no speed alone known: its pace at its first round stands in, kept for the rest of the run, so that
+            # every segment's figures are on one scale (taken anew at each round, they were not)
+            if job.solo_s is None and job.stand_in_s is None:
+                job.stand_in_s = job.recent_s()
         self.windows = []
         self.round_states = (self.state, other(self.state))
         if length is None:
