@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -340,6 +341,15 @@ def print_sharing(rows: list[dict]) -> None:
         )
 
 
+def adaptive_began(decisions: Sequence[dict | None]) -> str:
+    """How a row's adaptive group began, from its settled segments' decisions in order: `measured`, `no time`
+    (its first settling was not probed: no window fitted before a job's end) or `probed`."""
+    rules = [(decision or {}).get("rule") for decision in decisions]
+    if "measured" in rules:
+        return "measured"
+    return "no time" if rules and rules[0] == "not probed" else "probed"
+
+
 def print_targets(rows: list[dict]) -> None:
     """Issue 60's targets over the rows: adaptive at least 0.98 of the better of crossover and concurrent, at
     least 0.99 of concurrent, and 0.95 of crossover where crossover leads concurrent by 10% or more."""
@@ -362,8 +372,9 @@ def print_targets(rows: list[dict]) -> None:
         if crossover >= 1.10 * row["concurrent"]:
             leads += 1
             met["crossover"] += versus[2] >= 0.95
-        # how adaptive began: probing, or settled on what earlier runs measured on the same jobs
-        began = "measured" if any((d or {}).get("rule") == "measured" for d in row.get("decisions", ())) else "probed"
+        # how adaptive began: probing, settled on what earlier runs measured on the same jobs, or settled where
+        # it started because no window fitted before a job's end ("no time")
+        began = adaptive_began(row.get("decisions", ()))
         on_measurements += began == "measured"
         print(
             f"{row['pair']:36} {row['engine']:8} {versus[0]:7.3f} {versus[1]:7.3f} {versus[2]:8.3f} {began:>8} "
