@@ -220,7 +220,7 @@ class Measured:
     """A window (or a settled stretch) measured: each job's speed relative to alone and its standard error.
     `left_out_s`: per job, the seconds of its iterations left out as evaluations' (`Evaluations`);
     `charged`: per job, the factor its speed was multiplied by for the evaluations (`charge_evaluations`);
-    `against_fastest_seen`: the jobs with no time alone known, whose speed is relative to a stand-in (their
+    `against_stand_in`: the jobs with no time alone known, whose speed is relative to a stand-in (their
     pace at the start of their first round: the same in every window and segment, so they compare, but not a
     speed relative to alone)."""
 
@@ -230,7 +230,7 @@ class Measured:
     errors: dict[str, float]
     left_out_s: dict[str, float] = field(default_factory=dict)
     charged: dict[str, float] = field(default_factory=dict)  # per job: the factor evaluations' cost put on it
-    against_fastest_seen: tuple[str, ...] = ()
+    against_stand_in: tuple[str, ...] = ()
 
     @property
     def aggregate(self) -> float:
@@ -349,7 +349,7 @@ def charge_evaluations(
         {name: error * factor[name] for name, error in measured.errors.items()},
         measured.left_out_s,
         {name: round(value, 4) for name, value in factor.items()},
-        measured.against_fastest_seen,
+        measured.against_stand_in,
     )
 
 
@@ -569,8 +569,9 @@ class Segment:
         decision's figures (`evaluations`)."""
         self.speeds = {name: round(speed, 4) for name, speed in measured.speeds.items()}
         self.aggregate, self.error = round(measured.aggregate, 4), round(measured.error, 4)
-        if measured.against_fastest_seen:
-            self.decision = {**(self.decision or {}), "relative_to_fastest_seen": list(measured.against_fastest_seen)}
+        if measured.against_stand_in:
+            # the key of stored runs, named when the stand-in was the fastest pace seen at each round
+            self.decision = {**(self.decision or {}), "relative_to_fastest_seen": list(measured.against_stand_in)}
         if measured.left_out_s or measured.charged:
             self.decision = {
                 **(self.decision or {}),
@@ -1082,7 +1083,7 @@ class AdaptiveController:
             self._left_out(start, end),
         )
         stand_ins = tuple(job.name for job in present if job.solo_s is None)
-        return replace(measured, against_fastest_seen=stand_ins) if measured is not None and stand_ins else measured
+        return replace(measured, against_stand_in=stand_ins) if measured is not None and stand_ins else measured
 
     def _left_out(self, start: float, end: float) -> dict[str, list[Span]]:
         """Per present job, its iterations in [start, end] that overlap an evaluation's iteration (of any job):
