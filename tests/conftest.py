@@ -26,10 +26,9 @@ from xover.settings import LEASE_DIR_VARIABLE, METRICS_CREDENTIALS_VARIABLE
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "integration", "e2e")
-# of the session's comparison run (comparison_run): mlp-digits takes 15-20 ms an iteration, resnet-digits
-# 55 ms and its first five (its warm-up, left out of every figure) up to a second or more. With 60, a loaded
-# machine ran all of mlp-digits' crossover iterations before resnet-digits' warm-up ended (CI stop 71:
-# overlap 0); with 150, mlp-digits runs about 3 s, several of resnet-digits' warm-ups
+# of the session's comparison run (comparison_run): long enough that mlp-digits (15-20 ms an iteration) still
+# runs when resnet-digits' warm-up (its first five, up to a second or more under load) ends, or the two never
+# overlap (docs/measurements.md, *Other benchmarks*: the overlaps at 60 and 150 under load)
 COMPARISON_ITERATIONS = 150
 
 

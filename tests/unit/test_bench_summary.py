@@ -52,19 +52,22 @@ def test_issue_60s_targets_over_the_rows(capsys):
                 "pick_reason": "close", "policies": {"work-conserving": {"aggregate": crossover}},
                 "decisions": [{"rule": rule}]}
 
-    bench.print_targets([
+    rows = [
         row("a:b", 1.50, 1.40, 1.49),  # concurrent ahead; adaptive 0.993 of it
         row("c:d", 1.20, 1.50, 1.44, "measured"),  # crossover leads by 25%: adaptive keeps 0.96 of it and of the best
         row("e:f", 1.30, 1.31, 1.27),  # equal ways: 0.969 of the best, 0.977 of concurrent
         row("g:h", 1.30, 1.40, 1.40, "not probed"),  # no window fitted before a job's end: settled at once
-    ])
+    ]
+    bench.print_targets(rows)
     out = capsys.readouterr().out
     assert "better of crossover and concurrent: 2 of 4" in out
     assert ">= 0.99 x concurrent: 3 of 4" in out
     assert "crossover where crossover led by 10% or more: 1 of 1" in out
     assert "settled on earlier measurements without probing: 1 of 4" in out
-    began = [line[71:79].strip() for line in out.splitlines() if line.startswith(("a:b", "c:d", "g:h"))]
-    assert began == ["probed", "measured", "no time"]
+    began = [bench.adaptive_began(row["decisions"]) for row in rows]
+    assert began == ["probed", "measured", "probed", "no time"]
+    assert all(f" {how:>8} " in line for how, line in zip(began, (line for line in out.splitlines()
+                                                                  if line.startswith(("a:b", "c:d", "e:f", "g:h")))))
 
 
 def test_the_demos_makespans_are_both_measured_and_each_pick_is_beside_the_best(capsys, tmp_path):
