@@ -92,7 +92,7 @@ WAITS = ("expect", "poll")
 TORCH_BACKENDS = ("nccl", "gloo")
 TURN_LEASE_LIMITS = {"floor": 86400.0, "initial": 86400.0, "factor": 1000.0}  # a turn's wait must fit select()
 # XOVER_ADAPTIVE's keys (run/adaptive.py's AdaptiveSettings): each number's range, low and high, and whether
-# the low end is allowed; `start` and `measured` take a word instead (ADAPTIVE_WORDS)
+# the low end is allowed; `start`, `measured` and `until` take a word instead (ADAPTIVE_WORDS)
 ADAPTIVE_RANGES = {
     "window": (0.0, 3600.0, False),
     "max_window": (0.0, 3600.0, False),
@@ -106,6 +106,7 @@ ADAPTIVE_RANGES = {
     "drift": (0.0, 100.0, False),
     "recheck": (0.0, 30 * 86400.0, False),
     "warmup": (0.0, 100000.0, True),
+    "switch_cost": (0.0, 1000.0, True),
 }
 # The settings that change how fast jobs sharing devices run: a way of sharing measured under others is
 # another measurement (plan/measured.py), so that a bench's run with a switch turned off (bench/ablation.py)
@@ -125,7 +126,9 @@ TUNING_FIELDS = (
 )
 ADAPTIVE_STARTS = ("turns", "free")
 ADAPTIVE_MEASURED = ("settle", "probe")  # what a group measured clearly apart before does: settle at once, or probe
-ADAPTIVE_WORDS = {"start": ADAPTIVE_STARTS, "measured": ADAPTIVE_MEASURED}  # the keys that take a word
+# how long a round probes: while another pair of windows could win more than it costs, or until the rule is sure
+ADAPTIVE_UNTIL = ("worth", "sure")
+ADAPTIVE_WORDS = {"start": ADAPTIVE_STARTS, "measured": ADAPTIVE_MEASURED, "until": ADAPTIVE_UNTIL}
 
 
 def _variable(name: str, **options: Any) -> Any:

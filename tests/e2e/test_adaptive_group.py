@@ -13,9 +13,9 @@ from pathlib import Path
 XOVER = [sys.executable, "-m", "xover"]
 ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = 150
-# windows of 0.4 s, the first pair allowed the whole time left, a difference never counted (z 50): three pairs
-# a round, then the better estimate; again after 2 s settled
-PROBING = "window=0.4,share=1,probe_share=1,pairs=3,z=50,recheck=2,warmup=1"
+# windows of 0.4 s, the first pair allowed the whole time left, a difference never counted (z 50), another pair
+# probed whatever it costs (until=sure): three pairs a round, then the better estimate; again after 2 s settled
+PROBING = "window=0.4,share=1,probe_share=1,pairs=3,z=50,until=sure,recheck=2,warmup=1"
 
 
 def test_an_adaptive_pair_switches_at_one_iteration_everywhere_with_the_losses_of_the_jobs_alone(isolated_results):

@@ -11,6 +11,7 @@ import pytest
 
 from xover.errors import XoverError
 from xover.records import IterationRecord, StartRecord
+from xover.report.tables import timeline_rows
 from xover.run.adaptive import (
     ALONE,
     DEFAULT_CV,
@@ -22,7 +23,9 @@ from xover.run.adaptive import (
     Evaluations,
     Measured,
     MeasuredBefore,
+    Stakes,
     charge_evaluations,
+    expected_regret,
     held_by_evaluation,
     measure,
     progress_at,
@@ -113,6 +116,35 @@ def test_the_spread_of_a_states_windows_counts_where_it_has_several():
     assert verdict(restless, CONFIG).state is None
 
 
+def test_the_expected_regret_of_taking_the_better_estimate_is_the_mean_loss_where_the_other_is_ahead():
+    rng = random.Random(3)
+    for difference, error in ((0.0, 0.05), (0.02, 0.05), (-0.03, 0.02), (0.10, 0.02)):
+        # the truth drawn about the estimate; the state taken is the better estimate
+        draws = [rng.gauss(difference, error) for _ in range(200_000)]
+        loss = sum(max(0.0, -draw if difference >= 0 else draw) for draw in draws) / len(draws)
+        assert expected_regret(difference, error) == pytest.approx(loss, abs=3e-4)
+    assert expected_regret(0.0, 0.05) == pytest.approx(0.05 / math.sqrt(2 * math.pi))
+    assert expected_regret(0.05, 0.0) == 0.0
+
+
+def test_another_pair_is_probed_only_where_it_could_win_more_than_it_costs():
+    windows = [("free", window(1.50, 0.06)), ("turns", window(1.53, 0.06))]  # 2% apart, 5.7% of error
+    # 20 s left: deciding now is expected to lose about 0.38 s; another pair costs a 2 s window at 2% and a 0.6 s
+    # switch: take the better estimate
+    found = verdict(windows, CONFIG, stakes=Stakes(20.0, 2.0, 0.6))
+    assert (found.state, found.rule) == ("turns", "cost")
+    could_win, costs = found.another_pair
+    assert could_win == pytest.approx(20 * expected_regret(0.02, found.error / 1.5))
+    assert costs == pytest.approx(2.0 * 0.02 + 0.6)
+    assert found.figures()["another_pair"] == {"could_win_s": round(could_win, 3), "costs_s": round(costs, 3)}
+    # an hour left: the same windows are worth another pair
+    longer = verdict(windows, CONFIG, stakes=Stakes(3600.0, 2.0, 0.6))
+    assert longer.state is None and longer.another_pair[0] > longer.another_pair[1]
+    # a clear difference or equal states are decided as ever, whatever another pair would cost
+    clear = [("free", window(1.40, 0.02)), ("turns", window(1.60, 0.02))]
+    assert verdict(clear, CONFIG, stakes=Stakes(1.0, 2.0, 10.0)).rule == "clear"
+
+
 def test_one_state_only_is_decided_only_when_probing_is_over():
     assert verdict([("free", window(1.5, 0.01))], CONFIG).state is None
     assert verdict([("free", window(1.5, 0.01))], CONFIG, "time").state == "free"
@@ -146,10 +178,14 @@ def test_the_setting_is_read_checked_and_made_settings():
     made = AdaptiveSettings.of(given)
     assert (made.window, made.pairs, made.start, made.z, made.measured) == (2.0, 2, "turns", 3.0, "probe")
     assert AdaptiveSettings.of({}) == AdaptiveSettings()
+    made = AdaptiveSettings.of(Settings.from_environ({"XOVER_ADAPTIVE": "until=sure,switch_cost=0"}).adaptive)
+    assert (made.until, made.switch_cost) == ("sure", 0.0)
+    assert (AdaptiveSettings().until, AdaptiveSettings().switch_cost) == ("worth", 1.0)
 
 
 @pytest.mark.parametrize("value", ["window", "speed=3", "window=0", "share=1.5", "pairs=1.5", "start=maybe",
-                                   "window=2,window=3", "z=-1", "floor=1", "measured=maybe", "measured=1"])
+                                   "window=2,window=3", "z=-1", "floor=1", "measured=maybe", "measured=1",
+                                   "until=never", "switch_cost=-1", "switch_cost=x"])
 def test_a_bad_setting_is_one_line_naming_it(value):
     with pytest.raises(XoverError) as refused:
         Settings.from_environ({"XOVER_ADAPTIVE": value})
@@ -253,6 +289,11 @@ class Group:
     def timeline(self) -> list[dict]:
         return [self.segments[seq] for seq in sorted(self.segments)]
 
+    def ran(self, seconds: float) -> list[dict]:
+        """Its timeline after `seconds` of running."""
+        self.run(self.now + seconds)
+        return self.timeline()
+
 
 TURNS_AHEAD = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.15, "b": 0.15}, "free": {"a": 0.2, "b": 0.2}}
 FREE_AHEAD = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.2, "b": 0.2}, "free": {"a": 0.15, "b": 0.15}}
@@ -284,6 +325,32 @@ def test_equal_states_settle_without_turns_on_the_estimate():
     group.run(group.now + 30)
     settled = [segment for segment in group.timeline() if segment["kind"] == SETTLED][0]
     assert settled["way"] == "concurrent" and settled["decision"]["rule"] == "equal"
+
+
+CLOSE = {"alone": {"a": 0.1, "b": 0.1}, "turns": {"a": 0.150, "b": 0.150}, "free": {"a": 0.153, "b": 0.153}}
+
+
+def test_a_close_pair_with_little_time_left_takes_the_better_estimate_after_one_pair_and_probes_on_when_told():
+    # about 2% apart, iterations 20% apart at random: a pair of windows cannot tell them apart
+    probes = {}
+    for until in ("worth", "sure"):
+        group = Group(CLOSE, iterations=150, noise=0.2, config=AdaptiveSettings(until=until))
+        group.run(group.now + 30)
+        timeline = group.timeline()
+        probes[until] = sum(segment["kind"] == PROBE for segment in timeline)
+        settled = next(segment for segment in timeline if segment["kind"] == SETTLED)
+        if until == "worth":
+            assert settled["decision"]["rule"] == "cost" and "cost more than it could win" in settled["reason"]
+            assert settled["decision"]["another_pair"]["could_win_s"] < settled["decision"]["another_pair"]["costs_s"]
+    assert probes["worth"] == 2 and probes["sure"] > 2
+    # the report's timeline says what the round weighed
+    settled = next(segment for segment in Group(CLOSE, iterations=150, noise=0.2).ran(30) if segment["kind"] == SETTLED)
+    [row] = timeline_rows([{"group": 0, "adaptive_timeline": [settled]}])
+    assert "another pair could win 0." in row["reason"] and " s and cost 0." in row["reason"]
+    # a long run: the same pair is worth more windows
+    group = Group(CLOSE, iterations=20000, noise=0.2)
+    group.run(group.now + 60)
+    assert sum(segment["kind"] == PROBE for segment in group.timeline()) > 2
 
 
 def test_a_job_that_ends_leaves_the_other_alone_and_a_group_of_three_probes_again():

@@ -225,7 +225,8 @@ def timeline_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _decided_on(decision: dict[str, Any] | None) -> str:
     """A segment's figures, in words: a settled one's aggregate of each way and the difference with its
-    error, and what whole runs measured before where it weighed in; the seconds of evaluations a measured one
+    error, what whole runs measured before where it weighed in, and what another pair could win and cost where the
+    round weighed one; the seconds of evaluations a measured one
     left out and what it charged for them; the jobs whose speed is relative to a stand-in for their time alone."""
     words = ""
     if decision and "ways" in decision:
@@ -238,6 +239,9 @@ def _decided_on(decision: dict[str, Any] | None) -> str:
             f" {before['error']:.1%}, weighed in with the windows: {combined['difference']:+.1%}"
             f" +/- {combined['error']:.1%}"
         )
+    another = (decision or {}).get("another_pair")
+    if another:  # the round weighed another pair of windows (run/adaptive.py, `Stakes`)
+        words += f"; another pair could win {another['could_win_s']:.2f} s and cost {another['costs_s']:.2f} s"
     evaluations = (decision or {}).get("evaluations") or {}
     left_out = max((evaluations.get("left_out_s") or {}).values(), default=0.0)
     factors = {name: factor for name, factor in (evaluations.get("charged") or {}).items() if factor != 1.0}

@@ -44,7 +44,9 @@ The rule (`verdict`): the difference of the two states' aggregates counts once i
 then the better state is chosen. Where the error is down to its floor and the difference still does not
 count, more windows would not tell them apart: they are equal, and the better estimate is taken. Out of
 pairs (`pairs`), or of probing time (all of a round's windows within `probe_share` of the round's whole
-time as it looks at the end of each pair, and another pair no more than `share` of what is left), the
+time as it looks at the end of each pair, and another pair no more than `share` of what is left), or where
+another pair could win less than it costs (`Stakes`: what deciding now is expected to lose over the time
+left, against a window in the worse state and one more switch; `until=sure` probes on regardless), the
 better estimate is taken, where turns must lead by `margin` (without turns is what a user has without
 xover). Where the group's two states were measured before by whole runs of it, but too close to settle on,
 that difference weighs in with the windows', each by its precision (`weigh_in`): the windows are a second or
@@ -65,7 +67,7 @@ from typing import Any, Protocol
 
 from ..errors import XoverError
 from ..records import IterationRecord, MetricRecord, StartRecord
-from ..settings import ADAPTIVE_MEASURED
+from ..settings import ADAPTIVE_MEASURED, ADAPTIVE_UNTIL
 from ..sharing import CONCURRENT, CROSSOVER, MPS
 from ..turns.protocol import FREE, TURNS
 
@@ -83,6 +85,7 @@ EARLY = 0.5  # of a window's length: where a difference already clear may end th
 EQUAL_ERROR = 1.1  # times the floor's own error: more windows would not tell the two apart any better
 WARMUP_WAIT_S = 60.0  # for a job that has not started: then the others probe, and it joins them later
 SETTLE, PROBE_ANYWAY = ADAPTIVE_MEASURED  # XOVER_ADAPTIVE measured=: the words settings.py checks
+WORTH, SURE = ADAPTIVE_UNTIL  # XOVER_ADAPTIVE until=
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class AdaptiveSettings:
     warmup: int = 2  # iterations of every job before the first window (then one more: it is measured from there)
     start: str = ""  # the prior: turns or free; empty: the plan's better prediction, else free
     measured: str = SETTLE  # both states measured on these jobs before, clearly apart: settle there, or probe
+    until: str = WORTH  # probe while another pair could win more than it costs, or until the rule is sure
+    switch_cost: float = 1.0  # of the slowest job's recent iterations: what one switch costs the group
 
     @classmethod
     def of(cls, given: Mapping[str, str] | None) -> AdaptiveSettings:
@@ -118,6 +123,10 @@ class AdaptiveSettings:
             elif key == "measured":
                 if text not in ADAPTIVE_MEASURED:
                     raise XoverError(f"XOVER_ADAPTIVE measured={text}: expected {' or '.join(ADAPTIVE_MEASURED)}")
+                values[key] = text
+            elif key == "until":
+                if text not in ADAPTIVE_UNTIL:
+                    raise XoverError(f"XOVER_ADAPTIVE until={text}: expected {' or '.join(ADAPTIVE_UNTIL)}")
                 values[key] = text
             elif key in ("iterations", "pairs", "warmup"):
                 values[key] = int(float(text))
@@ -141,6 +150,8 @@ class AdaptiveSettings:
             return "z, drift and recheck above 0"
         if not all(0 <= value < 1 for value in (self.floor, self.margin)):
             return "floor and margin: fractions from 0 to below 1"
+        if self.switch_cost < 0:
+            return "switch_cost: iterations, at least 0"
         return None
 
 
@@ -362,7 +373,7 @@ class Verdict:
     figures it was made on (each state's aggregate and error, the difference and its error)."""
 
     state: str | None
-    rule: str  # clear | equal | time | pairs | no windows
+    rule: str  # clear | equal | time | pairs | cost | no windows
     aggregates: dict[str, float]
     errors: dict[str, float]
     difference: float  # turns' aggregate minus free's
@@ -371,6 +382,8 @@ class Verdict:
     # aggregate, with their standard errors
     before: tuple[float, float] | None = None
     combined: tuple[float, float] | None = None
+    # where the round weighed another pair (`Stakes`): the most it could win and what it would cost, seconds
+    another_pair: tuple[float, float] | None = None
 
     def figures(self) -> dict[str, Any]:
         """The figures, as recorded."""
@@ -384,6 +397,9 @@ class Verdict:
         if self.before is not None and self.combined is not None:
             figures["measured_before"] = {"difference": round(self.before[0], 4), "error": round(self.before[1], 4)}
             figures["combined"] = {"difference": round(self.combined[0], 4), "error": round(self.combined[1], 4)}
+        if self.another_pair is not None:
+            could_win, costs = self.another_pair
+            figures["another_pair"] = {"could_win_s": round(could_win, 3), "costs_s": round(costs, 3)}
         return figures
 
 
@@ -398,15 +414,45 @@ def pooled(windows: Sequence[Measured], floor: float) -> tuple[float, float]:
     return mean, math.sqrt(max(within, between) ** 2 + (floor * mean) ** 2)
 
 
+def expected_regret(difference: float, error: float) -> float:
+    """What taking the better estimate of a difference is expected to lose, in the difference's units, where the
+    difference is normal about `difference` with standard error `error`: the mean of how far the other state is
+    ahead, over where it is (error x phi(z) - |difference| x Phi(-z), z = |difference| / error)."""
+    if error <= 0:
+        return 0.0
+    z = abs(difference) / error
+    density = math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    return error * density - abs(difference) * 0.5 * math.erfc(z / math.sqrt(2))
+
+
+@dataclass(frozen=True)
+class Stakes:
+    """What another pair of windows is up against: the seconds the round's decision holds for (until the first
+    job ends), a window's length, and what one switch costs the group (seconds)."""
+
+    left_s: float
+    window_s: float
+    switch_s: float
+
+    def weighed(self, relative: float, error: float) -> tuple[float, float]:
+        """(could win, costs) in seconds of the group's time, for a difference relative to free's aggregate and
+        its error. The most another pair could win is what deciding now is expected to lose over the time left
+        (`expected_regret`: knowing the difference exactly would win no more); it costs a window in the worse
+        state and one more switch (A B B A: each pair after the first begins where the last ended)."""
+        return self.left_s * expected_regret(relative, error), self.window_s * abs(relative) + self.switch_s
+
+
 def verdict(
     windows: Sequence[tuple[str, Measured]],
     config: AdaptiveSettings,
     out_of_probing: str = "",
     before: MeasuredBefore | None = None,
+    stakes: Stakes | None = None,
 ) -> Verdict:
     """The rule, on the windows measured so far in this round ((state, figures) each). `out_of_probing` names
     why no more windows can be had ('time', 'pairs'): the better estimate is then taken, turns by a margin.
-    `before`: the two ways as whole runs of these jobs measured them; they weigh in (`weigh_in`)."""
+    `before`: the two ways as whole runs of these jobs measured them; they weigh in (`weigh_in`). `stakes`:
+    where another pair could win less than it costs, the better estimate is taken too ('cost')."""
     by_state = {state: [m for s, m in windows if s == state] for state in STATES}
     if not all(by_state.values()):
         only = next((state for state in STATES if by_state[state]), None)
@@ -422,7 +468,7 @@ def verdict(
     if before is not None:
         prior = before.relative_difference()
         relative, relative_error = combined = weigh_in((relative, relative_error), prior)
-    weighed = {"before": prior, "combined": combined}
+    weighed: dict[str, Any] = {"before": prior, "combined": combined}
     better = TURNS if relative > config.margin else FREE
     if abs(relative) >= config.z * relative_error and abs(relative) >= config.margin:
         return Verdict(TURNS if relative > 0 else FREE, "clear", aggregates, errors, difference, error, **weighed)
@@ -430,6 +476,10 @@ def verdict(
         return Verdict(better, "equal", aggregates, errors, difference, error, **weighed)
     if out_of_probing:
         return Verdict(better, out_of_probing, aggregates, errors, difference, error, **weighed)
+    if stakes is not None:
+        weighed["another_pair"] = could_win, costs = stakes.weighed(relative, relative_error)
+        if could_win < costs:
+            return Verdict(better, "cost", aggregates, errors, difference, error, **weighed)
     return Verdict(None, "", aggregates, errors, difference, error, **weighed)
 
 
@@ -835,7 +885,10 @@ class AdaptiveController:
                 and (probed + 2 * self.length > budget or 2 * self.length > self.config.share * left)
             ):
                 out = "time"
-            found = verdict(self._charged(), self.config, out, self._before())
+            stakes = None
+            if not out and left is not None and self.config.until == WORTH:
+                stakes = Stakes(left, self.length, self.config.switch_cost * self._slowest_s())
+            found = verdict(self._charged(), self.config, out, self._before(), stakes)
             if found.state is not None:
                 self._settle(found, now)
                 return
@@ -873,6 +926,7 @@ class AdaptiveController:
             "equal": "equal within what more windows could tell: the better estimate",
             "time": "no time for more probes: the better estimate",
             "pairs": "probed as often as a round may: the better estimate",
+            "cost": "another pair of windows would cost more than it could win: the better estimate",
             "no windows": "only one state could be measured",
         }.get(found.rule, found.rule)
         assert found.state is not None
@@ -927,7 +981,7 @@ class AdaptiveController:
         if not new or not self.windows:  # settled on earlier measurements: those held the evaluations
             return False
         rule = (segment.decision or {}).get("rule", "")
-        found = verdict(self._charged(), self.config, rule if rule in ("time", "pairs") else "", self._before())
+        found = verdict(self._charged(), self.config, rule if rule in ("time", "pairs", "cost") else "", self._before())
         why = f"{', '.join(new)}'s evaluations, first seen since, charged to the windows: "
         if found.state is None:
             self._start_round(why.removesuffix(": ") + " leave the difference unclear", now)
@@ -957,6 +1011,10 @@ class AdaptiveController:
             applied = [t for slots in pending.applied.values() for t in slots.values()]
             return max(applied, default=segment.started)
         return segment.started
+
+    def _slowest_s(self) -> float:
+        """The slowest present job's recent iteration: what a switch costs is counted in these (`switch_cost`)."""
+        return max((seconds for job in self.present() if (seconds := job.recent_s())), default=0.0)
 
     def _time_left(self) -> float | None:
         """Until the first present job ends, at the jobs' recent pace (None where no job's length is known)."""
