@@ -14,7 +14,7 @@ from probe_replay import rounds, window_of  # noqa: E402
 
 def segment(kind, way="crossover", aggregate=1.2, rule=None):
     return {"kind": kind, "way": way, "aggregate": aggregate, "error": 0.04, "started": 0.0, "ended": 2.0,
-            "window": [0.5, 2.0], "speeds": {"a": 0.6, "b": aggregate - 0.6},
+            "window": [0.5, 2.0], "speeds": {"a": 0.6, "b": (aggregate or 0.6) - 0.6},
             "decision": {"rule": rule} if rule else None}
 
 
