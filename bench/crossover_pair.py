@@ -388,6 +388,7 @@ def print_targets(rows: list[dict]) -> None:
     )
     print_targets_over_repeats(measured)
     print_windows_against_columns(measured)
+    print_one_way_throughout(measured)
     noise = run_to_run_noise(measured)
     if noise is not None:
         ratio = noise * math.sqrt(2)  # of two ways, each measured once
@@ -404,6 +405,41 @@ def print_targets(rows: list[dict]) -> None:
             f"{len(beyond)} of {len(measured)} rows"
             + (": " + ", ".join(f"{row['pair']} ({row['engine']})" for row in beyond) if beyond else "")
         )
+
+
+def one_way_throughout(rows: list[dict]) -> list[tuple[dict, str, float]]:
+    """The rows whose adaptive group ran one way of the two for all its time (it never probed: settled on what
+    ran before, or no time), each with that way and adaptive over that way's own column: the same way measured
+    twice in one row."""
+    found = []
+    for row in rows:
+        shares = row.get("adaptive_time") or {}
+        way = next((way for way, share in shares.items() if share >= 0.999), None)
+        column = {"crossover": row["policies"][DEFAULT_POLICY]["aggregate"], "concurrent": row["concurrent"]}.get(
+            way or ""
+        )
+        if way and column:
+            found.append((row, way, row["adaptive"] / column))
+    return found
+
+
+def print_one_way_throughout(rows: list[dict]) -> None:
+    """What the 0.98 target asks of a row where adaptive ran one way throughout: that way measured twice, against
+    the better of two columns measured once each. How often such a row meets it is how often a perfect adaptive
+    could, on this machine's noise."""
+    found = one_way_throughout(rows)
+    if len(found) < 2:
+        return
+    ratios = [ratio for _, _, ratio in found]
+    best = sum(
+        row["adaptive"] / max(row["policies"][DEFAULT_POLICY]["aggregate"], row["concurrent"]) >= 0.98
+        for row, _, _ in found
+    )
+    print(
+        f"adaptive that ran one way throughout ({len(found)} rows): {statistics.fmean(ratios):.3f} of that way's own "
+        f"column (standard deviation {statistics.stdev(ratios):.3f}); >= 0.98 x the better of crossover and "
+        f"concurrent on {best} of {len(found)}: the same way run twice in one row, against the 0.98 target"
+    )
 
 
 def print_windows_against_columns(rows: list[dict]) -> None:

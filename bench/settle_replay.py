@@ -5,7 +5,9 @@ newest three earlier rows of the same pair and engine (crossover work-conserving
 gives a plan. The earlier mean's lead of one way over the other is set against the row's own two columns:
 does the row put the same way ahead? Printed by the earlier lead's size and by how many rows were before it,
 so that the threshold of `MeasuredBefore.verdict` (run/adaptive.py) can be read against it
-(docs/design.md, *Measured before*).
+(docs/design.md, *Measured before*). Then the rows whose adaptive group ran one way all its time: that way
+measured twice in one row, and how often it met 0.98 x the better column (what the bench's noise leaves of
+issue 60's first target).
 
     .venv/bin/python bench/settle_replay.py results/bench-2026-11-28-adaptive.log ... results/bench-2026-11-29d.log
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 GROUP = re.compile(r"\$ xover run --group (\S+) (\S+) .*--engine (\S+)")
 COLUMNS = re.compile(r"\s+sequential 1.00 \| concurrent ([\d.]+) \| crossover work-conserving ([\d.]+)")
-ADAPTIVE = re.compile(r"\s+adaptive ([\d.]+): ([\d.]+) of the best")
+ADAPTIVE = re.compile(r"\s+adaptive ([\d.]+): ([\d.]+) of the best(?:.*; time (\w+) 100%$)?")
 BANDS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.10)
 EARLIER = 3  # store/measured.py: RECENT_MEASUREMENTS
 
@@ -45,6 +47,8 @@ def rows(path: Path) -> Iterator[dict]:
                 "concurrent": columns[0],
                 "crossover": columns[1],
                 "of_best": float(found.group(2)),
+                "adaptive": float(found.group(1)),
+                "one_way": found.group(3),  # the way adaptive ran all its time in (None: it ran both)
             }
             columns = None
 
@@ -104,7 +108,25 @@ def main(argv: list[str] | None = None) -> int:
             "largest earlier leads the row's columns went against (earlier rows, earlier lead, own lead): "
             + "; ".join(f"{n}, {lead:+.1%}, {own:+.1%}" for n, lead, own in largest)
         )
+    print_one_way_throughout([row for path in args.logs for row in rows(path)])
     return 0
+
+
+def print_one_way_throughout(found: list[dict]) -> None:
+    """The rows whose adaptive group ran one way all its time (it never probed): that way measured twice in one
+    row. How far adaptive lands from that way's own column, and how often it still meets 0.98 x the better of
+    the two columns: how often a perfect adaptive could on this machine's noise (docs/measurements.md)."""
+    ratios, best = [], 0
+    for row in found:
+        if row["one_way"] in ("crossover", "concurrent"):
+            ratios.append(row["adaptive"] / row[row["one_way"]])
+            best += row["of_best"] >= 0.98
+    if len(ratios) > 1:
+        print(
+            f"rows whose adaptive ran one way throughout: {len(ratios)}; adaptive over that way's own column "
+            f"{statistics.fmean(ratios):.3f} (standard deviation {statistics.stdev(ratios):.3f}); >= 0.98 x the "
+            f"better of crossover and concurrent: {best} of {len(ratios)}"
+        )
 
 
 if __name__ == "__main__":

@@ -142,3 +142,24 @@ def test_the_windows_against_the_columns_and_what_ran_before_weighing_in(capsys)
     out = capsys.readouterr().out
     assert f"is {(1 / 1.10 + 1.10) / 2:.3f} of the columns'" in out and "2 rows that probed both ways" in out
     assert "weighed in on 2 decisions; it turned 1 of them, 1 toward the way the row's columns put ahead" in out
+
+
+def test_rows_where_adaptive_ran_one_way_throughout_measure_that_way_twice(capsys):
+    bench = load_bench("crossover_pair")
+
+    def row(adaptive, crossover, concurrent, time):
+        return {"adaptive": adaptive, "concurrent": concurrent, "adaptive_time": time,
+                "policies": {"work-conserving": {"aggregate": crossover}}}
+
+    rows = [
+        row(1.45, 1.50, 1.30, {"crossover": 1.0}),  # crossover throughout: 0.967 of its column, below 0.98 of it
+        row(1.55, 1.50, 1.30, {"crossover": 1.0}),  # 1.033
+        row(1.20, 1.50, 1.20, {"concurrent": 1.0}),  # concurrent throughout: 1.000 of its column, 0.8 of the best
+        row(1.40, 1.50, 1.30, {"crossover": 0.7, "concurrent": 0.3}),  # it probed: not one way throughout
+    ]
+    found = bench.one_way_throughout(rows)
+    assert [(way, round(ratio, 3)) for _, way, ratio in found] == [("crossover", 0.967), ("crossover", 1.033),
+                                                                    ("concurrent", 1.0)]
+    bench.print_one_way_throughout(rows)
+    out = capsys.readouterr().out
+    assert "(3 rows): 1.000 of that way's own column" in out and "concurrent on 1 of 3" in out
