@@ -225,9 +225,9 @@ def timeline_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _decided_on(decision: dict[str, Any] | None) -> str:
     """A segment's figures, in words: a settled one's aggregate of each way and the difference with its
-    error, what whole runs measured before where it weighed in, and what another pair could win and cost where the
-    round weighed one; the seconds of evaluations a measured one
-    left out and what it charged for them; the jobs whose speed is relative to a stand-in for their time alone."""
+    error, what whole runs measured before where it weighed in, and what another pair could win and cost where
+    the round weighed one; the seconds of evaluations a measured one left out and what it charged for them; the
+    jobs whose speed is relative to a stand-in for their time alone."""
     words = ""
     if decision and "ways" in decision:
         ways = ", ".join(f"{way} {value:.3f}" for way, value in decision["ways"].items())
