@@ -29,10 +29,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xover.run.adaptive import RECENT, AdaptiveSettings, Measured, Stakes, verdict
+from xover.sharing import CONCURRENT, CROSSOVER
+from xover.turns import DEFAULT_POLICY
 from xover.turns.protocol import FREE, TURNS
 
 CONFIG = AdaptiveSettings()
 RULES = ("clear", "equal", "time", "pairs")  # the rules a round decided without `Stakes` settles by
+COLUMNS = (
+    "run_id",
+    "experiment",
+    "group",
+    "runs",
+    "kind",
+    "way",
+    "started",
+    "ended",
+    "window",
+    "speeds",
+    "aggregate",
+    "error",
+    "decision",
+)  # of a stored segment, as read
+JSON_COLUMNS = ("runs", "window", "speeds", "decision")
 
 
 @dataclass(frozen=True)
@@ -56,7 +74,8 @@ def window_of(segment: dict) -> Measured:
 
 
 def state_of(way: str) -> str:
-    return TURNS if way == "crossover" else FREE
+    """The state a way of sharing is (run/adaptive.py's `way_of`, the other way round)."""
+    return TURNS if way == CROSSOVER.name else FREE
 
 
 def rounds(segments: Sequence[dict]) -> list[tuple[list[dict], dict]]:
@@ -76,19 +95,47 @@ def rounds(segments: Sequence[dict]) -> list[tuple[list[dict], dict]]:
     return found
 
 
+def slowest_before(db: sqlite3.Connection, runs: Sequence[int], moment: float) -> float:
+    """The slowest job's recent iteration at `moment` (the median of its last RECENT), as the controller takes it."""
+    slowest = 0.0
+    for run in runs:
+        recent = [
+            seconds
+            for (seconds,) in db.execute(
+                "SELECT iteration_s FROM iteration_metrics WHERE run_id = ? AND wall_time <= ? "
+                "ORDER BY wall_time DESC LIMIT ?",
+                (run, moment, RECENT),
+            )
+        ]
+        if recent:
+            slowest = max(slowest, statistics.median(recent))
+    return slowest
+
+
+def columns_of(db: sqlite3.Connection, experiment: str, group: int | None) -> tuple[str, float] | None:
+    """The comparison's better way of the two, as a state, and crossover's lead over concurrent (None: it has not
+    both)."""
+    aggregates = dict(
+        db.execute(
+            "SELECT way, SUM(json_each.value) FROM sharing_measurements, json_each(sharing_measurements.speeds) "
+            "WHERE experiment_id = ? AND group_index IS ? AND (way = ? OR (way = ? AND policy = ?)) GROUP BY way",
+            (experiment, group, CONCURRENT.name, CROSSOVER.name, DEFAULT_POLICY),
+        ).fetchall()
+    )
+    if not {CROSSOVER.name, CONCURRENT.name} <= set(aggregates):
+        return None
+    lead = aggregates[CROSSOVER.name] / aggregates[CONCURRENT.name] - 1
+    return (TURNS if lead > 0 else FREE), lead
+
+
 def replay(db: sqlite3.Connection) -> list[dict]:
     """Each round decided without the rule that probed more than one pair: what the rule makes of its first pair."""
     units: dict[int, list[dict]] = {}
-    for row in db.execute(
-        "SELECT run_id, experiment_id, group_index, runs, kind, way, started, ended, window, speeds, aggregate, "
-        "error, decision FROM sharing_segments ORDER BY run_id, seq"
-    ):
-        names = ("run_id", "experiment", "group", "runs", "kind", "way", "started", "ended", "window", "speeds")
-        segment = dict(zip(names, row[:10]))
-        for key in ("runs", "window", "speeds"):
+    stored = ", ".join(("run_id", "experiment_id", "group_index", *COLUMNS[3:]))
+    for row in db.execute(f"SELECT {stored} FROM sharing_segments ORDER BY run_id, seq"):
+        segment = dict(zip(COLUMNS, row))
+        for key in JSON_COLUMNS:
             segment[key] = json.loads(segment[key]) if segment[key] else None
-        segment["aggregate"], segment["error"] = row[10], row[11]
-        segment["decision"] = json.loads(row[12]) if row[12] else None
         units.setdefault(segment["run_id"], []).append(segment)
     found = []
     for segments in units.values():
@@ -111,32 +158,12 @@ def replay(db: sqlite3.Connection) -> list[dict]:
             out = decision["rule"] if decision["rule"] in ("time", "pairs") else ""
             again = verdict(windows, CONFIG, out, weighed)  # type: ignore[arg-type]
             second_end = windows[1][1].end
-            slowest = 0.0
-            for run in runs:
-                recent = [
-                    seconds
-                    for (seconds,) in db.execute(
-                        "SELECT iteration_s FROM iteration_metrics WHERE run_id = ? AND wall_time <= ? "
-                        "ORDER BY wall_time DESC LIMIT ?",
-                        (run, second_end, RECENT),
-                    )
-                ]
-                if recent:
-                    slowest = max(slowest, statistics.median(recent))
+            slowest = slowest_before(db, runs, second_end)
             length = next(
                 (p["decision"].get("length_s") for p in probes if (p["decision"] or {}).get("length_s")), CONFIG.window
             )
             stakes = Stakes(max(0.0, min(ends) - second_end), length, CONFIG.switch_cost * slowest)
             after_one = verdict(windows[:2], CONFIG, "", weighed, stakes)  # type: ignore[arg-type]
-            columns = dict(
-                db.execute(
-                    "SELECT way, SUM(json_each.value) FROM sharing_measurements, "
-                    "json_each(sharing_measurements.speeds) "
-                    "WHERE experiment_id = ? AND group_index IS ? AND (way = 'concurrent' OR (way = 'crossover' AND "
-                    "policy = 'work-conserving')) GROUP BY way",
-                    (first["experiment"], first["group"]),
-                ).fetchall()
-            )
             found.append(
                 {
                     "decided": state_of(settled["way"]),
@@ -144,12 +171,7 @@ def replay(db: sqlite3.Connection) -> list[dict]:
                     "windows": len(probes),
                     "after_one": after_one,
                     "saved_s": sum(p["ended"] - p["started"] for p in probes[2:] if p["ended"] is not None),
-                    "columns": (
-                        TURNS if columns["crossover"] > columns["concurrent"] else FREE,
-                        columns["crossover"] / columns["concurrent"] - 1,
-                    )
-                    if {"crossover", "concurrent"} <= set(columns)
-                    else None,
+                    "columns": columns_of(db, first["experiment"], first["group"]),
                 }
             )
     return found
