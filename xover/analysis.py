@@ -230,6 +230,7 @@ def compare(
                 measured={way: by_way[way].aggregate if way in by_way else None for way in ways},
                 overlaps={way: by_way[way].overlap if way in by_way else None for way in ways},
                 crossover_policy=chosen,
+                windows={way: by_way[way].window_s if way in by_way else None for way in ways},
             )
         )
     for position, job in enumerate(compared):

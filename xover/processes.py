@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 from .config import XOVER_ROOT
 from .hosts import command_on
@@ -111,10 +112,12 @@ def stop_processes(found: dict[int, str], grace_s: float = 3.0) -> list[int]:
     return sorted(found)
 
 
-def kill_tagged(value: str, grace_s: float = 3.0, variable: str = EXPERIMENT_VARIABLE) -> int:
-    """Stop every process tagged <variable>=<value>: TERM, then KILL after `grace_s` those still
-    running (the same processes: a pid given to another process meanwhile is left alone)."""
-    return len(stop_processes(_tagged(value, variable), grace_s))
+def kill_tagged(*values: str, grace_s: float = 3.0, variable: str = EXPERIMENT_VARIABLE) -> int:
+    """Stop every process tagged <variable>=<value>, for each of `values`: TERM, then KILL after `grace_s`
+    those still running (the same processes: a pid given to another process meanwhile is left alone). One
+    grace for them all. Returns how many were found."""
+    found = {pid: started for value in values for pid, started in _tagged(value, variable).items()}
+    return len(stop_processes(found, grace_s))
 
 
 def _alive(pid: int) -> bool:
@@ -125,10 +128,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def kill_command_on(host: str, variable: str, value: str, remote_prefix: list[str]) -> list[str]:
-    """The command that stops the processes tagged <variable>=<value> on another host, from here: the
-    reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host)."""
-    reaper = [sys.executable, "-m", "xover.run.reaper", "--kill", value, "--variable", variable]
+def kill_command_on(host: str, variable: str, values: Sequence[str], remote_prefix: list[str]) -> list[str]:
+    """The command that stops the processes tagged <variable>=<value>, for each of `values`, on another host,
+    from here: the reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host)."""
+    kills = [part for value in values for part in ("--kill", value)]
+    reaper = [sys.executable, "-m", "xover.run.reaper", *kills, "--variable", variable]
     return command_on(host, reaper, remote_prefix=remote_prefix, env={"PYTHONPATH": XOVER_ROOT})
 
 
@@ -138,12 +142,27 @@ def sweep_hosts_now(
     """Stop the processes tagged <variable>=<value> on every one of `hosts` at once (one ssh each, in
     parallel, each at most `timeout_s`): for an end that has little time, as inside a Slurm job whose
     KillWait ends in SIGKILL, after which nothing would stop what runs on the other nodes."""
+    _kill_on_hosts(variable, [value], hosts, remote_prefix, timeout_s)
+
+
+def sweep(variable: str, values: Sequence[str], hosts: list[str], remote_prefix: list[str]) -> None:
+    """Stop the processes tagged <variable>=<value>, for each of `values`, here and on `hosts` (through ssh,
+    as launchers do): one ssh per host, the hosts at once - a unit's teardown waits on it before the next
+    unit starts on its devices, and each ssh costs about 0.6 s on the emulated cluster."""
+    kill_tagged(*values, variable=variable)
+    _kill_on_hosts(variable, values, hosts, remote_prefix, timeout_s=60.0)
+
+
+def _kill_on_hosts(
+    variable: str, values: Sequence[str], hosts: list[str], remote_prefix: list[str], timeout_s: float
+) -> None:
+    """The reaper's --kill of `values` on each host, over ssh, all hosts in parallel, each at most `timeout_s`."""
     import threading
 
     def one(host: str) -> None:
         try:
             subprocess.run(
-                kill_command_on(host, variable, value, remote_prefix),
+                kill_command_on(host, variable, values, remote_prefix),
                 timeout=timeout_s,
                 capture_output=True,
                 stdin=subprocess.DEVNULL,
@@ -156,18 +175,3 @@ def sweep_hosts_now(
         thread.start()
     for thread in threads:
         thread.join(timeout_s + 1)
-
-
-def sweep(variable: str, value: str, hosts: list[str], remote_prefix: list[str]) -> None:
-    """Stop the processes tagged <variable>=<value> here and on `hosts` (through ssh, as launchers do)."""
-    kill_tagged(value, variable=variable)
-    for host in hosts:
-        try:
-            subprocess.run(
-                kill_command_on(host, variable, value, remote_prefix),
-                timeout=60,
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            pass

@@ -160,6 +160,8 @@ class GroupComparison:
     measured: dict[str, float | None]  # way of sharing -> aggregate over sequential (crossover: under crossover_policy)
     overlaps: dict[str, float | None]  # way of sharing -> the share of its time every job ran together
     crossover_policy: str | None
+    # way of sharing -> the length of the window its aggregate was measured over (None: whole runs compared)
+    windows: dict[str, float | None]
 
     @property
     def concurrent_vs_sequential(self) -> float | None:

@@ -230,9 +230,10 @@ def test_a_worker_waits_as_long_as_its_partner_computes_but_not_for_a_stopped_se
 # ---------------------------------------------------------------------------------------------
 
 FAKE_SSH = """#!/bin/sh
-# an ssh that records how it was called (and what its stdin is), then runs the command here
-printf '%s' "$*" | tr '\\n' ' ' >> {log}; echo >> {log}
-readlink /proc/self/fd/0 >> {log}.stdin
+# an ssh that records how it was called (and what its stdin is), then runs the command here; each line in
+# one write: xover calls several hosts at once
+line=$(printf '%s' "$*" | tr '\\n' ' '); echo "$line" >> {log}
+stdin=$(readlink /proc/self/fd/0); echo "$stdin" >> {log}.stdin
 {behaviour}
 """
 
@@ -317,7 +318,7 @@ def test_every_ssh_xover_starts_has_a_connect_timeout_and_no_terminal_input(tmp_
     try:
         node_commands = torchrun_commands(2, "node8:1,node9:1", tmp_path / "logs", tmp_path / "run" / "spec.json",
                                           env={"XOVER_JOB": "x"})
-        sweep("XOVER_RUN", "hardening-nothing-has-this-tag", ["node9"], [])
+        sweep("XOVER_RUN", ["hardening-nothing-has-this-tag"], ["node9"], [])
     finally:
         service.stop()
     calls = log.read_text().splitlines()

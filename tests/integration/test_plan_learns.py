@@ -46,8 +46,10 @@ def _profiles(db, link="1gbit", hardware=None):
     store.close()
 
 
-def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, concurrent=1.52, adaptive=1.50):
-    """A comparison of the pair, learnt as `xover run` learns it after comparing."""
+def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, concurrent=1.52, adaptive=1.50,
+              overlap=0.9, window_s=10.0, iteration_ms=None):
+    """A comparison of the pair, learnt as `xover run` learns it after comparing: every way over `window_s`
+    of steady iterations, `overlap` of its run; each run's iteration `iteration_ms`."""
     store = open_store(str(db))
     with store.session() as session, session.begin():
         session.add(Experiment(id=experiment, kind="run", command="xover run", status="finished"))
@@ -55,12 +57,15 @@ def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, c
     group = GroupToRun(0, jobs)
     speeds = {"crossover": (0.6, crossover - 0.6), "concurrent": (0.7, concurrent - 0.7), "adaptive": (0.7, adaptive - 0.7)}
     results = [RunResult(name=job.name, mode=mode, group=0, policy="work-conserving" if mode != "concurrent" else None,
-                         speed=speeds[mode][slot]) for mode in speeds for slot, job in enumerate(jobs)]
+                         speed=speeds[mode][slot], iteration_ms=iteration_ms)
+               for mode in speeds for slot, job in enumerate(jobs)]
+    ways = ("crossover", "concurrent", "adaptive")
     comparison = GroupComparison(
         group=0, jobs=[job.name for job in jobs],
-        policies={"work-conserving": PolicyResult(aggregate=crossover, window_s=10.0, overlap=0.9)},
+        policies={"work-conserving": PolicyResult(aggregate=crossover, window_s=window_s, overlap=overlap)},
         sequential=1.0, measured={"crossover": crossover, "concurrent": concurrent, "adaptive": adaptive},
-        overlaps={"crossover": 0.9, "concurrent": 0.9, "adaptive": 0.9}, crossover_policy="work-conserving")
+        overlaps=dict.fromkeys(ways, overlap), crossover_policy="work-conserving",
+        windows=dict.fromkeys(ways, window_s))
     kept = learn_measurements(store, experiment, [group], results, [comparison], Link.of_key(link))
     store.close()
     return kept
@@ -96,6 +101,26 @@ def test_the_next_plan_of_the_same_jobs_uses_what_they_measured(isolated_results
                                 "--out", str(tmp_path / "again.json")])
     assert shown.exit_code == 0, shown.output
     assert "concurrent 1.52*" in " ".join(shown.output.split())
+
+
+def test_a_short_overlap_is_learnt_where_its_window_held_twenty_of_the_slowest_jobs_iterations(isolated_results):
+    """A job with a long start-up beside a quick one (ddp-digits loads its data for ten seconds) runs together
+    with it for a third of the run, yet for a window of steady iterations: kept where that window holds 20 of
+    the slowest job's iterations (here 476 ms each: 9.6 s), not where it holds fewer, nor where the jobs never
+    ran together past warm-up (no window: whole runs compared)."""
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    assert _compared(db, "long", overlap=0.33, window_s=12.0, iteration_ms=476.0) == 3
+    assert _compared(db, "short", overlap=0.33, window_s=9.0, iteration_ms=476.0) == 0
+    assert _compared(db, "apart", overlap=0.0, window_s=None, iteration_ms=476.0) == 0
+    assert _compared(db, "half", overlap=0.5, window_s=2.0, iteration_ms=476.0) == 3  # half of its run: kept
+    store = open_store(str(db))
+    with store.session() as session:
+        kept = session.query(SharingMeasurement).all()
+        assert {row.experiment_id for row in kept} == {"long", "half"}
+        # each with its window, by which it weighs in the mean a plan reads
+        assert sorted({row.window_s for row in kept}) == [2.0, 12.0]
+    store.close()
 
 
 def test_a_way_is_planned_at_the_mean_of_its_newest_three_measurements(isolated_results, tmp_path):

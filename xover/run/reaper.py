@@ -8,7 +8,7 @@ sockets, and marks the experiment's unfinished rows `lost`.
 
     python -m xover.run.reaper --experiment ID [--db URL] [--host HOST ...]   (reads stdin: "host NAME"
                                                                                lines, then "done")
-    python -m xover.run.reaper --kill ID                                      (this host only, now)
+    python -m xover.run.reaper --kill ID [--kill ID ...]                      (this host only, now)
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def reap(
     processes here and on `hosts`, remove its sockets and mark it lost."""
     for command in cancel_commands or []:  # the groups it submitted: cancelled, not left running unwatched
         run_until_done(command, CANCEL_RETRY_S)
-    sweep(EXPERIMENT_VARIABLE, experiment, hosts, remote_prefix)
+    sweep(EXPERIMENT_VARIABLE, [experiment], hosts, remote_prefix)
     remove_sockets(experiment)
     mark_lost(db, experiment)
 
@@ -97,7 +97,7 @@ def run_until_done(command: list[str], limit_s: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The reaper's entry point: with --kill, stop one tag's processes here now; else wait on stdin and reap
+    """The reaper's entry point: with --kill, stop those tags' processes here now; else wait on stdin and reap
     unless xover said `done`."""
     parser = argparse.ArgumentParser(description="xover's reaper (started by xover itself)")
     parser.add_argument("--experiment")
@@ -108,16 +108,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--host", action="append", default=[])
     parser.add_argument("--remote-prefix", default="", help="command prefix to reach other hosts (space-separated)")
-    parser.add_argument("--kill", help="stop the processes tagged with this value on this host now, and exit")
+    parser.add_argument(
+        "--kill",
+        action="append",
+        help="stop the processes tagged with this value on this host now, and exit (repeat it for several values)",
+    )
     parser.add_argument("--variable", default=EXPERIMENT_VARIABLE, help="the tag's environment variable (with --kill)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for xover, not for us
     if args.kill:
-        kill_tagged(args.kill, variable=args.variable)
-        if args.variable == EXPERIMENT_VARIABLE:
-            remove_sockets(args.kill)
-        elif args.variable == TURN_SERVER_VARIABLE:  # one group's turn server that hung: its socket and page
-            remove_sockets(args.kill + "-")
+        kill_tagged(*args.kill, variable=args.variable)
+        for value in args.kill:
+            if args.variable == EXPERIMENT_VARIABLE:
+                remove_sockets(value)
+            elif args.variable == TURN_SERVER_VARIABLE:  # one group's turn server that hung: its socket and page
+                remove_sockets(value + "-")
         return
     last = b""
     hosts = list(args.host)

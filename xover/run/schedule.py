@@ -505,8 +505,7 @@ class Scheduler:
         # workers) and on other hosts (ssh gave them no terminal).
         remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
         prefix = prefix_to_reach(remote) if remote else []
-        for run_id in unit.run_ids:
-            sweep(RUN_VARIABLE, run_tag(self.context.experiment_id, run_id), remote, prefix)
+        sweep(RUN_VARIABLE, [run_tag(self.context.experiment_id, run_id) for run_id in unit.run_ids], remote, prefix)
         if unit.adaptive is not None:
             if unit.turns is not None:
                 while not unit.turns.switched.empty():

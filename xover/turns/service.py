@@ -335,7 +335,7 @@ class TurnServerProcess:
                 self.process.kill()
                 self.process.wait()
                 if not is_local(self.host) and self.tag:
-                    sweep(TURN_SERVER_VARIABLE, self.tag, [self.host], self.remote_prefix or [])  # it, and its files
+                    sweep(TURN_SERVER_VARIABLE, [self.tag], [self.host], self.remote_prefix or [])  # it, and its files
         self.reader.join(timeout=timeout_s)
         self.stderr_reader.join(timeout=timeout_s)
         if died:
@@ -468,14 +468,17 @@ class TurnService:
             self.start()
 
     def start(self) -> None:
-        """Start each host's server and wait until it says it is ready (tens of seconds over ssh). Each is in
+        """Start each host's server, then wait until each says it is ready (tens of seconds over ssh). Each is in
         `servers` from the moment its process exists, so whatever ends the start (a server that fails, the
         run's deadline, Ctrl-C or SIGTERM) stops every one started: here, or by the caller's `stop`."""
         try:
-            for planned in self.planned[len(self.servers) :]:
+            started = []
+            for planned in self.planned[len(self.servers) :]:  # all at once: each start is an ssh of its own
                 with self.guard():
                     server = TurnServerProcess(**planned)
                     self.servers.append(server)
+                started.append(server)
+            for server in started:
                 server.wait_ready()
         except BaseException:
             self.stop()

@@ -22,7 +22,7 @@ from pathlib import Path
 from ...hosts import is_local, parse_hosts
 from ...settings import METRIC_TOKEN_VARIABLE
 from . import find_launcher
-from .torchrun import keep_here, send_environment
+from .torchrun import hand_over
 
 # horovodrun writes every variable of its environment into each rank's command line (`K=V ... python
 # ...`, through ssh for another host), which every user of either host can read (`ps`). So it gets
@@ -123,17 +123,15 @@ def private_files(
     for them to read: host name as in -H -> the file's path on that host. horovodrun fills the hosts' slots
     in their order, so a host past the last rank gets none, and no file that nobody would remove."""
     content = {"variables": dict(variables), "read": 0}
-    files: dict[str, str] = {}
+    getting: list[str] = []
     left = np
     for host, slots in parse_hosts(hosts):
         if left <= 0:
             break
         left -= slots
-        if host not in files:
-            files[host] = (
-                keep_here(content) if is_local(host) else send_environment(host, content, remote_prefix, deadline)
-            )
-    return files
+        if host not in getting:
+            getting.append(host)
+    return dict(zip(getting, hand_over([(host, content) for host in getting], remote_prefix, deadline)))
 
 
 def with_private_variables(program: list[str], files: Mapping[str, str]) -> list[str]:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,6 +249,24 @@ def send_environment(
     return path
 
 
+def hand_over(
+    handed: Sequence[tuple[str, Mapping[str, object]]], remote_prefix: list[str], deadline: float | None = None
+) -> list[str]:
+    """Each (host, variables) of `handed` in a private file on that host (`keep_here` for this machine,
+    `send_environment` for another), every host at once: one ssh costs about half a second, and a job's start
+    waits for them all. The files' paths, in order; the first error is raised once every host has answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(host: str, variables: Mapping[str, object]) -> str:
+        if is_local(host):
+            return keep_here(variables)
+        return send_environment(host, variables, remote_prefix, *([deadline] if deadline is not None else []))
+
+    with ThreadPoolExecutor(max_workers=max(1, len(handed))) as pool:
+        futures = [pool.submit(one, host, variables) for host, variables in handed]
+    return [future.result() for future in futures]
+
+
 def torchrun_commands(
     np: int,
     hosts: str,
@@ -287,6 +305,19 @@ def torchrun_commands(
     }
     # never on a command line: torchrun reads PET_<OPTION> as --<option>
     secret = {"PET_RDZV_ID": secrets.token_hex(16), "PET_RDZV_ENDPOINT": rendezvous.endpoint}
+    handed: list[tuple[str, Mapping[str, object]]] = []
+    for node_rank, (host, _) in enumerate(nodes):
+        variables: dict[str, object] = {
+            **secret,
+            "PET_RDZV_CONF": f"is_host={int(node_rank == 0)}",
+            HOST_VARIABLE: host,
+        }
+        if node_rank == 0:
+            variables[HANDOFF_VARIABLE] = rendezvous.handoff
+        # a worker knows which host it is on (emulated hosts share one); another host gets the launcher's
+        # own environment (`env`) too
+        handed.append((host, variables if is_local(host) else {**forwarded, **variables}))
+    files = hand_over(handed, remote_prefix or [], deadline)
     commands = []
     for node_rank, (host, count) in enumerate(nodes):
         options = [
@@ -297,23 +328,12 @@ def torchrun_commands(
             *_output_options(log_dir / f"node{node_rank}"),
             *program,
         ]
-        variables = {**secret, "PET_RDZV_CONF": f"is_host={int(node_rank == 0)}", HOST_VARIABLE: host}
-        if node_rank == 0:
-            variables[HANDOFF_VARIABLE] = rendezvous.handoff
-        # a worker knows which host it is on (emulated hosts share one)
-        local = is_local(host)  # the launcher's own environment (`env`) and where it is
-        kept = (
-            keep_here(variables)
-            if local
-            else send_environment(
-                host, {**forwarded, **variables}, remote_prefix or [], *([deadline] if deadline is not None else [])
-            )
-        )
         start = (
-            [sys.executable, "-c", _SERVE, kept, *options]
+            [sys.executable, "-c", _SERVE, files[node_rank], *options]
             if node_rank == 0
-            else [sys.executable, "-c", _APPLY, kept, torchrun_path(), *options]
+            else [sys.executable, "-c", _APPLY, files[node_rank], torchrun_path(), *options]
         )
         # on another host: in this folder there, its terminal's hang-up stopping it with its ssh
+        local = is_local(host)
         commands.append(command_on(host, start, env={HOST_VARIABLE: host} if local else None, here=True, tty=True))
     return commands

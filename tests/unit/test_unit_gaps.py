@@ -1,0 +1,76 @@
+"""What stands between two units on the same devices: the ssh calls of one unit's teardown and of the next one's
+start go to every host at once, a unit's runs in one call per host (each ssh costs about 0.6 s on the emulated
+cluster; docs/measurements.md, *Between two units*)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+
+def _fake_ssh(tmp_path, monkeypatch, body: str):
+    """An `ssh` first on PATH that logs its arguments, then runs `body` (sh)."""
+    ssh = tmp_path / "ssh"
+    ssh.write_text(f'#!/bin/sh\necho "$*" >> "$0.calls"\n{body}\n')
+    ssh.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    return tmp_path / "ssh.calls"
+
+
+def test_a_units_runs_are_swept_in_one_call_per_host_all_hosts_at_once(tmp_path, monkeypatch):
+    from xover.processes import sweep
+
+    calls = _fake_ssh(tmp_path, monkeypatch, "sleep 1")
+    started = time.monotonic()
+    sweep("XOVER_RUN", ["e-1-r7", "e-1-r8"], ["n1", "n2", "n3"], [])
+    assert time.monotonic() - started < 2.5  # three hosts of 1 s each, at once
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 3, lines  # one per host, not one per run and host
+    assert all("xover.run.reaper --kill e-1-r7 --kill e-1-r8 --variable XOVER_RUN" in line for line in lines)
+
+
+def test_the_reaper_stops_every_value_it_is_given(tmp_path):
+    """`--kill A --kill B`: the processes of both tags, and nothing else."""
+    tag = "XOVER_TEST_GAPS"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    tagged = {
+        value: subprocess.Popen(sleeper, env={**os.environ, tag: value}) for value in ("gaps-a", "gaps-b", "gaps-c")
+    }
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-m", "xover.run.reaper", "--kill", "gaps-a", "--kill", "gaps-b", "--variable", tag],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert tagged["gaps-a"].wait(10) is not None and tagged["gaps-b"].wait(10) is not None
+        assert tagged["gaps-c"].poll() is None  # another tag: left alone
+    finally:
+        for process in tagged.values():
+            process.kill()
+            process.wait()
+
+
+def test_a_jobs_private_files_go_to_its_hosts_at_once(tmp_path, monkeypatch):
+    from xover.run.external.horovodrun import private_files
+
+    calls = _fake_ssh(tmp_path, monkeypatch, 'sleep 1; cat > /dev/null; echo "/tmp/xover-env-$$"')
+    started = time.monotonic()
+    files = private_files(4, "h1:1,h2:1,h3:1,h4:1", {"XOVER_METRIC_TOKEN": "t"}, [])
+    assert time.monotonic() - started < 3.0  # four hosts of 1 s each, at once
+    assert list(files) == ["h1", "h2", "h3", "h4"]  # each host its own file, in the order of -H
+    assert len(set(files.values())) == 4 and all(path.startswith("/tmp/xover-env-") for path in files.values())
+    assert calls.read_text().count("BatchMode=yes") == 4  # one ssh per host (its script spans lines)
+
+
+def test_torchruns_nodes_get_their_own_settings_at_once_in_node_order(tmp_path, monkeypatch):
+    from xover.run.external.torchrun import hand_over
+
+    _fake_ssh(tmp_path, monkeypatch, 'sleep 1; cat > "$0.$$"; echo "$0.$$"')
+    started = time.monotonic()
+    paths = hand_over([("n1", {"node": 0}), ("n2", {"node": 1}), ("n3", {"node": 2})], [])
+    assert time.monotonic() - started < 2.5
+    assert [open(path).read() for path in paths] == ['{"node": 0}', '{"node": 1}', '{"node": 2}']
