@@ -1,13 +1,16 @@
 """`make demo`'s last word: the plan's run against its jobs one after another, both measured, and each group's pick
 beside the best way measured.
 
-    .venv/bin/python bench/demo_summary.py PLANNED.json COMPARISON.json
+    .venv/bin/python bench/demo_summary.py PLANNED.json COMPARISON.json [--one-after-another SEQUENTIAL.json]
 
 PLANNED.json is `xover report --format json` of `xover run PLAN` (each group in the way the plan picked,
 adaptive where it picked it, as scheduled); COMPARISON.json that of `xover run PLAN --mode all` (each group
-alone job by job, then in every way of sharing). The planned run's makespan (its first job's start to its
-last job's end) is set beside the comparison's runs alone, one after another (each sequential run's start to
-end, summed): both measured, nothing predicted. Each group's pick, and why, beside what each way measured.
+alone job by job, then in every way of sharing); SEQUENTIAL.json that of `xover run PLAN --mode sequential`
+(the plan's jobs, each alone, as scheduled). The planned run's makespan (its first job's start to its last
+job's end) is set beside the sequential run's, measured the same way: both schedules start and end units on
+the same devices, and both count the time between them. Without SEQUENTIAL.json, beside the comparison's
+runs alone (each one's start to end, summed: without the time between them, which the planned run's
+makespan counts). Both measured, nothing predicted. Each group's pick, and why, beside what each way measured.
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ def one_after_another_s(comparison: dict[str, Any]) -> float | None:
 
 
 def planned_makespan_s(planned: dict[str, Any]) -> float | None:
-    """The planned run's makespan as measured: its first job's start to its last job's end; None unless every
-    job finished."""
+    """A run of the plan's makespan as measured (as planned, or in one mode): its first job's start to its last
+    job's end; None unless every job finished."""
     jobs = planned["jobs"]
     if not jobs or any(job["status"] != "finished" or not job.get("started_at") for job in jobs):
         return None
@@ -74,10 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("planned", help="`xover report --format json` of `xover run PLAN` (as planned)")
     parser.add_argument("comparison", help="`xover report --format json` of `xover run PLAN --mode all`")
+    parser.add_argument(
+        "--one-after-another",
+        dest="sequential",
+        help="`xover report --format json` of `xover run PLAN --mode sequential`: its makespan beside the plan's",
+    )
     args = parser.parse_args(argv)
     try:
         planned = json.loads(Path(args.planned).read_text())
         comparison = json.loads(Path(args.comparison).read_text())
+        sequential = json.loads(Path(args.sequential).read_text()) if args.sequential else None
     except (OSError, ValueError) as error:
         print(f"demo_summary: cannot read the runs' JSON: {error}", file=sys.stderr)
         return 2
@@ -91,15 +100,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         if row["why"]:
             print(f"       why the pick: {row['why']}")
-    made, alone = planned_makespan_s(planned), one_after_another_s(comparison)
+    made, summed = planned_makespan_s(planned), one_after_another_s(comparison)
+    alone = planned_makespan_s(sequential) if sequential is not None else summed
     if made is None or alone is None:
         print("makespans: a run did not finish, so they are not set side by side")
         return 1
     verdict = "the plan beat one after another" if made < alone else "the plan did NOT beat one after another"
+    if sequential is not None:
+        measured = f"measured as a schedule (experiment {sequential['experiment']['id']})"
+        if summed is not None:
+            measured += f"; the comparison's runs alone summed, without the time between them: {summed:.1f} s"
+    else:
+        measured = f"measured (the sequential runs of experiment {comparison['experiment']['id']}, summed)"
     print(
         f"makespan of the plan as run: {made:.1f} s measured (experiment {planned['experiment']['id']}); its jobs one "
-        f"after another: {alone:.1f} s measured (the sequential runs of experiment {comparison['experiment']['id']}); "
-        f"{alone / made:.2f}x: {verdict}"
+        f"after another: {alone:.1f} s {measured}; {alone / made:.2f}x: {verdict}"
     )
     return 0
 

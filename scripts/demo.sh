@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end: doctor -> profile -> plan -> run (as planned: each group in the way the plan picked,
-# adaptive where it picked it; then every mode and both turn policies, its jobs one after another included) ->
-# the plan's run against one after another, both measured -> report.
+# adaptive where it picked it; then its jobs one after another, as a schedule; then every mode and both turn
+# policies) -> the plan's run against one after another, both measured -> report.
 # On an emulated two-host cluster where one can be built (root), else on one machine with a shaped link.
 set -euo pipefail
 XOVER=.venv/bin/xover
@@ -42,15 +42,19 @@ mkdir -p "$(dirname "$PLAN")"
 $XOVER plan "${RECIPES[@]}" "${WHERE[@]}" "${LINK[@]}" --out "$PLAN"
 PLANNED_JSON="${XOVER_RESULTS:-results}/demo-planned.json"
 ALL_JSON="${XOVER_RESULTS:-results}/demo-all.json"
+SEQUENTIAL_JSON="${XOVER_RESULTS:-results}/demo-sequential.json"
 echo "== run: the plan as planned, each group in the way of sharing picked for it (each job about $SECONDS_EACH s alone)"
 $XOVER run "$PLAN" --seconds "$SECONDS_EACH" "${LINK[@]}" || true
 $XOVER report latest --format json --out "$PLANNED_JSON"
+echo "== run: the plan's jobs one after another, each alone, as scheduled: what the planned run is set beside"
+$XOVER run "$PLAN" --mode sequential --seconds "$SECONDS_EACH" "${LINK[@]}" || true
+$XOVER report latest --format json --out "$SEQUENTIAL_JSON"
 echo "== run: the plan in every mode and turn policy (its jobs one after another first), to set each pick beside"
 echo "   what each way measures"
 $XOVER run "$PLAN" --mode all --policy all --seconds "$SECONDS_EACH" "${LINK[@]}" || true
 $XOVER report latest --format json --out "$ALL_JSON"
 echo "== the plan's run against its jobs one after another, both measured; each pick beside the best measured way"
-$PY bench/demo_summary.py "$PLANNED_JSON" "$ALL_JSON" || true
+$PY bench/demo_summary.py "$PLANNED_JSON" "$ALL_JSON" --one-after-another "$SEQUENTIAL_JSON" || true
 echo "== report: per group, the planned sharing and why, the best measured mode, adaptive's timeline of ways"
 $XOVER report latest
 $XOVER report latest --format html

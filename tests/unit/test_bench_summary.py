@@ -93,6 +93,16 @@ def test_the_demos_makespans_are_both_measured_and_each_pick_is_beside_the_best(
     assert summary.main([str(tmp_path / "p.json"), str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
     assert "30.0 s measured" in out and "38.0 s measured" in out and "the plan beat one after another" in out
+    # the jobs one after another as a schedule (`xover run PLAN --mode sequential`): its makespan, time between
+    # its runs included as the planned run's is; the comparison's sum is said beside it
+    sequential = {"experiment": {"id": "s1"}, "jobs": [job("sequential", 0, 13), job("sequential", 15, 29),
+                                                       job("sequential", 31, 39)]}
+    (tmp_path / "s.json").write_text(json.dumps(sequential))
+    assert summary.main([str(tmp_path / "p.json"), str(tmp_path / "c.json"),
+                         "--one-after-another", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert "39.0 s measured as a schedule (experiment s1)" in out and "summed" in out and "38.0 s" in out
+    assert "1.30x: the plan beat one after another" in out
 
 
 def test_issue_60s_targets_on_the_means_over_the_repeats_and_against_the_benchs_own_noise(capsys):
