@@ -207,8 +207,10 @@ class Group:
     def __init__(self, times: dict[str, dict[str, float]], iterations: int = 400, noise: float = 0.03, seed: int = 1,
                  start: str = "free", devices: int = 2, measured: MeasuredBefore | None = None,
                  config: AdaptiveSettings | None = None,
-                 evaluations: dict[str, tuple[int, float]] | None = None) -> None:
+                 evaluations: dict[str, tuple[int, float]] | None = None,
+                 phases: dict[str, list[float]] | None = None) -> None:
         self.times, self.names = times, list(times["turns"])
+        self.phases = phases or {}  # per job: its iterations' times cycle through these factors (a partner's phases)
         self.evaluations = evaluations or {}  # per job: every how many iterations it evaluates, for how long
         self.evaluating: dict[str, float] = {}  # per job: the seconds its iteration under way evaluates
         self.rng = random.Random(seed)
@@ -230,7 +232,9 @@ class Group:
             self.controller.observe(slot, StartRecord(iterations=iterations), self.now)
 
     def _duration(self, name: str) -> float:
-        return self.times[self.state[name]][name] * (1 + self.rng.uniform(-self.noise, self.noise))
+        cycle = self.phases.get(name) or [1.0]
+        factor = cycle[self.done.get(name, 0) % len(cycle)]
+        return self.times[self.state[name]][name] * factor * (1 + self.rng.uniform(-self.noise, self.noise))
 
     # the switcher (TurnService's side)
     def counts(self):
@@ -427,6 +431,24 @@ def test_a_drift_probes_again_and_finds_the_other_state_better_now():
     reasons = [segment["reason"] for segment in group.timeline()]
     assert any("drifted" in reason for reason in reasons)
     assert group.timeline()[-1]["way"] == "concurrent"
+
+
+def test_a_short_iteration_swinging_with_a_slow_partners_phases_is_not_a_drift():
+    """The demo's ddp-digits (14-27 ms) beside resnet-synthetic (300-450 ms): eight of the short job's iterations
+    at one pace while the partner computes, eight at 1.7 times it while the partner's all-reduce runs. Five of
+    them fall in one phase and looked like a drift each time the phase changed; its pace over two of the slow
+    job's iterations does not move. A real change of its pace is still one."""
+    times = {"alone": {"a": 0.012, "b": 0.3}, "turns": {"a": 0.015, "b": 0.4}, "free": {"a": 0.02, "b": 0.45}}
+    phases = {"a": [1.0] * 8 + [1.7] * 8}
+    settled = MeasuredBefore({TURNS: 1.3, FREE: 1.0}, 0.04)
+    group = Group(times, start=TURNS, iterations=100_000, measured=settled, phases=phases, noise=0.02)
+    group.run(group.now + 30)
+    timeline = group.timeline()
+    assert not any("drifted" in segment["reason"] for segment in timeline), [s["reason"] for s in timeline]
+    assert [segment["kind"] for segment in timeline] == [WARMUP, SETTLED]
+    group.times = {**times, "turns": {"a": 0.03, "b": 0.4}}  # its pace doubles in both phases
+    group.run(group.now + 10)
+    assert any("a's iteration drifted" in segment["reason"] for segment in group.timeline())
 
 
 def test_no_time_to_probe_stays_in_the_prior():

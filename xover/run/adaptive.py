@@ -78,6 +78,7 @@ SETTLED = "settled"
 ALONE = "alone"
 SWITCH_TIMEOUT_S = 10.0  # beyond a few of the slowest iterations: a switch every device never made voids the round
 RECENT = 5  # iterations a job's recent time is the median of
+DRIFT_SPAN = 2.0  # of the slowest job's iterations: the time a job's pace is taken over when its drift is checked
 MAX_POINTS = 100_000  # iterations of a job kept (its oldest half goes past it)
 EVALUATION_AT_LEAST = 1.0  # of a job's recent iteration: an iteration that evaluated this long was held up by it
 COVERED = 0.8  # of a window's length the jobs' iterations must tell to end it (a slow job's last one ends late)
@@ -199,6 +200,16 @@ def rate_between(points: Sequence[Point], start: float, end: float) -> float | N
 
 
 DEFAULT_CV = 0.2  # the spread of a job's iterations assumed where a window holds too few to tell
+
+
+def pace_s(seconds: Sequence[float]) -> float:
+    """A job's pace over some of its iterations, as its drift is checked: their mean without the tenth at each end
+    (one at least, of three or more). Not their median: beside a slow partner a short job's times are two paces
+    mixed (the partner's compute, its all-reduce), and a median jumps from one to the other as their shares move."""
+    ordered = sorted(seconds)
+    cut = max(1, len(ordered) // 10) if len(ordered) >= 3 else 0
+    kept = ordered[cut : len(ordered) - cut]
+    return statistics.fmean(kept)
 
 
 def relative_noise(durations: Sequence[float], window_s: float) -> float:
@@ -654,6 +665,14 @@ class _Job:
             return None
         return statistics.median(seconds for _, seconds in self.durations[-RECENT:])
 
+    def recent_pace_s(self, span_s: float) -> float | None:
+        """Its pace (`pace_s`) over its last RECENT iterations, or over those that ended in the last `span_s`
+        where they are more (None before its first)."""
+        if not self.durations:
+            return None
+        start = min(len(self.durations) - RECENT, self.ended_after(self.durations[-1][0] - span_s))
+        return pace_s([seconds for _, seconds in self.durations[max(0, start) :]])
+
     def evaluations(self) -> Evaluations | None:
         """Its evaluations as seen so far (None: none yet)."""
         if not self.evaluated:
@@ -944,7 +963,10 @@ class AdaptiveController:
     def _watch(self, segment: Segment, now: float) -> None:
         """A settled group probes again when a job's iteration time drifts from what it was once settled (the
         median of its first RECENT iterations there), or after `recheck` seconds; never where the last round
-        found no time to probe (there is less now)."""
+        found no time to probe (there is less now). A job's pace is taken over DRIFT_SPAN of the slowest job's
+        iterations where that holds more than RECENT of its own: beside a partner ten times slower, a short
+        iteration's time swings with the partner's phases (its compute, its all-reduce), and five of them fall
+        inside one phase (the demo's ddp-digits, 14-27 ms beside resnet-synthetic's 300-450 ms, 2026-11-30)."""
         if (segment.decision or {}).get("rule") == "not probed":
             return
         if self._evaluating() != self.decided_knowing and self._redecide(segment, now):
@@ -953,19 +975,20 @@ class AdaptiveController:
             self._start_round(f"{self.config.recheck:g} s settled", now)
             return
         since = self._settled_since(segment)
+        span_s = DRIFT_SPAN * self._slowest_s()
         for slot, job in enumerate(self.jobs):
             if not job.live:
                 continue
-            # by bisection, not a scan: this runs at every tick of a group settled for hours (MAX_POINTS kept)
-            first = job.ended_after(since)
-            if len(job.durations) - first < 2 * RECENT:
-                continue
             reference = self.settled_reference.get(slot)
             if reference is None:
-                reference = self.settled_reference[slot] = statistics.median(
-                    seconds for _, seconds in job.durations[first : first + RECENT]
-                )
-            recent = job.recent_s() or 0.0
+                # by bisection, not a scan: this runs at every tick of a group settled for hours (MAX_POINTS kept)
+                first = job.ended_after(since)
+                end = max(first + RECENT, job.ended_after(since + span_s))
+                # its first iterations settled, and as many again after them: the two spans do not overlap
+                if len(job.durations) - first < 2 * (end - first) or job.durations[-1][0] < since + 2 * span_s:
+                    continue
+                reference = self.settled_reference[slot] = pace_s([seconds for _, seconds in job.durations[first:end]])
+            recent = job.recent_pace_s(span_s) or 0.0
             if reference > 0 and abs(recent / reference - 1) > self.config.drift:
                 self._start_round(
                     f"{job.name}'s iteration drifted from {reference * 1000:.0f} to {recent * 1000:.0f} ms", now
