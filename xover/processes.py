@@ -148,7 +148,7 @@ def sweep_hosts_now(
 def sweep(variable: str, values: Sequence[str], hosts: list[str], remote_prefix: list[str]) -> None:
     """Stop the processes tagged <variable>=<value>, for each of `values`, here and on `hosts` (through ssh,
     as launchers do): one ssh per host, the hosts at once - a unit's teardown waits on it before the next
-    unit starts on its devices, and each ssh costs about 0.6 s on the emulated cluster."""
+    unit starts on its devices."""
     kill_tagged(*values, variable=variable)
     _kill_on_hosts(variable, values, hosts, remote_prefix, timeout_s=60.0)
 

@@ -966,7 +966,7 @@ class AdaptiveController:
         found no time to probe (there is less now). A job's pace is taken over DRIFT_SPAN of the slowest job's
         iterations where that holds more than RECENT of its own: beside a partner ten times slower, a short
         iteration's time swings with the partner's phases (its compute, its all-reduce), and five of them fall
-        inside one phase (the demo's ddp-digits, 14-27 ms beside resnet-synthetic's 300-450 ms, 2026-11-30)."""
+        inside one phase (docs/design.md, *Probing again*)."""
         if (segment.decision or {}).get("rule") == "not probed":
             return
         if self._evaluating() != self.decided_knowing and self._redecide(segment, now):

@@ -253,7 +253,7 @@ def hand_over(
     handed: Sequence[tuple[str, Mapping[str, object]]], remote_prefix: list[str], deadline: float | None = None
 ) -> list[str]:
     """Each (host, variables) of `handed` in a private file on that host (`keep_here` for this machine,
-    `send_environment` for another), every host at once: one ssh costs about half a second, and a job's start
+    `send_environment` for another), every host at once: each is an ssh of its own, and a job's start
     waits for them all. The files' paths, in order; the first error is raised once every host has answered."""
     from concurrent.futures import ThreadPoolExecutor
 
