@@ -649,8 +649,9 @@ def handoff_latency(rounds: int = 3000, scraped_every_s: float | None = None) ->
         path = os.path.join(tmp, "t.sock")
         server, port = start_turn_server(path, ["0=0,1"], served=scraped_every_s is not None)
         done, scrapes = threading.Event(), []
+        scraper = threading.Thread(target=_scrape_every, args=(port, scraped_every_s, done, scrapes), daemon=True)
         if port is not None:
-            threading.Thread(target=_scrape_every, args=(port, scraped_every_s, done, scrapes), daemon=True).start()
+            scraper.start()
         queue: mp.Queue = mp.Queue()
         procs = [mp.Process(target=_ping_pong, args=(path, slot, rounds, queue)) for slot in (0, 1)]
         for p in procs:
@@ -659,6 +660,8 @@ def handoff_latency(rounds: int = 3000, scraped_every_s: float | None = None) ->
         for p in procs:
             p.join()
         done.set()
+        if port is not None:
+            scraper.join()  # a scrape in flight ends before the server does (else its connection is reset)
         server.terminate()
     grants = sorted(records[::2], key=lambda r: r[2])
     releases = sorted(records[1::2], key=lambda r: r[2])
