@@ -206,7 +206,14 @@ def _variable_name(name: str) -> str:
     return name
 
 
+def _without_nul(text: str) -> str:
+    if "\0" in text:
+        raise ValueError("holds a NUL character, which no command line or environment can carry")
+    return text
+
+
 _Name = Annotated[str, AfterValidator(_named)]
+_Passed = Annotated[str, AfterValidator(_without_nul)]  # a value that reaches the script's argv or environment
 _Slowdown = Annotated[float | None, _OutOfRange("must be at least 1.0 (1.0: never slower than alone)")]
 
 
@@ -292,7 +299,7 @@ class _JobFile(_FileSchema):
 
     name: _Name  # the job file's own name unless given (filled in before the check, so checked alike)
     script: str  # a path; relative: to the job file's folder
-    args: list[str] = []
+    args: list[_Passed] = []
     np: Annotated[int, Field(ge=1, le=10**5), _OutOfRange("must be a whole number from 1 to 100000")]
     engine: str | None = None  # None: told from the script's imports
     iterations: Annotated[
@@ -300,7 +307,7 @@ class _JobFile(_FileSchema):
     ] = Field(None, ge=1, le=10**9)
     max_slowdown: _Slowdown = Field(None, ge=1.0)
     memory_gb: Annotated[float | None, _OutOfRange("must be a number of GB > 0")] = Field(None, gt=0)
-    env: dict[Annotated[str, AfterValidator(_variable_name)], str] = {}
+    env: dict[Annotated[str, AfterValidator(_variable_name)], _Passed] = {}
     pass_env: list[Any] = []
     description: str = ""
 

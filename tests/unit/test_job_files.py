@@ -173,3 +173,11 @@ def test_a_script_job_on_gpus_sees_its_own_devices_in_local_rank_order():
     assert script_gpu_env([1], ["GPU-a", "GPU-b"], {})["CUDA_VISIBLE_DEVICES"] == "GPU-b"  # as the outer list names them
     assert script_gpu_env([0, 1], [], {}) == {}  # a CPU machine
     assert script_gpu_env([0, 1], ["0"], {"XOVER_DEVICES_PER_GPU": "2"}) == {}  # one GPU cannot be shown twice
+
+
+@pytest.mark.parametrize(("body", "field"), [('args = ["a\\u0000b"]', "args[0]"), ('env = {A = "x\\u0000y"}', "env.A")])
+def test_a_nul_character_in_what_reaches_the_scripts_argv_or_environment_is_refused(tmp_path, body, field):
+    """No argv nor environment can carry a NUL: refused with the file and field, not a traceback at the start."""
+    (tmp_path / "train.py").write_bytes(DDP.read_bytes())
+    with pytest.raises(RecipeError, match=rf"field '{re.escape(field)}': holds a NUL character"):
+        load_recipe(_job(tmp_path, f'script = "train.py"\nnp = 1\n{body}\n'))

@@ -412,3 +412,25 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_password_with_an_unescaped_at_is_not_repeated_where_a_driver_names_the_rest_as_a_host():
+    """'postgresql://user:s3c@retPW@host/x': a driver that reads the first '@' as the host's start says
+    "failed to resolve host 'retPW@host'"; the piece between the two '@' is a secret too."""
+    from xover.redact import without_secrets_of
+
+    url = "postgresql://user:s3cr@retPW@127.0.0.1:1/x"
+    message = f"{url}: failed to resolve host 'retPW@127.0.0.1'"
+    shown = without_secrets_of(url, message)
+    assert "retPW" not in shown and "s3cr" not in shown, shown
+
+
+def test_a_key_value_store_string_taken_as_a_file_name_is_shown_without_its_password(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["--db", "host=127.0.0.1 port=1 password=s3cretPW", "report"])
+    assert result.exit_code == 2, result.output
+    assert "no database at" in result.output and "s3cretPW" not in result.output, result.output

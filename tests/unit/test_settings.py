@@ -170,3 +170,13 @@ def test_the_tuning_names_the_settings_that_change_sharing_set_unlike_their_defa
     again = Settings.from_environ({"XOVER_WAIT": "poll", "XOVER_PIN_CORES": "0", "XOVER_COMM_THREADS": "always",
                                    "XOVER_ADAPTIVE": "start=free,window=2"})
     assert again.tuning() == tuned.tuning()
+
+
+@pytest.mark.parametrize("variable", ["XOVER_CPU_ONLY", "XOVER_DETERMINISTIC"])
+@pytest.mark.parametrize("value", ["yes", "true", "on", "2"])
+def test_a_switch_set_to_anything_but_1_or_0_is_refused_not_read_as_off(variable, value):
+    """XOVER_CPU_ONLY=yes was read as off: a user asking for CPU-only or deterministic runs got neither."""
+    with pytest.raises(XoverError, match=rf"{variable}='{value}': expected 1 \(on\) or 0 \(off\)"):
+        Settings.from_environ({variable: value})
+    assert getattr(Settings.from_environ({variable: "1"}), variable.removeprefix("XOVER_").lower()) is True
+    assert getattr(Settings.from_environ({variable: "0"}), variable.removeprefix("XOVER_").lower()) is False

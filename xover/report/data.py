@@ -101,7 +101,7 @@ def open_existing_store(db: str | None) -> Store:
     missing = missing_sqlite_file(db)
     if missing is not None:
         raise ReportError(
-            f"no database at {missing}: nothing has been run yet "
+            f"no database at {mask_credentials(str(missing))}: nothing has been run yet "
             "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)"
         )
     store = open_store(db)
