@@ -362,3 +362,22 @@ def test_every_job_ends_no_sooner_than_alone_and_the_devices_are_never_oversubsc
     if not POLICIES[policy].groups:
         assert max(outcome.timeline.grouped) == 0
     assert sum(outcome.device_s_by_sharing.values()) <= 12 * summarise(outcome).makespan_s + 1e-6
+
+
+@pytest.mark.parametrize("fmt", [None, "muri", "plain", "philly"])
+def test_a_trace_that_names_a_device_or_a_folder_is_refused_before_it_is_read(tmp_path, fmt):
+    """/dev/zero was read until memory ran out (a line that never ends); a folder said 'cannot read'."""
+    from xover.replay.traces import TraceError, load_trace
+
+    for path in ("/dev/zero", str(tmp_path)):
+        with pytest.raises(TraceError, match="not a regular file"):
+            load_trace(path, fmt, profiles=lambda name: None, assign=("m",))
+
+
+def test_a_plan_path_that_names_a_device_or_a_folder_is_refused_before_it_is_read(tmp_path):
+    from xover.errors import XoverError
+    from xover.run.targets import groups_from_plan
+
+    for path in ("/dev/zero", str(tmp_path)):
+        with pytest.raises(XoverError, match="not a regular file"):
+            groups_from_plan(path, None)

@@ -89,7 +89,15 @@ def detect_format(path: str | Path) -> str:
     )
 
 
+def _regular(path: Path) -> Path:
+    """The trace's path, refused where it names a device, a pipe or a folder (a read of /dev/zero never ends)."""
+    if path.exists() and not path.is_file():
+        raise TraceError(f"{path}: not a regular file: a trace is a CSV or JSON file")
+    return path
+
+
 def _first_line(path: Path) -> str:
+    _regular(path)
     try:
         with path.open(encoding="utf-8-sig") as handle:
             return handle.readline()
@@ -141,6 +149,7 @@ def _skipped_text(skipped: Mapping[str, int]) -> str:
 
 def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line, cells) for every non-blank line; the header checked (required columns, no unknown ones)."""
+    _regular(path)
     try:
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as error:
@@ -275,7 +284,7 @@ _PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
 
 def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries = json.loads(_regular(path).read_text(encoding="utf-8"))
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

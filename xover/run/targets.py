@@ -56,6 +56,8 @@ def groups_from_plan(
         check_engine(engine)
     if iterations is not None and iterations < 1:
         raise XoverError(f"--iterations {iterations}: give a whole number >= 1")
+    if Path(plan_path).exists() and not Path(plan_path).is_file():  # a device or a pipe would be read forever
+        raise XoverError(f"{plan_path}: not a regular file (a plan file is the JSON `xover plan --out` writes)")
     try:
         body = json.loads(Path(plan_path).read_text())
     except FileNotFoundError:
