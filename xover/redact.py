@@ -140,7 +140,7 @@ def url_secrets(url: str) -> list[str]:
         password = after_user[: after_user.rfind("@")]
         # and each piece of it between two '@': a driver that read the first '@' as the host's start names
         # the rest as a host ('failed to resolve host ...')
-        found |= {password, after_user.split("@", 1)[0], *password.split("@")}
+        found |= {password, *password.split("@")}
     if "?" in url:
         for name, value in parse_qsl(url.split("?", 1)[1], keep_blank_values=True):
             if credential_name(name):

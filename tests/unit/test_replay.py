@@ -381,3 +381,12 @@ def test_a_plan_path_that_names_a_device_or_a_folder_is_refused_before_it_is_rea
     for path in ("/dev/zero", str(tmp_path)):
         with pytest.raises(XoverError, match="not a regular file"):
             groups_from_plan(path, None)
+
+
+def test_a_profiles_trace_for_plan_that_names_a_device_is_refused_before_it_is_read(tmp_path):
+    """`xover plan --profiles /dev/zero` read until it was stopped."""
+    from xover.errors import XoverError
+
+    for path in ("/dev/zero", tmp_path):
+        with pytest.raises(XoverError, match="not a regular file"):
+            load_trace_csv(path)

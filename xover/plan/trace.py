@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError
+from ..errors import XoverError, refuse_unless_regular
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
@@ -64,7 +64,7 @@ class TraceError(XoverError):
 
 def load_trace_csv(path: str | Path) -> list[JobProfile]:
     """Read job profiles from ``path``; raise TraceError on the first bad line."""
-    path = Path(path)
+    path = refuse_unless_regular(Path(path), "a trace of job profiles is a CSV file", TraceError)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             return _read_jobs(csv.reader(handle), path)

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError
+from ..errors import XoverError, refuse_unless_regular
 from ..plan.instances import JobInstance
 from ..plan.model import InvalidJobProfile, JobProfile, job_name_problem
 
@@ -90,10 +90,7 @@ def detect_format(path: str | Path) -> str:
 
 
 def _regular(path: Path) -> Path:
-    """The trace's path, refused where it names a device, a pipe or a folder (a read of /dev/zero never ends)."""
-    if path.exists() and not path.is_file():
-        raise TraceError(f"{path}: not a regular file: a trace is a CSV or JSON file")
-    return path
+    return refuse_unless_regular(path, "a trace is a CSV or JSON file", TraceError)
 
 
 def _first_line(path: Path) -> str:

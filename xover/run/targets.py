@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..devices import local_device_count
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError
+from ..errors import XoverError, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
@@ -56,10 +56,9 @@ def groups_from_plan(
         check_engine(engine)
     if iterations is not None and iterations < 1:
         raise XoverError(f"--iterations {iterations}: give a whole number >= 1")
-    if Path(plan_path).exists() and not Path(plan_path).is_file():  # a device or a pipe would be read forever
-        raise XoverError(f"{plan_path}: not a regular file (a plan file is the JSON `xover plan --out` writes)")
+    plan_file = refuse_unless_regular(Path(plan_path), "a plan file is the JSON `xover plan --out` writes")
     try:
-        body = json.loads(Path(plan_path).read_text())
+        body = json.loads(plan_file.read_text())
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
