@@ -43,9 +43,14 @@ def parse_metric_line(line: str) -> dict[str, Any] | None:
     thread, anything that prints without a newline) can leave text that holds a marker in front of a
     record of ours, which then follows that text on the same line.
 
+    A launcher that relays a rank's output (torchrun's --tee) can read a line while it is being written
+    and relay the rest behind a prefix of its own, on the same line, anywhere in the record (a key, a
+    value, the marker itself): every launcher's prefix is taken out of the line before it is read.
+
     Only a marker followed by `{` can start a record, and only the last MAX_TRIED of those are tried:
     each try parses the rest of the line, so trying every marker of a line made of markers (a 64 KiB
     line holds about 5000) cost time quadratic in the line and stalled the relay thread."""
+    line = RELAY_PREFIX.sub("", line)
     at = line.rfind(MARKER)
     tried = 0
     while at >= 0 and tried < MAX_TRIED:
@@ -63,10 +68,7 @@ def _record_at(payload: str) -> dict[str, Any] | None:
     try:
         record = json.loads(payload)
     except json.JSONDecodeError:
-        try:
-            record = json.loads(RELAY_PREFIX.sub("", payload))  # a line the launcher relayed in two parts
-        except json.JSONDecodeError:
-            return None
+        return None
     return record if isinstance(record, dict) and "kind" in record else None
 
 

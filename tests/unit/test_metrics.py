@@ -16,12 +16,15 @@ def test_a_record_behind_any_launchers_prefix(prefix):
     assert parse_metric_line(prefix + MARKER + json.dumps(RECORD)) == RECORD
 
 
-def test_a_record_torchrun_relayed_in_two_parts_is_mended():
-    """Seen in a torchrun run: the rank's line was read while being written, and the rest relayed
-    behind a prefix of its own, inside the same line (the iteration was lost)."""
-    text = json.dumps(RECORD)
-    cut = text.index("1568957")
-    assert parse_metric_line("[default0]:" + MARKER + text[:cut] + "[default0]:" + text[cut:]) == RECORD
+@pytest.mark.parametrize("prefix", ["[default0]:", "[rank1]:", "[1,0]<stdout>:"])
+def test_a_record_relayed_in_two_parts_is_mended_wherever_it_was_cut(prefix):
+    """Seen in torchrun runs: the rank's line was read while being written, and the rest relayed behind a
+    prefix of its own, inside the same line (an iteration was lost). Once cut inside a number; once right
+    after `{"`, which left valid JSON with a key "[default0]:kind" and no "kind" (CI, 2026-11-30: a DDP
+    job counted 29 of its 30 steps). Every cut, the marker's included."""
+    line = MARKER + json.dumps(RECORD)
+    for cut in range(1, len(line)):
+        assert parse_metric_line(prefix + line[:cut] + prefix + line[cut:]) == RECORD, line[:cut]
 
 
 def test_a_record_behind_another_writers_unfinished_look_alike_is_found():
