@@ -19,13 +19,13 @@ import typer
 from . import __version__
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, TimedOut, XoverError
+from .errors import Interrupted, TimedOut, XoverError, check_seconds
 from .links import Link
 from .plugins import load_plugins
 from .redact import mask_credentials
 from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
 from .replay.policies import POLICIES as REPLAY_POLICIES
-from .run.commands import RunAsked, check_seconds, run_as_asked, train_recipe
+from .run.commands import RunAsked, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
 from .run.targets import scripts_as_recipes
 from .scripts import detect_scripts_engine, detection_note

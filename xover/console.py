@@ -76,17 +76,23 @@ class ProgressBars:
             transient=False,
         )
         self.tasks: dict[int, TaskID] = {}
+        self.drawing = False
 
     def start(self) -> None:
-        """Start drawing the bars."""
-        self.progress.start()
+        """Draw the bars from the first job's: a run refused before any started (a device in use) leaves
+        its one line of error, not an empty display above it."""
+        self.drawing = True
 
     def stop(self) -> None:
         """Stop drawing; the bars stay on screen as they last were."""
-        self.progress.stop()
+        self.drawing = False
+        if self.tasks:
+            self.progress.stop()
 
     def _task(self, run_id: int, label: str = "", total: int | None = None) -> TaskID:
         if run_id not in self.tasks:
+            if not self.tasks and self.drawing:
+                self.progress.start()
             self.tasks[run_id] = self.progress.add_task(label or str(run_id), total=total, loss="-", status="")
         return self.tasks[run_id]
 

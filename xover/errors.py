@@ -3,7 +3,10 @@ how a run was cut short (Ctrl-C: exit 130; --timeout: exit 124)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+MAX_SECONDS = 10**8  # of a duration flag: about three years (1e308 overflowed the timers and the counts from it)
 
 
 class XoverError(Exception):
@@ -18,6 +21,16 @@ def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = Xover
     if path.exists() and not path.is_file():
         raise error(f"{path}: not a regular file ({what})")
     return path
+
+
+def check_seconds(flag: str, value: float | None, *, zero: bool = False) -> None:
+    """A duration flag: a finite number of seconds > 0 (>= 0 with `zero`), at most MAX_SECONDS (nan would never
+    expire, inf never end)."""
+    if value is None:
+        return
+    words = "a number of seconds >= 0" if zero else "a positive number of seconds"
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0) and value <= MAX_SECONDS):
+        raise XoverError(f"{flag} must be {words}, at most {MAX_SECONDS:.0e}, got {value:g}")
 
 
 class Interrupted(BaseException):

@@ -67,13 +67,16 @@ def command_on(
     return [*remote_prefix, *ssh_command(host, f"cd {shlex.quote(os.getcwd())} && {line}" if here else line, tty=tty)]
 
 
+MAX_SLOTS = 65536  # of one host: far beyond any machine (a billion built a billion slots in memory)
+
+
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
     parsed: list[tuple[str, int]] = []
     for item in hosts.split(","):
         name, _, slots = item.strip().partition(":")
-        if not re.fullmatch(r"[0-9]+", slots, re.ASCII) or int(slots) <= 0:
-            raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a positive integer")
+        if not re.fullmatch(r"[0-9]{1,7}", slots, re.ASCII) or not 1 <= int(slots) <= MAX_SLOTS:
+            raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a whole number from 1 to {MAX_SLOTS}")
         if not HOST_NAME.fullmatch(name):
             raise XoverError(f"-H {hosts}: '{name}' is not a host name (letters, digits, '.', '-', '_')")
         if canonical_host(name) in {canonical_host(seen) for seen, _ in parsed}:

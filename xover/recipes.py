@@ -31,7 +31,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
-from .errors import XoverError
+from .errors import XoverError, refuse_unless_regular
 from .redact import MASK
 from .scripts import (
     FRAMEWORKS,
@@ -46,6 +46,10 @@ from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, MODELS, TRANSFORMER_DEFAU
 OPTIMIZERS = ("sgd", "adam", "adamw")
 # fp32: torch's defaults; bf16: forward and loss under bfloat16 autocast; tf32: TF32 matmuls and convolutions
 PRECISIONS = ("fp32", "bf16", "tf32")
+MAX_ITERATIONS = 10**9  # a job's length (the store's columns hold 32-bit integers)
+MAX_RANKS = 10**5
+# a recipe's seed: the data order's generator is seeded with seed * 100003 + epoch, which torch takes up to 2**64
+MAX_SEED = 10**14
 
 
 class RecipeError(XoverError):
@@ -238,10 +242,9 @@ class _RecipeFile(_FileSchema):
     batch_size: Annotated[int, Field(gt=0, le=10**7)]
     optimizer: Annotated[str, _one_of("optimizer", OPTIMIZERS, f"choose one of {', '.join(OPTIMIZERS)}", suggest=False)]
     lr: Annotated[float, Field(gt=0)]
-    np: Annotated[int, Field(gt=0, le=10**5)]
-    # the largest whole numbers: what the workers hand to torch (a 64-bit seed) or count up to
-    seed: Annotated[int, Field(ge=0, le=2**63 - 1)]
-    iterations: int | None = Field(None, gt=0, le=10**9)
+    np: Annotated[int, Field(gt=0, le=MAX_RANKS)]
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
+    iterations: int | None = Field(None, gt=0, le=MAX_ITERATIONS)
     epochs: int | None = Field(None, gt=0, le=10**6)
     momentum: float = Field(0.0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
@@ -300,11 +303,11 @@ class _JobFile(_FileSchema):
     name: _Name  # the job file's own name unless given (filled in before the check, so checked alike)
     script: str  # a path; relative: to the job file's folder
     args: list[_Passed] = []
-    np: Annotated[int, Field(ge=1, le=10**5), _OutOfRange("must be a whole number from 1 to 100000")]
+    np: Annotated[int, Field(ge=1, le=MAX_RANKS), _OutOfRange(f"must be a whole number from 1 to {MAX_RANKS}")]
     engine: str | None = None  # None: told from the script's imports
     iterations: Annotated[
         int | None, _OutOfRange("optimizer steps before the script is stopped: a whole number >= 1")
-    ] = Field(None, ge=1, le=10**9)
+    ] = Field(None, ge=1, le=MAX_ITERATIONS)
     max_slowdown: _Slowdown = Field(None, ge=1.0)
     memory_gb: Annotated[float | None, _OutOfRange("must be a number of GB > 0")] = Field(None, gt=0)
     env: dict[Annotated[str, AfterValidator(_variable_name)], _Passed] = {}
@@ -516,6 +519,8 @@ def load_recipe(path: str | Path) -> Recipe:
         raise RecipeError(f"{file}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
         raise RecipeError(f"{file}: not a text file") from None
+    except RecursionError:  # "a = " then thousands of "[": too deep for the parser
+        raise RecipeError(f"{file}: nested too deeply to be a recipe or a job file") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
         raise RecipeError(f"{file}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:
@@ -541,6 +546,7 @@ def resolve_recipe_path(path: str | Path) -> Path:
             return candidate
     if file.is_dir():
         raise RecipeError(f"{path}: a folder, not a recipe file (give NAME.toml inside it)")
+    refuse_unless_regular(file, "a recipe or job file is TOML", RecipeError)  # a device or a pipe: not "not found"
     if file.suffix == ".toml" or "/" in str(path):
         raise RecipeError(f"{path}: recipe file not found")
     known = builtin_recipe_names()
@@ -554,12 +560,12 @@ def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | N
     """The recipe as it will actually run (`--iterations` / `--np` from the command line)."""
     changes: dict[str, Any] = {}
     if iterations is not None:
-        if iterations <= 0:
-            raise RecipeError(f"--iterations must be positive, got {iterations}")
+        if not 1 <= iterations <= MAX_ITERATIONS:
+            raise RecipeError(f"--iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations}")
         changes.update(iterations=iterations, epochs=None)
     if np is not None:
-        if np <= 0:
-            raise RecipeError(f"--np must be positive, got {np}")
+        if not 1 <= np <= MAX_RANKS:
+            raise RecipeError(f"--np must be a whole number from 1 to {MAX_RANKS}, got {np}")
         changes["np"] = np
     if not changes:
         return recipe

@@ -188,7 +188,7 @@ class Settings:
         env = os.environ if environ is None else environ
         return cls(
             db=env.get(DB_VARIABLE) or None,
-            results=Path(env.get(RESULTS_VARIABLE, "results")),
+            results=Path(env.get(RESULTS_VARIABLE) or "results"),  # set but empty: the default, not the current folder
             lease_dir=env.get(LEASE_DIR_VARIABLE) or None,
             cpu_only=_flag(CPU_ONLY_VARIABLE, env.get(CPU_ONLY_VARIABLE), default=False),
             devices_per_gpu=_devices_per_gpu(env.get(DEVICES_PER_GPU_VARIABLE, "").strip()),

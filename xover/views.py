@@ -250,9 +250,14 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
     tasks: dict[str, TaskID] = {}
 
     def progress(name: str, done: int, total: int) -> None:
+        if not tasks:
+            bars.start()  # at the first bar: an option refused before the replay began is not behind an empty line
         if name not in tasks:
             tasks[name] = bars.add_task(name, total=total)
         bars.update(tasks[name], completed=done)
 
-    with bars:
+    try:
         yield progress
+    finally:
+        if tasks:
+            bars.stop()

@@ -154,6 +154,9 @@ def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_pa
         assert second.returncode == 2
         assert re.search(r"device localhost:0 is in use by pid \d+: experiment", second.stderr), second.stderr
         assert "--wait" in second.stderr
+        assert second.stderr.startswith("error: device")  # one line, no empty progress display above it
+        # refused like a bad flag: no failed experiment left to become `report latest`
+        assert _rows(tmp_path / "other.db", "SELECT status FROM experiments") == []
         waiting = subprocess.Popen([*XOVER, "--db", str(tmp_path / "other.db"), "train", "mlp-digits",
                                     "--iterations", "3", "--wait", "--json"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -21,3 +21,16 @@ def test_a_failure_is_summarised_from_the_rank_that_failed_first(tmp_path):
     os.utime(first / "stderr", (1_000_000, 1_000_000))  # written first; rank.10 sorts first by name
     summary = failure_summary(tmp_path, ["launcher line"])
     assert summary.startswith("rank 2:") and "the cause" in summary
+
+
+def test_one_ranks_failure_is_summarised_from_its_relayed_stderr(tmp_path):
+    """One rank under horovodrun keeps no rank logs: its error came relayed, and the summary was
+    horovodrun's own last lines (its "exited with non-zero status"), not the rank's error."""
+    from xover.run.record import failure_summary
+
+    relayed = ["[1,0]<stdout>:XOVER-METRIC {}", "[1,0]<stderr>:Traceback (most recent call last):",
+               "[1,0]<stderr>:RuntimeError: Overflow when unpacking long",
+               "Primary job  terminated normally, but 1 process returned", "a non-zero exit code."]
+    (tmp_path / "launcher.log").write_text("\n".join(relayed) + "\n")
+    summary = failure_summary(tmp_path, relayed[-2:])
+    assert summary == "rank 0:\nTraceback (most recent call last):\nRuntimeError: Overflow when unpacking long"

@@ -3,6 +3,7 @@ placement rules, the trace formats, the figures, and the engine's invariants on 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -279,6 +280,17 @@ def test_philly_jobs_take_their_last_attempt_and_a_drawn_model():
     assert jobs["application_1_0001"].gpus == 2 and jobs["application_1_0001"].work_s == pytest.approx(100)
     assert jobs["application_1_0003"].arrival_s == 60 and jobs["application_1_0003"].work_s == pytest.approx(30)
     assert trace.skipped == {"jobs never started": 1}
+
+
+def test_a_philly_job_whose_gpus_are_not_a_list_is_skipped(tmp_path):
+    """"gpus": "abcdefgh" was counted as 8 GPUs (a string's length)."""
+    entries = json.loads((ASSETS / "philly_log.json").read_text())
+    entries[0]["attempts"][-1]["detail"][0]["gpus"] = "abcdefgh"
+    path = tmp_path / "philly.json"
+    path.write_text(json.dumps(entries))
+    trace = load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"], seed=3)
+    assert {job.name for job in trace.instances} == {"application_1_0003"}
+    assert trace.skipped == {"jobs never started": 1, "jobs whose GPUs are not lists": 1}
 
 
 @pytest.mark.parametrize(

@@ -98,7 +98,7 @@ class Calibration:
         """A calibration written by `write` (bench/interference_fit.py --write)."""
         try:
             data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, RecursionError) as error:
             raise XoverError(f"calibration {path}: cannot read it ({error})") from None
         known = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(data, dict) or set(data) - known:

@@ -326,7 +326,10 @@ def _checked_plan_options(
     if hosts and devices:
         raise XoverError("--devices and -H: give one (--devices N plans on this machine, -H on the hosts named)")
     if hosts:
-        return parse_hosts(hosts)
+        parsed = parse_hosts(hosts)
+        if sum(slots for _, slots in parsed) > MAX_DEVICES:
+            raise XoverError(f"-H {hosts}: more than {MAX_DEVICES} devices in all; plan on fewer")
+        return parsed
     if devices:
         return local_hosts(devices)
     raise XoverError("say where jobs may run: --devices N (this machine) or -H host1:N,host2:N")

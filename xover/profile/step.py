@@ -40,7 +40,7 @@ from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.from_profiles import job_profile
 from ..plan.model import link_busy_ms, measured_interference
-from ..recipes import Recipe, RecipeError, load_recipe, with_overrides
+from ..recipes import MAX_ITERATIONS, Recipe, RecipeError, load_recipe, with_overrides
 from ..run.experiment import Experiment, experiment, lease_devices, link_of
 from ..run.jobs import job_for
 from ..run.mps import MpsDaemon, control_program
@@ -320,8 +320,13 @@ def profile_recipes(
     `corun_with` is None, measure its interference next to that partner (once per profile).
     `engine` runs the built-in models; a script (a job file, or `scripts` from --script) runs under
     its own, measured through the shims that run it unmodified (an optimizer step is an iteration)."""
-    if options.warmup < 0 or options.iterations <= options.warmup + 2:
-        raise XoverError(f"--iterations ({options.iterations}) must exceed --warmup ({options.warmup}) by at least 3")
+    if options.warmup < 0:
+        raise XoverError(f"--warmup {options.warmup}: give the iterations left out of the figures, a whole number >= 0")
+    if options.iterations <= options.warmup + 2 or options.iterations > MAX_ITERATIONS:
+        raise XoverError(
+            f"--iterations ({options.iterations}) must exceed --warmup ({options.warmup}) by at least 3, "
+            f"and be at most {MAX_ITERATIONS}"
+        )
     recipes = [with_overrides(load_recipe(path), np=options.np) for path in recipe_paths] + list(scripts or [])
     if not recipes:
         raise XoverError("give recipes or job files to profile (or --script FILE)")

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from ..errors import XoverError
+from ..errors import XoverError, check_seconds
 from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
@@ -28,7 +28,7 @@ from ..recipes import load_recipe
 from ..sharing import RunStatus
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation, utcnow
 from ..store.queries import new_experiment_id
-from ..store.session import open_store
+from ..store.session import Store, open_store
 from ..turns.policies import DEFAULT_POLICY
 from ..turns.policies import POLICIES as TURN_POLICIES
 from .engine import ReplayOutcome, ReplayRules, replay
@@ -139,6 +139,9 @@ def check_request(request: SimulateRequest) -> None:
     unknown = [name for name in request.policies if name not in POLICIES]
     if unknown or not request.policies:
         raise XoverError(f"--policy {','.join(request.policies)}: choose among {', '.join(POLICIES)} (or all)")
+    twice = sorted({name for name in request.policies if request.policies.count(name) > 1})
+    if twice:  # each would be replayed and shown twice
+        raise XoverError(f"--policy {','.join(request.policies)}: {', '.join(twice)} named twice; name each once")
     if request.model not in MODELS:
         raise XoverError(f"--model {request.model}: choose {' or '.join(MODELS)}")
     if request.semantics not in SEMANTICS:
@@ -158,8 +161,7 @@ def check_request(request: SimulateRequest) -> None:
         )
     if not (math.isfinite(request.min_gain) and request.min_gain >= 0):
         raise XoverError(f"--min-gain {request.min_gain}: give a number >= 0 (0.05: 5% better than apart)")
-    if not (math.isfinite(request.restart_s) and request.restart_s >= 0):
-        raise XoverError(f"--restart-s {request.restart_s}: give the seconds a (re)start costs, >= 0")
+    check_seconds("--restart-s", request.restart_s, zero=True)
     if request.jobs is not None and request.jobs < 1:
         raise XoverError(f"--jobs {request.jobs}: give how many of the trace's first jobs to replay, >= 1")
 
@@ -232,6 +234,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
             f"{trace.path}: job {too_big[0].name} needs {too_big[0].gpus} devices and the cluster has {devices} "
             f"({len(too_big)} such jobs): replay on a bigger cluster"
         )
+    store = open_store(db)  # one that cannot be opened is said before the replay (minutes), not after it
     model = model_for(request, trace)
     settings = {
         "semantics": request.semantics,
@@ -253,7 +256,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
         except ValueError as error:
             raise XoverError(f"{trace.path}: {error}") from None
         replays.append((name, outcome, time.perf_counter() - started, rules))
-    experiment_id = store_simulation(db, trace, hosts, model, settings, replays, command)
+    experiment_id = store_simulation(store, trace, hosts, model, settings, replays, command)
     return Simulation(
         experiment_id,
         trace,
@@ -271,7 +274,7 @@ def _reporter(progress: Progress | None, policy: str, total: int) -> Callable[[i
 
 
 def store_simulation(
-    db: str | None,
+    store: Store,
     trace: Trace,
     hosts: list[Host],
     model: ThroughputModel,
@@ -282,7 +285,6 @@ def store_simulation(
     """The simulation as an experiment (kind simulate) and its replays, jobs and utilisation; its id."""
     experiment_id = new_experiment_id()
     spec = ",".join(f"{name}:{slots}" for name, slots in hosts)
-    store = open_store(db)
     try:
         with store.session() as session, session.begin():
             session.add(

@@ -286,6 +286,8 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TraceError(f"{path}: not Philly's job log (a JSON list of jobs): {error}") from None
+    except RecursionError:  # thousands of "[": too deep for the parser
+        raise TraceError(f"{path}: not Philly's job log: nested too deeply") from None
     if isinstance(entries, dict):
         entries = [entries]
     if not isinstance(entries, list):
@@ -330,7 +332,10 @@ def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
     try:
         submitted = _philly_seconds(entry["submitted_time"])
         start, end = _philly_seconds(last["start_time"]), _philly_seconds(last["end_time"])
-        gpus = sum(len(detail.get("gpus") or []) for detail in last.get("detail") or [])
+        details = last.get("detail") or []
+        if not isinstance(details, list) or not all(isinstance(d.get("gpus") or [], list) for d in details):
+            return "jobs whose GPUs are not lists", None  # a string's length is not a count of GPUs
+        gpus = sum(len(detail.get("gpus") or []) for detail in details)
     except (KeyError, TypeError, ValueError, AttributeError):
         return "jobs without times", None
     if gpus < 1:

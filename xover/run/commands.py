@@ -8,7 +8,6 @@ is in experiment.py, the units a group runs as in units.py).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -16,7 +15,7 @@ from typing import Any
 
 from ..analysis import compare, experiment_jobs
 from ..console import errors
-from ..errors import XoverError
+from ..errors import XoverError, check_seconds
 from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
@@ -72,12 +71,6 @@ def train_recipe(
     for job_summary in jobs:
         job_summary["slowdown"] = 1.0
     return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": jobs}
-
-
-def check_seconds(flag: str, value: float | None) -> None:
-    """A duration flag: a finite number of seconds > 0 (nan would never expire, inf never end)."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise XoverError(f"{flag} must be a positive number of seconds, got {value:g}")
 
 
 @dataclass(frozen=True)

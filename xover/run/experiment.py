@@ -28,7 +28,7 @@ from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .adaptive import AdaptiveSettings
 from .jobs import JobSpec
-from .leases import DeviceLeases, describe_busy
+from .leases import DeviceBusy, DeviceLeases, describe_busy
 from .reach import run_link
 from .record import Recorder, reconcile_lost
 from .schedule import RunContext
@@ -142,10 +142,14 @@ def experiment(
     )
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = RunStatus.FINISHED
+    refused = False
     try:
         context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
         with interruptible():
             yield Experiment(experiment_id, store, recorder, context, leases)
+    except DeviceBusy:
+        status, refused = RunStatus.FAILED, True  # a device in use: refused like a bad flag, nothing kept
+        raise
     except (Interrupted, KeyboardInterrupt):
         status = RunStatus.INTERRUPTED
         raise Interrupted() from None
@@ -158,7 +162,11 @@ def experiment(
     finally:
         with uninterrupted():
             leases.release()
-            recorder.finish(status)
+            if not (refused and recorder.discard()):  # a refused experiment would have become `report latest`
+                recorder.finish(status)
+            with contextlib.suppress(OSError):
+                if refused:
+                    results_dir.rmdir()  # left where empty
             deliver(context.sinks, lambda sink: sink.closed(status))
             reaper.done()
 

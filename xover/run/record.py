@@ -142,6 +142,15 @@ class Recorder:
                 if run.status in ACTIVE_STATUSES:
                     run.status, run.ended_at = left_as, utcnow()
 
+    def discard(self) -> bool:
+        """Remove the experiment if it has no runs (a refusal before anything started); whether it did."""
+        with self._transaction() as session:
+            experiment = session.get_one(Experiment, self.experiment_id)
+            if experiment.runs:
+                return False
+            session.delete(experiment)
+            return True
+
     def create_runs(
         self, jobs: list[JobSpec], mode: str, group: int | None, policy: str | None, results_dir: Path
     ) -> list[tuple[int, Path]]:
@@ -364,6 +373,9 @@ def _unrelayed(line: str) -> str:
     return re.sub(r"^\[[0-9,]+\]<std(?:out|err)>:|^\[(?:rank|default)[0-9]+\]:", "", line)
 
 
+_RELAYED_STDERR = re.compile(r"^\[(?:[0-9]+,)?([0-9]+)\]<stderr>:")  # horovodrun's: '[0]<stderr>:', '[1,0]<stderr>:'
+
+
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
     """The last lines of the rank that failed first (of the logs with a traceback, the one last
     written earliest; the others' errors usually follow from it): its own error, not the launcher's
@@ -392,4 +404,14 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
     refused = [line for line in map(_unrelayed, relayed) if line.startswith("xover: ")]
     if refused:
         return refused[-1]
+    # nor its error: the rank's relayed stderr, not what horovodrun says after it ("non-zero status")
+    said: dict[str, list[str]] = {}
+    for line in relayed:
+        relayed_from = _RELAYED_STDERR.match(line)
+        if relayed_from:
+            said.setdefault(relayed_from.group(1), []).append(_unrelayed(line))
+    failed_ranks = [(rank, text) for rank, text in said.items() if any("Traceback" in t or "Error" in t for t in text)]
+    if failed_ranks:
+        rank, text = failed_ranks[0]  # the first to say so in the log
+        return f"rank {rank}:\n" + "\n".join(text[-lines:])
     return "\n".join(launcher_tail[-lines:])

@@ -13,7 +13,7 @@ from ..errors import XoverError, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
-from ..recipes import Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
+from ..recipes import MAX_ITERATIONS, Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
 from ..sharing import CROSSOVER
 from ..turns.policies import DEFAULT_POLICY, POLICIES
@@ -54,8 +54,8 @@ def groups_from_plan(
     script runs under its own. A script changed since it was profiled is refused, unless `allow_changed`."""
     if engine is not None:
         check_engine(engine)
-    if iterations is not None and iterations < 1:
-        raise XoverError(f"--iterations {iterations}: give a whole number >= 1")
+    if iterations is not None and not 1 <= iterations <= MAX_ITERATIONS:
+        raise XoverError(f"--iterations {iterations}: give a whole number from 1 to {MAX_ITERATIONS}")
     plan_file = refuse_unless_regular(Path(plan_path), "a plan file is the JSON `xover plan --out` writes")
     try:
         body = json.loads(plan_file.read_text())
@@ -63,6 +63,8 @@ def groups_from_plan(
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
+    except RecursionError:  # thousands of "[": too deep for the parser
+        raise XoverError(f"{plan_path}: not a plan: nested too deeply") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
         raise XoverError(f"{plan_path}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:

@@ -15,7 +15,7 @@ from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
 from ..plan.predict import measured_runs, predict_considered
-from ..recipes import with_overrides
+from ..recipes import MAX_ITERATIONS, with_overrides
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
@@ -110,4 +110,10 @@ def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
                 f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
                 f"{job.recipe.path or job.name}{link.flag} --engine {job.engine}` first, or use --iterations"
             )
-        job.recipe = with_overrides(job.recipe, iterations=max(5, math.ceil(seconds / solo_s)))
+        iterations = max(5, math.ceil(seconds / solo_s))
+        if iterations > MAX_ITERATIONS:
+            raise XoverError(
+                f"--seconds {seconds:g}: '{job.name}' would run {iterations} iterations of {solo_s * 1000:.3g} ms, "
+                f"more than {MAX_ITERATIONS}; give fewer seconds"
+            )
+        job.recipe = with_overrides(job.recipe, iterations=iterations)
