@@ -549,6 +549,8 @@ def _names(value: str | None, flag: str) -> list[str]:
 
 def _factors(value: str) -> list[float]:
     try:
+        if not value.isascii():  # float() reads other scripts' digits: '١.٥' was 1.5
+            raise ValueError(value)
         return [float(part) for part in value.split(",") if part.strip()]
     except ValueError:
         raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37") from None

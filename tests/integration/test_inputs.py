@@ -249,6 +249,7 @@ FLAG_CASES = [
     (["simulate", "t.csv", "--cluster", "2x2", "--restart-s", "1e308"], "--restart-s"),
     (["simulate", "t.csv", "--cluster", "2x2", "--policy", "fifo,xover,fifo"], "fifo named twice"),
     (["train", "mlp-digits", "--bandwidth", "\u0661gbit"], "--bandwidth"),  # an Arabic-Indic digit
+    (["simulate", "t.csv", "--cluster", "2x2", "--factors", "\u0661.5,1.5"], "--factors"),
     (["report", "latest", "--format", "pdf"], "--format"),
 ]
 
