@@ -18,7 +18,7 @@ import re
 from .errors import XoverError
 
 _PREFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-# ASCII digits only, as every number xover reads from a flag (an Arabic-Indic '١' was read as 1)
+# ASCII digits only: without re.ASCII, \d matched an Arabic-Indic '١', read as 1
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps|bit/s|b/s|byte/s|bytes/s)\s*$", re.ASCII)
 _CANONICAL_UNITS = (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3), ("bit", 1))
 
