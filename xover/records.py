@@ -27,8 +27,9 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar
 
 MARKER = "XOVER-METRIC "
-# what horovodrun and torchrun put in front of each relayed line (never inside a JSON record of ours)
-RELAY_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:")
+# what horovodrun ('[0]<stdout>:', under mpirun '[1,0]<stdout>:') and torchrun ('[default0]:', '[rank0]:') put in
+# front of each relayed line (never inside a JSON record of ours)
+RELAY_PREFIX = re.compile(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:|\[(?:rank|default)\d+\]:", re.ASCII)
 
 MAX_TRIED = 8  # markers followed by `{` tried per line, from its end (parse_metric_line)
 # One dataclass per kind of record (below) serves the emitter (runtime/metrics.py's `emit`), the reader

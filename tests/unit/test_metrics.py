@@ -11,12 +11,12 @@ RECORD = {"kind": "iter", "step": 56, "wait_s": 0.0002517530001568957, "loss": N
           "held": [[1795404409.75755, 1795404409.757988]]}
 
 
-@pytest.mark.parametrize("prefix", ["", "[1,0]<stdout>:", "[rank0]:", "[default0]:"])
+@pytest.mark.parametrize("prefix", ["", "[1,0]<stdout>:", "[0]<stdout>:", "[rank0]:", "[default0]:"])
 def test_a_record_behind_any_launchers_prefix(prefix):
     assert parse_metric_line(prefix + MARKER + json.dumps(RECORD)) == RECORD
 
 
-@pytest.mark.parametrize("prefix", ["[default0]:", "[rank1]:", "[1,0]<stdout>:"])
+@pytest.mark.parametrize("prefix", ["[default0]:", "[rank1]:", "[1,0]<stdout>:", "[0]<stdout>:"])
 def test_a_record_relayed_in_two_parts_is_mended_wherever_it_was_cut(prefix):
     """Seen in torchrun runs: the rank's line was read while being written, and the rest relayed behind a
     prefix of its own, inside the same line (an iteration was lost). Once cut inside a number; once right

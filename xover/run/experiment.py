@@ -164,8 +164,8 @@ def experiment(
             leases.release()
             if not (refused and recorder.discard()):  # a refused experiment would have become `report latest`
                 recorder.finish(status)
-            with contextlib.suppress(OSError):
-                if refused:
+            if refused:
+                with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
             deliver(context.sinks, lambda sink: sink.closed(status))
             reaper.done()

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
 from ..records import (
+    RELAY_PREFIX,
     EndRecord,
     EvaluationRecord,
     IterationRecord,
@@ -370,7 +371,8 @@ def _note_lost(run: Run, lost: dict) -> None:
 
 def _unrelayed(line: str) -> str:
     """A rank's line as it wrote it, without what its launcher put in front ('[0]<stderr>:', '[rank1]:')."""
-    return re.sub(r"^\[[0-9,]+\]<std(?:out|err)>:|^\[(?:rank|default)[0-9]+\]:", "", line)
+    relayed = RELAY_PREFIX.match(line)
+    return line[relayed.end() :] if relayed else line
 
 
 _RELAYED_STDERR = re.compile(r"^\[(?:[0-9]+,)?([0-9]+)\]<stderr>:")  # horovodrun's: '[0]<stderr>:', '[1,0]<stderr>:'
