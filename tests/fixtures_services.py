@@ -204,8 +204,14 @@ class PrometheusServer:
                 return result
             time.sleep(0.25)
         targets = self.api("targets")
+        # every target ever scraped, with its best health and its slowest scrape: one gone since (a turn
+        # server of a run that ended) is no more among the active targets
+        scraped = {s["metric"]["instance"]: s["value"][1] for s in self.query("max_over_time(up[1h])")}
+        slowest = {s["metric"]["instance"]: s["value"][1]
+                   for s in self.query("max_over_time(scrape_duration_seconds[1h])")}
         raise AssertionError(f"{expr} did not come within {timeout_s:.0f} s; last result {result}; targets "
-                             f"{[(t['scrapeUrl'], t['health'], t['lastError']) for t in targets['activeTargets']]}")
+                             f"{[(t['scrapeUrl'], t['health'], t['lastError']) for t in targets['activeTargets']]}; "
+                             f"ever scraped (best up) {scraped}; slowest scrape (s) {slowest}")
 
 
 def _free_loopback_port() -> int:
