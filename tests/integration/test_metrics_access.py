@@ -11,7 +11,10 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
@@ -153,6 +156,32 @@ def test_the_credentials_are_made_private_on_first_use(tmp_path, monkeypatch):
     assert len(made.token) >= 40 and "BEGIN CERTIFICATE" in made.certificate and "PRIVATE KEY" in made.key
     assert metrics_credentials() == made  # read again, not made anew
     made.tls_context()  # a pair that serves
+
+
+def test_first_runs_at_once_each_read_the_same_whole_pair(tmp_path, monkeypatch):
+    """Several runs that make the credentials at the same moment (a fresh user's groups, pytest's workers):
+    each reads the one token, certificate and key, a pair that serves. Each link is made slow to widen the
+    window: before, a run that linked its certificate while another, whose key was linked, slept, left a
+    key and a certificate that do not belong together."""
+    folder = tmp_path / "metrics"
+    monkeypatch.setenv("XOVER_METRICS_CREDENTIALS", str(folder))
+    link = os.link
+
+    def slow_link(*args, **kwargs):
+        link(*args, **kwargs)
+        time.sleep(0.2)
+
+    monkeypatch.setattr(os, "link", slow_link)
+    together = threading.Barrier(4)
+
+    def first_run(_):
+        together.wait()
+        return metrics_credentials()
+
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(first_run, range(4)))
+    assert all(credentials == made[0] for credentials in made)
+    made[0].tls_context()  # a pair that serves
 
 
 @pytest.mark.parametrize("breaks, said", [

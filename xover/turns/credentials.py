@@ -18,6 +18,7 @@ ssh for another host), never on a command line.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -96,6 +97,7 @@ def metrics_credentials(create: bool = True) -> MetricsCredentials:
         _make_folder(folder)
     descriptor = _open_folder(folder)
     try:
+        _lock(descriptor, exclusive=create)
         if create:
             _complete(descriptor, folder)
         try:
@@ -107,6 +109,15 @@ def metrics_credentials(create: bool = True) -> MetricsCredentials:
         )
     finally:
         os.close(descriptor)
+
+
+def _lock(descriptor: int, exclusive: bool) -> None:
+    """One run makes what the folder lacks while the others wait, and none reads a pair half made (the key
+    and the certificate are two files: linking each whole is not enough). Released when it is closed. A
+    file system that cannot lock a folder (NFS emulates flock with locks that need a file open for
+    writing) goes without: each file is still linked whole, and a mixed pair is then refused when served."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(descriptor, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
 
 
 def _checked_token(token: str) -> str:
@@ -193,8 +204,8 @@ def _exists(descriptor: int, name: str) -> bool:
 
 
 def _publish(descriptor: int, folder: Path, files: dict[str, str]) -> None:
-    """Each file written whole under a temporary name, then linked under its own: a run that makes them at
-    the same time as another finds either nothing or complete files, and the first one's stay."""
+    """Each file written whole under a temporary name, then linked under its own (under the folder's lock:
+    a run of an older xover, or a user's hand, may still write beside it; the first file stays)."""
     for name, text in files.items():
         temporary = f".{name}.{secrets.token_hex(8)}"
         file = os.open(
