@@ -45,8 +45,9 @@ def parse_metric_line(line: str) -> dict[str, Any] | None:
     record of ours, which then follows that text on the same line.
 
     A launcher that relays a rank's output (torchrun's --tee) can read a line while it is being written
-    and relay the rest behind a prefix of its own, on the same line, anywhere in the record (a key, a
-    value, the marker itself): every launcher's prefix is taken out of the line before it is read.
+    and relay the rest behind a prefix of its own, anywhere in the record (a key, a value, the marker
+    itself): the relay puts such lines back together (`RelayedLines`), and any prefix still in a line
+    is taken out before it is read.
 
     Only a marker followed by `{` can start a record, and only the last MAX_TRIED of those are tried:
     each try parses the rest of the line, so trying every marker of a line made of markers (a 64 KiB
@@ -63,6 +64,46 @@ def parse_metric_line(line: str) -> dict[str, Any] | None:
                 return record
         at = line.rfind(MARKER, 0, at)
     return None
+
+
+class RelayedLines:
+    """A launcher's output put back into each rank's own lines.
+
+    A launcher that relays its ranks' output (torchrun's --tee, mpirun's tags) can read a rank's line while
+    it is being written: it relays the part it read, then the rest behind its prefix again, and another
+    rank's line can come between the two (`[default0]:XOVER-METRIC {"ki[default1]:a line\n[default0]:nd"...`).
+    So a line of the output is cut at each prefix, and each part goes to the line of the rank that prefix
+    names: a part that a prefix follows on the same line is unfinished, the last part ends its rank's line.
+    A part before any prefix is the launcher's own output, kept the same way. An unfinished part longer than
+    `max_chars` is given out as it is (what the relay does to a line that never ends)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.unfinished: dict[str, str] = {}  # prefix ("" for the launcher's own): its rank's line so far
+
+    def feed(self, line: str) -> list[tuple[str, str]]:
+        """The lines (prefix, text without it) that this line of the launcher's output ends: its last part's,
+        and any unfinished part grown past `max_chars`."""
+        parts: list[tuple[str, str]] = []
+        start, prefix = 0, ""
+        for found in RELAY_PREFIX.finditer(line):
+            if found.start() > start or prefix or parts:
+                parts.append((prefix, line[start : found.start()]))
+            start, prefix = found.end(), found.group()
+        parts.append((prefix, line[start:]))
+        ended = []
+        for index, (source, text) in enumerate(parts):
+            whole = self.unfinished.pop(source, "") + text
+            if index == len(parts) - 1 or len(whole) > self.max_chars:
+                ended.append((source, whole))
+            else:
+                self.unfinished[source] = whole
+        return ended
+
+    def rest(self) -> list[tuple[str, str]]:
+        """The unfinished lines, once the output has ended."""
+        rest, self.unfinished = list(self.unfinished.items()), {}
+        return [(source, text) for source, text in rest if text]
 
 
 def _record_at(payload: str) -> dict[str, Any] | None:

@@ -509,6 +509,19 @@ def test_output_without_newlines_is_relayed_in_bounded_lines():
     assert any("training 199999/200000" in line for line in tail)
 
 
+def test_a_record_a_launcher_relayed_in_parts_around_another_ranks_line_is_read():
+    """What torchrun's --tee writes when it reads a rank's line while the rank writes it and another rank's
+    line comes before the rest (each write of the launcher's a flush of its own): the record is read, and
+    the other rank's line stays whole in the tail."""
+    program = ("import sys, time\n"
+               "for part in ('[default0]:XOVER-METRIC {\"ki', '[default1]:loader worker 3 started\\n',\n"
+               "             '[default0]:nd\": \"end\"}\\n'):\n"
+               "    sys.stdout.write(part); sys.stdout.flush(); time.sleep(0.05)\n")
+    tail, records = _relay([PYTHON, "-c", program])
+    assert records == [{"kind": "end"}], tail
+    assert tail == ["[default1]:loader worker 3 started"], tail
+
+
 # ---------------------------------------------------------------------------------------------
 # 11. Launchers and xover's terminal
 # ---------------------------------------------------------------------------------------------

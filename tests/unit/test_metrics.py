@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from xover.records import MARKER, parse_metric_line
+from xover.records import MARKER, RelayedLines, parse_metric_line
 
 RECORD = {"kind": "iter", "step": 56, "wait_s": 0.0002517530001568957, "loss": None,
           "held": [[1795404409.75755, 1795404409.757988]]}
@@ -25,6 +25,35 @@ def test_a_record_relayed_in_two_parts_is_mended_wherever_it_was_cut(prefix):
     line = MARKER + json.dumps(RECORD)
     for cut in range(1, len(line)):
         assert parse_metric_line(prefix + line[:cut] + prefix + line[cut:]) == RECORD, line[:cut]
+
+
+def _records_of(relayed, *lines):
+    ended = [part for line in lines for part in relayed.feed(line)] + relayed.rest()
+    return ended, [record for _, text in ended if (record := parse_metric_line(text)) is not None]
+
+
+@pytest.mark.parametrize("ours, theirs", [("[default0]:", "[default1]:"), ("[1,0]<stdout>:", "[1,1]<stdout>:"),
+                                          ("[0]<stdout>:", "[1]<stdout>:"), ("[rank0]:", "[rank1]:")])
+def test_a_record_relayed_in_two_parts_with_another_ranks_line_between_them_is_mended(ours, theirs):
+    """The launcher read the rank's line while it was being written, and another rank's line came before
+    the rest: the two parts are on two lines of the output. Every cut; the other rank's line is kept whole."""
+    line = MARKER + json.dumps(RECORD)
+    for cut in range(1, len(line)):
+        ended, records = _records_of(RelayedLines(65536), ours + line[:cut] + theirs + "epoch 3 done",
+                                     ours + line[cut:])
+        assert records == [RECORD], line[:cut]
+        assert (theirs, "epoch 3 done") in ended, ended
+
+
+def test_a_launchers_own_lines_and_unfinished_ones_are_given_out_as_they_are():
+    relayed = RelayedLines(16)
+    assert relayed.feed("INFO starting 2 ranks") == [("", "INFO starting 2 ranks")]  # no prefix: the launcher's
+    assert relayed.feed("[default0]:abc[default1]:x") == [("[default1]:", "x")]
+    assert relayed.feed("[default0]:" + "d" * 20 + "[default1]:y") == [
+        ("[default0]:", "abc" + "d" * 20), ("[default1]:", "y")]  # past max_chars: out as it is
+    assert relayed.feed("[default1]:half") == [("[default1]:", "half")]
+    assert relayed.feed("[default0]:never ended[default1]:z") == [("[default1]:", "z")]
+    assert relayed.rest() == [("[default0]:", "never ended")] and relayed.rest() == []
 
 
 def test_a_record_behind_another_writers_unfinished_look_alike_is_found():

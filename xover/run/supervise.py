@@ -6,7 +6,8 @@
   not the relay thread. A launcher that exited while an orphan keeps its pipe open is noticed within
   `EXIT_GRACE_S`. A carriage return ends a line as a newline does (progress bars redraw one line with
   `\r` and may never print a newline), and a line longer than `MAX_LINE_BYTES` is cut: what the relay
-  keeps is bounded, whatever a script prints. The log keeps every byte.
+  keeps is bounded, whatever a script prints. The log keeps every byte. A rank's line its launcher
+  relayed in parts, another rank's line between them, is put back together (records.RelayedLines).
 * Launchers read nothing from xover's terminal (their stdin is /dev/null): `ssh -tt` to another
   host must not put the user's terminal in raw mode or carry its Ctrl-C to a remote node.
 * Launchers run in their own sessions (horovodrun puts workers in theirs too), get SIGTERM if xover
@@ -39,7 +40,7 @@ from ..errors import Interrupted, TimedOut  # noqa: F401 - TimedOut: where run/ 
 
 # the sweeping of tagged processes is processes.py's; tests and tools find it here too
 from ..processes import kill_tagged, stop_processes, sweep, tagged_processes  # noqa: F401
-from ..records import parse_metric_line
+from ..records import RelayedLines, parse_metric_line
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
 MAX_LINE_BYTES = 65536  # of one line of a launcher's output held by the relay; a metric record is far shorter
@@ -95,6 +96,7 @@ class LaunchedProcess:
 
     def __init__(self, command: list[str], env: dict[str, str], log_path: Path, on_line, on_exit) -> None:
         self.tail: collections.deque[str] = collections.deque(maxlen=25)
+        self.relayed = RelayedLines(MAX_LINE_BYTES)  # its ranks' lines, where the launcher relays them
         self.on_line, self.on_exit = on_line, on_exit
         self.log = open(log_path, "ab")
         # stdin: never xover's terminal (`ssh -tt` would take it over: raw mode, Ctrl-C sent to a remote node)
@@ -146,6 +148,8 @@ class LaunchedProcess:
                     break  # the launcher is gone; whoever still holds the pipe is not its output
         if pending:
             self._line(pending.decode("utf-8", errors="replace"))
+        for source, text in self.relayed.rest():
+            self._rank_line(source, text)
         self.log.close()
         code = self.process.wait()
         with self._reaping:
@@ -156,10 +160,16 @@ class LaunchedProcess:
         self.on_exit(self, code)
 
     def _line(self, line: str) -> None:
-        record = parse_metric_line(line)
+        for source, text in self.relayed.feed(line):
+            self._rank_line(source, text)
+
+    def _rank_line(self, source: str, text: str) -> None:
+        """A line as a rank wrote it (`source` the launcher's prefix for it), or the launcher's own."""
+        record = parse_metric_line(text)
         if record is not None:
             self.on_line(record)
-        elif line.strip():
+        elif text.strip():
+            line = source + text
             self.tail.append(line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " ...")
 
     def stop(self) -> None:
