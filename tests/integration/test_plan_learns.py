@@ -233,13 +233,12 @@ def test_a_measurement_under_other_settings_is_never_used(isolated_results, tmp_
     assert _plan(db, tmp_path).predicted_by_sharing["crossover"] == pytest.approx(1.50)
 
 
-def test_a_profile_taken_under_other_threads_is_never_planned_with_nor_ordered_by(isolated_results, tmp_path,
-                                                                                monkeypatch):
+def test_a_profile_taken_under_other_threads_is_never_planned_with(isolated_results, tmp_path, monkeypatch):
     """A profile holds under the settings that change a job alone (XOVER_THREADS_PER_RANK, XOVER_PIN_CORES,
     XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) it was taken under: a plan under others refuses it and says
-    why, a run's turn policy does not order its jobs by it; a switch of sharing alone (XOVER_COMM_THREADS,
-    bench/ablation.py's) leaves profiles as they hold. Before, a profile taken with one thread per rank
-    planned jobs run with two."""
+    why, and a run orders its jobs by it only where it has none under its own; a switch of sharing alone
+    (XOVER_COMM_THREADS, bench/ablation.py's) leaves profiles as they hold. Before, a profile taken with one
+    thread per rank planned jobs run with two."""
     db = isolated_results / "xover.db"
     _profiles(db)  # NULL: stored before the settings were kept, taken as the defaults
     monkeypatch.setenv("XOVER_THREADS_PER_RANK", "2")
@@ -252,12 +251,15 @@ def test_a_profile_taken_under_other_threads_is_never_planned_with_nor_ordered_b
     assert shown.exit_code == 2 and "XOVER_THREADS_PER_RANK=2" in shown.output, shown.output
     store = open_store(str(db))
     job = job_for(load_recipe("mlp-digits"))
-    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()) is None
+    # a run under these threads orders its jobs (and sizes --seconds) by the only profile there is
+    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning is None
     _profiles(db, tuning="XOVER_THREADS_PER_RANK=2")  # `xover profile` under these threads
     assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning == "XOVER_THREADS_PER_RANK=2"
     assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
     monkeypatch.delenv("XOVER_THREADS_PER_RANK")
     monkeypatch.setenv("XOVER_COMM_THREADS", "normal")  # sharing's switch: the defaults' profiles hold
+    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning is None
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "gloo")  # this CPU's default backend, named: the same runs
     assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning is None
     assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
     store.close()

@@ -2,18 +2,21 @@
 
 A profile is found by recipe content (hash) where a job is about to run as profiled (`find_profile`),
 and by recipe name where a job already ran (a run's recipe carries the iterations --seconds chose, so
-its hash is not the profiled one's; a second copy of a job runs as name#2). Where a job is about to run,
-only a profile taken under this process's settings that change a job alone counts (`tuning_here`).
+its hash is not the profiled one's; a second copy of a job runs as name#2). A profile is reused and planned
+with only under the settings that change a job alone it was taken under (`tuning_here`); a run orders its
+jobs and sizes `--seconds` by one taken under others where it has none under its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ..devices import hardware_fingerprint
 from ..settings import ALONE_FIELDS, settings
 from .models import Profile, RecipeSnapshot
 from .session import Store
@@ -21,8 +24,14 @@ from .session import Store
 
 def tuning_here() -> str:
     """The settings that change how fast a job runs alone, as this process has them ('' for the defaults): what
-    a profile is taken under, and what a stored one must have been taken under to be used here."""
-    return settings().tuning(ALONE_FIELDS)
+    a profile is taken under, and what a stored one must have been taken under to be used here. A torch backend
+    named that is this machine's default anyway (gloo on a CPU, nccl on a GPU) is the default: the same runs."""
+    current = settings()
+    if current.torch_backend is not None:
+        default = "nccl" if hardware_fingerprint().startswith("gpu:") else "gloo"
+        if current.torch_backend == default:
+            current = dataclasses.replace(current, torch_backend=None)
+    return current.tuning(ALONE_FIELDS)
 
 
 def _taken_here():
@@ -38,12 +47,14 @@ def find_profile(
     hardware: str | None,
     engine: str | None = None,
     hosts: int = 1,
+    any_settings: bool = False,
 ) -> Profile | None:
     """The newest profile of a recipe at this np over this many hosts, taken under this process's settings
-    (`tuning_here`), and at the bandwidth, on the hardware and under the engine given."""
-    query = select(Profile).where(
-        Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts, _taken_here()
-    )
+    (`tuning_here`; under any where `any_settings`), and at the bandwidth, on the hardware and under the engine
+    given."""
+    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
+    if not any_settings:
+        query = query.where(_taken_here())
     if engine is not None:
         query = query.where(Profile.engine == engine)
     if bandwidth is not None:
