@@ -270,7 +270,7 @@ for phase in $PHASES; do
       say "phase scripts: $S + $M, gloo, link $LINK"
       xo $(($(left) - 10)) scripts.profile "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo -- profile "$S" "$M" --engine torch \
         "${BW[@]}" "${PROFILE[@]}" --no-corun --no-stretch --force --json \
-      && xo 60 scripts.plan "${SHARED[@]}" -- plan "$S" "$M" --engine torch --devices 2 "${BW[@]}" \
+      && xo 60 scripts.plan "${SHARED[@]}" XOVER_TORCH_BACKEND=gloo -- plan "$S" "$M" --engine torch --devices 2 "${BW[@]}" \
         --out "$WORK/scripts-plan.json" --json \
       || { report scripts; continue; }
       plan=("$WORK/scripts-plan.json")

@@ -124,6 +124,11 @@ TUNING_FIELDS = (
     "checkpoint_sync",
     "adaptive",
 )
+# The settings that change how fast a job runs alone (its threads, where they run, its collectives' backend, its
+# kernels): a profile taken under others is another job's (store/profiles.py). Those that change only how jobs
+# share devices are not among them, so a run with one turned off (bench/ablation.py) still orders its jobs by
+# their profiles.
+ALONE_FIELDS = ("threads_per_rank", "pin_cores", "torch_backend", "deterministic")
 ADAPTIVE_STARTS = ("turns", "free")
 ADAPTIVE_MEASURED = ("settle", "probe")  # what a group measured clearly apart before does: settle at once, or probe
 # how long a round probes: while another pair of windows could win more than it costs, or until the rule is sure
@@ -212,14 +217,15 @@ class Settings:
             adaptive=_adaptive(env.get(ADAPTIVE_VARIABLE)),
         )
 
-    def tuning(self) -> str:
-        """The settings of TUNING_FIELDS that differ from their defaults, as `VARIABLE=value` in field order,
-        space-separated; '' under the defaults. What a stored measurement of a way of sharing was taken under."""
+    def tuning(self, names: tuple[str, ...] = TUNING_FIELDS) -> str:
+        """The settings of `names` that differ from their defaults, as `VARIABLE=value` in field order,
+        space-separated; '' under the defaults. What a stored measurement of a way of sharing was taken under
+        (TUNING_FIELDS), and a profile (ALONE_FIELDS)."""
         default = Settings()
         return " ".join(
             f"{f.metadata['variable']}={_shown(getattr(self, f.name))}"
             for f in fields(self)
-            if f.name in TUNING_FIELDS and getattr(self, f.name) != getattr(default, f.name)
+            if f.name in names and getattr(self, f.name) != getattr(default, f.name)
         )
 
     @staticmethod

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from xover.cli import app
 from xover.devices import hardware_fingerprint
+from xover.errors import XoverError
 from xover.links import Link
 from xover.plan.step import plan_jobs
 from xover.recipes import load_recipe, with_overrides
@@ -19,7 +20,7 @@ from xover.run.adaptive import AdaptiveSettings
 from xover.run.jobs import GroupToRun, job_for
 from xover.run.learn import learn_measurements
 from xover.run.targets import groups_from_plan
-from xover.run.traits import predict_unplanned
+from xover.run.traits import predict_unplanned, stored_profile
 from xover.run.units import group_units, measured_before
 from xover.store.measured import recent_measurements
 from xover.store.models import Experiment, Profile, SharingMeasurement
@@ -31,8 +32,9 @@ PAIR = ("mlp-digits", "resnet-digits")
 runner = CliRunner()
 
 
-def _profiles(db, link="1gbit", hardware=None):
-    """Stored profiles of the pair, as `xover profile` keeps them (the figures made up)."""
+def _profiles(db, link="1gbit", hardware=None, tuning=None):
+    """Stored profiles of the pair, as `xover profile` keeps them (the figures made up); `tuning` None as
+    before the settings that change a job alone were kept."""
     store = open_store(str(db))
     with store.session() as session, session.begin():
         for name, compute_ms, comm_ms in (("mlp-digits", 5.0, 60.0), ("resnet-digits", 60.0, 8.0)):
@@ -42,7 +44,8 @@ def _profiles(db, link="1gbit", hardware=None):
                                 engine="horovod", bandwidth=link, hardware=hardware or hardware_fingerprint(),
                                 iterations=20, data_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
                                 iteration_ms=compute_ms + comm_ms, samples_per_s=100.0, memory_gb=0.1,
-                                gradient_bytes=1000, link_ms=comm_ms, comm_cpu_ms=None, checkpoints=10, spread={}))
+                                gradient_bytes=1000, link_ms=comm_ms, comm_cpu_ms=None, checkpoints=10, spread={},
+                                tuning=tuning))
     store.close()
 
 
@@ -228,6 +231,38 @@ def test_a_measurement_under_other_settings_is_never_used(isolated_results, tmp_
             row.tuning = None
     store.close()
     assert _plan(db, tmp_path).predicted_by_sharing["crossover"] == pytest.approx(1.50)
+
+
+def test_a_profile_taken_under_other_threads_is_never_planned_with(isolated_results, tmp_path, monkeypatch):
+    """A profile holds under the settings that change a job alone (XOVER_THREADS_PER_RANK, XOVER_PIN_CORES,
+    XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) it was taken under: a plan under others refuses it and says
+    why, and a run orders its jobs by it only where it has none under its own; a switch of sharing alone
+    (XOVER_COMM_THREADS, bench/ablation.py's) leaves profiles as they hold. Before, a profile taken with one
+    thread per rank planned jobs run with two."""
+    db = isolated_results / "xover.db"
+    _profiles(db)  # NULL: stored before the settings were kept, taken as the defaults
+    monkeypatch.setenv("XOVER_THREADS_PER_RANK", "2")
+    with pytest.raises(XoverError) as refused:
+        _plan(db, tmp_path)
+    assert ("its profiles were taken under other settings: the defaults; here: XOVER_THREADS_PER_RANK=2"
+            in str(refused.value)), refused.value
+    shown = runner.invoke(app, ["plan", *PAIR, "--devices", "2", "--bandwidth", "1gbit",
+                                "--out", str(tmp_path / "refused.json")])
+    assert shown.exit_code == 2 and "XOVER_THREADS_PER_RANK=2" in shown.output, shown.output
+    store = open_store(str(db))
+    job = job_for(load_recipe("mlp-digits"))
+    # a run under these threads orders its jobs (and sizes --seconds) by the only profile there is
+    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning is None
+    _profiles(db, tuning="XOVER_THREADS_PER_RANK=2")  # `xover profile` under these threads
+    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning == "XOVER_THREADS_PER_RANK=2"
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+    monkeypatch.delenv("XOVER_THREADS_PER_RANK")
+    monkeypatch.setenv("XOVER_COMM_THREADS", "normal")  # sharing's switch: the defaults' profiles hold
+    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning is None
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "gloo")  # this CPU's default backend, named: the same runs
+    assert stored_profile(store, job, Link.parse("1gbit"), hardware_fingerprint()).tuning is None
+    assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+    store.close()
 
 
 def test_an_adaptive_group_starts_from_what_was_measured_on_the_same_jobs(isolated_results, tmp_path):

@@ -252,7 +252,7 @@ def test_a_store_upgraded_by_either_0012_gains_gpu_busy_once(tmp_path, edited_00
     assert _schema_differences(store) == []
     assert find_profile(store, "h", 2, "1gbit", "x", "horovod", 1) is None  # the query that failed
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0018"
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0019"
 
 
 def test_migrations_build_exactly_the_models(tmp_path):

@@ -26,8 +26,10 @@ from ..store.models import PlanGroup
 from ..store.profiles import (
     find_profile,
     other_engines,
+    other_tunings,
     profiled_links,
     profiled_script_hashes,
+    tuning_here,
 )
 from ..store.session import open_store
 from ..turns.policies import DEFAULT_POLICY, POLICIES
@@ -97,6 +99,7 @@ def profiles_of_recipes(
                 f"{' -H ...' if spanned > 1 else ''}` first"
                 + _changed_hint(store, recipe)
                 + _other_engine_hint(store, recipe, job_engine)
+                + _other_tuning_hint(store, recipe, job_engine)
             )
         jobs.append(job_profile(recipe, found))
         paths[recipe.name] = recipe.path
@@ -180,6 +183,19 @@ def _other_engine_hint(store, recipe, engine: str) -> str:
     return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 
+def _other_tuning_hint(store, recipe: Recipe, engine: str) -> str:
+    """' (its profiles were taken under other settings: ...)' when the recipe has profiles under this engine,
+    taken with settings that change a job alone other than this process's."""
+    others = other_tunings(store, recipe.hash, recipe.np, engine)
+    if not others:
+        return ""
+    shown = "; ".join(tuning or "the defaults" for tuning in others)
+    return (
+        f" (its profiles were taken under other settings: {shown}; here: {tuning_here() or 'the defaults'}; "
+        "a job runs at another speed under them)"
+    )
+
+
 def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
     """The link at which every recipe has a profile under its engine, when --bandwidth is not given."""
     rates = profiled_links(store, [(recipe.hash, recipe.np, engine_of(recipe, engine)) for recipe in recipes])
@@ -195,6 +211,7 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
             f"no {engines} profile of {names}: run `xover profile {targets}{flag}` first"
             + _changed_hint(store, first)
             + _other_engine_hint(store, first, engine_of(first, engine))
+            + _other_tuning_hint(store, first, engine_of(first, engine))
         )
     common = set.intersection(*rates)
     if len(common) == 1:

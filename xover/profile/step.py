@@ -6,8 +6,9 @@ how long the all-reduce keeps the link busy (from the gradient bytes and the lin
 below the exposed communication nor above the measured span of the all-reduces), the CPU that
 communication takes per iteration on top of the job's own compute (the machine's busy CPU time
 while it runs alone, minus its compute and xover's own share), and the layer boundaries per
-iteration. It is keyed by recipe hash, np, hosts spanned, bandwidth, engine and a hardware fingerprint, and
-reused until `--force`.
+iteration. It is keyed by recipe hash, np, hosts spanned, bandwidth, engine, a hardware fingerprint and the
+settings that change a job alone (XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND,
+XOVER_DETERMINISTIC), and reused until `--force`.
 
 Then (unless `--no-corun`) each job runs once more, under crossover next to a reference partner
 (`mlp-balanced` unless `--corun-with`): jobs that share devices slow each other beyond taking turns
@@ -50,7 +51,7 @@ from ..run.sinks import default_sinks
 from ..run.traits import traits_of
 from ..sharing import Mode, RunStatus
 from ..store.models import IterationMetric, Profile, Run
-from ..store.profiles import find_profile
+from ..store.profiles import find_profile, tuning_here
 from ..store.queries import snapshot_recipe
 from ..store.session import Store, open_store
 from ..turns.policies import DEFAULT_POLICY
@@ -647,6 +648,7 @@ def _store_profile(
             gpu_busy=busy_in_windows(load.gpu_samples, compute_windows(list(metrics), warmup))
             if load is not None
             else None,
+            tuning=tuning_here(),
         )
         session.add(profile)
         session.flush()

@@ -38,8 +38,11 @@ def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link
 
 
 def stored_profile(store, job: JobSpec, link: Link, hardware: str):
-    """The job's newest profile as it runs here (recipe, np, link, engine, hosts), or None."""
-    return find_profile(store, job.recipe.hash, job.recipe.np, link.key, hardware, job.engine, len(job.devices))
+    """The job's newest profile as it runs here (recipe, np, link, engine, hosts), under this process's settings
+    that change a job alone, else under others (its order among the jobs and its length in seconds seldom
+    change with them: better than none, as in a run with the torch backend switched), or None."""
+    key = (store, job.recipe.hash, job.recipe.np, link.key, hardware, job.engine, len(job.devices))
+    return find_profile(*key) or find_profile(*key, any_settings=True)
 
 
 def attach_traits(store, jobs: list[JobSpec], link: Link) -> None:

@@ -190,6 +190,9 @@ class Profile(Base):
     corun_stretch: Mapped[float | None]
     mps_stretch: Mapped[float | None]
     gpu_busy: Mapped[float | None]  # the GPU's utilisation (NVML) inside its compute windows, alone
+    # the settings that change a job alone it was taken under, those unlike their defaults (Settings.tuning of
+    # ALONE_FIELDS; '' and NULL, before migration 0019: the defaults)
+    tuning: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     recipe: Mapped[RecipeSnapshot] = relationship()
 

@@ -2,19 +2,41 @@
 
 A profile is found by recipe content (hash) where a job is about to run as profiled (`find_profile`),
 and by recipe name where a job already ran (a run's recipe carries the iterations --seconds chose, so
-its hash is not the profiled one's; a second copy of a job runs as name#2).
+its hash is not the profiled one's; a second copy of a job runs as name#2). A profile is reused and planned
+with only under the settings that change a job alone it was taken under (`tuning_here`); a run orders its
+jobs and sizes `--seconds` by one taken under others where it has none under its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ..devices import hardware_fingerprint
+from ..settings import ALONE_FIELDS, settings
 from .models import Profile, RecipeSnapshot
 from .session import Store
+
+
+def tuning_here() -> str:
+    """The settings that change how fast a job runs alone, as this process has them ('' for the defaults): what
+    a profile is taken under, and what a stored one must have been taken under to be used here. A torch backend
+    named that is this machine's default anyway (gloo on a CPU, nccl on a GPU) is the default: the same runs."""
+    current = settings()
+    if current.torch_backend is not None:
+        default = "nccl" if hardware_fingerprint().startswith("gpu:") else "gloo"
+        if current.torch_backend == default:
+            current = dataclasses.replace(current, torch_backend=None)
+    return current.tuning(ALONE_FIELDS)
+
+
+def _taken_here():
+    """A profile's condition to hold here: taken under `tuning_here` (NULL, before migration 0019: the defaults)."""
+    return func.coalesce(Profile.tuning, "") == tuning_here()
 
 
 def find_profile(
@@ -25,10 +47,14 @@ def find_profile(
     hardware: str | None,
     engine: str | None = None,
     hosts: int = 1,
+    any_settings: bool = False,
 ) -> Profile | None:
-    """The newest profile of a recipe at this np over this many hosts (and bandwidth / hardware /
-    engine when given)."""
+    """The newest profile of a recipe at this np over this many hosts, taken under this process's settings
+    (`tuning_here`; under any where `any_settings`), and at the bandwidth, on the hardware and under the engine
+    given."""
     query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
+    if not any_settings:
+        query = query.where(_taken_here())
     if engine is not None:
         query = query.where(Profile.engine == engine)
     if bandwidth is not None:
@@ -46,8 +72,9 @@ SHARED_LOOPBACK = " (shared lo)"  # migration 0012's mark on a profile of the lo
 
 
 def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[str]]:
-    """For each (recipe hash, np, engine): the link rates it has profiles at (not a loopback shaped for all
-    the nodes together, as one machine's was before migration 0012: no rate of today's names it)."""
+    """For each (recipe hash, np, engine): the link rates it has profiles at, taken under this process's
+    settings (not a loopback shaped for all the nodes together, as one machine's was before migration 0012:
+    no rate of today's names it)."""
     with store.session() as session:
         return [
             set(
@@ -57,6 +84,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
                         Profile.np == np,
                         Profile.engine == engine,
                         Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"),
+                        _taken_here(),
                     )
                 )
             )
@@ -65,17 +93,32 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
 
 
 def other_engines(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
-    """The engines other than `engine` that a recipe at this np has profiles under, sorted."""
+    """The engines other than `engine` that a recipe at this np has profiles under (under this process's
+    settings), sorted."""
     with store.session() as session:
         return sorted(
             set(
                 session.scalars(
                     select(Profile.engine).where(
-                        Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine != engine
+                        Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine != engine, _taken_here()
                     )
                 )
             )
         )
+
+
+def other_tunings(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
+    """The settings other than this process's that a recipe at this np has profiles under with this engine
+    ('' for the defaults), sorted."""
+    with store.session() as session:
+        taken = set(
+            session.scalars(
+                select(func.coalesce(Profile.tuning, "")).where(
+                    Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine == engine
+                )
+            )
+        )
+    return sorted(taken - {tuning_here()})
 
 
 def profiled_script_hashes(store: Store, name: str) -> list[str | None]:
