@@ -104,6 +104,26 @@ def test_a_ddp_script_next_to_a_recipe(isolated_results):
     assert script["turn_stats"]["grants"] >= 2 * STEPS and recipe["turn_stats"]["grants"] >= 2 * 20
 
 
+def test_a_sharded_optimizer_counts_one_iteration_per_step_and_broadcasts_outside_the_turn(isolated_results):
+    """ZeroRedundancyOptimizer steps its local AdamW inside its own step, then broadcasts the shards. Before:
+    two iterations per step (the second without a loss: the job's loss was None), and the broadcasts
+    waited for in the turn, so a rank held its device while its peer waited for a turn the other job held,
+    until the lease broke it (30 s a run, crossover 0.02x of the jobs alone)."""
+    script, steps = "tests/e2e/scripts/ddp_zero.py", 20
+    result = plain_torchrun(script, "--steps", str(steps))
+    alone = _printed_losses(result.stdout)
+    assert len(alone) == steps + 1
+    report = _xover_run("--script", script, "--script", script, "--mode", "sequential,crossover", "--policy",
+                        "work-conserving", "--json", "--", "--steps", str(steps))
+    for job in report["jobs"]:
+        assert job["status"] == "finished", job["error"]
+        assert job["iterations"] == steps and job["final_loss"] is not None, job
+        assert _rank0_losses(job["log_dir"]) == alone, (job["name"], job["mode"])
+        if job["mode"] == "crossover":
+            assert job["turn_stats"]["revoked"] == 0, job["turn_stats"]  # no turn held through a broadcast
+            assert job["turn_stats"]["grants"] >= 2 * steps
+
+
 # ---------------------------------------------------------------------------- refusals
 
 

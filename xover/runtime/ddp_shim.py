@@ -16,7 +16,10 @@ runs, DDP is adapted (`install_ddp`):
                       static graph's first iteration), the release is queued ahead of that wait.
   optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
                       GradScaler.unscale_, which read gradients before the step - wait for the
-                      reductions without spinning, outside the turn, then take the turn.
+                      reductions without spinning, outside the turn, then take the turn. An
+                      optimizer stepped inside another's step (ZeroRedundancyOptimizer's local one,
+                      a wrapper's base optimizer) is the same iteration; ZeroRedundancyOptimizer's
+                      broadcast of the updated shards runs outside the turn.
 
 A job must never hold a turn while blocked in a collective: its peer ranks may be waiting for turns
 that other jobs hold in the same state, on other devices (a deadlock the work-conserving policy can
@@ -168,6 +171,9 @@ class DDPCrossover:
         self.script = script
         self.models: weakref.WeakSet = weakref.WeakSet()  # DDP models the script built
         self.pending: list = []  # all-reduces started and not waited for yet
+        # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
+        # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
+        self.stepping: object | None = None
 
     def install(self) -> None:
         """Adapt DDP, the optimizers' steps and torch.distributed's collectives for crossover; what the shim
@@ -192,9 +198,10 @@ class DDPCrossover:
         self.coordinator.before_backward.append(self.finish_reductions)
         self._adapt_gradient_clearing(torch)
         register_optimizer_step_pre_hook(self._before_optimizer_step)
-        register_optimizer_step_post_hook(lambda *_: self.coordinator.after_step())
+        register_optimizer_step_post_hook(self._after_optimizer_step)
         self._adapt_gradient_readers()
         self._adapt_collectives()
+        self._adapt_sharded_optimizer()
         self._refuse_other_groups()
 
     # -- the turn ------------------------------------------------------------------------------
@@ -374,6 +381,9 @@ class DDPCrossover:
         )
 
     def _before_optimizer_step(self, optimizer, args, kwargs):
+        if self.stepping is not None and self.stepping is not optimizer:
+            return None  # inside another optimizer's step: its turn and its iteration
+        self.stepping = optimizer  # (the same one again: its last step raised, and this is a new one)
         self._require_ddp("optimizer.step()")
         self.coordinator.before_step()
         closure = kwargs.get("closure", args[0] if args else None)
@@ -388,6 +398,32 @@ class DDPCrossover:
         if "closure" in kwargs:
             return args, {**kwargs, "closure": closure_then_settle}
         return (closure_then_settle, *args[1:]), kwargs
+
+    def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if optimizer is self.stepping:
+            self.stepping = None
+            self.coordinator.after_step()
+
+    def _adapt_sharded_optimizer(self) -> None:
+        """ZeroRedundancyOptimizer's step updates this rank's shard, then broadcasts every rank's (started
+        together, then waited for): the update is compute, in the turn; the broadcasts are outside it.
+        Waited for in the turn, a rank held its device while its peer waited for a turn the other job held,
+        until the lease broke it (30 s)."""
+        try:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+        except ImportError:
+            return
+        sync = getattr(ZeroRedundancyOptimizer, "_sync_params", None)
+        if sync is None or hasattr(sync, "_xover_outside_turn"):
+            return
+
+        @functools.wraps(sync)
+        def sync_outside_turn(*args, **kwargs):
+            with self.outside_turn():
+                return sync(*args, **kwargs)
+
+        setattr(sync_outside_turn, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
+        setattr(ZeroRedundancyOptimizer, "_sync_params", sync_outside_turn)  # noqa: B010 - a private method
 
     def _adapt_gradient_readers(self) -> None:
         import torch.nn.utils
