@@ -75,10 +75,11 @@ class RelayedLines:
     So a line of the output is cut at each prefix, and each part goes to the line of the rank that prefix
     names: a part that a prefix follows on the same line is unfinished, the last part ends its rank's line.
     A part before any prefix is the launcher's own output, kept the same way. An unfinished part longer than
-    `max_chars` is given out as it is (what the relay does to a line that never ends)."""
+    `max_chars` is given out as it is (what the relay does to a line that never ends), and so is the oldest
+    where more than `max_unfinished` wait (a script that prints prefixes of its own cannot grow the relay)."""
 
-    def __init__(self, max_chars: int) -> None:
-        self.max_chars = max_chars
+    def __init__(self, max_chars: int, max_unfinished: int = 1024) -> None:
+        self.max_chars, self.max_unfinished = max_chars, max_unfinished
         self.unfinished: dict[str, str] = {}  # prefix ("" for the launcher's own): its rank's line so far
 
     def feed(self, line: str) -> list[tuple[str, str]]:
@@ -96,8 +97,11 @@ class RelayedLines:
             whole = self.unfinished.pop(source, "") + text
             if index == len(parts) - 1 or len(whole) > self.max_chars:
                 ended.append((source, whole))
-            else:
-                self.unfinished[source] = whole
+                continue
+            if len(self.unfinished) >= self.max_unfinished:
+                oldest = next(iter(self.unfinished))
+                ended.append((oldest, self.unfinished.pop(oldest)))
+            self.unfinished[source] = whole
         return ended
 
     def rest(self) -> list[tuple[str, str]]:

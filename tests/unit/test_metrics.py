@@ -56,6 +56,16 @@ def test_a_launchers_own_lines_and_unfinished_ones_are_given_out_as_they_are():
     assert relayed.rest() == [("[default0]:", "never ended")] and relayed.rest() == []
 
 
+def test_prefixes_a_script_prints_itself_cannot_grow_the_relay():
+    """A script printing a hundred thousand different prefix-like words on one line: at most `max_unfinished` wait,
+    the oldest given out first, and the record after them is read."""
+    relayed = RelayedLines(65536, max_unfinished=8)
+    line = "".join(f"[rank{n}]:x" for n in range(100_000)) + "[default0]:" + MARKER + json.dumps(RECORD)
+    ended, records = _records_of(relayed, line)
+    assert records == [RECORD] and len(relayed.unfinished) == 0  # rest() gave out the last 8
+    assert ended[0] == ("[rank0]:", "x") and len(ended) == 100_001
+
+
 def test_a_record_behind_another_writers_unfinished_look_alike_is_found():
     """Seen in the fault run of 2026-11-26: a long line that starts like ours, written into a rank's
     output by another process, was cut by the pipe, and the rank's own record landed inside it (one
