@@ -413,7 +413,8 @@ def profile(
     under crossover, than alone (negative: faster, as the thread policy under crossover can make it). A
     script (a job file, or --script) is measured through the shims that run it unmodified; its iteration
     is an optimizer step. Profiles are stored and reused (same recipe or script content and arguments, np,
-    hosts spanned, bandwidth, engine, hardware) unless --force."""
+    hosts spanned, bandwidth, engine, hardware, and the settings that change a job alone:
+    XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) unless --force."""
     from .profile.step import ProfileOptions, profile_recipes
 
     with user_errors():
