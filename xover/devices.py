@@ -119,13 +119,18 @@ class TorchBackendError(XoverError, ValueError):
     ValueError inside a worker)."""
 
 
+def default_torch_backend(on_gpu: bool) -> str:
+    """The torch engine's backend where XOVER_TORCH_BACKEND does not name one."""
+    return "nccl" if on_gpu else "gloo"
+
+
 def torch_backend(on_gpu: bool, environ: Mapping[str, str] | None = None) -> str:
     """The torch engine's backend: XOVER_TORCH_BACKEND (nccl or gloo), else NCCL on a GPU, Gloo on a
     CPU. Gloo on a GPU all-reduces through host memory, so a waiting all-reduce holds no GPU kernel
     (NCCL's kernels spin on the GPU until the peer's data arrives: docs/gpu.md)."""
     chosen = settings(environ).torch_backend
     if not chosen:
-        return "nccl" if on_gpu else "gloo"
+        return default_torch_backend(on_gpu)
     if chosen not in TORCH_BACKENDS:
         raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}={chosen}: choose nccl (GPUs) or gloo")
     if chosen == "nccl" and not on_gpu:

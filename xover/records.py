@@ -88,7 +88,7 @@ class RelayedLines:
         parts: list[tuple[str, str]] = []
         start, prefix = 0, ""
         for found in RELAY_PREFIX.finditer(line):
-            if found.start() > start or prefix or parts:
+            if prefix or found.start() > 0:  # not an empty start of the line
                 parts.append((prefix, line[start : found.start()]))
             start, prefix = found.end(), found.group()
         parts.append((prefix, line[start:]))

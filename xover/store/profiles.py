@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..devices import hardware_fingerprint
+from ..devices import default_torch_backend, hardware_fingerprint
 from ..settings import ALONE_FIELDS, settings
 from .models import Profile, RecipeSnapshot
 from .session import Store
@@ -27,10 +27,9 @@ def tuning_here() -> str:
     a profile is taken under, and what a stored one must have been taken under to be used here. A torch backend
     named that is this machine's default anyway (gloo on a CPU, nccl on a GPU) is the default: the same runs."""
     current = settings()
-    if current.torch_backend is not None:
-        default = "nccl" if hardware_fingerprint().startswith("gpu:") else "gloo"
-        if current.torch_backend == default:
-            current = dataclasses.replace(current, torch_backend=None)
+    named = current.torch_backend  # the machine is looked at only where a backend is named
+    if named is not None and named == default_torch_backend(on_gpu=hardware_fingerprint().startswith("gpu:")):
+        current = dataclasses.replace(current, torch_backend=None)
     return current.tuning(ALONE_FIELDS)
 
 
@@ -75,6 +74,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
     """For each (recipe hash, np, engine): the link rates it has profiles at, taken under this process's
     settings (not a loopback shaped for all the nodes together, as one machine's was before migration 0012:
     no rate of today's names it)."""
+    taken_here = _taken_here()
     with store.session() as session:
         return [
             set(
@@ -84,7 +84,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
                         Profile.np == np,
                         Profile.engine == engine,
                         Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"),
-                        _taken_here(),
+                        taken_here,
                     )
                 )
             )
