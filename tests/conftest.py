@@ -26,9 +26,9 @@ from xover.settings import LEASE_DIR_VARIABLE, METRICS_CREDENTIALS_VARIABLE
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "integration", "e2e")
-# of the session's comparison run (comparison_run): long enough that mlp-digits (15-20 ms an iteration) still
+# of the session's comparison run (comparison_run): long enough that mlp-digits (10-20 ms an iteration) still
 # runs when resnet-digits' warm-up (its first five, up to a second or more under load) ends, or the two never
-# overlap (docs/measurements.md, *Other benchmarks*: the overlaps at 60 and 150 under load)
+# overlap in the concurrent run (docs/measurements.md, *Other benchmarks*: the overlaps at 60 and 150 under load)
 COMPARISON_ITERATIONS = 150
 
 
@@ -241,10 +241,14 @@ def require_no_emulated_cluster_yet() -> None:
 
 @pytest.fixture(scope="session")
 def comparison_run(tmp_path_factory):
-    """mlp-digits + resnet-digits in all three modes (default policy) through the real CLI and horovodrun,
-    once for the whole test run (pytest-xdist's workers share it: the first to ask makes it), in a store
-    of its own: what tests/e2e/test_report_of_a_run.py reports on, and the jobs alone under Horovod that
-    tests/e2e/test_engines.py compares the torch engine with."""
+    """mlp-digits + resnet-digits in all three modes through the real CLI and horovodrun, once for the whole
+    test run (pytest-xdist's workers share it: the first to ask makes it), in a store of its own: what
+    tests/e2e/test_report_of_a_run.py reports on, and the jobs alone under Horovod that
+    tests/e2e/test_engines.py compares the torch engine with.
+
+    Crossover takes turns under round-robin: strict alternation keeps the two together from the start, where
+    work-conserving lets mlp-digits iterate freely while resnet-digits' first all-reduces are slow, and under a
+    loaded CI that was its whole run (crossover overlap 0.0 in stop 75's CI)."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the run's folder, above each worker's
@@ -256,7 +260,7 @@ def comparison_run(tmp_path_factory):
         if not done.exists():
             result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
                                      "--mode", "sequential,concurrent,crossover", "--iterations",
-                                     str(COMPARISON_ITERATIONS), "--json"],
+                                     str(COMPARISON_ITERATIONS), "--policy", "round-robin", "--json"],
                                     env={**os.environ, **paths}, cwd=ROOT, capture_output=True, text=True, timeout=600)
             assert result.returncode == 0, result.stderr[-3000:]
             done.write_text(json.loads(result.stdout)["experiment"])
