@@ -41,6 +41,7 @@ import functools
 import os
 import runpy
 import sys
+import types
 from collections.abc import Callable
 
 from .ddp_shim import install_ddp
@@ -76,13 +77,15 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         coordinator.attach(list(distributed._requires_update), wait_for_gradients)
         original_step = distributed.step
 
-        def step(closure=None):
+        def step(self, closure=None):
             coordinator.before_step()
             result = original_step(closure)
             coordinator.after_step()
             return result
 
-        distributed.step = step
+        # a method of this optimizer, as its own step is: an LR scheduler made on it afterwards wraps its step
+        # through __func__ and __self__
+        distributed.step = types.MethodType(step, distributed)
         return distributed
 
     hvd.DistributedOptimizer = DistributedOptimizer

@@ -1,6 +1,7 @@
 """A Horovod script that accumulates gradients the Horovod way (it knows nothing of xover):
 DistributedOptimizer(backward_passes_per_step=2), broadcast_parameters and broadcast_optimizer_state
-(Adam: state to broadcast). Rank 0 prints each optimizer step's loss (the sum of its two passes'
+(Adam: state to broadcast), and an LR schedule made on the DistributedOptimizer (it wraps the optimizer's step
+method, as every torch scheduler does). Rank 0 prints each optimizer step's loss (the sum of its two passes'
 losses) with every bit.
 
     horovodrun -np 2 -H localhost:2 python horovod_passes.py --steps 12
@@ -26,6 +27,7 @@ model = nn.Sequential(nn.Linear(24, 96), nn.Tanh(), nn.Linear(96, 96), nn.Tanh()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3 * hvd.size())
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                      backward_passes_per_step=PASSES)
+schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 if hvd.rank() == 0:
@@ -42,5 +44,6 @@ for step in range(args.steps):
         loss.backward()
         step_loss += loss.item()
     optimizer.step()
+    schedule.step()
     if hvd.rank() == 0:
         print(f"step {step} loss {step_loss!r}", flush=True)
