@@ -115,6 +115,16 @@ class ScriptCoordinator:
             return result
 
         torch.autograd.backward = backward  # Tensor.backward() calls it too
+        scale = torch.amp.GradScaler.scale  # torch.cuda.amp's, Lightning's and Accelerate's scalers are this one
+
+        def scale_and_remember(scaler, outputs):
+            scaled = scale(scaler, outputs)
+            if isinstance(outputs, torch.Tensor) and scaled is not outputs:
+                with contextlib.suppress(AttributeError, RuntimeError):  # a tensor subclass without a __dict__
+                    scaled._xover_unscaled = outputs  # the loss the step records: the script's, not times the scale
+            return scaled
+
+        torch.amp.GradScaler.scale = scale_and_remember  # type: ignore[method-assign]
 
     @property
     def attached(self) -> bool:
@@ -214,6 +224,7 @@ class ScriptCoordinator:
             return
         self.backwards += 1
         self.tally.backwards += 1
+        loss = getattr(loss, "_xover_unscaled", loss)  # a loss a GradScaler scaled for backward
         if self.rank == 0 and isinstance(loss, torch.Tensor) and loss.numel() == 1:
             value = float(loss.detach())
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value

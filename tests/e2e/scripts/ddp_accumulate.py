@@ -1,6 +1,6 @@
 """A DistributedDataParallel script with what real training loops have (it knows nothing of xover):
-gradient accumulation under no_sync(), a DataLoader with worker processes, an LR schedule, and a
-checkpoint written by rank 0. Rank 0 prints each optimizer step's loss (the sum of its micro-batches'
+gradient accumulation under no_sync(), a DataLoader with worker processes, an LR schedule, a GradScaler
+(losses scaled for backward, gradients unscaled before the step), and a checkpoint written by rank 0. Rank 0 prints each optimizer step's loss (the sum of its micro-batches'
 losses, in the order backward saw them) with every bit.
 
     torchrun --standalone --nproc-per-node=2 ddp_accumulate.py --steps 12 --checkpoint-dir /tmp/ck
@@ -45,6 +45,7 @@ def main() -> None:
                                                   nn.Linear(128, 10)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
+    scaler = torch.amp.GradScaler("cpu")  # (nothing overflows in float32: only the recorded loss would tell)
     if rank == 0:
         size = sum(p.numel() * p.element_size() for p in model.parameters())
         print(f"parameter bytes {size}", flush=True)
@@ -56,12 +57,13 @@ def main() -> None:
             last = (micro + 1) % args.accumulate == 0
             with contextlib.nullcontext() if last else model.no_sync():
                 loss = F.cross_entropy(model(x), y) / args.accumulate
-                loss.backward()
+                scaler.scale(loss).backward()
             step_loss += loss.item()
             micro += 1
             if not last:
                 continue
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             optimizer.zero_grad()
             schedule.step()
             if rank == 0:
