@@ -137,7 +137,8 @@ def job_summary(
         "yields": sum(r.get("yields") or 0 for r in rows),
         "skew_p50_ms": stats.get("skew_p50_ms"),
         "skew_p90_ms": stats.get("skew_p90_ms"),
-        "final_loss": rows[-1]["loss"] if rows else None,
+        # the last one known: a second optimizer stepped after the same backward is an iteration without one
+        "final_loss": next((r["loss"] for r in reversed(rows) if r.get("loss") is not None), None),
         "accuracy": final_eval.get("test_accuracy", final_eval.get("test_token_accuracy")),
         "evaluations": final_eval,
         "speed": 1.0 if run.get("mode") in ALONE_MODES and rows else None,

@@ -46,6 +46,15 @@ def test_a_summary_and_its_result_carry_the_same_fields_in_the_same_order():
         RunResult.from_summary({**summary, "a_new_figure": 1.0})
 
 
+def test_the_final_loss_is_the_last_one_known():
+    # a script stepping two optimizers after one backward (Lightning's manual optimization): an iteration
+    # each, the loss in the first; the second's None is not the job's final loss
+    rows = _rows(1, 0.0, 0.03, 0.01, steps=4)
+    rows[-1]["loss"] = None
+    assert _summary(1, "a", "sequential", None, 0, rows)["final_loss"] == pytest.approx(1.8)
+    assert _summary(1, "a", "sequential", None, 0, [{**r, "loss": None} for r in rows])["final_loss"] is None
+
+
 def test_compare_sets_speeds_and_gains_and_the_dict_view_keeps_the_json_shapes():
     summaries, iterations = _experiment()
     jobs, [group] = compare([RunResult.from_summary(s) for s in summaries], iterations)
