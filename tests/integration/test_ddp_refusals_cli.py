@@ -1,6 +1,7 @@
 """DDP scripts refused through real processes (the shim, `xover run`, exit 2, nothing started), and a finished
 rank that leaves without the interpreter's teardown (where Gloo sometimes aborts) losing nothing."""
 
+import json
 import re
 import subprocess
 import sys
@@ -37,6 +38,37 @@ def test_xover_refuses_a_script_without_ddp_with_exit_2(isolated_results):
     assert "recipes/examples/horovod_digits.py" in result.stderr and "DistributedDataParallel" in result.stderr
     assert not (isolated_results / "results" / "runs").exists() or not any(
         (isolated_results / "results" / "runs").iterdir())  # nothing started
+
+
+JOIN_SCRIPT = """
+import torch, torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.join import Join
+from torch.nn.parallel import DistributedDataParallel
+dist.init_process_group("gloo")
+model = DistributedDataParallel(nn.Linear(4, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with Join([model]):  # uneven inputs: refused at the first forward
+    for _ in range(3 + dist.get_rank()):
+        optimizer.zero_grad()
+        model(torch.randn(8, 4)).sum().backward()
+        optimizer.step()
+"""
+
+
+def test_a_script_its_shim_refuses_while_running_is_not_started_again(isolated_results, tmp_path):
+    """Refused at its first run (its sequential run alone), a script's comparison starts none of its other runs,
+    nor its copy's: each would be refused the same way."""
+    script = tmp_path / "ddp_join.py"
+    script.write_text(JOIN_SCRIPT)
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", str(script), "--script", str(script),
+                             "--mode", "all", "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode != 0
+    jobs = json.loads(result.stdout)["jobs"]
+    assert [(job["name"], job["mode"], job["status"]) for job in jobs] == [("ddp_join", "sequential", "failed")]
+    assert "uneven inputs with Join" in jobs[0]["error"]
+    assert "ddp_join: refused (uneven inputs with Join" in result.stderr
+    assert "4 later runs with it not started" in result.stderr  # its copy alone, concurrent, crossover, adaptive
 
 
 def test_a_finished_rank_leaves_without_the_interpreters_teardown_and_loses_nothing():

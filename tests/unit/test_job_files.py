@@ -11,9 +11,8 @@ from typer.testing import CliRunner
 
 from xover.cli import app
 from xover.plan.planfile import PlanFormatError, plan_from_dict
-from xover.profile.step import shim_refusal
 from xover.recipes import RecipeError, load_recipe, script_recipe
-from xover.run.record import failure_summary
+from xover.run.record import failure_summary, shim_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 DDP = ROOT / "recipes" / "examples" / "ddp_digits.py"

@@ -46,6 +46,7 @@ from ..run.experiment import Experiment, experiment, lease_devices, link_of
 from ..run.jobs import job_for
 from ..run.mps import MpsDaemon, control_program
 from ..run.ranks import check_devices
+from ..run.record import shim_refusal
 from ..run.schedule import Scheduler, Unit
 from ..run.sinks import default_sinks
 from ..run.traits import traits_of
@@ -581,18 +582,6 @@ def _measure_stretch(
         session.flush()
         _ = row.recipe  # load it before the session closes
         return row
-
-
-def shim_refusal(error: str | None) -> str | None:
-    """The line a script's shim wrote when it could not follow the script ('xover: SCRIPT: problem'),
-    without the prefix; None for any other failure."""
-    for line in (error or "").splitlines():
-        line = line.strip()
-        marker = line.find("xover: ")
-        if marker >= 0:
-            _, _, problem = line[marker + len("xover: ") :].partition(": ")
-            return problem or None
-    return None
 
 
 def _store_profile(

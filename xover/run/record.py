@@ -378,6 +378,18 @@ def _unrelayed(line: str) -> str:
 _RELAYED_STDERR = re.compile(r"^\[(?:[0-9]+,)?([0-9]+)\]<stderr>:")  # horovodrun's: '[0]<stderr>:', '[1,0]<stderr>:'
 
 
+def shim_refusal(error: str | None) -> str | None:
+    """The line a script's shim wrote when it could not follow the script ('xover: SCRIPT: problem'),
+    without the prefix; None for any other failure."""
+    for line in (error or "").splitlines():
+        line = line.strip()
+        marker = line.find("xover: ")
+        if marker >= 0:
+            _, _, problem = line[marker + len("xover: ") :].partition(": ")
+            return problem or None
+    return None
+
+
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
     """The last lines of the rank that failed first (of the logs with a traceback, the one last
     written earliest; the others' errors usually follow from it): its own error, not the launcher's

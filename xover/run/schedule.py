@@ -61,7 +61,7 @@ from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
 from .reach import prefix_to_reach, run_link, shaped_link
-from .record import Recorder, failure_summary
+from .record import Recorder, failure_summary, shim_refusal
 from .sinks import GroupLabels, JobLabels, MetricSink, deliver
 from .supervise import (
     IgnoredLine,
@@ -221,6 +221,7 @@ class Scheduler:
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (xover/records.py)
         self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
+        self.refused: dict[str, str] = {}  # a job's name (a copy's, name#2: its first's) -> what its shim refused
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, units: list[Unit], exclusive: bool) -> None:
@@ -238,6 +239,7 @@ class Scheduler:
                 wait = 0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))
                 for unit in self._handle(self._batch(wait)):
                     self._finish(unit, running)
+                self._skip_refused(pending)
                 self._adapt(running)
         except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
             status = RunStatus.TIMEOUT if isinstance(stop, TimedOut) else RunStatus.INTERRUPTED
@@ -311,6 +313,9 @@ class Scheduler:
         log_dir = dict(unit.runs)[run_id]
         error = failure_summary(log_dir, unit.launched[run_id].tail) if code != 0 else None
         status = self.context.recorder.job_exited(run_id, code, error)
+        problem = shim_refusal(error)
+        if problem is not None:
+            self.refused.setdefault(_copy_of(unit.jobs[slot].name), problem)
         self._to_sinks(lambda sink: sink.job_ended(self.jobs[run_id], status))
         unit.exited.add(run_id)
         if unit.turns is not None:
@@ -321,6 +326,21 @@ class Scheduler:
             unit.ended = True
             return [unit]
         return []
+
+    def _skip_refused(self, pending: list[Unit]) -> None:
+        """The units still to start with a job whose script its shim refused are never started: each would
+        be refused the same way (a comparison's other modes, a plan's other units of it, a copy of it)."""
+        skipped = [unit for unit in pending if any(_copy_of(job.name) in self.refused for job in unit.jobs)]
+        if not skipped:
+            return
+        for unit in skipped:
+            pending.remove(unit)
+        names = sorted({_copy_of(job.name) for unit in skipped for job in unit.jobs} & set(self.refused))
+        _say(
+            f"{', '.join(names)}: refused ({'; '.join(self.refused[name] for name in names)}); "
+            f"{len(skipped)} later run{'s' if len(skipped) > 1 else ''} with "
+            f"{'them' if len(names) > 1 else 'it'} not started"
+        )
 
     def _adapt(self, running: list[Unit]) -> None:
         """Every adaptive unit running: its turn servers' switches handed to its controller, then a tick."""
@@ -561,6 +581,11 @@ def _turn_servers_gone(sink: MetricSink, unit: str) -> None:
 def _job_stopped(sink: MetricSink, labels: JobLabels) -> None:
     """A job stopped with its unit (it only shared the devices of the job whose end ended the unit)."""
     sink.job_ended(labels, RunStatus.STOPPED)
+
+
+def _copy_of(name: str) -> str:
+    """The job a copy of a job is (name#2: name): the same script, refused the same way."""
+    return name.split("#", 1)[0]
 
 
 def _say(message: str) -> None:
