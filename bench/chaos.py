@@ -1,13 +1,13 @@
 """Fault injection: many runs, each hit once at a random time, and what they leave behind.
 
-Each trial starts a two-job group (crossover or concurrent, horovod or torch, on this machine or on
+Each trial starts a two-job group (crossover, concurrent or adaptive, horovod or torch, on this machine or on
 two hosts of the emulated cluster when one can be built) and then, after the jobs have started
 iterating, does one of:
   kill-rank   SIGKILL a random rank of a random job
   stop-rank   SIGSTOP a random rank of a random job (it hangs; its turn's lease and --timeout end it,
               or its engine first: Horovod's Gloo fails the other ranks after 30 s)
   kill-xover  SIGKILL xover itself (its reaper must stop everything and mark the rows lost)
-  stop-server SIGSTOP the group's turn server (one host's, on the cluster) in crossover: its workers
+  stop-server SIGSTOP the group's turn server (one host's, on the cluster) in crossover or adaptive: its workers
               must stop waiting for it within 30 s (it says nothing: no keep-alives) and train on
               without turns; both jobs finish (--timeout 180 s here: the run's usual 120 plus that wait)
   stalled-ssh on the emulated cluster, SIGSTOP the second host's sshd before the run starts (a host
@@ -275,10 +275,13 @@ def trial(
         on_cluster = False  # Slurm's one node is this machine
     if fault == "stop-waiter":
         on_cluster = False  # wchan of this machine's ranks
+    # adaptive too: its switches between turns and none, and its controller, meet the same faults
     mode = (
         "crossover"
-        if fault in ("stop-server", "slurm-pause", "stop-waiter")
-        else rng.choice(["crossover", "concurrent"])
+        if fault == "stop-waiter"  # a rank waiting for its turn: adaptive without turns has none
+        else rng.choice(["crossover", "adaptive"])
+        if fault in ("stop-server", "slurm-pause")
+        else rng.choice(["crossover", "concurrent", "adaptive"])
     )
     db = folder / f"trial{number}.db"
     recipes = folder / "recipes"
