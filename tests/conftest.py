@@ -248,7 +248,7 @@ def comparison_run(tmp_path_factory):
 
     Crossover takes turns under round-robin: strict alternation keeps the two together from the start, where
     work-conserving lets mlp-digits iterate freely while resnet-digits' first all-reduces are slow, and under a
-    loaded CI that was its whole run (crossover overlap 0.0 in stop 75's CI)."""
+    loaded CI that was its whole run (crossover overlap 0.0 in stop 74's CI)."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the run's folder, above each worker's
