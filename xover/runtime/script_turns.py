@@ -188,6 +188,10 @@ class ScriptCoordinator:
             self.turn_taken_at = time.perf_counter()
 
     def _before_forward(self, module, inputs) -> None:
+        if torch.compiler.is_compiling():
+            # traced by torch.compile (this hook is global): the compiled module's own call, outside the trace,
+            # took the turn; a hook torch.compile traced into would fail its trace (and its side effects vanish)
+            return
         if not self.attached or not self._of_the_model(module):
             return
         if self.stop_due:
