@@ -30,6 +30,8 @@ from .errors import XoverError
 EXPERIMENT_VARIABLE = "XOVER_EXPERIMENT"  # the experiment's id: tags every process of a run, on every host
 RUN_VARIABLE = "XOVER_RUN"  # experiment:run id, the tag of one run's processes
 JOB_VARIABLE = "XOVER_JOB"  # the job's name
+JOB_DIR_VARIABLE = "XOVER_JOB_DIR"  # a folder of this run of the job's own, for its outputs
+JOB_DIR_PLACEHOLDER = "{job_dir}"  # in a script's arguments: replaced by that folder on every rank
 DEVICES_VARIABLE = "XOVER_DEVICES"  # the job's devices: '0,1' on every host, or 'h1=0,1;h2=0,1'
 HOST_VARIABLE = "XOVER_HOST"  # the host a worker was launched for (-H), so emulated hosts on one machine differ
 TURN_SOCKET_VARIABLE = "XOVER_TURN_SOCKET"  # the turn server's socket, a template: `{host}` is the worker's host
@@ -46,6 +48,7 @@ LAUNCHER_VARIABLES = (
     EXPERIMENT_VARIABLE,
     RUN_VARIABLE,
     JOB_VARIABLE,
+    JOB_DIR_VARIABLE,
     DEVICES_VARIABLE,
     HOST_VARIABLE,
     TURN_SOCKET_VARIABLE,

@@ -71,6 +71,35 @@ def test_a_script_its_shim_refuses_while_running_is_not_started_again(isolated_r
     assert "4 later runs with it not started" in result.stderr  # its copy alone, concurrent, crossover, adaptive
 
 
+SPAWN_SCRIPT = textwrap.dedent("""
+    import os, sys
+    import torch.multiprocessing as mp
+    from torch.nn.parallel import DistributedDataParallel
+
+
+    def train(rank, world):
+        open(os.path.join(sys.argv[1], f"started-{rank}"), "w").close()
+
+
+    if __name__ == "__main__":
+        mp.spawn(train, args=(2,), nprocs=2)
+""")
+
+
+def test_a_script_that_spawns_its_own_ranks_is_refused_before_any_starts(tmp_path):
+    """The PyTorch tutorial's DDP starts its ranks with mp.spawn and its own MASTER_PORT: under torchrun each
+    rank's spawned world waited on that port for ranks of another's, for ever (seen 2026-11-30)."""
+    script = tmp_path / "ddp_spawn.py"
+    script.write_text(SPAWN_SCRIPT)
+    result = subprocess.run([sys.executable, "-m", "xover.runtime.script_shim", "torch", str(script), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "starts its own training processes (torch.multiprocessing.spawn) where torchrun has started them" in line
+    assert not list(tmp_path.glob("started-*"))
+
+
 def test_a_finished_rank_leaves_without_the_interpreters_teardown_and_loses_nothing():
     """What Python does at exit still happens (threads joined, atexit handlers, streams flushed), then
     the process ends before the teardown where Gloo sometimes aborts."""

@@ -140,7 +140,7 @@ def test_the_most_telling_line_of_an_error_is_picked(error, reason):
 
 def test_a_long_reason_is_shortened():
     reason = failure_reason("ValueError: " + "x" * 1000)
-    assert reason.startswith("ValueError: x") and reason.endswith("...") and len(reason) == 300
+    assert reason.startswith("ValueError: x") and reason.endswith("...") and len(reason) == 400
 
 
 def test_one_line_for_each_job_that_did_not_finish():

@@ -369,7 +369,7 @@ EXCEPTION_LINE = re.compile(
     r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$"
 )
 RANK_HEADER = re.compile(r"^rank (\S+):$")  # record.failure_summary's first line
-REASON_CHARS = 300
+REASON_CHARS = 400
 
 
 def failure_reason(error: str | None) -> str | None:

@@ -41,6 +41,8 @@ from ..settings import (
     CUDA_BY_LOCAL_RANK_VARIABLE,
     DEVICES_VARIABLE,
     EXPERIMENT_VARIABLE,
+    JOB_DIR_PLACEHOLDER,
+    JOB_DIR_VARIABLE,
     JOB_VARIABLE,
     LINK_PRIORITY_VARIABLE,
     METRIC_TOKEN_VARIABLE,
@@ -141,6 +143,7 @@ def worker_env(
     turns: TurnService | None,
     link_band: int | None = None,
     metric_token: str | None = None,
+    job_dir: Path | None = None,
 ) -> dict[str, str]:
     """The environment of a job's workers: what the runtime reads (devices, turns, link band, metric token),
     the job file's own variables, and no secret of this process's (launchers copy it onto other hosts)."""
@@ -158,6 +161,9 @@ def worker_env(
         env.pop(secret, None)
     env.pop(SCRIPT_STEPS_VARIABLE, None)
     env.pop(CUDA_BY_LOCAL_RANK_VARIABLE, None)
+    env.pop(JOB_DIR_VARIABLE, None)
+    if job_dir is not None:
+        env[JOB_DIR_VARIABLE] = str(job_dir)
     if job.script:
         env.update(job.recipe.env)  # the job file's own variables
         if job.recipe.iterations:
@@ -222,6 +228,7 @@ class Scheduler:
         self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
         self.refused: dict[str, str] = {}  # a job's name (a copy's, name#2: its first's) -> what its shim refused
+        self.trained: set[str] = set()  # the jobs (copies as their first) a run of which ended cleanly
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, units: list[Unit], exclusive: bool) -> None:
@@ -312,10 +319,20 @@ class Scheduler:
         unit, slot = self.owner[run_id]
         log_dir = dict(unit.runs)[run_id]
         error = failure_summary(log_dir, unit.launched[run_id].tail) if code != 0 else None
-        status = self.context.recorder.job_exited(run_id, code, error)
         problem = shim_refusal(error)
+        job = _copy_of(unit.jobs[slot].name)
+        if code == 0:
+            self.trained.add(job)
+        elif problem is not None and job in self.trained:
+            # the same script trained in an earlier run: what changed is what it found on disk
+            hint = (
+                f"it trained in an earlier run: resumed from what that run left? give each run its own folder: "
+                f"`{JOB_DIR_PLACEHOLDER}` in its arguments"
+            )
+            error, problem = f"{error}; {hint}", f"{problem}; {hint}"
+        status = self.context.recorder.job_exited(run_id, code, error)
         if problem is not None:
-            self.refused.setdefault(_copy_of(unit.jobs[slot].name), problem)
+            self.refused.setdefault(job, problem)
         self._to_sinks(lambda sink: sink.job_ended(self.jobs[run_id], status))
         unit.exited.add(run_id)
         if unit.turns is not None:
@@ -484,7 +501,11 @@ class Scheduler:
         context = self.context
         for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
             token = secrets.token_hex(16)
-            env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token)
+            # every run of a job writes its outputs apart (the shim makes it on other hosts): a script that
+            # resumes from its last checkpoint must not resume from another run's, nor two copies share one
+            job_dir = (log_dir / "out").resolve()
+            job_dir.mkdir(parents=True, exist_ok=True)
+            env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token, job_dir)
             spec_path = log_dir / "spec.json"
             spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
             spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))

@@ -203,6 +203,7 @@ class DDPCrossover:
         self._adapt_collectives()
         self._adapt_sharded_optimizer()
         self._refuse_other_groups()
+        self._refuse_own_processes(torch.multiprocessing)
 
     # -- the turn ------------------------------------------------------------------------------
     def outside_turn(self):
@@ -482,6 +483,28 @@ class DDPCrossover:
         for name in ("new_group", "new_subgroups", "new_subgroups_by_enumeration"):
             if getattr(self.dist, name, None) is not None:
                 setattr(self.dist, name, self._refusal(problem.format(name)))
+
+    def _refuse_own_processes(self, multiprocessing) -> None:
+        """A rank that starts training processes of its own (the tutorial's `mp.spawn(train, nprocs=...)`,
+        its own MASTER_PORT) before any process group: under torchrun every rank already is one, and the
+        spawned worlds would wait for each other's ranks on one port forever. Spawning after the rank joined
+        its group (a helper process) goes on."""
+        for name in ("spawn", "start_processes"):
+            original = getattr(multiprocessing, name, None)
+            if original is None:
+                continue
+
+            def guarded(*args, _original=original, _name=name, **kwargs):
+                if not self.dist.is_initialized():
+                    _refuse(
+                        self.script,
+                        f"starts its own training processes (torch.multiprocessing.{_name}) where torchrun has "
+                        f"started them: each of the job's ranks is one already; call the function it spawns "
+                        f"once in each rank instead (its rank from RANK, LOCAL_RANK and WORLD_SIZE)",
+                    )
+                return _original(*args, **kwargs)
+
+            setattr(multiprocessing, name, functools.wraps(original)(guarded))
 
     def _outside_turn_when_blocking(self, collective):
         signature = inspect.signature(collective)

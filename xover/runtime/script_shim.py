@@ -44,6 +44,7 @@ import sys
 import types
 from collections.abc import Callable
 
+from ..settings import JOB_DIR_PLACEHOLDER, JOB_DIR_VARIABLE
 from .ddp_shim import install_ddp
 from .gradient_wait import meet_without_spinning, wait_without_spinning
 from .script_turns import ScriptCoordinator, Unfollowable
@@ -203,12 +204,22 @@ def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Calla
 SHIMS: dict[str, Callable[[str | None], ScriptCoordinator]] = {"horovod": install_horovod, "torch": install_ddp}
 
 
+def with_job_dir(args: list[str], job_dir: str | None) -> list[str]:
+    """The script's arguments with `{job_dir}` replaced by this run's own folder (made here: on other hosts
+    too), so that an output or checkpoint folder given as an argument is never another run's."""
+    if not job_dir:
+        return args
+    os.makedirs(job_dir, exist_ok=True)
+    return [arg.replace(JOB_DIR_PLACEHOLDER, job_dir) for arg in args]
+
+
 def main() -> None:
     """The shim's entry point: adapt the engine, run the user's script as __main__, and tell the coordinator
     whether it ended cleanly."""
     if len(sys.argv) < 3 or sys.argv[1] not in SHIMS:
         sys.exit(f"usage: python -m xover.runtime.script_shim {'|'.join(SHIMS)} SCRIPT [ARGS...]")
     runtime, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    args = with_job_dir(args, os.environ.get(JOB_DIR_VARIABLE))
     coordinator = SHIMS[runtime](script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

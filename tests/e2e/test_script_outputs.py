@@ -1,0 +1,51 @@
+"""A script's outputs, kept apart per run: every run of a job (each mode of a comparison, each copy) gets a
+folder of its own, `{job_dir}` in its arguments and XOVER_JOB_DIR, so that a script that resumes from its last
+checkpoint starts from nothing in every run, as it does alone (tests/e2e/scripts/ddp_resume.py)."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import plain_torchrun
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = "tests/e2e/scripts/ddp_resume.py"
+STEPS = 8
+LOSS = re.compile(r"^step \d+ loss \S+$", re.MULTILINE)
+
+
+def _xover_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xover", "run", "--script", SCRIPT, "--script", SCRIPT, *args],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_losses_alone(isolated_results):
+    alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(isolated_results / "alone")).stdout)
+    assert len(alone) == STEPS
+    result = _xover_run("--mode", "sequential,crossover", "--json", "--", "--steps", str(STEPS), "--out", "{job_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 4
+    folders = set()
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == STEPS, job
+        [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
+        assert LOSS.findall(stdout.read_text()) == alone, (job["name"], job["mode"])  # none resumed
+        folder = Path(job["log_dir"]) / "out"
+        assert (folder / "last.pt").is_file()  # written where {job_dir} said, the run's own folder
+        folders.add(folder)
+    assert len(folders) == 4
+
+
+def test_a_script_that_resumes_from_an_earlier_runs_checkpoint_is_told_so(isolated_results):
+    """Without `{job_dir}`, the copy that runs second finds the first one's last checkpoint in the shared
+    working folder and has nothing left to train: refused, with what happened and what to do."""
+    out = isolated_results / "shared"
+    result = _xover_run("--mode", "sequential", "--", "--steps", str(STEPS), "--out", str(out))
+    said = result.stdout + result.stderr
+    assert result.returncode == 1, said[-3000:]
+    assert "ddp_resume#2 (sequential) failed" in said and "ended without a training step" in said, said[-3000:]
+    assert "it trained in an earlier run: resumed from what that run left?" in said
+    assert "{job_dir}" in said and "Traceback" not in said
