@@ -124,19 +124,26 @@ def test_a_sharded_optimizer_counts_one_iteration_per_step_and_broadcasts_outsid
             assert job["turn_stats"]["grants"] >= 2 * steps
 
 
-def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolated_results):
+def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolated_results, tmp_path):
     """torch.compile traces the forward pre-hook xover sets on every module; before, the trace failed at the
     hook's first forward ('... is already tracked for mutation'), in every mode. Now the compiled module's own
-    call (outside the trace) takes the turn and sees the batch."""
-    script, steps = "tests/e2e/scripts/ddp_compiled.py", 10
-    alone = _printed_losses(plain_torchrun(script, "--steps", str(steps)).stdout)
-    assert len(alone) == steps
-    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
-                        "--json", "--", "--steps", str(steps))
+    call (outside the trace) takes the turn and sees the batch; a model compiled in place (`model.compile()`,
+    whose hooks run only inside the trace) too: its batch went unseen before (samples/s 0)."""
+    script, steps = ROOT / "tests/e2e/scripts/ddp_compiled.py", 10
+    variants = {"compiled": [], "compiled-in-place": ["--in-place"]}
+    alone = {}
+    for name, extra in variants.items():
+        alone[name] = _printed_losses(plain_torchrun(script, "--steps", str(steps), *extra).stdout)
+        assert len(alone[name]) == steps
+        args = ", ".join(f'"{arg}"' for arg in ["--steps", str(steps), *extra])
+        (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\nscript = "{script}"\nargs = [{args}]\nnp = 2\n')
+    report = _xover_run("--group", str(tmp_path / "compiled.toml"), str(tmp_path / "compiled-in-place.toml"),
+                        "--mode", "crossover", "--policy", "work-conserving", "--json")
+    assert {job["name"] for job in report["jobs"]} == set(variants)
     for job in report["jobs"]:
         assert job["status"] == "finished", job["error"]
         assert job["iterations"] == steps and job["samples_per_s"] > 0, job
-        assert _rank0_losses(job["log_dir"]) == alone, job["name"]
+        assert _rank0_losses(job["log_dir"]) == alone[job["name"]], job["name"]
         assert job["turn_stats"]["grants"] >= 2 * steps and job["turn_stats"]["revoked"] == 0, job["turn_stats"]
 
 

@@ -5,6 +5,7 @@ script_shim.py (Horovod, and the entry point) and ddp_shim.py (DistributedDataPa
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -102,6 +103,7 @@ class ScriptCoordinator:
         # what must happen before a backward writes the gradients (the DDP shim's unfinished all-reduces)
         self.before_backward: list[Callable[[], None]] = []
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
+        self._follow_modules_compiled_in_place()
         original_backward = torch.autograd.backward
 
         def backward(*args, **kwargs):
@@ -186,6 +188,31 @@ class ScriptCoordinator:
         if not self.turn.holding:
             self.tally.wait_s += self.turn.acquire()
             self.turn_taken_at = time.perf_counter()
+
+    def _follow_modules_compiled_in_place(self) -> None:
+        """`module.compile()` makes the module's whole call, its forward hooks included, one traced function:
+        the hook then only ever runs inside the trace, where it does nothing, and the batch went unseen.
+        Such a module's call runs the hook first, outside the trace, as a module compiled by
+        `torch.compile(module)` does (its wrapper is a module of its own)."""
+        compile_in_place = getattr(torch.nn.Module, "compile", None)
+        if compile_in_place is None:
+            return
+        coordinator = self
+
+        @functools.wraps(compile_in_place)
+        def compile(module, *args, **kwargs):
+            result = compile_in_place(module, *args, **kwargs)
+            compiled = getattr(module, "_compiled_call_impl", None)
+            if callable(compiled):
+
+                def call(*inputs, **named):
+                    coordinator._before_forward(module, inputs)
+                    return compiled(*inputs, **named)
+
+                module._compiled_call_impl = call
+            return result
+
+        torch.nn.Module.compile = compile  # type: ignore[method-assign,assignment]
 
     def _before_forward(self, module, inputs) -> None:
         if torch.compiler.is_compiling():
