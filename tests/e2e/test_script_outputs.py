@@ -24,10 +24,11 @@ def _xover_run(*args: str) -> subprocess.CompletedProcess:
 def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_losses_alone(isolated_results):
     alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(isolated_results / "alone")).stdout)
     assert len(alone) == STEPS
-    result = _xover_run("--mode", "sequential,crossover", "--json", "--", "--steps", str(STEPS), "--out", "{job_dir}")
+    # one after another: the copy that runs second is the one an earlier run's checkpoint would resume
+    result = _xover_run("--mode", "sequential", "--json", "--", "--steps", str(STEPS), "--out", "{job_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = json.loads(result.stdout)["jobs"]
-    assert len(jobs) == 4
+    assert len(jobs) == 2
     folders = set()
     for job in jobs:
         assert job["status"] == "finished" and job["iterations"] == STEPS, job
@@ -36,7 +37,7 @@ def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_loss
         folder = Path(job["log_dir"]) / "out"
         assert (folder / "last.pt").is_file()  # written where {job_dir} said, the run's own folder
         folders.add(folder)
-    assert len(folders) == 4
+    assert len(folders) == 2
 
 
 def test_a_script_that_resumes_from_an_earlier_runs_checkpoint_is_told_so(isolated_results):
