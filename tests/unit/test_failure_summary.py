@@ -34,3 +34,25 @@ def test_one_ranks_failure_is_summarised_from_its_relayed_stderr(tmp_path):
     (tmp_path / "launcher.log").write_text("\n".join(relayed) + "\n")
     summary = failure_summary(tmp_path, relayed[-2:])
     assert summary == "rank 0:\nTraceback (most recent call last):\nRuntimeError: Overflow when unpacking long"
+
+
+def test_a_scripts_usage_error_is_the_summary_not_the_launchers_lines(tmp_path):
+    """argparse's error (no traceback, no 'Error') left torchrun's 'Root Cause (first observed failure)' said
+    in its place: a script given an argument it does not take, as when one `-- ARGS` goes to every script."""
+    from xover.report.tables import failure_reason
+    from xover.run.record import failure_summary
+
+    rank = tmp_path / "ranks" / "run_x" / "attempt_0" / "1"
+    rank.mkdir(parents=True)
+    (rank / "stderr.log").write_text("usage: train.py [-h] [--steps STEPS]\n"
+                                     "train.py: error: unrecognized arguments: --out /tmp/o\n")
+    launcher = ["Root Cause (first observed failure):", "[0]:", "  exitcode  : 2 (pid: 30951)", "====="]
+    summary = failure_summary(tmp_path, launcher)
+    assert summary.startswith("rank 1:") and "unrecognized arguments: --out" in summary
+    assert failure_reason(summary) == "rank 1: train.py: error: unrecognized arguments: --out /tmp/o"
+    # relayed by horovodrun (one rank: no rank logs)
+    relayed = ["[0]<stderr>:usage: train.py [-h]", "[0]<stderr>:train.py: error: unrecognized arguments: --out",
+               "Primary job  terminated normally, but 1 process returned", "a non-zero exit code."]
+    (tmp_path / "launcher.log").write_text("\n".join(relayed) + "\n")
+    (rank / "stderr.log").unlink()
+    assert failure_summary(tmp_path, relayed[-2:]).endswith("train.py: error: unrecognized arguments: --out")

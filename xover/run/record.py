@@ -376,6 +376,13 @@ def _unrelayed(line: str) -> str:
 
 
 _RELAYED_STDERR = re.compile(r"^\[(?:[0-9]+,)?([0-9]+)\]<stderr>:")  # horovodrun's: '[0]<stderr>:', '[1,0]<stderr>:'
+_USAGE_ERROR = re.compile(r"^\S+: error: ")  # argparse's 'train.py: error: unrecognized arguments: ...'
+
+
+def _says_error(line: str) -> bool:
+    """A line of a rank's stderr that tells of its failure: a traceback, an exception, or argparse's usage error
+    (which has neither, and left only torchrun's summary said before)."""
+    return "Traceback" in line or "Error" in line or bool(_USAGE_ERROR.match(line))
 
 
 def shim_refusal(error: str | None) -> str | None:
@@ -401,7 +408,7 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
         refused = [line for line in text if line.startswith("xover: ")]
         if refused:
             failed.append((False, stderr.stat().st_mtime, str(stderr), stderr, refused[-1:]))
-        elif any("Traceback" in line or "Error" in line for line in text):
+        elif any(_says_error(line) for line in text):
             # a traceback before a mere error line; then the log last written earliest
             traceback = any("Traceback" in line for line in text)
             failed.append((not traceback, stderr.stat().st_mtime, str(stderr), stderr, text))
@@ -424,7 +431,7 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
         relayed_from = _RELAYED_STDERR.match(line)
         if relayed_from:
             said.setdefault(relayed_from.group(1), []).append(_unrelayed(line))
-    failed_ranks = [(rank, text) for rank, text in said.items() if any("Traceback" in t or "Error" in t for t in text)]
+    failed_ranks = [(rank, text) for rank, text in said.items() if any(_says_error(t) for t in text)]
     if failed_ranks:
         rank, text = failed_ranks[0]  # the first to say so in the log
         return f"rank {rank}:\n" + "\n".join(text[-lines:])
