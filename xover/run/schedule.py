@@ -501,10 +501,11 @@ class Scheduler:
         context = self.context
         for slot, (job, (run_id, log_dir)) in enumerate(zip(unit.jobs, unit.runs)):
             token = secrets.token_hex(16)
-            # every run of a job writes its outputs apart (the shim makes it on other hosts): a script that
+            # every run of a script writes its outputs apart (the shim makes it on other hosts): a script that
             # resumes from its last checkpoint must not resume from another run's, nor two copies share one
-            job_dir = (log_dir / "out").resolve()
-            job_dir.mkdir(parents=True, exist_ok=True)
+            job_dir = (log_dir / "out").resolve() if job.script else None
+            if job_dir is not None:
+                job_dir.mkdir(parents=True, exist_ok=True)
             env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token, job_dir)
             spec_path = log_dir / "spec.json"
             spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
