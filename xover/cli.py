@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import shlex
 import sys
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -27,7 +28,7 @@ from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
 from .replay.policies import POLICIES as REPLAY_POLICIES
 from .run.commands import RunAsked, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
-from .run.targets import scripts_as_recipes
+from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 from .sharing import PLANNED, RunStatus, run_modes
@@ -195,6 +196,19 @@ def recipes_and_scripts(
         engine, found = detect_scripts_engine(scripts)
         errors.print(detection_note(found), highlight=False, markup=False, soft_wrap=True)
     return recipe_targets, scripts_as_recipes(scripts, script_args, np, engine, hosts_or_allocation(hosts))
+
+
+@contextlib.contextmanager
+def shared_arguments_told(scripts: list[str] | None) -> Iterator[None]:
+    """A script's usage error when profiling several scripts with one `-- ARGS` says why (the run says it too)."""
+    try:
+        yield
+    except XoverError as error:
+        script_args = split_recipes_from_script_args([])[1]  # what follows -- on the command line
+        hint = shared_arguments_hint(scripts or [], script_args, [str(error)])
+        if hint:
+            error.args = (f"{error}\n{hint}",)
+        raise
 
 
 def with_launcher_options(command):
@@ -417,7 +431,7 @@ def profile(
     XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) unless --force."""
     from .profile.step import ProfileOptions, profile_recipes
 
-    with user_errors():
+    with user_errors(), shared_arguments_told(scripts):
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
         results = profile_recipes(
             State.db,

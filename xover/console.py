@@ -104,9 +104,10 @@ class ProgressBars:
         """Move the run's bar to `step`, with its last loss."""
         self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
 
-    def job_finished(self, run_id: int, status: str) -> None:
+    def job_finished(self, run_id: int, status: str, label: str = "") -> None:
         """Show how the run ended, and stop its clock (a run that ended short of its bar's total, e.g. a
-        script capped below its own count, kept counting until the whole display stopped)."""
-        task = self._task(run_id)
+        script capped below its own count, kept counting until the whole display stopped). `label`: the
+        bar's, where the run ended before it started (a script that failed before its first record)."""
+        task = self._task(run_id, label)
         self.progress.update(task, status=status)
         self.progress.stop_task(task)

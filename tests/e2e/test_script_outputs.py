@@ -1,5 +1,5 @@
 """A script's outputs, kept apart per run: every run of a job (each mode of a comparison, each copy) gets a
-folder of its own, `{job_dir}` in its arguments and XOVER_JOB_DIR, so that a script that resumes from its last
+folder of its own, `{job_dir}` in its arguments or its job file's env and XOVER_JOB_DIR, so that a script that resumes from its last
 checkpoint starts from nothing in every run, as it does alone (tests/e2e/scripts/ddp_resume.py)."""
 
 import json
@@ -24,11 +24,19 @@ def _xover_run(*args: str) -> subprocess.CompletedProcess:
 def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_losses_alone(isolated_results):
     alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(isolated_results / "alone")).stdout)
     assert len(alone) == STEPS
-    # one after another: the copy that runs second is the one an earlier run's checkpoint would resume
-    result = _xover_run("--mode", "sequential", "--json", "--", "--steps", str(STEPS), "--out", "{job_dir}")
+    # two job files of the script: `{job_dir}` in its arguments, and in an environment variable it reads
+    files = []
+    for name, extra in (("in-args", f'args = ["--steps", "{STEPS}", "--out", "{{job_dir}}"]'),
+                        ("in-env", f'args = ["--steps", "{STEPS}"]\nenv = {{ RESUME_DIR = "{{job_dir}}" }}')):
+        path = isolated_results / f"{name}.toml"
+        path.write_text(f'name = "{name}"\nscript = "{ROOT / SCRIPT}"\nnp = 2\n{extra}\n')
+        files.append(str(path))
+    # one after another: the job that runs second is the one an earlier run's checkpoint would resume
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", *files, "--mode", "sequential", "--json"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = json.loads(result.stdout)["jobs"]
-    assert len(jobs) == 2
+    assert sorted(job["name"] for job in jobs) == ["in-args", "in-env"]
     folders = set()
     for job in jobs:
         assert job["status"] == "finished" and job["iterations"] == STEPS, job
@@ -50,3 +58,17 @@ def test_a_script_that_resumes_from_an_earlier_runs_checkpoint_is_told_so(isolat
     assert "ddp_resume#2 (sequential) failed" in said and "ended without a training step" in said, said[-3000:]
     assert "it trained in an earlier run: resumed from what that run left?" in said
     assert "{job_dir}" in said and "Traceback" not in said
+
+
+def test_scripts_that_take_other_arguments_than_the_ones_shared_are_told_to_use_job_files(isolated_results):
+    """One `-- ARGS` goes to every --script: a script that takes none fails with its usage error, and the run
+    says what to do (a job file each), besides the failure itself."""
+    other = isolated_results / "no_arguments.py"
+    other.write_text("import argparse\nargparse.ArgumentParser().parse_args()\nimport torch.distributed\n")
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", SCRIPT, "--script", str(other),
+                             "--mode", "crossover", "--", "--steps", "2", "--out", "{job_dir}"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    said = result.stdout + result.stderr
+    assert result.returncode == 1, said[-3000:]
+    assert "error: unrecognized arguments: --steps 2" in said, said[-3000:]
+    assert "every --script is given the same arguments" in said and "job file each" in said, said[-3000:]

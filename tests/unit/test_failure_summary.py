@@ -56,3 +56,15 @@ def test_a_scripts_usage_error_is_the_summary_not_the_launchers_lines(tmp_path):
     (tmp_path / "launcher.log").write_text("\n".join(relayed) + "\n")
     (rank / "stderr.log").unlink()
     assert failure_summary(tmp_path, relayed[-2:]).endswith("train.py: error: unrecognized arguments: --out")
+
+
+def test_scripts_given_one_set_of_arguments_are_told_to_use_job_files_when_one_refuses_them():
+    from xover.run.targets import shared_arguments_hint
+
+    usage = "rank 0:\nusage: b.py [-h]\nb.py: error: unrecognized arguments: --steps 5"
+    hint = shared_arguments_hint(["a.py", "b.py"], ["--steps", "5"], [None, usage])
+    assert hint is not None and "job file each" in hint and "`--`" in hint
+    # not where the arguments were not shared, nor for another failure, nor with one script (or two copies)
+    assert shared_arguments_hint(["a.py", "b.py"], [], [usage]) is None
+    assert shared_arguments_hint(["a.py", "b.py"], ["--steps", "5"], ["rank 0:\nRuntimeError: boom"]) is None
+    assert shared_arguments_hint(["b.py", "b.py"], ["--steps", "5"], [usage]) is None

@@ -14,3 +14,10 @@ def test_a_finished_jobs_clock_stops_even_short_of_its_total():
     elapsed = task.elapsed
     time.sleep(0.05)
     assert task.elapsed == elapsed and task.fields["status"] == "finished"
+
+
+def test_a_job_that_failed_before_it_started_is_named_not_numbered():
+    """A script that failed on its arguments never sent its start: its bar read "3" (its run's id)."""
+    bars = ProgressBars()
+    bars.job_finished(3, "failed", "noargs [profile]")
+    assert bars.progress.tasks[0].description == "noargs [profile]"

@@ -607,6 +607,13 @@ def _store_profile(
         metrics = session.scalars(
             select(IterationMetric).where(IterationMetric.run_id == run_id).order_by(IterationMetric.step)
         ).all()
+        if recipe.script and len(metrics) < min(warmup + 3, run.iterations_planned or 0):
+            # the script stopped itself (its own step count): xover's --iterations cannot lengthen it
+            raise XoverError(
+                f"{recipe.label}: the script ended after {len(metrics)} optimizer steps, fewer than a profile "
+                f"needs ({warmup} of warm-up, then 3 measured): let it run longer (its own arguments) or lower "
+                "--warmup"
+            )
         summary = summarise(list(metrics), warmup)
         hosts = len({h for h, _ in parse_hosts(run.hosts)})
         link_ms = link_ms_of(summary, run.gradient_bytes or 0, recipe.np, hosts, link)

@@ -38,7 +38,7 @@ from .ranks import check_devices, crossover_warning
 from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
-from .targets import run_targets
+from .targets import run_targets, shared_arguments_hint
 from .traits import attach_traits, give_seconds, predict_unplanned
 from .units import comparison_units
 
@@ -135,7 +135,7 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
         errors.print(
             detection_note(detect_scripts_engine(list(asked.scripts))[1]), highlight=False, markup=False, soft_wrap=True
         )
-    return run_groups(
+    outcome = run_groups(
         db,
         chosen.groups,
         RunOptions(
@@ -158,6 +158,10 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
             metrics_port=asked.metrics_port,
         ),
     )
+    hint = shared_arguments_hint(list(asked.scripts), list(asked.script_args), [job.error for job in outcome.jobs])
+    if hint:
+        errors.print(hint, highlight=False, markup=False, soft_wrap=True)
+    return outcome
 
 
 def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> RunOutcome:

@@ -385,6 +385,11 @@ def _says_error(line: str) -> bool:
     return "Traceback" in line or "Error" in line or bool(_USAGE_ERROR.match(line))
 
 
+def says_usage_error(error: str | None) -> bool:
+    """Whether a failure's summary holds a script's usage error (argparse's 'train.py: error: ...')."""
+    return any(_USAGE_ERROR.match(line.strip()) for line in (error or "").splitlines())
+
+
 def shim_refusal(error: str | None) -> str | None:
     """The line a script's shim wrote when it could not follow the script ('xover: SCRIPT: problem'),
     without the prefix; None for any other failure."""

@@ -165,7 +165,8 @@ def worker_env(
     if job_dir is not None:
         env[JOB_DIR_VARIABLE] = str(job_dir)
     if job.script:
-        env.update(job.recipe.env)  # the job file's own variables
+        # the job file's own variables, `{job_dir}` in them this run's folder (as in the script's arguments)
+        env.update({name: _with_job_dir(value, job_dir) for name, value in job.recipe.env.items()})
         if job.recipe.iterations:
             env[SCRIPT_STEPS_VARIABLE] = str(job.recipe.iterations)
         if len(job.devices) == 1 and all(is_local(host) for host in job.devices):
@@ -187,6 +188,10 @@ def worker_env(
     # launchers and workers must find this xover even when it is not installed (tests, a checkout)
     env["PYTHONPATH"] = XOVER_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def _with_job_dir(value: str, job_dir: Path | None) -> str:
+    return value.replace(JOB_DIR_PLACEHOLDER, str(job_dir)) if job_dir is not None else value
 
 
 class CheckedJob(LaunchedJob):

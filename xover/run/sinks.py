@@ -121,7 +121,7 @@ class ProgressSink(MetricSink):
 
     def job_ended(self, job: JobLabels, status: str) -> None:
         """The job's bar says how it ended."""
-        self.bars.job_finished(job.run_id, status)
+        self.bars.job_finished(job.run_id, status, job.label)
 
     def closed(self, status: str) -> None:
         """Stop drawing (the bars stay on the screen)."""

@@ -19,6 +19,7 @@ from ..sharing import CROSSOVER
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .jobs import GroupToRun, JobSpec, job_for, unique_names
 from .launchers import launcher_named
+from .record import says_usage_error
 from .traits import traits_of
 
 
@@ -209,6 +210,17 @@ def scripts_as_recipes(
         except ScriptRefused as error:  # named as given, not resolved
             raise ScriptRefused(str(error).replace(str(Path(script).resolve()), script)) from None
     return recipes
+
+
+def shared_arguments_hint(scripts: list[str], args: list[str], failures: list[str | None]) -> str | None:
+    """What to do where scripts that take different arguments were given one `-- ARGS` and one of them
+    refused its arguments (a usage error); None otherwise."""
+    if len(set(scripts)) < 2 or not args or not any(says_usage_error(failure) for failure in failures):
+        return None
+    return (
+        "hint: every --script is given the same arguments, those after `--`; scripts that take different ones "
+        "need a job file each, with its own `args` (docs/reference.md: Job files)"
+    )
 
 
 @dataclass

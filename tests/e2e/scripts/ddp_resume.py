@@ -11,7 +11,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)
-parser.add_argument("--out", default="checkpoints")
+parser.add_argument("--out", default=os.environ.get("RESUME_DIR", "checkpoints"))
 parser.add_argument("--every", type=int, default=4)
 args = parser.parse_args()
 dist.init_process_group("gloo")
