@@ -147,6 +147,33 @@ def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolat
         assert job["turn_stats"]["grants"] >= 2 * steps and job["turn_stats"]["revoked"] == 0, job["turn_stats"]
 
 
+def test_optimizer_steps_that_are_not_one_per_backward_count_one_iteration_and_keep_the_losses(isolated_results,
+                                                                                            tmp_path):
+    """Two optimizers stepping on one backward (AdamW for the matrices, SGD for the rest) and LBFGS, whose
+    closure (given by position) runs forward and backward several times inside one step. Before: the split
+    counted two iterations a step (half of them without a loss, twice the samples) and, stopped at the job
+    file's iterations, lost its last step's second update; LBFGS's closure was not seen, the optimizer read
+    gradients whose all-reduces had not ended, and the ranks' weights drifted apart (losses in no mode as
+    alone)."""
+    script, steps, cap = ROOT / "tests/e2e/scripts/ddp_optimizers.py", 12, 8
+    alone, jobs = {}, []
+    for optimizer, iterations in (("split", cap), ("lbfgs", None)):
+        alone[optimizer] = _printed_losses(plain_torchrun(script, "--steps", str(steps), "--optimizer", optimizer).stdout)
+        assert len(alone[optimizer]) == steps
+        path = tmp_path / f"{optimizer}.toml"
+        path.write_text(f'name = "{optimizer}"\nscript = "{script}"\nnp = 2\n'
+                        f'args = ["--steps", "{steps}", "--optimizer", "{optimizer}"]\n'
+                        + (f"iterations = {iterations}\n" if iterations else ""))
+        jobs.append(str(path))
+    report = _xover_run("--group", *jobs, "--mode", "crossover", "--policy", "work-conserving", "--json")
+    for job in report["jobs"]:
+        assert job["status"] == "finished", job["error"]
+        made = cap if job["name"] == "split" else steps
+        assert job["iterations"] == made and job["final_loss"] is not None, job
+        # every step's loss as alone; the split stopped at its cap after the step's second update and print
+        assert _rank0_losses(job["log_dir"]) == alone[job["name"]][:made], job["name"]
+
+
 # ---------------------------------------------------------------------------- refusals
 
 

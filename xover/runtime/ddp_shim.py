@@ -386,8 +386,9 @@ class DDPCrossover:
             return None  # inside another optimizer's step: its turn and its iteration
         self.stepping = optimizer  # (the same one again: its last step raised, and this is a new one)
         self._require_ddp("optimizer.step()")
-        self.coordinator.before_step()
-        closure = kwargs.get("closure", args[0] if args else None)
+        # the hook's `args` begin with the optimizer itself: a closure given by position is the second
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        self.coordinator.before_step(closure=callable(closure))
         if not callable(closure):
             return None
 
@@ -398,7 +399,7 @@ class DDPCrossover:
 
         if "closure" in kwargs:
             return args, {**kwargs, "closure": closure_then_settle}
-        return (closure_then_settle, *args[1:]), kwargs
+        return (args[0], closure_then_settle, *args[2:]), kwargs
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if optimizer is self.stepping:

@@ -79,7 +79,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         original_step = distributed.step
 
         def step(self, closure=None):
-            coordinator.before_step()
+            coordinator.before_step(closure=callable(closure))
             result = original_step(closure)
             coordinator.after_step()
             return result

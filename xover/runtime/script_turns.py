@@ -45,6 +45,7 @@ class StepTally:
     def __init__(self) -> None:
         self.compute_s = self.communication_s = self.wait_s = 0.0
         self.backwards = self.yields = 0
+        self.closure_backwards = 0  # of them, run by an optimizer's closure inside its step (LBFGS, Lightning)
         self.checkpoints = 0  # module entries and gradients: where a turn can be yielded
         self.loss: float | None = None
         self.reduced_bytes = 0
@@ -52,6 +53,12 @@ class StepTally:
         # the script evaluating its model: from a forward without gradients to the next forward with them
         self.evaluation_s = 0.0
         self.evaluating_since: float | None = None
+
+    @property
+    def batches(self) -> int:
+        """The batches the step trained on: one per backward the script called (micro-batches accumulated), and
+        one for all of a closure's (LBFGS evaluates its closure on the same batch several times a step)."""
+        return self.backwards - self.closure_backwards + min(1, self.closure_backwards)
 
     def evaluating(self, without_gradients: bool) -> None:
         """A forward of the model: one without gradients begins an evaluation (or goes on with it); one with
@@ -88,6 +95,7 @@ class ScriptCoordinator:
         self.untracked_backwards = 0  # backward passes before any engine wrapper was built
         self.step_cap = int(os.environ.get(SCRIPT_STEPS_VARIABLE) or 0) or None
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
+        self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
         self.batch = 0
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
@@ -255,6 +263,8 @@ class ScriptCoordinator:
             return
         self.backwards += 1
         self.tally.backwards += 1
+        if self.in_closure_step:
+            self.tally.closure_backwards += 1
         loss = getattr(loss, "_xover_unscaled", loss)  # a loss a GradScaler scaled for backward
         if self.rank == 0 and isinstance(loss, torch.Tensor) and loss.numel() == 1:
             value = float(loss.detach())
@@ -265,8 +275,13 @@ class ScriptCoordinator:
         self.tally.reduced_bytes += nbytes
 
     def after_step(self) -> None:
-        """optimizer.step() is done: the iteration ends; the script ends here when its steps are made."""
-        if not self.active:
+        """optimizer.step() is done: the iteration ends; the script ends here when its steps are made. A step
+        with no backward since the last one is not an iteration: a second optimizer updating other parameters
+        from the same backward (AdamW for the matrices, another for the rest) is part of the iteration the
+        first one ended (its update's time counts in the next one's), and a step before any backward trains
+        nothing."""
+        self.in_closure_step = False
+        if not self.active or not self.tally.backwards:
             return
         end = time.perf_counter()
         tally, self.tally = self.tally, StepTally()
@@ -287,7 +302,7 @@ class ScriptCoordinator:
                     compute_s=tally.compute_s,
                     communication_s=tally.communication_s,
                     wait_s=tally.wait_s,
-                    samples=self.batch * self.world_size * max(1, tally.backwards),
+                    samples=self.batch * self.world_size * max(1, tally.batches),
                     loss=tally.loss,
                     yields=tally.yields,
                     held=tally.held or None,
@@ -334,15 +349,18 @@ class ScriptCoordinator:
         self.tally.checkpoints += 1
         self.turn.checkpoint()
 
-    def before_step(self) -> None:
+    def before_step(self, closure: bool | None = None) -> None:
         """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
-        the turn, then the update takes it."""
+        the turn, then the update takes it. `closure`: given where the step itself begins (None where the
+        gradients are read), whether it was given a closure to run forward and backward in it."""
         if not self.active:
             return
         if not self.attached:
             raise self.refuse(self.unwrapped_step())
-        if self.stop_due:
-            raise StepCapReached()
+        if self.stop_due and (self.tally.backwards or closure):
+            raise StepCapReached()  # not a second optimizer's step on the last iteration's backward: it is that one's
+        if closure is not None:
+            self.in_closure_step = closure
         start = time.perf_counter()
         assert self.wait_for_gradients is not None  # self.attached, checked above
         self.wait_for_gradients()
