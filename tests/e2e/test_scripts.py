@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HOROVOD_SCRIPT = "recipes/examples/horovod_digits.py"
+TWO_OPTIMIZERS = "tests/e2e/scripts/horovod_two_optimizers.py"
+JOBS = ("horovod_digits", "horovod_two_optimizers")
 
 
 def _printed_losses(log_dir):
@@ -20,13 +22,14 @@ def _printed_losses(log_dir):
 
 
 @pytest.fixture(scope="module")
-def two_horovod_copies(tmp_path_factory):
-    """Two copies of the example Horovod script, each also all-reducing its logged loss, alone and in
-    crossover under both policies: what the two tests below read (one comparison serves both, since
-    every run of it costs seconds of process starts: docs/measurements.md, *make test's time*)."""
+def two_horovod_scripts(tmp_path_factory):
+    """The example Horovod script and one with two DistributedOptimizers stepping on one backward, each also
+    all-reducing its logged loss, alone and in crossover under both policies: what the tests below read
+    (one comparison serves them, since every run of it costs seconds of process starts: docs/measurements.md,
+    *make test's time*)."""
     folder = tmp_path_factory.mktemp("two-horovod-copies")
     env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", HOROVOD_SCRIPT, "--script", HOROVOD_SCRIPT,
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", HOROVOD_SCRIPT, "--script", TWO_OPTIMIZERS,
                              "--mode", "sequential,crossover", "--policy", "all", "--json",
                              "--", "--steps", "40", "--average-loss"], capture_output=True, text=True, timeout=900,
                             env=env, cwd=ROOT)
@@ -34,30 +37,32 @@ def two_horovod_copies(tmp_path_factory):
     return {(j["name"], j["mode"], j["policy"]): j for j in json.loads(result.stdout)["jobs"]}
 
 
-def test_two_copies_of_a_plain_horovod_script_in_crossover(two_horovod_copies):
-    jobs = two_horovod_copies
-    assert set(jobs) == {(n, m, p) for n in ("horovod_digits", "horovod_digits#2")
+def test_plain_horovod_scripts_in_crossover(two_horovod_scripts):
+    """Two optimizers stepping on one backward make one iteration (before: two, and the job's steps were
+    counted double), each waiting for its all-reduces outside the turn."""
+    jobs = two_horovod_scripts
+    assert set(jobs) == {(n, m, p) for n in JOBS
                          for m, p in (("sequential", None), ("crossover", "work-conserving"), ("crossover", "round-robin"))}
     for job in jobs.values():
         assert job["status"] == "finished" and job["iterations"] == 40  # the runtime counted the steps
         assert job["samples_per_s"] > 0
         # only crossover (on a CPU) keeps the engine's threads from preempting the partner's compute
         assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
-    for name in ("horovod_digits", "horovod_digits#2"):
+    for name in JOBS:
         alone = _printed_losses(jobs[(name, "sequential", None)]["log_dir"])
         assert len(alone) == 5  # steps 0, 10, 20, 30 and the final loss
         assert _printed_losses(jobs[(name, "crossover", "work-conserving")]["log_dir"]) == alone
 
 
-def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(two_horovod_copies):
+def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(two_horovod_scripts):
     # hvd.allreduce after optimizer.step() is called while the job holds its turn: blocking in it there
     # could deadlock two jobs each waiting for the other's turn on one device (broken only by the lease)
-    jobs = two_horovod_copies
+    jobs = two_horovod_scripts
     for key, job in jobs.items():
         assert job["status"] == "finished" and job["iterations"] == 40, key
         if job["mode"] == "crossover":
             assert job["turn_stats"]["revoked"] == 0, key  # no turn had to be taken back
-    for name in ("horovod_digits", "horovod_digits#2"):
+    for name in JOBS:
         alone = _printed_losses(jobs[(name, "sequential", None)]["log_dir"])
         assert len(alone) == 5
         for policy in ("work-conserving", "round-robin"):

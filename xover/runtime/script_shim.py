@@ -42,6 +42,7 @@ import os
 import runpy
 import sys
 import types
+import weakref
 from collections.abc import Callable
 
 from ..settings import JOB_DIR_PLACEHOLDER, JOB_DIR_VARIABLE
@@ -65,15 +66,20 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         script,
     )
     wrapped = hvd.DistributedOptimizer
+    # every DistributedOptimizer the script made (two on disjoint parameters step on one backward): a step
+    # waits for all of their all-reduces, outside the turn, not only the last-made one's (weakly held: a
+    # script that makes one an epoch drops the earlier ones)
+    distributed_optimizers: weakref.WeakSet = weakref.WeakSet()
 
-    def DistributedOptimizer(optimizer, *args, **kwargs):  # noqa: N802 - stands in for Horovod's factory
-        distributed = wrapped(optimizer, *args, **kwargs)
-
-        def wait_for_gradients() -> None:
+    def wait_for_gradients() -> None:
+        for distributed in distributed_optimizers:
             for handle, _ in list(distributed._handles.values()):
                 if handle is not None and not callable(handle):
                     wait_without_spinning(functools.partial(hvd.poll, handle))
 
+    def DistributedOptimizer(optimizer, *args, **kwargs):  # noqa: N802 - stands in for Horovod's factory
+        distributed = wrapped(optimizer, *args, **kwargs)
+        distributed_optimizers.add(distributed)
         _count_all_reduces(coordinator, distributed)
         coordinator.attach(list(distributed._requires_update), wait_for_gradients)
         original_step = distributed.step
