@@ -357,8 +357,10 @@ class ScriptCoordinator:
             return
         if not self.attached:
             raise self.refuse(self.unwrapped_step())
-        if self.stop_due and (self.tally.backwards or closure):
-            raise StepCapReached()  # not a second optimizer's step on the last iteration's backward: it is that one's
+        if self.stop_due and self.tally.backwards:
+            # a step with no backward since the last is a second optimizer's on that iteration's backward: it
+            # runs; a closure's step stops at the closure's forward (the next iteration's)
+            raise StepCapReached()
         if closure is not None:
             self.in_closure_step = closure
         start = time.perf_counter()
