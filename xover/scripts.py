@@ -71,6 +71,8 @@ class ScriptNames:
 
     dotted: list[str] = field(default_factory=list)
     plain: set[str] = field(default_factory=set)
+    # of the plain names, those used outside any `if` (nor imported only): what the script does whatever its flags
+    unconditional: set[str] = field(default_factory=set)
 
 
 def content_hash(script: str | os.PathLike) -> str:
@@ -165,6 +167,32 @@ def _plain_names(tree: ast.AST) -> set[str]:
     return plain
 
 
+def _unconditional_names(tree: ast.AST) -> set[str]:
+    """The bare names and attributes used outside the branches of any `if`, conditional expression or
+    `match`: a script that converts its model to SyncBatchNorm only `if args.sync_bn:` (torchvision's
+    reference scripts) does not use it unless asked to, and the shim refuses it where it is used."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        branches: list = []
+        if isinstance(node, ast.If):
+            branches = [*node.body, *node.orelse]
+        elif isinstance(node, ast.IfExp):
+            branches = [node.body, node.orelse]
+        elif isinstance(node, ast.Match):
+            branches = [statement for case in node.cases for statement in case.body]
+        for branch in branches:
+            guarded.update(id(inner) for inner in ast.walk(branch))
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+    return used
+
+
 def _chain(node: ast.Attribute) -> str | None:
     """a.b.c for an attribute chain on a plain name; None for anything else (calls, subscripts)."""
     parts = []
@@ -209,6 +237,7 @@ def _scan(path: Path, seen: set[Path], found: ScriptNames, error: type[XoverErro
     dotted, modules = names_in(tree)
     found.dotted += dotted
     found.plain |= _plain_names(tree)
+    found.unconditional |= _unconditional_names(tree)
     for module in modules:
         local = local_module(resolved.parent, module)
         if local is not None:
@@ -326,7 +355,7 @@ def check_ddp_script(script: str | os.PathLike) -> None:
             f"horovod)"
         )
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
-        if name in names:
+        if name in found.unconditional:  # one behind a flag is refused by the shim if the flag is given
             raise ScriptRefused(f"--script {script}: {problem}")
 
 

@@ -57,3 +57,27 @@ def test_a_horovod_script_is_refused_as_a_ddp_script(tmp_path):
     script.write_text("import horovod.torch as hvd\n")
     with pytest.raises(ScriptRefused, match=r"no DistributedDataParallel .* imports horovod.torch; --engine torch"):
         check_ddp_script(script)
+
+
+def test_what_a_script_does_only_behind_a_flag_is_left_to_the_shim(tmp_path):
+    """torchvision's reference scripts convert to SyncBatchNorm only `if args.sync_bn:`: refused by its name
+    before, whether the flag was given or not; now the shim refuses it where it is used (at DDP's build)."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import argparse
+        import torch
+        from torch.nn import SyncBatchNorm
+        from torch.nn.parallel import DistributedDataParallel
+        args = argparse.ArgumentParser().parse_args()
+        model = torch.nn.Linear(2, 2)
+        if args.sync_bn:
+            model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        elif args.hook:
+            model.register_comm_hook(None, None)
+        model = SyncBatchNorm.convert_sync_batchnorm(model) if args.other else model
+        model = DistributedDataParallel(model)
+    """))
+    check_ddp_script(script)  # nothing refused: every use is behind a flag, the import alone uses nothing
+    script.write_text(script.read_text() + "model = SyncBatchNorm.convert_sync_batchnorm(model)\n")
+    with pytest.raises(ScriptRefused, match="SyncBatchNorm"):
+        check_ddp_script(script)
