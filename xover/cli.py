@@ -199,12 +199,12 @@ def recipes_and_scripts(
 
 
 @contextlib.contextmanager
-def shared_arguments_told(scripts: list[str] | None) -> Iterator[None]:
+def shared_arguments_told(targets: list[str], scripts: list[str] | None) -> Iterator[None]:
     """A script's usage error when profiling several scripts with one `-- ARGS` says why (the run says it too)."""
     try:
         yield
     except XoverError as error:
-        script_args = split_recipes_from_script_args([])[1]  # what follows -- on the command line
+        _, script_args = split_recipes_from_script_args(targets)
         hint = shared_arguments_hint(scripts or [], script_args, [str(error)])
         if hint:
             error.args = (f"{error}\n{hint}",)
@@ -431,7 +431,7 @@ def profile(
     XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) unless --force."""
     from .profile.step import ProfileOptions, profile_recipes
 
-    with user_errors(), shared_arguments_told(scripts):
+    with user_errors(), shared_arguments_told(recipes or [], scripts):
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
         results = profile_recipes(
             State.db,

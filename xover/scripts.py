@@ -154,16 +154,21 @@ def names_in(tree: ast.AST) -> tuple[list[str], list[str]]:
     return names, modules
 
 
+def _used_name(node: ast.AST) -> str | None:
+    """The bare name or attribute a node uses, if it is one."""
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
 def _plain_names(tree: ast.AST) -> set[str]:
     """Every bare name, attribute and imported name (the last part of a dotted import)."""
     plain: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            plain.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            plain.add(node.attr)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             plain.update(alias.name.rsplit(".", 1)[-1] for alias in node.names)
+        elif (name := _used_name(node)) is not None:
+            plain.add(name)
     return plain
 
 
@@ -182,15 +187,8 @@ def _unconditional_names(tree: ast.AST) -> set[str]:
             branches = [statement for case in node.cases for statement in case.body]
         for branch in branches:
             guarded.update(id(inner) for inner in ast.walk(branch))
-    used: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in guarded:
-            continue
-        if isinstance(node, ast.Name):
-            used.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            used.add(node.attr)
-    return used
+    names = (_used_name(node) for node in ast.walk(tree) if id(node) not in guarded)
+    return {name for name in names if name is not None}
 
 
 def _chain(node: ast.Attribute) -> str | None:
