@@ -267,22 +267,26 @@ def comparison_run(tmp_path_factory):
     return {**paths, "experiment": done.read_text(), "folder": folder}
 
 
-# torch's Gloo now and then aborts a finished rank at exit (about 1 run in 60 here): xover's ranks are
+# torch's Gloo now and then aborts a finished rank at exit (about 1 run in 60 here; 7 in 12 for a script whose
+# optimizer is a ZeroRedundancyOptimizer, after its last line: tests/e2e/scripts/ddp_zero.py): xover's ranks are
 # spared it (runtime/worker.py: exit_without_teardown), a script's reference run under plain torchrun is not
 TEARDOWN_ABORT = "terminate called without an active exception"
+REFERENCE_TRIES = 3
 
 
 def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
-    """A script alone under torchrun on two ranks, nothing of xover involved: a test's reference. Run once
-    more when only that abort at exit failed it; asserted to have exited 0."""
+    """A script alone under torchrun on two ranks, nothing of xover involved: a test's reference. Run again
+    when only that abort at exit failed it, and taken as it is after the last try: what it printed is the
+    reference, and a run cut short would fail the caller's comparison of every line. Any other failure is
+    asserted against."""
     from xover.run.external.torchrun import torchrun_path
 
-    for _ in range(2):
+    for _ in range(REFERENCE_TRIES):
         result = subprocess.run([torchrun_path(), "--standalone", "--nproc-per-node=2", str(script), *args],
                                 capture_output=True, text=True, timeout=300, cwd=cwd or ROOT)
         if result.returncode == 0 or TEARDOWN_ABORT not in result.stderr:
             break
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0 or TEARDOWN_ABORT in result.stderr, result.stderr[-3000:]
     return result
 
 

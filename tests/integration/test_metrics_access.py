@@ -92,9 +92,10 @@ def test_the_figures_listen_on_loopback_unless_told_otherwise(monkeypatch):
     finally:
         exporter.stop()
     monkeypatch.setenv("XOVER_METRICS_ADDRESS", "0.0.0.0")  # a Prometheus elsewhere: said so
-    exporter = PrometheusSink(port)
+    # a port of its own: the one just freed can be taken meanwhile by another test's connection (make test, once)
+    exporter = PrometheusSink(free_port())
     try:
-        assert _reaches(outside, port)
+        assert _reaches(outside, exporter.port)
     finally:
         exporter.stop()
 
