@@ -10,6 +10,9 @@ Options that exercise the corners of DDP:
   --batchnorm   BatchNorm layers: buffers that DDP broadcasts from rank 0 before every forward
   --accumulate  N micro-batches per optimizer step, the first N-1 inside ddp.no_sync()
   --average-loss  log the loss averaged over the ranks (a dist.all_reduce in the training loop)
+  --swa         stochastic weight averaging: an AveragedModel (a deep copy of the DDP model) updated after
+                every step of the second half, its BatchNorm statistics recomputed over the data at the end
+                (forwards with no backward), and its loss printed
 """
 
 import argparse
@@ -22,6 +25,7 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.optim.swa_utils import AveragedModel, update_bn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
@@ -36,6 +40,7 @@ parser.add_argument("--frozen", action="store_true")
 parser.add_argument("--batchnorm", action="store_true")
 parser.add_argument("--accumulate", type=int, default=1)
 parser.add_argument("--average-loss", action="store_true")
+parser.add_argument("--swa", action="store_true")
 args = parser.parse_args()
 
 
@@ -79,6 +84,7 @@ def main() -> None:
     model = DDP(model, device_ids=[local_rank] if use_cuda else None, find_unused_parameters=args.frozen)
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size,
                                 momentum=0.9)
+    averaged = AveragedModel(model) if args.swa else None
 
     step, micro_batch, epoch = 0, 0, 0
     while step < args.steps:
@@ -95,6 +101,8 @@ def main() -> None:
                 continue
             optimizer.step()
             optimizer.zero_grad()
+            if averaged is not None and step >= args.steps // 2:
+                averaged.update_parameters(model)
             if step % args.log_every == 0:
                 logged = loss.detach().clone()
                 if args.average_loss:
@@ -109,6 +117,12 @@ def main() -> None:
 
     if rank == 0:
         print(f"final loss {loss.item()!r}", flush=True)
+    if averaged is not None:
+        update_bn(loader, averaged, device=device)
+        with torch.no_grad():
+            averaged_loss = F.cross_entropy(averaged(x), y)
+        if rank == 0:
+            print(f"averaged loss {averaged_loss.item()!r}", flush=True)
     dist.destroy_process_group()
 
 

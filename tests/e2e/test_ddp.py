@@ -14,7 +14,7 @@ from conftest import plain_torchrun
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
-LOSS_LINE = re.compile(r"^(?:step \d+|final) loss \S+$", re.MULTILINE)
+LOSS_LINE = re.compile(r"^(?:step \d+|final|averaged) loss \S+$", re.MULTILINE)
 
 
 def _printed_losses(text: str) -> list[str]:
@@ -31,7 +31,7 @@ def _plain_torchrun(*script_args: str) -> list[str]:
     """The script alone under torchrun, nothing of xover involved."""
     result = plain_torchrun(SCRIPT, *script_args)
     losses = _printed_losses(result.stdout)
-    assert len(losses) == STEPS + 1  # one per step, and the final loss
+    assert len(losses) == STEPS + 1 + ("--swa" in script_args)  # one per step, the final loss (and the averaged)
     return losses
 
 
@@ -74,12 +74,15 @@ def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results)
 
 def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated_results):
     """find_unused_parameters (a frozen layer, a head never used), BatchNorm buffers that DDP broadcasts
-    in forward, two micro-batches per step with the first inside no_sync(), and a dist.all_reduce of the
-    logged loss in the loop (a collective the shim runs outside the turn)."""
+    in forward, two micro-batches per step with the first inside no_sync(), a dist.all_reduce of the
+    logged loss in the loop (a collective the shim runs outside the turn), and stochastic weight averaging:
+    AveragedModel deep-copies the DDP model (before, "cannot pickle 'AccumulateGrad' object" in every
+    mode), and its BatchNorm statistics are recomputed by forwards of the copy, whose buffer broadcasts
+    and the model's come in one order on both ranks (before, a Gloo size mismatch aborted a rank)."""
     # under turns, where the shim steps in, under both policies (plain torchrun is the reference; every
     # mode: the test above)
     runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1", "--frozen",
-                                               "--batchnorm", "--accumulate", "2", "--average-loss"], ("crossover",),
+                                               "--batchnorm", "--accumulate", "2", "--average-loss", "--swa"], ("crossover",),
                                               "all")
     for job in runs.values():
         assert job["iterations"] == STEPS  # an iteration is an optimizer step: both micro-batches count in it

@@ -47,7 +47,8 @@ DDP would wait for them at that backward's end, the shim waits before the gradie
 backward, a zero_grad) when no step read them first (`finish_reductions`).
 
 Frameworks that build DDP themselves (PyTorch Lightning, Hugging Face Accelerate, the transformers
-Trainer) need nothing more: the constructor is adapted whoever calls it. Lightning's
+Trainer) need nothing more: the constructor is adapted whoever calls it. A copy of a DDP model
+(copy.deepcopy: torch.optim.swa_utils.AveragedModel, an EMA teacher) is adopted as DDP rebuilds it. Lightning's
 `optimizer.step(closure)` runs forward and backward inside the step: the step's pre-hook takes the turn,
 backward's end releases it, and the closure's return waits for the all-reduces before the update takes
 it again. Accelerate's accumulation runs the micro-batches before its boundary under no_sync and steps
@@ -169,7 +170,10 @@ class DDPCrossover:
     def __init__(self, coordinator: ScriptCoordinator, script: str | None) -> None:
         self.coordinator = coordinator
         self.script = script
-        self.models: weakref.WeakSet = weakref.WeakSet()  # DDP models the script built
+        # DDP models the script built, in the order it built them: the same on every rank, so the collectives
+        # settle() makes for several models come in one order everywhere (a WeakSet's order follows the
+        # objects' addresses, which differ between ranks: a model's copy beside it mismatched a broadcast)
+        self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.pending: list = []  # all-reduces started and not waited for yet
         # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
         # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
@@ -190,6 +194,7 @@ class DDPCrossover:
         self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below
         ddp_class = ddp_module.DistributedDataParallel
         self._adapt_constructor(ddp_class)
+        self._adapt_copies(ddp_class)
         self._adapt_forward(ddp_class)
         self._adapt_sink(ddp_module._DDPSink)
         self._register_comm_hook = ddp_class.register_comm_hook
@@ -260,6 +265,32 @@ class DDPCrossover:
 
         ddp_class.__init__ = __init__
 
+    def _adapt_copies(self, ddp_class) -> None:
+        """A copy of a DDP model (copy.deepcopy, as torch.optim.swa_utils.AveragedModel and EMA teachers make
+        one; pickle) is adopted as the model it copies was: DDP's own state leaves out what the shim hung on
+        the model (its hook is bound to this process's shim, which holds the gradients' accumulator nodes:
+        the copy failed with "cannot pickle 'AccumulateGrad' object"), and the copy, whose reducer DDP
+        builds anew, gets a hook and a reduction of its own."""
+        original_getstate, original_setstate = ddp_class.__getstate__, ddp_class.__setstate__
+
+        @functools.wraps(original_getstate)
+        def __getstate__(model):  # noqa: N807 - stands in for DDP's
+            state = original_getstate(model)
+            if state.pop("_xover_reduction", None) is not None:
+                state["_comm_hooks"] = [
+                    (hook, hook_state)
+                    for hook, hook_state in state.get("_comm_hooks", [])
+                    if not isinstance(hook_state, _Reduction)
+                ]
+            return state
+
+        @functools.wraps(original_setstate)
+        def __setstate__(model, state):  # noqa: N807 - stands in for DDP's
+            original_setstate(model, state)
+            self._adopt(model)
+
+        ddp_class.__getstate__, ddp_class.__setstate__ = __getstate__, __setstate__
+
     def _adopt(self, model) -> None:
         torch = self.torch
         if model._use_python_reducer:
@@ -273,7 +304,7 @@ class DDPCrossover:
         reduction = _Reduction(model.process_group, model.process_group.size())
         model._xover_reduction = reduction
         self._register_comm_hook(model, reduction, self._start_all_reduce)  # DDP's own, not the stand-in
-        self.models.add(model)
+        self.models[model] = None
         self.coordinator.attach(list(model.module.parameters()), self.settle)
 
     def _start_all_reduce(self, state, bucket):  # no annotations: DDP checks them against its own types
