@@ -13,10 +13,13 @@ Options that exercise the corners of DDP:
   --swa         stochastic weight averaging: an AveragedModel (a deep copy of the DDP model) updated after
                 every step of the second half, its BatchNorm statistics recomputed over the data at the end
                 (forwards with no backward), and its loss printed
+  --keep-best   rank 0 alone keeps a deep copy of the DDP model at its lowest logged loss (best-model
+                tracking), never forwarded; the loss it was kept at is printed at the end
 """
 
 import argparse
 import contextlib
+import copy
 import os
 
 import torch
@@ -41,6 +44,7 @@ parser.add_argument("--batchnorm", action="store_true")
 parser.add_argument("--accumulate", type=int, default=1)
 parser.add_argument("--average-loss", action="store_true")
 parser.add_argument("--swa", action="store_true")
+parser.add_argument("--keep-best", action="store_true")
 args = parser.parse_args()
 
 
@@ -85,6 +89,7 @@ def main() -> None:
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size,
                                 momentum=0.9)
     averaged = AveragedModel(model) if args.swa else None
+    best, best_loss = None, float("inf")
 
     step, micro_batch, epoch = 0, 0, 0
     while step < args.steps:
@@ -110,6 +115,8 @@ def main() -> None:
                     logged /= world_size
                 if rank == 0:
                     print(f"step {step} loss {logged.item()!r}", flush=True)  # repr: every bit of the float
+                    if args.keep_best and logged.item() < best_loss:
+                        best, best_loss = copy.deepcopy(model), logged.item()
             step += 1
             if step == args.steps:
                 break
@@ -123,6 +130,8 @@ def main() -> None:
             averaged_loss = F.cross_entropy(averaged(x), y)
         if rank == 0:
             print(f"averaged loss {averaged_loss.item()!r}", flush=True)
+    if best is not None:
+        print(f"best loss {best_loss!r}", flush=True)
     dist.destroy_process_group()
 
 

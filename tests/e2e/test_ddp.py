@@ -14,7 +14,7 @@ from conftest import plain_torchrun
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
-LOSS_LINE = re.compile(r"^(?:step \d+|final|averaged) loss \S+$", re.MULTILINE)
+LOSS_LINE = re.compile(r"^(?:step \d+|final|averaged|best) loss \S+$", re.MULTILINE)
 
 
 def _printed_losses(text: str) -> list[str]:
@@ -31,7 +31,8 @@ def _plain_torchrun(*script_args: str) -> list[str]:
     """The script alone under torchrun, nothing of xover involved."""
     result = plain_torchrun(SCRIPT, *script_args)
     losses = _printed_losses(result.stdout)
-    assert len(losses) == STEPS + 1 + ("--swa" in script_args)  # one per step, the final loss (and the averaged)
+    # one per step, the final loss (and the averaged model's, the best kept)
+    assert len(losses) == STEPS + 1 + ("--swa" in script_args) + ("--keep-best" in script_args)
     return losses
 
 
@@ -78,11 +79,14 @@ def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated
     logged loss in the loop (a collective the shim runs outside the turn), and stochastic weight averaging:
     AveragedModel deep-copies the DDP model (before, "cannot pickle 'AccumulateGrad' object" in every
     mode), and its BatchNorm statistics are recomputed by forwards of the copy, whose buffer broadcasts
-    and the model's come in one order on both ranks (before, a Gloo size mismatch aborted a rank)."""
+    and the model's come in one order on both ranks (before, a Gloo size mismatch aborted a rank); and a
+    copy rank 0 alone keeps of the best model, never forwarded, broadcasts nothing there alone (when the
+    copies were first adopted, rank 0 broadcast its buffers by itself: the run hung)."""
     # under turns, where the shim steps in, under both policies (plain torchrun is the reference; every
     # mode: the test above)
     runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1", "--frozen",
-                                               "--batchnorm", "--accumulate", "2", "--average-loss", "--swa"], ("crossover",),
+                                               "--batchnorm", "--accumulate", "2", "--average-loss", "--swa",
+                                               "--keep-best"], ("crossover",),
                                               "all")
     for job in runs.values():
         assert job["iterations"] == STEPS  # an iteration is an optimizer step: both micro-batches count in it

@@ -162,6 +162,9 @@ class _Reduction:
         self.scale = 1.0 / world_size  # DDP's own factor: a double, applied in the gradient's dtype
         self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
         self.buffers_in_sync: tuple | None = None  # buffer identities and versions when last made equal
+        # forwarded since adopted: only then is a next forward, and its buffer broadcast, to be expected on
+        # every rank (a copy one rank keeps, never forwarded, must not broadcast there alone)
+        self.forwarded = False
 
 
 class DDPCrossover:
@@ -325,6 +328,7 @@ class DDPCrossover:
         @functools.wraps(original_pre_forward)
         def _pre_forward(model, *inputs, **kwargs):
             if model in self.models:
+                model._xover_reduction.forwarded = True
                 if model._join_config.enable:
                     _refuse(
                         self.script,
@@ -378,7 +382,8 @@ class DDPCrossover:
     def _buffers_due(self, model) -> bool:
         """DDP would broadcast the buffers at the next forward, and they changed since last made equal."""
         return (
-            not hasattr(model, "buffer_hook")
+            model._xover_reduction.forwarded
+            and not hasattr(model, "buffer_hook")
             and not model._join_config.enable
             and model._check_sync_bufs_pre_fwd()
             and model._xover_reduction.buffers_in_sync != self._buffer_state(model)
