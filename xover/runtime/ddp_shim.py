@@ -24,9 +24,11 @@ runs, DDP is adapted (`install_ddp`):
 A job must never hold a turn while blocked in a collective: its peer ranks may be waiting for turns
 that other jobs hold in the same state, on other devices (a deadlock the work-conserving policy can
 reach). So the collectives DDP makes in forward are moved out of the turn: the one-time bucket
-rebuild and the buffer broadcast (BatchNorm statistics, from rank 0) are done in the wait before the
-update, where DDP would do them at the next forward, and the broadcast at a forward is skipped when
-the buffers have not changed since (same tensors, same version counters). Any other synchronous
+rebuild is done in the wait before the update, where DDP would do it at the next forward, and the
+buffer broadcast (BatchNorm statistics, from rank 0) at that forward, before it takes the turn - not
+earlier: between a step and the next forward a rank's buffers are its own, as under plain torchrun.
+The broadcast at a forward is skipped when the buffers have not changed since they were last made
+equal (same tensors, same version counters). Any other synchronous
 collective met while holding the turn - DDP's first broadcast, a script's dist.all_reduce of its loss
 or dist.barrier() - steps out of the turn and back in (the turn server hears a step out and a step in:
 the same phase, so work-conserving turns let a waiting partner compute meanwhile, while strict round
@@ -162,9 +164,6 @@ class _Reduction:
         self.scale = 1.0 / world_size  # DDP's own factor: a double, applied in the gradient's dtype
         self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
         self.buffers_in_sync: tuple | None = None  # buffer identities and versions when last made equal
-        # forwarded since adopted: only then is a next forward, and its buffer broadcast, to be expected on
-        # every rank (a copy one rank keeps, never forwarded, must not broadcast there alone)
-        self.forwarded = False
 
 
 class DDPCrossover:
@@ -204,6 +203,7 @@ class DDPCrossover:
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)
+        self.coordinator.before_turn_in_forward.append(self.broadcast_buffers_before_turn)
         self._adapt_gradient_clearing(torch)
         register_optimizer_step_pre_hook(self._before_optimizer_step)
         register_optimizer_step_post_hook(self._after_optimizer_step)
@@ -219,19 +219,27 @@ class DDPCrossover:
         return self.coordinator.outside_turn()
 
     def settle(self) -> None:
-        """Before anything reads the gradients: wait for the all-reduces, then make now the collectives
-        DDP would make at the next forward (bucket rebuild, buffer broadcast) - outside the turn."""
-        due = [model for model in list(self.models) if self._rebuild_due(model) or self._buffers_due(model)]
+        """Before anything reads the gradients: wait for the all-reduces, then rebuild the buckets where DDP
+        would at the next forward (a broadcast of their order from rank 0) - outside the turn."""
+        due = [model for model in list(self.models) if self._rebuild_due(model)]
         if not self.pending and not due:
             return
         with self.outside_turn():
             self._wait_for_pending()
             for model in due:
-                if self._rebuild_due(model) and model.reducer._rebuild_buckets():
+                if model.reducer._rebuild_buckets():
                     model._has_rebuilt_buckets = True
-                if self._buffers_due(model):
-                    self._broadcast_buffers(model)
-                    model._xover_reduction.buffers_in_sync = self._buffer_state(model)
+
+    def broadcast_buffers_before_turn(self, module) -> None:
+        """Before a forward of a DDP model takes the turn: the buffer broadcast DDP makes as that forward
+        begins, made here, where no turn is held (DDP's own then finds the buffers in sync). At that
+        forward, as DDP makes it: made earlier (once the all-reduces ended), a rank's buffers were rank
+        0's from the step on, and a script evaluating model.module with BatchNorm there printed other
+        figures than under plain torchrun."""
+        model = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: its model's forward is traced
+        if model in self.models and self._buffers_due(model):
+            self._broadcast_buffers(model)
+            model._xover_reduction.buffers_in_sync = self._buffer_state(model)
 
     def finish_reductions(self) -> None:
         """Before the gradients are written again (a backward accumulates into them, zero_grad clears
@@ -323,12 +331,11 @@ class DDPCrossover:
 
     def _adapt_forward(self, ddp_class) -> None:
         original_pre_forward, original_sync_buffers = ddp_class._pre_forward, ddp_class._sync_buffers
-        self._broadcast_buffers = original_sync_buffers  # DDP's own, for settle()
+        self._broadcast_buffers = original_sync_buffers  # DDP's own, for broadcast_buffers_before_turn()
 
         @functools.wraps(original_pre_forward)
         def _pre_forward(model, *inputs, **kwargs):
             if model in self.models:
-                model._xover_reduction.forwarded = True
                 if model._join_config.enable:
                     _refuse(
                         self.script,
@@ -380,10 +387,9 @@ class DDPCrossover:
         )
 
     def _buffers_due(self, model) -> bool:
-        """DDP would broadcast the buffers at the next forward, and they changed since last made equal."""
+        """DDP broadcasts the buffers as this forward begins, and they changed since last made equal."""
         return (
-            model._xover_reduction.forwarded
-            and not hasattr(model, "buffer_hook")
+            not hasattr(model, "buffer_hook")
             and not model._join_config.enable
             and model._check_sync_bufs_pre_fwd()
             and model._xover_reduction.buffers_in_sync != self._buffer_state(model)

@@ -110,6 +110,8 @@ class ScriptCoordinator:
         self.comm_threads = CommThreads(crossover=self.turn.crossover, cpu=self.device.type == "cpu")
         # what must happen before a backward writes the gradients (the DDP shim's unfinished all-reduces)
         self.before_backward: list[Callable[[], None]] = []
+        # what a forward of the model does first that must not hold the turn (the DDP shim's buffer broadcast)
+        self.before_turn_in_forward: list[Callable[[torch.nn.Module], None]] = []
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
         self._follow_modules_compiled_in_place()
         original_backward = torch.autograd.backward
@@ -236,6 +238,8 @@ class ScriptCoordinator:
         if self.turn.holding:
             self.turn.checkpoint()
         else:
+            for prepare in self.before_turn_in_forward:
+                prepare(module)
             self._take_turn()
         if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
             self.batch = inputs[0].shape[0]  # the model's outermost module sees the batch first

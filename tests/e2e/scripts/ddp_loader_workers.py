@@ -2,10 +2,12 @@
 in the Dataset's __getitem__, DataLoader worker processes (--workers; a new set each epoch), a
 DistributedSampler with set_epoch. Rank 0 prints each step's loss with every bit and the batch it trained on.
 With --evaluate, an evaluation at the end of every epoch, as users write it: the model in eval mode, forwards
-without gradients over each rank's share of a held-out set, the correct answers summed over the ranks with
-dist.all_reduce (rank 0 prints the accuracy), then back to training.
+without gradients over each rank's share of a held-out set, the correct answers and the loss summed over the
+ranks with dist.all_reduce (rank 0 prints both), then back to training. With --evaluate-module too, the forwards
+are model.module's (the network without DDP's forward, which broadcasts rank 0's BatchNorm statistics first):
+each rank evaluates with its own statistics.
 
-    torchrun --standalone --nproc-per-node=2 ddp_loader_workers.py --workers 2 --epochs 2 [--evaluate]
+    torchrun --standalone --nproc-per-node=2 ddp_loader_workers.py --workers 2 --epochs 2 [--evaluate [--evaluate-module]]
 """
 
 import argparse
@@ -23,6 +25,7 @@ parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--samples", type=int, default=192, help="the dataset's size (an epoch: samples / batch / ranks)")
 parser.add_argument("--evaluate", action="store_true", help="evaluate on a held-out set after every epoch")
+parser.add_argument("--evaluate-module", action="store_true", help="evaluate model.module, not the DDP model")
 parser.add_argument("--held-out", type=int, default=640, help="the held-out set's size")
 args = parser.parse_args()
 
@@ -48,13 +51,17 @@ for epoch in range(args.epochs):
             print(f"step {step} loss {loss.item()!r} batch {len(labels)}", flush=True)
         step += 1
     if args.evaluate:
-        model.eval()
-        correct = torch.zeros(2)
+        evaluated = model.module if args.evaluate_module else model
+        evaluated.eval()
+        totals = torch.zeros(3, dtype=torch.float64)  # correct answers, images, summed loss
         with torch.no_grad():
             for images, labels in held_out_loader:
-                correct += torch.tensor([(model(images).argmax(1) == labels).sum().item(), len(labels)])
-        dist.all_reduce(correct)
+                logits = evaluated(images)
+                totals += torch.tensor([(logits.argmax(1) == labels).sum().item(), len(labels),
+                                        F.cross_entropy(logits, labels, reduction="sum").item()], dtype=torch.float64)
+        dist.all_reduce(totals)
         if dist.get_rank() == 0:
-            print(f"epoch {epoch} accuracy {(correct[0] / correct[1]).item():.4f}", flush=True)
-        model.train()
+            accuracy, loss = totals[0] / totals[1], totals[2] / totals[1]
+            print(f"epoch {epoch} accuracy {accuracy.item():.4f} held-out loss {loss.item()!r}", flush=True)
+        evaluated.train()
 dist.destroy_process_group()
