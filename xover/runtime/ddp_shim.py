@@ -172,9 +172,9 @@ class DDPCrossover:
     def __init__(self, coordinator: ScriptCoordinator, script: str | None) -> None:
         self.coordinator = coordinator
         self.script = script
-        # DDP models the script built, in the order it built them: the same on every rank, so the collectives
-        # settle() makes for several models come in one order everywhere (a WeakSet's order follows the
-        # objects' addresses, which differ between ranks: a model's copy beside it mismatched a broadcast)
+        # DDP models the script built (and their copies), in the order it built them: the same on every rank,
+        # so settle()'s bucket rebuilds for several models come in one order everywhere (a WeakSet's order
+        # follows the objects' addresses, which differ between ranks)
         self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.pending: list = []  # all-reduces started and not waited for yet
         # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
