@@ -17,8 +17,8 @@ demo: setup
 # The inner loop (under two minutes): lint, format, types, the unit tests. Run it before every commit;
 # `make test` (the whole suite, real launchers) before a merge.
 check: setup
-	$(BIN)/ruff check xover bench tests
-	$(BIN)/ruff format --check xover bench
+	$(BIN)/ruff check xover bench tests recipes
+	$(BIN)/ruff format --check xover bench recipes
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 

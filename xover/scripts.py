@@ -40,13 +40,13 @@ ENTRY_POINTS = ("Trainer", "Seq2SeqTrainer", "Accelerator", "Fabric")  # what a 
 DDP_UNSUPPORTED_NAMES = {
     "register_comm_hook": "registers another DDP communication hook (its own, or DDP's optimizer in backward); "
     "crossover needs that hook to start each bucket's all-reduce without waiting: remove it to "
-    "run the script in a crossover group",
+    "run the script under xover",
     "_register_builtin_comm_hook": "registers a built-in DDP communication hook; crossover needs that hook to start "
-    "each bucket's all-reduce without waiting: remove it to run the script in a "
-    "crossover group",
+    "each bucket's all-reduce without waiting: remove it to run the script "
+    "under xover",
     "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
-    "through communication: use BatchNorm (DDP broadcasts its statistics) to run it in a crossover "
-    "group",
+    "through communication: use BatchNorm (DDP broadcasts its statistics) to run it "
+    "under xover",
 }
 
 

@@ -38,8 +38,14 @@ def main() -> None:
     dataset = TensorDataset(images, torch.tensor(digits.target))
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, drop_last=True)
 
-    model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Dropout(0.1),
-                          nn.Linear(args.hidden, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10))
+    model = nn.Sequential(
+        nn.Linear(64, args.hidden),
+        nn.ReLU(),
+        nn.Dropout(0.1),
+        nn.Linear(args.hidden, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, 10),
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=20, gamma=0.5)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)

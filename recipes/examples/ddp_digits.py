@@ -2,7 +2,7 @@
 nothing of xover.
 
     torchrun --standalone --nproc-per-node=2 recipes/examples/ddp_digits.py --steps 100
-    xover run --engine torch --script recipes/examples/ddp_digits.py --script recipes/examples/ddp_digits.py -- --steps 100
+    xover run --script recipes/examples/ddp_digits.py --script recipes/examples/ddp_digits.py -- --steps 100
 
 Options that exercise the corners of DDP:
   --frozen      a frozen input layer (requires_grad=False) and a head that forward never uses, so DDP
@@ -57,8 +57,9 @@ class Net(nn.Module):
             self.projection.requires_grad_(False)
             self.auxiliary_head = nn.Linear(hidden, 10)  # defined, never used in forward
         norm = (lambda: nn.BatchNorm1d(hidden)) if batchnorm else nn.Identity
-        self.body = nn.Sequential(nn.Linear(64, hidden), norm(), nn.ReLU(),
-                                  nn.Linear(hidden, hidden), norm(), nn.ReLU())
+        self.body = nn.Sequential(
+            nn.Linear(64, hidden), norm(), nn.ReLU(), nn.Linear(hidden, hidden), norm(), nn.ReLU()
+        )
         self.head = nn.Linear(hidden, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -80,14 +81,16 @@ def main() -> None:
     digits = load_digits()
     images = torch.tensor(digits.images, dtype=torch.float32).reshape(-1, 64) / 16.0
     dataset = TensorDataset(images, torch.tensor(digits.target))
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed,
-                                 drop_last=True)
+    sampler = DistributedSampler(
+        dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
+    )
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
 
     model = Net(args.hidden, args.frozen, args.batchnorm).to(device)
     model = DDP(model, device_ids=[local_rank] if use_cuda else None, find_unused_parameters=args.frozen)
-    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size,
-                                momentum=0.9)
+    optimizer = torch.optim.SGD(
+        [p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size, momentum=0.9
+    )
     averaged = AveragedModel(model) if args.swa else None
     best, best_loss = None, float("inf")
 

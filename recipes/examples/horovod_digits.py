@@ -1,5 +1,6 @@
 """A plain Horovod training script, written the usual way - it knows nothing of xover.
 
+Alone, and as two jobs taking turns:
     horovodrun -np 2 -H localhost:2 python recipes/examples/horovod_digits.py --steps 100
     xover run --script recipes/examples/horovod_digits.py --script recipes/examples/horovod_digits.py -- --steps 100
 """

@@ -32,8 +32,14 @@ class DigitsClassifier(pl.LightningModule):
     def __init__(self, hidden: int, lr: float, accumulate: int) -> None:
         super().__init__()
         self.lr, self.accumulate = lr, accumulate
-        self.net = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(0.1),
-                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+        self.net = nn.Sequential(
+            nn.Linear(64, hidden),
+            nn.ReLU(),
+            nn.Dropout(0.1),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 10),
+        )
         self.step_loss = 0.0
 
     def training_step(self, batch, batch_index):
@@ -58,17 +64,27 @@ def main() -> None:
     torch.set_num_threads(1)
     digits = load_digits()
     images = torch.tensor(digits.images, dtype=torch.float32).reshape(-1, 64) / 16.0
-    loader = DataLoader(TensorDataset(images, torch.tensor(digits.target)), batch_size=args.batch_size,
-                        shuffle=True, drop_last=True)
+    loader = DataLoader(
+        TensorDataset(images, torch.tensor(digits.target)), batch_size=args.batch_size, shuffle=True, drop_last=True
+    )
     model = DigitsClassifier(args.hidden, args.lr, args.accumulate)
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"parameter bytes {sum(p.numel() * p.element_size() for p in model.parameters())}", flush=True)
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's ranks on this node
     nodes = int(os.environ.get("WORLD_SIZE", "1")) // per_node
-    trainer = pl.Trainer(accelerator="auto", devices=per_node, num_nodes=nodes,
-                         strategy="ddp", max_steps=args.steps, accumulate_grad_batches=args.accumulate,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0)
+    trainer = pl.Trainer(
+        accelerator="auto",
+        devices=per_node,
+        num_nodes=nodes,
+        strategy="ddp",
+        max_steps=args.steps,
+        accumulate_grad_batches=args.accumulate,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(model, loader)
 
 

@@ -71,6 +71,35 @@ def test_a_script_its_shim_refuses_while_running_is_not_started_again(isolated_r
     assert "4 later runs with it not started" in result.stderr  # its copy alone, concurrent, crossover, adaptive
 
 
+FAILING_SCRIPT = """
+import sys
+import torch, torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+dist.init_process_group("gloo")
+model = DistributedDataParallel(nn.Linear(4, 2))
+data = open(sys.argv[1]).read()  # a data file that is not there: the script's own failure
+"""
+
+
+def test_a_script_that_fails_alone_is_not_started_again(isolated_results, tmp_path):
+    """A script's own error in its sequential run (alone, before any run of it finished) ends its comparison
+    there: its copy alone and each co-located mode would fail the same way, with a partner waiting beside it."""
+    script = tmp_path / "needs_data.py"
+    script.write_text(FAILING_SCRIPT)
+    missing = tmp_path / "missing.csv"
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", str(script), "--script", str(script),
+                             "--mode", "all", "--json", "--", str(missing)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode != 0
+    jobs = json.loads(result.stdout)["jobs"]
+    assert [(job["name"], job["mode"], job["status"]) for job in jobs] == [("needs_data", "sequential", "failed")]
+    assert "FileNotFoundError" in jobs[0]["error"]
+    said = (rf"needs_data: failed alone \(rank [01]: FileNotFoundError: \[Errno 2\] No such file or directory: "
+            rf"'{re.escape(str(missing))}'\); 4 later runs with it not started")
+    assert re.search(said, result.stderr), result.stderr
+
+
 SPAWN_SCRIPT = textwrap.dedent("""
     import os, sys
     import torch.multiprocessing as mp

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,6 +17,7 @@ from rich.markup import escape
 
 from ..analysis import group_warnings
 from ..console import console, print_table
+from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
 
@@ -360,34 +360,6 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
     print_failures(jobs)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
-
-
-# `SomethingError: ...`, `Error`, `KeyboardInterrupt`: an exception's last line, as Python prints it;
-# torch's elastic agent may prefix a rank's lines with "[rank0]:"
-EXCEPTION_LINE = re.compile(
-    r"^(?:\[[^\]]*\]:?\s*)?"  # [rank0]:
-    r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$"
-)
-RANK_HEADER = re.compile(r"^rank (\S+):$")  # record.failure_summary's first line
-REASON_CHARS = 400
-
-
-def failure_reason(error: str | None) -> str | None:
-    """The most telling line of a failed job's `error` (the last lines of the rank that failed first):
-    the last line that looks like an exception (`RuntimeError: boom`), else the last non-empty line;
-    'rank N: ' before it when the text names the rank. None when there is no text."""
-    lines = [line.strip() for line in (error or "").splitlines()]
-    rank = None
-    if lines and (header := RANK_HEADER.match(lines[0])):
-        rank, lines = header.group(1), lines[1:]
-    lines = [line for line in lines if line]
-    if not lines:
-        return None
-    exceptions = [match.group(1) for line in lines if (match := EXCEPTION_LINE.match(line))]
-    reason = exceptions[-1] if exceptions else lines[-1]
-    if len(reason) > REASON_CHARS:
-        reason = reason[: REASON_CHARS - 3] + "..."
-    return f"rank {rank}: {reason}" if rank is not None else reason
 
 
 def failed_jobs(jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -402,6 +402,34 @@ def shim_refusal(error: str | None) -> str | None:
     return None
 
 
+# `SomethingError: ...`, `Error`, `KeyboardInterrupt`: an exception's last line, as Python prints it;
+# torch's elastic agent may prefix a rank's lines with "[rank0]:"
+EXCEPTION_LINE = re.compile(
+    r"^(?:\[[^\]]*\]:?\s*)?"  # [rank0]:
+    r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$"
+)
+RANK_HEADER = re.compile(r"^rank (\S+):$")  # failure_summary's first line
+REASON_CHARS = 400
+
+
+def failure_reason(error: str | None) -> str | None:
+    """The most telling line of a failed job's `error` (the last lines of the rank that failed first):
+    the last line that looks like an exception (`RuntimeError: boom`), else the last non-empty line;
+    'rank N: ' before it when the text names the rank. None when there is no text."""
+    lines = [line.strip() for line in (error or "").splitlines()]
+    rank = None
+    if lines and (header := RANK_HEADER.match(lines[0])):
+        rank, lines = header.group(1), lines[1:]
+    lines = [line for line in lines if line]
+    if not lines:
+        return None
+    exceptions = [match.group(1) for line in lines if (match := EXCEPTION_LINE.match(line))]
+    reason = exceptions[-1] if exceptions else lines[-1]
+    if len(reason) > REASON_CHARS:
+        reason = reason[: REASON_CHARS - 3] + "..."
+    return f"rank {rank}: {reason}" if rank is not None else reason
+
+
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
     """The last lines of the rank that failed first (of the logs with a traceback, the one last
     written earliest; the others' errors usually follow from it): its own error, not the launcher's

@@ -63,7 +63,7 @@ from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
 from .reach import prefix_to_reach, run_link, shaped_link
-from .record import Recorder, failure_summary, shim_refusal
+from .record import Recorder, failure_reason, failure_summary, shim_refusal
 from .sinks import GroupLabels, JobLabels, MetricSink, deliver
 from .supervise import (
     IgnoredLine,
@@ -232,7 +232,9 @@ class Scheduler:
         self.ignored: dict[int, int] = {}  # run id -> records of its output refused (xover/records.py)
         self.turns_lost: set[int] = set()  # runs a rank of which gave up crossover turns
         self.deadline: float | None = None  # time.monotonic() of --timeout, while `run` runs
-        self.refused: dict[str, str] = {}  # a job's name (a copy's, name#2: its first's) -> what its shim refused
+        # a job's name (a copy's, name#2: its first's) -> why each later run of it would fail the same way: its
+        # shim refused it, or it failed alone before any run of it trained
+        self.doomed: dict[str, str] = {}
         self.trained: set[str] = set()  # the jobs (copies as their first) a run of which ended cleanly
 
     # -- the loop -----------------------------------------------------------------------------
@@ -251,7 +253,7 @@ class Scheduler:
                 wait = 0.25 if deadline is None else max(0.0, min(0.25, deadline - time.monotonic()))
                 for unit in self._handle(self._batch(wait)):
                     self._finish(unit, running)
-                self._skip_refused(pending)
+                self._skip_doomed(pending)
                 self._adapt(running)
         except (Interrupted, TimedOut, KeyboardInterrupt) as stop:
             status = RunStatus.TIMEOUT if isinstance(stop, TimedOut) else RunStatus.INTERRUPTED
@@ -337,7 +339,11 @@ class Scheduler:
             error, problem = f"{error}; {hint}", f"{problem}; {hint}"
         status = self.context.recorder.job_exited(run_id, code, error)
         if problem is not None:
-            self.refused.setdefault(job, problem)
+            self.doomed.setdefault(job, f"refused ({problem})")
+        elif code != 0 and len(unit.jobs) == 1 and job not in self.trained:
+            # the script's own failure with nothing beside it (a bug, a missing file, a bad argument): its
+            # other runs would fail the same way, and a partner would train beside it for nothing
+            self.doomed.setdefault(job, f"failed alone ({failure_reason(error) or f'exit code {code}'})")
         self._to_sinks(lambda sink: sink.job_ended(self.jobs[run_id], status))
         unit.exited.add(run_id)
         if unit.turns is not None:
@@ -349,17 +355,18 @@ class Scheduler:
             return [unit]
         return []
 
-    def _skip_refused(self, pending: list[Unit]) -> None:
-        """The units still to start with a job whose script its shim refused are never started: each would
-        be refused the same way (a comparison's other modes, a plan's other units of it, a copy of it)."""
-        skipped = [unit for unit in pending if any(_copy_of(job.name) in self.refused for job in unit.jobs)]
+    def _skip_doomed(self, pending: list[Unit]) -> None:
+        """The units still to start with a job whose script its shim refused, or that failed alone before it
+        ever trained, are never started: each would fail the same way (a comparison's other modes, a plan's
+        other units of it, a copy of it)."""
+        skipped = [unit for unit in pending if any(_copy_of(job.name) in self.doomed for job in unit.jobs)]
         if not skipped:
             return
         for unit in skipped:
             pending.remove(unit)
-        names = sorted({_copy_of(job.name) for unit in skipped for job in unit.jobs} & set(self.refused))
+        names = sorted({_copy_of(job.name) for unit in skipped for job in unit.jobs} & set(self.doomed))
         _say(
-            f"{', '.join(names)}: refused ({'; '.join(self.refused[name] for name in names)}); "
+            f"{'; '.join(f'{name}: {self.doomed[name]}' for name in names)}; "
             f"{len(skipped)} later run{'s' if len(skipped) > 1 else ''} with "
             f"{'them' if len(names) > 1 else 'it'} not started"
         )

@@ -89,9 +89,9 @@ from .script_turns import ScriptCoordinator
 
 # DDP options that bring their own reduction
 UNSUPPORTED_OPTIONS = {
-    "mixed_precision": "installs its own communication hook: not supported in a crossover group",
-    "delay_all_reduce_named_params": "reduces those parameters outside DDP's communication hook: not supported in "
-    "a crossover group",
+    "mixed_precision": "installs its own communication hook: not supported under xover, in any mode",
+    "delay_all_reduce_named_params": "reduces those parameters outside DDP's communication hook: not supported "
+    "under xover, in any mode",
 }
 
 # torch.distributed calls that block until every rank has joined them
@@ -308,7 +308,7 @@ class DDPCrossover:
             _refuse(
                 self.script,
                 "DDP runs the compiled python reducer (torch._dynamo optimize_ddp='python_reducer'), "
-                "which reduces without DDP's communication hook: not supported in a crossover group",
+                "which reduces without DDP's communication hook: not supported under xover, in any mode",
             )
         if any(isinstance(module, torch.nn.SyncBatchNorm) for module in model.module.modules()):
             _refuse(self.script, DDP_UNSUPPORTED_NAMES["SyncBatchNorm"])
@@ -340,7 +340,7 @@ class DDPCrossover:
                     _refuse(
                         self.script,
                         "uneven inputs with Join change the divisor of every reduction: not "
-                        "supported in a crossover group",
+                        "supported under xover, in any mode",
                     )
                 if self.torch.is_grad_enabled() and self._rebuild_due(model):
                     with self.outside_turn():  # the bucket rebuild broadcasts from rank 0

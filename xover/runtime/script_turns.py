@@ -379,8 +379,8 @@ class ScriptCoordinator:
         wrapper = engine.wrapper
         return (
             f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
-            f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run in a "
-            f"crossover group ({engine.other_hint})"
+            f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run it "
+            f"under xover ({engine.other_hint})"
         )
 
     def refuse(self, problem: str) -> Unfollowable:
