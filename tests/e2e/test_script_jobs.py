@@ -20,6 +20,7 @@ from xover.run.targets import groups_from_plan
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 BIN = Path(sys.executable).parent
 DDP_STEPS, DDP_CAP, HOROVOD_STEPS = 12, 10, 12
+DDP_OVERFLOW = 3  # the GradScaler skips this step: still an iteration (the cap counts it), with its own loss
 
 
 def xover(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -34,7 +35,7 @@ def _printed(text: str) -> tuple[int, list[float]]:
 
 def _alone(tmp_path: Path) -> dict[str, tuple[int, list[float]]]:
     """Each script run plainly, with its own launcher and no xover at all."""
-    ddp = plain_torchrun(tmp_path / "ddp_accumulate.py", "--steps", str(DDP_STEPS))
+    ddp = plain_torchrun(tmp_path / "ddp_accumulate.py", "--steps", str(DDP_STEPS), "--overflow-at", str(DDP_OVERFLOW))
     horovod = subprocess.run([str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", sys.executable,
                               str(tmp_path / "horovod_passes.py"), "--steps", str(HOROVOD_STEPS)],
                              capture_output=True, text=True, timeout=300)
@@ -60,7 +61,7 @@ def test_scripts_are_profiled_planned_with_a_recipe_and_run_from_the_plan_with_t
     (work / "ddp-accumulate.toml").write_text(textwrap.dedent(f"""
         name = "ddp-accumulate"
         script = "ddp_accumulate.py"
-        args = ["--steps", "{DDP_STEPS}", "--checkpoint-dir", "{work / 'checkpoints'}"]
+        args = ["--steps", "{DDP_STEPS}", "--checkpoint-dir", "{work / 'checkpoints'}", "--overflow-at", "{DDP_OVERFLOW}"]
         np = 2
         iterations = {DDP_CAP}   # stopped before its own end, on both ranks
     """))

@@ -137,6 +137,18 @@ class ScriptCoordinator:
             return scaled
 
         torch.amp.GradScaler.scale = scale_and_remember  # type: ignore[method-assign]
+        scaler_step = torch.amp.GradScaler.step
+
+        def step_or_skip(scaler, optimizer, *args, **kwargs):
+            steps = self.step
+            result = scaler_step(scaler, optimizer, *args, **kwargs)
+            if self.active and self.step == steps and self.tally.backwards:
+                # gradients with an inf or NaN: the scaler skipped optimizer.step(); the iteration ran all the
+                # same (forward, backward, all-reduces), and the next must not take its backward and loss
+                self.after_step()
+            return result
+
+        torch.amp.GradScaler.step = step_or_skip  # type: ignore[method-assign]
 
     @property
     def attached(self) -> bool:

@@ -1,6 +1,6 @@
 """A DistributedDataParallel script with what real training loops have (it knows nothing of xover):
 gradient accumulation under no_sync(), a DataLoader with worker processes, an LR schedule, a GradScaler
-(losses scaled for backward, gradients unscaled before the step), and a checkpoint written by rank 0. Rank 0 prints each optimizer step's loss (the sum of its micro-batches'
+(losses scaled for backward, gradients unscaled before the step, a step skipped on overflow), and a checkpoint written by rank 0. Rank 0 prints each optimizer step's loss (the sum of its micro-batches'
 losses, in the order backward saw them) with every bit.
 
     torchrun --standalone --nproc-per-node=2 ddp_accumulate.py --steps 12 --checkpoint-dir /tmp/ck
@@ -25,6 +25,9 @@ parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--workers", type=int, default=2)
 parser.add_argument("--checkpoint-dir", default=None)
 parser.add_argument("--checkpoint-every", type=int, default=5)
+# this step's loss times 1e36: its scaled gradients overflow and the GradScaler skips the optimizer step, as
+# fp16 training meets while its scale settles
+parser.add_argument("--overflow-at", type=int, default=None)
 args = parser.parse_args()
 
 
@@ -45,7 +48,7 @@ def main() -> None:
                                                   nn.Linear(128, 10)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
-    scaler = torch.amp.GradScaler("cpu")  # (nothing overflows in float32: only the recorded loss would tell)
+    scaler = torch.amp.GradScaler("cpu")  # (nothing overflows in float32 unless --overflow-at)
     if rank == 0:
         size = sum(p.numel() * p.element_size() for p in model.parameters())
         print(f"parameter bytes {size}", flush=True)
@@ -56,7 +59,7 @@ def main() -> None:
         for x, y in loader:
             last = (micro + 1) % args.accumulate == 0
             with contextlib.nullcontext() if last else model.no_sync():
-                loss = F.cross_entropy(model(x), y) / args.accumulate
+                loss = F.cross_entropy(model(x), y) / args.accumulate * (1e36 if step == args.overflow_at else 1.0)
                 scaler.scale(loss).backward()
             step_loss += loss.item()
             micro += 1
