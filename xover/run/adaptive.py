@@ -717,9 +717,11 @@ class AdaptiveController:
         under_mps: bool = False,
         now: float = 0.0,
         measured: MeasuredBefore | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.jobs = [_Job(name, count, solo) for name, count, solo in zip(names, devices, solo_s)]
         self.switcher = switcher
+        self.clock = clock  # times a command's way to the servers (a simulated group's in-process ones: no way)
         self.record = record
         self.config = config or AdaptiveSettings()
         self.under_mps = under_mps
@@ -1103,12 +1105,12 @@ class AdaptiveController:
         self._open(kind, state, reason, now, switch=number, decision=decision)
 
     def _command(self, state: str, now: float) -> int | None:
-        began = time.monotonic()
+        began = self.clock()
         asked = self.switcher.counts()
         if asked is None:
             return None
         number, counts = asked
-        way_there = time.monotonic() - began  # P there and back: about what S takes to get there
+        way_there = self.clock() - began  # P there and back: about what S takes to get there
         boundaries = {}
         for slot, job in enumerate(self.jobs):
             if job.live:
