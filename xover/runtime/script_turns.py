@@ -148,7 +148,7 @@ class ScriptCoordinator:
                 self.after_step()
             return result
 
-        torch.amp.GradScaler.step = step_or_skip  # type: ignore[method-assign]
+        torch.amp.GradScaler.step = step_or_skip  # type: ignore[method-assign,assignment]
 
     @property
     def attached(self) -> bool:
