@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Annotated
 
 import typer
+from sqlalchemy.exc import DBAPIError
 
 from . import __version__
 from .console import errors, print_error
@@ -32,6 +33,7 @@ from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 from .sharing import PLANNED, RunStatus, run_modes
+from .store.session import database_url, store_failed
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
@@ -88,6 +90,8 @@ def user_errors():
         yield
     except XoverError as error:
         fail(error)
+    except DBAPIError as error:  # the store refused a read or a write part-way: a read-only file, a full disk
+        fail(store_failed(database_url(State.db, create_folder=False), error.orig))
     except (Interrupted, KeyboardInterrupt):
         errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
         raise typer.Exit(130) from None

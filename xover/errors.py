@@ -4,6 +4,9 @@ how a run was cut short (Ctrl-C: exit 130; --timeout: exit 124)."""
 from __future__ import annotations
 
 import math
+import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 MAX_SECONDS = 10**8  # of a duration flag: about three years (1e308 overflowed the timers and the counts from it)
@@ -21,6 +24,29 @@ def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = Xover
     if path.exists() and not path.is_file():
         raise error(f"{path}: not a regular file ({what})")
     return path
+
+
+def refuse_overwriting(
+    out: str | os.PathLike[str], kept: Iterable[tuple[str | os.PathLike[str], str]], flag: str
+) -> None:
+    """An output path that names a file the command must keep (the store, one of its own inputs), refused:
+    writing there would destroy it. Links are followed: another name for the same file is the same file."""
+    target = os.path.realpath(out)
+    for path, what in kept:
+        if os.path.realpath(path) == target:
+            raise XoverError(f"{flag} {out}: that is {what}; writing there would destroy it: choose another path")
+
+
+# a number as files and flags write it: ASCII digits, a sign, a point, an exponent (and nan or inf, which
+# their readers refuse in their own words); float() also reads '١', '１' and '1_000'
+_DECIMAL = re.compile(
+    r"\s*[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:nan|inf|infinity))\s*", re.ASCII
+)
+
+
+def decimal(text: str) -> float | None:
+    """`text` as a number, or None where it is not one written with ASCII digits."""
+    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 def check_seconds(flag: str, value: float | None, *, zero: bool = False) -> None:

@@ -157,8 +157,8 @@ _SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env",
 # Each field declared once: its TOML type (exactly: no `true` for 1, no "8" for 8), whether it is required,
 # its default, its range. Pydantic checks them; `_validated` words its first complaint as xover does.
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _Refused(ValueError):
@@ -183,10 +183,11 @@ def _suggest(word: str, choices) -> str:
 
 
 def _named(name: str) -> str:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # fullmatch: '$' alone let a name end in a newline
+        shown = f"{name[:40]!r}... ({len(name)} characters)" if len(name) > 200 else repr(name)
         raise ValueError(
-            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit "
-            f"(it names log folders and plan entries), got {name!r}"
+            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 200 characters "
+            f"(it names log folders and plan entries), got {shown}"
         )
     return name
 
@@ -202,22 +203,24 @@ def _one_of(noun: str, choices: Iterable[str], listing: str, suggest: bool = Tru
     return AfterValidator(check)
 
 
-def _variable_name(name: str) -> str:
-    if not _ENV_NAME.match(name):
+def variable_name(name: str) -> str:
+    """`name`, where an environment variable can have it and xover does not set it (a ValueError why not)."""
+    if not _ENV_NAME.fullmatch(name):
         raise ValueError("not a name an environment variable can have")
     if name.startswith(VARIABLE_PREFIX):
         raise ValueError("xover sets its XOVER_ variables itself; use XOVER_ variables in xover's own environment")
     return name
 
 
-def _without_nul(text: str) -> str:
+def without_nul(text: str) -> str:
+    """`text`, where a command line or an environment can carry it (a ValueError why not)."""
     if "\0" in text:
         raise ValueError("holds a NUL character, which no command line or environment can carry")
     return text
 
 
 _Name = Annotated[str, AfterValidator(_named)]
-_Passed = Annotated[str, AfterValidator(_without_nul)]  # a value that reaches the script's argv or environment
+_Passed = Annotated[str, AfterValidator(without_nul)]  # a value that reaches the script's argv or environment
 _Slowdown = Annotated[float | None, _OutOfRange("must be at least 1.0 (1.0: never slower than alone)")]
 
 
@@ -310,7 +313,7 @@ class _JobFile(_FileSchema):
     ] = Field(None, ge=1, le=MAX_ITERATIONS)
     max_slowdown: _Slowdown = Field(None, ge=1.0)
     memory_gb: Annotated[float | None, _OutOfRange("must be a number of GB > 0")] = Field(None, gt=0)
-    env: dict[Annotated[str, AfterValidator(_variable_name)], _Passed] = {}
+    env: dict[Annotated[str, AfterValidator(variable_name)], _Passed] = {}
     pass_env: list[Any] = []
     description: str = ""
 
@@ -325,7 +328,7 @@ class _JobFile(_FileSchema):
         """Variables set in xover's own environment, none of xover's own, none that `env` gives a value; once each."""
         for index, name in enumerate(names):
             where = f"pass_env[{index}]"
-            if not isinstance(name, str) or not _ENV_NAME.match(name):
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
                 raise _Refused(where, f"must be the name of an environment variable (a string), got {name!r}")
             if name.startswith(VARIABLE_PREFIX):
                 raise _Refused(where, f"{name}: xover sets its XOVER_ variables itself")

@@ -512,3 +512,98 @@ def test_an_integer_too_long_to_read_is_one_clear_line(clean, tmp_path):
     plan.write_text('{"format": "xover-plan/1", "n": ' + "1" * 5000 + "}")
     _one_clear_line(runner.invoke(app, ["run", str(plan)]), str(plan), "cannot be read")
     _nothing_written(clean)
+
+
+def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(clean, tmp_path, monkeypatch):
+    """`report --out` and `plan --out` naming the store (or a link to it, or its WAL) replaced it with a report
+    or a plan: every experiment lost; `plan --out` naming its own --profiles file replaced that."""
+    store = tmp_path / "x.db"
+    monkeypatch.setenv("XOVER_DB", str(store))
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2",
+                               "--out", str(tmp_path / "p.json")]).exit_code == 0
+    (tmp_path / "link.db").symlink_to(store)
+    for out in (store, tmp_path / "link.db", Path(f"{store}-wal")):
+        _one_clear_line(runner.invoke(app, ["report", "latest", "--format", "json", "--out", str(out)]),
+                        f"--out {out}: that is the store {store}")
+        _one_clear_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]),
+                        f"--out {out}: that is the store {store}")
+    _one_clear_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(trace)]),
+                    f"--out {trace}: that is the --profiles file")
+    assert trace.read_text().startswith("name,devices")
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("select count(*) from plans").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("url, words", [
+    ("mysql://user:secretpw@127.0.0.1:1/db", "its driver is not installed (No module named"),
+    ("postgresql://user:secretpw@[::1:1/db", "not a database URL SQLAlchemy reads"),
+])
+def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, words):
+    result = runner.invoke(app, ["--db", url, "report", "all"])
+    _one_clear_line(result, words)
+    assert "secretpw" not in result.output
+
+
+def test_a_read_only_store_is_one_line_and_leaves_no_plan_file(clean, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    store = tmp_path / "ro.db"
+    assert runner.invoke(app, ["--db", str(store), "report", "all"]).exit_code == 2  # made, with no experiments
+    with sqlite3.connect(store) as connection:  # what SQLite says of a file it may not write
+        connection.execute("pragma query_only = 1")
+    store.chmod(0o444)
+    (tmp_path / "ro.db-wal").unlink(missing_ok=True)
+    readonly = f"sqlite:///file:{store}?mode=ro&uri=true"
+    result = runner.invoke(app, ["--db", readonly, "plan", "--profiles", str(trace), "--devices", "2",
+                                 "--out", str(tmp_path / "p.json")])
+    _one_clear_line(result, "readonly database")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_plan_file_fields_reach_the_script_checked_as_a_job_files_are(clean, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    out = tmp_path / "p.json"
+    assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]).exit_code == 0
+    plan = json.loads(out.read_text())
+    for edit, words in (
+        (lambda p: p["groups"][0].update(wave=10**30), "groups[0].wave': must be a whole number from 0 to"),
+        (lambda p: p.update(hosts=[["localhost", 10**9]]), "hosts[0]': must be a whole number from 1 to 65536"),
+        (lambda p: p["jobs"]["a"].update(script={"path": "t.py", "engine": "torch", "sha256": "x",
+                                                 "env": {"A": "x\0y"}}), "holds a NUL character"),
+        (lambda p: p["jobs"]["a"].update(script={"path": "t.py", "engine": "torch", "sha256": "x",
+                                                 "env": {"XOVER_DB": "x"}}), "xover sets its XOVER_ variables"),
+    ):
+        edited = copy.deepcopy(plan)
+        edit(edited)
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(edited))
+        _one_clear_line(runner.invoke(app, ["run", str(bad)]), str(bad), words)
+    # an editor's byte-order mark is read past
+    (tmp_path / "bom.json").write_text("\ufeff" + out.read_text(), encoding="utf-8")
+    result = runner.invoke(app, ["run", str(tmp_path / "bom.json"), "--mode", "nonsense"])
+    assert "BOM" not in result.output
+
+
+@pytest.mark.parametrize("trace, words", [
+    ("arrival_s,gpus,duration_s,model,model\n0,1,100,mA,mB\n", "column 'model' appears twice"),
+    ("arrival_s,gpus,duration_s,model\n\u0663,1,100,mA\n", "arrival_s must be a number"),
+    ("arrival_s,gpus,duration_s,model\n0,1,1_000,mA\n", "duration_s must be a number"),
+])
+def test_a_simulated_trace_with_a_repeated_column_or_other_digits_is_refused(clean, tmp_path, trace, words):
+    path = tmp_path / "trace.csv"
+    path.write_text(trace, encoding="utf-8")
+    profiles = tmp_path / "prof.csv"
+    profiles.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmA,1,100,10,1\nmB,1,10,100,1\n")
+    result = runner.invoke(app, ["simulate", str(path), "--profiles", str(profiles), "--cluster", "2x2"])
+    _one_clear_line(result, str(path), "line", words)
+
+
+def test_a_job_name_ending_in_a_newline_or_too_long_says_so(clean, tmp_path):
+    for name, words in (("abc\n", "got 'abc\\n'"), ("a" * 300, "at most 200 characters")):
+        job = tmp_path / "job.toml"
+        job.write_text(f'name = {json.dumps(name)}\nscript = "train.py"\nnp = 2\n')
+        (tmp_path / "train.py").write_text("import torch.distributed\nfrom torch.nn.parallel import DistributedDataParallel\n")
+        _one_clear_line(runner.invoke(app, ["plan", str(job), "--devices", "2"]), words)

@@ -68,10 +68,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..errors import XoverError
+from ..hosts import MAX_SLOTS
+from ..recipes import variable_name, without_nul
 from ..sharing import ALONE, DEFAULT_WAY, sharing_ways
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .make import GroupPlan, Plan, PlannedScript
@@ -82,6 +85,7 @@ SHARINGS = tuple(way.name for way in sharing_ways())  # crossover, concurrent, m
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (hosts.py)
 
 PLAN_FORMAT = "xover-plan/1"
+MAX_WHOLE = 2**31 - 1  # of a count in a plan file (waves, iterations): the store keeps it as a 64-bit integer
 
 
 class PlanFormatError(XoverError):
@@ -209,7 +213,7 @@ def _hosts(value: Any) -> list[tuple[str, int]]:
         name = _text(entry[0], where)
         if not _HOST_NAME.fullmatch(name) or name in dict(hosts):
             _fail(where, f"host name must be unique, of letters, digits, '.', '-', '_', got {name!r}")
-        hosts.append((name, _whole(entry[1], where, minimum=1)))
+        hosts.append((name, _whole(entry[1], where, minimum=1, maximum=MAX_SLOTS)))
     if not hosts:
         _fail("hosts", "must list at least one host")
     return hosts
@@ -236,7 +240,8 @@ def _script(value: Any, where: str) -> PlannedScript:
     fields = _mapping(value, where)
     path = _text(_field(fields, "path", where), f"{where}.path")
     args = [
-        _text(arg, f"{where}.args[{index}]") for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args"))
+        _passed(arg, f"{where}.args[{index}]")
+        for index, arg in enumerate(_list(fields.get("args", []), f"{where}.args"))
     ]
     engine = _field(fields, "engine", where)
     if engine not in ENGINES:
@@ -251,12 +256,13 @@ def _script(value: Any, where: str) -> PlannedScript:
             if fields.get("iterations") is not None
             else None
         ),
+        # as a job file's are checked (recipes.py): the values reach the script's environment
         env={
-            key: _text(item, f"{where}.env.{key}")
+            _checked(variable_name, key, f"{where}.env.{key}"): _passed(item, f"{where}.env.{key}")
             for key, item in _mapping(fields.get("env", {}), f"{where}.env").items()
         },
         pass_env=[
-            _text(name, f"{where}.pass_env[{index}]")
+            _checked(variable_name, _text(name, f"{where}.pass_env[{index}]"), f"{where}.pass_env[{index}]")
             for index, name in enumerate(_list(fields.get("pass_env", []), f"{where}.pass_env"))
         ],
     )
@@ -465,7 +471,19 @@ def _number(value: Any, where: str) -> float:
     return value
 
 
-def _whole(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(where, f"must be a whole number >= {minimum}, got {value!r}")
+def _whole(value: Any, where: str, minimum: int, maximum: int = MAX_WHOLE) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        _fail(where, f"must be a whole number from {minimum} to {maximum}, got {value!r}")
     return value
+
+
+def _passed(value: Any, where: str) -> str:
+    """A text that reaches the script's command line or environment."""
+    return _checked(without_nul, _text(value, where), where)
+
+
+def _checked(check: Callable[[str], str], text: str, where: str) -> str:
+    try:
+        return check(text)
+    except ValueError as problem:
+        _fail(where, str(problem))

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError
+from ..errors import XoverError, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, with_overrides
@@ -31,7 +31,7 @@ from ..store.profiles import (
     profiled_script_hashes,
     tuning_here,
 )
-from ..store.session import open_store
+from ..store.session import open_store, store_files
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from . import (
     ALGORITHMS,
@@ -290,13 +290,20 @@ def plan_jobs(
     body = plan_to_dict(plan)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_plan_file(path, json.dumps(body, indent=2, allow_nan=False) + "\n", any(s.env for s in scripted.values()))
-    except OSError as error:
-        raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
+    inputs = [(trace_csv, "the --profiles file")] if trace_csv else []
+    inputs += [(recipe_path, "a job file given") for recipe_path in recipe_paths if Path(recipe_path).is_file()]
+    inputs += [(recipe.script, "a script given") for recipe in scripts if recipe.script]
+    refuse_overwriting(path, [*store_files(db), *inputs], "--out")
+    # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
+    # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
     with store.session() as session, session.begin():
         plan_id = store_plan(session, plan, str(path))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = json.dumps(body, indent=2, allow_nan=False) + "\n"
+            write_plan_file(path, text, any(s.env for s in scripted.values()))
+        except OSError as error:
+            raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError, refuse_unless_regular
+from ..errors import XoverError, decimal, refuse_unless_regular
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
@@ -152,15 +153,9 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
 
 
 def _parse_number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+    value = decimal(text)
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _parse_whole(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
+    return int(text) if re.fullmatch(r"\s*[-+]?[0-9]{1,18}\s*", text, re.ASCII) else None

@@ -42,7 +42,7 @@ MODELS = ("xover", "interleave")
 # muri  - Muri's simulator: every event decides everything afresh and costs every running job its restart time,
 #         a job alone runs 1.015x its trace's iteration, first-fit placement (Tiresias: by device count).
 SEMANTICS = ("xover", "muri")
-CLUSTER_SPEC = re.compile(r"([0-9]+)x([0-9]+)", re.ASCII)
+CLUSTER_SPEC = re.compile(r"([0-9]{1,9})x([0-9]{1,9})", re.ASCII)  # more digits: more than any cluster
 MAX_DEVICES = 10**6
 
 
@@ -125,6 +125,8 @@ def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
         match = CLUSTER_SPEC.fullmatch(cluster.strip())
         if match is None or int(match[1]) < 1 or int(match[2]) < 1:
             raise XoverError(f"--cluster {cluster}: give HOSTSxDEVICES, e.g. 8x8 (8 hosts of 8 devices each)")
+        if int(match[1]) * int(match[2]) > MAX_DEVICES:  # before a list of a billion hosts is built
+            raise XoverError(f"the cluster has more than {MAX_DEVICES:,} devices: give a smaller one")
         parsed = [(f"n{index}", int(match[2])) for index in range(int(match[1]))]
     if sum(slots for _, slots in parsed) > MAX_DEVICES:
         raise XoverError(f"the cluster has more than {MAX_DEVICES:,} devices: give a smaller one")

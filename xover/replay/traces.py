@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError, refuse_unless_regular
+from ..errors import XoverError, decimal, refuse_unless_regular
 from ..plan.instances import JobInstance
 from ..plan.model import InvalidJobProfile, JobProfile, job_name_problem
 
@@ -158,6 +158,9 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
             missing = [column for column in required if column not in header]
             if missing:
                 raise TraceError(f"{path}: line 1: missing column {', '.join(missing)} (columns: {', '.join(header)})")
+            twice = [column for column in header if header.count(column) > 1]
+            if twice:  # the last would win, silently
+                raise TraceError(f"{path}: line 1: column {twice[0]!r} appears twice")
             known = set(required) | set(optional)
             unknown = [column for column in header if column not in known]
             if unknown:
@@ -177,10 +180,9 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
 
 
 def _number(path: Path, line: int, column: str, text: str, lowest: float = 0.0, above: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceError(f"{path}: line {line}: {column} must be a number, got {text!r}") from None
+    value = decimal(text)
+    if value is None:
+        raise TraceError(f"{path}: line {line}: {column} must be a number, got {text!r}")
     if not math.isfinite(value) or abs(value) > LARGEST:
         raise TraceError(f"{path}: line {line}: {column} {text} is out of range")
     if value < lowest or (above and value <= lowest):

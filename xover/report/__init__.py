@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..config import results_root
 from ..console import console, errors, print_json
-from ..store.session import shown_url
+from ..errors import refuse_overwriting
+from ..store.session import shown_url, store_files
 from . import mlflow, tables
 from . import simulation as simulation_views
 from .data import (
@@ -58,6 +59,8 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
     if fmt == "mlflow":
         _send_to_mlflow(db, target, tracking_uri)
         return
+    if out:
+        refuse_overwriting(out, store_files(db), "--out")
     store = open_existing_store(db)
     where = _where(store.url)
     simulation = None
@@ -165,11 +168,11 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
     if fmt == "table":
         simulation_views.print_simulation_tables(simulation, {})
     elif fmt == "csv":
-        target = Path(out) if out else folder
-        if target.suffix.lower() == ".csv":
-            target = target.parent
+        target, stem = Path(out) if out else folder, None
+        if target.suffix.lower() == ".csv":  # FILE.csv: the policies there, FILE-jobs.csv and FILE-utilisation.csv
+            target, stem = target.parent, target.stem
         try:
-            written = simulation_views.write_simulation_csv(simulation, target)
+            written = simulation_views.write_simulation_csv(simulation, target, stem)
         except OSError as error:
             raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
         if out:

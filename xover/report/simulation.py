@@ -220,18 +220,22 @@ def _cdf(report: SimulationReport, policy: str) -> list[tuple[float, float]]:
     return jct_cdf([job["jct_s"] for job in report.jobs.get(policy, []) if job["jct_s"] is not None])
 
 
-def write_simulation_csv(report: SimulationReport, folder: Path) -> list[Path]:
+def write_simulation_csv(report: SimulationReport, folder: Path, stem: str | None = None) -> list[Path]:
     """simulation.csv (a row per policy; its settings and sharing as JSON), jobs.csv (every job of every
-    policy), utilisation.csv."""
+    policy), utilisation.csv; with `stem`: STEM.csv, STEM-jobs.csv and STEM-utilisation.csv."""
     folder.mkdir(parents=True, exist_ok=True)
+
+    def named(part: str) -> Path:
+        return folder / (f"{part}.csv" if not stem else f"{stem}.csv" if part == "simulation" else f"{stem}-{part}.csv")
+
     replays = [
         {key: json.dumps(value) if isinstance(value, (dict, list)) else value for key, value in replay.items()}
         for replay in report.replays
     ]
     files = {
-        folder / "simulation.csv": csv_text(REPLAY_FIELDS, replays),
-        folder / "jobs.csv": csv_text(JOB_FIELDS, [job for jobs in report.jobs.values() for job in jobs]),
-        folder / "utilisation.csv": csv_text(
+        named("simulation"): csv_text(REPLAY_FIELDS, replays),
+        named("jobs"): csv_text(JOB_FIELDS, [job for jobs in report.jobs.values() for job in jobs]),
+        named("utilisation"): csv_text(
             UTILISATION_FIELDS, [point for points in report.utilisation.values() for point in points]
         ),
     }

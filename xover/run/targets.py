@@ -59,7 +59,7 @@ def groups_from_plan(
         raise XoverError(f"--iterations {iterations}: give a whole number from 1 to {MAX_ITERATIONS}")
     plan_file = refuse_unless_regular(Path(plan_path), "a plan file is the JSON `xover plan --out` writes")
     try:
-        body = json.loads(plan_file.read_text())
+        body = json.loads(plan_file.read_text(encoding="utf-8-sig"))  # a BOM an editor put there read past
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

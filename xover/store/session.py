@@ -69,10 +69,30 @@ def missing_sqlite_file(db: str | None = None) -> Path | None:
     return None if path.exists() else path
 
 
+def store_files(db: str | None = None) -> list[tuple[Path, str]]:
+    """The files a SQLite store is made of (the database, its journal, WAL, shared memory and migration lock),
+    each with what it is, for refusing an output path over one; none for another database or one in memory."""
+    url = database_url(db, create_folder=False)
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url == prefix + ":memory:":
+        return []
+    path = url[len(prefix) :].split("?", 1)[0]
+    return [
+        (Path(path + suffix), f"the store {path}" + (f" (its {suffix[1:]} file)" if suffix else ""))
+        for suffix in ("", "-wal", "-shm", "-journal", ".migrate.lock")
+    ]
+
+
 def shown_url(url: str) -> str:
     """The URL for messages: its password, and every query option that carries one (`?password=`,
     `&sslpassword=`, ...), shown as ***, whatever characters they hold (redact.py)."""
     return mask_word(url)
+
+
+def store_failed(url: str, problem: object) -> StoreError:
+    """One line about a store that opened and then refused a read or a write (a read-only file, a full disk),
+    without its password."""
+    return StoreError(f"the database {without_secrets_of(url, f'{shown_url(url)}: {problem}')}")
 
 
 def store_error(url: str, problem: object) -> StoreError:
@@ -362,3 +382,9 @@ def open_store(db: str | None = None) -> Store:
         return Store(db)
     except SQLAlchemyError as error:  # the driver's own words, without SQLAlchemy's link to its FAQ
         raise store_error(database_url(db, create_folder=False), getattr(error, "orig", None) or error) from None
+    except ImportError as error:  # mysql://, oracle://: a database whose driver is not installed here
+        raise store_error(database_url(db, create_folder=False), f"its driver is not installed ({error})") from None
+    except ValueError as error:  # a URL SQLAlchemy cannot read, e.g. a port that is not a number
+        raise store_error(
+            database_url(db, create_folder=False), f"not a database URL SQLAlchemy reads ({error})"
+        ) from None
