@@ -15,6 +15,10 @@ Options that exercise the corners of DDP:
                 (forwards with no backward), and its loss printed
   --keep-best   rank 0 alone keeps a deep copy of the DDP model at its lowest logged loss (best-model
                 tracking), never forwarded; the loss it was kept at is printed at the end
+  --clip-by-hand MAX  the gradients' norm computed from each .grad after backward, and the gradients
+                scaled down to MAX by hand before the step (as scripts did before clip_grad_norm_)
+  --center      the inputs centred on a running mean kept in a buffer and updated through .data (as
+                older EMA code writes it): DDP broadcasts rank 0's before every forward
 """
 
 import argparse
@@ -45,13 +49,18 @@ parser.add_argument("--accumulate", type=int, default=1)
 parser.add_argument("--average-loss", action="store_true")
 parser.add_argument("--swa", action="store_true")
 parser.add_argument("--keep-best", action="store_true")
+parser.add_argument("--clip-by-hand", type=float, default=None)
+parser.add_argument("--center", action="store_true")
 args = parser.parse_args()
 
 
 class Net(nn.Module):
-    def __init__(self, hidden: int, frozen: bool, batchnorm: bool) -> None:
+    def __init__(self, hidden: int, frozen: bool, batchnorm: bool, center: bool) -> None:
         super().__init__()
         self.frozen = frozen
+        self.centered = center
+        if center:
+            self.register_buffer("center", torch.zeros(64))
         if frozen:
             self.projection = nn.Linear(64, 64)  # a fixed random projection: never trained
             self.projection.requires_grad_(False)
@@ -63,6 +72,10 @@ class Net(nn.Module):
         self.head = nn.Linear(hidden, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.centered:
+            if self.training:
+                self.center.data.mul_(0.9).add_(0.1 * x.mean(dim=0))
+            x = x - self.center
         if self.frozen:
             x = torch.tanh(self.projection(x))
         return self.head(self.body(x))
@@ -86,7 +99,7 @@ def main() -> None:
     )
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
 
-    model = Net(args.hidden, args.frozen, args.batchnorm).to(device)
+    model = Net(args.hidden, args.frozen, args.batchnorm, args.center).to(device)
     model = DDP(model, device_ids=[local_rank] if use_cuda else None, find_unused_parameters=args.frozen)
     optimizer = torch.optim.SGD(
         [p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size, momentum=0.9
@@ -107,6 +120,12 @@ def main() -> None:
             micro_batch += 1
             if not last:
                 continue
+            if args.clip_by_hand is not None:
+                grads = [p.grad for p in model.parameters() if p.grad is not None]
+                norm = torch.sqrt(sum((g.detach() ** 2).sum() for g in grads))
+                if norm > args.clip_by_hand:
+                    for g in grads:
+                        g.mul_(args.clip_by_hand / norm)
             optimizer.step()
             optimizer.zero_grad()
             if averaged is not None and step >= args.steps // 2:

@@ -64,8 +64,12 @@ def _assert_two_copies_keep_the_losses(script_args: list[str], modes: tuple[str,
 
 
 def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results):
-    # every mode; one policy (the frozen/unused variant below takes turns under both)
-    runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1"],
+    """Every mode, one policy (the frozen/unused variant below takes turns under both); the script clips its
+    gradients by hand from each .grad between backward and the step (before, it read them still being reduced:
+    the ranks drifted apart in every mode), and centres its inputs on a buffer it updates through .data (before,
+    its version counter never moved, DDP's broadcast of rank 0's was skipped, and the losses differed)."""
+    runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1", "--clip-by-hand", "0.5",
+                                               "--center"],
                                               ("sequential", "concurrent", "crossover"), "work-conserving")
     for job in runs.values():
         assert job["iterations"] == STEPS  # one per backward, counted by the shim

@@ -11,12 +11,15 @@ runs, DDP is adapted (`install_ddp`):
                       bucket by 1 / world size - the very float multiplication DDP's own reduction
                       makes - starts its all-reduce without waiting, and returns a future already
                       complete on the same buffer: DDP's end of backward finds nothing to wait for.
-  end of backward     the turn is released (script_shim). Where DDP still waits at the end of
-                      backward (find_unused_parameters: the all-reduce of the used-parameter map; a
-                      static graph's first iteration), the release is queued ahead of that wait.
+  end of backward     the turn is released (script_shim), then the reductions are waited for without
+                      spinning, outside the turn, where DDP alone waits for them: the script's code
+                      after backward (a norm it logs, its own clipping, an update by hand) reads
+                      reduced gradients. Where DDP still waits at the end of backward
+                      (find_unused_parameters: the all-reduce of the used-parameter map; a static
+                      graph's first iteration), the release is queued ahead of that wait.
   optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
-                      GradScaler.unscale_, which read gradients before the step - wait for the
-                      reductions without spinning, outside the turn, then take the turn. An
+                      GradScaler.unscale_, which read gradients before the step - take the turn (the
+                      bucket rebuild DDP makes once is made before it, outside the turn). An
                       optimizer stepped inside another's step (ZeroRedundancyOptimizer's local one,
                       a wrapper's base optimizer) is the same iteration; ZeroRedundancyOptimizer's
                       broadcast of the updated shards runs outside the turn.
@@ -27,8 +30,8 @@ reach). So the collectives DDP makes in forward are moved out of the turn: the o
 rebuild is done in the wait before the update, where DDP would do it at the next forward, and the
 buffer broadcast (BatchNorm statistics, from rank 0) at that forward, before it takes the turn - not
 earlier: between a step and the next forward a rank's buffers are its own, as under plain torchrun.
-The broadcast at a forward is skipped when the buffers have not changed since they were last made
-equal (same tensors, same version counters). Any other synchronous
+It is made at every forward where DDP would make it (a buffer changed through `.data` moves no version
+counter: skipped where none had moved, a rank's EMA codebook drifted from rank 0's). Any other synchronous
 collective met while holding the turn - DDP's first broadcast, a script's dist.all_reduce of its loss
 or dist.barrier() - steps out of the turn and back in (the turn server hears a step out and a step in:
 the same phase, so work-conserving turns let a waiting partner compute meanwhile, while strict round
@@ -63,8 +66,7 @@ all-reduce leaves the turn); SyncBatchNorm (collectives inside forward and backw
 met: an optimizer step (or a read of the gradients) before any DDP model was built, naming the framework
 found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled python reducer (each
 brings its own reduction), and uneven inputs with Join (the divisor changes every iteration).
-Not covered: a script that reads .grad itself between backward() and the step sees gradients still
-being reduced; a Work that the script waits for itself while holding the turn.
+Not covered: a Work that the script waits for itself while holding the turn.
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ class _Reduction:
         self.process_group = process_group
         self.scale = 1.0 / world_size  # DDP's own factor: a double, applied in the gradient's dtype
         self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
-        self.buffers_in_sync: tuple | None = None  # buffer identities and versions when last made equal
+        self.buffers_broadcast = False  # at this forward, before it took the turn: DDP's own is not needed
 
 
 class DDPCrossover:
@@ -203,6 +205,7 @@ class DDPCrossover:
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)
+        self.coordinator.after_backward.append(self.finish_reductions)
         self.coordinator.before_turn_in_forward.append(self.broadcast_buffers_before_turn)
         self._adapt_gradient_clearing(torch)
         register_optimizer_step_pre_hook(self._before_optimizer_step)
@@ -239,7 +242,7 @@ class DDPCrossover:
         model = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: its model's forward is traced
         if model in self.models and self._buffers_due(model):
             self._broadcast_buffers(model)
-            model._xover_reduction.buffers_in_sync = self._buffer_state(model)
+            model._xover_reduction.buffers_broadcast = True
 
     def finish_reductions(self) -> None:
         """Before the gradients are written again (a backward accumulates into them, zero_grad clears
@@ -335,31 +338,30 @@ class DDPCrossover:
 
         @functools.wraps(original_pre_forward)
         def _pre_forward(model, *inputs, **kwargs):
-            if model in self.models:
-                if model._join_config.enable:
-                    _refuse(
-                        self.script,
-                        "uneven inputs with Join change the divisor of every reduction: not "
-                        "supported under xover, in any mode",
-                    )
-                if self.torch.is_grad_enabled() and self._rebuild_due(model):
-                    with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
-                        return original_pre_forward(model, *inputs, **kwargs)
-            return original_pre_forward(model, *inputs, **kwargs)
+            try:
+                if model in self.models:
+                    if model._join_config.enable:
+                        _refuse(
+                            self.script,
+                            "uneven inputs with Join change the divisor of every reduction: not "
+                            "supported under xover, in any mode",
+                        )
+                    if self.torch.is_grad_enabled() and self._rebuild_due(model):
+                        with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
+                            return original_pre_forward(model, *inputs, **kwargs)
+                return original_pre_forward(model, *inputs, **kwargs)
+            finally:
+                reduction = getattr(model, "_xover_reduction", None)
+                if reduction is not None:
+                    reduction.buffers_broadcast = False  # this forward's only
 
         @functools.wraps(original_sync_buffers)
         def _sync_buffers(model):
             reduction = getattr(model, "_xover_reduction", None)
-            if (
-                reduction is not None
-                and not hasattr(model, "buffer_hook")
-                and reduction.buffers_in_sync == self._buffer_state(model)
-            ):
-                return  # the same buffers, unchanged since they were made equal on every rank
+            if reduction is not None and reduction.buffers_broadcast and not hasattr(model, "buffer_hook"):
+                return  # broadcast as this forward began, before it took the turn
             with self.outside_turn():
                 original_sync_buffers(model)
-            if reduction is not None:
-                reduction.buffers_in_sync = self._buffer_state(model)
 
         ddp_class._pre_forward, ddp_class._sync_buffers = _pre_forward, _sync_buffers
 
@@ -387,18 +389,10 @@ class DDPCrossover:
         )
 
     def _buffers_due(self, model) -> bool:
-        """DDP broadcasts the buffers as this forward begins, and they changed since last made equal."""
-        return (
-            not hasattr(model, "buffer_hook")
-            and not model._join_config.enable
-            and model._check_sync_bufs_pre_fwd()
-            and model._xover_reduction.buffers_in_sync != self._buffer_state(model)
-        )
-
-    @staticmethod
-    def _buffer_state(model) -> tuple:
-        model._assign_modules_buffers()  # what DDP broadcasts, as it finds them itself
-        return tuple((id(buffer), buffer._version) for buffer in model.modules_buffers)
+        """DDP broadcasts the buffers as this forward begins: at every forward it would, as DDP alone does. (Not
+        only where their version counters moved: a change made through `.data`, as EMA codebooks and older
+        running statistics are written, moves none, and a rank's buffers drifted from rank 0's.)"""
+        return not hasattr(model, "buffer_hook") and not model._join_config.enable and model._check_sync_bufs_pre_fwd()
 
     def _refusal(self, problem: str):
         def refuse(*_args, **_kwargs):

@@ -110,6 +110,9 @@ class ScriptCoordinator:
         self.comm_threads = CommThreads(crossover=self.turn.crossover, cpu=self.device.type == "cpu")
         # what must happen before a backward writes the gradients (the DDP shim's unfinished all-reduces)
         self.before_backward: list[Callable[[], None]] = []
+        # what a backward's end waits for once the turn is released (the DDP shim's all-reduces, which DDP
+        # alone waits for there: a script that reads .grad before its step reads them reduced)
+        self.after_backward: list[Callable[[], None]] = []
         # what a forward of the model does first that must not hold the turn (the DDP shim's buffer broadcast)
         self.before_turn_in_forward: list[Callable[[torch.nn.Module], None]] = []
         torch.nn.modules.module.register_module_forward_pre_hook(self._before_forward)
@@ -124,6 +127,7 @@ class ScriptCoordinator:
             result = original_backward(*args, **kwargs)
             self.end_of_backward()
             self._count_backward(args[0] if args else kwargs.get("tensors"))
+            self._after_backward()
             return result
 
         torch.autograd.backward = backward  # Tensor.backward() calls it too
@@ -271,6 +275,16 @@ class ScriptCoordinator:
         tally.held += [[round(a, 6), round(b, 6)] for a, b in phase.held]
         self.link.apply(self.backwards)
         self.comm_threads.apply(self.backwards)
+
+    def _after_backward(self) -> None:
+        """The waits a backward ends with, outside the turn: timed as the iteration's communication."""
+        if not self.after_backward:
+            return
+        start = time.perf_counter()
+        for finish in self.after_backward:
+            finish()
+        if self.attached:
+            self.tally.communication_s += time.perf_counter() - start
 
     def _count_backward(self, loss) -> None:
         """A backward the script called: counted, and its loss (a scalar's value, rank 0) added to the step's."""
