@@ -440,8 +440,8 @@ def test_the_value_after_an_option_named_for_a_credential_is_masked():
     """`--password pw` as two words kept `pw` in the recorded command and the lease files every user reads."""
     from xover.redact import mask_argv, mask_credentials
 
-    argv = ["train.py", "--steps", "3", "--password", "argsecret11", "--hf-token", "tok", "--lr", "0.1", "--key=zz"]
+    argv = ["train.py", "--steps", "3", "--password", "argsecret11", "--hf-token", "tokvalue9", "--lr", "0.1", "--key=zz"]
     assert mask_argv(argv) == ["train.py", "--steps", "3", "--password", "***", "--hf-token", "***", "--lr", "0.1",
                                "--key=***"]
     line = mask_credentials(shlex.join(["xover", "run", "--", *argv]))
-    assert "argsecret11" not in line and "tok" not in line and "--lr 0.1" in line
+    assert "argsecret11" not in line and "tokvalue9" not in line and "--lr 0.1" in line
