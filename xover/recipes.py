@@ -348,7 +348,8 @@ class _JobFile(_FileSchema):
             script = Path((info.context or {})["source"]).resolve().parent / script
         if not (script := script.resolve()).is_file():
             hint = "" if Path(self.script).is_absolute() else " (a path relative to the job file's folder)"
-            raise _Refused("script", f"file not found: {script}{hint}")
+            found = "a folder" if script.is_dir() else "not a regular file" if script.exists() else "file not found"
+            raise _Refused("script", f"{found}: {script}{hint}; give the training script's .py file")
         self.script = str(script)
         if self.engine is not None and self.engine not in ENGINES:
             raise _Refused("engine", f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")

@@ -61,8 +61,14 @@ def mask_word(word: str) -> str:
 
 
 def mask_argv(argv: Sequence[str]) -> list[str]:
-    """An argument list with every password in it shown as ***, one argument at a time."""
-    return [mask_word(arg) for arg in argv]
+    """An argument list with every password in it shown as ***, one argument at a time, and the value after
+    an option named for a credential (`--password pw`, `--hf-token tok`)."""
+    return [MASK if _names_a_credential(previous) else mask_word(arg) for previous, arg in zip(["", *argv], argv)]
+
+
+def _names_a_credential(word: str) -> bool:
+    """An option that takes its value as the next word, named for a credential: `--password`, `-api-key`."""
+    return word.startswith("-") and "=" not in word and credential_name(word)
 
 
 def _shell_words(text: str) -> Iterator[tuple[int, int, str]]:
@@ -112,9 +118,10 @@ def _double_quoted(text: str, opening: int) -> tuple[str, int] | None:
 def mask_credentials(text: str) -> str:
     """`text` (a joined command line, a lease holder, a message) with every password in it shown as ***.
     A word that holds one is written back quoted as the shell would read it, if it was quoted."""
-    pieces, kept_until = [], 0
+    pieces, kept_until, previous = [], 0, ""
     for start, end, value in _shell_words(text):
-        masked = mask_word(value)
+        masked = MASK if _names_a_credential(previous) and value else mask_word(value)
+        previous = value
         if masked == value:
             continue
         written = text[start:end]

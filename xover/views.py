@@ -13,7 +13,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from .console import console, errors, print_json, print_table
 from .links import HOST
 from .report import simulation
-from .report.tables import DIGITS, POLICY_COLUMNS, display_rows, job_columns, policy_rows, print_failures
+from .report.tables import (
+    DIGITS,
+    POLICY_COLUMNS,
+    display_rows,
+    failed_jobs,
+    failure_line,
+    job_columns,
+    policy_rows,
+    print_failures,
+)
 from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
 
 # `xover simulate`'s summary: the report's columns of a simulation, but for what only the report shows
@@ -82,6 +91,8 @@ def show_run(result: Any, as_json: bool) -> None:
     shown = result.to_json()
     if as_json:
         print_json(shown)
+        for job in failed_jobs(shown["jobs"]):  # stdout is the JSON: why a job failed goes to stderr too
+            errors.print(failure_line(job), markup=False, highlight=False, soft_wrap=True)
         return
     print_table(
         f"xover run  experiment {result.experiment}  link {result.link.rate or 'host network'}",

@@ -250,6 +250,9 @@ FLAG_CASES = [
     (["simulate", "t.csv", "--cluster", "2x2", "--policy", "fifo,xover,fifo"], "fifo named twice"),
     (["train", "mlp-digits", "--bandwidth", "\u0661gbit"], "--bandwidth"),  # an Arabic-Indic digit
     (["simulate", "t.csv", "--cluster", "2x2", "--factors", "\u0661.5,1.5"], "--factors"),
+    (["simulate", "t.csv", "--cluster", "2x2", "--profiles", "p.csv", "--bandwidth", "1gbit"], "--bandwidth"),
+    # a cluster of a billion hosts was built in memory (gigabytes, minutes) before its size was refused
+    (["simulate", "t.csv", "--cluster", "1000000000x1"], "more than 1,000,000 devices"),
     (["report", "latest", "--format", "pdf"], "--format"),
 ]
 

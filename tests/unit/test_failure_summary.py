@@ -68,3 +68,15 @@ def test_scripts_given_one_set_of_arguments_are_told_to_use_job_files_when_one_r
     assert shared_arguments_hint(["a.py", "b.py"], [], [usage]) is None
     assert shared_arguments_hint(["a.py", "b.py"], ["--steps", "5"], ["rank 0:\nRuntimeError: boom"]) is None
     assert shared_arguments_hint(["b.py", "b.py"], ["--steps", "5"], [usage]) is None
+
+
+def test_a_rank_that_exits_with_a_code_and_no_traceback_is_named_with_its_code(tmp_path):
+    """sys.exit(3) after training: no rank log says why, and torchrun's summary ends in a rule of '=': that
+    rule was the reason shown ('exit3 (sequential) failed: =====...')."""
+    from xover.run.record import failure_reason, failure_summary
+
+    launcher = ["Root Cause (first observed failure):", "[0]:", "  time      : 2026-12-01_04:41:43",
+                "  host      : localhost", "  rank      : 1 (local_rank: 1)", "  exitcode  : 3 (pid: 30137)",
+                "  error_file: <N/A>", "  traceback : To enable traceback see: https://pytorch.org/docs/stable/"
+                "elastic/errors.html", "=" * 60]
+    assert failure_reason(failure_summary(tmp_path, launcher)) == "rank 1: exited with code 3, no traceback"

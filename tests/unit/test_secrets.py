@@ -434,3 +434,14 @@ def test_a_key_value_store_string_taken_as_a_file_name_is_shown_without_its_pass
     result = CliRunner().invoke(app, ["--db", "host=127.0.0.1 port=1 password=s3cretPW", "report"])
     assert result.exit_code == 2, result.output
     assert "no database at" in result.output and "s3cretPW" not in result.output, result.output
+
+
+def test_the_value_after_an_option_named_for_a_credential_is_masked():
+    """`--password pw` as two words kept `pw` in the recorded command and the lease files every user reads."""
+    from xover.redact import mask_argv, mask_credentials
+
+    argv = ["train.py", "--steps", "3", "--password", "argsecret11", "--hf-token", "tokvalue9", "--lr", "0.1", "--key=zz"]
+    assert mask_argv(argv) == ["train.py", "--steps", "3", "--password", "***", "--hf-token", "***", "--lr", "0.1",
+                               "--key=***"]
+    line = mask_credentials(shlex.join(["xover", "run", "--", *argv]))
+    assert "argsecret11" not in line and "tokvalue9" not in line and "--lr 0.1" in line

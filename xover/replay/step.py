@@ -42,7 +42,7 @@ MODELS = ("xover", "interleave")
 # muri  - Muri's simulator: every event decides everything afresh and costs every running job its restart time,
 #         a job alone runs 1.015x its trace's iteration, first-fit placement (Tiresias: by device count).
 SEMANTICS = ("xover", "muri")
-CLUSTER_SPEC = re.compile(r"([0-9]{1,9})x([0-9]{1,9})", re.ASCII)  # more digits: more than any cluster
+CLUSTER_SPEC = re.compile(r"([0-9]{1,12})x([0-9]{1,12})", re.ASCII)  # more digits: more than any cluster
 MAX_DEVICES = 10**6
 
 
@@ -164,6 +164,8 @@ def check_request(request: SimulateRequest) -> None:
     if not (math.isfinite(request.min_gain) and request.min_gain >= 0):
         raise XoverError(f"--min-gain {request.min_gain}: give a number >= 0 (0.05: 5% better than apart)")
     check_seconds("--restart-s", request.restart_s, zero=True)
+    if request.profiles_csv and request.link is not None:  # as `xover plan` says it
+        raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles file carries its own times")
     if request.jobs is not None and request.jobs < 1:
         raise XoverError(f"--jobs {request.jobs}: give how many of the trace's first jobs to replay, >= 1")
 

@@ -409,6 +409,8 @@ EXCEPTION_LINE = re.compile(
     r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::.*)?|KeyboardInterrupt)$"
 )
 RANK_HEADER = re.compile(r"^rank (\S+):$")  # failure_summary's first line
+# torchrun's summary of a rank that ended with an exit code and no traceback (sys.exit(3), os._exit)
+ROOT_CAUSE = re.compile(r"Root Cause.*?\brank\s*:\s*(\d+).*?\bexitcode\s*:\s*(-?\d+)", re.DOTALL)
 REASON_CHARS = 400
 
 
@@ -423,6 +425,8 @@ def failure_reason(error: str | None) -> str | None:
     lines = [line for line in lines if line]
     if not lines:
         return None
+    if rank is None and (cause := ROOT_CAUSE.search("\n".join(lines))):
+        return f"rank {cause.group(1)}: exited with code {cause.group(2)}, no traceback"
     exceptions = [match.group(1) for line in lines if (match := EXCEPTION_LINE.match(line))]
     reason = exceptions[-1] if exceptions else lines[-1]
     if len(reason) > REASON_CHARS:
