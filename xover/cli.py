@@ -259,8 +259,8 @@ RUN_SECONDS_HELP = (
     "a group overlap all along."
 )
 RUN_BANDWIDTH_HELP = (
-    "Emulate a shared link of this rate (e.g. 1gbit, 200mbit) with tc in a private network namespace; 'host': "
-    "the unshaped network."
+    "Emulate nodes whose NICs carry this rate each way (e.g. 1gbit, 200mbit; on one machine each device is a "
+    "node and the loopback is shaped to the rate per device, with tc); 'host': the unshaped network (default)."
 )
 RUN_POLICY_HELP = (
     "Turn policy of crossover: work-conserving (a device never idles while a job waits; critical-path jobs "
@@ -460,9 +460,10 @@ def profile(
 
 
 PLAN_PROFILES_HELP = (
-    "CSV of jobs measured elsewhere: name,devices,compute_ms,comm_ms,memory_gb[,data_ms][,iterations][,link_ms]"
-    "[,comm_cpu][,checkpoint_ms][,max_slowdown][,interference][,startup_ms][,interference_link_share]"
-    "[,corun_stretch][,mps_stretch]."
+    # a space after each comma: the help wraps there (one word of 200 characters was cut with '...')
+    "CSV of jobs measured elsewhere, columns name, devices, compute_ms, comm_ms, memory_gb and optionally "
+    "data_ms, iterations, link_ms, comm_cpu, checkpoint_ms, max_slowdown, interference, startup_ms, "
+    "interference_link_share, corun_stretch, mps_stretch (docs/reference.md)."
 )
 PLAN_ENGINE_HELP = (
     "Plan the built-in models from the profiles taken under this engine: horovod (default) or torch (the plan "
@@ -578,9 +579,9 @@ def _factors(value: str) -> list[float]:
 # the help of `xover simulate`'s argument and options
 SIMULATE_HELP = {
     "trace": (
-        "The trace: Muri's CSV (job_id,num_gpu,submit_time,iterations,model_name,...,resource_time_0..2), a "
-        "plain CSV (arrival_s,gpus,duration_s,model[,name][,restart_s][,max_slowdown]) or Philly's job log "
-        "(JSON)."
+        "The trace: Muri's CSV (job_id, num_gpu, submit_time, iterations, model_name, ..., resource_time_0..2), "
+        "a plain CSV (arrival_s, gpus, duration_s, model, and optionally name, restart_s, max_slowdown) or "
+        "Philly's job log (JSON)."
     ),
     "cluster": "The cluster as HOSTSxDEVICES, e.g. 8x8: 8 hosts of 8 devices.",
     "hosts": "The cluster's hosts and devices, e.g. h1:8,h2:8.",
@@ -685,7 +686,7 @@ def report(
     target: Annotated[
         str,
         typer.Argument(
-            help="An experiment id (as printed by train/run/profile), 'latest', "
+            help="An experiment id (as printed by train, run, profile or simulate; a unique prefix will do), 'latest', "
             "or 'all' for a summary of every experiment."
         ),
     ] = "latest",
