@@ -220,7 +220,29 @@ def _client(tracking_uri: str) -> MlflowClient:
         folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
         if not folder.is_dir():
             raise ReportError(f"--tracking-uri {shown_tracking_uri(tracking_uri)}: no folder {folder} for the database")
+    _reach_database(tracking_uri)
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def _reach_database(tracking_uri: str) -> None:
+    """A database store (postgresql://, mysql://) connected to once, here: MLflow retries its first connection
+    15 times, about 110 s of warnings, before it says it cannot; a failure is one line, at once."""
+    scheme = tracking_uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in tracking_uri else ""
+    if scheme not in ("postgresql", "postgres", "mysql", "mssql", "oracle"):
+        return
+    from sqlalchemy import create_engine
+
+    try:
+        engine = create_engine(tracking_uri)  # its errors are the store's: _mlflow_errors makes them one line
+    except ImportError as error:
+        raise ReportError(
+            f"--tracking-uri {shown_tracking_uri(tracking_uri)}: its database driver is not installed ({error})"
+        ) from None
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
 
 
 def _mlflow_experiment(client: MlflowClient, tracking_uri: str) -> str:
