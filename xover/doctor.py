@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from .emulation.cluster import diagnose_cluster
 from .emulation.network import ShapedNetwork
 from .run.external.horovodrun import horovodrun_path
@@ -176,6 +178,9 @@ def _database(db: str | None) -> Check:
         kind = store.kind
         store.close()
         return Check("database", True, f"{url} ({kind}) is writable")
+    except DBAPIError as error:  # the driver's words (a read-only file), without SQLAlchemy's statement and link
+        failed = store_session.store_failed(store_session.database_url(db, create_folder=False), error.orig)
+        return Check("database", False, str(failed), "choose a writable path with --db or XOVER_DB")
     except Exception as error:
         return Check("database", False, str(error), "choose a writable path with --db or XOVER_DB")
 

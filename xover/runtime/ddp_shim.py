@@ -245,12 +245,13 @@ class DDPCrossover:
             model._xover_reduction.buffers_broadcast = True
 
     def finish_reductions(self) -> None:
-        """Before the gradients are written again (a backward accumulates into them, zero_grad clears
-        them): the all-reduces still running on them end first, outside the turn. DDP waits for them at
-        the end of the backward that started them; the hook returns at once, so a backward with no step
-        after it - a micro-batch under no_sync that reduces after all (a forward with gradients and no
-        backward left DDP expecting one), a pass whose step the script skipped - left them running while
-        the next backward added into the same buckets: a race, and losses that changed from run to run."""
+        """Where a backward ends (its turn released), as DDP alone waits, and before the gradients are
+        written again (a backward accumulates into them, zero_grad clears them): the all-reduces still
+        running on them end first, outside the turn. The hook returns at once: without the wait before a
+        write, a backward with no step after it - a micro-batch under no_sync that reduces after all (a
+        forward with gradients and no backward left DDP expecting one), a pass whose step the script skipped -
+        left them running while the next backward added into the same buckets: a race, and losses that
+        changed from run to run."""
         if self.pending and self.coordinator.active:  # a forked child's copies are the rank's, not its own
             with self.outside_turn():
                 self._wait_for_pending()
