@@ -232,8 +232,11 @@ def _reach_database(tracking_uri: str) -> None:
         return
     from sqlalchemy import create_engine
 
+    # a host that never answers would hold the connection for the system's TCP timeout (minutes): 10 s
+    timeout = {"connect_timeout": 10} if scheme in ("postgresql", "postgres", "mysql") else {}
     try:
-        engine = create_engine(tracking_uri)  # its errors are the store's: _mlflow_errors makes them one line
+        # its errors are the store's: _mlflow_errors makes them one line
+        engine = create_engine(tracking_uri, connect_args=timeout)
     except ImportError as error:
         raise ReportError(
             f"--tracking-uri {shown_tracking_uri(tracking_uri)}: its database driver is not installed ({error})"
