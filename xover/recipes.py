@@ -32,7 +32,7 @@ from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError, refuse_unless_regular
-from .redact import MASK
+from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
     ScriptRefused,
@@ -104,11 +104,14 @@ class Recipe:
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as stored (the store, spec files, MLflow): no path, fields left at their defaults
-        absent, and `env`'s values written as *** - a value may be a secret, and these are read by others;
-        only the hash counts the values."""
+        absent, `env`'s values written as *** and a script's arguments with their credentials as ***
+        (`--api-key KEY`, `--token=T`): these are read by others; only the hash counts the values. The
+        ranks take a script's arguments from its command line, never from here."""
         data = self._fields()
         if "env" in data:
             data["env"] = dict.fromkeys(data["env"], MASK)
+        if "args" in data:
+            data["args"] = mask_argv(data["args"])
         return data
 
     def _fields(self) -> dict[str, Any]:
