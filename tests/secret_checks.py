@@ -13,15 +13,16 @@ import time
 from pathlib import Path
 
 SETTING = "kx7-literal-setting-value"  # a job file's `env` value
+ARGUMENT = "kx7-argument-key-value"  # a credential among a script's own options
 # a Horovod script that fails unless its variables reached it with their values (it is given their hashes)
 HOROVOD_SCRIPT = '''
-import hashlib, os, sys
+import hashlib, os, re, sys
 import horovod.torch as hvd
 import torch
 from torch import nn
 
 hvd.init()
-for pair in sys.argv[1:]:
+for pair in [arg for arg in sys.argv[1:] if re.fullmatch("[A-Z_]+=[0-9a-f]{64}", arg)]:  # its own options aside
     name, digest = pair.split("=")
     value = os.environ.get(name)
     if value is None or hashlib.sha256(value.encode()).hexdigest() != digest:
@@ -39,14 +40,14 @@ for step in range(6):
 '''
 
 DDP_SCRIPT = '''
-import hashlib, os, sys
+import hashlib, os, re, sys
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 dist.init_process_group("gloo")
-for pair in sys.argv[1:]:
+for pair in [arg for arg in sys.argv[1:] if re.fullmatch("[A-Z_]+=[0-9a-f]{64}", arg)]:  # its own options aside
     name, digest = pair.split("=")
     value = os.environ.get(name)
     if value is None or hashlib.sha256(value.encode()).hexdigest() != digest:
@@ -79,11 +80,12 @@ def logging_env(folder: Path) -> tuple[Path, Path]:
     return folder, log
 
 
-def job_file(folder: Path, name: str, body: str, checks: dict[str, str], engine: str = "horovod") -> Path:
+def job_file(folder: Path, name: str, body: str, checks: dict[str, str], engine: str = "horovod",
+             options: tuple[str, ...] = ()) -> Path:
     """A job file `name` of `engine` running its script of SCRIPTS, which checks that each variable of
-    `checks` reached each rank with its value."""
+    `checks` reached each rank with its value; `options`: more arguments of the script (it ignores them)."""
     (folder / f"check_env_{engine}.py").write_text(SCRIPTS[engine])
-    args = json.dumps([f"{key}={digest(value)}" for key, value in checks.items()])
+    args = json.dumps([f"{key}={digest(value)}" for key, value in checks.items()] + list(options))
     path = folder / f"{name}.toml"
     path.write_text(f'name = "{name}"\nscript = "check_env_{engine}.py"\nengine = "{engine}"\nnp = 2\n'
                     f'args = {args}\n{body}')

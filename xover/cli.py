@@ -567,6 +567,16 @@ def _names(value: str | None, flag: str) -> list[str]:
     return names
 
 
+def _options_given(context: typer.Context) -> frozenset[str]:
+    """The options of this command typed on its command line, by their long flag ("--factors")."""
+    return frozenset(
+        max(parameter.opts, key=len)
+        for parameter in context.command.params
+        # compared by name: Typer carries its own copy of click, whose enum is not click's
+        if parameter.name and getattr(context.get_parameter_source(parameter.name), "name", "") == "COMMANDLINE"
+    )
+
+
 def _factors(value: str) -> list[float]:
     try:
         if not value.isascii():  # float() reads other scripts' digits: '١.٥' was 1.5
@@ -625,6 +635,7 @@ SIMULATE_HELP = {
     "grouping) and store the outcome for `xover report`."
 )
 def simulate(
+    context: typer.Context,
     trace: Annotated[str, typer.Argument(help=SIMULATE_HELP["trace"], show_default=False)],
     cluster: Annotated[str | None, typer.Option("--cluster", help=SIMULATE_HELP["cluster"])] = None,
     hosts: Annotated[str | None, typer.Option("-H", "--hosts", help=SIMULATE_HELP["hosts"])] = None,
@@ -675,6 +686,7 @@ def simulate(
             seed=seed,
             restart_s=restart_s,
             jobs=jobs,
+            given=_options_given(context),
         )
         with replay_progress(json_out) as progress:
             result = run_simulation(State.db, request, _command_line(), progress)

@@ -22,6 +22,8 @@ descriptor and `register(...)`, with its launcher side registered in run/ranks.p
 
 from __future__ import annotations
 
+import sys
+
 from .errors import XoverError
 
 HOROVOD = "horovod"
@@ -39,7 +41,7 @@ class Engine:
     kind = ""  # how a script's description names it: "unmodified {kind} script ..."
     script_kind = ""  # what a script of its own is, where the user is asked to choose: "a Horovod script"
     wrapper = ""  # what a script trains through, which its shim adapts (hvd.DistributedOptimizer)
-    other_hint = ""  # a refusal's guess when a script may belong to another engine
+    other_hint = ""  # a refusal's guess when a script may belong to another engine (where other_in_use says so)
     modules: tuple[str, ...] = ()  # dotted prefixes whose import makes a script its own
     frameworks: dict[str, str] = {}  # module prefix -> a framework that trains through this engine
     runtime = ""  # the engine whose worker side (adapter, shim) its workers run: "" for its own
@@ -48,6 +50,10 @@ class Engine:
     def framework_of(self, name: str) -> str | None:
         """The framework (`frameworks`) a dotted name belongs to, or None."""
         return next((framework for prefix, framework in self.frameworks.items() if _under(name, prefix)), None)
+
+    def other_in_use(self) -> bool:
+        """In a rank of a script run as this engine's: whether it uses the other engine (other_hint's guess)."""
+        return False
 
     def recognises(self, name: str) -> bool:
         """Whether a dotted name a script uses (aliases resolved) makes it this engine's."""
@@ -78,6 +84,11 @@ class Horovod(Engine):
     other_hint = "or is it a torch.distributed script? engine torch"
     modules = ("horovod",)
 
+    def other_in_use(self) -> bool:
+        """A torch.distributed process group initialised beside Horovod's (a Horovod script has none)."""
+        distributed = sys.modules.get("torch.distributed")
+        return bool(distributed and distributed.is_available() and distributed.is_initialized())
+
 
 # frameworks that train through DistributedDataParallel under torchrun: module prefix -> what it is
 TORCH_FRAMEWORKS = {
@@ -105,6 +116,10 @@ class Torch(Engine):
     other_hint = "or is it a Horovod script? engine horovod"
     modules = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed")
     frameworks = TORCH_FRAMEWORKS
+
+    def other_in_use(self) -> bool:
+        """Horovod's torch module imported (a DDP script never imports it)."""
+        return "horovod.torch" in sys.modules
 
 
 # ------------------------------------------------------------------------------ the registry

@@ -32,7 +32,7 @@ from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError, refuse_unless_regular
-from .redact import MASK
+from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
     ScriptRefused,
@@ -104,11 +104,14 @@ class Recipe:
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as stored (the store, spec files, MLflow): no path, fields left at their defaults
-        absent, and `env`'s values written as *** - a value may be a secret, and these are read by others;
-        only the hash counts the values."""
+        absent, `env`'s values written as *** and a script's arguments with their credentials as ***
+        (`--api-key KEY`, `--token=T`): these are read by others; only the hash counts the values. The
+        ranks take a script's arguments from its command line, never from here."""
         data = self._fields()
         if "env" in data:
             data["env"] = dict.fromkeys(data["env"], MASK)
+        if "args" in data:
+            data["args"] = mask_argv(data["args"])
         return data
 
     def _fields(self) -> dict[str, Any]:
@@ -436,6 +439,11 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
     """Validate a recipe's fields; `source` names the file in every message."""
     if "script" in data:
         return parse_job_file(data, source)
+    if "model" not in data:  # neither: the file may be meant as either, and a job file's reader looks for 'script'
+        raise RecipeError(
+            f"{source}: field 'script' or 'model': missing; a job file names your training script "
+            '(script = "train.py"), a recipe one of xover\'s built-in models (model = "resnet")'
+        )
     return Recipe(**dict(_validated(_RecipeFile, data, source)), path=source)
 
 

@@ -28,7 +28,8 @@ _USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DO
 # decode a query's names: `pass%77ord=` is a password too)
 _CREDENTIAL_NAME = re.compile(
     r".*(?:passw(?:or)?d|secret|credential).*"  # anywhere: PGPASSWORD, sslpassword, client_secret
-    r"|.*(?:token|api[_\-]?key|access[_\-]?key|private[_\-]?key|account[_\-]?key)"  # last: HF_TOKEN, accessToken
+    r"|.*(?:token|(?:api|access|private|account)key|[_\-.]key)"  # last: HF_TOKEN, accessToken, apiKey, --api-key,
+    # --wandb-key, OPENAI_KEY
     r"|pwd|pass|key|sig|signature|auth",  # alone: ?key= (an API key), ?sig= (a signed URL's)
     re.IGNORECASE | re.DOTALL,
 )
@@ -64,6 +65,11 @@ def mask_argv(argv: Sequence[str]) -> list[str]:
     """An argument list with every password in it shown as ***, one argument at a time, and the value after
     an option named for a credential (`--password pw`, `--hf-token tok`)."""
     return [MASK if _names_a_credential(previous) else mask_word(arg) for previous, arg in zip(["", *argv], argv)]
+
+
+def holds_credentials(argv: Sequence[str]) -> bool:
+    """Whether an argument list carries a credential that mask_argv would hide."""
+    return mask_argv(argv) != list(argv)
 
 
 def _names_a_credential(word: str) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from secret_checks import (
+    ARGUMENT,
     PASSED,
     SETTING,
     files_holding,
@@ -87,19 +88,23 @@ def sqlite_text(path: Path) -> str:
 def test_a_job_files_env_values_are_in_no_file_of_the_run_nor_the_store_nor_mlflow(isolated_results):
     """Finding 4: a job file's `env` value reaches the ranks, and the run's spec.json (mode 0644), its
     logs, the store and MLflow's params hold its name only. Before: the value was in all of them
-    (`recipe.env.MY_TOKEN` in MLflow)."""
+    (`recipe.env.MY_TOKEN` in MLflow). The same for the script's own credential options (`--api-key KEY`,
+    `--wandb-key=KEY`): before, they were in spec.json, the store and MLflow as given."""
     work = isolated_results / "work"
     work.mkdir()
-    job = job_file(work, "env-values", f'env = {{ MY_TOKEN = "{SETTING}" }}\n', {"MY_TOKEN": SETTING})
+    options = ("--api-key", ARGUMENT, f"--wandb-key={ARGUMENT}2", "--seed", "3")
+    job = job_file(work, "env-values", f'env = {{ MY_TOKEN = "{SETTING}" }}\n', {"MY_TOKEN": SETTING},
+                   options=options)
     run = subprocess.run([sys.executable, "-m", "xover", "train", str(job), "--json"], capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [spec] = (isolated_results / "results").rglob("spec.json")
     assert json.loads(spec.read_text())["recipe"]["env"] == {"MY_TOKEN": "***"}
+    assert json.loads(spec.read_text())["recipe"]["args"][-5:] == ["--api-key", "***", "--wandb-key=***", "--seed", "3"]
     mlflow = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "mlflow",
                              "--tracking-uri", f"sqlite:///{isolated_results / 'mlflow.db'}"],
                             capture_output=True, text=True, timeout=300)
     assert mlflow.returncode == 0, mlflow.stderr[-3000:]
     assert "recipe.env.MY_TOKEN" in (isolated_results / "mlflow.db").read_bytes().decode(errors="replace")
-    files = [path for path in files_holding(isolated_results, [SETTING]) if not path.endswith(".toml")]
+    files = [path for path in files_holding(isolated_results, [SETTING, ARGUMENT]) if not path.endswith(".toml")]
     assert not files, files  # only the job file itself holds it

@@ -89,6 +89,17 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
          "needs 2 devices and the cluster has 1"),
         ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
          "names no model: give --assign"),
+        # an option that would do nothing for this trace or model (before: ignored without a word)
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--factors", "1.2,1.4,1.5"],
+         "--factors does nothing here: only --model interleave"),
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--turn-policy", "round-robin"],
+         "--turn-policy does nothing here: only --model xover"),
+        ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv"),
+          "--assign", "a"], "--assign does nothing here: a plain trace names each job's model"),
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--seed", "3"], "--seed does nothing here"),
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--restart-s", "5"], "--restart-s does nothing here"),
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
+         "--profiles does nothing here: a Muri trace carries each job's times"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(isolated_results, args, message):

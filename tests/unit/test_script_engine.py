@@ -195,3 +195,21 @@ def test_a_library_of_those_frameworks_that_trains_nothing_is_not_a_framework(so
 def test_a_horovod_script_with_a_framework_is_still_both():
     with pytest.raises(XoverError, match=r"imports both horovod"):
         engine_from_source("import horovod.torch as hvd\nfrom accelerate import Accelerator", "train.py")
+
+
+def test_a_refusal_guesses_the_other_engine_only_where_the_script_uses_it(monkeypatch):
+    """A step on an optimizer the engine's wrapper does not drive: "or is it a Horovod script?" only where
+    Horovod is imported in the rank (before: every DDP script stepping a plain optimizer, and every Horovod
+    script, read a guess of the other engine that did not hold)."""
+    import sys
+    import types
+
+    import torch.distributed
+
+    from xover.engines import ENGINES
+
+    assert not ENGINES["torch"].other_in_use() and not ENGINES["horovod"].other_in_use()
+    monkeypatch.setitem(sys.modules, "horovod.torch", types.ModuleType("horovod.torch"))
+    assert ENGINES["torch"].other_in_use()
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    assert ENGINES["horovod"].other_in_use()

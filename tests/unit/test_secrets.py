@@ -286,6 +286,62 @@ def test_mlflow_params_show_no_env_value_even_of_a_recipe_an_older_xover_stored(
     assert not _leaks(json.dumps(params))
 
 
+
+def test_a_scripts_credential_arguments_are_recorded_as_stars_but_still_make_its_hash(tmp_path):
+    """A script's own options that carry a credential (`--api-key KEY`, `--hf-token=T`) reach its ranks on
+    their command line, as the user typed them; the store's recipe, spec.json, MLflow's params and the
+    store's copy of a plan hold *** instead, and the plan file is its owner's only. Before: all of them held
+    the values as given (only a job file's `env` values were masked)."""
+    from dataclasses import replace
+
+    from xover.plan import JobProfile, local_hosts, make_plan, plan_to_dict
+    from xover.plan.step import script_entries, store_plan
+    from xover.recipes import load_recipe
+    from xover.redact import holds_credentials
+    from xover.run.jobs import JobSpec
+    from xover.store.models import Plan as PlanRow
+    from xover.store.session import open_store
+
+    key, token = f"{START}api key{END}", f"{START}hf{END}"
+    args = ["--lr", "0.1", "--api-key", key, f"--hf-token={token}", "--epochs", "3"]
+    recipe = load_recipe(_job_file(tmp_path, f"args = {json.dumps(args)}"))
+    assert JobSpec("job", recipe, {"localhost": [0]}).script == [recipe.script, *args]  # the ranks get them
+    assert recipe.to_dict()["args"] == ["--lr", "0.1", "--api-key", "***", "--hf-token=***", "--epochs", "3"]
+    other = load_recipe(_job_file(tmp_path, f"args = {json.dumps([*args[:3], 'another', *args[4:]])}"))
+    assert other.hash != recipe.hash  # a value changes the job
+    assert holds_credentials(args) and not holds_credentials(["--lr", "0.1", "--keys", "3"])
+    plan = replace(make_plan([JobProfile(recipe.name, 1, 100.0, 50.0, 1.0)], local_hosts(1)),
+                   scripts=script_entries([recipe]))
+    assert plan.scripts[recipe.name].args == args  # the plan file runs it as profiled
+    assert plan_to_dict(plan)["jobs"][recipe.name]["script"]["args"] == args
+    store = open_store(str(tmp_path / "x.db"))
+    with store.session() as session, session.begin():
+        plan_id = store_plan(session, plan)
+    with store.session() as session:
+        body = session.get(PlanRow, plan_id).body
+    store.close()
+    assert body["jobs"][recipe.name]["script"]["args"] == recipe.to_dict()["args"]
+
+
+def test_mlflow_params_show_no_credential_argument_of_a_recipe_an_older_xover_stored(tmp_path):
+    """A stored recipe whose script arguments an older xover kept as given: MLflow's params show ***."""
+    from conftest import recorded_runs
+    from sqlalchemy import select
+
+    from xover.report.mlflow import recipe_params
+    from xover.store.models import RecipeSnapshot
+
+    store, _recorder, [run_id] = recorded_runs(tmp_path, [{"name": "a", "mode": "solo", "hosts": "localhost",
+                                                           "np": 1}])
+    with store.session() as session, session.begin():
+        snapshot = session.scalars(select(RecipeSnapshot)).one()
+        snapshot.body = {"name": "a", "args": ["--wandb-key", f"{START}old{END}", "--seed", "1"]}
+    with store.session() as session:
+        params = recipe_params(session, "e1")[run_id]
+    store.close()
+    assert json.loads(params["recipe.args"]) == ["--wandb-key", "***", "--seed", "1"]
+
+
 # ------------------------------------------------------------------ the results folder
 
 OTHER_UID = 54321  # a user other than the one the tests run as (root can give files to it)
@@ -399,10 +455,10 @@ def test_a_plan_file_that_holds_env_values_is_readable_by_its_owner_only(tmp_pat
     path = tmp_path / "plan.json"
     path.write_text("{}")
     path.chmod(0o644)
-    write_plan_file(path, '{"env": "values"}\n', holds_env_values=True)
+    write_plan_file(path, '{"env": "values"}\n', holds_secrets=True)
     assert os.stat(path).st_mode & 0o777 == 0o600 and path.read_text() == '{"env": "values"}\n'
     plain = tmp_path / "plain.json"
-    write_plan_file(plain, "{}\n", holds_env_values=False)
+    write_plan_file(plain, "{}\n", holds_secrets=False)
     assert os.stat(plain).st_mode & 0o777 == 0o666 & ~_umask()
 
 

@@ -18,7 +18,7 @@ from ..errors import XoverError, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, with_overrides
-from ..redact import MASK
+from ..redact import MASK, holds_credentials, mask_argv
 from ..scripts import check_engine
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
@@ -301,7 +301,7 @@ def plan_jobs(
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             text = json.dumps(body, indent=2, allow_nan=False) + "\n"
-            write_plan_file(path, text, any(s.env for s in scripted.values()))
+            write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
         except OSError as error:
             raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
@@ -372,22 +372,27 @@ def measurements_of(
     return Measurements.of_rows(recent_measurements(open_store(db), link.key), identities)
 
 
-def write_plan_file(path: Path, text: str, holds_env_values: bool) -> None:
-    """The plan file. One that holds a job file's `env` values (a value may be a secret; `xover run PLAN`
-    needs them) is readable by its owner only (mode 0600), whatever mode a file there had."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600 if holds_env_values else 0o666)
+def write_plan_file(path: Path, text: str, holds_secrets: bool) -> None:
+    """The plan file. One that holds a job file's `env` values or a script's credential arguments (a value
+    may be a secret; `xover run PLAN` needs them) is readable by its owner only (mode 0600), whatever mode a
+    file there had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600 if holds_secrets else 0o666)
     with os.fdopen(fd, "w") as out:
-        if holds_env_values:
+        if holds_secrets:
             os.fchmod(fd, 0o600)
         out.write(text)
 
 
 def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
     """A plan as rows (plans, plan_groups; the plan file's content kept whole, but a job file's `env` values
-    as ***: a value may be a secret, and the plan file has them); returns the plan's id."""
+    and a script's credential arguments as ***: a value may be a secret, and the plan file has them);
+    returns the plan's id."""
     recorded = replace(
         plan,
-        scripts={name: replace(script, env=dict.fromkeys(script.env, MASK)) for name, script in plan.scripts.items()},
+        scripts={
+            name: replace(script, env=dict.fromkeys(script.env, MASK), args=mask_argv(script.args))
+            for name, script in plan.scripts.items()
+        },
     )
     row = PlanRow(
         algo=plan.algo, body=plan_to_dict(recorded), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain

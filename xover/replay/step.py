@@ -34,7 +34,7 @@ from ..turns.policies import POLICIES as TURN_POLICIES
 from .engine import ReplayOutcome, ReplayRules, replay
 from .metrics import ReplaySummary, summarise, utilisation_over_time
 from .policies import DEFAULT_POLICIES, POLICIES
-from .traces import FORMATS, Trace, load_trace
+from .traces import FORMATS, Trace, detect_format, load_trace
 
 MODELS = ("xover", "interleave")
 # What a replay takes for granted (`ReplayRules`), by name:
@@ -68,6 +68,9 @@ class SimulateRequest:
     seed: int = 0
     restart_s: float = 0.0
     jobs: int | None = None
+    # the options the user gave (as flags, e.g. "--factors"): one that does nothing for this trace or model is
+    # refused rather than ignored
+    given: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -217,10 +220,28 @@ def rules_for(request: SimulateRequest, policy: str) -> ReplayRules:
     )
 
 
+def check_options_apply(request: SimulateRequest, fmt: str) -> None:
+    """Each option given does something for this trace's format and this model: one that would be ignored
+    (--factors under --model xover, --assign for a trace that names its models) is one line instead."""
+    unused = {
+        "--factors": "interleave" != request.model and "only --model interleave charges factors",
+        "--turn-policy": "xover" != request.model and "only --model xover predicts turns under a policy",
+        "--assign": fmt != "philly" and f"a {fmt} trace names each job's model; only Philly's log needs them drawn",
+        "--seed": "--assign" not in request.given and "it seeds --assign's draw of models; give --assign too",
+        "--profiles": fmt == "muri" and "a Muri trace carries each job's times",
+        "--bandwidth": fmt == "muri" and "a Muri trace carries each job's times",
+        "--restart-s": fmt == "muri" and "a Muri trace gives each job's restart time",
+    }
+    for flag, why in unused.items():
+        if flag in request.given and why:
+            raise XoverError(f"{flag} does nothing here: {why}")
+
+
 def simulate(db: str | None, request: SimulateRequest, command: str, progress: Progress | None = None) -> Simulation:
     """Replay the trace under each policy, store the simulation, and return it."""
     check_request(request)
     hosts = cluster_hosts(request.hosts, request.cluster)
+    check_options_apply(request, request.fmt or detect_format(request.trace))
     lookup = profile_lookup(db, request.profiles_csv, request.link)
     trace = load_trace(
         request.trace,

@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session
 
 from ..console import errors
 from ..links import HOST_KEY
-from ..redact import MASK, mask_word, without_secrets_of
+from ..redact import MASK, mask_argv, mask_word, without_secrets_of
 from ..results import RunResult
 from ..sharing import CONCURRENT, CROSSOVER, RunStatus, turn_taking
 from ..store.models import RecipeSnapshot, Run
@@ -133,10 +133,14 @@ def recipe_params(session: Session, experiment_id: str) -> dict[int, dict[str, s
 
 
 def _without_env_values(body: dict[str, Any]) -> dict[str, Any]:
-    """A stored recipe with its job file's `env` values as *** (an older xover stored them as given: a value
-    may be a token, and a tracking store is read by others)."""
-    env = body.get("env")
-    return {**body, "env": dict.fromkeys(env, MASK)} if isinstance(env, dict) else body
+    """A stored recipe with its job file's `env` values and its script's credential arguments as *** (an older
+    xover stored them as given: a value may be a token, and a tracking store is read by others)."""
+    env, args = body.get("env"), body.get("args")
+    if isinstance(env, dict):
+        body = {**body, "env": dict.fromkeys(env, MASK)}
+    if isinstance(args, list) and all(isinstance(arg, str) for arg in args):
+        body = {**body, "args": mask_argv(args)}
+    return body
 
 
 def _flat(prefix: str, value: Any) -> dict[str, str]:

@@ -403,10 +403,11 @@ class ScriptCoordinator:
         """Why a step on an optimizer the engine's wrapper does not drive cannot run in a crossover group."""
         engine = ENGINES[self.engine]
         wrapper = engine.wrapper
+        hint = f" ({engine.other_hint})" if engine.other_hint and engine.other_in_use() else ""
         return (
             f"optimizer.step() on an optimizer that {wrapper} does not drive (gradients all-reduced by hand, or "
             f"not at all): crossover takes turns around {wrapper}'s all-reduces; train through it to run it "
-            f"under xover ({engine.other_hint})"
+            f"under xover{hint}"
         )
 
     def refuse(self, problem: str) -> Unfollowable:
