@@ -260,7 +260,8 @@ RUN_SECONDS_HELP = (
 )
 RUN_BANDWIDTH_HELP = (
     "Emulate nodes whose NICs carry this rate each way (e.g. 1gbit, 200mbit; on one machine each device is a "
-    "node and the loopback is shaped to the rate per device, with tc); 'host': the unshaped network (default)."
+    "node and the loopback is shaped to the rate per device, with tc); 'host': the unshaped network. Default: a "
+    "plan's, the link its profiles were taken at (said on one line); else 'host'."
 )
 RUN_POLICY_HELP = (
     "Turn policy of crossover: work-conserving (a device never idles while a job waits; critical-path jobs "

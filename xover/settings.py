@@ -145,8 +145,8 @@ def _variable(name: str, **options: Any) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """Every `XOVER_*` setting, checked. Unset, or set but empty, is the default (except
-    XOVER_RESULTS, where an empty value is the working directory, as it always was)."""
+    """Every `XOVER_*` setting, checked. Unset, or set but empty, is the default (XOVER_RESULTS too:
+    results/, not the working directory)."""
 
     # -- for users ----------------------------------------------------------------------------------
     db: str | None = _variable(DB_VARIABLE, default=None)  # the store, as --db (the flag wins)
