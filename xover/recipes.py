@@ -441,8 +441,8 @@ def parse_recipe(data: dict[str, Any], source: str) -> Recipe:
         return parse_job_file(data, source)
     if "model" not in data:  # neither: the file may be meant as either, and a job file's reader looks for 'script'
         raise RecipeError(
-            f"{source}: field 'script' or 'model': missing; a job file names your training script "
-            '(script = "train.py"), a recipe one of xover\'s built-in models (model = "resnet")'
+            f"{source}: field 'model' or 'script': missing; a recipe names one of xover's built-in models "
+            '(model = "resnet"), a job file your training script (script = "train.py")'
         )
     return Recipe(**dict(_validated(_RecipeFile, data, source)), path=source)
 

@@ -218,6 +218,25 @@ def test_missing_or_empty_database_and_unknown_id_exit_2(isolated_results):
                     "matches 2 experiments")
 
 
+def test_a_sqlite_url_with_options_reports_the_file_it_names(isolated_results):
+    """`sqlite:///PATH?mode=ro` and SQLite's URI form (`sqlite:///file:PATH?mode=ro&uri=true`) name PATH, which
+    exists, and a store made read-only (chmod 444) is reported without a byte written. Before: "no database
+    at PATH?mode=ro: nothing has been run yet" - the query was taken as part of the file's name."""
+    import hashlib
+
+    db = isolated_results / "other.db"
+    _hand_made_store(db)
+    db.chmod(0o444)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    for url in (f"sqlite:///{db}?mode=ro", f"sqlite:///file:{db}?mode=ro&uri=true"):
+        result = runner.invoke(app, ["--db", url, "report", "all", "--format", "json"])
+        assert result.exit_code == 0, (url, result.output)
+        assert len(json.loads(result.stdout)["experiments"]) == 2, result.stdout
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    gone = isolated_results / "gone.db"
+    _one_error_line(runner.invoke(app, ["--db", f"sqlite:///{gone}?mode=ro", "report"]), f"no database at {gone}:")
+
+
 def test_bad_format_and_out_exit_2():
     _one_error_line(report("--format", "xml"), "--format xml", "table, json, csv, html")
     _one_error_line(report("--out", "x.txt"), "--out")

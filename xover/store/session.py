@@ -20,6 +20,7 @@ import re
 import stat
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -61,22 +62,29 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
 def missing_sqlite_file(db: str | None = None) -> Path | None:
     """The SQLite file the store would be, when it does not exist yet (None: it exists, or the store
     is another database or in memory). Creates nothing: for commands that only read or check."""
-    url = database_url(db, create_folder=False)
+    path = sqlite_file(database_url(db, create_folder=False))
+    return None if path is None or path.exists() else path
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL, without its query (`?mode=ro`) and, where `uri=true` makes it a URI,
+    without `file:`; None for another database or one in memory."""
     prefix = "sqlite:///"
-    if not url.startswith(prefix) or url == prefix + ":memory:":
+    if not url.startswith(prefix):
         return None
-    path = Path(url[len(prefix) :])
-    return None if path.exists() else path
+    database, _, query = url[len(prefix) :].partition("?")
+    if "uri=true" in query.lower().split("&") and database.startswith("file:"):
+        database = unquote(urlsplit(database).path)
+    return None if database in ("", ":memory:") else Path(database)
 
 
 def store_files(db: str | None = None) -> list[tuple[Path, str]]:
     """The files a SQLite store is made of (the database, its journal, WAL, shared memory and migration lock),
     each with what it is, for refusing an output path over one; none for another database or one in memory."""
-    url = database_url(db, create_folder=False)
-    prefix = "sqlite:///"
-    if not url.startswith(prefix) or url == prefix + ":memory:":
+    file = sqlite_file(database_url(db, create_folder=False))
+    if file is None:
         return []
-    path = url[len(prefix) :].split("?", 1)[0]
+    path = str(file)
     return [
         (Path(path + suffix), f"the store {path}" + (f" (its {suffix[1:]} file)" if suffix else ""))
         for suffix in ("", "-wal", "-shm", "-journal", ".migrate.lock")
