@@ -40,7 +40,7 @@ from .results import (
     SimulatedGain,
 )
 from .settings import settings
-from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, Mode, adapts, turn_taking
+from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, Mode, RunStatus, adapts, turn_taking
 from .store.models import Evaluation, Experiment
 from .store.queries import iteration_rows, run_fields
 
@@ -157,13 +157,20 @@ def variant(job: RunResult) -> str:
 # ------------------------------------------------------------------------------------ groups
 
 
+def _whole(job: RunResult) -> bool:
+    """Whether a run's figures may stand for its way: it finished (a run that failed, timed out or was stopped
+    part-way is no measurement of its way: its aggregate is none, shown '-', and no plan learns it). A summary
+    without a status (an older JSON) counts as before."""
+    return job.status in (None, RunStatus.FINISHED)
+
+
 def compare(
     jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default_policy: str = "work-conserving"
 ) -> tuple[list[RunResult], list[GroupComparison]]:
     """Per group: each shared mode's aggregate speed over its overlap window (and per policy for
     crossover), against the jobs alone. Returns the jobs with their `speed`, `slowdown` and
     `samples_per_s_shared` set (in the same order), and the groups in index order."""
-    alone = {(j.group, j.name): j.samples_per_s for j in jobs if j.is_alone and j.samples_per_s}
+    alone = {(j.group, j.name): j.samples_per_s for j in jobs if j.is_alone and j.samples_per_s and _whole(j)}
     names: dict[int, list[str]] = {}
     by_variant: dict[tuple[int, str], list[int]] = {}
     for position, job in enumerate(jobs):
@@ -184,7 +191,7 @@ def compare(
         for position, rows in zip(positions, runs):
             job = jobs[position]
             solo, shared = alone.get((index, job.name)), samples_per_s(rows, window)
-            if solo and shared:
+            if solo and shared and _whole(job):
                 compared[position] = dataclasses.replace(
                     job, samples_per_s_shared=shared, speed=shared / solo, slowdown=solo / shared
                 )

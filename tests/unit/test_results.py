@@ -79,6 +79,23 @@ def test_compare_sets_speeds_and_gains_and_the_dict_view_keeps_the_json_shapes()
     assert tails[("c", "solo")] == ["slowdown", "samples_per_s_shared"]
 
 
+@pytest.mark.parametrize("status", ["failed", "timeout", "interrupted"])
+def test_a_run_that_did_not_finish_measures_no_way(status):
+    """A job whose crossover run failed part-way (or timed out, or was stopped): its rows up to then made an
+    aggregate over the window both jobs ran, shown beside the others and kept for the next plan. Now its way
+    has none, and a job whose run alone did not finish has no speed to be compared with."""
+    summaries, iterations = _experiment()
+    broken = [{**s, "status": status} if (s["name"], s["mode"]) == ("b", "crossover") else s for s in summaries]
+    jobs, [group] = compare([RunResult.from_summary(s) for s in broken], iterations)
+    assert group.policies["work-conserving"].aggregate is None and group.crossover_vs_sequential is None
+    assert group.concurrent_vs_sequential == pytest.approx(1.0)  # the ways whose runs finished, as before
+    alone_unfinished = [{**s, "status": status} if (s["name"], s["mode"]) == ("a", "sequential") else s
+                        for s in summaries]
+    jobs, [group] = compare([RunResult.from_summary(s) for s in alone_unfinished], iterations)
+    assert group.concurrent_vs_sequential is None and group.crossover_vs_sequential is None
+    assert {(j.name, j.mode): j.speed for j in jobs}[("a", "crossover")] is None
+
+
 def test_a_group_without_crossover_lists_its_policies_last():
     summaries, iterations = _experiment()
     _, [group] = compare([RunResult.from_summary(s) for s in summaries if s["mode"] != "crossover"], iterations)
