@@ -19,6 +19,8 @@ Options that exercise the corners of DDP:
                 scaled down to MAX by hand before the step (as scripts did before clip_grad_norm_)
   --center      the inputs centred on a running mean kept in a buffer and updated through .data (as
                 older EMA code writes it): DDP broadcasts rank 0's before every forward
+  --probe       a linear probe on the inputs, fitted on each rank by its own optimizer after every step
+                (no DDP: a local model beside the trained one); its last loss is printed
 """
 
 import argparse
@@ -51,6 +53,7 @@ parser.add_argument("--swa", action="store_true")
 parser.add_argument("--keep-best", action="store_true")
 parser.add_argument("--clip-by-hand", type=float, default=None)
 parser.add_argument("--center", action="store_true")
+parser.add_argument("--probe", action="store_true")
 args = parser.parse_args()
 
 
@@ -105,6 +108,8 @@ def main() -> None:
         [p for p in model.parameters() if p.requires_grad], lr=args.lr * world_size, momentum=0.9
     )
     averaged = AveragedModel(model) if args.swa else None
+    probe = nn.Linear(64, 10).to(device) if args.probe else None
+    probe_optimizer = torch.optim.SGD(probe.parameters(), lr=0.1) if probe is not None else None
     best, best_loss = None, float("inf")
 
     step, micro_batch, epoch = 0, 0, 0
@@ -128,6 +133,11 @@ def main() -> None:
                         g.mul_(args.clip_by_hand / norm)
             optimizer.step()
             optimizer.zero_grad()
+            if probe is not None:
+                probe_loss = F.cross_entropy(probe(x), y)
+                probe_optimizer.zero_grad()
+                probe_loss.backward()
+                probe_optimizer.step()
             if averaged is not None and step >= args.steps // 2:
                 averaged.update_parameters(model)
             if step % args.log_every == 0:
@@ -154,6 +164,8 @@ def main() -> None:
             print(f"averaged loss {averaged_loss.item()!r}", flush=True)
     if best is not None:
         print(f"best loss {best_loss!r}", flush=True)
+    if probe is not None and rank == 0:
+        print(f"probe loss {probe_loss.item()!r}", flush=True)
     dist.destroy_process_group()
 
 

@@ -14,7 +14,7 @@ from conftest import plain_torchrun
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
-LOSS_LINE = re.compile(r"^(?:step \d+|final|averaged|best) loss \S+$", re.MULTILINE)
+LOSS_LINE = re.compile(r"^(?:step \d+|final|averaged|best|probe) loss \S+$", re.MULTILINE)
 
 
 def _printed_losses(text: str) -> list[str]:
@@ -32,7 +32,8 @@ def _plain_torchrun(*script_args: str) -> list[str]:
     result = plain_torchrun(SCRIPT, *script_args)
     losses = _printed_losses(result.stdout)
     # one per step, the final loss (and the averaged model's, the best kept)
-    assert len(losses) == STEPS + 1 + ("--swa" in script_args) + ("--keep-best" in script_args)
+    assert len(losses) == STEPS + 1 + ("--swa" in script_args) + ("--keep-best" in script_args) + (
+        "--probe" in script_args)
     return losses
 
 
@@ -67,12 +68,16 @@ def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results)
     """Every mode, one policy (the frozen/unused variant below takes turns under both); the script clips its
     gradients by hand from each .grad between backward and the step (before, it read them still being reduced:
     the ranks drifted apart in every mode), and centres its inputs on a buffer it updates through .data (before,
-    its version counter never moved, DDP's broadcast of rank 0's was skipped, and the losses differed)."""
-    runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1", "--clip-by-hand", "0.5",
-                                               "--center"],
-                                              ("sequential", "concurrent", "crossover"), "work-conserving")
+    its version counter never moved, DDP's broadcast of rank 0's was skipped, and the losses differed); and a
+    linear probe beside the model, fitted by an optimizer of its own after each step: neither its steps nor its
+    backwards are the job's iterations (before, each was one, and its loss was added to the next step's)."""
+    script_args = ["--steps", str(STEPS), "--log-every", "1", "--clip-by-hand", "0.5", "--center", "--probe"]
+    runs = _assert_two_copies_keep_the_losses(script_args, ("sequential", "concurrent", "crossover"), "work-conserving")
     for job in runs.values():
         assert job["iterations"] == STEPS  # one per backward, counted by the shim
+        # the model's loss, as its last backward saw it (printed as plain torchrun's): none of the probe's in it
+        [final] = [line for line in _rank0_losses(job["log_dir"]) if line.startswith("final")]
+        assert job["final_loss"] == float(final.split()[-1]), (job["final_loss"], final)
         assert job["communication_ms"] > 0  # the wait for the all-reduces, before the step
         assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
 

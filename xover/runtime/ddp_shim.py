@@ -421,8 +421,10 @@ class DDPCrossover:
     def _before_optimizer_step(self, optimizer, args, kwargs):
         if self.stepping is not None and self.stepping is not optimizer:
             return None  # inside another optimizer's step: its turn and its iteration
-        self.stepping = optimizer  # (the same one again: its last step raised, and this is a new one)
         self._require_ddp("optimizer.step()")
+        if not self._steps_a_model(optimizer):
+            return None  # an optimizer of none of the DDP models' parameters (a probe fitted beside): no iteration
+        self.stepping = optimizer  # (the same one again: its last step raised, and this is a new one)
         # the hook's `args` begin with the optimizer itself: a closure given by position is the second
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
         self.coordinator.before_step(closure=callable(closure))
@@ -437,6 +439,13 @@ class DDPCrossover:
         if "closure" in kwargs:
             return args, {**kwargs, "closure": closure_then_settle}
         return (args[0], closure_then_settle, *args[2:]), kwargs
+
+    def _steps_a_model(self, optimizer) -> bool:
+        """Whether the optimizer updates a parameter of a DDP model (its own, or one a sharded optimizer wraps)."""
+        model_parameters = self.coordinator.model_parameters
+        return any(
+            id(parameter) in model_parameters for group in optimizer.param_groups for parameter in group["params"]
+        )
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         if optimizer is self.stepping:

@@ -93,6 +93,7 @@ class ScriptCoordinator:
         self.step = 0  # optimizer steps made
         self.backwards = 0  # backward passes through the engine's model
         self.untracked_backwards = 0  # backward passes before any engine wrapper was built
+        self.gradients = 0  # the model's parameters whose gradient a backward has accumulated, so far
         self.step_cap = int(os.environ.get(SCRIPT_STEPS_VARIABLE) or 0) or None
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
@@ -124,9 +125,13 @@ class ScriptCoordinator:
                 return original_backward(*args, **kwargs)
             for prepare in self.before_backward:
                 prepare()
+            gradients = self.gradients
             result = original_backward(*args, **kwargs)
             self.end_of_backward()
-            self._count_backward(args[0] if args else kwargs.get("tensors"))
+            if self.gradients > gradients or not self.attached:
+                self._count_backward(args[0] if args else kwargs.get("tensors"))
+            # else a backward that reached none of the model's parameters (a probe fitted on its own beside
+            # it): no backward of the model's iteration, nor its loss
             self._after_backward()
             return result
 
@@ -376,6 +381,7 @@ class ScriptCoordinator:
             )
 
     def _gradient_checkpoint(self) -> None:
+        self.gradients += 1
         self.tally.checkpoints += 1
         self.turn.checkpoint()
 
