@@ -63,7 +63,7 @@ def test_scripts_are_profiled_planned_with_a_recipe_and_run_from_the_plan_with_t
         script = "ddp_accumulate.py"
         args = ["--steps", "{DDP_STEPS}", "--checkpoint-dir", "{work / 'checkpoints'}", "--overflow-at", "{DDP_OVERFLOW}"]
         np = 2
-        iterations = {DDP_CAP}   # stopped before its own end, on both ranks
+        iterations = {DDP_CAP}   # stopped before its own end, on both ranks (not at rank 0's evaluation after it)
     """))
     alone = _alone(work)
     assert len(alone["ddp-accumulate"][1]) == DDP_STEPS and len(alone["horovod-passes"][1]) == HOROVOD_STEPS
@@ -166,6 +166,12 @@ UNFOLLOWABLE = {
         group = dist.new_group([0])
         model = DistributedDataParallel(torch.nn.Linear(4, 2), process_group=group)
     """, "second process group"),
+    "Adasum": ("horovod", """
+        import horovod.torch as hvd, torch
+        hvd.init()
+        model = torch.nn.Linear(4, 2)
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
+    """, "op=hvd.Adasum) all-reduces the update inside the optimizer's step"),  # before: xover's own traceback
     "the other engine": ("horovod", """
         import torch, torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel

@@ -26,12 +26,15 @@ def two_horovod_scripts(tmp_path_factory):
     """The example Horovod script and one with two DistributedOptimizers stepping on one backward, each also
     all-reducing its logged loss, alone and in crossover under both policies: what the tests below read
     (one comparison serves them, since every run of it costs seconds of process starts: docs/measurements.md,
-    *make test's time*)."""
+    *make test's time*). The example also has a head it uses on every third step only, whose parameters
+    Horovod's step all-reduces as zeros on the others, and centres its features on a mean over every rank's
+    batch (an hvd.allreduce differentiated through, whose gradient's all-reduce runs in backward)."""
     folder = tmp_path_factory.mktemp("two-horovod-copies")
     env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", HOROVOD_SCRIPT, "--script", TWO_OPTIMIZERS,
                              "--mode", "sequential,crossover", "--policy", "all", "--json",
-                             "--", "--steps", "40", "--average-loss"], capture_output=True, text=True, timeout=900,
+                             "--", "--steps", "40", "--average-loss", "--auxiliary-every", "3",
+                             "--center-by-allreduce"], capture_output=True, text=True, timeout=900,
                             env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     return {(j["name"], j["mode"], j["policy"]): j for j in json.loads(result.stdout)["jobs"]}
@@ -56,7 +59,9 @@ def test_plain_horovod_scripts_in_crossover(two_horovod_scripts):
 
 def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it(two_horovod_scripts):
     # hvd.allreduce after optimizer.step() is called while the job holds its turn: blocking in it there
-    # could deadlock two jobs each waiting for the other's turn on one device (broken only by the lease)
+    # could deadlock two jobs each waiting for the other's turn on one device (broken only by the lease); so
+    # could Horovod's step, all-reducing zeros for the head unused on two steps in three, and the backward of
+    # the all-reduce in the loss (before: a turn taken back after 30 s on each, the losses the same)
     jobs = two_horovod_scripts
     for key, job in jobs.items():
         assert job["status"] == "finished" and job["iterations"] == 40, key
@@ -67,6 +72,28 @@ def test_a_horovod_script_that_all_reduces_its_loss_does_not_hold_the_turn_in_it
         assert len(alone) == 5
         for policy in ("work-conserving", "round-robin"):
             assert _printed_losses(jobs[(name, "crossover", policy)]["log_dir"]) == alone
+
+
+@pytest.mark.parametrize("option", [["--aux-every", "3"], ["--center-by-allreduce"]])
+def test_two_copies_of_a_horovod_script_with_collectives_in_its_step_or_backward_keep_their_turns(isolated_results,
+                                                                                                 option):
+    """Two copies of a script with its head used on every third step (Horovod's step all-reduces zeros for its
+    parameters on the others), or with its features centred through an hvd.allreduce (whose gradient's
+    all-reduce runs in backward): each job ran those collectives holding its turn, its peer rank waiting for a
+    turn the other copy held in the same state, until the lease took it back (30 s each by default; here 5).
+    Now they run outside the turn: no turn is taken back (the losses: the fixture above, whose example script
+    has both)."""
+    script = "tests/e2e/scripts/horovod_unused_head.py"
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
+                             "--mode", "crossover", "--json", "--", "--steps", "12", *option],
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "XOVER_TURN_LEASE": "floor=5,factor=1000,initial=5"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == 12, job
+        assert job["turn_stats"]["revoked"] == 0, job["turn_stats"]
 
 
 def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results):

@@ -28,16 +28,18 @@ where it starts each all-reduce (a Horovod optimizer's, DDP's hook), so accumula
 `backward_passes_per_step`, frozen and unused parameters count as they are sent.
 
 XOVER_SCRIPT_STEPS=N (a job file's `iterations`) ends the script after N optimizer steps, on every
-rank at the same point, as a clean exit: where the next iteration begins (its first forward, or an
-optimizer step), so the last step's own work after `optimizer.step()` (an LR schedule, a log line, a
-checkpoint) is done. What the shim cannot follow ends the job with exit 2 and one
+rank at the same point, as a clean exit: where the next iteration begins (its first forward with gradients,
+the model in training mode, or an optimizer step), so the last step's own work after `optimizer.step()` (an
+LR schedule, a log line, a checkpoint, an evaluation rank 0 makes alone) is done. What the shim cannot follow ends the job with exit 2 and one
 line naming it, never a silent run without turns: no optimizer step, training without the engine's
 wrapper (gradients all-reduced by hand), a second process group, the other engine's calls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import os
 import runpy
 import sys
@@ -78,6 +80,11 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
                     wait_without_spinning(functools.partial(hvd.poll, handle))
 
     def DistributedOptimizer(optimizer, *args, **kwargs):  # noqa: N802 - stands in for Horovod's factory
+        if inspect.signature(wrapped).bind(optimizer, *args, **kwargs).arguments.get("op") is hvd.Adasum:
+            raise coordinator.refuse(
+                "hvd.DistributedOptimizer(op=hvd.Adasum) all-reduces the update inside the optimizer's step, "
+                "which crossover cannot take turns around: not supported under xover, in any mode"
+            )
         distributed = wrapped(optimizer, *args, **kwargs)
         distributed_optimizers.add(distributed)
         _count_all_reduces(coordinator, distributed)
@@ -85,8 +92,14 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         original_step = distributed.step
 
         def step(self, closure=None):
-            coordinator.before_step(closure=callable(closure))
-            result = original_step(closure)
+            # Horovod's step synchronises first: it all-reduces zeros for each parameter that got no gradient
+            # this step (a head used on some steps only), and the gradients of a step taken before the last
+            # of backward_passes_per_step, then waits; collectives, made here outside the turn (in it, the job
+            # held its device blocked on peers until the lease took the turn back), the step then skipping them
+            synchronizes = closure is None and getattr(self, "_should_synchronize", False)
+            coordinator.before_step(closure=callable(closure), collectives=self.synchronize if synchronizes else None)
+            with self.skip_synchronize() if synchronizes else contextlib.nullcontext():
+                result = original_step(closure)
             coordinator.after_step()
             return result
 
@@ -96,6 +109,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         return distributed
 
     hvd.DistributedOptimizer = DistributedOptimizer
+    _gradients_of_collectives_outside_turn(coordinator)
     broadcast_parameters = hvd.broadcast_parameters
 
     @functools.wraps(broadcast_parameters)
@@ -129,6 +143,23 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     register_optimizer_step_pre_hook(before_any_step)
     _refuse_other_process_groups(coordinator, hvd)
     return coordinator
+
+
+def _gradients_of_collectives_outside_turn(coordinator: ScriptCoordinator) -> None:
+    """A collective a script differentiates through (`hvd.allreduce` in its loss: a mean over every rank's
+    batch) runs its gradient's collective in backward, where the job holds the turn: outside it (before, the
+    job held its device blocked on its peers until the lease took the turn back)."""
+    import torch
+    from horovod.torch import mpi_ops
+
+    for name in dir(mpi_ops):
+        function = getattr(mpi_ops, name)
+        if name.startswith("Horovod") and isinstance(function, type) and issubclass(function, torch.autograd.Function):
+            backward = function.backward
+            if not getattr(backward, "_xover_outside_turn", False):
+                outside = _outside_turn(coordinator, backward)
+                setattr(outside, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
+                function.backward = staticmethod(outside)  # type: ignore[method-assign]
 
 
 def _count_all_reduces(coordinator: ScriptCoordinator, distributed) -> None:

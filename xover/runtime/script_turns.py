@@ -252,8 +252,11 @@ class ScriptCoordinator:
             return
         if not self.attached or not self._of_the_model(module):
             return
-        if self.stop_due:
-            raise StepCapReached()  # the next iteration begins: the last step's own work (a checkpoint) is done
+        if self.stop_due and torch.is_grad_enabled() and module.training:
+            # the next iteration begins: the last step's own work (a checkpoint) is done. Not at an evaluation's
+            # forward (no gradients, or the model in eval mode), which rank 0 may make alone while its peers wait
+            # at a barrier after it: stopped there, it left them waiting for a rank that had ended
+            raise StepCapReached()
         self.tally.checkpoints += 1
         self.tally.evaluating(not torch.is_grad_enabled())
         if self.turn.holding:
@@ -385,7 +388,7 @@ class ScriptCoordinator:
         self.tally.checkpoints += 1
         self.turn.checkpoint()
 
-    def before_step(self, closure: bool | None = None) -> None:
+    def before_step(self, closure: bool | None = None, collectives: Callable[[], None] | None = None) -> None:
         """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
         the turn, then the update takes it. `closure`: given where the step itself begins (None where the
         gradients are read), whether it was given a closure to run forward and backward in it."""
@@ -402,6 +405,9 @@ class ScriptCoordinator:
         start = time.perf_counter()
         assert self.wait_for_gradients is not None  # self.attached, checked above
         self.wait_for_gradients()
+        if collectives is not None:  # what the step itself would all-reduce (the engine's synchronisation)
+            with self.outside_turn():
+                collectives()
         self.tally.communication_s += time.perf_counter() - start
         self._take_turn()
 

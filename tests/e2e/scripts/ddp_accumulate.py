@@ -1,6 +1,7 @@
 """A DistributedDataParallel script with what real training loops have (it knows nothing of xover):
 gradient accumulation under no_sync(), a DataLoader with worker processes, an LR schedule, a GradScaler
-(losses scaled for backward, gradients unscaled before the step, a step skipped on overflow), and a checkpoint written by rank 0. Rank 0 prints each optimizer step's loss (the sum of its micro-batches'
+(losses scaled for backward, gradients unscaled before the step, a step skipped on overflow), and a checkpoint that rank 0
+evaluates and writes alone while its peer waits at a barrier. Rank 0 prints each optimizer step's loss (the sum of its micro-batches'
 losses, in the order backward saw them) with every bit.
 
     torchrun --standalone --nproc-per-node=2 ddp_accumulate.py --steps 12 --checkpoint-dir /tmp/ck
@@ -71,10 +72,15 @@ def main() -> None:
             schedule.step()
             if rank == 0:
                 print(f"step {step} loss {step_loss!r}", flush=True)
-                if args.checkpoint_dir and (step + 1) % args.checkpoint_every == 0:
+            if args.checkpoint_dir and (step + 1) % args.checkpoint_every == 0:
+                if rank == 0:  # rank 0 alone evaluates the model it saves, as the ImageNet example does
+                    with torch.no_grad():
+                        held_out = F.cross_entropy(model.module(inputs[-256:]), labels[-256:]).item()
+                    print(f"checkpoint {step + 1} held-out loss {held_out!r}", flush=True)
                     os.makedirs(args.checkpoint_dir, exist_ok=True)
                     torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
                                 "step": step}, os.path.join(args.checkpoint_dir, f"step{step + 1}.pt"))
+                dist.barrier()  # its peers wait for it
             step, step_loss = step + 1, 0.0
             if step == args.steps:
                 break

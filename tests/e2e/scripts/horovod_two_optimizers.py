@@ -11,7 +11,7 @@ from torch import nn
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=100)
 parser.add_argument("--average-loss", action="store_true", help="print the loss averaged over the ranks")
-args = parser.parse_args()
+args, _ = parser.parse_known_args()  # the other script's options too (one command line for both)
 
 hvd.init()
 torch.manual_seed(0)
