@@ -30,9 +30,10 @@ where it starts each all-reduce (a Horovod optimizer's, DDP's hook), so accumula
 XOVER_SCRIPT_STEPS=N (a job file's `iterations`) ends the script after N optimizer steps, on every
 rank at the same point, as a clean exit: where the next iteration begins (its first forward with gradients,
 the model in training mode, or an optimizer step), so the last step's own work after `optimizer.step()` (an
-LR schedule, a log line, a checkpoint, an evaluation rank 0 makes alone) is done. What the shim cannot follow ends the job with exit 2 and one
-line naming it, never a silent run without turns: no optimizer step, training without the engine's
-wrapper (gradients all-reduced by hand), a second process group, the other engine's calls.
+LR schedule, a log line, a checkpoint, an evaluation rank 0 makes alone) is done. What the shim cannot
+follow ends the job with exit 2 and one line naming it, never a silent run without turns: no optimizer step,
+training without the engine's wrapper (gradients all-reduced by hand), a second process group, the other
+engine's calls.
 """
 
 from __future__ import annotations
