@@ -128,10 +128,11 @@ class ScriptCoordinator:
             gradients = self.gradients
             result = original_backward(*args, **kwargs)
             self.end_of_backward()
-            if self.gradients > gradients or not self.attached:
+            if self.gradients > gradients or not self.attached or not self.watched:
                 self._count_backward(args[0] if args else kwargs.get("tensors"))
             # else a backward that reached none of the model's parameters (a probe fitted on its own beside
-            # it): no backward of the model's iteration, nor its loss
+            # it): no backward of the model's iteration, nor its loss. Where none is watched (Horovod in a
+            # world of one rank hooks no gradient, and tells none), every backward counts
             self._after_backward()
             return result
 
