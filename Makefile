@@ -27,8 +27,11 @@ check: setup
 # time*: 25 min 57 s with two workers, 20 min 58 s with three, the cores 98% busy). What the whole machine
 # has once (the emulated cluster, Slurm, PostgreSQL) is used under a lock, its modules one unit of work on
 # one worker, and the heaviest units are handed out first (tests/conftest.py). TEST_WORKERS=N to change.
+# The suite starts some 2,000 Python processes, each importing xover's modules: compiled once here, because
+# an environment with PYTHONDONTWRITEBYTECODE=1 (this machine's) has every process compile them again.
 TEST_WORKERS ?= 3
 test: setup
+	$(BIN)/python -m compileall -q xover tests bench recipes >/dev/null
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 bench: setup
