@@ -107,7 +107,12 @@ class ProgressBars:
     def job_finished(self, run_id: int, status: str, label: str = "") -> None:
         """Show how the run ended, and stop its clock (a run that ended short of its bar's total, e.g. a
         script capped below its own count, kept counting until the whole display stopped). `label`: the
-        bar's, where the run ended before it started (a script that failed before its first record)."""
+        bar's, where the run ended before it started (a script that failed before its first record). A run
+        that finished short of its total (a script whose own step count ended it first) gets a full bar of
+        what it made: "1000/4184 finished" read as a job cut short."""
         task = self._task(run_id, label)
+        shown = self.progress.tasks[self.progress.task_ids.index(task)]
+        if status == "finished" and shown.total is not None and 0 < shown.completed < shown.total:
+            self.progress.update(task, total=shown.completed)
         self.progress.update(task, status=status)
         self.progress.stop_task(task)

@@ -14,6 +14,16 @@ def test_a_finished_jobs_clock_stops_even_short_of_its_total():
     elapsed = task.elapsed
     time.sleep(0.05)
     assert task.elapsed == elapsed and task.fields["status"] == "finished"
+    assert (task.completed, task.total) == (1000, 1000)  # a full bar: it ended on its own count
+
+
+def test_a_job_that_failed_or_was_stopped_short_keeps_its_total():
+    bars = ProgressBars()
+    for run_id, status in ((1, "failed"), (2, "timeout"), (3, "stopped")):
+        bars.job_started(run_id, f"job{run_id}", total=200)
+        bars.job_progress(run_id, 50, 1.0)
+        bars.job_finished(run_id, status)
+    assert [(task.completed, task.total) for task in bars.progress.tasks] == [(50, 200)] * 3
 
 
 def test_a_job_that_failed_before_it_started_is_named_not_numbered():
