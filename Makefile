@@ -31,7 +31,7 @@ check: setup
 # an environment with PYTHONDONTWRITEBYTECODE=1 (this machine's) has every process compile them again.
 TEST_WORKERS ?= 3
 test: setup
-	$(BIN)/python -m compileall -q xover tests bench recipes >/dev/null
+	$(BIN)/python -m compileall -q xover tests bench recipes
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 bench: setup
