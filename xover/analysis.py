@@ -282,9 +282,39 @@ def alone_vs_profile(job: RunResult, profile_device_ms: float | None) -> float |
     return ((job.data_ms or 0.0) + job.compute_ms) / profile_device_ms
 
 
-def group_warnings(groups: Sequence[GroupReport]) -> list[str]:
-    """What makes a comparison's figures less sure: a short overlap window, a run alone off its profile."""
-    return overlap_warnings(groups) + drift_warnings(groups)
+def report_warnings(jobs: Sequence[RunResult], groups: Sequence[GroupReport]) -> list[str]:
+    """What makes a report's figures less sure: a job shorter than it was given, a short overlap window, a
+    run alone off its profile."""
+    return length_warnings(jobs) + overlap_warnings(groups) + drift_warnings(groups)
+
+
+def length_warnings(jobs: Sequence[RunResult]) -> list[str]:
+    """A warning per job that finished before the iterations it was given (a script whose own count, from
+    its arguments, is below the job's length): the length sized the group's overlap and the plan's
+    figures, so both hold for less than they say. One line per job, naming the modes it happened in."""
+    short: dict[str, list[RunResult]] = {}
+    for job in jobs:
+        if (
+            job.name is not None
+            and job.status == RunStatus.FINISHED
+            and job.iterations_planned
+            and job.iterations is not None
+            and 0 < job.iterations < job.iterations_planned
+        ):
+            short.setdefault(job.name, []).append(job)
+    warnings = []
+    for name, runs in short.items():
+        made = sorted({run.iterations for run in runs if run.iterations is not None})
+        given = max(run.iterations_planned or 0 for run in runs)
+        modes = sorted({run.mode for run in runs if run.mode is not None})
+        warnings.append(
+            f"{name} finished on its own after {'/'.join(map(str, made))} of the {given} iterations it was "
+            f"given ({', '.join(modes)}): its script stopped itself first (its own count, from the arguments it "
+            "is given), so what that length sized (a group's time together, --seconds, the plan's figures) does "
+            "not hold (give the script a count above the job's length in its arguments, or the job fewer "
+            "--iterations / --seconds)"
+        )
+    return warnings
 
 
 def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT) -> list[str]:

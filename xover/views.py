@@ -10,6 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from .analysis import length_warnings
 from .console import console, errors, print_json, print_table
 from .links import HOST
 from .report import simulation
@@ -22,6 +23,7 @@ from .report.tables import (
     job_columns,
     policy_rows,
     print_failures,
+    print_warnings,
 )
 from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
 
@@ -100,6 +102,7 @@ def show_run(result: Any, as_json: bool) -> None:
         shown["jobs"],
         DIGITS,
     )
+    print_warnings(length_warnings(result.jobs))
     print_failures(shown["jobs"])
     if shown["groups"]:
         rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]

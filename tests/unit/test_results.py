@@ -124,3 +124,22 @@ def test_the_reports_group_derives_its_gains_and_the_parity_is_typed():
     parity = loss_parity(jobs, iterations)
     assert [(p.name, p.mode, p.identical) for p in parity] == [("a", "concurrent", True), ("b", "concurrent", True),
                                                               ("a", "crossover", True), ("b", "crossover", True)]
+
+
+def test_a_job_that_finished_before_the_iterations_it_was_given_is_warned_of_once():
+    """A script whose own count (its arguments) ends it before the length xover gave it: the group's overlap
+    and the plan's figures assumed that length, so the report says so, once per job with the modes."""
+    from xover.analysis import length_warnings, report_warnings
+
+    def job(name, mode, status, iterations, planned):
+        return RunResult(name=name, mode=mode, status=status, iterations=iterations, iterations_planned=planned)
+
+    jobs = [job("ddp-digits", "sequential", "finished", 1000, 4184), job("ddp-digits", "crossover", "finished", 1000, 4184),
+            job("mlp", "crossover", "finished", 200, 200),  # its whole length
+            job("cut", "crossover", "timeout", 50, 200), job("failed", "concurrent", "failed", 3, 200),
+            job("unplanned", "sequential", "finished", 30, None)]
+    [warning] = length_warnings(jobs)
+    assert warning.startswith("ddp-digits finished on its own after 1000 of the 4184 iterations it was given "
+                              "(crossover, sequential)"), warning
+    assert "a count above the job's length in its arguments" in warning
+    assert report_warnings(jobs, []) == [warning]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..analysis import group_warnings
+from ..analysis import report_warnings
 from ..console import fmt
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
@@ -142,7 +142,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                     {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
                 ),
             ]
-        sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in group_warnings(report.groups)]
+    sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in report_warnings(report.jobs, report.groups)]
     if report.parity:
         sections += [
             "<h2>Accuracy parity</h2>",

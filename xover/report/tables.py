@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from rich.markup import escape
 
-from ..analysis import group_warnings
+from ..analysis import report_warnings
 from ..console import console, print_table
 from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
@@ -355,8 +355,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         )
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
-    for warning in group_warnings(report.groups):
-        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    print_warnings(report_warnings(report.jobs, report.groups))
     print_failures(jobs)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
@@ -394,6 +393,12 @@ def failure_line(job: dict[str, Any]) -> str:
             else "no error recorded"
         )
     return f"{job.get('name')} ({mode}) {job.get('status')}: {reason}  (log: {job.get('log_dir') or '-'})"
+
+
+def print_warnings(warnings: Iterable[str]) -> None:
+    """Each of what makes the figures above less sure, on its own line."""
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
