@@ -265,6 +265,36 @@ def test_a_bad_flag_is_one_clear_line(clean, args, needle):
         _nothing_written(clean, lookups=needle == "--seconds needs")
 
 
+# Typer read a flag's number as Python does: `--iterations 1_0` ran 10 iterations, `--seconds 1_0` 10 s. A flag's
+# number is now read as files and settings read theirs, with the digits 0-9 only (xover/flags.py).
+NUMBER_FLAG_CASES = [
+    (["run", "--group", "mlp-digits", "--iterations", "1_0"], "--iterations"),
+    (["run", "--group", "mlp-digits", "--seconds", "1_0"], "--seconds"),
+    (["run", "--group", "mlp-digits", "--np", "1e1"], "--np"),
+    (["train", "mlp-digits", "--timeout", "\uff11\uff10"], "--timeout"),
+    (["profile", "mlp-digits", "--warmup", "\u0663"], "--warmup"),
+    (["plan", "mlp-digits", "--device-memory", "8_0"], "--device-memory"),
+    (["simulate", "t.csv", "--cluster", "2x2", "--min-gain", "0_1"], "--min-gain"),
+]
+
+
+@pytest.mark.parametrize("args, flag", NUMBER_FLAG_CASES, ids=[" ".join(a) for a, _ in NUMBER_FLAG_CASES])
+def test_a_flags_number_not_written_with_ascii_digits_is_refused(clean, args, flag):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = " ".join(result.output.replace("\u2502", " ").split())
+    assert f"Invalid value for '{flag}'" in text and "written with the digits 0-9" in text, text
+    _nothing_written(clean)
+
+
+def test_a_flags_number_written_plainly_is_read(clean):
+    from xover.flags import DECIMAL, WHOLE
+
+    assert (WHOLE(" 12 "), WHOLE("-3"), WHOLE(7)) == (12, -3, 7)
+    assert (DECIMAL("1.5"), DECIMAL("2e3"), DECIMAL(".5"), DECIMAL(0.05)) == (1.5, 2000.0, 0.5, 0.05)
+
+
 @pytest.mark.parametrize("variable, value", [("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_SERVER_NICE", "-40"),
                                              ("XOVER_TURN_LEASE", "floor=-1"), ("XOVER_TURN_LEASE", "floor=nan"),
                                              ("XOVER_TURN_LEASE", "floor=30,floor=1"), ("XOVER_TURN_SERVER_NICE", "-1_0"),
