@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import plain_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,6 +189,28 @@ def test_optimizer_steps_that_are_not_one_per_backward_count_one_iteration_and_k
         assert job["iterations"] == made and job["final_loss"] is not None, job
         # every step's loss as alone; the split stopped at its cap after the step's second update and print
         assert _rank0_losses(job["log_dir"]) == alone[job["name"]][:made], job["name"]
+
+
+def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backward_a_step(isolated_results):
+    """Reentrant activation checkpointing backs through each block from inside the script's backward: each inner
+    backward released the turn in the middle of the outer one and counted a backward and its batch (samples 4x, 3x
+    the grants). `torch.autograd.backward([a, b])` recorded no loss, and parity compared nothing."""
+    script, steps = ROOT / "tests/e2e/scripts/ddp_checkpointed.py", 12
+    alone = plain_torchrun(script, "--steps", str(steps)).stdout.splitlines()
+    assert len(alone) == steps + 1
+    report = _xover_run("--script", str(script), "--script", str(script), "--mode", "crossover", "--policy",
+                        "work-conserving", "--json", "--", "--steps", str(steps))
+    for job in report["jobs"]:
+        assert job["status"] == "finished", job["error"]
+        [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
+        printed = [line for line in stdout.read_text().splitlines() if not line.startswith("XOVER-METRIC")]
+        assert printed == alone, job["name"]
+        assert job["iterations"] == steps
+        # 16 samples a rank, two ranks: one batch a step, however many backwards the checkpoints ran
+        assert abs(job["samples_per_s"] * job["iteration_ms"] / 1000 - 32) < 4, job
+        assert 2 * steps <= job["turn_stats"]["grants"] < 3 * steps, job["turn_stats"]
+        # the loss recorded is the two losses' sum, as the script printed it
+        assert job["final_loss"] == pytest.approx(float(alone[-2].split()[-1]), rel=1e-6), job
 
 
 # ---------------------------------------------------------------------------- refusals

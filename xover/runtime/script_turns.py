@@ -39,6 +39,23 @@ class Unfollowable(SystemExit):
         super().__init__(2)
 
 
+def _loss_value(tensors) -> float | None:
+    """The loss a backward was called on, as a number: a scalar's value (the script's, where a GradScaler scaled
+    it), or the sum of several (`torch.autograd.backward([loss_a, loss_b])` backs through their sum); None for
+    what is not a loss (a tensor of many values backed with its own gradient)."""
+    if isinstance(tensors, torch.Tensor):
+        tensors = (tensors,)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        return None
+    values = []
+    for tensor in tensors:
+        tensor = getattr(tensor, "_xover_unscaled", tensor)  # a loss a GradScaler scaled for backward
+        if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1:
+            return None
+        values.append(float(tensor.detach()))
+    return sum(values)
+
+
 class StepTally:
     """What one optimizer step took, summed over its backward passes."""
 
@@ -97,6 +114,7 @@ class ScriptCoordinator:
         self.step_cap = int(os.environ.get(SCRIPT_STEPS_VARIABLE) or 0) or None
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
+        self.backward_depth = 0  # the script's backwards under way (1 inside one: autograd's threads see it too)
         self.batch = 0
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
@@ -121,12 +139,19 @@ class ScriptCoordinator:
         original_backward = torch.autograd.backward
 
         def backward(*args, **kwargs):
-            if not self.active:
+            if not self.active or self.backward_depth:
+                # a backward inside the script's backward (reentrant activation checkpointing recomputes a
+                # segment and backs through it from its backward): part of the outer one, which keeps the turn
+                # to its end and counts once
                 return original_backward(*args, **kwargs)
             for prepare in self.before_backward:
                 prepare()
             gradients = self.gradients
-            result = original_backward(*args, **kwargs)
+            self.backward_depth += 1
+            try:
+                result = original_backward(*args, **kwargs)
+            finally:
+                self.backward_depth -= 1
             self.end_of_backward()
             if self.gradients > gradients or not self.attached or not self.watched:
                 self._count_backward(args[0] if args else kwargs.get("tensors"))
@@ -304,9 +329,8 @@ class ScriptCoordinator:
         self.tally.backwards += 1
         if self.in_closure_step:
             self.tally.closure_backwards += 1
-        loss = getattr(loss, "_xover_unscaled", loss)  # a loss a GradScaler scaled for backward
-        if self.rank == 0 and isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            value = float(loss.detach())
+        value = _loss_value(loss) if self.rank == 0 else None
+        if value is not None:
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
 
     def all_reduced(self, nbytes: int) -> None:
