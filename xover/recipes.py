@@ -385,6 +385,21 @@ _TYPE_NAMES |= {"bool_type": "true or false", "dict_type": "a table", "list_type
 _RANGE_WORDS = {"greater_than": "must be positive", "greater_than_equal": "must not be negative"}
 
 
+def _bare_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Kind:
+    """A value shown by its kind alone: 'a list', 'a number'."""
+
+    def __init__(self, value: object) -> None:
+        kinds = ((bool, "true or false"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "a table"))
+        self.words = next((words for kind, words in kinds if isinstance(value, kind)), "a value")
+
+    def __repr__(self) -> str:
+        return self.words
+
+
 def _validated(schema: type[_FileSchemaT], data: dict[str, Any], source: str) -> _FileSchemaT:
     """`data` checked against `schema`; a refusal is one line naming the file (`source`), the field and the
     problem: of pydantic's complaints, the first a reader would fix (an unknown field, then a missing one or one
@@ -409,6 +424,10 @@ def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, st
         return cause.where, str(cause)
     kind, loc, value = complaint["type"], complaint["loc"], complaint["input"]
     where = str(loc[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:] if p != "[key]")
+    if len(loc) > 1 and (loc[0] == "env" or loc[0] == "args" and not _bare_number(value)):
+        # a variable's value or an argument of the wrong type may be a token (in a list, a table, or a number):
+        # its kind is enough to fix it (an argument's bare number is shown: where its quotes go)
+        value = _Kind(value)
     if kind == "value_error":
         return where, str(cause)
     if kind == "missing":
@@ -422,7 +441,7 @@ def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, st
     if kind == "finite_number" or (kind == "float_type" and isinstance(value, int) and not isinstance(value, bool)):
         return where, f"must be a finite number, got {value!r}"
     if kind == "string_type" and len(loc) > 1:  # an argument or a variable's value: TOML's 5 is no "5"
-        quoted = f': "{value}"' if isinstance(loc[-1], int) else ""
+        quoted = f': "{value}"' if isinstance(loc[-1], int) and _bare_number(value) else ""
         return where, f"must be a string (write numbers in quotes{quoted}), got {value!r}"
     if kind in _TYPE_NAMES:
         return where, f"must be {_TYPE_NAMES[kind]}, got {value!r}"

@@ -501,3 +501,54 @@ def test_the_value_after_an_option_named_for_a_credential_is_masked():
                                "--key=***"]
     line = mask_credentials(shlex.join(["xover", "run", "--", *argv]))
     assert "argsecret11" not in line and "tokvalue9" not in line and "--lr 0.1" in line
+
+
+@pytest.mark.parametrize("body, field, kind", [
+    (f'env = {{ HF_TOKEN = ["{START}hf{END}"] }}', "env.HF_TOKEN", "got a list"),
+    (f'env = {{ API = {{ key = "{START}k{END}" }} }}', "env.API", "got a table"),
+    ("env = { PIN = 7357 }", "env.PIN", "got a number"),
+    (f'args = ["--token", ["{START}t{END}"]]', "args[1]", "got a list"),
+])
+def test_a_value_of_the_wrong_type_that_may_be_a_token_is_named_by_its_kind(tmp_path, body, field, kind):
+    """A job file's variable or argument of the wrong type was echoed in the refusal ('got ['hf_...']'): its
+    kind is enough to fix it. An argument's bare number is still shown, where its quotes go."""
+    from xover.recipes import RecipeError, load_recipe
+
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(_job_file(tmp_path, body))
+    message = str(refused.value)
+    assert f"field '{field}': must be a string" in message and message.endswith(kind), message
+    assert not _leaks(message) and "7357" not in message, message
+
+
+def test_a_plan_files_variable_of_the_wrong_type_is_named_by_its_kind():
+    from xover.plan.planfile import PlanFormatError, _text
+
+    with pytest.raises(PlanFormatError) as refused:
+        _text({"key": f"{START}k{END}"}, "jobs.a.script.env.API")
+    assert str(refused.value) == "plan field 'jobs.a.script.env.API': must be a string, got dict"
+
+
+@pytest.mark.parametrize("url", [f"u:{START}pw{END}@dbhost/xover", f"postgresql:/u:{START}pw{END}@127.0.0.1:1/x"])
+def test_a_store_url_that_lost_its_scheme_is_refused_without_its_password(tmp_path, monkeypatch, url):
+    """A URL whose `scheme://` went missing was a SQLite file named after the password, which the store's
+    recorded command and later messages then showed."""
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    replay = Path(__file__).resolve().parents[1] / "assets" / "replay"
+    monkeypatch.chdir(tmp_path)
+    for command in (["report"], ["simulate", str(replay / "pair.csv"), "--profiles", str(replay / "profiles.csv"),
+                                 "--cluster", "1x2"]):
+        result = CliRunner().invoke(app, ["--db", url, *command])
+        assert result.exit_code == 2 and "without its scheme://" in result.output, result.output
+        assert not _leaks(result.output), result.output
+    assert list(tmp_path.iterdir()) == []  # no store, no folder named after it
+
+
+def test_postgres_written_for_postgresql_is_told_so():
+    from xover.store.session import StoreError, database_url
+
+    with pytest.raises(StoreError, match=r"write postgresql://"):
+        database_url(f"postgres://u:{START}pw{END}@127.0.0.1/x")

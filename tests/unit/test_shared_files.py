@@ -38,6 +38,22 @@ def test_the_migration_lock_is_created_without_truncating_an_existing_one(tmp_pa
     assert stat.S_ISREG(os.lstat(tmp_path / "y.db.migrate.lock").st_mode)
 
 
+def test_a_file_refused_as_a_store_is_left_without_a_lock_beside_it(tmp_path):
+    """A text file, or a folder, given as the store was refused and left a `.migrate.lock` beside it; a lock
+    that was there before is kept."""
+    from xover.store.session import StoreError, open_store
+
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "kept.txt").write_text("not a database either\n")
+    (tmp_path / "kept.txt.migrate.lock").write_text("")
+    for name in ("notes.txt", "folder", "kept.txt"):
+        with pytest.raises(StoreError):
+            open_store(f"sqlite:///{tmp_path / name}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "kept.txt", "kept.txt.migrate.lock", "notes.txt"]
+    assert (tmp_path / "notes.txt").read_text() == "not a database\n"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="root makes the shared lease folder 1777")
 def test_a_new_lease_folder_swapped_for_a_link_is_not_chmodded_through_it(tmp_path, monkeypatch):
     """Finding 8. Before: root created XOVER_LEASE_DIR and then chmod()ed it by name, so that a name

@@ -455,7 +455,7 @@ def _list(value: Any, where: str) -> list[Any]:
 
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        _fail(where, f"must be a string, got {value!r}")
+        _fail(where, f"must be a string, got {type(value).__name__}")  # its kind: a variable's value may be a token
     return value
 
 

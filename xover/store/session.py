@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError
-from ..redact import mask_word, without_secrets_of
+from ..redact import MASK, mask_word, without_secrets_of
 from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
 
@@ -45,12 +45,27 @@ class StoreError(XoverError):
     pass
 
 
+# user:password@host... or scheme:/user:password@host... : a URL with its '//' lost (a file path's first part
+# holds no ':' before an '@')
+_MISTYPED_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+)?[^/:@]*:(?P<password>[^/@]*)@")
+
+
 def database_url(db: str | None = None, create_folder: bool = True) -> str:
     """The store's SQLAlchemy URL; a file path is SQLite (its folder created unless `create_folder` is
     False: a command that only reads must not leave folders behind)."""
     target = db or settings().db or DEFAULT_DB
     if "://" in target:
+        if target.startswith("postgres://"):  # SQLAlchemy names the dialect postgresql only
+            raise StoreError(f"{shown_url(target)}: write postgresql:// (SQLAlchemy knows no postgres://)")
         return target
+    mistyped = _MISTYPED_URL.match(target)
+    if mistyped:
+        # a URL whose scheme or slashes went missing would be a SQLite file named after its password
+        shown = target[: mistyped.start("password")] + MASK + target[mistyped.end("password") :]
+        raise StoreError(
+            f"{shown}: a database URL without its scheme:// (postgresql://user:password@host/database), "
+            "not a file: write the whole URL, or a file path"
+        )
     if create_folder:
         try:
             Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -349,12 +364,13 @@ class Store:
         if self.kind == "sqlite" and not self._in_memory:
             # never through a link, never truncated (a link planted beside the store would have had its
             # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
+            lock = f"{self.engine.url.database}.migrate.lock"
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
             try:
-                fd = os.open(
-                    f"{self.engine.url.database}.migrate.lock",
-                    os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
-                    0o644,
-                )
+                try:
+                    fd, created = os.open(lock, flags | os.O_EXCL, 0o644), True
+                except FileExistsError:
+                    fd, created = os.open(lock, flags, 0o644), False
             except OSError:
                 yield
                 return
@@ -363,7 +379,13 @@ class Store:
                     yield
                     return
                 fcntl.flock(handle, fcntl.LOCK_EX)
-                yield
+                try:
+                    yield
+                except BaseException:
+                    if created:  # a file refused as a store (not a database, a newer one): leave nothing beside it
+                        with contextlib.suppress(OSError):
+                            os.unlink(lock)
+                    raise
         elif self.kind == "postgresql":
             with self.engine.connect() as connection:
                 connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
