@@ -145,6 +145,11 @@ PLAN_BREAKS = [
     ("one machine twice", lambda p: p.update(hosts=[["localhost", 2], ["127.0.0.1", 2]]), "hosts"),
     ("device digit", lambda p: p["groups"][0].update(devices=["localhost:\u0660", "localhost:1"]), "devices"),
     ("number too large for a float", lambda p: next(iter(p["jobs"].values())).update(compute_ms=10**400), "compute_ms"),
+    ("compute under a microsecond", lambda p: next(iter(p["jobs"].values())).update(compute_ms=1e-9),
+     "compute_ms must be at least 0.001 (a microsecond), got 1e-09"),
+    # int() of more than 4,300 digits was a ValueError's traceback
+    ("device index too long", lambda p: p["groups"][0].update(devices=["localhost:0", "localhost:" + "9" * 5000]),
+     "groups[0].devices"),
     ("engine", lambda p: p.update(engine="mpi"), "engine"),
     ("link", lambda p: p.update(link=5), "link"),
 ]
@@ -477,12 +482,39 @@ def test_a_number_too_large_for_a_float_names_its_field(clean, tmp_path, field):
 
 
 def test_a_trace_of_sub_millisecond_times_is_planned(clean, tmp_path):
-    # as from a trace written in seconds: the simulation's memo rounded such times to nothing
+    # as from a trace written in seconds: the simulation's memo rounded such times (to 0.1 ms) to nothing
     trace = tmp_path / "tiny.csv"
-    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,0.0001,0,1\nb,2,0.00004,0.0002,1\n")
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,0.01,0,1\nb,2,0.004,0.02,1\n")
     result = runner.invoke(app, ["--db", str(tmp_path / "p.db"), "plan", "--profiles", str(trace), "--devices", "2",
                                  "--out", str(tmp_path / "p.json")])
     assert result.exit_code == 0, result.output
+
+
+PROFILES = "name,devices,compute_ms,comm_ms,memory_gb\n"
+MURI = "job_id,num_gpu,submit_time,iterations,model_name,iteration_time,resource_time_0,resource_time_1,resource_time_2\n"
+TINY_TIMES = [
+    ({"p.csv": PROFILES + "a,2,1e-9,1e-9,1\nb,2,1e-9,1e-9,1\n"},
+     ["plan", "--profiles", "{dir}/p.csv", "--devices", "2", "--out", "{dir}/p.json"],
+     "p.csv: line 2: compute_ms must be at least 0.001 (a microsecond), got 1e-09"),
+    ({"p.csv": PROFILES + "a,1,1e-9,1e-9,1\n", "t.csv": "arrival_s,gpus,duration_s,model\n0,1,100,a\n10,1,100,a\n"},
+     ["simulate", "{dir}/t.csv", "--profiles", "{dir}/p.csv", "--cluster", "1x1"],
+     "p.csv: line 2: compute_ms must be at least 0.001 (a microsecond), got 1e-09"),
+    ({"m.csv": MURI + "0,1,0,100,toy,1000,1,1e-9,1\n"}, ["simulate", "{dir}/m.csv", "--cluster", "1x1"],
+     "m.csv: line 2: resource_time_1 must be at least 0.001 ms (a microsecond), got 1e-9"),
+    ({"m.csv": MURI + "0,1,0,100,toy,1e-9,1,1,1\n"}, ["simulate", "{dir}/m.csv", "--cluster", "1x1"],
+     "m.csv: line 2: iteration_time must be at least 0.001 ms (a microsecond), got 1e-9"),
+]
+
+
+@pytest.mark.parametrize("files, args, words", TINY_TIMES, ids=["plan", "simulate", "muri gpu", "muri iteration"])
+def test_a_time_per_iteration_under_a_microsecond_is_refused(clean, tmp_path, files, args, words):
+    # within the simulation's EPSILON an iteration ended in the instant it began: plan and simulate never ended
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = runner.invoke(app, [arg.format(dir=tmp_path) for arg in args])
+    _one_clear_line(result, str(tmp_path), words)
+    _nothing_written(clean)
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_doctor_does_not_show_the_store_password(monkeypatch, tmp_path):

@@ -324,6 +324,15 @@ def test_a_job_far_faster_than_its_partner_stops_the_simulation_early_with_the_s
         assert short.speed == pytest.approx(full.speed, rel=0.01)
 
 
+@pytest.mark.parametrize("mode", ["crossover", "concurrent"])
+def test_a_job_of_no_compute_is_refused_by_the_simulation_not_looped_on(mode):
+    # its iterations ended in the instant they began, for ever: the inputs refuse it, the simulation too
+    with pytest.raises(ValueError, match="'tiny': compute_ms 1e-09 is too short to simulate"):
+        simulate([SimJob("tiny", 1e-9, 1e-9), SimJob("other", 10, 10)], mode)
+    with pytest.raises(InvalidJobProfile, match="compute_ms must be at least 0.001"):
+        job("tiny", 1e-9, 1e-9)
+
+
 @settings(max_examples=30, deadline=None)
 @given(job_lists(max_jobs=3, min_jobs=2, devices=(1,)))
 def test_simulated_round_robin_runs_every_job_at_one_pace(jobs):

@@ -162,6 +162,11 @@ def job_name_problem(name: str) -> str | None:
 # this is a disturbed one (the lowest measured: docs/measurements.md, *Figures behind the design*).
 MIN_INTERFERENCE = -0.5
 
+# The shortest compute per iteration: a microsecond. No device iteration is shorter (a kernel launch alone
+# takes several), and it is far above the simulation's EPSILON (1e-9 ms): an iteration within that ended in
+# the instant it began, and so did the next, for ever (plan and simulate hung).
+MIN_COMPUTE_MS = 0.001
+
 
 def _profile_problem(job: JobProfile) -> str | None:
     """Why ``job``'s numbers are unusable, or None if they are fine."""
@@ -188,8 +193,8 @@ def _profile_problem(job: JobProfile) -> str | None:
         if value < lowest:
             return f"{field_name} must be >= {lowest}, got {value!r}"
     # A job with no compute never needs the devices; it would also make gains divide by zero.
-    if job.compute_ms <= 0:
-        return f"compute_ms must be > 0, got {job.compute_ms!r}"
+    if job.compute_ms < MIN_COMPUTE_MS:
+        return f"compute_ms must be at least {MIN_COMPUTE_MS:g} (a microsecond), got {job.compute_ms!r}"
     if job.comm_cpu > 1:
         return f"comm_cpu is a fraction of a core, at most 1, got {job.comm_cpu!r}"
     if job.link_ms is not None and (

@@ -415,8 +415,15 @@ def _devices(value: Any, where: str, host_slots: dict[str, int]) -> list[str]:
         _fail(where, f"lists a device twice: {devices!r}")
     for device in devices:
         host, _, index = device.rpartition(":")
-        if host not in host_slots or not re.fullmatch("[0-9]+", index) or int(index) >= host_slots[host]:
-            _fail(where, f"{device!r} is not a device of the listed hosts (expected 'host:index')")
+        # an index is below its host's slots, at most MAX_SLOTS: more digits are no device (and past 4,300
+        # int() refused them with a traceback)
+        if (
+            host not in host_slots
+            or not re.fullmatch(f"[0-9]{{1,{len(str(MAX_SLOTS))}}}", index)
+            or int(index) >= host_slots[host]
+        ):
+            shown = device if len(device) <= 40 else device[:40] + "..."
+            _fail(where, f"{shown!r} is not a device of the listed hosts (expected 'host:index')")
     return devices
 
 

@@ -410,6 +410,11 @@ def simulate(
     if len(jobs) == 1:
         job = jobs[0]
         return SimResult(mode, policy, [JobOutcome(job.name, iterations, job.solo_ms, 1.0, 0.0)])
+    for job in jobs:
+        # an iteration of no compute (within EPSILON) ends in the instant it starts, and so does the next:
+        # the loop would never advance (the inputs refuse it: model.MIN_COMPUTE_MS)
+        if not job.shared_compute_ms > EPSILON:
+            raise ValueError(f"job {job.name!r}: compute_ms {job.compute_ms!r} is too short to simulate")
     policy = policy if way_named(mode).takes_turns else None
     simulation = _Simulation(jobs, mode, policy, calibration)
     horizon = iterations * max(job.solo_ms for job in jobs) * 2.5

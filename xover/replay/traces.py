@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import XoverError, decimal, refuse_unless_regular
 from ..plan.instances import JobInstance
-from ..plan.model import InvalidJobProfile, JobProfile, job_name_problem
+from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
 
 FORMATS = ("muri", "plain", "philly")
 MURI_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "iteration_time")
@@ -217,10 +217,15 @@ def _load_muri(path: Path) -> Trace:
         gpus = _whole(path, line, "num_gpu", cells["num_gpu"])
         arrival = _number(path, line, "submit_time", cells["submit_time"]) / 1000
         iterations = _whole(path, line, "iterations", cells["iterations"])
-        iteration_ms = _number(path, line, "iteration_time", cells["iteration_time"], above=True)
+        iteration_ms = _number(path, line, "iteration_time", cells["iteration_time"])
         data, gpu, network = (_number(path, line, column, cells[column]) for column in MURI_RESOURCES)
-        if gpu <= 0:
-            raise TraceError(f"{path}: line {line}: resource_time_1 (GPU ms per iteration) must be > 0, got {gpu:g}")
+        # resource_time_1 is the job's compute, and iteration_time holds it: neither under model.MIN_COMPUTE_MS
+        for column, ms in (("iteration_time", iteration_ms), ("resource_time_1", gpu)):
+            if ms < MIN_COMPUTE_MS:
+                raise TraceError(
+                    f"{path}: line {line}: {column} must be at least {MIN_COMPUTE_MS:g} ms "
+                    f"(a microsecond), got {cells[column]}"
+                )
         model = cells["model_name"] or "unknown"
         if (problem := job_name_problem(model)) is not None:
             raise TraceError(f"{path}: line {line}: model_name: {problem}")
