@@ -725,9 +725,12 @@ def report(
         str | None,
         typer.Option(
             "--out",
-            help="Write to this file (html: default "
+            help="Write to this file or folder (html: default "
             "results/runs/<id>/report.html, for 'all' results/report.html, "
-            "under $XOVER_RESULTS if set; csv: a folder or file).",
+            "under $XOVER_RESULTS if set). csv: a folder gets jobs.csv and iterations.csv "
+            "(a simulation: simulation.csv, jobs.csv, utilisation.csv; 'all': experiments.csv); "
+            "FILE.csv writes FILE.csv and, beside it, FILE-iterations.csv "
+            "(a simulation: FILE-jobs.csv, FILE-utilisation.csv); each file written is named.",
         ),
     ] = None,
     tracking_uri: Annotated[

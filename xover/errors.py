@@ -26,15 +26,70 @@ def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = Xover
     return path
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file: links followed (a symbolic link, or a hard link: another name for the
+    same inode); paths that do not exist yet are compared as they resolve."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
+
+
 def refuse_overwriting(
-    out: str | os.PathLike[str], kept: Iterable[tuple[str | os.PathLike[str], str]], flag: str
+    out: str | os.PathLike[str],
+    kept: Iterable[tuple[str | os.PathLike[str], str]],
+    flag: str,
+    *,
+    writes: Iterable[str | os.PathLike[str]] = (),
 ) -> None:
     """An output path that names a file the command must keep (the store, one of its own inputs), refused:
-    writing there would destroy it. Links are followed: another name for the same file is the same file."""
-    target = os.path.realpath(out)
+    writing there would destroy it. Links are followed: another name for the same file is the same file.
+
+    `writes`: the other files `out` makes the command write (FILE.csv's FILE-jobs.csv beside it, the files in
+    a folder), each checked the same way, before the first is written. An output that is neither a regular file
+    nor a folder (a pipe, whose open blocks until a reader comes, for ever; a device; a socket) is refused too,
+    and a folder where one of `writes` should be a file."""
+    kept = list(kept)
+    shown = f"{flag} {out}"
+    if os.path.exists(out) and not (os.path.isfile(out) or os.path.isdir(out)):
+        raise XoverError(f"{shown}: not a regular file or a folder (a pipe or a device): choose a file's path")
     for path, what in kept:
-        if os.path.realpath(path) == target:
-            raise XoverError(f"{flag} {out}: that is {what}; writing there would destroy it: choose another path")
+        if same_file(path, out):
+            raise XoverError(f"{shown}: that is {what}; writing there would destroy it: choose another path")
+    for written in writes:
+        if os.fspath(written) == os.fspath(out):
+            continue
+        if os.path.exists(written) and not os.path.isfile(written):
+            raise XoverError(
+                f"{shown}: it writes {written}, which is not a regular file (a folder, a pipe or a device): "
+                "choose another path"
+            )
+        for path, what in kept:
+            if same_file(path, written):
+                raise XoverError(
+                    f"{shown}: it writes {written} too, which is {what}; writing there would destroy it: "
+                    "choose another path"
+                )
+
+
+def refuse_writing(files: Iterable[str | os.PathLike[str]], kept: Iterable[tuple[str | os.PathLike[str], str]]) -> None:
+    """Files a command writes where no flag names them (the pictures in the results folder), refused where one
+    is a file the command must keep or is not a regular file, before the first is written."""
+    kept = list(kept)
+    for written in files:
+        if os.path.exists(written) and not os.path.isfile(written):
+            raise XoverError(
+                f"{written}: not a regular file (a folder, a pipe or a device), and xover writes there: move it, "
+                "or set XOVER_RESULTS to another folder"
+            )
+        for path, what in kept:
+            if same_file(path, written):
+                raise XoverError(
+                    f"{written}: that is {what}, and xover writes there; writing would destroy it: "
+                    "move the store, or set XOVER_RESULTS to another folder"
+                )
 
 
 # a number as files and flags write it: ASCII digits, a sign, a point, an exponent (and nan or inf, which

@@ -4,6 +4,9 @@ comparison run: tests/e2e/test_report_of_a_run.py)."""
 import csv
 import io
 import json
+import os
+import sqlite3
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 
@@ -240,6 +243,110 @@ def test_a_sqlite_url_with_options_reports_the_file_it_names(isolated_results):
 def test_bad_format_and_out_exit_2():
     _one_error_line(report("--format", "xml"), "--format xml", "table, json, csv, html")
     _one_error_line(report("--out", "x.txt"), "--out")
+
+
+# ------------------------------------------------------------------------------ every file a report writes
+
+PLAN = "20260101-000000-plan"
+REPLAY = ROOT / "tests" / "assets" / "replay"
+
+
+def _experiments_in(db: Path) -> int:
+    with closing(sqlite3.connect(db)) as connection:
+        return connection.execute("select count(*) from experiments").fetchone()[0]
+
+
+def test_no_file_a_report_writes_is_the_store(isolated_results):
+    """`report --format csv --out DIR/r.csv` writes r.csv and r-iterations.csv beside it (a simulation's:
+    r-jobs.csv and r-utilisation.csv), and every format but csv draws its pictures into results/runs/<id>/.
+    Only --out itself was checked against the store: a store at a derived name (or a link to it there) was
+    replaced by CSV text, exit 0, every experiment lost. Now every file is checked before the first is written."""
+    folder = isolated_results / "out"
+    folder.mkdir()
+    store = folder / "r-iterations.csv"
+    _hand_made_store(store)
+
+    def xover(*args: str):
+        return runner.invoke(app, ["--db", str(store), "report", *args])
+
+    out = folder / "r.csv"
+    _one_error_line(xover(PLAN, "--format", "csv", "--out", str(out)),
+                    f"--out {out}: it writes {store} too, which is the store {store}", "choose another path")
+    (folder / "q-iterations.csv").symlink_to(store)
+    _one_error_line(xover(PLAN, "--format", "csv", "--out", str(folder / "q.csv")),
+                    f"it writes {folder / 'q-iterations.csv'} too, which is the store {store}")
+    (folder / "experiments.csv").symlink_to(store)
+    _one_error_line(xover("all", "--format", "csv", "--out", str(folder)),
+                    f"it writes {folder / 'experiments.csv'} too, which is the store {store}")
+    pictures = isolated_results / "results" / "runs" / PLAN
+    pictures.mkdir(parents=True)
+    (pictures / "timeline.png").symlink_to(store)
+    for fmt in ("table", "json", "html"):
+        _one_error_line(xover(PLAN, "--format", fmt), f"{pictures / 'timeline.png'}: that is the store {store}")
+    mlflow_store = isolated_results / "mlflow.db"
+    _one_error_line(xover(PLAN, "--format", "mlflow", "--tracking-uri", f"sqlite:///{mlflow_store}"),
+                    f"{pictures / 'timeline.png'}: that is the store {store}")
+    assert not mlflow_store.exists()
+    assert _experiments_in(store) == 2
+    assert not out.exists() and not (folder / "q.csv").exists()
+    assert sorted(path.name for path in pictures.iterdir()) == ["timeline.png"]
+
+    # a file of the user's at a derived name is replaced, and said so, as every file written is
+    (folder / "mine-iterations.csv").write_text("mine\n")
+    written = xover(PLAN, "--format", "csv", "--out", str(folder / "mine.csv"))
+    assert written.exit_code == 0, written.output
+    assert written.output.splitlines() == [f"wrote {folder / 'mine.csv'}", f"wrote {folder / 'mine-iterations.csv'}"]
+    assert (folder / "mine-iterations.csv").read_text().startswith("experiment,run_id")
+
+
+def test_no_file_a_simulations_report_writes_is_the_store(isolated_results):
+    """A simulation's `--format csv --out DIR/r.csv` wrote r-jobs.csv and r-utilisation.csv too: a store named
+    r-jobs.csv was replaced by the jobs' CSV (the issue's repro)."""
+    folder = isolated_results / "out"
+    folder.mkdir()
+    store = folder / "r-jobs.csv"
+    simulated = runner.invoke(app, ["--db", str(store), "simulate", str(REPLAY / "fifo_srtf.csv"), "--profiles",
+                                    str(REPLAY / "profiles.csv"), "--cluster", "1x2", "--policy", "fifo"])
+    assert simulated.exit_code == 0, simulated.output
+    (folder / "s-utilisation.csv").symlink_to(store)
+    for name, derived in (("r.csv", store), ("s.csv", folder / "s-utilisation.csv")):
+        result = runner.invoke(app, ["--db", str(store), "report", "latest", "--format", "csv",
+                                     "--out", str(folder / name)])
+        _one_error_line(result, f"--out {folder / name}: it writes {derived} too, which is the store {store}")
+    assert _experiments_in(store) == 1
+    assert not (folder / "r.csv").exists() and not (folder / "s.csv").exists()
+
+
+def test_an_output_that_is_a_pipe_is_refused_not_waited_on(isolated_results):
+    """`report --format json --out FIFO` (and `plan --out FIFO`) blocked for ever opening the pipe, waiting for
+    a reader. Now an output that is neither a regular file nor a folder is one line, exit 2; so is a pipe at a
+    file --out makes the report write (FILE-iterations.csv beside FILE.csv, report.json in a folder)."""
+    _hand_made_store(isolated_results / "xover.db")
+    folder = isolated_results / "out"
+    folder.mkdir()
+    fifo, derived, inside = isolated_results / "fifo", folder / "r-iterations.csv", folder / "report.json"
+    readers = []
+    for pipe in (fifo, derived, inside):
+        os.mkfifo(pipe)
+        # a reader: a write that got there would not block (the test cannot hang), and would be read below
+        readers.append(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+    try:
+        _one_error_line(report(PLAN, "--format", "json", "--out", str(fifo)),
+                        f"--out {fifo}: not a regular file or a folder")
+        _one_error_line(report(PLAN, "--format", "csv", "--out", str(fifo)), f"--out {fifo}: not a regular file")
+        _one_error_line(report(PLAN, "--format", "csv", "--out", str(folder / "r.csv")),
+                        f"it writes {derived}, which is not a regular file")
+        _one_error_line(report(PLAN, "--format", "json", "--out", str(folder)),
+                        f"it writes {inside}, which is not a regular file")
+        trace = isolated_results / "t.csv"
+        trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+        _one_error_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(fifo)]),
+                        f"--out {fifo}: not a regular file or a folder")
+        assert [os.read(reader, 1) for reader in readers] == [b"", b"", b""]  # nothing was written into a pipe
+    finally:
+        for reader in readers:
+            os.close(reader)
+    assert sorted(path.name for path in folder.iterdir()) == ["r-iterations.csv", "report.json"]
 
 
 # ------------------------------------------------------------------------------ the timeline's arithmetic

@@ -4,7 +4,9 @@ experiment replaced rather than duplicated, and bad input as one line (exit 2)."
 
 import json
 import socket
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -150,6 +152,32 @@ def test_bad_input_is_one_line_and_exit_2(isolated_results):
         _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", database), "--tracking-uri", words)
         assert time.monotonic() - started < 30
     assert not (isolated_results / "mlflow.db").exists()  # nothing was written anywhere
+
+
+def test_a_tracking_uri_that_names_the_store_is_refused_before_mlflow_runs(isolated_results, monkeypatch):
+    """`--tracking-uri sqlite:///STORE` (xover's own store) ran MLflow's migrations on it: a 130-line traceback
+    (alembic: "Can't locate revision identified by '0019'") and MLflow's tables (metrics, params, tags) left in
+    xover's store. Now the store's file (a link to it, its WAL, the path of a file store) and the same database
+    URL are one line, exit 2, before MLflow is imported."""
+    store = isolated_results / "xover.db"
+    _hand_made_store(store)
+    (isolated_results / "link.db").symlink_to(store)
+
+    def tables() -> set[str]:
+        with closing(sqlite3.connect(store)) as connection:
+            return {name for (name,) in connection.execute("select name from sqlite_master where type = 'table'")}
+
+    before = tables()
+    for uri in (f"sqlite:///{store}", f"sqlite:///{isolated_results / 'link.db'}", f"sqlite:///{store}?mode=rwc",
+                f"sqlite:///{store}-wal", str(store), store.as_uri()):
+        _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", uri),
+                        f"--tracking-uri {uri}: that is the store {store}", "MLflow needs a database of its own")
+    assert tables() == before and "metrics" not in before
+    assert report(PLAN, "--format", "json").exit_code == 0  # the store still reads
+    # a database server's store: the same database, whatever its driver, its user, or a default port left out
+    monkeypatch.setenv("XOVER_DB", "postgresql://xover:pw@db.example/xover")
+    _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri",
+                           "postgresql+psycopg2://mlflow@DB.example:5432/xover"), "that is the store's database")
 
 
 def test_no_database_is_named_before_mlflow_is_asked(isolated_results):

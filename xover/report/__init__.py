@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import results_root
 from ..console import console, errors, print_json
-from ..errors import refuse_overwriting
+from ..errors import refuse_overwriting, refuse_writing
 from ..store.session import shown_url, store_files
 from . import mlflow, tables
 from . import simulation as simulation_views
@@ -31,7 +31,7 @@ from .data import (
     open_existing_store,
 )
 from .html import report_html, summary_html
-from .plots import make_pictures, predicted_vs_measured_picture
+from .plots import make_pictures, picture_paths, predicted_vs_measured_picture
 from .simulation import SimulationReport, gather_simulation
 from .tables import JOB_CSV_FIELDS, csv_text, write_report_csv
 
@@ -59,7 +59,7 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
     if fmt == "mlflow":
         _send_to_mlflow(db, target, tracking_uri)
         return
-    if out:
+    if out:  # --out itself, before the store is read: the store named there is refused in its own words
         refuse_overwriting(out, store_files(db), "--out")
     store = open_existing_store(db)
     where = _where(store.url)
@@ -84,6 +84,18 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
                     briefs = all_experiments(session) if report.is_comparison and fmt != "csv" else []
     finally:
         store.close()
+    # every file the report writes (FILE.csv's FILE-jobs.csv beside it, the pictures in the run's folder), checked
+    # before the first is written: one of them over the store (or its WAL) would destroy every experiment
+    if simulation is not None:
+        from_out, elsewhere = _simulation_files(simulation, fmt, out)
+    elif report is None:
+        from_out, elsewhere = _summary_files(fmt, out)
+    else:
+        from_out, elsewhere = _experiment_files(report, fmt, out)
+    kept = store_files(db)
+    if out:
+        refuse_overwriting(out, kept, "--out", writes=from_out)
+    refuse_writing(elsewhere, kept)
     if simulation is not None:
         _render_simulation(simulation, fmt, out)
     elif report is None:
@@ -101,6 +113,7 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
     """Each experiment of `target` ('all': every one) into the MLflow store, with its HTML report and pictures."""
 
     uri = mlflow.tracking_uri_of(tracking_uri)
+    mlflow.refuse_the_store(uri, db)  # MLflow's own migrations would run on xover's tables
     store = open_existing_store(db)
     where = _where(store.url)
     try:
@@ -127,6 +140,10 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
     finally:
         store.close()
 
+    kept = store_files(db)
+    for report in reports:
+        folder = run_folder(report.id)
+        refuse_writing([folder / "report.html", *picture_paths(report, folder)], kept)
     for report in reports:
         folder = run_folder(report.id)
         pictures = make_pictures(report, gain_points(briefs), folder)
@@ -162,17 +179,64 @@ def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], 
         _write_text(Path(out) if out else folder / "report.html", "report.html", report_html(report, pictures))
 
 
+def _experiment_files(report: ExperimentReport, fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
+    """The files _render_experiment writes: those --out names (itself, or in it, or beside it), and the others."""
+    folder = run_folder(report.id)
+    if fmt == "csv":
+        paths = list(_experiment_csv_paths(folder, out))
+        return (paths, []) if out else ([], paths)
+    pictures = picture_paths(report, folder)
+    if fmt == "table":
+        return [], pictures
+    name = "report.json" if fmt == "json" else "report.html"
+    if out:
+        return [_file_in(Path(out), name)], pictures
+    return [], pictures + ([folder / name] if fmt == "html" else [])
+
+
+def _simulation_files(simulation: SimulationReport, fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
+    """The files _render_simulation writes: those --out names, and the others."""
+    folder = run_folder(simulation.id)
+    if fmt == "table":
+        return [], []
+    if fmt == "csv":
+        paths = list(simulation_views.simulation_csv_paths(*_simulation_csv_target(folder, out)).values())
+        return (paths, []) if out else ([], paths)
+    pictures = simulation_views.simulation_picture_paths(folder)
+    name = "report.json" if fmt == "json" else "report.html"
+    if out:
+        return [_file_in(Path(out), name)], pictures
+    return [], pictures + ([folder / name] if fmt == "html" else [])
+
+
+def _summary_files(fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
+    """The files _render_summary writes: those --out names, and the others."""
+    if fmt in ("csv", "json"):
+        if not out:
+            return [], []
+        written = _summary_csv_path(out) if fmt == "csv" else Path(out)
+        return [_file_in(written, "experiments.csv" if fmt == "csv" else "report.json")], []
+    picture = results_root() / "predicted_vs_measured.png"
+    if fmt == "table":
+        return [], [picture]
+    if out:
+        return [_file_in(Path(out), "report.html")], [picture]
+    return [], [picture, results_root() / "report.html"]
+
+
+def _file_in(path: Path, default_name: str) -> Path:
+    """The file written for --out `path`: `path` itself, or `default_name` in it where it is a folder."""
+    return path / default_name if path.is_dir() else path
+
+
 def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) -> None:
     """A simulation's report (`xover simulate`) in `fmt`: its policies side by side."""
     folder = run_folder(simulation.id)
     if fmt == "table":
         simulation_views.print_simulation_tables(simulation, {})
     elif fmt == "csv":
-        target, stem = Path(out) if out else folder, None
-        if target.suffix.lower() == ".csv":  # FILE.csv: the policies there, FILE-jobs.csv and FILE-utilisation.csv
-            target, stem = target.parent, target.stem
         try:
-            written = simulation_views.write_simulation_csv(simulation, target, stem)
+            written = simulation_views.write_simulation_csv(simulation, *_simulation_csv_target(folder, out))
         except OSError as error:
             raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
         if out:
@@ -191,15 +255,33 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
             _write_text(Path(out) if out else folder / "report.html", "report.html", page)
 
 
+def _simulation_csv_target(folder: Path, out: str | None) -> tuple[Path, str | None]:
+    """Where a simulation's CSV files go: --out FOLDER (or the run's folder): simulation.csv, jobs.csv and
+    utilisation.csv in it; --out FILE.csv: the policies there, FILE-jobs.csv and FILE-utilisation.csv beside it."""
+    target = Path(out) if out else folder
+    if target.suffix.lower() == ".csv":
+        return target.parent, target.stem
+    return target, None
+
+
+def _experiment_csv_paths(folder: Path, out: str | None) -> tuple[Path, Path]:
+    """An experiment's jobs and iterations CSV files: --out FILE.csv: FILE.csv and FILE-iterations.csv beside it;
+    --out FOLDER (or the run's folder): jobs.csv and iterations.csv in it."""
+    if out and Path(out).suffix.lower() == ".csv":
+        return Path(out), Path(out).with_name(Path(out).stem + "-iterations.csv")
+    return Path(out or folder) / "jobs.csv", Path(out or folder) / "iterations.csv"
+
+
+def _summary_csv_path(out: str) -> Path:
+    """`report all --format csv --out`: FILE.csv, or experiments.csv in the folder."""
+    return Path(out) if Path(out).suffix.lower() == ".csv" else Path(out) / "experiments.csv"
+
+
 def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | None) -> None:
     """--out FOLDER (or FILE.csv): jobs and iterations CSV files; no --out: jobs CSV on stdout, and
     both files in the run's folder (their paths on stderr, so stdout stays one clean CSV)."""
-    if out and Path(out).suffix.lower() == ".csv":
-        paths = Path(out), Path(out).with_name(Path(out).stem + "-iterations.csv")
-    else:
-        paths = Path(out or folder) / "jobs.csv", Path(out or folder) / "iterations.csv"
     try:
-        written = write_report_csv(report, *paths)
+        written = write_report_csv(report, *_experiment_csv_paths(folder, out))
     except OSError as error:
         raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
     if out:
@@ -215,8 +297,7 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
     if fmt == "csv":
         text = tables.csv_text([key for _, key in tables.SUMMARY_COLUMNS], tables.summary_rows(briefs))
         if out:
-            path = Path(out) / "experiments.csv" if Path(out).suffix.lower() != ".csv" else Path(out)
-            _write_text(path, "experiments.csv", text)
+            _write_text(_summary_csv_path(out), "experiments.csv", text)
         else:
             print(text, end="")
         return
@@ -248,8 +329,7 @@ def _emit_json(data: dict, out: str | None) -> None:
 
 def _write_text(path: Path, default_name: str, text: str, quiet: bool = False) -> None:
     """Write `text` to `path` (into it as `default_name` when it is a folder) and print where."""
-    if path.is_dir():
-        path = path / default_name
+    path = _file_in(path, default_name)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

@@ -32,16 +32,20 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
+from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import make_url, select
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
 from ..console import errors
+from ..errors import same_file
 from ..links import HOST_KEY
 from ..redact import MASK, mask_argv, mask_word, without_secrets_of
 from ..results import RunResult
 from ..sharing import CONCURRENT, CROSSOVER, RunStatus, turn_taking
 from ..store.models import RecipeSnapshot, Run
+from ..store.session import database_url, sqlite_file, store_files
 from .data import ExperimentReport, ReportError
 from .tables import report_dict
 
@@ -169,6 +173,51 @@ def tracking_uri_of(given: str | None) -> str:
             "e.g. sqlite:///results/mlflow.db or http://host:5000"
         )
     return uri
+
+
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "mssql": 1433, "oracle": 1521}
+
+
+def refuse_the_store(tracking_uri: str, db: str | None) -> None:
+    """A tracking URI that names xover's own store (its SQLite file, or a link to it, or its WAL; the same
+    database URL), refused before MLflow is touched: MLflow's migrations would run on xover's tables (and fail
+    on xover's schema version, after adding its own tables to the store)."""
+    shown = f"--tracking-uri {shown_tracking_uri(tracking_uri)}"
+    advice = "MLflow needs a database of its own: choose another, e.g. sqlite:///results/mlflow.db"
+    file = _tracking_file(tracking_uri)
+    if file is not None:
+        for path, what in store_files(db):
+            if same_file(path, file):
+                raise ReportError(f"{shown}: that is {what}; {advice}")
+        return
+    store = database_url(db, create_folder=False)
+    if sqlite_file(store) is None and _same_database(tracking_uri, store):
+        raise ReportError(f"{shown}: that is the store's database; {advice}")
+
+
+def _tracking_file(tracking_uri: str) -> Path | None:
+    """The local file a tracking URI names: a SQLite database's, or a file store's folder (a path, file:PATH)."""
+    if tracking_uri.startswith("sqlite:"):
+        return sqlite_file(tracking_uri)
+    if tracking_uri.startswith("file:"):
+        return Path(unquote(urlsplit(tracking_uri).path))
+    return None if "://" in tracking_uri else Path(tracking_uri).expanduser()
+
+
+def _same_database(one: str, other: str) -> bool:
+    """Whether two database URLs name the same database: the same backend (whatever its driver), host, port
+    (a missing one is the backend's default) and database."""
+    try:
+        first, second = make_url(one), make_url(other)
+    except ArgumentError:  # not a database URL (http://, databricks): not the store
+        return False
+
+    def key(url: Any) -> tuple[str, str, int | None, str]:
+        backend = url.get_backend_name().lower()
+        backend = "postgresql" if backend == "postgres" else backend
+        return backend, (url.host or "").lower(), url.port or DEFAULT_PORTS.get(backend), url.database or ""
+
+    return key(first) == key(second)
 
 
 def write_experiment(

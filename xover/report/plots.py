@@ -33,6 +33,18 @@ TIMELINE_ITERATIONS = 8
 DPI = 110
 
 
+def picture_names(report: ExperimentReport) -> tuple[str, ...]:
+    """The pictures make_pictures may draw for `report`, each FOLDER/<name>.png."""
+    if not report.is_comparison:  # a lone job has no modes or gains to compare
+        return ("losses",)
+    return ("timeline", "throughput", "losses", "predicted_vs_measured", "adaptive")
+
+
+def picture_paths(report: ExperimentReport, folder: Path) -> list[Path]:
+    """The PNG files make_pictures may write into `folder` (checked before the first is written)."""
+    return [folder / f"{name}.png" for name in picture_names(report)]
+
+
 def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Path) -> dict[str, str]:
     """Every picture that the experiment has data for; name -> path of the PNG written."""
     makers = {
@@ -42,14 +54,12 @@ def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Pat
         "predicted_vs_measured": lambda path: predicted_vs_measured_picture(points, report.id, path),
         "adaptive": lambda path: adaptive_picture(report.groups, report.id, path),
     }
-    if not report.is_comparison:  # a lone job has no modes or gains to compare
-        makers = {"losses": makers["losses"]}
     written = {}
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for name, make in makers.items():
+        for name in picture_names(report):
             path = folder / f"{name}.png"
-            if make(path):
+            if makers[name](path):
                 written[name] = str(path)
     except OSError as error:
         raise ReportError(f"cannot write the pictures into {folder}: {error.strerror}") from None

@@ -87,6 +87,7 @@ JOB_FIELDS = (
     "grouped_s",
 )
 UTILISATION_FIELDS = ("policy", "start_s", "end_s", "busy", "grouped", "waiting", "running")
+SIMULATION_PICTURES = ("jct_cdf", "utilisation")  # the PNG files of --format json and html, in the run's folder
 PICTURE_CAPTIONS = {
     "jct_cdf": "Share of jobs completed within a time of their arrival (JCT), per policy; log scale.",
     "utilisation": "Share of the cluster's devices busy over the trace (solid) and in groups (dashed), per policy, "
@@ -220,22 +221,32 @@ def _cdf(report: SimulationReport, policy: str) -> list[tuple[float, float]]:
     return jct_cdf([job["jct_s"] for job in report.jobs.get(policy, []) if job["jct_s"] is not None])
 
 
+def simulation_csv_paths(folder: Path, stem: str | None = None) -> dict[str, Path]:
+    """The files write_simulation_csv writes: part -> path (simulation, jobs, utilisation)."""
+    return {
+        part: folder / (f"{part}.csv" if not stem else f"{stem}.csv" if part == "simulation" else f"{stem}-{part}.csv")
+        for part in ("simulation", "jobs", "utilisation")
+    }
+
+
+def simulation_picture_paths(folder: Path) -> list[Path]:
+    """The PNG files simulation_pictures may write into `folder`."""
+    return [folder / f"{name}.png" for name in SIMULATION_PICTURES]
+
+
 def write_simulation_csv(report: SimulationReport, folder: Path, stem: str | None = None) -> list[Path]:
     """simulation.csv (a row per policy; its settings and sharing as JSON), jobs.csv (every job of every
     policy), utilisation.csv; with `stem`: STEM.csv, STEM-jobs.csv and STEM-utilisation.csv."""
+    named = simulation_csv_paths(folder, stem)
     folder.mkdir(parents=True, exist_ok=True)
-
-    def named(part: str) -> Path:
-        return folder / (f"{part}.csv" if not stem else f"{stem}.csv" if part == "simulation" else f"{stem}-{part}.csv")
-
     replays = [
         {key: json.dumps(value) if isinstance(value, (dict, list)) else value for key, value in replay.items()}
         for replay in report.replays
     ]
     files = {
-        named("simulation"): csv_text(REPLAY_FIELDS, replays),
-        named("jobs"): csv_text(JOB_FIELDS, [job for jobs in report.jobs.values() for job in jobs]),
-        named("utilisation"): csv_text(
+        named["simulation"]: csv_text(REPLAY_FIELDS, replays),
+        named["jobs"]: csv_text(JOB_FIELDS, [job for jobs in report.jobs.values() for job in jobs]),
+        named["utilisation"]: csv_text(
             UTILISATION_FIELDS, [point for points in report.utilisation.values() for point in points]
         ),
     }
@@ -249,9 +260,10 @@ def simulation_pictures(report: SimulationReport, folder: Path) -> dict[str, str
     written = {}
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for name, make in (("jct_cdf", _jct_cdf_picture), ("utilisation", _utilisation_picture)):
+        makers = {"jct_cdf": _jct_cdf_picture, "utilisation": _utilisation_picture}
+        for name in SIMULATION_PICTURES:
             path = folder / f"{name}.png"
-            if make(report, path):
+            if makers[name](report, path):
                 written[name] = str(path)
     except OSError as error:
         raise ReportError(f"cannot write the pictures into {folder}: {error.strerror}") from None
