@@ -391,3 +391,25 @@ def test_a_group_run_without_a_plan_gets_the_plans_predictions_from_its_stored_p
     assert group.predicted_by_sharing["crossover"] > group.predicted_by_sharing["concurrent"]
     assert adaptive_prior(group) == TURNS
     store.close()
+
+
+def test_a_database_of_another_application_is_refused_and_left_as_it_was(tmp_path):
+    """`xover --db theirs.db report` (a command that only reads) created xover's 18 tables in another
+    application's SQLite database; one with a table named `experiments` failed on it, MLflow's (which Alembic
+    versions too) was told it was written by a newer xover."""
+    import sqlite3
+
+    from xover.store.session import StoreError, open_store
+
+    for tables in (["foo"], ["experiments"], ["alembic_version", "runs", "metrics"]):
+        path = tmp_path / f"{tables[0]}.db"
+        with sqlite3.connect(path) as connection:
+            for table in tables:
+                connection.execute(f"CREATE TABLE {table} (version_num VARCHAR(32))")
+            if "alembic_version" in tables:  # MLflow's store: Alembic's too, at a revision of MLflow's
+                connection.execute("INSERT INTO alembic_version VALUES ('dc11669786a5')")
+        with pytest.raises(StoreError, match="is not an xover store: it holds another application's tables"):
+            open_store(f"sqlite:///{path}")
+        with sqlite3.connect(path) as connection:
+            found = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert found == set(tables)

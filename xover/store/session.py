@@ -328,16 +328,22 @@ class Store:
             from alembic import command
             from alembic.script import ScriptDirectory
 
+            tables = set(inspect(connection).get_table_names())
             config = _alembic_config(connection)
             current = self._current_revision(connection)
-            if current is not None and current not in {
-                r.revision for r in ScriptDirectory.from_config(config).walk_revisions()
-            }:
+            known = {r.revision for r in ScriptDirectory.from_config(config).walk_revisions()}
+            # every xover store has had schema_info since the first; one that lost it still names our revision
+            if tables and SchemaInfo.__tablename__ not in tables and current not in known:
+                raise StoreError(
+                    f"the database {shown_url(self.url)} is not an xover store: it holds another application's "
+                    f"tables ({', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}), which xover "
+                    "leaves as they are: use another --db (a new file, or an xover store)"
+                )
+            if current is not None and current not in known:
                 raise StoreError(
                     f"the database {shown_url(self.url)} was written by a newer xover (schema revision {current}); "
                     f"this xover {__version__} knows up to {head}. Upgrade xover or use another --db."
                 )
-            tables = set(inspect(connection).get_table_names())
             if current is None and "runs" in tables:
                 self._refuse_newer_unversioned(connection)
                 command.stamp(config, PRE_MIGRATION_REVISION)  # written before migrations existed
