@@ -35,6 +35,7 @@ from ..store.session import open_store, store_files
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from . import (
     ALGORITHMS,
+    InvalidJobProfile,
     JobProfile,
     Plan,
     PlannedScript,
@@ -101,7 +102,13 @@ def profiles_of_recipes(
                 + _other_engine_hint(store, recipe, job_engine)
                 + _other_tuning_hint(store, recipe, job_engine)
             )
-        jobs.append(job_profile(recipe, found))
+        try:
+            jobs.append(job_profile(recipe, found))
+        except InvalidJobProfile as invalid:  # a stored profile no job can have (written by hand, an older xover)
+            raise XoverError(
+                f"the stored profile of '{recipe.name}' (np {recipe.np}) cannot be planned with: {invalid.problem}; "
+                f"profile it again: `xover profile {_profile_target(recipe)} --force`"
+            ) from None
         paths[recipe.name] = recipe.path
         if (found.hardware or "").startswith("gpu:"):
             kind = "gpu"
