@@ -612,6 +612,9 @@ def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(cle
     # a store in memory was said to be stored ("xover report ID"), and nothing was left to report
     ("sqlite://", "a database in memory keeps nothing past this command"),
     ("sqlite:///:memory:", "a database in memory keeps nothing past this command"),
+    # SQLite's words were "unable to open database file" and "disk I/O error"
+    (".", "the database . is a folder: name a file"),
+    ("/dev/null", "the database /dev/null is not a regular file"),
 ])
 def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, words):
     result = runner.invoke(app, ["--db", url, "report", "all"])

@@ -71,12 +71,17 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
             f"{shown}: a database URL without its scheme:// (postgresql://user:password@host/database), "
             "not a file: write the whole URL, or a file path"
         )
+    file = Path(target).expanduser()
+    if file.is_dir():  # SQLite's own words: "unable to open database file"
+        raise StoreError(f"the database {target} is a folder: name a file (in it: {file / 'xover.db'})")
+    if file.exists() and not file.is_file():  # /dev/null, a pipe: "disk I/O error", or a wait for ever
+        raise StoreError(f"the database {target} is not a regular file (a device or a pipe): name a file")
     if create_folder:
         try:
-            Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
-    return f"sqlite:///{Path(target).expanduser()}"
+    return f"sqlite:///{file}"
 
 
 def _in_memory_sqlite(url: str) -> bool:
