@@ -300,7 +300,8 @@ def plan_jobs(
     inputs = [(trace_csv, "the --profiles file")] if trace_csv else []
     inputs += [(recipe_path, "a job file given") for recipe_path in recipe_paths if Path(recipe_path).is_file()]
     inputs += [(recipe.script, "a script given") for recipe in scripts if recipe.script]
-    refuse_overwriting(path, [*store_files(db), *inputs], "--out")
+    flag = "--out" if out else "the plan file (no --out: in XOVER_RESULTS)"
+    refuse_overwriting(path, [*store_files(db), *inputs], flag)
     # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
     with store.session() as session, session.begin():
@@ -310,7 +311,7 @@ def plan_jobs(
             text = json.dumps(body, indent=2, allow_nan=False) + "\n"
             write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
         except OSError as error:
-            raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
+            raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
 
