@@ -84,9 +84,13 @@ def fail(error: XoverError) -> None:
     raise typer.Exit(error.exit_code)
 
 
+RUNS_INTERRUPTED = "every process was stopped; unfinished runs are marked interrupted"
+
+
 @contextlib.contextmanager
-def user_errors():
-    """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130; --timeout 124."""
+def user_errors(interrupted: str = RUNS_INTERRUPTED):
+    """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130, saying what it left
+    (`interrupted`: a command that starts no process has none to stop); --timeout 124."""
     try:
         yield
     except XoverError as error:
@@ -94,7 +98,7 @@ def user_errors():
     except DBAPIError as error:  # the store refused a read or a write part-way: a read-only file, a full disk
         fail(store_failed(database_url(State.db, create_folder=False), error.orig))
     except (Interrupted, KeyboardInterrupt):
-        errors.print("interrupted: every process was stopped; unfinished runs are marked interrupted")
+        errors.print(f"interrupted{': ' if interrupted else ''}{interrupted}")
         raise typer.Exit(130) from None
     except TimedOut:
         errors.print(
@@ -556,7 +560,7 @@ def plan(
     that `xover run` reads."""
     from .plan.step import plan_jobs
 
-    with user_errors():
+    with user_errors(interrupted=""):
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
         result = plan_jobs(
             State.db,
@@ -683,7 +687,7 @@ def simulate(
     from .replay.step import SimulateRequest
     from .replay.step import simulate as run_simulation
 
-    with user_errors():
+    with user_errors(interrupted="nothing of the simulation was stored"):
         policies = list(REPLAY_POLICIES) if policy.strip() == "all" else _names(policy, "--policy")
         request = SimulateRequest(
             trace=trace,
@@ -749,7 +753,7 @@ def report(
     its profile (the machine's speed changed)."""
     from .report import make_report
 
-    with user_errors():
+    with user_errors(interrupted=""):
         make_report(State.db, target, fmt, out, tracking_uri)
 
 

@@ -92,6 +92,27 @@ def refuse_writing(files: Iterable[str | os.PathLike[str]], kept: Iterable[tuple
                 )
 
 
+_COMPRESSED = {
+    b"\x1f\x8b": "gzip: gunzip it",
+    b"BZh": "bzip2: bunzip2 it",
+    b"\xfd7zXZ": "xz: unxz it",
+    b"PK\x03\x04": "a zip archive: unzip it",
+    b"(\xb5/\xfd": "zstd: unzstd it",
+}
+
+
+def not_utf8_text(path: str | os.PathLike[str]) -> str:
+    """What to say of a file that is not UTF-8 text: `PATH: not a UTF-8 text file`, and how to decompress one
+    that is compressed (traces are often kept so)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(6)
+    except OSError:
+        head = b""
+    how = next((how for magic, how in _COMPRESSED.items() if head.startswith(magic)), None)
+    return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
+
+
 # a number as files and flags write it: ASCII digits, a sign, a point, an exponent (and nan or inf, which
 # their readers refuse in their own words); float() also reads '١', '１' and '1_000'
 _DECIMAL = re.compile(

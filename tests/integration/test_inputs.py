@@ -152,6 +152,11 @@ PLAN_BREAKS = [
      "groups[0].devices"),
     ("engine", lambda p: p.update(engine="mpi"), "engine"),
     ("link", lambda p: p.update(link=5), "link"),
+    # compared as text, 'localhost:01' and 'localhost:1' passed as two devices
+    ("device index with a leading zero", lambda p: p["groups"][0].update(devices=["localhost:01", "localhost:1"]),
+     "'localhost:01' is not a device"),
+    ("device twice", lambda p: p["groups"][0].update(devices=["localhost:1", "localhost:1"]),
+     "lists the device 'localhost:1' twice"),
 ]
 
 
@@ -604,6 +609,12 @@ def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(cle
 @pytest.mark.parametrize("url, words", [
     ("mysql://user:secretpw@127.0.0.1:1/db", "its driver is not installed (No module named"),
     ("postgresql://user:secretpw@[::1:1/db", "not a database URL SQLAlchemy reads"),
+    # a store in memory was said to be stored ("xover report ID"), and nothing was left to report
+    ("sqlite://", "a database in memory keeps nothing past this command"),
+    ("sqlite:///:memory:", "a database in memory keeps nothing past this command"),
+    # SQLite's words were "unable to open database file" and "disk I/O error"
+    (".", "the database . is a folder: name a file"),
+    ("/dev/null", "the database /dev/null is not a regular file"),
 ])
 def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, words):
     result = runner.invoke(app, ["--db", url, "report", "all"])
@@ -672,3 +683,23 @@ def test_a_job_name_ending_in_a_newline_or_too_long_says_so(clean, tmp_path):
         job.write_text(f'name = {json.dumps(name)}\nscript = "train.py"\nnp = 2\n')
         (tmp_path / "train.py").write_text("import torch.distributed\nfrom torch.nn.parallel import DistributedDataParallel\n")
         _one_clear_line(runner.invoke(app, ["plan", str(job), "--devices", "2"]), words)
+
+
+@pytest.mark.parametrize("command, said", [("plan", "interrupted\n"), ("report", "interrupted\n"),
+                                           ("simulate", "interrupted: nothing of the simulation was stored\n"),
+                                           ("run", "interrupted: every process was stopped; unfinished runs")])
+def test_ctrl_c_says_what_it_left_in_the_commands_words(clean, monkeypatch, command, said):
+    """Ctrl-C in plan, report or simulate said every process was stopped and unfinished runs were marked,
+    where none had started."""
+    from xover import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr({"plan": "xover.plan.step.plan_jobs", "report": "xover.report.make_report",
+                         "simulate": "xover.replay.step.simulate", "run": "xover.cli.run_as_asked"}[command],
+                        interrupted)
+    args = {"plan": ["plan", "mlp-digits", "--devices", "2"], "report": ["report", "all"],
+            "simulate": ["simulate", "t.csv", "--cluster", "1x2"], "run": ["run", "--group", "mlp-digits"]}[command]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 130 and said in result.output, result.output

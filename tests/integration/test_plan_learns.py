@@ -342,3 +342,17 @@ def test_the_bench_replans_its_pairs_from_what_it_measured(isolated_results, tmp
     found = bench.plans_pick(list(PAIR), bench.predictions(list(PAIR), "1gbit", "horovod")["profiles"], "1gbit",
                              "horovod")
     assert found.sharing == "concurrent" and "(measured)" in found.reason
+
+
+def test_a_stored_profile_no_job_can_have_is_one_line_naming_the_job(tmp_path):
+    """A profile with a compute under a microsecond (made by hand, or by an xover before the bound) gave
+    `plan` a traceback from the planner's check."""
+    db = tmp_path / "x.db"
+    _profiles(db)
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        session.query(Profile).filter(Profile.name == "mlp-digits").update({Profile.compute_ms: 1e-9})
+    store.close()
+    with pytest.raises(XoverError, match=r"the stored profile of 'mlp-digits' \(np 2\) cannot be planned with: "
+                                         r"compute_ms must be at least 0.001.*profile it again"):
+        _plan(db, tmp_path)

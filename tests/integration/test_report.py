@@ -363,3 +363,19 @@ def test_an_empty_store_is_named_without_its_password(isolated_results, monkeypa
         reporting.make_report(None, target, "table", None)
     assert "s3cret-pw" not in str(refused.value)
     assert "postgresql://xover:***@db.example:5432/xover" in str(refused.value)
+
+
+def test_mlflow_of_a_store_of_simulations_only_says_so(isolated_results):
+    """`report all --format mlflow` said the store held no experiments where it held simulations."""
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    replay = Path(__file__).resolve().parents[1] / "assets" / "replay"
+    runner = CliRunner()
+    stored = runner.invoke(app, ["simulate", str(replay / "pair.csv"), "--profiles", str(replay / "profiles.csv"),
+                                 "--cluster", "1x2", "--policy", "fifo"])
+    assert stored.exit_code == 0, stored.output
+    result = runner.invoke(app, ["report", "all", "--format", "mlflow", "--tracking-uri", "http://127.0.0.1:1"])
+    assert result.exit_code == 2 and "holds only simulations (1), which have no runs for MLflow" in result.output, (
+        result.output)

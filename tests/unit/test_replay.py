@@ -402,3 +402,24 @@ def test_a_profiles_trace_for_plan_that_names_a_device_is_refused_before_it_is_r
     for path in ("/dev/zero", tmp_path):
         with pytest.raises(XoverError, match="not a regular file"):
             load_trace_csv(path)
+
+
+def test_a_philly_log_written_with_a_bom_is_read_as_a_csv_trace_is(tmp_path):
+    """A BOM at a Philly log's start was refused in the decoder's words, where a CSV trace's is read."""
+    path = tmp_path / "philly.json"
+    path.write_bytes(b"\xef\xbb\xbf" + (ASSETS / "philly_log.json").read_bytes())
+    assert detect_format(path) == "philly"
+    with_bom = load_trace(path, profiles=PROFILES.get, assign=["narrow"], seed=3)
+    plain = load_trace(ASSETS / "philly_log.json", profiles=PROFILES.get, assign=["narrow"], seed=3)
+    assert [job.name for job in with_bom.instances] == [job.name for job in plain.instances] != []
+
+
+def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):
+    import gzip
+
+    from xover.replay.traces import TraceError
+
+    path = tmp_path / "pair.csv.gz"
+    path.write_bytes(gzip.compress((ASSETS / "pair.csv").read_bytes()))
+    with pytest.raises(TraceError, match=r"pair.csv.gz: not a UTF-8 text file \(compressed with gzip: gunzip it first\)"):
+        load_trace(path, profiles=PROFILES.get)

@@ -411,19 +411,20 @@ def _numbers(value: Any, where: str) -> dict[str, float]:
 
 def _devices(value: Any, where: str, host_slots: dict[str, int]) -> list[str]:
     devices = [_text(device, where) for device in _list(value, where)]
-    if len(set(devices)) != len(devices):
-        _fail(where, f"lists a device twice: {devices!r}")
     for device in devices:
         host, _, index = device.rpartition(":")
-        # an index is below its host's slots, at most MAX_SLOTS: more digits are no device (and past 4,300
-        # int() refused them with a traceback)
+        # an index is below its host's slots, at most MAX_SLOTS, written as xover writes it: more digits are no
+        # device (and past 4,300 int() refused them with a traceback); 'h:01' would be another device than 'h:1'
         if (
             host not in host_slots
-            or not re.fullmatch(f"[0-9]{{1,{len(str(MAX_SLOTS))}}}", index)
+            or not re.fullmatch(f"0|[1-9][0-9]{{0,{len(str(MAX_SLOTS)) - 1}}}", index)
             or int(index) >= host_slots[host]
         ):
             shown = device if len(device) <= 40 else device[:40] + "..."
             _fail(where, f"{shown!r} is not a device of the listed hosts (expected 'host:index')")
+    twice = next((device for position, device in enumerate(devices) if device in devices[:position]), None)
+    if twice is not None:
+        _fail(where, f"lists the device {twice!r} twice")
     return devices
 
 

@@ -35,6 +35,7 @@ from ..store.session import open_store, store_files
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from . import (
     ALGORITHMS,
+    InvalidJobProfile,
     JobProfile,
     Plan,
     PlannedScript,
@@ -101,7 +102,13 @@ def profiles_of_recipes(
                 + _other_engine_hint(store, recipe, job_engine)
                 + _other_tuning_hint(store, recipe, job_engine)
             )
-        jobs.append(job_profile(recipe, found))
+        try:
+            jobs.append(job_profile(recipe, found))
+        except InvalidJobProfile as invalid:  # a stored profile no job can have (written by hand, an older xover)
+            raise XoverError(
+                f"the stored profile of '{recipe.name}' (np {recipe.np}) cannot be planned with: {invalid.problem}; "
+                f"profile it again: `xover profile {_profile_target(recipe)} --force`"
+            ) from None
         paths[recipe.name] = recipe.path
         if (found.hardware or "").startswith("gpu:"):
             kind = "gpu"
@@ -293,7 +300,8 @@ def plan_jobs(
     inputs = [(trace_csv, "the --profiles file")] if trace_csv else []
     inputs += [(recipe_path, "a job file given") for recipe_path in recipe_paths if Path(recipe_path).is_file()]
     inputs += [(recipe.script, "a script given") for recipe in scripts if recipe.script]
-    refuse_overwriting(path, [*store_files(db), *inputs], "--out")
+    flag = "--out" if out else "the plan file (no --out: in XOVER_RESULTS)"
+    refuse_overwriting(path, [*store_files(db), *inputs], flag)
     # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
     with store.session() as session, session.begin():
@@ -303,7 +311,7 @@ def plan_jobs(
             text = json.dumps(body, indent=2, allow_nan=False) + "\n"
             write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
         except OSError as error:
-            raise XoverError(f"--out {path}: cannot write the plan file: {error.strerror or error}") from None
+            raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
 

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError, decimal, refuse_unless_regular
+from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
@@ -72,7 +72,7 @@ def load_trace_csv(path: str | Path) -> list[JobProfile]:
     except OSError as error:
         raise TraceError(f"{path}: cannot read trace: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
-        raise TraceError(f"{path}: not a UTF-8 text file") from error
+        raise TraceError(not_utf8_text(path)) from error
     except csv.Error as error:
         raise TraceError(f"{path}: not valid CSV: {error}") from error
 

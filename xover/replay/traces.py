@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError, decimal, refuse_unless_regular
+from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
 
@@ -101,7 +101,7 @@ def _first_line(path: Path) -> str:
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a UTF-8 text file") from None
+        raise TraceError(not_utf8_text(path)) from None
 
 
 def load_trace(
@@ -174,7 +174,7 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
                     raise TraceError(f"{path}: line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
                 yield reader.line_num, {column: cell.strip() for column, cell in zip(header, row)}
         except UnicodeDecodeError:
-            raise TraceError(f"{path}: not a UTF-8 text file") from None
+            raise TraceError(not_utf8_text(path)) from None
         except csv.Error as error:
             raise TraceError(f"{path}: line {reader.line_num}: not valid CSV: {error}") from None
 
@@ -288,7 +288,7 @@ _PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
 
 def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
     try:
-        entries = json.loads(_regular(path).read_text(encoding="utf-8"))
+        entries = json.loads(_regular(path).read_text(encoding="utf-8-sig"))  # a BOM, as a CSV trace may have
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -119,13 +119,11 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
     try:
         with store.session() as session:
             if target == "all":
-                experiments = [
-                    brief.experiment.id for brief in all_experiments(session) if brief.experiment.kind != "simulate"
-                ]
+                briefs = all_experiments(session)
+                experiments = [brief.experiment.id for brief in briefs if brief.experiment.kind != "simulate"]
                 if not experiments:
-                    raise ReportError(
-                        f"the database {where} holds no experiments yet: run `xover train` or `xover run` first"
-                    )
+                    held = f"only simulations ({len(briefs)}), which have no runs for MLflow" if briefs else "nothing"
+                    raise ReportError(f"the database {where} holds {held}: run `xover train` or `xover run` first")
             else:
                 found = find_experiment(session, target, where)
                 if found.kind == "simulate":

@@ -57,6 +57,11 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
     if "://" in target:
         if target.startswith("postgres://"):  # SQLAlchemy names the dialect postgresql only
             raise StoreError(f"{shown_url(target)}: write postgresql:// (SQLAlchemy knows no postgres://)")
+        if _in_memory_sqlite(target):
+            raise StoreError(
+                f"{shown_url(target)}: a database in memory keeps nothing past this command, and xover's commands "
+                "read what earlier ones stored: give a file (--db results/xover.db) or a database server"
+            )
         return target
     mistyped = _MISTYPED_URL.match(target)
     if mistyped:
@@ -66,12 +71,25 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
             f"{shown}: a database URL without its scheme:// (postgresql://user:password@host/database), "
             "not a file: write the whole URL, or a file path"
         )
+    file = Path(target).expanduser()
+    if file.is_dir():  # SQLite's own words: "unable to open database file"
+        raise StoreError(f"the database {target} is a folder: name a file (in it: {file / 'xover.db'})")
+    if file.exists() and not file.is_file():  # /dev/null, a pipe: "disk I/O error", or a wait for ever
+        raise StoreError(f"the database {target} is not a regular file (a device or a pipe): name a file")
     if create_folder:
         try:
-            Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
-    return f"sqlite:///{Path(target).expanduser()}"
+    return f"sqlite:///{file}"
+
+
+def _in_memory_sqlite(url: str) -> bool:
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot read is refused where the store opens, in its words
+        return False
+    return parsed.drivername.split("+")[0] == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
 def missing_sqlite_file(db: str | None = None) -> Path | None:
