@@ -61,17 +61,17 @@ def refuse_overwriting(
     for written in writes:
         if os.fspath(written) == os.fspath(out):
             continue
-        if os.path.exists(written) and not os.path.isfile(written):
-            raise XoverError(
-                f"{shown}: it writes {written}, which is not a regular file (a folder, a pipe or a device): "
-                "choose another path"
-            )
-        for path, what in kept:
-            if same_file(path, written):
-                raise XoverError(
-                    f"{shown}: it writes {written} too, which is {what}; writing there would destroy it: "
-                    "choose another path"
-                )
+        clash = _clash(written, kept)
+        if clash is not None:
+            raise XoverError(f"{shown}: it writes {written} too, which is {clash}: choose another path")
+
+
+def _clash(written: str | os.PathLike[str], kept: list[tuple[str | os.PathLike[str], str]]) -> str | None:
+    """What writing `written` would do wrong, as 'it writes X too, which is ...' ends; None: nothing."""
+    if os.path.exists(written) and not os.path.isfile(written):
+        return "not a regular file (a folder, a pipe or a device)"
+    what = next((what for path, what in kept if same_file(path, written)), None)
+    return f"{what}; writing there would destroy it" if what is not None else None
 
 
 def refuse_writing(files: Iterable[str | os.PathLike[str]], kept: Iterable[tuple[str | os.PathLike[str], str]]) -> None:
@@ -79,17 +79,9 @@ def refuse_writing(files: Iterable[str | os.PathLike[str]], kept: Iterable[tuple
     is a file the command must keep or is not a regular file, before the first is written."""
     kept = list(kept)
     for written in files:
-        if os.path.exists(written) and not os.path.isfile(written):
-            raise XoverError(
-                f"{written}: not a regular file (a folder, a pipe or a device), and xover writes there: move it, "
-                "or set XOVER_RESULTS to another folder"
-            )
-        for path, what in kept:
-            if same_file(path, written):
-                raise XoverError(
-                    f"{written}: that is {what}, and xover writes there; writing would destroy it: "
-                    "move the store, or set XOVER_RESULTS to another folder"
-                )
+        clash = _clash(written, kept)
+        if clash is not None:
+            raise XoverError(f"{written}: xover writes there, and it is {clash}: move it, or set XOVER_RESULTS")
 
 
 _COMPRESSED = {

@@ -282,10 +282,10 @@ def test_no_file_a_report_writes_is_the_store(isolated_results):
     pictures.mkdir(parents=True)
     (pictures / "timeline.png").symlink_to(store)
     for fmt in ("table", "json", "html"):
-        _one_error_line(xover(PLAN, "--format", fmt), f"{pictures / 'timeline.png'}: that is the store {store}")
+        _one_error_line(xover(PLAN, "--format", fmt), f"{pictures / 'timeline.png'}: xover writes there, and it is the store {store}")
     mlflow_store = isolated_results / "mlflow.db"
     _one_error_line(xover(PLAN, "--format", "mlflow", "--tracking-uri", f"sqlite:///{mlflow_store}"),
-                    f"{pictures / 'timeline.png'}: that is the store {store}")
+                    f"{pictures / 'timeline.png'}: xover writes there, and it is the store {store}")
     assert not mlflow_store.exists()
     assert _experiments_in(store) == 2
     assert not out.exists() and not (folder / "q.csv").exists()
@@ -335,9 +335,9 @@ def test_an_output_that_is_a_pipe_is_refused_not_waited_on(isolated_results):
                         f"--out {fifo}: not a regular file or a folder")
         _one_error_line(report(PLAN, "--format", "csv", "--out", str(fifo)), f"--out {fifo}: not a regular file")
         _one_error_line(report(PLAN, "--format", "csv", "--out", str(folder / "r.csv")),
-                        f"it writes {derived}, which is not a regular file")
+                        f"it writes {derived} too, which is not a regular file")
         _one_error_line(report(PLAN, "--format", "json", "--out", str(folder)),
-                        f"it writes {inside}, which is not a regular file")
+                        f"it writes {inside} too, which is not a regular file")
         trace = isolated_results / "t.csv"
         trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
         _one_error_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(fifo)]),
