@@ -379,3 +379,19 @@ def test_mlflow_of_a_store_of_simulations_only_says_so(isolated_results):
     result = runner.invoke(app, ["report", "all", "--format", "mlflow", "--tracking-uri", "http://127.0.0.1:1"])
     assert result.exit_code == 2 and "holds only simulations (1), which have no runs for MLflow" in result.output, (
         result.output)
+
+
+def test_an_empty_experiment_id_is_refused_not_read_as_the_start_of_every_id(isolated_results):
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    replay = Path(__file__).resolve().parents[1] / "assets" / "replay"
+    runner = CliRunner()
+    for _ in range(2):
+        stored = runner.invoke(app, ["simulate", str(replay / "pair.csv"), "--profiles", str(replay / "profiles.csv"),
+                                     "--cluster", "1x2", "--policy", "fifo"])
+        assert stored.exit_code == 0, stored.output
+    for target in ("", " "):
+        result = runner.invoke(app, ["report", target])
+        assert result.exit_code == 2 and "no experiment named: give an id" in result.output, result.output

@@ -111,6 +111,8 @@ def open_existing_store(db: str | None) -> Store:
 
 def find_experiment(session: Session, target: str, where: str) -> Experiment:
     """'latest', an exact id, or an unambiguous start or end of one (the random suffix is enough)."""
+    if not target.strip():  # every id starts with '': it named them all
+        raise ReportError("no experiment named: give an id (or its end), 'latest' or 'all'")
     if target == "latest":
         newest = session.scalars(
             select(Experiment).order_by(Experiment.created_at.desc(), Experiment.id.desc())
