@@ -22,7 +22,7 @@ from . import __version__
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, TimedOut, XoverError, check_seconds
-from .flags import DECIMAL, WHOLE
+from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
 from .redact import mask_credentials
@@ -115,7 +115,7 @@ TimeoutOption = Annotated[
     float | None,
     typer.Option(
         "--timeout",
-        parser=DECIMAL,
+        parser=decimal_flag,
         help="Stop everything after this many seconds (runs end as 'timeout', exit code 124).",
     ),
 ]
@@ -162,11 +162,11 @@ def train(
         str, typer.Argument(help="Recipe TOML file, or a recipe name (./recipes/NAME.toml, else a built-in recipe).")
     ],
     np: Annotated[
-        int | None, typer.Option("--np", parser=WHOLE, help="Ranks (devices); default: the recipe's np.")
+        int | None, typer.Option("--np", parser=whole_flag, help="Ranks (devices); default: the recipe's np.")
     ] = None,
     hosts: HostsOption = None,
     iterations: Annotated[
-        int | None, typer.Option("--iterations", parser=WHOLE, help="Override the recipe's length.")
+        int | None, typer.Option("--iterations", parser=whole_flag, help="Override the recipe's length.")
     ] = None,
     bandwidth: LinkOption = None,
     engine: Annotated[str, typer.Option("--engine", help=f"{engines_help()}.")] = DEFAULT_ENGINE,
@@ -315,13 +315,13 @@ def run(
     targets: Annotated[list[str] | None, typer.Argument(help=RUN_TARGETS_HELP, show_default=False)] = None,
     group: Annotated[bool, typer.Option("--group", help=RUN_GROUP_HELP)] = False,
     scripts: Annotated[list[str] | None, typer.Option("--script", help=RUN_SCRIPT_HELP)] = None,
-    np: Annotated[int | None, typer.Option("--np", parser=WHOLE, help=RUN_NP_HELP)] = None,
+    np: Annotated[int | None, typer.Option("--np", parser=whole_flag, help=RUN_NP_HELP)] = None,
     hosts: Annotated[str | None, typer.Option("-H", "--hosts", help="With --group or --script: " + HOSTS_HELP)] = None,
     mode: Annotated[str | None, typer.Option("--mode", help=_modes_help(), show_default=False)] = None,
     iterations: Annotated[
-        int | None, typer.Option("--iterations", parser=WHOLE, help="Override every recipe's length.")
+        int | None, typer.Option("--iterations", parser=whole_flag, help="Override every recipe's length.")
     ] = None,
-    seconds: Annotated[float | None, typer.Option("--seconds", parser=DECIMAL, help=RUN_SECONDS_HELP)] = None,
+    seconds: Annotated[float | None, typer.Option("--seconds", parser=decimal_flag, help=RUN_SECONDS_HELP)] = None,
     bandwidth: Annotated[str | None, typer.Option("--bandwidth", help=RUN_BANDWIDTH_HELP)] = None,
     engine: Annotated[
         str | None,
@@ -340,7 +340,7 @@ def run(
         str, typer.Option("--launcher", help=f"Who starts the jobs: {launchers_help()}.")
     ] = DEFAULT_LAUNCHER,
     metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", parser=WHOLE, help=RUN_METRICS_PORT_HELP, show_default=False)
+        int | None, typer.Option("--metrics-port", parser=whole_flag, help=RUN_METRICS_PORT_HELP, show_default=False)
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     **launcher_options: str | None,  # each launcher's own (Launcher.options): with_launcher_options
@@ -413,12 +413,14 @@ def profile(
     scripts: ScriptsOption = None,
     np: Annotated[
         int | None,
-        typer.Option("--np", parser=WHOLE, help="Ranks; default: each recipe's np (a --script: every local device)."),
+        typer.Option(
+            "--np", parser=whole_flag, help="Ranks; default: each recipe's np (a --script: every local device)."
+        ),
     ] = None,
     iterations: Annotated[
-        int, typer.Option("--iterations", parser=WHOLE, help="Iterations to measure, warm-up included.")
+        int, typer.Option("--iterations", parser=whole_flag, help="Iterations to measure, warm-up included.")
     ] = 30,
-    warmup: Annotated[int, typer.Option("--warmup", parser=WHOLE, help="Iterations left out of the figures.")] = 5,
+    warmup: Annotated[int, typer.Option("--warmup", parser=whole_flag, help="Iterations left out of the figures.")] = 5,
     bandwidth: LinkOption = None,
     force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
     engine: Annotated[
@@ -516,20 +518,20 @@ def plan(
         int | None,
         typer.Option(
             "--np",
-            parser=WHOLE,
+            parser=whole_flag,
             help="Ranks of every job, as `xover profile --np` measured them (default: each recipe's np; a "
             "--script's, every local device).",
         ),
     ] = None,
     profiles_csv: Annotated[str | None, typer.Option("--profiles", help=PLAN_PROFILES_HELP)] = None,
     devices: Annotated[
-        int | None, typer.Option("--devices", parser=WHOLE, help="Devices on this machine to plan for.")
+        int | None, typer.Option("--devices", parser=whole_flag, help="Devices on this machine to plan for.")
     ] = None,
     hosts: Annotated[str | None, typer.Option("-H", "--hosts", help="Hosts and device slots, e.g. h1:8,h2:8.")] = None,
     device_memory: Annotated[
-        float | None, typer.Option("--device-memory", parser=DECIMAL, help="GB per device; groups must fit.")
+        float | None, typer.Option("--device-memory", parser=decimal_flag, help="GB per device; groups must fit.")
     ] = None,
-    max_group: Annotated[int, typer.Option("--max-group", parser=WHOLE, help="Most jobs that share devices.")] = 2,
+    max_group: Annotated[int, typer.Option("--max-group", parser=whole_flag, help="Most jobs that share devices.")] = 2,
     algo: Annotated[str, typer.Option("--algo", help="matching | ffd | none")] = "matching",
     bandwidth: Annotated[
         str | None,
@@ -666,16 +668,18 @@ def simulate(
     factors: Annotated[str, typer.Option("--factors", help=SIMULATE_HELP["factors"])] = "1.33,1.5,1.37",
     semantics: Annotated[str, typer.Option("--semantics", help=SIMULATE_HELP["semantics"])] = "xover",
     placement: Annotated[str | None, typer.Option("--placement", help=SIMULATE_HELP["placement"])] = None,
-    max_group: Annotated[int, typer.Option("--max-group", parser=WHOLE, help=SIMULATE_HELP["max_group"])] = 2,
-    min_gain: Annotated[float, typer.Option("--min-gain", parser=DECIMAL, help=SIMULATE_HELP["min_gain"])] = 0.05,
+    max_group: Annotated[int, typer.Option("--max-group", parser=whole_flag, help=SIMULATE_HELP["max_group"])] = 2,
+    min_gain: Annotated[float, typer.Option("--min-gain", parser=decimal_flag, help=SIMULATE_HELP["min_gain"])] = 0.05,
     turn_policy: Annotated[str, typer.Option("--turn-policy", help=SIMULATE_HELP["turn_policy"])] = "work-conserving",
     fmt: Annotated[str | None, typer.Option("--format", help=SIMULATE_HELP["fmt"])] = None,
     profiles_csv: Annotated[str | None, typer.Option("--profiles", help=SIMULATE_HELP["profiles_csv"])] = None,
     bandwidth: Annotated[str | None, typer.Option("--bandwidth", help=SIMULATE_HELP["bandwidth"])] = None,
     assign: Annotated[str | None, typer.Option("--assign", help=SIMULATE_HELP["assign"])] = None,
-    seed: Annotated[int, typer.Option("--seed", parser=WHOLE, help=SIMULATE_HELP["seed"])] = 0,
-    restart_s: Annotated[float, typer.Option("--restart-s", parser=DECIMAL, help=SIMULATE_HELP["restart_s"])] = 0.0,
-    jobs: Annotated[int | None, typer.Option("--jobs", parser=WHOLE, help=SIMULATE_HELP["jobs"])] = None,
+    seed: Annotated[int, typer.Option("--seed", parser=whole_flag, help=SIMULATE_HELP["seed"])] = 0,
+    restart_s: Annotated[
+        float, typer.Option("--restart-s", parser=decimal_flag, help=SIMULATE_HELP["restart_s"])
+    ] = 0.0,
+    jobs: Annotated[int | None, typer.Option("--jobs", parser=whole_flag, help=SIMULATE_HELP["jobs"])] = None,
     json_out: Annotated[bool, typer.Option("--json", help=SIMULATE_HELP["json_out"])] = False,
 ) -> None:
     """Replay a trace of job arrivals on a cluster under each policy, on the planning core of `xover

@@ -13,7 +13,7 @@ import typer
 
 from .console import console, print_error, print_json, print_table
 from .errors import XoverError
-from .flags import WHOLE
+from .flags import whole_flag
 
 cluster_app = typer.Typer(
     help="An emulated cluster on this machine: each host a network namespace with its own "
@@ -64,13 +64,13 @@ def _node_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
 @cluster_app.command()
 def up(
     hosts: Annotated[
-        int, typer.Option("--hosts", parser=WHOLE, help="How many emulated hosts (xo-h1, xo-h2, ...).")
+        int, typer.Option("--hosts", parser=whole_flag, help="How many emulated hosts (xo-h1, xo-h2, ...).")
     ] = 2,
     devices_per_host: Annotated[
         int,
         typer.Option(
             "--devices-per-host",
-            parser=WHOLE,
+            parser=whole_flag,
             help="Devices (slots) per host: CPU cores, or GPUs on a GPU machine, given to each host in turn.",
         ),
     ] = 1,

@@ -1,35 +1,33 @@
-"""The command line's numbers, read as files are read (errors.decimal): ASCII digits only. Typer reads a flag's
-number the way Python does, so `--iterations 1_0` was 10 and `--np 1e1` a float; a flag's value is read as
-written or refused in one line, exit 2."""
+"""The command line's numbers, read as files and settings are read (errors.decimal, settings.whole_number): ASCII
+digits only. Typer reads a flag's number the way Python does, so `--iterations 1_0` was 10 and `--np 1e1` a float;
+a flag's value is read as written or refused in one line, exit 2."""
 
 from __future__ import annotations
-
-import re
 
 import typer
 
 from .errors import decimal
+from .settings import whole_number
 
-_WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*", re.ASCII)
 
-
-def WHOLE(value: object) -> int:  # noqa: N802 - named as the type it reads, beside DECIMAL
-    """A flag's whole number: digits and a sign."""
+def whole_flag(value: object) -> int:
+    """A flag's whole number: digits, and a sign (a negative one is refused by the flag's own range)."""
     if isinstance(value, int) and not isinstance(value, bool):  # a default
         return value
-    text = str(value)
-    if not _WHOLE.fullmatch(text):
-        raise typer.BadParameter(f"{text!r} is not a whole number written with the digits 0-9")
-    return int(text)
+    text = str(value).strip()
+    sign = -1 if text.startswith("-") else 1
+    number = whole_number(text[1:] if text[:1] in "+-" else text)
+    if number is None:
+        raise typer.BadParameter(f"{str(value)!r} is not a whole number written with the digits 0-9")
+    return sign * number
 
 
-def DECIMAL(value: object) -> float:  # noqa: N802
+def decimal_flag(value: object) -> float:
     """A flag's number: digits, a sign, a point, an exponent (nan and inf, which each flag's own check refuses
     in its words)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):  # a default
         return float(value)
-    text = str(value)
-    number = decimal(text)
+    number = decimal(str(value))
     if number is None:
-        raise typer.BadParameter(f"{text!r} is not a number written with the digits 0-9")
+        raise typer.BadParameter(f"{str(value)!r} is not a number written with the digits 0-9")
     return number

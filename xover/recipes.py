@@ -389,15 +389,10 @@ def _bare_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-class _Kind:
+def _kind(value: object) -> str:
     """A value shown by its kind alone: 'a list', 'a number'."""
-
-    def __init__(self, value: object) -> None:
-        kinds = ((bool, "true or false"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "a table"))
-        self.words = next((words for kind, words in kinds if isinstance(value, kind)), "a value")
-
-    def __repr__(self) -> str:
-        return self.words
+    kinds = ((bool, "true or false"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "a table"))
+    return next((words for kind, words in kinds if isinstance(value, kind)), "a value")
 
 
 def _validated(schema: type[_FileSchemaT], data: dict[str, Any], source: str) -> _FileSchemaT:
@@ -424,10 +419,10 @@ def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, st
         return cause.where, str(cause)
     kind, loc, value = complaint["type"], complaint["loc"], complaint["input"]
     where = str(loc[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:] if p != "[key]")
-    if len(loc) > 1 and (loc[0] == "env" or loc[0] == "args" and not _bare_number(value)):
-        # a variable's value or an argument of the wrong type may be a token (in a list, a table, or a number):
-        # its kind is enough to fix it (an argument's bare number is shown: where its quotes go)
-        value = _Kind(value)
+    # a variable's value or an argument of the wrong type may be a token (in a list, a table, or a number): its
+    # kind is enough to fix it (an argument's bare number is shown: where its quotes go)
+    secret = len(loc) > 1 and (loc[0] == "env" or loc[0] == "args" and not _bare_number(value))
+    shown = _kind(value) if secret else repr(value)
     if kind == "value_error":
         return where, str(cause)
     if kind == "missing":
@@ -439,16 +434,16 @@ def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, st
         return where, f"unknown field{_suggest(where, schema.model_fields)}; {schema.fields_are}: {fields}"
     # TOML allows 1e400 as 10**400: a whole number, but none a float can hold
     if kind == "finite_number" or (kind == "float_type" and isinstance(value, int) and not isinstance(value, bool)):
-        return where, f"must be a finite number, got {value!r}"
+        return where, f"must be a finite number, got {shown}"
     if kind == "string_type" and len(loc) > 1:  # an argument or a variable's value: TOML's 5 is no "5"
         quoted = f': "{value}"' if isinstance(loc[-1], int) and _bare_number(value) else ""
-        return where, f"must be a string (write numbers in quotes{quoted}), got {value!r}"
+        return where, f"must be a string (write numbers in quotes{quoted}), got {shown}"
     if kind in _TYPE_NAMES:
-        return where, f"must be {_TYPE_NAMES[kind]}, got {value!r}"
+        return where, f"must be {_TYPE_NAMES[kind]}, got {shown}"
     worded = [m.problem for m in schema.model_fields[where].metadata if isinstance(m, _OutOfRange)]
     if not worded:
         worded = [f"must be at most {complaint['ctx']['le']}" if kind == "less_than_equal" else _RANGE_WORDS[kind]]
-    return where, f"{worded[0]}, got {value!r}"
+    return where, f"{worded[0]}, got {shown}"
 
 
 # ------------------------------------------------------------------------------ reading a recipe or a job file

@@ -299,10 +299,10 @@ def test_a_flags_number_not_written_with_ascii_digits_is_refused(clean, args, fl
 
 
 def test_a_flags_number_written_plainly_is_read(clean):
-    from xover.flags import DECIMAL, WHOLE
+    from xover.flags import decimal_flag, whole_flag
 
-    assert (WHOLE(" 12 "), WHOLE("-3"), WHOLE(7)) == (12, -3, 7)
-    assert (DECIMAL("1.5"), DECIMAL("2e3"), DECIMAL(".5"), DECIMAL(0.05)) == (1.5, 2000.0, 0.5, 0.05)
+    assert (whole_flag(" 12 "), whole_flag("-3"), whole_flag(7)) == (12, -3, 7)
+    assert (decimal_flag("1.5"), decimal_flag("2e3"), decimal_flag(".5"), decimal_flag(0.05)) == (1.5, 2000.0, 0.5, 0.05)
 
 
 @pytest.mark.parametrize("variable, value", [("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_SERVER_NICE", "-40"),

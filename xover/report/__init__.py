@@ -184,12 +184,7 @@ def _experiment_files(report: ExperimentReport, fmt: str, out: str | None) -> tu
         paths = list(_experiment_csv_paths(folder, out))
         return (paths, []) if out else ([], paths)
     pictures = picture_paths(report, folder)
-    if fmt == "table":
-        return [], pictures
-    name = "report.json" if fmt == "json" else "report.html"
-    if out:
-        return [_file_in(Path(out), name)], pictures
-    return [], pictures + ([folder / name] if fmt == "html" else [])
+    return ([], pictures) if fmt == "table" else _page_files(folder, pictures, fmt, out)
 
 
 def _simulation_files(simulation: SimulationReport, fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
@@ -200,7 +195,11 @@ def _simulation_files(simulation: SimulationReport, fmt: str, out: str | None) -
     if fmt == "csv":
         paths = list(simulation_views.simulation_csv_paths(*_simulation_csv_target(folder, out)).values())
         return (paths, []) if out else ([], paths)
-    pictures = simulation_views.simulation_picture_paths(folder)
+    return _page_files(folder, simulation_views.simulation_picture_paths(folder), fmt, out)
+
+
+def _page_files(folder: Path, pictures: list[Path], fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
+    """A json or html report's files: its page (at --out, in it, or html's in the run's folder) and pictures."""
     name = "report.json" if fmt == "json" else "report.html"
     if out:
         return [_file_in(Path(out), name)], pictures

@@ -315,10 +315,6 @@ class Store:
         except OperationalError as error:
             raise store_error(self.url, error.orig) from None
 
-    @property
-    def _in_memory(self) -> bool:
-        return self.engine.url.database in (None, "", ":memory:")
-
     def _current_revision(self, connection: Connection) -> str | None:
         from alembic.runtime.migration import MigrationContext
 
@@ -333,8 +329,7 @@ class Store:
             with self.engine.connect() as connection:
                 if self._current_revision(connection) == head:
                     return
-            # in memory, another engine would be another database
-            upgrading = upgrade_engine(self.url) if self.kind == "sqlite" and not self._in_memory else self.engine
+            upgrading = upgrade_engine(self.url) if self.kind == "sqlite" else self.engine
             try:
                 self._upgrade_on(upgrading, head)
             finally:
@@ -385,7 +380,7 @@ class Store:
     def _migration_lock(self):
         """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
         database there is only read), an advisory lock on PostgreSQL."""
-        if self.kind == "sqlite" and not self._in_memory:
+        if self.kind == "sqlite":
             # never through a link, never truncated (a link planted beside the store would have had its
             # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
             lock = f"{self.engine.url.database}.migrate.lock"
