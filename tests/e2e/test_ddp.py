@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import plain_torchrun
 
+from xover.records import parse_metric_line
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
 STEPS = 30
@@ -206,8 +208,10 @@ def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backwa
         printed = [line for line in stdout.read_text().splitlines() if not line.startswith("XOVER-METRIC")]
         assert printed == alone, job["name"]
         assert job["iterations"] == steps
-        # 16 samples a rank, two ranks: one batch a step, however many backwards the checkpoints ran
-        assert abs(job["samples_per_s"] * job["iteration_ms"] / 1000 - 32) < 4, job
+        # 16 samples a rank, two ranks: one batch a step, however many backwards the checkpoints ran (read from each
+        # iteration's record: samples/s times the median iteration is a ratio of timings, 28 on a busy CI machine)
+        records = [parse_metric_line(line) for line in stdout.read_text().splitlines()]
+        assert [record["samples"] for record in records if record and record["kind"] == "iter"] == [32] * steps, job
         assert 2 * steps <= job["turn_stats"]["grants"] < 3 * steps, job["turn_stats"]
         # the loss recorded is the two losses' sum, as the script printed it
         assert job["final_loss"] == pytest.approx(float(alone[-2].split()[-1]), rel=1e-6), job
