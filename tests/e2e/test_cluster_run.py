@@ -135,10 +135,10 @@ def test_sigkill_of_a_rank_on_the_second_host(emulated, isolated_results):
         waits = [w for (w,) in connection.execute(
             "SELECT m.wait_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
             "WHERE r.name = 'mlp-digits' AND m.wall_time > ?", (killed_at + 3.0,))]
-    # its partner's turns were withdrawn on both hosts: alone now (a round trip to the turn server, with
-    # room for a scheduling hiccup in the tail)
+    # its partner's turns were withdrawn on both hosts: alone now (a round trip to the turn server, against
+    # resnet-digits' phase of 40 ms or more, with room for a loaded machine's hiccups)
     waits.sort()
-    assert waits and waits[len(waits) // 2] < 0.005 and waits[int(0.95 * len(waits))] < 0.1 and waits[-1] < 1.5, \
+    assert waits and waits[len(waits) // 2] < 0.02 and waits[int(0.95 * len(waits))] < 0.2 and waits[-1] < 1.5, \
         waits[-5:]
     assert not tagged_processes(json.loads(out)["experiment"])  # nothing left on any host
 

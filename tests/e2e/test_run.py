@@ -150,8 +150,9 @@ def test_sigkill_of_one_job_lets_partner_continue_at_solo_speed(isolated_results
     assert after, "the partner had no iterations left after the kill"
     waits = sorted(wait for _, wait in after)
     # no turn to wait for any more: a round trip to the turn server (a partner still counted would cost
-    # its whole phase or more), with room in the tail for the hiccups of a loaded 2-core machine
-    assert waits[len(waits) // 2] < 0.005 and waits[int(0.95 * len(waits))] < 0.1 and waits[-1] < 1.5, waits[-5:]
+    # its whole phase, resnet-digits' 40 ms or more, or the lease), with room for the hiccups of a loaded
+    # 2-core machine (three test workers beside it: a round trip's median of 5 ms was a race there)
+    assert waits[len(waits) // 2] < 0.02 and waits[int(0.95 * len(waits))] < 0.2 and waits[-1] < 1.5, waits[-5:]
     # The turn server drops a dead job at once (tests/test_turns.py measures it under a second); here,
     # with whole processes on a shared 2-core machine, allow scheduling noise around the kill.
     assert stall < 3.0

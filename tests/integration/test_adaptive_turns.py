@@ -135,7 +135,7 @@ def test_switches_at_one_iteration_of_each_job_on_every_device_and_strand_no_ran
     the iteration it was told, for both jobs; under turns no two computes overlap on a device, and every rank
     finishes (none waits for a turn that will not come)."""
     s = server("0=0,1", "1=0,1", policy=policy, state="free")
-    iterations = 60
+    iterations = 150  # about 3 s: the five switches, 0.12 s apart, come while the jobs run on a loaded machine
     log = mp.Queue()
     procs = []
     for slot, (compute_s, comm_s) in enumerate([(0.012, 0.004), (0.004, 0.012)]):
