@@ -38,3 +38,40 @@ def test_the_profile_a_script_needs_is_asked_for_with_its_arguments_and_masked()
                                     "--bandwidth", "1gbit", "--", "--steps", "9", "--token", "***"]
     [group] = _targets(["mlp-digits"], [], None).groups
     assert profile_command(group.jobs[0], HOST) == "xover profile recipes/mlp-digits.toml --engine horovod --np 1"
+
+
+def test_a_plan_placed_past_this_machines_devices_is_told_to_plan_again_not_to_use_flags_a_plan_refuses():
+    import pytest
+
+    from xover.errors import XoverError
+    from xover.run.ranks import check_devices
+
+    [group] = _targets(["mlp-digits"], [], None).groups
+    job = group.jobs[0]
+    job.devices = {"localhost": [0, 63]}
+    with pytest.raises(XoverError, match=r"plan again for it \(xover plan \.\.\. --devices \d+\) or across hosts"):
+        check_devices([job], planned=True)
+    with pytest.raises(XoverError, match=r"lower np \(--np\) or add hosts with -H"):
+        check_devices([job])
+
+
+def test_a_plan_run_at_other_lengths_does_not_set_the_plans_makespans_beside_its_own(capsys):
+    """`xover run PLAN --iterations 6` printed 'makespan 9.9 s measured ... the plan predicted 29.4 s': the
+    prediction was for the plan's lengths."""
+    from xover.plan import Plan
+    from xover.results import RunOutcome
+    from xover.run.commands import schedule_summary
+    from xover.views import show_run
+
+    plan = Plan(algo="none", hosts=[], groups=[], unplaced=[], predicted_aggregate_gain=1.0,
+                predicted_makespan_ms=29_400, sequential_makespan_ms=33_600)
+    for as_planned, said in ((True, "the plan predicted 29.4 s, and 33.6 s for its jobs one after another"),
+                             (False, "the plan's predicted makespans are for its jobs' planned lengths, and this "
+                                     "run gave them others")):
+        schedule = schedule_summary([], plan, 9.9, as_planned)
+        assert schedule["lengths_as_planned"] is as_planned and schedule["measured_makespan_s"] == 9.9
+        show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["planned"], policies=[],
+                            jobs=[], groups=[], schedule=schedule), as_json=False)
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "makespan 9.9 s measured" in shown and said in shown, shown
+        assert ("29.4" in shown) is as_planned
