@@ -260,7 +260,9 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     return PrometheusSink(port, run_facts(groups, planned))
 
 
-def schedule_summary(jobs: list[RunResult], plan: Plan, wall_s: float, lengths_as_planned: bool) -> dict[str, Any]:
+def schedule_summary(
+    jobs: list[RunResult], plan: Plan, wall_s: float, lengths_as_planned: bool = True
+) -> dict[str, Any]:
     """A plan run as scheduled: measured makespan (first job start to last job end) next to the plan's
     prediction and to running its jobs one after another; those two are for the plan's lengths, so they
     are set beside the measured one only where the run kept them (not under --iterations or --seconds)."""
