@@ -343,7 +343,8 @@ def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> l
                 warnings.append(
                     f"group {group.group}: the {mode} jobs ran at the same time for only "
                     f"{overlap:.0%} of that run, so its figures rest on a short window "
-                    "(give the faster job more iterations, or use --seconds)"
+                    "(give the faster job more iterations, or use --seconds; in a run of a few seconds, the jobs' "
+                    "starts apart are much of it)"
                 )
     return warnings
 

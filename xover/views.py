@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .analysis import length_warnings
+from .analysis import length_warnings, overlap_warnings
 from .console import console, errors, print_json, print_table
 from .links import HOST
 from .report import simulation
@@ -102,7 +102,7 @@ def show_run(result: Any, as_json: bool) -> None:
         shown["jobs"],
         DIGITS,
     )
-    print_warnings(length_warnings(result.jobs))
+    print_warnings(length_warnings(result.jobs) + overlap_warnings(result.groups))
     print_failures(shown["jobs"])
     if shown["groups"]:
         rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]
@@ -121,12 +121,16 @@ def show_run(result: Any, as_json: bool) -> None:
     if result.schedule is not None:
         schedule = result.schedule
         overlapping = schedule["groups_overlapping"]
+        predicted = (
+            f"the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
+            f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions"
+            if schedule["lengths_as_planned"]
+            else "the plan's predicted makespans are for its jobs' planned lengths, and this run gave them others"
+        )
         console.print(
             f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {overlapping} "
-            f"group{'' if overlapping == 1 else 's'} ran at once "
-            f"(the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
-            f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions; "
-            "`--mode all` measures them one after another)"
+            f"group{'' if overlapping == 1 else 's'} ran at once ({predicted}; `--mode sequential` with the "
+            "same options measures its jobs one after another)"
         )
     console.print(f"logs: {result.results_dir}")
 

@@ -143,3 +143,21 @@ def test_a_job_that_finished_before_the_iterations_it_was_given_is_warned_of_onc
                               "(crossover, sequential)"), warning
     assert "a count above the job's length in its arguments" in warning
     assert report_warnings(jobs, []) == [warning]
+
+
+def test_xover_run_warns_of_a_mode_whose_jobs_hardly_ran_together_as_the_report_does(capsys):
+    """`xover run` printed 'concurrent/sequential 1.41' for jobs that ran together 0% of the time; only `xover
+    report` said so."""
+    from xover.analysis import overlap_warnings
+    from xover.links import HOST
+    from xover.results import GroupComparison, RunOutcome
+    from xover.views import show_run
+
+    group = GroupComparison(group=0, jobs=["short", "long"], policies={}, sequential=1.0,
+                            measured={"concurrent": 1.41, "crossover": 1.2}, overlaps={"concurrent": 0.0,
+                            "crossover": 0.9}, crossover_policy=None, windows={"concurrent": None, "crossover": 3.0})
+    [warning] = overlap_warnings([group])
+    assert warning.startswith("group 0: the concurrent jobs ran at the same time for only 0% of that run"), warning
+    show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["concurrent", "crossover"],
+                        policies=["work-conserving"], jobs=[], groups=[group]), as_json=False)
+    assert "ran at the same time for only 0% of that run" in " ".join(capsys.readouterr().out.split())

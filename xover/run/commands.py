@@ -180,7 +180,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     if mps:
         check_mps()
     for group in groups:
-        check_devices(group.jobs)
+        check_devices(group.jobs, planned=options.plan is not None)
     run_modes = sorted({group.planned_mode for group in groups}) if modes == [PLANNED] else modes
     warning = crossover_warning([job for group in groups for job in group.jobs], run_modes)
     if warning and chosen.runs_here:
@@ -236,11 +236,19 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         policies=policies,
         jobs=jobs,
         groups=comparisons,
-        predicted_gains={g.index: g.predicted_gain for g in groups},
+        # a plan's own run: the gain predicted for the way each group runs in (a comparison's: crossover's)
+        predicted_gains={
+            g.index: g.predicted_by_sharing.get(g.sharing, g.predicted_gain) if not comparison else g.predicted_gain
+            for g in groups
+        },
         sharing={g.index: g.sharing for g in groups} if plan is not None else {},
         launcher=chosen.name,
         launcher_jobs=dict(launcher_jobs or {}),
-        schedule=schedule_summary(jobs, plan, makespan_s) if plan is not None and not comparison else None,
+        schedule=(
+            schedule_summary(jobs, plan, makespan_s, options.iterations is None and options.seconds is None)
+            if plan is not None and not comparison
+            else None
+        ),
     )
 
 
@@ -252,9 +260,12 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     return PrometheusSink(port, run_facts(groups, planned))
 
 
-def schedule_summary(jobs: list[RunResult], plan: Plan, wall_s: float) -> dict[str, Any]:
+def schedule_summary(
+    jobs: list[RunResult], plan: Plan, wall_s: float, lengths_as_planned: bool = True
+) -> dict[str, Any]:
     """A plan run as scheduled: measured makespan (first job start to last job end) next to the plan's
-    prediction and to running its jobs one after another."""
+    prediction and to running its jobs one after another; those two are for the plan's lengths, so they
+    are set beside the measured one only where the run kept them (not under --iterations or --seconds)."""
     starts = [datetime.fromisoformat(j.started_at) for j in jobs if j.started_at]
     ends = [datetime.fromisoformat(j.ended_at) for j in jobs if j.ended_at]
     measured = (max(ends) - min(starts)).total_seconds() if starts and ends else wall_s
@@ -263,6 +274,7 @@ def schedule_summary(jobs: list[RunResult], plan: Plan, wall_s: float) -> dict[s
         "predicted_makespan_s": plan.predicted_makespan_ms / 1000,
         "sequential_makespan_s": plan.sequential_makespan_ms / 1000,
         "groups_overlapping": _overlapping_groups(jobs),
+        "lengths_as_planned": lengths_as_planned,
     }
 
 

@@ -162,8 +162,9 @@ register_ranks(HorovodRanks())
 register_ranks(TorchRanks())
 
 
-def check_devices(jobs: list[JobSpec]) -> None:
-    """Fail before anything starts when a job asks for devices this machine does not have."""
+def check_devices(jobs: list[JobSpec], planned: bool = False) -> None:
+    """Fail before anything starts when a job asks for devices this machine does not have (`planned`: the
+    placement is a plan's, which --np and -H do not change)."""
     kind, available = local_device_count()
     for engine in {job.engine for job in jobs}:
         ranks_of(engine).check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
@@ -172,9 +173,14 @@ def check_devices(jobs: list[JobSpec]) -> None:
             if not is_local(host):
                 continue  # remote hosts are counted by their -H slots
             if len(indices) > available or max(indices, default=0) >= available:
+                remedy = (
+                    f"plan again for it (xover plan ... --devices {available}) or across hosts (-H)"
+                    if planned
+                    else "lower np (--np) or add hosts with -H"
+                )
                 raise XoverError(
                     f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
-                    f"{available} {kind.upper()} devices; lower np (--np) or add hosts with -H"
+                    f"{available} {kind.upper()} devices; {remedy}"
                 )
 
 

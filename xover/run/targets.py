@@ -268,7 +268,7 @@ def run_targets(
             raise XoverError("--group needs at least one recipe")
         jobs = groups_from_recipes(targets, iterations, engine, np, hosts)[0].jobs if group else []
         if scripts:
-            jobs += groups_from_scripts(scripts, script_args, np, None if group else iterations, engine, hosts)[0].jobs
+            jobs += groups_from_scripts(scripts, script_args, np, iterations, engine, hosts)[0].jobs
         groups = [GroupToRun(0, unique_names(jobs) if group and scripts else jobs)]
     else:
         if len(targets) != 1:

@@ -4,6 +4,7 @@ run alone; and the iterations a job gets for `--seconds`, from the same solo tim
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -16,6 +17,7 @@ from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
 from ..plan.predict import measured_runs, predict_considered
 from ..recipes import MAX_ITERATIONS, with_overrides
+from ..redact import mask_argv
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
@@ -102,6 +104,17 @@ def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None, lin
     )
 
 
+def profile_command(job: JobSpec, link: Link) -> str:
+    """The `xover profile` that measures `job` as it runs here: a script given with --script by its path and
+    its arguments, a recipe or job file by its file or name; with the ranks it runs on (all of them part of the
+    profile's key)."""
+    recipe = job.recipe
+    if recipe.script and not recipe.path.endswith(".toml"):  # not a job file: --script's (a plan's: its path)
+        script = ["--script", recipe.path or recipe.script, "--engine", job.engine, "--np", str(job.np)]
+        return shlex.join(["xover", "profile", *script, *link.flag.split(), "--", *mask_argv(recipe.args)])
+    return f"xover profile {recipe.path or job.name}{link.flag} --engine {job.engine} --np {job.np}"
+
+
 def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
     """Each job gets the iterations it does in about `seconds` alone (from its profile's time per
     iteration), so that jobs of a group overlap from start to end."""
@@ -110,8 +123,8 @@ def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
         if not solo_s:
             raise XoverError(
                 f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
-                f"(np {job.np}, engine {job.engine}) at this link; run `xover profile "
-                f"{job.recipe.path or job.name}{link.flag} --engine {job.engine}` first, or use --iterations"
+                f"(np {job.np}, engine {job.engine}) at this link; run `{profile_command(job, link)}` first, "
+                "or use --iterations"
             )
         iterations = max(5, math.ceil(seconds / solo_s))
         if iterations > MAX_ITERATIONS:

@@ -1,0 +1,77 @@
+"""What `xover run` was asked to run (run/targets.py) and what it tells a user to do before --seconds
+(run/traits.py): pure logic, no job started."""
+
+import shlex
+
+from xover.links import HOST, Link
+from xover.run.targets import run_targets
+from xover.run.traits import profile_command
+
+SCRIPT = "recipes/examples/ddp_digits.py"
+
+
+def _targets(targets, scripts, iterations):
+    return run_targets(targets, group=bool(targets), scripts=scripts, script_args=["--steps", "100"], np=1,
+                       hosts=None, iterations=iterations, engine=None, allow_changed=False, link=None,
+                       launcher="local", policy=None)
+
+
+def test_iterations_cap_a_script_beside_recipes_in_a_group_as_they_cap_the_recipes():
+    """`--group mlp-digits --script S --iterations 5`: the script ran its own 100 steps (its cap was dropped
+    where scripts joined recipes)."""
+    [group] = _targets(["mlp-digits"], [SCRIPT], 5).groups
+    assert [(job.name, job.recipe.iterations) for job in group.jobs] == [("mlp-digits", 5), ("ddp_digits", 5)]
+    [group] = _targets([], [SCRIPT, SCRIPT], 5).groups
+    assert [job.recipe.iterations for job in group.jobs] == [5, 5]
+    [group] = _targets(["mlp-digits"], [SCRIPT], None).groups
+    assert group.jobs[1].recipe.iterations is None  # no cap asked: the script's own length
+
+
+def test_the_profile_a_script_needs_is_asked_for_with_its_arguments_and_masked():
+    """A --script job's profile is keyed by its arguments: `xover profile SCRIPT` read the script as a job
+    file (a TOML syntax error)."""
+    [group] = run_targets([], group=False, scripts=[SCRIPT], script_args=["--steps", "9", "--token", "s3cret"],
+                          np=1, hosts=None, iterations=None, engine=None, allow_changed=False, link=None,
+                          launcher="local", policy=None).groups
+    command = profile_command(group.jobs[0], Link.parse("1gbit"))
+    assert shlex.split(command) == ["xover", "profile", "--script", SCRIPT, "--engine", "torch", "--np", "1",
+                                    "--bandwidth", "1gbit", "--", "--steps", "9", "--token", "***"]
+    [group] = _targets(["mlp-digits"], [], None).groups
+    assert profile_command(group.jobs[0], HOST) == "xover profile recipes/mlp-digits.toml --engine horovod --np 1"
+
+
+def test_a_plan_placed_past_this_machines_devices_is_told_to_plan_again_not_to_use_flags_a_plan_refuses():
+    import pytest
+
+    from xover.errors import XoverError
+    from xover.run.ranks import check_devices
+
+    [group] = _targets(["mlp-digits"], [], None).groups
+    job = group.jobs[0]
+    job.devices = {"localhost": [0, 63]}
+    with pytest.raises(XoverError, match=r"plan again for it \(xover plan \.\.\. --devices \d+\) or across hosts"):
+        check_devices([job], planned=True)
+    with pytest.raises(XoverError, match=r"lower np \(--np\) or add hosts with -H"):
+        check_devices([job])
+
+
+def test_a_plan_run_at_other_lengths_does_not_set_the_plans_makespans_beside_its_own(capsys):
+    """`xover run PLAN --iterations 6` printed 'makespan 9.9 s measured ... the plan predicted 29.4 s': the
+    prediction was for the plan's lengths."""
+    from xover.plan import Plan
+    from xover.results import RunOutcome
+    from xover.run.commands import schedule_summary
+    from xover.views import show_run
+
+    plan = Plan(algo="none", hosts=[], groups=[], unplaced=[], predicted_aggregate_gain=1.0,
+                predicted_makespan_ms=29_400, sequential_makespan_ms=33_600)
+    for as_planned, said in ((True, "the plan predicted 29.4 s, and 33.6 s for its jobs one after another"),
+                             (False, "the plan's predicted makespans are for its jobs' planned lengths, and this "
+                                     "run gave them others")):
+        schedule = schedule_summary([], plan, 9.9, as_planned)
+        assert schedule["lengths_as_planned"] is as_planned and schedule["measured_makespan_s"] == 9.9
+        show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["planned"], policies=[],
+                            jobs=[], groups=[], schedule=schedule), as_json=False)
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "makespan 9.9 s measured" in shown and said in shown, shown
+        assert ("29.4" in shown) is as_planned
