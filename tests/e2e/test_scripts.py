@@ -122,6 +122,15 @@ def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_resul
     assert result.stdout.index("ddp_boom (sequential) failed") > result.stdout.index("xover run  experiment")
 
 
+def test_a_rank_that_dies_without_a_word_is_blamed_not_its_peers_knock_on_error(isolated_results):
+    """Rank 1 calls os._exit(3): rank 0's 'Connection reset by peer' was blamed, not the rank torchrun names."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_rank_exits.py",
+                             "--mode", "sequential", "--np", "2"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    [line] = [line for line in result.stdout.splitlines() if "ddp_rank_exits (sequential) failed" in line]
+    assert "failed: rank 1: exited with code 3, no traceback  (log: " in line, line
+
+
 @pytest.mark.parametrize("silence", ["python", "fd"])
 def test_a_script_that_silences_its_output_still_has_its_iterations_recorded(isolated_results, silence):
     """Issue 58: records were written to whatever `sys.stdout` was, so a script that silenced its training

@@ -80,3 +80,159 @@ def test_a_rank_that_exits_with_a_code_and_no_traceback_is_named_with_its_code(t
                 "  error_file: <N/A>", "  traceback : To enable traceback see: https://pytorch.org/docs/stable/"
                 "elastic/errors.html", "=" * 60]
     assert failure_reason(failure_summary(tmp_path, launcher)) == "rank 1: exited with code 3, no traceback"
+
+
+# What the launchers really print when rank 1 of two dies (captured from xover runs, trimmed): torchrun's
+# ChildFailedError, whose root cause is the rank it saw fail first and whose other failures are the ranks it
+# stopped; horovodrun's log of each process's exit, then its RuntimeError naming the first.
+GLOO_RESET = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+              "[127.0.0.1]:10666: Connection reset by peer. This is typically caused by a remote worker hanging or bugs "
+              "in the application. Check the logs of the remote worker before reporting an error.")
+HOROVOD_SHUT_DOWN = ("horovod.common.exceptions.HorovodInternalError: Horovod has been shut down. This was caused by an "
+                     "exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one "
+                     "of the ranks finished execution.")
+
+
+def _torchrun_summary(rank: int, exitcode: str, traceback: str) -> list[str]:
+    other = 1 - rank
+    return [
+        "E1201 16:56:41.683000 30422 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: "
+        f"{exitcode.split()[0]}) local_rank: {rank} (pid: 30460) of binary: /work/main/.venv/bin/python",
+        "Traceback (most recent call last):", '  File "/work/main/.venv/bin/torchrun", line 6, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 60,
+        "xover.runtime.script_shim FAILED", "-" * 60, "Failures:", "[1]:", "  time      : 2026-12-01_16:56:41",
+        "  host      : localhost", f"  rank      : {other} (local_rank: {other})",
+        "  exitcode  : -15 (pid: 30459)  (SIGTERM)", "  error_file: <N/A>",
+        "  traceback : Signal 15 (SIGTERM) received by PID 30459", "-" * 60, "Root Cause (first observed failure):",
+        "[0]:", "  time      : 2026-12-01_16:56:41", "  host      : localhost",
+        f"  rank      : {rank} (local_rank: {rank})", f"  exitcode  : {exitcode}", "  error_file: <N/A>",
+        f"  traceback : {traceback}", "=" * 60,
+    ]
+
+
+def _horovodrun_summary(first: int, code: int) -> list[str]:
+    other = 1 - first
+    return [
+        f"Process {first} exit with status code {code}.", f"Terminating remaining workers after failure of Process {first}.",
+        f"[{other}]<stderr>:Terminated", f"Process {other} exit with status code 143.",
+        "Traceback (most recent call last):",
+        '  File "/work/main/.venv/lib/python3.11/site-packages/horovod/runner/gloo_run.py", line 284, in launch_gloo',
+        "    raise RuntimeError('Horovod detected that one or more processes exited with non-zero '",
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job "
+        "to be terminated. The first process to do so was:", f"Process name: {first}", f"Exit code: {code}", "",
+    ]
+
+
+def _torchrun_ranks(tmp_path, **stderr: str) -> None:
+    """torchrun's rank logs (ranks/RUN/attempt_0/LOCAL_RANK/stderr.log), rank0's written first."""
+    for when, (name, text) in enumerate(sorted(stderr.items())):
+        folder = tmp_path / "ranks" / "0d01dec3_125rqcw6" / "attempt_0" / name.removeprefix("rank")
+        folder.mkdir(parents=True)
+        (folder / "stderr.log").write_text(text)
+        os.utime(folder / "stderr.log", (1_000_000 + when, 1_000_000 + when))
+
+
+def _horovodrun_ranks(tmp_path, **stderr: str) -> None:
+    """horovodrun's rank logs (ranks/rank.N/stderr, each line relayed as '[N]<stderr>:'), rank0's written last
+    (horovodrun's 'Terminated' after its traceback)."""
+    for when, (name, text) in enumerate(sorted(stderr.items(), reverse=True)):
+        folder = tmp_path / "ranks" / f"rank.{name.removeprefix('rank')}"
+        folder.mkdir(parents=True)
+        prefix = f"[{name.removeprefix('rank')}]<stderr>:"
+        (folder / "stderr").write_text("".join(f"{prefix}{line}\n" for line in text.splitlines()))
+        os.utime(folder / "stderr", (1_000_000 + when, 1_000_000 + when))
+
+
+def _traceback(rank_prefix: str, last: str) -> str:
+    lines = ["Traceback (most recent call last):", '  File "/work/main/xover/runtime/ddp_shim.py", line 262, in wait',
+             "    work.wait()  # raises if the all-reduce failed (a peer rank died)", last]
+    return "".join(f"{rank_prefix}{line}\n" for line in lines)
+
+
+def test_torchruns_root_cause_is_blamed_not_a_peers_connection_reset(tmp_path):
+    """Rank 1 called os._exit(3) at step 3: its log is empty; rank 0's says 'Connection reset by peer', and was
+    blamed ('ddp-exit (crossover, work-conserving) failed: rank 0: RuntimeError: [...] Read error')."""
+    from xover.run.record import failure_reason, failure_summary
+
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", GLOO_RESET), rank1="")
+    launcher = _torchrun_summary(1, "3 (pid: 30460) ",
+                                 "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    (tmp_path / "launcher.log").write_text("\n".join(launcher) + "\n")
+    summary = failure_summary(tmp_path, launcher[-2:])
+    assert summary == "rank 1:\nexited with code 3, no traceback"
+    assert failure_reason(summary) == "rank 1: exited with code 3, no traceback"
+
+
+def test_a_rank_torchrun_saw_killed_by_a_signal_is_named_with_it(tmp_path):
+    from xover.run.record import failure_summary
+
+    closed = GLOO_RESET.replace("Read error [127.0.0.1]:10666: Connection reset by peer", "Connection closed by peer")
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", closed), rank1="")
+    launcher = _torchrun_summary(1, "-9 (pid: 1340)  (SIGKILL)", "Signal 9 (SIGKILL) received by PID 1340")
+    assert failure_summary(tmp_path, launcher) == "rank 1:\nkilled by signal 9 (SIGKILL), no traceback"
+
+
+def test_the_root_cause_ranks_own_traceback_is_its_summary_without_torchs_prefix(tmp_path):
+    from xover.run.record import failure_reason, failure_summary
+
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", GLOO_RESET),
+                    rank1=_traceback("[rank1]: ", "RuntimeError: deliberate failure at step 3 on rank 1"))
+    launcher = _torchrun_summary(1, "1 (pid: 1672) ",
+                                 "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    summary = failure_summary(tmp_path, launcher)
+    assert summary.startswith("rank 1:\nTraceback (most recent call last):\n  File ")
+    assert "[rank1]" not in summary and summary.endswith("\nRuntimeError: deliberate failure at step 3 on rank 1")
+    assert failure_reason(summary) == "rank 1: RuntimeError: deliberate failure at step 3 on rank 1"
+
+
+def test_horovodruns_first_process_is_blamed_not_the_peer_it_terminated(tmp_path):
+    """Rank 1 SIGKILLed (its log: the shell's 'Killed'), or os._exit(3) (nothing): rank 0's log, written last by
+    horovodrun's 'Terminated', was blamed ('rank 0: [0]<stderr>:Terminated')."""
+    from xover.run.record import failure_summary
+
+    _horovodrun_ranks(tmp_path, rank0=_traceback("", HOROVOD_SHUT_DOWN) + "Terminated\n", rank1="Killed\n")
+    (tmp_path / "launcher.log").write_text("\n".join(_horovodrun_summary(1, 137)))
+    assert failure_summary(tmp_path, []) == "rank 1:\nkilled by signal 9 (SIGKILL), no traceback"
+    (tmp_path / "ranks" / "rank.1" / "stderr").write_text("")
+    (tmp_path / "launcher.log").write_text("\n".join(_horovodrun_summary(1, 3)))
+    assert failure_summary(tmp_path, []) == "rank 1:\nexited with code 3, no traceback"
+
+
+def test_a_rank_that_raised_is_blamed_when_its_peers_knock_on_error_ended_first(tmp_path):
+    """Rank 1 raised; rank 0's 'Horovod has been shut down' made it exit first, so horovodrun names rank 0, and
+    rank 1 was still ending when horovodrun terminated it: the blame went from run to run to either rank."""
+    from xover.run.record import failure_reason, failure_summary
+
+    own = _traceback("", "RuntimeError: deliberate failure at step 3 on rank 1") + "Terminated\n"
+    _horovodrun_ranks(tmp_path, rank0=_traceback("", HOROVOD_SHUT_DOWN), rank1=own)
+    (tmp_path / "launcher.log").write_text("\n".join(_horovodrun_summary(0, 1)))
+    summary = failure_summary(tmp_path, [])
+    assert summary.startswith("rank 1:\nTraceback") and "<stderr>" not in summary and "Terminated" not in summary
+    assert failure_reason(summary) == "rank 1: RuntimeError: deliberate failure at step 3 on rank 1"
+    # horovodrun naming rank 1: the same
+    (tmp_path / "launcher.log").write_text("\n".join(_horovodrun_summary(1, 1)))
+    assert failure_summary(tmp_path, []) == summary
+
+
+def test_without_a_launchers_verdict_a_ranks_own_error_comes_before_a_peers_knock_on(tmp_path):
+    from xover.run.record import failure_summary
+
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", GLOO_RESET),
+                    rank1=_traceback("[rank1]: ", "ValueError: the cause"))
+    assert failure_summary(tmp_path, ["no summary"]).startswith("rank 1:")
+
+
+def test_the_launchers_verdict_is_read_from_its_own_lines_only():
+    from xover.run.record import LauncherVerdict, launcher_verdict
+
+    torchrun = _torchrun_summary(1, "-9 (pid: 1340)  (SIGKILL)", "Signal 9 (SIGKILL) received by PID 1340")
+    assert launcher_verdict(torchrun) == LauncherVerdict("1", "1", -9)
+    assert launcher_verdict(_horovodrun_summary(1, 137)) == LauncherVerdict("1", "1", 137, through_shell=True)
+    # horovodrun's process exits, where its RuntimeError did not come (the log cut short)
+    assert launcher_verdict(_horovodrun_summary(0, 1)[:4]) == LauncherVerdict("0", "0", 1, through_shell=True)
+    # a rank's relayed line is not the launcher's
+    assert launcher_verdict(["[0]<stderr>:Process name: 1", "[0]<stderr>:Exit code: 3", "a non-zero exit code."]) is None
+    assert launcher_verdict(["Root Cause (first observed failure):", "[0]:", "  exitcode  : 2 (pid: 1)", "="]) is None
+    assert LauncherVerdict("1", "1", 137, through_shell=True).how_it_ended() == "killed by signal 9 (SIGKILL)"
+    assert LauncherVerdict("1", "1", 137).how_it_ended() == "exited with code 137"
+    assert LauncherVerdict("0", "0", -15).how_it_ended() == "killed by signal 15 (SIGTERM)"

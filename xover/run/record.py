@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -372,7 +374,11 @@ def _note_lost(run: Run, lost: dict) -> None:
 def _unrelayed(line: str) -> str:
     """A rank's line as it wrote it, without what its launcher put in front ('[0]<stderr>:', '[rank1]:')."""
     relayed = RELAY_PREFIX.match(line)
-    return line[relayed.end() :] if relayed else line
+    if not relayed:
+        return line
+    # torch's excepthook writes '[rank0]: ' before each line of a traceback, with a space
+    rest = line[relayed.end() :]
+    return rest.removeprefix(" ") if relayed.group().startswith("[rank") else rest
 
 
 _RELAYED_STDERR = re.compile(r"^\[(?:[0-9]+,)?([0-9]+)\]<stderr>:")  # horovodrun's: '[0]<stderr>:', '[1,0]<stderr>:'
@@ -434,42 +440,179 @@ def failure_reason(error: str | None) -> str | None:
     return f"rank {rank}: {reason}" if rank is not None else reason
 
 
-def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
-    """The last lines of the rank that failed first (of the logs with a traceback, the one last
-    written earliest; the others' errors usually follow from it): its own error, not the launcher's
-    echo of it."""
-    failed = []
-    for stderr in (log_dir / "ranks").glob("**/stderr*"):  # horovodrun: rank.N/stderr; torchrun: .../N/stderr.log
-        text = stderr.read_text(errors="replace").strip().splitlines()
-        # the shim's one line on what it cannot follow ('xover: SCRIPT: ...') says it all
-        refused = [line for line in text if line.startswith("xover: ")]
-        if refused:
-            failed.append((False, stderr.stat().st_mtime, str(stderr), stderr, refused[-1:]))
-        elif any(_says_error(line) for line in text):
-            # a traceback before a mere error line; then the log last written earliest
-            traceback = any("Traceback" in line for line in text)
-            failed.append((not traceback, stderr.stat().st_mtime, str(stderr), stderr, text))
-    if failed:
-        *_, stderr, text = min(failed)
-        return f"rank {stderr.parent.name.removeprefix('rank.')}:\n" + "\n".join(text[-lines:])
-    # one rank under horovodrun keeps no per-rank logs: the shim's line comes relayed ('[0]<stderr>:xover: ...')
+# horovodrun runs each rank under a shell: a rank's death by a signal is the shell's exit code 128 + its
+# number, and the shell's words for it ("Terminated", "Killed") end the rank's stderr
+_SHELL_SIGNAL_BASE = 128
+_SHELL_NOTES = ("Terminated", "Killed")
+# what a rank says when a peer died before it: the peer's failure, not its own
+KNOCK_ON_ERRORS = (
+    "Connection reset by peer",  # gloo
+    "Connection closed by peer",  # gloo
+    "Horovod has been shut down",
+    "Broken pipe",
+    "remote process exited",  # NCCL
+    "collective operation timeout",  # NCCL's watchdog, a peer gone silent
+)
+_TORCHRUN_ROOT_CAUSE = "Root Cause (first observed failure):"
+_TORCHRUN_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
+_TORCHRUN_EXIT_CODE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_HOROVODRUN_FIRST_PROCESS = re.compile(r"^Process name: (\d+)$")  # then "Exit code: 3"
+_HOROVODRUN_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)$")
+_HOROVODRUN_PROCESS_EXIT = re.compile(r"^Process (\d+) exit with status code (-?\d+)\.$")
+
+
+@dataclass(frozen=True)
+class LauncherVerdict:
+    """The rank a launcher says ended first, and how: torchrun's root cause, horovodrun's first process."""
+
+    rank: str
+    log_name: str  # the name of its log folder: torchrun names it by the local rank
+    exit_code: int
+    through_shell: bool = False  # horovodrun's: a signal is 128 + its number
+
+    def how_it_ended(self) -> str:
+        """'exited with code 3' / 'killed by signal 9 (SIGKILL)'."""
+        number = -self.exit_code if self.exit_code < 0 else None
+        if self.through_shell and self.exit_code > _SHELL_SIGNAL_BASE:
+            number = self.exit_code - _SHELL_SIGNAL_BASE
+        if number is not None:
+            try:
+                return f"killed by signal {number} ({signal.Signals(number).name})"
+            except ValueError:
+                pass
+        return f"exited with code {self.exit_code}"
+
+
+def launcher_verdict(launcher_lines: Sequence[str]) -> LauncherVerdict | None:
+    """Which rank ended first, as the launcher's own summary says: torchrun's "Root Cause (first observed
+    failure)" block, horovodrun's "Process name: N" / "Exit code: C" (else its first "Process N exit with
+    status code C." that is not 0). None when it says neither."""
+    lines = [line.rstrip() for line in launcher_lines]
+    roots = [index for index, line in enumerate(lines) if line.strip() == _TORCHRUN_ROOT_CAUSE]
+    if roots:
+        rank = local_rank = exit_code = None
+        for line in lines[roots[-1] + 1 :]:
+            if line.startswith("="):  # the block's closing rule
+                break
+            if named := _TORCHRUN_RANK.match(line):
+                rank, local_rank = named.group(1), named.group(2) or named.group(1)
+            elif code := _TORCHRUN_EXIT_CODE.match(line):
+                exit_code = int(code.group(1))
+        if rank is not None and local_rank is not None and exit_code is not None:
+            return LauncherVerdict(rank, local_rank, exit_code)
+    for line, following in zip(lines, lines[1:]):
+        if (process := _HOROVODRUN_FIRST_PROCESS.match(line)) and (code := _HOROVODRUN_EXIT_CODE.match(following)):
+            return LauncherVerdict(process.group(1), process.group(1), int(code.group(1)), through_shell=True)
+    for line in lines:
+        if (exited := _HOROVODRUN_PROCESS_EXIT.match(line)) and exited.group(2) != "0":
+            rank = exited.group(1)
+            return LauncherVerdict(rank, rank, int(exited.group(2)), through_shell=True)
+    return None
+
+
+@dataclass
+class _RankLog:
+    rank: str
+    lines: list[str]  # as the rank wrote them, the shell's closing words left out
+    written: float  # when: the file's modification time, or the line's place in the launcher's log
+
+    def says_error(self) -> bool:
+        return any(_says_error(line) for line in self.lines)
+
+    def knock_on(self) -> bool:
+        """Whether its error is what a peer's death causes (connection reset, Horovod shut down)."""
+        exceptions = [line for line in self.lines if EXCEPTION_LINE.match(line)]
+        last = (exceptions or self.lines or [""])[-1]
+        return any(marker in last for marker in KNOCK_ON_ERRORS)
+
+    def first_to_blame(self) -> tuple[bool, bool, float, str]:
+        """Sort key: its own error before a peer's knock-on, a traceback before a mere error line, then
+        the log last written earliest."""
+        traceback = any("Traceback" in line for line in self.lines)
+        return (self.knock_on(), not traceback, self.written, self.rank)
+
+
+def _without_shell_notes(lines: list[str]) -> list[str]:
+    while lines and lines[-1].strip() in _SHELL_NOTES:
+        lines = lines[:-1]
+    return lines
+
+
+def _rank_logs(log_dir: Path) -> dict[str, _RankLog]:
+    """Each rank's stderr file, by the name of its folder (horovodrun: rank.N/stderr; torchrun: .../N/stderr.log)."""
+    logs = {}
+    for stderr in sorted((log_dir / "ranks").glob("**/stderr*")):  # a later attempt's after an earlier's
+        rank = stderr.parent.name.removeprefix("rank.")
+        text = [_unrelayed(line) for line in stderr.read_text(errors="replace").strip().splitlines()]
+        logs[rank] = _RankLog(rank, _without_shell_notes(text), stderr.stat().st_mtime)
+    return logs
+
+
+def _relayed_rank_logs(launcher_lines: Sequence[str]) -> dict[str, _RankLog]:
+    """Each rank's stderr as horovodrun relayed it into its own log ('[0]<stderr>:...'), where one rank
+    keeps no log file of its own."""
+    logs: dict[str, _RankLog] = {}
+    for index, line in enumerate(launcher_lines):
+        if relayed_from := _RELAYED_STDERR.match(line):
+            rank = relayed_from.group(1)
+            logs.setdefault(rank, _RankLog(rank, [], float(index))).lines.append(_unrelayed(line))
+    for log in logs.values():
+        log.lines = _without_shell_notes(log.lines)
+    return logs
+
+
+def _launcher_lines(log_dir: Path, launcher_tail: list[str]) -> list[str]:
+    """The end of the launcher's log (its summary is last), else the lines the run kept of it."""
     launcher_log = log_dir / "launcher.log"
-    relayed = launcher_tail
-    if launcher_log.is_file():
-        with open(launcher_log, "rb") as handle:
-            handle.seek(max(0, launcher_log.stat().st_size - 65536))
-            relayed = handle.read().decode(errors="replace").splitlines()
-    refused = [line for line in map(_unrelayed, relayed) if line.startswith("xover: ")]
-    if refused:
-        return refused[-1]
-    # nor its error: the rank's relayed stderr, not what horovodrun says after it ("non-zero status")
-    said: dict[str, list[str]] = {}
-    for line in relayed:
-        relayed_from = _RELAYED_STDERR.match(line)
-        if relayed_from:
-            said.setdefault(relayed_from.group(1), []).append(_unrelayed(line))
-    failed_ranks = [(rank, text) for rank, text in said.items() if any(_says_error(t) for t in text)]
-    if failed_ranks:
-        rank, text = failed_ranks[0]  # the first to say so in the log
-        return f"rank {rank}:\n" + "\n".join(text[-lines:])
-    return "\n".join(launcher_tail[-lines:])
+    if not launcher_log.is_file():
+        return launcher_tail
+    with open(launcher_log, "rb") as handle:
+        handle.seek(max(0, launcher_log.stat().st_size - 65536))
+        return handle.read().decode(errors="replace").splitlines()
+
+
+def _blamed(verdict: LauncherVerdict | None, logs: dict[str, _RankLog]) -> tuple[str, list[str] | None] | None:
+    """The rank that failed first and its log's lines (None: it died without a word); None: nobody to blame.
+    The launcher names the rank that ended first; a rank that raised may outlive a peer's knock-on error
+    (horovodrun's 'Horovod has been shut down' on rank 0 while rank 1's traceback is still being written)."""
+    failed = sorted((log for log in logs.values() if log.says_error()), key=_RankLog.first_to_blame)
+    if verdict is None:
+        return (failed[0].rank, failed[0].lines) if failed else None
+    named = logs.get(verdict.log_name)
+    if named is None or not named.says_error():
+        return verdict.rank, None
+    if named.knock_on() and failed and not failed[0].knock_on():
+        return failed[0].rank, failed[0].lines
+    return verdict.rank, named.lines
+
+
+def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
+    """Why a job failed, in a few lines: 'rank N:' and the last lines of the rank that failed first (its own
+    error, not the launcher's echo of it, nor a peer's knock-on), or how it ended when it died without a
+    word ('exited with code 3, no traceback'). The rank is the one the launcher names, where it names one."""
+    logs = _rank_logs(log_dir)
+    # the shim's one line on what it cannot follow ('xover: SCRIPT: ...') says it all
+    refusals = [
+        (log.written, log.rank, refused[-1])
+        for log in logs.values()
+        if (refused := [line for line in log.lines if line.startswith("xover: ")])
+    ]
+    if refusals:
+        _, rank, refusal = min(refusals)
+        return f"rank {rank}:\n{refusal}"
+    launcher_lines = _launcher_lines(log_dir, launcher_tail)
+    if not logs:
+        # one rank under horovodrun keeps no per-rank logs: the shim's line comes relayed ('[0]<stderr>:xover: ...')
+        refused = [line for line in map(_unrelayed, launcher_lines) if line.startswith("xover: ")]
+        if refused:
+            return refused[-1]
+        # nor its error: the rank's relayed stderr, not what horovodrun says after it ("non-zero status")
+        logs = _relayed_rank_logs(launcher_lines)
+    verdict = launcher_verdict(launcher_lines)
+    blamed = _blamed(verdict, logs)
+    if blamed is None:
+        return "\n".join(launcher_tail[-lines:])
+    rank, text = blamed
+    if text is None:
+        return f"rank {rank}:\n{verdict.how_it_ended() if verdict else 'no error in its log'}, no traceback"
+    return f"rank {rank}:\n" + "\n".join(text[-lines:])
