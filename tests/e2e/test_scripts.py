@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from xover.records import parse_metric_line
+
 ROOT = Path(__file__).resolve().parents[2]
 HOROVOD_SCRIPT = "recipes/examples/horovod_digits.py"
 TWO_OPTIMIZERS = "tests/e2e/scripts/horovod_two_optimizers.py"
@@ -94,6 +96,42 @@ def test_two_copies_of_a_horovod_script_with_collectives_in_its_step_or_backward
     for job in jobs:
         assert job["status"] == "finished" and job["iterations"] == 12, job
         assert job["turn_stats"]["revoked"] == 0, job["turn_stats"]
+
+
+def test_a_horovod_script_on_one_rank_records_its_batches_and_keeps_its_losses(isolated_results):
+    """Horovod hooks no gradient in a world of one rank, and lists no parameter to update: the shim, told of
+    none, found no model (no turn taken in its forward, no batch), and every iteration recorded 0 samples, the
+    job 0 parameters (samples/s '-'). Now each iteration records its batch of 32, the job its parameters and
+    gradient bytes as at any size; each copy takes a turn for its compute in crossover, the losses as alone."""
+    from xover.run.external.horovodrun import horovodrun_path
+
+    steps = 12
+    alone = subprocess.run([horovodrun_path(), "-np", "1", "-H", "localhost:1", sys.executable, HOROVOD_SCRIPT,
+                            "--steps", str(steps)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    alone_losses = re.findall(r"loss ([0-9.]+)", alone.stdout)
+    assert len(alone_losses) == 3  # steps 0 and 10, and the final loss
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", HOROVOD_SCRIPT, "--script",
+                             HOROVOD_SCRIPT, "--np", "1", "--mode", "sequential,crossover", "--json", "--",
+                             "--steps", str(steps)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 4
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert job["samples_per_s"] > 0, job
+        # one rank under horovodrun keeps no rank logs: its lines are in the launcher's
+        log = (Path(job["log_dir"]) / "launcher.log").read_text()
+        records = [record for record in map(parse_metric_line, log.splitlines()) if record]
+        [start] = [record for record in records if record["kind"] == "start"]
+        assert start["world_size"] == 1 and start["parameters"] == 85002, start  # the model's 64-256-256-10
+        assert start["gradient_bytes"] == 4 * 85002, start
+        iterations = [record for record in records if record["kind"] == "iter"]
+        assert [record["samples"] for record in iterations] == [32] * steps, job["name"]
+        assert re.findall(r"<stdout>:(?:step \d+|final) loss ([0-9.]+)", log) == alone_losses, job["name"]
+        assert f"{iterations[0]['loss']:.8f}" == alone_losses[0]
+        if job["mode"] == "crossover":
+            assert job["turn_stats"]["grants"] >= steps, job["turn_stats"]  # a turn for each step's compute
 
 
 def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results):

@@ -89,7 +89,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         distributed = wrapped(optimizer, *args, **kwargs)
         distributed_optimizers.add(distributed)
         _count_all_reduces(coordinator, distributed)
-        coordinator.attach(list(distributed._requires_update), wait_for_gradients)
+        coordinator.attach(_parameters_to_update(distributed), wait_for_gradients)
         original_step = distributed.step
 
         def step(self, closure=None):
@@ -161,6 +161,15 @@ def _gradients_of_collectives_outside_turn(coordinator: ScriptCoordinator) -> No
                 outside = _outside_turn(coordinator, backward)
                 setattr(outside, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
                 function.backward = staticmethod(outside)  # type: ignore[method-assign]
+
+
+def _parameters_to_update(distributed) -> list:
+    """The parameters whose gradients a Horovod optimizer all-reduces: those of its groups that require a
+    gradient. Horovod lists them itself (`_requires_update`) only where it hooks their gradients, with more than
+    one rank (or elastic); with one it lists none, and the shim, told of no parameter, found neither the model
+    (no turn in its forward, no batch: 0 samples) nor its size. Read from the groups, they are the same at any
+    size."""
+    return [parameter for group in distributed.param_groups for parameter in group["params"] if parameter.requires_grad]
 
 
 def _count_all_reduces(coordinator: ScriptCoordinator, distributed) -> None:

@@ -156,8 +156,8 @@ class ScriptCoordinator:
             if self.gradients > gradients or not self.attached or not self.watched:
                 self._count_backward(args[0] if args else kwargs.get("tensors"))
             # else a backward that reached none of the model's parameters (a probe fitted on its own beside
-            # it): no backward of the model's iteration, nor its loss. Where none is watched (Horovod in a
-            # world of one rank hooks no gradient, and tells none), every backward counts
+            # it): no backward of the model's iteration, nor its loss. Where none is watched (the engine's
+            # wrapper holds no parameter that takes a gradient), every backward counts
             self._after_backward()
             return result
 
