@@ -105,8 +105,9 @@ def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated
 
 
 def test_a_ddp_script_next_to_a_recipe(isolated_results):
-    # recipes and scripts in one group: the recipes after --group, the scripts' own arguments after --
-    # (one policy: the frozen/unused copies above take turns under both)
+    # recipes and scripts in one group: the recipes after --group, the scripts' own arguments after --, and
+    # --iterations capping both (the script's 30 steps cut at 20: it ran its own 30 before); one policy: the
+    # frozen/unused copies above take turns under both
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "--script", SCRIPT,
                              "--engine", "torch", "--mode", "sequential,crossover", "--iterations", "20",
                              "--json",
@@ -116,11 +117,12 @@ def test_a_ddp_script_next_to_a_recipe(isolated_results):
     jobs = {(j["name"], j["mode"], j["policy"]): j for j in json.loads(result.stdout)["jobs"]}
     assert all(job["status"] == "finished" for job in jobs.values())
     alone = _rank0_losses(jobs[("ddp_digits", "sequential", None)]["log_dir"])
-    assert len(alone) == STEPS + 1
+    assert len(alone) == 20  # stopped after 20 steps, before its final line
+    assert {job["iterations"] for job in jobs.values()} == {20}
     script, recipe = jobs[("ddp_digits", "crossover", "work-conserving")], jobs[("mlp-digits", "crossover", "work-conserving")]
     assert _rank0_losses(script["log_dir"]) == alone
     assert recipe["final_loss"] == jobs[("mlp-digits", "sequential", None)]["final_loss"]
-    assert script["turn_stats"]["grants"] >= 2 * STEPS and recipe["turn_stats"]["grants"] >= 2 * 20
+    assert script["turn_stats"]["grants"] >= 2 * 20 and recipe["turn_stats"]["grants"] >= 2 * 20
 
 
 def test_a_sharded_optimizer_counts_one_iteration_per_step_and_broadcasts_outside_the_turn(isolated_results):
