@@ -627,7 +627,10 @@ SIMULATE_HELP = {
         "How fast jobs go in a group: xover (its simulation of the turn policy, concurrent and MPS) or "
         "interleave (Muri's: the ideal interleaving of data, GPU and network times charged --factors)."
     ),
-    "factors": "--model interleave: the interleaving-efficiency factor for groups of 2, 3, 4, ... jobs.",
+    "factors": (
+        "--model interleave: the interleaving-efficiency factor for groups of 2, 3, 4, ... jobs, charged over their "
+        "ideal interleaved iteration (so >= 1)."
+    ),
     "semantics": (
         "xover: running jobs keep their devices, a (re)start costs a job its restart time once; muri: as "
         "Muri's simulator, every event re-decides everything and costs every running job its restart time, a "

@@ -83,6 +83,11 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--model", "interleave", "--max-group", "5"],
          "--max-group 5: --factors gives factors up to groups of 4"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--factors", "1.3,x"], "--factors 1.3,x: give numbers"),
+        # a factor below 1 ran groups faster than their ideal interleaving (1e-300: in no time)
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv"), "--model",
+          "interleave", "--factors", "1.2,0.9"], "--factors 1.2,0.9: 0.9 is below 1: a factor is charged over"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv"), "--model",
+          "interleave", "--factors", "1e-300"], "give numbers >= 1"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
          "line 1: unknown column 'arrival_s'"),
         ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv")],
@@ -112,3 +117,25 @@ def test_simulate_runs_as_a_module():
     result = subprocess.run([sys.executable, "-m", "xover", "simulate", "--help"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0 and "--semantics" in result.stdout
+
+
+def test_a_trace_written_with_quoted_names_and_unix_timestamps_is_replayed_from_its_first_arrival(
+    isolated_results, tmp_path
+):
+    """A header of quoted names (csv.QUOTE_ALL) was 'not a trace this reads'; arrivals at Unix timestamps merged
+    events 1.5 s apart (jobs started before they arrived)."""
+    trace = tmp_path / "quoted.csv"
+    trace.write_text(
+        '"arrival_s","gpus","duration_s","model","name"\n'
+        '"1507338000","1","10","narrow","e0"\n"1507338001","1","10","narrow","e1"\n"1507338001.2","1","5","narrow","e2"\n'
+    )
+    result = xover(
+        "simulate", str(trace), "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x1", "--policy", "fifo",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    stored = json.loads(result.stdout)
+    assert stored["format"] == "plain"
+    assert stored["notes"] == ["times are from the first arrival, at 1507338000 s of the trace"]
+    # e0 0-10, e1 10-20, e2 20-25: queued 0, 9 and 18.8 s
+    assert stored["replays"][0]["avg_queue_s"] == pytest.approx((0 + 9 + 18.8) / 3)

@@ -423,3 +423,141 @@ def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):
     path.write_bytes(gzip.compress((ASSETS / "pair.csv").read_bytes()))
     with pytest.raises(TraceError, match=r"pair.csv.gz: not a UTF-8 text file \(compressed with gzip: gunzip it first\)"):
         load_trace(path, profiles=PROFILES.get)
+
+
+# ---------------------------------------------------------------- names, times and figures the reviewer found wrong
+
+
+def test_a_philly_job_without_a_usable_id_gets_a_name_no_other_job_has(tmp_path):
+    """A job whose jobid was unusable was named job<index>, which another job's real jobid could be: the
+    replay then mixed the two up (xover under Muri's semantics looped for ever, srtf got wrong figures)."""
+    entries = [
+        {"jobid": jobid, "submitted_time": f"2017-10-07 01:00:{at:02d}",
+         "attempts": [{"start_time": f"2017-10-07 01:00:{at:02d}", "end_time": f"2017-10-07 01:0{end}:00",
+                       "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]}
+        for jobid, at, end in (("job1", 0, 2), ("bad id", 10, 1), ("x3", 20, 1), ("x3", 30, 1))
+    ]
+    path = tmp_path / "philly.json"
+    path.write_text(json.dumps(entries))
+    instances = load_trace(path, profiles=PROFILES.get, assign=["narrow"]).instances
+    assert [job.name for job in instances] == ["job1", "job1-2", "x3", "job3"]
+    rules = ReplayRules(reschedule="repack", restart="every-event")
+    outcome = replay(instances, ONE_DEVICE, POLICIES["xover"], InterleaveModel(), rules)
+    assert outcome.unfinished == []
+
+
+def test_a_generated_plain_name_avoids_the_names_the_trace_gives_further_down(tmp_path):
+    """An unnamed job on line 3 was named job1, which line 2 named: 'line 3: job name 'job1' is used twice',
+    a name the user never wrote there."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,gpus,duration_s,model,name\n0,1,10,narrow,\n1,1,10,narrow,job0\n2,1,10,narrow,job1\n")
+    names = [job.name for job in load_trace(path, profiles=PROFILES.get).instances]
+    assert names == ["job0-2", "job0", "job1"]
+
+
+def test_a_muri_job_id_given_twice_is_named_as_the_trace_writes_it(tmp_path):
+    path = tmp_path / "muri.csv"
+    lines = (ASSETS / "muri_two.csv").read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[1], lines[1]]) + "\n")
+    with pytest.raises(TraceError, match="line 3: job_id '0' is used twice \\(first on line 2\\)"):
+        load_trace(path)
+
+
+def test_the_replay_refuses_two_jobs_of_one_name():
+    """The planning core tells jobs apart by name: two of one name were mixed up, or looped for ever."""
+    narrow = PROFILES["narrow"]
+    instances = [JobInstance("a", narrow, 100, 0.0), JobInstance("a", narrow, 100, 5.0)]
+    with pytest.raises(ValueError, match="two jobs are named 'a'"):
+        replay(instances, ONE_DEVICE, POLICIES["srtf"], XoverModel(), ReplayRules())
+
+
+SHIFT_S = 1507338000  # a Unix timestamp (2017-10-07), as Philly's and other clusters' logs give arrivals
+
+
+def _shifted_plain_traces(tmp_path: Path) -> tuple[Path, Path]:
+    rng = random.Random(7)
+    rows = []
+    at = 0.0
+    for index in range(40):
+        at += rng.choice([0.0, 0.2, 0.4, 1.0, rng.uniform(0, 30)])
+        rows.append((round(at, 3), rng.choice([1, 1, 2]), round(rng.uniform(0.5, 80), 3), rng.choice(["narrow", "loader"]), f"e{index}"))
+    header = "arrival_s,gpus,duration_s,model,name\n"
+    relative, shifted = tmp_path / "relative.csv", tmp_path / "shifted.csv"
+    relative.write_text(header + "".join(f"{a},{g},{d},{m},{n}\n" for a, g, d, m, n in rows))
+    shifted.write_text(header + "".join(f"{SHIFT_S + a:.3f},{g},{d},{m},{n}\n" for a, g, d, m, n in rows))
+    return relative, shifted
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "tiresias", "xover", "xover-las"])
+@pytest.mark.parametrize("semantics", [{}, {"reschedule": "repack", "restart": "every-event", "alone_factor": 1.015}])
+def test_a_trace_shifted_in_time_gives_the_same_jobs_times(tmp_path, policy, semantics):
+    """Events closer than 1e-9 of the clock were one: at Unix timestamps (1.5e9 s) 1.5 s apart, so jobs
+    started before they arrived and a shifted trace replayed differently. Times are now from the first
+    arrival, subtracted as written (1507338005.435 is no float)."""
+    relative, shifted = _shifted_plain_traces(tmp_path)
+    outcomes = []
+    for path in (relative, shifted):
+        trace = load_trace(path, profiles=PROFILES.get, restart_s=2.0)
+        outcome = replay(trace.instances, TWO_DEVICES, POLICIES[policy], XoverModel(), ReplayRules(**semantics))
+        assert outcome.unfinished == []
+        outcomes.append({job.name: (job.arrival_s, job.start_s, job.jct_s) for job in outcome.jobs})
+    assert outcomes[0] == outcomes[1]
+    assert load_trace(shifted, profiles=PROFILES.get).notes == [
+        f"times are from the first arrival, at {SHIFT_S + float(relative.read_text().splitlines()[1].split(',')[0]):.15g} s of the trace"
+    ]
+
+
+def test_a_muri_trace_shifted_in_time_gives_the_same_jobs_times(tmp_path):
+    lines = (ASSETS / "muri_two.csv").read_text().splitlines()
+    shifted = [lines[0]] + [
+        ",".join(cells[:2] + [str(SHIFT_S + int(cells[2]))] + cells[3:])  # ms: 17 days on
+        for cells in (line.split(",") for line in lines[1:])
+    ]
+    path = tmp_path / "muri.csv"
+    path.write_text("\n".join(shifted) + "\n")
+    assert [job.arrival_s for job in load_trace(path).instances] == [0.0, 50.0]
+
+
+def test_no_job_starts_before_it_arrives_on_a_clock_of_unix_timestamps():
+    """The engine given timestamps itself (not through a trace reader): jobs 1 s and 0.2 s apart were one
+    event, and a 1 s job arriving at t + 1.2 started at t + 1 (negative queueing)."""
+    narrow = PROFILES["narrow"]  # 100 ms an iteration
+    instances = [
+        JobInstance("e0", narrow, 10, SHIFT_S + 0.0),
+        JobInstance("e1", narrow, 10, SHIFT_S + 1.0),
+        JobInstance("e2", narrow, 5, SHIFT_S + 1.2),
+    ]
+    for policy in ("fifo", "srtf"):
+        outcome = replay(instances, ONE_DEVICE, POLICIES[policy], XoverModel(), ReplayRules())
+        for job in outcome.jobs:
+            assert job.start_s >= job.arrival_s and job.jct_s >= job.work_s - 1e-6
+
+
+def test_the_grouped_share_is_all_when_every_busy_second_was_in_groups(tmp_path):
+    """It was 0: the share alone defaulted to 1 where no device-second was alone."""
+    path = tmp_path / "pair.csv"
+    path.write_text("arrival_s,gpus,duration_s,model,name\n0,1,100,loader,p0\n0,1,100,loader,p1\n")
+    outcome = replay(load_trace(path, profiles=PROFILES.get).instances, ONE_DEVICE, POLICIES["xover"],
+                     InterleaveModel(factors=(1.25,)), ReplayRules())
+    assert "alone" not in outcome.device_s_by_sharing
+    assert summarise(outcome).grouped_share == 1.0
+
+
+def test_utilisation_over_time_is_never_above_all_the_devices():
+    """Float sums of spans at timestamps gave points of 1.0000000281."""
+    from xover.replay.engine import JobOutcome, ReplayOutcome, Timeline
+
+    timeline = Timeline()
+    for offset, running in ((0.0, 1), (7.3, 2), (1000.1, 1)):
+        timeline.add(SHIFT_S + offset, 1, 1, 0, running)
+    job = JobOutcome("a", "k", 1, SHIFT_S, 1.0, SHIFT_S, SHIFT_S + 2239.934)
+    points = utilisation_over_time(ReplayOutcome("p", 1, [job], timeline, {"interleaved": 1.0}, 1))
+    assert max(point.busy for point in points) <= 1.0 and max(point.grouped for point in points) <= 1.0
+
+
+def test_a_header_of_quoted_names_is_told_a_plain_trace(tmp_path):
+    """As csv.QUOTE_ALL writes it: refused as 'not a trace this reads' (the head was split on commas)."""
+    path = tmp_path / "quoted.csv"
+    path.write_text('"arrival_s","gpus","duration_s","model","name"\n"0","1","100","narrow","j0"\n')
+    assert detect_format(path) == "plain"
+    assert [job.name for job in load_trace(path, profiles=PROFILES.get).instances] == ["j0"]

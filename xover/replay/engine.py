@@ -45,7 +45,10 @@ from .policies import TIRESIAS_LIMITS, Policy
 
 RESCHEDULES = ("keep", "repack")
 RESTARTS = ("on-start", "every-event")
-EVENT_TOLERANCE_S = 1e-9  # events this close (relative to the clock) are one: times are sums of floats
+# Events this close (s) are one (times are sums of floats); absolute, not relative to the clock, so that a trace
+# shifted in time (Unix timestamps: 1.5e9 s) does not merge events a second apart. A batch acts at its latest
+# event's time, so no event acts before its own.
+EVENT_TOLERANCE_S = 1e-6
 JOIN_CANDIDATES = 32  # keep: the jobs next in line of each device count that may join running ones at a decision
 _COMPLETION, _ARRIVAL, _QUEUE_LIMIT = 0, 1, 2
 
@@ -285,7 +288,11 @@ class Replay:
             job.kind = kinds.setdefault((instance.kind, instance.alone_ms, job.gpus, instance.max_slowdown), len(kinds))
         self.free = FreeDevices(hosts)
         self.devices = self.free.total
+        names: dict[str, int] = {}
         for job in self.jobs:
+            # the planning core tells jobs apart by name: two of one name would be mixed up (or loop for ever)
+            if names.setdefault(job.instance.name, job.index) != job.index:
+                raise ValueError(f"two jobs are named {job.instance.name!r}: give every job a name of its own")
             if job.gpus > self.devices:
                 raise ValueError(f"job {job.instance.name!r} needs {job.gpus} devices; the cluster has {self.devices}")
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job index, version)
@@ -320,12 +327,11 @@ class Replay:
         for job in self.jobs:
             heapq.heappush(self.events, (job.instance.arrival_s, _ARRIVAL, job.index, 0))
         while self.events:
-            now = self.events[0][0]
-            self._advance(now)
             batch = []
-            horizon = now + EVENT_TOLERANCE_S * max(1.0, abs(now))
+            horizon = self.events[0][0] + EVENT_TOLERANCE_S
             while self.events and self.events[0][0] <= horizon:
                 batch.append(heapq.heappop(self.events))
+            self._advance(batch[-1][0])
             if not self._handle(batch):
                 continue
             self.event_count += 1

@@ -87,7 +87,7 @@ def summarise(outcome: ReplayOutcome) -> ReplaySummary:
         makespan_s=makespan,
         avg_queue_s=statistics.fmean(job.queued_s for job in done) if done else math.nan,
         utilisation=busy / (outcome.devices * makespan) if makespan > 0 else math.nan,
-        grouped_share=1.0 - shares.get(ALONE.name, 1.0) if busy else 0.0,
+        grouped_share=1.0 - shares.get(ALONE.name, 0.0) if busy else 0.0,  # no time alone: all of it grouped
         by_sharing=shares,
         events=outcome.events,
         preemptions=sum(job.preemptions for job in outcome.jobs),
@@ -124,7 +124,9 @@ def utilisation_over_time(outcome: ReplayOutcome, buckets: int = BUCKETS) -> lis
             if index >= len(times):
                 break
         busy, grouped, waiting, running = (value / width for value in sums)
-        points.append(UtilisationPoint(low, high, busy / outcome.devices, grouped / outcome.devices, waiting, running))
+        # shares of the devices: at most all of them, whatever the float sums of the spans say
+        busy_share, grouped_share = (min(1.0, devices / outcome.devices) for devices in (busy, grouped))
+        points.append(UtilisationPoint(low, high, busy_share, grouped_share, waiting, running))
     return points
 
 

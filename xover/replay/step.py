@@ -155,8 +155,15 @@ def check_request(request: SimulateRequest) -> None:
         raise XoverError(f"--placement {request.placement}: choose {', '.join(PLACEMENTS)}")
     if request.turn_policy not in TURN_POLICIES:
         raise XoverError(f"--turn-policy {request.turn_policy}: choose {' or '.join(TURN_POLICIES)}")
-    if not request.factors or any(not (math.isfinite(f) and f > 0) for f in request.factors):
-        raise XoverError("--factors: give the factors for 2, 3, ... jobs as numbers > 0, e.g. 1.33,1.5,1.37")
+    if not request.factors or any(not math.isfinite(f) for f in request.factors):
+        raise XoverError("--factors: give the factors for 2, 3, ... jobs as numbers >= 1, e.g. 1.33,1.5,1.37")
+    below = [f for f in request.factors if f < 1]
+    if below:  # a group would run faster than its jobs' resources allow (1e-300: in no time)
+        raise XoverError(
+            f"--factors {','.join(f'{f:g}' for f in request.factors)}: {below[0]:g} is below 1: a factor is charged "
+            "over a group's ideal interleaved iteration, the shortest its jobs' data, GPU and network times allow, "
+            "so below 1 a group would run faster than possible; give numbers >= 1, e.g. 1.33,1.5,1.37"
+        )
     if request.max_group < 1:
         raise XoverError(f"--max-group {request.max_group}: give a whole number >= 1 (1: nobody shares)")
     if request.model == "interleave" and request.max_group > len(request.factors) + 1:

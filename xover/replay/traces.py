@@ -15,6 +15,9 @@ Three formats (`FORMATS`; `detect_format` tells them apart by their first line):
   `submitted_time`, devices and run time from its last attempt; it names no model, so each job gets one of
   the profiles given, drawn with a seed (as Gavel and Muri attach profiled models to trace jobs).
 
+Times are from the trace's first arrival (`load_trace`), and every job has a name of its own (the replay
+tells jobs apart by name: a name a reader makes up avoids every name the trace gives).
+
 Errors name the file, the line (the header is line 1) and the field, and say what to do.
 """
 
@@ -24,9 +27,10 @@ import csv
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +82,8 @@ def detect_format(path: str | Path) -> str:
     first = _first_line(Path(path))
     if first.lstrip().startswith(("[", "{")):
         return "philly"
-    columns = {cell.strip() for cell in first.split(",")}
+    # csv, not a split on commas: a header of quoted names ("arrival_s","gpus",...) is a header too
+    columns = {cell.strip() for cell in next(csv.reader([first]), [])}
     if set(MURI_COLUMNS) <= columns:
         return "muri"
     if set(PLAIN_COLUMNS) <= columns:
@@ -135,6 +140,29 @@ def load_trace(
     if limit is not None:
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
     return trace
+
+
+# Times are from the trace's first arrival, subtracted as written (1507338005.435 is no float): a trace shifted
+# in time (Unix timestamps) replays exactly as the same trace from 0, and the replay's clock holds small
+# numbers, whose float sums tell events apart.
+
+
+def _first_arrival(rows: Sequence[tuple[int, dict[str, str]]], column: str) -> Decimal:
+    """The smallest number of `column`, as written (a cell that is none is refused later, with its line)."""
+    first: Decimal | None = None
+    for _, cells in rows:
+        try:
+            value = Decimal(cells[column])
+        except InvalidOperation:
+            continue
+        if value.is_finite() and (first is None or value < first):
+            first = value
+    return first if first is not None else Decimal(0)
+
+
+def _origin_notes(first_s: Decimal | float, when: str = "") -> list[str]:
+    """What the outcome says of a first arrival not at 0."""
+    return [f"times are from the first arrival, at {float(first_s):.15g} s of the trace{when}"] if first_s else []
 
 
 def _skipped_text(skipped: Mapping[str, int]) -> str:
@@ -197,12 +225,26 @@ def _whole(path: Path, line: int, column: str, text: str) -> int:
     return int(value)
 
 
-def _unique_name(path: Path, line: int, name: str, seen: dict[str, int]) -> str:
+def _unique_name(path: Path, line: int, name: str, seen: dict[str, int], written: str = "") -> str:
+    """`name`, checked and taken; `written`: what the trace wrote that it comes from, where not the name."""
     if (problem := job_name_problem(name)) is not None:
         raise TraceError(f"{path}: line {line}: {problem}")
     if name in seen:
-        raise TraceError(f"{path}: line {line}: job name {name!r} is used twice (first on line {seen[name]})")
+        raise TraceError(
+            f"{path}: line {line}: {written or 'job name ' + repr(name)} is used twice (first on line {seen[name]})"
+        )
     seen[name] = line
+    return name
+
+
+def _generated_name(preferred: str, *taken: Container[str]) -> str:
+    """A name for a job the trace names not (or not usably): `preferred`, else the first of `preferred-2`,
+    `preferred-3`, ... that is not `taken` (the names already given, and those the trace gives later: the
+    replay tells jobs apart by name)."""
+    name, suffix = preferred, 1
+    while any(name in names for names in taken):
+        suffix += 1
+        name = f"{preferred}-{suffix}"
     return name
 
 
@@ -213,9 +255,12 @@ def _load_muri(path: Path) -> Trace:
     instances: list[JobInstance] = []
     kinds: dict[tuple[Any, ...], JobProfile] = {}
     seen: dict[str, int] = {}
-    for line, cells in _rows(path, (*MURI_COLUMNS, *MURI_RESOURCES), MURI_OPTIONAL):
+    rows = list(_rows(path, (*MURI_COLUMNS, *MURI_RESOURCES), MURI_OPTIONAL))
+    first_ms = _first_arrival(rows, "submit_time")
+    for line, cells in rows:
         gpus = _whole(path, line, "num_gpu", cells["num_gpu"])
-        arrival = _number(path, line, "submit_time", cells["submit_time"]) / 1000
+        _number(path, line, "submit_time", cells["submit_time"])
+        arrival = float((Decimal(cells["submit_time"]) - first_ms) / 1000)
         iterations = _whole(path, line, "iterations", cells["iterations"])
         iteration_ms = _number(path, line, "iteration_time", cells["iteration_time"])
         data, gpu, network = (_number(path, line, column, cells[column]) for column in MURI_RESOURCES)
@@ -229,7 +274,7 @@ def _load_muri(path: Path) -> Trace:
         model = cells["model_name"] or "unknown"
         if (problem := job_name_problem(model)) is not None:
             raise TraceError(f"{path}: line {line}: model_name: {problem}")
-        name = _unique_name(path, line, f"job{cells['job_id']}", seen)
+        name = _unique_name(path, line, f"job{cells['job_id']}", seen, f"job_id {cells['job_id']!r}")
         key = (model, gpus, data, gpu, network)
         kind = kinds.get(key)
         if kind is None:
@@ -240,7 +285,7 @@ def _load_muri(path: Path) -> Trace:
         instances.append(
             JobInstance(name, kind, iterations, arrival, iteration_ms=iteration_ms, restart_s=float(restart))
         )
-    return Trace(str(path), "muri", instances)
+    return Trace(str(path), "muri", instances, notes=_origin_notes(first_ms / 1000))
 
 
 # ---------------------------------------------------------------- the plain CSV
@@ -249,15 +294,22 @@ def _load_muri(path: Path) -> Trace:
 def _load_plain(path: Path, profiles: ProfileLookup, restart_default: float) -> Trace:
     instances: list[JobInstance] = []
     seen: dict[str, int] = {}
-    for line, cells in _rows(path, PLAIN_COLUMNS, PLAIN_OPTIONAL):
-        arrival = _number(path, line, "arrival_s", cells["arrival_s"])
+    rows = list(_rows(path, PLAIN_COLUMNS, PLAIN_OPTIONAL))
+    written = {cells["name"] for _, cells in rows if cells.get("name")}
+    first = _first_arrival(rows, "arrival_s")
+    for line, cells in rows:
+        _number(path, line, "arrival_s", cells["arrival_s"])
+        arrival = float(Decimal(cells["arrival_s"]) - first)
         gpus = _whole(path, line, "gpus", cells["gpus"])
         duration = _number(path, line, "duration_s", cells["duration_s"], above=True)
         model = cells["model"]
         if not model:
             raise TraceError(f"{path}: line {line}: empty model: name a profile")
         kind = _profile(path, line, profiles, model)
-        name = _unique_name(path, line, cells.get("name") or f"job{len(instances)}", seen)
+        if cells.get("name"):
+            name = _unique_name(path, line, cells["name"], seen)
+        else:  # job<its index>, unless the trace names a job so, here or further down
+            name = _unique_name(path, line, _generated_name(f"job{len(instances)}", written, seen), seen)
         restart = _number(path, line, "restart_s", cells["restart_s"]) if cells.get("restart_s") else restart_default
         slowdown = (
             _number(path, line, "max_slowdown", cells["max_slowdown"], 1.0) if cells.get("max_slowdown") else None
@@ -266,7 +318,7 @@ def _load_plain(path: Path, profiles: ProfileLookup, restart_default: float) -> 
         instances.append(
             JobInstance(name, kind, iterations, arrival, devices=gpus, max_slowdown=slowdown, restart_s=restart)
         )
-    return Trace(str(path), "plain", instances)
+    return Trace(str(path), "plain", instances, notes=_origin_notes(first))
 
 
 def _profile(path: Path, line: int, profiles: ProfileLookup, model: str) -> JobProfile:
@@ -315,16 +367,23 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
             continue
         jobs.append(job)
     instances: list[JobInstance] = []
-    first = min((submitted for submitted, _, _, _ in jobs), default=0.0)
-    seen: dict[str, int] = {}
+    first = min((submitted for submitted, _, _, _ in jobs), default=0.0)  # whole seconds: exact differences
+    usable = {jobid for _, jobid, _, _ in jobs if job_name_problem(jobid) is None}
+    taken: set[str] = set()
     for submitted, jobid, gpus, duration in sorted(jobs):
         model = rng.choice(list(assign))
         kind = kinds[model]
-        name = jobid if job_name_problem(jobid) is None and jobid not in seen else f"job{len(instances)}"
-        seen[name] = len(instances)
+        if jobid in usable and jobid not in taken:
+            name = jobid
+        else:  # no usable jobid, or one an earlier job has: a name no other job has or will have
+            name = _generated_name(f"job{len(instances)}", usable, taken)
+        taken.add(name)
         iterations = max(1, round(duration * 1000 / kind.solo_ms))
         instances.append(JobInstance(name, kind, iterations, submitted - first, devices=gpus, restart_s=restart))
     notes = [f"models drawn from {', '.join(assign)} with seed {seed} (Philly names none)"]
+    if jobs:
+        when = datetime.fromtimestamp(first, timezone.utc).strftime(_PHILLY_TIME)
+        notes += _origin_notes(first, f" ({when} UTC)")
     return Trace(str(path), "philly", instances, skipped, notes)
 
 
