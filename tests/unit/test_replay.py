@@ -561,3 +561,11 @@ def test_a_header_of_quoted_names_is_told_a_plain_trace(tmp_path):
     path.write_text('"arrival_s","gpus","duration_s","model","name"\n"0","1","100","narrow","j0"\n')
     assert detect_format(path) == "plain"
     assert [job.name for job in load_trace(path, profiles=PROFILES.get).instances] == ["j0"]
+
+
+def test_the_interleave_model_itself_refuses_a_factor_below_one():
+    """The command refuses --factors below 1; the model a library user builds does too (0.5 ran groups faster
+    than their jobs' resources allow)."""
+    with pytest.raises(ValueError, match="numbers >= 1"):
+        InterleaveModel(factors=(1.2, 0.5))
+    assert InterleaveModel(factors=(1.0,)).factors == (1.0,)

@@ -131,8 +131,9 @@ class InterleaveModel:
     name: str = "interleave"
 
     def __post_init__(self) -> None:
-        if not self.factors or any(not (math.isfinite(f) and f > 0) for f in self.factors):
-            raise ValueError(f"interleaving factors must be numbers > 0, got {self.factors!r}")
+        # charged over the ideal interleaved period, the shortest the jobs' resources allow: below 1 is faster
+        if not self.factors or any(not (math.isfinite(f) and f >= 1) for f in self.factors):
+            raise ValueError(f"interleaving factors must be numbers >= 1, got {self.factors!r}")
 
     @property
     def max_group(self) -> int:
