@@ -129,8 +129,8 @@ def show_run(result: Any, as_json: bool) -> None:
         )
         console.print(
             f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {overlapping} "
-            f"group{'' if overlapping == 1 else 's'} ran at once ({predicted}; `--mode sequential` with the "
-            "same options measures its jobs one after another)"
+            f"group{'' if overlapping == 1 else 's'} ran at once ({predicted}; `xover run PLAN --mode sequential` "
+            "with the same options runs its jobs one after another, as `make demo` does to set the two side by side)"
         )
     console.print(f"logs: {result.results_dir}")
 

@@ -236,3 +236,60 @@ def test_the_launchers_verdict_is_read_from_its_own_lines_only():
     assert LauncherVerdict("1", "1", 137, through_shell=True).how_it_ended() == "killed by signal 9 (SIGKILL)"
     assert LauncherVerdict("1", "1", 137).how_it_ended() == "exited with code 137"
     assert LauncherVerdict("0", "0", -15).how_it_ended() == "killed by signal 15 (SIGTERM)"
+
+
+def test_horovodruns_zero_padded_rank_folders_are_the_ranks_its_summary_names(tmp_path):
+    """From 11 ranks on, horovodrun names the folders rank.00, rank.01, ... and its summary 'Process name: 1': the
+    named rank's traceback was not found ('rank 1: exited with code 1, no traceback')."""
+    from xover.run.record import failure_summary
+
+    for rank in range(12):
+        folder = tmp_path / "ranks" / f"rank.{rank:02d}"
+        folder.mkdir(parents=True)
+        text = _traceback("", "RuntimeError: deliberate failure on rank 1") if rank == 1 else "Terminated\n"
+        (folder / "stderr").write_text(text)
+    (tmp_path / "launcher.log").write_text("\n".join(_horovodrun_summary(1, 1)))
+    summary = failure_summary(tmp_path, [])
+    assert summary.startswith("rank 1:\nTraceback") and summary.endswith("deliberate failure on rank 1"), summary
+
+
+def test_torchrun_on_two_nodes_blames_the_rank_with_an_error_of_its_own_not_a_local_rank_of_either(tmp_path):
+    """Each node's torchrun writes RUN/attempt_0/LOCAL_RANK: the two local ranks 1 were one key (one log lost), and
+    the verdict's 'rank: 3 (local_rank: 1)' was looked up as either."""
+    from xover.run.record import failure_summary
+
+    for run, text in (("aaaa_1", _traceback("[rank3]: ", "RuntimeError: deliberate failure on rank 3")),
+                      ("bbbb_2", _traceback("[rank1]: ", GLOO_RESET))):
+        for local in ("0", "1"):
+            folder = tmp_path / "ranks" / run / "attempt_0" / local
+            folder.mkdir(parents=True)
+            (folder / "stderr.log").write_text(text if local == "1" else "")
+    launcher = _torchrun_summary(1, "1 (pid: 7) ", "To enable traceback see: https://pytorch.org/docs/stable/")
+    summary = failure_summary(tmp_path, launcher)
+    assert summary.endswith("RuntimeError: deliberate failure on rank 3"), summary
+
+
+def test_a_rank_that_died_silently_beside_a_peers_knock_on_root_cause_is_blamed(tmp_path):
+    """torchrun counts whole seconds: rank 1's os._exit(3) and rank 0's knock-on exit in one moment can make rank 0
+    the root cause, rank 1 listed among the failures with its own code."""
+    from xover.run.record import failure_summary
+
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", GLOO_RESET), rank1="")
+    launcher = _torchrun_summary(0, "1 (pid: 30459) ", "To enable traceback see: https://pytorch.org/docs/stable/")
+    launcher[launcher.index("  exitcode  : -15 (pid: 30459)  (SIGTERM)")] = "  exitcode  : 3 (pid: 30460)"
+    assert failure_summary(tmp_path, launcher) == "rank 1:\nexited with code 3, no traceback"
+    # a peer torchrun stopped itself (SIGTERM) is not the cause: the root cause stands
+    launcher = _torchrun_summary(0, "1 (pid: 30459) ", "To enable traceback see: https://pytorch.org/docs/stable/")
+    assert failure_summary(tmp_path, launcher).startswith("rank 0:\nTraceback")
+
+
+def test_nccls_remote_error_is_a_knock_on_though_its_last_line_does_not_say_exited(tmp_path):
+    from xover.run.record import failure_summary
+
+    nccl = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or "
+            "there was a network error, NCCL version 2.21.5\n"
+            "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.")
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", nccl),
+                    rank1=_traceback("[rank1]: ", "RuntimeError: CUDA out of memory"))
+    launcher = _torchrun_summary(0, "1 (pid: 1) ", "To enable traceback see: https://pytorch.org/docs/stable/")
+    assert failure_summary(tmp_path, launcher).endswith("RuntimeError: CUDA out of memory")

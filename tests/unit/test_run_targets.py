@@ -75,3 +75,23 @@ def test_a_plan_run_at_other_lengths_does_not_set_the_plans_makespans_beside_its
         shown = " ".join(capsys.readouterr().out.split())
         assert "makespan 9.9 s measured" in shown and said in shown, shown
         assert ("29.4" in shown) is as_planned
+
+
+def test_a_plan_run_in_one_way_is_set_beside_the_plans_prediction_for_that_way():
+    """`xover run PLAN --mode concurrent` showed the plan's crossover prediction beside concurrent's measurement."""
+    from xover.run.commands import predicted_for
+    from xover.run.jobs import GroupToRun
+
+    group = GroupToRun(0, [], predicted_gain=1.29, sharing="concurrent",
+                       predicted_by_sharing={"crossover": 1.29, "concurrent": 1.43})
+    assert predicted_for(group, "concurrent") == 1.43 and predicted_for(group, "crossover") == 1.29
+    assert predicted_for(group, "adaptive") == 1.43  # it settles in the better
+    assert predicted_for(group, "mps") is None  # not predicted
+    assert predicted_for(GroupToRun(1, [], predicted_gain=1.0), "crossover") == 1.0  # a job alone
+
+
+def test_the_profile_a_job_across_hosts_needs_names_its_hosts():
+    [group] = _targets(["mlp-digits"], [], None).groups
+    job = group.jobs[0]
+    job.devices = {"xo-h1": [0], "xo-h2": [0]}
+    assert shlex.split(profile_command(job, HOST))[-2:] == ["-H", job.hosts]

@@ -23,7 +23,7 @@ from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import settings
-from ..sharing import PLANNED, Mode, modes_of
+from ..sharing import PLANNED, Mode, adapts, modes_of
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -236,9 +236,13 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         policies=policies,
         jobs=jobs,
         groups=comparisons,
-        # a plan's own run: the gain predicted for the way each group runs in (a comparison's: crossover's)
+        # a plan run in one way: the gain the plan predicted for it; a comparison's: crossover's, set against it
         predicted_gains={
-            g.index: g.predicted_by_sharing.get(g.sharing, g.predicted_gain) if not comparison else g.predicted_gain
+            g.index: (
+                predicted_for(g, g.sharing if modes == [PLANNED] else modes[0])
+                if plan is not None and not comparison
+                else g.predicted_gain
+            )
             for g in groups
         },
         sharing={g.index: g.sharing for g in groups} if plan is not None else {},
@@ -258,6 +262,16 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     if port is None:
         return None
     return PrometheusSink(port, run_facts(groups, planned))
+
+
+def predicted_for(group: GroupToRun, way: str) -> float | None:
+    """The plan's predicted gain of `group` in `way`: an adaptive group's is its better way's (what it settles
+    in); None for a way the plan did not predict (a job alone: its own gain, the only one)."""
+    if not group.predicted_by_sharing:
+        return group.predicted_gain
+    if adapts(way):
+        return max(group.predicted_by_sharing.values(), default=None)
+    return group.predicted_by_sharing.get(way)
 
 
 def schedule_summary(

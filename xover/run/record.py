@@ -451,6 +451,7 @@ KNOCK_ON_ERRORS = (
     "Horovod has been shut down",
     "Broken pipe",
     "remote process exited",  # NCCL
+    "remote process exiting",  # NCCL's ncclRemoteError
     "collective operation timeout",  # NCCL's watchdog, a peer gone silent
 )
 _TORCHRUN_ROOT_CAUSE = "Root Cause (first observed failure):"
@@ -520,10 +521,11 @@ class _RankLog:
         return any(_says_error(line) for line in self.lines)
 
     def knock_on(self) -> bool:
-        """Whether its error is what a peer's death causes (connection reset, Horovod shut down)."""
-        exceptions = [line for line in self.lines if EXCEPTION_LINE.match(line)]
-        last = (exceptions or self.lines or [""])[-1]
-        return any(marker in last for marker in KNOCK_ON_ERRORS)
+        """Whether its error is what a peer's death causes (connection reset, Horovod shut down): said anywhere in
+        its last traceback (torch's NCCL error says so on the line before its last)."""
+        starts = [index for index, line in enumerate(self.lines) if "Traceback" in line]
+        last = self.lines[starts[-1] :] if starts else self.lines[-1:]
+        return any(marker in line for line in last for marker in KNOCK_ON_ERRORS)
 
     def first_to_blame(self) -> tuple[bool, bool, float, str]:
         """Sort key: its own error before a peer's knock-on, a traceback before a mere error line, then
@@ -538,14 +540,22 @@ def _without_shell_notes(lines: list[str]) -> list[str]:
     return lines
 
 
-def _rank_logs(log_dir: Path) -> dict[str, _RankLog]:
-    """Each rank's stderr file, by the name of its folder (horovodrun: rank.N/stderr; torchrun: .../N/stderr.log)."""
-    logs = {}
-    for stderr in sorted((log_dir / "ranks").glob("**/stderr*")):  # a later attempt's after an earlier's
-        rank = stderr.parent.name.removeprefix("rank.")
+def _rank_logs(log_dir: Path) -> tuple[dict[str, _RankLog], bool]:
+    """Each rank's stderr file, by its rank as a number (horovodrun: rank.N/stderr, zero-padded from 11 ranks on;
+    torchrun: RUN/attempt_K/LOCAL_RANK/stderr.log), and whether they are one launcher's: torchrun on several
+    nodes writes a RUN folder per node, each with its local ranks 0, 1, ..., which the launcher's verdict (a
+    local rank on one of them) cannot tell apart; then every log is kept, by its path."""
+    ranks = log_dir / "ranks"
+    found = []
+    for stderr in sorted(ranks.glob("**/stderr*")):  # a later attempt's after an earlier's
+        name = stderr.parent.name.removeprefix("rank.")
+        rank = str(int(name)) if name.isdigit() else name
         text = [_unrelayed(line) for line in stderr.read_text(errors="replace").strip().splitlines()]
-        logs[rank] = _RankLog(rank, _without_shell_notes(text), stderr.stat().st_mtime)
-    return logs
+        found.append((stderr.relative_to(ranks), _RankLog(rank, _without_shell_notes(text), stderr.stat().st_mtime)))
+    runs = {path.parts[0] for path, _ in found if len(path.parts) > 3}  # torchrun's RUN folders
+    if len(runs) > 1:
+        return {str(path): log for path, log in found}, False
+    return {log.rank: log for _, log in found}, True
 
 
 def _relayed_rank_logs(launcher_lines: Sequence[str]) -> dict[str, _RankLog]:
@@ -571,26 +581,60 @@ def _launcher_lines(log_dir: Path, launcher_tail: list[str]) -> list[str]:
         return handle.read().decode(errors="replace").splitlines()
 
 
-def _blamed(verdict: LauncherVerdict | None, logs: dict[str, _RankLog]) -> tuple[str, list[str] | None] | None:
-    """The rank that failed first and its log's lines (None: it died without a word); None: nobody to blame.
-    The launcher names the rank that ended first; a rank that raised may outlive a peer's knock-on error
-    (horovodrun's 'Horovod has been shut down' on rank 0 while rank 1's traceback is still being written)."""
+def _torchrun_failures(launcher_lines: Sequence[str]) -> list[LauncherVerdict]:
+    """Every rank torchrun's last summary lists, in its "Failures:" and its root cause: the ranks it stopped
+    itself (SIGTERM) and any other that ended on its own in the same moment (torchrun's clock counts whole
+    seconds, so its root cause may be a peer's knock-on exit)."""
+    lines = [line.rstrip() for line in launcher_lines]
+    starts = [index for index, line in enumerate(lines) if line.strip() in ("Failures:", _TORCHRUN_ROOT_CAUSE)]
+    if not starts:
+        return []
+    failures, rank, local_rank = [], None, None
+    for line in lines[starts[0] if len(starts) == 1 else starts[-2] :]:
+        if named := _TORCHRUN_RANK.match(line):
+            rank, local_rank = named.group(1), named.group(2) or named.group(1)
+        elif (code := _TORCHRUN_EXIT_CODE.match(line)) and rank is not None and local_rank is not None:
+            failures.append(LauncherVerdict(rank, local_rank, int(code.group(1))))
+            rank = local_rank = None
+    return failures
+
+
+@dataclass(frozen=True)
+class _Blame:
+    rank: str
+    lines: list[str] | None  # its log's; None: it died without a word
+    ended: str = "no error in its log"  # how, then (LauncherVerdict.how_it_ended)
+
+
+def _blamed(
+    verdict: LauncherVerdict | None, logs: dict[str, _RankLog], failures: Sequence[LauncherVerdict]
+) -> _Blame | None:
+    """The rank that failed first, and its log's lines; None: nobody to blame. The launcher names the rank
+    that ended first, but a rank that raised may outlive a peer's knock-on error (horovodrun's 'Horovod has
+    been shut down' on rank 0 while rank 1's traceback is still being written), and a rank that died without
+    a word in the same second as a peer's knock-on exit may be listed beside it rather than as the cause."""
     failed = sorted((log for log in logs.values() if log.says_error()), key=_RankLog.first_to_blame)
-    if verdict is None:
-        return (failed[0].rank, failed[0].lines) if failed else None
-    named = logs.get(verdict.log_name)
+    named = logs.get(verdict.log_name) if verdict is not None else None
+    if verdict is None or (named is None and failed):  # no verdict, or of a rank whose log is elsewhere
+        return _Blame(failed[0].rank, failed[0].lines) if failed else None
     if named is None or not named.says_error():
-        return verdict.rank, None
-    if named.knock_on() and failed and not failed[0].knock_on():
-        return failed[0].rank, failed[0].lines
-    return verdict.rank, named.lines
+        return _Blame(verdict.rank, None, verdict.how_it_ended())
+    if named.knock_on():
+        if failed and not failed[0].knock_on():
+            return _Blame(failed[0].rank, failed[0].lines)
+        for other in failures:
+            silent = logs.get(other.log_name)
+            stopped = other.exit_code == -signal.SIGTERM  # by torchrun, after the first failure
+            if other.log_name != verdict.log_name and not stopped and silent is not None and not silent.says_error():
+                return _Blame(other.rank, None, other.how_it_ended())
+    return _Blame(verdict.rank, named.lines)
 
 
 def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
     """Why a job failed, in a few lines: 'rank N:' and the last lines of the rank that failed first (its own
     error, not the launcher's echo of it, nor a peer's knock-on), or how it ended when it died without a
     word ('exited with code 3, no traceback'). The rank is the one the launcher names, where it names one."""
-    logs = _rank_logs(log_dir)
+    logs, one_launcher = _rank_logs(log_dir)
     # the shim's one line on what it cannot follow ('xover: SCRIPT: ...') says it all
     refusals = [
         (log.written, log.rank, refused[-1])
@@ -608,11 +652,11 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
             return refused[-1]
         # nor its error: the rank's relayed stderr, not what horovodrun says after it ("non-zero status")
         logs = _relayed_rank_logs(launcher_lines)
-    verdict = launcher_verdict(launcher_lines)
-    blamed = _blamed(verdict, logs)
+    # torchrun on several nodes: each node's verdict names a local rank of its own, not told apart here
+    verdict = launcher_verdict(launcher_lines) if one_launcher else None
+    blamed = _blamed(verdict, logs, _torchrun_failures(launcher_lines) if one_launcher else [])
     if blamed is None:
         return "\n".join(launcher_tail[-lines:])
-    rank, text = blamed
-    if text is None:
-        return f"rank {rank}:\n{verdict.how_it_ended() if verdict else 'no error in its log'}, no traceback"
-    return f"rank {rank}:\n" + "\n".join(text[-lines:])
+    if blamed.lines is None:
+        return f"rank {blamed.rank}:\n{blamed.ended}, no traceback"
+    return f"rank {blamed.rank}:\n" + "\n".join(blamed.lines[-lines:])

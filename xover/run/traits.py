@@ -12,6 +12,7 @@ from typing import Any
 from ..analysis import profile_of_run
 from ..devices import hardware_fingerprint
 from ..errors import XoverError
+from ..hosts import is_local
 from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
@@ -109,10 +110,11 @@ def profile_command(job: JobSpec, link: Link) -> str:
     its arguments, a recipe or job file by its file or name; with the ranks it runs on (all of them part of the
     profile's key)."""
     recipe = job.recipe
+    where = ["--np", str(job.np)] + ([] if all(map(is_local, job.devices)) else ["-H", job.hosts])
     if recipe.script and not recipe.path.endswith(".toml"):  # not a job file: --script's (a plan's: its path)
-        script = ["--script", recipe.path or recipe.script, "--engine", job.engine, "--np", str(job.np)]
+        script = ["--script", recipe.path or recipe.script, "--engine", job.engine, *where]
         return shlex.join(["xover", "profile", *script, *link.flag.split(), "--", *mask_argv(recipe.args)])
-    return f"xover profile {recipe.path or job.name}{link.flag} --engine {job.engine} --np {job.np}"
+    return shlex.join(["xover", "profile", recipe.path or job.name, *link.flag.split(), "--engine", job.engine, *where])
 
 
 def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
@@ -123,7 +125,8 @@ def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
         if not solo_s:
             raise XoverError(
                 f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
-                f"(np {job.np}, engine {job.engine}) at this link; run `{profile_command(job, link)}` first, "
+                f"(np {job.np}, engine {job.engine}) at this link; run `{profile_command(job, link)}` first"
+                f"{' (with your secrets where it shows ***)' if '***' in profile_command(job, link) else ''}, "
                 "or use --iterations"
             )
         iterations = max(5, math.ceil(seconds / solo_s))
