@@ -9,6 +9,7 @@ devices.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import re
 import shlex
@@ -109,8 +110,15 @@ def local_names() -> frozenset[str]:
 
 
 def is_local(host: str) -> bool:
-    """Whether `host` names this machine."""
-    return host in local_names()
+    """Whether `host` names this machine: any of its names, in any case (host names are not case-sensitive), or
+    any loopback address (127.0.0.2 is this machine as much as 127.0.0.1: a plan naming both gave one device to
+    two groups at once)."""
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return True
+    except ValueError:
+        pass
+    return host.lower() in {name.lower() for name in local_names()}
 
 
 def canonical_host(host: str) -> str:

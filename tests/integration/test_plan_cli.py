@@ -56,3 +56,36 @@ def test_run_refuses_bad_plans_before_starting(isolated_results, tmp_path):
     missing = _xover("run", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "plan file not found" in missing.stderr
     assert not (isolated_results / "results" / "runs").exists() or not any((isolated_results / "results" / "runs").iterdir())
+
+
+def test_a_plan_that_picked_mps_where_mps_cannot_run_names_the_group_not_a_flag_never_given(isolated_results, tmp_path):
+    """'--mps: nvidia-cuda-mps-control was not found ...; run without --mps', to a user who gave no --mps."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    plan_path = tmp_path / "p.json"
+    assert _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path)).returncode == 0
+    body = json.loads(plan_path.read_text())
+    [group] = [g for g in body["groups"] if len(g["jobs"]) == 2]
+    group["sharing"] = "mps"
+    plan_path.write_text(json.dumps(body))
+    result = _xover("run", str(plan_path))
+    assert result.returncode == 2, result.stderr
+    assert "the plan runs group 0 under MPS" in result.stderr and "--mode crossover" in result.stderr, result.stderr
+    assert "run without --mps" not in result.stderr
+
+
+def test_a_hand_edited_plans_negative_prediction_is_refused_by_its_field(isolated_results, tmp_path):
+    """A makespan of -5 ms ran and was reported as the plan's prediction (-0.005 s)."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    plan_path = tmp_path / "p.json"
+    assert _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path)).returncode == 0
+    good = json.loads(plan_path.read_text())
+    for edit, field in ((lambda b: b.update(predicted_makespan_ms=-5), "'predicted_makespan_ms'"),
+                        (lambda b: b["groups"][0].update(predicted_gain=-1.0), "predicted_gain")):
+        body = json.loads(json.dumps(good))
+        edit(body)
+        plan_path.write_text(json.dumps(body))
+        result = _xover("run", str(plan_path))
+        assert result.returncode == 2 and field in result.stderr and "must not be negative" in result.stderr, \
+            result.stderr

@@ -645,7 +645,7 @@ _DELETE = object()
         (_set("hosts/0/1", 0), "hosts[0]"),
         (_set("jobs/a/devices", 0), "jobs.a.devices"),
         (_set("jobs/a/comm_ms", "fast"), "jobs.a.comm_ms"),
-        (_set("jobs/a/comm_ms", -5), "jobs.a"),
+        (_set("jobs/a/comm_ms", -5), "jobs.a.comm_ms"),
         (_set("jobs/a/iterations", 1.5), "jobs.a.iterations"),
         (_set("jobs/a/memory_gb", _DELETE), "jobs.a.memory_gb"),
         (_set("jobs/z", {"devices": 1, "compute_ms": 1, "comm_ms": 1, "memory_gb": 1}), "jobs.z"),

@@ -161,3 +161,23 @@ def test_xover_run_warns_of_a_mode_whose_jobs_hardly_ran_together_as_the_report_
     show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["concurrent", "crossover"],
                         policies=["work-conserving"], jobs=[], groups=[group]), as_json=False)
     assert "ran at the same time for only 0% of that run" in " ".join(capsys.readouterr().out.split())
+
+
+def test_jobs_that_never_ran_together_have_no_shared_aggregate():
+    """A crossover pair that ran one after the other (b began when a had ended) read as 2.0x: each near its speed
+    alone, summed; `of bound`, the best way measured and `report all`'s best gain followed from it."""
+    summaries, iterations = _experiment()
+    iterations[6] = _rows(6, 31.0, 0.010, 0.030)  # a's crossover run is 30.0-30.48 s: b's begins after it
+    summaries[5] = _summary(6, "b", "crossover", "work-conserving", 0, iterations[6])
+    jobs, [group] = compare([RunResult.from_summary(s) for s in summaries], iterations)
+    assert group.crossover_vs_sequential is None and group.crossover_overlap == 0.0
+    assert group.concurrent_vs_sequential == pytest.approx(1.0)  # the ones that ran together keep theirs
+
+
+def test_a_run_alone_that_did_not_finish_has_no_speed_figures():
+    """A job that failed alone at its 4th of 20 iterations showed slowdown 1.00 and its samples/s as if shared."""
+    summaries, iterations = _experiment()
+    summaries[0] = {**summaries[0], "status": "failed"}
+    jobs, _ = compare([RunResult.from_summary(s) for s in summaries], iterations)
+    assert jobs[0].slowdown is None and jobs[0].samples_per_s_shared is None
+    assert jobs[1].slowdown == 1.0  # b finished alone

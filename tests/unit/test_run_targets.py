@@ -95,3 +95,16 @@ def test_the_profile_a_job_across_hosts_needs_names_its_hosts():
     job = group.jobs[0]
     job.devices = {"xo-h1": [0], "xo-h2": [0]}
     assert shlex.split(profile_command(job, HOST))[-2:] == ["-H", job.hosts]
+
+
+def test_a_plan_run_with_its_own_iterations_keeps_its_lengths():
+    """`xover run PLAN --iterations 5` where the plan's jobs run 5 said the run gave them other lengths."""
+    from types import SimpleNamespace
+
+    from xover.run.commands import lengths_as_planned
+
+    plan = SimpleNamespace(groups=[SimpleNamespace(jobs=[SimpleNamespace(iterations=5), SimpleNamespace(iterations=5)])])
+    assert lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=None))
+    assert lengths_as_planned(plan, SimpleNamespace(iterations=5, seconds=None))
+    assert not lengths_as_planned(plan, SimpleNamespace(iterations=6, seconds=None))
+    assert not lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=15.0))

@@ -185,9 +185,9 @@ def plan_from_dict(document: Any) -> Plan:
         hosts=hosts,
         groups=groups,
         unplaced=_unplaced(_field(top, "unplaced", "")),
-        predicted_aggregate_gain=_number(_field(top, "predicted_aggregate_gain", ""), "predicted_aggregate_gain"),
-        predicted_makespan_ms=_number(_field(top, "predicted_makespan_ms", ""), "predicted_makespan_ms"),
-        sequential_makespan_ms=_number(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
+        predicted_aggregate_gain=_amount(_field(top, "predicted_aggregate_gain", ""), "predicted_aggregate_gain"),
+        predicted_makespan_ms=_amount(_field(top, "predicted_makespan_ms", ""), "predicted_makespan_ms"),
+        sequential_makespan_ms=_amount(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
         recipes=recipes,
         policy=_policy(top.get("policy", DEFAULT_POLICY)),
         scripts=scripts,
@@ -275,14 +275,14 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
         return JobProfile(
             name=name,
             devices=_whole(_field(fields, "devices", where), f"{where}.devices", minimum=1),
-            compute_ms=_number(_field(fields, "compute_ms", where), f"{where}.compute_ms"),
-            comm_ms=_number(_field(fields, "comm_ms", where), f"{where}.comm_ms"),
-            memory_gb=_number(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
-            data_ms=_number(fields.get("data_ms", 0.0), f"{where}.data_ms"),
+            compute_ms=_amount(_field(fields, "compute_ms", where), f"{where}.compute_ms"),
+            comm_ms=_amount(_field(fields, "comm_ms", where), f"{where}.comm_ms"),
+            memory_gb=_amount(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
+            data_ms=_amount(fields.get("data_ms", 0.0), f"{where}.data_ms"),
             iterations=_whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1),
-            link_ms=_number(fields["link_ms"], f"{where}.link_ms") if "link_ms" in fields else None,
+            link_ms=_amount(fields["link_ms"], f"{where}.link_ms") if "link_ms" in fields else None,
             comm_cpu=_number(fields.get("comm_cpu", 0.0), f"{where}.comm_cpu"),
-            checkpoint_ms=_number(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
+            checkpoint_ms=_amount(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
             max_slowdown=_number(fields["max_slowdown"], f"{where}.max_slowdown") if "max_slowdown" in fields else None,
             interference=_number(fields.get("interference", 0.0), f"{where}.interference"),
             interference_link_share=(
@@ -290,7 +290,7 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
                 if "interference_link_share" in fields
                 else None
             ),
-            startup_ms=_number(fields.get("startup_ms", 0.0), f"{where}.startup_ms"),
+            startup_ms=_amount(fields.get("startup_ms", 0.0), f"{where}.startup_ms"),
             corun_stretch=_optional_number(fields, "corun_stretch", where),
             mps_stretch=_optional_number(fields, "mps_stretch", where),
         )
@@ -343,16 +343,16 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         jobs=members,
         devices=devices,
         wave=_whole(_field(fields, "wave", where), f"{where}.wave", minimum=0),
-        predicted_period_ms=_number(_field(fields, "predicted_period_ms", where), f"{where}.predicted_period_ms"),
-        predicted_gain=_number(_field(fields, "predicted_gain", where), f"{where}.predicted_gain"),
-        predicted_slowdown={name: _number(slowdown[name], f"{where}.predicted_slowdown.{name}") for name in names},
-        predicted_duration_ms=_number(_field(fields, "predicted_duration_ms", where), f"{where}.predicted_duration_ms"),
+        predicted_period_ms=_amount(_field(fields, "predicted_period_ms", where), f"{where}.predicted_period_ms"),
+        predicted_gain=_amount(_field(fields, "predicted_gain", where), f"{where}.predicted_gain"),
+        predicted_slowdown={name: _amount(slowdown[name], f"{where}.predicted_slowdown.{name}") for name in names},
+        predicted_duration_ms=_amount(_field(fields, "predicted_duration_ms", where), f"{where}.predicted_duration_ms"),
         predicted_speed=_numbers(fields.get("predicted_speed", {}), f"{where}.predicted_speed"),
         predicted_iteration_ms=_numbers(fields.get("predicted_iteration_ms", {}), f"{where}.predicted_iteration_ms"),
-        fluid_bound=_number(fields["fluid_bound"], f"{where}.fluid_bound")
+        fluid_bound=_amount(fields["fluid_bound"], f"{where}.fluid_bound")
         if fields.get("fluid_bound") is not None
         else None,
-        predicted_start_ms=_number(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
+        predicted_start_ms=_amount(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
         sharing=_sharing(fields.get("sharing"), f"{where}.sharing", len(members)),
         predicted_by_sharing=_by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing"),
         predicted_from=_sources(fields.get("predicted_from", {}), f"{where}.predicted_from"),
@@ -477,6 +477,15 @@ def _number(value: Any, where: str) -> float:
     if not finite:
         _fail(where, f"must be a finite number, got {str(value)[:40]}")
     return value
+
+
+def _amount(value: Any, where: str) -> float:
+    """A time, a size, a gain or a slowdown: finite and not below 0 (a hand-edited -0.005 s makespan was shown as
+    the plan's prediction)."""
+    number = _number(value, where)
+    if number < 0:
+        _fail(where, f"must not be negative, got {number:g}")
+    return number
 
 
 def _whole(value: Any, where: str, minimum: int, maximum: int = MAX_WHOLE) -> int:

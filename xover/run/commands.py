@@ -178,7 +178,17 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     # launcher that runs it elsewhere (Slurm), under one of its own where it runs, checked there (group_job.py)
     mps = options.mps or (chosen.runs_here and modes == [PLANNED] and any(group.needs_mps for group in groups))
     if mps:
-        check_mps()
+        try:
+            check_mps()
+        except XoverError as error:
+            if options.mps:
+                raise
+            picked = ", ".join(str(group.index) for group in groups if group.needs_mps)
+            raise XoverError(
+                f"the plan runs group {picked} under MPS (its pick, or adaptive's best way without turns), and MPS "
+                f"cannot run here ({str(error).split(': ', 1)[-1].removesuffix('; run without --mps')}): run it "
+                "with --mode crossover or --mode concurrent, or plan again on this machine"
+            ) from None
     for group in groups:
         check_devices(group.jobs, planned=options.plan is not None)
     run_modes = sorted({group.planned_mode for group in groups}) if modes == [PLANNED] else modes
@@ -249,7 +259,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         launcher=chosen.name,
         launcher_jobs=dict(launcher_jobs or {}),
         schedule=(
-            schedule_summary(jobs, plan, makespan_s, options.iterations is None and options.seconds is None)
+            schedule_summary(jobs, plan, makespan_s, lengths_as_planned(plan, options))
             if plan is not None and not comparison
             else None
         ),
@@ -262,6 +272,15 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     if port is None:
         return None
     return PrometheusSink(port, run_facts(groups, planned))
+
+
+def lengths_as_planned(plan: Plan, options: RunOptions) -> bool:
+    """Whether the run kept the plan's lengths: no --seconds, and no --iterations other than the plan's own."""
+    if options.seconds is not None:
+        return False
+    return options.iterations is None or all(
+        job.iterations == options.iterations for group in plan.groups for job in group.jobs
+    )
 
 
 def predicted_for(group: GroupToRun, way: str) -> float | None:
