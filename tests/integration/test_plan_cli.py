@@ -12,6 +12,15 @@ def _xover(*args, timeout=600):
     return subprocess.run([*XOVER, *args], capture_output=True, text=True, timeout=timeout)
 
 
+def _pair_plan(tmp_path):
+    """A plan of mlp-digits and resnet-digits sharing one device, from a profiles CSV."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    plan_path = tmp_path / "p.json"
+    assert _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path)).returncode == 0
+    return plan_path
+
+
 def test_plan_needs_profiles(isolated_results):
     result = _xover("plan", "mlp-digits", "--devices", "2")
     assert result.returncode == 2
@@ -60,10 +69,7 @@ def test_run_refuses_bad_plans_before_starting(isolated_results, tmp_path):
 
 def test_a_plan_that_picked_mps_where_mps_cannot_run_names_the_group_not_a_flag_never_given(isolated_results, tmp_path):
     """'--mps: nvidia-cuda-mps-control was not found ...; run without --mps', to a user who gave no --mps."""
-    trace = tmp_path / "jobs.csv"
-    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
-    plan_path = tmp_path / "p.json"
-    assert _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path)).returncode == 0
+    plan_path = _pair_plan(tmp_path)
     body = json.loads(plan_path.read_text())
     [group] = [g for g in body["groups"] if len(g["jobs"]) == 2]
     group["sharing"] = "mps"
@@ -76,10 +82,7 @@ def test_a_plan_that_picked_mps_where_mps_cannot_run_names_the_group_not_a_flag_
 
 def test_a_hand_edited_plans_negative_prediction_is_refused_by_its_field(isolated_results, tmp_path):
     """A makespan of -5 ms ran and was reported as the plan's prediction (-0.005 s)."""
-    trace = tmp_path / "jobs.csv"
-    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
-    plan_path = tmp_path / "p.json"
-    assert _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path)).returncode == 0
+    plan_path = _pair_plan(tmp_path)
     good = json.loads(plan_path.read_text())
     for edit, field in ((lambda b: b.update(predicted_makespan_ms=-5), "'predicted_makespan_ms'"),
                         (lambda b: b["groups"][0].update(predicted_gain=-1.0), "predicted_gain")):
