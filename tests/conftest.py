@@ -274,14 +274,18 @@ TEARDOWN_ABORT = "terminate called without an active exception"
 REFERENCE_TRIES = 3
 
 
-def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
+def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None,
+                   fresh: Path | None = None) -> subprocess.CompletedProcess:
     """A script alone under torchrun on two ranks, nothing of xover involved: a test's reference. Run again
     when only that abort at exit failed it, and taken as it is after the last try: what it printed is the
     reference, and a run cut short would fail the caller's comparison of every line. Any other failure is
-    asserted against."""
+    asserted against. `fresh`: a folder the script keeps state in (a checkpoint it resumes from), emptied before
+    each try: a second try resumed from the first's last step and printed no loss at all (CI, stop 83's check)."""
     from xover.run.external.torchrun import torchrun_path
 
     for _ in range(REFERENCE_TRIES):
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
         result = subprocess.run([torchrun_path(), "--standalone", "--nproc-per-node=2", str(script), *args],
                                 capture_output=True, text=True, timeout=300, cwd=cwd or ROOT)
         if result.returncode == 0 or TEARDOWN_ABORT not in result.stderr:

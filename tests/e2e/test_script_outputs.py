@@ -22,7 +22,8 @@ def _xover_run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_losses_alone(isolated_results):
-    alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(isolated_results / "alone")).stdout)
+    out = isolated_results / "alone"
+    alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(out), fresh=out).stdout)
     assert len(alone) == STEPS
     # two job files of the script: `{job_dir}` in its arguments, and in an environment variable it reads
     files = []
