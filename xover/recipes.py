@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -580,6 +581,22 @@ def resolve_recipe_path(path: str | Path) -> Path:
         f"{path}: no recipe file or built-in recipe of that name{_suggest(name, known)}; "
         f"built-in recipes: {', '.join(known)}"
     )
+
+
+def profile_target(recipe: Recipe) -> list[str]:
+    """How a suggested `xover profile` names the job: its file or name, or its --script with its ranks (a
+    script's arguments follow the command's options: `profile_command`)."""
+    if recipe.script and not recipe.path.endswith(".toml"):  # not a job file: --script's (a plan's: its path)
+        return ["--script", recipe.path or recipe.script, "--np", str(recipe.np)]
+    return [recipe.path or recipe.name]
+
+
+def profile_command(recipe: Recipe, *options: str) -> str:
+    """The `xover profile` that measures `recipe`, with `options` (a link, an engine, hosts, --force) before a
+    --script's arguments (a secret's value in them shown as ***): every one of them part of the profile's key."""
+    target = profile_target(recipe)
+    arguments = ["--", *mask_argv(recipe.args)] if target[0] == "--script" and recipe.args else []
+    return shlex.join(["xover", "profile", *target, *options, *arguments])
 
 
 def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | None = None) -> Recipe:

@@ -34,10 +34,13 @@ def test_the_profile_a_script_needs_is_asked_for_with_its_arguments_and_masked()
                           np=1, hosts=None, iterations=None, engine=None, allow_changed=False, link=None,
                           launcher="local", policy=None).groups
     command = profile_command(group.jobs[0], Link.parse("1gbit"))
-    assert shlex.split(command) == ["xover", "profile", "--script", SCRIPT, "--engine", "torch", "--np", "1",
-                                    "--bandwidth", "1gbit", "--", "--steps", "9", "--token", "***"]
+    assert shlex.split(command) == ["xover", "profile", "--script", SCRIPT, "--np", "1", "--bandwidth", "1gbit",
+                                    "--engine", "torch", "--", "--steps", "9", "--token", "***"]
     [group] = _targets(["mlp-digits"], [], None).groups
     assert profile_command(group.jobs[0], HOST) == "xover profile recipes/mlp-digits.toml --engine horovod --np 1"
+    # `xover plan`'s hint is written by the same function: a script's arguments after the options
+    from xover.recipes import profile_command as recipe_command
+    assert recipe_command(group.jobs[0].recipe, "--force").startswith("xover profile recipes/mlp-digits.toml --force")
 
 
 def test_a_plan_placed_past_this_machines_devices_is_told_to_plan_again_not_to_use_flags_a_plan_refuses():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
-from ..recipes import Recipe, load_recipe, with_overrides
+from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
 from ..scripts import check_engine
 from ..store.measured import recent_measurements
@@ -94,10 +95,10 @@ def profiles_of_recipes(
         )
         if found is None:
             across = f" over {spanned} hosts" if spanned > 1 else ""
+            across_hosts = ["-H", "..."] if spanned > 1 else []
             raise XoverError(
                 f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {key}: run "
-                f"`xover profile {_profile_target(recipe)}{link.flag}{_engine_flag(recipe, engine)}"
-                f"{' -H ...' if spanned > 1 else ''}` first"
+                f"`{profile_command(recipe, *(link.flag + _engine_flag(recipe, engine)).split(), *across_hosts)}` first"
                 + _changed_hint(store, recipe)
                 + _other_engine_hint(store, recipe, job_engine)
                 + _other_tuning_hint(store, recipe, job_engine)
@@ -107,7 +108,7 @@ def profiles_of_recipes(
         except InvalidJobProfile as invalid:  # a stored profile no job can have (written by hand, an older xover)
             raise XoverError(
                 f"the stored profile of '{recipe.name}' (np {recipe.np}) cannot be planned with: {invalid.problem}; "
-                f"profile it again: `xover profile {_profile_target(recipe)} --force`"
+                f"profile it again: `{profile_command(recipe, '--force')}`"
             ) from None
         paths[recipe.name] = recipe.path
         if (found.hardware or "").startswith("gpu:"):
@@ -160,14 +161,6 @@ class PlanWritten:
         }
 
 
-def _profile_target(recipe: Recipe) -> str:
-    """How a suggested `xover profile` names the job: its file, or its --script."""
-    if recipe.script and not recipe.path.endswith(".toml"):
-        args = f" -- {' '.join(recipe.args)}" if recipe.args else ""
-        return f"--script {recipe.path or recipe.script} --np {recipe.np}{args}"
-    return recipe.path or recipe.name
-
-
 def _changed_hint(store, recipe: Recipe) -> str:
     """For a script: ' (the script changed since it was profiled)' when an older content has profiles."""
     if not recipe.script:
@@ -212,10 +205,15 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
         first = missing[0]
         built_in = [recipe for recipe in missing if not recipe.script]
         flag = _engine_flag(built_in[0], engine) if built_in else ""
-        targets = " ".join(_profile_target(recipe) for recipe in missing)
+        # one job: its whole command (a script's arguments after the options); several: their targets
+        command = (
+            profile_command(first, *flag.split())
+            if len(missing) == 1
+            else f"xover profile {' '.join(shlex.join(profile_target(recipe)) for recipe in missing)}{flag}"
+        )
         engines = " or ".join(sorted({engine_of(recipe, engine) for recipe in missing}))
         raise XoverError(
-            f"no {engines} profile of {names}: run `xover profile {targets}{flag}` first"
+            f"no {engines} profile of {names}: run `{command}` first"
             + _changed_hint(store, first)
             + _other_engine_hint(store, first, engine_of(first, engine))
             + _other_tuning_hint(store, first, engine_of(first, engine))

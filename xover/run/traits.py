@@ -4,7 +4,6 @@ run alone; and the iterations a job gets for `--seconds`, from the same solo tim
 from __future__ import annotations
 
 import math
-import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -17,8 +16,8 @@ from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
 from ..plan.predict import measured_runs, predict_considered
-from ..recipes import MAX_ITERATIONS, with_overrides
-from ..redact import mask_argv
+from ..recipes import MAX_ITERATIONS, profile_target, with_overrides
+from ..recipes import profile_command as recipe_profile_command
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
@@ -106,15 +105,11 @@ def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None, lin
 
 
 def profile_command(job: JobSpec, link: Link) -> str:
-    """The `xover profile` that measures `job` as it runs here: a script given with --script by its path and
-    its arguments, a recipe or job file by its file or name; with the ranks it runs on (all of them part of the
-    profile's key)."""
-    recipe = job.recipe
-    where = ["--np", str(job.np)] + ([] if all(map(is_local, job.devices)) else ["-H", job.hosts])
-    if recipe.script and not recipe.path.endswith(".toml"):  # not a job file: --script's (a plan's: its path)
-        script = ["--script", recipe.path or recipe.script, "--engine", job.engine, *where]
-        return shlex.join(["xover", "profile", *script, *link.flag.split(), "--", *mask_argv(recipe.args)])
-    return shlex.join(["xover", "profile", recipe.path or job.name, *link.flag.split(), "--engine", job.engine, *where])
+    """The `xover profile` that measures `job` as it runs here: on its link, under its engine, on its hosts."""
+    recipe = with_overrides(job.recipe, np=job.np)
+    ranks = [] if "--np" in profile_target(recipe) else ["--np", str(job.np)]  # a --script names its own
+    hosts = [] if all(map(is_local, job.devices)) else ["-H", job.hosts]
+    return recipe_profile_command(recipe, *link.flag.split(), "--engine", job.engine, *ranks, *hosts)
 
 
 def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
@@ -123,10 +118,11 @@ def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
     for job in jobs:
         solo_s = job.traits.solo_iteration_s if job.traits else None
         if not solo_s:
+            command = profile_command(job, link)
             raise XoverError(
                 f"--seconds needs each job's time per iteration: no profile of '{job.name}' "
-                f"(np {job.np}, engine {job.engine}) at this link; run `{profile_command(job, link)}` first"
-                f"{' (with your secrets where it shows ***)' if '***' in profile_command(job, link) else ''}, "
+                f"(np {job.np}, engine {job.engine}) at this link; run `{command}` first"
+                f"{' (with your secrets where it shows ***)' if '***' in command else ''}, "
                 "or use --iterations"
             )
         iterations = max(5, math.ceil(seconds / solo_s))
