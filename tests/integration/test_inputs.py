@@ -171,6 +171,15 @@ def test_a_broken_plan_names_its_file_and_field(clean, tmp_path, name, breaks, f
     _nothing_written(clean)
 
 
+def test_a_plan_file_giving_a_key_twice_is_one_clear_line(clean, tmp_path):
+    """A group edited to another way of sharing above the old "sharing": json.load kept the old one, silently."""
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps(_plan(tmp_path)).replace('"sharing": ', '"sharing": "concurrent", "sharing": ', 1))
+    result = runner.invoke(app, ["run", str(path)])
+    _one_clear_line(result, str(path), "the key 'sharing' is given twice in groups[0]", "remove one of them")
+    _nothing_written(clean)
+
+
 @SETTINGS
 @given(st.text(alphabet="{}[]\":,0123456789abc \n", min_size=1, max_size=40))
 def test_a_plan_that_is_not_json_names_its_file(clean, tmp_path, text):

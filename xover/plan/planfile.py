@@ -58,7 +58,8 @@ letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predic
 figure one comparison's) and ``sharing_reason`` may be left out (plans from before they existed); ``policy`` defaults to
 work-conserving; ``link``, ``engine`` and ``device_kind``
 (gpu or cpu) are absent from plans made from a trace.
-Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
+Unknown keys are ignored, so later versions can add fields; a key given twice in one object is refused
+(``errors.json_without_duplicate_keys``: JSON readers keep the last silently). ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
 jobs, devices exist on the listed hosts, no device is used twice in one wave) and
 raises ``PlanFormatError`` naming the offending field.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..devices import local_device_count
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, refuse_unless_regular
+from ..errors import XoverError, json_without_duplicate_keys, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
@@ -59,7 +59,8 @@ def groups_from_plan(
         raise XoverError(f"--iterations {iterations}: give a whole number from 1 to {MAX_ITERATIONS}")
     plan_file = refuse_unless_regular(Path(plan_path), "a plan file is the JSON `xover plan --out` writes")
     try:
-        body = json.loads(plan_file.read_text(encoding="utf-8-sig"))  # a BOM an editor put there read past
+        # a BOM an editor put there read past; a key given twice (an edit above the old value) refused
+        body = json_without_duplicate_keys(plan_file.read_text(encoding="utf-8-sig"), plan_path)
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
