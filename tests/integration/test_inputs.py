@@ -157,6 +157,14 @@ PLAN_BREAKS = [
      "'localhost:01' is not a device"),
     ("device twice", lambda p: p["groups"][0].update(devices=["localhost:1", "localhost:1"]),
      "lists the device 'localhost:1' twice"),
+    # a job both in a group and unplaced: the run ran it
+    ("placed and unplaced", lambda p: p.update(unplaced=[{"name": "mlp-digits", "reason": "x"}]),
+     "plan field 'unplaced[0].name': job 'mlp-digits' is unplaced here but placed"),
+    # an adaptive group's ways marked measured, one of them without a figure: a KeyError's traceback
+    ("measured way without a figure", lambda p: (
+        p["groups"][0].update(sharing="adaptive", predicted_from={"crossover": "measured", "concurrent": "measured"}),
+        p["groups"][0]["predicted_by_sharing"].pop("crossover")),
+     "plan field 'groups[0].predicted_from': marks 'crossover' measured, but predicted_by_sharing has no gain"),
 ]
 
 
