@@ -188,6 +188,19 @@ def test_a_plan_file_giving_a_key_twice_is_one_clear_line(clean, tmp_path):
     _nothing_written(clean)
 
 
+def test_a_plan_made_for_gpus_is_one_clear_line_on_a_machine_without_one(clean, tmp_path, monkeypatch):
+    """It ran on the CPU cores without a word."""
+    monkeypatch.setattr("xover.run.targets.gpu_count", lambda: 0)
+    monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
+    plan = _plan(tmp_path)
+    plan.update(link="host", engine="horovod", device_kind="gpu")
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(plan))
+    result = runner.invoke(app, ["run", str(path)])
+    _one_clear_line(result, str(path), "the plan was made for GPUs", "no NVIDIA GPU", "xover plan", "XOVER_CPU_ONLY=1")
+    _nothing_written(clean)
+
+
 @SETTINGS
 @given(st.text(alphabet="{}[]\":,0123456789abc \n", min_size=1, max_size=40))
 def test_a_plan_that_is_not_json_names_its_file(clean, tmp_path, text):

@@ -153,3 +153,30 @@ def test_a_plan_file_giving_a_key_twice_is_refused_naming_the_file_the_key_and_w
                                          r"\(a JSON reader keeps only the last.*\): remove one of them$"):
         _run_plan(path)
 
+
+def test_a_plan_made_for_gpus_is_refused_on_a_machine_without_one(tmp_path, monkeypatch):
+    """A plan whose profiles were taken on GPUs ran on this machine's CPU cores without a word."""
+    import xover.run.targets as targets
+
+    monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(targets, "gpu_count", lambda: 0)
+    gpu_plan = _plan_file(tmp_path, "gpu")
+    with pytest.raises(XoverError, match=rf"^{re.escape(str(gpu_plan))}: the plan was made for GPUs \(plan field "
+                                         r"'device_kind' is 'gpu'.*\), and this machine has no NVIDIA GPU visible: "
+                                         r"profile the jobs and plan them again on this machine .* or run this plan "
+                                         r"on CPU cores anyway with XOVER_CPU_ONLY=1"):
+        _run_plan(gpu_plan)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(XoverError, match=r"no NVIDIA GPU visible \(CUDA_VISIBLE_DEVICES=''\)"):
+        _run_plan(gpu_plan)
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")  # on CPU cores, as asked: said by the run
+    assert _run_plan(gpu_plan).gpu_plan_on_cpus
+    monkeypatch.delenv("XOVER_CPU_ONLY")
+    assert not _run_plan(gpu_plan, launcher="slurm").gpu_plan_on_cpus  # Slurm's nodes have what the plan asks
+    monkeypatch.setattr(targets, "gpu_count", lambda: 2)
+    assert not _run_plan(gpu_plan).gpu_plan_on_cpus
+    monkeypatch.setattr(targets, "gpu_count", lambda: 0)
+    for kind in ("cpu", None):  # made for CPUs, or from a trace or an older xover: it runs on what is here
+        assert not _run_plan(_plan_file(tmp_path, kind)).gpu_plan_on_cpus
+    assert not _run_plan(_plan_file(tmp_path, "gpu", host="xo-h1")).gpu_plan_on_cpus  # another host's GPUs
