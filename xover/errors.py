@@ -3,11 +3,13 @@ how a run was cut short (Ctrl-C: exit 130; --timeout: exit 124)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 MAX_SECONDS = 10**8  # of a duration flag: about three years (1e308 overflowed the timers and the counts from it)
 
@@ -103,6 +105,73 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
         head = b""
     how = next((how for magic, how in _COMPRESSED.items() if head.startswith(magic)), None)
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
+
+
+class DuplicateKeyError(XoverError):
+    """A JSON file whose object gives one key twice: a JSON reader keeps the last and drops the other silently."""
+
+
+class _Duplicated(dict[str, Any]):
+    """An object of a JSON document that gave some key twice (`duplicates`, in the order they came)."""
+
+    duplicates: list[str]
+
+
+def _pairs_keeping_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook: the object as json.loads makes it (the last value of a key), marked where a key
+    came twice, so that the caller can say where."""
+    fields = dict(pairs)
+    if len(fields) == len(pairs):
+        return fields
+    seen: set[str] = set()
+    marked = _Duplicated(fields)
+    marked.duplicates = []
+    for key, _ in pairs:
+        if key in seen:
+            marked.duplicates.append(key)
+        seen.add(key)
+    return marked
+
+
+def _first_duplicate(value: Any, where: str) -> tuple[str, str] | None:
+    """The first object of `value` (depth first, in the document's order, an object before what it holds) that
+    gives a key twice: (where it is, as `groups[1]` or `jobs.resnet`; the key), or None."""
+    if isinstance(value, _Duplicated):
+        return where, value.duplicates[0]
+    children: Iterable[tuple[str, Any]] = ()
+    if isinstance(value, dict):
+        children = ((f"{where}.{key}" if where else key, item) for key, item in value.items())
+    elif isinstance(value, list):
+        children = ((f"{where}[{index}]", item) for index, item in enumerate(value))
+    for path, item in children:
+        if isinstance(item, (dict, list)) and (found := _first_duplicate(item, path)) is not None:
+            return found
+    return None
+
+
+def json_without_duplicate_keys(text: str, source: str) -> Any:
+    """`text` as json.loads reads it, refused (DuplicateKeyError, naming `source`, the key and where it is) where an
+    object gives a key twice: json.loads would keep the last value and drop the other without a word (a plan's
+    group edited to another way of sharing, with the old "sharing" left above the new). json.loads' own errors
+    (ValueError, RecursionError) pass through."""
+    marked = False
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal marked
+        fields = _pairs_keeping_duplicates(pairs)
+        marked = marked or isinstance(fields, _Duplicated)
+        return fields
+
+    document = json.loads(text, object_pairs_hook=hook)
+    found = _first_duplicate(document, "") if marked else None
+    if found is not None:
+        where, key = found
+        shown = key if len(key) <= 40 else key[:40] + "..."
+        raise DuplicateKeyError(
+            f"{source}: the key {shown!r} is given twice {f'in {where}' if where else 'at the top level'} (a JSON "
+            "reader keeps only the last, so the other would be ignored without a word): remove one of them"
+        )
+    return document
 
 
 # a number as files and flags write it: ASCII digits, a sign, a point, an exponent (and nan or inf, which

@@ -157,6 +157,14 @@ PLAN_BREAKS = [
      "'localhost:01' is not a device"),
     ("device twice", lambda p: p["groups"][0].update(devices=["localhost:1", "localhost:1"]),
      "lists the device 'localhost:1' twice"),
+    # a job both in a group and unplaced: the run ran it
+    ("placed and unplaced", lambda p: p.update(unplaced=[{"name": "mlp-digits", "reason": "x"}]),
+     "plan field 'unplaced[0].name': job 'mlp-digits' is unplaced here but placed"),
+    # an adaptive group's ways marked measured, one of them without a figure: a KeyError's traceback
+    ("measured way without a figure", lambda p: (
+        p["groups"][0].update(sharing="adaptive", predicted_from={"crossover": "measured", "concurrent": "measured"}),
+        p["groups"][0]["predicted_by_sharing"].pop("crossover")),
+     "plan field 'groups[0].predicted_from': marks 'crossover' measured, but predicted_by_sharing has no gain"),
 ]
 
 
@@ -168,6 +176,28 @@ def test_a_broken_plan_names_its_file_and_field(clean, tmp_path, name, breaks, f
     path.write_text(json.dumps(plan))
     result = runner.invoke(app, ["run", str(path)])
     _one_clear_line(result, str(path), field)
+    _nothing_written(clean)
+
+
+def test_a_plan_file_giving_a_key_twice_is_one_clear_line(clean, tmp_path):
+    """A group edited to another way of sharing above the old "sharing": json.load kept the old one, silently."""
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps(_plan(tmp_path)).replace('"sharing": ', '"sharing": "concurrent", "sharing": ', 1))
+    result = runner.invoke(app, ["run", str(path)])
+    _one_clear_line(result, str(path), "the key 'sharing' is given twice in groups[0]", "remove one of them")
+    _nothing_written(clean)
+
+
+def test_a_plan_made_for_gpus_is_one_clear_line_on_a_machine_without_one(clean, tmp_path, monkeypatch):
+    """It ran on the CPU cores without a word."""
+    monkeypatch.setattr("xover.run.targets.gpu_count", lambda: 0)
+    monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
+    plan = _plan(tmp_path)
+    plan.update(link="host", engine="horovod", device_kind="gpu")
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(plan))
+    result = runner.invoke(app, ["run", str(path)])
+    _one_clear_line(result, str(path), "the plan was made for GPUs", "no NVIDIA GPU", "xover plan", "XOVER_CPU_ONLY=1")
     _nothing_written(clean)
 
 

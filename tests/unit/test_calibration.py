@@ -64,6 +64,9 @@ def test_a_calibration_is_written_and_read_back(tmp_path):
     (tmp_path / "odd.json").write_text('{"half": 0.5}')
     with pytest.raises(XoverError, match="expected an object with keys"):
         Calibration.read(tmp_path / "odd.json")
+    (tmp_path / "twice.json").write_text('{"link_band_leak": 0.9, "link_band_leak": 0.4}')  # json.loads kept 0.4
+    with pytest.raises(XoverError, match=r"twice\.json: the key 'link_band_leak' is given twice at the top level"):
+        Calibration.read(tmp_path / "twice.json")
 
 
 def test_nothing_patches_a_module_global():

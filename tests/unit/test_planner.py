@@ -666,6 +666,13 @@ _DELETE = object()
         (_set("groups/0/predicted_slowdown/a", "x"), "groups[0].predicted_slowdown.a"),
         (_set("unplaced", [{"name": "x"}]), "unplaced[0].reason"),
         (_set("predicted_makespan_ms", float("nan")), "predicted_makespan_ms"),
+        # contradictions `xover run` would resolve its own way: a job both run and unplaced; a later wave listed
+        # before an earlier one on the same device (run starts groups in the file's order there); a way marked
+        # measured without a figure (an adaptive group looked it up: a KeyError's traceback)
+        (_set("unplaced", [{"name": "a", "reason": "needs 8 devices, 2 exist"}]), "unplaced[0].name"),
+        (_set("groups/0/wave", 2), "groups[1].wave"),
+        (_set("groups/0/predicted_from", {"crossover": "measured", "mps": "measured"}), "groups[0].predicted_from"),
+        (_set("groups/0/sharing", "alone"), "groups[0].sharing"),
     ],
 )
 def test_plan_file_errors_name_the_field(edit, field):
@@ -676,6 +683,56 @@ def test_plan_file_errors_name_the_field(edit, field):
     edit(broken)
     with pytest.raises(PlanFormatError, match=f"plan field '{_escape(field)}'"):
         plan_from_dict(broken)
+
+
+def test_plan_file_contradictions_say_what_to_do():
+    document = _valid_document()
+    document["groups"][0]["wave"] = 2
+    with pytest.raises(PlanFormatError, match=r"wave 1 comes before wave 2 of groups\[0\], which is listed earlier "
+                       r"and uses h:0 too: .* list the groups in the order of their waves"):
+        plan_from_dict(document)
+    document = _valid_document()
+    document["groups"][0]["predicted_by_sharing"] = {"concurrent": 1.7}
+    document["groups"][0]["predicted_from"]["crossover"] = "measured"
+    with pytest.raises(PlanFormatError, match="marks 'crossover' measured, but predicted_by_sharing has no gain "
+                       "for 'crossover': add the measured gain there, or remove 'crossover' here"):
+        plan_from_dict(document)
+    document = _valid_document()
+    document["groups"][0]["sharing"] = "alone"
+    with pytest.raises(PlanFormatError, match="'alone' is for a group of one job, and this one has 2: choose"):
+        plan_from_dict(document)
+
+
+def test_plan_file_edits_a_user_may_make_are_taken():
+    """A hand-edited plan that says one thing only runs: another way of sharing for a group (predicted or not),
+    a way left in a one-job group (it runs alone all the same), a gap between waves, a wave moved later with the
+    groups still listed in wave order, groups of later waves on other devices listed first, a figure
+    marked simulated, removed, or a count of comparisons left without its figure."""
+    edits = [
+        _set("groups/0/sharing", "concurrent"),
+        _set("groups/0/sharing", "mps"),  # not among the ways it predicted
+        _set("groups/0/sharing", "adaptive"),
+        _set("groups/1/sharing", "concurrent"),
+        _set("groups/1/wave", 5),
+        _set("groups/0/predicted_from/crossover", "simulated"),
+        _set("groups/0/predicted_by_sharing", {"concurrent": 1.7}),  # crossover's figure removed, marked simulated
+        _set("groups/0/measured_runs", {"mps": 2}),  # a count of a figure not there: nothing reads it
+    ]
+    for edit in edits:
+        document = _valid_document()
+        edit(document)
+        plan_from_dict(document)
+    document = _valid_document()
+    document["hosts"] = [["h", 2], ["g", 1]]
+    document["groups"][1].update(devices=["g:0"], wave=0)  # c moved to wave 0 on another host, listed after a, b
+    document["groups"][0]["wave"] = 1  # and a, b to wave 1: on devices c does not use
+    assert [group.wave for group in plan_from_dict(document).groups] == [1, 0]
+    assert plan_from_dict(_with(_valid_document(), "groups/1/sharing", "mps")).groups[1].sharing == "alone"
+
+
+def _with(document: dict, path: str, value) -> dict:
+    _set(path, value)(document)
+    return document
 
 
 def _escape(text: str) -> str:

@@ -1,8 +1,13 @@
 """What `xover run` was asked to run (run/targets.py) and what it tells a user to do before --seconds
 (run/traits.py): pure logic, no job started."""
 
+import dataclasses
+import re
 import shlex
 
+import pytest
+
+from xover.errors import XoverError
 from xover.links import HOST, Link
 from xover.run.targets import run_targets
 from xover.run.traits import profile_command
@@ -111,3 +116,67 @@ def test_a_plan_run_with_its_own_iterations_keeps_its_lengths():
     assert lengths_as_planned(plan, SimpleNamespace(iterations=5, seconds=None))
     assert not lengths_as_planned(plan, SimpleNamespace(iterations=6, seconds=None))
     assert not lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=15.0))
+
+
+def _plan_file(tmp_path, device_kind=None, host="localhost"):
+    """A plan of mlp-digits and resnet-digits in one group on two devices of `host`, as `xover plan` writes it."""
+    import json
+
+    from xover.plan import JobProfile, make_plan, plan_to_dict
+
+    jobs = [JobProfile("mlp-digits", 1, 100.0, 10.0, 1.0), JobProfile("resnet-digits", 1, 10.0, 100.0, 1.0)]
+    plan = make_plan(jobs, [(host, 1)])
+    if device_kind is not None:
+        plan = dataclasses.replace(plan, link="host", engine="horovod", device_kind=device_kind)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_to_dict(plan), indent=1))
+    return path
+
+
+def _run_plan(path, launcher="local"):
+    return run_targets([str(path)], group=False, scripts=[], script_args=[], np=None, hosts=None, iterations=None,
+                       engine=None, allow_changed=False, link=None, launcher=launcher, policy=None)
+
+
+@pytest.mark.parametrize(("before", "after", "key", "where"), [
+    ('"sharing": ', '"sharing": "concurrent", "sharing": ', "sharing", "in groups[0]"),  # the edit above the old
+    ('"groups": ', '"groups": [], "groups": ', "groups", "at the top level"),
+    ('"compute_ms": ', '"compute_ms": 1, "compute_ms": ', "compute_ms", "in jobs.mlp-digits"),
+])
+def test_a_plan_file_giving_a_key_twice_is_refused_naming_the_file_the_key_and_where(tmp_path, before, after, key,
+                                                                                     where):
+    """json.load kept the last of two "sharing" keys of a group: the run did what one of them said, silently."""
+    path = _plan_file(tmp_path)
+    _run_plan(path)  # as written, it runs
+    path.write_text(path.read_text().replace(before, after, 1))
+    with pytest.raises(XoverError, match=rf"^{re.escape(str(path))}: the key '{key}' is given twice {re.escape(where)} "
+                                         r"\(a JSON reader keeps only the last.*\): remove one of them$"):
+        _run_plan(path)
+
+
+def test_a_plan_made_for_gpus_is_refused_on_a_machine_without_one(tmp_path, monkeypatch):
+    """A plan whose profiles were taken on GPUs ran on this machine's CPU cores without a word."""
+    import xover.run.targets as targets
+
+    monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(targets, "gpu_count", lambda: 0)
+    gpu_plan = _plan_file(tmp_path, "gpu")
+    with pytest.raises(XoverError, match=rf"^{re.escape(str(gpu_plan))}: the plan was made for GPUs \(plan field "
+                                         r"'device_kind' is 'gpu'.*\), and this machine has no NVIDIA GPU visible: "
+                                         r"profile the jobs and plan them again on this machine .* or run this plan "
+                                         r"on CPU cores anyway with XOVER_CPU_ONLY=1"):
+        _run_plan(gpu_plan)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(XoverError, match=r"no NVIDIA GPU visible \(CUDA_VISIBLE_DEVICES=''\)"):
+        _run_plan(gpu_plan)
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")  # on CPU cores, as asked: said by the run
+    assert _run_plan(gpu_plan).gpu_plan_on_cpus
+    monkeypatch.delenv("XOVER_CPU_ONLY")
+    assert not _run_plan(gpu_plan, launcher="slurm").gpu_plan_on_cpus  # Slurm's nodes have what the plan asks
+    monkeypatch.setattr(targets, "gpu_count", lambda: 2)
+    assert not _run_plan(gpu_plan).gpu_plan_on_cpus
+    monkeypatch.setattr(targets, "gpu_count", lambda: 0)
+    for kind in ("cpu", None):  # made for CPUs, or from a trace or an older xover: it runs on what is here
+        assert not _run_plan(_plan_file(tmp_path, kind)).gpu_plan_on_cpus
+    assert not _run_plan(_plan_file(tmp_path, "gpu", host="xo-h1")).gpu_plan_on_cpus  # another host's GPUs

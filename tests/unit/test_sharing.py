@@ -108,7 +108,7 @@ def test_a_plan_from_before_the_pick_runs_its_groups_in_crossover():
 
 
 @pytest.mark.parametrize("sharing, problem", [("turns", "unknown way of sharing 'turns'"),
-                                              ("alone", "unknown way of sharing 'alone'")])
+                                              ("alone", "'alone' is for a group of one job, and this one has 2")])
 def test_a_bad_sharing_is_named(sharing, problem):
     document = plan_to_dict(make_plan([job("a", 100, 100), job("a#2", 100, 100)], [("h", 2)]))
     document["groups"][0]["sharing"] = sharing

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import XoverError
+from ..errors import XoverError, json_without_duplicate_keys
 
 MEASUREMENTS = "docs/measurements.md"
 
@@ -97,7 +97,7 @@ class Calibration:
     def read(cls, path: str | Path) -> Calibration:
         """A calibration written by `write` (bench/interference_fit.py --write)."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json_without_duplicate_keys(Path(path).read_text(), f"calibration {path}")
         except (OSError, ValueError, RecursionError) as error:
             raise XoverError(f"calibration {path}: cannot read it ({error})") from None
         known = {f.name for f in dataclasses.fields(cls)}

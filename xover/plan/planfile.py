@@ -58,10 +58,18 @@ letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predic
 figure one comparison's) and ``sharing_reason`` may be left out (plans from before they existed); ``policy`` defaults to
 work-conserving; ``link``, ``engine`` and ``device_kind``
 (gpu or cpu) are absent from plans made from a trace.
-Unknown keys are ignored, so later versions can add fields. ``plan_from_dict``
+Unknown keys are ignored, so later versions can add fields; a key given twice in one object is refused
+(``errors.json_without_duplicate_keys``: JSON readers keep the last silently). ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
-jobs, devices exist on the listed hosts, no device is used twice in one wave) and
-raises ``PlanFormatError`` naming the offending field.
+jobs, devices exist on the listed hosts, no device is used twice in one wave) and what it would resolve
+its own way where the file says two things (a job in two groups, or in a group and ``unplaced``; a group
+listed before another on one of its devices with a later wave: ``xover run`` starts groups that share a
+device in the order they are listed; a way ``predicted_from`` marks measured that ``predicted_by_sharing``
+has no gain for; ``sharing`` "alone" for a group of several jobs), and raises
+``PlanFormatError`` naming the offending field. What a user may edit is taken: a group's ``sharing`` (any way,
+predicted or not; a group of one job runs alone whatever it says), waves with gaps, a figure marked simulated.
+``xover run`` refuses a plan of ``device_kind`` gpu whose jobs run on this machine where it has no GPU
+(``run/targets.py``; ``XOVER_CPU_ONLY=1`` runs it on CPU cores anyway).
 """
 
 from __future__ import annotations
@@ -184,7 +192,7 @@ def plan_from_dict(document: Any) -> Plan:
         algo=_text(_field(top, "algo", ""), "algo"),
         hosts=hosts,
         groups=groups,
-        unplaced=_unplaced(_field(top, "unplaced", "")),
+        unplaced=_unplaced(_field(top, "unplaced", ""), jobs),
         predicted_aggregate_gain=_amount(_field(top, "predicted_aggregate_gain", ""), "predicted_aggregate_gain"),
         predicted_makespan_ms=_amount(_field(top, "predicted_makespan_ms", ""), "predicted_makespan_ms"),
         sequential_makespan_ms=_amount(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
@@ -302,6 +310,7 @@ def _groups(value: Any, jobs: dict[str, JobProfile], host_slots: dict[str, int])
     groups: list[GroupPlan] = []
     grouped: set[str] = set()
     used: dict[tuple[int, str], int] = {}  # (wave, device) -> group index using it
+    latest: dict[str, tuple[int, int]] = {}  # device -> (wave, index) of the last group listed on it
     for index, entry in enumerate(_list(value, "groups")):
         where = f"groups[{index}]"
         group = _group(_mapping(entry, where), where, jobs, host_slots)
@@ -313,6 +322,18 @@ def _groups(value: Any, jobs: dict[str, JobProfile], host_slots: dict[str, int])
             other = used.setdefault((group.wave, device), index)
             if other != index:
                 _fail(f"{where}.devices", f"{device} is already used by groups[{other}] in wave {group.wave}")
+        for device in group.devices:
+            # `xover run` starts groups that share a device in the order they are listed (run/schedule.py): a
+            # later wave listed first would run first there, not after as its wave says
+            wave, other = latest.get(device, (group.wave, index))
+            if wave > group.wave:
+                _fail(
+                    f"{where}.wave",
+                    f"wave {group.wave} comes before wave {wave} of groups[{other}], which is listed earlier and "
+                    f"uses {device} too: `xover run` starts groups that share a device in the order they are "
+                    f"listed, so groups[{other}] would run first; list the groups in the order of their waves",
+                )
+            latest[device] = (group.wave, index)
         groups.append(group)
     for name in jobs:
         if name not in grouped:
@@ -339,6 +360,8 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
     slowdown = _mapping(_field(fields, "predicted_slowdown", where), f"{where}.predicted_slowdown")
     if set(slowdown) != set(names):
         _fail(f"{where}.predicted_slowdown", f"must have one entry per job of the group, got {sorted(slowdown)}")
+    gains = _by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing")
+    sources = _sources(fields.get("predicted_from", {}), f"{where}.predicted_from")
     return GroupPlan(
         jobs=members,
         devices=devices,
@@ -354,8 +377,8 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         else None,
         predicted_start_ms=_amount(fields.get("predicted_start_ms", 0.0), f"{where}.predicted_start_ms"),
         sharing=_sharing(fields.get("sharing"), f"{where}.sharing", len(members)),
-        predicted_by_sharing=_by_sharing(fields.get("predicted_by_sharing", {}), f"{where}.predicted_by_sharing"),
-        predicted_from=_sources(fields.get("predicted_from", {}), f"{where}.predicted_from"),
+        predicted_by_sharing=gains,
+        predicted_from=_measured_figures(sources, gains, f"{where}.predicted_from"),
         measured_runs=_runs(fields.get("measured_runs", {}), f"{where}.measured_runs"),
         sharing_reason=_text(fields.get("sharing_reason", ""), f"{where}.sharing_reason"),
     )
@@ -368,6 +391,8 @@ def _sharing(value: Any, where: str, jobs: int) -> str:
     sharing = _text(value, where)
     if jobs == 1 and sharing in (*SHARINGS, ALONE.name):
         return ALONE.name  # a group of one job shares nothing, whatever an edited plan says
+    if sharing == ALONE.name:
+        _fail(where, f"{sharing!r} is for a group of one job, and this one has {jobs}: choose {', '.join(SHARINGS)}")
     if sharing not in SHARINGS:
         _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     return sharing
@@ -379,6 +404,20 @@ def _by_sharing(value: Any, where: str) -> dict[str, float]:
         if sharing not in SHARINGS:
             _fail(where, f"unknown way of sharing {sharing!r}; choose {', '.join(SHARINGS)}")
     return gains
+
+
+def _measured_figures(sources: dict[str, str], gains: dict[str, float], where: str) -> dict[str, str]:
+    """A group's predicted_from, refused where it marks measured a way that predicted_by_sharing has no gain for:
+    `xover plan` writes both of the same ways, and an adaptive group starts from the gains of the ways marked
+    measured, looked up there (run/units.py; a KeyError's traceback). A way marked simulated is only a label."""
+    for way, source in sources.items():
+        if source == MEASURED and way not in gains:
+            _fail(
+                where,
+                f"marks {way!r} {MEASURED}, but predicted_by_sharing has no gain for {way!r}: add the measured gain "
+                f"there, or remove {way!r} here",
+            )
+    return sources
 
 
 def _sources(value: Any, where: str) -> dict[str, str]:
@@ -428,13 +467,18 @@ def _devices(value: Any, where: str, host_slots: dict[str, int]) -> list[str]:
     return devices
 
 
-def _unplaced(value: Any) -> list[tuple[str, str]]:
+def _unplaced(value: Any, placed: dict[str, JobProfile]) -> list[tuple[str, str]]:
     unplaced: list[tuple[str, str]] = []
     for index, entry in enumerate(_list(value, "unplaced")):
         where = f"unplaced[{index}]"
         fields = _mapping(entry, where)
         name = _text(_field(fields, "name", where), f"{where}.name")
         reason = _text(_field(fields, "reason", where), f"{where}.reason")
+        if name in placed:  # `xover run` would run it, as its group says, while the plan says it is not run
+            _fail(
+                f"{where}.name",
+                f"job {name!r} is unplaced here but placed in 'jobs' and a group: remove it from one of them",
+            )
         unplaced.append((name, reason))
     return unplaced
 

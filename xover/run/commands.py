@@ -22,7 +22,7 @@ from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult
 from ..scripts import detect_scripts_engine, detection_note
-from ..settings import settings
+from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import PLANNED, Mode, adapts, modes_of
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
@@ -122,6 +122,13 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
         launcher=asked.launcher,
         policy=asked.policy,
     )
+    if chosen.gpu_plan_on_cpus:
+        errors.print(
+            f"{chosen.plan_path}: the plan was made for GPUs; {CPU_ONLY_VARIABLE}=1 runs it on CPU cores (its "
+            "predictions are for GPUs)",
+            highlight=False,
+            markup=False,
+        )
     if chosen.link_from_plan:
         errors.print(
             f"link {chosen.link}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",

@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..devices import local_device_count
+from ..devices import gpu_count, local_device_count
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, refuse_unless_regular
+from ..errors import XoverError, json_without_duplicate_keys, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import MAX_ITERATIONS, Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
+from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import CROSSOVER
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .jobs import GroupToRun, JobSpec, job_for, unique_names
@@ -33,6 +35,30 @@ def plan_link(plan: Plan, groups: list[GroupToRun], launcher: str) -> Link | Non
     if any(not is_local(host) for group in groups for job in group.jobs for host in job.devices):
         return None
     return link
+
+
+def plan_for_gpus_on_cpus(plan: Plan, groups: list[GroupToRun], launcher: str, plan_path: str) -> bool:
+    """A plan made for GPUs (`device_kind` gpu: its jobs' profiles were taken on GPUs) whose jobs run on this
+    machine, refused where this machine shows no GPU: its jobs would compute on CPU cores without a word, far from
+    what the plan predicted. With XOVER_CPU_ONLY=1 it runs on CPU cores as asked: True (the run says so). A plan
+    without a device kind (from a trace, or an older xover), or whose jobs run elsewhere (other hosts, Slurm's
+    nodes), runs on what is there."""
+    if plan.device_kind != "gpu" or not launcher_named(launcher).runs_here:
+        return False
+    if not any(is_local(host) for group in groups for job in group.jobs for host in job.devices):
+        return False
+    if settings().cpu_only:
+        return True
+    if gpu_count() > 0:
+        return False
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    shown = f" (CUDA_VISIBLE_DEVICES={hidden!r})" if hidden is not None else ""
+    raise XoverError(
+        f"{plan_path}: the plan was made for GPUs (plan field 'device_kind' is 'gpu': its jobs were profiled on "
+        f"GPUs), and this machine has no NVIDIA GPU visible{shown}: profile the jobs and plan them again on this "
+        f"machine (`xover profile`, then `xover plan`), or run this plan on CPU cores anyway with "
+        f"{CPU_ONLY_VARIABLE}=1 (its predictions are for GPUs)"
+    )
 
 
 def groups_from_recipes(
@@ -59,7 +85,8 @@ def groups_from_plan(
         raise XoverError(f"--iterations {iterations}: give a whole number from 1 to {MAX_ITERATIONS}")
     plan_file = refuse_unless_regular(Path(plan_path), "a plan file is the JSON `xover plan --out` writes")
     try:
-        body = json.loads(plan_file.read_text(encoding="utf-8-sig"))  # a BOM an editor put there read past
+        # a BOM an editor put there read past; a key given twice (an edit above the old value) refused
+        body = json_without_duplicate_keys(plan_file.read_text(encoding="utf-8-sig"), plan_path)
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -235,6 +262,7 @@ class RunTargets:
     plan_path: str | None = None
     link: Link | None = None  # --bandwidth as given, or the link the plan's profiles were taken on
     link_from_plan: bool = False
+    gpu_plan_on_cpus: bool = False  # a plan made for GPUs, run on CPU cores as XOVER_CPU_ONLY=1 asks
 
 
 def run_targets(
@@ -261,7 +289,7 @@ def run_targets(
         engine = detect_scripts_engine(scripts)[0]
     plan: Plan | None = None
     plan_path = None
-    link_from_plan = False
+    link_from_plan = gpu_plan_on_cpus = False
     if group or scripts:
         engine = engine or DEFAULT_ENGINE
         if group and not targets:
@@ -280,6 +308,7 @@ def run_targets(
             )
         plan_path = targets[0]
         groups, plan = groups_from_plan(plan_path, iterations, engine, allow_changed)
+        gpu_plan_on_cpus = plan_for_gpus_on_cpus(plan, groups, launcher, plan_path)
         engine = engine or plan.engine or DEFAULT_ENGINE  # the built-in models' (a script runs under its own)
         if link is None and (link := plan_link(plan, groups, launcher)) is not None:
             link_from_plan = True
@@ -289,4 +318,4 @@ def run_targets(
     if policy != "all" and policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
     policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
-    return RunTargets(groups, engine, policies, plan, plan_path, link, link_from_plan)
+    return RunTargets(groups, engine, policies, plan, plan_path, link, link_from_plan, gpu_plan_on_cpus)
