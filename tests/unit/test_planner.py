@@ -479,6 +479,53 @@ def test_best_fit_keeps_big_holes_for_big_groups():
     assert _names(placed) == [(["b:0", "b:1"], 0), (["a:0", "a:1", "a:2", "a:3"], 0)]
 
 
+def test_a_group_starts_on_the_device_that_frees_first():
+    # one device each; longest first: 10 and 9 at once, then 8 where 9 ends, not behind 10 (17, not 19)
+    groups = [[job(name, 10, 10)] for name in "abcde"]
+    placed = place_groups(groups, [("a", 2)], [10, 9, 8, 1, 1])
+    assert [(group.jobs[0].name, group.devices, group.start_ms) for group in placed] == [
+        ("a", ["a:0"], 0), ("b", ["a:1"], 0), ("c", ["a:1"], 9), ("d", ["a:0"], 10), ("e", ["a:0"], 11)]
+    assert max(group.start_ms + d for group, d in zip(placed, [10, 9, 8, 1, 1])) == 17
+    assert [group.wave for group in placed] == [0, 0, 1, 1, 2]
+
+
+def test_a_waiting_group_is_not_starved_by_later_small_ones():
+    # big needs both devices; a:0 runs 10. Small ones of 10 may use a:1 until big's reservation at 10, and
+    # none of them may start on a:1 at 10 ahead of big.
+    groups = [[job("first", 10, 10)], [job("big", 10, 10, devices=2)]] + [[job(f"s{i}", 10, 10)] for i in range(4)]
+    placed = place_groups(groups, [("a", 2)], [10, 5, 10, 10, 10, 10])
+    start = {group.jobs[0].name: group.start_ms for group in placed}
+    assert start["first"] == 0 and start["s0"] == 0  # s0 ends when big may start: it does not delay it
+    assert start["big"] == 10
+    assert sorted(start[f"s{i}"] for i in range(1, 4)) == [15, 15, 25]
+    # one that would still run at 10 does not start beside first at all: big goes first
+    placed = place_groups(groups[:2] + [[job("long", 10, 10)]], [("a", 2)], [10, 5, 11])
+    assert {group.jobs[0].name: group.start_ms for group in placed} == {"first": 0, "big": 10, "long": 15}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(min_value=1, max_value=50)), min_size=1, max_size=14),
+    st.lists(st.sampled_from([4, 8]), min_size=1, max_size=3).map(
+        lambda slots: [(f"h{index}", count) for index, count in enumerate(slots)]),
+)
+def test_placement_is_what_the_runs_start_rule_does(groups, hosts):
+    """Started in the plan's order, each group when its devices are free of every group before it (the
+    rule of `xover run`), no group starts later than the placement said (earlier where a reservation held
+    it back from devices the reserved group did not take in the end), and a wave-0 group at once."""
+    jobs = [[job(f"j{i}", 10, 10, devices=size)] for i, (size, _) in enumerate(groups)]
+    durations = {f"j{i}": float(length) for i, (_, length) in enumerate(groups)}
+    placed = place_groups(jobs, hosts, [durations[group[0].name] for group in jobs])
+    free_at: dict[str, float] = {}
+    for group in placed:
+        start = max((free_at.get(device, 0.0) for device in group.devices), default=0.0)
+        assert start <= group.start_ms
+        assert (group.wave == 0) == (start == 0)
+        for device in group.devices:
+            free_at[device] = start + durations[group.jobs[0].name]
+    assert [group.start_ms for group in placed] == sorted(group.start_ms for group in placed)
+
+
 def test_unplaceable_jobs_say_why():
     hosts = [("localhost", 2)]
     assert unplaceable_reason(job("huge", 1, 1, devices=8), hosts, None) == "needs 8 devices, 2 exist"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import XoverError
 from ..sharing import ALONE, DEFAULT_WAY
@@ -14,13 +14,13 @@ from .grouping import ALGORITHMS, GroupingRules
 from .instances import JobInstance
 from .measured import NONE, Measurements
 from .model import JobProfile
-from .placement import Host, PlacedGroup, place_groups, unplaceable_reason
+from .placement import place_groups, unplaceable_reason
 from .predict import (
     SharingPick,
     measured_runs,
     sequential_duration_ms,
 )
-from .state import FreeDevices
+from .state import FreeDevices, Host
 from .throughput import XoverModel
 
 
@@ -71,7 +71,7 @@ class PlannedScript:
 
 @dataclass(frozen=True)
 class Plan:
-    """Groups placed on devices in waves, plus jobs that cannot run at all.
+    """Groups placed on devices, in the order they start, plus jobs that cannot run at all.
 
     ``predicted_aggregate_gain``: the placed jobs' time alone over the groups' durations (work
     done per unit of group time; 1.0 = no better than one job at a time).
@@ -105,7 +105,7 @@ class Plan:
 
     @property
     def waves(self) -> int:
-        """How many waves the plan runs in, one after another (0 for no groups)."""
+        """How deep the plan runs: one more than the deepest group's wave (0 for no groups)."""
         return 1 + max((group.wave for group in self.groups), default=-1)
 
 
@@ -124,7 +124,7 @@ def make_plan(
     policy: str = DEFAULT_POLICY,
     measured: Measurements = NONE,
 ) -> Plan:
-    """Group ``jobs`` with ``algo``, place the groups on ``hosts`` in waves, predict the outcome; a group
+    """Group ``jobs`` with ``algo``, predict each group, place the groups on ``hosts`` as devices free up; a group
     measured before (``measured``) is predicted by its measurement."""
     _check_inputs(jobs, hosts, device_memory_gb, max_group, algo, min_gain_margin)
     if policy not in POLICIES:
@@ -137,9 +137,9 @@ def make_plan(
             placeable.append(job)
         else:
             unplaced.append((job.name, reason))
-    # The decision step at t = 0 with every job queued: its groups, longest first (so they share the early
-    # waves instead of each extending the makespan); what it starts now is wave 0, and placing the rest as
-    # devices free up makes the later waves.
+    # The decision step at t = 0 with every job queued: its groups, longest first (so long groups start
+    # early instead of each extending the makespan); what it starts now is wave 0, and the rest start as the
+    # groups before them are predicted to end (`placement.place_groups`).
     step = decide(
         [Queued(JobInstance.of_profile(job), job.iterations, index) for index, job in enumerate(placeable)],
         FreeDevices(hosts),
@@ -152,8 +152,15 @@ def make_plan(
         ),
     )
     groups = [[member.instance.kind for member in unit.members] for unit in step.units]
-    placed = sorted(place_groups(groups, hosts), key=lambda group: group.wave)
-    group_plans = schedule([_predict(group, policy, measured) for group in placed])
+    predicted = [_predict(group, policy, measured) for group in groups]
+    placed = place_groups(groups, hosts, [group.predicted_duration_ms for group in predicted])
+    by_jobs = {tuple(job.name for job in group.jobs): group for group in predicted}
+    group_plans = schedule(
+        [
+            replace(by_jobs[tuple(job.name for job in group.jobs)], devices=group.devices, wave=group.wave)
+            for group in placed
+        ]
+    )
     return Plan(
         algo=algo,
         hosts=[(name, slots) for name, slots in hosts],
@@ -171,16 +178,17 @@ def chosen_sharing(jobs: Sequence[JobProfile], policy: str, measured: Measuremen
     return XoverModel(policy, measured).pick(jobs)
 
 
-def _predict(group: PlacedGroup, policy: str, measured: Measurements = NONE) -> GroupPlan:
-    pick = chosen_sharing(group.jobs, policy, measured)
+def _predict(jobs: list[JobProfile], policy: str, measured: Measurements = NONE) -> GroupPlan:
+    """The group's plan before it is placed (no devices yet)."""
+    pick = chosen_sharing(jobs, policy, measured)
     prediction, considered = pick.prediction, dict(pick.considered)
     if prediction.sharing not in considered:  # adaptive, picked: predicted as the better of its two ways
         considered[prediction.sharing] = prediction
-    alone = len(group.jobs) == 1
+    alone = len(jobs) == 1
     return GroupPlan(
-        jobs=group.jobs,
-        devices=group.devices,
-        wave=group.wave,
+        jobs=jobs,
+        devices=[],
+        wave=0,
         predicted_period_ms=max(prediction.iteration_ms.values()),
         predicted_gain=prediction.gain,
         predicted_slowdown=prediction.slowdowns,
@@ -199,8 +207,6 @@ def _predict(group: PlacedGroup, policy: str, measured: Measurements = NONE) -> 
 def schedule(groups: Sequence[GroupPlan]) -> list[GroupPlan]:
     """Start times as `xover run` schedules them: in the plan's order, each group as soon as every
     one of its devices is free (a later group on free devices does not wait for an earlier one)."""
-    from dataclasses import replace
-
     free_at: dict[str, float] = {}
     timed = []
     for group in groups:

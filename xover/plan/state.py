@@ -12,7 +12,18 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from .placement import Host, device_name
+Host = tuple[str, int]  # a host's name and how many devices it has
+
+
+def device_name(host: str, index: int) -> str:
+    """A device's name in a plan: "host:index"."""
+    return f"{host}:{index}"
+
+
+def total_slots(hosts: Sequence[Host]) -> int:
+    """The device slots of every host together."""
+    return sum(slots for _, slots in hosts)
+
 
 # Where a group goes (`FreeDevices.place`):
 # best-fit   - `xover plan`'s placement (placement.py): on one host when some host is big enough, the one

@@ -47,7 +47,7 @@ from . import (
 )
 from .from_profiles import job_profile
 from .measured import NONE, JobIdentity, Measurements
-from .placement import Host
+from .state import Host
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds

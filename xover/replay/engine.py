@@ -37,8 +37,7 @@ from ..plan.decide import Queued, StepRules, decide, dissolve_losing
 from ..plan.grouping import GroupingRules
 from ..plan.instances import JobInstance
 from ..plan.model import JobProfile
-from ..plan.placement import Host
-from ..plan.state import Devices, FreeDevices
+from ..plan.state import Devices, FreeDevices, Host
 from ..plan.throughput import ThroughputModel
 from ..sharing import ALONE
 from .policies import TIRESIAS_LIMITS, Policy

@@ -19,8 +19,7 @@ from ..errors import XoverError, check_seconds
 from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
-from ..plan.placement import Host
-from ..plan.state import PLACEMENTS
+from ..plan.state import PLACEMENTS, Host
 from ..plan.step import profiles_of_recipes
 from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
 from ..plan.trace import load_trace_csv
