@@ -196,6 +196,39 @@ def test_train_experiment_shows_job_rows_only(isolated_results):
     assert float(rows[1]["best_crossover_gain"]) == pytest.approx(2.0)
 
 
+def _with_a_failed_job(db: Path) -> None:
+    """Job b's sequential run of the plan's experiment failed (exit 1); xover itself ran to its end, so the
+    experiment's row says finished, as `xover run` leaves it."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        run = session.scalars(select(Run).where(Run.name == "b", Run.mode == "sequential")).one()
+        run.status, run.exit_code, run.error = "failed", 1, "RuntimeError: boom"
+    store.close()
+
+
+def test_an_experiment_with_a_failed_job_is_failed_in_every_view(isolated_results):
+    """`report all` (table, JSON, CSV, HTML) and the experiment's own report said `finished` for a comparison
+    whose job failed: the experiment's row says only that xover ran to its end."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_a_failed_job(isolated_results / "xover.db")
+    listed = report("all", "--format", "json")
+    assert listed.exit_code == 0, listed.output
+    statuses = {row["id"]: row["status"] for row in json.loads(listed.stdout)["experiments"]}
+    assert statuses == {"20260101-000000-plan": "failed", "20260101-000100-solo": "finished"}
+    table = report("all")
+    assert table.exit_code == 0, table.output
+    [line] = [line for line in table.output.splitlines() if "20260101-000000-plan" in line]
+    assert " failed " in line and "finished" not in line, line
+    rows = list(csv.DictReader(io.StringIO(report("all", "--format", "csv").stdout)))
+    assert [row["status"] for row in rows] == ["finished", "failed"]
+    page = isolated_results / "all.html"
+    assert report("all", "--format", "html", "--out", str(page)).exit_code == 0
+    assert "<td>failed</td>" in page.read_text()
+    one = report("20260101-000000-plan", "--format", "json")
+    assert json.loads(one.stdout)["experiment"]["status"] == "failed"
+    assert "(run, failed, " in report("20260101-000000-plan").output
+
+
 # ------------------------------------------------------------------------------ errors
 
 

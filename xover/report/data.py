@@ -8,6 +8,7 @@ the renderers (tables, JSON, CSV, pictures, HTML) work after the session is clos
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,7 +38,7 @@ from ..results import (
     mode_rank,
 )
 from ..run.record import reconcile_lost
-from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode
+from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
 from ..store.models import Experiment, PlanGroup, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
@@ -149,11 +150,12 @@ def job_order(job: RunResult) -> tuple:
 
 
 def experiment_row(experiment: Experiment) -> ExperimentInfo:
-    """The experiment's row as the report shows it: credentials masked, times as UTC text."""
+    """The experiment's row as the report shows it: credentials masked, times as UTC text, and its status as
+    its runs ended (experiment_status)."""
     return ExperimentInfo(
         id=experiment.id,
         kind=experiment.kind,
-        status=experiment.status,
+        status=experiment_status(experiment.status, [run.status for run in experiment.runs]),
         command=mask_credentials(experiment.command),
         bandwidth=experiment.bandwidth,
         hosts=experiment.hosts,
@@ -162,6 +164,15 @@ def experiment_row(experiment: Experiment) -> ExperimentInfo:
         created_at=_utc_text(experiment.created_at),
         ended_at=_utc_text(experiment.ended_at),
     )
+
+
+def experiment_status(stored: str, run_statuses: Iterable[str | None]) -> str:
+    """The status every view of the report shows for an experiment (the listing, the page, the JSON, MLflow):
+    the one stored, but `failed` where it finished with a run that failed. The experiment's row says
+    `finished` once xover ran it to its end, whatever its jobs did."""
+    if stored == RunStatus.FINISHED and any(status == RunStatus.FAILED for status in run_statuses):
+        return RunStatus.FAILED.value
+    return stored
 
 
 def _utc_text(moment: datetime | None) -> str | None:
