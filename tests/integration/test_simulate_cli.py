@@ -43,7 +43,12 @@ def test_simulate_a_golden_trace_then_report_it(isolated_results):
     srtf = body["replays"][1]
     assert srtf["avg_jct_s"] == pytest.approx(230 / 3)
     assert srtf["jct_cdf"][-1] == {"jct_s": 150.0, "share": 1.0}
-    assert srtf["utilisation"] and set(body["pictures"]) == {"jct_cdf", "utilisation"}
+    assert set(body["pictures"]) == {"jct_cdf", "utilisation"}
+    # `utilisation` is one figure, as in the table and `simulate --json`; the time series is beside it
+    for policy, replay in zip(["fifo", "srtf", "tiresias", "xover"], body["replays"], strict=True):
+        assert replay["utilisation"] == pytest.approx(figures[policy]["utilisation"]), policy
+    assert srtf["utilisation_series"][0]["policy"] == "srtf" and set(srtf["utilisation_series"][0]) == {
+        "policy", "start_s", "end_s", "busy", "grouped", "waiting", "running"}
 
     html = isolated_results / "report.html"
     assert xover("report", "latest", "--format", "html", "--out", str(html)).exit_code == 0

@@ -201,14 +201,15 @@ def print_simulation_tables(report: SimulationReport, pictures: dict[str, str]) 
 
 
 def simulation_dict(report: SimulationReport, pictures: dict[str, str]) -> dict[str, Any]:
-    """The JSON: the experiment, each replay's figures and settings, its utilisation over time and its JCT
-    distribution (at up to 200 quantiles)."""
+    """The JSON: the experiment, each replay's figures (`utilisation` one figure, as in the table and `xover
+    simulate --json`) and settings, its utilisation over time (`utilisation_series`) and its JCT distribution
+    (at up to 200 quantiles)."""
     return {
         "experiment": report.experiment.to_json(),
         "replays": [
             {
                 **replay,
-                "utilisation": report.utilisation.get(replay["policy"], []),
+                "utilisation_series": report.utilisation.get(replay["policy"], []),
                 "jct_cdf": [{"jct_s": jct, "share": share} for jct, share in _cdf(report, replay["policy"])],
             }
             for replay in report.replays
