@@ -63,6 +63,11 @@ def test_simulate_a_golden_trace_then_report_it(isolated_results):
 
     listed = xover("report", "all")
     assert listed.exit_code == 0 and "simulate" in listed.output
+    # the jobs it replayed (the trace's three), not 0: a simulation has no runs
+    [row] = json.loads(xover("report", "all", "--format", "json").stdout)["experiments"]
+    assert (row["kind"], row["jobs"], row["runs"]) == ("simulate", 3, 0)
+    [line] = [line for line in listed.output.splitlines() if stored["experiment"] in line]
+    assert line.split("│")[5].strip() == "3", line
     refused = xover("report", "latest", "--format", "mlflow", "--tracking-uri", "sqlite:///nowhere.db")
     assert refused.exit_code == 2 and "is a simulation" in refused.output
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from ..analysis import (
@@ -39,7 +39,7 @@ from ..results import (
 )
 from ..run.record import reconcile_lost
 from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
-from ..store.models import Experiment, PlanGroup, SharingSegment
+from ..store.models import Experiment, PlanGroup, Replay, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
@@ -298,11 +298,13 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
 
 @dataclass
 class ExperimentBrief:
-    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations."""
+    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations; for a
+    simulation, which has no runs, the number of jobs it replayed."""
 
     experiment: ExperimentInfo
     jobs: list[RunResult]
     groups: list[GroupReport]
+    replayed_jobs: int | None = None
 
     def summary(self) -> ExperimentSummary:
         """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain."""
@@ -313,7 +315,7 @@ class ExperimentBrief:
             kind=self.experiment.kind,
             status=self.experiment.status,
             created_at=self.experiment.created_at,
-            jobs=len({j.name for j in self.jobs}),
+            jobs=self.replayed_jobs if self.replayed_jobs is not None else len({j.name for j in self.jobs}),
             runs=len(self.jobs),
             modes=",".join(modes),
             best_crossover_gain=max(gains) if gains else None,
@@ -323,10 +325,17 @@ class ExperimentBrief:
 def all_experiments(session: Session) -> list[ExperimentBrief]:
     """Every experiment, newest first, with its jobs and (for comparison runs) group gains."""
     experiments = session.scalars(select(Experiment).order_by(Experiment.created_at.desc(), Experiment.id.desc())).all()
+    # a simulation's jobs are its trace's (each policy replays them all), not runs
+    replayed = {
+        experiment_id: jobs
+        for experiment_id, jobs in session.execute(
+            select(Replay.experiment_id, func.max(Replay.jobs)).group_by(Replay.experiment_id)
+        )
+    }
     briefs = []
     for experiment in experiments:
         jobs, groups = jobs_and_groups(session, experiment)
-        briefs.append(ExperimentBrief(experiment_row(experiment), jobs, groups))
+        briefs.append(ExperimentBrief(experiment_row(experiment), jobs, groups, replayed.get(experiment.id)))
     return briefs
 
 
