@@ -67,7 +67,7 @@ def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):
     uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
     result = report("all", "--format", "mlflow", "--tracking-uri", uri)
     assert result.exit_code == 0, result.output
-    assert f"{PLAN}: wrote 4 job runs" in result.output and f"{SOLO}: wrote 1 job runs" in result.output
+    assert f"{PLAN}: wrote 4 job runs" in result.output and f"{SOLO}: wrote 1 job run and" in result.output
     runs = _runs(uri)
     parents = {run.data.tags["xover.experiment"]: run for run in runs if run.data.tags["xover.kind"] == "experiment"}
     assert set(parents) == {PLAN, SOLO}
@@ -216,7 +216,7 @@ def test_the_tracking_uri_is_shown_without_its_credentials(isolated_results):
     assert "KX7SEC" not in result.output and "QZ9END" not in result.output, result.output
     written = report(SOLO, "--format", "mlflow", "--tracking-uri",
                      f"sqlite:///{isolated_results / 'mlflow.db'}?token={SECRET.replace(' ', '%20')}")
-    assert written.exit_code == 0 and f"{SOLO}: wrote 1 job runs" in written.output, written.output
+    assert written.exit_code == 0 and f"{SOLO}: wrote 1 job run and" in written.output, written.output
     assert "token=***" in written.output and "KX7SEC" not in written.output, written.output
 
 

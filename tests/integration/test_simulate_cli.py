@@ -123,6 +123,30 @@ def test_bad_input_is_one_line_and_exit_2(isolated_results, args, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+def test_one_of_anything_is_said_in_the_singular(isolated_results, tmp_path):
+    """`xover simulate` of Philly's log said "skipped 1 jobs never started" and "1 hosts", its report "1 jobs";
+    and `report all --format html` "1 experiments"."""
+    result = xover("simulate", str(ASSETS / "philly_log.json"), "--profiles", str(ASSETS / "profiles.csv"),
+                   "--assign", "narrow", "--cluster", "1x4", "--policy", "fifo")
+    assert result.exit_code == 0, result.output
+    assert "(2 jobs of " in result.output and "; 1 host, 4 devices;" in result.output, result.output
+    assert "skipped 1 job never started" in result.output, result.output
+    reported = xover("report", "latest")
+    assert "skipped: 1 job never started" in reported.output, reported.output
+    one = tmp_path / "one.csv"
+    one.write_text("arrival_s,gpus,duration_s,model,name\n0,1,10,narrow,j0\n")
+    result = xover("--db", str(tmp_path / "one.db"), "simulate", str(one), "--profiles", str(ASSETS / "profiles.csv"),
+                   "--cluster", "1x1", "--policy", "fifo")
+    assert result.exit_code == 0, result.output
+    title = " ".join(result.output.split())  # the table's title, wrapped where the path is long
+    assert "(1 job of " in title and "; 1 host, 1 device;" in title, result.output
+    reported = xover("--db", str(tmp_path / "one.db"), "report", "latest")
+    assert "(plain, 1 job)" in reported.output and "(1 device)" in reported.output, reported.output
+    page = tmp_path / "all.html"
+    assert xover("--db", str(tmp_path / "one.db"), "report", "all", "--format", "html", "--out", str(page)).exit_code == 0
+    assert "<p>1 experiment, newest first.</p>" in page.read_text()
+
+
 def test_simulate_runs_as_a_module():
     result = subprocess.run([sys.executable, "-m", "xover", "simulate", "--help"], capture_output=True, text=True,
                             timeout=120)

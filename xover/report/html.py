@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import __version__
 from ..analysis import report_warnings
-from ..console import fmt
+from ..console import counted, fmt
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
     ADAPTIVE_COLUMNS,
@@ -168,7 +168,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
 def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
     """`xover report all` as a page that stands alone, with the predicted-against-measured picture."""
     sections = [
-        f"<p>{len(briefs)} experiments, newest first.</p>",
+        f"<p>{counted(len(briefs), 'experiment')}, newest first.</p>",
         html_table(SUMMARY_COLUMNS, summary_rows(briefs), DIGITS),
     ]
     sections += [
