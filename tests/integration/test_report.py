@@ -229,6 +229,42 @@ def test_an_experiment_with_a_failed_job_is_failed_in_every_view(isolated_result
     assert "(run, failed, " in report("20260101-000000-plan").output
 
 
+SIGNALLED_IN = """
+import importlib, signal, sys
+module, name = sys.argv[1].rsplit(".", 1)
+
+def signalled(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)
+    raise AssertionError("the report went on after SIGTERM")
+
+setattr(importlib.import_module(module), name, signalled)
+from xover.cli import app
+app(args=sys.argv[2:], prog_name="xover")
+"""
+
+
+@pytest.mark.parametrize(("where", "args", "said"), [
+    ("xover.report.tables.print_summary_table", ["report", "all"],
+     "interrupted: the report stopped part-way; each file it said it wrote is whole, one it was writing may not be"),
+    ("xover.report.mlflow.write_experiment", ["report", "all", "--format", "mlflow", "--tracking-uri",
+                                              "sqlite:///mlflow.db"],
+     "interrupted: the MLflow write stopped part-way; an experiment cut short there is replaced when written again"),
+], ids=["table", "mlflow"])
+def test_sigterm_during_a_report_is_said_in_one_line(isolated_results, where, args, said):
+    """SIGTERM ended `xover report` with exit 143 and not a word; now it is Ctrl-C's: one line, exit 130."""
+    import subprocess
+    import sys
+
+    _hand_made_store(isolated_results / "xover.db")
+    if "--tracking-uri" in args:
+        args[-1] = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    result = subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.strip().splitlines() == [said], result.stderr
+    assert report("all").exit_code == 0  # the store reads as before
+
+
 # ------------------------------------------------------------------------------ errors
 
 
