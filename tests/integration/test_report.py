@@ -147,6 +147,52 @@ def test_an_adaptive_groups_timeline_of_ways_and_its_share_of_time_in_each(isola
     assert "Adaptive: the way each group ran in, and why" in page and 'id="adaptive"' in page
 
 
+def _with_two_turn_policies(db: Path, name_b: str) -> None:
+    """The plan's crossover runs were under work-conserving; a and b ran under round-robin too (their iterations
+    45 ms: a gain of about 1.8); job b is named `name_b`."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        for run in session.scalars(select(Run).where(Run.mode == "crossover")):
+            run.policy = "work-conserving"
+        for slot, name in enumerate(("a", "b")):
+            run = Run(experiment_id="20260101-000000-plan", recipe_id=recipe.id, name=name, mode="crossover",
+                      policy="round-robin", group_index=0, slot=slot, hosts="localhost:2", np=2, status="finished",
+                      exit_code=0)
+            session.add(run)
+            session.flush()
+            for step in range(10):
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.045 * (step + 1),
+                                            wall_time=3000.0 + 0.045 * (step + 1), iteration_s=0.045, data_s=0.0,
+                                            compute_s=0.02, communication_s=0.02, wait_s=0.005, samples=64,
+                                            loss=2.0 - 0.1 * step, yields=1))
+        for run in session.scalars(select(Run).where(Run.name == "b")):
+            run.name = name_b
+    store.close()
+
+
+def test_the_html_page_has_the_tables_by_turn_policy_and_of_turns(isolated_results):
+    """The terminal showed crossover by turn policy and the turns under crossover; the HTML page had neither."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    name = "b<i>&amp;"  # a job's name is the user's: text on the page, never markup
+    _with_two_turn_policies(db, name)
+    table = " ".join(report("plan").output.split())
+    assert "crossover by turn policy" in table and "turns under crossover" in table
+    result = report("plan", "--format", "html", "--out", str(isolated_results / "r.html"))
+    assert result.exit_code == 0, result.output
+    page = (isolated_results / "r.html").read_text()
+    assert "<h2>Crossover by turn policy</h2>" in page and "<h2>Turns under crossover</h2>" in page
+    policies = page.split("<h2>Crossover by turn policy</h2>")[1].split("<h2>")[0]
+    assert policies.count("<tr>") == 3  # the header, and the group under each policy
+    assert "<td>round-robin</td>" in policies and "<td>work-conserving</td>" in policies
+    assert "<td>a + b&lt;i&gt;&amp;amp;</td>" in policies
+    turns = page.split("<h2>Turns under crossover</h2>")[1].split("<h2>")[0]
+    assert turns.count("<tr>") == 5  # the header, and each job under each policy
+    assert "<td>b&lt;i&gt;&amp;amp;</td>" in turns and "<th>turn wait p50 ms</th>" in turns
+    assert name not in page  # nowhere as markup
+
+
 def test_gains_error_and_parity_from_a_plan(isolated_results):
     _hand_made_store(isolated_results / "xover.db")
     result = report("plan", "--format", "json")  # the end of an id is enough
