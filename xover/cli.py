@@ -30,6 +30,7 @@ from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
 from .replay.policies import POLICIES as REPLAY_POLICIES
 from .run.commands import RunAsked, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
+from .run.supervise import interruptible
 from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
@@ -90,15 +91,17 @@ RUNS_INTERRUPTED = "every process was stopped; unfinished runs are marked interr
 @contextlib.contextmanager
 def user_errors(interrupted: str = RUNS_INTERRUPTED):
     """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130, saying what it left
-    (`interrupted`: a command that starts no process has none to stop); --timeout 124."""
+    (`interrupted`, or the words of the Interrupted raised: a command that starts no process has none to
+    stop); --timeout 124."""
     try:
         yield
     except XoverError as error:
         fail(error)
     except DBAPIError as error:  # the store refused a read or a write part-way: a read-only file, a full disk
         fail(store_failed(database_url(State.db, create_folder=False), error.orig))
-    except (Interrupted, KeyboardInterrupt):
-        errors.print(f"interrupted{': ' if interrupted else ''}{interrupted}")
+    except (Interrupted, KeyboardInterrupt) as stop:
+        left = (str(stop) if isinstance(stop, Interrupted) else "") or interrupted
+        errors.print(f"interrupted{': ' if left else ''}{left}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130) from None
     except TimedOut:
         errors.print(
@@ -691,10 +694,11 @@ def simulate(
     policy's average, median and p99 JCT, makespan, utilisation, queueing and sharing are stored as one
     experiment; `xover report ID` shows them side by side (--format html draws the JCT distribution and
     the utilisation over time)."""
-    from .replay.step import SimulateRequest
+    from .replay.step import SimulateRequest, stored_words
     from .replay.step import simulate as run_simulation
 
-    with user_errors(interrupted="nothing of the simulation was stored"):
+    # SIGTERM as Ctrl-C: said in one line, exit 130 (it ended the process without a word)
+    with user_errors(interrupted="nothing of the simulation was stored"), interruptible():
         policies = list(REPLAY_POLICIES) if policy.strip() == "all" else _names(policy, "--policy")
         request = SimulateRequest(
             trace=trace,
@@ -719,7 +723,10 @@ def simulate(
         )
         with replay_progress(json_out) as progress:
             result = run_simulation(State.db, request, _command_line(), progress)
-    show_simulation(result, json_out)
+        try:
+            show_simulation(result, json_out)
+        except Interrupted:
+            raise Interrupted(stored_words(result.experiment_id)) from None
 
 
 @app.command(short_help="Show what a run did: throughput, slowdowns, predicted vs measured gain, parity, pictures.")
@@ -760,7 +767,12 @@ def report(
     its profile (the machine's speed changed)."""
     from .report import make_report
 
-    with user_errors(interrupted=""):
+    cut_short = (
+        "the MLflow write stopped part-way; an experiment cut short there is replaced when written again"
+        if fmt == "mlflow"
+        else "the report stopped part-way; each file it said it wrote is whole, one it was writing may not be"
+    )
+    with user_errors(interrupted=cut_short), interruptible():  # SIGTERM as Ctrl-C: one line, exit 130
         make_report(State.db, target, fmt, out, tracking_uri)
 
 

@@ -36,6 +36,12 @@ def print_error(message: str) -> None:
     errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """`count` and what it counts, singular for exactly one: "1 job", "3 jobs", "1 entry" / "2 entries"
+    (`plural` where adding an s is wrong)."""
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"
+
+
 def fmt(value: Any, digits: int = 2) -> str:
     """A cell's text: "-" for nothing, floats to `digits` decimals (never "-0.00")."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

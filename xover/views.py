@@ -11,8 +11,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .analysis import length_warnings, overlap_warnings
-from .console import console, errors, print_json, print_table
+from .console import console, counted, errors, print_json, print_table
 from .links import HOST
+from .replay.traces import skipped_words
 from .report import simulation
 from .report.tables import (
     DIGITS,
@@ -228,8 +229,9 @@ def show_simulation(result: Any, as_json: bool) -> None:
     rows = [{**item.summary.to_json(), "wall_s": item.wall_s} for item in result.replays]
     devices = sum(slots for _, slots in result.hosts)
     print_table(
-        f"xover simulate  ({len(result.trace.instances)} jobs of {result.trace.path}, {result.trace.format}; "
-        f"{len(result.hosts)} hosts, {devices} devices; {result.settings['semantics']} semantics)",
+        f"xover simulate  ({counted(len(result.trace.instances), 'job')} of {result.trace.path}, "
+        f"{result.trace.format}; {counted(len(result.hosts), 'host')}, {counted(devices, 'device')}; "
+        f"{result.settings['semantics']} semantics)",
         SIMULATE_COLUMNS,
         rows,
         SECONDS_DIGITS,
@@ -238,10 +240,12 @@ def show_simulation(result: Any, as_json: bool) -> None:
     for note in result.trace.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for why, count in result.trace.skipped.items():
-        console.print(f"[yellow]skipped[/] {count} {escape(why)}")
+        console.print(f"[yellow]skipped[/] {escape(skipped_words(why, count))}")
     for item in result.replays:
         if item.unfinished:
-            console.print(f"[yellow]{escape(item.summary.policy)}[/]: {len(item.unfinished)} jobs never finished")
+            console.print(
+                f"[yellow]{escape(item.summary.policy)}[/]: {counted(len(item.unfinished), 'job')} never finished"
+            )
     console.print(
         f"stored as experiment {result.experiment_id}: xover report {result.experiment_id} (--format html draws "
         "the JCT distribution and the utilisation)",

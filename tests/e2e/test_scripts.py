@@ -158,6 +158,11 @@ def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_resul
     log_dir = Path(match.group(1))
     assert log_dir.is_dir() and runs in log_dir.parents
     assert result.stdout.index("ddp_boom (sequential) failed") > result.stdout.index("xover run  experiment")
+    # the experiment ran to its end with its job failed: the listing says failed, not finished
+    listed = subprocess.run([sys.executable, "-m", "xover", "report", "all", "--format", "json"], capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert [row["status"] for row in json.loads(listed.stdout)["experiments"]] == ["failed"]
 
 
 def test_a_rank_that_dies_without_a_word_is_blamed_not_its_peers_knock_on_error(isolated_results):

@@ -147,6 +147,52 @@ def test_an_adaptive_groups_timeline_of_ways_and_its_share_of_time_in_each(isola
     assert "Adaptive: the way each group ran in, and why" in page and 'id="adaptive"' in page
 
 
+def _with_two_turn_policies(db: Path, name_b: str) -> None:
+    """The plan's crossover runs were under work-conserving; a and b ran under round-robin too (their iterations
+    45 ms: a gain of about 1.8); job b is named `name_b`."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        for run in session.scalars(select(Run).where(Run.mode == "crossover")):
+            run.policy = "work-conserving"
+        for slot, name in enumerate(("a", "b")):
+            run = Run(experiment_id="20260101-000000-plan", recipe_id=recipe.id, name=name, mode="crossover",
+                      policy="round-robin", group_index=0, slot=slot, hosts="localhost:2", np=2, status="finished",
+                      exit_code=0)
+            session.add(run)
+            session.flush()
+            for step in range(10):
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.045 * (step + 1),
+                                            wall_time=3000.0 + 0.045 * (step + 1), iteration_s=0.045, data_s=0.0,
+                                            compute_s=0.02, communication_s=0.02, wait_s=0.005, samples=64,
+                                            loss=2.0 - 0.1 * step, yields=1))
+        for run in session.scalars(select(Run).where(Run.name == "b")):
+            run.name = name_b
+    store.close()
+
+
+def test_the_html_page_has_the_tables_by_turn_policy_and_of_turns(isolated_results):
+    """The terminal showed crossover by turn policy and the turns under crossover; the HTML page had neither."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    name = "b<i>&amp;"  # a job's name is the user's: text on the page, never markup
+    _with_two_turn_policies(db, name)
+    table = " ".join(report("plan").output.split())
+    assert "crossover by turn policy" in table and "turns under crossover" in table
+    result = report("plan", "--format", "html", "--out", str(isolated_results / "r.html"))
+    assert result.exit_code == 0, result.output
+    page = (isolated_results / "r.html").read_text()
+    assert "<h2>Crossover by turn policy</h2>" in page and "<h2>Turns under crossover</h2>" in page
+    policies = page.split("<h2>Crossover by turn policy</h2>")[1].split("<h2>")[0]
+    assert policies.count("<tr>") == 3  # the header, and the group under each policy
+    assert "<td>round-robin</td>" in policies and "<td>work-conserving</td>" in policies
+    assert "<td>a + b&lt;i&gt;&amp;amp;</td>" in policies
+    turns = page.split("<h2>Turns under crossover</h2>")[1].split("<h2>")[0]
+    assert turns.count("<tr>") == 5  # the header, and each job under each policy
+    assert "<td>b&lt;i&gt;&amp;amp;</td>" in turns and "<th>turn wait p50 ms</th>" in turns
+    assert name not in page  # nowhere as markup
+
+
 def test_gains_error_and_parity_from_a_plan(isolated_results):
     _hand_made_store(isolated_results / "xover.db")
     result = report("plan", "--format", "json")  # the end of an id is enough
@@ -194,6 +240,75 @@ def test_train_experiment_shows_job_rows_only(isolated_results):
     rows = list(csv.DictReader(io.StringIO(summary.stdout)))
     assert [r["id"] for r in rows] == ["20260101-000100-solo", "20260101-000000-plan"]  # newest first
     assert float(rows[1]["best_crossover_gain"]) == pytest.approx(2.0)
+
+
+def _with_a_failed_job(db: Path) -> None:
+    """Job b's sequential run of the plan's experiment failed (exit 1); xover itself ran to its end, so the
+    experiment's row says finished, as `xover run` leaves it."""
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        run = session.scalars(select(Run).where(Run.name == "b", Run.mode == "sequential")).one()
+        run.status, run.exit_code, run.error = "failed", 1, "RuntimeError: boom"
+    store.close()
+
+
+def test_an_experiment_with_a_failed_job_is_failed_in_every_view(isolated_results):
+    """`report all` (table, JSON, CSV, HTML) and the experiment's own report said `finished` for a comparison
+    whose job failed: the experiment's row says only that xover ran to its end."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_a_failed_job(isolated_results / "xover.db")
+    listed = report("all", "--format", "json")
+    assert listed.exit_code == 0, listed.output
+    statuses = {row["id"]: row["status"] for row in json.loads(listed.stdout)["experiments"]}
+    assert statuses == {"20260101-000000-plan": "failed", "20260101-000100-solo": "finished"}
+    table = report("all")
+    assert table.exit_code == 0, table.output
+    [line] = [line for line in table.output.splitlines() if "20260101-000000-plan" in line]
+    assert " failed " in line and "finished" not in line, line
+    rows = list(csv.DictReader(io.StringIO(report("all", "--format", "csv").stdout)))
+    assert [row["status"] for row in rows] == ["finished", "failed"]
+    page = isolated_results / "all.html"
+    assert report("all", "--format", "html", "--out", str(page)).exit_code == 0
+    assert "<td>failed</td>" in page.read_text()
+    one = report("20260101-000000-plan", "--format", "json")
+    assert json.loads(one.stdout)["experiment"]["status"] == "failed"
+    assert "(run, failed, " in report("20260101-000000-plan").output
+
+
+SIGNALLED_IN = """
+import importlib, signal, sys
+module, name = sys.argv[1].rsplit(".", 1)
+
+def signalled(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)
+    raise AssertionError("the report went on after SIGTERM")
+
+setattr(importlib.import_module(module), name, signalled)
+from xover.cli import app
+app(args=sys.argv[2:], prog_name="xover")
+"""
+
+
+@pytest.mark.parametrize(("where", "args", "said"), [
+    ("xover.report.tables.print_summary_table", ["report", "all"],
+     "interrupted: the report stopped part-way; each file it said it wrote is whole, one it was writing may not be"),
+    ("xover.report.mlflow.write_experiment", ["report", "all", "--format", "mlflow", "--tracking-uri",
+                                              "sqlite:///mlflow.db"],
+     "interrupted: the MLflow write stopped part-way; an experiment cut short there is replaced when written again"),
+], ids=["table", "mlflow"])
+def test_sigterm_during_a_report_is_said_in_one_line(isolated_results, where, args, said):
+    """SIGTERM ended `xover report` with exit 143 and not a word; now it is Ctrl-C's: one line, exit 130."""
+    import subprocess
+    import sys
+
+    _hand_made_store(isolated_results / "xover.db")
+    if "--tracking-uri" in args:
+        args[-1] = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    result = subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.strip().splitlines() == [said], result.stderr
+    assert report("all").exit_code == 0  # the store reads as before
 
 
 # ------------------------------------------------------------------------------ errors

@@ -13,7 +13,7 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from sqlalchemy import update
-from test_report import _hand_made_store, _one_error_line, _with_adaptive
+from test_report import _hand_made_store, _one_error_line, _with_a_failed_job, _with_adaptive
 from typer.testing import CliRunner
 
 from xover.cli import app
@@ -67,7 +67,7 @@ def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):
     uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
     result = report("all", "--format", "mlflow", "--tracking-uri", uri)
     assert result.exit_code == 0, result.output
-    assert f"{PLAN}: wrote 4 job runs" in result.output and f"{SOLO}: wrote 1 job runs" in result.output
+    assert f"{PLAN}: wrote 4 job runs" in result.output and f"{SOLO}: wrote 1 job run and" in result.output
     runs = _runs(uri)
     parents = {run.data.tags["xover.experiment"]: run for run in runs if run.data.tags["xover.kind"] == "experiment"}
     assert set(parents) == {PLAN, SOLO}
@@ -105,6 +105,23 @@ def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):
     assert parents[SOLO].info.run_id in {r.info.run_id for r in active}  # the other experiment untouched
     assert all(r.data.metrics["final_loss"] == 0.25 for r in active
                if r.data.tags["xover.experiment"] == PLAN and r.data.tags["xover.kind"] == "job")
+
+
+def test_an_experiment_with_a_failed_job_is_a_failed_parent_run(isolated_results):
+    """The parent run of an experiment whose job failed was logged FINISHED, tagged `xover.status=finished`."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_a_failed_job(isolated_results / "xover.db")
+    uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    result = report("all", "--format", "mlflow", "--tracking-uri", uri)
+    assert result.exit_code == 0, result.output
+    runs = _runs(uri)
+    parents = {run.data.tags["xover.experiment"]: run for run in runs if run.data.tags["xover.kind"] == "experiment"}
+    assert (parents[PLAN].info.status, parents[PLAN].data.tags["xover.status"]) == ("FAILED", "failed")
+    assert (parents[SOLO].info.status, parents[SOLO].data.tags["xover.status"]) == ("FINISHED", "finished")
+    [failed] = [run for run in runs if run.data.tags.get("xover.status") == "failed" and run.data.tags["xover.kind"]
+                == "job"]
+    assert (failed.data.tags["xover.job"], failed.data.tags["xover.mode"], failed.info.status) == (
+        "b", "sequential", "FAILED")
 
 
 def test_the_mlflow_experiment_name_comes_from_mlflows_variable(isolated_results, monkeypatch):
@@ -199,7 +216,7 @@ def test_the_tracking_uri_is_shown_without_its_credentials(isolated_results):
     assert "KX7SEC" not in result.output and "QZ9END" not in result.output, result.output
     written = report(SOLO, "--format", "mlflow", "--tracking-uri",
                      f"sqlite:///{isolated_results / 'mlflow.db'}?token={SECRET.replace(' ', '%20')}")
-    assert written.exit_code == 0 and f"{SOLO}: wrote 1 job runs" in written.output, written.output
+    assert written.exit_code == 0 and f"{SOLO}: wrote 1 job run and" in written.output, written.output
     assert "token=***" in written.output and "KX7SEC" not in written.output, written.output
 
 

@@ -43,7 +43,12 @@ def test_simulate_a_golden_trace_then_report_it(isolated_results):
     srtf = body["replays"][1]
     assert srtf["avg_jct_s"] == pytest.approx(230 / 3)
     assert srtf["jct_cdf"][-1] == {"jct_s": 150.0, "share": 1.0}
-    assert srtf["utilisation"] and set(body["pictures"]) == {"jct_cdf", "utilisation"}
+    assert set(body["pictures"]) == {"jct_cdf", "utilisation"}
+    # `utilisation` is one figure, as in the table and `simulate --json`; the time series is beside it
+    for policy, replay in zip(["fifo", "srtf", "tiresias", "xover"], body["replays"], strict=True):
+        assert replay["utilisation"] == pytest.approx(figures[policy]["utilisation"]), policy
+    assert srtf["utilisation_series"][0]["policy"] == "srtf" and set(srtf["utilisation_series"][0]) == {
+        "policy", "start_s", "end_s", "busy", "grouped", "waiting", "running"}
 
     html = isolated_results / "report.html"
     assert xover("report", "latest", "--format", "html", "--out", str(html)).exit_code == 0
@@ -58,6 +63,11 @@ def test_simulate_a_golden_trace_then_report_it(isolated_results):
 
     listed = xover("report", "all")
     assert listed.exit_code == 0 and "simulate" in listed.output
+    # the jobs it replayed (the trace's three), not 0: a simulation has no runs
+    [row] = json.loads(xover("report", "all", "--format", "json").stdout)["experiments"]
+    assert (row["kind"], row["jobs"], row["runs"]) == ("simulate", 3, 0)
+    [line] = [line for line in listed.output.splitlines() if stored["experiment"] in line]
+    assert line.split("│")[5].strip() == "3", line
     refused = xover("report", "latest", "--format", "mlflow", "--tracking-uri", "sqlite:///nowhere.db")
     assert refused.exit_code == 2 and "is a simulation" in refused.output
 
@@ -111,6 +121,110 @@ def test_bad_input_is_one_line_and_exit_2(isolated_results, args, message):
     result = xover("simulate", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_one_of_anything_is_said_in_the_singular(isolated_results, tmp_path):
+    """`xover simulate` of Philly's log said "skipped 1 jobs never started" and "1 hosts", its report "1 jobs";
+    and `report all --format html` "1 experiments"."""
+    result = xover("simulate", str(ASSETS / "philly_log.json"), "--profiles", str(ASSETS / "profiles.csv"),
+                   "--assign", "narrow", "--cluster", "1x4", "--policy", "fifo")
+    assert result.exit_code == 0, result.output
+    assert "(2 jobs of " in result.output and "; 1 host, 4 devices;" in result.output, result.output
+    assert "skipped 1 job never started" in result.output, result.output
+    reported = xover("report", "latest")
+    assert "skipped: 1 job never started" in reported.output, reported.output
+    one = tmp_path / "one.csv"
+    one.write_text("arrival_s,gpus,duration_s,model,name\n0,1,10,narrow,j0\n")
+    result = xover("--db", str(tmp_path / "one.db"), "simulate", str(one), "--profiles", str(ASSETS / "profiles.csv"),
+                   "--cluster", "1x1", "--policy", "fifo")
+    assert result.exit_code == 0, result.output
+    title = " ".join(result.output.split())  # the table's title, wrapped where the path is long
+    assert "(1 job of " in title and "; 1 host, 1 device;" in title, result.output
+    reported = xover("--db", str(tmp_path / "one.db"), "report", "latest")
+    assert "(plain, 1 job)" in reported.output and "(1 device)" in reported.output, reported.output
+    page = tmp_path / "all.html"
+    assert xover("--db", str(tmp_path / "one.db"), "report", "all", "--format", "html", "--out", str(page)).exit_code == 0
+    assert "<p>1 experiment, newest first.</p>" in page.read_text()
+
+
+# ------------------------------------------------------------------------------ SIGTERM
+
+
+def _sqlite_count(db: Path, table: str) -> int:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(db)) as connection:
+        return connection.execute(f"select count(*) from {table}").fetchone()[0]
+
+
+def test_sigterm_while_it_replays_is_said_and_stores_nothing(isolated_results, tmp_path):
+    """SIGTERM (a scheduler's stop, `kill`) ended `xover simulate` with exit 143 and not a word; now it is Ctrl-C's:
+    one line saying what was kept, exit 130."""
+    import random
+    import signal
+    import time
+
+    draw = random.Random(7)
+    trace = tmp_path / "long.csv"
+    lines = ["arrival_s,gpus,duration_s,model,name"]
+    lines += [f"{i * 20},{draw.choice([1, 2])},{draw.randint(50, 3000)},{draw.choice(['narrow', 'loader', 'wide'])},"
+              f"j{i}" for i in range(20000)]  # seconds of replay: the signal lands in it
+    trace.write_text("\n".join(lines) + "\n")
+    db = isolated_results / "xover.db"
+    process = subprocess.Popen([sys.executable, "-m", "xover", "simulate", str(trace), "--profiles",
+                                str(ASSETS / "profiles.csv"), "--cluster", "2x4", "--policy", "xover"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not db.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the store is opened once the trace is read, before the replay
+        time.sleep(1.0)  # its tables made: in the replay (about 10 s of it)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, (process.returncode, out, err)
+    assert err.splitlines()[-1] == "interrupted: nothing of the simulation was stored", err
+    assert "Traceback" not in err and _sqlite_count(db, "experiments") == 0
+    listed = xover("report", "all")  # the store reads as before
+    assert listed.exit_code == 2 and "holds no experiments yet" in listed.output, listed.output
+
+
+PATCHED_STORE = """
+import signal, sys
+import xover.replay.step as step
+
+stored = step.store_simulation
+
+def signalled_while_stored(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)  # lands as the simulation is written
+    stored(*args, **kwargs)
+
+step.store_simulation = signalled_while_stored
+from xover.cli import app
+app(args=sys.argv[1:], prog_name="xover")
+"""
+
+
+def test_sigterm_while_it_is_stored_keeps_it_whole_and_says_so(isolated_results):
+    result = subprocess.run([sys.executable, "-c", PATCHED_STORE, "simulate", str(ASSETS / "fifo_srtf.csv"),
+                             "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x2", "--policy", "fifo,srtf"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
+    db = isolated_results / "xover.db"
+    assert _sqlite_count(db, "experiments") == 1 and _sqlite_count(db, "replays") == 2
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(db)) as connection:
+        [(experiment,)] = connection.execute("select id from experiments").fetchall()
+    assert result.stderr.splitlines()[-1] == (
+        f"interrupted: the simulation was stored whole, as experiment {experiment} (xover report {experiment})"
+    ), result.stderr
+    assert xover("report", experiment).exit_code == 0
 
 
 def test_simulate_runs_as_a_module():

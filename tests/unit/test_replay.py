@@ -293,6 +293,21 @@ def test_a_philly_job_whose_gpus_are_not_a_list_is_skipped(tmp_path):
     assert trace.skipped == {"jobs never started": 1, "jobs whose GPUs are not lists": 1}
 
 
+def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_path):
+    """"1 jobs never started": the reasons are counted under their plural, and said in the singular for one."""
+    from xover.replay.traces import skipped_text
+
+    assert skipped_text({"jobs never started": 1, "jobs whose GPUs are not lists": 2}) == (
+        "1 job never started, 2 jobs whose GPUs are not lists")
+    assert skipped_text({"entries that are not jobs": 1}) == "1 entry that is not a job"
+    assert skipped_text({"a reason of an older xover": 1}) == "1 a reason of an older xover"  # as stored
+    path = tmp_path / "philly.json"
+    path.write_text(json.dumps([{"jobid": "a", "submitted_time": "2017-10-07 01:00:00", "attempts": []}, 7]))
+    with pytest.raises(TraceError) as refused:
+        load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"])
+    assert str(refused.value).endswith("no jobs in the trace (1 job never started, 1 entry that is not a job)")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -303,6 +318,7 @@ def test_a_philly_job_whose_gpus_are_not_a_list_is_skipped(tmp_path):
         ("arrival_s,gpus,duration_s,model\n0,1,5,nosuch\n", "line 2: no profile of model 'nosuch'"),
         ("arrival_s,gpus,duration_s,model,name\n0,1,5,narrow,a\n1,1,5,narrow,a\n", "line 3: job name 'a' is used twice"),
         ("arrival_s,gpus,duration_s,model\n0,1,5\n", "line 2: 3 fields, the header has 4"),
+        ("arrival_s,gpus,duration_s,model\n0\n", "line 2: 1 field, the header has 4"),
     ],
 )
 def test_a_bad_plain_trace_names_its_line_and_field(tmp_path, text, message):

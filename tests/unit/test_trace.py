@@ -69,6 +69,7 @@ def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
         (HEADER + ",iterations\na,1,10,10,1,ten\n", 2, "iterations must be a whole number"),
         (HEADER + "\na,1,10,10,1\n\nb,1,10,10,1\na,2,20,20,2\n", 5, "duplicate name 'a' (first on line 2)"),
         (HEADER + "\na,1,10,10\n", 2, "4 fields, the header has 5"),
+        (HEADER + "\na\n", 2, "1 field, the header has 5"),
         (HEADER + "\na,1,10,10,1,7\n", 2, "6 fields, the header has 5"),
         (HEADER + "\n ,1,10,10,1\n", 2, "empty name"),
     ],

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..console import counted
 from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
@@ -116,7 +117,7 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         return TraceError(f"{path}: line {line}: {problem}")
 
     if len(row) != len(columns):
-        raise fail(f"{len(row)} fields, the header has {len(columns)}")
+        raise fail(f"{counted(len(row), 'field')}, the header has {len(columns)}")
     cells = {column: cell.strip() for column, cell in zip(columns, row, strict=True)}
     name = cells["name"]
     if not name:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from ..errors import XoverError, check_seconds
+from ..errors import Interrupted, XoverError, check_seconds
 from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
@@ -24,6 +24,7 @@ from ..plan.step import profiles_of_recipes
 from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
 from ..plan.trace import load_trace_csv
 from ..recipes import load_recipe
+from ..run.supervise import uninterrupted
 from ..sharing import RunStatus
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation, utcnow
 from ..store.queries import new_experiment_id
@@ -287,7 +288,12 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
         except ValueError as error:
             raise XoverError(f"{trace.path}: {error}") from None
         replays.append((name, outcome, time.perf_counter() - started, rules))
-    experiment_id = store_simulation(store, trace, hosts, model, settings, replays, command)
+    experiment_id = new_experiment_id()
+    try:
+        with uninterrupted():  # Ctrl-C or SIGTERM while it is written takes effect once it is written whole
+            store_simulation(store, experiment_id, trace, hosts, model, settings, replays, command)
+    except Interrupted:
+        raise Interrupted(stored_words(experiment_id)) from None
     return Simulation(
         experiment_id,
         trace,
@@ -304,17 +310,22 @@ def _reporter(progress: Progress | None, policy: str, total: int) -> Callable[[i
     return lambda done: progress(policy, done, total)
 
 
+def stored_words(experiment_id: str) -> str:
+    """What an interrupt after the simulation was stored leaves: the experiment, whole."""
+    return f"the simulation was stored whole, as experiment {experiment_id} (xover report {experiment_id})"
+
+
 def store_simulation(
     store: Store,
+    experiment_id: str,
     trace: Trace,
     hosts: list[Host],
     model: ThroughputModel,
     settings: dict[str, Any],
     replays: list[tuple[str, ReplayOutcome, float, ReplayRules]],
     command: str,
-) -> str:
-    """The simulation as an experiment (kind simulate) and its replays, jobs and utilisation; its id."""
-    experiment_id = new_experiment_id()
+) -> None:
+    """The simulation as experiment `experiment_id` (kind simulate) and its replays, jobs and utilisation."""
     spec = ",".join(f"{name}:{slots}" for name, slots in hosts)
     try:
         with store.session() as session, session.begin():
@@ -336,7 +347,6 @@ def store_simulation(
                 _store_jobs_and_utilisation(session, row.id, outcome)
     finally:
         store.close()
-    return experiment_id
 
 
 def _replay_row(

@@ -34,6 +34,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from ..console import counted
 from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
@@ -165,8 +166,30 @@ def _origin_notes(first_s: Decimal | float, when: str = "") -> list[str]:
     return [f"times are from the first arrival, at {float(first_s):.15g} s of the trace{when}"] if first_s else []
 
 
+# Why a job of Philly's log was skipped (the key it is counted under, stored with a simulation), and the same
+# for one job: "1 job never started", not "1 jobs never started".
+SKIPPED_ONE = {
+    "entries that are not jobs": "entry that is not a job",
+    "jobs never started": "job never started",
+    "jobs whose GPUs are not lists": "job whose GPUs are not a list",
+    "jobs without times": "job without times",
+    "jobs on no GPU": "job on no GPU",
+    "jobs that ran no time": "job that ran no time",
+}
+
+
+def skipped_words(why: str, count: int) -> str:
+    """How many were skipped for one reason, in words: "1 job never started", "3 jobs never started"."""
+    return counted(count, SKIPPED_ONE.get(why, why), why)
+
+
+def skipped_text(skipped: Mapping[str, int]) -> str:
+    """Every reason a trace's entries were skipped, counted: "1 job never started, 2 jobs without times"."""
+    return ", ".join(skipped_words(why, count) for why, count in skipped.items())
+
+
 def _skipped_text(skipped: Mapping[str, int]) -> str:
-    return f" ({', '.join(f'{count} {why}' for why, count in skipped.items())})" if skipped else ""
+    return f" ({skipped_text(skipped)})" if skipped else ""
 
 
 # ---------------------------------------------------------------- CSV helpers
@@ -199,7 +222,9 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
                 if not any(cell.strip() for cell in row):
                     continue
                 if len(row) != len(header):
-                    raise TraceError(f"{path}: line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+                    raise TraceError(
+                        f"{path}: line {reader.line_num}: {counted(len(row), 'field')}, the header has {len(header)}"
+                    )
                 yield reader.line_num, {column: cell.strip() for column, cell in zip(header, row)}
         except UnicodeDecodeError:
             raise TraceError(not_utf8_text(path)) from None

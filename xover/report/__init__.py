@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from ..config import results_root
-from ..console import console, errors, print_json
+from ..console import console, counted, errors, print_json
 from ..errors import refuse_overwriting, refuse_writing
 from ..store.session import shown_url, store_files
 from . import mlflow, tables
@@ -151,8 +151,8 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
         what = (
             "already in MLflow, unchanged"
             if written.unchanged
-            else f"{'replaced' if written.replaced else 'wrote'} {written.job_runs} job runs and "
-            f"{written.artifacts} artifacts"
+            else f"{'replaced' if written.replaced else 'wrote'} {counted(written.job_runs, 'job run')} and "
+            f"{counted(written.artifacts, 'artifact')}"
         )
         console.print(
             f"{report.id}: {what}; parent run {written.parent_run_id} at {mlflow.shown_tracking_uri(uri)}",

@@ -8,11 +8,12 @@ the renderers (tables, JSON, CSV, pictures, HTML) work after the session is clos
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from ..analysis import (
@@ -37,8 +38,8 @@ from ..results import (
     mode_rank,
 )
 from ..run.record import reconcile_lost
-from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode
-from ..store.models import Experiment, PlanGroup, SharingSegment
+from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
+from ..store.models import Experiment, PlanGroup, Replay, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
@@ -149,11 +150,12 @@ def job_order(job: RunResult) -> tuple:
 
 
 def experiment_row(experiment: Experiment) -> ExperimentInfo:
-    """The experiment's row as the report shows it: credentials masked, times as UTC text."""
+    """The experiment's row as the report shows it: credentials masked, times as UTC text, and its status as
+    its runs ended (experiment_status)."""
     return ExperimentInfo(
         id=experiment.id,
         kind=experiment.kind,
-        status=experiment.status,
+        status=experiment_status(experiment.status, [run.status for run in experiment.runs]),
         command=mask_credentials(experiment.command),
         bandwidth=experiment.bandwidth,
         hosts=experiment.hosts,
@@ -162,6 +164,15 @@ def experiment_row(experiment: Experiment) -> ExperimentInfo:
         created_at=_utc_text(experiment.created_at),
         ended_at=_utc_text(experiment.ended_at),
     )
+
+
+def experiment_status(stored: str, run_statuses: Iterable[str | None]) -> str:
+    """The status every view of the report shows for an experiment (the listing, the page, the JSON, MLflow):
+    the one stored, but `failed` where it finished with a run that failed. The experiment's row says
+    `finished` once xover ran it to its end, whatever its jobs did."""
+    if stored == RunStatus.FINISHED and any(status == RunStatus.FAILED for status in run_statuses):
+        return RunStatus.FAILED.value
+    return stored
 
 
 def _utc_text(moment: datetime | None) -> str | None:
@@ -287,11 +298,13 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
 
 @dataclass
 class ExperimentBrief:
-    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations."""
+    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations; for a
+    simulation, which has no runs, the number of jobs it replayed."""
 
     experiment: ExperimentInfo
     jobs: list[RunResult]
     groups: list[GroupReport]
+    replayed_jobs: int | None = None
 
     def summary(self) -> ExperimentSummary:
         """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain."""
@@ -302,7 +315,7 @@ class ExperimentBrief:
             kind=self.experiment.kind,
             status=self.experiment.status,
             created_at=self.experiment.created_at,
-            jobs=len({j.name for j in self.jobs}),
+            jobs=self.replayed_jobs if self.replayed_jobs is not None else len({j.name for j in self.jobs}),
             runs=len(self.jobs),
             modes=",".join(modes),
             best_crossover_gain=max(gains) if gains else None,
@@ -312,10 +325,17 @@ class ExperimentBrief:
 def all_experiments(session: Session) -> list[ExperimentBrief]:
     """Every experiment, newest first, with its jobs and (for comparison runs) group gains."""
     experiments = session.scalars(select(Experiment).order_by(Experiment.created_at.desc(), Experiment.id.desc())).all()
+    # a simulation's jobs are its trace's (each policy replays them all), not runs
+    replayed = {
+        experiment_id: jobs
+        for experiment_id, jobs in session.execute(
+            select(Replay.experiment_id, func.max(Replay.jobs)).group_by(Replay.experiment_id)
+        )
+    }
     briefs = []
     for experiment in experiments:
         jobs, groups = jobs_and_groups(session, experiment)
-        briefs.append(ExperimentBrief(experiment_row(experiment), jobs, groups))
+        briefs.append(ExperimentBrief(experiment_row(experiment), jobs, groups, replayed.get(experiment.id)))
     return briefs
 
 

@@ -11,22 +11,30 @@ from typing import Any
 
 from .. import __version__
 from ..analysis import report_warnings
-from ..console import fmt
+from ..console import counted, fmt
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
     ADAPTIVE_COLUMNS,
     DIGITS,
     GROUP_COLUMNS,
     PARITY_COLUMNS,
+    POLICY_COLUMNS,
+    POLICY_NOTE,
+    POLICY_TITLE,
     SHARING_COLUMNS,
     SUMMARY_COLUMNS,
     TIMELINE_COLUMNS,
+    TURN_COLUMNS,
+    TURN_NOTE,
+    TURN_TITLE,
     Columns,
     adaptive_rows,
     display_rows,
     job_columns,
+    policy_table_rows,
     summary_rows,
     timeline_rows,
+    turn_rows,
     turns_lost_line,
 )
 
@@ -85,6 +93,11 @@ def embedded_picture(name: str, path: str, caption: str | None = None) -> str:
     )
 
 
+def _capitalised(words: str) -> str:
+    """A terminal table's title (or what it shows) as the page's heading (or sentence) begins."""
+    return words[:1].upper() + words[1:]
+
+
 def _page(title: str, sections: list[str]) -> str:
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
@@ -130,6 +143,13 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
             ),
         ]
         shown = [group.to_json() for group in report.groups]
+        policies = policy_table_rows(shown)
+        if policies:
+            sections += [
+                f"<h2>{escape(_capitalised(POLICY_TITLE))}</h2>",
+                f"<p>{escape(_capitalised(POLICY_NOTE))}.</p>",
+                html_table(POLICY_COLUMNS, display_rows(policies), DIGITS),
+            ]
         if adaptive_rows(shown):
             sections += [
                 "<h2>Adaptive: the way each group ran in, and why</h2>",
@@ -142,6 +162,13 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                     {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
                 ),
             ]
+    turns = turn_rows(jobs)
+    if turns:
+        sections += [
+            f"<h2>{escape(_capitalised(TURN_TITLE))}</h2>",
+            f"<p>{escape(_capitalised(TURN_NOTE))}.</p>",
+            html_table(TURN_COLUMNS, turns, DIGITS),
+        ]
     sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in report_warnings(report.jobs, report.groups)]
     if report.parity:
         sections += [
@@ -168,7 +195,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
 def summary_html(briefs: list[ExperimentBrief], pictures: dict[str, str]) -> str:
     """`xover report all` as a page that stands alone, with the predicted-against-measured picture."""
     sections = [
-        f"<p>{len(briefs)} experiments, newest first.</p>",
+        f"<p>{counted(len(briefs), 'experiment')}, newest first.</p>",
         html_table(SUMMARY_COLUMNS, summary_rows(briefs), DIGITS),
     ]
     sections += [

@@ -15,8 +15,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..console import console, fmt, print_table
+from ..console import console, counted, fmt, print_table
 from ..replay.metrics import jct_cdf
+from ..replay.traces import skipped_text
 from ..results import ExperimentInfo
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation
 from .data import ReportError, experiment_row
@@ -173,8 +174,8 @@ def describe(report: SimulationReport) -> list[tuple[str, str]]:
     settings = first["settings"]
     placement = ", ".join(sorted({f"{r['policy']}: {r['settings'].get('placement')}" for r in report.replays}))
     lines = [
-        ("trace", f"{first['trace']} ({first['trace_format']}, {first['jobs']} jobs)"),
-        ("cluster", f"{first['hosts']} ({first['devices']} devices)"),
+        ("trace", f"{first['trace']} ({first['trace_format']}, {counted(first['jobs'], 'job')})"),
+        ("cluster", f"{first['hosts']} ({counted(first['devices'], 'device')})"),
         ("model", first["model"]),
         (
             "semantics",
@@ -182,12 +183,15 @@ def describe(report: SimulationReport) -> list[tuple[str, str]]:
             f"{settings.get('restart')}, a job alone at 1/{settings.get('alone_factor')}",
         ),
         ("placement", placement),
-        ("grouping", f"up to {settings.get('max_group')} jobs, at least {settings.get('min_gain'):.0%} gain"),
+        (
+            "grouping",
+            f"up to {counted(settings.get('max_group', 0), 'job')}, at least {settings.get('min_gain'):.0%} gain",
+        ),
     ]
     if settings.get("notes"):
         lines.append(("notes", "; ".join(settings["notes"])))
     if settings.get("skipped"):
-        lines.append(("skipped", ", ".join(f"{count} {why}" for why, count in settings["skipped"].items())))
+        lines.append(("skipped", skipped_text(settings["skipped"])))
     return lines
 
 
@@ -201,14 +205,15 @@ def print_simulation_tables(report: SimulationReport, pictures: dict[str, str]) 
 
 
 def simulation_dict(report: SimulationReport, pictures: dict[str, str]) -> dict[str, Any]:
-    """The JSON: the experiment, each replay's figures and settings, its utilisation over time and its JCT
-    distribution (at up to 200 quantiles)."""
+    """The JSON: the experiment, each replay's figures (`utilisation` one figure, as in the table and `xover
+    simulate --json`) and settings, its utilisation over time (`utilisation_series`) and its JCT distribution
+    (at up to 200 quantiles)."""
     return {
         "experiment": report.experiment.to_json(),
         "replays": [
             {
                 **replay,
-                "utilisation": report.utilisation.get(replay["policy"], []),
+                "utilisation_series": report.utilisation.get(replay["policy"], []),
                 "jct_cdf": [{"jct_s": jct, "share": share} for jct, share in _cdf(report, replay["policy"])],
             }
             for replay in report.replays

@@ -174,6 +174,27 @@ JOB_CSV_FIELDS = (
 )
 
 
+# the tables by turn policy and of turns: their titles and what they show, on the terminal and the HTML page
+POLICY_TITLE, POLICY_NOTE = "crossover by turn policy", "simulated: the model on the jobs' runs alone"
+TURN_TITLE, TURN_NOTE = (
+    "turns under crossover",
+    "waiting for the turn per iteration, yields to a job ranked first, and the skew between one iteration's first "
+    "grants on the job's devices",
+)
+
+
+def policy_table_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's table by turn policy: a row per group and policy, where crossover ran under more than one
+    policy (else none: the groups' table says it all)."""
+    rows = policy_rows(groups)
+    return rows if len({row["policy"] for row in rows}) > 1 else []
+
+
+def turn_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's table of turns: each job's run that took turns (crossover)."""
+    return [job for job in jobs if job["mode"] == Mode.CROSSOVER]
+
+
 def policy_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per group and turn policy that crossover ran under."""
     return [
@@ -313,14 +334,9 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             display_rows(groups),
             DIGITS,
         )
-        policies = policy_rows(groups)
-        if len({row["policy"] for row in policies}) > 1:
-            print_table(
-                "crossover by turn policy (simulated: the model on the jobs' runs alone)",
-                POLICY_COLUMNS,
-                display_rows(policies),
-                DIGITS,
-            )
+        policies = policy_table_rows(groups)
+        if policies:
+            print_table(f"{POLICY_TITLE} ({POLICY_NOTE})", POLICY_COLUMNS, display_rows(policies), DIGITS)
     adaptive = adaptive_rows(groups)
     if adaptive:
         print_table(
@@ -337,15 +353,9 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             display_rows(timeline_rows(groups)),
             {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
         )
-    turns = [job for job in jobs if job["mode"] == Mode.CROSSOVER]
+    turns = turn_rows(jobs)
     if turns:
-        print_table(
-            "turns under crossover: waiting for the turn per iteration, yields to a job ranked first, and the "
-            "skew between one iteration's first grants on the job's devices",
-            TURN_COLUMNS,
-            turns,
-            DIGITS,
-        )
+        print_table(f"{TURN_TITLE}: {TURN_NOTE}", TURN_COLUMNS, turns, DIGITS)
     if report.parity:
         print_table(
             "accuracy parity: largest per-iteration |loss difference| from the job alone (expected 0.0 on CPU)",
