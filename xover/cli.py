@@ -154,7 +154,8 @@ def doctor(json_out: JsonOption = False) -> None:
     the emulated cluster, Slurm, database."""
     from .doctor import diagnose
 
-    diagnosis = diagnose(State.db)
+    with user_errors(interrupted="nothing was checked to the end; doctor changes nothing"), interruptible():
+        diagnosis = diagnose(State.db)
     show_doctor(diagnosis, json_out)
     raise typer.Exit(0 if diagnosis.can_run_jobs else 1)
 
@@ -565,7 +566,7 @@ def plan(
     that `xover run` reads."""
     from .plan.step import plan_jobs
 
-    with user_errors(interrupted=""):
+    with user_errors(interrupted="no plan was written"), interruptible():  # SIGTERM as Ctrl-C: one line, exit 130
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
         result = plan_jobs(
             State.db,

@@ -15,11 +15,12 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, refuse_overwriting
+from ..errors import Interrupted, XoverError, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
+from ..run.supervise import uninterrupted
 from ..scripts import check_engine
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
@@ -302,14 +303,18 @@ def plan_jobs(
     refuse_overwriting(path, [*store_files(db), *inputs], flag)
     # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
-    with store.session() as session, session.begin():
-        plan_id = store_plan(session, plan, str(path))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(body, indent=2, allow_nan=False) + "\n"
-            write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
-        except OSError as error:
-            raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+    # Ctrl-C or SIGTERM while the plan is stored and written takes effect once both are whole
+    try:
+        with uninterrupted(), store.session() as session, session.begin():
+            plan_id = store_plan(session, plan, str(path))
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                text = json.dumps(body, indent=2, allow_nan=False) + "\n"
+                write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
+            except OSError as error:
+                raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+    except Interrupted:
+        raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
 
