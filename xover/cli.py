@@ -30,7 +30,7 @@ from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
 from .replay.policies import POLICIES as REPLAY_POLICIES
 from .run.commands import RunAsked, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
-from .run.supervise import interruptible
+from .run.supervise import interruptible, uninterrupted
 from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
@@ -583,6 +583,7 @@ def plan(
             engine=engine or DEFAULT_ENGINE,
             scripts=script_jobs,
             np=np,
+            while_writing=uninterrupted,
         )
     show_plan(result, json_out)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shlex
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,6 @@ from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
-from ..run.supervise import uninterrupted
 from ..scripts import check_engine
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
@@ -253,10 +255,13 @@ def plan_jobs(
     engine: str = DEFAULT_ENGINE,
     scripts: list[Recipe] | None = None,
     np: int | None = None,
+    while_writing: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> PlanWritten:
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
-    needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""
+    needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them.
+    `while_writing`: held while the plan is stored and its file written (a signal deferred till both are
+    whole); an Interrupted raised as it ends says the plan was written."""
     scripts = list(scripts or [])
     host_list = _checked_plan_options(
         bool(recipe_paths or scripts),
@@ -303,9 +308,10 @@ def plan_jobs(
     refuse_overwriting(path, [*store_files(db), *inputs], flag)
     # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
-    # Ctrl-C or SIGTERM while the plan is stored and written takes effect once both are whole
+    # Ctrl-C or SIGTERM while the plan is stored and written takes effect once both are whole (`xover plan`
+    # passes run.supervise.uninterrupted: the plan's layer is below the run's)
     try:
-        with uninterrupted(), store.session() as session, session.begin():
+        with while_writing(), store.session() as session, session.begin():
             plan_id = store_plan(session, plan, str(path))
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
