@@ -206,6 +206,7 @@ def compare(
             aggregate=total if complete else None,
             window_s=window[1] - window[0] if window else None,
             overlap=_overlap(runs, overlap_window(runs) if len(runs) > 1 else None),
+            starts_apart_s=_starts_apart(runs) if len(runs) > 1 else None,
         )
     groups = []
     for index in sorted(names):
@@ -242,6 +243,7 @@ def compare(
                 overlaps={way: by_way[way].overlap if way in by_way else None for way in ways},
                 crossover_policy=chosen,
                 windows={way: by_way[way].window_s if way in by_way else None for way in ways},
+                starts_apart={way: by_way[way].starts_apart_s if way in by_way else None for way in ways},
             )
         )
     for position, job in enumerate(compared):
@@ -270,6 +272,12 @@ def _overlap(runs: Sequence[Sequence[Row]], window: tuple[float, float] | None) 
         return 0.0 if len(runs) > 1 else 1.0  # they never ran together past their warm-up
     whole = max(s[1] for s in spans) - min(s[0] for s in spans)
     return (window[1] - window[0]) / whole if whole > 0 else None
+
+
+def _starts_apart(runs: Sequence[Sequence[Row]]) -> float | None:
+    """How far apart the runs' first iterations started (None unless every run has one)."""
+    starts = [rows[0]["wall_time"] - rows[0]["iteration_s"] for rows in runs if rows]
+    return max(starts) - min(starts) if len(starts) == len(runs) and starts else None
 
 
 # A run alone whose device time differs from its profile's by more than this: the machine's speed
@@ -343,11 +351,14 @@ def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> l
     for group in groups:
         for mode, overlap in group.overlaps.items():
             if overlap is not None and overlap < least:
+                window, apart = group.windows.get(mode), group.starts_apart.get(mode)
+                what = [f"first iterations {apart:.1f} s apart"] if apart is not None else []
+                what.append(f"a window of {window:.1f} s" if window else "too short a window: whole runs compared")
                 warnings.append(
                     f"group {group.group}: the {mode} jobs ran at the same time for only "
-                    f"{overlap:.0%} of that run, so its figures rest on a short window "
-                    "(give the faster job more iterations, or use --seconds; in a run of a few seconds, the jobs' "
-                    "starts apart are much of it)"
+                    f"{overlap:.0%} of that run ({'; '.join(what)}), so its figures rest on a short window "
+                    "(give the faster job more iterations, or use --seconds; a job that starts slowly, as a "
+                    "script loading its data does, leaves its partners alone meanwhile)"
                 )
     return warnings
 

@@ -30,7 +30,7 @@ from .replay.policies import DEFAULT_POLICIES as DEFAULT_REPLAY_POLICIES
 from .replay.policies import POLICIES as REPLAY_POLICIES
 from .run.commands import RunAsked, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
-from .run.supervise import interruptible
+from .run.supervise import interruptible, uninterrupted
 from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
@@ -154,7 +154,8 @@ def doctor(json_out: JsonOption = False) -> None:
     the emulated cluster, Slurm, database."""
     from .doctor import diagnose
 
-    diagnosis = diagnose(State.db)
+    with user_errors(interrupted="nothing was checked to the end; doctor changes nothing"), interruptible():
+        diagnosis = diagnose(State.db)
     show_doctor(diagnosis, json_out)
     raise typer.Exit(0 if diagnosis.can_run_jobs else 1)
 
@@ -565,7 +566,7 @@ def plan(
     that `xover run` reads."""
     from .plan.step import plan_jobs
 
-    with user_errors(interrupted=""):
+    with user_errors(interrupted="no plan was written"), interruptible():  # SIGTERM as Ctrl-C: one line, exit 130
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
         result = plan_jobs(
             State.db,
@@ -582,6 +583,7 @@ def plan(
             engine=engine or DEFAULT_ENGINE,
             scripts=script_jobs,
             np=np,
+            while_writing=uninterrupted,
         )
     show_plan(result, json_out)
 

@@ -11,9 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from .console import console, print_error, print_json, print_table
-from .errors import XoverError
+from .console import console, errors, print_error, print_json, print_table
+from .errors import Interrupted, XoverError
 from .flags import whole_flag
+from .run.supervise import interruptible
 
 cluster_app = typer.Typer(
     help="An emulated cluster on this machine: each host a network namespace with its own "
@@ -36,13 +37,18 @@ NODE_COLUMNS = [
 
 
 @contextlib.contextmanager
-def _user_errors():
-    """Expected failures: one line, exit 2, no traceback."""
+def _user_errors(interrupted: str):
+    """Expected failures: one line, exit 2, no traceback. Ctrl-C and SIGTERM (once the command has cleaned up
+    after itself): one line saying what was left (`interrupted`), exit 130."""
     try:
-        yield
+        with interruptible():
+            yield
     except XoverError as error:
         print_error(str(error))
         raise typer.Exit(error.exit_code) from None
+    except (Interrupted, KeyboardInterrupt):
+        errors.print(f"interrupted: {interrupted}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(130) from None
 
 
 def _node_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
@@ -84,7 +90,7 @@ def up(
     """Build HOSTS emulated hosts (namespaces with a shaped NIC and a sshd each); prints their -H spec last."""
     from .emulation.cluster import cluster_up
 
-    with _user_errors():
+    with _user_errors("what was built of the cluster was removed (`xover cluster status` to see)"):
         status = cluster_up(hosts, devices_per_host, bandwidth)
     if json_out:
         print_json(status)
@@ -111,7 +117,7 @@ def status(json_out: Annotated[bool, typer.Option("--json", help="Print the stat
     """Show the emulated hosts, their addresses, slots, NIC rate and health; exit 1 when none is up or it is broken."""
     from .emulation.cluster import cluster_status
 
-    with _user_errors():
+    with _user_errors("the cluster was left as it was"):
         state = cluster_status()
     if json_out:
         print_json(state)
@@ -143,7 +149,7 @@ def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was r
     """Remove the emulated cluster and everything it started; safe to repeat, and after a crash."""
     from .emulation.cluster import cluster_down
 
-    with _user_errors():
+    with _user_errors("the cluster may be half removed: run `xover cluster down` again"):
         removed = cluster_down()
     if json_out:
         print_json(removed)

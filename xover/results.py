@@ -141,6 +141,7 @@ class PolicyResult:
     window_s: float | None  # the overlap window's length (None: whole runs compared)
     overlap: float | None  # the share of the mode's time that every job ran together
     vs_concurrent: float | None = None  # crossover only: its aggregate over concurrent's
+    starts_apart_s: float | None = None  # the first iterations' starts, first to last (a group's start skew)
 
     def to_json(self) -> dict[str, Any]:
         """Its shape in the JSON: every field, in order."""
@@ -162,6 +163,8 @@ class GroupComparison:
     crossover_policy: str | None
     # way of sharing -> the length of the window its aggregate was measured over (None: whole runs compared)
     windows: dict[str, float | None]
+    # way of sharing -> how far apart its jobs' first iterations started (the late one's start-up)
+    starts_apart: dict[str, float | None]
 
     @property
     def concurrent_vs_sequential(self) -> float | None:

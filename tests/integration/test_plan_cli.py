@@ -5,6 +5,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from xover.plan import plan_from_dict
+
 XOVER = [sys.executable, "-m", "xover"]
 
 
@@ -92,3 +96,63 @@ def test_a_hand_edited_plans_negative_prediction_is_refused_by_its_field(isolate
         result = _xover("run", str(plan_path))
         assert result.returncode == 2 and field in result.stderr and "must not be negative" in result.stderr, \
             result.stderr
+
+
+# ------------------------------------------------------------------------------ SIGTERM
+
+SIGNALLED_IN = """
+import importlib, signal, sys
+module, name = sys.argv[1].rsplit(".", 1)
+original = getattr(importlib.import_module(module), name)
+
+def signalled(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)
+    return original(*args, **kwargs)
+
+setattr(importlib.import_module(module), name, signalled)
+from xover.cli import app
+app(args=sys.argv[2:], prog_name="xover")
+"""
+
+
+def _signalled(where: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize(("where", "written"), [
+    ("xover.plan.step.make_plan", False),  # while it plans
+    ("xover.plan.step.store_plan", True),  # as it is stored and written: that finishes first
+], ids=["planning", "writing"])
+def test_sigterm_during_a_plan_is_said_and_leaves_a_whole_plan_or_none(isolated_results, tmp_path, where, written):
+    """SIGTERM ended `xover plan` with exit 143 and not a word (and could cut its plan file short); now it is
+    Ctrl-C's: one line saying whether the plan was written, exit 130, and the file whole or absent."""
+    trace = tmp_path / "profiles.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nA,1,100,10,1\nB,1,10,100,1\n")
+    plan_path = tmp_path / "plan.json"
+    result = _signalled(where, "plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path))
+    assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
+    [line] = result.stderr.strip().splitlines()
+    if written:
+        assert line == f"interrupted: the plan was written whole to {plan_path} and stored"
+        assert plan_from_dict(json.loads(plan_path.read_text())).groups  # whole: it reads as a plan
+    else:
+        assert line == "interrupted: no plan was written"
+        assert not plan_path.exists()
+
+
+def test_sigterm_during_doctor_is_said(isolated_results):
+    result = _signalled("xover.doctor.diagnose", "doctor")
+    assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.strip().splitlines() == ["interrupted: nothing was checked to the end; doctor changes nothing"]
+
+
+@pytest.mark.parametrize(("where", "args", "said"), [
+    ("xover.emulation.cluster.cluster_status", ["status"], "the cluster was left as it was"),
+    ("xover.emulation.cluster.missing_requirements", ["up"],
+     "what was built of the cluster was removed (`xover cluster status` to see)"),
+], ids=["status", "up"])
+def test_sigterm_during_a_cluster_command_is_said(isolated_results, where, args, said):
+    result = _signalled(where, "cluster", *args)
+    assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.strip().splitlines() == [f"interrupted: {said}"]

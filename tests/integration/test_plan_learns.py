@@ -68,7 +68,7 @@ def _compared(db, experiment="e1", link="1gbit", recipes=PAIR, crossover=1.35, c
         policies={"work-conserving": PolicyResult(aggregate=crossover, window_s=window_s, overlap=overlap)},
         sequential=1.0, measured={"crossover": crossover, "concurrent": concurrent, "adaptive": adaptive},
         overlaps=dict.fromkeys(ways, overlap), crossover_policy="work-conserving",
-        windows=dict.fromkeys(ways, window_s))
+        windows=dict.fromkeys(ways, window_s), starts_apart={})
     kept = learn_measurements(store, experiment, [group], results, [comparison], Link.of_key(link))
     store.close()
     return kept

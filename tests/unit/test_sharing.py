@@ -164,7 +164,7 @@ def test_the_report_sets_the_pick_beside_the_best_measured_mode():
     comparison = GroupComparison(group=0, jobs=["a", "b"], policies={}, sequential=1.0,
                                  measured={"concurrent": 1.35, "crossover": 1.20},
                                  overlaps={"concurrent": 1.0, "crossover": 1.0}, crossover_policy="work-conserving",
-                                 windows={"concurrent": 10.0, "crossover": 10.0})
+                                 windows={"concurrent": 10.0, "crossover": 10.0}, starts_apart={})
     picked_turns = GroupReport.of(comparison, {}, 1.3, GroupModel(), "crossover", {"crossover": 1.3, "concurrent": 1.25})
     assert picked_turns.best_measured == "concurrent"
     assert picked_turns.pick_vs_best == pytest.approx(1.20 / 1.35)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shlex
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, refuse_overwriting
+from ..errors import Interrupted, XoverError, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
@@ -252,10 +255,13 @@ def plan_jobs(
     engine: str = DEFAULT_ENGINE,
     scripts: list[Recipe] | None = None,
     np: int | None = None,
+    while_writing: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> PlanWritten:
     """`xover plan`: recipes and job files (their stored profiles; `scripts` from --script) or a CSV
     trace -> the planner -> the plan file and the store. A script job's entry carries what `xover run`
-    needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them."""
+    needs to run it as it was profiled. `np`: every recipe's ranks, as `xover profile --np` took them.
+    `while_writing`: held while the plan is stored and its file written (a signal deferred till both are
+    whole); an Interrupted raised as it ends says the plan was written."""
     scripts = list(scripts or [])
     host_list = _checked_plan_options(
         bool(recipe_paths or scripts),
@@ -302,14 +308,19 @@ def plan_jobs(
     refuse_overwriting(path, [*store_files(db), *inputs], flag)
     # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
-    with store.session() as session, session.begin():
-        plan_id = store_plan(session, plan, str(path))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(body, indent=2, allow_nan=False) + "\n"
-            write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
-        except OSError as error:
-            raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+    # Ctrl-C or SIGTERM while the plan is stored and written takes effect once both are whole (`xover plan`
+    # passes run.supervise.uninterrupted: the plan's layer is below the run's)
+    try:
+        with while_writing(), store.session() as session, session.begin():
+            plan_id = store_plan(session, plan, str(path))
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                text = json.dumps(body, indent=2, allow_nan=False) + "\n"
+                write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
+            except OSError as error:
+                raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+    except Interrupted:
+        raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
 
