@@ -354,11 +354,21 @@ def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> l
                 window, apart = group.windows.get(mode), group.starts_apart.get(mode)
                 what = [f"first iterations {apart:.1f} s apart"] if apart is not None else []
                 what.append(f"a window of {window:.1f} s" if window else "too short a window: whole runs compared")
+                named = (
+                    f"{mode} ({group.crossover_policy})" if mode == CROSSOVER.name and group.crossover_policy else mode
+                )
+                # the late start is the cause where it is most of the time the jobs did not run together
+                late_start = apart is not None and window is not None and apart > (window / overlap - window) / 2
+                cause = (
+                    "mostly a late start: a job that starts slowly, as a script loading its data does, leaves its "
+                    "partners alone meanwhile"
+                    if late_start
+                    else "mostly an early end: the faster job was done long before the others"
+                )
+                advice = f"{cause}; give the faster job more iterations, or use --seconds"
                 warnings.append(
-                    f"group {group.group}: the {mode} jobs ran at the same time for only "
-                    f"{overlap:.0%} of that run ({'; '.join(what)}), so its figures rest on a short window "
-                    "(give the faster job more iterations, or use --seconds; a job that starts slowly, as a "
-                    "script loading its data does, leaves its partners alone meanwhile)"
+                    f"group {group.group}: the {named} jobs ran at the same time for only "
+                    f"{overlap:.0%} of that run ({'; '.join(what)}), so its figures rest on a short window ({advice})"
                 )
     return warnings
 

@@ -585,7 +585,12 @@ def plan(
             np=np,
             while_writing=uninterrupted,
         )
-    show_plan(result, json_out)
+        try:
+            show_plan(result, json_out)
+        except Interrupted:
+            raise Interrupted(
+                f"the plan was written whole to {result.path} and stored; its table was cut short"
+            ) from None
 
 
 def _names(value: str | None, flag: str) -> list[str]:

@@ -715,7 +715,7 @@ def test_a_job_name_ending_in_a_newline_or_too_long_says_so(clean, tmp_path):
         _one_clear_line(runner.invoke(app, ["plan", str(job), "--devices", "2"]), words)
 
 
-@pytest.mark.parametrize("command, said", [("plan", "interrupted\n"),
+@pytest.mark.parametrize("command, said", [("plan", "interrupted: no plan was written\n"),
                                            ("report", "interrupted: the report stopped part-way; each file it said"),
                                            ("simulate", "interrupted: nothing of the simulation was stored\n"),
                                            ("run", "interrupted: every process was stopped; unfinished runs")])

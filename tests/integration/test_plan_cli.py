@@ -123,7 +123,8 @@ def _signalled(where: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(("where", "written"), [
     ("xover.plan.step.make_plan", False),  # while it plans
     ("xover.plan.step.store_plan", True),  # as it is stored and written: that finishes first
-], ids=["planning", "writing"])
+    ("xover.cli.show_plan", "shown"),  # as its table is printed (a review's trial: killed by the signal, silent)
+], ids=["planning", "writing", "showing"])
 def test_sigterm_during_a_plan_is_said_and_leaves_a_whole_plan_or_none(isolated_results, tmp_path, where, written):
     """SIGTERM ended `xover plan` with exit 143 and not a word (and could cut its plan file short); now it is
     Ctrl-C's: one line saying whether the plan was written, exit 130, and the file whole or absent."""
@@ -134,7 +135,8 @@ def test_sigterm_during_a_plan_is_said_and_leaves_a_whole_plan_or_none(isolated_
     assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
     [line] = result.stderr.strip().splitlines()
     if written:
-        assert line == f"interrupted: the plan was written whole to {plan_path} and stored"
+        cut = "; its table was cut short" if written == "shown" else ""
+        assert line == f"interrupted: the plan was written whole to {plan_path} and stored{cut}"
         assert plan_from_dict(json.loads(plan_path.read_text())).groups  # whole: it reads as a plan
     else:
         assert line == "interrupted: no plan was written"
@@ -156,3 +158,16 @@ def test_sigterm_during_a_cluster_command_is_said(isolated_results, where, args,
     result = _signalled(where, "cluster", *args)
     assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
     assert result.stderr.strip().splitlines() == [f"interrupted: {said}"]
+
+
+def test_a_plan_of_jobs_a_trillion_times_apart_in_speed_ends(isolated_results, tmp_path):
+    """Every value within the limits, but 1e9 ms next to 0.001 ms: the group's simulation never stopped (`xover
+    plan` ran for over ten minutes). It ends, and the slow jobs run alone."""
+    trace = tmp_path / "profiles.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb,iterations\na,1,1e9,1e9,1,1000000000\n"
+                     "b,1,0.001,0,1,1\nc,2,1e9,0,1,1000000000\nd,1,0.001,0.001,1,1\ne,2,0.001,0,1,1\n")
+    result = _xover("plan", "--profiles", str(trace), "-H", "h1:1,h2:2", "--out", str(tmp_path / "p.json"),
+                    "--json", timeout=120)
+    assert result.returncode == 0, result.stderr
+    groups = json.loads((tmp_path / "p.json").read_text())["groups"]
+    assert all(len(group["jobs"]) == 1 for group in groups if {"a", "c"} & set(group["jobs"]))

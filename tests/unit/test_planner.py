@@ -324,6 +324,19 @@ def test_a_job_far_faster_than_its_partner_stops_the_simulation_early_with_the_s
         assert short.speed == pytest.approx(full.speed, rel=0.01)
 
 
+def test_a_job_a_trillion_times_faster_than_its_partner_stops_the_simulation_and_starves_the_slow_one():
+    """1e9 ms next to 0.001 ms: the slow job never reached MIN_ITERATIONS, so the cap never let the simulation
+    stop (`xover plan` of such profiles ran for ever). It stops at HARD_STOP x MAX_EVENTS now, and a job with
+    under two iterations by then is predicted starved: the planner forms no such group."""
+    from xover.plan.simulate import HARD_STOP, MAX_EVENTS
+
+    jobs = [SimJob("slow", 1e9, 1e9), SimJob("fast", 0.001, 0.0005)]
+    outcome = simulate(jobs, max_events=1000)
+    assert outcome.jobs[0].speed == 0.0 and outcome.jobs[0].iterations < 2
+    assert outcome.jobs[1].iterations <= HARD_STOP * 1000
+    assert HARD_STOP * MAX_EVENTS <= 250_000  # a few seconds of simulation at most
+
+
 @pytest.mark.parametrize("mode", ["crossover", "concurrent"])
 def test_a_job_of_no_compute_is_refused_by_the_simulation_not_looped_on(mode):
     # its iterations ended in the instant they began, for ever: the inputs refuse it, the simulation too

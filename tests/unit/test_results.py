@@ -1,6 +1,8 @@
 """Typed results (xover/results.py): built from the store's job summaries, compared by analysis, and
 written back as the JSON and CSV shapes scripts have always read, key for key and in order."""
 
+import dataclasses
+
 import pytest
 
 from xover.analysis import compare, job_summary, loss_parity
@@ -180,6 +182,14 @@ def test_the_overlap_warning_says_how_far_apart_the_jobs_started_and_how_long_th
                             starts_apart={"concurrent": 5.2})
     [warning] = overlap_warnings([group])
     assert "49% of that run (first iterations 5.2 s apart; a window of 16.3 s)" in warning, warning
+    assert "mostly an early end" in warning, warning  # 17 s not together: 5.2 of them the start
+    late = dataclasses.replace(group, starts_apart={"concurrent": 12.0})
+    [warning] = overlap_warnings([late])
+    assert "mostly a late start: a job that starts slowly" in warning, warning
+    crossover = dataclasses.replace(group, overlaps={"crossover": 0.38}, windows={"crossover": 0.3},
+                                    starts_apart={"crossover": 0.2}, crossover_policy="work-conserving")
+    [warning] = overlap_warnings([crossover])
+    assert warning.startswith("group 0: the crossover (work-conserving) jobs ran at the same time for only 38%")
 
 
 def test_jobs_that_never_ran_together_have_no_shared_aggregate():

@@ -57,6 +57,10 @@ EPSILON = 1e-9
 # soon as every job has done MIN_ITERATIONS: a steady pattern by then, and the planner stays quick.
 MAX_EVENTS = 50_000
 MIN_ITERATIONS = 8
+# ... and at this many times MAX_EVENTS it stops whatever the jobs have done: a job that has not finished two
+# iterations by then (one many thousand times slower than its partner: 1e9 ms next to 0.001 ms ran for ever)
+# is predicted starved, so the planner does not form the group.
+HARD_STOP = 4
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,8 @@ class _Simulation:
             self._settle()
             events += 1
             if events >= max_events and all(len(state.ends) >= MIN_ITERATIONS for state in self.states):
+                break
+            if events >= HARD_STOP * max_events:
                 break
 
     def _settle(self) -> None:
