@@ -113,8 +113,8 @@ def test_html_is_one_self_contained_file(run_env):
     page = _Page()
     page.feed(path.read_text())
     page.close()
-    # jobs, groups, ways of sharing, parity; nothing fetched from elsewhere
-    assert page.tables == 4 and not page.links
+    # jobs, groups, ways of sharing, parity, and the turns under crossover; nothing fetched from elsewhere
+    assert page.tables == 5 and not page.links
     assert len(page.images) == 4
     for source in page.images:
         assert source.startswith("data:image/png;base64,")
