@@ -154,12 +154,8 @@ def make_plan(
     groups = [[member.instance.kind for member in unit.members] for unit in step.units]
     predicted = [_predict(group, policy, measured) for group in groups]
     placed = place_groups(groups, hosts, [group.predicted_duration_ms for group in predicted])
-    by_jobs = {tuple(job.name for job in group.jobs): group for group in predicted}
     group_plans = schedule(
-        [
-            replace(by_jobs[tuple(job.name for job in group.jobs)], devices=group.devices, wave=group.wave)
-            for group in placed
-        ]
+        [replace(predicted[group.given], devices=group.devices, wave=group.wave) for group in placed]
     )
     return Plan(
         algo=algo,

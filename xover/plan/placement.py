@@ -39,12 +39,14 @@ __all__ = ["Host", "PlacedGroup", "place_groups", "total_slots", "unplaceable_re
 
 @dataclass(frozen=True)
 class PlacedGroup:
-    """A group, the devices it was given, its wave, and when the placement started it."""
+    """A group, the devices it was given, its wave, when the placement started it, and its place in the
+    order the groups were given (`given`)."""
 
     jobs: list[JobProfile]
     devices: list[str]
     wave: int
     start_ms: float = 0.0
+    given: int = 0
 
 
 def unplaceable_reason(job: JobProfile, hosts: Sequence[Host], device_memory_gb: float | None) -> str | None:
@@ -103,7 +105,7 @@ def place_groups(
         wave = 1 + max((deepest[device] for device in devices if device in deepest), default=-1)
         for device in devices:
             deepest[device] = wave
-        placed.append(PlacedGroup(list(groups[index]), devices, wave, starts[index]))
+        placed.append(PlacedGroup(list(groups[index]), devices, wave, starts[index], index))
     return placed
 
 
@@ -178,7 +180,9 @@ def _reservation(
 
 def _take_those_free(free: FreeDevices, devices: Devices) -> None:
     """Take from ``free`` those of ``devices`` that are free in it."""
-    present = tuple(
-        (host, tuple(index for index in indices if index in set(free.free[host]))) for host, indices in devices
-    )
-    free.take_devices(tuple((host, indices) for host, indices in present if indices))
+    present = []
+    for host, indices in devices:
+        free_here = set(free.free[host])
+        if kept := tuple(index for index in indices if index in free_here):
+            present.append((host, kept))
+    free.take_devices(tuple(present))
