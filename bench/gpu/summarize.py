@@ -89,12 +89,14 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
                     "-",
                 ]
             )
-        if group.get("concurrent_vs_sequential") is not None:
+        # a way that ran has its row, its figures '-' where none could be measured (its jobs never ran together
+        # past their warm-up, or one failed): the overlap column says which
+        if by("concurrent") or group.get("concurrent_vs_sequential") is not None:
             rows.append(
                 common
                 + [
                     "concurrent",
-                    _f(group["concurrent_vs_sequential"]),
+                    _f(group.get("concurrent_vs_sequential")),
                     "1.00",
                     "",
                     _f(group.get("concurrent_predicted")),
@@ -119,15 +121,15 @@ def group_rows(name: str, report: dict, samples) -> list[list[str]]:
                     parity_of("crossover", policy),
                 ]
             )
-        if group.get("adaptive_vs_sequential") is not None:  # measured turns against none while it ran
-            concurrent = group.get("concurrent_vs_sequential")
+        if by("adaptive") or group.get("adaptive_vs_sequential") is not None:  # turns against none while it ran
+            concurrent, adaptive = group.get("concurrent_vs_sequential"), group.get("adaptive_vs_sequential")
             time_in = ", ".join(f"{way} {share:.0%}" for way, share in (group.get("adaptive_time") or {}).items())
             rows.append(
                 common
                 + [
                     f"adaptive ({group.get('adaptive_way') or '-'}; {time_in or 'no timeline'})",
-                    _f(group["adaptive_vs_sequential"]),
-                    _f(group["adaptive_vs_sequential"] / concurrent) if concurrent else "-",
+                    _f(adaptive),
+                    _f(adaptive / concurrent) if adaptive and concurrent else "-",
                     "",
                     "-",
                     _share(group.get("adaptive_overlap")),

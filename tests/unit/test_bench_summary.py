@@ -173,3 +173,22 @@ def test_rows_where_adaptive_ran_one_way_throughout_measure_that_way_twice(capsy
     bench.print_one_way_throughout(rows)
     out = capsys.readouterr().out
     assert "(3 rows): 1.000 of that way's own column" in out and "concurrent on 1 of 3" in out
+
+
+def test_a_way_that_ran_keeps_its_row_when_its_jobs_never_ran_together():
+    """The GPU check's summary on a loaded machine: concurrent's jobs never overlapped past their warm-up, so the
+    report has no aggregate for it; its row is still there, '-' where nothing was measured, its overlap 0%."""
+    summarize = load_bench("gpu/summarize")
+    jobs = [{"group": 0, "name": n, "mode": m, "policy": "work-conserving" if m in ("crossover", "adaptive") else None}
+            for n in ("a", "b") for m in ("sequential", "concurrent", "crossover", "adaptive")]
+    report = {"experiment": {"bandwidth": "1gbit"}, "jobs": jobs, "parity": [],
+              "groups": [{"group": 0, "jobs": ["a", "b"], "concurrent_vs_sequential": None, "concurrent_overlap": 0.0,
+                          "policies": {"work-conserving": {"aggregate": 1.4, "overlap": 0.8}},
+                          "adaptive_vs_sequential": None, "adaptive_overlap": 0.0}]}
+    rows = summarize.group_rows("pair-gloo", report, [])
+    assert [row[5] for row in rows] == ["sequential", "concurrent", "crossover work-conserving",
+                                        "adaptive (-; no timeline)"]
+    concurrent, adaptive = rows[1], rows[3]
+    assert (concurrent[6], concurrent[10]) == ("-", "0%")
+    assert (adaptive[6], adaptive[7], adaptive[10]) == ("-", "-", "0%")
+    assert rows[2][6:8] == ["1.40", "-"]  # crossover measured; nothing concurrent to set it against
