@@ -171,3 +171,25 @@ def test_a_plan_of_jobs_a_trillion_times_apart_in_speed_ends(isolated_results, t
     assert result.returncode == 0, result.stderr
     groups = json.loads((tmp_path / "p.json").read_text())["groups"]
     assert all(len(group["jobs"]) == 1 for group in groups if {"a", "c"} & set(group["jobs"]))
+
+
+def test_a_plan_key_this_version_does_not_know_is_read_past_and_warned_of(isolated_results, tmp_path):
+    """A misspelt 'sharing' ran the group's default way without a word; keys are still read past (a later
+    version's plan runs), and `xover run` names each with the key it is closest to."""
+    plan_path = _pair_plan(tmp_path)
+    body = json.loads(plan_path.read_text())
+    body["groups"][0]["sharng"] = "concurrent"
+    body["jobs"]["mlp-digits"]["\x1b[2Jnew"] = 1
+    body["added_later"] = True
+    plan_path.write_text(json.dumps(body))
+    assert plan_from_dict(body).unknown_keys == (
+        "added_later", "groups[0].sharng (did you mean 'sharing'?)", "jobs.mlp-digits.'\\x1b[2Jnew'")
+    # --seconds 0 is refused after the plan is read and warned of, before anything is launched
+    result = _xover("run", str(plan_path), "--seconds", "0")
+    assert result.returncode == 2, result.stderr
+    assert (f"warning: {plan_path}: plan fields this xover does not know, ignored: added_later, groups[0].sharng "
+            "(did you mean 'sharing'?), jobs.mlp-digits.'\\x1b[2Jnew'") in result.stderr, result.stderr
+    assert "\x1b" not in result.stderr
+    del body["added_later"], body["groups"][0]["sharng"], body["jobs"]["mlp-digits"]["\x1b[2Jnew"]
+    plan_path.write_text(json.dumps(body))
+    assert "warning" not in _xover("run", str(plan_path), "--seconds", "0").stderr

@@ -138,8 +138,10 @@ def _plan_with_script(script: dict) -> dict:
 
 def test_a_plans_script_entries_are_checked():
     good = {"path": "/x/train.py", "args": ["--a"], "engine": "torch", "sha256": "abc", "iterations": None,
-            "env": {}}
-    plan_from_dict(_plan_with_script(good))
+            "env": {}, "pass_env": ["HF_TOKEN"]}
+    assert plan_from_dict(_plan_with_script(good)).unknown_keys == ()  # every key a script entry is written with
+    assert plan_from_dict(_plan_with_script({**good, "argz": []})).unknown_keys == (
+        "jobs.j.script.argz (did you mean 'args'?)",)
     for change, where in (({"engine": "mpi"}, "jobs.j.script.engine"), ({"args": [3]}, "jobs.j.script.args[0]"),
                           ({"sha256": None}, "jobs.j.script.sha256"), ({"iterations": 0}, "jobs.j.script.iterations"),
                           ({"env": {"A": 1}}, "jobs.j.script.env.A")):

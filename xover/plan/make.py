@@ -97,6 +97,8 @@ class Plan:
     link: str | None = None
     engine: str | None = None
     device_kind: str | None = None
+    # read from a file: its keys this version does not know, each as "groups[0].sharng (did you mean 'sharing'?)"
+    unknown_keys: tuple[str, ...] = ()
 
     @property
     def jobs(self) -> list[JobProfile]:

@@ -58,7 +58,9 @@ letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predic
 figure one comparison's) and ``sharing_reason`` may be left out (plans from before they existed); ``policy`` defaults to
 work-conserving; ``link``, ``engine`` and ``device_kind``
 (gpu or cpu) are absent from plans made from a trace.
-Unknown keys are ignored, so later versions can add fields; a key given twice in one object is refused
+Unknown keys are ignored, so later versions can add fields, and listed in ``Plan.unknown_keys`` (with the known key
+each is closest to) for ``xover run`` to warn of: a misspelt ``sharing`` would otherwise run the group's default way
+unseen. A key given twice in one object is refused
 (``errors.json_without_duplicate_keys``: JSON readers keep the last silently). ``plan_from_dict``
 checks everything ``xover run`` relies on (a group's device count matches its
 jobs, devices exist on the listed hosts, no device is used twice in one wave) and what it would resolve
@@ -74,6 +76,7 @@ predicted or not; a group of one job runs alone whatever it says), waves with ga
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable
@@ -98,6 +101,25 @@ MAX_WHOLE = 2**31 - 1  # of a count in a plan file (waves, iterations): the stor
 
 class PlanFormatError(XoverError):
     """A plan file that is not a valid xover-plan/1 document."""
+
+
+# the keys each object of the format has (plan_to_dict writes these; the reader takes them)
+TOP_KEYS = frozenset(
+    ("format", "algo", "policy", "hosts", "groups", "jobs", "unplaced", "predicted_aggregate_gain")
+    + ("predicted_makespan_ms", "sequential_makespan_ms", "link", "engine", "device_kind")
+)
+GROUP_KEYS = frozenset(
+    ("jobs", "devices", "wave", "predicted_period_ms", "predicted_gain", "predicted_duration_ms")
+    + ("predicted_slowdown", "predicted_speed", "predicted_iteration_ms", "predicted_start_ms", "fluid_bound")
+    + ("sharing", "predicted_by_sharing", "predicted_from", "measured_runs", "sharing_reason")
+)
+JOB_KEYS = frozenset(
+    ("devices", "compute_ms", "comm_ms", "memory_gb", "data_ms", "iterations", "comm_cpu", "checkpoint_ms")
+    + ("interference", "startup_ms", "link_ms", "max_slowdown", "interference_link_share", "corun_stretch")
+    + ("mps_stretch", "recipe", "script")
+)
+SCRIPT_KEYS = frozenset(("path", "args", "engine", "sha256", "iterations", "env", "pass_env"))
+UNPLACED_KEYS = frozenset(("name", "reason"))
 
 
 def plan_to_dict(plan: Plan, recipes: dict[str, str] | None = None) -> dict[str, Any]:
@@ -202,7 +224,29 @@ def plan_from_dict(document: Any) -> Plan:
         link=_text(top["link"], "link") if top.get("link") is not None else None,
         engine=top.get("engine"),
         device_kind=top.get("device_kind"),
+        unknown_keys=unknown_keys(top),
     )
+
+
+def unknown_keys(top: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of a checked plan document that this version does not read, each with its place and the known
+    key it is closest to (a typo's likely meaning)."""
+    objects: list[tuple[str, dict[str, Any], frozenset[str]]] = [("", top, TOP_KEYS)]
+    objects += [(f"groups[{index}].", group, GROUP_KEYS) for index, group in enumerate(top["groups"])]
+    for name, job in top["jobs"].items():
+        objects.append((f"jobs.{name}.", job, JOB_KEYS))
+        if "script" in job:
+            objects.append((f"jobs.{name}.script.", job["script"], SCRIPT_KEYS))
+    objects += [(f"unplaced[{index}].", entry, UNPLACED_KEYS) for index, entry in enumerate(top["unplaced"])]
+    found = []
+    for where, fields, known in objects:
+        for key in fields:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), sorted(known), n=1)
+                shown = key if key.isprintable() else ascii(key)  # no terminal control reaches the warning
+                shown = shown if len(shown) <= 40 else shown[:40] + "..."
+                found.append(f"{where}{shown}" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    return tuple(found)
 
 
 def _policy(value: Any) -> str:

@@ -122,6 +122,15 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
         launcher=asked.launcher,
         policy=asked.policy,
     )
+    if chosen.plan is not None and chosen.plan.unknown_keys:  # read past, as a later version's would be: say so
+        errors.print(
+            f"warning: {chosen.plan_path}: plan fields this xover does not know, ignored: "
+            + ", ".join(chosen.plan.unknown_keys[:10])
+            + (f" and {len(chosen.plan.unknown_keys) - 10} more" if len(chosen.plan.unknown_keys) > 10 else ""),
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     if chosen.gpu_plan_on_cpus:
         errors.print(
             f"{chosen.plan_path}: the plan was made for GPUs; {CPU_ONLY_VARIABLE}=1 runs it on CPU cores (its "
