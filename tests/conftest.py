@@ -398,3 +398,14 @@ exec {sys.executable} "$@"
 """)
     stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
     return stand_in, calls
+
+
+def measured_or_apart(group: dict, way: str) -> bool:
+    """A group's figure for `way` (concurrent, crossover, adaptive) in `xover report/run --json`: a positive gain,
+    or none because its jobs never ran together past their warm-up (overlap 0.0; on a loaded machine a short
+    job can end before its partner's warm-up does, and a gain there would be no measurement of sharing). Tests
+    of what a run records assert this, not that the machine was fast enough for the jobs to meet."""
+    gain = group.get(f"{way}_vs_sequential")
+    if gain is not None:
+        return gain > 0
+    return group.get(f"{way}_overlap") == 0.0

@@ -72,8 +72,9 @@ def test_a_process_a_job_leaves_behind_is_stopped_when_its_run_ends(isolated_res
 def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated_results):
     db = isolated_results / "xover.db"
     start = time.time()
+    # (20 steps: the partner's start-up, its 4 s wait for the lease and its steps well inside --timeout when loaded)
     result = _xover("run", "--script", str(ASSETS / "hang_in_turn.py"), "--script", "recipes/examples/horovod_digits.py",
-                    "--mode", "crossover", "--np", "2", "--timeout", "75", "--json", "--", "--steps", "40",
+                    "--mode", "crossover", "--np", "2", "--timeout", "75", "--json", "--", "--steps", "20",
                     env={"XOVER_TURN_LEASE": "floor=2,factor=5,initial=4"}, timeout=200)
     assert result.returncode == 124, result.stderr[-2000:]  # --timeout ended it
     assert time.time() - start < 150

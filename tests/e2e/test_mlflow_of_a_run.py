@@ -61,7 +61,11 @@ def test_runs_params_histories_metrics_and_artifacts_read_back_by_mlflow_and_no_
     assert parent.data.tags["xover.experiment"] == run_store and parent.data.tags["xover.complete"] == "true"
     assert parent.data.params["kind"] == "run" and "resnet-digits" in parent.data.params["jobs"]
     # the group's gains on the parent
-    assert parent.data.metrics["group0.gain"] > 0 and parent.data.metrics["group0.concurrent_vs_sequential"] > 0
+    # each a gain, or none where the jobs never met past warm-up (concurrent has no barrier; a loaded machine)
+    metrics = parent.data.metrics
+    assert metrics.get("group0.gain", 0) > 0 or metrics["group0.crossover_overlap"] == 0.0, metrics
+    assert metrics.get("group0.concurrent_vs_sequential", 0) > 0 or metrics["group0.concurrent_overlap"] == 0.0, \
+        metrics
     assert parent.data.metrics["group0.fluid_bound"] >= 1.0
     artifacts = {item.path for item in client.list_artifacts(parent.info.run_id)}
     assert {"report.html", "report.json", "timeline.png", "throughput.png", "losses.png"} <= artifacts

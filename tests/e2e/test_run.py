@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import measured_or_apart
 
 from xover.run.reaper import tagged_processes
 
@@ -63,7 +64,13 @@ def test_all_modes_and_policies_same_losses_exactly_and_turns_never_overlap(plan
     assert {j["policy"] for j in pair if j["mode"] == "adaptive"} == {"work-conserving"}  # the first policy only
     assert all(j["wait_ms"] is not None for j in crossover)
     [group] = report["groups"]
-    assert group["crossover_vs_sequential"] > 0 and group["crossover_vs_concurrent"] > 0
+    # each a measured gain, or none where the jobs never met past warm-up (a loaded machine; no barrier in concurrent)
+    assert measured_or_apart(group, "crossover") and measured_or_apart(group, "concurrent"), group
+    if group["crossover_vs_sequential"] and group["concurrent_vs_sequential"]:
+        assert group["crossover_vs_concurrent"] == pytest.approx(
+            group["crossover_vs_sequential"] / group["concurrent_vs_sequential"])
+    else:
+        assert group["crossover_vs_concurrent"] is None
     assert set(group["policies"]) == {"work-conserving", "round-robin"}
     db = planned_comparison["db"]
     losses = _losses(db, report["experiment"])
