@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -149,11 +150,30 @@ def _first_duplicate(value: Any, where: str) -> tuple[str, str] | None:
     return None
 
 
+class LongInteger:
+    """An integer in a JSON file of more digits than Python converts (4,300 by default): kept as its text, so that
+    the reader of its field refuses it there by name ('groups[0].wave': must be a whole number ..., got an integer
+    of 5000 digits) instead of the whole file failing with no field named. Neither an int nor a str: every check
+    of a field's type refuses it."""
+
+    def __init__(self, text: str) -> None:
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits} digits"
+
+
+def _integer(text: str) -> int | LongInteger:
+    limit = sys.get_int_max_str_digits()
+    return LongInteger(text) if limit and len(text.lstrip("-")) > limit else int(text)
+
+
 def json_without_duplicate_keys(text: str, source: str) -> Any:
     """`text` as json.loads reads it, refused (DuplicateKeyError, naming `source`, the key and where it is) where an
     object gives a key twice: json.loads would keep the last value and drop the other without a word (a plan's
-    group edited to another way of sharing, with the old "sharing" left above the new). json.loads' own errors
-    (ValueError, RecursionError) pass through."""
+    group edited to another way of sharing, with the old "sharing" left above the new). An integer too long to
+    convert is a LongInteger, for its field's check to refuse. json.loads' own errors (ValueError, RecursionError)
+    pass through."""
     marked = False
 
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -162,7 +182,7 @@ def json_without_duplicate_keys(text: str, source: str) -> Any:
         marked = marked or isinstance(fields, _Duplicated)
         return fields
 
-    document = json.loads(text, object_pairs_hook=hook)
+    document = json.loads(text, object_pairs_hook=hook, parse_int=_integer)
     found = _first_duplicate(document, "") if marked else None
     if found is not None:
         where, key = found

@@ -160,6 +160,9 @@ PLAN_BREAKS = [
     # a job both in a group and unplaced: the run ran it
     ("placed and unplaced", lambda p: p.update(unplaced=[{"name": "mlp-digits", "reason": "x"}]),
      "plan field 'unplaced[0].name': job 'mlp-digits' is unplaced here but placed"),
+    # one unplaced job listed twice: the report counted it twice
+    ("unplaced twice", lambda p: p.update(unplaced=[{"name": "huge", "reason": "x"}, {"name": "huge", "reason": "y"}]),
+     "plan field 'unplaced[1].name': job 'huge' is already listed in 'unplaced'"),
     # an adaptive group's ways marked measured, one of them without a figure: a KeyError's traceback
     ("measured way without a figure", lambda p: (
         p["groups"][0].update(sharing="adaptive", predicted_from={"crossover": "measured", "concurrent": "measured"}),
@@ -608,9 +611,22 @@ def test_an_integer_too_long_to_read_is_one_clear_line(clean, tmp_path):
     recipe = tmp_path / "long.toml"
     recipe.write_text(_toml(VALID_RECIPE).replace("seed = ", "seed = " + "1" * 5000 + " #", 1))
     _one_clear_line(runner.invoke(app, ["profile", str(recipe)]), str(recipe), "cannot be read")
+    # in a plan, the field it is given for is named (it was "cannot be read: Exceeds the limit ...")
     plan = tmp_path / "long.json"
-    plan.write_text('{"format": "xover-plan/1", "n": ' + "1" * 5000 + "}")
-    _one_clear_line(runner.invoke(app, ["run", str(plan)]), str(plan), "cannot be read")
+    body = {"format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]],
+            "groups": [{"jobs": ["j"], "devices": ["localhost:0"], "wave": 0, "predicted_period_ms": 1.0,
+                        "predicted_gain": 1.0, "predicted_duration_ms": 1.0, "predicted_slowdown": {"j": 1.0}}],
+            "jobs": {"j": {"devices": 1, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1}},
+            "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 1.0,
+            "sequential_makespan_ms": 1.0}
+    for field, (place, value, said) in {"groups[0].wave": (body["groups"][0], "wave", "from 0 to 2147483647, got an integer of 5000 digits"),
+                                        "jobs.j.compute_ms": (body["jobs"]["j"], "compute_ms", "5000 digits"),
+                                        "algo": (body, "algo", "must be a string")}.items():
+        edited = json.dumps(body).replace(json.dumps({value: place[value]})[1:-1], f'"{value}": {"1" * 5000}', 1)
+        plan.write_text(edited)
+        result = runner.invoke(app, ["run", str(plan)])
+        _one_clear_line(result, str(plan), f"plan field '{field}'")
+        assert said in result.output, result.output
     _nothing_written(clean)
 
 

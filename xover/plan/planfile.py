@@ -523,6 +523,8 @@ def _unplaced(value: Any, placed: dict[str, JobProfile]) -> list[tuple[str, str]
                 f"{where}.name",
                 f"job {name!r} is unplaced here but placed in 'jobs' and a group: remove it from one of them",
             )
+        if any(name == other for other, _ in unplaced):  # one job, two reasons: the report would count it twice
+            _fail(f"{where}.name", f"job {name!r} is already listed in 'unplaced': list it once")
         unplaced.append((name, reason))
     return unplaced
 
