@@ -204,6 +204,22 @@ def test_a_plan_made_for_gpus_is_one_clear_line_on_a_machine_without_one(clean, 
     _nothing_written(clean)
 
 
+def test_a_plan_made_on_cpu_cores_is_warned_of_on_a_machine_with_a_gpu(clean, tmp_path, monkeypatch):
+    """It ran on the GPUs without a word, its predictions those of CPU cores."""
+    monkeypatch.setattr("xover.run.targets.gpu_count", lambda: 1)
+    monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
+    plan = _plan(tmp_path)
+    plan.update(link="host", engine="horovod", device_kind="cpu")
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(plan))
+    result = runner.invoke(app, ["run", str(path), "--seconds", "0"])  # refused after the plan is read: runs nothing
+    assert result.exit_code == 2
+    assert f"warning: {path}: the plan was made on CPU cores" in result.output and "XOVER_CPU_ONLY=1" in result.output
+    monkeypatch.setenv("XOVER_CPU_ONLY", "1")  # the jobs stay on CPU cores, as planned: nothing to say
+    assert "made on CPU cores" not in runner.invoke(app, ["run", str(path), "--seconds", "0"]).output
+    _nothing_written(clean)
+
+
 @SETTINGS
 @given(st.text(alphabet="{}[]\":,0123456789abc \n", min_size=1, max_size=40))
 def test_a_plan_that_is_not_json_names_its_file(clean, tmp_path, text):

@@ -71,7 +71,8 @@ has no gain for; ``sharing`` "alone" for a group of several jobs), and raises
 ``PlanFormatError`` naming the offending field. What a user may edit is taken: a group's ``sharing`` (any way,
 predicted or not; a group of one job runs alone whatever it says), waves with gaps, a figure marked simulated.
 ``xover run`` refuses a plan of ``device_kind`` gpu whose jobs run on this machine where it has no GPU
-(``run/targets.py``; ``XOVER_CPU_ONLY=1`` runs it on CPU cores anyway).
+(``run/targets.py``; ``XOVER_CPU_ONLY=1`` runs it on CPU cores anyway), and warns of one of ``device_kind`` cpu
+whose jobs will run on this machine's GPUs.
 """
 
 from __future__ import annotations

@@ -138,6 +138,15 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
             highlight=False,
             markup=False,
         )
+    if chosen.cpu_plan_on_gpus:
+        errors.print(
+            f"warning: {chosen.plan_path}: the plan was made on CPU cores (plan field 'device_kind' is 'cpu') and its "
+            f"jobs will run on this machine's GPUs, where its predictions do not hold: profile and plan again here "
+            f"for a plan made for them, or keep the jobs on CPU cores with {CPU_ONLY_VARIABLE}=1",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     if chosen.link_from_plan:
         errors.print(
             f"link {chosen.link}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",

@@ -37,6 +37,17 @@ def plan_link(plan: Plan, groups: list[GroupToRun], launcher: str) -> Link | Non
     return link
 
 
+def plan_for_cpus_on_gpus(plan: Plan, groups: list[GroupToRun], launcher: str) -> bool:
+    """A plan made on CPU cores (`device_kind` cpu) whose jobs run on this machine, which shows a GPU: they will
+    compute on its GPUs, far from the plan's predictions (made from CPU profiles); run as asked, and said (True).
+    XOVER_CPU_ONLY=1 keeps the jobs on CPU cores, as the plan was made."""
+    if plan.device_kind != "cpu" or not launcher_named(launcher).runs_here or settings().cpu_only:
+        return False
+    if not any(is_local(host) for group in groups for job in group.jobs for host in job.devices):
+        return False
+    return gpu_count() > 0
+
+
 def plan_for_gpus_on_cpus(plan: Plan, groups: list[GroupToRun], launcher: str, plan_path: str) -> bool:
     """A plan made for GPUs (`device_kind` gpu: its jobs' profiles were taken on GPUs) whose jobs run on this
     machine, refused where this machine shows no GPU: its jobs would compute on CPU cores without a word, far from
@@ -263,6 +274,7 @@ class RunTargets:
     link: Link | None = None  # --bandwidth as given, or the link the plan's profiles were taken on
     link_from_plan: bool = False
     gpu_plan_on_cpus: bool = False  # a plan made for GPUs, run on CPU cores as XOVER_CPU_ONLY=1 asks
+    cpu_plan_on_gpus: bool = False  # a plan made on CPU cores, run on this machine's GPUs
 
 
 def run_targets(
@@ -289,7 +301,7 @@ def run_targets(
         engine = detect_scripts_engine(scripts)[0]
     plan: Plan | None = None
     plan_path = None
-    link_from_plan = gpu_plan_on_cpus = False
+    link_from_plan = gpu_plan_on_cpus = cpu_plan_on_gpus = False
     if group or scripts:
         engine = engine or DEFAULT_ENGINE
         if group and not targets:
@@ -309,6 +321,7 @@ def run_targets(
         plan_path = targets[0]
         groups, plan = groups_from_plan(plan_path, iterations, engine, allow_changed)
         gpu_plan_on_cpus = plan_for_gpus_on_cpus(plan, groups, launcher, plan_path)
+        cpu_plan_on_gpus = plan_for_cpus_on_gpus(plan, groups, launcher)
         engine = engine or plan.engine or DEFAULT_ENGINE  # the built-in models' (a script runs under its own)
         if link is None and (link := plan_link(plan, groups, launcher)) is not None:
             link_from_plan = True
@@ -318,4 +331,6 @@ def run_targets(
     if policy != "all" and policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
     policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
-    return RunTargets(groups, engine, policies, plan, plan_path, link, link_from_plan, gpu_plan_on_cpus)
+    return RunTargets(
+        groups, engine, policies, plan, plan_path, link, link_from_plan, gpu_plan_on_cpus, cpu_plan_on_gpus
+    )
