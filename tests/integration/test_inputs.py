@@ -191,14 +191,20 @@ def test_a_plan_file_giving_a_key_twice_is_one_clear_line(clean, tmp_path):
     _nothing_written(clean)
 
 
-def test_a_plan_made_for_gpus_is_one_clear_line_on_a_machine_without_one(clean, tmp_path, monkeypatch):
-    """It ran on the CPU cores without a word."""
-    monkeypatch.setattr("xover.run.targets.gpu_count", lambda: 0)
+def _plan_of_kind_on(tmp_path, monkeypatch, kind: str, gpus: int):
+    """A plan made on `kind` devices, on a machine with `gpus` GPUs."""
+    monkeypatch.setattr("xover.run.targets.gpu_count", lambda: gpus)
     monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
     plan = _plan(tmp_path)
-    plan.update(link="host", engine="horovod", device_kind="gpu")
-    path = tmp_path / "gpu.json"
+    plan.update(link="host", engine="horovod", device_kind=kind)
+    path = tmp_path / f"{kind}.json"
     path.write_text(json.dumps(plan))
+    return path
+
+
+def test_a_plan_made_for_gpus_is_one_clear_line_on_a_machine_without_one(clean, tmp_path, monkeypatch):
+    """It ran on the CPU cores without a word."""
+    path = _plan_of_kind_on(tmp_path, monkeypatch, "gpu", gpus=0)
     result = runner.invoke(app, ["run", str(path)])
     _one_clear_line(result, str(path), "the plan was made for GPUs", "no NVIDIA GPU", "xover plan", "XOVER_CPU_ONLY=1")
     _nothing_written(clean)
@@ -206,12 +212,7 @@ def test_a_plan_made_for_gpus_is_one_clear_line_on_a_machine_without_one(clean, 
 
 def test_a_plan_made_on_cpu_cores_is_warned_of_on_a_machine_with_a_gpu(clean, tmp_path, monkeypatch):
     """It ran on the GPUs without a word, its predictions those of CPU cores."""
-    monkeypatch.setattr("xover.run.targets.gpu_count", lambda: 1)
-    monkeypatch.delenv("XOVER_CPU_ONLY", raising=False)
-    plan = _plan(tmp_path)
-    plan.update(link="host", engine="horovod", device_kind="cpu")
-    path = tmp_path / "cpu.json"
-    path.write_text(json.dumps(plan))
+    path = _plan_of_kind_on(tmp_path, monkeypatch, "cpu", gpus=1)
     result = runner.invoke(app, ["run", str(path), "--seconds", "0"])  # refused after the plan is read: runs nothing
     assert result.exit_code == 2
     assert f"warning: {path}: the plan was made on CPU cores" in result.output and "XOVER_CPU_ONLY=1" in result.output
