@@ -119,7 +119,7 @@ class RunResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[:_SUMMARY_FIELDS]}
         if self.is_shared and self.group is not None:
             data.update(samples_per_s_shared=self.samples_per_s_shared, slowdown=self.slowdown)
-        elif self.is_alone and self.samples_per_s:
+        elif self.is_alone:
             data.update(slowdown=self.slowdown, samples_per_s_shared=self.samples_per_s_shared)
         else:
             data["slowdown"] = self.slowdown

@@ -275,6 +275,26 @@ def test_an_experiment_with_a_failed_job_is_failed_in_every_view(isolated_result
     assert "(run, failed, " in report("20260101-000000-plan").output
 
 
+def test_a_failed_runs_throughput_is_left_out_of_the_table_json_and_csv_alike(isolated_results):
+    """The table showed '-' for b's failed run alone, while jobs.csv and the JSON kept its samples/s (and speed
+    1.0): a run that did not finish is no measurement, in any view. Its iteration times stay."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_a_failed_job(isolated_results / "xover.db")
+    [row] = [row for row in report(PLAN).output.splitlines() if "│ b " in row and "sequential" in row]
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[4] == "failed" and cells[7] == "-" and cells[12] == "-", row  # samples/s, slowdown
+    rows = list(csv.DictReader(io.StringIO(report(PLAN, "--format", "csv").stdout)))
+    [failed] = [r for r in rows if (r["name"], r["mode"]) == ("b", "sequential")]
+    assert (failed["samples_per_s"], failed["samples_per_s_shared"], failed["speed"], failed["slowdown"]) == (
+        "", "", "", "")
+    assert float(failed["iteration_ms"]) == pytest.approx(40.0)
+    [shown] = [j for j in json.loads(report(PLAN, "--format", "json").stdout)["jobs"]
+               if (j["name"], j["mode"]) == ("b", "sequential")]
+    assert shown["samples_per_s"] is None and shown["samples_per_s_shared"] is None and shown["speed"] is None
+    [finished] = [r for r in rows if (r["name"], r["mode"]) == ("a", "sequential")]
+    assert float(finished["samples_per_s"]) == pytest.approx(1600.0) and float(finished["speed"]) == 1.0
+
+
 SIGNALLED_IN = """
 import importlib, signal, sys
 module, name = sys.argv[1].rsplit(".", 1)
