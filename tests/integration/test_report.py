@@ -24,6 +24,7 @@ from xover.store.models import (
     RecipeSnapshot,
     Run,
     SharingSegment,
+    TurnEvent,
 )
 from xover.store.session import open_store
 
@@ -293,6 +294,47 @@ def test_a_failed_runs_throughput_is_left_out_of_the_table_json_and_csv_alike(is
     assert shown["samples_per_s"] is None and shown["samples_per_s_shared"] is None and shown["speed"] is None
     [finished] = [r for r in rows if (r["name"], r["mode"]) == ("a", "sequential")]
     assert float(finished["samples_per_s"]) == pytest.approx(1600.0) and float(finished["speed"]) == 1.0
+
+
+def _with_runs_not_started(db: Path) -> None:
+    """The plan's experiment as a comparison in which b failed alone: its crossover runs and its concurrent runs
+    were never started, and the scheduler said why (Recorder.record_not_started)."""
+    _with_a_failed_job(db)
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for run in session.scalars(select(Run).where(Run.mode == "crossover")):
+            session.query(IterationMetric).filter(IterationMetric.run_id == run.id).delete()
+            session.delete(run)
+        why = "b: failed alone (RuntimeError: boom)"
+        for mode, policy in (("concurrent", None), ("crossover", "work-conserving")):
+            session.add(TurnEvent(experiment_id=PLAN, group_index=0, host="localhost", kind="not-started",
+                                  detail={"mode": mode, "policy": policy, "jobs": ["a", "b"], "why": why}))
+    store.close()
+
+
+def test_runs_not_started_after_a_failure_alone_are_said_in_every_view(isolated_results):
+    """A comparison whose job failed alone starts none of its group's later modes: the report showed fewer rows
+    and no reason. Now the table (under the jobs), the JSON (`not_started`) and the HTML page say which modes of
+    which group were not started, and why."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_runs_not_started(isolated_results / "xover.db")
+    said = ("group 0: not started: concurrent, crossover (work-conserving) - b: failed alone (RuntimeError: boom); "
+            "each would have failed the same way")
+    assert said in " ".join(report(PLAN).output.split())
+    data = json.loads(report(PLAN, "--format", "json").stdout)
+    assert [job["mode"] for job in data["jobs"]] == ["sequential", "sequential"]
+    assert data["not_started"] == [
+        {"group": 0, "mode": "concurrent", "policy": None, "jobs": ["a", "b"],
+         "why": "b: failed alone (RuntimeError: boom)"},
+        {"group": 0, "mode": "crossover", "policy": "work-conserving", "jobs": ["a", "b"],
+         "why": "b: failed alone (RuntimeError: boom)"},
+    ]
+    page = isolated_results / "r.html"
+    assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0
+    assert f"<p>{said}</p>" in page.read_text()
+    # an experiment that started every run says nothing of the kind, and its JSON's list is empty
+    solo = json.loads(report("20260101-000100-solo", "--format", "json").stdout)
+    assert solo["not_started"] == [] and "not started" not in report("20260101-000100-solo").output
 
 
 SIGNALLED_IN = """

@@ -229,3 +229,23 @@ def test_a_run_that_ended_without_finishing_has_no_throughput_in_any_view(status
     assert jobs[1].samples_per_s and jobs[5].samples_per_s_shared  # b finished in both
     running = {**summaries[1], "status": "running"}  # a run still going keeps its figures so far
     assert compare([RunResult.from_summary(running)], {2: iterations[2]})[0][0].samples_per_s
+
+
+def test_the_runs_not_started_are_said_per_group_and_reason():
+    from xover.results import NotStarted, not_started_lines
+
+    why = "needs_data: failed alone (rank 1: FileNotFoundError: missing.csv)"
+    units = [NotStarted(0, "sequential", None, ["needs_data#2"], why),
+             NotStarted(0, "concurrent", None, ["ok", "needs_data"], why),
+             NotStarted(0, "crossover", "work-conserving", ["ok", "needs_data"], why),
+             NotStarted(0, "crossover", "round-robin", ["ok", "needs_data"], why),
+             NotStarted(0, "adaptive", "work-conserving", ["ok", "needs_data"], why),
+             NotStarted(1, "concurrent", None, ["x", "y"], "y: refused (uneven inputs with Join)")]
+    assert not_started_lines(units) == [
+        "group 0: not started: sequential (needs_data#2), concurrent, crossover (work-conserving), crossover "
+        f"(round-robin), adaptive - {why}; each would have failed the same way",
+        "group 1: not started: concurrent - y: refused (uneven inputs with Join); each would have failed the same way",
+    ]
+    assert units[2].to_json() == {"group": 0, "mode": "crossover", "policy": "work-conserving",
+                                  "jobs": ["ok", "needs_data"], "why": why}
+    assert not_started_lines([]) == []

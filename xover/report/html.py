@@ -12,6 +12,7 @@ from typing import Any
 from .. import __version__
 from ..analysis import report_warnings
 from ..console import counted, fmt
+from ..results import not_started_lines
 from .data import ExperimentBrief, ExperimentReport
 from .tables import (
     ADAPTIVE_COLUMNS,
@@ -126,6 +127,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
         "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
         "<h2>Jobs</h2>",
         html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS),
+        *(f"<p>{escape(line)}</p>" for line in not_started_lines(report.not_started)),
     ]
     if report.groups:
         sections += [
