@@ -337,6 +337,33 @@ def test_runs_not_started_after_a_failure_alone_are_said_in_every_view(isolated_
     assert solo["not_started"] == [] and "not started" not in report("20260101-000100-solo").output
 
 
+def _caption(page: Path, name: str) -> str:
+    return page.read_text().split(f'<figure id="{name}">')[1].split("<figcaption>")[1].split("</figcaption>")[0]
+
+
+def test_the_loss_pictures_caption_says_what_ran(isolated_results):
+    """The HTML page's losses caption said "alone and under crossover" whatever ran: a comparison of sequential
+    and concurrent only, or a training run, ran no crossover."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    page = isolated_results / "r.html"
+    assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0
+    assert _caption(page, "losses").startswith("Training loss per iteration of each job alone and under crossover:")
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for run in session.scalars(select(Run).where(Run.mode == "crossover")):
+            run.mode, run.slot = "concurrent", None
+    store.close()
+    assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0
+    caption = _caption(page, "losses")
+    assert "crossover" not in caption.replace("(crossover or adaptive)", ""), caption
+    assert caption.startswith("Training loss per iteration of each job alone (sequential); no run of this "
+                              "experiment took turns"), caption
+    assert "concurrent runs are not drawn" in caption
+    assert report("20260101-000100-solo", "--format", "html", "--out", str(page)).exit_code == 0
+    assert _caption(page, "losses") == "Training loss per iteration of each job alone (solo)."
+
+
 SIGNALLED_IN = """
 import importlib, signal, sys
 module, name = sys.argv[1].rsplit(".", 1)
