@@ -40,7 +40,7 @@ from .results import (
     SimulatedGain,
 )
 from .settings import settings
-from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, Mode, RunStatus, adapts, turn_taking
+from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, OPEN_STATUSES, Mode, RunStatus, adapts, turn_taking
 from .store.models import Evaluation, Experiment
 from .store.queries import iteration_rows, run_fields
 
@@ -164,6 +164,12 @@ def _whole(job: RunResult) -> bool:
     return job.status in (None, RunStatus.FINISHED)
 
 
+def _cut_short(job: RunResult) -> bool:
+    """Whether a run ended without finishing (failed, timed out, interrupted, stopped, cancelled, lost): its
+    throughput is no measurement of its way, in any view (a run still going keeps its figures so far)."""
+    return not _whole(job) and job.status not in OPEN_STATUSES
+
+
 def compare(
     jobs: Sequence[RunResult], iterations: dict[int, list[Row]], default_policy: str = "work-conserving"
 ) -> tuple[list[RunResult], list[GroupComparison]]:
@@ -247,7 +253,11 @@ def compare(
             )
         )
     for position, job in enumerate(compared):
-        if job.is_alone and job.samples_per_s and _whole(job):  # alone, its whole run is its window
+        if _cut_short(job):  # '-' in the table, empty in JSON and CSV (its iterations stay, as they were)
+            compared[position] = dataclasses.replace(
+                job, samples_per_s=None, samples_per_s_shared=None, speed=None, slowdown=None
+            )
+        elif job.is_alone and job.samples_per_s and _whole(job):  # alone, its whole run is its window
             compared[position] = dataclasses.replace(job, slowdown=1.0, samples_per_s_shared=job.samples_per_s)
     return compared, groups
 

@@ -119,7 +119,7 @@ class RunResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[:_SUMMARY_FIELDS]}
         if self.is_shared and self.group is not None:
             data.update(samples_per_s_shared=self.samples_per_s_shared, slowdown=self.slowdown)
-        elif self.is_alone and self.samples_per_s:
+        elif self.is_alone:
             data.update(slowdown=self.slowdown, samples_per_s_shared=self.samples_per_s_shared)
         else:
             data["slowdown"] = self.slowdown
@@ -469,6 +469,42 @@ class ParityResult:
     def to_json(self) -> dict[str, Any]:
         """Its shape in the JSON: every field, in order."""
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class NotStarted:
+    """A unit of runs the scheduler never started, and why: a job of it was refused or failed alone before any
+    run of it finished, so each of its runs would fail the same way (run/schedule.py, `_skip_doomed`)."""
+
+    group: int | None
+    mode: str
+    policy: str | None  # crossover's turn policy
+    jobs: list[str]
+    why: str  # each job to blame: "name: failed alone (its last error line)", or "name: refused (...)"
+
+    @property
+    def label(self) -> str:
+        """The runs it stood for, in words: `sequential (b)` for a job alone, `crossover (work-conserving)`."""
+        if self.mode in ALONE_MODES:
+            return f"{self.mode} ({', '.join(self.jobs)})"
+        return f"{self.mode} ({self.policy})" if self.policy and self.mode == Mode.CROSSOVER else self.mode
+
+    def to_json(self) -> dict[str, Any]:
+        """Its shape in the JSON: every field, in order."""
+        return dataclasses.asdict(self)
+
+
+def not_started_lines(units: list[NotStarted]) -> list[str]:
+    """One line per group and reason: which of its runs were not started, and why (in the order they would have
+    run)."""
+    by_reason: dict[tuple[int | None, str], list[NotStarted]] = {}
+    for unit in units:
+        by_reason.setdefault((unit.group, unit.why), []).append(unit)
+    return [
+        f"{f'group {group}: ' if group is not None else ''}not started: "
+        f"{', '.join(dict.fromkeys(unit.label for unit in same))} - {why}; each would have failed the same way"
+        for (group, why), same in by_reason.items()
+    ]
 
 
 @dataclass(frozen=True)

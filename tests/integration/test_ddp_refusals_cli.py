@@ -98,6 +98,16 @@ def test_a_script_that_fails_alone_is_not_started_again(isolated_results, tmp_pa
     said = (rf"needs_data: failed alone \(rank [01]: FileNotFoundError: \[Errno 2\] No such file or directory: "
             rf"'{re.escape(str(missing))}'\); 4 later runs with it not started")
     assert re.search(said, result.stderr), result.stderr
+    # the report says which runs were not started, and why (it showed the one failed row, and no reason)
+    reported = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"], capture_output=True,
+                              text=True, timeout=300, cwd=ROOT)
+    assert reported.returncode == 0, reported.stderr
+    not_started = json.loads(reported.stdout)["not_started"]
+    assert [(unit["mode"], unit["jobs"]) for unit in not_started] == [
+        ("sequential", ["needs_data#2"]), ("concurrent", ["needs_data", "needs_data#2"]),
+        ("crossover", ["needs_data", "needs_data#2"]), ("adaptive", ["needs_data", "needs_data#2"])]
+    assert {unit["group"] for unit in not_started} == {0}
+    assert all(re.match(r"needs_data: failed alone \(rank [01]: FileNotFoundError", unit["why"]) for unit in not_started)
 
 
 SPAWN_SCRIPT = textwrap.dedent("""

@@ -24,6 +24,7 @@ from xover.store.models import (
     RecipeSnapshot,
     Run,
     SharingSegment,
+    TurnEvent,
 )
 from xover.store.session import open_store
 
@@ -273,6 +274,94 @@ def test_an_experiment_with_a_failed_job_is_failed_in_every_view(isolated_result
     one = report("20260101-000000-plan", "--format", "json")
     assert json.loads(one.stdout)["experiment"]["status"] == "failed"
     assert "(run, failed, " in report("20260101-000000-plan").output
+
+
+def test_a_failed_runs_throughput_is_left_out_of_the_table_json_and_csv_alike(isolated_results):
+    """The table showed '-' for b's failed run alone, while jobs.csv and the JSON kept its samples/s (and speed
+    1.0): a run that did not finish is no measurement, in any view. Its iteration times stay."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_a_failed_job(isolated_results / "xover.db")
+    [row] = [row for row in report(PLAN).output.splitlines() if "│ b " in row and "sequential" in row]
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[4] == "failed" and cells[7] == "-" and cells[12] == "-", row  # samples/s, slowdown
+    rows = list(csv.DictReader(io.StringIO(report(PLAN, "--format", "csv").stdout)))
+    [failed] = [r for r in rows if (r["name"], r["mode"]) == ("b", "sequential")]
+    assert (failed["samples_per_s"], failed["samples_per_s_shared"], failed["speed"], failed["slowdown"]) == (
+        "", "", "", "")
+    assert float(failed["iteration_ms"]) == pytest.approx(40.0)
+    [shown] = [j for j in json.loads(report(PLAN, "--format", "json").stdout)["jobs"]
+               if (j["name"], j["mode"]) == ("b", "sequential")]
+    assert shown["samples_per_s"] is None and shown["samples_per_s_shared"] is None and shown["speed"] is None
+    [finished] = [r for r in rows if (r["name"], r["mode"]) == ("a", "sequential")]
+    assert float(finished["samples_per_s"]) == pytest.approx(1600.0) and float(finished["speed"]) == 1.0
+
+
+def _with_runs_not_started(db: Path) -> None:
+    """The plan's experiment as a comparison in which b failed alone: its crossover runs and its concurrent runs
+    were never started, and the scheduler said why (Recorder.record_not_started)."""
+    _with_a_failed_job(db)
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for run in session.scalars(select(Run).where(Run.mode == "crossover")):
+            session.query(IterationMetric).filter(IterationMetric.run_id == run.id).delete()
+            session.delete(run)
+        why = "b: failed alone (RuntimeError: boom)"
+        for mode, policy in (("concurrent", None), ("crossover", "work-conserving")):
+            session.add(TurnEvent(experiment_id=PLAN, group_index=0, host="localhost", kind="not-started",
+                                  detail={"mode": mode, "policy": policy, "jobs": ["a", "b"], "why": why}))
+    store.close()
+
+
+def test_runs_not_started_after_a_failure_alone_are_said_in_every_view(isolated_results):
+    """A comparison whose job failed alone starts none of its group's later modes: the report showed fewer rows
+    and no reason. Now the table (under the jobs), the JSON (`not_started`) and the HTML page say which modes of
+    which group were not started, and why."""
+    _hand_made_store(isolated_results / "xover.db")
+    _with_runs_not_started(isolated_results / "xover.db")
+    said = ("group 0: not started: concurrent, crossover (work-conserving) - b: failed alone (RuntimeError: boom); "
+            "each would have failed the same way")
+    assert said in " ".join(report(PLAN).output.split())
+    data = json.loads(report(PLAN, "--format", "json").stdout)
+    assert [job["mode"] for job in data["jobs"]] == ["sequential", "sequential"]
+    assert data["not_started"] == [
+        {"group": 0, "mode": "concurrent", "policy": None, "jobs": ["a", "b"],
+         "why": "b: failed alone (RuntimeError: boom)"},
+        {"group": 0, "mode": "crossover", "policy": "work-conserving", "jobs": ["a", "b"],
+         "why": "b: failed alone (RuntimeError: boom)"},
+    ]
+    page = isolated_results / "r.html"
+    assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0
+    assert f"<p>{said}</p>" in page.read_text()
+    # an experiment that started every run says nothing of the kind, and its JSON's list is empty
+    solo = json.loads(report("20260101-000100-solo", "--format", "json").stdout)
+    assert solo["not_started"] == [] and "not started" not in report("20260101-000100-solo").output
+
+
+def _caption(page: Path, name: str) -> str:
+    return page.read_text().split(f'<figure id="{name}">')[1].split("<figcaption>")[1].split("</figcaption>")[0]
+
+
+def test_the_loss_pictures_caption_says_what_ran(isolated_results):
+    """The HTML page's losses caption said "alone and under crossover" whatever ran: a comparison of sequential
+    and concurrent only, or a training run, ran no crossover."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    page = isolated_results / "r.html"
+    assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0
+    assert _caption(page, "losses").startswith("Training loss per iteration of each job alone and under crossover:")
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for run in session.scalars(select(Run).where(Run.mode == "crossover")):
+            run.mode, run.slot = "concurrent", None
+    store.close()
+    assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0
+    caption = _caption(page, "losses")
+    assert "crossover" not in caption.replace("(crossover or adaptive)", ""), caption
+    assert caption.startswith("Training loss per iteration of each job alone (sequential); no run of this "
+                              "experiment took turns"), caption
+    assert "concurrent runs are not drawn" in caption
+    assert report("20260101-000100-solo", "--format", "html", "--out", str(page)).exit_code == 0
+    assert _caption(page, "losses") == "Training loss per iteration of each job alone (solo)."
 
 
 SIGNALLED_IN = """

@@ -135,3 +135,37 @@ def test_slurms_account_corrects_a_unit_interrupted_while_it_started_but_not_a_f
     with store.session() as session:
         assert session.get_one(Run, cut).status == "cancelled"
         assert session.get_one(Run, failed).status == "failed"
+
+
+def test_the_units_a_failure_alone_leaves_unstarted_are_recorded_with_why(tmp_path, capsys):
+    """A job that failed alone before any run of it trained: the scheduler starts none of its later units, and
+    records each (its group, mode, policy, jobs and why) for the report to say; before, nothing was kept and the
+    report showed fewer rows with no reason."""
+    from types import SimpleNamespace
+
+    from xover.run.schedule import RunContext, Scheduler, Unit
+
+    class Recorder(_Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.not_started: list[tuple] = []
+
+        def record_not_started(self, *args):
+            self.not_started.append(args)
+
+    def job(name):
+        return SimpleNamespace(name=name, device_set=set())
+
+    recorder = Recorder()
+    scheduler = Scheduler(RunContext(recorder=recorder, experiment_id="e1", results_dir=tmp_path))
+    scheduler.doomed["bad"] = "failed alone (rank 0: FileNotFoundError: data.csv)"
+    good, bad, copy = job("good"), job("bad"), job("bad#2")
+    pending = [Unit([good], "sequential", 0), Unit([copy], "sequential", 0),
+               Unit([good, bad], "concurrent", 0), Unit([good, bad], "crossover", 0, "work-conserving")]
+    scheduler._skip_doomed(pending)
+    assert [unit.jobs for unit in pending] == [[good]]
+    why = "bad: failed alone (rank 0: FileNotFoundError: data.csv)"
+    assert recorder.not_started == [(0, "sequential", None, ["bad#2"], why),
+                                    (0, "concurrent", None, ["good", "bad"], why),
+                                    (0, "crossover", "work-conserving", ["good", "bad"], why)]
+    assert f"{why}; 3 later runs with it not started" in capsys.readouterr().err

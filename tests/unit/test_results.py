@@ -210,3 +210,42 @@ def test_a_run_alone_that_did_not_finish_has_no_speed_figures():
     jobs, _ = compare([RunResult.from_summary(s) for s in summaries], iterations)
     assert jobs[0].slowdown is None and jobs[0].samples_per_s_shared is None
     assert jobs[1].slowdown == 1.0  # b finished alone
+
+
+@pytest.mark.parametrize("status", ["failed", "timeout", "stopped", "interrupted"])
+def test_a_run_that_ended_without_finishing_has_no_throughput_in_any_view(status):
+    """The table showed '-' for a failed run alone while the CSV and JSON kept its samples/s (and speed 1.0), and a
+    timed-out run under crossover showed its samples/s together in the table: a run cut short is no measurement,
+    so every view leaves its throughput out; its iteration times stay, as they were."""
+    summaries, iterations = _experiment()
+    summaries[0] = {**summaries[0], "status": status}  # a alone
+    summaries[4] = {**summaries[4], "status": status}  # a under crossover
+    jobs, _ = compare([RunResult.from_summary(s) for s in summaries], iterations)
+    for job in (jobs[0], jobs[4]):
+        assert (job.samples_per_s, job.samples_per_s_shared, job.speed, job.slowdown) == (None, None, None, None)
+        assert job.iteration_ms == pytest.approx(40.0)
+        shown = job.to_json()
+        assert shown["samples_per_s"] is None and "samples_per_s_shared" in shown  # the keys stay
+    assert jobs[1].samples_per_s and jobs[5].samples_per_s_shared  # b finished in both
+    running = {**summaries[1], "status": "running"}  # a run still going keeps its figures so far
+    assert compare([RunResult.from_summary(running)], {2: iterations[2]})[0][0].samples_per_s
+
+
+def test_the_runs_not_started_are_said_per_group_and_reason():
+    from xover.results import NotStarted, not_started_lines
+
+    why = "needs_data: failed alone (rank 1: FileNotFoundError: missing.csv)"
+    units = [NotStarted(0, "sequential", None, ["needs_data#2"], why),
+             NotStarted(0, "concurrent", None, ["ok", "needs_data"], why),
+             NotStarted(0, "crossover", "work-conserving", ["ok", "needs_data"], why),
+             NotStarted(0, "crossover", "round-robin", ["ok", "needs_data"], why),
+             NotStarted(0, "adaptive", "work-conserving", ["ok", "needs_data"], why),
+             NotStarted(1, "concurrent", None, ["x", "y"], "y: refused (uneven inputs with Join)")]
+    assert not_started_lines(units) == [
+        "group 0: not started: sequential (needs_data#2), concurrent, crossover (work-conserving), crossover "
+        f"(round-robin), adaptive - {why}; each would have failed the same way",
+        "group 1: not started: concurrent - y: refused (uneven inputs with Join); each would have failed the same way",
+    ]
+    assert units[2].to_json() == {"group": 0, "mode": "crossover", "policy": "work-conserving",
+                                  "jobs": ["ok", "needs_data"], "why": why}
+    assert not_started_lines([]) == []

@@ -33,13 +33,14 @@ from ..results import (
     GainPoint,
     GroupModel,
     GroupReport,
+    NotStarted,
     ParityResult,
     RunResult,
     mode_rank,
 )
-from ..run.record import reconcile_lost
+from ..run.record import NOT_STARTED, reconcile_lost
 from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
-from ..store.models import Experiment, PlanGroup, Replay, SharingSegment
+from ..store.models import Experiment, PlanGroup, Replay, SharingSegment, TurnEvent
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
@@ -75,13 +76,15 @@ class ReportError(XoverError):
 @dataclass
 class ExperimentReport:
     """One experiment: its row, its jobs (one per job and mode), group comparisons, loss parity,
-    and every iteration of rank 0 per run (run id -> rows in step order)."""
+    every iteration of rank 0 per run (run id -> rows in step order), and the units of runs it never started
+    (a job refused or failed alone: they have no rows in `jobs`)."""
 
     experiment: ExperimentInfo
     jobs: list[RunResult]
     groups: list[GroupReport]
     parity: list[ParityResult]
     iterations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    not_started: list[NotStarted] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -290,7 +293,33 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
     for job in jobs:  # rows that stand on their own in a CSV file
         for row in rows_of(iterations, job):
             row.update(experiment=experiment.id, name=job.name, mode=job.mode, policy=job.policy)
-    return ExperimentReport(experiment_row(experiment), jobs, groups, loss_parity(jobs, iterations), iterations)
+    return ExperimentReport(
+        experiment_row(experiment),
+        jobs,
+        groups,
+        loss_parity(jobs, iterations),
+        iterations,
+        not_started_units(session, experiment.id),
+    )
+
+
+def not_started_units(session: Session, experiment_id: str) -> list[NotStarted]:
+    """The units the experiment's scheduler never started, in the order it decided so (Recorder.record_not_started)."""
+    rows = session.scalars(
+        select(TurnEvent)
+        .where(TurnEvent.experiment_id == experiment_id, TurnEvent.kind == NOT_STARTED)
+        .order_by(TurnEvent.id)
+    )
+    return [
+        NotStarted(
+            group=row.group_index,
+            mode=str(row.detail.get("mode", "?")),
+            policy=row.detail.get("policy"),
+            jobs=[str(name) for name in row.detail.get("jobs", [])],
+            why=str(row.detail.get("why", "")),
+        )
+        for row in rows
+    ]
 
 
 # ------------------------------------------------------------------------------------ every experiment

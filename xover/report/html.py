@@ -12,7 +12,9 @@ from typing import Any
 from .. import __version__
 from ..analysis import report_warnings
 from ..console import counted, fmt
+from ..results import not_started_lines
 from .data import ExperimentBrief, ExperimentReport
+from .plots import losses_words
 from .tables import (
     ADAPTIVE_COLUMNS,
     DIGITS,
@@ -44,8 +46,7 @@ PICTURE_CAPTIONS = {
     "the compute bars of the jobs alternate.",
     "throughput": "Aggregate throughput by mode, each job normalised by its speed alone (sequential = 1.0), "
     "and the model's ideal gain from the sequential runs' medians.",
-    "losses": "Training loss per iteration of each job alone and under crossover: taking turns must not change "
-    "the training, so the curves coincide.",
+    # "losses": plots.losses_words, as what the picture draws ran
     "predicted_vs_measured": "Predicted (plan, or the simulation of the policy from the sequential runs) against "
     "measured crossover gain for every comparison run in the database; this run in red.",
     "adaptive": "Each adaptive group over time: the way it ran in (crossover: turns; concurrent or mps: none), its "
@@ -126,6 +127,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
         "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
         "<h2>Jobs</h2>",
         html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS),
+        *(f"<p>{escape(line)}</p>" for line in not_started_lines(report.not_started)),
     ]
     if report.groups:
         sections += [
@@ -188,7 +190,10 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
             )
     if pictures:
         sections.append("<h2>Pictures</h2>")
-        sections += [embedded_picture(name, path) for name, path in pictures.items()]
+        sections += [
+            embedded_picture(name, path, losses_words(report)[1] if name == "losses" else None)
+            for name, path in pictures.items()
+        ]
     return _page(f"xover report: experiment {report.id}", sections)
 
 

@@ -556,8 +556,11 @@ def _flat_params(params: dict[str, Any]) -> dict[str, str]:
 
 def _signature(report: ExperimentReport, params: dict[int, dict[str, str]]) -> str:
     """A hash of everything written: the same experiment, unchanged, hashes alike."""
+    shown = report_dict(report, {})
+    if not shown["not_started"]:  # an experiment written before the key existed reads unchanged
+        del shown["not_started"]
     body = {
-        "report": report_dict(report, {}),
+        "report": shown,
         "params": {str(k): v for k, v in sorted(params.items())},
         "iterations": {
             str(run): [[row.get("step"), *(row.get(c) for c in HISTORIES.values())] for row in rows]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analysis import rows_of
-from ..results import GainPoint, GroupReport, RunResult
+from ..results import GainPoint, GroupReport, RunResult, mode_rank
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS, SHARED_MODES, Mode
 from .data import ExperimentReport, ReportError
 from .timeline import PHASES, intervals_in_window, middle_window
@@ -188,13 +188,41 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
 # ---------------------------------------------------------------------------------------- losses
 
 
-def losses_picture(report: ExperimentReport, path: Path) -> bool:
-    """Each job's loss per iteration alone (solid) and under crossover (dashed): they should coincide."""
-    jobs = [
+def loss_jobs(report: ExperimentReport) -> list[RunResult]:
+    """The runs the losses picture draws: each job alone, and under crossover or adaptive (taking turns), those
+    with iterations; concurrent runs are left out (the accuracy parity table compares their losses)."""
+    return [
         j
         for j in report.jobs
         if (j.is_alone or j.mode in (Mode.CROSSOVER, Mode.ADAPTIVE)) and rows_of(report.iterations, j)
     ]
+
+
+def losses_words(report: ExperimentReport) -> tuple[str, str]:
+    """The losses picture's title and caption, as what it draws ran: alone only (a run of sequential and
+    concurrent, a training run) says nothing of crossover."""
+    jobs = loss_jobs(report)
+    shared = sorted({j.mode for j in jobs if not j.is_alone and j.mode is not None}, key=mode_rank)
+    if shared:
+        under = " and ".join(shared)
+        return (
+            f"Loss alone and under {under}",
+            f"Training loss per iteration of each job alone and under {under}: taking turns must not change the "
+            "training, so the curves coincide.",
+        )
+    alone = ", ".join(sorted({j.mode for j in jobs if j.mode is not None}, key=mode_rank)) or "alone"
+    caption = f"Training loss per iteration of each job alone ({alone})"
+    if report.is_comparison:
+        caption += "; no run of this experiment took turns (crossover or adaptive)"
+        if any(j.mode == Mode.CONCURRENT for j in report.jobs):
+            caption += ", and its concurrent runs are not drawn (the accuracy parity table compares their losses)"
+    return "Loss alone", caption + "."
+
+
+def losses_picture(report: ExperimentReport, path: Path) -> bool:
+    """Each job's loss per iteration alone (solid) and under crossover or adaptive (dashed): they should
+    coincide."""
+    jobs = loss_jobs(report)
     if not jobs:
         return False
     figure = _figure(figsize=(8, 4.2), layout="constrained")
@@ -218,7 +246,7 @@ def losses_picture(report: ExperimentReport, path: Path) -> bool:
     ax.set_xlabel("iteration")
     ax.set_ylabel("training loss (rank 0)")
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title(f"Loss alone and under crossover - experiment {report.id}", loc="left", fontsize=11)
+    ax.set_title(f"{losses_words(report)[0]} - experiment {report.id}", loc="left", fontsize=11)
     ax.grid(alpha=0.3)
     return _save(figure, path)
 

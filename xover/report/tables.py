@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from ..analysis import report_warnings
 from ..console import console, print_table
+from ..results import not_started_lines
 from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
@@ -319,6 +320,8 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         display_rows(jobs),
         DIGITS,
     )
+    for line in not_started_lines(report.not_started):  # why the table has fewer rows than the modes asked
+        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     if groups:
         print_table(
             "aggregate throughput over the time the jobs shared the devices, each job normalised by its "
@@ -445,6 +448,7 @@ def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str,
         "groups": [group.to_json() for group in report.groups],
         "parity": [parity.to_json() for parity in report.parity],
         "pictures": pictures,
+        "not_started": [unit.to_json() for unit in report.not_started],
     }
 
 

@@ -51,6 +51,9 @@ from .adaptive import Segment
 from .jobs import JobSpec
 from .supervise import uninterrupted
 
+# the kind of `turn_events` row that keeps a unit the scheduler did not start (Recorder.record_not_started)
+NOT_STARTED = "not-started"
+
 
 class PlannedUnit(Protocol):
     """What a group was to run, as units.group_units makes it (schedule.Unit)."""
@@ -303,6 +306,21 @@ class Recorder:
             if code != 0:
                 run.error = error
             return run.status
+
+    def record_not_started(self, group: int | None, mode: str, policy: str | None, jobs: list[str], why: str) -> None:
+        """A unit the scheduler never started (a job of it was refused, or failed alone: each run of it would fail
+        the same way): no run is made for it, so a `turn_events` row of kind NOT_STARTED keeps what it was and
+        why, for the report to say (report/data.py)."""
+        with self._transaction() as session:
+            session.add(
+                TurnEvent(
+                    experiment_id=self.experiment_id,
+                    group_index=group,
+                    host="localhost",  # the xover that decided it
+                    kind=NOT_STARTED,
+                    detail={"mode": mode, "policy": policy, "jobs": list(jobs), "why": why},
+                )
+            )
 
     def record_segment(self, runs: list[int], group: int | None, segment: Segment) -> None:
         """An adaptive unit's segment as it is now (written when it opens, again when it is decided and when it

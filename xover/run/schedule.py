@@ -358,12 +358,20 @@ class Scheduler:
     def _skip_doomed(self, pending: list[Unit]) -> None:
         """The units still to start with a job whose script its shim refused, or that failed alone before it
         ever trained, are never started: each would fail the same way (a comparison's other modes, a plan's
-        other units of it, a copy of it)."""
+        other units of it, a copy of it); each is recorded as not started, with why, for the report to say."""
         skipped = [unit for unit in pending if any(_copy_of(job.name) in self.doomed for job in unit.jobs)]
         if not skipped:
             return
         for unit in skipped:
             pending.remove(unit)
+            doomed = sorted({_copy_of(job.name) for job in unit.jobs} & set(self.doomed))
+            self.context.recorder.record_not_started(
+                unit.group,
+                unit.mode,
+                unit.policy if unit.crossover else None,
+                [job.name for job in unit.jobs],
+                "; ".join(f"{name}: {self.doomed[name]}" for name in doomed),
+            )
         names = sorted({_copy_of(job.name) for unit in skipped for job in unit.jobs} & set(self.doomed))
         _say(
             f"{'; '.join(f'{name}: {self.doomed[name]}' for name in names)}; "
