@@ -226,7 +226,8 @@ class PlanGroup(Base):
 
 
 class TurnEvent(Base):
-    """Something the turn service did that a reader should know: a lease revoked, a registration refused."""
+    """Something a reader of the run should know: what the turn service did (a lease revoked, a registration
+    refused, turns lost, an adaptive group's switch), and a unit the scheduler did not start, and why."""
 
     __tablename__ = "turn_events"
     id: Mapped[int] = mapped_column(primary_key=True)
