@@ -135,11 +135,22 @@ def test_sigkill_of_a_rank_on_the_second_host(emulated, isolated_results):
         waits = [w for (w,) in connection.execute(
             "SELECT m.wait_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
             "WHERE r.name = 'mlp-digits' AND m.wall_time > ?", (killed_at + 3.0,))]
-    # its partner's turns were withdrawn on both hosts: alone now (a round trip to the turn server, against
-    # resnet-digits' phase of 40 ms or more, with room for a loaded machine's hiccups)
+        phases = sorted(c for (c,) in connection.execute(
+            "SELECT m.compute_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.name = 'resnet-digits' AND m.wall_time < ?", (killed_at,)))
+        trained_on = connection.execute(
+            "SELECT COUNT(*) FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.name = 'resnet-digits' AND m.wall_time > ?", (killed_at,)).fetchone()[0]
+    # the killed job got no further: at most the step in flight and one whose all-reduce was done
+    assert trained_on <= 2, trained_on
+    # its partner's turns were withdrawn on both hosts: alone now, a round trip to the turn server where a
+    # partner still counted would cost its whole phase each time. Against resnet-digits' phase measured in
+    # this run before the kill, not a fixed 20 ms: a loaded machine slows the phase and the wake-ups alike;
+    # the largest well under the 30 s lease that a dead holder still counted would cost
     waits.sort()
-    assert waits and waits[len(waits) // 2] < 0.02 and waits[int(0.95 * len(waits))] < 0.2 and waits[-1] < 1.5, \
-        waits[-5:]
+    phase = phases[len(phases) // 2]
+    assert waits and waits[len(waits) // 2] < 0.5 * phase and waits[int(0.95 * len(waits))] < 2 * phase \
+        and waits[-1] < 5.0, (phase, waits[-5:])
     assert not tagged_processes(json.loads(out)["experiment"])  # nothing left on any host
 
 
