@@ -202,13 +202,14 @@ def test_prometheus_on_the_head_node_scrapes_each_hosts_turn_server(emulated, is
     discovery) and scrapes it on that host, by the host's name, over the emulated network."""
     emulated("1gbit")
     port, window = 19464, "[10m]"  # the head's own port space: nothing else listens there
-    server = prometheus([f"127.0.0.1:{port}"], interval="500ms", honor_labels=True,
+    # every second, also each scrape's timeout (TLS to a busy Python process can take past 500 ms on a loaded machine)
+    server = prometheus([f"127.0.0.1:{port}"], interval="1s", honor_labels=True,
                         http_sd=f"https://127.0.0.1:{port}/targets", namespace=cluster.HEAD_NS,
                         xover=credentials_folder())
     # a Prometheus elsewhere than the hosts: every interface (docs/reference.md), TLS and the token as ever
     monkeypatch.setenv("XOVER_METRICS_ADDRESS", "0.0.0.0")
     report = _json_in(cluster.HEAD_NS, "run", "--group", "mlp-digits", "resnet-digits", "-H", TWO_HOSTS,
-                      "--mode", "crossover", "--iterations", "80", "--metrics-port", str(port))
+                      "--mode", "crossover", "--iterations", "120", "--metrics-port", str(port))
     assert all(job["status"] == "finished" for job in report["jobs"])
     jobs, hosts = {"mlp-digits", "resnet-digits"}, {"xo-h1", "xo-h2"}
     up = server.wait_for(f"max_over_time(xover_turn_server_up{window})",
