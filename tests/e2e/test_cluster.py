@@ -241,8 +241,9 @@ def test_each_host_nic_is_shaped(cluster_factory, tmp_path):
             assert int(re.search(r"Sent (\d+) bytes", shaped).group(1)) > 6 * size  # the traffic crossed the tbf
         cluster.cluster_down()
     print(f"8 MiB all-reduce between two emulated hosts: {medians}")
-    # 5x on an idle machine; other work on the shared cores slows the fast case most
-    assert medians["200mbit"] > 2 * medians["1gbit"], medians
+    # The rate, not just a bound, changed the time: 5x on an idle machine, but other work on the shared
+    # cores adds about the same time at both rates, so the difference, against the wire times' (268 ms)
+    assert medians["200mbit"] - medians["1gbit"] >= 0.6 * (size * 8 / 200e6 - size * 8 / 1e9) * 1000, medians
 
 
 def test_launch_prefix_only_for_specs_of_emulated_hosts(cluster_factory):

@@ -135,11 +135,22 @@ def test_sigkill_of_a_rank_on_the_second_host(emulated, isolated_results):
         waits = [w for (w,) in connection.execute(
             "SELECT m.wait_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
             "WHERE r.name = 'mlp-digits' AND m.wall_time > ?", (killed_at + 3.0,))]
-    # its partner's turns were withdrawn on both hosts: alone now (a round trip to the turn server, against
-    # resnet-digits' phase of 40 ms or more, with room for a loaded machine's hiccups)
+        phases = sorted(c for (c,) in connection.execute(
+            "SELECT m.compute_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.name = 'resnet-digits' AND m.wall_time < ?", (killed_at,)))
+        trained_on = connection.execute(
+            "SELECT COUNT(*) FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.name = 'resnet-digits' AND m.wall_time > ?", (killed_at,)).fetchone()[0]
+    # the killed job got no further: at most the step in flight and one whose all-reduce was done
+    assert trained_on <= 2, trained_on
+    # its partner's turns were withdrawn on both hosts: alone now, a round trip to the turn server where a
+    # partner still counted would cost its whole phase each time. Against resnet-digits' phase measured in
+    # this run before the kill, not a fixed 20 ms: a loaded machine slows the phase and the wake-ups alike;
+    # the largest well under the 30 s lease that a dead holder still counted would cost
     waits.sort()
-    assert waits and waits[len(waits) // 2] < 0.02 and waits[int(0.95 * len(waits))] < 0.2 and waits[-1] < 1.5, \
-        waits[-5:]
+    phase = phases[len(phases) // 2]
+    assert waits and waits[len(waits) // 2] < 0.5 * phase and waits[int(0.95 * len(waits))] < 2 * phase \
+        and waits[-1] < 5.0, (phase, waits[-5:])
     assert not tagged_processes(json.loads(out)["experiment"])  # nothing left on any host
 
 
@@ -191,13 +202,14 @@ def test_prometheus_on_the_head_node_scrapes_each_hosts_turn_server(emulated, is
     discovery) and scrapes it on that host, by the host's name, over the emulated network."""
     emulated("1gbit")
     port, window = 19464, "[10m]"  # the head's own port space: nothing else listens there
-    server = prometheus([f"127.0.0.1:{port}"], interval="500ms", honor_labels=True,
+    # every second, also each scrape's timeout (TLS to a busy Python process can take past 500 ms on a loaded machine)
+    server = prometheus([f"127.0.0.1:{port}"], interval="1s", honor_labels=True,
                         http_sd=f"https://127.0.0.1:{port}/targets", namespace=cluster.HEAD_NS,
                         xover=credentials_folder())
     # a Prometheus elsewhere than the hosts: every interface (docs/reference.md), TLS and the token as ever
     monkeypatch.setenv("XOVER_METRICS_ADDRESS", "0.0.0.0")
     report = _json_in(cluster.HEAD_NS, "run", "--group", "mlp-digits", "resnet-digits", "-H", TWO_HOSTS,
-                      "--mode", "crossover", "--iterations", "80", "--metrics-port", str(port))
+                      "--mode", "crossover", "--iterations", "120", "--metrics-port", str(port))
     assert all(job["status"] == "finished" for job in report["jobs"])
     jobs, hosts = {"mlp-digits", "resnet-digits"}, {"xo-h1", "xo-h2"}
     up = server.wait_for(f"max_over_time(xover_turn_server_up{window})",
@@ -223,10 +235,16 @@ def _json_in(namespace: str, *args, timeout=900):
 
 
 def test_each_hosts_nic_shapes_a_jobs_all_reduce(emulated):
-    communication = {}
+    communication, gradient_bytes = {}, set()
     for rate in ("1gbit", "200mbit"):
         emulated(rate)
         [job] = _json("train", "mlp-synthetic", "-H", TWO_HOSTS, "--iterations", "12")["jobs"]
         communication[rate] = job["communication_ms"]
+        gradient_bytes.add(job["gradient_bytes"])
     print(f"mlp-synthetic (7 MB of gradients) across two hosts, exposed communication per iteration: {communication}")
-    assert communication["200mbit"] > 2.5 * communication["1gbit"], communication
+    [size] = gradient_bytes  # 7,389,224: 1,847,306 float32 parameters
+    # a ring all-reduce of two ranks sends the whole gradient through each NIC, each way: 296 ms at 200 Mbit/s,
+    # 59 ms at 1 Gbit/s. The difference, not the ratio (5 idle): CPU contention adds about as much at both rates
+    wire_ms = {rate: size * 8 / bits_per_s * 1000 for rate, bits_per_s in (("1gbit", 1e9), ("200mbit", 200e6))}
+    assert communication["200mbit"] - communication["1gbit"] >= 0.6 * (wire_ms["200mbit"] - wire_ms["1gbit"]), \
+        (communication, wire_ms)

@@ -1,5 +1,5 @@
 """A real crossover run watched by a real Prometheus: `xover run --group mlp-digits resnet-digits --mode
-crossover --metrics-port PORT` through horovodrun, scraped every half second by Debian's `prometheus`
+crossover --metrics-port PORT` through horovodrun, scraped every second by Debian's `prometheus`
 (tests/fixtures_services.py), the run's exporter as a static target and the turn server it lists
 (`/targets`) through Prometheus' HTTP service discovery, both over HTTPS with the user's metrics credentials
 as docs/reference.md tells Prometheus; the series read back through Prometheus' HTTP API."""
@@ -25,10 +25,12 @@ def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # no
     port, low = free_port(), free_ports(3)
     # the scrape's target is down until the run serves; xover's series carry their own `job` (honor_labels)
     # as docs/reference.md says: HTTPS with the user's certificate pinned, and the bearer token
-    server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="500ms", honor_labels=True,
+    # scraped every second, also each scrape's timeout: a TLS handshake and the text from a busy Python process,
+    # which a loaded machine can keep past 500 ms; the run is long enough for several scrapes at that pace
+    server = prometheus([f"127.0.0.1:{port}"], job="xover", interval="1s", honor_labels=True,
                         http_sd=f"https://127.0.0.1:{port}/targets", xover=credentials_folder())
     run = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "resnet-digits",
-                          "--mode", "crossover", "--iterations", "150", "--metrics-port", str(port), "--json"],
+                          "--mode", "crossover", "--iterations", "250", "--metrics-port", str(port), "--json"],
                          env={**os.environ, "XOVER_LEASE_DIR": tempfile.mkdtemp(prefix="xover-test-leases-"),
                               "XOVER_TURN_METRICS_PORTS": f"{low}-{low + 2}"},  # its turn server's ports
                          cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -154,15 +154,24 @@ def test_sigkill_of_one_job_lets_partner_continue_at_solo_speed(isolated_results
         # step 0 includes the start barrier (waiting for the partner to start), not a stall
         stall = db.execute("SELECT MAX(m.iteration_s) FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
                            "WHERE r.name = 'mlp-digits' AND m.step > 0").fetchone()[0]
+        phases = sorted(c for (c,) in db.execute(
+            "SELECT m.compute_s FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.name = 'resnet-digits' AND m.wall_time < ?", (killed_at,)))
+        trained_on = db.execute("SELECT COUNT(*) FROM iteration_metrics m JOIN runs r ON r.id = m.run_id "
+                                "WHERE r.name = 'resnet-digits' AND m.wall_time > ?", (killed_at,)).fetchone()[0]
     assert after, "the partner had no iterations left after the kill"
+    # the killed job got no further: at most the step in flight and one whose all-reduce was done
+    assert trained_on <= 2, trained_on
     waits = sorted(wait for _, wait in after)
-    # no turn to wait for any more: a round trip to the turn server (a partner still counted would cost
-    # its whole phase, resnet-digits' 40 ms or more, or the lease), with room for the hiccups of a loaded
-    # 2-core machine (three test workers beside it: a round trip's median of 5 ms was a race there)
-    assert waits[len(waits) // 2] < 0.02 and waits[int(0.95 * len(waits))] < 0.2 and waits[-1] < 1.5, waits[-5:]
-    # The turn server drops a dead job at once (tests/test_turns.py measures it under a second); here,
-    # with whole processes on a shared 2-core machine, allow scheduling noise around the kill.
-    assert stall < 3.0
+    phase = phases[len(phases) // 2]  # resnet-digits' turn, measured in this run before the kill
+    # no turn to wait for any more: a round trip to the turn server, where a partner still counted would cost
+    # its whole phase each time. Against that phase of the same run, not a fixed 20 ms: a loaded 2-core
+    # machine (test workers beside it) slows the phase and the round trip's wake-ups alike
+    assert waits[len(waits) // 2] < 0.5 * phase and waits[int(0.95 * len(waits))] < 2 * phase, (phase, waits[-5:])
+    # The turn server drops a dead job at once (tests/integration/test_turns.py measures it under a second);
+    # a dead holder still counted would stall its partner for its lease, 30 s at least (turns/server.py). Well
+    # under that, with room for a loaded machine's hiccups around the kill (1.5 s and 3 s left a 3x slower one little)
+    assert waits[-1] < 5.0 and stall < 10.0, (waits[-5:], stall)
 
 
 def test_ctrl_c_stops_everything_and_leaves_nothing(isolated_results):

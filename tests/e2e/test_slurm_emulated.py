@@ -163,7 +163,8 @@ def test_prometheus_on_the_head_finds_a_slurm_groups_turn_servers_on_both_nodes(
     port, window = 19464, "[10m]"
     # HTTPS with the user's certificate pinned and the bearer token (docs/reference.md): the credentials the
     # submitter made, which the group's first node reads from the same folder (the batch script names it)
-    server = prometheus(["xo-h1:19464"], interval="500ms", honor_labels=True,
+    # every second, also each scrape's timeout (TLS to a busy Python process can take past 500 ms on a loaded machine)
+    server = prometheus(["xo-h1:19464"], interval="1s", honor_labels=True,
                         http_sd=f"https://xo-h1:{port}/targets", namespace=cluster.HEAD_NS,
                         xover=credentials_folder())
     run = _on_head(*XOVER, "run", str(plan), "--launcher", "slurm", "--mode", "crossover", "--metrics-port",

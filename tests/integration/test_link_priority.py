@@ -16,8 +16,8 @@ from xover.errors import XoverError
 from xover.runtime.link_priority import link_priority_from_env, prioritise_sockets
 from xover.settings import LINK_PRIORITY_VARIABLE as PRIORITY_ENV
 
-# A bulk sender (a process of its own): connects, says who it is, marks its sockets, then sends from
-# the common start time for 2 s.
+# A bulk sender (a process of its own): connects, says who it is, marks its sockets, says it is ready, then
+# sends for 2 s from the start time it is told; says how late it started.
 SENDER = """
 import socket, sys, time
 from xover.runtime.link_priority import prioritise_sockets
@@ -25,40 +25,53 @@ sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 sock.sendall(sys.argv[2].encode())
 if sys.argv[3] != "-":
     prioritise_sockets(int(sys.argv[3]))
-start = float(sys.argv[4])
+print("ready", flush=True)
+start = float(sys.stdin.readline())
 time.sleep(max(0.0, start - time.time()))
+late = time.time() - start
 block = b"x" * 65536
 while time.time() < start + 2.0:
     sock.sendall(block)
 sock.close()
+print(late, flush=True)
 """
 
-# One receiver and two senders on one link, the second marked; prints the bytes each got through
-# while both were sending (what a sender had buffered still arrives after it stops).
+# One receiver and two senders on one link, the second marked. The start is set once both senders are up
+# and ready (a Python start-up on a loaded machine can take seconds), and the bytes counted are those that
+# arrived from the later sender's actual start to the common end (what a sender had buffered still arrives
+# after it stops): prints them, the window's length and how late each sender started.
 TWO_SENDERS = """
 import json, socket, subprocess, sys, threading, time
 server = socket.socket()
 server.bind(("127.0.0.1", 0))
 server.listen(2)
-received = {}
+arrivals = {}
 def receive():
     connection, _ = server.accept()
     tag = connection.recv(1).decode()
-    received[tag] = 0
+    arrivals[tag] = []
     while chunk := connection.recv(65536):
-        if time.time() < float(start) + 2.0:  # what crossed the link while both were sending
-            received[tag] += len(chunk)
-port, start = str(server.getsockname()[1]), str(time.time() + 1.5)
+        arrivals[tag].append((time.time(), len(chunk)))
+port = str(server.getsockname()[1])
 receivers = [threading.Thread(target=receive) for _ in range(2)]
 for thread in receivers:
     thread.start()
-senders = [subprocess.Popen([sys.executable, "-c", sys.argv[1], port, tag, priority, start])
-           for tag, priority in (("p", "-"), ("m", "6"))]
-for process in senders:
-    process.wait()
+senders = {tag: subprocess.Popen([sys.executable, "-c", sys.argv[1], port, tag, priority], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True) for tag, priority in (("p", "-"), ("m", "6"))}
+for process in senders.values():
+    assert process.stdout.readline().strip() == "ready"
+start = time.time() + 0.5
+for process in senders.values():
+    process.stdin.write(f"{start!r}\\n")
+    process.stdin.flush()
+late = {tag: float(process.stdout.readline()) for tag, process in senders.items()}
+for process in senders.values():
+    assert process.wait() == 0
 for thread in receivers:
     thread.join()
-print(json.dumps(received))
+begin, end = start + max(late.values()), start + 2.0
+received = {tag: sum(n for t, n in chunks if begin <= t < end) for tag, chunks in arrivals.items()}
+print(json.dumps({"received": received, "seconds": end - begin, "late": late}))
 """
 
 
@@ -99,7 +112,10 @@ def test_the_shaped_link_serves_the_marked_socket_first():
         result = subprocess.run(network.wrap([sys.executable, "-c", TWO_SENDERS, SENDER]), capture_output=True,
                                 text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert result.returncode == 0, result.stderr
-    received = json.loads(result.stdout)
-    total_mbit = (received["p"] + received["m"]) * 8 / 2.0 / 1e6
-    assert 35 < total_mbit < 65, received  # the link's rate, shared by both
-    assert received["m"] > 3 * received["p"], received
+    measured = json.loads(result.stdout)
+    received = measured["received"]
+    # counted from the later sender's start (each reports how late it began), so a slow start cannot skew either
+    assert measured["seconds"] > 1.0, measured
+    total_mbit = (received["p"] + received["m"]) * 8 / measured["seconds"] / 1e6
+    assert 35 < total_mbit < 65, measured  # the link's rate, shared by both
+    assert received["m"] > 3 * received["p"], measured

@@ -146,10 +146,11 @@ def test_same_order_on_every_device(server, policy):
         return xs[int(q * len(xs))] * 1000
     print(f"{policy}: rank skew p50 {p(skews, 0.5):.2f} ms, p90 {p(skews, 0.9):.2f} ms; "
           f"server's delay p50 {p(delays, 0.5):.2f} ms, p90 {p(delays, 0.9):.2f} ms")
-    # process wake-ups on a loaded 2-core machine: a few ms typical, tens of ms in the tail (the bounds
-    # leave twice that: CI runs this beside the end-to-end tests)
-    assert p(delays, 0.5) < 10 and p(delays, 0.9) < 100
-    assert p(skews, 0.9) < 100
+    # process wake-ups on a loaded 2-core machine: a few ms typical, tens of ms in the tail, several times
+    # that when CI's other work saturates both cores (six ranks and the server wake here on every grant).
+    # Bounds that only a server that batches or sleeps crosses (hundreds of ms per grant), not the scheduler
+    assert p(delays, 0.5) < 50 and p(delays, 0.9) < 500
+    assert p(skews, 0.9) < 500
     stats = json.loads(s.stop()[-1].removeprefix("stats "))
     assert stats["policy"] == policy and set(stats["slots"]) == {"0", "1", "2"}
 
