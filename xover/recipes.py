@@ -181,7 +181,8 @@ class _OutOfRange:
     problem: str
 
 
-def _suggest(word: str, choices) -> str:
+def did_you_mean(word: str, choices) -> str:
+    """' (did you mean 'x'?)' for the choice closest to a misspelt `word`, or '' where none is close."""
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -201,7 +202,7 @@ def _one_of(noun: str, choices: Iterable[str], listing: str, suggest: bool = Tru
 
     def check(value: str) -> str:
         if value not in choices:
-            raise ValueError(f"unknown {noun} '{value}'{_suggest(value, choices) if suggest else ''}; {listing}")
+            raise ValueError(f"unknown {noun} '{value}'{did_you_mean(value, choices) if suggest else ''}; {listing}")
         return value
 
     return AfterValidator(check)
@@ -286,7 +287,7 @@ class _RecipeFile(_FileSchema):
             for key, value in getattr(self, table).items():
                 if key not in allowed:
                     accepted = f"accepted: {', '.join(allowed) or 'none'}"
-                    raise _Refused(f"{table}.{key}", f"unknown option{_suggest(key, allowed)}; {accepted}")
+                    raise _Refused(f"{table}.{key}", f"unknown option{did_you_mean(key, allowed)}; {accepted}")
                 # every built-in option is a size or a count
                 if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
                     raise _Refused(f"{table}.{key}", f"must be a whole number >= 1, got {value!r}")
@@ -432,7 +433,7 @@ def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, st
         fields = ", ".join(schema.model_fields)
         if where in (_JobFile if schema is _RecipeFile else _RecipeFile).model_fields:
             return where, schema.belongs_elsewhere.format(key=where, fields=fields)
-        return where, f"unknown field{_suggest(where, schema.model_fields)}; {schema.fields_are}: {fields}"
+        return where, f"unknown field{did_you_mean(where, schema.model_fields)}; {schema.fields_are}: {fields}"
     # TOML allows 1e400 as 10**400: a whole number, but none a float can hold
     if kind == "finite_number" or (kind == "float_type" and isinstance(value, int) and not isinstance(value, bool)):
         return where, f"must be a finite number, got {shown}"
@@ -578,7 +579,7 @@ def resolve_recipe_path(path: str | Path) -> Path:
         raise RecipeError(f"{path}: recipe file not found")
     known = builtin_recipe_names()
     raise RecipeError(
-        f"{path}: no recipe file or built-in recipe of that name{_suggest(name, known)}; "
+        f"{path}: no recipe file or built-in recipe of that name{did_you_mean(name, known)}; "
         f"built-in recipes: {', '.join(known)}"
     )
 

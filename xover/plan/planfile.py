@@ -77,7 +77,6 @@ whose jobs will run on this machine's GPUs.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable
@@ -86,7 +85,7 @@ from typing import Any, NoReturn
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..errors import XoverError
 from ..hosts import MAX_SLOTS
-from ..recipes import variable_name, without_nul
+from ..recipes import did_you_mean, variable_name, without_nul
 from ..sharing import ALONE, DEFAULT_WAY, sharing_ways
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .make import GroupPlan, Plan, PlannedScript
@@ -243,10 +242,9 @@ def unknown_keys(top: dict[str, Any]) -> tuple[str, ...]:
     for where, fields, known in objects:
         for key in fields:
             if key not in known:
-                close = difflib.get_close_matches(str(key), sorted(known), n=1)
                 shown = key if key.isprintable() else ascii(key)  # no terminal control reaches the warning
                 shown = shown if len(shown) <= 40 else shown[:40] + "..."
-                found.append(f"{where}{shown}" + (f" (did you mean '{close[0]}'?)" if close else ""))
+                found.append(f"{where}{shown}{did_you_mean(key, sorted(known))}")
     return tuple(found)
 
 

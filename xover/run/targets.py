@@ -37,15 +37,18 @@ def plan_link(plan: Plan, groups: list[GroupToRun], launcher: str) -> Link | Non
     return link
 
 
+def _runs_here(groups: list[GroupToRun], launcher: str) -> bool:
+    """Whether some of the groups' jobs run on this machine (their devices are the ones it sees)."""
+    return launcher_named(launcher).runs_here and any(
+        is_local(host) for group in groups for job in group.jobs for host in job.devices
+    )
+
+
 def plan_for_cpus_on_gpus(plan: Plan, groups: list[GroupToRun], launcher: str) -> bool:
     """A plan made on CPU cores (`device_kind` cpu) whose jobs run on this machine, which shows a GPU: they will
     compute on its GPUs, far from the plan's predictions (made from CPU profiles); run as asked, and said (True).
     XOVER_CPU_ONLY=1 keeps the jobs on CPU cores, as the plan was made."""
-    if plan.device_kind != "cpu" or not launcher_named(launcher).runs_here or settings().cpu_only:
-        return False
-    if not any(is_local(host) for group in groups for job in group.jobs for host in job.devices):
-        return False
-    return gpu_count() > 0
+    return plan.device_kind == "cpu" and not settings().cpu_only and _runs_here(groups, launcher) and gpu_count() > 0
 
 
 def plan_for_gpus_on_cpus(plan: Plan, groups: list[GroupToRun], launcher: str, plan_path: str) -> bool:
@@ -54,9 +57,7 @@ def plan_for_gpus_on_cpus(plan: Plan, groups: list[GroupToRun], launcher: str, p
     what the plan predicted. With XOVER_CPU_ONLY=1 it runs on CPU cores as asked: True (the run says so). A plan
     without a device kind (from a trace, or an older xover), or whose jobs run elsewhere (other hosts, Slurm's
     nodes), runs on what is there."""
-    if plan.device_kind != "gpu" or not launcher_named(launcher).runs_here:
-        return False
-    if not any(is_local(host) for group in groups for job in group.jobs for host in job.devices):
+    if plan.device_kind != "gpu" or not _runs_here(groups, launcher):
         return False
     if settings().cpu_only:
         return True
