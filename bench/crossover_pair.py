@@ -5,7 +5,9 @@ then next to the reference partner for its interference).
 Then for each pair, in one `xover run --mode all --policy all --seconds S` (each job gets the
 iterations it does in about S seconds alone, so the two overlap from start to end):
   sequential (each alone), concurrent (no coordination), crossover under each policy, adaptive (turns
-  and none measured while it runs, under the default policy).
+  and none measured while it runs, under the default policy). With --repeats, every other repeat runs
+  the ways after sequential in the reverse order (adaptive, crossover, concurrent; --order fixed: never),
+  so a machine that slows within a row costs each way alike over two repeats, not always the last.
 Before each pair's run, what `xover plan` would pick for it now and why (from the stored profiles, and
 the pair's measurements from earlier runs where the store has them); after it, adaptive against the best
 of crossover and concurrent, its time in each way and its decisions (an adaptive group whose two ways earlier
@@ -26,7 +28,7 @@ Figures are ratios measured in one run: the machine is shared and noisy, compare
 
     .venv/bin/python bench/crossover_pair.py [--pairs A:B ...] [--engines horovod torch]
                                              [--bandwidth 1gbit] [--seconds 15] [--skip-token]
-                                             [--repeats N]
+                                             [--repeats N] [--order alternate|fixed]
 """
 
 from __future__ import annotations
@@ -140,7 +142,11 @@ def model_from_runs_alone(experiment_id: str):
     )
 
 
-def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> dict:
+MODES_FORWARD = "sequential,concurrent,crossover,adaptive"  # as `--mode all` runs them
+MODES_REVERSED = "sequential,adaptive,crossover,concurrent"
+
+
+def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str, modes: str = MODES_FORWARD) -> dict:
     model = predictions(pair, bandwidth, engine)
     print(f"\n{':'.join(pair)} ({engine}): the plan would pick {model['pick']}: {model['pick_reason']}")
     report = xover(
@@ -148,7 +154,7 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
         "--group",
         *pair,
         "--mode",
-        "all",
+        modes,
         "--policy",
         "all",
         "--seconds",
@@ -160,7 +166,10 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str) -> 
     )
     [group] = report["groups"]
     jobs = [RunResult.from_summary(job) for job in report["jobs"]]
-    print(f"\nexperiment {report['experiment']}  engine {engine}  link {bandwidth}  ~{seconds:g} s per job alone")
+    print(
+        f"\nexperiment {report['experiment']}  engine {engine}  link {bandwidth}  ~{seconds:g} s per job alone"
+        f"  run in the order {modes.replace(',', ', ')}"
+    )
     print(
         f"{'job':20} {'mode':11} {'policy':16} {'samples/s':>9} {'speed':>6} {'predicted':>9} {'iter ms':>8} "
         f"{'wait p50':>8} {'p90':>6} {'yields':>6} {'skew p50':>8} {'p90':>6} {'link prio':>9}"
@@ -387,6 +396,7 @@ def print_targets(rows: list[dict]) -> None:
         f"settled on earlier measurements without probing: {on_measurements} of {len(measured)}"
     )
     print_targets_over_repeats(measured)
+    print_by_order(measured)
     print_windows_against_columns(measured)
     print_one_way_throughout(measured)
     noise = run_to_run_noise(measured)
@@ -507,6 +517,25 @@ def print_targets_over_repeats(rows: list[dict]) -> None:
         f"on each way's mean over a pair's runs: adaptive >= 0.98 x the better of crossover and concurrent: "
         f"{best} of {len(repeated)} pairs; >= 0.99 x concurrent: {concurrent} of {len(repeated)}"
     )
+
+
+def print_by_order(rows: list[dict]) -> None:
+    """Adaptive / best and adaptive / concurrent, in the rows run forward (adaptive last) and those run
+    reversed (adaptive first after sequential, concurrent last): what a way's place in the row is worth here."""
+    by_order: dict[str, list[dict]] = {}
+    for row in rows:
+        by_order.setdefault(row.get("order", "forward"), []).append(row)
+    if len(by_order) < 2:
+        return
+    parts = []
+    for order, runs in sorted(by_order.items()):
+        best = [r["adaptive"] / max(r["policies"][DEFAULT_POLICY]["aggregate"], r["concurrent"]) for r in runs]
+        concurrent = [r["adaptive"] / r["concurrent"] for r in runs]
+        parts.append(
+            f"{order} ({len(runs)} rows) adaptive / best {statistics.fmean(best):.3f}, "
+            f"adaptive / concurrent {statistics.fmean(concurrent):.3f}"
+        )
+    print("by the order the ways ran in, mean of the rows: " + "; ".join(parts))
 
 
 def run_to_run_noise(rows: list[dict]) -> float | None:
@@ -752,6 +781,13 @@ def main() -> None:
         default=1,
         help="run every pair this many times (in turn, pair after pair), and summarise the spread",
     )
+    parser.add_argument(
+        "--order",
+        choices=("alternate", "fixed"),
+        default="alternate",
+        help="alternate (default): every other repeat runs the ways in the reverse order (adaptive first after "
+        "sequential, concurrent last); fixed: always as --mode all runs them",
+    )
     args = parser.parse_args()
     recipes = sorted({name for pair in args.pairs for name in pair.split(":")})
     rows = []
@@ -765,9 +801,11 @@ def main() -> None:
             engine,
             *([] if args.keep_profiles else ["--force"]),
         )
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):
+            modes = MODES_REVERSED if args.order == "alternate" and repeat % 2 else MODES_FORWARD
             for pair in args.pairs:
-                rows.append(bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine))
+                row = bench_pair(pair.split(":"), args.bandwidth, args.seconds, engine, modes)
+                rows.append(row | {"order": "reversed" if modes == MODES_REVERSED else "forward"})
     if args.token_only:
         token_costs()
         return

@@ -306,8 +306,9 @@ RUN_METRICS_PORT_HELP = (
 def _modes_help() -> str:
     return (
         f"{PLANNED} | {' | '.join(reversed([str(m) for m in run_modes()]))} | all, or a comma list such as "
-        f"sequential,crossover. {PLANNED} (a plan's default): each group in the way of sharing its plan picked, "
-        "as scheduled; all (an ad-hoc group's default): every mode as one comparison."
+        f"sequential,crossover (sequential runs first, the others in the order listed). {PLANNED} (a plan's "
+        "default): each group in the way of sharing its plan picked, as scheduled; all (an ad-hoc group's "
+        f"default): every mode as one comparison, run as {', '.join(str(m) for m in run_modes())}."
     )
 
 

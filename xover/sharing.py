@@ -193,10 +193,12 @@ def default_modes(plan: bool) -> str:
 
 
 def modes_of(mode: str | None, plan: bool = True) -> list[str]:
-    """`--mode`: one mode, `all`, a comma list such as `sequential,crossover` (the baseline a user
-    wants beside crossover, without the third), run in the order of `run_modes()` whatever the
-    order given, or, for a plan, `planned` (each group in the way of sharing its plan picked, as
-    scheduled); None: the default (`default_modes`)."""
+    """`--mode`: one mode, `all` (in the order of `run_modes()`), a comma list such as
+    `sequential,crossover` (the baseline a user wants beside crossover, without the third), run with
+    sequential first (the baseline that says whether each job runs at all) and the others in the order
+    given, or, for a plan, `planned` (each group in the way of sharing its plan picked, as scheduled);
+    None: the default (`default_modes`). A list's order lets a comparison run its ways in another order
+    (a bench that reverses them every other repeat, so a machine slowing within a row costs each way alike)."""
     mode = default_modes(plan) if mode is None else mode
     choices = [str(m) for m in run_modes()]
     asked = [part.strip() for part in mode.split(",")]
@@ -217,7 +219,10 @@ def modes_of(mode: str | None, plan: bool = True) -> list[str]:
             f"--mode {mode}: choose {', '.join(reversed(choices))}, a comma list of them, or {ALL} "
             f"(or {PLANNED}: a plan's groups as it picked)"
         )
-    return choices if ALL in asked else [m for m in choices if m in asked]
+    if ALL in asked:
+        return choices
+    given = list(dict.fromkeys(asked))  # each once, where first given
+    return [m for m in given if m == Mode.SEQUENTIAL] + [m for m in given if m != Mode.SEQUENTIAL]
 
 
 def turn_taking(name: str | None) -> bool:

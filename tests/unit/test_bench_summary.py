@@ -130,6 +130,22 @@ def test_issue_60s_targets_on_the_means_over_the_repeats_and_against_the_benchs_
     assert f"moves {noise:.1%} from one run of a row to the next" in out and f"a ratio of two ways {ratio:.1%}" in out
     assert f"below {1 - 2 * ratio:.3f} x the better or x concurrent (twice that) on 0 of 4 rows" in out
     assert bench.run_to_run_noise(rows[:2]) is None  # one run of each pair: nothing to tell it from
+    assert "by the order the ways ran in" not in out  # every row ran in one order
+
+
+def test_the_rows_run_in_reverse_order_are_told_apart(capsys):
+    bench = load_bench("crossover_pair")
+    assert bench.MODES_REVERSED.split(",") == ["sequential", *reversed(bench.MODES_FORWARD.split(",")[1:])]
+
+    def row(order, concurrent, crossover, adaptive):
+        return {"pair": "a:b", "engine": "horovod", "concurrent": concurrent, "adaptive": adaptive, "order": order,
+                "policies": {"work-conserving": {"aggregate": crossover}}}
+
+    bench.print_by_order([row("forward", 1.0, 1.2, 1.08), row("forward", 1.0, 1.0, 1.0),
+                          row("reversed", 1.2, 1.0, 1.26)])
+    out = capsys.readouterr().out
+    assert ("by the order the ways ran in, mean of the rows: forward (2 rows) adaptive / best 0.950, adaptive / "
+            "concurrent 1.040; reversed (1 rows) adaptive / best 1.050, adaptive / concurrent 1.050") in out
 
 
 def test_the_windows_against_the_columns_and_what_ran_before_weighing_in(capsys):

@@ -1,4 +1,4 @@
-"""`xover run --mode`: one mode, all, or a comma list, always run in one order."""
+"""`xover run --mode`: one mode, all, or a comma list: sequential first, the others in the order given."""
 
 import pytest
 
@@ -13,6 +13,8 @@ from xover.run.commands import modes_of
     ("sequential, crossover,crossover", ["sequential", "crossover"]),
     ("concurrent,all", ["sequential", "concurrent", "crossover", "adaptive"]),
     ("adaptive,sequential", ["sequential", "adaptive"]),
+    ("adaptive,crossover,concurrent,sequential", ["sequential", "adaptive", "crossover", "concurrent"]),
+    ("crossover,concurrent,crossover", ["crossover", "concurrent"]),
 ])
 def test_a_mode_a_list_or_all(given, modes):
     assert modes_of(given) == modes
