@@ -63,6 +63,7 @@ from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.results import RunResult  # noqa: E402
 from xover.run.adaptive import AdaptiveSettings  # noqa: E402
 from xover.runtime.turn_client import CrossoverToken  # noqa: E402
+from xover.store.models import IterationMetric, Run, SharingSegment  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 from xover.turns import DEFAULT_POLICY, POLICIES  # noqa: E402
 
@@ -120,6 +121,53 @@ def plans_pick(pair: list[str], profiles: list, bandwidth: str, engine: str):
     )
     predictions, sources = predict_considered(profiles, DEFAULT_POLICY, measured=named)
     return pick_sharing(predictions, profiles, sources)
+
+
+STATE_WAYS = {"crossover": ("crossover", DEFAULT_POLICY), "concurrent": ("concurrent", None)}  # its column's run
+
+
+def state_compute(experiment_id: str, warmup: int = 5) -> dict[str, float]:
+    """Each job's compute per iteration in adaptive's turns and free states (its probe and settled stretches)
+    over the same job's in the row's crossover (default policy) and concurrent runs, averaged over the jobs,
+    by way: whether a state ran its device as fast as the same way's own run in the row. Compute is the
+    device's work alone (no turn wait, no exposed all-reduce), so a ratio away from 1 is the machine (it
+    slowed or sped up between the two runs) or the thread policy (adaptive's free state keeps crossover's
+    SCHED_BATCH communication threads, which plain concurrent runs without), not the decision."""
+    store = open_store(None)
+    try:
+        with store.session() as session:
+            runs = session.query(Run).filter(Run.experiment_id == experiment_id, Run.status == "finished").all()
+            segments = (
+                session.query(SharingSegment)
+                .filter(SharingSegment.experiment_id == experiment_id, SharingSegment.kind.in_(("probe", "settled")))
+                .all()
+            )
+            stretches = {
+                way: [(s.started, s.ended) for s in segments if s.way == way and s.ended] for way in STATE_WAYS
+            }
+            iterations = {
+                run.id: [
+                    (i.wall_time, i.compute_s)
+                    for i in session.query(IterationMetric).filter(
+                        IterationMetric.run_id == run.id, IterationMetric.step >= warmup
+                    )
+                ]
+                for run in runs
+            }
+    finally:
+        store.close()
+    ratios: dict[str, list[float]] = {way: [] for way in STATE_WAYS}
+    for name in {run.name for run in runs}:
+        of_job = {(run.mode, run.policy): run.id for run in runs if run.name == name}
+        adaptive = of_job.get(("adaptive", DEFAULT_POLICY))
+        for way, column in STATE_WAYS.items():
+            if adaptive is None or column not in of_job:
+                continue
+            inside = [c for t, c in iterations[adaptive] if any(a <= t <= b for a, b in stretches[way])]
+            alone = [c for _, c in iterations[of_job[column]]]
+            if len(inside) >= 5 and alone and statistics.fmean(alone) > 0:
+                ratios[way].append(statistics.fmean(inside) / statistics.fmean(alone))
+    return {way: statistics.fmean(values) for way, values in ratios.items() if values}
 
 
 def model_from_runs_alone(experiment_id: str):
@@ -271,6 +319,12 @@ def bench_pair(pair: list[str], bandwidth: str, seconds: float, engine: str, mod
                     f"    {segment['kind']:8} {segment['way']:11} "
                     f"{_f(segment.get('aggregate'), 6, 3)}  {segment['reason']}"
                 )
+        row["state_compute"] = state_compute(report["experiment"])
+        if row["state_compute"]:
+            print(
+                "  adaptive's compute per iteration over its column's run's: "
+                + ", ".join(f"{way} {ratio:.2f}" for way, ratio in row["state_compute"].items())
+            )
     print(
         "  device time alone in this run / in its profile: "
         + ", ".join(f"{name} {ratio:.2f}" for name, ratio in drift.items())
@@ -536,6 +590,15 @@ def print_by_order(rows: list[dict]) -> None:
             f"adaptive / concurrent {statistics.fmean(concurrent):.3f}"
         )
     print("by the order the ways ran in, mean of the rows: " + "; ".join(parts))
+    for order, runs in sorted(by_order.items()):
+        compute = {
+            way: [r["state_compute"][way] for r in runs if way in r.get("state_compute", {})] for way in STATE_WAYS
+        }
+        if any(compute.values()):
+            print(
+                f"  {order}: adaptive's compute per iteration over its column's run's, mean of the rows: "
+                + ", ".join(f"{way} {statistics.fmean(v):.3f} ({len(v)} rows)" for way, v in compute.items() if v)
+            )
 
 
 def run_to_run_noise(rows: list[dict]) -> float | None:

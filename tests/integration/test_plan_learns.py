@@ -356,3 +356,53 @@ def test_a_stored_profile_no_job_can_have_is_one_line_naming_the_job(tmp_path):
     with pytest.raises(XoverError, match=r"the stored profile of 'mlp-digits' \(np 2\) cannot be planned with: "
                                          r"compute_ms must be at least 0.001.*profile it again"):
         _plan(db, tmp_path)
+
+
+def test_the_bench_compares_adaptive_states_compute_with_their_columns_runs(isolated_results):
+    """bench/crossover_pair.py's state_compute, from a real store: each job's compute per iteration inside
+    adaptive's turns and free stretches (probe and settled; not its warm-up) over the same job's in the
+    crossover and concurrent runs of the row, the jobs averaged; a way adaptive spent too little time in to
+    measure is left out."""
+    from conftest import load_bench
+
+    from xover.store.models import IterationMetric, Run, SharingSegment
+
+    db = isolated_results / "xover.db"
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id="e1", kind="run", command="xover run", status="finished"))
+        snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
+        # (mode, policy) -> compute s of each job's iterations at wall times 100 + step
+        runs = {("crossover", "work-conserving"): {"a": 0.10, "b": 0.02}, ("concurrent", None): {"a": 0.20, "b": 0.04}}
+        for (mode, policy), computes in runs.items():
+            for name, compute in computes.items():
+                run = Run(experiment_id="e1", recipe_id=snapshot.id, name=name, mode=mode, policy=policy, hosts="h",
+                          np=1, status="finished")
+                session.add(run)
+                session.flush()
+                session.add_all(IterationMetric(run_id=run.id, step=step, time_s=step, wall_time=100.0 + step,
+                                                iteration_s=compute, data_s=0, compute_s=compute, communication_s=0,
+                                                wait_s=0, samples=1) for step in range(20))
+        adaptive = {}
+        for name, (turns, free, warm) in {"a": (0.12, 0.18, 9.0), "b": (0.02, 0.05, 9.0)}.items():
+            run = Run(experiment_id="e1", recipe_id=snapshot.id, name=name, mode="adaptive",
+                      policy="work-conserving", hosts="h", np=1, status="finished")
+            session.add(run)
+            session.flush()
+            adaptive[name] = run.id
+            # steps 0-4 the warm-up (left out), 5-9 a warm-up segment too, 10-19 turns, 20-39 free
+            session.add_all(IterationMetric(run_id=run.id, step=step, time_s=step, wall_time=200.0 + step,
+                                            iteration_s=1, data_s=0, samples=1, communication_s=0, wait_s=0,
+                                            compute_s=warm if step < 10 else turns if step < 20 else free)
+                            for step in range(40))
+        for seq, (kind, way, start, end) in enumerate([("warm-up", "crossover", 199.5, 209.5),
+                                                       ("probe", "crossover", 209.5, 214.5),
+                                                       ("settled", "crossover", 214.5, 219.5),
+                                                       ("probe", "concurrent", 219.5, 239.5)]):
+            session.add(SharingSegment(experiment_id="e1", run_id=adaptive["a"], runs=list(adaptive.values()),
+                                       group_index=0, seq=seq, kind=kind, way=way, reason="", started=start,
+                                       ended=end, speeds={}))
+    store.close()
+    bench = load_bench("crossover_pair")
+    found = bench.state_compute("e1")
+    assert found == pytest.approx({"crossover": (0.12 / 0.10 + 0.02 / 0.02) / 2, "concurrent": (0.18 / 0.20 + 0.05 / 0.04) / 2})

@@ -137,15 +137,20 @@ def test_the_rows_run_in_reverse_order_are_told_apart(capsys):
     bench = load_bench("crossover_pair")
     assert bench.MODES_REVERSED.split(",") == ["sequential", *reversed(bench.MODES_FORWARD.split(",")[1:])]
 
-    def row(order, concurrent, crossover, adaptive):
+    def row(order, concurrent, crossover, adaptive, compute=None):
         return {"pair": "a:b", "engine": "horovod", "concurrent": concurrent, "adaptive": adaptive, "order": order,
-                "policies": {"work-conserving": {"aggregate": crossover}}}
+                "policies": {"work-conserving": {"aggregate": crossover}}, "state_compute": compute or {}}
 
-    bench.print_by_order([row("forward", 1.0, 1.2, 1.08), row("forward", 1.0, 1.0, 1.0),
+    bench.print_by_order([row("forward", 1.0, 1.2, 1.08, {"crossover": 1.10, "concurrent": 0.95}),
+                          row("forward", 1.0, 1.0, 1.0, {"crossover": 1.20}),
                           row("reversed", 1.2, 1.0, 1.26)])
     out = capsys.readouterr().out
     assert ("by the order the ways ran in, mean of the rows: forward (2 rows) adaptive / best 0.950, adaptive / "
             "concurrent 1.040; reversed (1 rows) adaptive / best 1.050, adaptive / concurrent 1.050") in out
+    # the compute of adaptive's states over their columns' runs, where the rows have it (none of the reversed)
+    assert ("  forward: adaptive's compute per iteration over its column's run's, mean of the rows: crossover 1.150 "
+            "(2 rows), concurrent 0.950 (1 rows)") in out
+    assert "reversed: adaptive's compute" not in out
 
 
 def test_the_windows_against_the_columns_and_what_ran_before_weighing_in(capsys):
