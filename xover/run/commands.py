@@ -67,10 +67,11 @@ def train_recipe(
         lease_devices(current, [job], wait)
         Scheduler(current.context).run([Unit([job], Mode.SOLO.value)], exclusive=True)
     with store.session() as session:
-        jobs = experiment_jobs(session, current.id)
-    for job_summary in jobs:
-        job_summary["slowdown"] = 1.0
-    return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": jobs}
+        summaries = experiment_jobs(session, current.id)
+    # a job alone as every view has it (analysis.compare): its whole run is its window (slowdown 1.0), and a run
+    # that ended without finishing has no throughput (the JSON and the table as `xover report` shows them)
+    jobs, _ = compare([RunResult.from_summary(summary) for summary in summaries], {})
+    return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": [j.to_json() for j in jobs]}
 
 
 @dataclass(frozen=True)
