@@ -35,6 +35,7 @@ from .launchers import check_launcher_options, hosts_or_allocation, launcher_nam
 from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
+from .record import not_started_units
 from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
@@ -262,6 +263,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
+        not_started = not_started_units(session, current.id)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
     learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
     return RunOutcome(
@@ -289,6 +291,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
             if plan is not None and not comparison
             else None
         ),
+        not_started=not_started,
     )
 
 
