@@ -12,8 +12,8 @@
   simulated speeds.
 
 The store (store/queries.py) supplies the rows; results are typed (results.py). A job's summary is
-made as a dict (`job_summary`, the names of its JSON) and read into a RunResult; `xover train` still
-hands its summaries on as dicts.
+made as a dict (`job_summary`, the names of its JSON) and read into a RunResult; `xover train` compares its
+job alone as a comparison does, and hands it on as its JSON (RunResult.to_json).
 """
 
 from __future__ import annotations

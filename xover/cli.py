@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from typing import Annotated
 
 import typer
-from sqlalchemy.exc import DBAPIError
 
 from . import __version__
+from .cli_common import State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, TimedOut, XoverError, check_seconds
+from .errors import Interrupted, XoverError, check_seconds
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -35,7 +35,6 @@ from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
 from .sharing import PLANNED, RunStatus, run_modes
-from .store.session import database_url, store_failed
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
@@ -51,12 +50,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class State:
-    """Options every command shares, set by the callback before the command runs."""
-
-    db: str | None = None
 
 
 def _version(value: bool) -> None:
@@ -77,37 +70,6 @@ def main(
 ) -> None:
     """xover: profile, plan, run and report training jobs that share devices."""
     State.db = db
-
-
-def fail(error: XoverError) -> None:
-    """Print a one-line error and leave with its exit code (2 for bad input), never a traceback."""
-    print_error(str(error))
-    raise typer.Exit(error.exit_code)
-
-
-RUNS_INTERRUPTED = "every process was stopped; unfinished runs are marked interrupted"
-
-
-@contextlib.contextmanager
-def user_errors(interrupted: str = RUNS_INTERRUPTED):
-    """Expected failures become one line and exit 2; Ctrl-C (after clean-up) exits 130, saying what it left
-    (`interrupted`, or the words of the Interrupted raised: a command that starts no process has none to
-    stop); --timeout 124."""
-    try:
-        yield
-    except XoverError as error:
-        fail(error)
-    except DBAPIError as error:  # the store refused a read or a write part-way: a read-only file, a full disk
-        fail(store_failed(database_url(State.db, create_folder=False), error.orig))
-    except (Interrupted, KeyboardInterrupt) as stop:
-        left = (str(stop) if isinstance(stop, Interrupted) else "") or interrupted
-        errors.print(f"interrupted{': ' if left else ''}{left}", highlight=False, soft_wrap=True, markup=False)
-        raise typer.Exit(130) from None
-    except TimedOut:
-        errors.print(
-            "timeout: the run went past --timeout; every process was stopped and unfinished runs are marked timeout"
-        )
-        raise typer.Exit(124) from None
 
 
 HOSTS_HELP = "Hosts and device slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node)."

@@ -1,18 +1,18 @@
 """`xover cluster up|status|down`: an emulated cluster on this machine (xover/emulation/cluster.py).
 
 Each command imports emulation.cluster (and the process supervisor it uses) itself: this module loads
-with every `xover` command line, `--help` included."""
+with every `xover` command line, `--help` included. Its failures end as every command's (cli_common.user_errors):
+Ctrl-C and SIGTERM alike (interruptible), once the command has cleaned up after itself, say what was left."""
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 from typing import Annotated, Any
 
 import typer
 
-from .console import console, errors, print_error, print_json, print_table
-from .errors import Interrupted, XoverError
+from .cli_common import user_errors
+from .console import console, print_json, print_table
 from .flags import whole_flag
 from .run.supervise import interruptible
 
@@ -34,21 +34,6 @@ NODE_COLUMNS = [
     ("namespace", "namespace"),
     ("sshd", "sshd"),
 ]
-
-
-@contextlib.contextmanager
-def _user_errors(interrupted: str):
-    """Expected failures: one line, exit 2, no traceback. Ctrl-C and SIGTERM (once the command has cleaned up
-    after itself): one line saying what was left (`interrupted`), exit 130."""
-    try:
-        with interruptible():
-            yield
-    except XoverError as error:
-        print_error(str(error))
-        raise typer.Exit(error.exit_code) from None
-    except (Interrupted, KeyboardInterrupt):
-        errors.print(f"interrupted: {interrupted}", highlight=False, soft_wrap=True, markup=False)
-        raise typer.Exit(130) from None
 
 
 def _node_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
@@ -90,7 +75,10 @@ def up(
     """Build HOSTS emulated hosts (namespaces with a shaped NIC and a sshd each); prints their -H spec last."""
     from .emulation.cluster import cluster_up
 
-    with _user_errors("what was built of the cluster was removed (`xover cluster status` to see)"):
+    with (
+        user_errors(interrupted="what was built of the cluster was removed (`xover cluster status` to see)"),
+        interruptible(),
+    ):
         status = cluster_up(hosts, devices_per_host, bandwidth)
     if json_out:
         print_json(status)
@@ -117,7 +105,7 @@ def status(json_out: Annotated[bool, typer.Option("--json", help="Print the stat
     """Show the emulated hosts, their addresses, slots, NIC rate and health; exit 1 when none is up or it is broken."""
     from .emulation.cluster import cluster_status
 
-    with _user_errors("the cluster was left as it was"):
+    with user_errors(interrupted="the cluster was left as it was"), interruptible():
         state = cluster_status()
     if json_out:
         print_json(state)
@@ -149,7 +137,7 @@ def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was r
     """Remove the emulated cluster and everything it started; safe to repeat, and after a crash."""
     from .emulation.cluster import cluster_down
 
-    with _user_errors("the cluster may be half removed: run `xover cluster down` again"):
+    with user_errors(interrupted="the cluster may be half removed: run `xover cluster down` again"), interruptible():
         removed = cluster_down()
     if json_out:
         print_json(removed)

@@ -223,7 +223,8 @@ class GroupComparison:
 class RunOutcome:
     """What one `xover run` ran (run/commands.run_groups): each job's run in each mode, compared
     (speeds set), and each group's comparison, with the plan's predicted gains, the launcher's job
-    ids and, for a plan run as scheduled, its makespans. `to_json()` is `xover run --json`."""
+    ids, the units it did not start and, for a plan run as scheduled, its makespans. `to_json()` is `xover run
+    --json`."""
 
     experiment: str
     results_dir: str
@@ -237,6 +238,7 @@ class RunOutcome:
     launcher_jobs: dict[int, str] = field(default_factory=dict)  # group -> the launcher's job id (Slurm's)
     schedule: dict[str, Any] | None = None  # run/commands.schedule_summary
     sharing: dict[int, str] = field(default_factory=dict)  # group -> the plan's way of sharing (a plan's run)
+    not_started: list[NotStarted] = field(default_factory=list)  # after a job failed alone or was refused
 
     @property
     def finished(self) -> bool:
@@ -259,6 +261,7 @@ class RunOutcome:
                 | ({"sharing": self.sharing[group.group]} if group.group in self.sharing else {})
                 for group in self.groups
             ],
+            "not_started": [unit.to_json() for unit in self.not_started],
         }
         if self.launcher_jobs:
             data[f"{self.launcher}_jobs"] = {str(index): job_id for index, job_id in self.launcher_jobs.items()}

@@ -24,6 +24,7 @@ from .report.tables import (
     job_columns,
     policy_rows,
     print_failures,
+    print_not_started,
     print_warnings,
 )
 from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
@@ -89,8 +90,8 @@ def show_train(result: dict[str, Any], as_json: bool) -> None:
 
 
 def show_run(result: Any, as_json: bool) -> None:
-    """`xover run`: each job's run, the groups' aggregate throughput (by turn policy where several ran),
-    and a plan's makespans. `result` is a RunOutcome."""
+    """`xover run`: each job's run (and the runs not started, as `xover report` says them), the groups' aggregate
+    throughput (by turn policy where several ran), and a plan's makespans. `result` is a RunOutcome."""
     shown = result.to_json()
     if as_json:
         print_json(shown)
@@ -103,6 +104,7 @@ def show_run(result: Any, as_json: bool) -> None:
         shown["jobs"],
         DIGITS,
     )
+    print_not_started(result.not_started)
     print_warnings(length_warnings(result.jobs) + overlap_warnings(result.groups))
     print_failures(shown["jobs"])
     if shown["groups"]:

@@ -56,3 +56,41 @@ def test_tables_print_a_tiny_negative_number_as_zero_not_minus_zero():
 
     assert fmt(-0.001) == "0.00" and fmt(-0.0) == "0.00" and fmt(-0.4, 0) == "0"
     assert fmt(-0.01) == "-0.01" and fmt(-100.0, 0) == "-100" and fmt(None) == "-"
+
+
+FAILS_AFTER_TWELVE_STEPS = """
+import sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+dist.init_process_group("gloo")
+model = DistributedDataParallel(torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(12):
+    optimizer.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+sys.exit(3)
+"""
+
+
+def test_train_gives_a_run_that_failed_no_throughput_as_the_report_does(isolated_results, tmp_path):
+    """`xover train --json` gave a failed run its whole-run samples/s, a speed and a slowdown of 1.0, while
+    `xover report` of the same experiment has none: a run that did not finish is no measurement. Its
+    iteration times stay."""
+    (tmp_path / "fails.py").write_text(FAILS_AFTER_TWELVE_STEPS)
+    job = tmp_path / "fails.toml"
+    job.write_text('name = "fails"\nscript = "fails.py"\nnp = 1\nengine = "torch"\n')
+    result = subprocess.run([sys.executable, "-m", "xover", "train", str(job), "--json"], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    [trained] = json.loads(result.stdout)["jobs"]
+    assert trained["status"] == "failed" and trained["iterations"] == 12
+    assert (trained["samples_per_s"], trained["speed"], trained["slowdown"], trained["samples_per_s_shared"]) == (
+        None, None, None, None)
+    assert trained["iteration_ms"] > 0
+    report = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"], capture_output=True,
+                            text=True, timeout=300)
+    [reported] = json.loads(report.stdout)["jobs"]
+    assert {key: reported[key] for key in trained} == trained

@@ -3,7 +3,10 @@
 import os
 import sys
 
+import pytest
+
 from xover.emulation import cluster
+from xover.errors import Interrupted
 
 CLUSTER_CLI = [sys.executable, "-m", "xover", "cluster"]
 TWO_HOSTS = "xo-h1:1,xo-h2:1"
@@ -52,3 +55,32 @@ def test_up_without_root_fails_with_exit_2(monkeypatch):
     assert result.exit_code == 2, result.output
     assert "needs root" in result.output and isinstance(result.exception, SystemExit)
     assert not cluster.live_namespaces()
+
+
+@pytest.mark.parametrize("command, function, left", [
+    ("up", "cluster_up", "what was built of the cluster was removed (`xover cluster status` to see)"),
+    ("status", "cluster_status", "the cluster was left as it was"),
+    ("down", "cluster_down", "the cluster may be half removed: run `xover cluster down` again"),
+])
+@pytest.mark.parametrize("stop", [Interrupted(), KeyboardInterrupt()], ids=["interrupted", "ctrl-c"])
+def test_each_cluster_command_ends_as_it_did_on_an_interrupt_and_an_error(monkeypatch, command, function, left, stop):
+    """`xover cluster` had a copy of its own of the command line's user_errors; it uses that one now (cli_common),
+    each command's words and exit codes as they were: an interrupt says what it left, exit 130; a cluster's error
+    is one line, exit 2."""
+    from typer.testing import CliRunner
+
+    from xover.cli_cluster import cluster_app
+
+    def stopped(*args):
+        raise stop
+
+    monkeypatch.setattr(cluster, function, stopped)
+    result = CliRunner().invoke(cluster_app, [command])
+    assert (result.exit_code, result.output.strip()) == (130, f"interrupted: {left}")
+
+    def refused(*args):
+        raise cluster.ClusterError("no such thing")
+
+    monkeypatch.setattr(cluster, function, refused)
+    result = CliRunner().invoke(cluster_app, [command])
+    assert (result.exit_code, result.output.strip()) == (2, "error: no such thing")

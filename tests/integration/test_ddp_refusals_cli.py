@@ -108,6 +108,7 @@ def test_a_script_that_fails_alone_is_not_started_again(isolated_results, tmp_pa
         ("crossover", ["needs_data", "needs_data#2"]), ("adaptive", ["needs_data", "needs_data#2"])]
     assert {unit["group"] for unit in not_started} == {0}
     assert all(re.match(r"needs_data: failed alone \(rank [01]: FileNotFoundError", unit["why"]) for unit in not_started)
+    assert json.loads(result.stdout)["not_started"] == not_started  # `xover run --json` says them as the report does
 
 
 SPAWN_SCRIPT = textwrap.dedent("""

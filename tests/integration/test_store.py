@@ -124,6 +124,71 @@ def test_plain_sql_tells_a_comparisons_crossover_runs_apart_by_policy(tmp_path):
     assert [row[3] for row in rows] == pytest.approx([320.0, 640.0])
 
 
+def _a_finished_and_a_failed_run(path):
+    """Two runs of one recipe, 640 samples/s each over their iterations: one finished, one failed part-way."""
+    store = open_store(str(path))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id="e3", kind="run", command="xover run"))
+        snapshot = snapshot_recipe(session, load_recipe("mlp-digits"))
+        for name, status in (("whole", "finished"), ("cut", "failed")):
+            run = Run(experiment_id="e3", recipe_id=snapshot.id, name=name, mode="sequential", hosts="localhost:2",
+                      np=2, status=status)
+            session.add(run)
+            session.flush()
+            for step in range(4):
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=step * 0.1, wall_time=step,
+                                            iteration_s=0.1, data_s=0, compute_s=0, communication_s=0, wait_s=0,
+                                            samples=64, loss=1.0))
+    store.close()
+
+
+def _throughput_rows(path):
+    with sqlite3.connect(path) as db:
+        return dict(((name, status), (rate, iterations, mean)) for name, status, rate, iterations, mean in db.execute(
+            "SELECT name, status, samples_per_s, iterations, mean_iteration_s FROM run_throughput "
+            "WHERE experiment_id = 'e3'"))
+
+
+def test_plain_sql_gives_a_run_that_did_not_finish_no_throughput(tmp_path):
+    """0020: the view gave a failed run its samples/s, which every other view leaves out (analysis.compare):
+    NULL now; its iterations and mean iteration time stay."""
+    path = tmp_path / "f.db"
+    _a_finished_and_a_failed_run(path)
+    rows = _throughput_rows(path)
+    assert rows[("whole", "finished")] == (pytest.approx(640.0), 3, pytest.approx(0.1))
+    assert rows[("cut", "failed")] == (None, 3, pytest.approx(0.1))
+
+
+def test_a_store_at_0019_is_upgraded_to_the_view_without_unfinished_throughput_and_back(tmp_path):
+    """A store at the previous head (0019, the view of 0010) gains 0020's view on opening; 0020's downgrade
+    gives the failed run its samples/s again."""
+    from alembic import command
+    from alembic.config import Config
+
+    from xover.store.session import MIGRATIONS, upgrade_engine
+    from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0010
+
+    path = tmp_path / "at-0019.db"
+    _a_finished_and_a_failed_run(path)
+    with sqlite3.connect(path) as db:  # back to 0019, as a store of the previous xover is
+        db.execute(DROP_RUN_THROUGHPUT_VIEW)
+        db.execute(RUN_THROUGHPUT_VIEW_0010)
+        db.execute("UPDATE alembic_version SET version_num = '0019'")
+    assert _throughput_rows(path)[("cut", "failed")][0] == pytest.approx(640.0)
+    open_store(str(path)).close()
+    assert _throughput_rows(path)[("cut", "failed")][0] is None
+    engine = upgrade_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0019")
+    engine.dispose()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0019"
+    assert _throughput_rows(path)[("cut", "failed")][0] == pytest.approx(640.0)
+
+
 def test_newer_schema_is_refused_clearly(tmp_path):
     path = str(tmp_path / "c.db")
     open_store(path).close()
@@ -252,7 +317,7 @@ def test_a_store_upgraded_by_either_0012_gains_gpu_busy_once(tmp_path, edited_00
     assert _schema_differences(store) == []
     assert find_profile(store, "h", 2, "1gbit", "x", "horovod", 1) is None  # the query that failed
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0019"
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0020"
 
 
 def test_migrations_build_exactly_the_models(tmp_path):

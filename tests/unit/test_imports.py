@@ -243,7 +243,7 @@ LAYERS: list[tuple[str, ...]] = [
     # the commands' libraries and views
     ("profile", "report", "doctor", "views", "replay.step"),
     # the command line
-    ("flags", "cli", "cli_cluster", "__main__"),
+    ("flags", "cli_common", "cli", "cli_cluster", "__main__"),
 ]
 
 # Imports inside a function that may stay there, each for what loading it at the top would cost.

@@ -249,3 +249,26 @@ def test_the_runs_not_started_are_said_per_group_and_reason():
     assert units[2].to_json() == {"group": 0, "mode": "crossover", "policy": "work-conserving",
                                   "jobs": ["ok", "needs_data"], "why": why}
     assert not_started_lines([]) == []
+
+
+def test_xover_run_says_the_runs_not_started_under_its_table_as_the_report_does(capsys):
+    """`xover run`'s own table had fewer rows than the modes asked and said nothing of why (only its stderr counted
+    the runs not started, while the run went); `xover report` says the line under its jobs. Now both say it, in
+    the same words, and `xover run --json` carries them as the report's JSON does (`not_started`)."""
+    from xover.links import HOST
+    from xover.results import NotStarted, RunOutcome, not_started_lines
+    from xover.views import show_run
+
+    failed = dataclasses.replace(RunResult.from_summary(_summary(1, "b", "sequential", None, 0, [])), status="failed")
+    units = [NotStarted(0, "concurrent", None, ["a", "b"], "b: failed alone (RuntimeError: boom)"),
+             NotStarted(0, "crossover", "work-conserving", ["a", "b"], "b: failed alone (RuntimeError: boom)")]
+    outcome = RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["sequential", "concurrent",
+                         "crossover"], policies=["work-conserving"], jobs=[failed], groups=[], not_started=units)
+    show_run(outcome, as_json=False)
+    shown = capsys.readouterr().out
+    [line] = not_started_lines(units)
+    assert line.startswith("group 0: not started: concurrent, crossover (work-conserving) - b: failed alone")
+    assert line in " ".join(shown.split())
+    assert shown.index("not started") > shown.index("sequential")  # under the jobs' table
+    assert outcome.to_json()["not_started"] == [unit.to_json() for unit in units]
+    assert dataclasses.replace(outcome, not_started=[]).to_json()["not_started"] == []

@@ -38,9 +38,9 @@ from ..results import (
     RunResult,
     mode_rank,
 )
-from ..run.record import NOT_STARTED, reconcile_lost
+from ..run.record import not_started_units, reconcile_lost
 from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
-from ..store.models import Experiment, PlanGroup, Replay, SharingSegment, TurnEvent
+from ..store.models import Experiment, PlanGroup, Replay, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
@@ -301,25 +301,6 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
         iterations,
         not_started_units(session, experiment.id),
     )
-
-
-def not_started_units(session: Session, experiment_id: str) -> list[NotStarted]:
-    """The units the experiment's scheduler never started, in the order it decided so (Recorder.record_not_started)."""
-    rows = session.scalars(
-        select(TurnEvent)
-        .where(TurnEvent.experiment_id == experiment_id, TurnEvent.kind == NOT_STARTED)
-        .order_by(TurnEvent.id)
-    )
-    return [
-        NotStarted(
-            group=row.group_index,
-            mode=str(row.detail.get("mode", "?")),
-            policy=row.detail.get("policy"),
-            jobs=[str(name) for name in row.detail.get("jobs", [])],
-            why=str(row.detail.get("why", "")),
-        )
-        for row in rows
-    ]
 
 
 # ------------------------------------------------------------------------------------ every experiment

@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from ..analysis import report_warnings
 from ..console import console, print_table
-from ..results import not_started_lines
+from ..results import NotStarted, not_started_lines
 from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
@@ -320,8 +320,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         display_rows(jobs),
         DIGITS,
     )
-    for line in not_started_lines(report.not_started):  # why the table has fewer rows than the modes asked
-        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    print_not_started(report.not_started)
     if groups:
         print_table(
             "aggregate throughput over the time the jobs shared the devices, each job normalised by its "
@@ -412,6 +411,13 @@ def print_warnings(warnings: Iterable[str]) -> None:
     """Each of what makes the figures above less sure, on its own line."""
     for warning in warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+
+
+def print_not_started(units: Iterable[NotStarted]) -> None:
+    """Under a table of jobs (`xover report`'s, `xover run`'s): the runs the scheduler did not start, and why
+    (why the table has fewer rows than the modes asked)."""
+    for line in not_started_lines(list(units)):
+        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_failures(jobs: Iterable[dict[str, Any]]) -> None:

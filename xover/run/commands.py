@@ -35,6 +35,7 @@ from .launchers import check_launcher_options, hosts_or_allocation, launcher_nam
 from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
+from .record import not_started_units
 from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
@@ -67,10 +68,11 @@ def train_recipe(
         lease_devices(current, [job], wait)
         Scheduler(current.context).run([Unit([job], Mode.SOLO.value)], exclusive=True)
     with store.session() as session:
-        jobs = experiment_jobs(session, current.id)
-    for job_summary in jobs:
-        job_summary["slowdown"] = 1.0
-    return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": jobs}
+        summaries = experiment_jobs(session, current.id)
+    # a job alone as every view has it (analysis.compare): its whole run is its window (slowdown 1.0), and a run
+    # that ended without finishing has no throughput (the JSON and the table as `xover report` shows them)
+    jobs, _ = compare([RunResult.from_summary(summary) for summary in summaries], {})
+    return {"experiment": current.id, "results_dir": str(current.results_dir), "jobs": [j.to_json() for j in jobs]}
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
     with store.session() as session:
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
+        not_started = not_started_units(session, current.id)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
     learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
     return RunOutcome(
@@ -288,6 +291,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
             if plan is not None and not comparison
             else None
         ),
+        not_started=not_started,
     )
 
 

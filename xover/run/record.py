@@ -1,5 +1,6 @@
 """Recording: every store write a run makes (experiments, runs, iteration metrics, evaluations, turn
-statistics and events).
+statistics and events), and the units not started read back (`not_started_units`: `xover run` and `xover
+report` both say them).
 
 Rows never stay pending/running: an experiment's row carries its owner (host, pid, process start
 time); whatever ends a run ends its rows (finished, failed, interrupted, timeout), a reaper marks them
@@ -34,6 +35,7 @@ from ..records import (
     StartRecord,
     TurnsLostRecord,
 )
+from ..results import NotStarted
 from ..sharing import RunStatus, turn_taking
 from ..store.models import (
     ACTIVE_STATUSES,
@@ -101,6 +103,26 @@ def mark_lost(session, experiment: Experiment) -> None:
             run.status, run.ended_at = RunStatus.LOST, utcnow()
             lost = "the xover process that ran it ended without closing it (killed?)"
             run.error = f"{run.error}; {lost}" if run.error else lost
+
+
+def not_started_units(session: Session, experiment_id: str) -> list[NotStarted]:
+    """The units the experiment's scheduler never started, in the order it decided so (Recorder.record_not_started):
+    what `xover run` says under its table, and `xover report` under its own."""
+    rows = session.scalars(
+        select(TurnEvent)
+        .where(TurnEvent.experiment_id == experiment_id, TurnEvent.kind == NOT_STARTED)
+        .order_by(TurnEvent.id)
+    )
+    return [
+        NotStarted(
+            group=row.group_index,
+            mode=str(row.detail.get("mode", "?")),
+            policy=row.detail.get("policy"),
+            jobs=[str(name) for name in row.detail.get("jobs", [])],
+            why=str(row.detail.get("why", "")),
+        )
+        for row in rows
+    ]
 
 
 class Recorder:

@@ -18,12 +18,26 @@ FROM runs r LEFT JOIN iteration_metrics m ON m.run_id = r.id AND m.step > 0
 GROUP BY r.id
 """
 
-# 0010: with the group, engine and turn policy each run had (crossover runs differ only by policy)
-RUN_THROUGHPUT_VIEW = """
+# 0010-0019: with the group, engine and turn policy each run had (crossover runs differ only by policy)
+RUN_THROUGHPUT_VIEW_0010 = """
 CREATE VIEW run_throughput AS
 SELECT r.id AS run_id, r.experiment_id, r.name, r.mode, r.policy, r.engine, r.group_index, r.status, r.np,
        COUNT(m.id) AS iterations,
        SUM(m.samples) / NULLIF(SUM(m.iteration_s), 0) AS samples_per_s,
+       AVG(m.iteration_s) AS mean_iteration_s
+FROM runs r LEFT JOIN iteration_metrics m ON m.run_id = r.id AND m.step > 0
+GROUP BY r.id
+"""
+
+# 0020: no samples/s for a run that ended without finishing (failed, timeout, interrupted, stopped, cancelled,
+# lost), as analysis.compare has it in every view; a run still pending or running keeps its figure so far, and
+# every run its iterations and mean iteration time. The statuses are written out: the view is as it stood at 0020.
+RUN_THROUGHPUT_VIEW = """
+CREATE VIEW run_throughput AS
+SELECT r.id AS run_id, r.experiment_id, r.name, r.mode, r.policy, r.engine, r.group_index, r.status, r.np,
+       COUNT(m.id) AS iterations,
+       CASE WHEN r.status IN ('finished', 'pending', 'running')
+            THEN SUM(m.samples) / NULLIF(SUM(m.iteration_s), 0) END AS samples_per_s,
        AVG(m.iteration_s) AS mean_iteration_s
 FROM runs r LEFT JOIN iteration_metrics m ON m.run_id = r.id AND m.step > 0
 GROUP BY r.id
