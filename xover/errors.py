@@ -134,6 +134,15 @@ def _pairs_keeping_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+def json_path(where: str, key: str) -> str:
+    """`where.key`, the path to a field of a JSON document (`key` at the top level); a key that is not plain text
+    (a terminal's escape sequence, a newline) or longer than 40 characters quoted, escaped and cut, as
+    `where['a\\x1b[2J']`: it is printed."""
+    if key.isprintable() and len(key) <= 40:
+        return f"{where}.{key}" if where else key
+    return f"{where}[{key[:40]!r}{'...' if len(key) > 40 else ''}]"
+
+
 def _first_duplicate(value: Any, where: str) -> tuple[str, str] | None:
     """The first object of `value` (depth first, in the document's order, an object before what it holds) that
     gives a key twice: (where it is, as `groups[1]` or `jobs.resnet`; the key), or None."""
@@ -141,7 +150,7 @@ def _first_duplicate(value: Any, where: str) -> tuple[str, str] | None:
         return where, value.duplicates[0]
     children: Iterable[tuple[str, Any]] = ()
     if isinstance(value, dict):
-        children = ((f"{where}.{key}" if where else key, item) for key, item in value.items())
+        children = ((json_path(where, key), item) for key, item in value.items())
     elif isinstance(value, list):
         children = ((f"{where}[{index}]", item) for index, item in enumerate(value))
     for path, item in children:
