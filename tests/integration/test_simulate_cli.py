@@ -253,3 +253,21 @@ def test_a_trace_written_with_quoted_names_and_unix_timestamps_is_replayed_from_
     assert stored["notes"] == ["times are from the first arrival, at 1507338000 s of the trace"]
     # e0 0-10, e1 10-20, e2 20-25: queued 0, 9 and 18.8 s
     assert stored["replays"][0]["avg_queue_s"] == pytest.approx((0 + 9 + 18.8) / 3)
+
+
+def test_a_philly_log_with_a_key_twice_or_an_integer_too_long_is_one_line_naming_where(isolated_results, tmp_path):
+    """Philly's log was read with json.loads: a key given twice was taken as the last without a word, and an
+    integer of more than 4,300 digits was Python's 'Exceeds the limit' in a traceback."""
+    text = (ASSETS / "philly_log.json").read_text()
+    twice, long = tmp_path / "twice.json", tmp_path / "long.json"
+    twice.write_text(text.replace('"user": "u",', '"user": "u", "user": "v",', 1))
+    long.write_text(text.replace('"application_1_0003"', "1" * 5000, 1))
+    for path, message in (
+        (twice, f"{twice}: the key 'user' is given twice in [0]"),
+        (long, f"{long}: [2].jobid: an integer of 5000 digits, which no field of Philly's log holds"),
+    ):
+        result = xover("simulate", str(path), "--profiles", str(ASSETS / "profiles.csv"), "--assign", "narrow",
+                       "--cluster", "1x4")
+        assert result.exit_code == 2, result.output
+        assert message in " ".join(result.output.split()) and "Traceback" not in result.output, result.output
+        assert not (isolated_results / "xover.db").exists()

@@ -430,6 +430,55 @@ def test_a_philly_log_written_with_a_bom_is_read_as_a_csv_trace_is(tmp_path):
     assert [job.name for job in with_bom.instances] == [job.name for job in plain.instances] != []
 
 
+def test_a_philly_job_that_gives_a_key_twice_is_refused_by_where_it_is(tmp_path):
+    """json.loads kept the last "jobid" of a job silently; the job was replayed under the other name."""
+    text = (ASSETS / "philly_log.json").read_text()
+    path = tmp_path / "philly.json"
+    path.write_text(text.replace('"jobid": "application_1_0003",', '"jobid": "application_1_0003", "jobid": "x",'))
+    with pytest.raises(TraceError, match=r"philly.json: the key 'jobid' is given twice in \[2\] .*remove one of them"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+@pytest.mark.parametrize("field", ["jobid", "submitted_time"])
+def test_a_philly_integer_too_long_to_convert_is_refused_by_its_field(tmp_path, field):
+    """An integer of more than 4,300 digits was Python's "Exceeds the limit (4300 digits)", naming no field (and
+    a traceback)."""
+    entries = json.loads((ASSETS / "philly_log.json").read_text())
+    entries[2][field] = "LONG"
+    path = tmp_path / "philly.json"
+    path.write_text(json.dumps(entries).replace('"LONG"', "9" * 5000))
+    with pytest.raises(TraceError, match=rf"philly.json: \[2\]\.{field}: an integer of 5000 digits"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+    entries[2][field] = "LONG"
+    entries[2]["attempts"][0]["detail"][0]["gpus"] = ["LONG"]  # deeper, in a list: named as deep
+    path.write_text(json.dumps(entries).replace('["LONG"]', "[" + "9" * 5000 + "]").replace('"LONG"', '"x"'))
+    with pytest.raises(TraceError, match=r"\[2\]\.attempts\[0\]\.detail\[0\]\.gpus\[0\]: an integer of 5000"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_a_philly_log_nested_deeply_but_readable_is_read_without_a_recursion_error(tmp_path):
+    """The search for an over-long integer must not recurse: the parser reads nesting that deep."""
+    path = tmp_path / "philly.json"
+    path.write_text("[" * 600 + "]" * 600)
+    with pytest.raises(TraceError, match="no jobs in the trace \\(1 entry that is not a job\\)"):
+        load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_a_key_of_a_philly_log_is_shown_escaped_where_it_names_a_place(tmp_path):
+    """A key with a terminal's escape sequence was printed as it is in 'the key ... is given twice in ...': the
+    terminal ran it (it cleared the screen)."""
+    text = (ASSETS / "philly_log.json").read_text()
+    path = tmp_path / "philly.json"
+    path.write_text(text.replace('"user": "u",', '"user": "u", "a\\u001b[2J": {"z": 1, "z": 2},', 1))
+    with pytest.raises(TraceError) as refused:
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+    assert "the key 'z' is given twice in [0]['a\\x1b[2J']" in str(refused.value)
+    assert "\x1b" not in str(refused.value)
+    path.write_text(text.replace('"user": "u",', f'"user": "u", "{"k" * 50}": [{"9" * 5000}],', 1))
+    with pytest.raises(TraceError, match=r"\[0\]\['k{40}'\.\.\.\]\[0\]: an integer of 5000 digits"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
 def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):
     import gzip
 

@@ -24,7 +24,6 @@ Errors name the file, the line (the header is line 1) and the field, and say wha
 from __future__ import annotations
 
 import csv
-import json
 import math
 import random
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -35,7 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from ..console import counted
-from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
+from ..errors import (
+    DuplicateKeyError,
+    LongInteger,
+    XoverError,
+    decimal,
+    json_path,
+    json_without_duplicate_keys,
+    not_utf8_text,
+    refuse_unless_regular,
+)
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
 
@@ -365,10 +373,15 @@ _PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
 
 def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
     try:
-        entries = json.loads(_regular(path).read_text(encoding="utf-8-sig"))  # a BOM, as a CSV trace may have
+        # a BOM read past, as a CSV trace's is; a key given twice refused (json.loads keeps the last silently)
+        entries = json_without_duplicate_keys(_regular(path).read_text(encoding="utf-8-sig"), str(path))
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except DuplicateKeyError as error:
+        raise TraceError(str(error)) from None
+    except UnicodeDecodeError:
+        raise TraceError(not_utf8_text(path)) from None
+    except ValueError as error:
         raise TraceError(f"{path}: not Philly's job log (a JSON list of jobs): {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
         raise TraceError(f"{path}: not Philly's job log: nested too deeply") from None
@@ -385,7 +398,12 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
     rng = random.Random(seed)
     skipped: dict[str, int] = {}
     jobs: list[tuple[float, str, int, float]] = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
+        if (found := _long_integer(entry, index)) is not None:  # kept as text by the JSON reader
+            where, number = found
+            raise TraceError(
+                f"{path}: {where}: {number!r}, which no field of Philly's log holds: correct or remove that job"
+            )
         reason, job = _philly_job(entry)
         if job is None:
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -410,6 +428,24 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
         when = datetime.fromtimestamp(first, timezone.utc).strftime(_PHILLY_TIME)
         notes += _origin_notes(first, f" ({when} UTC)")
     return Trace(str(path), "philly", instances, skipped, notes)
+
+
+def _long_integer(entry: Any, index: int) -> tuple[str, LongInteger] | None:
+    """The first integer of the log's entry `index` too long to convert (no id, time or GPU count is), and where
+    it is, as `[3].attempts[0].end_time`. A loop, not a recursion: the parser takes nesting deeper than it could."""
+    pending: list[tuple[str, Any]] = [(f"[{index}]", entry)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, LongInteger):
+            return where, value
+        if isinstance(value, dict):
+            children = [(json_path(where, key), item) for key, item in value.items()]
+        elif isinstance(value, list):
+            children = [(f"{where}[{number}]", item) for number, item in enumerate(value)]
+        else:
+            continue
+        pending.extend(reversed([child for child in children if isinstance(child[1], (dict, list, LongInteger))]))
+    return None
 
 
 def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
