@@ -101,7 +101,7 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
          "line 1: unknown column 'arrival_s'"),
         ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv")],
-         "needs 2 devices and the cluster has 1"),
+         "needs 2 devices and the cluster has 1 (1 such job): replay on a bigger cluster"),  # was "1 such jobs"
         ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
          "names no model: give --assign"),
         # an option that would do nothing for this trace or model (before: ignored without a word)

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from ..console import counted
 from ..errors import Interrupted, XoverError, check_seconds
 from ..hosts import parse_hosts
 from ..links import Link
@@ -264,7 +265,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     if too_big:
         raise XoverError(
             f"{trace.path}: job {too_big[0].name} needs {too_big[0].gpus} devices and the cluster has {devices} "
-            f"({len(too_big)} such jobs): replay on a bigger cluster"
+            f"({counted(len(too_big), 'such job')}): replay on a bigger cluster"
         )
     store = open_store(db)  # one that cannot be opened is said before the replay (minutes), not after it
     model = model_for(request, trace)
