@@ -506,6 +506,9 @@ def test_a_philly_job_without_a_usable_id_gets_a_name_no_other_job_has(tmp_path)
     path.write_text(json.dumps(entries))
     instances = load_trace(path, profiles=PROFILES.get, assign=["narrow"]).instances
     assert [job.name for job in instances] == ["job1", "job1-2", "x3", "job3"]
+    for jobid, name in ((None, "job0"), (True, "job0"), (7, "7")):  # null was named "None", true "True"
+        path.write_text(json.dumps([{**entries[0], "jobid": jobid}]))
+        assert [job.name for job in load_trace(path, profiles=PROFILES.get, assign=["narrow"]).instances] == [name]
     rules = ReplayRules(reschedule="repack", restart="every-event")
     outcome = replay(instances, ONE_DEVICE, POLICIES["xover"], InterleaveModel(), rules)
     assert outcome.unfinished == []

@@ -469,7 +469,10 @@ def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
         return "jobs on no GPU", None
     if end <= start:
         return "jobs that ran no time", None
-    return "", (submitted, str(entry.get("jobid", "")), gpus, end - start)
+    jobid = entry.get("jobid")
+    # null or true is no id (str() made a job "None"): such a job gets a made-up name, as one without an id
+    usable = isinstance(jobid, (str, int)) and not isinstance(jobid, bool)
+    return "", (submitted, str(jobid) if usable else "", gpus, end - start)
 
 
 def _philly_seconds(text: Any) -> float:
