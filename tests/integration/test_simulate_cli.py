@@ -104,6 +104,9 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
          "needs 2 devices and the cluster has 1 (1 such job): replay on a bigger cluster"),  # was "1 such jobs"
         ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
          "names no model: give --assign"),
+        # a stored profile's recipe that is not there was said without the flag that named it
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "nosuch"],
+         "--assign nosuch: nosuch: no recipe file or built-in recipe of that name"),
         # an option that would do nothing for this trace or model (before: ignored without a word)
         ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--factors", "1.2,1.4,1.5"],
          "--factors does nothing here: only --model interleave"),

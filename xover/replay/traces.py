@@ -391,7 +391,10 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
         raise TraceError(f"{path}: not Philly's job log: expected a JSON list of jobs")
     kinds = {}
     for model in assign:
-        kind = profiles(model)
+        try:
+            kind = profiles(model)
+        except (XoverError, InvalidJobProfile) as error:  # a stored profile's recipe: named by the flag, as a trace's
+            raise TraceError(f"--assign {model}: {error}") from None
         if kind is None:
             raise TraceError(f"--assign {model}: no profile of it: add it to --profiles, or `xover profile` it")
         kinds[model] = kind
