@@ -104,6 +104,11 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
          "needs 2 devices and the cluster has 1 (1 such job): replay on a bigger cluster"),  # was "1 such jobs"
         ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
          "names no model: give --assign"),
+        # random.seed(-1) drew as seed 1, and a seed of 4,300 digits was stored and printed whole
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "narrow", "--seed", "-1"],
+         "--seed -1: give a whole number from 0 to 9223372036854775807"),
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "narrow", "--seed", "9" * 4300],
+         "--seed 9999999999999999999999999999999999999999...: give a whole number from 0"),
         # a stored profile's recipe that is not there was said without the flag that named it
         ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "nosuch"],
          "--assign nosuch: nosuch: no recipe file or built-in recipe of that name"),
@@ -274,3 +279,13 @@ def test_a_philly_log_with_a_key_twice_or_an_integer_too_long_is_one_line_naming
         assert result.exit_code == 2, result.output
         assert message in " ".join(result.output.split()) and "Traceback" not in result.output, result.output
         assert not (isolated_results / "xover.db").exists()
+
+
+@pytest.mark.parametrize("flag", ["--seed", "--jobs", "--max-group"])
+def test_a_whole_number_flag_of_more_digits_than_python_converts_is_refused_by_the_flag(isolated_results, flag):
+    """It was 'Exceeds the limit (4300 digits) for integer string conversion ...: use sys.set_int_max_str_digits()'."""
+    result = xover("simulate", str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "narrow", flag, "9" * 5000)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    text = " ".join(result.output.replace("\u2502", " ").split())
+    assert f"Invalid value for '{flag}': 99999999999999999999... (5000 characters) is no whole number any flag takes" in (
+        text), text
