@@ -479,6 +479,18 @@ def test_a_key_of_a_philly_log_is_shown_escaped_where_it_names_a_place(tmp_path)
         load_trace(path, profiles=PROFILES.get, assign=["narrow"])
 
 
+def test_a_trace_of_one_endless_line_is_refused_without_reading_it_whole(tmp_path):
+    """A sparse file of NULs (UTF-8 text, no newline) was read whole into memory, and a first field over csv's
+    limit (131,072 characters) was csv.Error's traceback when the format was told from the header."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,gpus,duration_s,model\n" + "\0" * 1_500_000)
+    with pytest.raises(TraceError, match="t.csv: line 2: longer than 1,000,000 characters: not a CSV trace"):
+        load_trace(path, "plain", profiles=PROFILES.get)
+    path.write_text("x" * 200_000 + "\n")
+    with pytest.raises(TraceError, match="t.csv: line 1: not a trace this reads"):
+        detect_format(path)
+
+
 def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):
     import gzip
 
