@@ -3,14 +3,15 @@ how a run was cut short (Ctrl-C: exit 130; --timeout: exit 124)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 MAX_SECONDS = 10**8  # of a duration flag: about three years (1e308 overflowed the timers and the counts from it)
 
@@ -106,6 +107,25 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
         head = b""
     how = next((how for magic, how in _COMPRESSED.items() if head.startswith(magic)), None)
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
+
+
+# characters of a CSV file's line (a trace's are under 200): csv reads a line whole before its field limit applies,
+# so a file of a gigabyte without a newline (a sparse file of NULs is UTF-8) was read into memory whole
+MAX_CSV_LINE = 1_000_000
+
+
+def csv_lines(path: str | os.PathLike[str], handle: TextIO, error: type[XoverError] = XoverError) -> Iterator[str]:
+    """The lines of a CSV file's `handle` for csv.reader, each at most MAX_CSV_LINE characters: a longer one is
+    refused (`error`, naming the file and the line) before it is read whole."""
+    for number in itertools.count(1):
+        line = handle.readline(MAX_CSV_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_CSV_LINE:
+            raise error(
+                f"{path}: line {number}: longer than {MAX_CSV_LINE:,} characters: not a CSV file of a row a line"
+            )
+        yield line
 
 
 class DuplicateKeyError(XoverError):

@@ -480,15 +480,21 @@ def test_a_key_of_a_philly_log_is_shown_escaped_where_it_names_a_place(tmp_path)
 
 
 def test_a_trace_of_one_endless_line_is_refused_without_reading_it_whole(tmp_path):
-    """A sparse file of NULs (UTF-8 text, no newline) was read whole into memory, and a first field over csv's
-    limit (131,072 characters) was csv.Error's traceback when the format was told from the header."""
+    """A sparse file of NULs (UTF-8 text, no newline) was read whole into memory (a trace, or a profiles CSV: 700 MB
+    for a file of 300 MB), and a first field over csv's limit (131,072 characters) was csv.Error's traceback when
+    the format was told from the header."""
     path = tmp_path / "t.csv"
     path.write_text("arrival_s,gpus,duration_s,model\n" + "\0" * 1_500_000)
-    with pytest.raises(TraceError, match="t.csv: line 2: longer than 1,000,000 characters: not a CSV trace"):
+    with pytest.raises(TraceError, match="t.csv: line 2: longer than 1,000,000 characters: not a CSV file of a row a line"):
         load_trace(path, "plain", profiles=PROFILES.get)
     path.write_text("x" * 200_000 + "\n")
     with pytest.raises(TraceError, match="t.csv: line 1: not a trace this reads"):
         detect_format(path)
+    from xover.errors import XoverError
+
+    path.write_text("name,devices,compute_ms,comm_ms,memory_gb\n" + "\0" * 1_500_000)  # as --profiles
+    with pytest.raises(XoverError, match="t.csv: line 2: longer than 1,000,000 characters"):
+        load_trace_csv(path)
 
 
 def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):

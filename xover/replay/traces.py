@@ -24,7 +24,6 @@ Errors name the file, the line (the header is line 1) and the field, and say wha
 from __future__ import annotations
 
 import csv
-import itertools
 import math
 import random
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -32,13 +31,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ..console import counted
 from ..errors import (
+    MAX_CSV_LINE,
     DuplicateKeyError,
     LongInteger,
     XoverError,
+    csv_lines,
     decimal,
     json_path,
     json_without_duplicate_keys,
@@ -67,9 +68,6 @@ MURI_RESTART_S: dict[int, dict[str, float]] = {
 }
 MURI_DEFAULT_RESTART_S = 10.0
 LARGEST = 1e12  # any number beyond this (31,700 years in seconds) is a typo
-# characters of a CSV trace's line (Muri's are under 200): a line is read whole before csv's field limit applies,
-# so a file of a gigabyte without a newline (a sparse file of NULs is UTF-8) was read into memory whole
-MAX_LINE = 1_000_000
 
 
 class TraceError(XoverError):
@@ -118,7 +116,7 @@ def _first_line(path: Path) -> str:
     _regular(path)
     try:
         with path.open(encoding="utf-8-sig") as handle:
-            return handle.readline(MAX_LINE)
+            return handle.readline(MAX_CSV_LINE)  # the header: a line without end is not read whole
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except UnicodeDecodeError:
@@ -218,7 +216,7 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     with handle:
-        reader = csv.reader(_lines(path, handle))
+        reader = csv.reader(csv_lines(path, handle, TraceError))
         try:
             header = [cell.strip() for cell in next(reader, [])]
             missing = [column for column in required if column not in header]
@@ -245,19 +243,6 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
             raise TraceError(not_utf8_text(path)) from None
         except csv.Error as error:
             raise TraceError(f"{path}: line {reader.line_num}: not valid CSV: {error}") from None
-
-
-def _lines(path: Path, handle: TextIO) -> Iterator[str]:
-    """The lines of `handle`, each at most MAX_LINE characters: a longer one is refused before it is read whole."""
-    for number in itertools.count(1):
-        line = handle.readline(MAX_LINE + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE:
-            raise TraceError(
-                f"{path}: line {number}: longer than {MAX_LINE:,} characters: not a CSV trace (one line a job)"
-            )
-        yield line
 
 
 def _number(path: Path, line: int, column: str, text: str, lowest: float = 0.0, above: bool = False) -> float:
