@@ -258,12 +258,16 @@ def test_interleave_speeds_use_the_trace_iteration_and_the_factors():
 # ---------------------------------------------------------------- traces
 
 
-def test_each_format_is_told_by_its_first_line():
+def test_each_format_is_told_by_its_first_line(tmp_path):
     assert detect_format(ASSETS / "muri_two.csv") == "muri"
     assert detect_format(ASSETS / "pair.csv") == "plain"
     assert detect_format(ASSETS / "philly_log.json") == "philly"
     with pytest.raises(TraceError, match="profiles.csv: line 1: not a trace"):
         detect_format(ASSETS / "profiles.csv")
+    for empty in (tmp_path / "empty.csv", tmp_path / "bom.csv"):  # they were 'not a trace this reads'
+        empty.write_text("" if empty.name == "empty.csv" else "\ufeff\n")
+        with pytest.raises(TraceError, match=f"{empty.name}: line 1: empty: a CSV trace starts with its header line"):
+            detect_format(empty)
 
 
 def test_a_muri_line_becomes_a_job_of_its_own_profile():
@@ -312,6 +316,8 @@ def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_pat
     ("text", "message"),
     [
         ("arrival_s,gpus,duration_s\n0,1,5\n", "line 1: missing column model"),
+        ("", "line 1: empty, expected the header line: arrival_s,gpus,duration_s,model"),  # was "(columns: )"
+        ("\n0,1,5,narrow\n", "line 1: empty, expected the header line"),
         ("arrival_s,gpus,duration_s,model,colour\n", "line 1: unknown column 'colour'"),
         ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),
         ("arrival_s,gpus,duration_s,model\n0,1.5,5,narrow\n", "line 2: gpus must be a whole number"),

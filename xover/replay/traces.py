@@ -91,6 +91,8 @@ ProfileLookup = Callable[[str], JobProfile | None]
 def detect_format(path: str | Path) -> str:
     """`muri`, `plain` or `philly`, from the file's first line (or character)."""
     first = _first_line(Path(path))
+    if not first.strip():  # an empty file was "not a trace this reads", as if its header were another's
+        raise TraceError(f"{path}: line 1: empty: a CSV trace starts with its header line, Philly's job log with '['")
     if first.lstrip().startswith(("[", "{")):
         return "philly"
     # csv, not a split on commas: a header of quoted names ("arrival_s","gpus",...) is a header too
@@ -219,6 +221,8 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
         reader = csv.reader(csv_lines(path, handle, TraceError))
         try:
             header = [cell.strip() for cell in next(reader, [])]
+            if not any(header):  # it said "missing column ... (columns: )"
+                raise TraceError(f"{path}: line 1: empty, expected the header line: {','.join(required)}")
             missing = [column for column in required if column not in header]
             if missing:
                 raise TraceError(f"{path}: line 1: missing column {', '.join(missing)} (columns: {', '.join(header)})")
