@@ -317,6 +317,9 @@ def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_pat
     [
         ("arrival_s,gpus,duration_s\n0,1,5\n", "line 1: missing column model"),
         ("", "line 1: empty, expected the header line: arrival_s,gpus,duration_s,model"),  # was "(columns: )"
+        # the header was shown as written: a terminal ran an escape sequence in it
+        ("arrival_s,gpus,\x1b[2Jmodel\n", r"missing column duration_s, model \(columns: arrival_s, gpus, '\\x1b\[2Jmodel'\)"),
+        ("a," * 5000 + "b\n", r"missing column arrival_s, gpus, duration_s, model \(columns: a, a, (a, ){17}a, \.\.\.\)$"),
         ("\n0,1,5,narrow\n", "line 1: empty, expected the header line"),
         ("arrival_s,gpus,duration_s,model,colour\n", "line 1: unknown column 'colour'"),
         ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),

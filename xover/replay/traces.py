@@ -225,7 +225,12 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
                 raise TraceError(f"{path}: line 1: empty, expected the header line: {','.join(required)}")
             missing = [column for column in required if column not in header]
             if missing:
-                raise TraceError(f"{path}: line 1: missing column {', '.join(missing)} (columns: {', '.join(header)})")
+                # the header as written, but a column that is not plain text (a terminal's escape) escaped, and cut
+                shown = ", ".join(cell if cell.isprintable() else repr(cell) for cell in header[:20])
+                raise TraceError(
+                    f"{path}: line 1: missing column {', '.join(missing)} "
+                    f"(columns: {shown[:400]}{', ...' if len(header) > 20 or len(shown) > 400 else ''})"
+                )
             twice = [column for column in header if header.count(column) > 1]
             if twice:  # the last would win, silently
                 raise TraceError(f"{path}: line 1: column {twice[0]!r} appears twice")
