@@ -289,3 +289,20 @@ def test_a_whole_number_flag_of_more_digits_than_python_converts_is_refused_by_t
     text = " ".join(result.output.replace("\u2502", " ").split())
     assert f"Invalid value for '{flag}': 99999999999999999999... (5000 characters) is no whole number any flag takes" in (
         text), text
+
+
+@pytest.mark.parametrize("text, message", [
+    ("arrival_s,gpus,duration_s,model\n0,1,5,a\x1b[2J\n", r"line 2: model 'a\x1b[2J': no model's name holds a control"),
+    ("arrival_s,gpus,\x1b[2Jmodel\n0,1,5\n", r"(columns: arrival_s, gpus, '\x1b[2Jmodel')"),
+    ("arrival_s,gpus,duration_s,model,name\n0,1,5,wide,a\x1b[2J\n", r"got 'a\x1b[2J'"),
+])
+def test_a_terminal_escape_in_a_trace_is_shown_escaped(isolated_results, tmp_path, text, message):
+    """A model name or a header column of the trace was printed as written (a recipe's error repeated the name):
+    the terminal ran the escape sequence (here: clear the screen)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(text)
+    # the model's name is checked before its stored profile is looked for (a recipe's error repeats it)
+    stored = [] if "model '" in message else ["--profiles", str(ASSETS / "profiles.csv")]
+    result = xover("simulate", str(trace), "--format", "plain", "--cluster", "1x1", *stored)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert message in result.output and "\x1b" not in result.output, result.output

@@ -325,6 +325,8 @@ def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_pat
         ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),
         ("arrival_s,gpus,duration_s,model\n0,1.5,5,narrow\n", "line 2: gpus must be a whole number"),
         ("arrival_s,gpus,duration_s,model\n0,1,5,nosuch\n", "line 2: no profile of model 'nosuch'"),
+        # a stored profile's recipe error repeated the name as written, escape sequence and all
+        ("arrival_s,gpus,duration_s,model\n0,1,5,a\x1b[2J\n", r"line 2: model 'a\\x1b\[2J': no model's name holds a"),
         ("arrival_s,gpus,duration_s,model,name\n0,1,5,narrow,a\n1,1,5,narrow,a\n", "line 3: job name 'a' is used twice"),
         ("arrival_s,gpus,duration_s,model\n0,1,5\n", "line 2: 3 fields, the header has 4"),
         ("arrival_s,gpus,duration_s,model\n0\n", "line 2: 1 field, the header has 4"),

@@ -369,6 +369,8 @@ def _load_plain(path: Path, profiles: ProfileLookup, restart_default: float) -> 
 
 
 def _profile(path: Path, line: int, profiles: ProfileLookup, model: str) -> JobProfile:
+    if not model.isprintable():  # a recipe's error repeats the name as it is: a terminal would run its escapes
+        raise TraceError(f"{path}: line {line}: model {model!r}: no model's name holds a control character")
     try:
         kind = profiles(model)
     except (XoverError, InvalidJobProfile) as error:
