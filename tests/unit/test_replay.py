@@ -323,6 +323,10 @@ def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_pat
         ("\n0,1,5,narrow\n", "line 1: empty, expected the header line"),
         ("arrival_s,gpus,duration_s,model,colour\n", "line 1: unknown column 'colour'"),
         ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),
+        # an arrival out of range was the first arrival: the line before it arrived at inf (a ValueError's
+        # traceback), or the subtraction overflowed (decimal.Overflow)
+        ("arrival_s,gpus,duration_s,model\n0,1,5,narrow\n-1e500,1,5,narrow\n", "line 3: arrival_s -1e500 is out of range"),
+        ("arrival_s,gpus,duration_s,model\n0,1,5,narrow\n-1e999999999,1,5,narrow\n", "line 3: arrival_s -1e999999999 is"),
         ("arrival_s,gpus,duration_s,model\n0,1.5,5,narrow\n", "line 2: gpus must be a whole number"),
         ("arrival_s,gpus,duration_s,model\n0,1,5,nosuch\n", "line 2: no profile of model 'nosuch'"),
         # a stored profile's recipe error repeated the name as written, escape sequence and all

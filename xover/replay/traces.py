@@ -164,14 +164,17 @@ def load_trace(
 
 
 def _first_arrival(rows: Sequence[tuple[int, dict[str, str]]], column: str) -> Decimal:
-    """The smallest number of `column`, as written (a cell that is none is refused later, with its line)."""
+    """The smallest number of `column`, as written (a cell that is none, or out of range, is refused later, with
+    its line)."""
     first: Decimal | None = None
     for _, cells in rows:
         try:
             value = Decimal(cells[column])
         except InvalidOperation:
             continue
-        if value.is_finite() and (first is None or value < first):
+        # only what the row's check takes: -1e500 made another row's arrival inf, -1e999999999 a decimal.Overflow
+        # (copy_abs, not abs(): no rounding to the context, which overflows)
+        if value.is_finite() and value.copy_abs() <= LARGEST and (first is None or value < first):
             first = value
     return first if first is not None else Decimal(0)
 
