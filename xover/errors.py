@@ -25,7 +25,11 @@ class XoverError(Exception):
 def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = XoverError) -> Path:
     """`path`, refused where it names a device, a pipe or a folder: a read of /dev/zero never ends. A path that
     does not exist is left to its reader, which says so in its own words."""
-    if path.exists() and not path.is_file():
+    try:
+        irregular = path.exists() and not path.is_file()
+    except OSError:  # a name too long for the system (exists() raises it): the reader's open says so, in its words
+        return path
+    if irregular:
         raise error(f"{path}: not a regular file ({what})")
     return path
 

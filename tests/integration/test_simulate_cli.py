@@ -306,3 +306,16 @@ def test_a_terminal_escape_in_a_trace_is_shown_escaped(isolated_results, tmp_pat
     result = xover("simulate", str(trace), "--format", "plain", "--cluster", "1x1", *stored)
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert message in result.output and "\x1b" not in result.output, result.output
+
+
+def test_a_file_name_too_long_for_the_system_is_one_line(isolated_results, tmp_path):
+    """Path.exists() raises ENAMETOOLONG rather than answer False: the check that a trace is a regular file was an
+    OSError's traceback."""
+    long = str(tmp_path / ("a" * 300 + ".csv"))
+    for args, said in (
+        ([long, "--profiles", str(ASSETS / "profiles.csv")], f"{long}: cannot read the trace: File name too long"),
+        ([str(ASSETS / "pair.csv"), "--profiles", long], f"{long}: cannot read trace: File name too long"),
+    ):
+        result = xover("simulate", *args, "--cluster", "1x1")
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert said in "".join(result.output.split("\n")), result.output
