@@ -145,7 +145,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 def _command_line() -> str:
     """This command, as the store and the lease files keep it: a URL's password masked (--db)."""
-    return mask_credentials(shlex.join(["xover", *sys.argv[1:]]))
+    # an argument's bytes that are not UTF-8 (a file's name) escaped: as Python decodes them, the store refused them
+    command = shlex.join(["xover", *sys.argv[1:]]).encode("utf-8", "backslashreplace").decode("utf-8")
+    return mask_credentials(command)
 
 
 @app.command()

@@ -319,3 +319,19 @@ def test_a_file_name_too_long_for_the_system_is_one_line(isolated_results, tmp_p
         result = xover("simulate", *args, "--cluster", "1x1")
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert said in "".join(result.output.split("\n")), result.output
+
+
+def test_a_trace_whose_name_is_not_utf8_is_replayed_stored_and_shown_escaped(isolated_results, tmp_path):
+    """A file name's byte that is not UTF-8 (Python reads it as \\udcff) reached the store as it was: after the whole
+    replay, the insert of the command line and of the trace's path was a UnicodeEncodeError's traceback."""
+    trace = tmp_path / "\udcff.csv"
+    trace.write_bytes((ASSETS / "pair.csv").read_bytes())
+    result = subprocess.run(
+        [sys.executable, "-m", "xover", "simulate", str(trace), "--profiles", str(ASSETS / "profiles.csv"), "--cluster",
+         "1x1", "--policy", "fifo", "--json"], capture_output=True, text=True, timeout=120, cwd=ASSETS.parents[2],
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["trace"] == str(tmp_path / "\\udcff.csv")
+    reported = xover("report", "latest", "--format", "json")
+    assert reported.exit_code == 0, reported.output
+    assert "\\\\udcff.csv" in reported.stdout

@@ -155,6 +155,9 @@ def load_trace(
         raise TraceError(f"{path}: no jobs in the trace" + _skipped_text(trace.skipped))
     if limit is not None:
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
+    # as stored and shown: a name's bytes that are not UTF-8 (\udcff, as Python decodes them) escaped; as they are,
+    # the store's insert and the summary's print were a UnicodeEncodeError's traceback, after the replay
+    trace.path = trace.path.encode("utf-8", "backslashreplace").decode("utf-8")
     return trace
 
 
