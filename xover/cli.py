@@ -662,7 +662,7 @@ SIMULATE_HELP = {
     ),
     "bandwidth": "Stored profiles: those taken at this link rate.",
     "assign": "Philly's trace names no model: draw each job's from these, e.g. resnet,bert.",
-    "seed": "Seed of --assign's draw.",
+    "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
     "jobs": "Replay only the trace's first N jobs.",
     "json_out": "Print the outcome as JSON.",
