@@ -110,6 +110,8 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
     except OSError:
         head = b""
     how = next((how for magic, how in _COMPRESSED.items() if head.startswith(magic)), None)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # a spreadsheet's "Unicode text" export
+        return f"{path}: not a UTF-8 text file (UTF-16: convert it first, e.g. iconv -f UTF-16 -t UTF-8)"
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
 
 

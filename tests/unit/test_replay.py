@@ -512,6 +512,14 @@ def test_a_trace_of_one_endless_line_is_refused_without_reading_it_whole(tmp_pat
         load_trace_csv(path)
 
 
+def test_a_utf16_trace_is_told_to_be_converted(tmp_path):
+    """A spreadsheet's 'Unicode text' (UTF-16, with its BOM) was 'not a UTF-8 text file', with nothing to do."""
+    path = tmp_path / "pair.csv"
+    path.write_text((ASSETS / "pair.csv").read_text(), encoding="utf-16")
+    with pytest.raises(TraceError, match=r"pair.csv: not a UTF-8 text file \(UTF-16: convert it first, e.g. iconv"):
+        load_trace(path, profiles=PROFILES.get)
+
+
 def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):
     import gzip
 
