@@ -107,7 +107,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 def _command_line() -> str:
     """This command, as the store and the lease files keep it: a URL's password masked (--db)."""
-    return mask_credentials(shlex.join(["xover", *sys.argv[1:]]))
+    # an argument's bytes that are not UTF-8 (a file's name) escaped: as Python decodes them, the store refused them
+    command = shlex.join(["xover", *sys.argv[1:]]).encode("utf-8", "backslashreplace").decode("utf-8")
+    return mask_credentials(command)
 
 
 @app.command()
@@ -623,7 +625,7 @@ SIMULATE_HELP = {
     ),
     "bandwidth": "Stored profiles: those taken at this link rate.",
     "assign": "Philly's trace names no model: draw each job's from these, e.g. resnet,bert.",
-    "seed": "Seed of --assign's draw.",
+    "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
     "jobs": "Replay only the trace's first N jobs.",
     "json_out": "Print the outcome as JSON.",

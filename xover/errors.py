@@ -3,14 +3,15 @@ how a run was cut short (Ctrl-C: exit 130; --timeout: exit 124)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 MAX_SECONDS = 10**8  # of a duration flag: about three years (1e308 overflowed the timers and the counts from it)
 
@@ -24,7 +25,11 @@ class XoverError(Exception):
 def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = XoverError) -> Path:
     """`path`, refused where it names a device, a pipe or a folder: a read of /dev/zero never ends. A path that
     does not exist is left to its reader, which says so in its own words."""
-    if path.exists() and not path.is_file():
+    try:
+        irregular = path.exists() and not path.is_file()
+    except OSError:  # a name too long for the system (exists() raises it): the reader's open says so, in its words
+        return path
+    if irregular:
         raise error(f"{path}: not a regular file ({what})")
     return path
 
@@ -105,7 +110,28 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
     except OSError:
         head = b""
     how = next((how for magic, how in _COMPRESSED.items() if head.startswith(magic)), None)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # a spreadsheet's "Unicode text" export
+        return f"{path}: not a UTF-8 text file (UTF-16: convert it first, e.g. iconv -f UTF-16 -t UTF-8)"
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
+
+
+# characters of a CSV file's line (a trace's are under 200): csv reads a line whole before its field limit applies,
+# so a file of a gigabyte without a newline (a sparse file of NULs is UTF-8) was read into memory whole
+MAX_CSV_LINE = 1_000_000
+
+
+def csv_lines(path: str | os.PathLike[str], handle: TextIO, error: type[XoverError] = XoverError) -> Iterator[str]:
+    """The lines of a CSV file's `handle` for csv.reader, each at most MAX_CSV_LINE characters: a longer one is
+    refused (`error`, naming the file and the line) before it is read whole."""
+    for number in itertools.count(1):
+        line = handle.readline(MAX_CSV_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_CSV_LINE:
+            raise error(
+                f"{path}: line {number}: longer than {MAX_CSV_LINE:,} characters: not a CSV file of a row a line"
+            )
+        yield line
 
 
 class DuplicateKeyError(XoverError):
@@ -134,6 +160,15 @@ def _pairs_keeping_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+def json_path(where: str, key: str) -> str:
+    """`where.key`, the path to a field of a JSON document (`key` at the top level); a key that is not plain text
+    (a terminal's escape sequence, a newline) or longer than 40 characters quoted, escaped and cut, as
+    `where['a\\x1b[2J']`: it is printed."""
+    if key.isprintable() and len(key) <= 40:
+        return f"{where}.{key}" if where else key
+    return f"{where}[{key[:40]!r}{'...' if len(key) > 40 else ''}]"
+
+
 def _first_duplicate(value: Any, where: str) -> tuple[str, str] | None:
     """The first object of `value` (depth first, in the document's order, an object before what it holds) that
     gives a key twice: (where it is, as `groups[1]` or `jobs.resnet`; the key), or None."""
@@ -141,7 +176,7 @@ def _first_duplicate(value: Any, where: str) -> tuple[str, str] | None:
         return where, value.duplicates[0]
     children: Iterable[tuple[str, Any]] = ()
     if isinstance(value, dict):
-        children = ((f"{where}.{key}" if where else key, item) for key, item in value.items())
+        children = ((json_path(where, key), item) for key, item in value.items())
     elif isinstance(value, list):
         children = ((f"{where}[{index}]", item) for index, item in enumerate(value))
     for path, item in children:

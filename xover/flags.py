@@ -4,6 +4,8 @@ a flag's value is read as written or refused in one line, exit 2."""
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from .errors import decimal
@@ -15,6 +17,8 @@ def whole_flag(value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool):  # a default
         return value
     text = str(value).strip()
+    if len(text) > sys.get_int_max_str_digits() > 0:  # int() would fail in Python's words ("Exceeds the limit")
+        raise typer.BadParameter(f"{text[:20]}... ({len(text)} characters) is no whole number any flag takes")
     sign = -1 if text.startswith("-") else 1
     number = whole_number(text[1:] if text[:1] in "+-" else text)
     if number is None:

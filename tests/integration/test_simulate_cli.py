@@ -101,9 +101,17 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
          "line 1: unknown column 'arrival_s'"),
         ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv")],
-         "needs 2 devices and the cluster has 1"),
+         "needs 2 devices and the cluster has 1 (1 such job): replay on a bigger cluster"),  # was "1 such jobs"
         ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
          "names no model: give --assign"),
+        # random.seed(-1) drew as seed 1, and a seed of 4,300 digits was stored and printed whole
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "narrow", "--seed", "-1"],
+         "--seed -1: give a whole number from 0 to 9223372036854775807"),
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "narrow", "--seed", "9" * 4300],
+         "--seed 9999999999999999999999999999999999999999...: give a whole number from 0"),
+        # a stored profile's recipe that is not there was said without the flag that named it
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "nosuch"],
+         "--assign nosuch: nosuch: no recipe file or built-in recipe of that name"),
         # an option that would do nothing for this trace or model (before: ignored without a word)
         ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--factors", "1.2,1.4,1.5"],
          "--factors does nothing here: only --model interleave"),
@@ -253,3 +261,77 @@ def test_a_trace_written_with_quoted_names_and_unix_timestamps_is_replayed_from_
     assert stored["notes"] == ["times are from the first arrival, at 1507338000 s of the trace"]
     # e0 0-10, e1 10-20, e2 20-25: queued 0, 9 and 18.8 s
     assert stored["replays"][0]["avg_queue_s"] == pytest.approx((0 + 9 + 18.8) / 3)
+
+
+def test_a_philly_log_with_a_key_twice_or_an_integer_too_long_is_one_line_naming_where(isolated_results, tmp_path):
+    """Philly's log was read with json.loads: a key given twice was taken as the last without a word, and an
+    integer of more than 4,300 digits was Python's 'Exceeds the limit' in a traceback."""
+    text = (ASSETS / "philly_log.json").read_text()
+    twice, long = tmp_path / "twice.json", tmp_path / "long.json"
+    twice.write_text(text.replace('"user": "u",', '"user": "u", "user": "v",', 1))
+    long.write_text(text.replace('"application_1_0003"', "1" * 5000, 1))
+    for path, message in (
+        (twice, f"{twice}: the key 'user' is given twice in [0]"),
+        (long, f"{long}: [2].jobid: an integer of 5000 digits, which no field of Philly's log holds"),
+    ):
+        result = xover("simulate", str(path), "--profiles", str(ASSETS / "profiles.csv"), "--assign", "narrow",
+                       "--cluster", "1x4")
+        assert result.exit_code == 2, result.output
+        assert message in " ".join(result.output.split()) and "Traceback" not in result.output, result.output
+        assert not (isolated_results / "xover.db").exists()
+
+
+@pytest.mark.parametrize("flag", ["--seed", "--jobs", "--max-group"])
+def test_a_whole_number_flag_of_more_digits_than_python_converts_is_refused_by_the_flag(isolated_results, flag):
+    """It was 'Exceeds the limit (4300 digits) for integer string conversion ...: use sys.set_int_max_str_digits()'."""
+    result = xover("simulate", str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--assign", "narrow", flag, "9" * 5000)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    text = " ".join(result.output.replace("\u2502", " ").split())
+    assert f"Invalid value for '{flag}': 99999999999999999999... (5000 characters) is no whole number any flag takes" in (
+        text), text
+
+
+@pytest.mark.parametrize("text, message", [
+    ("arrival_s,gpus,duration_s,model\n0,1,5,a\x1b[2J\n", r"line 2: model 'a\x1b[2J': no model's name holds a control"),
+    ("arrival_s,gpus,\x1b[2Jmodel\n0,1,5\n", r"(columns: arrival_s, gpus, '\x1b[2Jmodel')"),
+    ("arrival_s,gpus,duration_s,model,name\n0,1,5,wide,a\x1b[2J\n", r"got 'a\x1b[2J'"),
+])
+def test_a_terminal_escape_in_a_trace_is_shown_escaped(isolated_results, tmp_path, text, message):
+    """A model name or a header column of the trace was printed as written (a recipe's error repeated the name):
+    the terminal ran the escape sequence (here: clear the screen)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(text)
+    # the model's name is checked before its stored profile is looked for (a recipe's error repeats it)
+    stored = [] if "model '" in message else ["--profiles", str(ASSETS / "profiles.csv")]
+    result = xover("simulate", str(trace), "--format", "plain", "--cluster", "1x1", *stored)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert message in result.output and "\x1b" not in result.output, result.output
+
+
+def test_a_file_name_too_long_for_the_system_is_one_line(isolated_results, tmp_path):
+    """Path.exists() raises ENAMETOOLONG rather than answer False: the check that a trace is a regular file was an
+    OSError's traceback."""
+    long = str(tmp_path / ("a" * 300 + ".csv"))
+    for args, said in (
+        ([long, "--profiles", str(ASSETS / "profiles.csv")], f"{long}: cannot read the trace: File name too long"),
+        ([str(ASSETS / "pair.csv"), "--profiles", long], f"{long}: cannot read trace: File name too long"),
+    ):
+        result = xover("simulate", *args, "--cluster", "1x1")
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert said in "".join(result.output.split("\n")), result.output
+
+
+def test_a_trace_whose_name_is_not_utf8_is_replayed_stored_and_shown_escaped(isolated_results, tmp_path):
+    """A file name's byte that is not UTF-8 (Python reads it as \\udcff) reached the store as it was: after the whole
+    replay, the insert of the command line and of the trace's path was a UnicodeEncodeError's traceback."""
+    trace = tmp_path / "\udcff.csv"
+    trace.write_bytes((ASSETS / "pair.csv").read_bytes())
+    result = subprocess.run(
+        [sys.executable, "-m", "xover", "simulate", str(trace), "--profiles", str(ASSETS / "profiles.csv"), "--cluster",
+         "1x1", "--policy", "fifo", "--json"], capture_output=True, text=True, timeout=120, cwd=ASSETS.parents[2],
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["trace"] == str(tmp_path / "\\udcff.csv")
+    reported = xover("report", "latest", "--format", "json")
+    assert reported.exit_code == 0, reported.output
+    assert "\\\\udcff.csv" in reported.stdout

@@ -258,12 +258,16 @@ def test_interleave_speeds_use_the_trace_iteration_and_the_factors():
 # ---------------------------------------------------------------- traces
 
 
-def test_each_format_is_told_by_its_first_line():
+def test_each_format_is_told_by_its_first_line(tmp_path):
     assert detect_format(ASSETS / "muri_two.csv") == "muri"
     assert detect_format(ASSETS / "pair.csv") == "plain"
     assert detect_format(ASSETS / "philly_log.json") == "philly"
     with pytest.raises(TraceError, match="profiles.csv: line 1: not a trace"):
         detect_format(ASSETS / "profiles.csv")
+    for empty in (tmp_path / "empty.csv", tmp_path / "bom.csv"):  # they were 'not a trace this reads'
+        empty.write_text("" if empty.name == "empty.csv" else "\ufeff\n")
+        with pytest.raises(TraceError, match=f"{empty.name}: line 1: empty: a CSV trace starts with its header line"):
+            detect_format(empty)
 
 
 def test_a_muri_line_becomes_a_job_of_its_own_profile():
@@ -312,10 +316,21 @@ def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_pat
     ("text", "message"),
     [
         ("arrival_s,gpus,duration_s\n0,1,5\n", "line 1: missing column model"),
+        ("", "line 1: empty, expected the header line: arrival_s,gpus,duration_s,model"),  # was "(columns: )"
+        # the header was shown as written: a terminal ran an escape sequence in it
+        ("arrival_s,gpus,\x1b[2Jmodel\n", r"missing column duration_s, model \(columns: arrival_s, gpus, '\\x1b\[2Jmodel'\)"),
+        ("a," * 5000 + "b\n", r"missing column arrival_s, gpus, duration_s, model \(columns: a, a, (a, ){17}a, \.\.\.\)$"),
+        ("\n0,1,5,narrow\n", "line 1: empty, expected the header line"),
         ("arrival_s,gpus,duration_s,model,colour\n", "line 1: unknown column 'colour'"),
         ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),
+        # an arrival out of range was the first arrival: the line before it arrived at inf (a ValueError's
+        # traceback), or the subtraction overflowed (decimal.Overflow)
+        ("arrival_s,gpus,duration_s,model\n0,1,5,narrow\n-1e500,1,5,narrow\n", "line 3: arrival_s -1e500 is out of range"),
+        ("arrival_s,gpus,duration_s,model\n0,1,5,narrow\n-1e999999999,1,5,narrow\n", "line 3: arrival_s -1e999999999 is"),
         ("arrival_s,gpus,duration_s,model\n0,1.5,5,narrow\n", "line 2: gpus must be a whole number"),
         ("arrival_s,gpus,duration_s,model\n0,1,5,nosuch\n", "line 2: no profile of model 'nosuch'"),
+        # a stored profile's recipe error repeated the name as written, escape sequence and all
+        ("arrival_s,gpus,duration_s,model\n0,1,5,a\x1b[2J\n", r"line 2: model 'a\\x1b\[2J': no model's name holds a"),
         ("arrival_s,gpus,duration_s,model,name\n0,1,5,narrow,a\n1,1,5,narrow,a\n", "line 3: job name 'a' is used twice"),
         ("arrival_s,gpus,duration_s,model\n0,1,5\n", "line 2: 3 fields, the header has 4"),
         ("arrival_s,gpus,duration_s,model\n0\n", "line 2: 1 field, the header has 4"),
@@ -430,6 +445,81 @@ def test_a_philly_log_written_with_a_bom_is_read_as_a_csv_trace_is(tmp_path):
     assert [job.name for job in with_bom.instances] == [job.name for job in plain.instances] != []
 
 
+def test_a_philly_job_that_gives_a_key_twice_is_refused_by_where_it_is(tmp_path):
+    """json.loads kept the last "jobid" of a job silently; the job was replayed under the other name."""
+    text = (ASSETS / "philly_log.json").read_text()
+    path = tmp_path / "philly.json"
+    path.write_text(text.replace('"jobid": "application_1_0003",', '"jobid": "application_1_0003", "jobid": "x",'))
+    with pytest.raises(TraceError, match=r"philly.json: the key 'jobid' is given twice in \[2\] .*remove one of them"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+@pytest.mark.parametrize("field", ["jobid", "submitted_time"])
+def test_a_philly_integer_too_long_to_convert_is_refused_by_its_field(tmp_path, field):
+    """An integer of more than 4,300 digits was Python's "Exceeds the limit (4300 digits)", naming no field (and
+    a traceback)."""
+    entries = json.loads((ASSETS / "philly_log.json").read_text())
+    entries[2][field] = "LONG"
+    path = tmp_path / "philly.json"
+    path.write_text(json.dumps(entries).replace('"LONG"', "9" * 5000))
+    with pytest.raises(TraceError, match=rf"philly.json: \[2\]\.{field}: an integer of 5000 digits"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+    entries[2][field] = "LONG"
+    entries[2]["attempts"][0]["detail"][0]["gpus"] = ["LONG"]  # deeper, in a list: named as deep
+    path.write_text(json.dumps(entries).replace('["LONG"]', "[" + "9" * 5000 + "]").replace('"LONG"', '"x"'))
+    with pytest.raises(TraceError, match=r"\[2\]\.attempts\[0\]\.detail\[0\]\.gpus\[0\]: an integer of 5000"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_a_philly_log_nested_deeply_but_readable_is_read_without_a_recursion_error(tmp_path):
+    """The search for an over-long integer must not recurse: the parser reads nesting that deep."""
+    path = tmp_path / "philly.json"
+    path.write_text("[" * 600 + "]" * 600)
+    with pytest.raises(TraceError, match="no jobs in the trace \\(1 entry that is not a job\\)"):
+        load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_a_key_of_a_philly_log_is_shown_escaped_where_it_names_a_place(tmp_path):
+    """A key with a terminal's escape sequence was printed as it is in 'the key ... is given twice in ...': the
+    terminal ran it (it cleared the screen)."""
+    text = (ASSETS / "philly_log.json").read_text()
+    path = tmp_path / "philly.json"
+    path.write_text(text.replace('"user": "u",', '"user": "u", "a\\u001b[2J": {"z": 1, "z": 2},', 1))
+    with pytest.raises(TraceError) as refused:
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+    assert "the key 'z' is given twice in [0]['a\\x1b[2J']" in str(refused.value)
+    assert "\x1b" not in str(refused.value)
+    path.write_text(text.replace('"user": "u",', f'"user": "u", "{"k" * 50}": [{"9" * 5000}],', 1))
+    with pytest.raises(TraceError, match=r"\[0\]\['k{40}'\.\.\.\]\[0\]: an integer of 5000 digits"):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_a_trace_of_one_endless_line_is_refused_without_reading_it_whole(tmp_path):
+    """A sparse file of NULs (UTF-8 text, no newline) was read whole into memory (a trace, or a profiles CSV: 700 MB
+    for a file of 300 MB), and a first field over csv's limit (131,072 characters) was csv.Error's traceback when
+    the format was told from the header."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,gpus,duration_s,model\n" + "\0" * 1_500_000)
+    with pytest.raises(TraceError, match="t.csv: line 2: longer than 1,000,000 characters: not a CSV file of a row a line"):
+        load_trace(path, "plain", profiles=PROFILES.get)
+    path.write_text("x" * 200_000 + "\n")
+    with pytest.raises(TraceError, match="t.csv: line 1: not a trace this reads"):
+        detect_format(path)
+    from xover.errors import XoverError
+
+    path.write_text("name,devices,compute_ms,comm_ms,memory_gb\n" + "\0" * 1_500_000)  # as --profiles
+    with pytest.raises(XoverError, match="t.csv: line 2: longer than 1,000,000 characters"):
+        load_trace_csv(path)
+
+
+def test_a_utf16_trace_is_told_to_be_converted(tmp_path):
+    """A spreadsheet's 'Unicode text' (UTF-16, with its BOM) was 'not a UTF-8 text file', with nothing to do."""
+    path = tmp_path / "pair.csv"
+    path.write_text((ASSETS / "pair.csv").read_text(), encoding="utf-16")
+    with pytest.raises(TraceError, match=r"pair.csv: not a UTF-8 text file \(UTF-16: convert it first, e.g. iconv"):
+        load_trace(path, profiles=PROFILES.get)
+
+
 def test_a_compressed_trace_is_told_to_be_decompressed(tmp_path):
     import gzip
 
@@ -457,6 +547,9 @@ def test_a_philly_job_without_a_usable_id_gets_a_name_no_other_job_has(tmp_path)
     path.write_text(json.dumps(entries))
     instances = load_trace(path, profiles=PROFILES.get, assign=["narrow"]).instances
     assert [job.name for job in instances] == ["job1", "job1-2", "x3", "job3"]
+    for jobid, name in ((None, "job0"), (True, "job0"), (7, "7")):  # null was named "None", true "True"
+        path.write_text(json.dumps([{**entries[0], "jobid": jobid}]))
+        assert [job.name for job in load_trace(path, profiles=PROFILES.get, assign=["narrow"]).instances] == [name]
     rules = ReplayRules(reschedule="repack", restart="every-event")
     outcome = replay(instances, ONE_DEVICE, POLICIES["xover"], InterleaveModel(), rules)
     assert outcome.unfinished == []

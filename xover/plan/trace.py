@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..console import counted
-from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
+from ..errors import XoverError, csv_lines, decimal, not_utf8_text, refuse_unless_regular
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
@@ -69,7 +69,7 @@ def load_trace_csv(path: str | Path) -> list[JobProfile]:
     path = refuse_unless_regular(Path(path), "a trace of job profiles is a CSV file", TraceError)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
-            return _read_jobs(csv.reader(handle), path)
+            return _read_jobs(csv.reader(csv_lines(path, handle, TraceError)), path)  # no line read whole
     except OSError as error:
         raise TraceError(f"{path}: cannot read trace: {error.strerror or error}") from error
     except UnicodeDecodeError as error:

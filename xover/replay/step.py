@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from ..console import counted
 from ..errors import Interrupted, XoverError, check_seconds
 from ..hosts import parse_hosts
 from ..links import Link
@@ -44,6 +45,7 @@ MODELS = ("xover", "interleave")
 SEMANTICS = ("xover", "muri")
 CLUSTER_SPEC = re.compile(r"([0-9]{1,12})x([0-9]{1,12})", re.ASCII)  # more digits: more than any cluster
 MAX_DEVICES = 10**6
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,9 @@ def check_request(request: SimulateRequest) -> None:
     check_seconds("--restart-s", request.restart_s, zero=True)
     if request.profiles_csv and request.link is not None:  # as `xover plan` says it
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles file carries its own times")
+    if not 0 <= request.seed <= MAX_SEED:  # random.seed(-1) draws as seed 1; one of 4,000 digits is a typo
+        shown = str(request.seed) if len(str(request.seed)) <= 40 else f"{str(request.seed)[:40]}..."
+        raise XoverError(f"--seed {shown}: give a whole number from 0 to {MAX_SEED}")
     if request.jobs is not None and request.jobs < 1:
         raise XoverError(f"--jobs {request.jobs}: give how many of the trace's first jobs to replay, >= 1")
 
@@ -264,7 +269,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     if too_big:
         raise XoverError(
             f"{trace.path}: job {too_big[0].name} needs {too_big[0].gpus} devices and the cluster has {devices} "
-            f"({len(too_big)} such jobs): replay on a bigger cluster"
+            f"({counted(len(too_big), 'such job')}): replay on a bigger cluster"
         )
     store = open_store(db)  # one that cannot be opened is said before the replay (minutes), not after it
     model = model_for(request, trace)

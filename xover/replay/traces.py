@@ -24,7 +24,6 @@ Errors name the file, the line (the header is line 1) and the field, and say wha
 from __future__ import annotations
 
 import csv
-import json
 import math
 import random
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -35,7 +34,18 @@ from pathlib import Path
 from typing import Any
 
 from ..console import counted
-from ..errors import XoverError, decimal, not_utf8_text, refuse_unless_regular
+from ..errors import (
+    MAX_CSV_LINE,
+    DuplicateKeyError,
+    LongInteger,
+    XoverError,
+    csv_lines,
+    decimal,
+    json_path,
+    json_without_duplicate_keys,
+    not_utf8_text,
+    refuse_unless_regular,
+)
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
 
@@ -81,10 +91,15 @@ ProfileLookup = Callable[[str], JobProfile | None]
 def detect_format(path: str | Path) -> str:
     """`muri`, `plain` or `philly`, from the file's first line (or character)."""
     first = _first_line(Path(path))
+    if not first.strip():  # an empty file was "not a trace this reads", as if its header were another's
+        raise TraceError(f"{path}: line 1: empty: a CSV trace starts with its header line, Philly's job log with '['")
     if first.lstrip().startswith(("[", "{")):
         return "philly"
     # csv, not a split on commas: a header of quoted names ("arrival_s","gpus",...) is a header too
-    columns = {cell.strip() for cell in next(csv.reader([first]), [])}
+    try:
+        columns = {cell.strip() for cell in next(csv.reader([first]), [])}
+    except csv.Error:  # a field over csv's limit: no header (it was a traceback)
+        columns = set()
     if set(MURI_COLUMNS) <= columns:
         return "muri"
     if set(PLAIN_COLUMNS) <= columns:
@@ -103,7 +118,7 @@ def _first_line(path: Path) -> str:
     _regular(path)
     try:
         with path.open(encoding="utf-8-sig") as handle:
-            return handle.readline()
+            return handle.readline(MAX_CSV_LINE)  # the header: a line without end is not read whole
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except UnicodeDecodeError:
@@ -140,6 +155,9 @@ def load_trace(
         raise TraceError(f"{path}: no jobs in the trace" + _skipped_text(trace.skipped))
     if limit is not None:
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
+    # as stored and shown: a name's bytes that are not UTF-8 (\udcff, as Python decodes them) escaped; as they are,
+    # the store's insert and the summary's print were a UnicodeEncodeError's traceback, after the replay
+    trace.path = trace.path.encode("utf-8", "backslashreplace").decode("utf-8")
     return trace
 
 
@@ -149,14 +167,17 @@ def load_trace(
 
 
 def _first_arrival(rows: Sequence[tuple[int, dict[str, str]]], column: str) -> Decimal:
-    """The smallest number of `column`, as written (a cell that is none is refused later, with its line)."""
+    """The smallest number of `column`, as written (a cell that is none, or out of range, is refused later, with
+    its line)."""
     first: Decimal | None = None
     for _, cells in rows:
         try:
             value = Decimal(cells[column])
         except InvalidOperation:
             continue
-        if value.is_finite() and (first is None or value < first):
+        # only what the row's check takes: -1e500 made another row's arrival inf, -1e999999999 a decimal.Overflow
+        # (copy_abs, not abs(): no rounding to the context, which overflows)
+        if value.is_finite() and value.copy_abs() <= LARGEST and (first is None or value < first):
             first = value
     return first if first is not None else Decimal(0)
 
@@ -203,12 +224,19 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(csv_lines(path, handle, TraceError))
         try:
             header = [cell.strip() for cell in next(reader, [])]
+            if not any(header):  # it said "missing column ... (columns: )"
+                raise TraceError(f"{path}: line 1: empty, expected the header line: {','.join(required)}")
             missing = [column for column in required if column not in header]
             if missing:
-                raise TraceError(f"{path}: line 1: missing column {', '.join(missing)} (columns: {', '.join(header)})")
+                # the header as written, but a column that is not plain text (a terminal's escape) escaped, and cut
+                shown = ", ".join(cell if cell.isprintable() else repr(cell) for cell in header[:20])
+                raise TraceError(
+                    f"{path}: line 1: missing column {', '.join(missing)} "
+                    f"(columns: {shown[:400]}{', ...' if len(header) > 20 or len(shown) > 400 else ''})"
+                )
             twice = [column for column in header if header.count(column) > 1]
             if twice:  # the last would win, silently
                 raise TraceError(f"{path}: line 1: column {twice[0]!r} appears twice")
@@ -347,6 +375,8 @@ def _load_plain(path: Path, profiles: ProfileLookup, restart_default: float) -> 
 
 
 def _profile(path: Path, line: int, profiles: ProfileLookup, model: str) -> JobProfile:
+    if not model.isprintable():  # a recipe's error repeats the name as it is: a terminal would run its escapes
+        raise TraceError(f"{path}: line {line}: model {model!r}: no model's name holds a control character")
     try:
         kind = profiles(model)
     except (XoverError, InvalidJobProfile) as error:
@@ -365,10 +395,15 @@ _PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
 
 def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
     try:
-        entries = json.loads(_regular(path).read_text(encoding="utf-8-sig"))  # a BOM, as a CSV trace may have
+        # a BOM read past, as a CSV trace's is; a key given twice refused (json.loads keeps the last silently)
+        entries = json_without_duplicate_keys(_regular(path).read_text(encoding="utf-8-sig"), str(path))
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except DuplicateKeyError as error:
+        raise TraceError(str(error)) from None
+    except UnicodeDecodeError:
+        raise TraceError(not_utf8_text(path)) from None
+    except ValueError as error:
         raise TraceError(f"{path}: not Philly's job log (a JSON list of jobs): {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
         raise TraceError(f"{path}: not Philly's job log: nested too deeply") from None
@@ -378,14 +413,22 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
         raise TraceError(f"{path}: not Philly's job log: expected a JSON list of jobs")
     kinds = {}
     for model in assign:
-        kind = profiles(model)
+        try:
+            kind = profiles(model)
+        except (XoverError, InvalidJobProfile) as error:  # a stored profile's recipe: named by the flag, as a trace's
+            raise TraceError(f"--assign {model}: {error}") from None
         if kind is None:
             raise TraceError(f"--assign {model}: no profile of it: add it to --profiles, or `xover profile` it")
         kinds[model] = kind
     rng = random.Random(seed)
     skipped: dict[str, int] = {}
     jobs: list[tuple[float, str, int, float]] = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
+        if (found := _long_integer(entry, index)) is not None:  # kept as text by the JSON reader
+            where, number = found
+            raise TraceError(
+                f"{path}: {where}: {number!r}, which no field of Philly's log holds: correct or remove that job"
+            )
         reason, job = _philly_job(entry)
         if job is None:
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -412,6 +455,24 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
     return Trace(str(path), "philly", instances, skipped, notes)
 
 
+def _long_integer(entry: Any, index: int) -> tuple[str, LongInteger] | None:
+    """The first integer of the log's entry `index` too long to convert (no id, time or GPU count is), and where
+    it is, as `[3].attempts[0].end_time`. A loop, not a recursion: the parser takes nesting deeper than it could."""
+    pending: list[tuple[str, Any]] = [(f"[{index}]", entry)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, LongInteger):
+            return where, value
+        if isinstance(value, dict):
+            children = [(json_path(where, key), item) for key, item in value.items()]
+        elif isinstance(value, list):
+            children = [(f"{where}[{number}]", item) for number, item in enumerate(value)]
+        else:
+            continue
+        pending.extend(reversed([child for child in children if isinstance(child[1], (dict, list, LongInteger))]))
+    return None
+
+
 def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
     """(why it is skipped, or "") and (submitted s, job id, devices, run time s) of one job of the log."""
     if not isinstance(entry, dict):
@@ -433,7 +494,10 @@ def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
         return "jobs on no GPU", None
     if end <= start:
         return "jobs that ran no time", None
-    return "", (submitted, str(entry.get("jobid", "")), gpus, end - start)
+    jobid = entry.get("jobid")
+    # null or true is no id (str() made a job "None"): such a job gets a made-up name, as one without an id
+    usable = isinstance(jobid, (str, int)) and not isinstance(jobid, bool)
+    return "", (submitted, str(jobid) if usable else "", gpus, end - start)
 
 
 def _philly_seconds(text: Any) -> float:
