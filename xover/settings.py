@@ -19,6 +19,7 @@ import ipaddress
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -277,9 +278,11 @@ _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def whole_number(text: str) -> int | None:
-    """`text` (stripped) as a whole number of ASCII digits, else None (never an exception)."""
+    """`text` (stripped) as a whole number of ASCII digits, else None (never an exception: digits beyond what
+    int() converts, 4,300, are None too, as no setting holds such a number)."""
     value = text.strip()
-    return int(value) if _WHOLE.fullmatch(value) else None
+    too_long = len(value) > sys.get_int_max_str_digits() > 0
+    return int(value) if not too_long and _WHOLE.fullmatch(value) else None
 
 
 def decimal_number(text: str) -> float | None:

@@ -66,7 +66,10 @@ def test_set_but_empty_is_unset():
     ("XOVER_TURN_SERVER_NICE", "high"), ("XOVER_TURN_METRICS_PORTS", "9479-9470"),
     ("XOVER_TURN_METRICS_PORTS", "0-10"), ("XOVER_TURN_METRICS_PORTS", "9470-70000"),
     ("XOVER_TURN_METRICS_PORTS", "9470,9471"), ("XOVER_METRICS_ADDRESS", "login1"),
-    ("XOVER_METRICS_ADDRESS", "10.0.0.300"), ("XOVER_METRICS_CREDENTIALS", "relative/folder")])
+    ("XOVER_METRICS_ADDRESS", "10.0.0.300"), ("XOVER_METRICS_CREDENTIALS", "relative/folder"),
+    # more digits than int() converts: refused as any bad number, not Python's "Exceeds the limit" traceback
+    ("XOVER_THREADS_PER_RANK", "9" * 5000), ("XOVER_METRICS_PORT", "9" * 5000),
+    ("XOVER_ADAPTIVE", "iterations=" + "9" * 5000), ("XOVER_TURN_METRICS_PORTS", "9470-" + "9" * 5000)])
 def test_a_bad_value_is_one_line_naming_its_variable(variable, value):
     with pytest.raises(XoverError) as refused:
         Settings.from_environ({variable: value})
