@@ -36,7 +36,7 @@ class _Terminal(Console):
     that holds an escape sequence is printed escaped (rich passes ESC through as it is). Rich's own styling is
     added after, so colours stay."""
 
-    def print(self, *objects: Any, **options: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, **options: Any) -> None:
         super().print(*(shown(item) if isinstance(item, str) else item for item in objects), **options)
 
 
