@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,10 +21,29 @@ from rich.progress import (
 )
 from rich.table import Table
 
+# what a terminal would act on rather than show: control characters (an escape sequence that clears the screen or
+# retitles the window) and the bidirectional overrides that reorder what is shown; newlines and tabs are text
+_NOT_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """`text` as a terminal should show it: a control character written as its escape (`\\x1b`), not sent."""
+    return _NOT_SHOWN.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+class _Terminal(Console):
+    """A rich Console whose text is shown, never acted on: a file's name, a trace's field or a script's output
+    that holds an escape sequence is printed escaped (rich passes ESC through as it is). Rich's own styling is
+    added after, so colours stay."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        super().print(*(shown(item) if isinstance(item, str) else item for item in objects), **options)
+
+
 # Wide tables stay readable when piped into a file or a CI log instead of being cut to 80 columns.
 # No emoji codes: "-H h1:x:2" is a host spec, not ":x:".
-console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
+console = _Terminal(width=None if sys.stdout.isatty() else 200, emoji=False)
+errors = _Terminal(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
 
 
 def print_json(data: Any) -> None:
@@ -56,14 +76,14 @@ def print_table(
     title: str, columns: Sequence[tuple[str, str]], rows: Iterable[dict[str, Any]], digits: dict[str, int] | None = None
 ) -> None:
     """columns: (header, key). Numbers right-aligned with `digits[key]` decimals (default 2)."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=shown(title), title_justify="left")
     rows = list(rows)
     for header, key in columns:
         numeric = any(isinstance(r.get(key), (int, float)) for r in rows)
         table.add_column(header, justify="right" if numeric else "left")
     for row in rows:
         # escape: a job named "[x]" is text, not rich markup
-        table.add_row(*(escape(fmt(row.get(key), (digits or {}).get(key, 2))) for _, key in columns))
+        table.add_row(*(escape(shown(fmt(row.get(key), (digits or {}).get(key, 2)))) for _, key in columns))
     console.print(table)
 
 

@@ -335,3 +335,16 @@ def test_a_trace_whose_name_is_not_utf8_is_replayed_stored_and_shown_escaped(iso
     reported = xover("report", "latest", "--format", "json")
     assert reported.exit_code == 0, reported.output
     assert "\\\\udcff.csv" in reported.stdout
+
+
+def test_an_escape_sequence_in_a_path_or_a_flag_is_shown_escaped_in_errors(isolated_results, tmp_path):
+    """A file's name or a flag's value holding an escape sequence reached the terminal as it was in the error naming
+    it (rich passes ESC through): every line xover prints shows a control character escaped (console.shown)."""
+    missing = str(tmp_path / "t\x1b[2J.csv")
+    for args, said in (
+        ([missing, "--profiles", str(ASSETS / "profiles.csv")], "t\\x1b[2J.csv"),
+        ([str(ASSETS / "philly_log.json"), "--assign", "a\x1b]0;owned\x07"], "a\\x1b]0;owned\\x07"),
+    ):
+        result = xover("simulate", *args, "--cluster", "1x1")
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert "\x1b" not in result.output and said in "".join(result.output.split("\n")), result.output

@@ -1,0 +1,18 @@
+"""What a terminal is sent: text to show, never a control sequence to act on (console.shown)."""
+
+from xover import console
+
+
+def test_control_characters_and_direction_overrides_are_written_as_escapes():
+    assert console.shown("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert console.shown("t\x1b]0;title\x07") == "t\\x1b]0;title\\x07"
+    assert console.shown("x\u202ey\x9b") == "x\\u202ey\\x9b"
+    assert console.shown("two\nlines\tand tabs, caf\u00e9, \u4e2d") == "two\nlines\tand tabs, caf\u00e9, \u4e2d"
+
+
+def test_errors_and_tables_show_what_they_are_given_escaped(capsys):
+    console.print_error("cannot read a\x1b[31mb")
+    console.print_table("t\x1b[2J", [("job", "job")], [{"job": "j\x1b[5m"}])
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.err + captured.out
+    assert "a\\x1b[31mb" in captured.err and "t\\x1b[2J" in captured.out and "j\\x1b[5m" in captured.out
