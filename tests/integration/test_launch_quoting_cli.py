@@ -37,3 +37,15 @@ def test_a_setting_named_with_a_command_is_refused_before_horovodrun_runs_it(iso
     _one_clear_line(result, "XOVER_X$(touch", "not a name a shell can set", "env -u")
     assert not pwned.exists()
     _nothing_recorded(isolated_results)
+
+
+def test_horovod_on_another_host_from_a_folder_a_shell_would_misread_is_one_clear_line(isolated_results,
+                                                                                        monkeypatch):
+    """Before: the run went on to reach h1, whose shell would have run the folder's `$(...)` (horovodrun's
+    `cd FOLDER ; ...`, unquoted)."""
+    folder = isolated_results / "runs $(touch pwned)"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    result = runner.invoke(app, ["run", "--group", "mlp-digits", "-H", "h1:2", "--mode", "sequential"])
+    _one_clear_line(result, "runs Horovod ranks on h1", "run xover from a folder")
+    _nothing_recorded(isolated_results)

@@ -89,3 +89,73 @@ def test_a_variable_horovodrun_would_forward_under_a_name_no_shell_can_set_is_re
     with pytest.raises(XoverError):
         check_forwarded_names(env)
     check_forwarded_names({"MY$(X)": "1", "XOVER_OK_1": "x", "_UNDERSCORE": "y"})  # never forwarded, or a name
+
+
+# ------------------------------------------------------------------------------ horovodrun's ranks on other hosts
+
+
+def _job(hosts: str, engine: str = "horovod"):
+    from xover.recipes import load_recipe, with_overrides
+    from xover.run.jobs import job_for
+
+    return job_for(with_overrides(load_recipe("mlp-digits"), np=2), hosts, engine=engine)
+
+
+@pytest.mark.parametrize("folder", ["a b", "x$(touch pwned)", "q'uote", "semi;colon", "new\nline"])
+def test_horovod_ranks_on_another_host_are_refused_from_a_folder_a_shell_would_misread(tmp_path, monkeypatch,
+                                                                                         folder):
+    """horovodrun 0.28.1 starts a remote rank with `ssh HOST 'cd FOLDER > /dev/null 2>&1 ; env ... python ...'`,
+    FOLDER unquoted: before, the remote shell ran `$(touch pwned)` of this folder's name, and a space made the `cd`
+    fail unseen (the ranks ran in the home folder, where a script's relative paths are not)."""
+    from xover.run.ranks import ranks_of
+
+    (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / folder)
+    with pytest.raises(XoverError, match="runs Horovod ranks on h1, which horovodrun starts in this folder") as refused:
+        ranks_of("horovod").check_job(_job("localhost:1,h1:1"))
+    assert repr(str(tmp_path / folder)) in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_horovod_here_and_torchrun_anywhere_take_any_folder(tmp_path, monkeypatch):
+    """Only horovodrun's remote line leaves the folder unquoted: its ranks here start without it, and torchrun's
+    nodes elsewhere get `cd 'FOLDER' && ...` (hosts.command_on, below)."""
+    from xover.run.ranks import ranks_of
+
+    (tmp_path / "a b$(x)").mkdir()
+    monkeypatch.chdir(tmp_path / "a b$(x)")
+    ranks_of("horovod").check_job(_job("localhost:2"))
+    ranks_of("torch").check_job(_job("h1:1,h2:1", engine="torch"))
+    monkeypatch.chdir(tmp_path)
+    ranks_of("horovod").check_job(_job("h1:1,h2:1"))
+
+
+# ------------------------------------------------------------------------------ ssh: the one way xover reaches a host
+
+
+def test_a_command_on_another_host_reaches_its_shell_as_given(tmp_path, monkeypatch):
+    """What ssh runs on the far side is one shell line: `cd FOLDER && env ... ARGV`, each word quoted."""
+    from xover.hosts import command_on
+
+    (tmp_path / "f o$(touch pwned)'").mkdir()
+    monkeypatch.chdir(tmp_path / "f o$(touch pwned)'")
+    show = ("import json, os, sys; print(json.dumps([os.getcwd(), os.environ['XOVER_HOST'],"
+            " *(os.fsencode(a).hex() for a in sys.argv[1:])]))")
+    command = command_on("h1", [sys.executable, "-c", show, *HOSTILE], env={"XOVER_HOST": "h1 $(x)"}, here=True)
+    assert command[:2] == ["ssh", "-o"] and command[-2] == "h1" and not command[-2].startswith("-")
+    remote_line = command[-1]  # ssh joins its remote words with spaces: one word, the whole line
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(["bash", "-c", remote_line], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    folder, host, *words = json.loads(done.stdout)
+    assert folder == str(tmp_path / "f o$(touch pwned)'") and host == "h1 $(x)"
+    assert [bytes.fromhex(word).decode("utf-8", "surrogateescape") for word in words] == HOSTILE
+    assert not list(tmp_path.rglob("pwned"))
+
+
+@pytest.mark.parametrize("hosts", ["-oProxyCommand=touch pwned:1", "h1:1,-p2222:1", "h 1:1", "h1;x:1", "$(x):1",
+                                   "h1\n:1", "h\udcff:1"])
+def test_a_host_that_ssh_would_read_as_an_option_or_a_shell_as_code_is_refused(hosts):
+    from xover.hosts import parse_hosts
+
+    with pytest.raises(XoverError, match="is not a host name|must be HOST:SLOTS"):
+        parse_hosts(hosts)

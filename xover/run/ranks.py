@@ -9,6 +9,8 @@ the engine's name (the engine itself, in words, is in xover/engines.py; its work
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -32,6 +34,9 @@ class EngineRanks:
 
     def check_jobs(self, device_kind: str) -> None:
         """Refuse, with one line, what its jobs would each fail on here (device_kind: 'cpu' or 'gpu')."""
+
+    def check_job(self, job: JobSpec) -> None:
+        """Refuse, with one line, what this one job would fail on (its hosts, its folder)."""
 
     def crossover_warning(self) -> str | None:
         """A warning where its jobs would take crossover turns badly on this machine, or None."""
@@ -67,6 +72,20 @@ class HorovodRanks(EngineRanks):
     """horovodrun."""
 
     engine = HOROVOD
+
+    def check_job(self, job: JobSpec) -> None:
+        """A job with ranks on another host, started from a folder whose path a shell would read as more than
+        that path: horovodrun 0.28.1 starts them in this folder there with `cd FOLDER ; ...` through ssh, the
+        folder unquoted, so the remote shell ran a `$(...)` in it, and a space made the `cd` fail unseen (the
+        ranks ran in the home folder)."""
+        folder = os.getcwd()
+        remote = sorted(host for host in job.devices if not is_local(host))
+        if remote and shlex.quote(folder) != folder:
+            raise XoverError(
+                f"job '{job.name}' runs Horovod ranks on {', '.join(remote)}, which horovodrun starts in this folder "
+                f"there without quoting its path, and {folder!r} holds characters a shell reads (spaces, quotes, "
+                "$, ...): run xover from a folder whose path has only letters, digits and @%+=:,./-_"
+            )
 
     def launch_commands(
         self,
@@ -169,6 +188,7 @@ def check_devices(jobs: list[JobSpec], planned: bool = False) -> None:
     for engine in {job.engine for job in jobs}:
         ranks_of(engine).check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
     for job in jobs:
+        ranks_of(job.engine).check_job(job)  # e.g. horovod: a folder its remote ranks' shell would misread
         for host, indices in job.devices.items():
             if not is_local(host):
                 continue  # remote hosts are counted by their -H slots
