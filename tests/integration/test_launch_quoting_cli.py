@@ -4,8 +4,10 @@ one line naming the flag, file or variable and what to do, exit code 2, before a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from xover.cli import app
@@ -48,4 +50,66 @@ def test_horovod_on_another_host_from_a_folder_a_shell_would_misread_is_one_clea
     monkeypatch.chdir(folder)
     result = runner.invoke(app, ["run", "--group", "mlp-digits", "-H", "h1:2", "--mode", "sequential"])
     _one_clear_line(result, "runs Horovod ranks on h1", "run xover from a folder")
+    _nothing_recorded(isolated_results)
+
+
+HOROVOD_SCRIPT = "import horovod.torch as hvd\nhvd.init()\n"
+
+
+def _script(folder: Path, name: str) -> str:
+    path = os.path.join(os.fsencode(folder), os.fsencode(name))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as out:
+        out.write(HOROVOD_SCRIPT)
+    return os.fsdecode(path)
+
+
+@pytest.mark.parametrize("command", ["run", "profile", "plan"])
+@pytest.mark.parametrize("kind, words", [("folder", "a folder, not a file"), ("fifo", "not a regular file"),
+                                         ("dangling", "file not found (a symbolic link to nothing)"), ("missing", "file not found")])
+def test_a_script_that_is_no_regular_file_says_what_it_is(isolated_results, command, kind, words):
+    """Before: a folder and a pipe were each 'file not found'."""
+    path = isolated_results / "train.py"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dangling":
+        path.symlink_to(isolated_results / "gone.py")
+    _one_clear_line(runner.invoke(app, [command, "--script", str(path)]), f"--script {path}: {words}")
+    _nothing_recorded(isolated_results)
+
+
+@pytest.mark.parametrize("command", ["run", "profile", "plan"])
+@pytest.mark.parametrize("name", ["my train.py", "$(touch pwned).py", "-np.py", "...py", "new\nline.py", "é.py"])
+def test_a_script_whose_file_name_cannot_name_its_job_is_refused(isolated_results, command, name):
+    """Before: `xover run --script 'my train.py'` ran a job named 'my train', and `xover plan` wrote a plan of it
+    that `xover run` then refused (a plan's job names are a job file's); a name with a newline split the tables."""
+    script = _script(isolated_results / "scripts", name)
+    text = _one_clear_line(runner.invoke(app, [command, "--script", script, "--engine", "horovod"]),
+                           "its file name makes the job's name", "rename the file, or give it a job file")
+    assert text.startswith(f"error: --script {script.replace(chr(10), chr(92) + 'n')}:")
+    _nothing_recorded(isolated_results)
+
+
+@pytest.mark.parametrize("command", ["run", "profile"])
+def test_a_script_whose_path_is_not_utf8_is_refused_before_anything_is_recorded(isolated_results, monkeypatch,
+                                                                                 command):
+    """Before: `xover run --script $'/data/\\xff/train.py'` started the experiment and ended in a traceback (the store
+    could not keep the path: UnicodeEncodeError), exit code 1."""
+    script = _script(isolated_results / os.fsdecode(b"runs-\xff"), "train.py")
+    _one_clear_line(runner.invoke(app, [command, "--script", script]), "is not valid UTF-8", "runs-\\xff",
+                    "rename the file or its folder")
+    monkeypatch.chdir(os.path.dirname(script))  # the same path, given relative to a folder that is not UTF-8
+    _one_clear_line(runner.invoke(app, [command, "--script", "train.py"]), "--script train.py:", "not valid UTF-8")
+    assert not (isolated_results / "results").exists() and not (isolated_results / "xover.db").exists()
+
+
+def test_a_job_file_whose_script_path_is_not_utf8_names_its_field(isolated_results):
+    """A job file's `script` is found next to it: a folder that is not UTF-8 is refused there too."""
+    script = _script(isolated_results / os.fsdecode(b"runs-\xff"), "train.py")
+    job_file = Path(os.path.dirname(script)) / "job.toml"
+    job_file.write_text('script = "train.py"\nnp = 1\n')
+    result = runner.invoke(app, ["run", "--group", str(job_file)])
+    _one_clear_line(result, "field 'script'", "runs-\\xff", "not valid UTF-8", "rename the file or its folder")
     _nothing_recorded(isolated_results)
