@@ -5,6 +5,7 @@ lines are built here and read back by a real shell, never matched by eye."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -159,3 +160,88 @@ def test_a_host_that_ssh_would_read_as_an_option_or_a_shell_as_code_is_refused(h
 
     with pytest.raises(XoverError, match="is not a host name|must be HOST:SLOTS"):
         parse_hosts(hosts)
+
+
+# ------------------------------------------------------------------------------ Slurm: the batch script and sbatch
+
+
+def test_a_batch_script_runs_its_command_in_its_folder_with_its_variables_as_given(tmp_path):
+    from xover.run.external import slurm
+
+    folder = tmp_path / "w o$(touch pwned)'\"`x`;\n%j"
+    folder.mkdir()
+    show = ("import json, os, sys; print(json.dumps([os.getcwd(), os.environ['XOVER_A'], os.environ['MY_PASSED'],"
+            " *(os.fsencode(a).hex() for a in sys.argv[1:])]))")
+    value = "$(touch pwned) `touch pwned` ; '\" a\nb %j \\"
+    script = slurm.batch_script([sys.executable, "-c", show, *HOSTILE], workdir=folder,
+                                environment={"XOVER_A": value, "MY_PASSED": "\udcff"})
+    assert subprocess.run(["bash", "-n"], input=script.encode("utf-8", "surrogateescape")).returncode == 0
+    done = subprocess.run(["bash"], input=script.encode("utf-8", "surrogateescape"), capture_output=True,
+                          cwd=tmp_path, timeout=30)
+    assert done.returncode == 0, done.stderr
+    cwd, got, passed, *words = json.loads(done.stdout)
+    assert cwd == str(folder) and got == value and passed == "\udcff"
+    assert [bytes.fromhex(word).decode("utf-8", "surrogateescape") for word in words] == HOSTILE
+    assert not list(tmp_path.rglob("pwned"))
+
+
+@pytest.mark.parametrize("name", ["XOVER_X$(touch pwned)", "A B", "X;touch pwned", "1X", ""])
+def test_a_batch_script_refuses_a_variable_no_shell_can_export(name):
+    """`export NAME=...` with such a name ran what it held in the job's shell (the value alone was quoted)."""
+    from xover.run.external import slurm
+
+    with pytest.raises(slurm.SlurmError, match="not a name a shell can export"):
+        slurm.batch_script(["true"], environment={name: "1"})
+
+
+def _fake_sbatch(tmp_path, monkeypatch):
+    """An sbatch first on PATH that keeps its arguments and the script it reads, and answers a job id."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/args\ncat > {tmp_path}/script\n'
+                                    "echo 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_sbatch_gets_a_batch_script_with_bytes_that_are_not_utf8_as_they_were(tmp_path, monkeypatch):
+    """Before: a value of the script that is not UTF-8 (a variable a job file passes) raised UnicodeEncodeError, a
+    traceback, when the script was written to sbatch's standard input."""
+    from xover.run.external import slurm
+
+    _fake_sbatch(tmp_path, monkeypatch)
+    script = slurm.batch_script(["true"], environment={"MY_TOKEN": "t\udcffk"})
+    assert slurm.submit(script, job_name="xover-x-g0") == "4242"
+    assert b"export MY_TOKEN='t\xffk'\n" in (tmp_path / "script").read_bytes()
+
+
+@pytest.mark.parametrize("folder, written", [("/r/100%x/runs", "/r/100%%x/runs/slurm-group0-%j.out"),
+                                             ("/r/a b;$(c)/%%", "/r/a b;$(c)/%%%%/slurm-group0-%j.out"),
+                                             ("results/runs/1", "results/runs/1/slurm-group0-%j.out")])
+def test_a_groups_output_file_keeps_its_folders_percent_signs(tmp_path, monkeypatch, folder, written):
+    """sbatch reads --output as a filename pattern: before, a results folder '/r/100%x' was written to '/r/100'
+    followed by the job's name (%x), a folder that does not exist."""
+    from xover.run.external import slurm
+
+    assert slurm.output_path(folder, "slurm-group0-%j.out") == written
+    _fake_sbatch(tmp_path, monkeypatch)
+    slurm.submit("#!/bin/sh\n", output=slurm.output_path(folder, "slurm-group0-%j.out"))
+    assert f"--output={written}" in (tmp_path / "args").read_text().splitlines()
+
+
+def test_a_results_folder_with_a_backslash_is_refused_before_a_slurm_run_is_recorded(tmp_path, monkeypatch):
+    """sbatch drops every backslash of an --output path that has one and then reads none of its patterns."""
+    import types
+
+    from xover.links import HOST
+    from xover.run.commands import RunOptions
+    from xover.run.launchers import LaunchRequest
+    from xover.run.on_slurm import SlurmLauncher
+
+    request = LaunchRequest(store=types.SimpleNamespace(url="sqlite://"), groups=[], units=[], link=HOST,
+                            options=RunOptions(modes=("crossover",), plan_path=str(tmp_path / "plan.json")))
+    monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "res"))
+    SlurmLauncher().check(request)
+    monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "a\\b"))
+    with pytest.raises(XoverError, match="a backslash in the folder of a Slurm job's output.*XOVER_RESULTS"):
+        SlurmLauncher().check(request)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from ..config import results_root
 from ..errors import XoverError
 from ..sharing import RunStatus
 from .batch import BatchLauncher, GroupJob, JobState, SubmissionLost
@@ -63,11 +64,17 @@ class SlurmLauncher(BatchLauncher):
                 account=request.option("account"),
                 time_limit=request.option("time_limit"),
                 job_name=job.name,
-                output=job.output,
+                output=slurm.output_path(job.output.parent, job.output.name),  # the folder's '%' kept as it is
                 extra_args=["--no-requeue"],
             )
         except slurm.LostSubmission as lost:
             raise SubmissionLost(str(lost), lost.job_ids) from None
+
+    def check(self, request: LaunchRequest) -> None:
+        """A plan file, as any scheduler's launcher takes; and a results folder whose groups' output files sbatch
+        can name (no backslash in it: slurm.output_path)."""
+        super().check(request)
+        slurm.output_path(results_root(), "")
 
     def job_state(self, job_id: str, limit_s: float | None, on_retry: Callable[[XoverError], None]) -> slurm.JobState:
         """squeue / sacct, asked again while the controller does not answer (TRANSIENT_RETRY_S at most)."""
