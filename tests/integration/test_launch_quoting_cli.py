@@ -113,3 +113,16 @@ def test_a_job_file_whose_script_path_is_not_utf8_names_its_field(isolated_resul
     result = runner.invoke(app, ["run", "--group", str(job_file)])
     _one_clear_line(result, "field 'script'", "runs-\\xff", "not valid UTF-8", "rename the file or its folder")
     _nothing_recorded(isolated_results)
+
+
+@pytest.mark.parametrize("variable", ["XOVER_RESULTS", "XOVER_DB", "XOVER_LEASE_DIR"])
+def test_a_setting_that_is_not_utf8_is_one_clear_line_without_its_value(isolated_results, monkeypatch, variable):
+    """Before: XOVER_RESULTS=$'/data/\\xff' started the run and ended in a traceback (UnicodeEncodeError in the
+    store), exit code 1. The value is never shown: XOVER_DB's may hold a password."""
+    value = os.fsdecode(os.fsencode(isolated_results) + b"/s3cret-\xff")
+    monkeypatch.setenv(variable, value)
+    text = _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "--mode", "sequential"]),
+                           f"{variable}: its value is not valid UTF-8", "give it in UTF-8")
+    assert "s3cret" not in text
+    assert not os.path.exists(os.fsencode(value))
+    _nothing_recorded(isolated_results)
