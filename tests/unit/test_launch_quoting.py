@@ -245,3 +245,29 @@ def test_a_results_folder_with_a_backslash_is_refused_before_a_slurm_run_is_reco
     monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "a\\b"))
     with pytest.raises(XoverError, match="a backslash in the folder of a Slurm job's output.*XOVER_RESULTS"):
         SlurmLauncher().check(request)
+
+
+def test_a_spec_of_thousands_of_hosts_is_read_at_once_and_a_host_listed_twice_found(monkeypatch):
+    """Before: each host was compared with every one before it, each comparison reading every name of this machine
+    anew: 2,000 hosts took 7 s, 20,000 about ten minutes (a Slurm allocation's node list is such a spec)."""
+    import time
+
+    from xover.hosts import parse_hosts
+
+    spec = ",".join(f"node{i}:8" for i in range(20000))
+    started = time.monotonic()
+    assert len(parse_hosts(spec)) == 20000
+    assert time.monotonic() - started < 3
+    with pytest.raises(XoverError, match="host 'node7' is listed twice") as refused:
+        parse_hosts(spec + ",node7:8")
+    assert len(str(refused.value)) < 300  # the spec is shown by its start and its length, not its 200,000 characters
+
+
+@pytest.mark.parametrize("hosts", ["h1:2,h\nx:2", "h1:2\n,h2:x", "h1:2,\u202eh2:2", "h1:2," + "x" * 5000 + " :1"])
+def test_a_bad_host_spec_is_named_on_one_line(hosts):
+    from xover.hosts import parse_hosts
+
+    with pytest.raises(XoverError) as refused:
+        parse_hosts(hosts)
+    text = str(refused.value)
+    assert len(text.splitlines()) == 1 and text.isprintable() and len(text) < 500, text
