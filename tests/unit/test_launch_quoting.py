@@ -229,17 +229,23 @@ def test_a_groups_output_file_keeps_its_folders_percent_signs(tmp_path, monkeypa
     assert f"--output={written}" in (tmp_path / "args").read_text().splitlines()
 
 
-def test_a_results_folder_with_a_backslash_is_refused_before_a_slurm_run_is_recorded(tmp_path, monkeypatch):
-    """sbatch drops every backslash of an --output path that has one and then reads none of its patterns."""
+def _slurm_request(tmp_path, **options):
     import types
 
     from xover.links import HOST
     from xover.run.commands import RunOptions
     from xover.run.launchers import LaunchRequest
+
+    return LaunchRequest(store=types.SimpleNamespace(url="sqlite://"), groups=[], units=[], link=HOST,
+                         options=RunOptions(modes=("crossover",), plan_path=str(tmp_path / "plan.json"),
+                                            launcher="slurm", launcher_options=options))
+
+
+def test_a_results_folder_with_a_backslash_is_refused_before_a_slurm_run_is_recorded(tmp_path, monkeypatch):
+    """sbatch drops every backslash of an --output path that has one and then reads none of its patterns."""
     from xover.run.on_slurm import SlurmLauncher
 
-    request = LaunchRequest(store=types.SimpleNamespace(url="sqlite://"), groups=[], units=[], link=HOST,
-                            options=RunOptions(modes=("crossover",), plan_path=str(tmp_path / "plan.json")))
+    request = _slurm_request(tmp_path)
     monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "res"))
     SlurmLauncher().check(request)
     monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "a\\b"))
@@ -271,3 +277,23 @@ def test_a_bad_host_spec_is_named_on_one_line(hosts):
         parse_hosts(hosts)
     text = str(refused.value)
     assert len(text.splitlines()) == 1 and text.isprintable() and len(text) < 500, text
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("partition", "", "--partition : empty: give a name"),
+    ("partition", "gpu debug", "--partition gpu debug: not one Slurm name"),
+    ("account", "-A", "--account -A: not one Slurm name"),
+    ("account", "lab\nx", "--account lab\\nx: not one Slurm name"),
+    ("partition", "gpu\udcff", "--partition gpu\\xff: not one Slurm name"),
+    ("time_limit", "1:00:00 ; x", "--time-limit: time limit '1:00:00 ; x': use Slurm's forms"),
+])
+def test_slurm_options_sbatch_would_misread_are_refused_before_a_run_is_recorded(tmp_path, option, value, words):
+    """Before: an empty --partition was dropped without a word (the default partition ran the jobs), and the others
+    reached sbatch after the run was recorded, which refused them in its own words (or, for a newline, over lines)."""
+    from xover.run.on_slurm import SlurmLauncher
+
+    with pytest.raises(XoverError) as refused:
+        SlurmLauncher().check(_slurm_request(tmp_path, **{option: value}))
+    assert str(refused.value).startswith(words), str(refused.value)
+    assert len(str(refused.value).splitlines()) == 1
+    SlurmLauncher().check(_slurm_request(tmp_path, partition="gpu,debug", account="lab-1.x", time_limit="2-00:00:00"))

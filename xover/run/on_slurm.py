@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ..config import results_root
 from ..errors import XoverError
+from ..scripts import printable
 from ..sharing import RunStatus
 from .batch import BatchLauncher, GroupJob, JobState, SubmissionLost
 from .external import slurm
@@ -71,10 +72,20 @@ class SlurmLauncher(BatchLauncher):
             raise SubmissionLost(str(lost), lost.job_ids) from None
 
     def check(self, request: LaunchRequest) -> None:
-        """A plan file, as any scheduler's launcher takes; and a results folder whose groups' output files sbatch
-        can name (no backslash in it: slurm.output_path)."""
+        """A plan file, as any scheduler's launcher takes; a results folder whose groups' output files sbatch
+        can name (no backslash in it: slurm.output_path); and --partition, --account, --time-limit that sbatch
+        reads as the value given (slurm.name_problem)."""
         super().check(request)
         slurm.output_path(results_root(), "")
+        for name in ("partition", "account"):
+            value = request.option(name)
+            if value is not None and (problem := slurm.name_problem(value)) is not None:
+                raise XoverError(f"--{name} {printable(value)}: {problem}")
+        if (limit := request.option("time_limit")) is not None:  # before anything is recorded, not at sbatch
+            try:
+                slurm.check_time_limit(limit)
+            except slurm.SlurmError as error:
+                raise XoverError(f"--time-limit: {printable(str(error))}") from None
 
     def job_state(self, job_id: str, limit_s: float | None, on_retry: Callable[[XoverError], None]) -> slurm.JobState:
         """squeue / sacct, asked again while the controller does not answer (TRANSIENT_RETRY_S at most)."""

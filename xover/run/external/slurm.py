@@ -434,6 +434,20 @@ def batch_script(
     return "\n".join(lines) + "\n"
 
 
+def name_problem(value: str) -> str | None:
+    """Why sbatch would not take `value` (a --partition, an --account) as the one name it is, or None: empty
+    (sbatch left it out: the default, without a word), or with a space, a control character, a byte that is not
+    UTF-8 or a leading '-' (none of which a name Slurm lists has)."""
+    if not value:
+        return "empty: give a name, or leave the option out"
+    if value.startswith("-") or any(char.isspace() or not char.isprintable() for char in value):
+        return (
+            "not one Slurm name (a space, a control character, a byte that is not UTF-8, a leading '-'): give it as "
+            "`sinfo` or `sacctmgr` lists it"
+        )
+    return None
+
+
 def output_path(folder: str | Path, pattern: str) -> str:
     """`pattern` (a file name with Slurm's filename patterns: %j, the job id) in `folder`, as sbatch's --output
     reads it: the folder's own '%' doubled ('%%' is a '%'; '%x' in a folder's name was the job's name). A folder
