@@ -105,10 +105,8 @@ def script_problem(script: str | os.PathLike) -> str | None:
     try:
         str(resolved).encode("utf-8")
     except UnicodeEncodeError:  # a byte that is not UTF-8, as Python decodes a file's name
-        return (
-            f"its path ({printable(resolved)}) is not valid UTF-8, and the store keeps it as text: rename the file "
-            "or its folder"
-        )
+        where = "" if str(resolved) == str(script) else f" ({printable(resolved)})"
+        return f"its path{where} is not valid UTF-8, and the store keeps it as text: rename the file or its folder"
     if not JOB_NAME.fullmatch(resolved.stem):
         return (
             f"its file name makes the job's name ({printable(resolved.stem)!r}), which names log folders and plan "

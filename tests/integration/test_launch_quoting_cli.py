@@ -101,7 +101,8 @@ def test_a_script_whose_path_is_not_utf8_is_refused_before_anything_is_recorded(
     _one_clear_line(runner.invoke(app, [command, "--script", script]), "is not valid UTF-8", "runs-\\xff",
                     "rename the file or its folder")
     monkeypatch.chdir(os.path.dirname(script))  # the same path, given relative to a folder that is not UTF-8
-    _one_clear_line(runner.invoke(app, [command, "--script", "train.py"]), "--script train.py:", "not valid UTF-8")
+    _one_clear_line(runner.invoke(app, [command, "--script", "train.py"]), "--script train.py:", "runs-\\xff/train.py",
+                    "not valid UTF-8")
     assert not (isolated_results / "results").exists() and not (isolated_results / "xover.db").exists()
 
 
