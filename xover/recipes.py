@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
-from .errors import XoverError, refuse_unless_regular
+from .errors import XoverError, printable, refuse_unless_regular
 from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
@@ -40,7 +40,6 @@ from .scripts import (
     ScriptRefused,
     check_script,
     content_hash,
-    printable,
     script_engines,
     script_problem,
 )
@@ -589,10 +588,10 @@ def resolve_recipe_path(path: str | Path) -> Path:
         raise RecipeError(f"{path}: a folder, not a recipe file (give NAME.toml inside it)")
     refuse_unless_regular(file, "a recipe or job file is TOML", RecipeError)  # a device or a pipe: not "not found"
     if file.suffix == ".toml" or "/" in str(path):
-        raise RecipeError(f"{path}: recipe file not found")
+        raise RecipeError(f"{printable(path)}: recipe file not found")
     known = builtin_recipe_names()
     raise RecipeError(
-        f"{path}: no recipe file or built-in recipe of that name{did_you_mean(name, known)}; "
+        f"{printable(path)}: no recipe file or built-in recipe of that name{did_you_mean(name, known)}; "
         f"built-in recipes: {', '.join(known)}"
     )
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .engines import ENGINES, TORCH, TORCH_FRAMEWORKS, engine_named
-from .errors import XoverError
+from .errors import XoverError, printable
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
 # why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
@@ -78,13 +78,6 @@ class ScriptNames:
 
 # the name a job file may give a job (recipes.py); a `--script`'s job is named after its file, so its file name too
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", re.ASCII)
-
-
-def printable(text: str | os.PathLike) -> str:
-    """`text` (a path, a name) as one line shows it: a byte that is not UTF-8 as \\xNN, a newline or another
-    control character escaped."""
-    decoded = os.fsencode(text).decode("utf-8", "backslashreplace")
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in decoded)
 
 
 def script_problem(script: str | os.PathLike) -> str | None:

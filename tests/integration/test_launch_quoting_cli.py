@@ -127,3 +127,17 @@ def test_a_setting_that_is_not_utf8_is_one_clear_line_without_its_value(isolated
     assert "s3cret" not in text
     assert not os.path.exists(os.fsencode(value))
     _nothing_recorded(isolated_results)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["run", "--group", "mlp-digits", "--engine", "tor\nch"], "--engine tor\\nch: choose"),
+    (["run", "--group", "mlp-digits", "--mode", "cross\nover"], "--mode cross\\nover: choose"),
+    (["run", "--group", "mlp-digits", "--policy", "x\ny"], "--policy x\\ny: choose"),
+    (["run", "--group", "mlp-digits", "--launcher", "sl\nurm"], "--launcher sl\\nurm: choose"),
+    (["train", "mlp\ndigits"], "mlp\\ndigits: no recipe file"),
+    (["run", "--group", "x\udcff.toml"], "x\\xff.toml: recipe file not found"),
+])
+def test_a_flags_value_with_a_newline_is_named_on_one_line(isolated_results, args, flag):
+    """Before: the value was printed as given, its newline splitting the error over two lines."""
+    _one_clear_line(runner.invoke(app, args), flag)
+    _nothing_recorded(isolated_results)

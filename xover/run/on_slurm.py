@@ -16,8 +16,7 @@ import os
 from collections.abc import Callable
 
 from ..config import results_root
-from ..errors import XoverError
-from ..scripts import printable
+from ..errors import XoverError, printable
 from ..sharing import RunStatus
 from .batch import BatchLauncher, GroupJob, JobState, SubmissionLost
 from .external import slurm

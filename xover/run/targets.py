@@ -10,12 +10,12 @@ from pathlib import Path
 
 from ..devices import gpu_count, local_device_count
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, json_without_duplicate_keys, refuse_unless_regular
+from ..errors import XoverError, json_without_duplicate_keys, printable, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import MAX_ITERATIONS, Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
-from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine, printable, script_problem
+from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine, script_problem
 from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import CROSSOVER
 from ..turns.policies import DEFAULT_POLICY, POLICIES
@@ -330,7 +330,7 @@ def run_targets(
             policy = plan.policy  # what its predictions assume, so that the report compares like with like
     policy = policy or DEFAULT_POLICY
     if policy != "all" and policy not in POLICIES:
-        raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
+        raise XoverError(f"--policy {printable(policy)}: choose {', '.join(POLICIES)} or all")
     policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
     return RunTargets(
         groups, engine, policies, plan, plan_path, link, link_from_plan, gpu_plan_on_cpus, cpu_plan_on_gpus
