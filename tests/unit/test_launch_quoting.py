@@ -297,3 +297,25 @@ def test_slurm_options_sbatch_would_misread_are_refused_before_a_run_is_recorded
     assert str(refused.value).startswith(words), str(refused.value)
     assert len(str(refused.value).splitlines()) == 1
     SlurmLauncher().check(_slurm_request(tmp_path, partition="gpu,debug", account="lab-1.x", time_limit="2-00:00:00"))
+
+
+def _script_job(tmp_path, args):
+    from xover.recipes import script_recipe
+    from xover.run.jobs import job_for
+
+    script = tmp_path / "train.py"
+    script.write_text("import horovod.torch as hvd\nhvd.init()\n")
+    return job_for(script_recipe(script, args=args, np=1, engine="horovod"))
+
+
+def test_a_horovod_rank_line_longer_than_linux_takes_is_refused_before_it_starts(tmp_path):
+    """Before: two 70,000-character arguments made horovodrun's `sh -c LINE` fail ("Argument list too long",
+    E2BIG: Linux takes one argument of at most 128 KiB), and the job's summary said only "rank 0: exited with
+    code 1, no traceback"."""
+    from xover.run.ranks import ranks_of
+
+    with pytest.raises(XoverError, match=r"job 'train': horovodrun starts each rank with one shell line, which Linux "
+                                         r"takes up to 128 KiB long, .* make 13[0-9] KiB of it: pass long values in a file"):
+        ranks_of("horovod").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))
+    ranks_of("horovod").check_job(_script_job(tmp_path, ["L" * 50000, "'" * 8000]))  # 50 kB, and 40 kB quoted
+    ranks_of("torch").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))  # torchrun: argv, no shell line

@@ -25,6 +25,12 @@ from .external.torchrun import torchrun_commands
 from .jobs import JobSpec
 from .reach import host_interfaces
 
+# Linux's MAX_ARG_STRLEN: the longest one argument of execve, here horovodrun's `/bin/sh -c LINE` of a rank; the
+# margin is what the line holds besides the script's words and the forwarded variables (the interpreter and the
+# shim, horovodrun's own HOROVOD_* rendezvous variables, a job file's private-file reader: about 3 KiB)
+MAX_SHELL_LINE = 131072
+SHELL_LINE_MARGIN = 8192
+
 
 class EngineRanks:
     """How one engine's ranks are started from this machine. A subclass names its engine and builds its
@@ -74,10 +80,22 @@ class HorovodRanks(EngineRanks):
     engine = HOROVOD
 
     def check_job(self, job: JobSpec) -> None:
-        """A job with ranks on another host, started from a folder whose path a shell would read as more than
-        that path: horovodrun 0.28.1 starts them in this folder there with `cd FOLDER ; ...` through ssh, the
-        folder unquoted, so the remote shell ran a `$(...)` in it, and a space made the `cd` fail unseen (the
-        ranks ran in the home folder)."""
+        """What horovodrun 0.28.1 would start wrongly: a rank's shell line (`sh -c 'env K=V ... python ...'`,
+        its arguments and forwarded variables quoted) longer than Linux takes in one argument (it failed to
+        start, "Argument list too long", the job's summary saying only "exited with code 1"); and ranks on
+        another host started from a folder whose path a shell would read as more than that path (horovodrun
+        starts them with `cd FOLDER ; ...` through ssh, the folder unquoted: the remote shell ran a `$(...)`
+        in it, and a space made the `cd` fail unseen, the ranks running in the home folder)."""
+        line = sum(len(os.fsencode(shlex.quote(word))) + 1 for word in job.script or []) + sum(
+            len(os.fsencode(f"{name}={shlex.quote(value)}")) + 1
+            for name, value in horovodrun_env(os.environ, SECRET_VARIABLES).items()
+        )
+        if line > MAX_SHELL_LINE - SHELL_LINE_MARGIN:
+            raise XoverError(
+                f"job '{job.name}': horovodrun starts each rank with one shell line, which Linux takes up to "
+                f"{MAX_SHELL_LINE // 1024} KiB long, and its script's arguments and the variables horovodrun "
+                f"forwards make {line // 1024} KiB of it: pass long values in a file the script reads"
+            )
         folder = os.getcwd()
         remote = sorted(host for host in job.devices if not is_local(host))
         if remote and shlex.quote(folder) != folder:
