@@ -318,4 +318,16 @@ def test_a_horovod_rank_line_longer_than_linux_takes_is_refused_before_it_starts
                                          r"takes up to 128 KiB long, .* make 13[0-9] KiB of it: pass long values in a file"):
         ranks_of("horovod").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))
     ranks_of("horovod").check_job(_script_job(tmp_path, ["L" * 50000, "'" * 8000]))  # 50 kB, and 40 kB quoted
-    ranks_of("torch").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))  # torchrun: argv, no shell line
+    ranks_of("torch").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))  # torchrun here: argv alone
+
+
+def test_a_torchrun_node_line_over_ssh_longer_than_linux_takes_is_refused(tmp_path):
+    """Another host's node starts through ssh's one shell line there: the same limit as a Horovod rank's."""
+    from dataclasses import replace
+
+    from xover.run.ranks import ranks_of
+
+    job = _script_job(tmp_path, ["L" * 70000, "L" * 70000])
+    with pytest.raises(XoverError, match=r"job 'train': torchrun's nodes on other hosts start through ssh with one "
+                                         r"shell line, .* make 13[0-9] KiB of it"):
+        ranks_of("torch").check_job(replace(job, devices={"h1": [0], "h2": [0]}, engine="torch"))

@@ -149,6 +149,22 @@ class TorchRanks(EngineRanks):
         """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
         torch_backend(device_kind == "gpu")
 
+    def check_job(self, job: JobSpec) -> None:
+        """A node on another host starts through ssh with one shell line there (`cd FOLDER && python ...
+        torchrun ... SCRIPT ARGS`, each word quoted), which Linux takes up to MAX_SHELL_LINE long: longer
+        arguments are refused before anything starts (that host's shell failed with "Argument list too long")."""
+        if all(is_local(host) for host in job.devices):
+            return  # torchrun here: an argument list, each word its own
+        line = len(os.fsencode(shlex.quote(os.getcwd()))) + sum(
+            len(os.fsencode(shlex.quote(word))) + 1 for word in job.script or []
+        )
+        if line > MAX_SHELL_LINE - SHELL_LINE_MARGIN:
+            raise XoverError(
+                f"job '{job.name}': torchrun's nodes on other hosts start through ssh with one shell line, which "
+                f"Linux takes up to {MAX_SHELL_LINE // 1024} KiB long, and its script's arguments make "
+                f"{line // 1024} KiB of it: pass long values in a file the script reads"
+            )
+
     def crossover_warning(self) -> str | None:
         """On GPUs over NCCL: an NCCL all-reduce waiting for its peer is a kernel that spins on the GPU,
         and the partner's turn is time-sliced with it (docs/gpu.md, docs/measurements.md)."""
