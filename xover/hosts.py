@@ -62,6 +62,8 @@ def command_on(
     `Popen`'s own `env` where it can be given one is better: these are seen in the host's process list);
     `here`: in this process's folder on that host too (the one it runs in on this machine)."""
     variables = ["env", *(f"{name}={value}" for name, value in env.items())] if env else []
+    if variables and "=" in argv[0]:  # env reads a program whose path holds '=' (/opt/a=b/python) as a variable
+        argv = ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
     if is_local(host):
         return [*remote_prefix, *variables, *argv]
     line = shlex.join([*variables, *argv])

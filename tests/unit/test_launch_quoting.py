@@ -331,3 +331,21 @@ def test_a_torchrun_node_line_over_ssh_longer_than_linux_takes_is_refused(tmp_pa
     with pytest.raises(XoverError, match=r"job 'train': torchrun's nodes on other hosts start through ssh with one "
                                          r"shell line, .* make 13[0-9] KiB of it"):
         ranks_of("torch").check_job(replace(job, devices={"h1": [0], "h2": [0]}, engine="torch"))
+
+
+def test_a_program_whose_path_holds_an_equals_sign_runs_with_its_variables(tmp_path, monkeypatch):
+    """`env NAME=VALUE /opt/a=b/python ...` read the program as one more variable (`env: '-c': No such file or
+    directory`): a torchrun node here, or the reaper's sweep of another host, under a Python installed in such a
+    folder never started."""
+    from xover.hosts import command_on
+
+    folder = tmp_path / "a=b"
+    folder.mkdir()
+    (folder / "python").symlink_to(sys.executable)
+    show = "import os, sys; print(os.environ['XOVER_HOST'], *sys.argv[1:])"
+    here = command_on("localhost", [str(folder / "python"), "-c", show, "$(x)", "a b"], env={"XOVER_HOST": "h 1"})
+    done = subprocess.run(here, capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "h 1 $(x) a b\n"), done.stderr
+    remote_line = command_on("h1", [str(folder / "python"), "-c", show, "$(x)"], env={"XOVER_HOST": "h1"})[-1]
+    done = subprocess.run(["bash", "-c", remote_line], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "h1 $(x)\n"), done.stderr
