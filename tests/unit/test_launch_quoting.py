@@ -349,3 +349,20 @@ def test_a_program_whose_path_holds_an_equals_sign_runs_with_its_variables(tmp_p
     remote_line = command_on("h1", [str(folder / "python"), "-c", show, "$(x)"], env={"XOVER_HOST": "h1"})[-1]
     done = subprocess.run(["bash", "-c", remote_line], capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (0, "h1 $(x)\n"), done.stderr
+
+
+def test_a_horovod_rank_under_a_python_whose_path_holds_an_equals_sign_starts(tmp_path, monkeypatch):
+    """horovodrun's rank line is `env HOROVOD_...=... K=V PROGRAM ...`: env took /opt/a=b/python for a variable."""
+    from xover.run.external import horovodrun
+
+    folder = tmp_path / "a=b"
+    folder.mkdir()
+    (folder / "python").symlink_to(sys.executable)
+    monkeypatch.setattr(horovodrun, "horovodrun_launcher", lambda: ["horovodrun"])
+    show = "import sys; print(*sys.argv[1:])"
+    command = horovodrun.horovodrun_command(1, "localhost:1", tmp_path, tmp_path / "spec.json",
+                                            program=[str(folder / "python"), "-c", show, "$(x)", "a b"])
+    program = command[command.index("120") + 1:]  # after --start-timeout's value: what each rank runs
+    done = subprocess.run(["bash", "-c", _horovod_rank_line({"PATH": "/usr/bin:/bin"}, program)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "$(x) a b\n"), done.stderr

@@ -232,6 +232,8 @@ def horovodrun_command(
     program = program or worker_command(spec_path)
     if private:
         program = with_private_variables(program, private_files(np, hosts, private, remote_prefix or [], deadline))
+    if "=" in program[0]:  # horovodrun's rank line is `env K=V ... PROGRAM`: env read /opt/a=b/python as a variable
+        program = ["/bin/sh", "-c", 'exec "$@"', "sh", *program]
     return [
         *horovodrun_launcher(),
         "-np",
