@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 
-from .errors import XoverError
+from .errors import XoverError, printable
 
 HOROVOD = "horovod"
 TORCH = "torch"
@@ -140,7 +140,7 @@ register(Torch())
 def engine_named(name: str, flag: str = "--engine") -> Engine:
     """The engine of that name; any other is one line naming the choices."""
     if name not in ENGINES:
-        raise XoverError(f"{flag} {name}: choose {' or '.join(ENGINES)}")
+        raise XoverError(f"{flag} {printable(name)}: choose {' or '.join(ENGINES)}")
     return ENGINES[name]
 
 

@@ -22,6 +22,13 @@ class XoverError(Exception):
     exit_code = 2
 
 
+def printable(text: str | os.PathLike) -> str:
+    """`text` (a path, a name, a flag's value) as one line shows it: a byte that is not UTF-8 as \\xNN, a newline
+    or another control character escaped (an error naming a value is one line, whatever the value holds)."""
+    decoded = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in decoded)
+
+
 def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = XoverError) -> Path:
     """`path`, refused where it names a device, a pipe or a folder: a read of /dev/zero never ends. A path that
     does not exist is left to its reader, which says so in its own words."""

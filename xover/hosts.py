@@ -62,6 +62,8 @@ def command_on(
     `Popen`'s own `env` where it can be given one is better: these are seen in the host's process list);
     `here`: in this process's folder on that host too (the one it runs in on this machine)."""
     variables = ["env", *(f"{name}={value}" for name, value in env.items())] if env else []
+    if variables and "=" in argv[0]:  # env reads a program whose path holds '=' (/opt/a=b/python) as a variable
+        argv = ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
     if is_local(host):
         return [*remote_prefix, *variables, *argv]
     line = shlex.join([*variables, *argv])
@@ -73,17 +75,29 @@ MAX_SLOTS = 65536  # of one host: far beyond any machine (a billion built a bill
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
+    spec = _one_line(hosts if len(hosts) <= 200 else f"{hosts[:60]}... ({len(hosts)} characters)")  # as errors show it
     parsed: list[tuple[str, int]] = []
+    seen: set[str] = set()  # each host once, as canonical_host names it (a set: a spec of thousands of hosts took
+    # minutes when every host was compared with every one before it)
     for item in hosts.split(","):
         name, _, slots = item.strip().partition(":")
         if not re.fullmatch(r"[0-9]{1,7}", slots, re.ASCII) or not 1 <= int(slots) <= MAX_SLOTS:
-            raise XoverError(f"-H {hosts}: '{item}' must be HOST:SLOTS with SLOTS a whole number from 1 to {MAX_SLOTS}")
+            raise XoverError(
+                f"-H {spec}: {item[:100]!r} must be HOST:SLOTS with SLOTS a whole number from 1 to {MAX_SLOTS}"
+            )
         if not HOST_NAME.fullmatch(name):
-            raise XoverError(f"-H {hosts}: '{name}' is not a host name (letters, digits, '.', '-', '_')")
-        if canonical_host(name) in {canonical_host(seen) for seen, _ in parsed}:
-            raise XoverError(f"-H {hosts}: host '{name}' is listed twice (this machine's names are one host)")
+            raise XoverError(f"-H {spec}: {name[:100]!r} is not a host name (letters, digits, '.', '-', '_')")
+        canonical = canonical_host(name)
+        if canonical in seen:
+            raise XoverError(f"-H {spec}: host '{name}' is listed twice (this machine's names are one host)")
+        seen.add(canonical)
         parsed.append((name, int(slots)))
     return parsed
+
+
+def _one_line(text: str) -> str:
+    """`text` with a newline or another character a terminal would not show as itself escaped."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 @functools.lru_cache(maxsize=1)
@@ -118,7 +132,12 @@ def is_local(host: str) -> bool:
             return True
     except ValueError:
         pass
-    return host.lower() in {name.lower() for name in local_names()}
+    return host.lower() in _lowered(local_names())
+
+
+@functools.lru_cache(maxsize=1)
+def _lowered(names: frozenset[str]) -> frozenset[str]:
+    return frozenset(name.lower() for name in names)
 
 
 def canonical_host(host: str) -> str:

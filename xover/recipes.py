@@ -32,14 +32,16 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
-from .errors import XoverError, refuse_unless_regular
+from .errors import XoverError, printable, refuse_unless_regular
 from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
+    JOB_NAME,
     ScriptRefused,
     check_script,
     content_hash,
     script_engines,
+    script_problem,
 )
 from .settings import VARIABLE_PREFIX
 from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, MODELS, TRANSFORMER_DEFAULTS
@@ -161,7 +163,7 @@ _SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env",
 # Each field declared once: its TOML type (exactly: no `true` for 1, no "8" for 8), whether it is required,
 # its default, its range. Pydantic checks them; `_validated` words its first complaint as xover does.
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_NAME = JOB_NAME  # a job's name: letters, digits, '.', '_', '-'
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -503,8 +505,18 @@ def script_recipe(
     sha256: str | None = None,
 ) -> Recipe:
     """The job of a user's script (a job file, or `--script`), checked for what its engine cannot cross
-    over. `sha256`: the content it was planned with (a plan's), else the file's now."""
+    over. `sha256`: the content it was planned with (a plan's), else the file's now. Without `name`, the
+    job is named after the file (`--script`), which must then be a name a job file could give."""
     script = Path(script).resolve()
+    try:
+        str(script).encode("utf-8")  # a byte that is not UTF-8, as Python decodes a file's name
+    except UnicodeEncodeError:  # (a job file's script, a plan's: `--script` is refused first, scripts.script_problem)
+        raise ScriptRefused(
+            f"--script {script}: its path ({printable(script)}) is not valid UTF-8, and the store keeps it as text: "
+            "rename the file or its folder"
+        ) from None
+    if name is None and not _NAME.fullmatch(script.stem):
+        raise ScriptRefused(f"--script {script}: {script_problem(script)}")
     check_script(script, engine)
     kind = engine_named(engine).kind
     return Recipe(
@@ -576,10 +588,10 @@ def resolve_recipe_path(path: str | Path) -> Path:
         raise RecipeError(f"{path}: a folder, not a recipe file (give NAME.toml inside it)")
     refuse_unless_regular(file, "a recipe or job file is TOML", RecipeError)  # a device or a pipe: not "not found"
     if file.suffix == ".toml" or "/" in str(path):
-        raise RecipeError(f"{path}: recipe file not found")
+        raise RecipeError(f"{printable(path)}: recipe file not found")
     known = builtin_recipe_names()
     raise RecipeError(
-        f"{path}: no recipe file or built-in recipe of that name{did_you_mean(name, known)}; "
+        f"{printable(path)}: no recipe file or built-in recipe of that name{did_you_mean(name, known)}; "
         f"built-in recipes: {', '.join(known)}"
     )
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .engines import ENGINES, TORCH, TORCH_FRAMEWORKS, engine_named
-from .errors import XoverError
+from .errors import XoverError, printable
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
 # why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
@@ -73,6 +74,39 @@ class ScriptNames:
     plain: set[str] = field(default_factory=set)
     # of the plain names, those used outside any `if` (nor imported only): what the script does whatever its flags
     unconditional: set[str] = field(default_factory=set)
+
+
+# the name a job file may give a job (recipes.py); a `--script`'s job is named after its file, so its file name too
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", re.ASCII)
+
+
+def script_problem(script: str | os.PathLike) -> str | None:
+    """What keeps `script` (as `--script` gives it) from being run as a job, in words that say what to do: not a
+    regular file (a folder, a pipe, nothing there), a path the store cannot keep, or a file name that cannot name
+    its job; None when it can run."""
+    path = Path(script)
+    try:
+        if path.is_dir():
+            return "a folder, not a file: give the training script's .py file"
+        if path.exists() and not path.is_file():
+            return "not a regular file (a pipe, a socket or a device): give the training script's .py file"
+        if not path.is_file():
+            return "file not found" + (" (a symbolic link to nothing)" if path.is_symlink() else "")
+        resolved = path.resolve()
+    except OSError as error:  # a name too long for the system
+        return f"cannot be looked at: {error.strerror}"
+    try:
+        str(resolved).encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8, as Python decodes a file's name
+        where = "" if str(resolved) == str(script) else f" ({printable(resolved)})"
+        return f"its path{where} is not valid UTF-8, and the store keeps it as text: rename the file or its folder"
+    if not JOB_NAME.fullmatch(resolved.stem):
+        return (
+            f"its file name makes the job's name ({printable(resolved.stem)!r}), which names log folders and plan "
+            "entries: it must be letters, digits, '.', '_' or '-', starting with a letter or digit (at most 200); "
+            "rename the file, or give it a job file with its own `name` (docs/reference.md: Job files)"
+        )
+    return None
 
 
 def content_hash(script: str | os.PathLike) -> str:
@@ -282,8 +316,8 @@ def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
     script's, which must agree."""
     found = []
     for script in scripts:
-        if not Path(script).is_file():
-            raise XoverError(f"--script {script}: file not found")
+        if (problem := script_problem(script)) is not None:
+            raise XoverError(f"--script {printable(script)}: {problem}")
         found.append(detect_engine(script))
     engines = {item.engine for item in found}
     if len(engines) > 1:

@@ -140,6 +140,21 @@ ADAPTIVE_UNTIL = ("worth", "sure")
 ADAPTIVE_WORDS = {"start": ADAPTIVE_STARTS, "measured": ADAPTIVE_MEASURED, "until": ADAPTIVE_UNTIL}
 
 
+def _utf8(variable: str, value: str | None) -> None:
+    """Refuse a setting whose value holds bytes that are not UTF-8 (as Python decodes them from the environment):
+    the store keeps paths and settings as text, and XOVER_RESULTS=$'/data/\\xff' ended a run in a traceback. The
+    value is not shown (XOVER_DB's may hold a password): where in it the first such byte is, is."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise XoverError(
+            f"{variable}: its value is not valid UTF-8 (character {error.start + 1} of it), and the store keeps "
+            "settings and paths as text: give it in UTF-8 (a folder: one whose name is)"
+        ) from None
+
+
 def _variable(name: str, **options: Any) -> Any:
     return field(metadata={"variable": name}, **options)
 
@@ -195,6 +210,8 @@ class Settings:
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings of `environ` (default: this process's environment), each checked once."""
         env = os.environ if environ is None else environ
+        for setting in fields(cls):
+            _utf8(setting.metadata["variable"], env.get(setting.metadata["variable"]))
         return cls(
             db=env.get(DB_VARIABLE) or None,
             results=Path(env.get(RESULTS_VARIABLE) or "results"),  # set but empty: the default, not the current folder

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import XoverError
+from .errors import XoverError, printable
 
 
 class Mode(str, Enum):
@@ -205,18 +205,18 @@ def modes_of(mode: str | None, plan: bool = True) -> list[str]:
     if PLANNED in asked:
         if not plan:
             raise XoverError(
-                f"--mode {mode}: planned runs a plan file's groups as planned; an ad-hoc group "
+                f"--mode {printable(mode)}: planned runs a plan file's groups as planned; an ad-hoc group "
                 f"has no plan (choose {', '.join(reversed(choices))} or {ALL})"
             )
         if asked != [PLANNED]:
             raise XoverError(
-                f"--mode {mode}: planned is a mode of its own (the plan's schedule); compare with --mode all"
+                f"--mode {printable(mode)}: planned is a mode of its own (the plan's schedule); compare with --mode all"
             )
         return [PLANNED]
     unknown = [part for part in asked if part not in (*choices, ALL)]
     if unknown or not all(asked):
         raise XoverError(
-            f"--mode {mode}: choose {', '.join(reversed(choices))}, a comma list of them, or {ALL} "
+            f"--mode {printable(mode)}: choose {', '.join(reversed(choices))}, a comma list of them, or {ALL} "
             f"(or {PLANNED}: a plan's groups as it picked)"
         )
     if ALL in asked:

@@ -27,6 +27,7 @@ from ..sharing import RunStatus
 from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .adaptive import AdaptiveSettings
+from .external.horovodrun import check_forwarded_names
 from .jobs import JobSpec
 from .leases import DeviceBusy, DeviceLeases, describe_busy
 from .reach import run_link
@@ -173,7 +174,9 @@ def experiment(
 
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
     """The run's turn lease, turn servers' nice and link bands, from the settings (settings.py: every
-    XOVER_* setting checked at once, those the workers read too, so a bad one is refused here)."""
+    XOVER_* setting checked at once, those the workers read too, so a bad one is refused here), and no variable
+    the launchers forward under a name a shell cannot set."""
+    check_forwarded_names(os.environ)
     current = settings()
     AdaptiveSettings.of(current.adaptive)  # its windows in their order too
     return current.turn_lease, current.turn_server_nice, current.link_bands

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..console import errors
-from ..errors import XoverError
+from ..errors import XoverError, printable
 from ..plugins import PluginRegistry
 from .request import DEFAULT_LAUNCHER, LaunchRequest, LaunchResult
 
@@ -88,7 +88,7 @@ def register_launcher(launcher: Launcher) -> Launcher:
 def launcher_named(name: str) -> Launcher:
     """The registered launcher of that name; another name is one line listing those there are."""
     if name not in LAUNCHERS:
-        raise XoverError(f"--launcher {name}: choose {' or '.join(LAUNCHERS)}")
+        raise XoverError(f"--launcher {printable(name)}: choose {' or '.join(LAUNCHERS)}")
     return LAUNCHERS[name]
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..errors import XoverError
+from ..config import results_root
+from ..errors import XoverError, printable
 from ..sharing import RunStatus
 from .batch import BatchLauncher, GroupJob, JobState, SubmissionLost
 from .external import slurm
@@ -63,11 +64,27 @@ class SlurmLauncher(BatchLauncher):
                 account=request.option("account"),
                 time_limit=request.option("time_limit"),
                 job_name=job.name,
-                output=job.output,
+                output=slurm.output_path(job.output.parent, job.output.name),  # the folder's '%' kept as it is
                 extra_args=["--no-requeue"],
             )
         except slurm.LostSubmission as lost:
             raise SubmissionLost(str(lost), lost.job_ids) from None
+
+    def check(self, request: LaunchRequest) -> None:
+        """A plan file, as any scheduler's launcher takes; a results folder whose groups' output files sbatch
+        can name (no backslash in it: slurm.output_path); and --partition, --account, --time-limit that sbatch
+        reads as the value given (slurm.name_problem)."""
+        super().check(request)
+        slurm.output_path(results_root(), "")
+        for name in ("partition", "account"):
+            value = request.option(name)
+            if value is not None and (problem := slurm.name_problem(value)) is not None:
+                raise XoverError(f"--{name} {printable(value)}: {problem}")
+        if (limit := request.option("time_limit")) is not None:  # before anything is recorded, not at sbatch
+            try:
+                slurm.check_time_limit(limit)
+            except slurm.SlurmError as error:
+                raise XoverError(f"--time-limit: {printable(str(error))}") from None
 
     def job_state(self, job_id: str, limit_s: float | None, on_retry: Callable[[XoverError], None]) -> slurm.JobState:
         """squeue / sacct, asked again while the controller does not answer (TRANSIENT_RETRY_S at most)."""

@@ -9,6 +9,8 @@ the engine's name (the engine itself, in words, is in xover/engines.py; its work
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -23,6 +25,12 @@ from .external.torchrun import torchrun_commands
 from .jobs import JobSpec
 from .reach import host_interfaces
 
+# Linux's MAX_ARG_STRLEN: the longest one argument of execve, here horovodrun's `/bin/sh -c LINE` of a rank; the
+# margin is what the line holds besides the script's words and the forwarded variables (the interpreter and the
+# shim, horovodrun's own HOROVOD_* rendezvous variables, a job file's private-file reader: about 3 KiB)
+MAX_SHELL_LINE = 131072
+SHELL_LINE_MARGIN = 8192
+
 
 class EngineRanks:
     """How one engine's ranks are started from this machine. A subclass names its engine and builds its
@@ -32,6 +40,9 @@ class EngineRanks:
 
     def check_jobs(self, device_kind: str) -> None:
         """Refuse, with one line, what its jobs would each fail on here (device_kind: 'cpu' or 'gpu')."""
+
+    def check_job(self, job: JobSpec) -> None:
+        """Refuse, with one line, what this one job would fail on (its hosts, its folder)."""
 
     def crossover_warning(self) -> str | None:
         """A warning where its jobs would take crossover turns badly on this machine, or None."""
@@ -67,6 +78,32 @@ class HorovodRanks(EngineRanks):
     """horovodrun."""
 
     engine = HOROVOD
+
+    def check_job(self, job: JobSpec) -> None:
+        """What horovodrun 0.28.1 would start wrongly: a rank's shell line (`sh -c 'env K=V ... python ...'`,
+        its arguments and forwarded variables quoted) longer than Linux takes in one argument (it failed to
+        start, "Argument list too long", the job's summary saying only "exited with code 1"); and ranks on
+        another host started from a folder whose path a shell would read as more than that path (horovodrun
+        starts them with `cd FOLDER ; ...` through ssh, the folder unquoted: the remote shell ran a `$(...)`
+        in it, and a space made the `cd` fail unseen, the ranks running in the home folder)."""
+        line = sum(len(os.fsencode(shlex.quote(word))) + 1 for word in job.script or []) + sum(
+            len(os.fsencode(f"{name}={shlex.quote(value)}")) + 1
+            for name, value in horovodrun_env(os.environ, SECRET_VARIABLES).items()
+        )
+        if line > MAX_SHELL_LINE - SHELL_LINE_MARGIN:
+            raise XoverError(
+                f"job '{job.name}': horovodrun starts each rank with one shell line, which Linux takes up to "
+                f"{MAX_SHELL_LINE // 1024} KiB long, and its script's arguments and the variables horovodrun "
+                f"forwards make {line // 1024} KiB of it: pass long values in a file the script reads"
+            )
+        folder = os.getcwd()
+        remote = sorted(host for host in job.devices if not is_local(host))
+        if remote and shlex.quote(folder) != folder:
+            raise XoverError(
+                f"job '{job.name}' runs Horovod ranks on {', '.join(remote)}, which horovodrun starts in this folder "
+                f"there without quoting its path, and {folder!r} holds characters a shell reads (spaces, quotes, "
+                "$, ...): run xover from a folder whose path has only letters, digits and @%+=:,./-_"
+            )
 
     def launch_commands(
         self,
@@ -111,6 +148,22 @@ class TorchRanks(EngineRanks):
     def check_jobs(self, device_kind: str) -> None:
         """XOVER_TORCH_BACKEND, checked before any torch job starts (the workers would each fail on it)."""
         torch_backend(device_kind == "gpu")
+
+    def check_job(self, job: JobSpec) -> None:
+        """A node on another host starts through ssh with one shell line there (`cd FOLDER && python ...
+        torchrun ... SCRIPT ARGS`, each word quoted), which Linux takes up to MAX_SHELL_LINE long: longer
+        arguments are refused before anything starts (that host's shell failed with "Argument list too long")."""
+        if all(is_local(host) for host in job.devices):
+            return  # torchrun here: an argument list, each word its own
+        line = len(os.fsencode(shlex.quote(os.getcwd()))) + sum(
+            len(os.fsencode(shlex.quote(word))) + 1 for word in job.script or []
+        )
+        if line > MAX_SHELL_LINE - SHELL_LINE_MARGIN:
+            raise XoverError(
+                f"job '{job.name}': torchrun's nodes on other hosts start through ssh with one shell line, which "
+                f"Linux takes up to {MAX_SHELL_LINE // 1024} KiB long, and its script's arguments make "
+                f"{line // 1024} KiB of it: pass long values in a file the script reads"
+            )
 
     def crossover_warning(self) -> str | None:
         """On GPUs over NCCL: an NCCL all-reduce waiting for its peer is a kernel that spins on the GPU,
@@ -169,6 +222,7 @@ def check_devices(jobs: list[JobSpec], planned: bool = False) -> None:
     for engine in {job.engine for job in jobs}:
         ranks_of(engine).check_jobs(kind)  # e.g. torch: XOVER_TORCH_BACKEND, before any torch job starts
     for job in jobs:
+        ranks_of(job.engine).check_job(job)  # e.g. horovod: a folder its remote ranks' shell would misread
         for host, indices in job.devices.items():
             if not is_local(host):
                 continue  # remote hosts are counted by their -H slots

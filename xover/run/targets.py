@@ -10,12 +10,12 @@ from pathlib import Path
 
 from ..devices import gpu_count, local_device_count
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, json_without_duplicate_keys, refuse_unless_regular
+from ..errors import XoverError, json_without_duplicate_keys, printable, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import MAX_ITERATIONS, Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
-from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine
+from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine, script_problem
 from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import CROSSOVER
 from ..turns.policies import DEFAULT_POLICY, POLICIES
@@ -242,8 +242,8 @@ def scripts_as_recipes(
         np = sum(slots for _, slots in parse_hosts(hosts)) if hosts else local_device_count()[1]
     recipes = []
     for script in scripts:
-        if not Path(script).is_file():
-            raise XoverError(f"--script {script}: file not found")
+        if (problem := script_problem(script)) is not None:
+            raise XoverError(f"--script {printable(script)}: {problem}")
         try:
             recipes.append(script_recipe(script, args=args, np=np, engine=engine, path=script))
         except ScriptRefused as error:  # named as given, not resolved
@@ -330,7 +330,7 @@ def run_targets(
             policy = plan.policy  # what its predictions assume, so that the report compares like with like
     policy = policy or DEFAULT_POLICY
     if policy != "all" and policy not in POLICIES:
-        raise XoverError(f"--policy {policy}: choose {', '.join(POLICIES)} or all")
+        raise XoverError(f"--policy {printable(policy)}: choose {', '.join(POLICIES)} or all")
     policies = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY] if policy == "all" else [policy]
     return RunTargets(
         groups, engine, policies, plan, plan_path, link, link_from_plan, gpu_plan_on_cpus, cpu_plan_on_gpus

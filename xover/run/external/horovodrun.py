@@ -14,11 +14,13 @@ fails them, so nothing is named there.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...errors import XoverError
 from ...hosts import is_local, parse_hosts
 from ...settings import METRIC_TOKEN_VARIABLE
 from . import find_launcher
@@ -104,15 +106,38 @@ def private_variables(env: Mapping[str, str], names: tuple[str, ...] = ()) -> di
     return {name: env[name] for name in (*PRIVATE_VARIABLES, *names) if name in env}
 
 
+# What a shell can set. horovodrun quotes each forwarded variable's value in its ranks' command lines (a shell
+# runs them, on this machine too) but writes its name as it is: `XOVER_X$(cmd)=1` in xover's environment
+# ran `cmd` there. A Slurm job's script exports the XOVER_* variables the same way (run/external/slurm.py).
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def forwarded(name: str) -> bool:
+    """Whether horovodrun gets the variable `name` of xover's environment (the allow-list above)."""
+    return name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES
+
+
+def check_forwarded_names(env: Mapping[str, str]) -> None:
+    """Refuse, with one line, a variable of `env` that horovodrun would forward (XOVER_*, OMP_*, ...) whose
+    name a shell cannot set: its ranks' shell would run what the name holds."""
+    for name in env:
+        if forwarded(name) and not SHELL_NAME.fullmatch(name):
+            raise XoverError(
+                f"environment variable {name!r}: not a name a shell can set (letters, digits and '_', not starting "
+                "with a digit), and horovodrun and a Slurm job's script pass such variables through a shell: "
+                "unset it (`env -u NAME xover ...`) and run again"
+            )
+
+
 def horovodrun_env(env: Mapping[str, str], secret: tuple[str, ...] = ()) -> dict[str, str]:
     """What horovodrun's own environment may hold (it forwards all of it): the allow-list above, never
-    PRIVATE_VARIABLES nor those in `secret` (the store's URL, a job file's own variables)."""
+    PRIVATE_VARIABLES nor those in `secret` (the store's URL, a job file's own variables). A name a shell
+    cannot set is refused (check_forwarded_names)."""
+    check_forwarded_names(env)
     return {
         name: value
         for name, value in env.items()
-        if (name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES)
-        and name not in secret
-        and name not in PRIVATE_VARIABLES
+        if forwarded(name) and name not in secret and name not in PRIVATE_VARIABLES
     }
 
 
@@ -207,6 +232,8 @@ def horovodrun_command(
     program = program or worker_command(spec_path)
     if private:
         program = with_private_variables(program, private_files(np, hosts, private, remote_prefix or [], deadline))
+    if "=" in program[0]:  # horovodrun's rank line is `env K=V ... PROGRAM`: env read /opt/a=b/python as a variable
+        program = ["/bin/sh", "-c", 'exec "$@"', "sh", *program]
     return [
         *horovodrun_launcher(),
         "-np",

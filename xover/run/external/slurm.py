@@ -376,7 +376,11 @@ def _run(
     args: list[str], input: str | None = None, timeout_s: float = COMMAND_TIMEOUT_S
 ) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(args, input=input, capture_output=True, text=True, timeout=timeout_s)
+        # surrogateescape: a value of the batch script that is not UTF-8 (a variable a job file passes) reaches
+        # sbatch as the bytes it was (text=True raised UnicodeEncodeError, a traceback), as Slurm's answers do
+        return subprocess.run(
+            args, input=input, capture_output=True, encoding="utf-8", errors="surrogateescape", timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         raise SlurmError(
             f"`{shlex.join(args)}` did not answer in {timeout_s:.0f} s: is slurmctld running? (`scontrol ping`)",
@@ -407,16 +411,54 @@ def check_time_limit(value: str) -> str:
     return value.strip()
 
 
+# a variable's name as `export NAME=...` takes it; anything else is read by the batch script's shell as more
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
 def batch_script(
     command: list[str], workdir: str | Path | None = None, environment: Mapping[str, str] | None = None
 ) -> str:
-    """A batch script that runs `command` in `workdir` with `environment` added; its exit code is the job's."""
+    """A batch script that runs `command` in `workdir` with `environment` added; its exit code is the job's.
+    Every value is quoted; a variable whose name a shell cannot set is refused (its shell would run it)."""
+    for key in environment or {}:
+        if not SHELL_NAME.fullmatch(key):
+            raise SlurmError(
+                f"environment variable {key!r}: not a name a shell can export, and a Slurm job's batch script "
+                "exports its variables: unset it (`env -u NAME xover ...`) and run again"
+            )
     lines = ["#!/bin/bash", "set -e"]
     if workdir is not None:
         lines.append(f"cd {shlex.quote(str(workdir))}")
     lines += [f"export {key}={shlex.quote(value)}" for key, value in (environment or {}).items()]
     lines.append(f"exec {shlex.join(command)}")
     return "\n".join(lines) + "\n"
+
+
+def name_problem(value: str) -> str | None:
+    """Why sbatch would not take `value` (a --partition, an --account) as the one name it is, or None: empty
+    (sbatch left it out: the default, without a word), or with a space, a control character, a byte that is not
+    UTF-8 or a leading '-' (none of which a name Slurm lists has)."""
+    if not value:
+        return "empty: give a name, or leave the option out"
+    if value.startswith("-") or any(char.isspace() or not char.isprintable() for char in value):
+        return (
+            "not one Slurm name (a space, a control character, a byte that is not UTF-8, a leading '-'): give it as "
+            "`sinfo` or `sacctmgr` lists it"
+        )
+    return None
+
+
+def output_path(folder: str | Path, pattern: str) -> str:
+    """`pattern` (a file name with Slurm's filename patterns: %j, the job id) in `folder`, as sbatch's --output
+    reads it: the folder's own '%' doubled ('%%' is a '%'; '%x' in a folder's name was the job's name). A folder
+    with a backslash is refused: sbatch drops every backslash of such a path and reads none of its patterns."""
+    text = str(folder)
+    if "\\" in text:
+        raise SlurmError(
+            f"{text!r}: a backslash in the folder of a Slurm job's output, which sbatch drops (and then reads no "
+            "%j): give XOVER_RESULTS a folder without one"
+        )
+    return f"{text.replace('%', '%%')}/{pattern}"
 
 
 def submit(
