@@ -115,6 +115,12 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
 
 
+def escaped_bytes(text: str) -> str:
+    """`text` with a file name's bytes that are not UTF-8 (the lone surrogates Python decodes them to) written as
+    `\\udcff`: as they were, a store's insert and a print raised UnicodeEncodeError."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 # characters of a CSV file's line (a trace's are under 200): csv reads a line whole before its field limit applies,
 # so a file of a gigabyte without a newline (a sparse file of NULs is UTF-8) was read into memory whole
 MAX_CSV_LINE = 1_000_000
