@@ -115,6 +115,12 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
 
 
+def quoted(text: str | None, keep: int = 60) -> str:
+    """`text` as a message quotes it (repr), cut to its first `keep` characters where it is longer, with its length
+    said: a setting or flag of 5,000 digits was repeated whole in its one-line error."""
+    return repr(text) if text is None or len(text) <= keep else f"{text[:keep]!r}... ({len(text)} characters)"
+
+
 def escaped_bytes(text: str) -> str:
     """`text` with a file name's bytes that are not UTF-8 (the lone surrogates Python decodes them to) written as
     `\\udcff`: as they were, a store's insert and a print raised UnicodeEncodeError."""
