@@ -21,7 +21,7 @@ from . import __version__
 from .cli_common import State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, XoverError, check_seconds
+from .errors import Interrupted, XoverError, check_seconds, escaped_bytes
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -107,9 +107,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 def _command_line() -> str:
     """This command, as the store and the lease files keep it: a URL's password masked (--db)."""
-    # an argument's bytes that are not UTF-8 (a file's name) escaped: as Python decodes them, the store refused them
-    command = shlex.join(["xover", *sys.argv[1:]]).encode("utf-8", "backslashreplace").decode("utf-8")
-    return mask_credentials(command)
+    return mask_credentials(escaped_bytes(shlex.join(["xover", *sys.argv[1:]])))
 
 
 @app.command()
@@ -624,7 +622,10 @@ SIMULATE_HELP = {
         "the recipes of those names, from their stored profiles."
     ),
     "bandwidth": "Stored profiles: those taken at this link rate.",
-    "assign": "Philly's trace names no model: draw each job's from these, e.g. resnet,bert.",
+    "assign": (
+        "Philly's trace names no model: draw each job's from these, e.g. resnet,bert (a name given twice is drawn "
+        "twice as often)."
+    ),
     "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
     "jobs": "Replay only the trace's first N jobs.",

@@ -122,6 +122,18 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
     return f"{path}: not a UTF-8 text file" + (f" (compressed with {how} first)" if how else "")
 
 
+def quoted(text: str | None, keep: int = 60) -> str:
+    """`text` as a message quotes it (repr), cut to its first `keep` characters where it is longer, with its length
+    said: a setting or flag of 5,000 digits was repeated whole in its one-line error."""
+    return repr(text) if text is None or len(text) <= keep else f"{text[:keep]!r}... ({len(text)} characters)"
+
+
+def escaped_bytes(text: str) -> str:
+    """`text` with a file name's bytes that are not UTF-8 (the lone surrogates Python decodes them to) written as
+    `\\udcff`: as they were, a store's insert and a print raised UnicodeEncodeError."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 # characters of a CSV file's line (a trace's are under 200): csv reads a line whole before its field limit applies,
 # so a file of a gigabyte without a newline (a sparse file of NULs is UTF-8) was read into memory whole
 MAX_CSV_LINE = 1_000_000

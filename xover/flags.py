@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from .errors import decimal
+from .errors import decimal, quoted
 from .settings import whole_number
 
 
@@ -22,7 +22,7 @@ def whole_flag(value: object) -> int:
     sign = -1 if text.startswith("-") else 1
     number = whole_number(text[1:] if text[:1] in "+-" else text)
     if number is None:
-        raise typer.BadParameter(f"{str(value)!r} is not a whole number written with the digits 0-9")
+        raise typer.BadParameter(f"{quoted(str(value))} is not a whole number written with the digits 0-9")
     return sign * number
 
 
@@ -33,5 +33,5 @@ def decimal_flag(value: object) -> float:
         return float(value)
     number = decimal(str(value))
     if number is None:
-        raise typer.BadParameter(f"{str(value)!r} is not a number written with the digits 0-9")
+        raise typer.BadParameter(f"{quoted(str(value))} is not a number written with the digits 0-9")
     return number

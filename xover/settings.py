@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import XoverError
+from .errors import XoverError, quoted
 
 # -- the variables xover sets for the processes it starts (not settings) ---------------------------
 EXPERIMENT_VARIABLE = "XOVER_EXPERIMENT"  # the experiment's id: tags every process of a run, on every host
@@ -284,7 +284,7 @@ def _shown(value: Any) -> str:
 def _choice(variable: str, value: str | None, choices: tuple[str, ...]) -> str:
     value = value or choices[0]
     if value not in choices:
-        raise XoverError(f"{variable}={value!r}: expected one of {', '.join(choices)}")
+        raise XoverError(f"{variable}={quoted(value)}: expected one of {', '.join(choices)}")
     return value
 
 
@@ -314,7 +314,8 @@ def _devices_per_gpu(value: str) -> int:
     count = whole_number(value)
     if count is None or not 1 <= count <= 64:
         raise XoverError(
-            f"{DEVICES_PER_GPU_VARIABLE}={value!r}: give a whole number from 1 to 64 (the devices one GPU counts as)"
+            f"{DEVICES_PER_GPU_VARIABLE}={quoted(value)}: give a whole number from 1 to 64 "
+            "(the devices one GPU counts as)"
         )
     return count
 
@@ -325,7 +326,7 @@ def _threads_per_rank(value: str) -> int:
     threads = whole_number(value)
     if threads is None or not 1 <= threads <= 4096:
         raise XoverError(
-            f"{THREADS_PER_RANK_VARIABLE}={value!r}: give a whole number from 1 to 4096 (torch's "
+            f"{THREADS_PER_RANK_VARIABLE}={quoted(value)}: give a whole number from 1 to 4096 (torch's "
             "threads in each CPU rank)"
         )
     return threads
@@ -339,7 +340,7 @@ def _metrics_port(text: str | None) -> int | None:
     port = whole_number(value)
     if port is None or not 1 <= port <= 65535:
         raise XoverError(
-            f"{METRICS_PORT_VARIABLE}={text!r}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
+            f"{METRICS_PORT_VARIABLE}={quoted(text)}: expected a TCP port from 1 to 65535 (or unset: no exporter)"
         )
     return port
 
@@ -354,8 +355,8 @@ def _metrics_address(text: str | None) -> str:
         return str(ipaddress.ip_address(value.strip("[]")))
     except ValueError:
         raise XoverError(
-            f"{METRICS_ADDRESS_VARIABLE}={text!r}: expected localhost (the default: loopback only), 0.0.0.0 or :: "
-            "(every interface, IPv4 and IPv6), or an IP address of this host"
+            f"{METRICS_ADDRESS_VARIABLE}={quoted(text)}: expected localhost (the default: loopback only), "
+            "0.0.0.0 or :: (every interface, IPv4 and IPv6), or an IP address of this host"
         ) from None
 
 
@@ -365,7 +366,7 @@ def _absolute_folder(variable: str, text: str | None) -> Path | None:
     if not value:
         return None
     if not os.path.isabs(value):
-        raise XoverError(f"{variable}={text!r}: expected an absolute path to a folder of your own")
+        raise XoverError(f"{variable}={quoted(text)}: expected an absolute path to a folder of your own")
     return Path(value)
 
 
@@ -387,8 +388,8 @@ def _port_range(variable: str, text: str | None) -> tuple[int, int] | None:
     ports = parse_port_range(text or "")
     if ports is None:
         raise XoverError(
-            f"{variable}={text!r}: expected LOW-HIGH, TCP ports from 1 to 65535 with LOW <= HIGH (e.g. 9470-9479), "
-            "or one PORT"
+            f"{variable}={quoted(text)}: expected LOW-HIGH, TCP ports from 1 to 65535 with LOW <= HIGH "
+            "(e.g. 9470-9479), or one PORT"
         )
     return ports
 
@@ -399,7 +400,7 @@ def _flag(variable: str, text: str | None, default: bool) -> bool:
     if not value:
         return default
     if value not in ("0", "1"):
-        raise XoverError(f"{variable}={text!r}: expected 1 (on) or 0 (off)")
+        raise XoverError(f"{variable}={quoted(text or '')}: expected 1 (on) or 0 (off)")
     return value == "1"
 
 
@@ -408,14 +409,16 @@ def _names(variable: str, text: str | None) -> tuple[str, ...]:
     names = tuple(name.strip() for name in (text or "").split(",") if name.strip())
     for name in names:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
-            raise XoverError(f"{variable}={text!r}: {name!r} is not a name (letters, digits, '-', '_')")
+            raise XoverError(
+                f"{variable}={quoted(text or '')}: {quoted(name)} is not a name (letters, digits, '-', '_')"
+            )
     return names
 
 
 def _link_bands(given: str) -> bool:
     text = given.strip().lower()
     if text not in ("on", "off"):
-        raise XoverError(f"{LINK_BANDS_VARIABLE}={given!r}: expected on or off")
+        raise XoverError(f"{LINK_BANDS_VARIABLE}={quoted(given)}: expected on or off")
     return text == "on"
 
 
@@ -427,18 +430,18 @@ def _turn_lease(text: str | None) -> dict[str, float] | None:
     try:
         items = [(key.strip(), _decimal(value)) for key, value in (item.split("=") for item in text.split(","))]
     except ValueError:
-        raise XoverError(f"{TURN_LEASE_VARIABLE}={text!r}: expected floor=S,factor=N,initial=S") from None
+        raise XoverError(f"{TURN_LEASE_VARIABLE}={quoted(text)}: expected floor=S,factor=N,initial=S") from None
     lease = dict(items)
     unknown = set(lease) - set(TURN_LEASE_LIMITS)
     if unknown or len(lease) < len(items) or not all(math.isfinite(v) and v > 0 for v in lease.values()):
         raise XoverError(
-            f"{TURN_LEASE_VARIABLE}={text!r}: keys floor, factor, initial, each at most once, with "
+            f"{TURN_LEASE_VARIABLE}={quoted(text)}: keys floor, factor, initial, each at most once, with "
             "positive finite values"
         )
     too_long = [key for key, value in lease.items() if value > TURN_LEASE_LIMITS[key]]
     if too_long:  # a turn's wait must fit select() (and a day is no lease at all)
         raise XoverError(
-            f"{TURN_LEASE_VARIABLE}={text!r}: "
+            f"{TURN_LEASE_VARIABLE}={quoted(text)}: "
             + ", ".join(
                 f"{key} at most {TURN_LEASE_LIMITS[key]:g}" + (" (seconds: a day)" if key != "factor" else "")
                 for key in too_long
@@ -458,13 +461,14 @@ def _adaptive(text: str | None) -> dict[str, str]:
         key, separator, value = (part.strip() for part in item.partition("="))
         if not separator or (key not in ADAPTIVE_RANGES and key not in ADAPTIVE_WORDS) or key in found:
             raise XoverError(
-                f"{ADAPTIVE_VARIABLE}={text!r}: expected KEY=VALUE,... with each KEY once, one of "
+                f"{ADAPTIVE_VARIABLE}={quoted(text)}: expected KEY=VALUE,... with each KEY once, one of "
                 f"{', '.join([*ADAPTIVE_RANGES, *ADAPTIVE_WORDS])}"
             )
         if key in ADAPTIVE_WORDS:
             if value not in ADAPTIVE_WORDS[key]:
                 raise XoverError(
-                    f"{ADAPTIVE_VARIABLE}={text!r}: {key}={value}: expected {' or '.join(ADAPTIVE_WORDS[key])}"
+                    f"{ADAPTIVE_VARIABLE}={quoted(text)}: {key}={quoted(value)}: "
+                    f"expected {' or '.join(ADAPTIVE_WORDS[key])}"
                 )
         else:
             low, high, low_allowed = ADAPTIVE_RANGES[key]
@@ -472,7 +476,7 @@ def _adaptive(text: str | None) -> dict[str, str]:
             if number is None or not (low <= number <= high) or (number == low and not low_allowed):
                 kind = "a whole number" if key in ("iterations", "pairs", "warmup") else "a number"
                 raise XoverError(
-                    f"{ADAPTIVE_VARIABLE}={text!r}: {key}={value}: expected {kind} "
+                    f"{ADAPTIVE_VARIABLE}={quoted(text)}: {key}={quoted(value)}: expected {kind} "
                     f"{'from' if low_allowed else 'above'} {low:g} {'to' if low_allowed else 'and at most'} {high:g}"
                 )
         found[key] = value
@@ -494,7 +498,7 @@ def _turn_heartbeat(text: str | None) -> float | None:
         return None
     value = decimal_number(text)
     if value is None or not (math.isfinite(value) and 0 < value <= 60):
-        raise XoverError(f"{TURN_HEARTBEAT_VARIABLE}={text!r}: expected seconds, more than 0 and at most 60")
+        raise XoverError(f"{TURN_HEARTBEAT_VARIABLE}={quoted(text)}: expected seconds, more than 0 and at most 60")
     return value
 
 
@@ -509,7 +513,8 @@ def _turn_send_buffer(text: str | None) -> int | None:
     size = whole_number(text)
     if size is None or not 1 <= size <= TURN_SEND_BUFFER_MAX:
         raise XoverError(
-            f"{TURN_SEND_BUFFER_VARIABLE}={text!r}: expected bytes, a whole number from 1 to {TURN_SEND_BUFFER_MAX}"
+            f"{TURN_SEND_BUFFER_VARIABLE}={quoted(text)}: expected bytes, a whole number from 1 "
+            f"to {TURN_SEND_BUFFER_MAX}"
         )
     return size
 
@@ -519,5 +524,5 @@ def _turn_server_nice(text: str | None) -> int | None:
     if not text:
         return None
     if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text, re.ASCII) or not -20 <= int(text) <= 19:
-        raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={text!r}: expected an integer from -20 to 19")
+        raise XoverError(f"{TURN_SERVER_NICE_VARIABLE}={quoted(text)}: expected an integer from -20 to 19")
     return int(text)

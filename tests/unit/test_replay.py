@@ -268,6 +268,15 @@ def test_each_format_is_told_by_its_first_line(tmp_path):
         empty.write_text("" if empty.name == "empty.csv" else "\ufeff\n")
         with pytest.raises(TraceError, match=f"{empty.name}: line 1: empty: a CSV trace starts with its header line"):
             detect_format(empty)
+    # JSON may begin with blank lines (it was "line 1: empty"); a CSV's header is its first line, blank or not
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text("\n  \n\t" + (ASSETS / "philly_log.json").read_text())
+    assert detect_format(pretty) == "philly"
+    assert load_trace(pretty, profiles=PROFILES.get, assign=["narrow"], seed=3).instances
+    blank_csv = tmp_path / "blank.csv"
+    blank_csv.write_text("\n" + (ASSETS / "pair.csv").read_text())
+    with pytest.raises(TraceError, match="blank.csv: line 1: empty"):
+        detect_format(blank_csv)
 
 
 def test_a_muri_line_becomes_a_job_of_its_own_profile():
@@ -284,6 +293,16 @@ def test_philly_jobs_take_their_last_attempt_and_a_drawn_model():
     assert jobs["application_1_0001"].gpus == 2 and jobs["application_1_0001"].work_s == pytest.approx(100)
     assert jobs["application_1_0003"].arrival_s == 60 and jobs["application_1_0003"].work_s == pytest.approx(30)
     assert trace.skipped == {"jobs never started": 1}
+
+
+def test_a_model_given_twice_to_assign_is_drawn_twice_as_often(tmp_path):
+    [entry] = json.loads((ASSETS / "philly_log.json").read_text())[:1]
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps([{**entry, "jobid": f"application_1_{index:04d}"} for index in range(600)]))
+    trace = load_trace(path, profiles=PROFILES.get, assign=["loader", "narrow", "loader"], seed=5)
+    drawn = [job.kind.name for job in trace.instances]
+    assert len(drawn) == 600 and set(drawn) == {"loader", "narrow"}
+    assert drawn.count("loader") / len(drawn) == pytest.approx(2 / 3, abs=0.06)  # 5 standard deviations
 
 
 def test_a_philly_job_whose_gpus_are_not_a_list_is_skipped(tmp_path):

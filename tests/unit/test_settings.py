@@ -75,6 +75,10 @@ def test_a_bad_value_is_one_line_naming_its_variable(variable, value):
         Settings.from_environ({variable: value})
     message = str(refused.value)
     assert message.startswith(f"{variable}=") and "\n" not in message, message
+    # a value of thousands of characters is cut, its length said (it was repeated whole, twice for XOVER_ADAPTIVE)
+    assert len(message) < 400, message[:400]
+    if len(value) > 60:
+        assert f"({len(value)} characters)" in message, message
 
 
 def test_the_torch_backend_is_checked_where_a_torch_job_uses_it():

@@ -41,6 +41,7 @@ from ..errors import (
     XoverError,
     csv_lines,
     decimal,
+    escaped_bytes,
     json_path,
     json_without_duplicate_keys,
     not_utf8_text,
@@ -91,6 +92,8 @@ ProfileLookup = Callable[[str], JobProfile | None]
 def detect_format(path: str | Path) -> str:
     """`muri`, `plain` or `philly`, from the file's first line (or character)."""
     first = _first_line(Path(path))
+    if not first.strip() and _json_after_blank_lines(Path(path)):
+        return "philly"  # JSON may begin with blank lines (a log written pretty); a CSV's header is its line 1
     if not first.strip():  # an empty file was "not a trace this reads", as if its header were another's
         raise TraceError(f"{path}: line 1: empty: a CSV trace starts with its header line, Philly's job log with '['")
     if first.lstrip().startswith(("[", "{")):
@@ -125,6 +128,17 @@ def _first_line(path: Path) -> str:
         raise TraceError(not_utf8_text(path)) from None
 
 
+def _json_after_blank_lines(path: Path) -> bool:
+    """Whether the first character that is not white space, within the file's first MAX_CSV_LINE characters,
+    opens JSON ('[' or '{')."""
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            head = handle.read(MAX_CSV_LINE).lstrip()
+    except (OSError, UnicodeDecodeError):
+        return False  # _first_line read the same file: what it could not read it has said
+    return head.startswith(("[", "{"))
+
+
 def load_trace(
     path: str | Path,
     fmt: str | None = None,
@@ -155,9 +169,7 @@ def load_trace(
         raise TraceError(f"{path}: no jobs in the trace" + _skipped_text(trace.skipped))
     if limit is not None:
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
-    # as stored and shown: a name's bytes that are not UTF-8 (\udcff, as Python decodes them) escaped; as they are,
-    # the store's insert and the summary's print were a UnicodeEncodeError's traceback, after the replay
-    trace.path = trace.path.encode("utf-8", "backslashreplace").decode("utf-8")
+    trace.path = escaped_bytes(trace.path)  # as stored and shown (it failed only after the whole replay)
     return trace
 
 
