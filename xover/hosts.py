@@ -16,7 +16,7 @@ import shlex
 import socket
 from collections.abc import Mapping, Sequence
 
-from .errors import XoverError
+from .errors import XoverError, printable
 
 LOCAL = "localhost"
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a DNS name or an IPv4 address
@@ -75,7 +75,7 @@ MAX_SLOTS = 65536  # of one host: far beyond any machine (a billion built a bill
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
-    spec = _one_line(hosts if len(hosts) <= 200 else f"{hosts[:60]}... ({len(hosts)} characters)")  # as errors show it
+    spec = printable(hosts if len(hosts) <= 200 else f"{hosts[:60]}... ({len(hosts)} characters)")  # as errors show it
     parsed: list[tuple[str, int]] = []
     seen: set[str] = set()  # each host once, as canonical_host names it (a set: a spec of thousands of hosts took
     # minutes when every host was compared with every one before it)
@@ -93,11 +93,6 @@ def parse_hosts(hosts: str) -> list[tuple[str, int]]:
         seen.add(canonical)
         parsed.append((name, int(slots)))
     return parsed
-
-
-def _one_line(text: str) -> str:
-    """`text` with a newline or another character a terminal would not show as itself escaped."""
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 @functools.lru_cache(maxsize=1)
