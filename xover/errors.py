@@ -128,6 +128,16 @@ def quoted(text: str | None, keep: int = 60) -> str:
     return repr(text) if text is None or len(text) <= keep else f"{text[:keep]!r}... ({len(text)} characters)"
 
 
+def is_utf8(text: str | os.PathLike[str]) -> bool:
+    """Whether `text` (a path, as Python decodes a file's name) holds no byte that is not UTF-8: the store keeps
+    paths as text, and such a byte (a lone surrogate here) failed its insert."""
+    try:
+        str(text).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def escaped_bytes(text: str) -> str:
     """`text` with a file name's bytes that are not UTF-8 (the lone surrogates Python decodes them to) written as
     `\\udcff`: as they were, a store's insert and a print raised UnicodeEncodeError."""

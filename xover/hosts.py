@@ -62,8 +62,8 @@ def command_on(
     `Popen`'s own `env` where it can be given one is better: these are seen in the host's process list);
     `here`: in this process's folder on that host too (the one it runs in on this machine)."""
     variables = ["env", *(f"{name}={value}" for name, value in env.items())] if env else []
-    if variables and "=" in argv[0]:  # env reads a program whose path holds '=' (/opt/a=b/python) as a variable
-        argv = ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
+    if variables:
+        argv = after_variables(argv)
     if is_local(host):
         return [*remote_prefix, *variables, *argv]
     line = shlex.join([*variables, *argv])
@@ -71,6 +71,18 @@ def command_on(
 
 
 MAX_SLOTS = 65536  # of one host: far beyond any machine (a billion built a billion slots in memory)
+
+
+# A variable's name as a shell sets or exports it; horovodrun's rank lines and a Slurm batch script write names
+# unquoted (only values are quoted), so a name like XOVER_X$(cmd) would have that shell run cmd
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def after_variables(argv: Sequence[str]) -> list[str]:
+    """`argv` as it can follow `env K=V ...` (how xover's ssh lines and horovodrun's rank lines set variables):
+    a program whose path holds '=' (/opt/a=b/python) goes through `sh -c 'exec "$@"'`, which env would else
+    read as one more variable."""
+    return ["/bin/sh", "-c", 'exec "$@"', "sh", *argv] if "=" in argv[0] else list(argv)
 
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:

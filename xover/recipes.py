@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
-from .errors import XoverError, printable, refuse_unless_regular
+from .errors import XoverError, is_utf8, printable, refuse_unless_regular
 from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
@@ -508,13 +508,11 @@ def script_recipe(
     over. `sha256`: the content it was planned with (a plan's), else the file's now. Without `name`, the
     job is named after the file (`--script`), which must then be a name a job file could give."""
     script = Path(script).resolve()
-    try:
-        str(script).encode("utf-8")  # a byte that is not UTF-8, as Python decodes a file's name
-    except UnicodeEncodeError:  # (a job file's script, a plan's: `--script` is refused first, scripts.script_problem)
+    if not is_utf8(script):  # a job file's script, a plan's (`--script` is refused first, scripts.script_problem)
         raise ScriptRefused(
             f"--script {script}: its path ({printable(script)}) is not valid UTF-8, and the store keeps it as text: "
             "rename the file or its folder"
-        ) from None
+        )
     if name is None and not _NAME.fullmatch(script.stem):
         raise ScriptRefused(f"--script {script}: {script_problem(script)}")
     check_script(script, engine)

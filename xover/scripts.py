@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .engines import ENGINES, TORCH, TORCH_FRAMEWORKS, engine_named
-from .errors import XoverError, printable
+from .errors import XoverError, is_utf8, printable
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
 # why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
@@ -95,9 +95,7 @@ def script_problem(script: str | os.PathLike) -> str | None:
         resolved = path.resolve()
     except OSError as error:  # a name too long for the system
         return f"cannot be looked at: {error.strerror}"
-    try:
-        str(resolved).encode("utf-8")
-    except UnicodeEncodeError:  # a byte that is not UTF-8, as Python decodes a file's name
+    if not is_utf8(resolved):
         where = "" if str(resolved) == str(script) else f" ({printable(resolved)})"
         return f"its path{where} is not valid UTF-8, and the store keeps it as text: rename the file or its folder"
     if not JOB_NAME.fullmatch(resolved.stem):

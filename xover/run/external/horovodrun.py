@@ -14,14 +14,13 @@ fails them, so nothing is named there.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from ...errors import XoverError
-from ...hosts import is_local, parse_hosts
+from ...hosts import SHELL_NAME, after_variables, is_local, parse_hosts
 from ...settings import METRIC_TOKEN_VARIABLE
 from . import find_launcher
 from .torchrun import hand_over
@@ -104,12 +103,6 @@ def private_variables(env: Mapping[str, str], names: tuple[str, ...] = ()) -> di
     """What of a rank's environment `env` goes to it through a private file, not horovodrun's command
     lines: PRIVATE_VARIABLES and `names` (a job file's own variables)."""
     return {name: env[name] for name in (*PRIVATE_VARIABLES, *names) if name in env}
-
-
-# What a shell can set. horovodrun quotes each forwarded variable's value in its ranks' command lines (a shell
-# runs them, on this machine too) but writes its name as it is: `XOVER_X$(cmd)=1` in xover's environment
-# ran `cmd` there. A Slurm job's script exports the XOVER_* variables the same way (run/external/slurm.py).
-SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 def forwarded(name: str) -> bool:
@@ -232,8 +225,7 @@ def horovodrun_command(
     program = program or worker_command(spec_path)
     if private:
         program = with_private_variables(program, private_files(np, hosts, private, remote_prefix or [], deadline))
-    if "=" in program[0]:  # horovodrun's rank line is `env K=V ... PROGRAM`: env read /opt/a=b/python as a variable
-        program = ["/bin/sh", "-c", 'exec "$@"', "sh", *program]
+    program = after_variables(program)  # horovodrun's rank line is `env K=V ... PROGRAM`
     return [
         *horovodrun_launcher(),
         "-np",

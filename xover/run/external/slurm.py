@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...errors import XoverError
+from ...hosts import SHELL_NAME
 
 T = TypeVar("T")
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "sinfo", "salloc", "srun", "sacct")
@@ -409,10 +410,6 @@ def check_time_limit(value: str) -> str:
             f"time limit '{value}': use Slurm's forms MINUTES, H:MM:SS or DAYS-H:MM:SS (e.g. 90, 1:30:00, 2-00:00:00)"
         )
     return value.strip()
-
-
-# a variable's name as `export NAME=...` takes it; anything else is read by the batch script's shell as more
-SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 def batch_script(
