@@ -587,8 +587,8 @@ def _factors(value: str) -> list[float]:
 SIMULATE_HELP = {
     "trace": (
         "The trace: Muri's CSV (job_id, num_gpu, submit_time, iterations, model_name, ..., resource_time_0..2), "
-        "a plain CSV (arrival_s, gpus, duration_s, model, and optionally name, restart_s, max_slowdown) or "
-        "Philly's job log (JSON)."
+        "a plain CSV (arrival_s, gpus, duration_s, model, and optionally name, restart_s, max_slowdown), "
+        "Philly's job log (JSON) or Helios' cluster_log.csv."
     ),
     "cluster": "The cluster as HOSTSxDEVICES, e.g. 8x8: 8 hosts of 8 devices.",
     "hosts": "The cluster's hosts and devices, e.g. h1:8,h2:8.",
@@ -616,15 +616,15 @@ SIMULATE_HELP = {
     "max_group": "Most jobs that share devices (1: nobody).",
     "min_gain": "A group forms or stays only if predicted this much better than apart.",
     "turn_policy": "--model xover: the turn policy crossover is predicted under.",
-    "fmt": "The trace's format: muri, plain or philly (default: from its head).",
+    "fmt": "The trace's format: muri, plain, philly or helios (default: from its head).",
     "profiles_csv": (
-        "CSV of the models' profiles (xover plan --profiles' columns) for a plain or Philly trace; default: "
+        "CSV of the models' profiles (xover plan --profiles' columns) for a plain, Philly or Helios trace; default: "
         "the recipes of those names, from their stored profiles."
     ),
     "bandwidth": "Stored profiles: those taken at this link rate.",
     "assign": (
-        "Philly's trace names no model: draw each job's from these, e.g. resnet,bert (a name given twice is drawn "
-        "twice as often)."
+        "Philly's and Helios' traces name no model: draw each job's from these, e.g. resnet,bert (a name given "
+        "twice is drawn twice as often)."
     ),
     "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
