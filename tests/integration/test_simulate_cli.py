@@ -370,6 +370,10 @@ def test_helios_cluster_log_is_replayed_and_refused_input_stores_nothing(isolate
         "no_assign.csv": (header + rows, [], "Helios' cluster_log.csv names no model: give --assign MODEL,..."),
         "semicolons.csv": ("arrival_s;gpus;duration_s;model\n0;1;1,5;narrow\n", [],
                            "line 2: duration_s must be a number, got '1,5': write it without thousands separators"),
+        # which cluster would do was not said
+        "too_big.csv": ("arrival_s,gpus,duration_s,model\n0,8,10,narrow\n1,16,10,narrow\n", [],
+                        "job job0 needs 8 devices and the cluster has 4 (2 such jobs): replay on a bigger cluster "
+                        "(the largest job needs 16)"),
     }
     for name, (text, extra, message) in bad.items():
         path = tmp_path / name

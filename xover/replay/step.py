@@ -269,9 +269,11 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     devices = sum(slots for _, slots in hosts)
     too_big = [job for job in trace.instances if job.gpus > devices]
     if too_big:
+        most = max(job.gpus for job in too_big)
         raise XoverError(
             f"{trace.path}: job {too_big[0].name} needs {too_big[0].gpus} devices and the cluster has {devices} "
             f"({counted(len(too_big), 'such job')}): replay on a bigger cluster"
+            + (f" (the largest job needs {most})" if len(too_big) > 1 and most != too_big[0].gpus else "")
         )
     store = open_store(db)  # one that cannot be opened is said before the replay (minutes), not after it
     model = model_for(request, trace)
