@@ -21,7 +21,7 @@ from . import __version__
 from .cli_common import State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, XoverError, check_seconds, escaped_bytes
+from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -575,12 +575,18 @@ def _options_given(context: typer.Context) -> frozenset[str]:
 
 
 def _factors(value: str) -> list[float]:
-    try:
-        if not value.isascii():  # float() reads other scripts' digits: '١.٥' was 1.5
-            raise ValueError(value)
-        return [float(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37") from None
+    # decimal(), not float(): float reads other scripts' digits ('١.٥' was 1.5) and underscores ('1_5' was 15)
+    parts = value.split(",")
+    if len(parts) > 1 and any(not part.strip() for part in parts):
+        # a factor is its group size's by its place: 1.3,,1.5 charged groups of 3 jobs 1.5
+        raise XoverError(
+            f"--factors {value}: a factor left empty; give one for each group size, 2, 3, ... jobs in turn, "
+            "e.g. 1.33,1.5,1.37"
+        )
+    factors = [decimal(part) for part in parts if part.strip()]
+    if any(factor is None for factor in factors):
+        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37")
+    return [factor for factor in factors if factor is not None]
 
 
 # the help of `xover simulate`'s argument and options

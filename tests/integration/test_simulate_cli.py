@@ -98,6 +98,11 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
           "interleave", "--factors", "1.2,0.9"], "--factors 1.2,0.9: 0.9 is below 1: a factor is charged over"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv"), "--model",
           "interleave", "--factors", "1e-300"], "give numbers >= 1"),
+        # a factor is its group size's by its place: an empty one moved 1.5 to groups of 3; '1_5' was 15
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--factors", "1.3,,1.5"],
+         "--factors 1.3,,1.5: a factor left empty; give one for each group size"),
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--factors", "1_5"],
+         "--factors 1_5: give numbers separated by commas"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
          "line 1: unknown column 'arrival_s'"),
         ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv")],
