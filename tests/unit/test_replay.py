@@ -850,3 +850,12 @@ def test_a_number_with_separators_or_a_byte_not_utf8_is_said_with_what_to_do(tmp
     path.write_bytes(b"arrival_s,gpus,duration_s,model\n" + data)
     with pytest.raises(TraceError, match=message):
         load_trace(path, "plain", profiles=PROFILES.get)
+
+
+def test_a_csv_trace_of_its_header_alone_says_so(tmp_path):
+    """A header line and blank lines after it (a spreadsheet's empty sheet) was 'no jobs in the trace' alone."""
+    for fmt, header in (("plain", "arrival_s,gpus,duration_s,model"), ("helios", HELIOS.splitlines()[0])):
+        path = tmp_path / f"{fmt}.csv"
+        path.write_text(header + "\r\n\r\n,,,\r\n" if fmt == "plain" else header + "\n")
+        with pytest.raises(TraceError, match=r"no jobs in the trace \(only its header line: give a line a job after"):
+            load_trace(path, profiles=PROFILES.get, assign=["narrow"] if fmt == "helios" else ())

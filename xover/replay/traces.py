@@ -200,7 +200,10 @@ def load_trace(
         load = _load_philly if fmt == "philly" else _load_helios
         trace = load(path, profiles, assign, seed, restart_s)
     if not trace.instances:
-        raise TraceError(f"{path}: no jobs in the trace" + _skipped_text(trace.skipped))
+        why = _skipped_text(trace.skipped)
+        if not why and fmt != "philly":  # a CSV of its header alone (a spreadsheet's empty sheet)
+            why = " (only its header line: give a line a job after it)"
+        raise TraceError(f"{path}: no jobs in the trace{why}")
     if limit is not None:
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
     trace.path = escaped_bytes(trace.path)  # as stored and shown (it failed only after the whole replay)
