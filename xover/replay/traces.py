@@ -1,6 +1,6 @@
 """Job instances from a cluster's trace.
 
-Three formats (`FORMATS`; `detect_format` tells them apart by their first line):
+Four formats (`FORMATS`; `detect_format` tells them apart by their first line):
 
 * `muri` - the CSV of Muri's simulator (`Rivendile/Muri`, `simulator/trace-data/`): `job_id, num_gpu,
   submit_time` (ms), `iterations, model_name, batch_size, duration` (ms), `interval, iteration_time` (ms),
