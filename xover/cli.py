@@ -21,7 +21,7 @@ from . import __version__
 from .cli_common import State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, XoverError, check_seconds, escaped_bytes
+from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -575,20 +575,26 @@ def _options_given(context: typer.Context) -> frozenset[str]:
 
 
 def _factors(value: str) -> list[float]:
-    try:
-        if not value.isascii():  # float() reads other scripts' digits: '١.٥' was 1.5
-            raise ValueError(value)
-        return [float(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37") from None
+    # decimal(), not float(): float reads other scripts' digits ('١.٥' was 1.5) and underscores ('1_5' was 15)
+    parts = value.split(",")
+    if len(parts) > 1 and any(not part.strip() for part in parts):
+        # a factor is its group size's by its place: 1.3,,1.5 charged groups of 3 jobs 1.5
+        raise XoverError(
+            f"--factors {value}: a factor left empty; give one for each group size, 2, 3, ... jobs in turn, "
+            "e.g. 1.33,1.5,1.37"
+        )
+    factors = [decimal(part) for part in parts if part.strip()]
+    if any(factor is None for factor in factors):
+        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37")
+    return [factor for factor in factors if factor is not None]
 
 
 # the help of `xover simulate`'s argument and options
 SIMULATE_HELP = {
     "trace": (
         "The trace: Muri's CSV (job_id, num_gpu, submit_time, iterations, model_name, ..., resource_time_0..2), "
-        "a plain CSV (arrival_s, gpus, duration_s, model, and optionally name, restart_s, max_slowdown) or "
-        "Philly's job log (JSON)."
+        "a plain CSV (arrival_s, gpus, duration_s, model, and optionally name, restart_s, max_slowdown), "
+        "Philly's job log (JSON) or Helios' cluster_log.csv."
     ),
     "cluster": "The cluster as HOSTSxDEVICES, e.g. 8x8: 8 hosts of 8 devices.",
     "hosts": "The cluster's hosts and devices, e.g. h1:8,h2:8.",
@@ -616,15 +622,15 @@ SIMULATE_HELP = {
     "max_group": "Most jobs that share devices (1: nobody).",
     "min_gain": "A group forms or stays only if predicted this much better than apart.",
     "turn_policy": "--model xover: the turn policy crossover is predicted under.",
-    "fmt": "The trace's format: muri, plain or philly (default: from its head).",
+    "fmt": "The trace's format: muri, plain, philly or helios (default: from its head).",
     "profiles_csv": (
-        "CSV of the models' profiles (xover plan --profiles' columns) for a plain or Philly trace; default: "
+        "CSV of the models' profiles (xover plan --profiles' columns) for a plain, Philly or Helios trace; default: "
         "the recipes of those names, from their stored profiles."
     ),
     "bandwidth": "Stored profiles: those taken at this link rate.",
     "assign": (
-        "Philly's trace names no model: draw each job's from these, e.g. resnet,bert (a name given twice is drawn "
-        "twice as often)."
+        "Philly's and Helios' traces name no model: draw each job's from these, e.g. resnet,bert (a name given "
+        "twice is drawn twice as often)."
     ),
     "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",

@@ -98,6 +98,11 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
           "interleave", "--factors", "1.2,0.9"], "--factors 1.2,0.9: 0.9 is below 1: a factor is charged over"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv"), "--model",
           "interleave", "--factors", "1e-300"], "give numbers >= 1"),
+        # a factor is its group size's by its place: an empty one moved 1.5 to groups of 3; '1_5' was 15
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--factors", "1.3,,1.5"],
+         "--factors 1.3,,1.5: a factor left empty; give one for each group size"),
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--factors", "1_5"],
+         "--factors 1_5: give numbers separated by commas"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
          "line 1: unknown column 'arrival_s'"),
         ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv")],
@@ -348,3 +353,53 @@ def test_an_escape_sequence_in_a_path_or_a_flag_is_shown_escaped_in_errors(isola
         result = xover("simulate", *args, "--cluster", "1x1")
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert "\x1b" not in result.output and said in "".join(result.output.split("\n")), result.output
+
+
+# ------------------------------------------------------------------------------ traces as operators have them
+
+
+def test_helios_cluster_log_is_replayed_and_refused_input_stores_nothing(isolated_results, tmp_path):
+    """Helios' cluster_log.csv (HeliosData's README's rows, and a CPU job) is told from its header and replayed with
+    models drawn from --assign; a bad line of it, or a spreadsheet's ';'-separated one with a decimal comma, is
+    one line naming the line and field, exit 2, and nothing is stored."""
+    header = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+    rows = (
+        "1425511,uXBbc,vcJkd,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,2020-06-10 04:55:09,36848,0\n"
+        "1425512,uVMrF,vchbv,4,16,1,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:27,2020-06-09 18:45:36,249,0\n"
+        "1425514,uzqls,vcpDC,0,8,1,COMPLETED,2020-06-09 18:42:00,2020-06-09 18:42:00,2020-06-09 18:52:00,600,0\n"
+    )
+    common = ["--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x4", "--policy", "fifo"]
+    bad = {
+        "cluster_log_bad.csv": (header + rows + "9,u,v,1,1,1,COMPLETED,06/09/2020,,,5,0\n", ["--assign", "narrow"],
+                                "line 5: submit_time: not a time: '06/09/2020': write it as 2017-10-07 01:12:09"),
+        "no_assign.csv": (header + rows, [], "Helios' cluster_log.csv names no model: give --assign MODEL,..."),
+        "semicolons.csv": ("arrival_s;gpus;duration_s;model\n0;1;1,5;narrow\n", [],
+                           "line 2: duration_s must be a number, got '1,5': write it without thousands separators"),
+        # which cluster would do was not said
+        "too_big.csv": ("arrival_s,gpus,duration_s,model\n0,8,10,narrow\n1,16,10,narrow\n", [],
+                        "job job0 needs 8 devices and the cluster has 4 (2 such jobs): replay on a bigger cluster "
+                        "(the largest job needs 16)"),
+    }
+    for name, (text, extra, message) in bad.items():
+        path = tmp_path / name
+        path.write_text(text)
+        result = xover("simulate", str(path), *common, *extra)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert message in " ".join(result.output.split()) and len(result.output.strip().splitlines()) == 1, (
+            result.output)
+        assert not (isolated_results / "xover.db").exists()
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(header + rows)
+    result = xover("simulate", str(path), *common, "--assign", "narrow", "--json")
+    assert result.exit_code == 0, result.output
+    stored = json.loads(result.stdout)
+    assert (stored["format"], stored["jobs"], stored["skipped"]) == ("helios", 2, {"CPU jobs (on no GPU)": 1})
+    assert stored["notes"][0] == "models drawn from narrow with seed 0 (Helios names none)"
+    reported = xover("report", "latest")
+    assert "skipped: 1 CPU job (on no GPU)" in reported.output and "helios" in reported.output, reported.output
+    # a spreadsheet's export of the plain CSV: BOM, CRLF, ';', capitals, empty columns at the end, blank lines
+    export = tmp_path / "export.csv"
+    export.write_bytes("\ufeffArrival_s;GPUs;Duration_s;Model;;\r\n0;1;100;narrow;;\r\n5;2;50;wide;;\r\n;;;;;\r\n\r\n".encode())
+    result = xover("simulate", str(export), *common, "--json")
+    assert result.exit_code == 0, result.output
+    assert (json.loads(result.stdout)["format"], json.loads(result.stdout)["jobs"]) == ("plain", 2)

@@ -697,3 +697,165 @@ def test_the_interleave_model_itself_refuses_a_factor_below_one():
     with pytest.raises(ValueError, match="numbers >= 1"):
         InterleaveModel(factors=(1.2, 0.5))
     assert InterleaveModel(factors=(1.0,)).factors == (1.0,)
+
+
+# ---------------------------------------------------------------- traces as operators have them
+
+# Helios' cluster_log.csv as HeliosData's README publishes it (its three example rows), with a CPU job (Helios logs
+# every Slurm job; gpu_num 0), a job that ran no time and one without a duration
+HELIOS = (
+    "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+    "1425511,uXBbc,vcJkd,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,2020-06-10 04:55:09,36848,0\n"
+    "1425512,uVMrF,vchbv,4,16,1,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:27,2020-06-09 18:45:36,249,0\n"
+    "1425513,uzqls,vcpDC,1,1,1,CANCELLED,2020-06-09 18:41:28,2020-06-09 18:41:28,2020-06-17 14:15:21,675233,0\n"
+    "1425514,uzqls,vcpDC,0,8,1,COMPLETED,2020-06-09 18:42:00,2020-06-09 18:42:00,2020-06-09 18:52:00,600,0\n"
+    "1425515,uzqls,vcpDC,2,8,1,CANCELLED,2020-06-09 18:42:30,2020-06-09 18:42:30,2020-06-09 18:42:30,0,0\n"
+    "1425516,uzqls,vcpDC,2,8,1,CANCELLED,2020-06-09 18:43:00,,,,\n"
+)
+
+
+def test_helios_cluster_log_is_told_by_its_header_and_replays_its_gpu_jobs(tmp_path):
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(HELIOS)
+    assert detect_format(path) == "helios"
+    trace = load_trace(path, profiles=PROFILES.get, assign=["narrow"], seed=3, restart_s=2)
+    jobs = {job.name: job for job in trace.instances}
+    assert list(jobs) == ["1425511", "1425512", "1425513"]  # by arrival, named by job_id
+    assert [job.arrival_s for job in jobs.values()] == [0, 26, 27]
+    assert [job.gpus for job in jobs.values()] == [1, 4, 1]
+    # its duration (s) run alone: narrow's 100 ms iterations
+    assert [job.work_s for job in jobs.values()] == pytest.approx([36848, 249, 675233])
+    assert all(job.kind.name == "narrow" and job.restart_s == 2 for job in jobs.values())
+    assert trace.format == "helios"
+    assert trace.skipped == {"CPU jobs (on no GPU)": 1, "jobs that ran no time": 1, "jobs without times": 1}
+    assert trace.notes == [
+        "models drawn from narrow with seed 3 (Helios names none)",
+        "times are from the first arrival, at 1591728061 s of the trace (2020-06-09 18:41:01 UTC)",
+    ]
+    with pytest.raises(TraceError, match="Helios' cluster_log.csv names no model: give --assign"):
+        load_trace(path, profiles=PROFILES.get)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("9,u,v,1,1,1,COMPLETED,09/06/2020 18:41,,,5,0", r"line 3: submit_time: not a time: '09/06/2020 18:41'"),
+        ("9,u,v,1,1,1,COMPLETED,,,,5,0", "line 3: submit_time is empty"),
+        ("9,u,v,one,1,1,COMPLETED,2020-06-09 18:41:01,,,5,0", "line 3: gpu_num must be a number, got 'one'"),
+        ("9,u,v,1.5,1,1,COMPLETED,2020-06-09 18:41:01,,,5,0", "line 3: gpu_num must be a whole number"),
+        ("9,u,v,1,1,1,COMPLETED,2020-06-09 18:41:01,,,-5,0", "line 3: duration must be >= 0, got -5"),
+        ("9,u,v,1,1,1,COMPLETED,2020-06-09 18:41:01,,,nan,0", "line 3: duration nan is out of range"),
+    ],
+)
+def test_a_bad_helios_line_names_its_line_and_field(tmp_path, row, message):
+    path = tmp_path / "cluster_log.csv"
+    path.write_text("\n".join(HELIOS.splitlines()[:2] + [row]) + "\n")
+    with pytest.raises(TraceError, match=message):
+        load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_philly_as_its_readme_gives_it_two_attempts_two_machines_and_none(tmp_path):
+    """The README's example entry (two attempts; the last one's GPUs and length), a job on two machines (their
+    GPUs summed), a last attempt whose end is "None" (still running when the log was taken: the README) and
+    one whose times are null."""
+    def attempt(start, end, *machines):
+        return {"start_time": start, "end_time": end, "detail": [{"ip": ip, "gpus": [f"gpu{i}" for i in range(8)]}
+                                                                 for ip in machines]}
+    entries = [
+        {"status": "Pass", "vc": "ee9e8c", "jobid": "application_1506638472019_14199", "user": "ce2f4c",
+         "submitted_time": "2017-10-07 01:11:39",
+         "attempts": [attempt("2017-10-07 01:12:09", "2017-10-07 01:13:23", "m47"),
+                      attempt("2017-10-07 01:13:30", "2017-10-09 06:53:12", "m412")]},
+        {"status": "Failed", "vc": "b", "jobid": "two_machines", "user": "u", "submitted_time": "2017-10-07 02:00:00",
+         "attempts": [attempt("2017-10-07 02:00:00", "2017-10-07 02:30:00", "m1", "m2")]},
+        {"status": "Killed", "vc": "b", "jobid": "running", "user": "u", "submitted_time": "2017-10-07 03:00:00",
+         "attempts": [attempt("2017-10-07 03:00:00", "None", "m3")]},
+        {"status": "Killed", "vc": "b", "jobid": "null", "user": "u", "submitted_time": "2017-10-07 03:00:00",
+         "attempts": [attempt(None, None, "m3")]},
+    ]
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps(entries, indent=4))
+    trace = load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+    readme, machines = trace.instances
+    assert readme.gpus == 8 and readme.work_s == pytest.approx(2 * 86400 + 5 * 3600 + 39 * 60 + 42)
+    assert machines.gpus == 16 and machines.work_s == pytest.approx(1800) and machines.arrival_s == 2901
+    assert trace.skipped == {"jobs still running at the log's end": 1, "jobs without times": 1}
+
+
+@pytest.mark.parametrize(
+    ("times", "message"),
+    [
+        # ISO 8601 forms are read: T, a fraction, an offset, Z (an offset moves the time: 02:00-07:00 is 09:00 UTC)
+        (("2017-10-07T01:00:00", "2017-10-07T01:00:00.5", "2017-10-07T01:01:40.5"), None),
+        (("2017-10-07 01:00:00Z", "2017-10-07 01:00:00+00:00", "2017-10-06 18:01:40-07:00"), None),
+        # another form was "no jobs in the trace (1 job without times)": now the field and what to write
+        (("2017-10-07 01:00:00 PDT", "2017-10-07 01:00:00", "2017-10-07 01:01:40"),
+         r"\[0\].submitted_time: not a time: '2017-10-07 01:00:00 PDT': write it as 2017-10-07 01:12:09 \(a time "
+         r"zone's name is not read: give an offset, e.g. -07:00\)"),
+        (("2017-10-07 01:00:00", "10/07/2017 01:00", "2017-10-07 01:01:40"),
+         r"\[0\].attempts\[0\].start_time: not a time: '10/07/2017 01:00'"),
+        (("2017-10-07 01:00:00", "2017-10-07 01:00:00", 1507338100), r"\[0\].attempts\[0\].end_time: not a time"),
+    ],
+)
+def test_a_philly_time_is_read_in_iso_forms_and_another_form_is_named(tmp_path, times, message):
+    submitted, start, end = times
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps([{"jobid": "a", "submitted_time": submitted, "attempts": [
+        {"start_time": start, "end_time": end, "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]}]))
+    if message is None:
+        [job] = load_trace(path, profiles=PROFILES.get, assign=["narrow"]).instances
+        assert job.work_s == pytest.approx(100)
+    else:
+        with pytest.raises(TraceError, match=f"log.json: {message}"):
+            load_trace(path, profiles=PROFILES.get, assign=["narrow"])
+
+
+def test_a_spreadsheets_export_is_read_as_the_plain_csv(tmp_path):
+    """A BOM, CRLF, ';' or tabs for commas (where ',' is the decimal point), capitalised column names, empty columns
+    at the end and blank lines after the last job: each was 'not a trace this reads' or "column '' appears twice"."""
+    expected = [(job.name, job.arrival_s, job.gpus, job.iterations) for job in golden("pair.csv")]
+    exports = {
+        "bom_crlf": "\ufeffarrival_s,gpus,duration_s,model,name\r\n0,1,100,loader,j0\r\n10,1,100,loader,j1\r\n\r\n\r\n",
+        "semicolons": "arrival_s;gpus;duration_s;model;name\n0;1;100;loader;j0\n10;1;100;loader;j1\n",
+        "tabs": "arrival_s\tgpus\tduration_s\tmodel\tname\n0\t1\t100\tloader\tj0\n10\t1\t100\tloader\tj1\n",
+        "capitals": "Arrival_s,GPUs,Duration_s,Model,Name\n0,1,100,loader,j0\n10,1,100,loader,j1\n",
+        "trailing": "arrival_s,gpus,duration_s,model,name,,\n0,1,100,loader,j0,,\n10,1,100,loader,j1\n",
+        "quoted": '"arrival_s";"gpus";"duration_s";"model";"name"\n"0";"1";"100";"loader";"j0"\n"10";"1";"100";"loader";"j1"\n',
+    }
+    for name, text in exports.items():
+        path = tmp_path / f"{name}.csv"
+        path.write_bytes(text.encode())
+        assert detect_format(path) == "plain", name
+        trace = load_trace(path, profiles=PROFILES.get)
+        assert [(job.name, job.arrival_s, job.gpus, job.iterations) for job in trace.instances] == expected, name
+    # an empty column is left out only at the end, and only where it is empty
+    path = tmp_path / "more.csv"
+    path.write_text("arrival_s,gpus,duration_s,model,name,,\n0,1,100,loader,j0,,x\n")
+    with pytest.raises(TraceError, match="line 2: 7 fields, the header has 5"):
+        load_trace(path, profiles=PROFILES.get)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'0,1,"1,000",loader\n', r"line 2: duration_s must be a number, got '1,000': write it without thousands"),
+        (b"0,1,1\xc2\xa0000,loader\n", r"got '1\\xa0000': write it without thousands separators"),
+        (b"0,1,1e3x,loader\n", r"line 2: duration_s must be a number, got '1e3x'$"),
+        # not UTF-8 (a spreadsheet's Windows-1252): the line and the byte, and how to convert it
+        (b"0,1,10,loader\n0,1,10,caf\xe9\n", r"line 3: byte 0xe9 is not UTF-8: save the trace as UTF-8 \(e.g. iconv"),
+    ],
+)
+def test_a_number_with_separators_or_a_byte_not_utf8_is_said_with_what_to_do(tmp_path, data, message):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"arrival_s,gpus,duration_s,model\n" + data)
+    with pytest.raises(TraceError, match=message):
+        load_trace(path, "plain", profiles=PROFILES.get)
+
+
+def test_a_csv_trace_of_its_header_alone_says_so(tmp_path):
+    """A header line and blank lines after it (a spreadsheet's empty sheet) was 'no jobs in the trace' alone."""
+    for fmt, header in (("plain", "arrival_s,gpus,duration_s,model"), ("helios", HELIOS.splitlines()[0])):
+        path = tmp_path / f"{fmt}.csv"
+        path.write_text(header + "\r\n\r\n,,,\r\n" if fmt == "plain" else header + "\n")
+        with pytest.raises(TraceError, match=r"no jobs in the trace \(only its header line: give a line a job after"):
+            load_trace(path, profiles=PROFILES.get, assign=["narrow"] if fmt == "helios" else ())

@@ -43,6 +43,7 @@ MODELS = ("xover", "interleave")
 # muri  - Muri's simulator: every event decides everything afresh and costs every running job its restart time,
 #         a job alone runs 1.015x its trace's iteration, first-fit placement (Tiresias: by device count).
 SEMANTICS = ("xover", "muri")
+DRAWN_FORMATS = ("philly", "helios")  # traces that name no model: --assign draws each job's
 CLUSTER_SPEC = re.compile(r"([0-9]{1,12})x([0-9]{1,12})", re.ASCII)  # more digits: more than any cluster
 MAX_DEVICES = 10**6
 MAX_SEED = 2**63 - 1
@@ -238,7 +239,8 @@ def check_options_apply(request: SimulateRequest, fmt: str) -> None:
     unused = {
         "--factors": "interleave" != request.model and "only --model interleave charges factors",
         "--turn-policy": "xover" != request.model and "only --model xover predicts turns under a policy",
-        "--assign": fmt != "philly" and f"a {fmt} trace names each job's model; only Philly's log needs them drawn",
+        "--assign": fmt not in DRAWN_FORMATS
+        and f"a {fmt} trace names each job's model; only Philly's and Helios' need them drawn",
         "--seed": "--assign" not in request.given and "it seeds --assign's draw of models; give --assign too",
         "--profiles": fmt == "muri" and "a Muri trace carries each job's times",
         "--bandwidth": fmt == "muri" and "a Muri trace carries each job's times",
@@ -267,9 +269,11 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     devices = sum(slots for _, slots in hosts)
     too_big = [job for job in trace.instances if job.gpus > devices]
     if too_big:
+        most = max(job.gpus for job in too_big)
         raise XoverError(
             f"{trace.path}: job {too_big[0].name} needs {too_big[0].gpus} devices and the cluster has {devices} "
             f"({counted(len(too_big), 'such job')}): replay on a bigger cluster"
+            + (f" (the largest job needs {most})" if len(too_big) > 1 and most != too_big[0].gpus else "")
         )
     store = open_store(db)  # one that cannot be opened is said before the replay (minutes), not after it
     model = model_for(request, trace)

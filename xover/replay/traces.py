@@ -1,6 +1,6 @@
 """Job instances from a cluster's trace.
 
-Three formats (`FORMATS`; `detect_format` tells them apart by their first line):
+Four formats (`FORMATS`; `detect_format` tells them apart by their first line):
 
 * `muri` - the CSV of Muri's simulator (`Rivendile/Muri`, `simulator/trace-data/`): `job_id, num_gpu,
   submit_time` (ms), `iterations, model_name, batch_size, duration` (ms), `interval, iteration_time` (ms),
@@ -14,6 +14,14 @@ Three formats (`FORMATS`; `detect_format` tells them apart by their first line):
 * `philly` - Philly's job log (`cluster_job_log` of `msr-fiddle/philly-traces`, JSON): arrival from
   `submitted_time`, devices and run time from its last attempt; it names no model, so each job gets one of
   the profiles given, drawn with a seed (as Gavel and Muri attach profiled models to trace jobs).
+* `helios` - Helios' `cluster_log.csv` (`S-Lab-System-Group/HeliosData`, one per cluster): `job_id, user, vc,
+  gpu_num, cpu_num, node_num, state, submit_time, start_time, end_time, duration` (s), `queue` (s); arrival
+  from `submit_time`, devices from `gpu_num`, run time from `duration`; jobs on no GPU (CPU jobs) are left out
+  and counted; it names no model either, so each job's is drawn as for Philly's.
+
+A CSV is comma-separated, or separated by ';' or tabs (a spreadsheet's export) where its header line has no
+comma; its column names are read in any case; empty columns at the end of its lines (a spreadsheet's) are
+left out.
 
 Times are from the trace's first arrival (`load_trace`), and every job has a name of its own (the replay
 tells jobs apart by name: a name a reader makes up avoids every name the trace gives).
@@ -24,6 +32,7 @@ Errors name the file, the line (the header is line 1) and the field, and say wha
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import random
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -45,17 +54,23 @@ from ..errors import (
     json_path,
     json_without_duplicate_keys,
     not_utf8_text,
+    quoted,
     refuse_unless_regular,
 )
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
 
-FORMATS = ("muri", "plain", "philly")
+FORMATS = ("muri", "plain", "philly", "helios")
 MURI_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "iteration_time")
 MURI_RESOURCES = ("resource_time_0", "resource_time_1", "resource_time_2")
 MURI_OPTIONAL = ("batch_size", "duration", "interval", "priority")
 PLAIN_COLUMNS = ("arrival_s", "gpus", "duration_s", "model")
 PLAIN_OPTIONAL = ("name", "restart_s", "max_slowdown")
+# Helios' cluster_log.csv, as HeliosData's README publishes it (times "2020-06-09 18:41:01", durations in seconds)
+HELIOS_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
+HELIOS_OPTIONAL = ("user", "vc", "cpu_num", "node_num", "state", "start_time", "end_time", "queue")
+# what a drawn model stands for, said with the trace (Philly's log and Helios' name none)
+DRAWN_MODEL = "models drawn from {models} with seed {seed} ({source} names none)"
 
 # Muri's simulator's start overhead (s) of each model by GPU count, charged at every event to every job
 # running (`simulator/run_sim.py`, `overhead_dict`); 10 s for a model it does not list.
@@ -90,7 +105,7 @@ ProfileLookup = Callable[[str], JobProfile | None]
 
 
 def detect_format(path: str | Path) -> str:
-    """`muri`, `plain` or `philly`, from the file's first line (or character)."""
+    """`muri`, `plain`, `philly` or `helios`, from the file's first line (or character)."""
     first = _first_line(Path(path))
     if not first.strip() and _json_after_blank_lines(Path(path)):
         return "philly"  # JSON may begin with blank lines (a log written pretty); a CSV's header is its line 1
@@ -100,17 +115,34 @@ def detect_format(path: str | Path) -> str:
         return "philly"
     # csv, not a split on commas: a header of quoted names ("arrival_s","gpus",...) is a header too
     try:
-        columns = {cell.strip() for cell in next(csv.reader([first]), [])}
+        columns = {_column(cell) for cell in next(csv.reader([first], delimiter=_delimiter(first)), [])}
     except csv.Error:  # a field over csv's limit: no header (it was a traceback)
         columns = set()
     if set(MURI_COLUMNS) <= columns:
         return "muri"
     if set(PLAIN_COLUMNS) <= columns:
         return "plain"
+    if set(HELIOS_COLUMNS) <= columns:
+        return "helios"
     raise TraceError(
         f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join(MURI_COLUMNS)}; a plain CSV has "
-        f"{', '.join(PLAIN_COLUMNS)}; Philly's job log is JSON (give --format to say which)"
+        f"{', '.join(PLAIN_COLUMNS)}; Helios' cluster_log.csv has {', '.join(HELIOS_COLUMNS)}; Philly's job log "
+        "is JSON (give --format to say which; another cluster's trace, Alibaba PAI's say: write it as the plain "
+        "CSV, a line a job)"
     )
+
+
+def _delimiter(header: str) -> str:
+    """What separates a CSV's fields, told from its header line: ',' (a header without one: ';' or a tab, as a
+    spreadsheet exports where ',' is the decimal point)."""
+    if "," in header:
+        return ","
+    return next((mark for mark in (";", "\t") if mark in header), ",")
+
+
+def _column(cell: str) -> str:
+    """A column's name as the readers know it: `Arrival_s ` is arrival_s."""
+    return cell.strip().lower()
 
 
 def _regular(path: Path) -> Path:
@@ -125,7 +157,7 @@ def _first_line(path: Path) -> str:
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     except UnicodeDecodeError:
-        raise TraceError(not_utf8_text(path)) from None
+        raise TraceError(_not_utf8(path)) from None
 
 
 def _json_after_blank_lines(path: Path) -> bool:
@@ -163,10 +195,15 @@ def load_trace(
         trace = _load_plain(path, profiles, restart_s)
     else:
         if profiles is None or not assign:
-            raise TraceError(f"{path}: Philly's job log names no model: give --assign MODEL,... and their profiles")
-        trace = _load_philly(path, profiles, assign, seed, restart_s)
+            source = "Philly's job log" if fmt == "philly" else "Helios' cluster_log.csv"
+            raise TraceError(f"{path}: {source} names no model: give --assign MODEL,... and their profiles")
+        load = _load_philly if fmt == "philly" else _load_helios
+        trace = load(path, profiles, assign, seed, restart_s)
     if not trace.instances:
-        raise TraceError(f"{path}: no jobs in the trace" + _skipped_text(trace.skipped))
+        why = _skipped_text(trace.skipped)
+        if not why and fmt != "philly":  # a CSV of its header alone (a spreadsheet's empty sheet)
+            why = " (only its header line: give a line a job after it)"
+        raise TraceError(f"{path}: no jobs in the trace{why}")
     if limit is not None:
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
     trace.path = escaped_bytes(trace.path)  # as stored and shown (it failed only after the whole replay)
@@ -199,7 +236,7 @@ def _origin_notes(first_s: Decimal | float, when: str = "") -> list[str]:
     return [f"times are from the first arrival, at {float(first_s):.15g} s of the trace{when}"] if first_s else []
 
 
-# Why a job of Philly's log was skipped (the key it is counted under, stored with a simulation), and the same
+# Why a job of Philly's log or Helios' was skipped (the key it is counted under, stored with a simulation), and the same
 # for one job: "1 job never started", not "1 jobs never started".
 SKIPPED_ONE = {
     "entries that are not jobs": "entry that is not a job",
@@ -208,6 +245,8 @@ SKIPPED_ONE = {
     "jobs without times": "job without times",
     "jobs on no GPU": "job on no GPU",
     "jobs that ran no time": "job that ran no time",
+    "jobs still running at the log's end": "job still running at the log's end",
+    "CPU jobs (on no GPU)": "CPU job (on no GPU)",
 }
 
 
@@ -229,31 +268,37 @@ def _skipped_text(skipped: Mapping[str, int]) -> str:
 
 
 def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line, cells) for every non-blank line; the header checked (required columns, no unknown ones)."""
+    """(line, cells) for every non-blank line; the header checked (required columns, no unknown ones). Empty
+    columns at the end (a spreadsheet's export: `a,b,,`) are left out, header and lines alike."""
     _regular(path)
     try:
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     with handle:
-        reader = csv.reader(csv_lines(path, handle, TraceError))
         try:
-            header = [cell.strip() for cell in next(reader, [])]
+            lines = csv_lines(path, handle, TraceError)
+            first = next(lines, "")
+            reader = csv.reader(itertools.chain([first], lines), delimiter=_delimiter(first))
+            written = [cell.strip() for cell in next(reader, [])]
+            while written and not written[-1]:
+                written.pop()
+            header = [_column(cell) for cell in written]
             if not any(header):  # it said "missing column ... (columns: )"
                 raise TraceError(f"{path}: line 1: empty, expected the header line: {','.join(required)}")
             missing = [column for column in required if column not in header]
             if missing:
                 # the header as written, but a column that is not plain text (a terminal's escape) escaped, and cut
-                shown = ", ".join(cell if cell.isprintable() else repr(cell) for cell in header[:20])
+                shown = ", ".join(cell if cell.isprintable() else repr(cell) for cell in written[:20])
                 raise TraceError(
                     f"{path}: line 1: missing column {', '.join(missing)} "
                     f"(columns: {shown[:400]}{', ...' if len(header) > 20 or len(shown) > 400 else ''})"
                 )
-            twice = [column for column in header if header.count(column) > 1]
+            twice = [cell for cell, column in zip(written, header) if header.count(column) > 1]
             if twice:  # the last would win, silently
                 raise TraceError(f"{path}: line 1: column {twice[0]!r} appears twice")
             known = set(required) | set(optional)
-            unknown = [column for column in header if column not in known]
+            unknown = [cell for cell, column in zip(written, header) if column not in known]
             if unknown:
                 raise TraceError(
                     f"{path}: line 1: unknown column {unknown[0]!r}; columns are {', '.join([*required, *optional])}"
@@ -261,21 +306,50 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
             for row in reader:
                 if not any(cell.strip() for cell in row):
                     continue
+                while len(row) > len(header) and not row[-1].strip():
+                    row.pop()
                 if len(row) != len(header):
                     raise TraceError(
                         f"{path}: line {reader.line_num}: {counted(len(row), 'field')}, the header has {len(header)}"
                     )
                 yield reader.line_num, {column: cell.strip() for column, cell in zip(header, row)}
         except UnicodeDecodeError:
-            raise TraceError(not_utf8_text(path)) from None
+            raise TraceError(_not_utf8(path)) from None
         except csv.Error as error:
             raise TraceError(f"{path}: line {reader.line_num}: not valid CSV: {error}") from None
+
+
+def _not_utf8(path: Path) -> str:
+    """What to say of a trace that is not UTF-8: compressed or UTF-16 as `not_utf8_text` says it, else the line
+    of its first byte that is not UTF-8 (a spreadsheet's Latin-1 or Windows-1252 export) and how to convert it."""
+    said = not_utf8_text(path)
+    if said.endswith(")"):  # compressed, or UTF-16: how to convert it is said
+        return said
+    try:
+        with path.open("rb") as handle:
+            for number in itertools.count(1):
+                raw = handle.readline(4 * MAX_CSV_LINE + 4)
+                if not raw:
+                    break
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    return (
+                        f"{path}: line {number}: byte 0x{raw[error.start]:02x} is not UTF-8: save the trace as UTF-8 "
+                        "(e.g. iconv -f WINDOWS-1252 -t UTF-8, or the spreadsheet's 'CSV UTF-8')"
+                    )
+    except OSError:
+        pass
+    return said
 
 
 def _number(path: Path, line: int, column: str, text: str, lowest: float = 0.0, above: bool = False) -> float:
     value = decimal(text)
     if value is None:
-        raise TraceError(f"{path}: line {line}: {column} must be a number, got {text!r}")
+        how = ""
+        if any(mark in text for mark in ",_ '\u00a0\u202f") and any(c.isdigit() for c in text):
+            how = ": write it without thousands separators, with '.' for a decimal point"
+        raise TraceError(f"{path}: line {line}: {column} must be a number, got {text!r}{how}")
     if not math.isfinite(value) or abs(value) > LARGEST:
         raise TraceError(f"{path}: line {line}: {column} {text} is out of range")
     if value < lowest or (above and value <= lowest):
@@ -400,9 +474,98 @@ def _profile(path: Path, line: int, profiles: ProfileLookup, model: str) -> JobP
     return kind
 
 
-# ---------------------------------------------------------------- Philly's job log
+# ---------------------------------------------------------------- traces that name no model (Philly's, Helios')
 
-_PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
+_TIME = "%Y-%m-%d %H:%M:%S"  # as Philly's log and Helios' cluster_log.csv write times
+# what stands for no time: Philly's log writes a missing one as null or "None" (its notebook reads both, and '')
+_NO_TIME = (None, "", "None")
+
+
+class _NoTime(Exception):
+    """A time the log does not give (a job skipped, not refused)."""
+
+
+def _seconds(text: Any, where: str) -> float:
+    """Seconds since 1970 of a trace's time, as `2017-10-07 01:12:09` (taken as UTC: only differences count),
+    or any ISO 8601 form (`T`, fractions of a second, an offset such as +08:00 or Z). `where` names the field
+    in the error of one that is not a time (it was a job skipped as without times: a whole log of another form
+    was "no jobs")."""
+    if text in _NO_TIME:
+        raise _NoTime
+    if isinstance(text, str):
+        try:
+            moment = datetime.fromisoformat(text.strip())
+        except ValueError:
+            pass
+        else:
+            return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    zone = " (a time zone's name is not read: give an offset, e.g. -07:00)" if _zone_name(text) else ""
+    raise TraceError(f"{where}: not a time: {quoted(str(text))}: write it as 2017-10-07 01:12:09{zone}")
+
+
+def _zone_name(text: Any) -> bool:
+    """Whether `text` is a time with a zone's name after it (`2017-10-03 00:08:00 PDT`)."""
+    if not isinstance(text, str) or " " not in text.strip():
+        return False
+    moment, _, zone = text.strip().rpartition(" ")
+    try:
+        datetime.fromisoformat(moment)
+    except ValueError:
+        return False
+    return zone.isalpha()
+
+
+def _assigned_kinds(profiles: ProfileLookup, assign: Sequence[str]) -> dict[str, JobProfile]:
+    """The profiles of --assign's models (a trace that names none draws each job's from them)."""
+    kinds = {}
+    for model in assign:
+        try:
+            kind = profiles(model)
+        except (XoverError, InvalidJobProfile) as error:  # a stored profile's recipe: named by the flag, as a trace's
+            raise TraceError(f"--assign {model}: {error}") from None
+        if kind is None:
+            raise TraceError(f"--assign {model}: no profile of it: add it to --profiles, or `xover profile` it")
+        kinds[model] = kind
+    return kinds
+
+
+def _drawn(
+    path: Path,
+    fmt: str,
+    source: str,
+    jobs: Sequence[tuple[float, str, int, float]],
+    skipped: dict[str, int],
+    kinds: Mapping[str, JobProfile],
+    assign: Sequence[str],
+    seed: int,
+    restart: float,
+) -> Trace:
+    """The trace of `jobs` (submitted s, id, devices, run time s) that name no model: each job's drawn from
+    `assign` (its profile in `kinds`) with `seed`, in order of arrival; named by its id (one that is not a
+    usable name, or that an earlier job has, gets `job<N>`, N its place by arrival, or `job<N>-2`, ... where
+    another id is `job<N>`)."""
+    rng = random.Random(seed)
+    instances: list[JobInstance] = []
+    first = min((submitted for submitted, _, _, _ in jobs), default=0.0)  # whole seconds: exact differences
+    usable = {jobid for _, jobid, _, _ in jobs if job_name_problem(jobid) is None}
+    taken: set[str] = set()
+    for submitted, jobid, gpus, duration in sorted(jobs):
+        kind = kinds[rng.choice(assign)]
+        if jobid in usable and jobid not in taken:
+            name = jobid
+        else:  # no usable jobid, or one an earlier job has: a name no other job has or will have
+            name = _generated_name(f"job{len(instances)}", usable, taken)
+        taken.add(name)
+        iterations = max(1, round(duration * 1000 / kind.solo_ms))
+        instances.append(JobInstance(name, kind, iterations, submitted - first, devices=gpus, restart_s=restart))
+    notes = [DRAWN_MODEL.format(models=", ".join(assign), seed=seed, source=source)]
+    if jobs:
+        when = datetime.fromtimestamp(first, timezone.utc).strftime(_TIME)
+        notes += _origin_notes(first, f" ({when} UTC)")
+    return Trace(str(path), fmt, instances, skipped, notes)
+
+
+# ---------------------------------------------------------------- Philly's job log
 
 
 def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
@@ -414,7 +577,7 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
     except DuplicateKeyError as error:
         raise TraceError(str(error)) from None
     except UnicodeDecodeError:
-        raise TraceError(not_utf8_text(path)) from None
+        raise TraceError(_not_utf8(path)) from None
     except ValueError as error:
         raise TraceError(f"{path}: not Philly's job log (a JSON list of jobs): {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
@@ -423,16 +586,7 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
         entries = [entries]
     if not isinstance(entries, list):
         raise TraceError(f"{path}: not Philly's job log: expected a JSON list of jobs")
-    kinds = {}
-    for model in assign:
-        try:
-            kind = profiles(model)
-        except (XoverError, InvalidJobProfile) as error:  # a stored profile's recipe: named by the flag, as a trace's
-            raise TraceError(f"--assign {model}: {error}") from None
-        if kind is None:
-            raise TraceError(f"--assign {model}: no profile of it: add it to --profiles, or `xover profile` it")
-        kinds[model] = kind
-    rng = random.Random(seed)
+    kinds = _assigned_kinds(profiles, assign)
     skipped: dict[str, int] = {}
     jobs: list[tuple[float, str, int, float]] = []
     for index, entry in enumerate(entries):
@@ -441,30 +595,12 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
             raise TraceError(
                 f"{path}: {where}: {number!r}, which no field of Philly's log holds: correct or remove that job"
             )
-        reason, job = _philly_job(entry)
+        reason, job = _philly_job(entry, f"{path}: [{index}]")
         if job is None:
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
         jobs.append(job)
-    instances: list[JobInstance] = []
-    first = min((submitted for submitted, _, _, _ in jobs), default=0.0)  # whole seconds: exact differences
-    usable = {jobid for _, jobid, _, _ in jobs if job_name_problem(jobid) is None}
-    taken: set[str] = set()
-    for submitted, jobid, gpus, duration in sorted(jobs):
-        model = rng.choice(list(assign))
-        kind = kinds[model]
-        if jobid in usable and jobid not in taken:
-            name = jobid
-        else:  # no usable jobid, or one an earlier job has: a name no other job has or will have
-            name = _generated_name(f"job{len(instances)}", usable, taken)
-        taken.add(name)
-        iterations = max(1, round(duration * 1000 / kind.solo_ms))
-        instances.append(JobInstance(name, kind, iterations, submitted - first, devices=gpus, restart_s=restart))
-    notes = [f"models drawn from {', '.join(assign)} with seed {seed} (Philly names none)"]
-    if jobs:
-        when = datetime.fromtimestamp(first, timezone.utc).strftime(_PHILLY_TIME)
-        notes += _origin_notes(first, f" ({when} UTC)")
-    return Trace(str(path), "philly", instances, skipped, notes)
+    return _drawn(path, "philly", "Philly", jobs, skipped, kinds, assign, seed, restart)
 
 
 def _long_integer(entry: Any, index: int) -> tuple[str, LongInteger] | None:
@@ -485,23 +621,34 @@ def _long_integer(entry: Any, index: int) -> tuple[str, LongInteger] | None:
     return None
 
 
-def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
-    """(why it is skipped, or "") and (submitted s, job id, devices, run time s) of one job of the log."""
+def _philly_job(entry: Any, where: str) -> tuple[str, tuple[float, str, int, float] | None]:
+    """(why it is skipped, or "") and (submitted s, job id, devices, run time s) of one job of the log; `where`
+    names it (`FILE: [3]`) in the error of a time that is not one."""
     if not isinstance(entry, dict):
         return "entries that are not jobs", None
     attempts = entry.get("attempts") or []
     if not attempts or not isinstance(attempts, list):
         return "jobs never started", None
     last = attempts[-1]
-    try:
-        submitted = _philly_seconds(entry["submitted_time"])
-        start, end = _philly_seconds(last["start_time"]), _philly_seconds(last["end_time"])
-        details = last.get("detail") or []
-        if not isinstance(details, list) or not all(isinstance(d.get("gpus") or [], list) for d in details):
-            return "jobs whose GPUs are not lists", None  # a string's length is not a count of GPUs
-        gpus = sum(len(detail.get("gpus") or []) for detail in details)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    if not isinstance(last, dict) or not all(key in last for key in ("start_time", "end_time")):
         return "jobs without times", None
+    at = f"{where}.attempts[{len(attempts) - 1}]"
+    try:
+        submitted = _seconds(entry.get("submitted_time"), f"{where}.submitted_time")
+        start = _seconds(last["start_time"], f"{at}.start_time")
+    except _NoTime:
+        return "jobs without times", None
+    try:
+        # the log's README: a last attempt without an end was still running when the log was taken
+        end = _seconds(last["end_time"], f"{at}.end_time")
+    except _NoTime:
+        return "jobs still running at the log's end", None
+    details = last.get("detail") or []
+    if not isinstance(details, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("gpus") or [], list) for d in details
+    ):
+        return "jobs whose GPUs are not lists", None  # a string's length is not a count of GPUs
+    gpus = sum(len(detail.get("gpus") or []) for detail in details)  # over every machine the attempt ran on
     if gpus < 1:
         return "jobs on no GPU", None
     if end <= start:
@@ -512,7 +659,30 @@ def _philly_job(entry: Any) -> tuple[str, tuple[float, str, int, float] | None]:
     return "", (submitted, str(jobid) if usable else "", gpus, end - start)
 
 
-def _philly_seconds(text: Any) -> float:
-    if not isinstance(text, str):
-        raise ValueError(text)
-    return datetime.strptime(text, _PHILLY_TIME).replace(tzinfo=timezone.utc).timestamp()
+# ---------------------------------------------------------------- Helios' cluster_log.csv
+
+
+def _load_helios(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
+    kinds = _assigned_kinds(profiles, assign)
+    skipped: dict[str, int] = {}
+    jobs: list[tuple[float, str, int, float]] = []
+    for line, cells in _rows(path, HELIOS_COLUMNS, HELIOS_OPTIONAL):
+        gpus = _number(path, line, "gpu_num", cells["gpu_num"])
+        if gpus != int(gpus):
+            raise TraceError(f"{path}: line {line}: gpu_num must be a whole number, got {cells['gpu_num']!r}")
+        try:
+            submitted = _seconds(cells["submit_time"], f"{path}: line {line}: submit_time")
+        except _NoTime:
+            raise TraceError(f"{path}: line {line}: submit_time is empty: give when the job was submitted") from None
+        reason = ""
+        if not gpus:
+            reason = "CPU jobs (on no GPU)"  # Helios logs every Slurm job; its GPU jobs are about half
+        elif not cells["duration"]:
+            reason = "jobs without times"
+        elif _number(path, line, "duration", cells["duration"]) == 0:
+            reason = "jobs that ran no time"
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        jobs.append((submitted, cells["job_id"], int(gpus), float(cells["duration"])))
+    return _drawn(path, "helios", "Helios", jobs, skipped, kinds, assign, seed, restart)
