@@ -115,6 +115,19 @@ PY
   HOSTS=$(echo "$lines" | tail -n +2)
 }
 
+# cgroup v1 as Slurm 22.05 uses it without systemd: freezer (tracking) and cpuset (cores) mounted and
+# writable here. (Lost from this file on 2026-11-26 and missed for six days: `if` swallowed the
+# "command not found", so every cluster since tracked by /proc without confinement.)
+cgroup_v1_usable() {
+  [ "${XOVER_SLURM_CGROUP:-1}" != 0 ] || return 1
+  local controller probe
+  for controller in freezer cpuset; do
+    grep -q " /sys/fs/cgroup/$controller cgroup " /proc/mounts || return 1
+    probe=/sys/fs/cgroup/$controller/xover-probe-$$
+    { mkdir "$probe" && rmdir "$probe"; } 2>/dev/null || return 1
+  done
+}
+
 node_state() { { client sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null || true; } | head -1; }
 
 # the emulated nodes in one word: idle when every one is, else the first other state

@@ -45,9 +45,14 @@ def service_unavailable(what: str, detail: str) -> None:
 
 def _script(*args: str | Path, timeout_s: float = SET_UP_TIMEOUT_S) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(["bash", *map(str, args)], capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(["bash", *map(str, args)], capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as expired:
         return subprocess.CompletedProcess(expired.cmd, 124, "", f"timed out after {timeout_s:.0f} s")
+    if "command not found" in done.stderr:
+        # a set-up script calling a function it lost still "works" under `if` (slurm.sh did for six days):
+        # counted as a failure, so that the service is reported unavailable (a failure under CI=true)
+        return subprocess.CompletedProcess(done.args, done.returncode or 127, done.stdout, done.stderr)
+    return done
 
 
 # ---------------------------------------------------------------------------------------------

@@ -135,6 +135,12 @@ def test_inside_a_batch_job_allocation_sees_the_cores_it_asked_for(slurm_cluster
     assert final.state == "COMPLETED", log
     seen = json.loads(log.strip().splitlines()[-1])
     assert seen["devices"] == [[slurm_cluster.node, "cpu", 1, 1, 0]]
+    # where cgroup v1's freezer and cpuset are mounted (this project's machines), slurm.sh must confine jobs
+    # to their cores: a cluster that silently fell back to /proc tracking went unseen for six days
+    mounts = Path("/proc/mounts").read_text()
+    cgroups_here = all(f" /sys/fs/cgroup/{name} cgroup " in mounts for name in ("freezer", "cpuset"))
+    if cgroups_here and os.environ.get("XOVER_SLURM_CGROUP", "1") != "0":
+        assert slurm_cluster.confines_cores, slurm_cluster.conf.read_text()
     if slurm_cluster.confines_cores:  # the job's processes run on its one core only
         assert seen["usable_cores"] == 1
 

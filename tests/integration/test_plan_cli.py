@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from xover.errors import Interrupted
 from xover.plan import plan_from_dict
+from xover.plan import step as plan_step
 
 XOVER = [sys.executable, "-m", "xover"]
 
@@ -193,3 +195,21 @@ def test_a_plan_key_this_version_does_not_know_is_read_past_and_warned_of(isolat
     del body["added_later"], body["groups"][0]["sharng"], body["jobs"]["mlp-digits"]["\x1b[2Jnew"]
     plan_path.write_text(json.dumps(body))
     assert "warning" not in _xover("run", str(plan_path), "--seconds", "0").stderr
+
+
+def test_an_interruption_before_the_plan_is_committed_is_not_said_to_have_written_it(isolated_results, tmp_path,
+                                                                                   monkeypatch):
+    """Only a signal deferred until the plan is stored and written is said to have come after both; an
+    Interrupted that ends the write itself (raised where nothing defers it) is passed on as it was."""
+    trace = tmp_path / "profiles.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nA,1,100,10,1\nB,1,10,100,1\n")
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted("stopped while storing")
+
+    monkeypatch.setattr(plan_step, "store_plan", interrupted)
+    with pytest.raises(Interrupted, match="^stopped while storing$"):
+        plan_step.plan_jobs(str(isolated_results / "xover.db"), recipe_paths=[], trace_csv=str(trace), devices=1,
+                            hosts=None, device_memory_gb=None, max_group=2, algo="matching",
+                            out=str(tmp_path / "plan.json"))
+    assert not (tmp_path / "plan.json").exists()

@@ -310,16 +310,21 @@ def plan_jobs(
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
     # Ctrl-C or SIGTERM while the plan is stored and written takes effect once both are whole (`xover plan`
     # passes run.supervise.uninterrupted: the plan's layer is below the run's)
+    committed = False
     try:
-        with while_writing(), store.session() as session, session.begin():
-            plan_id = store_plan(session, plan, str(path))
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                text = json.dumps(body, indent=2, allow_nan=False) + "\n"
-                write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
-            except OSError as error:
-                raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+        with while_writing():
+            with store.session() as session, session.begin():
+                plan_id = store_plan(session, plan, str(path))
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    text = json.dumps(body, indent=2, allow_nan=False) + "\n"
+                    write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
+                except OSError as error:
+                    raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+            committed = True
     except Interrupted:
+        if not committed:  # the signal deferred while a write failed: the failure is what happened, not a plan
+            raise
         raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
