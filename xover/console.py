@@ -6,6 +6,7 @@ import json
 import math
 import re
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -87,12 +88,40 @@ def print_table(
     console.print(table)
 
 
+# Where stderr is not a terminal (a log file, a CI job, a Slurm job's output), rich draws its bars once, when they
+# stop: a run or a replay of minutes said nothing until its end. There, the bars as they stand are written every
+# this many seconds.
+LOGGED_EVERY_S = 30.0
+
+
+class LoggedProgress:
+    """Writes `progress`'s bars as they stand every LOGGED_EVERY_S, where stderr is not a terminal."""
+
+    def __init__(self, progress: Progress, every_s: float = LOGGED_EVERY_S) -> None:
+        self.progress = progress
+        self.every_s = every_s
+        self.since: float | None = None
+
+    def tick(self) -> None:
+        """Called at each update (no thread: bars that do not move are not written again until one does)."""
+        if self.progress.disable or self.progress.console.is_terminal:
+            return
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        elif now - self.since >= self.every_s:
+            self.since = now
+            self.progress.console.print(self.progress.make_tasks_table(self.progress.tasks))
+
+
 class ProgressBars:
     """A live bar per job: iterations done, last loss, status (run/sinks.py's ProgressSink draws them)."""
 
     def __init__(self) -> None:
         self.progress = Progress(
-            TextColumn("{task.description}"),
+            # not markup: a label's "[crossover/work-conserving]" was read as a style and dropped, and every bar
+            # of `--mode all` read as the job's bare name
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"),
@@ -103,6 +132,7 @@ class ProgressBars:
         )
         self.tasks: dict[int, TaskID] = {}
         self.drawing = False
+        self.logged = LoggedProgress(self.progress)
 
     def start(self) -> None:
         """Draw the bars from the first job's: a run refused before any started (a device in use) leaves
@@ -129,6 +159,8 @@ class ProgressBars:
     def job_progress(self, run_id: int, step: int, loss: float | None) -> None:
         """Move the run's bar to `step`, with its last loss."""
         self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
+        if self.drawing:
+            self.logged.tick()
 
     def job_finished(self, run_id: int, status: str, label: str = "") -> None:
         """Show how the run ended, and stop its clock (a run that ended short of its bar's total, e.g. a

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .analysis import length_warnings, overlap_warnings
-from .console import console, counted, errors, print_json, print_table
+from .console import LoggedProgress, console, counted, errors, print_json, print_table
 from .links import HOST
 from .replay.traces import skipped_words
 from .report import simulation
@@ -272,6 +272,7 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         disable=quiet,
     )
     tasks: dict[str, TaskID] = {}
+    logged = LoggedProgress(bars)
 
     def progress(name: str, done: int, total: int) -> None:
         if not tasks:
@@ -279,6 +280,7 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         if name not in tasks:
             tasks[name] = bars.add_task(name, total=total)
         bars.update(tasks[name], completed=done)
+        logged.tick()
 
     try:
         yield progress

@@ -859,3 +859,15 @@ def test_a_csv_trace_of_its_header_alone_says_so(tmp_path):
         path.write_text(header + "\r\n\r\n,,,\r\n" if fmt == "plain" else header + "\n")
         with pytest.raises(TraceError, match=r"no jobs in the trace \(only its header line: give a line a job after"):
             load_trace(path, profiles=PROFILES.get, assign=["narrow"] if fmt == "helios" else ())
+
+
+def test_helios_all_clusters_log_with_its_cluster_column_is_read(tmp_path):
+    """HeliosArtifact's all_cluster_log.csv is the clusters' logs in one with a `cluster` column (it was refused
+    as an unknown column); a job id two clusters share is two jobs, the second renamed."""
+    header, first, second = HELIOS.splitlines()[:3]
+    path = tmp_path / "all_cluster_log.csv"
+    path.write_text(f"{header},cluster\n{first},Venus\n{second},Earth\n{first.replace('18:41:01', '18:42:01')},Saturn\n")
+    assert detect_format(path) == "helios"
+    trace = load_trace(path, profiles=PROFILES.get, assign=["narrow"], seed=3)
+    names = [job.name for job in trace.instances]
+    assert len(names) == 3 and len(set(names)) == 3 and names[:2] == ["1425511", "1425512"]

@@ -68,7 +68,8 @@ PLAIN_COLUMNS = ("arrival_s", "gpus", "duration_s", "model")
 PLAIN_OPTIONAL = ("name", "restart_s", "max_slowdown")
 # Helios' cluster_log.csv, as HeliosData's README publishes it (times "2020-06-09 18:41:01", durations in seconds)
 HELIOS_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
-HELIOS_OPTIONAL = ("user", "vc", "cpu_num", "node_num", "state", "start_time", "end_time", "queue")
+# `cluster`: HeliosArtifact's all_cluster_log.csv, the four clusters' logs in one, adds it (not read: one cluster)
+HELIOS_OPTIONAL = ("user", "vc", "cpu_num", "node_num", "state", "start_time", "end_time", "queue", "cluster")
 # what a drawn model stands for, said with the trace (Philly's log and Helios' name none)
 DRAWN_MODEL = "models drawn from {models} with seed {seed} ({source} names none)"
 
