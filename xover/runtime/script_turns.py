@@ -63,6 +63,9 @@ class StepTally:
         self.compute_s = self.communication_s = self.wait_s = 0.0
         self.backwards = self.yields = 0
         self.closure_backwards = 0  # of them, run by an optimizer's closure inside its step (LBFGS, Lightning)
+        # rank 0's samples: each backward's batch (micro-batches accumulated), its own size (an epoch's last is often
+        # smaller), and one for all of a closure's (LBFGS evaluates its closure on the same batch several times a step)
+        self.samples = 0
         self.checkpoints = 0  # module entries and gradients: where a turn can be yielded
         self.loss: float | None = None
         self.reduced_bytes = 0
@@ -70,12 +73,6 @@ class StepTally:
         # the script evaluating its model: from a forward without gradients to the next forward with them
         self.evaluation_s = 0.0
         self.evaluating_since: float | None = None
-
-    @property
-    def batches(self) -> int:
-        """The batches the step trained on: one per backward the script called (micro-batches accumulated), and
-        one for all of a closure's (LBFGS evaluates its closure on the same batch several times a step)."""
-        return self.backwards - self.closure_backwards + min(1, self.closure_backwards)
 
     def evaluating(self, without_gradients: bool) -> None:
         """A forward of the model: one without gradients begins an evaluation (or goes on with it); one with
@@ -115,7 +112,9 @@ class ScriptCoordinator:
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
         self.backward_depth = 0  # the script's backwards under way (1 inside one: autograd's threads see it too)
-        self.batch = 0
+        self.batch = 0  # the first batch seen: the size of a backward's whose forward showed none
+        # the batch of the first forward with gradients since the last backward: the one that backward trains on
+        self.forward_batch: int | None = None
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
         self.bytes_per_step: list[int] = []
@@ -291,8 +290,12 @@ class ScriptCoordinator:
             for prepare in self.before_turn_in_forward:
                 prepare(module)
             self._take_turn()
-        if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
-            self.batch = inputs[0].shape[0]  # the model's outermost module sees the batch first
+        if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
+            # the model's outermost module sees the batch first
+            if not self.batch:
+                self.batch = inputs[0].shape[0]
+            if self.forward_batch is None and torch.is_grad_enabled():
+                self.forward_batch = inputs[0].shape[0]
 
     def end_of_backward(self) -> None:
         """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
@@ -329,6 +332,9 @@ class ScriptCoordinator:
         self.tally.backwards += 1
         if self.in_closure_step:
             self.tally.closure_backwards += 1
+        if self.tally.closure_backwards <= 1 or not self.in_closure_step:  # a closure's batch once a step (LBFGS)
+            self.tally.samples += self.batch if self.forward_batch is None else self.forward_batch
+        self.forward_batch = None
         value = _loss_value(loss) if self.rank == 0 else None
         if value is not None:
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
@@ -365,7 +371,7 @@ class ScriptCoordinator:
                     compute_s=tally.compute_s,
                     communication_s=tally.communication_s,
                     wait_s=tally.wait_s,
-                    samples=self.batch * self.world_size * max(1, tally.batches),
+                    samples=tally.samples * self.world_size,
                     loss=tally.loss,
                     yields=tally.yields,
                     held=tally.held or None,
