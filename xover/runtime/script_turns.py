@@ -39,20 +39,30 @@ class Unfollowable(SystemExit):
         super().__init__(2)
 
 
-def _loss_value(tensors) -> float | None:
+def _loss_value(tensors, gradients=None) -> float | None:
     """The loss a backward was called on, as a number: a scalar's value (the script's, where a GradScaler scaled
-    it), or the sum of several (`torch.autograd.backward([loss_a, loss_b])` backs through their sum); None for
-    what is not a loss (a tensor of many values backed with its own gradient)."""
+    it), or the sum of several (`torch.autograd.backward([loss_a, loss_b])` backs through their sum). A tensor of
+    many values backed with its own gradient (per-sample losses and their weights: `losses.backward(weights)`)
+    backs through the sum of their products, its loss; None for one backed without a gradient of its shape."""
     if isinstance(tensors, torch.Tensor):
         tensors = (tensors,)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         return None
+    if gradients is None or isinstance(gradients, torch.Tensor):
+        gradients = (gradients,) + (None,) * (len(tensors) - 1)
+    if not isinstance(gradients, (list, tuple)) or len(gradients) != len(tensors):
+        return None
     values = []
-    for tensor in tensors:
+    for tensor, gradient in zip(tensors, gradients):
         tensor = getattr(tensor, "_xover_unscaled", tensor)  # a loss a GradScaler scaled for backward
-        if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1:
+        if not isinstance(tensor, torch.Tensor):
             return None
-        values.append(float(tensor.detach()))
+        if tensor.numel() == 1:
+            values.append(float(tensor.detach()))
+        elif isinstance(gradient, torch.Tensor) and gradient.shape == tensor.shape:
+            values.append(float((tensor.detach() * gradient).sum()))
+        else:
+            return None
     return sum(values)
 
 
@@ -153,7 +163,8 @@ class ScriptCoordinator:
                 self.backward_depth -= 1
             self.end_of_backward()
             if self.gradients > gradients or not self.attached or not self.watched:
-                self._count_backward(args[0] if args else kwargs.get("tensors"))
+                grad_tensors = args[1] if len(args) > 1 else kwargs.get("grad_tensors")
+                self._count_backward(args[0] if args else kwargs.get("tensors"), grad_tensors)
             # else a backward that reached none of the model's parameters (a probe fitted on its own beside
             # it): no backward of the model's iteration, nor its loss. Where none is watched (the engine's
             # wrapper holds no parameter that takes a gradient), every backward counts
@@ -323,7 +334,7 @@ class ScriptCoordinator:
         if self.attached:
             self.tally.communication_s += time.perf_counter() - start
 
-    def _count_backward(self, loss) -> None:
+    def _count_backward(self, loss, gradients=None) -> None:
         """A backward the script called: counted, and its loss (a scalar's value, rank 0) added to the step's."""
         if not self.attached:
             self.untracked_backwards += 1
@@ -335,7 +346,7 @@ class ScriptCoordinator:
         if self.tally.closure_backwards <= 1 or not self.in_closure_step:  # a closure's batch once a step (LBFGS)
             self.tally.samples += self.batch if self.forward_batch is None else self.forward_batch
         self.forward_batch = None
-        value = _loss_value(loss) if self.rank == 0 else None
+        value = _loss_value(loss, gradients) if self.rank == 0 else None
         if value is not None:
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
 
