@@ -198,7 +198,8 @@ def test_optimizer_steps_that_are_not_one_per_backward_count_one_iteration_and_k
 def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backward_a_step(isolated_results):
     """Reentrant activation checkpointing backs through each block from inside the script's backward: each inner
     backward released the turn in the middle of the outer one and counted a backward and its batch (samples 4x, 3x
-    the grants). `torch.autograd.backward([a, b])` recorded no loss, and parity compared nothing."""
+    the grants). `torch.autograd.backward([a, b])` recorded no loss, and parity compared nothing; so did a backward of
+    per-sample losses given their weights as its gradient (the second of the two here)."""
     script, steps = ROOT / "tests/e2e/scripts/ddp_checkpointed.py", 12
     alone = plain_torchrun(script, "--steps", str(steps)).stdout.splitlines()
     assert len(alone) == steps + 1

@@ -39,20 +39,30 @@ class Unfollowable(SystemExit):
         super().__init__(2)
 
 
-def _loss_value(tensors) -> float | None:
+def _loss_value(tensors, gradients=None) -> float | None:
     """The loss a backward was called on, as a number: a scalar's value (the script's, where a GradScaler scaled
-    it), or the sum of several (`torch.autograd.backward([loss_a, loss_b])` backs through their sum); None for
-    what is not a loss (a tensor of many values backed with its own gradient)."""
+    it), or the sum of several (`torch.autograd.backward([loss_a, loss_b])` backs through their sum). A tensor of
+    many values backed with its own gradient (per-sample losses and their weights: `losses.backward(weights)`)
+    backs through the sum of their products, its loss; None for one backed without a gradient of its shape."""
     if isinstance(tensors, torch.Tensor):
         tensors = (tensors,)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         return None
+    if gradients is None or isinstance(gradients, torch.Tensor):
+        gradients = (gradients,) + (None,) * (len(tensors) - 1)
+    if not isinstance(gradients, (list, tuple)) or len(gradients) != len(tensors):
+        return None
     values = []
-    for tensor in tensors:
+    for tensor, gradient in zip(tensors, gradients):
         tensor = getattr(tensor, "_xover_unscaled", tensor)  # a loss a GradScaler scaled for backward
-        if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1:
+        if not isinstance(tensor, torch.Tensor):
             return None
-        values.append(float(tensor.detach()))
+        if tensor.numel() == 1:
+            values.append(float(tensor.detach()))
+        elif isinstance(gradient, torch.Tensor) and gradient.shape == tensor.shape:
+            values.append(float((tensor.detach() * gradient).sum()))
+        else:
+            return None
     return sum(values)
 
 
@@ -63,6 +73,9 @@ class StepTally:
         self.compute_s = self.communication_s = self.wait_s = 0.0
         self.backwards = self.yields = 0
         self.closure_backwards = 0  # of them, run by an optimizer's closure inside its step (LBFGS, Lightning)
+        # rank 0's samples: each backward's batch (micro-batches accumulated), its own size (an epoch's last is often
+        # smaller), and one for all of a closure's (LBFGS evaluates its closure on the same batch several times a step)
+        self.samples = 0
         self.checkpoints = 0  # module entries and gradients: where a turn can be yielded
         self.loss: float | None = None
         self.reduced_bytes = 0
@@ -70,12 +83,6 @@ class StepTally:
         # the script evaluating its model: from a forward without gradients to the next forward with them
         self.evaluation_s = 0.0
         self.evaluating_since: float | None = None
-
-    @property
-    def batches(self) -> int:
-        """The batches the step trained on: one per backward the script called (micro-batches accumulated), and
-        one for all of a closure's (LBFGS evaluates its closure on the same batch several times a step)."""
-        return self.backwards - self.closure_backwards + min(1, self.closure_backwards)
 
     def evaluating(self, without_gradients: bool) -> None:
         """A forward of the model: one without gradients begins an evaluation (or goes on with it); one with
@@ -115,7 +122,9 @@ class ScriptCoordinator:
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
         self.backward_depth = 0  # the script's backwards under way (1 inside one: autograd's threads see it too)
-        self.batch = 0
+        self.batch = 0  # the first batch seen: the size of a backward's whose forward showed none
+        # the batch of the first forward with gradients since the last backward: the one that backward trains on
+        self.forward_batch: int | None = None
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
         self.bytes_per_step: list[int] = []
@@ -154,7 +163,8 @@ class ScriptCoordinator:
                 self.backward_depth -= 1
             self.end_of_backward()
             if self.gradients > gradients or not self.attached or not self.watched:
-                self._count_backward(args[0] if args else kwargs.get("tensors"))
+                grad_tensors = args[1] if len(args) > 1 else kwargs.get("grad_tensors")
+                self._count_backward(args[0] if args else kwargs.get("tensors"), grad_tensors)
             # else a backward that reached none of the model's parameters (a probe fitted on its own beside
             # it): no backward of the model's iteration, nor its loss. Where none is watched (the engine's
             # wrapper holds no parameter that takes a gradient), every backward counts
@@ -291,8 +301,12 @@ class ScriptCoordinator:
             for prepare in self.before_turn_in_forward:
                 prepare(module)
             self._take_turn()
-        if not self.batch and inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
-            self.batch = inputs[0].shape[0]  # the model's outermost module sees the batch first
+        if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() > 0:
+            # the model's outermost module sees the batch first
+            if not self.batch:
+                self.batch = inputs[0].shape[0]
+            if self.forward_batch is None and torch.is_grad_enabled():
+                self.forward_batch = inputs[0].shape[0]
 
     def end_of_backward(self) -> None:
         """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
@@ -320,7 +334,7 @@ class ScriptCoordinator:
         if self.attached:
             self.tally.communication_s += time.perf_counter() - start
 
-    def _count_backward(self, loss) -> None:
+    def _count_backward(self, loss, gradients=None) -> None:
         """A backward the script called: counted, and its loss (a scalar's value, rank 0) added to the step's."""
         if not self.attached:
             self.untracked_backwards += 1
@@ -329,7 +343,10 @@ class ScriptCoordinator:
         self.tally.backwards += 1
         if self.in_closure_step:
             self.tally.closure_backwards += 1
-        value = _loss_value(loss) if self.rank == 0 else None
+        if self.tally.closure_backwards <= 1 or not self.in_closure_step:  # a closure's batch once a step (LBFGS)
+            self.tally.samples += self.batch if self.forward_batch is None else self.forward_batch
+        self.forward_batch = None
+        value = _loss_value(loss, gradients) if self.rank == 0 else None
         if value is not None:
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
 
@@ -365,7 +382,7 @@ class ScriptCoordinator:
                     compute_s=tally.compute_s,
                     communication_s=tally.communication_s,
                     wait_s=tally.wait_s,
-                    samples=self.batch * self.world_size * max(1, tally.batches),
+                    samples=tally.samples * self.world_size,
                     loss=tally.loss,
                     yields=tally.yields,
                     held=tally.held or None,

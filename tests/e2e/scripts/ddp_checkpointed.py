@@ -1,6 +1,7 @@
 """A multi-task DDP script with activation checkpointing as the transformers library does it: each block through
 `torch.utils.checkpoint(..., use_reentrant=True)`, whose backward recomputes the block and backs through it from
-inside the script's backward; two heads, two losses and one backward through `torch.autograd.backward([a, b])`.
+inside the script's backward; two heads, two losses and one backward through `torch.autograd.backward([a, b])`, the
+second per sample with its weights as its gradient (`backward([a, errors], [None, weights])`).
 Rank 0 prints each step's two losses and their sum, and the weights' sum at the end."""
 
 import argparse
@@ -41,8 +42,10 @@ for step in range(args.steps):
     optimizer.zero_grad()
     logits, value = model(x)
     classes_loss = nn.functional.cross_entropy(logits, labels)
-    value_loss = nn.functional.mse_loss(value, x[:, 0])
-    torch.autograd.backward([classes_loss, value_loss])
+    value_errors = (value - x[:, 0]) ** 2
+    weights = torch.full_like(value_errors, 1.0 / len(value_errors))
+    value_loss = (value_errors * weights).sum()
+    torch.autograd.backward([classes_loss, value_errors], [None, weights])
     optimizer.step()
     if rank == 0:
         print(f"step {step} loss {classes_loss.item()!r} {value_loss.item()!r} "

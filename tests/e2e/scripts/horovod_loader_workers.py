@@ -18,6 +18,7 @@ parser.add_argument("--workers", type=int, default=2)
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--samples", type=int, default=192, help="the dataset's size (an epoch: samples / batch / ranks)")
+parser.add_argument("--keep-last", action="store_true", help="keep each epoch's last, smaller batch (drop_last=False)")
 args = parser.parse_args()
 
 hvd.init()
@@ -25,7 +26,8 @@ torch.manual_seed(3)
 torch.set_num_threads(1)
 dataset = Digits(args.samples, transforms())
 sampler = DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True, seed=3)
-loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers, drop_last=True)
+loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                    drop_last=not args.keep_last)
 model = network()
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
                                      named_parameters=model.named_parameters())
