@@ -591,6 +591,15 @@ def test_a_muri_job_id_given_twice_is_named_as_the_trace_writes_it(tmp_path):
         load_trace(path)
 
 
+def test_a_muri_job_whose_length_is_absurd_is_refused(tmp_path):
+    """Each field in range, their product not: 1e12 iterations of 1e12 ms were replayed as JCTs of 10^21 s."""
+    path = tmp_path / "muri.csv"
+    lines = (ASSETS / "muri_two.csv").read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[1], "1,1,50000,1000000000000,toy,1,1,0,1000000000000,500,250,250,0"]))
+    with pytest.raises(TraceError, match=r"line 3: iterations x iteration_time is 1e\+21 s, more than 1e\+12 s"):
+        load_trace(path)
+
+
 def test_the_replay_refuses_two_jobs_of_one_name():
     """The planning core tells jobs apart by name: two of one name were mixed up, or looped for ever."""
     narrow = PROFILES["narrow"]

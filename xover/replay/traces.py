@@ -411,6 +411,11 @@ def _load_muri(path: Path) -> Trace:
                     f"{path}: line {line}: {column} must be at least {MIN_COMPUTE_MS:g} ms "
                     f"(a microsecond), got {cells[column]}"
                 )
+        if iterations * iteration_ms / 1000 > LARGEST:  # each in range, their product a run of 10^21 s
+            raise TraceError(
+                f"{path}: line {line}: iterations x iteration_time is {iterations * iteration_ms / 1000:.3g} s, "
+                f"more than {LARGEST:.0e} s (31,700 years): a typo?"
+            )
         model = cells["model_name"] or "unknown"
         if (problem := job_name_problem(model)) is not None:
             raise TraceError(f"{path}: line {line}: model_name: {problem}")
