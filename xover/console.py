@@ -101,10 +101,13 @@ class LoggedProgress:
         self.progress = progress
         self.every_s = every_s
         self.since: float | None = None
+        self.writes: bool | None = None  # told at the first tick (a console's is_terminal asks its file each time)
 
     def tick(self) -> None:
         """Called at each update (no thread: bars that do not move are not written again until one does)."""
-        if self.progress.disable or self.progress.console.is_terminal:
+        if self.writes is None:
+            self.writes = not (self.progress.disable or self.progress.console.is_terminal)
+        if not self.writes:
             return
         now = time.monotonic()
         if self.since is None:

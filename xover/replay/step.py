@@ -299,9 +299,8 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
         replays.append((name, outcome, time.perf_counter() - started, rules))
     experiment_id = new_experiment_id()
     try:
+        report = _reporter(progress, STORING, sum(len(outcome.jobs) for _, outcome, _, _ in replays))
         with uninterrupted():  # Ctrl-C or SIGTERM while it is written takes effect once it is written whole
-            stored = sum(len(outcome.jobs) for _, outcome, _, _ in replays)
-            report = _reporter(progress, STORING, stored)
             store_simulation(store, experiment_id, trace, hosts, model, settings, replays, command, report)
     except Interrupted:
         raise Interrupted(stored_words(experiment_id)) from None
@@ -357,17 +356,16 @@ def store_simulation(
                 )
             )
             session.flush()
+            tell = report or (lambda _done: None)
             done = 0
-            if report is not None:
-                report(done)
+            tell(done)
             for name, outcome, wall, rules in replays:
                 row = _replay_row(experiment_id, name, outcome, wall, rules, trace, spec, model, settings)
                 session.add(row)
                 session.flush()
                 _store_jobs_and_utilisation(session, row.id, outcome)
                 done += len(outcome.jobs)
-                if report is not None:
-                    report(done)
+                tell(done)
     finally:
         store.close()
 

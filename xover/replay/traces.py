@@ -358,8 +358,8 @@ def _number(path: Path, line: int, column: str, text: str, lowest: float = 0.0, 
     return value
 
 
-def _whole(path: Path, line: int, column: str, text: str) -> int:
-    value = _number(path, line, column, text, 1.0)
+def _whole(path: Path, line: int, column: str, text: str, lowest: float = 1.0) -> int:
+    value = _number(path, line, column, text, lowest)
     if value != int(value):
         raise TraceError(f"{path}: line {line}: {column} must be a whole number, got {text!r}")
     return int(value)
@@ -673,22 +673,20 @@ def _load_helios(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
     skipped: dict[str, int] = {}
     jobs: list[tuple[float, str, int, float]] = []
     for line, cells in _rows(path, HELIOS_COLUMNS, HELIOS_OPTIONAL):
-        gpus = _number(path, line, "gpu_num", cells["gpu_num"])
-        if gpus != int(gpus):
-            raise TraceError(f"{path}: line {line}: gpu_num must be a whole number, got {cells['gpu_num']!r}")
+        gpus = _whole(path, line, "gpu_num", cells["gpu_num"], lowest=0.0)
         try:
             submitted = _seconds(cells["submit_time"], f"{path}: line {line}: submit_time")
         except _NoTime:
             raise TraceError(f"{path}: line {line}: submit_time is empty: give when the job was submitted") from None
-        reason = ""
+        reason, duration = "", 0.0
         if not gpus:
             reason = "CPU jobs (on no GPU)"  # Helios logs every Slurm job; its GPU jobs are about half
         elif not cells["duration"]:
             reason = "jobs without times"
-        elif _number(path, line, "duration", cells["duration"]) == 0:
+        elif (duration := _number(path, line, "duration", cells["duration"])) == 0:
             reason = "jobs that ran no time"
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
-        jobs.append((submitted, cells["job_id"], int(gpus), float(cells["duration"])))
+        jobs.append((submitted, cells["job_id"], gpus, duration))
     return _drawn(path, "helios", "Helios", jobs, skipped, kinds, assign, seed, restart)
