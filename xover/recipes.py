@@ -87,7 +87,8 @@ class Recipe:
     script: str | None = None
     args: tuple[str, ...] = ()
     engine: str | None = None  # the script's engine: horovod (horovodrun) or torch (torchrun)
-    script_sha256: str | None = None  # the script's content when the job was made
+    # the script's content when the job was made, with the local modules it imports (scripts.content_hash)
+    script_sha256: str | None = None
     memory_gb: float | None = None  # device memory the planner assumes instead of the measured peak
     env: dict[str, str] = field(default_factory=dict)  # extra environment variables of its processes
     # variables its processes get from xover's own environment, by name: values never written anywhere

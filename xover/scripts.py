@@ -108,11 +108,72 @@ def script_problem(script: str | os.PathLike) -> str | None:
 
 
 def content_hash(script: str | os.PathLike) -> str:
-    """The script's content hash: a changed script is a different job (profiled again)."""
+    """The script's content hash: a changed script is a different job (profiled again, its measurements of
+    sharing no longer used). It counts the local modules the script imports too (`local_modules`: an edited
+    model.py beside train.py is another job); a script that imports none of its own hashes as its bytes alone,
+    as before they were counted, so that its stored profiles and measurements still hold."""
+    path = Path(script)
     try:
-        return hashlib.sha256(Path(script).read_bytes()).hexdigest()[:16]
+        digest = hashlib.sha256(path.read_bytes())
+        modules = local_modules(path)
+        if modules:
+            folder = path.resolve().parent
+            for module in modules:
+                named = os.path.relpath(module, folder)  # where it lies beside the script, not the folder's path
+                digest.update(f"\0{named}\0{hashlib.sha256(module.read_bytes()).hexdigest()}".encode())
     except OSError as error:
-        raise XoverError(f"{script}: cannot read the script: {error.strerror}") from None
+        raise XoverError(f"{script}: cannot read the script or a module it imports: {error.strerror}") from None
+    return digest.hexdigest()[:16]
+
+
+MAX_LOCAL_MODULES = 1000  # followed at most: a script's own modules are a handful; a bound on a huge tree
+
+
+def local_modules(script: str | os.PathLike) -> list[Path]:
+    """The modules of its own a script imports, and those they import in turn, sorted: found as `python
+    script.py` finds them (beside the script, and a package's relative imports inside it), read, never run.
+    Not seen: a module imported by a computed name (importlib) or from a folder added to sys.path; one that
+    does not parse counts by its bytes, what it imports unfollowed."""
+    start = Path(script).resolve()
+    folder = start.parent
+    seen, pending, found = {start}, [start], set[Path]()
+    while pending and len(found) < MAX_LOCAL_MODULES:
+        current = pending.pop()
+        try:
+            tree = ast.parse(current.read_bytes(), filename=str(current))
+        except (SyntaxError, ValueError):
+            continue
+        for module in _imported_files(tree, folder, current.parent):
+            if (resolved := module.resolve()) not in seen:
+                seen.add(resolved)
+                found.add(resolved)
+                pending.append(resolved)
+    return sorted(found)
+
+
+def _imported_files(tree: ast.AST, folder: Path, here: Path) -> list[Path]:
+    """The files beside the script (`folder`) or, for a relative import, in the importing module's package
+    (`here`) that a module's imports name: each dotted name's packages and the module itself."""
+    files = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            base, names = folder, [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > len(here.parts):
+                continue
+            base = folder if not node.level else here.parents[node.level - 2] if node.level > 1 else here
+            prefix = f"{node.module}." if node.module else ""
+            names = [node.module] if node.module else []
+            names += [f"{prefix}{alias.name}" for alias in node.names if alias.name != "*"]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            for depth in range(1, len(parts) + 1):  # `import pkg.sub` runs pkg/__init__.py too
+                file = local_module(base, ".".join(parts[:depth]))
+                if file is not None:
+                    files.append(file)
+    return files
 
 
 def check_engine(engine: str, flag: str = "--engine") -> str:

@@ -125,6 +125,8 @@ TUNING_FIELDS = (
     "wait",
     "turn_lease",
     "turn_server_nice",
+    "turn_heartbeat",  # with turn_send_buffer, a fault setting (bench/chaos.py): when a stopped waiter loses turns
+    "turn_send_buffer",
     "checkpoint_sync",
     "adaptive",
 )

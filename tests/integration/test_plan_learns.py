@@ -406,3 +406,43 @@ def test_the_bench_compares_adaptive_states_compute_with_their_columns_runs(isol
     bench = load_bench("crossover_pair")
     found = bench.state_compute("e1")
     assert found == pytest.approx({"crossover": (0.12 / 0.10 + 0.02 / 0.02) / 2, "concurrent": (0.18 / 0.20 + 0.05 / 0.04) / 2})
+
+
+def test_a_measurement_of_a_script_whose_local_module_changed_is_never_used(isolated_results, tmp_path):
+    """train.py importing model.py beside it: a comparison of two jobs of it is kept; the next plan's lookup
+    (plan/step.py's measurements_of) finds it for the same files, and not once model.py is edited."""
+    from xover.plan.make import local_hosts
+    from xover.plan.step import measurements_of
+
+    (tmp_path / "model.py").write_text("HIDDEN = 128\n")
+    (tmp_path / "train.py").write_text("import torch.distributed as dist\nfrom model import HIDDEN\nprint(HIDDEN)\n")
+    for name, batch in (("a", 64), ("b", 128)):
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\nscript = "train.py"\nargs = ["--batch", "{batch}"]\nnp = 1\niterations = 50\n')
+
+    def found():
+        recipes = [load_recipe(tmp_path / "a.toml"), load_recipe(tmp_path / "b.toml")]
+        jobs = [job_for(recipe) for recipe in recipes]
+        measured = measurements_of(None, recipes, "horovod", local_hosts(1), Link.of_key("1gbit"))
+        return set(measured.for_group(jobs, "work-conserving")), recipes
+
+    _, recipes = found()
+    assert _compared(isolated_results / "xover.db", recipes=recipes) == 3
+    assert found()[0] == {"crossover", "concurrent", "adaptive"}
+    (tmp_path / "model.py").write_text("HIDDEN = 4096\n")  # the model the script trains is another
+    assert found()[0] == set()
+    (tmp_path / "model.py").write_text("HIDDEN = 128\n")  # as it was measured: it holds again
+    assert found()[0] == {"crossover", "concurrent", "adaptive"}
+
+
+def test_a_measurement_under_a_fault_setting_of_the_turn_servers_is_never_used(isolated_results, tmp_path, monkeypatch):
+    """XOVER_TURN_HEARTBEAT and XOVER_TURN_SEND_BUFFER (bench/chaos.py's stop-waiter fault) change how a waiting
+    worker is kept and when it loses its turns: a comparison under them is not a figure for the defaults."""
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    for variable, value in (("XOVER_TURN_HEARTBEAT", "0.01"), ("XOVER_TURN_SEND_BUFFER", "1")):
+        monkeypatch.setenv(variable, value)
+        _compared(db, f"e-{variable}")
+        assert set(_plan(db, tmp_path).predicted_from.values()) == {"measured"}  # the same settings: it holds
+        monkeypatch.delenv(variable)
+        assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}

@@ -6,7 +6,8 @@ decides how they share the devices:
 
     each job's workload  its recipe's content without its length (a changed script, model, batch, dataset,
                          optimizer or max_slowdown is another job: `Recipe.hash` over every field but
-                         iterations and epochs; a script counts by its content)
+                         iterations and epochs; a script counts by its content and that of the modules
+                         of its own it imports, scripts.content_hash)
     each job's ranks, engine and the hosts it spans
     the link             the rate its all-reduces crossed (another link: not used)
     the hardware         the machine's fingerprint (other hardware: not used)
@@ -14,8 +15,9 @@ decides how they share the devices:
                          (`Settings.tuning`: XOVER_COMM_THREADS=normal, XOVER_LINK_BANDS=off, ...; a
                          comparison with a switch turned off is not a figure for a plan under the defaults)
 
-The jobs of a group are sorted by their identity, so the same jobs in another order, or under other names,
-have the same key; two copies of one job share it. A way's measurement is the mean of the newest few stored
+The jobs of a group are sorted by their identity, so the same jobs in another order, or under other names in a
+plan or a run (a copy's `name#2`), have the same key; two copies of one job share it. A recipe's or job file's
+own `name` is part of its content (and of its profile's key). A way's measurement is the mean of the newest few stored
 (store/measured.py: one 15 s comparison's figure moves by a few percent from the next); crossover's is under
 the turn policy the plan assumes. Everything here is pure: the plan step reads the store's rows
 (store/measured.py) and hands them in as a `Measurements`.

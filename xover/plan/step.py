@@ -169,7 +169,12 @@ def _changed_hint(store, recipe: Recipe) -> str:
     if not recipe.script:
         return ""
     older = any(sha256 not in (None, recipe.script_sha256) for sha256 in profiled_script_hashes(store, recipe.name))
-    return f" (the script {recipe.script} changed since it was profiled: its content is a new job)" if older else ""
+    if not older:
+        return ""
+    return (
+        f" (the script {recipe.script}, or a module of its own it imports, changed since it was profiled: "
+        "its content is a new job)"
+    )
 
 
 def _engine_flag(recipe: Recipe, engine: str) -> str:

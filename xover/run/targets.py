@@ -183,8 +183,8 @@ def _planned_script(
     now = content_hash(path)
     if now != profiled and not allow_changed:
         raise XoverError(
-            f"the script {path} changed since it was profiled (content {profiled}, now {now}): "
-            "profile and plan it again, or run it as it is now with --allow-changed"
+            f"the script {path} changed since it was profiled, or a module of its own it imports did (content "
+            f"{profiled}, now {now}): profile and plan it again, or run it as it is now with --allow-changed"
         )
     for name in script.pass_env:
         if problem := unset_variable_problem(name):
