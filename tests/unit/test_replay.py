@@ -880,3 +880,36 @@ def test_helios_all_clusters_log_with_its_cluster_column_is_read(tmp_path):
     trace = load_trace(path, profiles=PROFILES.get, assign=["narrow"], seed=3)
     names = [job.name for job in trace.instances]
     assert len(names) == 3 and len(set(names)) == 3 and names[:2] == ["1425511", "1425512"]
+
+
+# ---------------------------------------------------------------- reading a long trace: its progress
+
+
+@pytest.mark.parametrize("fmt", ["plain", "philly", "helios"])
+def test_reading_a_long_trace_tells_its_progress_and_a_short_one_tells_nothing(tmp_path, monkeypatch, fmt):
+    """A 117,000-job Philly log took 6 s to read with nothing on screen: a trace of LONG_TRACE_BYTES or more
+    tells the entries read every READ_REPORT_EVERY, from before its file is parsed (how many in all not known
+    yet) to the end."""
+    from xover.replay import traces
+
+    count = 5000
+    if fmt == "plain":
+        path = tmp_path / "long.csv"
+        path.write_text("arrival_s,gpus,duration_s,model\n" + "".join(f"{i},1,100,narrow\n" for i in range(count)))
+    elif fmt == "philly":
+        [entry] = json.loads((ASSETS / "philly_log.json").read_text())[:1]
+        path = tmp_path / "long.json"
+        path.write_text(json.dumps([{**entry, "jobid": f"j{i}"} for i in range(count)]))
+    else:
+        path = tmp_path / "cluster_log.csv"
+        path.write_text(
+            "job_id,gpu_num,submit_time,duration\n"
+            + "".join(f"j{i},1,2020-04-01 00:00:00,100\n" for i in range(count))
+        )
+    calls: list[tuple[int, int | None]] = []
+    read = load_trace(path, profiles=PROFILES.get, assign=["narrow"], progress=lambda *call: calls.append(call))
+    assert len(read.instances) == count and calls == []  # a short trace: nothing flashes by
+    monkeypatch.setattr(traces, "LONG_TRACE_BYTES", path.stat().st_size)
+    load_trace(path, profiles=PROFILES.get, assign=["narrow"], progress=lambda *call: calls.append(call))
+    total = None if fmt == "helios" else count  # Helios' log is read as it goes: its length is not known before
+    assert calls == [(0, None), (2048, total), (4096, total), (count, count)]
