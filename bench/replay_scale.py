@@ -104,6 +104,47 @@ def write_trace(path: Path, instances: list[JobInstance]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+PHILLY_NEVER_STARTED = 0.05  # shares of the log's entries, about as many as in the log of the last measurement
+PHILLY_STILL_RUNNING = 0.02
+PHILLY_START = 1_506_816_000  # 2017-10-01 00:00:00 UTC, the month Philly's log begins
+
+
+def write_philly(path: Path, instances: list[JobInstance], seed: int) -> None:
+    """The drawn trace as Philly's job log (the schema of msr-fiddle/philly-traces' `cluster_job_log`), for
+    `xover simulate --assign`: a job's one attempt starts at its arrival and ends its run time later (whole
+    seconds), on `gpus // 8` machines of 8 GPUs or one of fewer; about PHILLY_NEVER_STARTED of the entries never
+    started and PHILLY_STILL_RUNNING were still running (skipped when read, as the real log's are)."""
+    rng = random.Random(seed + 1)
+
+    def when(seconds: float) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(PHILLY_START + int(seconds)))
+
+    with path.open("w") as handle:
+        handle.write("[")
+        for number, job in enumerate(instances):
+            roll = rng.random()
+            machines = [
+                {"ip": f"m{host}", "gpus": [f"gpu{gpu}" for gpu in range(min(8, job.gpus))]}
+                for host in range(max(1, job.gpus // 8))
+            ]
+            end = "None" if roll < PHILLY_STILL_RUNNING else when(job.arrival_s + max(1.0, job.work_s))
+            attempts = (
+                []
+                if roll > 1 - PHILLY_NEVER_STARTED
+                else [{"start_time": when(job.arrival_s), "end_time": end, "detail": machines}]
+            )
+            entry = {
+                "status": "Pass",
+                "vc": "bench",
+                "jobid": f"application_{number}",
+                "attempts": attempts,
+                "submitted_time": when(job.arrival_s),
+                "user": "bench",
+            }
+            handle.write(("," if number else "") + "\n" + json.dumps(entry))
+        handle.write("\n]\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 10000, 100000])
@@ -112,6 +153,9 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write-trace", type=Path, help="write the largest size's trace as a plain CSV, and stop")
+    parser.add_argument(
+        "--write-philly", type=Path, help="write the largest size's trace as Philly's job log (JSON), and stop"
+    )
     parser.add_argument("--one", nargs=2, metavar=("SIZE", "POLICY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -120,6 +164,10 @@ def main() -> None:
     if args.write_trace:
         write_trace(args.write_trace, philly_like(max(args.sizes), args.hosts, args.load, args.seed))
         print(f"wrote {args.write_trace}")
+        return
+    if args.write_philly:
+        write_philly(args.write_philly, philly_like(max(args.sizes), args.hosts, args.load, args.seed), args.seed)
+        print(f"wrote {args.write_philly}")
         return
     results = []
     for policy in args.policies:

@@ -258,9 +258,9 @@ def show_simulation(result: Any, as_json: bool) -> None:
 
 
 @contextlib.contextmanager
-def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], None]]:
     """A progress bar per policy replayed (on stderr; none with `quiet`): yields the callback the replay
-    calls with (policy, jobs done, jobs in all)."""
+    calls with (policy, jobs done, jobs in all; None while not known)."""
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -274,12 +274,12 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
     tasks: dict[str, TaskID] = {}
     logged = LoggedProgress(bars)
 
-    def progress(name: str, done: int, total: int) -> None:
+    def progress(name: str, done: int, total: int | None) -> None:
         if not tasks:
             bars.start()  # at the first bar: an option refused before the replay began is not behind an empty line
         if name not in tasks:
             tasks[name] = bars.add_task(name, total=total)
-        bars.update(tasks[name], completed=done)
+        bars.update(tasks[name], completed=done, total=total)  # reading's total is known once the file is parsed
         logged.tick()
 
     try:

@@ -416,3 +416,30 @@ def test_the_replays_progress_includes_storing_them(isolated_results):
     simulate(str(isolated_results / "xover.db"), request, "xover simulate", lambda *call: calls.append(call))
     assert [call for call in calls if call[0] == STORING] == [(STORING, 0, 6), (STORING, 3, 6), (STORING, 6, 6)]
     assert {name for name, _, _ in calls} == {"fifo", "srtf", STORING}
+
+
+def test_reading_a_long_trace_has_a_bar_before_the_replays(isolated_results, tmp_path, monkeypatch):
+    """Reading a 117,000-job Philly log took 6 s with nothing on screen: a long trace's reading has a bar of its
+    own, first; a short one's none (above)."""
+    from xover.replay import traces
+    from xover.replay.step import READING, SimulateRequest, simulate
+
+    trace = tmp_path / "long.csv"
+    trace.write_text("arrival_s,gpus,duration_s,model\n" + "".join(f"{i},1,10,narrow\n" for i in range(3000)))
+    monkeypatch.setattr(traces, "LONG_TRACE_BYTES", 1)
+    calls: list[tuple[str, int, int | None]] = []
+    request = SimulateRequest(trace=str(trace), profiles_csv=str(ASSETS / "profiles.csv"), cluster="1x2",
+                              policies=("fifo",))
+    simulate(str(isolated_results / "xover.db"), request, "xover simulate", lambda *call: calls.append(call))
+    reading = [call for call in calls if call[0] == READING]
+    assert reading == [(READING, 0, None), (READING, 2048, 3000), (READING, 3000, 3000)]
+    assert calls[: len(reading)] == reading  # before any replay's
+
+    result = xover("simulate", str(trace), "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x2",
+                   "--policy", "fifo")
+    assert result.exit_code == 0, result.output
+    # stderr is not a terminal here: the bars are drawn as they ended
+    assert any(line.startswith("reading") and "3000/3000" in line for line in result.output.splitlines())
+    quiet = xover("simulate", str(trace), "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x2",
+                  "--policy", "fifo", "--json")
+    assert quiet.exit_code == 0 and "jobs done" not in quiet.output  # no bar under --json

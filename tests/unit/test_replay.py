@@ -880,3 +880,88 @@ def test_helios_all_clusters_log_with_its_cluster_column_is_read(tmp_path):
     trace = load_trace(path, profiles=PROFILES.get, assign=["narrow"], seed=3)
     names = [job.name for job in trace.instances]
     assert len(names) == 3 and len(set(names)) == 3 and names[:2] == ["1425511", "1425512"]
+
+
+# ---------------------------------------------------------------- reading a long trace: its progress
+
+
+@pytest.mark.parametrize("fmt", ["plain", "philly", "helios"])
+def test_reading_a_long_trace_tells_its_progress_and_a_short_one_tells_nothing(tmp_path, monkeypatch, fmt):
+    """A 117,000-job Philly log took 6 s to read with nothing on screen: a trace of LONG_TRACE_BYTES or more
+    tells the entries read every READ_REPORT_EVERY, from before its file is parsed (how many in all not known
+    yet) to the end."""
+    from xover.replay import traces
+
+    count = 5000
+    if fmt == "plain":
+        path = tmp_path / "long.csv"
+        path.write_text("arrival_s,gpus,duration_s,model\n" + "".join(f"{i},1,100,narrow\n" for i in range(count)))
+    elif fmt == "philly":
+        [entry] = json.loads((ASSETS / "philly_log.json").read_text())[:1]
+        path = tmp_path / "long.json"
+        path.write_text(json.dumps([{**entry, "jobid": f"j{i}"} for i in range(count)]))
+    else:
+        path = tmp_path / "cluster_log.csv"
+        path.write_text(
+            "job_id,gpu_num,submit_time,duration\n"
+            + "".join(f"j{i},1,2020-04-01 00:00:00,100\n" for i in range(count))
+        )
+    calls: list[tuple[int, int | None]] = []
+    read = load_trace(path, profiles=PROFILES.get, assign=["narrow"], progress=lambda *call: calls.append(call))
+    assert len(read.instances) == count and calls == []  # a short trace: nothing flashes by
+    monkeypatch.setattr(traces, "LONG_TRACE_BYTES", path.stat().st_size)
+    load_trace(path, profiles=PROFILES.get, assign=["narrow"], progress=lambda *call: calls.append(call))
+    total = None if fmt == "helios" else count  # Helios' log is read as it goes: its length is not known before
+    assert calls == [(0, None), (2048, total), (4096, total), (count, count)]
+
+
+# ---------------------------------------------------------------- the replay's outcome, kept to the bit
+
+# sha256 (first 16 hex digits) of every policy's replay of `_digest`'s trace, taken at 254a4ff (before a
+# group's speeds were asked once per kinds of jobs): a change meant only to speed the replay up leaves every
+# one as it is; one meant to change outcomes says so and takes them anew.
+REPLAY_DIGESTS = {
+    "xover": {
+        "fifo": "1b6373e5e28c5b41",
+        "srtf": "26dad22b1d75d53d",
+        "srsf": "94e27fd4ce05b2d4",
+        "tiresias": "3458e15e8ac9544e",
+        "xover": "66b58f3f4a2c6087",
+        "xover-las": "e8fa996de9fe79b0",
+    },
+    "interleave": {
+        "fifo": "1b6373e5e28c5b41",
+        "srtf": "26dad22b1d75d53d",
+        "srsf": "94e27fd4ce05b2d4",
+        "tiresias": "3458e15e8ac9544e",
+        "xover": "492b827647055c92",
+        "xover-las": "ecb10631959599f7",
+    },
+}
+
+
+def _digest(policy: str, model) -> str:
+    """Every job's times, preemptions and grouped time, the timeline, device-seconds by sharing, the events and
+    the summary of one replay of 300 Philly-like jobs (bench/replay_scale.py's draw, seed 0) at 3x the capacity
+    of 4 hosts of 8 devices: long queues, every policy's paths taken."""
+    import hashlib
+
+    from bench.replay_scale import philly_like
+
+    outcome = replay(philly_like(300, 4, 3.0, 0), [(f"n{i}", 8) for i in range(4)], POLICIES[policy], model)
+    digest = hashlib.sha256()
+    for job in outcome.jobs:
+        digest.update(repr((job.name, job.kind, job.gpus, job.arrival_s, job.work_s, job.start_s, job.end_s,
+                            job.preemptions, job.grouped_s)).encode())
+    line = outcome.timeline
+    digest.update(repr((list(line.time_s), list(line.busy), list(line.grouped), list(line.waiting),
+                        list(line.running))).encode())
+    digest.update(repr((sorted(outcome.device_s_by_sharing.items()), outcome.events, outcome.unfinished)).encode())
+    digest.update(repr(summarise(outcome).to_json()).encode())
+    return digest.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("model", ["xover", "interleave"])
+def test_every_policys_replay_of_a_long_queue_is_what_it_was(model):
+    throughput = XoverModel() if model == "xover" else InterleaveModel()
+    assert {policy: _digest(policy, throughput) for policy in POLICIES} == REPLAY_DIGESTS[model]

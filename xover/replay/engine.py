@@ -38,7 +38,7 @@ from ..plan.grouping import GroupingRules
 from ..plan.instances import JobInstance
 from ..plan.model import JobProfile
 from ..plan.state import Devices, FreeDevices, Host
-from ..plan.throughput import ThroughputModel
+from ..plan.throughput import Speeds, ThroughputModel
 from ..sharing import ALONE
 from .policies import TIRESIAS_LIMITS, Policy
 
@@ -311,6 +311,10 @@ class Replay:
         self.busy = self.grouped = 0
         self.busy_by_sharing: dict[str, int] = {}
         self.join_savings: dict[tuple[tuple[int, ...], int], float] = {}
+        # a group's speeds and whether it gains, by its jobs' kinds in order: a model reads no name or
+        # iterations (`plan/throughput.py`), and a long replay asks both of the same few groups at every join
+        self.group_speeds: dict[tuple[int, ...], Speeds] = {}
+        self.group_gains: dict[tuple[int, ...], bool] = {}
         grouping = GroupingRules(max_group=rules.max_group, min_gain_margin=rules.min_gain_margin)
         self.step_rules = StepRules(
             model=model,
@@ -565,7 +569,7 @@ class Replay:
             return
         for member in unit.jobs:
             self._account(member)
-        speeds = self.model.predict([member.profile() for member in unit.jobs])
+        speeds = self._speeds(unit.jobs)
         unit.sharing = ALONE.name if len(unit.jobs) == 1 else speeds.sharing
         self._occupy(unit, +1)
         for member, speed in zip(unit.jobs, speeds.speeds):
@@ -576,6 +580,25 @@ class Replay:
         self._rekey(unit)
         if len(unit.jobs) > 1:
             self.changed_groups[unit] = None
+
+    def _speeds(self, jobs: list[_Job]) -> Speeds:
+        """The model's speeds for these jobs as a group (in their order)."""
+        kinds = tuple(job.kind for job in jobs)
+        speeds = self.group_speeds.get(kinds)
+        if speeds is None:
+            speeds = self.group_speeds[kinds] = self.model.predict([job.profile() for job in jobs])
+        return speeds
+
+    def _gains(self, jobs: list[_Job]) -> bool:
+        """Whether these jobs as a group are predicted to gain now (`dissolve_losing`, looked at again when they
+        change), in their order."""
+        kinds = tuple(job.kind for job in jobs)
+        gains = self.group_gains.get(kinds)
+        if gains is None:
+            profiles = [job.profile() for job in jobs]
+            kept = dissolve_losing([profiles], self.model, self.rules.min_gain_margin, until_done=False)
+            gains = self.group_gains[kinds] = len(kept) == 1
+        return gains
 
     def _rekey(self, unit: _Unit) -> None:
         if self.rules.reschedule != "keep":
@@ -650,8 +673,7 @@ class Replay:
             del self.changed_groups[unit]
             if unit not in self.units or len(unit.jobs) < 2:
                 continue
-            profiles = [job.profile() for job in unit.jobs]
-            if len(dissolve_losing([profiles], self.model, self.rules.min_gain_margin, until_done=False)) == 1:
+            if self._gains(unit.jobs):
                 continue
             stay = min(unit.jobs, key=self._key)
             for job in [job for job in unit.jobs if job is not stay]:
@@ -771,14 +793,22 @@ class Replay:
         unit_kinds: dict[tuple[int, ...], list[_Unit]] = {}
         for unit in units:
             unit_kinds.setdefault(tuple(sorted(job.kind for job in unit.jobs)), []).append(unit)
+        # most decisions of a long queue join nothing: told by each pair of kinds once, before the matrix is built
+        first_of_kind: dict[int, _Job] = {}
+        for job in candidates:
+            first_of_kind.setdefault(job.kind, job)
+        if not any(
+            self._join_saving(kind, members[0], job)
+            for job in first_of_kind.values()
+            for kind, members in unit_kinds.items()
+        ):
+            return
         columns: list[tuple[tuple[int, ...], int]] = []  # (unit kind, its copy)
         for kind, members in unit_kinds.items():
             columns += [(kind, copy) for copy in range(min(len(members), len(candidates)))]
         saving = np.array(
             [[self._join_saving(kind, unit_kinds[kind][0], job) for kind, _ in columns] for job in candidates]
         )
-        if not saving.any():
-            return
         rows, chosen = linear_sum_assignment(saving, maximize=True)
         pairs = sorted(
             ((saving[row, column], row, column) for row, column in zip(rows, chosen) if saving[row, column] > 0),
@@ -787,8 +817,7 @@ class Replay:
         for _, row, column in pairs:
             kind = columns[column][0]
             unit, job = unit_kinds[kind].pop(), candidates[row]
-            group = [member.profile() for member in unit.jobs] + [job.profile()]
-            if len(dissolve_losing([group], self.model, self.rules.min_gain_margin, until_done=False)) == 1:
+            if self._gains([*unit.jobs, job]):
                 self._add_to(unit, job)
 
     def _add_to(self, unit: _Unit, job: _Job) -> None:
@@ -805,7 +834,7 @@ class Replay:
         job.since = self.now
         if self.rules.restart == "on-start":
             job.dead_until = self.now + job.instance.restart_s
-        speeds = self.model.predict([member.profile() for member in unit.jobs])
+        speeds = self._speeds(unit.jobs)
         unit.sharing = speeds.sharing
         self._occupy(unit, +1)
         for member, speed in zip(unit.jobs, speeds.speeds):

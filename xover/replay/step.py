@@ -113,7 +113,7 @@ class Simulation:
         }
 
 
-Progress = Callable[[str, int, int], None]  # (policy, jobs finished, jobs in all)
+Progress = Callable[[str, int, int | None], None]  # (policy or step, jobs done, jobs in all; None: not known yet)
 
 
 def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
@@ -265,6 +265,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
         seed=request.seed,
         restart_s=request.restart_s,
         limit=request.jobs,
+        progress=None if progress is None else lambda done, total: progress(READING, done, total),
     )
     devices = sum(slots for _, slots in hosts)
     too_big = [job for job in trace.instances if job.gpus > devices]
@@ -314,6 +315,8 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     )
 
 
+# the bar of a long trace being read (a 117,000-job Philly log: 6 s; `traces.LONG_TRACE_BYTES`), in its entries
+READING = "reading"
 # the bar of the replays' jobs being stored (a 117,000-job log under six policies: tens of seconds, said by nothing)
 STORING = "storing"
 

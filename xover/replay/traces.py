@@ -35,12 +35,12 @@ import csv
 import itertools
 import math
 import random
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..console import counted
 from ..errors import (
@@ -85,6 +85,10 @@ MURI_RESTART_S: dict[int, dict[str, float]] = {
 }
 MURI_DEFAULT_RESTART_S = 10.0
 LARGEST = 1e12  # any number beyond this (31,700 years in seconds) is a typo
+# A trace this large takes a second or more to read (a 117,000-job Philly log of 30 MB: 6 s): its reading is
+# told to `load_trace`'s progress; a smaller one's would only flash by.
+LONG_TRACE_BYTES = 4 * 2**20
+READ_REPORT_EVERY = 2048  # entries read between two reports of reading's progress
 
 
 class TraceError(XoverError):
@@ -103,6 +107,8 @@ class Trace:
 
 
 ProfileLookup = Callable[[str], JobProfile | None]
+ReadProgress = Callable[[int, int | None], None]  # (entries read, entries in all; None: not known yet)
+_Entry = TypeVar("_Entry")
 
 
 def detect_format(path: str | Path) -> str:
@@ -180,26 +186,31 @@ def load_trace(
     seed: int = 0,
     restart_s: float = 0.0,
     limit: int | None = None,
+    progress: ReadProgress | None = None,
 ) -> Trace:
     """The trace at `path` as job instances. `profiles` finds a model's profile by name (plain and Philly
     traces); `assign`: the models Philly's jobs are drawn from; `restart_s`: a job's restart cost where
-    the trace does not give one; `limit`: only the first jobs (by arrival)."""
+    the trace does not give one; `limit`: only the first jobs (by arrival); `progress`: told the entries
+    (lines, or a log's jobs) read so far, for a trace of LONG_TRACE_BYTES or more."""
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise TraceError(f"--format {fmt}: choose {', '.join(FORMATS)}")
+    report = progress if progress is not None and _size(path) >= LONG_TRACE_BYTES else None
+    if report is not None:
+        report(0, None)  # the file parsed before its entries are counted
     if fmt == "muri":
-        trace = _load_muri(path)
+        trace = _load_muri(path, report)
     elif fmt == "plain":
         if profiles is None:
             raise TraceError(f"{path}: a plain trace names models: give --profiles FILE.csv or stored profiles")
-        trace = _load_plain(path, profiles, restart_s)
+        trace = _load_plain(path, profiles, restart_s, report)
     else:
         if profiles is None or not assign:
             source = "Philly's job log" if fmt == "philly" else "Helios' cluster_log.csv"
             raise TraceError(f"{path}: {source} names no model: give --assign MODEL,... and their profiles")
         load = _load_philly if fmt == "philly" else _load_helios
-        trace = load(path, profiles, assign, seed, restart_s)
+        trace = load(path, profiles, assign, seed, restart_s, report)
     if not trace.instances:
         why = _skipped_text(trace.skipped)
         if not why and fmt != "philly":  # a CSV of its header alone (a spreadsheet's empty sheet)
@@ -263,6 +274,28 @@ def skipped_text(skipped: Mapping[str, int]) -> str:
 
 def _skipped_text(skipped: Mapping[str, int]) -> str:
     return f" ({skipped_text(skipped)})" if skipped else ""
+
+
+def _size(path: Path) -> int:
+    """The file's size in bytes (0 where it cannot be told: the reader says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _reported(entries: Iterable[_Entry], report: ReadProgress | None, total: int | None) -> Iterator[_Entry]:
+    """`entries`, `report` told how many were read every READ_REPORT_EVERY and at the end (`total`: how many
+    there are, None where not known before they are read)."""
+    if report is None:
+        yield from entries
+        return
+    done = 0
+    for done, entry in enumerate(entries, 1):
+        if done % READ_REPORT_EVERY == 0:
+            report(done, total)
+        yield entry
+    report(done, done)
 
 
 # ---------------------------------------------------------------- CSV helpers
@@ -391,13 +424,13 @@ def _generated_name(preferred: str, *taken: Container[str]) -> str:
 # ---------------------------------------------------------------- Muri's CSV
 
 
-def _load_muri(path: Path) -> Trace:
+def _load_muri(path: Path, report: ReadProgress | None = None) -> Trace:
     instances: list[JobInstance] = []
     kinds: dict[tuple[Any, ...], JobProfile] = {}
     seen: dict[str, int] = {}
     rows = list(_rows(path, (*MURI_COLUMNS, *MURI_RESOURCES), MURI_OPTIONAL))
     first_ms = _first_arrival(rows, "submit_time")
-    for line, cells in rows:
+    for line, cells in _reported(rows, report, len(rows)):
         gpus = _whole(path, line, "num_gpu", cells["num_gpu"])
         _number(path, line, "submit_time", cells["submit_time"])
         arrival = float((Decimal(cells["submit_time"]) - first_ms) / 1000)
@@ -436,13 +469,15 @@ def _load_muri(path: Path) -> Trace:
 # ---------------------------------------------------------------- the plain CSV
 
 
-def _load_plain(path: Path, profiles: ProfileLookup, restart_default: float) -> Trace:
+def _load_plain(
+    path: Path, profiles: ProfileLookup, restart_default: float, report: ReadProgress | None = None
+) -> Trace:
     instances: list[JobInstance] = []
     seen: dict[str, int] = {}
     rows = list(_rows(path, PLAIN_COLUMNS, PLAIN_OPTIONAL))
     written = {cells["name"] for _, cells in rows if cells.get("name")}
     first = _first_arrival(rows, "arrival_s")
-    for line, cells in rows:
+    for line, cells in _reported(rows, report, len(rows)):
         _number(path, line, "arrival_s", cells["arrival_s"])
         arrival = float(Decimal(cells["arrival_s"]) - first)
         gpus = _whole(path, line, "gpus", cells["gpus"])
@@ -574,7 +609,14 @@ def _drawn(
 # ---------------------------------------------------------------- Philly's job log
 
 
-def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
+def _load_philly(
+    path: Path,
+    profiles: ProfileLookup,
+    assign: Sequence[str],
+    seed: int,
+    restart: float,
+    report: ReadProgress | None = None,
+) -> Trace:
     try:
         # a BOM read past, as a CSV trace's is; a key given twice refused (json.loads keeps the last silently)
         entries = json_without_duplicate_keys(_regular(path).read_text(encoding="utf-8-sig"), str(path))
@@ -595,7 +637,7 @@ def _load_philly(path: Path, profiles: ProfileLookup, assign: Sequence[str], see
     kinds = _assigned_kinds(profiles, assign)
     skipped: dict[str, int] = {}
     jobs: list[tuple[float, str, int, float]] = []
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(_reported(entries, report, len(entries))):
         if (found := _long_integer(entry, index)) is not None:  # kept as text by the JSON reader
             where, number = found
             raise TraceError(
@@ -668,11 +710,19 @@ def _philly_job(entry: Any, where: str) -> tuple[str, tuple[float, str, int, flo
 # ---------------------------------------------------------------- Helios' cluster_log.csv
 
 
-def _load_helios(path: Path, profiles: ProfileLookup, assign: Sequence[str], seed: int, restart: float) -> Trace:
+def _load_helios(
+    path: Path,
+    profiles: ProfileLookup,
+    assign: Sequence[str],
+    seed: int,
+    restart: float,
+    report: ReadProgress | None = None,
+) -> Trace:
     kinds = _assigned_kinds(profiles, assign)
     skipped: dict[str, int] = {}
     jobs: list[tuple[float, str, int, float]] = []
-    for line, cells in _rows(path, HELIOS_COLUMNS, HELIOS_OPTIONAL):
+    # read as it goes (an error is said at its line, before a later line is read): how many in all is not known
+    for line, cells in _reported(_rows(path, HELIOS_COLUMNS, HELIOS_OPTIONAL), report, None):
         gpus = _whole(path, line, "gpu_num", cells["gpu_num"], lowest=0.0)
         try:
             submitted = _seconds(cells["submit_time"], f"{path}: line {line}: submit_time")
