@@ -306,3 +306,26 @@ def test_an_adaptive_group_starts_in_its_plans_better_way_and_runs_under_mps_whe
     units = group_units(GroupToRun(0, jobs), ["sequential", "concurrent", "crossover", "adaptive"],
                         ["work-conserving", "round-robin"])
     assert [(u.mode, u.policy) for u in units if u.mode == "adaptive"] == [("adaptive", "work-conserving")]
+
+
+def test_a_plan_groups_by_what_its_jobs_measured_together_where_they_were_measured():
+    # two compute-bound jobs: the fluid bound (1.05) does not clear the 5% margin, so a plan from profiles
+    # alone runs them one after another; measured together at 1.36, the next plan groups them
+    a, b = job("a", 100, 5), job("b", 100, 5)
+    ids = {"a": JobIdentity("wa", 2, "horovod"), "b": JobIdentity("wb", 2, "horovod")}
+    key = jobs_key([ids["a"], ids["b"]])
+    hosts = [("localhost", 2)]
+    assert [len(g.jobs) for g in make_plan([a, b], hosts).groups] == [1, 1]
+    measured_well = Measurements(
+        {key: {"crossover:work-conserving": MeasuredWay(1.30, (0.65, 0.65), "e1", "work-conserving"),
+               "concurrent": MeasuredWay(1.36, (0.68, 0.68), "e1")}}, ids)
+    [group] = make_plan([a, b], hosts, measured=measured_well).groups
+    assert sorted(j.name for j in group.jobs) == ["a", "b"] and group.predicted_from["concurrent"] == "measured"
+    # a complementary pair the bound groups, measured losing in every way: apart
+    c, d = job("c", 100, 60), job("d", 60, 100)
+    ids = {"c": JobIdentity("wc", 2, "horovod"), "d": JobIdentity("wd", 2, "horovod")}
+    assert [len(g.jobs) for g in make_plan([c, d], hosts).groups] == [2]
+    measured_losing = Measurements(
+        {jobs_key(list(ids.values())): {"crossover:work-conserving": MeasuredWay(0.95, (0.5, 0.45), "e1", "work-conserving"),
+                                        "concurrent": MeasuredWay(0.9, (0.45, 0.45), "e1")}}, ids)
+    assert [len(g.jobs) for g in make_plan([c, d], hosts, measured=measured_losing).groups] == [1, 1]

@@ -213,6 +213,10 @@ def form_groups(
     by_name = {profile.name: job for profile, job in zip(profiles, jobs)}
     if not isinstance(model, XoverModel):
         rules = replace(rules, period_ms=model.grouping_period_ms)
+    elif model.measured.ways:
+        # xover's model groups by the fluid bound (vectorised over pairs); a plan that learns reads its
+        # measurements group by group instead (XoverModel.grouping_period_ms), each job known by its identity
+        rules = replace(rules, period_ms=model.grouping_period_ms, identity=model.identity_of)
     kept = dissolve_losing(ALGORITHMS[algo](profiles, rules), model, rules.min_gain_margin, until_done)
     return [[by_name[profile.name] for profile in group] for group in kept]
 

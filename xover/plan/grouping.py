@@ -23,7 +23,8 @@ Objective (``plan_objective``): total time saved per period,
 ``sum over groups of (sum of solo iteration times - P(G))``. Every merge the
 algorithms make saves ``P(A) + P(B) - P(A u B) > 0``, so no algorithm does worse
 than ``none``. The plan then predicts each group under the run's turn policy with
-the simulation (`predict.py`); the fluid bound only decides who is grouped.
+the simulation (`predict.py`); the fluid bound only decides who is grouped - or, in a plan that learns, what
+the jobs measured together before (`XoverModel.grouping_period_ms`: the period of the best way measured).
 
 ``matching`` is exact per round: clusters run dozens of copies of the same model, so
 groups are collapsed into kinds with counts and each round is a maximum-weight
@@ -68,6 +69,9 @@ class GroupingRules:
     device_memory_gb: float | None = None
     min_gain_margin: float = 0.05
     period_ms: Callable[[Sequence[JobProfile]], float] | None = None
+    # what else tells two jobs' periods apart under that model (a plan that learns: each job's identity, which
+    # its measurements are keyed by), so that jobs of equal figures are not taken for one kind
+    identity: Callable[[JobProfile], Any] | None = None
 
     def period(self, jobs: Sequence[JobProfile]) -> float:
         """The period of `jobs` together under these rules' model."""
@@ -282,7 +286,17 @@ def _group_kind(group: _Group, rules: GroupingRules | None = None) -> tuple[Any,
 
 
 def _model_kind(job: JobProfile, rules: GroupingRules) -> tuple[Any, ...]:
-    return (job.data_ms, job.compute_ms, job.comm_ms, job.link_ms, job.comm_cpu, job.interference, rules.period([job]))
+    identity = rules.identity(job) if rules.identity is not None else None
+    return (
+        job.data_ms,
+        job.compute_ms,
+        job.comm_ms,
+        job.link_ms,
+        job.comm_cpu,
+        job.interference,
+        rules.period([job]),
+        identity,
+    )
 
 
 def _job_kind(job: JobProfile) -> tuple[Any, ...]:

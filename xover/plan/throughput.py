@@ -78,9 +78,9 @@ class ThroughputModel(Protocol):
 
 @dataclass(frozen=True)
 class XoverModel:
-    """xover's own model: grouped by the fluid bound, predicted by the simulation of the turn policy (or
-    of sharing without turns, whichever `predict.pick_sharing` picks), or by what was measured on the same
-    jobs before (`measured`)."""
+    """xover's own model: grouped by the fluid bound (or by what the jobs measured together), predicted by the
+    simulation of the turn policy (or of sharing without turns, whichever `predict.pick_sharing` picks), or by
+    what was measured on the same jobs before (`measured`)."""
 
     policy: str = DEFAULT_POLICY
     measured: Measurements = field(default=NONE, compare=False, hash=False)
@@ -106,12 +106,33 @@ class XoverModel:
         return Speeds(speeds, picked.sharing, period)
 
     def grouping_period_ms(self, jobs: Sequence[JobProfile]) -> float:
-        """The fluid bound's period, as `xover plan` groups."""
-        return group_period_ms(jobs)
+        """The period `xover plan` groups by: the fluid bound's, or, where these jobs were measured together
+        before, that of the best way measured (`grouped_by_measurement`)."""
+        measured = self.measured_period_ms(jobs)
+        return measured if measured is not None else group_period_ms(jobs)
+
+    def identity_of(self, job: JobProfile) -> object:
+        """What the job's measurements are keyed by (None for a job without one)."""
+        return self.measured.identities.get(job.name)
+
+    def measured_period_ms(self, jobs: Sequence[JobProfile]) -> float | None:
+        """The period of the best way these jobs were measured in together (None: never measured). A plan
+        that learns groups by it: a pair the fluid bound says cannot pay off may have measured well (on a CPU
+        the engines' thread policy is not in the bound), and one it says will may have measured losing."""
+        if len(jobs) < 2:
+            return None
+        found = self.measured.for_group(jobs, self.policy)
+        if not found:
+            return None
+        gain = max(way.gain for way, _ in found.values())
+        return sum(job.solo_ms for job in jobs) / gain if gain > 0 else math.inf
 
     def describe(self) -> str:
         """The model in a few words, for a report."""
-        return f"xover's model (simulation of the {self.policy} turn policy, concurrent and MPS; fluid-bound grouping)"
+        return (
+            f"xover's model (simulation of the {self.policy} turn policy, concurrent and MPS; fluid-bound grouping, "
+            "or measured)"
+        )
 
 
 @dataclass(frozen=True)
