@@ -15,7 +15,9 @@ grouping's merge weights (time for one iteration of each job). Two models:
   iteration per period. The ideal period is the stage recurrence of Muri's public simulator (four
   stages per rotation, resources data -> GPU -> network, two rotations to settle), re-derived here.
 
-Both are pure and memoised by what they read of a job (never its name or iterations).
+Both are pure and memoised by what they read of a job (never its name or iterations; but in a plan that learns,
+xover's groups jobs measured together by what they measured, found by each job's identity under its name: a
+replay's jobs have none, so a replay may take a group's figures for any jobs of the same kinds).
 """
 
 from __future__ import annotations
