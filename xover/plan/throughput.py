@@ -109,7 +109,7 @@ class XoverModel:
 
     def grouping_period_ms(self, jobs: Sequence[JobProfile]) -> float:
         """The period `xover plan` groups by: the fluid bound's, or, where these jobs were measured together
-        before, that of the best way measured (`grouped_by_measurement`)."""
+        before, that of the best way measured (`measured_period_ms`)."""
         measured = self.measured_period_ms(jobs)
         return measured if measured is not None else group_period_ms(jobs)
 
