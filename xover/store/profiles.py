@@ -1,8 +1,10 @@
 """Every query of the `profiles` table: what profile, plan, run, report and bench read of stored profiles.
 
-A profile is found by recipe content (hash) where a job is about to run as profiled (`find_profile`),
-and by recipe name where a job already ran (a run's recipe carries the iterations --seconds chose, so
-its hash is not the profiled one's; a second copy of a job runs as name#2). A profile is reused and planned
+A profile is found by recipe content where a job is about to run as profiled (`find_profile`): its
+`Recipe.job_hash`, whatever the job is called, or its `Recipe.hash` (its name included) as profiles were keyed
+before 2026-12-02 (`Recipe.profile_keys`; a function given one key finds that one); and by recipe name where
+a job already ran (a run's recipe carries the iterations --seconds chose, so its hash is not the profiled one's;
+a second copy of a job runs as name#2). A profile is reused and planned
 with only under the settings that change a job alone it was taken under (`tuning_here`); a run orders its
 jobs and sizes `--seconds` by one taken under others where it has none under its own.
 """
@@ -10,6 +12,7 @@ jobs and sizes `--seconds` by one taken under others where it has none under its
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -38,9 +41,14 @@ def _taken_here():
     return func.coalesce(Profile.tuning, "") == tuning_here()
 
 
+def _keyed(keys: str | Sequence[str]):
+    """A profile's condition to be one of a recipe's (`Recipe.profile_keys`, or one key)."""
+    return Profile.recipe_hash.in_([keys] if isinstance(keys, str) else list(keys))
+
+
 def find_profile(
     store: Store,
-    recipe_hash: str,
+    recipe_hash: str | Sequence[str],
     np: int,
     bandwidth: str | None,
     hardware: str | None,
@@ -51,7 +59,7 @@ def find_profile(
     """The newest profile of a recipe at this np over this many hosts, taken under this process's settings
     (`tuning_here`; under any where `any_settings`), and at the bandwidth, on the hardware and under the engine
     given."""
-    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
+    query = select(Profile).where(_keyed(recipe_hash), Profile.np == np, Profile.hosts == hosts)
     if not any_settings:
         query = query.where(_taken_here())
     if engine is not None:
@@ -70,8 +78,8 @@ def find_profile(
 SHARED_LOOPBACK = " (shared lo)"  # migration 0012's mark on a profile of the loopback shaped for every node
 
 
-def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[str]]:
-    """For each (recipe hash, np, engine): the link rates it has profiles at, taken under this process's
+def profiled_links(store: Store, keys: list[tuple[str | Sequence[str], int, str]]) -> list[set[str]]:
+    """For each (recipe's profile keys, np, engine): the link rates it has profiles at, taken under this process's
     settings (not a loopback shaped for all the nodes together, as one machine's was before migration 0012:
     no rate of today's names it)."""
     taken_here = _taken_here()
@@ -80,7 +88,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
             set(
                 session.scalars(
                     select(Profile.bandwidth).where(
-                        Profile.recipe_hash == recipe_hash,
+                        _keyed(recipe_hash),
                         Profile.np == np,
                         Profile.engine == engine,
                         Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"),
@@ -92,7 +100,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
         ]
 
 
-def other_engines(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
+def other_engines(store: Store, recipe_hash: str | Sequence[str], np: int, engine: str) -> list[str]:
     """The engines other than `engine` that a recipe at this np has profiles under (under this process's
     settings), sorted."""
     with store.session() as session:
@@ -100,21 +108,21 @@ def other_engines(store: Store, recipe_hash: str, np: int, engine: str) -> list[
             set(
                 session.scalars(
                     select(Profile.engine).where(
-                        Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine != engine, _taken_here()
+                        _keyed(recipe_hash), Profile.np == np, Profile.engine != engine, _taken_here()
                     )
                 )
             )
         )
 
 
-def other_tunings(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
+def other_tunings(store: Store, recipe_hash: str | Sequence[str], np: int, engine: str) -> list[str]:
     """The settings other than this process's that a recipe at this np has profiles under with this engine
     ('' for the defaults), sorted."""
     with store.session() as session:
         taken = set(
             session.scalars(
                 select(func.coalesce(Profile.tuning, "")).where(
-                    Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine == engine
+                    _keyed(recipe_hash), Profile.np == np, Profile.engine == engine
                 )
             )
         )
