@@ -4,7 +4,8 @@ A profile is found by recipe content where a job is about to run as profiled (`f
 `Recipe.job_hash`, whatever the job is called, or its `Recipe.hash` (its name included) as profiles were keyed
 before 2026-12-02 (`Recipe.profile_keys`; a function given one key finds that one); and by recipe name where
 a job already ran (a run's recipe carries the iterations --seconds chose, so its hash is not the profiled one's;
-a second copy of a job runs as name#2). A profile is reused and planned
+a second copy of a job runs as name#2), else by its run's recipe as stored, but for its name, description and
+length (a renamed job file ran from the profile taken under its first name). A profile is reused and planned
 with only under the settings that change a job alone it was taken under (`tuning_here`); a run orders its
 jobs and sizes `--seconds` by one taken under others where it has none under its own.
 """
@@ -12,7 +13,7 @@ jobs and sizes `--seconds` by one taken under others where it has none under its
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from ..devices import default_torch_backend, hardware_fingerprint
 from ..settings import ALONE_FIELDS, settings
-from .models import Profile, RecipeSnapshot
+from .models import Profile, RecipeSnapshot, Run
 from .session import Store
 
 
@@ -141,36 +142,52 @@ def profiled_script_hashes(store: Store, name: str) -> list[str | None]:
 
 
 def _of_job(job: dict[str, Any], link: str):
-    """Conditions for the profiles of a job that ran (`analysis.job_summary`): by name, np, engine and link
-    (its key: links.Link.key)."""
-    return (
-        Profile.name == job["name"].split("#", 1)[0],
-        Profile.np == job["np"],
-        Profile.engine == job["engine"],
-        Profile.bandwidth == link,
+    """Conditions for the profiles of a job that ran (`analysis.job_summary`) but its name: np, engine and link (its
+    key: links.Link.key)."""
+    return (Profile.np == job["np"], Profile.engine == job["engine"], Profile.bandwidth == link)
+
+
+def _computes(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored recipe's body (`Recipe.to_dict`) without what does not change what its job computes: its name,
+    description and length, and a script's path (the script counts by its `script_sha256`)."""
+    left_out = {"name", "description", "iterations", "epochs", *(("script",) if "script" in body else ())}
+    return {key: value for key, value in body.items() if key not in left_out}
+
+
+def _newest_of_job(session: Session, job: dict[str, Any], link: str, columns: Sequence[Any], *conditions: Any):
+    """The newest profile (its `columns`) of a job that ran, meeting `conditions`: one under its name (name#2: its
+    first copy's), else, where `job` names its run (`run_id`), one of its recipe under another name (a renamed job
+    file reuses the profile taken under the first name: `find_profile` finds profiles by what a job computes)."""
+    where = (*_of_job(job, link), *conditions)
+    named = Profile.name == job["name"].split("#", 1)[0]
+    found = session.execute(select(*columns).where(named, *where).order_by(Profile.id.desc())).first()
+    ran = session.get(Run, job["run_id"]) if found is None and job.get("run_id") is not None else None
+    if ran is None:
+        return found
+    wanted = _computes(ran.recipe.body or {})
+    others = session.execute(
+        select(RecipeSnapshot.body, *columns)
+        .join(RecipeSnapshot, Profile.recipe_id == RecipeSnapshot.id)
+        .where(*where)
+        .order_by(Profile.id.desc())
     )
+    return next((row for row in others if _computes(row.body or {}) == wanted), None)
 
 
 def stored_interference(session: Session, job: dict[str, Any], link: str) -> tuple[float, float | None]:
-    """A job's interference from its newest profile that measured one (same recipe name, np, engine and
-    link), with the link share of the partner it was measured next to: the runs of a comparison are
-    measured alone, never next to the reference partner."""
-    found = session.execute(
-        select(Profile.interference, Profile.corun_partner_link_share)
-        .where(*_of_job(job, link), Profile.interference.is_not(None))
-        .order_by(Profile.id.desc())
-    ).first()
+    """A job's interference from its newest profile that measured one (same recipe name, or content where the job
+    names its run, np, engine and link: `_newest_of_job`), with the link share of the partner it was measured next
+    to: the runs of a comparison are measured alone, never next to the reference partner."""
+    columns = (Profile.interference, Profile.corun_partner_link_share)
+    found = _newest_of_job(session, job, link, columns, Profile.interference.is_not(None))
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
 def profile_device_ms(session: Session, job: dict[str, Any], link: str, hosts: int, before: datetime) -> float | None:
-    """Device time per iteration (data + compute) in the job's newest profile taken on or before
+    """Device time per iteration (data + compute) in the job's newest profile (`_newest_of_job`) taken on or before
     `before` over `hosts` hosts; None without one."""
-    found = session.execute(
-        select(Profile.data_ms, Profile.compute_ms)
-        .where(*_of_job(job, link), Profile.hosts == hosts, Profile.created_at <= before)
-        .order_by(Profile.id.desc())
-    ).first()
+    columns = (Profile.data_ms, Profile.compute_ms)
+    found = _newest_of_job(session, job, link, columns, Profile.hosts == hosts, Profile.created_at <= before)
     return found.data_ms + found.compute_ms if found else None
 
 
