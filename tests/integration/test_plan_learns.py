@@ -500,6 +500,13 @@ def test_a_renamed_job_file_finds_its_profile_and_what_it_measured(isolated_resu
     refused = runner.invoke(app, ["plan", str(tmp_path / "tiny.toml"), str(tmp_path / "large.toml"), "--devices", "2",
                                   "--bandwidth", "1gbit", "--out", str(tmp_path / "refused.json")])
     assert refused.exit_code == 2 and "no horovod profile of 'mine'" in refused.output, refused.output
+    # a changed script is another job too, and the plan says it changed though it was profiled under another name
+    (tmp_path / "tiny.toml").write_text((tmp_path / "tiny.toml").read_text().replace('"32"', '"16"'))
+    (tmp_path / "train.py").write_text(HOROVOD_SCRIPT.read_text() + "\n# edited\n")
+    refused = runner.invoke(app, ["plan", str(tmp_path / "tiny.toml"), str(tmp_path / "large.toml"), "--devices", "2",
+                                  "--bandwidth", "1gbit", "--out", str(tmp_path / "refused.json")])
+    assert refused.exit_code == 2 and "no horovod profile of 'mine'" in refused.output, refused.output
+    assert "or a module of its own it imports, changed since it was profiled" in " ".join(refused.output.split())
 
 
 def test_a_measurement_holds_only_at_the_ranks_and_under_the_engine_it_was_taken_at(isolated_results):

@@ -169,7 +169,8 @@ def _changed_hint(store, recipe: Recipe) -> str:
     """For a script: ' (the script changed since it was profiled)' when an older content has profiles."""
     if not recipe.script:
         return ""
-    older = any(sha256 not in (None, recipe.script_sha256) for sha256 in profiled_script_hashes(store, recipe.name))
+    profiled = profiled_script_hashes(store, recipe.name, recipe.script)
+    older = any(sha256 not in (None, recipe.script_sha256) for sha256 in profiled)
     if not older:
         return ""
     return (

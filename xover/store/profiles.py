@@ -130,15 +130,18 @@ def other_tunings(store: Store, recipe_hash: str | Sequence[str], np: int, engin
     return sorted(taken - {tuning_here()})
 
 
-def profiled_script_hashes(store: Store, name: str) -> list[str | None]:
-    """The script contents (sha256, None where not recorded) of every profile of the job named `name`."""
+def profiled_script_hashes(store: Store, name: str, script: str | None = None) -> list[str | None]:
+    """The script contents (sha256, None where not recorded) of every profile of the job named `name`, and of every
+    profile of `script` (its absolute path) under any name (a job file renamed since)."""
     with store.session() as session:
-        bodies = session.scalars(
-            select(RecipeSnapshot.body)
-            .join(Profile, Profile.recipe_id == RecipeSnapshot.id)
-            .where(RecipeSnapshot.name == name)
+        rows = session.execute(
+            select(RecipeSnapshot.name, RecipeSnapshot.body).join(Profile, Profile.recipe_id == RecipeSnapshot.id)
         ).all()
-    return [body.get("script_sha256") for body in bodies]
+    return [
+        (row.body or {}).get("script_sha256")
+        for row in rows
+        if row.name == name or (script is not None and (row.body or {}).get("script") == script)
+    ]
 
 
 def _of_job(job: dict[str, Any], link: str):
