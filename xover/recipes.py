@@ -137,19 +137,46 @@ class Recipe:
 
     @property
     def hash(self) -> str:
-        """Content hash of what determines the job's behaviour (not where the file lives: a script
-        counts by its content)."""
+        """Content hash of the recipe as written, its `name` included (not where the file lives: a script counts by
+        its content): its snapshot's key in the store (store/queries.py), and its profiles' key before 2026-12-02."""
+        return self._digest()
+
+    @property
+    def job_hash(self) -> str:
+        """What the job computes, whatever it is called: `hash` without its `name` and `description`. Its profiles
+        are kept under it (store/profiles.py), so a renamed job file, or a recipe copied under another name, is
+        the same job."""
+        return self._digest("name", "description")
+
+    @property
+    def profile_keys(self) -> tuple[str, str]:
+        """The keys its stored profiles may have: its job hash, and its hash as they were keyed before 2026-12-02
+        (its name included: those hold for it under the name it had)."""
+        return self.job_hash, self.hash
+
+    @property
+    def workload(self) -> str:
+        """The job hash without the job's length (iterations, epochs): what a measurement of how it shares
+        devices holds for (plan/measured.py); a changed script, model, batch or dataset is another, a new name
+        is not."""
+        return replace(self, iterations=None, epochs=None).job_hash
+
+    @property
+    def legacy_workload(self) -> str:
+        """Its workload as measurements were keyed before 2026-12-02, its name included: still read, so that those
+        hold for the job under the name it had (plan/measured.py)."""
+        return replace(self, iterations=None, epochs=None).hash
+
+    def _digest(self, *left_out: str) -> str:
+        """The hash of what determines the job's behaviour (`_fields`; a script counts by its content, not its path
+        nor its description, which names the path), without `left_out`."""
         data = self._fields()
         if self.script is not None:
             data.pop("script")
             data.pop("description")  # names the script's path
+        for key in left_out:
+            data.pop(key, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-    @property
-    def workload(self) -> str:
-        """The content hash of the job without its length (iterations, epochs): what a measurement of how it
-        shares devices holds for (plan/measured.py); a changed script, model, batch or dataset is another."""
-        return replace(self, iterations=None, epochs=None).hash
 
     @property
     def label(self) -> str:

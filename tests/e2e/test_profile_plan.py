@@ -6,12 +6,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 from xover.plan.model import MIN_INTERFERENCE
 from xover.run.traits import traits_of
 from xover.turns.policies import LINK_BAND_PRIORITIES, link_bands
 
 XOVER = [sys.executable, "-m", "xover"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _xover(*args, timeout=600):
@@ -137,3 +139,23 @@ def test_profile_plan_run(isolated_results, tmp_path):
     assert fit.returncode == 0, fit.stderr
     assert "mlp-digits + resnet-digits" in fit.stdout and "1 group comparisons, link leak 0.2" in fit.stdout
     assert fit.stdout.count("within 5% on") == 5
+
+
+def test_a_renamed_recipe_reuses_its_profile_and_is_planned_from_it(isolated_results, tmp_path):
+    """A job is what it computes: a recipe copied under another name (a job file renamed) finds the profile taken
+    under the first name; before, `xover plan` of the copy said "no horovod profile of 'digits-copy'"."""
+    first = _xover("profile", "mlp-digits", "--iterations", "8", "--warmup", "2", "--no-corun", "--no-stretch",
+                   "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    copy = tmp_path / "digits-copy.toml"
+    copy.write_text((ROOT / "recipes" / "mlp-digits.toml").read_text()
+                    .replace('name = "mlp-digits"', 'name = "digits-copy"')
+                    .replace("MLP 64-512-512-10 on scikit-learn digits", "a copy of mlp-digits"))
+    copied = _xover("profile", str(copy), "--iterations", "8", "--warmup", "2", "--no-corun", "--no-stretch", "--json")
+    assert copied.returncode == 0, copied.stderr[-3000:]
+    [profile] = json.loads(copied.stdout)
+    assert profile["reused"] is True and profile["name"] == "digits-copy"
+    assert profile["profile_id"] == json.loads(first.stdout)[0]["profile_id"]
+    planned = _xover("plan", str(copy), "--devices", "2", "--out", str(tmp_path / "plan.json"), "--json")
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["groups"][0]["jobs"] == ["digits-copy"]

@@ -5,6 +5,8 @@ the planner are real; the comparison is written as `xover run` writes one (its f
 
 import dataclasses
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -13,7 +15,9 @@ from xover.cli import app
 from xover.devices import hardware_fingerprint
 from xover.errors import XoverError
 from xover.links import Link
-from xover.plan.step import plan_jobs
+from xover.plan.make import local_hosts
+from xover.plan.measured import JobIdentity, in_key_order, jobs_key
+from xover.plan.step import measurements_of, plan_jobs
 from xover.recipes import load_recipe, with_overrides
 from xover.results import GroupComparison, PolicyResult, RunResult
 from xover.run.adaptive import AdaptiveSettings
@@ -22,25 +26,28 @@ from xover.run.learn import learn_measurements
 from xover.run.targets import groups_from_plan
 from xover.run.traits import predict_unplanned, stored_profile
 from xover.run.units import group_units, measured_before
-from xover.store.measured import recent_measurements
+from xover.store.measured import add_measurement, recent_measurements
 from xover.store.models import Experiment, Profile, SharingMeasurement
 from xover.store.queries import snapshot_recipe
 from xover.store.session import open_store
 from xover.turns.protocol import FREE, TURNS
 
 PAIR = ("mlp-digits", "resnet-digits")
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
-def _profiles(db, link="1gbit", hardware=None, tuning=None):
-    """Stored profiles of the pair, as `xover profile` keeps them (the figures made up); `tuning` None as
-    before the settings that change a job alone were kept."""
+def _profiles(db, link="1gbit", hardware=None, tuning=None, jobs=None, keyed="job_hash"):
+    """Stored profiles of the pair (or of `jobs`: (recipe, compute ms, comm ms)), as `xover profile` keeps them
+    (the figures made up): under each recipe's `keyed` (`hash`: as before 2026-12-02, its name in its key);
+    `tuning` None as before the settings that change a job alone were kept."""
     store = open_store(str(db))
     with store.session() as session, session.begin():
-        for name, compute_ms, comm_ms in (("mlp-digits", 5.0, 60.0), ("resnet-digits", 60.0, 8.0)):
-            recipe = load_recipe(name)
+        for recipe, compute_ms, comm_ms in jobs or ((load_recipe("mlp-digits"), 5.0, 60.0),
+                                                   (load_recipe("resnet-digits"), 60.0, 8.0)):
+            name = recipe.name
             snapshot = snapshot_recipe(session, recipe)
-            session.add(Profile(recipe_id=snapshot.id, recipe_hash=recipe.hash, name=name, np=recipe.np,
+            session.add(Profile(recipe_id=snapshot.id, recipe_hash=getattr(recipe, keyed), name=name, np=recipe.np,
                                 engine="horovod", bandwidth=link, hardware=hardware or hardware_fingerprint(),
                                 iterations=20, data_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
                                 iteration_ms=compute_ms + comm_ms, samples_per_s=100.0, memory_gb=0.1,
@@ -446,3 +453,130 @@ def test_a_measurement_under_a_fault_setting_of_the_turn_servers_is_never_used(i
         assert set(_plan(db, tmp_path).predicted_from.values()) == {"measured"}  # the same settings: it holds
         monkeypatch.delenv(variable)
         assert set(_plan(db, tmp_path).predicted_from.values()) == {"simulated"}
+
+
+HOROVOD_SCRIPT = ROOT / "recipes" / "examples" / "horovod_digits.py"
+
+
+def _script_pair(folder):
+    """Two job files of one Horovod script at two batch sizes, named after their files (no `name`)."""
+    (folder / "train.py").write_bytes(HOROVOD_SCRIPT.read_bytes())
+    for file, batch in (("small.toml", 16), ("large.toml", 128)):
+        (folder / file).write_text(f'script = "train.py"\nargs = ["--batch-size", "{batch}"]\nnp = 2\n'
+                                   "iterations = 200\n")
+    small, large = load_recipe(folder / "small.toml"), load_recipe(folder / "large.toml")
+    return small, large
+
+
+def _cli_plan(tmp_path, *files):
+    """`xover plan FILES --devices 2 --bandwidth 1gbit`: its output, and its plan file's one group."""
+    out = tmp_path / "cli-plan.json"
+    shown = runner.invoke(app, ["plan", *map(str, files), "--devices", "2", "--bandwidth", "1gbit", "--out", str(out)])
+    assert shown.exit_code == 0, shown.output
+    [group] = json.loads(out.read_text())["groups"]
+    return " ".join(shown.output.split()), group
+
+
+def test_a_renamed_job_file_finds_its_profile_and_what_it_measured(isolated_results, tmp_path):
+    """Renaming a job file (a job is named after its file unless it says otherwise) made the next `xover plan`
+    find no profile of it ("no horovod profile of 'tiny'"), and no measurement: the name was in both keys. A
+    job is what it computes: profiled and compared as small.toml, planned as tiny.toml, it is measured."""
+    db = isolated_results / "xover.db"
+    small, large = _script_pair(tmp_path)
+    _profiles(db, jobs=((small, 5.0, 60.0), (large, 60.0, 8.0)))
+    assert _compared(db, recipes=(small, large)) == 3
+    (tmp_path / "small.toml").rename(tmp_path / "tiny.toml")
+    shown, group = _cli_plan(tmp_path, tmp_path / "tiny.toml", tmp_path / "large.toml")
+    assert sorted(group["jobs"]) == ["large", "tiny"]
+    assert group["predicted_from"]["concurrent"] == group["predicted_from"]["crossover"] == "measured"
+    assert "crossover 1.35*" in shown and "concurrent 1.52 (measured)" in shown, shown
+    # so is one that says another `name` (and `description`) in it
+    (tmp_path / "tiny.toml").write_text('name = "mine"\ndescription = "the small batch"\n'
+                                        + (tmp_path / "tiny.toml").read_text())
+    shown, group = _cli_plan(tmp_path, tmp_path / "tiny.toml", tmp_path / "large.toml")
+    assert sorted(group["jobs"]) == ["large", "mine"] and group["predicted_from"]["concurrent"] == "measured"
+    # other arguments are another job: its profile is asked for, nothing measured holds
+    (tmp_path / "tiny.toml").write_text((tmp_path / "tiny.toml").read_text().replace('"16"', '"32"'))
+    refused = runner.invoke(app, ["plan", str(tmp_path / "tiny.toml"), str(tmp_path / "large.toml"), "--devices", "2",
+                                  "--bandwidth", "1gbit", "--out", str(tmp_path / "refused.json")])
+    assert refused.exit_code == 2 and "no horovod profile of 'mine'" in refused.output, refused.output
+    # a changed script is another job too, and the plan says it changed though it was profiled under another name
+    (tmp_path / "tiny.toml").write_text((tmp_path / "tiny.toml").read_text().replace('"32"', '"16"'))
+    (tmp_path / "train.py").write_text(HOROVOD_SCRIPT.read_text() + "\n# edited\n")
+    refused = runner.invoke(app, ["plan", str(tmp_path / "tiny.toml"), str(tmp_path / "large.toml"), "--devices", "2",
+                                  "--bandwidth", "1gbit", "--out", str(tmp_path / "refused.json")])
+    assert refused.exit_code == 2 and "no horovod profile of 'mine'" in refused.output, refused.output
+    assert "or a module of its own it imports, changed since it was profiled" in " ".join(refused.output.split())
+
+
+def test_a_measurement_holds_only_at_the_ranks_and_under_the_engine_it_was_taken_at(isolated_results):
+    """A group's measurement is found for the same jobs under other names and descriptions, never at other
+    ranks, under another engine or for a changed script (its body: another content hash)."""
+    db = isolated_results / "xover.db"
+    _compared(db)
+    recipes = [load_recipe(name) for name in PAIR]
+
+    def ways(recipes, engine="horovod"):
+        measured = measurements_of(str(db), list(recipes), engine, local_hosts(2), Link.parse("1gbit"))
+        return set(measured.for_group([SimpleNamespace(name=recipe.name) for recipe in recipes], "work-conserving"))
+
+    assert ways(recipes) == {"crossover", "concurrent", "adaptive"}
+    renamed = [dataclasses.replace(recipe, name=f"{recipe.name}-copy", description="another") for recipe in recipes]
+    assert ways(renamed) == {"crossover", "concurrent", "adaptive"}
+    assert ways(recipes, engine="torch") == set()
+    assert ways([with_overrides(recipes[0], np=1), recipes[1]]) == set()
+
+
+def test_a_changed_script_body_is_measured_again(isolated_results, tmp_path):
+    db = isolated_results / "xover.db"
+    small, large = _script_pair(tmp_path)
+    _compared(db, recipes=(small, large))
+
+    def ways():
+        recipes = [load_recipe(tmp_path / "small.toml"), load_recipe(tmp_path / "large.toml")]
+        measured = measurements_of(str(db), recipes, "horovod", local_hosts(2), Link.parse("1gbit"))
+        return set(measured.for_group([SimpleNamespace(name=recipe.name) for recipe in recipes], "work-conserving"))
+
+    assert ways() == {"crossover", "concurrent", "adaptive"}
+    (tmp_path / "train.py").write_text(HOROVOD_SCRIPT.read_text() + "\n# edited\n")
+    assert ways() == set()
+
+
+def test_what_was_stored_before_names_left_the_keys_still_holds_under_its_names(isolated_results, tmp_path):
+    """Profiles and measurements stored before 2026-12-02 were keyed with each job's name: they still hold for
+    the jobs under the names they had (a plan of the same files is measured), not under new ones; a row of
+    today's keys of the same group and way is preferred to one of those."""
+    db = isolated_results / "xover.db"
+    _profiles(db, keyed="hash")
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id="old", kind="run", command="xover run", status="finished"))
+    store.close()
+    # a comparison as xover kept it before: each job's workload its recipe's without its length, name included
+    jobs = [job_for(load_recipe(name)) for name in PAIR]
+    identities = {job.name: JobIdentity(job.recipe.legacy_workload, job.np, job.engine, len(job.devices))
+                  for job in jobs}
+    names = in_key_order(list(identities), identities)
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for way, gain in (("crossover", 1.35), ("concurrent", 1.52)):
+            speeds = {"mlp-digits": 0.9, "resnet-digits": gain - 0.9}
+            add_measurement(session, experiment_id="old", group_index=0,
+                            jobs_key=jobs_key([identities[name] for name in names]),
+                            jobs=[{"name": name, **identities[name].to_json()} for name in names], link="1gbit",
+                            hardware=hardware_fingerprint(), tuning="", way=way,
+                            policy="work-conserving" if way == "crossover" else None, gain=gain,
+                            speeds=[speeds[name] for name in names], window_s=10.0)
+    store.close()
+    learnt = _plan(db, tmp_path)  # the profiles and the measurements of before, under the names they had
+    assert learnt.predicted_from == {"crossover": "measured", "concurrent": "measured"}
+    assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.52)
+    assert learnt.predicted_speed["mlp-digits"] == pytest.approx(0.9)  # each job's speed its own
+    renamed = [dataclasses.replace(load_recipe(name), name=f"{name}-copy") for name in PAIR]
+    measured = measurements_of(str(db), renamed, "horovod", local_hosts(2), Link.parse("1gbit"))
+    assert measured.for_group([SimpleNamespace(name=recipe.name) for recipe in renamed], "work-conserving") == {}
+    # a comparison of today's keys: its figure, not the old one's
+    _compared(db, "new", crossover=1.20, concurrent=1.30, adaptive=1.25)
+    learnt = _plan(db, tmp_path)
+    assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.30)
+    assert learnt.predicted_from["adaptive"] == "measured"

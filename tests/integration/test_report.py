@@ -230,6 +230,35 @@ def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
     assert "b's run alone" not in output
 
 
+def test_a_renamed_jobs_run_is_compared_with_the_profile_it_reused(isolated_results):
+    """A job file renamed after it was profiled is planned and run from the profile taken under its first name
+    (store/profiles.py finds profiles by what a job computes); its report finds that profile too (by name alone it
+    found none), and never a profile of another job (another batch), however new."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    store = open_store(str(db))
+    body = {"model": "mlp", "dataset": "digits", "batch_size": 32, "optimizer": "sgd", "lr": 0.1, "np": 2, "seed": 1}
+    with store.session() as session, session.begin():
+        ran = RecipeSnapshot(name="a", hash="ha", path="a.toml", body={**body, "name": "a", "iterations": 10})
+        profiled = RecipeSnapshot(name="first", hash="hf", path="first.toml",
+                                  body={**body, "name": "first", "description": "as first named", "iterations": 200})
+        other = RecipeSnapshot(name="c", hash="hc", path="c.toml", body={**body, "name": "c", "batch_size": 64})
+        session.add_all([ran, profiled, other])
+        session.flush()
+        for run in session.scalars(select(Run).where(Run.name == "a")):
+            run.recipe_id = ran.id
+        for recipe, name, compute_ms in ((profiled, "first", 20.0), (other, "c", 5.0)):
+            session.add(Profile(recipe_id=recipe.id, recipe_hash=recipe.hash, name=name, np=2, bandwidth="host",
+                                hardware="x", iterations=10, data_ms=0.0, compute_ms=compute_ms, comm_ms=10.0,
+                                iteration_ms=compute_ms + 10.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1,
+                                link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={},
+                                created_at=datetime(2025, 1, 1)))
+    store.close()
+    [group] = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    assert group["alone_vs_profile"].get("a") == pytest.approx(1.5)  # 30 ms alone against the 20 ms of "first"
+    assert group["alone_vs_profile"].get("b") is None  # b's recipe is neither
+
+
 def test_train_experiment_shows_job_rows_only(isolated_results):
     _hand_made_store(isolated_results / "xover.db")
     result = report()  # latest: the train experiment, created last

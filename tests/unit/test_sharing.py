@@ -196,7 +196,7 @@ def test_the_gpus_busy_fraction_is_taken_inside_the_compute_windows():
 # ------------------------------------------------------------------------------------ the plan's pick (issue 60)
 
 from xover.plan.calibration import SHIPPED  # noqa: E402
-from xover.plan.measured import JobIdentity, MeasuredWay, Measurements, jobs_key  # noqa: E402
+from xover.plan.measured import JobIdentity, MeasuredWay, Measurements, in_key_order, jobs_key  # noqa: E402
 from xover.plan.predict import measured_prediction, pick_sharing, predict_considered  # noqa: E402
 
 
@@ -284,6 +284,33 @@ def test_a_measurement_holds_for_the_same_jobs_in_any_order_and_under_the_plans_
     # the duration from the measured speeds: b (100 iterations of 160 ms at 0.9) ends first, then a goes on alone
     prediction = measured_prediction([a, b], "crossover", "work-conserving", {"a": 0.6, "b": 0.9})
     assert prediction.duration_ms == pytest.approx(100 * 160 / 0.9 + (100 - 100 * 160 / 0.9 / (160 / 0.6)) * 160)
+
+
+def _row(ids, names, way, gain, speeds, policy=None, experiment="old"):
+    """A stored row as store/measured.py hands it: the jobs in the order of their identities there."""
+    order = in_key_order(names, ids)
+    return {"jobs_key": jobs_key([ids[name] for name in order]), "way": way, "policy": policy, "gain": gain,
+            "jobs": [{"name": name, **ids[name].to_json()} for name in order],
+            "speeds": [speeds[name] for name in order], "experiment": experiment, "measurements": 1}
+
+
+def test_a_row_keyed_before_names_left_the_workload_holds_for_its_jobs_under_their_names():
+    """Rows stored before 2026-12-02 (each workload with the job's name in it) are read as today's keys of the
+    same jobs, their speeds put back in today's order (here the reverse of theirs); a row of today's keys of the
+    same group and way is preferred; a job under another name does not find them."""
+    a, b = job("a", 100, 60), job("b", 60, 100)
+    today = {"a": JobIdentity("w2", 2, "horovod"), "b": JobIdentity("w1", 2, "horovod")}
+    before = {"a": JobIdentity("L1", 2, "horovod"), "b": JobIdentity("L2", 2, "horovod")}
+    assert in_key_order(["a", "b"], today) == ["b", "a"] and in_key_order(["a", "b"], before) == ["a", "b"]
+    rows = [_row(before, ["a", "b"], "concurrent", 1.3, {"a": 0.9, "b": 0.4}),
+            _row(before, ["a", "b"], "crossover", 1.1, {"a": 0.5, "b": 0.6}, policy="work-conserving"),
+            _row(today, ["a", "b"], "crossover", 1.6, {"a": 0.7, "b": 0.9}, policy="work-conserving", experiment="new")]
+    found = Measurements.of_rows(rows, today, before).for_group([a, b], "work-conserving")
+    assert found["concurrent"][1] == {"a": 0.9, "b": 0.4}
+    assert found["crossover"][0].experiment == "new" and found["crossover"][1] == {"a": 0.7, "b": 0.9}
+    assert set(Measurements.of_rows(rows, today).for_group([a, b], "work-conserving")) == {"crossover"}
+    renamed = {**before, "a": JobIdentity("L1-renamed", 2, "horovod")}  # its old key had its old name in it
+    assert set(Measurements.of_rows(rows, today, renamed).for_group([a, b], "work-conserving")) == {"crossover"}
 
 
 def test_an_adaptive_group_starts_in_its_plans_better_way_and_runs_under_mps_where_that_is_mps():

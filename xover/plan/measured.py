@@ -5,9 +5,9 @@ A measurement holds for a group of jobs as they were measured, and for nothing e
 decides how they share the devices:
 
     each job's workload  its recipe's content without its length (a changed script, model, batch, dataset,
-                         optimizer or max_slowdown is another job: `Recipe.hash` over every field but
-                         iterations and epochs; a script counts by its content and that of the modules
-                         of its own it imports, scripts.content_hash)
+                         optimizer or max_slowdown is another job: `Recipe.job_hash` over every field but
+                         iterations, epochs, name and description; a script counts by its
+                         content and that of the modules of its own it imports, scripts.content_hash)
     each job's ranks, engine and the hosts it spans
     the link             the rate its all-reduces crossed (another link: not used)
     the hardware         the machine's fingerprint (other hardware: not used)
@@ -16,8 +16,11 @@ decides how they share the devices:
                          comparison with a switch turned off is not a figure for a plan under the defaults)
 
 The jobs of a group are sorted by their identity, so the same jobs in another order, or under other names in a
-plan or a run (a copy's `name#2`), have the same key; two copies of one job share it. A recipe's or job file's
-own `name` is part of its content (and of its profile's key). A way's measurement is the mean of the newest few stored
+plan or a run (a copy's `name#2`), have the same key; two copies of one job share it. Nor is a recipe's or job
+file's own `name` part of its workload (nor of its profile's key): a renamed job file is the same job. Rows
+stored before 2026-12-02 keyed each workload with the job's name (`Recipe.legacy_workload`): they are still
+read for the jobs under the names they had, and a row of today's keys of the same group and way is preferred.
+A way's measurement is the mean of the newest few stored
 (store/measured.py: one 15 s comparison's figure moves by a few percent from the next); crossover's is under
 the turn policy the plan assumes. Everything here is pure: the plan step reads the store's rows
 (store/measured.py) and hands them in as a `Measurements`.
@@ -81,19 +84,39 @@ class Measurements:
     identities: dict[str, JobIdentity] = field(default_factory=dict)
 
     @classmethod
-    def of_rows(cls, rows: Sequence[Mapping[str, Any]], identities: Mapping[str, JobIdentity]) -> Measurements:
+    def of_rows(
+        cls,
+        rows: Sequence[Mapping[str, Any]],
+        identities: Mapping[str, JobIdentity],
+        legacy: Mapping[str, JobIdentity] | None = None,
+    ) -> Measurements:
         """The stored rows (store/measured.py's recent mean of each way) that hold for groups of these jobs
-        (`identities`: each job's identity by its name here): a row whose every member is one of them."""
+        (`identities`: each job's identity by its name here): a row whose every member is one of them. With
+        `legacy` (each job's identity as rows were keyed before 2026-12-02, its name in its workload), a row of
+        those too, taken as today's keys of the same jobs where no row of today's keys measured that way."""
         known = set(identities.values())
+        renamed = {old: identities[name] for name, old in (legacy or {}).items() if name in identities}
         ways: dict[str, dict[str, MeasuredWay]] = {}
+        older: dict[str, dict[str, MeasuredWay]] = {}
         for row in rows:
             members = [JobIdentity(job["workload"], job["np"], job["engine"], job["hosts"]) for job in row["jobs"]]
-            if not all(member in known for member in members):
-                continue
             way = f"{row['way']}:{row['policy']}" if row["policy"] else row["way"]
-            ways.setdefault(row["jobs_key"], {})[way] = MeasuredWay(
-                row["gain"], tuple(row["speeds"]), row["experiment"], row["policy"], row.get("measurements", 1)
+            speeds = tuple(row["speeds"])
+            if all(member in known for member in members):
+                key, found = row["jobs_key"], ways
+            elif renamed and len(speeds) == len(members) and all(member in renamed for member in members):
+                # its speeds are in the order of the old identities: put them in that of today's
+                names = [job.get("name", "") for job in row["jobs"]]
+                order = sorted(range(len(members)), key=lambda slot: (renamed[members[slot]], names[slot]))
+                key, found = jobs_key([renamed[members[slot]] for slot in order]), older
+                speeds = tuple(speeds[slot] for slot in order)
+            else:
+                continue
+            found.setdefault(key, {})[way] = MeasuredWay(
+                row["gain"], speeds, row["experiment"], row["policy"], row.get("measurements", 1)
             )
+        for key, measured in older.items():
+            ways[key] = {**measured, **ways.get(key, {})}
         return cls(ways, dict(identities))
 
     def for_group(self, jobs: Sequence[JobProfile], policy: str) -> dict[str, tuple[MeasuredWay, dict[str, float]]]:

@@ -93,8 +93,9 @@ def profiles_of_recipes(
         job_engine = engine_of(recipe, engine)
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
         key = link.key
-        found = find_profile(store, recipe.hash, recipe.np, key, hardware, job_engine, hosts=spanned) or find_profile(
-            store, recipe.hash, recipe.np, key, None, job_engine, hosts=spanned
+        keys = recipe.profile_keys
+        found = find_profile(store, keys, recipe.np, key, hardware, job_engine, hosts=spanned) or find_profile(
+            store, keys, recipe.np, key, None, job_engine, hosts=spanned
         )
         if found is None:
             across = f" over {spanned} hosts" if spanned > 1 else ""
@@ -168,7 +169,8 @@ def _changed_hint(store, recipe: Recipe) -> str:
     """For a script: ' (the script changed since it was profiled)' when an older content has profiles."""
     if not recipe.script:
         return ""
-    older = any(sha256 not in (None, recipe.script_sha256) for sha256 in profiled_script_hashes(store, recipe.name))
+    profiled = profiled_script_hashes(store, recipe.name, recipe.script)
+    older = any(sha256 not in (None, recipe.script_sha256) for sha256 in profiled)
     if not older:
         return ""
     return (
@@ -187,14 +189,14 @@ def _engine_flag(recipe: Recipe, engine: str) -> str:
 
 def _other_engine_hint(store, recipe, engine: str) -> str:
     """', or plan with --engine torch (it has torch profiles)' when the recipe was profiled under another engine."""
-    others = other_engines(store, recipe.hash, recipe.np, engine)
+    others = other_engines(store, recipe.profile_keys, recipe.np, engine)
     return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 
 def _other_tuning_hint(store, recipe: Recipe, engine: str) -> str:
     """' (its profiles were taken under other settings: ...)' when the recipe has profiles under this engine,
     taken with settings that change a job alone other than this process's."""
-    others = other_tunings(store, recipe.hash, recipe.np, engine)
+    others = other_tunings(store, recipe.profile_keys, recipe.np, engine)
     if not others:
         return ""
     shown = "; ".join(tuning or "the defaults" for tuning in others)
@@ -206,7 +208,7 @@ def _other_tuning_hint(store, recipe: Recipe, engine: str) -> str:
 
 def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
     """The link at which every recipe has a profile under its engine, when --bandwidth is not given."""
-    rates = profiled_links(store, [(recipe.hash, recipe.np, engine_of(recipe, engine)) for recipe in recipes])
+    rates = profiled_links(store, [(recipe.profile_keys, recipe.np, engine_of(recipe, engine)) for recipe in recipes])
     missing = [recipe for recipe, found in zip(recipes, rates) if not found]
     if missing:
         names = ", ".join(f"'{recipe.name}' (np {recipe.np})" for recipe in missing)
@@ -392,11 +394,12 @@ def measurements_of(
     """What was measured before on groups of these recipes, as they run here (each one's workload, ranks,
     engine and hosts; the link; this hardware; the settings that change sharing): the mean of the newest few
     of each way (plan/measured.py)."""
-    identities = {
-        recipe.name: JobIdentity(recipe.workload, recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts))
-        for recipe in recipes
-    }
-    return Measurements.of_rows(recent_measurements(open_store(db), link.key), identities)
+    identities, legacy = {}, {}  # legacy: as rows were keyed before 2026-12-02 (plan/measured.py)
+    for recipe in recipes:
+        ranks, job_engine, spanned = recipe.np, engine_of(recipe, engine), hosts_spanned(recipe.np, hosts)
+        identities[recipe.name] = JobIdentity(recipe.workload, ranks, job_engine, spanned)
+        legacy[recipe.name] = JobIdentity(recipe.legacy_workload, ranks, job_engine, spanned)
+    return Measurements.of_rows(recent_measurements(open_store(db), link.key), identities, legacy)
 
 
 def write_plan_file(path: Path, text: str, holds_secrets: bool) -> None:

@@ -377,7 +377,7 @@ class _Profiling:
     def stored(self, recipe: Recipe, job: Any) -> Profile | None:
         """The profile stored for this recipe and placement on this link and hardware, if any."""
         return find_profile(
-            self.store, recipe.hash, recipe.np, self.link.key, self.hardware, job.engine, len(job.devices)
+            self.store, recipe.profile_keys, recipe.np, self.link.key, self.hardware, job.engine, len(job.devices)
         )
 
     def run(self) -> list[dict[str, Any]]:
@@ -389,7 +389,11 @@ class _Profiling:
             ) as current:
                 lease_devices(current, self.jobs, options.wait)
                 self._measure(current)
-        return [{**profile_dict(self.profiles[i]), "reused": i not in self.measured} for i in range(len(self.recipes))]
+        # a profile is found by what the job computes: one stored under another name is named as asked here
+        return [
+            {**profile_dict(self.profiles[i]), "name": self.recipes[i].name, "reused": i not in self.measured}
+            for i in range(len(self.recipes))
+        ]
 
     def _measure(self, current: Any) -> None:
         options, recipes, jobs = self.options, self.recipes, self.jobs
@@ -443,7 +447,7 @@ class _Profiling:
             assert self.partner_recipe is not None  # `corun` is empty without one
             partner = with_overrides(self.partner_recipe, np=recipe.np)
             partner_job = job_for(partner, job.hosts, engine=self.options.engine)
-            just_measured = [self.profiles[k] for k in self.measured if self.recipes[k].hash == partner.hash]
+            just_measured = [self.profiles[k] for k in self.measured if self.recipes[k].job_hash == partner.job_hash]
             profile = (
                 just_measured[0]
                 if just_measured
@@ -620,7 +624,7 @@ def _store_profile(
         snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
         profile = Profile(
             recipe_id=snapshot.id,
-            recipe_hash=recipe.hash,
+            recipe_hash=recipe.job_hash,
             run_id=run_id,
             name=recipe.name,
             np=recipe.np,

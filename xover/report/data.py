@@ -282,7 +282,7 @@ def adaptive_timelines(session: Session, experiment_id: str) -> dict[int | None,
 
 def _profile_key(job: RunResult) -> dict[str, Any]:
     """What store/profiles.py finds a job's profiles by."""
-    return {"name": job.name, "np": job.np, "engine": job.engine}
+    return {"name": job.name, "np": job.np, "engine": job.engine, "run_id": job.run_id}
 
 
 def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:

@@ -32,6 +32,11 @@ def identity_of(job: JobSpec) -> JobIdentity:
     return JobIdentity(job.recipe.workload, job.np, job.engine, len(job.devices))
 
 
+def legacy_identity_of(job: JobSpec) -> JobIdentity:
+    """Its identity as measurements were keyed before 2026-12-02 (its name in its workload: still read)."""
+    return JobIdentity(job.recipe.legacy_workload, job.np, job.engine, len(job.devices))
+
+
 def learn_measurements(
     store: Store,
     experiment_id: str,

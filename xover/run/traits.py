@@ -23,7 +23,7 @@ from ..store.measured import recent_measurements
 from ..store.profiles import find_profile
 from ..turns.policies import SlotTraits, critical_rank
 from .jobs import GroupToRun, JobSpec
-from .learn import identity_of
+from .learn import identity_of, legacy_identity_of
 
 
 def traits_of(device_ms: float, comm_ms: float, max_slowdown: float | None, link_ms: float | None = None) -> SlotTraits:
@@ -43,7 +43,7 @@ def stored_profile(store, job: JobSpec, link: Link, hardware: str):
     """The job's newest profile as it runs here (recipe, np, link, engine, hosts), under this process's settings
     that change a job alone, else under others (its order among the jobs and its length in seconds seldom
     change with them: better than none, as in a run with the torch backend switched), or None."""
-    key = (store, job.recipe.hash, job.recipe.np, link.key, hardware, job.engine, len(job.devices))
+    key = (store, job.recipe.profile_keys, job.recipe.np, link.key, hardware, job.engine, len(job.devices))
     return find_profile(*key) or find_profile(*key, any_settings=True)
 
 
@@ -82,7 +82,8 @@ def predict_unplanned(store, group: GroupToRun, link: Link, policy: str, modes: 
             return
         profiles.append(replace(job_profile(job.recipe, found), name=job.name))
     identities = {job.name: identity_of(job) for job in group.jobs}
-    measured = Measurements.of_rows(recent_measurements(store, link.key), identities)
+    legacy = {job.name: legacy_identity_of(job) for job in group.jobs}
+    measured = Measurements.of_rows(recent_measurements(store, link.key), identities, legacy)
     predictions, sources = predict_considered(profiles, policy, measured=measured)
     group.predicted_by_sharing = {way: p.gain for way, p in predictions.items()}
     group.predicted_from = sources

@@ -1,8 +1,11 @@
 """Every query of the `profiles` table: what profile, plan, run, report and bench read of stored profiles.
 
-A profile is found by recipe content (hash) where a job is about to run as profiled (`find_profile`),
-and by recipe name where a job already ran (a run's recipe carries the iterations --seconds chose, so
-its hash is not the profiled one's; a second copy of a job runs as name#2). A profile is reused and planned
+A profile is found by recipe content where a job is about to run as profiled (`find_profile`): its
+`Recipe.job_hash`, whatever the job is called, or its `Recipe.hash` (its name included) as profiles were keyed
+before 2026-12-02 (`Recipe.profile_keys`; a function given one key finds that one); and by recipe name where
+a job already ran (a run's recipe carries the iterations --seconds chose, so its hash is not the profiled one's;
+a second copy of a job runs as name#2), else by its run's recipe as stored, but for its name, description and
+length (a renamed job file ran from the profile taken under its first name). A profile is reused and planned
 with only under the settings that change a job alone it was taken under (`tuning_here`); a run orders its
 jobs and sizes `--seconds` by one taken under others where it has none under its own.
 """
@@ -10,6 +13,7 @@ jobs and sizes `--seconds` by one taken under others where it has none under its
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from ..devices import default_torch_backend, hardware_fingerprint
 from ..settings import ALONE_FIELDS, settings
-from .models import Profile, RecipeSnapshot
+from .models import Profile, RecipeSnapshot, Run
 from .session import Store
 
 
@@ -38,9 +42,14 @@ def _taken_here():
     return func.coalesce(Profile.tuning, "") == tuning_here()
 
 
+def _keyed(keys: str | Sequence[str]):
+    """A profile's condition to be one of a recipe's (`Recipe.profile_keys`, or one key)."""
+    return Profile.recipe_hash.in_([keys] if isinstance(keys, str) else list(keys))
+
+
 def find_profile(
     store: Store,
-    recipe_hash: str,
+    recipe_hash: str | Sequence[str],
     np: int,
     bandwidth: str | None,
     hardware: str | None,
@@ -51,7 +60,7 @@ def find_profile(
     """The newest profile of a recipe at this np over this many hosts, taken under this process's settings
     (`tuning_here`; under any where `any_settings`), and at the bandwidth, on the hardware and under the engine
     given."""
-    query = select(Profile).where(Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.hosts == hosts)
+    query = select(Profile).where(_keyed(recipe_hash), Profile.np == np, Profile.hosts == hosts)
     if not any_settings:
         query = query.where(_taken_here())
     if engine is not None:
@@ -70,8 +79,8 @@ def find_profile(
 SHARED_LOOPBACK = " (shared lo)"  # migration 0012's mark on a profile of the loopback shaped for every node
 
 
-def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[str]]:
-    """For each (recipe hash, np, engine): the link rates it has profiles at, taken under this process's
+def profiled_links(store: Store, keys: list[tuple[str | Sequence[str], int, str]]) -> list[set[str]]:
+    """For each (recipe's profile keys, np, engine): the link rates it has profiles at, taken under this process's
     settings (not a loopback shaped for all the nodes together, as one machine's was before migration 0012:
     no rate of today's names it)."""
     taken_here = _taken_here()
@@ -80,7 +89,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
             set(
                 session.scalars(
                     select(Profile.bandwidth).where(
-                        Profile.recipe_hash == recipe_hash,
+                        _keyed(recipe_hash),
                         Profile.np == np,
                         Profile.engine == engine,
                         Profile.bandwidth.not_like(f"%{SHARED_LOOPBACK}"),
@@ -92,7 +101,7 @@ def profiled_links(store: Store, keys: list[tuple[str, int, str]]) -> list[set[s
         ]
 
 
-def other_engines(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
+def other_engines(store: Store, recipe_hash: str | Sequence[str], np: int, engine: str) -> list[str]:
     """The engines other than `engine` that a recipe at this np has profiles under (under this process's
     settings), sorted."""
     with store.session() as session:
@@ -100,69 +109,88 @@ def other_engines(store: Store, recipe_hash: str, np: int, engine: str) -> list[
             set(
                 session.scalars(
                     select(Profile.engine).where(
-                        Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine != engine, _taken_here()
+                        _keyed(recipe_hash), Profile.np == np, Profile.engine != engine, _taken_here()
                     )
                 )
             )
         )
 
 
-def other_tunings(store: Store, recipe_hash: str, np: int, engine: str) -> list[str]:
+def other_tunings(store: Store, recipe_hash: str | Sequence[str], np: int, engine: str) -> list[str]:
     """The settings other than this process's that a recipe at this np has profiles under with this engine
     ('' for the defaults), sorted."""
     with store.session() as session:
         taken = set(
             session.scalars(
                 select(func.coalesce(Profile.tuning, "")).where(
-                    Profile.recipe_hash == recipe_hash, Profile.np == np, Profile.engine == engine
+                    _keyed(recipe_hash), Profile.np == np, Profile.engine == engine
                 )
             )
         )
     return sorted(taken - {tuning_here()})
 
 
-def profiled_script_hashes(store: Store, name: str) -> list[str | None]:
-    """The script contents (sha256, None where not recorded) of every profile of the job named `name`."""
+def profiled_script_hashes(store: Store, name: str, script: str | None = None) -> list[str | None]:
+    """The script contents (sha256, None where not recorded) of every profile of the job named `name`, and of every
+    profile of `script` (its absolute path) under any name (a job file renamed since)."""
     with store.session() as session:
-        bodies = session.scalars(
-            select(RecipeSnapshot.body)
-            .join(Profile, Profile.recipe_id == RecipeSnapshot.id)
-            .where(RecipeSnapshot.name == name)
+        rows = session.execute(
+            select(RecipeSnapshot.name, RecipeSnapshot.body).join(Profile, Profile.recipe_id == RecipeSnapshot.id)
         ).all()
-    return [body.get("script_sha256") for body in bodies]
+    return [
+        (row.body or {}).get("script_sha256")
+        for row in rows
+        if row.name == name or (script is not None and (row.body or {}).get("script") == script)
+    ]
 
 
 def _of_job(job: dict[str, Any], link: str):
-    """Conditions for the profiles of a job that ran (`analysis.job_summary`): by name, np, engine and link
-    (its key: links.Link.key)."""
-    return (
-        Profile.name == job["name"].split("#", 1)[0],
-        Profile.np == job["np"],
-        Profile.engine == job["engine"],
-        Profile.bandwidth == link,
+    """Conditions for the profiles of a job that ran (`analysis.job_summary`) but its name: np, engine and link (its
+    key: links.Link.key)."""
+    return (Profile.np == job["np"], Profile.engine == job["engine"], Profile.bandwidth == link)
+
+
+def _computes(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored recipe's body (`Recipe.to_dict`) without what does not change what its job computes: its name,
+    description and length, and a script's path (the script counts by its `script_sha256`)."""
+    left_out = {"name", "description", "iterations", "epochs", *(("script",) if "script" in body else ())}
+    return {key: value for key, value in body.items() if key not in left_out}
+
+
+def _newest_of_job(session: Session, job: dict[str, Any], link: str, columns: Sequence[Any], *conditions: Any):
+    """The newest profile (its `columns`) of a job that ran, meeting `conditions`: one under its name (name#2: its
+    first copy's), else, where `job` names its run (`run_id`), one of its recipe under another name (a renamed job
+    file reuses the profile taken under the first name: `find_profile` finds profiles by what a job computes)."""
+    where = (*_of_job(job, link), *conditions)
+    named = Profile.name == job["name"].split("#", 1)[0]
+    found = session.execute(select(*columns).where(named, *where).order_by(Profile.id.desc())).first()
+    ran = session.get(Run, job["run_id"]) if found is None and job.get("run_id") is not None else None
+    if ran is None:
+        return found
+    wanted = _computes(ran.recipe.body or {})
+    others = session.execute(
+        select(RecipeSnapshot.body, *columns)
+        .join(RecipeSnapshot, Profile.recipe_id == RecipeSnapshot.id)
+        .where(*where)
+        .order_by(Profile.id.desc())
     )
+    return next((row for row in others if _computes(row.body or {}) == wanted), None)
 
 
 def stored_interference(session: Session, job: dict[str, Any], link: str) -> tuple[float, float | None]:
-    """A job's interference from its newest profile that measured one (same recipe name, np, engine and
-    link), with the link share of the partner it was measured next to: the runs of a comparison are
-    measured alone, never next to the reference partner."""
-    found = session.execute(
-        select(Profile.interference, Profile.corun_partner_link_share)
-        .where(*_of_job(job, link), Profile.interference.is_not(None))
-        .order_by(Profile.id.desc())
-    ).first()
+    """A job's interference from its newest profile that measured one (same recipe name, or content where the job
+    names its run, np, engine and link: `_newest_of_job`), with the link share of the partner it was measured next
+    to: the runs of a comparison are measured alone, never next to the reference partner."""
+    columns = (Profile.interference, Profile.corun_partner_link_share)
+    found = _newest_of_job(session, job, link, columns, Profile.interference.is_not(None))
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
 def profile_device_ms(session: Session, job: dict[str, Any], link: str, hosts: int, before: datetime) -> float | None:
-    """Device time per iteration (data + compute) in the job's newest profile taken on or before
+    """Device time per iteration (data + compute) in the job's newest profile (`_newest_of_job`) taken on or before
     `before` over `hosts` hosts; None without one."""
-    found = session.execute(
-        select(Profile.data_ms, Profile.compute_ms)
-        .where(*_of_job(job, link), Profile.hosts == hosts, Profile.created_at <= before)
-        .order_by(Profile.id.desc())
-    ).first()
+    columns = (Profile.data_ms, Profile.compute_ms)
+    found = _newest_of_job(session, job, link, columns, Profile.hosts == hosts, Profile.created_at <= before)
     return found.data_ms + found.compute_ms if found else None
 
 
