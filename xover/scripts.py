@@ -308,31 +308,35 @@ def local_module(folder: Path, module: str) -> Path | None:
 def script_names(script: str | os.PathLike, error: type[XoverError] = XoverError) -> ScriptNames:
     """The names a script and the local modules it imports use (followed once each)."""
     found = ScriptNames()
-    _scan(Path(script), set(), found, error, str(script))
+    path = Path(script)
+    _scan(path, path.resolve().parent, set(), found, error, str(script))
     return found
 
 
-def _scan(path: Path, seen: set[Path], found: ScriptNames, error: type[XoverError], shown: str) -> None:
+def _scan(path: Path, folder: Path, seen: set[Path], found: ScriptNames, error: type[XoverError], script: str) -> None:
+    """Read `path` (the script, or a module of its own it imports) and the modules it imports by absolute name
+    from the script's `folder`, where `python script.py` looks for them first, whichever module imports them."""
     resolved = path.resolve()
     if resolved in seen:
         return
+    module = "" if not seen else f" its module {os.path.relpath(resolved, folder)}:"  # one the user did not name
     seen.add(resolved)
     try:
         tree = ast.parse(resolved.read_bytes(), filename=str(path))
     except OSError as problem:
-        raise error(f"--script {shown}: cannot read it: {problem.strerror}") from None
+        raise error(f"--script {script}:{module} cannot read it: {problem.strerror}") from None
     except (SyntaxError, ValueError) as problem:
         lineno = getattr(problem, "lineno", None)  # a SyntaxError's; a ValueError (a NUL byte) has none
         where = f" line {lineno}:" if lineno else ""
-        raise error(f"--script {shown}:{where} not valid Python: {getattr(problem, 'msg', problem)}") from None
+        raise error(f"--script {script}:{module}{where} not valid Python: {getattr(problem, 'msg', problem)}") from None
     dotted, modules = names_in(tree)
     found.dotted += dotted
     found.plain |= _plain_names(tree)
     found.unconditional |= _unconditional_names(tree)
-    for module in modules:
-        local = local_module(resolved.parent, module)
+    for name in modules:
+        local = local_module(folder, name)
         if local is not None:
-            _scan(local, seen, found, error, str(local))
+            _scan(local, folder, seen, found, error, script)
 
 
 # ------------------------------------------------------------------------------ the engine

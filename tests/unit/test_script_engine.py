@@ -213,3 +213,22 @@ def test_a_refusal_guesses_the_other_engine_only_where_the_script_uses_it(monkey
     assert ENGINES["torch"].other_in_use()
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     assert ENGINES["horovod"].other_in_use()
+
+
+def test_a_broken_module_of_the_script_is_named_as_its_module_not_as_the_script(tmp_path):
+    (tmp_path / "helpers.py").write_text("def f(:\n")
+    (tmp_path / "train.py").write_text("import torch.distributed\nimport helpers\n")
+    with pytest.raises(XoverError) as refused:
+        detect_engine(tmp_path / "train.py")
+    assert str(refused.value).startswith(f"--script {tmp_path / 'train.py'}: its module helpers.py: line 1: not valid Python")
+
+
+def test_a_packages_module_imports_absolute_names_from_the_scripts_folder_as_python_does(tmp_path):
+    # `python train.py` puts train.py's folder first on sys.path: pkg/model.py's `import setup_dist` is the
+    # setup_dist.py beside train.py, not one inside pkg/
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text("import setup_dist\n")
+    (tmp_path / "pkg" / "setup_dist.py").write_text("import horovod.torch as hvd\nhvd.init()\n")
+    (tmp_path / "setup_dist.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
+    (tmp_path / "train.py").write_text("from pkg import model\n")
+    assert detect_engine(tmp_path / "train.py").engine == "torch"
