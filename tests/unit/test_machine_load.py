@@ -40,3 +40,22 @@ def test_a_busy_machine_before_the_run_is_read_as_its_baseline():
     with MachineLoad(every_s=0.05, baseline_s=0) as quiet:
         pass
     assert quiet.baseline_cores == 0.0
+
+
+def test_a_machine_busy_before_the_run_is_said_over_a_quarter_of_its_cores(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    load = MachineLoad(baseline_s=0)
+    load.baseline_cores = 0.9  # under a quarter of 4 cores: the subtraction is enough
+    assert load.busy_before is None
+    load.baseline_cores = 2.0
+    assert load.busy_before == 0.5
+
+
+def test_the_profile_table_warns_of_a_busy_machine(capsys):
+    from xover.views import show_profiles
+
+    row = {"name": "mlp-digits", "compute_fraction": 0.3, "busy_before": 0.99, "reused": False}
+    show_profiles([row, {**row, "name": "quiet", "busy_before": None}], as_json=False)
+    out = capsys.readouterr().out
+    assert "mlp-digits: 99% of this machine's cores were busy with other work" in out.replace("\n", " ")
+    assert "quiet:" not in out

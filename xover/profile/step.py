@@ -402,6 +402,7 @@ class _Profiling:
             and (profile is None or profile.corun_stretch is None or (self.with_mps and profile.mps_stretch is None))
         ]
         self.measured: set[int] = set()
+        self.busy_before: dict[str, float] = {}  # job name -> share of the cores other work kept busy before its run
         self.partners: dict[int, tuple[Recipe, Profile]] = {}  # np -> the partner recipe at that np, its profile
 
     def stored(self, recipe: Recipe, job: Any) -> Profile | None:
@@ -421,7 +422,12 @@ class _Profiling:
                 self._measure(current)
         # a profile is found by what the job computes: one stored under another name is named as asked here
         return [
-            {**profile_dict(self.profiles[i]), "name": self.recipes[i].name, "reused": i not in self.measured}
+            {
+                **profile_dict(self.profiles[i]),
+                "name": self.recipes[i].name,
+                "reused": i not in self.measured,
+                "busy_before": self.busy_before.get(self.profiles[i].name) if i in self.measured else None,
+            }
             for i in range(len(self.recipes))
         ]
 
@@ -467,6 +473,8 @@ class _Profiling:
         )
         with MachineLoad() as load:
             Scheduler(current.context).run([unit], exclusive=True)
+        if load.busy_before is not None:
+            self.busy_before[recipe.name] = load.busy_before
         return _store_profile(
             self.store, recipe, unit.run_ids[0], self.link, self.hardware, options.warmup, job.engine, load
         )
