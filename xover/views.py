@@ -150,6 +150,15 @@ def show_profiles(results: list[dict[str, Any]], as_json: bool) -> None:
         results,
         digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2, "gpu_busy": 2},
     )
+    print_warnings(
+        [
+            f"{row['name']}: {row['busy_before']:.0%} of this machine's cores were busy with other work as its "
+            "profile began: that load is left out of its communication's CPU, but its figures are those of a busy "
+            "machine, not of the job alone (profile again with --force when the machine is quiet)"
+            for row in results
+            if row.get("busy_before") is not None
+        ]
+    )
 
 
 def show_plan(result: Any, as_json: bool) -> None:

@@ -57,14 +57,26 @@ from ..store.queries import snapshot_recipe
 from ..store.session import Store, open_store
 from ..turns.policies import DEFAULT_POLICY
 
+BASELINE_S = 0.5  # how long the machine's load is read before a profile's run starts: what else runs on it
+BUSY_BEFORE = 0.25  # of the machine's cores busy with other work before a run: its profile is said to be less sure
+
 
 class MachineLoad:
     """Samples the machine's busy CPU time (/proc/stat) and xover's own while a profile runs; on a GPU
     also the first GPU's utilisation through NVML (the share of its last sample period in which a kernel
-    ran), every `gpu_every_s`."""
+    ran), every `gpu_every_s`.
 
-    def __init__(self, every_s: float = 0.2, gpu_every_s: float = 0.02) -> None:
+    The job's communication costs CPU outside its ranks too (the kernel's network stack, the shaped link), so
+    it is read from the whole machine. What else keeps the machine busy (another user's job, a test suite) is
+    read for `baseline_s` before the run starts, while nothing of it runs, and taken off: without it a profile
+    taken on a busy machine charged that load to the job's communication, and the plan then saw no gain in any
+    group (`make demo` beside a test suite, 2026-12-02). On a machine that other work keeps busy the job's own
+    figures are not those of the job alone either: the profile says so (`busy_before`)."""
+
+    def __init__(self, every_s: float = 0.2, gpu_every_s: float = 0.02, baseline_s: float = BASELINE_S) -> None:
         self.every_s = every_s
+        self.baseline_s = baseline_s
+        self.baseline_cores = 0.0  # cores busy with other work before the run (never xover's own)
         self.samples: list[tuple[float, float, float]] = []  # wall time, busy cpu-s, xover's own cpu-s
         self.gpu_samples: list[tuple[float, float]] = []  # wall time, utilisation 0..1
         self._stop = threading.Event()
@@ -108,13 +120,23 @@ class MachineLoad:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            busy = self._busy_seconds()
-            if busy is not None:
-                own = resource.getrusage(resource.RUSAGE_SELF)
-                self.samples.append((time.time(), busy, own.ru_utime + own.ru_stime))
+            if (sample := self._busy_and_own()) is not None:
+                self.samples.append(sample)
             self._stop.wait(self.every_s)
 
+    def _busy_and_own(self) -> tuple[float, float, float] | None:
+        busy = self._busy_seconds()
+        if busy is None:
+            return None
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return time.time(), busy, own.ru_utime + own.ru_stime
+
     def __enter__(self) -> MachineLoad:
+        if self.baseline_s > 0 and (before := self._busy_and_own()) is not None:
+            time.sleep(self.baseline_s)
+            after = self._busy_and_own()
+            if after is not None and after[0] > before[0]:
+                self.baseline_cores = max(0.0, (after[1] - before[1]) - (after[2] - before[2])) / (after[0] - before[0])
         self._thread.start()
         self._gpu_thread.start()
         return self
@@ -125,12 +147,20 @@ class MachineLoad:
         self._gpu_thread.join()
 
     def busy_cores(self, start: float, end: float) -> float | None:
-        """Cores kept busy between two wall times by everything but xover itself."""
+        """Cores kept busy between two wall times by the run: everything but xover itself and what kept the
+        machine busy before it started (`baseline_cores`)."""
         inside = [s for s in self.samples if start <= s[0] <= end]
         if len(inside) < 2 or inside[-1][0] - inside[0][0] <= 0:
             return None
         (t0, busy0, own0), (t1, busy1, own1) = inside[0], inside[-1]
-        return max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
+        return max(0.0, max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0) - self.baseline_cores)
+
+    @property
+    def busy_before(self) -> float | None:
+        """The share of the machine's cores that other work kept busy before the run, where it is over
+        BUSY_BEFORE; else None."""
+        share = self.baseline_cores / (os.cpu_count() or 1)
+        return share if share > BUSY_BEFORE else None
 
 
 def busy_in_windows(samples: list[tuple[float, float]], windows: list[tuple[float, float]]) -> float | None:
@@ -372,6 +402,7 @@ class _Profiling:
             and (profile is None or profile.corun_stretch is None or (self.with_mps and profile.mps_stretch is None))
         ]
         self.measured: set[int] = set()
+        self.busy_before: dict[str, float] = {}  # job name -> share of the cores other work kept busy before its run
         self.partners: dict[int, tuple[Recipe, Profile]] = {}  # np -> the partner recipe at that np, its profile
 
     def stored(self, recipe: Recipe, job: Any) -> Profile | None:
@@ -391,7 +422,12 @@ class _Profiling:
                 self._measure(current)
         # a profile is found by what the job computes: one stored under another name is named as asked here
         return [
-            {**profile_dict(self.profiles[i]), "name": self.recipes[i].name, "reused": i not in self.measured}
+            {
+                **profile_dict(self.profiles[i]),
+                "name": self.recipes[i].name,
+                "reused": i not in self.measured,
+                "busy_before": self.busy_before.get(self.profiles[i].name) if i in self.measured else None,
+            }
             for i in range(len(self.recipes))
         ]
 
@@ -437,6 +473,8 @@ class _Profiling:
         )
         with MachineLoad() as load:
             Scheduler(current.context).run([unit], exclusive=True)
+        if load.busy_before is not None:
+            self.busy_before[recipe.name] = load.busy_before
         return _store_profile(
             self.store, recipe, unit.run_ids[0], self.link, self.hardware, options.warmup, job.engine, load
         )
