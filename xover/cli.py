@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .cli_common import State, user_errors
+from .cli_common import App, State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes
@@ -43,7 +43,7 @@ except XoverError as broken:
     print_error(str(broken))
     sys.exit(broken.exit_code)
 
-app = typer.Typer(
+app = App(
     help="Run several data-parallel training jobs on the same devices, taking turns "
     "(crossover synchronisation): profile -> plan -> run -> report.",
     no_args_is_help=True,

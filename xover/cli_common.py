@@ -5,13 +5,53 @@ registers cli_cluster's commands as it loads, so cli_cluster cannot import cli.p
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import typer
 from sqlalchemy.exc import DBAPIError
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from .console import errors, print_error
 from .errors import Interrupted, TimedOut, XoverError
 from .store.session import database_url, store_failed
+
+
+def _flags_without_placeholder(command: TyperCommand | TyperGroup, ctx: Any) -> None:
+    """A flag takes no value, so its help shows none: typer's rich help gives every option its type's
+    placeholder (`--json <bool>`), a flag's too, unless the option has a metavar of its own."""
+    for param in command.get_params(ctx):  # --help itself included
+        if isinstance(param, TyperOption) and (param.is_flag or param.count) and param.metavar is None:
+            param.metavar = ""
+
+
+class Command(TyperCommand):
+    """A command whose help shows no value after a flag (_flags_without_placeholder)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
+        """Typer's help, each flag without a placeholder."""
+        _flags_without_placeholder(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+class Group(TyperGroup):
+    """A group of commands whose help shows no value after a flag (_flags_without_placeholder)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
+        """Typer's help, each flag without a placeholder."""
+        _flags_without_placeholder(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+class App(typer.Typer):
+    """xover's Typer apps: a Group whose commands are Commands, so no help, of any command, shows a value
+    after a flag."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(cls=Group, **settings)
+
+    def command(self, *names: Any, cls: type[TyperCommand] | None = None, **settings: Any) -> Any:
+        """`Typer.command`, making a Command unless told another class."""
+        return super().command(*names, cls=cls or Command, **settings)
 
 
 class State:
