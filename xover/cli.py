@@ -34,7 +34,7 @@ from .run.supervise import interruptible, uninterrupted
 from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
-from .sharing import PLANNED, RunStatus, run_modes
+from .sharing import MAX_GROUP, PLANNED, RunStatus, run_modes
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
@@ -498,7 +498,9 @@ def plan(
     device_memory: Annotated[
         float | None, typer.Option("--device-memory", parser=decimal_flag, help="GB per device; groups must fit.")
     ] = None,
-    max_group: Annotated[int, typer.Option("--max-group", parser=whole_flag, help="Most jobs that share devices.")] = 2,
+    max_group: Annotated[
+        int, typer.Option("--max-group", parser=whole_flag, help=f"Most jobs that share devices, 1 to {MAX_GROUP}.")
+    ] = 2,
     algo: Annotated[str, typer.Option("--algo", help="matching | ffd | none")] = "matching",
     bandwidth: Annotated[
         str | None,
@@ -619,7 +621,7 @@ SIMULATE_HELP = {
         "best-fit (as xover plan), first-fit (Muri's 'yarn') or anywhere (only the device count matters); "
         "default: the semantics'."
     ),
-    "max_group": "Most jobs that share devices (1: nobody).",
+    "max_group": f"Most jobs that share devices, 1 to {MAX_GROUP} (1: nobody).",
     "min_gain": "A group forms or stays only if predicted this much better than apart.",
     "turn_policy": "--model xover: the turn policy crossover is predicted under.",
     "fmt": "The trace's format: muri, plain, philly or helios (default: from its head).",

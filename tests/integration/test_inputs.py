@@ -290,6 +290,10 @@ FLAG_CASES = [
     (["plan", "mlp-digits"], "--devices"),
     (["plan", "mlp-digits", "--devices", "100000000"], "--devices"),
     (["plan", "mlp-digits", "--devices", "2", "--max-group", "0"], "--max-group"),
+    # was planned and written: a group takes turns under one turn server, which serves 254 jobs
+    (["plan", "--profiles", "t.csv", "--devices", "2", "--max-group", "99999999999999999999"],
+     "--max-group 99999999999999999999: give a whole number from 1 to 254"),
+    (["plan", "--profiles", "t.csv", "--devices", "2", "--max-group", "255"], "which serves at most 254 jobs"),
     (["plan", "mlp-digits", "--devices", "2", "--device-memory", "-1"], "--device-memory"),
     (["plan", "mlp-digits", "--devices", "2", "--out", ""], "--out"),
     (["plan", "mlp-digits", "--devices", "2", "--engine", "mpi"], "--engine"),

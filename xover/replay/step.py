@@ -21,7 +21,7 @@ from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
 from ..plan.state import PLACEMENTS, Host
-from ..plan.step import profiles_of_recipes
+from ..plan.step import check_max_group, profiles_of_recipes
 from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
 from ..plan.trace import load_trace_csv
 from ..recipes import load_recipe
@@ -167,8 +167,7 @@ def check_request(request: SimulateRequest) -> None:
             "over a group's ideal interleaved iteration, the shortest its jobs' data, GPU and network times allow, "
             "so below 1 a group would run faster than possible; give numbers >= 1, e.g. 1.33,1.5,1.37"
         )
-    if request.max_group < 1:
-        raise XoverError(f"--max-group {request.max_group}: give a whole number >= 1 (1: nobody shares)")
+    check_max_group(request.max_group, alone="replays with nobody sharing")
     if request.model == "interleave" and request.max_group > len(request.factors) + 1:
         raise XoverError(
             f"--max-group {request.max_group}: --factors gives factors up to groups of {len(request.factors) + 1}; "
