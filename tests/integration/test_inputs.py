@@ -279,6 +279,11 @@ FLAG_CASES = [
     (["train", "mlp-digits", "-H", "h1:x"], "h1:x"),  # text, not the emoji code :x:
     (["train", "mlp-digits", "-H", "a b:2"], "not a host name"),
     (["train", "mlp-digits", "-H", "h1:\u0661"], "SLOTS"),  # an Arabic-Indic one is not a slot count
+    # an IPv6 address was told its SLOTS must be a whole number (horovodrun's own -H splits HOST:SLOTS at ':')
+    (["train", "mlp-digits", "-H", "[::1]:2"], "'[::1]:2' has more than one ':': -H takes HOST:SLOTS, as horovodrun's"),
+    (["train", "mlp-digits", "-H", "::1:2"], "an IPv6 address is no HOST there"),
+    (["plan", "--profiles", "t.csv", "-H", "h1:2,[fe80::1%eth0]:2"], "name the host instead"),
+    (["run", "--group", "mlp-digits", "-H", "h1:2:3"], "'h1:2:3' has more than one ':'"),
     (["train", "xover"], "a folder"),
     (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
