@@ -24,22 +24,53 @@ def _flags_without_placeholder(command: TyperCommand | TyperGroup, ctx: Any) -> 
             param.metavar = ""
 
 
+def _refuse_empty_values(command: TyperCommand | TyperGroup, ctx: Any) -> None:
+    """An option given an empty value on the command line (`-H ""`, `--corun-with ""`, `--script ""`) is refused:
+    each read it as not given (`-H "$HOSTS"` with HOSTS unset ran on this machine; `--corun-with ""` measured no
+    interference, silently). Empty values in the environment (XOVER_DB=) stay unset, as click reads them."""
+    for param in command.get_params(ctx):
+        if not isinstance(param, TyperOption) or param.is_flag or param.name is None:
+            continue
+        if getattr(ctx.get_parameter_source(param.name), "name", None) != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        empty = next((v for v in values if isinstance(v, str) and not v.strip()), None)
+        if empty is not None:
+            print_error(f"{max(param.opts, key=len)} {empty!r}: an empty value; give one, or leave the option out")
+            raise typer.Exit(2)
+
+
 class Command(TyperCommand):
-    """A command whose help shows no value after a flag (_flags_without_placeholder)."""
+    """A command whose help shows no value after a flag (_flags_without_placeholder), and that refuses an option's
+    empty value (_refuse_empty_values)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
         """Typer's help, each flag without a placeholder."""
         _flags_without_placeholder(self, ctx)
         super().format_help(ctx, formatter)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Typer's parse, then no option given an empty value."""
+        rest = super().parse_args(ctx, args)
+        _refuse_empty_values(self, ctx)
+        return rest
 
 
 class Group(TyperGroup):
-    """A group of commands whose help shows no value after a flag (_flags_without_placeholder)."""
+    """A group of commands whose help shows no value after a flag (_flags_without_placeholder), and that refuses
+    an option's empty value (_refuse_empty_values)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
         """Typer's help, each flag without a placeholder."""
         _flags_without_placeholder(self, ctx)
         super().format_help(ctx, formatter)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Typer's parse, then no option given an empty value."""
+        rest = super().parse_args(ctx, args)
+        _refuse_empty_values(self, ctx)
+        return rest
 
 
 class App(typer.Typer):

@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
-from .errors import XoverError, is_utf8, printable, refuse_unless_regular
+from .errors import XoverError, is_utf8, named_path, printable, refuse_unless_regular
 from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
@@ -317,7 +317,8 @@ class _JobFile(_FileSchema):
     np: Annotated[int, Field(ge=1, le=MAX_RANKS), _OutOfRange(f"must be a whole number from 1 to {MAX_RANKS}")]
     engine: str | None = None  # None: told from the script's imports
     iterations: Annotated[
-        int | None, _OutOfRange("optimizer steps before the script is stopped: a whole number >= 1")
+        int | None,
+        _OutOfRange(f"optimizer steps before the script is stopped: a whole number from 1 to {MAX_ITERATIONS}"),
     ] = Field(None, ge=1, le=MAX_ITERATIONS)
     max_slowdown: _Slowdown = Field(None, ge=1.0)
     memory_gb: Annotated[float | None, _OutOfRange("must be a number of GB > 0")] = Field(None, gt=0)
@@ -351,6 +352,8 @@ class _JobFile(_FileSchema):
     @model_validator(mode="after")
     def _script_and_engine(self, info: ValidationInfo) -> _JobFile:
         """The script found (its absolute path kept) and its engine known: given, or told by its imports."""
+        if not self.script.strip():  # Path('') is the job file's folder, which it was then called
+            raise _Refused("script", "empty; give the training script's .py file (relative to the job file's folder)")
         script = Path(self.script).expanduser()
         if not script.is_absolute():
             script = Path((info.context or {})["source"]).resolve().parent / script
@@ -575,7 +578,7 @@ def builtin_recipe_names() -> list[str]:
 def resolve_recipe_path(path: str | Path) -> Path:
     """A recipe's file: the path as given, else NAME.toml in ./recipes or among the built-in ones;
     anything else is one line saying why (with a near name, where there is one)."""
-    file = Path(path)
+    file = named_path(path, "a recipe or job file (NAME.toml) or a built-in recipe", RecipeError)
     if file.is_file():
         return file
     name = str(path).removesuffix(".toml")

@@ -323,6 +323,22 @@ FLAG_CASES = [
     # a cluster of a billion hosts was built in memory (gigabytes, minutes) before its size was refused
     (["simulate", "t.csv", "--cluster", "1000000000x1"], "more than 1,000,000 devices"),
     (["report", "latest", "--format", "pdf"], "--format"),
+    # an option's empty value was read as not given: -H "$HOSTS" with HOSTS unset ran on this machine, and
+    # --corun-with "" measured no interference, silently
+    (["run", "--group", "mlp-digits", "-H", ""], "--hosts '': an empty value; give one, or leave the option out"),
+    (["run", "--group", "mlp-digits", "--policy", " "], "--policy ' ': an empty value"),
+    (["run", "--group", "mlp-digits", "--engine", ""], "--engine '': an empty value"),
+    (["run", "--group", "mlp-digits", "--bandwidth", ""], "--bandwidth '': an empty value"),
+    (["run", "--script", "a.py", "--script", ""], "--script '': an empty value"),
+    (["profile", "mlp-digits", "--corun-with", ""], "--corun-with '': an empty value"),
+    (["plan", "--profiles", "", "--devices", "2"], "--profiles '': an empty value"),
+    (["--db", "", "report", "latest"], "--db '': an empty value"),
+    # an empty path was '.', this folder: "': a folder, not a recipe file", "' .: not a regular file (a plan...)"
+    (["run", ""], "'': an empty path; name the plan file `xover plan --out` wrote"),
+    (["plan", "", "--devices", "2"], "'': an empty path; name a recipe or job file (NAME.toml) or a built-in recipe"),
+    (["train", " "], "' ': an empty path; name a recipe"),
+    (["run", "--group", "mlp-digits", ""], "'': an empty path; name a recipe"),
+    (["simulate", "", "--cluster", "1x2"], "'': an empty path; name the trace's CSV or JSON file"),
 ]
 
 
