@@ -21,7 +21,7 @@ from . import __version__
 from .cli_common import App, State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes
+from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, quoted
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -319,10 +319,14 @@ def run(
     each group as soon as its devices are free, groups on other devices side by side."""
     targets = targets or []
     script_args: list[str] = []
-    if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
+    if scripts:  # arguments after -- go to the scripts; before it, with --group, recipes of their group
         targets, script_args = split_recipes_from_script_args(targets)
-    elif scripts:
-        targets, script_args = [], targets
+    if scripts and not group and targets:  # `xover run plan.json --script s.py` ran s.py with 'plan.json'
+        print_error(
+            f"--script: {quoted(targets[0])} comes before `--`, where a script's arguments begin (xover run "
+            "--script FILE -- ARGS); a plan file runs by itself, and recipes join scripts with --group"
+        )
+        raise typer.Exit(2)
     with user_errors():
         result = run_as_asked(
             State.db,
@@ -401,13 +405,14 @@ def profile(
     hosts: HostsOption = None,
     wait: WaitOption = False,
     corun_with: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--corun-with",
             help="The reference partner each job runs next to once, under crossover, to measure its "
-            "interference (recipe file or name).",
+            "interference (recipe file or name). Default: mlp-balanced.",
+            show_default=False,
         ),
-    ] = "mlp-balanced",
+    ] = None,
     corun: Annotated[bool, typer.Option("--corun/--no-corun", help=PROFILE_CORUN_HELP)] = True,
     stretch: Annotated[
         bool | None, typer.Option("--stretch/--no-stretch", help=PROFILE_STRETCH_HELP, show_default=False)
@@ -421,9 +426,14 @@ def profile(
     is an optimizer step. Profiles are stored and reused (same recipe or script content and arguments, np,
     hosts spanned, bandwidth, engine, hardware, and the settings that change a job alone:
     XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) unless --force."""
-    from .profile.step import ProfileOptions, profile_recipes
+    from .profile.step import DEFAULT_CORUN_PARTNER, ProfileOptions, profile_recipes
 
     with user_errors(), shared_arguments_told(recipes or [], scripts):
+        if corun_with is not None and not corun:  # --corun-with was dropped without a word
+            raise XoverError(
+                f"--corun-with {quoted(corun_with)} and --no-corun: --no-corun measures no interference, so no "
+                "partner; give one of them"
+            )
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
         results = profile_recipes(
             State.db,
@@ -437,7 +447,7 @@ def profile(
                 hosts=hosts_or_allocation(hosts),
                 force=force,
                 wait=wait,
-                corun_with=corun_with if corun else None,
+                corun_with=(corun_with or DEFAULT_CORUN_PARTNER) if corun else None,
                 stretch=stretch,
                 command=_command_line(),
                 show_progress=not json_out,

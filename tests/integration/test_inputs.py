@@ -287,6 +287,8 @@ FLAG_CASES = [
     (["train", "xover"], "a folder"),
     (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
+    # ran the script with 'plan.json' as its argument: words before `--` were the scripts' arguments too
+    (["run", "plan.json", "--script", "a.py"], "--script: 'plan.json' comes before `--`, where a script's arguments"),
     (["run", "--group", "mlp-digits", "--mode", "sequential,solo"], "comma list"),
     (["run", "--group", "mlp-digits", "--mode", "crossover,"], "comma list"),
     (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
@@ -331,6 +333,9 @@ FLAG_CASES = [
     (["run", "--group", "mlp-digits", "--bandwidth", ""], "--bandwidth '': an empty value"),
     (["run", "--script", "a.py", "--script", ""], "--script '': an empty value"),
     (["profile", "mlp-digits", "--corun-with", ""], "--corun-with '': an empty value"),
+    # the partner was dropped without a word, the profile taken without interference
+    (["profile", "mlp-digits", "--no-corun", "--corun-with", "mlp-balanced"],
+     "--corun-with 'mlp-balanced' and --no-corun: --no-corun measures no interference, so no partner"),
     (["plan", "--profiles", "", "--devices", "2"], "--profiles '': an empty value"),
     (["--db", "", "report", "latest"], "--db '': an empty value"),
     # an empty path was '.', this folder: "': a folder, not a recipe file", "' .: not a regular file (a plan...)"
@@ -792,3 +797,16 @@ def test_ctrl_c_says_what_it_left_in_the_commands_words(clean, monkeypatch, comm
             "simulate": ["simulate", "t.csv", "--cluster", "1x2"], "run": ["run", "--group", "mlp-digits"]}[command]
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 130 and said in result.output, result.output
+
+
+def test_a_scripts_arguments_after_the_double_dash_are_its_own(clean):
+    """`xover run --script FILE -- ARGS`: what follows `--` is the script's (checked in a process of its own: the
+    split reads the command line's `--`), never taken for a plan file coming before it."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "missing.py", "--", "plan.json"],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("error: --script missing.py: file not found"), result.stderr
+    _nothing_written(clean)
