@@ -555,19 +555,25 @@ def load_recipe(path: str | Path) -> Recipe:
     recipes that ship with xover (`recipes/` of the checkout, installed with the package), from any
     working directory."""
     file = resolve_recipe_path(path)
+    shown = printable(file)  # one line, whatever the path holds (a newline, a byte that is not UTF-8)
     try:
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as error:
-        raise RecipeError(f"{file}: TOML syntax error: {error}") from None
+        raise RecipeError(f"{shown}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
-        raise RecipeError(f"{file}: not a text file") from None
+        raise RecipeError(f"{shown}: not a text file") from None
     except RecursionError:  # "a = " then thousands of "[": too deep for the parser
-        raise RecipeError(f"{file}: nested too deeply to be a recipe or a job file") from None
+        raise RecipeError(f"{shown}: nested too deeply to be a recipe or a job file") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
-        raise RecipeError(f"{file}: cannot be read: {str(error).split(';')[0]}") from None
+        raise RecipeError(f"{shown}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:
-        raise RecipeError(f"{file}: cannot read the recipe: {error.strerror}") from None
-    return parse_recipe(data, str(file))
+        raise RecipeError(f"{shown}: cannot read the recipe: {error.strerror}") from None
+    try:
+        return parse_recipe(data, str(file))  # the file as it is named: a job file's script is found beside it
+    except RecipeError as error:
+        if shown == str(file):
+            raise
+        raise RecipeError(str(error).replace(str(file), shown, 1)) from None
 
 
 def builtin_recipe_names() -> list[str]:
@@ -579,8 +585,11 @@ def resolve_recipe_path(path: str | Path) -> Path:
     """A recipe's file: the path as given, else NAME.toml in ./recipes or among the built-in ones;
     anything else is one line saying why (with a near name, where there is one)."""
     file = named_path(path, "a recipe or job file (NAME.toml) or a built-in recipe", RecipeError)
-    if file.is_file():
-        return file
+    try:
+        if file.is_file():
+            return file
+    except OSError as error:  # a name too long for the system: is_file() raises it
+        raise RecipeError(f"{printable(path)}: cannot be looked at: {error.strerror}") from None
     name = str(path).removesuffix(".toml")
     for folder in (Path("recipes"), BUILTIN_RECIPES):
         candidate = folder / f"{name}.toml"

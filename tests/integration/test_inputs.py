@@ -344,6 +344,9 @@ FLAG_CASES = [
     (["train", " "], "' ': an empty path; name a recipe"),
     (["run", "--group", "mlp-digits", ""], "'': an empty path; name a recipe"),
     (["simulate", "", "--cluster", "1x2"], "'': an empty path; name the trace's CSV or JSON file"),
+    # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
+    (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
+    (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),
 ]
 
 
@@ -809,4 +812,13 @@ def test_a_scripts_arguments_after_the_double_dash_are_its_own(clean):
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith("error: --script missing.py: file not found"), result.stderr
+    _nothing_written(clean)
+
+
+def test_a_recipe_files_name_with_a_newline_is_one_line_of_error(clean, tmp_path):
+    """`error: new` then `line.toml: field 'name': ...` on a second line: the file's name was printed as it is."""
+    job = tmp_path / "new\nline.toml"
+    job.write_text('np = 1\nscript = "missing.py"\n')
+    result = runner.invoke(app, ["plan", str(job), "--devices", "2"])
+    _one_clear_line(result, f"{tmp_path}/new\\nline.toml: field 'name'")
     _nothing_written(clean)
