@@ -344,6 +344,11 @@ FLAG_CASES = [
     (["train", " "], "' ': an empty path; name a recipe"),
     (["run", "--group", "mlp-digits", ""], "'': an empty path; name a recipe"),
     (["simulate", "", "--cluster", "1x2"], "'': an empty path; name the trace's CSV or JSON file"),
+    # a control character in a choice was printed as it is: "error: --algo m" then "atching: choose ..." below it
+    (["plan", "mlp-digits", "--devices", "2", "--algo", "m\natching"], "--algo m\\natching: choose matching"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--placement", "x\ny"], "--placement x\\ny: choose best-fit"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--format", "csv\n"], "--format csv\\n: choose muri"),
+    (["report", "latest", "--format", "ht\nml"], "--format ht\\nml: choose table"),
     # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
     (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
     (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),

@@ -620,3 +620,13 @@ def test_the_short_overlap_warning_advises_what_the_run_was_not_given(isolated_r
     assert advice in output, output
     if "--seconds " in command.split(" -- ")[0] or "--seconds=" in command:
         assert "or use --seconds" not in output, output
+
+
+def test_an_unknown_experiment_with_a_newline_is_named_on_one_line(isolated_results):
+    """`xover report $'la\\ntest'` printed "no experiment 'la" and "test' in ..." on two lines."""
+    _hand_made_store(isolated_results / "xover.db")
+    result = report("la\ntest")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: no experiment 'la\\ntest' in {isolated_results / 'xover.db'}: `xover report all` lists the experiments"
+    ], result.output

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import Interrupted, XoverError, refuse_overwriting
+from ..errors import Interrupted, XoverError, printable, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
@@ -363,7 +363,7 @@ def _checked_plan_options(
     """`xover plan`'s options, each checked (a bad one is an XoverError naming it); the hosts it plans on."""
     check_engine(engine)
     if algo not in ALGORITHMS:
-        raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
+        raise XoverError(f"--algo {printable(algo)}: choose {', '.join(ALGORITHMS)}")
     if policy not in POLICIES:
         raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
     if has_jobs == bool(trace_csv):

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from ..console import counted
-from ..errors import Interrupted, XoverError, check_seconds
+from ..errors import Interrupted, XoverError, check_seconds, printable
 from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
@@ -143,7 +143,7 @@ def check_request(request: SimulateRequest) -> None:
     """Every option checked before the trace is read: one line naming the option and what to give."""
 
     if request.fmt is not None and request.fmt not in FORMATS:
-        raise XoverError(f"--format {request.fmt}: choose {', '.join(FORMATS)}")
+        raise XoverError(f"--format {printable(request.fmt)}: choose {', '.join(FORMATS)}")
     unknown = [name for name in request.policies if name not in POLICIES]
     if unknown or not request.policies:
         raise XoverError(f"--policy {','.join(request.policies)}: choose among {', '.join(POLICIES)} (or all)")
@@ -155,7 +155,7 @@ def check_request(request: SimulateRequest) -> None:
     if request.semantics not in SEMANTICS:
         raise XoverError(f"--semantics {request.semantics}: choose {' or '.join(SEMANTICS)}")
     if request.placement is not None and request.placement not in PLACEMENTS:
-        raise XoverError(f"--placement {request.placement}: choose {', '.join(PLACEMENTS)}")
+        raise XoverError(f"--placement {printable(request.placement)}: choose {', '.join(PLACEMENTS)}")
     if request.turn_policy not in TURN_POLICIES:
         raise XoverError(f"--turn-policy {request.turn_policy}: choose {' or '.join(TURN_POLICIES)}")
     if not request.factors or any(not math.isfinite(f) for f in request.factors):

@@ -55,6 +55,7 @@ from ..errors import (
     json_without_duplicate_keys,
     named_path,
     not_utf8_text,
+    printable,
     quoted,
     refuse_unless_regular,
 )
@@ -196,7 +197,7 @@ def load_trace(
     path = named_path(path, "the trace's CSV or JSON file", TraceError)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
-        raise TraceError(f"--format {fmt}: choose {', '.join(FORMATS)}")
+        raise TraceError(f"--format {printable(fmt)}: choose {', '.join(FORMATS)}")
     report = progress if progress is not None and _size(path) >= LONG_TRACE_BYTES else None
     if report is not None:
         report(0, None)  # the file parsed before its entries are counted
