@@ -21,7 +21,7 @@ from . import __version__
 from .cli_common import App, State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, quoted
+from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, printable, quoted
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -597,7 +597,7 @@ def _factors(value: str) -> list[float]:
         )
     factors = [decimal(part) for part in parts if part.strip()]
     if any(factor is None for factor in factors):
-        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37")
+        raise XoverError(f"--factors {printable(value)}: give numbers separated by commas, e.g. 1.33,1.5,1.37")
     return [factor for factor in factors if factor is not None]
 
 

@@ -45,7 +45,7 @@ def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = Xover
     except OSError:  # a name too long for the system (exists() raises it): the reader's open says so, in its words
         return path
     if irregular:
-        raise error(f"{path}: not a regular file ({what})")
+        raise error(f"{printable(path)}: not a regular file ({what})")
     return path
 
 

@@ -349,6 +349,12 @@ FLAG_CASES = [
     (["simulate", "t.csv", "--cluster", "1x2", "--placement", "x\ny"], "--placement x\\ny: choose best-fit"),
     (["simulate", "t.csv", "--cluster", "1x2", "--format", "csv\n"], "--format csv\\n: choose muri"),
     (["report", "latest", "--format", "ht\nml"], "--format ht\\nml: choose table"),
+    (["plan", "mlp-digits", "--devices", "2", "--policy", "work\nconserving"], "--policy work\\nconserving: choose"),
+    (["simulate", "t.csv", "--cluster", "2\nx2"], "--cluster 2\\nx2: give HOSTSxDEVICES"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--model", "x\ny"], "--model x\\ny: choose"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--semantics", "x\ny"], "--semantics x\\ny: choose"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--turn-policy", "x\ny"], "--turn-policy x\\ny: choose"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--factors", "1\n2"], "--factors 1\\n2: give numbers"),
     # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
     (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
     (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),
@@ -826,4 +832,12 @@ def test_a_recipe_files_name_with_a_newline_is_one_line_of_error(clean, tmp_path
     job.write_text('np = 1\nscript = "missing.py"\n')
     result = runner.invoke(app, ["plan", str(job), "--devices", "2"])
     _one_clear_line(result, f"{tmp_path}/new\\nline.toml: field 'name'")
+    _nothing_written(clean)
+
+
+def test_a_folder_with_a_newline_given_as_a_plan_is_one_line_of_error(clean, tmp_path):
+    """`xover run $'a\nb'` (a folder) printed its name as it is, over two lines."""
+    folder = tmp_path / "a\nb"
+    folder.mkdir()
+    _one_clear_line(runner.invoke(app, ["run", str(folder)]), f"{tmp_path}/a\\nb: not a regular file (a plan file")
     _nothing_written(clean)

@@ -365,7 +365,7 @@ def _checked_plan_options(
     if algo not in ALGORITHMS:
         raise XoverError(f"--algo {printable(algo)}: choose {', '.join(ALGORITHMS)}")
     if policy not in POLICIES:
-        raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
+        raise XoverError(f"--policy {printable(policy)}: choose {' or '.join(POLICIES)}")
     if has_jobs == bool(trace_csv):
         raise XoverError(
             "give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"

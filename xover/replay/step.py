@@ -130,7 +130,9 @@ def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
         assert cluster is not None
         match = CLUSTER_SPEC.fullmatch(cluster.strip())
         if match is None or int(match[1]) < 1 or int(match[2]) < 1:
-            raise XoverError(f"--cluster {cluster}: give HOSTSxDEVICES, e.g. 8x8 (8 hosts of 8 devices each)")
+            raise XoverError(
+                f"--cluster {printable(cluster)}: give HOSTSxDEVICES, e.g. 8x8 (8 hosts of 8 devices each)"
+            )
         if int(match[1]) * int(match[2]) > MAX_DEVICES:  # before a list of a billion hosts is built
             raise XoverError(f"the cluster has more than {MAX_DEVICES:,} devices: give a smaller one")
         parsed = [(f"n{index}", int(match[2])) for index in range(int(match[1]))]
@@ -151,13 +153,13 @@ def check_request(request: SimulateRequest) -> None:
     if twice:  # each would be replayed and shown twice
         raise XoverError(f"--policy {','.join(request.policies)}: {', '.join(twice)} named twice; name each once")
     if request.model not in MODELS:
-        raise XoverError(f"--model {request.model}: choose {' or '.join(MODELS)}")
+        raise XoverError(f"--model {printable(request.model)}: choose {' or '.join(MODELS)}")
     if request.semantics not in SEMANTICS:
-        raise XoverError(f"--semantics {request.semantics}: choose {' or '.join(SEMANTICS)}")
+        raise XoverError(f"--semantics {printable(request.semantics)}: choose {' or '.join(SEMANTICS)}")
     if request.placement is not None and request.placement not in PLACEMENTS:
         raise XoverError(f"--placement {printable(request.placement)}: choose {', '.join(PLACEMENTS)}")
     if request.turn_policy not in TURN_POLICIES:
-        raise XoverError(f"--turn-policy {request.turn_policy}: choose {' or '.join(TURN_POLICIES)}")
+        raise XoverError(f"--turn-policy {printable(request.turn_policy)}: choose {' or '.join(TURN_POLICIES)}")
     if not request.factors or any(not math.isfinite(f) for f in request.factors):
         raise XoverError("--factors: give the factors for 2, 3, ... jobs as numbers >= 1, e.g. 1.33,1.5,1.37")
     below = [f for f in request.factors if f < 1]

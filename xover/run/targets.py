@@ -103,9 +103,9 @@ def groups_from_plan(
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
+        raise XoverError(f"{printable(plan_path)}: not valid JSON: {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
-        raise XoverError(f"{plan_path}: not a plan: nested too deeply") from None
+        raise XoverError(f"{printable(plan_path)}: not a plan: nested too deeply") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
         raise XoverError(f"{plan_path}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:
