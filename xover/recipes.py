@@ -557,7 +557,7 @@ def load_recipe(path: str | Path) -> Recipe:
     file = resolve_recipe_path(path)
     shown = printable(file)  # one line, whatever the path holds (a newline, a byte that is not UTF-8)
     try:
-        data = tomllib.loads(file.read_text())
+        data = tomllib.loads(file.read_text(encoding="utf-8-sig"))  # a BOM an editor put there read past
     except tomllib.TOMLDecodeError as error:
         raise RecipeError(f"{shown}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
