@@ -559,6 +559,11 @@ def load_recipe(path: str | Path) -> Recipe:
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8-sig"))  # a BOM an editor put there read past
     except tomllib.TOMLDecodeError as error:
+        if file.suffix == ".py":  # `xover train train.py`: "TOML syntax error: Expected '=' after a key"
+            raise RecipeError(
+                f"{shown}: a Python script, not a recipe or job file: name it in a job file (docs/reference.md: "
+                "Job files), or give it to profile, plan or run with --script (its arguments after --)"
+            ) from None
         raise RecipeError(f"{shown}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
         raise RecipeError(f"{shown}: not a text file") from None

@@ -355,6 +355,12 @@ FLAG_CASES = [
     (["simulate", "t.csv", "--cluster", "1x2", "--semantics", "x\ny"], "--semantics x\\ny: choose"),
     (["simulate", "t.csv", "--cluster", "1x2", "--turn-policy", "x\ny"], "--turn-policy x\\ny: choose"),
     (["simulate", "t.csv", "--cluster", "1x2", "--factors", "1\n2"], "--factors 1\\n2: give numbers"),
+    # a file of the wrong kind was read as the expected one: "TOML syntax error: Expected '=' after a key",
+    # "not valid JSON: Expecting value", "imports neither horovod nor torch.distributed"
+    (["train", "recipes/examples/ddp_digits.py"], "ddp_digits.py: a Python script, not a recipe or job file: name it"),
+    (["run", "recipes/mlp-digits.toml"], "mlp-digits.toml: a recipe or job file, not a plan: run it with --group"),
+    (["run", "--script", "recipes/examples/ddp-digits.toml"], "ddp-digits.toml: a TOML file (a recipe or job file), "
+     "not a script: give it without --script"),
     # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
     (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
     (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),

@@ -103,6 +103,11 @@ def groups_from_plan(
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        if plan_file.suffix == ".toml":  # `xover run recipe.toml`: "not valid JSON: Expecting value"
+            raise XoverError(
+                f"{printable(plan_path)}: a recipe or job file, not a plan: run it with --group (xover run --group "
+                f"{printable(plan_path)}), or plan it first (xover plan {printable(plan_path)} ...)"
+            ) from None
         raise XoverError(f"{printable(plan_path)}: not valid JSON: {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
         raise XoverError(f"{printable(plan_path)}: not a plan: nested too deeply") from None
