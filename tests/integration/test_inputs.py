@@ -847,3 +847,11 @@ def test_a_folder_with_a_newline_given_as_a_plan_is_one_line_of_error(clean, tmp
     folder.mkdir()
     _one_clear_line(runner.invoke(app, ["run", str(folder)]), f"{tmp_path}/a\\nb: not a regular file (a plan file")
     _nothing_written(clean)
+
+
+def test_a_blank_database_variable_is_named_not_taken_for_a_file(clean, monkeypatch):
+    """XOVER_DB='  ' was "no database at   : nothing has been run yet": a SQLite file named two spaces."""
+    monkeypatch.setenv("XOVER_DB", "  ")
+    _one_clear_line(runner.invoke(app, ["report", "latest"]), "the database '  ': blank; give a file or a URL")
+    _one_clear_line(runner.invoke(app, ["plan", "mlp-digits", "--devices", "2"]), "the database '  ': blank")
+    assert not (clean / "results").exists()

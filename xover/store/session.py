@@ -54,6 +54,8 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
     """The store's SQLAlchemy URL; a file path is SQLite (its folder created unless `create_folder` is
     False: a command that only reads must not leave folders behind)."""
     target = db or settings().db or DEFAULT_DB
+    if not target.strip():  # XOVER_DB='  ': "no database at   : nothing has been run yet"
+        raise StoreError(f"the database {target!r}: blank; give a file or a URL (--db, XOVER_DB), or unset XOVER_DB")
     if "://" in target:
         if target.startswith("postgres://"):  # SQLAlchemy names the dialect postgresql only
             raise StoreError(f"{shown_url(target)}: write postgresql:// (SQLAlchemy knows no postgres://)")
