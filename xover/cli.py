@@ -161,9 +161,10 @@ def train(
 
 
 def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[str]]:
-    """`--group A B --script s.py -- --steps 5`: the recipes come before --, the scripts' arguments after."""
-    if "--" in sys.argv:
-        after = sys.argv[sys.argv.index("--") + 1 :]
+    """`--group A B --script s.py -- --steps 5`: the recipes come before --, the scripts' arguments after (the
+    command's own `--`, State.after_double_dash: sys.argv is not the command line under CliRunner or `app([...])`)."""
+    after = State.after_double_dash
+    if after is not None:
         return targets[: len(targets) - len(after)] if after else targets, after
     return targets, []
 

@@ -51,7 +51,8 @@ class Command(TyperCommand):
         super().format_help(ctx, formatter)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """Typer's parse, then no option given an empty value."""
+        """Typer's parse, then no option given an empty value; what follows `--` is kept (State)."""
+        State.after_double_dash = list(args[args.index("--") + 1 :]) if "--" in args else None
         rest = super().parse_args(ctx, args)
         _refuse_empty_values(self, ctx)
         return rest
@@ -89,6 +90,9 @@ class State:
     """Options every command shares, set by the callback before the command runs."""
 
     db: str | None = None
+    # the words after the command's `--` (None: it had none), as the command was given them: sys.argv is not
+    # the command line under CliRunner or `app([...])`
+    after_double_dash: list[str] | None = None
 
 
 def fail(error: XoverError) -> None:

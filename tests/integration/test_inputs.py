@@ -820,8 +820,9 @@ def test_ctrl_c_says_what_it_left_in_the_commands_words(clean, monkeypatch, comm
 
 
 def test_a_scripts_arguments_after_the_double_dash_are_its_own(clean):
-    """`xover run --script FILE -- ARGS`: what follows `--` is the script's (checked in a process of its own: the
-    split reads the command line's `--`), never taken for a plan file coming before it."""
+    """`xover run --script FILE -- ARGS`: what follows `--` is the script's, never taken for a plan file coming
+    before it; in a process of its own and in this one alike (the split read sys.argv, which under CliRunner is
+    pytest's: `xover plan --script s.py -- --steps 3` in-process took '--steps' and '3' for recipes)."""
     import subprocess
     import sys
 
@@ -829,7 +830,14 @@ def test_a_scripts_arguments_after_the_double_dash_are_its_own(clean):
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith("error: --script missing.py: file not found"), result.stderr
-    _nothing_written(clean)
+    _one_clear_line(runner.invoke(app, ["run", "--script", "missing.py", "--", "plan.json"]),
+                    "--script missing.py: file not found")
+    result = runner.invoke(app, ["plan", "--script", "recipes/examples/ddp_digits.py", "--devices", "2", "--",
+                                 "--steps", "3"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: no torch profile of 'ddp_digits' (np 2): run `xover profile --script recipes/examples/ddp_digits.py "
+        "--np 2 -- --steps 3` first"), result.output
 
 
 def test_a_recipe_files_name_with_a_newline_is_one_line_of_error(clean, tmp_path):
