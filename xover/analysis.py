@@ -303,10 +303,14 @@ def alone_vs_profile(job: RunResult, profile_device_ms: float | None) -> float |
     return ((job.data_ms or 0.0) + job.compute_ms) / profile_device_ms
 
 
-def report_warnings(jobs: Sequence[RunResult], groups: Sequence[GroupReport]) -> list[str]:
-    """What makes a report's figures less sure: a job shorter than it was given, a short overlap window, a
-    run alone off its profile."""
-    return length_warnings(jobs) + overlap_warnings(groups) + drift_warnings(groups)
+def report_warnings(
+    jobs: Sequence[RunResult], groups: Sequence[GroupReport], lengths_in_seconds: bool = False
+) -> list[str]:
+    """What makes a report's figures less sure: a job shorter than it was given, a short overlap window (its
+    advice for a run given --seconds where `lengths_in_seconds`), a run alone off its profile."""
+    return (
+        length_warnings(jobs) + overlap_warnings(groups, lengths_in_seconds=lengths_in_seconds) + drift_warnings(groups)
+    )
 
 
 def length_warnings(jobs: Sequence[RunResult]) -> list[str]:
@@ -355,8 +359,11 @@ def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT
     return warnings
 
 
-def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> list[str]:
-    """A warning per shared mode whose jobs ran together for less than `least` of its run."""
+def overlap_warnings(
+    groups: Sequence[GroupComparison], least: float = 0.5, lengths_in_seconds: bool = False
+) -> list[str]:
+    """A warning per shared mode whose jobs ran together for less than `least` of its run, with what to do about
+    it: for a run given --seconds (`lengths_in_seconds`), what else than --seconds would help."""
     warnings = []
     for group in groups:
         for mode, overlap in group.overlaps.items():
@@ -375,7 +382,16 @@ def overlap_warnings(groups: Sequence[GroupComparison], least: float = 0.5) -> l
                     if late_start
                     else "mostly an early end: the faster job was done long before the others"
                 )
-                advice = f"{cause}; give the faster job more iterations, or use --seconds"
+                if not lengths_in_seconds:
+                    advice = f"{cause}; give the faster job more iterations, or use --seconds"
+                elif late_start:
+                    advice = f"{cause}; a longer --seconds leaves the start a smaller share of the run"
+                else:  # --seconds gave each job the same time alone: sharing slowed them unequally
+                    advice = (
+                        f"{cause}; --seconds gave each job the iterations it does in that time alone, and sharing "
+                        "slowed them unequally; run without --seconds, giving the job that ended first more "
+                        "iterations"
+                    )
                 warnings.append(
                     f"group {group.group}: the {named} jobs ran at the same time for only "
                     f"{overlap:.0%} of that run ({'; '.join(what)}), so its figures rest on a short window ({advice})"

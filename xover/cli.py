@@ -18,10 +18,10 @@ from typing import Annotated
 import typer
 
 from . import __version__
-from .cli_common import State, user_errors
+from .cli_common import App, State, user_errors
 from .console import errors, print_error
 from .engines import DEFAULT_ENGINE, engines_help
-from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes
+from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, printable, quoted
 from .flags import decimal_flag, whole_flag
 from .links import Link
 from .plugins import load_plugins
@@ -34,7 +34,7 @@ from .run.supervise import interruptible, uninterrupted
 from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note
 from .settings import DB_VARIABLE
-from .sharing import PLANNED, RunStatus, run_modes
+from .sharing import MAX_GROUP, PLANNED, RunStatus, run_modes
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
@@ -43,7 +43,7 @@ except XoverError as broken:
     print_error(str(broken))
     sys.exit(broken.exit_code)
 
-app = typer.Typer(
+app = App(
     help="Run several data-parallel training jobs on the same devices, taking turns "
     "(crossover synchronisation): profile -> plan -> run -> report.",
     no_args_is_help=True,
@@ -161,9 +161,10 @@ def train(
 
 
 def split_recipes_from_script_args(targets: list[str]) -> tuple[list[str], list[str]]:
-    """`--group A B --script s.py -- --steps 5`: the recipes come before --, the scripts' arguments after."""
-    if "--" in sys.argv:
-        after = sys.argv[sys.argv.index("--") + 1 :]
+    """`--group A B --script s.py -- --steps 5`: the recipes come before --, the scripts' arguments after (the
+    command's own `--`, State.after_double_dash: sys.argv is not the command line under CliRunner or `app([...])`)."""
+    after = State.after_double_dash
+    if after is not None:
         return targets[: len(targets) - len(after)] if after else targets, after
     return targets, []
 
@@ -319,10 +320,14 @@ def run(
     each group as soon as its devices are free, groups on other devices side by side."""
     targets = targets or []
     script_args: list[str] = []
-    if scripts and group:  # recipes and scripts in one group; arguments after -- go to the scripts
+    if scripts:  # arguments after -- go to the scripts; before it, with --group, recipes of their group
         targets, script_args = split_recipes_from_script_args(targets)
-    elif scripts:
-        targets, script_args = [], targets
+    if scripts and not group and targets:  # `xover run plan.json --script s.py` ran s.py with 'plan.json'
+        print_error(
+            f"--script: {quoted(targets[0])} comes before `--`, where a script's arguments begin (xover run "
+            "--script FILE -- ARGS); a plan file runs by itself, and recipes join scripts with --group"
+        )
+        raise typer.Exit(2)
     with user_errors():
         result = run_as_asked(
             State.db,
@@ -401,13 +406,14 @@ def profile(
     hosts: HostsOption = None,
     wait: WaitOption = False,
     corun_with: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--corun-with",
             help="The reference partner each job runs next to once, under crossover, to measure its "
-            "interference (recipe file or name).",
+            "interference (recipe file or name). Default: mlp-balanced.",
+            show_default=False,
         ),
-    ] = "mlp-balanced",
+    ] = None,
     corun: Annotated[bool, typer.Option("--corun/--no-corun", help=PROFILE_CORUN_HELP)] = True,
     stretch: Annotated[
         bool | None, typer.Option("--stretch/--no-stretch", help=PROFILE_STRETCH_HELP, show_default=False)
@@ -421,9 +427,14 @@ def profile(
     is an optimizer step. Profiles are stored and reused (same recipe or script content and arguments, np,
     hosts spanned, bandwidth, engine, hardware, and the settings that change a job alone:
     XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC) unless --force."""
-    from .profile.step import ProfileOptions, profile_recipes
+    from .profile.step import DEFAULT_CORUN_PARTNER, ProfileOptions, profile_recipes
 
     with user_errors(), shared_arguments_told(recipes or [], scripts):
+        if corun_with is not None and not corun:  # --corun-with was dropped without a word
+            raise XoverError(
+                f"--corun-with {quoted(corun_with)} and --no-corun: --no-corun measures no interference, so no "
+                "partner; give one of them"
+            )
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, hosts)
         results = profile_recipes(
             State.db,
@@ -437,7 +448,7 @@ def profile(
                 hosts=hosts_or_allocation(hosts),
                 force=force,
                 wait=wait,
-                corun_with=corun_with if corun else None,
+                corun_with=(corun_with or DEFAULT_CORUN_PARTNER) if corun else None,
                 stretch=stretch,
                 command=_command_line(),
                 show_progress=not json_out,
@@ -498,7 +509,9 @@ def plan(
     device_memory: Annotated[
         float | None, typer.Option("--device-memory", parser=decimal_flag, help="GB per device; groups must fit.")
     ] = None,
-    max_group: Annotated[int, typer.Option("--max-group", parser=whole_flag, help="Most jobs that share devices.")] = 2,
+    max_group: Annotated[
+        int, typer.Option("--max-group", parser=whole_flag, help=f"Most jobs that share devices, 1 to {MAX_GROUP}.")
+    ] = 2,
     algo: Annotated[str, typer.Option("--algo", help="matching | ffd | none")] = "matching",
     bandwidth: Annotated[
         str | None,
@@ -585,7 +598,7 @@ def _factors(value: str) -> list[float]:
         )
     factors = [decimal(part) for part in parts if part.strip()]
     if any(factor is None for factor in factors):
-        raise XoverError(f"--factors {value}: give numbers separated by commas, e.g. 1.33,1.5,1.37")
+        raise XoverError(f"--factors {printable(value)}: give numbers separated by commas, e.g. 1.33,1.5,1.37")
     return [factor for factor in factors if factor is not None]
 
 
@@ -619,7 +632,7 @@ SIMULATE_HELP = {
         "best-fit (as xover plan), first-fit (Muri's 'yarn') or anywhere (only the device count matters); "
         "default: the semantics'."
     ),
-    "max_group": "Most jobs that share devices (1: nobody).",
+    "max_group": f"Most jobs that share devices, 1 to {MAX_GROUP} (1: nobody).",
     "min_gain": "A group forms or stays only if predicted this much better than apart.",
     "turn_policy": "--model xover: the turn policy crossover is predicted under.",
     "fmt": "The trace's format: muri, plain, philly or helios (default: from its head).",

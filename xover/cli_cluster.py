@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_common import user_errors
+from .cli_common import App, user_errors
 from .console import console, print_json, print_table
 from .flags import whole_flag
 from .run.supervise import interruptible
 
-cluster_app = typer.Typer(
+cluster_app = App(
     help="An emulated cluster on this machine: each host a network namespace with its own "
     "NIC shaped to a rate, reached over ssh like a real host (needs root).",
     no_args_is_help=True,

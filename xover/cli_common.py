@@ -5,19 +5,94 @@ registers cli_cluster's commands as it loads, so cli_cluster cannot import cli.p
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import typer
 from sqlalchemy.exc import DBAPIError
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from .console import errors, print_error
 from .errors import Interrupted, TimedOut, XoverError
 from .store.session import database_url, store_failed
 
 
+def _flags_without_placeholder(command: TyperCommand | TyperGroup, ctx: Any) -> None:
+    """A flag takes no value, so its help shows none: typer's rich help gives every option its type's
+    placeholder (`--json <bool>`), a flag's too, unless the option has a metavar of its own."""
+    for param in command.get_params(ctx):  # --help itself included
+        if isinstance(param, TyperOption) and (param.is_flag or param.count) and param.metavar is None:
+            param.metavar = ""
+
+
+def _refuse_empty_values(command: TyperCommand | TyperGroup, ctx: Any) -> None:
+    """An option given an empty value on the command line (`-H ""`, `--corun-with ""`, `--script ""`) is refused:
+    each read it as not given (`-H "$HOSTS"` with HOSTS unset ran on this machine; `--corun-with ""` measured no
+    interference, silently). Empty values in the environment (XOVER_DB=) stay unset, as click reads them."""
+    for param in command.get_params(ctx):
+        if not isinstance(param, TyperOption) or param.is_flag or param.name is None:
+            continue
+        if getattr(ctx.get_parameter_source(param.name), "name", None) != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        empty = next((v for v in values if isinstance(v, str) and not v.strip()), None)
+        if empty is not None:
+            print_error(f"{max(param.opts, key=len)} {empty!r}: an empty value; give one, or leave the option out")
+            raise typer.Exit(2)
+
+
+class Command(TyperCommand):
+    """A command whose help shows no value after a flag (_flags_without_placeholder), and that refuses an option's
+    empty value (_refuse_empty_values)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
+        """Typer's help, each flag without a placeholder."""
+        _flags_without_placeholder(self, ctx)
+        super().format_help(ctx, formatter)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Typer's parse, then no option given an empty value; what follows `--` is kept (State)."""
+        State.after_double_dash = list(args[args.index("--") + 1 :]) if "--" in args else None
+        rest = super().parse_args(ctx, args)
+        _refuse_empty_values(self, ctx)
+        return rest
+
+
+class Group(TyperGroup):
+    """A group of commands whose help shows no value after a flag (_flags_without_placeholder), and that refuses
+    an option's empty value (_refuse_empty_values)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
+        """Typer's help, each flag without a placeholder."""
+        _flags_without_placeholder(self, ctx)
+        super().format_help(ctx, formatter)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Typer's parse, then no option given an empty value."""
+        rest = super().parse_args(ctx, args)
+        _refuse_empty_values(self, ctx)
+        return rest
+
+
+class App(typer.Typer):
+    """xover's Typer apps: a Group whose commands are Commands, so no help, of any command, shows a value
+    after a flag."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(cls=Group, **settings)
+
+    def command(self, *names: Any, cls: type[TyperCommand] | None = None, **settings: Any) -> Any:
+        """`Typer.command`, making a Command unless told another class."""
+        return super().command(*names, cls=cls or Command, **settings)
+
+
 class State:
     """Options every command shares, set by the callback before the command runs."""
 
     db: str | None = None
+    # the words after the command's `--` (None: it had none), as the command was given them: sys.argv is not
+    # the command line under CliRunner or `app([...])`
+    after_double_dash: list[str] | None = None
 
 
 def fail(error: XoverError) -> None:

@@ -29,6 +29,14 @@ def printable(text: str | os.PathLike) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in decoded)
 
 
+def named_path(text: str | os.PathLike[str], what: str, error: type[XoverError] = XoverError) -> Path:
+    """`text` as a path, refused where it is empty: Path('') is '.', this folder, which each reader then called a
+    folder or 'not a regular file' without saying that nothing was named. `what`: what to name instead."""
+    if not os.fspath(text).strip():
+        raise error(f"{os.fspath(text)!r}: an empty path; name {what}")
+    return Path(text)
+
+
 def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = XoverError) -> Path:
     """`path`, refused where it names a device, a pipe or a folder: a read of /dev/zero never ends. A path that
     does not exist is left to its reader, which says so in its own words."""
@@ -37,7 +45,7 @@ def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = Xover
     except OSError:  # a name too long for the system (exists() raises it): the reader's open says so, in its words
         return path
     if irregular:
-        raise error(f"{path}: not a regular file ({what})")
+        raise error(f"{printable(path)}: not a regular file ({what})")
     return path
 
 

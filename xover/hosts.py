@@ -92,6 +92,12 @@ def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     seen: set[str] = set()  # each host once, as canonical_host names it (a set: a spec of thousands of hosts took
     # minutes when every host was compared with every one before it)
     for item in hosts.split(","):
+        if item.count(":") > 1 or item.strip().startswith("["):  # [::1]:2 or ::1:2
+            raise XoverError(
+                f"-H {spec}: {item[:100]!r} has more than one ':': -H takes HOST:SLOTS, as horovodrun's does, and an "
+                "IPv6 address is no HOST there (horovodrun splits each at its ':'); name the host instead: its host "
+                "name, or one /etc/hosts gives the address"
+            )
         name, _, slots = item.strip().partition(":")
         if not re.fullmatch(r"[0-9]{1,7}", slots, re.ASCII) or not 1 <= int(slots) <= MAX_SLOTS:
             raise XoverError(

@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
-from .errors import XoverError, is_utf8, printable, refuse_unless_regular
+from .errors import XoverError, is_utf8, named_path, printable, refuse_unless_regular
 from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
@@ -344,7 +344,8 @@ class _JobFile(_FileSchema):
     np: Annotated[int, Field(ge=1, le=MAX_RANKS), _OutOfRange(f"must be a whole number from 1 to {MAX_RANKS}")]
     engine: str | None = None  # None: told from the script's imports
     iterations: Annotated[
-        int | None, _OutOfRange("optimizer steps before the script is stopped: a whole number >= 1")
+        int | None,
+        _OutOfRange(f"optimizer steps before the script is stopped: a whole number from 1 to {MAX_ITERATIONS}"),
     ] = Field(None, ge=1, le=MAX_ITERATIONS)
     max_slowdown: _Slowdown = Field(None, ge=1.0)
     memory_gb: Annotated[float | None, _OutOfRange("must be a number of GB > 0")] = Field(None, gt=0)
@@ -378,6 +379,8 @@ class _JobFile(_FileSchema):
     @model_validator(mode="after")
     def _script_and_engine(self, info: ValidationInfo) -> _JobFile:
         """The script found (its absolute path kept) and its engine known: given, or told by its imports."""
+        if not self.script.strip():  # Path('') is the job file's folder, which it was then called
+            raise _Refused("script", "empty; give the training script's .py file (relative to the job file's folder)")
         script = Path(self.script).expanduser()
         if not script.is_absolute():
             script = Path((info.context or {})["source"]).resolve().parent / script
@@ -579,19 +582,30 @@ def load_recipe(path: str | Path) -> Recipe:
     recipes that ship with xover (`recipes/` of the checkout, installed with the package), from any
     working directory."""
     file = resolve_recipe_path(path)
+    shown = printable(file)  # one line, whatever the path holds (a newline, a byte that is not UTF-8)
     try:
-        data = tomllib.loads(file.read_text())
+        data = tomllib.loads(file.read_text(encoding="utf-8-sig"))  # a BOM an editor put there read past
     except tomllib.TOMLDecodeError as error:
-        raise RecipeError(f"{file}: TOML syntax error: {error}") from None
+        if file.suffix == ".py":  # `xover train train.py`: "TOML syntax error: Expected '=' after a key"
+            raise RecipeError(
+                f"{shown}: a Python script, not a recipe or job file: name it in a job file (docs/reference.md: "
+                "Job files), or give it to profile, plan or run with --script (its arguments after --)"
+            ) from None
+        raise RecipeError(f"{shown}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
-        raise RecipeError(f"{file}: not a text file") from None
+        raise RecipeError(f"{shown}: not a text file") from None
     except RecursionError:  # "a = " then thousands of "[": too deep for the parser
-        raise RecipeError(f"{file}: nested too deeply to be a recipe or a job file") from None
+        raise RecipeError(f"{shown}: nested too deeply to be a recipe or a job file") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
-        raise RecipeError(f"{file}: cannot be read: {str(error).split(';')[0]}") from None
+        raise RecipeError(f"{shown}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:
-        raise RecipeError(f"{file}: cannot read the recipe: {error.strerror}") from None
-    return parse_recipe(data, str(file))
+        raise RecipeError(f"{shown}: cannot read the recipe: {error.strerror}") from None
+    try:
+        return parse_recipe(data, str(file))  # the file as it is named: a job file's script is found beside it
+    except RecipeError as error:
+        if shown == str(file):
+            raise
+        raise RecipeError(str(error).replace(str(file), shown, 1)) from None
 
 
 def builtin_recipe_names() -> list[str]:
@@ -602,9 +616,12 @@ def builtin_recipe_names() -> list[str]:
 def resolve_recipe_path(path: str | Path) -> Path:
     """A recipe's file: the path as given, else NAME.toml in ./recipes or among the built-in ones;
     anything else is one line saying why (with a near name, where there is one)."""
-    file = Path(path)
-    if file.is_file():
-        return file
+    file = named_path(path, "a recipe or job file (NAME.toml) or a built-in recipe", RecipeError)
+    try:
+        if file.is_file():
+            return file
+    except OSError as error:  # a name too long for the system: is_file() raises it
+        raise RecipeError(f"{printable(path)}: cannot be looked at: {error.strerror}") from None
     name = str(path).removesuffix(".toml")
     for folder in (Path("recipes"), BUILTIN_RECIPES):
         candidate = folder / f"{name}.toml"

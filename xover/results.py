@@ -11,6 +11,7 @@ results.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -239,6 +240,7 @@ class RunOutcome:
     schedule: dict[str, Any] | None = None  # run/commands.schedule_summary
     sharing: dict[int, str] = field(default_factory=dict)  # group -> the plan's way of sharing (a plan's run)
     not_started: list[NotStarted] = field(default_factory=list)  # after a job failed alone or was refused
+    seconds: float | None = None  # --seconds: the time alone each job's length was sized to
 
     @property
     def finished(self) -> bool:
@@ -529,6 +531,17 @@ class ExperimentInfo:
     def is_comparison(self) -> bool:
         """Whether it compared modes (`xover run`), rather than trained or profiled."""
         return self.kind == "run"
+
+    @property
+    def lengths_in_seconds(self) -> bool:
+        """Whether its command line gave --seconds (each job's length sized to a time alone), before any `--`
+        (the scripts' own arguments)."""
+        try:
+            words = shlex.split(self.command or "")
+        except ValueError:  # a command cut short (unbalanced quotes): not a length xover can tell
+            return False
+        words = words[: words.index("--")] if "--" in words else words
+        return any(word == "--seconds" or word.startswith("--seconds=") for word in words)
 
     def to_json(self) -> dict[str, Any]:
         """Its shape in the JSON: every field, in order."""

@@ -92,6 +92,8 @@ def script_problem(script: str | os.PathLike) -> str | None:
             return "not a regular file (a pipe, a socket or a device): give the training script's .py file"
         if not path.is_file():
             return "file not found" + (" (a symbolic link to nothing)" if path.is_symlink() else "")
+        if path.suffix == ".toml":  # its engine was looked for in its imports
+            return "a TOML file (a recipe or job file), not a script: give it without --script, as an argument"
         resolved = path.resolve()
     except OSError as error:  # a name too long for the system
         return f"cannot be looked at: {error.strerror}"

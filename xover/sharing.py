@@ -38,6 +38,9 @@ class Mode(str, Enum):
 
 ALONE_MODES = (Mode.SOLO, Mode.SEQUENTIAL, Mode.PROFILE)  # a run of one job by itself
 SHARED_MODES = (Mode.CONCURRENT, Mode.CROSSOVER, Mode.ADAPTIVE)  # runs of jobs together
+# jobs in one group (--max-group): a group takes turns under one turn server, which serves as many as its protocol
+# numbers (turns/protocol.py's MAX_SLOTS)
+MAX_GROUP = 254
 MODE_ORDER = (
     Mode.SOLO,
     Mode.PROFILE,

@@ -105,7 +105,9 @@ def show_run(result: Any, as_json: bool) -> None:
         DIGITS,
     )
     print_not_started(result.not_started)
-    print_warnings(length_warnings(result.jobs) + overlap_warnings(result.groups))
+    print_warnings(
+        length_warnings(result.jobs) + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
+    )
     print_failures(shown["jobs"])
     if shown["groups"]:
         rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]

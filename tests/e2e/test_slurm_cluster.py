@@ -21,6 +21,7 @@ from xover.run.external.slurm import (
     expand_hostlist,
     hostnames,
     job_state,
+    output_path,
     submit,
     wait_for,
 )
@@ -175,3 +176,18 @@ def _alive(pid: int) -> bool:
         return False
     # a zombie is gone for our purposes
     return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_a_working_directory_with_a_percent_sign_is_the_one_the_job_runs_in(slurm_cluster, tmp_path):
+    """sbatch expands %-patterns (%j, %x, %u) in its --output, --error and --input only, not in --chdir nor in the
+    batch script's `cd` (Slurm's fname_create serves the stdio paths alone): a folder of '%j%x%%' is taken as
+    written both ways, and the output's own folder has its '%' doubled (output_path)."""
+    folder = tmp_path / "run %j%x%%"
+    folder.mkdir()
+    for script, workdir in ((batch_script(["pwd"], workdir=folder), None), ("#!/bin/bash\npwd\n", folder)):
+        job = submit(script, job_name="xover-percent", output=output_path(folder, "%j.out"), workdir=workdir,
+                     time_limit="5")
+        final = wait_for(job, poll_s=0.2, timeout_s=120)
+        log = (folder / f"{job}.out").read_text()
+        assert final.succeeded, log
+        assert log.strip() == str(folder), log

@@ -94,3 +94,40 @@ def test_train_gives_a_run_that_failed_no_throughput_as_the_report_does(isolated
                             text=True, timeout=300)
     [reported] = json.loads(report.stdout)["jobs"]
     assert {key: reported[key] for key in trained} == trained
+
+
+def _commands(command, path=()):
+    """Every command of the command line, with the words that reach it: (path, click command)."""
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_no_help_shows_a_value_after_a_flag():
+    """typer's rich help gives each option its type's placeholder, a flag's too (`--json <bool>`): a flag takes
+    no value, so no command's help may show one after it; an option that takes a value still shows its type."""
+    import typer
+
+    commands = list(_commands(typer.main.get_command(app)))
+    assert {"run", "plan", "profile", "cluster", "cluster up"} <= {" ".join(path) for path, _ in commands}
+    flags = values = 0
+    for path, command in commands:
+        help_text = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).output
+        rows = {}  # an option's names -> the word after them in its row
+        for line in help_text.splitlines():
+            words = line.strip("│ ").split()
+            count = next((i for i, word in enumerate(words) if not word.startswith("-")), len(words))
+            if count:
+                rows[frozenset(words[:count])] = words[count] if count < len(words) else ""
+        context = command.make_context("xover", ["--help"], resilient_parsing=True)
+        for param in [*command.params, command.get_help_option(context)]:
+            if getattr(param, "param_type_name", None) != "option" or param.hidden:
+                continue
+            after = rows[frozenset(param.opts + param.secondary_opts)]
+            if param.is_flag or param.count:
+                flags += 1
+                assert not after.startswith("<"), (path, param.opts, after)
+            else:
+                values += 1
+                assert after.startswith("<"), (path, param.opts, after)
+    assert flags >= 20 and values >= 20, (flags, values)

@@ -57,6 +57,28 @@ def test_up_without_root_fails_with_exit_2(monkeypatch):
     assert not cluster.live_namespaces()
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--devices-per-host", "99999999999"], "--devices-per-host 99999999999: give a whole number from 1 to 65536"),
+    (["--devices-per-host", "0"], "--devices-per-host 0: give a whole number from 1 to 65536"),
+    (["--hosts", "0"], "--hosts 0: give between 1 and 200 hosts"),
+])
+def test_up_refuses_a_count_out_of_range_before_it_builds_anything(monkeypatch, args, said):
+    """`cluster up --devices-per-host 99999999999` counted the devices of each host one by one (hours, as root, with
+    nothing said) for an -H spec that every command then refuses (more than 65536 slots)."""
+    from typer.testing import CliRunner
+
+    from xover.cli_cluster import cluster_app
+
+    def nothing_checked():
+        raise AssertionError("the requirements were looked at before the counts were checked")
+
+    monkeypatch.setattr(cluster, "missing_requirements", nothing_checked)
+    result = CliRunner().invoke(cluster_app, ["up", *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().startswith(f"error: {said}") and len(result.output.strip().splitlines()) == 1, (
+        result.output)
+
+
 @pytest.mark.parametrize("command, function, left", [
     ("up", "cluster_up", "what was built of the cluster was removed (`xover cluster status` to see)"),
     ("status", "cluster_status", "the cluster was left as it was"),

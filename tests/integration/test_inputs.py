@@ -279,9 +279,16 @@ FLAG_CASES = [
     (["train", "mlp-digits", "-H", "h1:x"], "h1:x"),  # text, not the emoji code :x:
     (["train", "mlp-digits", "-H", "a b:2"], "not a host name"),
     (["train", "mlp-digits", "-H", "h1:\u0661"], "SLOTS"),  # an Arabic-Indic one is not a slot count
+    # an IPv6 address was told its SLOTS must be a whole number (horovodrun's own -H splits HOST:SLOTS at ':')
+    (["train", "mlp-digits", "-H", "[::1]:2"], "'[::1]:2' has more than one ':': -H takes HOST:SLOTS, as horovodrun's"),
+    (["train", "mlp-digits", "-H", "::1:2"], "an IPv6 address is no HOST there"),
+    (["plan", "--profiles", "t.csv", "-H", "h1:2,[fe80::1%eth0]:2"], "name the host instead"),
+    (["run", "--group", "mlp-digits", "-H", "h1:2:3"], "'h1:2:3' has more than one ':'"),
     (["train", "xover"], "a folder"),
     (["train", "r/x[/].toml"], "r/x[/].toml"),  # text, not markup
     (["run", "--script", "missing.py"], "missing.py"),
+    # ran the script with 'plan.json' as its argument: words before `--` were the scripts' arguments too
+    (["run", "plan.json", "--script", "a.py"], "--script: 'plan.json' comes before `--`, where a script's arguments"),
     (["run", "--group", "mlp-digits", "--mode", "sequential,solo"], "comma list"),
     (["run", "--group", "mlp-digits", "--mode", "crossover,"], "comma list"),
     (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
@@ -290,6 +297,10 @@ FLAG_CASES = [
     (["plan", "mlp-digits"], "--devices"),
     (["plan", "mlp-digits", "--devices", "100000000"], "--devices"),
     (["plan", "mlp-digits", "--devices", "2", "--max-group", "0"], "--max-group"),
+    # was planned and written: a group takes turns under one turn server, which serves 254 jobs
+    (["plan", "--profiles", "t.csv", "--devices", "2", "--max-group", "99999999999999999999"],
+     "--max-group 99999999999999999999: give a whole number from 1 to 254"),
+    (["plan", "--profiles", "t.csv", "--devices", "2", "--max-group", "255"], "which serves at most 254 jobs"),
     (["plan", "mlp-digits", "--devices", "2", "--device-memory", "-1"], "--device-memory"),
     (["plan", "mlp-digits", "--devices", "2", "--out", ""], "--out"),
     (["plan", "mlp-digits", "--devices", "2", "--engine", "mpi"], "--engine"),
@@ -314,6 +325,45 @@ FLAG_CASES = [
     # a cluster of a billion hosts was built in memory (gigabytes, minutes) before its size was refused
     (["simulate", "t.csv", "--cluster", "1000000000x1"], "more than 1,000,000 devices"),
     (["report", "latest", "--format", "pdf"], "--format"),
+    # an option's empty value was read as not given: -H "$HOSTS" with HOSTS unset ran on this machine, and
+    # --corun-with "" measured no interference, silently
+    (["run", "--group", "mlp-digits", "-H", ""], "--hosts '': an empty value; give one, or leave the option out"),
+    (["run", "--group", "mlp-digits", "--policy", " "], "--policy ' ': an empty value"),
+    (["run", "--group", "mlp-digits", "--engine", ""], "--engine '': an empty value"),
+    (["run", "--group", "mlp-digits", "--bandwidth", ""], "--bandwidth '': an empty value"),
+    (["run", "--script", "a.py", "--script", ""], "--script '': an empty value"),
+    (["profile", "mlp-digits", "--corun-with", ""], "--corun-with '': an empty value"),
+    # the partner was dropped without a word, the profile taken without interference
+    (["profile", "mlp-digits", "--no-corun", "--corun-with", "mlp-balanced"],
+     "--corun-with 'mlp-balanced' and --no-corun: --no-corun measures no interference, so no partner"),
+    (["plan", "--profiles", "", "--devices", "2"], "--profiles '': an empty value"),
+    (["--db", "", "report", "latest"], "--db '': an empty value"),
+    # an empty path was '.', this folder: "': a folder, not a recipe file", "' .: not a regular file (a plan...)"
+    (["run", ""], "'': an empty path; name the plan file `xover plan --out` wrote"),
+    (["plan", "", "--devices", "2"], "'': an empty path; name a recipe or job file (NAME.toml) or a built-in recipe"),
+    (["train", " "], "' ': an empty path; name a recipe"),
+    (["run", "--group", "mlp-digits", ""], "'': an empty path; name a recipe"),
+    (["simulate", "", "--cluster", "1x2"], "'': an empty path; name the trace's CSV or JSON file"),
+    # a control character in a choice was printed as it is: "error: --algo m" then "atching: choose ..." below it
+    (["plan", "mlp-digits", "--devices", "2", "--algo", "m\natching"], "--algo m\\natching: choose matching"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--placement", "x\ny"], "--placement x\\ny: choose best-fit"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--format", "csv\n"], "--format csv\\n: choose muri"),
+    (["report", "latest", "--format", "ht\nml"], "--format ht\\nml: choose table"),
+    (["plan", "mlp-digits", "--devices", "2", "--policy", "work\nconserving"], "--policy work\\nconserving: choose"),
+    (["simulate", "t.csv", "--cluster", "2\nx2"], "--cluster 2\\nx2: give HOSTSxDEVICES"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--model", "x\ny"], "--model x\\ny: choose"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--semantics", "x\ny"], "--semantics x\\ny: choose"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--turn-policy", "x\ny"], "--turn-policy x\\ny: choose"),
+    (["simulate", "t.csv", "--cluster", "1x2", "--factors", "1\n2"], "--factors 1\\n2: give numbers"),
+    # a file of the wrong kind was read as the expected one: "TOML syntax error: Expected '=' after a key",
+    # "not valid JSON: Expecting value", "imports neither horovod nor torch.distributed"
+    (["train", "recipes/examples/ddp_digits.py"], "ddp_digits.py: a Python script, not a recipe or job file: name it"),
+    (["run", "recipes/mlp-digits.toml"], "mlp-digits.toml: a recipe or job file, not a plan: run it with --group"),
+    (["run", "--script", "recipes/examples/ddp-digits.toml"], "ddp-digits.toml: a TOML file (a recipe or job file), "
+     "not a script: give it without --script"),
+    # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
+    (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
+    (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),
 ]
 
 
@@ -767,3 +817,49 @@ def test_ctrl_c_says_what_it_left_in_the_commands_words(clean, monkeypatch, comm
             "simulate": ["simulate", "t.csv", "--cluster", "1x2"], "run": ["run", "--group", "mlp-digits"]}[command]
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 130 and said in result.output, result.output
+
+
+def test_a_scripts_arguments_after_the_double_dash_are_its_own(clean):
+    """`xover run --script FILE -- ARGS`: what follows `--` is the script's, never taken for a plan file coming
+    before it; in a process of its own and in this one alike (the split read sys.argv, which under CliRunner is
+    pytest's: `xover plan --script s.py -- --steps 3` in-process took '--steps' and '3' for recipes)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "missing.py", "--", "plan.json"],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("error: --script missing.py: file not found"), result.stderr
+    _one_clear_line(runner.invoke(app, ["run", "--script", "missing.py", "--", "plan.json"]),
+                    "--script missing.py: file not found")
+    result = runner.invoke(app, ["plan", "--script", "recipes/examples/ddp_digits.py", "--devices", "2", "--",
+                                 "--steps", "3"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: no torch profile of 'ddp_digits' (np 2): run `xover profile --script recipes/examples/ddp_digits.py "
+        "--np 2 -- --steps 3` first"), result.output
+
+
+def test_a_recipe_files_name_with_a_newline_is_one_line_of_error(clean, tmp_path):
+    """`error: new` then `line.toml: field 'name': ...` on a second line: the file's name was printed as it is."""
+    job = tmp_path / "new\nline.toml"
+    job.write_text('np = 1\nscript = "missing.py"\n')
+    result = runner.invoke(app, ["plan", str(job), "--devices", "2"])
+    _one_clear_line(result, f"{tmp_path}/new\\nline.toml: field 'name'")
+    _nothing_written(clean)
+
+
+def test_a_folder_with_a_newline_given_as_a_plan_is_one_line_of_error(clean, tmp_path):
+    """`xover run $'a\nb'` (a folder) printed its name as it is, over two lines."""
+    folder = tmp_path / "a\nb"
+    folder.mkdir()
+    _one_clear_line(runner.invoke(app, ["run", str(folder)]), f"{tmp_path}/a\\nb: not a regular file (a plan file")
+    _nothing_written(clean)
+
+
+def test_a_blank_database_variable_is_named_not_taken_for_a_file(clean, monkeypatch):
+    """XOVER_DB='  ' was "no database at   : nothing has been run yet": a SQLite file named two spaces."""
+    monkeypatch.setenv("XOVER_DB", "  ")
+    _one_clear_line(runner.invoke(app, ["report", "latest"]), "the database '  ': blank; give a file or a URL")
+    _one_clear_line(runner.invoke(app, ["plan", "mlp-digits", "--devices", "2"]), "the database '  ': blank")
+    assert not (clean / "results").exists()

@@ -628,3 +628,34 @@ def test_an_empty_experiment_id_is_refused_not_read_as_the_start_of_every_id(iso
     for target in ("", " "):
         result = runner.invoke(app, ["report", target])
         assert result.exit_code == 2 and "no experiment named: give an id" in result.output, result.output
+
+
+@pytest.mark.parametrize("command, advice", [
+    ("xover run plan.json", "give the faster job more iterations, or use --seconds)"),
+    ("xover run plan.json --seconds 30", "--seconds gave each job the iterations it does in that time alone"),
+    ("xover run plan.json --seconds=30", "--seconds gave each job the iterations it does in that time alone"),
+    ("xover run --script a.py --script b.py -- --seconds 30", "or use --seconds)"),  # the scripts' own argument
+])
+def test_the_short_overlap_warning_advises_what_the_run_was_not_given(isolated_results, command, advice):
+    """A run given --seconds whose jobs ran together for a short share of it was told "... or use --seconds"."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("UPDATE experiments SET command = ? WHERE id = '20260101-000000-plan'", (command,))
+        b_crossover = "SELECT id FROM runs WHERE name = 'b' AND mode = 'crossover'"
+        connection.execute(f"UPDATE iteration_metrics SET wall_time = wall_time + 0.3 WHERE run_id IN ({b_crossover})")
+    output = " ".join(report("plan").output.split())  # the table wraps long lines
+    assert "group 0: the crossover (round-robin) jobs ran at the same time for only 9% of that run" in output, output
+    assert advice in output, output
+    if "--seconds " in command.split(" -- ")[0] or "--seconds=" in command:
+        assert "or use --seconds" not in output, output
+
+
+def test_an_unknown_experiment_with_a_newline_is_named_on_one_line(isolated_results):
+    """`xover report $'la\\ntest'` printed "no experiment 'la" and "test' in ..." on two lines."""
+    _hand_made_store(isolated_results / "xover.db")
+    result = report("la\ntest")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: no experiment 'la\\ntest' in {isolated_results / 'xover.db'}: `xover report all` lists the experiments"
+    ], result.output

@@ -92,6 +92,9 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--model", "magic"], "--model magic: choose"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--model", "interleave", "--max-group", "5"],
          "--max-group 5: --factors gives factors up to groups of 4"),
+        # was replayed, stored and reported ("grouping: up to 99999999999999999999 jobs")
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x4", "--profiles", str(ASSETS / "profiles.csv"), "--max-group",
+          "99999999999999999999"], "--max-group 99999999999999999999: give a whole number from 1 to 254 (1 replays"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--factors", "1.3,x"], "--factors 1.3,x: give numbers"),
         # a factor below 1 ran groups faster than their ideal interleaving (1e-300: in no time)
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "profiles.csv"), "--model",

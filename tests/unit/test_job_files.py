@@ -72,7 +72,11 @@ def test_recipes_of_built_in_models_keep_their_hashes():
     ('script = "train.py"\nnp = 1\nbatch_size = 32', "batch_size", "belongs to built-in models"),
     ('script = "train.py"\nnp = 1\nepochs = 2', "epochs", "belongs to built-in models"),
     ('script = "train.py"\nnp = 1\nitterations = 2', "itterations", "did you mean 'iterations'"),
-    ('script = "train.py"\nnp = 1\niterations = 0', "iterations", ">= 1"),
+    ('script = "train.py"\nnp = 1\niterations = 0', "iterations", "from 1 to 1000000000, got 0"),
+    # was "a whole number >= 1, got 99999999999999999": the bound it broke was not said
+    ('script = "train.py"\nnp = 1\niterations = 99999999999999999', "iterations", "from 1 to 1000000000, got 9999"),
+    # was "a folder: <the job file's folder>": Path('') is '.'
+    ('script = ""\nnp = 1', "script", "empty; give the training script's .py file"),
     ('script = "train.py"\nnp = 1\nenv = { XOVER_JOB = "x" }', "env.XOVER_JOB", "XOVER_"),
     ('script = "train.py"\nnp = 1\nenv = { OMP_NUM_THREADS = 4 }', "env.OMP_NUM_THREADS", "string"),
     ('script = "train.py"\nnp = 1\nmemory_gb = 0', "memory_gb", "> 0"),

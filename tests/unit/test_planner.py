@@ -833,3 +833,15 @@ def test_on_a_gpu_a_job_yields_its_turn_only_when_its_compute_is_done():
     assert abs(gain(checkpoint_interval_ms(175.6, 16, on_gpu=True)) - 1.21) < 0.05
     # ... and with each boundary waiting for the kernels (XOVER_CHECKPOINT_SYNC=1, 13 boundaries): 1.39x
     assert abs(gain(checkpoint_interval_ms(175.6, 13, on_gpu=True, synced=True)) - 1.39) < 0.06
+
+
+def test_a_plan_files_group_of_more_jobs_than_a_turn_server_serves_is_refused():
+    """A group of 255 jobs written into a plan file was taken; its turn server refuses slot 254 once the run started."""
+    names = [f"j{k}" for k in range(255)]
+    document = plan_to_dict(make_plan([job(name, 10, 10, devices=1) for name in names], [("h", 1)], algo="none"))
+    group = document["groups"][0]
+    group.update(jobs=names, predicted_slowdown=dict.fromkeys(names, 1.0))
+    document["groups"] = [group]
+    with pytest.raises(PlanFormatError, match=r"plan field 'groups\[0\]\.jobs': names 255 jobs; a group holds at most "
+                                              r"254, as many as its turn server serves"):
+        plan_from_dict(document)

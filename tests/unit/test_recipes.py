@@ -118,3 +118,15 @@ def test_a_plan_counts_a_recipe_in_epochs_as_it_trains():
                             checkpoints=4, interference=0.0, corun_partner_link_share=None, startup_ms=0.0)
     assert job_profile(recipe, found).iterations == 3 * dataset.steps_per_epoch > 100
     assert job_profile(parse_recipe(VALID, "i.toml"), found).iterations == 10
+
+
+def test_a_recipe_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
+    """A recipe an editor saved with a UTF-8 BOM was 'TOML syntax error: Invalid statement (at line 1, column 1)'."""
+    from xover.recipes import BUILTIN_RECIPES, load_recipe
+
+    text = (BUILTIN_RECIPES / "mlp-digits.toml").read_text(encoding="utf-8")
+    (tmp_path / "with-bom.toml").write_text("\ufeff" + text, encoding="utf-8")
+    (tmp_path / "without.toml").write_text(text, encoding="utf-8")
+    with_bom, without = load_recipe(tmp_path / "with-bom.toml"), load_recipe(tmp_path / "without.toml")
+    assert with_bom.name == without.name == "mlp-digits"
+    assert with_bom.hash == without.hash

@@ -272,3 +272,26 @@ def test_xover_run_says_the_runs_not_started_under_its_table_as_the_report_does(
     assert shown.index("not started") > shown.index("sequential")  # under the jobs' table
     assert outcome.to_json()["not_started"] == [unit.to_json() for unit in units]
     assert dataclasses.replace(outcome, not_started=[]).to_json()["not_started"] == []
+
+
+def test_the_overlap_warning_of_a_run_given_seconds_does_not_advise_seconds(capsys):
+    """`xover run ... --seconds 20` whose jobs ran together briefly was told '... or use --seconds'."""
+    from xover.analysis import overlap_warnings
+    from xover.links import HOST
+    from xover.results import GroupComparison, RunOutcome
+    from xover.views import show_run
+
+    early = GroupComparison(group=0, jobs=["a", "b"], policies={}, sequential=1.0, measured={"concurrent": 1.3},
+                            overlaps={"concurrent": 0.49}, crossover_policy=None, windows={"concurrent": 16.34},
+                            starts_apart={"concurrent": 5.2})
+    late = dataclasses.replace(early, starts_apart={"concurrent": 12.0})
+    assert all(warning.endswith("or use --seconds)") for warning in overlap_warnings([early, late]))
+    [early_end, late_start] = overlap_warnings([early, late], lengths_in_seconds=True)
+    assert "mostly an early end" in early_end and "--seconds gave each job the iterations it does in that time " \
+        "alone, and sharing slowed them unequally; run without --seconds" in early_end, early_end
+    assert "mostly a late start" in late_start and "a longer --seconds leaves the start a smaller share" in late_start
+    assert "use --seconds" not in early_end + late_start
+    for seconds, said in ((None, "or use --seconds"), (20.0, "a longer --seconds")):
+        show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["concurrent"],
+                            policies=["work-conserving"], jobs=[], groups=[late], seconds=seconds), as_json=False)
+        assert said in " ".join(capsys.readouterr().out.split()), seconds

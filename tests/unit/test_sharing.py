@@ -356,3 +356,11 @@ def test_a_plan_groups_by_what_its_jobs_measured_together_where_they_were_measur
         {jobs_key(list(ids.values())): {"crossover:work-conserving": MeasuredWay(0.95, (0.5, 0.45), "e1", "work-conserving"),
                                         "concurrent": MeasuredWay(0.9, (0.45, 0.45), "e1")}}, ids)
     assert [len(g.jobs) for g in make_plan([c, d], hosts, measured=measured_losing).groups] == [1, 1]
+
+
+def test_the_largest_group_is_the_most_jobs_one_turn_server_serves():
+    """--max-group is bounded by what a group's turn server numbers: a larger group could be planned but not run."""
+    from xover.sharing import MAX_GROUP
+    from xover.turns.protocol import MAX_SLOTS
+
+    assert MAX_GROUP == MAX_SLOTS == 254

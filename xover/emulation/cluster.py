@@ -71,6 +71,7 @@ from typing import Any
 
 from ..devices import gpu_count as visible_gpu_count
 from ..errors import XoverError
+from ..hosts import MAX_SLOTS
 from ..processes import start_time, stop_processes
 from ..rates import canonical_rate
 from .network import LINK_MTU, SOCKET_QUEUE_BYTES, shaping_commands
@@ -502,8 +503,11 @@ def cluster_up(host_count: int, devices_per_host: int, bandwidth: str = "1gbit")
     """Build the emulated cluster (see the module docstring); returns what `status` shows."""
     if not 1 <= host_count <= MAX_HOSTS:
         raise ClusterError(f"--hosts {host_count}: give between 1 and {MAX_HOSTS} hosts")
-    if devices_per_host < 1:
-        raise ClusterError(f"--devices-per-host {devices_per_host}: give at least 1")
+    if not 1 <= devices_per_host <= MAX_SLOTS:  # 99999999999 counted its devices for hours, for an -H refused
+        shown = str(devices_per_host) if len(str(devices_per_host)) <= 20 else f"{str(devices_per_host)[:20]}..."
+        raise ClusterError(
+            f"--devices-per-host {shown}: give a whole number from 1 to {MAX_SLOTS} (the most slots -H takes per host)"
+        )
     rate = canonical_rate(bandwidth)
     problems = missing_requirements()
     if problems:

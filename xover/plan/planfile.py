@@ -86,7 +86,7 @@ from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..errors import XoverError
 from ..hosts import MAX_SLOTS
 from ..recipes import did_you_mean, variable_name, without_nul
-from ..sharing import ALONE, DEFAULT_WAY, sharing_ways
+from ..sharing import ALONE, DEFAULT_WAY, MAX_GROUP, sharing_ways
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .make import GroupPlan, Plan, PlannedScript
 from .model import InvalidJobProfile, JobProfile, job_name_problem
@@ -390,6 +390,11 @@ def _group(fields: dict[str, Any], where: str, jobs: dict[str, JobProfile], host
         _fail(f"{where}.jobs", "must name at least one job")
     if len(set(names)) != len(names):
         _fail(f"{where}.jobs", f"names a job twice: {names!r}")
+    if len(names) > MAX_GROUP:  # its turn server would refuse the job past them, once the run had started
+        _fail(
+            f"{where}.jobs",
+            f"names {len(names)} jobs; a group holds at most {MAX_GROUP}, as many as its turn server serves",
+        )
     for name in names:
         if name not in jobs:
             _fail(f"{where}.jobs", f"job {name!r} is not in 'jobs'")

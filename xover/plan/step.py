@@ -18,12 +18,13 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import Interrupted, XoverError, refuse_overwriting
+from ..errors import Interrupted, XoverError, printable, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
 from ..scripts import check_engine
+from ..sharing import MAX_GROUP
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
 from ..store.models import PlanGroup
@@ -54,6 +55,16 @@ from .state import Host
 
 DEFAULT_PLAN_NAME = "plan.json"  # in the results folder (results/, or XOVER_RESULTS)
 MAX_DEVICES = 65536  # --devices: far beyond any one machine, and a plan over them still takes seconds
+
+
+def check_max_group(max_group: int, alone: str) -> None:
+    """--max-group: from 1 (`alone` says what 1 does) to MAX_GROUP, the most jobs one turn server serves."""
+    if not 1 <= max_group <= MAX_GROUP:
+        shown = str(max_group) if len(str(max_group)) <= 20 else f"{str(max_group)[:20]}..."
+        raise XoverError(
+            f"--max-group {shown}: give a whole number from 1 to {MAX_GROUP} (1 {alone}; a group takes turns "
+            f"under one turn server, which serves at most {MAX_GROUP} jobs)"
+        )
 
 
 def hosts_spanned(np: int, hosts: list[tuple[str, int]]) -> int:
@@ -354,9 +365,9 @@ def _checked_plan_options(
     """`xover plan`'s options, each checked (a bad one is an XoverError naming it); the hosts it plans on."""
     check_engine(engine)
     if algo not in ALGORITHMS:
-        raise XoverError(f"--algo {algo}: choose {', '.join(ALGORITHMS)}")
+        raise XoverError(f"--algo {printable(algo)}: choose {', '.join(ALGORITHMS)}")
     if policy not in POLICIES:
-        raise XoverError(f"--policy {policy}: choose {' or '.join(POLICIES)}")
+        raise XoverError(f"--policy {printable(policy)}: choose {' or '.join(POLICIES)}")
     if has_jobs == bool(trace_csv):
         raise XoverError(
             "give recipes or job files (planned from their stored profiles), or --profiles FILE.csv"
@@ -372,8 +383,7 @@ def _checked_plan_options(
         raise XoverError("--out: give a file name for the plan (default plan.json in the results folder)")
     if devices is not None and not 1 <= devices <= MAX_DEVICES:
         raise XoverError(f"--devices {devices}: give a whole number from 1 to {MAX_DEVICES}")
-    if max_group < 1:
-        raise XoverError(f"--max-group {max_group}: give a whole number >= 1 (1 plans every job alone)")
+    check_max_group(max_group, alone="plans every job alone")
     if device_memory_gb is not None and not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
         raise XoverError(f"--device-memory {device_memory_gb}: give the GB per device, a number > 0")
     if hosts and devices:

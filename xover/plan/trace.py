@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..console import counted
-from ..errors import XoverError, csv_lines, decimal, not_utf8_text, refuse_unless_regular
+from ..errors import XoverError, csv_lines, decimal, named_path, not_utf8_text, refuse_unless_regular
 from .model import InvalidJobProfile, JobProfile, job_name_problem
 
 REQUIRED_COLUMNS = ("name", "devices", "compute_ms", "comm_ms", "memory_gb")
@@ -66,7 +66,8 @@ class TraceError(XoverError):
 
 def load_trace_csv(path: str | Path) -> list[JobProfile]:
     """Read job profiles from ``path``; raise TraceError on the first bad line."""
-    path = refuse_unless_regular(Path(path), "a trace of job profiles is a CSV file", TraceError)
+    path = named_path(path, "the CSV file of the jobs' profiles", TraceError)
+    path = refuse_unless_regular(path, "a trace of job profiles is a CSV file", TraceError)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             return _read_jobs(csv.reader(csv_lines(path, handle, TraceError)), path)  # no line read whole

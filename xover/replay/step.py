@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import insert
 
 from ..console import counted
-from ..errors import Interrupted, XoverError, check_seconds
+from ..errors import Interrupted, XoverError, check_seconds, printable
 from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
 from ..plan.state import PLACEMENTS, Host
-from ..plan.step import profiles_of_recipes
+from ..plan.step import check_max_group, profiles_of_recipes
 from ..plan.throughput import MURI_ALONE_FACTOR, MURI_FACTORS, InterleaveModel, ThroughputModel, XoverModel
 from ..plan.trace import load_trace_csv
 from ..recipes import load_recipe
@@ -130,7 +130,9 @@ def cluster_hosts(hosts: str | None, cluster: str | None) -> list[Host]:
         assert cluster is not None
         match = CLUSTER_SPEC.fullmatch(cluster.strip())
         if match is None or int(match[1]) < 1 or int(match[2]) < 1:
-            raise XoverError(f"--cluster {cluster}: give HOSTSxDEVICES, e.g. 8x8 (8 hosts of 8 devices each)")
+            raise XoverError(
+                f"--cluster {printable(cluster)}: give HOSTSxDEVICES, e.g. 8x8 (8 hosts of 8 devices each)"
+            )
         if int(match[1]) * int(match[2]) > MAX_DEVICES:  # before a list of a billion hosts is built
             raise XoverError(f"the cluster has more than {MAX_DEVICES:,} devices: give a smaller one")
         parsed = [(f"n{index}", int(match[2])) for index in range(int(match[1]))]
@@ -143,7 +145,7 @@ def check_request(request: SimulateRequest) -> None:
     """Every option checked before the trace is read: one line naming the option and what to give."""
 
     if request.fmt is not None and request.fmt not in FORMATS:
-        raise XoverError(f"--format {request.fmt}: choose {', '.join(FORMATS)}")
+        raise XoverError(f"--format {printable(request.fmt)}: choose {', '.join(FORMATS)}")
     unknown = [name for name in request.policies if name not in POLICIES]
     if unknown or not request.policies:
         raise XoverError(f"--policy {','.join(request.policies)}: choose among {', '.join(POLICIES)} (or all)")
@@ -151,13 +153,13 @@ def check_request(request: SimulateRequest) -> None:
     if twice:  # each would be replayed and shown twice
         raise XoverError(f"--policy {','.join(request.policies)}: {', '.join(twice)} named twice; name each once")
     if request.model not in MODELS:
-        raise XoverError(f"--model {request.model}: choose {' or '.join(MODELS)}")
+        raise XoverError(f"--model {printable(request.model)}: choose {' or '.join(MODELS)}")
     if request.semantics not in SEMANTICS:
-        raise XoverError(f"--semantics {request.semantics}: choose {' or '.join(SEMANTICS)}")
+        raise XoverError(f"--semantics {printable(request.semantics)}: choose {' or '.join(SEMANTICS)}")
     if request.placement is not None and request.placement not in PLACEMENTS:
-        raise XoverError(f"--placement {request.placement}: choose {', '.join(PLACEMENTS)}")
+        raise XoverError(f"--placement {printable(request.placement)}: choose {', '.join(PLACEMENTS)}")
     if request.turn_policy not in TURN_POLICIES:
-        raise XoverError(f"--turn-policy {request.turn_policy}: choose {' or '.join(TURN_POLICIES)}")
+        raise XoverError(f"--turn-policy {printable(request.turn_policy)}: choose {' or '.join(TURN_POLICIES)}")
     if not request.factors or any(not math.isfinite(f) for f in request.factors):
         raise XoverError("--factors: give the factors for 2, 3, ... jobs as numbers >= 1, e.g. 1.33,1.5,1.37")
     below = [f for f in request.factors if f < 1]
@@ -167,8 +169,7 @@ def check_request(request: SimulateRequest) -> None:
             "over a group's ideal interleaved iteration, the shortest its jobs' data, GPU and network times allow, "
             "so below 1 a group would run faster than possible; give numbers >= 1, e.g. 1.33,1.5,1.37"
         )
-    if request.max_group < 1:
-        raise XoverError(f"--max-group {request.max_group}: give a whole number >= 1 (1: nobody shares)")
+    check_max_group(request.max_group, alone="replays with nobody sharing")
     if request.model == "interleave" and request.max_group > len(request.factors) + 1:
         raise XoverError(
             f"--max-group {request.max_group}: --factors gives factors up to groups of {len(request.factors) + 1}; "

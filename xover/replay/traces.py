@@ -53,7 +53,9 @@ from ..errors import (
     escaped_bytes,
     json_path,
     json_without_duplicate_keys,
+    named_path,
     not_utf8_text,
+    printable,
     quoted,
     refuse_unless_regular,
 )
@@ -113,7 +115,7 @@ _Entry = TypeVar("_Entry")
 
 def detect_format(path: str | Path) -> str:
     """`muri`, `plain`, `philly` or `helios`, from the file's first line (or character)."""
-    first = _first_line(Path(path))
+    first = _first_line(named_path(path, "the trace's CSV or JSON file", TraceError))
     if not first.strip() and _json_after_blank_lines(Path(path)):
         return "philly"  # JSON may begin with blank lines (a log written pretty); a CSV's header is its line 1
     if not first.strip():  # an empty file was "not a trace this reads", as if its header were another's
@@ -192,10 +194,10 @@ def load_trace(
     traces); `assign`: the models Philly's jobs are drawn from; `restart_s`: a job's restart cost where
     the trace does not give one; `limit`: only the first jobs (by arrival); `progress`: told the entries
     (lines, or a log's jobs) read so far, for a trace of LONG_TRACE_BYTES or more."""
-    path = Path(path)
+    path = named_path(path, "the trace's CSV or JSON file", TraceError)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
-        raise TraceError(f"--format {fmt}: choose {', '.join(FORMATS)}")
+        raise TraceError(f"--format {printable(fmt)}: choose {', '.join(FORMATS)}")
     report = progress if progress is not None and _size(path) >= LONG_TRACE_BYTES else None
     if report is not None:
         report(0, None)  # the file parsed before its entries are counted

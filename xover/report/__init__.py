@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import results_root
 from ..console import console, counted, errors, print_json
-from ..errors import refuse_overwriting, refuse_writing
+from ..errors import printable, refuse_overwriting, refuse_writing
 from ..store.session import shown_url, store_files
 from . import mlflow, tables
 from . import simulation as simulation_views
@@ -48,7 +48,7 @@ def run_folder(experiment_id: str) -> Path:
 def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking_uri: str | None = None) -> None:
     """Render `target` ('latest', 'all' or an experiment id) as `fmt`; print what was written where."""
     if fmt not in FORMATS:
-        raise ReportError(f"--format {fmt}: choose {', '.join(FORMATS)}")
+        raise ReportError(f"--format {printable(fmt)}: choose {', '.join(FORMATS)}")
     if fmt in ("table", "mlflow") and out:
         raise ReportError(
             "--out is for --format json, csv or html; "

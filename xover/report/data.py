@@ -24,7 +24,7 @@ from ..analysis import (
     loss_parity,
     rows_of,
 )
-from ..errors import XoverError
+from ..errors import XoverError, printable
 from ..links import Link
 from ..redact import mask_credentials
 from ..results import (
@@ -136,12 +136,12 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
         return matches[0]
     if matches:
         raise ReportError(
-            f"'{target}' matches {len(matches)} experiments ({', '.join(m.id for m in matches[:5])}"
+            f"'{printable(target)}' matches {len(matches)} experiments ({', '.join(m.id for m in matches[:5])}"
             f"{', ...' if len(matches) > 5 else ''}): give more of the id"
         )
     if session.scalars(select(Experiment.id)).first() is None:
         raise ReportError(f"the database {where} holds no experiments yet: run `xover train` or `xover run` first")
-    raise ReportError(f"no experiment '{target}' in {where}: `xover report all` lists the experiments")
+    raise ReportError(f"no experiment '{printable(target)}' in {where}: `xover report all` lists the experiments")
 
 
 # ------------------------------------------------------------------------------------ one experiment

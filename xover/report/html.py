@@ -171,7 +171,10 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
             f"<p>{escape(_capitalised(TURN_NOTE))}.</p>",
             html_table(TURN_COLUMNS, turns, DIGITS),
         ]
-    sections += [f"<p><strong>Warning:</strong> {escape(w)}</p>" for w in report_warnings(report.jobs, report.groups)]
+    sections += [
+        f"<p><strong>Warning:</strong> {escape(w)}</p>"
+        for w in report_warnings(report.jobs, report.groups, report.experiment.lengths_in_seconds)
+    ]
     if report.parity:
         sections += [
             "<h2>Accuracy parity</h2>",

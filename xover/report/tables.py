@@ -367,7 +367,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         )
     elif report.is_comparison:
         console.print("accuracy parity: no job ran both alone and shared, nothing to compare")
-    print_warnings(report_warnings(report.jobs, report.groups))
+    print_warnings(report_warnings(report.jobs, report.groups, report.experiment.lengths_in_seconds))
     print_failures(jobs)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)

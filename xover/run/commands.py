@@ -292,6 +292,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
             else None
         ),
         not_started=not_started,
+        seconds=options.seconds,
     )
 
 

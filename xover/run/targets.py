@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..devices import gpu_count, local_device_count
 from ..engines import DEFAULT_ENGINE
-from ..errors import XoverError, json_without_duplicate_keys, printable, refuse_unless_regular
+from ..errors import XoverError, json_without_duplicate_keys, named_path, printable, refuse_unless_regular
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
@@ -95,16 +95,22 @@ def groups_from_plan(
         check_engine(engine)
     if iterations is not None and not 1 <= iterations <= MAX_ITERATIONS:
         raise XoverError(f"--iterations {iterations}: give a whole number from 1 to {MAX_ITERATIONS}")
-    plan_file = refuse_unless_regular(Path(plan_path), "a plan file is the JSON `xover plan --out` writes")
+    plan_file = named_path(plan_path, "the plan file `xover plan --out` wrote")
+    plan_file = refuse_unless_regular(plan_file, "a plan file is the JSON `xover plan --out` writes")
     try:
         # a BOM an editor put there read past; a key given twice (an edit above the old value) refused
         body = json_without_duplicate_keys(plan_file.read_text(encoding="utf-8-sig"), plan_path)
     except FileNotFoundError:
         raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise XoverError(f"{plan_path}: not valid JSON: {error}") from None
+        if plan_file.suffix == ".toml":  # `xover run recipe.toml`: "not valid JSON: Expecting value"
+            raise XoverError(
+                f"{printable(plan_path)}: a recipe or job file, not a plan: run it with --group (xover run --group "
+                f"{printable(plan_path)}), or plan it first (xover plan {printable(plan_path)} ...)"
+            ) from None
+        raise XoverError(f"{printable(plan_path)}: not valid JSON: {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
-        raise XoverError(f"{plan_path}: not a plan: nested too deeply") from None
+        raise XoverError(f"{printable(plan_path)}: not a plan: nested too deeply") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
         raise XoverError(f"{plan_path}: cannot be read: {str(error).split(';')[0]}") from None
     except OSError as error:

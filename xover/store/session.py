@@ -28,7 +28,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
-from ..errors import XoverError
+from ..errors import XoverError, printable
 from ..redact import MASK, mask_word, without_secrets_of
 from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
@@ -54,6 +54,8 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
     """The store's SQLAlchemy URL; a file path is SQLite (its folder created unless `create_folder` is
     False: a command that only reads must not leave folders behind)."""
     target = db or settings().db or DEFAULT_DB
+    if not target.strip():  # XOVER_DB='  ': "no database at   : nothing has been run yet"
+        raise StoreError(f"the database {target!r}: blank; give a file or a URL (--db, XOVER_DB), or unset XOVER_DB")
     if "://" in target:
         if target.startswith("postgres://"):  # SQLAlchemy names the dialect postgresql only
             raise StoreError(f"{shown_url(target)}: write postgresql:// (SQLAlchemy knows no postgres://)")
@@ -72,9 +74,13 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
             "not a file: write the whole URL, or a file path"
         )
     file = Path(target).expanduser()
-    if file.is_dir():  # SQLite's own words: "unable to open database file"
+    try:
+        folder, irregular = file.is_dir(), file.exists() and not file.is_file()
+    except OSError as error:  # a name too long for the system: exists() raises it
+        raise StoreError(f"the database {printable(target)}: cannot be looked at: {error.strerror}") from None
+    if folder:  # SQLite's own words: "unable to open database file"
         raise StoreError(f"the database {target} is a folder: name a file (in it: {file / 'xover.db'})")
-    if file.exists() and not file.is_file():  # /dev/null, a pipe: "disk I/O error", or a wait for ever
+    if irregular:  # /dev/null, a pipe: "disk I/O error", or a wait for ever
         raise StoreError(f"the database {target} is not a regular file (a device or a pipe): name a file")
     if create_folder:
         try:
