@@ -72,6 +72,21 @@ def main(
     State.db = db
 
 
+def shown_as_stored(experiment: str) -> contextlib.AbstractContextManager[None]:
+    """Around the printing of what a command stored: Ctrl-C or SIGTERM there says that the experiment is kept
+    whole (exit 130), where it ended the command silently (143) with its table cut."""
+    return _printing(
+        f"the experiment was stored whole, as {experiment} (xover report {experiment} shows it); "
+        "its table was cut short"
+    )
+
+
+@contextlib.contextmanager
+def _printing(kept: str) -> Iterator[None]:
+    with user_errors(interrupted=kept), interruptible():
+        yield
+
+
 HOSTS_HELP = "Hosts and device slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node)."
 
 # Options several commands share, declared once.
@@ -156,7 +171,8 @@ def train(
             timeout_s=timeout,
             wait=wait,
         )
-    show_train(result, json_out)
+    with shown_as_stored(result["experiment"]):
+        show_train(result, json_out)
     raise typer.Exit(0 if all(j["status"] == RunStatus.FINISHED for j in result["jobs"]) else 1)
 
 
@@ -355,7 +371,8 @@ def run(
                 show_progress=not json_out,
             ),
         )
-    show_run(result, json_out)
+    with shown_as_stored(result.experiment):
+        show_run(result, json_out)
     raise typer.Exit(0 if result.finished else 1)
 
 
@@ -455,7 +472,10 @@ def profile(
             ),
             scripts=script_jobs,
         )
-    show_profiles(results, json_out)
+    with _printing(
+        "the profiles were stored whole (the same command shows them again, reusing them); its table was cut short"
+    ):
+        show_profiles(results, json_out)
 
 
 PLAN_PROFILES_HELP = (

@@ -283,7 +283,7 @@ def startup_ms_of(run: Run, metrics: list[IterationMetric]) -> float | None:
 
 
 def profile_dict(profile: Profile) -> dict[str, Any]:
-    """A stored profile as `xover profile --json` and `xover profiles` show it, with its compute fraction."""
+    """A stored profile as `xover profile --json` shows it (measured or reused), with its compute fraction."""
     c = profile.data_ms + profile.compute_ms
     return {
         "name": profile.name,

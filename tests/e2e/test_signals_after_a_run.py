@@ -1,0 +1,62 @@
+"""SIGTERM (or Ctrl-C) while a command prints what it stored: one line saying what was kept, exit 130, the
+experiment whole in the store. It ended `xover run` with exit 143, not a word, and its table cut short (a
+review's trial: the signal 0.3-0.5 s before the run's end)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SIGNALLED_IN = """
+import importlib, signal, sys
+module, name = sys.argv[1].rsplit(".", 1)
+original = getattr(importlib.import_module(module), name)
+
+def signalled(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)
+    return original(*args, **kwargs)
+
+setattr(importlib.import_module(module), name, signalled)
+from xover.cli import app
+app(args=sys.argv[2:], prog_name="xover")
+"""
+
+
+def _signalled(where: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def _latest(*kinds: str) -> dict:
+    result = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "json"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("where", "args"), [
+    ("xover.cli.show_run", ["run", "--group", "mlp-digits", "mlp-digits", "--iterations", "3", "--mode", "concurrent"]),
+    ("xover.cli.show_train", ["train", "mlp-digits", "--iterations", "3"]),
+], ids=["run", "train"])
+def test_sigterm_as_a_run_is_shown_says_it_was_stored_whole(isolated_results, where, args):
+    result = _signalled(where, *args)
+    assert result.returncode == 130, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    said = result.stderr.strip().splitlines()[-1]
+    assert said.startswith("interrupted: the experiment was stored whole, as "), result.stderr[-2000:]
+    experiment = said.split(", as ", 1)[1].split(" ", 1)[0]
+    assert said.endswith(f"(xover report {experiment} shows it); its table was cut short")
+    shown = _latest()
+    assert shown["experiment"]["id"] == experiment and shown["experiment"]["status"] == "finished", shown["experiment"]
+    assert shown["jobs"] and all(job["status"] == "finished" and job["iterations"] == 3 for job in shown["jobs"])
+
+
+def test_sigterm_as_profiles_are_shown_says_they_were_stored(isolated_results):
+    args = ["profile", "mlp-digits", "--iterations", "5", "--warmup", "1", "--no-corun", "--no-stretch"]
+    result = _signalled("xover.cli.show_profiles", *args)
+    assert result.returncode == 130, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    assert result.stderr.strip().splitlines()[-1] == ("interrupted: the profiles were stored whole (the same command "
+                                                      "shows them again, reusing them); its table was cut short")
+    shown = subprocess.run([sys.executable, "-m", "xover", *args, "--json"], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert [(p["name"], p["reused"]) for p in json.loads(shown.stdout)] == [("mlp-digits", True)]
