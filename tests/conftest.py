@@ -409,3 +409,24 @@ def measured_or_apart(group: dict, way: str) -> bool:
     if gain is not None:
         return gain > 0
     return group.get(f"{way}_overlap") == 0.0
+
+
+SIGNALLED_IN = """
+import importlib, signal, sys
+module, name = sys.argv[1].rsplit(".", 1)
+original = getattr(importlib.import_module(module), name)
+
+def signalled(*args, **kwargs):
+    signal.raise_signal(signal.SIGTERM)
+    return original(*args, **kwargs)
+
+setattr(importlib.import_module(module), name, signalled)
+from xover.cli import app
+app(args=sys.argv[2:], prog_name="xover")
+"""
+
+
+def signalled_xover(where: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`xover ARGS` in a process of its own, SIGTERM raised in it as `where` (a dotted function name) is called."""
+    return subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
+                          timeout=timeout)

@@ -7,28 +7,10 @@ import subprocess
 import sys
 
 import pytest
-
-SIGNALLED_IN = """
-import importlib, signal, sys
-module, name = sys.argv[1].rsplit(".", 1)
-original = getattr(importlib.import_module(module), name)
-
-def signalled(*args, **kwargs):
-    signal.raise_signal(signal.SIGTERM)
-    return original(*args, **kwargs)
-
-setattr(importlib.import_module(module), name, signalled)
-from xover.cli import app
-app(args=sys.argv[2:], prog_name="xover")
-"""
+from conftest import signalled_xover
 
 
-def _signalled(where: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
-                          timeout=600)
-
-
-def _latest(*kinds: str) -> dict:
+def _latest() -> dict:
     result = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "json"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -40,7 +22,7 @@ def _latest(*kinds: str) -> dict:
     ("xover.cli.show_train", ["train", "mlp-digits", "--iterations", "3"]),
 ], ids=["run", "train"])
 def test_sigterm_as_a_run_is_shown_says_it_was_stored_whole(isolated_results, where, args):
-    result = _signalled(where, *args)
+    result = signalled_xover(where, *args, timeout=600)
     assert result.returncode == 130, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
     said = result.stderr.strip().splitlines()[-1]
     assert said.startswith("interrupted: the experiment was stored whole, as "), result.stderr[-2000:]
@@ -53,7 +35,7 @@ def test_sigterm_as_a_run_is_shown_says_it_was_stored_whole(isolated_results, wh
 
 def test_sigterm_as_profiles_are_shown_says_they_were_stored(isolated_results):
     args = ["profile", "mlp-digits", "--iterations", "5", "--warmup", "1", "--no-corun", "--no-stretch"]
-    result = _signalled("xover.cli.show_profiles", *args)
+    result = signalled_xover("xover.cli.show_profiles", *args, timeout=600)
     assert result.returncode == 130, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
     assert result.stderr.strip().splitlines()[-1] == ("interrupted: the profiles were stored whole (the same command "
                                                       "shows them again, reusing them); its table was cut short")

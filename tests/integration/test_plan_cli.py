@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import signalled_xover
 
 from xover.errors import Interrupted
 from xover.plan import plan_from_dict
@@ -102,24 +103,6 @@ def test_a_hand_edited_plans_negative_prediction_is_refused_by_its_field(isolate
 
 # ------------------------------------------------------------------------------ SIGTERM
 
-SIGNALLED_IN = """
-import importlib, signal, sys
-module, name = sys.argv[1].rsplit(".", 1)
-original = getattr(importlib.import_module(module), name)
-
-def signalled(*args, **kwargs):
-    signal.raise_signal(signal.SIGTERM)
-    return original(*args, **kwargs)
-
-setattr(importlib.import_module(module), name, signalled)
-from xover.cli import app
-app(args=sys.argv[2:], prog_name="xover")
-"""
-
-
-def _signalled(where: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SIGNALLED_IN, where, *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.mark.parametrize(("where", "written"), [
@@ -133,7 +116,7 @@ def test_sigterm_during_a_plan_is_said_and_leaves_a_whole_plan_or_none(isolated_
     trace = tmp_path / "profiles.csv"
     trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nA,1,100,10,1\nB,1,10,100,1\n")
     plan_path = tmp_path / "plan.json"
-    result = _signalled(where, "plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path))
+    result = signalled_xover(where, "plan", "--profiles", str(trace), "--devices", "1", "--out", str(plan_path))
     assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
     [line] = result.stderr.strip().splitlines()
     if written:
@@ -146,7 +129,7 @@ def test_sigterm_during_a_plan_is_said_and_leaves_a_whole_plan_or_none(isolated_
 
 
 def test_sigterm_during_doctor_is_said(isolated_results):
-    result = _signalled("xover.doctor.diagnose", "doctor")
+    result = signalled_xover("xover.doctor.diagnose", "doctor")
     assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
     assert result.stderr.strip().splitlines() == ["interrupted: nothing was checked to the end; doctor changes nothing"]
 
@@ -157,7 +140,7 @@ def test_sigterm_during_doctor_is_said(isolated_results):
      "what was built of the cluster was removed (`xover cluster status` to see)"),
 ], ids=["status", "up"])
 def test_sigterm_during_a_cluster_command_is_said(isolated_results, where, args, said):
-    result = _signalled(where, "cluster", *args)
+    result = signalled_xover(where, "cluster", *args)
     assert result.returncode == 130, (result.returncode, result.stdout, result.stderr)
     assert result.stderr.strip().splitlines() == [f"interrupted: {said}"]
 
