@@ -136,7 +136,7 @@ class MachineLoad:
             time.sleep(self.baseline_s)
             after = self._busy_and_own()
             if after is not None and after[0] > before[0]:
-                self.baseline_cores = max(0.0, (after[1] - before[1]) - (after[2] - before[2])) / (after[0] - before[0])
+                self.baseline_cores = self._cores_between(before, after)
         self._thread.start()
         self._gpu_thread.start()
         return self
@@ -152,8 +152,13 @@ class MachineLoad:
         inside = [s for s in self.samples if start <= s[0] <= end]
         if len(inside) < 2 or inside[-1][0] - inside[0][0] <= 0:
             return None
-        (t0, busy0, own0), (t1, busy1, own1) = inside[0], inside[-1]
-        return max(0.0, max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0) - self.baseline_cores)
+        return max(0.0, self._cores_between(inside[0], inside[-1]) - self.baseline_cores)
+
+    @staticmethod
+    def _cores_between(first: tuple[float, float, float], last: tuple[float, float, float]) -> float:
+        """Cores kept busy between two samples by everything but xover itself."""
+        (t0, busy0, own0), (t1, busy1, own1) = first, last
+        return max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
 
     @property
     def busy_before(self) -> float | None:
@@ -426,7 +431,7 @@ class _Profiling:
                 **profile_dict(self.profiles[i]),
                 "name": self.recipes[i].name,
                 "reused": i not in self.measured,
-                "busy_before": self.busy_before.get(self.profiles[i].name) if i in self.measured else None,
+                "busy_before": self.busy_before.get(self.recipes[i].name) if i in self.measured else None,
             }
             for i in range(len(self.recipes))
         ]
