@@ -5,6 +5,7 @@ registers cli_cluster's commands as it loads, so cli_cluster cannot import cli.p
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 import typer
@@ -18,10 +19,15 @@ from .store.session import database_url, store_failed
 
 def _flags_without_placeholder(command: TyperCommand | TyperGroup, ctx: Any) -> None:
     """A flag takes no value, so its help shows none: typer's rich help gives every option its type's
-    placeholder (`--json <bool>`), a flag's too, unless the option has a metavar of its own."""
+    placeholder (`--json <bool>`), a flag's too, unless the option has a metavar of its own. An option given
+    once per value (`--script a.py --script b.py`) shows one value's placeholder, not `<list[str]>`."""
     for param in command.get_params(ctx):  # --help itself included
-        if isinstance(param, TyperOption) and (param.is_flag or param.count) and param.metavar is None:
+        if not isinstance(param, TyperOption) or param.metavar is not None:
+            continue
+        if param.is_flag or param.count:
             param.metavar = ""
+        elif param.multiple:
+            param.metavar = re.sub(r"^<list\[(.*)\]>$", r"<\1>", param.display_type(ctx))
 
 
 def _refuse_empty_values(command: TyperCommand | TyperGroup, ctx: Any) -> None:

@@ -212,32 +212,27 @@ def script_framework(names: list[str]) -> tuple[str, str] | None:
     return first, (entry or [found[0][1]])[0]
 
 
-def names_in(tree: ast.AST) -> tuple[list[str], list[str]]:
+def names_in(tree: ast.AST) -> list[str]:
     """The dotted names a module imports and uses, aliases resolved (``dist.all_reduce`` after
-    ``import torch.distributed as dist`` is torch.distributed.all_reduce); and the modules it
-    imports by absolute name (where local ones are looked for)."""
+    ``import torch.distributed as dist`` is torch.distributed.all_reduce)."""
     aliases: dict[str, str] = {}
     names: list[str] = []
-    modules: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 names.append(alias.name)
-                modules.append(alias.name)
                 if alias.asname:
                     aliases[alias.asname] = alias.name
                 else:  # `import torch.distributed` binds torch
                     root = alias.name.split(".", 1)[0]
                     aliases.setdefault(root, root)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            modules.append(node.module)
             names.append(node.module)
             for alias in node.names:
                 if alias.name == "*":
                     continue
                 full = f"{node.module}.{alias.name}"
                 names.append(full)
-                modules.append(full)  # `from pkg import module`
                 aliases[alias.asname or alias.name] = full
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
@@ -246,7 +241,7 @@ def names_in(tree: ast.AST) -> tuple[list[str], list[str]]:
                 root, _, rest = chain.partition(".")
                 if root in aliases:
                     names.append(f"{aliases[root]}.{rest}")
-    return names, modules
+    return names
 
 
 def _used_name(node: ast.AST) -> str | None:
@@ -308,37 +303,36 @@ def local_module(folder: Path, module: str) -> Path | None:
 
 
 def script_names(script: str | os.PathLike, error: type[XoverError] = XoverError) -> ScriptNames:
-    """The names a script and the local modules it imports use (followed once each)."""
+    """The names a script and the modules of its own it imports use, each module read once, as `python
+    script.py` finds them (`_imported_files`, the walk `local_modules` makes): by absolute name from the
+    script's folder, whichever module imports them, the packages on the way, and a package's relative imports
+    inside it. Depth first, so the first name that shows an engine is the one the script reaches first."""
     found = ScriptNames()
-    path = Path(script)
-    _scan(path, path.resolve().parent, set(), found, error, str(script))
+    folder = Path(script).resolve().parent
+    seen: set[Path] = set()
+    pending = [Path(script)]
+    while pending and len(seen) <= MAX_LOCAL_MODULES:
+        path = pending.pop()
+        resolved = path.resolve()
+        if resolved in seen:
+            continue
+        module = "" if not seen else f" its module {os.path.relpath(resolved, folder)}:"  # one the user did not name
+        seen.add(resolved)
+        try:
+            tree = ast.parse(resolved.read_bytes(), filename=str(path))
+        except OSError as problem:
+            raise error(f"--script {script}:{module} cannot read it: {problem.strerror}") from None
+        except (SyntaxError, ValueError) as problem:
+            lineno = getattr(problem, "lineno", None)  # a SyntaxError's; a ValueError (a NUL byte) has none
+            where = f" line {lineno}:" if lineno else ""
+            raise error(
+                f"--script {script}:{module}{where} not valid Python: {getattr(problem, 'msg', problem)}"
+            ) from None
+        found.dotted += names_in(tree)
+        found.plain |= _plain_names(tree)
+        found.unconditional |= _unconditional_names(tree)
+        pending.extend(reversed(_imported_files(tree, folder, resolved.parent)))
     return found
-
-
-def _scan(path: Path, folder: Path, seen: set[Path], found: ScriptNames, error: type[XoverError], script: str) -> None:
-    """Read `path` (the script, or a module of its own it imports) and the modules it imports by absolute name
-    from the script's `folder`, where `python script.py` looks for them first, whichever module imports them."""
-    resolved = path.resolve()
-    if resolved in seen:
-        return
-    module = "" if not seen else f" its module {os.path.relpath(resolved, folder)}:"  # one the user did not name
-    seen.add(resolved)
-    try:
-        tree = ast.parse(resolved.read_bytes(), filename=str(path))
-    except OSError as problem:
-        raise error(f"--script {script}:{module} cannot read it: {problem.strerror}") from None
-    except (SyntaxError, ValueError) as problem:
-        lineno = getattr(problem, "lineno", None)  # a SyntaxError's; a ValueError (a NUL byte) has none
-        where = f" line {lineno}:" if lineno else ""
-        raise error(f"--script {script}:{module}{where} not valid Python: {getattr(problem, 'msg', problem)}") from None
-    dotted, modules = names_in(tree)
-    found.dotted += dotted
-    found.plain |= _plain_names(tree)
-    found.unconditional |= _unconditional_names(tree)
-    for name in modules:
-        local = local_module(folder, name)
-        if local is not None:
-            _scan(local, folder, seen, found, error, script)
 
 
 # ------------------------------------------------------------------------------ the engine
@@ -346,7 +340,7 @@ def _scan(path: Path, folder: Path, seen: set[Path], found: ScriptNames, error: 
 
 def engines_in_source(source: str, filename: str = "<script>") -> dict[str, str]:
     """engine -> the first name that shows it, for one module's text (nothing followed, nothing run)."""
-    names, _ = names_in(ast.parse(source, filename=filename))
+    names = names_in(ast.parse(source, filename=filename))
     return _engines(names)
 
 
@@ -361,7 +355,7 @@ def _engines(names: list[str]) -> dict[str, str]:
 
 def engine_from_source(source: str, script: str = "<script>") -> ScriptEngine:
     """The engine of one script's text; both or neither is an error naming the script."""
-    names, _ = names_in(ast.parse(source, filename=script))
+    names = names_in(ast.parse(source, filename=script))
     return _decide(script, _engines(names), script_framework(names))
 
 

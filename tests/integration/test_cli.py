@@ -105,12 +105,13 @@ def _commands(command, path=()):
 
 def test_no_help_shows_a_value_after_a_flag():
     """typer's rich help gives each option its type's placeholder, a flag's too (`--json <bool>`): a flag takes
-    no value, so no command's help may show one after it; an option that takes a value still shows its type."""
+    no value, so no command's help may show one after it; an option that takes a value still shows its type, an
+    option given once per value its value's type."""
     import typer
 
     commands = list(_commands(typer.main.get_command(app)))
     assert {"run", "plan", "profile", "cluster", "cluster up"} <= {" ".join(path) for path, _ in commands}
-    flags = values = 0
+    flags = values = repeated = 0
     for path, command in commands:
         help_text = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).output
         rows = {}  # an option's names -> the word after them in its row
@@ -130,4 +131,7 @@ def test_no_help_shows_a_value_after_a_flag():
             else:
                 values += 1
                 assert after.startswith("<"), (path, param.opts, after)
-    assert flags >= 20 and values >= 20, (flags, values)
+                # given once per value (`--script a.py --script b.py`): one value's placeholder, not a list's
+                assert not after.startswith("<list"), (path, param.opts, after)
+                repeated += param.multiple
+    assert flags >= 20 and values >= 20 and repeated >= 3, (flags, values, repeated)

@@ -2,6 +2,7 @@
 picked from its error text (the CLI's refusal: tests/integration/test_script_engine_cli.py)."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -232,3 +233,22 @@ def test_a_packages_module_imports_absolute_names_from_the_scripts_folder_as_pyt
     (tmp_path / "setup_dist.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
     (tmp_path / "train.py").write_text("from pkg import model\n")
     assert detect_engine(tmp_path / "train.py").engine == "torch"
+
+
+def test_a_packages_relative_imports_and_its_init_are_followed_as_python_runs_them(tmp_path):
+    # what `python train.py` runs: pkg/__init__.py on the way to pkg.trainer, and pkg.trainer's `from .dist
+    # import setup` (pkg/dist.py); detection followed neither, so the script "imported neither" engine
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "trainer.py").write_text("from .dist import setup\n\ndef main():\n    setup()\n")
+    (tmp_path / "pkg" / "dist.py").write_text(
+        "import torch.distributed as dist\n\ndef setup():\n    dist.init_process_group('gloo')\n")
+    (tmp_path / "train.py").write_text("from pkg.trainer import main\nmain()\n")
+    assert detect_engine(tmp_path / "train.py").engine == "torch"
+    (tmp_path / "pkg" / "dist.py").write_text("")
+    (tmp_path / "pkg" / "__init__.py").write_text("import horovod.torch as hvd\n")  # runs before pkg.trainer
+    assert detect_engine(tmp_path / "train.py").engine == "horovod"
+    (tmp_path / "pkg" / "dist.py").write_text("def f(:\n")
+    with pytest.raises(XoverError) as refused:
+        detect_engine(tmp_path / "train.py")
+    assert f"its module {Path('pkg') / 'dist.py'}: line 1: not valid Python" in str(refused.value)
