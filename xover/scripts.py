@@ -72,7 +72,8 @@ class ScriptNames:
 
     dotted: list[str] = field(default_factory=list)
     plain: set[str] = field(default_factory=set)
-    # of the plain names, those used outside any `if` (nor imported only): what the script does whatever its flags
+    # of the plain names, those used outside any `if` (nor imported only), and in a module the script imports
+    # outside its functions too: what the script does whatever its flags
     unconditional: set[str] = field(default_factory=set)
 
 
@@ -262,14 +263,18 @@ def _plain_names(tree: ast.AST) -> set[str]:
     return plain
 
 
-def _unconditional_names(tree: ast.AST) -> set[str]:
+def _unconditional_names(tree: ast.AST, functions_run: bool = True) -> set[str]:
     """The bare names and attributes used outside the branches of any `if`, conditional expression or
     `match`: a script that converts its model to SyncBatchNorm only `if args.sync_bn:` (torchvision's
-    reference scripts) does not use it unless asked to, and the shim refuses it where it is used."""
+    reference scripts) does not use it unless asked to, and the shim refuses it where it is used. A
+    script's functions are taken as run (its `main()`); a module it imports (`functions_run=False`) runs
+    only its top level on import, and a helper of its that is never called is no use of what it names."""
     guarded: set[int] = set()
     for node in ast.walk(tree):
         branches: list = []
-        if isinstance(node, ast.If):
+        if not functions_run and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            guarded.update(id(inner) for inner in ast.walk(node) if inner is not node)
+        elif isinstance(node, ast.If):
             branches = [*node.body, *node.orelse]
         elif isinstance(node, ast.IfExp):
             branches = [node.body, node.orelse]
@@ -330,7 +335,7 @@ def script_names(script: str | os.PathLike, error: type[XoverError] = XoverError
             ) from None
         found.dotted += names_in(tree)
         found.plain |= _plain_names(tree)
-        found.unconditional |= _unconditional_names(tree)
+        found.unconditional |= _unconditional_names(tree, functions_run=not module)
         pending.extend(reversed(_imported_files(tree, folder, resolved.parent)))
     return found
 

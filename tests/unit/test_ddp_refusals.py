@@ -81,3 +81,29 @@ def test_what_a_script_does_only_behind_a_flag_is_left_to_the_shim(tmp_path):
     script.write_text(script.read_text() + "model = SyncBatchNorm.convert_sync_batchnorm(model)\n")
     with pytest.raises(ScriptRefused, match="SyncBatchNorm"):
         check_ddp_script(script)
+
+
+def test_a_helper_of_a_module_that_is_never_called_is_no_use_of_what_it_names(tmp_path):
+    # a package's utilities often hold a SyncBatchNorm converter the script calls only if asked: a module runs
+    # its top level on import, its functions only when called (the shim refuses what is used when it runs)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "utils.py").write_text(textwrap.dedent("""
+        import torch
+
+        def sync_bn(model):
+            return torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    """))
+    (tmp_path / "pkg" / "trainer.py").write_text("from .utils import sync_bn\n")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nfrom torch.nn.parallel import DistributedDataParallel\nimport pkg.trainer\n")
+    check_ddp_script(script)
+    # at a module's top level it runs on import: refused, through the package's relative import
+    (tmp_path / "pkg" / "utils.py").write_text("import torch\nNORM = torch.nn.SyncBatchNorm\n")
+    with pytest.raises(ScriptRefused, match="SyncBatchNorm"):
+        check_ddp_script(script)
+    # in the script itself a function is its own (`main()`): refused as before
+    (tmp_path / "pkg" / "utils.py").write_text("")
+    script.write_text(script.read_text() + "def main(model):\n    model.register_comm_hook(None, None)\n")
+    with pytest.raises(ScriptRefused, match="communication hook"):
+        check_ddp_script(script)
