@@ -17,7 +17,7 @@ from .errors import Interrupted, TimedOut, XoverError
 from .store.session import database_url, store_failed
 
 
-def _flags_without_placeholder(command: TyperCommand | TyperGroup, ctx: Any) -> None:
+def _placeholders_as_given(command: TyperCommand | TyperGroup, ctx: Any) -> None:
     """A flag takes no value, so its help shows none: typer's rich help gives every option its type's
     placeholder (`--json <bool>`), a flag's too, unless the option has a metavar of its own. An option given
     once per value (`--script a.py --script b.py`) shows one value's placeholder, not `<list[str]>`."""
@@ -48,12 +48,12 @@ def _refuse_empty_values(command: TyperCommand | TyperGroup, ctx: Any) -> None:
 
 
 class Command(TyperCommand):
-    """A command whose help shows no value after a flag (_flags_without_placeholder), and that refuses an option's
+    """A command whose help shows no value after a flag (_placeholders_as_given), and that refuses an option's
     empty value (_refuse_empty_values)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
         """Typer's help, each flag without a placeholder."""
-        _flags_without_placeholder(self, ctx)
+        _placeholders_as_given(self, ctx)
         super().format_help(ctx, formatter)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -65,12 +65,12 @@ class Command(TyperCommand):
 
 
 class Group(TyperGroup):
-    """A group of commands whose help shows no value after a flag (_flags_without_placeholder), and that refuses
+    """A group of commands whose help shows no value after a flag (_placeholders_as_given), and that refuses
     an option's empty value (_refuse_empty_values)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
         """Typer's help, each flag without a placeholder."""
-        _flags_without_placeholder(self, ctx)
+        _placeholders_as_given(self, ctx)
         super().format_help(ctx, formatter)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
