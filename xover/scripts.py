@@ -20,7 +20,7 @@ import ast
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,22 +136,46 @@ def local_modules(script: str | os.PathLike) -> list[Path]:
     """The modules of its own a script imports, and those they import in turn, sorted: found as `python
     script.py` finds them (beside the script, and a package's relative imports inside it), read, never run.
     Not seen: a module imported by a computed name (importlib) or from a folder added to sys.path; one that
-    does not parse counts by its bytes, what it imports unfollowed."""
+    does not parse counts by its bytes, what it imports unfollowed. An unreadable one raises its OSError."""
+    found = []
+    for module in list(_script_modules(script))[1:]:  # the first is the script
+        if isinstance(module.problem, OSError):
+            raise module.problem
+        found.append(module.path)
+    return sorted(found)
+
+
+@dataclass
+class _ReadModule:
+    """A file `_script_modules` reached: its parsed tree, or why it has none."""
+
+    path: Path  # resolved
+    tree: ast.Module | None
+    problem: OSError | SyntaxError | ValueError | None = None
+
+
+def _script_modules(script: str | os.PathLike) -> Iterator[_ReadModule]:
+    """The script, then the modules of its own it imports and those they import in turn, each once, depth
+    first in the order the script reaches them (`_imported_files`: as `python script.py` finds them), at most
+    MAX_LOCAL_MODULES more. One that cannot be read or parsed is yielded with its problem, its imports
+    unfollowed. The one walk behind a script's content hash (`local_modules`) and what it uses
+    (`script_names`)."""
     start = Path(script).resolve()
     folder = start.parent
-    seen, pending, found = {start}, [start], set[Path]()
-    while pending and len(found) < MAX_LOCAL_MODULES:
-        current = pending.pop()
-        try:
-            tree = ast.parse(current.read_bytes(), filename=str(current))
-        except (SyntaxError, ValueError):
+    seen: set[Path] = set()
+    pending = [start]
+    while pending and len(seen) <= MAX_LOCAL_MODULES:
+        path = pending.pop()
+        if path in seen:
             continue
-        for module in _imported_files(tree, folder, current.parent):
-            if (resolved := module.resolve()) not in seen:
-                seen.add(resolved)
-                found.add(resolved)
-                pending.append(resolved)
-    return sorted(found)
+        seen.add(path)
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (OSError, SyntaxError, ValueError) as problem:  # ValueError: a NUL byte
+            yield _ReadModule(path, None, problem)
+            continue
+        yield _ReadModule(path, tree)
+        pending.extend(module.resolve() for module in reversed(_imported_files(tree, folder, path.parent)))
 
 
 def _imported_files(tree: ast.AST, folder: Path, here: Path) -> list[Path]:
@@ -309,34 +333,25 @@ def local_module(folder: Path, module: str) -> Path | None:
 
 def script_names(script: str | os.PathLike, error: type[XoverError] = XoverError) -> ScriptNames:
     """The names a script and the modules of its own it imports use, each module read once, as `python
-    script.py` finds them (`_imported_files`, the walk `local_modules` makes): by absolute name from the
+    script.py` finds them (`_script_modules`, the walk behind the content hash too): by absolute name from the
     script's folder, whichever module imports them, the packages on the way, and a package's relative imports
     inside it. Depth first, so the first name that shows an engine is the one the script reaches first."""
     found = ScriptNames()
     folder = Path(script).resolve().parent
-    seen: set[Path] = set()
-    pending = [Path(script)]
-    while pending and len(seen) <= MAX_LOCAL_MODULES:
-        path = pending.pop()
-        resolved = path.resolve()
-        if resolved in seen:
-            continue
-        module = "" if not seen else f" its module {os.path.relpath(resolved, folder)}:"  # one the user did not name
-        seen.add(resolved)
-        try:
-            tree = ast.parse(resolved.read_bytes(), filename=str(path))
-        except OSError as problem:
+    for index, read in enumerate(_script_modules(script)):
+        module = f" its module {os.path.relpath(read.path, folder)}:" if index else ""  # one the user did not name
+        problem = read.problem
+        if isinstance(problem, OSError):
             raise error(f"--script {script}:{module} cannot read it: {problem.strerror}") from None
-        except (SyntaxError, ValueError) as problem:
+        if problem is not None or read.tree is None:
             lineno = getattr(problem, "lineno", None)  # a SyntaxError's; a ValueError (a NUL byte) has none
             where = f" line {lineno}:" if lineno else ""
             raise error(
                 f"--script {script}:{module}{where} not valid Python: {getattr(problem, 'msg', problem)}"
             ) from None
-        found.dotted += names_in(tree)
-        found.plain |= _plain_names(tree)
-        found.unconditional |= _unconditional_names(tree, functions_run=not module)
-        pending.extend(reversed(_imported_files(tree, folder, resolved.parent)))
+        found.dotted += names_in(read.tree)
+        found.plain |= _plain_names(read.tree)
+        found.unconditional |= _unconditional_names(read.tree, functions_run=not index)
     return found
 
 
