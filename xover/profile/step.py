@@ -594,33 +594,21 @@ def _measure_stretch(
     co-run stretch (time-sliced; then again under a CUDA MPS daemon of the run's own where MPS exists).
     The reporting rank computes on that first device, and the job's ranks run in step."""
     found: dict[str, float | None] = {}
+    alone_ms = profile.data_ms + profile.compute_ms
+    # the copy computes the whole time (no all-reduce): its iteration is its device time. It is stopped when
+    # the job ends, so a generous count costs nothing; it must outlast the job's start-up as well, which on a
+    # busy machine can take longer than the copy's whole run (then too few iterations overlap: once more,
+    # with twice as many)
+    partner_iterations = corun_partner_iterations(
+        iterations, profile.iteration_ms, alone_ms, max(alone_ms, 1e-3), profile.startup_ms
+    )
     for way in ("corun_stretch", "mps_stretch") if with_mps else ("corun_stretch",):
-        partner_iterations = max(
-            iterations,
-            math.ceil(3 * iterations * profile.iteration_ms / max(profile.data_ms + profile.compute_ms, 1e-3)),
-        )
-        pair = [
-            job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
-            job_for(
-                with_overrides(recipe, iterations=partner_iterations, np=1),
-                job.hosts,
-                name=f"{recipe.name}#computing",
-                engine=engine,
-            ),
-        ]
-        unit = Unit(pair, Mode.CONCURRENT.value, ends_with=0)  # the partner is stopped when the job ends
-        with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
-            Scheduler(current.context).run([unit], exclusive=True)
-        with store.session() as session:
-            runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
-            failed = [r for r in runs if r.status not in (RunStatus.FINISHED, RunStatus.STOPPED)]
-            if failed:
-                raise XoverError(
-                    f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
-                    f"exit {failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}"
-                )
-            device_ms = _device_ms_beside(session, runs, warmup)
-        alone_ms = profile.data_ms + profile.compute_ms
+        for attempt in range(2):
+            device_ms = _run_beside_a_computing_copy(
+                current, store, recipe, job, iterations, partner_iterations * 2**attempt, warmup, engine, way
+            )
+            if device_ms is not None:
+                break
         found[way] = device_ms / alone_ms if device_ms is not None and alone_ms > 0 else None
     with store.session() as session, session.begin():
         row = session.get_one(Profile, profile.id)
@@ -629,6 +617,42 @@ def _measure_stretch(
         session.flush()
         _ = row.recipe  # load it before the session closes
         return row
+
+
+def _run_beside_a_computing_copy(
+    current: Experiment,
+    store: Store,
+    recipe,
+    job,
+    iterations: int,
+    partner_iterations: int,
+    warmup: int,
+    engine: str,
+    way: str,
+) -> float | None:
+    """One run of the stretch's pair; the job's device time per iteration beside the copy (None: fewer
+    than 3 of its iterations after warm-up ended while the copy computed)."""
+    pair = [
+        job_for(with_overrides(recipe, iterations=iterations), job.hosts, engine=engine),
+        job_for(
+            with_overrides(recipe, iterations=partner_iterations, np=1),
+            job.hosts,
+            name=f"{recipe.name}#computing",
+            engine=engine,
+        ),
+    ]
+    unit = Unit(pair, Mode.CONCURRENT.value, ends_with=0)  # the partner is stopped when the job ends
+    with MpsDaemon(current.results_dir / "mps-stretch") if way == "mps_stretch" else contextlib.nullcontext():
+        Scheduler(current.context).run([unit], exclusive=True)
+    with store.session() as session:
+        runs = [session.get_one(Run, run_id) for run_id in unit.run_ids]
+        failed = [r for r in runs if r.status not in (RunStatus.FINISHED, RunStatus.STOPPED)]
+        if failed:
+            raise XoverError(
+                f"measuring {recipe.name}'s stretch next to a computing copy failed ({failed[0].name}: "
+                f"exit {failed[0].exit_code}):\n{failed[0].error or ''}\nlogs: {failed[0].log_dir}"
+            )
+        return _device_ms_beside(session, runs, warmup)
 
 
 def _store_profile(
