@@ -27,12 +27,23 @@ _USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DO
 # the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
 # decode a query's names: `pass%77ord=` is a password too)
 _CREDENTIAL_NAME = re.compile(
-    r".*(?:passw(?:or)?d|secret|credential).*"  # anywhere: PGPASSWORD, sslpassword, client_secret
-    r"|.*(?:token|(?:api|access|private|account)key|[_\-.]key)"  # last: HF_TOKEN, accessToken, apiKey, --api-key,
-    # --wandb-key, OPENAI_KEY
-    r"|pwd|pass|key|sig|signature|auth",  # alone: ?key= (an API key), ?sig= (a signed URL's)
+    r".*(?:passw(?:or)?d|passphrase|secret|credential|authori[sz]ation|bearer|cookie).*"  # anywhere: PGPASSWORD,
+    # sslpassword, client_secret, --authorization, Set-Cookie
+    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?)"  # last:
+    # HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds
+    r"|pwd|pass|pat|key|sig|auth|creds?",  # alone: ?key= (an API key), ?sig= (a signed URL's), --pat (an access token)
     re.IGNORECASE | re.DOTALL,
 )
+# scheme://TOKEN@host: a web, git or object-store URL's userinfo without a ':' is a token as often as a user
+# name (https://ghp_...@github.com), so all of it is masked; other schemes (ssh://, postgresql://) name a user
+_TOKEN_USERINFO = re.compile(
+    r"(?P<head>(?:[A-Za-z][A-Za-z0-9.\-]*\+)?(?:https?|git|s3|gs|ftps?|wss?)://)(?P<token>[^:/@?#\s]+)@",
+    re.IGNORECASE,
+)
+# a header as a word: `Authorization: Bearer X`, `X-Api-Key: X`, `Cookie: a=b` (curl's -H, a --header)
+_HEADER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9\-_]*)\s*:\s+(?P<value>.+)$", re.DOTALL)
+# a scheme of HTTP authentication and its credential, within a word: `Bearer X`, `Basic X`
+_AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic|Token)\s+(?P<value>[^\s,]+)", re.IGNORECASE)
 # NAME=value after '?', '&' or ';' (a URL's query options, libpq's and SQLAlchemy's); the value runs to
 # the next '&', the only separator SQLAlchemy's parse_qsl splits on ('#' and ';' are the value's)
 _QUERY_OPTION = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;?#]+)=(?P<value>[^&]*)")
@@ -51,7 +62,12 @@ def mask_word(word: str) -> str:
     assignment = _ASSIGNMENT.match(word)
     if assignment and assignment["value"] and credential_name(assignment["name"]):
         return f"{assignment['name']}={MASK}"
-    word = _USERINFO.sub(rf"\g<head>:{MASK}@", word)
+    header = _HEADER.match(word)
+    if header and credential_name(header["name"]):
+        return f"{header['name']}: {MASK}"
+    colon = _USERINFO.search(word)
+    word = _USERINFO.sub(rf"\g<head>:{MASK}@", word) if colon else _TOKEN_USERINFO.sub(rf"\g<head>{MASK}@", word)
+    word = _AUTH_SCHEME.sub(rf"\g<scheme> {MASK}", word)
 
     def option(found: re.Match[str]) -> str:
         if not found["value"] or not credential_name(found["name"]):
@@ -74,6 +90,8 @@ def holds_credentials(argv: Sequence[str]) -> bool:
 
 def _names_a_credential(word: str) -> bool:
     """An option that takes its value as the next word, named for a credential: `--password`, `-api-key`."""
+    if word.lower() == "bearer":  # `Bearer X` as two words of a message
+        return True
     return word.startswith("-") and "=" not in word and credential_name(word)
 
 
@@ -154,6 +172,8 @@ def url_secrets(url: str) -> list[str]:
         # and each piece of it between two '@': a driver that read the first '@' as the host's start names
         # the rest as a host ('failed to resolve host ...')
         found |= {password, *password.split("@")}
+    elif token := _TOKEN_USERINFO.search(url):
+        found.add(token["token"])
     if "?" in url:
         for name, value in parse_qsl(url.split("?", 1)[1], keep_blank_values=True):
             if credential_name(name):

@@ -293,3 +293,15 @@ def test_nccls_remote_error_is_a_knock_on_though_its_last_line_does_not_say_exit
                     rank1=_traceback("[rank1]: ", "RuntimeError: CUDA out of memory"))
     launcher = _torchrun_summary(0, "1 (pid: 1) ", "To enable traceback see: https://pytorch.org/docs/stable/")
     assert failure_summary(tmp_path, launcher).endswith("RuntimeError: CUDA out of memory")
+
+
+def test_a_reason_shows_no_terminal_escape_of_the_jobs_stderr():
+    """A job's stderr may hold colours or a crafted sequence (a title, a cleared screen); its reason is printed
+    on a terminal by `xover report` long after, to whoever reads the record."""
+    from xover.report.tables import failure_reason
+
+    error = ("\x1b[31mTraceback\x1b[0m (most recent call last):\n"
+             "\x1b]0;pwned title\x07\x1b[2J\x9b1mRuntimeError: \x1b[1mboom\x1b[0m \x07bell\r")
+    reason = failure_reason(error)
+    assert reason == "RuntimeError: boom \\x07bell", reason
+    assert all(char.isprintable() for char in reason)

@@ -529,7 +529,8 @@ def test_a_plan_files_variable_of_the_wrong_type_is_named_by_its_kind():
     assert str(refused.value) == "plan field 'jobs.a.script.env.API': must be a string, got dict"
 
 
-@pytest.mark.parametrize("url", [f"u:{START}pw{END}@dbhost/xover", f"postgresql:/u:{START}pw{END}@127.0.0.1:1/x"])
+@pytest.mark.parametrize("url", [f"u:{START}pw{END}@dbhost/xover", f"postgresql:/u:{START}pw{END}@127.0.0.1:1/x",
+                                 f"postgresql:/u:{START}Pa/SLASH{END}@127.0.0.1:1/x", f"u:{START}a/b{END}@dbhost/x"])
 def test_a_store_url_that_lost_its_scheme_is_refused_without_its_password(tmp_path, monkeypatch, url):
     """A URL whose `scheme://` went missing was a SQLite file named after the password, which the store's
     recorded command and later messages then showed."""
@@ -552,3 +553,87 @@ def test_postgres_written_for_postgresql_is_told_so():
 
     with pytest.raises(StoreError, match=r"write postgresql://"):
         database_url(f"postgres://u:{START}pw{END}@127.0.0.1/x")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--passphrase", f"{START}1{END}"], ["--authorization", f"{START}2{END}"], ["--api-keys", f"{START}3{END}"],
+    ["--bearer", f"{START}4{END}"], ["--cookie", f"{START}5{END}"], ["--pat", f"{START}6{END}"],
+    ["--creds", f"{START}7{END}"], ["--header", f"Authorization: Bearer {START}8{END}"],
+    ["-H", f"X-Api-Key: {START}9{END}"], [f"--auth=Basic {START}10{END}"],
+    [f"https://bucket.s3.amazonaws.com/k?X-Amz-Date=1&X-Amz-Signature={START}11{END}"],
+    [f"https://{START}12{END}@github.com/org/repo.git"], [f"git+https://{START}13{END}@github.com/org/repo"],
+    ["curl", "-H", f"Authorization: Token {START}14{END}", "https://example.com"],
+])
+def test_credentials_under_more_names_and_a_web_urls_token_are_masked(argv):
+    """A review (2026-12-03) passed these through into the store's command, the lease file, spec.json and
+    MLflow: names the list did not hold, a header's value, a URL whose userinfo is a token without a ':'."""
+    from xover.redact import holds_credentials, mask_argv, mask_credentials
+
+    assert not _leaks(json.dumps(mask_argv(argv))) and holds_credentials(argv), mask_argv(argv)
+    line = mask_credentials(shlex.join(["xover", "run", "--script", "t.py", "--", *argv]))
+    assert not _leaks(line) and shlex.split(line)[:2] == ["xover", "run"], line
+
+
+@pytest.mark.parametrize("argv", [
+    ["--author", "me"], ["--patience", "3"], ["--keys", "3"], ["--tokenizer", "gpt2"], ["--key-file", "/k"],
+    ["ssh://user@host/x"], ["postgresql://user@host/db"], ["--signal", "TERM"], ["--monkey", "1"],
+])
+def test_words_that_only_look_like_credentials_are_kept(argv):
+    from xover.redact import mask_argv
+
+    assert mask_argv(argv) == argv
+
+
+def test_a_tracking_uri_whose_token_is_its_userinfo_is_not_repeated_in_the_error():
+    from xover.redact import without_secrets_of
+
+    uri = f"http://{START}tok{END}@127.0.0.1:1/"
+    shown = without_secrets_of(uri, f"cannot reach {uri}: {START}tok{END} refused")
+    assert not _leaks(shown) and "http://***@127.0.0.1:1/" in shown, shown
+
+
+def test_a_released_lease_no_longer_names_its_holder(tmp_path, monkeypatch):
+    """The lease file (every user reads it) kept the holder's command after the run: a masked command still
+    names the user's scripts, data and arguments."""
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path))
+    held = DeviceLeases("experiment e1 (xover run --script /home/me/secret_project/train.py)")
+    assert held.try_acquire([("localhost", 0)]) == {}
+    lease = tmp_path / DeviceLeases._name(("localhost", 0))
+    assert "secret_project" in lease.read_text()
+    held.release()
+    assert lease.read_text() == ""
+    again = DeviceLeases("experiment e2")  # an empty lease is a lease xover writes again
+    assert again.try_acquire([("localhost", 0)]) == {} and "e2" in lease.read_text()
+    again.release()
+
+
+def test_mlflow_is_given_no_hash_of_a_recipe_that_holds_values(tmp_path):
+    """`recipe.hash` counts env values and a script's credential arguments: a short value could be guessed
+    offline from it. MLflow (read by others) gets it only for a recipe that holds none."""
+    from conftest import recorded_runs
+    from sqlalchemy import select
+
+    from xover.report.mlflow import recipe_params
+    from xover.store.models import RecipeSnapshot
+
+    store, _recorder, [run_id] = recorded_runs(tmp_path, [{"name": "a", "mode": "solo", "hosts": "localhost",
+                                                           "np": 1}])
+    shown = []
+    for body in ({"name": "a", "env": {"PIN": "1234"}}, {"name": "a", "args": ["--api-key", "1234"]},
+                 {"name": "a", "args": ["--lr", "0.1"], "env": {}}):
+        with store.session() as session, session.begin():
+            session.scalars(select(RecipeSnapshot)).one().body = body
+        with store.session() as session:
+            shown.append("recipe.hash" in recipe_params(session, "e1")[run_id])
+    store.close()
+    assert shown == [False, False, True]
+
+
+def test_a_tracking_uri_that_is_not_a_url_is_one_line():
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    result = CliRunner().invoke(app, ["report", "--format", "mlflow", "--tracking-uri", f"http://u:{START}pw{END}@[::1"])
+    assert result.exit_code == 2 and "not a URL" in result.output, result.output
+    assert not _leaks(result.output) and "Traceback" not in result.output, result.output

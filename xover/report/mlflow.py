@@ -131,9 +131,20 @@ def recipe_params(session: Session, experiment_id: str) -> dict[int, dict[str, s
         .where(Run.experiment_id == experiment_id)
     )
     return {
-        run_id: {**_flat("recipe", _without_env_values(body or {})), "recipe.path": path, "recipe.hash": content_hash}
+        run_id: {
+            **_flat("recipe", _without_env_values(body or {})),
+            "recipe.path": path,
+            **({} if _holds_values(body or {}) else {"recipe.hash": content_hash}),
+        }
         for run_id, body, path, content_hash in rows
     }
+
+
+def _holds_values(body: dict[str, Any]) -> bool:
+    """Whether a stored recipe holds `env` values or credential arguments: its hash counts them (a value changes
+    the job), so a short value could be guessed from it offline; MLflow, read by others, is not given it."""
+    env, args = body.get("env"), body.get("args")
+    return bool(env) or (isinstance(args, list) and _without_env_values({"args": args}) != {"args": args})
 
 
 def _without_env_values(body: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +183,13 @@ def tracking_uri_of(given: str | None) -> str:
             "--format mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI), "
             "e.g. sqlite:///results/mlflow.db or http://host:5000"
         )
+    try:
+        parts = urlsplit(uri)  # its ValueError MLflow would raise as a traceback
+        if parts.scheme in ("http", "https"):
+            parts.port  # noqa: B018 - read for its ValueError (databricks://scope:prefix is no port)
+    except ValueError as error:  # 'http://[::1' (Invalid IPv6 URL), a port out of range or not a number
+        shown = without_secrets_of(uri, shown_tracking_uri(uri))
+        raise ReportError(f"--tracking-uri {shown}: not a URL ({error})") from None
     return uri
 
 

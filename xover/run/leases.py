@@ -19,6 +19,7 @@ one XoverError saying what to do (docs/security.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import fcntl
 import json
@@ -262,6 +263,7 @@ class DeviceLeases:
         # e.g. "experiment X (xover run ...)", in a file every user can read: never a password (--db URL)
         self.holder = mask_credentials(holder)
         self.held: dict[Device, int] = {}
+        self.written: set[Device] = set()  # held leases whose file names this holder
         self.remote: dict[str, RemoteLeases] = {}  # another host -> what holds its leases there
 
     @staticmethod
@@ -320,6 +322,7 @@ class DeviceLeases:
                 if writable:
                     os.ftruncate(fd, 0)
                     os.pwrite(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode()[:RECORD_BYTES], 0)
+                    self.written.add(device)
                 self.held[device] = fd
                 taken.append(device)
         finally:
@@ -361,6 +364,10 @@ class DeviceLeases:
         for device in devices:
             fd = self.held.pop(device, None)
             if fd is not None:
+                if device in self.written:  # the holder's command is not left for every user to read
+                    self.written.discard(device)
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, 0)
                 os.close(fd)  # closing drops the lock
             remote = self.remote.pop(device[0], None)
             if remote is not None:

@@ -26,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
+from ..errors import printable
 from ..records import (
     RELAY_PREFIX,
     EndRecord,
@@ -460,11 +461,17 @@ ROOT_CAUSE = re.compile(r"Root Cause.*?\brank\s*:\s*(\d+).*?\bexitcode\s*:\s*(-?
 REASON_CHARS = 400
 
 
+# a terminal's escape sequences (colours, a title, a cursor move): a job's stderr may hold them, and its
+# reason is shown on a terminal long after, by whoever reads the record
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]")
+
+
 def failure_reason(error: str | None) -> str | None:
     """The most telling line of a failed job's `error` (the last lines of the rank that failed first):
     the last line that looks like an exception (`RuntimeError: boom`), else the last non-empty line;
-    'rank N: ' before it when the text names the rank. None when there is no text."""
-    lines = [line.strip() for line in (error or "").splitlines()]
+    'rank N: ' before it when the text names the rank. None when there is no text. Shown as text: its
+    colours left out, any other control character escaped."""
+    lines = [printable(line).strip() for line in _TERMINAL_CONTROL.sub("", error or "").splitlines()]
     rank = None
     if lines and (header := RANK_HEADER.match(lines[0])):
         rank, lines = header.group(1), lines[1:]

@@ -46,8 +46,8 @@ class StoreError(XoverError):
 
 
 # user:password@host... or scheme:/user:password@host... : a URL with its '//' lost (a file path's first part
-# holds no ':' before an '@')
-_MISTYPED_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+)?[^/:@]*:(?P<password>[^/@]*)@")
+# holds no ':' before an '@'). The password runs to the last '@', as it does in a URL: it may hold a '/'
+_MISTYPED_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+)?[^/:@]*:(?P<password>.*)@", re.DOTALL)
 
 
 def database_url(db: str | None = None, create_folder: bool = True) -> str:
@@ -71,7 +71,7 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
         shown = target[: mistyped.start("password")] + MASK + target[mistyped.end("password") :]
         raise StoreError(
             f"{shown}: a database URL without its scheme:// (postgresql://user:password@host/database), "
-            "not a file: write the whole URL, or a file path"
+            "not a file: write the whole URL, or a file path (a file whose name holds ':' and '@': start it with ./)"
         )
     file = Path(target).expanduser()
     try:
