@@ -1,5 +1,27 @@
-"""`python -m xover`: the command line, as the `xover` script runs it."""
+"""`python -m xover` and the `xover` script: the command line, with Ctrl-C and SIGTERM said in one line from the
+first moment, while its modules still load (about a second) and before a command installs its own handling."""
 
-from .cli import app
+import signal
+import sys
 
-app(prog_name="xover")
+INTERRUPTED = 130  # as every command exits when Ctrl-C or SIGTERM stops it (docs/reference.md)
+
+
+def _as_ctrl_c(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Load the command line and run it. SIGTERM is Ctrl-C until a command takes it over (interruptible); a
+    signal before the command line is loaded has started nothing."""
+    signal.signal(signal.SIGTERM, _as_ctrl_c)
+    try:
+        from .cli import app  # the command line's modules: a second or so, and a signal may come meanwhile
+    except KeyboardInterrupt:
+        print("interrupted: nothing was started", file=sys.stderr)
+        sys.exit(INTERRUPTED)
+    app(prog_name="xover")
+
+
+if __name__ == "__main__":
+    main()

@@ -51,6 +51,18 @@ def check_results_folder(root: Path) -> None:
             raise _refused(folder, "is writable by every user (chmod o-w it)")
 
 
+def make_results_folder(folder: Path) -> None:
+    """Create a folder under the results folder (a run's), or refuse in one line where it cannot be made
+    (a read-only file system, a full disk, no permission)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise XoverError(
+            f"cannot create {folder}: {error.strerror}; xover writes run logs there: point {RESULTS_VARIABLE} at a "
+            "folder you can write"
+        ) from None
+
+
 def _refused(folder: Path, problem: str) -> XoverError:
     return XoverError(
         f"the results folder {folder} {problem}: xover writes run logs, plans and reports there and follows no "

@@ -152,6 +152,8 @@ PLAN_BREAKS = [
      "groups[0].devices"),
     ("engine", lambda p: p.update(engine="mpi"), "engine"),
     ("link", lambda p: p.update(link=5), "link"),
+    # read only where the run shaped its link: no file, no field ("the plan's link 'fast': ...")
+    ("link no rate", lambda p: p.update(link="fast"), "plan field 'link': 'fast': expected a rate with a unit"),
     # compared as text, 'localhost:01' and 'localhost:1' passed as two devices
     ("device index with a leading zero", lambda p: p["groups"][0].update(devices=["localhost:01", "localhost:1"]),
      "'localhost:01' is not a device"),
@@ -361,6 +363,12 @@ FLAG_CASES = [
     (["run", "recipes/mlp-digits.toml"], "mlp-digits.toml: a recipe or job file, not a plan: run it with --group"),
     (["run", "--script", "recipes/examples/ddp-digits.toml"], "ddp-digits.toml: a TOML file (a recipe or job file), "
      "not a script: give it without --script"),
+    # spoke of `-H localhost:100000`, an option never given
+    (["train", "mlp-digits", "--np", "100000"], "asks for 100000 ranks (--np, or its recipe's np) on this machine"),
+    (["run", "--group", "mlp-digits", "--np", "100000"], "more than one host holds (65536)"),
+    # named no file: which of the recipes given?
+    (["plan", "mlp-digits", "recipes/mlp-digits.toml", "--devices", "2"],
+     "job name 'mlp-digits' is given twice (recipes/mlp-digits.toml both times)"),
     # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
     (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
     (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),

@@ -255,6 +255,8 @@ LAZY_IMPORTS = {
     # the command line's start-up: profile, plan, report and doctor load their libraries (matplotlib and
     # MLflow behind the report) when they run, not with every `xover` command
     ("xover.cli", "xover.doctor"),
+    # the entry point: Ctrl-C or SIGTERM while the command line loads is one line (its handler comes first)
+    ("xover.__main__", "xover.cli"),
     ("xover.cli", "xover.plan.step"),
     ("xover.cli", "xover.profile.step"),
     ("xover.cli", "xover.replay.step"),

@@ -733,6 +733,9 @@ _DELETE = object()
         (_set("groups/0/wave", 2), "groups[1].wave"),
         (_set("groups/0/predicted_from", {"crossover": "measured", "mps": "measured"}), "groups[0].predicted_from"),
         (_set("groups/0/sharing", "alone"), "groups[0].sharing"),
+        # a link no run can shape: refused where `xover run PLAN` used it, naming neither file nor field
+        (_set("link", "fast"), "link"),
+        (_set("link", "100tbit"), "link"),
     ],
 )
 def test_plan_file_errors_name_the_field(edit, field):

@@ -189,6 +189,17 @@ def test_a_plans_job_whose_passed_variable_is_unset_is_refused_before_it_runs(tm
     assert _planned_script(planned, profile, "jobs/j.toml", None, False).pass_env == ("NOT_SET_ANYWHERE_58",)
 
 
+def test_a_plans_script_that_is_now_a_folder_is_called_a_folder_not_gone(tmp_path):
+    from xover.errors import XoverError
+    from xover.plan.make import JobProfile, PlannedScript
+    from xover.run.targets import _planned_script
+
+    planned = PlannedScript(path=str(tmp_path), args=[], engine="horovod", sha256="0" * 16)
+    profile = JobProfile(name="j", devices=1, compute_ms=1.0, comm_ms=1.0, memory_gb=0.1)
+    with pytest.raises(XoverError, match=r"its script .* is a folder, not a script \(plan field 'jobs.j.script.path'\)"):
+        _planned_script(planned, profile, "", None, False)
+
+
 @pytest.mark.parametrize("body, field, problem", [
     ('pass_env = "HF_TOKEN"', "pass_env", "list of strings"),
     ('pass_env = [1]', "pass_env[0]", "name of an environment variable"),

@@ -85,6 +85,8 @@ from typing import Any, NoReturn
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
 from ..errors import XoverError
 from ..hosts import MAX_SLOTS
+from ..links import HOST_KEY
+from ..rates import RateError, canonical_rate
 from ..recipes import did_you_mean, variable_name, without_nul
 from ..sharing import ALONE, DEFAULT_WAY, MAX_GROUP, sharing_ways
 from ..turns.policies import DEFAULT_POLICY, POLICIES
@@ -210,6 +212,12 @@ def plan_from_dict(document: Any) -> Plan:
         _fail("engine", f"unknown engine {top['engine']!r}; choose {', '.join(ENGINES)}")
     if "device_kind" in top and top["device_kind"] not in ("gpu", "cpu"):
         _fail("device_kind", f"{top['device_kind']!r}: choose gpu or cpu")
+    link = _text(top["link"], "link") if top.get("link") is not None else None
+    if link is not None and link != HOST_KEY:
+        try:
+            canonical_rate(link, "")
+        except RateError as error:  # "'fast': expected a rate with a unit, such as 1gbit, ..."
+            _fail("link", f"{str(error).strip()}; or {HOST_KEY!r}, the network as it is")
     return Plan(
         algo=_text(_field(top, "algo", ""), "algo"),
         hosts=hosts,
@@ -221,7 +229,7 @@ def plan_from_dict(document: Any) -> Plan:
         recipes=recipes,
         policy=_policy(top.get("policy", DEFAULT_POLICY)),
         scripts=scripts,
-        link=_text(top["link"], "link") if top.get("link") is not None else None,
+        link=link,
         engine=top.get("engine"),
         device_kind=top.get("device_kind"),
         unknown_keys=unknown_keys(top),

@@ -92,12 +92,16 @@ def profiles_of_recipes(
     model's under `engine`, a script's under its own. Returns the profiles, job name -> recipe (or
     job file) path, the link used, and the kind of device the profiles were taken on ('gpu' if
     any was; a plan made on a login node runs on GPU nodes)."""
-    store = open_store(db)
+    for index, recipe in enumerate(recipes):
+        twin = next((other for other in recipes[:index] if other.name == recipe.name), None)
+        if twin is not None:
+            files = f"{twin.label} and {recipe.label}" if twin.label != recipe.label else f"{recipe.label} both times"
+            raise XoverError(
+                f"job name '{recipe.name}' is given twice ({files}); a plan needs distinct job names: plan a job "
+                "once, or give a copy its own `name` in a job file"
+            )
+    store = open_store(db)  # after the refusals: a refused plan leaves no store behind
     hardware = hardware_fingerprint()
-    names = [recipe.name for recipe in recipes]
-    for name in names:
-        if names.count(name) > 1:
-            raise XoverError(f"recipe '{name}' is named twice; a plan needs distinct job names")
     link = link or _common_link(store, recipes, engine)
     jobs, paths, kind = [], {}, "cpu"
     for recipe in recipes:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import XOVER_ROOT, results_root
+from ..config import XOVER_ROOT, make_results_folder, results_root
 from ..console import errors
 from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
@@ -125,9 +125,9 @@ def experiment(
     reconcile_lost(store)
     experiment_id = new_experiment_id()
     results_dir = results_root() / "runs" / experiment_id  # a results folder others could write is refused here
+    make_results_folder(results_dir)  # before anything is recorded: a folder it cannot write leaves no record
     recorder = Recorder(store, experiment_id)
     recorder.open(kind, command, link.rate, plan_id)
-    results_dir.mkdir(parents=True, exist_ok=True)
     reaper = Reaper(experiment_id, store.url)
     context = RunContext(
         recorder=recorder,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
-from ..hosts import LOCAL, Device, canonical_host, hosts_spec, parse_hosts
+from ..hosts import LOCAL, MAX_SLOTS, Device, canonical_host, hosts_spec, parse_hosts
 from ..recipes import Recipe
 from ..scripts import check_engine
 from ..sharing import DEFAULT_WAY, WAYS
@@ -106,6 +106,11 @@ def job_for(recipe: Recipe, hosts: str | None = None, name: str | None = None, e
 
 def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
     """The first `np` slots of the hosts of a -H spec, host by host (default: this machine): host -> indices."""
+    if not hosts and np > MAX_SLOTS:  # this machine's slots, as -H would say them, are the ranks asked for
+        raise XoverError(
+            f"job '{job}' asks for {np} ranks (--np, or its recipe's np) on this machine, more than one host holds "
+            f"({MAX_SLOTS}): give fewer, or spread them over hosts with -H HOST:SLOTS,..."
+        )
     placement: dict[str, list[int]] = {}
     left = np
     for host, slots in parse_hosts(hosts or f"{LOCAL}:{np}"):

@@ -184,6 +184,11 @@ def _planned_script(
     """A script job of a plan, as it was profiled: its path, arguments, engine and content; a script
     changed since is refused unless `allow_changed` (then its run records the content it was profiled with)."""
     path, profiled = Path(script.path), script.sha256
+    if path.is_dir():
+        raise XoverError(
+            f"the plan's job {planned.name}: its script {path} is a folder, not a script (plan field "
+            f"'jobs.{planned.name}.script.path'): name the script file it was profiled as"
+        )
     if not path.is_file():
         raise XoverError(f"the script {path} is gone (the plan runs scripts from where they were profiled)")
     now = content_hash(path)
