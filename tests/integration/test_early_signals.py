@@ -29,7 +29,7 @@ main()
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_while_the_command_line_loads_is_one_line_and_exit_130(signum, isolated_results):
     # as from a terminal: a shell's background job (CI's `nohup ... &`) starts with SIGINT ignored, and Python
-    # keeps a signal ignored that it inherited so (the fresh clone's CI of 2026-12-04 00:25 failed on it)
+    # keeps a signal ignored that it inherited so
     done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING.format(signum=int(signum))], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
