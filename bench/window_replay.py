@@ -151,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--length", type=float, default=1.5, help="the replayed windows' length, seconds (adaptive's shortest: 1.5)"
     )
+    parser.add_argument(
+        "--rows", action="store_true", help="each adaptive row too: its order of modes, its windows over the columns"
+    )
     args = parser.parse_args(argv)
     if not args.db.is_file():
         print(f"{args.db}: no such store (run `make bench` first, or give --db)", file=sys.stderr)
@@ -202,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if key not in columns or adaptive is None or len(adaptive) != 2 or solo is None:
             continue
         points = store.points(adaptive)
+        row: dict[str, list[float]] = {"crossover": [], "concurrent": [], "compute": []}
         iterations = {name: store.iterations(run) for name, run in adaptive.items()}
         column = {name: {step: c for step, _, _, c in store.iterations(run)} for name, run in modes[CROSSOVER].items()}
         for kind, way, (start, end) in store.segments(min(adaptive.values())):
@@ -209,14 +213,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             found = aggregate(points, solo, start, end)
             if found:
-                probes[way].append(found / columns[key][CROSSOVER if way == "crossover" else "concurrent"])
+                row[way].append(found / columns[key][CROSSOVER if way == "crossover" else "concurrent"])
             if way != "crossover":
                 continue
             for name, rows in iterations.items():
                 inside = [(step, c) for step, ended, _, c in rows if start < ended <= end and step in column[name]]
                 theirs = [column[name][step] for step, _ in inside]
                 if inside and statistics.fmean(theirs) > 0.002:  # a job whose compute is too short to time is left out
-                    compute.append(statistics.fmean(c for _, c in inside) / statistics.fmean(theirs))
+                    row["compute"].append(statistics.fmean(c for _, c in inside) / statistics.fmean(theirs))
+        for way in probes:
+            probes[way] += row[way]
+        compute += row["compute"]
+        if args.rows and any(row.values()):
+            order = ",".join(
+                mode.replace(":", "/") for mode in sorted(modes, key=lambda mode: min(modes[mode].values()))
+            )
+            shown = "; ".join(f"{name} {spread(found)}" for name, found in row.items())
+            print(f"row {key[0]} ({order}): windows over their column, {shown}")
     if any(probes.values()):
         print("adaptive's own probe windows, each over its way's column (the same row's whole run)")
         for way, found in probes.items():

@@ -64,6 +64,10 @@ def test_a_store_reads_its_fixed_runs_replayed_and_adaptives_windows_against_the
     assert "crossover:work-conserving  every window 1.000 (1); the first 1.000 (1)" in out
     assert "crossover                  1.000 (1)" in out  # adaptive's window at crossover's pace
     assert "at the same steps: 1.200 (standard error 0.000, 2)" in out
+    assert "row e1" not in out
+    assert load_bench("window_replay").main(["--db", str(tmp_path / "x.db"), "--rows"]) == 0
+    assert "row e1 (sequential,concurrent,crossover/work-conserving,adaptive/work-conserving): windows over their column, crossover 1.000 (1); " \
+        "concurrent -; compute 1.200 (standard error 0.000, 2)" in capsys.readouterr().out
 
 
 def test_a_missing_store_or_a_bad_length_is_refused_with_exit_2(tmp_path, capsys):
