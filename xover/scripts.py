@@ -92,7 +92,8 @@ def script_problem(script: str | os.PathLike) -> str | None:
         if path.exists() and not path.is_file():
             return "not a regular file (a pipe, a socket or a device): give the training script's .py file"
         if not path.is_file():
-            return "file not found" + (" (a symbolic link to nothing)" if path.is_symlink() else "")
+            dangling = " (a symbolic link to nothing)" if path.is_symlink() else _arguments_hint(script)
+            return f"file not found{dangling}"
         if path.suffix == ".toml":  # its engine was looked for in its imports
             return "a TOML file (a recipe or job file), not a script: give it without --script, as an argument"
         resolved = path.resolve()
@@ -108,6 +109,19 @@ def script_problem(script: str | os.PathLike) -> str | None:
             "rename the file, or give it a job file with its own `name` (docs/reference.md: Job files)"
         )
     return None
+
+
+def _arguments_hint(script: str | os.PathLike) -> str:
+    """Where a path not found is a script and its arguments in one word (`--script "train.py --epochs 4"`), how
+    to give them; else nothing."""
+    first, _, rest = str(script).strip().partition(" ")
+    if not rest or not Path(first).is_file():
+        return ""
+    return (
+        f" ({printable(first)} is, with arguments after it: give the arguments after -- to every script, "
+        f"`--script {printable(first)} -- {printable(rest.strip())}`, or each script's in its job file's `args`, "
+        "docs/reference.md: Job files)"
+    )
 
 
 def content_hash(script: str | os.PathLike) -> str:

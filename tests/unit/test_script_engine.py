@@ -252,3 +252,15 @@ def test_a_packages_relative_imports_and_its_init_are_followed_as_python_runs_th
     with pytest.raises(XoverError) as refused:
         detect_engine(tmp_path / "train.py")
     assert f"its module {Path('pkg') / 'dist.py'}: line 1: not valid Python" in str(refused.value)
+
+
+def test_a_script_given_with_its_arguments_in_one_word_is_told_where_they_go(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("import torch.distributed\n")
+    with pytest.raises(XoverError) as raised:
+        detect_scripts_engine(["train.py --epochs 4"])
+    message = str(raised.value)
+    assert "--script train.py --epochs 4: file not found (train.py is, with arguments after it" in message
+    assert "`--script train.py -- --epochs 4`" in message and "job file's `args`" in message
+    with pytest.raises(XoverError, match=r"--script other.py --epochs 4: file not found$"):
+        detect_scripts_engine(["other.py --epochs 4"])  # no such script either: nothing more to say
