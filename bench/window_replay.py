@@ -14,7 +14,7 @@
 A job's time alone is the row's sequential run's (the median of its iterations from the fourth on), as the
 bench's columns have it. Rows whose fixed runs are not all there (a failed run) are left out.
 
-    .venv/bin/python bench/window_replay.py [--db results/xover.db] [--length 1.5]
+    .venv/bin/python bench/window_replay.py [--db results/xover.db] [--length 1.5] [--rows]
 
 One machine's store at a time: what a window reads holds only on the hardware it ran on.
 """
@@ -89,17 +89,13 @@ def replay(
     return (whole, reads) if reads else None
 
 
-def geometric(values: Sequence[float]) -> float:
-    return math.exp(statistics.fmean(math.log(value) for value in values))
-
-
 def spread(values: Sequence[float]) -> str:
     """Geometric mean, its standard error (of the logs, as a factor's) and the count."""
     if len(values) < 2:
         return f"{values[0]:.3f} (1)" if values else "-"
     logs = [math.log(value) for value in values]
     error = statistics.stdev(logs) / math.sqrt(len(logs))
-    return f"{geometric(values):.3f} (standard error {error:.3f}, {len(values)})"
+    return f"{statistics.geometric_mean(values):.3f} (standard error {error:.3f}, {len(values)})"
 
 
 class Store:
@@ -165,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     replayed: dict[str, list[float]] = {mode: [] for mode in FIXED}
     first: dict[str, list[float]] = {mode: [] for mode in FIXED}
     columns: dict[tuple[str, int], dict[str, float]] = {}
+    solos: dict[tuple[str, int], dict[str, float]] = {}
     counted = 0
     for key, modes in store.rows.items():
         solo = store.solo_s(modes)
@@ -174,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if any(value is None for value in found.values()):
             continue
         counted += 1
+        solos[key] = solo
         for mode, value in found.items():
             assert value is not None
             whole, reads = value
@@ -201,12 +199,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     compute: list[float] = []
     for key, modes in store.rows.items():
         adaptive = next((runs for mode, runs in modes.items() if mode.startswith("adaptive")), None)
-        solo = store.solo_s(modes)
-        if key not in columns or adaptive is None or len(adaptive) != 2 or solo is None:
+        if key not in solos or adaptive is None or len(adaptive) != 2:
             continue
-        points = store.points(adaptive)
-        row: dict[str, list[float]] = {"crossover": [], "concurrent": [], "compute": []}
+        solo = solos[key]
         iterations = {name: store.iterations(run) for name, run in adaptive.items()}
+        points = {name: [(ended, step + 1.0) for step, ended, _, _ in rows] for name, rows in iterations.items()}
+        row: dict[str, list[float]] = {"crossover": [], "concurrent": [], "compute": []}
         column = {name: {step: c for step, _, _, c in store.iterations(run)} for name, run in modes[CROSSOVER].items()}
         for kind, way, (start, end) in store.segments(min(adaptive.values())):
             if kind != "probe" or way not in probes:
