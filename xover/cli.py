@@ -661,6 +661,7 @@ SIMULATE_HELP = {
         "the recipes of those names, from their stored profiles."
     ),
     "bandwidth": "Stored profiles: those taken at this link rate.",
+    "engine": "Stored profiles: those taken under this engine, horovod (default) or torch.",
     "assign": (
         "Philly's and Helios' traces name no model: draw each job's from these, e.g. resnet,bert (a name given "
         "twice is drawn twice as often)."
@@ -692,6 +693,7 @@ def simulate(
     fmt: Annotated[str | None, typer.Option("--format", help=SIMULATE_HELP["fmt"])] = None,
     profiles_csv: Annotated[str | None, typer.Option("--profiles", help=SIMULATE_HELP["profiles_csv"])] = None,
     bandwidth: Annotated[str | None, typer.Option("--bandwidth", help=SIMULATE_HELP["bandwidth"])] = None,
+    engine: Annotated[str, typer.Option("--engine", help=SIMULATE_HELP["engine"])] = DEFAULT_ENGINE,
     assign: Annotated[str | None, typer.Option("--assign", help=SIMULATE_HELP["assign"])] = None,
     seed: Annotated[int, typer.Option("--seed", parser=whole_flag, help=SIMULATE_HELP["seed"])] = 0,
     restart_s: Annotated[
@@ -727,6 +729,7 @@ def simulate(
             turn_policy=turn_policy,
             profiles_csv=profiles_csv,
             link=Link.parse(bandwidth),
+            engine=engine,
             assign=_names(assign, "--assign"),
             seed=seed,
             restart_s=restart_s,

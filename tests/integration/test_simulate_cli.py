@@ -131,6 +131,13 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
         ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--restart-s", "5"], "--restart-s does nothing here"),
         ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv")],
          "--profiles does nothing here: a Muri trace carries each job's times"),
+        # --engine picks stored profiles: nothing to pick in a Muri trace or a --profiles file; a name it has not
+        ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--engine", "torch"],
+         "--engine does nothing here: a Muri trace carries each job's times"),
+        ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv"),
+          "--engine", "torch"], "--engine picks stored profiles of recipes; a --profiles file carries its own"),
+        ([str(ASSETS / "fifo_srtf.csv"), "--cluster", "1x2", "--engine", "tensorflow"],
+         "--engine tensorflow: choose horovod or torch"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(isolated_results, args, message):
@@ -446,3 +453,40 @@ def test_reading_a_long_trace_has_a_bar_before_the_replays(isolated_results, tmp
     quiet = xover("simulate", str(trace), "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x2",
                   "--policy", "fifo", "--json")
     assert quiet.exit_code == 0 and "jobs done" not in quiet.output  # no bar under --json
+
+
+def test_a_trace_of_models_profiled_under_torch_is_replayed_with_engine_torch(isolated_results, tmp_path):
+    """`xover simulate` read stored profiles under Horovod only: a user who profiled with `--engine torch` was
+    told to "plan with --engine torch", an option simulate did not have. Both engines' profiles are real rows
+    of the store, as `xover profile` keeps them (the figures made up)."""
+    from xover.devices import hardware_fingerprint
+    from xover.recipes import load_recipe
+    from xover.store.models import Profile
+    from xover.store.queries import snapshot_recipe
+    from xover.store.session import open_store
+
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        for name, compute_ms, comm_ms in (("mlp-digits", 5.0, 60.0), ("resnet-digits", 60.0, 8.0)):
+            recipe = load_recipe(name)
+            snapshot = snapshot_recipe(session, recipe)
+            session.add(Profile(recipe_id=snapshot.id, recipe_hash=recipe.job_hash, name=name, np=recipe.np,
+                                engine="torch", bandwidth="1gbit", hardware=hardware_fingerprint(), iterations=20,
+                                data_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
+                                iteration_ms=compute_ms + comm_ms, samples_per_s=100.0, memory_gb=0.1,
+                                gradient_bytes=1000, link_ms=comm_ms, comm_cpu_ms=None, checkpoints=10, spread={},
+                                tuning=None))
+    store.close()
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,gpus,duration_s,model\n0,2,100,mlp-digits\n0,2,100,resnet-digits\n")
+    under_horovod = xover("simulate", str(trace), "--cluster", "1x2")
+    assert under_horovod.exit_code == 2, under_horovod.output
+    assert "no horovod profile of 'mlp-digits'" in under_horovod.output
+    assert "or give --engine torch (it has torch profiles)" in under_horovod.output
+    under_torch = xover("simulate", str(trace), "--cluster", "1x2", "--engine", "torch", "--json")
+    assert under_torch.exit_code == 0, under_torch.output
+    replays = {replay["policy"]: replay for replay in json.loads(under_torch.stdout)["replays"]}
+    assert set(replays) == {"fifo", "srtf", "tiresias", "xover"}
+    # one after the other without sharing: 100 s each (whole iterations of the profiles), the second waits
+    assert replays["fifo"]["avg_jct_s"] == pytest.approx(150, rel=1e-3)
+    assert replays["fifo"]["makespan_s"] == pytest.approx(200, rel=1e-3)

@@ -203,9 +203,10 @@ def _engine_flag(recipe: Recipe, engine: str) -> str:
 
 
 def _other_engine_hint(store, recipe, engine: str) -> str:
-    """', or plan with --engine torch (it has torch profiles)' when the recipe was profiled under another engine."""
+    """', or give --engine torch (it has torch profiles)' when the recipe was profiled under another engine
+    (`xover plan` and `xover simulate` both take it)."""
     others = other_engines(store, recipe.profile_keys, recipe.np, engine)
-    return f", or plan with --engine {others[0]} (it has {others[0]} profiles)" if others else ""
+    return f", or give --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 
 def _other_tuning_hint(store, recipe: Recipe, engine: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from ..console import counted
+from ..engines import DEFAULT_ENGINE, engine_named
 from ..errors import Interrupted, XoverError, check_seconds, printable
 from ..hosts import parse_hosts
 from ..links import Link
@@ -67,6 +68,7 @@ class SimulateRequest:
     turn_policy: str = DEFAULT_POLICY
     profiles_csv: str | None = None
     link: Link | None = None  # --bandwidth: stored profiles taken on it
+    engine: str = DEFAULT_ENGINE  # --engine: stored profiles taken under it
     assign: Sequence[str] = ()
     seed: int = 0
     restart_s: float = 0.0
@@ -180,6 +182,9 @@ def check_request(request: SimulateRequest) -> None:
     check_seconds("--restart-s", request.restart_s, zero=True)
     if request.profiles_csv and request.link is not None:  # as `xover plan` says it
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles file carries its own times")
+    engine_named(request.engine)
+    if request.profiles_csv and "--engine" in request.given:
+        raise XoverError("--engine picks stored profiles of recipes; a --profiles file carries its own times")
     if not 0 <= request.seed <= MAX_SEED:  # random.seed(-1) draws as seed 1; one of 4,000 digits is a typo
         shown = str(request.seed) if len(str(request.seed)) <= 40 else f"{str(request.seed)[:40]}..."
         raise XoverError(f"--seed {shown}: give a whole number from 0 to {MAX_SEED}")
@@ -187,9 +192,12 @@ def check_request(request: SimulateRequest) -> None:
         raise XoverError(f"--jobs {request.jobs}: give how many of the trace's first jobs to replay, >= 1")
 
 
-def profile_lookup(db: str | None, profiles_csv: str | None, link: Link | None) -> Callable[[str], JobProfile | None]:
+def profile_lookup(
+    db: str | None, profiles_csv: str | None, link: Link | None, engine: str = DEFAULT_ENGINE
+) -> Callable[[str], JobProfile | None]:
     """How a model name becomes a profile: a row of the profiles CSV (`xover plan --profiles`' format), or
-    the newest stored profile of the recipe of that name (at --bandwidth, or its one link rate)."""
+    the newest stored profile of the recipe of that name under `engine` (at --bandwidth, or its one link
+    rate)."""
     if profiles_csv:
         by_name = {profile.name: profile for profile in load_trace_csv(profiles_csv)}
         return by_name.get
@@ -197,7 +205,7 @@ def profile_lookup(db: str | None, profiles_csv: str | None, link: Link | None) 
 
     def stored(name: str) -> JobProfile | None:
         if name not in found:
-            jobs, _, _, _ = profiles_of_recipes(db, [load_recipe(name)], link)
+            jobs, _, _, _ = profiles_of_recipes(db, [load_recipe(name)], link, engine=engine)
             found[name] = jobs[0]
         return found[name]
 
@@ -245,6 +253,7 @@ def check_options_apply(request: SimulateRequest, fmt: str) -> None:
         "--seed": "--assign" not in request.given and "it seeds --assign's draw of models; give --assign too",
         "--profiles": fmt == "muri" and "a Muri trace carries each job's times",
         "--bandwidth": fmt == "muri" and "a Muri trace carries each job's times",
+        "--engine": fmt == "muri" and "a Muri trace carries each job's times",
         "--restart-s": fmt == "muri" and "a Muri trace gives each job's restart time",
     }
     for flag, why in unused.items():
@@ -257,7 +266,7 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     check_request(request)
     hosts = cluster_hosts(request.hosts, request.cluster)
     check_options_apply(request, request.fmt or detect_format(request.trace))
-    lookup = profile_lookup(db, request.profiles_csv, request.link)
+    lookup = profile_lookup(db, request.profiles_csv, request.link, request.engine)
     trace = load_trace(
         request.trace,
         request.fmt,
