@@ -272,8 +272,8 @@ RUN_MPS_HELP = (
     "--launcher slurm, each on its node)."
 )
 RUN_ALLOW_CHANGED_HELP = (
-    "Run a plan's scripts even if changed since they were profiled (recorded with each run); without it such "
-    "a plan is refused."
+    "Run a plan's scripts even if changed since they were profiled (recorded with each run), and its recipes "
+    "even if edited since it was planned (their model, batch, data); without it such a plan is refused."
 )
 RUN_METRICS_PORT_HELP = (
     "Serve the run's figures to Prometheus on this port while it runs (each Slurm group on its first node), "

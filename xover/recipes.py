@@ -149,6 +149,13 @@ class Recipe:
         return self._digest("name", "description")
 
     @property
+    def planned_as(self) -> str:
+        """What a plan's predictions of it hold for: its `workload` without `max_slowdown` (a protection the plan
+        carries itself). `xover run PLAN` refuses a recipe whose `planned_as` is not the plan's: an edited model,
+        batch, dataset or evaluation interval, or another recipe file under the job's name."""
+        return replace(self, max_slowdown=None).workload
+
+    @property
     def profile_keys(self) -> tuple[str, str]:
         """The keys its stored profiles may have: its job hash, and its hash as they were keyed before 2026-12-02
         (its name included: those hold for it under the name it had)."""

@@ -580,3 +580,44 @@ def test_what_was_stored_before_names_left_the_keys_still_holds_under_its_names(
     learnt = _plan(db, tmp_path)
     assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.30)
     assert learnt.predicted_from["adaptive"] == "measured"
+
+
+def test_a_recipe_edited_since_it_was_planned_is_refused_unless_allow_changed(isolated_results, tmp_path):
+    """A plan's predictions and placement are of the recipe as it was planned: `xover run PLAN` ran an edited
+    recipe (another batch) or another recipe file put under the job's name without a word. Now refused as a
+    changed script is, unless --allow-changed; its description is not what it computes, and a plan from before
+    `planned_as` was written is not checked."""
+    db = isolated_results / "xover.db"
+    job = tmp_path / "job.toml"
+    job.write_text((ROOT / "recipes" / "mlp-digits.toml").read_text())
+    _profiles(db, jobs=((load_recipe(str(job)), 5.0, 60.0), (load_recipe("resnet-digits"), 60.0, 8.0)))
+    plan_file = tmp_path / "plan.json"
+    plan_jobs(str(db), recipe_paths=[str(job), "resnet-digits"], trace_csv=None, devices=2, hosts=None,
+              device_memory_gb=None, max_group=2, algo="matching", out=str(plan_file), link=Link.parse("1gbit"))
+    body = json.loads(plan_file.read_text())
+    assert body["jobs"]["mlp-digits"]["planned_as"] == load_recipe(str(job)).planned_as
+
+    def run_it(allow_changed=False):
+        [group], _ = groups_from_plan(str(plan_file), iterations=None, engine=None, allow_changed=allow_changed)
+        return {spec.name: spec.recipe for spec in group.jobs}
+
+    text = job.read_text()
+    job.write_text(text.replace('description = "', 'description = "edited: '))
+    assert run_it()["mlp-digits"].description.startswith("edited: ")  # words only: runs
+    job.write_text(text.replace("batch_size = 32", "batch_size = 16"))
+    assert "batch_size = 16" in job.read_text()
+    with pytest.raises(XoverError) as refused:
+        run_it()
+    assert f"{job} is not the recipe this job was planned with" in str(refused.value)
+    assert "plan field 'jobs.mlp-digits.planned_as'" in str(refused.value) and "--allow-changed" in str(refused.value)
+    assert run_it(allow_changed=True)["mlp-digits"].batch_size == 16  # as it is now
+    # another recipe file under the job's name
+    job.write_text(text)
+    body["jobs"]["mlp-digits"]["recipe"] = str(ROOT / "recipes" / "mlp-balanced.toml")
+    plan_file.write_text(json.dumps(body))
+    with pytest.raises(XoverError, match="mlp-balanced.toml is not the recipe this job was planned with"):
+        run_it()
+    # a plan written before `planned_as`: not checked
+    del body["jobs"]["mlp-digits"]["planned_as"]
+    plan_file.write_text(json.dumps(body))
+    assert run_it()["mlp-digits"].model == "mlp"

@@ -78,8 +78,9 @@ class Plan:
     ``predicted_makespan_ms``: the schedule `xover run` follows: in the plan's order, each group
     starts as soon as every one of its devices is free.
     ``sequential_makespan_ms``: every placed job alone, one after another.
-    ``recipes``: job name -> recipe path, when the plan was made from recipes; ``scripts``: job name ->
-    its script, for the jobs of users' own scripts.
+    ``recipes``: job name -> recipe path, when the plan was made from recipes; ``planned_as``: job name ->
+    the recipe's `Recipe.planned_as` then (a built-in model's; a script's content is in ``scripts``);
+    ``scripts``: job name -> its script, for the jobs of users' own scripts.
     ``link``, ``engine``, ``device_kind``: what the profiles were taken under (None: a plan made from a
     trace); `xover run` of the plan runs under the same, and Slurm asks for that kind of device.
     """
@@ -94,6 +95,7 @@ class Plan:
     recipes: dict[str, str] = field(default_factory=dict)
     policy: str = DEFAULT_POLICY
     scripts: dict[str, PlannedScript] = field(default_factory=dict)
+    planned_as: dict[str, str] = field(default_factory=dict)
     link: str | None = None
     engine: str | None = None
     device_kind: str | None = None

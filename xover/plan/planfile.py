@@ -31,7 +31,8 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
                          "startup_ms": 0.0, "link_ms": 60.0, "max_slowdown": 2.0,
                          "interference_link_share": 0.62,  # the partner's l/T it was measured next to
                          "corun_stretch": 1.8, "mps_stretch": 1.5,  # GPU: compute next to a computing partner
-                         "recipe": "recipes/resnet.toml"},     # "recipe" only when made from recipes
+                         "recipe": "recipes/resnet.toml",      # "recipe" only when made from recipes,
+                         "planned_as": "9c1e..."},  # and what it computed then (Recipe.planned_as)
               "train": {...,                   # a job of the user's own script (a job file, or --script):
                         "recipe": "jobs/train.toml",
                         "script": {"path": "/home/me/train.py", "args": ["--lr", "0.1"],
@@ -51,7 +52,8 @@ Format ``xover-plan/1`` (keys are fixed; scripts rely on them)::
 job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``checkpoint_ms`` (1),
 ``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms), ``max_slowdown`` (none) and
 ``interference_link_share`` (none: the interference is the same next to any partner),
-``corun_stretch`` and ``mps_stretch`` (none: processor sharing) may be left out; a job's name is
+``corun_stretch`` and ``mps_stretch`` (none: processor sharing) and ``planned_as`` (not checked) may be
+left out; a job's name is
 letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predicted_iteration_ms``,
 ``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job),
 ``predicted_by_sharing``, ``predicted_from`` (every figure simulated), ``measured_runs`` (each measured
@@ -118,7 +120,7 @@ GROUP_KEYS = frozenset(
 JOB_KEYS = frozenset(
     ("devices", "compute_ms", "comm_ms", "memory_gb", "data_ms", "iterations", "comm_cpu", "checkpoint_ms")
     + ("interference", "startup_ms", "link_ms", "max_slowdown", "interference_link_share", "corun_stretch")
-    + ("mps_stretch", "recipe", "script")
+    + ("mps_stretch", "recipe", "script", "planned_as")
 )
 SCRIPT_KEYS = frozenset(("path", "args", "engine", "sha256", "iterations", "env", "pass_env"))
 UNPLACED_KEYS = frozenset(("name", "reason"))
@@ -138,7 +140,12 @@ def plan_to_dict(plan: Plan, recipes: dict[str, str] | None = None) -> dict[str,
         "policy": plan.policy,
         "hosts": [[name, slots] for name, slots in plan.hosts],
         "groups": [_group_to_dict(group) for group in plan.groups],
-        "jobs": {job.name: _job_to_dict(job, recipes.get(job.name), plan.scripts.get(job.name)) for job in plan.jobs},
+        "jobs": {
+            job.name: _job_to_dict(
+                job, recipes.get(job.name), plan.scripts.get(job.name), plan.planned_as.get(job.name)
+            )
+            for job in plan.jobs
+        },
         "unplaced": [{"name": name, "reason": reason} for name, reason in plan.unplaced],
         "predicted_aggregate_gain": plan.predicted_aggregate_gain,
         "predicted_makespan_ms": plan.predicted_makespan_ms,
@@ -168,7 +175,9 @@ def _group_to_dict(group: GroupPlan) -> dict[str, Any]:
     }
 
 
-def _job_to_dict(job: JobProfile, recipe: str | None, script: PlannedScript | None) -> dict[str, Any]:
+def _job_to_dict(
+    job: JobProfile, recipe: str | None, script: PlannedScript | None, planned_as: str | None
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "devices": job.devices,
         "compute_ms": job.compute_ms,
@@ -186,6 +195,8 @@ def _job_to_dict(job: JobProfile, recipe: str | None, script: PlannedScript | No
             entry[optional] = getattr(job, optional)
     if recipe is not None:
         entry["recipe"] = recipe
+    if planned_as is not None:
+        entry["planned_as"] = planned_as
     if script is not None:
         entry["script"] = {
             "path": script.path,
@@ -206,7 +217,7 @@ def plan_from_dict(document: Any) -> Plan:
     if _field(top, "format", "") != PLAN_FORMAT:
         raise PlanFormatError(f"plan field 'format': expected {PLAN_FORMAT!r}, got {top['format']!r}")
     hosts = _hosts(_field(top, "hosts", ""))
-    jobs, recipes, scripts = _jobs(_field(top, "jobs", ""))
+    jobs, recipes, scripts, planned_as = _jobs(_field(top, "jobs", ""))
     groups = _groups(_field(top, "groups", ""), jobs, dict(hosts))
     if "engine" in top and top["engine"] not in ENGINES:
         _fail("engine", f"unknown engine {top['engine']!r}; choose {', '.join(ENGINES)}")
@@ -227,6 +238,7 @@ def plan_from_dict(document: Any) -> Plan:
         predicted_makespan_ms=_amount(_field(top, "predicted_makespan_ms", ""), "predicted_makespan_ms"),
         sequential_makespan_ms=_amount(_field(top, "sequential_makespan_ms", ""), "sequential_makespan_ms"),
         recipes=recipes,
+        planned_as=planned_as,
         policy=_policy(top.get("policy", DEFAULT_POLICY)),
         scripts=scripts,
         link=link,
@@ -278,9 +290,10 @@ def _hosts(value: Any) -> list[tuple[str, int]]:
     return hosts
 
 
-def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str], dict[str, PlannedScript]]:
+def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str], dict[str, PlannedScript], dict[str, str]]:
     jobs: dict[str, JobProfile] = {}
     recipes: dict[str, str] = {}
+    planned_as: dict[str, str] = {}
     scripts: dict[str, PlannedScript] = {}
     for name, entry in _mapping(value, "jobs").items():
         where = f"jobs.{name}"
@@ -291,7 +304,9 @@ def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str], dict[str, 
             recipes[name] = _text(fields["recipe"], f"{where}.recipe")
         if "script" in fields:
             scripts[name] = _script(fields["script"], f"{where}.script")
-    return jobs, recipes, scripts
+        if "planned_as" in fields:
+            planned_as[name] = _text(fields["planned_as"], f"{where}.planned_as")
+    return jobs, recipes, scripts, planned_as
 
 
 def _script(value: Any, where: str) -> PlannedScript:

@@ -318,7 +318,8 @@ def plan_jobs(
         policy=policy,
         measured=measured,
     )
-    plan = replace(plan, recipes=recipes, scripts=scripted)
+    planned_as = {} if trace_csv else {recipe.name: recipe.planned_as for recipe in loaded if recipe.script is None}
+    plan = replace(plan, recipes=recipes, scripts=scripted, planned_as=planned_as)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
         plan = replace(plan, link=link.key if link is not None else None, engine=engine, device_kind=device_kind)
     body = plan_to_dict(plan)

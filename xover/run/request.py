@@ -44,7 +44,7 @@ class RunOptions:
     timeout_s: float | None = None
     wait: bool = False  # for devices another xover holds
     mps: bool = False  # every unit under a CUDA MPS daemon of the run's own (run/mps.py)
-    allow_changed: bool = False  # run a plan's scripts changed since they were profiled
+    allow_changed: bool = False  # run a plan's scripts changed since profiled, its recipes edited since planned
     launcher: str = DEFAULT_LAUNCHER
     launcher_options: dict[str, str | None] = field(default_factory=dict)  # its own (--partition, ...)
     plan: Plan | None = None  # the plan the groups come from, recorded with the run

@@ -149,6 +149,7 @@ def groups_from_plan(
                         iterations=iterations if iterations is not None else planned.iterations,
                         np=planned.devices,
                     )
+                    _check_as_planned(name, recipe, plan.planned_as.get(name), allow_changed)
             except XoverError as error:
                 raise XoverError(f"{plan_path}: group {index}, job '{name}': {error}") from None
             max_slowdown = planned.max_slowdown if planned.max_slowdown is not None else recipe.max_slowdown
@@ -176,6 +177,19 @@ def groups_from_plan(
             )
         )
     return groups, plan
+
+
+def _check_as_planned(name: str, recipe: Recipe, planned_as: str | None, allow_changed: bool) -> None:
+    """A recipe edited since it was planned (its model, batch, data, evaluation interval) or another recipe
+    file under the job's name: the plan's predictions and placement are of another job. Refused as a changed
+    script is, unless `allow_changed`; a plan from before plans recorded it (no `planned_as`) is not checked."""
+    if planned_as is None or allow_changed or recipe.planned_as == planned_as:
+        return
+    raise XoverError(
+        f"{recipe.label} is not the recipe this job was planned with (it changed since, or the plan names another "
+        f"file: plan field 'jobs.{name}.planned_as' is {planned_as}, the recipe now {recipe.planned_as}): "
+        "plan it again, or run it as it is now with --allow-changed"
+    )
 
 
 def _planned_script(
