@@ -53,9 +53,8 @@ job, ``data_ms`` (default 0), ``iterations`` (default 100), ``comm_cpu`` (0), ``
 ``interference`` (0), ``startup_ms`` (0), ``link_ms`` (comm_ms), ``max_slowdown`` (none) and
 ``interference_link_share`` (none: the interference is the same next to any partner),
 ``corun_stretch`` and ``mps_stretch`` (none: processor sharing) and ``planned_as`` (not checked) may be
-left out; a job's name is
-letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``, ``predicted_iteration_ms``,
-``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job),
+left out; a job's name is letters, digits, '.', '_', '-' or '#'. In a group, ``predicted_speed``,
+``predicted_iteration_ms``, ``predicted_start_ms``, ``fluid_bound``, ``sharing`` (crossover; "alone" for one job),
 ``predicted_by_sharing``, ``predicted_from`` (every figure simulated), ``measured_runs`` (each measured
 figure one comparison's) and ``sharing_reason`` may be left out (plans from before they existed); ``policy`` defaults to
 work-conserving; ``link``, ``engine`` and ``device_kind``
