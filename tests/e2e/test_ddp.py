@@ -224,3 +224,20 @@ def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backwa
 
 
 # ---------------------------------------------------------------------------- leaving
+
+
+def test_a_grad_scaler_that_skips_steps_and_a_static_graph_of_small_buckets_keep_the_losses(isolated_results):
+    """fp16 autocast with a GradScaler that skips half the steps (scaler.step never calls optimizer.step on
+    those), DDP with static_graph and buckets small enough for several all-reduces a backward, gradients as
+    bucket views, @record and all_gather_object: every step counts one iteration, skipped or not, and every
+    loss is plain torchrun's, in turns and in an adaptive group (checked by hand on 2026-12-04, kept here)."""
+    script, steps = ROOT / "tests/e2e/scripts/ddp_scaled.py", 16
+    alone = plain_torchrun(script, "--steps", str(steps)).stdout
+    assert "skipped [8, 8]" in alone  # the case itself: half the steps overflowed
+    report = _xover_run("--script", str(script), "--script", str(script), "--mode", "crossover,adaptive",
+                        "--policy", "work-conserving", "--json", "--", "--steps", str(steps))
+    assert sorted(job["mode"] for job in report["jobs"]) == ["adaptive", "adaptive", "crossover", "crossover"]
+    for job in report["jobs"]:
+        assert job["status"] == "finished", job["error"]
+        assert job["iterations"] == steps and job["samples_per_s"] > 0, job
+        assert _rank0_losses(job["log_dir"]) == _printed_losses(alone), (job["name"], job["mode"])
