@@ -224,12 +224,6 @@ def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backwa
         assert job["final_loss"] == pytest.approx(float(alone[-2].split()[-1]), rel=1e-6), job
 
 
-# ---------------------------------------------------------------------------- refusals
-
-
-# ---------------------------------------------------------------------------- leaving
-
-
 def test_a_grad_scaler_that_skips_steps_and_a_static_graph_of_small_buckets_keep_the_losses(isolated_results):
     """fp16 autocast with a GradScaler that skips half the steps here (scaler.step never calls optimizer.step on
     those), DDP with static_graph and buckets small enough for several all-reduces a backward, gradients as
