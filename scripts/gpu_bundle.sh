@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 BUNDLE=.gpu-bundle
 PY=${PYTHON:-python3}
 mkdir -p "$BUNDLE/wheels" "$BUNDLE/debs"
-WHEELS=(sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3)
+WHEELS=(sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 pydantic==2.12.5 pydantic-core==2.41.5 annotated-types==0.7.0
+        typing-inspection==0.4.2 typing-extensions==4.15.0)
 for wheel in "${WHEELS[@]}"; do
   name=${wheel%%==*}
   if ! ls "$BUNDLE/wheels" | grep -qi "^${name}-${wheel##*==}-"; then

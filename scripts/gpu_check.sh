@@ -102,7 +102,7 @@ PROFILED=" "  # "backend:recipe+recipe" of the pairs profiled in this call
 RUN_EXTRA=()
 
 # ---- set-up: what the image lacks, from .gpu-bundle/ (no network there)
-if ! "$PY" -c "import sqlalchemy, alembic, mako" 2>/dev/null; then
+if ! "$PY" -c "import sqlalchemy, alembic, mako, pydantic" 2>/dev/null; then
   if ls .gpu-bundle/wheels/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" .gpu-bundle/wheels/*.whl \
       && export PYTHONPATH=$PYTHONPATH:$WORK/site && say "installed $(ls .gpu-bundle/wheels | tr '\n' ' ')"
