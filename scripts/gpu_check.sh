@@ -22,8 +22,8 @@
 # The study of GPU-bound jobs (bench/gpu/study.sh runs them; not default phases), each at the link rate its
 # profile says makes the all-reduce keep the link busy as long as the job computes (bench/gpu/balanced_rate.py):
 #   bound        two GPU-bound ResNet-50s (bf16, channels-last), Gloo: profiled, planned (the plan picks the
-#                sharing), run from the plan in every mode time-sliced, then concurrent and crossover under
-#                MPS, twice; then as planned
+#                sharing), run from the plan in every mode time-sliced, then concurrent, crossover and adaptive
+#                under MPS; then as planned; then the two comparisons again where the budget allows
 #   bound-nccl   the same pair with NCCL under MPS (CTAs bounded: NCCL_MAX_NCHANNELS, NCCL_MAX_CTAS), concurrent
 #                and crossover, time-sliced and under MPS
 #   bound-vgg    GPU-bound ResNet-50 + VGG-16, as bound (once);   bound-bert  GPU-bound ResNet-50 + BERT-base
@@ -71,8 +71,10 @@ if [ -x "$ROOT/.venv/bin/python" ] && [ $CPU = 1 ]; then PY=${PYTHON:-$ROOT/.ven
 export PYTHONUNBUFFERED=1 XOVER_RESULTS=$WORK/results XOVER_DB=$WORK/xover.db XOVER_LEASE_DIR=$WORK/leases
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 export XOVER_DETERMINISTIC=1  # exact loss parity on the GPU (bench/gpu/probe.py determinism checks each model)
-# the study measures adaptive's probing: a pair's second round would otherwise settle on the first's figures
-export XOVER_ADAPTIVE=${XOVER_ADAPTIVE:-measured=probe}
+# the study measures adaptive's probing: a pair's second round would otherwise settle on the first's figures;
+# its jobs run seconds, not hours, so a round of probes may take 60% of the time left, not 20% (at 8 s and 20%
+# an H200 run never probed: 2026-12-04)
+export XOVER_ADAPTIVE=${XOVER_ADAPTIVE:-measured=probe,share=0.6}
 
 if [ $CPU = 1 ]; then
   BUDGET=${BUDGET:-420}
@@ -88,8 +90,10 @@ else
   R50=resnet50-synthetic; VGG=vgg16-synthetic; BERT=bert-base-tokens
   # A run with NCCL took 11-15 s to start on an H200: a job that runs 3 s may end before its partner
   # starts (docs/measurements.md, 2026-11-26), so every job gets at least 10 s.
-  PAIR_SECONDS=10; PAPER_SECONDS=12; PROFILE=(--iterations 8 --warmup 3); PARITY_ITERATIONS=200
-  B50=resnet50-bf16; BVGG=vgg16-bf16; BBERT=bert-base-bf16; STUDY_SECONDS=8; STUDY_ROUNDS=2
+  # Over Gloo on a shaped link an H200 job's first 7-8 steps ramp up (the all-reduce 340 -> 115 ms, the compute
+  # 40 -> 76 ms; docs/measurements.md, 2026-12-04): a profile warms up past them.
+  PAIR_SECONDS=10; PAPER_SECONDS=12; PROFILE=(--iterations 16 --warmup 10); PARITY_ITERATIONS=200
+  B50=resnet50-bf16; BVGG=vgg16-bf16; BBERT=bert-base-bf16; STUDY_SECONDS=12; STUDY_ROUNDS=2
 fi
 # NCCL's CTAs bounded when jobs share a GPU: each communicator takes a few SMs, not all it would like
 NCCL_BOUND=(NCCL_MAX_NCHANNELS=2 NCCL_MAX_CTAS=2)
@@ -102,7 +106,7 @@ PROFILED=" "  # "backend:recipe+recipe" of the pairs profiled in this call
 RUN_EXTRA=()
 
 # ---- set-up: what the image lacks, from .gpu-bundle/ (no network there)
-if ! "$PY" -c "import sqlalchemy, alembic, mako" 2>/dev/null; then
+if ! "$PY" -c "import sqlalchemy, alembic, mako, pydantic" 2>/dev/null; then
   if ls .gpu-bundle/wheels/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" .gpu-bundle/wheels/*.whl \
       && export PYTHONPATH=$PYTHONPATH:$WORK/site && say "installed $(ls .gpu-bundle/wheels | tr '\n' ' ')"
@@ -198,7 +202,7 @@ PYTWIN
 
 # study NAME NEED BACKEND RECIPE RECIPE: profile both (then again at the balanced rate, with each job's co-run
 # stretch and, on a GPU, how busy it keeps the GPU while computing), plan, run from the
-# plan in every mode, under MPS, STUDY_ROUNDS times, then as planned. The pair of the study's later phases
+# plan in every mode and under MPS, then as planned, then again up to STUDY_ROUNDS rounds. The pair of the study's later phases
 # reuses STUDY_RATE and STUDY_PLAN.
 study() {
   local name=$1 need=$2 backend=$3 a=$4 b=$5; shift 5
@@ -231,22 +235,39 @@ print(g.get('sharing'), g.get('predicted_by_sharing'))" "$WORK/$name-plan.json")
   else
     say "  the plan keeps them apart: comparing them as one group anyway"; local group=(--group "$a" "$b" --engine torch)
   fi
+  # round 1 in every way, then the plan's pick as planned, then further rounds while the budget lasts; a run
+  # that would not end inside the budget is not started (on an H200 a round took 128 s time-sliced and 85 s
+  # under MPS, the planned run about 40 s: docs/measurements.md, 2026-12-04)
   local round
   for round in $(seq 1 "$STUDY_ROUNDS"); do
+    if [ "$round" = 2 ] && [ "${group[0]}" != --group ]; then study_planned "$name" "${vars[@]}"; fi
+    room $((CPU ? 20 : 140)) "$name-all$round" || break
     xo $(($(left) - 10)) "$name-all$round.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" \
       --seconds "$STUDY_SECONDS" --mode all --policy work-conserving --timeout $(($(left) - 20)) --json
     report "$name-all$round"
     if [ $CPU = 0 ]; then
+      room 95 "$name-mps$round" || break
       xo $(($(left) - 10)) "$name-mps$round.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" --mps \
         --seconds "$STUDY_SECONDS" --mode concurrent,crossover,adaptive --policy work-conserving --timeout $(($(left) - 20)) --json
       report "$name-mps$round"
     fi
   done
-  if [ "${group[0]}" != --group ]; then
-    xo $(($(left) - 10)) "$name-planned.run" "${vars[@]}" -- run "${group[@]}" "${STUDY_RATE[@]}" \
-      --seconds "$STUDY_SECONDS" --timeout $(($(left) - 20)) --json
-    report "$name-planned"
-  fi
+  if [ "$STUDY_ROUNDS" -lt 2 ] && [ "${group[0]}" != --group ]; then study_planned "$name" "${vars[@]}"; fi
+}
+
+# room NEED NAME: whether NEED seconds of the budget are left for the run NAME (said when not)
+room() {
+  [ "$(left)" -ge "$1" ] && return 0
+  say "  $2 not started: $(left)s left, needs ${1}s"; return 1
+}
+
+# study_planned NAME VAR=VALUE...: the study's plan run as planned (each group in the way the plan picked)
+study_planned() {
+  local name=$1; shift
+  room $((CPU ? 15 : 50)) "$name-planned" || return 0
+  xo $(($(left) - 10)) "$name-planned.run" "$@" -- run "${STUDY_PLAN[@]}" "${STUDY_RATE[@]}" \
+    --seconds "$STUDY_SECONDS" --timeout $(($(left) - 20)) --json
+  report "$name-planned"
 }
 
 [ $CPU = 1 ] && XOVER_TORCH_BACKEND_NCCL=gloo || XOVER_TORCH_BACKEND_NCCL=nccl

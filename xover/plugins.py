@@ -1,8 +1,9 @@
 """Extensions: each module a package names under the entry-point group `xover.plugins` is imported before
 the command line is built (and before a registry that holds such extensions is read), and registers what
 it brings itself - a launcher, an engine, a way of sharing, a turn policy, a metric sink - as
-docs/extending.md shows. xover's own launchers are loaded so too. A package declares its module in its own
-metadata (pyproject.toml):
+docs/extending.md shows. xover's own launchers are imported first, by name: a checkout run through
+PYTHONPATH (the GPU check does so) has no installed metadata to find them in. A package declares its module
+in its own metadata (pyproject.toml):
 
     [project.entry-points."xover.plugins"]
     kubernetes = "xover_kubernetes"
@@ -11,21 +12,26 @@ metadata (pyproject.toml):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from .errors import XoverError
 
 GROUP = "xover.plugins"
-_loaded: list[str] = []
+BUILT_IN = ("xover.run.local", "xover.run.on_slurm")  # xover's own launchers, installed or not
+_loaded: list[str] | None = None  # the group's modules, once loaded
 
 
 def load_plugins() -> list[str]:
-    """Import every module of the group, once; returns their names. One that fails to load is one line
-    naming it and its package, not a traceback. xover's own launchers are in the group too (pyproject.toml):
-    a registry that holds them asks for this before it is read."""
-    if _loaded:
+    """Import xover's own launchers, then every module of the group, once; returns the group's names. One
+    that fails to load is one line naming it and its package, not a traceback. A registry that holds such
+    extensions asks for this before it is read."""
+    global _loaded
+    if _loaded is not None:
         return list(_loaded)
+    for module in BUILT_IN:
+        import_module(module)
     loaded = []
     for entry in entry_points(group=GROUP):
         try:
@@ -36,8 +42,8 @@ def load_plugins() -> list[str]:
                 f"the xover plugin {entry.name} ({entry.value}, from {package}) failed to load: {error}"
             ) from None
         loaded.append(entry.name)
-    _loaded[:] = loaded
-    return loaded
+    _loaded = loaded
+    return list(loaded)
 
 
 Value = TypeVar("Value")

@@ -44,6 +44,24 @@ def test_the_gpu_checks_loss_parity_is_per_mode_and_only_where_steps_were_compar
     assert rows == {"sequential": "-", "concurrent": "exact", "crossover work-conserving": "-"}
 
 
+def test_the_gpu_checks_mps_round_compares_with_concurrent_per_iteration_where_nothing_ran_alone():
+    """The MPS round runs concurrent, crossover and adaptive, nothing alone: no aggregate can be formed, so the
+    summary compares steps per second (H200, 2026-12-04: crossover 185 ms, concurrent 246 ms a step)."""
+    summarize = load_bench("gpu/summarize")
+    jobs = [{"group": 0, "name": name, "mode": mode, "policy": policy, "iteration_ms": ms}
+            for name in ("a", "b")
+            for mode, policy, ms in (("concurrent", None, 240.0), ("crossover", "work-conserving", 180.0),
+                                     ("adaptive", "work-conserving", 200.0))]
+    report = {"experiment": {"bandwidth": "9gbit"}, "jobs": jobs,
+              "groups": [{"group": 0, "jobs": ["a", "b"], "concurrent_vs_sequential": None,
+                          "policies": {"work-conserving": {"aggregate": None}}}]}
+    rows = {row[5].split(" (")[0]: row[7] for row in summarize.group_rows("bound-mps1", report, [])}
+    assert rows == {"concurrent": "1.00", "crossover work-conserving": "1.33*", "adaptive": "1.20*"}
+    jobs[-1]["iteration_ms"] = None  # a job with no iteration: no figure, not a guess
+    rows = {row[5].split(" (")[0]: row[7] for row in summarize.group_rows("bound-mps1", report, [])}
+    assert rows["adaptive"] == "-"
+
+
 def test_issue_60s_targets_over_the_rows(capsys):
     bench = load_bench("crossover_pair")
 

@@ -20,6 +20,23 @@ def test_the_registry_names_each_launcher_once_with_its_help():
     assert launchers_help().startswith("local: ") and "slurm: " in launchers_help()
 
 
+def test_a_checkout_run_without_installed_metadata_has_its_launchers(tmp_path):
+    """The GPU check runs xover from a checkout on PYTHONPATH: no package metadata names xover's own
+    launchers there (on 2026-12-04 every `xover run` on the GPU machine answered '--launcher local: choose ')."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import importlib.metadata as m; m.entry_points = lambda **kw: []\n"
+        "from xover.run.launchers import LAUNCHERS; print(' '.join(LAUNCHERS))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0 and found.stdout.split() == ["local", "slurm"], found.stderr[-2000:]
+
+
 def test_an_unknown_launcher_is_one_line_naming_the_choices():
     with pytest.raises(XoverError, match=r"^--launcher kubernetes: choose local or slurm$"):
         launcher_named("kubernetes")
