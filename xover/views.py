@@ -160,6 +160,13 @@ def show_profiles(results: list[dict[str, Any]], as_json: bool) -> None:
             for row in results
             if row.get("busy_before") is not None
         ]
+        + [
+            f"{row['name']}: its steps were still getting faster after the warm-up ({row['settling'][0]:.0f} ms a step "
+            f"at first, {row['settling'][1]:.0f} ms at the end): its figures are not its steady pace; profile again "
+            "with a longer warm-up (--warmup and --iterations, --force)"
+            for row in results
+            if row.get("settling")
+        ]
     )
 
 

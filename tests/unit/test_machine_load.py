@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from xover.profile.step import MachineLoad, comm_cpu_ms_of
 
 
@@ -59,3 +61,30 @@ def test_the_profile_table_warns_of_a_busy_machine(capsys):
     out = capsys.readouterr().out
     assert "mlp-digits: 99% of this machine's cores were busy with other work" in out.replace("\n", " ")
     assert "quiet:" not in out
+
+
+def test_a_profile_still_warming_up_is_told_from_one_that_settled():
+    """On an H200 over Gloo on a shaped link a job's steps went 370 to 175 ms over the five a profile measured,
+    and settled at 150 ms from step 9 (2026-12-04): the figures were the ramp's, and the model's with them."""
+    from xover.profile.step import still_settling
+
+    ramp = [1.594, 0.105, 0.467, 0.370, 0.302, 0.247, 0.208, 0.175]
+    assert still_settling(ramp, 3) == pytest.approx((370.0, 175.0))
+    settled = [0.961, 0.186, 0.347, 0.287, 0.231, 0.181, 0.173, 0.169, 0.160, 0.151, 0.153, 0.148, 0.151, 0.150]
+    assert still_settling(settled, 8) is None  # past the ramp: steady within a fifth
+    noisy = [0.5, 0.1, 0.1, 0.12, 0.09, 0.11, 0.1, 0.13, 0.09, 0.1]  # a CPU profile's spread is not a ramp
+    assert still_settling(noisy, 2) is None
+    assert still_settling([0.3, 0.2, 0.1], 1) is None  # fewer than 3 measured: nothing to tell
+    slower = [0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2]  # slowing down is another machine's load, said elsewhere
+    assert still_settling(slower, 1) is None
+
+
+def test_the_profile_table_warns_of_a_job_still_warming_up(capsys):
+    from xover.views import show_profiles
+
+    row = {"name": "resnet50-bf16", "compute_fraction": 0.3, "busy_before": None, "settling": (370.0, 175.0),
+           "reused": False}
+    show_profiles([row, {**row, "name": "steady", "settling": None}], as_json=False)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "resnet50-bf16: its steps were still getting faster after the warm-up (370 ms a step at first, 175 ms" in out
+    assert "--warmup" in out and "steady:" not in out

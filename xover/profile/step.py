@@ -186,6 +186,22 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+SETTLED_RATIO = 0.8  # the last third of the measured steps this much faster than the first: not yet settled
+
+
+def still_settling(iteration_s: list[float], warmup: int) -> tuple[float, float] | None:
+    """(first, last) ms: the medians of the first and the last third of the steps after `warmup`, where the
+    last are over a fifth faster - the job was still warming up (on an H200 over Gloo on a shaped link, a
+    job's steps went 370 to 175 ms over steps 3-7 and settled at 150 from step 9: docs/measurements.md,
+    2026-12-04); None where it had settled."""
+    measured = iteration_s[warmup:]
+    third = max(1, len(measured) // 3)
+    if len(measured) < 3:
+        return None
+    first, last = statistics.median(measured[:third]), statistics.median(measured[-third:])
+    return (first * 1000, last * 1000) if last < SETTLED_RATIO * first else None
+
+
 def summarise(metrics: list[IterationMetric], warmup: int) -> dict[str, Any]:
     """A profile's figures from rank 0's iterations after `warmup`: each phase's median and spread, the
     throughput, the link's busy span, and the window they cover; fewer than 3 iterations left is an error."""
@@ -408,6 +424,7 @@ class _Profiling:
         ]
         self.measured: set[int] = set()
         self.busy_before: dict[str, float] = {}  # job name -> share of the cores other work kept busy before its run
+        self.settling: dict[str, tuple[float, float]] = {}  # job name -> its steps still speeding up (still_settling)
         self.partners: dict[int, tuple[Recipe, Profile]] = {}  # np -> the partner recipe at that np, its profile
 
     def stored(self, recipe: Recipe, job: Any) -> Profile | None:
@@ -432,6 +449,7 @@ class _Profiling:
                 "name": self.recipes[i].name,
                 "reused": i not in self.measured,
                 "busy_before": self.busy_before.get(self.recipes[i].name) if i in self.measured else None,
+                "settling": self.settling.get(self.recipes[i].name) if i in self.measured else None,
             }
             for i in range(len(self.recipes))
         ]
@@ -480,9 +498,19 @@ class _Profiling:
             Scheduler(current.context).run([unit], exclusive=True)
         if load.busy_before is not None:
             self.busy_before[recipe.name] = load.busy_before
-        return _store_profile(
+        profile = _store_profile(
             self.store, recipe, unit.run_ids[0], self.link, self.hardware, options.warmup, job.engine, load
         )
+        with self.store.session() as session:
+            steps = session.scalars(
+                select(IterationMetric.iteration_s)
+                .where(IterationMetric.run_id == unit.run_ids[0])
+                .order_by(IterationMetric.step)
+            ).all()
+        settling = still_settling(list(steps), options.warmup)
+        if settling is not None:
+            self.settling[recipe.name] = settling
+        return profile
 
     def _partner(self, current: Any, recipe: Recipe, job: Any) -> tuple[Recipe, Profile]:
         """The reference partner at the recipe's np, and its profile: one just measured, stored, or measured now."""
