@@ -7,9 +7,9 @@
 # lent GPU machine has 15 minutes, its start included):
 #
 #   bash bench/gpu/study.sh 1 [--out DIR]          bound: two ResNet-50s (bf16) over Gloo: a round, the plan's run,
-#                                                   a second round if the budget allows (7.5 min budget)
+#                                                   a second round if the budget allows (8.3 min budget)
 #   bash bench/gpu/study.sh 2 --rate RATE [--out DIR]   bound-nccl (at the rate call 1 printed), then bound-vgg and
-#                                                   bound-bert as far as the budget goes (5 min budget)
+#                                                   bound-bert as far as the budget goes (4.5 min budget)
 #   bash bench/gpu/study.sh cpu [--out DIR]        every phase's dry run on this CPU, with small recipes
 #
 # Each call writes DIR/summary.md (default results/gpu-study-N) and DIR/data.tgz.
@@ -17,9 +17,9 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 part=${1:-}; shift || true
 case $part in
-  1) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound --budget 450 --policy work-conserving \
+  1) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound --budget 500 --policy work-conserving \
        --out "$ROOT/results/gpu-study-1" "$@" ;;
-  2) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound-nccl,bound-vgg,bound-bert --budget 300 \
+  2) exec bash "$ROOT/scripts/gpu_check.sh" --phases bound-nccl,bound-vgg,bound-bert --budget 270 \
        --policy work-conserving --out "$ROOT/results/gpu-study-2" "$@" ;;
   cpu) exec bash "$ROOT/scripts/gpu_check.sh" --cpu --phases bound,bound-nccl --budget 540 \
        --policy work-conserving --out "$ROOT/results/gpu-study-cpu" "$@" ;;
