@@ -195,9 +195,9 @@ def still_settling(iteration_s: list[float], warmup: int) -> tuple[float, float]
     job's steps went 370 to 175 ms over steps 3-7 and settled at 150 from step 9: docs/measurements.md,
     2026-12-04); None where it had settled."""
     measured = iteration_s[warmup:]
-    third = max(1, len(measured) // 3)
     if len(measured) < 3:
         return None
+    third = len(measured) // 3
     first, last = statistics.median(measured[:third]), statistics.median(measured[-third:])
     return (first * 1000, last * 1000) if last < SETTLED_RATIO * first else None
 
@@ -498,16 +498,9 @@ class _Profiling:
             Scheduler(current.context).run([unit], exclusive=True)
         if load.busy_before is not None:
             self.busy_before[recipe.name] = load.busy_before
-        profile = _store_profile(
+        profile, settling = _store_profile(
             self.store, recipe, unit.run_ids[0], self.link, self.hardware, options.warmup, job.engine, load
         )
-        with self.store.session() as session:
-            steps = session.scalars(
-                select(IterationMetric.iteration_s)
-                .where(IterationMetric.run_id == unit.run_ids[0])
-                .order_by(IterationMetric.step)
-            ).all()
-        settling = still_settling(list(steps), options.warmup)
         if settling is not None:
             self.settling[recipe.name] = settling
         return profile
@@ -692,7 +685,8 @@ def _store_profile(
     warmup: int,
     engine: str,
     load: MachineLoad | None = None,
-) -> Profile:
+) -> tuple[Profile, tuple[float, float] | None]:
+    """The run's profile, stored, and whether its steps were still settling (`still_settling`)."""
     with store.session() as session, session.begin():
         run = session.get_one(Run, run_id)
         if run.status != RunStatus.FINISHED:
@@ -748,4 +742,4 @@ def _store_profile(
         session.add(profile)
         session.flush()
         profile.recipe = snapshot
-        return profile
+        return profile, still_settling([m.iteration_s for m in metrics], warmup)
