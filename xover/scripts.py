@@ -48,6 +48,13 @@ DDP_UNSUPPORTED_NAMES = {
     "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
     "through communication: use BatchNorm (DDP broadcasts its statistics) to run it "
     "under xover",
+    "FullyShardedDataParallel": "shards its model with FSDP (FullyShardedDataParallel), whose all-gathers and "
+    "reduce-scatters run inside forward and backward and would hold the turn through communication; "
+    "crossover takes turns around DDP's gradient all-reduces: wrap the model in DistributedDataParallel "
+    "to run it under xover",
+    "fully_shard": "shards its model with FSDP2 (fully_shard), whose all-gathers and reduce-scatters run inside "
+    "forward and backward and would hold the turn through communication; crossover takes turns around "
+    "DDP's gradient all-reduces: wrap the model in DistributedDataParallel to run it under xover",
 }
 
 
@@ -320,8 +327,17 @@ def _unconditional_names(tree: ast.AST, functions_run: bool = True) -> set[str]:
             branches = [statement for case in node.cases for statement in case.body]
         for branch in branches:
             guarded.update(id(inner) for inner in ast.walk(branch))
-    names = (_used_name(node) for node in ast.walk(tree) if id(node) not in guarded)
-    return {name for name in names if name is not None}
+    # a name imported under another (`from torch.distributed.fsdp import FullyShardedDataParallel as FSDP`)
+    # is used by that one: `FSDP(model)` uses FullyShardedDataParallel
+    imported_as = {
+        alias.asname: alias.name.rsplit(".", 1)[-1]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+        if alias.asname
+    }
+    names = {name for node in ast.walk(tree) if id(node) not in guarded and (name := _used_name(node)) is not None}
+    return names | {imported_as[name] for name in names if name in imported_as}
 
 
 def _chain(node: ast.Attribute) -> str | None:

@@ -155,3 +155,53 @@ def test_a_finished_rank_leaves_without_the_interpreters_teardown_and_loses_noth
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["unflushedthread finished", "atexit ran"]
+
+
+FSDP_SCRIPT = textwrap.dedent("""
+    import sys
+    import torch, torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.nn.parallel import DistributedDataParallel
+    dist.init_process_group("gloo")
+    model = torch.nn.Linear(8, 1)
+    if "--shard" in sys.argv:
+        model = FSDP(model, device_id=torch.device("cpu"))
+    else:
+        model = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        loss = model(torch.ones(2, 8)).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""")
+
+
+def test_a_model_sharded_with_fsdp_is_refused_by_name_before_and_where_it_is_built_behind_a_flag(
+        isolated_results, tmp_path):
+    """FSDP's all-gathers and reduce-scatters run inside forward and backward: refused before anything starts
+    where the script always builds it, and at its first step where a flag builds it (the step without DDP said
+    only 'optimizer.step() before any DistributedDataParallel model was built')."""
+    script = tmp_path / "train_fsdp.py"
+    script.write_text(FSDP_SCRIPT)
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", str(script), "--script", str(script),
+                             "--mode", "all", "--json", "--", "--shard"], capture_output=True, text=True, timeout=300,
+                            cwd=ROOT)
+    assert result.returncode != 0
+    jobs = json.loads(result.stdout)["jobs"]
+    assert [(job["name"], job["mode"], job["status"]) for job in jobs] == [("train_fsdp", "sequential", "failed")]
+    assert "shards its model with FSDP (FullyShardedDataParallel)" in jobs[0]["error"], jobs[0]["error"]
+    assert "wrap the model in DistributedDataParallel" in jobs[0]["error"]
+    # built unconditionally: refused by its name, exit 2, one line, nothing started
+    always = FSDP_SCRIPT.replace('if "--shard" in sys.argv:\n    model = FSDP', "model = FSDP").replace(
+        "else:\n    model = DistributedDataParallel(model)\n", "")
+    assert "\nmodel = FSDP(model" in always and "else" not in always
+    script.write_text(always)
+    refused = subprocess.run([sys.executable, "-m", "xover", "run", "--script", str(script), "--mode", "crossover"],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip() == (f"error: --script {script}: shards its model with FSDP (FullyShardedDataParallel), "
+                                      f"whose all-gathers and reduce-scatters run inside forward and backward and would "
+                                      f"hold the turn through communication; crossover takes turns around DDP's gradient "
+                                      f"all-reduces: wrap the model in DistributedDataParallel to run it under xover")

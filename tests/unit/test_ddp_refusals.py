@@ -31,6 +31,30 @@ def test_what_cannot_be_crossed_over_is_refused(tmp_path, line, problem):
         check_ddp_script(script)
 
 
+@pytest.mark.parametrize("source, problem", [
+    ("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nmodel = FSDP(torch.nn.Linear(2, 2))",
+     r"FSDP \(FullyShardedDataParallel\).*wrap the model in DistributedDataParallel"),
+    ("import torch.distributed.fsdp\nmodel = torch.distributed.fsdp.FullyShardedDataParallel(torch.nn.Linear(2, 2))",
+     r"FSDP \(FullyShardedDataParallel\).*wrap the model in DistributedDataParallel"),
+    ("from torch.distributed.fsdp import fully_shard\nmodel = torch.nn.Linear(2, 2)\nfully_shard(model)",
+     r"FSDP2 \(fully_shard\).*wrap the model in DistributedDataParallel"),
+    ("from torch.distributed._composable.fsdp import fully_shard as shard\nshard(torch.nn.Linear(2, 2))",
+     r"FSDP2 \(fully_shard\).*wrap the model in DistributedDataParallel"),
+    # a name imported as another is used by it: before, `SBN.convert_sync_batchnorm` went unseen
+    ("from torch.nn import SyncBatchNorm as SBN\nmodel = SBN.convert_sync_batchnorm(torch.nn.Linear(2, 2))",
+     "SyncBatchNorm"),
+])
+def test_a_sharded_model_and_names_imported_as_others_are_refused(tmp_path, source, problem):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n" + source + "\n")
+    with pytest.raises(ScriptRefused, match=f"--script {re.escape(str(script))}: .*{problem}"):
+        check_ddp_script(script)
+    # behind a flag: left to the shim, which refuses the FSDP model when the script steps without DDP
+    guarded = [line if "import" in line else f"if sys.argv[1:]:\n    {line}" for line in source.splitlines()]
+    script.write_text("import sys\nimport torch\n" + "\n".join(guarded) + "\n")
+    check_ddp_script(script)
+
+
 def test_ddp_built_in_a_module_next_to_the_script_is_found(tmp_path):
     (tmp_path / "helpers.py").write_text("from torch.nn.parallel import DistributedDataParallel as DDP\n")
     (tmp_path / "train.py").write_text("from helpers import DDP\n")

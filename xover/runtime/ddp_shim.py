@@ -61,17 +61,19 @@ only at the boundary (its wrapper's step is not torch's until then): one iterati
 
 Refused before the script starts (exit 2, one line, `check_ddp_script`): a Horovod script (no
 DistributedDataParallel, nor a framework that builds it, in the script or the modules next to it that
-it imports); its own communication hook (the hook is how the
-all-reduce leaves the turn); SyncBatchNorm (collectives inside forward and backward). Refused when
-met: an optimizer step (or a read of the gradients) before any DDP model was built, naming the framework
-found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled python reducer (each
-brings its own reduction), and uneven inputs with Join (the divisor changes every iteration).
+it imports); its own communication hook (the hook is how the all-reduce leaves the turn); SyncBatchNorm
+and FSDP (collectives inside forward and backward). Refused when met: an optimizer step (or a read of the
+gradients) before any DDP model was built, naming the FSDP model built instead (behind a flag, or by a
+framework) or the framework found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled
+python reducer (each brings its own reduction), and uneven inputs with Join (the divisor changes every
+iteration).
 Not covered: a Work that the script waits for itself while holding the turn.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import sys
@@ -132,6 +134,25 @@ def _script_from_argv() -> str | None:
 def _refuse(script: str | None, problem: str) -> NoReturn:
     print(f"xover: {script or 'the script'}: {problem}", file=sys.stderr, flush=True)
     raise SystemExit(ScriptRefused.exit_code)
+
+
+def _sharded_model_kind() -> str | None:
+    """The name of the FSDP wrapper a model of this process was built with (FullyShardedDataParallel, or FSDP2's
+    fully_shard), None without one. Looked for only on the way to a refusal: importing FSDP in every rank to watch
+    its constructor would cost each of them most of a second."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is None:
+        return None
+    # FSDP2 makes a model's class an FSDPModule
+    classes = {"FullyShardedDataParallel": "FullyShardedDataParallel", "fully_shard": "FSDPModule"}
+    kinds: dict[str, type] = {
+        name: kind for name, attribute in classes.items() if isinstance(kind := getattr(fsdp, attribute, None), type)
+    }
+    for found in gc.get_objects():
+        for name, kind in kinds.items():
+            if isinstance(found, kind):
+                return name
+    return None
 
 
 # ------------------------------------------------------------------------------ inside the job
@@ -407,6 +428,9 @@ class DDPCrossover:
         of the script is reduced, so nothing of it can take turns; the line names the framework found."""
         if self.models:
             return
+        sharded = _sharded_model_kind()
+        if sharded is not None:  # built behind a flag, or by a framework (Lightning's or Accelerate's FSDP)
+            _refuse(self.script, DDP_UNSUPPORTED_NAMES[sharded])
         framework = script_framework(script_names(self.script).dotted) if self.script else None
         hint = ""
         if framework is not None:
