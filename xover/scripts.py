@@ -57,6 +57,22 @@ DDP_UNSUPPORTED_NAMES = {
     "DDP's gradient all-reduces: wrap the model in DistributedDataParallel to run it under xover",
 }
 
+# libraries that reduce the gradients their own way, which no engine's shim follows: module -> why, what to do
+UNFOLLOWED_TRAINERS = {
+    "deepspeed": "trains through DeepSpeed (deepspeed.initialize), whose engine reduces the gradients itself (its own "
+    "buckets, ZeRO's partitions): crossover takes turns around DDP's and Horovod's gradient all-reduces; "
+    "wrap the model in DistributedDataParallel to run it under xover",
+}
+
+
+def _unfollowed_trainer(dotted: list[str], used: set[str] | None = None) -> str | None:
+    """Why a script that trains through a library no shim follows cannot be crossed over (its `initialize` called,
+    outside any `if` where `used` is given: a script that also trains through DDP behind a flag is left to run)."""
+    for library, problem in UNFOLLOWED_TRAINERS.items():
+        if f"{library}.initialize" in dotted and (used is None or "initialize" in used):
+            return problem
+    return None
+
 
 class ScriptRefused(XoverError):
     """A script that cannot run in a crossover group under its engine."""
@@ -406,7 +422,7 @@ def _engines(names: list[str]) -> dict[str, str]:
 def engine_from_source(source: str, script: str = "<script>") -> ScriptEngine:
     """The engine of one script's text; both or neither is an error naming the script."""
     names = names_in(ast.parse(source, filename=script))
-    return _decide(script, _engines(names), script_framework(names))
+    return _decide(script, _engines(names), script_framework(names), _unfollowed_trainer(names))
 
 
 def script_engines(script: str | os.PathLike, error: type[XoverError] = XoverError) -> dict[str, str]:
@@ -417,7 +433,7 @@ def script_engines(script: str | os.PathLike, error: type[XoverError] = XoverErr
 def detect_engine(script: str | os.PathLike) -> ScriptEngine:
     """The engine of a script file, from its imports and those of the modules next to it that it imports."""
     names = script_names(script).dotted
-    return _decide(str(script), _engines(names), script_framework(names))
+    return _decide(str(script), _engines(names), script_framework(names), _unfollowed_trainer(names))
 
 
 def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
@@ -453,7 +469,9 @@ def _distinct(found: list[ScriptEngine]) -> list[ScriptEngine]:
     return list({item.script: item for item in found}.values())
 
 
-def _decide(script: str, engines: dict[str, str], framework: tuple[str, str] | None = None) -> ScriptEngine:
+def _decide(
+    script: str, engines: dict[str, str], framework: tuple[str, str] | None = None, unfollowed: str | None = None
+) -> ScriptEngine:
     if len(engines) > 1:
         found = [(ENGINES[name], engines[name]) for name in ENGINES if name in engines]  # in the registry's order
         shown = " and ".join(f"{engine.imports} ({evidence})" for engine, evidence in found)
@@ -461,6 +479,8 @@ def _decide(script: str, engines: dict[str, str], framework: tuple[str, str] | N
             f"--script {script}: imports {'both' if len(found) == 2 else 'each of'} {shown}, so its "
             f"engine cannot be told: pass {' or '.join(f'--engine {engine.name}' for engine, _ in found)}"
         )
+    if not engines and unfollowed is not None:
+        raise XoverError(f"--script {script}: {unfollowed}")
     if not engines:
         raise XoverError(
             f"--script {script}: imports neither "
@@ -495,6 +515,8 @@ def check_ddp_script(script: str | os.PathLike) -> None:
             f"in torch.nn.parallel.DistributedDataParallel (a Horovod script runs with --engine "
             f"horovod)"
         )
+    if (problem := _unfollowed_trainer(found.dotted, found.unconditional)) is not None:
+        raise ScriptRefused(f"--script {script}: {problem}")
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
         if name in found.unconditional:  # one behind a flag is refused by the shim if the flag is given
             raise ScriptRefused(f"--script {script}: {problem}")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from xover.scripts import ScriptRefused, check_ddp_script
+from xover.errors import XoverError
+from xover.scripts import ScriptRefused, check_ddp_script, detect_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
@@ -131,3 +132,29 @@ def test_a_helper_of_a_module_that_is_never_called_is_no_use_of_what_it_names(tm
     script.write_text(script.read_text() + "def main(model):\n    model.register_comm_hook(None, None)\n")
     with pytest.raises(ScriptRefused, match="communication hook"):
         check_ddp_script(script)
+
+
+DEEPSPEED = """
+import deepspeed
+import torch
+model = torch.nn.Linear(2, 2)
+engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+"""
+
+
+def test_a_script_that_trains_through_deepspeed_is_told_why_whatever_its_engine_shows(tmp_path):
+    # DeepSpeed's engine reduces the gradients itself: the script's engine could not be told ("pass --engine
+    # torch"), and given --engine torch it failed at its first step ("before any DistributedDataParallel model")
+    script = tmp_path / "train.py"
+    script.write_text(DEEPSPEED)
+    said = r"--script .*train.py: trains through DeepSpeed \(deepspeed.initialize\).*wrap the model in DistributedDataParallel"
+    with pytest.raises(XoverError, match=said):
+        detect_engine(script)
+    script.write_text("import torch.distributed as dist\n" + DEEPSPEED)
+    assert detect_engine(script).engine == "torch"
+    with pytest.raises(ScriptRefused, match=said):
+        check_ddp_script(script)
+    # behind a flag, beside DDP (scripts that train either way): left to run
+    script.write_text(DEEPSPEED.replace("engine, optimizer", "if sys.argv[1:]:\n    engine, optimizer").replace(
+        "import torch\n", "import sys\nimport torch\nfrom torch.nn.parallel import DistributedDataParallel\n"))
+    check_ddp_script(script)
