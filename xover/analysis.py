@@ -196,9 +196,12 @@ def compare(
         total = 0.0
         # jobs that never ran together past their warm-up (one ended before another began) shared nothing: each
         # near its speed alone, their sum would read as a gain (2.54 of a bound of 1.77, the best way measured)
-        complete = len(positions) < 2 or together is not None
+        apart = len(positions) > 1 and together is None
+        complete = not apart
         for position, rows in zip(positions, runs):
             job = jobs[position]
+            if apart:  # nor is any job's speed a speed shared: each ran near alone
+                continue
             solo, shared = alone.get((index, job.name)), samples_per_s(rows, window)
             if solo and shared and _whole(job):
                 compared[position] = dataclasses.replace(
@@ -392,6 +395,13 @@ def overlap_warnings(
                         "slowed them unequally; run without --seconds, giving the job that ended first more "
                         "iterations"
                     )
+                if overlap == 0.0:
+                    warnings.append(
+                        f"group {group.group}: the {named} jobs never ran at the same time past their warm-up "
+                        f"({'; '.join(what[:-1]) or 'no window'}), so nothing of this mode is a measurement of "
+                        f"sharing: no figure for it ({advice})"
+                    )
+                    continue
                 warnings.append(
                     f"group {group.group}: the {named} jobs ran at the same time for only "
                     f"{overlap:.0%} of that run ({'; '.join(what)}), so its figures rest on a short window ({advice})"

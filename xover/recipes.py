@@ -654,6 +654,19 @@ def profile_target(recipe: Recipe) -> list[str]:
     return [recipe.path or recipe.name]
 
 
+def profile_ranks(recipe: Recipe) -> list[str]:
+    """`--np N` for a suggested `xover profile` of `recipe`, unless its target names its ranks (a --script's): a
+    recipe run at another np than its file's (`--np`, a plan's) is profiled at that one, not at the file's."""
+    target = profile_target(recipe)
+    if "--np" in target:
+        return []
+    try:
+        own = load_recipe(target[0]).np
+    except RecipeError:  # moved or changed since: name the ranks
+        own = None
+    return [] if own == recipe.np else ["--np", str(recipe.np)]
+
+
 def profile_command(recipe: Recipe, *options: str) -> str:
     """The `xover profile` that measures `recipe`, with `options` (a link, an engine, hosts, --force) before a
     --script's arguments (a secret's value in them shown as ***): every one of them part of the profile's key."""

@@ -87,7 +87,8 @@ def test_runs_params_histories_metrics_and_artifacts_read_back_by_mlflow_and_no_
         assert params["mode"] == tags["xover.mode"] and params["engine"] == "horovod"
         assert params["recipe.model"] and params["recipe.batch_size"]
         assert metrics["samples_per_s"] > 0 and metrics["iterations"] == COMPARISON_ITERATIONS
-        if tags["xover.mode"] != "sequential":
+        apart = parent.data.metrics.get(f"group0.{tags['xover.mode']}_overlap") == 0.0  # never met past warm-up
+        if tags["xover.mode"] != "sequential" and not apart:
             assert metrics["slowdown"] > 0 and metrics["speed_vs_alone"] > 0
             assert metrics["loss_parity.identical"] == 1.0 and metrics["loss_parity.max_abs_diff"] == 0.0
         # per-iteration histories, step = the iteration

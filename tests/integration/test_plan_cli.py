@@ -34,6 +34,17 @@ def test_plan_needs_profiles(isolated_results):
     assert "no horovod profile of 'mlp-digits'" in result.stderr and "xover profile" in result.stderr
 
 
+def test_the_profile_a_plan_asks_for_is_at_the_np_it_plans(isolated_results):
+    # `--np 1`: the suggested command profiled at the recipes' own np (2), and the plan failed again after it
+    both = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--np", "1")
+    assert both.returncode == 2
+    assert both.stderr.strip().endswith(" --np 1` first"), both.stderr
+    one = _xover("plan", "mlp-digits", "--devices", "2", "--np", "1", "--bandwidth", "1gbit")
+    assert one.returncode == 2 and "--bandwidth 1gbit --np 1` first" in one.stderr, one.stderr
+    own = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2")  # their own np: nothing more said
+    assert own.returncode == 2 and "--np" not in own.stderr and own.stderr.strip().endswith(".toml` first"), own.stderr
+
+
 def test_plan_from_csv_trace_and_bad_rows(isolated_results, tmp_path):
     trace = tmp_path / "jobs.csv"
     trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nA,2,100,10,1\nB,2,10,100,1\nC,2,50,50,1\n")

@@ -21,7 +21,7 @@ from ..engines import DEFAULT_ENGINE
 from ..errors import Interrupted, XoverError, printable, refuse_overwriting
 from ..hosts import parse_hosts
 from ..links import Link
-from ..recipes import Recipe, load_recipe, profile_command, profile_target, with_overrides
+from ..recipes import Recipe, load_recipe, profile_command, profile_ranks, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
 from ..scripts import check_engine
 from ..sharing import MAX_GROUP
@@ -115,9 +115,10 @@ def profiles_of_recipes(
         if found is None:
             across = f" over {spanned} hosts" if spanned > 1 else ""
             across_hosts = ["-H", "..."] if spanned > 1 else []
+            options = [*(link.flag + _engine_flag(recipe, engine)).split(), *profile_ranks(recipe), *across_hosts]
             raise XoverError(
                 f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {key}: run "
-                f"`{profile_command(recipe, *(link.flag + _engine_flag(recipe, engine)).split(), *across_hosts)}` first"
+                f"`{profile_command(recipe, *options)}` first"
                 + _changed_hint(store, recipe)
                 + _other_engine_hint(store, recipe, job_engine)
                 + _other_tuning_hint(store, recipe, job_engine)
@@ -232,10 +233,14 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
         built_in = [recipe for recipe in missing if not recipe.script]
         flag = _engine_flag(built_in[0], engine) if built_in else ""
         # one job: its whole command (a script's arguments after the options); several: their targets
+        targets = [profile_target(recipe) for recipe in missing]
+        # their ranks (a job file planned at another np is profiled at that one), where one --np covers them all
+        named = {tuple(profile_ranks(recipe)) for recipe in missing if "--np" not in profile_target(recipe)}
+        ranks = f" --np {first.np}" if len({recipe.np for recipe in missing}) == 1 and any(named) else ""
         command = (
-            profile_command(first, *flag.split())
+            profile_command(first, *flag.split(), *profile_ranks(first))
             if len(missing) == 1
-            else f"xover profile {' '.join(shlex.join(profile_target(recipe)) for recipe in missing)}{flag}"
+            else f"xover profile {' '.join(map(shlex.join, targets))}{flag}{ranks}"
         )
         engines = " or ".join(sorted({engine_of(recipe, engine) for recipe in missing}))
         raise XoverError(

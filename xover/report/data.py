@@ -317,8 +317,11 @@ class ExperimentBrief:
     replayed_jobs: int | None = None
 
     def summary(self) -> ExperimentSummary:
-        """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain."""
-        gains = [g.measured_gain for g in self.groups if g.measured_gain is not None]
+        """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain (of every
+        group under every turn policy it ran: not only the default policy's, which a group's table shows)."""
+        gains = [
+            entry.aggregate for group in self.groups for entry in group.policies.values() if entry.aggregate is not None
+        ]
         modes = sorted({j.mode for j in self.jobs if j.mode is not None}, key=mode_rank)
         return ExperimentSummary(
             id=self.experiment.id,

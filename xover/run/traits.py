@@ -16,7 +16,7 @@ from ..links import HOST, Link
 from ..plan.from_profiles import job_profile
 from ..plan.measured import Measurements
 from ..plan.predict import measured_runs, predict_considered
-from ..recipes import MAX_ITERATIONS, profile_target, with_overrides
+from ..recipes import MAX_ITERATIONS, profile_ranks, with_overrides
 from ..recipes import profile_command as recipe_profile_command
 from ..sharing import RunStatus, adapts
 from ..store.measured import recent_measurements
@@ -108,9 +108,8 @@ def traits_from_summary(summary: dict[str, Any], max_slowdown: float | None, lin
 def profile_command(job: JobSpec, link: Link) -> str:
     """The `xover profile` that measures `job` as it runs here: on its link, under its engine, on its hosts."""
     recipe = with_overrides(job.recipe, np=job.np)
-    ranks = [] if "--np" in profile_target(recipe) else ["--np", str(job.np)]  # a --script names its own
     hosts = [] if all(map(is_local, job.devices)) else ["-H", job.hosts]
-    return recipe_profile_command(recipe, *link.flag.split(), "--engine", job.engine, *ranks, *hosts)
+    return recipe_profile_command(recipe, *link.flag.split(), "--engine", job.engine, *profile_ranks(recipe), *hosts)
 
 
 def give_seconds(jobs: list[JobSpec], seconds: float, link: Link) -> None:
