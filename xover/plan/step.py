@@ -235,8 +235,8 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
         # one job: its whole command (a script's arguments after the options); several: their targets
         targets = [profile_target(recipe) for recipe in missing]
         # their ranks (a job file planned at another np is profiled at that one), where one --np covers them all
-        named = {tuple(profile_ranks(recipe)) for recipe in missing if "--np" not in profile_target(recipe)}
-        ranks = f" --np {first.np}" if len({recipe.np for recipe in missing}) == 1 and any(named) else ""
+        one_np = len({recipe.np for recipe in missing}) == 1
+        ranks = f" --np {first.np}" if one_np and any(profile_ranks(recipe) for recipe in missing) else ""
         command = (
             profile_command(first, *flag.split(), *profile_ranks(first))
             if len(missing) == 1
