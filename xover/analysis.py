@@ -369,14 +369,25 @@ def overlap_warnings(
     it: for a run given --seconds (`lengths_in_seconds`), what else than --seconds would help."""
     warnings = []
     for group in groups:
-        for mode, overlap in group.overlaps.items():
+        # each way as measured (crossover under its chosen policy), then crossover under its other policies
+        shared = [
+            (
+                f"{mode} ({group.crossover_policy})" if mode == CROSSOVER.name and group.crossover_policy else mode,
+                overlap,
+                group.windows.get(mode),
+                group.starts_apart.get(mode),
+            )
+            for mode, overlap in group.overlaps.items()
+        ]
+        shared += [
+            (f"{CROSSOVER} ({policy})", entry.overlap, entry.window_s, entry.starts_apart_s)
+            for policy, entry in group.policies.items()
+            if policy != group.crossover_policy
+        ]
+        for named, overlap, window, apart in shared:
             if overlap is not None and overlap < least:
-                window, apart = group.windows.get(mode), group.starts_apart.get(mode)
                 what = [f"first iterations {apart:.1f} s apart"] if apart is not None else []
                 what.append(f"a window of {window:.1f} s" if window else "too short a window: whole runs compared")
-                named = (
-                    f"{mode} ({group.crossover_policy})" if mode == CROSSOVER.name and group.crossover_policy else mode
-                )
                 # the late start is the cause where it is most of the time the jobs did not run together
                 late_start = apart is not None and window is not None and apart > (window / overlap - window) / 2
                 cause = (

@@ -340,3 +340,20 @@ def test_the_best_crossover_gain_of_an_experiment_is_over_every_turn_policy():
     summaries = [_summary(run, s["name"], s["mode"], s["policy"], 0, iterations[run]) if run in (5, 6) else s
                  for run, s in zip(range(1, len(summaries) + 1), summaries)]
     assert best(summaries) == pytest.approx(1.5)  # round-robin's, not work-conserving's 1.0
+
+
+def test_the_overlap_warning_looks_at_crossover_under_every_policy():
+    """Only the chosen policy's crossover was looked at: round-robin's run at 0.499 overlap went unwarned
+    (`925a...` of 2026-12-04's Horovod store), its 1.44 shown in the policy table as any other."""
+    from xover.analysis import overlap_warnings
+    from xover.results import GroupComparison, PolicyResult
+
+    policies = {"work-conserving": PolicyResult(aggregate=1.3, window_s=9.0, overlap=0.9),
+                "round-robin": PolicyResult(aggregate=1.44, window_s=4.0, overlap=0.3, starts_apart_s=0.1)}
+    group = GroupComparison(group=0, jobs=["a", "b"], policies=policies, sequential=1.0,
+                            measured={"concurrent": 1.2, "crossover": 1.3}, overlaps={"concurrent": 0.8, "crossover": 0.9},
+                            crossover_policy="work-conserving", windows={"concurrent": 8.0, "crossover": 9.0},
+                            starts_apart={})
+    [warning] = overlap_warnings([group])
+    assert warning.startswith("group 0: the crossover (round-robin) jobs ran at the same time for only 30% of that run "
+                              "(first iterations 0.1 s apart; a window of 4.0 s)"), warning

@@ -42,3 +42,20 @@ def test_the_record_and_the_report_of_a_run_whose_ranks_gave_up_turns_say_so(tmp
     shown = capsys.readouterr().out
     assert "a (crossover) gave up crossover turns on device 1" in shown and "b (crossover) gave up" in shown
     assert "gave up crossover turns" in report_html(report, {})
+
+
+def test_the_html_heads_a_job_that_ended_with_an_error_by_how_it_ended(tmp_path):
+    """Every job with an error was headed 'failed' on the HTML page, a timeout too."""
+    from xover.report.data import gather_report
+    from xover.report.html import report_html
+    from xover.store.models import Experiment
+
+    store, _, _ = recorded_runs(tmp_path, [
+        {"name": "a", "mode": "crossover", "hosts": "localhost:2", "np": 2, "status": "timeout", "group_index": 0,
+         "slot": 0, "error": "timed out after 60 s"},
+        {"name": "b", "mode": "crossover", "hosts": "localhost:2", "np": 2, "status": "failed", "group_index": 0,
+         "slot": 1, "error": "rank 0: ValueError: bad"}])
+    with store.session() as session:
+        page = report_html(gather_report(session, session.get(Experiment, "e1")), {})
+    assert "<h2>a (crossover): timeout</h2><pre>timed out after 60 s</pre>" in page
+    assert "<h2>b (crossover): failed</h2>" in page and ") failed</h2>" not in page

@@ -187,9 +187,10 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                 f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) gave up crossover turns</h2>"
                 f"<p>{escape(turns_lost_line(job.to_json()))}</p>"
             )
-        if job.error:
+        if job.error:  # failed, or ended otherwise (timeout, stopped, ...) with why: its status says which
             sections.append(
-                f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) failed</h2><pre>{escape(job.error)}</pre>"
+                f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}): {escape(str(job.status or 'failed'))}</h2>"
+                f"<pre>{escape(job.error)}</pre>"
             )
     if pictures:
         sections.append("<h2>Pictures</h2>")
