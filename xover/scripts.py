@@ -48,13 +48,12 @@ DDP_UNSUPPORTED_NAMES = {
     "SyncBatchNorm": "uses SyncBatchNorm, whose collectives run inside forward and backward and would hold the turn "
     "through communication: use BatchNorm (DDP broadcasts its statistics) to run it "
     "under xover",
-    "FullyShardedDataParallel": "shards its model with FSDP (FullyShardedDataParallel), whose all-gathers and "
-    "reduce-scatters run inside forward and backward and would hold the turn through communication; "
-    "crossover takes turns around DDP's gradient all-reduces: wrap the model in DistributedDataParallel "
-    "to run it under xover",
-    "fully_shard": "shards its model with FSDP2 (fully_shard), whose all-gathers and reduce-scatters run inside "
-    "forward and backward and would hold the turn through communication; crossover takes turns around "
-    "DDP's gradient all-reduces: wrap the model in DistributedDataParallel to run it under xover",
+    **{
+        name: f"shards its model with {what} ({name}), whose all-gathers and reduce-scatters run inside forward and "
+        "backward and would hold the turn through communication; crossover takes turns around DDP's gradient "
+        "all-reduces: wrap the model in DistributedDataParallel to run it under xover"
+        for name, what in (("FullyShardedDataParallel", "FSDP"), ("fully_shard", "FSDP2"))
+    },
 }
 
 # libraries that reduce the gradients their own way, which no engine's shim follows: module -> why, what to do
