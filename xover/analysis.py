@@ -134,7 +134,8 @@ def job_summary(
         "wait_p90_ms": quantile(waits, 0.9),
         "link_ms": _median_ms(stable, "link_s"),
         "comm_cpu_ms": _median_ms(stable, "comm_cpu_s"),
-        "yields": sum(r.get("yields") or 0 for r in rows),
+        # none for a run without iterations (it failed first): not "0 yields"
+        "yields": sum(r.get("yields") or 0 for r in rows) if rows else None,
         "skew_p50_ms": stats.get("skew_p50_ms"),
         "skew_p90_ms": stats.get("skew_p90_ms"),
         # the last one known: a second optimizer stepped after the same backward is an iteration without one

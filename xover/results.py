@@ -534,14 +534,29 @@ class ExperimentInfo:
 
     @property
     def lengths_in_seconds(self) -> bool:
-        """Whether its command line gave --seconds (each job's length sized to a time alone), before any `--`
-        (the scripts' own arguments)."""
+        """Whether its command line gave --seconds (each job's length sized to a time alone)."""
+        return any(word == "--seconds" or word.startswith("--seconds=") for word in self._xover_words())
+
+    @property
+    def modes_asked(self) -> list[str]:
+        """The modes its command line gave with --mode, in order ([] where it gave none: a plan's run as planned,
+        or `xover train`)."""
+        words = self._xover_words()
+        asked = []
+        for position, word in enumerate(words):
+            if word == "--mode" and position + 1 < len(words):
+                asked.extend(words[position + 1].split(","))
+            elif word.startswith("--mode="):
+                asked.extend(word.removeprefix("--mode=").split(","))
+        return asked
+
+    def _xover_words(self) -> list[str]:
+        """Its command line's words before any `--` (the scripts' own arguments)."""
         try:
             words = shlex.split(self.command or "")
-        except ValueError:  # a command cut short (unbalanced quotes): not a length xover can tell
-            return False
-        words = words[: words.index("--")] if "--" in words else words
-        return any(word == "--seconds" or word.startswith("--seconds=") for word in words)
+        except ValueError:  # a command cut short (unbalanced quotes): not one xover can read
+            return []
+        return words[: words.index("--")] if "--" in words else words
 
     def to_json(self) -> dict[str, Any]:
         """Its shape in the JSON: every field, in order."""
@@ -556,7 +571,7 @@ class ExperimentSummary:
     kind: str
     status: str
     created_at: str | None
-    jobs: int  # distinct job names
+    jobs: int  # distinct job names, with those of runs never started
     runs: int
     modes: str  # comma-separated, in MODE_ORDER
     best_crossover_gain: float | None

@@ -208,10 +208,18 @@ def show_plan(result: Any, as_json: bool) -> None:
     )
     for name, reason in plan.unplaced:
         console.print(f"[yellow]unplaced[/] {escape(name)}: {escape(reason)}")
+    # two ratios: the gain counts device time (each group's jobs alone over the group's time), the makespans also
+    # count groups running side by side on other devices
+    side_by_side = ": groups on other devices also run side by side" if len(plan.groups) > 1 else ""
+    makespan_ratio = (
+        f" ({plan.sequential_makespan_ms / plan.predicted_makespan_ms:.2f}x{side_by_side})"
+        if plan.predicted_makespan_ms > 0
+        else ""
+    )
     console.print(
-        f"predicted aggregate gain {plan.predicted_aggregate_gain:.2f}x; makespan "
-        f"{plan.predicted_makespan_ms / 1000:.1f} s vs {plan.sequential_makespan_ms / 1000:.1f} s "
-        f"one after another"
+        f"predicted aggregate gain {plan.predicted_aggregate_gain:.2f}x (each group's jobs alone over the group's "
+        f"time sharing its devices); makespan {plan.predicted_makespan_ms / 1000:.1f} s vs "
+        f"{plan.sequential_makespan_ms / 1000:.1f} s one after another{makespan_ratio}"
     )
     written = f"plan written to {result.path}"
     if plan.groups:

@@ -73,6 +73,24 @@ class ReportError(XoverError):
     pass
 
 
+@dataclass(frozen=True)
+class PlanMakespan:
+    """A plan's run in one way (as planned, or `--mode sequential`: each job once): its makespan as measured
+    (first job's start to last job's end; None where a job did not finish), the plan's prediction of it (None
+    where the run gave the jobs other lengths than the plan's), and the same plan's run of the other kind, with
+    the same jobs, lengths and link, nearest in time: shared beside one after another, both measured."""
+
+    measured_s: float | None
+    one_after_another: bool
+    predicted_s: float | None
+    other_experiment: str | None = None
+    other_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Its shape in the JSON: every field, in order."""
+        return dataclasses.asdict(self)
+
+
 @dataclass
 class ExperimentReport:
     """One experiment: its row, its jobs (one per job and mode), group comparisons, loss parity,
@@ -85,6 +103,7 @@ class ExperimentReport:
     parity: list[ParityResult]
     iterations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     not_started: list[NotStarted] = field(default_factory=list)
+    makespan: PlanMakespan | None = None
 
     @property
     def id(self) -> str:
@@ -300,7 +319,75 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
         loss_parity(jobs, iterations),
         iterations,
         not_started_units(session, experiment.id),
+        plan_makespan(session, experiment),
     )
+
+
+def plan_makespan(session: Session, experiment: Experiment) -> PlanMakespan | None:
+    """The makespan of a plan's run in one way, beside the plan's prediction and the same plan's run of the other
+    kind (PlanMakespan); None for a run not from a plan, and for a comparison (a job in several modes)."""
+    if experiment.plan_id is None or not _each_job_once(experiment):
+        return None
+    plan_row = session.get(PlanRow, experiment.plan_id)
+    body = plan_row.body if plan_row is not None else {}
+    info = experiment_row(experiment)
+    one_after_another = info.modes_asked == [Mode.SEQUENTIAL.value]
+    planned_jobs = body.get("jobs", {})
+    as_planned = not info.lengths_in_seconds and all(
+        run.iterations_planned == planned_jobs.get(run.name, {}).get("iterations") for run in experiment.runs
+    )
+    predicted_ms = body.get("sequential_makespan_ms" if one_after_another else "predicted_makespan_ms")
+    other = _other_run_of_the_plan(session, experiment, body, not one_after_another)
+    return PlanMakespan(
+        measured_s=_measured_makespan_s(experiment),
+        one_after_another=one_after_another,
+        predicted_s=predicted_ms / 1000 if as_planned and isinstance(predicted_ms, (int, float)) else None,
+        other_experiment=other.id if other is not None else None,
+        other_s=_measured_makespan_s(other) if other is not None else None,
+    )
+
+
+def _each_job_once(experiment: Experiment) -> bool:
+    names = [run.name for run in experiment.runs]
+    return bool(names) and len(names) == len(set(names))
+
+
+def _measured_makespan_s(experiment: Experiment) -> float | None:
+    """First job's start to last job's end; None unless every job finished."""
+    runs = experiment.runs
+    starts = [run.started_at for run in runs if run.started_at is not None]
+    ends = [run.ended_at for run in runs if run.ended_at is not None]
+    if (
+        not runs
+        or len(starts) < len(runs)
+        or len(ends) < len(runs)
+        or any(run.status != RunStatus.FINISHED for run in runs)
+    ):
+        return None
+    return (max(ends) - min(starts)).total_seconds()
+
+
+def _other_run_of_the_plan(
+    session: Session, experiment: Experiment, body: dict[str, Any], one_after_another: bool
+) -> Experiment | None:
+    """The same plan's run (the same content) of the other kind, every job once with the same recipe and length,
+    over the same link: the nearest in time."""
+    jobs = {run.name: (run.recipe_id, run.iterations_planned, run.np) for run in experiment.runs}
+    candidates = session.scalars(
+        select(Experiment).where(
+            Experiment.plan_id.is_not(None), Experiment.id != experiment.id, Experiment.kind == experiment.kind
+        )
+    ).all()
+    matches = [
+        other
+        for other in candidates
+        if (experiment_row(other).modes_asked == [Mode.SEQUENTIAL.value]) == one_after_another
+        and other.bandwidth == experiment.bandwidth
+        and _each_job_once(other)
+        and {run.name: (run.recipe_id, run.iterations_planned, run.np) for run in other.runs} == jobs
+        and (session.get(PlanRow, other.plan_id) or PlanRow()).body == body
+    ]
+    return min(matches, key=lambda other: abs((other.created_at - experiment.created_at).total_seconds()), default=None)
 
 
 # ------------------------------------------------------------------------------------ every experiment
@@ -308,13 +395,15 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
 
 @dataclass
 class ExperimentBrief:
-    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations; for a
-    simulation, which has no runs, the number of jobs it replayed."""
+    """One experiment in brief, for `xover report all`: its row, jobs and groups, without iterations, and the
+    runs it never started (a job refused or failed alone: it may have no run at all); for a simulation, which
+    has no runs, the number of jobs it replayed."""
 
     experiment: ExperimentInfo
     jobs: list[RunResult]
     groups: list[GroupReport]
     replayed_jobs: int | None = None
+    not_started: list[NotStarted] = field(default_factory=list)
 
     def summary(self) -> ExperimentSummary:
         """Its line in `xover report all`: counts, the modes run, and the best measured crossover gain (of every
@@ -328,7 +417,11 @@ class ExperimentBrief:
             kind=self.experiment.kind,
             status=self.experiment.status,
             created_at=self.experiment.created_at,
-            jobs=self.replayed_jobs if self.replayed_jobs is not None else len({j.name for j in self.jobs}),
+            jobs=(
+                self.replayed_jobs
+                if self.replayed_jobs is not None
+                else len({j.name for j in self.jobs} | {name for unit in self.not_started for name in unit.jobs})
+            ),
             runs=len(self.jobs),
             modes=",".join(modes),
             best_crossover_gain=max(gains) if gains else None,
@@ -348,7 +441,15 @@ def all_experiments(session: Session) -> list[ExperimentBrief]:
     briefs = []
     for experiment in experiments:
         jobs, groups = jobs_and_groups(session, experiment)
-        briefs.append(ExperimentBrief(experiment_row(experiment), jobs, groups, replayed.get(experiment.id)))
+        briefs.append(
+            ExperimentBrief(
+                experiment_row(experiment),
+                jobs,
+                groups,
+                replayed.get(experiment.id),
+                not_started_units(session, experiment.id),
+            )
+        )
     return briefs
 
 

@@ -33,6 +33,8 @@ from .tables import (
     adaptive_rows,
     display_rows,
     job_columns,
+    makespan_line,
+    never_alone_line,
     policy_table_rows,
     summary_rows,
     timeline_rows,
@@ -128,13 +130,16 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
         "<h2>Jobs</h2>",
         html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS),
         *(f"<p>{escape(line)}</p>" for line in not_started_lines(report.not_started)),
+        *([f"<p>{escape(makespan_line(report.makespan))}</p>"] if report.makespan is not None else []),
     ]
     if report.groups:
+        never_alone = never_alone_line(report)
         sections += [
             "<h2>Groups: aggregate throughput and gain</h2>",
             "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
             "sequential; error is measured vs the plan's prediction.</p>",
             html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS),
+            *([f"<p>{escape(never_alone)}</p>"] if never_alone is not None else []),
             "<h2>Ways of sharing: predicted against measured, and the plan's pick</h2>",
             "<p>Concurrent (no coordination; under MPS where its runs had MPS) and crossover, each predicted "
             "and measured; the plan's pick beside the best mode measured.</p>",

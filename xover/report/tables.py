@@ -20,7 +20,7 @@ from ..console import console, print_table
 from ..results import NotStarted, not_started_lines
 from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
-from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport
+from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport, PlanMakespan
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
 
@@ -321,6 +321,8 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         DIGITS,
     )
     print_not_started(report.not_started)
+    if report.makespan is not None:
+        console.print(makespan_line(report.makespan), markup=False, highlight=False, soft_wrap=True)
     if groups:
         print_table(
             "aggregate throughput over the time the jobs shared the devices, each job normalised by its "
@@ -329,6 +331,9 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             display_rows(groups),
             DIGITS,
         )
+        never_alone = never_alone_line(report)
+        if never_alone is not None:
+            console.print(never_alone, markup=False, highlight=False, soft_wrap=True)
         print_table(
             "each way of sharing predicted against measured, and the plan's pick against the best mode "
             "measured (concurrent: under MPS where its runs had MPS)",
@@ -371,6 +376,50 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
     print_failures(jobs)
     for name, path in pictures.items():
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def never_alone_line(report: ExperimentReport) -> str | None:
+    """Under the groups' table: the groups none of whose jobs ran alone in the experiment (a plan's run in one way),
+    which is why their measured cells are empty; None where every group has its runs alone."""
+    never_alone = [
+        str(group.group)
+        for group in report.groups
+        if not any(job.group == group.group and job.mode == Mode.SEQUENTIAL for job in report.jobs)
+    ]
+    if not never_alone:
+        return None
+    return (
+        f"group{'s' if len(never_alone) > 1 else ''} {', '.join(never_alone)}: no job ran alone in this experiment, "
+        "so no gain is measured (a job's speed is relative to its run alone; `xover run ... --mode all` runs its "
+        "jobs alone first, then every way side by side)"
+    )
+
+
+def makespan_line(makespan: PlanMakespan) -> str:
+    """A plan's run in one way: its makespan measured, beside the same plan's run of the other kind (shared, or
+    one after another), also measured, and the plan's prediction."""
+    kind = "its jobs one after another" if makespan.one_after_another else "the plan's jobs sharing devices"
+    if makespan.measured_s is None:
+        return f"makespan ({kind}): not measured, a job did not finish"
+    line = f"makespan {makespan.measured_s:.1f} s measured ({kind}, first job's start to last job's end)"
+    if makespan.predicted_s is not None:
+        line += f"; the plan predicted {makespan.predicted_s:.1f} s"
+    other = "as planned" if makespan.one_after_another else "its jobs one after another"
+    if makespan.other_experiment is None:
+        how = "`xover run PLAN`" if makespan.one_after_another else "`xover run PLAN --mode sequential`"
+        return line + (
+            f"; no run of this plan {'as planned' if makespan.one_after_another else 'one after another'} with the "
+            f"same jobs, lengths and link to set beside it ({how} with the same options)"
+        )
+    if makespan.other_s is None:
+        return line + f"; {other} in {makespan.other_experiment}: not measured, a job did not finish"
+    shared, alone = (
+        (makespan.other_s, makespan.measured_s)
+        if makespan.one_after_another
+        else (makespan.measured_s, makespan.other_s)
+    )
+    verdict = f"{alone / shared:.2f}x faster shared" if shared < alone else "NOT faster shared"
+    return line + f"; {other}: {makespan.other_s:.1f} s measured in {makespan.other_experiment} ({verdict})"
 
 
 def failed_jobs(jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -455,6 +504,7 @@ def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str,
         "parity": [parity.to_json() for parity in report.parity],
         "pictures": pictures,
         "not_started": [unit.to_json() for unit in report.not_started],
+        "makespan": report.makespan.to_json() if report.makespan is not None else None,
     }
 
 
