@@ -355,14 +355,9 @@ def _each_job_once(experiment: Experiment) -> bool:
 def _measured_makespan_s(experiment: Experiment) -> float | None:
     """First job's start to last job's end; None unless every job finished."""
     runs = experiment.runs
-    starts = [run.started_at for run in runs if run.started_at is not None]
-    ends = [run.ended_at for run in runs if run.ended_at is not None]
-    if (
-        not runs
-        or len(starts) < len(runs)
-        or len(ends) < len(runs)
-        or any(run.status != RunStatus.FINISHED for run in runs)
-    ):
+    starts = [run.started_at for run in runs if run.status == RunStatus.FINISHED and run.started_at is not None]
+    ends = [run.ended_at for run in runs if run.status == RunStatus.FINISHED and run.ended_at is not None]
+    if not runs or not len(starts) == len(ends) == len(runs):
         return None
     return (max(ends) - min(starts)).total_seconds()
 
