@@ -323,6 +323,8 @@ def plan_jobs(
         policy=policy,
         measured=measured,
     )
+    if not plan.groups:  # a plan with nothing to run would overwrite a good one and fail only at `xover run`
+        raise XoverError(_nothing_placed(plan.unplaced, out))
     planned_as = {} if trace_csv else {recipe.name: recipe.planned_as for recipe in loaded if recipe.script is None}
     plan = replace(plan, recipes=recipes, scripts=scripted, planned_as=planned_as)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
@@ -357,6 +359,19 @@ def plan_jobs(
         raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
+
+
+def _nothing_placed(unplaced: list[tuple[str, str]], out: str | None) -> str:
+    """The refusal of a plan that places no job: each job's reason, what to change, and that no file was
+    written (a plan file already there is kept)."""
+    shown = "; ".join(f"'{printable(name)}' {reason}" for name, reason in unplaced[:5])
+    more = f"; and {len(unplaced) - 5} more" if len(unplaced) > 5 else ""
+    memory = any("GB per device" in reason for _, reason in unplaced)
+    fix = "more devices (--devices N or -H host:N,...)" + (" or a larger --device-memory" if memory else "")
+    target = f"--out {out}" if out else "the plan file"
+    if not unplaced:
+        return f"no job to plan; nothing was written to {target}"
+    return f"no job can be placed on these devices ({shown}{more}): give {fix}; nothing was written to {target}"
 
 
 def _checked_plan_options(

@@ -134,7 +134,8 @@ def detect_format(path: str | Path) -> str:
     if set(HELIOS_COLUMNS) <= columns:
         return "helios"
     raise TraceError(
-        f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join(MURI_COLUMNS)}; a plain CSV has "
+        f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join((*MURI_COLUMNS, *MURI_RESOURCES))}; "
+        f"a plain CSV has "
         f"{', '.join(PLAIN_COLUMNS)}; Helios' cluster_log.csv has {', '.join(HELIOS_COLUMNS)}; Philly's job log "
         "is JSON (give --format to say which; another cluster's trace, Alibaba PAI's say: write it as the plain "
         "CSV, a line a job)"

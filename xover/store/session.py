@@ -426,6 +426,17 @@ class Store:
         """A new session; callers close it (a `with` block)."""
         return self._sessions()
 
+    def check_writable(self) -> None:
+        """Refuse a store that opens but will not take a write (a read-only file or mount, `?mode=ro`, a user
+        granted SELECT only), before long work whose result it would refuse: one row rewritten as it was, in a
+        transaction rolled back."""
+        try:
+            with self.engine.connect() as connection, connection.begin() as transaction:
+                connection.execute(update(SchemaInfo).values(version=SchemaInfo.version))
+                transaction.rollback()
+        except SQLAlchemyError as error:
+            raise store_failed(self.url, getattr(error, "orig", None) or error) from None
+
     def close(self) -> None:
         """Close the engine's pooled connections."""
         self.engine.dispose()
