@@ -4,6 +4,7 @@ plans refused before anything starts."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import signalled_xover
@@ -243,3 +244,20 @@ def test_a_plan_file_given_as_a_job_file_says_how_to_run_it(isolated_results, tm
         line = result.stderr.strip()
         assert line.endswith(f"{plan_path}: a plan file (written by `xover plan`), not a recipe or job file: run it "
                              f"with `xover run {plan_path}`"), line
+
+
+def test_a_file_where_a_folder_of_out_should_be_is_named(isolated_results, tmp_path):
+    # "cannot write the plan file: File exists" (mkdir's words), and the report's "File exists" likewise
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    planned = _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(afile / "p.json"))
+    assert planned.returncode == 2
+    assert planned.stderr.strip().endswith(f"cannot write the plan file: {afile} is a file, not a folder")
+    assets = Path(__file__).resolve().parents[1] / "assets" / "replay"  # something to report: a replay, no launch
+    assert _xover("simulate", str(assets / "fifo_srtf.csv"), "--profiles", str(assets / "profiles.csv"),
+                  "--cluster", "1x2").returncode == 0
+    reported = _xover("report", "latest", "--format", "html", "--out", str(afile / "x.html"))
+    assert reported.returncode == 2
+    assert reported.stderr.strip() == f"error: cannot write {afile / 'x.html'}: {afile} is a file, not a folder"

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import Interrupted, XoverError, printable, refuse_overwriting
+from ..errors import Interrupted, XoverError, printable, refuse_overwriting, write_problem
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_ranks, profile_target, with_overrides
@@ -351,7 +351,8 @@ def plan_jobs(
                     text = json.dumps(body, indent=2, allow_nan=False) + "\n"
                     write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
                 except OSError as error:
-                    raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+                    problem = write_problem(path, error)
+                    raise XoverError(f"{flag} {path}: cannot write the plan file: {problem}") from None
             committed = True
     except Interrupted:
         if not committed:  # the signal deferred while a write failed: the failure is what happened, not a plan
