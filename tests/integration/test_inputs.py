@@ -754,6 +754,14 @@ def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, word
     assert "secretpw" not in result.output
 
 
+def test_an_empty_store_file_is_reported_as_empty_and_left_empty(clean, tmp_path):
+    # `report` gave a 0-byte file xover's schema (a write, from a command that reads) and said it held nothing
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    _one_clear_line(runner.invoke(app, ["--db", str(empty), "report", "all"]), f"{empty} is an empty file")
+    assert empty.stat().st_size == 0
+
+
 def test_a_read_only_store_is_one_line_and_leaves_no_plan_file(clean, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
