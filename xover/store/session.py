@@ -316,9 +316,8 @@ class Store:
         self.read_only = read_only is not None
         if read_only is not None:
             # immutable: SQLite makes no WAL index (-shm) beside it, which is what a folder it cannot write refuses
-            self.engine: Engine = create_engine(
-                "sqlite://", creator=lambda: sqlite3.connect(f"{read_only.as_uri()}?mode=ro&immutable=1", uri=True)
-            )
+            uri = f"{read_only.resolve().as_uri()}?mode=ro&immutable=1"  # a file URI is of an absolute path
+            self.engine: Engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
         else:
             self.engine = create_engine(self.url)
         self.kind = self.engine.dialect.name
