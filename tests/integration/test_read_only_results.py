@@ -74,6 +74,9 @@ def test_a_store_in_a_folder_xover_cannot_write_is_reported_as_it_stands(read_on
     shown = report("latest", "--format", "json")
     assert shown.returncode == 0, shown.stderr
     assert '"policy": "fifo"' in shown.stdout
+    relative = subprocess.run([sys.executable, "-m", "xover", "--db", "x.db", "report", "all"], cwd=read_only_results,
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert relative.returncode == 0 and "simulate" in relative.stdout, relative.stderr
     assert sorted(path.name for path in source.iterdir()) == before  # nothing made beside it
     # writes still in its WAL (a writer beside it): read-only, they would be missed; refused, saying what to do
     with sqlite3.connect(source / "x.db") as writer:
