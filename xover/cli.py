@@ -563,6 +563,8 @@ def plan(
     from .plan.step import plan_jobs
 
     with user_errors(interrupted="no plan was written"), interruptible():  # SIGTERM as Ctrl-C: one line, exit 130
+        if profiles_csv and engine is not None:  # it was accepted and changed nothing
+            raise XoverError("--engine picks stored profiles of recipes; a --profiles trace carries its own times")
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
         result = plan_jobs(
             State.db,
@@ -590,10 +592,14 @@ def plan(
 
 
 def _names(value: str | None, flag: str) -> list[str]:
-    """A comma-separated list of names (none given: empty)."""
-    names = [name.strip() for name in (value or "").split(",") if name.strip()]
-    if value is not None and not names:
+    """A comma-separated list of names (none given: empty); one left empty is refused, as --factors' are."""
+    if value is None:
+        return []
+    names = [name.strip() for name in value.split(",")]
+    if not any(names):
         raise XoverError(f"{flag}: give one or more names, separated by commas")
+    if not all(names):  # `a,,b` or a trailing comma: a name lost in editing, not one to drop silently
+        raise XoverError(f"{flag} {printable(value)}: a name left empty; give each between commas")
     return names
 
 

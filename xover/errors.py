@@ -49,6 +49,15 @@ def refuse_unless_regular(path: Path, what: str, error: type[XoverError] = Xover
     return path
 
 
+def write_problem(path: str | os.PathLike[str], error: OSError) -> str:
+    """Why `path` could not be written, in words: a file where a folder on its way should be (`--out a/x.html`
+    where a is a file) is named, not left as the system's "File exists" or "Not a directory"."""
+    for parent in Path(path).parents:
+        if parent.exists() and not parent.is_dir():
+            return f"{printable(parent)} is a file, not a folder"
+    return str(error.strerror or error)
+
+
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether two paths name one file: links followed (a symbolic link, or a hard link: another name for the
     same inode); paths that do not exist yet are compared as they resolve."""

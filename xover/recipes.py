@@ -291,7 +291,8 @@ class _RecipeFile(_FileSchema):
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
     iterations: int | None = Field(None, gt=0, le=MAX_ITERATIONS)
     epochs: int | None = Field(None, gt=0, le=10**6)
-    momentum: float = Field(0.0, ge=0)
+    # 1 or more: the velocity never decays, and the job diverges (PyTorch's SGD takes any momentum >= 0)
+    momentum: Annotated[float, _OutOfRange("must be from 0 to below 1 (0.9 is usual)")] = Field(0.0, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)
     eval_interval: int = Field(0, ge=0, le=10**9)
     max_slowdown: _Slowdown = Field(None, ge=1.0)
@@ -584,6 +585,15 @@ _CHECKOUT_RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 BUILTIN_RECIPES = _CHECKOUT_RECIPES if _CHECKOUT_RECIPES.is_dir() else Path(sys.prefix) / "share" / "xover" / "recipes"
 
 
+def _is_a_plan_file(file: Path) -> bool:
+    """Whether a file that is no TOML is a plan `xover plan` wrote (JSON whose format is xover-plan/N)."""
+    try:
+        document = json.loads(file.read_text(encoding="utf-8-sig"))
+    except (ValueError, OSError, RecursionError):
+        return False
+    return isinstance(document, dict) and str(document.get("format", "")).startswith("xover-plan/")
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Load a recipe from a TOML file, or by name: ./recipes/NAME.toml first (your own), then the
     recipes that ship with xover (`recipes/` of the checkout, installed with the package), from any
@@ -597,6 +607,11 @@ def load_recipe(path: str | Path) -> Recipe:
             raise RecipeError(
                 f"{shown}: a Python script, not a recipe or job file: name it in a job file (docs/reference.md: "
                 "Job files), or give it to profile, plan or run with --script (its arguments after --)"
+            ) from None
+        if _is_a_plan_file(file):  # `xover run --group plan.json`: "TOML syntax error: Invalid statement"
+            raise RecipeError(
+                f"{shown}: a plan file (written by `xover plan`), not a recipe or job file: run it with "
+                f"`xover run {shown}`"
             ) from None
         raise RecipeError(f"{shown}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:

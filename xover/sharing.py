@@ -223,9 +223,13 @@ def modes_of(mode: str | None, plan: bool = True) -> list[str]:
             f"(or {PLANNED}: a plan's groups as it picked)"
         )
     if ALL in asked:
+        if asked != [ALL]:  # `all,crossover` would run crossover once, not the twice or the order it seems to ask
+            raise XoverError(f"--mode {printable(mode)}: {ALL} is every mode already; give it alone, or list the modes")
         return choices
-    given = list(dict.fromkeys(asked))  # each once, where first given
-    return [m for m in given if m == Mode.SEQUENTIAL] + [m for m in given if m != Mode.SEQUENTIAL]
+    twice = sorted({part for part in asked if asked.count(part) > 1})
+    if twice:  # as `xover simulate --policy`: each would seem to be run twice and is run once
+        raise XoverError(f"--mode {printable(mode)}: {', '.join(twice)} named twice; name each mode once")
+    return [m for m in asked if m == Mode.SEQUENTIAL] + [m for m in asked if m != Mode.SEQUENTIAL]
 
 
 def turn_taking(name: str | None) -> bool:

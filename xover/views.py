@@ -221,13 +221,8 @@ def show_plan(result: Any, as_json: bool) -> None:
         f"time sharing its devices); makespan {plan.predicted_makespan_ms / 1000:.1f} s vs "
         f"{plan.sequential_makespan_ms / 1000:.1f} s one after another{makespan_ratio}"
     )
-    written = f"plan written to {result.path}"
-    if plan.groups:
-        console.print(f"{written}  (run it: xover run {result.path})", markup=False, highlight=False)
-    else:
-        console.print(
-            f"{written}, with nothing to run: no job could be placed (see above)", markup=False, highlight=False
-        )
+    # a plan has a group: one that would place no job is refused before it is written (plan/step.py)
+    console.print(f"plan written to {result.path}  (run it: xover run {result.path})", markup=False, highlight=False)
 
 
 def show_doctor(diagnosis: Any, as_json: bool) -> None:

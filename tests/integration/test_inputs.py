@@ -307,6 +307,10 @@ FLAG_CASES = [
     (["plan", "mlp-digits", "--devices", "2", "--out", ""], "--out"),
     (["plan", "mlp-digits", "--devices", "2", "--engine", "mpi"], "--engine"),
     (["plan", "--profiles", "t.csv", "--devices", "2", "--bandwidth", "1gbit"], "--bandwidth"),
+    # was accepted, and recorded in no plan: a trace carries its own times
+    (["plan", "--profiles", "t.csv", "--devices", "2", "--engine", "torch"], "--engine picks stored profiles"),
+    (["run", "--group", "mlp-digits", "--mode", "crossover,crossover"], "crossover named twice"),
+    (["run", "--group", "mlp-digits", "--mode", "all,crossover"], "all is every mode already"),
     (["profile", "mlp-digits", "--iterations", "3", "--warmup", "5"], "--iterations"),
     # numbers too large for what takes them: each was a traceback (OverflowError, a timer's) or a billion slots
     (["train", "mlp-digits", "--iterations", "99999999999999999999999"], "--iterations"),
@@ -557,7 +561,14 @@ def test_a_plan_with_nothing_placed_is_not_run(clean, tmp_path):
     out = tmp_path / "p.json"
     planned = runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--device-memory", "16",
                                   "--out", str(out)])
-    assert planned.exit_code == 0 and "nothing to run" in planned.output, planned.output
+    # it was written, with nothing to run (exit 0): now refused, and nothing written
+    _one_clear_line(planned, "no job can be placed", "'a' needs 40 GB per device, devices have 16 GB")
+    assert not out.exists()
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\n")
+    assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]).exit_code == 0
+    document = json.loads(out.read_text())  # a plan file of no groups, by hand: `xover run` refuses it
+    document.update(groups=[], jobs={}, unplaced=[{"name": "a", "reason": "needs 40 GB per device, devices have 16 GB"}])
+    out.write_text(json.dumps(document))
     _one_clear_line(runner.invoke(app, ["run", str(out)]), str(out), "no groups")
 
 
@@ -741,6 +752,14 @@ def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, word
     result = runner.invoke(app, ["--db", url, "report", "all"])
     _one_clear_line(result, words)
     assert "secretpw" not in result.output
+
+
+def test_an_empty_store_file_is_reported_as_empty_and_left_empty(clean, tmp_path):
+    # `report` gave a 0-byte file xover's schema (a write, from a command that reads) and said it held nothing
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    _one_clear_line(runner.invoke(app, ["--db", str(empty), "report", "all"]), f"{empty} is an empty file")
+    assert empty.stat().st_size == 0
 
 
 def test_a_read_only_store_is_one_line_and_leaves_no_plan_file(clean, tmp_path):

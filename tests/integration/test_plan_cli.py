@@ -4,6 +4,7 @@ plans refused before anything starts."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import signalled_xover
@@ -207,3 +208,56 @@ def test_an_interruption_before_the_plan_is_committed_is_not_said_to_have_writte
                             hosts=None, device_memory_gb=None, max_group=2, algo="matching",
                             out=str(tmp_path / "plan.json"))
     assert not (tmp_path / "plan.json").exists()
+
+
+@pytest.mark.parametrize("options, reason, fix", [
+    (["--devices", "1"], "'big' needs 2 devices, 1 exist; 'bigger' needs 4 devices, 1 exist",
+     "give more devices (--devices N or -H host:N,...); nothing"),
+    (["--devices", "4", "--device-memory", "0.5"], "'big' needs 1 GB per device, devices have 0.5 GB",
+     "or a larger --device-memory; nothing"),
+])
+def test_a_plan_that_places_no_job_is_refused_and_keeps_the_plan_there(isolated_results, tmp_path, options, reason,
+                                                                       fix):
+    # it exited 0 and overwrote --out (default results/plan.json) with a plan of no groups: a good plan was lost and
+    # `xover plan && xover run` failed only at run
+    good = _pair_plan(tmp_path)
+    before = good.read_text()
+    trace = tmp_path / "big.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nbig,2,10,10,1\nbigger,4,10,10,1\n")
+    result = _xover("plan", "--profiles", str(trace), *options, "--out", str(good))
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("error: no job can be placed on these devices (") and reason in line, line
+    assert fix in line and line.endswith(f"nothing was written to --out {good}") and "\n" not in line, line
+    assert good.read_text() == before
+    default = _xover("plan", "--profiles", str(trace), "--devices", "1")  # no --out: results/plan.json untouched
+    assert default.returncode == 2 and default.stderr.strip().endswith("nothing was written to the plan file")
+    assert not (isolated_results / "results" / "plan.json").exists()
+
+
+def test_a_plan_file_given_as_a_job_file_says_how_to_run_it(isolated_results, tmp_path):
+    # it read "TOML syntax error: Invalid statement (at line 1, column 1)"
+    plan_path = _pair_plan(tmp_path)
+    for command in (["run", "--group", str(plan_path)], ["profile", str(plan_path)]):
+        result = _xover(*command)
+        assert result.returncode == 2, result.stderr
+        line = result.stderr.strip()
+        assert line.endswith(f"{plan_path}: a plan file (written by `xover plan`), not a recipe or job file: run it "
+                             f"with `xover run {plan_path}`"), line
+
+
+def test_a_file_where_a_folder_of_out_should_be_is_named(isolated_results, tmp_path):
+    # "cannot write the plan file: File exists" (mkdir's words), and the report's "File exists" likewise
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    planned = _xover("plan", "--profiles", str(trace), "--devices", "1", "--out", str(afile / "p.json"))
+    assert planned.returncode == 2
+    assert planned.stderr.strip().endswith(f"cannot write the plan file: {afile} is a file, not a folder")
+    assets = Path(__file__).resolve().parents[1] / "assets" / "replay"  # something to report: a replay, no launch
+    assert _xover("simulate", str(assets / "fifo_srtf.csv"), "--profiles", str(assets / "profiles.csv"),
+                  "--cluster", "1x2").returncode == 0
+    reported = _xover("report", "latest", "--format", "html", "--out", str(afile / "x.html"))
+    assert reported.returncode == 2
+    assert reported.stderr.strip() == f"error: cannot write {afile / 'x.html'}: {afile} is a file, not a folder"

@@ -49,3 +49,42 @@ def test_a_results_folder_xover_cannot_write_is_one_line_and_nothing_is_recorded
     assert "XOVER_RESULTS" in done.stderr, done.stderr
     with sqlite3.connect(store) as connection:
         assert connection.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+
+
+def test_a_store_in_a_folder_xover_cannot_write_is_reported_as_it_stands(read_only_results, tmp_path):
+    # another user's results, a read-only mount: `xover report` said "unable to open database file" (SQLite's WAL
+    # makes its -shm file beside the store)
+    source = tmp_path / "source"  # what read_only_results mounts read-only
+    trace = ROOT / "tests" / "assets" / "replay"
+    made = subprocess.run([sys.executable, "-m", "xover", "--db", str(source / "x.db"), "simulate",
+                           str(trace / "fifo_srtf.csv"), "--profiles", str(trace / "profiles.csv"), "--cluster", "1x2",
+                           "--policy", "fifo"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    before = sorted(path.name for path in source.iterdir())
+
+    env = {**os.environ, "XOVER_RESULTS": str(tmp_path / "mine")}  # the pictures go to a folder of the reader's
+
+    def report(*args):
+        return subprocess.run([sys.executable, "-m", "xover", "--db", str(read_only_results / "x.db"), "report",
+                               *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    listed = report("all")
+    assert listed.returncode == 0, listed.stderr
+    assert "simulate" in listed.stdout and "finished" in listed.stdout
+    shown = report("latest", "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert '"policy": "fifo"' in shown.stdout
+    relative = subprocess.run([sys.executable, "-m", "xover", "--db", "x.db", "report", "all"], cwd=read_only_results,
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert relative.returncode == 0 and "simulate" in relative.stdout, relative.stderr
+    assert sorted(path.name for path in source.iterdir()) == before  # nothing made beside it
+    # writes still in its WAL (a writer beside it): read-only, they would be missed; refused, saying what to do
+    with sqlite3.connect(source / "x.db") as writer:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("UPDATE experiments SET command = command || ' '")
+        writer.commit()
+        refused = report("all")
+    assert refused.returncode == 2
+    line = refused.stderr.strip()
+    assert "x.db-wal holds writes not yet in the file: copy both into a folder you can write" in line, line
+    assert "\n" not in line and "Traceback" not in line

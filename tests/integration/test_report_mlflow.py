@@ -164,7 +164,9 @@ def test_bad_input_is_one_line_and_exit_2(isolated_results):
     assert time.monotonic() - started < 30  # MLflow's retries are off for the first request
     # a database store: MLflow retried its first connection for about 110 s, 45 lines of warnings
     for database, words in ((f"postgresql://me:pw@127.0.0.1:{_free_port()}/x", "cannot reach"),
-                            ("mysql://me:pw@127.0.0.1:1/x", "driver is not installed")):
+                            ("mysql://me:pw@127.0.0.1:1/x", "driver is not installed"),
+                            # a SQLite file MLflow cannot create (a folder not its to write): the same 100 s
+                            ("sqlite:////proc/mlflow.db", "unable to open database file")):
         started = time.monotonic()
         _one_error_line(report(PLAN, "--format", "mlflow", "--tracking-uri", database), "--tracking-uri", words)
         assert time.monotonic() - started < 30

@@ -1,6 +1,7 @@
 """`xover simulate` then `xover report` of it, through the CLI: a golden trace's figures stored and reported in
 every format, and bad input refused with one line (exit 2)."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -104,6 +105,10 @@ def test_simulate_muri_trace_with_muris_semantics(isolated_results):
         # a factor is its group size's by its place: an empty one moved 1.5 to groups of 3; '1_5' was 15
         ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--factors", "1.3,,1.5"],
          "--factors 1.3,,1.5: a factor left empty; give one for each group size"),
+        # an empty name was dropped: `--assign a,,b` drew from a and b as if nothing were lost
+        ([str(ASSETS / "philly_log.json"), "--cluster", "1x2", "--profiles", str(ASSETS / "profiles.csv"),
+          "--assign", "narrow,,wide"], "--assign narrow,,wide: a name left empty; give each between commas"),
+        ([str(ASSETS / "pair.csv"), "--cluster", "1x2", "--policy", "fifo,"], "--policy fifo,: a name left empty"),
         ([str(ASSETS / "muri_two.csv"), "--cluster", "1x2", "--model", "interleave", "--factors", "1_5"],
          "--factors 1_5: give numbers separated by commas"),
         ([str(ASSETS / "pair.csv"), "--cluster", "1x1", "--profiles", str(ASSETS / "pair.csv")],
@@ -490,3 +495,22 @@ def test_a_trace_of_models_profiled_under_torch_is_replayed_with_engine_torch(is
     # one after the other without sharing: 100 s each (whole iterations of the profiles), the second waits
     assert replays["fifo"]["avg_jct_s"] == pytest.approx(150, rel=1e-3)
     assert replays["fifo"]["makespan_s"] == pytest.approx(200, rel=1e-3)
+
+
+def test_a_store_that_will_not_take_the_replays_is_refused_before_replaying(isolated_results, tmp_path, monkeypatch):
+    # a read-only store was found out only when the replays (minutes on a large trace) were stored
+    store = tmp_path / "ro.db"
+    trace = [str(ASSETS / "fifo_srtf.csv"), "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x2"]
+    assert xover("--db", str(store), "simulate", *trace).exit_code == 0
+    from xover.replay import step
+    replayed = []
+    monkeypatch.setattr(step, "replay", lambda *args: replayed.append(args))  # a spy: was a replay begun?
+    import sqlite3
+    # a reader holding the store open (its WAL's shared memory there): xover's read-only connection opens it
+    with contextlib.closing(sqlite3.connect(store)) as reader:
+        reader.execute("select count(*) from experiments").fetchall()
+        result = xover("--db", f"sqlite:///file:{store}?mode=ro&uri=true", "simulate", *trace)
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert line.startswith("error: the database ") and "readonly database" in line and "\n" not in line, line
+    assert replayed == []

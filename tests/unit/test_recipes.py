@@ -36,7 +36,8 @@ def test_hash_ignores_location_but_not_content():
     ({"lr": 0}, "lr", "must be positive"),
     ({"np": 0}, "np", "must be positive"),
     ({"optimizer": "lamb"}, "optimizer", "unknown optimizer"),
-    ({"momentum": -1.0}, "momentum", "must not be negative"),
+    ({"momentum": -1.0}, "momentum", "must be from 0 to below 1"),
+    ({"momentum": 1.0}, "momentum", "must be from 0 to below 1 (0.9 is usual), got 1.0"),  # was taken: it diverges
     ({"epochs": 2}, "iterations", "exactly one of"),
     ({"iterations": 0}, "iterations", "must be positive"),
     ({"dataset": "python-chars"}, "dataset", "takes image inputs"),

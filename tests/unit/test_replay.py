@@ -316,6 +316,22 @@ def test_a_philly_job_whose_gpus_are_not_a_list_is_skipped(tmp_path):
     assert trace.skipped == {"jobs never started": 1, "jobs whose GPUs are not lists": 1}
 
 
+def test_an_entry_with_none_of_a_philly_jobs_keys_is_no_job_and_a_gpu_listed_twice_is_one(tmp_path):
+    # `{}` read as "1 job never started"; "gpus": ["gpu0", "gpu0"] as two GPUs
+    path = tmp_path / "philly.json"
+    path.write_text("{}")
+    with pytest.raises(TraceError) as refused:
+        load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"])
+    assert str(refused.value).endswith("no jobs in the trace (1 entry that is not a job)")
+    entries = json.loads((ASSETS / "philly_log.json").read_text())
+    started = [entry for entry in entries if entry.get("attempts")]
+    detail = started[0]["attempts"][-1]["detail"][0]
+    detail["gpus"] = [detail["gpus"][0]] * 2
+    path.write_text(json.dumps(started[:1]))
+    [job] = load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"], seed=3).instances
+    assert job.gpus == 1
+
+
 def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_path):
     """"1 jobs never started": the reasons are counted under their plural, and said in the singular for one."""
     from xover.replay.traces import skipped_text

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..sharing import DEFAULT_WAY, simulated_ways, way_named
 from ..turns.policies import (
@@ -77,27 +78,27 @@ class SimJob:
     corun_stretch: float | None = None  # concurrent: compute time while a partner computes, over alone
     mps_stretch: float | None = None  # the same under CUDA MPS
 
-    @property
+    @cached_property  # read at every event of a simulation, for every job: worked out once
     def solo_ms(self) -> float:
         """An iteration alone: compute, then the exposed communication."""
         return self.compute_ms + self.comm_ms
 
-    @property
+    @cached_property
     def transfer_ms(self) -> float:
         """How long its all-reduce keeps the link busy (never less than the exposed communication)."""
         return max(self.link_ms if self.link_ms is not None else self.comm_ms, self.comm_ms)
 
-    @property
+    @cached_property
     def overlap_ms(self) -> float:
         """Compute left when the all-reduce starts (it overlaps the end of backward), measured alone."""
         return min(self.compute_ms, self.transfer_ms - self.comm_ms)
 
-    @property
+    @cached_property
     def shared_compute_ms(self) -> float:
         """Device time per iteration next to a partner."""
         return self.compute_ms * (1.0 + self.interference)
 
-    @property
+    @cached_property
     def shared_overlap_ms(self) -> float:
         """The overlap next to a partner: the end of backward it overlaps shrinks or grows with the
         compute, so a negative interference never starts the all-reduce before backward does."""
@@ -180,12 +181,15 @@ class _Simulation:
         self.link_bands = [bands.get(index, 1) for index in range(len(jobs))]
 
     # -- rates --------------------------------------------------------------------------------
-    def _compute_rate(self, index: int) -> float:
+    def _computing(self) -> int:
+        """How many jobs compute now (counted once an event: a count per job made each event O(jobs^2))."""
+        return sum(1 for s in self.states if s.computing)
+
+    def _compute_rate(self, index: int, computing: int) -> float:
         """Of the device: all of it for the turn's holder; without turns, 1 / the job's stretch while
-        any partner computes (an equal share where no stretch was measured)."""
+        any partner computes (`computing` jobs in all; an equal share where no stretch was measured)."""
         if self.takes_turns:
             return 1.0
-        computing = sum(1 for s in self.states if s.computing)
         if computing <= 1:
             return 1.0
         stretch = self.stretch[index]
@@ -299,10 +303,12 @@ class _Simulation:
             self._start_iteration(index)
         events = 0
         while self.now < horizon_ms:
-            step, action = self._next_event()
+            # the rates hold until the next event: worked out once for finding it and advancing to it
+            link_rates, computing = self._link_rates(), self._computing()
+            step, action = self._next_event(link_rates, computing)
             if action is None:
                 break
-            self._advance(step)
+            self._advance(step, link_rates, computing)
             action()
             self._settle()
             events += 1
@@ -332,13 +338,12 @@ class _Simulation:
                     self._finish_compute(index)
                     changed = True
 
-    def _next_event(self) -> tuple[float, Callable[[], None] | None]:
+    def _next_event(self, link_rates: dict[int, float], computing: int) -> tuple[float, Callable[[], None] | None]:
         best, action = math.inf, None
-        link_rates = self._link_rates()
         for index, state in enumerate(self.states):
             link_rate = link_rates.get(index, 0.0)
             if state.computing:
-                rate = self._compute_rate(index)
+                rate = self._compute_rate(index, computing)
                 if not state.transfer_started and state.compute_left - state.job.shared_overlap_ms > EPSILON:
                     candidate = (state.compute_left - state.job.shared_overlap_ms) / rate
                     if candidate < best:
@@ -356,9 +361,8 @@ class _Simulation:
                 best, action = candidate, (lambda i=self.pending_yield[1]: self._yield(i))
         return best, action
 
-    def _advance(self, step: float) -> None:
-        link_rates = self._link_rates()
-        rates = {i: self._compute_rate(i) for i, s in enumerate(self.states) if s.computing}
+    def _advance(self, step: float, link_rates: dict[int, float], computing: int) -> None:
+        rates = {i: self._compute_rate(i, computing) for i, s in enumerate(self.states) if s.computing}
         for index, state in enumerate(self.states):
             if index in rates:
                 state.compute_left = max(0.0, state.compute_left - step * rates[index])

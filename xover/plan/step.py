@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
-from ..errors import Interrupted, XoverError, printable, refuse_overwriting
+from ..errors import Interrupted, XoverError, printable, refuse_overwriting, write_problem
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_ranks, profile_target, with_overrides
@@ -323,6 +323,8 @@ def plan_jobs(
         policy=policy,
         measured=measured,
     )
+    if not plan.groups:  # a plan with nothing to run would overwrite a good one and fail only at `xover run`
+        raise XoverError(_nothing_placed(plan.unplaced, out))
     planned_as = {} if trace_csv else {recipe.name: recipe.planned_as for recipe in loaded if recipe.script is None}
     plan = replace(plan, recipes=recipes, scripts=scripted, planned_as=planned_as)
     if not trace_csv:  # what its profiles were taken under: `xover run PLAN` runs under the same
@@ -349,7 +351,8 @@ def plan_jobs(
                     text = json.dumps(body, indent=2, allow_nan=False) + "\n"
                     write_plan_file(path, text, any(s.env or holds_credentials(s.args) for s in scripted.values()))
                 except OSError as error:
-                    raise XoverError(f"{flag} {path}: cannot write the plan file: {error.strerror or error}") from None
+                    problem = write_problem(path, error)
+                    raise XoverError(f"{flag} {path}: cannot write the plan file: {problem}") from None
             committed = True
     except Interrupted:
         if not committed:  # the signal deferred while a write failed: the failure is what happened, not a plan
@@ -357,6 +360,19 @@ def plan_jobs(
         raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
+
+
+def _nothing_placed(unplaced: list[tuple[str, str]], out: str | None) -> str:
+    """The refusal of a plan that places no job: each job's reason, what to change, and that no file was
+    written (a plan file already there is kept)."""
+    shown = "; ".join(f"'{printable(name)}' {reason}" for name, reason in unplaced[:5])
+    more = f"; and {len(unplaced) - 5} more" if len(unplaced) > 5 else ""
+    memory = any("GB per device" in reason for _, reason in unplaced)
+    fix = "more devices (--devices N or -H host:N,...)" + (" or a larger --device-memory" if memory else "")
+    target = f"--out {out}" if out else "the plan file"
+    if not unplaced:
+        return f"no job to plan; nothing was written to {target}"
+    return f"no job can be placed on these devices ({shown}{more}): give {fix}; nothing was written to {target}"
 
 
 def _checked_plan_options(

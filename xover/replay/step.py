@@ -286,7 +286,8 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
             f"({counted(len(too_big), 'such job')}): replay on a bigger cluster"
             + (f" (the largest job needs {most})" if len(too_big) > 1 and most != too_big[0].gpus else "")
         )
-    store = open_store(db)  # one that cannot be opened is said before the replay (minutes), not after it
+    store = open_store(db)  # one that cannot be opened, or written, is said before the replay (minutes), not after it
+    store.check_writable()
     model = model_for(request, trace)
     settings = {
         "semantics": request.semantics,

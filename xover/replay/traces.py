@@ -134,7 +134,8 @@ def detect_format(path: str | Path) -> str:
     if set(HELIOS_COLUMNS) <= columns:
         return "helios"
     raise TraceError(
-        f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join(MURI_COLUMNS)}; a plain CSV has "
+        f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join((*MURI_COLUMNS, *MURI_RESOURCES))}; "
+        f"a plain CSV has "
         f"{', '.join(PLAIN_COLUMNS)}; Helios' cluster_log.csv has {', '.join(HELIOS_COLUMNS)}; Philly's job log "
         "is JSON (give --format to say which; another cluster's trace, Alibaba PAI's say: write it as the plain "
         "CSV, a line a job)"
@@ -671,10 +672,14 @@ def _long_integer(entry: Any, index: int) -> tuple[str, LongInteger] | None:
     return None
 
 
+# what every job of Philly's cluster_job_log has (its README): an entry with none of them is no job
+PHILLY_JOB_KEYS = frozenset({"jobid", "attempts", "submitted_time", "status", "user", "vc"})
+
+
 def _philly_job(entry: Any, where: str) -> tuple[str, tuple[float, str, int, float] | None]:
     """(why it is skipped, or "") and (submitted s, job id, devices, run time s) of one job of the log; `where`
     names it (`FILE: [3]`) in the error of a time that is not one."""
-    if not isinstance(entry, dict):
+    if not isinstance(entry, dict) or not PHILLY_JOB_KEYS & entry.keys():  # `{}` read as a job never started
         return "entries that are not jobs", None
     attempts = entry.get("attempts") or []
     if not attempts or not isinstance(attempts, list):
@@ -698,7 +703,8 @@ def _philly_job(entry: Any, where: str) -> tuple[str, tuple[float, str, int, flo
         isinstance(d, dict) and isinstance(d.get("gpus") or [], list) for d in details
     ):
         return "jobs whose GPUs are not lists", None  # a string's length is not a count of GPUs
-    gpus = sum(len(detail.get("gpus") or []) for detail in details)  # over every machine the attempt ran on
+    # over every machine the attempt ran on; a GPU listed twice on one machine is one GPU
+    gpus = sum(len({str(gpu) for gpu in detail.get("gpus") or []}) for detail in details)
     if gpus < 1:
         return "jobs on no GPU", None
     if end <= start:

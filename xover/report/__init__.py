@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import results_root
 from ..console import console, counted, errors, print_json
-from ..errors import printable, refuse_overwriting, refuse_writing
+from ..errors import printable, refuse_overwriting, refuse_writing, write_problem
 from ..store.session import shown_url, store_files
 from . import mlflow, tables
 from . import simulation as simulation_views
@@ -235,7 +235,7 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
         try:
             written = simulation_views.write_simulation_csv(simulation, *_simulation_csv_target(folder, out))
         except OSError as error:
-            raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
+            raise ReportError(f"cannot write {error.filename}: {write_problem(error.filename, error)}") from None
         if out:
             for path in written:
                 console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
@@ -280,7 +280,7 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
     try:
         written = write_report_csv(report, *_experiment_csv_paths(folder, out))
     except OSError as error:
-        raise ReportError(f"cannot write {error.filename}: {error.strerror}") from None
+        raise ReportError(f"cannot write {error.filename}: {write_problem(error.filename, error)}") from None
     if out:
         for path in written:
             console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
@@ -307,7 +307,7 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
         picture.parent.mkdir(parents=True, exist_ok=True)
         made = predicted_vs_measured_picture(gain_points(briefs), None, picture)
     except OSError as error:
-        raise ReportError(f"cannot write {picture}: {error.strerror}") from None
+        raise ReportError(f"cannot write {picture}: {write_problem(picture, error)}") from None
     pictures = {"predicted_vs_measured": str(picture)} if made else {}
     if fmt == "table":
         tables.print_summary_table(briefs)
@@ -331,6 +331,6 @@ def _write_text(path: Path, default_name: str, text: str, quiet: bool = False) -
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as error:
-        raise ReportError(f"cannot write {path}: {error.strerror}") from None
+        raise ReportError(f"cannot write {path}: {write_problem(path, error)}") from None
     if not quiet:
         console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)

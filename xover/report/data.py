@@ -44,7 +44,7 @@ from ..store.models import Experiment, PlanGroup, Replay, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
-from ..store.session import Store, missing_sqlite_file, open_store
+from ..store.session import Store, database_url, missing_sqlite_file, open_store_to_read, sqlite_file
 
 ITERATION_FIELDS = (
     "experiment",
@@ -127,8 +127,15 @@ def open_existing_store(db: str | None) -> Store:
             f"no database at {mask_credentials(str(missing))}: nothing has been run yet "
             "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)"
         )
-    store = open_store(db)
-    reconcile_lost(store)  # experiments whose xover is gone show as lost, not running
+    file = sqlite_file(database_url(db, create_folder=False))
+    if file is not None and file.is_file() and file.stat().st_size == 0:  # it was given xover's schema: a write
+        raise ReportError(
+            f"the database {mask_credentials(str(file))} is an empty file: nothing has been run with it yet "
+            "(point --db / XOVER_DB at a store xover has written)"
+        )
+    store = open_store_to_read(db)
+    if not store.read_only:  # one opened read-only shows a run whose xover is gone as its rows say
+        reconcile_lost(store)  # experiments whose xover is gone show as lost, not running
     return store
 
 

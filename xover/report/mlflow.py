@@ -296,10 +296,11 @@ def _client(tracking_uri: str) -> MlflowClient:
 
 
 def _reach_database(tracking_uri: str) -> None:
-    """A database store (postgresql://, mysql://) connected to once, here: MLflow retries its first connection
-    15 times, about 110 s of warnings, before it says it cannot; a failure is one line, at once."""
+    """A database store (sqlite:, postgresql://, mysql://) connected to once, here: MLflow retries its first
+    connection 15 times, about 110 s of warnings, before it says it cannot (a SQLite file it cannot create, too);
+    a failure is one line, at once."""
     scheme = tracking_uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in tracking_uri else ""
-    if scheme not in ("postgresql", "postgres", "mysql", "mssql", "oracle"):
+    if scheme not in ("sqlite", "postgresql", "postgres", "mysql", "mssql", "oracle"):
         return
     from sqlalchemy import create_engine
 

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import re
+import sqlite3
 import stat
 import sys
 from pathlib import Path
@@ -307,19 +308,38 @@ def head_revision() -> str:
 
 
 class Store:
-    """An open database with the current schema; `session()` gives a unit of work."""
+    """An open database with the current schema; `session()` gives a unit of work. `read_only`: a SQLite file
+    in a folder this user cannot write, opened to be read as it stands (`open_store_to_read`)."""
 
-    def __init__(self, db: str | None = None) -> None:
+    def __init__(self, db: str | None = None, read_only: Path | None = None) -> None:
         self.url = database_url(db)
-        self.engine: Engine = create_engine(self.url)
+        self.read_only = read_only is not None
+        if read_only is not None:
+            # immutable: SQLite makes no WAL index (-shm) beside it, which is what a folder it cannot write refuses
+            uri = f"{read_only.resolve().as_uri()}?mode=ro&immutable=1"  # a file URI is of an absolute path
+            self.engine: Engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+        else:
+            self.engine = create_engine(self.url)
         self.kind = self.engine.dialect.name
-        if self.kind == "sqlite":
+        if self.kind == "sqlite" and read_only is None:
             event.listen(self.engine, "connect", _pragmas_for(self.url))
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         try:
-            self._upgrade()
+            if read_only is None:
+                self._upgrade()
+            else:
+                self._refuse_unless_current()
         except OperationalError as error:
             raise store_error(self.url, error.orig) from None
+
+    def _refuse_unless_current(self) -> None:
+        """A store opened read-only cannot be upgraded: one of an older schema is refused, naming what to do."""
+        with self.engine.connect() as connection:
+            if self._current_revision(connection) != head_revision():
+                raise StoreError(
+                    f"the database {shown_url(self.url)} is in a folder you cannot write, and needs upgrading to "
+                    "this xover's schema first: copy it into a folder you can write and point --db at the copy"
+                )
 
     def _current_revision(self, connection: Connection) -> str | None:
         from alembic.runtime.migration import MigrationContext
@@ -426,9 +446,40 @@ class Store:
         """A new session; callers close it (a `with` block)."""
         return self._sessions()
 
+    def check_writable(self) -> None:
+        """Refuse a store that opens but will not take a write (a read-only file or mount, `?mode=ro`, a user
+        granted SELECT only), before long work whose result it would refuse: one row rewritten as it was, in a
+        transaction rolled back."""
+        try:
+            with self.engine.connect() as connection, connection.begin() as transaction:
+                connection.execute(update(SchemaInfo).values(version=SchemaInfo.version))
+                transaction.rollback()
+        except SQLAlchemyError as error:
+            raise store_failed(self.url, getattr(error, "orig", None) or error) from None
+
     def close(self) -> None:
         """Close the engine's pooled connections."""
         self.engine.dispose()
+
+
+def open_store_to_read(db: str | None = None) -> Store:
+    """The store for a command that only reads it (`xover report`): as `open_store`, but a SQLite file in a
+    folder this user cannot write (another user's results, a read-only mount) is opened read-only, where
+    SQLite's WAL would refuse it ("unable to open database file": its -shm file cannot be made there)."""
+    file = sqlite_file(database_url(db, create_folder=False))
+    if file is None or not file.is_file() or os.access(file.parent, os.W_OK):
+        return open_store(db)
+    wal = Path(f"{file}-wal")
+    if wal.exists() and wal.stat().st_size > 0:  # writes not yet in the file, which a read-only opening would miss
+        raise store_error(
+            database_url(db, create_folder=False),
+            f"its folder cannot be written here and {wal.name} holds writes not yet in the file: copy both into "
+            "a folder you can write and point --db at the copy",
+        )
+    try:
+        return Store(db, read_only=file)
+    except SQLAlchemyError as error:
+        raise store_error(database_url(db, create_folder=False), getattr(error, "orig", None) or error) from None
 
 
 def open_store(db: str | None = None) -> Store:
