@@ -130,7 +130,9 @@ def profiles_of_recipes(
                 f"the stored profile of '{recipe.name}' (np {recipe.np}) cannot be planned with: {invalid.problem}; "
                 f"profile it again: `{profile_command(recipe, '--force')}`"
             ) from None
-        paths[recipe.name] = recipe.path
+        # absolute: `xover run PLAN` from another folder finds the same file (a path relative to where the plan was
+        # made named nothing there)
+        paths[recipe.name] = os.path.abspath(recipe.path) if recipe.path else recipe.path
         if (found.hardware or "").startswith("gpu:"):
             kind = "gpu"
     return jobs, paths, link, kind
