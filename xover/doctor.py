@@ -185,6 +185,38 @@ def _database(db: str | None) -> Check:
         return Check("database", False, str(error), "choose a writable path with --db or XOVER_DB")
 
 
+def _settings() -> Check:
+    """The XOVER_* settings as a run reads them (each refused there with what to do), and the folders they
+    name: a run refused what doctor passed (a metric sink misspelt, a lease or results folder that is a file)."""
+    from .config import check_results_folder
+    from .errors import XoverError
+    from .run.leases import LEASE_DIR
+    from .run.sinks import SINKS
+    from .settings import LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
+
+    fix = "set it as the message says, or unset it (docs/reference.md: Settings)"
+    try:
+        read = Settings.from_environ()
+        check_results_folder(read.results)
+    except XoverError as error:
+        return Check("settings", False, str(error), fix)
+    unknown = [name for name in read.metric_sinks if name not in SINKS]  # as a run's sinks_named refuses them
+    if unknown:
+        known = ", ".join(sorted(SINKS))
+        return Check(
+            "settings",
+            False,
+            f"{METRIC_SINKS_VARIABLE}: no metric sink named {', '.join(unknown)} (there are: {known})",
+            fix,
+        )
+    folders = ((RESULTS_VARIABLE, read.results), (LEASE_DIR_VARIABLE, read.lease_dir or LEASE_DIR))
+    for variable, folder in folders:
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            return Check("settings", False, f"{variable}: {folder} is a file, not a folder", fix)
+    given = sorted(name for name in os.environ if name in Settings.variables())
+    return Check("settings", True, f"{', '.join(given)} read" if given else "none set: the defaults")
+
+
 def diagnose(db: str | None = None) -> Diagnosis:
     """Check what this machine can run: Python, torch, Horovod, the launchers, devices, link shaping, the
     emulated cluster, Slurm and the store."""
@@ -205,6 +237,7 @@ def diagnose(db: str | None = None) -> Diagnosis:
         _bandwidth_emulation(),
         _emulated_cluster(),
         *_launchers(),
+        _settings(),
         _database(db),
     ]
     return Diagnosis(checks)
