@@ -217,6 +217,29 @@ def _settings() -> Check:
     return Check("settings", True, f"{', '.join(given)} read" if given else "none set: the defaults")
 
 
+def _unknown_settings() -> Check | None:
+    """XOVER_* variables xover never reads: a misspelt setting is otherwise ignored without a word."""
+    from . import settings as known_settings
+    from .recipes import did_you_mean
+
+    known = {value for name, value in vars(known_settings).items() if name.endswith("_VARIABLE")}
+    unknown = sorted(name for name in os.environ if name.startswith("XOVER_") and name not in known)
+    if not unknown:
+        return None
+    suffixes = [variable.removeprefix("XOVER_") for variable in known_settings.Settings.variables()]
+    # compared without the prefix all share: XOVER_FOO is not close to XOVER_DB
+    said = "; ".join(
+        name + did_you_mean(name.removeprefix("XOVER_"), suffixes).replace(" '", " 'XOVER_", 1) for name in unknown
+    )
+    return Check(
+        "unknown settings",
+        False,
+        f"not read by xover: {said}",
+        "correct or unset them (docs/reference.md: Settings)",
+        required=False,
+    )
+
+
 def diagnose(db: str | None = None) -> Diagnosis:
     """Check what this machine can run: Python, torch, Horovod, the launchers, devices, link shaping, the
     emulated cluster, Slurm and the store."""
@@ -238,6 +261,7 @@ def diagnose(db: str | None = None) -> Diagnosis:
         _emulated_cluster(),
         *_launchers(),
         _settings(),
+        *filter(None, [_unknown_settings()]),
         _database(db),
     ]
     return Diagnosis(checks)

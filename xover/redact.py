@@ -31,8 +31,8 @@ _USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[0-9+.\-]*[A-Za-z][A-Za-z0
 _CREDENTIAL_NAME = re.compile(
     r".*(?:passw(?:or)?d|passphrase|secret|credential|authori[sz]ation|bearer|cookie).*"  # anywhere: PGPASSWORD,
     # sslpassword, client_secret, --authorization, Set-Cookie
-    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?)"  # last:
-    # HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds
+    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?|[_\-.]auth)"
+    # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds, --hf-auth
     r"|pwd|pass|pat|key|sig|auth|creds?",  # alone: ?key= (an API key), ?sig= (a signed URL's), --pat (an access token)
     re.IGNORECASE | re.DOTALL,
 )

@@ -157,3 +157,15 @@ def test_doctor_fails_on_a_setting_every_run_would_refuse(tmp_path, variable, va
     [check] = [check for check in report["checks"] if check["name"] == "settings"]
     assert result.returncode == 1 and not report["ok"] and not check["ok"], check
     assert check["detail"].startswith(said.replace("AFILE", str(afile))), check
+
+
+def test_doctor_names_an_xover_variable_it_never_reads(tmp_path):
+    # a misspelt setting was ignored without a word, by doctor and by every run
+    env = {**os.environ, "XOVER_DB": str(tmp_path / "x.db"), "XOVER_THREAD_PER_RANK": "2", "XOVER_FOO": "1"}
+    result = subprocess.run([sys.executable, "-m", "xover", "doctor", "--json"], capture_output=True, text=True,
+                            env=env)
+    report = json.loads(result.stdout)
+    [check] = [check for check in report["checks"] if check["name"] == "unknown settings"]
+    assert not check["ok"] and not check["required"], check
+    assert check["detail"] == ("not read by xover: XOVER_FOO; XOVER_THREAD_PER_RANK (did you mean "
+                               "'XOVER_THREADS_PER_RANK'?)")

@@ -662,3 +662,10 @@ def test_a_long_argument_is_masked_in_one_pass_not_one_per_character():
         "assert url_secrets('@' + 'a://:' * 40_000) == []\n"
     )
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+
+
+def test_an_option_ending_in_auth_is_a_credential_and_an_author_is_not():
+    from xover.redact import mask_argv
+
+    assert mask_argv(["--hf-auth", "hf_abc", "--basic_auth=u:p", "--author", "me", "--auth-file", "a.json"]) == [
+        "--hf-auth", "***", "--basic_auth=***", "--author", "me", "--auth-file", "a.json"]
