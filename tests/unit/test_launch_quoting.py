@@ -154,7 +154,7 @@ def test_a_command_on_another_host_reaches_its_shell_as_given(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("hosts", ["-oProxyCommand=touch pwned:1", "h1:1,-p2222:1", "h 1:1", "h1;x:1", "$(x):1",
-                                   "h1\n:1", "h\udcff:1"])
+                                   "h1\n:1", "h\udcff:1", "a..b:1"])
 def test_a_host_that_ssh_would_read_as_an_option_or_a_shell_as_code_is_refused(hosts):
     from xover.hosts import parse_hosts
 
