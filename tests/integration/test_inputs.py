@@ -291,6 +291,10 @@ FLAG_CASES = [
     (["run", "--script", "missing.py"], "missing.py"),
     # ran the script with 'plan.json' as its argument: words before `--` were the scripts' arguments too
     (["run", "plan.json", "--script", "a.py"], "--script: 'plan.json' comes before `--`, where a script's arguments"),
+    # '--steps' read as a recipe ("no recipe file or built-in recipe of that name"); 'x' as a second plan
+    (["run", "--group", "mlp-digits", "--", "--steps", "3"], "'--steps' comes after `--`, where a script's arguments "
+     "begin, and no --script was given: recipes take no arguments"),
+    (["run", "plan.json", "--", "x"], "'x' comes after `--`, where a script's arguments begin, and no --script"),
     (["run", "--group", "mlp-digits", "--mode", "sequential,solo"], "comma list"),
     (["run", "--group", "mlp-digits", "--mode", "crossover,"], "comma list"),
     (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),

@@ -311,15 +311,14 @@ def plan_jobs(
     recipes: dict[str, str]  # job name -> recipe path
     path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
     flag = "--out" if out else "the plan file (no --out: in XOVER_RESULTS)"
-    inputs = [(trace_csv, "the --profiles file")] if trace_csv else []
-    inputs += [(recipe_path, "a job file given") for recipe_path in recipe_paths if Path(recipe_path).is_file()]
     if trace_csv:
-        refuse_overwriting(path, [*store_files(db), *inputs], flag)
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
+        refuse_overwriting(path, [*store_files(db), (trace_csv, "the --profiles file")], flag)
     else:
         loaded = [with_overrides(load_recipe(given), np=np) for given in recipe_paths] + scripts
-        # and the scripts behind them, a job file's `script =` included: a plan never replaces a user's code.
-        # Checked before the profiles are looked up: a bad --out is said first, whatever else is missing
+        # the job files given and the scripts behind them, a job file's `script =` included: a plan never replaces
+        # a user's code. Checked before the profiles are looked up: a bad --out is said first
+        inputs = [(recipe.path, "a job file given") for recipe in loaded if recipe.path]
         refuse_overwriting(path, [*store_files(db), *inputs, *_scripts_kept(loaded)], flag)
         jobs, recipes, link, device_kind = profiles_of_recipes(db, loaded, link, host_list, engine)
         scripted = script_entries(loaded)
