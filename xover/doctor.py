@@ -11,10 +11,17 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
+from . import settings as known_settings
+from .config import check_results_folder
 from .emulation.cluster import diagnose_cluster
 from .emulation.network import ShapedNetwork
+from .errors import XoverError
+from .recipes import did_you_mean
 from .run.external.horovodrun import horovodrun_path
 from .run.launchers import LAUNCHERS
+from .run.leases import LEASE_DIR
+from .run.sinks import SINKS
+from .settings import LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
 from .store import (
     session as store_session,  # as an attribute: tests replace store_session.open_store
 )
@@ -188,11 +195,6 @@ def _database(db: str | None) -> Check:
 def _settings() -> Check:
     """The XOVER_* settings as a run reads them (each refused there with what to do), and the folders they
     name: a run refused what doctor passed (a metric sink misspelt, a lease or results folder that is a file)."""
-    from .config import check_results_folder
-    from .errors import XoverError
-    from .run.leases import LEASE_DIR
-    from .run.sinks import SINKS
-    from .settings import LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
 
     fix = "set it as the message says, or unset it (docs/reference.md: Settings)"
     try:
@@ -219,9 +221,6 @@ def _settings() -> Check:
 
 def _unknown_settings() -> Check | None:
     """XOVER_* variables xover never reads: a misspelt setting is otherwise ignored without a word."""
-    from . import settings as known_settings
-    from .recipes import did_you_mean
-
     known = {value for name, value in vars(known_settings).items() if name.endswith("_VARIABLE")}
     unknown = sorted(name for name in os.environ if name.startswith("XOVER_") and name not in known)
     if not unknown:
