@@ -338,6 +338,13 @@ def run(
     script_args: list[str] = []
     if scripts:  # arguments after -- go to the scripts; before it, with --group, recipes of their group
         targets, script_args = split_recipes_from_script_args(targets)
+    if not scripts and State.after_double_dash:  # `--group mlp-digits -- --steps 3`: '--steps' read as a recipe
+        print_error(
+            f"{quoted(State.after_double_dash[0])} comes after `--`, where a script's arguments begin, and no "
+            "--script was given: recipes take no arguments (their options are their file's fields, and "
+            "--iterations); give a script with --script FILE"
+        )
+        raise typer.Exit(2)
     if scripts and not group and targets:  # `xover run plan.json --script s.py` ran s.py with 'plan.json'
         print_error(
             f"--script: {quoted(targets[0])} comes before `--`, where a script's arguments begin (xover run "

@@ -11,10 +11,17 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
+from . import settings as known_settings
+from .config import check_results_folder
 from .emulation.cluster import diagnose_cluster
 from .emulation.network import ShapedNetwork
+from .errors import XoverError
+from .recipes import did_you_mean
 from .run.external.horovodrun import horovodrun_path
 from .run.launchers import LAUNCHERS
+from .run.leases import LEASE_DIR
+from .run.sinks import SINKS
+from .settings import LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
 from .store import (
     session as store_session,  # as an attribute: tests replace store_session.open_store
 )
@@ -185,6 +192,53 @@ def _database(db: str | None) -> Check:
         return Check("database", False, str(error), "choose a writable path with --db or XOVER_DB")
 
 
+def _settings() -> Check:
+    """The XOVER_* settings as a run reads them (each refused there with what to do), and the folders they
+    name: a run refused what doctor passed (a metric sink misspelt, a lease or results folder that is a file)."""
+
+    fix = "set it as the message says, or unset it (docs/reference.md: Settings)"
+    try:
+        read = Settings.from_environ()
+        check_results_folder(read.results)
+    except XoverError as error:
+        return Check("settings", False, str(error), fix)
+    unknown = [name for name in read.metric_sinks if name not in SINKS]  # as a run's sinks_named refuses them
+    if unknown:
+        known = ", ".join(sorted(SINKS))
+        return Check(
+            "settings",
+            False,
+            f"{METRIC_SINKS_VARIABLE}: no metric sink named {', '.join(unknown)} (there are: {known})",
+            fix,
+        )
+    folders = ((RESULTS_VARIABLE, read.results), (LEASE_DIR_VARIABLE, read.lease_dir or LEASE_DIR))
+    for variable, folder in folders:
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            return Check("settings", False, f"{variable}: {folder} is a file, not a folder", fix)
+    given = sorted(name for name in os.environ if name in Settings.variables())
+    return Check("settings", True, f"{', '.join(given)} read" if given else "none set: the defaults")
+
+
+def _unknown_settings() -> Check | None:
+    """XOVER_* variables xover never reads: a misspelt setting is otherwise ignored without a word."""
+    known = {value for name, value in vars(known_settings).items() if name.endswith("_VARIABLE")}
+    unknown = sorted(name for name in os.environ if name.startswith("XOVER_") and name not in known)
+    if not unknown:
+        return None
+    suffixes = [variable.removeprefix("XOVER_") for variable in known_settings.Settings.variables()]
+    # compared without the prefix all share: XOVER_FOO is not close to XOVER_DB
+    said = "; ".join(
+        name + did_you_mean(name.removeprefix("XOVER_"), suffixes).replace(" '", " 'XOVER_", 1) for name in unknown
+    )
+    return Check(
+        "unknown settings",
+        False,
+        f"not read by xover: {said}",
+        "correct or unset them (docs/reference.md: Settings)",
+        required=False,
+    )
+
+
 def diagnose(db: str | None = None) -> Diagnosis:
     """Check what this machine can run: Python, torch, Horovod, the launchers, devices, link shaping, the
     emulated cluster, Slurm and the store."""
@@ -205,6 +259,8 @@ def diagnose(db: str | None = None) -> Diagnosis:
         _bandwidth_emulation(),
         _emulated_cluster(),
         *_launchers(),
+        _settings(),
+        *filter(None, [_unknown_settings()]),
         _database(db),
     ]
     return Diagnosis(checks)

@@ -105,6 +105,8 @@ def parse_hosts(hosts: str) -> list[tuple[str, int]]:
             )
         if not HOST_NAME.fullmatch(name):
             raise XoverError(f"-H {spec}: {name[:100]!r} is not a host name (letters, digits, '.', '-', '_')")
+        if ".." in name:  # ssh and the resolver take it for a name, and fail only once the run has started
+            raise XoverError(f"-H {spec}: {name[:100]!r} is not a host name: a '.' follows a '.' (an empty label)")
         canonical = canonical_host(name)
         if canonical in seen:
             raise XoverError(f"-H {spec}: host '{name}' is listed twice (this machine's names are one host)")

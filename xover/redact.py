@@ -23,21 +23,24 @@ MASK = "***"
 # scheme://user:password@ -> scheme://user:***@. The user ends at the first ':' (as SQLAlchemy reads
 # it), the password at the word's last '@': an unescaped '@' in a password hides more of the URL,
 # never less of the password.
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DOTALL)
+# A scheme is looked for only where a run of a scheme's characters starts (its leading digits or signs are the
+# head's, left as they were): a search from every character of a long word was quadratic (40,000 letters: 8 s)
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DOTALL)
 # the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
 # decode a query's names: `pass%77ord=` is a password too)
 _CREDENTIAL_NAME = re.compile(
     r".*(?:passw(?:or)?d|passphrase|secret|credential|authori[sz]ation|bearer|cookie).*"  # anywhere: PGPASSWORD,
     # sslpassword, client_secret, --authorization, Set-Cookie
-    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?)"  # last:
-    # HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds
+    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?|[_\-.]auth)"
+    # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds, --hf-auth
     r"|pwd|pass|pat|key|sig|auth|creds?",  # alone: ?key= (an API key), ?sig= (a signed URL's), --pat (an access token)
     re.IGNORECASE | re.DOTALL,
 )
 # scheme://TOKEN@host: a web, git or object-store URL's userinfo without a ':' is a token as often as a user
 # name (https://ghp_...@github.com), so all of it is masked; other schemes (ssh://, postgresql://) name a user
 _TOKEN_USERINFO = re.compile(
-    r"(?P<head>(?:[A-Za-z][A-Za-z0-9.\-]*\+)?(?:https?|git|s3|gs|ftps?|wss?)://)(?P<token>[^:/@?#\s]+)@",
+    r"(?P<head>(?:(?<![A-Za-z0-9.\-])[A-Za-z][A-Za-z0-9.\-]*\+)?(?:https?|git|s3|gs|ftps?|wss?)://)"
+    r"(?P<token>[^:/@?#\s]+)@",
     re.IGNORECASE,
 )
 # a header as a word: `Authorization: Bearer X`, `X-Api-Key: X`, `Cookie: a=b` (curl's -H, a --header)
@@ -65,8 +68,11 @@ def mask_word(word: str) -> str:
     header = _HEADER.match(word)
     if header and credential_name(header["name"]):
         return f"{header['name']}: {MASK}"
-    colon = _USERINFO.search(word)
-    word = _USERINFO.sub(rf"\g<head>:{MASK}@", word) if colon else _TOKEN_USERINFO.sub(rf"\g<head>{MASK}@", word)
+    colon = _userinfo(word)
+    if colon:  # one at most: its password runs to the word's last '@'
+        word = f"{word[: colon.start()]}{colon['head']}:{MASK}@{word[colon.end() :]}"
+    else:
+        word = _TOKEN_USERINFO.sub(rf"\g<head>{MASK}@", word)
     word = _AUTH_SCHEME.sub(rf"\g<scheme> {MASK}", word)
 
     def option(found: re.Match[str]) -> str:
@@ -75,6 +81,13 @@ def mask_word(word: str) -> str:
         return f"{found['sep']}{found['name']}={MASK}"
 
     return _QUERY_OPTION.sub(option, word)
+
+
+def _userinfo(word: str) -> re.Match[str] | None:
+    """`scheme://user:password@` in `word`, looked for no further than its last '@' (where the password ends): a
+    ':' after it, tried from each scheme, was read to the word's end each time."""
+    last_at = word.rfind("@")
+    return _USERINFO.search(word, 0, last_at + 1) if last_at != -1 else None
 
 
 def mask_argv(argv: Sequence[str]) -> list[str]:
@@ -165,7 +178,7 @@ def url_secrets(url: str) -> list[str]:
     about the URL (a driver's, a server's) must not repeat. Parts shorter than 4 characters are left out:
     masking them would mask their letters all over a message."""
     found: set[str] = set()
-    userinfo = _USERINFO.search(url)
+    userinfo = _userinfo(url)
     if userinfo:
         after_user = url[userinfo.end("head") + 1 :]
         password = after_user[: after_user.rfind("@")]

@@ -291,6 +291,10 @@ FLAG_CASES = [
     (["run", "--script", "missing.py"], "missing.py"),
     # ran the script with 'plan.json' as its argument: words before `--` were the scripts' arguments too
     (["run", "plan.json", "--script", "a.py"], "--script: 'plan.json' comes before `--`, where a script's arguments"),
+    # '--steps' read as a recipe ("no recipe file or built-in recipe of that name"); 'x' as a second plan
+    (["run", "--group", "mlp-digits", "--", "--steps", "3"], "'--steps' comes after `--`, where a script's arguments "
+     "begin, and no --script was given: recipes take no arguments"),
+    (["run", "plan.json", "--", "x"], "'x' comes after `--`, where a script's arguments begin, and no --script"),
     (["run", "--group", "mlp-digits", "--mode", "sequential,solo"], "comma list"),
     (["run", "--group", "mlp-digits", "--mode", "crossover,"], "comma list"),
     (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
@@ -890,3 +894,19 @@ def test_a_blank_database_variable_is_named_not_taken_for_a_file(clean, monkeypa
     _one_clear_line(runner.invoke(app, ["report", "latest"]), "the database '  ': blank; give a file or a URL")
     _one_clear_line(runner.invoke(app, ["plan", "mlp-digits", "--devices", "2"]), "the database '  ': blank")
     assert not (clean / "results").exists()
+
+
+@pytest.mark.parametrize("refusal", ["lease folder", "host"])
+def test_a_run_refused_before_any_job_starts_keeps_no_experiment(isolated_results, monkeypatch, refusal):
+    # it stored an empty failed experiment (`report latest` showed it) and an empty results/runs/<id>/
+    if refusal == "lease folder":
+        (isolated_results / "afile").write_text("")
+        monkeypatch.setenv("XOVER_LEASE_DIR", str(isolated_results / "afile"))
+        args, said = [], "cannot open the device lease folder"
+    else:
+        args, said = ["-H", "nosuchhost.invalid:2"], "cannot lease the devices of nosuchhost.invalid"
+    refused = runner.invoke(app, ["run", "--group", "mlp-digits", "--iterations", "2", *args])
+    assert refused.exit_code == 2 and said in refused.output, refused.output
+    reported = runner.invoke(app, ["report"])
+    assert reported.exit_code == 2 and "holds no experiments yet" in reported.output, reported.output
+    assert list((isolated_results / "results" / "runs").iterdir()) == []

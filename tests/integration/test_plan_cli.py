@@ -261,3 +261,19 @@ def test_a_file_where_a_folder_of_out_should_be_is_named(isolated_results, tmp_p
     reported = _xover("report", "latest", "--format", "html", "--out", str(afile / "x.html"))
     assert reported.returncode == 2
     assert reported.stderr.strip() == f"error: cannot write {afile / 'x.html'}: {afile} is a file, not a folder"
+
+
+@pytest.mark.parametrize("written", ["train.py", "helpers.py"])
+def test_a_plan_never_replaces_a_jobs_script_nor_a_module_it_imports(isolated_results, tmp_path, written):
+    # a job file's script (and what it imports) was not among the files --out must keep: the plan replaced it
+    (tmp_path / "helpers.py").write_text("SCALE = 2\n")
+    (tmp_path / "train.py").write_text("import helpers\nimport torch.distributed as dist\n"
+                                       "dist.init_process_group('gloo')\n")
+    (tmp_path / "job.toml").write_text('script = "train.py"\nnp = 1\niterations = 5\n')
+    before = {name: (tmp_path / name).read_text() for name in ("train.py", "helpers.py")}
+    result = _xover("plan", str(tmp_path / "job.toml"), "--devices", "1", "--out", str(tmp_path / written))
+    assert result.returncode == 2, result.stderr
+    said = "the script of job 'job'" if written == "train.py" else "a module the script of job 'job' imports"
+    assert result.stderr.strip() == (f"error: --out {tmp_path / written}: that is {said}; writing there would "
+                                     "destroy it: choose another path")
+    assert {name: (tmp_path / name).read_text() for name in before} == before

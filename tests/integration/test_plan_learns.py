@@ -621,3 +621,23 @@ def test_a_recipe_edited_since_it_was_planned_is_refused_unless_allow_changed(is
     del body["jobs"]["mlp-digits"]["planned_as"]
     plan_file.write_text(json.dumps(body))
     assert run_it()["mlp-digits"].model == "mlp"
+
+
+def test_a_plan_of_a_recipe_given_by_a_relative_path_runs_from_another_folder(isolated_results, tmp_path,
+                                                                               monkeypatch):
+    # the plan kept "recipes/mlp-digits.toml" as given: `xover run PLAN` elsewhere found no such file
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    made_in, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (made_in / "recipes").mkdir(parents=True)
+    elsewhere.mkdir()
+    (made_in / "recipes" / "mlp-digits.toml").write_text((ROOT / "recipes" / "mlp-digits.toml").read_text())
+    monkeypatch.chdir(made_in)
+    plan_jobs(str(db), recipe_paths=["recipes/mlp-digits.toml", "resnet-digits"], trace_csv=None, devices=2,
+              hosts=None, device_memory_gb=None, max_group=2, algo="matching", out=str(tmp_path / "plan.json"),
+              link=Link.parse("1gbit"))
+    kept = json.loads((tmp_path / "plan.json").read_text())["jobs"]["mlp-digits"]["recipe"]
+    assert kept == str(made_in / "recipes" / "mlp-digits.toml")
+    monkeypatch.chdir(elsewhere)
+    [group], _ = groups_from_plan(str(tmp_path / "plan.json"), iterations=None, engine=None, allow_changed=False)
+    assert sorted(job.recipe.name for job in group.jobs) == sorted(PAIR)

@@ -154,7 +154,7 @@ def test_a_command_on_another_host_reaches_its_shell_as_given(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("hosts", ["-oProxyCommand=touch pwned:1", "h1:1,-p2222:1", "h 1:1", "h1;x:1", "$(x):1",
-                                   "h1\n:1", "h\udcff:1"])
+                                   "h1\n:1", "h\udcff:1", "a..b:1"])
 def test_a_host_that_ssh_would_read_as_an_option_or_a_shell_as_code_is_refused(hosts):
     from xover.hosts import parse_hosts
 
@@ -319,6 +319,26 @@ def test_a_horovod_rank_line_longer_than_linux_takes_is_refused_before_it_starts
         ranks_of("horovod").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))
     ranks_of("horovod").check_job(_script_job(tmp_path, ["L" * 50000, "'" * 8000]))  # 50 kB, and 40 kB quoted
     ranks_of("torch").check_job(_script_job(tmp_path, ["L" * 70000, "L" * 70000]))  # torchrun here: argv alone
+
+
+def test_torchrun_here_refuses_an_argument_or_variable_longer_than_linux_takes(tmp_path):
+    """Before: a job file's 200,000-character argument (or variable) failed the launch with a traceback ("OSError:
+    Argument list too long: 'torchrun'") and a failed experiment recorded."""
+    from dataclasses import replace
+
+    from xover.run.ranks import ranks_of
+
+    torch = ranks_of("torch")
+    with pytest.raises(XoverError, match=r"job 'train': Linux takes a program's argument or variable up to 128 KiB "
+                                         r"long, and the script's argument 2 is 195 KiB: pass long values in a file"):
+        torch.check_job(_script_job(tmp_path, ["--x", "L" * 200000]))
+    job = _script_job(tmp_path, [])
+    with pytest.raises(XoverError, match=r"the job file's variable BIG is 195 KiB"):
+        torch.check_job(replace(job, recipe=replace(job.recipe, env={"SMALL": "1", "BIG": "L" * 200000})))
+    with pytest.raises(XoverError, match=r"up to \d+ KiB together, and the script's arguments, the job file's "
+                                         r"variables and this environment make \d+ KiB"):
+        torch.check_job(_script_job(tmp_path, ["L" * 100000] * (os.sysconf("SC_ARG_MAX") // 100000 + 1)))
+    torch.check_job(_script_job(tmp_path, ["L" * 100000] * 3))
 
 
 def test_a_torchrun_node_line_over_ssh_longer_than_linux_takes_is_refused(tmp_path):

@@ -848,3 +848,18 @@ def test_a_plan_files_group_of_more_jobs_than_a_turn_server_serves_is_refused():
     with pytest.raises(PlanFormatError, match=r"plan field 'groups\[0\]\.jobs': names 255 jobs; a group holds at most "
                                               r"254, as many as its turn server serves"):
         plan_from_dict(document)
+
+
+def test_a_script_jobs_iterations_edited_without_where_the_script_stops_is_refused():
+    # the run stopped the script at script.iterations: an edited jobs.X.iterations changed only the prediction
+    document = _valid_document()
+    document["jobs"]["a"]["iterations"] = 300
+    document["jobs"]["a"]["script"] = {"path": "/x/train.py", "args": [], "engine": "horovod", "sha256": "abc",
+                                       "iterations": 200, "env": {}}
+    with pytest.raises(PlanFormatError, match=r"plan field 'jobs\.a\.iterations': 300, but jobs\.a\.script\."
+                                              r"iterations \(where the script is stopped\) is 200: give both the same"):
+        plan_from_dict(document)
+    document["jobs"]["a"]["script"]["iterations"] = 300
+    assert plan_from_dict(document).scripts["a"].iterations == 300
+    document["jobs"]["a"]["script"]["iterations"] = None  # the script's own end: the figure only predicts
+    assert [job.iterations for job in plan_from_dict(document).jobs if job.name == "a"] == [300]

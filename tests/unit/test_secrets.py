@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -648,3 +649,23 @@ def test_a_tracking_uri_that_is_not_a_url_is_one_line():
     result = CliRunner().invoke(app, ["report", "--format", "mlflow", "--tracking-uri", f"http://u:{START}pw{END}@[::1"])
     assert result.exit_code == 2 and "not a URL" in result.output, result.output
     assert not _leaks(result.output) and "Traceback" not in result.output, result.output
+
+
+def test_a_long_argument_is_masked_in_one_pass_not_one_per_character():
+    # a search for scheme:// from every letter of a 200 KB argument held the launch for two minutes; it would
+    # still be searching when this subprocess's minute runs out
+    program = (
+        "from xover.redact import mask_argv, url_secrets\n"
+        "long = 'a' * 200_000\n"
+        "assert mask_argv([long, 'x' * 100_000 + '://u:pw@h', '1a' * 50_000 + 'https://tok@h']) == "
+        "[long, 'x' * 100_000 + '://u:***@h', '1a' * 50_000 + 'https://***@h']\n"
+        "assert url_secrets('@' + 'a://:' * 40_000) == []\n"
+    )
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+
+
+def test_an_option_ending_in_auth_is_a_credential_and_an_author_is_not():
+    from xover.redact import mask_argv
+
+    assert mask_argv(["--hf-auth", "hf_abc", "--basic_auth=u:p", "--author", "me", "--auth-file", "a.json"]) == [
+        "--hf-auth", "***", "--basic_auth=***", "--author", "me", "--auth-file", "a.json"]

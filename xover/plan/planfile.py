@@ -303,6 +303,15 @@ def _jobs(value: Any) -> tuple[dict[str, JobProfile], dict[str, str], dict[str, 
             recipes[name] = _text(fields["recipe"], f"{where}.recipe")
         if "script" in fields:
             scripts[name] = _script(fields["script"], f"{where}.script")
+            stops_after = scripts[name].iterations
+            if stops_after is not None and "iterations" in fields and job.iterations != stops_after:
+                # one edited without the other: the run stops the script after script.iterations, whatever
+                # the prediction was made for
+                _fail(
+                    f"{where}.iterations",
+                    f"{job.iterations}, but {where}.script.iterations (where the script is stopped) is "
+                    f"{stops_after}: give both the same number",
+                )
         if "planned_as" in fields:
             planned_as[name] = _text(fields["planned_as"], f"{where}.planned_as")
     return jobs, recipes, scripts, planned_as

@@ -23,7 +23,7 @@ from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_ranks, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
-from ..scripts import check_engine
+from ..scripts import check_engine, local_modules
 from ..sharing import MAX_GROUP
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
@@ -130,7 +130,9 @@ def profiles_of_recipes(
                 f"the stored profile of '{recipe.name}' (np {recipe.np}) cannot be planned with: {invalid.problem}; "
                 f"profile it again: `{profile_command(recipe, '--force')}`"
             ) from None
-        paths[recipe.name] = recipe.path
+        # absolute: `xover run PLAN` from another folder finds the same file (a path relative to where the plan was
+        # made named nothing there)
+        paths[recipe.name] = os.path.abspath(recipe.path) if recipe.path else recipe.path
         if (found.hardware or "").startswith("gpu:"):
             kind = "gpu"
     return jobs, paths, link, kind
@@ -307,10 +309,17 @@ def plan_jobs(
     )
     device_kind = None
     recipes: dict[str, str]  # job name -> recipe path
+    path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
+    flag = "--out" if out else "the plan file (no --out: in XOVER_RESULTS)"
     if trace_csv:
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
+        refuse_overwriting(path, [*store_files(db), (trace_csv, "the --profiles file")], flag)
     else:
-        loaded = [with_overrides(load_recipe(path), np=np) for path in recipe_paths] + scripts
+        loaded = [with_overrides(load_recipe(given), np=np) for given in recipe_paths] + scripts
+        # the job files given and the scripts behind them, a job file's `script =` included: a plan never replaces
+        # a user's code. Checked before the profiles are looked up: a bad --out is said first
+        inputs = [(recipe.path, "a job file given") for recipe in loaded if recipe.path]
+        refuse_overwriting(path, [*store_files(db), *inputs, *_scripts_kept(loaded)], flag)
         jobs, recipes, link, device_kind = profiles_of_recipes(db, loaded, link, host_list, engine)
         scripted = script_entries(loaded)
     measured = NONE if trace_csv or link is None else measurements_of(db, loaded, engine, host_list, link)
@@ -331,12 +340,6 @@ def plan_jobs(
         plan = replace(plan, link=link.key if link is not None else None, engine=engine, device_kind=device_kind)
     body = plan_to_dict(plan)
     store = open_store(db)  # a store that cannot be opened fails the plan before its file is written
-    path = Path(out) if out else results_root() / DEFAULT_PLAN_NAME
-    inputs = [(trace_csv, "the --profiles file")] if trace_csv else []
-    inputs += [(recipe_path, "a job file given") for recipe_path in recipe_paths if Path(recipe_path).is_file()]
-    inputs += [(recipe.script, "a script given") for recipe in scripts if recipe.script]
-    flag = "--out" if out else "the plan file (no --out: in XOVER_RESULTS)"
-    refuse_overwriting(path, [*store_files(db), *inputs], flag)
     # stored first, the file written inside the same transaction: a store that refuses the write (a read-only
     # file) leaves no plan file behind, and a file that cannot be written leaves no stored plan
     # Ctrl-C or SIGTERM while the plan is stored and written takes effect once both are whole (`xover plan`
@@ -360,6 +363,23 @@ def plan_jobs(
         raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
+
+
+def _scripts_kept(recipes: list[Recipe]) -> list[tuple[str | Path, str]]:
+    """Each job's script and the modules of its own it imports: files the plan file must never replace."""
+    kept: list[tuple[str | Path, str]] = []
+    for recipe in recipes:
+        if recipe.script is None:
+            continue
+        kept.append((recipe.script, f"the script of job {recipe.name!r}"))
+        try:
+            kept += [
+                (module, f"a module the script of job {recipe.name!r} imports")
+                for module in local_modules(recipe.script)
+            ]
+        except OSError:  # an unreadable module: the script itself is still kept
+            pass
+    return kept
 
 
 def _nothing_placed(unplaced: list[tuple[str, str]], out: str | None) -> str:

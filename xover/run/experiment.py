@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..config import XOVER_ROOT, make_results_folder, results_root
 from ..console import errors
+from ..errors import XoverError
 from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus
@@ -29,7 +30,7 @@ from ..store.session import Store
 from .adaptive import AdaptiveSettings
 from .external.horovodrun import check_forwarded_names
 from .jobs import JobSpec
-from .leases import DeviceBusy, DeviceLeases, describe_busy
+from .leases import DeviceLeases, describe_busy
 from .reach import run_link
 from .record import Recorder, reconcile_lost
 from .schedule import RunContext
@@ -148,8 +149,10 @@ def experiment(
         context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
         with interruptible():
             yield Experiment(experiment_id, store, recorder, context, leases)
-    except DeviceBusy:
-        status, refused = RunStatus.FAILED, True  # a device in use: refused like a bad flag, nothing kept
+    except XoverError:
+        # refused before any job was recorded (a device in use, a lease folder or a host it cannot use): like a
+        # bad flag, nothing kept; once a job has a run, the experiment stays, failed
+        status, refused = RunStatus.FAILED, True
         raise
     except (Interrupted, KeyboardInterrupt):
         status = RunStatus.INTERRUPTED

@@ -154,7 +154,8 @@ class TorchRanks(EngineRanks):
         torchrun ... SCRIPT ARGS`, each word quoted), which Linux takes up to MAX_SHELL_LINE long: longer
         arguments are refused before anything starts (that host's shell failed with "Argument list too long")."""
         if all(is_local(host) for host in job.devices):
-            return  # torchrun here: an argument list, each word its own
+            _check_local_arguments(job)  # torchrun here: an argument list, each word its own
+            return
         line = len(os.fsencode(shlex.quote(os.getcwd()))) + sum(
             len(os.fsencode(shlex.quote(word))) + 1 for word in job.script or []
         )
@@ -200,6 +201,37 @@ class TorchRanks(EngineRanks):
                 forward=job.recipe.variable_names,
             )
         ]
+
+
+def _check_local_arguments(job: JobSpec) -> None:
+    """torchrun started here takes the script's arguments and the job file's variables as they are, which Linux
+    takes up to MAX_SHELL_LINE long each and up to ARG_MAX together, this environment's included (the launch
+    failed with "Argument list too long")."""
+    script = job.script or []
+    words = [(len(os.fsencode(word)) + 1, f"the script's argument {index}") for index, word in enumerate(script[1:], 1)]
+    words += [
+        (len(os.fsencode(f"{name}={value}")) + 1, f"the job file's variable {name}")
+        for name, value in job.recipe.env.items()
+    ]
+    size, what = max(words, default=(0, ""))
+    if size >= MAX_SHELL_LINE - SHELL_LINE_MARGIN:
+        raise XoverError(
+            f"job '{job.name}': Linux takes a program's argument or variable up to {MAX_SHELL_LINE // 1024} KiB "
+            f"long, and {what} is {size // 1024} KiB: pass long values in a file the script reads"
+        )
+    environment = sum(len(os.fsencode(name)) + len(os.fsencode(value)) + 2 for name, value in os.environ.items())
+    together = (
+        sum(size for size, _ in words)
+        + len(os.fsencode(script[0] if script else ""))
+        + environment
+        + 8 * (len(words) + len(os.environ))
+    )  # and a pointer each
+    if together >= os.sysconf("SC_ARG_MAX") - 4 * SHELL_LINE_MARGIN:
+        raise XoverError(
+            f"job '{job.name}': Linux takes a program's arguments and variables up to "
+            f"{os.sysconf('SC_ARG_MAX') // 1024} KiB together, and the script's arguments, the job file's variables "
+            f"and this environment make {together // 1024} KiB: pass long values in a file the script reads"
+        )
 
 
 ENGINE_RANKS: dict[str, EngineRanks] = {}
