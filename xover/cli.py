@@ -777,8 +777,8 @@ def report(
     target: Annotated[
         str,
         typer.Argument(
-            help="An experiment id (as printed by train, run, profile or simulate; a unique prefix will do), 'latest', "
-            "or 'all' for a summary of every experiment."
+            help="An experiment id (as printed by train, run, profile or simulate; a unique start of one will do, or "
+            "its last 4 characters or more), 'latest', or 'all' for a summary of every experiment."
         ),
     ] = "latest",
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html | mlflow")] = "table",
