@@ -20,6 +20,7 @@ import typer
 from . import __version__
 from .cli_common import App, State, user_errors
 from .console import errors, print_error
+from .devices import local_device_count
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, printable, quoted
 from .flags import decimal_flag, whole_flag
@@ -590,6 +591,20 @@ def plan(
             np=np,
             while_writing=uninterrupted,
         )
+        if devices is not None and not profiles_csv:  # --devices is this machine's: a run here refuses more
+            kind, available = local_device_count()
+            used = {device for group in result.plan.groups for device in group.devices}
+            beyond = sorted(device for device in used if int(device.rpartition(":")[2]) >= available)
+            if beyond:
+                errors.print(
+                    f"warning: --devices {devices}: this machine has {available} "
+                    f"{'GPU devices' if kind == 'gpu' else 'CPU cores'}, and the plan places groups on "
+                    f"{', '.join(beyond[:3])}{' ...' if len(beyond) > 3 else ''}: `xover run` of it here refuses "
+                    f"them; plan with --devices {available}, or for other hosts with -H",
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
         try:
             show_plan(result, json_out)
         except Interrupted:
@@ -762,8 +777,8 @@ def report(
     target: Annotated[
         str,
         typer.Argument(
-            help="An experiment id (as printed by train, run, profile or simulate; a unique prefix will do), 'latest', "
-            "or 'all' for a summary of every experiment."
+            help="An experiment id (as printed by train, run, profile or simulate; a unique start of one will do, or "
+            "its last 4 characters or more), 'latest', or 'all' for a summary of every experiment."
         ),
     ] = "latest",
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv | html | mlflow")] = "table",

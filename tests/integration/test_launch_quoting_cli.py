@@ -129,6 +129,17 @@ def test_a_setting_that_is_not_utf8_is_one_clear_line_without_its_value(isolated
     _nothing_recorded(isolated_results)
 
 
+@pytest.mark.parametrize("variable", ["XOVER_RESULTS", "XOVER_LEASE_DIR"])
+def test_a_folder_setting_with_a_newline_is_refused_before_anything_is_recorded(isolated_results, monkeypatch,
+                                                                                variable):
+    """Before: XOVER_RESULTS=$'/tmp/a\nb' ran, and its summary's "logs:" line broke in two."""
+    monkeypatch.setenv(variable, f"{isolated_results}/a\nb")
+    _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "--mode", "sequential"]),
+                    f"{variable}: its value holds a control character (character", "'\\n'", "give a folder whose")
+    assert not (isolated_results / "a\nb").exists()
+    _nothing_recorded(isolated_results)
+
+
 @pytest.mark.parametrize("args, flag", [
     (["run", "--group", "mlp-digits", "--engine", "tor\nch"], "--engine tor\\nch: choose"),
     (["run", "--group", "mlp-digits", "--mode", "cross\nover"], "--mode cross\\nover: choose"),

@@ -641,3 +641,21 @@ def test_a_plan_of_a_recipe_given_by_a_relative_path_runs_from_another_folder(is
     monkeypatch.chdir(elsewhere)
     [group], _ = groups_from_plan(str(tmp_path / "plan.json"), iterations=None, engine=None, allow_changed=False)
     assert sorted(job.recipe.name for job in group.jobs) == sorted(PAIR)
+
+
+def test_a_plan_for_more_devices_than_this_machine_has_warns_where_it_places_groups_beyond(isolated_results,
+                                                                                           tmp_path, monkeypatch):
+    # `plan --devices 8` on a 2-core machine said nothing; `xover run` of the plan here then refused it
+    import xover.cli
+
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    monkeypatch.setattr(xover.cli, "local_device_count", lambda: ("cpu", 2))
+    args = [*PAIR, "--max-group", "1", "--bandwidth", "1gbit", "--out", str(tmp_path / "p.json")]
+    wide = runner.invoke(app, ["plan", *args, "--devices", "4"])
+    assert wide.exit_code == 0, wide.output
+    assert ("warning: --devices 4: this machine has 2 CPU cores, and the plan places groups on localhost:2, "
+            "localhost:3: `xover run` of it here refuses them; plan with --devices 2, or for other hosts with -H"
+            in " ".join(wide.output.split())), wide.output
+    fits = runner.invoke(app, ["plan", *args, "--devices", "2"])
+    assert fits.exit_code == 0 and "warning" not in fits.output, fits.output

@@ -452,6 +452,10 @@ def test_missing_or_empty_database_and_unknown_id_exit_2(isolated_results):
                     "no experiment 'nothing-like-this'", "xover report all")
     _one_error_line(runner.invoke(app, ["--db", str(isolated_results / "other.db"), "report", "2026"]),
                     "matches 2 experiments")
+    # an end of fewer than 4 characters is no id: `report o` reported whichever id ended in 'o'
+    other = ["--db", str(isolated_results / "other.db"), "report"]
+    _one_error_line(runner.invoke(app, [*other, "lo"]), "no experiment 'lo'")
+    assert "20260101-000100-solo" in runner.invoke(app, [*other, "solo", "--format", "json"]).output
 
 
 def test_a_sqlite_url_with_options_reports_the_file_it_names(isolated_results):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import false, func, or_, select
 from sqlalchemy.orm import Session
 
 from ..analysis import (
@@ -139,8 +139,11 @@ def open_existing_store(db: str | None) -> Store:
     return store
 
 
+MIN_ID_END = 4  # an experiment id ends in 4 random hex digits: a shorter end is a typo as often as a choice
+
+
 def find_experiment(session: Session, target: str, where: str) -> Experiment:
-    """'latest', an exact id, or an unambiguous start or end of one (the random suffix is enough)."""
+    """'latest', an exact id, or an unambiguous start of one, or end of 4 characters or more (the random suffix)."""
     if not target.strip():  # every id starts with '': it named them all
         raise ReportError("no experiment named: give an id (or its end), 'latest' or 'all'")
     if target == "latest":
@@ -153,10 +156,10 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
     exact = session.get(Experiment, target)
     if exact is not None:
         return exact
+    # an end of 4 characters or more (the random part): `report 8` matched whichever id ended in 8
+    ends = Experiment.id.endswith(target, autoescape=True) if len(target) >= MIN_ID_END else false()
     matches = session.scalars(
-        select(Experiment)
-        .where(or_(Experiment.id.startswith(target, autoescape=True), Experiment.id.endswith(target, autoescape=True)))
-        .order_by(Experiment.id)
+        select(Experiment).where(or_(Experiment.id.startswith(target, autoescape=True), ends)).order_by(Experiment.id)
     ).all()
     if len(matches) == 1:
         return matches[0]
