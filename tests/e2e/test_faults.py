@@ -124,14 +124,16 @@ def test_sigterm_twice_still_cleans_up(isolated_results):
 def test_an_unreachable_host_ends_the_experiment_with_one_line(isolated_results):
     db = isolated_results / "xover.db"
     # another host's devices are leased on that host, over ssh (issue 52, finding 7): an unreachable host
-    # fails there, before any run is recorded, and the experiment still ends (a run that fails once its
-    # rows exist: the signal and crash tests of this module)
+    # fails there, before any run is recorded, and nothing of the experiment is kept (a run that fails once
+    # its rows exist ends its experiment: the signal and crash tests of this module)
     result = _xover("run", "--group", "mlp-digits", "-H", "no-such-host.invalid:1,localhost:1", "--engine", "torch",
                     "--mode", "concurrent", "--iterations", "3")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "no-such-host.invalid" in result.stderr and "cannot lease" in result.stderr
     statuses = {s for (s,) in _rows(db, "SELECT status FROM runs")}
-    assert statuses == set() and _rows(db, "SELECT status FROM experiments") == [("failed",)]
+    assert statuses == set() and _rows(db, "SELECT status FROM experiments") == []
+    runs = isolated_results / "results" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # no experiment folder either
 
 
 def test_rows_of_a_dead_xover_are_reconciled_as_lost(isolated_results):
