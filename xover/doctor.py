@@ -164,7 +164,10 @@ def _launchers() -> list[Check]:
 
 
 def _database(db: str | None) -> Check:
-    missing = store_session.missing_sqlite_file(db)
+    try:
+        missing = store_session.missing_sqlite_file(db)
+    except XoverError as error:  # a URL no command takes (sqlite:// in memory, postgres://): a failed check
+        return Check("database", False, str(error), "choose a file or a database server with --db or XOVER_DB")
     if missing is not None:  # a check must not create what it checks: the first run creates the file
         path = missing.absolute()
         folder = next(p for p in path.parents if p.exists())

@@ -169,3 +169,18 @@ def test_doctor_names_an_xover_variable_it_never_reads(tmp_path):
     assert not check["ok"] and not check["required"], check
     assert check["detail"] == ("not read by xover: XOVER_FOO; XOVER_THREAD_PER_RANK (did you mean "
                                "'XOVER_THREADS_PER_RANK'?)")
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("sqlite://", "sqlite://: a database in memory keeps nothing past this command"),
+    ("postgres://u:s3cret@db.invalid/x", "postgres://u:***@db.invalid/x: write postgresql://"),
+])
+def test_doctor_json_fails_the_database_check_on_a_store_url_no_command_takes(tmp_path, url, said):
+    # `XOVER_DB=sqlite:// xover doctor --json` printed an error line and no JSON: a tool reading it got nothing
+    env = {**os.environ, "XOVER_DB": url}
+    result = subprocess.run([sys.executable, "-m", "xover", "doctor", "--json"], capture_output=True, text=True,
+                            env=env)
+    report = json.loads(result.stdout)
+    [check] = [check for check in report["checks"] if check["name"] == "database"]
+    assert result.returncode == 1 and not report["ok"] and not check["ok"], check
+    assert check["detail"].startswith(said) and "s3cret" not in result.stdout + result.stderr, check
