@@ -121,7 +121,7 @@ def test_sigterm_twice_still_cleans_up(isolated_results):
     assert _rows(db, "SELECT status FROM experiments") == [("interrupted",)]
 
 
-def test_an_unreachable_host_ends_the_experiment_with_one_line(isolated_results):
+def test_an_unreachable_host_is_one_line_and_keeps_no_experiment(isolated_results):
     db = isolated_results / "xover.db"
     # another host's devices are leased on that host, over ssh (issue 52, finding 7): an unreachable host
     # fails there, before any run is recorded, and nothing of the experiment is kept (a run that fails once
