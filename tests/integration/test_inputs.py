@@ -910,3 +910,31 @@ def test_a_run_refused_before_any_job_starts_keeps_no_experiment(isolated_result
     reported = runner.invoke(app, ["report"])
     assert reported.exit_code == 2 and "holds no experiments yet" in reported.output, reported.output
     assert list((isolated_results / "results" / "runs").iterdir()) == []
+
+
+def test_a_report_is_never_written_over_the_trace_or_profiles_its_simulation_was_made_from(clean, tmp_path,
+                                                                                           monkeypatch):
+    # `report latest --format csv --out trace.csv` replaced the trace with the report (exit 0), and --format html
+    # the --profiles CSV: the experiment's own inputs, lost
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    monkeypatch.chdir(tmp_path)
+    profiles, trace = tmp_path / "prof.csv", tmp_path / "trace.csv"
+    profiles.write_text("name,devices,compute_ms,comm_ms,memory_gb\nresnet-synthetic,2,121,8,1\n")
+    trace.write_text("arrival_s,gpus,duration_s,model\n0,2,100,resnet-synthetic\n")
+    assert runner.invoke(app, ["simulate", "trace.csv", "--profiles", "prof.csv", "--cluster", "1x4"]).exit_code == 0
+    kept = {path: path.read_text() for path in (profiles, trace)}
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the inputs are known by their whole paths, not from where they were
+    for target, fmt, out, said in (("latest", "csv", trace, "that is the trace of experiment"),
+                                   ("latest", "html", profiles, "that is the profiles of experiment"),
+                                   ("latest", "json", profiles, "that is the profiles of experiment"),
+                                   ("all", "csv", trace, "that is the trace of experiment"),
+                                   # FILE.csv's FILE-jobs.csv beside it
+                                   ("latest", "csv", tmp_path / "prof-jobs.csv", "")):
+        if not said:
+            out.write_text("not a report\n")
+            (tmp_path / "prof-jobs-jobs.csv").symlink_to(profiles)
+            said = f"it writes {tmp_path / 'prof-jobs-jobs.csv'} too, which is the profiles of experiment"
+        _one_clear_line(runner.invoke(app, ["report", target, "--format", fmt, "--out", str(out)]),
+                        f"--out {out}: {said}")
+    assert {path: path.read_text() for path in kept} == kept
