@@ -5,7 +5,9 @@ Property-based: hypothesis breaks valid inputs in many ways; the CLI runs in-pro
 from __future__ import annotations
 
 import copy
+import csv
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -938,3 +940,21 @@ def test_a_report_is_never_written_over_the_trace_or_profiles_its_simulation_was
         _one_clear_line(runner.invoke(app, ["report", target, "--format", fmt, "--out", str(out)]),
                         f"--out {out}: {said}")
     assert {path: path.read_text() for path in kept} == kept
+
+
+def test_no_cell_of_a_report_csv_is_a_formula(clean, tmp_path, monkeypatch):
+    # a trace named `=cmd|calc!A1.csv` put a live formula in the simulation's CSV (its `trace` cell)
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.csv").write_text("name,devices,compute_ms,comm_ms,memory_gb\nresnet-synthetic,2,121,8,1\n")
+    for name in ("=cmd|calc!A1.csv", "@SUM(1).csv", "+1+1.csv"):
+        (tmp_path / name).write_text("arrival_s,gpus,duration_s,model\n0,2,100,resnet-synthetic\n")
+        assert runner.invoke(app, ["simulate", name, "--profiles", "p.csv", "--cluster", "1x4"]).exit_code == 0
+        assert runner.invoke(app, ["report", "latest", "--format", "csv", "--out", "r.csv"]).exit_code == 0
+        rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+        assert rows and {row["trace"] for row in rows} == {"'" + name}, rows
+        for path in tmp_path.glob("r*.csv"):
+            for row in csv.reader(path.open()):
+                assert not [cell for cell in row if cell[:1] in ("=", "+", "@")], (path, row)
+                # a negative number stays a number
+                assert not [cell for cell in row if cell[:1] == "-" and not re.fullmatch(r"-[\d.eE+-]+", cell)]
