@@ -958,3 +958,18 @@ def test_no_cell_of_a_report_csv_is_a_formula(clean, tmp_path, monkeypatch):
                 assert not [cell for cell in row if cell[:1] in ("=", "+", "@")], (path, row)
                 # a negative number stays a number
                 assert not [cell for cell in row if cell[:1] == "-" and not re.fullmatch(r"-[\d.eE+-]+", cell)]
+
+
+def test_a_plan_field_named_after_a_job_with_a_newline_is_one_line(clean, tmp_path):
+    # `error: plan.json: plan field 'jobs.a b` and, on a line of its own, `c': name must be ...`
+    plan = tmp_path / "plan.json"
+    name = "a b\nc"
+    plan.write_text(json.dumps({
+        "format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]],
+        "groups": [{"jobs": [name], "devices": ["localhost:0"], "wave": 0, "predicted_period_ms": 1.0,
+                    "predicted_gain": 1.0, "predicted_duration_ms": 1.0, "predicted_slowdown": {name: 1.0}}],
+        "jobs": {name: {"devices": 1, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1}},
+        "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 1.0,
+        "sequential_makespan_ms": 1.0}))
+    result = runner.invoke(app, ["run", str(plan)])
+    _one_clear_line(result, str(plan), "plan field 'jobs.a b\\nc'")
