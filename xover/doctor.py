@@ -200,6 +200,16 @@ def _settings() -> Check:
     name: a run refused what doctor passed (a metric sink misspelt, a lease or results folder that is a file)."""
 
     fix = "set it as the message says, or unset it (docs/reference.md: Settings)"
+    given = sorted(name for name in os.environ if name in Settings.variables())
+    refused = []  # each variable alone, so that every bad one is named, not the first a run reads
+    for name in given:
+        try:
+            Settings.from_environ({name: os.environ[name]})
+        except XoverError as error:
+            refused.append(str(error))
+    if len(refused) > 1:
+        fix = "set each as its message says, or unset it (docs/reference.md: Settings)"
+        return Check("settings", False, "; ".join(refused), fix)
     try:
         read = Settings.from_environ()
         check_results_folder(read.results)
@@ -218,8 +228,22 @@ def _settings() -> Check:
     for variable, folder in folders:
         if os.path.exists(folder) and not os.path.isdir(folder):
             return Check("settings", False, f"{variable}: {folder} is a file, not a folder", fix)
-    given = sorted(name for name in os.environ if name in Settings.variables())
     return Check("settings", True, f"{', '.join(given)} read" if given else "none set: the defaults")
+
+
+def _empty_settings() -> Check | None:
+    """XOVER_* settings set to nothing: each is read as unset, its default (XOVER_RESULTS=$TYPO writes to
+    ./results, XOVER_DB= opens results/xover.db), which a typo in a script would otherwise hide."""
+    empty = sorted(name for name in os.environ if name in Settings.variables() and not os.environ[name].strip())
+    if not empty:
+        return None
+    return Check(
+        "empty settings",
+        False,
+        f"set but empty, so read as unset (their defaults): {', '.join(empty)}",
+        "give them a value or unset them (docs/reference.md: Settings)",
+        required=False,
+    )
 
 
 def _unknown_settings() -> Check | None:
@@ -263,7 +287,7 @@ def diagnose(db: str | None = None) -> Diagnosis:
         _emulated_cluster(),
         *_launchers(),
         _settings(),
-        *filter(None, [_unknown_settings()]),
+        *filter(None, [_unknown_settings(), _empty_settings()]),
         _database(db),
     ]
     return Diagnosis(checks)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from .redact import mask_credentials
+
 MAX_SECONDS = 10**8  # of a duration flag: about three years (1e308 overflowed the timers and the counts from it)
 
 
@@ -141,7 +143,10 @@ def not_utf8_text(path: str | os.PathLike[str]) -> str:
 
 def quoted(text: str | None, keep: int = 60) -> str:
     """`text` as a message quotes it (repr), cut to its first `keep` characters where it is longer, with its length
-    said: a setting or flag of 5,000 digits was repeated whole in its one-line error."""
+    said: a setting or flag of 5,000 digits was repeated whole in its one-line error. A password in it (a URL's,
+    `token=...`) is shown as ***: a metric sink's URL in XOVER_METRIC_SINKS was repeated whole, twice."""
+    if text is not None:
+        text = mask_credentials(text)
     return repr(text) if text is None or len(text) <= keep else f"{text[:keep]!r}... ({len(text)} characters)"
 
 

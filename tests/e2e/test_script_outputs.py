@@ -4,11 +4,16 @@ checkpoint starts from nothing in every run, as it does alone (tests/e2e/scripts
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import plain_torchrun
+
+from xover.report.data import experiment_inputs
+from xover.store.models import Experiment
+from xover.store.session import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "tests/e2e/scripts/ddp_resume.py"
@@ -47,6 +52,21 @@ def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_loss
         assert (folder / "last.pt").is_file()  # written where {job_dir} said, the run's own folder
         folders.add(folder)
     assert len(folders) == 2
+    # a report is never written over the job files or the script the experiment ran (the script is the repo's:
+    # what the report would refuse is read from the store, not tried on it)
+    kept = Path(files[0]).read_text()
+    report = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", "json", "--out", files[0]],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert report.returncode == 2 and Path(files[0]).read_text() == kept, report.stderr
+    assert report.stderr.startswith(f"error: --out {files[0]}: that is a job file of experiment "), report.stderr
+    with sqlite3.connect(isolated_results / "xover.db") as connection:
+        [(experiment,)] = connection.execute("select id from experiments").fetchall()
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session:
+        inputs = experiment_inputs(session, session.get(Experiment, experiment))
+    store.close()
+    assert {(str(path), what.split(" of ")[0]) for path, what in inputs} == {
+        (files[0], "a job file"), (files[1], "a job file"), (str(ROOT / SCRIPT), "a script")}
 
 
 def test_a_script_that_resumes_from_an_earlier_runs_checkpoint_is_told_so(isolated_results):

@@ -5,7 +5,9 @@ Property-based: hypothesis breaks valid inputs in many ways; the CLI runs in-pro
 from __future__ import annotations
 
 import copy
+import csv
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -910,3 +912,64 @@ def test_a_run_refused_before_any_job_starts_keeps_no_experiment(isolated_result
     reported = runner.invoke(app, ["report"])
     assert reported.exit_code == 2 and "holds no experiments yet" in reported.output, reported.output
     assert list((isolated_results / "results" / "runs").iterdir()) == []
+
+
+def test_a_report_is_never_written_over_the_trace_or_profiles_its_simulation_was_made_from(clean, tmp_path,
+                                                                                           monkeypatch):
+    # `report latest --format csv --out trace.csv` replaced the trace with the report (exit 0), and --format html
+    # the --profiles CSV: the experiment's own inputs, lost
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    monkeypatch.chdir(tmp_path)
+    profiles, trace = tmp_path / "prof.csv", tmp_path / "trace.csv"
+    profiles.write_text("name,devices,compute_ms,comm_ms,memory_gb\nresnet-synthetic,2,121,8,1\n")
+    trace.write_text("arrival_s,gpus,duration_s,model\n0,2,100,resnet-synthetic\n")
+    assert runner.invoke(app, ["simulate", "trace.csv", "--profiles", "prof.csv", "--cluster", "1x4"]).exit_code == 0
+    kept = {path: path.read_text() for path in (profiles, trace)}
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the inputs are known by their whole paths, not from where they were
+    for target, fmt, out, said in (("latest", "csv", trace, "that is the trace of experiment"),
+                                   ("latest", "html", profiles, "that is the profiles of experiment"),
+                                   ("latest", "json", profiles, "that is the profiles of experiment"),
+                                   ("all", "csv", trace, "that is the trace of experiment"),
+                                   # FILE.csv's FILE-jobs.csv beside it
+                                   ("latest", "csv", tmp_path / "prof-jobs.csv", "")):
+        if not said:
+            out.write_text("not a report\n")
+            (tmp_path / "prof-jobs-jobs.csv").symlink_to(profiles)
+            said = f"it writes {tmp_path / 'prof-jobs-jobs.csv'} too, which is the profiles of experiment"
+        _one_clear_line(runner.invoke(app, ["report", target, "--format", fmt, "--out", str(out)]),
+                        f"--out {out}: {said}")
+    assert {path: path.read_text() for path in kept} == kept
+
+
+def test_no_cell_of_a_report_csv_is_a_formula(clean, tmp_path, monkeypatch):
+    # a trace named `=cmd|calc!A1.csv` put a live formula in the simulation's CSV (its `trace` cell)
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.csv").write_text("name,devices,compute_ms,comm_ms,memory_gb\nresnet-synthetic,2,121,8,1\n")
+    for name in ("=cmd|calc!A1.csv", "@SUM(1).csv", "+1+1.csv"):
+        (tmp_path / name).write_text("arrival_s,gpus,duration_s,model\n0,2,100,resnet-synthetic\n")
+        assert runner.invoke(app, ["simulate", name, "--profiles", "p.csv", "--cluster", "1x4"]).exit_code == 0
+        assert runner.invoke(app, ["report", "latest", "--format", "csv", "--out", "r.csv"]).exit_code == 0
+        rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+        assert rows and {row["trace"] for row in rows} == {"'" + name}, rows
+        for path in tmp_path.glob("r*.csv"):
+            for row in csv.reader(path.open()):
+                assert not [cell for cell in row if cell[:1] in ("=", "+", "@")], (path, row)
+                # a negative number stays a number
+                assert not [cell for cell in row if cell[:1] == "-" and not re.fullmatch(r"-[\d.eE+-]+", cell)]
+
+
+def test_a_plan_field_named_after_a_job_with_a_newline_is_one_line(clean, tmp_path):
+    # `error: plan.json: plan field 'jobs.a b` and, on a line of its own, `c': name must be ...`
+    plan = tmp_path / "plan.json"
+    name = "a b\nc"
+    plan.write_text(json.dumps({
+        "format": "xover-plan/1", "algo": "none", "hosts": [["localhost", 1]],
+        "groups": [{"jobs": [name], "devices": ["localhost:0"], "wave": 0, "predicted_period_ms": 1.0,
+                    "predicted_gain": 1.0, "predicted_duration_ms": 1.0, "predicted_slowdown": {name: 1.0}}],
+        "jobs": {name: {"devices": 1, "compute_ms": 1.0, "comm_ms": 1.0, "memory_gb": 0.1}},
+        "unplaced": [], "predicted_aggregate_gain": 1.0, "predicted_makespan_ms": 1.0,
+        "sequential_makespan_ms": 1.0}))
+    result = runner.invoke(app, ["run", str(plan)])
+    _one_clear_line(result, str(plan), "plan field 'jobs.a b\\nc'")

@@ -188,3 +188,14 @@ def test_a_switch_set_to_anything_but_1_or_0_is_refused_not_read_as_off(variable
         Settings.from_environ({variable: value})
     assert getattr(Settings.from_environ({variable: "1"}), variable.removeprefix("XOVER_").lower()) is True
     assert getattr(Settings.from_environ({variable: "0"}), variable.removeprefix("XOVER_").lower()) is False
+
+
+@pytest.mark.parametrize("variable", ["XOVER_METRIC_SINKS", "XOVER_METRICS_ADDRESS", "XOVER_TURN_HEARTBEAT",
+                                      "XOVER_ADAPTIVE", "XOVER_TURN_LEASE", "XOVER_COMM_THREADS"])
+def test_a_password_in_a_settings_value_is_masked_in_its_error(variable):
+    # XOVER_METRIC_SINKS='http://u:s3cret@host/push' was repeated whole, twice, by doctor and by every run
+    with pytest.raises(XoverError) as refused:
+        Settings.from_environ({variable: "http://u:s3cret@127.0.0.1:1/push?token=t0ken"})
+    said = str(refused.value)
+    assert "s3cret" not in said and "t0ken" not in said and said.startswith(f"{variable}="), said
+    assert "***" in said

@@ -95,3 +95,14 @@ def test_binary_file_is_a_user_error(tmp_path):
     path.write_bytes(b"\xff\xfe\x00\x01")
     with pytest.raises(TraceError, match="trace.csv: not a UTF-8"):
         load_trace_csv(path)
+
+
+@pytest.mark.parametrize("text", [
+    "name;devices;compute_ms;comm_ms;memory_gb\na;1;100;10;3\n",
+    "name\tdevices\tcompute_ms\tcomm_ms\tmemory_gb\na\t1\t100\t10\t3\n",
+    "Name,Devices,Compute_ms,Comm_MS,Memory_GB\r\na,1,100,10,3\r\n",
+])
+def test_a_spreadsheets_export_is_read_as_the_simulators_traces_are(tmp_path, text):
+    # `;` or tabs between fields and capitalised names: refused here ("unknown column 'name;devices;...'"), and
+    # read by `xover simulate` from the trace beside it
+    assert load_trace_csv(write(tmp_path, text)) == [JobProfile("a", 1, 100.0, 10.0, 3.0)]

@@ -84,7 +84,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
-from ..errors import XoverError
+from ..errors import XoverError, printable
 from ..hosts import MAX_SLOTS
 from ..links import HOST_KEY
 from ..rates import RateError, canonical_rate
@@ -565,7 +565,7 @@ def _unplaced(value: Any, placed: dict[str, JobProfile]) -> list[tuple[str, str]
 
 
 def _fail(where: str, problem: str) -> NoReturn:
-    raise PlanFormatError(f"plan field '{where}': {problem}")
+    raise PlanFormatError(f"plan field '{printable(where)}': {problem}")  # a job's name in it may hold a newline
 
 
 def _field(fields: dict[str, Any], key: str, where: str) -> Any:

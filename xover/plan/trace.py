@@ -11,7 +11,8 @@ much its device time grows next to a partner, as a fraction, at least -0.5; defa
 same interference next to any partner), ``corun_stretch`` and ``mps_stretch`` (a GPU job's
 compute time while a partner computes the whole time, over alone, time-sliced and under CUDA MPS;
 empty: processor sharing, and no MPS prediction), in any order. Names are
-letters, digits, '.', '_', '-' or '#'. Other columns are rejected, so a misspelt
+letters, digits, '.', '_', '-' or '#'. Fields are separated by ',' (a header line without one: ';' or tabs,
+as a spreadsheet exports), column names in any case. Other columns are rejected, so a misspelt
 optional column does not silently become its default. Errors name the file and the
 line, counting the header as line 1.
 """
@@ -19,6 +20,7 @@ line, counting the header as line 1.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import re
 from pathlib import Path
@@ -70,7 +72,10 @@ def load_trace_csv(path: str | Path) -> list[JobProfile]:
     path = refuse_unless_regular(path, "a trace of job profiles is a CSV file", TraceError)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
-            return _read_jobs(csv.reader(csv_lines(path, handle, TraceError)), path)  # no line read whole
+            lines = csv_lines(path, handle, TraceError)  # no line read whole
+            first = next(lines, "")
+            reader = csv.reader(itertools.chain([first] if first else [], lines), delimiter=csv_delimiter(first))
+            return _read_jobs(reader, path)
     except OSError as error:
         raise TraceError(f"{path}: cannot read trace: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
@@ -83,7 +88,7 @@ def _read_jobs(reader: Any, path: Path) -> list[JobProfile]:  # a csv.reader; it
     header = next(reader, None)
     if header is None:
         raise TraceError(f"{path}: line 1: empty file, expected a header line: {','.join(REQUIRED_COLUMNS)}")
-    columns = _check_header([cell.strip() for cell in header], path)
+    columns = _check_header([column_name(cell) for cell in header], path)
     jobs: list[JobProfile] = []
     seen: dict[str, int] = {}
     for row in reader:
@@ -98,6 +103,19 @@ def _read_jobs(reader: Any, path: Path) -> list[JobProfile]:  # a csv.reader; it
     if not jobs:
         raise TraceError(f"{path}: line {reader.line_num + 1}: no jobs after the header line")
     return jobs
+
+
+def csv_delimiter(header: str) -> str:
+    """What separates a CSV's fields, told from its header line: ',' (a header without one: ';' or a tab, as a
+    spreadsheet exports where ',' is the decimal point)."""
+    if "," in header:
+        return ","
+    return next((mark for mark in (";", "\t") if mark in header), ",")
+
+
+def column_name(cell: str) -> str:
+    """A column's name as the readers know it: `Compute_ms ` is compute_ms."""
+    return cell.strip().lower()
 
 
 def _check_header(header: list[str], path: Path) -> list[str]:

@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert
@@ -290,6 +291,11 @@ def simulate(db: str | None, request: SimulateRequest, command: str, progress: P
     store.check_writable()
     model = model_for(request, trace)
     settings = {
+        # what it was made from, absolute: a report is never written over them (the trace column keeps the path given)
+        "inputs": {
+            "trace": str(Path(request.trace).absolute()),
+            "profiles": str(Path(request.profiles_csv).absolute()) if request.profiles_csv else None,
+        },
         "semantics": request.semantics,
         "model": request.model,
         "factors": list(request.factors) if request.model == "interleave" else None,

@@ -61,6 +61,7 @@ from ..errors import (
 )
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
+from ..plan.trace import column_name, csv_delimiter
 
 FORMATS = ("muri", "plain", "philly", "helios")
 MURI_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "iteration_time")
@@ -124,7 +125,7 @@ def detect_format(path: str | Path) -> str:
         return "philly"
     # csv, not a split on commas: a header of quoted names ("arrival_s","gpus",...) is a header too
     try:
-        columns = {_column(cell) for cell in next(csv.reader([first], delimiter=_delimiter(first)), [])}
+        columns = {column_name(cell) for cell in next(csv.reader([first], delimiter=csv_delimiter(first)), [])}
     except csv.Error:  # a field over csv's limit: no header (it was a traceback)
         columns = set()
     if set(MURI_COLUMNS) <= columns:
@@ -140,19 +141,6 @@ def detect_format(path: str | Path) -> str:
         "is JSON (give --format to say which; another cluster's trace, Alibaba PAI's say: write it as the plain "
         "CSV, a line a job)"
     )
-
-
-def _delimiter(header: str) -> str:
-    """What separates a CSV's fields, told from its header line: ',' (a header without one: ';' or a tab, as a
-    spreadsheet exports where ',' is the decimal point)."""
-    if "," in header:
-        return ","
-    return next((mark for mark in (";", "\t") if mark in header), ",")
-
-
-def _column(cell: str) -> str:
-    """A column's name as the readers know it: `Arrival_s ` is arrival_s."""
-    return cell.strip().lower()
 
 
 def _regular(path: Path) -> Path:
@@ -316,11 +304,11 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
         try:
             lines = csv_lines(path, handle, TraceError)
             first = next(lines, "")
-            reader = csv.reader(itertools.chain([first], lines), delimiter=_delimiter(first))
+            reader = csv.reader(itertools.chain([first], lines), delimiter=csv_delimiter(first))
             written = [cell.strip() for cell in next(reader, [])]
             while written and not written[-1]:
                 written.pop()
-            header = [_column(cell) for cell in written]
+            header = [column_name(cell) for cell in written]
             if not any(header):  # it said "missing column ... (columns: )"
                 raise TraceError(f"{path}: line 1: empty, expected the header line: {','.join(required)}")
             missing = [column for column in required if column not in header]

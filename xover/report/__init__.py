@@ -25,6 +25,7 @@ from .data import (
     ExperimentReport,
     ReportError,
     all_experiments,
+    experiment_inputs,
     find_experiment,
     gain_points,
     gather_report,
@@ -73,8 +74,10 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
                         f"the database {where} holds no experiments yet: run `xover train` or `xover run` first"
                     )
                 report = None
+                inputs = experiment_inputs(session)
             else:
                 experiment = find_experiment(session, target, where)
+                inputs = experiment_inputs(session, experiment)
                 if experiment.kind == "simulate":
                     simulation = gather_simulation(session, experiment, with_jobs=fmt != "table")
                     report, briefs = None, []
@@ -92,7 +95,8 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
         from_out, elsewhere = _summary_files(fmt, out)
     else:
         from_out, elsewhere = _experiment_files(report, fmt, out)
-    kept = store_files(db)
+    # and the experiment's own inputs (its trace, its job files and scripts): a report over one would replace it
+    kept = [*store_files(db), *inputs]
     if out:
         refuse_overwriting(out, kept, "--out", writes=from_out)
     refuse_writing(elsewhere, kept)

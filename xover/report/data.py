@@ -11,9 +11,10 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import false, func, or_, select
+from sqlalchemy import false, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from ..analysis import (
@@ -40,7 +41,7 @@ from ..results import (
 )
 from ..run.record import not_started_units, reconcile_lost
 from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
-from ..store.models import Experiment, PlanGroup, Replay, SharingSegment
+from ..store.models import Experiment, PlanGroup, RecipeSnapshot, Replay, Run, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
 from ..store.queries import iteration_rows
@@ -484,3 +485,30 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
                 )
             )
     return points
+
+
+def experiment_inputs(session: Session, experiment: Experiment | None = None) -> list[tuple[Path, str]]:
+    """The files an experiment (None: every one) was made from, each with what it is, for refusing a report's
+    output over one: a simulation's trace and profiles CSV, a run's plan file, job files and scripts (a
+    relative trace path of an older simulation, as stored, is taken from where the report runs)."""
+
+    def of(column: Any) -> Any:  # this experiment's rows, or every one's
+        return column == experiment.id if experiment is not None else true()
+
+    found: list[tuple[Path, str]] = []
+    for replay in session.scalars(select(Replay).where(of(Replay.experiment_id))):
+        inputs = (replay.settings or {}).get("inputs") or {}
+        found.append((Path(inputs.get("trace") or replay.trace), f"the trace of experiment {replay.experiment_id}"))
+        if inputs.get("profiles"):
+            found.append((Path(inputs["profiles"]), f"the profiles of experiment {replay.experiment_id}"))
+    plans = select(PlanRow.path, Experiment.id).join(Experiment, Experiment.plan_id == PlanRow.id)
+    for path, experiment_id in session.execute(plans.where(of(Experiment.id))):
+        if path:
+            found.append((Path(path), f"the plan of experiment {experiment_id}"))
+    snapshots = select(RecipeSnapshot, Run.experiment_id).join(Run, Run.recipe_id == RecipeSnapshot.id)
+    for snapshot, experiment_id in session.execute(snapshots.where(of(Run.experiment_id)).distinct()):
+        found.append((Path(snapshot.path), f"a job file of experiment {experiment_id}"))
+        script = (snapshot.body or {}).get("script")
+        if isinstance(script, str) and script:
+            found.append((Path(script), f"a script of experiment {experiment_id}"))
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -513,11 +514,24 @@ def summary_dict(briefs: list[ExperimentBrief]) -> dict[str, Any]:
     return {"experiments": summary_rows(briefs)}
 
 
+# A cell a spreadsheet would read as a formula (`=cmd|...`, `+`, `-`, `@`, or a tab or CR before one)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell that would start a formula, kept as text by a leading `'` (a trace named `=cmd|calc!A1.csv`
+    became a live formula in the simulation's CSV); numbers, and text that is a number, as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def write_csv(stream: TextIO, fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
-    """Rows as CSV under a header of `fields`; keys not among them are left out."""
+    """Rows as CSV under a header of `fields`; keys not among them are left out; no cell a formula."""
     writer = csv.DictWriter(stream, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()} for row in rows)
 
 
 def csv_text(fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
