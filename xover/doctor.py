@@ -197,44 +197,46 @@ def _database(db: str | None) -> Check:
 
 def _settings() -> Check:
     """The XOVER_* settings as a run reads them (each refused there with what to do), and the folders they
-    name: a run refused what doctor passed (a metric sink misspelt, a lease or results folder that is a file)."""
-
-    fix = "set it as the message says, or unset it (docs/reference.md: Settings)"
+    name: a run refused what doctor passed (a metric sink misspelt, a lease or results folder that is a file).
+    Every problem is named, not the first a run meets: each variable is read alone."""
     given = sorted(name for name in os.environ if name in Settings.variables())
-    refused = []  # each variable alone, so that every bad one is named, not the first a run reads
+    problems = []
+    alone: dict[str, Settings] = {}
     for name in given:
         try:
-            Settings.from_environ({name: os.environ[name]})
+            alone[name] = Settings.from_environ({name: os.environ[name]})
         except XoverError as error:
-            refused.append(str(error))
-    if len(refused) > 1:
-        fix = "set each as its message says, or unset it (docs/reference.md: Settings)"
-        return Check("settings", False, "; ".join(refused), fix)
-    try:
-        read = Settings.from_environ()
-        check_results_folder(read.results)
-    except XoverError as error:
-        return Check("settings", False, str(error), fix)
-    unknown = [name for name in read.metric_sinks if name not in SINKS]  # as a run's sinks_named refuses them
+            problems.append(str(error))
+    defaults = Settings.from_environ({})
+    sinks = alone.get(METRIC_SINKS_VARIABLE, defaults).metric_sinks
+    unknown = [name for name in sinks if name not in SINKS]  # as a run's sinks_named refuses them
     if unknown:
         known = ", ".join(sorted(SINKS))
-        return Check(
-            "settings",
-            False,
-            f"{METRIC_SINKS_VARIABLE}: no metric sink named {', '.join(unknown)} (there are: {known})",
-            fix,
-        )
-    folders = ((RESULTS_VARIABLE, read.results), (LEASE_DIR_VARIABLE, read.lease_dir or LEASE_DIR))
-    for variable, folder in folders:
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            return Check("settings", False, f"{variable}: {folder} is a file, not a folder", fix)
+        problems.append(f"{METRIC_SINKS_VARIABLE}: no metric sink named {', '.join(unknown)} (there are: {known})")
+    results = alone.get(RESULTS_VARIABLE, defaults).results
+    try:
+        check_results_folder(results)
+    except XoverError as error:
+        problems.append(str(error))
+    lease_dir = alone.get(LEASE_DIR_VARIABLE, defaults).lease_dir or LEASE_DIR
+    if os.path.exists(lease_dir) and not os.path.isdir(lease_dir):
+        problems.append(f"{LEASE_DIR_VARIABLE}: {lease_dir} is a file, not a folder")
+    if not problems:
+        try:  # all of them together, as a run reads them
+            Settings.from_environ()
+        except XoverError as error:
+            problems.append(str(error))
+    if problems:
+        each = len(problems) > 1
+        fix = f"set {'each' if each else 'it'} as its message says, or unset it (docs/reference.md: Settings)"
+        return Check("settings", False, "; ".join(dict.fromkeys(problems)), fix)
     return Check("settings", True, f"{', '.join(given)} read" if given else "none set: the defaults")
 
 
 def _empty_settings() -> Check | None:
     """XOVER_* settings set to nothing: each is read as unset, its default (XOVER_RESULTS=$TYPO writes to
     ./results, XOVER_DB= opens results/xover.db), which a typo in a script would otherwise hide."""
-    empty = sorted(name for name in os.environ if name in Settings.variables() and not os.environ[name].strip())
+    empty = sorted(name for name in os.environ if name in Settings.variables() and os.environ[name] == "")
     if not empty:
         return None
     return Check(

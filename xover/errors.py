@@ -145,9 +145,10 @@ def quoted(text: str | None, keep: int = 60) -> str:
     """`text` as a message quotes it (repr), cut to its first `keep` characters where it is longer, with its length
     said: a setting or flag of 5,000 digits was repeated whole in its one-line error. A password in it (a URL's,
     `token=...`) is shown as ***: a metric sink's URL in XOVER_METRIC_SINKS was repeated whole, twice."""
-    if text is not None:
-        text = mask_credentials(text)
-    return repr(text) if text is None or len(text) <= keep else f"{text[:keep]!r}... ({len(text)} characters)"
+    if text is None:
+        return repr(text)
+    length, text = len(text), mask_credentials(text)  # the length the user gave
+    return repr(text) if len(text) <= keep else f"{text[:keep]!r}... ({length} characters)"
 
 
 def is_utf8(text: str | os.PathLike[str]) -> bool:

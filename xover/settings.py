@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import XoverError, quoted
+from .redact import mask_credentials
 
 # -- the variables xover sets for the processes it starts (not settings) ---------------------------
 EXPERIMENT_VARIABLE = "XOVER_EXPERIMENT"  # the experiment's id: tags every process of a run, on every host
@@ -168,6 +169,8 @@ def _one_line(variable: str, value: str | None) -> None:
             f"{variable}: its value holds a control character (character {where + 1}, {value[where]!r}): "
             "give a folder whose path has none"
         )
+    if value and not value.strip():  # a folder named ' ' in the current one, not the default
+        raise XoverError(f"{variable}={value!r}: blank; give a folder, or unset it (set to nothing: the default)")
 
 
 def _variable(name: str, **options: Any) -> Any:
@@ -421,13 +424,19 @@ def _flag(variable: str, text: str | None, default: bool) -> bool:
     return value == "1"
 
 
+def _part(whole: str, part: str) -> str:
+    """A part of a setting's value, quoted, where the value holds no password; else not shown (a URL cut at a ','
+    is no URL to mask: `https://bot:pa` of `https://bot:pa,ss@host` would be the password's first half)."""
+    return quoted(part) if mask_credentials(whole) == whole else "a part of it"
+
+
 def _names(variable: str, text: str | None) -> tuple[str, ...]:
     """'a,b': names, each of letters, digits, '-' and '_' (whether each exists is the registry's to say)."""
     names = tuple(name.strip() for name in (text or "").split(",") if name.strip())
     for name in names:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
             raise XoverError(
-                f"{variable}={quoted(text or '')}: {quoted(name)} is not a name (letters, digits, '-', '_')"
+                f"{variable}={quoted(text or '')}: {_part(text or '', name)} is not a name (letters, digits, '-', '_')"
             )
     return names
 
@@ -484,7 +493,7 @@ def _adaptive(text: str | None) -> dict[str, str]:
         if key in ADAPTIVE_WORDS:
             if value not in ADAPTIVE_WORDS[key]:
                 raise XoverError(
-                    f"{ADAPTIVE_VARIABLE}={quoted(text)}: {key}={quoted(value)}: "
+                    f"{ADAPTIVE_VARIABLE}={quoted(text)}: {key}={_part(text, value)}: "
                     f"expected {' or '.join(ADAPTIVE_WORDS[key])}"
                 )
         else:
@@ -493,7 +502,7 @@ def _adaptive(text: str | None) -> dict[str, str]:
             if number is None or not (low <= number <= high) or (number == low and not low_allowed):
                 kind = "a whole number" if key in ("iterations", "pairs", "warmup") else "a number"
                 raise XoverError(
-                    f"{ADAPTIVE_VARIABLE}={quoted(text)}: {key}={quoted(value)}: expected {kind} "
+                    f"{ADAPTIVE_VARIABLE}={quoted(text)}: {key}={_part(text, value)}: expected {kind} "
                     f"{'from' if low_allowed else 'above'} {low:g} {'to' if low_allowed else 'and at most'} {high:g}"
                 )
         found[key] = value

@@ -190,13 +190,14 @@ def test_doctor_names_every_bad_setting_and_those_set_to_nothing(tmp_path):
     # two bad settings: doctor named the first, and the second only once the first was fixed; XOVER_RESULTS=
     # (a typo's $EMPTY) was "read" and the results went to ./results without a word
     env = {**os.environ, "XOVER_DB": str(tmp_path / "x.db"), "XOVER_TURN_HEARTBEAT": "-1",
-           "XOVER_COMM_THREADS": "abc", "XOVER_RESULTS": " "}
+           "XOVER_COMM_THREADS": "abc", "XOVER_METRIC_SINKS": "nosuch", "XOVER_RESULTS": ""}
     result = subprocess.run([sys.executable, "-m", "xover", "doctor", "--json"], capture_output=True, text=True,
                             env=env)
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
     assert result.returncode == 1 and not checks["settings"]["ok"], checks["settings"]
-    assert checks["settings"]["detail"] == ("XOVER_COMM_THREADS='abc': expected one of batch, normal, always; "
-                                            "XOVER_TURN_HEARTBEAT='-1': expected seconds, more than 0 and at most 60")
+    assert checks["settings"]["detail"].startswith(
+        "XOVER_COMM_THREADS='abc': expected one of batch, normal, always; XOVER_TURN_HEARTBEAT='-1': expected "
+        "seconds, more than 0 and at most 60; XOVER_METRIC_SINKS: no metric sink named nosuch (there are: ")
     empty = checks["empty settings"]
     assert not empty["ok"] and not empty["required"], empty
     assert empty["detail"] == "set but empty, so read as unset (their defaults): XOVER_RESULTS"

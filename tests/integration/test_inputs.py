@@ -940,6 +940,12 @@ def test_a_report_is_never_written_over_the_trace_or_profiles_its_simulation_was
         _one_clear_line(runner.invoke(app, ["report", target, "--format", fmt, "--out", str(out)]),
                         f"--out {out}: {said}")
     assert {path: path.read_text() for path in kept} == kept
+    # what it was made from is kept in the store only: a report or --json shared elsewhere carries no home folder
+    shown = runner.invoke(app, ["report", "latest", "--format", "json"])
+    assert shown.exit_code == 0 and str(trace) not in shown.output and str(profiles) not in shown.output
+    assert '"inputs"' not in shown.output
+    # and a folder of the report's own, here, is no input (a relative path stored was refused as '.')
+    assert runner.invoke(app, ["report", "latest", "--format", "csv", "--out", "."]).exit_code == 0
 
 
 def test_no_cell_of_a_report_csv_is_a_formula(clean, tmp_path, monkeypatch):

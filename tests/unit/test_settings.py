@@ -199,3 +199,18 @@ def test_a_password_in_a_settings_value_is_masked_in_its_error(variable):
     said = str(refused.value)
     assert "s3cret" not in said and "t0ken" not in said and said.startswith(f"{variable}="), said
     assert "***" in said
+
+
+@pytest.mark.parametrize("variable", ["XOVER_RESULTS", "XOVER_LEASE_DIR"])
+def test_a_blank_folder_setting_is_refused_not_a_folder_named_blank(variable):
+    # XOVER_RESULTS=' ' wrote to a folder named ' ' in the current one; set to nothing it is the default
+    with pytest.raises(XoverError, match=f"{variable}=' ': blank"):
+        Settings.from_environ({variable: " "})
+    assert Settings.from_environ({variable: ""}) == Settings.from_environ({})
+
+
+def test_a_part_of_a_value_cut_at_a_comma_shows_no_half_of_its_password():
+    # XOVER_METRIC_SINKS=https://bot:pa,ss@h/x: the part before the ',' has no '@' and was shown whole
+    with pytest.raises(XoverError) as refused:
+        Settings.from_environ({"XOVER_METRIC_SINKS": "https://bot:pa,ss@h/x"})
+    assert "pa" not in str(refused.value).replace("part", ""), str(refused.value)

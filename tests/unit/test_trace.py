@@ -106,3 +106,10 @@ def test_a_spreadsheets_export_is_read_as_the_simulators_traces_are(tmp_path, te
     # `;` or tabs between fields and capitalised names: refused here ("unknown column 'name;devices;...'"), and
     # read by `xover simulate` from the trace beside it
     assert load_trace_csv(write(tmp_path, text)) == [JobProfile("a", 1, 100.0, 10.0, 3.0)]
+
+
+def test_a_spreadsheets_empty_trailing_columns_are_read_past_and_a_decimal_comma_is_told(tmp_path):
+    text = "name;devices;compute_ms;comm_ms;memory_gb;;\na;1;100;10;3;;\n"
+    assert load_trace_csv(write(tmp_path, text)) == [JobProfile("a", 1, 100.0, 10.0, 3.0)]
+    with pytest.raises(TraceError, match=r"got '121,5': write it without thousands separators, with '\.' for"):
+        load_trace_csv(write(tmp_path, "name;devices;compute_ms;comm_ms;memory_gb\na;1;121,5;10;3\n"))

@@ -88,13 +88,18 @@ def _read_jobs(reader: Any, path: Path) -> list[JobProfile]:  # a csv.reader; it
     header = next(reader, None)
     if header is None:
         raise TraceError(f"{path}: line 1: empty file, expected a header line: {','.join(REQUIRED_COLUMNS)}")
-    columns = _check_header([column_name(cell) for cell in header], path)
+    written = [column_name(cell) for cell in header]
+    while written and not written[-1]:  # a spreadsheet's export: `a,b,,` (its rows too, below)
+        written.pop()
+    columns = _check_header(written, path)
     jobs: list[JobProfile] = []
     seen: dict[str, int] = {}
     for row in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in row):
             continue  # blank lines are harmless
+        while len(row) > len(columns) and not row[-1].strip():
+            row = row[:-1]
         job = _parse_row(row, columns, path, line)
         if job.name in seen:
             raise TraceError(f"{path}: line {line}: duplicate name {job.name!r} (first on line {seen[job.name]})")
@@ -153,7 +158,8 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
         value = _parse_whole(text) if whole else _parse_number(text)
         if value is None:
             kind = "a whole number" if whole else "a number"
-            raise fail(f"{column} must be {kind}, got {text!r}")
+            hint = ": write it without thousands separators, with '.' for a decimal point" if "," in text else ""
+            raise fail(f"{column} must be {kind}, got {text!r}{hint}")
         if abs(value) > LARGEST:
             raise fail(f"{column} {text} is out of range: at most {LARGEST:g}")
         values[column] = value

@@ -111,7 +111,7 @@ class Simulation:
             "hosts": ",".join(f"{name}:{slots}" for name, slots in self.hosts),
             "devices": sum(slots for _, slots in self.hosts),
             "model": self.model,
-            "settings": self.settings,
+            "settings": shown_settings(self.settings),
             "replays": [{**item.summary.to_json(), "wall_s": item.wall_s} for item in self.replays],
         }
 
@@ -260,6 +260,12 @@ def check_options_apply(request: SimulateRequest, fmt: str) -> None:
     for flag, why in unused.items():
         if flag in request.given and why:
             raise XoverError(f"{flag} does nothing here: {why}")
+
+
+def shown_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """A simulation's settings as its outputs show them: without the whole paths of its inputs (kept in the store
+    only so that a report is never written over them; a shared report need not carry a home folder)."""
+    return {key: value for key, value in settings.items() if key != "inputs"}
 
 
 def simulate(db: str | None, request: SimulateRequest, command: str, progress: Progress | None = None) -> Simulation:

@@ -74,10 +74,10 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
                         f"the database {where} holds no experiments yet: run `xover train` or `xover run` first"
                     )
                 report = None
-                inputs = experiment_inputs(session)
+                inputs = experiment_inputs(session) if fmt != "table" else []  # a table writes no file
             else:
                 experiment = find_experiment(session, target, where)
-                inputs = experiment_inputs(session, experiment)
+                inputs = experiment_inputs(session, experiment) if fmt != "table" else []
                 if experiment.kind == "simulate":
                     simulation = gather_simulation(session, experiment, with_jobs=fmt != "table")
                     report, briefs = None, []

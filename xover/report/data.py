@@ -8,6 +8,7 @@ the renderers (tables, JSON, CSV, pictures, HTML) work after the session is clos
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -489,26 +490,38 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
 
 def experiment_inputs(session: Session, experiment: Experiment | None = None) -> list[tuple[Path, str]]:
     """The files an experiment (None: every one) was made from, each with what it is, for refusing a report's
-    output over one: a simulation's trace and profiles CSV, a run's plan file, job files and scripts (a
-    relative trace path of an older simulation, as stored, is taken from where the report runs)."""
+    output over one: a simulation's trace and profiles CSV, a run's plan file, job files and scripts. Only
+    whole paths of files that exist: a relative one was relative to a folder the store does not know."""
 
     def of(column: Any) -> Any:  # this experiment's rows, or every one's
         return column == experiment.id if experiment is not None else true()
 
-    found: list[tuple[Path, str]] = []
-    for replay in session.scalars(select(Replay).where(of(Replay.experiment_id))):
-        inputs = (replay.settings or {}).get("inputs") or {}
-        found.append((Path(inputs.get("trace") or replay.trace), f"the trace of experiment {replay.experiment_id}"))
-        if inputs.get("profiles"):
-            found.append((Path(inputs["profiles"]), f"the profiles of experiment {replay.experiment_id}"))
+    found: dict[str, str] = {}
+
+    def add(path: Any, what: str) -> None:
+        if isinstance(path, str) and os.path.isabs(path) and path not in found and os.path.isfile(path):
+            found[path] = what
+
+    for experiment_id, settings in session.execute(
+        select(Replay.experiment_id, Replay.settings).where(of(Replay.experiment_id))
+    ):
+        inputs = (settings or {}).get("inputs") or {}
+        add(inputs.get("trace"), f"the trace of experiment {experiment_id}")
+        add(inputs.get("profiles"), f"the profiles of experiment {experiment_id}")
     plans = select(PlanRow.path, Experiment.id).join(Experiment, Experiment.plan_id == PlanRow.id)
     for path, experiment_id in session.execute(plans.where(of(Experiment.id))):
-        if path:
-            found.append((Path(path), f"the plan of experiment {experiment_id}"))
-    snapshots = select(RecipeSnapshot, Run.experiment_id).join(Run, Run.recipe_id == RecipeSnapshot.id)
-    for snapshot, experiment_id in session.execute(snapshots.where(of(Run.experiment_id)).distinct()):
-        found.append((Path(snapshot.path), f"a job file of experiment {experiment_id}"))
-        script = (snapshot.body or {}).get("script")
-        if isinstance(script, str) and script:
-            found.append((Path(script), f"a script of experiment {experiment_id}"))
-    return found
+        add(path, f"the plan of experiment {experiment_id}")
+    # the job files and their scripts: the bodies (json, which PostgreSQL cannot DISTINCT) read once a recipe
+    snapshots = select(RecipeSnapshot.id, RecipeSnapshot.path, Run.experiment_id).join(
+        Run, Run.recipe_id == RecipeSnapshot.id
+    )
+    first_of: dict[int, str] = {}
+    for recipe_id, path, experiment_id in session.execute(snapshots.where(of(Run.experiment_id)).distinct()):
+        add(path, f"a job file of experiment {experiment_id}")
+        first_of.setdefault(recipe_id, experiment_id)
+    ran = select(Run.recipe_id).where(of(Run.experiment_id))
+    for recipe_id, body in session.execute(
+        select(RecipeSnapshot.id, RecipeSnapshot.body).where(RecipeSnapshot.id.in_(ran))
+    ):
+        add((body or {}).get("script"), f"a script of experiment {first_of[recipe_id]}")
+    return [(Path(path), what) for path, what in found.items()]

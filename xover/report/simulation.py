@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from ..console import console, counted, fmt, print_table
 from ..replay.metrics import jct_cdf
+from ..replay.step import shown_settings
 from ..replay.traces import skipped_text
 from ..results import ExperimentInfo
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation
@@ -119,6 +120,7 @@ def gather_simulation(session: Session, experiment: Experiment, with_jobs: bool 
     replays, jobs, utilisation = [], {}, {}
     for row in rows:
         replay = {key: getattr(row, key) for key in REPLAY_FIELDS if key != "experiment"}
+        replay["settings"] = shown_settings(replay["settings"] or {})
         replays.append({"experiment": row.experiment_id, **replay})
         utilisation[row.policy] = [
             {
