@@ -158,9 +158,9 @@ def _utf8(variable: str, value: str | None) -> None:
         ) from None
 
 
-def _one_line(variable: str, value: str | None) -> None:
+def _folder_text(variable: str, value: str | None) -> None:
     """Refuse a folder's path holding a control character (a newline): every message and log line that names the
-    folder would break there, and a log reader take the rest for a line of its own."""
+    folder would break there, and a log reader take the rest for a line of its own; or only blanks."""
     if (
         value is not None
         and (where := next((i for i, char in enumerate(value) if ord(char) < 32 or ord(char) == 127), None)) is not None
@@ -231,7 +231,7 @@ class Settings:
         for setting in fields(cls):
             _utf8(setting.metadata["variable"], env.get(setting.metadata["variable"]))
         for variable in (RESULTS_VARIABLE, LEASE_DIR_VARIABLE):
-            _one_line(variable, env.get(variable))
+            _folder_text(variable, env.get(variable))
         return cls(
             db=env.get(DB_VARIABLE) or None,
             results=Path(env.get(RESULTS_VARIABLE) or "results"),  # set but empty: the default, not the current folder

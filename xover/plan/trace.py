@@ -23,6 +23,7 @@ import csv
 import itertools
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +73,7 @@ def load_trace_csv(path: str | Path) -> list[JobProfile]:
     path = refuse_unless_regular(path, "a trace of job profiles is a CSV file", TraceError)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
-            lines = csv_lines(path, handle, TraceError)  # no line read whole
-            first = next(lines, "")
-            reader = csv.reader(itertools.chain([first] if first else [], lines), delimiter=csv_delimiter(first))
-            return _read_jobs(reader, path)
+            return _read_jobs(delimited_reader(csv_lines(path, handle, TraceError)), path)  # no line read whole
     except OSError as error:
         raise TraceError(f"{path}: cannot read trace: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
@@ -88,19 +86,14 @@ def _read_jobs(reader: Any, path: Path) -> list[JobProfile]:  # a csv.reader; it
     header = next(reader, None)
     if header is None:
         raise TraceError(f"{path}: line 1: empty file, expected a header line: {','.join(REQUIRED_COLUMNS)}")
-    written = [column_name(cell) for cell in header]
-    while written and not written[-1]:  # a spreadsheet's export: `a,b,,` (its rows too, below)
-        written.pop()
-    columns = _check_header(written, path)
+    columns = _check_header(without_empty_tail([column_name(cell) for cell in header]), path)
     jobs: list[JobProfile] = []
     seen: dict[str, int] = {}
     for row in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in row):
             continue  # blank lines are harmless
-        while len(row) > len(columns) and not row[-1].strip():
-            row = row[:-1]
-        job = _parse_row(row, columns, path, line)
+        job = _parse_row(without_empty_tail(row, len(columns)), columns, path, line)
         if job.name in seen:
             raise TraceError(f"{path}: line {line}: duplicate name {job.name!r} (first on line {seen[job.name]})")
         seen[job.name] = line
@@ -116,6 +109,20 @@ def csv_delimiter(header: str) -> str:
     if "," in header:
         return ","
     return next((mark for mark in (";", "\t") if mark in header), ",")
+
+
+def delimited_reader(lines: Iterator[str]) -> Any:  # a csv.reader; its type is private
+    """A csv.reader over `lines`, its delimiter told from the first of them (csv_delimiter)."""
+    first = next(lines, "")
+    return csv.reader(itertools.chain([first] if first else [], lines), delimiter=csv_delimiter(first))
+
+
+def without_empty_tail(cells: list[str], keep: int = 0) -> list[str]:
+    """`cells` without the empty ones at their end (a spreadsheet's export: `a,b,,`), down to `keep` cells."""
+    end = len(cells)
+    while end > keep and not cells[end - 1].strip():
+        end -= 1
+    return cells[:end]
 
 
 def column_name(cell: str) -> str:

@@ -61,7 +61,7 @@ from ..errors import (
 )
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
-from ..plan.trace import column_name, csv_delimiter
+from ..plan.trace import column_name, csv_delimiter, delimited_reader, without_empty_tail
 
 FORMATS = ("muri", "plain", "philly", "helios")
 MURI_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "iteration_time")
@@ -302,12 +302,8 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
         raise TraceError(f"{path}: cannot read the trace: {error.strerror or error}") from None
     with handle:
         try:
-            lines = csv_lines(path, handle, TraceError)
-            first = next(lines, "")
-            reader = csv.reader(itertools.chain([first], lines), delimiter=csv_delimiter(first))
-            written = [cell.strip() for cell in next(reader, [])]
-            while written and not written[-1]:
-                written.pop()
+            reader = delimited_reader(csv_lines(path, handle, TraceError))
+            written = without_empty_tail([cell.strip() for cell in next(reader, [])])
             header = [column_name(cell) for cell in written]
             if not any(header):  # it said "missing column ... (columns: )"
                 raise TraceError(f"{path}: line 1: empty, expected the header line: {','.join(required)}")
@@ -331,8 +327,7 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
             for row in reader:
                 if not any(cell.strip() for cell in row):
                     continue
-                while len(row) > len(header) and not row[-1].strip():
-                    row.pop()
+                row = without_empty_tail(row, len(header))
                 if len(row) != len(header):
                     raise TraceError(
                         f"{path}: line {reader.line_num}: {counted(len(row), 'field')}, the header has {len(header)}"

@@ -516,7 +516,7 @@ def summary_dict(briefs: list[ExperimentBrief]) -> dict[str, Any]:
 
 # A cell a spreadsheet would read as a formula (`=cmd|...`, `+`, `-`, `@`, or a tab or CR before one)
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def spreadsheet_safe(value: Any) -> Any:
