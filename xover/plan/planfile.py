@@ -85,7 +85,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
-from ..errors import XoverError, printable, quoted
+from ..errors import LongInteger, XoverError, printable, quoted
 from ..hosts import MAX_SLOTS
 from ..links import HOST_KEY
 from ..rates import RateError, canonical_rate
@@ -570,7 +570,9 @@ def _shown(value: Any) -> str:
     quoted as every message quotes it, anything else cut to its first 40 characters."""
     if isinstance(value, str):
         return quoted(value)
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, LongInteger):  # what the reader keeps of an integer Python would not make
+        return repr(value)
+    text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
 
 
