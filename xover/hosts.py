@@ -16,7 +16,7 @@ import shlex
 import socket
 from collections.abc import Mapping, Sequence
 
-from .errors import XoverError, printable
+from .errors import XoverError, mask_credentials, printable
 
 LOCAL = "localhost"
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a DNS name or an IPv4 address
@@ -85,26 +85,33 @@ def after_variables(argv: Sequence[str]) -> list[str]:
     return ["/bin/sh", "-c", 'exec "$@"', "sh", *argv] if "=" in argv[0] else list(argv)
 
 
+def _masked(text: str) -> str:
+    """`text` of an -H spec as an error shows it: a password in it is ***, a URL's or ssh-style's ('user:pw@host',
+    which a spec echoed whole showed as typed) and one of `token=...`."""
+    return mask_credentials(re.sub(r"([^,:@/\s]+):([^,@/\s]+)@", r"\1:***@", text))
+
+
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     """'h1:2,h2:2' -> [('h1', 2), ('h2', 2)], with precise errors."""
-    spec = printable(hosts if len(hosts) <= 200 else f"{hosts[:60]}... ({len(hosts)} characters)")  # as errors show it
+    # as errors show it: one line, a password masked, a spec of thousands of hosts cut
+    spec = printable(_masked(hosts if len(hosts) <= 200 else f"{hosts[:60]}... ({len(hosts)} characters)"))
     parsed: list[tuple[str, int]] = []
     seen: set[str] = set()  # each host once, as canonical_host names it (a set: a spec of thousands of hosts took
     # minutes when every host was compared with every one before it)
     for item in hosts.split(","):
         if item.count(":") > 1 or item.strip().startswith("["):  # [::1]:2 or ::1:2
             raise XoverError(
-                f"-H {spec}: {item[:100]!r} has more than one ':': -H takes HOST:SLOTS, as horovodrun's does, and an "
-                "IPv6 address is no HOST there (horovodrun splits each at its ':'); name the host instead: its host "
-                "name, or one /etc/hosts gives the address"
+                f"-H {spec}: {_masked(item[:100])!r} has more than one ':': -H takes HOST:SLOTS, as horovodrun's "
+                "does, and an IPv6 address is no HOST there (horovodrun splits each at its ':'); name the host "
+                "instead: its host name, or one /etc/hosts gives the address"
             )
         name, _, slots = item.strip().partition(":")
         if not re.fullmatch(r"[0-9]{1,7}", slots, re.ASCII) or not 1 <= int(slots) <= MAX_SLOTS:
             raise XoverError(
-                f"-H {spec}: {item[:100]!r} must be HOST:SLOTS with SLOTS a whole number from 1 to {MAX_SLOTS}"
+                f"-H {spec}: {_masked(item[:100])!r} must be HOST:SLOTS with SLOTS a whole number from 1 to {MAX_SLOTS}"
             )
         if not HOST_NAME.fullmatch(name):
-            raise XoverError(f"-H {spec}: {name[:100]!r} is not a host name (letters, digits, '.', '-', '_')")
+            raise XoverError(f"-H {spec}: {_masked(name[:100])!r} is not a host name (letters, digits, '.', '-', '_')")
         if ".." in name:  # ssh and the resolver take it for a name, and fail only once the run has started
             raise XoverError(f"-H {spec}: {name[:100]!r} is not a host name: a '.' follows a '.' (an empty label)")
         canonical = canonical_host(name)

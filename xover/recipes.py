@@ -227,9 +227,11 @@ def did_you_mean(word: str, choices) -> str:
 def _named(name: str) -> str:
     if not _NAME.fullmatch(name):  # fullmatch: '$' alone let a name end in a newline
         shown = f"{name[:40]!r}... ({len(name)} characters)" if len(name) > 200 else repr(name)
+        # a plan and a trace take '#': it marks a further copy of one job there (name#2), never a job file's name
+        copies = "; '#' marks a second copy of a job in a plan or a trace (name#2)" if "#" in name else ""
         raise ValueError(
             f"must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 200 characters "
-            f"(it names log folders and plan entries), got {shown}"
+            f"(it names log folders and plan entries){copies}, got {shown}"
         )
     return name
 

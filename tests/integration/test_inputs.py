@@ -948,6 +948,38 @@ def test_a_report_is_never_written_over_the_trace_or_profiles_its_simulation_was
     assert runner.invoke(app, ["report", "latest", "--format", "csv", "--out", "."]).exit_code == 0
 
 
+def test_a_report_is_never_written_over_a_module_the_script_of_a_run_imports(clean, tmp_path, monkeypatch):
+    # `plan --out` kept a script's own modules (helpers.py beside train.py, a package's) from being replaced;
+    # `report --out` kept the script only
+    from xover.store.models import Experiment, RecipeSnapshot, Run
+    from xover.store.session import open_store
+
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from . import data\n")
+    (tmp_path / "pkg" / "data.py").write_text("X = 1\n")
+    (tmp_path / "helpers.py").write_text("Y = 2\n")
+    script = tmp_path / "train.py"
+    script.write_text("import helpers\nimport pkg\nimport torch\n")
+    store = open_store(str(tmp_path / "x.db"))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="train", hash="h", path=str(tmp_path / "train.toml"), body={"script": str(script)})
+        session.add_all([recipe, Experiment(id="20260101-000000-mods", kind="run", command="xover run",
+                                            status="finished")])
+        session.flush()
+        session.add(Run(experiment_id="20260101-000000-mods", recipe_id=recipe.id, name="train", mode="solo",
+                        hosts="localhost:1", np=1, status="finished", exit_code=0))
+    store.close()
+    modules = [tmp_path / "helpers.py", tmp_path / "pkg" / "__init__.py", tmp_path / "pkg" / "data.py"]
+    for module in modules:
+        _one_clear_line(runner.invoke(app, ["report", "latest", "--format", "json", "--out", str(module)]),
+                        f"--out {module}: that is a module a script of experiment 20260101-000000-mods imports")
+    assert [module.read_text() for module in modules] == ["Y = 2\n", "from . import data\n", "X = 1\n"]
+    _one_clear_line(runner.invoke(app, ["report", "all", "--format", "csv", "--out", str(script)]),
+                    f"--out {script}: that is a script of experiment 20260101-000000-mods")
+
+
 def test_no_cell_of_a_report_csv_is_a_formula(clean, tmp_path, monkeypatch):
     # a trace named `=cmd|calc!A1.csv` put a live formula in the simulation's CSV (its `trace` cell)
     monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))

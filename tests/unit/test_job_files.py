@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from xover.cli import app
 from xover.plan.planfile import PlanFormatError, plan_from_dict
-from xover.recipes import RecipeError, load_recipe, script_recipe
+from xover.recipes import MAX_ITERATIONS, RecipeError, load_recipe, script_recipe
 from xover.run.record import failure_summary, shim_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +81,8 @@ def test_recipes_of_built_in_models_keep_their_hashes():
     ('script = "train.py"\nnp = 1\nenv = { OMP_NUM_THREADS = 4 }', "env.OMP_NUM_THREADS", "string"),
     ('script = "train.py"\nnp = 1\nmemory_gb = 0', "memory_gb", "> 0"),
     ('script = "train.py"\nnp = 1\nmax_slowdown = 0.5', "max_slowdown", "at least 1.0"),
+    # a plan and a trace take 'a#2': why a job file's name does not was not said
+    ('name = "train#2"\nscript = "train.py"\nnp = 1', "name", "'#' marks a second copy of a job in a plan"),
 ])
 def test_bad_job_files_name_the_file_and_field(tmp_path, text, field, problem):
     (tmp_path / "train.py").write_bytes(HOROVOD.read_bytes())
@@ -186,3 +188,17 @@ def test_a_nul_character_in_what_reaches_the_scripts_argv_or_environment_is_refu
     (tmp_path / "train.py").write_bytes(DDP.read_bytes())
     with pytest.raises(RecipeError, match=rf"field '{re.escape(field)}': holds a NUL character"):
         load_recipe(_job(tmp_path, f'script = "train.py"\nnp = 1\n{body}\n'))
+
+
+def test_a_plans_wrong_values_are_shown_as_its_json_writes_them_and_iterations_end_where_run_ends():
+    """A hand-edited plan's wrong value is named as the file writes it (true, null, an object), not as Python does
+    (True, None, dict); a job's iterations stop at what `run --iterations` takes (they stopped at 2**31 - 1)."""
+    good = {"path": "/x/train.py", "args": [], "engine": "torch", "sha256": "abc", "iterations": None, "env": {}}
+    for change, shown in (({"iterations": True}, "got true"), ({"sha256": None}, "got null"),
+                          ({"env": {"A": {"b": 1}}}, "got an object"), ({"engine": False}, "unknown engine false"),
+                          ({"args": [None]}, "got null"),
+                          ({"iterations": MAX_ITERATIONS + 1}, f"from 1 to {MAX_ITERATIONS}, got {MAX_ITERATIONS + 1}")):
+        with pytest.raises(PlanFormatError) as refused:
+            plan_from_dict(_plan_with_script({**good, **change}))
+        assert shown in str(refused.value) and "True" not in str(refused.value), (change, str(refused.value))
+    assert plan_from_dict(_plan_with_script({**good, "iterations": MAX_ITERATIONS})).scripts

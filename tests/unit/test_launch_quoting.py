@@ -279,6 +279,16 @@ def test_a_bad_host_spec_is_named_on_one_line(hosts):
     assert len(text.splitlines()) == 1 and text.isprintable() and len(text) < 500, text
 
 
+@pytest.mark.parametrize("hosts", ["user:s3cret@node1:2", "node0:2,https://u:s3cret@node1:2", "token=s3cret:2",
+                                   "u:s3cret@node1:x", "node0:1,u:s3cret@node1"])
+def test_a_bad_host_spec_never_shows_a_password_it_holds(hosts):
+    from xover.hosts import parse_hosts
+
+    with pytest.raises(XoverError) as refused:
+        parse_hosts(hosts)
+    assert "s3cret" not in str(refused.value) and "***" in str(refused.value), str(refused.value)
+
+
 @pytest.mark.parametrize("option, value, words", [
     ("partition", "", "--partition : empty: give a name"),
     ("partition", "gpu debug", "--partition gpu debug: not one Slurm name"),

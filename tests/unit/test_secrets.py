@@ -538,7 +538,7 @@ def test_a_plan_files_variable_of_the_wrong_type_is_named_by_its_kind():
 
     with pytest.raises(PlanFormatError) as refused:
         _text({"key": f"{START}k{END}"}, "jobs.a.script.env.API")
-    assert str(refused.value) == "plan field 'jobs.a.script.env.API': must be a string, got dict"
+    assert str(refused.value) == "plan field 'jobs.a.script.env.API': must be a string, got an object"
 
 
 @pytest.mark.parametrize("url", [f"u:{START}pw{END}@dbhost/xover", f"postgresql:/u:{START}pw{END}@127.0.0.1:1/x",

@@ -78,17 +78,18 @@ whose jobs will run on this machine's GPUs.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..engines import ENGINES  # the one registry of engines (it loads no torch)
-from ..errors import XoverError, printable
+from ..errors import LongInteger, XoverError, printable, quoted
 from ..hosts import MAX_SLOTS
 from ..links import HOST_KEY
 from ..rates import RateError, canonical_rate
-from ..recipes import did_you_mean, variable_name, without_nul
+from ..recipes import MAX_ITERATIONS, did_you_mean, variable_name, without_nul
 from ..sharing import ALONE, DEFAULT_WAY, MAX_GROUP, sharing_ways
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from .make import GroupPlan, Plan, PlannedScript
@@ -99,7 +100,7 @@ SHARINGS = tuple(way.name for way in sharing_ways())  # crossover, concurrent, m
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # as -H takes them (hosts.py)
 
 PLAN_FORMAT = "xover-plan/1"
-MAX_WHOLE = 2**31 - 1  # of a count in a plan file (waves, iterations): the store keeps it as a 64-bit integer
+MAX_WHOLE = 2**31 - 1  # of a count in a plan file (waves, runs); a job's iterations: MAX_ITERATIONS, as `run` takes
 
 
 class PlanFormatError(XoverError):
@@ -214,14 +215,14 @@ def plan_from_dict(document: Any) -> Plan:
     """Read and check a plan document (as loaded from JSON)."""
     top = _mapping(document, "plan")
     if _field(top, "format", "") != PLAN_FORMAT:
-        raise PlanFormatError(f"plan field 'format': expected {PLAN_FORMAT!r}, got {top['format']!r}")
+        raise PlanFormatError(f"plan field 'format': expected {PLAN_FORMAT!r}, got {_shown(top['format'])}")
     hosts = _hosts(_field(top, "hosts", ""))
     jobs, recipes, scripts, planned_as = _jobs(_field(top, "jobs", ""))
     groups = _groups(_field(top, "groups", ""), jobs, dict(hosts))
     if "engine" in top and top["engine"] not in ENGINES:
-        _fail("engine", f"unknown engine {top['engine']!r}; choose {', '.join(ENGINES)}")
+        _fail("engine", f"unknown engine {_shown(top['engine'])}; choose {', '.join(ENGINES)}")
     if "device_kind" in top and top["device_kind"] not in ("gpu", "cpu"):
-        _fail("device_kind", f"{top['device_kind']!r}: choose gpu or cpu")
+        _fail("device_kind", f"{_shown(top['device_kind'])}: choose gpu or cpu")
     link = _text(top["link"], "link") if top.get("link") is not None else None
     if link is not None and link != HOST_KEY:
         try:
@@ -279,7 +280,7 @@ def _hosts(value: Any) -> list[tuple[str, int]]:
     for index, entry in enumerate(_list(value, "hosts")):
         where = f"hosts[{index}]"
         if not isinstance(entry, list) or len(entry) != 2:
-            _fail(where, f"must be [host name, device slots], got {entry!r}")
+            _fail(where, f"must be [host name, device slots], got {_shown(entry)}")
         name = _text(entry[0], where)
         if not _HOST_NAME.fullmatch(name) or name in dict(hosts):
             _fail(where, f"host name must be unique, of letters, digits, '.', '-', '_', got {name!r}")
@@ -327,14 +328,14 @@ def _script(value: Any, where: str) -> PlannedScript:
     ]
     engine = _field(fields, "engine", where)
     if engine not in ENGINES:
-        _fail(f"{where}.engine", f"unknown engine {fields['engine']!r}; choose {', '.join(ENGINES)}")
+        _fail(f"{where}.engine", f"unknown engine {_shown(fields['engine'])}; choose {', '.join(ENGINES)}")
     return PlannedScript(
         path=path,
         args=args,
         engine=engine,
         sha256=_text(_field(fields, "sha256", where), f"{where}.sha256"),
         iterations=(
-            _whole(fields["iterations"], f"{where}.iterations", minimum=1)
+            _whole(fields["iterations"], f"{where}.iterations", minimum=1, maximum=MAX_ITERATIONS)
             if fields.get("iterations") is not None
             else None
         ),
@@ -361,7 +362,7 @@ def _job(name: str, fields: dict[str, Any], where: str) -> JobProfile:
             comm_ms=_amount(_field(fields, "comm_ms", where), f"{where}.comm_ms"),
             memory_gb=_amount(_field(fields, "memory_gb", where), f"{where}.memory_gb"),
             data_ms=_amount(fields.get("data_ms", 0.0), f"{where}.data_ms"),
-            iterations=_whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1),
+            iterations=_whole(fields.get("iterations", 100), f"{where}.iterations", minimum=1, maximum=MAX_ITERATIONS),
             link_ms=_amount(fields["link_ms"], f"{where}.link_ms") if "link_ms" in fields else None,
             comm_cpu=_number(fields.get("comm_cpu", 0.0), f"{where}.comm_cpu"),
             checkpoint_ms=_amount(fields.get("checkpoint_ms", 1.0), f"{where}.checkpoint_ms"),
@@ -564,6 +565,29 @@ def _unplaced(value: Any, placed: dict[str, JobProfile]) -> list[tuple[str, str]
     return unplaced
 
 
+def _shown(value: Any) -> str:
+    """A value of the plan as its JSON reads (true, null, {"a": 1}), not as Python writes it (True, None): text
+    quoted as every message quotes it, anything else cut to its first 40 characters."""
+    if isinstance(value, str):
+        return quoted(value)
+    if isinstance(value, LongInteger):  # what the reader keeps of an integer Python would not make
+        return repr(value)
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _kind(value: Any) -> str:
+    """What JSON calls the kind of `value`: a field of the wrong kind names it so (Python's 'NoneType' was shown)."""
+    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
+        (bool, "true or false"),
+        (str, "a string"),
+        ((int, float), "a number"),
+        (dict, "an object"),
+        (list, "a list"),
+    )
+    return "null" if value is None else next((name for kind, name in kinds if isinstance(value, kind)), "a value")
+
+
 def _fail(where: str, problem: str) -> NoReturn:
     raise PlanFormatError(f"plan field '{printable(where)}': {problem}")  # a job's name in it may hold a newline
 
@@ -576,25 +600,25 @@ def _field(fields: dict[str, Any], key: str, where: str) -> Any:
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        _fail(where, f"must be an object, got {type(value).__name__}")
+        _fail(where, f"must be an object, got {_kind(value)}")
     return value
 
 
 def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
-        _fail(where, f"must be a list, got {type(value).__name__}")
+        _fail(where, f"must be a list, got {_kind(value)}")
     return value
 
 
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        _fail(where, f"must be a string, got {type(value).__name__}")  # its kind: a variable's value may be a token
+        _fail(where, f"must be a string, got {_kind(value)}")  # its kind: a variable's value may be a token
     return value
 
 
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(where, f"must be a finite number, got {value!r}")
+        _fail(where, f"must be a finite number, got {_shown(value)}")
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an integer too large for a float
@@ -615,7 +639,7 @@ def _amount(value: Any, where: str) -> float:
 
 def _whole(value: Any, where: str, minimum: int, maximum: int = MAX_WHOLE) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        _fail(where, f"must be a whole number from {minimum} to {maximum}, got {value!r}")
+        _fail(where, f"must be a whole number from {minimum} to {maximum}, got {_shown(value)}")
     return value
 
 

@@ -41,6 +41,7 @@ from ..results import (
     mode_rank,
 )
 from ..run.record import not_started_units, reconcile_lost
+from ..scripts import local_modules
 from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
 from ..store.models import Experiment, PlanGroup, RecipeSnapshot, Replay, Run, SharingSegment
 from ..store.models import Plan as PlanRow
@@ -490,7 +491,8 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
 
 def experiment_inputs(session: Session, experiment: Experiment | None = None) -> list[tuple[Path, str]]:
     """The files an experiment (None: every one) was made from, each with what it is, for refusing a report's
-    output over one: a simulation's trace and profiles CSV, a run's plan file, job files and scripts. Only
+    output over one: a simulation's trace and profiles CSV, a run's plan file, job files, scripts and the modules
+    of their own the scripts import. Only
     whole paths of files that exist: a relative one was relative to a folder the store does not know."""
 
     def of(column: Any) -> Any:  # this experiment's rows, or every one's
@@ -516,6 +518,7 @@ def experiment_inputs(session: Session, experiment: Experiment | None = None) ->
         Run, Run.recipe_id == RecipeSnapshot.id
     )
     first_of: dict[int, str] = {}
+    read: set[str] = set()
     for recipe_id, path, experiment_id in session.execute(snapshots.where(of(Run.experiment_id)).distinct()):
         add(path, f"a job file of experiment {experiment_id}")
         first_of.setdefault(recipe_id, experiment_id)
@@ -523,5 +526,14 @@ def experiment_inputs(session: Session, experiment: Experiment | None = None) ->
     for recipe_id, body in session.execute(
         select(RecipeSnapshot.id, RecipeSnapshot.body).where(RecipeSnapshot.id.in_(ran))
     ):
-        add((body or {}).get("script"), f"a script of experiment {first_of[recipe_id]}")
+        script = (body or {}).get("script")
+        add(script, f"a script of experiment {first_of[recipe_id]}")
+        # and the modules of its own it imports, as `plan --out` keeps them: each script read once
+        if isinstance(script, str) and found.get(script, "").startswith("a script") and script not in read:
+            read.add(script)
+            try:
+                for module in local_modules(script):
+                    add(str(module), f"a module a script of experiment {first_of[recipe_id]} imports")
+            except OSError:  # an unreadable module: the script itself is still kept
+                pass
     return [(Path(path), what) for path, what in found.items()]
