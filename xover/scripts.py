@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engines import ENGINES, TORCH, TORCH_FRAMEWORKS, engine_named
+from .engines import ENGINES, HOROVOD, TORCH, TORCH_FRAMEWORKS, engine_named
 from .errors import XoverError, is_utf8, printable
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
@@ -521,9 +521,43 @@ def check_ddp_script(script: str | os.PathLike) -> None:
             raise ScriptRefused(f"--script {script}: {problem}")
 
 
+# Horovod's bindings of other frameworks, and its launchers that start their own workers: a script of one of
+# them has no hvd.DistributedOptimizer of horovod.torch for the turns to hold (a Keras script was launched and
+# failed in its ranks with "No module named 'tensorflow'", or would have run without turns where it is installed)
+HOROVOD_OTHER_BINDINGS = {
+    "horovod.tensorflow": "Horovod's TensorFlow binding",
+    "horovod.keras": "Horovod's Keras binding",
+    "horovod.mxnet": "Horovod's MXNet binding",
+    "horovod.spark": "Horovod on Spark, which starts its own workers",
+    "horovod.ray": "Horovod on Ray, which starts its own workers",
+}
+
+
+def check_horovod_script(script: str | os.PathLike) -> None:
+    """Refuse a Horovod script that trains through another binding than horovod.torch (TensorFlow, Keras, MXNet)
+    or through Horovod's Spark or Ray launchers, and uses horovod.torch nowhere: xover takes turns in PyTorch."""
+    found = script_names(script, ScriptRefused)
+    if any(name == "horovod.torch" or name.startswith("horovod.torch.") for name in found.dotted):
+        return
+    for name in found.dotted:
+        binding = next(
+            (prefix for prefix in HOROVOD_OTHER_BINDINGS if name == prefix or name.startswith(prefix + ".")), None
+        )
+        if binding is not None:
+            raise ScriptRefused(
+                f"--script {script}: imports {name} ({HOROVOD_OTHER_BINDINGS[binding]}); xover takes turns in "
+                "PyTorch training launched by horovodrun or torchrun: a Horovod script trains through horovod.torch "
+                "(hvd.DistributedOptimizer), a DDP script through torch.nn.parallel.DistributedDataParallel"
+            )
+
+
 # what can be refused before a script runs, by the worker side its engine runs (the rest is refused when
-# met, in the shims): a DDP script's shim cannot follow everything (check_ddp_script)
-SCRIPT_CHECKS: dict[str, Callable[[str | os.PathLike], None]] = {TORCH: check_ddp_script}
+# met, in the shims): a DDP script's shim cannot follow everything (check_ddp_script), nor Horovod's another
+# framework's training (check_horovod_script)
+SCRIPT_CHECKS: dict[str, Callable[[str | os.PathLike], None]] = {
+    TORCH: check_ddp_script,
+    HOROVOD: check_horovod_script,
+}
 
 
 def check_script(script: str | os.PathLike, engine: str) -> None:

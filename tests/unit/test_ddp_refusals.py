@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from xover.errors import XoverError
-from xover.scripts import ScriptRefused, check_ddp_script, detect_engine
+from xover.scripts import ScriptRefused, check_ddp_script, check_horovod_script, detect_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "recipes/examples/ddp_digits.py"
@@ -54,6 +54,28 @@ def test_a_sharded_model_and_names_imported_as_others_are_refused(tmp_path, sour
     guarded = [line if "import" in line else f"if sys.argv[1:]:\n    {line}" for line in source.splitlines()]
     script.write_text("import sys\nimport torch\n" + "\n".join(guarded) + "\n")
     check_ddp_script(script)
+
+
+@pytest.mark.parametrize("source, shown", [
+    ("import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\nhvd.init()", "horovod.tensorflow.keras"),
+    ("from horovod import tensorflow as hvd\nhvd.init()", "horovod.tensorflow"),
+    ("import horovod.keras as hvd\nhvd.init()", "horovod.keras"),
+    ("import mxnet\nimport horovod.mxnet as hvd\nhvd.init()", "horovod.mxnet"),
+    ("import horovod.spark\nhorovod.spark.run(lambda: None)", "horovod.spark"),
+    ("from horovod.ray import RayExecutor", "horovod.ray"),
+])
+def test_a_horovod_script_of_another_framework_than_pytorch_is_refused_before_it_runs(tmp_path, source, shown):
+    # a Keras script was launched, and failed in its ranks: "No module named 'tensorflow'"
+    script = tmp_path / "train.py"
+    script.write_text(source + "\n")
+    assert detect_engine(script).engine == "horovod"
+    with pytest.raises(ScriptRefused, match=f"--script {re.escape(str(script))}: imports {re.escape(shown)} .*"
+                                            "horovod.torch"):
+        check_horovod_script(script)
+    # a script that trains through horovod.torch and has another binding behind a flag is PyTorch's
+    script.write_text("import sys\nif sys.argv[1:]:\n    import horovod.tensorflow as hvd\n"
+                      "else:\n    import horovod.torch as hvd\nhvd.init()\n")
+    check_horovod_script(script)
 
 
 def test_ddp_built_in_a_module_next_to_the_script_is_found(tmp_path):
