@@ -492,8 +492,8 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
 def experiment_inputs(session: Session, experiment: Experiment | None = None) -> list[tuple[Path, str]]:
     """The files an experiment (None: every one) was made from, each with what it is, for refusing a report's
     output over one: a simulation's trace and profiles CSV, a run's plan file, job files, scripts and the modules
-    of their own the scripts import. Only
-    whole paths of files that exist: a relative one was relative to a folder the store does not know."""
+    of their own the scripts import. Only whole paths of files that exist: a relative one was relative to a folder
+    the store does not know."""
 
     def of(column: Any) -> Any:  # this experiment's rows, or every one's
         return column == experiment.id if experiment is not None else true()
