@@ -980,6 +980,43 @@ def test_a_report_is_never_written_over_a_module_the_script_of_a_run_imports(cle
                     f"--out {script}: that is a script of experiment 20260101-000000-mods")
 
 
+def test_a_report_is_never_written_over_a_copy_of_a_job_file_or_script_an_earlier_run_read_first(clean, tmp_path,
+                                                                                               monkeypatch):
+    # a recipe's snapshot is kept once per content, under the path of the first file read: a project folder
+    # copied for the next experiment (the same job file and script, byte for byte) was no file of any run, and
+    # `report --out` wrote over its job file
+    from xover.store.models import Experiment, RecipeSnapshot, Run
+    from xover.store.session import open_store
+
+    monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))
+    monkeypatch.chdir(tmp_path)
+    first, copy = tmp_path / "exp1", tmp_path / "exp2"
+    for folder in (first, copy):
+        folder.mkdir()
+        (folder / "job.toml").write_text('name = "train"\nscript = "train.py"\nnp = 1\n')
+        (folder / "train.py").write_text("import helpers\nimport torch\n")
+        (folder / "helpers.py").write_text("Y = 2\n")
+    store = open_store(str(tmp_path / "x.db"))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="train", hash="h", path=str(first / "job.toml"),
+                                body={"script": str(first / "train.py")})
+        session.add_all([recipe, *(Experiment(id=f"20260101-00000{i}-copy", kind="run", command="xover run",
+                                              status="finished") for i in (1, 2))])
+        session.flush()
+        for i, folder in ((1, first), (2, copy)):
+            session.add(Run(experiment_id=f"20260101-00000{i}-copy", recipe_id=recipe.id, name="train",
+                            mode="solo", hosts="localhost:1", np=1, status="finished", exit_code=0,
+                            inputs={"job_file": str(folder / "job.toml"), "script": str(folder / "train.py")}))
+    store.close()
+    for out, said in ((copy / "job.toml", "a job file of experiment 20260101-000002-copy"),
+                      (copy / "train.py", "a script of experiment 20260101-000002-copy"),
+                      (copy / "helpers.py", "a module a script of experiment 20260101-000002-copy imports")):
+        _one_clear_line(runner.invoke(app, ["report", "latest", "--format", "json", "--out", str(out)]),
+                        f"--out {out}: that is {said}")
+    kept = 'name = "train"\nscript = "train.py"\nnp = 1\n'
+    assert (copy / "job.toml").read_text() == kept and (copy / "helpers.py").read_text() == "Y = 2\n"
+
+
 def test_no_cell_of_a_report_csv_is_a_formula(clean, tmp_path, monkeypatch):
     # a trace named `=cmd|calc!A1.csv` put a live formula in the simulation's CSV (its `trace` cell)
     monkeypatch.setenv("XOVER_DB", str(tmp_path / "x.db"))

@@ -189,6 +189,36 @@ def test_a_store_at_0019_is_upgraded_to_the_view_without_unfinished_throughput_a
     assert _throughput_rows(path)[("cut", "failed")][0] == pytest.approx(640.0)
 
 
+def test_a_store_at_0020_gains_each_runs_own_files_and_loses_them_on_the_way_back(tmp_path):
+    """0021 adds runs.inputs (a run's own job file and script), NULL for the runs before it; its downgrade drops
+    it and keeps the runs."""
+    from alembic import command
+    from alembic.config import Config
+
+    from xover.store.session import MIGRATIONS, upgrade_engine
+
+    path = tmp_path / "at-0020.db"
+    _a_finished_and_a_failed_run(path)
+    with sqlite3.connect(path) as db:  # back to 0020, as a store of the previous xover is
+        db.execute("ALTER TABLE runs DROP COLUMN inputs")
+        db.execute("UPDATE alembic_version SET version_num = '0020'")
+    store = open_store(str(path))
+    assert _schema_differences(store) == []
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert {row[0] for row in db.execute("SELECT inputs FROM runs")} == {None}
+    engine = upgrade_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0020")
+    engine.dispose()
+    with sqlite3.connect(path) as db:
+        assert "inputs" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+
+
 def test_newer_schema_is_refused_clearly(tmp_path):
     path = str(tmp_path / "c.db")
     open_store(path).close()
@@ -317,7 +347,7 @@ def test_a_store_upgraded_by_either_0012_gains_gpu_busy_once(tmp_path, edited_00
     assert _schema_differences(store) == []
     assert find_profile(store, "h", 2, "1gbit", "x", "horovod", 1) is None  # the query that failed
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0020"
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0021"
 
 
 def test_migrations_build_exactly_the_models(tmp_path):

@@ -522,18 +522,26 @@ def experiment_inputs(session: Session, experiment: Experiment | None = None) ->
     for recipe_id, path, experiment_id in session.execute(snapshots.where(of(Run.experiment_id)).distinct()):
         add(path, f"a job file of experiment {experiment_id}")
         first_of.setdefault(recipe_id, experiment_id)
+    scripts: list[tuple[Any, str]] = []
     ran = select(Run.recipe_id).where(of(Run.experiment_id))
     for recipe_id, body in session.execute(
         select(RecipeSnapshot.id, RecipeSnapshot.body).where(RecipeSnapshot.id.in_(ran))
     ):
-        script = (body or {}).get("script")
-        add(script, f"a script of experiment {first_of[recipe_id]}")
+        scripts.append(((body or {}).get("script"), first_of[recipe_id]))
+    # each run's own files (0021): a copy of a job file or a script elsewhere is its snapshot's under another path
+    for inputs, experiment_id in session.execute(
+        select(Run.inputs, Run.experiment_id).where(of(Run.experiment_id), Run.inputs.is_not(None))
+    ):
+        add((inputs or {}).get("job_file"), f"a job file of experiment {experiment_id}")
+        scripts.append(((inputs or {}).get("script"), experiment_id))
+    for script, experiment_id in scripts:
+        add(script, f"a script of experiment {experiment_id}")
         # and the modules of its own it imports, as `plan --out` keeps them: each script read once
         if isinstance(script, str) and found.get(script, "").startswith("a script") and script not in read:
             read.add(script)
             try:
                 for module in local_modules(script):
-                    add(str(module), f"a module a script of experiment {first_of[recipe_id]} imports")
+                    add(str(module), f"a module a script of experiment {experiment_id} imports")
             except OSError:  # an unreadable module: the script itself is still kept
                 pass
     return [(Path(path), what) for path, what in found.items()]

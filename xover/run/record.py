@@ -48,7 +48,7 @@ from ..store.models import (
     TurnEvent,
     utcnow,
 )
-from ..store.queries import ITERATION_COLUMNS, snapshot_recipe
+from ..store.queries import ITERATION_COLUMNS, run_inputs, snapshot_recipe
 from ..store.session import Store
 from .adaptive import Segment
 from .jobs import JobSpec
@@ -207,6 +207,7 @@ class Recorder:
                     status=RunStatus.PENDING,
                     iterations_planned=job.recipe.iterations,
                     launcher_job_id=self.launcher_job_id,
+                    inputs=run_inputs(job.recipe),
                 )
                 session.add(run)
                 session.flush()
@@ -247,6 +248,7 @@ class Recorder:
                                 launcher_job_id=job_id,
                                 ended_at=utcnow(),
                                 error=said + why,
+                                inputs=run_inputs(job.recipe),
                             )
                         )
             for row in runs:

@@ -111,6 +111,8 @@ class Run(Base):
     devices_per_gpu: Mapped[int | None]  # devices one GPU counted as (XOVER_DEVICES_PER_GPU)
     gpu_sharing: Mapped[str | None] = mapped_column(String(20))  # time-slicing | mps (CUDA MPS daemon)
     launcher_job_id: Mapped[str | None] = mapped_column(String(40))  # its job at the launcher's scheduler
+    # the job file and script it ran from, as found (a snapshot names the first file of its content only)
+    inputs: Mapped[dict | None] = mapped_column(JSON)
     experiment: Mapped[Experiment] = relationship(back_populates="runs")
     recipe: Mapped[RecipeSnapshot] = relationship()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import fields
 from datetime import datetime
@@ -48,6 +49,13 @@ def snapshot_recipe(session: Session, recipe: Recipe) -> RecipeSnapshot:
         except IntegrityError:
             pass
     return session.scalars(query).one()
+
+
+def run_inputs(recipe: Recipe) -> dict[str, str] | None:
+    """The files a run of `recipe` is made from, whole paths as found now (runs.inputs): its job file and its
+    script. The snapshot keeps the first path of a content only, and a copy elsewhere is a file of its own."""
+    found = {"job_file": recipe.path, "script": recipe.script or ""}
+    return {what: os.path.abspath(path) for what, path in found.items() if path} or None
 
 
 # an iteration record's fields (xover/records.py), each a column of iteration_metrics
