@@ -109,8 +109,11 @@ def show_run(result: Any, as_json: bool) -> None:
         length_warnings(result.jobs) + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
     )
     print_failures(shown["jobs"])
-    if shown["groups"]:
-        rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in shown["groups"]]
+    # a group none of whose runs gave a figure (every run failed, or none shared) is a row of dashes: left out
+    figures = [key for _, key in GROUP_COLUMNS if key not in ("group", "jobs", "crossover_policy", "predicted_gain")]
+    measured = [g for g in shown["groups"] if any(g.get(key) is not None for key in figures)]
+    if measured:
+        rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in measured]
         print_table(
             "aggregate throughput while the jobs shared the devices (each job normalised by its speed alone)",
             GROUP_COLUMNS,

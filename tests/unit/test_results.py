@@ -357,3 +357,23 @@ def test_the_overlap_warning_looks_at_crossover_under_every_policy():
     [warning] = overlap_warnings([group])
     assert warning.startswith("group 0: the crossover (round-robin) jobs ran at the same time for only 30% of that run "
                               "(first iterations 0.1 s apart; a window of 4.0 s)"), warning
+
+
+def test_xover_run_leaves_out_the_aggregate_of_a_group_none_of_whose_runs_gave_a_figure(capsys):
+    """Two copies of a script refused in every run (hvd.DistributedOptimizer(op=hvd.Adasum)) printed a table of
+    one row of dashes under the failures; a group with a figure is still shown."""
+    from xover.links import HOST
+    from xover.results import GroupComparison, RunOutcome
+    from xover.views import show_run
+
+    failed = GroupComparison(group=0, jobs=["a", "a#2"], policies={}, sequential=None, measured={},
+                             overlaps={}, crossover_policy="work-conserving", windows={}, starts_apart={})
+    show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["crossover"],
+                        policies=["work-conserving"], jobs=[], groups=[failed]), as_json=False)
+    assert "aggregate throughput" not in capsys.readouterr().out
+    ran = dataclasses.replace(failed, group=1, sequential=1.0, measured={"crossover": 1.3},
+                              overlaps={"crossover": 1.0}, windows={"crossover": 10.0})
+    show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["crossover"],
+                        policies=["work-conserving"], jobs=[], groups=[failed, ran]), as_json=False)
+    shown = capsys.readouterr().out
+    assert "aggregate throughput" in shown and "1.30" in shown and "a + a#2" in shown, shown
