@@ -87,9 +87,8 @@ def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated
 
 def test_xover_killed_with_sigkill_leaves_no_process_and_no_running_row(isolated_results):
     db = isolated_results / "xover.db"
-    # one rank a job (--np 1): what is reaped is each job's launcher and its ranks, whatever their number
-    xover = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--np", "1", "--mode",
-                              "crossover", "--iterations", "3000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    xover = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--mode", "crossover",
+                              "--iterations", "3000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 10)
     experiment = _experiment(db)
     assert tagged_processes(experiment)
@@ -108,9 +107,8 @@ def test_xover_killed_with_sigkill_leaves_no_process_and_no_running_row(isolated
 
 def test_sigterm_twice_still_cleans_up(isolated_results):
     db = isolated_results / "xover.db"
-    xover = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--np", "1", "--mode",
-                              "crossover", "--iterations", "3000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)  # one rank a job, as above
+    xover = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "resnet-digits", "--mode", "crossover",
+                              "--iterations", "3000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 10)
     experiment = _experiment(db)
     xover.send_signal(signal.SIGTERM)
