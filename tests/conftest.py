@@ -275,8 +275,8 @@ REFERENCE_TRIES = 3
 
 
 def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None,
-                   fresh: Path | None = None) -> subprocess.CompletedProcess:
-    """A script alone under torchrun on two ranks, nothing of xover involved: a test's reference. Run again
+                   fresh: Path | None = None, nproc: int = 2) -> subprocess.CompletedProcess:
+    """A script alone under torchrun on two ranks (`nproc`), nothing of xover involved: a test's reference. Run again
     when only that abort at exit failed it, and taken as it is after the last try: what it printed is the
     reference, and a run cut short would fail the caller's comparison of every line. Any other failure is
     asserted against. `fresh`: a folder the script keeps state in (a checkpoint it resumes from), emptied before
@@ -286,7 +286,7 @@ def plain_torchrun(script: Path | str, *args: str, cwd: Path | str | None = None
     for _ in range(REFERENCE_TRIES):
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
-        result = subprocess.run([torchrun_path(), "--standalone", "--nproc-per-node=2", str(script), *args],
+        result = subprocess.run([torchrun_path(), "--standalone", f"--nproc-per-node={nproc}", str(script), *args],
                                 capture_output=True, text=True, timeout=300, cwd=cwd or ROOT)
         if result.returncode == 0 or TEARDOWN_ABORT not in result.stderr:
             break

@@ -8,6 +8,9 @@ import sys
 from conftest import COMPARISON_ITERATIONS
 
 XOVER = [sys.executable, "-m", "xover"]
+# the torch run's length: a step's loss does not depend on how long the run is (no schedule), so the first 60 of
+# the reference's 150 are compared (past the evaluation at step 50); before, all 150, for 2.5 times the iterations
+TORCH_ITERATIONS = 60
 
 
 def _losses(db_path, experiment):
@@ -29,14 +32,14 @@ def _json(*args):
 def test_torch_engine_matches_horovod_and_keeps_parity_under_crossover(isolated_results, comparison_run):
     db = isolated_results / "xover.db"
     # Horovod's losses of mlp-digits alone: its sequential run in the session's comparison (tests/conftest.py)
-    iterations = COMPARISON_ITERATIONS
+    iterations = TORCH_ITERATIONS
     torch_run = _json("run", "--group", "mlp-digits", "resnet-digits", "--engine", "torch", "--mode",
                       "sequential,crossover", "--iterations", str(iterations))
     assert all(j["status"] == "finished" and j["iterations"] == iterations for j in torch_run["jobs"])
     reference = _losses(comparison_run["XOVER_DB"], comparison_run["experiment"])[("mlp-digits", "sequential", "horovod")]
-    assert len(reference) == iterations
+    assert len(reference) == COMPARISON_ITERATIONS
     losses = _losses(db, torch_run["experiment"])
     for mode in ("sequential", "crossover"):
         # np=2: both engines sum the two gradients (a+b is exact either way) and halve: equal bits
-        assert losses[("mlp-digits", mode, "torch")] == reference
+        assert losses[("mlp-digits", mode, "torch")] == reference[:iterations]
         assert losses[("resnet-digits", mode, "torch")] == losses[("resnet-digits", "sequential", "torch")]

@@ -138,7 +138,7 @@ def test_an_unreachable_host_is_one_line_and_keeps_no_experiment(isolated_result
 
 def test_rows_of_a_dead_xover_are_reconciled_as_lost(isolated_results):
     db = isolated_results / "xover.db"
-    assert _xover("train", "mlp-digits", "--iterations", "3").returncode == 0
+    assert _xover("train", "mlp-digits", "--np", "1", "--iterations", "3").returncode == 0
     with sqlite3.connect(db) as connection:  # as if its xover had died mid-run without a reaper (a reboot)
         connection.execute("UPDATE experiments SET status = 'running', owner_pid = 999999999")
         connection.execute("UPDATE runs SET status = 'running'")
@@ -149,18 +149,20 @@ def test_rows_of_a_dead_xover_are_reconciled_as_lost(isolated_results):
 
 def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_path):
     db = isolated_results / "xover.db"
-    first = subprocess.Popen([*XOVER, "train", "mlp-digits", "--iterations", "3000", "--json"],
+    # one rank each (--np 1): every one of them wants device localhost:0, which the first holds (and trains on,
+    # on one core instead of two, while the others start and wait)
+    first = subprocess.Popen([*XOVER, "train", "mlp-digits", "--np", "1", "--iterations", "3000", "--json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 3)
-        second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--iterations", "3")
+        second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", "1", "--iterations", "3")
         assert second.returncode == 2
         assert re.search(r"device localhost:0 is in use by pid \d+: experiment", second.stderr), second.stderr
         assert "--wait" in second.stderr
         assert second.stderr.startswith("error: device")  # one line, no empty progress display above it
         # refused like a bad flag: no failed experiment left to become `report latest`
         assert _rows(tmp_path / "other.db", "SELECT status FROM experiments") == []
-        waiting = subprocess.Popen([*XOVER, "--db", str(tmp_path / "other.db"), "train", "mlp-digits",
+        waiting = subprocess.Popen([*XOVER, "--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", "1",
                                     "--iterations", "3", "--wait", "--json"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # the first is stopped only once the second says it waits (its start takes seconds on a loaded machine)

@@ -17,25 +17,29 @@ from xover.store.session import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "tests/e2e/scripts/ddp_resume.py"
+# one rank a job: what is tested is each run's folder and what the script finds in it, whatever the ranks' number
+RANKS = 1
 STEPS = 8
 LOSS = re.compile(r"^step \d+ loss \S+$", re.MULTILINE)
 
 
 def _xover_run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xover", "run", "--script", SCRIPT, "--script", SCRIPT, *args],
+    return subprocess.run([sys.executable, "-m", "xover", "run", "--script", SCRIPT, "--script", SCRIPT, "--np",
+                           str(RANKS), *args],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 def test_every_run_of_a_resuming_script_writes_its_own_folder_and_keeps_the_losses_alone(isolated_results):
     out = isolated_results / "alone"
-    alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(out), fresh=out).stdout)
+    alone = LOSS.findall(plain_torchrun(SCRIPT, "--steps", str(STEPS), "--out", str(out), fresh=out,
+                                        nproc=RANKS).stdout)
     assert len(alone) == STEPS
     # two job files of the script: `{job_dir}` in its arguments, and in an environment variable it reads
     files = []
     for name, extra in (("in-args", f'args = ["--steps", "{STEPS}", "--out", "{{job_dir}}"]'),
                         ("in-env", f'args = ["--steps", "{STEPS}"]\nenv = {{ RESUME_DIR = "{{job_dir}}" }}')):
         path = isolated_results / f"{name}.toml"
-        path.write_text(f'name = "{name}"\nscript = "{ROOT / SCRIPT}"\nnp = 2\n{extra}\n')
+        path.write_text(f'name = "{name}"\nscript = "{ROOT / SCRIPT}"\nnp = {RANKS}\n{extra}\n')
         files.append(str(path))
     # one after another: the job that runs second is the one an earlier run's checkpoint would resume
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", *files, "--mode", "sequential", "--json"],
@@ -87,7 +91,7 @@ def test_scripts_that_take_other_arguments_than_the_ones_shared_are_told_to_use_
     other = isolated_results / "no_arguments.py"
     other.write_text("import argparse\nargparse.ArgumentParser().parse_args()\nimport torch.distributed\n")
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", SCRIPT, "--script", str(other),
-                             "--mode", "crossover", "--", "--steps", "2", "--out", "{job_dir}"],
+                             "--np", str(RANKS), "--mode", "crossover", "--", "--steps", "2", "--out", "{job_dir}"],
                             capture_output=True, text=True, timeout=600, cwd=ROOT)
     said = result.stdout + result.stderr
     assert result.returncode == 1, said[-3000:]

@@ -17,9 +17,11 @@ def _latest() -> dict:
     return json.loads(result.stdout)
 
 
+# one rank a job (--np 1): what is tested is the command's last words as it shows what it stored
 @pytest.mark.parametrize(("where", "args"), [
-    ("xover.cli.show_run", ["run", "--group", "mlp-digits", "mlp-digits", "--iterations", "3", "--mode", "concurrent"]),
-    ("xover.cli.show_train", ["train", "mlp-digits", "--iterations", "3"]),
+    ("xover.cli.show_run", ["run", "--group", "mlp-digits", "mlp-digits", "--np", "1", "--iterations", "3", "--mode",
+                            "concurrent"]),
+    ("xover.cli.show_train", ["train", "mlp-digits", "--np", "1", "--iterations", "3"]),
 ], ids=["run", "train"])
 def test_sigterm_as_a_run_is_shown_says_it_was_stored_whole(isolated_results, where, args):
     result = signalled_xover(where, *args, timeout=600)
@@ -34,7 +36,7 @@ def test_sigterm_as_a_run_is_shown_says_it_was_stored_whole(isolated_results, wh
 
 
 def test_sigterm_as_profiles_are_shown_says_they_were_stored(isolated_results):
-    args = ["profile", "mlp-digits", "--iterations", "5", "--warmup", "1", "--no-corun", "--no-stretch"]
+    args = ["profile", "mlp-digits", "--np", "1", "--iterations", "5", "--warmup", "1", "--no-corun", "--no-stretch"]
     result = signalled_xover("xover.cli.show_profiles", *args, timeout=600)
     assert result.returncode == 130, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
     assert result.stderr.strip().splitlines()[-1] == ("interrupted: the profiles were stored whole (the same command "
