@@ -162,10 +162,6 @@ def test_plain_sql_gives_a_run_that_did_not_finish_no_throughput(tmp_path):
 def test_a_store_at_0019_is_upgraded_to_the_view_without_unfinished_throughput_and_back(tmp_path):
     """A store at the previous head (0019, the view of 0010) gains 0020's view on opening; 0020's downgrade
     gives the failed run its samples/s again."""
-    from alembic import command
-    from alembic.config import Config
-
-    from xover.store.session import MIGRATIONS, upgrade_engine
     from xover.store.views import DROP_RUN_THROUGHPUT_VIEW, RUN_THROUGHPUT_VIEW_0010
 
     path = tmp_path / "at-0019.db"
@@ -177,13 +173,7 @@ def test_a_store_at_0019_is_upgraded_to_the_view_without_unfinished_throughput_a
     assert _throughput_rows(path)[("cut", "failed")][0] == pytest.approx(640.0)
     open_store(str(path)).close()
     assert _throughput_rows(path)[("cut", "failed")][0] is None
-    engine = upgrade_engine(f"sqlite:///{path}")
-    with engine.begin() as connection:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0019")
-    engine.dispose()
+    _downgrade(path, "0019")
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0019"
     assert _throughput_rows(path)[("cut", "failed")][0] == pytest.approx(640.0)
@@ -192,11 +182,6 @@ def test_a_store_at_0019_is_upgraded_to_the_view_without_unfinished_throughput_a
 def test_a_store_at_0020_gains_each_runs_own_files_and_loses_them_on_the_way_back(tmp_path):
     """0021 adds runs.inputs (a run's own job file and script), NULL for the runs before it; its downgrade drops
     it and keeps the runs."""
-    from alembic import command
-    from alembic.config import Config
-
-    from xover.store.session import MIGRATIONS, upgrade_engine
-
     path = tmp_path / "at-0020.db"
     _a_finished_and_a_failed_run(path)
     with sqlite3.connect(path) as db:  # back to 0020, as a store of the previous xover is
@@ -207,16 +192,26 @@ def test_a_store_at_0020_gains_each_runs_own_files_and_loses_them_on_the_way_bac
     store.close()
     with sqlite3.connect(path) as db:
         assert {row[0] for row in db.execute("SELECT inputs FROM runs")} == {None}
+    _downgrade(path, "0020")
+    with sqlite3.connect(path) as db:
+        assert "inputs" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+
+
+def _downgrade(path, revision):
+    """Take the store at `path` down to `revision` through the migrations' own downgrades."""
+    from alembic import command
+    from alembic.config import Config
+
+    from xover.store.session import MIGRATIONS, upgrade_engine
+
     engine = upgrade_engine(f"sqlite:///{path}")
     with engine.begin() as connection:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         config.attributes["connection"] = connection
-        command.downgrade(config, "0020")
+        command.downgrade(config, revision)
     engine.dispose()
-    with sqlite3.connect(path) as db:
-        assert "inputs" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-        assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
 
 
 def test_newer_schema_is_refused_clearly(tmp_path):
