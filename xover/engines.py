@@ -49,7 +49,7 @@ class Engine:
     # -- a script -------------------------------------------------------------------------------
     def framework_of(self, name: str) -> str | None:
         """The framework (`frameworks`) a dotted name belongs to, or None."""
-        return next((framework for prefix, framework in self.frameworks.items() if _under(name, prefix)), None)
+        return next((framework for prefix, framework in self.frameworks.items() if under_module(name, prefix)), None)
 
     def other_in_use(self) -> bool:
         """In a rank of a script run as this engine's: whether it uses the other engine (other_hint's guess)."""
@@ -57,7 +57,7 @@ class Engine:
 
     def recognises(self, name: str) -> bool:
         """Whether a dotted name a script uses (aliases resolved) makes it this engine's."""
-        return any(_under(name, prefix) for prefix in self.modules) or self.framework_of(name) is not None
+        return any(under_module(name, prefix) for prefix in self.modules) or self.framework_of(name) is not None
 
     @property
     def runtime_name(self) -> str:
@@ -65,7 +65,8 @@ class Engine:
         return self.runtime or self.name
 
 
-def _under(name: str, prefix: str) -> bool:
+def under_module(name: str, prefix: str) -> bool:
+    """Whether a dotted name is the module `prefix` or inside it (horovod.torch.init is under horovod.torch)."""
     return name == prefix or name.startswith(prefix + ".")
 
 

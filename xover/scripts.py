@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engines import ENGINES, HOROVOD, TORCH, TORCH_FRAMEWORKS, engine_named
+from .engines import ENGINES, HOROVOD, TORCH, TORCH_FRAMEWORKS, engine_named, under_module
 from .errors import XoverError, is_utf8, printable
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
@@ -537,12 +537,10 @@ def check_horovod_script(script: str | os.PathLike) -> None:
     """Refuse a Horovod script that trains through another binding than horovod.torch (TensorFlow, Keras, MXNet)
     or through Horovod's Spark or Ray launchers, and uses horovod.torch nowhere: xover takes turns in PyTorch."""
     found = script_names(script, ScriptRefused)
-    if any(name == "horovod.torch" or name.startswith("horovod.torch.") for name in found.dotted):
+    if any(under_module(name, "horovod.torch") for name in found.dotted):
         return
     for name in found.dotted:
-        binding = next(
-            (prefix for prefix in HOROVOD_OTHER_BINDINGS if name == prefix or name.startswith(prefix + ".")), None
-        )
+        binding = next((prefix for prefix in HOROVOD_OTHER_BINDINGS if under_module(name, prefix)), None)
         if binding is not None:
             raise ScriptRefused(
                 f"--script {script}: imports {name} ({HOROVOD_OTHER_BINDINGS[binding]}); xover takes turns in "

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqlalchemy import false, func, or_, select, true
 from sqlalchemy.orm import Session
@@ -500,9 +500,12 @@ def experiment_inputs(session: Session, experiment: Experiment | None = None) ->
 
     found: dict[str, str] = {}
 
+    def kept(path: Any) -> TypeGuard[str]:  # a whole path of a file that exists
+        return isinstance(path, str) and os.path.isabs(path) and os.path.isfile(path)
+
     def add(path: Any, what: str) -> None:
-        if isinstance(path, str) and os.path.isabs(path) and path not in found and os.path.isfile(path):
-            found[path] = what
+        if kept(path):
+            found.setdefault(path, what)
 
     for experiment_id, settings in session.execute(
         select(Replay.experiment_id, Replay.settings).where(of(Replay.experiment_id))
@@ -518,30 +521,26 @@ def experiment_inputs(session: Session, experiment: Experiment | None = None) ->
         Run, Run.recipe_id == RecipeSnapshot.id
     )
     first_of: dict[int, str] = {}
-    read: set[str] = set()
     for recipe_id, path, experiment_id in session.execute(snapshots.where(of(Run.experiment_id)).distinct()):
         add(path, f"a job file of experiment {experiment_id}")
         first_of.setdefault(recipe_id, experiment_id)
-    scripts: list[tuple[Any, str]] = []
+    scripts: dict[str, str] = {}  # each script once, with the first experiment that ran it
     ran = select(Run.recipe_id).where(of(Run.experiment_id))
     for recipe_id, body in session.execute(
         select(RecipeSnapshot.id, RecipeSnapshot.body).where(RecipeSnapshot.id.in_(ran))
     ):
-        scripts.append(((body or {}).get("script"), first_of[recipe_id]))
+        if kept(script := (body or {}).get("script")):
+            scripts.setdefault(script, first_of[recipe_id])
     # each run's own files (0021): a copy of a job file or a script elsewhere is its snapshot's under another path
-    for inputs, experiment_id in session.execute(
-        select(Run.inputs, Run.experiment_id).where(of(Run.experiment_id), Run.inputs.is_not(None))
-    ):
+    for inputs, experiment_id in session.execute(select(Run.inputs, Run.experiment_id).where(of(Run.experiment_id))):
         add((inputs or {}).get("job_file"), f"a job file of experiment {experiment_id}")
-        scripts.append(((inputs or {}).get("script"), experiment_id))
-    for script, experiment_id in scripts:
+        if kept(script := (inputs or {}).get("script")):
+            scripts.setdefault(script, experiment_id)
+    for script, experiment_id in scripts.items():
         add(script, f"a script of experiment {experiment_id}")
-        # and the modules of its own it imports, as `plan --out` keeps them: each script read once
-        if isinstance(script, str) and found.get(script, "").startswith("a script") and script not in read:
-            read.add(script)
-            try:
-                for module in local_modules(script):
-                    add(str(module), f"a module a script of experiment {experiment_id} imports")
-            except OSError:  # an unreadable module: the script itself is still kept
-                pass
+        try:  # and the modules of its own it imports, as `plan --out` keeps them
+            for module in local_modules(script):
+                add(str(module), f"a module a script of experiment {experiment_id} imports")
+        except OSError:  # an unreadable module: the script itself is still kept
+            pass
     return [(Path(path), what) for path, what in found.items()]
