@@ -863,3 +863,30 @@ def test_a_script_jobs_iterations_edited_without_where_the_script_stops_is_refus
     assert plan_from_dict(document).scripts["a"].iterations == 300
     document["jobs"]["a"]["script"]["iterations"] = None  # the script's own end: the figure only predicts
     assert [job.iterations for job in plan_from_dict(document).jobs if job.name == "a"] == [300]
+
+
+def test_a_groups_speeds_cost_no_duration_or_fluid_bound_until_read(monkeypatch):
+    # a replay looks at a group's speeds whenever its jobs change: its duration (one simulation per job's end)
+    # and fluid bound (a linear program) are worked out only where read, from the jobs as they were predicted
+    import xover.plan.predict as predict
+
+    calls = {"duration": 0, "fluid": 0}
+    duration, fluid = predict.group_duration_ms, predict.fluid_gain
+
+    def counted_duration(*args, **kwargs):
+        calls["duration"] += 1
+        return duration(*args, **kwargs)
+
+    def counted_fluid(*args, **kwargs):
+        calls["fluid"] += 1
+        return fluid(*args, **kwargs)
+
+    monkeypatch.setattr(predict, "group_duration_ms", counted_duration)
+    monkeypatch.setattr(predict, "fluid_gain", counted_fluid)
+    jobs = [job("short", 100, 10, iterations=10), job("long", 10, 100, iterations=30)]
+    prediction = predict_group(jobs)
+    assert prediction.gain > 1 and calls == {"duration": 0, "fluid": 0}
+    jobs.append(job("third", 50, 50, iterations=99))  # the caller's list changes after the prediction
+    assert prediction.duration_ms == pytest.approx(duration(jobs[:2]))
+    assert prediction.fluid_bound == pytest.approx(fluid(jobs[:2]))
+    assert prediction.duration_ms == prediction.duration_ms and calls == {"duration": 1, "fluid": 1}

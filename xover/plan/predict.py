@@ -18,8 +18,8 @@ Every function takes the model's `Calibration` (default: the shipped one, `calib
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..sharing import ADAPTIVE, CROSSOVER, DEFAULT_WAY, WAYS
@@ -44,10 +44,23 @@ class GroupPrediction:
     speeds: dict[str, float]  # job name -> speed relative to alone
     iteration_ms: dict[str, float]
     gain: float  # sum of speeds
-    fluid_bound: float  # the best any schedule could do
-    duration_ms: float  # until the last job has done its iterations
+    # the jobs, and how to work out the group's duration: the fluid bound (a linear program) and the duration
+    # (one simulation per job's end) are worked out when first read, which a replay, looking at a group's
+    # speeds again whenever its jobs change, never does
+    jobs: tuple[JobProfile, ...] = field(repr=False, compare=False)
+    duration: Callable[[], float] = field(repr=False, compare=False)
     sharing: str = DEFAULT_WAY.name  # the way of sharing predicted (crossover under `policy`, concurrent, mps)
     measurements: int = 0  # how many comparisons on these jobs its figures are the mean of (0: simulated)
+
+    @functools.cached_property
+    def fluid_bound(self) -> float:
+        """The best any schedule could do."""
+        return fluid_gain(self.jobs)
+
+    @functools.cached_property
+    def duration_ms(self) -> float:
+        """Until the last job has done its iterations."""
+        return self.duration()
 
     @property
     def slowdowns(self) -> dict[str, float]:
@@ -141,13 +154,14 @@ def predict_group(
 ) -> GroupPrediction:
     """The group under `sharing` (crossover under `policy` by default)."""
     speeds = group_speeds(jobs, policy, calibration, sharing)
+    jobs = tuple(jobs)  # as they are now, for the duration worked out later
     return GroupPrediction(
         policy=policy,
         speeds={job.name: speed for job, speed in zip(jobs, speeds)},
         iteration_ms={job.name: job.solo_ms / speed if speed > 0 else float("inf") for job, speed in zip(jobs, speeds)},
         gain=sum(speeds),
-        fluid_bound=fluid_gain(jobs),
-        duration_ms=group_duration_ms(jobs, policy, calibration, sharing),
+        jobs=jobs,
+        duration=lambda: group_duration_ms(jobs, policy, calibration, sharing),
         sharing=sharing,
     )
 
@@ -259,6 +273,7 @@ def measured_prediction(
     """A way of sharing as it measured on these jobs (the mean of `runs` comparisons): their speeds; the group's
     duration from them while every job runs (the simulation for what follows a job's end)."""
     speeds = {job.name: speeds[job.name] for job in jobs}
+    jobs = tuple(jobs)  # as they are now, for the duration worked out later
     return GroupPrediction(
         policy=policy,
         speeds=speeds,
@@ -266,8 +281,8 @@ def measured_prediction(
             job.name: job.solo_ms / speed if speed > 0 else float("inf") for job, speed in zip(jobs, speeds.values())
         },
         gain=sum(speeds.values()),
-        fluid_bound=fluid_gain(jobs),
-        duration_ms=group_duration_ms(jobs, policy, calibration, way, first_speeds=speeds),
+        jobs=jobs,
+        duration=lambda: group_duration_ms(jobs, policy, calibration, way, first_speeds=speeds),
         sharing=way,
         measurements=runs,
     )
