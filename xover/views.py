@@ -22,6 +22,7 @@ from .report.tables import (
     failed_jobs,
     failure_line,
     job_columns,
+    measured_groups,
     policy_rows,
     print_failures,
     print_not_started,
@@ -109,9 +110,7 @@ def show_run(result: Any, as_json: bool) -> None:
         length_warnings(result.jobs) + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
     )
     print_failures(shown["jobs"])
-    # a group none of whose runs gave a figure (every run failed, or none shared) is a row of dashes: left out
-    figures = [key for _, key in GROUP_COLUMNS if key not in ("group", "jobs", "crossover_policy", "predicted_gain")]
-    measured = [g for g in shown["groups"] if any(g.get(key) is not None for key in figures)]
+    measured = measured_groups(shown["groups"])
     if measured:
         rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in measured]
         print_table(

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from xover.cli import app
+from xover.report.tables import turn_rows
 from xover.store.models import (
     Experiment,
     IterationMetric,
@@ -403,6 +404,7 @@ def signalled(*args, **kwargs):
 
 setattr(importlib.import_module(module), name, signalled)
 from xover.cli import app
+from xover.report.tables import turn_rows
 app(args=sys.argv[2:], prog_name="xover")
 """
 
@@ -663,3 +665,28 @@ def test_an_unknown_experiment_with_a_newline_is_named_on_one_line(isolated_resu
     assert result.output.strip().splitlines() == [
         f"error: no experiment 'la\\ntest' in {isolated_results / 'xover.db'}: `xover report all` lists the experiments"
     ], result.output
+
+
+def test_an_experiment_whose_runs_all_failed_shows_no_tables_of_dashes(isolated_results):
+    """Every run of the comparison failed: its tables of groups and of ways of sharing were rows of dashes under
+    the failures (the terminal and the HTML alike); they are left out, the jobs, failures and turns kept (these
+    runs failed after their tenth iteration: their turns were measured). A crossover run with no turn measured
+    is no row of turns either."""
+    _hand_made_store(isolated_results / "xover.db")
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        for run in session.scalars(select(Run).where(Run.experiment_id == "20260101-000000-plan")):
+            run.status, run.exit_code, run.error = "failed", 1, "RuntimeError: boom"
+    store.close()
+    shown = report("20260101-000000-plan")
+    assert shown.exit_code == 0, shown.output
+    assert "RuntimeError: boom" in shown.output, shown.output
+    for title in ("aggregate throughput", "each way of sharing"):
+        assert title not in shown.output, shown.output
+    assert "turns under crossover" in shown.output
+    page = isolated_results / "failed.html"
+    assert report("20260101-000000-plan", "--format", "html", "--out", str(page)).exit_code == 0
+    assert "Groups: aggregate" not in page.read_text() and "Ways of sharing" not in page.read_text()
+    unmeasured = {"mode": "crossover", "wait_ms": None, "wait_p90_ms": None, "yields": None, "skew_p50_ms": None,
+                  "skew_p90_ms": None}
+    assert turn_rows([unmeasured, {**unmeasured, "wait_ms": 0.0}]) == [{**unmeasured, "wait_ms": 0.0}]

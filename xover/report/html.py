@@ -34,6 +34,7 @@ from .tables import (
     display_rows,
     job_columns,
     makespan_line,
+    measured_groups,
     never_alone_line,
     policy_table_rows,
     summary_rows,
@@ -132,24 +133,25 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
         *(f"<p>{escape(line)}</p>" for line in not_started_lines(report.not_started)),
         *([f"<p>{escape(makespan_line(report.makespan))}</p>"] if report.makespan is not None else []),
     ]
-    if report.groups:
+    every_group = [group.to_json() for group in report.groups]
+    shown = measured_groups(every_group)
+    if shown:
         never_alone = never_alone_line(report)
         sections += [
             "<h2>Groups: aggregate throughput and gain</h2>",
             "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "
             "sequential; error is measured vs the plan's prediction.</p>",
-            html_table(GROUP_COLUMNS, display_rows(group.to_json() for group in report.groups), DIGITS),
+            html_table(GROUP_COLUMNS, display_rows(shown), DIGITS),
             *([f"<p>{escape(never_alone)}</p>"] if never_alone is not None else []),
             "<h2>Ways of sharing: predicted against measured, and the plan's pick</h2>",
             "<p>Concurrent (no coordination; under MPS where its runs had MPS) and crossover, each predicted "
             "and measured; the plan's pick beside the best mode measured.</p>",
             html_table(
                 SHARING_COLUMNS,
-                display_rows(group.to_json() for group in report.groups),
+                display_rows(shown),
                 {**DIGITS, "concurrent_error_pct": 1},
             ),
         ]
-        shown = [group.to_json() for group in report.groups]
         policies = policy_table_rows(shown)
         if policies:
             sections += [
@@ -157,18 +159,18 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
                 f"<p>{escape(_capitalised(POLICY_NOTE))}.</p>",
                 html_table(POLICY_COLUMNS, display_rows(policies), DIGITS),
             ]
-        if adaptive_rows(shown):
-            sections += [
-                "<h2>Adaptive: the way each group ran in, and why</h2>",
-                "<p>Each group measured turns against none while it ran (probe windows) and settled on the better; "
-                "each decision is shown with the figures it was made on.</p>",
-                html_table(ADAPTIVE_COLUMNS, display_rows(adaptive_rows(shown)), DIGITS),
-                html_table(
-                    TIMELINE_COLUMNS,
-                    display_rows(timeline_rows(shown)),
-                    {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
-                ),
-            ]
+    if adaptive_rows(every_group):  # a timeline's decisions, even where its runs failed before a figure
+        sections += [
+            "<h2>Adaptive: the way each group ran in, and why</h2>",
+            "<p>Each group measured turns against none while it ran (probe windows) and settled on the better; "
+            "each decision is shown with the figures it was made on.</p>",
+            html_table(ADAPTIVE_COLUMNS, display_rows(adaptive_rows(every_group)), DIGITS),
+            html_table(
+                TIMELINE_COLUMNS,
+                display_rows(timeline_rows(every_group)),
+                {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
+            ),
+        ]
     turns = turn_rows(jobs)
     if turns:
         sections += [

@@ -185,6 +185,24 @@ TURN_TITLE, TURN_NOTE = (
 )
 
 
+# what a group's runs measured: a group with none of them (every run failed, or none shared) would be a row of
+# dashes in every table of groups
+MEASURED_GROUP_FIGURES = (
+    "sequential",
+    CONCURRENT.compared_as,
+    CROSSOVER.compared_as,
+    ADAPTIVE.compared_as,
+    "crossover_vs_concurrent",
+    "measured_gain",
+)
+TURN_FIGURES = ("wait_ms", "wait_p90_ms", "yields", "skew_p50_ms", "skew_p90_ms")
+
+
+def measured_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The groups whose runs measured something (the others are left out of the tables of groups)."""
+    return [g for g in groups if any(g.get(key) is not None for key in MEASURED_GROUP_FIGURES)]
+
+
 def policy_table_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The report's table by turn policy: a row per group and policy, where crossover ran under more than one
     policy (else none: the groups' table says it all)."""
@@ -193,8 +211,10 @@ def policy_table_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def turn_rows(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The report's table of turns: each job's run that took turns (crossover)."""
-    return [job for job in jobs if job["mode"] == Mode.CROSSOVER]
+    """The report's table of turns: each job's run that took turns (crossover) and has a figure of them."""
+    return [
+        job for job in jobs if job["mode"] == Mode.CROSSOVER and any(job.get(key) is not None for key in TURN_FIGURES)
+    ]
 
 
 def policy_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -313,7 +333,8 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
     """The report on the terminal: jobs, groups, sharing, policies, turns, parity, then warnings, failures
     and where the pictures are."""
     experiment = report.experiment
-    jobs, groups = [job.to_json() for job in report.jobs], [group.to_json() for group in report.groups]
+    jobs, every_group = [job.to_json() for job in report.jobs], [group.to_json() for group in report.groups]
+    groups = measured_groups(every_group)
     print_table(
         f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
         f"{experiment.created_at}, link {experiment.bandwidth or 'host network'})",
@@ -345,7 +366,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         policies = policy_table_rows(groups)
         if policies:
             print_table(f"{POLICY_TITLE} ({POLICY_NOTE})", POLICY_COLUMNS, display_rows(policies), DIGITS)
-    adaptive = adaptive_rows(groups)
+    adaptive = adaptive_rows(every_group)  # a timeline's decisions, even where its runs failed before a figure
     if adaptive:
         print_table(
             "adaptive: each group measured turns against none while it ran and settled on the better "
@@ -358,7 +379,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             "adaptive, its timeline: warm-up, probe windows (each job's speed relative to alone over the "
             "window), and each decision with the figures it was made on",
             TIMELINE_COLUMNS,
-            display_rows(timeline_rows(groups)),
+            display_rows(timeline_rows(every_group)),
             {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
         )
     turns = turn_rows(jobs)
