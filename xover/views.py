@@ -21,8 +21,8 @@ from .report.tables import (
     display_rows,
     failed_jobs,
     failure_line,
+    groups_that_ran,
     job_columns,
-    measured_groups,
     policy_rows,
     print_failures,
     print_not_started,
@@ -110,7 +110,7 @@ def show_run(result: Any, as_json: bool) -> None:
         length_warnings(result.jobs) + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
     )
     print_failures(shown["jobs"])
-    measured = measured_groups(shown["groups"])
+    measured = groups_that_ran(shown["groups"], shown["jobs"])
     if measured:
         rows = [{**g, "jobs": " + ".join(g["jobs"])} for g in measured]
         print_table(

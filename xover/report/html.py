@@ -32,9 +32,9 @@ from .tables import (
     Columns,
     adaptive_rows,
     display_rows,
+    groups_that_ran,
     job_columns,
     makespan_line,
-    measured_groups,
     never_alone_line,
     policy_table_rows,
     summary_rows,
@@ -134,7 +134,7 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
         *([f"<p>{escape(makespan_line(report.makespan))}</p>"] if report.makespan is not None else []),
     ]
     every_group = [group.to_json() for group in report.groups]
-    shown = measured_groups(every_group)
+    shown = groups_that_ran(every_group, jobs)
     if shown:
         never_alone = never_alone_line(report)
         sections += [

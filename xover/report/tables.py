@@ -185,8 +185,8 @@ TURN_TITLE, TURN_NOTE = (
 )
 
 
-# what a group's runs measured: a group with none of them (every run failed, or none shared) would be a row of
-# dashes in every table of groups
+# what a group's runs measured: a group with none of them and no run that finished (every run failed) would be
+# a row of dashes in every table of groups
 MEASURED_GROUP_FIGURES = (
     "sequential",
     CONCURRENT.compared_as,
@@ -198,9 +198,13 @@ MEASURED_GROUP_FIGURES = (
 TURN_FIGURES = ("wait_ms", "wait_p90_ms", "yields", "skew_p50_ms", "skew_p90_ms")
 
 
-def measured_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The groups whose runs measured something (the others are left out of the tables of groups)."""
-    return [g for g in groups if any(g.get(key) is not None for key in MEASURED_GROUP_FIGURES)]
+def groups_that_ran(groups: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The groups with a figure measured or a run that finished (the others are left out of the tables of groups;
+    a planned run's group, which no job ran alone, has no figure but the plan's)."""
+    finished = {job.get("group") for job in jobs if job.get("status") == RunStatus.FINISHED}
+    return [
+        g for g in groups if g["group"] in finished or any(g.get(key) is not None for key in MEASURED_GROUP_FIGURES)
+    ]
 
 
 def policy_table_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -334,7 +338,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
     and where the pictures are."""
     experiment = report.experiment
     jobs, every_group = [job.to_json() for job in report.jobs], [group.to_json() for group in report.groups]
-    groups = measured_groups(every_group)
+    groups = groups_that_ran(every_group, jobs)
     print_table(
         f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
         f"{experiment.created_at}, link {experiment.bandwidth or 'host network'})",
