@@ -130,6 +130,24 @@ def test_a_horovod_script_with_fp16_compression_and_a_process_set_of_its_own_kee
         assert end["gradient_bytes"] * 2 == start["gradient_bytes"], (start, end)  # every step sends every gradient
 
 
+def test_a_horovod_script_whose_ranks_join_after_uneven_data_stops_at_its_step_cap(isolated_results):
+    """Rank 0 steps 10 times an epoch, rank 1 6 times and waits in hvd.join(): capped at 8 steps, rank 0 ended
+    at its 8th while rank 1 waited for it to join, and rank 1 failed ("Horovod has been shut down"), so the job
+    did. Now the capped rank joins on its way out and rank 1 stops in its join."""
+    script = "tests/e2e/scripts/horovod_uneven_join.py"
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
+                             "--mode", "crossover", "--iterations", "8", "--json"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == 8, job
+        ranks = Path(job["log_dir"]) / "ranks"
+        assert len(re.findall(r"rank 0 epoch 0 batch \d loss", (ranks / "rank.0" / "stdout").read_text())) == 8
+        assert len(re.findall(r"rank 1 epoch 0 batch \d loss", (ranks / "rank.1" / "stdout").read_text())) == 6
+
+
 def test_a_horovod_script_on_one_rank_records_its_batches_and_keeps_its_losses(isolated_results):
     """Horovod hooks no gradient in a world of one rank, and lists no parameter to update: the shim, told of
     none, found no model (no turn taken in its forward, no batch), and every iteration recorded 0 samples, the

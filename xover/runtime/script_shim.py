@@ -52,7 +52,7 @@ from ..scripts import HOROVOD_UNSUPPORTED_NAMES
 from ..settings import JOB_DIR_PLACEHOLDER, JOB_DIR_VARIABLE
 from .ddp_shim import install_ddp
 from .gradient_wait import meet_without_spinning, wait_without_spinning
-from .script_turns import ScriptCoordinator, Unfollowable
+from .script_turns import ScriptCoordinator, StepCapReached, Unfollowable
 from .worker import exit_without_teardown
 
 
@@ -137,6 +137,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
             initialising.pop()
 
     hvd.broadcast_optimizer_state = broadcast_optimizer_state
+    _stop_peers_waiting_in_join(coordinator, hvd)
 
     def before_any_step(optimizer, args, kwargs):  # the inner step of a DistributedOptimizer passes
         if coordinator.active and not coordinator.attached and not initialising:
@@ -146,6 +147,43 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     _refuse_other_process_groups(coordinator, hvd)
     _refuse_sync_batch_norm(coordinator, hvd)
     return coordinator
+
+
+def _stop_peers_waiting_in_join(coordinator: ScriptCoordinator, hvd) -> None:
+    """With a step cap, a rank that made its steps leaves through hvd.join(), and every return from the script's
+    own hvd.join() asks whether a rank is leaving so: the peers that joined after fewer steps of uneven data
+    then stop there too. Before, the rank ended at the cap while they waited for it to join, and they failed
+    with "Horovod has been shut down". Without a cap nothing is added to the script's collectives."""
+    import torch
+
+    if coordinator.step_cap is None:
+        return
+    join = hvd.join  # outside the turn already (HOROVOD_BLOCKING_COLLECTIVES)
+    allreduce = hvd.allreduce
+
+    def any_rank_leaving(leaving: bool) -> bool:
+        flags = allreduce(torch.tensor(int(leaving)), op=hvd.Max, name="xover.leaving_at_step_cap")
+        return bool(flags.item())
+
+    stopped_in_join = []  # this rank stopped with a leaving peer: it has joined, and leaves without a word more
+
+    @functools.wraps(join)
+    def join_or_stop(*args, **kwargs):
+        last = join(*args, **kwargs)
+        if coordinator.active and any_rank_leaving(False):
+            stopped_in_join.append(True)
+            raise StepCapReached()
+        return last
+
+    def leave() -> None:
+        if stopped_in_join:
+            return
+        with coordinator.outside_turn():
+            join()
+            any_rank_leaving(True)
+
+    hvd.join = join_or_stop
+    coordinator.leave_at_step_cap = leave
 
 
 def _refuse_sync_batch_norm(coordinator: ScriptCoordinator, hvd) -> None:
@@ -304,6 +342,10 @@ def main() -> None:
         clean = True
     except Unfollowable:
         raise
+    except StepCapReached:
+        clean = True
+        if coordinator.leave_at_step_cap is not None:
+            coordinator.leave_at_step_cap()
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise
