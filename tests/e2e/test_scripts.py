@@ -148,6 +148,25 @@ def test_a_horovod_script_whose_ranks_join_after_uneven_data_stops_at_its_step_c
         assert len(re.findall(r"rank 1 epoch 0 batch \d loss", (ranks / "rank.1" / "stdout").read_text())) == 6
 
 
+def test_the_commits_of_a_horovod_elastic_script_run_outside_the_turn(isolated_results):
+    """TorchState's commit and check_host_updates broadcast after the step, where the job holds its turn, through
+    functions Horovod's elastic state imported before the shim wrapped them: each ran in the turn, blocked on the
+    peer rank, and two copies in crossover could wait on each other's turns (a run of every mode hung for 10
+    minutes). Now each steps out of the turn, counted as a yield (before: no iteration yielded)."""
+    script = "tests/e2e/scripts/horovod_elastic.py"
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
+                             "--mode", "crossover", "--json"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == 16, job
+        output = (Path(job["log_dir"]) / "ranks" / "rank.0" / "stdout").read_text()
+        iterations = [record for record in map(parse_metric_line, output.splitlines()) if record and record["kind"] == "iter"]
+        assert len(iterations) == 16
+        assert sum(1 for record in iterations if record["yields"]) >= 8, [record["yields"] for record in iterations]
+
+
 def test_a_horovod_script_on_one_rank_records_its_batches_and_keeps_its_losses(isolated_results):
     """Horovod hooks no gradient in a world of one rank, and lists no parameter to update: the shim, told of
     none, found no model (no turn taken in its forward, no batch), and every iteration recorded 0 samples, the

@@ -137,6 +137,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
             initialising.pop()
 
     hvd.broadcast_optimizer_state = broadcast_optimizer_state
+    _elastic_state_collectives_outside_turn(hvd)
     _stop_peers_waiting_in_join(coordinator, hvd)
 
     def before_any_step(optimizer, args, kwargs):  # the inner step of a DistributedOptimizer passes
@@ -147,6 +148,18 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
     _refuse_other_process_groups(coordinator, hvd)
     _refuse_sync_batch_norm(coordinator, hvd)
     return coordinator
+
+
+def _elastic_state_collectives_outside_turn(hvd) -> None:
+    """Horovod's elastic state (TorchState: `commit`, `check_host_updates`, its sync) broadcasts through the
+    functions horovod.torch.elastic.state imported before the shim wrapped them: called after a step, as a script
+    commits, they ran holding the turn, blocked on the peer ranks, and two copies in crossover waited on each
+    other's turns (a run hung 10 minutes, 2026-12-05). It now calls the shim's, outside the turn."""
+    from horovod.torch.elastic import state
+
+    for name in ("allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters"):
+        if hasattr(state, name):
+            setattr(state, name, getattr(hvd, name))
 
 
 def _stop_peers_waiting_in_join(coordinator: ScriptCoordinator, hvd) -> None:
