@@ -533,11 +533,24 @@ HOROVOD_OTHER_BINDINGS = {
 }
 
 
+# horovod.torch's names whose use makes a Horovod script impossible to cross over, and why
+HOROVOD_UNSUPPORTED_NAMES = {
+    "SyncBatchNorm": "uses hvd.SyncBatchNorm, whose all-gathers (in forward) and all-reduces (in backward) run "
+    "inside the model's step and would hold the turn through communication (it also takes GPU tensors only): use "
+    "torch.nn.BatchNorm (each rank normalises over its own batch) to run it under xover",
+}
+
+
 def check_horovod_script(script: str | os.PathLike) -> None:
     """Refuse a Horovod script that trains through another binding than horovod.torch (TensorFlow, Keras, MXNet)
-    or through Horovod's Spark or Ray launchers, and uses horovod.torch nowhere: xover takes turns in PyTorch."""
+    or through Horovod's Spark or Ray launchers, and uses horovod.torch nowhere: xover takes turns in PyTorch.
+    Refuse one that uses hvd.SyncBatchNorm outside any `if` (behind one, the shim refuses it when built)."""
     found = script_names(script, ScriptRefused)
     if any(under_module(name, "horovod.torch") for name in found.dotted):
+        for name, problem in HOROVOD_UNSUPPORTED_NAMES.items():
+            of_horovod = any(under_module(used, "horovod.torch") and used.endswith(f".{name}") for used in found.dotted)
+            if of_horovod and name in found.unconditional:
+                raise ScriptRefused(f"--script {script}: {problem}")
         return
     for name in found.dotted:
         binding = next((prefix for prefix in HOROVOD_OTHER_BINDINGS if under_module(name, prefix)), None)

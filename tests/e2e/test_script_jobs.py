@@ -172,6 +172,20 @@ UNFOLLOWABLE = {
         model = torch.nn.Linear(4, 2)
         optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
     """, "op=hvd.Adasum) all-reduces the update inside the optimizer's step"),  # before: xover's own traceback
+    # behind an `if`, which reading the script leaves to the shim; before, on a CPU, Horovod's own ValueError in
+    # forward (GPU tensors only), and on a GPU its collectives blocked in forward while the job held its turn
+    "hvd.SyncBatchNorm behind a flag": ("horovod", """
+        import sys
+        import horovod.torch as hvd, torch
+        hvd.init()
+        norm = hvd.SyncBatchNorm if sys.argv else torch.nn.BatchNorm1d
+        model = torch.nn.Sequential(torch.nn.Linear(4, 2), norm(2))
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+        for _ in range(8):
+            optimizer.zero_grad()
+            model(torch.randn(3, 4)).sum().backward()
+            optimizer.step()
+    """, "uses hvd.SyncBatchNorm, whose all-gathers (in forward)"),
     "the other engine": ("horovod", """
         import torch, torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel

@@ -97,6 +97,76 @@ def test_two_copies_of_a_horovod_script_with_collectives_in_its_step_and_backwar
         assert job["turn_stats"]["revoked"] == 0, job["turn_stats"]
 
 
+def test_a_horovod_script_with_fp16_compression_and_a_process_set_of_its_own_keeps_its_losses(isolated_results):
+    """hvd.add_process_set was refused in every mode, though a collective on a process set runs outside the turn
+    as any other (hvd.init(process_sets=...) was never refused); and with hvd.Compression.fp16 the gradient bytes
+    were counted as float32, twice what is sent, for the planner's link time. Now the script runs, each step's
+    loss as under plain horovodrun, its bytes half its float32 gradients'."""
+    from xover.run.external.horovodrun import horovodrun_path
+
+    script = "tests/e2e/scripts/horovod_unused_head.py"
+    args = ["--steps", "8", "--aux-every", "3", "--fp16-allreduce", "--process-set"]
+    env = {**os.environ, "HOROVOD_DYNAMIC_PROCESS_SETS": "1"}
+    alone = subprocess.run([horovodrun_path(), "-np", "2", "-H", "localhost:2", sys.executable, script, *args],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    alone_losses = re.findall(r"<stdout>:rank 0 step \d+ loss ([0-9.]+)", alone.stdout)
+    assert len(alone_losses) == 8
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
+                             "--mode", "crossover", "--json", "--", *args],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == 8, job
+        assert job["turn_stats"]["revoked"] == 0, job["turn_stats"]
+        output = (Path(job["log_dir"]) / "ranks" / "rank.0" / "stdout").read_text()
+        assert re.findall(r"<stdout>:rank 0 step \d+ loss ([0-9.]+)", output) == alone_losses
+        assert len(re.findall(r"<stdout>:rank 0's set: loss", output)) == 8
+        records = [record for record in map(parse_metric_line, output.splitlines()) if record]
+        [start] = [record for record in records if record["kind"] == "start"]
+        [end] = [record for record in records if record["kind"] == "end"]
+        assert end["gradient_bytes"] * 2 == start["gradient_bytes"], (start, end)  # every step sends every gradient
+
+
+def test_a_horovod_script_whose_ranks_join_after_uneven_data_stops_at_its_step_cap(isolated_results):
+    """Rank 0 steps 10 times an epoch, rank 1 6 times and waits in hvd.join(): capped at 8 steps, rank 0 ended
+    at its 8th while rank 1 waited for it to join, and rank 1 failed ("Horovod has been shut down"), so the job
+    did. Now the capped rank joins on its way out and rank 1 stops in its join."""
+    script = "tests/e2e/scripts/horovod_uneven_join.py"
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
+                             "--mode", "crossover", "--iterations", "8", "--json"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == 8, job
+        ranks = Path(job["log_dir"]) / "ranks"
+        assert len(re.findall(r"rank 0 epoch 0 batch \d loss", (ranks / "rank.0" / "stdout").read_text())) == 8
+        assert len(re.findall(r"rank 1 epoch 0 batch \d loss", (ranks / "rank.1" / "stdout").read_text())) == 6
+
+
+def test_the_commits_of_a_horovod_elastic_script_run_outside_the_turn(isolated_results):
+    """TorchState's commit and check_host_updates broadcast after the step, where the job holds its turn, through
+    functions Horovod's elastic state imported before the shim wrapped them: each ran in the turn, blocked on the
+    peer rank, and two copies in crossover could wait on each other's turns (a run of every mode hung for 10
+    minutes). Now each steps out of the turn, counted as a yield (before: no iteration yielded)."""
+    script = "tests/e2e/scripts/horovod_elastic.py"
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
+                             "--mode", "crossover", "--json"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "finished" and job["iterations"] == 16, job
+        output = (Path(job["log_dir"]) / "ranks" / "rank.0" / "stdout").read_text()
+        iterations = [record for record in map(parse_metric_line, output.splitlines()) if record and record["kind"] == "iter"]
+        assert len(iterations) == 16
+        assert sum(1 for record in iterations if record["yields"]) >= 8, [record["yields"] for record in iterations]
+
+
 def test_a_horovod_script_on_one_rank_records_its_batches_and_keeps_its_losses(isolated_results):
     """Horovod hooks no gradient in a world of one rank, and lists no parameter to update: the shim, told of
     none, found no model (no turn taken in its forward, no batch), and every iteration recorded 0 samples, the

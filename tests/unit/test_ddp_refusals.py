@@ -78,6 +78,29 @@ def test_a_horovod_script_of_another_framework_than_pytorch_is_refused_before_it
     check_horovod_script(script)
 
 
+@pytest.mark.parametrize("source", [
+    "import horovod.torch as hvd\nmodel = torch.nn.Sequential(torch.nn.Linear(2, 4), hvd.SyncBatchNorm(4))",
+    # Horovod's synthetic benchmark: the class handed to torchvision as its norm layer
+    "import horovod.torch as hvd\nfrom torchvision import models\nmodel = models.resnet50(norm_layer=hvd.SyncBatchNorm)",
+    "from horovod.torch import SyncBatchNorm as SBN\nlayer = SBN(4)",
+    "from horovod.torch.sync_batch_norm import SyncBatchNorm\nlayer = SyncBatchNorm(4)",
+])
+def test_horovods_sync_batch_norm_is_refused_before_the_script_runs(tmp_path, source):
+    # its all-gathers in forward and all-reduces in backward held the turn while blocked; on a CPU it fails anyway
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nimport torch\n" + source + "\n")
+    with pytest.raises(ScriptRefused, match=f"--script {re.escape(str(script))}: uses hvd.SyncBatchNorm, .*"
+                                            "use torch.nn.BatchNorm"):
+        check_horovod_script(script)
+    # behind a flag: left to the shim, which refuses it when built
+    last = source.splitlines()[-1]
+    script.write_text("import sys\nimport torch\n" + source.replace(last, f"if sys.argv[1:]:\n    {last}") + "\n")
+    check_horovod_script(script)
+    # torch's own BatchNorm in a Horovod script is no use of it
+    script.write_text("import horovod.torch as hvd\nimport torch\nlayer = torch.nn.BatchNorm1d(4)\n")
+    check_horovod_script(script)
+
+
 def test_ddp_built_in_a_module_next_to_the_script_is_found(tmp_path):
     (tmp_path / "helpers.py").write_text("from torch.nn.parallel import DistributedDataParallel as DDP\n")
     (tmp_path / "train.py").write_text("from helpers import DDP\n")

@@ -48,10 +48,11 @@ import types
 import weakref
 from collections.abc import Callable
 
+from ..scripts import HOROVOD_UNSUPPORTED_NAMES
 from ..settings import JOB_DIR_PLACEHOLDER, JOB_DIR_VARIABLE
 from .ddp_shim import install_ddp
 from .gradient_wait import meet_without_spinning, wait_without_spinning
-from .script_turns import ScriptCoordinator, Unfollowable
+from .script_turns import ScriptCoordinator, StepCapReached, Unfollowable
 from .worker import exit_without_teardown
 
 
@@ -136,6 +137,8 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
             initialising.pop()
 
     hvd.broadcast_optimizer_state = broadcast_optimizer_state
+    _elastic_state_collectives_outside_turn(hvd)
+    _stop_peers_waiting_in_join(coordinator, hvd)
 
     def before_any_step(optimizer, args, kwargs):  # the inner step of a DistributedOptimizer passes
         if coordinator.active and not coordinator.attached and not initialising:
@@ -143,7 +146,69 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
 
     register_optimizer_step_pre_hook(before_any_step)
     _refuse_other_process_groups(coordinator, hvd)
+    _refuse_sync_batch_norm(coordinator, hvd)
     return coordinator
+
+
+def _elastic_state_collectives_outside_turn(hvd) -> None:
+    """Horovod's elastic state (TorchState: `commit`, `check_host_updates`, its sync) broadcasts through the
+    functions horovod.torch.elastic.state imported before the shim wrapped them: called after a step, as a script
+    commits, they ran holding the turn, blocked on the peer ranks, and two copies in crossover waited on each
+    other's turns (a run hung 10 minutes, 2026-12-05). It now calls the shim's, outside the turn."""
+    from horovod.torch.elastic import state
+
+    for name in ("allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters"):
+        if hasattr(state, name):
+            setattr(state, name, getattr(hvd, name))
+
+
+def _stop_peers_waiting_in_join(coordinator: ScriptCoordinator, hvd) -> None:
+    """With a step cap, a rank that made its steps leaves through hvd.join(), and every return from the script's
+    own hvd.join() asks whether a rank is leaving so: the peers that joined after fewer steps of uneven data
+    then stop there too. Before, the rank ended at the cap while they waited for it to join, and they failed
+    with "Horovod has been shut down". Without a cap nothing is added to the script's collectives."""
+    import torch
+
+    if coordinator.step_cap is None:
+        return
+    join = hvd.join  # outside the turn already (HOROVOD_BLOCKING_COLLECTIVES)
+    allreduce = hvd.allreduce
+
+    def any_rank_leaving(leaving: bool) -> bool:
+        flags = allreduce(torch.tensor(int(leaving)), op=hvd.Max, name="xover.leaving_at_step_cap")
+        return bool(flags.item())
+
+    stopped_in_join = []  # this rank stopped with a leaving peer: it has joined, and leaves without a word more
+
+    @functools.wraps(join)
+    def join_or_stop(*args, **kwargs):
+        last = join(*args, **kwargs)
+        if coordinator.active and any_rank_leaving(False):
+            stopped_in_join.append(True)
+            raise StepCapReached()
+        return last
+
+    def leave() -> None:
+        if stopped_in_join:
+            return
+        with coordinator.outside_turn():
+            join()
+            any_rank_leaving(True)
+
+    hvd.join = join_or_stop
+    coordinator.leave_at_step_cap = leave
+
+
+def _refuse_sync_batch_norm(coordinator: ScriptCoordinator, hvd) -> None:
+    """hvd.SyncBatchNorm, built where reading the script could not tell it would be (behind an `if`, in a
+    function of an imported module), is refused when built: its collectives inside forward and backward block
+    in Horovod's own `synchronize` while the job holds its turn (torch's SyncBatchNorm under DDP is refused
+    the same way)."""
+
+    def refuse(*_args, **_kwargs):
+        raise coordinator.refuse(HOROVOD_UNSUPPORTED_NAMES["SyncBatchNorm"])
+
+    hvd.SyncBatchNorm.__init__ = refuse
 
 
 def _gradients_of_collectives_outside_turn(coordinator: ScriptCoordinator) -> None:
@@ -173,25 +238,41 @@ def _parameters_to_update(distributed) -> list:
 
 
 def _count_all_reduces(coordinator: ScriptCoordinator, distributed) -> None:
-    """Count the gradient bytes a Horovod optimizer all-reduces, where it starts each all-reduce."""
-    single, grouped = distributed._allreduce_grad_async, distributed._grouped_allreduce_grad_async
+    """Count the gradient bytes a Horovod optimizer sends, where it starts each all-reduce: each gradient as its
+    compression hands it over (`hvd.Compression.fp16` sends a float32 gradient in half its bytes; counted as the
+    gradient, the planner saw twice the traffic), a zero gradient Horovod sends for a parameter that got none too,
+    and a sparse gradient allgathered as such (not `sparse_as_dense`) as its values and indices."""
+    distributed._compression = _CountedCompression(distributed._compression, coordinator.all_reduced)
+    sparse = distributed._sparse_allreduce_grad_async
 
-    def allreduce_grad_async(p):
-        handle = single(p)  # gives an absent gradient zeros first: they are sent too
-        coordinator.all_reduced(p.grad.numel() * p.grad.element_size())
-        return handle
+    def sparse_allreduce_grad_async(p, name):
+        values, indices = p.grad._values(), p.grad._indices()
+        coordinator.all_reduced(values.numel() * values.element_size() + indices.numel() * indices.element_size())
+        return sparse(p, name)
 
-    def grouped_allreduce_grad_async(ps):
-        coordinator.all_reduced(sum(p.grad.numel() * p.grad.element_size() for p in ps))
-        return grouped(ps)
+    distributed._sparse_allreduce_grad_async = sparse_allreduce_grad_async
 
-    distributed._allreduce_grad_async = allreduce_grad_async
-    distributed._grouped_allreduce_grad_async = grouped_allreduce_grad_async
+
+class _CountedCompression:
+    """A DistributedOptimizer's compression, counting the bytes of each tensor it hands to an all-reduce."""
+
+    def __init__(self, compression, count: Callable[[int], None]) -> None:
+        self.compression, self.count = compression, count
+
+    def compress(self, tensor):
+        compressed, context = self.compression.compress(tensor)
+        self.count(compressed.numel() * compressed.element_size())
+        return compressed, context
+
+    def decompress(self, tensor, context):
+        return self.compression.decompress(tensor, context)
 
 
 def _refuse_other_process_groups(coordinator: ScriptCoordinator, hvd) -> None:
-    """Under horovodrun: a process set of its own, or torch.distributed (a DDP script named horovod),
-    is refused when called, with what to do."""
+    """Under horovodrun: torch.distributed (a DDP script named horovod) is refused when called, with what to do.
+    Horovod's process sets are not: a collective of the script's own on one runs outside the turn as any other,
+    and a DistributedOptimizer reducing over one is waited for as over the global set (the same losses as alone,
+    in every mode, 2026-12-05)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
@@ -201,8 +282,6 @@ def _refuse_other_process_groups(coordinator: ScriptCoordinator, hvd) -> None:
 
         return refuse
 
-    if hasattr(hvd, "add_process_set"):
-        hvd.add_process_set = refusal("adds a Horovod process set: crossover follows the global set's all-reduces only")
     torch_script = (
         "uses torch.distributed ({}) but runs under engine horovod (horovodrun): a DistributedDataParallel "
         "script runs with engine torch (torchrun)"
@@ -276,6 +355,10 @@ def main() -> None:
         clean = True
     except Unfollowable:
         raise
+    except StepCapReached:
+        clean = True
+        if coordinator.leave_at_step_cap is not None:
+            coordinator.leave_at_step_cap()
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise

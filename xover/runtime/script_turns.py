@@ -120,6 +120,9 @@ class ScriptCoordinator:
         self.gradients = 0  # the model's parameters whose gradient a backward has accumulated, so far
         self.step_cap = int(os.environ.get(SCRIPT_STEPS_VARIABLE) or 0) or None
         self.stop_due = False  # the steps asked for are made: stop where the next iteration begins
+        # what a rank that stopped at the step cap does on its way out, outside the turn (the engine's shim sets
+        # it: a Horovod rank joins, for its peers waiting in hvd.join() after fewer steps of uneven data)
+        self.leave_at_step_cap: Callable[[], None] | None = None
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
         self.backward_depth = 0  # the script's backwards under way (1 inside one: autograd's threads see it too)
         self.batch = 0  # the first batch seen: the size of a backward's whose forward showed none

@@ -2,7 +2,10 @@
 --aux-every K uses an auxiliary head on every K-th step only, so that on the others its parameters have no
 gradient and DistributedOptimizer's step all-reduces zeros for them; --center-by-allreduce centres the hidden
 features on their mean over every rank's batch, an hvd.allreduce the loss is differentiated through (its
-gradient's all-reduce runs in backward). Every rank prints each step's loss."""
+gradient's all-reduce runs in backward). --fp16-allreduce compresses the gradients (hvd.Compression.fp16);
+--process-set adds a process set of rank 0 (hvd.add_process_set, with HOROVOD_DYNAMIC_PROCESS_SETS=1) and
+all-reduces each step's loss over it (not with --center-by-allreduce: Horovod 0.28.1 then hangs under plain
+horovodrun too). Every rank prints each step's loss."""
 
 import argparse
 
@@ -29,14 +32,18 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)
 parser.add_argument("--aux-every", type=int, default=1)
 parser.add_argument("--center-by-allreduce", action="store_true")
+parser.add_argument("--fp16-allreduce", action="store_true")
+parser.add_argument("--process-set", action="store_true")
 args = parser.parse_args()
 
 hvd.init()
+first = hvd.add_process_set([0]) if args.process_set else None
 torch.set_num_threads(1)
 torch.manual_seed(0)
 model = Net()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05 * hvd.size(), momentum=0.9)
-optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), compression=compression)
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 generator = torch.Generator().manual_seed(7 + hvd.rank())
@@ -50,3 +57,8 @@ for step in range(args.steps):
     loss.backward()
     optimizer.step()
     print(f"rank {hvd.rank()} step {step} loss {loss.item():.10f}", flush=True)
+    if first is not None and first.included():
+        print(f"rank 0's set: loss {hvd.allreduce(loss.detach(), process_set=first, name='first').item():.10f}",
+              flush=True)
+if first is not None:
+    hvd.barrier()  # rank 1 ending first shuts Horovod down under rank 0's last all-reduce over its set
