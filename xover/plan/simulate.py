@@ -62,6 +62,8 @@ MIN_ITERATIONS = 8
 # iterations by then (one many thousand times slower than its partner: 1e9 ms next to 0.001 ms ran for ever)
 # is predicted starved, so the planner does not form the group.
 HARD_STOP = 4
+# what the next event is (the loop's hot path: a kind and a job's index, no closure made per candidate)
+NO_EVENT, EVENT_TRANSFER_STARTS, EVENT_COMPUTE_ENDS, EVENT_TRANSFER_ENDS, EVENT_YIELD = range(5)
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,25 @@ class _Simulation:
         self.pending_yield: tuple[float, int] | None = None  # (time, slot) of a yield asked for
         bands = self.policy.link_bands() if self.policy is not None else {}
         self.link_bands = [bands.get(index, 1) for index in range(len(jobs))]
+        self.full_rates = [1.0] * len(jobs)  # under turns its holder has all of the device
+        self._handlers: dict[int, Callable[[int], None]] = {
+            EVENT_TRANSFER_STARTS: self._start_transfer,
+            EVENT_COMPUTE_ENDS: self._finish_compute,
+            EVENT_TRANSFER_ENDS: self._transfer_done,
+            EVENT_YIELD: self._yield,
+        }
 
     # -- rates --------------------------------------------------------------------------------
     def _computing(self) -> int:
         """How many jobs compute now (counted once an event: a count per job made each event O(jobs^2))."""
         return sum(1 for s in self.states if s.computing)
+
+    def _compute_rates(self) -> list[float]:
+        """Each job's `_compute_rate` now (read by the jobs that compute), worked out once an event."""
+        if self.takes_turns:
+            return self.full_rates
+        computing = self._computing()
+        return [self._compute_rate(index, computing) for index in range(len(self.states))]
 
     def _compute_rate(self, index: int, computing: int) -> float:
         """Of the device: all of it for the turn's holder; without turns, 1 / the job's stretch while
@@ -200,7 +216,7 @@ class _Simulation:
     def _link_rates(self) -> dict[int, float]:
         """The transfers in flight in the first band served get the link, shared evenly, but for
         the calibration's link_band_leak of it, which goes to the next band in flight."""
-        active = [i for i, s in enumerate(self.states) if s.transferring]
+        active = [i for i, s in enumerate(self.states) if s.transfer_started and s.transfer_left > EPSILON]
         if not active:
             return {}
         served = min(self.link_bands[i] for i in active)
@@ -304,12 +320,12 @@ class _Simulation:
         events = 0
         while self.now < horizon_ms:
             # the rates hold until the next event: worked out once for finding it and advancing to it
-            link_rates, computing = self._link_rates(), self._computing()
-            step, action = self._next_event(link_rates, computing)
-            if action is None:
+            link_rates, compute_rates = self._link_rates(), self._compute_rates()
+            step, kind, whose = self._next_event(link_rates, compute_rates)
+            if kind == NO_EVENT:
                 break
-            self._advance(step, link_rates, computing)
-            action()
+            self._advance(step, link_rates, compute_rates)
+            self._handlers[kind](whose)
             self._settle()
             events += 1
             if events >= max_events and all(len(state.ends) >= MIN_ITERATIONS for state in self.states):
@@ -338,36 +354,39 @@ class _Simulation:
                     self._finish_compute(index)
                     changed = True
 
-    def _next_event(self, link_rates: dict[int, float], computing: int) -> tuple[float, Callable[[], None] | None]:
-        best, action = math.inf, None
+    def _next_event(self, link_rates: dict[int, float], compute_rates: list[float]) -> tuple[float, int, int]:
+        """The time to the next event, what it is (one of the EVENT_* kinds, NO_EVENT for none) and whose
+        (the first to reach the least time, in the jobs' order)."""
+        best, kind, whose = math.inf, NO_EVENT, -1
         for index, state in enumerate(self.states):
-            link_rate = link_rates.get(index, 0.0)
             if state.computing:
-                rate = self._compute_rate(index, computing)
-                if not state.transfer_started and state.compute_left - state.job.shared_overlap_ms > EPSILON:
-                    candidate = (state.compute_left - state.job.shared_overlap_ms) / rate
+                rate = compute_rates[index]
+                left = state.compute_left
+                if not state.transfer_started and left - state.job.shared_overlap_ms > EPSILON:
+                    candidate = (left - state.job.shared_overlap_ms) / rate
                     if candidate < best:
-                        best, action = candidate, (lambda i=index: self._start_transfer(i))
-                candidate = state.compute_left / rate
+                        best, kind, whose = candidate, EVENT_TRANSFER_STARTS, index
+                candidate = left / rate
                 if candidate < best:
-                    best, action = candidate, (lambda i=index: self._finish_compute(i))
-            if state.transferring and link_rate > 0:
-                candidate = state.transfer_left / link_rate
-                if candidate < best:
-                    best, action = candidate, (lambda i=index: self._transfer_done(i))
+                    best, kind, whose = candidate, EVENT_COMPUTE_ENDS, index
+            if state.transfer_started and state.transfer_left > EPSILON:
+                link_rate = link_rates.get(index, 0.0)
+                if link_rate > 0:
+                    candidate = state.transfer_left / link_rate
+                    if candidate < best:
+                        best, kind, whose = candidate, EVENT_TRANSFER_ENDS, index
         if self.pending_yield is not None:
             candidate = max(0.0, self.pending_yield[0] - self.now)
             if candidate < best:
-                best, action = candidate, (lambda i=self.pending_yield[1]: self._yield(i))
-        return best, action
+                best, kind, whose = candidate, EVENT_YIELD, self.pending_yield[1]
+        return best, kind, whose
 
-    def _advance(self, step: float, link_rates: dict[int, float], computing: int) -> None:
-        rates = {i: self._compute_rate(i, computing) for i, s in enumerate(self.states) if s.computing}
+    def _advance(self, step: float, link_rates: dict[int, float], compute_rates: list[float]) -> None:
         for index, state in enumerate(self.states):
-            if index in rates:
-                state.compute_left = max(0.0, state.compute_left - step * rates[index])
+            if state.computing:
+                state.compute_left = max(0.0, state.compute_left - step * compute_rates[index])
                 state.computed_this_iteration += step
-            if state.transferring:
+            if state.transfer_started and state.transfer_left > EPSILON:
                 state.transfer_left = max(0.0, state.transfer_left - step * link_rates.get(index, 0.0))
         self.now += step
 
