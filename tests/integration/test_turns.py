@@ -642,3 +642,64 @@ def test_a_lease_taken_back_passes_over_its_jobs_idle_ranks_on_the_other_devices
     events = [json.loads(line.removeprefix("event ")) for line in s.stop() if line.startswith("event ")]
     assert [(e["kind"], e["device"], e["slot"]) for e in events if e["kind"] == "lease-revoked"] == [
         ("lease-revoked", 0, 0)]
+
+
+def test_holders_that_wait_on_each_others_devices_lose_their_turn_at_the_floor_not_after_ten_minutes(server):
+    """Two jobs on two devices, each of whose ranks runs a collective inside its turn (as an elastic
+    script's commit did before the shim moved it out): job 1 holds device 0 and job 0 device 1, and each
+    job's other rank waits for the device the other job holds. Nothing in that ring will ever release.
+    The holders have no history of three holds, which gave them the 600 s lease (`initial`: 30 s here),
+    so the run hung for ten minutes; a ring needs no history, and one holder loses its turn at `floor`."""
+    s = server("0=0,1", "1=0,1", lease={"floor": 0.5, "factor": 3, "initial": 30})
+    tokens = {(device, slot): CrossoverToken(s.path, device, slot) for device in (0, 1) for slot in (0, 1)}
+
+    def once(token):
+        token.acquire()
+        token.release()
+
+    first_round = [threading.Thread(target=once, args=(token,)) for token in tokens.values()]
+    for thread in first_round:  # everyone asks: the start barrier opens, each rank holds once
+        thread.start()
+    for thread in first_round:
+        thread.join(10)
+    tokens[0, 1].acquire()  # device 0 is free: job 1 takes it
+    tokens[1, 0].acquire()  # device 1 is free: job 0 takes it
+    collectives = {0: threading.Barrier(2, timeout=20), 1: threading.Barrier(2, timeout=20)}
+    done = []
+
+    def rank(device, slot, holds):
+        token = tokens[device, slot]
+        if not holds:
+            token.acquire()  # waits for the device the other job holds
+        collectives[slot].wait()  # the collective inside the turn, with its own rank on the other device
+        token.release()
+        done.append((device, slot))
+
+    start = time.perf_counter()
+    ranks = [threading.Thread(target=rank, args=(device, slot, holds), daemon=True)
+             for device, slot, holds in ((0, 1, True), (1, 0, True), (0, 0, False), (1, 1, False))]
+    for thread in ranks:
+        thread.start()
+    for thread in ranks:
+        thread.join(15)
+    took = time.perf_counter() - start
+    assert len(done) == 4, f"the ring still holds after {took:.1f} s"
+    assert 0.4 < took < 10
+    for token in tokens.values():
+        token.close()
+    events = [json.loads(line.removeprefix("event ")) for line in s.stop() if line.startswith("event ")]
+    # one holder opens the ring; the other, whose job can finish its collective now, may still lose its turn
+    # to the usual lease, which this test's floor makes half a second, just before it releases
+    revoked = [e for e in events if e["kind"] == "lease-revoked"]
+    assert [e["in_a_ring"] for e in revoked][:1] == [True] and sum(e["in_a_ring"] for e in revoked) == 1, revoked
+
+
+def test_a_ring_shortens_the_lease_to_the_floor_or_twice_the_longest_hold_never_lengthens_it():
+    from xover.turns.server import Lease
+
+    lease = Lease(floor_s=30, factor=20, initial_s=600)
+    assert lease.limit([]) == 600 and lease.limit([], in_a_ring=True) == 30
+    assert lease.limit([1, 1, 1]) == 30 and lease.limit([1, 1, 1], in_a_ring=True) == 30
+    assert lease.limit([100, 100]) == 600 and lease.limit([100, 100], in_a_ring=True) == 200
+    assert lease.limit([100, 100, 100]) == 2000 and lease.limit([100, 100, 100], in_a_ring=True) == 200
+    assert lease.limit([1, 1, 50], in_a_ring=True) == 30  # the usual lease (20 x the median) is shorter still

@@ -4,10 +4,11 @@ It keeps a `DeviceTurns` per device of its host and lets a `TurnPolicy` (policie
 holds each device. Workers talk to it over a Unix socket (protocol.py); a waiting worker is blocked
 in recv(), so waiting costs no CPU. A worker that dies closes its socket: its job's slot is dropped
 on every device at once (synchronous SGD: the job cannot finish an all-reduce any more), so partners
-never stall. A turn held far longer than its job usually holds it is taken back (a lease), and the
-event is reported. A worker waiting for its turn gets a keep-alive byte every HEARTBEAT_S, so that it
-can tell a long wait from a dead server. Each worker's connection may be given a send buffer of its own
-size (`--send-buffer`, XOVER_TURN_SEND_BUFFER): the keep-alives a stopped worker's socket takes before it
+never stall. A turn held far longer than its job usually holds it is taken back (a lease), sooner where
+holders wait on each other's devices in a ring (a deadlock), and the event is reported. A worker waiting
+for its turn gets a keep-alive byte every HEARTBEAT_S, so that it can tell a long wait from a dead server.
+Each worker's connection may be given a send buffer of its own size (`--send-buffer`,
+XOVER_TURN_SEND_BUFFER): the keep-alives a stopped worker's socket takes before it
 is full, after which that worker's job loses its slot on every device here and its other ranks' connections
 are closed (they train on without turns, and say so). Run as
 `python -m xover.turns.server --socket PATH --device D=SLOT,...`.
@@ -147,17 +148,22 @@ def raise_priority(nice: int) -> None:
 @dataclass
 class Lease:
     """How long a holder may keep a turn: `factor` x its usual hold, at least `floor_s`; before a slot
-    has a history (start-up, first iterations) only `initial_s` applies."""
+    has a history (start-up, first iterations) only `initial_s` applies. A holder in a ring of holders
+    that wait on each other's devices gets at most `floor_s` or twice its longest hold, history or not."""
 
     floor_s: float = 30.0
     factor: float = 20.0
     initial_s: float = 600.0
 
-    def limit(self, holds: list[float]) -> float:
+    def limit(self, holds: list[float], in_a_ring: bool = False) -> float:
         """The longest a holder with these past holds may keep a turn before it is taken back."""
-        if len(holds) < 3:
-            return self.initial_s
-        return max(self.floor_s, self.factor * statistics.median(holds))
+        usual = self.initial_s if len(holds) < 3 else max(self.floor_s, self.factor * statistics.median(holds))
+        if not in_a_ring:
+            return usual
+        # a ring is a deadlock once a holder is blocked in a collective with its own rank that waits (a script's
+        # collective inside the turn): nothing in it will release, and no history is needed to see it; a
+        # compute phase that only happens to close a ring ends within the longest hold of its slot
+        return min(usual, max(self.floor_s, 2.0 * max(holds, default=0.0)))
 
 
 @dataclass
@@ -282,9 +288,10 @@ class TurnServer:
         deadlines = []
         if not all(d.open for d in self.devices.values()):
             deadlines.append(self.join_deadline)
+        ring = self.holders_in_a_ring()
         for turns in self.devices.values():
             if turns.holder is not None:
-                deadlines.append(turns.holder_since + self._lease_limit(turns.holder))
+                deadlines.append(turns.holder_since + self._lease_limit(turns.holder, ring))
         if any(client.asking for client in self.clients.values()):
             deadlines.append(self.next_heartbeat)
         stuck = [client.stuck_since for client in self.clients.values() if client.outbox is not None]
@@ -715,13 +722,37 @@ class TurnServer:
             pass  # the launcher is gone: we are about to be stopped
         self.spans_out = []
 
-    def _lease_limit(self, slot: int) -> float:
-        return self.lease.limit(list(self._record(slot).holds))
+    def _lease_limit(self, slot: int, ring: set[int]) -> float:
+        return self.lease.limit(list(self._record(slot).holds), in_a_ring=slot in ring)
+
+    def holders_in_a_ring(self) -> set[int]:
+        """The slots that hold a device here and wait for another, where the holders of what they wait for
+        wait in turn, device by device, for a device that they hold: each one's holding rank may sit in a
+        collective beside its own waiting rank, and then none of them ever releases."""
+        waits_for: dict[int, set[int]] = {}
+        for turns in self.devices.values():
+            if turns.holder is not None:
+                for slot in turns.waiting:
+                    waits_for.setdefault(slot, set()).add(turns.holder)
+        ring = set()
+        for start in waits_for:
+            seen: set[int] = set()
+            reach = list(waits_for[start])
+            while reach:
+                slot = reach.pop()
+                if slot == start:
+                    ring.add(start)
+                    break
+                if slot not in seen:
+                    seen.add(slot)
+                    reach.extend(waits_for.get(slot, ()))
+        return ring
 
     def _enforce_leases(self, now: float) -> None:
+        ring = self.holders_in_a_ring()
         for device, turns in self.devices.items():
             slot = turns.holder
-            if slot is None or now - turns.holder_since <= self._lease_limit(slot):
+            if slot is None or now - turns.holder_since <= self._lease_limit(slot, ring):
                 continue
             held = now - turns.holder_since
             turns.release(slot, now)
@@ -741,6 +772,7 @@ class TurnServer:
                             "device": device,
                             "slot": slot,
                             "held_s": round(held, 3),
+                            "in_a_ring": slot in ring,
                             "wall_time": time.time(),
                         }
                     )
@@ -760,6 +792,7 @@ class TurnServer:
                 ):
                     other.gone.add(slot)
                     self._decide(other_device)
+            ring = self.holders_in_a_ring()  # one holder taken back opens its ring: the others keep their lease
 
     def statistics(self) -> dict[str, Any]:
         """The policy and each slot's grants, yields, revocations and first-grant spans, for the run's record."""
