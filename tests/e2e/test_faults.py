@@ -83,6 +83,13 @@ def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated
     kinds = {kind for (kind,) in _rows(db, "SELECT kind FROM turn_events")}
     assert "lease-revoked" in kinds
     assert not tagged_processes(_experiment(db))
+    # and the user is told, under the run's table (before, only turn_events and a count in the JSON kept it)
+    shown = _xover("--db", str(db), "report", "latest", timeout=60)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    told = " ".join(shown.stdout.split())
+    assert re.search(r"hang_in_turn \(crossover\) held its turn past its lease on device [01](, [01])? \((once|2 "
+                     r"times), the longest [0-9]+\.[0-9] s\), and the turn was taken back", told), told
+    assert "horovod_digits (crossover) held" not in told
 
 
 def test_xover_killed_with_sigkill_leaves_no_process_and_no_running_row(isolated_results):

@@ -59,3 +59,36 @@ def test_the_html_heads_a_job_that_ended_with_an_error_by_how_it_ended(tmp_path)
         page = report_html(gather_report(session, session.get(Experiment, "e1")), {})
     assert "<h2>a (crossover): timeout</h2><pre>timed out after 60 s</pre>" in page
     assert "<h2>b (crossover): failed</h2>" in page and ") failed</h2>" not in page
+
+
+def test_a_turn_taken_back_at_its_lease_is_told_under_the_table_and_in_the_html(tmp_path, capsys):
+    """Before: a lease revocation went to turn_events and a count in turn_stats, and nothing a user reads said
+    that a job had held its turn for a minute, nor that a ring of holders (a collective inside the turn) did."""
+    from xover.analysis import experiment_jobs
+    from xover.report.data import gather_report
+    from xover.report.html import report_html
+    from xover.report.tables import print_failures
+    from xover.store.models import Experiment
+
+    store, recorder, (run_a, run_b, run_c) = recorded_runs(tmp_path, [
+        {"name": name, "mode": "crossover", "hosts": "localhost:2", "np": 2, "status": "finished", "group_index": 0,
+         "slot": slot} for slot, name in enumerate(("a", "b", "c"))])
+    recorder.record_turns([run_a, run_b, run_c], 0, {"0": {"revoked": 1}, "1": {"revoked": 2}, "2": {}}, [
+        {"kind": "lease-revoked", "device": 0, "slot": 0, "held_s": 30.004, "in_a_ring": True, "wall_time": 5.0,
+         "host": "localhost"},
+        {"kind": "lease-revoked", "device": 1, "slot": 1, "held_s": 600.2, "in_a_ring": False, "wall_time": 6.0},
+        {"kind": "lease-revoked", "device": 0, "slot": 1, "held_s": 612.0, "wall_time": 7.0}])
+    with store.session() as session:
+        jobs = {job["name"]: job for job in experiment_jobs(session, "e1")}
+        assert jobs["a"]["turn_stats"]["revoked"] == 1  # the server's count kept beside the notes
+        assert [note["device"] for note in jobs["b"]["turn_stats"]["taken_back"]] == [1, 0]
+        report = gather_report(session, session.get(Experiment, "e1"))
+    print_failures(list(jobs.values()))
+    shown = " ".join(capsys.readouterr().out.split())
+    assert ("a (crossover) held its turn past its lease on device 0 (once, the longest 30.0 s), and the turn was "
+            "taken back so that its partners could go on: its ranks held one device while waiting for another") in shown
+    assert "b (crossover) held its turn past its lease on device 0, 1 (2 times, the longest 612.0 s)" in shown
+    assert "waiting for another" not in shown.split("b (crossover)")[1]  # no ring there: a hang
+    assert "c (crossover)" not in shown
+    page = report_html(report, {})
+    assert "<h2>a (crossover): a turn taken back</h2>" in page and "b (crossover): a turn taken back" in page

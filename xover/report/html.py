@@ -41,6 +41,7 @@ from .tables import (
     timeline_rows,
     turn_rows,
     turns_lost_line,
+    turns_taken_back_line,
 )
 
 PICTURE_CAPTIONS = {
@@ -193,6 +194,12 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
             sections.append(
                 f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}) gave up crossover turns</h2>"
                 f"<p>{escape(turns_lost_line(job.to_json()))}</p>"
+            )
+        taken_back = turns_taken_back_line(job.to_json())
+        if taken_back is not None:
+            sections.append(
+                f"<h2>{escape(job.name or '')} ({escape(job.mode or '')}): a turn taken back</h2>"
+                f"<p>{escape(taken_back)}</p>"
             )
         if job.error:  # failed, or ended otherwise (timeout, stopped, ...) with why: its status says which
             sections.append(

@@ -467,6 +467,27 @@ def turns_lost_line(job: dict[str, Any]) -> str:
     )
 
 
+def turns_taken_back_line(job: dict[str, Any]) -> str | None:
+    """One line, for a job a turn server took a turn back from at its lease (a hung rank, or a collective of the
+    script's own inside the turn): where, after how long, and what its figures are then; None for another job."""
+    taken = ((job.get("turn_stats") or {}).get("taken_back")) or []
+    if not taken:
+        return None
+    devices = sorted({str(note.get("device")) for note in taken})
+    longest = max(float(note.get("held_s") or 0.0) for note in taken)
+    times = "once" if len(taken) == 1 else f"{len(taken)} times"
+    line = (
+        f"{job.get('name')} ({job.get('mode')}) held its turn past its lease on device {', '.join(devices)} "
+        f"({times}, the longest {longest:.1f} s), and the turn was taken back so that its partners could go on"
+    )
+    if any(note.get("in_a_ring") for note in taken):
+        line += (
+            ": its ranks held one device while waiting for another that a partner held, as a collective of the "
+            "script's own inside the turn does (docs/design.md, A hung turn)"
+        )
+    return line + "; the rest of that compute phase ran without a turn"
+
+
 def failure_line(job: dict[str, Any]) -> str:
     """One line (plain text) of why a job did not finish: job, mode, reason, and its log folder."""
     mode = job.get("mode") or "?"
@@ -497,13 +518,17 @@ def print_not_started(units: Iterable[NotStarted]) -> None:
 
 def print_failures(jobs: Iterable[dict[str, Any]]) -> None:
     """Under a table of jobs: why each one that did not finish failed (the whole text is in the JSON,
-    the HTML report and the rank logs); and each job whose ranks gave up crossover turns part-way."""
+    the HTML report and the rank logs); each job whose ranks gave up crossover turns part-way, and each one a
+    turn was taken back from at its lease."""
     jobs = list(jobs)
     for job in failed_jobs(jobs):
         console.print(failure_line(job), style="red", markup=False, highlight=False, soft_wrap=True)
     for job in jobs:
         if job.get("turns_lost"):
             console.print(turns_lost_line(job), style="yellow", markup=False, highlight=False, soft_wrap=True)
+        taken_back = turns_taken_back_line(job)
+        if taken_back is not None:
+            console.print(taken_back, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_summary_table(briefs: list[ExperimentBrief]) -> None:

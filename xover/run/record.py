@@ -379,6 +379,8 @@ class Recorder:
                     run.turn_stats = {**stats[str(index)], **({"lost": lost} if lost else {})}
             for event in events:
                 slot = event.get("slot")
+                if event.get("kind") == "lease-revoked" and isinstance(slot, int) and 0 <= slot < len(runs):
+                    _note_taken_back(session.get_one(Run, runs[slot]), event)
                 if event.get("kind") == "unwritable" and isinstance(slot, int) and 0 <= slot < len(runs):
                     _note_lost(
                         session.get_one(Run, runs[slot]),
@@ -403,6 +405,17 @@ class Recorder:
 
 
 MAX_LOST_NOTES = 64  # per run: one per device and rank is the most a run writes; a flood stops here
+
+
+def _note_taken_back(run: Run, event: dict) -> None:
+    """A turn server took a turn back from the run at its lease (turn_stats["taken_back"]): where, after how long,
+    and whether its holders were waiting on each other's devices (a ring)."""
+    stats = dict(run.turn_stats or {})
+    notes = list(stats.get("taken_back") or [])
+    if len(notes) < MAX_LOST_NOTES:
+        note = {key: event.get(key) for key in ("host", "device", "held_s", "in_a_ring", "wall_time")}
+        stats["taken_back"] = [*notes, note]
+        run.turn_stats = stats
 
 
 def _note_lost(run: Run, lost: dict) -> None:
