@@ -5,12 +5,13 @@ registers cli_cluster's commands as it loads, so cli_cluster cannot import cli.p
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from typing import Any
 
 import typer
 from sqlalchemy.exc import DBAPIError
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .console import errors, print_error
 from .errors import Interrupted, TimedOut, XoverError
@@ -20,14 +21,24 @@ from .store.session import database_url, store_failed
 def _placeholders_as_given(command: TyperCommand | TyperGroup, ctx: Any) -> None:
     """A flag takes no value, so its help shows none: typer's rich help gives every option its type's
     placeholder (`--json <bool>`), a flag's too, unless the option has a metavar of its own. An option given
-    once per value (`--script a.py --script b.py`) shows one value's placeholder, not `<list[str]>`."""
+    once per value (`--script a.py --script b.py`) shows one value's placeholder, not `<list[str]>`, and so
+    does an argument that takes several (`recipes...`)."""
     for param in command.get_params(ctx):  # --help itself included
+        if isinstance(param, TyperArgument) and param.nargs == -1:  # `recipes...` says there are several
+            each = re.sub(r"^<list\[(.*)\]>$", r"<\1>", param.display_type(ctx))
+            param.display_type_rich = functools.partial(_one_value, each)  # type: ignore[method-assign]
+            continue
         if not isinstance(param, TyperOption) or param.metavar is not None:
             continue
         if param.is_flag or param.count:
             param.metavar = ""
         elif param.multiple:
             param.metavar = re.sub(r"^<list\[(.*)\]>$", r"<\1>", param.display_type(ctx))
+
+
+def _one_value(each: str, ctx: Any = None) -> str:
+    """The placeholder of an argument that takes several values, for one of them (typer asks with `ctx=`)."""
+    return each
 
 
 def _refuse_empty_values(command: TyperCommand | TyperGroup, ctx: Any) -> None:

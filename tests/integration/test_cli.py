@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -197,3 +198,16 @@ def test_doctor_names_every_bad_setting_and_those_set_to_nothing(tmp_path):
     empty = checks["empty settings"]
     assert not empty["ok"] and not empty["required"], empty
     assert empty["detail"] == "set but empty, so read as unset (their defaults): XOVER_RESULTS"
+
+
+def test_no_help_shows_a_list_type():
+    """An argument that takes several values (`xover run [targets]...`, `profile`, `plan`) showed `<list[str]>`
+    after its name, as typer types it; its name ends in `...` already, and each value is one `<str>`."""
+    import typer
+
+    shown = 0
+    for path, _ in _commands(typer.main.get_command(app)):
+        help_text = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).output
+        assert "<list" not in help_text, (path, [line for line in help_text.splitlines() if "<list" in line])
+        shown += bool(re.search(r"(recipes|targets)\.\.\.\s+<str>", help_text))
+    assert shown >= 3
