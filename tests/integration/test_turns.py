@@ -703,3 +703,41 @@ def test_a_ring_shortens_the_lease_to_the_floor_or_twice_the_longest_hold_never_
     assert lease.limit([100, 100]) == 600 and lease.limit([100, 100], in_a_ring=True) == 200
     assert lease.limit([100, 100, 100]) == 2000 and lease.limit([100, 100, 100], in_a_ring=True) == 200
     assert lease.limit([1, 1, 50], in_a_ring=True) == 30  # the usual lease (20 x the median) is shorter still
+
+
+def test_holders_that_only_compute_in_a_ring_yield_when_asked_and_keep_their_lease(server):
+    """The same ring from an ordinary start: no ranks known, device 0 grants job 0 and device 1 job 1 by who
+    asked first, and each holder computes a long phase (a first step: compilation, autotuning) with no
+    collective inside, passing layer boundaries. Half-way to the ring's lease each is asked to yield; the first
+    to reach a boundary gives the turn up and its partner takes it, which opens the ring: no turn is taken back
+    and nothing is blamed on the script (a review's finding: the first version took such a holder's turn at
+    the floor and said its collective had made a ring)."""
+    s = server("0=0,1", "1=0,1", lease={"floor": 0.6, "factor": 20, "initial": 30})
+    tokens = {(device, slot): CrossoverToken(s.path, device, slot) for device in (0, 1) for slot in (0, 1)}
+    done = []
+
+    def rank(device, slot, delay):
+        time.sleep(delay)
+        token = tokens[device, slot]
+        token.acquire()
+        end = time.monotonic() + 1.5  # longer than the ring's lease: taken back if it did not yield
+        while time.monotonic() < end:
+            time.sleep(0.002)
+            token.checkpoint()
+        token.release()
+        done.append((device, slot))
+
+    ranks = [threading.Thread(target=rank, args=args, daemon=True)
+             for args in ((0, 0, 0.0), (1, 1, 0.0), (0, 1, 0.15), (1, 0, 0.15))]
+    for thread in ranks:
+        thread.start()
+    for thread in ranks:
+        thread.join(20)
+    assert len(done) == 4
+    for token in tokens.values():
+        token.close()
+    lines = s.stop()
+    events = [json.loads(line.removeprefix("event ")) for line in lines if line.startswith("event ")]
+    assert not [e for e in events if e["kind"] == "lease-revoked"], events
+    stats = json.loads(next(line.removeprefix("stats ") for line in lines if line.startswith("stats ")))
+    assert sum(slot["yields"] for slot in stats["slots"].values()) >= 1, stats  # the ring opened by a yield

@@ -86,7 +86,8 @@ def test_a_turn_taken_back_at_its_lease_is_told_under_the_table_and_in_the_html(
     print_failures(list(jobs.values()))
     shown = " ".join(capsys.readouterr().out.split())
     assert ("a (crossover) held its turn past its lease on device 0 (once, the longest 30.0 s), and the turn was "
-            "taken back so that its partners could go on: its ranks held one device while waiting for another") in shown
+            "taken back so that its partners could go on: its ranks held one device while waiting for another that a "
+            "partner held, and it did not give the turn up when asked") in shown
     assert "b (crossover) held its turn past its lease on device 0, 1 (2 times, the longest 612.0 s)" in shown
     assert "waiting for another" not in shown.split("b (crossover)")[1]  # no ring there: a hang
     assert "c (crossover)" not in shown

@@ -473,17 +473,22 @@ def turns_taken_back_line(job: dict[str, Any]) -> str | None:
     taken = ((job.get("turn_stats") or {}).get("taken_back")) or []
     if not taken:
         return None
-    devices = sorted({str(note.get("device")) for note in taken})
+    hosts = {note.get("host") for note in taken}
+    devices = sorted(
+        {f"{note.get('host')}:{note.get('device')}" if len(hosts) > 1 else str(note.get("device")) for note in taken}
+    )
     longest = max(float(note.get("held_s") or 0.0) for note in taken)
-    times = "once" if len(taken) == 1 else f"{len(taken)} times"
+    count = max(len(taken), int((job.get("turn_stats") or {}).get("revoked") or 0))  # the notes stop at a cap
+    times = "once" if count == 1 else f"{count} times"
     line = (
         f"{job.get('name')} ({job.get('mode')}) held its turn past its lease on device {', '.join(devices)} "
         f"({times}, the longest {longest:.1f} s), and the turn was taken back so that its partners could go on"
     )
     if any(note.get("in_a_ring") for note in taken):
         line += (
-            ": its ranks held one device while waiting for another that a partner held, as a collective of the "
-            "script's own inside the turn does (docs/design.md, A hung turn)"
+            ": its ranks held one device while waiting for another that a partner held, and it did not give the turn "
+            "up when asked, as a rank in a collective of the script's own inside the turn cannot (docs/design.md, "
+            "A hung turn)"
         )
     return line + "; the rest of that compute phase ran without a turn"
 

@@ -149,7 +149,8 @@ def raise_priority(nice: int) -> None:
 class Lease:
     """How long a holder may keep a turn: `factor` x its usual hold, at least `floor_s`; before a slot
     has a history (start-up, first iterations) only `initial_s` applies. A holder in a ring of holders
-    that wait on each other's devices gets at most `floor_s` or twice its longest hold, history or not."""
+    that wait on each other's devices gets at most `floor_s` or twice its longest hold, history or not (and is
+    asked to yield half-way: TurnServer._ask_ring_holders_to_yield)."""
 
     floor_s: float = 30.0
     factor: float = 20.0
@@ -161,8 +162,8 @@ class Lease:
         if not in_a_ring:
             return usual
         # a ring is a deadlock once a holder is blocked in a collective with its own rank that waits (a script's
-        # collective inside the turn): nothing in it will release, and no history is needed to see it; a
-        # compute phase that only happens to close a ring ends within the longest hold of its slot
+        # collective inside the turn): nothing in it will release, and no history is needed to see it; a holder
+        # that only computes in a ring (devices that granted in another order) yields when asked half-way
         return min(usual, max(self.floor_s, 2.0 * max(holds, default=0.0)))
 
 
@@ -291,7 +292,10 @@ class TurnServer:
         ring = self.holders_in_a_ring()
         for turns in self.devices.values():
             if turns.holder is not None:
-                deadlines.append(turns.holder_since + self._lease_limit(turns.holder, ring))
+                limit = self._lease_limit(turns.holder, ring)
+                deadlines.append(turns.holder_since + limit)
+                if turns.holder in ring and now - turns.holder_since <= limit / 2:
+                    deadlines.append(turns.holder_since + limit / 2)  # when it is asked to yield
         if any(client.asking for client in self.clients.values()):
             deadlines.append(self.next_heartbeat)
         stuck = [client.stuck_since for client in self.clients.values() if client.outbox is not None]
@@ -748,13 +752,26 @@ class TurnServer:
                     reach.extend(waits_for.get(slot, ()))
         return ring
 
+    def _ask_ring_holders_to_yield(self, ring: set[int], now: float) -> None:
+        """A ring holder half-way to its ring lease is asked to yield on the page: one that computes gives the turn
+        up at its next layer boundary and its partner takes it, which opens the ring (devices that only granted in
+        another order); one that sits in a collective cannot, and loses the turn at its lease. Asked again on every
+        pass: a decision on the device in between clears the page."""
+        for device, turns in self.devices.items():
+            slot = turns.holder
+            if slot in ring and now - turns.holder_since > self._lease_limit(slot, ring) / 2:
+                self.page[device] = slot + 1
+
     def _enforce_leases(self, now: float) -> None:
         ring = self.holders_in_a_ring()
+        self._ask_ring_holders_to_yield(ring, now)
         for device, turns in self.devices.items():
             slot = turns.holder
             if slot is None or now - turns.holder_since <= self._lease_limit(slot, ring):
                 continue
             held = now - turns.holder_since
+            # the ring's lease, shorter than the usual one, ended this hold: a holder asked to yield that did not
+            in_a_ring = slot in ring and self._lease_limit(slot, ring) < self._lease_limit(slot, set())
             turns.release(slot, now)
             # out of the rotation until it asks again (`request` brings it back): strict round robin
             # would otherwise come back to it after one turn of each partner and wait for it forever
@@ -772,7 +789,7 @@ class TurnServer:
                             "device": device,
                             "slot": slot,
                             "held_s": round(held, 3),
-                            "in_a_ring": slot in ring,
+                            "in_a_ring": in_a_ring,
                             "wall_time": time.time(),
                         }
                     )
