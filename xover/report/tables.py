@@ -470,7 +470,8 @@ def turns_lost_line(job: dict[str, Any]) -> str:
 def turns_taken_back_line(job: dict[str, Any]) -> str | None:
     """One line, for a job a turn server took a turn back from at its lease (a hung rank, or a collective of the
     script's own inside the turn): where, after how long, and what its figures are then; None for another job."""
-    taken = ((job.get("turn_stats") or {}).get("taken_back")) or []
+    stats = job.get("turn_stats") or {}
+    taken = stats.get("taken_back") or []
     if not taken:
         return None
     hosts = {note.get("host") for note in taken}
@@ -478,7 +479,7 @@ def turns_taken_back_line(job: dict[str, Any]) -> str | None:
         {f"{note.get('host')}:{note.get('device')}" if len(hosts) > 1 else str(note.get("device")) for note in taken}
     )
     longest = max(float(note.get("held_s") or 0.0) for note in taken)
-    count = max(len(taken), int((job.get("turn_stats") or {}).get("revoked") or 0))  # the notes stop at a cap
+    count = max(len(taken), int(stats.get("revoked") or 0))  # the notes stop at a cap
     times = "once" if count == 1 else f"{count} times"
     line = (
         f"{job.get('name')} ({job.get('mode')}) held its turn past its lease on device {', '.join(devices)} "

@@ -404,27 +404,28 @@ class Recorder:
                 )
 
 
-MAX_LOST_NOTES = 64  # per run: one per device and rank is the most a run writes; a flood stops here
+MAX_NOTES = 64  # per run and kind: one per device and rank is the most a run writes; a flood stops here
+
+
+def _add_note(run: Run, kind: str, note: dict) -> None:
+    """One more note of `kind` in the run's turn_stats ("lost": its ranks gave up crossover turns on a device;
+    "taken_back": a turn server took a turn back at its lease), up to MAX_NOTES."""
+    stats = dict(run.turn_stats or {})
+    notes = list(stats.get(kind) or [])
+    if len(notes) < MAX_NOTES:
+        stats[kind] = [*notes, note]
+        run.turn_stats = stats
 
 
 def _note_taken_back(run: Run, event: dict) -> None:
-    """A turn server took a turn back from the run at its lease (turn_stats["taken_back"]): where, after how long,
-    and whether its holders were waiting on each other's devices (a ring)."""
-    stats = dict(run.turn_stats or {})
-    notes = list(stats.get("taken_back") or [])
-    if len(notes) < MAX_LOST_NOTES:
-        note = {key: event.get(key) for key in ("host", "device", "held_s", "in_a_ring", "wall_time")}
-        stats["taken_back"] = [*notes, note]
-        run.turn_stats = stats
+    """Where the turn was taken back, after how long, and whether its holders waited on each other's devices."""
+    kept = ("host", "device", "held_s", "in_a_ring", "wall_time")
+    _add_note(run, "taken_back", {key: event.get(key) for key in kept})
 
 
 def _note_lost(run: Run, lost: dict) -> None:
     """The run gave up crossover turns on a device (turn_stats["lost"]): its record says so."""
-    stats = dict(run.turn_stats or {})
-    notes = list(stats.get("lost") or [])
-    if len(notes) < MAX_LOST_NOTES:
-        stats["lost"] = [*notes, lost]
-        run.turn_stats = stats
+    _add_note(run, "lost", lost)
 
 
 def _unrelayed(line: str) -> str:
