@@ -733,6 +733,9 @@ class TurnServer:
         """The slots that hold a device here and wait for another, where the holders of what they wait for
         wait in turn, device by device, for a device that they hold: each one's holding rank may sit in a
         collective beside its own waiting rank, and then none of them ever releases."""
+        holders = {turns.holder for turns in self.devices.values() if turns.holder is not None}
+        if not any(slot in holders for turns in self.devices.values() for slot in turns.waiting):
+            return set()  # no holder waits for another device: no ring (the common case, checked on every loop)
         waits_for: dict[int, set[int]] = {}
         for turns in self.devices.values():
             if turns.holder is not None:
