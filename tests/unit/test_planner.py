@@ -186,14 +186,17 @@ def test_interference_scales_half_with_the_partners_link_share():
     assert interference_next_to(flat, [twice]) == interference_next_to(flat, [quiet]) == 0.2
 
 
-def test_a_negative_interference_scaled_by_chatty_partners_stops_at_the_floor():
+def test_a_negative_interference_is_charged_as_none():
     # measured next to a quiet reference, then paired with a partner 30 times chattier: -0.3 * 15.5
-    # would make its compute take less than no time, and the simulation never finish an iteration
+    # would make its compute take less than no time; and a job measured faster next to a partner than
+    # alone was disturbed alone (2026-12-06: two jobs at -20% and -25% predicted at 2.52, measured 1.54)
     measured = job("a", 115, 104, link_ms=156, interference=-0.3, interference_link_share=0.03)
     chatty = job("b", 130, 136, link_ms=233)
-    assert interference_next_to(measured, [chatty]) == MIN_INTERFERENCE
+    assert interference_next_to(measured, [chatty]) == 0.0
+    assert interference_next_to(dataclasses.replace(measured, interference_link_share=None), [chatty]) == 0.0
     prediction = predict_group([measured, chatty])
-    assert all(0 < speed <= 2 for speed in prediction.speeds.values())
+    assert prediction.speeds == predict_group([dataclasses.replace(measured, interference=0.0), chatty]).speeds
+    assert all(0 < speed <= 1 for speed in prediction.speeds.values())
     assert all(math.isfinite(ms) for ms in prediction.iteration_ms.values())
 
 
@@ -589,11 +592,11 @@ def test_every_plan_respects_devices_and_memory(jobs, hosts, device_memory, max_
         prediction = predict_group(group.jobs, plan.policy, sharing=sharing)
         assert group.predicted_period_ms == max(prediction.iteration_ms.values())
         assert math.isfinite(group.predicted_period_ms) and all(s > 0 for s in prediction.speeds.values())
-        # the bound is the ideal from the jobs alone; a negative interference (shorter device time next to
-        # a partner) can take a prediction past it, by at most what it shortens
-        shortest = min(0.0, *(interference_next_to(j, [p for p in group.jobs if p is not j]) for j in group.jobs))
-        assert len(group.jobs) == 1 or (group.predicted_gain > 1
-                                        and group.fluid_bound >= group.predicted_gain * 0.97 * (1 + shortest))
+        # the bound is the ideal from the jobs alone, and no interference is charged below none: no job is
+        # predicted faster than alone, and no group past its bound
+        assert len(group.jobs) == 1 or (group.predicted_gain > 1 and group.fluid_bound >= group.predicted_gain * 0.97)
+        prediction_speeds = predict_group(group.jobs, plan.policy).speeds.values()
+        assert all(speed <= 1 + 1e-9 for speed in prediction_speeds)
     assert plan_objective([group.jobs for group in plan.groups]) >= -1e-9
     assert plan.predicted_aggregate_gain >= 1 - 1e-12
     assert plan.predicted_makespan_ms <= plan.sequential_makespan_ms + 1e-6

@@ -13,14 +13,14 @@ Each job i is summarised by per-iteration times measured alone:
   alone (``measured_interference``), measured by `xover profile` under crossover next
   to a reference partner: mostly the partner's communication on the same cores (the
   engines' threads, the kernel's network work, the caches they evict), which costs a
-  computing job two to four times its CPU time. It may be negative: under crossover on
-  a CPU the engines' threads run as SCHED_BATCH (`runtime/thread_policy.py`), so the
-  job's own threads stop preempting its compute; it is never below
-  ``MIN_INTERFERENCE``. Half of it is charged whatever the partners;
+  computing job two to four times its CPU time. A measurement may be negative (it is
+  stored down to ``MIN_INTERFERENCE``), but the predictions never charge less than none:
+  25 iterations next to the partner measure it to about +-0.2 on a 2-core machine, and a
+  job measured faster next to a partner than alone was disturbed alone (as with the
+  concurrent and MPS stretches). Half of it is charged whatever the partners;
   the other half grows with how much they communicate: with the sum of the partners'
-  link shares l_j / T_j over the reference partner's (``interference_next_to``), and the
-  result is again never below ``MIN_INTERFERENCE``. The simulation charges it; the fluid
-  bound, an ideal, does not.
+  link shares l_j / T_j over the reference partner's (``interference_next_to``). The
+  simulation charges it; the fluid bound, an ideal, does not.
 
 Three views of a group, from cheapest to most faithful:
 
@@ -158,8 +158,9 @@ def job_name_problem(name: str) -> str | None:
     )
 
 
-# Next to a partner a job is never modelled faster than twice its speed alone; a measurement below
-# this is a disturbed one (the lowest measured: docs/measurements.md, *Figures behind the design*).
+# The lowest interference a profile, a trace or a plan file may hold; a measurement below this is a
+# disturbed one (the lowest measured: docs/measurements.md, *Figures behind the design*). The predictions
+# charge none of a negative one (`interference_next_to`).
 MIN_INTERFERENCE = -0.5
 
 # The shortest compute per iteration: a microsecond. No device iteration is shorter (a kernel launch alone
@@ -237,20 +238,23 @@ def measured_interference(alone_device_ms: float, shared_device_ms: float) -> fl
 
 
 def interference_next_to(job: JobProfile, partners: Sequence[JobProfile], calibration: Calibration = SHIPPED) -> float:
-    """`job`'s interference next to `partners`: its measured interference, its traffic part
-    (`calibration.interference_traffic_part`: the partners' communication - the kernel's TCP work, the
-    engines' copies and reductions, the cache lines they evict, all on the cores the job computes on)
-    scaled by the partners' link shares summed, over the reference partner's; the rest is paid next
-    to any partner (sharing caches across a turn change). Without a reference share it is
-    the measured value whatever the partners. Never below `MIN_INTERFERENCE`: a negative value scaled
-    by chatty partners would otherwise make compute take no time, or less than none."""
+    """`job`'s interference next to `partners`, as the predictions charge it: its measured interference,
+    its traffic part (`calibration.interference_traffic_part`: the partners' communication - the kernel's
+    TCP work, the engines' copies and reductions, the cache lines they evict, all on the cores the job
+    computes on) scaled by the partners' link shares summed, over the reference partner's; the rest is
+    paid next to any partner (sharing caches across a turn change). Without a reference share it is the
+    measured value whatever the partners. Never below 0: a job measured faster next to a partner than
+    alone was disturbed alone (the measurement's noise, about +-0.2 here, is larger than most jobs'
+    interference), and charging it had two jobs predicted at 2.52 times alone where they measured 1.54
+    (docs/measurements.md, *Interference never below none*); scaled by chatty partners it would also make
+    compute take no time."""
     if not partners:
         return 0.0
     if job.interference_link_share is None:
-        return job.interference
+        return max(0.0, job.interference)
     traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
     part = calibration.interference_traffic_part
-    return max(MIN_INTERFERENCE, job.interference * (1.0 - part + part * traffic))
+    return max(0.0, job.interference * (1.0 - part + part * traffic))
 
 
 def round_robin_period(jobs: Sequence[JobProfile]) -> float:
