@@ -15,9 +15,8 @@ Each job i is summarised by per-iteration times measured alone:
   engines' threads, the kernel's network work, the caches they evict), which costs a
   computing job two to four times its CPU time. A measurement may be negative (it is
   stored down to ``MIN_INTERFERENCE``), but the predictions never charge less than none:
-  25 iterations next to the partner measure it to about +-0.2 on a 2-core machine, and a
-  job measured faster next to a partner than alone was disturbed alone (as with the
-  concurrent and MPS stretches). Half of it is charged whatever the partners;
+  a job measured faster next to a partner than alone was disturbed alone, as with the
+  concurrent and MPS stretches. Half of it is charged whatever the partners;
   the other half grows with how much they communicate: with the sum of the partners'
   link shares l_j / T_j over the reference partner's (``interference_next_to``). The
   simulation charges it; the fluid bound, an ideal, does not.
@@ -244,17 +243,16 @@ def interference_next_to(job: JobProfile, partners: Sequence[JobProfile], calibr
     computes on) scaled by the partners' link shares summed, over the reference partner's; the rest is
     paid next to any partner (sharing caches across a turn change). Without a reference share it is the
     measured value whatever the partners. Never below 0: a job measured faster next to a partner than
-    alone was disturbed alone (the measurement's noise, about +-0.2 here, is larger than most jobs'
-    interference), and charging it had two jobs predicted at 2.52 times alone where they measured 1.54
-    (docs/measurements.md, *Interference never below none*); scaled by chatty partners it would also make
-    compute take no time."""
+    alone was disturbed alone, its measurement's noise larger than most jobs' interference
+    (docs/measurements.md, *Interference never below none*)."""
     if not partners:
         return 0.0
-    if job.interference_link_share is None:
-        return max(0.0, job.interference)
-    traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
-    part = calibration.interference_traffic_part
-    return max(0.0, job.interference * (1.0 - part + part * traffic))
+    charged = job.interference
+    if job.interference_link_share is not None:
+        traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
+        part = calibration.interference_traffic_part
+        charged *= 1.0 - part + part * traffic
+    return max(0.0, charged)
 
 
 def round_robin_period(jobs: Sequence[JobProfile]) -> float:
