@@ -234,7 +234,8 @@ class Recorder:
                 )
                 session.add(run)
                 session.flush()
-                log_dir = results_dir / f"{run.id}-{job.name}-{mode}"
+                # a turn policy named too: --policy all runs a job under crossover once a policy
+                log_dir = results_dir / f"{run.id}-{job.name}-{mode}{f'-{policy}' if policy else ''}"
                 log_dir.mkdir(parents=True, exist_ok=True)
                 run.log_dir = str(log_dir)
                 created.append((run.id, log_dir))
