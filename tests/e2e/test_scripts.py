@@ -53,6 +53,8 @@ def test_plain_horovod_scripts_in_crossover(two_horovod_scripts):
         assert job["samples_per_s"] > 0
         # only crossover (on a CPU) keeps the engine's threads from preempting the partner's compute
         assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
+        # a run's folder names its policy: --policy all runs each job under crossover once a policy
+        assert Path(job["log_dir"]).name.endswith(job["mode"] + (f"-{job['policy']}" if job["policy"] else "")), job
     for name in JOBS:
         alone = _printed_losses(jobs[(name, "sequential", None)]["log_dir"])
         assert len(alone) == 5  # steps 0, 10, 20, 30 and the final loss
