@@ -136,8 +136,7 @@ def user_errors(interrupted: str = RUNS_INTERRUPTED):
         left = (str(stop) if isinstance(stop, Interrupted) else "") or interrupted
         errors.print(f"interrupted{': ' if left else ''}{left}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130) from None
-    except TimedOut:
-        errors.print(
-            "timeout: the run went past --timeout; every process was stopped and unfinished runs are marked timeout"
-        )
+    except TimedOut as stop:
+        left = str(stop) or "every process was stopped and unfinished runs are marked timeout"
+        errors.print(f"timeout: the run went past --timeout; {left}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(124) from None

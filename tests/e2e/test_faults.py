@@ -80,6 +80,13 @@ def test_a_job_stuck_holding_its_turn_loses_it_and_timeout_ends_the_run(isolated
     assert time.time() - start < 150
     statuses = dict(_rows(db, "SELECT name, status FROM runs"))
     assert statuses == {"hang_in_turn": "timeout", "horovod_digits": "finished"}  # the partner was not blocked
+    # its last line says which job was still running and where to look (before: only that the run timed out)
+    experiment = _experiment(db)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("timeout: the run went past --timeout; every process was stopped"), last
+    assert re.search(r"hang_in_turn \(crossover, work-conserving\): timeout( after \d+ iterations?)?; ", last), last
+    assert "horovod_digits (crossover, work-conserving): finished after 20 iterations" in last, last
+    assert f"experiment {experiment} (xover report {experiment}), logs in " in last, last
     kinds = {kind for (kind,) in _rows(db, "SELECT kind FROM turn_events")}
     assert "lease-revoked" in kinds
     assert not tagged_processes(_experiment(db))

@@ -145,6 +145,7 @@ def experiment(
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = RunStatus.FINISHED
     refused = False
+    stopped: type[Interrupted] | type[TimedOut] | None = None
     try:
         context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
         with interruptible():
@@ -155,11 +156,9 @@ def experiment(
         status, refused = RunStatus.FAILED, True
         raise
     except (Interrupted, KeyboardInterrupt):
-        status = RunStatus.INTERRUPTED
-        raise Interrupted() from None
+        status, stopped = RunStatus.INTERRUPTED, Interrupted
     except TimedOut:
-        status = RunStatus.TIMEOUT
-        raise
+        status, stopped = RunStatus.TIMEOUT, TimedOut
     except BaseException:
         status = RunStatus.FAILED
         raise
@@ -173,6 +172,22 @@ def experiment(
                     results_dir.rmdir()  # left where empty
             deliver(context.sinks, lambda sink: sink.closed(status))
             reaper.done()
+    if stopped is not None:  # the one line it ends with says which job was still running, and where to look
+        with uninterrupted():
+            raise stopped(stopped_words(recorder, status, results_dir)) from None
+
+
+def stopped_words(recorder: Recorder, status: str, results_dir: Path) -> str:
+    """What a run cut short by --timeout or Ctrl-C left: every process stopped, each run as it ended, the
+    experiment and its logs."""
+    try:
+        runs = f": {recorder.runs_as_they_ended()}"
+    except Exception:  # noqa: BLE001 - a store that fails now (full disk, gone) must not hide how the run ended
+        runs = ""
+    return (
+        f"every process was stopped; unfinished runs are marked {status}{runs}; "
+        f"experiment {recorder.experiment_id} (xover report {recorder.experiment_id}), logs in {results_dir}"
+    )
 
 
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:

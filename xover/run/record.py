@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
@@ -171,6 +171,29 @@ class Recorder:
                 if run.status in ACTIVE_STATUSES:
                     run.status, run.ended_at = left_as, utcnow()
 
+    def runs_as_they_ended(self) -> str:
+        """Each run of the experiment as it ended ('name (mode): status after N iterations'), for the line a run that
+        --timeout or Ctrl-C cut short ends with: which job was still running is what a user looks for."""
+        with self._transaction() as session:
+            counts: dict[int, int] = {
+                run_id: count
+                for run_id, count in session.execute(
+                    select(IterationMetric.run_id, func.count())
+                    .join(Run, Run.id == IterationMetric.run_id)
+                    .where(Run.experiment_id == self.experiment_id)
+                    .group_by(IterationMetric.run_id)
+                ).all()
+            }
+            runs = session.scalars(select(Run).where(Run.experiment_id == self.experiment_id).order_by(Run.id)).all()
+            said = []
+            for run in runs:
+                iterations = counts.get(run.id, 0)
+                said.append(
+                    f"{printable(run.name)} ({run.mode}{', ' + run.policy if run.policy else ''}): {run.status}"
+                    f"{f' after {iterations} iteration' + ('s' if iterations != 1 else '') if iterations else ''}"
+                )
+        return "; ".join(said)
+
     def discard(self) -> bool:
         """Remove the experiment if it has no runs (a refusal before anything started); whether it did."""
         with self._transaction() as session:
@@ -211,7 +234,8 @@ class Recorder:
                 )
                 session.add(run)
                 session.flush()
-                log_dir = results_dir / f"{run.id}-{job.name}-{mode}"
+                # a turn policy named too: --policy all runs a job under crossover once a policy
+                log_dir = results_dir / f"{run.id}-{job.name}-{mode}{f'-{policy}' if policy else ''}"
                 log_dir.mkdir(parents=True, exist_ok=True)
                 run.log_dir = str(log_dir)
                 created.append((run.id, log_dir))

@@ -528,7 +528,13 @@ class Scheduler:
                 job_dir.mkdir(parents=True, exist_ok=True)
             env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token, job_dir)
             spec_path = log_dir / "spec.json"
-            spec = {"job": job.name, "engine": job.engine, "runtime": ENGINES[job.engine].runtime_name}
+            spec = {
+                "job": job.name,
+                "mode": unit.mode,
+                "policy": unit.policy if unit.crossover else None,
+                "engine": job.engine,
+                "runtime": ENGINES[job.engine].runtime_name,
+            }
             spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
             ranks = ranks_of(job.engine)
             commands = [

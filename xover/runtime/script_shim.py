@@ -92,6 +92,17 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         _count_all_reduces(coordinator, distributed)
         coordinator.attach(_parameters_to_update(distributed), wait_for_gradients)
         original_step = distributed.step
+        original_synchronize = distributed.synchronize
+
+        def synchronize(self):
+            # the script's own (Horovod's way to clip: synchronize, clip, then step under skip_synchronize): what
+            # it waits for is the iteration's communication, outside the turn, and the clipping after it compute,
+            # in the turn, as a DDP script's gradient readers (before, the wait was counted as the job's data
+            # time, and a plan saw a job that does not communicate)
+            if not coordinator.active:
+                return original_synchronize()
+            coordinator.before_step(collectives=original_synchronize)
+            return None
 
         def step(self, closure=None):
             # Horovod's step synchronises first: it all-reduces zeros for each parameter that got no gradient
@@ -99,7 +110,9 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
             # of backward_passes_per_step, then waits; collectives, made here outside the turn (in it, the job
             # held its device blocked on peers until the lease took the turn back), the step then skipping them
             synchronizes = closure is None and getattr(self, "_should_synchronize", False)
-            coordinator.before_step(closure=callable(closure), collectives=self.synchronize if synchronizes else None)
+            coordinator.before_step(
+                closure=callable(closure), collectives=original_synchronize if synchronizes else None
+            )
             with self.skip_synchronize() if synchronizes else contextlib.nullcontext():
                 result = original_step(closure)
             coordinator.after_step()
@@ -108,6 +121,7 @@ def install_horovod(script: str | None = None) -> ScriptCoordinator:
         # a method of this optimizer, as its own step is: an LR scheduler made on it afterwards wraps its step
         # through __func__ and __self__
         distributed.step = types.MethodType(step, distributed)
+        distributed.synchronize = types.MethodType(synchronize, distributed)
         return distributed
 
     hvd.DistributedOptimizer = DistributedOptimizer

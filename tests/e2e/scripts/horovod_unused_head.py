@@ -5,7 +5,8 @@ features on their mean over every rank's batch, an hvd.allreduce the loss is dif
 gradient's all-reduce runs in backward). --fp16-allreduce compresses the gradients (hvd.Compression.fp16);
 --process-set adds a process set of rank 0 (hvd.add_process_set, with HOROVOD_DYNAMIC_PROCESS_SETS=1) and
 all-reduces each step's loss over it (not with --center-by-allreduce: Horovod 0.28.1 then hangs under plain
-horovodrun too). Every rank prints each step's loss."""
+horovodrun too). --clip clips the gradients as Horovod's documentation does: optimizer.synchronize(), then
+clip_grad_norm_, then the step under optimizer.skip_synchronize(). Every rank prints each step's loss."""
 
 import argparse
 
@@ -34,6 +35,7 @@ parser.add_argument("--aux-every", type=int, default=1)
 parser.add_argument("--center-by-allreduce", action="store_true")
 parser.add_argument("--fp16-allreduce", action="store_true")
 parser.add_argument("--process-set", action="store_true")
+parser.add_argument("--clip", action="store_true")
 args = parser.parse_args()
 
 hvd.init()
@@ -55,7 +57,13 @@ for step in range(args.steps):
         loss = loss + 0.3 * nn.functional.cross_entropy(aux, y)
     optimizer.zero_grad()
     loss.backward()
-    optimizer.step()
+    if args.clip:
+        optimizer.synchronize()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        with optimizer.skip_synchronize():
+            optimizer.step()
+    else:
+        optimizer.step()
     print(f"rank {hvd.rank()} step {step} loss {loss.item():.10f}", flush=True)
     if first is not None and first.included():
         print(f"rank 0's set: loss {hvd.allreduce(loss.detach(), process_set=first, name='first').item():.10f}",
