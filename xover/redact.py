@@ -25,15 +25,18 @@ MASK = "***"
 # never less of the password.
 # A scheme is looked for only where a run of a scheme's characters starts (its leading digits or signs are the
 # head's, left as they were): a search from every character of a long word was quadratic (40,000 letters: 8 s)
-_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*):.*@", re.DOTALL)
+# Slashes past the two count as the scheme's: `postgresql:///user:pw@host/db` (a third typed by mistake) is read by
+# SQLAlchemy as a database path and shown in its error, password and all.
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*://+[^:/]*):.*@", re.DOTALL)
 # the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
 # decode a query's names: `pass%77ord=` is a password too)
 _CREDENTIAL_NAME = re.compile(
-    r".*(?:passw(?:or)?d|passphrase|secret|credential|authori[sz]ation|bearer|cookie).*"  # anywhere: PGPASSWORD,
-    # sslpassword, client_secret, --authorization, Set-Cookie
+    r".*(?:passw(?:or)?d|passphrase|secret|credential|authori[sz]ation|bearer|cookie|webhook).*"  # anywhere:
+    # PGPASSWORD, sslpassword, client_secret, --authorization, Set-Cookie, --slack-webhook (its URL is the secret)
     r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?|[_\-.]auth)"
     # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds, --hf-auth
-    r"|pwd|pass|pat|key|sig|auth|creds?",  # alone: ?key= (an API key), ?sig= (a signed URL's), --pat (an access token)
+    r"|pwd|pw|pass|pat|key|sig|auth|creds?",  # alone: ?key= (an API key), ?sig= (a signed URL's), --pat (an access
+    # token), --pw
     re.IGNORECASE | re.DOTALL,
 )
 # scheme://TOKEN@host: a web, git or object-store URL's userinfo without a ':' is a token as often as a user
@@ -42,6 +45,12 @@ _TOKEN_USERINFO = re.compile(
     r"(?P<head>(?:(?<![A-Za-z0-9.\-])[A-Za-z][A-Za-z0-9.\-]*\+)?(?:https?|git|s3|gs|ftps?|wss?)://)"
     r"(?P<token>[^:/@?#\s]+)@",
     re.IGNORECASE,
+)
+# a word that is a token by its own shape, whatever option it follows (`--hf hf_...`): the prefixes services give
+# their tokens, at their lengths (Hugging Face, GitHub, GitLab, OpenAI and Anthropic, Slack, an AWS access key)
+_KNOWN_TOKEN = re.compile(
+    r"hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{40,}|glpat-[\w\-]{20,}|sk-[\w\-]{20,}"
+    r"|xox[abprs]-[\w\-]{10,}|A[KS]IA[0-9A-Z]{16}"
 )
 # a header as a word: `Authorization: Bearer X`, `X-Api-Key: X`, `Cookie: a=b` (curl's -H, a --header)
 _HEADER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9\-_]*)\s*:\s+(?P<value>.+)$", re.DOTALL)
@@ -62,8 +71,14 @@ def credential_name(name: str) -> bool:
 
 def mask_word(word: str) -> str:
     """One word (an argument, a URL) with every password in it shown as ***."""
+    if _KNOWN_TOKEN.fullmatch(word):
+        return MASK
     assignment = _ASSIGNMENT.match(word)
-    if assignment and assignment["value"] and credential_name(assignment["name"]):
+    if (
+        assignment
+        and assignment["value"]
+        and (credential_name(assignment["name"]) or _KNOWN_TOKEN.fullmatch(assignment["value"]))
+    ):
         return f"{assignment['name']}={MASK}"
     header = _HEADER.match(word)
     if header and credential_name(header["name"]):

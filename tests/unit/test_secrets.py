@@ -542,7 +542,10 @@ def test_a_plan_files_variable_of_the_wrong_type_is_named_by_its_kind():
 
 
 @pytest.mark.parametrize("url", [f"u:{START}pw{END}@dbhost/xover", f"postgresql:/u:{START}pw{END}@127.0.0.1:1/x",
-                                 f"postgresql:/u:{START}Pa/SLASH{END}@127.0.0.1:1/x", f"u:{START}a/b{END}@dbhost/x"])
+                                 f"postgresql:/u:{START}Pa/SLASH{END}@127.0.0.1:1/x", f"u:{START}a/b{END}@dbhost/x",
+                                 # its ':' lost (a probe, 2026-12-06: a SQLite file in folders postgresql/user:...)
+                                 f"postgresql//u:{START}pw{END}@127.0.0.1:1/x",
+                                 f"postgresql+psycopg//u:{START}pw{END}@h/x"])
 def test_a_store_url_that_lost_its_scheme_is_refused_without_its_password(tmp_path, monkeypatch, url):
     """A URL whose `scheme://` went missing was a SQLite file named after the password, which the store's
     recorded command and later messages then showed."""
@@ -560,6 +563,17 @@ def test_a_store_url_that_lost_its_scheme_is_refused_without_its_password(tmp_pa
     assert list(tmp_path.iterdir()) == []  # no store, no folder named after it
 
 
+def test_a_store_url_with_a_third_slash_is_shown_without_its_password(tmp_path, monkeypatch):
+    """postgresql:///user:pw@host/db (a slash too many) reaches the driver, whose error named the URL whole."""
+    from xover.redact import mask_credentials
+
+    url = f"postgresql:///u:{START}pw{END}@127.0.0.1/db"
+    assert mask_credentials(f"cannot open the database {url}: connection is bad") == (
+        "cannot open the database postgresql:///u:***@127.0.0.1/db: connection is bad"
+    )
+    assert mask_credentials("sqlite:////tmp/a:b@c.db") == "sqlite:////tmp/a:b@c.db"  # a file's name, no user
+
+
 def test_postgres_written_for_postgresql_is_told_so():
     from xover.store.session import StoreError, database_url
 
@@ -575,6 +589,9 @@ def test_postgres_written_for_postgresql_is_told_so():
     [f"https://bucket.s3.amazonaws.com/k?X-Amz-Date=1&X-Amz-Signature={START}11{END}"],
     [f"https://{START}12{END}@github.com/org/repo.git"], [f"git+https://{START}13{END}@github.com/org/repo"],
     ["curl", "-H", f"Authorization: Token {START}14{END}", "https://example.com"],
+    # a probe, 2026-12-06: an option named for none, a token by its shape; a webhook's URL; --pw
+    ["--hf", f"hf_{START}15{END}abcdefghijklmnopqrstuvwxyzABCDEF"], [f"--gh=ghp_{START}16{END}abcdefghijklmnopqrstuvwxyz0123"],
+    ["--webhook", f"https://hooks.example.com/services/{START}17{END}"], ["--pw", f"{START}18{END}"],
 ])
 def test_credentials_under_more_names_and_a_web_urls_token_are_masked(argv):
     """A review (2026-12-03) passed these through into the store's command, the lease file, spec.json and
@@ -589,6 +606,7 @@ def test_credentials_under_more_names_and_a_web_urls_token_are_masked(argv):
 @pytest.mark.parametrize("argv", [
     ["--author", "me"], ["--patience", "3"], ["--keys", "3"], ["--tokenizer", "gpt2"], ["--key-file", "/k"],
     ["ssh://user@host/x"], ["postgresql://user@host/db"], ["--signal", "TERM"], ["--monkey", "1"],
+    ["--dataset", "hf_digits"], ["--model", "sk-learn"], ["--power", "3"],
 ])
 def test_words_that_only_look_like_credentials_are_kept(argv):
     from xover.redact import mask_argv
@@ -669,3 +687,20 @@ def test_an_option_ending_in_auth_is_a_credential_and_an_author_is_not():
 
     assert mask_argv(["--hf-auth", "hf_abc", "--basic_auth=u:p", "--author", "me", "--auth-file", "a.json"]) == [
         "--hf-auth", "***", "--basic_auth=***", "--author", "me", "--auth-file", "a.json"]
+
+
+def test_plan_json_shows_no_env_value_and_no_credential_argument_the_plan_file_keeps():
+    """`xover plan --json` printed the plan file's content whole (a probe, 2026-12-06: a job file's `--token=`,
+    `--password`, a database URL's password and an `env` value, in a CI log); the store's rows never had them."""
+    from dataclasses import replace
+
+    from xover.plan import JobProfile, local_hosts, make_plan
+    from xover.plan.make import PlannedScript
+    from xover.plan.step import PlanWritten
+
+    script = PlannedScript(path="t.py", args=["--token", f"{START}1{END}", f"--db=postgresql://u:{START}2{END}@h/d"],
+                           engine="torch", sha256="0" * 64, env={"MY_SETTING": f"{START}3{END}"})
+    plan = replace(make_plan([JobProfile("job", 1, 100.0, 50.0, 1.0)], local_hosts(1)), scripts={"job": script})
+    shown = json.dumps(PlanWritten(plan, 1, "plan.json", None, None).to_dict())
+    assert not _leaks(shown) and '"MY_SETTING": "***"' in shown and '"--token", "***"' in shown, shown
+    assert plan.scripts["job"].env["MY_SETTING"] == f"{START}3{END}"  # the plan itself (its file) keeps them

@@ -173,9 +173,9 @@ class PlanWritten:
     engine: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        """`xover plan --json`: the plan file's content and the rest."""
+        """`xover plan --json`: the plan file's content as others read it (`shown_plan`), and the rest."""
         return {
-            **plan_to_dict(self.plan),
+            **plan_to_dict(shown_plan(self.plan)),
             "plan_id": self.plan_id,
             "path": self.path,
             "bandwidth": self.link.key if self.link is not None else None,
@@ -470,19 +470,26 @@ def write_plan_file(path: Path, text: str, holds_secrets: bool) -> None:
         out.write(text)
 
 
-def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
-    """A plan as rows (plans, plan_groups; the plan file's content kept whole, but a job file's `env` values
-    and a script's credential arguments as ***: a value may be a secret, and the plan file has them);
-    returns the plan's id."""
-    recorded = replace(
+def shown_plan(plan: Plan) -> Plan:
+    """The plan as others read it (the store's rows, `xover plan --json`, which a CI log keeps): a job file's `env`
+    values and a script's credential arguments as ***; only the plan file (mode 0600 then) has them."""
+    return replace(
         plan,
         scripts={
             name: replace(script, env=dict.fromkeys(script.env, MASK), args=mask_argv(script.args))
             for name, script in plan.scripts.items()
         },
     )
+
+
+def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
+    """A plan as rows (plans, plan_groups; the plan file's content kept whole, but as `shown_plan` shows it: a
+    value may be a secret, and the plan file has them); returns the plan's id."""
     row = PlanRow(
-        algo=plan.algo, body=plan_to_dict(recorded), path=path, predicted_aggregate_gain=plan.predicted_aggregate_gain
+        algo=plan.algo,
+        body=plan_to_dict(shown_plan(plan)),
+        path=path,
+        predicted_aggregate_gain=plan.predicted_aggregate_gain,
     )
     session.add(row)
     session.flush()

@@ -47,8 +47,14 @@ class StoreError(XoverError):
 
 
 # user:password@host... or scheme:/user:password@host... : a URL with its '//' lost (a file path's first part
-# holds no ':' before an '@'). The password runs to the last '@', as it does in a URL: it may hold a '/'
-_MISTYPED_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+)?[^/:@]*:(?P<password>.*)@", re.DOTALL)
+# holds no ':' before an '@'); or a database's scheme with its ':' lost, postgresql//user:password@host (a
+# folder named for a dialect is not a store's). The password runs to the last '@', as it does in a URL: it may
+# hold a '/'
+_MISTYPED_URL = re.compile(
+    r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+|(?:postgres(?:ql)?|mysql|mariadb|oracle|mssql|cockroachdb)(?:\+\w+)?/+)?"
+    r"[^/:@]*:(?P<password>.*)@",
+    re.DOTALL | re.IGNORECASE,
+)
 
 
 def database_url(db: str | None = None, create_folder: bool = True) -> str:
