@@ -83,6 +83,18 @@ def test_roots_new_lease_folder_is_still_sticky_and_open_to_everyone(tmp_path, m
     assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o1777
 
 
+def test_a_lease_folder_that_did_not_exist_is_said_once_made(tmp_path, monkeypatch, capsys):
+    """A probe (2026-12-06): XOVER_LEASE_DIR=/nonexistent, a typo, was made without a word, and the run shared
+    devices with runs leasing in /tmp unseen."""
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "typo"))
+    assert leases.lease_dir() == str(tmp_path / "typo")
+    said = capsys.readouterr().err
+    assert said.startswith(f"warning: XOVER_LEASE_DIR={tmp_path / 'typo'} did not exist and was created") and (
+        "only runs with the same XOVER_LEASE_DIR see" in said
+    ), said
+    assert leases.lease_dir() == str(tmp_path / "typo") and capsys.readouterr().err == ""  # there now: nothing said
+
+
 def test_a_deeply_nested_lease_file_is_not_a_traceback(tmp_path, monkeypatch):
     """Finding 12. Before: json.loads of "[" * 4096 raised RecursionError, a traceback."""
     monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path))

@@ -32,10 +32,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+from ..console import errors
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, command_on, is_local
 from ..redact import mask_credentials
-from ..settings import settings
+from ..settings import LEASE_DIR_VARIABLE, settings
 from .reach import is_emulated_host
 
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
@@ -68,6 +69,15 @@ def lease_dir() -> str:
             pass
         except OSError as error:
             raise XoverError(f"cannot create the device lease folder {path}: {error.strerror}; {_WHAT_TO_DO}") from None
+        else:
+            # said: a mistyped folder is a new one, and runs leasing in /tmp or the folder meant never see these
+            errors.print(
+                f"warning: {LEASE_DIR_VARIABLE}={path} did not exist and was created: only runs with the same "
+                f"{LEASE_DIR_VARIABLE} see the devices this run leases",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
     return path
 
 
