@@ -1048,3 +1048,13 @@ def test_a_plan_field_named_after_a_job_with_a_newline_is_one_line(clean, tmp_pa
         "sequential_makespan_ms": 1.0}))
     result = runner.invoke(app, ["run", str(plan)])
     _one_clear_line(result, str(plan), "plan field 'jobs.a b\\nc'")
+
+
+def test_a_job_wider_than_the_machine_is_said_by_its_width(clean):
+    """--np 999 said 'placed on device 998 of this machine' (a probe, 2026-12-06): how many it needs, now."""
+    from xover.devices import local_device_count
+
+    kind, available = local_device_count()
+    _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "--np", "999", "--iterations", "2"]),
+                    f"job 'mlp-digits' needs 999 devices of this machine, which has {available} {kind.upper()} devices",
+                    "lower np (--np)")

@@ -264,10 +264,13 @@ def check_devices(jobs: list[JobSpec], planned: bool = False) -> None:
                     if planned
                     else "lower np (--np) or add hosts with -H"
                 )
-                raise XoverError(
-                    f"job '{job.name}' is placed on device {max(indices)} of this machine, which has "
-                    f"{available} {kind.upper()} devices; {remedy}"
+                # a job wider than the machine is said as such (placed on device 998 said nothing of --np 999)
+                where = (
+                    f"needs {len(indices)} devices of this machine"
+                    if len(indices) > available
+                    else f"is placed on device {max(indices)} of this machine"
                 )
+                raise XoverError(f"job '{job.name}' {where}, which has {available} {kind.upper()} devices; {remedy}")
 
 
 def crossover_warning(jobs: list[JobSpec], modes: list[str]) -> str | None:
