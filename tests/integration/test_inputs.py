@@ -744,6 +744,25 @@ def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(cle
         assert connection.execute("select count(*) from plans").fetchone()[0] == 1
 
 
+def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_path):
+    """`report ID --format json|html --out NAME` (and `report all`, csv too) with a name longer than the system
+    takes was a traceback (OSError: File name too long) from the check whether --out is a folder; a folder's name
+    too long was one from the words that say why the write failed. Now every format says it in one line."""
+    replay = Path(__file__).resolve().parents[1] / "assets" / "replay"
+    simulated = runner.invoke(app, ["simulate", str(replay / "fifo_srtf.csv"), "--profiles",
+                                    str(replay / "profiles.csv"), "--cluster", "1x2", "--policy", "fifo", "--json"])
+    assert simulated.exit_code == 0, simulated.output
+    experiment = json.loads(simulated.stdout)["experiment"]
+    long = tmp_path / ("a" * 300)  # in a folder that exists: the system looks at the name's length only then
+    before = set(tmp_path.iterdir())
+    for target in (experiment, "all"):
+        for fmt in ("json", "html", "csv"):
+            for out in (f"{long}.{fmt}", f"{long}/report.{fmt}"):
+                result = runner.invoke(app, ["report", target, "--format", fmt, "--out", out])
+                _one_clear_line(result, "cannot write", "File name too long")
+    assert set(tmp_path.iterdir()) <= before | {tmp_path / "results"}
+
+
 @pytest.mark.parametrize("url, words", [
     ("mysql://user:secretpw@127.0.0.1:1/db", "its driver is not installed (No module named"),
     ("postgresql://user:secretpw@[::1:1/db", "not a database URL SQLAlchemy reads"),
