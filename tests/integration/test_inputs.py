@@ -330,6 +330,10 @@ FLAG_CASES = [
     (["profile", "mlp-digits", "--iterations", "10000000000"], "at most"),
     (["profile", "mlp-digits", "--warmup", "-1"], "--warmup"),
     (["simulate", "t.csv", "--cluster", "2x2", "--restart-s", "1e308"], "--restart-s"),
+    # a gain no group reaches (K jobs are at most K times as fast as apart): reported as "at least inf% gain"
+    (["simulate", "t.csv", "--cluster", "2x2", "--min-gain", "1e308"], "--min-gain 1e+308: give a number from 0 to 1"),
+    (["simulate", "t.csv", "--cluster", "2x2", "--min-gain", "5"], "--min-gain 5: give a number from 0 to 1 (0.05: 5%"),
+    (["simulate", "t.csv", "--cluster", "2x2", "--max-group", "3", "--min-gain", "2.5"], "from 0 to 2"),
     (["simulate", "t.csv", "--cluster", "2x2", "--policy", "fifo,xover,fifo"], "fifo named twice"),
     (["train", "mlp-digits", "--bandwidth", "\u0661gbit"], "--bandwidth"),  # an Arabic-Indic digit
     (["simulate", "t.csv", "--cluster", "2x2", "--factors", "\u0661.5,1.5"], "--factors"),
