@@ -681,7 +681,10 @@ SIMULATE_HELP = {
         "default: the semantics'."
     ),
     "max_group": f"Most jobs that share devices, 1 to {MAX_GROUP} (1: nobody).",
-    "min_gain": "A group forms or stays only if predicted this much better than apart.",
+    "min_gain": (
+        "A group forms or stays only if predicted this much better than apart (0.05: 5%): 0 to K-1 for --max-group "
+        "K (1 for K=1), as K jobs are at most K times as fast as apart."
+    ),
     "turn_policy": "--model xover: the turn policy crossover is predicted under.",
     "fmt": "The trace's format: muri, plain, philly or helios (default: from its head).",
     "profiles_csv": (

@@ -17,11 +17,12 @@ from .emulation.cluster import diagnose_cluster
 from .emulation.network import ShapedNetwork
 from .errors import XoverError
 from .recipes import did_you_mean
+from .run.adaptive import AdaptiveSettings
 from .run.external.horovodrun import horovodrun_path
 from .run.launchers import LAUNCHERS
 from .run.leases import LEASE_DIR
 from .run.sinks import SINKS
-from .settings import LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
+from .settings import ADAPTIVE_VARIABLE, LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
 from .store import (
     session as store_session,  # as an attribute: tests replace store_session.open_store
 )
@@ -208,6 +209,10 @@ def _settings() -> Check:
         except XoverError as error:
             problems.append(str(error))
     defaults = Settings.from_environ({})
+    try:  # its keys against each other (window <= max_window), as a run's start checks them
+        AdaptiveSettings.of(alone.get(ADAPTIVE_VARIABLE, defaults).adaptive)
+    except XoverError as error:
+        problems.append(str(error))
     sinks = alone.get(METRIC_SINKS_VARIABLE, defaults).metric_sinks
     unknown = [name for name in sinks if name not in SINKS]  # as a run's sinks_named refuses them
     if unknown:

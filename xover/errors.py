@@ -55,8 +55,11 @@ def write_problem(path: str | os.PathLike[str], error: OSError) -> str:
     """Why `path` could not be written, in words: a file where a folder on its way should be (`--out a/x.html`
     where a is a file) is named, not left as the system's "File exists" or "Not a directory"."""
     for parent in Path(path).parents:
-        if parent.exists() and not parent.is_dir():
-            return f"{printable(parent)} is a file, not a folder"
+        try:
+            if parent.exists() and not parent.is_dir():
+                return f"{printable(parent)} is a file, not a folder"
+        except OSError:  # a folder's name too long for the system: exists() raises it; `error` says so
+            continue
     return str(error.strerror or error)
 
 

@@ -330,6 +330,10 @@ FLAG_CASES = [
     (["profile", "mlp-digits", "--iterations", "10000000000"], "at most"),
     (["profile", "mlp-digits", "--warmup", "-1"], "--warmup"),
     (["simulate", "t.csv", "--cluster", "2x2", "--restart-s", "1e308"], "--restart-s"),
+    # a gain no group reaches (K jobs are at most K times as fast as apart): reported as "at least inf% gain"
+    (["simulate", "t.csv", "--cluster", "2x2", "--min-gain", "1e308"], "--min-gain 1e+308: give a number from 0 to 1"),
+    (["simulate", "t.csv", "--cluster", "2x2", "--min-gain", "5"], "--min-gain 5: give a number from 0 to 1 (0.05: 5%"),
+    (["simulate", "t.csv", "--cluster", "2x2", "--max-group", "3", "--min-gain", "2.5"], "from 0 to 2"),
     (["simulate", "t.csv", "--cluster", "2x2", "--policy", "fifo,xover,fifo"], "fifo named twice"),
     (["train", "mlp-digits", "--bandwidth", "\u0661gbit"], "--bandwidth"),  # an Arabic-Indic digit
     (["simulate", "t.csv", "--cluster", "2x2", "--factors", "\u0661.5,1.5"], "--factors"),
@@ -742,6 +746,25 @@ def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(cle
     assert trace.read_text().startswith("name,devices")
     with sqlite3.connect(store) as connection:
         assert connection.execute("select count(*) from plans").fetchone()[0] == 1
+
+
+def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_path):
+    """`report ID --format json|html --out NAME` (and `report all`, csv too) with a name longer than the system
+    takes was a traceback (OSError: File name too long) from the check whether --out is a folder; a folder's name
+    too long was one from the words that say why the write failed. Now every format says it in one line."""
+    replay = Path(__file__).resolve().parents[1] / "assets" / "replay"
+    simulated = runner.invoke(app, ["simulate", str(replay / "fifo_srtf.csv"), "--profiles",
+                                    str(replay / "profiles.csv"), "--cluster", "1x2", "--policy", "fifo", "--json"])
+    assert simulated.exit_code == 0, simulated.output
+    experiment = json.loads(simulated.stdout)["experiment"]
+    long = tmp_path / ("a" * 300)  # in a folder that exists: the system looks at the name's length only then
+    before = set(tmp_path.iterdir())
+    for target in (experiment, "all"):
+        for fmt in ("json", "html", "csv"):
+            for out in (f"{long}.{fmt}", f"{long}/report.{fmt}"):
+                result = runner.invoke(app, ["report", target, "--format", fmt, "--out", out])
+                _one_clear_line(result, "cannot write", "File name too long")
+    assert set(tmp_path.iterdir()) <= before | {tmp_path / "results"}
 
 
 @pytest.mark.parametrize("url, words", [

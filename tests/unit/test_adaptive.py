@@ -5,6 +5,7 @@ scripted clock and a switcher that applies switches as the turn servers do: at e
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
@@ -195,6 +196,20 @@ def test_a_bad_setting_is_one_line_naming_it(value):
 def test_windows_out_of_order_are_refused_where_the_run_starts():
     with pytest.raises(XoverError, match="XOVER_ADAPTIVE: window and max_window"):
         AdaptiveSettings.of({"window": "5", "max_window": "2"})
+
+
+def test_doctor_fails_the_settings_on_windows_out_of_order_as_a_run_refuses_them(monkeypatch):
+    """`XOVER_ADAPTIVE=window=5,max_window=1 xover doctor` said "settings ok: XOVER_ADAPTIVE read" and every
+    adaptive run then refused it: each key was in its range, and doctor never compared them."""
+    from xover.doctor import _settings
+
+    for name in [name for name in os.environ if name.startswith("XOVER_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XOVER_ADAPTIVE", "window=5,max_window=1")
+    check = _settings()
+    assert not check.ok and check.detail == "XOVER_ADAPTIVE: window and max_window: seconds, 0 < window <= max_window"
+    monkeypatch.setenv("XOVER_ADAPTIVE", "window=1,max_window=5")
+    assert _settings().ok
 
 
 # ------------------------------------------------------------------------------------ the controller

@@ -1,6 +1,9 @@
 """What `xover report --format mlflow` makes of a recipe's fields and the store's times (xover/report/mlflow.py)."""
 
-from xover.report.mlflow import PARAM_LENGTH, STATUS, _flat, _ms
+import pytest
+
+from xover.report.data import ReportError
+from xover.report.mlflow import PARAM_LENGTH, STATUS, _flat, _ms, refuse_the_store
 
 
 def test_a_recipe_becomes_flat_string_params():
@@ -26,3 +29,14 @@ def test_the_stores_utc_times_become_epoch_milliseconds():
 def test_every_ended_status_has_an_mlflow_status():
     assert set(STATUS.values()) <= {"FINISHED", "FAILED", "KILLED"}
     assert {"finished", "failed", "lost", "timeout", "interrupted", "cancelled", "stopped"} == set(STATUS)
+
+
+def test_a_tracking_uri_sqlalchemy_cannot_read_is_not_a_database_servers_store():
+    """`--tracking-uri databricks://scope:prefix` (a Databricks profile and its secrets' prefix) with a
+    PostgreSQL store was a traceback, `ValueError: invalid literal for int() with base 10: 'prefix'` (SQLAlchemy
+    read 'prefix' as a port), with a profile's secret in it: such a URI names no database, so not the store's."""
+    store = "postgresql://xover:pw@db.example/xover"
+    for uri in ("databricks://scope:prefix", "foo://a:b", "databricks://profile:SECRET", "foo://[::1", "databricks"):
+        refuse_the_store(uri, store)  # no error: MLflow is asked, and says what it makes of the URI
+    with pytest.raises(ReportError, match="that is the store's database"):
+        refuse_the_store("postgresql+psycopg2://mlflow@DB.example:5432/xover", store)

@@ -178,8 +178,14 @@ def check_request(request: SimulateRequest) -> None:
             f"--max-group {request.max_group}: --factors gives factors up to groups of {len(request.factors) + 1}; "
             "give one per group size"
         )
-    if not (math.isfinite(request.min_gain) and request.min_gain >= 0):
-        raise XoverError(f"--min-gain {request.min_gain}: give a number >= 0 (0.05: 5% better than apart)")
+    # a group of K jobs is at most K times as fast as its jobs apart (each at most as fast as alone): a gain of
+    # K - 1; a larger --min-gain forms no group (1e308 was reported as "at least inf% gain"), and 5 is 5% mistyped
+    size = max(request.max_group, 2)
+    if not (math.isfinite(request.min_gain) and 0 <= request.min_gain <= size - 1):
+        raise XoverError(
+            f"--min-gain {request.min_gain:g}: give a number from 0 to {size - 1} (0.05: 5% better than apart; a "
+            f"group of {size} jobs is at most {size} times as fast as its jobs apart, a gain of {size - 1})"
+        )
     check_seconds("--restart-s", request.restart_s, zero=True)
     if request.profiles_csv and request.link is not None:  # as `xover plan` says it
         raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles file carries its own times")

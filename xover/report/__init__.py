@@ -227,7 +227,11 @@ def _summary_files(fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
 
 def _file_in(path: Path, default_name: str) -> Path:
     """The file written for --out `path`: `path` itself, or `default_name` in it where it is a folder."""
-    return path / default_name if path.is_dir() else path
+    try:
+        folder = path.is_dir()
+    except OSError as error:  # a name too long for the system: is_dir() raises it rather than answer False
+        raise ReportError(f"cannot write {printable(path)}: {write_problem(path, error)}") from None
+    return path / default_name if folder else path
 
 
 def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) -> None:

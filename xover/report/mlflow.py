@@ -227,7 +227,7 @@ def _same_database(one: str, other: str) -> bool:
     (a missing one is the backend's default) and database."""
     try:
         first, second = make_url(one), make_url(other)
-    except ArgumentError:  # not a database URL (http://, databricks): not the store
+    except (ArgumentError, ValueError):  # not a database URL (http://; databricks://scope:prefix, no port)
         return False
 
     def key(url: Any) -> tuple[str, str, int | None, str]:
