@@ -18,7 +18,7 @@ from .emulation.network import ShapedNetwork
 from .errors import XoverError
 from .recipes import did_you_mean
 from .run.adaptive import AdaptiveSettings
-from .run.external.horovodrun import horovodrun_path
+from .run.external.horovodrun import check_forwarded_names, horovodrun_path
 from .run.launchers import LAUNCHERS
 from .run.leases import LEASE_DIR
 from .run.sinks import SINKS
@@ -211,6 +211,10 @@ def _settings() -> Check:
     defaults = Settings.from_environ({})
     try:  # its keys against each other (window <= max_window), as a run's start checks them
         AdaptiveSettings.of(alone.get(ADAPTIVE_VARIABLE, defaults).adaptive)
+    except XoverError as error:
+        problems.append(str(error))
+    try:  # a variable the launchers pass through a shell under a name no shell can set (XOVER_A-B): a run refuses it
+        check_forwarded_names(os.environ)
     except XoverError as error:
         problems.append(str(error))
     sinks = alone.get(METRIC_SINKS_VARIABLE, defaults).metric_sinks

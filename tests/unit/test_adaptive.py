@@ -212,6 +212,18 @@ def test_doctor_fails_the_settings_on_windows_out_of_order_as_a_run_refuses_them
     assert _settings().ok
 
 
+def test_doctor_fails_the_settings_on_a_forwarded_variable_no_shell_can_set(monkeypatch):
+    """XOVER_A-B: doctor listed it as not read by xover, and every run refused it (its launchers pass XOVER_*
+    through a shell)."""
+    from xover.doctor import _settings
+
+    for name in [name for name in os.environ if name.startswith("XOVER_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XOVER_A-B", "1")
+    check = _settings()
+    assert not check.ok and "environment variable 'XOVER_A-B': not a name a shell can set" in check.detail, check
+
+
 # ------------------------------------------------------------------------------------ the controller
 
 
