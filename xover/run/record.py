@@ -25,6 +25,7 @@ import psutil
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ..console import counted
 from ..devices import hardware_fingerprint
 from ..errors import printable
 from ..records import (
@@ -188,10 +189,9 @@ class Recorder:
             said = []
             for run in runs:
                 iterations = counts.get(run.id, 0)
-                said.append(
-                    f"{printable(run.name)} ({run.mode}{', ' + run.policy if run.policy else ''}): {run.status}"
-                    f"{f' after {iterations} iteration' + ('s' if iterations != 1 else '') if iterations else ''}"
-                )
+                after = f" after {counted(iterations, 'iteration')}" if iterations else ""
+                way = ", ".join(filter(None, (run.mode, run.policy)))
+                said.append(f"{printable(run.name)} ({way}): {run.status}{after}")
         return "; ".join(said)
 
     def discard(self) -> bool:

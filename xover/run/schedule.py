@@ -112,6 +112,11 @@ class Unit:
         """Whether its jobs take turns, or may: crossover or adaptive, with a partner to take them with."""
         return turn_taking(self.mode) and len(self.jobs) > 1
 
+    @property
+    def turn_policy(self) -> str | None:
+        """The policy its turns are taken under (what its runs record and its spec names); None without turns."""
+        return self.policy if self.crossover else None
+
 
 @dataclass
 class RunContext:
@@ -368,7 +373,7 @@ class Scheduler:
             self.context.recorder.record_not_started(
                 unit.group,
                 unit.mode,
-                unit.policy if unit.crossover else None,
+                unit.turn_policy,
                 [job.name for job in unit.jobs],
                 "; ".join(f"{name}: {self.doomed[name]}" for name in doomed),
             )
@@ -453,13 +458,14 @@ class Scheduler:
     def _record_runs(self, unit: Unit) -> None:
         """The unit's runs, pending, and whose records each run's are."""
         context = self.context
-        policy = unit.policy if unit.crossover else None
-        unit.runs = context.recorder.create_runs(unit.jobs, unit.mode, unit.group, policy, context.results_dir)
+        unit.runs = context.recorder.create_runs(
+            unit.jobs, unit.mode, unit.group, unit.turn_policy, context.results_dir
+        )
         for slot, (run_id, _) in enumerate(unit.runs):
             self.owner[run_id] = (unit, slot)
             job = unit.jobs[slot]
             self.jobs[run_id] = JobLabels(
-                run_id, context.experiment_id, job.name, unit.mode, unit.group, policy, job.hosts
+                run_id, context.experiment_id, job.name, unit.mode, unit.group, unit.turn_policy, job.hosts
             )
 
     def _start_turns(self, unit: Unit, prefix: list[str]) -> dict[int, int]:
@@ -531,7 +537,7 @@ class Scheduler:
             spec = {
                 "job": job.name,
                 "mode": unit.mode,
-                "policy": unit.policy if unit.crossover else None,
+                "policy": unit.turn_policy,
                 "engine": job.engine,
                 "runtime": ENGINES[job.engine].runtime_name,
             }
