@@ -765,6 +765,14 @@ def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_
                 result = runner.invoke(app, ["report", target, "--format", fmt, "--out", out])
                 _one_clear_line(result, "cannot write", "File name too long")
     assert set(tmp_path.iterdir()) <= before | {tmp_path / "results"}
+    # under a folder not made yet, the name was looked at only once the pictures were drawn: they were left behind
+    results = tmp_path / "results"
+    pictures = set(results.rglob("*.png"))
+    for target in (experiment, "all"):
+        for fmt in ("json", "html", "csv"):
+            result = runner.invoke(app, ["report", target, "--format", fmt, "--out", f"{tmp_path}/new/{long.name}.{fmt}"])
+            _one_clear_line(result, "cannot write", "File name too long")
+    assert set(results.rglob("*.png")) == pictures
 
 
 @pytest.mark.parametrize("url, words", [

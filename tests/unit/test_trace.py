@@ -67,6 +67,9 @@ def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
         (HEADER + ",interference_link_share\na,1,10,10,1,0\n", 2, "interference_link_share must be a finite number > 0"),
         (HEADER + ",iterations\na,1,10,10,1,0\n", 2, "iterations must be a whole number >= 1"),
         (HEADER + ",iterations\na,1,10,10,1,ten\n", 2, "iterations must be a whole number"),
+        # 1e12 was "must be a whole number": a whole number as a spreadsheet writes it is read, and its size told
+        (HEADER + ",iterations\na,1,10,10,1,1e12\n", 2, "iterations 1e12 is out of range: at most 1e+09"),
+        (HEADER + ",iterations\na,1,10,10,1,2.5e0\n", 2, "iterations must be a whole number, got '2.5e0'"),
         (HEADER + "\na,1,10,10,1\n\nb,1,10,10,1\na,2,20,20,2\n", 5, "duplicate name 'a' (first on line 2)"),
         (HEADER + "\na,1,10,10\n", 2, "4 fields, the header has 5"),
         (HEADER + "\na\n", 2, "1 field, the header has 5"),
@@ -113,3 +116,9 @@ def test_a_spreadsheets_empty_trailing_columns_are_read_past_and_a_decimal_comma
     assert load_trace_csv(write(tmp_path, text)) == [JobProfile("a", 1, 100.0, 10.0, 3.0)]
     with pytest.raises(TraceError, match=r"got '121,5': write it without thousands separators, with '\.' for"):
         load_trace_csv(write(tmp_path, "name;devices;compute_ms;comm_ms;memory_gb\na;1;121,5;10;3\n"))
+
+
+def test_a_whole_number_written_with_an_exponent_is_read_as_one(tmp_path):
+    (job,) = load_trace_csv(write(tmp_path, HEADER + ",iterations\na,2e0,10,10,1,2e3\n"))
+    assert (job.devices, job.iterations) == (2, 2000)
+    assert isinstance(job.iterations, int)

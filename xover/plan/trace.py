@@ -163,6 +163,8 @@ def _parse_row(row: list[str], columns: list[str], path: Path, line: int) -> Job
             continue
         whole = column in ("devices", "iterations")
         value = _parse_whole(text) if whole else _parse_number(text)
+        if value is None and whole and (number := _parse_number(text)) is not None and float(number).is_integer():
+            value = int(number) if abs(number) <= LARGEST else number  # 2e3: a whole number as a spreadsheet writes it
         if value is None:
             kind = "a whole number" if whole else "a number"
             hint = ": write it without thousands separators, with '.' for a decimal point" if "," in text else ""

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ..config import results_root
@@ -99,6 +100,7 @@ def make_report(db: str | None, target: str, fmt: str, out: str | None, tracking
     kept = [*store_files(db), *inputs]
     if out:
         refuse_overwriting(out, kept, "--out", writes=from_out)
+        _ready_to_write(from_out)
     refuse_writing(elsewhere, kept)
     if simulation is not None:
         _render_simulation(simulation, fmt, out)
@@ -223,6 +225,21 @@ def _summary_files(fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
     if out:
         return [_file_in(Path(out), "report.html")], [picture]
     return [], [picture, results_root() / "report.html"]
+
+
+def _ready_to_write(paths: list[Path]) -> None:
+    """The folders of the files --out names made, and each name checked against the system's limit, before the
+    first picture is drawn: a report that fails at its last file leaves the pictures it drew for nothing."""
+    for path in paths:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            longest = os.pathconf(path.parent, "PC_NAME_MAX")
+        except OSError as error:
+            raise ReportError(f"cannot write {printable(path)}: {write_problem(path, error)}") from None
+        if len(os.fsencode(path.name)) > longest:
+            raise ReportError(
+                f"cannot write {printable(path)}: File name too long (a file's name has at most {longest} bytes)"
+            )
 
 
 def _file_in(path: Path, default_name: str) -> Path:
