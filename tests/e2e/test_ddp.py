@@ -151,6 +151,29 @@ def test_a_sharded_optimizer_counts_one_iteration_per_step_and_broadcasts_outsid
         assert job["turn_stats"]["grants"] >= 2 * steps
 
 
+def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute(isolated_results):
+    """A script that gathers its ranks' losses after each step (all_gather_object, broadcast_object_list, a
+    reduce and a barrier now and then) holds the turn there, for the update: its collectives step out of it,
+    and their time was counted as the job's compute. With rank 1 late by 60 ms a step, rank 0 waits that long
+    in the gather: a profile read 60 ms of compute and next to none of communication, and a plan saw a
+    compute-heavy job where the device idles. Now that wait is the iteration's communication, alone and in
+    crossover, and the losses are plain torchrun's."""
+    script, steps = "tests/e2e/scripts/ddp_logged_metrics.py", 8
+    args = ["--steps", str(steps), "--late-ms", "60"]
+    loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)
+    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
+    assert len(alone) == steps
+    report = _xover_run("--script", script, "--script", script, "--mode", "sequential,crossover", "--policy",
+                        "work-conserving", "--json", "--", *args)
+    assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
+    for job in report["jobs"]:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, (job["name"], job["mode"])
+        # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
+        assert job["communication_ms"] > 40, job
+        assert job["compute_ms"] < 30, job
+
+
 def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolated_results, tmp_path):
     """torch.compile traces the forward pre-hook xover sets on every module; before, the trace failed at the
     hook's first forward ('... is already tracked for mutation'), in every mode. Now the compiled module's own

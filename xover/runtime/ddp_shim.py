@@ -589,9 +589,9 @@ class DDPCrossover:
 
         @functools.wraps(collective)
         def call(*args, **kwargs):
-            if not self.coordinator.turn.holding or asynchronous(args, kwargs):
+            if asynchronous(args, kwargs):  # returns at once; its wait() is where the time goes
                 return collective(*args, **kwargs)
-            with self.outside_turn():
+            with self.outside_turn():  # held or not: timed as communication
                 return collective(*args, **kwargs)
 
         return call

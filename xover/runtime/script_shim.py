@@ -332,9 +332,7 @@ HOROVOD_BLOCKING_COLLECTIVES = (
 def _outside_turn(coordinator: ScriptCoordinator, collective: Callable) -> Callable:
     @functools.wraps(collective)
     def call(*args, **kwargs):
-        if not coordinator.turn.holding:
-            return collective(*args, **kwargs)
-        with coordinator.outside_turn():
+        with coordinator.outside_turn():  # held or not: timed as communication
             return collective(*args, **kwargs)
 
     return call
