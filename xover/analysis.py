@@ -313,8 +313,38 @@ def report_warnings(
     """What makes a report's figures less sure: a job shorter than it was given, a short overlap window (its
     advice for a run given --seconds where `lengths_in_seconds`), a run alone off its profile."""
     return (
-        length_warnings(jobs) + overlap_warnings(groups, lengths_in_seconds=lengths_in_seconds) + drift_warnings(groups)
+        length_warnings(jobs)
+        + overlap_warnings(groups, lengths_in_seconds=lengths_in_seconds)
+        + drift_warnings(groups)
+        + faster_than_alone_warnings(jobs)
     )
+
+
+# a job sharing its devices is at most as fast as alone: beyond this, what ran alone was slowed (noise below it)
+FASTER_THAN_ALONE = 0.1
+
+
+def faster_than_alone_warnings(jobs: Sequence[RunResult], tolerance: float = FASTER_THAN_ALONE) -> list[str]:
+    """A warning per job that ran faster next to others than alone, by more than `tolerance`: sharing never
+    speeds a job up, so its run alone was slower than the job is (a short run's start, a machine busy then),
+    and its speed relative to alone, and its group's gain, read high by as much. One line per job, its modes
+    named."""
+    fast: dict[str, list[RunResult]] = {}
+    for job in jobs:
+        if job.name is not None and job.mode is not None and job.speed is not None and job.speed > 1 + tolerance:
+            fast.setdefault(job.name, []).append(job)
+    return [
+        f"{name} ran {max(run.speed or 0.0 for run in runs):.2f}x its speed alone next to other jobs "
+        f"({', '.join(sorted({_mode_words(run) for run in runs}))}): sharing never makes a job faster, so its run "
+        "alone was slowed (its start weighing on a short run, or the machine busy then), and its speed relative to "
+        "alone and its group's gain read high by as much (run the comparison again, longer: more --iterations "
+        "or --seconds)"
+        for name, runs in fast.items()
+    ]
+
+
+def _mode_words(job: RunResult) -> str:
+    return f"{job.mode} ({job.policy})" if job.policy and job.mode == CROSSOVER.name else str(job.mode)
 
 
 def length_warnings(jobs: Sequence[RunResult]) -> list[str]:

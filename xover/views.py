@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .analysis import length_warnings, overlap_warnings
+from .analysis import faster_than_alone_warnings, length_warnings, overlap_warnings
 from .console import LoggedProgress, console, counted, errors, print_json, print_table
 from .links import HOST
 from .replay.traces import skipped_words
@@ -107,7 +107,9 @@ def show_run(result: Any, as_json: bool) -> None:
     )
     print_not_started(result.not_started)
     print_warnings(
-        length_warnings(result.jobs) + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
+        length_warnings(result.jobs)
+        + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
+        + faster_than_alone_warnings(result.jobs)
     )
     print_failures(shown["jobs"])
     measured = groups_that_ran(shown["groups"], shown["jobs"])

@@ -148,6 +148,25 @@ def test_a_job_that_finished_before_the_iterations_it_was_given_is_warned_of_onc
     assert report_warnings(jobs, []) == [warning]
 
 
+def test_a_job_faster_next_to_others_than_alone_is_warned_of_once_with_its_modes():
+    """Two scripts of 12 and 60 steps read crossover 2.65 times one after another, one of them 1.53 times its
+    speed alone: no job is faster sharing its devices than alone, so its run alone was slowed and every gain
+    built on it reads high. The report and `xover run` say so (a probe session, 2026-12-06); noise within 10%
+    is no warning."""
+    from xover.analysis import faster_than_alone_warnings, report_warnings
+
+    def job(name, mode, speed, policy=None):
+        return RunResult(name=name, mode=mode, policy=policy, status="finished", speed=speed)
+
+    jobs = [job("short", "sequential", 1.0), job("short", "crossover", 1.53, "work-conserving"),
+            job("short", "concurrent", 1.2), job("long", "crossover", 1.08, "work-conserving"),
+            job("long", "concurrent", 0.7), job("unmeasured", "crossover", None)]
+    [warning] = faster_than_alone_warnings(jobs)
+    assert warning.startswith("short ran 1.53x its speed alone next to other jobs (concurrent, crossover "
+                              "(work-conserving)): sharing never makes a job faster"), warning
+    assert report_warnings(jobs, []) == [warning]
+
+
 def test_xover_run_warns_of_a_mode_whose_jobs_hardly_ran_together_as_the_report_does(capsys):
     """`xover run` printed 'concurrent/sequential 1.41' for jobs that ran together 0% of the time; only `xover
     report` said so."""
