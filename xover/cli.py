@@ -33,7 +33,7 @@ from .run.commands import RunAsked, run_as_asked, train_recipe
 from .run.launchers import DEFAULT_LAUNCHER, hosts_or_allocation, launcher_options, launchers_help
 from .run.supervise import interruptible, uninterrupted
 from .run.targets import scripts_as_recipes, shared_arguments_hint
-from .scripts import detect_scripts_engine, detection_note
+from .scripts import detect_scripts_engine, detection_note, module_hint
 from .settings import DB_VARIABLE
 from .sharing import MAX_GROUP, PLANNED, RunStatus, run_modes
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
@@ -345,6 +345,9 @@ def run(
             "--script was given: recipes take no arguments (their options are their file's fields, and "
             "--iterations); give a script with --script FILE"
         )
+        raise typer.Exit(2)
+    if scripts and "-m" in scripts:  # `--script -m pkg.train`: 'pkg.train' read as a target
+        print_error(f"--script -m: no such file{module_hint('-m')}")
         raise typer.Exit(2)
     if scripts and not group and targets:  # `xover run plan.json --script s.py` ran s.py with 'plan.json'
         print_error(

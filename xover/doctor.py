@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from . import settings as known_settings
 from .config import check_results_folder
+from .devices import local_device_count, torch_backend
 from .emulation.cluster import diagnose_cluster
 from .emulation.network import ShapedNetwork
 from .errors import XoverError
@@ -22,7 +23,14 @@ from .run.external.horovodrun import check_forwarded_names, horovodrun_path
 from .run.launchers import LAUNCHERS
 from .run.leases import LEASE_DIR
 from .run.sinks import SINKS
-from .settings import ADAPTIVE_VARIABLE, LEASE_DIR_VARIABLE, METRIC_SINKS_VARIABLE, RESULTS_VARIABLE, Settings
+from .settings import (
+    ADAPTIVE_VARIABLE,
+    LEASE_DIR_VARIABLE,
+    METRIC_SINKS_VARIABLE,
+    RESULTS_VARIABLE,
+    TORCH_BACKEND_VARIABLE,
+    Settings,
+)
 from .store import (
     session as store_session,  # as an attribute: tests replace store_session.open_store
 )
@@ -217,6 +225,13 @@ def _settings() -> Check:
         check_forwarded_names(os.environ)
     except XoverError as error:
         problems.append(str(error))
+    if alone.get(TORCH_BACKEND_VARIABLE, defaults).torch_backend:  # checked where a torch job starts: here too
+        try:
+            torch_backend(
+                local_device_count()[0] == "gpu", {TORCH_BACKEND_VARIABLE: os.environ[TORCH_BACKEND_VARIABLE]}
+            )
+        except XoverError as error:
+            problems.append(str(error))
     sinks = alone.get(METRIC_SINKS_VARIABLE, defaults).metric_sinks
     unknown = [name for name in sinks if name not in SINKS]  # as a run's sinks_named refuses them
     if unknown:

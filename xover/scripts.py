@@ -114,7 +114,9 @@ def script_problem(script: str | os.PathLike) -> str | None:
         if path.exists() and not path.is_file():
             return "not a regular file (a pipe, a socket or a device): give the training script's .py file"
         if not path.is_file():
-            dangling = " (a symbolic link to nothing)" if path.is_symlink() else _arguments_hint(script)
+            dangling = (
+                " (a symbolic link to nothing)" if path.is_symlink() else _arguments_hint(script) or module_hint(script)
+            )
             return f"file not found{dangling}"
         if path.suffix == ".toml":  # its engine was looked for in its imports
             return "a TOML file (a recipe or job file), not a script: give it without --script, as an argument"
@@ -143,6 +145,28 @@ def _arguments_hint(script: str | os.PathLike) -> str:
         f" ({printable(first)} is, with arguments after it: give the arguments after -- to every script, "
         f"`--script {printable(first)} -- {printable(rest.strip())}`, or each script's in its job file's `args`, "
         "docs/reference.md: Job files)"
+    )
+
+
+# a module's dotted name, as `python -m` takes it
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
+
+
+def module_hint(script: str | os.PathLike) -> str:
+    """Where `--script` names a module (`pkg.train`, as `python -m pkg.train` runs it), or is `-m` itself, how to
+    run it: a launcher runs a file, so a two-line wrapper runs the module; else nothing."""
+    name = str(script).strip()
+    if name == "-m":
+        return (
+            " (`-m`: --script takes a script's file, not `python -m MODULE`; for a module, give a file of two lines, "
+            '`import runpy` and `runpy.run_module("pkg.train", run_name="__main__")`, with --engine)'
+        )
+    if name.endswith(".py") or not _MODULE_NAME.fullmatch(name):
+        return ""
+    return (
+        f" (if {name} is a module, as `python -m {name}` runs it: --script takes a file; give "
+        f"{name.replace('.', '/')}.py, or a file of two lines, `import runpy` and "
+        f'`runpy.run_module("{name}", run_name="__main__")`, with --engine)'
     )
 
 

@@ -301,6 +301,12 @@ FLAG_CASES = [
     (["run", "--group", "mlp-digits", "--mode", "crossover,"], "comma list"),
     (["run", "--script", "recipes/examples/horovod_digits.py", "--engine", "mpi"], "--engine"),
     (["run", "mlp-digits", "-H", "localhost:2"], "-H applies to --group"),
+    # a module as `python -m` runs it: '-m' was taken for the script and 'pkg.train' said to come before `--`; a
+    # dotted name was "file not found" with no word of modules (a probe session, 2026-12-06)
+    (["run", "--script", "-m", "pkg.train"], "--script takes a script's file, not `python -m MODULE`"),
+    (["run", "--script", "pkg.train", "--script", "pkg.train"],
+     'if pkg.train is a module, as `python -m pkg.train` runs it: --script takes a file; give pkg/train.py, or a '
+     'file of two lines, `import runpy` and `runpy.run_module("pkg.train", run_name="__main__")`'),
     (["plan", "mlp-digits", "--devices", "2", "--policy", "lottery"], "policy"),
     (["plan", "mlp-digits"], "--devices"),
     (["plan", "mlp-digits", "--devices", "100000000"], "--devices"),

@@ -168,7 +168,8 @@ def test_the_units_a_failure_alone_leaves_unstarted_are_recorded_with_why(tmp_pa
     assert recorder.not_started == [(0, "sequential", None, ["bad#2"], why),
                                     (0, "concurrent", None, ["good", "bad"], why),
                                     (0, "crossover", "work-conserving", ["good", "bad"], why)]
-    assert f"{why}; 3 later runs with it not started" in capsys.readouterr().err
+    # the partner that ran fine alone and lost its shared runs is named (it was said of the refused job only)
+    assert f"{why}; 3 later runs with it not started (among them good's runs beside it)" in capsys.readouterr().err
 
 
 def test_an_interrupt_a_finalizer_swallowed_is_raised_again(capsys):

@@ -202,3 +202,18 @@ def test_a_plans_wrong_values_are_shown_as_its_json_writes_them_and_iterations_e
             plan_from_dict(_plan_with_script({**good, **change}))
         assert shown in str(refused.value) and "True" not in str(refused.value), (change, str(refused.value))
     assert plan_from_dict(_plan_with_script({**good, "iterations": MAX_ITERATIONS})).scripts
+
+
+def test_a_job_file_given_twice_to_profile_is_profiled_once_and_two_files_of_one_name_are_refused(tmp_path):
+    """`xover profile sj.toml sj.toml` measured the job twice, alone and next to the partner, for one stored
+    profile (a probe session, 2026-12-06); `plan` refused the same. Two files of one job name are refused too."""
+    from xover.errors import XoverError
+    from xover.profile.step import _once_each
+
+    (tmp_path / "train.py").write_bytes(DDP.read_bytes())
+    job = _job(tmp_path, 'script = "train.py"\nname = "sj"\nnp = 2\n')
+    assert [r.name for r in _once_each([load_recipe(job), load_recipe(job), load_recipe("mlp-synthetic")])] == [
+        "sj", "mlp-synthetic"]
+    other = _job(tmp_path, 'script = "train.py"\nname = "sj"\nnp = 2\nargs = ["--steps", "3"]\n', name="other.toml")
+    with pytest.raises(XoverError, match=r"job name 'sj' is given twice \(.*job.toml and .*other.toml\)"):
+        _once_each([load_recipe(job), load_recipe(other)])

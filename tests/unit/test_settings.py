@@ -4,6 +4,7 @@ named once."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -214,3 +215,23 @@ def test_a_part_of_a_value_cut_at_a_comma_shows_no_half_of_its_password():
     with pytest.raises(XoverError) as refused:
         Settings.from_environ({"XOVER_METRIC_SINKS": "https://bot:pa,ss@h/x"})
     assert "pa" not in str(refused.value).replace("part", ""), str(refused.value)
+
+
+def test_doctor_fails_the_settings_on_a_torch_backend_a_run_refuses(monkeypatch):
+    """`XOVER_TORCH_BACKEND=mpi xover doctor` said "settings ok: XOVER_TORCH_BACKEND read", and every torch job
+    then refused it (a probe session, 2026-12-06); so did nccl on a machine without GPUs."""
+    from xover import doctor
+
+    for name in [name for name in os.environ if name.startswith("XOVER_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(doctor, "local_device_count", lambda: ("cpu", 2))
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "mpi")
+    check = doctor._settings()
+    assert not check.ok and check.detail == "XOVER_TORCH_BACKEND=mpi: choose nccl (GPUs) or gloo", check
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "nccl")
+    assert "needs NVIDIA GPUs" in doctor._settings().detail
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "gloo")
+    assert doctor._settings().ok
+    monkeypatch.setattr(doctor, "local_device_count", lambda: ("gpu", 1))
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "NCCL")
+    assert doctor._settings().ok

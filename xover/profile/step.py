@@ -380,7 +380,9 @@ def profile_recipes(
             f"--iterations ({options.iterations}) must exceed --warmup ({options.warmup}) by at least 3, "
             f"and be at most {MAX_ITERATIONS}"
         )
-    recipes = [with_overrides(load_recipe(path), np=options.np) for path in recipe_paths] + list(scripts or [])
+    recipes = _once_each(
+        [with_overrides(load_recipe(path), np=options.np) for path in recipe_paths] + list(scripts or [])
+    )
     if not recipes:
         raise XoverError("give recipes or job files to profile (or --script FILE)")
     try:
@@ -391,6 +393,23 @@ def profile_recipes(
     check_devices(jobs)
     profiling = _Profiling(open_store(db), options, recipes, jobs, link_of(jobs, options.link), partner_recipe)
     return profiling.run()
+
+
+def _once_each(recipes: list[Recipe]) -> list[Recipe]:
+    """Each job once: the same file given twice is one profile (it was measured twice, alone and next to the
+    partner, for one stored profile); two files of one job name are refused, as `plan` refuses them."""
+    kept: dict[str, Recipe] = {}
+    for recipe in recipes:
+        twin = kept.get(recipe.name)
+        if twin is None:
+            kept[recipe.name] = recipe
+        elif twin.label != recipe.label or twin != recipe:
+            files = f"{twin.label} and {recipe.label}" if twin.label != recipe.label else f"{recipe.label} both times"
+            raise XoverError(
+                f"job name '{recipe.name}' is given twice ({files}); a profile is stored by job name: give a copy "
+                "its own `name` in a job file"
+            )
+    return list(kept.values())
 
 
 class _Profiling:

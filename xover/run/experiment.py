@@ -180,8 +180,8 @@ def experiment(
 def stopped_words(recorder: Recorder, status: str, results_dir: Path) -> str:
     """What a run cut short by --timeout or Ctrl-C left: every process stopped, each run as it ended, the
     experiment and its logs."""
-    try:
-        runs = f": {recorder.runs_as_they_ended()}"
+    try:  # every run, those that finished before the stop too: not under "unfinished"
+        runs = f"; the runs: {recorder.runs_as_they_ended()}"
     except Exception:  # noqa: BLE001 - a store that fails now (full disk, gone) must not hide how the run ended
         runs = ""
     return (

@@ -378,10 +378,17 @@ class Scheduler:
                 "; ".join(f"{name}: {self.doomed[name]}" for name in doomed),
             )
         names = sorted({_copy_of(job.name) for unit in skipped for job in unit.jobs} & set(self.doomed))
+        # the jobs that lose their runs beside it, named: a partner that runs fine alone gets no shared run
+        partners = sorted({_copy_of(job.name) for unit in skipped for job in unit.jobs} - set(self.doomed))
         _say(
             f"{'; '.join(f'{name}: {self.doomed[name]}' for name in names)}; "
             f"{len(skipped)} later run{'s' if len(skipped) > 1 else ''} with "
             f"{'them' if len(names) > 1 else 'it'} not started"
+            + (
+                f" (among them {' and '.join(partners)}'s runs beside {'them' if len(names) > 1 else 'it'})"
+                if partners
+                else ""
+            )
         )
 
     def _adapt(self, running: list[Unit]) -> None:
