@@ -575,7 +575,7 @@ def plan(
 
     with user_errors(interrupted="no plan was written"), interruptible():  # SIGTERM as Ctrl-C: one line, exit 130
         if profiles_csv and engine is not None:  # it was accepted and changed nothing
-            raise XoverError("--engine picks stored profiles of recipes; a --profiles trace carries its own times")
+            raise XoverError("--engine picks stored profiles of recipes; a --profiles file carries its own times")
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
         result = plan_jobs(
             State.db,

@@ -186,6 +186,19 @@ def _sqlite_count(db: Path, table: str) -> int:
         return connection.execute(f"select count(*) from {table}").fetchone()[0]
 
 
+def _has_table(db: Path, table: str) -> bool:
+    import sqlite3
+    from contextlib import closing
+
+    if not db.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(db, timeout=0.1)) as connection:
+            return connection.execute("select 1 from sqlite_master where name = ?", (table,)).fetchone() is not None
+    except sqlite3.OperationalError:  # locked by the migrations under way
+        return False
+
+
 def test_sigterm_while_it_replays_is_said_and_stores_nothing(isolated_results, tmp_path):
     """SIGTERM (a scheduler's stop, `kill`) ended `xover simulate` with exit 143 and not a word; now it is Ctrl-C's:
     one line saying what was kept, exit 130."""
@@ -205,9 +218,10 @@ def test_sigterm_while_it_replays_is_said_and_stores_nothing(isolated_results, t
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not db.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)  # the store is opened once the trace is read, before the replay
-        time.sleep(1.0)  # its tables made: in the replay (about 10 s of it)
+        while not _has_table(db, "experiments") and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the store is made once the trace is read, before the replay
+        time.sleep(1.0)  # in the replay (about 10 s of it); a second after the file appeared was before its tables
+        # on a busy machine (the migrations still running: "no such table: experiments")
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=120)
     finally:
@@ -334,7 +348,7 @@ def test_a_file_name_too_long_for_the_system_is_one_line(isolated_results, tmp_p
     long = str(tmp_path / ("a" * 300 + ".csv"))
     for args, said in (
         ([long, "--profiles", str(ASSETS / "profiles.csv")], f"{long}: cannot read the trace: File name too long"),
-        ([str(ASSETS / "pair.csv"), "--profiles", long], f"{long}: cannot read trace: File name too long"),
+        ([str(ASSETS / "pair.csv"), "--profiles", long], f"{long}: cannot read the profiles file: File name too long"),
     ):
         result = xover("simulate", *args, "--cluster", "1x1")
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output

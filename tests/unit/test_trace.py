@@ -89,7 +89,7 @@ def test_errors_name_the_file_the_line_and_the_problem(tmp_path, text, line, pro
 
 
 def test_missing_file_is_a_user_error(tmp_path):
-    with pytest.raises(TraceError, match="missing.csv: cannot read trace"):
+    with pytest.raises(TraceError, match="missing.csv: cannot read the profiles file"):
         load_trace_csv(tmp_path / "missing.csv")
 
 

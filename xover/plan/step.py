@@ -423,9 +423,9 @@ def _checked_plan_options(
     if np is not None and not 1 <= np <= 10**5:
         raise XoverError(f"--np {np}: give the ranks per job, a whole number >= 1")
     if trace_csv and np is not None:
-        raise XoverError("--np picks stored profiles of recipes; a --profiles trace carries each job's devices")
+        raise XoverError("--np picks stored profiles of recipes; a --profiles file carries each job's devices")
     if trace_csv and link is not None:
-        raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles trace carries its own times")
+        raise XoverError("--bandwidth picks stored profiles of recipes; a --profiles file carries its own times")
     if out is not None and not out.strip():
         raise XoverError("--out: give a file name for the plan (default plan.json in the results folder)")
     if devices is not None and not 1 <= devices <= MAX_DEVICES:

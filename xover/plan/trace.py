@@ -70,12 +70,12 @@ class TraceError(XoverError):
 def load_trace_csv(path: str | Path) -> list[JobProfile]:
     """Read job profiles from ``path``; raise TraceError on the first bad line."""
     path = named_path(path, "the CSV file of the jobs' profiles", TraceError)
-    path = refuse_unless_regular(path, "a trace of job profiles is a CSV file", TraceError)
+    path = refuse_unless_regular(path, "a profiles file is a CSV file", TraceError)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             return _read_jobs(delimited_reader(csv_lines(path, handle, TraceError)), path)  # no line read whole
     except OSError as error:
-        raise TraceError(f"{path}: cannot read trace: {error.strerror or error}") from error
+        raise TraceError(f"{path}: cannot read the profiles file: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
         raise TraceError(not_utf8_text(path)) from error
     except csv.Error as error:
