@@ -783,6 +783,8 @@ def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_
 
 @pytest.mark.parametrize("url, words", [
     ("mysql://user:secretpw@127.0.0.1:1/db", "its driver is not installed (No module named"),
+    # libpq's words were two lines ("...Connection refused\n\tIs the server running on that host...")
+    ("postgresql://user:secretpw@127.0.0.1:1/db", "Connection refused Is the server running on that host"),
     ("postgresql://user:secretpw@[::1:1/db", "not a database URL SQLAlchemy reads"),
     # a store in memory was said to be stored ("xover report ID"), and nothing was left to report
     ("sqlite://", "a database in memory keeps nothing past this command"),
@@ -1095,3 +1097,18 @@ def test_a_job_wider_than_the_machine_is_said_by_its_width(clean):
     _one_clear_line(runner.invoke(app, ["run", "--group", "mlp-digits", "--np", "999", "--iterations", "2"]),
                     f"job 'mlp-digits' needs 999 devices of this machine, which has {available} {kind.upper()} devices",
                     "lower np (--np)")
+
+
+def test_a_store_xover_may_not_write_says_what_to_do(clean, tmp_path):
+    """A read-only store under `plan` was "attempt to write a readonly database" and nothing more (a probe
+    session, 2026-12-06); `report` reads such a store as it is."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    store = tmp_path / "s.db"
+    assert runner.invoke(app, ["--db", str(store), "plan", "--profiles", str(trace), "--devices", "2", "--out",
+                               str(tmp_path / "p.json")]).exit_code == 0
+    read_only = f"sqlite:///file:{store}?mode=ro&uri=true"
+    _one_clear_line(runner.invoke(app, ["--db", read_only, "plan", "--profiles", str(trace), "--devices", "2",
+                                        "--out", str(tmp_path / "q.json")]),
+                    "attempt to write a readonly database", "copy it into a folder you can write")
+    _one_clear_line(runner.invoke(app, ["--db", read_only, "report", "all"]), "holds no experiments yet")  # read

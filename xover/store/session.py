@@ -146,13 +146,27 @@ def shown_url(url: str) -> str:
 def store_failed(url: str, problem: object) -> StoreError:
     """One line about a store that opened and then refused a read or a write (a read-only file, a full disk),
     without its password."""
-    return StoreError(f"the database {without_secrets_of(url, f'{shown_url(url)}: {problem}')}")
+    return StoreError(f"the database {without_secrets_of(url, f'{shown_url(url)}: {_driver_words(problem)}')}")
 
 
 def store_error(url: str, problem: object) -> StoreError:
     """One line about the store at `url`, without its password, even where the driver's own words
     (`problem`) repeat it."""
-    return StoreError(f"cannot open the database {without_secrets_of(url, f'{shown_url(url)}: {problem}')}")
+    return StoreError(
+        f"cannot open the database {without_secrets_of(url, f'{shown_url(url)}: {_driver_words(problem)}')}"
+    )
+
+
+def _driver_words(problem: object) -> str:
+    """A driver's words on one line (libpq ends its first with a newline and a tab: "Is the server running ..."),
+    and what to do where SQLite says only that it may not write."""
+    words = " ".join(str(problem).split())
+    if "readonly database" in words or "unable to open database file" in words:
+        words += (
+            " (the store's file or its folder is read-only to you: `report` reads it as it is; to plan, profile, run "
+            "or simulate, copy it into a folder you can write, or name another with --db)"
+        )
+    return words
 
 
 PROC_MOUNTS = "/proc/mounts"
