@@ -19,7 +19,7 @@ import typer
 
 from . import __version__
 from .cli_common import App, State, user_errors
-from .console import errors, print_error
+from .console import errors, print_error, working
 from .devices import local_device_count
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, printable, quoted
@@ -133,7 +133,8 @@ def doctor(json_out: JsonOption = False) -> None:
     from .doctor import diagnose
 
     with user_errors(interrupted="nothing was checked to the end; doctor changes nothing"), interruptible():
-        diagnosis = diagnose(State.db)
+        with working("checking torch, Horovod, launchers, devices, Slurm, the store"):
+            diagnosis = diagnose(State.db)
     show_doctor(diagnosis, json_out)
     raise typer.Exit(0 if diagnosis.can_run_jobs else 1)
 
@@ -577,23 +578,24 @@ def plan(
         if profiles_csv and engine is not None:  # it was accepted and changed nothing
             raise XoverError("--engine picks stored profiles of recipes; a --profiles file carries its own times")
         recipe_paths, script_jobs = recipes_and_scripts(recipes or [], scripts, np, engine, None)
-        result = plan_jobs(
-            State.db,
-            recipe_paths=recipe_paths,
-            trace_csv=profiles_csv,
-            devices=devices,
-            hosts=hosts if hosts or devices else hosts_or_allocation(None),
-            device_memory_gb=device_memory,
-            max_group=max_group,
-            algo=algo,
-            out=out,
-            link=Link.parse(bandwidth),
-            policy=policy,
-            engine=engine or DEFAULT_ENGINE,
-            scripts=script_jobs,
-            np=np,
-            while_writing=uninterrupted,
-        )
+        with working("planning: grouping the jobs, predicting, placing"):
+            result = plan_jobs(
+                State.db,
+                recipe_paths=recipe_paths,
+                trace_csv=profiles_csv,
+                devices=devices,
+                hosts=hosts if hosts or devices else hosts_or_allocation(None),
+                device_memory_gb=device_memory,
+                max_group=max_group,
+                algo=algo,
+                out=out,
+                link=Link.parse(bandwidth),
+                policy=policy,
+                engine=engine or DEFAULT_ENGINE,
+                scripts=script_jobs,
+                np=np,
+                while_writing=uninterrupted,
+            )
         if devices is not None and not profiles_csv:  # --devices is this machine's: a run here refuses more
             kind, available = local_device_count()
             used = {device for group in result.plan.groups for device in group.devices}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -55,6 +56,18 @@ def print_json(data: Any) -> None:
 def print_error(message: str) -> None:
     """`error: MESSAGE` on stderr; the message is text (a file named "[x].toml" is not markup)."""
     errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def working(what: str) -> Iterator[None]:
+    """A spinner and `what` on stderr while work that gives no figures of its own goes on (a plan of hundreds of
+    jobs, doctor's checks, a write to MLflow: tens of seconds without a word), on a terminal only: a log gets
+    the result, which follows."""
+    if not errors.is_terminal:
+        yield
+        return
+    with errors.status(escape(what), spinner="dots"):
+        yield
 
 
 def counted(count: int, singular: str, plural: str | None = None) -> str:

@@ -225,11 +225,10 @@ def _settings() -> Check:
         check_forwarded_names(os.environ)
     except XoverError as error:
         problems.append(str(error))
-    if alone.get(TORCH_BACKEND_VARIABLE, defaults).torch_backend:  # checked where a torch job starts: here too
+    backend = alone.get(TORCH_BACKEND_VARIABLE, defaults).torch_backend
+    if backend:  # checked where a torch job starts (is there a GPU for nccl?): here too
         try:
-            torch_backend(
-                local_device_count()[0] == "gpu", {TORCH_BACKEND_VARIABLE: os.environ[TORCH_BACKEND_VARIABLE]}
-            )
+            torch_backend(local_device_count()[0] == "gpu", {TORCH_BACKEND_VARIABLE: backend})
         except XoverError as error:
             problems.append(str(error))
     sinks = alone.get(METRIC_SINKS_VARIABLE, defaults).metric_sinks

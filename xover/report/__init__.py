@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from ..config import results_root
-from ..console import console, counted, errors, print_json
+from ..console import console, counted, errors, print_json, working
 from ..errors import printable, refuse_overwriting, refuse_writing, write_problem
 from ..store.session import shown_url, store_files
 from . import mlflow, tables
@@ -153,7 +153,8 @@ def _send_to_mlflow(db: str | None, target: str, tracking_uri: str | None) -> No
         pictures = make_pictures(report, gain_points(briefs), folder)
         html = folder / "report.html"
         _write_text(html, "report.html", report_html(report, pictures), quiet=True)
-        written = mlflow.write_experiment(report, params[report.id], pictures, html, uri)
+        with working(f"writing experiment {report.id} to MLflow"):  # its first write makes MLflow's tables: 25 s
+            written = mlflow.write_experiment(report, params[report.id], pictures, html, uri)
         what = (
             "already in MLflow, unchanged"
             if written.unchanged
