@@ -792,6 +792,8 @@ def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_
     # SQLite's words were "unable to open database file" and "disk I/O error"
     (".", "the database . is a folder: name a file"),
     ("/dev/null", "the database /dev/null is not a regular file"),
+    # a newline at its end (XOVER_DB=$'x.db\n') broke the line in two
+    ("missing.db\n", "no database at missing.db\\n: nothing has been run yet"),
 ])
 def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, words):
     result = runner.invoke(app, ["--db", url, "report", "all"])

@@ -127,7 +127,7 @@ def open_existing_store(db: str | None) -> Store:
     missing = missing_sqlite_file(db)
     if missing is not None:
         raise ReportError(
-            f"no database at {mask_credentials(str(missing))}: nothing has been run yet "
+            f"no database at {printable(mask_credentials(str(missing)))}: nothing has been run yet "
             "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)"
         )
     file = sqlite_file(database_url(db, create_folder=False))
