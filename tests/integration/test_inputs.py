@@ -1114,3 +1114,21 @@ def test_a_store_xover_may_not_write_says_what_to_do(clean, tmp_path):
                                         "--out", str(tmp_path / "q.json")]),
                     "attempt to write a readonly database", "copy it into a folder you can write")
     _one_clear_line(runner.invoke(app, ["--db", read_only, "report", "all"]), "holds no experiments yet")  # read
+
+
+def test_a_store_that_lost_its_revision_table_is_said_to_and_left_as_it_was(clean, tmp_path):
+    """xover's tables without alembic_version were taken for a store from before migrations, and the first
+    migration's column failed: "cannot open the database ...: duplicate column name: owner_host", no advice (a
+    probe session, 2026-12-06)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    store = tmp_path / "s.db"
+    assert runner.invoke(app, ["--db", str(store), "plan", "--profiles", str(trace), "--devices", "2", "--out",
+                               str(tmp_path / "p.json")]).exit_code == 0
+    with sqlite3.connect(store) as connection:
+        connection.execute("drop table alembic_version")
+    _one_clear_line(runner.invoke(app, ["--db", str(store), "report", "all"]),
+                    "holds xover's tables but no record of their schema revision", "It is left as it was")
+    with sqlite3.connect(store) as connection:
+        names = {row[0] for row in connection.execute("select name from sqlite_master where type = 'table'")}
+        assert "alembic_version" not in names and connection.execute("select count(*) from plans").fetchone()[0] == 1

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
@@ -403,10 +403,22 @@ class Store:
                     f"the database {shown_url(self.url)} was written by a newer xover (schema revision {current}); "
                     f"this xover {__version__} knows up to {head}. Upgrade xover or use another --db."
                 )
-            if current is None and "runs" in tables:
+            unversioned = current is None and "runs" in tables
+            if unversioned:
                 self._refuse_newer_unversioned(connection)
                 command.stamp(config, PRE_MIGRATION_REVISION)  # written before migrations existed
-            command.upgrade(config, "head")
+            try:
+                command.upgrade(config, "head")
+            except DBAPIError as error:
+                if not unversioned:
+                    raise
+                # taken for a store from before migrations, it had had some: its alembic_version table was lost
+                raise StoreError(
+                    f"the database {shown_url(self.url)} holds xover's tables but no record of their schema "
+                    f"revision (its alembic_version table is missing), and they are newer than the first: "
+                    f"{' '.join(str(error.orig).split())}. It is left as it was; restore that table from a copy of "
+                    "the store, or use another --db"
+                ) from None
             info = connection.execute(select(SchemaInfo.id)).first()
             if info is None:
                 connection.execute(insert(SchemaInfo).values(version=SCHEMA_VERSION, written_by=__version__))
