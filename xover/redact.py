@@ -28,13 +28,20 @@ MASK = "***"
 # Slashes past the two count as the scheme's: `postgresql:///user:pw@host/db` (a third typed by mistake) is read by
 # SQLAlchemy as a database path and shown in its error, password and all.
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*://+[^:/]*):.*@", re.DOTALL)
+# the words before `-pass` that name a pass over the data, not a password
+_PASSES_OVER_DATA = "first|second|third|last|final|single|one|two|multi|forward|backward|fwd|bwd|no|skip|num"
 # the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
 # decode a query's names: `pass%77ord=` is a password too)
 _CREDENTIAL_NAME = re.compile(
-    r".*(?:passw(?:or)?d|passphrase|secret|credential|authori[sz]ation|bearer|cookie|webhook).*"  # anywhere:
-    # PGPASSWORD, sslpassword, client_secret, --authorization, Set-Cookie, --slack-webhook (its URL is the secret)
-    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?|[_\-.]auth)"
-    # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key, X-Amz-Signature, aws_creds, --hf-auth
+    r".*(?:passw(?:or)?d|pass[_\-.]?phrase|passcode|secret|credential|authori[sz]ation|bearer|cookie|webhook"
+    r"|oauth|jwt).*"  # anywhere: PGPASSWORD, sslpassword, client_secret, --pass-phrase, --passcode,
+    # --authorization, Set-Cookie, --slack-webhook (its URL is the secret), --oauth, --jwt-secret
+    r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?|[_\-.]auth"
+    r"|[_\-.]pwd|(?:key|store)pass)"  # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key,
+    # X-Amz-Signature, aws_creds, --hf-auth, --mysql-pwd, keytool's -storepass
+    # last, a password's `pass` after a separator (--smtp-pass, --db_pass), but not a pass over the data that
+    # a training option counts or orders (--two-pass, --first-pass, --no-pass: a flag, and the next word an option)
+    rf"|(?:.*[_\-.])?(?!(?:{_PASSES_OVER_DATA})[_\-.]pass\Z)[^_\-.]*[_\-.]pass"
     r"|pwd|pw|pass|pat|key|sig|auth|creds?",  # alone: ?key= (an API key), ?sig= (a signed URL's), --pat (an access
     # token), --pw
     re.IGNORECASE | re.DOTALL,
@@ -51,6 +58,21 @@ _TOKEN_USERINFO = re.compile(
 _KNOWN_TOKEN = re.compile(
     r"hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{40,}|glpat-[\w\-]{20,}|sk-[\w\-]{20,}"
     r"|xox[abprs]-[\w\-]{10,}|A[KS]IA[0-9A-Z]{16}"
+)
+# a JSON Web Token, by its shape: base64url `{"` (eyJ) header, '.', payload, '.', signature (empty when unsigned;
+# an encrypted one has five parts), wherever it stands in a word (`--header=X-Token:eyJ...`). Its start is the
+# start of a run of base64url letters and its runs are possessive: a search from every `eyJ` of `eyJeyJeyJ...`
+# that read on to the word's end each time would be quadratic
+_JWT = re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}+\.[A-Za-z0-9_\-]++(?:\.[A-Za-z0-9_\-]*+){1,3}")
+# a PEM private key (an argument that is a key file's content, newlines and all): the whole word is the secret
+_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]++ )*PRIVATE KEY(?: BLOCK)?-----")
+# NAME=value parts of one word, each at the word's start or after whitespace: a libpq connection string passed as
+# one argument (`--dsn "host=db user=u password=pw"`), its `=` spaced or not and its value unquoted (to the next
+# whitespace, a backslash escaping the next letter) or single-quoted (`password = 'a b\'c'`), as libpq reads it
+_SPACED_ASSIGNMENT = re.compile(
+    r"(?<!\S)(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*+)(?P<equals>\s*=\s*)"
+    r"(?P<value>'(?:\\.|[^'\\])*+'?|(?:\\.|[^\s\\])*+)",
+    re.DOTALL,
 )
 # a header as a word: `Authorization: Bearer X`, `X-Api-Key: X`, `Cookie: a=b` (curl's -H, a --header)
 _HEADER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9\-_]*)\s*:\s+(?P<value>.+)$", re.DOTALL)
@@ -77,9 +99,15 @@ def mask_word(word: str) -> str:
     if (
         assignment
         and assignment["value"]
-        and (credential_name(assignment["name"]) or _KNOWN_TOKEN.fullmatch(assignment["value"]))
+        and (
+            credential_name(assignment["name"])
+            or _KNOWN_TOKEN.fullmatch(assignment["value"])
+            or _PRIVATE_KEY.search(assignment["value"])
+        )
     ):
         return f"{assignment['name']}={MASK}"
+    if _PRIVATE_KEY.search(word):
+        return MASK
     header = _HEADER.match(word)
     if header and credential_name(header["name"]):
         return f"{header['name']}: {MASK}"
@@ -95,7 +123,13 @@ def mask_word(word: str) -> str:
             return found[0]
         return f"{found['sep']}{found['name']}={MASK}"
 
-    return _QUERY_OPTION.sub(option, word)
+    def spaced(found: re.Match[str]) -> str:
+        if not found["value"] or not credential_name(found["name"]):
+            return found[0]
+        return f"{found['name']}{found['equals']}{MASK}"
+
+    word = _QUERY_OPTION.sub(option, word)
+    return _JWT.sub(MASK, _SPACED_ASSIGNMENT.sub(spaced, word))
 
 
 def _userinfo(word: str) -> re.Match[str] | None:

@@ -607,6 +607,13 @@ def test_credentials_under_more_names_and_a_web_urls_token_are_masked(argv):
     ["--author", "me"], ["--patience", "3"], ["--keys", "3"], ["--tokenizer", "gpt2"], ["--key-file", "/k"],
     ["ssh://user@host/x"], ["postgresql://user@host/db"], ["--signal", "TERM"], ["--monkey", "1"],
     ["--dataset", "hf_digits"], ["--model", "sk-learn"], ["--power", "3"],
+    # a pass over the data, not a password (the flags' next word is an option); -p is a port as often
+    ["--passes", "3"], ["--num-passes", "2"], ["--bypass", "1"], ["--compass", "N"], ["--pass-through", "1"],
+    ["--two-pass", "--lr", "0.1"], ["--first_pass", "1"], ["--no-pass", "--seed", "1"], ["--passenger", "x"],
+    ["-p", "5432"], ["--session", "s1"], ["--sigma", "1"], ["--keep-best", "1"], ["--key-frames", "8"],
+    # a certificate is public; a word that starts as a JWT's header, and a connection string without a password
+    ["--cert", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"], ["--file", "eyJfoo.txt"],
+    ["--dsn", "host=db user=u port=5432 sslmode=require"], ["--message", "a = b c=d"],
 ])
 def test_words_that_only_look_like_credentials_are_kept(argv):
     from xover.redact import mask_argv
@@ -673,11 +680,17 @@ def test_a_long_argument_is_masked_in_one_pass_not_one_per_character():
     # a search for scheme:// from every letter of a 200 KB argument held the launch for two minutes; it would
     # still be searching when this subprocess's minute runs out
     program = (
-        "from xover.redact import mask_argv, url_secrets\n"
+        "from xover.redact import credential_name, mask_argv, url_secrets\n"
         "long = 'a' * 200_000\n"
         "assert mask_argv([long, 'x' * 100_000 + '://u:pw@h', '1a' * 50_000 + 'https://tok@h']) == "
         "[long, 'x' * 100_000 + '://u:***@h', '1a' * 50_000 + 'https://***@h']\n"
         "assert url_secrets('@' + 'a://:' * 40_000) == []\n"
+        # a JWT looked for from each `eyJ`, NAME=value from each space, a private key's name from each BEGIN
+        "for long in ('eyJ' * 70_000, 'eyJaaaa.' * 25_000, 'a= ' * 70_000, 'a = ' * 50_000,\n"
+        "             '-----BEGIN ' * 9_000 + 'A ' * 50_000):\n"
+        "    assert mask_argv(['--x', long]) == ['--x', long]\n"
+        # and a name's `-pass` looked for after each separator
+        "assert credential_name('x_' * 100_000 + 'pass') and not credential_name('x_' * 100_000 + 'two_pass')\n"
     )
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
 
@@ -704,3 +717,75 @@ def test_plan_json_shows_no_env_value_and_no_credential_argument_the_plan_file_k
     shown = json.dumps(PlanWritten(plan, 1, "plan.json", None, None).to_dict())
     assert not _leaks(shown) and '"MY_SETTING": "***"' in shown and '"--token", "***"' in shown, shown
     assert plan.scripts["job"].env["MY_SETTING"] == f"{START}3{END}"  # the plan itself (its file) keeps them
+
+
+# ------------------------------------------------------------------ a probe, 2026-12-06: shapes the names missed
+
+LIBPQ_STRINGS = [
+    # (as typed, as shown): a libpq connection string passed as one argument, its other settings kept as typed
+    (f"host=db user=u password={START}pw{END}", "host=db user=u password=***"),
+    (f"host=db sslpassword={START}keypw{END}x port=5432", "host=db sslpassword=*** port=5432"),
+    # libpq's spaced '=' and single-quoted value, spaces and a backslash-escaped quote in it
+    (f"host=db password = '{START}a b\\'c d{END}' dbname=x", "host=db password = *** dbname=x"),
+    (f"dbname=x\n  password={START}a\\ b{END}", "dbname=x\n  password=***"),  # an escaped space, across lines
+]
+
+
+@pytest.mark.parametrize("typed, shown", LIBPQ_STRINGS)
+def test_a_connection_string_given_as_one_argument_has_its_password_masked(typed, shown):
+    """`--dsn "host=db user=u password=pw"`: one word, spaces and all, kept whole in the stored command, the
+    lease file, spec.json and `xover plan --json`, since the word as a whole is no NAME=value of a credential."""
+    from xover.redact import holds_credentials, mask_argv, mask_credentials
+
+    assert mask_argv(["--dsn", typed]) == ["--dsn", shown] and holds_credentials(["--dsn", typed])
+    assert mask_argv([f"--dsn={typed}"]) == [f"--dsn={shown}"]
+    line = mask_credentials(shlex.join(["xover", "run", "--", "t.py", "--dsn", typed, "--lr", "0.1"]))
+    assert not _leaks(line) and shlex.split(line) == ["xover", "run", "--", "t.py", "--dsn", shown, "--lr", "0.1"]
+
+
+@pytest.mark.parametrize("option", ["--smtp-pass", "--db-pass", "--mysql-pwd", "--db_pwd", "--pass-phrase",
+                                    "--passcode", "--oauth", "--oauth-token", "--jwt", "--jwt-secret", "-storepass", "-keypass",
+                                    "--admin.pass"])
+def test_options_named_for_a_pass_pwd_passcode_oauth_or_jwt_are_credentials(option):
+    """A password's `-pass` and `-pwd` at a name's end, a passcode, a pass phrase spelled apart, OAuth's and a
+    JWT's options: their values went into the store, the lease file, spec.json and MLflow as typed."""
+    from xover.redact import holds_credentials, mask_argv
+
+    value = f"{START}v{END}"
+    assert mask_argv([option, value, "--lr", "0.1"]) == [option, "***", "--lr", "0.1"]
+    assert mask_argv([f"{option}={value}"]) == [f"{option}=***"] and holds_credentials([f"{option}={value}"])
+
+
+JWT = f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.{START}JwtSig{END}"
+PRIVATE_KEY = f"-----BEGIN RSA PRIVATE KEY-----\nMIIEo{START}key{END}\n-----END RSA PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["--x", JWT], ["--x", "***"]),
+    ([f"--header=X-Id: {JWT}", "--lr", "0.1"], ["--header=X-Id: ***", "--lr", "0.1"]),  # where it stands
+    ([f"https://app.example/cb#id_token={JWT}&state=1"], ["https://app.example/cb#id_token=***&state=1"]),
+    (["--unsigned", f"eyJhbGciOiJub25lIn0.eyJ{START}{END}."], ["--unsigned", "***"]),
+    (["--ssh", PRIVATE_KEY], ["--ssh", "***"]),
+    ([f"--key-material={PRIVATE_KEY}"], ["--key-material=***"]),
+    (["--ssh", PRIVATE_KEY.replace("RSA", "OPENSSH")], ["--ssh", "***"]),
+    (["--gpg", f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n{START}{END}"], ["--gpg", "***"]),
+])
+def test_a_jwt_or_a_private_key_is_masked_by_its_shape_whatever_option_it_follows(argv, shown):
+    from xover.redact import holds_credentials, mask_argv, mask_credentials
+
+    assert mask_argv(argv) == shown and holds_credentials(argv)
+    assert not _leaks(mask_credentials(shlex.join(["xover", "run", "--", "t.py", *argv])))
+
+
+def test_plan_json_shows_no_password_of_a_connection_string_argument():
+    from dataclasses import replace
+
+    from xover.plan import JobProfile, local_hosts, make_plan
+    from xover.plan.make import PlannedScript
+    from xover.plan.step import PlanWritten
+
+    args = ["--dsn", f"host=db user=u password={START}1{END}", "--smtp-pass", f"{START}2{END}", "--bearer-jwt", JWT]
+    script = PlannedScript(path="t.py", args=args, engine="torch", sha256="0" * 64)
+    plan = replace(make_plan([JobProfile("job", 1, 100.0, 50.0, 1.0)], local_hosts(1)), scripts={"job": script})
+    shown = json.dumps(PlanWritten(plan, 1, "plan.json", None, None).to_dict())
+    assert not _leaks(shown) and '"host=db user=u password=***"' in shown, shown
