@@ -34,7 +34,6 @@ from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
 SIMULATE_COLUMNS = [
     column for column in simulation.SUMMARY_COLUMNS if column[1] not in ("jobs", "sharing", "preemptions")
 ]
-SECONDS_DIGITS = simulation.DIGITS
 
 
 GROUP_COLUMNS = [
@@ -261,7 +260,7 @@ def show_simulation(result: Any, as_json: bool) -> None:
         f"{result.settings['semantics']} semantics)",
         SIMULATE_COLUMNS,
         rows,
-        SECONDS_DIGITS,
+        simulation.shown_digits(rows),
     )
     console.print(f"model: {result.model}", highlight=False, soft_wrap=True, markup=False)
     for note in result.trace.notes:

@@ -981,3 +981,13 @@ def _digest(policy: str, model) -> str:
 def test_every_policys_replay_of_a_long_queue_is_what_it_was(model):
     throughput = XoverModel() if model == "xover" else InterleaveModel()
     assert {policy: _digest(policy, throughput) for policy in POLICIES} == REPLAY_DIGESTS[model]
+
+
+def test_a_column_of_seconds_with_times_under_ten_shows_two_decimals():
+    """Jobs shorter than a second read a JCT of 0 in `simulate`'s table (a probe session, 2026-12-06)."""
+    from xover.report.simulation import DIGITS, shown_digits
+
+    rows = [{"policy": "fifo", "avg_jct_s": 0.44, "makespan_s": 5000.0, "avg_queue_s": 0.0}]
+    digits = shown_digits(rows)
+    assert digits["avg_jct_s"] == 2 and digits["makespan_s"] == 0 and digits["avg_queue_s"] == 0
+    assert shown_digits([{"avg_jct_s": 1234.5}]) == DIGITS
