@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from xover.hints import GivenStore
 from xover.settings import LEASE_DIR_VARIABLE, METRICS_CREDENTIALS_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,6 +208,8 @@ def isolated_results(tmp_path, monkeypatch):
     monkeypatch.setenv("XOVER_DB", str(tmp_path / "xover.db"))
     monkeypatch.setenv("XOVER_RESULTS", str(tmp_path / "results"))
     monkeypatch.chdir(ROOT)
+    # the --db an earlier test's command line gave is not repeated in this one's printed commands (hints.py)
+    monkeypatch.setattr(GivenStore, "db", None)
     yield tmp_path
 
 

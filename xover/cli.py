@@ -24,6 +24,7 @@ from .devices import local_device_count
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, printable, quoted
 from .flags import decimal_flag, whole_flag
+from .hints import GivenStore, xover_command
 from .links import Link
 from .plugins import load_plugins
 from .redact import mask_credentials
@@ -61,6 +62,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     db: Annotated[
         str | None,
         typer.Option("--db", envvar=DB_VARIABLE, help="Database file (or SQLAlchemy URL). Default: results/xover.db"),
@@ -71,13 +73,16 @@ def main(
 ) -> None:
     """xover: profile, plan, run and report training jobs that share devices."""
     State.db = db
+    # the commands printed for the user to paste repeat --db, not a store XOVER_DB names (hints.py)
+    typed = getattr(ctx.get_parameter_source("db"), "name", None) == "COMMANDLINE"  # typer's own click's enum
+    GivenStore.db = db if typed else None
 
 
 def shown_as_stored(experiment: str) -> contextlib.AbstractContextManager[None]:
     """Around the printing of what a command stored: Ctrl-C or SIGTERM there says that the experiment is kept
     whole (exit 130), where it ended the command silently (143) with its table cut."""
     return _printing(
-        f"the experiment was stored whole, as {experiment} (xover report {experiment} shows it); "
+        f"the experiment was stored whole, as {experiment} ({xover_command('report', experiment)} shows it); "
         "its table was cut short"
     )
 

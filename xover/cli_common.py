@@ -91,16 +91,29 @@ class Group(TyperGroup):
         return rest
 
 
+# `-h` is `--help` on every command (no command has a -h of its own; -H is --hosts)
+HELP_OPTIONS = ["-h", "--help"]
+
+
 class App(typer.Typer):
     """xover's Typer apps: a Group whose commands are Commands, so no help, of any command, shows a value
-    after a flag."""
+    after a flag; `-h` or `--help` shows a command's help."""
 
     def __init__(self, **settings: Any) -> None:
-        super().__init__(cls=Group, **settings)
+        super().__init__(
+            cls=Group, context_settings=_with_help_options(settings.pop("context_settings", None)), **settings
+        )
 
     def command(self, *names: Any, cls: type[TyperCommand] | None = None, **settings: Any) -> Any:
         """`Typer.command`, making a Command unless told another class."""
-        return super().command(*names, cls=cls or Command, **settings)
+        context = _with_help_options(settings.pop("context_settings", None))
+        return super().command(*names, cls=cls or Command, context_settings=context, **settings)
+
+
+def _with_help_options(context: dict[str, Any] | None) -> dict[str, Any]:
+    """A command's context settings, -h among its help options (a command's own, not only its group's: a
+    command made alone, as the tests make them, has them too)."""
+    return {"help_option_names": HELP_OPTIONS, **(context or {})}
 
 
 class State:

@@ -11,7 +11,9 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -22,6 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 # what a terminal would act on rather than show: control characters (an escape sequence that clears the screen or
 # retitles the window) and the bidirectional overrides that reorder what is shown; newlines and tabs are text
@@ -86,19 +89,100 @@ def fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+# A table narrower than its terminal needs is drawn with each cell whole: a name or a number is never cut to
+# "xove…" (rich's default), where "xover" and "xover-las" read alike. A text column may wrap its words onto more
+# lines, and fold a word longer than this many characters (a path); a number, and a header's word, stay whole.
+FOLDED_WORD = 24
+
+
 def print_table(
     title: str, columns: Sequence[tuple[str, str]], rows: Iterable[dict[str, Any]], digits: dict[str, int] | None = None
 ) -> None:
-    """columns: (header, key). Numbers right-aligned with `digits[key]` decimals (default 2)."""
-    table = Table(title=shown(title), title_justify="left")
+    """columns: (header, key). Numbers right-aligned with `digits[key]` decimals (default 2). Drawn to the
+    terminal's width (table_layout): nothing in it is cut."""
+    console.print(table_layout(title, columns, rows, digits, console.width))
+
+
+def table_layout(
+    title: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Iterable[dict[str, Any]],
+    digits: dict[str, int] | None = None,
+    width: int = 80,
+) -> RenderableType:
+    """The table of print_table, in `width` columns of terminal, each value whole: as a table with borders where
+    it fits (its text columns wrapped if need be), else without borders and with one space between columns,
+    else each row as lines of `header  value` (a terminal too narrow for its columns side by side)."""
     rows = list(rows)
-    for header, key in columns:
-        numeric = any(isinstance(r.get(key), (int, float)) for r in rows)
-        table.add_column(header, justify="right" if numeric else "left")
-    for row in rows:
-        # escape: a job named "[x]" is text, not rich markup
-        table.add_row(*(escape(shown(fmt(row.get(key), (digits or {}).get(key, 2)))) for _, key in columns))
-    console.print(table)
+    numeric = [any(isinstance(r.get(key), (int, float)) for r in rows) for _, key in columns]
+    cells = [[shown(fmt(row.get(key), (digits or {}).get(key, 2))) for _, key in columns] for row in rows]
+    headers = [shown(header) for header, _ in columns]
+    natural, least = [], []
+    for index, header in enumerate(headers):
+        texts = [line[index] for line in cells]
+        natural.append(max(map(_longest_line, [header, *texts])))
+        whole = _longest_line if numeric[index] else _longest_word  # a number never wraps; text at its spaces
+        least.append(max([_longest_word(header), *(whole(text) for text in texts)]))
+    boxed, bare = 3 * len(columns) + 1, len(columns) - 1  # the width of the borders and padding around the cells
+    if sum(natural) + boxed <= width:
+        return _table(title, headers, cells, numeric, None, boxed=True)  # as rich draws it: it fits
+    if sum(least) + boxed <= width:
+        return _table(title, headers, cells, numeric, _share(width - boxed, natural, least), boxed=True)
+    if sum(least) + bare <= width:
+        return _table(title, headers, cells, numeric, _share(width - bare, natural, least), boxed=False)
+    return _stacked(title, headers, cells)
+
+
+def _longest_line(text: str) -> int:
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _longest_word(text: str) -> int:
+    """The widest word of `text` (a word wider than FOLDED_WORD is folded: that many)."""
+    return min(max((cell_len(word) for word in text.split()), default=0), FOLDED_WORD)
+
+
+def _share(room: int, natural: list[int], least: list[int]) -> list[int]:
+    """Columns' widths within `room`: as rich shares them (the widest column narrowed first), none narrower
+    than its least."""
+    widths = list(natural)
+    for _ in range(sum(natural) - room):
+        widest = max((index for index, width in enumerate(widths) if width > least[index]), key=widths.__getitem__)
+        widths[widest] -= 1
+    return widths
+
+
+def _table(
+    title: str, headers: list[str], cells: list[list[str]], numeric: list[bool], widths: list[int] | None, boxed: bool
+) -> Table:
+    heading = Text(shown(title), style="table.title")  # Text: a trace named "[x].csv" is text, not rich markup
+    if boxed:
+        table = Table(title=heading, title_justify="left")
+    else:  # no borders, one space between columns: what is left of the width is the cells'
+        table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    for index, header in enumerate(headers):
+        table.add_column(
+            Text(header),
+            justify="right" if numeric[index] else "left",
+            overflow="fold",
+            width=None if widths is None else widths[index],
+        )
+    for line in cells:
+        table.add_row(*map(Text, line))  # Text: a job named "[x]" is text, not rich markup
+    return table
+
+
+def _stacked(title: str, headers: list[str], cells: list[list[str]]) -> Group:
+    """Each row as a block of `header  value` lines, the rows apart by a blank line."""
+    blocks: list[RenderableType] = [Text(shown(title), style="table.title")]
+    for line in cells:
+        block = Table.grid(padding=(0, 2))
+        block.add_column(style="bold", overflow="fold")
+        block.add_column(overflow="fold")
+        for header, value in zip(headers, line):
+            block.add_row(Text(header), Text(value))
+        blocks += [Text(""), block]
+    return Group(*blocks)
 
 
 # Where stderr is not a terminal (a log file, a CI job, a Slurm job's output), rich draws its bars once, when they

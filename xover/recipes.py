@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -33,6 +32,7 @@ from pydantic_core import ErrorDetails
 
 from .engines import ENGINES, engine_named
 from .errors import XoverError, is_utf8, named_path, printable, refuse_unless_regular
+from .hints import xover_command
 from .redact import MASK, mask_argv
 from .scripts import (
     FRAMEWORKS,
@@ -613,7 +613,7 @@ def load_recipe(path: str | Path) -> Recipe:
         if _is_a_plan_file(file):  # `xover run --group plan.json`: "TOML syntax error: Invalid statement"
             raise RecipeError(
                 f"{shown}: a plan file (written by `xover plan`), not a recipe or job file: run it with "
-                f"`xover run {shown}`"
+                f"`{xover_command('run', shown)}`"
             ) from None
         raise RecipeError(f"{shown}: TOML syntax error: {error}") from None
     except UnicodeDecodeError:
@@ -689,7 +689,7 @@ def profile_command(recipe: Recipe, *options: str) -> str:
     --script's arguments (a secret's value in them shown as ***): every one of them part of the profile's key."""
     target = profile_target(recipe)
     arguments = ["--", *mask_argv(recipe.args)] if target[0] == "--script" and recipe.args else []
-    return shlex.join(["xover", "profile", *target, *options, *arguments])
+    return xover_command("profile", *target, *options, *arguments)
 
 
 def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | None = None) -> Recipe:

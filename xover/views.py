@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from .analysis import faster_than_alone_warnings, length_warnings, overlap_warnings
 from .console import LoggedProgress, console, counted, errors, print_json, print_table
+from .hints import xover_command
 from .links import HOST
 from .replay.traces import skipped_words
 from .report import simulation
@@ -225,7 +226,9 @@ def show_plan(result: Any, as_json: bool) -> None:
         f"{plan.sequential_makespan_ms / 1000:.1f} s one after another{makespan_ratio}"
     )
     # a plan has a group: one that would place no job is refused before it is written (plan/step.py)
-    console.print(f"plan written to {result.path}  (run it: xover run {result.path})", markup=False, highlight=False)
+    run_it = xover_command("run", str(result.path))
+    # soft_wrap: a command to paste is never broken across lines by rich (the terminal wraps it, as one)
+    console.print(f"plan written to {result.path}  (run it: {run_it})", markup=False, highlight=False, soft_wrap=True)
 
 
 def show_doctor(diagnosis: Any, as_json: bool) -> None:
@@ -273,7 +276,8 @@ def show_simulation(result: Any, as_json: bool) -> None:
                 f"[yellow]{escape(item.summary.policy)}[/]: {counted(len(item.unfinished), 'job')} never finished"
             )
     console.print(
-        f"stored as experiment {result.experiment_id}: xover report {result.experiment_id} (--format html draws "
+        f"stored as experiment {result.experiment_id}: {xover_command('report', result.experiment_id)} "
+        "(--format html draws "
         "the JCT distribution and the utilisation)",
         highlight=False,
         soft_wrap=True,

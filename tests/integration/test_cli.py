@@ -200,6 +200,19 @@ def test_doctor_names_every_bad_setting_and_those_set_to_nothing(tmp_path):
     assert empty["detail"] == "set but empty, so read as unset (their defaults): XOVER_RESULTS"
 
 
+def test_dash_h_is_help_on_every_command():
+    """`xover run -h` was refused (`No such option: -h`): -h is --help everywhere, the group's too."""
+    import typer
+
+    commands = list(_commands(typer.main.get_command(app)))
+    assert len(commands) > 8
+    for path, _ in commands:
+        short = runner.invoke(app, [*path, "-h"], env={"COLUMNS": "120"})
+        long = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "120"})
+        assert short.exit_code == 0 and short.output == long.output, (path, short.output)
+        assert "Usage:" in short.output
+
+
 def test_no_help_shows_a_list_type():
     """An argument that takes several values (`xover run [targets]...`, `profile`, `plan`) showed `<list[str]>`
     after its name, as typer types it; its name ends in `...` already, and each value is one `<str>`."""

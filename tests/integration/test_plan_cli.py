@@ -277,3 +277,18 @@ def test_a_plan_never_replaces_a_jobs_script_nor_a_module_it_imports(isolated_re
     assert result.stderr.strip() == (f"error: --out {tmp_path / written}: that is {said}; writing there would "
                                      "destroy it: choose another path")
     assert {name: (tmp_path / name).read_text() for name in before} == before
+
+
+def test_the_run_command_it_prints_is_quoted_and_names_the_db(isolated_results, tmp_path):
+    """`--out 'my plan;rm -rf x.json'` printed `run it: xover run my plan;rm -rf x.json`: pasted, it ran rm -rf; and
+    without the --db the plan was made with."""
+    import re
+    import shlex
+
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    out, db = str(tmp_path / "my plan;rm -rf x.json"), str(tmp_path / "a.db")
+    result = _xover("--db", db, "plan", "--profiles", str(trace), "--devices", "1", "--out", out)
+    assert result.returncode == 0, result.stderr
+    printed = re.search(r"\(run it: (.*)\)$", result.stdout.strip())
+    assert shlex.split(printed[1]) == ["xover", "--db", db, "run", out], result.stdout

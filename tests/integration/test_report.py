@@ -451,7 +451,7 @@ def test_missing_or_empty_database_and_unknown_id_exit_2(isolated_results):
     _one_error_line(report("all"), "holds no experiments yet")
     _hand_made_store(isolated_results / "other.db")
     _one_error_line(runner.invoke(app, ["--db", str(isolated_results / "other.db"), "report", "nothing-like-this"]),
-                    "no experiment 'nothing-like-this'", "xover report all")
+                    "no experiment 'nothing-like-this'", f"`xover --db {isolated_results / 'other.db'} report all`")
     _one_error_line(runner.invoke(app, ["--db", str(isolated_results / "other.db"), "report", "2026"]),
                     "matches 2 experiments")
     # an end of fewer than 4 characters is no id: `report o` reported whichever id ended in 'o'

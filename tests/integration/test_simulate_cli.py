@@ -528,3 +528,26 @@ def test_a_store_that_will_not_take_the_replays_is_refused_before_replaying(isol
     line = result.output.strip()
     assert line.startswith("error: the database ") and "readonly database" in line and "\n" not in line, line
     assert replayed == []
+
+
+def test_the_report_command_it_prints_works_as_pasted(isolated_results, monkeypatch):
+    """`xover --db sim.db simulate ...` printed `xover report ID`, which looked in results/xover.db: 'no database'.
+    The printed command repeats --db (quoted: a path with a space is one word) and runs as it is."""
+    import re
+    import shlex
+
+    db = str(isolated_results / "my sims;x.db")
+    args = ["simulate", str(ASSETS / "fifo_srtf.csv"), "--profiles", str(ASSETS / "profiles.csv"), "--cluster", "1x4",
+            "--policy", "fifo"]
+    result = xover("--db", db, *args)
+    assert result.exit_code == 0, result.output
+    printed = re.search(r"stored as experiment (\S+): (.*) \(--format html", result.output)
+    words = shlex.split(printed[2])
+    assert words == ["xover", "--db", db, "report", printed[1]]
+    monkeypatch.delenv("XOVER_DB")  # the store named by --db alone
+    pasted = xover(*words[1:])
+    assert pasted.exit_code == 0 and f"simulation {printed[1]}" in pasted.output, pasted.output
+    # a store from XOVER_DB needs no --db: the same shell finds it
+    monkeypatch.setenv("XOVER_DB", db)
+    again = re.search(r"stored as experiment (\S+): (.*) \(--format html", xover(*args).output)
+    assert shlex.split(again[2]) == ["xover", "report", again[1]]

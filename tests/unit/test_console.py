@@ -1,5 +1,10 @@
 """What a terminal is sent: text to show, never a control sequence to act on (console.shown)."""
 
+import io
+
+import pytest
+from rich.console import Console
+
 from xover import console
 
 
@@ -33,3 +38,52 @@ def test_work_without_figures_of_its_own_shows_a_spinner_on_a_terminal_and_nothi
         with console_module.working("planning [300 jobs]"):
             pass
         assert ("planning [300 jobs]" in out.getvalue()) is terminal, out.getvalue()
+
+# the summary of `xover simulate --policy all`: at 80 columns rich cut it to "tire…", "xove…", "2.64…", "gro…"
+POLICIES = ["fifo", "srtf", "srsf", "tiresias", "xover", "xover-las"]
+SUMMARY = [("policy", "policy"), ("done", "done"), ("avg JCT s", "avg"), ("median JCT s", "median"),
+           ("p99 JCT s", "p99"), ("makespan s", "makespan"), ("utilisation", "utilisation"),
+           ("avg queueing s", "queueing"), ("grouped", "grouped"), ("replay s", "replay")]
+SUMMARY_ROWS = [{"policy": name, "done": 3, "avg": 2.645 + index, "median": 10.125 * (index + 1), "p99": 1234.5,
+                 "makespan": 98765.25, "utilisation": 0.7, "queueing": 0.0, "grouped": 0.333, "replay": 12.5}
+                for index, name in enumerate(POLICIES)]
+
+
+def _drawn(width: int, columns=SUMMARY, rows=SUMMARY_ROWS) -> str:
+    """What print_table draws on a terminal `width` columns wide."""
+    screen = Console(width=width, record=True, file=io.StringIO(), emoji=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(console, "console", screen)
+        console.print_table("xover simulate", columns, rows)
+    return screen.export_text()
+
+
+@pytest.mark.parametrize("width", [200, 100, 80, 60, 40])
+def test_a_table_at_any_width_shows_every_name_number_and_header_whole(width):
+    drawn = _drawn(width)
+    assert "…" not in drawn
+    assert max(len(line.rstrip()) for line in drawn.splitlines()) <= width
+    words = set(drawn.split())
+    for row in SUMMARY_ROWS:
+        for _, key in SUMMARY:
+            assert console.fmt(row[key]) in words, (key, row[key], drawn)  # whole, not "2.64" and "5" apart
+    for header, _ in SUMMARY:
+        assert set(header.split()) <= words, (header, drawn)
+
+
+def test_a_table_that_fits_is_drawn_as_rich_draws_it():
+    wide = _drawn(200)
+    assert wide.splitlines()[1].startswith("┏") and "│ xover-las │" in wide
+    assert "─" in _drawn(80) and "│" not in _drawn(80)  # borders given up before any value is cut
+    assert "policy" in _drawn(40).splitlines()[2]  # too narrow for the columns side by side: a row's lines
+
+
+def test_a_long_text_cell_wraps_onto_more_lines_whole():
+    why = "crossover 1.35 (simulated), concurrent 1.35 (simulated): within the model's error " * 3
+    path = "/data/traces/" + "x" * 60 + ".csv"
+    drawn = _drawn(80, [("group", "group"), ("why", "why"), ("trace", "trace")],
+                   [{"group": 12345, "why": why.strip(), "trace": path}])
+    assert "…" not in drawn and "12345" in drawn.split()
+    body = [line.split("│")[1:-1] for line in drawn.splitlines() if line.startswith("│")]
+    column = ["".join("".join(cells[index].split()) for cells in body) for index in range(3)]
+    assert column == ["12345", "".join(why.split()), path]

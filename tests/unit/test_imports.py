@@ -226,8 +226,8 @@ def test_xover_never_imports_the_frameworks_users_scripts_train_with():
 # The house's layers, ground first: a module may import its own layer and those below, never one above.
 LAYERS: list[tuple[str, ...]] = [
     # the vocabulary and the leaves every room reads
-    ("errors", "settings", "sharing", "console", "redact", "rates", "links", "hosts", "config", "results", "workloads",
-     "engines", "records", "plugins"),
+    ("errors", "settings", "sharing", "console", "redact", "hints", "rates", "links", "hosts", "config", "results",
+     "workloads", "engines", "records", "plugins"),
     # what a job is made of, and where it is kept
     ("scripts", "devices", "processes", "recipes", "store"),
     # pure logic: the turn protocol and policies, the planner, a trace's replay

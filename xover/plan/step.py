@@ -6,7 +6,6 @@ import contextlib
 import json
 import math
 import os
-import shlex
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from ..config import results_root
 from ..devices import hardware_fingerprint
 from ..engines import DEFAULT_ENGINE
 from ..errors import Interrupted, XoverError, printable, refuse_overwriting, write_problem
+from ..hints import xover_command
 from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_ranks, profile_target, with_overrides
@@ -242,7 +242,9 @@ def _common_link(store, recipes: list[Recipe], engine: str) -> Link:
         command = (
             profile_command(first, *flag.split(), *profile_ranks(first))
             if len(missing) == 1
-            else f"xover profile {' '.join(map(shlex.join, targets))}{flag}{ranks}"
+            else xover_command(
+                "profile", *(word for target in targets for word in target), *flag.split(), *ranks.split()
+            )
         )
         engines = " or ".join(sorted({engine_of(recipe, engine) for recipe in missing}))
         raise XoverError(

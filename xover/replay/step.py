@@ -19,6 +19,7 @@ from sqlalchemy import insert
 from ..console import counted
 from ..engines import DEFAULT_ENGINE, engine_named
 from ..errors import Interrupted, XoverError, check_seconds, printable
+from ..hints import xover_command
 from ..hosts import parse_hosts
 from ..links import Link
 from ..plan.model import JobProfile
@@ -358,7 +359,7 @@ def _reporter(progress: Progress | None, policy: str, total: int) -> Callable[[i
 
 def stored_words(experiment_id: str) -> str:
     """What an interrupt after the simulation was stored leaves: the experiment, whole."""
-    return f"the simulation was stored whole, as experiment {experiment_id} (xover report {experiment_id})"
+    return f"the simulation was stored whole, as experiment {experiment_id} ({xover_command('report', experiment_id)})"
 
 
 def store_simulation(

@@ -27,6 +27,7 @@ from ..analysis import (
     rows_of,
 )
 from ..errors import XoverError, printable
+from ..hints import xover_command
 from ..links import Link
 from ..redact import mask_credentials
 from ..results import (
@@ -173,7 +174,9 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
         )
     if session.scalars(select(Experiment.id)).first() is None:
         raise ReportError(f"the database {where} holds no experiments yet: run `xover train` or `xover run` first")
-    raise ReportError(f"no experiment '{printable(target)}' in {where}: `xover report all` lists the experiments")
+    raise ReportError(
+        f"no experiment '{printable(target)}' in {where}: `{xover_command('report', 'all')}` lists the experiments"
+    )
 
 
 # ------------------------------------------------------------------------------------ one experiment

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..config import XOVER_ROOT, make_results_folder, results_root
 from ..console import errors
 from ..errors import XoverError
+from ..hints import xover_command
 from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus
@@ -186,7 +187,8 @@ def stopped_words(recorder: Recorder, status: str, results_dir: Path) -> str:
         runs = ""
     return (
         f"every process was stopped; unfinished runs are marked {status}{runs}; "
-        f"experiment {recorder.experiment_id} (xover report {recorder.experiment_id}), logs in {results_dir}"
+        f"experiment {recorder.experiment_id} ({xover_command('report', recorder.experiment_id)}), "
+        f"logs in {results_dir}"
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..devices import gpu_count, local_device_count
 from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError, json_without_duplicate_keys, named_path, printable, refuse_unless_regular
+from ..hints import xover_command
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
@@ -101,12 +102,14 @@ def groups_from_plan(
         # a BOM an editor put there read past; a key given twice (an edit above the old value) refused
         body = json_without_duplicate_keys(plan_file.read_text(encoding="utf-8-sig"), plan_path)
     except FileNotFoundError:
-        raise XoverError(f"{plan_path}: plan file not found (write one with `xover plan --out {plan_path}`)") from None
+        write_it = xover_command("plan", "...", "--out", printable(plan_path))
+        raise XoverError(f"{plan_path}: plan file not found (write one with `{write_it}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         if plan_file.suffix == ".toml":  # `xover run recipe.toml`: "not valid JSON: Expecting value"
             raise XoverError(
-                f"{printable(plan_path)}: a recipe or job file, not a plan: run it with --group (xover run --group "
-                f"{printable(plan_path)}), or plan it first (xover plan {printable(plan_path)} ...)"
+                f"{printable(plan_path)}: a recipe or job file, not a plan: run it with --group "
+                f"({xover_command('run', '--group', printable(plan_path))}), or plan it first "
+                f"({xover_command('plan', printable(plan_path))} ...)"
             ) from None
         raise XoverError(f"{printable(plan_path)}: not valid JSON: {error}") from None
     except RecursionError:  # thousands of "[": too deep for the parser
