@@ -74,6 +74,12 @@ _SPACED_ASSIGNMENT = re.compile(
     r"(?P<value>'(?:\\.|[^'\\])*+'?|(?:\\.|[^\s\\])*+)",
     re.DOTALL,
 )
+# an option and its value inside one word (`--extra-args "--password pw --epochs 3"`, a script's arguments passed on
+# as one): the value runs to the next option of the word (whitespace then '-'); it starts where a run of spaces
+# does, and each of its characters is looked past once
+_SPACED_OPTION = re.compile(
+    r"(?<!\S)(?P<option>-{1,2}[A-Za-z_][A-Za-z0-9_.\-]*+)(?P<gap>\s++)(?P<value>[^\s\-](?:(?!\s+-)[\s\S])*+)"
+)
 # a header as a word: `Authorization: Bearer X`, `X-Api-Key: X`, `Cookie: a=b` (curl's -H, a --header)
 _HEADER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9\-_]*)\s*:\s+(?P<value>.+)$", re.DOTALL)
 # a scheme of HTTP authentication and its credential, within a word: `Bearer X`, `Basic X`
@@ -129,7 +135,16 @@ def mask_word(word: str) -> str:
         return f"{found['name']}{found['equals']}{MASK}"
 
     word = _QUERY_OPTION.sub(option, word)
-    return _JWT.sub(MASK, _SPACED_ASSIGNMENT.sub(spaced, word))
+
+    def option_value(found: re.Match[str]) -> str:
+        if not _names_a_credential(found["option"]):
+            return found[0]
+        return f"{found['option']}{found['gap']}{MASK}"
+
+    word = _SPACED_ASSIGNMENT.sub(spaced, word)
+    if any(char.isspace() for char in word):
+        word = _SPACED_OPTION.sub(option_value, word)
+    return _JWT.sub(MASK, word)
 
 
 def _userinfo(word: str) -> re.Match[str] | None:
@@ -154,7 +169,8 @@ def _names_a_credential(word: str) -> bool:
     """An option that takes its value as the next word, named for a credential: `--password`, `-api-key`."""
     if word.lower() == "bearer":  # `Bearer X` as two words of a message
         return True
-    return word.startswith("-") and "=" not in word and credential_name(word)
+    # one word: a word of several (`--password pw --epochs 3`, passed on as one) is no option of the next
+    return word.startswith("-") and "=" not in word and not any(c.isspace() for c in word) and credential_name(word)
 
 
 def _shell_words(text: str) -> Iterator[tuple[int, int, str]]:

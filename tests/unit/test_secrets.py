@@ -691,8 +691,25 @@ def test_a_long_argument_is_masked_in_one_pass_not_one_per_character():
         "    assert mask_argv(['--x', long]) == ['--x', long]\n"
         # and a name's `-pass` looked for after each separator
         "assert credential_name('x_' * 100_000 + 'pass') and not credential_name('x_' * 100_000 + 'two_pass')\n"
+        # and an option's value inside a word, from each space
+        "for long in ('-a x' * 50_000, '-a ' * 70_000, '--password ' + 'x ' * 70_000, ' -' * 70_000):\n"
+        "    mask_argv(['--x', long])\n"
     )
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+
+
+def test_an_option_and_its_password_inside_one_argument_are_masked_and_the_next_argument_kept():
+    """A script's arguments passed on as one (`--extra-args "--password pw --epochs 3"`) kept the password (the
+    NAME=value form inside a word was masked, the two-word form was not), and the argument after such a word was
+    masked instead, as if the whole word were an option named for a password (2026-12-06)."""
+    from xover.redact import holds_credentials, mask_argv, mask_command
+
+    argv = ["--extra-args", "--password pw --epochs 3", "--x", "--name a --token t1 --lr 0.1", "--y",
+            "--password 'a b' --k v", "--z", "--lr -0.1 --pw s"]
+    assert mask_argv(argv) == ["--extra-args", "--password *** --epochs 3", "--x", "--name a --token *** --lr 0.1",
+                               "--y", "--password *** --k v", "--z", "--lr -0.1 --pw ***"]
+    assert holds_credentials(["--extra-args", "--password pw"]) and "pw" not in mask_command(argv).split("***")[0]
+    assert mask_argv(["--extra-args", "--epochs 3 --lr 0.1"]) == ["--extra-args", "--epochs 3 --lr 0.1"]
 
 
 def test_an_option_ending_in_auth_is_a_credential_and_an_author_is_not():
