@@ -190,6 +190,11 @@ class Recipe:
         """How messages name it: its file (a recipe or job file), or its script."""
         return self.path or self.script or self.name
 
+    def named_twice(self, twin: Recipe) -> str:
+        """Words for this job given again after `twin` of the same name (plan and profile refuse them)."""
+        files = f"{twin.label} and {self.label}" if twin.label != self.label else f"{self.label} both times"
+        return f"job name '{self.name}' is given twice ({files})"
+
 
 _SCRIPT_ONLY = ("script", "args", "engine", "script_sha256", "memory_gb", "env", "pass_env")
 

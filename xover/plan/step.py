@@ -95,10 +95,9 @@ def profiles_of_recipes(
     for index, recipe in enumerate(recipes):
         twin = next((other for other in recipes[:index] if other.name == recipe.name), None)
         if twin is not None:
-            files = f"{twin.label} and {recipe.label}" if twin.label != recipe.label else f"{recipe.label} both times"
             raise XoverError(
-                f"job name '{recipe.name}' is given twice ({files}); a plan needs distinct job names: plan a job "
-                "once, or give a copy its own `name` in a job file"
+                f"{recipe.named_twice(twin)}; a plan needs distinct job names: plan a job once, or give a copy its "
+                "own `name` in a job file"
             )
     store = open_store(db)  # after the refusals: a refused plan leaves no store behind
     hardware = hardware_fingerprint()

@@ -403,11 +403,9 @@ def _once_each(recipes: list[Recipe]) -> list[Recipe]:
         twin = kept.get(recipe.name)
         if twin is None:
             kept[recipe.name] = recipe
-        elif twin.label != recipe.label or twin != recipe:
-            files = f"{twin.label} and {recipe.label}" if twin.label != recipe.label else f"{recipe.label} both times"
+        elif twin != recipe:
             raise XoverError(
-                f"job name '{recipe.name}' is given twice ({files}); a profile is stored by job name: give a copy "
-                "its own `name` in a job file"
+                f"{recipe.named_twice(twin)}; a profile is stored by job name: give a copy its own `name` in a job file"
             )
     return list(kept.values())
 

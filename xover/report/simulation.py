@@ -349,12 +349,13 @@ def _utilisation_picture(report: SimulationReport, path: Path) -> bool:
 def simulation_html(report: SimulationReport, pictures: dict[str, str]) -> str:
     """The simulation's report as a page that stands alone."""
     details = [("created", report.experiment.created_at), ("command", report.experiment.command), *describe(report)]
+    rows = summary_rows(report)
     sections = [
         "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
         "<h2>Policies side by side</h2>",
         "<p>JCT: arrival to completion; makespan: first arrival to last completion; utilisation: busy device-time "
         "over the cluster's; queueing: arrival to first start; grouped: share of busy device-time in groups.</p>",
-        html_table(SUMMARY_COLUMNS, summary_rows(report), shown_digits(summary_rows(report))),
+        html_table(SUMMARY_COLUMNS, rows, shown_digits(rows)),
     ]
     if pictures:
         sections.append("<h2>Pictures</h2>")

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -273,6 +273,14 @@ class ScriptCoordinator:
                 self.held_outside_s += outside
                 self.turn.step_in()
 
+    @contextlib.contextmanager
+    def _communication(self) -> Iterator[None]:
+        """A wait outside the turn timed as the iteration's communication, less what outside_turn counted of it
+        already (a collective inside it)."""
+        start, outside = time.perf_counter(), self.outside_s
+        yield
+        self.tally.communication_s += time.perf_counter() - start - (self.outside_s - outside)
+
     def _take_turn(self) -> None:
         if not self.turn.holding:
             self.tally.wait_s += self.turn.acquire()
@@ -352,11 +360,9 @@ class ScriptCoordinator:
         """The waits a backward ends with, outside the turn: timed as the iteration's communication."""
         if not self.after_backward:
             return
-        start, outside = time.perf_counter(), self.outside_s
-        for finish in self.after_backward:
-            finish()
-        if self.attached:  # less what outside_turn counted already
-            self.tally.communication_s += time.perf_counter() - start - (self.outside_s - outside)
+        with self._communication() if self.attached else contextlib.nullcontext():
+            for finish in self.after_backward:
+                finish()
 
     def _count_backward(self, loss, gradients=None) -> None:
         """A backward the script called: counted, and its loss (a scalar's value, rank 0) added to the step's."""
@@ -468,13 +474,12 @@ class ScriptCoordinator:
             raise StepCapReached()
         if closure is not None:
             self.in_closure_step = closure
-        start, outside = time.perf_counter(), self.outside_s
         assert self.wait_for_gradients is not None  # self.attached, checked above
-        self.wait_for_gradients()
-        if collectives is not None:  # what the step itself would all-reduce (the engine's synchronisation)
-            with self.outside_turn():
-                collectives()
-        self.tally.communication_s += time.perf_counter() - start - (self.outside_s - outside)
+        with self._communication():
+            self.wait_for_gradients()
+            if collectives is not None:  # what the step itself would all-reduce (the engine's synchronisation)
+                with self.outside_turn():
+                    collectives()
         self._take_turn()
 
     def unwrapped_step(self) -> str:
