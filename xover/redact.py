@@ -80,6 +80,9 @@ _SPACED_ASSIGNMENT = re.compile(
 _SPACED_OPTION = re.compile(
     r"(?<!\S)(?P<option>-{1,2}[A-Za-z_][A-Za-z0-9_.\-]*+)(?P<gap>\s++)(?P<value>[^\s\-](?:(?!\s+-)[\s\S])*+)"
 )
+# the same, a value that starts with '-' (`"--password -x7 --epochs 3"`): one word, as the next argument after a
+# credential's option is masked whatever it is; looked for ahead, so an option before it does not take it as its value
+_DASHED_VALUE = re.compile(r"(?<!\S)(?P<option>-{1,2}[A-Za-z_][A-Za-z0-9_.\-]*+)(?=(?P<gap>\s++)(?P<value>-\S*+))")
 # a header as a word: `Authorization: Bearer X`, `X-Api-Key: X`, `Cookie: a=b` (curl's -H, a --header)
 _HEADER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9\-_]*)\s*:\s+(?P<value>.+)$", re.DOTALL)
 # a scheme of HTTP authentication and its credential, within a word: `Bearer X`, `Basic X`
@@ -143,8 +146,18 @@ def mask_word(word: str) -> str:
 
     word = _SPACED_ASSIGNMENT.sub(spaced, word)
     if any(char.isspace() for char in word):
-        word = _SPACED_OPTION.sub(option_value, word)
+        word = _masked_dashed_values(_SPACED_OPTION.sub(option_value, word))
     return _JWT.sub(MASK, word)
+
+
+def _masked_dashed_values(word: str) -> str:
+    """`word` with the dash-led value after each credential's option inside it (`--password -x7`) shown as ***."""
+    pieces, kept_to = [], 0
+    for found in _DASHED_VALUE.finditer(word):
+        if found.start() >= kept_to and _names_a_credential(found["option"]):
+            pieces += [word[kept_to : found.end("gap")], MASK]
+            kept_to = found.end("value")
+    return "".join(pieces) + word[kept_to:]
 
 
 def _userinfo(word: str) -> re.Match[str] | None:

@@ -315,7 +315,8 @@ FLAG_CASES = [
     (["plan", "--profiles", "t.csv", "--devices", "2", "--max-group", "99999999999999999999"],
      "--max-group 99999999999999999999: give a whole number from 1 to 254"),
     (["plan", "--profiles", "t.csv", "--devices", "2", "--max-group", "255"], "which serves at most 254 jobs"),
-    (["plan", "mlp-digits", "--devices", "2", "--device-memory", "-1"], "--device-memory"),
+    # was echoed as "-1.0", a number the user did not type
+    (["plan", "mlp-digits", "--devices", "2", "--device-memory", "-1"], "--device-memory -1: give the GB per device"),
     (["plan", "mlp-digits", "--devices", "2", "--out", ""], "--out"),
     (["plan", "mlp-digits", "--devices", "2", "--engine", "mpi"], "--engine"),
     (["plan", "--profiles", "t.csv", "--devices", "2", "--bandwidth", "1gbit"], "--bandwidth"),

@@ -712,6 +712,17 @@ def test_an_option_and_its_password_inside_one_argument_are_masked_and_the_next_
     assert mask_argv(["--extra-args", "--epochs 3 --lr 0.1"]) == ["--extra-args", "--epochs 3 --lr 0.1"]
 
 
+def test_a_password_that_starts_with_a_dash_inside_one_argument_is_masked():
+    """`--extra-args "--password -x7 --epochs 3"` kept `-x7`: a value inside a word was read to start with anything
+    but '-', where the next argument after a credential's option is masked whatever it is (2026-12-06)."""
+    from xover.redact import mask_argv
+
+    argv = ["--a", "--password -x7 --epochs 3", "--b", "--verbose --api-key -k1", "--c", "--lr -0.1 --epochs 3",
+            "--d", "--password --epochs 3"]
+    assert mask_argv(argv) == ["--a", "--password *** --epochs 3", "--b", "--verbose --api-key ***", "--c",
+                               "--lr -0.1 --epochs 3", "--d", "--password *** 3"]
+
+
 def test_an_option_ending_in_auth_is_a_credential_and_an_author_is_not():
     from xover.redact import mask_argv
 

@@ -433,7 +433,7 @@ def _checked_plan_options(
         raise XoverError(f"--devices {devices}: give a whole number from 1 to {MAX_DEVICES}")
     check_max_group(max_group, alone="plans every job alone")
     if device_memory_gb is not None and not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
-        raise XoverError(f"--device-memory {device_memory_gb}: give the GB per device, a number > 0")
+        raise XoverError(f"--device-memory {device_memory_gb:g}: give the GB per device, a number > 0")
     if hosts and devices:
         raise XoverError("--devices and -H: give one (--devices N plans on this machine, -H on the hosts named)")
     if hosts:
