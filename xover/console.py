@@ -45,10 +45,15 @@ class _Terminal(Console):
         super().print(*(shown(item) if isinstance(item, str) else item for item in objects), **options)
 
 
+def _is_terminal(stream: Any) -> bool:
+    """Whether `stream` is a terminal; a stream the shell closed (`>&-`: Python's is None) is not."""
+    return stream is not None and stream.isatty()
+
+
 # Wide tables stay readable when piped into a file or a CI log instead of being cut to 80 columns.
 # No emoji codes: "-H h1:x:2" is a host spec, not ":x:".
-console = _Terminal(width=None if sys.stdout.isatty() else 200, emoji=False)
-errors = _Terminal(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
+console = _Terminal(width=None if _is_terminal(sys.stdout) else 200, emoji=False)
+errors = _Terminal(stderr=True, width=None if _is_terminal(sys.stderr) else 200, emoji=False)
 
 
 def print_json(data: Any) -> None:

@@ -60,7 +60,17 @@ def write_problem(path: str | os.PathLike[str], error: OSError) -> str:
                 return f"{printable(parent)} is a file, not a folder"
         except OSError:  # a folder's name too long for the system: exists() raises it; `error` says so
             continue
-    return str(error.strerror or error)
+    kept = " (the file that was there is kept as it was)" if isinstance(error, NotWritten) and error.kept else ""
+    return str(error.strerror or error) + kept
+
+
+class NotWritten(OSError):
+    """A file xover was writing whole (writes.write_whole) was not written; `filename` is the file named, never
+    the temporary one. `kept`: a file was there, and is left as it was."""
+
+    def __init__(self, code: int | None, reason: str | None, filename: str, kept: bool = False) -> None:
+        super().__init__(code, reason, filename)
+        self.kept = kept
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import XoverError, json_without_duplicate_keys
+from ..writes import write_whole
 
 MEASUREMENTS = "docs/measurements.md"
 
@@ -91,7 +92,7 @@ class Calibration:
 
     def write(self, path: str | Path) -> None:
         """Write it as the JSON file `read` takes."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        write_whole(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def read(cls, path: str | Path) -> Calibration:

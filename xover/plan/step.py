@@ -38,6 +38,7 @@ from ..store.profiles import (
 )
 from ..store.session import open_store, store_files
 from ..turns.policies import DEFAULT_POLICY, POLICIES
+from ..writes import write_whole
 from . import (
     ALGORITHMS,
     InvalidJobProfile,
@@ -461,14 +462,10 @@ def measurements_of(
 
 
 def write_plan_file(path: Path, text: str, holds_secrets: bool) -> None:
-    """The plan file. One that holds a job file's `env` values or a script's credential arguments (a value
-    may be a secret; `xover run PLAN` needs them) is readable by its owner only (mode 0600), whatever mode a
-    file there had."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600 if holds_secrets else 0o666)
-    with os.fdopen(fd, "w") as out:
-        if holds_secrets:
-            os.fchmod(fd, 0o600)
-        out.write(text)
+    """The plan file, written whole or not at all (a plan that fails to write leaves the one there as it was).
+    One that holds a job file's `env` values or a script's credential arguments (a value may be a secret;
+    `xover run PLAN` needs them) is readable by its owner only (mode 0600), whatever mode a file there had."""
+    write_whole(path, text, private=holds_secrets)
 
 
 def shown_plan(plan: Plan) -> Plan:

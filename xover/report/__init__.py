@@ -19,6 +19,7 @@ from ..config import results_root
 from ..console import console, counted, errors, print_json, working
 from ..errors import printable, refuse_overwriting, refuse_writing, write_problem
 from ..store.session import shown_url, store_files
+from ..writes import write_whole
 from . import mlflow, tables
 from . import simulation as simulation_views
 from .data import (
@@ -261,7 +262,7 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
         try:
             written = simulation_views.write_simulation_csv(simulation, *_simulation_csv_target(folder, out))
         except OSError as error:
-            raise ReportError(f"cannot write {error.filename}: {write_problem(error.filename, error)}") from None
+            raise _not_written(error, _simulation_csv_target(folder, out)[0]) from None
         if out:
             for path in written:
                 console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
@@ -306,7 +307,7 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
     try:
         written = write_report_csv(report, *_experiment_csv_paths(folder, out))
     except OSError as error:
-        raise ReportError(f"cannot write {error.filename}: {write_problem(error.filename, error)}") from None
+        raise _not_written(error, _experiment_csv_paths(folder, out)[0]) from None
     if out:
         for path in written:
             console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
@@ -350,12 +351,19 @@ def _emit_json(data: dict, out: str | None) -> None:
         print_json(data)
 
 
+def _not_written(error: OSError, writing: Path) -> ReportError:
+    """`cannot write FILE: why`: the file the error names (NotWritten names each), else `writing` (an error of a
+    write, not an open, names no file: the line said "cannot write None" and then raised a TypeError)."""
+    path = Path(error.filename) if error.filename is not None else writing
+    return ReportError(f"cannot write {printable(path)}: {write_problem(path, error)}")
+
+
 def _write_text(path: Path, default_name: str, text: str, quiet: bool = False) -> None:
     """Write `text` to `path` (into it as `default_name` when it is a folder) and print where."""
     path = _file_in(path, default_name)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_whole(path, text)
     except OSError as error:
         raise ReportError(f"cannot write {path}: {write_problem(path, error)}") from None
     if not quiet:

@@ -21,6 +21,7 @@ from ..replay.step import shown_settings
 from ..replay.traces import skipped_text
 from ..results import ExperimentInfo
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation
+from ..writes import write_whole
 from .data import ReportError, experiment_row
 from .html import _page, embedded_picture, html_table
 from .plots import DPI, JOB_COLOURS
@@ -270,7 +271,7 @@ def write_simulation_csv(report: SimulationReport, folder: Path, stem: str | Non
         ),
     }
     for path, text in files.items():
-        path.write_text(text, encoding="utf-8")
+        write_whole(path, text)
     return list(files)
 
 

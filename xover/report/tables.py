@@ -21,6 +21,7 @@ from ..console import console, print_table
 from ..results import NotStarted, not_started_lines
 from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
+from ..writes import write_whole
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport, PlanMakespan
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
@@ -601,7 +602,7 @@ def write_report_csv(report: ExperimentReport, jobs_path: Path, iterations_path:
     """One row per job and mode, and every iteration of rank 0 of every run."""
     for path in (jobs_path, iterations_path):
         path.parent.mkdir(parents=True, exist_ok=True)
-    jobs_path.write_text(csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]), encoding="utf-8")
+    write_whole(jobs_path, csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]))
     iteration_rows = [row for run_id in sorted(report.iterations) for row in report.iterations[run_id]]
-    iterations_path.write_text(csv_text(ITERATION_FIELDS, iteration_rows), encoding="utf-8")
+    write_whole(iterations_path, csv_text(ITERATION_FIELDS, iteration_rows))
     return [jobs_path, iterations_path]

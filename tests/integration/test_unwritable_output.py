@@ -1,0 +1,152 @@
+"""Output that cannot be written. A file named with --out on a full disk: the plan file was cut to its first
+4,096 bytes and a report's file left empty, the file there before lost; `report --format csv` ended in a
+TypeError. stdout or stderr closed by the shell (`>&-`, `2>&-`) failed every command at start, stdout on a full
+device (`> /dev/full`) was a traceback, and a reader that left (`| head`) ended some commands with exit 1 and
+others with 0. Now: one line, exit 2, the earlier file kept; a broken pipe exits 141 quietly, every command."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ci, recorded_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "tests" / "assets" / "replay"
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A small tmpfs (200 KiB) that the test fills: root's way to a full disk without filling a real one."""
+    if os.geteuid() != 0:
+        if ci():
+            pytest.fail("mounting a tmpfs needs root, which CI has")
+        pytest.skip("needs root: mounting a tmpfs")
+    folder = tmp_path / "full"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _fill(folder: Path) -> None:
+    descriptor = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(descriptor, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _xover(*args, shell_redirect: str = "", cwd=ROOT, env=None) -> subprocess.CompletedProcess:
+    """`xover ARGS`, its streams redirected as a shell would (`>&-`, `2>&-`, `> /dev/full`)."""
+    command = ["sh", "-c", f'exec "$@" {shell_redirect}', "sh", sys.executable, "-m", "xover", *map(str, args)]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _one_line(done: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    return done.stderr.strip()
+
+
+def _profiles(path: Path, jobs: int) -> Path:
+    path.write_text("name,devices,compute_ms,comm_ms,memory_gb\n"
+                    + "".join(f"job{index},1,{10 + index},{5 + index % 7},1\n" for index in range(jobs)))
+    return path
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return [path.name for path in folder.iterdir() if path.name.startswith(".xover-")]
+
+
+def test_a_plan_that_cannot_be_written_leaves_the_earlier_plan_whole(full_disk, tmp_path):
+    plan = full_disk / "plan.json"
+    first = _xover("--db", tmp_path / "x.db", "plan", "--profiles", _profiles(tmp_path / "two.csv", 2),
+                   "--devices", "1", "--out", plan)
+    assert first.returncode == 0, first.stderr
+    earlier = plan.read_text()
+    _fill(full_disk)
+    bigger = _xover("--db", tmp_path / "x.db", "plan", "--profiles", _profiles(tmp_path / "thirty.csv", 30),
+                    "--devices", "4", "--out", plan)
+    assert bigger.returncode == 2, bigger.stderr
+    line = _one_line(bigger)
+    assert f"--out {plan}: cannot write the plan file: No space left on device" in line
+    assert "the file that was there is kept as it was" in line
+    assert plan.read_text() == earlier and json.loads(earlier)["groups"]
+    assert _leftovers(full_disk) == []
+
+
+@pytest.fixture
+def experiment_store(tmp_path):
+    store, recorder, _ = recorded_runs(tmp_path, [{"name": "a", "mode": "solo", "hosts": "localhost:1", "np": 1,
+                                                    "status": "finished"}])
+    recorder.finish("finished")
+    store.close()
+    return tmp_path / "x.db"
+
+
+@pytest.fixture
+def simulation_store(tmp_path):
+    made = _xover("--db", tmp_path / "sim.db", "simulate", TRACE / "fifo_srtf.csv", "--profiles",
+                  TRACE / "profiles.csv", "--cluster", "1x2", "--policy", "fifo",
+                  env={**os.environ, "XOVER_RESULTS": str(tmp_path / "results")})
+    assert made.returncode == 0, made.stderr
+    return tmp_path / "sim.db"
+
+
+@pytest.mark.parametrize("kind", ["experiment", "simulation"])
+@pytest.mark.parametrize(("fmt", "name"), [("csv", "r.csv"), ("json", "r.json"), ("html", "r.html")])
+def test_a_report_that_cannot_be_written_names_its_file_and_keeps_the_earlier_one(full_disk, tmp_path, request,
+                                                                                   kind, fmt, name):
+    store = request.getfixturevalue(f"{kind}_store")
+    out = full_disk / name
+    out.write_text("the earlier report\n")
+    _fill(full_disk)
+    env = {**os.environ, "XOVER_RESULTS": str(tmp_path / "results")}
+    done = _xover("--db", store, "report", "latest", "--format", fmt, "--out", out, env=env)
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done)
+    assert f"cannot write {out}: No space left on device (the file that was there is kept as it was)" in line
+    assert out.read_text() == "the earlier report\n"
+    assert _leftovers(full_disk) == []
+
+
+def test_a_closed_stdout_is_one_line_and_a_plan_is_still_written(experiment_store, tmp_path):
+    closed = _xover("--db", experiment_store, "report", "all", shell_redirect=">&-")
+    assert closed.returncode == 2
+    assert _one_line(closed) == "error: cannot write to stdout: it is closed"
+    plan = tmp_path / "plan.json"
+    planned = _xover("--db", tmp_path / "p.db", "plan", "--profiles", _profiles(tmp_path / "two.csv", 2),
+                     "--devices", "1", "--out", plan, shell_redirect=">&-")
+    assert json.loads(plan.read_text())["groups"], planned.stderr  # the plan is the command's result
+
+
+def test_a_closed_stderr_leaves_the_command_working(experiment_store):
+    done = _xover("--db", experiment_store, "report", "all", shell_redirect="2>&-")
+    assert done.returncode == 0 and "finished" in done.stdout
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv"])
+def test_stdout_on_a_full_device_is_one_line_and_exit_2(experiment_store, tmp_path, fmt):
+    done = _xover("--db", experiment_store, "report", "latest", "--format", fmt, shell_redirect="> /dev/full",
+                  env={**os.environ, "XOVER_RESULTS": str(tmp_path / "results")})
+    assert done.returncode == 2
+    assert _one_line(done) == "error: cannot write to stdout: No space left on device"
+
+
+@pytest.mark.parametrize("args", [["report", "latest"], ["report", "all"], ["report", "latest", "--format", "json"],
+                                  ["report", "latest", "--format", "csv"], ["--help"]])
+def test_a_reader_that_left_ends_every_command_quietly_with_141(experiment_store, tmp_path, args):
+    env = {**os.environ, "XOVER_RESULTS": str(tmp_path / "results")}
+    command = [sys.executable, "-m", "xover", "--db", str(experiment_store), *args]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader left before the first line (`| head -c 0`)
+    stderr = process.stderr.read()
+    assert process.wait(timeout=300) == 141
+    assert stderr == b""

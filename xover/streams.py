@@ -1,0 +1,108 @@
+"""stdout and stderr as the command line needs them: one the shell closed (`>&-`), on a full device
+(`> /dev/full`) or read by a reader that left (`| head`) ends every command the same way, never with a traceback.
+Its own module, of the standard library only: `python -m xover` sets the streams up before the commands load."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the exit a shell shows for a program its pipe's reader left (`yes | head -1`)
+NOT_WRITTEN = 2  # as any failure the user can fix (errors.XoverError)
+
+
+class OutputFailed(BaseException):
+    """A write to stdout or stderr failed. A BaseException, as KeyboardInterrupt is: no `except OSError` around a
+    file's write, nor `except Exception` around a metric sink, takes it for its own; the command ends with it."""
+
+    def __init__(self, stream: str, error: OSError) -> None:
+        super().__init__(stream, error)
+        self.stream = stream
+        self.error = error
+
+
+class _Closed(io.TextIOBase):
+    """stdout where the shell closed it: each write fails as a write to a closed descriptor does."""
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return 1  # /dev/null (guard_streams): a process started with this stdout writes nowhere, as with none
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+
+class _Guarded:
+    """`stream`, its failed writes raised as OutputFailed naming it."""
+
+    def __init__(self, stream: Any, name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise OutputFailed(self._name, error) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise OutputFailed(self._name, error) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _to_null(descriptor: int) -> None:
+    """`descriptor` made /dev/null: a process started later inherits no closed descriptor (the first file
+    opened would take its number, and a script's prints would land in it), and what is still buffered for it
+    goes nowhere."""
+    null = os.open(os.devnull, os.O_WRONLY)  # the lowest free number: `descriptor` itself where it was closed
+    if null != descriptor:
+        os.dup2(null, descriptor)
+        os.close(null)
+
+
+def guard_streams() -> None:
+    """stdout and stderr as the command line writes them: a closed stdout fails each write (the command's output
+    is lost: it says so); a closed stderr takes and drops what it is given (a command works without its notes)."""
+    if sys.stdout is None:
+        _to_null(1)
+        sys.stdout = _Closed()
+    if sys.stderr is None:
+        _to_null(2)
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (for the process's life)
+    sys.stdout = _Guarded(sys.stdout, "stdout")
+    sys.stderr = _Guarded(sys.stderr, "stderr")
+
+
+@contextlib.contextmanager
+def output_written() -> Iterator[None]:
+    """Runs a command whose output cannot be written to an end: a reader that left (EPIPE) quietly, exit
+    BROKEN_PIPE; any other failure (a full device, a closed stdout) with one line on stderr, exit NOT_WRITTEN.
+    What is still buffered is written before the end: a failure at the interpreter's exit was a traceback."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+    except OutputFailed as failed:
+        _to_null(1 if failed.stream == "stdout" else 2)
+        if failed.error.errno == errno.EPIPE:
+            sys.exit(BROKEN_PIPE)
+        with contextlib.suppress(OutputFailed):  # stderr may be what failed: then there is no one to tell
+            sys.stderr.write(f"error: cannot write to {failed.stream}: {failed.error.strerror or failed.error}\n")
+            sys.stderr.flush()
+        sys.exit(NOT_WRITTEN)
