@@ -1,22 +1,26 @@
-"""`python -m xover` and the `xover` script: the command line, with Ctrl-C and SIGTERM said in one line from the
-first moment, while its modules still load (about a second) and before a command installs its own handling."""
+"""`python -m xover` and the `xover` script: the command line, with Ctrl-C, SIGTERM and a hang-up said in one line
+from the first moment, while its modules still load (about a second) and before a command installs its own handling."""
 
 import signal
 import sys
 
+from .stop_signals import leave_a_closed_terminal, stop_signals
 from .streams import guard_streams, output_written
 
-INTERRUPTED = 130  # as every command exits when Ctrl-C or SIGTERM stops it (docs/reference.md)
+INTERRUPTED = 130  # as every command exits when Ctrl-C, SIGTERM or SIGHUP stops it (docs/reference.md)
 
 
 def _as_ctrl_c(signum, frame):
+    leave_a_closed_terminal(signum)
     raise KeyboardInterrupt
 
 
 def main() -> None:
-    """Load the command line and run it. SIGTERM is Ctrl-C until a command takes it over (interruptible); a
-    signal before the command line is loaded has started nothing."""
-    signal.signal(signal.SIGTERM, _as_ctrl_c)
+    """Load the command line and run it. SIGTERM and SIGHUP (unless ignored: nohup) are Ctrl-C until a command
+    takes them over (interruptible); a signal before the command line is loaded has started nothing."""
+    for signum in stop_signals():
+        if signum != signal.SIGINT:  # Ctrl-C is KeyboardInterrupt already
+            signal.signal(signum, _as_ctrl_c)
     guard_streams()  # before rich's consoles are made: they ask whether stdout is a terminal
     try:
         from .cli import app  # the command line's modules: a second or so, and a signal may come meanwhile

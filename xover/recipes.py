@@ -33,7 +33,7 @@ from pydantic_core import ErrorDetails
 from .engines import ENGINES, engine_named
 from .errors import XoverError, is_utf8, named_path, printable, refuse_unless_regular
 from .hints import xover_command
-from .redact import MASK, mask_argv
+from .redact import MASK, argv_secrets, mask_argv
 from .scripts import (
     FRAMEWORKS,
     JOB_NAME,
@@ -100,6 +100,14 @@ class Recipe:
     def variable_names(self) -> tuple[str, ...]:
         """The names of the variables a job file gives its processes: its `env`'s and its `pass_env`."""
         return (*self.env, *self.pass_env)
+
+    @property
+    def secrets(self) -> list[str]:
+        """What of this job the store never keeps, as its processes get it: the credentials of its arguments, its
+        `env`'s values and its `pass_env`'s (set in xover's environment). A message of its own that repeats
+        them (its error, as argparse's does) is stored with them as *** (redact.without_values)."""
+        passed = [os.environ[name] for name in self.pass_env if name in os.environ]
+        return [*argv_secrets(self.args), *self.env.values(), *passed]
 
     def engine_under(self, built_in: str) -> str:
         """The engine this job runs under: a script's own (a job file or --script always names it),

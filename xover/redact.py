@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus
 
 MASK = "***"
@@ -245,6 +245,31 @@ def mask_credentials(text: str) -> str:
     return "".join(pieces) + text[kept_until:]
 
 
+def argv_secrets(argv: Sequence[str]) -> list[str]:
+    """The values mask_argv shows as ***, as typed: what a message that repeats the arguments (argparse's
+    'unrecognized arguments: ...') must not show."""
+    found: list[str] = []
+    for typed, shown in zip(argv, mask_argv(argv)):
+        if shown == typed:
+            continue
+        kept = shown.split(MASK)  # the word's parts mask_argv kept, a secret between each two
+        if hidden := re.fullmatch("(.*?)".join(map(re.escape, kept)), typed, re.DOTALL):
+            found += hidden.groups()
+        else:  # a word masked around its quotes: all of it
+            found.append(typed)
+    return found
+
+
+def without_values(text: str, secrets: Iterable[str]) -> str:
+    """`text` (a job's error, which may repeat its arguments or environment) with every password in it and each
+    of `secrets` shown as ***. Secrets shorter than 4 characters are left: masking them would mask their
+    letters all over the text (as url_secrets)."""
+    text = mask_credentials(text)
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
 def mask_command(argv: Sequence[str]) -> str:
     """An argument list joined as a shell command line (shlex.join), its passwords shown as ***."""
     return shlex.join(mask_argv(argv))
@@ -260,9 +285,11 @@ def url_secrets(url: str) -> list[str]:
     if userinfo:
         after_user = url[userinfo.end("head") + 1 :]
         password = after_user[: after_user.rfind("@")]
-        # and each piece of it between two '@': a driver that read the first '@' as the host's start names
-        # the rest as a host ('failed to resolve host ...')
+        # and each piece of it between two '@', and what follows each '@': a driver that read the first '@' as
+        # the host's start names the rest as a host ('failed to resolve host ...'), where a piece of a few
+        # letters, too short to mask alone, would show
         found |= {password, *password.split("@")}
+        found |= {password.split("@", count)[-1] for count in range(1, password.count("@") + 1)}
     elif token := _TOKEN_USERINFO.search(url):
         found.add(token["token"])
     if "?" in url:

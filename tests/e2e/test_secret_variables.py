@@ -108,3 +108,48 @@ def test_a_job_files_env_values_are_in_no_file_of_the_run_nor_the_store_nor_mlfl
     assert "recipe.env.MY_TOKEN" in (isolated_results / "mlflow.db").read_bytes().decode(errors="replace")
     files = [path for path in files_holding(isolated_results, [SETTING, ARGUMENT]) if not path.endswith(".toml")]
     assert not files, files  # only the job file itself holds it
+
+
+STRICT_SCRIPT = '''
+import argparse, os, sys
+# what scripts do when they fail: say their settings, and argparse repeats the arguments it does not know
+print("settings:", os.environ.get("MY_TOKEN"), os.environ.get("HF_TOKEN"), os.environ.get("XOVER_METRIC_TOKEN"),
+      file=sys.stderr)
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=3)
+parser.parse_args()
+'''
+
+
+def test_a_failed_jobs_error_that_repeats_its_secrets_is_kept_without_them(isolated_results):
+    """A probe (2026-12-06): a script with argparse's strict `parse_args()`, given `--wandb-key KEY`, failed with
+    'unrecognized arguments: --wandb-key KEY', and that line, kept as the failure's reason, put the key in the
+    store, every report, `train --json` and MLflow; launcher.log and Horovod's rank logs (0644) had it and the
+    `env` value the script printed. Now the error and launcher.log show them as ***, and the ranks' own output,
+    as they wrote it, is in a folder of its user's alone."""
+    work = isolated_results / "work"
+    work.mkdir()
+    (work / "strict.py").write_text(STRICT_SCRIPT)
+    job = work / "strict.toml"
+    job.write_text(f'name = "strict"\nscript = "strict.py"\nengine = "horovod"\nnp = 2\niterations = 3\n'
+                   f'args = ["--steps", "3", "--wandb-key", "{ARGUMENT}", "--db-password={ARGUMENT}2"]\n'
+                   f'env = {{ MY_TOKEN = "{SETTING}" }}\npass_env = ["HF_TOKEN"]\n')
+    env = {**os.environ, "HF_TOKEN": PASSED}
+    values = [SETTING, ARGUMENT, PASSED]
+    run = subprocess.run([sys.executable, "-m", "xover", "train", str(job), "--json"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert run.returncode != 0 and "unrecognized arguments: --wandb-key *** --db-password=***" in run.stdout, (
+        run.stdout[-3000:] + run.stderr[-3000:])
+    [launcher_log] = (isolated_results / "results").rglob("launcher.log")
+    assert "settings: *** *** ***" in launcher_log.read_text(), launcher_log.read_text()
+    for form in ("json", "html"):
+        report = subprocess.run([sys.executable, "-m", "xover", "report", "latest", "--format", form, "--out",
+                                 str(isolated_results / f"report.{form}")], capture_output=True, text=True, env=env,
+                                timeout=300)
+        assert report.returncode == 0, report.stderr[-3000:]
+    assert "unrecognized arguments: --wandb-key ***" in (isolated_results / "report.json").read_text()
+    rank_logs = launcher_log.parent / "ranks"
+    assert rank_logs.stat().st_mode & 0o777 == 0o700
+    holding = [Path(path) for path in files_holding(isolated_results, values) if not path.endswith(".toml")]
+    assert holding and all(rank_logs in path.parents for path in holding), holding  # the store's file among none
+    assert not any(value in run.stdout + run.stderr for value in values)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+RUN = ["xover", "run", "--group", "mlp-digits", "mlp-digits", "--iterations", "2"]
 # the signal comes exactly while the command line's modules load: an import hook sends it as xover.cli is
 # imported, whatever this machine's speed (a timed kill would land before or after on a busy one)
 SIGNAL_WHILE_LOADING = """
@@ -20,17 +21,17 @@ class Hook(importlib.abc.MetaPathFinder):
             os.kill(os.getpid(), {signum})
         return None
 sys.meta_path.insert(0, Hook())
-sys.argv = ["xover", "run", "--group", "mlp-digits", "mlp-digits", "--iterations", "2"]
+sys.argv = {argv}
 from xover.__main__ import main
 main()
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"])
 def test_a_signal_while_the_command_line_loads_is_one_line_and_exit_130(signum, isolated_results):
     # as from a terminal: a shell's background job (CI's `nohup ... &`) starts with SIGINT ignored, and Python
     # keeps a signal ignored that it inherited so
-    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING.format(signum=int(signum))], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING.format(signum=int(signum), argv=RUN)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.returncode == 130, (done.returncode, done.stderr)
@@ -42,3 +43,13 @@ def test_the_xover_script_runs_the_entry_that_says_so():
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["xover"] == "xover.__main__:main"
+
+
+def test_a_hang_up_under_nohup_is_ignored():
+    """`nohup xover ...` starts xover with SIGHUP ignored: a terminal closed then must not stop it (a probe,
+    2026-12-06, had SIGHUP made Ctrl-C; as nohup asks, it stays ignored)."""
+    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING.format(signum=int(signal.SIGHUP),
+                                                                             argv=["xover", "--version"])],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert done.returncode == 0 and done.stdout.strip(), (done.returncode, done.stdout, done.stderr)

@@ -62,6 +62,46 @@ def test_the_relay_keeps_bytes_and_metrics_after_invalid_utf8(tmp_path):
         b'XOVER-METRIC {"kind": "iter", "step": 0}\n' + b"tail without newline \xc3"
 
 
+def test_the_log_shows_the_jobs_secrets_as_stars_even_when_one_is_written_in_two_parts(tmp_path):
+    """A probe (2026-12-06): launcher.log (0644) kept what a script's error repeated of its arguments and `env`,
+    and every metric line's token. Its lines are written with them as ***, a secret split over two writes too."""
+    import queue
+
+    from xover.run.schedule import CheckedJob
+    from xover.run.supervise import JobExit
+
+    record = json.dumps({"kind": "end", "iterations": 2, "token": TOKEN})
+    program = ("import sys, time\n"
+               "sys.stdout.write('error: unrecognized arguments: --api-key kx7-sec'); sys.stdout.flush()\n"
+               "time.sleep(0.3)\n"
+               "print('ret-value and MY_TOKEN=kx7-env', flush=True)\n"
+               f"print({MARKER!r} + {record!r}, flush=True)\n"
+               "sys.stdout.write('no line end kx7-env')\n")
+    events: queue.Queue = queue.Queue()
+    CheckedJob(9, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events, TOKEN,
+               ["kx7-secret-value", "kx7-env", "abc"])
+    assert [events.get(timeout=30)[1] for _ in range(2)][1] == JobExit(0)
+    assert (tmp_path / "launcher.log").read_text() == (
+        "error: unrecognized arguments: --api-key *** and MY_TOKEN=***\n"
+        f"{MARKER}{record.replace(TOKEN, '***')}\nno line end ***")
+
+
+def test_a_log_that_cannot_be_written_is_said_and_the_run_goes_on(tmp_path):
+    """A probe (2026-12-06): on a full disk the relay thread died on the log's flush (a thread's traceback on
+    the terminal), so the run's exit never came and it was recorded lost, '(killed?)'."""
+    import queue
+
+    from xover.run.supervise import JobExit, LaunchedJob
+
+    (tmp_path / "launcher.log").symlink_to("/dev/full")  # every write: ENOSPC
+    program = "print('XOVER-METRIC {\"kind\": \"iter\", \"step\": 0}', flush=True); print('boom'); raise SystemExit(4)"
+    events: queue.Queue = queue.Queue()
+    job = LaunchedJob(5, [[sys.executable, "-c", program]], dict(os.environ), tmp_path, events)
+    assert [events.get(timeout=30) for _ in range(2)] == [(5, {"kind": "iter", "step": 0}), (5, JobExit(4))]
+    assert any("launcher.log could not be written (No space left on device)" in line for line in job.tail), job.tail
+    assert job.tail[-1] == "boom"
+
+
 def test_a_launcher_exit_is_noticed_while_an_orphan_keeps_writing_to_its_pipe(tmp_path):
     import queue
 

@@ -227,7 +227,7 @@ def test_xover_never_imports_the_frameworks_users_scripts_train_with():
 LAYERS: list[tuple[str, ...]] = [
     # the vocabulary and the leaves every room reads
     ("errors", "settings", "sharing", "console", "redact", "hints", "rates", "links", "hosts", "config", "results",
-     "workloads", "engines", "records", "plugins", "writes", "streams"),
+     "workloads", "engines", "records", "plugins", "writes", "streams", "stop_signals"),
     # what a job is made of, and where it is kept
     ("scripts", "devices", "processes", "recipes", "store"),
     # pure logic: the turn protocol and policies, the planner, a trace's replay

@@ -204,3 +204,25 @@ def test_an_interrupt_a_finalizer_swallowed_is_raised_again(capsys):
             time.sleep(0.5)
         time.sleep(5)
     assert time.monotonic() - began < 2
+
+
+def test_a_hang_up_interrupts_as_sigterm_does_unless_xover_was_started_ignoring_it():
+    """A probe (2026-12-06): a closed terminal or a dropped ssh session (SIGHUP) ended `xover run` with 129 and no
+    word, its runs recorded as lost '(killed?)' rather than interrupted. Now it is Ctrl-C; under `nohup`, which
+    starts xover with SIGHUP ignored, a hang-up is still nobody's wish to stop."""
+    import signal
+
+    from xover.run.supervise import interruptible
+
+    before = signal.getsignal(signal.SIGHUP)
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with pytest.raises(Interrupted), interruptible():
+            signal.raise_signal(signal.SIGHUP)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # given back
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it
+        with interruptible():
+            signal.raise_signal(signal.SIGHUP)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -493,6 +493,16 @@ def test_a_password_with_an_unescaped_at_is_not_repeated_where_a_driver_names_th
     assert "retPW" not in shown and "s3cr" not in shown, shown
 
 
+def test_a_short_piece_of_a_password_between_two_ats_is_not_shown_where_a_driver_names_the_rest_as_a_host():
+    """A probe (2026-12-06): 'p@ss@w0rd' showed 'ss' ("failed to resolve host 'ss@***@host'"): a piece under
+    four characters is not masked alone, but what follows the password's first '@' is."""
+    from xover.redact import without_secrets_of
+
+    url = "postgresql://u:p@ss@w0rd@nonexistent.invalid/db"
+    shown = without_secrets_of(url, f"{url}: failed to resolve host 'ss@w0rd@nonexistent.invalid'")
+    assert shown.endswith("failed to resolve host '***@nonexistent.invalid'"), shown
+
+
 def test_a_key_value_store_string_taken_as_a_file_name_is_shown_without_its_password(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

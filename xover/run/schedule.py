@@ -22,7 +22,7 @@ import os
 import queue
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from ..links import HOST, Link
 from ..plan.decide import ready_to_start
 from ..processes import sweep
 from ..records import MetricRecord, TurnsLostRecord, checked_record
+from ..redact import without_values
 from ..settings import (
     CUDA_BY_LOCAL_RANK_VARIABLE,
     DEVICES_VARIABLE,
@@ -213,9 +214,10 @@ class CheckedJob(LaunchedJob):
         log_dir: Path,
         events: queue.Queue[tuple[int, Event]],
         token: str,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.token = token  # before the launchers start: their output is read from then on
-        super().__init__(run_id, commands, env, log_dir, events)
+        super().__init__(run_id, commands, env, log_dir, events, [*secrets, token])
 
     def _record(self, record: dict[str, Any]) -> None:
         checked = checked_record(record, self.token)
@@ -331,6 +333,8 @@ class Scheduler:
         unit, slot = self.owner[run_id]
         log_dir = dict(unit.runs)[run_id]
         error = failure_summary(log_dir, unit.launched[run_id].tail) if code != 0 else None
+        if error is not None:  # its own lines: argparse's 'unrecognized arguments: --api-key KEY' repeats a secret
+            error = without_values(error, unit.launched[run_id].secrets)
         problem = shim_refusal(error)
         job = _copy_of(unit.jobs[slot].name)
         if code == 0:
@@ -550,13 +554,18 @@ class Scheduler:
             }
             spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
             ranks = ranks_of(job.engine)
+            # the ranks' own output, as they wrote it (a secret their error repeats too): its user's alone, as
+            # torchrun keeps its folders; horovodrun's were readable by all (launcher.log has it masked)
+            rank_logs = log_dir / "ranks"
+            rank_logs.mkdir(mode=0o700, exist_ok=True)
+            rank_logs.chmod(0o700)
             commands = [
                 unit.network.wrap(c)
-                for c in ranks.launch_commands(job, log_dir / "ranks", spec_path, env, prefix, self.deadline)
+                for c in ranks.launch_commands(job, rank_logs, spec_path, env, prefix, self.deadline)
             ]
             with uninterrupted():  # a launcher started is a launcher the unit stops
                 unit.launched[run_id] = CheckedJob(
-                    run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token
+                    run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token, job.recipe.secrets
                 )
 
     def _adaptive_start(self, unit: Unit) -> str:

@@ -6,8 +6,11 @@
   not the relay thread. A launcher that exited while an orphan keeps its pipe open is noticed within
   `EXIT_GRACE_S`. A carriage return ends a line as a newline does (progress bars redraw one line with
   `\r` and may never print a newline), and a line longer than `MAX_LINE_BYTES` is cut: what the relay
-  keeps is bounded, whatever a script prints. The log keeps every byte. A rank's line its launcher
-  relayed in parts, another rank's line between them, is put back together (records.RelayedLines).
+  keeps is bounded, whatever a script prints. The log keeps every byte, but the job's secrets (its
+  credential arguments, `env` values, metric token: a script's error may repeat them), written as ***,
+  a line at a time for that. A log that cannot be written (a full disk) is said once in the output's
+  tail and left; the run goes on. A rank's line its launcher relayed in parts, another rank's line
+  between them, is put back together (records.RelayedLines).
 * Launchers read nothing from xover's terminal (their stdin is /dev/null): `ssh -tt` to another
   host must not put the user's terminal in raw mode or carry its Ctrl-C to a remote node.
 * Launchers run in their own sessions (horovodrun puts workers in theirs too), get SIGTERM if xover
@@ -31,9 +34,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -42,11 +46,14 @@ from ..errors import Interrupted, TimedOut  # noqa: F401 - TimedOut: where run/ 
 # the sweeping of tagged processes is processes.py's; tests and tools find it here too
 from ..processes import kill_tagged, stop_processes, sweep, tagged_processes  # noqa: F401
 from ..records import RelayedLines, parse_metric_line
+from ..redact import MASK
+from ..stop_signals import leave_a_closed_terminal, stop_signals
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
 MAX_LINE_BYTES = 65536  # of one line of a launcher's output held by the relay; a metric record is far shorter
 TAIL_LINE_CHARS = 2000  # of a line kept for a failure's summary
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+MIN_SECRET_CHARS = 4  # shorter secrets are not masked in a log: their letters are all over it (redact.without_values)
 
 
 def _die_with_parent() -> None:
@@ -95,11 +102,16 @@ def _pidfd(pid: int) -> int | None:
 class LaunchedProcess:
     """One launcher process; a thread relays its output to its log and metric records to a queue."""
 
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path, on_line, on_exit) -> None:
+    def __init__(
+        self, command: list[str], env: dict[str, str], log_path: Path, on_line, on_exit, secrets: Sequence[str] = ()
+    ) -> None:
         self.tail: collections.deque[str] = collections.deque(maxlen=25)
         self.relayed = RelayedLines(MAX_LINE_BYTES)  # its ranks' lines, where the launcher relays them
         self.on_line, self.on_exit = on_line, on_exit
-        self.log = open(log_path, "ab")
+        self.log_path = log_path
+        self.log: BinaryIO | None = open(log_path, "ab")
+        self.secrets = sorted({s.encode() for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        self.unlogged = b""  # output not yet in the log: the end of a line a secret may run on into
         # stdin: never xover's terminal (`ssh -tt` would take it over: raw mode, Ctrl-C sent to a remote node)
         self.process = subprocess.Popen(
             command,
@@ -133,8 +145,7 @@ class LaunchedProcess:
                 chunk = os.read(stream.fileno(), 65536)
                 if not chunk:
                     break
-                self.log.write(chunk)
-                self.log.flush()
+                self._to_log(chunk)
                 pending += chunk
                 *lines, pending = _LINE_END.split(pending)
                 for raw in lines:
@@ -151,7 +162,7 @@ class LaunchedProcess:
             self._line(pending.decode("utf-8", errors="replace"))
         for source, text in self.relayed.rest():
             self._rank_line(source, text)
-        self.log.close()
+        self._to_log(b"", last=True)
         code = self.process.wait()
         with self._reaping:
             self.reaped = True
@@ -159,6 +170,31 @@ class LaunchedProcess:
                 os.close(self.pidfd)
                 self.pidfd = None
         self.on_exit(self, code)
+
+    def _to_log(self, chunk: bytes, last: bool = False) -> None:
+        """Write `chunk` to the log: at once without secrets, else up to its last line's end with them as ***.
+        A log that cannot be written (a full disk) is said once in the tail and closed; the run goes on."""
+        if self.log is None:
+            return
+        if self.secrets:
+            self.unlogged += chunk
+            cut = len(self.unlogged) if last or len(self.unlogged) > MAX_LINE_BYTES else _last_line_end(self.unlogged)
+            chunk, self.unlogged = self.unlogged[:cut], self.unlogged[cut:]
+            for secret in self.secrets:
+                chunk = chunk.replace(secret, MASK.encode())
+        try:
+            if chunk:
+                self.log.write(chunk)
+                self.log.flush()
+            if last:
+                self.log.close()
+        except OSError as error:
+            self.tail.append(f"xover: the log {self.log_path} could not be written ({error.strerror}); it stops here")
+            with contextlib.suppress(OSError):
+                self.log.close()
+            self.log = None
+        if last:
+            self.log = None
 
     def _line(self, line: str) -> None:
         for source, text in self.relayed.feed(line):
@@ -180,6 +216,11 @@ class LaunchedProcess:
                 kill_tree(self.root, pidfd=self.pidfd)
 
 
+def _last_line_end(data: bytes) -> int:
+    """Where the last whole line of `data` ends (0: none ends in it)."""
+    return max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+
+
 @dataclass(frozen=True)
 class JobExit:
     """A run's launchers have all ended: the first failure's exit code, or 0 (from the processes, never
@@ -199,16 +240,23 @@ class LaunchedJob:
     """The launcher processes of one run; `_exit` is posted once all have ended (the first failure's code)."""
 
     def __init__(
-        self, run_id: int, commands: list[list[str]], env: dict[str, str], log_dir: Path, events: queue.Queue
+        self,
+        run_id: int,
+        commands: list[list[str]],
+        env: dict[str, str],
+        log_dir: Path,
+        events: queue.Queue,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.run_id, self.events = run_id, events
+        self.secrets = list(secrets)  # what its output may repeat and nothing it writes may keep
         self.lock = threading.Lock()
         self.codes: list[int] = []
         self.processes: list[LaunchedProcess] = []
         self.expected = len(commands)
         for index, command in enumerate(commands):
             name = "launcher.log" if len(commands) == 1 else f"launcher-node{index}.log"
-            self.processes.append(LaunchedProcess(command, env, log_dir / name, self._record, self._ended))
+            self.processes.append(LaunchedProcess(command, env, log_dir / name, self._record, self._ended, secrets))
 
     @property
     def tail(self) -> list[str]:
@@ -278,6 +326,7 @@ class _Signals:
 
     @classmethod
     def handle(cls, signum, frame) -> None:
+        leave_a_closed_terminal(signum)
         if cls.deferring:
             cls.pending.append(signum)
         elif cls.active:
@@ -292,7 +341,6 @@ class _Signals:
                 signal.raise_signal(signum)
 
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 RAISE_AGAIN_S = 0.01  # after a finalizer swallowed the Interrupted: the main thread is past it by then
 
 
@@ -310,7 +358,7 @@ def _swallowed(unraisable: Any) -> bool:
 
 
 def _install() -> dict:
-    previous = {sig: signal.signal(sig, _Signals.handle) for sig in _SIGNALS}
+    previous = {sig: signal.signal(sig, _Signals.handle) for sig in stop_signals()}
     if any(handler is not _Signals.handle for handler in previous.values()):
         _Signals.outer = previous
     return previous

@@ -67,7 +67,8 @@ gradients) before any DDP model was built, naming the FSDP model built instead (
 framework) or the framework found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled
 python reducer (each brings its own reduction), and uneven inputs with Join (the divisor changes every
 iteration).
-Not covered: a Work that the script waits for itself while holding the turn.
+A Work of the script's own asynchronous collective is waited for out of the turn (`Work.wait`); a Future it
+takes of one (`work.get_future().wait()`) is not followed.
 """
 
 from __future__ import annotations
@@ -233,6 +234,7 @@ class DDPCrossover:
         register_optimizer_step_post_hook(self._after_optimizer_step)
         self._adapt_gradient_readers()
         self._adapt_collectives()
+        self._adapt_waits()
         self._adapt_sharded_optimizer()
         self._refuse_other_groups()
         self._refuse_own_processes(torch.multiprocessing)
@@ -544,6 +546,26 @@ class DDPCrossover:
             setattr(c10d, name, wrapped)  # calls inside torch.distributed (the *_object ones) too
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapped)
+
+    def _adapt_waits(self) -> None:
+        """An asynchronous collective's wait (`dist.all_reduce(t, async_op=True).wait()`) is where its time goes: out
+        of the turn, as a blocking collective's. Waited in the turn, a rank held its device while its peer waited for
+        the turn on another, which the partner held waiting the same way: both waited until the turn was taken
+        back (30 s, a probe of 2026-12-06). A Work already completed is waited for in the turn: nothing to wait."""
+        work_class = getattr(self.dist, "Work", None)
+        original = getattr(work_class, "wait", None)
+        if original is None or hasattr(original, "_xover_outside_turn"):
+            return
+
+        @functools.wraps(original)
+        def wait(work, *args, **kwargs):
+            if work.is_completed():
+                return original(work, *args, **kwargs)
+            with self.outside_turn():  # held or not: timed as communication
+                return original(work, *args, **kwargs)
+
+        setattr(wait, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
+        setattr(work_class, "wait", wait)  # noqa: B010 - a class of torch's C++ bindings
 
     def _refuse_other_groups(self) -> None:
         """A second process group's collectives are not followed: refused when made, with why."""

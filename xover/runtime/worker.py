@@ -21,6 +21,7 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar, cast
 
 import torch
@@ -336,7 +337,7 @@ def train(spec: dict[str, Any]) -> None:
     engine.shutdown()
 
 
-def exit_without_teardown() -> NoReturn:
+def exit_without_teardown(finalize: Callable[[], None] | None = None) -> NoReturn:
     """End a rank that has finished its work, skipping the interpreter's teardown.
 
     torch's Gloo backend now and then aborts a process at exit, after Python has finalised
@@ -344,11 +345,14 @@ def exit_without_teardown() -> NoReturn:
     not, and never with this exit (docs/measurements.md, *Figures behind the design*: *A rank's end*).
     torchrun then reports a job that finished as failed and kills its other ranks. What Python would still
     do at exit (wait for non-daemon threads, atexit handlers, flush the streams) is done here, then the
-    process ends."""
+    process ends; `finalize`, after the atexit handlers, does what else a script's objects would be finalised for
+    (script_shim.finalize_what_the_script_left)."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()
+    if finalize is not None:
+        finalize()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

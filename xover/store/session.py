@@ -166,6 +166,9 @@ def _driver_words(problem: object) -> str:
             " (the store's file or its folder is read-only to you: `report` reads it as it is; to plan, profile, run "
             "or simulate, copy it into a folder you can write, or name another with --db)"
         )
+    elif "database or disk is full" in words:
+        # what was being written is lost; a run it cut short is closed as lost by the next command that opens it
+        words += " (free space on the store's disk, or name a store on another with --db)"
     return words
 
 

@@ -2,12 +2,17 @@
 its ranks gather their losses (all_gather_object), rank 0 broadcasts the mean it logs (broadcast_object_list),
 and every few steps the loss is reduced to rank 0 and the ranks meet at a barrier. With --late-ms, rank 1 writes
 its own log line first, as slow as a shared file system's, so rank 0 waits that long in the gather: time that
-is communication (the device idles while the ranks meet), never compute. Rank 0 prints each step's loss.
+is communication (the device idles while the ranks meet), never compute; every other step rank 1 is late
+before an asynchronous all-reduce of the loss that the ranks wait for (`work.wait()`) instead. Rank 0 prints
+each step's loss. With --log-file, each rank writes its lines to a file it never closes (Python's exit writes
+them out); with --rendezvous-file, the ranks meet through a `file://` rendezvous (torch removes the file as
+its last rank exits).
 
     torchrun --standalone --nproc-per-node=2 ddp_logged_metrics.py --steps 8 --late-ms 60
 """
 
 import argparse
+import os
 import time
 
 import torch
@@ -19,12 +24,19 @@ from torch.nn.parallel import DistributedDataParallel
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=8)
 parser.add_argument("--late-ms", type=float, default=0.0)
+parser.add_argument("--log-file", default="")
+parser.add_argument("--rendezvous-file", default="")
 args = parser.parse_args()
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    if args.rendezvous_file:
+        dist.init_process_group("gloo", init_method=f"file://{args.rendezvous_file}",
+                                rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group("gloo")
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    log = open(f"{args.log_file}.rank{rank}", "w") if args.log_file else None  # noqa: SIM115 - never closed
     torch.manual_seed(3)
     torch.set_num_threads(1)
     features = torch.randn(64 * world_size, 32)
@@ -38,7 +50,11 @@ def main() -> None:
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
-        if rank == 1 and args.late_ms:
+        if rank == 1 and args.late_ms and step % 2 == 0:
+            time.sleep(args.late_ms / 1000)
+        total = loss.detach().clone()
+        dist.all_reduce(total, async_op=True).wait()
+        if rank == 1 and args.late_ms and step % 2 == 1:
             time.sleep(args.late_ms / 1000)
         gathered = [None] * world_size
         dist.all_gather_object(gathered, loss.item())
@@ -50,7 +66,10 @@ def main() -> None:
             dist.barrier()
         if rank == 0:
             print(f"step {step} loss {loss.item():.17g} mean {mean[0]:.17g}", flush=True)
-    dist.destroy_process_group()
+        if log is not None:
+            log.write(f"step {step} loss {loss.item():.17g} total {total.item():.17g}\n")
+    if not args.rendezvous_file:  # one that never does: Python's exit destroys its process group
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

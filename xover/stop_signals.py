@@ -1,0 +1,30 @@
+"""The signals that stop a command as Ctrl-C does: SIGINT, SIGTERM, and SIGHUP (a closed terminal, a dropped ssh
+session) unless xover was started ignoring it, as `nohup xover run ...` starts it: then a hang-up is nobody's
+wish to stop. Loaded before the command line (`__main__`): nothing here imports more than the standard library."""
+
+import os
+import signal
+
+_HANGUP = signal.SIGHUP
+
+
+def stop_signals() -> tuple[int, ...]:
+    """The signals that interrupt a command now: SIGHUP among them unless it is ignored (nohup)."""
+    hangup = () if signal.getsignal(_HANGUP) == signal.SIG_IGN else (_HANGUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
+
+
+def leave_a_closed_terminal(signum: int) -> None:
+    """After a hang-up, what xover still says (its clean-up, 'interrupted: ...') goes nowhere rather than failing
+    on a terminal that is gone (EIO): its standard output and error, where they were that terminal, are
+    /dev/null from then on. Output redirected to a file is left as it is."""
+    if signum != _HANGUP:
+        return
+    for fd in (1, 2):
+        try:
+            if os.isatty(fd):
+                nowhere = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(nowhere, fd)
+                os.close(nowhere)
+        except OSError:
+            pass
