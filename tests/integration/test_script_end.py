@@ -58,15 +58,18 @@ def test_a_hang_up_points_output_at_a_terminal_that_is_gone_at_nothing(tmp_path)
     """A review (2026-12-06): once a terminal hangs up its descriptors are terminals no more, so the hang-up's
     handler, which asked then, left them: every line said after it failed (EIO), the clean-up's too."""
     master, slave = pty.openpty()
+    errors = open(tmp_path / "errors", "w")  # noqa: SIM115 - the child's; read below
     child = subprocess.Popen([sys.executable, "-c", HUNG_UP, str(tmp_path / "done")], cwd=ROOT,
-                             stdin=subprocess.PIPE, stdout=slave, stderr=slave)
+                             stdin=subprocess.PIPE, stdout=slave, stderr=errors)
     os.close(slave)
     said = b""
     while b"ready" not in said:
         said += os.read(master, 100)
     os.close(master)  # the terminal goes
     child.communicate(b"go\n", timeout=120)
-    assert child.returncode == 0 and (tmp_path / "done").read_text() == "done"
+    errors.close()
+    assert child.returncode == 0, (tmp_path / "errors").read_text()
+    assert (tmp_path / "done").read_text() == "done"
 
 
 def test_a_stderr_that_cannot_be_written_drops_the_notes_and_the_command_goes_on():
