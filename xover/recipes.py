@@ -33,7 +33,7 @@ from pydantic_core import ErrorDetails
 from .engines import ENGINES, engine_named
 from .errors import XoverError, is_utf8, named_path, printable, refuse_unless_regular
 from .hints import xover_command
-from .redact import MASK, argv_secrets, mask_argv
+from .redact import MASK, argv_secrets, credential_name, mask_argv, mask_word
 from .scripts import (
     FRAMEWORKS,
     JOB_NAME,
@@ -103,11 +103,14 @@ class Recipe:
 
     @property
     def secrets(self) -> list[str]:
-        """What of this job the store never keeps, as its processes get it: the credentials of its arguments, its
-        `env`'s values and its `pass_env`'s (set in xover's environment). A message of its own that repeats
-        them (its error, as argparse's does) is stored with them as *** (redact.without_values)."""
+        """What of this job a message of its own must not repeat where others read it (its stored error, its
+        launcher's log: redact.without_values): the credentials of its arguments, its `pass_env`'s values (set in
+        xover's environment: secrets, by the job file's word) and the values of `env`'s variables named or shaped
+        as a credential (`WANDB_API_KEY`, a token). Other `env` values are settings (`NCCL_DEBUG=INFO`, a path):
+        masked wherever they appear, they would make a traceback unreadable."""
         passed = [os.environ[name] for name in self.pass_env if name in os.environ]
-        return [*argv_secrets(self.args), *self.env.values(), *passed]
+        named = [value for name, value in self.env.items() if credential_name(name) or mask_word(value) != value]
+        return [*argv_secrets(self.args), *named, *passed]
 
     def engine_under(self, built_in: str) -> str:
         """The engine this job runs under: a script's own (a job file or --script always names it),

@@ -260,13 +260,27 @@ def argv_secrets(argv: Sequence[str]) -> list[str]:
     return found
 
 
+MIN_SECRET_CHARS = 4  # shorter values are not looked for in a text: their letters are all over it (as url_secrets)
+
+
+def secret_forms(secrets: Iterable[str]) -> list[str]:
+    """The forms in which `secrets` may be repeated in a job's output, longest first: each as given, each line of
+    one of several (a PEM key, JSON credentials: a launcher prefixes every line it relays), and each as read
+    with undecodable bytes replaced (a value of the environment that is not UTF-8). Forms shorter than
+    MIN_SECRET_CHARS are left out."""
+    forms = set()
+    for secret in secrets:
+        for form in (secret, *secret.splitlines()):
+            forms |= {form, form.encode("utf-8", "surrogateescape").decode("utf-8", "replace")}
+    return sorted((form for form in forms if len(form.strip()) >= MIN_SECRET_CHARS), key=len, reverse=True)
+
+
 def without_values(text: str, secrets: Iterable[str]) -> str:
     """`text` (a job's error, which may repeat its arguments or environment) with every password in it and each
-    of `secrets` shown as ***. Secrets shorter than 4 characters are left: masking them would mask their
-    letters all over the text (as url_secrets)."""
+    of `secrets` (secret_forms) shown as ***."""
     text = mask_credentials(text)
-    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
+    for form in secret_forms(secrets):
+        text = text.replace(form, MASK)
     return text
 
 

@@ -8,6 +8,18 @@ import signal
 _HANGUP = signal.SIGHUP
 
 
+def _terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+# taken as xover starts: once the terminal hangs up, its descriptors are terminals no more (isatty is false, a
+# write fails with EIO) before the signal comes
+_TERMINALS = tuple(fd for fd in (1, 2) if _terminal(fd))
+
+
 def stop_signals() -> tuple[int, ...]:
     """The signals that interrupt a command now: SIGHUP among them unless it is ignored (nohup)."""
     hangup = () if signal.getsignal(_HANGUP) == signal.SIG_IGN else (_HANGUP,)
@@ -20,11 +32,10 @@ def leave_a_closed_terminal(signum: int) -> None:
     /dev/null from then on. Output redirected to a file is left as it is."""
     if signum != _HANGUP:
         return
-    for fd in (1, 2):
+    for fd in _TERMINALS:
         try:
-            if os.isatty(fd):
-                nowhere = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(nowhere, fd)
-                os.close(nowhere)
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(nowhere, fd)
+            os.close(nowhere)
         except OSError:
             pass

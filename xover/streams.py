@@ -42,7 +42,9 @@ class _Closed(io.TextIOBase):
 
 
 class _Guarded:
-    """`stream`, its failed writes raised as OutputFailed naming it."""
+    """`stream`, its failed writes raised as OutputFailed naming it: stdout's, the command's output. stderr's
+    are dropped, the descriptor made /dev/null: the notes of a command (a warning, a library's log line, a
+    progress bar) going nowhere never stop what it does."""
 
     def __init__(self, stream: Any, name: str) -> None:
         self._stream = stream
@@ -52,13 +54,21 @@ class _Guarded:
         try:
             return self._stream.write(text)
         except OSError as error:
-            raise OutputFailed(self._name, error) from None
+            return self._failed(error) or len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
         except OSError as error:
+            self._failed(error)
+
+    def _failed(self, error: OSError) -> int:
+        if self._name == "stdout":
             raise OutputFailed(self._name, error) from None
+        _to_null(2)
+        with contextlib.suppress(OSError, ValueError):  # what was buffered for it goes nowhere too
+            self._stream.flush()
+        return 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -76,7 +86,8 @@ def _to_null(descriptor: int) -> None:
 
 def guard_streams() -> None:
     """stdout and stderr as the command line writes them: a closed stdout fails each write (the command's output
-    is lost: it says so); a closed stderr takes and drops what it is given (a command works without its notes)."""
+    is lost: it says so); a closed stderr, or one whose writes fail, takes and drops what it is given (a command
+    works without its notes)."""
     if sys.stdout is None:
         _to_null(1)
         sys.stdout = _Closed()

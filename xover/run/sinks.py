@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..console import ProgressBars, errors
 from ..errors import XoverError
 from ..records import IterationRecord, MetricRecord, StartRecord
+from ..streams import OutputFailed
 
 if TYPE_CHECKING:
     from ..turns.service import TurnServerEndpoint
@@ -135,7 +136,7 @@ def deliver(sinks: Sequence[MetricSink], call: Callable[[MetricSink], None]) -> 
     for sink in sinks:
         try:
             call(sink)
-        except Exception as error:
+        except (Exception, OutputFailed) as error:  # a display on a stdout that went away too
             if sink.essential:
                 raise
             errors.print(

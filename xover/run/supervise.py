@@ -7,10 +7,11 @@
   `EXIT_GRACE_S`. A carriage return ends a line as a newline does (progress bars redraw one line with
   `\r` and may never print a newline), and a line longer than `MAX_LINE_BYTES` is cut: what the relay
   keeps is bounded, whatever a script prints. The log keeps every byte, but the job's secrets (its
-  credential arguments, `env` values, metric token: a script's error may repeat them), written as ***,
-  a line at a time for that. A log that cannot be written (a full disk) is said once in the output's
-  tail and left; the run goes on. A rank's line its launcher relayed in parts, another rank's line
-  between them, is put back together (records.RelayedLines).
+  credential arguments, `pass_env` values, metric token: a script's error may repeat them), written as
+  ***, a line at a time for that (a line's unfinished end waits in memory for the rest: MaskedOutput).
+  A log that cannot be written (a full disk) is said once in the output's tail and left; the run goes on.
+  A rank's line its launcher relayed in parts, another rank's line between them, is put back together
+  (records.RelayedLines).
 * Launchers read nothing from xover's terminal (their stdin is /dev/null): `ssh -tt` to another
   host must not put the user's terminal in raw mode or carry its Ctrl-C to a remote node.
 * Launchers run in their own sessions (horovodrun puts workers in theirs too), get SIGTERM if xover
@@ -46,14 +47,13 @@ from ..errors import Interrupted, TimedOut  # noqa: F401 - TimedOut: where run/ 
 # the sweeping of tagged processes is processes.py's; tests and tools find it here too
 from ..processes import kill_tagged, stop_processes, sweep, tagged_processes  # noqa: F401
 from ..records import RelayedLines, parse_metric_line
-from ..redact import MASK
+from ..redact import MASK, secret_forms
 from ..stop_signals import leave_a_closed_terminal, stop_signals
 
 EXIT_GRACE_S = 5.0  # how long a launcher's pipe may stay open after it exited (an orphan holding it)
 MAX_LINE_BYTES = 65536  # of one line of a launcher's output held by the relay; a metric record is far shorter
 TAIL_LINE_CHARS = 2000  # of a line kept for a failure's summary
 _LINE_END = re.compile(rb"\r\n|\r|\n")
-MIN_SECRET_CHARS = 4  # shorter secrets are not masked in a log: their letters are all over it (redact.without_values)
 
 
 def _die_with_parent() -> None:
@@ -110,8 +110,7 @@ class LaunchedProcess:
         self.on_line, self.on_exit = on_line, on_exit
         self.log_path = log_path
         self.log: BinaryIO | None = open(log_path, "ab")
-        self.secrets = sorted({s.encode() for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
-        self.unlogged = b""  # output not yet in the log: the end of a line a secret may run on into
+        self.masked = MaskedOutput(secrets)
         # stdin: never xover's terminal (`ssh -tt` would take it over: raw mode, Ctrl-C sent to a remote node)
         self.process = subprocess.Popen(
             command,
@@ -176,12 +175,7 @@ class LaunchedProcess:
         A log that cannot be written (a full disk) is said once in the tail and closed; the run goes on."""
         if self.log is None:
             return
-        if self.secrets:
-            self.unlogged += chunk
-            cut = len(self.unlogged) if last or len(self.unlogged) > MAX_LINE_BYTES else _last_line_end(self.unlogged)
-            chunk, self.unlogged = self.unlogged[:cut], self.unlogged[cut:]
-            for secret in self.secrets:
-                chunk = chunk.replace(secret, MASK.encode())
+        chunk = self.masked.feed(chunk, last)
         try:
             if chunk:
                 self.log.write(chunk)
@@ -216,9 +210,38 @@ class LaunchedProcess:
                 kill_tree(self.root, pidfd=self.pidfd)
 
 
-def _last_line_end(data: bytes) -> int:
-    """Where the last whole line of `data` ends (0: none ends in it)."""
-    return max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+class MaskedOutput:
+    """A launcher's output as its log keeps it: the job's secrets (redact.secret_forms) as ***. What may hold the
+    start of a secret is held back until its line ends, or, for a line longer than MAX_LINE_BYTES, until what
+    follows shows whether a secret runs on into it; without secrets, everything passes at once."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self.secrets = [os.fsencode(form) for form in secret_forms(secrets)]  # longest first
+        self.held = b""
+
+    def feed(self, chunk: bytes, last: bool = False) -> bytes:
+        """What of the output so far (`chunk` the newest; `last`: nothing follows) can be written, masked."""
+        if not self.secrets:
+            return chunk
+        data, self.held = self.held + chunk, b""
+        cut = len(data) if last else max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        if len(data) - cut > MAX_LINE_BYTES:  # a line that does not end: cut it where no secret can be split
+            cut = self._cut_outside_secrets(data, len(data) - (len(self.secrets[0]) - 1))
+        self.held = data[cut:]
+        written = data[:cut]
+        for secret in self.secrets:
+            written = written.replace(secret, MASK.encode())
+        return written
+
+    def _cut_outside_secrets(self, data: bytes, cut: int) -> int:
+        """`cut`, or the start of a secret found across it (the whole secret is then held back)."""
+        for secret in self.secrets:
+            start = data.find(secret, max(0, cut - len(secret) + 1))
+            while start != -1 and start < cut:
+                if start + len(secret) > cut:
+                    return self._cut_outside_secrets(data, start)
+                start = data.find(secret, start + 1)
+        return cut
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ import gc
 import inspect
 import os
 import sys
+import threading
 import weakref
 from typing import NoReturn
 
@@ -551,7 +552,8 @@ class DDPCrossover:
         """An asynchronous collective's wait (`dist.all_reduce(t, async_op=True).wait()`) is where its time goes: out
         of the turn, as a blocking collective's. Waited in the turn, a rank held its device while its peer waited for
         the turn on another, which the partner held waiting the same way: both waited until the turn was taken
-        back (30 s, a probe of 2026-12-06). A Work already completed is waited for in the turn: nothing to wait."""
+        back (30 s, a probe of 2026-12-06). A Work already completed is waited for in the turn: nothing to wait;
+        another thread's too."""
         work_class = getattr(self.dist, "Work", None)
         original = getattr(work_class, "wait", None)
         if original is None or hasattr(original, "_xover_outside_turn"):
@@ -559,7 +561,9 @@ class DDPCrossover:
 
         @functools.wraps(original)
         def wait(work, *args, **kwargs):
-            if work.is_completed():
+            # another thread's wait (a checkpoint written in the background) is not the turn's: the main thread
+            # may be computing in it
+            if work.is_completed() or threading.current_thread() is not threading.main_thread():
                 return original(work, *args, **kwargs)
             with self.outside_turn():  # held or not: timed as communication
                 return original(work, *args, **kwargs)

@@ -403,15 +403,42 @@ def finalize_what_the_script_left() -> None:
             standard.add(id(stream))
             stream = getattr(stream, "buffer", None) or getattr(stream, "raw", None)
     left_open = []
-    with warnings.catch_warnings():  # an isinstance() that warns (torch.distributed.reduce_op's class)
-        warnings.simplefilter("ignore")
-        for thing in gc.get_objects():
-            with contextlib.suppress(Exception):
-                if isinstance(thing, io.IOBase) and id(thing) not in standard and not thing.closed:
-                    left_open.append(thing)
+    for file in _files_among(gc.get_objects()):
+        with contextlib.suppress(Exception):
+            if id(file) not in standard and not file.closed and not _on_a_standard_descriptor(file):
+                left_open.append(file)
     for file in _wrappers_first(left_open):
         with contextlib.suppress(Exception):
             file.close()
+
+
+def _files_among(things: list) -> list:
+    """The files (io.IOBase) among `things`, by their type, asked once a type: millions of objects in a rank
+    with a dataset in memory, and no object's `__class__` read (a proxy's, a lazy module's)."""
+    is_file: dict[type, bool] = {}
+    files = []
+    with warnings.catch_warnings():  # a class whose check warns (torch.distributed.reduce_op's)
+        warnings.simplefilter("ignore")
+        for thing in things:
+            kind = type(thing)
+            found = is_file.get(kind)
+            if found is None:
+                try:
+                    found = issubclass(kind, io.IOBase)
+                except Exception:
+                    found = False
+                is_file[kind] = found
+            if found:
+                files.append(thing)
+    return files
+
+
+def _on_a_standard_descriptor(file) -> bool:
+    """Whether `file` writes to descriptor 0, 1 or 2 (`open(1, "w")`): closing it would close xover's own."""
+    try:
+        return file.fileno() in (0, 1, 2)
+    except Exception:  # in memory (BytesIO), or closed
+        return False
 
 
 def _wrappers_first(files: list) -> list:

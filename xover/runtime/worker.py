@@ -351,14 +351,19 @@ def exit_without_teardown(finalize: Callable[[], None] | None = None) -> NoRetur
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()
+    _flush_standard_streams()  # before what `finalize` closes: a file of the script's may share their descriptor
     if finalize is not None:
         finalize()
+        _flush_standard_streams()
+    os._exit(0)
+
+
+def _flush_standard_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> None:
