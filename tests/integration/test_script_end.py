@@ -63,7 +63,7 @@ def test_a_hang_up_points_output_at_a_terminal_that_is_gone_at_nothing(tmp_path)
                              stdin=subprocess.PIPE, stdout=slave, stderr=errors)
     os.close(slave)
     said = b""
-    while b"ready" not in said:
+    while b"ready\r\n" not in said:  # its line's end too: the line may come in two writes
         said += os.read(master, 100)
     os.close(master)  # the terminal goes
     child.communicate(b"go\n", timeout=120)
