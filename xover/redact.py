@@ -312,7 +312,7 @@ def url_secrets(url: str) -> list[str]:
                 found.add(value)
     found |= {unquote(secret) for secret in found} | {quote(secret, safe="") for secret in found}
     found |= {quote_plus(secret) for secret in found}
-    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
+    return sorted((secret for secret in found if len(secret) >= MIN_SECRET_CHARS), key=len, reverse=True)
 
 
 def without_secrets_of(url: str, text: str) -> str:

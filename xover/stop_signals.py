@@ -5,6 +5,8 @@ wish to stop. Loaded before the command line (`__main__`): nothing here imports 
 import os
 import signal
 
+from .streams import to_null
+
 _HANGUP = signal.SIGHUP
 
 
@@ -34,8 +36,6 @@ def leave_a_closed_terminal(signum: int) -> None:
         return
     for fd in _TERMINALS:
         try:
-            nowhere = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(nowhere, fd)
-            os.close(nowhere)
+            to_null(fd)
         except OSError:
             pass

@@ -65,7 +65,7 @@ class _Guarded:
     def _failed(self, error: OSError) -> int:
         if self._name == "stdout":
             raise OutputFailed(self._name, error) from None
-        _to_null(2)
+        to_null(2)
         with contextlib.suppress(OSError, ValueError):  # what was buffered for it goes nowhere too
             self._stream.flush()
         return 0
@@ -74,7 +74,7 @@ class _Guarded:
         return getattr(self._stream, name)
 
 
-def _to_null(descriptor: int) -> None:
+def to_null(descriptor: int) -> None:
     """`descriptor` made /dev/null: a process started later inherits no closed descriptor (the first file
     opened would take its number, and a script's prints would land in it), and what is still buffered for it
     goes nowhere."""
@@ -89,10 +89,10 @@ def guard_streams() -> None:
     is lost: it says so); a closed stderr, or one whose writes fail, takes and drops what it is given (a command
     works without its notes)."""
     if sys.stdout is None:
-        _to_null(1)
+        to_null(1)
         sys.stdout = _Closed()
     if sys.stderr is None:
-        _to_null(2)
+        to_null(2)
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (for the process's life)
     sys.stdout = _Guarded(sys.stdout, "stdout")
     sys.stderr = _Guarded(sys.stderr, "stderr")
@@ -110,7 +110,7 @@ def output_written() -> Iterator[None]:
             sys.stdout.flush()
             sys.stderr.flush()
     except OutputFailed as failed:
-        _to_null(1 if failed.stream == "stdout" else 2)
+        to_null(1 if failed.stream == "stdout" else 2)
         if failed.error.errno == errno.EPIPE:
             sys.exit(BROKEN_PIPE)
         with contextlib.suppress(OutputFailed):  # stderr may be what failed: then there is no one to tell

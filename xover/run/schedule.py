@@ -557,7 +557,7 @@ class Scheduler:
             # the ranks' own output, as they wrote it (a secret their error repeats too): its user's alone, as
             # torchrun keeps its folders; horovodrun's were readable by all (launcher.log has it masked)
             rank_logs = log_dir / "ranks"
-            rank_logs.mkdir(mode=0o700, exist_ok=True)
+            rank_logs.mkdir(exist_ok=True)
             rank_logs.chmod(0o700)
             commands = [
                 unit.network.wrap(c)

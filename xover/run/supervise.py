@@ -180,14 +180,12 @@ class LaunchedProcess:
             if chunk:
                 self.log.write(chunk)
                 self.log.flush()
-            if last:
-                self.log.close()
         except OSError as error:
             self.tail.append(f"xover: the log {self.log_path} could not be written ({error.strerror}); it stops here")
+            last = True
+        if last:
             with contextlib.suppress(OSError):
                 self.log.close()
-            self.log = None
-        if last:
             self.log = None
 
     def _line(self, line: str) -> None:

@@ -397,15 +397,10 @@ def finalize_what_the_script_left() -> None:
     with contextlib.suppress(Exception):
         if distributed is not None and distributed.is_available() and distributed.is_initialized():
             distributed.destroy_process_group()
-    standard = set()
-    for stream in (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__):
-        while stream is not None:  # the text stream, its buffer, its raw file: xover's to flush, not to close
-            standard.add(id(stream))
-            stream = getattr(stream, "buffer", None) or getattr(stream, "raw", None)
     left_open = []
     for file in _files_among(gc.get_objects()):
         with contextlib.suppress(Exception):
-            if id(file) not in standard and not file.closed and not _on_a_standard_descriptor(file):
+            if not file.closed and not _on_a_standard_descriptor(file):  # sys.stdout and its kin among them
                 left_open.append(file)
     for file in _wrappers_first(left_open):
         with contextlib.suppress(Exception):
@@ -434,7 +429,8 @@ def _files_among(things: list) -> list:
 
 
 def _on_a_standard_descriptor(file) -> bool:
-    """Whether `file` writes to descriptor 0, 1 or 2 (`open(1, "w")`): closing it would close xover's own."""
+    """Whether `file` is on descriptor 0, 1 or 2 (sys.stdout, its buffer, `open(1, "w")`): xover's to flush, not
+    to close."""
     try:
         return file.fileno() in (0, 1, 2)
     except Exception:  # in memory (BytesIO), or closed
