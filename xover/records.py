@@ -287,3 +287,14 @@ def checked_record(record: dict[str, Any], token: str | None) -> MetricRecord | 
         return problem
     shape = RECORD_TYPES[record["kind"]]
     return shape(**{spec.name: record[spec.name] for spec in fields(shape) if spec.name in record})
+
+
+# A rank whose script ended by itself (its end, or sys.exit(0)) says so on its stderr, with its iteration count:
+# a peer that still expected it fails with a knock-on error ('Connection closed by peer'), and the failure's
+# summary names the rank that left first (run/record.py), which has no error of its own to show.
+RANK_LEFT = re.compile(r"^xover rank (\d+) ended by itself: exit 0 after (\d+) iterations$")
+
+
+def rank_left_line(rank: int, iterations: int) -> str:
+    """The line RANK_LEFT reads."""
+    return f"xover rank {rank} ended by itself: exit 0 after {iterations} iterations"

@@ -50,13 +50,32 @@ def _experiment(db):
     return _rows(db, "SELECT id FROM experiments ORDER BY created_at DESC LIMIT 1")[0][0]
 
 
+def _settings_files_left(isolated_results, temporary):
+    """The files of rank settings (torchrun.keep_here's `xover-env-*`) still in the temporary folder or the runs'."""
+    return sorted(temporary.glob("xover-env-*")) + sorted((isolated_results / "results").glob("**/xover-env-*"))
+
+
 def test_output_that_is_not_utf8_neither_kills_the_relay_nor_hangs_the_run(isolated_results):
     # horovodrun's own relay thread dies on these bytes (its traceback reaches us); xover's must not
+    temporary = isolated_results / "tmp"
+    temporary.mkdir()
     result = _xover("run", "--script", str(ASSETS / "bad_bytes.py"), "--mode", "sequential", "--np", "2", "--json",
-                    timeout=120)
+                    timeout=120, env={"TMPDIR": str(temporary)})
     assert result.returncode == 0, result.stderr[-2000:]
     [job] = json.loads(result.stdout)["jobs"]
     assert job["status"] == "finished"
+    assert not _settings_files_left(isolated_results, temporary)  # its ranks read the file of their settings
+
+
+def test_a_run_stopped_before_its_ranks_started_leaves_no_file_of_their_settings(isolated_results):
+    """The ranks' private settings (the metric token, a job file's variables) wait in a file that each rank
+    removes once read: a run stopped before horovodrun started them (--timeout 1) left it in /tmp for good."""
+    temporary = isolated_results / "tmp"
+    temporary.mkdir()
+    result = _xover("run", "--timeout", "1", "--script", str(ASSETS / "bad_bytes.py"), "--mode", "sequential",
+                    "--np", "2", timeout=120, env={"TMPDIR": str(temporary)})
+    assert result.returncode == 124, result.stderr[-2000:]
+    assert not _settings_files_left(isolated_results, temporary)
 
 
 def test_a_process_a_job_leaves_behind_is_stopped_when_its_run_ends(isolated_results):

@@ -242,13 +242,21 @@ def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_resul
     assert [row["status"] for row in json.loads(listed.stdout)["experiments"]] == ["failed"]
 
 
-def test_a_rank_that_dies_without_a_word_is_blamed_not_its_peers_knock_on_error(isolated_results):
-    """Rank 1 calls os._exit(3): rank 0's 'Connection reset by peer' was blamed, not the rank torchrun names."""
+@pytest.mark.parametrize(("code", "said"), [
+    ("3", "failed: rank 1: exited with code 3, no traceback  (log: "),
+    ("0", "failed: rank 1: left early: its script ended with exit 0 after 8 iterations while its peers still expected "
+          "it; then rank 0: RuntimeError: "),
+])
+def test_a_rank_that_dies_without_a_word_is_blamed_not_its_peers_knock_on_error(isolated_results, code, said):
+    """Rank 1 calls os._exit(3): rank 0's 'Connection reset by peer' was blamed, not the rank torchrun names. Rank 1
+    calls sys.exit(0) after 8 steps: no launcher counts that a failure, and rank 0's 'Connection closed by peer' was
+    the job's whole reason, rank 1 unnamed; now it is named with its iterations, rank 0's error after it."""
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_rank_exits.py",
-                             "--mode", "sequential", "--np", "2"], capture_output=True, text=True, timeout=300)
+                             "--mode", "sequential", "--np", "2", "--", "--code", code,
+                             "--after", "3" if code != "0" else "8"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     [line] = [line for line in result.stdout.splitlines() if "ddp_rank_exits (sequential) failed" in line]
-    assert "failed: rank 1: exited with code 3, no traceback  (log: " in line, line
+    assert said in line, line
 
 
 @pytest.mark.parametrize("silence", ["python", "fd"])

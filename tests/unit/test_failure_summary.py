@@ -185,6 +185,33 @@ def test_the_root_cause_ranks_own_traceback_is_its_summary_without_torchs_prefix
     assert failure_reason(summary) == "rank 1: RuntimeError: deliberate failure at step 3 on rank 1"
 
 
+def test_a_rank_that_left_early_with_exit_0_is_blamed_not_its_peers_knock_on_error(tmp_path):
+    """Rank 1's script called sys.exit(0) after 8 steps while rank 0 went on: no launcher counts its exit as a
+    failure, and rank 0's 'Connection closed by peer' was the job's ('rank 0: RuntimeError: [...] Connection
+    closed by peer'). The runtime's line on rank 1's stderr names it, the peer's error after it."""
+    from xover.records import rank_left_line
+    from xover.run.record import failure_reason, failure_summary
+
+    closed = GLOO_RESET.replace("Read error [127.0.0.1]:10666: Connection reset by peer", "Connection closed by peer")
+    _torchrun_ranks(tmp_path, rank0=_traceback("[rank0]: ", closed), rank1=rank_left_line(1, 8) + "\n")
+    launcher = _torchrun_summary(0, "1 (pid: 1800) ", "To enable traceback see: https://pytorch.org/docs/stable/")
+    launcher = launcher[launcher.index("Root Cause (first observed failure):") :]  # no other failures
+    summary = failure_summary(tmp_path, launcher)
+    assert summary == ("rank 1:\nleft early: its script ended with exit 0 after 8 iterations while its peers still "
+                       f"expected it; then rank 0: {closed}")
+    assert failure_reason(summary).startswith("rank 1: left early: its script ended with exit 0 after 8 iterations")
+    # horovodrun's: rank 0's 'Horovod has been shut down', its first failed process
+    _horovodrun_ranks(tmp_path / "horovod", rank0=_traceback("", HOROVOD_SHUT_DOWN), rank1=rank_left_line(1, 8))
+    (tmp_path / "horovod" / "launcher.log").write_text("\n".join(_horovodrun_summary(0, 1)))
+    assert failure_reason(failure_summary(tmp_path / "horovod", [])).startswith(
+        "rank 1: left early: its script ended with exit 0 after 8 iterations while its peers still expected it; "
+        "then rank 0: horovod.common.exceptions.HorovodInternalError: Horovod has been shut down.")
+    # a rank that ended so but raised too, or a peer with an error of its own, is not what this says
+    _torchrun_ranks(tmp_path / "own", rank0=_traceback("[rank0]: ", "RuntimeError: boom"),
+                    rank1=rank_left_line(1, 8) + "\n")
+    assert failure_summary(tmp_path / "own", launcher).endswith("RuntimeError: boom")
+
+
 def test_horovodruns_first_process_is_blamed_not_the_peer_it_terminated(tmp_path):
     """Rank 1 SIGKILLed (its log: the shell's 'Killed'), or os._exit(3) (nothing): rank 0's log, written last by
     horovodrun's 'Terminated', was blamed ('rank 0: [0]<stderr>:Terminated')."""

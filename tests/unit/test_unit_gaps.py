@@ -8,6 +8,9 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 
 def _fake_ssh(tmp_path, monkeypatch, body: str):
@@ -74,3 +77,20 @@ def test_torchruns_nodes_get_their_own_settings_at_once_in_node_order(tmp_path, 
     paths = hand_over([("n1", {"node": 0}), ("n2", {"node": 1}), ("n3", {"node": 2})], [])
     assert time.monotonic() - started < 2.5
     assert [open(path).read() for path in paths] == ['{"node": 0}', '{"node": 1}', '{"node": 2}']
+
+
+def test_a_local_nodes_settings_are_kept_in_the_runs_folder_and_removed_when_another_host_fails(tmp_path, monkeypatch):
+    """Kept in /tmp before, a local node's file stayed there whenever its node never started to read it."""
+    from xover.errors import XoverError
+    from xover.run.external.torchrun import hand_over, remove_kept
+
+    _fake_ssh(tmp_path, monkeypatch, "echo unreachable >&2; exit 255")
+    run_folder = tmp_path / "ranks"
+    run_folder.mkdir()
+    with pytest.raises(XoverError, match="cannot reach n2"):
+        hand_over([("localhost", {"node": 0}), ("n2", {"node": 1})], [], folder=run_folder)
+    assert not list(run_folder.iterdir())  # no node will start to read it
+    [path] = hand_over([("localhost", {"node": 0})], [], folder=run_folder)
+    assert Path(path).parent == run_folder and oct(Path(path).stat().st_mode & 0o777) == "0o600"
+    remove_kept(run_folder)  # the run's end: its node never read it
+    assert not list(run_folder.iterdir())

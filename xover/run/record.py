@@ -29,6 +29,7 @@ from ..console import counted
 from ..devices import hardware_fingerprint
 from ..errors import printable
 from ..records import (
+    RANK_LEFT,
     RELAY_PREFIX,
     EndRecord,
     EvaluationRecord,
@@ -614,6 +615,14 @@ class _RankLog:
         last = self.lines[starts[-1] :] if starts else self.lines[-1:]
         return any(marker in line for line in last for marker in KNOCK_ON_ERRORS)
 
+    def left_after(self) -> int | None:
+        """The iterations after which its script ended by itself (exit 0), as the runtime said on its stderr
+        (records.RANK_LEFT); None: it did not, or it raised too."""
+        if self.says_error():
+            return None
+        said = [match for line in self.lines if (match := RANK_LEFT.match(line.strip()))]
+        return int(said[-1].group(2)) if said else None
+
     def first_to_blame(self) -> tuple[bool, bool, float, str]:
         """Sort key: its own error before a peer's knock-on, a traceback before a mere error line, then
         the log last written earliest."""
@@ -689,8 +698,29 @@ def _torchrun_failures(launcher_lines: Sequence[str]) -> list[LauncherVerdict]:
 @dataclass(frozen=True)
 class _Blame:
     rank: str
-    lines: list[str] | None  # its log's; None: it died without a word
-    ended: str = "no error in its log"  # how, then (LauncherVerdict.how_it_ended)
+    lines: list[str] | None  # its log's; None: it has no error of its own to show
+    ended: str = "no error in its log, no traceback"  # how, then (LauncherVerdict.how_it_ended, _left_early)
+
+
+def _left_early(logs: dict[str, _RankLog], knock_on: _RankLog) -> _Blame | None:
+    """The rank whose script ended by itself first (exit 0, the fewest iterations), where a peer that still
+    expected it failed with a knock-on error: the cause, the peer's error said after it. None: no rank did.
+    Before, the peer's 'Connection closed by peer' was the job's failure, and the rank that left unnamed (no
+    launcher counts an exit 0 as a failure)."""
+    left = sorted(
+        (iterations, log.written, log.rank) for log in logs.values() if (iterations := log.left_after()) is not None
+    )
+    if not left:
+        return None
+    iterations, _, rank = left[0]
+    said = [match.group(1) for line in knock_on.lines if (match := EXCEPTION_LINE.match(line.strip()))]
+    then = said[-1] if said else knock_on.lines[-1].strip()
+    return _Blame(
+        rank,
+        None,
+        f"left early: its script ended with exit 0 after {iterations} iterations while its peers still expected "
+        f"it; then rank {knock_on.rank}: {then}",
+    )
 
 
 def _blamed(
@@ -698,14 +728,17 @@ def _blamed(
 ) -> _Blame | None:
     """The rank that failed first, and its log's lines; None: nobody to blame. The launcher names the rank
     that ended first, but a rank that raised may outlive a peer's knock-on error (horovodrun's 'Horovod has
-    been shut down' on rank 0 while rank 1's traceback is still being written), and a rank that died without
-    a word in the same second as a peer's knock-on exit may be listed beside it rather than as the cause."""
+    been shut down' on rank 0 while rank 1's traceback is still being written), a rank that died without
+    a word in the same second as a peer's knock-on exit may be listed beside it rather than as the cause, and a
+    rank that left early with exit 0 is no launcher's failure at all (_left_early)."""
     failed = sorted((log for log in logs.values() if log.says_error()), key=_RankLog.first_to_blame)
     named = logs.get(verdict.log_name) if verdict is not None else None
     if verdict is None or (named is None and failed):  # no verdict, or of a rank whose log is elsewhere
+        if failed and failed[0].knock_on() and (left := _left_early(logs, failed[0])) is not None:
+            return left
         return _Blame(failed[0].rank, failed[0].lines) if failed else None
     if named is None or not named.says_error():
-        return _Blame(verdict.rank, None, verdict.how_it_ended())
+        return _Blame(verdict.rank, None, f"{verdict.how_it_ended()}, no traceback")
     if named.knock_on():
         if failed and not failed[0].knock_on():
             return _Blame(failed[0].rank, failed[0].lines)
@@ -713,7 +746,9 @@ def _blamed(
             silent = logs.get(other.log_name)
             stopped = other.exit_code == -signal.SIGTERM  # by torchrun, after the first failure
             if other.log_name != verdict.log_name and not stopped and silent is not None and not silent.says_error():
-                return _Blame(other.rank, None, other.how_it_ended())
+                return _Blame(other.rank, None, f"{other.how_it_ended()}, no traceback")
+        if (left := _left_early(logs, named)) is not None:
+            return left
     return _Blame(verdict.rank, named.lines)
 
 
@@ -745,5 +780,5 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
     if blamed is None:
         return "\n".join(launcher_tail[-lines:])
     if blamed.lines is None:
-        return f"rank {blamed.rank}:\n{blamed.ended}, no traceback"
+        return f"rank {blamed.rank}:\n{blamed.ended}"
     return f"rank {blamed.rank}:\n" + "\n".join(blamed.lines[-lines:])

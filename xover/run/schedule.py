@@ -60,6 +60,7 @@ from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.protocol import FREE, TURNS
 from ..turns.service import ServedTurns, TurnService
 from .adaptive import AdaptiveController, AdaptiveSettings, MeasuredBefore, Segment
+from .external.torchrun import remove_kept
 from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
@@ -596,6 +597,8 @@ class Scheduler:
         remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
         prefix = prefix_to_reach(remote) if remote else []
         sweep(RUN_VARIABLE, [run_tag(self.context.experiment_id, run_id) for run_id in unit.run_ids], remote, prefix)
+        for _, log_dir in unit.runs:  # the settings files of nodes that never started (and so never read them)
+            remove_kept(log_dir / "ranks")
         if unit.adaptive is not None:
             if unit.turns is not None:
                 while not unit.turns.switched.empty():

@@ -67,8 +67,9 @@ gradients) before any DDP model was built, naming the FSDP model built instead (
 framework) or the framework found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled
 python reducer (each brings its own reduction), and uneven inputs with Join (the divisor changes every
 iteration).
-A Work of the script's own asynchronous collective is waited for out of the turn (`Work.wait`); a Future it
-takes of one (`work.get_future().wait()`) is not followed.
+A Work of the script's own asynchronous collective is waited for out of the turn (`Work.wait`), and so is a
+Future it takes of one (`work.get_future().wait()`); a Future chained after it (`.then(...)`), or waited for
+through `torch.futures.wait_all`, is not followed.
 """
 
 from __future__ import annotations
@@ -553,7 +554,8 @@ class DDPCrossover:
         of the turn, as a blocking collective's. Waited in the turn, a rank held its device while its peer waited for
         the turn on another, which the partner held waiting the same way: both waited until the turn was taken
         back (30 s, a probe of 2026-12-06). A Work already completed is waited for in the turn: nothing to wait;
-        another thread's too."""
+        another thread's too. So is the Future a script takes of one (`work.get_future().wait()`, which waited in
+        the turn before); other futures (RPC's, the shim's own hook's) are not a collective's."""
         work_class = getattr(self.dist, "Work", None)
         original = getattr(work_class, "wait", None)
         if original is None or hasattr(original, "_xover_outside_turn"):
@@ -570,6 +572,39 @@ class DDPCrossover:
 
         setattr(wait, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
         setattr(work_class, "wait", wait)  # noqa: B010 - a class of torch's C++ bindings
+        self._adapt_futures_of_works(work_class)
+
+    def _adapt_futures_of_works(self, work_class) -> None:
+        """`Work.get_future()`'s Future, waited for (`wait`; torch.futures.Future's calls it), out of the turn
+        as the Work's own wait. Futures are known as a Work's by identity (weakly held: a script that takes one a
+        step drops the earlier ones); the class's wait is wrapped, as no attribute can be set on its instances.
+        Its `value()` needs nothing: it never waits (torch refuses it on a Future not yet completed)."""
+        get_future = getattr(work_class, "get_future", None)
+        future_class = getattr(self.torch, "Future", None)  # torch._C.Future, what get_future returns
+        original_wait = getattr(future_class, "wait", None)
+        if get_future is None or original_wait is None:
+            return
+        futures_of_works: weakref.WeakSet = weakref.WeakSet()
+
+        @functools.wraps(get_future)
+        def get_future_of_work(work, *args, **kwargs):
+            future = get_future(work, *args, **kwargs)
+            futures_of_works.add(future)
+            return future
+
+        @functools.wraps(original_wait)
+        def wait(future, *args, **kwargs):
+            if (
+                future.done()
+                or future not in futures_of_works
+                or threading.current_thread() is not threading.main_thread()
+            ):
+                return original_wait(future, *args, **kwargs)
+            with self.outside_turn():
+                return original_wait(future, *args, **kwargs)
+
+        setattr(work_class, "get_future", get_future_of_work)  # noqa: B010 - a class of torch's C++ bindings
+        setattr(future_class, "wait", wait)  # noqa: B010 - a class of torch's C++ bindings
 
     def _refuse_other_groups(self) -> None:
         """A second process group's collectives are not followed: refused when made, with why."""

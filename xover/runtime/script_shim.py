@@ -51,6 +51,7 @@ import warnings
 import weakref
 from collections.abc import Callable
 
+from ..records import rank_left_line
 from ..scripts import HOROVOD_UNSUPPORTED_NAMES
 from ..settings import JOB_DIR_PLACEHOLDER, JOB_DIR_VARIABLE
 from .ddp_shim import install_ddp
@@ -354,6 +355,28 @@ def with_job_dir(args: list[str], job_dir: str | None) -> list[str]:
     return [arg.replace(JOB_DIR_PLACEHOLDER, job_dir) for arg in args]
 
 
+def _standard_error() -> int | None:
+    """A descriptor of this process's standard error as the launcher gave it (None: fd 2 closed)."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return None
+
+
+# taken before the script runs, as metrics.STANDARD_OUTPUT: the rank's log gets the line whatever the script
+# did to sys.stderr or fd 2
+STANDARD_ERROR = _standard_error()
+
+
+def _say_on_standard_error(line: str) -> None:
+    if STANDARD_ERROR is None:
+        return
+    with contextlib.suppress(OSError):
+        data = memoryview((line + "\n").encode())
+        while data:
+            data = data[os.write(STANDARD_ERROR, data) :]
+
+
 def main() -> None:
     """The shim's entry point: adapt the engine, run the user's script as __main__, and tell the coordinator
     whether it ended cleanly."""
@@ -364,10 +387,10 @@ def main() -> None:
     coordinator = SHIMS[runtime](script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    clean = False
+    clean = by_itself = False
     try:
         runpy.run_path(script, run_name="__main__")
-        clean = True
+        clean = by_itself = True
     except Unfollowable:
         raise
     except StepCapReached:
@@ -377,12 +400,14 @@ def main() -> None:
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise
-        clean = True
+        clean = by_itself = True
     finally:
         # the script's module is garbage now (runpy's, not sys.modules'), and so in cycles with its functions are
         # the files it left open: a collection would close them in no order, a raw file before its buffer's data
         gc.disable()
         coordinator.finish(clean)
+    if by_itself:  # not at the step cap, where every rank stops at once: its peers may still expect it
+        _say_on_standard_error(rank_left_line(coordinator.rank, coordinator.step))
     exit_without_teardown(finalize=finalize_what_the_script_left)
 
 

@@ -3,7 +3,8 @@ its ranks gather their losses (all_gather_object), rank 0 broadcasts the mean it
 and every few steps the loss is reduced to rank 0 and the ranks meet at a barrier. With --late-ms, rank 1 writes
 its own log line first, as slow as a shared file system's, so rank 0 waits that long in the gather: time that
 is communication (the device idles while the ranks meet), never compute; every other step rank 1 is late
-before an asynchronous all-reduce of the loss that the ranks wait for (`work.wait()`) instead. Rank 0 prints
+before an asynchronous all-reduce of the loss that the ranks wait for (`work.wait()`, or every other time
+`work.get_future().wait()`) instead. Rank 0 prints
 each step's loss. With --log-file, each rank writes its lines to a file it never closes (Python's exit writes
 them out); with --rendezvous-file, the ranks meet through a `file://` rendezvous (torch removes the file as
 its last rank exits).
@@ -53,7 +54,11 @@ def main() -> None:
         if rank == 1 and args.late_ms and step % 2 == 0:
             time.sleep(args.late_ms / 1000)
         total = loss.detach().clone()
-        dist.all_reduce(total, async_op=True).wait()
+        work = dist.all_reduce(total, async_op=True)
+        if step % 4 == 2:  # the Future of it, as a script that chains its work with others' does
+            work.get_future().wait()
+        else:
+            work.wait()
         if rank == 1 and args.late_ms and step % 2 == 1:
             time.sleep(args.late_ms / 1000)
         gathered = [None] * world_size

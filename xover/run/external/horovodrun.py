@@ -135,11 +135,17 @@ def horovodrun_env(env: Mapping[str, str], secret: tuple[str, ...] = ()) -> dict
 
 
 def private_files(
-    np: int, hosts: str, variables: Mapping[str, str], remote_prefix: list[str], deadline: float | None = None
+    np: int,
+    hosts: str,
+    variables: Mapping[str, str],
+    remote_prefix: list[str],
+    deadline: float | None = None,
+    folder: Path | None = None,
 ) -> dict[str, str]:
     """A file of `variables` (mode 0600, mkstemp's) on each host of `hosts` that gets some of the `np` ranks,
-    for them to read: host name as in -H -> the file's path on that host. horovodrun fills the hosts' slots
-    in their order, so a host past the last rank gets none, and no file that nobody would remove."""
+    for them to read: host name as in -H -> the file's path on that host (this machine's in `folder`, the run's
+    own, where ranks that never started leave it to the run's end: torchrun.remove_kept). horovodrun fills the
+    hosts' slots in their order, so a host past the last rank gets none, and no file that nobody would remove."""
     content = {"variables": dict(variables), "read": 0}
     getting: list[str] = []
     left = np
@@ -149,7 +155,7 @@ def private_files(
         left -= slots
         if host not in getting:
             getting.append(host)
-    return dict(zip(getting, hand_over([(host, content) for host in getting], remote_prefix, deadline)))
+    return dict(zip(getting, hand_over([(host, content) for host in getting], remote_prefix, deadline, folder)))
 
 
 def with_private_variables(program: list[str], files: Mapping[str, str]) -> list[str]:
@@ -224,7 +230,8 @@ def horovodrun_command(
     per_rank_logs = ["--output-filename", str(log_dir)] if np > 1 else []
     program = program or worker_command(spec_path)
     if private:
-        program = with_private_variables(program, private_files(np, hosts, private, remote_prefix or [], deadline))
+        kept = private_files(np, hosts, private, remote_prefix or [], deadline, folder=log_dir)
+        program = with_private_variables(program, kept)
     program = after_variables(program)  # horovodrun's rank line is `env K=V ... PROGRAM`
     return [
         *horovodrun_launcher(),

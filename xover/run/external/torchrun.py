@@ -19,6 +19,9 @@ and its agents unpickle what the rendezvous key holds, so
 The variables a remote node needs (XOVER_*, PYTHONPATH, ...) are not written on its command line,
 which every user of either host can read: they go over ssh's stdin into a file of the node's own
 (mode 0600, made by mkstemp there), which the node's command reads, removes, and then runs torchrun.
+A node on this machine gets its file in the run's own folder of rank logs (mode 0700), not in /tmp: a node
+that never started (a run stopped, timed out or failed first) leaves it there, and the run's end removes it
+(`remove_kept`); in /tmp they were left behind for good.
 The store's URL is never sent: workers do not open the store.
 """
 
@@ -43,11 +46,12 @@ from ...settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
+KEPT_PREFIX = "xover-env-"  # a file of a node's (or a host's ranks') settings: keep_here, send_environment
 
 # On the other host: keep the variables read from stdin in a new file only its user may read; print its path.
 _RECEIVE = (
     "import os, sys, tempfile\n"
-    "fd, path = tempfile.mkstemp(prefix='xover-env-')\n"
+    f"fd, path = tempfile.mkstemp(prefix='{KEPT_PREFIX}')\n"
     "with os.fdopen(fd, 'wb') as kept:\n"
     "    kept.write(sys.stdin.buffer.read())\n"
     "print(path)\n"
@@ -209,15 +213,26 @@ def reserve_rendezvous(
     return Rendezvous(int(fields[0]), fields[1], fields[2])
 
 
-def keep_here(variables: Mapping[str, object]) -> str:
+def keep_here(variables: Mapping[str, object], folder: Path | None = None) -> str:
     """`variables` (as JSON) in a new file of mode 0600 on this machine (for a node here, as
-    send_environment there)."""
+    send_environment there), in `folder` (the run's, which `remove_kept` empties at its end), else the
+    temporary folder."""
     import tempfile
 
-    fd, path = tempfile.mkstemp(prefix="xover-env-")
+    if folder is not None:
+        folder = folder.resolve()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix=KEPT_PREFIX, dir=folder)
     with os.fdopen(fd, "w") as kept:
         json.dump(variables, kept)
     return path
+
+
+def remove_kept(folder: Path) -> None:
+    """Remove the files of settings `keep_here` made in `folder` that no node read (and so removed): its node
+    never started, or never got that far."""
+    for path in folder.glob(f"{KEPT_PREFIX}*"):
+        path.unlink(missing_ok=True)
 
 
 def send_environment(
@@ -250,20 +265,28 @@ def send_environment(
 
 
 def hand_over(
-    handed: Sequence[tuple[str, Mapping[str, object]]], remote_prefix: list[str], deadline: float | None = None
+    handed: Sequence[tuple[str, Mapping[str, object]]],
+    remote_prefix: list[str],
+    deadline: float | None = None,
+    folder: Path | None = None,
 ) -> list[str]:
-    """Each (host, variables) of `handed` in a private file on that host (`keep_here` for this machine,
-    `send_environment` for another), every host at once: each is an ssh of its own, and a job's start
-    waits for them all. The files' paths, in order; the first error is raised once every host has answered."""
+    """Each (host, variables) of `handed` in a private file on that host (`keep_here` for this machine, in
+    `folder`; `send_environment` for another), every host at once: each is an ssh of its own, and a job's start
+    waits for them all. The files' paths, in order; the first error is raised once every host has answered,
+    the files made here removed first (no command will read them)."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(host: str, variables: Mapping[str, object]) -> str:
         if is_local(host):
-            return keep_here(variables)
+            return keep_here(variables, folder)
         return send_environment(host, variables, remote_prefix, *([deadline] if deadline is not None else []))
 
     with ThreadPoolExecutor(max_workers=max(1, len(handed))) as pool:
         futures = [pool.submit(one, host, variables) for host, variables in handed]
+    if any(future.exception() is not None for future in futures):
+        for (host, _), future in zip(handed, futures):
+            if is_local(host) and future.exception() is None:
+                Path(future.result()).unlink(missing_ok=True)
     return [future.result() for future in futures]
 
 
@@ -317,7 +340,7 @@ def torchrun_commands(
         # a worker knows which host it is on (emulated hosts share one); another host gets the launcher's
         # own environment (`env`) too
         handed.append((host, variables if is_local(host) else {**forwarded, **variables}))
-    files = hand_over(handed, remote_prefix or [], deadline)
+    files = hand_over(handed, remote_prefix or [], deadline, folder=log_dir)
     commands = []
     for node_rank, (host, count) in enumerate(nodes):
         options = [
