@@ -83,6 +83,10 @@ def test_options_meant_to_repeat_still_do(tmp_path, monkeypatch):
     done = CliRunner().invoke(app, ["--db", str(tmp_path / "x.db"), "run", "--script", "one.py", "--script", "two.py"])
     assert done.exit_code == 2 and "--script one.py: file not found" in done.output, done.output  # read on, past both
     assert "given twice" not in done.output
+    after = CliRunner().invoke(
+        app, ["--db", str(tmp_path / "x.db"), "run", "--script", "one.py", "--", "--lr", "1", "--lr", "2"]
+    )
+    assert "--script one.py: file not found" in after.output, after.output  # the script's own words, after --
     verbose = CliRunner().invoke(app, ["plan", "-h", "-h"])  # help, asked twice, is still help
     assert verbose.exit_code == 0 and "Usage" in verbose.output
 
