@@ -37,6 +37,7 @@ from .run.targets import scripts_as_recipes, shared_arguments_hint
 from .scripts import detect_scripts_engine, detection_note, module_hint
 from .settings import DB_VARIABLE
 from .sharing import MAX_GROUP, PLANNED, RunStatus, run_modes
+from .streams import summary_of_kept
 from .views import replay_progress, show_doctor, show_plan, show_profiles, show_run, show_simulation, show_train
 
 try:  # before the commands are built: a plugin may bring a launcher with options of its own
@@ -78,19 +79,24 @@ def main(
     GivenStore.db = db if typed else None
 
 
-def shown_as_stored(experiment: str) -> contextlib.AbstractContextManager[None]:
+def shown_as_stored(experiment: str, json_out: bool) -> contextlib.AbstractContextManager[None]:
     """Around the printing of what a command stored: Ctrl-C or SIGTERM there says that the experiment is kept
-    whole (exit 130), where it ended the command silently (143) with its table cut."""
+    whole (exit 130), where it ended the command silently (143) with its table cut; a table stdout cannot take
+    says so and leaves the command's exit as it was (_printing)."""
     return _printing(
-        f"the experiment was stored whole, as {experiment} ({xover_command('report', experiment)} shows it); "
-        "its table was cut short"
+        f"the experiment was stored whole, as {experiment} ({xover_command('report', experiment)} shows it)", json_out
     )
 
 
 @contextlib.contextmanager
-def _printing(kept: str) -> Iterator[None]:
-    with user_errors(interrupted=kept), interruptible():
-        yield
+def _printing(kept: str, json_out: bool) -> Iterator[None]:
+    """Around the printing of the summary of what a command kept (`kept`, in words): Ctrl-C says what is kept
+    and that the table was cut short (exit 130); a stdout that cannot take the table (closed, a full device)
+    says what is kept once on stderr and the command ends as it would have (summary_of_kept); --json's output
+    is the result, and its failure is exit 2 (output_written)."""
+    with user_errors(interrupted=f"{kept}; its table was cut short"), interruptible():
+        with summary_of_kept(kept, is_result=json_out):
+            yield
 
 
 HOSTS_HELP = "Hosts and device slots, e.g. h1:2,h2:2 (horovodrun -H; with --engine torch, torchrun on every node)."
@@ -178,7 +184,7 @@ def train(
             timeout_s=timeout,
             wait=wait,
         )
-    with shown_as_stored(result["experiment"]):
+    with shown_as_stored(result["experiment"], json_out):
         show_train(result, json_out)
     raise typer.Exit(0 if all(j["status"] == RunStatus.FINISHED for j in result["jobs"]) else 1)
 
@@ -388,7 +394,7 @@ def run(
                 show_progress=not json_out,
             ),
         )
-    with shown_as_stored(result.experiment):
+    with shown_as_stored(result.experiment, json_out):
         show_run(result, json_out)
     raise typer.Exit(0 if result.finished else 1)
 
@@ -489,9 +495,7 @@ def profile(
             ),
             scripts=script_jobs,
         )
-    with _printing(
-        "the profiles were stored whole (the same command shows them again, reusing them); its table was cut short"
-    ):
+    with _printing("the profiles were stored whole (the same command shows them again, reusing them)", json_out):
         show_profiles(results, json_out)
 
 
@@ -616,7 +620,8 @@ def plan(
                     soft_wrap=True,
                 )
         try:
-            show_plan(result, json_out)
+            with summary_of_kept(f"the plan was written whole to {result.path} and stored", is_result=json_out):
+                show_plan(result, json_out)
         except Interrupted:
             raise Interrupted(
                 f"the plan was written whole to {result.path} and stored; its table was cut short"
@@ -780,7 +785,8 @@ def simulate(
         with replay_progress(json_out) as progress:
             result = run_simulation(State.db, request, _command_line(), progress)
         try:
-            show_simulation(result, json_out)
+            with summary_of_kept(stored_words(result.experiment_id), is_result=json_out):
+                show_simulation(result, json_out)
         except Interrupted:
             raise Interrupted(stored_words(result.experiment_id)) from None
 
@@ -828,7 +834,9 @@ def report(
         if fmt == "mlflow"
         else "the report stopped part-way; each file it said it wrote is whole, one it was writing may not be"
     )
-    with user_errors(interrupted=cut_short), interruptible():  # SIGTERM as Ctrl-C: one line, exit 130
+    # with --out, stdout only names the files written, once they are: the files are the result (summary_of_kept)
+    written = summary_of_kept("the report's files were written whole", is_result=not out or fmt == "mlflow")
+    with user_errors(interrupted=cut_short), interruptible(), written:  # SIGTERM as Ctrl-C: one line, exit 130
         make_report(State.db, target, fmt, out, tracking_uri)
 
 

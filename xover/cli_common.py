@@ -14,7 +14,8 @@ from sqlalchemy.exc import DBAPIError
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .console import errors, print_error
-from .errors import Interrupted, TimedOut, XoverError
+from .errors import Interrupted, TimedOut, XoverError, printable
+from .redact import mask_word
 from .store.session import database_url, store_failed
 
 
@@ -58,14 +59,72 @@ def _refuse_empty_values(command: TyperCommand | TyperGroup, ctx: Any) -> None:
             raise typer.Exit(2)
 
 
+def _refusing_repeats(parser: Any, ctx: Any) -> Any:
+    """`parser` (click's, for the command or group of `ctx`) made to refuse an option that takes one value given
+    more than once (`--profiles A.csv --profiles B.csv`, `--db X --db Y`, `--json --json`, `--gpu --no-gpu`): click
+    keeps the last without a word, and a user who repeats one meant both or made a mistake. An option meant to
+    repeat (`--script`, `--group`: a list) or to be counted is given as often as wanted; -h/--help and --version
+    are left to show what they show. Refused as the words are read, before any option's value is checked or used
+    (`ctx.resilient_parsing`, the shell's completion, excepted). The hook is click's parser: each option's
+    `process` is told of every time it is given (click 8's `_OptionParser`; tests/unit/test_cli_repeats.py)."""
+    if ctx.resilient_parsing:
+        return parser
+    given: dict[Any, list[tuple[str, Any]]] = {}
+    for option in {id(option): option for option in [*parser._long_opt.values(), *parser._short_opt.values()]}.values():
+        param = option.obj
+        if param.multiple or param.count or param.name in ("help", "version"):
+            continue
+        spelt = max(option._long_opts or option._short_opts, key=len)
+        option.process = functools.partial(_count_each, option.process, given, param, spelt)
+    return parser
+
+
+def _count_each(
+    process: Any, given: dict[Any, list[tuple[str, Any]]], param: Any, spelt: str, value: Any, state: Any
+) -> None:
+    """One time an option is given: refused if it was given before (_refusing_repeats), else read as click reads it."""
+    times = given.setdefault(param, [])
+    times.append((spelt, value))
+    if len(times) > 1:
+        print_error(_repeated(param, times))
+        raise typer.Exit(2)
+    process(value, state)
+
+
+def _repeated(param: Any, times: list[tuple[str, Any]]) -> str:
+    """What was given twice, in words: the values a value's option was given, or the flags."""
+    name = max(param.opts, key=len)
+    if param.is_flag:
+        spellings = list(dict.fromkeys(spelt for spelt, _ in times))
+        if len(spellings) > 1:  # --gpu and --no-gpu
+            return f"{' and '.join(spellings)} were both given; give one of them, once"
+        return f"{name} was given twice; give it once"
+    values = ", ".join(_shown(value) for _, value in times)
+    return f"{name} was given twice ({values}); it takes one value: give it once"
+
+
+def _shown(value: Any) -> str:
+    """An option's value as the refusal of a repeat shows it: one line, a password masked, a long one cut."""
+    if isinstance(value, (list, tuple)):  # an option of several values at once (nargs > 1)
+        return " ".join(_shown(each) for each in value)
+    if not isinstance(value, str):
+        return "(no value)"
+    text = printable(mask_word(value))
+    return text if len(text) <= 200 else f"{text[:197]}..."  # a path whole; 5,000 digits not
+
+
 class Command(TyperCommand):
     """A command whose help shows no value after a flag (_placeholders_as_given), and that refuses an option's
-    empty value (_refuse_empty_values)."""
+    empty value (_refuse_empty_values) and a single-valued option given twice (_refusing_repeats)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
         """Typer's help, each flag without a placeholder."""
         _placeholders_as_given(self, ctx)
         super().format_help(ctx, formatter)
+
+    def make_parser(self, ctx: Any) -> Any:
+        """Click's parser, refusing a single-valued option given twice (_refusing_repeats)."""
+        return _refusing_repeats(super().make_parser(ctx), ctx)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """Typer's parse, then no option given an empty value; what follows `--` is kept (State)."""
@@ -77,7 +136,12 @@ class Command(TyperCommand):
 
 class Group(TyperGroup):
     """A group of commands whose help shows no value after a flag (_placeholders_as_given), and that refuses
-    an option's empty value (_refuse_empty_values)."""
+    an option's empty value (_refuse_empty_values) and a single-valued option given twice (_refusing_repeats):
+    the group's own, given before its command (`xover --db X --db Y run`)."""
+
+    def make_parser(self, ctx: Any) -> Any:
+        """Click's parser, refusing a single-valued option given twice (_refusing_repeats)."""
+        return _refusing_repeats(super().make_parser(ctx), ctx)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's own click's Context and HelpFormatter
         """Typer's help, each flag without a placeholder."""

@@ -60,17 +60,28 @@ def write_problem(path: str | os.PathLike[str], error: OSError) -> str:
                 return f"{printable(parent)} is a file, not a folder"
         except OSError:  # a folder's name too long for the system: exists() raises it; `error` says so
             continue
-    kept = " (the file that was there is kept as it was)" if isinstance(error, NotWritten) and error.kept else ""
+    if not isinstance(error, NotWritten):
+        return str(error.strerror or error)
+    kept = " (the file that was there is kept as it was)" if error.kept else ""
+    others = [printable(other) for other in error.together if os.fspath(other) != os.fspath(path)]
+    if error.replaced:  # a rename refused after others went through
+        kept += f"; {', '.join(map(printable, error.replaced))} replaced already, the others left as they were"
+    elif others:
+        kept += f"; none of its set was replaced ({', '.join(others)} left as they were)"
     return str(error.strerror or error) + kept
 
 
 class NotWritten(OSError):
     """A file xover was writing whole (writes.write_whole) was not written; `filename` is the file named, never
-    the temporary one. `kept`: a file was there, and is left as it was."""
+    the temporary one. `kept`: a file was there, and is left as it was. Of a set written together
+    (writes.write_all_whole): `together`, the files of the set; `replaced`, those replaced before the failure
+    (none, unless a rename failed after others went through)."""
 
     def __init__(self, code: int | None, reason: str | None, filename: str, kept: bool = False) -> None:
         super().__init__(code, reason, filename)
         self.kept = kept
+        self.together: tuple[str, ...] = ()
+        self.replaced: tuple[str, ...] = ()
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

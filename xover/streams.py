@@ -1,5 +1,6 @@
 """stdout and stderr as the command line needs them: one the shell closed (`>&-`), on a full device
-(`> /dev/full`) or read by a reader that left (`| head`) ends every command the same way, never with a traceback.
+(`> /dev/full`) or read by a reader that left (`| head`) ends every command the same way, never with a traceback;
+a summary of work already kept that a closed or full stdout cannot take is a warning (summary_of_kept).
 Its own module, of the standard library only: `python -m xover` sets the streams up before the commands load."""
 
 from __future__ import annotations
@@ -117,3 +118,39 @@ def output_written() -> Iterator[None]:
             sys.stderr.write(f"error: cannot write to {failed.stream}: {failed.error.strerror or failed.error}\n")
             sys.stderr.flush()
         sys.exit(NOT_WRITTEN)
+
+
+@contextlib.contextmanager
+def summary_of_kept(kept: str, *, is_result: bool = False) -> Iterator[None]:
+    """Around the printing of a summary of what a command has already kept (a plan file written, a run stored, a
+    report's files written): stdout that cannot take it (closed, `>&-`; a full device) is said once on stderr,
+    `warning: the summary was not shown (cannot write to stdout: it is closed); KEPT`, what else the command
+    prints goes nowhere, and the command ends as it would have (exit 0; a run's 1 for a job that did not finish):
+    its work is done, and exit 2 said it was not. `is_result`: the output is the result itself (--json, a report
+    on stdout), and its failure ends the command with exit 2 (output_written), as does a reader that left, 141."""
+    if is_result:
+        yield
+        return
+    try:
+        yield
+        sys.stdout.flush()  # a full device fails at the flush of what was buffered, not at the print
+    except OutputFailed as failed:
+        if failed.stream != "stdout" or failed.error.errno == errno.EPIPE:
+            raise
+        _drop_stdout()
+        with contextlib.suppress(OutputFailed):  # stderr may fail too: then there is no one to tell
+            why = failed.error.strerror or failed.error
+            sys.stderr.write(f"warning: the summary was not shown (cannot write to stdout: {why}); {kept}\n")
+            sys.stderr.flush()
+
+
+def _drop_stdout() -> None:
+    """stdout made /dev/null, for the descriptor and for what Python still holds buffered for it: the rest of
+    the command's output goes nowhere, and the interpreter's last flush fails no more."""
+    to_null(1)
+    guarded = sys.stdout
+    if isinstance(guarded, _Guarded):
+        held = guarded._stream
+        guarded._stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (for the process's life)
+        with contextlib.suppress(OSError, ValueError):  # what was buffered goes to /dev/null: descriptor 1 now
+            held.flush()

@@ -21,7 +21,7 @@ from ..replay.step import shown_settings
 from ..replay.traces import skipped_text
 from ..results import ExperimentInfo
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation
-from ..writes import write_whole
+from ..writes import write_all_whole
 from .data import ReportError, experiment_row
 from .html import _page, embedded_picture, html_table
 from .plots import DPI, JOB_COLOURS
@@ -270,8 +270,7 @@ def write_simulation_csv(report: SimulationReport, folder: Path, stem: str | Non
             UTILISATION_FIELDS, [point for points in report.utilisation.values() for point in points]
         ),
     }
-    for path, text in files.items():
-        write_whole(path, text)
+    write_all_whole(files)  # the three replaced together, or none of them
     return list(files)
 
 

@@ -21,7 +21,7 @@ from ..console import console, print_table
 from ..results import NotStarted, not_started_lines
 from ..run.record import failure_reason
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
-from ..writes import write_whole
+from ..writes import write_all_whole
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport, PlanMakespan
 
 Columns = Sequence[tuple[str, str]]  # (header, key)
@@ -599,10 +599,13 @@ def csv_text(fields: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
 
 
 def write_report_csv(report: ExperimentReport, jobs_path: Path, iterations_path: Path) -> list[Path]:
-    """One row per job and mode, and every iteration of rank 0 of every run."""
+    """One row per job and mode, and every iteration of rank 0 of every run; the two files replaced together."""
     for path in (jobs_path, iterations_path):
         path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(jobs_path, csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]))
     iteration_rows = [row for run_id in sorted(report.iterations) for row in report.iterations[run_id]]
-    write_whole(iterations_path, csv_text(ITERATION_FIELDS, iteration_rows))
-    return [jobs_path, iterations_path]
+    files = {
+        jobs_path: csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]),
+        iterations_path: csv_text(ITERATION_FIELDS, iteration_rows),
+    }
+    write_all_whole(files)  # both replaced, or neither: never this run's jobs beside another's iterations
+    return list(files)
