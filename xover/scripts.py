@@ -100,7 +100,8 @@ class ScriptNames:
 
 
 # the name a job file may give a job (recipes.py); a `--script`'s job is named after its file, so its file name too
-JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", re.ASCII)
+JOB_NAME_CHARS = 200  # the store's column; a second copy's mark (name#2) counts too (run/jobs.py)
+JOB_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{JOB_NAME_CHARS - 1}}}", re.ASCII)
 
 
 def script_problem(script: str | os.PathLike) -> str | None:
