@@ -130,7 +130,8 @@ def script_problem(script: str | os.PathLike) -> str | None:
     if not JOB_NAME.fullmatch(resolved.stem):
         return (
             f"its file name makes the job's name ({printable(resolved.stem)!r}), which names log folders and plan "
-            "entries: it must be letters, digits, '.', '_' or '-', starting with a letter or digit (at most 200); "
+            "entries: it must be ASCII letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"(at most {JOB_NAME_CHARS}); "
             "rename the file, or give it a job file with its own `name` (docs/reference.md: Job files)"
         )
     return None
