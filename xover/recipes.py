@@ -246,7 +246,7 @@ def _named(name: str) -> str:
         # a plan and a trace take '#': it marks a further copy of one job there (name#2), never a job file's name
         copies = "; '#' marks a second copy of a job in a plan or a trace (name#2)" if "#" in name else ""
         raise ValueError(
-            f"must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 200 characters "
+            f"must be ASCII letters, digits, '.', '_' or '-', starting with a letter or digit, at most 200 characters "
             f"(it names log folders and plan entries){copies}, got {shown}"
         )
     return name

@@ -100,7 +100,8 @@ class ScriptNames:
 
 
 # the name a job file may give a job (recipes.py); a `--script`'s job is named after its file, so its file name too
-JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", re.ASCII)
+JOB_NAME_CHARS = 200  # the store's column; a second copy's mark (name#2) counts too (run/jobs.py)
+JOB_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{JOB_NAME_CHARS - 1}}}", re.ASCII)
 
 
 def script_problem(script: str | os.PathLike) -> str | None:
@@ -129,7 +130,8 @@ def script_problem(script: str | os.PathLike) -> str | None:
     if not JOB_NAME.fullmatch(resolved.stem):
         return (
             f"its file name makes the job's name ({printable(resolved.stem)!r}), which names log folders and plan "
-            "entries: it must be letters, digits, '.', '_' or '-', starting with a letter or digit (at most 200); "
+            "entries: it must be ASCII letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"(at most {JOB_NAME_CHARS}); "
             "rename the file, or give it a job file with its own `name` (docs/reference.md: Job files)"
         )
     return None

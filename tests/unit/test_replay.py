@@ -18,7 +18,7 @@ from xover.plan.trace import load_trace_csv
 from xover.replay.engine import ReplayRules, replay
 from xover.replay.metrics import jct_cdf, nearest_rank, summarise, utilisation_over_time
 from xover.replay.policies import POLICIES, queue_of
-from xover.replay.traces import TraceError, detect_format, load_trace
+from xover.replay.traces import TraceError, detect_format, load_trace, skipped_words
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "replay"
 PROFILES = {profile.name: profile for profile in load_trace_csv(ASSETS / "profiles.csv")}
@@ -316,6 +316,19 @@ def test_a_philly_job_whose_gpus_are_not_a_list_is_skipped(tmp_path):
     assert trace.skipped == {"jobs never started": 1, "jobs whose GPUs are not lists": 1}
 
 
+def test_a_philly_job_that_ends_before_it_starts_is_counted_apart_from_one_of_no_time(tmp_path):
+    """A last attempt whose end_time is before its start_time was counted as a job that ran no time."""
+    entries = json.loads((ASSETS / "philly_log.json").read_text())
+    last = entries[-1]["attempts"][-1]
+    last["end_time"] = "2017-10-07 00:00:00"
+    assert last["start_time"] > last["end_time"]
+    path = tmp_path / "philly.json"
+    path.write_text(json.dumps(entries))
+    trace = load_trace(path, "philly", profiles=PROFILES.get, assign=["narrow"], seed=3)
+    assert trace.skipped["jobs that end before they start"] == 1, trace.skipped
+    assert skipped_words("jobs that end before they start", 1) == "1 job that ends before it starts"
+
+
 def test_an_entry_with_none_of_a_philly_jobs_keys_is_no_job_and_a_gpu_listed_twice_is_one(tmp_path):
     # `{}` read as "1 job never started"; "gpus": ["gpu0", "gpu0"] as two GPUs
     path = tmp_path / "philly.json"
@@ -358,6 +371,8 @@ def test_what_a_philly_log_left_out_is_counted_in_words_singular_for_one(tmp_pat
         ("\n0,1,5,narrow\n", "line 1: empty, expected the header line"),
         ("arrival_s,gpus,duration_s,model,colour\n", "line 1: unknown column 'colour'"),
         ("arrival_s,gpus,duration_s,model\n0,1,-5,narrow\n", "line 2: duration_s must be > 0, got -5"),
+        # a row is told by its first line: a quoted model of two lines was told by its last
+        ('arrival_s,gpus,duration_s,model\n0,1,-5,"nar\nrow"\n', "line 2: duration_s must be > 0, got -5"),
         # an arrival out of range was the first arrival: the line before it arrived at inf (a ValueError's
         # traceback), or the subtraction overflowed (decimal.Overflow)
         ("arrival_s,gpus,duration_s,model\n0,1,5,narrow\n-1e500,1,5,narrow\n", "line 3: arrival_s -1e500 is out of range"),

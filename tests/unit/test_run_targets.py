@@ -180,3 +180,17 @@ def test_a_plan_made_for_gpus_is_refused_on_a_machine_without_one(tmp_path, monk
     for kind in ("cpu", None):  # made for CPUs, or from a trace or an older xover: it runs on what is here
         assert not _run_plan(_plan_file(tmp_path, kind)).gpu_plan_on_cpus
     assert not _run_plan(_plan_file(tmp_path, "gpu", host="xo-h1")).gpu_plan_on_cpus  # another host's GPUs
+
+
+def test_two_copies_of_a_script_whose_name_leaves_no_room_for_the_copys_mark_are_refused(tmp_path):
+    """A 200-character script given twice: its copy was named name#2 (202 characters), over the store's
+    column and the rank's start record, which was then thrown away as not this run's."""
+    for length, refused in ((199, True), (198, False)):
+        script = tmp_path / f"{'L' * length}.py"
+        script.write_text(open(SCRIPT).read())
+        if refused:
+            with pytest.raises(XoverError, match=r"copy's name \(201 characters, name#2\).*at most 198 characters"):
+                _targets([], [str(script), str(script)], 5)
+        else:
+            [group] = _targets([], [str(script), str(script)], 5).groups
+            assert [len(job.name) for job in group.jobs] == [198, 200]

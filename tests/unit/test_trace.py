@@ -75,6 +75,8 @@ def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
         (HEADER + "\na\n", 2, "1 field, the header has 5"),
         (HEADER + "\na,1,10,10,1,7\n", 2, "6 fields, the header has 5"),
         (HEADER + "\n ,1,10,10,1\n", 2, "empty name"),
+        # a row is told by its first line: a quoted name of two lines was told by its last
+        (HEADER + '\n"a\nb",1,10,10,1\n', 2, "name must be ASCII letters"),
     ],
 )
 def test_errors_name_the_file_the_line_and_the_problem(tmp_path, text, line, problem):

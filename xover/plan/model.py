@@ -152,7 +152,7 @@ def job_name_problem(name: str) -> str | None:
     if JOB_NAME.fullmatch(name):
         return None
     return (
-        f"name must be letters, digits, '.', '_', '-' or '#', starting with a letter or digit "
+        f"name must be ASCII letters, digits, '.', '_', '-' or '#', starting with a letter or digit "
         f"(at most 200; it names log folders), got {name!r}"
     )
 

@@ -89,8 +89,9 @@ def _read_jobs(reader: Any, path: Path) -> list[JobProfile]:  # a csv.reader; it
     columns = _check_header(without_empty_tail([column_name(cell) for cell in header]), path)
     jobs: list[JobProfile] = []
     seen: dict[str, int] = {}
-    for row in reader:
-        line = reader.line_num
+    read_before = reader.line_num
+    for row in reader:  # a row is told by its first line: a quoted value may hold line ends
+        line, read_before = read_before + 1, reader.line_num
         if not any(cell.strip() for cell in row):
             continue  # blank lines are harmless
         job = _parse_row(without_empty_tail(row, len(columns)), columns, path, line)

@@ -248,6 +248,7 @@ SKIPPED_ONE = {
     "jobs without times": "job without times",
     "jobs on no GPU": "job on no GPU",
     "jobs that ran no time": "job that ran no time",
+    "jobs that end before they start": "job that ends before it starts",
     "jobs still running at the log's end": "job still running at the log's end",
     "CPU jobs (on no GPU)": "CPU job (on no GPU)",
 }
@@ -324,15 +325,15 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
                 raise TraceError(
                     f"{path}: line 1: unknown column {unknown[0]!r}; columns are {', '.join([*required, *optional])}"
                 )
-            for row in reader:
+            read_before = reader.line_num
+            for row in reader:  # a row is told by its first line: a quoted value may hold line ends
+                line, read_before = read_before + 1, reader.line_num
                 if not any(cell.strip() for cell in row):
                     continue
                 row = without_empty_tail(row, len(header))
                 if len(row) != len(header):
-                    raise TraceError(
-                        f"{path}: line {reader.line_num}: {counted(len(row), 'field')}, the header has {len(header)}"
-                    )
-                yield reader.line_num, {column: cell.strip() for column, cell in zip(header, row)}
+                    raise TraceError(f"{path}: line {line}: {counted(len(row), 'field')}, the header has {len(header)}")
+                yield line, {column: cell.strip() for column, cell in zip(header, row)}
         except UnicodeDecodeError:
             raise TraceError(_not_utf8(path)) from None
         except csv.Error as error:
@@ -690,7 +691,9 @@ def _philly_job(entry: Any, where: str) -> tuple[str, tuple[float, str, int, flo
     gpus = sum(len({str(gpu) for gpu in detail.get("gpus") or []}) for detail in details)
     if gpus < 1:
         return "jobs on no GPU", None
-    if end <= start:
+    if end < start:  # a clock put back, or an edited log: said apart from a job of no time
+        return "jobs that end before they start", None
+    if end == start:
         return "jobs that ran no time", None
     jobid = entry.get("jobid")
     # null or true is no id (str() made a job "None"): such a job gets a made-up name, as one without an id
