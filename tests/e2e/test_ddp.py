@@ -4,7 +4,6 @@ turn policy, next to a copy of itself or next to a recipe (refusals: tests/unit/
 tests/integration/test_ddp_refusals_cli.py)."""
 
 import json
-import math
 import os
 import re
 import subprocess
@@ -198,7 +197,8 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
 def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
     """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
     known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its
-    final loss is NaN, where it diverged is said once, and parity counts all 8, NaN against NaN the same."""
+    final loss is NaN (null in the JSON, which has no NaN), where it diverged is said once, and parity counts all 8,
+    NaN against NaN the same."""
     script, steps = "tests/e2e/scripts/ddp_diverges.py", 8
     ran = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script", script, "--script",
                           script, "--mode", "sequential,crossover", "--", "--steps", str(steps), "--diverge-at", "3"],
@@ -208,11 +208,12 @@ def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared
     shown = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"],
                            capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "NaN" not in shown.stdout and "Infinity" not in shown.stdout  # strict JSON: jq reads it
     report = json.loads(shown.stdout)
     assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
     for job in report["jobs"]:
         assert job["status"] == "finished" and job["iterations"] == steps, job
-        assert math.isnan(job["final_loss"]), job
+        assert job["final_loss"] is None, job  # not finite: loss_not_finite says what it was
         assert job["loss_not_finite"] == {"step": 3, "loss": "nan", "iterations": 5}, job
     parity = report["parity"]
     assert [(p["steps"], p["max_abs_loss_diff"], p["identical"]) for p in parity] == [(steps, 0.0, True)] * 2

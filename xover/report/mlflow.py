@@ -38,7 +38,7 @@ from sqlalchemy import make_url, select
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
-from ..console import errors
+from ..console import errors, json_text
 from ..errors import same_file
 from ..links import HOST_KEY
 from ..redact import MASK, mask_argv, mask_word, without_secrets_of
@@ -524,9 +524,7 @@ def _log_artifacts(
             written += 1
     client.log_dict(
         parent,
-        json.loads(
-            json.dumps(report_dict(report, {name: Path(path).name for name, path in pictures.items()}), default=str)
-        ),
+        json.loads(json_text(report_dict(report, {name: Path(path).name for name, path in pictures.items()}))),
         "report.json",
     )
     for group in report.groups:
