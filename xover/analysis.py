@@ -19,6 +19,7 @@ job alone as a comparison does, and hands it on as its JSON (RunResult.to_json).
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -140,10 +141,20 @@ def job_summary(
         "skew_p90_ms": stats.get("skew_p90_ms"),
         # the last one known: a second optimizer stepped after the same backward is an iteration without one
         "final_loss": next((r["loss"] for r in reversed(rows) if r.get("loss") is not None), None),
+        "loss_not_finite": loss_not_finite(rows),
         "accuracy": final_eval.get("test_accuracy", final_eval.get("test_token_accuracy")),
         "evaluations": final_eval,
         "speed": 1.0 if run.get("mode") in ALONE_MODES and rows else None,
     }
+
+
+def loss_not_finite(rows: Sequence[Row]) -> dict[str, Any] | None:
+    """Where a job's loss was first NaN or infinite (it diverged): that step, that loss as text ('nan', 'inf',
+    '-inf') and how many iterations had one; None where every loss known was finite."""
+    diverged = [r for r in rows if r.get("loss") is not None and not math.isfinite(r["loss"])]
+    if not diverged:
+        return None
+    return {"step": diverged[0]["step"], "loss": str(diverged[0]["loss"]), "iterations": len(diverged)}
 
 
 def variant(job: RunResult) -> str:
@@ -317,7 +328,23 @@ def report_warnings(
         + overlap_warnings(groups, lengths_in_seconds=lengths_in_seconds)
         + drift_warnings(groups)
         + faster_than_alone_warnings(jobs)
+        + loss_not_finite_warnings(jobs)
     )
+
+
+def loss_not_finite_warnings(jobs: Sequence[RunResult]) -> list[str]:
+    """A warning per job whose loss became NaN or infinite (it diverged: its final loss and accuracy are no trained
+    model's, though the run finished, as torchrun's would): one line per job, the step and modes of each."""
+    diverged: dict[str, dict[str, list[str]]] = {}
+    for job in jobs:
+        if job.name is not None and job.loss_not_finite:
+            first = job.loss_not_finite
+            where = f"from step {first['step']} ({first['loss']}, {first['iterations']} of {job.iterations} iterations)"
+            diverged.setdefault(job.name, {}).setdefault(where, []).append(_mode_words(job))
+    return [
+        f"{name}: loss not finite " + "; ".join(f"{where} in {', '.join(modes)}" for where, modes in places.items())
+        for name, places in diverged.items()
+    ]
 
 
 # a job sharing its devices is at most as fast as alone: beyond this, what ran alone was slowed (noise below it)
@@ -473,7 +500,7 @@ def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> 
             for s in alone_losses.keys() & shared_losses.keys()
             if alone_losses[s] is not None and shared_losses[s] is not None
         )
-        largest = max((abs(shared_losses[s] - alone_losses[s]) for s in steps), default=None)
+        largest = max((loss_difference(shared_losses[s], alone_losses[s]) for s in steps), default=None)
         parity.append(
             ParityResult(
                 group=job.group,
@@ -486,6 +513,14 @@ def loss_parity(jobs: Sequence[RunResult], iterations: dict[int, list[Row]]) -> 
             )
         )
     return parity
+
+
+def loss_difference(shared: float, alone: float) -> float:
+    """|shared - alone|, a loss not finite counted too: 0.0 for the same kind on both sides (NaN and NaN, inf and
+    inf: the job diverged alike), inf where one side is not finite and the other is not the same."""
+    if math.isfinite(shared) and math.isfinite(alone):
+        return abs(shared - alone)
+    return 0.0 if str(shared) == str(alone) else math.inf
 
 
 # ------------------------------------------------------------------------------------ the model

@@ -56,9 +56,26 @@ console = _Terminal(width=None if _is_terminal(sys.stdout) else 200, emoji=False
 errors = _Terminal(stderr=True, width=None if _is_terminal(sys.stderr) else 200, emoji=False)
 
 
+def json_text(data: Any) -> str:
+    """`data` as indented JSON, strict: what JSON cannot hold (times, paths) as text, and a number that is not finite
+    (a diverged job's loss, an infinite difference of losses) as null - Python's bare NaN and Infinity are no JSON,
+    and `jq` or a browser refuses the whole text for one; the fields beside it say what it was (`loss_not_finite`)."""
+    return json.dumps(_finite_or_null(data), indent=2, default=str, allow_nan=False)
+
+
+def _finite_or_null(data: Any) -> Any:
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite_or_null(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite_or_null(value) for value in data]
+    return data
+
+
 def print_json(data: Any) -> None:
-    """`data` as indented JSON on stdout; what JSON cannot hold (times, paths) as text."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    """`data` as indented JSON on stdout (json_text)."""
+    sys.stdout.write(json_text(data) + "\n")
 
 
 def print_error(message: str) -> None:

@@ -81,7 +81,8 @@ class RunResult:
     yields: int | None = None
     skew_p50_ms: float | None = None
     skew_p90_ms: float | None = None
-    final_loss: float | None = None
+    final_loss: float | None = None  # NaN or infinite where the job diverged
+    loss_not_finite: dict[str, Any] | None = None  # where it diverged (analysis.loss_not_finite)
     accuracy: float | None = None
     evaluations: dict[str, float] = field(default_factory=dict)
     speed: float | None = None  # relative to alone (1.0 alone)

@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .analysis import faster_than_alone_warnings, length_warnings, overlap_warnings
+from .analysis import faster_than_alone_warnings, length_warnings, loss_not_finite_warnings, overlap_warnings
 from .console import LoggedProgress, console, counted, errors, print_json, print_table
 from .hints import xover_command
 from .links import HOST
@@ -29,6 +29,7 @@ from .report.tables import (
     print_not_started,
     print_warnings,
 )
+from .results import RunResult
 from .sharing import ADAPTIVE, CONCURRENT, CROSSOVER
 
 # `xover simulate`'s summary: the report's columns of a simulation, but for what only the report shows
@@ -85,7 +86,9 @@ def show_train(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    print_table(f"xover train  experiment {result['experiment']}", job_columns(False), result["jobs"], DIGITS)
+    jobs = display_rows(result["jobs"])
+    print_table(f"xover train  experiment {result['experiment']}", job_columns(False), jobs, DIGITS)
+    print_warnings(loss_not_finite_warnings([RunResult.from_summary(job) for job in result["jobs"]]))
     print_failures(result["jobs"])
     console.print(f"logs: {result['results_dir']}", markup=False)
 
@@ -102,7 +105,7 @@ def show_run(result: Any, as_json: bool) -> None:
     print_table(
         f"xover run  experiment {result.experiment}  link {result.link.rate or 'host network'}",
         job_columns(True),
-        shown["jobs"],
+        display_rows(shown["jobs"]),
         DIGITS,
     )
     print_not_started(result.not_started)
@@ -110,6 +113,7 @@ def show_run(result: Any, as_json: bool) -> None:
         length_warnings(result.jobs)
         + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
         + faster_than_alone_warnings(result.jobs)
+        + loss_not_finite_warnings(result.jobs)
     )
     print_failures(shown["jobs"])
     measured = groups_that_ran(shown["groups"], shown["jobs"])

@@ -4,6 +4,7 @@ turn policy, next to a copy of itself or next to a recipe (refusals: tests/unit/
 tests/integration/test_ddp_refusals_cli.py)."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -191,6 +192,31 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
         out = Path(job["log_dir"]) / "out"
         assert {rank: (out / f"losses.rank{rank}").read_text() for rank in (0, 1)} == logged, job["name"]
         assert not (out / "rendezvous").exists()
+
+
+def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
+    """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
+    known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its
+    final loss is NaN (null in the JSON, which has no NaN), where it diverged is said once, and parity counts all 8,
+    NaN against NaN the same."""
+    script, steps = "tests/e2e/scripts/ddp_diverges.py", 8
+    ran = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script", script, "--script",
+                          script, "--mode", "sequential,crossover", "--", "--steps", str(steps), "--diverge-at", "3"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "COLUMNS": "250"})
+    assert ran.returncode == 0, ran.stderr[-3000:]  # it did finish, as under plain torchrun
+    assert ran.stdout.count("loss not finite from step 3 (nan, 5 of 8 iterations)") == 2, ran.stdout
+    shown = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "NaN" not in shown.stdout and "Infinity" not in shown.stdout  # strict JSON: jq reads it
+    report = json.loads(shown.stdout)
+    assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
+    for job in report["jobs"]:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert job["final_loss"] is None, job  # not finite: loss_not_finite says what it was
+        assert job["loss_not_finite"] == {"step": 3, "loss": "nan", "iterations": 5}, job
+    parity = report["parity"]
+    assert [(p["steps"], p["max_abs_loss_diff"], p["identical"]) for p in parity] == [(steps, 0.0, True)] * 2
 
 
 def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolated_results, tmp_path):

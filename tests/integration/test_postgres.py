@@ -54,6 +54,34 @@ def test_round_trip_and_plain_sql(postgres_url):
         store.close()
 
 
+def test_losses_that_are_not_finite_read_back_as_they_were(postgres_url):
+    """PostgreSQL could keep a NaN loss itself, SQLite cannot: both keep it as its word (0022), so a store reads the
+    same on either."""
+    import math
+
+    from xover.records import IterationRecord
+    from xover.run.record import Recorder
+    from xover.store.queries import iteration_rows
+
+    store = open_store(postgres_url)
+    try:
+        run_id = _fill(store)
+        Recorder(store, "e1").apply([
+            (run_id, IterationRecord(step=step, time_s=1.0, wall_time=1010.0 + step, iteration_s=0.1, data_s=0.0,
+                                     compute_s=0.0, communication_s=0.0, wait_s=0.0, samples=64, loss=loss))
+            for step, loss in enumerate([math.nan, math.inf, -math.inf, None], start=10)
+        ])
+        with store.session() as session:
+            read = [row["loss"] for row in iteration_rows(session, [run_id])[run_id]][10:]
+        assert math.isnan(read[0]) and read[1:] == [math.inf, -math.inf, None]
+        with store.engine.connect() as connection:
+            assert connection.execute(text("SELECT loss, loss_not_finite FROM iteration_metrics WHERE step >= 10 "
+                                           "ORDER BY step")).all() == [
+                (None, "nan"), (None, "inf"), (None, "-inf"), (None, None)]
+    finally:
+        store.close()
+
+
 def _write_runs(url, writer, barrier, results):
     """One xover process: open the (new) database, then record an experiment of runs and metrics."""
     try:

@@ -107,6 +107,24 @@ def test_every_experiment_once_and_a_changed_one_replaced(isolated_results):
                if r.data.tags["xover.experiment"] == PLAN and r.data.tags["xover.kind"] == "job")
 
 
+def test_a_diverged_jobs_nan_loss_goes_to_mlflow_as_nan(isolated_results):
+    """A loss that became NaN is a metric too: its history and final loss were the last finite ones before."""
+    import math
+
+    _hand_made_store(isolated_results / "xover.db")
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        session.execute(update(IterationMetric).where(IterationMetric.step == 9).values(loss=None, loss_not_finite="nan"))
+    store.close()
+    uri = f"sqlite:///{isolated_results / 'mlflow.db'}"
+    result = report(PLAN, "--format", "mlflow", "--tracking-uri", uri)
+    assert result.exit_code == 0, result.output
+    jobs = [run for run in _runs(uri) if run.data.tags["xover.kind"] == "job"]
+    assert len(jobs) == 4 and all(math.isnan(run.data.metrics["final_loss"]) for run in jobs)
+    history = MlflowClient(tracking_uri=uri).get_metric_history(jobs[0].info.run_id, "loss")
+    assert [m.step for m in history if math.isnan(m.value)] == [9]
+
+
 def test_an_experiment_with_a_failed_job_is_a_failed_parent_run(isolated_results):
     """The parent run of an experiment whose job failed was logged FINISHED, tagged `xover.status=finished`."""
     _hand_made_store(isolated_results / "xover.db")

@@ -214,6 +214,57 @@ def _downgrade(path, revision):
     engine.dispose()
 
 
+def test_a_store_at_0021_keeps_losses_that_are_not_finite_apart_from_those_not_known(tmp_path):
+    """0022: SQLite kept a NaN loss as NULL, which says "not known", and a diverged job read as healthy. A store of
+    the previous xover is upgraded; a loss NaN, inf or -inf reads back as it was, a None as None; the downgrade
+    drops the column and keeps the iterations."""
+    import math
+
+    from alembic import command
+    from alembic.config import Config
+
+    from xover.records import IterationRecord
+    from xover.run.record import Recorder
+    from xover.store.queries import iteration_rows
+    from xover.store.session import MIGRATIONS, upgrade_engine
+
+    path = tmp_path / "at-0021.db"
+    _a_finished_and_a_failed_run(path)
+    with sqlite3.connect(path) as db:  # back to 0021, as a store of the previous xover is
+        db.execute("ALTER TABLE iteration_metrics DROP COLUMN loss_not_finite")
+        db.execute("UPDATE alembic_version SET version_num = '0021'")
+    store = open_store(str(path))
+    assert _schema_differences(store) == []
+    with store.session() as session:
+        run_id = session.scalars(select(Run.id).where(Run.name == "whole")).one()
+    losses = [0.5, math.nan, math.inf, -math.inf, None]
+    Recorder(store, "e3").apply([
+        (run_id, IterationRecord(step=step, time_s=0.1, wall_time=10.0 + step, iteration_s=0.1, data_s=0.0,
+                                 compute_s=0.0, communication_s=0.0, wait_s=0.0, samples=64, loss=loss))
+        for step, loss in enumerate(losses, start=4)
+    ])
+    with store.session() as session:
+        read = [row["loss"] for row in iteration_rows(session, [run_id])[run_id]]
+        [job] = [job for job in experiment_jobs(session, "e3") if job["name"] == "whole"]
+    store.close()
+    assert read[:5] == [1.0, 1.0, 1.0, 1.0, 0.5] and math.isnan(read[5]) and read[6:] == [math.inf, -math.inf, None]
+    assert job["final_loss"] == -math.inf and job["loss_not_finite"] == {"step": 5, "loss": "nan", "iterations": 3}
+    with sqlite3.connect(path) as db:  # plain SQL: the loss column keeps numbers only, the word says which
+        assert db.execute("SELECT loss, loss_not_finite FROM iteration_metrics WHERE step >= 4 AND run_id = ? "
+                          "ORDER BY step", (run_id,)).fetchall() == [
+            (0.5, None), (None, "nan"), (None, "inf"), (None, "-inf"), (None, None)]
+    engine = upgrade_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0021")
+    engine.dispose()
+    with sqlite3.connect(path) as db:
+        assert "loss_not_finite" not in {row[1] for row in db.execute("PRAGMA table_info(iteration_metrics)")}
+        assert db.execute("SELECT count(*) FROM iteration_metrics").fetchone()[0] == 13
+
+
 def test_newer_schema_is_refused_clearly(tmp_path):
     path = str(tmp_path / "c.db")
     open_store(path).close()
@@ -342,7 +393,7 @@ def test_a_store_upgraded_by_either_0012_gains_gpu_busy_once(tmp_path, edited_00
     assert _schema_differences(store) == []
     assert find_profile(store, "h", 2, "1gbit", "x", "horovod", 1) is None  # the query that failed
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0021"
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] == head_revision() == "0022"
 
 
 def test_migrations_build_exactly_the_models(tmp_path):

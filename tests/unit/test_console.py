@@ -87,3 +87,16 @@ def test_a_long_text_cell_wraps_onto_more_lines_whole():
     body = [line.split("│")[1:-1] for line in drawn.splitlines() if line.startswith("│")]
     column = ["".join("".join(cells[index].split()) for cells in body) for index in range(3)]
     assert column == ["12345", "".join(why.split()), path]
+
+
+def test_json_is_strict_a_number_that_is_not_finite_is_null():
+    """A diverged job's final loss (NaN) was written as a bare NaN, which jq and a browser refuse for the whole
+    text; every JSON xover writes goes through json_text."""
+    import json
+    import math
+
+    from xover.console import json_text
+
+    text = json_text({"final_loss": math.nan, "diff": [math.inf, -math.inf, 0.5], "nested": {"x": (1, math.nan)}})
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"final_loss": None, "diff": [None, None, 0.5], "nested": {"x": [1, None]}}

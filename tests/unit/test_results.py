@@ -57,6 +57,55 @@ def test_the_final_loss_is_the_last_one_known():
     assert _summary(1, "a", "sequential", None, 0, [{**r, "loss": None} for r in rows])["final_loss"] is None
 
 
+def test_a_diverged_jobs_final_loss_is_not_finite_and_where_it_diverged_is_said_once_per_job():
+    # a NaN from step 3 on is the job's final loss, not step 2's (SQLite once kept it as NULL: "not known")
+    import math
+
+    from xover.analysis import loss_not_finite_warnings
+
+    rows = _rows(1, 0.0, 0.03, 0.01, steps=6)
+    for row, loss in zip(rows[3:], (math.inf, math.nan, math.nan)):
+        row["loss"] = loss
+    summary = _summary(1, "a", "sequential", None, 0, rows)
+    assert math.isnan(summary["final_loss"])
+    assert summary["loss_not_finite"] == {"step": 3, "loss": "inf", "iterations": 3}
+    assert _summary(1, "a", "sequential", None, 0, _rows(1, 0.0, 0.03, 0.01))["loss_not_finite"] is None
+    shared = _summary(2, "a", "crossover", "work-conserving", 0, rows)
+    jobs = [RunResult.from_summary(s) for s in (summary, shared)]
+    assert loss_not_finite_warnings(jobs) == [
+        "a: loss not finite from step 3 (inf, 3 of 6 iterations) in sequential, crossover (work-conserving)"
+    ]
+
+
+def test_loss_parity_compares_losses_that_are_not_finite_too():
+    """A NaN on both sides at a step is the same (both diverged there); a NaN or inf against a number or the other
+    kind differs, by inf; every step with a loss on both sides is counted (they were left out)."""
+    import math
+
+    def run(run_id, mode, losses):
+        rows = _rows(run_id, 10.0 * run_id, 0.03, 0.01, steps=len(losses))
+        for row, loss in zip(rows, losses):
+            row["loss"] = loss
+        policy = "work-conserving" if mode == "crossover" else None
+        return RunResult.from_summary(_summary(run_id, "a", mode, policy, 0, rows)), rows
+
+    nan, inf = math.nan, math.inf
+    alone, alone_rows = run(1, "sequential", [1.0, 0.5, inf, nan, nan, -inf])
+    same, same_rows = run(2, "crossover", [1.0, 0.5, inf, nan, nan, -inf])
+    parity = loss_parity([alone, same], {1: alone_rows, 2: same_rows})
+    assert [(p.steps, p.max_abs_loss_diff, p.identical) for p in parity] == [(6, 0.0, True)]
+    for other, expected in (
+        ([1.0, 0.5, inf, nan, 0.25, -inf], (6, inf, False)),
+        ([1.0, 0.5, -inf, nan, nan, -inf], (6, inf, False)),
+        ([1.0, 0.5, inf, nan, nan, inf], (6, inf, False)),
+        ([1.0, 0.75, inf, nan, nan, -inf], (6, 0.25, False)),
+        ([1.0, 0.5, inf, nan, nan, None], (5, 0.0, True)),  # a loss not known is still left out
+    ):
+        shared, shared_rows = run(2, "concurrent", other)
+        [result] = loss_parity([alone, shared], {1: alone_rows, 2: shared_rows})
+        assert (result.steps, result.max_abs_loss_diff, result.identical) == expected
+
+
 def test_compare_sets_speeds_and_gains_and_the_dict_view_keeps_the_json_shapes():
     summaries, iterations = _experiment()
     jobs, [group] = compare([RunResult.from_summary(s) for s in summaries], iterations)

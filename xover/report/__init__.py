@@ -11,12 +11,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ..config import results_root
-from ..console import console, counted, errors, print_json, working
+from ..console import console, counted, errors, json_text, print_json, working
 from ..errors import printable, refuse_overwriting, refuse_writing, write_problem
 from ..store.session import shown_url, store_files
 from ..writes import write_whole
@@ -346,7 +345,7 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
 
 def _emit_json(data: dict, out: str | None) -> None:
     if out:
-        _write_text(Path(out), "report.json", json.dumps(data, indent=2, default=str) + "\n")
+        _write_text(Path(out), "report.json", json_text(data) + "\n")
     else:
         print_json(data)
 

@@ -38,7 +38,7 @@ from sqlalchemy import make_url, select
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
-from ..console import errors
+from ..console import errors, json_text
 from ..errors import same_file
 from ..links import HOST_KEY
 from ..redact import MASK, mask_argv, mask_word, without_secrets_of
@@ -486,11 +486,11 @@ def _write_job(
         "link": report.experiment.bandwidth or HOST_KEY,
         **recipe,
     }
-    metrics = {key: float(getattr(job, field)) for key, field in JOB_METRICS.items() if _number(getattr(job, field))}
+    metrics = {key: float(getattr(job, field)) for key, field in JOB_METRICS.items() if _kept(getattr(job, field), key)}
     for parity in report.parity:
         if (parity.name, parity.mode, parity.policy, parity.group) == (job.name, job.mode, job.policy, job.group):
             difference = parity.max_abs_loss_diff
-            if _number(difference):
+            if _kept(difference, "loss_parity.max_abs_diff"):
                 metrics["loss_parity.max_abs_diff"] = float(difference)
             if parity.identical is not None:
                 metrics["loss_parity.identical"] = 1.0 if parity.identical else 0.0
@@ -501,7 +501,7 @@ def _write_job(
     for row in report.iterations.get(job.run_id or -1, []):
         stamp = int(row["wall_time"] * 1000) if _number(row.get("wall_time")) else _ms(job.started_at)
         for key, column in HISTORIES.items():
-            if _number(row.get(column)):
+            if _kept(row.get(column), key):
                 histories.append(Metric(key, float(row[column]), stamp, int(row["step"])))
     _log(client, run_id, params=_flat_params(params), metrics=metrics, histories=histories)
     _end(client, run_id, job.status, job.ended_at)
@@ -524,9 +524,7 @@ def _log_artifacts(
             written += 1
     client.log_dict(
         parent,
-        json.loads(
-            json.dumps(report_dict(report, {name: Path(path).name for name, path in pictures.items()}), default=str)
-        ),
+        json.loads(json_text(report_dict(report, {name: Path(path).name for name, path in pictures.items()}))),
         "report.json",
     )
     for group in report.groups:
@@ -592,6 +590,18 @@ def _signature(report: ExperimentReport, params: dict[int, dict[str, str]]) -> s
 def _number(value: Any) -> TypeGuard[float]:
     """A finite number (not a flag): what MLflow takes as a metric."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# a diverged job's losses, NaN or infinite, are metrics too: MLflow keeps a NaN (its SQL store an infinity as the
+# largest float), and a loss history that stopped at its last finite value would read as a healthy run
+NOT_FINITE_KEPT = frozenset({"loss", "final_loss", "loss_parity.max_abs_diff"})
+
+
+def _kept(value: Any, key: str) -> TypeGuard[float]:
+    """Whether `value` is written as metric `key`: a finite number, or any number for a loss (NOT_FINITE_KEPT)."""
+    if key in NOT_FINITE_KEPT:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return _number(value)
 
 
 def _ms(moment: str | None) -> int:

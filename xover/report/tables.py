@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -307,12 +308,15 @@ def _decided_on(decision: dict[str, Any] | None) -> str:
 
 
 def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with lists joined and tiny loss differences readable (0.00 would hide a 1e-7 drift)."""
+    """Rows with lists joined, tiny loss differences readable (0.00 would hide a 1e-7 drift) and a NaN final loss
+    said (a cell shows NaN as "-", the mark of no value)."""
     shown = []
     for row in rows:
         row = dict(row)
         if isinstance(row.get("jobs"), list):
             row["jobs"] = " + ".join(row["jobs"])
+        if isinstance(row.get("final_loss"), float) and math.isnan(row["final_loss"]):
+            row["final_loss"] = "nan"
         if isinstance(row.get("max_abs_loss_diff"), float):
             difference = row["max_abs_loss_diff"]
             row["max_abs_loss_diff"] = "0.0" if difference == 0 else f"{difference:.3g}"

@@ -50,7 +50,7 @@ from ..store.models import (
     TurnEvent,
     utcnow,
 )
-from ..store.queries import ITERATION_COLUMNS, run_inputs, snapshot_recipe
+from ..store.queries import iteration_metric, run_inputs, snapshot_recipe
 from ..store.session import Store
 from .adaptive import Segment
 from .jobs import JobSpec
@@ -307,7 +307,7 @@ class Recorder:
     @staticmethod
     def _store(session: Session, run_id: int, record: MetricRecord) -> None:
         if isinstance(record, IterationRecord):
-            session.add(IterationMetric(run_id=run_id, **{k: getattr(record, k) for k in ITERATION_COLUMNS}))
+            session.add(iteration_metric(run_id, record))
         elif isinstance(record, EvaluationRecord):
             if isinstance(record.value, (int, float)) and math.isfinite(record.value):
                 # a diverged job's NaN accuracy is not a measurement; its losses (NaN) say what happened

@@ -133,12 +133,14 @@ class IterationMetric(Base):
     communication_s: Mapped[float]  # exposed: waiting for the previous step's all-reduce
     wait_s: Mapped[float]  # waiting for the crossover turn
     samples: Mapped[int]  # samples processed by all ranks in this iteration
-    loss: Mapped[float | None]  # unknown for unmodified scripts (they print their own)
+    loss: Mapped[float | None]  # unknown for unmodified scripts (they print their own), or not finite (below)
     yields: Mapped[int | None]  # times the turn was given up mid-phase to a job ranked first
     link_s: Mapped[float | None]  # the step's all-reduces in flight: first gradient to last done
     comm_cpu_s: Mapped[float | None]  # CPU of the engine's communication threads in this iteration
     held: Mapped[list | None] = mapped_column(JSON)  # [start, end] wall times holding the turn
     evaluation_s: Mapped[float | None]  # of it, evaluating the model (IterationRecord.evaluation_s)
+    # a loss that was 'nan', 'inf' or '-inf' (its loss NULL: SQLite keeps a NaN as NULL, which says "not known")
+    loss_not_finite: Mapped[str | None] = mapped_column(String(4))
 
 
 class Evaluation(Base):

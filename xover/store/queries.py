@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from dataclasses import fields
@@ -62,6 +63,20 @@ def run_inputs(recipe: Recipe) -> dict[str, str] | None:
 ITERATION_COLUMNS = tuple(spec.name for spec in fields(IterationRecord))
 
 
+def iteration_metric(run_id: int, record: IterationRecord) -> IterationMetric:
+    """An iteration's row: its record's fields, a loss that is not finite kept as its word (loss_not_finite)."""
+    values = {column: getattr(record, column) for column in ITERATION_COLUMNS}
+    loss = record.loss
+    if loss is not None and not math.isfinite(loss):
+        values["loss"], values["loss_not_finite"] = None, str(float(loss))  # 'nan', 'inf', '-inf'
+    return IterationMetric(run_id=run_id, **values)
+
+
+def loss_of(metric: IterationMetric) -> float | None:
+    """An iteration's loss as it was: NaN or infinite where it was not finite, None where it is not known."""
+    return float(metric.loss_not_finite) if metric.loss_not_finite is not None else metric.loss
+
+
 def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
     """Every iteration of the runs, as plain rows in step order."""
     rows: dict[int, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
@@ -73,7 +88,8 @@ def iteration_rows(session: Session, run_ids: list[int]) -> dict[int, list[dict[
         .order_by(IterationMetric.run_id, IterationMetric.step)
     )
     for metric in session.scalars(query):
-        rows[metric.run_id].append({"run_id": metric.run_id, **{c: getattr(metric, c) for c in ITERATION_COLUMNS}})
+        row = {"run_id": metric.run_id, **{c: getattr(metric, c) for c in ITERATION_COLUMNS}}
+        rows[metric.run_id].append({**row, "loss": loss_of(metric)})
     return rows
 
 
@@ -117,10 +133,7 @@ def run_fields(run: Run) -> dict[str, Any]:
     }
 
 
-def losses(session: Session, run_id: int) -> list[float]:
-    """A run's loss at every iteration, in step order."""
-    return list(
-        session.scalars(
-            select(IterationMetric.loss).where(IterationMetric.run_id == run_id).order_by(IterationMetric.step)
-        )
-    )
+def losses(session: Session, run_id: int) -> list[float | None]:
+    """A run's loss at every iteration, in step order (NaN or infinite where it was not finite)."""
+    query = select(IterationMetric).where(IterationMetric.run_id == run_id).order_by(IterationMetric.step)
+    return [loss_of(metric) for metric in session.scalars(query)]
