@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from .cli_common import App, user_errors
-from .console import console, print_json, print_table
+from .console import console, counted, print_json, print_table
 from .flags import whole_flag
 from .run.supervise import interruptible
 
@@ -144,7 +144,7 @@ def down(json_out: Annotated[bool, typer.Option("--json", help="Print what was r
     elif removed["removed_namespaces"] or removed["removed_state_dir"]:
         console.print(
             f"removed namespaces {', '.join(removed['removed_namespaces']) or '-'}; stopped "
-            f"{removed['stopped_processes']} processes; removed the state directory"
+            f"{counted(removed['stopped_processes'], 'process', 'processes')}; removed the state directory"
         )
     else:
         console.print("no emulated cluster was up: nothing to remove")

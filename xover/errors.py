@@ -24,6 +24,14 @@ class XoverError(Exception):
     exit_code = 2
 
 
+class StartFailed(XoverError):
+    """A unit's start that failed once its runs were recorded (a host's turn server that did not start, a
+    launcher): its runs are kept as failed, so the command ends as a run whose job did not finish does (1), not
+    as refused input, which keeps nothing (2)."""
+
+    exit_code = 1
+
+
 def printable(text: str | os.PathLike) -> str:
     """`text` (a path, a name, a flag's value) as one line shows it: a byte that is not UTF-8 as \\xNN, a newline
     or another control character escaped (an error naming a value is one line, whatever the value holds)."""

@@ -126,3 +126,36 @@ def test_a_turn_server_is_listed_from_its_start_so_an_interrupt_while_it_is_awai
     finally:
         if pid is not None:
             _kill_group(pid)
+
+
+REFUSING_HOST_SSH = """#!/bin/sh
+# node9: every command runs here, as ssh would run it there; its sshd is down for the turn server's
+for last; do :; done
+case "$last" in
+  *xover.turns.server*) echo "ssh: connect to host node9 port 22: Connection refused" >&2; exit 255 ;;
+esac
+exec sh -c "$last"
+"""
+
+
+def test_a_turn_server_that_does_not_start_fails_the_run_with_exit_1_its_runs_kept(isolated_results, tmp_path,
+                                                                                   monkeypatch):
+    """A host whose sshd was down for the turn server: one line and exit 2, the exit of refused input that
+    keeps nothing, while its experiment was stored with its runs failed. Now exit 1, as a run whose jobs did not
+    finish: what it kept says why."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "ssh").write_text(REFUSING_HOST_SSH)
+    (folder / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    ran = subprocess.run([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "mlp-digits", "--mode",
+                          "crossover", "-H", "node9:2", "--iterations", "5"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert ran.returncode == 1, ran.stderr[-3000:]
+    assert "the crossover turn server on node9 did not start (ssh: connect to host node9 port 22: Connection " \
+           "refused)" in ran.stderr and "Traceback" not in ran.stderr, ran.stderr[-3000:]
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        runs = db.execute("SELECT status, error FROM runs").fetchall()
+        [(experiment, status)] = db.execute("SELECT id, status FROM experiments").fetchall()
+    assert status == "failed" and len(runs) == 2 and all(run[0] == "failed" for run in runs), runs
+    assert not tagged_processes(experiment)

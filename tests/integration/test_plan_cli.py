@@ -33,6 +33,11 @@ def test_plan_needs_profiles(isolated_results):
     result = _xover("plan", "mlp-digits", "--devices", "2")
     assert result.returncode == 2
     assert "no horovod profile of 'mlp-digits'" in result.stderr and "xover profile" in result.stderr
+    # the refusal made the store it looked in, and left it and its lock behind: bad input writes nothing
+    assert sorted(path.name for path in isolated_results.iterdir()) == [], list(isolated_results.iterdir())
+    deeper = isolated_results / "new" / "folder" / "x.db"
+    assert _xover("--db", str(deeper), "plan", "mlp-digits", "--devices", "2").returncode == 2
+    assert not (isolated_results / "new").exists()
 
 
 def test_the_profile_a_plan_asks_for_is_at_the_np_it_plans(isolated_results):

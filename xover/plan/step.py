@@ -36,7 +36,7 @@ from ..store.profiles import (
     profiled_script_hashes,
     tuning_here,
 )
-from ..store.session import open_store, store_files
+from ..store.session import missing_sqlite_file, open_store, remove_store_made_for_nothing, store_files
 from ..turns.policies import DEFAULT_POLICY, POLICIES
 from ..writes import write_whole
 from . import (
@@ -322,7 +322,14 @@ def plan_jobs(
         # a user's code. Checked before the profiles are looked up: a bad --out is said first
         inputs = [(recipe.path, "a job file given") for recipe in loaded if recipe.path]
         refuse_overwriting(path, [*store_files(db), *inputs, *_scripts_kept(loaded)], flag)
-        jobs, recipes, link, device_kind = profiles_of_recipes(db, loaded, link, host_list, engine)
+        missing = missing_sqlite_file(db)
+        new_folders = [folder for folder in missing.parents if not folder.exists()] if missing else []
+        try:
+            jobs, recipes, link, device_kind = profiles_of_recipes(db, loaded, link, host_list, engine)
+        except XoverError:  # no profile: no store either, where there was none (bad input writes nothing)
+            if missing is not None:
+                remove_store_made_for_nothing(db, new_folders)
+            raise
         scripted = script_entries(loaded)
     measured = NONE if trace_csv or link is None else measurements_of(db, loaded, engine, host_list, link)
     plan = make_plan(

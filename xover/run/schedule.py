@@ -31,7 +31,7 @@ from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
-from ..errors import XoverError
+from ..errors import StartFailed, XoverError
 from ..hosts import Device, is_local
 from ..links import HOST, Link
 from ..plan.decide import ready_to_start
@@ -288,6 +288,8 @@ class Scheduler:
                 with uninterrupted():
                     self._stop_unit(unit, *stopped_as(error))
                     running.remove(unit)
+                if isinstance(error, XoverError) and not isinstance(error, StartFailed) and unit.runs:
+                    raise StartFailed(str(error)) from None  # its runs are kept, failed: not refused input
                 raise
 
     def _batch(self, wait: float) -> list[tuple[int, Event]]:

@@ -137,6 +137,18 @@ def store_files(db: str | None = None) -> list[tuple[Path, str]]:
     ]
 
 
+def remove_store_made_for_nothing(db: str | None, folders: list[Path]) -> None:
+    """The files of a SQLite store that this command made and then had no use for (a plan refused for want of
+    profiles, which reads them from the store), and the `folders` made for it, deepest first: removed, so that
+    a refusal leaves nothing behind."""
+    for path, _ in store_files(db):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    for folder in folders:
+        with contextlib.suppress(OSError):  # not empty: something else was put there meanwhile
+            folder.rmdir()
+
+
 def shown_url(url: str) -> str:
     """The URL for messages: its password, and every query option that carries one (`?password=`,
     `&sslpassword=`, ...), shown as ***, whatever characters they hold (redact.py)."""
