@@ -140,3 +140,26 @@ def test_a_run_without_iterations_has_no_yields():
     assert job_summary({"mode": "crossover", "status": "failed"}, [], [])["yields"] is None
     row = {"iteration_s": 1.0, "samples": 1, "yields": 2}
     assert job_summary({"mode": "crossover", "status": "finished"}, [row, row], [])["yields"] == 4
+
+
+def test_a_plan_file_edited_by_hand_then_run_gets_no_prediction(isolated_results):
+    """Its jobs' lengths edited by hand (200 and 100 iterations to 30), the plan file kept the makespans predicted
+    for the old: `run` and `report` set 13.2 s predicted beside 10.2 s measured, as if it ran faster."""
+    from xover.plan import JobProfile, local_hosts, make_plan, plan_to_dict
+
+    plan = make_plan([JobProfile("a", 1, 10.0, 30.0, 0.1, iterations=200),
+                      JobProfile("b", 1, 30.0, 5.0, 0.1, iterations=100)], local_hosts(1))
+    edited = json.loads(json.dumps(plan_to_dict(plan)))
+    for job in edited["jobs"].values():
+        job["iterations"] = 10
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
+        session.add(recipe)
+        session.flush()
+        _experiment(session, recipe.id, PLANNED, "xover run plan.json", [("a", "crossover", 0, 38),
+                                                                          ("b", "crossover", 2, 40)], body=edited)
+    store.close()
+    planned = _said(PLANNED)
+    assert "makespan 40.0 s measured" in planned and "the plan predicted" not in planned, planned
+    assert json.loads(report(PLANNED, "--format", "json").stdout)["makespan"]["predicted_s"] is None

@@ -617,6 +617,20 @@ def test_plan_file_round_trip(jobs, hosts, algo):
     assert plan_to_dict(again) == document
 
 
+@FAST
+@given(job_lists(max_jobs=10, devices=(1, 2, 4), min_jobs=1), hosts_strategy)
+def test_a_plan_file_knows_when_its_jobs_were_edited_after_its_predictions(jobs, hosts):
+    """A plan file whose job lengths were edited by hand, then run: the run and its report set the makespan
+    predicted for the old lengths beside the one measured for the new."""
+    plan = make_plan(jobs, hosts, device_memory_gb=60)
+    document = json.loads(json.dumps(plan_to_dict(plan), allow_nan=False))  # as `xover plan` writes it
+    assert plan.predicted_for_its_jobs and plan_from_dict(document).predicted_for_its_jobs
+    if plan.jobs:
+        edited = copy.deepcopy(document)
+        edited["jobs"][plan.jobs[0].name]["iterations"] += 1
+        assert not plan_from_dict(edited).predicted_for_its_jobs
+
+
 def test_plan_for_the_documented_example():
     jobs = [
         JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.0),

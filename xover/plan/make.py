@@ -108,6 +108,13 @@ class Plan:
         return [job for group in self.groups for job in group.jobs]
 
     @property
+    def predicted_for_its_jobs(self) -> bool:
+        """Whether the plan's predicted makespans are for its jobs as they stand: a plan file edited by hand
+        (a job's iterations, its times) keeps the figures predicted for what it held before. Its one-after-
+        another makespan is a sum over its jobs of what the file holds of each: where it differs, one was edited."""
+        return math.isclose(sequential_duration_ms(self.jobs), self.sequential_makespan_ms, rel_tol=1e-6, abs_tol=1e-3)
+
+    @property
     def waves(self) -> int:
         """How deep the plan runs: one more than the deepest group's wave (0 for no groups)."""
         return 1 + max((group.wave for group in self.groups), default=-1)

@@ -29,6 +29,7 @@ from ..analysis import (
 from ..errors import XoverError, printable
 from ..hints import xover_command
 from ..links import Link
+from ..plan import plan_from_dict
 from ..redact import mask_credentials
 from ..results import (
     ExperimentInfo,
@@ -349,8 +350,10 @@ def plan_makespan(session: Session, experiment: Experiment) -> PlanMakespan | No
     info = experiment_row(experiment)
     one_after_another = info.modes_asked == [Mode.SEQUENTIAL.value]
     planned_jobs = body.get("jobs", {})
-    as_planned = not info.lengths_in_seconds and all(
-        run.iterations_planned == planned_jobs.get(run.name, {}).get("iterations") for run in experiment.runs
+    as_planned = (
+        not info.lengths_in_seconds
+        and all(run.iterations_planned == planned_jobs.get(run.name, {}).get("iterations") for run in experiment.runs)
+        and _predicted_for_its_jobs(body)
     )
     predicted_ms = body.get("sequential_makespan_ms" if one_after_another else "predicted_makespan_ms")
     other = _other_run_of_the_plan(session, experiment, body, not one_after_another)
@@ -361,6 +364,15 @@ def plan_makespan(session: Session, experiment: Experiment) -> PlanMakespan | No
         other_experiment=other.id if other is not None else None,
         other_s=_measured_makespan_s(other) if other is not None else None,
     )
+
+
+def _predicted_for_its_jobs(body: dict[str, Any]) -> bool:
+    """Whether a stored plan's predictions are for its jobs as they stand (Plan.predicted_for_its_jobs): a plan
+    file edited by hand, then run, is stored as it was run, with the figures predicted before the edit."""
+    try:
+        return plan_from_dict(body).predicted_for_its_jobs
+    except XoverError:  # a plan of an older xover, read no further: its figures as they are
+        return True
 
 
 def _each_job_once(experiment: Experiment) -> bool:

@@ -305,8 +305,9 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
 
 
 def lengths_as_planned(plan: Plan, options: RunOptions) -> bool:
-    """Whether the run kept the plan's lengths: no --seconds, and no --iterations other than the plan's own."""
-    if options.seconds is not None:
+    """Whether the run kept the plan's lengths: no --seconds, no --iterations other than the plan's own, and a plan
+    file whose jobs are those it predicted for (not edited by hand since)."""
+    if options.seconds is not None or not plan.predicted_for_its_jobs:
         return False
     return options.iterations is None or all(
         job.iterations == options.iterations for group in plan.groups for job in group.jobs
