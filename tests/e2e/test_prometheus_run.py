@@ -36,6 +36,10 @@ def test_prometheus_scrapes_a_crossover_run(prometheus, isolated_results):  # no
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     experiment = json.loads(run.stdout)["experiment"]
+    # where to scrape and with what, said once (a scrape without the token was a 401 that told nothing)
+    folder = credentials_folder()
+    assert f"metrics: https://localhost:{port}/metrics while the run lasts, to the bearer token in {folder}/token" \
+        in " ".join(run.stderr.split()), run.stderr[-3000:]
 
     iterations = server.wait_for(f"last_over_time(xover_job_iterations_total{WINDOW})",
                                  until=lambda result: {s["metric"].get("job") for s in result} == JOBS)

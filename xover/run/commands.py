@@ -27,6 +27,7 @@ from ..sharing import PLANNED, Mode, adapts, modes_of
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
+from ..turns.credentials import CERTIFICATE_FILE, TOKEN_FILE, credentials_folder
 from ..turns.policies import DEFAULT_POLICY
 from .experiment import experiment, lease_devices, link_of, settings_from_env
 from .exporter import PrometheusSink, check_port, run_facts
@@ -301,7 +302,18 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     on; None when neither asks for one."""
     if port is None:
         return None
-    return PrometheusSink(port, run_facts(groups, planned))
+    sink = PrometheusSink(port, run_facts(groups, planned))
+    folder = credentials_folder()
+    host = f"[{sink.address}]" if ":" in sink.address else sink.address
+    # said once: a first scrape without the token is a 401 that tells nothing of where the token is
+    errors.print(
+        f"metrics: https://{host}:{sink.port}/metrics while the run lasts, to the bearer token in "
+        f"{folder / TOKEN_FILE} (certificate {folder / CERTIFICATE_FILE}; docs/reference.md: Prometheus metrics)",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    return sink
 
 
 def lengths_as_planned(plan: Plan, options: RunOptions) -> bool:
