@@ -37,7 +37,10 @@ def makespan(report: dict, plan: Plan) -> float:
     """First job start to last job end, as `xover run` measures a plan run as scheduled (its JSON
     carries it for crossover and concurrent; a sequential run is a comparison, which does not)."""
     jobs = [RunResult.from_summary(job) for job in report["jobs"]]
-    return schedule_summary(jobs, plan, wall_s=0.0)["measured_makespan_s"]
+    measured = schedule_summary(jobs, plan)["measured_makespan_s"]
+    if measured is None:  # as `xover run` and `xover report` say: no makespan unless every job finished
+        sys.exit(f"experiment {report['experiment']}: a job did not finish, so it has no makespan")
+    return measured
 
 
 def main() -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .links import Link
@@ -23,6 +24,16 @@ from .sharing import ADAPTIVE, ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, S
 def mode_rank(mode: str | None) -> int:
     """A mode's place in MODE_ORDER (unknown modes last)."""
     return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
+
+
+def measured_makespan_s(runs: Iterable[tuple[str | None, datetime | None, datetime | None]]) -> float | None:
+    """A plan's run's makespan from its runs' (status, start, end): first job's start to last job's end, in
+    seconds; None unless every job finished (one cancelled, failed or cut short ended early, and the span is
+    no makespan of the plan). `xover run`'s end-of-run line and `xover report`'s both say this one."""
+    spans = list(runs)
+    if not spans or any(status != RunStatus.FINISHED or start is None or end is None for status, start, end in spans):
+        return None
+    return (max(end for _, _, end in spans if end) - min(start for _, start, _ in spans if start)).total_seconds()
 
 
 @dataclass(frozen=True)

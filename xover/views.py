@@ -140,8 +140,13 @@ def show_run(result: Any, as_json: bool) -> None:
             if schedule["lengths_as_planned"]
             else "the plan's predicted makespans are for its jobs' planned lengths, and this run gave them others"
         )
+        measured_s = schedule["measured_makespan_s"]
+        # as `xover report` says it (report/tables.makespan_line): a job that did not finish leaves no makespan
+        makespan = "makespan: not measured, a job did not finish"
+        if measured_s is not None:
+            makespan = f"makespan {measured_s:.1f} s measured"
         console.print(
-            f"makespan {schedule['measured_makespan_s']:.1f} s measured; up to {overlapping} "
+            f"{makespan}; up to {overlapping} "
             f"group{'' if overlapping == 1 else 's'} ran at once ({predicted}; `xover run PLAN --mode sequential` "
             "with the same options runs its jobs one after another, as `make demo` does to set the two side by side)"
         )

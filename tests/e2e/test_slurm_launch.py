@@ -57,8 +57,19 @@ def test_a_cancelled_slurm_job_is_recorded_as_cancelled(slurm_cluster, isolated_
     out, err = xover.communicate(timeout=300)
     assert xover.returncode == 1, err[-3000:]  # a group did not finish
     assert f"Slurm job {job_id} CANCELLED" in err
-    statuses = {j["status"] for j in json.loads(out)["jobs"]}
+    ran = json.loads(out)
+    statuses = {j["status"] for j in ran["jobs"]}
     assert statuses == {"cancelled"}
+    # xover ran the experiment to its end, but its job was cancelled: every view says cancelled, not finished
+    for args in (["all"], [ran["experiment"]]):
+        shown = subprocess.run([*XOVER, "report", *args, "--format", "json"], capture_output=True, text=True,
+                               timeout=120)
+        assert shown.returncode == 0, shown.stderr[-3000:]
+        report = json.loads(shown.stdout)
+        assert ([row["status"] for row in report["experiments"]] if args == ["all"]
+                else [report["experiment"]["status"]]) == ["cancelled"], report
+    if ran.get("schedule") is not None:  # no makespan where a job did not finish, as `xover report` says
+        assert ran["schedule"]["measured_makespan_s"] is None, ran["schedule"]
 
 
 def test_timeout_cancels_the_slurm_jobs_and_records_them(slurm_cluster, isolated_results, tmp_path):  # noqa: F811

@@ -8,7 +8,7 @@ from xover.results import RunResult
 
 
 def _job(name: str, mode: str, group: int, start: str, end: str, shared: float, alone: float) -> dict:
-    return RunResult(name=name, mode=mode, group=group, started_at=f"2026-11-28 10:{start}",
+    return RunResult(name=name, mode=mode, group=group, status="finished", started_at=f"2026-11-28 10:{start}",
                      ended_at=f"2026-11-28 10:{end}", samples_per_s=alone, samples_per_s_shared=shared).to_json()
 
 

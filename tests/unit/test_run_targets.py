@@ -67,17 +67,19 @@ def test_a_plan_run_at_other_lengths_does_not_set_the_plans_makespans_beside_its
     """`xover run PLAN --iterations 6` printed 'makespan 9.9 s measured ... the plan predicted 29.4 s': the
     prediction was for the plan's lengths."""
     from xover.plan import Plan
-    from xover.results import RunOutcome
+    from xover.results import RunOutcome, RunResult
     from xover.run.commands import schedule_summary
     from xover.views import show_run
 
     plan = Plan(algo="none", hosts=[], groups=[], unplaced=[], predicted_aggregate_gain=1.0,
                 predicted_makespan_ms=29_400, sequential_makespan_ms=33_600)
+    jobs = [RunResult(name="a", group=0, status="finished", started_at="2026-12-07 00:00:00.100000",
+                      ended_at="2026-12-07 00:00:10")]
     for as_planned, said in ((True, "the plan predicted 29.4 s, and 33.6 s for its jobs one after another"),
                              (False, "the plan's predicted makespans are for its jobs' planned lengths, and this "
                                      "run gave them others")):
-        schedule = schedule_summary([], plan, 9.9, as_planned)
-        assert schedule["lengths_as_planned"] is as_planned and schedule["measured_makespan_s"] == 9.9
+        schedule = schedule_summary(jobs, plan, as_planned)
+        assert schedule["lengths_as_planned"] is as_planned and schedule["measured_makespan_s"] == pytest.approx(9.9)
         show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["planned"], policies=[],
                             jobs=[], groups=[], schedule=schedule), as_json=False)
         shown = " ".join(capsys.readouterr().out.split())

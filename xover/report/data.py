@@ -40,6 +40,7 @@ from ..results import (
     NotStarted,
     ParityResult,
     RunResult,
+    measured_makespan_s,
     mode_rank,
 )
 from ..run.record import not_started_units, reconcile_lost
@@ -205,13 +206,21 @@ def experiment_row(experiment: Experiment) -> ExperimentInfo:
     )
 
 
+# how a run that did not finish ends an experiment xover ran to its end: the first of these its runs ended as
+# (a run `stopped` only shared the devices of a job whose end ended its unit: its experiment finished)
+ENDED_SHORT = (RunStatus.FAILED, RunStatus.LOST, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
+
+
 def experiment_status(stored: str, run_statuses: Iterable[str | None]) -> str:
     """The status every view of the report shows for an experiment (the listing, the page, the JSON, MLflow):
-    the one stored, but `failed` where it finished with a run that failed. The experiment's row says
-    `finished` once xover ran it to its end, whatever its jobs did."""
-    if stored == RunStatus.FINISHED and any(status == RunStatus.FAILED for status in run_statuses):
-        return RunStatus.FAILED.value
-    return stored
+    the one stored, but where it is `finished`, how its runs ended: the first of ENDED_SHORT that a run of it
+    ended as (`failed` where a job failed; `cancelled` where its scheduler cancelled a job, scancel; `timeout`
+    where a job hit its scheduler's time limit). The experiment's row says `finished` once xover ran it to its
+    end, whatever its jobs did; a status it stored otherwise (interrupted, timeout, failed, lost) stays."""
+    if stored != RunStatus.FINISHED:
+        return stored
+    ended = {str(status) for status in run_statuses}  # values: a RunStatus hashes by its name
+    return next((status.value for status in ENDED_SHORT if status.value in ended), stored)
 
 
 def _utc_text(moment: datetime | None) -> str | None:
@@ -381,13 +390,8 @@ def _each_job_once(experiment: Experiment) -> bool:
 
 
 def _measured_makespan_s(experiment: Experiment) -> float | None:
-    """First job's start to last job's end; None unless every job finished."""
-    runs = experiment.runs
-    starts = [run.started_at for run in runs if run.status == RunStatus.FINISHED and run.started_at is not None]
-    ends = [run.ended_at for run in runs if run.status == RunStatus.FINISHED and run.ended_at is not None]
-    if not runs or not len(starts) == len(ends) == len(runs):
-        return None
-    return (max(ends) - min(starts)).total_seconds()
+    """First job's start to last job's end; None unless every job finished (results.measured_makespan_s)."""
+    return measured_makespan_s((run.status, run.started_at, run.ended_at) for run in experiment.runs)
 
 
 def _other_run_of_the_plan(

@@ -8,7 +8,6 @@ is in experiment.py, the units a group runs as in units.py).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -20,7 +19,7 @@ from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
-from ..results import RunOutcome, RunResult
+from ..results import RunOutcome, RunResult, measured_makespan_s
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import PLANNED, Mode, adapts, modes_of
@@ -254,10 +253,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         if plan is not None:
             with store.session() as session, session.begin():
                 request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
-        started = time.time()
         launched = chosen.launch(request)
         current, launcher_jobs = launched.experiment, launched.launcher_jobs
-        makespan_s = time.time() - started
     finally:
         if request.exporter is not None:
             request.exporter.stop()  # the run's end closed it already, unless it never began
@@ -288,7 +285,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         launcher=chosen.name,
         launcher_jobs=dict(launcher_jobs or {}),
         schedule=(
-            schedule_summary(jobs, plan, makespan_s, lengths_as_planned(plan, options))
+            schedule_summary(jobs, plan, lengths_as_planned(plan, options))
             if plan is not None and not comparison
             else None
         ),
@@ -336,22 +333,24 @@ def predicted_for(group: GroupToRun, way: str) -> float | None:
     return group.predicted_by_sharing.get(way)
 
 
-def schedule_summary(
-    jobs: list[RunResult], plan: Plan, wall_s: float, lengths_as_planned: bool = True
-) -> dict[str, Any]:
-    """A plan run as scheduled: measured makespan (first job start to last job end) next to the plan's
-    prediction and to running its jobs one after another; those two are for the plan's lengths, so they
-    are set beside the measured one only where the run kept them (not under --iterations or --seconds)."""
-    starts = [datetime.fromisoformat(j.started_at) for j in jobs if j.started_at]
-    ends = [datetime.fromisoformat(j.ended_at) for j in jobs if j.ended_at]
-    measured = (max(ends) - min(starts)).total_seconds() if starts and ends else wall_s
+def schedule_summary(jobs: list[RunResult], plan: Plan, lengths_as_planned: bool = True) -> dict[str, Any]:
+    """A plan run as scheduled: measured makespan (first job start to last job end; None unless every job
+    finished, as `xover report` says it: results.measured_makespan_s) next to the plan's prediction and to
+    running its jobs one after another; those two are for the plan's lengths, so they are set beside the
+    measured one only where the run kept them (not under --iterations or --seconds)."""
     return {
-        "measured_makespan_s": measured,
+        "measured_makespan_s": measured_makespan_s(
+            (job.status, _moment(job.started_at), _moment(job.ended_at)) for job in jobs
+        ),
         "predicted_makespan_s": plan.predicted_makespan_ms / 1000,
         "sequential_makespan_s": plan.sequential_makespan_ms / 1000,
         "groups_overlapping": _overlapping_groups(jobs),
         "lengths_as_planned": lengths_as_planned,
     }
+
+
+def _moment(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
 
 
 def _overlapping_groups(jobs: list[RunResult]) -> int:
