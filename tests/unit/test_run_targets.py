@@ -113,11 +113,15 @@ def test_a_plan_run_with_its_own_iterations_keeps_its_lengths():
 
     from xover.run.commands import lengths_as_planned
 
-    plan = SimpleNamespace(groups=[SimpleNamespace(jobs=[SimpleNamespace(iterations=5), SimpleNamespace(iterations=5)])])
+    plan = SimpleNamespace(groups=[SimpleNamespace(jobs=[SimpleNamespace(iterations=5), SimpleNamespace(iterations=5)])],
+                           predicted_for_its_jobs=True)
     assert lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=None))
     assert lengths_as_planned(plan, SimpleNamespace(iterations=5, seconds=None))
     assert not lengths_as_planned(plan, SimpleNamespace(iterations=6, seconds=None))
     assert not lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=15.0))
+    # a plan file whose jobs were edited by hand after its predictions (Plan.predicted_for_its_jobs)
+    edited = SimpleNamespace(**{**vars(plan), "predicted_for_its_jobs": False})
+    assert not lengths_as_planned(edited, SimpleNamespace(iterations=None, seconds=None))
 
 
 def _plan_file(tmp_path, device_kind=None, host="localhost"):
