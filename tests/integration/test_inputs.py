@@ -551,8 +551,8 @@ def test_a_bad_option_value_names_its_field(clean, tmp_path, table, key, value):
 
 
 @pytest.mark.parametrize("row, words", [
-    ("a/b,2,100,10,1,", "name must be letters"),
-    ("my job,2,100,10,1,", "name must be letters"),
+    ("a/b,2,100,10,1,", "name must be ASCII letters"),
+    ("my job,2,100,10,1,", "name must be ASCII letters"),
     ("a,2,100,30,1,20", "link_ms 20 is below comm_ms 30"),
 ])
 def test_a_trace_name_or_link_time_that_cannot_be_is_refused(clean, tmp_path, row, words):
@@ -569,7 +569,7 @@ def test_a_plan_file_job_name_that_cannot_name_a_folder_is_refused(clean, tmp_pa
     out = tmp_path / "p.json"
     assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]).exit_code == 0
     out.write_text(out.read_text().replace('"a"', '"../a"'))
-    _one_clear_line(runner.invoke(app, ["run", str(out)]), str(out), "jobs.../a", "name must be letters")
+    _one_clear_line(runner.invoke(app, ["run", str(out)]), str(out), "jobs.../a", "name must be ASCII letters")
 
 
 def test_a_plan_with_nothing_placed_is_not_run(clean, tmp_path):

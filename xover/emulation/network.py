@@ -56,6 +56,17 @@ def missing_tools() -> list[str]:
     return [tool for tool in ("unshare", "nsenter", "ip", "tc", "sysctl") if shutil.which(tool) is None]
 
 
+def refuse_without_tools(rate: str) -> None:
+    """--bandwidth `rate` where a tool the shaped network needs is not on PATH: refused, naming them. A run asks
+    before it records a unit's runs (refused input keeps nothing), and the network again as it is built."""
+    missing = missing_tools()
+    if missing:
+        raise XoverError(
+            f"--bandwidth {rate}: {', '.join(missing)} not found (util-linux, iproute2, procps); install them, or "
+            "drop --bandwidth to use the host network"
+        )
+
+
 class ShapedNetwork:
     """A unit's shaped network (--bandwidth): a private namespace whose loopback carries every node's share,
     alive while the `with` block lasts."""
@@ -68,12 +79,7 @@ class ShapedNetwork:
         self.holder: subprocess.Popen | None = None
 
     def __enter__(self) -> ShapedNetwork:
-        missing = missing_tools()
-        if missing:
-            raise XoverError(
-                f"--bandwidth {self.rate}: {', '.join(missing)} not found (util-linux, iproute2, "
-                "procps); install them, or drop --bandwidth to use the host network"
-            )
+        refuse_without_tools(self.rate)
         script = (
             f"ip link set lo mtu {LINK_MTU} up && sysctl -qw net.ipv4.tcp_limit_output_bytes={SOCKET_QUEUE_BYTES} "
             f"&& {shaping_commands('lo', self.loopback_rate)} "

@@ -30,6 +30,7 @@ from typing import Any
 from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
+from ..emulation.network import refuse_without_tools
 from ..engines import ENGINES
 from ..errors import StartFailed, XoverError
 from ..hosts import Device, is_local
@@ -455,6 +456,8 @@ class Scheduler:
         remote = [host for host in hosts if not is_local(host)]
         prefix = prefix_to_reach(hosts)
         link = run_link(hosts, context.link)  # a shaped loopback across hosts is refused
+        if link.shaped_rate is not None:
+            refuse_without_tools(link.shaped_rate)  # before its runs are recorded: refused input keeps nothing
         if context.reaper is not None:
             for host in remote:
                 context.reaper.add_host(host, prefix)
