@@ -11,7 +11,7 @@ their network as it is.
 from __future__ import annotations
 
 from ..emulation import cluster
-from ..emulation.network import HostNetwork, ShapedNetwork, network_for
+from ..emulation.network import HostNetwork, ShapedNetwork, network_for, refuse_without_tools
 from ..errors import XoverError
 from ..hosts import is_local
 from ..links import HOST, Link
@@ -56,6 +56,13 @@ def run_link(hosts: list[str], asked: Link | None) -> Link:
             "network as it is (an emulated cluster shapes its NICs at `xover cluster up --bandwidth`)"
         )
     return Link.cluster(cluster.cluster_rate()) if all(cluster.is_emulated_host(h) for h in remote) else HOST
+
+
+def refuse_unshapable(link: Link) -> None:
+    """A shaped link (--bandwidth) where a tool it needs is not on PATH: refused, before anything of a unit is
+    recorded or started."""
+    if link.shaped_rate is not None:
+        refuse_without_tools(link.shaped_rate)
 
 
 def shaped_link(rate: str | None, env: dict[str, str] | None = None, nodes: int = 1) -> ShapedNetwork | HostNetwork:

@@ -30,7 +30,6 @@ from typing import Any
 from ..config import XOVER_ROOT
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
-from ..emulation.network import refuse_without_tools
 from ..engines import ENGINES
 from ..errors import StartFailed, XoverError
 from ..hosts import Device, is_local
@@ -65,7 +64,7 @@ from .external.torchrun import remove_kept
 from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
-from .reach import prefix_to_reach, run_link, shaped_link
+from .reach import prefix_to_reach, refuse_unshapable, run_link, shaped_link
 from .record import Recorder, failure_reason, failure_summary, shim_refusal
 from .sinks import GroupLabels, JobLabels, MetricSink, deliver
 from .supervise import (
@@ -456,8 +455,7 @@ class Scheduler:
         remote = [host for host in hosts if not is_local(host)]
         prefix = prefix_to_reach(hosts)
         link = run_link(hosts, context.link)  # a shaped loopback across hosts is refused
-        if link.shaped_rate is not None:
-            refuse_without_tools(link.shaped_rate)  # before its runs are recorded: refused input keeps nothing
+        refuse_unshapable(link)  # before its runs are recorded: refused input keeps nothing
         if context.reaper is not None:
             for host in remote:
                 context.reaper.add_host(host, prefix)
