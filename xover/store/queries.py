@@ -131,9 +131,3 @@ def run_fields(run: Run) -> dict[str, Any]:
         # where its ranks gave up crossover turns (the rest of that rank's run went without them)
         "turns_lost": (run.turn_stats or {}).get("lost") or None,
     }
-
-
-def losses(session: Session, run_id: int) -> list[float | None]:
-    """A run's loss at every iteration, in step order (NaN or infinite where it was not finite)."""
-    query = select(IterationMetric).where(IterationMetric.run_id == run_id).order_by(IterationMetric.step)
-    return [loss_of(metric) for metric in session.scalars(query)]
