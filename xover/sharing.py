@@ -4,7 +4,7 @@ of sharing a group's devices, each way one registered object (as a turn policy i
     Mode          what a run row records: solo (`xover train`), profile, sequential (each job alone in a
                   comparison), and the mode of each way of sharing that runs as its own (concurrent, crossover,
                   adaptive)
-    RunStatus     where a run is, and how it ended
+    RunStatus     where a run is, and how it ended (experiment_status: an experiment's, from its runs')
     WayOfSharing  one way a group's jobs share their devices: its name, the mode its runs are made in,
                   whether it needs turn servers or an MPS daemon, how the planner simulates it, and how its
                   runs are compared and labelled
@@ -16,6 +16,7 @@ This module loads nothing of xover but its errors: every room, the workers' incl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -76,6 +77,23 @@ class RunStatus(str, Enum):
 
 
 OPEN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+
+# how a run that did not finish ends an experiment xover ran to its end: the first of these its runs ended as
+# (a run `stopped` only shared the devices of a job whose end ended its unit: its experiment finished)
+ENDED_SHORT = (RunStatus.FAILED, RunStatus.LOST, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
+
+
+def experiment_status(stored: str, run_statuses: Iterable[str | None]) -> str:
+    """The status every view shows for an experiment (the report's listing, page and JSON, MLflow, and the run's
+    metric sinks as it closes):
+    the one stored, but where it is `finished`, how its runs ended: the first of ENDED_SHORT that a run of it
+    ended as (`failed` where a job failed; `cancelled` where its scheduler cancelled a job, scancel; `timeout`
+    where a job hit its scheduler's time limit). The experiment's row says `finished` once xover ran it to its
+    end, whatever its jobs did; a status it stored otherwise (interrupted, timeout, failed, lost) stays."""
+    if stored != RunStatus.FINISHED:
+        return stored
+    ended = {str(status) for status in run_statuses}  # values: a RunStatus hashes by its name
+    return next((status.value for status in ENDED_SHORT if status.value in ended), stored)
 
 
 @dataclass(frozen=True)

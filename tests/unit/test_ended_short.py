@@ -6,11 +6,10 @@ measured, a job did not finish'."""
 import pytest
 
 from xover.plan import Plan
-from xover.report.data import experiment_status
 from xover.report.mlflow import STATUS
 from xover.results import RunOutcome, RunResult, measured_makespan_s
 from xover.run.commands import schedule_summary
-from xover.sharing import RunStatus
+from xover.sharing import RunStatus, experiment_status
 
 
 @pytest.mark.parametrize(("runs", "shown"), [

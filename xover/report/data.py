@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,7 +44,7 @@ from ..results import (
 )
 from ..run.record import not_started_units, reconcile_lost
 from ..scripts import local_modules
-from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, RunStatus
+from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, experiment_status
 from ..store.models import Experiment, PlanGroup, RecipeSnapshot, Replay, Run, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
@@ -204,23 +203,6 @@ def experiment_row(experiment: Experiment) -> ExperimentInfo:
         created_at=_utc_text(experiment.created_at),
         ended_at=_utc_text(experiment.ended_at),
     )
-
-
-# how a run that did not finish ends an experiment xover ran to its end: the first of these its runs ended as
-# (a run `stopped` only shared the devices of a job whose end ended its unit: its experiment finished)
-ENDED_SHORT = (RunStatus.FAILED, RunStatus.LOST, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
-
-
-def experiment_status(stored: str, run_statuses: Iterable[str | None]) -> str:
-    """The status every view of the report shows for an experiment (the listing, the page, the JSON, MLflow):
-    the one stored, but where it is `finished`, how its runs ended: the first of ENDED_SHORT that a run of it
-    ended as (`failed` where a job failed; `cancelled` where its scheduler cancelled a job, scancel; `timeout`
-    where a job hit its scheduler's time limit). The experiment's row says `finished` once xover ran it to its
-    end, whatever its jobs did; a status it stored otherwise (interrupted, timeout, failed, lost) stays."""
-    if stored != RunStatus.FINISHED:
-        return stored
-    ended = {str(status) for status in run_statuses}  # values: a RunStatus hashes by its name
-    return next((status.value for status in ENDED_SHORT if status.value in ended), stored)
 
 
 def _utc_text(moment: datetime | None) -> str | None:

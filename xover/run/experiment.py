@@ -25,7 +25,7 @@ from ..errors import XoverError
 from ..hints import xover_command
 from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
-from ..sharing import RunStatus
+from ..sharing import RunStatus, experiment_status
 from ..store.queries import new_experiment_id
 from ..store.session import Store
 from .adaptive import AdaptiveSettings
@@ -171,11 +171,21 @@ def experiment(
             if refused:
                 with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
-            deliver(context.sinks, lambda sink: sink.closed(status))
+            shown = shown_status(recorder, status)
+            deliver(context.sinks, lambda sink: sink.closed(shown))
             reaper.done()
     if stopped is not None:  # the one line it ends with says which job was still running, and where to look
         with uninterrupted():
             raise stopped(stopped_words(recorder, status, results_dir)) from None
+
+
+def shown_status(recorder: Recorder, status: str) -> str:
+    """The experiment's status as its sinks are told it at its close: how its runs ended where it ran to its end
+    (`failed` where a job failed), as the report shows it (sharing.experiment_status)."""
+    try:
+        return experiment_status(status, recorder.run_statuses())
+    except Exception:  # noqa: BLE001 - a store that fails now (full disk, gone) must not keep the sinks unclosed
+        return status
 
 
 def stopped_words(recorder: Recorder, status: str, results_dir: Path) -> str:

@@ -173,6 +173,11 @@ class Recorder:
                 if run.status in ACTIVE_STATUSES:
                     run.status, run.ended_at = left_as, utcnow()
 
+    def run_statuses(self) -> list[str]:
+        """How each run of the experiment ended (or where it is), in the order they were made."""
+        with self._transaction() as session:
+            return list(session.scalars(select(Run.status).where(Run.experiment_id == self.experiment_id)))
+
     def runs_as_they_ended(self) -> str:
         """Each run of the experiment as it ended ('name (mode): status after N iterations'), for the line a run that
         --timeout or Ctrl-C cut short ends with: which job was still running is what a user looks for."""
