@@ -179,7 +179,7 @@ def test_adaptive_measured_ahead_of_both_fixed_ways_is_planned_again(isolated_re
     _compared(db, crossover=1.35, concurrent=1.52, adaptive=1.62)  # concurrent clearly ahead of crossover
     group = _plan(db, tmp_path)
     assert group.sharing == "adaptive" and group.predicted_gain == pytest.approx(1.62)
-    assert group.sharing_reason.endswith("; but adaptive measured 1.62 on these jobs, ahead of it by 6.2%, more than "
+    assert group.sharing_reason.endswith("; but adaptive measured 1.62 on these jobs, concurrent 6.2% below it, more than "
                                          "the error of the two figures (4.0%)")
     # and the group does not settle on the two ways' figures, which do not describe the states it switches between
     assert unit_measured() is None

@@ -214,7 +214,7 @@ def test_ways_closer_than_the_models_error_pick_adaptive_and_say_why():
     assert close.reason == ("crossover 1.40 (simulated), concurrent 1.36 (simulated): 2.9% apart, within the model's "
                             "measured error (7.8%); adaptive measures both while it runs")
     clear = pick_sharing(_ways(1.40, 1.20, [a, b]), [a, b])
-    assert clear.sharing == "crossover" and "crossover ahead by 14.3%, more than the model's measured error" in clear.reason
+    assert clear.sharing == "crossover" and "crossover ahead, concurrent 14.3% below it, more than the model's measured error" in clear.reason
     behind = pick_sharing(_ways(1.10, 1.40, [a, b]), [a, b])
     assert behind.sharing == "concurrent"
 
@@ -238,7 +238,7 @@ def test_adaptive_measured_clearly_ahead_of_the_better_fixed_way_is_picked():
     ahead = {**ways, "adaptive": measured_prediction([a, b], "adaptive", "work-conserving", {"a": 0.8, "b": 0.72})}
     found = pick_sharing(ahead, [a, b], {**both, "adaptive": "measured"})
     assert found.sharing == "adaptive" and found.prediction.gain == pytest.approx(1.52)
-    assert found.reason.endswith("; but adaptive measured 1.52 on these jobs, ahead of it by 7.9%, more than the "
+    assert found.reason.endswith("; but adaptive measured 1.52 on these jobs, crossover 7.9% below it, more than the "
                                  "error of the two figures (4.0%)")
     # within the error of the two figures: the fixed way, as before
     near = {**ways, "adaptive": measured_prediction([a, b], "adaptive", "work-conserving", {"a": 0.75, "b": 0.7})}

@@ -64,7 +64,9 @@ def test_columns_in_any_order_with_byte_order_mark_and_blank_lines(tmp_path):
         (HEADER + "\na,1,10,10,-1\n", 2, "memory_gb must be >= 0"),
         (HEADER + ",data_ms\na,1,10,10,1,-3\n", 2, "data_ms must be >= 0"),
         (HEADER + ",interference\na,1,10,10,1,-0.6\n", 2, "interference must be >= -0.5"),
-        (HEADER + ",interference_link_share\na,1,10,10,1,0\n", 2, "interference_link_share must be a finite number > 0"),
+        (HEADER + ",interference_link_share\na,1,10,10,1,0\n", 2, "interference_link_share is a share of the partner's "
+         "iteration, a number > 0 and <= 1, got 0.0"),
+        (HEADER + ",interference_link_share\na,1,10,10,1,1.5\n", 2, "a number > 0 and <= 1, got 1.5"),
         (HEADER + ",iterations\na,1,10,10,1,0\n", 2, "iterations must be a whole number >= 1"),
         (HEADER + ",iterations\na,1,10,10,1,ten\n", 2, "iterations must be a whole number"),
         # 1e12 was "must be a whole number": a whole number as a spreadsheet writes it is read, and its size told

@@ -215,9 +215,10 @@ def _profile_problem(job: JobProfile) -> str | None:
             return f"{field_name} must be a finite number > 0, got {stretch!r}"
     share = job.interference_link_share
     if share is not None and (
-        isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or share <= 0
+        isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or not 0 < share <= 1
     ):
-        return f"interference_link_share must be a finite number > 0, got {share!r}"
+        # the reference partner's time on the link over its iteration (l / T): a share, never above 1
+        return f"interference_link_share is a share of the partner's iteration, a number > 0 and <= 1, got {share!r}"
     if job.max_slowdown is not None and (
         isinstance(job.max_slowdown, bool)
         or not isinstance(job.max_slowdown, (int, float))

@@ -349,15 +349,19 @@ def pick_sharing(
         chosen = adaptive or replace(better, sharing=ADAPTIVE.name)
         reason = f"{figures}: {gap:.1%} apart, within {whose} error ({error:.1%}); adaptive measures both while it runs"
         return SharingPick(chosen, reason, predictions, sources)
-    reason = f"{figures}: {better.sharing} ahead by {gap:.1%}, more than {whose} error ({error:.1%})"
+    # the lead is of the larger figure (what is set against a relative error): said as the other's distance below
+    # it, since "ahead by 29.7%" read low for 1.51 against 1.06
+    reason = (
+        f"{figures}: {better.sharing} ahead, {other.sharing} {gap:.1%} below it, more than {whose} error ({error:.1%})"
+    )
     if adaptive is not None and acceptable(adaptive, jobs):
         # what ran beats what either fixed way promises: a plan that learns from what ran takes it
         ahead = lead(adaptive.gain, better.gain)
         against = calibration.measured_error if sources.get(better.sharing) == MEASURED else calibration.model_error
         if ahead > against:
             reason += (
-                f"; but {ADAPTIVE.name} measured {adaptive.gain:.2f} on these jobs, ahead of it by {ahead:.1%}, "
-                f"more than the error of the two figures ({against:.1%})"
+                f"; but {ADAPTIVE.name} measured {adaptive.gain:.2f} on these jobs, {better.sharing} {ahead:.1%} below "
+                f"it, more than the error of the two figures ({against:.1%})"
             )
             return SharingPick(adaptive, reason, predictions, sources)
     return SharingPick(better, reason, predictions, sources)
