@@ -266,3 +266,26 @@ def test_the_fault_injection_suite_in_short_finds_nothing_left(tmp_path):
     trials = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert sorted(t["fault"] for t in trials) == ["kill-rank", "kill-xover"]
     assert "2 trials" in done.stdout
+
+
+def test_a_store_deleted_during_a_run_ends_it_saying_its_records_are_lost(isolated_results):
+    """SQLite writes on into a store's file deleted under it: the run went on and ended with exit 0 and a summary
+    naming `xover report ID`, whose store no longer existed. Now its next write stops it: exit 1 and one line."""
+    db = isolated_results / "xover.db"
+    xover = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "--np", "1", "--mode", "sequential",
+                              "--iterations", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 1)
+        experiment = _experiment(db)
+        db.unlink()
+        out, err = xover.communicate(timeout=240)
+    finally:
+        if xover.poll() is None:
+            xover.kill()
+            xover.wait()
+    assert xover.returncode == 1, err[-2000:]
+    assert "Traceback" not in err and "xover report" not in out + err, err[-2000:]
+    [line] = [line for line in err.splitlines() if "was removed during the run" in line]
+    assert f"the store {db} was removed during the run, so this run's records are lost (experiment {experiment})" in line
+    assert f"its logs are still in {isolated_results / 'results' / 'runs' / experiment}" in line
+    assert not db.exists()  # no new, empty store made at its path

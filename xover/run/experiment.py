@@ -27,7 +27,7 @@ from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus, experiment_status
 from ..store.queries import new_experiment_id
-from ..store.session import Store
+from ..store.session import Store, StoreGone, store_gone_words
 from .adaptive import AdaptiveSettings
 from .external.horovodrun import check_forwarded_names
 from .jobs import JobSpec
@@ -151,6 +151,9 @@ def experiment(
         context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
         with interruptible():
             yield Experiment(experiment_id, store, recorder, context, leases)
+    except StoreGone:  # a write found the store's file gone (Recorder.apply): a run that failed, not refused input
+        status = RunStatus.FAILED
+        raise
     except XoverError:
         # refused before any job was recorded (a device in use, a lease folder or a host it cannot use): like a
         # bad flag, nothing kept; once a job has a run, the experiment stays, failed
@@ -166,14 +169,19 @@ def experiment(
     finally:
         with uninterrupted():
             leases.release()
-            if not (refused and recorder.discard()):  # a refused experiment would have become `report latest`
+            # the store's SQLite file deleted or replaced during the run: SQLite wrote into the unlinked file, and
+            # the run must not end as if stored (its summary, `xover report ID`); nothing more is written
+            gone = store.gone()
+            if gone is None and not (refused and recorder.discard()):  # a refused one would be `report latest`
                 recorder.finish(status)
-            if refused:
+            if refused and gone is None:
                 with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
             shown = shown_status(recorder, status)
             deliver(context.sinks, lambda sink: sink.closed(shown))
             reaper.done()
+            if gone is not None:
+                raise StoreGone(store_gone_words(store.file, gone, experiment_id, results_dir)) from None
     if stopped is not None:  # the one line it ends with says which job was still running, and where to look
         with uninterrupted():
             raise stopped(stopped_words(recorder, status, results_dir)) from None

@@ -46,6 +46,27 @@ class StoreError(XoverError):
     pass
 
 
+class StoreGone(StoreError):
+    """The SQLite file the store opened was removed or replaced while it was open: SQLite went on writing into
+    the unlinked file, so what was written since is lost. A run's failure (1), not refused input (2)."""
+
+    exit_code = 1
+
+
+def file_identity(status: os.stat_result) -> tuple[int, int]:
+    """What tells one file from another at the same path: (device, inode)."""
+    return status.st_dev, status.st_ino
+
+
+def moved_away(opened: tuple[int, int], now: os.stat_result | None) -> str | None:
+    """How the file opened as `opened` (file_identity) left its path, given what is at the path `now` (None:
+    nothing): 'removed', 'replaced', or None while it is still there. An open file's inode is not reused while
+    SQLite holds it, so another inode is another file."""
+    if now is None:
+        return "removed"
+    return None if file_identity(now) == opened else "replaced"
+
+
 # user:password@host... or scheme:/user:password@host... : a URL with its '//' lost (a file path's first part
 # holds no ':' before an '@'); or a database's scheme with its ':' lost, postgresql//user:password@host (a
 # folder named for a dialect is not a store's). The password runs to the last '@', as it does in a URL: it may
@@ -153,6 +174,16 @@ def shown_url(url: str) -> str:
     """The URL for messages: its password, and every query option that carries one (`?password=`,
     `&sslpassword=`, ...), shown as ***, whatever characters they hold (redact.py)."""
     return mask_word(url)
+
+
+def store_gone_words(file: Path | None, how: str, experiment: str | None = None, logs: Path | None = None) -> str:
+    """The line a run ends with when its SQLite store's file was removed or replaced under it (Store.gone)."""
+    lost = f"this run's records are lost (experiment {experiment})" if experiment else "what xover wrote since is lost"
+    where = f"; its logs are still in {printable(logs)}" if logs is not None else ""
+    return (
+        f"the store {printable(file or '?')} was {how} during the run, so {lost}: SQLite kept writing into the file "
+        f"that left that path, and xover made no new store there{where}"
+    )
 
 
 def store_failed(url: str, problem: object) -> StoreError:
@@ -359,6 +390,9 @@ class Store:
         if self.kind == "sqlite" and read_only is None:
             event.listen(self.engine, "connect", _pragmas_for(self.url))
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # the SQLite file as opened, to tell when another took its path (gone()); None: not a file written here
+        self.file: Path | None = None
+        self._opened: tuple[int, int] | None = None
         try:
             if read_only is None:
                 self._upgrade()
@@ -366,6 +400,44 @@ class Store:
                 self._refuse_unless_current()
         except OperationalError as error:
             raise store_error(self.url, error.orig) from None
+        if self.kind == "sqlite" and read_only is None:
+            self._remember_file()
+
+    def _remember_file(self) -> None:
+        file = sqlite_file(self.url)
+        if file is None:
+            return
+        try:
+            self._opened = file_identity(file.stat())
+        except OSError:  # made by the upgrade a moment ago: nothing to compare with later, so no check
+            return
+        self.file = file
+        # a connection opened once the file is gone would make a new, empty store at its path behind the user's
+        # back (the pool opens one when it needs another): refused, before SQLite creates anything
+        event.listen(self.engine, "do_connect", self._refuse_connecting_if_gone)
+
+    def _refuse_connecting_if_gone(self, *_args) -> None:
+        self.check_in_place()
+
+    def gone(self) -> str | None:
+        """'removed' or 'replaced' where the SQLite file this store opened is no longer the one at its path
+        (deleted, or another file moved there), else None; always None for another database. One stat."""
+        if self.file is None or self._opened is None:
+            return None
+        try:
+            now: os.stat_result | None = os.stat(self.file)
+        except FileNotFoundError:
+            now = None
+        except OSError:  # a folder gone unreadable is not a file replaced: the next write says what is wrong
+            return None
+        return moved_away(self._opened, now)
+
+    def check_in_place(self) -> None:
+        """Refuse to write on (StoreGone) once the SQLite file this store opened has left its path: its writes
+        would go into an unlinked file, lost."""
+        how = self.gone()
+        if how is not None:
+            raise StoreGone(store_gone_words(self.file, how))
 
     def _refuse_unless_current(self) -> None:
         """A store opened read-only cannot be upgraded: one of an older schema is refused, naming what to do."""
