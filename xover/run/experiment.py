@@ -177,7 +177,7 @@ def experiment(
             if refused and gone is None:
                 with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
-            shown = shown_status(recorder, status)
+            shown = RunStatus.FAILED if gone is not None else shown_status(recorder, status)  # its records lost
             deliver(context.sinks, lambda sink: sink.closed(shown))
             reaper.done()
             if gone is not None:
