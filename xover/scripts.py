@@ -56,6 +56,15 @@ DDP_UNSUPPORTED_NAMES = {
     },
 }
 
+# torch.distributed's names (their module: what is refused where the script uses them outside any `if`) that a DDP
+# script cannot be crossed over with, and why
+DDP_UNSUPPORTED_TORCH = {
+    ("torch.distributed.algorithms", "Join"): "trains its DDP model inside Join (torch.distributed.algorithms.join), "
+    "whose collectives the turns cannot follow: every forward all-reduces whether a rank still has inputs, and a "
+    "rank that ran out shadows its peers' all-reduces outside any forward and backward; give every rank the same "
+    "number of batches (DistributedSampler(..., drop_last=True)) and leave Join out to run it under xover",
+}
+
 # libraries that reduce the gradients their own way, which no engine's shim follows: module -> why, what to do
 UNFOLLOWED_TRAINERS = {
     "deepspeed": "trains through DeepSpeed (deepspeed.initialize), whose engine reduces the gradients itself (its own "
@@ -544,6 +553,10 @@ def check_ddp_script(script: str | os.PathLike) -> None:
         raise ScriptRefused(f"--script {script}: {problem}")
     for name, problem in DDP_UNSUPPORTED_NAMES.items():
         if name in found.unconditional:  # one behind a flag is refused by the shim if the flag is given
+            raise ScriptRefused(f"--script {script}: {problem}")
+    for (module, name), problem in DDP_UNSUPPORTED_TORCH.items():
+        of_torch = any(under_module(used, module) and used.endswith(f".{name}") for used in found.dotted)
+        if of_torch and name in found.unconditional:  # another library's Join is not torch's
             raise ScriptRefused(f"--script {script}: {problem}")
 
 

@@ -41,6 +41,7 @@ def test_xover_refuses_a_script_without_ddp_with_exit_2(isolated_results):
 
 
 JOIN_SCRIPT = """
+import contextlib, sys
 import torch, torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.join import Join
@@ -48,12 +49,31 @@ from torch.nn.parallel import DistributedDataParallel
 dist.init_process_group("gloo")
 model = DistributedDataParallel(nn.Linear(4, 2))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-with Join([model]):  # uneven inputs: refused at the first forward
+if "--even" in sys.argv:
+    joined = contextlib.nullcontext()
+else:  # behind an `if`, as a flag would put it: refused at the first forward, not before the start
+    joined = Join([model])
+with joined:  # uneven inputs
     for _ in range(3 + dist.get_rank()):
         optimizer.zero_grad()
         model(torch.randn(8, 4)).sum().backward()
         optimizer.step()
 """
+
+
+def test_torchs_join_outside_any_if_is_refused_before_the_start_and_another_join_is_not(tmp_path):
+    # it was refused at the first forward only (exit 1, its runs started), its reason "the divisor changes"
+    script = tmp_path / "joined.py"
+    script.write_text(JOIN_SCRIPT.replace('if "--even" in sys.argv:', "if False:").replace("else:  #", "if True:  #")
+                      .replace("with joined:", "with Join([model]):"))
+    with pytest.raises(ScriptRefused, match=r"joined.py: trains its DDP model inside Join .*DistributedSampler"):
+        check_ddp_script(script)
+    script.write_text(JOIN_SCRIPT.replace("from torch.distributed.algorithms.join import Join",
+                                          "from mylib import Join").replace("joined = Join", "Join"))
+    check_ddp_script(script)  # not torch's: left alone
+    behind = tmp_path / "behind.py"
+    behind.write_text(JOIN_SCRIPT)
+    check_ddp_script(behind)  # behind an `if`: the shim refuses it if it is met
 
 
 def test_a_script_its_shim_refuses_while_running_is_not_started_again(isolated_results, tmp_path):
@@ -66,8 +86,8 @@ def test_a_script_its_shim_refuses_while_running_is_not_started_again(isolated_r
     assert result.returncode != 0
     jobs = json.loads(result.stdout)["jobs"]
     assert [(job["name"], job["mode"], job["status"]) for job in jobs] == [("ddp_join", "sequential", "failed")]
-    assert "uneven inputs with Join" in jobs[0]["error"]
-    assert "ddp_join: refused (uneven inputs with Join" in result.stderr
+    assert "trains its DDP model inside Join" in jobs[0]["error"]
+    assert "ddp_join: refused (trains its DDP model inside Join" in result.stderr
     assert "4 later runs with it not started" in result.stderr  # its copy alone, concurrent, crossover, adaptive
 
 

@@ -65,8 +65,9 @@ it imports); its own communication hook (the hook is how the all-reduce leaves t
 and FSDP (collectives inside forward and backward). Refused when met: an optimizer step (or a read of the
 gradients) before any DDP model was built, naming the FSDP model built instead (behind a flag, or by a
 framework) or the framework found; DDP's mixed_precision, delay_all_reduce_named_params and the compiled
-python reducer (each brings its own reduction), and uneven inputs with Join (the divisor changes every
-iteration).
+python reducer (each brings its own reduction), and a model trained inside Join (its collectives: one in
+every forward, and a finished rank's shadows of its peers' all-reduces outside forward and backward); Join
+outside any `if` is refused before the script starts.
 A Work of the script's own asynchronous collective is waited for out of the turn (`Work.wait`), and so is a
 Future it takes of one (`work.get_future().wait()`); a Future chained after it (`.then(...)`), or waited for
 through `torch.futures.wait_all`, is not followed.
@@ -85,6 +86,7 @@ from typing import NoReturn
 
 from ..scripts import (
     DDP_UNSUPPORTED_NAMES,
+    DDP_UNSUPPORTED_TORCH,
     FRAMEWORK_HINTS,
     ScriptRefused,
     check_ddp_script,
@@ -93,6 +95,8 @@ from ..scripts import (
 )
 from .gradient_wait import wait_without_spinning
 from .script_turns import ScriptCoordinator
+
+JOIN_REFUSED = DDP_UNSUPPORTED_TORCH[("torch.distributed.algorithms", "Join")]
 
 # DDP options that bring their own reduction
 UNSUPPORTED_OPTIONS = {
@@ -367,11 +371,7 @@ class DDPCrossover:
             try:
                 if model in self.models:
                     if model._join_config.enable:
-                        _refuse(
-                            self.script,
-                            "uneven inputs with Join change the divisor of every reduction: not "
-                            "supported under xover, in any mode",
-                        )
+                        _refuse(self.script, JOIN_REFUSED)
                     if self.torch.is_grad_enabled() and self._rebuild_due(model):
                         with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
                             return original_pre_forward(model, *inputs, **kwargs)
