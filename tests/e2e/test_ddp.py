@@ -158,13 +158,15 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
     and their time was counted as the job's compute. With rank 1 late by 60 ms a step, rank 0 waits that long
     in the gather: a profile read 60 ms of compute and next to none of communication, and a plan saw a
     compute-heavy job where the device idles. Now that wait is the iteration's communication, alone and in
-    crossover, and the losses are plain torchrun's. Every other step the wait is an asynchronous all-reduce's
-    (`work.wait()`, or on every second of those `work.get_future().wait()`), which waited in the turn (a probe,
+    crossover, and the losses are plain torchrun's. Every other step the wait is an asynchronous all-reduce's,
+    each time waited for another way (`work.wait()`, `work.get_future().wait()`, a Future chained with `.then()`,
+    `torch.futures.wait_all`, `torch.futures.collect_all(...).wait()`), which waited in the turn (a probe,
     2026-12-06: two such jobs held each other's devices until the turns were taken back, 30 s; the Future's
-    wait, until 2026-12-07). The script also writes a log it never closes and meets through a `file://`
-    rendezvous that it never destroys: under xover, whose ranks exit without Python's teardown, the log was empty
-    and the rendezvous file stayed, the next run's stale rendezvous (the same probe)."""
-    script, steps = "tests/e2e/scripts/ddp_logged_metrics.py", 8
+    wait, and the chained and collected ones' after it, until 2026-12-07). The script also writes a log it never
+    closes and meets through a `file://` rendezvous that it never destroys: under xover, whose ranks exit without
+    Python's teardown, the log was empty and the rendezvous file stayed, the next run's stale rendezvous (the same
+    probe)."""
+    script, steps = "tests/e2e/scripts/ddp_logged_metrics.py", 12
     args = ["--steps", str(steps), "--late-ms", "60"]
     loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)
     plain = isolated_results / "plain"
@@ -184,11 +186,13 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
         # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
         assert job["communication_ms"] > 40, job
         assert job["compute_ms"] < 20, job  # 30 more with the asynchronous wait in the turn
-        # nor any iteration's, the median's or not: every 4th the wait is on the all-reduce's Future
-        # (`work.get_future().wait()`), which held the turn through the 60 ms before
+        # nor any iteration's, the median's or not: the script's steps 2, 4, 6 and 8 wait on the all-reduce's Future
+        # (its own, one chained with `.then()`, `wait_all`'s, `collect_all`'s), each of which held the turn through
+        # the 60 ms before (the wait after step s is in record s + 1: 3, 5, 7, 9); steps 0 and 10 on the Work
         records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
         computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
-        assert max(computes[step] for step in range(1, steps)) < 0.04, (job["mode"], computes)
+        assert len(computes) == steps
+        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}, job["mode"]
         out = Path(job["log_dir"]) / "out"
         assert {rank: (out / f"losses.rank{rank}").read_text() for rank in (0, 1)} == logged, job["name"]
         assert not (out / "rendezvous").exists()

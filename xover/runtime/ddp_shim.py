@@ -69,8 +69,8 @@ python reducer (each brings its own reduction), and a model trained inside Join 
 every forward, and a finished rank's shadows of its peers' all-reduces outside forward and backward); Join
 outside any `if` is refused before the script starts.
 A Work of the script's own asynchronous collective is waited for out of the turn (`Work.wait`), and so is a
-Future it takes of one (`work.get_future().wait()`); a Future chained after it (`.then(...)`), or waited for
-through `torch.futures.wait_all`, is not followed.
+Future it takes of one (`work.get_future().wait()`), one chained after such a Future (`.then(...)`) and one
+that collects them (`torch.futures.wait_all`, `torch.futures.collect_all(...).wait()`).
 """
 
 from __future__ import annotations
@@ -578,7 +578,11 @@ class DDPCrossover:
         """`Work.get_future()`'s Future, waited for (`wait`; torch.futures.Future's calls it), out of the turn
         as the Work's own wait. Futures are known as a Work's by identity (weakly held: a script that takes one a
         step drops the earlier ones); the class's wait is wrapped, as no attribute can be set on its instances.
-        Its `value()` needs nothing: it never waits (torch refuses it on a Future not yet completed)."""
+        A Future made from one is known the same way, so its wait is that one wait too: chained after it
+        (`.then`, its callback run as torch runs it) or collecting it with others (`torch._C._collect_all`, what
+        torch.futures.collect_all and wait_all call; wait_all then waits for each, done by then: in the turn).
+        Their waits held the turn through the collective before (2026-12-07). `value()` needs nothing: it never
+        waits (torch refuses it on a Future not yet completed)."""
         get_future = getattr(work_class, "get_future", None)
         future_class = getattr(self.torch, "Future", None)  # torch._C.Future, what get_future returns
         original_wait = getattr(future_class, "wait", None)
@@ -586,11 +590,36 @@ class DDPCrossover:
             return
         futures_of_works: weakref.WeakSet = weakref.WeakSet()
 
+        def of_works(made, sources):
+            """`made`, known as a Work's where one of `sources` is: the same Future, untouched."""
+            if any(source in futures_of_works for source in sources):
+                futures_of_works.add(made)
+            return made
+
         @functools.wraps(get_future)
         def get_future_of_work(work, *args, **kwargs):
             future = get_future(work, *args, **kwargs)
             futures_of_works.add(future)
             return future
+
+        original_then = getattr(future_class, "then", None)
+        if original_then is not None:
+
+            @functools.wraps(original_then)
+            def then(future, *args, **kwargs):
+                return of_works(original_then(future, *args, **kwargs), [future])
+
+            setattr(future_class, "then", then)  # noqa: B010 - a class of torch's C++ bindings
+        collect_all = getattr(self.torch._C, "_collect_all", None)
+        if collect_all is not None:
+
+            @functools.wraps(collect_all)
+            def collect_all_of_works(futures, *args, **kwargs):
+                collected = collect_all(futures, *args, **kwargs)
+                # a list (what torch's own callers pass): anything else may be an iterator, which it consumed
+                return of_works(collected, futures if isinstance(futures, (list, tuple)) else [])
+
+            setattr(self.torch._C, "_collect_all", collect_all_of_works)  # noqa: B010 - torch's C++ bindings
 
         @functools.wraps(original_wait)
         def wait(future, *args, **kwargs):

@@ -3,13 +3,14 @@ its ranks gather their losses (all_gather_object), rank 0 broadcasts the mean it
 and every few steps the loss is reduced to rank 0 and the ranks meet at a barrier. With --late-ms, rank 1 writes
 its own log line first, as slow as a shared file system's, so rank 0 waits that long in the gather: time that
 is communication (the device idles while the ranks meet), never compute; every other step rank 1 is late
-before an asynchronous all-reduce of the loss that the ranks wait for (`work.wait()`, or every other time
-`work.get_future().wait()`) instead. Rank 0 prints
+before an asynchronous all-reduce of the loss that the ranks wait for instead, each time another way a script
+waits for one (WAITS: `work.wait()`, `work.get_future().wait()`, a Future chained with `.then()`,
+`torch.futures.wait_all` and `torch.futures.collect_all(...).wait()` over it and a second one). Rank 0 prints
 each step's loss. With --log-file, each rank writes its lines to a file it never closes (Python's exit writes
 them out); with --rendezvous-file, the ranks meet through a `file://` rendezvous (torch removes the file as
 its last rank exits).
 
-    torchrun --standalone --nproc-per-node=2 ddp_logged_metrics.py --steps 8 --late-ms 60
+    torchrun --standalone --nproc-per-node=2 ddp_logged_metrics.py --steps 12 --late-ms 60
 """
 
 import argparse
@@ -28,6 +29,8 @@ parser.add_argument("--late-ms", type=float, default=0.0)
 parser.add_argument("--log-file", default="")
 parser.add_argument("--rendezvous-file", default="")
 args = parser.parse_args()
+# how the asynchronous all-reduce is waited for at even steps, in turn (steps 0 and 10: work.wait(); odd steps too)
+WAITS = ("work", "future", "then", "wait_all", "collect_all")
 
 
 def main() -> None:
@@ -55,10 +58,20 @@ def main() -> None:
             time.sleep(args.late_ms / 1000)
         total = loss.detach().clone()
         work = dist.all_reduce(total, async_op=True)
-        if step % 4 == 2:  # the Future of it, as a script that chains its work with others' does
-            work.get_future().wait()
-        else:
+        wait = WAITS[step // 2 % len(WAITS)] if step % 2 == 0 else "work"
+        if wait == "work":
             work.wait()
+        elif wait == "future":  # the Future of it, as a script that chains its work with others' does
+            work.get_future().wait()
+        elif wait == "then":  # a value made of the reduced one when it arrives
+            total = work.get_future().then(lambda future: future.value()[0] / world_size).wait()
+        else:  # with a second collective's, as a script that logs a sample count too
+            count = torch.tensor([float(len(x))])
+            futures = [work.get_future(), dist.all_reduce(count, async_op=True).get_future()]
+            if wait == "wait_all":
+                torch.futures.wait_all(futures)
+            else:
+                torch.futures.collect_all(futures).wait()
         if rank == 1 and args.late_ms and step % 2 == 1:
             time.sleep(args.late_ms / 1000)
         gathered = [None] * world_size
