@@ -111,7 +111,7 @@ def show_run(result: Any, as_json: bool) -> None:
     print_not_started(result.not_started)
     print_warnings(
         length_warnings(result.jobs)
-        + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
+        + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None, jobs=result.jobs)
         + faster_than_alone_warnings(result.jobs)
         + loss_not_finite_warnings(result.jobs)
     )
