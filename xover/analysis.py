@@ -325,7 +325,7 @@ def report_warnings(
     advice for a run given --seconds where `lengths_in_seconds`), a run alone off its profile."""
     return (
         length_warnings(jobs)
-        + overlap_warnings(groups, lengths_in_seconds=lengths_in_seconds)
+        + overlap_warnings(groups, lengths_in_seconds=lengths_in_seconds, jobs=jobs)
         + drift_warnings(groups)
         + faster_than_alone_warnings(jobs)
         + loss_not_finite_warnings(jobs)
@@ -403,6 +403,19 @@ def length_warnings(jobs: Sequence[RunResult]) -> list[str]:
     return warnings
 
 
+def _ended_short(jobs: Sequence[RunResult], group: int, mode: str, policy: str | None) -> str:
+    """The jobs of a group's run in `mode` (under `policy`) that did not run to their end, with how each ended
+    ('b failed'); a job `stopped` only because its partner's end ended the unit is not one."""
+    return ", ".join(
+        f"{job.name} {job.status}"
+        for job in jobs
+        if job.group == group
+        and job.mode == mode
+        and (policy is None or job.policy == policy)
+        and job.status not in (None, RunStatus.FINISHED, RunStatus.STOPPED, RunStatus.RUNNING, RunStatus.PENDING)
+    )
+
+
 def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT) -> list[str]:
     """A warning per job whose run alone drifted from its profile by more than `tolerance`: its speeds and
     the predictions are off by as much."""
@@ -421,10 +434,14 @@ def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT
 
 
 def overlap_warnings(
-    groups: Sequence[GroupComparison], least: float = 0.5, lengths_in_seconds: bool = False
+    groups: Sequence[GroupComparison],
+    least: float = 0.5,
+    lengths_in_seconds: bool = False,
+    jobs: Sequence[RunResult] = (),
 ) -> list[str]:
     """A warning per shared mode whose jobs ran together for less than `least` of its run, with what to do about
-    it: for a run given --seconds (`lengths_in_seconds`), what else than --seconds would help."""
+    it: for a run given --seconds (`lengths_in_seconds`), what else than --seconds would help; where a job of it
+    (of `jobs`, the runs) did not run to its end, that is the cause, not the lengths."""
     warnings = []
     for group in groups:
         # each way as measured (crossover under its chosen policy), then crossover under its other policies
@@ -434,18 +451,44 @@ def overlap_warnings(
                 overlap,
                 group.windows.get(mode),
                 group.starts_apart.get(mode),
+                _ended_short(jobs, group.group, mode, group.crossover_policy if mode == CROSSOVER.name else None),
             )
             for mode, overlap in group.overlaps.items()
         ]
         shared += [
-            (f"{CROSSOVER} ({policy})", entry.overlap, entry.window_s, entry.starts_apart_s)
+            (
+                f"{CROSSOVER} ({policy})",
+                entry.overlap,
+                entry.window_s,
+                entry.starts_apart_s,
+                _ended_short(jobs, group.group, CROSSOVER.name, policy),
+            )
             for policy, entry in group.policies.items()
             if policy != group.crossover_policy
         ]
-        for named, overlap, window, apart in shared:
+        for named, overlap, window, apart, short in shared:
             if overlap is not None and overlap < least:
                 what = [f"first iterations {apart:.1f} s apart"] if apart is not None else []
                 what.append(f"a window of {window:.1f} s" if window else "too short a window: whole runs compared")
+                if short:  # a job that failed (or was cut short) is the cause, whatever the lengths were
+                    cause = f"a job did not run to its end: {short}; see why below"
+                    said = f"({'; '.join(what[:-1]) or 'no window'})" if overlap == 0.0 else f"({'; '.join(what)})"
+                    warnings.append(
+                        f"group {group.group}: the {named} jobs "
+                        + (
+                            "never ran at the same time past their warm-up"
+                            if overlap == 0.0
+                            else f"ran at the same time for only {overlap:.0%} of that run"
+                        )
+                        + f" {said}, so "
+                        + (
+                            "nothing of this mode is a measurement of sharing"
+                            if overlap == 0.0
+                            else "its figures rest on a short window"
+                        )
+                        + f" ({cause})"
+                    )
+                    continue
                 # the late start is the cause where it is most of the time the jobs did not run together
                 late_start = apart is not None and window is not None and apart > (window / overlap - window) / 2
                 cause = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -50,10 +51,19 @@ def _is_terminal(stream: Any) -> bool:
     return stream is not None and stream.isatty()
 
 
+def _width(stream: Any) -> int | None:
+    """The width to draw at: the terminal's (rich reads COLUMNS, then the terminal), 80 where COLUMNS says 0 (rich
+    drew nothing at all: `COLUMNS=0 xover report` printed no line, exit 0); 200 off a terminal."""
+    if not _is_terminal(stream):
+        return 200
+    columns = os.environ.get("COLUMNS", "").strip()
+    return 80 if columns.isdigit() and int(columns) == 0 else None
+
+
 # Wide tables stay readable when piped into a file or a CI log instead of being cut to 80 columns.
 # No emoji codes: "-H h1:x:2" is a host spec, not ":x:".
-console = _Terminal(width=None if _is_terminal(sys.stdout) else 200, emoji=False)
-errors = _Terminal(stderr=True, width=None if _is_terminal(sys.stderr) else 200, emoji=False)
+console = _Terminal(width=_width(sys.stdout), emoji=False)
+errors = _Terminal(stderr=True, width=_width(sys.stderr), emoji=False)
 
 
 def json_text(data: Any) -> str:

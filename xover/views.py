@@ -111,7 +111,7 @@ def show_run(result: Any, as_json: bool) -> None:
     print_not_started(result.not_started)
     print_warnings(
         length_warnings(result.jobs)
-        + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None)
+        + overlap_warnings(result.groups, lengths_in_seconds=result.seconds is not None, jobs=result.jobs)
         + faster_than_alone_warnings(result.jobs)
         + loss_not_finite_warnings(result.jobs)
     )
@@ -223,7 +223,13 @@ def show_plan(result: Any, as_json: bool) -> None:
         console.print(f"[yellow]unplaced[/] {escape(name)}: {escape(reason)}")
     # two ratios: the gain counts device time (each group's jobs alone over the group's time), the makespans also
     # count groups running side by side on other devices
-    side_by_side = ": groups on other devices also run side by side" if len(plan.groups) > 1 else ""
+    # (only where two groups have devices apart: 14 groups all on localhost:0,1 run one after another)
+    apart = any(
+        not set(one.devices) & set(other.devices)
+        for index, one in enumerate(plan.groups)
+        for other in plan.groups[index + 1 :]
+    )
+    side_by_side = ": groups on other devices also run side by side" if apart else ""
     makespan_ratio = (
         f" ({plan.sequential_makespan_ms / plan.predicted_makespan_ms:.2f}x{side_by_side})"
         if plan.predicted_makespan_ms > 0

@@ -297,3 +297,23 @@ def test_the_run_command_it_prints_is_quoted_and_names_the_db(isolated_results, 
     assert result.returncode == 0, result.stderr
     printed = re.search(r"\(run it: (.*)\)$", result.stdout.strip())
     assert shlex.split(printed[1]) == ["xover", "--db", db, "run", out], result.stdout
+
+
+def test_groups_said_to_run_side_by_side_only_where_they_have_devices_apart(tmp_path):
+    """Six jobs of two devices each planned on two: every group on localhost:0,1, one after another; the summary
+    said "groups on other devices also run side by side" whenever a plan had more than one group."""
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    trace = tmp_path / "t.csv"
+    rows = "".join(f"j{index},2,{10 + index},{100 - index},1\n" for index in range(6))
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\n" + rows)
+    said = {}
+    for devices in ("2", "4"):
+        result = CliRunner().invoke(app, ["--db", str(tmp_path / "plan.db"), "plan", "--profiles", str(trace),
+                                          "--devices", devices])
+        assert result.exit_code == 0, result.output
+        said[devices] = " ".join(result.output.split())
+    assert "one after another" in said["2"] and "side by side" not in said["2"], said["2"]
+    assert "groups on other devices also run side by side" in said["4"], said["4"]

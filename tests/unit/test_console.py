@@ -100,3 +100,23 @@ def test_json_is_strict_a_number_that_is_not_finite_is_null():
     text = json_text({"final_loss": math.nan, "diff": [math.inf, -math.inf, 0.5], "nested": {"x": (1, math.nan)}})
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text) == {"final_loss": None, "diff": [None, None, 0.5], "nested": {"x": [1, None]}}
+
+
+class _Stream:
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+@pytest.mark.parametrize(("columns", "terminal", "width"),
+                         [("0", True, 80), ("00", True, 80), ("", True, None), ("120", True, None), ("abc", True, None),
+                          ("0", False, 200)])
+def test_columns_of_0_on_a_terminal_draws_at_80_not_nothing(monkeypatch, columns, terminal, width):
+    """COLUMNS=0 on a terminal: rich drew every table and line at width 0, nothing at all, exit 0."""
+    from xover.console import _width
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert _width(_Stream(terminal)) == width
+    assert _width(None) == 200  # a stdout the shell closed

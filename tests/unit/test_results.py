@@ -263,6 +263,27 @@ def test_the_overlap_warning_says_how_far_apart_the_jobs_started_and_how_long_th
     assert warning.startswith("group 0: the crossover (work-conserving) jobs ran at the same time for only 38%")
 
 
+def test_the_overlap_warning_blames_a_job_that_failed_not_the_lengths():
+    """A partner that crashed at its start left its crossover pair no window, and the warning said "mostly an early
+    end: the faster job was done long before the others; give the faster job more iterations"."""
+    from xover.analysis import overlap_warnings
+    from xover.results import GroupComparison
+
+    group = GroupComparison(group=0, jobs=["crash", "slow"], policies={}, sequential=None, measured={"crossover": None},
+                            overlaps={"crossover": 0.0}, crossover_policy="work-conserving",
+                            windows={"crossover": None}, starts_apart={})
+    jobs = [RunResult(name="crash", mode="crossover", policy="work-conserving", group=0, status="failed"),
+            RunResult(name="slow", mode="crossover", policy="work-conserving", group=0, status="stopped"),
+            RunResult(name="crash", mode="sequential", group=0, status="failed")]
+    [warning] = overlap_warnings([group], jobs=jobs)
+    assert warning == ("group 0: the crossover (work-conserving) jobs never ran at the same time past their warm-up (no "
+                       "window), so nothing of this mode is a measurement of sharing (a job did not run to its end: "
+                       "crash failed; see why below)"), warning
+    finished = [dataclasses.replace(job, status="finished") for job in jobs]
+    [lengths] = overlap_warnings([group], jobs=finished)
+    assert "mostly an early end" in lengths and "did not run to its end" not in lengths
+
+
 def test_jobs_that_never_ran_together_have_no_shared_aggregate():
     """A crossover pair that ran one after the other (b began when a had ended) read as 2.0x: each near its speed
     alone, summed; `of bound`, the best way measured and `report all`'s best gain followed from it."""
