@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
 from .config import XOVER_ROOT
 from .hosts import command_on
-from .settings import EXPERIMENT_VARIABLE
+from .settings import EXPERIMENT_VARIABLE, KEPT_PREFIX
 
 
 def tagged_processes(value: str, variable: str = EXPERIMENT_VARIABLE) -> list[int]:
@@ -128,12 +130,29 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def remove_sent(names: Sequence[str]) -> None:
+    """On the host the files were sent to: remove those of `names` (kept_name's, in this host's temporary
+    folder) still there: no node read them. Anything else is left alone: a name that is not one, a link, a file
+    of another user's."""
+    folder = tempfile.gettempdir()
+    for name in names:
+        if not name.startswith(KEPT_PREFIX) or "/" in name or name in (".", ".."):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                os.unlink(path)
+        except OSError:
+            pass  # read (and removed) by its node, or never made
+
+
 def kill_command_on(
     host: str, variable: str, values: Sequence[str], remote_prefix: list[str], remove: Sequence[str] = ()
 ) -> list[str]:
     """The command that stops the processes tagged <variable>=<value>, for each of `values`, on another host,
     from here: the reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host);
-    then it removes the files of settings named in `remove` that are still there (torchrun.remove_sent)."""
+    then it removes the files of settings named in `remove` that are still there (remove_sent)."""
     kills = [part for value in values for part in ("--kill", value)]
     kills += [part for name in remove for part in ("--remove-sent", name)]
     reaper = [sys.executable, "-m", "xover.run.reaper", *kills, "--variable", variable]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
+from ..processes import kill_tagged, remove_sent, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
 from ..sharing import RunStatus
 
@@ -130,10 +130,7 @@ def main(argv: list[str] | None = None) -> None:
                 remove_sockets(value)
             elif args.variable == TURN_SERVER_VARIABLE:  # one group's turn server that hung: its socket and page
                 remove_sockets(value + "-")
-        if args.remove_sent:  # after the kill: no node of the run is left to read them
-            from .external.torchrun import remove_sent
-
-            remove_sent(args.remove_sent)
+        remove_sent(args.remove_sent)  # after the kill: no node of the run is left to read them
         return
     last = b""
     hosts = list(args.host)

@@ -45,11 +45,10 @@ from pathlib import Path
 
 from ...errors import TimedOut, XoverError
 from ...hosts import command_on, is_local, parse_hosts
-from ...settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
+from ...settings import HOST_VARIABLE, KEPT_PREFIX, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
-KEPT_PREFIX = "xover-env-"  # a file of a node's (or a host's ranks') settings: keep_here, send_environment
 
 # On the other host: keep the variables read from stdin in a new file only its user may read, named argv[1]
 # (chosen by xover, which removes it at the unit's end if no node read it) in the temporary folder; print its
@@ -249,26 +248,6 @@ def kept_name() -> str:
     return f"{KEPT_PREFIX}{secrets.token_hex(16)}"
 
 
-def remove_sent(names: Sequence[str]) -> None:
-    """On the host the files were sent to: remove those of `names` (kept_name's, in this host's temporary
-    folder) still there: no node read them. Anything else is left alone: a name that is not one, a link, a file
-    of another user's."""
-    import stat
-    import tempfile
-
-    folder = tempfile.gettempdir()
-    for name in names:
-        if not name.startswith(KEPT_PREFIX) or "/" in name or name in (".", ".."):
-            continue
-        path = os.path.join(folder, name)
-        try:
-            info = os.lstat(path)
-            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
-                os.unlink(path)
-        except OSError:
-            pass  # read (and removed) by its node, or never made
-
-
 _sent: dict[Path, dict[str, list[str]]] = {}  # a run's folder -> host -> names of files sent there (take_sent)
 _sent_lock = threading.Lock()
 
@@ -281,7 +260,7 @@ def _record_sent(folder: Path, host: str, name: str) -> None:
 def take_sent(folder: Path) -> dict[str, list[str]]:
     """host -> the names of the files of settings `hand_over` sent to that host for the run whose folder is
     `folder` (each named before it was sent: one whose send was cut short is among them), forgotten here:
-    the unit's end removes there those still there (remove_sent, through processes.sweep)."""
+    the unit's end removes there those still there (processes.remove_sent, through processes.sweep)."""
     with _sent_lock:
         return _sent.pop(folder.resolve(), {})
 
