@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .config import XOVER_ROOT
 from .hosts import command_on
-from .settings import EXPERIMENT_VARIABLE
+from .settings import EXPERIMENT_VARIABLE, KEPT_PREFIX
 
 
 def tagged_processes(value: str, variable: str = EXPERIMENT_VARIABLE) -> list[int]:
@@ -128,10 +130,31 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def kill_command_on(host: str, variable: str, values: Sequence[str], remote_prefix: list[str]) -> list[str]:
+def remove_sent(names: Sequence[str]) -> None:
+    """On the host the files were sent to: remove those of `names` (kept_name's, in this host's temporary
+    folder) still there: no node read them. Anything else is left alone: a name that is not one, a link, a file
+    of another user's."""
+    folder = tempfile.gettempdir()
+    for name in names:
+        if not name.startswith(KEPT_PREFIX) or "/" in name or name in (".", ".."):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                os.unlink(path)
+        except OSError:
+            pass  # read (and removed) by its node, or never made
+
+
+def kill_command_on(
+    host: str, variable: str, values: Sequence[str], remote_prefix: list[str], remove: Sequence[str] = ()
+) -> list[str]:
     """The command that stops the processes tagged <variable>=<value>, for each of `values`, on another host,
-    from here: the reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host)."""
+    from here: the reaper's --kill there, over ssh (behind `remote_prefix`, how this machine reaches the host);
+    then it removes the files of settings named in `remove` that are still there (remove_sent)."""
     kills = [part for value in values for part in ("--kill", value)]
+    kills += [part for name in remove for part in ("--remove-sent", name)]
     reaper = [sys.executable, "-m", "xover.run.reaper", *kills, "--variable", variable]
     return command_on(host, reaper, remote_prefix=remote_prefix, env={"PYTHONPATH": XOVER_ROOT})
 
@@ -145,24 +168,37 @@ def sweep_hosts_now(
     _kill_on_hosts(variable, [value], hosts, remote_prefix, timeout_s)
 
 
-def sweep(variable: str, values: Sequence[str], hosts: list[str], remote_prefix: list[str]) -> None:
+def sweep(
+    variable: str,
+    values: Sequence[str],
+    hosts: list[str],
+    remote_prefix: list[str],
+    remove: Mapping[str, Sequence[str]] | None = None,
+) -> None:
     """Stop the processes tagged <variable>=<value>, for each of `values`, here and on `hosts` (through ssh,
     as launchers do): one ssh per host, the hosts at once - a unit's teardown waits on it before the next
-    unit starts on its devices."""
+    unit starts on its devices. `remove`: host -> names of files of settings sent there that the same ssh
+    call removes, once the processes are stopped, where no node read them (torchrun.take_sent)."""
     kill_tagged(*values, variable=variable)
-    _kill_on_hosts(variable, values, hosts, remote_prefix, timeout_s=60.0)
+    _kill_on_hosts(variable, values, hosts, remote_prefix, timeout_s=60.0, remove=remove)
 
 
 def _kill_on_hosts(
-    variable: str, values: Sequence[str], hosts: list[str], remote_prefix: list[str], timeout_s: float
+    variable: str,
+    values: Sequence[str],
+    hosts: list[str],
+    remote_prefix: list[str],
+    timeout_s: float,
+    remove: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
-    """The reaper's --kill of `values` on each host, over ssh, all hosts in parallel, each at most `timeout_s`."""
+    """The reaper's --kill of `values` on each host (and its --remove-sent of `remove`'s names for that host),
+    over ssh, all hosts in parallel, each at most `timeout_s`."""
     import threading
 
     def one(host: str) -> None:
         try:
             subprocess.run(
-                kill_command_on(host, variable, values, remote_prefix),
+                kill_command_on(host, variable, values, remote_prefix, (remove or {}).get(host, ())),
                 timeout=timeout_s,
                 capture_output=True,
                 stdin=subprocess.DEVNULL,

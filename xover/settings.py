@@ -44,6 +44,8 @@ METRIC_TOKEN_VARIABLE = "XOVER_METRIC_TOKEN"  # the run's token: a metrics line 
 SCRIPT_STEPS_VARIABLE = "XOVER_SCRIPT_STEPS"  # a job file's iterations: the shim stops the script after them
 CUDA_BY_LOCAL_RANK_VARIABLE = "XOVER_CUDA_BY_LOCAL_RANK"  # set with a script job's CUDA_VISIBLE_DEVICES
 REAPER_DB_VARIABLE = "XOVER_REAPER_DB"  # the store, for the reaper only (kept off its command line)
+# how the name of a file of a node's (or a host's ranks') settings starts: torchrun.keep_here, kept_name
+KEPT_PREFIX = "xover-env-"
 RDZV_HANDOFF_VARIABLE = "XOVER_RDZV_HANDOFF"  # torchrun's node 0: where it takes the rendezvous store's socket
 
 LAUNCHER_VARIABLES = (

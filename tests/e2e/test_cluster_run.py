@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import iteration_losses, require_no_emulated_cluster_yet
+from conftest import iteration_losses, require_no_emulated_cluster_yet, signalled_xover
 from fixtures_services import prometheus  # noqa: F401  (a fixture)
 from secret_checks import PASSED, SETTING, job_file, private_files_holding, run_watching_command_lines
 
@@ -193,6 +194,41 @@ def test_a_job_files_variables_reach_the_ranks_on_both_hosts_through_no_command_
     assert result["status"] == "finished" and result["hosts"] == TWO_HOSTS, result
     assert not seen, seen
     assert not private_files_holding(SETTING) and not private_files_holding(PASSED)
+
+
+# where each engine has sent its hosts their files of settings and has not started a node yet: the next call
+AFTER_SENDING = {"torch": "xover.run.external.torchrun._output_options",
+                 "horovod": "xover.run.external.horovodrun.with_private_variables"}
+
+
+@pytest.mark.parametrize("engine", ["horovod", "torch"])
+def test_a_run_stopped_before_its_nodes_read_their_settings_leaves_no_file_of_them_on_any_host(
+        emulated, isolated_results, engine):
+    """A run stopped (SIGTERM, as Ctrl-C) once each host got its file of the ranks' settings (a job file's
+    variable, the metric token) and before any node started to read it. Before: the files on the other hosts
+    stayed in their /tmp for good (only this machine's, in the run's folder, were removed at its end)."""
+    emulated("1gbit")
+    work = isolated_results / "work"
+    work.mkdir()
+    value = f"kx7-unread-setting-{secrets.token_hex(8)}"  # this test's own: no other run's file holds it
+    job = job_file(work, f"unread-{engine}", f'env = {{ MY_SETTING = "{value}" }}\n', {"MY_SETTING": value},
+                   engine)
+    run = signalled_xover(AFTER_SENDING[engine], "train", str(job), "-H", TWO_HOSTS, timeout=600)
+    assert run.returncode == 130, (run.returncode, run.stdout[-3000:], run.stderr[-3000:])
+    # the emulated hosts are namespaces of this machine's network only: their /tmp is this machine's
+    assert not _files_holding(Path("/tmp").glob("xover-env-*"), value)
+    assert not list((isolated_results / "results").glob("**/xover-env-*"))  # this machine's, in the run's folder
+
+
+def _files_holding(paths, value: str) -> list[str]:
+    held = []
+    for path in paths:
+        try:
+            if value in path.read_text(errors="replace"):
+                held.append(str(path))
+        except OSError:
+            pass  # another run's, read and removed meanwhile
+    return held
 
 
 def test_prometheus_on_the_head_node_scrapes_each_hosts_turn_server(emulated, isolated_results,

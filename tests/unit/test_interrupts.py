@@ -102,7 +102,7 @@ def test_a_unit_whose_start_is_interrupted_is_stopped_once_and_recorded_as_inter
 
     running: list = []
     monkeypatch.setattr(Scheduler, "_start", start_then_interrupted)
-    monkeypatch.setattr("xover.run.schedule.sweep", lambda *args: None)
+    monkeypatch.setattr("xover.run.schedule.sweep", lambda *args, **kwargs: None)
     with pytest.raises(cut_by):
         scheduler._start_ready([unit], running, exclusive=False)
     assert seen_running == [True]  # in `running` while it starts: stopped with the rest whatever comes

@@ -94,3 +94,33 @@ def test_a_local_nodes_settings_are_kept_in_the_runs_folder_and_removed_when_ano
     assert Path(path).parent == run_folder and oct(Path(path).stat().st_mode & 0o777) == "0o600"
     remove_kept(run_folder)  # the run's end: its node never read it
     assert not list(run_folder.iterdir())
+
+
+def test_a_file_of_settings_sent_to_another_host_is_named_first_and_its_hosts_sweep_removes_only_such(
+        tmp_path, monkeypatch):
+    """A send that failed (or was cut short) may have made its file there: its name is known here before, for
+    the unit's end to remove on that host (the reaper's --remove-sent, in the sweep's ssh); nothing else goes."""
+    import tempfile
+
+    from xover.errors import XoverError
+    from xover.run.external.torchrun import KEPT_PREFIX, hand_over, take_sent
+    from xover.run.reaper import main as reaper
+
+    _fake_ssh(tmp_path, monkeypatch, "echo unreachable >&2; exit 255")
+    run_folder = tmp_path / "ranks"
+    with pytest.raises(XoverError, match="cannot reach n2"):
+        hand_over([("n2", {"node": 1})], [], folder=run_folder)
+    [name] = take_sent(run_folder)["n2"]
+    assert name.startswith(KEPT_PREFIX) and take_sent(run_folder) == {}  # taken once
+    there = tmp_path / "tmp"  # that host's temporary folder
+    there.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(there))
+    (there / name).write_text("{}")
+    other = there / "not-ours"
+    other.write_text("x")
+    target = tmp_path / "target"
+    target.write_text("x")
+    (there / f"{KEPT_PREFIX}link").symlink_to(target)
+    reaper(["--kill", "no-such-run", "--variable", "XOVER_RUN", "--remove-sent", name, "--remove-sent", "not-ours",
+            "--remove-sent", f"{KEPT_PREFIX}link", "--remove-sent", f"{KEPT_PREFIX}/../../target"])
+    assert sorted(p.name for p in there.iterdir()) == ["not-ours", f"{KEPT_PREFIX}link"] and target.exists()

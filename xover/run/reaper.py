@@ -8,7 +8,7 @@ sockets, and marks the experiment's unfinished rows `lost`.
 
     python -m xover.run.reaper --experiment ID [--db URL] [--host HOST ...]   (reads stdin: "host NAME"
                                                                                lines, then "done")
-    python -m xover.run.reaper --kill ID [--kill ID ...]                      (this host only, now)
+    python -m xover.run.reaper --kill ID [--kill ID ...] [--remove-sent NAME ...]   (this host only, now)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from ..processes import kill_tagged, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
+from ..processes import kill_tagged, remove_sent, sweep, tagged_processes  # noqa: F401 - tagged_processes: for tests and tools
 from ..settings import EXPERIMENT_VARIABLE, REAPER_DB_VARIABLE, TURN_SERVER_VARIABLE
 from ..sharing import RunStatus
 
@@ -113,6 +113,13 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         help="stop the processes tagged with this value on this host now, and exit (repeat it for several values)",
     )
+    parser.add_argument(
+        "--remove-sent",
+        action="append",
+        default=[],
+        help="with --kill, then: remove this file of settings sent to this host, if no node read it (its name in "
+        "the temporary folder; repeat it for several)",
+    )
     parser.add_argument("--variable", default=EXPERIMENT_VARIABLE, help="the tag's environment variable (with --kill)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for xover, not for us
@@ -123,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
                 remove_sockets(value)
             elif args.variable == TURN_SERVER_VARIABLE:  # one group's turn server that hung: its socket and page
                 remove_sockets(value + "-")
+        remove_sent(args.remove_sent)  # after the kill: no node of the run is left to read them
         return
     last = b""
     hosts = list(args.host)

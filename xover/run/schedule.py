@@ -60,7 +60,7 @@ from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.protocol import FREE, TURNS
 from ..turns.service import ServedTurns, TurnService
 from .adaptive import AdaptiveController, AdaptiveSettings, MeasuredBefore, Segment
-from .external.torchrun import remove_kept
+from .external.torchrun import remove_kept, take_sent
 from .jobs import JobSpec
 from .mps import running_under_mps
 from .ranks import ranks_of
@@ -596,10 +596,22 @@ class Scheduler:
             if job.running():
                 job.stop()
         # Workers that a launcher left behind go too: here (a launcher that exited before its
-        # workers) and on other hosts (ssh gave them no terminal).
-        remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)})
+        # workers) and on other hosts (ssh gave them no terminal). The same ssh call removes there the files of
+        # settings sent to a node that never read them (it never started, or never got that far): a secret no
+        # longer left on another host, at no ssh call more than the sweep's.
+        sent: dict[str, list[str]] = {}
+        for _, log_dir in unit.runs:
+            for host, names in take_sent(log_dir / "ranks").items():
+                sent.setdefault(host, []).extend(names)
+        remote = sorted({host for job in unit.jobs for host in job.devices if not is_local(host)} | set(sent))
         prefix = prefix_to_reach(remote) if remote else []
-        sweep(RUN_VARIABLE, [run_tag(self.context.experiment_id, run_id) for run_id in unit.run_ids], remote, prefix)
+        sweep(
+            RUN_VARIABLE,
+            [run_tag(self.context.experiment_id, run_id) for run_id in unit.run_ids],
+            remote,
+            prefix,
+            remove=sent,
+        )
         for _, log_dir in unit.runs:  # the settings files of nodes that never started (and so never read them)
             remove_kept(log_dir / "ranks")
         if unit.adaptive is not None:

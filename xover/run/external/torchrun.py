@@ -21,7 +21,10 @@ which every user of either host can read: they go over ssh's stdin into a file o
 (mode 0600, made by mkstemp there), which the node's command reads, removes, and then runs torchrun.
 A node on this machine gets its file in the run's own folder of rank logs (mode 0700), not in /tmp: a node
 that never started (a run stopped, timed out or failed first) leaves it there, and the run's end removes it
-(`remove_kept`); in /tmp they were left behind for good.
+(`remove_kept`); in /tmp they were left behind for good. Another host's file is in its temporary folder, under
+a name chosen here before it is sent (`take_sent`): the unit's end removes there those no node read, in the
+ssh call that already stops the unit's processes on that host (processes.sweep), so no host keeps one however
+the run ends, and the happy path costs no ssh call more.
 The store's URL is never sent: workers do not open the store.
 """
 
@@ -42,18 +45,22 @@ from pathlib import Path
 
 from ...errors import TimedOut, XoverError
 from ...hosts import command_on, is_local, parse_hosts
-from ...settings import HOST_VARIABLE, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
+from ...settings import HOST_VARIABLE, KEPT_PREFIX, RDZV_HANDOFF_VARIABLE, SECRET_VARIABLES
 from . import find_launcher
 
 FORWARDED_PREFIXES = ("XOVER_", "HOROVOD_", "PYTHONPATH", "PYTHONUNBUFFERED", "OMP_", "GLOO_")  # what ssh carries over
-KEPT_PREFIX = "xover-env-"  # a file of a node's (or a host's ranks') settings: keep_here, send_environment
 
-# On the other host: keep the variables read from stdin in a new file only its user may read; print its path.
+# On the other host: keep the variables read from stdin in a new file only its user may read, named argv[1]
+# (chosen by xover, which removes it at the unit's end if no node read it) in the temporary folder; print its
+# path. All of stdin is read, and must be whole, before the file is made: a send cut short leaves nothing.
 _RECEIVE = (
-    "import os, sys, tempfile\n"
-    f"fd, path = tempfile.mkstemp(prefix='{KEPT_PREFIX}')\n"
+    "import json, os, sys, tempfile\n"
+    "content = sys.stdin.buffer.read()\n"
+    "json.loads(content)\n"
+    "path = os.path.join(tempfile.gettempdir(), sys.argv[1])\n"
+    "fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)\n"
     "with os.fdopen(fd, 'wb') as kept:\n"
-    "    kept.write(sys.stdin.buffer.read())\n"
+    "    kept.write(content)\n"
     "print(path)\n"
 )
 # ... then, as the node's command: read them, remove the file, and become the command that follows.
@@ -235,15 +242,42 @@ def remove_kept(folder: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def kept_name() -> str:
+    """A new name for a file of settings on another host: random (128 bits), so that it is known here before
+    the file is made there (O_EXCL: never another's)."""
+    return f"{KEPT_PREFIX}{secrets.token_hex(16)}"
+
+
+_sent: dict[Path, dict[str, list[str]]] = {}  # a run's folder -> host -> names of files sent there (take_sent)
+_sent_lock = threading.Lock()
+
+
+def _record_sent(folder: Path, host: str, name: str) -> None:
+    with _sent_lock:
+        _sent.setdefault(folder.resolve(), {}).setdefault(host, []).append(name)
+
+
+def take_sent(folder: Path) -> dict[str, list[str]]:
+    """host -> the names of the files of settings `hand_over` sent to that host for the run whose folder is
+    `folder` (each named before it was sent: one whose send was cut short is among them), forgotten here:
+    the unit's end removes there those still there (processes.remove_sent, through processes.sweep)."""
+    with _sent_lock:
+        return _sent.pop(folder.resolve(), {})
+
+
 def send_environment(
-    host: str, variables: Mapping[str, object], remote_prefix: list[str], deadline: float | None = None
+    host: str,
+    variables: Mapping[str, object],
+    remote_prefix: list[str],
+    deadline: float | None = None,
+    name: str | None = None,
 ) -> str:
-    """Put `variables` (as JSON) into a file of mode 0600 on `host` (over ssh's stdin, not a command line);
-    its path."""
+    """Put `variables` (as JSON) into a file of mode 0600 on `host` (over ssh's stdin, not a command line),
+    named `name` (kept_name's) in that host's temporary folder; its path."""
     try:
         timeout_s = _within(deadline)
         out = subprocess.run(
-            command_on(host, [sys.executable, "-c", _RECEIVE], remote_prefix=remote_prefix),
+            command_on(host, [sys.executable, "-c", _RECEIVE, name or kept_name()], remote_prefix=remote_prefix),
             input=json.dumps(variables),
             capture_output=True,
             text=True,
@@ -273,13 +307,17 @@ def hand_over(
     """Each (host, variables) of `handed` in a private file on that host (`keep_here` for this machine, in
     `folder`; `send_environment` for another), every host at once: each is an ssh of its own, and a job's start
     waits for them all. The files' paths, in order; the first error is raised once every host has answered,
-    the files made here removed first (no command will read them)."""
+    the files made here removed first (no command will read them). Another host's file is named first and
+    recorded under `folder` (take_sent), for the unit's end to remove there if no node read it."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(host: str, variables: Mapping[str, object]) -> str:
         if is_local(host):
             return keep_here(variables, folder)
-        return send_environment(host, variables, remote_prefix, *([deadline] if deadline is not None else []))
+        name = kept_name()
+        if folder is not None:
+            _record_sent(folder, host, name)  # before the send: one cut short may still have made it
+        return send_environment(host, variables, remote_prefix, deadline, name)
 
     with ThreadPoolExecutor(max_workers=max(1, len(handed))) as pool:
         futures = [pool.submit(one, host, variables) for host, variables in handed]
