@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
 from pathlib import Path
 
-from .errors import XoverError
+from .errors import XoverError, printable, write_problem
 from .settings import RESULTS_VARIABLE, settings
 
 # The folder above xover/, put first on PYTHONPATH of every process xover starts (workers, turn
@@ -61,6 +62,16 @@ def make_results_folder(folder: Path) -> None:
             f"cannot create {folder}: {error.strerror}; xover writes run logs there: point {RESULTS_VARIABLE} at a "
             "folder you can write"
         ) from None
+
+
+def results_unwritable(path: str | os.PathLike[str], error: OSError) -> str:
+    """`cannot write PATH: why; what to do`, of a file or folder under the results folder that a write refused (a
+    full disk, a read-only mount, no permission)."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = f"free space on its file system or point {RESULTS_VARIABLE} at a folder with room"
+    else:
+        advice = f"point {RESULTS_VARIABLE} at a folder you can write"
+    return f"cannot write {printable(path)}: {write_problem(path, error)}; {advice}"
 
 
 def _refused(folder: Path, problem: str) -> XoverError:

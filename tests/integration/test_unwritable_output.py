@@ -6,6 +6,7 @@ others with 0. Now: one line, exit 2, the earlier file kept; a broken pipe exits
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,22 @@ def test_a_reader_that_left_ends_every_command_quietly_with_141(experiment_store
     stderr = process.stderr.read()
     assert process.wait(timeout=300) == 141
     assert stderr == b""
+
+
+def test_a_run_whose_results_folder_is_full_ends_in_one_line_its_runs_kept_failed(full_disk, tmp_path):
+    # a full results folder: `run` wrote each run's folder (tmpfs needs no space for one), then its spec.json
+    # failed, ending in a traceback of two chained OSErrors (exit 1, the runs recorded failed)
+    _fill(full_disk)
+    store = tmp_path / "x.db"
+    env = {**os.environ, "XOVER_RESULTS": str(full_disk / "results"), "XOVER_DB": str(store)}
+    done = _xover("run", "--group", "mlp-digits", "mlp-digits", "--np", "1", "--iterations", "2", "--mode",
+                  "crossover", env=env)
+    assert done.returncode == 1, done.stderr
+    line = _one_line(done)
+    assert f"cannot write {full_disk}/results/runs/" in line and "No space left on device" in line, line
+    assert "XOVER_RESULTS" in line and "free space" in line, line
+    with sqlite3.connect(store) as connection:  # kept as the traceback kept them: failed, with why
+        (experiment, status), = connection.execute("SELECT id, status FROM experiments").fetchall()
+        runs = connection.execute("SELECT status, error FROM runs").fetchall()
+    assert status == "failed" and f"experiment {experiment}" in line, line
+    assert len(runs) == 2 and all(run == "failed" and "No space left on device" in why for run, why in runs), runs

@@ -16,22 +16,25 @@ time round.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import os
 import queue
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import XOVER_ROOT
+from ..config import XOVER_ROOT, results_unwritable
 from ..console import errors
 from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
 from ..errors import StartFailed, XoverError
+from ..hints import xover_command
 from ..hosts import Device, is_local
 from ..links import HOST, Link
 from ..plan.decide import ready_to_start
@@ -135,6 +138,10 @@ class RunContext:
     server_nice: int | None = None  # the turn servers' nice value (None: their default)
     link_bands: bool = True  # crossover: the policy orders the link (XOVER_LINK_BANDS)
     adaptive: AdaptiveSettings | None = None  # how adaptive units probe (XOVER_ADAPTIVE; None: the defaults)
+
+
+# the errors of a write that names no file (a buffered write, a close): a full disk, a quota, a read-only mount
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG, errno.EACCES, errno.EPERM})
 
 
 def run_tag(experiment_id: str, run_id: int) -> str:
@@ -546,7 +553,8 @@ class Scheduler:
             # resumes from its last checkpoint must not resume from another run's, nor two copies share one
             job_dir = (log_dir / "out").resolve() if job.script else None
             if job_dir is not None:
-                job_dir.mkdir(parents=True, exist_ok=True)
+                with self._writing_results(job_dir):
+                    job_dir.mkdir(parents=True, exist_ok=True)
             env = worker_env(context, job, run_id, slot, unit.turns, link_bands.get(slot), token, job_dir)
             spec_path = log_dir / "spec.json"
             spec = {
@@ -556,21 +564,43 @@ class Scheduler:
                 "engine": job.engine,
                 "runtime": ENGINES[job.engine].runtime_name,
             }
-            spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
+            with self._writing_results(spec_path):
+                spec_path.write_text(json.dumps({**spec, "recipe": job.recipe.to_dict()}, indent=1))
             ranks = ranks_of(job.engine)
             # the ranks' own output, as they wrote it (a secret their error repeats too): its user's alone, as
             # torchrun keeps its folders; horovodrun's were readable by all (launcher.log has it masked)
             rank_logs = log_dir / "ranks"
-            rank_logs.mkdir(exist_ok=True)
-            rank_logs.chmod(0o700)
-            commands = [
-                unit.network.wrap(c)
-                for c in ranks.launch_commands(job, rank_logs, spec_path, env, prefix, self.deadline)
-            ]
-            with uninterrupted():  # a launcher started is a launcher the unit stops
+            with self._writing_results(rank_logs):  # and the settings files its nodes here read, written in it
+                rank_logs.mkdir(exist_ok=True)
+                rank_logs.chmod(0o700)
+                commands = [
+                    unit.network.wrap(c)
+                    for c in ranks.launch_commands(job, rank_logs, spec_path, env, prefix, self.deadline)
+                ]
+            with uninterrupted(), self._writing_results(log_dir):  # a launcher started is one the unit stops
                 unit.launched[run_id] = CheckedJob(
                     run_id, commands, ranks.launch_env(job, env), log_dir, self.events, token, job.recipe.secrets
                 )
+
+    @contextlib.contextmanager
+    def _writing_results(self, path: Path) -> Iterator[None]:
+        """A write of a unit's start under the results folder (`path`: the file or folder written, or the folder
+        written in), once its runs are recorded: an OSError of it (a full disk, a read-only mount) ends the start
+        as StartFailed, one line saying what was not written, why and what to do, and the experiment kept, its
+        runs failed. An OSError that names a file elsewhere (a launcher's program not found), or names none and
+        is no write's (a fork refused), is left as it was."""
+        try:
+            yield
+        except OSError as error:
+            results = self.context.results_dir.resolve()
+            named = Path(os.fsdecode(error.filename)).resolve() if isinstance(error.filename, (str, bytes)) else None
+            if not (named.is_relative_to(results) if named is not None else error.errno in _WRITE_ERRORS):
+                raise
+            experiment_id = self.context.experiment_id
+            raise StartFailed(
+                f"{results_unwritable(named or path, error)}; every process was stopped, and experiment "
+                f"{experiment_id} is recorded failed with its runs ({xover_command('report', experiment_id)})"
+            ) from None
 
     def _adaptive_start(self, unit: Unit) -> str:
         """The state an adaptive unit's turn servers start in (its prior, XOVER_ADAPTIVE's start); turns else."""
