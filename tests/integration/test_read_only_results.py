@@ -2,6 +2,7 @@
 Before: `xover run`, `train` and `profile` ended with a traceback (OSError: Read-only file system), and `run`
 left an experiment recorded as lost."""
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -88,3 +89,53 @@ def test_a_store_in_a_folder_xover_cannot_write_is_reported_as_it_stands(read_on
     line = refused.stderr.strip()
     assert "x.db-wal holds writes not yet in the file: copy both into a folder you can write" in line, line
     assert "\n" not in line and "Traceback" not in line
+
+
+def test_a_report_of_a_results_folder_xover_cannot_write_is_shown_without_its_pictures(read_only_results, tmp_path):
+    # another user's results, a read-only mount: `xover report` (table, json, `all`, a simulation's json) ended in
+    # `error: cannot write the pictures into .../runs/<id>: Read-only file system`, exit 2, nothing on stdout
+    from test_report import _hand_made_store
+
+    source = tmp_path / "source"  # what read_only_results mounts read-only
+    _hand_made_store(source / "x.db")
+    trace = ROOT / "tests" / "assets" / "replay"
+    made = subprocess.run([sys.executable, "-m", "xover", "--db", str(source / "x.db"), "simulate",
+                           str(trace / "fifo_srtf.csv"), "--profiles", str(trace / "profiles.csv"), "--cluster", "1x2",
+                           "--policy", "fifo"], cwd=ROOT, env={**os.environ, "XOVER_RESULTS": str(tmp_path / "sim")},
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    before = sorted(str(path.relative_to(source)) for path in source.rglob("*"))
+    env = {**os.environ, "XOVER_RESULTS": str(read_only_results), "XOVER_DB": str(read_only_results / "x.db")}
+
+    def report(*args):
+        done = subprocess.run([sys.executable, "-m", "xover", "report", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    def warned(done, folder):
+        lines = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+        assert len(lines) == 1, done.stderr
+        assert str(folder) in lines[0] and "Read-only file system" in lines[0], done.stderr
+
+    run = "20260101-000000-plan"
+    table = report(run)
+    assert "crossover" in table.stdout
+    warned(table, read_only_results / "runs" / run)
+    shown = report(run, "--format", "json")
+    assert json.loads(shown.stdout)["pictures"] is None  # not written: null, where {} is "nothing to draw"
+    warned(shown, read_only_results / "runs" / run)
+    listed = report("all")
+    assert run in listed.stdout and "simulate" in listed.stdout
+    warned(listed, read_only_results)
+    simulation = report("latest", "--format", "json")
+    data = json.loads(simulation.stdout)
+    assert data["pictures"] is None and data["replays"][0]["policy"] == "fifo"
+    warned(simulation, read_only_results / "runs" / data["experiment"]["id"])
+    # a page written elsewhere still has its pictures inline, drawn in a folder of its own
+    page = tmp_path / "page.html"
+    html = report(run, "--format", "html", "--out", str(page))
+    warned(html, read_only_results / "runs" / run)
+    assert page.read_text().count("data:image/png;base64,") >= 3
+    assert sorted(str(path.relative_to(source)) for path in source.rglob("*")) == before

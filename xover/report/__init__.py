@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import results_root
@@ -24,6 +27,7 @@ from . import simulation as simulation_views
 from .data import (
     ExperimentBrief,
     ExperimentReport,
+    PicturesNotWritten,
     ReportError,
     all_experiments,
     experiment_inputs,
@@ -175,13 +179,46 @@ def _render_experiment(report: ExperimentReport, briefs: list[ExperimentBrief], 
         _write_experiment_csv(report, folder, out)
         return
 
-    pictures = make_pictures(report, gain_points(briefs), folder)
-    if fmt == "table":
-        tables.print_report_tables(report, pictures)
-    elif fmt == "json":
-        _emit_json(tables.report_dict(report, pictures), out)
-    else:
-        _write_text(Path(out) if out else folder / "report.html", "report.html", report_html(report, pictures))
+    points = gain_points(briefs)
+    with _optional_pictures(lambda where: make_pictures(report, points, where), folder, fmt, out) as pictures:
+        if fmt == "table":
+            tables.print_report_tables(report, pictures or {})
+        elif fmt == "json":
+            _emit_json(tables.report_dict(report, pictures), out)
+        else:
+            page = report_html(report, pictures or {})
+            _write_text(Path(out) if out else folder / "report.html", "report.html", page)
+
+
+@contextmanager
+def _optional_pictures(
+    draw: Callable[[Path], dict[str, str]], folder: Path, fmt: str, out: str | None
+) -> Iterator[dict[str, str] | None]:
+    """The pictures `draw` writes into `folder` (name -> path). Where they cannot be written there (another
+    user's results, a read-only mount, a full disk) the report is still shown, with one warning line naming the
+    folder and why: a table or JSON without them (None: the JSON's `pictures` is null, where {} means nothing to
+    draw); an html page written elsewhere (--out) with them inline, drawn into a temporary folder removed after.
+    An html page due in that same folder fails as before: the page itself cannot be written there."""
+    try:
+        pictures = draw(folder)
+    except PicturesNotWritten as error:
+        if fmt == "html" and not out:
+            raise
+        inline = fmt == "html"
+        errors.print(
+            f"warning: the pictures were not written into {printable(error.folder)}: {error.why}; "
+            + ("the page has them inline" if inline else "the report is shown without them"),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+        if not inline:
+            yield None
+            return
+        with tempfile.TemporaryDirectory(prefix="xover-pictures-") as temporary:
+            yield draw(Path(temporary))
+        return
+    yield pictures
 
 
 def _experiment_files(report: ExperimentReport, fmt: str, out: str | None) -> tuple[list[Path], list[Path]]:
@@ -270,12 +307,14 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
             for path in written:
                 errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
     else:
-        pictures = simulation_views.simulation_pictures(simulation, folder)
-        if fmt == "json":
-            _emit_json(simulation_views.simulation_dict(simulation, pictures), out)
-        else:
-            page = simulation_views.simulation_html(simulation, pictures)
-            _write_text(Path(out) if out else folder / "report.html", "report.html", page)
+        with _optional_pictures(
+            lambda where: simulation_views.simulation_pictures(simulation, where), folder, fmt, out
+        ) as pictures:
+            if fmt == "json":
+                _emit_json(simulation_views.simulation_dict(simulation, pictures), out)
+            else:
+                page = simulation_views.simulation_html(simulation, pictures or {})
+                _write_text(Path(out) if out else folder / "report.html", "report.html", page)
 
 
 def _simulation_csv_target(folder: Path, out: str | None) -> tuple[Path, str | None]:
@@ -328,19 +367,26 @@ def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) ->
         _emit_json(tables.summary_dict(briefs), out)
         return
 
-    picture = results_root() / "predicted_vs_measured.png"
-    try:
-        picture.parent.mkdir(parents=True, exist_ok=True)
-        made = predicted_vs_measured_picture(gain_points(briefs), None, picture)
-    except OSError as error:
-        raise ReportError(f"cannot write {picture}: {write_problem(picture, error)}") from None
-    pictures = {"predicted_vs_measured": str(picture)} if made else {}
-    if fmt == "table":
-        tables.print_summary_table(briefs)
-        for name, where in pictures.items():
-            console.print(f"{name}: {where}", highlight=False, soft_wrap=True, markup=False)
-    else:
-        _write_text(Path(out) if out else results_root() / "report.html", "report.html", summary_html(briefs, pictures))
+    points = gain_points(briefs)
+
+    def draw(folder: Path) -> dict[str, str]:
+        """results/predicted_vs_measured.png (or in `folder`), where there are comparison runs to place."""
+        picture = folder / "predicted_vs_measured.png"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            made = predicted_vs_measured_picture(points, None, picture)
+        except OSError as error:
+            raise PicturesNotWritten(folder, error) from None
+        return {"predicted_vs_measured": str(picture)} if made else {}
+
+    with _optional_pictures(draw, results_root(), fmt, out) as pictures:
+        if fmt == "table":
+            tables.print_summary_table(briefs)
+            for name, where in (pictures or {}).items():
+                console.print(f"{name}: {where}", highlight=False, soft_wrap=True, markup=False)
+        else:
+            page = summary_html(briefs, pictures or {})
+            _write_text(Path(out) if out else results_root() / "report.html", "report.html", page)
 
 
 def _emit_json(data: dict, out: str | None) -> None:

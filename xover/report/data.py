@@ -78,6 +78,16 @@ class ReportError(XoverError):
     pass
 
 
+class PicturesNotWritten(ReportError):
+    """The pictures could not be written into `folder` (another user's results, a read-only mount, a full disk):
+    `why` in the system's words. A table or JSON report is shown without them (report's _optional_pictures)."""
+
+    def __init__(self, folder: Path, error: OSError) -> None:
+        self.folder = folder
+        self.why = error.strerror or str(error)
+        super().__init__(f"cannot write the pictures into {folder}: {self.why}")
+
+
 @dataclass(frozen=True)
 class PlanMakespan:
     """A plan's run in one way (as planned, or `--mode sequential`: each job once): its makespan as measured

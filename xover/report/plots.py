@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..analysis import rows_of
 from ..results import GainPoint, GroupReport, RunResult, mode_rank
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS, SHARED_MODES, Mode
-from .data import ExperimentReport, ReportError
+from .data import ExperimentReport, PicturesNotWritten
 from .timeline import PHASES, intervals_in_window, middle_window
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def make_pictures(report: ExperimentReport, points: list[GainPoint], folder: Pat
             if makers[name](path):
                 written[name] = str(path)
     except OSError as error:
-        raise ReportError(f"cannot write the pictures into {folder}: {error.strerror}") from None
+        raise PicturesNotWritten(folder, error) from None
     return written
 
 

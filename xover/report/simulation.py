@@ -22,7 +22,7 @@ from ..replay.traces import skipped_text
 from ..results import ExperimentInfo
 from ..store.models import Experiment, Replay, ReplayJob, ReplayUtilisation
 from ..writes import write_all_whole
-from .data import ReportError, experiment_row
+from .data import PicturesNotWritten, ReportError, experiment_row
 from .html import _page, embedded_picture, html_table
 from .plots import DPI, JOB_COLOURS
 from .tables import csv_text
@@ -219,7 +219,7 @@ def print_simulation_tables(report: SimulationReport, pictures: dict[str, str]) 
         console.print(f"{name}: {where}", highlight=False, soft_wrap=True, markup=False)
 
 
-def simulation_dict(report: SimulationReport, pictures: dict[str, str]) -> dict[str, Any]:
+def simulation_dict(report: SimulationReport, pictures: dict[str, str] | None) -> dict[str, Any]:
     """The JSON: the experiment, each replay's figures (`utilisation` one figure, as in the table and `xover
     simulate --json`) and settings, its utilisation over time (`utilisation_series`) and its JCT distribution
     (at up to 200 quantiles)."""
@@ -285,7 +285,7 @@ def simulation_pictures(report: SimulationReport, folder: Path) -> dict[str, str
             if makers[name](report, path):
                 written[name] = str(path)
     except OSError as error:
-        raise ReportError(f"cannot write the pictures into {folder}: {error.strerror}") from None
+        raise PicturesNotWritten(folder, error) from None
     return written
 
 

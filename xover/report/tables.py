@@ -557,8 +557,9 @@ def summary_rows(briefs: list[ExperimentBrief]) -> list[dict[str, Any]]:
     return [brief.summary().to_json() for brief in briefs]
 
 
-def report_dict(report: ExperimentReport, pictures: dict[str, str]) -> dict[str, Any]:
-    """The report as `xover report --format json` writes it."""
+def report_dict(report: ExperimentReport, pictures: dict[str, str] | None) -> dict[str, Any]:
+    """The report as `xover report --format json` writes it; `pictures` None (null) where they could not be
+    written."""
     return {
         "experiment": report.experiment.to_json(),
         "jobs": [job.to_json() for job in report.jobs],
