@@ -308,7 +308,7 @@ def test_every_ssh_xover_starts_has_a_connect_timeout_and_no_terminal_input(tmp_
 
     behaviour = textwrap.dedent("""\
         case "$*" in
-          *mkstemp*) cat > /dev/null; echo /tmp/xover-env-fake ;;
+          *O_NOFOLLOW*) cat > /dev/null; echo /tmp/xover-env-fake ;;
           *getsockname*) echo 29500 10.0.0.8 /tmp/xover-rdzv-fake/socket ;;
           *xover.turns.server*) for last; do :; done; exec sh -c "$last" ;;
           *) ;;

@@ -69,7 +69,7 @@ FORWARDED_NAMES = frozenset(
 # A rank's variables whose values no command line may show: the run's metric token (a record without it
 # is ignored, so whoever reads it can forge the run's figures), and those the caller names (a job file's
 # own variables). They stay out of horovodrun's environment. Each host that gets ranks gets them in a
-# file of its own instead (mode 0600, made by mkstemp there: over ssh's stdin for another host, as
+# file of its own instead (mode 0600, made there under a name chosen here: over ssh's stdin for another host, as
 # torchrun's nodes get theirs), and each rank's command reads its host's file (by HOROVOD_HOSTNAME) into
 # its environment before it becomes the program; the last rank of the host to read it
 # (HOROVOD_LOCAL_SIZE) removes it. Only the files' paths are on the command line.

@@ -18,7 +18,8 @@ and its agents unpickle what the rendezvous key holds, so
 
 The variables a remote node needs (XOVER_*, PYTHONPATH, ...) are not written on its command line,
 which every user of either host can read: they go over ssh's stdin into a file of the node's own
-(mode 0600, made by mkstemp there), which the node's command reads, removes, and then runs torchrun.
+(mode 0600, made there under a name chosen here: O_EXCL, O_NOFOLLOW), which the node's command reads,
+removes, and then runs torchrun.
 A node on this machine gets its file in the run's own folder of rank logs (mode 0700), not in /tmp: a node
 that never started (a run stopped, timed out or failed first) leaves it there, and the run's end removes it
 (`remove_kept`); in /tmp they were left behind for good. Another host's file is in its temporary folder, under
