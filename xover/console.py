@@ -93,6 +93,12 @@ def print_error(message: str) -> None:
     errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def print_notice(text: str) -> None:
+    """`text` on stderr as written: a warning, a note, what a run waits on. Not markup (a file named "[x].toml" is
+    text), nothing highlighted, and never broken into lines at the terminal's width (a log is searched for it whole)."""
+    errors.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 @contextlib.contextmanager
 def working(what: str) -> Iterator[None]:
     """A spinner and `what` on stderr while work that gives no figures of its own goes on (a plan of hundreds of
