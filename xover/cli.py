@@ -711,7 +711,7 @@ SIMULATE_HELP = {
     ),
     "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
-    "jobs": "Replay only the trace's first N jobs.",
+    "jobs": "Replay only the trace's first N jobs (a trace of fewer: whole, with a note of how many it has).",
     "json_out": "Print the outcome as JSON.",
 }
 
