@@ -319,7 +319,7 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], No
 
     def progress(name: str, done: int, total: int | None) -> None:
         if not tasks:
-            bars.start()  # at the first bar: an option refused before the replay began is not behind an empty line
+            logged.start()  # at the first bar: an option refused before the replay began is not behind an empty line
         if name not in tasks:
             tasks[name] = bars.add_task(name, total=total)
         bars.update(tasks[name], completed=done, total=total)  # reading's total is known once the file is parsed
@@ -329,4 +329,4 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], No
         yield progress
     finally:
         if tasks:
-            bars.stop()
+            logged.stop()
