@@ -19,7 +19,7 @@ import typer
 
 from . import __version__
 from .cli_common import App, State, user_errors
-from .console import errors, print_error, working
+from .console import print_error, print_notice, working
 from .devices import local_device_count
 from .engines import DEFAULT_ENGINE, engines_help
 from .errors import Interrupted, XoverError, check_seconds, decimal, escaped_bytes, printable, quoted
@@ -207,7 +207,7 @@ def recipes_and_scripts(
     recipe_targets, script_args = split_recipes_from_script_args(targets)
     if engine is None:
         engine, found = detect_scripts_engine(scripts)
-        errors.print(detection_note(found), highlight=False, markup=False, soft_wrap=True)
+        print_notice(detection_note(found))
     return recipe_targets, scripts_as_recipes(scripts, script_args, np, engine, hosts_or_allocation(hosts))
 
 
@@ -610,14 +610,11 @@ def plan(
             used = {device for group in result.plan.groups for device in group.devices}
             beyond = sorted(device for device in used if int(device.rpartition(":")[2]) >= available)
             if beyond:
-                errors.print(
+                print_notice(
                     f"warning: --devices {devices}: this machine has {available} "
                     f"{'GPU devices' if kind == 'gpu' else 'CPU cores'}, and the plan places groups on "
                     f"{', '.join(beyond[:3])}{' ...' if len(beyond) > 3 else ''}: `xover run` of it here refuses "
-                    f"them; plan with --devices {available}, or for other hosts with -H",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
+                    f"them; plan with --devices {available}, or for other hosts with -H"
                 )
         try:
             with summary_of_kept(f"the plan was written whole to {result.path} and stored", is_result=json_out):
@@ -714,7 +711,7 @@ SIMULATE_HELP = {
     ),
     "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",
-    "jobs": "Replay only the trace's first N jobs.",
+    "jobs": "Replay only the trace's first N jobs (a trace of fewer: whole, with a note of how many it has).",
     "json_out": "Print the outcome as JSON.",
 }
 

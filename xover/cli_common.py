@@ -13,7 +13,7 @@ import typer
 from sqlalchemy.exc import DBAPIError
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from .console import errors, print_error
+from .console import print_error, print_notice
 from .errors import Interrupted, TimedOut, XoverError, printable
 from .redact import mask_word
 from .store.session import database_url, store_failed
@@ -211,9 +211,9 @@ def user_errors(interrupted: str = RUNS_INTERRUPTED):
         fail(store_failed(database_url(State.db, create_folder=False), error.orig))
     except (Interrupted, KeyboardInterrupt) as stop:
         left = (str(stop) if isinstance(stop, Interrupted) else "") or interrupted
-        errors.print(f"interrupted{': ' if left else ''}{left}", highlight=False, soft_wrap=True, markup=False)
+        print_notice(f"interrupted{': ' if left else ''}{left}")
         raise typer.Exit(130) from None
     except TimedOut as stop:
         left = str(stop) or "every process was stopped and unfinished runs are marked timeout"
-        errors.print(f"timeout: the run went past --timeout; {left}", highlight=False, soft_wrap=True, markup=False)
+        print_notice(f"timeout: the run went past --timeout; {left}")
         raise typer.Exit(124) from None

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from rich import box
@@ -20,6 +20,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -91,6 +92,12 @@ def print_json(data: Any) -> None:
 def print_error(message: str) -> None:
     """`error: MESSAGE` on stderr; the message is text (a file named "[x].toml" is not markup)."""
     errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def print_notice(text: str) -> None:
+    """`text` on stderr as written: a warning, a note, what a run waits on. Not markup (a file named "[x].toml" is
+    text), nothing highlighted, and never broken into lines at the terminal's width (a log is searched for it whole)."""
+    errors.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -217,33 +224,72 @@ def _stacked(title: str, headers: list[str], cells: list[list[str]]) -> Group:
     return Group(*blocks)
 
 
-# Where stderr is not a terminal (a log file, a CI job, a Slurm job's output), rich draws its bars once, when they
-# stop: a run or a replay of minutes said nothing until its end. There, the bars as they stand are written every
-# this many seconds.
+# Where stderr is not a terminal (a log file, a pipe, CI, a Slurm job's output), the bars are not drawn live: rich drew
+# them only at their stop (a run of minutes said nothing until its end), or, under FORCE_COLOR, redrew them in place,
+# the whole block again in the log at each refresh. There each bar is a line: at once when its milestone changes
+# (it is full; a job started or ended), else where it moved since its last line, at most every this many seconds.
 LOGGED_EVERY_S = 30.0
 
 
-class LoggedProgress:
-    """Writes `progress`'s bars as they stand every LOGGED_EVERY_S, where stderr is not a terminal."""
+def _redrawn_in_place(terminal: Console) -> bool:
+    """Whether live bars can be redrawn on `terminal`: rich's own test (a TERM=dumb terminal cannot), and its file a
+    terminal indeed (FORCE_COLOR or TTY_COMPATIBLE make rich take a log for one: a redraw there is a new block)."""
+    return terminal.is_terminal and not terminal.is_dumb_terminal and _is_terminal(terminal.file)
 
-    def __init__(self, progress: Progress, every_s: float = LOGGED_EVERY_S) -> None:
+
+def _full(task: Task) -> str | None:
+    return "full" if task.total is not None and task.completed >= task.total else None
+
+
+class LoggedProgress:
+    """Shows `progress`'s bars: live on a terminal; elsewhere as lines, never redrawn and none written twice. A bar
+    has a line at once when `milestone(task)` changes (None: nothing to say yet; by default, the bar is full), and
+    every LOGGED_EVERY_S where it moved since its last. `start` before the first bar, `tick` after each update,
+    `stop` at the end."""
+
+    def __init__(self, progress: Progress, milestone: Callable[[Task], str | None] = _full) -> None:
         self.progress = progress
-        self.every_s = every_s
-        self.since: float | None = None
-        self.writes: bool | None = None  # told at the first tick (a console's is_terminal asks its file each time)
+        self.milestone = milestone
+        self.as_lines: bool | None = None  # told at start (a console's is_terminal asks its file each time)
+        self.since = 0.0
+        self.written: dict[TaskID, tuple[Any, ...]] = {}  # each bar as its last line showed it
+
+    def start(self) -> None:
+        """Draw live on a terminal; elsewhere, start the clock of the lines."""
+        if self.as_lines is not None:
+            return
+        self.as_lines = not self.progress.disable and not _redrawn_in_place(self.progress.console)
+        if self.as_lines:
+            self.since = time.monotonic()
+        else:
+            self.progress.start()
 
     def tick(self) -> None:
-        """Called at each update (no thread: bars that do not move are not written again until one does)."""
-        if self.writes is None:
-            self.writes = not (self.progress.disable or self.progress.console.is_terminal)
-        if not self.writes:
+        """Called after each update (no thread: a bar that does not move has nothing new to say)."""
+        if not self.as_lines:
             return
         now = time.monotonic()
-        if self.since is None:
+        due = now - self.since >= LOGGED_EVERY_S
+        if due:
             self.since = now
-        elif now - self.since >= self.every_s:
-            self.since = now
-            self.progress.console.print(self.progress.make_tasks_table(self.progress.tasks))
+        self._write(lambda shown, last: shown[0] != (last[0] if last else None) or (due and shown != last))
+
+    def stop(self) -> None:
+        """Stop drawing (the live bars stay on the screen); as lines, each bar's end where its last line was not it."""
+        if self.as_lines:
+            self._write(lambda shown, last: shown != last)
+        elif self.as_lines is False:
+            self.progress.stop()
+
+    def _write(self, due: Callable[[tuple[Any, ...], tuple[Any, ...] | None], bool]) -> None:
+        lines = []
+        for task in self.progress.tasks:
+            shown = (self.milestone(task), task.description, task.completed, task.total)
+            if due(shown, self.written.get(task.id)):
+                self.written[task.id] = shown
+                lines.append(task)
+        if lines:  # one table: the bars written together are aligned
+            self.progress.console.print(self.progress.make_tasks_table(lines))
 
 
 class ProgressBars:
@@ -264,7 +310,8 @@ class ProgressBars:
         )
         self.tasks: dict[int, TaskID] = {}
         self.drawing = False
-        self.logged = LoggedProgress(self.progress)
+        # a job's line in a log when it starts and when it ends, not when its bar fills (it may end short of it)
+        self.logged = LoggedProgress(self.progress, milestone=lambda task: task.fields.get("status") or None)
 
     def start(self) -> None:
         """Draw the bars from the first job's: a run refused before any started (a device in use) leaves
@@ -275,24 +322,24 @@ class ProgressBars:
         """Stop drawing; the bars stay on screen as they last were."""
         self.drawing = False
         if self.tasks:
-            self.progress.stop()
+            self.logged.stop()
 
     def _task(self, run_id: int, label: str = "", total: int | None = None) -> TaskID:
         if run_id not in self.tasks:
             if not self.tasks and self.drawing:
-                self.progress.start()
+                self.logged.start()
             self.tasks[run_id] = self.progress.add_task(label or str(run_id), total=total, loss="-", status="")
         return self.tasks[run_id]
 
     def job_started(self, run_id: int, label: str, total: int | None) -> None:
         """The run's bar, running, with its label and iterations planned."""
         self.progress.update(self._task(run_id, label, total), total=total, description=label, status="running")
+        self._tick_if_drawing()
 
     def job_progress(self, run_id: int, step: int, loss: float | None) -> None:
         """Move the run's bar to `step`, with its last loss."""
         self.progress.update(self._task(run_id), completed=step, loss="-" if loss is None else f"{loss:.4f}")
-        if self.drawing:
-            self.logged.tick()
+        self._tick_if_drawing()
 
     def job_finished(self, run_id: int, status: str, label: str = "") -> None:
         """Show how the run ended, and stop its clock (a run that ended short of its bar's total, e.g. a
@@ -306,3 +353,8 @@ class ProgressBars:
             self.progress.update(task, total=shown.completed)
         self.progress.update(task, status=status)
         self.progress.stop_task(task)
+        self._tick_if_drawing()
+
+    def _tick_if_drawing(self) -> None:
+        if self.drawing:
+            self.logged.tick()

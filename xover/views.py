@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .analysis import faster_than_alone_warnings, length_warnings, loss_not_finite_warnings, overlap_warnings
-from .console import LoggedProgress, console, counted, errors, print_json, print_table
+from .console import LoggedProgress, console, counted, errors, print_json, print_notice, print_table
 from .hints import xover_command
 from .links import HOST
 from .replay.traces import skipped_words
@@ -100,7 +100,7 @@ def show_run(result: Any, as_json: bool) -> None:
     if as_json:
         print_json(shown)
         for job in failed_jobs(shown["jobs"]):  # stdout is the JSON: why a job failed goes to stderr too
-            errors.print(failure_line(job), markup=False, highlight=False, soft_wrap=True)
+            print_notice(failure_line(job))
         return
     print_table(
         f"xover run  experiment {result.experiment}  link {result.link.rate or 'host network'}",
@@ -319,7 +319,7 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], No
 
     def progress(name: str, done: int, total: int | None) -> None:
         if not tasks:
-            bars.start()  # at the first bar: an option refused before the replay began is not behind an empty line
+            logged.start()  # at the first bar: an option refused before the replay began is not behind an empty line
         if name not in tasks:
             tasks[name] = bars.add_task(name, total=total)
         bars.update(tasks[name], completed=done, total=total)  # reading's total is known once the file is parsed
@@ -329,4 +329,4 @@ def replay_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], No
         yield progress
     finally:
         if tasks:
-            bars.stop()
+            logged.stop()

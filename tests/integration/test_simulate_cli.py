@@ -325,6 +325,21 @@ def test_a_whole_number_flag_of_more_digits_than_python_converts_is_refused_by_t
         text), text
 
 
+@pytest.mark.parametrize("asked", ["3", "99999999999999999999", "9" * 4000])
+def test_jobs_beyond_the_traces_are_said_with_how_many_it_has(isolated_results, asked):
+    """`--jobs 99999999999999999999` replayed the trace's 2 jobs without a word, as if it had that many."""
+    result = xover("simulate", str(ASSETS / "muri_two.csv"), "--cluster", "1x1", "--policy", "fifo", "--jobs", asked)
+    assert result.exit_code == 0, result.output
+    shown = asked if len(asked) <= 40 else asked[:40] + "..."  # as --seed shows a number of thousands of digits
+    said = f"note: --jobs {shown}: the trace has 2 jobs, all replayed"
+    assert said in " ".join(result.output.split()) and len(result.output) < 5000, result.output
+    reported = xover("report", "latest", "--format", "json")
+    [replay] = json.loads(reported.stdout)["replays"]
+    assert f"--jobs {shown}: the trace has 2 jobs, all replayed" in replay["settings"]["notes"]
+    exactly = xover("simulate", str(ASSETS / "muri_two.csv"), "--cluster", "1x1", "--policy", "fifo", "--jobs", "2")
+    assert exactly.exit_code == 0 and "--jobs" not in exactly.output, exactly.output
+
+
 @pytest.mark.parametrize("text, message", [
     ("arrival_s,gpus,duration_s,model\n0,1,5,a\x1b[2J\n", r"line 2: model 'a\x1b[2J': no model's name holds a control"),
     ("arrival_s,gpus,\x1b[2Jmodel\n0,1,5\n", r"(columns: arrival_s, gpus, '\x1b[2Jmodel')"),

@@ -181,8 +181,9 @@ def load_trace(
 ) -> Trace:
     """The trace at `path` as job instances. `profiles` finds a model's profile by name (plain and Philly
     traces); `assign`: the models Philly's jobs are drawn from; `restart_s`: a job's restart cost where
-    the trace does not give one; `limit`: only the first jobs (by arrival); `progress`: told the entries
-    (lines, or a log's jobs) read so far, for a trace of LONG_TRACE_BYTES or more."""
+    the trace does not give one; `limit`: only the first jobs (by arrival; a note says so where the trace has
+    fewer); `progress`: told the entries (lines, or a log's jobs) read so far, for a trace of LONG_TRACE_BYTES or
+    more."""
     path = named_path(path, "the trace's CSV or JSON file", TraceError)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
@@ -208,6 +209,9 @@ def load_trace(
             why = " (only its header line: give a line a job after it)"
         raise TraceError(f"{path}: no jobs in the trace{why}")
     if limit is not None:
+        if limit > len(trace.instances):  # said: `--jobs 99999999999999999999` replayed 2 jobs as if it had that many
+            asked = str(limit) if len(str(limit)) <= 40 else f"{str(limit)[:40]}..."  # as --seed shows one
+            trace.notes.append(f"--jobs {asked}: the trace has {counted(len(trace.instances), 'job')}, all replayed")
         trace.instances = sorted(trace.instances, key=lambda job: job.arrival_s)[:limit]
     trace.path = escaped_bytes(trace.path)  # as stored and shown (it failed only after the whole replay)
     return trace

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import results_root
-from ..console import console, counted, errors, json_text, print_json, working
+from ..console import console, counted, json_text, print_json, print_notice, working
 from ..errors import printable, refuse_overwriting, refuse_writing, write_problem
 from ..store.session import shown_url, store_files
 from ..writes import write_whole
@@ -205,12 +205,9 @@ def _optional_pictures(
         if fmt == "html" and not out:
             raise
         inline = fmt == "html"
-        errors.print(
+        print_notice(
             f"warning: the pictures were not written into {printable(error.folder)}: {error.why}; "
-            + ("the page has them inline" if inline else "the report is shown without them"),
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
+            + ("the page has them inline" if inline else "the report is shown without them")
         )
         if not inline:
             yield None
@@ -305,7 +302,7 @@ def _render_simulation(simulation: SimulationReport, fmt: str, out: str | None) 
         else:
             print(written[0].read_text(encoding="utf-8"), end="")
             for path in written:
-                errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+                print_notice(f"wrote {path}")
     else:
         with _optional_pictures(
             lambda where: simulation_views.simulation_pictures(simulation, where), folder, fmt, out
@@ -352,7 +349,7 @@ def _write_experiment_csv(report: ExperimentReport, folder: Path, out: str | Non
     else:
         print(csv_text(JOB_CSV_FIELDS, [job.to_json() for job in report.jobs]), end="")
         for path in written:
-            errors.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+            print_notice(f"wrote {path}")
 
 
 def _render_summary(briefs: list[ExperimentBrief], fmt: str, out: str | None) -> None:

@@ -38,7 +38,7 @@ from sqlalchemy import make_url, select
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
-from ..console import errors, json_text
+from ..console import json_text, print_notice
 from ..errors import same_file
 from ..links import HOST_KEY
 from ..redact import MASK, mask_argv, mask_word, without_secrets_of
@@ -370,12 +370,9 @@ def _check_owner(owner: str | None, name: str, asked: bool, tracking_uri: str) -
             f"--tracking-uri {shown_tracking_uri(tracking_uri)}: the MLflow experiment '{name}' {whose}; "
             f"set MLFLOW_EXPERIMENT_NAME to an experiment of your own, or to '{name}' to write into theirs"
         )
-    errors.print(
+    print_notice(
         f"note: the MLflow experiment '{name}' {whose}; writing into it"
-        + ("" if asked else " (set MLFLOW_EXPERIMENT_NAME to write into another)"),
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
+        + ("" if asked else " (set MLFLOW_EXPERIMENT_NAME to write into another)")
     )
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..analysis import compare, experiment_jobs
-from ..console import errors
+from ..console import errors, print_notice
 from ..errors import XoverError, check_seconds
 from ..links import Link
 from ..plan import Plan
@@ -125,13 +125,10 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
         policy=asked.policy,
     )
     if chosen.plan is not None and chosen.plan.unknown_keys:  # read past, as a later version's would be: say so
-        errors.print(
+        print_notice(
             f"warning: {chosen.plan_path}: plan fields this xover does not know, ignored: "
             + ", ".join(chosen.plan.unknown_keys[:10])
-            + (f" and {len(chosen.plan.unknown_keys) - 10} more" if len(chosen.plan.unknown_keys) > 10 else ""),
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            + (f" and {len(chosen.plan.unknown_keys) - 10} more" if len(chosen.plan.unknown_keys) > 10 else "")
         )
     if chosen.gpu_plan_on_cpus:
         errors.print(
@@ -141,13 +138,10 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
             markup=False,
         )
     if chosen.cpu_plan_on_gpus:
-        errors.print(
+        print_notice(
             f"warning: {chosen.plan_path}: the plan was made on CPU cores (plan field 'device_kind' is 'cpu') and its "
             f"jobs will run on this machine's GPUs, where its predictions do not hold: profile and plan again here "
-            f"for a plan made for them, or keep the jobs on CPU cores with {CPU_ONLY_VARIABLE}=1",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            f"for a plan made for them, or keep the jobs on CPU cores with {CPU_ONLY_VARIABLE}=1"
         )
     if chosen.link_from_plan:
         errors.print(
@@ -159,9 +153,7 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
         raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
     check_launcher_options(asked.launcher, asked.launcher_options)
     if asked.scripts and asked.engine is None:  # say which engine the scripts' imports showed
-        errors.print(
-            detection_note(detect_scripts_engine(list(asked.scripts))[1]), highlight=False, markup=False, soft_wrap=True
-        )
+        print_notice(detection_note(detect_scripts_engine(list(asked.scripts))[1]))
     outcome = run_groups(
         db,
         chosen.groups,
@@ -187,7 +179,7 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
     )
     hint = shared_arguments_hint(list(asked.scripts), list(asked.script_args), [job.error for job in outcome.jobs])
     if hint:
-        errors.print(hint, highlight=False, markup=False, soft_wrap=True)
+        print_notice(hint)
     return outcome
 
 
@@ -303,12 +295,9 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     folder = credentials_folder()
     host = f"[{sink.address}]" if ":" in sink.address else sink.address
     # said once: a first scrape without the token is a 401 that tells nothing of where the token is
-    errors.print(
+    print_notice(
         f"metrics: https://{host}:{sink.port}/metrics while the run lasts, to the bearer token in "
-        f"{folder / TOKEN_FILE} (certificate {folder / CERTIFICATE_FILE}; docs/reference.md: Prometheus metrics)",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
+        f"{folder / TOKEN_FILE} (certificate {folder / CERTIFICATE_FILE}; docs/reference.md: Prometheus metrics)"
     )
     return sink
 

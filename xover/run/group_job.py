@@ -17,7 +17,7 @@ import socket
 import sys
 
 from ..config import results_root
-from ..console import errors, print_error
+from ..console import print_error, print_notice
 from ..errors import XoverError
 from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import HOST
@@ -84,7 +84,7 @@ def run_group(request: GroupRequest, db: str) -> None:
     [group] = [g for g in groups if g.index == request.group]
     hosts, job_id, described = launcher.job_here()
     remap_to_hosts(group, hosts)
-    errors.print(described, highlight=False, soft_wrap=True, markup=False)
+    print_notice(described)
     store = store_session.open_store(db)
     attach_traits(store, group.jobs, HOST)  # a node's network as it is: --bandwidth is refused for a scheduler
     if options.seconds is not None:

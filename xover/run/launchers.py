@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..console import errors
+from ..console import print_notice
 from ..errors import XoverError, printable
 from ..plugins import PluginRegistry
 from .request import DEFAULT_LAUNCHER, LaunchRequest, LaunchResult
@@ -100,7 +100,7 @@ def hosts_or_allocation(hosts: str | None) -> str | None:
     for launcher in LAUNCHERS.values():
         found = launcher.allocated_hosts()
         if found is not None:
-            errors.print(found[1], highlight=False, soft_wrap=True, markup=False)
+            print_notice(found[1])
             return str(found[0])
     return None
 

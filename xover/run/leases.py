@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from ..console import errors
+from ..console import print_notice
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, command_on, is_local
 from ..redact import mask_credentials
@@ -71,12 +71,9 @@ def lease_dir() -> str:
             raise XoverError(f"cannot create the device lease folder {path}: {error.strerror}; {_WHAT_TO_DO}") from None
         else:
             # said: a mistyped folder is a new one, and runs leasing in /tmp or the folder meant never see these
-            errors.print(
+            print_notice(
                 f"warning: {LEASE_DIR_VARIABLE}={path} did not exist and was created: only runs with the same "
-                f"{LEASE_DIR_VARIABLE} see the devices this run leases",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
+                f"{LEASE_DIR_VARIABLE} see the devices this run leases"
             )
     return path
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import XOVER_ROOT, results_unwritable
-from ..console import errors
+from ..console import print_notice
 from ..devices import gpu_ids, script_gpu_env
 from ..engines import ENGINES
 from ..errors import StartFailed, XoverError
@@ -707,4 +707,4 @@ def _copy_of(name: str) -> str:
 
 
 def _say(message: str) -> None:
-    errors.print(message, highlight=False, soft_wrap=True, markup=False)
+    print_notice(message)

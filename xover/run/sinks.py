@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..console import ProgressBars, errors
+from ..console import ProgressBars, print_notice
 from ..errors import XoverError
 from ..records import IterationRecord, MetricRecord, StartRecord
 from ..streams import OutputFailed
@@ -139,12 +139,7 @@ def deliver(sinks: Sequence[MetricSink], call: Callable[[MetricSink], None]) -> 
         except (Exception, OutputFailed) as error:  # a display on a stdout that went away too
             if sink.essential:
                 raise
-            errors.print(
-                f"xover: the {sink.name} metric sink failed and is left out for the rest of the run: {error}",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
-            )
+            print_notice(f"xover: the {sink.name} metric sink failed and is left out for the rest of the run: {error}")
             continue
         kept.append(sink)
     return kept
