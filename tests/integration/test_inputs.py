@@ -793,6 +793,7 @@ def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_
     # SQLite's words were "unable to open database file" and "disk I/O error"
     (".", "the database . is a folder: name a file"),
     ("/dev/null", "the database /dev/null is not a regular file"),
+    ("sqlite:////dev/null", "the database sqlite:////dev/null names /dev/null, not a regular file"),
     # a newline at its end (XOVER_DB=$'x.db\n') broke the line in two
     ("missing.db\n", "no database at missing.db\\n: nothing has been run yet"),
 ])
@@ -800,6 +801,27 @@ def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, word
     result = runner.invoke(app, ["--db", url, "report", "all"])
     _one_clear_line(result, words)
     assert "secretpw" not in result.output
+
+
+@pytest.mark.parametrize("url", ["sqlite:///{folder}", "sqlite:///{folder}?mode=ro",
+                                 "sqlite:///file:{folder}?mode=ro&uri=true"])
+@pytest.mark.parametrize("given", ["--db", "XOVER_DB"])
+def test_a_sqlite_url_naming_a_folder_says_so_as_its_plain_path_does(clean, tmp_path, monkeypatch, url, given):
+    """`--db sqlite:////tmp/somefolder` (or XOVER_DB) said the store was "read-only to you" (SQLite's "unable to
+    open database file"), or "disk I/O error" in the URI form (a probe session, 2026-12-07)."""
+    folder = tmp_path / "somefolder"
+    folder.mkdir()
+    store = url.format(folder=folder)
+    profiles = tmp_path / "t.csv"
+    profiles.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    options = ["--db", store] if given == "--db" else []
+    if given == "XOVER_DB":
+        monkeypatch.setenv("XOVER_DB", store)
+    for command in (["report", "all"], ["plan", "--profiles", str(profiles), "--devices", "2"]):
+        _one_clear_line(runner.invoke(app, [*options, *command]),
+                        f"the database {store} names a folder, {folder}: name a file in it (sqlite:///{folder}/xover.db)")
+    _one_clear_line(runner.invoke(app, ["--db", str(folder), "report", "all"]), f"the database {folder} is a folder")
+    assert list(folder.iterdir()) == []
 
 
 def test_an_empty_store_file_is_reported_as_empty_and_left_empty(clean, tmp_path):

@@ -92,6 +92,19 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
                 f"{shown_url(target)}: a database in memory keeps nothing past this command, and xover's commands "
                 "read what earlier ones stored: give a file (--db results/xover.db) or a database server"
             )
+        named = sqlite_file(target)
+        if named is not None:  # as a plain path is: SQLite's "unable to open database file" said "read-only to you"
+            folder, irregular = _not_a_file(named, target)
+            if folder:
+                raise StoreError(
+                    f"the database {shown_url(target)} names a folder, {printable(named)}: name a file in it "
+                    f"(sqlite:///{printable(named / 'xover.db')})"
+                )
+            if irregular:
+                raise StoreError(
+                    f"the database {shown_url(target)} names {printable(named)}, not a regular file (a device or a "
+                    "pipe): name a file"
+                )
         return target
     mistyped = _MISTYPED_URL.match(target)
     if mistyped:
@@ -102,10 +115,7 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
             "not a file: write the whole URL, or a file path (a file whose name holds ':' and '@': start it with ./)"
         )
     file = Path(target).expanduser()
-    try:
-        folder, irregular = file.is_dir(), file.exists() and not file.is_file()
-    except OSError as error:  # a name too long for the system: exists() raises it
-        raise StoreError(f"the database {printable(target)}: cannot be looked at: {error.strerror}") from None
+    folder, irregular = _not_a_file(file, target)
     if folder:  # SQLite's own words: "unable to open database file"
         raise StoreError(f"the database {target} is a folder: name a file (in it: {file / 'xover.db'})")
     if irregular:  # /dev/null, a pipe: "disk I/O error", or a wait for ever
@@ -116,6 +126,14 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
         except OSError as error:
             raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
     return f"sqlite:///{file}"
+
+
+def _not_a_file(path: Path, given: str) -> tuple[bool, bool]:
+    """Whether `path` (the store as `given`) is a folder, and whether it is something else but a regular file."""
+    try:
+        return path.is_dir(), path.exists() and not path.is_file()
+    except OSError as error:  # a name too long for the system: exists() raises it
+        raise StoreError(f"the database {printable(shown_url(given))}: cannot be looked at: {error.strerror}") from None
 
 
 def _in_memory_sqlite(url: str) -> bool:
