@@ -755,6 +755,25 @@ def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(cle
         assert connection.execute("select count(*) from plans").fetchone()[0] == 1
 
 
+def test_an_output_over_the_wal_of_a_store_named_through_a_link_is_refused(clean, tmp_path, monkeypatch):
+    """A store named by a link keeps its WAL beside the file the link names, as SQLite does: an --out there was
+    taken for another file and written over the store's WAL."""
+    (tmp_path / "real").mkdir()
+    store = tmp_path / "real" / "x.db"
+    link = tmp_path / "link.db"
+    link.symlink_to(store)
+    monkeypatch.setenv("XOVER_DB", str(link))
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2",
+                               "--out", str(tmp_path / "p.json")]).exit_code == 0
+    for out in (Path(f"{store}-wal"), Path(f"{store}.migrate.lock")):
+        _one_clear_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]),
+                        f"--out {out}: that is the store {link} (its ")
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("select count(*) from plans").fetchone()[0] == 1
+
+
 def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_path):
     """`report ID --format json|html --out NAME` (and `report all`, csv too) with a name longer than the system
     takes was a traceback (OSError: File name too long) from the check whether --out is a folder; a folder's name

@@ -165,15 +165,26 @@ def sqlite_file(url: str) -> Path | None:
 
 def store_files(db: str | None = None) -> list[tuple[Path, str]]:
     """The files a SQLite store is made of (the database, its journal, WAL, shared memory and migration lock),
-    each with what it is, for refusing an output path over one; none for another database or one in memory."""
+    each with what it is, for refusing an output path over one; none for another database or one in memory.
+    The database as named; the others beside the file a link names, where SQLite and the lock keep them."""
     file = sqlite_file(database_url(db, create_folder=False))
     if file is None:
         return []
-    path = str(file)
+    path, real = str(file), os.path.realpath(file)
     return [
-        (Path(path + suffix), f"the store {path}" + (f" (its {suffix[1:]} file)" if suffix else ""))
-        for suffix in ("", "-wal", "-shm", "-journal", ".migrate.lock")
+        (file, f"the store {path}"),
+        *(
+            (Path(real + suffix), f"the store {path} (its {suffix[1:]} file)")
+            for suffix in ("-wal", "-shm", "-journal")
+        ),
+        (Path(migration_lock_of(path)), f"the store {path} (its migrate.lock file)"),
     ]
+
+
+def migration_lock_of(database: str) -> str:
+    """The lock file that makes one opening at a time upgrade the SQLite file `database`: beside the file itself,
+    the link resolved, so that every path to one store takes one lock."""
+    return f"{os.path.realpath(database)}.migrate.lock"
 
 
 def remove_store_made_for_nothing(db: str | None, folders: list[Path]) -> None:
@@ -544,9 +555,10 @@ class Store:
         """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
         database there is only read), an advisory lock on PostgreSQL."""
         if self.kind == "sqlite":
-            # never through a link, never truncated (a link planted beside the store would have had its
-            # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
-            lock = f"{self.engine.url.database}.migrate.lock"
+            # beside the file itself, where SQLite keeps its WAL: a store reached through a link and by its own path
+            # is one store, under one lock. Never through a link, never truncated (a link planted beside the store
+            # would have had its target emptied by "w"), only a regular file: anything else and it goes unlocked
+            lock = migration_lock_of(str(self.engine.url.database))
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
             try:
                 try:
