@@ -215,6 +215,38 @@ def store_gone_words(file: Path | None, how: str, experiment: str | None = None,
     )
 
 
+class StoreFailedDuringRun(StoreError):
+    """The store refused a read or a write while a run wrote to it (a full disk, an I/O error): the run was stopped.
+    A run's failure (1), not refused input (2)."""
+
+    exit_code = 1
+
+
+def stopped_by_the_store(problem: object) -> str:
+    """Why a run that the store's failure stopped ended, as its row keeps it: `report` said "no error recorded"."""
+    return f"xover stopped it: the store failed during the run: {_driver_words(problem)}"
+
+
+def store_failed_during_run_words(
+    url: str, problem: object, experiment: str, logs: Path, end_recorded: bool, report: str
+) -> str:
+    """The line a run ends with when its store failed part-way (StoreFailedDuringRun). `end_recorded`: whether its
+    experiment's end, and why its runs stopped, could still be written; `report`: the command that shows it."""
+    file = sqlite_file(url)
+    store = printable(file) if file is not None else shown_url(url)
+    kept = (
+        f"experiment {experiment} is kept failed, with what was recorded until then and why ({report})"
+        if end_recorded
+        # nothing more could be written: the rows say running until a later command finds their xover gone
+        else f"not even its end could be recorded: experiment {experiment} keeps what was recorded until then, its "
+        "unfinished runs marked lost by the next report or run of this store once it takes writes again"
+    )
+    return (
+        f"the store {store} failed during the run: {without_secrets_of(url, _driver_words(problem))}; the run was "
+        f"stopped, and {kept}; its logs are in {printable(logs)}"
+    )
+
+
 def store_failed(url: str, problem: object) -> StoreError:
     """One line about a store that opened and then refused a read or a write (a read-only file, a full disk),
     without its password."""
@@ -241,6 +273,8 @@ def _driver_words(problem: object) -> str:
     elif "database or disk is full" in words:
         # what was being written is lost; a run it cut short is closed as lost by the next command that opens it
         words += " (free space on the store's disk, or name a store on another with --db)"
+    elif "disk I/O error" in words:
+        words += " (the store's disk failed a read or a write: check it, or name a store on another with --db)"
     return words
 
 
