@@ -755,6 +755,25 @@ def test_an_output_over_the_store_or_an_input_is_refused_and_nothing_is_lost(cle
         assert connection.execute("select count(*) from plans").fetchone()[0] == 1
 
 
+def test_an_output_over_the_wal_of_a_store_named_through_a_link_is_refused(clean, tmp_path, monkeypatch):
+    """A store named by a link keeps its WAL beside the file the link names, as SQLite does: an --out there was
+    taken for another file and written over the store's WAL."""
+    (tmp_path / "real").mkdir()
+    store = tmp_path / "real" / "x.db"
+    link = tmp_path / "link.db"
+    link.symlink_to(store)
+    monkeypatch.setenv("XOVER_DB", str(link))
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    assert runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2",
+                               "--out", str(tmp_path / "p.json")]).exit_code == 0
+    for out in (Path(f"{store}-wal"), Path(f"{store}.migrate.lock")):
+        _one_clear_line(runner.invoke(app, ["plan", "--profiles", str(trace), "--devices", "2", "--out", str(out)]),
+                        f"--out {out}: that is the store {link} (its ")
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("select count(*) from plans").fetchone()[0] == 1
+
+
 def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_path):
     """`report ID --format json|html --out NAME` (and `report all`, csv too) with a name longer than the system
     takes was a traceback (OSError: File name too long) from the check whether --out is a folder; a folder's name
@@ -793,6 +812,7 @@ def test_a_report_out_path_too_long_for_the_system_is_one_clear_line(clean, tmp_
     # SQLite's words were "unable to open database file" and "disk I/O error"
     (".", "the database . is a folder: name a file"),
     ("/dev/null", "the database /dev/null is not a regular file"),
+    ("sqlite:////dev/null", "the database sqlite:////dev/null names /dev/null, not a regular file"),
     # a newline at its end (XOVER_DB=$'x.db\n') broke the line in two
     ("missing.db\n", "no database at missing.db\\n: nothing has been run yet"),
 ])
@@ -800,6 +820,27 @@ def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, word
     result = runner.invoke(app, ["--db", url, "report", "all"])
     _one_clear_line(result, words)
     assert "secretpw" not in result.output
+
+
+@pytest.mark.parametrize("url", ["sqlite:///{folder}", "sqlite:///{folder}?mode=ro",
+                                 "sqlite:///file:{folder}?mode=ro&uri=true"])
+@pytest.mark.parametrize("given", ["--db", "XOVER_DB"])
+def test_a_sqlite_url_naming_a_folder_says_so_as_its_plain_path_does(clean, tmp_path, monkeypatch, url, given):
+    """`--db sqlite:////tmp/somefolder` (or XOVER_DB) said the store was "read-only to you" (SQLite's "unable to
+    open database file"), or "disk I/O error" in the URI form (a probe session, 2026-12-07)."""
+    folder = tmp_path / "somefolder"
+    folder.mkdir()
+    store = url.format(folder=folder)
+    profiles = tmp_path / "t.csv"
+    profiles.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    options = ["--db", store] if given == "--db" else []
+    if given == "XOVER_DB":
+        monkeypatch.setenv("XOVER_DB", store)
+    for command in (["report", "all"], ["plan", "--profiles", str(profiles), "--devices", "2"]):
+        _one_clear_line(runner.invoke(app, [*options, *command]),
+                        f"the database {store} names a folder, {folder}: name a file in it (sqlite:///{folder}/xover.db)")
+    _one_clear_line(runner.invoke(app, ["--db", str(folder), "report", "all"]), f"the database {folder} is a folder")
+    assert list(folder.iterdir()) == []
 
 
 def test_an_empty_store_file_is_reported_as_empty_and_left_empty(clean, tmp_path):

@@ -139,3 +139,27 @@ def test_a_report_of_a_results_folder_xover_cannot_write_is_shown_without_its_pi
     warned(html, read_only_results / "runs" / run)
     assert page.read_text().count("data:image/png;base64,") >= 3
     assert sorted(str(path.relative_to(source)) for path in source.rglob("*")) == before
+
+
+def test_a_simulation_against_a_store_it_cannot_write_says_the_stores_line_not_the_traces(read_only_results,
+                                                                                          tmp_path):
+    """A trace naming its models by their stored profiles, replayed against a read-only store: the store's failure
+    was blamed on the trace ("t.csv: line 2: model 'mlp-digits': cannot open the database ..."), a valid trace.
+    Now it is the store's line as `plan` gives it, exit 2, nothing about the trace's lines."""
+    from test_simulate_cli import store_torch_profiles
+
+    store_torch_profiles(tmp_path / "source" / "x.db")  # in what read_only_results mounts read-only
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,gpus,duration_s,model\n0,2,100,mlp-digits\n0,2,100,resnet-digits\n")
+    env = {**os.environ, "XOVER_RESULTS": str(tmp_path / "mine")}
+
+    def xover(*args):
+        done = subprocess.run([sys.executable, "-m", "xover", "--db", str(read_only_results / "x.db"), *args],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        return done.stderr.strip()
+
+    line = xover("simulate", str(trace), "--cluster", "1x2", "--engine", "torch")
+    assert "read-only to you" in line and "line 2" not in line and str(trace) not in line, line
+    assert line == xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--engine", "torch")

@@ -489,17 +489,16 @@ def test_reading_a_long_trace_has_a_bar_before_the_replays(isolated_results, tmp
     assert quiet.exit_code == 0 and "jobs done" not in quiet.output  # no bar under --json
 
 
-def test_a_trace_of_models_profiled_under_torch_is_replayed_with_engine_torch(isolated_results, tmp_path):
-    """`xover simulate` read stored profiles under Horovod only: a user who profiled with `--engine torch` was
-    told to "plan with --engine torch", an option simulate did not have. Both engines' profiles are real rows
-    of the store, as `xover profile` keeps them (the figures made up)."""
+def store_torch_profiles(db: Path) -> None:
+    """Torch profiles of mlp-digits and resnet-digits in the store `db`: real rows, as `xover profile` keeps them
+    (the figures made up: mlp-digits all communication, resnet-digits all compute)."""
     from xover.devices import hardware_fingerprint
     from xover.recipes import load_recipe
     from xover.store.models import Profile
     from xover.store.queries import snapshot_recipe
     from xover.store.session import open_store
 
-    store = open_store(str(isolated_results / "xover.db"))
+    store = open_store(str(db))
     with store.session() as session, session.begin():
         for name, compute_ms, comm_ms in (("mlp-digits", 5.0, 60.0), ("resnet-digits", 60.0, 8.0)):
             recipe = load_recipe(name)
@@ -511,6 +510,13 @@ def test_a_trace_of_models_profiled_under_torch_is_replayed_with_engine_torch(is
                                 gradient_bytes=1000, link_ms=comm_ms, comm_cpu_ms=None, checkpoints=10, spread={},
                                 tuning=None))
     store.close()
+
+
+def test_a_trace_of_models_profiled_under_torch_is_replayed_with_engine_torch(isolated_results, tmp_path):
+    """`xover simulate` read stored profiles under Horovod only: a user who profiled with `--engine torch` was
+    told to "plan with --engine torch", an option simulate did not have. Both engines' profiles are real rows
+    of the store, as `xover profile` keeps them (the figures made up)."""
+    store_torch_profiles(isolated_results / "xover.db")
     trace = tmp_path / "trace.csv"
     trace.write_text("arrival_s,gpus,duration_s,model\n0,2,100,mlp-digits\n0,2,100,resnet-digits\n")
     under_horovod = xover("simulate", str(trace), "--cluster", "1x2")

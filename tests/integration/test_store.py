@@ -1,3 +1,4 @@
+import os
 import sqlite3
 from pathlib import Path
 
@@ -434,6 +435,51 @@ def test_two_processes_open_a_new_database_and_snapshot_one_recipe_at_once(tmp_p
     for proc in procs:
         proc.join()
     assert len(set(ids)) == 1 and isinstance(ids[0], int), ids
+
+
+def test_a_store_reached_through_a_link_and_by_its_own_path_is_upgraded_under_one_lock(tmp_path):
+    """The migration lock was made beside the path given: a store opened through a link and by its own path took
+    two locks, and two upgrades of one new store could run at once. Now the lock is beside the file the link names
+    (where SQLite keeps its WAL): while the test holds it, an opening by either path waits for it."""
+    import fcntl
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    target, link = tmp_path / "real" / "x.db", tmp_path / "links" / "x.db"
+    link.symlink_to(target)  # to a store not made yet: the first opening makes it, and upgrades it
+    lock = tmp_path / "real" / "x.db.migrate.lock"
+    opening = "import sys; from xover.store.session import open_store; open_store(sys.argv[1]).close()"
+    with open(os.open(lock, os.O_RDWR | os.O_CREAT, 0o644), "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        openers = [subprocess.Popen([sys.executable, "-c", opening, str(path)], stderr=subprocess.PIPE, text=True)
+                   for path in (link, target)]
+        try:
+            deadline = time.monotonic() + 120
+            while not all(_waits_for_lock(opener.pid, os.fstat(held.fileno()).st_ino) for opener in openers):
+                assert all(opener.poll() is None for opener in openers), "a store opened while its lock was held"
+                assert time.monotonic() < deadline, "no opening came to the lock"
+                time.sleep(0.1)
+            assert not target.exists()  # neither has begun its upgrade
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+            for opener in openers:
+                _, err = opener.communicate(timeout=120)
+                assert opener.returncode == 0, err
+    assert not (tmp_path / "links" / "x.db.migrate.lock").exists()
+    with sqlite3.connect(target) as connection:
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
+
+
+def _waits_for_lock(pid: int, inode: int) -> bool:
+    """Whether process `pid` waits for a flock on the file of `inode` (/proc/locks: a waiter's line has '->')."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid) and fields[6].endswith(f":{inode}"):
+            return True
+    return False
 
 
 def test_unwritable_location(tmp_path):

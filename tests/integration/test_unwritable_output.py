@@ -4,11 +4,13 @@ TypeError. stdout or stderr closed by the shell (`>&-`, `2>&-`) failed every com
 device (`> /dev/full`) was a traceback, and a reader that left (`| head`) ended some commands with exit 1 and
 others with 0. Now: one line, exit 2, the earlier file kept; a broken pipe exits 141 quietly, every command."""
 
+import contextlib
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,20 +20,44 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "assets" / "replay"
 
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A small tmpfs (200 KiB) that the test fills: root's way to a full disk without filling a real one."""
+@contextlib.contextmanager
+def _small_tmpfs(folder: Path, size: str):
+    """A tmpfs of `size` at `folder`, that the test fills: root's way to a full disk without filling a real one."""
     if os.geteuid() != 0:
         if ci():
             pytest.fail("mounting a tmpfs needs root, which CI has")
         pytest.skip("needs root: mounting a tmpfs")
-    folder = tmp_path / "full"
     folder.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(folder)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
     try:
         yield folder
     finally:
-        subprocess.run(["umount", str(folder)], check=True)
+        _unmount(folder)
+
+
+def _unmount(folder: Path) -> None:
+    """Unmounted, once what the test started has let go of it (a process of a failed run may still be exiting);
+    never left mounted: lazily, failing the test, after 30 s."""
+    deadline = time.monotonic() + 30
+    while subprocess.run(["umount", str(folder)], capture_output=True).returncode != 0:
+        if time.monotonic() > deadline:
+            subprocess.run(["umount", "--lazy", str(folder)], check=True)
+            pytest.fail(f"{folder} was still in use 30 s after its test")
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A tmpfs of 200 KiB."""
+    with _small_tmpfs(tmp_path / "full", "200k") as folder:
+        yield folder
+
+
+@pytest.fixture
+def store_disk(tmp_path):
+    """A tmpfs of 2 MiB: room for a new store and a run's first iterations."""
+    with _small_tmpfs(tmp_path / "store", "2m") as folder:
+        yield folder
 
 
 def _fill(folder: Path) -> None:
@@ -170,3 +196,50 @@ def test_a_run_whose_results_folder_is_full_ends_in_one_line_its_runs_kept_faile
         runs = connection.execute("SELECT status, error FROM runs").fetchall()
     assert status == "failed" and f"experiment {experiment}" in line, line
     assert len(runs) == 2 and all(run == "failed" and "No space left on device" in why for run, why in runs), runs
+
+
+def test_a_store_whose_disk_fills_during_a_run_ends_it_in_one_line_naming_the_experiment_and_its_logs(
+        store_disk, tmp_path):
+    """The store's disk full during a run ended it with the store's own line (exit 2, as for refused input), naming
+    neither the experiment nor its logs; where a write still went through, `report` said "failed: no error
+    recorded". Now: exit 1, one line with the store, why, what to do, the experiment and its logs; every process
+    stopped; and what the store keeps says why, once it has room again."""
+    from xover.processes import tagged_processes
+
+    store, results = store_disk / "x.db", tmp_path / "results"
+    env = {**os.environ, "XOVER_RESULTS": str(results), "XOVER_DB": str(store)}
+    xover = subprocess.Popen([sys.executable, "-m", "xover", "run", "--group", "mlp-digits", "--np", "1", "--mode",
+                              "sequential", "--iterations", "100000"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _iterations_stored(store):
+            assert time.monotonic() < deadline and xover.poll() is None, "no iteration stored"
+            time.sleep(0.2)
+        with contextlib.closing(sqlite3.connect(store)) as connection:  # closed: the tmpfs is unmounted after
+            (experiment,), = connection.execute("SELECT id FROM experiments").fetchall()
+        _fill(store_disk)
+        out, err = xover.communicate(timeout=240)
+    finally:
+        if xover.poll() is None:
+            xover.kill()
+            xover.wait()
+    assert xover.returncode == 1, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert f"the store {store} failed during the run: database or disk is full (free space on the store's disk" in line
+    assert f"experiment {experiment}" in line and f"its logs are in {results / 'runs' / experiment}" in line, line
+    assert tagged_processes(experiment) == []
+    (store_disk / "filler").unlink()  # room again: what the store kept is shown, and says why its runs ended
+    report = _xover("report", experiment, env=env)
+    assert report.returncode == 0, report.stderr
+    [why] = [line for line in report.stdout.splitlines() if line.startswith("mlp-digits (sequential) ")]
+    assert "no error recorded" not in why and "store" in why and "full" in why, why
+
+
+def _iterations_stored(store: Path) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(store)) as connection:
+            return connection.execute("SELECT COUNT(*) FROM iteration_metrics").fetchone()[0] > 0
+    except sqlite3.OperationalError:  # not made yet
+        return False

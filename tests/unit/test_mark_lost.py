@@ -15,7 +15,7 @@ def test_a_lost_runs_error_keeps_what_it_said_and_adds_why_apart():
     done = Run(status="finished", error=None)
     experiment.runs = [said, silent, done]
     mark_lost(None, experiment)
-    why = "the xover process that ran it ended without closing it (killed?)"
+    why = "the xover process that ran it ended without closing it (killed? or its store was full?)"
     assert experiment.status == "lost" and experiment.ended_at is not None
     assert said.status == "lost" and said.error == f"rank 1 said: out of memory; {why}"
     assert silent.status == "lost" and silent.error == why
@@ -34,3 +34,16 @@ def test_an_experiment_closed_ends_the_runs_it_left_active_as_it_ended(tmp_path,
         ended = {run.name: run.status for run in session.query(Run)}
         assert session.get_one(Experiment, "e1").status == status
     assert ended == {"left": left_as, "ran": left_as, "done": "finished"}
+
+
+def test_the_runs_an_experiment_closed_with_a_reason_left_active_say_it(tmp_path):
+    """A run the store's failure stopped (a full disk), closed where the store still took it, said "failed: no error
+    recorded" in `report`: the experiment's end now gives the runs it closes why."""
+    store, recorder, _ = recorded_runs(tmp_path, [
+        {"name": name, "mode": "sequential", "hosts": "localhost:1", "np": 1, "status": run_status}
+        for name, run_status in (("ran", "running"), ("done", "finished"))])
+    why = "xover stopped it: the store failed during the run: database or disk is full"
+    recorder.finish("failed", why)
+    with store.session() as session:
+        ended = {run.name: (run.status, run.error) for run in session.query(Run)}
+    assert ended == {"ran": ("failed", why), "done": ("finished", None)}

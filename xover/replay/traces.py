@@ -62,6 +62,7 @@ from ..errors import (
 from ..plan.instances import JobInstance
 from ..plan.model import MIN_COMPUTE_MS, InvalidJobProfile, JobProfile, job_name_problem
 from ..plan.trace import column_name, csv_delimiter, delimited_reader, without_empty_tail
+from ..store.session import StoreError
 
 FORMATS = ("muri", "plain", "philly", "helios")
 MURI_COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "iteration_time")
@@ -497,6 +498,8 @@ def _profile(path: Path, line: int, profiles: ProfileLookup, model: str) -> JobP
         raise TraceError(f"{path}: line {line}: model {model!r}: no model's name holds a control character")
     try:
         kind = profiles(model)
+    except StoreError:  # the store that holds the profiles (read-only, full): its own line, not the trace's
+        raise
     except (XoverError, InvalidJobProfile) as error:
         raise TraceError(f"{path}: line {line}: model {model!r}: {error}") from None
     if kind is None:
@@ -553,6 +556,8 @@ def _assigned_kinds(profiles: ProfileLookup, assign: Sequence[str]) -> dict[str,
     for model in assign:
         try:
             kind = profiles(model)
+        except StoreError:  # the store's own line, not the flag's
+            raise
         except (XoverError, InvalidJobProfile) as error:  # a stored profile's recipe: named by the flag, as a trace's
             raise TraceError(f"--assign {model}: {error}") from None
         if kind is None:

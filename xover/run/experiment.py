@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
 from ..config import XOVER_ROOT, make_results_folder, results_root
 from ..console import errors
 from ..errors import XoverError
@@ -27,7 +29,14 @@ from ..links import Link
 from ..settings import REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus, experiment_status
 from ..store.queries import new_experiment_id
-from ..store.session import Store, StoreGone, store_gone_words
+from ..store.session import (
+    Store,
+    StoreFailedDuringRun,
+    StoreGone,
+    stopped_by_the_store,
+    store_failed_during_run_words,
+    store_gone_words,
+)
 from .adaptive import AdaptiveSettings
 from .external.horovodrun import check_forwarded_names
 from .jobs import JobSpec
@@ -120,7 +129,8 @@ def experiment(
 ):
     """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
     progress display, ...) while it runs, its final status whatever happens, and a reaper that stops
-    its processes if xover itself is killed."""
+    its processes if xover itself is killed. A store that fails part-way (a full disk) ends it as
+    StoreFailedDuringRun, whatever else ended it: its records are what a user must hear about."""
     # the sinks asked for, and those of the settings (XOVER_METRIC_SINKS); refused before anything is recorded
     live_sinks = sinks_named([*sinks, *(name for name in settings().metric_sinks if name not in sinks)])
     lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
@@ -147,12 +157,16 @@ def experiment(
     status = RunStatus.FINISHED
     refused = False
     stopped: type[Interrupted] | type[TimedOut] | None = None
+    store_failure: DBAPIError | None = None  # the store's read or write that failed during the run, or at its end
     try:
         context.sinks[:] = deliver(context.sinks, lambda sink: sink.opened(experiment_id))
         with interruptible():
             yield Experiment(experiment_id, store, recorder, context, leases)
     except StoreGone:  # a write found the store's file gone (Recorder.apply): a run that failed, not refused input
         status = RunStatus.FAILED
+        raise
+    except DBAPIError as error:  # the store refused a write part-way (a full disk): the run was stopped, it failed
+        status, store_failure = RunStatus.FAILED, error
         raise
     except XoverError:
         # refused before any job was recorded (a device in use, a lease folder or a host it cannot use): like a
@@ -172,16 +186,36 @@ def experiment(
             # the store's SQLite file deleted or replaced during the run: SQLite wrote into the unlinked file, and
             # the run must not end as if stored (its summary, `xover report ID`); nothing more is written
             gone = store.gone()
-            if gone is None and not (refused and recorder.discard()):  # a refused one would be `report latest`
-                recorder.finish(status)
+            end_recorded = gone is None
+            if gone is None:
+                why = stopped_by_the_store(store_failure.orig) if store_failure is not None else None
+                try:
+                    if not (refused and recorder.discard()):  # a refused one would be `report latest`
+                        recorder.finish(status, why)
+                except DBAPIError as error:  # still full: nothing more is written, and the line below says so
+                    end_recorded = False
+                    if not refused:  # a refusal's own line is what its user needs
+                        store_failure = store_failure or error
             if refused and gone is None:
                 with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
-            shown = RunStatus.FAILED if gone is not None else shown_status(recorder, status)  # its records lost
+            # its records lost, or its end not recorded: the store's rows say nothing the sinks could be told
+            shown = shown_status(recorder, status) if end_recorded else RunStatus.FAILED
             deliver(context.sinks, lambda sink: sink.closed(shown))
             reaper.done()
             if gone is not None:
                 raise StoreGone(store_gone_words(store.file, gone, experiment_id, results_dir)) from None
+            if store_failure is not None and not refused:
+                raise StoreFailedDuringRun(
+                    store_failed_during_run_words(
+                        store.url,
+                        store_failure.orig,
+                        experiment_id,
+                        results_dir,
+                        end_recorded,
+                        xover_command("report", experiment_id),
+                    )
+                ) from None
     if stopped is not None:  # the one line it ends with says which job was still running, and where to look
         with uninterrupted():
             raise stopped(stopped_words(recorder, status, results_dir)) from None

@@ -104,7 +104,7 @@ def mark_lost(session, experiment: Experiment) -> None:
     for run in experiment.runs:
         if run.status in ACTIVE_STATUSES:
             run.status, run.ended_at = RunStatus.LOST, utcnow()
-            lost = "the xover process that ran it ended without closing it (killed?)"
+            lost = "the xover process that ran it ended without closing it (killed? or its store was full?)"
             run.error = f"{run.error}; {lost}" if run.error else lost
 
 
@@ -162,9 +162,9 @@ class Recorder:
                 )
             )
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: str, error: str | None = None) -> None:
         """Close the experiment with `status`; a run it left pending or running ends with it: interrupted or
-        timed out as the experiment was, else failed."""
+        timed out as the experiment was, else failed, with `error` where one is given."""
         left_as = status if status in (RunStatus.INTERRUPTED, RunStatus.TIMEOUT) else RunStatus.FAILED
         with self._transaction() as session:
             experiment = session.get_one(Experiment, self.experiment_id)
@@ -172,6 +172,7 @@ class Recorder:
             for run in experiment.runs:  # nothing may stay pending/running after its experiment
                 if run.status in ACTIVE_STATUSES:
                     run.status, run.ended_at = left_as, utcnow()
+                    run.error = error or run.error
 
     def run_statuses(self) -> list[str]:
         """How each run of the experiment ended (or where it is), in the order they were made."""

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from ..config import XOVER_ROOT, results_unwritable
 from ..console import print_notice
 from ..devices import gpu_ids, script_gpu_env
@@ -58,6 +60,7 @@ from ..settings import (
     settings,
 )
 from ..sharing import RunStatus, adapts, turn_taking
+from ..store.session import stopped_by_the_store
 from ..turns.credentials import metrics_credentials
 from ..turns.policies import LINK_BAND_PRIORITIES, make_policy
 from ..turns.protocol import FREE, TURNS
@@ -275,9 +278,11 @@ class Scheduler:
             with uninterrupted():
                 self._stop_all(running, status)
             raise
-        except BaseException:
+        except BaseException as error:
+            # a store that refused a write (a full disk): the runs say so, where it still takes that
+            why = stopped_by_the_store(error.orig) if isinstance(error, DBAPIError) else None
             with uninterrupted():
-                self._stop_all(running, RunStatus.FAILED)
+                self._stop_all(running, RunStatus.FAILED, why)
             raise
 
     def _start_ready(self, pending: list[Unit], running: list[Unit], exclusive: bool) -> None:
@@ -650,17 +655,19 @@ class Scheduler:
                     unit.adaptive.switched(*unit.turns.switched.get_nowait())
             unit.adaptive.close(time.time())
             unit.adaptive = None
-        if unit.turns is not None:
-            if unit.turns.served is not None:
-                self._to_sinks(functools.partial(_turn_servers_gone, unit=unit.turns.name))
-            unit.turns.stop()
-            self.context.recorder.record_turns(
-                unit.run_ids, unit.group, unit.turns.slot_statistics(), unit.turns.events
-            )
-            unit.turns = None
-        if unit.network is not None:
-            unit.network.__exit__(None, None, None)
-            unit.network = None
+        try:
+            if unit.turns is not None:
+                if unit.turns.served is not None:
+                    self._to_sinks(functools.partial(_turn_servers_gone, unit=unit.turns.name))
+                unit.turns.stop()
+                self.context.recorder.record_turns(
+                    unit.run_ids, unit.group, unit.turns.slot_statistics(), unit.turns.events
+                )
+                unit.turns = None
+        finally:  # a store that refuses the turns' record (a full disk) leaves no shaped link behind
+            if unit.network is not None:
+                unit.network.__exit__(None, None, None)
+                unit.network = None
 
     def _announce_turn_servers(self, turns: TurnService) -> None:
         endpoints = turns.endpoints()
@@ -670,12 +677,20 @@ class Scheduler:
     def _stop_unit(self, unit: Unit, status: str, error: str | None = None) -> None:
         for job in unit.launched.values():
             job.stop()
-        self.context.recorder.close_runs(unit.run_ids, status, error)
-        self._teardown(unit)
+        try:
+            self.context.recorder.close_runs(unit.run_ids, status, error)
+        finally:  # a store that refuses the write (a full disk) leaves the rows to the experiment's end, not the unit
+            self._teardown(unit)
 
-    def _stop_all(self, running: list[Unit], status: str) -> None:
+    def _stop_all(self, running: list[Unit], status: str, error: str | None = None) -> None:
+        refused: DBAPIError | None = None
         for unit in running:
-            self._stop_unit(unit, status)
+            try:
+                self._stop_unit(unit, status, error)
+            except DBAPIError as failure:  # the store's (a full disk): every other unit is stopped all the same
+                refused = refused or failure
+        if refused is not None:
+            raise refused
 
 
 def stopped_as(error: BaseException) -> tuple[str, str | None]:
@@ -687,6 +702,8 @@ def stopped_as(error: BaseException) -> tuple[str, str | None]:
         return RunStatus.INTERRUPTED, None
     if isinstance(error, TimedOut):
         return RunStatus.TIMEOUT, None
+    if isinstance(error, DBAPIError):  # the driver's words, not SQLAlchemy's repr with its statement and parameters
+        return RunStatus.FAILED, stopped_by_the_store(error.orig)
     return RunStatus.FAILED, str(error) if isinstance(error, XoverError) else f"could not start: {error!r}"
 
 

@@ -92,6 +92,19 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
                 f"{shown_url(target)}: a database in memory keeps nothing past this command, and xover's commands "
                 "read what earlier ones stored: give a file (--db results/xover.db) or a database server"
             )
+        named = sqlite_file(target)
+        if named is not None:  # as a plain path is: SQLite's "unable to open database file" said "read-only to you"
+            folder, irregular = _not_a_file(named, target)
+            if folder:
+                raise StoreError(
+                    f"the database {shown_url(target)} names a folder, {printable(named)}: name a file in it "
+                    f"(sqlite:///{printable(named / 'xover.db')})"
+                )
+            if irregular:
+                raise StoreError(
+                    f"the database {shown_url(target)} names {printable(named)}, not a regular file (a device or a "
+                    "pipe): name a file"
+                )
         return target
     mistyped = _MISTYPED_URL.match(target)
     if mistyped:
@@ -102,10 +115,7 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
             "not a file: write the whole URL, or a file path (a file whose name holds ':' and '@': start it with ./)"
         )
     file = Path(target).expanduser()
-    try:
-        folder, irregular = file.is_dir(), file.exists() and not file.is_file()
-    except OSError as error:  # a name too long for the system: exists() raises it
-        raise StoreError(f"the database {printable(target)}: cannot be looked at: {error.strerror}") from None
+    folder, irregular = _not_a_file(file, target)
     if folder:  # SQLite's own words: "unable to open database file"
         raise StoreError(f"the database {target} is a folder: name a file (in it: {file / 'xover.db'})")
     if irregular:  # /dev/null, a pipe: "disk I/O error", or a wait for ever
@@ -116,6 +126,14 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
         except OSError as error:
             raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
     return f"sqlite:///{file}"
+
+
+def _not_a_file(path: Path, given: str) -> tuple[bool, bool]:
+    """Whether `path` (the store as `given`) is a folder, and whether it is something else but a regular file."""
+    try:
+        return path.is_dir(), path.exists() and not path.is_file()
+    except OSError as error:  # a name too long for the system: exists() raises it
+        raise StoreError(f"the database {printable(shown_url(given))}: cannot be looked at: {error.strerror}") from None
 
 
 def _in_memory_sqlite(url: str) -> bool:
@@ -147,15 +165,26 @@ def sqlite_file(url: str) -> Path | None:
 
 def store_files(db: str | None = None) -> list[tuple[Path, str]]:
     """The files a SQLite store is made of (the database, its journal, WAL, shared memory and migration lock),
-    each with what it is, for refusing an output path over one; none for another database or one in memory."""
+    each with what it is, for refusing an output path over one; none for another database or one in memory.
+    The database as named; the others beside the file a link names, where SQLite and the lock keep them."""
     file = sqlite_file(database_url(db, create_folder=False))
     if file is None:
         return []
-    path = str(file)
+    path, real = str(file), os.path.realpath(file)
     return [
-        (Path(path + suffix), f"the store {path}" + (f" (its {suffix[1:]} file)" if suffix else ""))
-        for suffix in ("", "-wal", "-shm", "-journal", ".migrate.lock")
+        (file, f"the store {path}"),
+        *(
+            (Path(real + suffix), f"the store {path} (its {suffix[1:]} file)")
+            for suffix in ("-wal", "-shm", "-journal")
+        ),
+        (Path(migration_lock_of(path)), f"the store {path} (its migrate.lock file)"),
     ]
+
+
+def migration_lock_of(database: str) -> str:
+    """The lock file that makes one opening at a time upgrade the SQLite file `database`: beside the file itself,
+    the link resolved, so that every path to one store takes one lock."""
+    return f"{os.path.realpath(database)}.migrate.lock"
 
 
 def remove_store_made_for_nothing(db: str | None, folders: list[Path]) -> None:
@@ -186,6 +215,38 @@ def store_gone_words(file: Path | None, how: str, experiment: str | None = None,
     )
 
 
+class StoreFailedDuringRun(StoreError):
+    """The store refused a read or a write while a run wrote to it (a full disk, an I/O error): the run was stopped.
+    A run's failure (1), not refused input (2)."""
+
+    exit_code = 1
+
+
+def stopped_by_the_store(problem: object) -> str:
+    """Why a run that the store's failure stopped ended, as its row keeps it: `report` said "no error recorded"."""
+    return f"xover stopped it: the store failed during the run: {_driver_words(problem)}"
+
+
+def store_failed_during_run_words(
+    url: str, problem: object, experiment: str, logs: Path, end_recorded: bool, report: str
+) -> str:
+    """The line a run ends with when its store failed part-way (StoreFailedDuringRun). `end_recorded`: whether its
+    experiment's end, and why its runs stopped, could still be written; `report`: the command that shows it."""
+    file = sqlite_file(url)
+    store = printable(file) if file is not None else shown_url(url)
+    kept = (
+        f"experiment {experiment} is kept failed, with what was recorded until then and why ({report})"
+        if end_recorded
+        # nothing more could be written: the rows say running until a later command finds their xover gone
+        else f"not even its end could be recorded: experiment {experiment} keeps what was recorded until then, its "
+        "unfinished runs marked lost by the next report or run of this store once it takes writes again"
+    )
+    return (
+        f"the store {store} failed during the run: {without_secrets_of(url, _driver_words(problem))}; the run was "
+        f"stopped, and {kept}; its logs are in {printable(logs)}"
+    )
+
+
 def store_failed(url: str, problem: object) -> StoreError:
     """One line about a store that opened and then refused a read or a write (a read-only file, a full disk),
     without its password."""
@@ -212,6 +273,8 @@ def _driver_words(problem: object) -> str:
     elif "database or disk is full" in words:
         # what was being written is lost; a run it cut short is closed as lost by the next command that opens it
         words += " (free space on the store's disk, or name a store on another with --db)"
+    elif "disk I/O error" in words:
+        words += " (the store's disk failed a read or a write: check it, or name a store on another with --db)"
     return words
 
 
@@ -526,9 +589,10 @@ class Store:
         """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
         database there is only read), an advisory lock on PostgreSQL."""
         if self.kind == "sqlite":
-            # never through a link, never truncated (a link planted beside the store would have had its
-            # target emptied by "w"), only a regular file: anything else there and the opening goes unlocked
-            lock = f"{self.engine.url.database}.migrate.lock"
+            # beside the file itself, where SQLite keeps its WAL: a store reached through a link and by its own path
+            # is one store, under one lock. Never through a link, never truncated (a link planted beside the store
+            # would have had its target emptied by "w"), only a regular file: anything else and it goes unlocked
+            lock = migration_lock_of(str(self.engine.url.database))
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
             try:
                 try:
