@@ -22,7 +22,7 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError
 
 from ..config import XOVER_ROOT, make_results_folder, results_root
-from ..console import errors
+from ..console import print_notice
 from ..errors import XoverError
 from ..hints import xover_command
 from ..links import Link
@@ -258,7 +258,7 @@ def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
     """Every device the run will use, leased before anything starts (--wait: until they are free)."""
 
     def waiting(busy):
-        errors.print(f"waiting: {describe_busy(busy)}", highlight=False, soft_wrap=True, markup=False)
+        print_notice(f"waiting: {describe_busy(busy)}")
 
     timeout_s = run.context.timeout_s
     run.leases.acquire(
