@@ -823,7 +823,9 @@ def test_a_store_url_without_a_driver_or_unreadable_is_one_line(clean, url, word
 
 
 @pytest.mark.parametrize("url", ["sqlite:///{folder}", "sqlite:///{folder}?mode=ro",
-                                 "sqlite:///file:{folder}?mode=ro&uri=true"])
+                                 "sqlite:///file:{folder}?mode=ro&uri=true",
+                                 # the driver named: the same store (it said "read-only to you" after the URL's fix)
+                                 "sqlite+pysqlite:///{folder}"])
 @pytest.mark.parametrize("given", ["--db", "XOVER_DB"])
 def test_a_sqlite_url_naming_a_folder_says_so_as_its_plain_path_does(clean, tmp_path, monkeypatch, url, given):
     """`--db sqlite:////tmp/somefolder` (or XOVER_DB) said the store was "read-only to you" (SQLite's "unable to
@@ -841,6 +843,21 @@ def test_a_sqlite_url_naming_a_folder_says_so_as_its_plain_path_does(clean, tmp_
                         f"the database {store} names a folder, {folder}: name a file in it (sqlite:///{folder}/xover.db)")
     _one_clear_line(runner.invoke(app, ["--db", str(folder), "report", "all"]), f"the database {folder} is a folder")
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["sqlite:///{file}", "sqlite+pysqlite:///{file}"])
+def test_a_sqlite_url_in_a_folder_not_made_yet_is_made_as_its_plain_path_is(clean, tmp_path, url):
+    """`--db sqlite:///new/x.db` said the store was "read-only to you" where `--db new/x.db` made the folder (a probe
+    session, 2026-12-07); a command that only reads still makes nothing."""
+    profiles = tmp_path / "t.csv"
+    profiles.write_text("name,devices,compute_ms,comm_ms,memory_gb\na,2,100,10,1\nb,2,10,100,1\n")
+    read = url.format(file=tmp_path / "read" / "x.db")
+    _one_clear_line(runner.invoke(app, ["--db", read, "report", "all"]), "no database at")
+    assert not (tmp_path / "read").exists()
+    store = tmp_path / "new" / "sub" / "x.db"
+    result = runner.invoke(app, ["--db", url.format(file=store), "plan", "--profiles", str(profiles), "--devices", "2"])
+    assert result.exit_code == 0, result.output
+    assert store.is_file()
 
 
 def test_an_empty_store_file_is_reported_as_empty_and_left_empty(clean, tmp_path):

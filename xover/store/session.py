@@ -105,6 +105,8 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
                     f"the database {shown_url(target)} names {printable(named)}, not a regular file (a device or a "
                     "pipe): name a file"
                 )
+            if create_folder:  # as for a plain path: SQLite's "unable to open database file" said "read-only to you"
+                _make_folder_of(named, shown_url(target))
         return target
     mistyped = _MISTYPED_URL.match(target)
     if mistyped:
@@ -121,11 +123,15 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
     if irregular:  # /dev/null, a pipe: "disk I/O error", or a wait for ever
         raise StoreError(f"the database {target} is not a regular file (a device or a pipe): name a file")
     if create_folder:
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StoreError(f"cannot create the folder of the database {target}: {error.strerror}") from None
+        _make_folder_of(file, target)
     return f"sqlite:///{file}"
+
+
+def _make_folder_of(file: Path, shown: str) -> None:
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot create the folder of the database {shown}: {error.strerror}") from None
 
 
 def _not_a_file(path: Path, given: str) -> tuple[bool, bool]:
@@ -151,13 +157,17 @@ def missing_sqlite_file(db: str | None = None) -> Path | None:
     return None if path is None or path.exists() else path
 
 
+# sqlite:/// and the same with its driver named (sqlite+pysqlite:///, SQLAlchemy's default for it): one kind of store
+_SQLITE_FILE_URL = re.compile(r"sqlite(?:\+pysqlite)?:///")
+
+
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL, without its query (`?mode=ro`) and, where `uri=true` makes it a URI,
     without `file:`; None for another database or one in memory."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
+    prefix = _SQLITE_FILE_URL.match(url)
+    if prefix is None:
         return None
-    database, _, query = url[len(prefix) :].partition("?")
+    database, _, query = url[prefix.end() :].partition("?")
     if "uri=true" in query.lower().split("&") and database.startswith("file:"):
         database = unquote(urlsplit(database).path)
     return None if database in ("", ":memory:") else Path(database)
