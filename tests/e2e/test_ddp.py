@@ -198,6 +198,36 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
         assert not (out / "rendezvous").exists()
 
 
+def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(isolated_results):
+    """A script that communicates through torch's functional collectives (torch.distributed._functional_collectives,
+    where torch's deprecation of torch.distributed.nn's points): a gather of features inside forward (its
+    AsyncCollectiveTensor waited for at first use, its backward's reduce-scatter in backward), and after each step an
+    all-reduce of the loss, waited for at its first use, by `.wait()`, `wait_tensor()` and `.tolist()` in turn. Their
+    waits were made in the turn (a probe, 2026-12-07: two such jobs in crossover, work-conserving, held each other's
+    devices until the lease took the turns back, 30 s, in 2 runs of 9; and with rank 1 late by 60 ms a step, the
+    wait read as 62 ms of compute and 2 of communication). Now each waits out of the turn, as communication, and
+    the losses are plain torchrun's."""
+    script, steps = "tests/e2e/scripts/ddp_functional_collectives.py", 12
+    args = ["--steps", str(steps), "--late-ms", "60"]
+    loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)
+    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
+    assert len(alone) == steps
+    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
+                        "--json", "--", *args)
+    assert len(report["jobs"]) == 2
+    for job in report["jobs"]:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
+        # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
+        assert job["communication_ms"] > 40, job
+        assert job["compute_ms"] < 20, job
+        # nor any iteration's: the wait after step s is in record s + 1, whichever way it was waited for
+        records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
+        computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
+        assert len(computes) == steps
+        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}
+
+
 def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
     """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
     known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its

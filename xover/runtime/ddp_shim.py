@@ -70,7 +70,12 @@ every forward, and a finished rank's shadows of its peers' all-reduces outside f
 outside any `if` is refused before the script starts.
 A Work of the script's own asynchronous collective is waited for out of the turn (`Work.wait`), and so is a
 Future it takes of one (`work.get_future().wait()`), one chained after such a Future (`.then(...)`) and one
-that collects them (`torch.futures.wait_all`, `torch.futures.collect_all(...).wait()`).
+that collects them (`torch.futures.wait_all`, `torch.futures.collect_all(...).wait()`). torch's functional
+collectives (`torch.distributed._functional_collectives`: all_reduce, all_gather_single(_autograd),
+reduce_scatter_tensor, all_to_all_single, ...) start at once and return an AsyncCollectiveTensor: its wait - at
+its first use, its `.wait()`, `wait_tensor(...)`, and in their backwards - is out of the turn too
+(`_adapt_functional_collectives`). Inside a torch.compile'd region the wait is the compiled graph's, in the turn,
+and a direct call of the op (`torch.ops._c10d_functional.wait_tensor`) is not followed.
 """
 
 from __future__ import annotations
@@ -241,6 +246,7 @@ class DDPCrossover:
         self._adapt_gradient_readers()
         self._adapt_collectives()
         self._adapt_waits()
+        self._adapt_functional_collectives()  # after _adapt_collectives: see there
         self._adapt_sharded_optimizer()
         self._refuse_other_groups()
         self._refuse_own_processes(torch.multiprocessing)
@@ -634,6 +640,44 @@ class DDPCrossover:
 
         setattr(work_class, "get_future", get_future_of_work)  # noqa: B010 - a class of torch's C++ bindings
         setattr(future_class, "wait", wait)  # noqa: B010 - a class of torch's C++ bindings
+
+    def _adapt_functional_collectives(self) -> None:
+        """torch's functional collectives (torch.distributed._functional_collectives: all_reduce,
+        all_gather_tensor(_autograd), reduce_scatter_tensor, all_to_all_single, ...) start at once and return an
+        AsyncCollectiveTensor, waited for at its first use (an operation on it, `.tolist()`, `.numpy()`), by its
+        `.wait()` or by `wait_tensor(...)`; their autograd backwards wait the same way. Every one of those waits is
+        the module's `wait_tensor`, called by name: that one is waited for out of the turn, as a Work's wait, and
+        timed as communication. Waited in the turn, two such jobs in crossover held each other's devices until
+        the lease took the turns back (30 s), and a late peer's wait read as compute (a probe, 2026-12-07).
+        Nothing in flight (a tensor waited for already: its views, a second `.wait()`): waited in the turn. While
+        traced (torch.compile), the wait is the graph's: left to torch. Another thread's, not the autograd
+        engine's (CUDA runs backward there, while the main thread waits for it), is not the turn's.
+        Imported here, after the collectives are wrapped: the module keeps `torch.distributed`'s collectives as
+        it finds them (its map of those torch.compile rewrites into functional ones), as when the script
+        imports it."""
+        try:
+            import torch.distributed._functional_collectives as funcol
+        except ImportError:
+            return
+        original = getattr(funcol, "wait_tensor", None)
+        c10d_bindings = getattr(self.torch._C, "_distributed_c10d", None)
+        in_flight = getattr(c10d_bindings, "_get_work_registry_size", None)
+        tracing = getattr(funcol, "_are_we_tracing", None)
+        if original is None or in_flight is None or tracing is None or hasattr(original, "_xover_outside_turn"):
+            return
+        graph_task = getattr(self.torch._C, "_current_graph_task_id", lambda: -1)
+
+        @functools.wraps(original)
+        def wait_tensor(*args, **kwargs):
+            if tracing() or not in_flight():
+                return original(*args, **kwargs)
+            if threading.current_thread() is not threading.main_thread() and graph_task() == -1:
+                return original(*args, **kwargs)
+            with self.outside_turn():  # held or not: timed as communication
+                return original(*args, **kwargs)
+
+        setattr(wait_tensor, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
+        funcol.wait_tensor = wait_tensor
 
     def _refuse_other_groups(self) -> None:
         """A second process group's collectives are not followed: refused when made, with why."""
