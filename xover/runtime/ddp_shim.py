@@ -189,9 +189,13 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
 class _Reduction:
     """The communication hook's state for one DDP model."""
 
-    def __init__(self, process_group, world_size: int) -> None:
+    def __init__(self, process_group, world_size: int, own_gradients: bool = False) -> None:
         self.process_group = process_group
-        self.scale = 1.0 / world_size  # DDP's own factor: a double, applied in the gradient's dtype
+        self.world_size = world_size  # DDP divides a sparse gradient by it
+        self.scale = 1.0 / world_size  # DDP's own factor for a dense one: a double, applied in the gradient's dtype
+        # the script left gradient_as_bucket_view off: after the all-reduces each .grad is a tensor of its own again
+        self.own_gradients = own_gradients
+        self.parameters: list = []  # the parameters DDP reduces (those that take a gradient)
         self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
         self.buffers_broadcast = False  # at this forward, before it took the turn: DDP's own is not needed
 
@@ -207,6 +211,13 @@ class DDPCrossover:
         # follows the objects' addresses, which differ between ranks)
         self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.pending: list = []  # all-reduces started and not waited for yet
+        # of the models whose script left gradient_as_bucket_view off: the dense buckets the pending all-reduces
+        # reduce (their parameters, their buffer), and each parameter's .grad as DDP's reducer found it - after
+        # the backward accumulated into it (a post-accumulate hook, which runs before the reducer's) or, for one
+        # the backward left unused, at its start - which DDP without views copies the reduced bucket into
+        self.reduced_buckets: list = []
+        self.accumulated: dict = {}
+        self.found_before_backward: dict = {}
         # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
         # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
         self.stepping: object | None = None
@@ -233,6 +244,7 @@ class DDPCrossover:
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)
+        self.coordinator.before_backward.append(self._remember_gradients)
         self.coordinator.after_backward.append(self.finish_reductions)
         self.coordinator.before_turn_in_forward.append(self.broadcast_buffers_before_turn)
         self._adapt_gradient_clearing(torch)
@@ -259,7 +271,7 @@ class DDPCrossover:
         with self.outside_turn():
             self._wait_for_pending()
             for model in due:
-                if model.reducer._rebuild_buckets():
+                if self._keeping_gradients(model, model.reducer._rebuild_buckets):
                     model._has_rebuilt_buckets = True
 
     def broadcast_buffers_before_turn(self, module) -> None:
@@ -284,12 +296,77 @@ class DDPCrossover:
         if self.pending and self.coordinator.active:  # a forked child's copies are the rank's, not its own
             with self.outside_turn():
                 self._wait_for_pending()
+        elif not self.pending:
+            self._forget_gradients()  # a backward that reduced nothing (under no_sync): nothing to own again
 
     def _wait_for_pending(self) -> None:
         for work in self.pending:
             wait_without_spinning(work.is_completed)
             work.wait()  # raises if the all-reduce failed (a peer rank died)
         self.pending.clear()
+        self._own_reduced_gradients()
+
+    # -- gradients of their own (the script left gradient_as_bucket_view off) ----------------------
+    def _own_reduced_gradients(self) -> None:
+        """The all-reduces ended: where the script left gradient_as_bucket_view off, each reduced .grad (a view
+        of its bucket, how the bucket is reduced in place outside the turn) becomes a tensor of its own, as DDP
+        without views leaves it: the reduced bucket copied into the tensor that DDP found as .grad (the one the
+        backward accumulated into, a kept reference's), or into a new one where there was none. Once a
+        reduction, here, before the script can read it; DDP's reducer copies such a .grad into its bucket at the
+        next backward, as it does without views. A view that stayed (a script kept its .grad by reference across
+        a backward) held the next backward's gradient: a PCGrad-style script measured another dot product."""
+        if self.reduced_buckets:
+            with self.torch.no_grad():
+                for parameters, buffer in self.reduced_buckets:
+                    bucket = buffer.untyped_storage().data_ptr()
+                    for parameter in parameters:
+                        grad = parameter.grad
+                        if grad is None or grad.untyped_storage().data_ptr() != bucket:
+                            continue  # left alone by DDP (unused everywhere, no gradient) or replaced by the script
+                        own = self.accumulated.get(parameter)
+                        if own is None:
+                            own = self.found_before_backward.get(parameter)
+                        if own is None or own.untyped_storage().data_ptr() == bucket:
+                            parameter.grad = grad.clone()  # the view's strides: the parameter's, as DDP lays it out
+                        else:
+                            own.copy_(grad)
+                            parameter.grad = own
+        self._forget_gradients()
+
+    def _forget_gradients(self) -> None:
+        self.reduced_buckets.clear()
+        self.accumulated.clear()
+        self.found_before_backward.clear()
+
+    def _gradient_accumulated(self, parameter) -> None:
+        """A post-accumulate hook, which runs before DDP's reducer makes the bucket view the .grad."""
+        self.accumulated[parameter] = parameter.grad
+
+    def _remember_gradients(self) -> None:
+        """As a backward begins: the .grad of each parameter it may leave unused (find_unused_parameters, a static
+        graph), which DDP without views copies the reduced bucket into where another rank used it."""
+        self._forget_gradients()
+        for model in list(self.models):
+            reduction = model._xover_reduction
+            if reduction.own_gradients and (model.find_unused_parameters or model.static_graph):
+                for parameter in reduction.parameters:
+                    if parameter.grad is not None:
+                        self.found_before_backward[parameter] = parameter.grad
+
+    def _keeping_gradients(self, model, rebuild):
+        """Run `rebuild` (DDP's one bucket rebuild, which makes every .grad a view of the new buckets) and give each
+        parameter back the .grad it had, where the script left gradient_as_bucket_view off: the same values, as
+        DDP copied them into the view."""
+        reduction = getattr(model, "_xover_reduction", None)
+        if reduction is None or not reduction.own_gradients:
+            return rebuild()
+        grads = [(parameter, parameter.grad) for parameter in reduction.parameters]
+        try:
+            return rebuild()
+        finally:
+            for parameter, grad in grads:
+                if grad is not None and parameter.grad is not grad:
+                    parameter.grad = grad
 
     # -- DDP ----------------------------------------------------------------------------------
     def _adapt_constructor(self, ddp_class) -> None:
@@ -302,9 +379,20 @@ class DDPCrossover:
             for option, problem in UNSUPPORTED_OPTIONS.items():
                 if bound.arguments.get(option) is not None:
                     _refuse(self.script, f"DDP({option}=...) {problem}")
+            # every .grad a view of its bucket, so that a bucket reduced in place (outside the turn) is the
+            # gradient; where the script left it off, the gradients are its own again once reduced
+            asked = bool(bound.arguments.get("gradient_as_bucket_view", False))
             bound.arguments["gradient_as_bucket_view"] = True
+            module = bound.arguments.get("module")
+            parameters = [] if asked or not hasattr(module, "parameters") else list(module.parameters())
+            grads = [(parameter, parameter.grad) for parameter in parameters]
             with self.outside_turn():  # construction broadcasts the parameters from rank 0
                 original(*bound.args, **bound.kwargs)
+            if not asked:
+                for parameter, grad in grads:  # DDP made a gradient the model had a view of its bucket
+                    if grad is not None and parameter.grad is not grad:
+                        parameter.grad = grad
+            model._xover_views_asked = asked
             self._adopt(model)
 
         ddp_class.__init__ = __init__
@@ -345,7 +433,12 @@ class DDPCrossover:
             )
         if any(isinstance(module, torch.nn.SyncBatchNorm) for module in model.module.modules()):
             _refuse(self.script, DDP_UNSUPPORTED_NAMES["SyncBatchNorm"])
-        reduction = _Reduction(model.process_group, model.process_group.size())
+        own_gradients = not getattr(model, "_xover_views_asked", False)
+        reduction = _Reduction(model.process_group, model.process_group.size(), own_gradients)
+        reduction.parameters = [parameter for parameter in model.module.parameters() if parameter.requires_grad]
+        if own_gradients:
+            for parameter in reduction.parameters:
+                parameter.register_post_accumulate_grad_hook(self._gradient_accumulated)
         model._xover_reduction = reduction
         self._register_comm_hook(model, reduction, self._start_all_reduce)  # DDP's own, not the stand-in
         self.models[model] = None
@@ -355,7 +448,12 @@ class DDPCrossover:
         """DDP's communication hook: scale as DDP does, all-reduce by sum without waiting, done already."""
         buffer = bucket.buffer()
         self.coordinator.all_reduced(buffer.numel() * buffer.element_size())
-        buffer.mul_(state.scale)
+        if buffer.is_sparse:
+            buffer.div_(state.world_size)  # DDP's own for a sparse gradient (the bucket is the gradient itself)
+        else:
+            buffer.mul_(state.scale)  # what DDP multiplies a dense gradient by as it copies it into the bucket
+            if state.own_gradients:
+                self.reduced_buckets.append((bucket.parameters(), buffer))
         self.pending.append(self.all_reduce(buffer, group=state.process_group, async_op=True))
         state.reduced = True
         future = self.torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else self.torch.futures.Future()
@@ -374,7 +472,9 @@ class DDPCrossover:
                         _refuse(self.script, JOIN_REFUSED)
                     if self.torch.is_grad_enabled() and self._rebuild_due(model):
                         with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
-                            return original_pre_forward(model, *inputs, **kwargs)
+                            return self._keeping_gradients(
+                                model, functools.partial(original_pre_forward, model, *inputs, **kwargs)
+                            )
                 return original_pre_forward(model, *inputs, **kwargs)
             finally:
                 reduction = getattr(model, "_xover_reduction", None)
