@@ -8,13 +8,19 @@ runs, DDP is adapted (`install_ddp`):
 
   DDP(model, ...)     gradient_as_bucket_view=True: every .grad is a view of its bucket, so a bucket
                       reduced in place is the averaged gradient. A communication hook scales the
-                      bucket by 1 / world size - the very float multiplication DDP's own reduction
-                      makes - starts its all-reduce without waiting, and returns a future already
-                      complete on the same buffer: DDP's end of backward finds nothing to wait for.
+                      bucket as DDP's own reduction does (a dense one by 1 / world size, a sparse
+                      gradient divided by it), starts its all-reduce without waiting, and returns a
+                      future already complete on the same buffer: DDP's end of backward finds nothing
+                      to wait for.
   end of backward     the turn is released (script_shim), then the reductions are waited for without
                       spinning, outside the turn, where DDP alone waits for them: the script's code
                       after backward (a norm it logs, its own clipping, an update by hand) reads
-                      reduced gradients. Where DDP still waits at the end of backward
+                      reduced gradients. Where the script did not ask for gradient_as_bucket_view,
+                      each reduced .grad then becomes a tensor of its own, as plain DDP leaves it (a
+                      .grad kept by reference across a backward is not the next one's): the bucket
+                      copied into the tensor DDP found as .grad, or a new one - a copy of each
+                      gradient per reducing backward, which DDP without views makes too (and its
+                      memory beside the buckets). Where DDP still waits at the end of backward
                       (find_unused_parameters: the all-reduce of the used-parameter map; a static
                       graph's first iteration), the release is queued ahead of that wait.
   optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
@@ -39,12 +45,15 @@ robin keeps the turn's place and the device idles through the collective). Witho
 copies all-reducing their logged loss every step deadlocked until the server's lease broke each
 (docs/measurements.md, *Figures behind the design*: *Collectives outside the turn*).
 
-Parity: DDP's default reduction multiplies each gradient by 1 / world size (a double scalar, applied
-in the gradient's dtype) into its bucket and all-reduces the bucket by sum; the hook makes the same
-operations on the same buckets, so the losses are bit for bit those of DDP alone (tested with np=2).
-A script that itself asks for gradient_as_bucket_view=True and keeps its gradients between steps
-(zero_grad(set_to_none=False)) is divided, not multiplied, by DDP: the same bits for world sizes that
-are powers of two, possibly one rounding apart otherwise.
+Parity: DDP's default reduction multiplies each dense gradient by 1 / world size (a double scalar,
+applied in the gradient's dtype) as it copies it into its bucket, divides a sparse gradient (its own
+bucket) by the world size, and all-reduces by sum; the hook makes the same operations on the same
+buckets, and DDP copies the reduced bucket back into the gradients as the shim does after its wait, so
+the losses are bit for bit those of DDP alone (tested with np=2, and the hook and wait against DDP's own
+reduction with np=3). A script that itself asks for gradient_as_bucket_view=True and keeps its gradients
+between steps (zero_grad(set_to_none=False)) is divided, not multiplied, by DDP (a gradient already a
+view of its bucket): the same bits for world sizes that are powers of two, possibly one rounding apart
+otherwise.
 
 no_sync() is supported: a backward inside no_sync() reduces nothing and ends a compute phase like any
 other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces. Where
@@ -384,7 +393,7 @@ class DDPCrossover:
             asked = bool(bound.arguments.get("gradient_as_bucket_view", False))
             bound.arguments["gradient_as_bucket_view"] = True
             module = bound.arguments.get("module")
-            parameters = [] if asked or not hasattr(module, "parameters") else list(module.parameters())
+            parameters = [] if asked or module is None else list(module.parameters())
             grads = [(parameter, parameter.grad) for parameter in parameters]
             with self.outside_turn():  # construction broadcasts the parameters from rank 0
                 original(*bound.args, **bound.kwargs)
