@@ -346,3 +346,42 @@ def test_a_grad_scaler_that_skips_steps_and_a_static_graph_of_small_buckets_keep
         printed = _rank0_stdout(job["log_dir"])
         assert _printed_losses(printed) == _printed_losses(alone), (job["name"], job["mode"])
         assert skipped.group(0) in printed.splitlines(), (job["name"], job["mode"])
+
+
+def test_gradients_kept_by_reference_are_those_of_plain_ddp(isolated_results, tmp_path):
+    """xover makes every .grad a view of its DDP bucket (how a bucket reduced in place, outside the turn, is the
+    gradient), where plain DDP leaves gradient_as_bucket_view off: .grad is a tensor of its own that DDP copies the
+    reduced bucket into. A script keeping a .grad by reference across a backward found the next backward's gradient
+    in it: gradient surgery (two backwards a step, the first task's gradients kept) measured another dot product at
+    step 0 (0.76 for plain's 0.11) and the losses parted from step 1; last step's gradients kept read a cosine of 1.0
+    with this step's from step 1 on (a probe, 2026-12-07). With zero_grad(set_to_none=False) plain DDP's kept
+    tensors are the ones it zeroes and copies into: kept as such."""
+    script, steps = ROOT / "tests/e2e/scripts/ddp_kept_gradients.py", 6
+    variants = {"pcgrad": ["--case", "pcgrad"], "previous": ["--case", "previous"],
+                "pcgrad-zeroed": ["--case", "pcgrad", "--set-to-none-false"]}
+    alone, jobs = {}, []
+    for name, extra in variants.items():
+        alone[name] = plain_torchrun(script, "--steps", str(steps), *extra).stdout.splitlines()
+        assert len(alone[name]) == steps, alone[name]
+        quoted = ", ".join(f'"{arg}"' for arg in ["--steps", str(steps), *extra])
+        (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\nscript = "{script}"\nargs = [{quoted}]\nnp = 2\n')
+        jobs.append(str(tmp_path / f"{name}.toml"))
+    report = _xover_run("--group", *jobs, "--mode", "crossover", "--policy", "work-conserving", "--json")
+    assert {job["name"] for job in report["jobs"]} == set(variants)
+    for job in report["jobs"]:
+        assert job["status"] == "finished", job["error"]
+        printed = [line for line in _rank0_stdout(job["log_dir"]).splitlines() if not line.startswith("XOVER-METRIC")]
+        assert printed == alone[job["name"]], job["name"]
+
+
+def test_the_shims_reduction_is_ddps_own_at_three_ranks(isolated_results):
+    """At a world size that is not a power of two, multiplying by 1 / world size and dividing by it part in the last
+    bit. DDP divides a sparse gradient (nn.Embedding(sparse=True)) by the world size and multiplies a dense one by
+    the inverse while copying it into its bucket; the shim's hook multiplied both (a probe, 2026-12-07: the weights
+    a rounding apart after ten steps). Three ranks of a small script, the shim's hook and wait without turns."""
+    printed = plain_torchrun(ROOT / "tests/e2e/scripts/ddp_shim_scaling.py", nproc=3).stdout.split("\n")
+    digests = {tuple(line.split()[:2]): line.split()[2] for line in printed if line.startswith("set_to_none=")}
+    assert len(digests) == 4, printed
+    for set_to_none in ("True", "False"):
+        key = f"set_to_none={set_to_none}"
+        assert digests[(key, "shim")] == digests[(key, "ddp")], key

@@ -8,13 +8,19 @@ runs, DDP is adapted (`install_ddp`):
 
   DDP(model, ...)     gradient_as_bucket_view=True: every .grad is a view of its bucket, so a bucket
                       reduced in place is the averaged gradient. A communication hook scales the
-                      bucket by 1 / world size - the very float multiplication DDP's own reduction
-                      makes - starts its all-reduce without waiting, and returns a future already
-                      complete on the same buffer: DDP's end of backward finds nothing to wait for.
+                      bucket as DDP's own reduction does (a dense one by 1 / world size, a sparse
+                      gradient divided by it), starts its all-reduce without waiting, and returns a
+                      future already complete on the same buffer: DDP's end of backward finds nothing
+                      to wait for.
   end of backward     the turn is released (script_shim), then the reductions are waited for without
                       spinning, outside the turn, where DDP alone waits for them: the script's code
                       after backward (a norm it logs, its own clipping, an update by hand) reads
-                      reduced gradients. Where DDP still waits at the end of backward
+                      reduced gradients. Where the script did not ask for gradient_as_bucket_view,
+                      each reduced .grad then becomes a tensor of its own, as plain DDP leaves it (a
+                      .grad kept by reference across a backward is not the next one's): the bucket
+                      copied into the tensor DDP found as .grad, or a new one - a copy of each
+                      gradient per reducing backward, which DDP without views makes too (and its
+                      memory beside the buckets). Where DDP still waits at the end of backward
                       (find_unused_parameters: the all-reduce of the used-parameter map; a static
                       graph's first iteration), the release is queued ahead of that wait.
   optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
@@ -39,12 +45,15 @@ robin keeps the turn's place and the device idles through the collective). Witho
 copies all-reducing their logged loss every step deadlocked until the server's lease broke each
 (docs/measurements.md, *Figures behind the design*: *Collectives outside the turn*).
 
-Parity: DDP's default reduction multiplies each gradient by 1 / world size (a double scalar, applied
-in the gradient's dtype) into its bucket and all-reduces the bucket by sum; the hook makes the same
-operations on the same buckets, so the losses are bit for bit those of DDP alone (tested with np=2).
-A script that itself asks for gradient_as_bucket_view=True and keeps its gradients between steps
-(zero_grad(set_to_none=False)) is divided, not multiplied, by DDP: the same bits for world sizes that
-are powers of two, possibly one rounding apart otherwise.
+Parity: DDP's default reduction multiplies each dense gradient by 1 / world size (a double scalar,
+applied in the gradient's dtype) as it copies it into its bucket, divides a sparse gradient (its own
+bucket) by the world size, and all-reduces by sum; the hook makes the same operations on the same
+buckets, and DDP copies the reduced bucket back into the gradients as the shim does after its wait, so
+the losses are bit for bit those of DDP alone (tested with np=2, and the hook and wait against DDP's own
+reduction with np=3). A script that itself asks for gradient_as_bucket_view=True and keeps its gradients
+between steps (zero_grad(set_to_none=False)) is divided, not multiplied, by DDP (a gradient already a
+view of its bucket): the same bits for world sizes that are powers of two, possibly one rounding apart
+otherwise.
 
 no_sync() is supported: a backward inside no_sync() reduces nothing and ends a compute phase like any
 other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces. Where
@@ -194,9 +203,13 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
 class _Reduction:
     """The communication hook's state for one DDP model."""
 
-    def __init__(self, process_group, world_size: int) -> None:
+    def __init__(self, process_group, world_size: int, own_gradients: bool = False) -> None:
         self.process_group = process_group
-        self.scale = 1.0 / world_size  # DDP's own factor: a double, applied in the gradient's dtype
+        self.world_size = world_size  # DDP divides a sparse gradient by it
+        self.scale = 1.0 / world_size  # DDP's own factor for a dense one: a double, applied in the gradient's dtype
+        # the script left gradient_as_bucket_view off: after the all-reduces each .grad is a tensor of its own again
+        self.own_gradients = own_gradients
+        self.parameters: list = []  # the parameters DDP reduces (those that take a gradient)
         self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
         self.buffers_broadcast = False  # at this forward, before it took the turn: DDP's own is not needed
 
@@ -212,6 +225,13 @@ class DDPCrossover:
         # follows the objects' addresses, which differ between ranks)
         self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.pending: list = []  # all-reduces started and not waited for yet
+        # of the models whose script left gradient_as_bucket_view off: the dense buckets the pending all-reduces
+        # reduce (their parameters, their buffer), and each parameter's .grad as DDP's reducer found it - after
+        # the backward accumulated into it (a post-accumulate hook, which runs before the reducer's) or, for one
+        # the backward left unused, at its start - which DDP without views copies the reduced bucket into
+        self.reduced_buckets: list = []
+        self.accumulated: dict = {}
+        self.found_before_backward: dict = {}
         # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
         # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
         self.stepping: object | None = None
@@ -238,6 +258,7 @@ class DDPCrossover:
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)
+        self.coordinator.before_backward.append(self._remember_gradients)
         self.coordinator.after_backward.append(self.finish_reductions)
         self.coordinator.before_turn_in_forward.append(self.broadcast_buffers_before_turn)
         self._adapt_gradient_clearing(torch)
@@ -265,7 +286,7 @@ class DDPCrossover:
         with self.outside_turn():
             self._wait_for_pending()
             for model in due:
-                if model.reducer._rebuild_buckets():
+                if self._keeping_gradients(model, model.reducer._rebuild_buckets):
                     model._has_rebuilt_buckets = True
 
     def broadcast_buffers_before_turn(self, module) -> None:
@@ -290,12 +311,77 @@ class DDPCrossover:
         if self.pending and self.coordinator.active:  # a forked child's copies are the rank's, not its own
             with self.outside_turn():
                 self._wait_for_pending()
+        elif not self.pending:
+            self._forget_gradients()  # a backward that reduced nothing (under no_sync): nothing to own again
 
     def _wait_for_pending(self) -> None:
         for work in self.pending:
             wait_without_spinning(work.is_completed)
             work.wait()  # raises if the all-reduce failed (a peer rank died)
         self.pending.clear()
+        self._own_reduced_gradients()
+
+    # -- gradients of their own (the script left gradient_as_bucket_view off) ----------------------
+    def _own_reduced_gradients(self) -> None:
+        """The all-reduces ended: where the script left gradient_as_bucket_view off, each reduced .grad (a view
+        of its bucket, how the bucket is reduced in place outside the turn) becomes a tensor of its own, as DDP
+        without views leaves it: the reduced bucket copied into the tensor that DDP found as .grad (the one the
+        backward accumulated into, a kept reference's), or into a new one where there was none. Once a
+        reduction, here, before the script can read it; DDP's reducer copies such a .grad into its bucket at the
+        next backward, as it does without views. A view that stayed (a script kept its .grad by reference across
+        a backward) held the next backward's gradient: a PCGrad-style script measured another dot product."""
+        if self.reduced_buckets:
+            with self.torch.no_grad():
+                for parameters, buffer in self.reduced_buckets:
+                    bucket = buffer.untyped_storage().data_ptr()
+                    for parameter in parameters:
+                        grad = parameter.grad
+                        if grad is None or grad.untyped_storage().data_ptr() != bucket:
+                            continue  # left alone by DDP (unused everywhere, no gradient) or replaced by the script
+                        own = self.accumulated.get(parameter)
+                        if own is None:
+                            own = self.found_before_backward.get(parameter)
+                        if own is None or own.untyped_storage().data_ptr() == bucket:
+                            parameter.grad = grad.clone()  # the view's strides: the parameter's, as DDP lays it out
+                        else:
+                            own.copy_(grad)
+                            parameter.grad = own
+        self._forget_gradients()
+
+    def _forget_gradients(self) -> None:
+        self.reduced_buckets.clear()
+        self.accumulated.clear()
+        self.found_before_backward.clear()
+
+    def _gradient_accumulated(self, parameter) -> None:
+        """A post-accumulate hook, which runs before DDP's reducer makes the bucket view the .grad."""
+        self.accumulated[parameter] = parameter.grad
+
+    def _remember_gradients(self) -> None:
+        """As a backward begins: the .grad of each parameter it may leave unused (find_unused_parameters, a static
+        graph), which DDP without views copies the reduced bucket into where another rank used it."""
+        self._forget_gradients()
+        for model in list(self.models):
+            reduction = model._xover_reduction
+            if reduction.own_gradients and (model.find_unused_parameters or model.static_graph):
+                for parameter in reduction.parameters:
+                    if parameter.grad is not None:
+                        self.found_before_backward[parameter] = parameter.grad
+
+    def _keeping_gradients(self, model, rebuild):
+        """Run `rebuild` (DDP's one bucket rebuild, which makes every .grad a view of the new buckets) and give each
+        parameter back the .grad it had, where the script left gradient_as_bucket_view off: the same values, as
+        DDP copied them into the view."""
+        reduction = getattr(model, "_xover_reduction", None)
+        if reduction is None or not reduction.own_gradients:
+            return rebuild()
+        grads = [(parameter, parameter.grad) for parameter in reduction.parameters]
+        try:
+            return rebuild()
+        finally:
+            for parameter, grad in grads:
+                if grad is not None and parameter.grad is not grad:
+                    parameter.grad = grad
 
     # -- DDP ----------------------------------------------------------------------------------
     def _adapt_constructor(self, ddp_class) -> None:
@@ -308,9 +394,20 @@ class DDPCrossover:
             for option, problem in UNSUPPORTED_OPTIONS.items():
                 if bound.arguments.get(option) is not None:
                     _refuse(self.script, f"DDP({option}=...) {problem}")
+            # every .grad a view of its bucket, so that a bucket reduced in place (outside the turn) is the
+            # gradient; where the script left it off, the gradients are its own again once reduced
+            asked = bool(bound.arguments.get("gradient_as_bucket_view", False))
             bound.arguments["gradient_as_bucket_view"] = True
+            module = bound.arguments.get("module")
+            parameters = [] if asked or module is None else list(module.parameters())
+            grads = [(parameter, parameter.grad) for parameter in parameters]
             with self.outside_turn():  # construction broadcasts the parameters from rank 0
                 original(*bound.args, **bound.kwargs)
+            if not asked:
+                for parameter, grad in grads:  # DDP made a gradient the model had a view of its bucket
+                    if grad is not None and parameter.grad is not grad:
+                        parameter.grad = grad
+            model._xover_views_asked = asked
             self._adopt(model)
 
         ddp_class.__init__ = __init__
@@ -351,7 +448,12 @@ class DDPCrossover:
             )
         if any(isinstance(module, torch.nn.SyncBatchNorm) for module in model.module.modules()):
             _refuse(self.script, DDP_UNSUPPORTED_NAMES["SyncBatchNorm"])
-        reduction = _Reduction(model.process_group, model.process_group.size())
+        own_gradients = not getattr(model, "_xover_views_asked", False)
+        reduction = _Reduction(model.process_group, model.process_group.size(), own_gradients)
+        reduction.parameters = [parameter for parameter in model.module.parameters() if parameter.requires_grad]
+        if own_gradients:
+            for parameter in reduction.parameters:
+                parameter.register_post_accumulate_grad_hook(self._gradient_accumulated)
         model._xover_reduction = reduction
         self._register_comm_hook(model, reduction, self._start_all_reduce)  # DDP's own, not the stand-in
         self.models[model] = None
@@ -361,7 +463,12 @@ class DDPCrossover:
         """DDP's communication hook: scale as DDP does, all-reduce by sum without waiting, done already."""
         buffer = bucket.buffer()
         self.coordinator.all_reduced(buffer.numel() * buffer.element_size())
-        buffer.mul_(state.scale)
+        if buffer.is_sparse:
+            buffer.div_(state.world_size)  # DDP's own for a sparse gradient (the bucket is the gradient itself)
+        else:
+            buffer.mul_(state.scale)  # what DDP multiplies a dense gradient by as it copies it into the bucket
+            if state.own_gradients:
+                self.reduced_buckets.append((bucket.parameters(), buffer))
         self.pending.append(self.all_reduce(buffer, group=state.process_group, async_op=True))
         state.reduced = True
         future = self.torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else self.torch.futures.Future()
@@ -380,7 +487,9 @@ class DDPCrossover:
                         _refuse(self.script, JOIN_REFUSED)
                     if self.torch.is_grad_enabled() and self._rebuild_due(model):
                         with self.outside_turn():  # the bucket rebuild broadcasts from rank 0
-                            return original_pre_forward(model, *inputs, **kwargs)
+                            return self._keeping_gradients(
+                                model, functools.partial(original_pre_forward, model, *inputs, **kwargs)
+                            )
                 return original_pre_forward(model, *inputs, **kwargs)
             finally:
                 reduction = getattr(model, "_xover_reduction", None)
