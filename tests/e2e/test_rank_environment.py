@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import plain_torchrun
+from conftest import plain_horovodrun, plain_torchrun
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests/e2e/scripts/ddp_thread_sums.py"
+HOROVOD_SCRIPT = ROOT / "tests/e2e/scripts/horovod_thread_sums.py"
 LINE = re.compile(r"^(?:THREADS|LOSS|BENCH) .*$", re.MULTILINE)
 STEPS = "4"
+RANK0 = "[0]<stdout>:"  # what horovodrun puts before each line of rank 0's
 
 
 def _lines(text: str) -> list[str]:
@@ -65,6 +67,20 @@ def test_a_job_files_omp_num_threads_gives_its_ranks_their_threads(isolated_resu
                    'env = { OMP_NUM_THREADS = "2" }\n')
     report = _xover_run("--group", str(job), str(job), "--mode", "sequential,crossover")
     _assert_as_plain(report, alone, {"sequential", "crossover"})
+
+
+def test_a_horovod_scripts_ranks_compute_on_the_users_omp_num_threads(isolated_results, monkeypatch):
+    """horovodrun sets no OMP_NUM_THREADS and passes the user's on: its ranks compute on 2 threads, and so do xover's
+    (before: 1, and the first loss differed)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.delenv("XOVER_THREADS_PER_RANK", raising=False)
+    alone = _lines(plain_horovodrun(HOROVOD_SCRIPT, "--steps", STEPS).stdout.replace(RANK0, ""))
+    assert alone[0] == "THREADS 2 OMP_NUM_THREADS=2" and len(alone) == 1 + int(STEPS)
+    report = _xover_run("--engine", "horovod", "--script", str(HOROVOD_SCRIPT), "--mode", "sequential", "--",
+                        "--steps", STEPS)
+    [job] = report["jobs"]
+    assert job["status"] == "finished", job["error"]
+    assert _lines((Path(job["log_dir"]) / "ranks" / "rank.0" / "stdout").read_text().replace(RANK0, "")) == alone
 
 
 @pytest.mark.parametrize("started_in", ["elsewhere", "the checkout"])
