@@ -11,9 +11,38 @@ from pathlib import Path
 from .errors import XoverError, printable, write_problem
 from .settings import RESULTS_VARIABLE, settings
 
-# The folder above xover/, put first on PYTHONPATH of every process xover starts (workers, turn
-# servers, the reaper, Slurm jobs, sweeps through ssh) so that they import this xover, installed or not.
+# The folder above xover/: a checkout's root (bench/, recipes/, tests/, docs/, scripts/ beside the package), or an
+# environment's site-packages where xover is installed.
 XOVER_ROOT = str(Path(__file__).resolve().parent.parent)
+# A folder holding the xover package and nothing else (a checkout's pythonpath/, whose `xover` is a link to
+# ../xover): put first on PYTHONPATH of every process xover starts (ranks, launchers, turn servers, the reaper,
+# Slurm jobs, sweeps through ssh; on another host at the same path, as the checkout is) so that they import this
+# xover, installed or not, and no folder of the checkout stands in for a user's own package named so (a `bench`
+# of theirs on their PYTHONPATH imported by their script). Without it (xover installed, or the link lost in a
+# copy), the root itself, after the user's own entries.
+XOVER_ONLY = Path(XOVER_ROOT) / "pythonpath"
+
+
+def _only_xover(folder: Path) -> bool:
+    """Whether `folder` holds this xover package (its `xover` is this package's folder) and nothing else."""
+    try:
+        return [entry.name for entry in folder.iterdir()] == ["xover"] and (folder / "xover").resolve() == Path(
+            __file__
+        ).resolve().parent
+    except OSError:
+        return False
+
+
+XOVER_PATH_FIRST = str(XOVER_ONLY) if _only_xover(XOVER_ONLY) else None
+
+
+def xover_pythonpath(given: str | None = None) -> str:
+    """PYTHONPATH for a process xover starts, from `given` (the user's own, kept in its order): the folder of the
+    xover package alone before it, or (no such folder) the root after it."""
+    if XOVER_PATH_FIRST is not None:
+        return os.pathsep.join(filter(None, [XOVER_PATH_FIRST, given]))
+    entries = (given or "").split(os.pathsep) if given else []
+    return os.pathsep.join([*entries, XOVER_ROOT] if XOVER_ROOT not in entries else entries)
 
 
 def results_root() -> Path:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
-from .config import XOVER_ROOT
+from .config import xover_pythonpath
 from .hosts import command_on
 from .settings import EXPERIMENT_VARIABLE, KEPT_PREFIX
 
@@ -156,7 +156,7 @@ def kill_command_on(
     kills = [part for value in values for part in ("--kill", value)]
     kills += [part for name in remove for part in ("--remove-sent", name)]
     reaper = [sys.executable, "-m", "xover.run.reaper", *kills, "--variable", variable]
-    return command_on(host, reaper, remote_prefix=remote_prefix, env={"PYTHONPATH": XOVER_ROOT})
+    return command_on(host, reaper, remote_prefix=remote_prefix, env={"PYTHONPATH": xover_pythonpath()})
 
 
 def sweep_hosts_now(

@@ -75,6 +75,7 @@ DEVICES_PER_GPU_VARIABLE = "XOVER_DEVICES_PER_GPU"
 TORCH_BACKEND_VARIABLE = "XOVER_TORCH_BACKEND"
 DETERMINISTIC_VARIABLE = "XOVER_DETERMINISTIC"
 THREADS_PER_RANK_VARIABLE = "XOVER_THREADS_PER_RANK"
+OMP_THREADS_VARIABLE = "OMP_NUM_THREADS"  # the user's (or a job file's), not xover's: its default when set
 PIN_CORES_VARIABLE = "XOVER_PIN_CORES"
 LINK_BANDS_VARIABLE = "XOVER_LINK_BANDS"
 COMM_THREADS_VARIABLE = "XOVER_COMM_THREADS"
@@ -194,7 +195,9 @@ class Settings:
     # (devices.torch_backend): only torch jobs read it, and whether nccl can work depends on the machine.
     torch_backend: str | None = _variable(TORCH_BACKEND_VARIABLE, default=None)
     deterministic: bool = _variable(DETERMINISTIC_VARIABLE, default=False)  # deterministic kernels only
-    threads_per_rank: int = _variable(THREADS_PER_RANK_VARIABLE, default=1)  # torch's threads in a CPU rank
+    # torch's threads in a CPU rank: XOVER_THREADS_PER_RANK when given, else OMP_NUM_THREADS's count when set (what
+    # torchrun and horovodrun leave a rank; torchrun sets 1 only where it is unset), else 1 (threads_per_rank_given)
+    threads_per_rank: int = _variable(THREADS_PER_RANK_VARIABLE, default=1)
     pin_cores: bool = _variable(PIN_CORES_VARIABLE, default=True)  # a CPU rank pinned to its core
     # the metric sinks a run adds to the store and the progress display, by name (run/sinks.py's SINKS)
     metric_sinks: tuple[str, ...] = _variable(METRIC_SINKS_VARIABLE, default=())
@@ -242,7 +245,9 @@ class Settings:
             devices_per_gpu=_devices_per_gpu(env.get(DEVICES_PER_GPU_VARIABLE, "").strip()),
             torch_backend=env.get(TORCH_BACKEND_VARIABLE, "").strip().lower() or None,
             deterministic=_flag(DETERMINISTIC_VARIABLE, env.get(DETERMINISTIC_VARIABLE), default=False),
-            threads_per_rank=_threads_per_rank(env.get(THREADS_PER_RANK_VARIABLE, "").strip()),
+            threads_per_rank=_threads_per_rank(
+                env.get(THREADS_PER_RANK_VARIABLE, "").strip(), env.get(OMP_THREADS_VARIABLE, "")
+            ),
             pin_cores=_flag(PIN_CORES_VARIABLE, env.get(PIN_CORES_VARIABLE), default=True),
             metric_sinks=_names(METRIC_SINKS_VARIABLE, env.get(METRIC_SINKS_VARIABLE)),
             metrics_port=_metrics_port(env.get(METRICS_PORT_VARIABLE)),
@@ -286,7 +291,7 @@ def settings(environ: Mapping[str, str] | None = None) -> Settings:
     global _cached
     if environ is not None:
         return Settings.from_environ(environ)
-    key = tuple(os.environ.get(name) for name in Settings.variables())
+    key = tuple(os.environ.get(name) for name in (*Settings.variables(), OMP_THREADS_VARIABLE))
     cached = _cached
     if cached is None or cached[0] != key:
         cached = _cached = (key, Settings.from_environ())
@@ -342,9 +347,22 @@ def _devices_per_gpu(value: str) -> int:
     return count
 
 
-def _threads_per_rank(value: str) -> int:
+def threads_per_rank_given(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether XOVER_THREADS_PER_RANK is given (not empty): then it, not OMP_NUM_THREADS, sets a CPU rank's threads."""
+    env = os.environ if environ is None else environ
+    return bool(env.get(THREADS_PER_RANK_VARIABLE, "").strip())
+
+
+def omp_threads(value: str) -> int | None:
+    """The threads OMP_NUM_THREADS asks of torch (its first level's count: `4,2` is 4), None for one OpenMP would
+    not take (empty, 0, not a number): as if unset (one thread, XOVER_THREADS_PER_RANK's default)."""
+    threads = whole_number(value.split(",", 1)[0].strip())
+    return threads if threads is not None and 1 <= threads <= 4096 else None
+
+
+def _threads_per_rank(value: str, omp: str = "") -> int:
     if not value:
-        return 1
+        return omp_threads(omp) or 1
     threads = whole_number(value)
     if threads is None or not 1 <= threads <= 4096:
         raise XoverError(

@@ -124,7 +124,7 @@ def test_the_reaper_gets_the_store_outside_its_command_line_and_keeps_pythonpath
     Reaper("e1", url)
     assert "s3cret" not in " ".join(seen["command"]) and "--db" not in seen["command"]
     assert seen["env"]["XOVER_REAPER_DB"] == url
-    assert seen["env"]["PYTHONPATH"].split(os.pathsep) == [str(ROOT), str(tmp_path / "site")]
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep) == [str(ROOT / "pythonpath"), str(tmp_path / "site")]
 
 
 def test_slurm_asks_for_the_devices_the_plan_was_profiled_on_not_the_submitting_hosts(tmp_path):

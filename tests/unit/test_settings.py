@@ -235,3 +235,31 @@ def test_doctor_fails_the_settings_on_a_torch_backend_a_run_refuses(monkeypatch)
     monkeypatch.setattr(doctor, "local_device_count", lambda: ("gpu", 1))
     monkeypatch.setenv("XOVER_TORCH_BACKEND", "NCCL")
     assert doctor._settings().ok
+
+
+@pytest.mark.parametrize(("environ", "threads"), [
+    ({}, 1),  # neither: one thread per CPU rank (torchrun's own default at several ranks)
+    ({"OMP_NUM_THREADS": "2"}, 2),  # the user's (or a job file's): what a rank has under plain torchrun or horovodrun
+    ({"OMP_NUM_THREADS": " 4,2 "}, 4),  # OpenMP's nested levels: the first is torch's
+    ({"OMP_NUM_THREADS": "0"}, 1),  # one OpenMP refuses: torch's own default in a rank, 1 in the key
+    ({"OMP_NUM_THREADS": "many"}, 1),
+    ({"XOVER_THREADS_PER_RANK": "3"}, 3),
+    ({"XOVER_THREADS_PER_RANK": "3", "OMP_NUM_THREADS": "2"}, 3),  # asked of xover itself: it wins
+    ({"XOVER_THREADS_PER_RANK": " ", "OMP_NUM_THREADS": "2"}, 2),  # set but empty is unset
+])
+def test_a_ranks_threads_are_omp_num_threads_unless_xover_threads_per_rank_is_given(environ, threads):
+    """Before: XOVER_THREADS_PER_RANK's default 1 overrode a user's OMP_NUM_THREADS=2 in every rank, and the losses
+    of a CPU job differed from plain torchrun's in the last bits (a sum split over 2 threads, or not)."""
+    read = Settings.from_environ(environ)
+    assert read.threads_per_rank == threads
+    # the profiles' key: a job at 2 threads is not the job profiled at 1
+    assert read.tuning(settings_module.ALONE_FIELDS) == ("" if threads == 1 else f"XOVER_THREADS_PER_RANK={threads}")
+    assert settings_module.threads_per_rank_given(environ) == bool(environ.get("XOVER_THREADS_PER_RANK", "").strip())
+
+
+def test_omp_num_threads_changed_is_read_again(monkeypatch):
+    monkeypatch.delenv("XOVER_THREADS_PER_RANK", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert settings().threads_per_rank == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert settings().threads_per_rank == 2

@@ -7,8 +7,9 @@ below the exposed communication nor above the measured span of the all-reduces),
 communication takes per iteration on top of the job's own compute (the machine's busy CPU time
 while it runs alone, minus its compute and xover's own share), and the layer boundaries per
 iteration. It is keyed by recipe hash, np, hosts spanned, bandwidth, engine, a hardware fingerprint and the
-settings that change a job alone (XOVER_THREADS_PER_RANK, XOVER_PIN_CORES, XOVER_TORCH_BACKEND,
-XOVER_DETERMINISTIC), and reused until `--force`.
+settings that change a job alone (XOVER_THREADS_PER_RANK, or the user's OMP_NUM_THREADS where it is not given:
+the count torch computes on, settings.threads_per_rank; XOVER_PIN_CORES, XOVER_TORCH_BACKEND, XOVER_DETERMINISTIC),
+and reused until `--force`. A job file's own `env` (its OMP_NUM_THREADS too) is part of its key.
 
 Then (unless `--no-corun`) each job runs once more, under crossover next to a reference partner
 (`mlp-balanced` unless `--corun-with`): jobs that share devices slow each other beyond taking turns

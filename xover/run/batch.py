@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..config import XOVER_ROOT
+from ..config import xover_pythonpath
 from ..console import errors
 from ..devices import local_device_count
 from ..errors import XoverError
@@ -295,7 +295,7 @@ def group_job(launcher: BatchLauncher, current: Experiment, group: GroupToRun, r
             **passed_variables(group),
             **settings,
             DB_VARIABLE: request.store.url,
-            "PYTHONPATH": XOVER_ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+            "PYTHONPATH": xover_pythonpath(os.environ.get("PYTHONPATH")),
             RESULTS_VARIABLE: str(current.results_dir.parent.parent.resolve()),
         },
         name=f"xover-{current.id}-g{group.index}",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-from ..config import XOVER_ROOT, make_results_folder, results_root
+from ..config import make_results_folder, results_root, xover_pythonpath
 from ..console import print_notice
 from ..errors import XoverError
 from ..hints import xover_command
@@ -54,7 +54,7 @@ class Reaper:
     def __init__(self, experiment_id: str, db_url: str) -> None:
         # The store's URL goes in the environment, not the command line every local user can read; the
         # user's own PYTHONPATH stays after xover's (it may hold what xover imports: SQLAlchemy, ...).
-        path = os.pathsep.join(filter(None, [XOVER_ROOT, os.environ.get("PYTHONPATH")]))
+        path = xover_pythonpath(os.environ.get("PYTHONPATH"))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "xover.run.reaper", "--experiment", experiment_id],
             stdin=subprocess.PIPE,

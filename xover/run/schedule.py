@@ -31,10 +31,10 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from ..config import XOVER_ROOT, results_unwritable
+from ..config import results_unwritable, xover_pythonpath
 from ..console import print_notice
 from ..devices import gpu_ids, script_gpu_env
-from ..engines import ENGINES
+from ..engines import ENGINES, HOROVOD
 from ..errors import StartFailed, XoverError
 from ..hints import xover_command
 from ..hosts import Device, is_local
@@ -196,14 +196,16 @@ def worker_env(
     env.pop(LINK_PRIORITY_VARIABLE, None)
     # Horovod negotiates between ranks every cycle (1 ms by default) even when idle; on devices that
     # co-located jobs share, that burns cycles a partner needs; 5 ms measured best (docs/measurements.md,
-    # *Figures behind the design*: *Horovod's cycle time*). A user's own wins.
-    env.setdefault("HOROVOD_CYCLE_TIME", "5")
+    # *Figures behind the design*: *Horovod's cycle time*). A user's own wins; only Horovod's ranks read it (a
+    # torch job's environment is left as torchrun would have it).
+    if job.engine == HOROVOD:
+        env.setdefault("HOROVOD_CYCLE_TIME", "5")
     if turns is not None:
         env.update({TURN_SOCKET_VARIABLE: turns.socket_template, TURN_SLOT_VARIABLE: str(slot)})
     if link_band is not None:
         env[LINK_PRIORITY_VARIABLE] = str(LINK_BAND_PRIORITIES[link_band])
     # launchers and workers must find this xover even when it is not installed (tests, a checkout)
-    env["PYTHONPATH"] = XOVER_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = xover_pythonpath(env.get("PYTHONPATH"))
     return env
 
 

@@ -386,7 +386,11 @@ def main() -> None:
     args = with_job_dir(args, os.environ.get(JOB_DIR_VARIABLE))
     coordinator = SHIMS[runtime](script)
     sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    # `python -m` put the working folder first on sys.path, where `python SCRIPT` (what torchrun and horovodrun run)
+    # puts the script's folder: a module of the working folder's (xover's checkout's bench/ where xover runs from
+    # there) must not stand in for one of the user's. Under -P (PYTHONSAFEPATH) neither is put there.
+    if not getattr(sys.flags, "safe_path", False):  # Python 3.11 on
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
     clean = by_itself = False
     try:
         runpy.run_path(script, run_name="__main__")

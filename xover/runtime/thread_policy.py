@@ -19,8 +19,9 @@ little slower for one whose exposed all-reduce is its critical path. So part of 
 the baselines on some pairs is this policy rather than the turns; `bench/thread_policy.py` measures how
 much.
 
-Not applied where torch computes on several threads per rank (`XOVER_THREADS_PER_RANK` > 1, or a
-script's own set_num_threads): its compute threads could not be told from the engine's.
+Not applied where torch computes on several threads per rank (`XOVER_THREADS_PER_RANK` > 1, the user's
+`OMP_NUM_THREADS` > 1, or a script's own set_num_threads): its compute threads could not be told from the
+engine's.
 `XOVER_COMM_THREADS=normal` leaves every thread at the default policy; `always` applies SCHED_BATCH in
 every mode (alone and co-located without turns too), for such comparisons. No privilege is needed:
 SCHED_BATCH and SCHED_OTHER are ordinary time-sharing policies.
@@ -76,7 +77,7 @@ class CommThreads:
         if not self.active or (iteration is not None and iteration >= APPLY_AFTER_ITERATIONS):
             return
         if _intra_op_threads() > 1:
-            # torch's own compute threads (XOVER_THREADS_PER_RANK, or a script's set_num_threads) are
+            # torch's own compute threads (XOVER_THREADS_PER_RANK, OMP_NUM_THREADS, a script's set_num_threads) are
             # not told apart from the engine's here: demoting them would slow the job's own compute
             self.active = False
             return

@@ -31,7 +31,7 @@ from .. import workloads
 from ..devices import devices_per_gpu, gpu_of_device
 from ..engines import DEFAULT_ENGINE
 from ..records import EndRecord, EvaluationRecord, IterationRecord, StartRecord
-from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, settings
+from ..settings import CUDA_BY_LOCAL_RANK_VARIABLE, OMP_THREADS_VARIABLE, omp_threads, settings, threads_per_rank_given
 from ..sharing import MPS
 from .engines import adapter_for
 from .link_priority import LinkPriority
@@ -42,7 +42,9 @@ from .turn_client import device_of, install_checkpoints, token_from_env
 
 def place_on_device(local_rank: int) -> torch.device:
     """Rank i uses device i of its host (XOVER_DEVICES may say otherwise): a GPU, or one CPU core with
-    torch limited to it. With several devices per GPU (devices.py), ranks share a GPU."""
+    torch on XOVER_THREADS_PER_RANK threads when given, else on OMP_NUM_THREADS's when set (as under plain
+    torchrun or horovodrun: the thread count changes a CPU's sums), else on one. With several devices per GPU
+    (devices.py), ranks share a GPU."""
     device_index = device_of(local_rank)
     current = settings()
     if torch.cuda.is_available() and not current.cpu_only:
@@ -52,7 +54,10 @@ def place_on_device(local_rank: int) -> torch.device:
             gpu = gpu_of_device(device_index, torch.cuda.device_count())
         torch.cuda.set_device(gpu)
         return torch.device("cuda", gpu)
-    torch.set_num_threads(current.threads_per_rank)
+    if threads_per_rank_given() or omp_threads(os.environ.get(OMP_THREADS_VARIABLE, "")) is None:
+        torch.set_num_threads(current.threads_per_rank)
+    # else OMP_NUM_THREADS (the user's, or a job file's; torchrun's 1 where it was unset) gave torch its threads
+    # as it does alone: left so (settings.threads_per_rank is that count, for the profiles' key)
     cores = sorted(os.sched_getaffinity(0))
     if current.pin_cores and cores:
         os.sched_setaffinity(0, {cores[device_index % len(cores)]})

@@ -36,7 +36,7 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import XOVER_ROOT
+from ..config import xover_pythonpath
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, command_on, is_local
 from ..processes import sweep
@@ -446,14 +446,19 @@ class TurnService:
             if host == LOCAL:
                 command = [sys.executable, *arguments]
                 self.planned.append(
-                    {**common, "command": command, "env": {"PYTHONPATH": XOVER_ROOT, **tag}, "credentials": credentials}
+                    {
+                        **common,
+                        "command": command,
+                        "env": {"PYTHONPATH": xover_pythonpath(), **tag},
+                        "credentials": credentials,
+                    }
                 )
             else:
                 command = command_on(
                     host,
                     [sys.executable, *arguments],
                     remote_prefix=remote_prefix or [],
-                    env={"PYTHONPATH": XOVER_ROOT, **tag},
+                    env={"PYTHONPATH": xover_pythonpath(), **tag},
                 )
                 self.planned.append(
                     {
