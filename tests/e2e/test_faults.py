@@ -183,8 +183,9 @@ def test_rows_of_a_dead_xover_are_reconciled_as_lost(isolated_results):
 def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_path):
     db = isolated_results / "xover.db"
     # one rank each (--np 1): every one of them wants device localhost:0, which the first holds (and trains on,
-    # on one core instead of two, while the others start and wait)
-    first = subprocess.Popen([*XOVER, "train", "mlp-digits", "--np", "1", "--iterations", "3000", "--json"],
+    # on one core instead of two, while the others start and wait); it ends only by the SIGINT below (3,000
+    # iterations ended before the waiting one started, once, under `pytest -n 4`: it then had nothing to wait for)
+    first = subprocess.Popen([*XOVER, "train", "mlp-digits", "--np", "1", "--iterations", "1000000", "--json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 3)
