@@ -41,7 +41,7 @@ def xover_pythonpath(given: str | None = None) -> str:
     xover package alone before it, or (no such folder) the root after it."""
     if XOVER_PATH_FIRST is not None:
         return os.pathsep.join(filter(None, [XOVER_PATH_FIRST, given]))
-    entries = (given or "").split(os.pathsep) if given else []
+    entries = given.split(os.pathsep) if given else []
     return os.pathsep.join([*entries, XOVER_ROOT] if XOVER_ROOT not in entries else entries)
 
 

@@ -200,6 +200,18 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
     return coordinator
 
 
+def _gradients_given_back(parameters, run):
+    """Run `run` (DDP's construction or bucket rebuild, which makes every .grad a view of a bucket) and give each
+    parameter back the .grad it had before: the same values, which DDP copied into the view."""
+    grads = [(parameter, parameter.grad) for parameter in parameters]
+    try:
+        return run()
+    finally:
+        for parameter, grad in grads:
+            if grad is not None and parameter.grad is not grad:
+                parameter.grad = grad
+
+
 class _Reduction:
     """The communication hook's state for one DDP model."""
 
@@ -375,13 +387,7 @@ class DDPCrossover:
         reduction = getattr(model, "_xover_reduction", None)
         if reduction is None or not reduction.own_gradients:
             return rebuild()
-        grads = [(parameter, parameter.grad) for parameter in reduction.parameters]
-        try:
-            return rebuild()
-        finally:
-            for parameter, grad in grads:
-                if grad is not None and parameter.grad is not grad:
-                    parameter.grad = grad
+        return _gradients_given_back(reduction.parameters, rebuild)
 
     # -- DDP ----------------------------------------------------------------------------------
     def _adapt_constructor(self, ddp_class) -> None:
@@ -399,14 +405,10 @@ class DDPCrossover:
             asked = bool(bound.arguments.get("gradient_as_bucket_view", False))
             bound.arguments["gradient_as_bucket_view"] = True
             module = bound.arguments.get("module")
+            # DDP makes a gradient the model had a view of its bucket: given back where the script left views off
             parameters = [] if asked or module is None else list(module.parameters())
-            grads = [(parameter, parameter.grad) for parameter in parameters]
             with self.outside_turn():  # construction broadcasts the parameters from rank 0
-                original(*bound.args, **bound.kwargs)
-            if not asked:
-                for parameter, grad in grads:  # DDP made a gradient the model had a view of its bucket
-                    if grad is not None and parameter.grad is not grad:
-                        parameter.grad = grad
+                _gradients_given_back(parameters, functools.partial(original, *bound.args, **bound.kwargs))
             model._xover_views_asked = asked
             self._adopt(model)
 
