@@ -378,10 +378,16 @@ def test_the_shims_reduction_is_ddps_own_at_three_ranks(isolated_results):
     """At a world size that is not a power of two, multiplying by 1 / world size and dividing by it part in the last
     bit. DDP divides a sparse gradient (nn.Embedding(sparse=True)) by the world size and multiplies a dense one by
     the inverse while copying it into its bucket; the shim's hook multiplied both (a probe, 2026-12-07: the weights
-    a rounding apart after ten steps). Three ranks of a small script, the shim's hook and wait without turns."""
+    a rounding apart after ten steps). DDP also divides a dense gradient that is a view of its bucket already (a
+    script that asked for gradient_as_bucket_view and kept its gradients between backwards), and leaves alone,
+    without views, the gradient of a parameter no rank used (find_unused_parameters, a static graph's first
+    iteration): the shim multiplied the first and averaged the second. Three ranks of a small script, the shim's
+    hook and wait without turns, in every combination of set_to_none and views."""
     printed = plain_torchrun(ROOT / "tests/e2e/scripts/ddp_shim_scaling.py", nproc=3).stdout.split("\n")
-    digests = {tuple(line.split()[:2]): line.split()[2] for line in printed if line.startswith("set_to_none=")}
-    assert len(digests) == 4, printed
-    for set_to_none in ("True", "False"):
-        key = f"set_to_none={set_to_none}"
-        assert digests[(key, "shim")] == digests[(key, "ddp")], key
+    digests = {tuple(line.split()[:2]): line.split()[2] for line in printed if line.startswith(("bag/", "unused/", "static/"))}
+    assert len(digests) == 24, printed
+    for shape in ("bag", "unused", "static"):
+        for set_to_none in ("True", "False"):
+            for views in ("False", "True"):
+                key = f"{shape}/set_to_none={set_to_none}/views={views}"
+                assert digests[(key, "shim")] == digests[(key, "ddp")], key

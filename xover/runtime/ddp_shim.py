@@ -50,10 +50,10 @@ applied in the gradient's dtype) as it copies it into its bucket, divides a spar
 bucket) by the world size, and all-reduces by sum; the hook makes the same operations on the same
 buckets, and DDP copies the reduced bucket back into the gradients as the shim does after its wait, so
 the losses are bit for bit those of DDP alone (tested with np=2, and the hook and wait against DDP's own
-reduction with np=3). A script that itself asks for gradient_as_bucket_view=True and keeps its gradients
-between steps (zero_grad(set_to_none=False)) is divided, not multiplied, by DDP (a gradient already a
-view of its bucket): the same bits for world sizes that are powers of two, possibly one rounding apart
-otherwise.
+reduction with np=3). Where the script itself asked for gradient_as_bucket_view=True, a gradient already a
+view of its bucket (kept between backwards) is divided by the world size, as DDP does, not multiplied
+(`_scale_dense`); without views, a parameter no rank used in a reducing backward keeps the gradient it had,
+as DDP leaves it (DDP's map of used parameters, summed over the ranks).
 
 no_sync() is supported: a backward inside no_sync() reduces nothing and ends a compute phase like any
 other (the turn is released, one `iter` record); the backward that reduces starts the all-reduces. Where
@@ -222,6 +222,14 @@ class _Reduction:
         # the script left gradient_as_bucket_view off: after the all-reduces each .grad is a tensor of its own again
         self.own_gradients = own_gradients
         self.parameters: list = []  # the parameters DDP reduces (those that take a gradient)
+        # each parameter's place in DDP's reducer, whose map of used parameters tells one unused on every rank
+        self.variable_index: dict = {}
+        # the model, weakly: its reducer holds this state (the hook's), and a reference back to the reducer kept
+        # both alive to the end, with the process group and its store (a file:// rendezvous was never removed)
+        self.model = None
+        # at the backward that runs now: DDP reads which parameters no rank used (find_unused_parameters, a static
+        # graph's first iteration) and, without views, leaves their gradients as they were
+        self.unused_kept = False
         self.reduced = False  # a backward has reduced at least once (DDP then records its bucket order)
         self.buffers_broadcast = False  # at this forward, before it took the turn: DDP's own is not needed
 
@@ -343,8 +351,11 @@ class DDPCrossover:
         next backward, as it does without views. A view that stayed (a script kept its .grad by reference across
         a backward) held the next backward's gradient: a PCGrad-style script measured another dot product."""
         if self.reduced_buckets:
+            used_maps: dict = {}
             with self.torch.no_grad():
-                for parameters, buffer in self.reduced_buckets:
+                for parameters, buffer, state in self.reduced_buckets:
+                    if state.unused_kept and state not in used_maps:
+                        used_maps[state] = state.model().reducer._get_local_used_map().tolist()  # over the ranks
                     bucket = buffer.untyped_storage().data_ptr()
                     for parameter in parameters:
                         grad = parameter.grad
@@ -355,6 +366,8 @@ class DDPCrossover:
                             own = self.found_before_backward.get(parameter)
                         if own is None or own.untyped_storage().data_ptr() == bucket:
                             parameter.grad = grad.clone()  # the view's strides: the parameter's, as DDP lays it out
+                        elif state.unused_kept and not used_maps[state][state.variable_index[parameter]]:
+                            parameter.grad = own  # unused on every rank: DDP leaves it as it was, not averaged
                         else:
                             own.copy_(grad)
                             parameter.grad = own
@@ -371,11 +384,13 @@ class DDPCrossover:
 
     def _remember_gradients(self) -> None:
         """As a backward begins: the .grad of each parameter it may leave unused (find_unused_parameters, a static
-        graph), which DDP without views copies the reduced bucket into where another rank used it."""
+        graph), which DDP without views copies the reduced bucket into where another rank used it, and leaves as
+        it was where no rank did; with views, the .grad DDP divides or multiplies (`_scale_dense`)."""
         self._forget_gradients()
         for model in list(self.models):
             reduction = model._xover_reduction
-            if reduction.own_gradients and (model.find_unused_parameters or model.static_graph):
+            reduction.unused_kept = bool(model.find_unused_parameters or (model.static_graph and not reduction.reduced))
+            if model.find_unused_parameters or model.static_graph:
                 for parameter in reduction.parameters:
                     if parameter.grad is not None:
                         self.found_before_backward[parameter] = parameter.grad
@@ -453,9 +468,12 @@ class DDPCrossover:
         own_gradients = not getattr(model, "_xover_views_asked", False)
         reduction = _Reduction(model.process_group, model.process_group.size(), own_gradients)
         reduction.parameters = [parameter for parameter in model.module.parameters() if parameter.requires_grad]
-        if own_gradients:
-            for parameter in reduction.parameters:
-                parameter.register_post_accumulate_grad_hook(self._gradient_accumulated)
+        reduction.variable_index = {
+            parameter: index for index, parameter in enumerate(model._build_params_for_reducer()[0])
+        }
+        reduction.model = weakref.ref(model)
+        for parameter in reduction.parameters:  # what the backward left as .grad, before DDP's reducer sees it
+            parameter.register_post_accumulate_grad_hook(self._gradient_accumulated)
         model._xover_reduction = reduction
         self._register_comm_hook(model, reduction, self._start_all_reduce)  # DDP's own, not the stand-in
         self.models[model] = None
@@ -468,14 +486,41 @@ class DDPCrossover:
         if buffer.is_sparse:
             buffer.div_(state.world_size)  # DDP's own for a sparse gradient (the bucket is the gradient itself)
         else:
-            buffer.mul_(state.scale)  # what DDP multiplies a dense gradient by as it copies it into the bucket
+            self._scale_dense(state, bucket, buffer)
             if state.own_gradients:
-                self.reduced_buckets.append((bucket.parameters(), buffer))
+                self.reduced_buckets.append((bucket.parameters(), buffer, state))
         self.pending.append(self.all_reduce(buffer, group=state.process_group, async_op=True))
         state.reduced = True
         future = self.torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else self.torch.futures.Future()
         future.set_result(buffer)
         return future
+
+    def _scale_dense(self, state, bucket, buffer) -> None:
+        """DDP's own scaling of a dense bucket: it multiplies a gradient by 1 / world size as it copies it into the
+        bucket, and divides one that is a view of the bucket already by the world size (a script that asked for
+        gradient_as_bucket_view and kept its gradients between backwards: zero_grad(set_to_none=False), two
+        backwards a step). The two part in the last bit at world sizes that are not powers of two."""
+        views = [] if state.own_gradients else self._views_of(bucket, buffer)
+        if not any(views):
+            buffer.mul_(state.scale)
+            return
+        for view, gradient in zip(views, bucket.gradients(), strict=True):
+            if view:
+                gradient.div_(state.world_size)
+            else:
+                gradient.mul_(state.scale)
+
+    def _views_of(self, bucket, buffer) -> list[bool]:
+        """Of each parameter of the bucket: whether the .grad DDP's reducer found (after the backward accumulated
+        into it, or from before a backward that left it unused) was a view of this bucket."""
+        storage = buffer.untyped_storage().data_ptr()
+        views = []
+        for parameter in bucket.parameters():
+            found = self.accumulated.get(parameter)
+            if found is None:
+                found = self.found_before_backward.get(parameter)
+            views.append(found is not None and not found.is_sparse and found.untyped_storage().data_ptr() == storage)
+        return views
 
     def _adapt_forward(self, ddp_class) -> None:
         original_pre_forward, original_sync_buffers = ddp_class._pre_forward, ddp_class._sync_buffers
