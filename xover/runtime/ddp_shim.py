@@ -22,7 +22,10 @@ runs, DDP is adapted (`install_ddp`):
                       gradient per reducing backward, which DDP without views makes too (and its
                       memory beside the buckets). Where DDP still waits at the end of backward
                       (find_unused_parameters: the all-reduce of the used-parameter map; a static
-                      graph's first iteration), the release is queued ahead of that wait.
+                      graph's first iteration), the release is queued ahead of that wait - by
+                      DDP's output (_DDPSink), or where the loss did not come through it (a
+                      model that keeps its loss, Lightning's manual optimization) by the first
+                      gradient the backward accumulates, before DDP's reducer sees it.
   optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
                       GradScaler.unscale_, which read gradients before the step - take the turn (the
                       bucket rebuild DDP makes once is made before it, outside the turn). An
@@ -252,6 +255,9 @@ class DDPCrossover:
         self.reduced_buckets: list = []
         self.accumulated: dict = {}
         self.found_before_backward: dict = {}
+        # the backward that runs now ends in DDP's wait for its map of used parameters, and the turn's release
+        # has been queued ahead of it
+        self.release_due = self.release_queued = False
         # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
         # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
         self.stepping: object | None = None
@@ -269,6 +275,7 @@ class DDPCrossover:
 
         self.torch, self.dist = torch, dist
         self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below
+        self.queue_callback = torch.autograd.Variable._execution_engine.queue_callback
         ddp_class = ddp_module.DistributedDataParallel
         self._adapt_constructor(ddp_class)
         self._adapt_copies(ddp_class)
@@ -379,17 +386,26 @@ class DDPCrossover:
         self.found_before_backward.clear()
 
     def _gradient_accumulated(self, parameter) -> None:
-        """A post-accumulate hook, which runs before DDP's reducer makes the bucket view the .grad."""
+        """A post-accumulate hook, which runs before DDP's reducer makes the bucket view the .grad - and before
+        the reducer queues its finalisation, which a backward's first gradient can queue the turn's release ahead
+        of (a loss that did not come through DDP's output: `_adapt_sink`)."""
         self.accumulated[parameter] = parameter.grad
+        if self.release_due and not self.release_queued and self.coordinator.backward_depth == 1:
+            self.release_queued = True  # once a backward, and not from inside a backward that it runs
+            self.queue_callback(self.coordinator.end_of_backward)
 
     def _remember_gradients(self) -> None:
         """As a backward begins: the .grad of each parameter it may leave unused (find_unused_parameters, a static
         graph), which DDP without views copies the reduced bucket into where another rank used it, and leaves as
         it was where no rank did; with views, the .grad DDP divides or multiplies (`_scale_dense`)."""
         self._forget_gradients()
+        self.release_due = self.release_queued = False
         for model in list(self.models):
             reduction = model._xover_reduction
             reduction.unused_kept = bool(model.find_unused_parameters or (model.static_graph and not reduction.reduced))
+            # DDP waits for its map of used parameters at this backward's end (find_unused_parameters; a static
+            # graph's first iteration, where it also reduces every bucket there), in the turn unless released first
+            self.release_due |= reduction.unused_kept and model.require_backward_grad_sync
             if model.find_unused_parameters or model.static_graph:
                 for parameter in reduction.parameters:
                     if parameter.grad is not None:
@@ -554,16 +570,18 @@ class DDPCrossover:
         ddp_class._pre_forward, ddp_class._sync_buffers = _pre_forward, _sync_buffers
 
     def _adapt_sink(self, sink_class) -> None:
-        """_DDPSink is in the graph exactly when DDP waits at the end of backward (unused-parameter map,
-        a static graph's first iteration): its backward runs first and queues the turn's release
-        ahead of DDP's finalisation, so that wait happens outside the turn."""
+        """DDP puts its output through _DDPSink when it will wait at the end of backward (unused-parameter map, a
+        static graph's first iteration): its backward runs first and queues the turn's release ahead of DDP's
+        finalisation, so that wait happens outside the turn. A backward of a loss that did not come through DDP's
+        output (a model that keeps its loss and prepares the reducer with it, as Lightning's manual optimization
+        does) misses the sink: its first accumulated gradient queues the release (`_gradient_accumulated`)."""
         original_backward = sink_class.backward
-        queue_callback = self.torch.autograd.Variable._execution_engine.queue_callback
 
         def backward(ctx, *grad_outputs):
             model = ctx.ddp_weakref()
             if model is not None and model in self.models:
-                queue_callback(self.coordinator.end_of_backward)
+                self.release_queued = True
+                self.queue_callback(self.coordinator.end_of_backward)
             return original_backward(ctx, *grad_outputs)
 
         sink_class.backward = staticmethod(backward)
