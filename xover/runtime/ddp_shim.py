@@ -101,9 +101,11 @@ import threading
 import weakref
 from typing import NoReturn
 
+from ..engines import TORCH_FRAMEWORKS, under_module
 from ..scripts import (
     DDP_UNSUPPORTED_NAMES,
     DDP_UNSUPPORTED_TORCH,
+    FRAMEWORK_COMM_HOOKS,
     FRAMEWORK_HINTS,
     ScriptRefused,
     check_ddp_script,
@@ -203,6 +205,18 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
     return coordinator
 
 
+def _framework_calling() -> str | None:
+    """The framework (TORCH_FRAMEWORKS) whose code called into this one, the nearest on the stack; None where none."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        for prefix, framework in TORCH_FRAMEWORKS.items():
+            if under_module(module, prefix):
+                return framework
+        frame = frame.f_back
+    return None
+
+
 def _gradients_given_back(parameters, run):
     """Run `run` (DDP's construction or bucket rebuild, which makes every .grad a view of a bucket) and give each
     parameter back the .grad it had before: the same values, which DDP copied into the view."""
@@ -283,7 +297,7 @@ class DDPCrossover:
         self._adapt_sink(ddp_module._DDPSink)
         self._register_comm_hook = ddp_class.register_comm_hook
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
-            setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
+            setattr(ddp_class, name, self._comm_hook_refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)
         self.coordinator.before_backward.append(self._remember_gradients)
         self.coordinator.after_backward.append(self.finish_reductions)
@@ -603,6 +617,24 @@ class DDPCrossover:
     def _refusal(self, problem: str):
         def refuse(*_args, **_kwargs):
             _refuse(self.script, problem)
+
+        return refuse
+
+    def _comm_hook_refusal(self, problem: str):
+        """A communication hook refused: where a framework registered it, from a setting the script gave it
+        (Accelerate's DistributedDataParallelKwargs, Lightning's DDPStrategy), the refusal names that setting,
+        not a call the script does not make."""
+
+        def refuse(*_args, **_kwargs):
+            framework = _framework_calling()
+            setting = FRAMEWORK_COMM_HOOKS.get(framework or "")
+            if setting is None:
+                _refuse(self.script, problem)
+            _refuse(
+                self.script,
+                f"asks {framework} for a DDP communication hook ({setting}); crossover needs that hook to start "
+                "each bucket's all-reduce without waiting: leave that setting out to run the script under xover",
+            )
 
         return refuse
 
