@@ -31,6 +31,10 @@ class Coordinator:
     """What the shim's hook and waits ask of the job's coordinator, without turns."""
 
     active = True
+    backward_depth = 1  # the script's own backwards, none inside another
+
+    def end_of_backward(self):
+        pass
 
     def all_reduced(self, nbytes):
         pass
