@@ -99,6 +99,7 @@ import os
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import NoReturn
 
 from ..engines import TORCH_FRAMEWORKS, under_module
@@ -207,7 +208,7 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
 
 def _framework_calling() -> str | None:
     """The framework (TORCH_FRAMEWORKS) whose code called into this one, the nearest on the stack; None where none."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         for prefix, framework in TORCH_FRAMEWORKS.items():
@@ -243,7 +244,7 @@ class _Reduction:
         self.variable_index: dict = {}
         # the model, weakly: its reducer holds this state (the hook's), and a reference back to the reducer kept
         # both alive to the end, with the process group and its store (a file:// rendezvous was never removed)
-        self.model = None
+        self.model: weakref.ReferenceType | None = None
         # at the backward that runs now: DDP reads which parameters no rank used (find_unused_parameters, a static
         # graph's first iteration) and, without views, leaves their gradients as they were
         self.unused_kept = False
