@@ -35,6 +35,13 @@ FRAMEWORK_HINTS = {
     "the transformers Trainer": "on a CPU it trains in several processes only with TrainingArguments(use_cpu=True)",
     "PyTorch Lightning": 'use Trainer(strategy="ddp"); ddp_spawn, FSDP and DeepSpeed are not followed',
 }
+# the framework setting that registers a DDP communication hook, for a refusal where the framework, not the
+# script, registered it
+FRAMEWORK_COMM_HOOKS = {
+    "Hugging Face Accelerate": "Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(comm_hook=..., "
+    "comm_wrapper=...)])",
+    "PyTorch Lightning": "DDPStrategy(ddp_comm_hook=..., ddp_comm_wrapper=..., model_averaging_period=...)",
+}
 ENTRY_POINTS = ("Trainer", "Seq2SeqTrainer", "Accelerator", "Fabric")  # what a note names, where the script uses it
 
 # names whose use makes a DDP script impossible to cross over, and why

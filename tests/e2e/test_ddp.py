@@ -228,6 +228,32 @@ def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(
         assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}
 
 
+def test_a_backward_that_misses_ddps_output_waits_for_the_used_parameter_map_out_of_the_turn(isolated_results):
+    """find_unused_parameters, and a loss that does not come through DDP's output (the model keeps it; the script
+    prepares the reducer with it, as Lightning does in manual optimization): DDP waits for its all-reduce of the
+    used-parameter map at the end of each backward. That wait was made in the turn, where only a backward through
+    DDP's output released it first (a probe, 2026-12-07: two copies of Lightning's GAN in crossover held each
+    other's devices until the lease took the turns back, 30 s, in 4 runs of 5; with rank 1 late by 60 ms a step, the
+    wait read as compute). Now the turn is released before it, and the losses are plain torchrun's."""
+    script, steps = "tests/e2e/scripts/ddp_loss_kept_on_the_module.py", 12
+    args = ["--steps", str(steps), "--late-ms", "60"]
+    loss_line = re.compile(r"^step \d+ loss \S+$", re.MULTILINE)
+    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
+    assert len(alone) == steps
+    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
+                        "--json", "--", *args)
+    assert len(report["jobs"]) == 2
+    for job in report["jobs"]:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
+        assert not job["turn_stats"].get("taken_back") and not job["turn_stats"].get("revoked"), job["turn_stats"]
+        # rank 0's wait for late rank 1 (60 ms, less the skew) is not compute in any iteration but the first
+        records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
+        computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
+        assert len(computes) == steps
+        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}
+
+
 def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
     """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
     known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its

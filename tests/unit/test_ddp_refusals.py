@@ -203,3 +203,26 @@ def test_a_script_that_trains_through_deepspeed_is_told_why_whatever_its_engine_
     script.write_text(DEEPSPEED.replace("engine, optimizer", "if sys.argv[1:]:\n    engine, optimizer").replace(
         "import torch\n", "import sys\nimport torch\nfrom torch.nn.parallel import DistributedDataParallel\n"))
     check_ddp_script(script)
+
+
+@pytest.mark.parametrize("module, setting", [
+    ("accelerate.utils.dataclasses", "DistributedDataParallelKwargs(comm_hook="),
+    ("lightning.pytorch.overrides.distributed", "DDPStrategy(ddp_comm_hook="),
+    ("train", None),
+])
+def test_a_communication_hook_a_framework_registers_is_refused_naming_its_setting(capsys, module, setting):
+    # a probe, 2026-12-07: Accelerate's DistributedDataParallelKwargs(comm_hook=...) was refused as a hook the
+    # script registers, "remove it" - a call the script does not make
+    from xover.runtime.ddp_shim import DDPCrossover
+
+    refuse = DDPCrossover(None, "train.py")._comm_hook_refusal("registers another DDP communication hook: remove it")
+    registering = {"__name__": module, "refuse": refuse}
+    exec("def register_comm_hook(model):\n    refuse(model, None, None)\n", registering)
+    with pytest.raises(SystemExit) as exited:
+        registering["register_comm_hook"](None)
+    assert exited.value.code == ScriptRefused.exit_code
+    said = capsys.readouterr().err
+    if setting is None:
+        assert said == "xover: train.py: registers another DDP communication hook: remove it\n"
+    else:
+        assert setting in said and "leave that setting out" in said and "remove it" not in said, said

@@ -332,3 +332,14 @@ def test_a_reason_shows_no_terminal_escape_of_the_jobs_stderr():
     reason = failure_reason(error)
     assert reason == "RuntimeError: boom \\x07bell", reason
     assert all(char.isprintable() for char in reason)
+
+
+def test_a_launcher_ended_by_a_signal_before_any_rank_failed_is_named_not_its_banner(tmp_path):
+    """A probe, 2026-12-07: torchrun's agent killed by a signal (SIGUSR1) left no rank to blame, and the job's
+    error was the last lines of the launcher's log: its start's OMP_NUM_THREADS banner."""
+    from xover.run.record import failure_summary
+
+    banner = ["W1207 09:58:31.291000 21529 torch/distributed/run.py:874] *****************************************"]
+    assert failure_summary(tmp_path, banner, launcher_code=-10) == (
+        "the launcher was killed by signal 10 (SIGUSR1) before any rank failed")
+    assert failure_summary(tmp_path, banner, launcher_code=1) == banner[0]  # an exit of its own: its last lines

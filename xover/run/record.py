@@ -570,15 +570,21 @@ class LauncherVerdict:
 
     def how_it_ended(self) -> str:
         """'exited with code 3' / 'killed by signal 9 (SIGKILL)'."""
-        number = -self.exit_code if self.exit_code < 0 else None
-        if self.through_shell and self.exit_code > _SHELL_SIGNAL_BASE:
-            number = self.exit_code - _SHELL_SIGNAL_BASE
-        if number is not None:
-            try:
-                return f"killed by signal {number} ({signal.Signals(number).name})"
-            except ValueError:
-                pass
-        return f"exited with code {self.exit_code}"
+        return how_it_ended(self.exit_code, self.through_shell)
+
+
+def how_it_ended(exit_code: int, through_shell: bool = False) -> str:
+    """'exited with code 3' / 'killed by signal 9 (SIGKILL)': a process's end from its exit code (negative: the
+    signal, as Python's subprocess gives it; through a shell, 128 + the signal)."""
+    number = -exit_code if exit_code < 0 else None
+    if through_shell and exit_code > _SHELL_SIGNAL_BASE:
+        number = exit_code - _SHELL_SIGNAL_BASE
+    if number is not None:
+        try:
+            return f"killed by signal {number} ({signal.Signals(number).name})"
+        except ValueError:
+            pass
+    return f"exited with code {exit_code}"
 
 
 def launcher_verdict(launcher_lines: Sequence[str]) -> LauncherVerdict | None:
@@ -761,10 +767,12 @@ def _blamed(
     return _Blame(verdict.rank, named.lines)
 
 
-def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) -> str:
+def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15, launcher_code: int | None = None) -> str:
     """Why a job failed, in a few lines: 'rank N:' and the last lines of the rank that failed first (its own
     error, not the launcher's echo of it, nor a peer's knock-on), or how it ended when it died without a
-    word ('exited with code 3, no traceback'). The rank is the one the launcher names, where it names one."""
+    word ('exited with code 3, no traceback'). The rank is the one the launcher names, where it names one.
+    Where no rank is to blame and a signal ended the launcher itself (`launcher_code`, negative), that is the
+    cause: its last lines were its start's banner."""
     logs, one_launcher = _rank_logs(log_dir)
     # the shim's one line on what it cannot follow ('xover: SCRIPT: ...') says it all
     refusals = [
@@ -787,6 +795,8 @@ def failure_summary(log_dir: Path, launcher_tail: list[str], lines: int = 15) ->
     verdict = launcher_verdict(launcher_lines) if one_launcher else None
     blamed = _blamed(verdict, logs, _torchrun_failures(launcher_lines) if one_launcher else [])
     if blamed is None:
+        if launcher_code is not None and launcher_code < 0:
+            return f"the launcher was {how_it_ended(launcher_code)} before any rank failed"
         return "\n".join(launcher_tail[-lines:])
     if blamed.lines is None:
         return f"rank {blamed.rank}:\n{blamed.ended}"

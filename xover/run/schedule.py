@@ -349,7 +349,7 @@ class Scheduler:
     def _exited(self, run_id: int, code: int) -> list[Unit]:
         unit, slot = self.owner[run_id]
         log_dir = dict(unit.runs)[run_id]
-        error = failure_summary(log_dir, unit.launched[run_id].tail) if code != 0 else None
+        error = failure_summary(log_dir, unit.launched[run_id].tail, launcher_code=code) if code != 0 else None
         if error is not None:  # its own lines: argparse's 'unrecognized arguments: --api-key KEY' repeats a secret
             error = without_values(error, unit.launched[run_id].secrets)
         problem = shim_refusal(error)

@@ -22,7 +22,10 @@ runs, DDP is adapted (`install_ddp`):
                       gradient per reducing backward, which DDP without views makes too (and its
                       memory beside the buckets). Where DDP still waits at the end of backward
                       (find_unused_parameters: the all-reduce of the used-parameter map; a static
-                      graph's first iteration), the release is queued ahead of that wait.
+                      graph's first iteration), the release is queued ahead of that wait - by
+                      DDP's output (_DDPSink), or where the loss did not come through it (a
+                      model that keeps its loss, Lightning's manual optimization) by the first
+                      gradient the backward accumulates, before DDP's reducer sees it.
   optimizer.step()    torch.optim's global pre-hook - and clip_grad_*, get_total_norm and
                       GradScaler.unscale_, which read gradients before the step - take the turn (the
                       bucket rebuild DDP makes once is made before it, outside the turn). An
@@ -96,11 +99,14 @@ import os
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import NoReturn
 
+from ..engines import TORCH_FRAMEWORKS, under_module
 from ..scripts import (
     DDP_UNSUPPORTED_NAMES,
     DDP_UNSUPPORTED_TORCH,
+    FRAMEWORK_COMM_HOOKS,
     FRAMEWORK_HINTS,
     ScriptRefused,
     check_ddp_script,
@@ -200,6 +206,18 @@ def install_ddp(script: str | None = None) -> ScriptCoordinator:
     return coordinator
 
 
+def _framework_calling() -> str | None:
+    """The framework (TORCH_FRAMEWORKS) whose code called into this one, the nearest on the stack; None where none."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        for prefix, framework in TORCH_FRAMEWORKS.items():
+            if under_module(module, prefix):
+                return framework
+        frame = frame.f_back
+    return None
+
+
 def _gradients_given_back(parameters, run):
     """Run `run` (DDP's construction or bucket rebuild, which makes every .grad a view of a bucket) and give each
     parameter back the .grad it had before: the same values, which DDP copied into the view."""
@@ -226,7 +244,7 @@ class _Reduction:
         self.variable_index: dict = {}
         # the model, weakly: its reducer holds this state (the hook's), and a reference back to the reducer kept
         # both alive to the end, with the process group and its store (a file:// rendezvous was never removed)
-        self.model = None
+        self.model: weakref.ReferenceType | None = None
         # at the backward that runs now: DDP reads which parameters no rank used (find_unused_parameters, a static
         # graph's first iteration) and, without views, leaves their gradients as they were
         self.unused_kept = False
@@ -252,6 +270,9 @@ class DDPCrossover:
         self.reduced_buckets: list = []
         self.accumulated: dict = {}
         self.found_before_backward: dict = {}
+        # the backward that runs now ends in DDP's wait for its map of used parameters, and the turn's release
+        # has been queued ahead of it
+        self.release_due = self.release_queued = False
         # the optimizer whose step() runs now: one that another steps inside it (ZeroRedundancyOptimizer's
         # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
         self.stepping: object | None = None
@@ -269,6 +290,7 @@ class DDPCrossover:
 
         self.torch, self.dist = torch, dist
         self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below
+        self.queue_callback = torch.autograd.Variable._execution_engine.queue_callback
         ddp_class = ddp_module.DistributedDataParallel
         self._adapt_constructor(ddp_class)
         self._adapt_copies(ddp_class)
@@ -276,7 +298,7 @@ class DDPCrossover:
         self._adapt_sink(ddp_module._DDPSink)
         self._register_comm_hook = ddp_class.register_comm_hook
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
-            setattr(ddp_class, name, self._refusal(DDP_UNSUPPORTED_NAMES[name]))
+            setattr(ddp_class, name, self._comm_hook_refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)
         self.coordinator.before_backward.append(self._remember_gradients)
         self.coordinator.after_backward.append(self.finish_reductions)
@@ -379,17 +401,26 @@ class DDPCrossover:
         self.found_before_backward.clear()
 
     def _gradient_accumulated(self, parameter) -> None:
-        """A post-accumulate hook, which runs before DDP's reducer makes the bucket view the .grad."""
+        """A post-accumulate hook, which runs before DDP's reducer makes the bucket view the .grad - and before
+        the reducer queues its finalisation, which a backward's first gradient can queue the turn's release ahead
+        of (a loss that did not come through DDP's output: `_adapt_sink`)."""
         self.accumulated[parameter] = parameter.grad
+        if self.release_due and not self.release_queued and self.coordinator.backward_depth == 1:
+            self.release_queued = True  # once a backward, and not from inside a backward that it runs
+            self.queue_callback(self.coordinator.end_of_backward)
 
     def _remember_gradients(self) -> None:
         """As a backward begins: the .grad of each parameter it may leave unused (find_unused_parameters, a static
         graph), which DDP without views copies the reduced bucket into where another rank used it, and leaves as
         it was where no rank did; with views, the .grad DDP divides or multiplies (`_scale_dense`)."""
         self._forget_gradients()
+        self.release_due = self.release_queued = False
         for model in list(self.models):
             reduction = model._xover_reduction
             reduction.unused_kept = bool(model.find_unused_parameters or (model.static_graph and not reduction.reduced))
+            # DDP waits for its map of used parameters at this backward's end (find_unused_parameters; a static
+            # graph's first iteration, where it also reduces every bucket there), in the turn unless released first
+            self.release_due |= reduction.unused_kept and model.require_backward_grad_sync
             if model.find_unused_parameters or model.static_graph:
                 for parameter in reduction.parameters:
                     if parameter.grad is not None:
@@ -554,16 +585,18 @@ class DDPCrossover:
         ddp_class._pre_forward, ddp_class._sync_buffers = _pre_forward, _sync_buffers
 
     def _adapt_sink(self, sink_class) -> None:
-        """_DDPSink is in the graph exactly when DDP waits at the end of backward (unused-parameter map,
-        a static graph's first iteration): its backward runs first and queues the turn's release
-        ahead of DDP's finalisation, so that wait happens outside the turn."""
+        """DDP puts its output through _DDPSink when it will wait at the end of backward (unused-parameter map, a
+        static graph's first iteration): its backward runs first and queues the turn's release ahead of DDP's
+        finalisation, so that wait happens outside the turn. A backward of a loss that did not come through DDP's
+        output (a model that keeps its loss and prepares the reducer with it, as Lightning's manual optimization
+        does) misses the sink: its first accumulated gradient queues the release (`_gradient_accumulated`)."""
         original_backward = sink_class.backward
-        queue_callback = self.torch.autograd.Variable._execution_engine.queue_callback
 
         def backward(ctx, *grad_outputs):
             model = ctx.ddp_weakref()
             if model is not None and model in self.models:
-                queue_callback(self.coordinator.end_of_backward)
+                self.release_queued = True
+                self.queue_callback(self.coordinator.end_of_backward)
             return original_backward(ctx, *grad_outputs)
 
         sink_class.backward = staticmethod(backward)
@@ -585,6 +618,24 @@ class DDPCrossover:
     def _refusal(self, problem: str):
         def refuse(*_args, **_kwargs):
             _refuse(self.script, problem)
+
+        return refuse
+
+    def _comm_hook_refusal(self, problem: str):
+        """A communication hook refused: where a framework registered it, from a setting the script gave it
+        (Accelerate's DistributedDataParallelKwargs, Lightning's DDPStrategy), the refusal names that setting,
+        not a call the script does not make."""
+
+        def refuse(*_args, **_kwargs):
+            framework = _framework_calling()
+            setting = FRAMEWORK_COMM_HOOKS.get(framework or "")
+            if setting is None:
+                _refuse(self.script, problem)
+            _refuse(
+                self.script,
+                f"asks {framework} for a DDP communication hook ({setting}); crossover needs that hook to start "
+                "each bucket's all-reduce without waiting: leave that setting out to run the script under xover",
+            )
 
         return refuse
 

@@ -124,7 +124,9 @@ class ScriptCoordinator:
         # it: a Horovod rank joins, for its peers waiting in hvd.join() after fewer steps of uneven data)
         self.leave_at_step_cap: Callable[[], None] | None = None
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
-        self.backward_depth = 0  # the script's backwards under way (1 inside one: autograd's threads see it too)
+        # the script's backwards under way: 1 inside one (autograd's threads see it too), more inside a backward
+        # that backward runs (reentrant checkpointing)
+        self.backward_depth = 0
         self.batch = 0  # the first batch seen: the size of a backward's whose forward showed none
         # the batch of the first forward with gradients since the last backward: the one that backward trains on
         self.forward_batch: int | None = None
@@ -155,11 +157,17 @@ class ScriptCoordinator:
         original_backward = torch.autograd.backward
 
         def backward(*args, **kwargs):
-            if not self.active or self.backward_depth:
+            if not self.active:
+                return original_backward(*args, **kwargs)
+            if self.backward_depth:
                 # a backward inside the script's backward (reentrant activation checkpointing recomputes a
                 # segment and backs through it from its backward): part of the outer one, which keeps the turn
                 # to its end and counts once
-                return original_backward(*args, **kwargs)
+                self.backward_depth += 1
+                try:
+                    return original_backward(*args, **kwargs)
+                finally:
+                    self.backward_depth -= 1
             for prepare in self.before_backward:
                 prepare()
             gradients = self.gradients

@@ -31,6 +31,10 @@ class Coordinator:
     """What the shim's hook and waits ask of the job's coordinator, without turns."""
 
     active = True
+    backward_depth = 1  # the script's own backwards, none inside another
+
+    def end_of_backward(self):
+        pass
 
     def all_reduced(self, nbytes):
         pass
@@ -93,6 +97,7 @@ def train(shape, set_to_none, views, reduction):
     else:
         crossover = ddp_shim.DDPCrossover(Coordinator(), None)
         crossover.torch, crossover.dist, crossover.all_reduce = torch, dist, dist.all_reduce
+        crossover.queue_callback = torch.autograd.Variable._execution_engine.queue_callback
         crossover._register_comm_hook = DDP.register_comm_hook
         # as the shim's constructor builds it: views, and where the script did not ask for them its gradients back
         parameters = [] if views else list(made.parameters())
