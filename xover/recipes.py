@@ -391,7 +391,8 @@ class _JobFile(_FileSchema):
         for index, name in enumerate(names):
             where = f"pass_env[{index}]"
             if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-                raise _Refused(where, f"must be the name of an environment variable (a string), got {name!r}")
+                shown = repr(mask_word(name)) if isinstance(name, str) else _kind(name)  # NAME=value: its value hidden
+                raise _Refused(where, f"must be the name of an environment variable (a string), got {shown}")
             if name.startswith(VARIABLE_PREFIX):
                 raise _Refused(where, f"{name}: xover sets its XOVER_ variables itself")
             if name in info.data.get("env", {}):
@@ -452,7 +453,14 @@ def _bare_number(value: object) -> bool:
 
 def _kind(value: object) -> str:
     """A value shown by its kind alone: 'a list', 'a number'."""
-    kinds = ((bool, "true or false"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "a table"))
+    kinds = (
+        (bool, "true or false"),
+        (int, "a number"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "a table"),
+    )
     return next((words for kind, words in kinds if isinstance(value, kind)), "a value")
 
 
@@ -480,9 +488,11 @@ def _worded(complaint: ErrorDetails, schema: type[_FileSchema]) -> tuple[str, st
         return cause.where, str(cause)
     kind, loc, value = complaint["type"], complaint["loc"], complaint["input"]
     where = str(loc[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:] if p != "[key]")
-    # a variable's value or an argument of the wrong type may be a token (in a list, a table, or a number): its
-    # kind is enough to fix it (an argument's bare number is shown: where its quotes go)
-    secret = len(loc) > 1 and (loc[0] == "env" or loc[0] == "args" and not _bare_number(value))
+    where = mask_word(where)  # a variable named with its value (env.API_TOKEN=...)
+    # a variable's value or an argument of the wrong type may be a token (in a list, a table, or a number), and so
+    # may the whole field of the wrong type ('args' as one string, 'env' as NAME=value): its kind is enough to fix
+    # it (an argument's bare number is shown: where its quotes go)
+    secret = loc[0] in ("env", "pass_env") or loc[0] == "args" and not _bare_number(value)
     shown = _kind(value) if secret else repr(value)
     if kind == "value_error":
         return where, str(cause)

@@ -14,6 +14,7 @@ command (a message) reads as words just the same; a quote that is never closed i
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,6 +29,15 @@ MASK = "***"
 # Slashes past the two count as the scheme's: `postgresql:///user:pw@host/db` (a third typed by mistake) is read by
 # SQLAlchemy as a database path and shown in its error, password and all.
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<head>[0-9+.\-]*[A-Za-z][A-Za-z0-9+.\-]*://+[^:/]*):.*@", re.DOTALL)
+# user:password@host... or scheme:/user:password@host... : a URL with its '//' lost (a file path's first part
+# holds no ':' before an '@'); or a database's scheme with its ':' lost, postgresql//user:password@host (a
+# folder named for a dialect is not a store's). The password runs to the last '@', as it does in a URL: it may
+# hold a '/'. Matched at a word's start (a --db, a --tracking-uri): _USERINFO finds none in it
+MISTYPED_URL = re.compile(
+    r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+|(?:postgres(?:ql)?|mysql|mariadb|oracle|mssql|cockroachdb)(?:\+\w+)?/+)?"
+    r"[^/:@]*:(?P<password>.*)@",
+    re.DOTALL | re.IGNORECASE,
+)
 # the words before `-pass` that name a pass over the data, not a password
 _PASSES_OVER_DATA = "first|second|third|last|final|single|one|two|multi|forward|backward|fwd|bwd|no|skip|num"
 # the names of options that carry a credential, compared once percent-decoded (SQLAlchemy and libpq
@@ -37,8 +47,8 @@ _CREDENTIAL_NAME = re.compile(
     r"|oauth|jwt).*"  # anywhere: PGPASSWORD, sslpassword, client_secret, --pass-phrase, --passcode,
     # --authorization, Set-Cookie, --slack-webhook (its URL is the secret), --oauth, --jwt-secret
     r"|.*(?:token|(?:api|access|private|account)[_\-.]?keys?|[_\-.]key|[_\-.]sig|signature|[_\-.]creds?|[_\-.]auth"
-    r"|[_\-.]pwd|(?:key|store)pass)"  # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key,
-    # X-Amz-Signature, aws_creds, --hf-auth, --mysql-pwd, keytool's -storepass
+    r"|[_\-.]pwd?|(?:key|store|pg)pass)"  # last: HF_TOKEN, accessToken, apiKey, --api-keys, --wandb-key,
+    # X-Amz-Signature, aws_creds, --hf-auth, --mysql-pwd, --db-pw, keytool's -storepass, PGPASS
     # last, a password's `pass` after a separator (--smtp-pass, --db_pass), but not a pass over the data that
     # a training option counts or orders (--two-pass, --first-pass, --no-pass: a flag, and the next word an option)
     rf"|(?:.*[_\-.])?(?!(?:{_PASSES_OVER_DATA})[_\-.]pass\Z)[^_\-.]*[_\-.]pass"
@@ -70,7 +80,7 @@ _PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]++ )*PRIVATE KEY(?: BLOCK)?---
 # one argument (`--dsn "host=db user=u password=pw"`), its `=` spaced or not and its value unquoted (to the next
 # whitespace, a backslash escaping the next letter) or single-quoted (`password = 'a b\'c'`), as libpq reads it
 _SPACED_ASSIGNMENT = re.compile(
-    r"(?<!\S)(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*+)(?P<equals>\s*=\s*)"
+    r"(?<!\S)(?P<name>(?:-{0,2}|\+{1,2}|~)[A-Za-z_][A-Za-z0-9_.\-]*+)(?P<equals>\s*=\s*)"
     r"(?P<value>'(?:\\.|[^'\\])*+'?|(?:\\.|[^\s\\])*+)",
     re.DOTALL,
 )
@@ -90,14 +100,25 @@ _AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic|Token)\s+(?P<value>[^\s,]+
 # NAME=value after '?', '&' or ';' (a URL's query options, libpq's and SQLAlchemy's); the value runs to
 # the next '&', the only separator SQLAlchemy's parse_qsl splits on ('#' and ';' are the value's)
 _QUERY_OPTION = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;?#]+)=(?P<value>[^&]*)")
-# a whole word NAME=value or --name=value (an assignment, an option): the value runs to the word's end
-_ASSIGNMENT = re.compile(r"^(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
+# a whole word NAME=value or --name=value (an assignment, an option), or a Hydra override that adds, forces or
+# deletes one (+db.password=..., ++wandb.api_key=..., ~key=...): the value runs to the word's end
+_ASSIGNMENT = re.compile(r"^(?P<name>(?:-{0,2}|\+{1,2}|~)[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
+# a quoted key and its quoted value inside a word: a JSON or a Python dict's text given as one argument
+# (--cfg '{"api_key": "..."}'), the value to its closing quote (a backslash escaping the next letter)
+_QUOTED_PAIR = re.compile(
+    r"""(?P<key>"(?:\\.|[^"\\])++"|'(?:\\.|[^'\\])++')(?P<colon>\s*+:\s*+)"""
+    r"""(?P<value>"(?:\\.|[^"\\])*+"|'(?:\\.|[^'\\])*+')""",
+    re.DOTALL,
+)
+# an option whose value is `user:password` (curl's and wget's --user, a proxy's): the part after the first ':'
+_USER_PASSWORD_OPTIONS = frozenset({"--user", "-u", "--proxy-user", "-U", "--http-user", "--userpwd"})
 
 
 def credential_name(name: str) -> bool:
     """Whether an option or variable of this name carries a credential (password, sslpassword, HF_TOKEN,
-    api_key, ...), its name percent-decoded as SQLAlchemy and libpq decode it."""
-    return _CREDENTIAL_NAME.fullmatch(unquote_plus(name).lstrip("-")) is not None
+    api_key, ...), its name percent-decoded as SQLAlchemy and libpq decode it (and a Hydra override's +, ++ or ~
+    before it)."""
+    return _CREDENTIAL_NAME.fullmatch(unquote_plus(name).lstrip("-+~")) is not None
 
 
 def mask_word(word: str) -> str:
@@ -144,7 +165,15 @@ def mask_word(word: str) -> str:
             return found[0]
         return f"{found['option']}{found['gap']}{MASK}"
 
+    def quoted_pair(found: re.Match[str]) -> str:
+        if len(found["value"]) <= 2 or not credential_name(found["key"][1:-1]):
+            return found[0]
+        quote_mark = found["value"][0]
+        return f"{found['key']}{found['colon']}{quote_mark}{MASK}{quote_mark}"
+
     word = _SPACED_ASSIGNMENT.sub(spaced, word)
+    if ":" in word:
+        word = _QUOTED_PAIR.sub(quoted_pair, word)
     if any(char.isspace() for char in word):
         word = _masked_dashed_values(_SPACED_OPTION.sub(option_value, word))
     return _JWT.sub(MASK, word)
@@ -169,8 +198,26 @@ def _userinfo(word: str) -> re.Match[str] | None:
 
 def mask_argv(argv: Sequence[str]) -> list[str]:
     """An argument list with every password in it shown as ***, one argument at a time, and the value after
-    an option named for a credential (`--password pw`, `--hf-token tok`)."""
-    return [MASK if _names_a_credential(previous) else mask_word(arg) for previous, arg in zip(["", *argv], argv)]
+    an option named for a credential (`--password pw`, `--hf-token tok`) or naming `user:password` (`--user`)."""
+    return [_masked_after(previous, arg) for previous, arg in zip(["", *argv], argv)]
+
+
+def _masked_after(previous: str, word: str) -> str:
+    """`word` masked, as the value of the option `previous` where it is one."""
+    if _names_a_credential(previous):
+        return MASK
+    if previous in _USER_PASSWORD_OPTIONS:
+        return _user_password_masked(word)
+    assignment = _ASSIGNMENT.match(word)
+    if assignment and assignment["name"] in _USER_PASSWORD_OPTIONS:  # --user=bob:pw
+        return f"{assignment['name']}={_user_password_masked(assignment['value'])}"
+    return mask_word(word)
+
+
+def _user_password_masked(value: str) -> str:
+    """`user:password` as `user:***` (a value without ':' names a user only)."""
+    user, colon, password = value.partition(":")
+    return f"{user}:{MASK}" if colon and password else mask_word(value)
 
 
 def holds_credentials(argv: Sequence[str]) -> bool:
@@ -235,7 +282,7 @@ def mask_credentials(text: str) -> str:
     A word that holds one is written back quoted as the shell would read it, if it was quoted."""
     pieces, kept_until, previous = [], 0, ""
     for start, end, value in _shell_words(text):
-        masked = MASK if _names_a_credential(previous) and value else mask_word(value)
+        masked = _masked_after(previous, value) if value else value
         previous = value
         if masked == value:
             continue
@@ -265,14 +312,31 @@ MIN_SECRET_CHARS = 4  # shorter values are not looked for in a text: their lette
 
 def secret_forms(secrets: Iterable[str]) -> list[str]:
     """The forms in which `secrets` may be repeated in a job's output, longest first: each as given, each line of
-    one of several (a PEM key, JSON credentials: a launcher prefixes every line it relays), and each as read
-    with undecodable bytes replaced (a value of the environment that is not UTF-8). Forms shorter than
-    MIN_SECRET_CHARS are left out."""
+    one of several (a PEM key, JSON credentials: a launcher prefixes every line it relays), each as read with
+    undecodable bytes replaced (a value of the environment that is not UTF-8), and each as a script may print it
+    escaped or decoded: inside a JSON string (json.dumps, ASCII or not), a repr, an ascii(), a bytes' repr, and
+    percent-decoded (a URL's password as the script's driver reads it). Forms shorter than MIN_SECRET_CHARS are
+    left out."""
     forms = set()
     for secret in secrets:
         for form in (secret, *secret.splitlines()):
             forms |= {form, form.encode("utf-8", "surrogateescape").decode("utf-8", "replace")}
+    forms |= {escaped for form in list(forms) for escaped in _escaped_forms(form)}
     return sorted((form for form in forms if len(form.strip()) >= MIN_SECRET_CHARS), key=len, reverse=True)
+
+
+def _escaped_forms(form: str) -> set[str]:
+    """`form` as printed inside quotes by json.dumps, repr, ascii and a bytes' repr, and percent-decoded."""
+    encoded = form.encode("utf-8", "surrogateescape")
+    return {
+        json.dumps(form)[1:-1],
+        json.dumps(form, ensure_ascii=False)[1:-1],
+        repr(form)[1:-1],
+        ascii(form)[1:-1],
+        repr(encoded)[2:-1],
+        unquote(form),
+        unquote_plus(form),
+    }
 
 
 def without_values(text: str, secrets: Iterable[str]) -> str:

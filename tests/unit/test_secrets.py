@@ -827,3 +827,79 @@ def test_plan_json_shows_no_password_of_a_connection_string_argument():
     plan = replace(make_plan([JobProfile("job", 1, 100.0, 50.0, 1.0)], local_hosts(1)), scripts={"job": script})
     shown = json.dumps(PlanWritten(plan, 1, "plan.json", None, None).to_dict())
     assert not _leaks(shown) and '"host=db user=u password=***"' in shown, shown
+
+
+@pytest.mark.parametrize("argv", [
+    # a probe, 2026-12-07: Hydra overrides that add or force a key, a JSON or dict argument, names ending in _pw,
+    # libpq's PGPASS, curl's --user user:password
+    [f"+db.password={START}1{END}"], [f"++wandb.api_key={START}2{END}"], [f"~token={START}3{END}"],
+    ["--cfg", f'{{"token": "{START}4{END}", "lr": 0.1}}'], [f'--cfg={{"password":"{START}5{END}"}}'],
+    ["--overrides", f"{{'api_key': '{START}6{END}'}}"], ["--db-pw", f"{START}7{END}"], [f"DB_PW={START}8{END}"],
+    [f"PGPASS={START}9{END}"], ["--user", f"bob:{START}10{END}"], [f"--user=bob:{START}11{END}"],
+    [f'--auth-header={{"token": "{START}12\\"{END}"}}'],
+])
+def test_hydra_overrides_json_arguments_and_user_passwords_are_masked(argv):
+    from xover.redact import argv_secrets, holds_credentials, mask_argv, mask_credentials
+
+    assert not _leaks(json.dumps(mask_argv(argv))) and holds_credentials(argv), mask_argv(argv)
+    assert not _leaks(mask_credentials(shlex.join(["xover", "run", "--", *argv])))
+    assert all(START in secret for secret in argv_secrets(argv)), argv_secrets(argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["+trainer.max_epochs=3"], ["--cfg", '{"lr": 0.1, "model": "resnet"}'], ["--user", "bob"], ["-u", "3"],
+    ["--time", "12:30"], ["--hparams", '{"warmup": "linear"}'],
+])
+def test_overrides_and_json_arguments_without_credentials_are_kept(argv):
+    from xover.redact import mask_argv
+
+    assert mask_argv(argv) == argv
+
+
+@pytest.mark.parametrize("secret", [f"it's \"{START}q{END}\"", f"{START}ünï{END}", f"{START}tab\\t{END}",
+                                    f"{START}p%40ss{END}"])
+def test_a_secret_printed_escaped_or_decoded_is_masked_in_a_jobs_output(secret):
+    """A probe, 2026-12-07: a job file's secret value a script printed with json.dumps, repr or ascii (a config dump,
+    a JSON error), or a URL's password its driver percent-decoded, went whole into launcher.log, the stored error
+    and every report: only the value as typed was masked."""
+    from urllib.parse import unquote
+
+    from xover.redact import without_values
+
+    encoded = secret.encode()
+    for printed in (json.dumps(secret), json.dumps(secret, ensure_ascii=False), repr(secret), ascii(secret),
+                    repr(encoded), unquote(secret)):
+        shown = without_values(f"RuntimeError: config was {printed}", [secret])
+        assert not _leaks(shown), (printed, shown)
+
+
+@pytest.mark.parametrize("uri", [f"http:/alice:{START}1{END}@127.0.0.1:9", f"alice:{START}2{END}@127.0.0.1:9",
+                                 f"htp:/alice:{START}3{END}@x"])
+def test_a_tracking_uri_that_lost_its_slashes_is_refused_without_its_password(uri):
+    from typer.testing import CliRunner
+
+    from xover.cli import app
+
+    result = CliRunner().invoke(app, ["report", "--format", "mlflow", "--tracking-uri", uri])
+    assert result.exit_code == 2 and "without its scheme://" in result.output, result.output
+    assert not _leaks(result.output) and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize("body, field, shown", [
+    (f'args = "--db postgresql://u:{START}a{END}@h/db"', "args", "got a string"),
+    (f'args = {{ token = "{START}b{END}" }}', "args", "got a table"),
+    (f'env = "API_TOKEN={START}c{END}"', "env", "got a string"),
+    (f'pass_env = "API_TOKEN={START}d{END}"', "pass_env", "got a string"),
+    (f'pass_env = ["API_TOKEN={START}e{END}"]', "pass_env[0]", "got 'API_TOKEN=***'"),
+    (f'env = {{ "API_TOKEN={START}f{END}" = "x" }}', "env.API_TOKEN=***", "can have"),
+])
+def test_a_whole_field_of_the_wrong_type_that_may_hold_a_token_is_named_by_its_kind(tmp_path, body, field, shown):
+    """A probe, 2026-12-07: 'args' given as one string, 'env' as NAME=value, a pass_env entry NAME=value: the
+    refusal repeated the value, password and all."""
+    from xover.recipes import RecipeError, load_recipe
+
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(_job_file(tmp_path, body))
+    message = str(refused.value)
+    assert f"field '{field}'" in message and message.endswith(shown), message
+    assert not _leaks(message), message

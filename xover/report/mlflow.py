@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session
 from ..console import json_text, print_notice
 from ..errors import same_file
 from ..links import HOST_KEY
-from ..redact import MASK, mask_argv, mask_word, without_secrets_of
+from ..redact import MASK, MISTYPED_URL, mask_argv, mask_word, without_secrets_of
 from ..results import RunResult
 from ..sharing import CONCURRENT, CROSSOVER, RunStatus, turn_taking
 from ..store.models import RecipeSnapshot, Run
@@ -182,6 +182,12 @@ def tracking_uri_of(given: str | None) -> str:
         raise ReportError(
             "--format mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI), "
             "e.g. sqlite:///results/mlflow.db or http://host:5000"
+        )
+    mistyped = None if "://" in uri else MISTYPED_URL.match(uri)
+    if mistyped:  # MLflow's own error repeated it, password and all, two or three times
+        shown = uri[: mistyped.start("password")] + MASK + uri[mistyped.end("password") :]
+        raise ReportError(
+            f"--tracking-uri {shown}: a URL without its scheme:// (http://user:password@host:5000): write the whole URL"
         )
     try:
         parts = urlsplit(uri)  # its ValueError MLflow would raise as a traceback

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
 from ..errors import XoverError, printable
-from ..redact import MASK, mask_word, without_secrets_of
+from ..redact import MASK, MISTYPED_URL, mask_word, without_secrets_of
 from ..settings import settings
 from .models import SCHEMA_VERSION, SchemaInfo
 
@@ -67,17 +67,6 @@ def moved_away(opened: tuple[int, int], now: os.stat_result | None) -> str | Non
     return None if file_identity(now) == opened else "replaced"
 
 
-# user:password@host... or scheme:/user:password@host... : a URL with its '//' lost (a file path's first part
-# holds no ':' before an '@'); or a database's scheme with its ':' lost, postgresql//user:password@host (a
-# folder named for a dialect is not a store's). The password runs to the last '@', as it does in a URL: it may
-# hold a '/'
-_MISTYPED_URL = re.compile(
-    r"(?:[A-Za-z][A-Za-z0-9+.\-]*:/+|(?:postgres(?:ql)?|mysql|mariadb|oracle|mssql|cockroachdb)(?:\+\w+)?/+)?"
-    r"[^/:@]*:(?P<password>.*)@",
-    re.DOTALL | re.IGNORECASE,
-)
-
-
 def database_url(db: str | None = None, create_folder: bool = True) -> str:
     """The store's SQLAlchemy URL; a file path is SQLite (its folder created unless `create_folder` is
     False: a command that only reads must not leave folders behind)."""
@@ -108,7 +97,7 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
             if create_folder:  # as for a plain path: SQLite's "unable to open database file" said "read-only to you"
                 _make_folder_of(named, shown_url(target))
         return target
-    mistyped = _MISTYPED_URL.match(target)
+    mistyped = MISTYPED_URL.match(target)
     if mistyped:
         # a URL whose scheme or slashes went missing would be a SQLite file named after its password
         shown = target[: mistyped.start("password")] + MASK + target[mistyped.end("password") :]
