@@ -3,6 +3,7 @@ how a run was cut short (Ctrl-C: exit 130; --timeout: exit 124)."""
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
@@ -68,6 +69,8 @@ def write_problem(path: str | os.PathLike[str], error: OSError) -> str:
                 return f"{printable(parent)} is a file, not a folder"
         except OSError:  # a folder's name too long for the system: exists() raises it; `error` says so
             continue
+    if isinstance(error, IsADirectoryError) or error.errno == errno.EISDIR:
+        return "it is a folder: name a file (in it, or beside it)"
     if not isinstance(error, NotWritten):
         return str(error.strerror or error)
     kept = " (the file that was there is kept as it was)" if error.kept else ""

@@ -1006,3 +1006,13 @@ def test_a_column_of_seconds_with_times_under_ten_shows_two_decimals():
     digits = shown_digits(rows)
     assert digits["avg_jct_s"] == 2 and digits["makespan_s"] == 0 and digits["avg_queue_s"] == 0
     assert shown_digits([{"avg_jct_s": 1234.5}]) == DIGITS
+
+
+def test_a_quote_never_closed_in_a_plain_trace_is_named_not_only_counted(tmp_path):
+    """A probe, 2026-12-07: a value whose quote was never closed ran on to the file's end, and the refusal said
+    only '1 field, the header has 4'."""
+    path = tmp_path / "trace.csv"
+    path.write_text('arrival_s,gpus,duration_s,model\n0,1,100,mlp-synthetic\n5,1,"200,mlp-synthetic\n9,1,50,x\n')
+    with pytest.raises(TraceError, match=r"line 3: 3 fields, the header has 4: a quoted value runs on to line 4 "
+                                         r"\(a quote not closed\?\)"):
+        load_trace(path, profiles=PROFILES.get)

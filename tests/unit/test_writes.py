@@ -74,3 +74,9 @@ def test_a_link_is_followed_and_stays_a_link(tmp_path):
 def test_a_device_is_written_into_not_replaced(tmp_path):
     write_whole("/dev/null", "text")  # as root, a rename would have replaced /dev/null itself
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_file_to_write_that_is_a_folder_is_called_one():
+    """A probe, 2026-12-07: `plan --out DIR/` said 'cannot write the plan file: Is a directory'."""
+    assert write_problem("/tmp", IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))) == (
+        "it is a folder: name a file (in it, or beside it)")

@@ -337,7 +337,10 @@ def _rows(path: Path, required: Sequence[str], optional: Sequence[str]) -> Itera
                     continue
                 row = without_empty_tail(row, len(header))
                 if len(row) != len(header):
-                    raise TraceError(f"{path}: line {line}: {counted(len(row), 'field')}, the header has {len(header)}")
+                    fields = f"{path}: line {line}: {counted(len(row), 'field')}, the header has {len(header)}"
+                    if reader.line_num > line and len(row) < len(header):  # a quoted value ran on past its line
+                        fields += f": a quoted value runs on to line {reader.line_num} (a quote not closed?)"
+                    raise TraceError(fields)
                 yield line, {column: cell.strip() for column, cell in zip(header, row)}
         except UnicodeDecodeError:
             raise TraceError(_not_utf8(path)) from None
