@@ -198,6 +198,27 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
         assert not (out / "rendezvous").exists()
 
 
+def _late_rank_in_crossover(script: str, loss_pattern: str, steps: int = 12) -> list[dict]:
+    """Two copies of `script` in crossover (work-conserving), rank 1 late by 60 ms a step (--late-ms): each job
+    finished with the losses of the script alone, and no iteration but the first counts rank 0's wait for rank 1
+    as compute (the wait after step s is in record s + 1). The jobs, for the caller's own checks."""
+    args = ["--steps", str(steps), "--late-ms", "60"]
+    loss_line = re.compile(loss_pattern, re.MULTILINE)
+    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
+    assert len(alone) == steps
+    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
+                        "--json", "--", *args)
+    assert len(report["jobs"]) == 2
+    for job in report["jobs"]:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
+        records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
+        computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
+        assert len(computes) == steps
+        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}, job["name"]
+    return report["jobs"]
+
+
 def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(isolated_results):
     """A script that communicates through torch's functional collectives (torch.distributed._functional_collectives,
     where torch's deprecation of torch.distributed.nn's points): a gather of features inside forward (its
@@ -207,25 +228,10 @@ def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(
     devices until the lease took the turns back, 30 s, in 2 runs of 9; and with rank 1 late by 60 ms a step, the
     wait read as 62 ms of compute and 2 of communication). Now each waits out of the turn, as communication, and
     the losses are plain torchrun's."""
-    script, steps = "tests/e2e/scripts/ddp_functional_collectives.py", 12
-    args = ["--steps", str(steps), "--late-ms", "60"]
-    loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)
-    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
-    assert len(alone) == steps
-    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
-                        "--json", "--", *args)
-    assert len(report["jobs"]) == 2
-    for job in report["jobs"]:
-        assert job["status"] == "finished" and job["iterations"] == steps, job
-        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
+    for job in _late_rank_in_crossover("tests/e2e/scripts/ddp_functional_collectives.py", r"^step \d+ loss \S+ mean \S+$"):
         # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
         assert job["communication_ms"] > 40, job
         assert job["compute_ms"] < 20, job
-        # nor any iteration's: the wait after step s is in record s + 1, whichever way it was waited for
-        records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
-        computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
-        assert len(computes) == steps
-        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}
 
 
 def test_a_backward_that_misses_ddps_output_waits_for_the_used_parameter_map_out_of_the_turn(isolated_results):
@@ -235,23 +241,8 @@ def test_a_backward_that_misses_ddps_output_waits_for_the_used_parameter_map_out
     DDP's output released it first (a probe, 2026-12-07: two copies of Lightning's GAN in crossover held each
     other's devices until the lease took the turns back, 30 s, in 4 runs of 5; with rank 1 late by 60 ms a step, the
     wait read as compute). Now the turn is released before it, and the losses are plain torchrun's."""
-    script, steps = "tests/e2e/scripts/ddp_loss_kept_on_the_module.py", 12
-    args = ["--steps", str(steps), "--late-ms", "60"]
-    loss_line = re.compile(r"^step \d+ loss \S+$", re.MULTILINE)
-    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
-    assert len(alone) == steps
-    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
-                        "--json", "--", *args)
-    assert len(report["jobs"]) == 2
-    for job in report["jobs"]:
-        assert job["status"] == "finished" and job["iterations"] == steps, job
-        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
+    for job in _late_rank_in_crossover("tests/e2e/scripts/ddp_loss_kept_on_the_module.py", r"^step \d+ loss \S+$"):
         assert not job["turn_stats"].get("taken_back") and not job["turn_stats"].get("revoked"), job["turn_stats"]
-        # rank 0's wait for late rank 1 (60 ms, less the skew) is not compute in any iteration but the first
-        records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
-        computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
-        assert len(computes) == steps
-        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}
 
 
 def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
