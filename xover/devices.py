@@ -13,11 +13,12 @@ import os
 import platform
 from collections.abc import Mapping
 
-from .errors import XoverError
+from .errors import XoverError, quoted
 from .settings import (
     CUDA_BY_LOCAL_RANK_VARIABLE,
     TORCH_BACKEND_VARIABLE,
     TORCH_BACKENDS,
+    as_given,
     settings,
 )
 
@@ -132,7 +133,9 @@ def torch_backend(on_gpu: bool, environ: Mapping[str, str] | None = None) -> str
     if not chosen:
         return default_torch_backend(on_gpu)
     if chosen not in TORCH_BACKENDS:
-        raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}={chosen}: choose nccl (GPUs) or gloo")
+        # as given (the setting keeps it lowercased), a password in it masked as every XOVER_* refusal masks it
+        given = as_given(TORCH_BACKEND_VARIABLE, environ) or chosen
+        raise TorchBackendError(f"{TORCH_BACKEND_VARIABLE}={quoted(given)}: choose nccl (GPUs) or gloo")
     if chosen == "nccl" and not on_gpu:
         raise TorchBackendError(
             f"{TORCH_BACKEND_VARIABLE}=nccl needs NVIDIA GPUs, and this machine has none visible: "

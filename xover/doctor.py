@@ -30,6 +30,7 @@ from .settings import (
     RESULTS_VARIABLE,
     TORCH_BACKEND_VARIABLE,
     Settings,
+    as_given,
 )
 from .store import (
     session as store_session,  # as an attribute: tests replace store_session.open_store
@@ -228,7 +229,10 @@ def _settings() -> Check:
     backend = alone.get(TORCH_BACKEND_VARIABLE, defaults).torch_backend
     if backend:  # checked where a torch job starts (is there a GPU for nccl?): here too
         try:
-            torch_backend(local_device_count()[0] == "gpu", {TORCH_BACKEND_VARIABLE: backend})
+            # its value as given, for the refusal to show it so
+            torch_backend(
+                local_device_count()[0] == "gpu", {TORCH_BACKEND_VARIABLE: as_given(TORCH_BACKEND_VARIABLE) or backend}
+            )
         except XoverError as error:
             problems.append(str(error))
     sinks = alone.get(METRIC_SINKS_VARIABLE, defaults).metric_sinks

@@ -282,6 +282,12 @@ class Settings:
         return tuple(f.metadata["variable"] for f in fields(Settings))
 
 
+def as_given(variable: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A setting's value as its variable holds it (in `environ`, default this process's environment), for a
+    refusal made where it is used to show it so: the setting keeps it stripped, XOVER_TORCH_BACKEND lowercased."""
+    return (os.environ if environ is None else environ).get(variable)
+
+
 _cached: tuple[tuple[str | None, ...], Settings] | None = None
 
 

@@ -259,6 +259,17 @@ def test_a_rank_that_dies_without_a_word_is_blamed_not_its_peers_knock_on_error(
     assert said in line, line
 
 
+def test_a_rank_that_exits_with_its_reason_and_no_traceback_is_blamed_with_that_reason(isolated_results):
+    """Rank 1 stops with `raise SystemExit("bad config: ...")`: Python prints the message on stderr and exits with
+    code 1, no traceback; the job's reason was 'rank 1: exited with code 1, no traceback' (a probe session,
+    2026-12-07)."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_bad_config.py",
+                             "--mode", "sequential", "--np", "2"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    [line] = [line for line in result.stdout.splitlines() if "ddp_bad_config (sequential) failed" in line]
+    assert "failed: rank 1: bad config: --lr must be positive, got -1  (log: " in line, line
+
+
 @pytest.mark.parametrize("silence", ["python", "fd"])
 def test_a_script_that_silences_its_output_still_has_its_iterations_recorded(isolated_results, silence):
     """Issue 58: records were written to whatever `sys.stdout` was, so a script that silenced its training

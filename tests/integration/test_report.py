@@ -461,22 +461,110 @@ def test_missing_or_empty_database_and_unknown_id_exit_2(isolated_results):
 
 
 def test_a_sqlite_url_with_options_reports_the_file_it_names(isolated_results):
-    """`sqlite:///PATH?mode=ro` and SQLite's URI form (`sqlite:///file:PATH?mode=ro&uri=true`) name PATH, which
-    exists, and a store made read-only (chmod 444) is reported without a byte written. Before: "no database
-    at PATH?mode=ro: nothing has been run yet" - the query was taken as part of the file's name."""
+    """SQLite's URI form (`sqlite:///file:PATH?mode=ro&uri=true`) names PATH, which exists, and a store made
+    read-only (chmod 444) is reported without a byte written. Before: "no database at PATH?mode=ro: nothing has
+    been run yet" - the query was taken as part of the file's name."""
     import hashlib
 
     db = isolated_results / "other.db"
     _hand_made_store(db)
     db.chmod(0o444)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
-    for url in (f"sqlite:///{db}?mode=ro", f"sqlite:///file:{db}?mode=ro&uri=true"):
+    for url in (f"sqlite:///file:{db}?mode=ro&uri=true", f"sqlite:///file:{db}?uri=true&immutable=1"):
         result = runner.invoke(app, ["--db", url, "report", "all", "--format", "json"])
         assert result.exit_code == 0, (url, result.output)
         assert len(json.loads(result.stdout)["experiments"]) == 2, result.stdout
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     gone = isolated_results / "gone.db"
-    _one_error_line(runner.invoke(app, ["--db", f"sqlite:///{gone}?mode=ro", "report"]), f"no database at {gone}:")
+    _one_error_line(runner.invoke(app, ["--db", f"sqlite:///file:{gone}?mode=ro&uri=true", "report"]),
+                    f"no database at {gone}:")
+
+
+def test_sqlite_options_without_uri_true_are_refused_in_one_line_naming_the_uri_form(isolated_results):
+    """`sqlite:///a.db?mode=ro` printed SQLAlchemy's raw SAWarning ('Query string argument(s) 'mode' are not accepted
+    by the pysqlite driver'), with its source line, and opened a.db to read and write: mode=ro was dropped (a probe
+    session, 2026-12-07)."""
+    import warnings
+
+    db = isolated_results / "other.db"
+    _hand_made_store(db)
+    for url, form in ((f"sqlite:///{db}?mode=ro", f"sqlite:///file:{db}?mode=ro&uri=true"),
+                      (f"sqlite:///file:{db}?mode=ro&uri=false", f"sqlite:///file:{db}?mode=ro&uri=true"),
+                      (f"sqlite+pysqlite:///{db}?timeout=5&cache=shared",
+                       f"sqlite+pysqlite:///file:{db}?timeout=5&cache=shared&uri=true")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # SQLAlchemy's warning, printed raw before
+            result = runner.invoke(app, ["--db", url, "report", "all"])
+        _one_error_line(result, f"the database {url}: SQLite reads ", "only in a URI (uri=true)", f"write {form}")
+    # a password in such a URL's options is not shown, in the form to write either
+    result = runner.invoke(app, ["--db", f"sqlite:///{db}?password=s3cr3t-Q1", "report", "all"])
+    _one_error_line(result, "SQLite reads password only in a URI")
+    assert "s3cr3t-Q1" not in result.output
+
+
+@pytest.mark.parametrize("options", ["cache=shared&uri=true", "mode=ro&uri=true", "immutable=1&uri=true"])
+def test_uri_true_without_file_is_refused_not_a_new_store_made_by_its_whole_name(isolated_results, monkeypatch,
+                                                                                   options):
+    """`--db 'sqlite:///store.db?cache=shared&uri=true' report` beside a store with experiments made and migrated a
+    new store named `store.db?cache=shared` (SQLite reads a URI only after file:, and takes the rest as a file's
+    name) and said it held no experiments yet; `?mode=ro&uri=true` made one too (a probe session, 2026-12-07)."""
+    folder = isolated_results / "here"
+    folder.mkdir()
+    _hand_made_store(folder / "store.db")
+    monkeypatch.chdir(folder)
+    before = sorted(path.name for path in folder.iterdir())
+    url = f"sqlite:///store.db?{options}"
+    for command in (["report", "all"], ["report"]):
+        _one_error_line(runner.invoke(app, ["--db", url, *command]),
+                        f"the database {url}: with uri=true SQLite reads a name as a URI only where it starts with file:",
+                        f"would open a file named store.db?{options.removesuffix('&uri=true')}: "
+                        f"write sqlite:///file:store.db?{options}")
+    assert sorted(path.name for path in folder.iterdir()) == before
+    # as written so, it is the store there
+    result = runner.invoke(app, ["--db", f"sqlite:///file:store.db?{options}", "report", "all", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["experiments"]) == 2, result.stdout
+
+
+def test_a_read_only_uri_leaves_no_lock_and_a_uris_lock_is_beside_its_file(isolated_results, monkeypatch):
+    """`sqlite:///file:a.db?mode=ro&uri=true` left `file:a.db.migrate.lock` in the working folder: the lock was named
+    after the URL's name, not the file SQLite opened (a probe session, 2026-12-07). A read-only opening upgrades
+    nothing and takes no lock; one that writes takes it beside the file."""
+    folder = isolated_results / "here"
+    folder.mkdir()
+    _hand_made_store(folder / "a.db")
+    (folder / "a.db.migrate.lock").unlink(missing_ok=True)
+    monkeypatch.chdir(folder)
+    assert runner.invoke(app, ["--db", "sqlite:///file:a.db?mode=ro&uri=true", "report", "all"]).exit_code == 0
+    assert not [path.name for path in folder.iterdir() if path.name.endswith(".migrate.lock")]
+    assert runner.invoke(app, ["--db", "sqlite:///file:a.db?uri=true", "report", "all"]).exit_code == 0
+    assert [path.name for path in folder.iterdir() if path.name.endswith(".migrate.lock")] == ["a.db.migrate.lock"]
+
+
+def test_a_store_in_the_rollback_journal_is_read_through_a_read_only_uri(isolated_results):
+    """A store kept in SQLite's rollback journal (as xover keeps one on a network filesystem), given as
+    `sqlite:///file:PATH?mode=ro&uri=true`: "attempt to write a readonly database" - each connection was switched
+    to WAL first, a write."""
+    db = isolated_results / "other.db"
+    _hand_made_store(db)
+    with closing(sqlite3.connect(db)) as connection:
+        assert connection.execute("pragma journal_mode=delete").fetchone() == ("delete",)
+    result = runner.invoke(app, ["--db", f"sqlite:///file:{db}?mode=ro&uri=true", "report", "all", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["experiments"]) == 2, result.stdout
+
+
+@pytest.mark.parametrize("url", ["sqlite:///file::memory:?uri=true", "sqlite:///file:x.db?mode=memory&uri=true",
+                                 "sqlite:///file:?uri=true"])
+def test_a_uri_in_memory_is_refused_as_sqlite_memory_is(isolated_results, url):
+    _one_error_line(runner.invoke(app, ["--db", url, "report", "all"]), "a database in memory keeps nothing")
+
+
+def test_a_file_that_is_not_sqlite_whose_size_says_0_is_said_not_to_be_a_database(isolated_results):
+    """`--db /proc/self/status` said "is an empty file": procfs gives its files a size of 0 (a probe session,
+    2026-12-07). The file's first bytes tell."""
+    _one_error_line(runner.invoke(app, ["--db", "/proc/self/status", "report", "all"]),
+                    "the database /proc/self/status is not a database: the file does not begin as SQLite's files do")
 
 
 def test_bad_format_and_out_exit_2():

@@ -343,3 +343,27 @@ def test_a_launcher_ended_by_a_signal_before_any_rank_failed_is_named_not_its_ba
     assert failure_summary(tmp_path, banner, launcher_code=-10) == (
         "the launcher was killed by signal 10 (SIGUSR1) before any rank failed")
     assert failure_summary(tmp_path, banner, launcher_code=1) == banner[0]  # an exit of its own: its last lines
+
+
+def test_a_rank_that_exits_with_its_reason_on_stderr_and_no_traceback_is_summarised_with_that_reason(tmp_path):
+    """`raise SystemExit("bad config: ...")` prints its message on stderr and exits with code 1, no traceback: the
+    job's error said only 'exited with code 1, no traceback' (a probe session, 2026-12-07)."""
+    import subprocess
+
+    from xover.run.record import failure_reason, failure_summary
+
+    script = tmp_path / "bad_config.py"
+    script.write_text('raise SystemExit("bad config: --lr must be positive, got -1")\n')
+    ended = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+    assert ended.returncode == 1 and "Traceback" not in ended.stderr  # what Python does with it
+    _torchrun_ranks(tmp_path, rank0="", rank1=ended.stderr)
+    launcher = _torchrun_summary(1, "1 (pid: 30460) ",
+                                 "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    summary = failure_summary(tmp_path, launcher)
+    assert summary == ("rank 1:\nexited with code 1, no traceback; its stderr ended:\n"
+                       "bad config: --lr must be positive, got -1"), summary
+    assert failure_reason(summary) == "rank 1: bad config: --lr must be positive, got -1"
+    # horovodrun's: the same, its shell's note ('Terminated') left out
+    _horovodrun_ranks(tmp_path / "horovod", rank0="Terminated\n", rank1=ended.stderr + "Terminated\n")
+    (tmp_path / "horovod" / "launcher.log").write_text("\n".join(_horovodrun_summary(1, 1)))
+    assert failure_summary(tmp_path / "horovod", []) == summary

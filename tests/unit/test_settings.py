@@ -227,7 +227,7 @@ def test_doctor_fails_the_settings_on_a_torch_backend_a_run_refuses(monkeypatch)
     monkeypatch.setattr(doctor, "local_device_count", lambda: ("cpu", 2))
     monkeypatch.setenv("XOVER_TORCH_BACKEND", "mpi")
     check = doctor._settings()
-    assert not check.ok and check.detail == "XOVER_TORCH_BACKEND=mpi: choose nccl (GPUs) or gloo", check
+    assert not check.ok and check.detail == "XOVER_TORCH_BACKEND='mpi': choose nccl (GPUs) or gloo", check
     monkeypatch.setenv("XOVER_TORCH_BACKEND", "nccl")
     assert "needs NVIDIA GPUs" in doctor._settings().detail
     monkeypatch.setenv("XOVER_TORCH_BACKEND", "gloo")
@@ -235,6 +235,26 @@ def test_doctor_fails_the_settings_on_a_torch_backend_a_run_refuses(monkeypatch)
     monkeypatch.setattr(doctor, "local_device_count", lambda: ("gpu", 1))
     monkeypatch.setenv("XOVER_TORCH_BACKEND", "NCCL")
     assert doctor._settings().ok
+
+
+def test_a_torch_backend_refused_is_shown_as_given_with_its_password_masked(monkeypatch):
+    """`XOVER_TORCH_BACKEND='gloo?token=s3cr3t-X55'` was refused as `XOVER_TORCH_BACKEND=gloo?token=s3cr3t-x55`:
+    its token shown, and lowercased, where every other XOVER_* refusal masks it (a probe session, 2026-12-07)."""
+    from xover import doctor
+    from xover.devices import torch_backend
+
+    with pytest.raises(XoverError) as refused:
+        torch_backend(False, {"XOVER_TORCH_BACKEND": "gloo?token=s3cr3t-X55"})
+    assert str(refused.value) == "XOVER_TORCH_BACKEND='gloo?token=***': choose nccl (GPUs) or gloo"
+    with pytest.raises(XoverError, match=r"^XOVER_TORCH_BACKEND='MPI': choose"):  # as given, not lowercased
+        torch_backend(False, {"XOVER_TORCH_BACKEND": "MPI"})
+    for name in [name for name in os.environ if name.startswith("XOVER_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(doctor, "local_device_count", lambda: ("cpu", 2))
+    monkeypatch.setenv("XOVER_TORCH_BACKEND", "Gloo?token=s3cr3t-X55")
+    check = doctor._settings()
+    assert not check.ok and "XOVER_TORCH_BACKEND='Gloo?token=***'" in check.detail, check
+    assert "s3cr3t" not in str(check), check
 
 
 @pytest.mark.parametrize(("environ", "threads"), [

@@ -143,15 +143,34 @@ def open_existing_store(db: str | None) -> Store:
             "(start with `xover train mlp-digits`, or point --db / XOVER_DB at one)"
         )
     file = sqlite_file(database_url(db, create_folder=False))
-    if file is not None and file.is_file() and file.stat().st_size == 0:  # it was given xover's schema: a write
+    header = _first_bytes(file) if file is not None and file.is_file() else None
+    if header == b"":  # it was given xover's schema: a write
         raise ReportError(
             f"the database {mask_credentials(str(file))} is an empty file: nothing has been run with it yet "
             "(point --db / XOVER_DB at a store xover has written)"
+        )
+    if header is not None and not SQLITE_HEADER.startswith(header):  # a file cut short inside it: SQLite says so
+        raise ReportError(
+            f"the database {mask_credentials(str(file))} is not a database: the file does not begin as SQLite's "
+            "files do (point --db / XOVER_DB at a store xover has written)"
         )
     store = open_store_to_read(db)
     if not store.read_only:  # one opened read-only shows a run whose xover is gone as its rows say
         reconcile_lost(store)  # experiments whose xover is gone show as lost, not running
     return store
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _first_bytes(file: Path) -> bytes | None:
+    """The file's first bytes, read (its size is no guide: /proc/self/status says 0, and holds text); None where it
+    cannot be read, which opening it then says."""
+    try:
+        with open(file, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER))
+    except OSError:
+        return None
 
 
 MIN_ID_END = 4  # an experiment id ends in 4 random hex digits: a shorter end is a typo as often as a choice

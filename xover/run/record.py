@@ -717,6 +717,20 @@ class _Blame:
     ended: str = "no error in its log, no traceback"  # how, then (LauncherVerdict.how_it_ended, _left_early)
 
 
+# the lines of a rank's stderr shown where it ended without a traceback: `raise SystemExit("bad config")` prints
+# its reason as one line, and a script's own last words are rarely more
+_LAST_WORDS = 3
+
+
+def _without_traceback(rank: str, how: str, log: _RankLog | None) -> _Blame:
+    """A rank that ended (`how`: 'exited with code 1') with no error in its log: its last lines on stderr said
+    after it, where it wrote any (a SystemExit's message is its reason, and no traceback comes with it)."""
+    said = [line for line in log.lines if line.strip()][-_LAST_WORDS:] if log is not None else []
+    if not said:
+        return _Blame(rank, None, f"{how}, no traceback")
+    return _Blame(rank, None, f"{how}, no traceback; its stderr ended:\n" + "\n".join(said))
+
+
 def _left_early(logs: dict[str, _RankLog], knock_on: _RankLog) -> _Blame | None:
     """The rank whose script ended by itself first (exit 0, the fewest iterations), where a peer that still
     expected it failed with a knock-on error: the cause, the peer's error said after it. None: no rank did.
@@ -753,7 +767,7 @@ def _blamed(
             return left
         return _Blame(failed[0].rank, failed[0].lines) if failed else None
     if named is None or not named.says_error():
-        return _Blame(verdict.rank, None, f"{verdict.how_it_ended()}, no traceback")
+        return _without_traceback(verdict.rank, verdict.how_it_ended(), named)
     if named.knock_on():
         if failed and not failed[0].knock_on():
             return _Blame(failed[0].rank, failed[0].lines)
@@ -761,7 +775,7 @@ def _blamed(
             silent = logs.get(other.log_name)
             stopped = other.exit_code == -signal.SIGTERM  # by torchrun, after the first failure
             if other.log_name != verdict.log_name and not stopped and silent is not None and not silent.says_error():
-                return _Blame(other.rank, None, f"{other.how_it_ended()}, no traceback")
+                return _without_traceback(other.rank, other.how_it_ended(), silent)
         if (left := _left_early(logs, named)) is not None:
             return left
     return _Blame(verdict.rank, named.lines)

@@ -20,12 +20,15 @@ import re
 import sqlite3
 import stat
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from sqlalchemy import create_engine, event, insert, inspect, make_url, select, text, update
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SAWarning, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .. import __version__
@@ -94,6 +97,7 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
                     f"the database {shown_url(target)} names {printable(named)}, not a regular file (a device or a "
                     "pipe): name a file"
                 )
+            _refuse_sqlite_options_it_would_lose(target)
             if create_folder:  # as for a plain path: SQLite's "unable to open database file" said "read-only to you"
                 _make_folder_of(named, shown_url(target))
         return target
@@ -116,6 +120,32 @@ def database_url(db: str | None = None, create_folder: bool = True) -> str:
     return f"sqlite:///{file}"
 
 
+def _refuse_sqlite_options_it_would_lose(url: str) -> None:
+    """A SQLite URL whose options SQLite would not read as given, refused with the form that it reads: SQLite's
+    own options (`?mode=ro`) without uri=true, which the driver drops and opens the file to write; and uri=true on
+    a name without `file:`, which SQLite opens as a file named `store.db?mode=ro`, made and migrated, empty."""
+    opening = sqlite_opening(url)
+    if opening is None or not (opening.ignored or opening.query_in_name):
+        return
+    prefix = _SQLITE_FILE_URL.match(url)
+    assert prefix is not None  # sqlite_opening matched it
+    database, _, query = url[prefix.end() :].partition("?")
+    options = [option for option in query.split("&") if option and option.partition("=")[0].lower() != "uri"]
+    uri_form = shown_url(
+        f"{prefix.group()}{'' if database.startswith('file:') else 'file:'}{database}?"
+        f"{'&'.join([*options, 'uri=true'])}"
+    )
+    if opening.ignored:
+        raise StoreError(
+            f"the database {shown_url(url)}: SQLite reads {', '.join(opening.ignored)} only in a URI (uri=true), "
+            f"and without one would open {printable(opening.file or database)} to read and write: write {uri_form}"
+        )
+    raise StoreError(
+        f"the database {shown_url(url)}: with uri=true SQLite reads a name as a URI only where it starts with file:, "
+        f"and would open a file named {printable(shown_url(opening.name))}: write {uri_form}"
+    )
+
+
 def _make_folder_of(file: Path, shown: str) -> None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +166,12 @@ def _in_memory_sqlite(url: str) -> bool:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot read is refused where the store opens, in its words
         return False
-    return parsed.drivername.split("+")[0] == "sqlite" and parsed.database in (None, "", ":memory:")
+    if parsed.drivername.split("+")[0] != "sqlite":
+        return False
+    if parsed.database in (None, "", ":memory:"):
+        return True
+    opening = sqlite_opening(url)  # a URI's: file::memory:, ?mode=memory, or file: alone (a temporary database)
+    return opening is not None and opening.file is None
 
 
 def missing_sqlite_file(db: str | None = None) -> Path | None:
@@ -150,16 +185,71 @@ def missing_sqlite_file(db: str | None = None) -> Path | None:
 _SQLITE_FILE_URL = re.compile(r"sqlite(?:\+pysqlite)?:///")
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL, without its query (`?mode=ro`) and, where `uri=true` makes it a URI,
-    without `file:`; None for another database or one in memory."""
-    prefix = _SQLITE_FILE_URL.match(url)
-    if prefix is None:
+@dataclass(frozen=True)
+class SqliteOpening:
+    """What SQLite opens for a `sqlite:///` URL, as SQLAlchemy's pysqlite dialect hands it to sqlite3.connect."""
+
+    name: str  # the name sqlite3.connect is given
+    uri: bool  # whether SQLite reads `name` as a URI (uri=true, and it starts with file:)
+    file: Path | None  # the file it opens; None: a database in memory, or a temporary one
+    read_only: bool  # mode=ro or immutable=1: SQLite neither writes the file nor makes it
+    ignored: tuple[str, ...]  # query options the dialect drops (it warns): SQLite takes them only in a URI
+    # uri=true on a name without file:, and options beside it: SQLite opens a file named `store.db?mode=ro`
+    query_in_name: bool = False
+
+
+def sqlite_opening(url: str) -> SqliteOpening | None:
+    """What SQLite will open for a SQLite URL (sqlite:///, sqlite+pysqlite:///); None for another database, or a
+    URL SQLAlchemy cannot read (refused where the store opens, in its words). Asked of the dialect itself: with
+    uri=true it passes its query on to SQLite, which reads it as a URI's only after `file:`, and takes it as part of
+    the file's name otherwise; without uri=true it drops SQLite's options (`?mode=ro`) and opens the file to write."""
+    if _SQLITE_FILE_URL.match(url) is None:
         return None
-    database, _, query = url[prefix.end() :].partition("?")
-    if "uri=true" in query.lower().split("&") and database.startswith("file:"):
-        database = unquote(urlsplit(database).path)
-    return None if database in ("", ":memory:") else Path(database)
+    try:
+        parsed = make_url(url)
+        with warnings.catch_warnings():  # its warning of dropped options: said as `ignored`, in xover's words
+            warnings.simplefilter("ignore", SAWarning)
+            (name,), options = SQLiteDialect_pysqlite().create_connect_args(parsed)
+    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot read (uri=maybe) is refused where the store opens
+        return None
+    if not options.get("uri"):
+        database = parsed.database or ""  # as given: the dialect's name is made absolute
+        file = None if database in ("", ":memory:") else Path(database)
+        return SqliteOpening(name, False, file, False, tuple(sorted(set(parsed.query) - set(options))))
+    if not name or not name.startswith("file:"):  # the whole name is a file's, any query the dialect put on it too
+        file = None if name in (None, "", ":memory:") else Path(name)
+        return SqliteOpening(name or "", False, file, False, (), query_in_name="?" in (name or ""))
+    path, query = _sqlite_uri(name)
+    read_only = query.get("mode") == "ro" or _true(query.get("immutable", ""))
+    in_memory = path in ("", ":memory:") or query.get("mode") == "memory"
+    return SqliteOpening(name, True, None if in_memory else Path(path), read_only, ())
+
+
+def _sqlite_uri(name: str) -> tuple[str, dict[str, str]]:
+    """The path and query options of a SQLite URI (file:PATH?K=V&..., or file://localhost/PATH), decoded as SQLite
+    decodes them (%3F is a '?' in the path)."""
+    rest = name.removeprefix("file:").partition("#")[0]
+    path, _, query = rest.partition("?")
+    if path.startswith("//"):  # an authority: empty or localhost, up to the path's first '/'
+        slash = path.find("/", 2)
+        path = path[slash:] if slash >= 0 else ""
+    options = {}
+    for pair in filter(None, query.split("&")):
+        key, _, value = pair.partition("=")
+        options[unquote(key)] = unquote(value)
+    return unquote(path), options
+
+
+def _true(value: str) -> bool:
+    """A SQLite URI's boolean option as SQLite reads it (immutable=1, =yes, =true, =on)."""
+    return value.lower() in ("1", "yes", "true", "on")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file SQLite opens for a SQLite URL (sqlite_opening): its path, without the query (`?mode=ro`) or a
+    URI's `file:`; None for another database, one in memory, or a URL SQLAlchemy cannot read."""
+    opening = sqlite_opening(url)
+    return opening.file if opening is not None else None
 
 
 def store_files(db: str | None = None) -> list[tuple[Path, str]]:
@@ -365,9 +455,15 @@ def _warn_network_store(path: str, kind: str, point: str) -> None:
     )
 
 
-def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
+def _sqlite_pragmas(dbapi_connection, _record, journal: str | None = "WAL") -> None:
+    """`journal`: the journal mode to switch the file to; None: the file's own, as an opening that may not write
+    it (mode=ro) has to keep it ("attempt to write a readonly database" where it was not WAL already)."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")  # first: switching a new file to WAL waits for its lock too
+    if journal is None:
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+        return
     cursor.execute(f"PRAGMA journal_mode={journal}")
     row = cursor.fetchone()
     mode = str(row[0]).lower() if row else "?"
@@ -385,14 +481,18 @@ def _sqlite_pragmas(dbapi_connection, _record, journal: str = "WAL") -> None:
 
 
 def _pragmas_for(url: str):
-    """The connect hook for a SQLite URL: WAL, or the rollback journal (DELETE) on a network filesystem."""
-    database = make_url(url).database
-    if database in (None, "", ":memory:"):
+    """The connect hook for a SQLite URL: WAL, or the rollback journal (DELETE) on a network filesystem; the
+    file's own journal where it is opened read-only (`?mode=ro&uri=true`)."""
+    opening = sqlite_opening(url)
+    database = opening.file if opening is not None else None  # the file SQLite opens: not file:a.db of a URI
+    if database is None:
         return _sqlite_pragmas
+    if opening is not None and opening.read_only:
+        return lambda connection, record: _sqlite_pragmas(connection, record, journal=None)
     network = network_filesystem(database)
     if network is None:
         return _sqlite_pragmas
-    _warn_network_store(database, *network)
+    _warn_network_store(str(database), *network)
     return lambda connection, record: _sqlite_pragmas(connection, record, journal="DELETE")
 
 
@@ -588,10 +688,15 @@ class Store:
         """One opening at a time: a lock file beside a SQLite database (none where it cannot be written: a
         database there is only read), an advisory lock on PostgreSQL."""
         if self.kind == "sqlite":
+            opening = sqlite_opening(self.url)
+            if opening is None or opening.file is None or opening.read_only:  # a read-only opening upgrades nothing
+                yield
+                return
             # beside the file itself, where SQLite keeps its WAL: a store reached through a link and by its own path
-            # is one store, under one lock. Never through a link, never truncated (a link planted beside the store
-            # would have had its target emptied by "w"), only a regular file: anything else and it goes unlocked
-            lock = migration_lock_of(str(self.engine.url.database))
+            # is one store, under one lock; the file SQLite opens, not the URL's name (file:a.db made file:a.db.lock)
+            # Never through a link, never truncated (a link planted beside the store would have had its target
+            # emptied by "w"), only a regular file: anything else and it goes unlocked
+            lock = migration_lock_of(str(opening.file))
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
             try:
                 try:
