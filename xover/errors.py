@@ -69,17 +69,17 @@ def write_problem(path: str | os.PathLike[str], error: OSError) -> str:
                 return f"{printable(parent)} is a file, not a folder"
         except OSError:  # a folder's name too long for the system: exists() raises it; `error` says so
             continue
-    if isinstance(error, IsADirectoryError) or error.errno == errno.EISDIR:
-        return "it is a folder: name a file (in it, or beside it)"
+    # `--out DIR/`: the system's "Is a directory" says what, not what to do
+    said = "it is a folder: name a file (in it, or beside it)" if error.errno == errno.EISDIR else None
     if not isinstance(error, NotWritten):
-        return str(error.strerror or error)
+        return said or str(error.strerror or error)
     kept = " (the file that was there is kept as it was)" if error.kept else ""
     others = [printable(other) for other in error.together if os.fspath(other) != os.fspath(path)]
     if error.replaced:  # a rename refused after others went through
         kept += f"; {', '.join(map(printable, error.replaced))} replaced already, the others left as they were"
     elif others:
         kept += f"; none of its set was replaced ({', '.join(others)} left as they were)"
-    return str(error.strerror or error) + kept
+    return (said or str(error.strerror or error)) + kept
 
 
 class NotWritten(OSError):
