@@ -103,13 +103,8 @@ _QUERY_OPTION = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;?#]+)=(?P<value>[^&]*)"
 # a whole word NAME=value or --name=value (an assignment, an option), or a Hydra override that adds, forces or
 # deletes one (+db.password=..., ++wandb.api_key=..., ~key=...): the value runs to the word's end
 _ASSIGNMENT = re.compile(r"^(?P<name>(?:-{0,2}|\+{1,2}|~)[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
-# a quoted key and its quoted value inside a word: a JSON or a Python dict's text given as one argument
-# (--cfg '{"api_key": "..."}'), the value to its closing quote (a backslash escaping the next letter)
-_QUOTED_PAIR = re.compile(
-    r"""(?P<key>"(?:\\.|[^"\\])++"|'(?:\\.|[^'\\])++')(?P<colon>\s*+:\s*+)"""
-    r"""(?P<value>"(?:\\.|[^"\\])*+"|'(?:\\.|[^'\\])*+')""",
-    re.DOTALL,
-)
+# what stands between a quoted key and its quoted value in a JSON or a Python dict's text
+_PAIR_COLON = re.compile(r"\s*:\s*")
 # an option whose value is `user:password` (curl's and wget's --user, a proxy's): the part after the first ':'
 _USER_PASSWORD_OPTIONS = frozenset({"--user", "-u", "--proxy-user", "-U", "--http-user", "--userpwd"})
 
@@ -165,18 +160,53 @@ def mask_word(word: str) -> str:
             return found[0]
         return f"{found['option']}{found['gap']}{MASK}"
 
-    def quoted_pair(found: re.Match[str]) -> str:
-        if len(found["value"]) <= 2 or not credential_name(found["key"][1:-1]):
-            return found[0]
-        quote_mark = found["value"][0]
-        return f"{found['key']}{found['colon']}{quote_mark}{MASK}{quote_mark}"
-
     word = _SPACED_ASSIGNMENT.sub(spaced, word)
     if ":" in word:
-        word = _QUOTED_PAIR.sub(quoted_pair, word)
+        word = _masked_quoted_pairs(word)
     if any(char.isspace() for char in word):
         word = _masked_dashed_values(_SPACED_OPTION.sub(option_value, word))
     return _JWT.sub(MASK, word)
+
+
+def _quoted_spans(word: str) -> list[tuple[int, int]]:
+    """The quoted strings of `word` ("..." or '...', a backslash escaping the next letter), left to right, each as
+    (start, end) with its quotes. One pass: a quote never closed is a letter, and so is every later quote of its
+    kind (none closes either), so no stretch of the word is read again from each of its quotes."""
+    spans: list[tuple[int, int]] = []
+    never_closed: set[str] = set()
+    index, length = 0, len(word)
+    while index < length:
+        quote_mark = word[index]
+        if quote_mark not in "\"'" or quote_mark in never_closed:
+            index += 1
+            continue
+        end = index + 1
+        while end < length and word[end] != quote_mark:
+            end += 2 if word[end] == "\\" else 1
+        if end >= length:
+            never_closed.add(quote_mark)
+            index += 1
+            continue
+        spans.append((index, end + 1))
+        index = end + 1
+    return spans
+
+
+def _masked_quoted_pairs(word: str) -> str:
+    """`word` (a JSON or a Python dict's text given as one argument: --cfg '{"api_key": "..."}') with the quoted
+    value of each quoted key named for a credential shown as ***."""
+    pieces, kept_to = [], 0
+    spans = _quoted_spans(word)
+    for (key_start, key_end), (value_start, value_end) in zip(spans, spans[1:]):
+        if (
+            value_end - value_start > 2
+            and _PAIR_COLON.fullmatch(word, key_end, value_start)
+            and credential_name(word[key_start + 1 : key_end - 1])
+        ):
+            quote_mark = word[value_start]
+            pieces += [word[kept_to:value_start], f"{quote_mark}{MASK}{quote_mark}"]
+            kept_to = value_end
+    return "".join(pieces) + word[kept_to:]
 
 
 def _masked_dashed_values(word: str) -> str:

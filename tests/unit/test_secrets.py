@@ -704,6 +704,9 @@ def test_a_long_argument_is_masked_in_one_pass_not_one_per_character():
         # and an option's value inside a word, from each space
         "for long in ('-a x' * 50_000, '-a ' * 70_000, '--password ' + 'x ' * 70_000, ' -' * 70_000):\n"
         "    mask_argv(['--x', long])\n"
+        # and a JSON argument's quoted strings, from each quote (escaped quotes never closed: 64 s, 2026-12-07)
+        "for long in ('\"' + '\\\\\"' * 100_000 + ':', '\"' * 200_000 + ':', \"'a':\" * 50_000):\n"
+        "    assert mask_argv(['--x', long]) == ['--x', long]\n"
     )
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
 
