@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .engines import ENGINES, HOROVOD, TORCH, TORCH_FRAMEWORKS, engine_named, under_module
 from .errors import XoverError, is_utf8, printable
+from .redact import mask_word
 
 FRAMEWORKS = TORCH_FRAMEWORKS  # frameworks that train through DistributedDataParallel: module prefix -> what it is
 # why a framework found in a script may not have built DDP (the shim's refusal of a step without it)
@@ -483,7 +484,7 @@ def detect_scripts_engine(scripts: list[str]) -> tuple[str, list[ScriptEngine]]:
     found = []
     for script in scripts:
         if (problem := script_problem(script)) is not None:
-            raise XoverError(f"--script {printable(script)}: {problem}")
+            raise XoverError(f"--script {mask_word(printable(script))}: {problem}")  # a URL pasted as one
         found.append(detect_engine(script))
     engines = {item.engine for item in found}
     if len(engines) > 1:

@@ -171,3 +171,25 @@ def test_a_journal_mode_that_did_not_switch_is_not_taken_for_one_that_did(tmp_pa
     _sqlite_pragmas(connection, None, journal="DELETE")  # it can switch now: no error
     assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     _sqlite_pragmas(sqlite3.connect(":memory:"), None)  # WAL asked, 'memory' answered: as before
+
+
+def test_a_lease_folder_given_as_a_url_is_refused_without_its_password(tmp_path, monkeypatch):
+    """A probe, 2026-12-07: XOVER_LEASE_DIR='postgresql://u:PW@h/x' (a store's URL in the wrong variable) was made
+    as folders postgresql:/u:PW@h/x under the working folder, and the warning printed it whole."""
+    from xover.errors import XoverError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XOVER_LEASE_DIR", "postgresql://u:s3cr3t-X54@h/x")
+    with pytest.raises(XoverError) as refused:
+        leases.lease_dir()
+    assert "a URL, not a folder" in str(refused.value) and "s3cr3t" not in str(refused.value), str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_script_given_as_a_url_is_named_without_its_password(tmp_path):
+    from xover.errors import XoverError
+    from xover.scripts import detect_scripts_engine
+
+    with pytest.raises(XoverError) as refused:
+        detect_scripts_engine(["postgresql://u:s3cr3t-E8@h/x.py"])
+    assert "file not found" in str(refused.value) and "s3cr3t" not in str(refused.value), str(refused.value)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from ..console import print_notice
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, command_on, is_local
-from ..redact import mask_credentials
+from ..redact import mask_credentials, mask_word
 from ..settings import LEASE_DIR_VARIABLE, settings
 from .reach import is_emulated_host
 
@@ -60,6 +60,11 @@ def lease_dir() -> str:
     """The lease folder (XOVER_LEASE_DIR, else /tmp); a missing XOVER_LEASE_DIR is created (the
     user's own; by root: root's and sticky, for every user)."""
     path = settings().lease_dir or LEASE_DIR
+    if "://" in path:  # a URL (a store's, pasted into the wrong variable) would be made as folders, password and all
+        raise XoverError(
+            f"{LEASE_DIR_VARIABLE}={mask_word(path)}: a URL, not a folder: name the folder runs lease devices in, "
+            f"or unset it for {LEASE_DIR}"
+        )
     if not os.path.isdir(path):
         try:
             os.makedirs(path)

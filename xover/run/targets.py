@@ -16,6 +16,7 @@ from ..hosts import canonical_host, is_local, parse_hosts
 from ..links import Link
 from ..plan import JobProfile, Plan, PlannedScript, plan_from_dict
 from ..recipes import MAX_ITERATIONS, Recipe, load_recipe, script_recipe, unset_variable_problem, with_overrides
+from ..redact import mask_word
 from ..scripts import ScriptRefused, check_engine, content_hash, detect_scripts_engine, script_problem
 from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import CROSSOVER
@@ -271,7 +272,7 @@ def scripts_as_recipes(
     recipes = []
     for script in scripts:
         if (problem := script_problem(script)) is not None:
-            raise XoverError(f"--script {printable(script)}: {problem}")
+            raise XoverError(f"--script {mask_word(printable(script))}: {problem}")  # a URL pasted as one
         try:
             recipes.append(script_recipe(script, args=args, np=np, engine=engine, path=script))
         except ScriptRefused as error:  # named as given, not resolved
