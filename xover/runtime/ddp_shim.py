@@ -277,26 +277,33 @@ class DDPCrossover:
         # local optimizer, a wrapper's base optimizer) is the same iteration, not one more
         self.stepping: object | None = None
 
+    def bind(self) -> None:
+        """What the hook, the waits and the release call, taken as torch has them before install() adapts any."""
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.torch, self.dist = torch, dist
+        self.all_reduce = dist.distributed_c10d.all_reduce
+        self.queue_callback = torch.autograd.Variable._execution_engine.queue_callback
+        self._register_comm_hook = DistributedDataParallel.register_comm_hook  # DDP's own, not the refusing stand-in
+
     def install(self) -> None:
         """Adapt DDP, the optimizers' steps and torch.distributed's collectives for crossover; what the shim
         cannot follow (a comm hook, another process group) is refused when the script uses it."""
         import torch
-        import torch.distributed as dist
         from torch.nn.parallel import distributed as ddp_module
         from torch.optim.optimizer import (
             register_optimizer_step_post_hook,
             register_optimizer_step_pre_hook,
         )
 
-        self.torch, self.dist = torch, dist
-        self.all_reduce = dist.distributed_c10d.all_reduce  # the hook's, before it is wrapped below
-        self.queue_callback = torch.autograd.Variable._execution_engine.queue_callback
+        self.bind()  # before anything below is wrapped
         ddp_class = ddp_module.DistributedDataParallel
         self._adapt_constructor(ddp_class)
         self._adapt_copies(ddp_class)
         self._adapt_forward(ddp_class)
         self._adapt_sink(ddp_module._DDPSink)
-        self._register_comm_hook = ddp_class.register_comm_hook
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             setattr(ddp_class, name, self._comm_hook_refusal(DDP_UNSUPPORTED_NAMES[name]))
         self.coordinator.before_backward.append(self.finish_reductions)

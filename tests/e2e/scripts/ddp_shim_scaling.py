@@ -96,9 +96,7 @@ def train(shape, set_to_none, views, reduction):
         model = DDP(made, gradient_as_bucket_view=views, **options)
     else:
         crossover = ddp_shim.DDPCrossover(Coordinator(), None)
-        crossover.torch, crossover.dist, crossover.all_reduce = torch, dist, dist.all_reduce
-        crossover.queue_callback = torch.autograd.Variable._execution_engine.queue_callback
-        crossover._register_comm_hook = DDP.register_comm_hook
+        crossover.bind()  # as install() does, nothing of torch adapted
         # as the shim's constructor builds it: views, and where the script did not ask for them its gradients back
         parameters = [] if views else list(made.parameters())
         model = ddp_shim._gradients_given_back(parameters, lambda: DDP(made, gradient_as_bucket_view=True, **options))
