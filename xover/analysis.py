@@ -32,6 +32,7 @@ from .plan import InvalidJobProfile, JobProfile, fluid_gain, predict_group
 from .plan.model import checkpoint_interval_ms, link_busy_ms
 from .plan.predict import sharings_for
 from .results import (
+    FASTER_THAN_ALONE,
     GroupComparison,
     GroupModel,
     GroupReport,
@@ -39,6 +40,7 @@ from .results import (
     PolicyResult,
     RunResult,
     SimulatedGain,
+    faster_than_alone,
 )
 from .settings import settings
 from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, OPEN_STATUSES, Mode, RunStatus, adapts, turn_taking
@@ -347,10 +349,6 @@ def loss_not_finite_warnings(jobs: Sequence[RunResult]) -> list[str]:
     ]
 
 
-# a job sharing its devices is at most as fast as alone: beyond this, what ran alone was slowed (noise below it)
-FASTER_THAN_ALONE = 0.1
-
-
 def faster_than_alone_warnings(jobs: Sequence[RunResult], tolerance: float = FASTER_THAN_ALONE) -> list[str]:
     """A warning per job that ran faster next to others than alone, by more than `tolerance`: sharing never
     speeds a job up, so its run alone was slower than the job is (a short run's start, a machine busy then),
@@ -358,7 +356,7 @@ def faster_than_alone_warnings(jobs: Sequence[RunResult], tolerance: float = FAS
     named."""
     fast: dict[str, list[RunResult]] = {}
     for job in jobs:
-        if job.name is not None and job.mode is not None and job.speed is not None and job.speed > 1 + tolerance:
+        if job.name is not None and job.mode is not None and faster_than_alone(job.speed, tolerance):
             fast.setdefault(job.name, []).append(job)
     return [
         f"{name} ran {max(run.speed or 0.0 for run in runs):.2f}x its speed alone next to other jobs "

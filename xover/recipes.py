@@ -44,7 +44,7 @@ from .scripts import (
     script_problem,
 )
 from .settings import VARIABLE_PREFIX
-from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, MODELS, TRANSFORMER_DEFAULTS
+from .workloads import BERT_DEFAULTS, DATASETS, IMAGE, LEAST_CORPUS_BYTES, MODELS, TRANSFORMER_DEFAULTS, train_rows
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 # fp32: torch's defaults; bf16: forward and loss under bfloat16 autocast; tf32: TF32 matmuls and convolutions
@@ -358,7 +358,33 @@ class _RecipeFile(_FileSchema):
         image_size = self.dataset_options.get("image_size")
         if self.model == "vgg16" and image_size is not None and image_size < 32:  # five halvings
             raise _Refused("dataset_options.image_size", f"must be at least 32 for vgg16, got {image_size}")
+        max_bytes = self.dataset_options.get("max_bytes")
+        if self.dataset == "python-chars" and max_bytes is not None and max_bytes < LEAST_CORPUS_BYTES:
+            raise _Refused("dataset_options.max_bytes", f"must be at least {LEAST_CORPUS_BYTES}, got {max_bytes}")
+        unfilled = batch_problem(self.dataset, self.dataset_options, self.batch_size, self.np)
+        if unfilled:
+            raise _Refused(*unfilled)
         return self
+
+
+def batch_problem(dataset: str, options: dict[str, Any], batch_size: int, np: int) -> tuple[str, str] | None:
+    """(field, problem) where a step's batch on every rank is more than the dataset's train split holds: its ranks
+    would train on fewer rows than a step counts (a rank on none, its loss NaN), so samples/s would read high."""
+    rows = train_rows(dataset, options)
+    if rows is None:
+        return None
+    if rows == 0:
+        return (
+            "dataset_options.seq_len",
+            f"leaves no training sequence in the corpus of {dataset}: make seq_len smaller or max_bytes larger",
+        )
+    if batch_size * np > rows:
+        return (
+            "batch_size",
+            f"{batch_size} on each of {np} ranks is {batch_size * np} rows a step, and the train "
+            f"split of {dataset} has {rows}: make it at most {max(1, rows // np)}",
+        )
+    return None
 
 
 class _JobFile(_FileSchema):
@@ -728,6 +754,11 @@ def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | N
     if np is not None:
         if not 1 <= np <= MAX_RANKS:
             raise RecipeError(f"--np must be a whole number from 1 to {MAX_RANKS}, got {np}")
+        unfilled = (
+            None if recipe.script else batch_problem(recipe.dataset, recipe.dataset_options, recipe.batch_size, np)
+        )
+        if unfilled:
+            raise RecipeError(f"--np {np}: job {recipe.name}, field '{unfilled[0]}': {unfilled[1]}")
         changes["np"] = np
     if not changes:
         return recipe

@@ -36,6 +36,16 @@ def measured_makespan_s(runs: Iterable[tuple[str | None, datetime | None, dateti
     return (max(end for _, _, end in spans if end) - min(start for _, start, _ in spans if start)).total_seconds()
 
 
+# a job sharing its devices is at most as fast as alone: beyond this, what ran alone was slowed (noise below it),
+# and every figure relative to that run reads high (analysis warns; run/learn.py keeps no such comparison)
+FASTER_THAN_ALONE = 0.1
+
+
+def faster_than_alone(speed: float | None, tolerance: float = FASTER_THAN_ALONE) -> bool:
+    """Whether a speed relative to alone is above what sharing can give, beyond noise."""
+    return speed is not None and speed > 1 + tolerance
+
+
 @dataclass(frozen=True)
 class RunResult:
     """One job's run in one mode: the run's own fields (store/queries.run_fields), its steady-state

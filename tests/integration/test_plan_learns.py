@@ -133,6 +133,29 @@ def test_a_short_overlap_is_learnt_where_its_window_held_twenty_of_the_slowest_j
     store.close()
 
 
+def test_a_comparison_whose_run_alone_was_slowed_is_not_learnt_nor_an_older_one_planned_with(isolated_results, tmp_path):
+    """A job faster next to others than alone (by more than noise) says its run alone was slowed: every way of
+    that comparison reads high (a pair measured at 3.00 concurrent, above the two jobs' 2.00; the probe's
+    F1, 2026-12-07). It is not kept; a row of one kept by an older xover is passed over by the plan."""
+    db = isolated_results / "xover.db"
+    _profiles(db)
+    assert _compared(db, "clean", crossover=1.50, concurrent=1.30) == 3
+    assert _compared(db, "slowed", crossover=1.35, concurrent=3.00) == 0  # concurrent's second job at 2.30x
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        assert {row.experiment_id for row in session.query(SharingMeasurement)} == {"clean"}
+        session.add(Experiment(id="older", kind="run", command="xover run", status="finished"))
+        [clean] = session.query(SharingMeasurement).filter_by(way="concurrent").all()
+        session.add(SharingMeasurement(**{column: getattr(clean, column) for column in (
+            "group_index", "jobs_key", "jobs", "link", "hardware", "tuning", "way", "policy", "window_s")},
+            experiment_id="older", gain=3.0, speeds=[0.7, 2.3]))
+    store.close()
+    learnt = _plan(db, tmp_path)
+    assert learnt.predicted_by_sharing["concurrent"] == pytest.approx(1.30)  # the clean comparison's alone
+    assert learnt.predicted_by_sharing["crossover"] == pytest.approx(1.50)
+    assert learnt.sharing != "concurrent"
+
+
 def test_a_way_is_planned_at_the_mean_of_its_newest_three_measurements(isolated_results, tmp_path):
     db = isolated_results / "xover.db"
     _profiles(db)

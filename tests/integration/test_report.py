@@ -778,3 +778,31 @@ def test_an_experiment_whose_runs_all_failed_shows_no_tables_of_dashes(isolated_
     unmeasured = {"mode": "crossover", "wait_ms": None, "wait_p90_ms": None, "yields": None, "skew_p50_ms": None,
                   "skew_p90_ms": None}
     assert turn_rows([unmeasured, {**unmeasured, "wait_ms": 0.0}]) == [{**unmeasured, "wait_ms": 0.0}]
+
+
+def test_the_plan_of_a_run_given_by_a_relative_path_is_not_written_over(isolated_results, tmp_path, monkeypatch):
+    """`xover run t/plan.json`, then `report --format html --out t/plan.json` from the same folder wrote the page
+    over the plan (the probe's F7, 2026-12-07): the plan's path was kept as typed, and a relative path in the
+    store could not be told from another file. It is kept whole now, and the report refused."""
+    from xover.plan.step import plan_jobs
+    from xover.store.models import Experiment
+    from xover.store.models import Plan as PlanRow
+
+    monkeypatch.chdir(tmp_path)
+    Path("t").mkdir()
+    Path("jobs.csv").write_text("name,devices,compute_ms,comm_ms,memory_gb\nmlp-digits,1,2,8,0.1\nresnet-digits,1,30,5,0.1\n")
+    db = str(isolated_results / "xover.db")
+    plan_jobs(db, recipe_paths=[], trace_csv="jobs.csv", devices=1, hosts=None, device_memory_gb=None, max_group=2,
+              algo="matching", out="t/plan.json")
+    store = open_store(db)
+    with store.session() as session, session.begin():
+        [row] = session.scalars(select(PlanRow)).all()
+        assert row.path == str(tmp_path / "t" / "plan.json")
+        session.add(Experiment(id="20261207-140000-f7f7", kind="run", command="xover run t/plan.json",
+                               status="finished", plan_id=row.id))
+    store.close()
+    before = Path("t/plan.json").read_text()
+    refused = runner.invoke(app, ["report", "latest", "--format", "html", "--out", "t/plan.json"])
+    assert refused.exit_code == 2, refused.output
+    assert "that is the plan of experiment 20261207-140000-f7f7; writing there would destroy it" in refused.output
+    assert Path("t/plan.json").read_text() == before

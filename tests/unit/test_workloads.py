@@ -153,6 +153,36 @@ def test_paper_recipes_are_checked_before_a_worker_builds_them(change, field, wo
         parse_recipe({**recipe, **change}, "b.toml")
 
 
+@pytest.mark.parametrize("recipe, field, words", [
+    # a step's batch on every rank beyond the train split: ranks trained on fewer rows than a step counted (1500
+    # of digits' rows counted as 2048, 5000 as 5000) and a rank on none (the probe's F10 and F9, 2026-12-07)
+    ({"dataset": "digits", "batch_size": 1024}, "batch_size", "2048 rows a step, and the train split of digits has 1500"),
+    ({"dataset": "digits", "batch_size": 751}, "batch_size", "make it at most 750"),
+    ({"model": "transformer", "dataset": "python-chars", "dataset_options": {"seq_len": 50000, "max_bytes": 20000}},
+     "dataset_options.seq_len", "leaves no training sequence"),
+    ({"model": "transformer", "dataset": "python-chars", "dataset_options": {"max_bytes": 9999}},
+     "dataset_options.max_bytes", "must be at least 10000"),  # said as the standard library missing, at run time
+])
+def test_a_batch_the_train_split_cannot_fill_is_refused_when_the_recipe_is_read(recipe, field, words):
+    from xover.recipes import RecipeError, load_recipe, parse_recipe, with_overrides
+
+    base = {"name": "b", "model": "mlp", "dataset": "digits", "batch_size": 32, "optimizer": "sgd", "lr": 0.1,
+            "np": 2, "seed": 1, "iterations": 3}
+    with pytest.raises(RecipeError, match=f"field '{re.escape(field)}': .*{re.escape(words)}"):
+        parse_recipe({**base, **recipe}, "b.toml")
+    assert parse_recipe({**base, "batch_size": 750}, "b.toml").batch_size == 750  # 1500 rows on two ranks: whole
+    with pytest.raises(RecipeError, match=r"--np 64: job mlp-digits, field 'batch_size': .*at most 23"):
+        with_overrides(load_recipe("mlp-digits"), np=64)
+
+
+def test_the_python_chars_split_is_what_recipes_are_checked_against():
+    from xover.workloads.datasets import python_chars
+
+    data = python_chars(batch_size=2, rank=0, world_size=1, seed=1, seq_len=64, max_bytes=20000)
+    assert len(data.train.inputs) == workloads.train_rows("python-chars", {"seq_len": 64, "max_bytes": 20000}) == 280
+    assert len(data.test.inputs) == 32  # (20000 - 1) // 64 = 312 windows, 90% of them to train on
+
+
 def test_the_digits_are_scikit_learns_without_importing_it():
     import subprocess
     import sys

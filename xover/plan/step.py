@@ -489,11 +489,13 @@ def shown_plan(plan: Plan) -> Plan:
 
 def store_plan(session: Session, plan: Plan, path: str | None = None) -> int:
     """A plan as rows (plans, plan_groups; the plan file's content kept whole, but as `shown_plan` shows it: a
-    value may be a secret, and the plan file has them); returns the plan's id."""
+    value may be a secret, and the plan file has them); returns the plan's id. The file's path is kept whole: a
+    relative one, relative to a folder the store does not know, could not be told from another file later (and
+    `report --out` refuses to write over the plan of a run by it)."""
     row = PlanRow(
         algo=plan.algo,
         body=plan_to_dict(shown_plan(plan)),
-        path=path,
+        path=os.path.abspath(path) if path else None,
         predicted_aggregate_gain=plan.predicted_aggregate_gain,
     )
     session.add(row)

@@ -9,7 +9,10 @@ something: it covered at least half of the way's run, or it was at least LEAST_W
 job's iterations long. A job with a long start-up beside a quick one (a script that loads its data for ten
 seconds) runs together with it for a third of the run, yet for twenty iterations and more of steady pace: that
 figure is kept, and weighs by its window's length in the mean the plan reads (store/measured.py). A way whose
-jobs never ran together past warm-up, or whose jobs' alone runs are missing, is not kept."""
+jobs never ran together past warm-up, or whose jobs' alone runs are missing, is not kept; nor is any way of a group
+in which a job ran faster next to others than alone (results.faster_than_alone): its run alone was slowed, so
+every figure of the group relative to it reads high (the run warns of it), and one such comparison would
+steer every later plan of those jobs."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 
 from ..links import Link
 from ..plan.measured import JobIdentity, in_key_order, jobs_key
-from ..results import GroupComparison, RunResult
+from ..results import GroupComparison, RunResult, faster_than_alone
 from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, MPS
 from ..store.measured import add_measurement, taken_here
 from ..store.session import Store
@@ -54,6 +57,8 @@ def learn_measurements(
             comparison = by_index.get(group.index)
             if comparison is None or len(group.jobs) < 2 or comparison.sequential != 1.0:
                 continue
+            if any(job.group == group.index and faster_than_alone(job.speed) for job in jobs):
+                continue  # its run alone was slowed: every way of it reads high
             identities = {job.name: identity_of(job) for job in group.jobs}
             names = in_key_order(list(identities), identities)
             described = [{"name": name, **identities[name].to_json()} for name in names]

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..devices import hardware_fingerprint
+from ..results import faster_than_alone
 from ..settings import settings
 from .models import SharingMeasurement
 from .session import Store
@@ -35,7 +36,9 @@ def recent_measurements(store: Store, link: str, count: int = RECENT_MEASUREMENT
     """Each (group key, way, policy) at this link, taken here (`taken_here`; rows from before the tuning was
     kept are taken as measured under the defaults): the mean of its newest `count`
     measurements, weighted by how long the jobs ran together in each (equally where one does not say), as
-    plain rows; `experiment` is the newest's, `measurements` how many the mean is of."""
+    plain rows; `experiment` is the newest's, `measurements` how many the mean is of. A row with a job faster
+    than alone (kept before 2026-12-07, when such comparisons were still learnt) is passed over: its run alone
+    was slowed, and its figures read high."""
     hardware, tuning = taken_here()
     with store.session() as session:
         rows = session.scalars(
@@ -49,6 +52,8 @@ def recent_measurements(store: Store, link: str, count: int = RECENT_MEASUREMENT
         ).all()
         recent: dict[tuple[str, str, str | None], list[SharingMeasurement]] = {}
         for row in rows:
+            if any(faster_than_alone(speed) for speed in row.speeds or []):
+                continue
             found = recent.setdefault((row.jobs_key, row.way, row.policy), [])
             if len(found) < count and (not found or len(row.speeds) == len(found[0].speeds)):
                 found.append(row)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sysconfig
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,3 +99,49 @@ def build_model(name: str, dataset, options: dict[str, Any]):
     if name == "bert":
         return models.Bert(dataset.vocab, sample_inputs.shape[1], **options)
     return models.TinyTransformerLM(dataset.vocab, sample_inputs.shape[1], **options)
+
+
+DIGITS_TRAIN_ROWS = 1500  # of scikit-learn's 1797 digits; the rest are the test split
+
+# Sources of the standard library that every CPython install carries; a fixed list keeps the corpus
+# the same for a given Python version on every machine.
+STDLIB_TEXT_FILES = ("argparse.py", "difflib.py", "textwrap.py", "inspect.py", "dataclasses.py", "pathlib.py")
+LEAST_CORPUS_BYTES = 10_000  # python-chars' max_bytes: below it, a few windows and no test split worth one
+PYTHON_CHARS_TRAIN_SHARE = 0.9  # of its windows; the rest are the test split
+
+
+def stdlib_corpus(max_bytes: int) -> bytes:
+    """Text of the standard library's STDLIB_TEXT_FILES, joined and cut to `max_bytes`; too little of it is
+    an error, not a smaller corpus."""
+    root = sysconfig.get_paths()["stdlib"]
+    chunks = []
+    for name in STDLIB_TEXT_FILES:
+        path = os.path.join(root, name)
+        if os.path.exists(path):
+            with open(path, "rb") as handle:
+                chunks.append(handle.read())
+    corpus = b"\n".join(chunks)[:max_bytes]
+    if len(corpus) < min(max_bytes, LEAST_CORPUS_BYTES):
+        raise RuntimeError(f"the standard library's sources were not found under {root}")
+    return corpus
+
+
+def python_chars_windows(corpus_bytes: int, seq_len: int) -> tuple[int, int]:
+    """(train, test) windows of `seq_len` tokens a python-chars corpus of `corpus_bytes` holds."""
+    count = max(0, (corpus_bytes - 1) // seq_len)
+    train = int(count * PYTHON_CHARS_TRAIN_SHARE)
+    return train, count - train
+
+
+PYTHON_CHARS_DEFAULTS = {"seq_len": 64, "max_bytes": 400_000}
+
+
+def train_rows(dataset: str, options: Mapping[str, Any]) -> int | None:
+    """Rows (samples) of a dataset's train split, where it is finite; None for one fixed batch of any size.
+    Torch-free: recipes are checked against it where they are read."""
+    if dataset == "digits":
+        return DIGITS_TRAIN_ROWS
+    if dataset == "python-chars":
+        given = {**PYTHON_CHARS_DEFAULTS, **options}
+        return python_chars_windows(len(stdlib_corpus(given["max_bytes"])), given["seq_len"])[0]
+    return None

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
-import os
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from . import DIGITS_TRAIN_ROWS, python_chars_windows, stdlib_corpus
 
 
 @dataclass
@@ -97,7 +97,7 @@ def digits(*, batch_size: int, rank: int, world_size: int, seed: int, image_size
         images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
     images = (images - 0.5) / 0.5
     labels = torch.tensor(target, dtype=torch.long)
-    cut = 1500
+    cut = DIGITS_TRAIN_ROWS
     return Dataset(
         Split(images[:cut], labels[:cut]),
         Split(images[cut:], labels[cut:]),
@@ -166,37 +166,16 @@ def synthetic_tokens(
     return dataset
 
 
-# Sources of the standard library that every CPython install carries; a fixed list keeps the corpus
-# the same for a given Python version on every machine.
-STDLIB_TEXT_FILES = ("argparse.py", "difflib.py", "textwrap.py", "inspect.py", "dataclasses.py", "pathlib.py")
-
-
-def stdlib_corpus(max_bytes: int) -> bytes:
-    """Text of the standard library's STDLIB_TEXT_FILES, joined and cut to `max_bytes`; too little of it is
-    an error, not a smaller corpus."""
-    root = sysconfig.get_paths()["stdlib"]
-    chunks = []
-    for name in STDLIB_TEXT_FILES:
-        path = os.path.join(root, name)
-        if os.path.exists(path):
-            with open(path, "rb") as handle:
-                chunks.append(handle.read())
-    corpus = b"\n".join(chunks)[:max_bytes]
-    if len(corpus) < 10_000:
-        raise RuntimeError(f"the standard library's sources were not found under {root}")
-    return corpus
-
-
 def python_chars(
     *, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64, max_bytes: int = 400_000
 ) -> Dataset:
     """Character-level language modelling on Python's own source code (bytes as tokens)."""
     data = torch.frombuffer(bytearray(stdlib_corpus(max_bytes)), dtype=torch.uint8).long()
-    windows = data[: (len(data) - 1) // seq_len * seq_len + 1]
-    count = (len(windows) - 1) // seq_len
+    cut, held_out = python_chars_windows(len(data), seq_len)
+    count = cut + held_out
+    windows = data[: count * seq_len + 1]
     inputs = windows[:-1].view(count, seq_len)
     targets = windows[1:].view(count, seq_len)
-    cut = int(count * 0.9)
     dataset = Dataset(
         Split(inputs[:cut], targets[:cut]),
         Split(inputs[cut:], targets[cut:]),
