@@ -501,13 +501,16 @@ class ParityResult:
 @dataclass(frozen=True)
 class NotStarted:
     """A unit of runs the scheduler never started, and why: a job of it was refused or failed alone before any
-    run of it finished, so each of its runs would fail the same way (run/schedule.py, `_skip_doomed`)."""
+    run of it finished, so each of its runs would fail the same way (run/schedule.py, `_skip_doomed`), or the run
+    was stopped before its turn came (`stopped_first`)."""
 
     group: int | None
     mode: str
     policy: str | None  # crossover's turn policy
     jobs: list[str]
     why: str  # each job to blame: "name: failed alone (its last error line)", or "name: refused (...)"
+    # the run was stopped (Ctrl-C, a signal, --timeout) before its turn came: nothing of it was to blame
+    stopped_first: bool = False
 
     @property
     def label(self) -> str:
@@ -529,7 +532,8 @@ def not_started_lines(units: list[NotStarted]) -> list[str]:
         by_reason.setdefault((unit.group, unit.why), []).append(unit)
     return [
         f"{f'group {group}: ' if group is not None else ''}not started: "
-        f"{', '.join(dict.fromkeys(unit.label for unit in same))} - {why}; each would have failed the same way"
+        f"{', '.join(dict.fromkeys(unit.label for unit in same))} - {why}"
+        + ("" if same[0].stopped_first else "; each would have failed the same way")
         for (group, why), same in by_reason.items()
     ]
 

@@ -145,6 +145,22 @@ def show_run(result: Any, as_json: bool) -> None:
         makespan = "makespan: not measured, a job did not finish"
         if measured_s is not None:
             makespan = f"makespan {measured_s:.1f} s measured"
+        if schedule.get("one_after_another"):
+            planned = (
+                f"the plan predicted {schedule['sequential_makespan_s']:.1f} s for them"
+                if schedule["lengths_as_planned"]
+                else "the plan's predicted makespans are for its jobs' planned lengths, and this run gave them others"
+            )
+            report_it = xover_command("report", result.experiment)
+            console.print(
+                f"{makespan} (its jobs one after another; {planned}; `{report_it}` sets it beside the same plan's "
+                "run as planned, `xover run PLAN` with the same options)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            console.print(f"logs: {result.results_dir}")
+            return
         console.print(
             f"{makespan}; up to {overlapping} "
             f"group{'' if overlapping == 1 else 's'} ran at once ({predicted}; `xover run PLAN --mode sequential` "

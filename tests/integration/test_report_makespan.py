@@ -4,9 +4,12 @@ jobs ran alone said to be why their gains are empty. Before, only `xover run` sa
 such a run showed a groups' table of dashes with no word of why."""
 
 import json
+import os
+import socket
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import psutil
 from typer.testing import CliRunner
 
 from xover.analysis import job_summary
@@ -85,10 +88,26 @@ def test_a_planned_run_and_its_jobs_one_after_another_are_set_side_by_side_both_
     assert "no job ran alone" not in alone
     shown = json.loads(report(PLANNED, "--format", "json").stdout)["makespan"]
     assert shown == {"measured_s": 40.0, "one_after_another": False, "predicted_s": 50.0,
-                     "other_experiment": ONE_AFTER_ANOTHER, "other_s": 85.0}
+                     "other_experiment": ONE_AFTER_ANOTHER, "other_s": 85.0, "running": False}
     page = isolated_results / "r.html"
     assert report(PLANNED, "--format", "html", "--out", str(page)).exit_code == 0
     assert "<p>makespan 40.0 s measured" in page.read_text()
+
+
+def test_a_planned_run_still_running_is_said_to_be_so_not_to_have_a_job_that_did_not_finish(isolated_results):
+    """`xover report latest` while a plan's run ran said "not measured, a job did not finish" (the probe's F3)."""
+    _store(isolated_results / "xover.db", one_after_another=False)
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        running = session.get(Experiment, PLANNED)  # owned by this live process, as `xover run`'s own is
+        running.status, running.owner_host, running.owner_pid = "running", socket.gethostname(), os.getpid()
+        running.owner_started = psutil.Process().create_time()
+        for run in session.get(Experiment, PLANNED).runs:
+            if run.name == "b":
+                run.status, run.ended_at = "running", None
+    store.close()
+    assert "makespan (the plan's jobs sharing devices): not measured, still running" in _said(PLANNED)
+    assert json.loads(report(PLANNED, "--format", "json").stdout)["makespan"]["running"] is True
 
 
 def test_without_a_run_one_after_another_the_report_says_how_to_make_one(isolated_results):

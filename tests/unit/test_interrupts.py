@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine.default import DefaultExecutionContext
 
-from xover.errors import Interrupted
+from xover.errors import Interrupted, TimedOut
 from xover.run.sinks import MetricSink, deliver
 from xover.store.session import open_store
 
@@ -170,6 +170,48 @@ def test_the_units_a_failure_alone_leaves_unstarted_are_recorded_with_why(tmp_pa
                                     (0, "crossover", "work-conserving", ["good", "bad"], why)]
     # the partner that ran fine alone and lost its shared runs is named (it was said of the refused job only)
     assert f"{why}; 3 later runs with it not started (among them good's runs beside it)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cut_by, why", [(TimedOut, "the run's --timeout came first"),
+                                         (Interrupted, "the run was stopped first")])
+def test_the_units_a_stopped_run_never_started_are_recorded(monkeypatch, tmp_path, cut_by, why):
+    """Ctrl-C or --timeout during a comparison's first unit: its later units (the crossover runs, the other job
+    alone) were recorded nowhere, and the report and `report all` read as if only what ran had been asked (the
+    probe's F4). Each is recorded as not started, the run stopped first; the report's line blames no job."""
+    from types import SimpleNamespace
+
+    from xover.results import NotStarted, not_started_lines
+    from xover.run.schedule import RunContext, Scheduler, Unit
+
+    class Recorder(_Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.not_started: list[tuple] = []
+
+        def record_not_started(self, *args, **kwargs):
+            self.not_started.append((*args, kwargs))
+
+    a, b = (SimpleNamespace(name=name, device_set={0}) for name in "ab")
+    first, *later = [Unit([a], "sequential", 0), Unit([b], "sequential", 0),
+                     Unit([a, b], "crossover", 0, "work-conserving")]
+    recorder = Recorder()
+    scheduler = Scheduler(RunContext(recorder=recorder, experiment_id="e1", results_dir=tmp_path))
+
+    def started_then_cut(self, pending, running, exclusive):
+        if first in pending:
+            pending.remove(first)
+            running.append(first)
+            return
+        raise cut_by()
+
+    monkeypatch.setattr(Scheduler, "_start_ready", started_then_cut)
+    monkeypatch.setattr(Scheduler, "_stop_all", lambda self, running, status, why=None: None)
+    with pytest.raises(cut_by):
+        scheduler.run([first, *later], exclusive=True)
+    assert recorder.not_started == [(0, "sequential", None, ["b"], why, {"stopped_first": True}),
+                                    (0, "crossover", "work-conserving", ["a", "b"], why, {"stopped_first": True})]
+    said = not_started_lines([NotStarted(0, "crossover", "work-conserving", ["a", "b"], why, stopped_first=True)])
+    assert said == [f"group 0: not started: crossover (work-conserving) - {why}"]
 
 
 def test_an_interrupt_a_finalizer_swallowed_is_raised_again(capsys):

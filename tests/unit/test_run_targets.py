@@ -87,6 +87,28 @@ def test_a_plan_run_at_other_lengths_does_not_set_the_plans_makespans_beside_its
         assert ("29.4" in shown) is as_planned
 
 
+def test_a_plan_run_one_after_another_says_its_makespan_beside_the_plans_prediction_for_it(capsys):
+    """`xover run PLAN --mode sequential` printed no makespan and its JSON had no `schedule` (the probe's F6), though
+    the planned run's own line sends users to it and `xover report` has one."""
+    from xover.plan import Plan
+    from xover.results import RunOutcome, RunResult
+    from xover.run.commands import schedule_summary
+    from xover.views import show_run
+
+    plan = Plan(algo="none", hosts=[], groups=[], unplaced=[], predicted_aggregate_gain=1.0,
+                predicted_makespan_ms=29_400, sequential_makespan_ms=33_600)
+    jobs = [RunResult(name=name, group=0, status="finished", started_at=start, ended_at=end) for name, start, end in (
+        ("a", "2026-12-07 00:00:00", "2026-12-07 00:00:15"), ("b", "2026-12-07 00:00:16", "2026-12-07 00:00:36.5"))]
+    schedule = schedule_summary(jobs, plan, True, one_after_another=True)
+    assert schedule["one_after_another"] is True and schedule["measured_makespan_s"] == pytest.approx(36.5)
+    show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["sequential"], policies=[],
+                        jobs=[], groups=[], schedule=schedule), as_json=False)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert ("makespan 36.5 s measured (its jobs one after another; the plan predicted 33.6 s for them; `xover report "
+            "e` sets it beside the same plan's run as planned") in shown, shown
+    assert "ran at once" not in shown
+
+
 def test_a_plan_run_in_one_way_is_set_beside_the_plans_prediction_for_that_way():
     """`xover run PLAN --mode concurrent` showed the plan's crossover prediction beside concurrent's measurement."""
     from xover.run.commands import predicted_for

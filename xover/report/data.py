@@ -44,7 +44,7 @@ from ..results import (
 )
 from ..run.record import not_started_units, reconcile_lost
 from ..scripts import local_modules
-from ..sharing import CONCURRENT, CROSSOVER, MPS, Mode, experiment_status
+from ..sharing import CONCURRENT, CROSSOVER, MPS, OPEN_STATUSES, Mode, RunStatus, experiment_status
 from ..store.models import Experiment, PlanGroup, RecipeSnapshot, Replay, Run, SharingSegment
 from ..store.models import Plan as PlanRow
 from ..store.profiles import profile_device_ms, stored_interference
@@ -100,6 +100,7 @@ class PlanMakespan:
     predicted_s: float | None
     other_experiment: str | None = None
     other_s: float | None = None
+    running: bool = False  # a job of it has not ended yet (its makespan is not one yet)
 
     def to_json(self) -> dict[str, Any]:
         """Its shape in the JSON: every field, in order."""
@@ -383,6 +384,7 @@ def plan_makespan(session: Session, experiment: Experiment) -> PlanMakespan | No
         predicted_s=predicted_ms / 1000 if as_planned and isinstance(predicted_ms, (int, float)) else None,
         other_experiment=other.id if other is not None else None,
         other_s=_measured_makespan_s(other) if other is not None else None,
+        running=experiment.status == RunStatus.RUNNING or any(run.status in OPEN_STATUSES for run in experiment.runs),
     )
 
 

@@ -431,7 +431,8 @@ def makespan_line(makespan: PlanMakespan) -> str:
     one after another), also measured, and the plan's prediction."""
     kind = "its jobs one after another" if makespan.one_after_another else "the plan's jobs sharing devices"
     if makespan.measured_s is None:
-        return f"makespan ({kind}): not measured, a job did not finish"
+        why = "still running" if makespan.running else "a job did not finish"
+        return f"makespan ({kind}): not measured, {why}"
     line = f"makespan {makespan.measured_s:.1f} s measured ({kind}, first job's start to last job's end)"
     if makespan.predicted_s is not None:
         line += f"; the plan predicted {makespan.predicted_s:.1f} s"

@@ -277,8 +277,8 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         launcher=chosen.name,
         launcher_jobs=dict(launcher_jobs or {}),
         schedule=(
-            schedule_summary(jobs, plan, lengths_as_planned(plan, options))
-            if plan is not None and not comparison
+            schedule_summary(jobs, plan, lengths_as_planned(plan, options), one_after_another=comparison)
+            if plan is not None and (not comparison or modes == [Mode.SEQUENTIAL])
             else None
         ),
         not_started=not_started,
@@ -322,12 +322,16 @@ def predicted_for(group: GroupToRun, way: str) -> float | None:
     return group.predicted_by_sharing.get(way)
 
 
-def schedule_summary(jobs: list[RunResult], plan: Plan, lengths_as_planned: bool = True) -> dict[str, Any]:
-    """A plan run as scheduled: measured makespan (first job start to last job end; None unless every job
-    finished, as `xover report` says it: results.measured_makespan_s) next to the plan's prediction and to
-    running its jobs one after another; those two are for the plan's lengths, so they are set beside the
-    measured one only where the run kept them (not under --iterations or --seconds)."""
+def schedule_summary(
+    jobs: list[RunResult], plan: Plan, lengths_as_planned: bool = True, one_after_another: bool = False
+) -> dict[str, Any]:
+    """A plan run as scheduled, or its jobs one after another (`--mode sequential`, each job once): measured
+    makespan (first job start to last job end; None unless every job finished, as `xover report` says it:
+    results.measured_makespan_s) next to the plan's prediction and to running its jobs one after another; those two
+    are for the plan's lengths, so they are set beside the measured one only where the run kept them (not under
+    --iterations or --seconds)."""
     return {
+        "one_after_another": one_after_another,
         "measured_makespan_s": measured_makespan_s(
             (job.status, _moment(job.started_at), _moment(job.ended_at)) for job in jobs
         ),

@@ -123,6 +123,7 @@ def not_started_units(session: Session, experiment_id: str) -> list[NotStarted]:
             policy=row.detail.get("policy"),
             jobs=[str(name) for name in row.detail.get("jobs", [])],
             why=str(row.detail.get("why", "")),
+            stopped_first=bool(row.detail.get("stopped_first", False)),
         )
         for row in rows
     ]
@@ -366,10 +367,12 @@ class Recorder:
                 run.error = error
             return run.status
 
-    def record_not_started(self, group: int | None, mode: str, policy: str | None, jobs: list[str], why: str) -> None:
+    def record_not_started(
+        self, group: int | None, mode: str, policy: str | None, jobs: list[str], why: str, stopped_first: bool = False
+    ) -> None:
         """A unit the scheduler never started (a job of it was refused, or failed alone: each run of it would fail
-        the same way): no run is made for it, so a `turn_events` row of kind NOT_STARTED keeps what it was and
-        why, for the report to say (report/data.py)."""
+        the same way; or the run was stopped first, `stopped_first`): no run is made for it, so a `turn_events` row
+        of kind NOT_STARTED keeps what it was and why, for the report to say (report/data.py)."""
         with self._transaction() as session:
             session.add(
                 TurnEvent(
@@ -377,7 +380,8 @@ class Recorder:
                     group_index=group,
                     host="localhost",  # the xover that decided it
                     kind=NOT_STARTED,
-                    detail={"mode": mode, "policy": policy, "jobs": list(jobs), "why": why},
+                    detail={"mode": mode, "policy": policy, "jobs": list(jobs), "why": why}
+                    | ({"stopped_first": True} if stopped_first else {}),
                 )
             )
 

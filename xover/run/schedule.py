@@ -279,6 +279,7 @@ class Scheduler:
             status = RunStatus.TIMEOUT if isinstance(stop, TimedOut) else RunStatus.INTERRUPTED
             with uninterrupted():
                 self._stop_all(running, status)
+                self._never_started(pending, status)
             raise
         except BaseException as error:
             # a store that refused a write (a full disk): the runs say so, where it still takes that
@@ -380,6 +381,15 @@ class Scheduler:
             unit.ended = True
             return [unit]
         return []
+
+    def _never_started(self, pending: list[Unit], status: RunStatus) -> None:
+        """The units still to start when the run was stopped, each recorded as not started, so that the report
+        (and `report all`) tell what was asked and never ran, not a shorter experiment."""
+        why = "the run's --timeout came first" if status == RunStatus.TIMEOUT else "the run was stopped first"
+        for unit in pending:
+            self.context.recorder.record_not_started(
+                unit.group, unit.mode, unit.turn_policy, [job.name for job in unit.jobs], why, stopped_first=True
+            )
 
     def _skip_doomed(self, pending: list[Unit]) -> None:
         """The units still to start with a job whose script its shim refused, or that failed alone before it
