@@ -339,7 +339,7 @@ def test_the_runs_not_started_are_said_per_group_and_reason():
         "group 1: not started: concurrent - y: refused (uneven inputs with Join); each would have failed the same way",
     ]
     assert units[2].to_json() == {"group": 0, "mode": "crossover", "policy": "work-conserving",
-                                  "jobs": ["ok", "needs_data"], "why": why}
+                                  "jobs": ["ok", "needs_data"], "why": why, "stopped_first": False}
     assert not_started_lines([]) == []
 
 
