@@ -754,11 +754,6 @@ def with_overrides(recipe: Recipe, *, iterations: int | None = None, np: int | N
     if np is not None:
         if not 1 <= np <= MAX_RANKS:
             raise RecipeError(f"--np must be a whole number from 1 to {MAX_RANKS}, got {np}")
-        unfilled = (
-            None if recipe.script else batch_problem(recipe.dataset, recipe.dataset_options, recipe.batch_size, np)
-        )
-        if unfilled:
-            raise RecipeError(f"--np {np}: job {recipe.name}, field '{unfilled[0]}': {unfilled[1]}")
         changes["np"] = np
     if not changes:
         return recipe

@@ -355,9 +355,9 @@ def test_runs_not_started_after_a_failure_alone_are_said_in_every_view(isolated_
     assert [job["mode"] for job in data["jobs"]] == ["sequential", "sequential"]
     assert data["not_started"] == [
         {"group": 0, "mode": "concurrent", "policy": None, "jobs": ["a", "b"],
-         "why": "b: failed alone (RuntimeError: boom)"},
+         "why": "b: failed alone (RuntimeError: boom)", "stopped_first": False},
         {"group": 0, "mode": "crossover", "policy": "work-conserving", "jobs": ["a", "b"],
-         "why": "b: failed alone (RuntimeError: boom)"},
+         "why": "b: failed alone (RuntimeError: boom)", "stopped_first": False},
     ]
     page = isolated_results / "r.html"
     assert report(PLAN, "--format", "html", "--out", str(page)).exit_code == 0

@@ -164,15 +164,13 @@ def test_paper_recipes_are_checked_before_a_worker_builds_them(change, field, wo
      "dataset_options.max_bytes", "must be at least 10000"),  # said as the standard library missing, at run time
 ])
 def test_a_batch_the_train_split_cannot_fill_is_refused_when_the_recipe_is_read(recipe, field, words):
-    from xover.recipes import RecipeError, load_recipe, parse_recipe, with_overrides
+    from xover.recipes import RecipeError, parse_recipe
 
     base = {"name": "b", "model": "mlp", "dataset": "digits", "batch_size": 32, "optimizer": "sgd", "lr": 0.1,
             "np": 2, "seed": 1, "iterations": 3}
     with pytest.raises(RecipeError, match=f"field '{re.escape(field)}': .*{re.escape(words)}"):
         parse_recipe({**base, **recipe}, "b.toml")
     assert parse_recipe({**base, "batch_size": 750}, "b.toml").batch_size == 750  # 1500 rows on two ranks: whole
-    with pytest.raises(RecipeError, match=r"--np 64: job mlp-digits, field 'batch_size': .*at most 23"):
-        with_overrides(load_recipe("mlp-digits"), np=64)
 
 
 def test_the_python_chars_split_is_what_recipes_are_checked_against():
