@@ -133,12 +133,8 @@ def show_run(result: Any, as_json: bool) -> None:
             )
     if result.schedule is not None:
         schedule = result.schedule
-        overlapping = schedule["groups_overlapping"]
-        predicted = (
-            f"the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
-            f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions"
-            if schedule["lengths_as_planned"]
-            else "the plan's predicted makespans are for its jobs' planned lengths, and this run gave them others"
+        other_lengths = (
+            "the plan's predicted makespans are for its jobs' planned lengths, and this run gave them others"
         )
         measured_s = schedule["measured_makespan_s"]
         # as `xover report` says it (report/tables.makespan_line): a job that did not finish leaves no makespan
@@ -149,23 +145,26 @@ def show_run(result: Any, as_json: bool) -> None:
             planned = (
                 f"the plan predicted {schedule['sequential_makespan_s']:.1f} s for them"
                 if schedule["lengths_as_planned"]
-                else "the plan's predicted makespans are for its jobs' planned lengths, and this run gave them others"
+                else other_lengths
             )
-            report_it = xover_command("report", result.experiment)
-            console.print(
-                f"{makespan} (its jobs one after another; {planned}; `{report_it}` sets it beside the same plan's "
-                "run as planned, `xover run PLAN` with the same options)",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
+            line = (
+                f"{makespan} (its jobs one after another; {planned}; `{xover_command('report', result.experiment)}` "
+                "sets it beside the same plan's run as planned, `xover run PLAN` with the same options)"
             )
-            console.print(f"logs: {result.results_dir}")
-            return
-        console.print(
-            f"{makespan}; up to {overlapping} "
-            f"group{'' if overlapping == 1 else 's'} ran at once ({predicted}; `xover run PLAN --mode sequential` "
-            "with the same options runs its jobs one after another, as `make demo` does to set the two side by side)"
-        )
+        else:
+            predicted = (
+                f"the plan predicted {schedule['predicted_makespan_s']:.1f} s, and "
+                f"{schedule['sequential_makespan_s']:.1f} s for its jobs one after another: predictions"
+                if schedule["lengths_as_planned"]
+                else other_lengths
+            )
+            overlapping = schedule["groups_overlapping"]
+            line = (
+                f"{makespan}; up to {overlapping} group{'' if overlapping == 1 else 's'} ran at once ({predicted}; "
+                "`xover run PLAN --mode sequential` with the same options runs its jobs one after another, as "
+                "`make demo` does to set the two side by side)"
+            )
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"logs: {result.results_dir}")
 
 

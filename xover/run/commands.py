@@ -277,7 +277,9 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         launcher=chosen.name,
         launcher_jobs=dict(launcher_jobs or {}),
         schedule=(
-            schedule_summary(jobs, plan, lengths_as_planned(plan, options), one_after_another=comparison)
+            schedule_summary(
+                jobs, plan, lengths_as_planned(plan, options), one_after_another=modes == [Mode.SEQUENTIAL]
+            )
             if plan is not None and (not comparison or modes == [Mode.SEQUENTIAL])
             else None
         ),

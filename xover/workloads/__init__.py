@@ -133,7 +133,7 @@ def python_chars_windows(corpus_bytes: int, seq_len: int) -> tuple[int, int]:
     return train, count - train
 
 
-PYTHON_CHARS_DEFAULTS = {"seq_len": 64, "max_bytes": 400_000}
+PYTHON_CHARS_DEFAULTS = {"seq_len": 64, "max_bytes": 400_000}  # its options left out of a recipe (datasets.py)
 
 
 def train_rows(dataset: str, options: Mapping[str, Any]) -> int | None:

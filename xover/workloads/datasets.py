@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from . import DIGITS_TRAIN_ROWS, python_chars_windows, stdlib_corpus
+from . import DIGITS_TRAIN_ROWS, PYTHON_CHARS_DEFAULTS, python_chars_windows, stdlib_corpus
 
 
 @dataclass
@@ -167,7 +167,13 @@ def synthetic_tokens(
 
 
 def python_chars(
-    *, batch_size: int, rank: int, world_size: int, seed: int, seq_len: int = 64, max_bytes: int = 400_000
+    *,
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    seed: int,
+    seq_len: int = PYTHON_CHARS_DEFAULTS["seq_len"],
+    max_bytes: int = PYTHON_CHARS_DEFAULTS["max_bytes"],
 ) -> Dataset:
     """Character-level language modelling on Python's own source code (bytes as tokens)."""
     data = torch.frombuffer(bytearray(stdlib_corpus(max_bytes)), dtype=torch.uint8).long()
