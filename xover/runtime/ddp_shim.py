@@ -113,6 +113,7 @@ from ..scripts import (
     script_framework,
     script_names,
 )
+from .after_import import when_imported
 from .gradient_wait import wait_without_spinning
 from .script_turns import ScriptCoordinator
 
@@ -704,12 +705,13 @@ class DDPCrossover:
         """ZeroRedundancyOptimizer's step updates this rank's shard, then broadcasts every rank's (started
         together, then waited for): the update is compute, in the turn; the broadcasts are outside it.
         Waited for in the turn, a rank held its device while its peer waited for a turn the other job held,
-        until the lease broke it (30 s)."""
-        try:
-            from torch.distributed.optim import ZeroRedundancyOptimizer
-        except ImportError:
-            return
-        sync = getattr(ZeroRedundancyOptimizer, "_sync_params", None)
+        until the lease broke it (30 s). Adapted when the script imports it: importing it here cost every rank
+        most of a CPU-second (it imports FSDP)."""
+        when_imported("torch.distributed.optim.zero_redundancy_optimizer", self._adapt_zero_redundancy)
+
+    def _adapt_zero_redundancy(self, module) -> None:
+        optimizer_class = getattr(module, "ZeroRedundancyOptimizer", None)
+        sync = getattr(optimizer_class, "_sync_params", None)
         if sync is None or hasattr(sync, "_xover_outside_turn"):
             return
 
@@ -719,7 +721,7 @@ class DDPCrossover:
                 return sync(*args, **kwargs)
 
         setattr(sync_outside_turn, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
-        setattr(ZeroRedundancyOptimizer, "_sync_params", sync_outside_turn)  # noqa: B010 - a private method
+        setattr(optimizer_class, "_sync_params", sync_outside_turn)  # noqa: B010 - a private method
 
     def _adapt_gradient_readers(self) -> None:
         import torch.nn.utils
