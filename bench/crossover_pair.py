@@ -57,7 +57,7 @@ from xover.links import HOST, Link  # noqa: E402
 from xover.plan import predict_group  # noqa: E402
 from xover.plan.make import local_hosts  # noqa: E402
 from xover.plan.predict import pick_sharing, predict_considered  # noqa: E402
-from xover.plan.step import measurements_of, profiles_of_recipes  # noqa: E402
+from xover.plan.step import copies_named, measurements_of, profiles_of_recipes  # noqa: E402
 from xover.recipes import load_recipe  # noqa: E402
 from xover.report.data import find_experiment, jobs_and_groups  # noqa: E402
 from xover.results import RunResult  # noqa: E402
@@ -85,15 +85,8 @@ POLICY_ORDER = [DEFAULT_POLICY] + [p for p in POLICIES if p != DEFAULT_POLICY]
 def predictions(pair: list[str], bandwidth: str, engine: str) -> dict:
     """The model from the stored profiles, as `xover plan` reads them: fluid bound, each policy's
     predicted speeds."""
-    recipes = [load_recipe(name) for name in dict.fromkeys(pair)]
-    found, _, _, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=engine)
-    by_name = {profile.name: profile for profile in found}
-    profiles = []
-    for index, name in enumerate(pair):
-        profile = by_name[load_recipe(name).name]
-        if index and name in pair[:index]:  # two copies: the run names the second name#2
-            profile = dataclasses.replace(profile, name=f"{profile.name}#2")
-        profiles.append(profile)
+    recipes = copies_named([load_recipe(name) for name in pair])  # two copies: name, name#2, as the run names them
+    profiles, _, _, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=engine)
     model = model_of_profiles(profiles, POLICIES)
     blind = [dataclasses.replace(profile, interference=0.0) for profile in profiles]
     pick = plans_pick(pair, profiles, bandwidth, engine)
@@ -618,16 +611,13 @@ def run_to_run_noise(rows: list[dict]) -> float | None:
 
 def print_replan(rows: list[dict], bandwidth: str) -> None:
     """Each pair planned again now, from what this bench measured (plans learn from what ran): each way the
-    row measured, predicted against measured. Pairs of two copies of one recipe cannot be planned (a plan needs
-    distinct job names) and are left out."""
+    row measured, predicted against measured; a pair of two copies of one recipe as `xover plan` plans them
+    (name, name#2)."""
     print("\na re-plan of each pair from what it measured (the target: each measured way within 3%)")
     print(f"{'pair':36} {'engine':8} {'way':11} {'measured':>8} {'re-plan':>8} {'from':>9} {'error':>7}")
     within, total = 0, 0
     for row in rows:
-        pair = row["pair"].split(":")
-        if len(set(pair)) < 2:
-            continue
-        recipes = [load_recipe(name) for name in pair]
+        recipes = copies_named([load_recipe(name) for name in row["pair"].split(":")])
         found, _, link, _ = profiles_of_recipes(None, recipes, Link.parse(bandwidth), engine=row["engine"])
         measured = measurements_of(None, recipes, row["engine"], local_hosts(2), link)
         predicted, sources = predict_considered(found, DEFAULT_POLICY, measured=measured)

@@ -121,6 +121,19 @@ JOB_NAME_CHARS = 200  # the store's column; a second copy's mark (name#2) counts
 JOB_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{JOB_NAME_CHARS - 1}}}", re.ASCII)
 
 
+def copy_name(name: str, copy: int) -> str:
+    """The name of the `copy`-th (2, 3, ...) copy of job `name` in a group or plan: name#2. One too long to take its
+    mark is refused here, before anything runs or is written."""
+    named = f"{name}#{copy}"
+    if len(named) > JOB_NAME_CHARS:
+        raise XoverError(
+            f"job {name[:40]!r}... ({len(name)} characters) is given more than once, and its copy's name "
+            f"({len(named)} characters, name#{copy}) is over the {JOB_NAME_CHARS} a job's name may have: rename its "
+            f"file or recipe to at most {JOB_NAME_CHARS - len(named) + len(name)} characters"
+        )
+    return named
+
+
 def script_problem(script: str | os.PathLike) -> str | None:
     """What keeps `script` (as `--script` gives it) from being run as a job, in words that say what to do: not a
     regular file (a folder, a pipe, nothing there), a path the store cannot keep, or a file name that cannot name

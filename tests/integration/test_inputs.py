@@ -387,9 +387,6 @@ FLAG_CASES = [
     # spoke of `-H localhost:100000`, an option never given
     (["train", "mlp-digits", "--np", "100000"], "asks for 100000 ranks (--np, or its recipe's np) on this machine"),
     (["run", "--group", "mlp-digits", "--np", "100000"], "more than one host holds (65536)"),
-    # named no file: which of the recipes given?
-    (["plan", "mlp-digits", "recipes/mlp-digits.toml", "--devices", "2"],
-     "job name 'mlp-digits' is given twice (recipes/mlp-digits.toml both times)"),
     # a name longer than the system takes (255 bytes) was a traceback (OSError: File name too long)
     (["plan", "a" * 300 + ".toml", "--devices", "2"], "cannot be looked at: File name too long"),
     (["--db", "a" * 300 + ".db", "report", "latest"], "cannot be looked at: File name too long"),

@@ -23,7 +23,7 @@ from ..hosts import parse_hosts
 from ..links import Link
 from ..recipes import Recipe, load_recipe, profile_command, profile_ranks, profile_target, with_overrides
 from ..redact import MASK, holds_credentials, mask_argv
-from ..scripts import check_engine, local_modules
+from ..scripts import check_engine, copy_name, local_modules
 from ..sharing import MAX_GROUP
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
@@ -317,7 +317,7 @@ def plan_jobs(
         jobs, recipes, scripted = load_trace_csv(trace_csv), {}, {}
         refuse_overwriting(path, [*store_files(db), (trace_csv, "the --profiles file")], flag)
     else:
-        loaded = [with_overrides(load_recipe(given), np=np) for given in recipe_paths] + scripts
+        loaded = copies_named([with_overrides(load_recipe(given), np=np) for given in recipe_paths] + scripts)
         # the job files given and the scripts behind them, a job file's `script =` included: a plan never replaces
         # a user's code. Checked before the profiles are looked up: a bad --out is said first
         inputs = [(recipe.path, "a job file given") for recipe in loaded if recipe.path]
@@ -372,6 +372,20 @@ def plan_jobs(
         raise Interrupted(f"the plan was written whole to {path} and stored") from None
     built_in = not trace_csv and bool(recipe_paths) and any(not load_recipe(p).script for p in recipe_paths)
     return PlanWritten(plan, plan_id, str(path), link, engine if built_in else None)
+
+
+def copies_named(recipes: list[Recipe]) -> list[Recipe]:
+    """A recipe, job file or script given more than once is planned as copies of one job, named as `xover run
+    --group` names them (name, name#2, ...); two other files of one name are refused (profiles_of_recipes)."""
+    copies: dict[str, int] = {}
+    named = []
+    for recipe in recipes:
+        first = next((other for other in named if other.name == recipe.name), None)
+        if first is not None and first.label == recipe.label:
+            copies[recipe.name] = copies.get(recipe.name, 1) + 1
+            recipe = replace(recipe, name=copy_name(recipe.name, copies[recipe.name]))
+        named.append(recipe)
+    return named
 
 
 def _scripts_kept(recipes: list[Recipe]) -> list[tuple[str | Path, str]]:

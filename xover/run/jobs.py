@@ -13,7 +13,7 @@ from ..engines import DEFAULT_ENGINE
 from ..errors import XoverError
 from ..hosts import LOCAL, MAX_SLOTS, Device, canonical_host, hosts_spec, parse_hosts
 from ..recipes import Recipe
-from ..scripts import JOB_NAME_CHARS, check_engine
+from ..scripts import check_engine, copy_name
 from ..sharing import DEFAULT_WAY, WAYS
 from ..turns.policies import SlotTraits
 
@@ -124,20 +124,10 @@ def placement_on(hosts: str | None, np: int, job: str) -> dict[str, list[int]]:
 
 
 def unique_names(jobs: list[JobSpec]) -> list[JobSpec]:
-    """Two copies of one recipe in a group get distinct job names (name, name#2). A copy's name is held to
-    the length of any job's name (the store's column, the rank's start record): a name too long to take its
-    mark is refused here, before anything runs."""
+    """Two copies of one recipe in a group get distinct job names (name, name#2: scripts.copy_name)."""
     seen: dict[str, int] = {}
     for job in jobs:
         seen[job.name] = seen.get(job.name, 0) + 1
         if seen[job.name] > 1:
-            copy = f"{job.name}#{seen[job.name]}"
-            if len(copy) > JOB_NAME_CHARS:
-                raise XoverError(
-                    f"job {job.name[:40]!r}... ({len(job.name)} characters) runs more than once in the group, and "
-                    f"its copy's name ({len(copy)} characters, name#{seen[job.name]}) is over the "
-                    f"{JOB_NAME_CHARS} a job's name may have: rename its file or recipe to at most "
-                    f"{JOB_NAME_CHARS - len(copy) + len(job.name)} characters"
-                )
-            job.name = copy
+            job.name = copy_name(job.name, seen[job.name])
     return jobs
