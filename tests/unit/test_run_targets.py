@@ -222,3 +222,28 @@ def test_two_copies_of_a_script_whose_name_leaves_no_room_for_the_copys_mark_are
         else:
             [group] = _targets([], [str(script), str(script)], 5).groups
             assert [len(job.name) for job in group.jobs] == [198, 200]
+
+
+@pytest.mark.parametrize("policy, modes, picks, said", [
+    # helper-90's probe, 2026-12-07: `xover run PLAN --policy all` of a plan that picked concurrent said nothing
+    ("all", ["planned"], ["concurrent"], "--policy all: no group of the plan takes turns (it picked concurrent), so "
+     "it changes nothing; `--mode crossover` runs the plan's groups taking turns under it"),
+    ("round-robin", ["planned"], ["concurrent", "mps"], "it picked concurrent, mps"),
+    ("all", ["planned"], ["concurrent", "adaptive"], "--policy all: a plan's run takes turns under one policy "
+     "(work-conserving); `--mode crossover --policy all` compares every policy on the plan's groups"),
+    ("round-robin", ["sequential", "concurrent"], [], "--policy round-robin: --mode sequential,concurrent takes no "
+     "turns, so it changes nothing"),
+    ("round-robin", ["planned"], ["crossover"], None),
+    ("all", ["sequential", "crossover"], [], None),
+    ("all", ["adaptive"], [], None),
+    (None, ["concurrent"], [], None),
+])
+def test_a_policy_the_run_has_no_use_for_is_said(policy, modes, picks, said):
+    from xover.run.commands import policy_unused
+    from xover.run.jobs import GroupToRun
+
+    groups = [GroupToRun(index, [], sharing=pick) for index, pick in enumerate(picks)] or [GroupToRun(0, [])]
+    if said is None:
+        assert policy_unused(policy, modes, groups) is None
+    else:
+        assert said in policy_unused(policy, modes, groups)

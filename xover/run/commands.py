@@ -22,7 +22,7 @@ from ..recipes import load_recipe, with_overrides
 from ..results import RunOutcome, RunResult, measured_makespan_s
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import CPU_ONLY_VARIABLE, settings
-from ..sharing import PLANNED, Mode, adapts, modes_of
+from ..sharing import ALL, PLANNED, Mode, adapts, modes_of, turn_taking
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -148,6 +148,9 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
             f"link {chosen.link}, as the plan's profiles were taken (--bandwidth host: the unshaped network)",
             highlight=False,
         )
+    unused = policy_unused(asked.policy, modes, chosen.groups)
+    if unused:
+        print_notice(f"warning: {unused}")
     check_seconds("--seconds", asked.seconds)
     if asked.seconds is not None and asked.iterations is not None:
         raise XoverError("--seconds and --iterations: give one (--seconds sets each job's iterations)")
@@ -181,6 +184,29 @@ def run_as_asked(db: str | None, asked: RunAsked) -> RunOutcome:
     if hint:
         print_notice(hint)
     return outcome
+
+
+def policy_unused(policy: str | None, modes: list[str], groups: list[GroupToRun]) -> str | None:
+    """Words for a --policy the run has no use for (nothing takes turns; all of them, where a plan's run takes
+    one), None where it uses it."""
+    if policy is None:
+        return None
+    if modes == [PLANNED]:
+        if not any(turn_taking(group.sharing) for group in groups):
+            picks = ", ".join(sorted({group.sharing for group in groups}))
+            return (
+                f"--policy {policy}: no group of the plan takes turns (it picked {picks}), so it changes nothing; "
+                f"`--mode crossover` runs the plan's groups taking turns under it"
+            )
+        if policy == ALL:
+            return (
+                f"--policy all: a plan's run takes turns under one policy ({DEFAULT_POLICY}); `--mode crossover "
+                "--policy all` compares every policy on the plan's groups"
+            )
+        return None
+    if not any(turn_taking(mode) for mode in modes):
+        return f"--policy {policy}: --mode {','.join(modes)} takes no turns, so it changes nothing"
+    return None
 
 
 def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) -> RunOutcome:
