@@ -154,9 +154,9 @@ class Recipe:
 
     @property
     def job_hash(self) -> str:
-        """What the job computes, whatever it is called: `hash` without its `name` and `description`. Its profiles
-        are kept under it (store/profiles.py), so a renamed job file, or a recipe copied under another name, is
-        the same job."""
+        """What the job computes, whatever it is called: `hash` without its `name` and `description`, so a renamed
+        job file, or a recipe copied under another name, is the same job (its `profile_key` and `workload` leave
+        out more)."""
         return self._digest("name", "description")
 
     @property
@@ -167,10 +167,19 @@ class Recipe:
         return replace(self, max_slowdown=None).workload
 
     @property
-    def profile_keys(self) -> tuple[str, str]:
-        """The keys its stored profiles may have: its job hash, and its hash as they were keyed before 2026-12-02
-        (its name included: those hold for it under the name it had)."""
-        return self.job_hash, self.hash
+    def profile_key(self) -> str:
+        """What its profiles are kept under (store/profiles.py): its job hash without its length (iterations,
+        epochs) and `max_slowdown`, as `planned_as`. A profile measures its own steps, whatever the job's length,
+        and the plan reads the length and the protection from the recipe: a job made longer, or given another
+        `max_slowdown`, keeps its profile."""
+        return self.planned_as
+
+    @property
+    def profile_keys(self) -> tuple[str, str, str]:
+        """The keys its stored profiles may have: its profile key; its job hash, as they were keyed from 2026-12-02
+        to 2026-12-07 (its length included); and its hash, as before 2026-12-02 (its name included: those hold for
+        it under the name it had)."""
+        return self.profile_key, self.job_hash, self.hash
 
     @property
     def workload(self) -> str:

@@ -31,7 +31,8 @@ def test_a_recipe_under_another_name_or_description_is_the_same_job_but_another_
     renamed = parse_recipe({**VALID, "name": "other", "description": "the same MLP, described"}, "b.toml")
     assert renamed.job_hash == first.job_hash and renamed.workload == first.workload
     assert renamed.hash != first.hash  # the snapshot of the recipe as written keeps its name
-    assert first.profile_keys == (first.job_hash, first.hash)  # profiles keyed by the name before 2026-12-02
+    # profiles keyed with the length from 2026-12-02 to 2026-12-07, and by the name before
+    assert first.profile_keys == (first.profile_key, first.job_hash, first.hash)
     assert renamed.legacy_workload != first.legacy_workload  # ... and measurements: those hold under their name
 
 
@@ -63,10 +64,16 @@ def test_a_renamed_or_moved_script_with_the_same_content_is_the_same_job(tmp_pat
     assert moved.job_hash == first.job_hash and moved.workload == first.workload
 
 
-def test_its_length_changes_its_profile_but_not_its_measurements():
+def test_its_length_and_its_max_slowdown_keep_its_profile():
+    """A job made longer, or given a `max_slowdown`, asked for a new profile (helper-90's probe, 2026-12-07): a
+    profile measures its own steps, and the plan reads both from the recipe."""
     recipe = parse_recipe(VALID, "a.toml")
     longer = with_overrides(recipe, iterations=999)
     assert longer.workload == recipe.workload and longer.job_hash != recipe.job_hash
+    protected = parse_recipe({**VALID, "max_slowdown": 1.5}, "a.toml")
+    by_epochs = parse_recipe({**{k: v for k, v in VALID.items() if k != "iterations"}, "epochs": 3}, "a.toml")
+    assert longer.profile_key == protected.profile_key == by_epochs.profile_key == recipe.profile_key
+    assert parse_recipe({**VALID, "batch_size": 16}, "a.toml").profile_key != recipe.profile_key
 
 
 @pytest.mark.parametrize("change", [
@@ -77,6 +84,7 @@ def test_what_changes_a_built_in_models_run_is_another_job(change):
     recipe = parse_recipe(VALID, "a.toml")
     changed = parse_recipe({**VALID, **change}, "a.toml")
     assert changed.workload != recipe.workload and changed.job_hash != recipe.job_hash, change
+    assert (changed.profile_key == recipe.profile_key) == ("max_slowdown" in change), change
 
 
 def test_what_changes_a_scripts_run_is_another_job(tmp_path):

@@ -529,7 +529,8 @@ class _Profiling:
             assert self.partner_recipe is not None  # `corun` is empty without one
             partner = with_overrides(self.partner_recipe, np=recipe.np)
             partner_job = job_for(partner, job.hosts, engine=self.options.engine)
-            just_measured = [self.profiles[k] for k in self.measured if self.recipes[k].job_hash == partner.job_hash]
+            key = partner.profile_key
+            just_measured = [self.profiles[k] for k in self.measured if self.recipes[k].profile_key == key]
             profile = (
                 just_measured[0]
                 if just_measured
@@ -731,7 +732,7 @@ def _store_profile(
         snapshot = snapshot_recipe(session, recipe)  # the recipe as written, not the shortened run
         profile = Profile(
             recipe_id=snapshot.id,
-            recipe_hash=recipe.job_hash,
+            recipe_hash=recipe.profile_key,
             run_id=run_id,
             name=recipe.name,
             np=recipe.np,

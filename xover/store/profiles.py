@@ -1,8 +1,8 @@
 """Every query of the `profiles` table: what profile, plan, run, report and bench read of stored profiles.
 
 A profile is found by recipe content where a job is about to run as profiled (`find_profile`): its
-`Recipe.job_hash`, whatever the job is called, or its `Recipe.hash` (its name included) as profiles were keyed
-before 2026-12-02 (`Recipe.profile_keys`; a function given one key finds that one); and by recipe name where
+`Recipe.profile_key`, whatever the job is called and however long it runs, or the keys profiles had before
+(`Recipe.profile_keys`; a function given one key finds that one); and by recipe name where
 a job already ran (a run's recipe carries the iterations --seconds chose, so its hash is not the profiled one's;
 a second copy of a job runs as name#2), else by its run's recipe as stored, but for its name, description and
 length (a renamed job file ran from the profile taken under its first name). A profile is reused and planned
