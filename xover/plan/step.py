@@ -378,7 +378,7 @@ def copies_named(recipes: list[Recipe]) -> list[Recipe]:
     """A recipe, job file or script given more than once is planned as copies of one job, named as `xover run
     --group` names them (name, name#2, ...); two other files of one name are refused (profiles_of_recipes)."""
     copies: dict[str, int] = {}
-    named = []
+    named: list[Recipe] = []
     for recipe in recipes:
         first = next((other for other in named if other.name == recipe.name), None)
         if first is not None and first.label == recipe.label:
