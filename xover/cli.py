@@ -706,8 +706,8 @@ SIMULATE_HELP = {
     "bandwidth": "Stored profiles: those taken at this link rate.",
     "engine": "Stored profiles: those taken under this engine, horovod (default) or torch.",
     "assign": (
-        "Philly's and Helios' traces name no model: draw each job's from these, e.g. resnet,bert (a name given "
-        "twice is drawn twice as often)."
+        "Philly's and Helios' traces name no model: draw each job's from these, e.g. resnet-synthetic,bert-base-tokens "
+        "(recipes with stored profiles, or --profiles' names; a name given twice is drawn twice as often)."
     ),
     "seed": "Seed of --assign's draw: a whole number from 0 to 2**63-1.",
     "restart_s": "Seconds a (re)start costs a job where the trace says nothing (Muri's give theirs).",

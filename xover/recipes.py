@@ -169,10 +169,10 @@ class Recipe:
     @property
     def profile_key(self) -> str:
         """What its profiles are kept under (store/profiles.py): its job hash without its length (iterations,
-        epochs) and `max_slowdown`, as `planned_as`. A profile measures its own steps, whatever the job's length,
-        and the plan reads the length and the protection from the recipe: a job made longer, or given another
-        `max_slowdown`, keeps its profile."""
-        return self.planned_as
+        epochs), `max_slowdown` and `memory_gb`. A profile measures its own steps, whatever the job's length, and
+        the plan reads the length, the protection and the memory it assumes from the recipe: a job made longer,
+        or given another `max_slowdown` or `memory_gb`, keeps its profile."""
+        return replace(self, iterations=None, epochs=None, max_slowdown=None, memory_gb=None).job_hash
 
     @property
     def profile_keys(self) -> tuple[str, str, str]:

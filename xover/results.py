@@ -36,6 +36,13 @@ def measured_makespan_s(runs: Iterable[tuple[str | None, datetime | None, dateti
     return (max(end for _, _, end in spans if end) - min(start for _, start, _ in spans if start)).total_seconds()
 
 
+def kept_plan_lengths(planned: Mapping[str, int | None], ran: Iterable[tuple[str | None, int | None]]) -> bool:
+    """Whether every job of a plan's run ran the length the plan predicted for: each (job name, iterations it
+    was given) against the plan's iterations of that job. A job file without `iterations` runs its script to
+    its own end, not the plan's default length. `xover run`'s line and `xover report`'s both ask this."""
+    return all(name is not None and iterations == planned.get(name) for name, iterations in ran)
+
+
 # a job sharing its devices is at most as fast as alone: beyond this, what ran alone was slowed (noise below it),
 # and every figure relative to that run reads high (analysis warns; run/learn.py keeps no such comparison)
 FASTER_THAN_ALONE = 0.1

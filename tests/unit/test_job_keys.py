@@ -76,6 +76,16 @@ def test_its_length_and_its_max_slowdown_keep_its_profile():
     assert parse_recipe({**VALID, "batch_size": 16}, "a.toml").profile_key != recipe.profile_key
 
 
+def test_the_memory_a_job_file_tells_the_planner_keeps_its_profile(tmp_path):
+    """`memory_gb = 0.5` added to a profiled job file asked for a new profile, and plan refused the job until then
+    (helper-92's probe, 2026-12-07): the planner reads it from the job file, in place of the measured peak."""
+    (tmp_path / "train.py").write_bytes(HOROVOD.read_bytes())
+    job = 'script = "train.py"\nnp = 2\n'
+    first = load_recipe(_job_file(tmp_path, "job.toml", job))
+    told = load_recipe(_job_file(tmp_path, "job.toml", job + "memory_gb = 0.5\n"))
+    assert told.memory_gb == 0.5 and told.profile_key == first.profile_key and told.job_hash != first.job_hash
+
+
 @pytest.mark.parametrize("change", [
     {"batch_size": 16}, {"optimizer": "adam"}, {"lr": 0.2}, {"np": 4}, {"seed": 2},
     {"max_slowdown": 1.5}, {"precision": "bf16"}, {"model_options": {"hidden": 64}},

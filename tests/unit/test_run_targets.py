@@ -130,20 +130,28 @@ def test_the_profile_a_job_across_hosts_needs_names_its_hosts():
 
 
 def test_a_plan_run_with_its_own_iterations_keeps_its_lengths():
-    """`xover run PLAN --iterations 5` where the plan's jobs run 5 said the run gave them other lengths."""
+    """`xover run PLAN --iterations 5` where the plan's jobs run 5 said the run gave them other lengths; a job file
+    without `iterations` (its script run to its own end, the plan's 100 a default) was said to keep the plan's length,
+    where `xover report` of the same run said otherwise (helper-92's probe, 2026-12-07)."""
     from types import SimpleNamespace
 
     from xover.run.commands import lengths_as_planned
 
-    plan = SimpleNamespace(groups=[SimpleNamespace(jobs=[SimpleNamespace(iterations=5), SimpleNamespace(iterations=5)])],
+    plan = SimpleNamespace(groups=[SimpleNamespace(jobs=[SimpleNamespace(name="a", iterations=5),
+                                                         SimpleNamespace(name="b", iterations=5)])],
                            predicted_for_its_jobs=True)
-    assert lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=None))
-    assert lengths_as_planned(plan, SimpleNamespace(iterations=5, seconds=None))
-    assert not lengths_as_planned(plan, SimpleNamespace(iterations=6, seconds=None))
-    assert not lengths_as_planned(plan, SimpleNamespace(iterations=None, seconds=15.0))
+
+    def ran(a, b):
+        return [SimpleNamespace(name="a", iterations_planned=a), SimpleNamespace(name="b", iterations_planned=b)]
+
+    kept = SimpleNamespace(seconds=None)
+    assert lengths_as_planned(plan, kept, ran(5, 5))
+    assert not lengths_as_planned(plan, kept, ran(6, 6))  # --iterations 6
+    assert not lengths_as_planned(plan, kept, ran(5, None))  # a script to its own end
+    assert not lengths_as_planned(plan, SimpleNamespace(seconds=15.0), ran(5, 5))
     # a plan file whose jobs were edited by hand after its predictions (Plan.predicted_for_its_jobs)
     edited = SimpleNamespace(**{**vars(plan), "predicted_for_its_jobs": False})
-    assert not lengths_as_planned(edited, SimpleNamespace(iterations=None, seconds=None))
+    assert not lengths_as_planned(edited, kept, ran(5, 5))
 
 
 def _plan_file(tmp_path, device_kind=None, host="localhost"):

@@ -39,6 +39,7 @@ from ..results import (
     NotStarted,
     ParityResult,
     RunResult,
+    kept_plan_lengths,
     measured_makespan_s,
     mode_rank,
 )
@@ -373,7 +374,10 @@ def plan_makespan(session: Session, experiment: Experiment) -> PlanMakespan | No
     planned_jobs = body.get("jobs", {})
     as_planned = (
         not info.lengths_in_seconds
-        and all(run.iterations_planned == planned_jobs.get(run.name, {}).get("iterations") for run in experiment.runs)
+        and kept_plan_lengths(
+            {name: job.get("iterations") for name, job in planned_jobs.items()},
+            [(run.name, run.iterations_planned) for run in experiment.runs],
+        )
         and _predicted_for_its_jobs(body)
     )
     predicted_ms = body.get("sequential_makespan_ms" if one_after_another else "predicted_makespan_ms")

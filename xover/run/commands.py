@@ -19,7 +19,7 @@ from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
-from ..results import RunOutcome, RunResult, measured_makespan_s
+from ..results import RunOutcome, RunResult, kept_plan_lengths, measured_makespan_s
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import CPU_ONLY_VARIABLE, settings
 from ..sharing import ALL, PLANNED, Mode, adapts, modes_of, turn_taking
@@ -304,7 +304,7 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         launcher_jobs=dict(launcher_jobs or {}),
         schedule=(
             schedule_summary(
-                jobs, plan, lengths_as_planned(plan, options), one_after_another=modes == [Mode.SEQUENTIAL]
+                jobs, plan, lengths_as_planned(plan, options, jobs), one_after_another=modes == [Mode.SEQUENTIAL]
             )
             if plan is not None and (not comparison or modes == [Mode.SEQUENTIAL])
             else None
@@ -330,14 +330,14 @@ def metrics_exporter(port: int | None, groups: list[GroupToRun], planned: bool) 
     return sink
 
 
-def lengths_as_planned(plan: Plan, options: RunOptions) -> bool:
-    """Whether the run kept the plan's lengths: no --seconds, no --iterations other than the plan's own, and a plan
-    file whose jobs are those it predicted for (not edited by hand since)."""
+def lengths_as_planned(plan: Plan, options: RunOptions, jobs: list[RunResult]) -> bool:
+    """Whether the run kept the plan's lengths: no --seconds, every job the iterations the plan predicted for (no
+    --iterations of another length; a job file's script run to its own end is not), and a plan file whose jobs are
+    those it predicted for (not edited by hand since)."""
     if options.seconds is not None or not plan.predicted_for_its_jobs:
         return False
-    return options.iterations is None or all(
-        job.iterations == options.iterations for group in plan.groups for job in group.jobs
-    )
+    planned = {job.name: job.iterations for group in plan.groups for job in group.jobs}
+    return kept_plan_lengths(planned, [(job.name, job.iterations_planned) for job in jobs])
 
 
 def predicted_for(group: GroupToRun, way: str) -> float | None:
