@@ -186,6 +186,19 @@ def test_interference_scales_half_with_the_partners_link_share():
     assert interference_next_to(flat, [twice]) == interference_next_to(flat, [quiet]) == 0.2
 
 
+def test_a_reference_that_hardly_sent_scales_the_traffic_part_no_further_than_the_fit():
+    """On an unshaped link the reference partner sent 4% of its time: resnet-digits, measured 1.03 next to it, was
+    charged 11.4 next to mlp-digits (link share 0.82), and every pair of it predicted to lose (helper-93's probe,
+    2026-12-07). A reference share below the calibration's least counts as that least."""
+    measured = job("resnet-digits", 100, 10, interference=1.03, interference_link_share=0.039)
+    partner = job("mlp-digits", 18, 82, link_ms=82)  # link share 0.82
+    least = SHIPPED.interference_reference_share
+    assert least == 0.25
+    assert interference_next_to(measured, [partner]) == pytest.approx(1.03 * (0.5 + 0.5 * 0.82 / least))
+    at_least = dataclasses.replace(measured, interference_link_share=0.3)  # the 1 Gbit/s bench's: as it was
+    assert interference_next_to(at_least, [partner]) == pytest.approx(1.03 * (0.5 + 0.5 * 0.82 / 0.3))
+
+
 def test_a_negative_interference_is_charged_as_none():
     # measured next to a quiet reference, then paired with a partner 30 times chattier: -0.3 * 15.5
     # would make its compute take less than no time; and a job measured faster next to a partner than
