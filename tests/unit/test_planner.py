@@ -644,6 +644,26 @@ def test_a_plan_file_knows_when_its_jobs_were_edited_after_its_predictions(jobs,
         assert not plan_from_dict(edited).predicted_for_its_jobs
 
 
+def test_jobs_whose_picked_group_loses_are_grouped_again_with_a_partner_that_gains():
+    """The grouping picks by the fluid bound: here b + c (1.94), which c's interference makes lose (1.02), and a,
+    left alone beside them, stayed alone with b and c; a + b gains 1.46. One job more in a plan of a pair that
+    gained 1.44 left every job alone (helper-93's probe, 2026-12-07)."""
+    a, b = job("a", 60, 40), job("b", 20, 80, link_ms=80)
+    c = job("c", 85, 15, interference=30.0, interference_link_share=0.8)
+    assert predict_group([b, c]).fluid_bound > predict_group([a, b]).fluid_bound
+    assert predict_group([b, c]).gain < 1.05 < predict_group([a, b]).gain
+    plan = make_plan([a, b, c], [("localhost", 1)])
+    assert sorted(sorted(job.name for job in group.jobs) for group in plan.groups) == [["a", "b"], ["c"]]
+    [pair] = [group for group in plan.groups if len(group.jobs) == 2]
+    assert pair.predicted_gain == pytest.approx(predict_group([a, b]).gain, rel=0.02)
+    # and c says why it is alone ("one job: nothing to share" read as if it had been given on its own)
+    [alone] = [group for group in plan.groups if len(group.jobs) == 1]
+    assert alone.sharing_reason.startswith("not grouped: no group with it was predicted to gain more than 5%")
+    assert make_plan([c], [("localhost", 1)]).groups[0].sharing_reason == "one job: nothing to share"
+    # nothing lost, nothing grouped again: the plan of the pair alone is the same
+    assert [[job.name for job in group.jobs] for group in make_plan([a, b], [("localhost", 1)]).groups] == [["a", "b"]]
+
+
 def test_plan_for_the_documented_example():
     jobs = [
         JobProfile("resnet", 2, 130.0, 40.0, 0.2, data_ms=1.0),
