@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_shipped_values_and_where_each_came_from():
     assert (SHIPPED.link_band_leak, SHIPPED.interference_traffic_part) == (0.3, 0.5)
-    assert (SHIPPED.model_error, SHIPPED.measured_error) == (0.0775, 0.04)
+    assert (SHIPPED.model_error, SHIPPED.measured_error, SHIPPED.interference_reference_share) == (0.0775, 0.04, 0.25)
     sources = Calibration.sources()
-    assert set(sources) == {"link_band_leak", "interference_traffic_part", "model_error", "measured_error"}
+    assert set(sources) == {"link_band_leak", "interference_traffic_part", "interference_reference_share",
+                            "model_error", "measured_error"}
     measurements = (ROOT / "docs" / "measurements.md").read_text()
     for source in sources.values():
         assert source.startswith("docs/measurements.md")

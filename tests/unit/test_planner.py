@@ -186,6 +186,19 @@ def test_interference_scales_half_with_the_partners_link_share():
     assert interference_next_to(flat, [twice]) == interference_next_to(flat, [quiet]) == 0.2
 
 
+def test_a_reference_that_hardly_sent_scales_the_traffic_part_no_further_than_the_fit():
+    """On an unshaped link the reference partner sent 4% of its time: resnet-digits, measured 1.03 next to it, was
+    charged 11.4 next to mlp-digits (link share 0.82), and every pair of it predicted to lose (helper-93's probe,
+    2026-12-07). A reference share below the calibration's least counts as that least."""
+    measured = job("resnet-digits", 100, 10, interference=1.03, interference_link_share=0.039)
+    partner = job("mlp-digits", 18, 82, link_ms=82)  # link share 0.82
+    least = SHIPPED.interference_reference_share
+    assert least == 0.25
+    assert interference_next_to(measured, [partner]) == pytest.approx(1.03 * (0.5 + 0.5 * 0.82 / least))
+    at_least = dataclasses.replace(measured, interference_link_share=0.3)  # the 1 Gbit/s bench's: as it was
+    assert interference_next_to(at_least, [partner]) == pytest.approx(1.03 * (0.5 + 0.5 * 0.82 / 0.3))
+
+
 def test_a_negative_interference_is_charged_as_none():
     # measured next to a quiet reference, then paired with a partner 30 times chattier: -0.3 * 15.5
     # would make its compute take less than no time; and a job measured faster next to a partner than
@@ -629,6 +642,26 @@ def test_a_plan_file_knows_when_its_jobs_were_edited_after_its_predictions(jobs,
         edited = copy.deepcopy(document)
         edited["jobs"][plan.jobs[0].name]["iterations"] += 1
         assert not plan_from_dict(edited).predicted_for_its_jobs
+
+
+def test_jobs_whose_picked_group_loses_are_grouped_again_with_a_partner_that_gains():
+    """The grouping picks by the fluid bound: here b + c (1.94), which c's interference makes lose (1.02), and a,
+    left alone beside them, stayed alone with b and c; a + b gains 1.46. One job more in a plan of a pair that
+    gained 1.44 left every job alone (helper-93's probe, 2026-12-07)."""
+    a, b = job("a", 60, 40), job("b", 20, 80, link_ms=80)
+    c = job("c", 85, 15, interference=30.0, interference_link_share=0.8)
+    assert predict_group([b, c]).fluid_bound > predict_group([a, b]).fluid_bound
+    assert predict_group([b, c]).gain < 1.05 < predict_group([a, b]).gain
+    plan = make_plan([a, b, c], [("localhost", 1)])
+    assert sorted(sorted(job.name for job in group.jobs) for group in plan.groups) == [["a", "b"], ["c"]]
+    [pair] = [group for group in plan.groups if len(group.jobs) == 2]
+    assert pair.predicted_gain == pytest.approx(predict_group([a, b]).gain, rel=0.02)
+    # and c says why it is alone ("one job: nothing to share" read as if it had been given on its own)
+    [alone] = [group for group in plan.groups if len(group.jobs) == 1]
+    assert alone.sharing_reason.startswith("not grouped: no group with it was predicted to gain more than 5%")
+    assert make_plan([c], [("localhost", 1)]).groups[0].sharing_reason == "one job: nothing to share"
+    # nothing lost, nothing grouped again: the plan of the pair alone is the same
+    assert [[job.name for job in group.jobs] for group in make_plan([a, b], [("localhost", 1)]).groups] == [["a", "b"]]
 
 
 def test_plan_for_the_documented_example():

@@ -51,6 +51,15 @@ class Calibration:
         "interference: the measured fraction, half of it scaled by "
         "traffic* (three `make bench` runs of 2026-11-22)",
     )
+    # The least reference partner's link share the traffic part is scaled from: the split above was fitted on
+    # the 1 Gbit/s bench, whose reference shares were 0.28-0.35; on an unshaped link the reference partner sent
+    # 4% of its time (0.039), and a partner's traffic over it charged a job 11 times its measured interference
+    # (helper-93's probe, 2026-12-07). Below this share, the traffic is scaled as if the reference had sent it.
+    interference_reference_share: float = _fitted(
+        0.25,
+        f"{MEASUREMENTS}, Figures behind the design: *The reference partner's least link share* (its share on "
+        "the 1 Gbit/s bench the traffic part was fitted on: 0.28-0.35)",
+    )
     # How far the simulation's predicted gain of a way misses the measured one: the median |error| of the
     # crossover (work-conserving) prediction over the 14 rows of the newest `make bench` (2026-11-27 18:11:
     # 26.6, 11.3, 9.8, 1.8, 9.0, 5.1, 5.1, 1.4, 5.4, 6.5, 0.5, 20.1, 11.6, 10.6%). Two ways predicted closer
@@ -71,7 +80,13 @@ class Calibration:
     fitted_on: str = "shipped: xover's own 2-core CPU machine, emulated 1 Gbit/s link (docs/measurements.md)"
 
     def __post_init__(self) -> None:
-        for name in ("link_band_leak", "interference_traffic_part", "model_error", "measured_error"):
+        for name in (
+            "link_band_leak",
+            "interference_traffic_part",
+            "interference_reference_share",
+            "model_error",
+            "measured_error",
+        ):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

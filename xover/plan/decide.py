@@ -19,6 +19,7 @@ model's prediction of each group (`throughput.py`; xover's own is the simulation
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -217,8 +218,53 @@ def form_groups(
         # xover's model groups by the fluid bound (vectorised over pairs); a plan that learns reads its
         # measurements group by group instead (XoverModel.grouping_period_ms), each job known by its identity
         rules = replace(rules, period_ms=model.grouping_period_ms, identity=model.identity_of)
-    kept = dissolve_losing(ALGORITHMS[algo](profiles, rules), model, rules.min_gain_margin, until_done)
+    formed = ALGORITHMS[algo](profiles, rules)
+    kept = dissolve_losing(formed, model, rules.min_gain_margin, until_done)
+    if until_done:
+        kept = _regrouped(formed, kept, algo, rules, model)
     return [[by_name[profile.name] for profile in group] for group in kept]
+
+
+def _names(group: Sequence[JobProfile]) -> frozenset[str]:
+    return frozenset(job.name for job in group)
+
+
+def _regrouped(
+    formed: list[list[JobProfile]],
+    kept: list[list[JobProfile]],
+    algo: str,
+    rules: GroupingRules,
+    model: ThroughputModel,
+) -> list[list[JobProfile]]:
+    """A plan's groups (`kept`, from `formed` after `dissolve_losing`) with the jobs left alone grouped again among
+    themselves, every group found to lose - and any group holding one - left out, until none forms. The grouping
+    picks by the fluid bound, and a job whose pick the model said would lose stayed alone although another partner
+    gained: one job more in a plan of a pair that gained 1.44 left every job alone (helper-93's probe, 2026-12-07).
+    Not in a replay (`until_done` off), whose every event groups again."""
+    groups = [group for group in kept if len(group) > 1]
+    alone = [group[0] for group in kept if len(group) == 1]
+    losing = {_names(group) for group in formed if len(group) > 1} - {_names(group) for group in groups}
+    own_period = rules.period
+
+    def period(jobs: Sequence[JobProfile]) -> float:
+        if len(jobs) > 1 and any(lost <= _names(jobs) for lost in losing):
+            return math.inf  # saves nothing: never merged
+        return own_period(jobs)
+
+    # each job a kind of its own: what is left out is named by job
+    again = replace(rules, period_ms=period, identity=lambda job: job.name)
+    for _ in range(4 * len(formed) + 4):  # each round groups jobs or rules a group out; bounded all the same
+        if not losing or len(alone) < 2:
+            break
+        candidates = [group for group in ALGORITHMS[algo](alone, again) if len(group) > 1]
+        if not candidates:
+            break
+        new = [group for group in dissolve_losing(candidates, model, rules.min_gain_margin) if len(group) > 1]
+        losing |= {_names(group) for group in candidates} - {_names(group) for group in new}
+        grouped = set().union(*map(_names, new)) if new else set()
+        groups += new
+        alone = [job for job in alone if job.name not in grouped]
+    return groups + [[job] for job in alone]
 
 
 def dissolve_losing(

@@ -163,7 +163,10 @@ def make_plan(
         ),
     )
     groups = [[member.instance.kind for member in unit.members] for unit in step.units]
-    predicted = [_predict(group, policy, measured) for group in groups]
+    predicted = [
+        _predict(group, policy, measured, _why_alone(group[0], placeable, max_group, algo, min_gain_margin))
+        for group in groups
+    ]
     placed = place_groups(groups, hosts, [group.predicted_duration_ms for group in predicted])
     group_plans = schedule(
         [replace(predicted[group.given], devices=group.devices, wave=group.wave) for group in placed]
@@ -185,8 +188,25 @@ def chosen_sharing(jobs: Sequence[JobProfile], policy: str, measured: Measuremen
     return XoverModel(policy, measured).pick(jobs)
 
 
-def _predict(jobs: list[JobProfile], policy: str, measured: Measurements = NONE) -> GroupPlan:
-    """The group's plan before it is placed (no devices yet)."""
+def _why_alone(job: JobProfile, placeable: Sequence[JobProfile], max_group: int, algo: str, margin: float) -> str:
+    """Why `job` was planned alone, where it was: "one job: nothing to share" read as if only one had been given,
+    for jobs no partner was predicted to gain with (helper-93's probe, 2026-12-07)."""
+    if not any(other is not job and other.devices == job.devices for other in placeable):
+        return (
+            "one job: nothing to share"
+            if len(placeable) == 1
+            else f"no other job of {job.devices} devices to share with"
+        )
+    if max_group == 1 or algo == "none":
+        return "not grouped: --max-group 1" if max_group == 1 else "not grouped: --algo none"
+    return (
+        f"not grouped: no group with it was predicted to gain more than {margin:.0%} together, within --max-group "
+        "and the devices' memory"
+    )
+
+
+def _predict(jobs: list[JobProfile], policy: str, measured: Measurements = NONE, alone_because: str = "") -> GroupPlan:
+    """The group's plan before it is placed (no devices yet); `alone_because`: why a job alone is."""
     pick = chosen_sharing(jobs, policy, measured)
     prediction, considered = pick.prediction, dict(pick.considered)
     if prediction.sharing not in considered:  # adaptive, picked: predicted as the better of its two ways
@@ -207,7 +227,7 @@ def _predict(jobs: list[JobProfile], policy: str, measured: Measurements = NONE)
         predicted_by_sharing={} if alone else {sharing: p.gain for sharing, p in considered.items()},
         predicted_from={} if alone else {way: pick.sources.get(way, "simulated") for way in considered},
         measured_runs={} if alone else measured_runs(considered, pick.sources),
-        sharing_reason="one job: nothing to share" if alone else pick.reason,
+        sharing_reason=(alone_because or "one job: nothing to share") if alone else pick.reason,
     )
 
 

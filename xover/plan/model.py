@@ -242,7 +242,8 @@ def interference_next_to(job: JobProfile, partners: Sequence[JobProfile], calibr
     its traffic part (`calibration.interference_traffic_part`: the partners' communication - the kernel's
     TCP work, the engines' copies and reductions, the cache lines they evict, all on the cores the job
     computes on) scaled by the partners' link shares summed, over the reference partner's; the rest is
-    paid next to any partner (sharing caches across a turn change). Without a reference share it is the
+    paid next to any partner (sharing caches across a turn change); a reference share below the calibration's
+    least counts as that least (the fit's range). Without a reference share it is the
     measured value whatever the partners. Never below 0: a job measured faster next to a partner than
     alone was disturbed alone, its measurement's noise larger than most jobs' interference
     (docs/measurements.md, *Interference never below none*)."""
@@ -250,7 +251,9 @@ def interference_next_to(job: JobProfile, partners: Sequence[JobProfile], calibr
         return 0.0
     charged = job.interference
     if job.interference_link_share is not None:
-        traffic = sum(partner.link_share for partner in partners) / job.interference_link_share
+        # a reference that hardly sent measured hardly any traffic part: not scaled up from it past the fit
+        reference = max(job.interference_link_share, calibration.interference_reference_share)
+        traffic = sum(partner.link_share for partner in partners) / reference
         part = calibration.interference_traffic_part
         charged *= 1.0 - part + part * traffic
     return max(0.0, charged)
