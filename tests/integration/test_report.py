@@ -806,3 +806,26 @@ def test_the_plan_of_a_run_given_by_a_relative_path_is_not_written_over(isolated
     assert refused.exit_code == 2, refused.output
     assert "that is the plan of experiment 20261207-140000-f7f7; writing there would destroy it" in refused.output
     assert Path("t/plan.json").read_text() == before
+
+
+def test_a_job_of_the_longest_name_leaves_the_pictures_room(isolated_results):
+    """A job name of 200 characters (allowed) squeezed the loss picture into a sliver beside its legend, and every
+    report of it printed matplotlib's "constrained_layout not applied" (helper-90's probe, 2026-12-07)."""
+    import warnings
+
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    long_name = "a" * 190 + "-long#2"
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        for run in session.scalars(select(Run).where(Run.name == "b")):
+            run.name = long_name
+    store.close()
+    page = isolated_results / "r.html"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a layout matplotlib cannot make is a warning: here, a failure
+        result = report(PLAN, "--format", "html", "--out", str(page))
+    assert result.exit_code == 0, result.output
+    pictures = sorted(path.name for path in page.parent.glob("r_files/*.png")) or sorted(
+        path.name for path in page.parent.rglob("*.png"))
+    assert "losses.png" in pictures, pictures

@@ -30,6 +30,7 @@ MODE_COLOURS = {
 }
 JOB_COLOURS = ["#3b6fb6", "#d1495b", "#2a9d8f", "#8e6bb8", "#e8893a", "#6a994e", "#b5838d", "#457b9d"]
 TIMELINE_ITERATIONS = 8
+SHOWN_NAME_CHARS = 40
 DPI = 110
 
 
@@ -132,7 +133,13 @@ def timeline_picture(report: ExperimentReport, path: Path) -> bool:
 
 
 def _job_label(job: RunResult) -> str:
-    return (job.name or "") + (f"  (turn {job.slot})" if job.slot is not None else "")
+    return _shown(job.name or "") + (f"  (turn {job.slot})" if job.slot is not None else "")
+
+
+def _shown(name: str) -> str:
+    """A job's name as a picture shows it: one of up to 200 characters squeezed the plot into a sliver (and
+    matplotlib warned on every report); its start and its end (a copy's #2) kept."""
+    return name if len(name) <= SHOWN_NAME_CHARS else f"{name[: SHOWN_NAME_CHARS - 13]}...{name[-10:]}"
 
 
 def _patch(colour: str, label: str):
@@ -176,7 +183,8 @@ def throughput_picture(groups: list[GroupReport], experiment_id: str, path: Path
         )
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
     ax.axhline(1.0, color="#333333", linewidth=0.8, linestyle=":")
-    ax.set_xticks(range(len(groups)), [f"group {g.group}\n" + " + ".join(g.jobs) for g in groups], fontsize=8)
+    labels = [f"group {g.group}\n" + " + ".join(map(_shown, g.jobs)) for g in groups]
+    ax.set_xticks(range(len(groups)), labels, fontsize=8)
     ax.set_ylabel("aggregate throughput (jobs' worth, alone = 1)")
     ax.set_ylim(0, max(1.2, *(getattr(g, k) or 0 for g in groups for _, k in series)) * 1.18)
     ax.legend(ncols=4, fontsize=8, loc="upper left", frameon=False)
@@ -241,7 +249,7 @@ def losses_picture(report: ExperimentReport, path: Path) -> bool:
             alpha=0.55 if alone else 1.0,
             marker=None if alone else "x",
             markersize=4,
-            label=f"{job.name} ({job.mode})",
+            label=f"{_shown(job.name or '')} ({job.mode})",
         )
     ax.set_xlabel("iteration")
     ax.set_ylabel("training loss (rank 0)")
@@ -282,7 +290,7 @@ def predicted_vs_measured_picture(points: list[GainPoint], highlight: str | None
     for point in points:
         if point.experiment == highlight:
             ax.annotate(
-                " + ".join(point.jobs),
+                " + ".join(map(_shown, point.jobs)),
                 (point.predicted_gain, point.measured_gain),
                 fontsize=7,
                 textcoords="offset points",
@@ -331,8 +339,9 @@ def adaptive_picture(groups: list[GroupReport], experiment_id: str, path: Path) 
             if segment.get("aggregate") is not None and segment["kind"] == "probe":
                 ax.text(start + length / 2, 0.5, f"{segment['aggregate']:.2f}", ha="center", va="center", fontsize=7)
         shares = ", ".join(f"{way} {share:.0%}" for way, share in group.time_in_ways.items())
+        jobs = " + ".join(map(_shown, group.jobs))
         ax.set_title(
-            f"group {group.group} ({' + '.join(group.jobs)}): settled in {group.adaptive_way or '-'}; time: {shares}",
+            f"group {group.group} ({jobs}): settled in {group.adaptive_way or '-'}; time: {shares}",
             loc="left",
             fontsize=9,
         )
