@@ -208,9 +208,14 @@ def compare(
         if window is not None and any(_inside(rows, window) < MIN_WINDOW_ITERATIONS for rows in runs):
             window = None  # too short to say anything: whole runs, and the overlap warning says so
         total = 0.0
+        overlap = _overlap(runs, together if len(runs) > 1 else None)
         # jobs that never ran together past their warm-up (one ended before another began) shared nothing: each
-        # near its speed alone, their sum would read as a gain (2.54 of a bound of 1.77, the best way measured)
-        apart = len(positions) > 1 and together is None
+        # near its speed alone, their sum would read as a gain (2.54 of a bound of 1.77, the best way measured);
+        # nor did jobs that ran together for too short a window and a small part of their runs, whose whole runs,
+        # mostly alone, were compared instead (2.02 at 16% together, a helper's probe of 2026-12-07)
+        apart = len(positions) > 1 and (
+            together is None or (window is None and overlap is not None and overlap < LEAST_OVERLAP)
+        )
         complete = not apart
         for position, rows in zip(positions, runs):
             job = jobs[position]
@@ -228,7 +233,7 @@ def compare(
         entries[index][kind] = PolicyResult(
             aggregate=total if complete else None,
             window_s=window[1] - window[0] if window else None,
-            overlap=_overlap(runs, overlap_window(runs) if len(runs) > 1 else None),
+            overlap=overlap,
             starts_apart_s=_starts_apart(runs) if len(runs) > 1 else None,
         )
     groups = []
@@ -280,6 +285,9 @@ def compare(
 
 
 MIN_WINDOW_ITERATIONS = 3
+# Below this share of a mode's time together, its figures are said to rest on a short window; with a window too
+# short to measure in as well, the mode has no figure.
+LEAST_OVERLAP = 0.5
 
 
 def _inside(rows: Sequence[Row], window: tuple[float, float]) -> int:
@@ -433,7 +441,7 @@ def drift_warnings(groups: Sequence[GroupReport], tolerance: float = ALONE_DRIFT
 
 def overlap_warnings(
     groups: Sequence[GroupComparison],
-    least: float = 0.5,
+    least: float = LEAST_OVERLAP,
     lengths_in_seconds: bool = False,
     jobs: Sequence[RunResult] = (),
 ) -> list[str]:
@@ -481,7 +489,7 @@ def overlap_warnings(
                         + f" {said}, so "
                         + (
                             "nothing of this mode is a measurement of sharing"
-                            if overlap == 0.0
+                            if overlap == 0.0 or not window
                             else "its figures rest on a short window"
                         )
                         + f" ({cause})"
@@ -510,6 +518,13 @@ def overlap_warnings(
                         f"group {group.group}: the {named} jobs never ran at the same time past their warm-up "
                         f"({'; '.join(what[:-1]) or 'no window'}), so nothing of this mode is a measurement of "
                         f"sharing: no figure for it ({advice})"
+                    )
+                    continue
+                if not window:  # whole runs, mostly alone: no figure (compare)
+                    warnings.append(
+                        f"group {group.group}: the {named} jobs ran at the same time for only {overlap:.0%} of that "
+                        f"run ({'; '.join(what[:-1] + ['too short a window to measure in'])}), so nothing of this "
+                        f"mode is a measurement of sharing: no figure for it ({advice})"
                     )
                     continue
                 warnings.append(

@@ -295,6 +295,25 @@ def test_jobs_that_never_ran_together_have_no_shared_aggregate():
     assert group.concurrent_vs_sequential == pytest.approx(1.0)  # the ones that ran together keep theirs
 
 
+def test_jobs_that_ran_together_too_briefly_to_measure_have_no_shared_aggregate():
+    """Where the jobs' time together held too few iterations to measure in, their whole runs were compared: a pair
+    together for 16% of its run read crossover/sequential 2.02, the headline of `report all` (helper-93's probe,
+    2026-12-07). Below half the run together, such a mode has no figure, and the warning says so."""
+    from xover.analysis import overlap_warnings
+
+    summaries, iterations = _experiment()
+    iterations[6] = _rows(6, 30.35, 0.010, 0.030)  # a's crossover run is 30.0-30.48 s: 0.13 s of it together
+    summaries[5] = _summary(6, "b", "crossover", "work-conserving", 0, iterations[6])
+    jobs, [group] = compare([RunResult.from_summary(s) for s in summaries], iterations)
+    assert group.windows["crossover"] is None and 0 < group.crossover_overlap < 0.5
+    assert group.crossover_vs_sequential is None
+    assert all(job.speed is None for job in jobs if job.mode == "crossover")
+    assert group.concurrent_vs_sequential == pytest.approx(1.0)  # the ones that ran together keep theirs
+    [warning] = overlap_warnings([group])
+    assert "too short a window to measure in), so nothing of this mode is a measurement of sharing: no figure" in (
+        warning), warning
+
+
 def test_a_run_alone_that_did_not_finish_has_no_speed_figures():
     """A job that failed alone at its 4th of 20 iterations showed slowdown 1.00 and its samples/s as if shared."""
     summaries, iterations = _experiment()
