@@ -385,8 +385,9 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             DIGITS,
         )
         print_table(
-            "adaptive, its timeline: warm-up, probe windows (each job's speed relative to alone over the "
-            "window), and each decision with the figures it was made on",
+            "adaptive, its timeline: warm-up, probe windows (each job's speed over the window relative to its "
+            "iteration alone as the group knew it while it ran - its profile's, else its run alone here - so not "
+            "always the run alone the table above sets it against), and each decision with the figures it was made on",
             TIMELINE_COLUMNS,
             display_rows(timeline_rows(every_group)),
             {**DIGITS, "from_s": 1, "to_s": 1, "aggregate": 3, "error": 3},
