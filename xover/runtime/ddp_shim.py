@@ -113,7 +113,6 @@ from ..scripts import (
     script_framework,
     script_names,
 )
-from .after_import import when_imported
 from .gradient_wait import wait_without_spinning
 from .script_turns import ScriptCoordinator
 
@@ -705,13 +704,16 @@ class DDPCrossover:
         """ZeroRedundancyOptimizer's step updates this rank's shard, then broadcasts every rank's (started
         together, then waited for): the update is compute, in the turn; the broadcasts are outside it.
         Waited for in the turn, a rank held its device while its peer waited for a turn the other job held,
-        until the lease broke it (30 s). Adapted when the script imports it: importing it here cost every rank
-        most of a CPU-second (it imports FSDP)."""
-        when_imported("torch.distributed.optim.zero_redundancy_optimizer", self._adapt_zero_redundancy)
-
-    def _adapt_zero_redundancy(self, module) -> None:
-        optimizer_class = getattr(module, "ZeroRedundancyOptimizer", None)
-        sync = getattr(optimizer_class, "_sync_params", None)
+        until the lease broke it (30 s). Imported here, in every rank, though few scripts use it (0.9 CPU-s on its
+        own): adapted only when the script imported it (2026-12-07), a script's `file://` rendezvous file stayed
+        after its ranks ended - what it imports (torch._dynamo's modules among them), imported instead after the
+        script's init_process_group, kept the store alive through the rank's exit without teardown
+        (tests/e2e/test_ddp.py::test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute)."""
+        try:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+        except ImportError:
+            return
+        sync = getattr(ZeroRedundancyOptimizer, "_sync_params", None)
         if sync is None or hasattr(sync, "_xover_outside_turn"):
             return
 
@@ -721,7 +723,7 @@ class DDPCrossover:
                 return sync(*args, **kwargs)
 
         setattr(sync_outside_turn, "_xover_outside_turn", True)  # noqa: B010 - marks it adapted already
-        setattr(optimizer_class, "_sync_params", sync_outside_turn)  # noqa: B010 - a private method
+        setattr(ZeroRedundancyOptimizer, "_sync_params", sync_outside_turn)  # noqa: B010 - a private method
 
     def _adapt_gradient_readers(self) -> None:
         import torch.nn.utils
