@@ -212,7 +212,7 @@ def compare(
         # jobs that never ran together past their warm-up (one ended before another began) shared nothing: each
         # near its speed alone, their sum would read as a gain (2.54 of a bound of 1.77, the best way measured);
         # nor did jobs that ran together for too short a window and a small part of their runs, whose whole runs,
-        # mostly alone, were compared instead (2.02 at 16% together, a helper's probe of 2026-12-07)
+        # mostly alone, would be compared instead (docs/measurements.md, *A tenth round of probes*)
         apart = len(positions) > 1 and (
             together is None or (window is None and overlap is not None and overlap < LEAST_OVERLAP)
         )

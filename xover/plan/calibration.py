@@ -51,10 +51,8 @@ class Calibration:
         "interference: the measured fraction, half of it scaled by "
         "traffic* (three `make bench` runs of 2026-11-22)",
     )
-    # The least reference partner's link share the traffic part is scaled from: the split above was fitted on
-    # the 1 Gbit/s bench, whose reference shares were 0.28-0.35; on an unshaped link the reference partner sent
-    # 4% of its time (0.039), and a partner's traffic over it charged a job 11 times its measured interference
-    # (helper-93's probe, 2026-12-07). Below this share, the traffic is scaled as if the reference had sent it.
+    # The least reference partner's link share the traffic part is scaled from (the range the split above was
+    # fitted over): below it, the traffic is scaled as if the reference had sent this much.
     interference_reference_share: float = _fitted(
         0.25,
         f"{MEASUREMENTS}, Figures behind the design: *The reference partner's least link share* (its share on "

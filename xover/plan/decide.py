@@ -238,16 +238,16 @@ def _regrouped(
 ) -> list[list[JobProfile]]:
     """A plan's groups (`kept`, from `formed` after `dissolve_losing`) with the jobs left alone grouped again among
     themselves, every group found to lose - and any group holding one - left out, until none forms. The grouping
-    picks by the fluid bound, and a job whose pick the model said would lose stayed alone although another partner
-    gained: one job more in a plan of a pair that gained 1.44 left every job alone (helper-93's probe, 2026-12-07).
-    Not in a replay (`until_done` off), whose every event groups again."""
+    picks by the fluid bound, and a job whose pick the model said would lose would stay alone although another
+    partner gained. Not in a replay (`until_done` off), whose every event groups again."""
     groups = [group for group in kept if len(group) > 1]
     alone = [group[0] for group in kept if len(group) == 1]
     losing = {_names(group) for group in formed if len(group) > 1} - {_names(group) for group in groups}
     own_period = rules.period
 
     def period(jobs: Sequence[JobProfile]) -> float:
-        if len(jobs) > 1 and any(lost <= _names(jobs) for lost in losing):
+        names = _names(jobs)
+        if len(names) > 1 and any(lost <= names for lost in losing):
             return math.inf  # saves nothing: never merged
         return own_period(jobs)
 

@@ -164,7 +164,12 @@ def make_plan(
     )
     groups = [[member.instance.kind for member in unit.members] for unit in step.units]
     predicted = [
-        _predict(group, policy, measured, _why_alone(group[0], placeable, max_group, algo, min_gain_margin))
+        _predict(
+            group,
+            policy,
+            measured,
+            _why_alone(group[0], placeable, max_group, algo, min_gain_margin) if len(group) == 1 else "",
+        )
         for group in groups
     ]
     placed = place_groups(groups, hosts, [group.predicted_duration_ms for group in predicted])
@@ -189,16 +194,18 @@ def chosen_sharing(jobs: Sequence[JobProfile], policy: str, measured: Measuremen
 
 
 def _why_alone(job: JobProfile, placeable: Sequence[JobProfile], max_group: int, algo: str, margin: float) -> str:
-    """Why `job` was planned alone, where it was: "one job: nothing to share" read as if only one had been given,
-    for jobs no partner was predicted to gain with (helper-93's probe, 2026-12-07)."""
+    """Why `job` was planned alone: one job given, none of its device count to share with, or no group with it
+    predicted to gain."""
     if not any(other is not job and other.devices == job.devices for other in placeable):
         return (
             "one job: nothing to share"
             if len(placeable) == 1
             else f"no other job of {job.devices} devices to share with"
         )
-    if max_group == 1 or algo == "none":
-        return "not grouped: --max-group 1" if max_group == 1 else "not grouped: --algo none"
+    if max_group == 1:
+        return "not grouped: --max-group 1"
+    if algo == "none":
+        return "not grouped: --algo none"
     return (
         f"not grouped: no group with it was predicted to gain more than {margin:.0%} together, within --max-group "
         "and the devices' memory"

@@ -704,11 +704,9 @@ class DDPCrossover:
         """ZeroRedundancyOptimizer's step updates this rank's shard, then broadcasts every rank's (started
         together, then waited for): the update is compute, in the turn; the broadcasts are outside it.
         Waited for in the turn, a rank held its device while its peer waited for a turn the other job held,
-        until the lease broke it (30 s). Imported here, in every rank, though few scripts use it (0.9 CPU-s on its
-        own): adapted only when the script imported it (2026-12-07), a script's `file://` rendezvous file stayed
-        after its ranks ended - what it imports (torch._dynamo's modules among them), imported instead after the
-        script's init_process_group, kept the store alive through the rank's exit without teardown
-        (tests/e2e/test_ddp.py::test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute)."""
+        until the lease broke it (30 s). Imported here, in every rank, though few scripts use it: imported only
+        after the script's init_process_group, what it imports kept a `file://` rendezvous's store alive through
+        the rank's exit without teardown, and its file stayed (docs/measurements.md, *A tenth round of probes*)."""
         try:
             from torch.distributed.optim import ZeroRedundancyOptimizer
         except ImportError:
