@@ -231,6 +231,33 @@ def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
     assert "b's run alone" not in output
 
 
+def _profile_with_interference(db: Path, interference: float, created: datetime) -> None:
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        for name, compute_ms in (("a", 30.0), ("b", 10.0)):
+            session.add(Profile(recipe_id=recipe.id, recipe_hash="h", name=name, np=2, bandwidth="host",
+                                hardware="x", iterations=10, data_ms=0.0, compute_ms=compute_ms, comm_ms=10.0,
+                                iteration_ms=compute_ms + 10.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1,
+                                link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={}, created_at=created,
+                                interference=interference, corun_partner_link_share=0.3))
+    store.close()
+
+
+def test_a_profile_taken_after_the_run_leaves_its_reports_model_as_it_was(isolated_results):
+    """The model of a group (its prediction without turns charges each job's interference) reads the profiles as they
+    were when the experiment began: a later `xover profile` changed an old report's predictions and errors, and what
+    MLflow was sent again."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    _profile_with_interference(db, 0.1, datetime(2025, 1, 1))
+    before = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    _profile_with_interference(db, 0.9, datetime(2030, 1, 1))  # taken after the run
+    assert json.loads(report("plan", "--format", "json").stdout)["groups"] == before
+    assert {job["name"]: job.get("interference") for job in json.loads(report("plan", "--format", "json").stdout)[
+        "jobs"] if job["mode"] == "sequential"} == {"a": pytest.approx(0.1), "b": pytest.approx(0.1)}
+
+
 def test_a_renamed_jobs_run_is_compared_with_the_profile_it_reused(isolated_results):
     """A job file renamed after it was profiled is planned and run from the profile taken under its first name
     (store/profiles.py finds profiles by what a job computes); its report finds that profile too (by name alone it
