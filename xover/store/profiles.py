@@ -101,15 +101,27 @@ def profiled_links(store: Store, keys: list[tuple[str | Sequence[str], int, str]
         ]
 
 
-def other_engines(store: Store, recipe_hash: str | Sequence[str], np: int, engine: str) -> list[str]:
+def other_engines(
+    store: Store,
+    recipe_hash: str | Sequence[str],
+    np: int,
+    engine: str,
+    hosts: int | None = None,
+    bandwidth: str | None = None,
+) -> list[str]:
     """The engines other than `engine` that a recipe at this np has profiles under (under this process's
-    settings), sorted."""
+    settings; over `hosts` hosts and at `bandwidth`, where given: a profile of another shape would not be
+    found under that engine either), sorted."""
+    shape = [
+        *([Profile.hosts == hosts] if hosts is not None else []),
+        *([Profile.bandwidth == bandwidth] if bandwidth is not None else []),
+    ]
     with store.session() as session:
         return sorted(
             set(
                 session.scalars(
                     select(Profile.engine).where(
-                        _keyed(recipe_hash), Profile.np == np, Profile.engine != engine, _taken_here()
+                        _keyed(recipe_hash), Profile.np == np, Profile.engine != engine, _taken_here(), *shape
                     )
                 )
             )
