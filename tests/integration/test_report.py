@@ -258,6 +258,34 @@ def test_a_profile_taken_after_the_run_leaves_its_reports_model_as_it_was(isolat
         "jobs"] if job["mode"] == "sequential"} == {"a": pytest.approx(0.1), "b": pytest.approx(0.1)}
 
 
+def test_a_profiles_run_is_reported_after_the_warm_up_its_profile_left_out(isolated_results):
+    """`xover profile --warmup 3` of 15 iterations keeps 12 of them; its report cut 1 (the default for 15), so its
+    medians were not the figures `profile` printed and stored."""
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
+        session.add(recipe)
+        session.add(Experiment(id="20260101-000000-prof", kind="profile", command="xover profile a", status="finished"))
+        session.flush()
+        run = Run(experiment_id="20260101-000000-prof", recipe_id=recipe.id, name="a", mode="profile",
+                  hosts="localhost:2", np=2, status="finished", exit_code=0)
+        session.add(run)
+        session.flush()
+        for step in range(15):  # each step 10 ms longer than the last: every cut has its own median
+            session.add(IterationMetric(run_id=run.id, step=step, time_s=0.0, wall_time=1000.0 + step,
+                                        iteration_s=0.01 * (step + 1), data_s=0.0, compute_s=0.005 * (step + 1),
+                                        communication_s=0.005 * (step + 1), wait_s=0.0, samples=64, loss=1.0))
+        session.add(Profile(recipe_id=recipe.id, recipe_hash="h", run_id=run.id, name="a", np=2, bandwidth="host",
+                            hardware="x", iterations=12, data_ms=0.0, compute_ms=47.5, comm_ms=47.5,
+                            iteration_ms=95.0, samples_per_s=64 / 0.095, memory_gb=0.1, gradient_bytes=1,
+                            link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={}))
+    store.close()
+    [job] = json.loads(report("prof", "--format", "json").stdout)["jobs"]
+    assert job["iteration_ms"] == pytest.approx(95.0)  # steps 4-15, as the profile: 1-15 gave 85
+    assert job["compute_ms"] == pytest.approx(47.5)
+    assert job["samples_per_s"] == pytest.approx(64 * 12 / sum(0.01 * (step + 1) for step in range(3, 15)))
+
+
 def test_a_renamed_jobs_run_is_compared_with_the_profile_it_reused(isolated_results):
     """A job file renamed after it was profiled is planned and run from the profile taken under its first name
     (store/profiles.py finds profiles by what a job computes); its report finds that profile too (by name alone it
