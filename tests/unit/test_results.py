@@ -485,3 +485,24 @@ def test_xover_run_leaves_out_the_aggregate_of_a_group_none_of_whose_runs_gave_a
                         policies=["work-conserving"], jobs=[], groups=[failed, ran]), as_json=False)
     shown = capsys.readouterr().out
     assert "aggregate throughput" in shown and "1.30" in shown and "a + a#2" in shown, shown
+
+
+def test_xover_run_names_a_single_jobs_group_alone_and_says_why_a_group_has_no_gain(capsys):
+    """A plan's job alone in its group ran "sequential" in `xover run`'s table, though its plan said alone and nothing
+    ran one after another; a plan's run in one way showed its group's row of dashes without the line `xover report`
+    prints under it (no job ran alone, so no gain is measured)."""
+    from xover.links import HOST
+    from xover.results import GroupComparison, RunOutcome, RunResult
+    from xover.views import show_run
+
+    jobs = [RunResult(name=name, mode=mode, group=group, status="finished", iterations=10)
+            for name, mode, group in (("solo", "sequential", 0), ("a", "adaptive", 1), ("b", "adaptive", 1))]
+    group = GroupComparison(group=1, jobs=["a", "b"], policies={}, sequential=None, measured={"adaptive": None},
+                            overlaps={"adaptive": 0.9}, crossover_policy=None, windows={}, starts_apart={})
+    show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["planned"],
+                        policies=["work-conserving"], jobs=jobs, groups=[group]), as_json=False)
+    shown = capsys.readouterr().out
+    [solo] = [line for line in shown.splitlines() if "│ solo " in line]
+    assert "│ alone " in solo and "sequential" not in solo, solo
+    assert "group 1: no job ran alone in this experiment, so no gain is measured" in " ".join(shown.split()), shown
+    assert "crossover policy" in " ".join(shown.split())

@@ -197,9 +197,7 @@ def stored_interference(
     partner it was measured next to: the runs of a comparison are measured alone, never next to the reference
     partner. `before` is the experiment's start, so that a later profile does not change an old report's model."""
     columns = (Profile.interference, Profile.corun_partner_link_share)
-    found = _newest_of_job(
-        session, job, link, columns, Profile.interference.is_not(None), Profile.created_at <= before
-    )
+    found = _newest_of_job(session, job, link, columns, Profile.interference.is_not(None), Profile.created_at <= before)
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
