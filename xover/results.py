@@ -446,6 +446,7 @@ class GroupReport(GroupComparison):
             "simulated_without_turns": {
                 way: dataclasses.asdict(gain) for way, gain in self.model.without_turns.items()
             },
+            "crossover_predicted": self.crossover_predicted,
             "concurrent_predicted": self.concurrent_predicted,
             "concurrent_error_pct": self.concurrent_error_pct,
             "planned_sharing": self.planned_sharing,
@@ -465,6 +466,15 @@ class GroupReport(GroupComparison):
         if self.concurrent_under in self.predicted_by_sharing:
             return self.predicted_by_sharing[self.concurrent_under]
         simulated = self.model.without_turns.get(self.concurrent_under)
+        return simulated.gain if simulated is not None else None
+
+    @property
+    def crossover_predicted(self) -> float | None:
+        """Crossover's predicted gain: the plan's, else the model's simulation of the turn policy crossover ran under,
+        from the jobs' runs alone (as concurrent's, and as the predicted-against-measured picture reads it)."""
+        if self.predicted_gain is not None:
+            return self.predicted_gain
+        simulated = self.simulated.get(self.crossover_policy or "")
         return simulated.gain if simulated is not None else None
 
     @property

@@ -211,6 +211,21 @@ def test_gains_error_and_parity_from_a_plan(isolated_results):
     assert "losses" in data["pictures"] and "predicted_vs_measured" in data["pictures"]
 
 
+def test_a_group_run_without_a_plan_has_crossovers_prediction_from_the_model_as_concurrents(isolated_results):
+    """A group run without a plan showed "concurrent predicted" (the model's) and "-" under "crossover predicted",
+    though the model simulates it too (the JSON's `simulated`)."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("UPDATE experiments SET plan_id = NULL")
+    [group] = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    assert group["predicted_gain"] is None  # no plan
+    assert group["crossover_predicted"] == pytest.approx(group["simulated"]["round-robin"]["gain"])
+    assert group["crossover_predicted"] == pytest.approx(2.0)  # 30 + 10 beside 10 + 30: each a whole iteration in 40 ms
+    [row] = [line for line in report("plan").output.splitlines() if "a + b" in line and "2.00" in line][-1:]
+    assert row.count("2.00") == 2, row  # crossover measured, and its prediction
+
+
 def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
     db = isolated_results / "xover.db"
     _hand_made_store(db)

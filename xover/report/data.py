@@ -509,9 +509,7 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
     points = []
     for brief in briefs:
         for group in brief.groups:
-            simulation = group.simulated.get(group.crossover_policy or "")
-            simulated = simulation.gain if simulation is not None else None
-            predicted = group.predicted_gain if group.predicted_gain is not None else simulated
+            predicted = group.crossover_predicted
             if predicted is None or group.measured_gain is None:
                 continue
             points.append(

@@ -66,7 +66,7 @@ SHARING_COLUMNS: Columns = [
     (f"{CONCURRENT} predicted", "concurrent_predicted"),
     ("error %", "concurrent_error_pct"),
     (CROSSOVER.name, CROSSOVER.compared_as),
-    (f"{CROSSOVER} predicted", "predicted_gain"),
+    (f"{CROSSOVER} predicted", "crossover_predicted"),
     ("the plan's pick", "planned_sharing"),
     ("best measured", "best_measured"),
     ("pick / best", "pick_vs_best"),
