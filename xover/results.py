@@ -446,7 +446,6 @@ class GroupReport(GroupComparison):
             "simulated_without_turns": {
                 way: dataclasses.asdict(gain) for way, gain in self.model.without_turns.items()
             },
-            "crossover_predicted": self.crossover_predicted,
             "concurrent_predicted": self.concurrent_predicted,
             "concurrent_error_pct": self.concurrent_error_pct,
             "planned_sharing": self.planned_sharing,
@@ -457,6 +456,7 @@ class GroupReport(GroupComparison):
             "adaptive_way": self.adaptive_way,
             "adaptive_time": self.time_in_ways,
             "adaptive_timeline": self.timeline,
+            "crossover_predicted": self.crossover_predicted,  # last: the keys before it keep their places
         }
 
     @property

@@ -163,12 +163,15 @@ def test_the_reports_group_derives_its_gains_and_the_parity_is_typed():
     assert group.gain_error_pct == pytest.approx(25.0)
     shown = group.to_json()
     # the keys scripts rely on keep their order; the plan's pick and the concurrent prediction follow them
-    assert list(shown)[-19:-11] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
+    assert list(shown)[-20:-12] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
                                     "measured_gain", "of_fluid_bound", "gain_error_pct"]
-    assert list(shown)[-11:-4] == ["simulated_without_turns", "concurrent_predicted", "concurrent_error_pct",
+    assert list(shown)[-12:-5] == ["simulated_without_turns", "concurrent_predicted", "concurrent_error_pct",
                                    "planned_sharing", "predicted_by_sharing", "best_measured", "pick_vs_best"]
-    # then why the plan picked it, and an adaptive run's way, time in each way and timeline (none here)
-    assert list(shown)[-4:] == ["planned_reason", "adaptive_way", "adaptive_time", "adaptive_timeline"]
+    # then why the plan picked it, and an adaptive run's way, time in each way and timeline (none here), and
+    # crossover's prediction (the plan's, else the model's)
+    assert list(shown)[-5:] == ["planned_reason", "adaptive_way", "adaptive_time", "adaptive_timeline",
+                                "crossover_predicted"]
+    assert shown["crossover_predicted"] == pytest.approx(1.6)
     assert shown["adaptive_timeline"] == [] and shown["adaptive_time"] == {} and "adaptive_vs_best" not in shown
     # no plan: no pick; the measured best is the mode with the highest gain (crossover, 2.0, here)
     assert shown["planned_sharing"] is None and shown["best_measured"] == "crossover" and shown["pick_vs_best"] is None
