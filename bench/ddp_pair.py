@@ -36,6 +36,7 @@ from xover.analysis import group_model, profile_of_run  # noqa: E402
 from xover.links import HOST, Link  # noqa: E402
 from xover.plan import round_robin_gain, round_robin_period  # noqa: E402
 from xover.results import RunResult  # noqa: E402
+from xover.store.models import utcnow  # noqa: E402
 from xover.store.profiles import stored_interference  # noqa: E402
 from xover.store.session import open_store  # noqa: E402
 
@@ -107,7 +108,7 @@ def report_group(report: dict, bandwidth: str) -> tuple[float, float, float]:
     alone = {n: RunResult.from_summary(by[(n, "sequential", None)]) for n in names}
     with open_store(None).session() as session:  # as `xover report` does: a recipe's interference from its profile
         for n, job in alone.items():
-            interference, link_share = stored_interference(session, by[(n, "sequential", None)], link.key)
+            interference, link_share = stored_interference(session, by[(n, "sequential", None)], link.key, utcnow())
             alone[n] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
     print(
         "interference from stored profiles (a script has none): "

@@ -44,7 +44,7 @@ from .results import (
 )
 from .settings import settings
 from .sharing import ALONE_MODES, CONCURRENT, CROSSOVER, OPEN_STATUSES, Mode, RunStatus, adapts, turn_taking
-from .store.models import Evaluation, Experiment
+from .store.models import Evaluation, Experiment, Profile
 from .store.queries import iteration_rows, run_fields
 
 Row = dict[str, Any]  # an iteration: wall_time (end), iteration_s, samples, the phase times, loss
@@ -58,9 +58,10 @@ def warmup_steps(iterations: int) -> int:
     return min(5, max(1, iterations // 10))
 
 
-def steady(rows: Sequence[Row]) -> list[Row]:
-    """The iterations after warm-up (all of them when nothing would be left)."""
-    return list(rows[warmup_steps(len(rows)) :] or rows)
+def steady(rows: Sequence[Row], warmup: int | None = None) -> list[Row]:
+    """The iterations after warm-up (`warmup` of them where given: a profile's own; all of them when nothing would
+    be left)."""
+    return list(rows[warmup_steps(len(rows)) if warmup is None else warmup :] or rows)
 
 
 def span(rows: Sequence[Row]) -> tuple[float, float] | None:
@@ -85,10 +86,12 @@ def overlap_window(runs: Sequence[Sequence[Row]]) -> tuple[float, float] | None:
     return (start, end) if end > start else None
 
 
-def samples_per_s(rows: Sequence[Row], window: tuple[float, float] | None = None) -> float | None:
-    """Throughput over the steady iterations; inside `window`: the iterations that started and
-    ended in it."""
-    rows = steady(rows)
+def samples_per_s(
+    rows: Sequence[Row], window: tuple[float, float] | None = None, warmup: int | None = None
+) -> float | None:
+    """Throughput over the steady iterations (after `warmup`, where given); inside `window`: the iterations that
+    started and ended in it."""
+    rows = steady(rows, warmup)
     if window is not None:
         rows = [
             r
@@ -114,13 +117,14 @@ def _median_ms(rows: Sequence[Row], key: str) -> float | None:
 
 
 def job_summary(
-    run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[tuple[int, str, float]]
+    run: dict[str, Any], rows: Sequence[Row], evaluations: Sequence[tuple[int, str, float]], warmup: int | None = None
 ) -> dict[str, Any]:
     """One job in one mode, in the names scripts rely on (`xover run --json`, `xover report`).
 
     `run` holds the run's own fields (run_id, name, mode, status, ...), `rows` its iterations in step
-    order, `evaluations` its (step, metric, value)."""
-    stable = steady(rows)
+    order, `evaluations` its (step, metric, value); `warmup` the iterations left out of its figures where its
+    own are known (a profile's run: `profile --warmup`), else `warmup_steps`."""
+    stable = steady(rows, warmup)
     last_step = max((step for step, _, _ in evaluations), default=None)
     final_eval = {metric: value for step, metric, value in evaluations if step == last_step}
     waits = [r["wait_s"] * 1000 for r in stable if r.get("wait_s") is not None]
@@ -128,7 +132,7 @@ def job_summary(
     return {
         **run,
         "iterations": len(rows),
-        "samples_per_s": samples_per_s(rows),
+        "samples_per_s": samples_per_s(rows, warmup=warmup),
         "iteration_ms": _median_ms(stable, "iteration_s"),
         "compute_ms": _median_ms(stable, "compute_s"),
         "data_ms": _median_ms(stable, "data_s"),
@@ -658,4 +662,23 @@ def experiment_jobs(
         select(Evaluation).where(Evaluation.run_id.in_([r.id for r in runs])).order_by(Evaluation.step)
     ):
         evaluations[evaluation.run_id].append((evaluation.step, evaluation.metric, evaluation.value))
-    return [job_summary(run_fields(run), iterations.get(run.id, []), evaluations[run.id]) for run in runs]
+    # a profile's run: the warm-up it was measured after (its steps less those its profile kept), so that its
+    # report shows the figures `xover profile` printed and stored
+    kept = dict(
+        session.execute(select(Profile.run_id, Profile.iterations).where(Profile.run_id.in_(evaluations))).all()
+    )
+    return [
+        job_summary(
+            run_fields(run),
+            iterations.get(run.id, []),
+            evaluations[run.id],
+            _profile_warmup(len(iterations.get(run.id, [])), kept.get(run.id)),
+        )
+        for run in runs
+    ]
+
+
+def _profile_warmup(steps: int, kept: int | None) -> int | None:
+    """The warm-up of a profile's run of `steps` iterations whose profile kept `kept` of them; None for another run
+    (or where its rows do not add up: fewer recorded than the profile kept)."""
+    return steps - kept if kept is not None and 0 <= steps - kept < steps else None

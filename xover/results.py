@@ -456,6 +456,7 @@ class GroupReport(GroupComparison):
             "adaptive_way": self.adaptive_way,
             "adaptive_time": self.time_in_ways,
             "adaptive_timeline": self.timeline,
+            "crossover_predicted": self.crossover_predicted,  # last: the keys before it keep their places
         }
 
     @property
@@ -465,6 +466,15 @@ class GroupReport(GroupComparison):
         if self.concurrent_under in self.predicted_by_sharing:
             return self.predicted_by_sharing[self.concurrent_under]
         simulated = self.model.without_turns.get(self.concurrent_under)
+        return simulated.gain if simulated is not None else None
+
+    @property
+    def crossover_predicted(self) -> float | None:
+        """Crossover's predicted gain: the plan's, else the model's simulation of the turn policy crossover ran under,
+        from the jobs' runs alone (as concurrent's, and as the predicted-against-measured picture reads it)."""
+        if self.predicted_gain is not None:
+            return self.predicted_gain
+        simulated = self.simulated.get(self.crossover_policy or "")
         return simulated.gain if simulated is not None else None
 
     @property

@@ -24,6 +24,8 @@ from .report.tables import (
     failure_line,
     groups_that_ran,
     job_columns,
+    job_rows,
+    never_alone_line,
     policy_rows,
     print_failures,
     print_not_started,
@@ -41,7 +43,7 @@ SIMULATE_COLUMNS = [
 GROUP_COLUMNS = [
     ("group", "group"),
     ("jobs", "jobs"),
-    ("policy", "crossover_policy"),
+    (f"{CROSSOVER} policy", "crossover_policy"),
     (f"{CROSSOVER}/sequential", CROSSOVER.compared_as),
     (f"{CONCURRENT}/sequential", CONCURRENT.compared_as),
     (f"{CROSSOVER}/{CONCURRENT}", "crossover_vs_concurrent"),
@@ -105,7 +107,7 @@ def show_run(result: Any, as_json: bool) -> None:
     print_table(
         f"xover run  experiment {result.experiment}  link {result.link.rate or 'host network'}",
         job_columns(True),
-        display_rows(shown["jobs"]),
+        job_rows(shown["jobs"], result.not_started),
         DIGITS,
     )
     print_not_started(result.not_started)
@@ -124,6 +126,10 @@ def show_run(result: Any, as_json: bool) -> None:
             GROUP_COLUMNS,
             rows,
         )
+        shown_groups = {group["group"] for group in measured}
+        never_alone = never_alone_line([g for g in result.groups if g.group in shown_groups], result.jobs)
+        if never_alone is not None:
+            console.print(never_alone, markup=False, highlight=False, soft_wrap=True)
         if len(result.policies) > 1:
             # the model's simulated gains come with `xover report`, which reads the jobs' runs alone
             print_table(

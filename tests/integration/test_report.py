@@ -211,6 +211,21 @@ def test_gains_error_and_parity_from_a_plan(isolated_results):
     assert "losses" in data["pictures"] and "predicted_vs_measured" in data["pictures"]
 
 
+def test_a_group_run_without_a_plan_has_crossovers_prediction_from_the_model_as_concurrents(isolated_results):
+    """A group run without a plan showed "concurrent predicted" (the model's) and "-" under "crossover predicted",
+    though the model simulates it too (the JSON's `simulated`)."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("UPDATE experiments SET plan_id = NULL")
+    [group] = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    assert group["predicted_gain"] is None  # no plan
+    assert group["crossover_predicted"] == pytest.approx(group["simulated"]["round-robin"]["gain"])
+    assert group["crossover_predicted"] == pytest.approx(2.0)  # 30 + 10 beside 10 + 30: each a whole iteration in 40 ms
+    [row] = [line for line in report("plan").output.splitlines() if "a + b" in line and "2.00" in line][-1:]
+    assert row.count("2.00") == 2, row  # crossover measured, and its prediction
+
+
 def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
     db = isolated_results / "xover.db"
     _hand_made_store(db)
@@ -229,6 +244,61 @@ def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
     output = " ".join(report("plan").output.split())  # the table wraps long lines
     assert "a's run alone needed 50% more device time per iteration than its profile" in output
     assert "b's run alone" not in output
+
+
+def _profile_with_interference(db: Path, interference: float, created: datetime) -> None:
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = session.scalars(select(RecipeSnapshot)).first()
+        for name, compute_ms in (("a", 30.0), ("b", 10.0)):
+            session.add(Profile(recipe_id=recipe.id, recipe_hash="h", name=name, np=2, bandwidth="host",
+                                hardware="x", iterations=10, data_ms=0.0, compute_ms=compute_ms, comm_ms=10.0,
+                                iteration_ms=compute_ms + 10.0, samples_per_s=1.0, memory_gb=0.1, gradient_bytes=1,
+                                link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={}, created_at=created,
+                                interference=interference, corun_partner_link_share=0.3))
+    store.close()
+
+
+def test_a_profile_taken_after_the_run_leaves_its_reports_model_as_it_was(isolated_results):
+    """The model of a group (its prediction without turns charges each job's interference) reads the profiles as they
+    were when the experiment began: a later `xover profile` changed an old report's predictions and errors, and what
+    MLflow was sent again."""
+    db = isolated_results / "xover.db"
+    _hand_made_store(db)
+    _profile_with_interference(db, 0.1, datetime(2025, 1, 1))
+    before = json.loads(report("plan", "--format", "json").stdout)["groups"]
+    _profile_with_interference(db, 0.9, datetime(2030, 1, 1))  # taken after the run
+    assert json.loads(report("plan", "--format", "json").stdout)["groups"] == before
+    assert {job["name"]: job.get("interference") for job in json.loads(report("plan", "--format", "json").stdout)[
+        "jobs"] if job["mode"] == "sequential"} == {"a": pytest.approx(0.1), "b": pytest.approx(0.1)}
+
+
+def test_a_profiles_run_is_reported_after_the_warm_up_its_profile_left_out(isolated_results):
+    """`xover profile --warmup 3` of 15 iterations keeps 12 of them; its report cut 1 (the default for 15), so its
+    medians were not the figures `profile` printed and stored."""
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
+        session.add(recipe)
+        session.add(Experiment(id="20260101-000000-prof", kind="profile", command="xover profile a", status="finished"))
+        session.flush()
+        run = Run(experiment_id="20260101-000000-prof", recipe_id=recipe.id, name="a", mode="profile",
+                  hosts="localhost:2", np=2, status="finished", exit_code=0)
+        session.add(run)
+        session.flush()
+        for step in range(15):  # each step 10 ms longer than the last: every cut has its own median
+            session.add(IterationMetric(run_id=run.id, step=step, time_s=0.0, wall_time=1000.0 + step,
+                                        iteration_s=0.01 * (step + 1), data_s=0.0, compute_s=0.005 * (step + 1),
+                                        communication_s=0.005 * (step + 1), wait_s=0.0, samples=64, loss=1.0))
+        session.add(Profile(recipe_id=recipe.id, recipe_hash="h", run_id=run.id, name="a", np=2, bandwidth="host",
+                            hardware="x", iterations=12, data_ms=0.0, compute_ms=47.5, comm_ms=47.5,
+                            iteration_ms=95.0, samples_per_s=64 / 0.095, memory_gb=0.1, gradient_bytes=1,
+                            link_ms=None, comm_cpu_ms=None, checkpoints=None, spread={}))
+    store.close()
+    [job] = json.loads(report("prof", "--format", "json").stdout)["jobs"]
+    assert job["iteration_ms"] == pytest.approx(95.0)  # steps 4-15, as the profile: 1-15 gave 85
+    assert job["compute_ms"] == pytest.approx(47.5)
+    assert job["samples_per_s"] == pytest.approx(64 * 12 / sum(0.01 * (step + 1) for step in range(3, 15)))
 
 
 def test_a_renamed_jobs_run_is_compared_with_the_profile_it_reused(isolated_results):

@@ -512,6 +512,18 @@ def store_torch_profiles(db: Path) -> None:
     store.close()
 
 
+def test_the_other_engine_is_suggested_only_where_its_profiles_have_the_shape_asked(isolated_results):
+    """Torch profiles over one host: a plan over two hosts under Horovod was told to "give --engine torch", which
+    had no profile over two hosts either (and that error then suggested Horovod)."""
+    store_torch_profiles(isolated_results / "xover.db")
+    one_host = xover("plan", "mlp-digits", "resnet-digits", "--bandwidth", "1gbit", "--devices", "2")
+    assert one_host.exit_code == 2 and "or give --engine torch (it has torch profiles)" in one_host.output
+    two_hosts = xover("plan", "mlp-digits", "resnet-digits", "--bandwidth", "1gbit", "-H", "a:1,b:1")
+    assert two_hosts.exit_code == 2, two_hosts.output
+    assert "no horovod profile of 'mlp-digits' (np 2 over 2 hosts)" in " ".join(two_hosts.output.split())
+    assert "--engine torch" not in two_hosts.output
+
+
 def test_a_trace_of_models_profiled_under_torch_is_replayed_with_engine_torch(isolated_results, tmp_path):
     """`xover simulate` read stored profiles under Horovod only: a user who profiled with `--engine torch` was
     told to "plan with --engine torch", an option simulate did not have. Both engines' profiles are real rows

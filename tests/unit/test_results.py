@@ -163,12 +163,15 @@ def test_the_reports_group_derives_its_gains_and_the_parity_is_typed():
     assert group.gain_error_pct == pytest.approx(25.0)
     shown = group.to_json()
     # the keys scripts rely on keep their order; the plan's pick and the concurrent prediction follow them
-    assert list(shown)[-19:-11] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
+    assert list(shown)[-20:-12] == ["alone_vs_profile", "predicted_gain", "fluid_bound", "model_gain", "simulated",
                                     "measured_gain", "of_fluid_bound", "gain_error_pct"]
-    assert list(shown)[-11:-4] == ["simulated_without_turns", "concurrent_predicted", "concurrent_error_pct",
+    assert list(shown)[-12:-5] == ["simulated_without_turns", "concurrent_predicted", "concurrent_error_pct",
                                    "planned_sharing", "predicted_by_sharing", "best_measured", "pick_vs_best"]
-    # then why the plan picked it, and an adaptive run's way, time in each way and timeline (none here)
-    assert list(shown)[-4:] == ["planned_reason", "adaptive_way", "adaptive_time", "adaptive_timeline"]
+    # then why the plan picked it, and an adaptive run's way, time in each way and timeline (none here), and
+    # crossover's prediction (the plan's, else the model's)
+    assert list(shown)[-5:] == ["planned_reason", "adaptive_way", "adaptive_time", "adaptive_timeline",
+                                "crossover_predicted"]
+    assert shown["crossover_predicted"] == pytest.approx(1.6)
     assert shown["adaptive_timeline"] == [] and shown["adaptive_time"] == {} and "adaptive_vs_best" not in shown
     # no plan: no pick; the measured best is the mode with the highest gain (crossover, 2.0, here)
     assert shown["planned_sharing"] is None and shown["best_measured"] == "crossover" and shown["pick_vs_best"] is None
@@ -485,3 +488,24 @@ def test_xover_run_leaves_out_the_aggregate_of_a_group_none_of_whose_runs_gave_a
                         policies=["work-conserving"], jobs=[], groups=[failed, ran]), as_json=False)
     shown = capsys.readouterr().out
     assert "aggregate throughput" in shown and "1.30" in shown and "a + a#2" in shown, shown
+
+
+def test_xover_run_names_a_single_jobs_group_alone_and_says_why_a_group_has_no_gain(capsys):
+    """A plan's job alone in its group ran "sequential" in `xover run`'s table, though its plan said alone and nothing
+    ran one after another; a plan's run in one way showed its group's row of dashes without the line `xover report`
+    prints under it (no job ran alone, so no gain is measured)."""
+    from xover.links import HOST
+    from xover.results import GroupComparison, RunOutcome, RunResult
+    from xover.views import show_run
+
+    jobs = [RunResult(name=name, mode=mode, group=group, status="finished", iterations=10)
+            for name, mode, group in (("solo", "sequential", 0), ("a", "adaptive", 1), ("b", "adaptive", 1))]
+    group = GroupComparison(group=1, jobs=["a", "b"], policies={}, sequential=None, measured={"adaptive": None},
+                            overlaps={"adaptive": 0.9}, crossover_policy=None, windows={}, starts_apart={})
+    show_run(RunOutcome(experiment="e", results_dir="/tmp/e", link=HOST, modes=["planned"],
+                        policies=["work-conserving"], jobs=jobs, groups=[group]), as_json=False)
+    shown = capsys.readouterr().out
+    [solo] = [line for line in shown.splitlines() if "│ solo " in line]
+    assert "│ alone " in solo and "sequential" not in solo, solo
+    assert "group 1: no job ran alone in this experiment, so no gain is measured" in " ".join(shown.split()), shown
+    assert "crossover policy" in " ".join(shown.split())

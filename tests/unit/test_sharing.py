@@ -364,3 +364,23 @@ def test_the_largest_group_is_the_most_jobs_one_turn_server_serves():
     from xover.turns.protocol import MAX_SLOTS
 
     assert MAX_GROUP == MAX_SLOTS == 254
+
+
+def test_a_plan_that_learns_weighs_the_groups_not_measured_by_their_prediction_not_the_bound():
+    """c and d measured 1.7 together; every pair not measured was weighed by its fluid bound (an upper limit: 2.0 for
+    a + d and b + c), so the plan took a + d and b + c, predicted at 1.63 and 1.33, over c + d (measured 1.7) and
+    a + b (2.0). Beyond `PREDICTED_GROUPING_JOBS` jobs the bound weighs them still (a simulation a group)."""
+    from xover.plan.make import local_hosts
+
+    jobs = [job("a", 100, 60, iterations=100), job("b", 60, 100, iterations=100),
+            job("c", 100, 60, iterations=100, interference=0.6), job("d", 60, 100, iterations=100, interference=0.6)]
+    ids = {one.name: JobIdentity(f"w{one.name}", 2, "horovod") for one in jobs}
+    measured = Measurements({jobs_key([ids["c"], ids["d"]]): {
+        "crossover:work-conserving": MeasuredWay(1.7, (0.85, 0.85), "e1", "work-conserving"),
+        "concurrent": MeasuredWay(1.2, (0.6, 0.6), "e1")}}, ids)
+    plan = make_plan(jobs, local_hosts(2), measured=measured)
+    assert sorted(sorted(one.name for one in group.jobs) for group in plan.groups) == [["a", "b"], ["c", "d"]]
+    assert sorted(round(group.predicted_gain, 2) for group in plan.groups) == [1.7, 2.0]
+    from xover.plan.decide import PREDICTED_GROUPING_JOBS
+
+    assert PREDICTED_GROUPING_JOBS >= 8  # what `xover plan` of a few devices' jobs is

@@ -120,7 +120,7 @@ def profiles_of_recipes(
                 f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {key}: run "
                 f"`{profile_command(recipe, *options)}` first"
                 + _changed_hint(store, recipe)
-                + _other_engine_hint(store, recipe, job_engine)
+                + _other_engine_hint(store, recipe, job_engine, spanned, key)
                 + _other_tuning_hint(store, recipe, job_engine)
             )
         try:
@@ -205,10 +205,10 @@ def _engine_flag(recipe: Recipe, engine: str) -> str:
     return "" if engine == DEFAULT_ENGINE else f" --engine {engine}"
 
 
-def _other_engine_hint(store, recipe, engine: str) -> str:
+def _other_engine_hint(store, recipe, engine: str, hosts: int | None = None, link: str | None = None) -> str:
     """', or give --engine torch (it has torch profiles)' when the recipe was profiled under another engine
-    (`xover plan` and `xover simulate` both take it)."""
-    others = other_engines(store, recipe.profile_keys, recipe.np, engine)
+    (over `hosts` hosts and at `link`, where given) (`xover plan` and `xover simulate` both take it)."""
+    others = other_engines(store, recipe.profile_keys, recipe.np, engine, hosts, link)
     return f", or give --engine {others[0]} (it has {others[0]} profiles)" if others else ""
 
 

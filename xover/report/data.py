@@ -267,7 +267,9 @@ def jobs_and_groups(
         alone = []  # the group's jobs alone, with their profiles' interference
         for position, job in enumerate(jobs):
             if job.group == comparison.group and job.mode == Mode.SEQUENTIAL and job.name in comparison.jobs:
-                interference, link_share = stored_interference(session, _profile_key(job), link.key)
+                interference, link_share = stored_interference(
+                    session, _profile_key(job), link.key, experiment.created_at
+                )
                 jobs[position] = dataclasses.replace(job, interference=interference, interference_link_share=link_share)
                 alone.append(jobs[position])
         drift = {
@@ -507,9 +509,7 @@ def gain_points(briefs: list[ExperimentBrief]) -> list[GainPoint]:
     points = []
     for brief in briefs:
         for group in brief.groups:
-            simulation = group.simulated.get(group.crossover_policy or "")
-            simulated = simulation.gain if simulation is not None else None
-            predicted = group.predicted_gain if group.predicted_gain is not None else simulated
+            predicted = group.crossover_predicted
             if predicted is None or group.measured_gain is None:
                 continue
             points.append(

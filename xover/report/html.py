@@ -34,6 +34,7 @@ from .tables import (
     display_rows,
     groups_that_ran,
     job_columns,
+    job_rows,
     makespan_line,
     never_alone_line,
     policy_table_rows,
@@ -130,14 +131,14 @@ def report_html(report: ExperimentReport, pictures: dict[str, str]) -> str:
     sections = [
         "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(fmt(v))}</dd>" for k, v in details) + "</dl>",
         "<h2>Jobs</h2>",
-        html_table(job_columns(report.is_comparison), display_rows(jobs), DIGITS),
+        html_table(job_columns(report.is_comparison), job_rows(jobs, report.not_started), DIGITS),
         *(f"<p>{escape(line)}</p>" for line in not_started_lines(report.not_started)),
         *([f"<p>{escape(makespan_line(report.makespan))}</p>"] if report.makespan is not None else []),
     ]
     every_group = [group.to_json() for group in report.groups]
     shown = groups_that_ran(every_group, jobs)
     if shown:
-        never_alone = never_alone_line(report)
+        never_alone = never_alone_line(report.groups, report.jobs)
         sections += [
             "<h2>Groups: aggregate throughput and gain</h2>",
             "<p>Each job normalised by its speed alone (sequential = 1.0); gains are crossover vs "

@@ -19,9 +19,9 @@ from rich.markup import escape
 
 from ..analysis import report_warnings
 from ..console import console, print_table
-from ..results import NotStarted, not_started_lines
+from ..results import NotStarted, RunResult, not_started_lines
 from ..run.record import failure_reason
-from ..sharing import ADAPTIVE, CONCURRENT, CROSSOVER, Mode, RunStatus
+from ..sharing import ADAPTIVE, ALONE, CONCURRENT, CROSSOVER, Mode, RunStatus
 from ..writes import write_all_whole
 from .data import ITERATION_FIELDS, ExperimentBrief, ExperimentReport, PlanMakespan
 
@@ -66,7 +66,7 @@ SHARING_COLUMNS: Columns = [
     (f"{CONCURRENT} predicted", "concurrent_predicted"),
     ("error %", "concurrent_error_pct"),
     (CROSSOVER.name, CROSSOVER.compared_as),
-    (f"{CROSSOVER} predicted", "predicted_gain"),
+    (f"{CROSSOVER} predicted", "crossover_predicted"),
     ("the plan's pick", "planned_sharing"),
     ("best measured", "best_measured"),
     ("pick / best", "pick_vs_best"),
@@ -307,6 +307,26 @@ def _decided_on(decision: dict[str, Any] | None) -> str:
     return words
 
 
+def job_rows(jobs: Iterable[dict[str, Any]], not_started: Iterable[NotStarted] = ()) -> list[dict[str, Any]]:
+    """Jobs' rows as tables show them (`display_rows`), a job alone in its group (of the jobs that ran and of the
+    units not started) shown `alone`: it ran by itself, as its plan said, not one after another (its JSON keeps the
+    mode it ran in, sequential)."""
+    jobs = list(jobs)
+    names: dict[Any, set[Any]] = {}
+    for job in jobs:
+        if job.get("group") is not None:
+            names.setdefault(job["group"], set()).add(job.get("name"))
+    for unit in not_started:
+        if unit.group in names:
+            names[unit.group].update(unit.jobs)
+    return display_rows(
+        {**job, "mode": ALONE.name}
+        if job.get("mode") == Mode.SEQUENTIAL and job.get("group") is not None and len(names[job["group"]]) == 1
+        else job
+        for job in jobs
+    )
+
+
 def display_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows with lists joined, tiny loss differences readable (0.00 would hide a 1e-7 drift) and a NaN final loss
     said (a cell shows NaN as "-", the mark of no value)."""
@@ -348,7 +368,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         f"xover report  experiment {report.id}  ({experiment.kind}, {experiment.status}, "
         f"{experiment.created_at}, link {experiment.bandwidth or 'host network'})",
         job_columns(report.is_comparison),
-        display_rows(jobs),
+        job_rows(jobs, report.not_started),
         DIGITS,
     )
     print_not_started(report.not_started)
@@ -362,7 +382,7 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
             display_rows(groups),
             DIGITS,
         )
-        never_alone = never_alone_line(report)
+        never_alone = never_alone_line(report.groups, report.jobs)
         if never_alone is not None:
             console.print(never_alone, markup=False, highlight=False, soft_wrap=True)
         print_table(
@@ -410,13 +430,15 @@ def print_report_tables(report: ExperimentReport, pictures: dict[str, str]) -> N
         console.print(f"{name}: {path}", highlight=False, soft_wrap=True, markup=False)
 
 
-def never_alone_line(report: ExperimentReport) -> str | None:
+def never_alone_line(groups: Iterable[Any], jobs: Iterable[RunResult]) -> str | None:
     """Under the groups' table: the groups none of whose jobs ran alone in the experiment (a plan's run in one way),
-    which is why their measured cells are empty; None where every group has its runs alone."""
+    which is why their measured cells are empty; None where every group has its runs alone. `groups` have a
+    `group` (their index): a report's, or a run's comparisons."""
+    jobs = list(jobs)
     never_alone = [
         str(group.group)
-        for group in report.groups
-        if not any(job.group == group.group and job.mode == Mode.SEQUENTIAL for job in report.jobs)
+        for group in groups
+        if not any(job.group == group.group and job.mode == Mode.SEQUENTIAL for job in jobs)
     ]
     if not never_alone:
         return None

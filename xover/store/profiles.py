@@ -101,15 +101,27 @@ def profiled_links(store: Store, keys: list[tuple[str | Sequence[str], int, str]
         ]
 
 
-def other_engines(store: Store, recipe_hash: str | Sequence[str], np: int, engine: str) -> list[str]:
+def other_engines(
+    store: Store,
+    recipe_hash: str | Sequence[str],
+    np: int,
+    engine: str,
+    hosts: int | None = None,
+    bandwidth: str | None = None,
+) -> list[str]:
     """The engines other than `engine` that a recipe at this np has profiles under (under this process's
-    settings), sorted."""
+    settings; over `hosts` hosts and at `bandwidth`, where given: a profile of another shape would not be
+    found under that engine either), sorted."""
+    shape = [
+        *([Profile.hosts == hosts] if hosts is not None else []),
+        *([Profile.bandwidth == bandwidth] if bandwidth is not None else []),
+    ]
     with store.session() as session:
         return sorted(
             set(
                 session.scalars(
                     select(Profile.engine).where(
-                        _keyed(recipe_hash), Profile.np == np, Profile.engine != engine, _taken_here()
+                        _keyed(recipe_hash), Profile.np == np, Profile.engine != engine, _taken_here(), *shape
                     )
                 )
             )
@@ -177,12 +189,15 @@ def _newest_of_job(session: Session, job: dict[str, Any], link: str, columns: Se
     return next((row for row in others if _computes(row.body or {}) == wanted), None)
 
 
-def stored_interference(session: Session, job: dict[str, Any], link: str) -> tuple[float, float | None]:
+def stored_interference(
+    session: Session, job: dict[str, Any], link: str, before: datetime
+) -> tuple[float, float | None]:
     """A job's interference from its newest profile that measured one (same recipe name, or content where the job
-    names its run, np, engine and link: `_newest_of_job`), with the link share of the partner it was measured next
-    to: the runs of a comparison are measured alone, never next to the reference partner."""
+    names its run, np, engine and link: `_newest_of_job`) taken on or before `before`, with the link share of the
+    partner it was measured next to: the runs of a comparison are measured alone, never next to the reference
+    partner. `before` is the experiment's start, so that a later profile does not change an old report's model."""
     columns = (Profile.interference, Profile.corun_partner_link_share)
-    found = _newest_of_job(session, job, link, columns, Profile.interference.is_not(None))
+    found = _newest_of_job(session, job, link, columns, Profile.interference.is_not(None), Profile.created_at <= before)
     return (found.interference, found.corun_partner_link_share or None) if found else (0.0, None)
 
 
