@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..analysis import compare, experiment_jobs
-from ..console import errors, print_notice
+from ..console import counted, errors, print_notice
 from ..errors import XoverError, check_seconds
 from ..links import Link
 from ..plan import Plan
@@ -35,7 +35,7 @@ from .launchers import check_launcher_options, hosts_or_allocation, launcher_nam
 from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
-from .record import not_started_units
+from .record import beside_on_devices, not_started_units
 from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
@@ -280,8 +280,16 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
         not_started = not_started_units(session, current.id)
+        beside = beside_on_devices(session, current.id)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
-    learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
+    if beside:  # its figures are of its jobs beside another run's: no plan may learn them
+        print_notice(
+            f"warning: {counted(len(beside), 'experiment')} of this store ({', '.join(beside)}) ran on this run's "
+            "devices at the same time (leasing them in another XOVER_LEASE_DIR): its figures are not of its jobs "
+            "alone, and this comparison is not kept for the next plan"
+        )
+    else:
+        learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
     return RunOutcome(
         experiment=current.id,
         results_dir=str(current.results_dir),
