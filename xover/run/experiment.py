@@ -155,7 +155,7 @@ def experiment(
     )
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = RunStatus.FINISHED
-    refused = False
+    refused = discarded = False
     stopped: type[Interrupted] | type[TimedOut] | None = None
     store_failure: DBAPIError | None = None  # the store's read or write that failed during the run, or at its end
     try:
@@ -190,13 +190,15 @@ def experiment(
             if gone is None:
                 why = stopped_by_the_store(store_failure.orig) if store_failure is not None else None
                 try:
-                    if not (refused and recorder.discard()):  # a refused one would be `report latest`
+                    # a refused one, or one stopped before any run (waiting for its devices), would be `report latest`
+                    discarded = (refused or stopped is not None) and recorder.discard()
+                    if not discarded:
                         recorder.finish(status, why)
                 except DBAPIError as error:  # still full: nothing more is written, and the line below says so
                     end_recorded = False
                     if not refused:  # a refusal's own line is what its user needs
                         store_failure = store_failure or error
-            if refused and gone is None:
+            if (refused or discarded) and gone is None:
                 with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
             # its records lost, or its end not recorded: the store's rows say nothing the sinks could be told
@@ -218,6 +220,8 @@ def experiment(
                 ) from None
     if stopped is not None:  # the one line it ends with says which job was still running, and where to look
         with uninterrupted():
+            if discarded:
+                raise stopped("stopped before any run started (waiting for its devices?): nothing was kept") from None
             raise stopped(stopped_words(recorder, status, results_dir)) from None
 
 
