@@ -19,10 +19,10 @@ from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
-from ..results import RunOutcome, RunResult, kept_plan_lengths, measured_makespan_s
+from ..results import RunOutcome, RunResult, kept_plan_lengths, measured_makespan_s, predicted_in_way
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import CPU_ONLY_VARIABLE, settings
-from ..sharing import ALL, PLANNED, Mode, adapts, modes_of, turn_taking
+from ..sharing import ALL, PLANNED, Mode, modes_of, turn_taking
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -349,13 +349,8 @@ def lengths_as_planned(plan: Plan, options: RunOptions, jobs: list[RunResult]) -
 
 
 def predicted_for(group: GroupToRun, way: str) -> float | None:
-    """The plan's predicted gain of `group` in `way`: an adaptive group's is its better way's (what it settles
-    in); None for a way the plan did not predict (a job alone: its own gain, the only one)."""
-    if not group.predicted_by_sharing:
-        return group.predicted_gain
-    if adapts(way):
-        return max(group.predicted_by_sharing.values(), default=None)
-    return group.predicted_by_sharing.get(way)
+    """The plan's predicted gain of `group` in `way` (results.predicted_in_way, as `xover report` reads it)."""
+    return predicted_in_way(group.predicted_by_sharing, way, group.predicted_gain)
 
 
 def schedule_summary(
