@@ -846,6 +846,14 @@ def test_the_short_overlap_warning_advises_what_the_run_was_not_given(isolated_r
         assert "or use --seconds" not in output, output
 
 
+def test_an_end_of_an_id_too_short_to_name_one_says_so(isolated_results):
+    """`report 85`, ids ending in 85: "no experiment '85'", though a start of one said how many it matched."""
+    _hand_made_store(isolated_results / "xover.db")
+    _one_error_line(report("an"), "no experiment 'an' in", "an id's end names one from 4 characters on, and ids end "
+                    "in 'an': give more of it")
+    assert "give more" not in report("zz").output
+
+
 def test_an_unknown_experiment_with_a_newline_is_named_on_one_line(isolated_results):
     """`xover report $'la\\ntest'` printed "no experiment 'la" and "test' in ..." on two lines."""
     _hand_made_store(isolated_results / "xover.db")

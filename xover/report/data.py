@@ -207,8 +207,16 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
         )
     if session.scalars(select(Experiment.id)).first() is None:
         raise ReportError(f"the database {where} holds no experiments yet: run `xover train` or `xover run` first")
+    short = (
+        f" (an id's end names one from {MIN_ID_END} characters on, and ids end in '{printable(target)}': give more "
+        "of it)"
+        if len(target) < MIN_ID_END
+        and session.scalars(select(Experiment.id).where(Experiment.id.endswith(target, autoescape=True))).first()
+        else ""
+    )
     raise ReportError(
-        f"no experiment '{printable(target)}' in {where}: `{xover_command('report', 'all')}` lists the experiments"
+        f"no experiment '{printable(target)}' in {where}{short}: `{xover_command('report', 'all')}` lists the "
+        "experiments"
     )
 
 
