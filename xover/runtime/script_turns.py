@@ -388,7 +388,9 @@ class ScriptCoordinator:
         if self.tally.closure_backwards <= 1 or not self.in_closure_step:  # a closure's batch once a step (LBFGS)
             self.tally.samples += self.batch if self.forward_batch is None else self.forward_batch
         self.forward_batch = None
-        value = _loss_value(loss, gradients) if self.rank == 0 else None
+        # a closure evaluated several times a step (LBFGS) is one loss, its first, as the step returns it
+        repeated = self.in_closure_step and self.tally.closure_backwards > 1
+        value = _loss_value(loss, gradients) if self.rank == 0 and not repeated else None
         if value is not None:
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
 
