@@ -406,9 +406,9 @@ def length_warnings(jobs: Sequence[RunResult]) -> list[str]:
         warnings.append(
             f"{name} finished on its own after {'/'.join(map(str, made))} of the {given} iterations it was "
             f"given ({', '.join(modes)}): its script stopped itself first (its own count, from the arguments it "
-            "is given), so what that length sized (a group's time together, --seconds, the plan's figures) does "
-            "not hold (give the script a count above the job's length in its arguments, or the job fewer "
-            "--iterations / --seconds)"
+            "is given, or a condition of its own, such as a target loss), so what that length sized (a group's "
+            "time together, --seconds, the plan's figures) does not hold (give the script a count above the job's "
+            "length in its arguments, or the job fewer --iterations / --seconds)"
         )
     return warnings
 

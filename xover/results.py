@@ -18,7 +18,18 @@ from datetime import datetime
 from typing import Any
 
 from .links import Link
-from .sharing import ADAPTIVE, ALONE_MODES, CONCURRENT, CROSSOVER, MODE_ORDER, SHARED_MODES, WAYS, Mode, RunStatus
+from .sharing import (
+    ADAPTIVE,
+    ALONE_MODES,
+    CONCURRENT,
+    CROSSOVER,
+    MODE_ORDER,
+    SHARED_MODES,
+    WAYS,
+    Mode,
+    RunStatus,
+    adapts,
+)
 
 
 def mode_rank(mode: str | None) -> int:
@@ -318,13 +329,25 @@ class GroupModel:
     without_turns: dict[str, SimulatedGain] = field(default_factory=dict)  # concurrent, and mps where measured
 
 
+def predicted_in_way(predicted_by_sharing: Mapping[str, float], way: str, fallback: float | None) -> float | None:
+    """The plan's predicted gain of a group run in `way`: an adaptive group's is its better way's (what it settles
+    in); `fallback` (the plan group's own gain) where the plan predicted no way apart (a job alone: its own gain, the
+    only one; a plan from before the pick: every group in crossover). `xover run` and `xover report` both ask it."""
+    if not predicted_by_sharing:
+        return fallback
+    if adapts(way):
+        return max(predicted_by_sharing.values(), default=None)
+    return predicted_by_sharing.get(way)
+
+
 @dataclass(frozen=True)
 class GroupReport(GroupComparison):
     """A group's comparison as the report shows it: with each job's run alone against its profile,
     the plan's predicted gain, and the model's figures."""
 
     alone_vs_profile: dict[str, float]  # job -> device time alone in the run / in its profile
-    predicted_gain: float | None  # the plan's
+    # the plan's, of the way it ran in: crossover's in a comparison, the pick's in a plan's run as planned
+    predicted_gain: float | None
     model: GroupModel
     planned_sharing: str | None = None  # the plan's pick for the group (crossover, concurrent, mps, adaptive)
     predicted_by_sharing: dict[str, float] = field(default_factory=dict)  # the plan's gain of each way
@@ -472,7 +495,9 @@ class GroupReport(GroupComparison):
     def crossover_predicted(self) -> float | None:
         """Crossover's predicted gain: the plan's, else the model's simulation of the turn policy crossover ran under,
         from the jobs' runs alone (as concurrent's, and as the predicted-against-measured picture reads it)."""
-        if self.predicted_gain is not None:
+        if CROSSOVER.name in self.predicted_by_sharing:
+            return self.predicted_by_sharing[CROSSOVER.name]
+        if self.predicted_gain is not None and not self.predicted_by_sharing:  # a plan from before the pick
             return self.predicted_gain
         simulated = self.simulated.get(self.crossover_policy or "")
         return simulated.gain if simulated is not None else None

@@ -318,6 +318,8 @@ def test_optimizer_steps_that_are_not_one_per_backward_count_one_iteration_and_k
         assert job["iterations"] == made and job["final_loss"] is not None, job
         # every step's loss as alone; the split stopped at its cap after the step's second update and print
         assert _rank0_losses(job["log_dir"]) == alone[job["name"]][:made], job["name"]
+        # the loss recorded is the step's as the script has it: LBFGS's first evaluation, not the sum of its four
+        assert job["final_loss"] == pytest.approx(float(alone[job["name"]][made - 1].split()[-1]), rel=1e-6), job
 
 
 def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backward_a_step(isolated_results):

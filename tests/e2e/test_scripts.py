@@ -224,6 +224,35 @@ def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results)
     assert "engine torch (torchrun): recipes/examples/ddp_digits.py imports torch.distributed" in result.stderr
 
 
+def test_a_script_stopped_at_its_length_ends_though_a_thread_of_its_own_waits_for_its_stop(isolated_results):
+    """A writer thread the script stops after its loop: at the job's length the loop is left, the stop never comes,
+    and the rank waited for the thread as Python would, for ever."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_writer_thread.py",
+                             "--np", "1", "--mode", "sequential", "--iterations", "3", "--json", "--", "--steps",
+                             "1000"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    assert job["status"] == "finished" and job["iterations"] == 3, job
+    [stderr] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stderr.log")
+    said = stderr.read_text()
+    assert "the script's thread 'writer' still ran 10 s after the job's length stopped its loop" in said, said
+
+
+def test_an_optimizer_stepped_inside_backward_ends_each_iteration_and_stops_at_the_length(isolated_results):
+    """Steps taken in a post-accumulate-grad hook ended an iteration one backward late: the first was no iteration,
+    the last one's loss was lost, and `--iterations 5` let a sixth update through."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script",
+                             "tests/assets/ddp_optimizer_in_backward.py", "--np", "1", "--mode", "sequential",
+                             "--iterations", "5", "--json", "--", "--steps", "1000"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
+    printed = re.findall(r"^step (\d+) loss (\S+)$", stdout.read_text(), re.MULTILINE)
+    assert [int(step) for step, _ in printed] == [0, 1, 2, 3, 4], printed  # five updates, as asked
+    assert job["iterations"] == 5 and job["final_loss"] == float(printed[-1][1]), job
+
+
 def test_a_failed_jobs_reason_and_log_are_printed_under_the_table(isolated_results):
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_boom.py",
                              "--mode", "sequential", "--np", "2"], capture_output=True, text=True, timeout=300)

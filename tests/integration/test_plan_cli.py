@@ -317,3 +317,66 @@ def test_groups_said_to_run_side_by_side_only_where_they_have_devices_apart(tmp_
         said[devices] = " ".join(result.output.split())
     assert "one after another" in said["2"] and "side by side" not in said["2"], said["2"]
     assert "groups on other devices also run side by side" in said["4"], said["4"]
+
+
+def _profile_in_experiment(db, name: str, status: str, command: str, interference: float | None, minute: int):
+    """A profile of the built-in `name` (horovod, np 2, the host link, this hardware) whose job ran in a profile
+    experiment that ended `status`, as `xover profile` stores it: its run alone first, its interference after."""
+    from datetime import datetime
+
+    from xover.devices import hardware_fingerprint
+    from xover.recipes import load_recipe
+    from xover.store.models import Experiment, Profile, Run
+    from xover.store.queries import snapshot_recipe
+    from xover.store.session import open_store
+
+    store = open_store(str(db))
+    with store.session() as session, session.begin():
+        recipe = load_recipe(name)
+        snapshot = snapshot_recipe(session, recipe)
+        experiment = f"20260101-00{minute:02d}00-{name[:4]}"
+        session.add(Experiment(id=experiment, kind="profile", command=command, status=status))
+        session.flush()
+        run = Run(experiment_id=experiment, recipe_id=snapshot.id, name=name, mode="profile", hosts="localhost:2",
+                  np=2, status="finished", exit_code=0)
+        session.add(run)
+        session.flush()
+        session.add(Profile(recipe_id=snapshot.id, recipe_hash=recipe.profile_key, run_id=run.id, name=name, np=2,
+                            engine="horovod", bandwidth="host", hardware=hardware_fingerprint(), iterations=20,
+                            data_ms=0.0, compute_ms=20.0, comm_ms=20.0, iteration_ms=40.0, samples_per_s=100.0,
+                            memory_gb=0.1, gradient_bytes=1000, link_ms=20.0, comm_cpu_ms=None, checkpoints=10,
+                            spread={}, tuning=None, interference=interference,
+                            corun_partner_link_share=None if interference is None else 0.3,
+                            created_at=datetime(2026, 1, 1, 0, minute)))
+    store.close()
+
+
+def test_a_profile_cut_short_before_its_interference_is_not_planned_as_no_interference(isolated_results, tmp_path):
+    """Ctrl-C while `xover profile` measured a job next to its partner kept its run alone without interference, the
+    newest profile; `plan` read it as 0 without a word (every pair of it looked better). A profile cut short is
+    passed over for an older whole one, refused where there is none, and one taken with --no-corun is planned."""
+    db = isolated_results / "xover.db"
+    _profile_in_experiment(db, "resnet-digits", "finished", "xover profile resnet-digits", 0.2, 1)
+    _profile_in_experiment(db, "mlp-digits", "finished", "xover profile mlp-digits", 0.4, 2)
+    _profile_in_experiment(db, "mlp-digits", "interrupted", "xover profile mlp-digits --force", None, 3)
+    out = tmp_path / "p.json"
+    planned = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--out", str(out))
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(out.read_text())["jobs"]["mlp-digits"]["interference"] == pytest.approx(0.4)  # the whole one
+    _profile_in_experiment(db, "resnet-digits", "lost", "xover profile resnet-digits --force", None, 4)
+    _profile_in_experiment(db, "resnet-digits", "interrupted", "xover profile resnet-digits --force", None, 5)
+    planned = _xover("plan", "mlp-digits", "resnet-digits", "--devices", "2", "--out", str(out))
+    assert json.loads(out.read_text())["jobs"]["resnet-digits"]["interference"] == pytest.approx(0.2)
+    fresh = isolated_results / "fresh.db"
+    _profile_in_experiment(fresh, "resnet-digits", "finished", "xover profile resnet-digits", 0.2, 1)
+    _profile_in_experiment(fresh, "mlp-digits", "interrupted", "xover profile mlp-digits", None, 2)
+    refused = _xover("--db", str(fresh), "plan", "mlp-digits", "resnet-digits", "--devices", "2", "--out", str(out))
+    assert refused.returncode == 2, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert "the profile of 'mlp-digits' (np 2) at link host was cut short before its interference next to a partner " \
+           "was measured (experiment 20260101-000200-mlp- interrupted): run `xover --db" in said, said
+    assert "profile recipes/mlp-digits.toml` to measure what is missing" in said, said
+    _profile_in_experiment(fresh, "mlp-digits", "interrupted", "xover profile mlp-digits --no-corun", None, 3)
+    chosen = _xover("--db", str(fresh), "plan", "mlp-digits", "resnet-digits", "--devices", "2", "--out", str(out))
+    assert chosen.returncode == 0, chosen.stderr  # without interference by choice
+    assert json.loads(out.read_text())["jobs"]["mlp-digits"]["interference"] == 0.0

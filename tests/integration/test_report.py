@@ -226,6 +226,37 @@ def test_a_group_run_without_a_plan_has_crossovers_prediction_from_the_model_as_
     assert row.count("2.00") == 2, row  # crossover measured, and its prediction
 
 
+def test_a_plans_run_as_planned_shows_the_gain_predicted_for_its_pick_as_xover_run_does(isolated_results):
+    """A plan's adaptive group run as planned: `xover run` showed the pick's predicted gain (1.62, adaptive: its better
+    way's), `xover report` crossover's (1.54) under the same title."""
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
+        body = {"groups": [{"jobs": ["a", "b"], "sharing": "adaptive", "predicted_gain": 1.615,
+                            "predicted_by_sharing": {"crossover": 1.538, "concurrent": 1.615, "adaptive": 1.615}}]}
+        plan = Plan(algo="matching", body=body, predicted_aggregate_gain=1.615)
+        session.add_all([recipe, plan])
+        session.flush()
+        session.add(PlanGroup(plan_id=plan.id, index=0, jobs=["a", "b"], devices=[], wave=0,
+                              predicted_period_ms=50.0, predicted_gain=1.615))
+        session.add(Experiment(id="20260101-000000-asplanned", kind="run", command="xover run plan.json",
+                               status="finished", plan_id=plan.id))
+        for slot, name in enumerate(("a", "b")):
+            run = Run(experiment_id="20260101-000000-asplanned", recipe_id=recipe.id, name=name, mode="adaptive",
+                      policy="work-conserving", group_index=0, slot=slot, hosts="localhost:2", np=2,
+                      status="finished", exit_code=0)
+            session.add(run)
+            session.flush()
+            for step in range(10):
+                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.05 * (step + 1),
+                                            wall_time=1000.0 + 0.05 * (step + 1), iteration_s=0.05, data_s=0.0,
+                                            compute_s=0.02, communication_s=0.02, wait_s=0.01, samples=64, loss=1.0))
+    store.close()
+    [group] = json.loads(report("asplanned", "--format", "json").stdout)["groups"]
+    assert group["predicted_gain"] == pytest.approx(1.615)  # as `xover run` says it
+    assert group["crossover_predicted"] == pytest.approx(1.538)
+
+
 def test_a_run_alone_off_its_profile_is_flagged(isolated_results):
     db = isolated_results / "xover.db"
     _hand_made_store(db)
@@ -813,6 +844,14 @@ def test_the_short_overlap_warning_advises_what_the_run_was_not_given(isolated_r
     assert advice in output, output
     if "--seconds " in command.split(" -- ")[0] or "--seconds=" in command:
         assert "or use --seconds" not in output, output
+
+
+def test_an_end_of_an_id_too_short_to_name_one_says_so(isolated_results):
+    """`report 85`, ids ending in 85: "no experiment '85'", though a start of one said how many it matched."""
+    _hand_made_store(isolated_results / "xover.db")
+    _one_error_line(report("an"), "no experiment 'an' in", "an id's end names one from 4 characters on, and ids end "
+                    "in 'an': give more of it")
+    assert "give more" not in report("zz").output
 
 
 def test_an_unknown_experiment_with_a_newline_is_named_on_one_line(isolated_results):

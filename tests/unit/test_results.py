@@ -197,6 +197,8 @@ def test_a_job_that_finished_before_the_iterations_it_was_given_is_warned_of_onc
     assert warning.startswith("ddp-digits finished on its own after 1000 of the 4184 iterations it was given "
                               "(crossover, sequential)"), warning
     assert "a count above the job's length in its arguments" in warning
+    # a script that stops on a condition of its own (a target loss) is not told only of its count
+    assert "or a condition of its own, such as a target loss" in warning
     assert report_warnings(jobs, []) == [warning]
 
 

@@ -27,7 +27,7 @@ from ..scripts import check_engine, copy_name, local_modules
 from ..sharing import MAX_GROUP
 from ..store.measured import recent_measurements
 from ..store.models import Plan as PlanRow
-from ..store.models import PlanGroup
+from ..store.models import PlanGroup, Run
 from ..store.profiles import (
     find_profile,
     other_engines,
@@ -109,10 +109,20 @@ def profiles_of_recipes(
         spanned = hosts_spanned(recipe.np, hosts or [("localhost", recipe.np)])
         key = link.key
         keys = recipe.profile_keys
-        found = find_profile(store, keys, recipe.np, key, hardware, job_engine, hosts=spanned) or find_profile(
-            store, keys, recipe.np, key, None, job_engine, hosts=spanned
-        )
+        found = find_profile(
+            store, keys, recipe.np, key, hardware, job_engine, hosts=spanned, whole=True
+        ) or find_profile(store, keys, recipe.np, key, None, job_engine, hosts=spanned, whole=True)
         if found is None:
+            half = find_profile(store, keys, recipe.np, key, None, job_engine, hosts=spanned)
+            if half is not None:  # read as no interference at all, it made every pair of it look better
+                across_hosts = ["-H", "..."] if spanned > 1 else []
+                options = [*(link.flag + _engine_flag(recipe, engine)).split(), *profile_ranks(recipe), *across_hosts]
+                raise XoverError(
+                    f"the profile of '{recipe.name}' (np {recipe.np}) at link {key} was cut short before its "
+                    f"interference next to a partner was measured ({_how_it_ended(store, half)}): run "
+                    f"`{profile_command(recipe, *options)}` to measure what is missing (or profile it with "
+                    "--no-corun, whose predictions assume no interference)"
+                )
             across = f" over {spanned} hosts" if spanned > 1 else ""
             across_hosts = ["-H", "..."] if spanned > 1 else []
             options = [*(link.flag + _engine_flag(recipe, engine)).split(), *profile_ranks(recipe), *across_hosts]
@@ -181,6 +191,15 @@ class PlanWritten:
             "bandwidth": self.link.key if self.link is not None else None,
             "engine": self.engine,
         }
+
+
+def _how_it_ended(store, profile: Any) -> str:
+    """'experiment ID interrupted': the profile experiment a profile was cut short in, and how it ended."""
+    with store.session() as session:
+        run = session.get(Run, profile.run_id) if profile.run_id is not None else None
+        if run is None:
+            return "its experiment is gone"
+        return f"experiment {run.experiment_id} {run.experiment.status}"
 
 
 def _changed_hint(store, recipe: Recipe) -> str:

@@ -42,6 +42,7 @@ from ..results import (
     kept_plan_lengths,
     measured_makespan_s,
     mode_rank,
+    predicted_in_way,
 )
 from ..run.record import not_started_units, reconcile_lost
 from ..scripts import local_modules
@@ -206,8 +207,16 @@ def find_experiment(session: Session, target: str, where: str) -> Experiment:
         )
     if session.scalars(select(Experiment.id)).first() is None:
         raise ReportError(f"the database {where} holds no experiments yet: run `xover train` or `xover run` first")
+    short = (
+        f" (an id's end names one from {MIN_ID_END} characters on, and ids end in '{printable(target)}': give more "
+        "of it)"
+        if len(target) < MIN_ID_END
+        and session.scalars(select(Experiment.id).where(Experiment.id.endswith(target, autoescape=True))).first()
+        else ""
+    )
     raise ReportError(
-        f"no experiment '{printable(target)}' in {where}: `{xover_command('report', 'all')}` lists the experiments"
+        f"no experiment '{printable(target)}' in {where}{short}: `{xover_command('report', 'all')}` lists the "
+        "experiments"
     )
 
 
@@ -260,6 +269,12 @@ def jobs_and_groups(
         }
         plan_row = session.get(PlanRow, experiment.plan_id)
         planned_groups = list((plan_row.body or {}).get("groups", [])) if plan_row is not None else []
+    # a plan's run in one way, as planned (not one after another): each job once, in its group's pick
+    as_planned = (
+        experiment.plan_id is not None
+        and _each_job_once(experiment)
+        and experiment_row(experiment).modes_asked != [Mode.SEQUENTIAL.value]
+    )
     timelines = adaptive_timelines(session, experiment.id)
     link = Link.of_key(experiment.bandwidth, "the experiment's link")
     groups = []
@@ -289,8 +304,13 @@ def jobs_and_groups(
             GroupReport.of(
                 comparison,
                 {name: ratio for name, ratio in drift.items() if name is not None and ratio is not None},
-                # the plan's crossover prediction (its pick's may be another way's)
-                in_plan.get("predicted_by_sharing", {}).get(CROSSOVER.name, planned.get(comparison.group)),
+                # the plan's prediction of the way the group ran: crossover's in a comparison (its pick's may be
+                # another way's), the pick's in a plan's run as planned (`xover run` says the same)
+                predicted_in_way(
+                    in_plan.get("predicted_by_sharing", {}),
+                    in_plan.get("sharing", CROSSOVER.name) if as_planned else CROSSOVER.name,
+                    planned.get(comparison.group),
+                ),
                 model,
                 # plans from before the pick ran every group in crossover
                 in_plan.get("sharing", CROSSOVER.name) if in_plan else None,

@@ -13,16 +13,16 @@ from datetime import datetime
 from typing import Any
 
 from ..analysis import compare, experiment_jobs
-from ..console import errors, print_notice
+from ..console import counted, errors, print_notice
 from ..errors import XoverError, check_seconds
 from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
 from ..recipes import load_recipe, with_overrides
-from ..results import RunOutcome, RunResult, kept_plan_lengths, measured_makespan_s
+from ..results import RunOutcome, RunResult, kept_plan_lengths, measured_makespan_s, predicted_in_way
 from ..scripts import detect_scripts_engine, detection_note
 from ..settings import CPU_ONLY_VARIABLE, settings
-from ..sharing import ALL, PLANNED, Mode, adapts, modes_of, turn_taking
+from ..sharing import ALL, PLANNED, Mode, modes_of, turn_taking
 from ..store.models import Experiment as ExperimentRow
 from ..store.queries import iteration_rows
 from ..store.session import open_store
@@ -35,7 +35,7 @@ from .launchers import check_launcher_options, hosts_or_allocation, launcher_nam
 from .learn import learn_measurements
 from .mps import check_mps
 from .ranks import check_devices, crossover_warning
-from .record import not_started_units
+from .record import beside_on_devices, not_started_units
 from .request import DEFAULT_LAUNCHER, LaunchRequest, RunOptions
 from .schedule import Scheduler, Unit
 from .sinks import default_sinks
@@ -280,8 +280,16 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         iterations = iteration_rows(session, [r.id for r in session.get_one(ExperimentRow, current.id).runs])
         summaries = experiment_jobs(session, current.id, iterations)
         not_started = not_started_units(session, current.id)
+        beside = beside_on_devices(session, current.id)
     jobs, comparisons = compare([RunResult.from_summary(summary) for summary in summaries], iterations, policies[0])
-    learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
+    if beside:  # its figures are of its jobs beside another run's: no plan may learn them
+        print_notice(
+            f"warning: {counted(len(beside), 'experiment')} of this store ({', '.join(beside)}) ran on this run's "
+            "devices at the same time (leasing them in another XOVER_LEASE_DIR): its figures are not of its jobs "
+            "alone, and this comparison is not kept for the next plan"
+        )
+    else:
+        learn_measurements(store, current.id, groups, jobs, comparisons, link)  # for the next plan of these jobs
     return RunOutcome(
         experiment=current.id,
         results_dir=str(current.results_dir),
@@ -341,13 +349,8 @@ def lengths_as_planned(plan: Plan, options: RunOptions, jobs: list[RunResult]) -
 
 
 def predicted_for(group: GroupToRun, way: str) -> float | None:
-    """The plan's predicted gain of `group` in `way`: an adaptive group's is its better way's (what it settles
-    in); None for a way the plan did not predict (a job alone: its own gain, the only one)."""
-    if not group.predicted_by_sharing:
-        return group.predicted_gain
-    if adapts(way):
-        return max(group.predicted_by_sharing.values(), default=None)
-    return group.predicted_by_sharing.get(way)
+    """The plan's predicted gain of `group` in `way` (results.predicted_in_way, as `xover report` reads it)."""
+    return predicted_in_way(group.predicted_by_sharing, way, group.predicted_gain)
 
 
 def schedule_summary(

@@ -22,11 +22,11 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError
 
 from ..config import make_results_folder, results_root, xover_pythonpath
-from ..console import print_notice
+from ..console import counted, print_notice
 from ..errors import XoverError
 from ..hints import xover_command
 from ..links import Link
-from ..settings import REAPER_DB_VARIABLE, settings
+from ..settings import LEASE_DIR_VARIABLE, REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus, experiment_status
 from ..store.queries import new_experiment_id
 from ..store.session import (
@@ -40,9 +40,9 @@ from ..store.session import (
 from .adaptive import AdaptiveSettings
 from .external.horovodrun import check_forwarded_names
 from .jobs import JobSpec
-from .leases import DeviceLeases, describe_busy
+from .leases import DeviceLeases, describe_busy, lease_dir
 from .reach import run_link
-from .record import Recorder, reconcile_lost
+from .record import Recorder, reconcile_lost, running_on
 from .schedule import RunContext
 from .sinks import MetricSink, StoreSink, deliver, sinks_named
 from .supervise import Interrupted, TimedOut, interruptible, uninterrupted
@@ -155,7 +155,7 @@ def experiment(
     )
     leases = DeviceLeases(f"experiment {experiment_id} ({command})")
     status = RunStatus.FINISHED
-    refused = False
+    refused = discarded = False
     stopped: type[Interrupted] | type[TimedOut] | None = None
     store_failure: DBAPIError | None = None  # the store's read or write that failed during the run, or at its end
     try:
@@ -190,13 +190,15 @@ def experiment(
             if gone is None:
                 why = stopped_by_the_store(store_failure.orig) if store_failure is not None else None
                 try:
-                    if not (refused and recorder.discard()):  # a refused one would be `report latest`
+                    # a refused one, or one stopped before any run (waiting for its devices), would be `report latest`
+                    discarded = (refused or stopped is not None) and recorder.discard()
+                    if not discarded:
                         recorder.finish(status, why)
                 except DBAPIError as error:  # still full: nothing more is written, and the line below says so
                     end_recorded = False
                     if not refused:  # a refusal's own line is what its user needs
                         store_failure = store_failure or error
-            if refused and gone is None:
+            if (refused or discarded) and gone is None:
                 with contextlib.suppress(OSError):
                     results_dir.rmdir()  # left where empty
             # its records lost, or its end not recorded: the store's rows say nothing the sinks could be told
@@ -218,6 +220,8 @@ def experiment(
                 ) from None
     if stopped is not None:  # the one line it ends with says which job was still running, and where to look
         with uninterrupted():
+            if discarded:
+                raise stopped("stopped before any run started (waiting for its devices?): nothing was kept") from None
             raise stopped(stopped_words(recorder, status, results_dir)) from None
 
 
@@ -234,7 +238,8 @@ def stopped_words(recorder: Recorder, status: str, results_dir: Path) -> str:
     """What a run cut short by --timeout or Ctrl-C left: every process stopped, each run as it ended, the
     experiment and its logs."""
     try:  # every run, those that finished before the stop too: not under "unfinished"
-        runs = f"; the runs: {recorder.runs_as_they_ended()}"
+        ended = recorder.runs_as_they_ended()
+        runs = f"; the runs: {ended}" if ended else "; no run had started"
     except Exception:  # noqa: BLE001 - a store that fails now (full disk, gone) must not hide how the run ended
         runs = ""
     return (
@@ -261,9 +266,19 @@ def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
         print_notice(f"waiting: {describe_busy(busy)}")
 
     timeout_s = run.context.timeout_s
+    devices = set().union(*(job.device_set for job in jobs))
     run.leases.acquire(
-        set().union(*(job.device_set for job in jobs)),
+        devices,
         wait,
         waiting,
         deadline=time.monotonic() + timeout_s if timeout_s else None,
     )  # --wait ends at --timeout
+    with run.store.session() as session:
+        others = running_on(session, run.id, devices)
+    if others:
+        print_notice(
+            f"warning: {counted(len(others), 'experiment')} of this store ({', '.join(others)}) running on this "
+            f"machine on devices this run leased: it leases them in another folder ({LEASE_DIR_VARIABLE}; here "
+            f"{lease_dir()}), so both runs share the devices, neither's figures are of its jobs alone, and a "
+            "comparison that ran beside another is not kept for the next plan"
+        )

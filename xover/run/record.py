@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from ..console import counted
 from ..devices import hardware_fingerprint
 from ..errors import printable
+from ..hosts import canonical_host
 from ..records import (
     RANK_LEFT,
     RELAY_PREFIX,
@@ -96,6 +97,64 @@ def reconcile_lost(store: Store) -> int:
                 mark_lost(session, experiment)
                 changed += 1
     return changed
+
+
+def run_devices(run: Run) -> set[tuple[str, int]]:
+    """The (host, index) devices a run was given (`JobSpec.devices_env` as stored, over its `hosts`); none where
+    not recorded."""
+    if not run.devices:
+        return set()
+    if "=" in run.devices:  # across hosts: 'h1=0,1;h2=0,1'
+        pairs = (part.partition("=") for part in run.devices.split(";"))
+        return {(canonical_host(host), int(i)) for host, _, indices in pairs for i in indices.split(",") if i}
+    host = (run.hosts or "localhost").split(",")[0].rpartition(":")[0] or "localhost"
+    return {(canonical_host(host), int(i)) for i in run.devices.split(",") if i}
+
+
+def _this_machines_others(session: Session, experiment_id: str, *conditions) -> Iterator[Experiment]:
+    """Other experiments whose xover ran on this machine (`conditions` on them too). Another machine's (a shared
+    store) are on other devices whatever their names."""
+    yield from session.scalars(
+        select(Experiment).where(
+            Experiment.id != experiment_id, Experiment.owner_host == socket.gethostname(), *conditions
+        )
+    )
+
+
+def running_on(session: Session, experiment_id: str, devices: set[tuple[str, int]]) -> list[str]:
+    """Other experiments of this machine running now (their xover alive) with runs on any of `devices`: they lease in
+    another XOVER_LEASE_DIR, or the lease would have been refused."""
+    found = []
+    for other in _this_machines_others(session, experiment_id, Experiment.status == RunStatus.RUNNING.value):
+        if owner_alive(other.owner_host, other.owner_pid, other.owner_started) is not True:
+            continue
+        if any(run_devices(run) & devices for run in other.runs):
+            found.append(other.id)
+    return found
+
+
+def beside_on_devices(session: Session, experiment_id: str) -> list[str]:
+    """Other experiments of this machine whose runs had devices of this experiment's runs at the same time: runs
+    leasing in another XOVER_LEASE_DIR share devices without seeing each other's leases, and neither's figures are
+    of its jobs alone then."""
+    ours = session.scalars(select(Run).where(Run.experiment_id == experiment_id)).all()
+    devices = set().union(*(run_devices(run) for run in ours)) if ours else set()
+    spans = [(run.started_at, run.ended_at or utcnow()) for run in ours if run.started_at is not None]
+    if not devices or not spans:
+        return []
+    first, last = min(start for start, _ in spans), max(end for _, end in spans)
+    found = []
+    # only those open at some time in our span: a store of years holds thousands
+    near = (Experiment.created_at < last, or_(Experiment.ended_at.is_(None), Experiment.ended_at > first))
+    for other in _this_machines_others(session, experiment_id, *near):
+        if any(
+            run_devices(run) & devices
+            and run.started_at is not None
+            and any(run.started_at < end and (run.ended_at or utcnow()) > start for start, end in spans)
+            for run in other.runs
+        ):
+            found.append(other.id)
+    return found
 
 
 def mark_lost(session, experiment: Experiment) -> None:

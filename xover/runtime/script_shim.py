@@ -412,7 +412,7 @@ def main() -> None:
         coordinator.finish(clean)
     if by_itself:  # not at the step cap, where every rank stops at once: its peers may still expect it
         _say_on_standard_error(rank_left_line(coordinator.rank, coordinator.step))
-    exit_without_teardown(finalize=finalize_what_the_script_left)
+    exit_without_teardown(finalize=finalize_what_the_script_left, at_the_cap=not by_itself)
 
 
 def finalize_what_the_script_left() -> None:

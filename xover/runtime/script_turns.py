@@ -127,6 +127,7 @@ class ScriptCoordinator:
         # the script's backwards under way: 1 inside one (autograd's threads see it too), more inside a backward
         # that backward runs (reentrant checkpointing)
         self.backward_depth = 0
+        self.stepped_in_backward = False  # an optimizer stepped inside the backward now running (after_step)
         self.batch = 0  # the first batch seen: the size of a backward's whose forward showed none
         # the batch of the first forward with gradients since the last backward: the one that backward trains on
         self.forward_batch: int | None = None
@@ -184,6 +185,9 @@ class ScriptCoordinator:
             # it): no backward of the model's iteration, nor its loss. Where none is watched (the engine's
             # wrapper holds no parameter that takes a gradient), every backward counts
             self._after_backward()
+            if self.stepped_in_backward:  # the optimizer stepped inside it: the iteration ends with it
+                self.stepped_in_backward = False
+                self.after_step()
             return result
 
         torch.autograd.backward = backward  # Tensor.backward() calls it too
@@ -384,7 +388,9 @@ class ScriptCoordinator:
         if self.tally.closure_backwards <= 1 or not self.in_closure_step:  # a closure's batch once a step (LBFGS)
             self.tally.samples += self.batch if self.forward_batch is None else self.forward_batch
         self.forward_batch = None
-        value = _loss_value(loss, gradients) if self.rank == 0 else None
+        # a closure evaluated several times a step (LBFGS) is one loss, its first, as the step returns it
+        repeated = self.in_closure_step and self.tally.closure_backwards > 1
+        value = _loss_value(loss, gradients) if self.rank == 0 and not repeated else None
         if value is not None:
             self.tally.loss = value if self.tally.loss is None else self.tally.loss + value
 
@@ -399,6 +405,11 @@ class ScriptCoordinator:
         first one ended (its update's time counts in the next one's), and a step before any backward trains
         nothing."""
         self.in_closure_step = False
+        if self.active and self.backward_depth:
+            # stepped inside a backward (a post-accumulate-grad hook per parameter, "the optimizer in backward"):
+            # before the backward is counted; the iteration ends where that backward returns
+            self.stepped_in_backward = True
+            return
         if not self.active or not self.tally.backwards:
             return
         end = time.perf_counter()

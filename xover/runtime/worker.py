@@ -342,7 +342,12 @@ def train(spec: dict[str, Any]) -> None:
     engine.shutdown()
 
 
-def exit_without_teardown(finalize: Callable[[], None] | None = None) -> NoReturn:
+# At the job's length a script's loop is left where it stands: the code after it that stops the script's own threads
+# (a writer's queue closed, its thread joined) never runs, and waiting for them as Python would never ends
+THREADS_WAITED_AT_THE_CAP_S = 10.0
+
+
+def exit_without_teardown(finalize: Callable[[], None] | None = None, at_the_cap: bool = False) -> NoReturn:
     """End a rank that has finished its work, skipping the interpreter's teardown.
 
     torch's Gloo backend now and then aborts a process at exit, after Python has finalised
@@ -351,10 +356,19 @@ def exit_without_teardown(finalize: Callable[[], None] | None = None) -> NoRetur
     torchrun then reports a job that finished as failed and kills its other ranks. What Python would still
     do at exit (wait for non-daemon threads, atexit handlers, flush the streams) is done here, then the
     process ends; `finalize`, after the atexit handlers, does what else a script's objects would be finalised for
-    (script_shim.finalize_what_the_script_left)."""
+    (script_shim.finalize_what_the_script_left). `at_the_cap`: the script was stopped at its job's length, and its
+    threads are waited for THREADS_WAITED_AT_THE_CAP_S in all, then left, each named on stderr."""
+    deadline = time.monotonic() + THREADS_WAITED_AT_THE_CAP_S if at_the_cap else None
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                print(
+                    f"xover: the script's thread {thread.name!r} still ran {THREADS_WAITED_AT_THE_CAP_S:g} s after "
+                    "the job's length stopped its loop (what stops it lies after the loop?): left as the rank ends",
+                    file=sys.stderr,
+                    flush=True,
+                )
     atexit._run_exitfuncs()
     _flush_standard_streams()  # before what `finalize` closes: a file of the script's may share their descriptor
     if finalize is not None:

@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, exists, func, not_, select
 from sqlalchemy.orm import Session
 
 from ..devices import default_torch_backend, hardware_fingerprint
 from ..settings import ALONE_FIELDS, settings
-from .models import Profile, RecipeSnapshot, Run
+from ..sharing import RunStatus
+from .models import Experiment, Profile, RecipeSnapshot, Run
 from .session import Store
 
 
@@ -42,6 +43,21 @@ def _taken_here():
     return func.coalesce(Profile.tuning, "") == tuning_here()
 
 
+def cut_short():
+    """A profile's condition to be cut short: its interference next to the reference partner not measured, in a
+    profile experiment that did not finish (interrupted, stopped, timed out, failed, lost) or is still going - its
+    job's run alone is stored before that partner's run. One taken with `--no-corun` measures none by choice."""
+    return and_(
+        Profile.interference.is_(None),
+        exists().where(
+            Run.id == Profile.run_id,
+            Experiment.id == Run.experiment_id,
+            Experiment.status != RunStatus.FINISHED.value,
+            not_(Experiment.command.contains("--no-corun")),
+        ),
+    )
+
+
 def _keyed(keys: str | Sequence[str]):
     """A profile's condition to be one of a recipe's (`Recipe.profile_keys`, or one key)."""
     return Profile.recipe_hash.in_([keys] if isinstance(keys, str) else list(keys))
@@ -56,13 +72,16 @@ def find_profile(
     engine: str | None = None,
     hosts: int = 1,
     any_settings: bool = False,
+    whole: bool = False,
 ) -> Profile | None:
     """The newest profile of a recipe at this np over this many hosts, taken under this process's settings
     (`tuning_here`; under any where `any_settings`), and at the bandwidth, on the hardware and under the engine
-    given."""
+    given; `whole`: not one cut short before its interference was measured (`cut_short`)."""
     query = select(Profile).where(_keyed(recipe_hash), Profile.np == np, Profile.hosts == hosts)
     if not any_settings:
         query = query.where(_taken_here())
+    if whole:
+        query = query.where(~cut_short())
     if engine is not None:
         query = query.where(Profile.engine == engine)
     if bandwidth is not None:
