@@ -843,6 +843,20 @@ def test_the_short_overlap_warning_advises_what_the_run_was_not_given(isolated_r
         assert "or use --seconds" not in output, output
 
 
+def test_a_report_of_an_experiment_without_groups_draws_no_picture_of_other_experiments_gains(isolated_results):
+    """A run that left no job (killed while it waited for its devices) had the store's predicted-against-measured
+    picture drawn into its folder: other experiments' points only."""
+    _hand_made_store(isolated_results / "xover.db")
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id="20260101-000200-none", kind="run", command="xover run plan.json", status="lost"))
+    store.close()
+    result = report("none")
+    assert result.exit_code == 0, result.output
+    assert "predicted_vs_measured" not in result.output
+    assert "predicted_vs_measured" in report("plan").output  # one with a group of its own has it
+
+
 def test_an_end_of_an_id_too_short_to_name_one_says_so(isolated_results):
     """`report 85`, ids ending in 85: "no experiment '85'", though a start of one said how many it matched."""
     _hand_made_store(isolated_results / "xover.db")
