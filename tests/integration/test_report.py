@@ -48,20 +48,27 @@ def report(*args: str):
 # ------------------------------------------------------------------------------ a hand-made store
 
 
+def _plan_of_a_and_b_run(session, experiment_id: str, body: dict, gain: float) -> RecipeSnapshot:
+    """Job a's recipe, and a plan of one group of a and b predicted at `gain` (its file's content `body`), run as
+    the finished experiment `experiment_id`."""
+    recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
+    plan = Plan(algo="matching", body=body, predicted_aggregate_gain=gain)
+    session.add_all([recipe, plan])
+    session.flush()
+    session.add(PlanGroup(plan_id=plan.id, index=0, jobs=["a", "b"], devices=[], wave=0, predicted_period_ms=50.0,
+                          predicted_gain=gain))
+    session.add(Experiment(id=experiment_id, kind="run", command="xover run plan.json", status="finished",
+                           plan_id=plan.id))
+    return recipe
+
+
 def _hand_made_store(db: Path) -> None:
     """Job a: 30 ms compute + 10 ms all-reduce; job b: 10 + 30. Alone each takes 40 ms an iteration;
     taking turns both finish an iteration every 40 ms, so the gain is 2.0 (the model says 2.0 too).
     The plan predicted 1.6; b's loss under crossover drifts by 0.5 at step 3."""
     store = open_store(str(db))
     with store.session() as session, session.begin():
-        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
-        plan = Plan(algo="matching", body={}, predicted_aggregate_gain=1.6)
-        session.add_all([recipe, plan])
-        session.flush()
-        session.add(PlanGroup(plan_id=plan.id, index=0, jobs=["a", "b"], devices=[], wave=0,
-                              predicted_period_ms=50.0, predicted_gain=1.6))
-        session.add(Experiment(id="20260101-000000-plan", kind="run", command="xover run plan.json",
-                               status="finished", plan_id=plan.id))
+        recipe = _plan_of_a_and_b_run(session, "20260101-000000-plan", {}, 1.6)
         session.add(Experiment(id="20260101-000100-solo", kind="train", command="xover train a", status="finished"))
         runs = [("20260101-000000-plan", name, mode) for mode in ("sequential", "crossover") for name in ("a", "b")]
         runs.append(("20260101-000100-solo", "a", "solo"))
@@ -83,25 +90,31 @@ def _hand_made_store(db: Path) -> None:
     store.close()
 
 
+def _adaptive_runs_of_a_and_b(session, experiment_id: str, recipe: RecipeSnapshot, start: float) -> list[int]:
+    """Adaptive runs of a and b in group 0 of `experiment_id`: 10 iterations of 50 ms each from wall time `start`
+    (speed 0.8 against the hand-made store's 40 ms alone); their run ids."""
+    runs = []
+    for slot, name in enumerate(("a", "b")):
+        run = Run(experiment_id=experiment_id, recipe_id=recipe.id, name=name, mode="adaptive", policy="work-conserving",
+                  group_index=0, slot=slot, hosts="localhost:2", np=2, status="finished", exit_code=0)
+        session.add(run)
+        session.flush()
+        runs.append(run.id)
+        for step in range(10):
+            session.add(IterationMetric(run_id=run.id, step=step, time_s=0.05 * (step + 1),
+                                        wall_time=start + 0.05 * (step + 1), iteration_s=0.05, data_s=0.0,
+                                        compute_s=0.02, communication_s=0.02, wait_s=0.01, samples=64,
+                                        loss=2.0 - 0.1 * step))
+    return runs
+
+
 def _with_adaptive(db: Path) -> None:
     """The plan's experiment gets an adaptive run of a and b: 10 iterations of 50 ms each (speed 0.8, aggregate
     1.6), and its timeline: a warm-up, two probes, a decision for crossover with its figures."""
     store = open_store(str(db))
     with store.session() as session, session.begin():
         recipe = session.scalars(select(RecipeSnapshot)).first()
-        runs = []
-        for slot, name in enumerate(("a", "b")):
-            run = Run(experiment_id="20260101-000000-plan", recipe_id=recipe.id, name=name, mode="adaptive",
-                      policy="work-conserving", group_index=0, slot=slot, hosts="localhost:2", np=2,
-                      status="finished", exit_code=0)
-            session.add(run)
-            session.flush()
-            runs.append(run.id)
-            for step in range(10):
-                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.05 * (step + 1),
-                                            wall_time=2000.0 + 0.05 * (step + 1), iteration_s=0.05, data_s=0.0,
-                                            compute_s=0.02, communication_s=0.02, wait_s=0.01, samples=64,
-                                            loss=2.0 - 0.1 * step))
+        runs = _adaptive_runs_of_a_and_b(session, "20260101-000000-plan", recipe, 2000.0)
         decision = {"rule": "clear", "ways": {"crossover": 1.6, "concurrent": 1.2}, "difference": 0.4,
                     "difference_error": 0.05, "aggregate": {"turns": 1.6, "free": 1.2}, "windows": 2,
                     "measured_before": {"difference": 0.25, "error": 0.06},
@@ -231,26 +244,10 @@ def test_a_plans_run_as_planned_shows_the_gain_predicted_for_its_pick_as_xover_r
     way's), `xover report` crossover's (1.54) under the same title."""
     store = open_store(str(isolated_results / "xover.db"))
     with store.session() as session, session.begin():
-        recipe = RecipeSnapshot(name="a", hash="h", path="a.toml", body={})
         body = {"groups": [{"jobs": ["a", "b"], "sharing": "adaptive", "predicted_gain": 1.615,
                             "predicted_by_sharing": {"crossover": 1.538, "concurrent": 1.615, "adaptive": 1.615}}]}
-        plan = Plan(algo="matching", body=body, predicted_aggregate_gain=1.615)
-        session.add_all([recipe, plan])
-        session.flush()
-        session.add(PlanGroup(plan_id=plan.id, index=0, jobs=["a", "b"], devices=[], wave=0,
-                              predicted_period_ms=50.0, predicted_gain=1.615))
-        session.add(Experiment(id="20260101-000000-asplanned", kind="run", command="xover run plan.json",
-                               status="finished", plan_id=plan.id))
-        for slot, name in enumerate(("a", "b")):
-            run = Run(experiment_id="20260101-000000-asplanned", recipe_id=recipe.id, name=name, mode="adaptive",
-                      policy="work-conserving", group_index=0, slot=slot, hosts="localhost:2", np=2,
-                      status="finished", exit_code=0)
-            session.add(run)
-            session.flush()
-            for step in range(10):
-                session.add(IterationMetric(run_id=run.id, step=step, time_s=0.05 * (step + 1),
-                                            wall_time=1000.0 + 0.05 * (step + 1), iteration_s=0.05, data_s=0.0,
-                                            compute_s=0.02, communication_s=0.02, wait_s=0.01, samples=64, loss=1.0))
+        recipe = _plan_of_a_and_b_run(session, "20260101-000000-asplanned", body, 1.615)
+        _adaptive_runs_of_a_and_b(session, "20260101-000000-asplanned", recipe, 1000.0)
     store.close()
     [group] = json.loads(report("asplanned", "--format", "json").stdout)["groups"]
     assert group["predicted_gain"] == pytest.approx(1.615)  # as `xover run` says it
@@ -844,6 +841,20 @@ def test_the_short_overlap_warning_advises_what_the_run_was_not_given(isolated_r
     assert advice in output, output
     if "--seconds " in command.split(" -- ")[0] or "--seconds=" in command:
         assert "or use --seconds" not in output, output
+
+
+def test_a_report_of_an_experiment_without_groups_draws_no_picture_of_other_experiments_gains(isolated_results):
+    """A run that left no job (killed while it waited for its devices) had the store's predicted-against-measured
+    picture drawn into its folder: other experiments' points only."""
+    _hand_made_store(isolated_results / "xover.db")
+    store = open_store(str(isolated_results / "xover.db"))
+    with store.session() as session, session.begin():
+        session.add(Experiment(id="20260101-000200-none", kind="run", command="xover run plan.json", status="lost"))
+    store.close()
+    result = report("none")
+    assert result.exit_code == 0, result.output
+    assert "predicted_vs_measured" not in result.output
+    assert "predicted_vs_measured" in report("plan").output  # one with a group of its own has it
 
 
 def test_an_end_of_an_id_too_short_to_name_one_says_so(isolated_results):

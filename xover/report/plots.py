@@ -38,6 +38,8 @@ def picture_names(report: ExperimentReport) -> tuple[str, ...]:
     """The pictures make_pictures may draw for `report`, each FOLDER/<name>.png."""
     if not report.is_comparison:  # a lone job has no modes or gains to compare
         return ("losses",)
+    if not report.groups:  # no group of its own to place among the store's: the picture would show only others'
+        return ("timeline", "throughput", "losses", "adaptive")
     return ("timeline", "throughput", "losses", "predicted_vs_measured", "adaptive")
 
 
