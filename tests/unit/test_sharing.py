@@ -140,21 +140,6 @@ def test_a_planned_group_runs_in_its_plans_way(sharing, mode):
     assert unit.mode == mode and unit.policy == ("work-conserving" if mode == "crossover" else None)
 
 
-def test_one_job_under_crossover_runs_under_the_first_policy_not_as_an_unnamed_round_robin():
-    """`run --group A --mode crossover` (one job) recorded no policy: read as the round robin of runs recorded
-    before policies, against the work-conserving default."""
-    from xover.analysis import variant
-    from xover.recipes import load_recipe
-    from xover.results import RunResult
-
-    job_a = JobSpec("a", load_recipe("mlp-digits"), {"localhost": [0]})
-    [unit] = group_units(GroupToRun(0, [job_a]), ["crossover"], ["work-conserving"])
-    assert (unit.mode, unit.policy) == ("crossover", "work-conserving")
-    assert variant(RunResult(name="a", mode=unit.mode, policy=unit.policy)) == "crossover:work-conserving"
-    [alone] = group_units(GroupToRun(0, [job_a]), ["sequential", "crossover"], ["work-conserving"])
-    assert (alone.mode, alone.policy) == ("sequential", None)
-
-
 def test_a_trace_gives_gpu_stretches_and_the_plan_considers_mps(tmp_path):
     from xover.plan import load_trace_csv
 

@@ -52,10 +52,8 @@ def group_units(group: GroupToRun, modes: list[str], policies: list[str]) -> lis
         modes = [group.planned_mode if mode == PLANNED else mode for mode in modes]
         policies = policies[:1]
     if len(group.jobs) == 1:
-        # one job shares nothing: concurrent and crossover would only run it alone again (under the first policy
-        # where it takes turns: without one it read as the round robin of runs recorded before policies)
-        mode = SEQUENTIAL if SEQUENTIAL in modes else modes[0]
-        return [Unit(group.jobs, mode, group.index, policies[0] if turn_taking(mode) and policies else None)]
+        # one job shares nothing: concurrent and crossover would only run it alone again
+        return [Unit(group.jobs, SEQUENTIAL if SEQUENTIAL in modes else modes[0], group.index)]
     units = []
     for mode in modes:
         if mode == SEQUENTIAL:
