@@ -113,10 +113,11 @@ def profiles_of_recipes(
             store, keys, recipe.np, key, hardware, job_engine, hosts=spanned, whole=True
         ) or find_profile(store, keys, recipe.np, key, None, job_engine, hosts=spanned, whole=True)
         if found is None:
+            # the command that profiles it here: its link, engine, ranks and hosts
+            across_hosts = ["-H", "..."] if spanned > 1 else []
+            options = [*(link.flag + _engine_flag(recipe, engine)).split(), *profile_ranks(recipe), *across_hosts]
             half = find_profile(store, keys, recipe.np, key, None, job_engine, hosts=spanned)
             if half is not None:  # read as no interference at all, it made every pair of it look better
-                across_hosts = ["-H", "..."] if spanned > 1 else []
-                options = [*(link.flag + _engine_flag(recipe, engine)).split(), *profile_ranks(recipe), *across_hosts]
                 raise XoverError(
                     f"the profile of '{recipe.name}' (np {recipe.np}) at link {key} was cut short before its "
                     f"interference next to a partner was measured ({_how_it_ended(store, half)}): run "
@@ -124,8 +125,6 @@ def profiles_of_recipes(
                     "--no-corun, whose predictions assume no interference)"
                 )
             across = f" over {spanned} hosts" if spanned > 1 else ""
-            across_hosts = ["-H", "..."] if spanned > 1 else []
-            options = [*(link.flag + _engine_flag(recipe, engine)).split(), *profile_ranks(recipe), *across_hosts]
             raise XoverError(
                 f"no {job_engine} profile of '{recipe.name}' (np {recipe.np}{across}) at link {key}: run "
                 f"`{profile_command(recipe, *options)}` first"
