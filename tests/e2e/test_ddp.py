@@ -165,7 +165,9 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
     wait, and the chained and collected ones' after it, until 2026-12-07). The script also writes a log it never
     closes and meets through a `file://` rendezvous that it never destroys: under xover, whose ranks exit without
     Python's teardown, the log was empty and the rendezvous file stayed, the next run's stale rendezvous (the same
-    probe)."""
+    probe); and so it stayed now and then after that, where something of the script in a reference cycle held the
+    process group (the whole suite's fresh clones, 2026-12-07): its model is held in one, which Python's exit
+    collects, and so does the rank's end now."""
     script, steps = "tests/e2e/scripts/ddp_logged_metrics.py", 12
     args = ["--steps", str(steps), "--late-ms", "60"]
     loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)

@@ -418,10 +418,10 @@ def main() -> None:
 def finalize_what_the_script_left() -> None:
     """What Python's own exit does for a script after its atexit handlers, and the rank's exit without teardown
     skips: the default process group destroyed (torch's FileStore then removes a `file://` rendezvous's file, as
-    under plain torchrun; left, it was the next run's stale rendezvous), and each file the script left open
-    closed, its buffer written out (a log it never closed was empty under xover), a wrapper before what it wraps
-    (a GzipFile's trailer before its file). Found among the collector's objects, collected or not (main() stopped
-    the collector). A probe, 2026-12-06."""
+    under plain torchrun; left, it was the next run's stale rendezvous), each file the script left open closed,
+    its buffer written out (a log it never closed was empty under xover), a wrapper before what it wraps (a
+    GzipFile's trailer before its file), then the garbage collected. Files found among the collector's objects,
+    collected or not (main() stopped the collector). A probe, 2026-12-06."""
     distributed = sys.modules.get("torch.distributed")
     with contextlib.suppress(Exception):
         if distributed is not None and distributed.is_available() and distributed.is_initialized():
@@ -434,6 +434,10 @@ def finalize_what_the_script_left() -> None:
     for file in _wrappers_first(left_open):
         with contextlib.suppress(Exception):
             file.close()
+    # the collection Python's exit makes: a model the script left in a reference cycle (a trainer that points back
+    # at itself) holds the process group past its destruction, and with it the rendezvous's store, whose file
+    # stayed. Its files are closed by now, in order
+    gc.collect()
 
 
 def _files_among(things: list) -> list:

@@ -8,7 +8,7 @@ waits for one (WAITS: `work.wait()`, `work.get_future().wait()`, a Future chaine
 `torch.futures.wait_all` and `torch.futures.collect_all(...).wait()` over it and a second one). Rank 0 prints
 each step's loss. With --log-file, each rank writes its lines to a file it never closes (Python's exit writes
 them out); with --rendezvous-file, the ranks meet through a `file://` rendezvous (torch removes the file as
-its last rank exits).
+its last rank exits, once the collector has freed the model, which a reference cycle holds).
 
     torchrun --standalone --nproc-per-node=2 ddp_logged_metrics.py --steps 12 --late-ms 60
 """
@@ -47,6 +47,8 @@ def main() -> None:
     labels = (features[:, :4].sum(1) > 0).long()
     model = DistributedDataParallel(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    trainer = {"model": model}
+    trainer["self"] = trainer  # a reference cycle that holds the model (and its process group) past main()
     for step in range(args.steps):
         rows = slice((step * world_size + rank) * 16 % len(features), None)
         x, y = features[rows][:16], labels[rows][:16]
