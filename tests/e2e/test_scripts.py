@@ -238,6 +238,23 @@ def test_a_script_stopped_at_its_length_ends_though_a_thread_of_its_own_waits_fo
     assert "the script's thread 'writer' still ran 10 s after the job's length stopped its loop" in said, said
 
 
+def test_a_script_that_catches_the_stop_at_its_length_ends_at_its_next_batch(isolated_results):
+    """A bare `except:` around each step caught the stop (a SystemExit) at the job's length, and the script went on
+    to its own count: every batch after it loaded, forwarded and stopped again, a "failed, going on" line each."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_bare_except.py",
+                             "--np", "2", "--mode", "sequential", "--iterations", "3", "--json", "--", "--steps",
+                             "40"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    assert job["status"] == "finished" and job["iterations"] == 3, job
+    [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
+    printed = stdout.read_text()
+    assert re.findall(r"^step (\d+) (?:loss \S+|failed, going on)$", printed, re.MULTILINE) == ["0", "1", "2", "3"]
+    assert "finished" not in printed, printed
+    [stderr] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stderr.log")
+    assert "the script caught the stop at its job's length" in stderr.read_text()
+
+
 def test_an_optimizer_stepped_inside_backward_ends_each_iteration_and_stops_at_the_length(isolated_results):
     """Steps taken in a post-accumulate-grad hook ended an iteration one backward late: the first was no iteration,
     the last one's loss was lost, and `--iterations 5` let a sixth update through."""

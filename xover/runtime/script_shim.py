@@ -50,6 +50,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable
+from typing import NoReturn
 
 from ..records import rank_left_line
 from ..scripts import HOROVOD_UNSUPPORTED_NAMES
@@ -391,6 +392,7 @@ def main() -> None:
     # there) must not stand in for one of the user's. Under -P (PYTHONSAFEPATH) neither is put there.
     if not getattr(sys.flags, "safe_path", False):  # Python 3.11 on
         sys.path[0] = os.path.dirname(os.path.abspath(script))
+    coordinator.end_at_step_cap = functools.partial(_end_where_the_stop_was_caught, coordinator)
     clean = by_itself = False
     try:
         runpy.run_path(script, run_name="__main__")
@@ -413,6 +415,20 @@ def main() -> None:
     if by_itself:  # not at the step cap, where every rank stops at once: its peers may still expect it
         _say_on_standard_error(rank_left_line(coordinator.rank, coordinator.step))
     exit_without_teardown(finalize=finalize_what_the_script_left, at_the_cap=not by_itself)
+
+
+def _end_where_the_stop_was_caught(coordinator: ScriptCoordinator) -> NoReturn:
+    """The rank's end at its job's length where the script caught the stop and went on to its next batch: as
+    main()'s after a stop that unwound the script, from inside the script's frames."""
+    _say_on_standard_error(
+        "xover: the script caught the stop at its job's length (a bare `except:` or `except BaseException:` "
+        "around its step?) and went on: the rank ends at the next batch instead"
+    )
+    if coordinator.leave_at_step_cap is not None:
+        coordinator.leave_at_step_cap()
+    gc.disable()  # as main()'s end: the script's files are closed in order, then collected
+    coordinator.finish(True)
+    exit_without_teardown(finalize=finalize_what_the_script_left, at_the_cap=True)
 
 
 def finalize_what_the_script_left() -> None:

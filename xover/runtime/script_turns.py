@@ -11,6 +11,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 import torch
 
@@ -123,6 +124,10 @@ class ScriptCoordinator:
         # what a rank that stopped at the step cap does on its way out, outside the turn (the engine's shim sets
         # it: a Horovod rank joins, for its peers waiting in hvd.join() after fewer steps of uneven data)
         self.leave_at_step_cap: Callable[[], None] | None = None
+        # StepCapReached raised once: met again, the script caught it (a bare `except:`) and went on. The shim's
+        # end of the rank where it stands then
+        self.stop_raised = False
+        self.end_at_step_cap: Callable[[], NoReturn] | None = None
         self.in_closure_step = False  # inside an optimizer step given a closure (its backwards re-read one batch)
         # the script's backwards under way: 1 inside one (autograd's threads see it too), more inside a backward
         # that backward runs (reentrant checkpointing)
@@ -335,7 +340,7 @@ class ScriptCoordinator:
             # the next iteration begins: the last step's own work (a checkpoint) is done. Not at an evaluation's
             # forward (no gradients, or the model in eval mode), which rank 0 may make alone while its peers wait
             # at a barrier after it: stopped there, it left them waiting for a rank that had ended
-            raise StepCapReached()
+            self._stop_at_step_cap()
         self.tally.checkpoints += 1
         self.tally.evaluating(not torch.is_grad_enabled())
         if self.turn.holding:
@@ -479,6 +484,16 @@ class ScriptCoordinator:
         self.tally.checkpoints += 1
         self.turn.checkpoint()
 
+    def _stop_at_step_cap(self) -> NoReturn:
+        """Unwind the script (StepCapReached, through its own `finally`s) where the next iteration begins. Met a
+        second time, the stop was caught (a bare `except:` around a batch, as scripts that skip bad batches have)
+        and the script went on to its next batch, and would to its own count (a probe, 2026-12-07: a "failed,
+        going on" line a batch): the rank ends where it stands."""
+        if self.stop_raised and self.end_at_step_cap is not None:
+            self.end_at_step_cap()
+        self.stop_raised = True
+        raise StepCapReached()
+
     def before_step(self, closure: bool | None = None, collectives: Callable[[], None] | None = None) -> None:
         """optimizer.step() (or a read of the reduced gradients before it): the all-reduces end outside
         the turn, then the update takes it. `closure`: given where the step itself begins (None where the
@@ -490,7 +505,7 @@ class ScriptCoordinator:
         if self.stop_due and self.tally.backwards:
             # a step with no backward since the last is a second optimizer's on that iteration's backward: it
             # runs; a closure's step stops at the closure's forward (the next iteration's)
-            raise StepCapReached()
+            self._stop_at_step_cap()
         if closure is not None:
             self.in_closure_step = closure
         assert self.wait_for_gradients is not None  # self.attached, checked above
