@@ -182,21 +182,29 @@ def test_rows_of_a_dead_xover_are_reconciled_as_lost(isolated_results):
 
 def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_path):
     db = isolated_results / "xover.db"
-    # one rank each (--np 1): every one of them wants device localhost:0, which the first holds (and trains on,
-    # on one core instead of two, while the others start and wait); it ends only by the SIGINT below (3,000
-    # iterations ended before the waiting one started, once, under `pytest -n 4`: it then had nothing to wait for)
+    # the first holds device localhost:0 (one rank, trained on one core while the others start and wait); it ends
+    # only by the SIGINT below (3,000 iterations ended before the waiting one started, once, under `pytest -n 4`:
+    # it then had nothing to wait for)
     first = subprocess.Popen([*XOVER, "train", "mlp-digits", "--np", "1", "--iterations", "1000000", "--json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    every = str(len(os.sched_getaffinity(0)))  # this machine's devices (its cores): no run of as many can move
     try:
         _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 3)
-        second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", "1", "--iterations", "3")
+        # one rank, placed by nobody: it takes the next device, free, where it always took device 0 and was refused
+        moved = _xover("--db", str(tmp_path / "moved.db"), "run", "--group", "mlp-digits", "--np", "1", "--mode",
+                       "sequential", "--iterations", "3", "--json")
+        assert moved.returncode == 0, moved.stderr[-2000:]
+        assert "localhost:0 in use: this run takes localhost:1 instead" in moved.stderr, moved.stderr
+        assert json.loads(moved.stdout)["jobs"][0]["status"] == "finished"
+        assert _rows(tmp_path / "moved.db", "SELECT devices FROM runs") == [("1",)]
+        second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", every, "--iterations", "3")
         assert second.returncode == 2
         assert re.search(r"device localhost:0 is in use by pid \d+: experiment", second.stderr), second.stderr
         assert "--wait" in second.stderr
         assert second.stderr.startswith("error: device")  # one line, no empty progress display above it
         # refused like a bad flag: no failed experiment left to become `report latest`
         assert _rows(tmp_path / "other.db", "SELECT status FROM experiments") == []
-        waiting = subprocess.Popen([*XOVER, "--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", "1",
+        waiting = subprocess.Popen([*XOVER, "--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", every,
                                     "--iterations", "3", "--wait", "--json"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # the first is stopped only once the second says it waits (its start takes seconds on a loaded machine)

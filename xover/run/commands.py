@@ -65,7 +65,7 @@ def train_recipe(
     run_on = link_of([job], link)
     store = open_store(db)
     with experiment(store, "train", command, run_on, default_sinks(show_progress), timeout_s=timeout_s) as current:
-        lease_devices(current, [job], wait)
+        lease_devices(current, [job], wait, movable=True)  # on the first devices: nothing placed it
         Scheduler(current.context).run([Unit([job], Mode.SOLO.value)], exclusive=True)
     with store.session() as session:
         summaries = experiment_jobs(session, current.id)

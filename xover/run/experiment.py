@@ -23,8 +23,10 @@ from sqlalchemy.exc import DBAPIError
 
 from ..config import make_results_folder, results_root, xover_pythonpath
 from ..console import counted, print_notice
+from ..devices import local_device_count
 from ..errors import XoverError
 from ..hints import xover_command
+from ..hosts import LOCAL, Device
 from ..links import Link
 from ..settings import LEASE_DIR_VARIABLE, REAPER_DB_VARIABLE, settings
 from ..sharing import RunStatus, experiment_status
@@ -249,6 +251,19 @@ def stopped_words(recorder: Recorder, status: str, results_dir: Path) -> str:
     )
 
 
+def _offsets_on_this_machine(devices: set[Device]) -> list[int]:
+    """How far a run on this machine's `devices` may move, nearest first, its devices staying on this machine
+    (none where a device is on another host)."""
+    if not devices or any(host != LOCAL for host, _ in devices):
+        return []
+    _, count = local_device_count()
+    return list(range(1, count - max(index for _, index in devices)))
+
+
+def _devices_named(devices: set[Device]) -> str:
+    return ", ".join(f"{host}:{index}" for host, index in sorted(devices))
+
+
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
     """The run's turn lease, turn servers' nice and link bands, from the settings (settings.py: every
     XOVER_* setting checked at once, those the workers read too, so a bad one is refused here), and no variable
@@ -259,20 +274,31 @@ def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:
     return current.turn_lease, current.turn_server_nice, current.link_bands
 
 
-def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool) -> None:
-    """Every device the run will use, leased before anything starts (--wait: until they are free)."""
+def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool, movable: bool = False) -> None:
+    """Every device the run will use, leased before anything starts (--wait: until they are free). `movable`:
+    the jobs are on this machine's first devices because nothing placed them (no plan): where those are
+    busy, the run takes the first free ones further on instead, every job moved by as many, and says so."""
 
     def waiting(busy):
         print_notice(f"waiting: {describe_busy(busy)}")
 
     timeout_s = run.context.timeout_s
     devices = set().union(*(job.device_set for job in jobs))
-    run.leases.acquire(
+    offsets = _offsets_on_this_machine(devices) if movable else []
+    taken = run.leases.acquire(
         devices,
         wait,
         waiting,
         deadline=time.monotonic() + timeout_s if timeout_s else None,
+        instead=[{(host, index + offset) for host, index in devices} for offset in offsets],
     )  # --wait ends at --timeout
+    if taken:
+        offset = offsets[taken - 1]
+        for job in jobs:
+            job.devices = {host: [index + offset for index in indices] for host, indices in job.devices.items()}
+        moved = set().union(*(job.device_set for job in jobs))
+        print_notice(f"{_devices_named(devices)} in use: this run takes {_devices_named(moved)} instead")
+        devices = moved
     with run.store.session() as session:
         others = running_on(session, run.id, devices)
     if others:

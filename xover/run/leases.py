@@ -30,7 +30,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from ..console import print_notice
 from ..errors import TimedOut, XoverError
@@ -350,15 +350,20 @@ class DeviceLeases:
         on_wait: Callable[[dict[Device, str]], None] | None = None,
         poll_s: float = 1.0,
         deadline: float | None = None,
-    ) -> None:
+        instead: Sequence[Iterable[Device]] = (),
+    ) -> int:
         """Lease every device; with `wait`, until they are free, or until `deadline` (time.monotonic(),
-        the run's --timeout), which raises TimedOut."""
-        devices = list(devices)
+        the run's --timeout), which raises TimedOut. `instead`: other sets of devices the run may take where
+        `devices` are busy, tried in their order. Returns which set it leased: 0 for `devices`, i for instead[i - 1]."""
+        choices = [list(devices), *(list(other) for other in instead)]
         told = False
         while True:
-            busy = self.try_acquire(devices)
+            busy = self.try_acquire(choices[0])
             if not busy:
-                return
+                return 0
+            for index, other in enumerate(choices[1:], start=1):
+                if not self.try_acquire(other):
+                    return index
             if not wait:
                 raise DeviceBusy(describe_busy(busy) + "; wait for it with --wait, or use other devices")
             if deadline is not None and time.monotonic() >= deadline:

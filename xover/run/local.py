@@ -21,7 +21,9 @@ class LocalLauncher(Launcher):
     def launch(self, request: LaunchRequest) -> LaunchResult:
         """Lease the jobs' devices, start an MPS daemon if asked, and run the units in order here."""
         with request.experiment() as current:
-            lease_devices(current, [job for group in request.groups for job in group.jobs], request.options.wait)
+            jobs = [job for group in request.groups for job in group.jobs]
+            # a plan placed its groups; without one the jobs are on the first devices, free to move
+            lease_devices(current, jobs, request.options.wait, movable=request.options.plan is None)
             with MpsDaemon(current.results_dir, current.id) if request.options.mps else contextlib.nullcontext():
                 Scheduler(current.context).run(request.units, exclusive=request.comparison)
         return LaunchResult(current)
