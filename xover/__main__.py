@@ -16,11 +16,12 @@ def _as_ctrl_c(signum, frame):
 
 
 def main() -> None:
-    """Load the command line and run it. SIGTERM and SIGHUP (unless ignored: nohup) are Ctrl-C until a command
-    takes them over (interruptible); a signal before the command line is loaded has started nothing."""
+    """Load the command line and run it. SIGINT, SIGTERM and SIGHUP (unless ignored: nohup) are Ctrl-C until a
+    command takes them over (interruptible); a signal before the command line is loaded has started nothing.
+    SIGINT too: a shell's background job (`xover run ... &` in a script) starts with it ignored, which Python
+    keeps, and a SIGINT in its first second was lost where a later one stopped the run (a probe, 2026-12-07)."""
     for signum in stop_signals():
-        if signum != signal.SIGINT:  # Ctrl-C is KeyboardInterrupt already
-            signal.signal(signum, _as_ctrl_c)
+        signal.signal(signum, _as_ctrl_c)
     guard_streams()  # before rich's consoles are made: they ask whether stdout is a terminal
     try:
         from .cli import app  # the command line's modules: a second or so, and a signal may come meanwhile

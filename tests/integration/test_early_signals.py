@@ -38,6 +38,16 @@ def test_a_signal_while_the_command_line_loads_is_one_line_and_exit_130(signum, 
     assert done.stderr == "interrupted: nothing was started\n", done.stderr
 
 
+def test_a_ctrl_c_while_the_command_line_loads_stops_a_background_job_too(isolated_results):
+    """A script's `xover run ... &` starts with SIGINT ignored: a SIGINT in its first second was lost (the run went
+    on to its end, exit 0) where one a second later stopped it. It stops it from the first moment now."""
+    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_LOADING.format(signum=int(signal.SIGINT), argv=RUN)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr == "interrupted: nothing was started\n", done.stderr
+
+
 def test_the_xover_script_runs_the_entry_that_says_so():
     import tomllib
 
