@@ -66,7 +66,7 @@ PROFILE_COLUMNS = [
     ("interference", "interference"),
     ("stretch", "corun_stretch"),
     ("GPU busy", "gpu_busy"),
-    ("reused", "reused"),
+    ("measured now", "measured_now"),
 ]
 PLAN_COLUMNS = [
     ("group", "index"),
@@ -183,7 +183,8 @@ def show_profiles(results: list[dict[str, Any]], as_json: bool) -> None:
     print_table(
         "xover profile  (sorted: compute-heavy first, communication-heavy last)",
         PROFILE_COLUMNS,
-        results,
+        # what of each profile this command measured: alone, the interference next to the partner, the stretch
+        [{**row, "measured_now": ", ".join(row.get("measured") or ["nothing (reused)"])} for row in results],
         digits={"compute_fraction": 2, "memory_gb": 3, "interference": 2, "corun_stretch": 2, "gpu_busy": 2},
     )
     print_warnings(

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from xover.plan.model import MIN_INTERFERENCE
@@ -159,3 +160,47 @@ def test_a_renamed_recipe_reuses_its_profile_and_is_planned_from_it(isolated_res
     planned = _xover("plan", str(copy), "--devices", "2", "--out", str(tmp_path / "plan.json"), "--json")
     assert planned.returncode == 0, planned.stderr
     assert json.loads(planned.stdout)["groups"][0]["jobs"] == ["digits-copy"]
+
+
+def test_a_profile_that_waited_for_its_devices_measures_only_what_is_still_missing(isolated_results, tmp_path,
+                                                                                   monkeypatch):
+    """A second `profile --wait` of a job measured it again once the devices were free, though the first had just
+    stored its profile: two profiles, the device time paid twice. It looks again once it has the devices."""
+    from xover.run.leases import DeviceLeases
+
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "leases"))
+    held = DeviceLeases("a test holding the devices")
+    assert held.try_acquire([("localhost", 0), ("localhost", 1)]) == {}
+    waiting = subprocess.Popen([*XOVER, "profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--no-corun",
+                                "--wait", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "results" / "runs").exists() or not any((tmp_path / "results" / "runs").iterdir()):
+            assert waiting.poll() is None and time.monotonic() < deadline, waiting.communicate()
+            time.sleep(0.2)
+        # meanwhile another xover, leasing elsewhere, profiles the same job
+        other = subprocess.run([*XOVER, "profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--no-corun",
+                                "--json"], capture_output=True, text=True, timeout=300,
+                               env={**os.environ, "XOVER_LEASE_DIR": str(tmp_path / "other-leases")})
+        assert other.returncode == 0, other.stderr[-2000:]
+        assert json.loads(other.stdout)[0]["measured"] == ["alone"]
+    finally:
+        held.release()
+    out, err = waiting.communicate(timeout=300)
+    assert waiting.returncode == 0, err[-2000:]
+    [profile] = json.loads(out)
+    assert profile["reused"] is True and profile["measured"] == [], profile
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM profiles").fetchone() == (1,)
+        assert db.execute("SELECT kind FROM experiments").fetchall() == [("profile",)]  # the waiting one kept none
+    # a profile that lacks only its interference measures that, and says so (`reused` was false, as if remeasured);
+    # --force measures the job named, not the reference partner stored already
+    corun = _xover("profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--json")
+    assert corun.returncode == 0, corun.stderr[-2000:]
+    assert json.loads(corun.stdout)[0]["measured"] == ["interference"]
+    forced = _xover("profile", "mlp-digits", "--iterations", "12", "--warmup", "3", "--force", "--json")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    assert json.loads(forced.stdout)[0]["measured"] == ["alone", "interference"]
+    with sqlite3.connect(isolated_results / "xover.db") as db:
+        partners = db.execute("SELECT COUNT(*) FROM profiles WHERE name = 'mlp-balanced'").fetchone()
+    assert partners == (1,)  # measured once, for the first co-run; --force left it

@@ -426,24 +426,36 @@ class _Profiling:
         self.store, self.options, self.recipes, self.jobs, self.link = store, options, recipes, jobs, link
         self.partner_recipe = partner_recipe
         self.hardware = hardware_fingerprint()
-        found = {i: None if options.force else self.stored(r, j) for i, (r, j) in enumerate(zip(recipes, jobs))}
-        self.profiles: dict[int, Profile] = {i: profile for i, profile in found.items() if profile is not None}
+        on_gpu = local_device_count()[0] == "gpu"
+        self.with_mps = on_gpu and control_program() is not None
+        self.measure_stretch = on_gpu if options.stretch is None else options.stretch
+        self.profiles: dict[int, Profile] = {}
+        self.alone: list[int] = []
+        self.corun: list[int] = []
+        self.stretch: list[int] = []
+        self._find_what_is_missing()
+        self.measured: dict[int, list[str]] = {}  # job -> what of it was measured now (alone, interference, stretch)
+        self.busy_before: dict[str, float] = {}  # job name -> share of the cores other work kept busy before its run
+        self.settling: dict[str, tuple[float, float]] = {}  # job name -> its steps still speeding up (still_settling)
+        self.partners: dict[int, tuple[Recipe, Profile]] = {}  # np -> the partner recipe at that np, its profile
+
+    def _find_what_is_missing(self) -> None:
+        """Each job's stored profile, and what is missing of it: asked again once the devices are leased, since
+        another xover may have profiled the same job while this one waited for them (`--wait`: two profiles of
+        one job, the second measured for nothing)."""
+        force, partner_recipe = self.options.force, self.partner_recipe
+        found = {i: None if force else self.stored(r, j) for i, (r, j) in enumerate(zip(self.recipes, self.jobs))}
+        self.profiles = {i: profile for i, profile in found.items() if profile is not None}
         self.alone = [i for i, profile in found.items() if profile is None]
         self.corun = [
             i for i, profile in found.items() if partner_recipe and (profile is None or profile.interference is None)
         ]
-        on_gpu = local_device_count()[0] == "gpu"
-        self.with_mps = on_gpu and control_program() is not None
         self.stretch = [
             i
             for i, profile in found.items()
-            if (on_gpu if options.stretch is None else options.stretch)
+            if self.measure_stretch
             and (profile is None or profile.corun_stretch is None or (self.with_mps and profile.mps_stretch is None))
         ]
-        self.measured: set[int] = set()
-        self.busy_before: dict[str, float] = {}  # job name -> share of the cores other work kept busy before its run
-        self.settling: dict[str, tuple[float, float]] = {}  # job name -> its steps still speeding up (still_settling)
-        self.partners: dict[int, tuple[Recipe, Profile]] = {}  # np -> the partner recipe at that np, its profile
 
     def stored(self, recipe: Recipe, job: Any) -> Profile | None:
         """The profile stored for this recipe and placement on this link and hardware, if any."""
@@ -459,6 +471,8 @@ class _Profiling:
                 self.store, "profile", options.command, self.link, default_sinks(options.show_progress)
             ) as current:
                 lease_devices(current, self.jobs, options.wait)
+                if options.wait:
+                    self._find_what_is_missing()  # nothing left to measure: an experiment of no runs, not kept
                 self._measure(current)
         # a profile is found by what the job computes: one stored under another name is named as asked here
         return [
@@ -466,6 +480,7 @@ class _Profiling:
                 **profile_dict(self.profiles[i]),
                 "name": self.recipes[i].name,
                 "reused": i not in self.measured,
+                "measured": self.measured.get(i, []),  # what of it (alone, interference, stretch); none: reused
                 "busy_before": self.busy_before.get(self.recipes[i].name) if i in self.measured else None,
                 "settling": self.settling.get(self.recipes[i].name) if i in self.measured else None,
             }
@@ -476,7 +491,7 @@ class _Profiling:
         options, recipes, jobs = self.options, self.recipes, self.jobs
         for i in self.alone:
             self.profiles[i] = self._measure_alone(current, recipes[i], jobs[i])
-            self.measured.add(i)
+            self.measured.setdefault(i, []).append("alone")
         for i in self.corun:
             partner, partner_profile = self._partner(current, recipes[i], jobs[i])
             self.profiles[i] = _measure_corun(
@@ -491,7 +506,7 @@ class _Profiling:
                 options.warmup,
                 options.engine,
             )
-            self.measured.add(i)
+            self.measured.setdefault(i, []).append("interference")
         for i in self.stretch:
             self.profiles[i] = _measure_stretch(
                 current,
@@ -504,7 +519,7 @@ class _Profiling:
                 options.engine,
                 self.with_mps,
             )
-            self.measured.add(i)
+            self.measured.setdefault(i, []).append("stretch")
 
     def _measure_alone(self, current: Any, recipe: Recipe, job: Any) -> Profile:
         options = self.options
@@ -531,11 +546,11 @@ class _Profiling:
             partner_job = job_for(partner, job.hosts, engine=self.options.engine)
             key = partner.profile_key
             just_measured = [self.profiles[k] for k in self.measured if self.recipes[k].profile_key == key]
+            # stored, --force or not: --force measures the jobs named, the reference partner only where named too
             profile = (
                 just_measured[0]
                 if just_measured
-                else (None if self.options.force else self.stored(partner, partner_job))
-                or self._measure_alone(current, partner, partner_job)
+                else self.stored(partner, partner_job) or self._measure_alone(current, partner, partner_job)
             )
             self.partners[recipe.np] = (partner, profile)
         return self.partners[recipe.np]

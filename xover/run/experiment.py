@@ -192,8 +192,11 @@ def experiment(
             if gone is None:
                 why = stopped_by_the_store(store_failure.orig) if store_failure is not None else None
                 try:
-                    # a refused one, or one stopped before any run (waiting for its devices), would be `report latest`
-                    discarded = (refused or stopped is not None) and recorder.discard()
+                    # a refused one, one stopped before any run (waiting for its devices), or one that found nothing
+                    # left to run once it had its devices (a profile another xover took meanwhile) would be
+                    # `report latest`
+                    ended = refused or stopped is not None or status == RunStatus.FINISHED
+                    discarded = ended and recorder.discard()
                     if not discarded:
                         recorder.finish(status, why)
                 except DBAPIError as error:  # still full: nothing more is written, and the line below says so
