@@ -120,3 +120,21 @@ def test_columns_of_0_on_a_terminal_draws_at_80_not_nothing(monkeypatch, columns
     monkeypatch.setenv("COLUMNS", columns)
     assert _width(_Stream(terminal)) == width
     assert _width(None) == 200  # a stdout the shell closed
+
+
+def test_a_plans_headline_says_what_of_its_time_one_after_another_is_launches():
+    """A plan of short jobs led with 1.53x beside a group's gain of 1.24: one after another counts each job's launch,
+    shared a group's once. Where launches are a tenth of that time or more, the headline says so."""
+    from types import SimpleNamespace
+
+    from xover.views import _launches_counted
+
+    def plan(launch_ms, train_ms):
+        jobs = [SimpleNamespace(startup_ms=launch_ms), SimpleNamespace(startup_ms=launch_ms)]
+        return SimpleNamespace(jobs=jobs, sequential_makespan_ms=2 * (launch_ms + train_ms))
+
+    assert _launches_counted(plan(3000, 2750)) == (
+        "; 6.0 s of the 11.5 s are the jobs' launches, which a group's jobs make side by side: longer jobs gain "
+        "nearer the gain column"
+    )
+    assert _launches_counted(plan(3000, 60_000)) == ""  # a twentieth: said nothing of
