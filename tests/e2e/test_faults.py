@@ -298,3 +298,15 @@ def test_a_store_deleted_during_a_run_ends_it_saying_its_records_are_lost(isolat
     assert f"the store {db} was removed during the run, so this run's records are lost (experiment {experiment})" in line
     assert f"its logs are still in {isolated_results / 'results' / 'runs' / experiment}" in line
     assert not db.exists()  # no new, empty store made at its path
+
+
+def test_a_comparison_cut_short_says_it_is_not_kept_for_the_next_plan(isolated_results):
+    """A comparison stopped part-way showed its finished modes, and kept none of them for the next plan: unsaid."""
+    db = isolated_results / "xover.db"
+    result = _xover("run", "--group", "mlp-digits", "mlp-synthetic", "--np", "1", "--mode", "sequential,concurrent",
+                    "--iterations", "1000000", "--timeout", "20", timeout=200)
+    assert result.returncode == 124, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("timeout: the run went past --timeout"), last
+    assert last.endswith("; a comparison cut short is not kept for the next plan"), last
+    assert _rows(db, "SELECT COUNT(*) FROM sharing_measurements") == [(0,)]

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..analysis import compare, experiment_jobs
 from ..console import counted, errors, print_notice
-from ..errors import XoverError, check_seconds
+from ..errors import Interrupted, TimedOut, XoverError, check_seconds
 from ..links import Link
 from ..plan import Plan
 from ..plan.step import store_plan
@@ -271,7 +271,14 @@ def run_groups(db: str | None, groups: list[GroupToRun], options: RunOptions) ->
         if plan is not None:
             with store.session() as session, session.begin():
                 request = replace(request, plan_id=store_plan(session, plan, options.plan_path))
-        launched = chosen.launch(request)
+        try:
+            launched = chosen.launch(request)
+        except (Interrupted, TimedOut) as stop:
+            if not comparison or not any(len(group.jobs) > 1 for group in groups):
+                raise
+            # its finished modes are shown, and none of its figures kept: the next plan of these jobs would read
+            # a comparison whose modes ran on a machine in unknown states
+            raise type(stop)(f"{stop}; a comparison cut short is not kept for the next plan") from None
         current, launcher_jobs = launched.experiment, launched.launcher_jobs
     finally:
         if request.exporter is not None:
