@@ -348,12 +348,21 @@ def report_warnings(
 
 def loss_not_finite_warnings(jobs: Sequence[RunResult]) -> list[str]:
     """A warning per job whose loss became NaN or infinite (it diverged: its final loss and accuracy are no trained
-    model's, though the run finished, as torchrun's would): one line per job, the step and modes of each."""
+    model's, though the run finished, as torchrun's would): one line per job, the step and modes of each. A job
+    whose later losses are finite again did not diverge: a batch it skipped itself (`if torch.isfinite(norm):
+    optimizer.step()`) has its loss summed into the next step's iteration (docs/reference.md), and is said so."""
     diverged: dict[str, dict[str, list[str]]] = {}
     for job in jobs:
         if job.name is not None and job.loss_not_finite:
             first = job.loss_not_finite
-            where = f"from step {first['step']} ({first['loss']}, {first['iterations']} of {job.iterations} iterations)"
+            counted = f"{first['iterations']} of {job.iterations} iterations"
+            if job.iterations is not None and first["iterations"] < job.iterations - first["step"]:
+                where = (
+                    f"at step {first['step']} ({first['loss']}, {counted}), finite after it (a batch the script "
+                    "skipped, its loss summed into the iteration of its next step?)"
+                )
+            else:
+                where = f"from step {first['step']} ({first['loss']}, {counted})"
             diverged.setdefault(job.name, {}).setdefault(where, []).append(_mode_words(job))
     return [
         f"{name}: loss not finite " + "; ".join(f"{where} in {', '.join(modes)}" for where, modes in places.items())

@@ -77,6 +77,23 @@ def test_a_diverged_jobs_final_loss_is_not_finite_and_where_it_diverged_is_said_
     ]
 
 
+def test_a_job_whose_loss_is_finite_again_after_a_nan_is_not_said_to_have_diverged():
+    """A script that skips a batch whose gradient is NaN (its step not taken) trains on: that NaN is summed into the
+    iteration of its next step, and the warning read as "diverged from step 5" of a job that never did."""
+    import math
+
+    from xover.analysis import loss_not_finite_warnings
+
+    rows = _rows(1, 0.0, 0.03, 0.01, steps=6)
+    rows[2]["loss"] = math.nan
+    summary = _summary(1, "a", "sequential", None, 0, rows)
+    assert summary["loss_not_finite"] == {"step": 2, "loss": "nan", "iterations": 1}
+    assert loss_not_finite_warnings([RunResult.from_summary(summary)]) == [
+        "a: loss not finite at step 2 (nan, 1 of 6 iterations), finite after it (a batch the script skipped, its "
+        "loss summed into the iteration of its next step?) in sequential"
+    ]
+
+
 def test_loss_parity_compares_losses_that_are_not_finite_too():
     """A NaN on both sides at a step is the same (both diverged there); a NaN or inf against a number or the other
     kind differs, by inf; every step with a loss on both sides is counted (they were left out)."""
