@@ -300,7 +300,12 @@ class RunOutcome:
             "groups": [
                 group.to_json()
                 | {"predicted_gain": self.predicted_gains.get(group.group)}
-                | ({"sharing": self.sharing[group.group]} if group.group in self.sharing else {})
+                # the plan's pick, under report --json's name too (`sharing`: as run --json first named it)
+                | (
+                    {"sharing": self.sharing[group.group], "planned_sharing": self.sharing[group.group]}
+                    if group.group in self.sharing
+                    else {}
+                )
                 for group in self.groups
             ],
             "not_started": [unit.to_json() for unit in self.not_started],

@@ -101,6 +101,8 @@ def test_profile_plan_run(isolated_results, tmp_path):
     assert as_planned.returncode == 0, as_planned.stderr[-3000:]
     shown = json.loads(as_planned.stdout)
     assert shown["modes"] == ["planned"] and [g.get("sharing") for g in shown["groups"]] in ([], ["concurrent"])
+    # under report --json's name too
+    assert [g.get("planned_sharing") for g in shown["groups"]] in ([], ["concurrent"])
     assert {(j["mode"], j["policy"], j["comm_threads"]) for j in shown["jobs"]} == {("concurrent", None, "normal")}
     # (a plan made for round robin, run without --policy: it runs under the policy it predicted for)
     strict_path = tmp_path / "plan-round-robin.json"
