@@ -310,3 +310,37 @@ def test_a_comparison_cut_short_says_it_is_not_kept_for_the_next_plan(isolated_r
     assert last.startswith("timeout: the run went past --timeout"), last
     assert last.endswith("; a comparison cut short is not kept for the next plan"), last
     assert _rows(db, "SELECT COUNT(*) FROM sharing_measurements") == [(0,)]
+
+
+def test_an_xover_killed_while_it_waits_for_its_devices_leaves_no_lost_experiment(isolated_results, tmp_path,
+                                                                                  monkeypatch):
+    """kill -9 of an xover waiting for its devices (--wait) left a `lost` experiment of no jobs, `report latest`,
+    where Ctrl-C there keeps none; its reaper now removes it, and its empty folder."""
+    from xover.run.leases import DeviceLeases
+
+    db = isolated_results / "xover.db"
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path / "leases"))
+    held = DeviceLeases("a test holding the devices")
+    every = [("localhost", index) for index in range(len(os.sched_getaffinity(0)))]
+    assert held.try_acquire(every) == {}
+    try:
+        waiting = subprocess.Popen([*XOVER, "run", "--group", "mlp-digits", "--np", "1", "--mode", "sequential",
+                                    "--iterations", "3", "--wait"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True)
+        said = []
+        reader = threading.Thread(target=lambda: said.extend(waiting.stderr), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not any("waiting: device localhost:0" in line for line in said):
+            assert waiting.poll() is None and time.monotonic() < deadline, "".join(said)[-2000:]
+            time.sleep(0.2)
+        [experiment] = [row[0] for row in _rows(db, "SELECT id FROM experiments")]
+        waiting.kill()
+        waiting.wait(30)
+        deadline = time.monotonic() + 60  # its reaper, in a session of its own, notices and cleans up
+        while _rows(db, "SELECT COUNT(*) FROM experiments") != [(0,)] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        held.release()
+    assert _rows(db, "SELECT COUNT(*) FROM experiments") == [(0,)]
+    assert not (isolated_results / "results" / "runs" / experiment).exists()

@@ -46,17 +46,17 @@ def remove_sockets(experiment: str) -> None:
 
 
 def mark_lost(db: str | None, experiment_id: str) -> None:
-    """Mark the experiment `lost` if its row still says running."""
+    """Mark the experiment `lost` if its row still says running (removed where nothing of it was recorded)."""
     from ..store.models import Experiment
     from ..store.session import open_store
-    from .record import mark_lost as mark
+    from .record import end_lost
 
     store = open_store(db)
     try:
         with store.session() as session, session.begin():
             experiment = session.get(Experiment, experiment_id)
             if experiment is not None and experiment.status == RunStatus.RUNNING:
-                mark(session, experiment)
+                end_lost(session, experiment)
     finally:
         store.close()
 

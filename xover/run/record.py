@@ -10,6 +10,7 @@ whenever a later command opens the store.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -25,6 +26,7 @@ import psutil
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from ..config import results_root
 from ..console import counted
 from ..devices import hardware_fingerprint
 from ..errors import printable
@@ -46,6 +48,7 @@ from ..store.models import (
     Evaluation,
     Experiment,
     IterationMetric,
+    Replay,
     Run,
     SharingSegment,
     TurnEvent,
@@ -94,9 +97,25 @@ def reconcile_lost(store: Store) -> int:
         experiments = session.scalars(select(Experiment).where(Experiment.status.in_((RunStatus.RUNNING,)))).all()
         for experiment in experiments:
             if owner_alive(experiment.owner_host, experiment.owner_pid, experiment.owner_started) is False:
-                mark_lost(session, experiment)
+                end_lost(session, experiment)
                 changed += 1
     return changed
+
+
+def end_lost(session: Session, experiment: Experiment) -> None:
+    """An experiment whose xover is gone: `lost` (mark_lost), or removed where nothing of it was recorded (its xover
+    killed while it waited for its devices): it would be `report latest`, a lost experiment of no jobs, as a run
+    stopped there keeps none (run/experiment.py). Its results folder goes with it where empty."""
+    recorded = experiment.runs or any(
+        session.scalar(select(func.count()).select_from(table).where(table.experiment_id == experiment.id))
+        for table in (TurnEvent, SharingSegment, Replay)
+    )
+    if recorded:
+        mark_lost(session, experiment)
+        return
+    session.delete(experiment)
+    with contextlib.suppress(OSError):
+        (results_root() / "runs" / experiment.id).rmdir()
 
 
 def run_devices(run: Run) -> set[tuple[str, int]]:
