@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import stat
+import time
 
 import pytest
 
@@ -193,3 +194,21 @@ def test_a_script_given_as_a_url_is_named_without_its_password(tmp_path):
     with pytest.raises(XoverError) as refused:
         detect_scripts_engine(["postgresql://u:s3cr3t-E8@h/x.py"])
     assert "file not found" in str(refused.value) and "s3cr3t" not in str(refused.value), str(refused.value)
+
+
+def test_a_wait_for_devices_says_now_and_then_that_it_still_waits(tmp_path, monkeypatch):
+    """A wait printed one line as it began, however long it lasted: hours of it read as a hung command."""
+    from xover.errors import TimedOut
+
+    monkeypatch.setenv("XOVER_LEASE_DIR", str(tmp_path))
+    monkeypatch.setattr(leases, "WAIT_SAID_EVERY_S", 0.3)
+    holder, waiter = DeviceLeases("holder"), DeviceLeases("waiter")
+    assert holder.try_acquire([("localhost", 0)]) == {}
+    said = []
+    try:
+        with pytest.raises(TimedOut):
+            waiter.acquire([("localhost", 0)], wait=True, on_wait=lambda busy, waited: said.append(waited),
+                           poll_s=0.05, deadline=time.monotonic() + 1.0)
+    finally:
+        holder.release()
+    assert said[0] == 0.0 and len(said) >= 3 and all(0.25 < waited < 1.1 for waited in said[1:]), said

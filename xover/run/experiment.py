@@ -282,8 +282,9 @@ def lease_devices(run: Experiment, jobs: list[JobSpec], wait: bool, movable: boo
     the jobs are on this machine's first devices because nothing placed them (no plan): where those are
     busy, the run takes the first free ones further on instead, every job moved by as many, and says so."""
 
-    def waiting(busy):
-        print_notice(f"waiting: {describe_busy(busy)}")
+    def waiting(busy, waited_s):
+        still = f"still waiting after {waited_s / 60:.0f} min" if waited_s else "waiting"
+        print_notice(f"{still}: {describe_busy(busy)}")
 
     timeout_s = run.context.timeout_s
     devices = set().union(*(job.device_set for job in jobs))

@@ -42,6 +42,7 @@ from .reach import is_emulated_host
 LEASE_DIR = "/tmp"  # root's and sticky: shared by every user of the machine, nobody's to take over
 LEASE_PREFIX = "xover-lease-"
 RECORD_BYTES = 4096  # a lease record is far shorter; a longer file is not one of ours
+WAIT_SAID_EVERY_S = 300.0  # how often a wait for devices says it still waits, and for whom
 HOLDER_CHARS = 200  # of the holder's description shown to others
 _FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _WHAT_TO_DO = (
@@ -347,16 +348,17 @@ class DeviceLeases:
         self,
         devices: Iterable[Device],
         wait: bool,
-        on_wait: Callable[[dict[Device, str]], None] | None = None,
+        on_wait: Callable[[dict[Device, str], float], None] | None = None,
         poll_s: float = 1.0,
         deadline: float | None = None,
         instead: Sequence[Iterable[Device]] = (),
     ) -> int:
         """Lease every device; with `wait`, until they are free, or until `deadline` (time.monotonic(),
-        the run's --timeout), which raises TimedOut. `instead`: other sets of devices the run may take where
+        the run's --timeout), which raises TimedOut. `on_wait(busy, waited_s)`: as the wait begins, then every
+        WAIT_SAID_EVERY_S. `instead`: other sets of devices the run may take where
         `devices` are busy, tried in their order. Returns which set it leased: 0 for `devices`, i for instead[i - 1]."""
         choices = [list(devices), *(list(other) for other in instead)]
-        told = False
+        started, told = time.monotonic(), None
         while True:
             busy = self.try_acquire(choices[0])
             if not busy:
@@ -368,9 +370,10 @@ class DeviceLeases:
                 raise DeviceBusy(describe_busy(busy) + "; wait for it with --wait, or use other devices")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimedOut()
-            if on_wait is not None and not told:
-                on_wait(busy)
-                told = True
+            if on_wait is not None and (told is None or time.monotonic() - told >= WAIT_SAID_EVERY_S):
+                # once as it begins, then now and then: a wait of hours is not one line of its first second
+                on_wait(busy, 0.0 if told is None else time.monotonic() - started)
+                told = time.monotonic()
             time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
 
     def release(self, devices: Iterable[Device] | None = None) -> None:
