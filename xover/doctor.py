@@ -21,7 +21,7 @@ from .recipes import did_you_mean
 from .run.adaptive import AdaptiveSettings
 from .run.external.horovodrun import check_forwarded_names, horovodrun_path
 from .run.launchers import LAUNCHERS
-from .run.leases import LEASE_DIR
+from .run.leases import LEASE_DIR, held_here
 from .run.sinks import SINKS
 from .settings import (
     ADAPTIVE_VARIABLE,
@@ -133,7 +133,17 @@ def _gpus() -> Check:
 
 
 def _cpus() -> Check:
-    return Check("cpus", True, f"{len(os.sched_getaffinity(0))} usable cores", required=False)
+    cores = len(os.sched_getaffinity(0))
+    load = os.getloadavg()[0]
+    busy = "; busy: what is measured now (a profile, a run's figures) is a busy machine's" if load > cores / 2 else ""
+    return Check("cpus", True, f"{cores} usable cores, load {load:.1f} over the last minute{busy}", required=False)
+
+
+def _devices_in_use() -> Check:
+    """Which of this machine's devices another xover holds now: a run there waits (--wait) or is refused."""
+    held = held_here(local_device_count()[1])
+    detail = "; ".join(f"localhost:{index} by {who}" for index, who in sorted(held.items())) if held else "none"
+    return Check("devices in use", True, detail, required=False)
 
 
 def _bandwidth_emulation() -> Check:
@@ -312,6 +322,7 @@ def diagnose(db: str | None = None) -> Diagnosis:
         _launcher(),
         _gpus(),
         _cpus(),
+        _devices_in_use(),
         _bandwidth_emulation(),
         _emulated_cluster(),
         *_launchers(),

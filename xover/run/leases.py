@@ -441,6 +441,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def held_here(count: int) -> dict[int, str]:
+    """Which of this machine's devices 0..count-1 a run holds now, and who (as a refusal names them): each lease
+    file's lock found in the kernel's table (/proc/locks), taking none (a check must not have a run that starts
+    meanwhile find its device busy), nor making the lease folder. Empty where the table cannot be read."""
+    path = settings().lease_dir or LEASE_DIR
+    try:
+        with open("/proc/locks") as table:
+            # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:123456 0 EOF": the inode is the last field of the sixth
+            locked = {int(fields[5].rsplit(":", 1)[-1]) for fields in map(str.split, table) if "FLOCK" in fields[:2]}
+    except (OSError, ValueError, IndexError):
+        return {}
+    held = {}
+    for index in range(count):
+        try:
+            fd = os.open(os.path.join(path, DeviceLeases._name((LOCAL, index))), os.O_RDONLY | _FLAGS)
+        except OSError:
+            continue  # never leased here
+        try:
+            if os.fstat(fd).st_ino in locked:
+                held[index] = _holder_of(fd)
+        finally:
+            os.close(fd)
+    return held
+
+
 def describe_busy(busy: dict[Device, str]) -> str:
     """The busy devices and who holds each, one line."""
     return "; ".join(f"device {host}:{index} is in use by {who}" for (host, index), who in sorted(busy.items()))
