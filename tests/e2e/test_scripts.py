@@ -224,48 +224,41 @@ def test_a_ddp_script_runs_under_torchrun_without_engine_given(isolated_results)
     assert "engine torch (torchrun): recipes/examples/ddp_digits.py imports torch.distributed" in result.stderr
 
 
+def _stopped_at_its_length(asset: str, np: int, iterations: int, steps: int) -> tuple[dict, str, str]:
+    """tests/assets/`asset` run alone for `iterations` of its `steps`: its job, rank 0's stdout and stderr."""
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", f"tests/assets/{asset}", "--np",
+                             str(np), "--mode", "sequential", "--iterations", str(iterations), "--json", "--",
+                             "--steps", str(steps)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    rank0 = Path(job["log_dir"]) / "ranks"
+    [stdout], [stderr] = rank0.glob("**/attempt_*/0/stdout.log"), rank0.glob("**/attempt_*/0/stderr.log")
+    return job, stdout.read_text(), stderr.read_text()
+
+
 def test_a_script_stopped_at_its_length_ends_though_a_thread_of_its_own_waits_for_its_stop(isolated_results):
     """A writer thread the script stops after its loop: at the job's length the loop is left, the stop never comes,
     and the rank waited for the thread as Python would, for ever."""
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_writer_thread.py",
-                             "--np", "1", "--mode", "sequential", "--iterations", "3", "--json", "--", "--steps",
-                             "1000"], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    [job] = json.loads(result.stdout)["jobs"]
+    job, _, said = _stopped_at_its_length("ddp_writer_thread.py", np=1, iterations=3, steps=1000)
     assert job["status"] == "finished" and job["iterations"] == 3, job
-    [stderr] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stderr.log")
-    said = stderr.read_text()
     assert "the script's thread 'writer' still ran 10 s after the job's length stopped its loop" in said, said
 
 
 def test_a_script_that_catches_the_stop_at_its_length_ends_at_its_next_batch(isolated_results):
     """A bare `except:` around each step caught the stop (a SystemExit) at the job's length, and the script went on
     to its own count: every batch after it loaded, forwarded and stopped again, a "failed, going on" line each."""
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_bare_except.py",
-                             "--np", "2", "--mode", "sequential", "--iterations", "3", "--json", "--", "--steps",
-                             "40"], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    [job] = json.loads(result.stdout)["jobs"]
+    job, printed, said = _stopped_at_its_length("ddp_bare_except.py", np=2, iterations=3, steps=40)
     assert job["status"] == "finished" and job["iterations"] == 3, job
-    [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
-    printed = stdout.read_text()
     assert re.findall(r"^step (\d+) (?:loss \S+|failed, going on)$", printed, re.MULTILINE) == ["0", "1", "2", "3"]
     assert "finished" not in printed, printed
-    [stderr] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stderr.log")
-    assert "the script caught the stop at its job's length" in stderr.read_text()
+    assert "the script caught the stop at its job's length" in said, said
 
 
 def test_an_optimizer_stepped_inside_backward_ends_each_iteration_and_stops_at_the_length(isolated_results):
     """Steps taken in a post-accumulate-grad hook ended an iteration one backward late: the first was no iteration,
     the last one's loss was lost, and `--iterations 5` let a sixth update through."""
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script",
-                             "tests/assets/ddp_optimizer_in_backward.py", "--np", "1", "--mode", "sequential",
-                             "--iterations", "5", "--json", "--", "--steps", "1000"],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    [job] = json.loads(result.stdout)["jobs"]
-    [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
-    printed = re.findall(r"^step (\d+) loss (\S+)$", stdout.read_text(), re.MULTILINE)
+    job, stdout, _ = _stopped_at_its_length("ddp_optimizer_in_backward.py", np=1, iterations=5, steps=1000)
+    printed = re.findall(r"^step (\d+) loss (\S+)$", stdout, re.MULTILINE)
     assert [int(step) for step, _ in printed] == [0, 1, 2, 3, 4], printed  # five updates, as asked
     assert job["iterations"] == 5 and job["final_loss"] == float(printed[-1][1]), job
 
