@@ -269,12 +269,10 @@ def jobs_and_groups(
         }
         plan_row = session.get(PlanRow, experiment.plan_id)
         planned_groups = list((plan_row.body or {}).get("groups", [])) if plan_row is not None else []
-    # a plan's run in one way, as planned (not one after another): each job once, in its group's pick
-    as_planned = (
-        experiment.plan_id is not None
-        and _each_job_once(experiment)
-        and experiment_row(experiment).modes_asked != [Mode.SEQUENTIAL.value]
-    )
+    # a plan's run as planned (not one after another): each job once, in its group's pick
+    as_planned = _a_plans_run_in_one_way(experiment) and experiment_row(experiment).modes_asked != [
+        Mode.SEQUENTIAL.value
+    ]
     timelines = adaptive_timelines(session, experiment.id)
     link = Link.of_key(experiment.bandwidth, "the experiment's link")
     groups = []
@@ -384,10 +382,16 @@ def gather_report(session: Session, experiment: Experiment) -> ExperimentReport:
     )
 
 
+def _a_plans_run_in_one_way(experiment: Experiment) -> bool:
+    """A plan's run in which each job ran once (as planned, or one after another), not a comparison of ways: what
+    its predicted gain and its makespan are set against the plan's for."""
+    return experiment.plan_id is not None and _each_job_once(experiment)
+
+
 def plan_makespan(session: Session, experiment: Experiment) -> PlanMakespan | None:
     """The makespan of a plan's run in one way, beside the plan's prediction and the same plan's run of the other
     kind (PlanMakespan); None for a run not from a plan, and for a comparison (a job in several modes)."""
-    if experiment.plan_id is None or not _each_job_once(experiment):
+    if not _a_plans_run_in_one_way(experiment):
         return None
     plan_row = session.get(PlanRow, experiment.plan_id)
     body = plan_row.body if plan_row is not None else {}
