@@ -468,7 +468,12 @@ class _Profiling:
         options = self.options
         if self.alone or self.corun or self.stretch:
             with experiment(
-                self.store, "profile", options.command, self.link, default_sinks(options.show_progress)
+                self.store,
+                "profile",
+                options.command,
+                self.link,
+                default_sinks(options.show_progress),
+                kept_empty=False,
             ) as current:
                 lease_devices(current, self.jobs, options.wait)
                 if options.wait:

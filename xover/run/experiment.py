@@ -128,11 +128,14 @@ def experiment(
     sinks: Sequence[str | MetricSink],
     plan_id: int | None = None,
     timeout_s: float | None = None,
+    kept_empty: bool = True,
 ):
     """One invocation's experiment: its records to the store and the `sinks` named (run/sinks.py: the
     progress display, ...) while it runs, its final status whatever happens, and a reaper that stops
     its processes if xover itself is killed. A store that fails part-way (a full disk) ends it as
-    StoreFailedDuringRun, whatever else ended it: its records are what a user must hear about."""
+    StoreFailedDuringRun, whatever else ended it: its records are what a user must hear about. `kept_empty`: kept
+    where it ends with no run (a launcher's runs recorded elsewhere); a profile that found nothing left to measure
+    keeps none."""
     # the sinks asked for, and those of the settings (XOVER_METRIC_SINKS); refused before anything is recorded
     live_sinks = sinks_named([*sinks, *(name for name in settings().metric_sinks if name not in sinks)])
     lease, server_nice, link_bands = settings_from_env()  # refused before anything is recorded
@@ -192,10 +195,10 @@ def experiment(
             if gone is None:
                 why = stopped_by_the_store(store_failure.orig) if store_failure is not None else None
                 try:
-                    # a refused one, one stopped before any run (waiting for its devices), or one that found nothing
-                    # left to run once it had its devices (a profile another xover took meanwhile) would be
+                    # a refused one, one stopped before any run (waiting for its devices), or a profile that found
+                    # nothing left to measure once it had its devices (another xover's, meanwhile) would be
                     # `report latest`
-                    ended = refused or stopped is not None or status == RunStatus.FINISHED
+                    ended = refused or stopped is not None or (status == RunStatus.FINISHED and not kept_empty)
                     discarded = ended and recorder.discard()
                     if not discarded:
                         recorder.finish(status, why)
