@@ -17,9 +17,10 @@ def _as_ctrl_c(signum, frame):
 
 def main() -> None:
     """Load the command line and run it. SIGINT, SIGTERM and SIGHUP (unless ignored: nohup) are Ctrl-C until a
-    command takes them over (interruptible); a signal before the command line is loaded has started nothing.
-    SIGINT too: a shell's background job (`xover run ... &` in a script) starts with it ignored, which Python
-    keeps, and a SIGINT in its first second was lost where a later one stopped the run (a probe, 2026-12-07)."""
+    command takes them over (interruptible); a signal before the command line is loaded and built has started
+    nothing. SIGINT too: a shell's background job (`xover run ... &` in a script) starts with it ignored, which
+    Python keeps, and a SIGINT in its first second was lost where a later one stopped the run (a probe,
+    2026-12-07); one in the interpreter's own start, before this runs (some tens of milliseconds), still is."""
     for signum in stop_signals():
         signal.signal(signum, _as_ctrl_c)
     guard_streams()  # before rich's consoles are made: they ask whether stdout is a terminal
@@ -29,7 +30,11 @@ def main() -> None:
         print("interrupted: nothing was started", file=sys.stderr)
         sys.exit(INTERRUPTED)
     with output_written():
-        app(prog_name="xover")
+        try:
+            app(prog_name="xover")
+        except KeyboardInterrupt:  # while typer builds the command line: a command says its own line once it runs
+            print("interrupted: nothing was started", file=sys.stderr)
+            sys.exit(INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import plain_torchrun
 
 from xover.records import parse_metric_line
 
@@ -252,6 +253,25 @@ def test_a_script_that_catches_the_stop_at_its_length_ends_at_its_next_batch(iso
     assert re.findall(r"^step (\d+) (?:loss \S+|failed, going on)$", printed, re.MULTILINE) == ["0", "1", "2", "3"]
     assert "finished" not in printed, printed
     assert "the script caught the stop at its job's length" in said, said
+
+
+def test_a_finalizer_in_a_cycle_runs_as_at_pythons_exit_with_its_log_open_and_its_process_group(isolated_results):
+    """A rank's end closed the script's files and destroyed its process group, then collected the garbage: a tracker
+    in a cycle that met its peers at a barrier and wrote a summary to its log found neither (a probe, 2026-12-07).
+    The collection comes first now, as at Python's exit: the log reads as under plain torchrun."""
+    plain = isolated_results / "plain"
+    plain.mkdir()
+    plain_torchrun("tests/assets/ddp_finalizer_in_cycle.py", "--log-file", f"{plain}/log")
+    alone = {rank: (plain / f"log.rank{rank}").read_text() for rank in (0, 1)}
+    assert alone[0].endswith("summary: met at a barrier\n"), alone
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", "tests/assets/ddp_finalizer_in_cycle.py",
+                             "--np", "2", "--mode", "sequential", "--json", "--", "--log-file", "{job_dir}/log"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [job] = json.loads(result.stdout)["jobs"]
+    assert job["status"] == "finished", job
+    out = Path(job["log_dir"]) / "out"
+    assert {rank: (out / f"log.rank{rank}").read_text() for rank in (0, 1)} == alone
 
 
 def test_an_optimizer_stepped_inside_backward_ends_each_iteration_and_stops_at_the_length(isolated_results):

@@ -364,10 +364,12 @@ class DeviceLeases:
             if not busy:
                 return 0
             for index, other in enumerate(choices[1:], start=1):
-                if not self.try_acquire(other):
+                busy_there = self.try_acquire(other)
+                if not busy_there:
                     return index
+                busy.update(busy_there)  # named too: the run would have taken them
             if not wait:
-                raise DeviceBusy(describe_busy(busy) + "; wait for it with --wait, or use other devices")
+                raise DeviceBusy(describe_busy(busy) + "; wait for it with --wait")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimedOut()
             if on_wait is not None and (told is None or time.monotonic() - told >= WAIT_SAID_EVERY_S):

@@ -433,27 +433,41 @@ def _end_where_the_stop_was_caught(coordinator: ScriptCoordinator) -> NoReturn:
 
 def finalize_what_the_script_left() -> None:
     """What Python's own exit does for a script after its atexit handlers, and the rank's exit without teardown
-    skips: the default process group destroyed (torch's FileStore then removes a `file://` rendezvous's file, as
-    under plain torchrun; left, it was the next run's stale rendezvous), each file the script left open closed,
-    its buffer written out (a log it never closed was empty under xover), a wrapper before what it wraps (a
-    GzipFile's trailer before its file), then the garbage collected. Files found among the collector's objects,
-    collected or not (main() stopped the collector). A probe, 2026-12-06."""
+    skips, in its order. The garbage is collected first, with the process group alive and the files the script
+    left open still open: a finalizer in a reference cycle writes its summary to its log, or meets its peers at a
+    barrier (a probe, 2026-12-07: both failed where the files were closed and the group destroyed first). Those
+    files are held here through the collection, which would otherwise finalize them among the garbage in no
+    order, a raw file before its buffer or the finalizer that writes to it; and their buffers are written out
+    before it. Then the default process group is destroyed (torch's FileStore then removes a `file://`
+    rendezvous's file, as under plain torchrun; left, it was the next run's stale rendezvous), each file still
+    open is closed, its buffer written out (a log it never closed was empty under xover), a wrapper before what
+    it wraps (a GzipFile's trailer before its file), and the garbage collected again: a model in a cycle held
+    the process group, and its store. Files are found among the collector's objects, collected or not (main()
+    stopped the collector)."""
+    held = _files_left_open()
+    for file in _wrappers_first(held):
+        with contextlib.suppress(Exception):
+            file.flush()
+    gc.collect()
     distributed = sys.modules.get("torch.distributed")
     with contextlib.suppress(Exception):
         if distributed is not None and distributed.is_available() and distributed.is_initialized():
             distributed.destroy_process_group()
+    for file in _wrappers_first(_files_left_open()):
+        with contextlib.suppress(Exception):
+            file.close()
+    del held
+    gc.collect()
+
+
+def _files_left_open() -> list:
+    """The files the script left open (not xover's standard streams), found among the collector's objects."""
     left_open = []
     for file in _files_among(gc.get_objects()):
         with contextlib.suppress(Exception):
             if not file.closed and not _on_a_standard_descriptor(file):  # sys.stdout and its kin among them
                 left_open.append(file)
-    for file in _wrappers_first(left_open):
-        with contextlib.suppress(Exception):
-            file.close()
-    # the collection Python's exit makes: a model the script left in a reference cycle (a trainer that points back
-    # at itself) holds the process group past its destruction, and with it the rendezvous's store, whose file
-    # stayed. Its files are closed by now, in order
-    gc.collect()
+    return left_open
 
 
 def _files_among(things: list) -> list:
