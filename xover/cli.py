@@ -434,7 +434,12 @@ def profile(
     ] = 30,
     warmup: Annotated[int, typer.Option("--warmup", parser=whole_flag, help="Iterations left out of the figures.")] = 5,
     bandwidth: LinkOption = None,
-    force: Annotated[bool, typer.Option("--force", help="Measure again even if a stored profile matches.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Measure the jobs named again even if a stored profile matches (not the reference partner)."
+        ),
+    ] = False,
     engine: Annotated[
         str | None,
         typer.Option(
