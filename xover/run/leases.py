@@ -57,15 +57,21 @@ class DeviceBusy(XoverError):
     pass
 
 
-def lease_dir() -> str:
-    """The lease folder (XOVER_LEASE_DIR, else /tmp); a missing XOVER_LEASE_DIR is created (the
-    user's own; by root: root's and sticky, for every user)."""
+def _lease_dir_named() -> str:
+    """The lease folder's name (XOVER_LEASE_DIR, else /tmp), as given: a URL refused."""
     path = settings().lease_dir or LEASE_DIR
     if "://" in path:  # a URL (a store's, pasted into the wrong variable) would be made as folders, password and all
         raise XoverError(
             f"{LEASE_DIR_VARIABLE}={mask_word(path)}: a URL, not a folder: name the folder runs lease devices in, "
             f"or unset it for {LEASE_DIR}"
         )
+    return path
+
+
+def lease_dir() -> str:
+    """The lease folder (XOVER_LEASE_DIR, else /tmp); a missing XOVER_LEASE_DIR is created (the
+    user's own; by root: root's and sticky, for every user)."""
+    path = _lease_dir_named()
     if not os.path.isdir(path):
         try:
             os.makedirs(path)
@@ -447,12 +453,12 @@ def held_here(count: int) -> dict[int, str]:
     """Which of this machine's devices 0..count-1 a run holds now, and who (as a refusal names them): each lease
     file's lock found in the kernel's table (/proc/locks), taking none (a check must not have a run that starts
     meanwhile find its device busy), nor making the lease folder. Empty where the table cannot be read."""
-    path = settings().lease_dir or LEASE_DIR
+    path = _lease_dir_named()
     try:
         with open("/proc/locks") as table:
-            # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:123456 0 EOF": the inode is the last field of the sixth
-            locked = {int(fields[5].rsplit(":", 1)[-1]) for fields in map(str.split, table) if "FLOCK" in fields[:2]}
-    except (OSError, ValueError, IndexError):
+            # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:123456 0 EOF": the file as device major:minor (hex) and inode
+            locked = {fields[5] for fields in map(str.split, table) if "FLOCK" in fields[:2] and len(fields) > 5}
+    except OSError:
         return {}
     held = {}
     for index in range(count):
@@ -461,7 +467,8 @@ def held_here(count: int) -> dict[int, str]:
         except OSError:
             continue  # never leased here
         try:
-            if os.fstat(fd).st_ino in locked:
+            info = os.fstat(fd)
+            if f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}" in locked:
                 held[index] = _holder_of(fd)
         finally:
             os.close(fd)

@@ -426,7 +426,7 @@ def _end_where_the_stop_was_caught(coordinator: ScriptCoordinator) -> NoReturn:
     )
     if coordinator.leave_at_step_cap is not None:
         coordinator.leave_at_step_cap()
-    gc.disable()  # as main()'s end: the script's files are closed in order, then collected
+    gc.disable()  # as main()'s end: finalize_what_the_script_left collects in the order Python's exit does
     coordinator.finish(True)
     exit_without_teardown(finalize=finalize_what_the_script_left, at_the_cap=True)
 
