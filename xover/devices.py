@@ -9,6 +9,7 @@ the emulated hosts set it), as CUDA numbers them.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from collections.abc import Mapping
@@ -73,6 +74,58 @@ def _nvml_gpus() -> tuple[list[str], str | None]:
         return [], None
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_uuids(gpus: list[str]) -> list[str]:
+    """Each visible GPU (an index or a UUID, as CUDA_VISIBLE_DEVICES names it) as its UUID, where NVML tells it; else
+    as named (a GPU named by index in one run and by UUID in another is then two names for one GPU)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return gpus
+    try:
+        named = []
+        for gpu in gpus:
+            try:
+                # NVML's index is the PCI bus order; CUDA's the same where CUDA_DEVICE_ORDER=PCI_BUS_ID, or (its
+                # default, fastest first) on a machine of one kind of GPU, ties broken by the bus
+                handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu)) if gpu.isdigit() else None
+                uuid = pynvml.nvmlDeviceGetUUID(handle) if handle is not None else gpu
+                named.append(uuid.decode() if isinstance(uuid, bytes) else uuid)
+            except Exception:
+                named.append(gpu)
+        return named
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def physical_name(index: int, gpus: list[str], per_gpu: int, cores: list[int]) -> str:
+    """What device `index` of a process is on the machine, whatever that process was shown: the GPU (`gpus`: the
+    visible ones, as UUIDs where known) with its share where a GPU counts as `per_gpu` devices, else the CPU core
+    a rank on it is pinned to (runtime/worker.py: device d on the d-th of the process's cores, round the list)."""
+    if gpus:
+        if per_gpu > 1:
+            share = index // len(gpus)
+            return f"gpu-{gpus[index % len(gpus)]}" + (f"-{share}" if share else "")
+        return f"gpu-{gpus[index]}" if index < len(gpus) else f"gpu-beyond-{index}"
+    return f"core{cores[index % len(cores)]}" if cores else f"device{index}"
+
+
+@functools.lru_cache(maxsize=8)
+def _visible_uuids(visible: str | None, cpu_only: bool) -> tuple[str, ...]:
+    """The visible GPUs as UUIDs, asked of NVML once per CUDA_VISIBLE_DEVICES (a lease names its device each time)."""
+    gpus = [] if cpu_only else _nvml_gpus()[0]
+    return tuple(_nvml_uuids(gpus)) if gpus else ()
+
+
+def physical_device(index: int) -> str:
+    """Device `index` of this process as the machine knows it (physical_name): two processes shown different GPUs
+    (CUDA_VISIBLE_DEVICES) or cores (taskset) name a device they share alike, and ones they do not apart."""
+    current = settings()
+    gpus = _visible_uuids(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
+    return physical_name(index, list(gpus), current.devices_per_gpu, sorted(os.sched_getaffinity(0)))
 
 
 def gpu_ids() -> list[str]:

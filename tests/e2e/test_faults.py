@@ -203,7 +203,7 @@ def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_pa
         assert _rows(tmp_path / "moved.db", "SELECT devices FROM runs") == [("1",)]
         second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", every, "--iterations", "3")
         assert second.returncode == 2
-        assert re.search(r"device localhost:0 is in use by pid \d+: experiment", second.stderr), second.stderr
+        assert re.search(r"device localhost:0 \(core \d+\) is in use by pid \d+: experiment", second.stderr), second.stderr
         assert "--wait" in second.stderr
         assert second.stderr.startswith("error: device")  # one line, no empty progress display above it
         # refused like a bad flag: no failed experiment left to become `report latest`

@@ -1,8 +1,9 @@
 """Device leases: two `xover` invocations never share a device without knowing it.
 
-A run holds an exclusive lock on a file per device it uses (`<dir>/xover-lease-<host>-<index>.lock`)
-while its jobs run there. The lock is the kernel's (flock): it dies with the process that holds it, so
-a killed xover leaves no stale lease. The file says who holds it, for the message the next one prints.
+A run holds an exclusive lock on a file per device it uses (`<dir>/xover-lease-<host>-<device>.lock`: this
+machine's devices named by their core or GPU, DeviceLeases._name) while its jobs run there. The lock is the
+kernel's (flock): it dies with the process that holds it, so a killed xover leaves no stale lease. The file says
+who holds it, for the message the next one prints.
 Hosts of an emulated cluster share this machine's filesystem, so their devices are leased here too.
 
 Leases are shared by every user of the machine (a device is a device), so the folder is one every
@@ -33,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..console import print_notice
+from ..devices import physical_device
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, command_on, is_local
 from ..redact import mask_credentials, mask_word
@@ -281,15 +283,20 @@ class DeviceLeases:
     def __init__(self, holder: str) -> None:
         # e.g. "experiment X (xover run ...)", in a file every user can read: never a password (--db URL)
         self.holder = mask_credentials(holder)
-        self.held: dict[Device, int] = {}
-        self.written: set[Device] = set()  # held leases whose file names this holder
+        self.held: dict[Device, str] = {}  # device -> its lease's name (two devices on one core share one)
+        self.files: dict[str, int] = {}  # a held lease's name -> its file, locked
+        self.written: set[str] = set()  # held leases whose file names this holder
         self.remote: dict[str, RemoteLeases] = {}  # another host -> what holds its leases there
 
     @staticmethod
     def _name(device: Device) -> str:
+        """A device's lease file. This machine's, under any of its names, is named by what the device is on the
+        machine (its GPU, or its core: devices.physical_device), not by its index among what this process was
+        shown: a run under `taskset -c 1` or CUDA_VISIBLE_DEVICES=1 leases the core or GPU that another run
+        calls its device 1. Another host's is named by index: its own leases there say what it is (main)."""
         host, index = device
-        safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in host)
-        return f"{LEASE_PREFIX}{safe}-{index}.lock"
+        named = f"{LOCAL}-{physical_device(index)}" if is_local(host) else f"{host}-{index}"
+        return LEASE_PREFIX + "".join(c if c.isalnum() or c in "-._" else "_" for c in named) + ".lock"
 
     def _path(self, device: Device) -> str:
         return os.path.join(lease_dir(), self._name(device))
@@ -327,8 +334,13 @@ class DeviceLeases:
             for device in sorted(devices):
                 if device in self.held:
                     continue
+                name = self._name(device)
+                if name in self.files:  # another device of this run on the same core: one lease holds both
+                    self.held[device] = name
+                    taken.append(device)
+                    continue
                 try:
-                    fd, writable = _open_lease(folder, self._name(device), os.path.join(path, self._name(device)))
+                    fd, writable = _open_lease(folder, name, os.path.join(path, name))
                 except XoverError:
                     self.release(taken)
                     raise
@@ -341,8 +353,9 @@ class DeviceLeases:
                 if writable:
                     os.ftruncate(fd, 0)
                     os.pwrite(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode()[:RECORD_BYTES], 0)
-                    self.written.add(device)
-                self.held[device] = fd
+                    self.written.add(name)
+                self.files[name] = fd
+                self.held[device] = name
                 taken.append(device)
         finally:
             os.close(folder)
@@ -390,10 +403,11 @@ class DeviceLeases:
             [(host, -1) for host in self.remote] if devices is None else []
         )
         for device in devices:
-            fd = self.held.pop(device, None)
-            if fd is not None:
-                if device in self.written:  # the holder's command is not left for every user to read
-                    self.written.discard(device)
+            name = self.held.pop(device, None)
+            if name is not None and name not in self.held.values():  # no other device of the run holds it
+                fd = self.files.pop(name)
+                if name in self.written:  # the holder's command is not left for every user to read
+                    self.written.discard(name)
                     with contextlib.suppress(OSError):
                         os.ftruncate(fd, 0)
                 os.close(fd)  # closing drops the lock
@@ -476,8 +490,17 @@ def held_here(count: int) -> dict[int, str]:
 
 
 def describe_busy(busy: dict[Device, str]) -> str:
-    """The busy devices and who holds each, one line."""
-    return "; ".join(f"device {host}:{index} is in use by {who}" for (host, index), who in sorted(busy.items()))
+    """The busy devices and who holds each, one line; this machine's with what each is on it (the core, the GPU),
+    since another run may call it by another index."""
+    return "; ".join(
+        f"device {host}:{index}{f' ({_physical_shown(index)})' if is_local(host) else ''} is in use by {who}"
+        for (host, index), who in sorted(busy.items())
+    )
+
+
+def _physical_shown(index: int) -> str:
+    named = physical_device(index)
+    return named.replace("core", "core ", 1) if named.startswith("core") else named.replace("gpu-", "GPU ", 1)
 
 
 if __name__ == "__main__":
