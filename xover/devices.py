@@ -114,18 +114,33 @@ def physical_name(index: int, gpus: list[str], per_gpu: int, cores: list[int]) -
 
 
 @functools.lru_cache(maxsize=8)
-def _visible_uuids(visible: str | None, cpu_only: bool) -> tuple[str, ...]:
-    """The visible GPUs as UUIDs, asked of NVML once per CUDA_VISIBLE_DEVICES (a lease names its device each time)."""
+def _visible_gpus(visible: str | None, cpu_only: bool) -> tuple[tuple[str, str], ...]:
+    """The visible GPUs, each as CUDA_VISIBLE_DEVICES names it and as its UUID, asked of NVML once per
+    CUDA_VISIBLE_DEVICES (a lease names its device each time)."""
     gpus = [] if cpu_only else _nvml_gpus()[0]
-    return tuple(_nvml_uuids(gpus)) if gpus else ()
+    return tuple(zip(gpus, _nvml_uuids(gpus))) if gpus else ()
 
 
 def physical_device(index: int) -> str:
     """Device `index` of this process as the machine knows it (physical_name): two processes shown different GPUs
     (CUDA_VISIBLE_DEVICES) or cores (taskset) name a device they share alike, and ones they do not apart."""
     current = settings()
-    gpus = _visible_uuids(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
-    return physical_name(index, list(gpus), current.devices_per_gpu, sorted(os.sched_getaffinity(0)))
+    gpus = [uuid for _, uuid in _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)]
+    return physical_name(index, gpus, current.devices_per_gpu, sorted(os.sched_getaffinity(0)))
+
+
+def index_before_physical(index: int) -> int | None:
+    """The index an xover from before 2026-12-08 (which leased devices by index) gave device `index` of this process
+    where it ran on all of the machine: the number of the core, or of the GPU where CUDA_VISIBLE_DEVICES names it by
+    number (one device a GPU); None where such a run could not have named it (a GPU by UUID, shared GPUs)."""
+    current = settings()
+    gpus = _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
+    if gpus:
+        if current.devices_per_gpu > 1 or index >= len(gpus) or not gpus[index][0].isdigit():
+            return None
+        return int(gpus[index][0])
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[index % len(cores)] if cores else None
 
 
 def gpu_ids() -> list[str]:

@@ -145,7 +145,7 @@ def _devices_in_use() -> Check:
         held = held_here(local_device_count()[1])
     except XoverError as error:  # a setting a run would refuse (the settings check names it)
         return Check("devices in use", True, f"cannot tell: {error}", required=False)
-    detail = "; ".join(f"localhost:{index} by {who}" for index, who in sorted(held.items())) if held else "none"
+    detail = "; ".join(f"{device} by {who}" for device, who in held.items()) if held else "none"
     return Check("devices in use", True, detail, required=False)
 
 

@@ -192,7 +192,7 @@ def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_pa
         _wait_for(db, "SELECT COUNT(*) FROM iteration_metrics", 3)
         # `doctor` names who holds it (it said nothing of devices in use)
         checks = {check["name"]: check for check in json.loads(_xover("doctor", "--json").stdout)["checks"]}
-        assert re.match(r"localhost:0 by pid \d+: experiment \S+ \(xover train mlp-digits",
+        assert re.match(r"localhost:0 \(core \d+\) by pid \d+: experiment \S+ \(xover train mlp-digits",
                         checks["devices in use"]["detail"]), checks["devices in use"]
         # one rank, placed by nobody: it takes the next device, free, where it always took device 0 and was refused
         moved = _xover("--db", str(tmp_path / "moved.db"), "run", "--group", "mlp-digits", "--np", "1", "--mode",

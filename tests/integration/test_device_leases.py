@@ -2,6 +2,7 @@
 was shown: runs under different `taskset`s or CUDA_VISIBLE_DEVICES, or naming this machine differently, see each
 other's leases on the devices they share, and none on those they do not."""
 
+import fcntl
 import json
 import os
 import socket
@@ -83,11 +84,68 @@ def test_two_devices_of_one_run_on_one_core_share_its_lease(lease_folder):
     run = DeviceLeases("more ranks than cores")
     devices = [("localhost", index) for index in range(len(cores) + 1)]
     assert run.try_acquire(devices) == {}
-    assert len(run.files) == len(cores)
+    assert len({names for names in run.held.values()}) == len(cores)  # by core (and an older xover's name of it)
     run.release([("localhost", len(cores))])  # the core still holds device 0
     assert list(DeviceLeases("another").try_acquire([("localhost", 0)])) == [("localhost", 0)]
     run.release()
     assert DeviceLeases("another").try_acquire([("localhost", 0)]) == {}
+
+
+def _doctors_devices_in_use(*prefix: str) -> str:
+    done = subprocess.run([*prefix, *XOVER, "doctor", "--json"], capture_output=True, text=True, timeout=120)
+    checks = {check["name"]: check for check in json.loads(done.stdout)["checks"]}
+    return checks["devices in use"]["detail"]
+
+
+def test_doctor_names_every_core_held_whatever_it_is_shown(lease_folder):
+    cores = sorted(os.sched_getaffinity(0))
+    assert len(cores) >= 2, "this test needs two cores (every machine of ours has them)"
+    held, said = _hold_under_taskset(cores[1], 0, "the taskset run")
+    try:
+        assert said == {"held": [0]}, said
+        # shown every core, it names the held one by its index here and by its core
+        assert _doctors_devices_in_use() == f"localhost:1 (core {cores[1]}) by pid {held.pid}: the taskset run"
+        # shown the first core alone, it still names the other's, held (it said "none")
+        assert _doctors_devices_in_use("taskset", "-c", str(cores[0])) == (
+            f"core {cores[1]}, not among this process's devices by pid {held.pid}: the taskset run")
+    finally:
+        held.stdin.close()
+        held.wait(30)
+    assert _doctors_devices_in_use() == "none"
+
+
+def _hold_as_before_physical(folder, number: int):
+    """A lease as an xover from before 2026-12-08 took it: its device `number`, by index."""
+    fd = os.open(folder / f"xover-lease-localhost-{number}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    os.fchmod(fd, 0o666)  # as xover makes them: every user writes who holds it
+    os.write(fd, json.dumps({"pid": 4242, "holder": "an older xover"}).encode())
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_leases_of_an_older_xover_by_index_and_todays_by_core_see_each_other(lease_folder):
+    cores = sorted(os.sched_getaffinity(0))
+    assert len(cores) >= 2, "this test needs two cores (every machine of ours has them)"
+    older = _hold_as_before_physical(lease_folder, cores[1])  # an older run on all of the machine: core N, index N
+    try:
+        busy = DeviceLeases("today's").try_acquire([("localhost", 1)])
+        assert busy == {("localhost", 1): "pid 4242: an older xover"}, busy
+        assert _doctors_devices_in_use() == f"device {cores[1]} of an xover from before 2026-12-08 by pid 4242: an " \
+                                            "older xover"
+    finally:
+        os.close(older)
+    todays = DeviceLeases("today's")
+    assert todays.try_acquire([("localhost", 1)]) == {}
+    try:
+        # an older xover finds it busy under the name it knows; doctor shows it once, as today's
+        fd = os.open(lease_folder / f"xover-lease-localhost-{cores[1]}.lock", os.O_RDWR)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)
+        assert _doctors_devices_in_use() == f"localhost:1 (core {cores[1]}) by pid {os.getpid()}: today's"
+    finally:
+        todays.release()
+    assert DeviceLeases("another").try_acquire([("localhost", 1)]) == {}
 
 
 @pytest.mark.parametrize(("index", "gpus", "per_gpu", "cores", "named"), [

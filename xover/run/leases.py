@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..console import print_notice
-from ..devices import physical_device
+from ..devices import index_before_physical, physical_device
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, command_on, is_local
 from ..redact import mask_credentials, mask_word
@@ -283,7 +283,7 @@ class DeviceLeases:
     def __init__(self, holder: str) -> None:
         # e.g. "experiment X (xover run ...)", in a file every user can read: never a password (--db URL)
         self.holder = mask_credentials(holder)
-        self.held: dict[Device, str] = {}  # device -> its lease's name (two devices on one core share one)
+        self.held: dict[Device, tuple[str, ...]] = {}  # device -> its leases' names (two devices on one core share)
         self.files: dict[str, int] = {}  # a held lease's name -> its file, locked
         self.written: set[str] = set()  # held leases whose file names this holder
         self.remote: dict[str, RemoteLeases] = {}  # another host -> what holds its leases there
@@ -295,8 +295,16 @@ class DeviceLeases:
         shown: a run under `taskset -c 1` or CUDA_VISIBLE_DEVICES=1 leases the core or GPU that another run
         calls its device 1. Another host's is named by index: its own leases there say what it is (main)."""
         host, index = device
-        named = f"{LOCAL}-{physical_device(index)}" if is_local(host) else f"{host}-{index}"
-        return LEASE_PREFIX + "".join(c if c.isalnum() or c in "-._" else "_" for c in named) + ".lock"
+        return _lease_name(f"{LOCAL}-{physical_device(index)}" if is_local(host) else f"{host}-{index}")
+
+    @classmethod
+    def _names(cls, device: Device) -> tuple[str, ...]:
+        """Every lease file a device takes: its own (_name) and, on this machine, the name an xover from before
+        2026-12-08 gave it (by index: an older run on all of the machine calls core or GPU N its device N), so that
+        a run of either sees the other's while both kinds run on one machine."""
+        host, index = device
+        before = index_before_physical(index) if is_local(host) else None
+        return (cls._name(device),) + ((_lease_name(f"{LOCAL}-{before}"),) if before is not None else ())
 
     def _path(self, device: Device) -> str:
         return os.path.join(lease_dir(), self._name(device))
@@ -334,29 +342,29 @@ class DeviceLeases:
             for device in sorted(devices):
                 if device in self.held:
                     continue
-                name = self._name(device)
-                if name in self.files:  # another device of this run on the same core: one lease holds both
-                    self.held[device] = name
-                    taken.append(device)
-                    continue
-                try:
-                    fd, writable = _open_lease(folder, name, os.path.join(path, name))
-                except XoverError:
-                    self.release(taken)
-                    raise
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    busy[device] = _holder_of(fd)
-                    os.close(fd)
-                    continue
-                if writable:
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, json.dumps({"pid": os.getpid(), "holder": self.holder}).encode()[:RECORD_BYTES], 0)
-                    self.written.add(name)
-                self.files[name] = fd
-                self.held[device] = name
+                names = self._names(device)
+                self.held[device] = ()  # its leases so far: released with it where one is busy
                 taken.append(device)
+                for name in names:
+                    if name not in self.files:  # else another device of this run on the same core holds it
+                        try:
+                            fd, writable = _open_lease(folder, name, os.path.join(path, name))
+                        except XoverError:
+                            self.release(taken)
+                            raise
+                        try:
+                            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        except BlockingIOError:
+                            busy[device] = _holder_of(fd)
+                            os.close(fd)
+                            break
+                        if writable:
+                            os.ftruncate(fd, 0)
+                            record = json.dumps({"pid": os.getpid(), "holder": self.holder}).encode()[:RECORD_BYTES]
+                            os.pwrite(fd, record, 0)
+                            self.written.add(name)
+                        self.files[name] = fd
+                    self.held[device] += (name,)
         finally:
             os.close(folder)
         if busy:
@@ -403,8 +411,11 @@ class DeviceLeases:
             [(host, -1) for host in self.remote] if devices is None else []
         )
         for device in devices:
-            name = self.held.pop(device, None)
-            if name is not None and name not in self.held.values():  # no other device of the run holds it
+            names = self.held.pop(device, ())
+            still = {name for others in self.held.values() for name in others}  # another device of the run's
+            for name in names:
+                if name in still or name not in self.files:
+                    continue
                 fd = self.files.pop(name)
                 if name in self.written:  # the holder's command is not left for every user to read
                     self.written.discard(name)
@@ -414,6 +425,10 @@ class DeviceLeases:
             remote = self.remote.pop(device[0], None)
             if remote is not None:
                 remote.release()  # every device of that host: they were leased together
+
+
+def _lease_name(device: str) -> str:
+    return LEASE_PREFIX + "".join(c if c.isalnum() or c in "-._" else "_" for c in device) + ".lock"
 
 
 def _printable(text: object) -> str:
@@ -463,30 +478,52 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def held_here(count: int) -> dict[int, str]:
-    """Which of this machine's devices 0..count-1 a run holds now, and who (as a refusal names them): each lease
-    file's lock found in the kernel's table (/proc/locks), taking none (a check must not have a run that starts
-    meanwhile find its device busy), nor making the lease folder. Empty where the table cannot be read."""
+def held_here(count: int) -> dict[str, str]:
+    """Which of this machine's devices a run holds now, and who: this process's devices 0..count-1 as a refusal
+    names them (`localhost:0 (core 0)`), then the machine's others it is not shown (another run's `taskset`), then
+    those an xover from before 2026-12-08 leased by index alone. Each lease file's lock is found in the kernel's
+    table (/proc/locks), taking none (a check must not have a run that starts meanwhile find its device busy), nor
+    making the lease folder. Empty where the table or the folder cannot be read."""
     path = _lease_dir_named()
     try:
         with open("/proc/locks") as table:
             # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:123456 0 EOF": the file as device major:minor (hex) and inode
             locked = {fields[5] for fields in map(str.split, table) if "FLOCK" in fields[:2] and len(fields) > 5}
+        names = sorted(os.listdir(path))
     except OSError:
         return {}
-    held = {}
-    for index in range(count):
-        try:
-            fd = os.open(os.path.join(path, DeviceLeases._name((LOCAL, index))), os.O_RDONLY | _FLAGS)
-        except OSError:
-            continue  # never leased here
-        try:
-            info = os.fstat(fd)
-            if f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}" in locked:
-                held[index] = _holder_of(fd)
-        finally:
-            os.close(fd)
-    return held
+    ours = {DeviceLeases._name((LOCAL, index)): index for index in reversed(range(count))}  # a shared core: the first
+    prefix, suffix = _lease_name(f"{LOCAL}-").removesuffix(".lock"), ".lock"
+    found: list[tuple[tuple[int, int, str], str, str]] = []  # (order, shown, who)
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        who = _holder_if_locked(path, name, locked)
+        device = name[len(prefix) : -len(suffix)]
+        if who is None:
+            continue
+        if device.isdigit():
+            found.append(((2, int(device), ""), f"device {device} of an xover from before 2026-12-08", who))
+        elif name in ours:
+            found.append(((0, ours[name], ""), f"localhost:{ours[name]} ({_shown(device)})", who))
+        else:
+            found.append(((1, 0, device), f"{_shown(device)}, not among this process's devices", who))
+    physical = {who for (kind, *_), _, who in found if kind < 2}
+    # a run of today's holds an older xover's name beside its own (DeviceLeases._names): shown once, as its own
+    return {shown: who for order, shown, who in sorted(found) if order[0] < 2 or who not in physical}
+
+
+def _holder_if_locked(path: str, name: str, locked: set[str]) -> str | None:
+    try:
+        fd = os.open(os.path.join(path, name), os.O_RDONLY | _FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        held = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}" in locked
+        return _holder_of(fd) if held and stat.S_ISREG(info.st_mode) else None
+    finally:
+        os.close(fd)
 
 
 def describe_busy(busy: dict[Device, str]) -> str:
@@ -499,8 +536,14 @@ def describe_busy(busy: dict[Device, str]) -> str:
 
 
 def _physical_shown(index: int) -> str:
-    named = physical_device(index)
-    return named.replace("core", "core ", 1) if named.startswith("core") else named.replace("gpu-", "GPU ", 1)
+    return _shown(physical_device(index))
+
+
+def _shown(device: str) -> str:
+    """A device as a lease names it (devices.physical_name), in words: `core 3`, `GPU GPU-...`."""
+    if device.startswith("core"):
+        return "core " + device.removeprefix("core")
+    return "GPU " + device.removeprefix("gpu-") if device.startswith("gpu-") else device
 
 
 if __name__ == "__main__":
