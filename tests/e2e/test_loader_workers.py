@@ -6,7 +6,10 @@ alone trains on (the batch from the model's own forward, not from a transform), 
 script alone at every step. Before the shim followed only the rank's own model, a worker's transform took
 the rank's turn and never gave it back (the group hung), and a worker forked with the cap reached exited. The
 job without workers keeps each epoch's last, smaller batch: each iteration records the samples it trained on
-(before, every one was counted at the first batch's size, 32 where the last step trained on 8)."""
+(before, every one was counted at the first batch's size, 32 where the last step trained on 8), and every third
+step it computes a held-out batch's loss with the model in eval() and gradients on (no `torch.no_grad()`, a slip
+users make): that forward trains nothing, and the step after it records its own batch (before, the held-out
+batch's 24 per rank)."""
 
 import json
 import re
@@ -23,8 +26,9 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 ENGINES = {"torch": ("ddp_loader_workers.py", plain_torchrun), "horovod": ("horovod_loader_workers.py", plain_horovodrun)}
 EPOCHS, STEPS_PER_EPOCH, BATCH, RANKS = 2, 6, 16, 2  # 192 samples: 6 steps of 16 per rank and epoch
 WORKERS = (2, 0)
-# without workers, 200 samples and the last batch kept: 6 steps of 16 and one of 4 per rank and epoch
-EXTRA = {2: [], 0: ["--samples", "200", "--keep-last"]}
+# without workers, 200 samples and the last batch kept: 6 steps of 16 and one of 4 per rank and epoch, and a
+# validation forward of 24 with gradients after every third step
+EXTRA = {2: [], 0: ["--samples", "200", "--keep-last", "--validate-every", "3"]}
 STEPS = {2: STEPS_PER_EPOCH, 0: STEPS_PER_EPOCH + 1}
 
 

@@ -134,8 +134,10 @@ class ScriptCoordinator:
         self.backward_depth = 0
         self.stepped_in_backward = False  # an optimizer stepped inside the backward now running (after_step)
         self.batch = 0  # the first batch seen: the size of a backward's whose forward showed none
-        # the batch of the first forward with gradients since the last backward: the one that backward trains on
+        # the batch of the first forward with gradients since the last backward, the model in training mode where
+        # one was: the one that backward trains on (a validation forward in eval() without no_grad trains nothing)
         self.forward_batch: int | None = None
+        self.forward_batch_training = False  # whether it came from a forward in training mode
         self.started = self.previous_end = time.perf_counter()
         self.tally = StepTally()
         self.bytes_per_step: list[int] = []
@@ -353,8 +355,11 @@ class ScriptCoordinator:
             # the model's outermost module sees the batch first
             if not self.batch:
                 self.batch = inputs[0].shape[0]
-            if self.forward_batch is None and torch.is_grad_enabled():
-                self.forward_batch = inputs[0].shape[0]
+            if torch.is_grad_enabled() and (
+                self.forward_batch is None or (module.training and not self.forward_batch_training)
+            ):
+                # a model trained in eval() (BatchNorm frozen) has no forward in training mode: its first counts
+                self.forward_batch, self.forward_batch_training = inputs[0].shape[0], module.training
 
     def end_of_backward(self) -> None:
         """Backward is over (where torch.autograd.backward returns, or an autograd callback): release."""
@@ -392,7 +397,7 @@ class ScriptCoordinator:
             self.tally.closure_backwards += 1
         if self.tally.closure_backwards <= 1 or not self.in_closure_step:  # a closure's batch once a step (LBFGS)
             self.tally.samples += self.batch if self.forward_batch is None else self.forward_batch
-        self.forward_batch = None
+        self.forward_batch, self.forward_batch_training = None, False
         # a closure evaluated several times a step (LBFGS) is one loss, its first, as the step returns it
         repeated = self.in_closure_step and self.tally.closure_backwards > 1
         value = _loss_value(loss, gradients) if self.rank == 0 and not repeated else None

@@ -25,6 +25,8 @@ parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--samples", type=int, default=192, help="the dataset's size (an epoch: samples / batch / ranks)")
 parser.add_argument("--keep-last", action="store_true", help="keep each epoch's last, smaller batch (drop_last=False)")
+parser.add_argument("--validate-every", type=int, default=0,
+                    help="every N steps, a held-out batch's loss with the model in eval() and gradients on (no no_grad)")
 parser.add_argument("--evaluate", action="store_true", help="evaluate on a held-out set after every epoch")
 parser.add_argument("--evaluate-module", action="store_true", help="evaluate model.module, not the DDP model")
 parser.add_argument("--held-out", type=int, default=640, help="the held-out set's size")
@@ -39,6 +41,7 @@ loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_wo
                     drop_last=not args.keep_last)
 held_out = Digits(args.held_out, transforms())
 held_out_loader = DataLoader(held_out, batch_size=64, sampler=DistributedSampler(held_out, shuffle=False))
+validation = DataLoader(Digits(48, transforms()), batch_size=24) if args.validate_every else None
 model = DistributedDataParallel(network())
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 step = 0
@@ -52,6 +55,13 @@ for epoch in range(args.epochs):
         if dist.get_rank() == 0:
             print(f"step {step} loss {loss.item()!r} batch {len(labels)}", flush=True)
         step += 1
+        if args.validate_every and step % args.validate_every == 0:  # a slip users make: no torch.no_grad()
+            model.eval()
+            images, labels = next(iter(validation))
+            validated = F.cross_entropy(model(images), labels)
+            if dist.get_rank() == 0:
+                print(f"step {step} validation {validated.item()!r}", flush=True)
+            model.train()
     if args.evaluate:
         evaluated = model.module if args.evaluate_module else model
         evaluated.eval()

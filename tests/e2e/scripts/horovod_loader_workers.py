@@ -19,6 +19,8 @@ parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--samples", type=int, default=192, help="the dataset's size (an epoch: samples / batch / ranks)")
 parser.add_argument("--keep-last", action="store_true", help="keep each epoch's last, smaller batch (drop_last=False)")
+parser.add_argument("--validate-every", type=int, default=0,
+                    help="every N steps, a held-out batch's loss with the model in eval() and gradients on (no no_grad)")
 args = parser.parse_args()
 
 hvd.init()
@@ -28,6 +30,7 @@ dataset = Digits(args.samples, transforms())
 sampler = DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True, seed=3)
 loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
                     drop_last=not args.keep_last)
+validation = DataLoader(Digits(48, transforms()), batch_size=24) if args.validate_every else None
 model = network()
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
                                      named_parameters=model.named_parameters())
@@ -43,3 +46,10 @@ for epoch in range(args.epochs):
         if hvd.rank() == 0:
             print(f"step {step} loss {loss.item()!r} batch {len(labels)}", flush=True)
         step += 1
+        if args.validate_every and step % args.validate_every == 0:  # a slip users make: no torch.no_grad()
+            model.eval()
+            images, labels = next(iter(validation))
+            validated = F.cross_entropy(model(images), labels)
+            if hvd.rank() == 0:
+                print(f"step {step} validation {validated.item()!r}", flush=True)
+            model.train()
