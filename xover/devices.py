@@ -107,10 +107,20 @@ def physical_name(index: int, gpus: list[str], per_gpu: int, cores: list[int]) -
     a rank on it is pinned to (runtime/worker.py: device d on the d-th of the process's cores, round the list)."""
     if gpus:
         if per_gpu > 1:
-            share = index // len(gpus)
-            return f"gpu-{gpus[index % len(gpus)]}" + (f"-{share}" if share else "")
+            return f"gpu-{gpus[index % len(gpus)]}-share{index // len(gpus)}"
         return f"gpu-{gpus[index]}" if index < len(gpus) else f"gpu-beyond-{index}"
     return f"core{cores[index % len(cores)]}" if cores else f"device{index}"
+
+
+def shared_gpu(index: int) -> str | None:
+    """Where device `index` of this process is a share of a GPU (XOVER_DEVICES_PER_GPU above 1): that GPU, as
+    physical_device names a whole one; else None. A share's lease holds the GPU shared and a whole GPU's holds it
+    alone, so that runs counting the GPU differently see each other."""
+    current = settings()
+    gpus = _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
+    if not gpus or current.devices_per_gpu <= 1:
+        return None
+    return physical_name(index % len(gpus), [uuid for _, uuid in gpus], 1, [])
 
 
 @functools.lru_cache(maxsize=8)

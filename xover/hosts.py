@@ -146,15 +146,29 @@ def local_names() -> frozenset[str]:
 
 
 def is_local(host: str) -> bool:
-    """Whether `host` names this machine: any of its names, in any case (host names are not case-sensitive), or
-    any loopback address (127.0.0.2 is this machine as much as 127.0.0.1: a plan naming both gave one device to
-    two groups at once)."""
+    """Whether `host` names this machine: any of its names, in any case (host names are not case-sensitive), any
+    loopback address (127.0.0.2 is this machine as much as 127.0.0.1: a plan naming both gave one device to two
+    groups at once), the unspecified one (0.0.0.0, ::: a connection to it reaches this machine), and an address in
+    the short forms ssh and the resolver read (127.1 is 127.0.0.1: it went over ssh to this machine)."""
+    address = _address(host)
+    if address is not None and (address.is_loopback or address.is_unspecified):
+        return True
+    return host.lower() in _lowered(local_names()) or (address is not None and str(address) in local_names())
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` spells, in full or as inet_aton reads it (127.1, 0x7f.1, 2130706433), else None."""
+    text = host.strip("[]")
     try:
-        if ipaddress.ip_address(host.strip("[]")).is_loopback:
-            return True
+        return ipaddress.ip_address(text)
     except ValueError:
         pass
-    return host.lower() in _lowered(local_names())
+    if not re.fullmatch(r"[0-9][0-9a-fA-FxX.]*", text):  # a name: not an address in any form
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(text))
+    except OSError:
+        return None
 
 
 @functools.lru_cache(maxsize=1)

@@ -198,7 +198,8 @@ def test_a_second_xover_does_not_share_devices_silently(isolated_results, tmp_pa
         moved = _xover("--db", str(tmp_path / "moved.db"), "run", "--group", "mlp-digits", "--np", "1", "--mode",
                        "sequential", "--iterations", "3", "--json")
         assert moved.returncode == 0, moved.stderr[-2000:]
-        assert "localhost:0 in use: this run takes localhost:1 instead" in moved.stderr, moved.stderr
+        assert re.search(r"localhost:0 \(core \d+\) in use: this run takes localhost:1 \(core \d+\) instead",
+                         moved.stderr), moved.stderr
         assert json.loads(moved.stdout)["jobs"][0]["status"] == "finished"
         assert _rows(tmp_path / "moved.db", "SELECT devices FROM runs") == [("1",)]
         second = _xover("--db", str(tmp_path / "other.db"), "train", "mlp-digits", "--np", every, "--iterations", "3")

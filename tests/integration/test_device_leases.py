@@ -148,12 +148,40 @@ def test_leases_of_an_older_xover_by_index_and_todays_by_core_see_each_other(lea
     assert DeviceLeases("another").try_acquire([("localhost", 1)]) == {}
 
 
+def test_a_gpu_held_whole_and_its_shares_exclude_each_other(lease_folder, monkeypatch):
+    # two GPUs as NVML would show them (no GPU here: the names are what this test is about)
+    monkeypatch.setattr("xover.devices._visible_gpus", lambda visible, cpu_only: (("GPU-aa", "GPU-aa"),
+                                                                                  ("GPU-bb", "GPU-bb")))
+    monkeypatch.setenv("XOVER_DEVICES_PER_GPU", "1")
+    whole = DeviceLeases("the whole GPU bb")
+    assert whole.try_acquire([("localhost", 1)]) == {}
+    monkeypatch.setenv("XOVER_DEVICES_PER_GPU", "2")  # devices 0-3: aa, bb, aa, bb; 3 is bb's second share
+    shares = DeviceLeases("a share of bb")
+    busy = shares.try_acquire([("localhost", 3)])
+    assert list(busy) == [("localhost", 3)] and "the whole GPU bb" in busy[("localhost", 3)], busy
+    assert shares.try_acquire([("localhost", 2)]) == {}  # a share of aa: nobody's
+    whole.release()
+    assert shares.try_acquire([("localhost", 3)]) == {}
+    other_share = DeviceLeases("bb's first share")
+    assert other_share.try_acquire([("localhost", 1)]) == {}  # shares of one GPU go together
+    assert other_share.try_acquire([("localhost", 3)]) != {}  # not the same share twice
+    monkeypatch.setenv("XOVER_DEVICES_PER_GPU", "1")
+    busy = DeviceLeases("the whole GPU again").try_acquire([("localhost", 1)])
+    assert busy == {("localhost", 1): "runs holding shares of it (XOVER_DEVICES_PER_GPU)"}, busy
+    shares.release()
+    other_share.release()
+    again = DeviceLeases("the whole GPU again")
+    assert again.try_acquire([("localhost", 1)]) == {}
+    again.release()
+
+
 @pytest.mark.parametrize(("index", "gpus", "per_gpu", "cores", "named"), [
     (1, [], 1, [4, 7], "core7"),
     (3, [], 1, [4, 7], "core7"),  # round the list, as a rank is pinned
     (0, ["GPU-aa", "GPU-bb"], 1, [0], "gpu-GPU-aa"),
     (1, ["GPU-aa", "GPU-bb"], 1, [0], "gpu-GPU-bb"),
-    (3, ["GPU-aa", "GPU-bb"], 2, [0], "gpu-GPU-bb-1"),  # the second device of the second GPU
+    (3, ["GPU-aa", "GPU-bb"], 2, [0], "gpu-GPU-bb-share1"),  # the second device of the second GPU
+    (1, ["GPU-aa", "GPU-bb"], 2, [0], "gpu-GPU-bb-share0"),  # a share, never the whole GPU's name
     (2, ["GPU-aa"], 1, [0], "gpu-beyond-2"),  # a device this process is not shown: no GPU's name
 ])
 def test_a_device_is_named_by_its_core_or_gpu(index, gpus, per_gpu, cores, named):

@@ -42,7 +42,7 @@ from ..store.session import (
 from .adaptive import AdaptiveSettings
 from .external.horovodrun import check_forwarded_names
 from .jobs import JobSpec
-from .leases import DeviceLeases, describe_busy, lease_dir
+from .leases import DeviceLeases, describe_busy, device_shown, lease_dir
 from .reach import run_link
 from .record import Recorder, reconcile_lost, running_on
 from .schedule import RunContext
@@ -267,7 +267,7 @@ def _offsets_on_this_machine(devices: set[Device]) -> list[int]:
 
 
 def _devices_named(devices: set[Device]) -> str:
-    return ", ".join(f"{host}:{index}" for host, index in sorted(devices))
+    return ", ".join(map(device_shown, sorted(devices)))
 
 
 def settings_from_env() -> tuple[dict[str, float] | None, int | None, bool]:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..console import print_notice
-from ..devices import index_before_physical, physical_device
+from ..devices import index_before_physical, physical_device, shared_gpu
 from ..errors import TimedOut, XoverError
 from ..hosts import LOCAL, Device, command_on, is_local
 from ..redact import mask_credentials, mask_word
@@ -46,6 +46,7 @@ LEASE_PREFIX = "xover-lease-"
 RECORD_BYTES = 4096  # a lease record is far shorter; a longer file is not one of ours
 WAIT_SAID_EVERY_S = 300.0  # how often a wait for devices says it still waits, and for whom
 HOLDER_CHARS = 200  # of the holder's description shown to others
+_SHARES_HOLD_IT = "runs holding shares of it (XOVER_DEVICES_PER_GPU)"
 _FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _WHAT_TO_DO = (
     "set XOVER_LEASE_DIR to a folder of your own (then only runs that use the same folder see "
@@ -298,13 +299,19 @@ class DeviceLeases:
         return _lease_name(f"{LOCAL}-{physical_device(index)}" if is_local(host) else f"{host}-{index}")
 
     @classmethod
-    def _names(cls, device: Device) -> tuple[str, ...]:
-        """Every lease file a device takes: its own (_name) and, on this machine, the name an xover from before
-        2026-12-08 gave it (by index: an older run on all of the machine calls core or GPU N its device N), so that
-        a run of either sees the other's while both kinds run on one machine."""
+    def _names(cls, device: Device) -> tuple[tuple[str, bool], ...]:
+        """Every lease file a device takes, and whether it holds it alone (else shared): its own (_name), alone;
+        on this machine, a share of a GPU (XOVER_DEVICES_PER_GPU) the whole GPU's too, shared, and the name an xover
+        from before 2026-12-08 gave it (by index: an older run on all of the machine calls core or GPU N its device
+        N), alone, so that runs of either kind see each other's."""
         host, index = device
-        before = index_before_physical(index) if is_local(host) else None
-        return (cls._name(device),) + ((_lease_name(f"{LOCAL}-{before}"),) if before is not None else ())
+        names = [(cls._name(device), True)]
+        if is_local(host):
+            if (gpu := shared_gpu(index)) is not None:
+                names.append((_lease_name(f"{LOCAL}-{gpu}"), False))
+            if (before := index_before_physical(index)) is not None:
+                names.append((_lease_name(f"{LOCAL}-{before}"), True))
+        return tuple(names)
 
     def _path(self, device: Device) -> str:
         return os.path.join(lease_dir(), self._name(device))
@@ -345,7 +352,7 @@ class DeviceLeases:
                 names = self._names(device)
                 self.held[device] = ()  # its leases so far: released with it where one is busy
                 taken.append(device)
-                for name in names:
+                for name, alone in names:
                     if name not in self.files:  # else another device of this run on the same core holds it
                         try:
                             fd, writable = _open_lease(folder, name, os.path.join(path, name))
@@ -353,12 +360,12 @@ class DeviceLeases:
                             self.release(taken)
                             raise
                         try:
-                            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                            fcntl.flock(fd, (fcntl.LOCK_EX if alone else fcntl.LOCK_SH) | fcntl.LOCK_NB)
                         except BlockingIOError:
-                            busy[device] = _holder_of(fd)
+                            busy[device] = _busy_with(fd, name)
                             os.close(fd)
                             break
-                        if writable:
+                        if writable and alone:
                             os.ftruncate(fd, 0)
                             record = json.dumps({"pid": os.getpid(), "holder": self.holder}).encode()[:RECORD_BYTES]
                             os.pwrite(fd, record, 0)
@@ -435,6 +442,20 @@ def _printable(text: object) -> str:
     """Another user's words, as text on one line: no escape sequences for the terminal."""
     shown = "".join(c if c.isprintable() else " " for c in str(text))
     return shown[:HOLDER_CHARS] + ("..." if len(shown) > HOLDER_CHARS else "")
+
+
+def _busy_with(fd: int, name: str) -> str:
+    """Who holds a lease this process could not take: its record, or, for a GPU's whole name held by none alone, the
+    runs holding shares of it (they hold it shared and write no record: which one's would it be)."""
+    try:
+        recorded = bool(os.pread(fd, 1, 0))
+    except OSError:
+        recorded = True
+    return (
+        _SHARES_HOLD_IT
+        if not recorded and name.startswith(_lease_name(f"{LOCAL}-gpu-")[: -len(".lock")])
+        else (_holder_of(fd))
+    )
 
 
 def _holder_of(fd: int) -> str:
@@ -529,14 +550,14 @@ def _holder_if_locked(path: str, name: str, locked: set[str]) -> str | None:
 def describe_busy(busy: dict[Device, str]) -> str:
     """The busy devices and who holds each, one line; this machine's with what each is on it (the core, the GPU),
     since another run may call it by another index."""
-    return "; ".join(
-        f"device {host}:{index}{f' ({_physical_shown(index)})' if is_local(host) else ''} is in use by {who}"
-        for (host, index), who in sorted(busy.items())
-    )
+    return "; ".join(f"device {device_shown(device)} is in use by {who}" for device, who in sorted(busy.items()))
 
 
-def _physical_shown(index: int) -> str:
-    return _shown(physical_device(index))
+def device_shown(device: Device) -> str:
+    """`localhost:1 (core 1)`: this machine's device with what it is on it (another run may give it another index),
+    another host's by its index."""
+    host, index = device
+    return f"{host}:{index}" + (f" ({_shown(physical_device(index))})" if is_local(host) else "")
 
 
 def _shown(device: str) -> str:
