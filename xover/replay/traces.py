@@ -379,8 +379,10 @@ def _number(path: Path, line: int, column: str, text: str, lowest: float = 0.0, 
         if any(mark in text for mark in ",_ '\u00a0\u202f") and any(c.isdigit() for c in text):
             how = ": write it without thousands separators, with '.' for a decimal point"
         raise TraceError(f"{path}: line {line}: {column} must be a number, got {text!r}{how}")
-    if not math.isfinite(value) or abs(value) > LARGEST:
-        raise TraceError(f"{path}: line {line}: {column} {text} is out of range")
+    if not math.isfinite(value):
+        raise TraceError(f"{path}: line {line}: {column} must be a finite number, got {text}")
+    if abs(value) > LARGEST:
+        raise TraceError(f"{path}: line {line}: {column} {text} is out of range: at most {LARGEST:g} (a typo?)")
     if value < lowest or (above and value <= lowest):
         raise TraceError(f"{path}: line {line}: {column} must be {'>' if above else '>='} {lowest:g}, got {text}")
     return value
