@@ -183,7 +183,40 @@ def test_a_sharded_optimizer_counts_one_iteration_per_step_and_broadcasts_outsid
         assert job["turn_stats"]["grants"] >= 2 * steps
 
 
-def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute(isolated_results):
+LOGGED, LOGGED_STEPS = "tests/e2e/scripts/ddp_logged_metrics.py", 12
+DIVERGES, DIVERGES_STEPS = "tests/e2e/scripts/ddp_diverges.py", 8
+
+
+@pytest.fixture(scope="module")
+def logged_and_diverged(tmp_path_factory):
+    """The scripts of the two tests below in one group (work-conserving), each the other's partner, alone and taking
+    turns (each test was a group of two copies of its script): the reference of the first (its script alone under
+    plain torchrun, and what each rank logged), what `xover run` printed (the second reads its table), and the run's
+    report (`xover report --format json`, what the second reads; the first reads its runs)."""
+    folder = tmp_path_factory.mktemp("logged-and-diverged")
+    plain = folder / "plain"
+    plain.mkdir()
+    # its rendezvous as torchrun's own (a try again after Gloo's abort at exit would meet a stale file)
+    alone = plain_torchrun(LOGGED, "--steps", str(LOGGED_STEPS), "--late-ms", "60", "--log-file", f"{plain}/losses")
+    logged = {rank: (plain / f"losses.rank{rank}").read_text() for rank in (0, 1)}
+    jobs = {"logged-metrics": (LOGGED, ["--steps", str(LOGGED_STEPS), "--late-ms", "60", "--log-file",
+                                        "{job_dir}/losses", "--rendezvous-file", "{job_dir}/rendezvous"]),
+            "diverges": (DIVERGES, ["--steps", str(DIVERGES_STEPS), "--diverge-at", "3"])}
+    for name, (script, args) in jobs.items():
+        quoted = ", ".join(f'"{arg}"' for arg in args)
+        (folder / f"{name}.toml").write_text(f'name = "{name}"\nscript = "{ROOT / script}"\nargs = [{quoted}]\nnp = 2\n')
+    env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
+    # the table, not --json: the second test reads what the run printed
+    ran = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--group",
+                          *(str(folder / f"{name}.toml") for name in jobs), "--mode", "sequential,crossover",
+                          "--policy", "work-conserving"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**env, "COLUMNS": "250"})
+    shown = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    return {"alone": alone.stdout, "logged": logged, "ran": ran, "shown": shown}
+
+
+def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute(logged_and_diverged):
     """A script that gathers its ranks' losses after each step (all_gather_object, broadcast_object_list, a
     reduce and a barrier now and then) holds the turn there, for the update: its collectives step out of it,
     and their time was counted as the job's compute. With rank 1 late by 60 ms a step, rank 0 waits that long
@@ -199,21 +232,18 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
     probe); and so it stayed now and then after that, where something of the script in a reference cycle held the
     process group (the whole suite's fresh clones, 2026-12-07): its model is held in one, which Python's exit
     collects, and so does the rank's end now."""
-    script, steps = "tests/e2e/scripts/ddp_logged_metrics.py", 12
-    args = ["--steps", str(steps), "--late-ms", "60"]
+    steps = LOGGED_STEPS
     loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)
-    plain = isolated_results / "plain"
-    plain.mkdir()
-    files = ["--log-file", "{job_dir}/losses", "--rendezvous-file", "{job_dir}/rendezvous"]
-    # its rendezvous as torchrun's own (a try again after Gloo's abort at exit would meet a stale file)
-    alone = loss_line.findall(plain_torchrun(script, *args, "--log-file", f"{plain}/losses").stdout)
+    alone = loss_line.findall(logged_and_diverged["alone"])
     assert len(alone) == steps
-    logged = {rank: (plain / f"losses.rank{rank}").read_text() for rank in (0, 1)}
+    logged = logged_and_diverged["logged"]
     assert logged[0].count("\n") == steps
-    report = _xover_run("--script", script, "--script", script, "--mode", "sequential,crossover", "--policy",
-                        "work-conserving", "--json", "--", *args, *files)
-    assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
-    for job in report["jobs"]:
+    ran, shown = logged_and_diverged["ran"], logged_and_diverged["shown"]
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    own = [job for job in json.loads(shown.stdout)["jobs"] if job["name"] == "logged-metrics"]
+    assert sorted(job["mode"] for job in own) == ["crossover", "sequential"]
+    for job in own:
         assert job["status"] == "finished" and job["iterations"] == steps, job
         assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, (job["name"], job["mode"])
         # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
@@ -229,6 +259,30 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
         out = Path(job["log_dir"]) / "out"
         assert {rank: (out / f"losses.rank{rank}").read_text() for rank in (0, 1)} == logged, job["name"]
         assert not (out / "rendezvous").exists()
+
+
+def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(logged_and_diverged):
+    """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
+    known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its
+    final loss is NaN (null in the JSON, which has no NaN), where it diverged is said once, and parity counts all 8,
+    NaN against NaN the same."""
+    steps = DIVERGES_STEPS
+    ran, shown = logged_and_diverged["ran"], logged_and_diverged["shown"]
+    assert ran.returncode == 0, ran.stderr[-3000:]  # it did finish, as under plain torchrun
+    # a line a job, not a run: once for the job, whose two runs (alone, in turns) both diverged
+    assert ran.stdout.count("loss not finite from step 3 (nan, 5 of 8 iterations)") == 1, ran.stdout
+    assert "diverges: loss not finite from step 3 (nan, 5 of 8 iterations) in " in ran.stdout, ran.stdout
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "NaN" not in shown.stdout and "Infinity" not in shown.stdout  # strict JSON: jq reads it
+    report = json.loads(shown.stdout)
+    own = [job for job in report["jobs"] if job["name"] == "diverges"]
+    assert sorted(job["mode"] for job in own) == ["crossover", "sequential"]
+    for job in own:
+        assert job["status"] == "finished" and job["iterations"] == steps, job
+        assert job["final_loss"] is None, job  # not finite: loss_not_finite says what it was
+        assert job["loss_not_finite"] == {"step": 3, "loss": "nan", "iterations": 5}, job
+    parity = [p for p in report["parity"] if p["name"] == "diverges"]
+    assert [(p["steps"], p["max_abs_loss_diff"], p["identical"]) for p in parity] == [(steps, 0.0, True)]
 
 
 LATE_STEPS = 12
@@ -295,31 +349,6 @@ def test_a_backward_that_misses_ddps_output_waits_for_the_used_parameter_map_out
     wait read as compute). Now the turn is released before it, and the losses are plain torchrun's."""
     job = _late_rank_in_crossover(late_rank_scripts, "loss-kept-on-the-module")
     assert not job["turn_stats"].get("taken_back") and not job["turn_stats"].get("revoked"), job["turn_stats"]
-
-
-def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
-    """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
-    known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its
-    final loss is NaN (null in the JSON, which has no NaN), where it diverged is said once, and parity counts all 8,
-    NaN against NaN the same."""
-    script, steps = "tests/e2e/scripts/ddp_diverges.py", 8
-    ran = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script", script, "--script",
-                          script, "--mode", "sequential,crossover", "--", "--steps", str(steps), "--diverge-at", "3"],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "COLUMNS": "250"})
-    assert ran.returncode == 0, ran.stderr[-3000:]  # it did finish, as under plain torchrun
-    assert ran.stdout.count("loss not finite from step 3 (nan, 5 of 8 iterations)") == 2, ran.stdout
-    shown = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"],
-                           capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert shown.returncode == 0, shown.stderr[-3000:]
-    assert "NaN" not in shown.stdout and "Infinity" not in shown.stdout  # strict JSON: jq reads it
-    report = json.loads(shown.stdout)
-    assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
-    for job in report["jobs"]:
-        assert job["status"] == "finished" and job["iterations"] == steps, job
-        assert job["final_loss"] is None, job  # not finite: loss_not_finite says what it was
-        assert job["loss_not_finite"] == {"step": 3, "loss": "nan", "iterations": 5}, job
-    parity = report["parity"]
-    assert [(p["steps"], p["max_abs_loss_diff"], p["identical"]) for p in parity] == [(steps, 0.0, True)] * 2
 
 
 def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolated_results, tmp_path):
