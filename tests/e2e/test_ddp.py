@@ -1,6 +1,6 @@
 """Unmodified DistributedDataParallel scripts under torchrun in crossover groups (real torchrun, Gloo,
 np=2): every loss the script prints is the one it prints under plain torchrun, whatever the mode or
-turn policy, next to a copy of itself or next to a recipe (refusals: tests/unit/test_ddp_refusals.py,
+turn policy, next to a copy of itself, another script or a recipe (refusals: tests/unit/test_ddp_refusals.py,
 tests/integration/test_ddp_refusals_cli.py)."""
 
 import json
@@ -45,42 +45,76 @@ def _plain_torchrun(*script_args: str) -> list[str]:
     return losses
 
 
-def _xover_run(*args: str) -> dict:
+def _xover_run(*args: str, env: dict | None = None) -> dict:
     result = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", *args],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+                            capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
 
-def _assert_two_copies_keep_the_losses(script_args: list[str], modes: tuple[str, ...], policy: str) -> dict:
-    """Two copies of the script in `modes` under `policy` (or all): every loss rank 0 prints is plain
-    torchrun's."""
-    alone = _plain_torchrun(*script_args)
-    report = _xover_run("--script", SCRIPT, "--script", SCRIPT, "--mode", ",".join(modes), "--policy", policy, "--json",
-                        "--", *script_args)
-    runs = {(j["name"], j["mode"], j["policy"]): j for j in report["jobs"]}
-    policies = ("work-conserving", "round-robin") if policy == "all" else (policy,)
-    assert set(runs) == {(name, mode, crossover_policy if mode == "crossover" else None)
-                         for name in ("ddp_digits", "ddp_digits#2") for mode in modes
-                         for crossover_policy in policies}
-    for (name, mode, policy), job in runs.items():
+def _group(folder: Path, jobs: dict[str, tuple[Path | str, list[str]]], *args: str) -> dict[tuple, dict]:
+    """One group of the scripts `jobs` (name: script and its arguments), each a job file of its own, run in a store
+    of `folder`'s (for a fixture that several tests read): (name, mode, policy) -> the job's run. Scripts of
+    several tests in one group, each the others' partner: a launch of xover and a job less for each test than a
+    group of two copies of its script each (every launch costs seconds of process starts and imports)."""
+    files = []
+    for name, (script, script_args) in jobs.items():
+        quoted = ", ".join(f'"{arg}"' for arg in script_args)
+        (folder / f"{name}.toml").write_text(f'name = "{name}"\nscript = "{ROOT / script}"\nargs = [{quoted}]\nnp = 2\n')
+        files.append(str(folder / f"{name}.toml"))
+    env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
+    report = _xover_run("--group", *files, *args, "--json", env=env)
+    return {(job["name"], job["mode"], job["policy"]): job for job in report["jobs"]}
+
+
+def _runs_of(runs: dict[tuple, dict], name: str) -> dict[tuple, dict]:
+    return {key: job for key, job in runs.items() if key[0] == name}
+
+
+# two copies of the script, each with options of its own, in one group: what the first two tests below read (each
+# was a group of two copies of one variant). Every mode, both policies: the first variant in every mode, the
+# frozen/unused one under both policies (each test asserts on every run of its own variant).
+DIGITS_VARIANTS = {
+    "ddp_digits": ["--steps", str(STEPS), "--log-every", "1", "--clip-by-hand", "0.5", "--center", "--probe"],
+    "ddp_digits-frozen": ["--steps", str(STEPS), "--log-every", "1", "--frozen", "--batchnorm", "--accumulate", "2",
+                          "--average-loss", "--swa", "--keep-best"],
+}
+
+
+@pytest.fixture(scope="module")
+def two_ddp_digits_variants(tmp_path_factory):
+    alone = {name: _plain_torchrun(*args) for name, args in DIGITS_VARIANTS.items()}
+    runs = _group(tmp_path_factory.mktemp("ddp-digits-variants"),
+                  {name: (SCRIPT, args) for name, args in DIGITS_VARIANTS.items()},
+                  "--mode", "sequential,concurrent,crossover", "--policy", "all")
+    return alone, runs
+
+
+def _assert_the_variant_keeps_the_losses(two_ddp_digits_variants, name: str) -> dict:
+    """The variant `name` in every mode and under both policies, next to the other: every loss rank 0 prints is
+    plain torchrun's."""
+    alone, runs = two_ddp_digits_variants
+    assert set(runs) == {(variant, mode, policy) for variant in DIGITS_VARIANTS
+                         for mode, policy in (("sequential", None), ("concurrent", None),
+                                              ("crossover", "work-conserving"), ("crossover", "round-robin"))}
+    own = _runs_of(runs, name)
+    for (_, mode, policy), job in own.items():
         assert job["status"] == "finished", job["error"]
         assert job["samples_per_s"] > 0
-        assert _rank0_losses(job["log_dir"]) == alone, (name, mode, policy)
+        assert _rank0_losses(job["log_dir"]) == alone[name], (name, mode, policy)
         if mode == "crossover":
             assert job["turn_stats"]["grants"] >= 2 * STEPS  # a turn per compute phase, on both devices
-    return runs
+    return own
 
 
-def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results):
-    """Every mode, one policy (the frozen/unused variant below takes turns under both); the script clips its
+def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(two_ddp_digits_variants):
+    """Every mode, both policies (next to the frozen/unused variant of the test below); the script clips its
     gradients by hand from each .grad between backward and the step (before, it read them still being reduced:
     the ranks drifted apart in every mode), and centres its inputs on a buffer it updates through .data (before,
     its version counter never moved, DDP's broadcast of rank 0's was skipped, and the losses differed); and a
     linear probe beside the model, fitted by an optimizer of its own after each step: neither its steps nor its
     backwards are the job's iterations (before, each was one, and its loss was added to the next step's)."""
-    script_args = ["--steps", str(STEPS), "--log-every", "1", "--clip-by-hand", "0.5", "--center", "--probe"]
-    runs = _assert_two_copies_keep_the_losses(script_args, ("sequential", "concurrent", "crossover"), "work-conserving")
+    runs = _assert_the_variant_keeps_the_losses(two_ddp_digits_variants, "ddp_digits")
     for job in runs.values():
         assert job["iterations"] == STEPS  # one per backward, counted by the shim
         # the model's loss, as its last backward saw it (printed as plain torchrun's): none of the probe's in it
@@ -90,7 +124,7 @@ def test_two_copies_of_a_ddp_script_keep_plain_torchrun_losses(isolated_results)
         assert job["comm_threads"] == ("batch" if job["mode"] == "crossover" else "normal")
 
 
-def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated_results):
+def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(two_ddp_digits_variants):
     """find_unused_parameters (a frozen layer, a head never used), BatchNorm buffers that DDP broadcasts
     in forward, two micro-batches per step with the first inside no_sync(), a dist.all_reduce of the
     logged loss in the loop (a collective the shim runs outside the turn), and stochastic weight averaging:
@@ -99,12 +133,9 @@ def test_frozen_unused_batchnorm_and_no_sync_keep_plain_torchrun_losses(isolated
     and the model's come in one order on both ranks (before, a Gloo size mismatch aborted a rank); and a
     copy rank 0 alone keeps of the best model, never forwarded, broadcasts nothing there alone (when the
     copies were first adopted, rank 0 broadcast its buffers by itself: the run hung)."""
-    # under turns, where the shim steps in, under both policies (plain torchrun is the reference; every
-    # mode: the test above)
-    runs = _assert_two_copies_keep_the_losses(["--steps", str(STEPS), "--log-every", "1", "--frozen",
-                                               "--batchnorm", "--accumulate", "2", "--average-loss", "--swa",
-                                               "--keep-best"], ("crossover",),
-                                              "all")
+    # under turns, where the shim steps in, under both policies, and in every mode (plain torchrun is the reference),
+    # next to the variant of the test above
+    runs = _assert_the_variant_keeps_the_losses(two_ddp_digits_variants, "ddp_digits-frozen")
     for job in runs.values():
         assert job["iterations"] == STEPS  # an iteration is an optimizer step: both micro-batches count in it
 
@@ -152,7 +183,40 @@ def test_a_sharded_optimizer_counts_one_iteration_per_step_and_broadcasts_outsid
         assert job["turn_stats"]["grants"] >= 2 * steps
 
 
-def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute(isolated_results):
+LOGGED, LOGGED_STEPS = "tests/e2e/scripts/ddp_logged_metrics.py", 12
+DIVERGES, DIVERGES_STEPS = "tests/e2e/scripts/ddp_diverges.py", 8
+
+
+@pytest.fixture(scope="module")
+def logged_and_diverged(tmp_path_factory):
+    """The scripts of the two tests below in one group (work-conserving), each the other's partner, alone and taking
+    turns (each test was a group of two copies of its script): the reference of the first (its script alone under
+    plain torchrun, and what each rank logged), what `xover run` printed (the second reads its table), and the run's
+    report (`xover report --format json`, what the second reads; the first reads its runs)."""
+    folder = tmp_path_factory.mktemp("logged-and-diverged")
+    plain = folder / "plain"
+    plain.mkdir()
+    # its rendezvous as torchrun's own (a try again after Gloo's abort at exit would meet a stale file)
+    alone = plain_torchrun(LOGGED, "--steps", str(LOGGED_STEPS), "--late-ms", "60", "--log-file", f"{plain}/losses")
+    logged = {rank: (plain / f"losses.rank{rank}").read_text() for rank in (0, 1)}
+    jobs = {"logged-metrics": (LOGGED, ["--steps", str(LOGGED_STEPS), "--late-ms", "60", "--log-file",
+                                        "{job_dir}/losses", "--rendezvous-file", "{job_dir}/rendezvous"]),
+            "diverges": (DIVERGES, ["--steps", str(DIVERGES_STEPS), "--diverge-at", "3"])}
+    for name, (script, args) in jobs.items():
+        quoted = ", ".join(f'"{arg}"' for arg in args)
+        (folder / f"{name}.toml").write_text(f'name = "{name}"\nscript = "{ROOT / script}"\nargs = [{quoted}]\nnp = 2\n')
+    env = {**os.environ, "XOVER_DB": str(folder / "xover.db"), "XOVER_RESULTS": str(folder / "results")}
+    # the table, not --json: the second test reads what the run printed
+    ran = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--group",
+                          *(str(folder / f"{name}.toml") for name in jobs), "--mode", "sequential,crossover",
+                          "--policy", "work-conserving"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**env, "COLUMNS": "250"})
+    shown = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    return {"alone": alone.stdout, "logged": logged, "ran": ran, "shown": shown}
+
+
+def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_compute(logged_and_diverged):
     """A script that gathers its ranks' losses after each step (all_gather_object, broadcast_object_list, a
     reduce and a barrier now and then) holds the turn there, for the update: its collectives step out of it,
     and their time was counted as the job's compute. With rank 1 late by 60 ms a step, rank 0 waits that long
@@ -168,21 +232,18 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
     probe); and so it stayed now and then after that, where something of the script in a reference cycle held the
     process group (the whole suite's fresh clones, 2026-12-07): its model is held in one, which Python's exit
     collects, and so does the rank's end now."""
-    script, steps = "tests/e2e/scripts/ddp_logged_metrics.py", 12
-    args = ["--steps", str(steps), "--late-ms", "60"]
+    steps = LOGGED_STEPS
     loss_line = re.compile(r"^step \d+ loss \S+ mean \S+$", re.MULTILINE)
-    plain = isolated_results / "plain"
-    plain.mkdir()
-    files = ["--log-file", "{job_dir}/losses", "--rendezvous-file", "{job_dir}/rendezvous"]
-    # its rendezvous as torchrun's own (a try again after Gloo's abort at exit would meet a stale file)
-    alone = loss_line.findall(plain_torchrun(script, *args, "--log-file", f"{plain}/losses").stdout)
+    alone = loss_line.findall(logged_and_diverged["alone"])
     assert len(alone) == steps
-    logged = {rank: (plain / f"losses.rank{rank}").read_text() for rank in (0, 1)}
+    logged = logged_and_diverged["logged"]
     assert logged[0].count("\n") == steps
-    report = _xover_run("--script", script, "--script", script, "--mode", "sequential,crossover", "--policy",
-                        "work-conserving", "--json", "--", *args, *files)
-    assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
-    for job in report["jobs"]:
+    ran, shown = logged_and_diverged["ran"], logged_and_diverged["shown"]
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    own = [job for job in json.loads(shown.stdout)["jobs"] if job["name"] == "logged-metrics"]
+    assert sorted(job["mode"] for job in own) == ["crossover", "sequential"]
+    for job in own:
         assert job["status"] == "finished" and job["iterations"] == steps, job
         assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, (job["name"], job["mode"])
         # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
@@ -200,28 +261,71 @@ def test_a_scripts_own_collectives_after_the_step_count_as_communication_not_com
         assert not (out / "rendezvous").exists()
 
 
-def _late_rank_in_crossover(script: str, loss_pattern: str, steps: int = 12) -> list[dict]:
-    """Two copies of `script` in crossover (work-conserving), rank 1 late by 60 ms a step (--late-ms): each job
-    finished with the losses of the script alone, and no iteration but the first counts rank 0's wait for rank 1
-    as compute (the wait after step s is in record s + 1). The jobs, for the caller's own checks."""
-    args = ["--steps", str(steps), "--late-ms", "60"]
-    loss_line = re.compile(loss_pattern, re.MULTILINE)
-    alone = loss_line.findall(plain_torchrun(script, *args).stdout)
-    assert len(alone) == steps
-    report = _xover_run("--script", script, "--script", script, "--mode", "crossover", "--policy", "work-conserving",
-                        "--json", "--", *args)
-    assert len(report["jobs"]) == 2
-    for job in report["jobs"]:
+def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(logged_and_diverged):
+    """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
+    known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its
+    final loss is NaN (null in the JSON, which has no NaN), where it diverged is said once, and parity counts all 8,
+    NaN against NaN the same."""
+    steps = DIVERGES_STEPS
+    ran, shown = logged_and_diverged["ran"], logged_and_diverged["shown"]
+    assert ran.returncode == 0, ran.stderr[-3000:]  # it did finish, as under plain torchrun
+    # a line a job, not a run: once for the job, whose two runs (alone, in turns) both diverged
+    assert ran.stdout.count("loss not finite from step 3 (nan, 5 of 8 iterations)") == 1, ran.stdout
+    assert "diverges: loss not finite from step 3 (nan, 5 of 8 iterations) in " in ran.stdout, ran.stdout
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "NaN" not in shown.stdout and "Infinity" not in shown.stdout  # strict JSON: jq reads it
+    report = json.loads(shown.stdout)
+    own = [job for job in report["jobs"] if job["name"] == "diverges"]
+    assert sorted(job["mode"] for job in own) == ["crossover", "sequential"]
+    for job in own:
         assert job["status"] == "finished" and job["iterations"] == steps, job
-        assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
-        records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
-        computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
-        assert len(computes) == steps
-        assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}, job["name"]
-    return report["jobs"]
+        assert job["final_loss"] is None, job  # not finite: loss_not_finite says what it was
+        assert job["loss_not_finite"] == {"step": 3, "loss": "nan", "iterations": 5}, job
+    parity = [p for p in report["parity"] if p["name"] == "diverges"]
+    assert [(p["steps"], p["max_abs_loss_diff"], p["identical"]) for p in parity] == [(steps, 0.0, True)]
 
 
-def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(isolated_results):
+LATE_STEPS = 12
+LATE_RANK_SCRIPTS = {  # name: the script, the lines of its losses
+    "functional-collectives": ("tests/e2e/scripts/ddp_functional_collectives.py", r"^step \d+ loss \S+ mean \S+$"),
+    "loss-kept-on-the-module": ("tests/e2e/scripts/ddp_loss_kept_on_the_module.py", r"^step \d+ loss \S+$"),
+}
+
+
+@pytest.fixture(scope="module")
+def late_rank_scripts(tmp_path_factory):
+    """The two scripts of the two tests below, rank 1 late by 60 ms a step (--late-ms), each alone under plain torchrun
+    and in one crossover group (work-conserving), each the other's partner (each test was a group of two copies of its
+    script): what each printed alone, and the runs."""
+    args = ["--steps", str(LATE_STEPS), "--late-ms", "60"]
+    alone = {name: plain_torchrun(script, *args).stdout for name, (script, _) in LATE_RANK_SCRIPTS.items()}
+    runs = _group(tmp_path_factory.mktemp("late-rank-scripts"),
+                  {name: (script, args) for name, (script, _) in LATE_RANK_SCRIPTS.items()},
+                  "--mode", "crossover", "--policy", "work-conserving")
+    return alone, runs
+
+
+def _late_rank_in_crossover(late_rank_scripts, name: str) -> dict:
+    """The job `name` of late_rank_scripts: finished with the losses of the script alone, and no iteration but the
+    first counts rank 0's wait for rank 1 as compute (the wait after step s is in record s + 1). The job, for the
+    caller's own checks."""
+    printed, runs = late_rank_scripts
+    assert len(runs) == len(LATE_RANK_SCRIPTS)
+    loss_line = re.compile(LATE_RANK_SCRIPTS[name][1], re.MULTILINE)
+    alone = loss_line.findall(printed[name])
+    assert len(alone) == LATE_STEPS
+    [job] = _runs_of(runs, name).values()
+    assert job["mode"] == "crossover"
+    assert job["status"] == "finished" and job["iterations"] == LATE_STEPS, job
+    assert loss_line.findall(_rank0_stdout(job["log_dir"])) == alone, job["name"]
+    records = [parse_metric_line(line) for line in _rank0_stdout(job["log_dir"]).splitlines()]
+    computes = {record["step"]: record["compute_s"] for record in records if record and record["kind"] == "iter"}
+    assert len(computes) == LATE_STEPS
+    assert {step: s for step, s in computes.items() if step and s >= 0.04} == {}, job["name"]
+    return job
+
+
+def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(late_rank_scripts):
     """A script that communicates through torch's functional collectives (torch.distributed._functional_collectives,
     where torch's deprecation of torch.distributed.nn's points): a gather of features inside forward (its
     AsyncCollectiveTensor waited for at first use, its backward's reduce-scatter in backward), and after each step an
@@ -230,46 +334,21 @@ def test_functional_collectives_are_waited_for_out_of_the_turn_as_communication(
     devices until the lease took the turns back, 30 s, in 2 runs of 9; and with rank 1 late by 60 ms a step, the
     wait read as 62 ms of compute and 2 of communication). Now each waits out of the turn, as communication, and
     the losses are plain torchrun's."""
-    for job in _late_rank_in_crossover("tests/e2e/scripts/ddp_functional_collectives.py", r"^step \d+ loss \S+ mean \S+$"):
-        # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
-        assert job["communication_ms"] > 40, job
-        assert job["compute_ms"] < 20, job
+    job = _late_rank_in_crossover(late_rank_scripts, "functional-collectives")
+    # the 60 ms wait, less a rank's skew: communication; the update and a small model's passes: compute
+    assert job["communication_ms"] > 40, job
+    assert job["compute_ms"] < 20, job
 
 
-def test_a_backward_that_misses_ddps_output_waits_for_the_used_parameter_map_out_of_the_turn(isolated_results):
+def test_a_backward_that_misses_ddps_output_waits_for_the_used_parameter_map_out_of_the_turn(late_rank_scripts):
     """find_unused_parameters, and a loss that does not come through DDP's output (the model keeps it; the script
     prepares the reducer with it, as Lightning does in manual optimization): DDP waits for its all-reduce of the
     used-parameter map at the end of each backward. That wait was made in the turn, where only a backward through
     DDP's output released it first (a probe, 2026-12-07: two copies of Lightning's GAN in crossover held each
     other's devices until the lease took the turns back, 30 s, in 4 runs of 5; with rank 1 late by 60 ms a step, the
     wait read as compute). Now the turn is released before it, and the losses are plain torchrun's."""
-    for job in _late_rank_in_crossover("tests/e2e/scripts/ddp_loss_kept_on_the_module.py", r"^step \d+ loss \S+$"):
-        assert not job["turn_stats"].get("taken_back") and not job["turn_stats"].get("revoked"), job["turn_stats"]
-
-
-def test_a_diverged_job_says_so_alone_and_shared_and_its_nan_losses_are_compared(isolated_results):
-    """Rank 0's infinite input at step 3 makes every loss from then on NaN. SQLite kept a NaN loss as NULL, "not
-    known": the job read as healthy (final loss step 2's) and loss parity compared 3 of its 8 iterations. Now its
-    final loss is NaN (null in the JSON, which has no NaN), where it diverged is said once, and parity counts all 8,
-    NaN against NaN the same."""
-    script, steps = "tests/e2e/scripts/ddp_diverges.py", 8
-    ran = subprocess.run([sys.executable, "-m", "xover", "run", "--engine", "torch", "--script", script, "--script",
-                          script, "--mode", "sequential,crossover", "--", "--steps", str(steps), "--diverge-at", "3"],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "COLUMNS": "250"})
-    assert ran.returncode == 0, ran.stderr[-3000:]  # it did finish, as under plain torchrun
-    assert ran.stdout.count("loss not finite from step 3 (nan, 5 of 8 iterations)") == 2, ran.stdout
-    shown = subprocess.run([sys.executable, "-m", "xover", "report", "--format", "json"],
-                           capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert shown.returncode == 0, shown.stderr[-3000:]
-    assert "NaN" not in shown.stdout and "Infinity" not in shown.stdout  # strict JSON: jq reads it
-    report = json.loads(shown.stdout)
-    assert sorted(job["mode"] for job in report["jobs"]) == ["crossover", "crossover", "sequential", "sequential"]
-    for job in report["jobs"]:
-        assert job["status"] == "finished" and job["iterations"] == steps, job
-        assert job["final_loss"] is None, job  # not finite: loss_not_finite says what it was
-        assert job["loss_not_finite"] == {"step": 3, "loss": "nan", "iterations": 5}, job
-    parity = report["parity"]
-    assert [(p["steps"], p["max_abs_loss_diff"], p["identical"]) for p in parity] == [(steps, 0.0, True)] * 2
+    job = _late_rank_in_crossover(late_rank_scripts, "loss-kept-on-the-module")
+    assert not job["turn_stats"].get("taken_back") and not job["turn_stats"].get("revoked"), job["turn_stats"]
 
 
 def test_a_compiled_model_takes_turns_with_the_losses_of_the_script_alone(isolated_results, tmp_path):
@@ -324,44 +403,67 @@ def test_optimizer_steps_that_are_not_one_per_backward_count_one_iteration_and_k
         assert job["final_loss"] == pytest.approx(float(alone[job["name"]][made - 1].split()[-1]), rel=1e-6), job
 
 
-def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backward_a_step(isolated_results):
+CHECKPOINTED, CHECKPOINTED_STEPS = "tests/e2e/scripts/ddp_checkpointed.py", 12
+SCALED, SCALED_STEPS = "tests/e2e/scripts/ddp_scaled.py", 16
+
+
+@pytest.fixture(scope="module")
+def checkpointed_and_scaled(tmp_path_factory):
+    """The scripts of the two tests below, each alone under plain torchrun, and in one group (work-conserving), each
+    the other's partner, taking turns and as an adaptive group (each test was a group of two copies of its script):
+    what each printed alone, and the runs."""
+    alone = {"checkpointed": plain_torchrun(CHECKPOINTED, "--steps", str(CHECKPOINTED_STEPS)).stdout,
+             "scaled": plain_torchrun(SCALED, "--steps", str(SCALED_STEPS)).stdout}
+    runs = _group(tmp_path_factory.mktemp("checkpointed-and-scaled"),
+                  {"checkpointed": (CHECKPOINTED, ["--steps", str(CHECKPOINTED_STEPS)]),
+                   "scaled": (SCALED, ["--steps", str(SCALED_STEPS)])},
+                  "--mode", "crossover,adaptive", "--policy", "work-conserving")
+    return alone, runs
+
+
+def test_reentrant_checkpointing_and_two_losses_in_one_backward_count_one_backward_a_step(checkpointed_and_scaled):
     """Reentrant activation checkpointing backs through each block from inside the script's backward: each inner
     backward released the turn in the middle of the outer one and counted a backward and its batch (samples 4x, 3x
     the grants). `torch.autograd.backward([a, b])` recorded no loss, and parity compared nothing; so did a backward of
     per-sample losses given their weights as its gradient (the second of the two here)."""
-    script, steps = ROOT / "tests/e2e/scripts/ddp_checkpointed.py", 12
-    alone = plain_torchrun(script, "--steps", str(steps)).stdout.splitlines()
+    steps = CHECKPOINTED_STEPS
+    printed_alone, runs = checkpointed_and_scaled
+    alone = printed_alone["checkpointed"].splitlines()
     assert len(alone) == steps + 1
-    report = _xover_run("--script", str(script), "--script", str(script), "--mode", "crossover", "--policy",
-                        "work-conserving", "--json", "--", "--steps", str(steps))
-    for job in report["jobs"]:
+    own = _runs_of(runs, "checkpointed")
+    assert sorted(job["mode"] for job in own.values()) == ["adaptive", "crossover"]
+    for job in own.values():
         assert job["status"] == "finished", job["error"]
         [stdout] = Path(job["log_dir"]).glob("ranks/**/attempt_*/0/stdout.log")
         printed = [line for line in stdout.read_text().splitlines() if not line.startswith("XOVER-METRIC")]
-        assert printed == alone, job["name"]
+        assert printed == alone, (job["name"], job["mode"])
         assert job["iterations"] == steps
         # 16 samples a rank, two ranks: one batch a step, however many backwards the checkpoints ran (read from each
         # iteration's record: samples/s times the median iteration is a ratio of timings, 28 on a busy CI machine)
         records = [parse_metric_line(line) for line in stdout.read_text().splitlines()]
         assert [record["samples"] for record in records if record and record["kind"] == "iter"] == [32] * steps, job
-        assert 2 * steps <= job["turn_stats"]["grants"] < 3 * steps, job["turn_stats"]
+        # a turn per compute phase on both devices, not one per inner backward (an adaptive group takes turns only
+        # part of its time: fewer)
+        assert job["turn_stats"]["grants"] < 3 * steps, job["turn_stats"]
+        if job["mode"] == "crossover":
+            assert 2 * steps <= job["turn_stats"]["grants"], job["turn_stats"]
         # the loss recorded is the two losses' sum, as the script printed it
         assert job["final_loss"] == pytest.approx(float(alone[-2].split()[-1]), rel=1e-6), job
 
 
-def test_a_grad_scaler_that_skips_steps_and_a_static_graph_of_small_buckets_keep_the_losses(isolated_results):
+def test_a_grad_scaler_that_skips_steps_and_a_static_graph_of_small_buckets_keep_the_losses(checkpointed_and_scaled):
     """fp16 autocast with a GradScaler that skips half the steps here (scaler.step never calls optimizer.step on
     those), DDP with static_graph and buckets small enough for several all-reduces a backward, gradients as
     bucket views, @record and all_gather_object: every step counts one iteration, skipped or not, and every
     loss is plain torchrun's, in turns and in an adaptive group (checked by hand on 2026-12-04, kept here)."""
-    script, steps = ROOT / "tests/e2e/scripts/ddp_scaled.py", 16
-    alone = plain_torchrun(script, "--steps", str(steps)).stdout
+    steps = SCALED_STEPS
+    printed_alone, runs = checkpointed_and_scaled
+    alone = printed_alone["scaled"]
     skipped = re.search(r"^skipped \[(\d+), \1\]$", alone, re.MULTILINE)  # 8 of 16 here
     assert skipped and 0 < int(skipped.group(1)) < steps, alone  # the case itself: steps overflowed
-    report = _xover_run("--script", str(script), "--script", str(script), "--mode", "crossover,adaptive",
-                        "--policy", "work-conserving", "--json", "--", "--steps", str(steps))
-    assert sorted(job["mode"] for job in report["jobs"]) == ["adaptive", "adaptive", "crossover", "crossover"]
-    for job in report["jobs"]:
+    own = _runs_of(runs, "scaled")
+    assert sorted(job["mode"] for job in own.values()) == ["adaptive", "crossover"]
+    for job in own.values():
         assert job["status"] == "finished", job["error"]
         assert job["iterations"] == steps and job["samples_per_s"] > 0, job
         printed = _rank0_stdout(job["log_dir"])

@@ -43,25 +43,37 @@ def _assert_as_plain(report: dict, alone: list[str], modes: set[str]) -> None:
         assert _rank0_lines(job["log_dir"]) == alone, (job["name"], job["mode"])
 
 
+@pytest.fixture(scope="module")
+def two_threads_alone() -> list[str]:
+    """The script alone under plain torchrun with OMP_NUM_THREADS=2 (nothing of xover involved): the reference of
+    the two tests below, one run for both (it was a run each, the same)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "2")
+        patch.delenv("XOVER_THREADS_PER_RANK", raising=False)
+        return _lines(plain_torchrun(SCRIPT, "--steps", STEPS).stdout)
+
+
 def test_the_users_omp_num_threads_gives_the_ranks_their_threads_and_plain_torchruns_losses(isolated_results,
-                                                                                           monkeypatch):
+                                                                                           monkeypatch,
+                                                                                           two_threads_alone):
     """Before: every rank ran on 1 thread (XOVER_THREADS_PER_RANK's default) where plain torchrun's ran on the user's
     2, and the first loss differed in its last bits (0x1.68eaf2p+0 against 0x1.68eaf4p+0), in every mode, silently."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     monkeypatch.delenv("XOVER_THREADS_PER_RANK", raising=False)
-    alone = _lines(plain_torchrun(SCRIPT, "--steps", STEPS).stdout)
+    alone = two_threads_alone
     assert alone[0] == "THREADS 2 OMP_NUM_THREADS=2" and len(alone) == 1 + int(STEPS)
     report = _xover_run("--engine", "torch", "--script", str(SCRIPT), "--script", str(SCRIPT),
                         "--mode", "sequential,crossover", "--", "--steps", STEPS)
     _assert_as_plain(report, alone, {"sequential", "crossover"})
 
 
-def test_a_job_files_omp_num_threads_gives_its_ranks_their_threads(isolated_results, monkeypatch, tmp_path):
+def test_a_job_files_omp_num_threads_gives_its_ranks_their_threads(isolated_results, monkeypatch, tmp_path,
+                                                                   two_threads_alone):
     """The job file's `env = { OMP_NUM_THREADS = "2" }` (the docs' own example of a job file's env): before, 1 thread."""
     monkeypatch.delenv("XOVER_THREADS_PER_RANK", raising=False)
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the reference: plain torchrun with the job file's variable
-    alone = _lines(plain_torchrun(SCRIPT, "--steps", STEPS).stdout)
-    monkeypatch.delenv("OMP_NUM_THREADS")
+    alone = two_threads_alone  # the reference: plain torchrun with the job file's variable
+    assert alone[0] == "THREADS 2 OMP_NUM_THREADS=2" and len(alone) == 1 + int(STEPS)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     job = tmp_path / "threads2.toml"
     job.write_text(f'name = "threads2"\nscript = "{SCRIPT}"\nargs = ["--steps", "{STEPS}"]\nnp = 2\n'
                    'env = { OMP_NUM_THREADS = "2" }\n')

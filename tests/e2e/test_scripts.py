@@ -137,41 +137,51 @@ def test_a_horovod_script_with_fp16_compression_and_a_process_set_of_its_own_kee
         assert end["gradient_bytes"] * 2 == start["gradient_bytes"], (start, end)  # every step sends every gradient
 
 
-def test_a_horovod_script_whose_ranks_join_after_uneven_data_stops_at_its_step_cap(isolated_results):
-    """Rank 0 steps 10 times an epoch, rank 1 6 times and waits in hvd.join(): capped at 8 steps, rank 0 ended
-    at its 8th while rank 1 waited for it to join, and rank 1 failed ("Horovod has been shut down"), so the job
-    did. Now the capped rank joins on its way out and rank 1 stops in its join."""
-    script = "tests/e2e/scripts/horovod_uneven_join.py"
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
-                             "--mode", "crossover", "--iterations", "8", "--json"],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+@pytest.fixture(scope="module")
+def uneven_and_elastic(tmp_path_factory):
+    """The Horovod scripts of the two tests below in one crossover group, each the other's partner (each test was a
+    group of two copies of its script): the uneven one capped at 8 steps by its job file, the elastic one at its
+    own length. (name -> the job's run)"""
+    folder = tmp_path_factory.mktemp("uneven-and-elastic")
+    files = []
+    for name, script, cap in (("uneven-join", "tests/e2e/scripts/horovod_uneven_join.py", "iterations = 8\n"),
+                              ("elastic", "tests/e2e/scripts/horovod_elastic.py", "")):
+        (folder / f"{name}.toml").write_text(f'name = "{name}"\nscript = "{ROOT / script}"\nnp = 2\n{cap}')
+        files.append(str(folder / f"{name}.toml"))
+    result = subprocess.run([sys.executable, "-m", "xover", "run", "--group", *files, "--mode", "crossover", "--json"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT,
+                            env={**os.environ, "XOVER_DB": str(folder / "xover.db"),
+                                 "XOVER_RESULTS": str(folder / "results")})
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = json.loads(result.stdout)["jobs"]
     assert len(jobs) == 2
-    for job in jobs:
-        assert job["status"] == "finished" and job["iterations"] == 8, job
-        ranks = Path(job["log_dir"]) / "ranks"
-        assert len(re.findall(r"rank 0 epoch 0 batch \d loss", (ranks / "rank.0" / "stdout").read_text())) == 8
-        assert len(re.findall(r"rank 1 epoch 0 batch \d loss", (ranks / "rank.1" / "stdout").read_text())) == 6
+    return {job["name"]: job for job in jobs}
 
 
-def test_the_commits_of_a_horovod_elastic_script_run_outside_the_turn(isolated_results):
+def test_a_horovod_script_whose_ranks_join_after_uneven_data_stops_at_its_step_cap(uneven_and_elastic):
+    """Rank 0 steps 10 times an epoch, rank 1 6 times and waits in hvd.join(): capped at 8 steps, rank 0 ended
+    at its 8th while rank 1 waited for it to join, and rank 1 failed ("Horovod has been shut down"), so the job
+    did. Now the capped rank joins on its way out and rank 1 stops in its join."""
+    job = uneven_and_elastic["uneven-join"]
+    assert job["mode"] == "crossover"
+    assert job["status"] == "finished" and job["iterations"] == 8, job
+    ranks = Path(job["log_dir"]) / "ranks"
+    assert len(re.findall(r"rank 0 epoch 0 batch \d loss", (ranks / "rank.0" / "stdout").read_text())) == 8
+    assert len(re.findall(r"rank 1 epoch 0 batch \d loss", (ranks / "rank.1" / "stdout").read_text())) == 6
+
+
+def test_the_commits_of_a_horovod_elastic_script_run_outside_the_turn(uneven_and_elastic):
     """TorchState's commit and check_host_updates broadcast after the step, where the job holds its turn, through
     functions Horovod's elastic state imported before the shim wrapped them: each ran in the turn, blocked on the
     peer rank, and two copies in crossover could wait on each other's turns (a run of every mode hung for 10
     minutes). Now each steps out of the turn, counted as a yield (before: no iteration yielded)."""
-    script = "tests/e2e/scripts/horovod_elastic.py"
-    result = subprocess.run([sys.executable, "-m", "xover", "run", "--script", script, "--script", script,
-                             "--mode", "crossover", "--json"], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    jobs = json.loads(result.stdout)["jobs"]
-    assert len(jobs) == 2
-    for job in jobs:
-        assert job["status"] == "finished" and job["iterations"] == 16, job
-        output = (Path(job["log_dir"]) / "ranks" / "rank.0" / "stdout").read_text()
-        iterations = [record for record in map(parse_metric_line, output.splitlines()) if record and record["kind"] == "iter"]
-        assert len(iterations) == 16
-        assert sum(1 for record in iterations if record["yields"]) >= 8, [record["yields"] for record in iterations]
+    job = uneven_and_elastic["elastic"]
+    assert job["mode"] == "crossover"
+    assert job["status"] == "finished" and job["iterations"] == 16, job
+    output = (Path(job["log_dir"]) / "ranks" / "rank.0" / "stdout").read_text()
+    iterations = [record for record in map(parse_metric_line, output.splitlines()) if record and record["kind"] == "iter"]
+    assert len(iterations) == 16
+    assert sum(1 for record in iterations if record["yields"]) >= 8, [record["yields"] for record in iterations]
 
 
 def test_a_horovod_script_on_one_rank_records_its_batches_and_keeps_its_losses(isolated_results):
