@@ -1017,3 +1017,24 @@ def test_a_quote_never_closed_in_a_plain_trace_is_named_not_only_counted(tmp_pat
     with pytest.raises(TraceError, match=r"line 3: 3 fields, the header has 4: a quoted value runs on to line 4 "
                                          r"\(a quote not closed\?\)"):
         load_trace(path, profiles=PROFILES.get)
+
+
+@pytest.mark.parametrize(("header", "said"), [
+    ("arrival_s,gpus,model", "a plain CSV without its column duration_s (columns: arrival_s, gpus, model): add it"),
+    ("arrival_s,gpus,duration,model", "a plain CSV without its column duration_s (columns: arrival_s, gpus, duration, "
+                                      "model)"),
+    ("job_id,gpu_num,submit_time", "Helios' cluster_log.csv without its column duration (columns: job_id, gpu_num, "
+                                   "submit_time)"),
+    ("job_id,num_gpu,submit_time,model_name", "a Muri CSV without its columns iterations, iteration_time"),
+])
+def test_a_header_with_most_of_one_kinds_columns_is_told_what_it_lacks(tmp_path, header, said):
+    """A plain CSV missing one column was "not a trace this reads", as if it were no trace (helper-98 F5): what
+    --format plain said (the missing column) is said without it."""
+    path = tmp_path / "t.csv"
+    path.write_text(header + "\n0,2,resnet,1\n")
+    with pytest.raises(TraceError) as refused:
+        detect_format(path)
+    assert f"t.csv: line 1: {said}" in str(refused.value)
+    path.write_text("name,size\na,1\n")  # nothing of any kind: as before
+    with pytest.raises(TraceError, match="line 1: not a trace this reads"):
+        detect_format(path)

@@ -126,15 +126,29 @@ def detect_format(path: str | Path) -> str:
         return "philly"
     # csv, not a split on commas: a header of quoted names ("arrival_s","gpus",...) is a header too
     try:
-        columns = {column_name(cell) for cell in next(csv.reader([first], delimiter=csv_delimiter(first)), [])}
+        header = [column_name(cell) for cell in next(csv.reader([first], delimiter=csv_delimiter(first)), [])]
     except csv.Error:  # a field over csv's limit: no header (it was a traceback)
-        columns = set()
-    if set(MURI_COLUMNS) <= columns:
-        return "muri"
-    if set(PLAIN_COLUMNS) <= columns:
-        return "plain"
-    if set(HELIOS_COLUMNS) <= columns:
-        return "helios"
+        header = []
+    columns = set(header)
+    kinds = (
+        ("muri", "a Muri CSV", MURI_COLUMNS),
+        ("plain", "a plain CSV", PLAIN_COLUMNS),
+        ("helios", "Helios' cluster_log.csv", HELIOS_COLUMNS),
+    )
+    for kind, _, wanted in kinds:
+        if set(wanted) <= columns:
+            return kind
+    # most of one kind's columns: the header of that kind with some missing, said as --format would say it
+    share, label, missing = max(
+        (len(set(wanted) & columns) / len(wanted), label, [c for c in wanted if c not in columns])
+        for _, label, wanted in kinds
+    )
+    if share >= 0.5 and len(columns & {c for _, _, wanted in kinds for c in wanted}) >= 2:
+        raise TraceError(
+            f"{path}: line 1: {label} without its column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"(columns: {', '.join(c for c in header if c)}): add {'them' if len(missing) > 1 else 'it'}, or give "
+            "--format if it is another kind of trace"
+        )
     raise TraceError(
         f"{path}: line 1: not a trace this reads: a Muri CSV has {', '.join((*MURI_COLUMNS, *MURI_RESOURCES))}; "
         f"a plain CSV has "
