@@ -112,17 +112,6 @@ def physical_name(index: int, gpus: list[str], per_gpu: int, cores: list[int]) -
     return f"core{cores[index % len(cores)]}" if cores else f"device{index}"
 
 
-def shared_gpu(index: int) -> str | None:
-    """Where device `index` of this process is a share of a GPU (XOVER_DEVICES_PER_GPU above 1): that GPU, as
-    physical_device names a whole one; else None. A share's lease holds the GPU shared and a whole GPU's holds it
-    alone, so that runs counting the GPU differently see each other."""
-    current = settings()
-    gpus = _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
-    if not gpus or current.devices_per_gpu <= 1:
-        return None
-    return physical_name(index % len(gpus), [uuid for _, uuid in gpus], 1, [])
-
-
 @functools.lru_cache(maxsize=8)
 def _visible_gpus(visible: str | None, cpu_only: bool) -> tuple[tuple[str, str], ...]:
     """The visible GPUs, each as CUDA_VISIBLE_DEVICES names it and as its UUID, asked of NVML once per
@@ -131,25 +120,40 @@ def _visible_gpus(visible: str | None, cpu_only: bool) -> tuple[tuple[str, str],
     return tuple(zip(gpus, _nvml_uuids(gpus))) if gpus else ()
 
 
+def _shown_here() -> tuple[tuple[tuple[str, str], ...], int, list[int]]:
+    """What this process is shown of the machine: its GPUs (as named, as UUID), the devices a GPU counts as, and
+    its cores."""
+    current = settings()
+    gpus = _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
+    return gpus, current.devices_per_gpu, sorted(os.sched_getaffinity(0))
+
+
 def physical_device(index: int) -> str:
     """Device `index` of this process as the machine knows it (physical_name): two processes shown different GPUs
     (CUDA_VISIBLE_DEVICES) or cores (taskset) name a device they share alike, and ones they do not apart."""
-    current = settings()
-    gpus = [uuid for _, uuid in _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)]
-    return physical_name(index, gpus, current.devices_per_gpu, sorted(os.sched_getaffinity(0)))
+    gpus, per_gpu, cores = _shown_here()
+    return physical_name(index, [uuid for _, uuid in gpus], per_gpu, cores)
+
+
+def shared_gpu(index: int) -> str | None:
+    """Where device `index` of this process is a share of a GPU (XOVER_DEVICES_PER_GPU above 1): that GPU, as
+    physical_device names a whole one; else None. A share's lease holds the GPU shared and a whole GPU's holds it
+    alone, so that runs counting the GPU differently see each other."""
+    gpus, per_gpu, _ = _shown_here()
+    if not gpus or per_gpu <= 1:
+        return None
+    return physical_name(index % len(gpus), [uuid for _, uuid in gpus], 1, [])
 
 
 def index_before_physical(index: int) -> int | None:
     """The index an xover from before 2026-12-08 (which leased devices by index) gave device `index` of this process
     where it ran on all of the machine: the number of the core, or of the GPU where CUDA_VISIBLE_DEVICES names it by
     number (one device a GPU); None where such a run could not have named it (a GPU by UUID, shared GPUs)."""
-    current = settings()
-    gpus = _visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), current.cpu_only)
+    gpus, per_gpu, cores = _shown_here()
     if gpus:
-        if current.devices_per_gpu > 1 or index >= len(gpus) or not gpus[index][0].isdigit():
+        if per_gpu > 1 or index >= len(gpus) or not gpus[index][0].isdigit():
             return None
         return int(gpus[index][0])
-    cores = sorted(os.sched_getaffinity(0))
     return cores[index % len(cores)] if cores else None
 
 

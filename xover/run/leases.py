@@ -451,11 +451,8 @@ def _busy_with(fd: int, name: str) -> str:
         recorded = bool(os.pread(fd, 1, 0))
     except OSError:
         recorded = True
-    return (
-        _SHARES_HOLD_IT
-        if not recorded and name.startswith(_lease_name(f"{LOCAL}-gpu-")[: -len(".lock")])
-        else (_holder_of(fd))
-    )
+    whole_gpu = name.startswith(_lease_name(f"{LOCAL}-gpu-").removesuffix(".lock"))
+    return _SHARES_HOLD_IT if whole_gpu and not recorded else _holder_of(fd)
 
 
 def _holder_of(fd: int) -> str:
